@@ -1,0 +1,6 @@
+//go:build tools
+
+// Package tools records the binaries this module builds.
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
