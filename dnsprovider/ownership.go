@@ -1,0 +1,213 @@
+package dnsprovider
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// OwnerLabel is the first label of the ownership TXT record's name:
+// "_etcdfed-owner.<domain>".
+const OwnerLabel = "_etcdfed-owner"
+
+const (
+	heritageText = "heritage=etcdfed"
+	ownerPrefix  = "owner="
+	rrsetPrefix  = "rrset="
+)
+
+// Sentinel errors of providers.
+var (
+	// ErrNotOwner: the records belong to another owner.
+	ErrNotOwner = errors.New("dnsprovider: records belong to another owner")
+	// ErrConflict: a record the owner wants to publish already exists and
+	// is not owned by anyone etcdfed knows.
+	ErrConflict = errors.New("dnsprovider: record exists and is not owned")
+)
+
+// OwnershipName returns the name of the ownership TXT record of a domain.
+func OwnershipName(origin string) string {
+	return OwnerLabel + "." + strings.ToLower(dns.Fqdn(origin))
+}
+
+// Ownership is the content of an ownership TXT record: who owns the
+// domain's records, and which RRsets they hold.
+type Ownership struct {
+	Owner  string
+	RRsets []RRsetKey // sorted
+}
+
+// RRsetKey names one RRset.
+type RRsetKey struct {
+	Name string // absolute, lowercase
+	Type uint16
+}
+
+func (k RRsetKey) String() string { return k.Name + " " + dns.TypeToString[k.Type] }
+
+// ParseOwnership reads an ownership TXT record of origin. ok is false when
+// the record is not an etcdfed ownership record at all (another TXT at the
+// same name); err is set when it claims to be one but is malformed.
+func ParseOwnership(origin string, txt *dns.TXT) (o Ownership, ok bool, err error) {
+	origin = strings.ToLower(dns.Fqdn(origin))
+	if len(txt.Txt) == 0 || txt.Txt[0] != heritageText {
+		return Ownership{}, false, nil
+	}
+	if len(txt.Txt) < 2 || !strings.HasPrefix(txt.Txt[1], ownerPrefix) {
+		return Ownership{}, true, errors.New("ownership record has no owner= string after heritage=etcdfed")
+	}
+	o.Owner = strings.TrimPrefix(txt.Txt[1], ownerPrefix)
+	if err := checkOwner(o.Owner); err != nil {
+		return Ownership{}, true, err
+	}
+	for _, t := range txt.Txt[2:] {
+		rest, found := strings.CutPrefix(t, rrsetPrefix)
+		name, typ, found2 := strings.Cut(rest, " ")
+		rtype, known := dns.StringToType[typ]
+		if !found || !found2 || !known || name == "" {
+			return Ownership{}, true, fmt.Errorf("ownership record: string %q is not %q followed by a relative name, a space and a type", t, rrsetPrefix)
+		}
+		abs := origin
+		if name != "@" {
+			abs = strings.ToLower(name) + "." + origin
+		}
+		o.RRsets = append(o.RRsets, RRsetKey{abs, rtype})
+	}
+	sortKeys(o.RRsets)
+	return o, true, nil
+}
+
+// TXT renders the ownership record's strings.
+func (o Ownership) txt(origin string) []string {
+	out := []string{heritageText, ownerPrefix + o.Owner}
+	for _, k := range o.RRsets {
+		rel := "@"
+		if k.Name != origin {
+			rel = strings.TrimSuffix(k.Name, "."+origin)
+		}
+		out = append(out, rrsetPrefix+rel+" "+dns.TypeToString[k.Type])
+	}
+	return out
+}
+
+func sortKeys(ks []RRsetKey) {
+	slices.SortFunc(ks, func(a, b RRsetKey) int {
+		if c := CompareNames(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return int(a.Type) - int(b.Type)
+	})
+}
+
+func checkOwner(owner string) error {
+	if owner == "" {
+		return errors.New("owner is empty")
+	}
+	if len(owner) > 200 {
+		return fmt.Errorf("owner is %d characters long, at most 200 allowed", len(owner))
+	}
+	for _, c := range []byte(owner) {
+		if c <= ' ' || c >= 0x7f || c == '"' || c == '\\' || c == ';' {
+			return fmt.Errorf("owner %q has character %q: only printable ASCII without space, quote, backslash or semicolon is allowed", owner, c)
+		}
+	}
+	return nil
+}
+
+// IsManaged reports whether a provider publishes an RRset: everything but
+// the SOA and the apex NS, which belong to the zone's operator.
+func IsManaged(origin string, k RRsetKey) bool {
+	if k.Type == dns.TypeSOA {
+		return false
+	}
+	return !(k.Type == dns.TypeNS && k.Name == origin)
+}
+
+// managedKeys lists the RRsets the ownership record must list: the managed
+// RRsets but the ownership record itself.
+func (s *RecordSet) managedKeys() []RRsetKey {
+	own := OwnershipName(s.origin)
+	var ks []RRsetKey
+	for _, rs := range s.sets {
+		k := RRsetKey{rs.Name, rs.Type}
+		if IsManaged(s.origin, k) && !(k.Name == own && k.Type == dns.TypeTXT) {
+			ks = append(ks, k)
+		}
+	}
+	sortKeys(ks)
+	return ks
+}
+
+// checkOwnership finds and checks the ownership record; it returns the owner.
+func (s *RecordSet) checkOwnership() (string, error) {
+	own := OwnershipName(s.origin)
+	var txt *RRset
+	for i := range s.sets {
+		if s.sets[i].Name == own {
+			if s.sets[i].Type != dns.TypeTXT {
+				return "", fmt.Errorf("%s %s: the name %s is reserved for the ownership TXT record", own, dns.TypeToString[s.sets[i].Type], own)
+			}
+			txt = &s.sets[i]
+		}
+	}
+	if txt == nil {
+		return "", nil
+	}
+	if len(txt.RRs) != 1 {
+		return "", fmt.Errorf("%s TXT: the ownership record must be one TXT record, got %d", own, len(txt.RRs))
+	}
+	o, ok, err := ParseOwnership(s.origin, txt.RRs[0].(*dns.TXT))
+	if err != nil {
+		return "", fmt.Errorf("%s TXT: %w", own, err)
+	}
+	if !ok {
+		return "", fmt.Errorf("%s TXT: the ownership record must start with %q", own, heritageText)
+	}
+	want := s.managedKeys()
+	if !slices.Equal(o.RRsets, want) {
+		return "", fmt.Errorf("%s TXT: the ownership record lists %v but the set holds %v", own, o.RRsets, want)
+	}
+	return o.Owner, nil
+}
+
+// Managed returns the records a provider publishes for the set's owner: all
+// but the SOA and the apex NS, in canonical order. The ownership record is
+// among them.
+func (s *RecordSet) Managed() []Record {
+	var out []Record
+	for _, rs := range s.sets {
+		if IsManaged(s.origin, RRsetKey{rs.Name, rs.Type}) {
+			out = append(out, rs.record())
+		}
+	}
+	return out
+}
+
+// OwnershipRecord returns the flat ownership TXT record that claims the
+// given RRsets of origin for owner. Build adds it for you; use it when
+// assembling a set by hand.
+func OwnershipRecord(origin, owner string, ttl int32, rrsets []RRsetKey) (Record, error) {
+	origin = strings.ToLower(dns.Fqdn(origin))
+	if err := checkOwner(owner); err != nil {
+		return Record{}, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	ks := slices.Clone(rrsets)
+	for i := range ks {
+		ks[i].Name = strings.ToLower(dns.Fqdn(ks[i].Name))
+	}
+	sortKeys(ks)
+	var b strings.Builder
+	for i, t := range (Ownership{Owner: owner, RRsets: ks}).txt(origin) {
+		if len(t) > 255 {
+			return Record{}, fmt.Errorf("%w: ownership string %q longer than 255 bytes", ErrInvalid, t)
+		}
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(`"` + t + `"`)
+	}
+	return Record{Name: OwnershipName(origin), Type: "TXT", TTL: ttl, Data: []string{b.String()}}, nil
+}
