@@ -324,14 +324,21 @@ func (m *model) solve() []int {
 	// Raise zone tolerance as far as it goes, then cluster tolerance. A
 	// solution found at a level is the cheapest at that level; its own
 	// tolerance is a lower bound for the next search.
-	cur, zls := base, []limit{free}
+	atLeast := func(k int) []limit {
+		if k == 0 {
+			return []limit{free}
+		}
+		return limits(k, f)
+	}
+	cur := base
 	zoneTol, _ := m.tolerances(base.counts)
 	for k := min(f, len(m.zones)-1); k > zoneTol; k-- {
 		if s, ok := best(limits(k, f), []limit{free}); ok {
-			cur, zls = s, limits(k, f)
+			cur, zoneTol = s, k
 			break
 		}
 	}
+	zls := atLeast(zoneTol) // keep the zone tolerance while raising the cluster one
 	_, clusterTol := m.tolerances(cur.counts)
 	for l := min(f, len(m.clusters)-1); l > clusterTol; l-- {
 		if s, ok := best(zls, limits(l, f)); ok {
