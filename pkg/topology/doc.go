@@ -59,7 +59,8 @@
 // Spread). Domains only lose or only gain members, so no step overfills a
 // domain. Steps are ordered: unhealthy members removed, then unhealthy
 // members moved, then additions, then healthy members moved, then healthy
-// members removed; the leader last within each group. Because the target
+// members removed; within a group, members of unschedulable domains first
+// and the leader last. Because the target
 // is optimal, planning again after any prefix of the steps yields the rest
 // of them (or an equally good, never longer, plan) and, at the end, none.
 package topology

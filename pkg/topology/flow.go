@@ -61,12 +61,15 @@ func (a *arc) unitCost(n int32) cost {
 	return a.unit[n]
 }
 
-// network is a flow network with reusable scratch space.
+// network is a flow network with reusable scratch space. Add every arc,
+// then call finish before run.
 type network struct {
-	arcs []arc
-	// adj lists, per node, residual edges as arc index*2 (forward, the node
-	// is arc.from) or arc index*2+1 (backward, the node is arc.to).
-	adj [][]int32
+	nodes int
+	arcs  []arc
+	// adj[start[u]:start[u+1]] lists node u's residual edges as arc index*2
+	// (forward, u is arc.from) or arc index*2+1 (backward, u is arc.to).
+	start []int32
+	adj   []int32
 
 	dist    []cost
 	reached []bool
@@ -75,24 +78,41 @@ type network struct {
 	queue   []int32
 }
 
-func newNetwork(nodes int) *network {
-	return &network{
-		adj:     make([][]int32, nodes),
-		dist:    make([]cost, nodes),
-		reached: make([]bool, nodes),
-		queued:  make([]bool, nodes),
-		prev:    make([]int32, nodes),
-	}
+func newNetwork(nodes, arcs int) *network {
+	return &network{nodes: nodes, arcs: make([]arc, 0, arcs)}
 }
 
 // addArc adds an arc and returns its index. unit, when not nil, must have at
 // least capacity entries.
 func (g *network) addArc(from, to int, capacity int, unit []cost) int {
-	i := int32(len(g.arcs))
 	g.arcs = append(g.arcs, arc{from: int32(from), to: int32(to), cap: int32(capacity), unit: unit})
-	g.adj[from] = append(g.adj[from], i*2)
-	g.adj[to] = append(g.adj[to], i*2+1)
-	return int(i)
+	return len(g.arcs) - 1
+}
+
+// finish builds the adjacency lists and the scratch space.
+func (g *network) finish() {
+	g.start = make([]int32, g.nodes+1)
+	for _, a := range g.arcs {
+		g.start[a.from+1]++
+		g.start[a.to+1]++
+	}
+	for u := range g.nodes {
+		g.start[u+1] += g.start[u]
+	}
+	g.adj = make([]int32, 2*len(g.arcs))
+	fill := make([]int32, g.nodes)
+	copy(fill, g.start)
+	for i, a := range g.arcs {
+		g.adj[fill[a.from]] = int32(2 * i)
+		fill[a.from]++
+		g.adj[fill[a.to]] = int32(2*i + 1)
+		fill[a.to]++
+	}
+	g.dist = make([]cost, g.nodes)
+	g.reached = make([]bool, g.nodes)
+	g.queued = make([]bool, g.nodes)
+	g.prev = make([]int32, g.nodes)
+	g.queue = make([]int32, 0, 4*g.nodes)
 }
 
 // run computes a minimum cost flow of at most limit units from s to t,
@@ -137,7 +157,7 @@ func (g *network) shortestPath(s, t int) bool {
 	for head := 0; head < len(g.queue); head++ {
 		u := g.queue[head]
 		g.queued[u] = false
-		for _, ref := range g.adj[u] {
+		for _, ref := range g.adj[g.start[u]:g.start[u+1]] {
 			a := &g.arcs[ref>>1]
 			var v int32
 			var d cost

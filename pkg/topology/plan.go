@@ -39,9 +39,6 @@ type domain struct {
 
 func (d *domain) schedulable() bool { return d.Unschedulable == "" }
 
-// overCapacity reports whether the domain holds more members than it may.
-func (d *domain) overCapacity() bool { return d.Capacity > 0 && len(d.members) > d.Capacity }
-
 func newModel(in Input) (*model, error) {
 	if in.Replicas < 0 || in.Replicas > MaxMembers {
 		return nil, fmt.Errorf("%w: %d is not between 0 and %d", ErrInvalidReplicas, in.Replicas, MaxMembers)
@@ -49,8 +46,13 @@ func newModel(in Input) (*model, error) {
 	if len(in.Members) > MaxMembers {
 		return nil, fmt.Errorf("%w: %d members, at most %d", ErrInvalidMember, len(in.Members), MaxMembers)
 	}
-	m := &model{replicas: in.Replicas, prefix: in.NamePrefix, leader: in.Leader}
-	known := make(map[Domain]bool, len(in.Domains))
+	m := &model{
+		replicas: in.Replicas,
+		prefix:   in.NamePrefix,
+		leader:   in.Leader,
+		members:  slices.Clone(in.Members),
+		domains:  make([]domain, 0, len(in.Domains)+len(in.Members)),
+	}
 	for _, d := range in.Domains {
 		if d.Cluster == "" || d.Zone == "" {
 			return nil, fmt.Errorf("%w: %q: cluster and zone must not be empty", ErrInvalidDomain, d.Domain)
@@ -58,56 +60,55 @@ func newModel(in Input) (*model, error) {
 		if d.Capacity < 0 {
 			return nil, fmt.Errorf("%w: %s: negative capacity %d", ErrInvalidDomain, d.Domain, d.Capacity)
 		}
-		if known[d.Domain] {
-			return nil, fmt.Errorf("%w: %s listed twice", ErrInvalidDomain, d.Domain)
-		}
-		known[d.Domain] = true
 		m.domains = append(m.domains, domain{DomainInfo: d})
 	}
-	names := make(map[string]bool, len(in.Members))
-	for _, mem := range in.Members {
+	m.sortDomains()
+	for i := 1; i < len(m.domains); i++ {
+		if m.domains[i].Domain == m.domains[i-1].Domain {
+			return nil, fmt.Errorf("%w: %s listed twice", ErrInvalidDomain, m.domains[i].Domain)
+		}
+	}
+
+	slices.SortFunc(m.members, func(a, b Member) int { return compareNames(a.Name, b.Name) })
+	listed := len(m.domains)
+	for i, mem := range m.members {
 		switch {
 		case mem.Name == "":
 			return nil, fmt.Errorf("%w: empty name", ErrInvalidMember)
-		case names[mem.Name]:
+		case i > 0 && mem.Name == m.members[i-1].Name:
 			return nil, fmt.Errorf("%w: %s listed twice", ErrInvalidMember, mem.Name)
 		case mem.Domain.Cluster == "" || mem.Domain.Zone == "":
 			return nil, fmt.Errorf("%w: %s: cluster and zone must not be empty", ErrInvalidMember, mem.Name)
 		}
-		names[mem.Name] = true
-		if !known[mem.Domain] {
-			known[mem.Domain] = true
+		_, found := m.find(m.domains[:listed], mem.Domain)
+		unlisted := slices.ContainsFunc(m.domains[listed:], func(d domain) bool { return d.Domain == mem.Domain })
+		if !found && !unlisted {
 			m.domains = append(m.domains, domain{DomainInfo: DomainInfo{Domain: mem.Domain, Unschedulable: Unlisted}})
 		}
-		m.members = append(m.members, mem)
 	}
-	slices.SortFunc(m.members, func(a, b Member) int { return compareNames(a.Name, b.Name) })
-	slices.SortFunc(m.domains, func(a, b domain) int {
-		return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Zone, b.Zone))
-	})
+	if len(m.domains) > listed {
+		m.sortDomains()
+	}
 
-	index := make(map[Domain]int, len(m.domains))
-	zones := map[string]bool{}
-	clusters := map[string]bool{}
-	for i, d := range m.domains {
-		index[d.Domain] = i
-		zones[d.Zone] = true
-		clusters[d.Cluster] = true
+	for _, d := range m.domains {
+		m.zones = append(m.zones, d.Zone)
+		m.clusters = append(m.clusters, d.Cluster) // sorted already
 	}
-	m.zones = sortedKeys(zones)
-	m.clusters = sortedKeys(clusters)
+	slices.Sort(m.zones)
+	m.zones = slices.Compact(m.zones)
+	m.clusters = slices.Compact(m.clusters)
 	for i := range m.domains {
 		d := &m.domains[i]
 		d.zone, _ = slices.BinarySearch(m.zones, d.Zone)
 		d.cluster, _ = slices.BinarySearch(m.clusters, d.Cluster)
 	}
 	for i, mem := range m.members {
-		d := &m.domains[index[mem.Domain]]
-		d.members = append(d.members, i)
+		j, _ := m.find(m.domains, mem.Domain)
+		m.domains[j].members = append(m.domains[j].members, i)
 	}
 	for i := range m.domains {
 		// Keep healthy members first, the leader first among equals, then
-		// lower names.
+		// lower names (members are sorted by name already).
 		slices.SortStableFunc(m.domains[i].members, func(a, b int) int {
 			return cmp.Or(
 				compareBool(!m.members[a].Healthy, !m.members[b].Healthy),
@@ -116,6 +117,19 @@ func newModel(in Input) (*model, error) {
 		})
 	}
 	return m, nil
+}
+
+func compareDomains(a, b Domain) int {
+	return cmp.Or(cmp.Compare(a.Cluster, b.Cluster), cmp.Compare(a.Zone, b.Zone))
+}
+
+func (m *model) sortDomains() {
+	slices.SortFunc(m.domains, func(a, b domain) int { return compareDomains(a.Domain, b.Domain) })
+}
+
+// find returns the index of d in the sorted domains.
+func (m *model) find(domains []domain, d Domain) (int, bool) {
+	return slices.BinarySearchFunc(domains, d, func(e domain, d Domain) int { return compareDomains(e.Domain, d) })
 }
 
 // compareBool orders false before true.
@@ -130,15 +144,6 @@ func compareBool(a, b bool) int {
 	}
 }
 
-func sortedKeys(set map[string]bool) []string {
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
 // limit is a failure-tolerance constraint on a placement: losing any k
 // groups (zones or clusters) loses at most f members, where f is how many
 // members the placement can lose and keep quorum. The k largest groups sum
@@ -150,6 +155,14 @@ func sortedKeys(set map[string]bool) []string {
 // side). In the network every group takes up to t members directly and the
 // rest from a shared overflow of f-k*t. k == 0 is no constraint.
 type limit struct{ k, t int }
+
+// room returns how many members the constraint lets groups hold in all.
+func (l limit) room(groups, f, r int) int {
+	if l.k == 0 {
+		return r
+	}
+	return groups*l.t + f - l.k*l.t
+}
 
 // limits returns the constraints whose union is "survives k failures".
 func limits(k, f int) []limit {
@@ -192,10 +205,29 @@ func (m *model) network() *flowNet {
 	nz, nc := len(m.zones), len(m.clusters)
 	zoneNode := func(j int) int { return nodeFirstGroup + 2*j } // and +1: after the spread arc
 	clusterNode := func(i int) int { return nodeFirstGroup + 2*nz + 2*i }
-	g := &flowNet{network: newNetwork(nodeFirstGroup + 2*nz + 2*nc), source: nodeSource, sink: nodeSink}
+	g := &flowNet{
+		network:    newNetwork(nodeFirstGroup+2*nz+2*nc, 2+3*nz+len(m.domains)+3*nc),
+		source:     nodeSource,
+		sink:       nodeSink,
+		zoneIn:     make([]int, 0, nz),
+		clusterOut: make([]int, 0, nc),
+		domainArc:  make([]int, 0, len(m.domains)),
+	}
 
+	// All unit costs share one array: the spread arcs' r units each, then
+	// every domain arc's.
+	units := 2 * r
+	for i := range m.domains {
+		units += m.domainSize(i)
+	}
+	pool := make([]cost, units)
+	take := func(n int) []cost {
+		unit := pool[:n:n]
+		pool = pool[n:]
+		return unit
+	}
 	spread := func(level int) []cost {
-		unit := make([]cost, r)
+		unit := take(r)
 		for n := range unit {
 			unit[n][level] = int32(n)
 		}
@@ -211,7 +243,7 @@ func (m *model) network() *flowNet {
 	}
 	for i := range m.domains {
 		d := &m.domains[i]
-		unit := m.domainCosts(i)
+		unit := m.domainCosts(i, take(m.domainSize(i)))
 		g.domainArc = append(g.domainArc, g.addArc(zoneNode(d.zone)+1, clusterNode(d.cluster), len(unit), unit))
 	}
 	for i := range m.clusters {
@@ -220,20 +252,27 @@ func (m *model) network() *flowNet {
 		g.addArc(clusterNode(i)+1, nodeClusterOverflow, r, nil)
 	}
 	g.clusOver = []int{g.addArc(nodeClusterOverflow, nodeSink, 0, nil)}
+	g.finish()
 	return g
 }
 
-// domainCosts returns the cost of each unit of flow on domain i's arc; its
-// length is the arc's capacity. The first units keep the domain's members
-// (in keep order), the next ones bring members in.
-func (m *model) domainCosts(i int) []cost {
+// domainSize is the capacity of domain i's arc: room for members to come
+// when it is schedulable, and its current members in any case (they may
+// stay, at a cost).
+func (m *model) domainSize(i int) int {
 	d := &m.domains[i]
 	size := 0
 	if d.schedulable() {
 		size = min(m.replicas, cmp.Or(d.Capacity, m.replicas))
 	}
-	size = max(size, len(d.members)) // members may stay where they are, at a cost
-	unit := make([]cost, size)
+	return max(size, len(d.members))
+}
+
+// domainCosts fills unit with the cost of each unit of flow on domain i's
+// arc. The first units keep the domain's members (in keep order), the next
+// ones bring members in.
+func (m *model) domainCosts(i int, unit []cost) []cost {
+	d := &m.domains[i]
 	for n := range unit {
 		u := &unit[n]
 		if n < len(d.members) {
@@ -309,6 +348,9 @@ func (m *model) solve() []int {
 		found := false
 		for _, zl := range zls {
 			for _, cl := range cls {
+				if zl.room(len(m.zones), f, r) < base.placed || cl.room(len(m.clusters), f, r) < base.placed {
+					continue // the constraint alone leaves too little room
+				}
 				s := g.solve(zl, cl, f, r)
 				if s.placed != base.placed || s.cost[costFallback] != base.cost[costFallback] {
 					continue

@@ -41,47 +41,66 @@ func (m *model) result(in Input, counts []int) Result {
 
 	var steps []Step
 	for n, mem := range leavers {
-		from := m.domains[source[mem]]
-		s := Step{Action: Move, Member: m.members[mem].Name, From: from.Domain}
-		switch {
-		case n < removals:
-			s.Action, s.Reason = Remove, ScaleDown
-		case !from.schedulable():
-			s.Reason = Evacuate
-		case from.overCapacity():
-			s.Reason = Rebalance
-		default:
-			s.Reason = Spread
+		action := Move
+		if n < removals {
+			action = Remove
 		}
-		steps = append(steps, s)
+		steps = append(steps, Step{Action: action, Member: m.members[mem].Name, From: m.domains[source[mem]].Domain})
 	}
 	taken := make(map[string]bool, len(m.members))
+	health := make(map[string]bool, len(m.members))
 	for _, mem := range m.members {
 		taken[mem.Name] = true
+		health[mem.Name] = mem.Healthy
 	}
 	for _, name := range newNames(m.prefix, taken, len(slots)-(len(leavers)-removals)) {
 		steps = append(steps, Step{Action: Add, Reason: ScaleUp, Member: name})
 	}
 
-	health := make(map[string]bool, len(m.members))
-	for _, mem := range m.members {
-		health[mem.Name] = mem.Healthy
+	evacuating := func(s Step) bool {
+		i, _ := m.find(m.domains, s.From)
+		return s.Action != Add && !m.domains[i].schedulable()
 	}
 	slices.SortFunc(steps, func(a, b Step) int {
 		return cmp.Or(
 			cmp.Compare(stepGroup(a, health), stepGroup(b, health)),
+			compareBool(!evacuating(a), !evacuating(b)),
 			compareBool(a.Member == m.leader, b.Member == m.leader),
-			cmp.Compare(reasonOrder(a.Reason), reasonOrder(b.Reason)),
 			compareNames(a.Member, b.Member),
 		)
 	})
-	// Fill the slots in step order, so that after the first step the rest
-	// of the plan fills the remaining slots in the same way.
+
+	// Walk the steps in order: fill the slots in that order, so that after
+	// the first step the rest of the plan fills the remaining slots the
+	// same way, and give each step the reason that holds when it runs.
+	size := make([]int, len(m.domains))
+	for i, d := range m.domains {
+		size[i] = len(d.members)
+	}
 	next := 0
 	for i := range steps {
-		if steps[i].Action != Remove {
-			steps[i].To = m.domains[slots[next]].Domain
-			next++
+		s := &steps[i]
+		from, _ := m.find(m.domains, s.From)
+		if s.Action != Add {
+			size[from]--
+		}
+		if s.Action == Remove {
+			s.Reason = ScaleDown
+			continue
+		}
+		s.To = m.domains[slots[next]].Domain
+		size[slots[next]]++
+		next++
+		if s.Action == Move {
+			d := &m.domains[from]
+			switch {
+			case !d.schedulable():
+				s.Reason = Evacuate
+			case d.Capacity > 0 && size[from]+1 > d.Capacity:
+				s.Reason = Rebalance
+			default:
+				s.Reason = Spread
+			}
 		}
 	}
 
@@ -114,10 +133,6 @@ func stepGroup(s Step, healthy map[string]bool) int {
 	default:
 		return 4
 	}
-}
-
-func reasonOrder(r Reason) int {
-	return slices.Index([]Reason{Evacuate, Rebalance, Spread}, r)
 }
 
 // applySteps returns the members after the steps, sorted by name. Moved and

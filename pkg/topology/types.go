@@ -3,6 +3,7 @@ package topology
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // MaxMembers bounds both Input.Replicas and the number of current members.
@@ -59,6 +60,22 @@ type DomainInfo struct {
 	Capacity int
 }
 
+// String returns the domain and, when set, why it is unschedulable and its
+// capacity: "c1/a (ZoneCordoned, capacity 2)".
+func (d DomainInfo) String() string {
+	var notes []string
+	if d.Unschedulable != "" {
+		notes = append(notes, string(d.Unschedulable))
+	}
+	if d.Capacity > 0 {
+		notes = append(notes, fmt.Sprintf("capacity %d", d.Capacity))
+	}
+	if len(notes) == 0 {
+		return d.Domain.String()
+	}
+	return fmt.Sprintf("%s (%s)", d.Domain, strings.Join(notes, ", "))
+}
+
 // Member is one current etcd member and where it lives.
 type Member struct {
 	// Name is the member's stable name, e.g. "main-0".
@@ -108,8 +125,8 @@ const (
 	ScaleDown Reason = "ScaleDown"
 	// Evacuate: a Move out of an unschedulable or unlisted domain.
 	Evacuate Reason = "Evacuate"
-	// Rebalance: a Move out of a domain that holds more members than its
-	// capacity.
+	// Rebalance: a Move out of a domain that, when the step runs, holds more
+	// members than its capacity.
 	Rebalance Reason = "Rebalance"
 	// Spread: a Move that raises the zone or cluster failure tolerance.
 	Spread Reason = "Spread"
