@@ -223,8 +223,8 @@ func TestPlan(t *testing.T) {
 			name: "capacity leaves replicas unplaced",
 			in: Input{Replicas: 5, NamePrefix: "m-", Members: mems("m-0@c1/a"),
 				Domains: set(set(set(three, "c1/a", capacity(1)), "c2/b", capacity(1)), "c3/c", capacity(1))},
-			steps:    []string{"Add m-1 to c2/b (ScaleUp)", "Add m-2 to c3/c (ScaleUp)"},
-			zones:    "a:1 b:1 c:1", zoneF: 1, clusterF: 1, unplaced: 2,
+			steps: []string{"Add m-1 to c2/b (ScaleUp)", "Add m-2 to c3/c (ScaleUp)"},
+			zones: "a:1 b:1 c:1", zoneF: 1, clusterF: 1, unplaced: 2,
 			clusterReason: "", currentZoneFails: 0,
 		},
 		{
@@ -270,8 +270,8 @@ func TestPlan(t *testing.T) {
 			zones: "a:1 b:1 c:1", zoneF: 1, clusterF: 1, currentZoneFails: 1,
 		},
 		{
-			name: "member in an unlisted domain is evacuated",
-			in:   Input{Replicas: 3, Domains: three, Members: mems("main-0@c1/a main-1@c2/b main-2@gone/c")},
+			name:  "member in an unlisted domain is evacuated",
+			in:    Input{Replicas: 3, Domains: three, Members: mems("main-0@c1/a main-1@c2/b main-2@gone/c")},
 			steps: []string{"Move main-2 from gone/c to c3/c (Evacuate)"},
 			zones: "a:1 b:1 c:1", zoneF: 1, clusterF: 1, currentZoneFails: 1,
 		},
