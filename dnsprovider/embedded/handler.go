@@ -49,7 +49,7 @@ func (s *Server) serveFull(snap *snapshot, r request) {
 		return
 	}
 	reqOpt, tsig, ok := checkExtra(req)
-	if !ok || len(req.Question) != 1 {
+	if !ok || len(req.Question) != 1 || !completeQuestion(m) {
 		s.formErr(r, m)
 		return
 	}
@@ -84,6 +84,23 @@ func (s *Server) serveFull(snap *snapshot, r request) {
 		resp = new(dns.Msg).SetRcode(req, dns.RcodeNotImplemented)
 	}
 	s.finish(r, req, resp, reqOpt, tsig)
+}
+
+// completeQuestion reports whether the first question of m has its type
+// and class: miekg/dns accepts a question cut short.
+func completeQuestion(m []byte) bool {
+	off := 12
+	for off < len(m) {
+		l := int(m[off])
+		switch {
+		case l == 0:
+			return off+1+4 <= len(m)
+		case l&0xc0 == 0xc0:
+			return off+2+4 <= len(m)
+		}
+		off += 1 + l
+	}
+	return false
 }
 
 // checkExtra finds the OPT and TSIG records of a request. ok is false for
