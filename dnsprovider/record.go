@@ -166,7 +166,7 @@ func rdata(rr dns.RR) string {
 // does not parse, duplicate data or RRsets, an SOA away from the apex or
 // with more than one record, NS records below the apex (delegation is not
 // supported), a CNAME at the apex, with several targets or beside other
-// data, and an ownership record that does not match the set.
+// data, and an ownership record that claims RRsets the set lacks.
 func ParseRecords(origin string, recs []Record) (*RecordSet, error) {
 	origin, err := checkOrigin(origin)
 	if err != nil {

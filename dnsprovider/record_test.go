@@ -198,7 +198,8 @@ func TestParseRecordsRejects(t *testing.T) {
 		{"soa off apex", o, []Record{{Name: "w.example.test.", Type: "SOA", TTL: 1, Data: soa.Data}}, "SOA only allowed at the zone apex"},
 		{"delegation", o, []Record{{Name: "sub.example.test.", Type: "NS", TTL: 1, Data: []string{"ns.example.org."}}}, "delegation is not supported"},
 		{"reserved owner name", o, []Record{a("_etcdfed-owner.example.test.")}, "reserved for the ownership TXT"},
-		{"ownership mismatch", o, []Record{a("w.example.test."), {Name: "_etcdfed-owner.example.test.", Type: "TXT", TTL: 1, Data: []string{`"heritage=etcdfed" "owner=x"`}}}, "ownership record lists"},
+		{"ownership of a missing RRset", o, []Record{a("w.example.test."), {Name: "_etcdfed-owner.example.test.", Type: "TXT", TTL: 1, Data: []string{`"heritage=etcdfed" "owner=x" "rrset=w A" "rrset=v A"`}}}, "lists RRsets the set lacks: v.example.test. A"},
+		{"ownership record not etcdfed's", o, []Record{{Name: "_etcdfed-owner.example.test.", Type: "TXT", TTL: 1, Data: []string{`"x"`}}}, "must start with"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseRecords(tc.origin, tc.recs)

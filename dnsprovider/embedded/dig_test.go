@@ -1,10 +1,14 @@
 package embedded
 
 import (
+	"fmt"
 	"net/netip"
+	"os/exec"
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/miekg/dns"
 
 	"github.com/etcdfed/etcdfed/dnsprovider/internal/dnstest"
 )
@@ -103,4 +107,54 @@ func TestDig(t *testing.T) {
 		{"ANY", []string{"main-1.main.etcd.test", "ANY"},
 			[]string{`ANSWER: 2,`}, nil},
 	})
+}
+
+// TestNsupdate sends RFC 2136 updates with BIND's nsupdate.
+func TestNsupdate(t *testing.T) {
+	nsupdate := dnstest.RequireTool(t, "nsupdate")
+	s := startServer(t, Config{AllowUpdate: true, TSIGKeys: []TSIGKey{{Name: keyName, Secret: keySecret}}}, mustBuild(t, testSpec()))
+	addr := s.Addr()
+	serial := s.Zone(testOrigin).Serial()
+	run := func(key string, lines ...string) (string, error) {
+		script := fmt.Sprintf("server %s %d\nzone %s\n%s\nsend\n", addr.Addr(), addr.Port(), testOrigin, strings.Join(lines, "\n"))
+		cmd := exec.Command(nsupdate, "-y", "hmac-sha256:"+keyName+":"+key)
+		cmd.Stdin = strings.NewReader(script)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run(keySecret, "update add extra.main.etcd.test. 60 IN A 192.0.2.7"); err != nil {
+		t.Fatalf("nsupdate add: %v\n%s", err, out)
+	}
+	runDigCases(t, addr.String(), []digCase{
+		{"added", []string{"extra.main.etcd.test", "A"}, []string{`IN\s+A\s+192\.0\.2\.7`}, nil},
+	})
+	if got := s.Zone(testOrigin).Serial(); got != serial+1 {
+		t.Errorf("serial %d after update, want %d", got, serial+1)
+	}
+	// A failed prerequisite changes nothing.
+	out, err := run(keySecret, "prereq nxrrset main-0.main.etcd.test. A", "update delete main-0.main.etcd.test. A")
+	if err == nil || !strings.Contains(out, "YXRRSET") {
+		t.Errorf("nsupdate with a false prerequisite: %v\n%s", err, out)
+	}
+	// An update that breaks the zone's rules is refused.
+	out, err = run(keySecret, "update add main-0.main.etcd.test. 60 IN CNAME elsewhere.example.net.")
+	if err != nil {
+		t.Errorf("nsupdate adding a CNAME beside A (ignored by RFC 2136): %v\n%s", err, out)
+	}
+	// A wrong key is refused.
+	out, err = run("d3JvbmdzZWNyZXR3cm9uZ3NlY3JldA==", "update delete main-0.main.etcd.test. A")
+	if err == nil {
+		t.Errorf("nsupdate with a wrong key succeeded:\n%s", out)
+	}
+	runDigCases(t, addr.String(), []digCase{
+		{"main-0 intact", []string{"main-0.main.etcd.test", "A"}, []string{`ANSWER: 1,`, `10\.0\.0\.10`}, []string{`CNAME`}},
+	})
+	// Unsigned updates never pass.
+	m := new(dns.Msg).SetUpdate(testOrigin)
+	rr, _ := dns.NewRR("evil.main.etcd.test. 60 IN A 192.0.2.66")
+	m.Insert([]dns.RR{rr})
+	r := exchange(t, addr.String(), m, "udp")
+	if r.Rcode != dns.RcodeRefused {
+		t.Errorf("unsigned update: %s", dns.RcodeToString[r.Rcode])
+	}
 }

@@ -1,8 +1,291 @@
 package embedded
 
-import "github.com/miekg/dns"
+import (
+	"strings"
 
-// update handles an RFC 2136 UPDATE.
+	"github.com/miekg/dns"
+
+	"github.com/etcdfed/etcdfed/dnsprovider"
+)
+
+// update handles an RFC 2136 UPDATE signed with a configured key (the
+// signature was verified before). The result must pass the same validation
+// as any record set, or the update is refused and nothing changes.
 func (s *Server) update(req *dns.Msg, tsig *dns.TSIG) *dns.Msg {
-	return new(dns.Msg).SetRcode(req, dns.RcodeRefused)
+	rcode := func(rc int) *dns.Msg { return new(dns.Msg).SetRcode(req, rc) }
+	if !s.cfg.AllowUpdate || tsig == nil {
+		return rcode(dns.RcodeRefused)
+	}
+	q := req.Question[0]
+	if q.Qtype != dns.TypeSOA || q.Qclass != dns.ClassINET {
+		return rcode(dns.RcodeFormatError)
+	}
+	wire, err := wireName(q.Name)
+	if err != nil {
+		return rcode(dns.RcodeFormatError)
+	}
+
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	z := s.snap.Load().zones[wire]
+	if z == nil {
+		return rcode(dns.RcodeNotAuth)
+	}
+	origin := z.origin
+	cur := map[dnsprovider.RRsetKey][]dns.RR{}
+	var order []dnsprovider.RRsetKey
+	for _, rs := range z.set.RRsets() {
+		k := dnsprovider.RRsetKey{Name: rs.Name, Type: rs.Type}
+		cur[k] = rs.RRs
+		order = append(order, k)
+	}
+	inUse := func(name string) bool {
+		for k := range cur {
+			if k.Name == name {
+				return true
+			}
+		}
+		return false
+	}
+
+	// Prerequisites (RFC 2136 section 3.2).
+	valueDep := map[dnsprovider.RRsetKey][]dns.RR{}
+	for _, rr := range req.Answer {
+		h := rr.Header()
+		name := strings.ToLower(h.Name)
+		if h.Ttl != 0 {
+			return rcode(dns.RcodeFormatError)
+		}
+		if !dns.IsSubDomain(origin, name) {
+			return rcode(dns.RcodeNotZone)
+		}
+		k := dnsprovider.RRsetKey{Name: name, Type: h.Rrtype}
+		switch h.Class {
+		case dns.ClassANY:
+			if h.Rdlength != 0 {
+				return rcode(dns.RcodeFormatError)
+			}
+			if h.Rrtype == dns.TypeANY {
+				if !inUse(name) {
+					return rcode(dns.RcodeNameError)
+				}
+			} else if cur[k] == nil {
+				return rcode(dns.RcodeNXRrset)
+			}
+		case dns.ClassNONE:
+			if h.Rdlength != 0 {
+				return rcode(dns.RcodeFormatError)
+			}
+			if h.Rrtype == dns.TypeANY {
+				if inUse(name) {
+					return rcode(dns.RcodeYXDomain)
+				}
+			} else if cur[k] != nil {
+				return rcode(dns.RcodeYXRrset)
+			}
+		case dns.ClassINET:
+			valueDep[k] = append(valueDep[k], rr)
+		default:
+			return rcode(dns.RcodeFormatError)
+		}
+	}
+	for k, want := range valueDep {
+		if !sameRRs(cur[k], want) {
+			return rcode(dns.RcodeNXRrset)
+		}
+	}
+
+	// Prescan of the update section (section 3.4.1).
+	for _, rr := range req.Ns {
+		h := rr.Header()
+		if !dns.IsSubDomain(origin, strings.ToLower(h.Name)) {
+			return rcode(dns.RcodeNotZone)
+		}
+		switch h.Class {
+		case dns.ClassINET:
+			if isMeta(h.Rrtype) || h.Rrtype == dns.TypeANY {
+				return rcode(dns.RcodeFormatError)
+			}
+		case dns.ClassANY:
+			if h.Ttl != 0 || h.Rdlength != 0 || (isMeta(h.Rrtype) && h.Rrtype != dns.TypeANY) {
+				return rcode(dns.RcodeFormatError)
+			}
+		case dns.ClassNONE:
+			if h.Ttl != 0 || isMeta(h.Rrtype) || h.Rrtype == dns.TypeANY {
+				return rcode(dns.RcodeFormatError)
+			}
+		default:
+			return rcode(dns.RcodeFormatError)
+		}
+	}
+
+	// Apply to a working copy (section 3.4.2).
+	work := map[dnsprovider.RRsetKey][]dns.RR{}
+	for k, v := range cur {
+		work[k] = v
+	}
+	apexProtected := func(k dnsprovider.RRsetKey) bool {
+		return k.Name == origin && (k.Type == dns.TypeSOA || k.Type == dns.TypeNS)
+	}
+	soaChanged := false
+	for _, rr := range req.Ns {
+		h := rr.Header()
+		name := strings.ToLower(h.Name)
+		k := dnsprovider.RRsetKey{Name: name, Type: h.Rrtype}
+		switch h.Class {
+		case dns.ClassINET:
+			add := dns.Copy(rr)
+			add.Header().Name = name
+			hasCNAME := work[dnsprovider.RRsetKey{Name: name, Type: dns.TypeCNAME}] != nil
+			if h.Rrtype == dns.TypeCNAME && hasOtherThan(work, name, dns.TypeCNAME) || h.Rrtype != dns.TypeCNAME && hasCNAME {
+				continue // RFC 2136: ignored
+			}
+			if h.Rrtype == dns.TypeSOA {
+				if name != origin || !serialNewer(add.(*dns.SOA).Serial, z.soa.Serial) {
+					continue
+				}
+				work[k] = []dns.RR{add}
+				soaChanged = true
+				continue
+			}
+			if h.Rrtype == dns.TypeCNAME {
+				work[k] = []dns.RR{add}
+				continue
+			}
+			var next []dns.RR
+			for _, o := range work[k] {
+				if !dns.IsDuplicate(o, add) {
+					c := dns.Copy(o)
+					c.Header().Ttl = h.Ttl // one TTL per RRset
+					next = append(next, c)
+				}
+			}
+			work[k] = append(next, add)
+		case dns.ClassANY:
+			if h.Rrtype == dns.TypeANY {
+				for ok := range work {
+					if ok.Name == name && !apexProtected(ok) {
+						delete(work, ok)
+					}
+				}
+			} else if !apexProtected(k) {
+				delete(work, k)
+			}
+		case dns.ClassNONE:
+			if k.Type == dns.TypeSOA && name == origin {
+				continue
+			}
+			var next []dns.RR
+			for _, o := range work[k] {
+				c := dns.Copy(rr)
+				c.Header().Class, c.Header().Ttl = dns.ClassINET, o.Header().Ttl
+				if !dns.IsDuplicate(o, c) {
+					next = append(next, o)
+				}
+			}
+			if len(next) == 0 && apexProtected(k) {
+				continue // never the last apex NS
+			}
+			if len(next) == 0 {
+				delete(work, k)
+			} else {
+				work[k] = next
+			}
+		}
+	}
+
+	// Back to flat records, keeping the original order for stability.
+	var recs []dnsprovider.Record
+	seen := map[dnsprovider.RRsetKey]bool{}
+	emit := func(k dnsprovider.RRsetKey) {
+		rrs := work[k]
+		if seen[k] || len(rrs) == 0 {
+			return
+		}
+		seen[k] = true
+		r := dnsprovider.Record{Name: k.Name, Type: dns.TypeToString[k.Type], TTL: int32(rrs[0].Header().Ttl)}
+		for _, rr := range rrs {
+			r.Data = append(r.Data, strings.TrimPrefix(rr.String(), rr.Header().String()))
+		}
+		recs = append(recs, r)
+	}
+	for _, k := range order {
+		emit(k)
+	}
+	for k := range work {
+		emit(k)
+	}
+	next, err := dnsprovider.ParseRecords(origin, recs)
+	if err != nil {
+		s.log.Info("Refusing update", "zone", origin, "reason", err.Error())
+		return rcode(dns.RcodeRefused)
+	}
+	if next.Equal(z.set) {
+		return rcode(dns.RcodeSuccess)
+	}
+	if !soaChanged {
+		// Bump the serial (RFC 1982 arithmetic, never 0).
+		for i := range recs {
+			if recs[i].Type == "SOA" {
+				soa := dns.Copy(z.soa).(*dns.SOA)
+				soa.Serial++
+				if soa.Serial == 0 {
+					soa.Serial = 1
+				}
+				recs[i].Data = []string{strings.TrimPrefix(soa.String(), soa.Header().String())}
+			}
+		}
+		if next, err = dnsprovider.ParseRecords(origin, recs); err != nil {
+			return rcode(dns.RcodeServerFailure)
+		}
+	}
+	nz, err := compileZone(next)
+	if err != nil {
+		s.log.Info("Refusing update", "zone", origin, "reason", err.Error())
+		return rcode(dns.RcodeRefused)
+	}
+	s.swap(func(zones map[string]*zone) { zones[nz.wire] = nz })
+	s.log.V(1).Info("Updated zone", "zone", origin, "serial", next.Serial(), "key", tsig.Hdr.Name)
+	return rcode(dns.RcodeSuccess)
+}
+
+func isMeta(t uint16) bool {
+	return t == dns.TypeOPT || t == 0 || t >= 128 && t <= 255
+}
+
+func hasOtherThan(work map[dnsprovider.RRsetKey][]dns.RR, name string, t uint16) bool {
+	for k, v := range work {
+		if k.Name == name && k.Type != t && len(v) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sameRRs compares RRsets as sets of RDATA, ignoring TTLs.
+func sameRRs(a, b []dns.RR) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range b {
+		found := false
+		for _, y := range a {
+			c := dns.Copy(x)
+			c.Header().Class, c.Header().Ttl = y.Header().Class, y.Header().Ttl
+			c.Header().Name = y.Header().Name
+			if dns.IsDuplicate(y, c) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// serialNewer reports whether a is newer than b in RFC 1982 arithmetic.
+func serialNewer(a, b uint32) bool {
+	return a != b && a-b < 1<<31
 }
