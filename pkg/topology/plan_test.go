@@ -421,22 +421,48 @@ func converge(t *testing.T, in Input) []Member {
 	return in.Members
 }
 
-// TestPlanStable applies the first step of random plans and checks that
-// planning again gives exactly the rest of the plan.
+// TestPlanStable walks random plans one step at a time, planning again
+// after each step.
 func TestPlanStable(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
+	exact, steps := 0, 0
 	for range 3000 {
 		in := randomInput(rng, 6, 9)
-		r := plan(t, in)
-		for len(r.Steps) > 0 {
-			rest := r.Steps[1:]
-			in.Members = applyStep(in.Members, r.Steps[0])
-			r = plan(t, in)
-			if !slices.Equal(r.Steps, rest) {
-				t.Fatalf("after a step of %+v:\n got %q\nwant %q", in, stepStrings(r.Steps), stepStrings(rest))
-			}
+		e, s := walkPlan(t, in, plan(t, in))
+		exact += e
+		steps += s
+	}
+	t.Logf("%d of %d replans gave exactly the rest of the plan", exact, steps)
+}
+
+// walkPlan executes r's steps one at a time, planning again after each: the
+// new plan must be the rest of the previous one or an equivalent plan (as
+// many steps to a target scoring the same), and none at the end. It returns
+// how many replans gave exactly the rest, and how many steps were taken.
+func walkPlan(t testing.TB, in Input, r Result) (exact, steps int) {
+	t.Helper()
+	want := scoreTarget(in, r.Target)
+	for len(r.Steps) > 0 {
+		rest := r.Steps[1:]
+		in.Members = applyStep(in.Members, r.Steps[0])
+		var err error
+		if r, err = Plan(in); err != nil {
+			t.Fatalf("Plan(%+v): %v", in, err)
+		}
+		steps++
+		if slices.Equal(r.Steps, rest) {
+			exact++
+			continue
+		}
+		// Scores are relative to the current members: compare the target's
+		// tolerance and placement, and the number of steps left.
+		got := scoreTarget(in, r.Target)
+		if len(r.Steps) != len(rest) || got.placed != want.placed || got.fallback != want.fallback ||
+			got.zoneTol != want.zoneTol || got.clusterTol != want.clusterTol {
+			t.Fatalf("after a step, Plan(%+v):\n got %q (%v)\nwant %q (%v)", in, stepStrings(r.Steps), got, stepStrings(rest), want)
 		}
 	}
+	return exact, steps
 }
 
 // TestPlanDeterministic shuffles the input's slices: the result must not
