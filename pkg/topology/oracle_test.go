@@ -239,7 +239,7 @@ func validate(in Input, r Result) string {
 	// before healthy removals (see stepGroup).
 	last := -1
 	for _, s := range r.Steps {
-		g := stepGroup(s, healthy)
+		g := stepGroup(s.Action, s.Action == Add || healthy[s.Member])
 		if g < last {
 			bad("step %v out of order", s)
 		}

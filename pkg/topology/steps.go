@@ -39,32 +39,35 @@ func (m *model) result(in Input, counts []int) Result {
 	})
 	removals := max(0, len(m.members)-placed)
 
-	var steps []Step
+	// A step in the making: from is the source domain's index (-1 for an
+	// Add), evacuating whether that domain is unschedulable.
+	type pending struct {
+		Step
+		from                int
+		healthy, evacuating bool
+	}
+	var todo []pending
 	for n, mem := range leavers {
-		action := Move
+		p := pending{Step: Step{Action: Move, Member: m.members[mem].Name}, from: source[mem], healthy: m.members[mem].Healthy}
+		p.From = m.domains[p.from].Domain
+		p.evacuating = !m.domains[p.from].schedulable()
 		if n < removals {
-			action = Remove
+			p.Action = Remove
 		}
-		steps = append(steps, Step{Action: action, Member: m.members[mem].Name, From: m.domains[source[mem]].Domain})
+		todo = append(todo, p)
 	}
 	taken := make(map[string]bool, len(m.members))
-	health := make(map[string]bool, len(m.members))
 	for _, mem := range m.members {
 		taken[mem.Name] = true
-		health[mem.Name] = mem.Healthy
 	}
 	for _, name := range newNames(m.prefix, taken, len(slots)-(len(leavers)-removals)) {
-		steps = append(steps, Step{Action: Add, Reason: ScaleUp, Member: name})
+		todo = append(todo, pending{Step: Step{Action: Add, Member: name}, from: -1, healthy: true})
 	}
 
-	evacuating := func(s Step) bool {
-		i, _ := m.find(m.domains, s.From)
-		return s.Action != Add && !m.domains[i].schedulable()
-	}
-	slices.SortFunc(steps, func(a, b Step) int {
+	slices.SortFunc(todo, func(a, b pending) int {
 		return cmp.Or(
-			cmp.Compare(stepGroup(a, health), stepGroup(b, health)),
-			compareBool(!evacuating(a), !evacuating(b)),
+			cmp.Compare(stepGroup(a.Action, a.healthy), stepGroup(b.Action, b.healthy)),
+			compareBool(!a.evacuating, !b.evacuating),
 			compareBool(a.Member == m.leader, b.Member == m.leader),
 			compareNames(a.Member, b.Member),
 		)
@@ -77,31 +80,31 @@ func (m *model) result(in Input, counts []int) Result {
 	for i, d := range m.domains {
 		size[i] = len(d.members)
 	}
+	var steps []Step
 	next := 0
-	for i := range steps {
-		s := &steps[i]
-		from, _ := m.find(m.domains, s.From)
+	for _, p := range todo {
+		s := p.Step
 		if s.Action != Add {
-			size[from]--
+			size[p.from]--
 		}
-		if s.Action == Remove {
+		if s.Action != Remove {
+			s.To = m.domains[slots[next]].Domain
+			size[slots[next]]++
+			next++
+		}
+		switch d := &m.domains[max(p.from, 0)]; {
+		case s.Action == Add:
+			s.Reason = ScaleUp
+		case s.Action == Remove:
 			s.Reason = ScaleDown
-			continue
+		case p.evacuating:
+			s.Reason = Evacuate
+		case d.Capacity > 0 && size[p.from]+1 > d.Capacity:
+			s.Reason = Rebalance // the domain was over capacity until this step
+		default:
+			s.Reason = Spread
 		}
-		s.To = m.domains[slots[next]].Domain
-		size[slots[next]]++
-		next++
-		if s.Action == Move {
-			d := &m.domains[from]
-			switch {
-			case !d.schedulable():
-				s.Reason = Evacuate
-			case d.Capacity > 0 && size[from]+1 > d.Capacity:
-				s.Reason = Rebalance
-			default:
-				s.Reason = Spread
-			}
-		}
+		steps = append(steps, s)
 	}
 
 	target := applySteps(m.members, steps)
@@ -120,15 +123,15 @@ func (m *model) result(in Input, counts []int) Result {
 
 // stepGroup orders steps: clear out unhealthy members first (removals, then
 // moves), then grow, then move healthy members, and shrink last.
-func stepGroup(s Step, healthy map[string]bool) int {
+func stepGroup(a Action, healthy bool) int {
 	switch {
-	case s.Action == Remove && !healthy[s.Member]:
+	case a == Remove && !healthy:
 		return 0
-	case s.Action == Move && !healthy[s.Member]:
+	case a == Move && !healthy:
 		return 1
-	case s.Action == Add:
+	case a == Add:
 		return 2
-	case s.Action == Move:
+	case a == Move:
 		return 3
 	default:
 		return 4

@@ -128,7 +128,8 @@ const (
 	// Rebalance: a Move out of a domain that, when the step runs, holds more
 	// members than its capacity.
 	Rebalance Reason = "Rebalance"
-	// Spread: a Move that raises the zone or cluster failure tolerance.
+	// Spread: a Move toward a placement that survives more zone or cluster
+	// failures (a plan may need several such moves before tolerance rises).
 	Spread Reason = "Spread"
 )
 
