@@ -62,5 +62,21 @@
 // members removed; within a group, members of unschedulable domains first
 // and the leader last. Because the target
 // is optimal, planning again after any prefix of the steps yields the rest
-// of them (or an equally good, never longer, plan) and, at the end, none.
+// of them (or, when two targets tie on every criterion, an equally good plan
+// of the same length) and, at the end, none.
+//
+// # For the hub
+//
+//   - FailureTolerant is Result.Current.ZoneFailures >= 1; its message is
+//     Result.Current.ZoneReason.
+//   - At bootstrap (no members) every step is an Add: create Result.Target
+//     at once rather than step by step.
+//   - Plan does not check quorum safety of a step (whether the remaining
+//     healthy voters keep quorum) nor move leadership: that is the hub's,
+//     when it executes the step. It orders steps so that this is easy:
+//     unhealthy members go first and the leader last.
+//   - A domain the hub cannot see right now but has not declared failed
+//     should neither receive members nor be evacuated: pass it schedulable
+//     with Capacity set to its current member count (or unschedulable when
+//     it has none).
 package topology
