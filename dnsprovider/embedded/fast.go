@@ -122,15 +122,26 @@ func (s *snapshot) fastAnswer(m []byte, out []byte, maxUDP uint16, tcp bool, low
 	case q.edns:
 		limit = int(min(max(q.udpSize, 512), maxUDP))
 	}
-	var body []byte
-	rcode, an, ns, ar := 0, uint16(0), uint16(0), uint16(0)
+	var v *variant
 	if nxdomain {
-		body = z.nxdomain
-		rcode, ns = 3, 1
+		v = &z.nxVariant
 	} else {
-		body = p.body
-		rcode, an, ns, ar = p.rcode, p.ancount, p.nscount, p.arcnt
+		// The first form that fits, as truncate would cut it.
+		for i := range p.variants {
+			size := q.qend + len(p.variants[i].body)
+			if q.edns {
+				size += 11
+			}
+			if size <= limit {
+				v = &p.variants[i]
+				break
+			}
+		}
+		if v == nil {
+			return 0, 0
+		}
 	}
+	body, rcode, an, ns, ar := v.body, v.rcode, v.ancount, v.nscount, v.arcount
 	size := q.qend + len(body)
 	if q.edns {
 		size += 11
@@ -140,7 +151,10 @@ func (s *snapshot) fastAnswer(m []byte, out []byte, maxUDP uint16, tcp bool, low
 		return 0, 0
 	}
 	copy(out, m[:q.qend])
-	out[2] = 0x84 | m[2]&0x01        // QR, AA, RD copied
+	out[2] = 0x84 | m[2]&0x01 // QR, AA, RD copied
+	if v.tc {
+		out[2] |= 0x02
+	}
 	out[3] = m[3]&0x10 | byte(rcode) // CD copied
 	binary.BigEndian.PutUint16(out[4:], 1)
 	binary.BigEndian.PutUint16(out[6:], an)

@@ -29,10 +29,10 @@ type zone struct {
 	soa    *dns.SOA
 	nodes  map[string]*node // by lowercase wire-format name; empty non-terminals included
 
-	// nxdomain is the precomputed body of an NXDOMAIN answer: the
+	// nxVariant is the precomputed NXDOMAIN answer: its body is the
 	// authority SOA whose first two bytes are a compression pointer to the
 	// origin inside the question, filled in per query.
-	nxdomain []byte
+	nxVariant variant
 }
 
 type node struct {
@@ -55,12 +55,21 @@ type fastEntry struct {
 	p     *prepared
 }
 
-// prepared is a packed answer minus header and question: it is valid for
-// any question whose name equals the node's name up to case.
+// prepared holds the packed forms of one answer minus header and question,
+// valid for any question whose name equals the node's name up to case: the
+// full answer first, then the same answer cut down the way truncate cuts it
+// (no additional data; no authority data; no records and TC), so that the
+// fast path picks the same form the full path would send.
 type prepared struct {
-	rcode                   int
-	ancount, nscount, arcnt uint16
-	body                    []byte
+	variants []variant
+}
+
+type variant struct {
+	rcode            int
+	tc               bool
+	ancount, nscount uint16
+	arcount          uint16
+	body             []byte
 }
 
 func (n *node) get(t uint16) []dns.RR {
@@ -155,7 +164,7 @@ func compileZone(set *dnsprovider.RecordSet) (*zone, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pack SOA: %w", err)
 	}
-	z.nxdomain = append([]byte{0xc0, 0}, buf[len(z.wire):off]...)
+	z.nxVariant = variant{rcode: dns.RcodeNameError, nscount: 1, body: append([]byte{0xc0, 0}, buf[len(z.wire):off]...)}
 
 	// Precompute the answers the fast path serves.
 	snap := &snapshot{zones: map[string]*zone{z.wire: z}}
@@ -185,27 +194,45 @@ func compileZone(set *dnsprovider.RecordSet) (*zone, error) {
 }
 
 // prepare runs the full answer path for (name, qtype) and keeps the bytes
-// after the question.
+// after the question, for the full answer and its truncated forms.
 func (s *snapshot) prepare(wire, name string, qtype uint16) (*prepared, error) {
 	req := new(dns.Msg)
 	req.SetQuestion(name, qtype)
-	resp := s.answer(req)
-	resp.Compress = true
-	b, err := resp.Pack()
-	if err != nil {
-		return nil, fmt.Errorf("pack answer for %s %s: %w", name, dns.TypeToString[qtype], err)
+	p := &prepared{}
+	for i := range 4 {
+		resp := s.answer(req)
+		switch i {
+		case 3:
+			resp.Answer, resp.Truncated = nil, true
+			fallthrough
+		case 2:
+			resp.Ns = nil
+			fallthrough
+		case 1:
+			resp.Extra = nil
+		}
+		resp.Compress = true
+		b, err := resp.Pack()
+		if err != nil {
+			return nil, fmt.Errorf("pack answer for %s %s: %w", name, dns.TypeToString[qtype], err)
+		}
+		qend := 12 + len(wire) + 4
+		if len(b) < qend {
+			return nil, fmt.Errorf("packed answer for %s too short", name)
+		}
+		p.variants = append(p.variants, variant{
+			rcode:   resp.Rcode,
+			tc:      resp.Truncated,
+			ancount: binary.BigEndian.Uint16(b[6:]),
+			nscount: binary.BigEndian.Uint16(b[8:]),
+			arcount: binary.BigEndian.Uint16(b[10:]),
+			body:    slices.Clone(b[qend:]),
+		})
+		if len(b)+11 <= dns.MinMsgSize {
+			break // fits any limit, with or without OPT
+		}
 	}
-	qend := 12 + len(wire) + 4
-	if len(b) < qend {
-		return nil, fmt.Errorf("packed answer for %s too short", name)
-	}
-	return &prepared{
-		rcode:   resp.Rcode,
-		ancount: binary.BigEndian.Uint16(b[6:]),
-		nscount: binary.BigEndian.Uint16(b[8:]),
-		arcnt:   binary.BigEndian.Uint16(b[10:]),
-		body:    slices.Clone(b[qend:]),
-	}, nil
+	return p, nil
 }
 
 // negativeSOA returns the SOA for the authority section of a negative

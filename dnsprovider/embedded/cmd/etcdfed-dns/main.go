@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 
@@ -49,7 +50,18 @@ func run() error {
 	sockets := flag.Int("udp-sockets", 0, "UDP sockets (0: GOMAXPROCS)")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on this address (empty: off)")
 	verbose := flag.Bool("v", false, "log zone changes")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until exit")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	if len(zones) == 0 {
 		return errors.New("give at least one -zone ORIGIN=FILE")
 	}

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# DNS benchmark: dnsperf against etcdfed's embedded server and against BIND9
+# serving the same zone on this machine, in one run. Both serve the record
+# set dnsprovider.Build computes for a 9-member etcd cluster; the query mix
+# covers member A/AAAA (some NODATA), a CNAME, both SRV names, SOA, NS and
+# NXDOMAIN. Rounds alternate between the servers so that load from other
+# processes hits both alike.
+#
+# Two measurements per round:
+#   max  - closed loop, OUTSTANDING queries in flight: queries/s at saturation
+#   fixed - open loop at FIXED_QPS queries/s: latency at equal load
+#
+# Environment (defaults): DURATION=10 ROUNDS=2 CLIENTS=8 OUTSTANDING=100
+# FIXED_QPS=20000 MEMBERS=9 BIND_PORT/EMBEDDED_PORT (free ports picked)
+# EMBEDDED_SOCKETS (0: GOMAXPROCS) OUT (report file, default: stdout only).
+#
+# Needs Debian's bind9 and dnsperf: apt-get install -y bind9 dnsperf
+set -euo pipefail
+
+DURATION=${DURATION:-10}
+ROUNDS=${ROUNDS:-2}
+CLIENTS=${CLIENTS:-8}
+OUTSTANDING=${OUTSTANDING:-100}
+FIXED_QPS=${FIXED_QPS:-20000}
+MEMBERS=${MEMBERS:-9}
+EMBEDDED_SOCKETS=${EMBEDDED_SOCKETS:-0}
+DOMAIN=main.etcd.bench.
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+need() {
+  if ! command -v "$1" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$1" ]; then
+    echo "bench-dns: $1 not found: install the DNS dependencies (apt-get install -y bind9 bind9-utils dnsutils dnsperf)" >&2
+    exit 1
+  fi
+}
+need named
+need dnsperf
+need dig
+named=$(command -v named || echo /usr/sbin/named)
+
+work=$(mktemp -d /tmp/bench-dns.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  local p
+  for _ in $(seq 1 100); do
+    p=$(( (RANDOM % 20000) + 30000 ))
+    if ! ss -Hlnu "sport = :$p" 2>/dev/null | grep -q . && ! ss -Hlnt "sport = :$p" 2>/dev/null | grep -q .; then
+      echo "$p"; return
+    fi
+  done
+  echo "bench-dns: no free port" >&2; exit 1
+}
+BIND_PORT=${BIND_PORT:-$(free_port)}
+EMBEDDED_PORT=${EMBEDDED_PORT:-$(free_port)}
+while [ "$EMBEDDED_PORT" = "$BIND_PORT" ]; do EMBEDDED_PORT=$(free_port); done
+
+echo "bench-dns: building (work dir $work)" >&2
+(cd "$root" && go build -o "$work/etcdfed-dns" ./dnsprovider/embedded/cmd/etcdfed-dns \
+  && go run ./dnsprovider/internal/cmd/dnsbench-zone -domain "$DOMAIN" -members "$MEMBERS" \
+       -zone "$work/db.bench" -queries "$work/queries.txt")
+
+cat >"$work/named.conf" <<EOF
+options {
+  directory "$work";
+  pid-file "$work/named.pid";
+  listen-on port $BIND_PORT { 127.0.0.1; };
+  listen-on-v6 { none; };
+  recursion no;
+  dnssec-validation no;
+  session-keyfile "$work/session.key";
+  managed-keys-directory "$work";
+  minimal-responses no-auth;
+  notify no;
+};
+controls { };
+zone "${DOMAIN%.}" { type primary; file "$work/db.bench"; };
+EOF
+
+"$named" -g -4 -c "$work/named.conf" >"$work/named.log" 2>&1 &
+pids+=($!)
+"$work/etcdfed-dns" -listen "127.0.0.1:$EMBEDDED_PORT" -udp-sockets "$EMBEDDED_SOCKETS" \
+  -zone "$DOMAIN=$work/db.bench" >"$work/embedded.log" 2>&1 &
+pids+=($!)
+
+wait_up() {
+  for _ in $(seq 1 100); do
+    if dig @127.0.0.1 -p "$1" +time=1 +tries=1 +short "$DOMAIN" SOA 2>/dev/null | grep -q hostmaster; then return; fi
+    sleep 0.1
+  done
+  echo "bench-dns: server on port $1 did not answer" >&2
+  cat "$work/named.log" "$work/embedded.log" >&2
+  exit 1
+}
+wait_up "$BIND_PORT"
+wait_up "$EMBEDDED_PORT"
+
+# The two servers must give the same answers before their speed means
+# anything (TTLs and the order of records aside).
+while read -r name type; do
+  a=$(dig @127.0.0.1 -p "$BIND_PORT" +norec +noall +answer +authority "$name" "$type" | awk '{$2=""; print}' | sort)
+  b=$(dig @127.0.0.1 -p "$EMBEDDED_PORT" +norec +noall +answer +authority "$name" "$type" | awk '{$2=""; print}' | sort)
+  if [ "$a" != "$b" ]; then
+    echo "bench-dns: answers differ for $name $type:" >&2
+    echo "BIND9:" >&2; echo "$a" >&2; echo "embedded:" >&2; echo "$b" >&2
+    exit 1
+  fi
+done <"$work/queries.txt"
+
+# run LABEL PORT MODE -> appends "label mode qps avg_ms stddev_ms lost" to results
+results="$work/results"
+: >"$results"
+run() {
+  local label=$1 port=$2 mode=$3 extra=()
+  if [ "$mode" = fixed ]; then extra=(-Q "$FIXED_QPS"); fi
+  local out
+  out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$work/queries.txt" -l "$DURATION" \
+    -c "$CLIENTS" -T 1 -q "$OUTSTANDING" "${extra[@]}" 2>&1)
+  local qps avg sd lost
+  qps=$(awk '/Queries per second:/ {print $4}' <<<"$out")
+  avg=$(awk '/Average Latency/ {print $4 * 1000}' <<<"$out")
+  sd=$(awk '/Latency StdDev/ {print $4 * 1000}' <<<"$out")
+  lost=$(awk '/Queries lost:/ {print $3}' <<<"$out")
+  if [ -z "$qps" ]; then
+    echo "bench-dns: dnsperf failed against $label:" >&2; echo "$out" >&2; exit 1
+  fi
+  echo "$label $mode $qps $avg $sd $lost" >>"$results"
+  printf 'bench-dns: round %s %-8s %-5s %10.0f q/s  avg %.3f ms  sd %.3f ms  lost %s\n' "$round" "$label" "$mode" "$qps" "$avg" "$sd" "$lost" >&2
+}
+
+echo "bench-dns: $ROUNDS rounds of ${DURATION}s per server and mode, $CLIENTS clients, $OUTSTANDING outstanding, fixed rate $FIXED_QPS q/s, $(nproc) CPUs" >&2
+for round in $(seq 1 "$ROUNDS"); do
+  run bind9 "$BIND_PORT" max
+  run embedded "$EMBEDDED_PORT" max
+  run bind9 "$BIND_PORT" fixed
+  run embedded "$EMBEDDED_PORT" fixed
+done
+
+report=$(awk '
+  { n[$1" "$2]++; q[$1" "$2]+=$3; a[$1" "$2]+=$4; s[$1" "$2]+=$5; l[$1" "$2]+=$6 }
+  END {
+    printf "DNS benchmark (dnsperf, same zone, same machine, mean of rounds)\n"
+    printf "%-9s %-6s %12s %12s %12s %8s\n", "server", "mode", "queries/s", "avg ms", "stddev ms", "lost"
+    split("max fixed", modes, " ")
+    for (m = 1; m <= 2; m++) for (srv = 1; srv <= 2; srv++) {
+      k = (srv == 1 ? "bind9" : "embedded") " " modes[m]
+      printf "%-9s %-6s %12.0f %12.3f %12.3f %8d\n", (srv == 1 ? "bind9" : "embedded"), modes[m], q[k]/n[k], a[k]/n[k], s[k]/n[k], l[k]
+    }
+    qb = q["bind9 max"]/n["bind9 max"]; qe = q["embedded max"]/n["embedded max"]
+    lb = a["bind9 fixed"]/n["bind9 fixed"]; le = a["embedded fixed"]/n["embedded fixed"]
+    printf "ratio embedded/bind9: queries/s at saturation %.2f; average latency at a fixed rate %.2f\n", qe/qb, (lb > 0 ? le/lb : 0)
+  }' "$results")
+echo "$report"
+if [ -n "${OUT:-}" ]; then echo "$report" >"$OUT"; fi
