@@ -9,6 +9,8 @@
 # Two measurements per round:
 #   max  - closed loop, OUTSTANDING queries in flight: queries/s at saturation
 #   fixed - open loop at FIXED_QPS queries/s: latency at equal load
+# and the server's CPU time per query (from /proc), the fairest figure on a
+# machine shared with other work.
 #
 # Environment (defaults): DURATION=10 ROUNDS=2 CLIENTS=8 OUTSTANDING=100
 # FIXED_QPS=20000 MEMBERS=9 BIND_PORT/EMBEDDED_PORT (free ports picked)
@@ -85,9 +87,11 @@ EOF
 
 "$named" -g -4 -c "$work/named.conf" >"$work/named.log" 2>&1 &
 pids+=($!)
+bind_pid=$!
 "$work/etcdfed-dns" -listen "127.0.0.1:$EMBEDDED_PORT" -udp-sockets "$EMBEDDED_SOCKETS" \
   -zone "$DOMAIN=$work/db.bench" >"$work/embedded.log" 2>&1 &
 pids+=($!)
+embedded_pid=$!
 
 wait_up() {
   for _ in $(seq 1 100); do
@@ -113,48 +117,58 @@ while read -r name type; do
   fi
 done <"$work/queries.txt"
 
-# run LABEL PORT MODE -> appends "label mode qps avg_ms stddev_ms lost" to results
+# CPU time (clock ticks) the server process used so far.
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+
+# run LABEL PORT PID MODE -> appends
+# "label mode qps avg_ms stddev_ms lost cpu_us_per_query" to results
 results="$work/results"
 : >"$results"
 run() {
-  local label=$1 port=$2 mode=$3 extra=()
+  local label=$1 port=$2 pid=$3 mode=$4 extra=()
   if [ "$mode" = fixed ]; then extra=(-Q "$FIXED_QPS"); fi
-  local out
+  local out t0 t1
+  t0=$(ticks "$pid")
   out=$(dnsperf -s 127.0.0.1 -p "$port" -d "$work/queries.txt" -l "$DURATION" \
     -c "$CLIENTS" -T 1 -q "$OUTSTANDING" "${extra[@]}" 2>&1)
-  local qps avg sd lost
+  t1=$(ticks "$pid")
+  local qps avg sd lost done cpu
   qps=$(awk '/Queries per second:/ {print $4}' <<<"$out")
   avg=$(awk '/Average Latency/ {print $4 * 1000}' <<<"$out")
   sd=$(awk '/Latency StdDev/ {print $4 * 1000}' <<<"$out")
   lost=$(awk '/Queries lost:/ {print $3}' <<<"$out")
+  done=$(awk '/Queries completed:/ {print $3}' <<<"$out")
   if [ -z "$qps" ]; then
     echo "bench-dns: dnsperf failed against $label:" >&2; echo "$out" >&2; exit 1
   fi
-  echo "$label $mode $qps $avg $sd $lost" >>"$results"
-  printf 'bench-dns: round %s %-8s %-5s %10.0f q/s  avg %.3f ms  sd %.3f ms  lost %s\n' "$round" "$label" "$mode" "$qps" "$avg" "$sd" "$lost" >&2
+  cpu=$(awk -v t=$((t1 - t0)) -v hz="$hz" -v n="$done" 'BEGIN { print (n > 0 ? t / hz * 1e6 / n : 0) }')
+  echo "$label $mode $qps $avg $sd $lost $cpu" >>"$results"
+  printf 'bench-dns: round %s %-8s %-5s %10.0f q/s  avg %.3f ms  sd %.3f ms  lost %s  server CPU %.2f us/query\n' "$round" "$label" "$mode" "$qps" "$avg" "$sd" "$lost" "$cpu" >&2
 }
 
 echo "bench-dns: $ROUNDS rounds of ${DURATION}s per server and mode, $CLIENTS clients, $OUTSTANDING outstanding, fixed rate $FIXED_QPS q/s, $(nproc) CPUs" >&2
 for round in $(seq 1 "$ROUNDS"); do
-  run bind9 "$BIND_PORT" max
-  run embedded "$EMBEDDED_PORT" max
-  run bind9 "$BIND_PORT" fixed
-  run embedded "$EMBEDDED_PORT" fixed
+  run bind9 "$BIND_PORT" "$bind_pid" max
+  run embedded "$EMBEDDED_PORT" "$embedded_pid" max
+  run bind9 "$BIND_PORT" "$bind_pid" fixed
+  run embedded "$EMBEDDED_PORT" "$embedded_pid" fixed
 done
 
 report=$(awk '
-  { n[$1" "$2]++; q[$1" "$2]+=$3; a[$1" "$2]+=$4; s[$1" "$2]+=$5; l[$1" "$2]+=$6 }
+  { n[$1" "$2]++; q[$1" "$2]+=$3; a[$1" "$2]+=$4; s[$1" "$2]+=$5; l[$1" "$2]+=$6; c[$1" "$2]+=$7 }
   END {
     printf "DNS benchmark (dnsperf, same zone, same machine, mean of rounds)\n"
-    printf "%-9s %-6s %12s %12s %12s %8s\n", "server", "mode", "queries/s", "avg ms", "stddev ms", "lost"
+    printf "%-9s %-6s %12s %12s %12s %8s %14s\n", "server", "mode", "queries/s", "avg ms", "stddev ms", "lost", "CPU us/query"
     split("max fixed", modes, " ")
     for (m = 1; m <= 2; m++) for (srv = 1; srv <= 2; srv++) {
       k = (srv == 1 ? "bind9" : "embedded") " " modes[m]
-      printf "%-9s %-6s %12.0f %12.3f %12.3f %8d\n", (srv == 1 ? "bind9" : "embedded"), modes[m], q[k]/n[k], a[k]/n[k], s[k]/n[k], l[k]
+      printf "%-9s %-6s %12.0f %12.3f %12.3f %8d %14.2f\n", (srv == 1 ? "bind9" : "embedded"), modes[m], q[k]/n[k], a[k]/n[k], s[k]/n[k], l[k], c[k]/n[k]
     }
     qb = q["bind9 max"]/n["bind9 max"]; qe = q["embedded max"]/n["embedded max"]
     lb = a["bind9 fixed"]/n["bind9 fixed"]; le = a["embedded fixed"]/n["embedded fixed"]
-    printf "ratio embedded/bind9: queries/s at saturation %.2f; average latency at a fixed rate %.2f\n", qe/qb, (lb > 0 ? le/lb : 0)
+    cb = c["bind9 max"]/n["bind9 max"]; ce = c["embedded max"]/n["embedded max"]
+    printf "ratio embedded/bind9: queries/s at saturation %.2f; average latency at a fixed rate %.2f; server CPU per query %.2f\n", qe/qb, (lb > 0 ? le/lb : 0), (cb > 0 ? ce/cb : 0)
   }' "$results")
 echo "$report"
 if [ -n "${OUT:-}" ]; then echo "$report" >"$OUT"; fi
