@@ -1,0 +1,483 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// EtcdClusterSpec is the desired state of one global etcd cluster.
+type EtcdClusterSpec struct {
+	// replicas is the number of voting etcd members: odd, from 1 to 9. The
+	// hub spreads them over zones first, then over member clusters, so that
+	// losing any one zone keeps a majority where the zones allow it.
+	// +required
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=9
+	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even count adds a member without adding failure tolerance"
+	Replicas int32 `json:"replicas"`
+
+	// version is the etcd version every member runs, such as "3.6.16"
+	// (3.5 or later). It may be raised freely but lowered by at most one minor
+	// version at a time.
+	// +required
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.][0-9]+[.][0-9]+$')",message="version must be an etcd release such as 3.6.16 (three numbers, no leading v)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) >= 5",message="etcd versions before 3.5 are not supported"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) - 1",message="version may go down by at most one minor version at a time (etcd downgrades one minor version at a time)"
+	Version string `json:"version"`
+
+	// image overrides the etcd container image. Default:
+	// gcr.io/etcd-development/etcd:v<version>. The image must have etcd at
+	// /usr/local/bin/etcd.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image,omitempty"`
+
+	// topology says which member clusters may host members and which zones
+	// or clusters to evacuate.
+	// +optional
+	Topology TopologySpec `json:"topology,omitempty"`
+
+	// dns configures the records that give each member a stable name.
+	// +required
+	DNS DNSSpec `json:"dns"`
+
+	// storage configures each member's data volume.
+	// +optional
+	Storage StorageSpec `json:"storage,omitempty"`
+
+	// expose says how members reach each other across member clusters.
+	// +optional
+	Expose ExposeSpec `json:"expose,omitempty"`
+
+	// etcd holds settings passed to every etcd member.
+	// +optional
+	Etcd EtcdConfig `json:"etcd,omitempty"`
+
+	// tls configures peer and client TLS. On by default.
+	// +optional
+	TLS TLSSpec `json:"tls,omitempty"`
+
+	// podTemplate holds pod settings for every member.
+	// +optional
+	PodTemplate MemberPodTemplate `json:"podTemplate,omitempty"`
+
+	// failurePolicy says when a failed member is replaced and a failed zone
+	// evacuated.
+	// +optional
+	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+}
+
+// TopologySpec selects the member clusters that may host members.
+type TopologySpec struct {
+	// clusters lists member clusters by name (the name of their kubeconfig
+	// Secret on the hub). A member cluster is eligible when it is listed here
+	// or matches clusterSelector; when both are empty, every registered member
+	// cluster is eligible.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	Clusters []string `json:"clusters,omitempty"`
+
+	// clusterSelector selects member clusters by the labels of their
+	// kubeconfig Secret on the hub.
+	// +optional
+	ClusterSelector *metav1.LabelSelector `json:"clusterSelector,omitempty"`
+
+	// cordonedZones get no new members and their members are moved away, one
+	// at a time. An entry is a zone name ("eu-west-1a", every member cluster's
+	// zone of that name) or a "cluster/zone" pair (that zone of one member
+	// cluster only).
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=317
+	// +kubebuilder:validation:items:Pattern=`^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	CordonedZones []string `json:"cordonedZones,omitempty"`
+
+	// cordonedClusters get no new members and their members are moved away,
+	// one at a time.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=253
+	CordonedClusters []string `json:"cordonedClusters,omitempty"`
+}
+
+// DNSSpec configures the per-member records.
+type DNSSpec struct {
+	// domain is the DNS zone of this etcd cluster. Member <name> is reachable
+	// as <name>.<domain>, and SRV records under the domain let clients use
+	// --discovery-srv. Immutable: every client's endpoint list is built from
+	// it.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=200
+	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="domain must be a lowercase DNS name such as etcd.example.com (letters, digits, '-' and '.')"
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="domain is immutable: clients' endpoint lists are built from it; create a new EtcdCluster to change it"
+	Domain string `json:"domain"`
+
+	// ttlSeconds is the TTL of every record, 1 to 3600. Default 30. A low TTL
+	// lets clients follow a member that moved.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3600
+	TTLSeconds *int32 `json:"ttlSeconds,omitempty"`
+
+	// rfc2136 also publishes the records to an external authoritative server
+	// by dynamic update (RFC 2136) signed with TSIG.
+	// +optional
+	RFC2136 *RFC2136Spec `json:"rfc2136,omitempty"`
+}
+
+// TSIGAlgorithm names a TSIG HMAC algorithm.
+// +kubebuilder:validation:Enum=hmac-sha256;hmac-sha512;hmac-sha1
+type TSIGAlgorithm string
+
+// RFC2136Spec points at an external DNS server that accepts signed updates.
+type RFC2136Spec struct {
+	// server is the host:port of the authoritative server.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=261
+	Server string `json:"server"`
+
+	// zone is the zone to update on that server; dns.domain must be in it.
+	// Default: dns.domain.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Zone string `json:"zone,omitempty"`
+
+	// tsigKeyName is the name of the TSIG key.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	TSIGKeyName string `json:"tsigKeyName"`
+
+	// tsigSecretName is a Secret in the EtcdCluster's namespace whose key
+	// "secret" holds the base64 TSIG secret.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	TSIGSecretName string `json:"tsigSecretName"`
+
+	// tsigAlgorithm defaults to hmac-sha256.
+	// +optional
+	TSIGAlgorithm TSIGAlgorithm `json:"tsigAlgorithm,omitempty"`
+}
+
+// StorageSpec configures data volumes.
+type StorageSpec struct {
+	// size of each member's data volume. Default 8Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName of each member's PVC. Default: the member cluster's
+	// default storage class.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// clusterOverrides set size or storage class for one member cluster.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=64
+	ClusterOverrides []StorageOverride `json:"clusterOverrides,omitempty"`
+
+	// volumeReclaimPolicy says what happens to the volume of a member
+	// incarnation that is no longer used: Retain (default; kept and labelled
+	// retired) or Delete.
+	// +optional
+	VolumeReclaimPolicy VolumeReclaimPolicy `json:"volumeReclaimPolicy,omitempty"`
+}
+
+// StorageOverride sets storage for the members of one member cluster.
+type StorageOverride struct {
+	// cluster is the member cluster's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+
+	// size of the data volume in that cluster.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName in that cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+}
+
+// TLSSpec configures peer and client TLS.
+type TLSSpec struct {
+	// mode is Enabled (default) or Disabled. Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="tls.mode is immutable: switching TLS on a running cluster is not supported"
+	Mode TLSMode `json:"mode,omitempty"`
+
+	// caSecretName is a Secret in the EtcdCluster's namespace with tls.crt
+	// and tls.key of a CA to issue member and client certificates from.
+	// Default: the hub generates a CA in the Secret <name>-ca.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	CASecretName string `json:"caSecretName,omitempty"`
+
+	// peerSkipClientSANVerification turns off etcd's check that a peer's
+	// source IP is in its certificate. Needed when peer connections pass NAT
+	// or a load balancer, and on loopback.
+	// +optional
+	PeerSkipClientSANVerification bool `json:"peerSkipClientSANVerification,omitempty"`
+}
+
+// FailurePolicy says when the hub replaces members on its own.
+type FailurePolicy struct {
+	// automatic lets the hub replace a failed member and evacuate a failed
+	// zone without a human. Default true. When false, failures are reported
+	// in conditions and nothing moves.
+	// +optional
+	Automatic *bool `json:"automatic,omitempty"`
+
+	// memberGracePeriod is how long a member may be unhealthy before it is
+	// replaced by a new incarnation. At least 30s. Default 5m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="memberGracePeriod must be at least 30s"
+	MemberGracePeriod *metav1.Duration `json:"memberGracePeriod,omitempty"`
+
+	// zoneGracePeriod is how long a zone must be seen failed (by the hub and
+	// a majority of the other spokes) before its members are moved away. At
+	// least 30s. Default 2m.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="zoneGracePeriod must be at least 30s"
+	ZoneGracePeriod *metav1.Duration `json:"zoneGracePeriod,omitempty"`
+}
+
+// MemberRole is a member's role in etcd.
+// +kubebuilder:validation:Enum=Leader;Follower;Learner;Unknown
+type MemberRole string
+
+const (
+	RoleLeader   MemberRole = "Leader"
+	RoleFollower MemberRole = "Follower"
+	RoleLearner  MemberRole = "Learner"
+	RoleUnknown  MemberRole = "Unknown"
+)
+
+// MemberStatus is one member as the hub sees it.
+type MemberStatus struct {
+	// name of the member, <etcdcluster>-<ordinal>.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// id is the etcd member ID in hex, empty until the member is in etcd.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	ID string `json:"id,omitempty"`
+
+	// cluster is the member cluster that runs the member.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
+
+	// zone is the member's zone.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+
+	// incarnation counts the lives of this member's data.
+	// +optional
+	Incarnation int64 `json:"incarnation,omitempty"`
+
+	// role in etcd: Leader, Follower, Learner, or Unknown.
+	// +optional
+	Role MemberRole `json:"role,omitempty"`
+
+	// ready is true when the member answers its health endpoint.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
+	// address is the member's exposed address (IP or hostname).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Address string `json:"address,omitempty"`
+
+	// since is when the member took its current failure domain and
+	// incarnation.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// OperationType is the kind of membership change.
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader
+type OperationType string
+
+const (
+	OperationBootstrap  OperationType = "Bootstrap"
+	OperationAdd        OperationType = "Add"
+	OperationRemove     OperationType = "Remove"
+	OperationReplace    OperationType = "Replace"
+	OperationMoveLeader OperationType = "MoveLeader"
+)
+
+// MembershipOperation is the one membership change in flight. It is written
+// before the change is made, so a restarted hub resumes it.
+type MembershipOperation struct {
+	// type of the change.
+	// +required
+	Type OperationType `json:"type"`
+
+	// member is the member being added, removed or replaced.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Member string `json:"member,omitempty"`
+
+	// memberID is the etcd ID the operation acts on (the old ID of a
+	// replaced or removed member, the new ID of an added one once known).
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	MemberID string `json:"memberID,omitempty"`
+
+	// incarnation of the member being added.
+	// +optional
+	Incarnation int64 `json:"incarnation,omitempty"`
+
+	// from is the failure domain a member leaves.
+	// +optional
+	From *FailureDomain `json:"from,omitempty"`
+
+	// to is the failure domain a member joins.
+	// +optional
+	To *FailureDomain `json:"to,omitempty"`
+
+	// reason says why: ScaleUp, ScaleDown, Evacuate, Rebalance, Spread,
+	// Replace, Bootstrap.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Reason string `json:"reason,omitempty"`
+
+	// step is the step in progress, such as AddLearner or Promote.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Step string `json:"step,omitempty"`
+
+	// message explains what the operation waits for.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+
+	// startedAt is when the operation was recorded.
+	// +required
+	StartedAt metav1.Time `json:"startedAt"`
+}
+
+// EtcdClusterStatus is the observed state of a global etcd cluster.
+type EtcdClusterStatus struct {
+	// conditions: Available (quorate and serving), AllMembersReady,
+	// Progressing, Degraded, FailureTolerant (today's placement survives the
+	// loss of any one zone).
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// clusterID is the etcd cluster ID in hex, set once bootstrapped.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	ClusterID string `json:"clusterID,omitempty"`
+
+	// members as the hub sees them.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=32
+	Members []MemberStatus `json:"members,omitempty"`
+
+	// endpoints are the client URLs of the members, all DNS names.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=512
+	Endpoints []string `json:"endpoints,omitempty"`
+
+	// operation is the membership change in flight, if any.
+	// +optional
+	Operation *MembershipOperation `json:"operation,omitempty"`
+
+	// lastIncarnation is the highest incarnation number handed out. Each new
+	// incarnation of any member takes the next number, so a retained volume
+	// of an earlier life is never mistaken for a new one.
+	// +optional
+	LastIncarnation int64 `json:"lastIncarnation,omitempty"`
+
+	// readyMembers is the number of ready voting members.
+	// +optional
+	ReadyMembers int32 `json:"readyMembers,omitempty"`
+
+	// memberSummary is "<ready>/<replicas>" for the MEMBERS column.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	MemberSummary string `json:"memberSummary,omitempty"`
+
+	// zoneSummary is the count of zones and members per zone, such as
+	// "3 (2/2/1)", for the ZONES column.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	ZoneSummary string `json:"zoneSummary,omitempty"`
+
+	// leader is the name of the leader member.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Leader string `json:"leader,omitempty"`
+}
+
+// EtcdCluster is one etcd cluster whose members live in several member
+// clusters and zones. It lives in the hub cluster.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ec;etcdc,categories=etcdfed
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`,description="Quorate and serving"
+// +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.memberSummary`,description="Ready members / desired"
+// +kubebuilder:printcolumn:name="Zones",type=string,JSONPath=`.status.zoneSummary`,description="Zones and members per zone"
+// +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
+// +kubebuilder:printcolumn:name="Tolerant",type=string,JSONPath=`.status.conditions[?(@.type=="FailureTolerant")].status`,priority=1,description="Survives the loss of any one zone"
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdCluster struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired state.
+	// +required
+	Spec EtcdClusterSpec `json:"spec"`
+
+	// status is the observed state.
+	// +optional
+	Status EtcdClusterStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// EtcdClusterList is a list of EtcdCluster.
+type EtcdClusterList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdCluster `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+}
+
+// GetConditions returns the status conditions.
+func (c *EtcdCluster) GetConditions() []metav1.Condition { return c.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (c *EtcdCluster) SetConditions(conds []metav1.Condition) { c.Status.Conditions = conds }

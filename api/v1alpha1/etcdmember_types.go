@@ -1,0 +1,330 @@
+package v1alpha1
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// ClusterReference identifies the global EtcdCluster a member belongs to.
+type ClusterReference struct {
+	// name of the EtcdCluster in the hub.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Name string `json:"name"`
+
+	// namespace of the EtcdCluster in the hub.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace"`
+
+	// uid of the EtcdCluster in the hub. Objects of another EtcdCluster with
+	// the same name are never touched.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid"`
+}
+
+// InitialClusterState is etcd --initial-cluster-state.
+// +kubebuilder:validation:Enum=new;existing
+type InitialClusterState string
+
+const (
+	// InitialClusterNew founds a new cluster. Only the first members of an
+	// EtcdCluster are ever started with it.
+	InitialClusterNew InitialClusterState = "new"
+	// InitialClusterExisting joins a cluster the member was added to.
+	InitialClusterExisting InitialClusterState = "existing"
+)
+
+// BootstrapSpec is what the member's etcd needs at its first start. The hub
+// sets it only once the member may start: for a new cluster when all first
+// members exist, for a join after the member was added to etcd.
+type BootstrapSpec struct {
+	// initialCluster is etcd --initial-cluster: name=peerURL pairs, comma
+	// separated, with DNS names.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	InitialCluster string `json:"initialCluster"`
+
+	// initialClusterState is new (founding members only) or existing.
+	// +required
+	InitialClusterState InitialClusterState `json:"initialClusterState"`
+
+	// token is etcd --initial-cluster-token, unique per EtcdCluster.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	Token string `json:"token"`
+}
+
+// MemberStorage is the data volume of one member.
+type MemberStorage struct {
+	// size of the PVC. Default 8Gi.
+	// +optional
+	Size *resource.Quantity `json:"size,omitempty"`
+
+	// storageClassName of the PVC.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	StorageClassName *string `json:"storageClassName,omitempty"`
+
+	// volumeReclaimPolicy for volumes of retired incarnations and of a
+	// deleted member: Retain (default) or Delete.
+	// +optional
+	VolumeReclaimPolicy VolumeReclaimPolicy `json:"volumeReclaimPolicy,omitempty"`
+}
+
+// MemberTLS names the member's certificate Secret.
+type MemberTLS struct {
+	// mode is Enabled (default) or Disabled.
+	// +optional
+	Mode TLSMode `json:"mode,omitempty"`
+
+	// secretName is the Secret (written by the hub, next to this object)
+	// with ca.crt, tls.crt and tls.key: the member's serving and peer
+	// certificate with its DNS name as SAN. Required when mode is Enabled.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+
+	// peerSkipClientSANVerification is passed to etcd.
+	// +optional
+	PeerSkipClientSANVerification bool `json:"peerSkipClientSANVerification,omitempty"`
+}
+
+// EtcdMemberSpec is one member as the hub wants it run. The hub writes it.
+// +kubebuilder:validation:XValidation:rule="has(self.tls) && ((has(self.tls.mode) && self.tls.mode == 'Disabled') || (has(self.tls.secretName) && size(self.tls.secretName) > 0))",message="tls.secretName is required when TLS is enabled"
+type EtcdMemberSpec struct {
+	// cluster is the EtcdCluster this member belongs to. Immutable.
+	// +required
+	// +kubebuilder:validation:XValidation:rule="self.uid == oldSelf.uid",message="cluster.uid is immutable"
+	Cluster ClusterReference `json:"cluster"`
+
+	// memberName is the etcd member name, <etcdcluster>-<ordinal>. Immutable.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="memberName is immutable"
+	MemberName string `json:"memberName"`
+
+	// incarnation counts the lives of this member's data. A higher value
+	// means a fresh data volume and a new etcd member ID under the same name.
+	// It never goes down.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:XValidation:rule="self >= oldSelf",message="incarnation never goes down"
+	Incarnation int64 `json:"incarnation"`
+
+	// image of the etcd container.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Image string `json:"image"`
+
+	// dnsName is the member's stable name, <member>.<domain>, advertised in
+	// its peer and client URLs.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	DNSName string `json:"dnsName"`
+
+	// zone the member must run in (node label topology.kubernetes.io/zone).
+	// Empty: any node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+
+	// bootstrap is set by the hub when the member may start. Until then the
+	// spoke prepares the volume and the exposure but runs no pod.
+	// +optional
+	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
+
+	// storage of the member's data volume.
+	// +optional
+	Storage MemberStorage `json:"storage,omitempty"`
+
+	// expose says how the member is reached from other member clusters.
+	// +optional
+	Expose ExposeSpec `json:"expose,omitempty"`
+
+	// etcd settings.
+	// +optional
+	Etcd EtcdConfig `json:"etcd,omitempty"`
+
+	// tls of the member.
+	// +optional
+	TLS MemberTLS `json:"tls,omitempty"`
+
+	// podTemplate holds pod settings.
+	// +optional
+	PodTemplate MemberPodTemplate `json:"podTemplate,omitempty"`
+}
+
+// VolumeReference names a PVC and its UID.
+type VolumeReference struct {
+	// claimName of the PVC.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClaimName string `json:"claimName,omitempty"`
+
+	// uid of the PVC. A changed UID means the data is not the same data.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	UID string `json:"uid,omitempty"`
+}
+
+// MemberEtcdView is what a member's own etcd says about itself.
+type MemberEtcdView struct {
+	// id is the member ID in hex.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	ID string `json:"id,omitempty"`
+
+	// isLearner is true while the member is a non-voting learner.
+	// +optional
+	IsLearner bool `json:"isLearner,omitempty"`
+
+	// leaderID is the leader's member ID in hex, as this member sees it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	LeaderID string `json:"leaderID,omitempty"`
+
+	// raftIndex is the member's raft index.
+	// +optional
+	RaftIndex int64 `json:"raftIndex,omitempty"`
+
+	// raftTerm is the member's raft term.
+	// +optional
+	RaftTerm int64 `json:"raftTerm,omitempty"`
+
+	// dbSize is the backend database size in bytes.
+	// +optional
+	DBSize int64 `json:"dbSize,omitempty"`
+
+	// version is the etcd server version.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
+
+	// error is the last error reading the member's status, if any.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Error string `json:"error,omitempty"`
+
+	// observedAt is when this view was read.
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+}
+
+// EtcdMemberStatus is written by the spoke.
+type EtcdMemberStatus struct {
+	// conditions: StorageReady, Exposed, PodReady, MemberHealthy.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// observedGeneration is the generation the spoke acted on.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// incarnation the status describes.
+	// +optional
+	Incarnation int64 `json:"incarnation,omitempty"`
+
+	// podName of the member's pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PodName string `json:"podName,omitempty"`
+
+	// podIP of the member's pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	PodIP string `json:"podIP,omitempty"`
+
+	// nodeName the pod runs on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	NodeName string `json:"nodeName,omitempty"`
+
+	// zone of that node.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+
+	// address is the reachable address other member clusters use: the pod
+	// IP, the node IP, or the load balancer's IP or hostname.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Address string `json:"address,omitempty"`
+
+	// peerURL is the advertised peer URL (DNS name and exposed port).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	PeerURL string `json:"peerURL,omitempty"`
+
+	// clientURL is the advertised client URL (DNS name and exposed port).
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	ClientURL string `json:"clientURL,omitempty"`
+
+	// volume is the data volume of the current incarnation.
+	// +optional
+	Volume VolumeReference `json:"volume,omitempty"`
+
+	// etcd is the member's own view, read from its client endpoint.
+	// +optional
+	Etcd *MemberEtcdView `json:"etcd,omitempty"`
+}
+
+// EtcdMember is one etcd member in a member cluster. The hub writes the
+// spec; the spoke runs the member's volume, pod and exposure and writes the
+// status.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=em,categories=etcdfed
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.cluster.name`
+// +kubebuilder:printcolumn:name="Incarnation",type=integer,JSONPath=`.spec.incarnation`
+// +kubebuilder:printcolumn:name="Zone",type=string,JSONPath=`.status.zone`
+// +kubebuilder:printcolumn:name="Address",type=string,JSONPath=`.status.address`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="PodReady")].status`
+// +kubebuilder:printcolumn:name="Healthy",type=string,JSONPath=`.status.conditions[?(@.type=="MemberHealthy")].status`
+// +kubebuilder:printcolumn:name="ID",type=string,JSONPath=`.status.etcd.id`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdMember struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is written by the hub.
+	// +required
+	Spec EtcdMemberSpec `json:"spec"`
+
+	// status is written by the spoke.
+	// +optional
+	Status EtcdMemberStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// EtcdMemberList is a list of EtcdMember.
+type EtcdMemberList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdMember `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdMember{}, &EtcdMemberList{})
+}
+
+// GetConditions returns the status conditions.
+func (m *EtcdMember) GetConditions() []metav1.Condition { return m.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (m *EtcdMember) SetConditions(conds []metav1.Condition) { m.Status.Conditions = conds }

@@ -1,0 +1,151 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SpokeObjectName is the name of the one EtcdSpoke object in a member
+// cluster's ring namespace, and of the spoke's liveness Lease.
+const SpokeObjectName = "spoke"
+
+// GossipPeer is another spoke's gossip address.
+type GossipPeer struct {
+	// cluster is the peer's member cluster name as registered with the hub.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+
+	// address is the peer's gossip host:port.
+	// +required
+	// +kubebuilder:validation:MinLength=3
+	// +kubebuilder:validation:MaxLength=261
+	Address string `json:"address"`
+}
+
+// EtcdSpokeSpec is written by the hub.
+type EtcdSpokeSpec struct {
+	// clusterName is this member cluster's name as registered with the hub.
+	// The spoke uses it as its gossip node name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	ClusterName string `json:"clusterName,omitempty"`
+
+	// gossipPeers are the gossip addresses of the other spokes, so the ring
+	// forms across clusters without manual seeding.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=128
+	GossipPeers []GossipPeer `json:"gossipPeers,omitempty"`
+}
+
+// GossipPeerStatus is one peer as this spoke's gossip sees it.
+type GossipPeerStatus struct {
+	// cluster is the peer's member cluster name.
+	// +required
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+
+	// alive is true when gossip sees the peer alive.
+	// +required
+	Alive bool `json:"alive"`
+
+	// since is when alive last changed.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+}
+
+// EtcdSpokeStatus is written by the spoke.
+type EtcdSpokeStatus struct {
+	// conditions: Ready.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=16
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// version of the spoke.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	Version string `json:"version,omitempty"`
+
+	// zones of this member cluster, from the nodes'
+	// topology.kubernetes.io/zone label. Empty for a cluster without zones.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	Zones []string `json:"zones,omitempty"`
+
+	// dnsAddresses are the host:port addresses where this spoke serves the
+	// ring's DNS zones.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=8
+	// +kubebuilder:validation:items:MaxLength=261
+	DNSAddresses []string `json:"dnsAddresses,omitempty"`
+
+	// gossipAddress is the host:port other spokes reach this spoke's gossip
+	// on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=261
+	GossipAddress string `json:"gossipAddress,omitempty"`
+
+	// gossipView is which peers this spoke's gossip sees alive. A witness
+	// for the hub; the spoke never acts on it.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=128
+	GossipView []GossipPeerStatus `json:"gossipView,omitempty"`
+
+	// observedAt is when the spoke wrote this status.
+	// +optional
+	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+}
+
+// EtcdSpoke describes the spoke agent of one member cluster: the hub writes
+// the gossip peers, the spoke reports zones, DNS and gossip addresses and its
+// gossip view. Liveness is the Lease of the same name.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:categories=etcdfed
+// +kubebuilder:printcolumn:name="Cluster",type=string,JSONPath=`.spec.clusterName`
+// +kubebuilder:printcolumn:name="Zones",type=string,JSONPath=`.status.zones`
+// +kubebuilder:printcolumn:name="DNS",type=string,JSONPath=`.status.dnsAddresses`
+// +kubebuilder:printcolumn:name="Gossip",type=string,JSONPath=`.status.gossipAddress`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.version`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EtcdSpoke struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is written by the hub.
+	// +optional
+	Spec EtcdSpokeSpec `json:"spec,omitempty"`
+
+	// status is written by the spoke.
+	// +optional
+	Status EtcdSpokeStatus `json:"status,omitempty"`
+}
+
+// +kubebuilder:object:root=true
+
+// EtcdSpokeList is a list of EtcdSpoke.
+type EtcdSpokeList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EtcdSpoke `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&EtcdSpoke{}, &EtcdSpokeList{})
+}
+
+// GetConditions returns the status conditions.
+func (s *EtcdSpoke) GetConditions() []metav1.Condition { return s.Status.Conditions }
+
+// SetConditions replaces the status conditions.
+func (s *EtcdSpoke) SetConditions(conds []metav1.Condition) { s.Status.Conditions = conds }

@@ -1,0 +1,207 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults resolved in code (never in the OpenAPI schema).
+const (
+	// DefaultRingNamespace is the namespace of each member cluster where the
+	// spoke runs and where EtcdMember, EtcdSpoke and EtcdDNSZone objects live.
+	DefaultRingNamespace = "etcdfed-system"
+	// DefaultDNSTTLSeconds is the TTL of every published record.
+	DefaultDNSTTLSeconds int32 = 30
+	// DefaultHeartbeatIntervalMillis is etcd's own default heartbeat.
+	DefaultHeartbeatIntervalMillis int32 = 100
+	// DefaultElectionTimeoutMillis is etcd's own default election timeout.
+	DefaultElectionTimeoutMillis int32 = 1000
+	// DefaultStorageSize is the data volume size when none is given.
+	DefaultStorageSize = "8Gi"
+	// DefaultClientPort and DefaultPeerPort are the ports etcd listens on in
+	// the pod, and the advertised ports for PodIP and LoadBalancer exposure.
+	DefaultClientPort int32 = 2379
+	DefaultPeerPort   int32 = 2380
+	// DefaultImageRepository is the repository of the official etcd images;
+	// the tag is "v" + spec.version.
+	DefaultImageRepository = "gcr.io/etcd-development/etcd"
+)
+
+// ExposeType says how a member's peer and client ports are reached from the
+// other member clusters.
+// +kubebuilder:validation:Enum=PodIP;NodePort;LoadBalancer
+type ExposeType string
+
+const (
+	// ExposePodIP publishes the pod IP. Use it when pod networks of all member
+	// clusters are routable to each other (flat network, or the local
+	// environment). No Service is created.
+	ExposePodIP ExposeType = "PodIP"
+	// ExposeNodePort creates a NodePort Service per member and publishes the
+	// IP of the node that runs the member with the allocated node ports.
+	ExposeNodePort ExposeType = "NodePort"
+	// ExposeLoadBalancer creates a LoadBalancer Service per member and
+	// publishes its ingress IP (A/AAAA record) or hostname (CNAME record).
+	ExposeLoadBalancer ExposeType = "LoadBalancer"
+)
+
+// ExposeSpec says how members are reached across member clusters.
+type ExposeSpec struct {
+	// type is how each member is exposed: PodIP (default; pod networks are
+	// routable between member clusters), NodePort or LoadBalancer.
+	// +optional
+	Type ExposeType `json:"type,omitempty"`
+
+	// serviceAnnotations are added to the per-member Service (NodePort and
+	// LoadBalancer only), for example to pick an internal load balancer.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	ServiceAnnotations map[string]string `json:"serviceAnnotations,omitempty"`
+}
+
+// AutoCompactionMode is etcd's --auto-compaction-mode.
+// +kubebuilder:validation:Enum=periodic;revision
+type AutoCompactionMode string
+
+const (
+	// AutoCompactionPeriodic keeps the revisions of the retention window.
+	AutoCompactionPeriodic AutoCompactionMode = "periodic"
+	// AutoCompactionRevision keeps the last N revisions.
+	AutoCompactionRevision AutoCompactionMode = "revision"
+)
+
+// EtcdConfig holds the etcd settings that must be the same on every member.
+// +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (defaults: 1000 and 100); etcd refuses to start otherwise"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || has(self.autoCompactionMode)",message="autoCompactionRetention needs autoCompactionMode (periodic or revision)"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || !has(self.autoCompactionMode) || self.autoCompactionMode != 'revision' || self.autoCompactionRetention.matches('^[0-9]+$')",message="with autoCompactionMode revision, autoCompactionRetention is a number of revisions, such as 1000"
+// +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || !has(self.autoCompactionMode) || self.autoCompactionMode != 'periodic' || self.autoCompactionRetention.matches('^([0-9]+|([0-9]+(ms|s|m|h))+)$')",message="with autoCompactionMode periodic, autoCompactionRetention is a duration such as 30m or 1h, or a number of hours"
+type EtcdConfig struct {
+	// heartbeatIntervalMillis is the leader's heartbeat interval in
+	// milliseconds (etcd --heartbeat-interval). Across zones or regions set it
+	// to about the round-trip time between members. Default 100.
+	// +optional
+	// +kubebuilder:validation:Minimum=10
+	// +kubebuilder:validation:Maximum=5000
+	HeartbeatIntervalMillis *int32 `json:"heartbeatIntervalMillis,omitempty"`
+
+	// electionTimeoutMillis is how long a follower waits without a heartbeat
+	// before it starts an election (etcd --election-timeout). At least 5 times
+	// heartbeatIntervalMillis; 10 times the round-trip time is a good value.
+	// Default 1000.
+	// +optional
+	// +kubebuilder:validation:Minimum=50
+	// +kubebuilder:validation:Maximum=50000
+	ElectionTimeoutMillis *int32 `json:"electionTimeoutMillis,omitempty"`
+
+	// quotaBackendBytes is the backend size quota (etcd
+	// --quota-backend-bytes), between 16Mi and 100Gi. When it is exceeded
+	// etcd raises a NOSPACE alarm and only accepts reads and deletes. Default
+	// is etcd's (2Gi).
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="quotaBackendBytes must be between 16Mi and 100Gi"
+	QuotaBackendBytes *resource.Quantity `json:"quotaBackendBytes,omitempty"`
+
+	// autoCompactionMode is etcd --auto-compaction-mode: periodic or
+	// revision. Unset means no automatic compaction by etcd.
+	// +optional
+	AutoCompactionMode AutoCompactionMode `json:"autoCompactionMode,omitempty"`
+
+	// autoCompactionRetention is etcd --auto-compaction-retention: a
+	// duration (periodic, e.g. "1h") or a revision count (revision, e.g.
+	// "1000").
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+}
+
+// VolumeReclaimPolicy says what happens to the data volume of a member
+// incarnation that is no longer in use.
+// +kubebuilder:validation:Enum=Retain;Delete
+type VolumeReclaimPolicy string
+
+const (
+	// VolumeRetain keeps the PVC, labelled as retired, for a human to inspect
+	// and delete. The default: etcdfed never deletes data on its own.
+	VolumeRetain VolumeReclaimPolicy = "Retain"
+	// VolumeDelete deletes the PVC of a retired incarnation once the member
+	// runs on its new incarnation, and the PVC of a deleted member.
+	VolumeDelete VolumeReclaimPolicy = "Delete"
+)
+
+// TLSMode turns TLS on or off for peer and client traffic.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type TLSMode string
+
+const (
+	// TLSEnabled (default): peer and client traffic use TLS with
+	// certificates issued by the hub's CA.
+	TLSEnabled TLSMode = "Enabled"
+	// TLSDisabled: plain HTTP between members and for clients. For labs only.
+	TLSDisabled TLSMode = "Disabled"
+)
+
+// MemberPodTemplate holds the pod settings a user may change for every
+// member pod.
+type MemberPodTemplate struct {
+	// labels are added to every member pod.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Labels map[string]string `json:"labels,omitempty"`
+
+	// annotations are added to every member pod.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=64
+	Annotations map[string]string `json:"annotations,omitempty"`
+
+	// resources of the etcd container.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// tolerations of every member pod.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// nodeSelector narrows the nodes a member pod may run on, in addition to
+	// the zone the hub assigned.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=32
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// priorityClassName of every member pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+
+	// terminationGracePeriodSeconds gives etcd time to stop cleanly. Default
+	// 30.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=600
+	TerminationGracePeriodSeconds *int64 `json:"terminationGracePeriodSeconds,omitempty"`
+}
+
+// FailureDomain is one (member cluster, zone) pair.
+type FailureDomain struct {
+	// cluster is the member cluster's name as registered with the hub.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+
+	// zone is the value of the topology.kubernetes.io/zone label of the
+	// nodes, empty for a cluster without zone labels.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Zone string `json:"zone,omitempty"`
+}
+
+// ConditionsOf is implemented by every etcdfed object with status conditions.
+// +kubebuilder:object:generate=false
+type ConditionsOf interface {
+	GetConditions() []metav1.Condition
+	SetConditions([]metav1.Condition)
+}
