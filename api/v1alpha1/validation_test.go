@@ -16,21 +16,7 @@ import (
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
-var apiserver *testenv.Cluster
-
-func TestMain(m *testing.M) {
-	clusters, err := testenv.Start(context.Background(), testenv.Options{}, "crd-validation")
-	if err != nil {
-		println(err.Error())
-		os.Exit(1)
-	}
-	apiserver = clusters[0]
-	code := m.Run()
-	if err := apiserver.Stop(); err != nil {
-		println(err.Error())
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 func validCluster(ns string) *etcdfedv1.EtcdCluster {
 	return &etcdfedv1.EtcdCluster{
@@ -72,6 +58,7 @@ func wantInvalid(t *testing.T, err error, want string) {
 }
 
 func TestEtcdClusterValidObjectsAccepted(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
 	ctx := context.Background()
 	ns := testenv.NamespaceT(t, apiserver, "valid")
 	full := validCluster(ns)
@@ -107,6 +94,7 @@ func TestEtcdClusterValidObjectsAccepted(t *testing.T) {
 }
 
 func TestEtcdClusterCreateValidation(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
 	ns := testenv.NamespaceT(t, apiserver, "create")
 	for _, tc := range []struct {
 		name   string
@@ -172,6 +160,7 @@ func TestEtcdClusterCreateValidation(t *testing.T) {
 }
 
 func TestEtcdClusterUpdateValidation(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
 	ns := testenv.NamespaceT(t, apiserver, "update")
 	for _, tc := range []struct {
 		name    string
@@ -209,6 +198,7 @@ func TestEtcdClusterUpdateValidation(t *testing.T) {
 }
 
 func TestEtcdMemberValidation(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
 	ns := testenv.NamespaceT(t, apiserver, "member")
 	for _, tc := range []struct {
 		name   string
@@ -242,6 +232,7 @@ func TestEtcdMemberValidation(t *testing.T) {
 }
 
 func TestEtcdDNSZoneValidation(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
 	ns := testenv.NamespaceT(t, apiserver, "zone")
 	zone := &etcdfedv1.EtcdDNSZone{
 		ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns},
