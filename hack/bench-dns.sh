@@ -49,24 +49,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() {
-  local p
-  for _ in $(seq 1 100); do
-    p=$(( (RANDOM % 20000) + 30000 ))
-    if ! ss -Hlnu "sport = :$p" 2>/dev/null | grep -q . && ! ss -Hlnt "sport = :$p" 2>/dev/null | grep -q .; then
-      echo "$p"; return
-    fi
-  done
-  echo "bench-dns: no free port" >&2; exit 1
-}
-BIND_PORT=${BIND_PORT:-$(free_port)}
-EMBEDDED_PORT=${EMBEDDED_PORT:-$(free_port)}
-while [ "$EMBEDDED_PORT" = "$BIND_PORT" ]; do EMBEDDED_PORT=$(free_port); done
-
 echo "bench-dns: building (work dir $work)" >&2
 (cd "$root" && go build -o "$work/etcdfed-dns" ./dnsprovider/embedded/cmd/etcdfed-dns \
-  && go run ./dnsprovider/internal/cmd/dnsbench-zone -domain "$DOMAIN" -members "$MEMBERS" \
-       -zone "$work/db.bench" -queries "$work/queries.txt")
+  && go build -o "$work/dnsbench-zone" ./dnsprovider/internal/cmd/dnsbench-zone)
+"$work/dnsbench-zone" -domain "$DOMAIN" -members "$MEMBERS" -zone "$work/db.bench" -queries "$work/queries.txt"
+if [ -z "${BIND_PORT:-}" ] || [ -z "${EMBEDDED_PORT:-}" ]; then
+  mapfile -t ports < <("$work/dnsbench-zone" -free-ports 2)
+  BIND_PORT=${BIND_PORT:-${ports[0]}}
+  EMBEDDED_PORT=${EMBEDDED_PORT:-${ports[1]}}
+fi
 
 cat >"$work/named.conf" <<EOF
 options {

@@ -7,6 +7,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
@@ -19,7 +21,19 @@ func main() {
 	members := flag.Int("members", 9, "etcd members")
 	zoneFile := flag.String("zone", "db.bench", "zone file to write")
 	queryFile := flag.String("queries", "queries.txt", "dnsperf query file to write")
+	freePorts := flag.Int("free-ports", 0, "print this many loopback ports free for TCP and UDP, then exit")
 	flag.Parse()
+	if *freePorts > 0 {
+		for range *freePorts {
+			p, err := freePort()
+			if err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+			fmt.Println(p)
+		}
+		return
+	}
 
 	spec := dnsprovider.Spec{
 		Domain: *domain, TTL: 30, Owner: "bench", TLS: true,
@@ -60,3 +74,25 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// freePort returns a loopback port that was free for TCP and UDP. The
+// listeners stay open until exit, so two calls give two ports.
+func freePort() (int, error) {
+	for range 50 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			l.Close()
+			continue
+		}
+		held = append(held, l, u)
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free loopback port")
+}
+
+var held []io.Closer
