@@ -404,3 +404,45 @@ func TestMetrics(t *testing.T) {
 		t.Errorf("metrics %v", names)
 	}
 }
+
+func BenchmarkFastAnswer(b *testing.B) {
+	s, err := New(Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SetZone(mustBuild(b, testSpec())); err != nil {
+		b.Fatal(err)
+	}
+	m := new(dns.Msg).SetQuestion("main-1.main.etcd.test.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	raw, _ := m.Pack()
+	out := make([]byte, 65535)
+	var lower [256]byte
+	snap := s.snap.Load()
+	b.ReportAllocs()
+	for b.Loop() {
+		if n, _ := snap.fastAnswer(raw, out, s.maxUDP, false, &lower); n == 0 {
+			b.Fatal("no fast answer")
+		}
+	}
+}
+
+func BenchmarkFullPath(b *testing.B) {
+	s, err := New(Config{Addr: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.SetZone(mustBuild(b, testSpec())); err != nil {
+		b.Fatal(err)
+	}
+	m := new(dns.Msg).SetQuestion("main-1.main.etcd.test.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	raw, _ := m.Pack()
+	snap := s.snap.Load()
+	st := &stats{}
+	send := func([]byte) error { return nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		s.serveFull(snap, request{raw: raw, st: st, send: send})
+	}
+}
