@@ -473,7 +473,7 @@ type EtcdClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EtcdCluster{}, &EtcdClusterList{})
+	register(&EtcdCluster{}, &EtcdClusterList{})
 }
 
 // GetConditions returns the status conditions.

@@ -104,7 +104,7 @@ type EtcdDNSZoneList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EtcdDNSZone{}, &EtcdDNSZoneList{})
+	register(&EtcdDNSZone{}, &EtcdDNSZoneList{})
 }
 
 // GetConditions returns the status conditions.

@@ -320,7 +320,7 @@ type EtcdMemberList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EtcdMember{}, &EtcdMemberList{})
+	register(&EtcdMember{}, &EtcdMemberList{})
 }
 
 // GetConditions returns the status conditions.

@@ -141,7 +141,7 @@ type EtcdSpokeList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&EtcdSpoke{}, &EtcdSpokeList{})
+	register(&EtcdSpoke{}, &EtcdSpokeList{})
 }
 
 // GetConditions returns the status conditions.
