@@ -1,0 +1,243 @@
+package pki
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"slices"
+	"time"
+)
+
+// Secret data keys, the kubernetes.io/tls layout plus the CA bundle.
+const (
+	KeyCert = "tls.crt"
+	KeyKey  = "tls.key"
+	KeyCA   = "ca.crt"
+)
+
+// Validity of issued certificates and when they are renewed.
+const (
+	CAValidity     = 10 * 365 * 24 * time.Hour
+	LeafValidity   = 365 * 24 * time.Hour
+	RenewBefore    = 30 * 24 * time.Hour
+	backdateIssued = 5 * time.Minute // tolerate clock skew between clusters
+)
+
+// ErrInvalidCA says the CA material cannot sign.
+var ErrInvalidCA = errors.New("pki: invalid CA")
+
+// CA is a certificate authority that can sign.
+type CA struct {
+	Cert    *x509.Certificate
+	Key     crypto.Signer
+	CertPEM []byte
+	KeyPEM  []byte
+}
+
+// NewCA creates a self-signed ECDSA P-256 CA named after commonName.
+func NewCA(commonName string, now time.Time) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate CA key: %w", err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: commonName, Organization: []string{"etcdfed"}},
+		NotBefore:             now.Add(-backdateIssued),
+		NotAfter:              now.Add(CAValidity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+		SubjectKeyId:          keyID(&key.PublicKey),
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, fmt.Errorf("self-sign CA: %w", err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return LoadCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), keyPEM)
+}
+
+// LoadCA parses a CA certificate and key in PEM (as a user may supply them).
+func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCA, err)
+	}
+	cert, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCA, err)
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("%w: certificate %q is not a CA (basic constraints CA:TRUE and keyCertSign needed)", ErrInvalidCA, cert.Subject.CommonName)
+	}
+	signer, ok := pair.PrivateKey.(crypto.Signer)
+	if !ok {
+		return nil, fmt.Errorf("%w: key cannot sign", ErrInvalidCA)
+	}
+	return &CA{Cert: cert, Key: signer, CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
+
+// Leaf is an issued certificate with its key, in PEM.
+type Leaf struct {
+	CertPEM []byte
+	KeyPEM  []byte
+}
+
+// MemberRequest describes a member's certificate.
+type MemberRequest struct {
+	// Member is the member name, used as CommonName.
+	Member string
+	// DNSNames are the SANs; the member's DNS name first.
+	DNSNames []string
+	// IPs are optional IP SANs (for a loopback or a known source address).
+	IPs []net.IP
+}
+
+// IssueMember issues a certificate valid for both server and client auth, so
+// one certificate serves etcd's client port, its peer port (where it is
+// presented in both directions) and the spoke's status reads.
+func (ca *CA) IssueMember(req MemberRequest, now time.Time) (*Leaf, error) {
+	if req.Member == "" || len(req.DNSNames) == 0 {
+		return nil, errors.New("pki: a member certificate needs a member name and at least one DNS name")
+	}
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: req.Member, Organization: []string{"etcdfed"}},
+		DNSNames:    req.DNSNames,
+		IPAddresses: req.IPs,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+	}, now)
+}
+
+// IssueClient issues a client-auth certificate for commonName (the etcd user
+// name when etcd auth uses certificate CNs).
+func (ca *CA) IssueClient(commonName string, now time.Time) (*Leaf, error) {
+	if commonName == "" {
+		return nil, errors.New("pki: a client certificate needs a common name")
+	}
+	return ca.issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: commonName, Organization: []string{"etcdfed"}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, now)
+}
+
+func (ca *CA) issue(tmpl *x509.Certificate, now time.Time) (*Leaf, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generate key: %w", err)
+	}
+	tmpl.SerialNumber = serial()
+	tmpl.NotBefore = now.Add(-backdateIssued)
+	tmpl.NotAfter = now.Add(LeafValidity)
+	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
+		tmpl.NotAfter = ca.Cert.NotAfter
+	}
+	tmpl.KeyUsage = x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment
+	tmpl.BasicConstraintsValid = true
+	tmpl.AuthorityKeyId = ca.Cert.SubjectKeyId
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	if err != nil {
+		return nil, fmt.Errorf("sign certificate for %q: %w", tmpl.Subject.CommonName, err)
+	}
+	keyPEM, err := encodeKey(key)
+	if err != nil {
+		return nil, err
+	}
+	return &Leaf{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM}, nil
+}
+
+// NeedsRenewal reports whether certPEM must be (re)issued: it is missing or
+// unparsable, not signed by this CA, expiring within RenewBefore, or its DNS
+// SANs differ from want (nil want: SANs not checked).
+func (ca *CA) NeedsRenewal(certPEM []byte, wantDNS []string, now time.Time) (bool, string) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return true, "no certificate"
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return true, "unparsable certificate"
+	}
+	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
+		return true, "signed by another CA"
+	}
+	if now.Add(RenewBefore).After(cert.NotAfter) {
+		return true, fmt.Sprintf("expires %s", cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if wantDNS != nil && !slices.Equal(sorted(cert.DNSNames), sorted(wantDNS)) {
+		return true, "DNS names changed"
+	}
+	return false, ""
+}
+
+// Pool returns a cert pool holding the CA.
+func (ca *CA) Pool() *x509.CertPool {
+	p := x509.NewCertPool()
+	p.AddCert(ca.Cert)
+	return p
+}
+
+// ClientTLS returns a TLS config that presents leaf and trusts only the CA.
+func ClientTLS(caPEM []byte, leaf *Leaf) (*tls.Config, error) {
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("pki: no CA certificate in PEM")
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if leaf != nil {
+		pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("pki: client key pair: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, fmt.Errorf("encode key: %w", err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
+}
+
+func serial() *big.Int {
+	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
+	if err != nil {
+		panic(fmt.Sprintf("pki: read random serial: %v", err))
+	}
+	return n
+}
+
+func keyID(pub *ecdsa.PublicKey) []byte {
+	b, err := x509.MarshalPKIXPublicKey(pub)
+	if err != nil {
+		return nil
+	}
+	sum := sha256.Sum256(b)
+	return sum[:20]
+}
+
+func sorted(s []string) []string {
+	c := slices.Clone(s)
+	slices.Sort(c)
+	return c
+}
+
+// Equal reports whether two PEM blobs hold the same bytes.
+func Equal(a, b []byte) bool { return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b)) }
