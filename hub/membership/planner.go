@@ -1,0 +1,428 @@
+package membership
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// Polling intervals for steps that wait on the outside world.
+const (
+	pollFast = 2 * time.Second
+	pollSlow = 10 * time.Second
+)
+
+// Next returns the one next step.
+func Next(in Input) Decision {
+	if in.Operation != nil {
+		return continueOp(in, *in.Operation)
+	}
+	if !in.Bootstrapped {
+		return beginBootstrap(in)
+	}
+	if !in.Etcd.Reachable {
+		return wait(pollFast, "etcd does not answer (%s); no membership change without etcd's member list", orUnknown(in.Etcd.Error))
+	}
+	if d, ok := foreignMembers(in); ok {
+		return d
+	}
+	if d, ok := replaceFailed(in); ok {
+		return d
+	}
+	return placementStep(in)
+}
+
+// beginBootstrap records the founding placement, or adopts a cluster that
+// already formed (the hub's status was lost).
+func beginBootstrap(in Input) Decision {
+	if in.Etcd.Reachable && len(in.Etcd.Members) > 0 {
+		return Decision{Action: ActFinishBootstrap, Reason: "etcd already has members: adopting the formed cluster"}
+	}
+	if len(in.Placement.Target) == 0 {
+		return wait(pollSlow, "no failure domain can take a member yet: waiting for member clusters and their spokes")
+	}
+	if len(in.Placement.Target) < in.Replicas {
+		return wait(pollSlow, "only %d of %d founding members can be placed: waiting for more member clusters or capacity", len(in.Placement.Target), in.Replicas)
+	}
+	op := &Operation{Type: OpBootstrap, Reason: "Bootstrap", Step: ActCreateObjects, StartedAt: in.Now}
+	d := Decision{Action: ActBegin, Operation: op, Reason: fmt.Sprintf("bootstrapping %d members", len(in.Placement.Target))}
+	inc := in.LastIncarnation
+	for _, t := range in.Placement.Target {
+		inc++
+		d.Assign = append(d.Assign, Assignment{Member: t.Name, Domain: t.Domain, Incarnation: inc})
+	}
+	return d
+}
+
+func continueOp(in Input, op Operation) Decision {
+	switch op.Type {
+	case OpBootstrap:
+		return continueBootstrap(in, op)
+	case OpAdd:
+		return continueAdd(in, op)
+	case OpRemove:
+		return continueRemove(in, op)
+	case OpReplace:
+		return continueReplace(in, op)
+	}
+	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
+}
+
+func continueBootstrap(in Input, op Operation) Decision {
+	if in.Etcd.Reachable && len(in.Etcd.Members) > 0 {
+		started := 0
+		for _, m := range in.Etcd.Members {
+			if m.Started() {
+				started++
+			}
+		}
+		if started >= len(in.Etcd.Members)/2+1 {
+			return Decision{Action: ActFinishBootstrap, Reason: fmt.Sprintf("etcd formed with %d of %d founding members started", started, len(in.Etcd.Members))}
+		}
+	}
+	var missing, noURL, notStarted []string
+	for _, m := range in.Members {
+		switch {
+		case m.Object == nil || m.Object.Incarnation != m.Incarnation:
+			missing = append(missing, m.Name)
+		case m.Object.PeerURL == "" || m.Object.StatusIncarnation != m.Incarnation:
+			noURL = append(noURL, fmt.Sprintf("%s (%s)", m.Name, m.Domain.Cluster))
+		case m.Object.Bootstrap == "":
+			notStarted = append(notStarted, m.Name)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		return step(op, ActCreateObjects, Decision{Members: missing, Reason: "creating founding members " + strings.Join(missing, ", ")})
+	case len(noURL) > 0:
+		return wait(pollFast, "waiting for spokes to expose %s", strings.Join(noURL, ", "))
+	case len(notStarted) > 0:
+		var all []string
+		for _, m := range in.Members {
+			all = append(all, m.Name)
+		}
+		return step(op, ActStartBootstrap, Decision{Members: all, Reason: "starting founding members with the full initial cluster"})
+	}
+	return waitStep(op, ActStartBootstrap, pollFast, "waiting for etcd to form: %s", orUnknown(in.Etcd.Error))
+}
+
+// continueAdd walks: object, exposure, learner, start, promote.
+func continueAdd(in Input, op Operation) Decision {
+	m, ok := member(in, op.Member)
+	if !ok {
+		return Decision{Action: ActFinish, Reason: fmt.Sprintf("member %s is no longer assigned; add abandoned", op.Member)}
+	}
+	if !in.Etcd.Reachable {
+		return waitStep(op, op.Step, pollFast, "etcd does not answer (%s)", orUnknown(in.Etcd.Error))
+	}
+	if m.Object == nil || m.Object.Incarnation < m.Incarnation {
+		if !m.ClusterVisible {
+			return waitStep(op, ActCreateObjects, pollSlow, "member cluster %s is not visible; waiting to create %s there", m.Domain.Cluster, m.Name)
+		}
+		return step(op, ActCreateObjects, Decision{Members: []string{m.Name}, Domain: m.Domain, Reason: fmt.Sprintf("creating %s in %s", m.Name, m.Domain)})
+	}
+	if m.Object.PeerURL == "" || m.Object.StatusIncarnation != m.Incarnation {
+		return waitStep(op, ActAddLearner, pollFast, "waiting for the spoke in %s to expose %s", m.Domain.Cluster, m.Name)
+	}
+	em, found := byPeerURL(in.Etcd, m.Object.PeerURL)
+	if !found {
+		if l, busy := otherLearner(in.Etcd, 0); busy {
+			return waitStep(op, ActAddLearner, pollFast, "learner %s is still joining; one learner at a time", describe(l))
+		}
+		return step(op, ActAddLearner, Decision{Member: m.Name, Reason: fmt.Sprintf("adding %s as a learner", m.Name)})
+	}
+	op.MemberID = em.ID
+	if m.Object.Bootstrap != "existing" {
+		return step(op, ActStartMember, Decision{Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("starting %s to join the cluster", m.Name)})
+	}
+	if em.IsLearner {
+		if !em.Started() {
+			return waitStep(op, ActPromote, pollFast, "waiting for learner %s to start", m.Name)
+		}
+		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollFast, Reason: fmt.Sprintf("promoting learner %s", m.Name)})
+	}
+	return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s joined as a voter", m.Name)}
+}
+
+func continueRemove(in Input, op Operation) Decision {
+	if d, pending := removeFromEtcd(in, op); pending {
+		return d
+	}
+	if op.From != nil {
+		if d, pending := deleteObject(in, op, *op.From); pending {
+			return d
+		}
+	}
+	return Decision{Action: ActFinish, Member: op.Member, Reason: fmt.Sprintf("%s removed", op.Member)}
+}
+
+func continueReplace(in Input, op Operation) Decision {
+	if d, pending := removeFromEtcd(in, op); pending {
+		return d
+	}
+	if op.From != nil && op.To != nil && op.From.Cluster != op.To.Cluster {
+		if d, pending := deleteObject(in, op, *op.From); pending {
+			return d
+		}
+	}
+	return continueAdd(in, op)
+}
+
+// removeFromEtcd moves leadership away and removes op.MemberID, gated on
+// quorum. pending is false once the ID is gone from the member list.
+func removeFromEtcd(in Input, op Operation) (Decision, bool) {
+	if op.MemberID == 0 {
+		return Decision{}, false
+	}
+	if !in.Etcd.Reachable {
+		return waitStep(op, op.Step, pollFast, "etcd does not answer (%s)", orUnknown(in.Etcd.Error)), true
+	}
+	em, found := byID(in.Etcd, op.MemberID)
+	if !found {
+		return Decision{}, false
+	}
+	if in.Etcd.LeaderID == em.ID {
+		to, ok := transferee(in.Etcd, em.ID)
+		if !ok {
+			return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em)), true
+		}
+		return step(op, ActMoveLeader, Decision{Member: op.Member, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before removing it", describe(em))}), true
+	}
+	if ok, why := keepsQuorum(in.Etcd, em.ID); !ok {
+		return waitStep(op, ActRemoveMember, pollSlow, "not removing %s: %s", describe(em), why), true
+	}
+	return step(op, ActRemoveMember, Decision{Member: op.Member, MemberID: em.ID, Reason: fmt.Sprintf("removing %s from etcd", describe(em))}), true
+}
+
+// deleteObject deletes the member's object in from's cluster when that
+// cluster is visible and still holds one. A cluster the hub cannot see
+// keeps its object: the reconciler sweeps it when the cluster returns.
+func deleteObject(in Input, op Operation, from topology.Domain) (Decision, bool) {
+	m, ok := member(in, op.Member)
+	if !ok {
+		return Decision{}, false
+	}
+	here := m.Domain.Cluster == from.Cluster && m.Object != nil && m.ClusterVisible
+	if here || slices.Contains(m.StaleIn, from.Cluster) {
+		return step(op, ActDeleteObject, Decision{Member: op.Member, From: from, Reason: fmt.Sprintf("deleting %s's object in %s (its volume is kept)", op.Member, from.Cluster)}), true
+	}
+	return Decision{}, false
+}
+
+// foreignMembers stops on etcd members that no record accounts for: a
+// human's change, or a record lost. The hub does not guess.
+func foreignMembers(in Input) (Decision, bool) {
+	known := map[uint64]bool{}
+	urls := map[string]bool{}
+	for _, m := range in.Members {
+		if m.ID != 0 {
+			known[m.ID] = true
+		}
+		if m.Object != nil && m.Object.PeerURL != "" {
+			urls[m.Object.PeerURL] = true
+		}
+	}
+	var foreign []string
+	for _, em := range in.Etcd.Members {
+		if known[em.ID] {
+			continue
+		}
+		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return urls[u] }) {
+			continue // the record will pick its ID up
+		}
+		foreign = append(foreign, describe(em))
+	}
+	if len(foreign) == 0 {
+		return Decision{}, false
+	}
+	return wait(pollSlow, "etcd has members etcdfed does not manage: %s; remove them with etcdctl or fix the EtcdCluster's status", strings.Join(foreign, ", ")), true
+}
+
+// replaceFailed replaces, in its own domain, a voter that has been unhealthy
+// longer than the grace period in a cluster the hub can see (a member in a
+// cluster the hub cannot see is unknown, not failed).
+func replaceFailed(in Input) (Decision, bool) {
+	if !in.Automatic {
+		return Decision{}, false
+	}
+	for _, m := range in.Members {
+		em, found := byID(in.Etcd, m.ID)
+		if !found || em.IsLearner {
+			continue
+		}
+		lost := m.Object != nil && m.Object.VolumeLost && m.ClusterVisible
+		failed := !em.Healthy && !m.Ready && m.ClusterVisible && !m.ClusterFailed &&
+			!m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace
+		if !lost && !failed {
+			continue
+		}
+		why := fmt.Sprintf("%s has been unhealthy since %s (grace %s)", m.Name, m.ReadyChangedAt.UTC().Format(time.RFC3339), in.MemberGrace)
+		if lost {
+			why = fmt.Sprintf("%s lost its data volume", m.Name)
+		}
+		if ok, q := keepsQuorum(in.Etcd, em.ID); !ok {
+			return wait(pollSlow, "%s; not replacing it: %s", why, q), true
+		}
+		d := m.Domain
+		return begin(in, Operation{Type: OpReplace, Member: m.Name, MemberID: em.ID, From: &d, To: &d, Reason: "Replace"}, why), true
+	}
+	return Decision{}, false
+}
+
+// placementStep starts the first step pkg/topology plans.
+func placementStep(in Input) Decision {
+	if len(in.Placement.Steps) == 0 {
+		if in.Placement.Unplaced > 0 {
+			return wait(pollSlow, "%d of %d members cannot be placed: no schedulable failure domain has room", in.Placement.Unplaced, in.Replicas)
+		}
+		return Decision{Action: ActNone, Reason: "membership matches the placement"}
+	}
+	s := in.Placement.Steps[0]
+	switch s.Action {
+	case topology.Add:
+		to := s.To
+		return begin(in, Operation{Type: OpAdd, Member: s.Member, To: &to, Reason: string(s.Reason)}, s.String())
+	case topology.Remove:
+		m, _ := member(in, s.Member)
+		from := s.From
+		return begin(in, Operation{Type: OpRemove, Member: s.Member, MemberID: m.ID, From: &from, Reason: string(s.Reason)}, s.String())
+	case topology.Move:
+		m, _ := member(in, s.Member)
+		from, to := s.From, s.To
+		return begin(in, Operation{Type: OpReplace, Member: s.Member, MemberID: m.ID, From: &from, To: &to, Reason: string(s.Reason)}, s.String())
+	}
+	return wait(pollSlow, "unknown placement step %s", s)
+}
+
+// begin records a new operation; Add and Replace take the next incarnation.
+func begin(in Input, op Operation, why string) Decision {
+	op.StartedAt = in.Now
+	d := Decision{Action: ActBegin, Operation: &op, Member: op.Member, MemberID: op.MemberID, Reason: why}
+	switch op.Type {
+	case OpAdd, OpReplace:
+		op.Incarnation = in.LastIncarnation + 1
+		op.Step = ActCreateObjects
+		d.Domain = *op.To
+		d.Assign = []Assignment{{Member: op.Member, Domain: *op.To, Incarnation: op.Incarnation}}
+	case OpRemove:
+		op.Step = ActRemoveMember
+	}
+	return d
+}
+
+func step(op Operation, a Action, d Decision) Decision {
+	op.Step = a
+	d.Action = a
+	d.Operation = &op
+	return d
+}
+
+func waitStep(op Operation, a Action, after time.Duration, format string, args ...any) Decision {
+	d := wait(after, format, args...)
+	op.Step = a
+	d.Operation = &op
+	return d
+}
+
+func wait(after time.Duration, format string, args ...any) Decision {
+	return Decision{Action: ActWait, RequeueAfter: after, Reason: fmt.Sprintf(format, args...)}
+}
+
+// keepsQuorum reports whether removing id leaves enough healthy voters.
+func keepsQuorum(e Etcd, id uint64) (bool, string) {
+	voters, healthy := 0, 0
+	removingVoter := false
+	for _, m := range e.Members {
+		if m.IsLearner {
+			continue
+		}
+		if m.ID == id {
+			removingVoter = true
+			continue
+		}
+		voters++
+		if m.Healthy {
+			healthy++
+		}
+	}
+	if !removingVoter {
+		return true, ""
+	}
+	quorum := voters/2 + 1
+	if healthy < quorum {
+		return false, fmt.Sprintf("%d healthy of the %d voters left, quorum is %d", healthy, voters, quorum)
+	}
+	return true, ""
+}
+
+// transferee picks the healthy started voter with the lowest ID other than
+// id (deterministic; etcd catches it up before the transfer completes).
+func transferee(e Etcd, id uint64) (uint64, bool) {
+	var best uint64
+	for _, m := range e.Members {
+		if m.ID == id || m.IsLearner || !m.Healthy || !m.Started() {
+			continue
+		}
+		if best == 0 || m.ID < best {
+			best = m.ID
+		}
+	}
+	return best, best != 0
+}
+
+func otherLearner(e Etcd, except uint64) (EtcdMember, bool) {
+	for _, m := range e.Members {
+		if m.IsLearner && m.ID != except {
+			return m, true
+		}
+	}
+	return EtcdMember{}, false
+}
+
+func byPeerURL(e Etcd, url string) (EtcdMember, bool) {
+	for _, m := range e.Members {
+		if slices.Contains(m.PeerURLs, url) {
+			return m, true
+		}
+	}
+	return EtcdMember{}, false
+}
+
+func byID(e Etcd, id uint64) (EtcdMember, bool) {
+	if id == 0 {
+		return EtcdMember{}, false
+	}
+	for _, m := range e.Members {
+		if m.ID == id {
+			return m, true
+		}
+	}
+	return EtcdMember{}, false
+}
+
+func member(in Input, name string) (Member, bool) {
+	for _, m := range in.Members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+func describe(m EtcdMember) string {
+	name := m.Name
+	if name == "" {
+		name = "(not started)"
+	}
+	return fmt.Sprintf("%s [%x]", name, m.ID)
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "no error reported"
+	}
+	return s
+}

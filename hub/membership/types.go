@@ -1,0 +1,206 @@
+package membership
+
+import (
+	"time"
+
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// Input is everything the planner looks at.
+type Input struct {
+	// Now is the hub's clock.
+	Now time.Time
+	// Replicas is spec.replicas.
+	Replicas int
+	// Automatic is spec.failurePolicy.automatic: replace failed members.
+	Automatic bool
+	// MemberGrace is how long a member may be unhealthy before it is
+	// replaced.
+	MemberGrace time.Duration
+
+	// Bootstrapped is true once the etcd cluster has formed (status.clusterID
+	// is set).
+	Bootstrapped bool
+	// Operation is the change in flight (status.operation), nil when none.
+	Operation *Operation
+	// LastIncarnation is the highest incarnation handed out.
+	LastIncarnation int64
+
+	// Etcd is etcd's own view.
+	Etcd Etcd
+	// Members is the hub's record of each member (status.members), joined
+	// with the EtcdMember objects found in the member clusters.
+	Members []Member
+	// Placement is what pkg/topology wants, computed from the same view.
+	Placement topology.Result
+}
+
+// Etcd is what etcd says.
+type Etcd struct {
+	// Reachable is true when the member list was read (a quorum answered).
+	Reachable bool
+	// Error explains why not.
+	Error string
+	// Members is the member list.
+	Members []EtcdMember
+	// LeaderID is the leader's ID, 0 when unknown.
+	LeaderID uint64
+	// ClusterID is the etcd cluster ID.
+	ClusterID uint64
+}
+
+// EtcdMember is one entry of etcd's member list with its health.
+type EtcdMember struct {
+	ID        uint64
+	Name      string // empty until the member has started once
+	PeerURLs  []string
+	IsLearner bool
+	// Healthy is true when the member answered a status call (from the hub,
+	// or its spoke reported it healthy).
+	Healthy bool
+}
+
+// Started reports whether the member has published its name, i.e. its
+// process has joined once.
+func (m EtcdMember) Started() bool { return m.Name != "" }
+
+// Member is the hub's knowledge of one member name.
+type Member struct {
+	// Name, e.g. main-0.
+	Name string
+	// Domain where the hub placed the current incarnation.
+	Domain topology.Domain
+	// Incarnation the hub assigned.
+	Incarnation int64
+	// ID is the etcd ID the hub recorded for this incarnation, 0 if none yet.
+	ID uint64
+	// Ready as last recorded, and when that last changed (hub clock).
+	Ready          bool
+	ReadyChangedAt time.Time
+	// ClusterVisible is true when the hub currently sees the member's
+	// cluster (its spoke Lease is fresh on the hub's clock).
+	ClusterVisible bool
+	// ClusterFailed is true when the member's cluster is declared failed
+	// (stale Lease and a majority of the other spokes agree).
+	ClusterFailed bool
+	// Object is the EtcdMember object in Domain's cluster; nil when absent
+	// or not visible.
+	Object *Object
+	// StaleIn lists visible clusters other than Domain's that still hold an
+	// EtcdMember object of this member (left behind by a move).
+	StaleIn []string
+}
+
+// Object is what the planner needs of an EtcdMember object.
+type Object struct {
+	// Incarnation in the object's spec.
+	Incarnation int64
+	// Bootstrap is the spec.bootstrap state: "" (not set), "new" or
+	// "existing".
+	Bootstrap string
+	// PeerURL the spoke reports (status.peerURL), "" until known.
+	PeerURL string
+	// StatusIncarnation is the incarnation the status describes.
+	StatusIncarnation int64
+	// Healthy is the spoke's MemberHealthy condition.
+	Healthy bool
+	// VolumeLost is true when the spoke reports the incarnation's volume
+	// gone (its data is lost; only a new incarnation can help).
+	VolumeLost bool
+}
+
+// Operation is the change in flight, as recorded in status.operation.
+type Operation struct {
+	Type        OpType
+	Member      string
+	MemberID    uint64 // the old ID (Remove, Replace) or the new one (Add, once known)
+	Incarnation int64
+	From        *topology.Domain
+	To          *topology.Domain
+	Reason      string
+	Step        Action
+	StartedAt   time.Time
+}
+
+// OpType is the kind of membership change.
+type OpType string
+
+// Operation types, the same strings as the API's.
+const (
+	OpBootstrap OpType = "Bootstrap"
+	OpAdd       OpType = "Add"
+	OpRemove    OpType = "Remove"
+	OpReplace   OpType = "Replace"
+)
+
+// Action is what the reconciler must do now.
+type Action string
+
+const (
+	// ActNone: nothing to change; the cluster is where it should be.
+	ActNone Action = "None"
+	// ActWait: a precondition is not met; see Reason, retry after
+	// RequeueAfter.
+	ActWait Action = "Wait"
+	// ActBegin: record Decision.Operation (and the assignment it implies)
+	// in status before anything is changed.
+	ActBegin Action = "Begin"
+	// ActCreateObjects: write the EtcdMember objects (and their TLS Secrets)
+	// of Decision.Members, without bootstrap.
+	ActCreateObjects Action = "CreateObjects"
+	// ActStartBootstrap: set bootstrap "new" with the full initial cluster on
+	// every founding member.
+	ActStartBootstrap Action = "StartBootstrap"
+	// ActFinishBootstrap: record the cluster ID; founding members switch to
+	// "existing".
+	ActFinishBootstrap Action = "FinishBootstrap"
+	// ActAddLearner: MemberAddAsLearner with the member's peer URL.
+	ActAddLearner Action = "AddLearner"
+	// ActStartMember: set bootstrap "existing" on the member's object.
+	ActStartMember Action = "StartMember"
+	// ActPromote: MemberPromote; "learner not ready" means retry.
+	ActPromote Action = "Promote"
+	// ActMoveLeader: MoveLeader to Decision.TransfereeID.
+	ActMoveLeader Action = "MoveLeader"
+	// ActRemoveMember: MemberRemove(Decision.MemberID).
+	ActRemoveMember Action = "RemoveMember"
+	// ActDeleteObject: delete the member's EtcdMember object in
+	// Decision.From's cluster (the spoke keeps its volume).
+	ActDeleteObject Action = "DeleteObject"
+	// ActFinish: the operation is done; clear it and record the result.
+	ActFinish Action = "Finish"
+)
+
+// Decision is the planner's answer.
+type Decision struct {
+	Action Action
+	// Reason explains the decision in words a user reads in a condition.
+	Reason string
+	// Operation is the operation to record with the decision (nil with
+	// ActNone, ActWait and ActFinish; the updated step otherwise).
+	Operation *Operation
+	// Member is the member acted on, MemberID its etcd ID where relevant.
+	Member   string
+	MemberID uint64
+	// Members lists the members an ActCreateObjects or ActStartBootstrap
+	// covers.
+	Members []string
+	// TransfereeID is the new leader for ActMoveLeader.
+	TransfereeID uint64
+	// Domain is where the member goes (ActBegin of Add/Replace,
+	// ActCreateObjects); From is where an object is deleted.
+	Domain topology.Domain
+	From   topology.Domain
+	// Assign lists new (member, domain, incarnation) assignments to record
+	// with ActBegin.
+	Assign []Assignment
+	// RequeueAfter is set with ActWait and for steps that poll.
+	RequeueAfter time.Duration
+}
+
+// Assignment places one incarnation of a member in a domain.
+type Assignment struct {
+	Member      string
+	Domain      topology.Domain
+	Incarnation int64
+}
