@@ -33,7 +33,7 @@ func voter(name string, id uint64) EtcdMember {
 func steady() Input {
 	return Input{
 		Now: t0, Replicas: 3, Automatic: true, MemberGrace: 5 * time.Minute, Bootstrapped: true, LastIncarnation: 3,
-		Etcd: Etcd{Reachable: true, LeaderID: 1, Members: []EtcdMember{voter("main-0", 1), voter("main-1", 2), voter("main-2", 3)}},
+		Etcd:    Etcd{Reachable: true, LeaderID: 1, Members: []EtcdMember{voter("main-0", 1), voter("main-1", 2), voter("main-2", 3)}},
 		Members: []Member{running("main-0", 1, dA, 1), running("main-1", 2, dB, 2), running("main-2", 3, dC, 3)},
 	}
 }
