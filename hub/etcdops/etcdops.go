@@ -1,0 +1,217 @@
+// Package etcdops performs the hub's reads and membership changes on one
+// etcd cluster through go.etcd.io/etcd/client/v3: the member list with each
+// member's health and the leader, add as learner, promote, remove and leader
+// transfer. Errors etcd uses to say "not yet" are mapped to sentinels the
+// reconciler turns into a requeue.
+package etcdops
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// Sentinel errors.
+var (
+	// ErrLearnerNotReady: the learner has not caught up; promote again later.
+	ErrLearnerNotReady = errors.New("etcdops: learner not ready to be promoted")
+	// ErrUnhealthyCluster: etcd's strict reconfiguration check refused the
+	// change (too few started voters, or no quorum seen recently).
+	ErrUnhealthyCluster = errors.New("etcdops: etcd refused the change: cluster not healthy enough")
+	// ErrTooManyLearners: another learner exists.
+	ErrTooManyLearners = errors.New("etcdops: etcd allows no more learners")
+)
+
+// Timeouts for the calls the hub makes while reconciling.
+const (
+	DialTimeout   = 3 * time.Second
+	RequestTimout = 5 * time.Second
+	StatusTimeout = 2 * time.Second
+)
+
+// Config says how to reach one etcd cluster.
+type Config struct {
+	// Endpoints are client URLs (DNS names).
+	Endpoints []string
+	// TLS is nil for plain HTTP.
+	TLS *tls.Config
+}
+
+// Client talks to one etcd cluster.
+type Client struct {
+	cfg Config
+	c   *clientv3.Client
+}
+
+// New connects (lazily: the first call dials).
+func New(cfg Config) (*Client, error) {
+	c, err := clientv3.New(clientConfig(cfg.Endpoints, cfg.TLS))
+	if err != nil {
+		return nil, fmt.Errorf("create etcd client for %v: %w", cfg.Endpoints, err)
+	}
+	return &Client{cfg: cfg, c: c}, nil
+}
+
+func clientConfig(endpoints []string, tlsCfg *tls.Config) clientv3.Config {
+	return clientv3.Config{
+		Endpoints:            slices.Clone(endpoints),
+		TLS:                  tlsCfg,
+		DialTimeout:          DialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: 5 * time.Second,
+		AutoSyncInterval:     0,
+		Logger:               zap.NewNop(),
+	}
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.c.Close() }
+
+// Observe reads the member list (linearizable: it needs a quorum) and asks
+// every started member for its status, in parallel.
+func (c *Client) Observe(ctx context.Context) membership.Etcd {
+	lctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	defer cancel()
+	resp, err := c.c.MemberList(lctx)
+	if err != nil {
+		return membership.Etcd{Error: describe(err)}
+	}
+	out := membership.Etcd{Reachable: true, ClusterID: resp.Header.ClusterId}
+	out.Members = make([]membership.EtcdMember, len(resp.Members))
+	var wg sync.WaitGroup
+	leaders := make([]uint64, len(resp.Members))
+	for i, m := range resp.Members {
+		out.Members[i] = membership.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), IsLearner: m.IsLearner}
+		if len(m.ClientURLs) == 0 {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, cancel := context.WithTimeout(ctx, StatusTimeout)
+			defer cancel()
+			for _, u := range m.ClientURLs {
+				st, err := c.c.Status(sctx, u)
+				if err == nil {
+					out.Members[i].Healthy = len(st.Errors) == 0 && st.Leader != 0
+					leaders[i] = st.Leader
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	out.LeaderID = majorityLeader(leaders)
+	return out
+}
+
+// majorityLeader is the leader most members name (0 when none).
+func majorityLeader(seen []uint64) uint64 {
+	count := map[uint64]int{}
+	var best uint64
+	for _, l := range seen {
+		if l == 0 {
+			continue
+		}
+		count[l]++
+		if count[l] > count[best] || (count[l] == count[best] && l < best) {
+			best = l
+		}
+	}
+	return best
+}
+
+// AddLearner adds peerURL as a learner and returns its new ID.
+func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	defer cancel()
+	resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
+	if err != nil {
+		return 0, fmt.Errorf("add learner %s: %w", peerURL, classify(err))
+	}
+	return resp.Member.ID, nil
+}
+
+// Promote makes a learner a voter. ErrLearnerNotReady means try later.
+func (c *Client) Promote(ctx context.Context, id uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	defer cancel()
+	if _, err := c.c.MemberPromote(ctx, id); err != nil {
+		return fmt.Errorf("promote %x: %w", id, classify(err))
+	}
+	return nil
+}
+
+// Remove removes a member; a member already gone is success.
+func (c *Client) Remove(ctx context.Context, id uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	defer cancel()
+	if _, err := c.c.MemberRemove(ctx, id); err != nil {
+		if errors.Is(err, rpctypes.ErrMemberNotFound) {
+			return nil
+		}
+		return fmt.Errorf("remove %x: %w", id, classify(err))
+	}
+	return nil
+}
+
+// MoveLeader asks the leader (reached at leaderURLs) to hand leadership to
+// transferee. MoveLeader must be sent to the leader itself.
+func (c *Client) MoveLeader(ctx context.Context, leaderURLs []string, transferee uint64) error {
+	lc, err := clientv3.New(clientConfig(leaderURLs, c.cfg.TLS))
+	if err != nil {
+		return fmt.Errorf("connect to leader %v: %w", leaderURLs, err)
+	}
+	defer func() { _ = lc.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 2*RequestTimout)
+	defer cancel()
+	if _, err := lc.MoveLeader(ctx, transferee); err != nil {
+		return fmt.Errorf("move leader to %x: %w", transferee, classify(err))
+	}
+	return nil
+}
+
+// ClientURLs returns the client URLs etcd lists for id.
+func (c *Client) ClientURLs(ctx context.Context, id uint64) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	defer cancel()
+	resp, err := c.c.MemberList(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("member list: %w", err)
+	}
+	for _, m := range resp.Members {
+		if m.ID == id {
+			return m.ClientURLs, nil
+		}
+	}
+	return nil, fmt.Errorf("member %x not in the member list", id)
+}
+
+func classify(err error) error {
+	switch {
+	case errors.Is(err, rpctypes.ErrMemberLearnerNotReady), errors.Is(err, rpctypes.ErrGRPCLearnerNotReady):
+		return fmt.Errorf("%w: %w", ErrLearnerNotReady, err)
+	case errors.Is(err, rpctypes.ErrUnhealthy), errors.Is(err, rpctypes.ErrGRPCUnhealthy):
+		return fmt.Errorf("%w: %w", ErrUnhealthyCluster, err)
+	case errors.Is(err, rpctypes.ErrTooManyLearners), errors.Is(err, rpctypes.ErrGRPCTooManyLearners):
+		return fmt.Errorf("%w: %w", ErrTooManyLearners, err)
+	}
+	return err
+}
+
+func describe(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "no answer within " + RequestTimout.String()
+	}
+	return err.Error()
+}

@@ -1,0 +1,206 @@
+package etcdops
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+type proc struct {
+	name, peer, client string
+	cmd                *exec.Cmd
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func urls(t *testing.T, name string) proc {
+	return proc{name: name, peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+}
+
+// start runs a real etcd process with the given initial cluster.
+func start(t *testing.T, p *proc, initialCluster, state string) {
+	t.Helper()
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	p.cmd = exec.Command(filepath.Join(bin, "etcd"),
+		"--name", p.name, "--data-dir", filepath.Join(dir, "data"),
+		"--listen-peer-urls", p.peer, "--initial-advertise-peer-urls", p.peer,
+		"--listen-client-urls", p.client, "--advertise-client-urls", p.client,
+		"--initial-cluster", initialCluster, "--initial-cluster-state", state, "--initial-cluster-token", "etcdops-test",
+		"--log-level", "error")
+	log, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd.Stdout, p.cmd.Stderr = log, log
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Kill()
+		_, _ = p.cmd.Process.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("%s log:\n%s", p.name, b)
+		}
+	})
+}
+
+func eventually(t *testing.T, what string, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestMembershipLifecycle drives real etcd processes through every call the
+// hub makes: observe, add a learner, refuse a second learner, refuse an early
+// promotion, start and promote it, move leadership, remove a member.
+func TestMembershipLifecycle(t *testing.T) {
+	testenv.SkipIfShort(t, "etcd processes")
+	ctx := context.Background()
+	a := urls(t, "a")
+	start(t, &a, "a="+a.peer, "new")
+	c, err := New(Config{Endpoints: []string{a.client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+
+	eventually(t, "single member healthy", func() error {
+		e := c.Observe(ctx)
+		if !e.Reachable || len(e.Members) != 1 || !e.Members[0].Healthy || e.LeaderID != e.Members[0].ID {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+
+	b := urls(t, "b")
+	idB, err := c.AddLearner(ctx, b.peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.AddLearner(ctx, "http://127.0.0.1:1"); !errors.Is(err, ErrTooManyLearners) {
+		t.Errorf("second learner: got %v, want ErrTooManyLearners", err)
+	}
+	if err := c.Promote(ctx, idB); !errors.Is(err, ErrLearnerNotReady) {
+		t.Errorf("promoting a learner that never started: got %v, want ErrLearnerNotReady", err)
+	}
+	e := c.Observe(ctx)
+	if len(e.Members) != 2 || !e.Members[1].IsLearner && !e.Members[0].IsLearner {
+		t.Fatalf("after add: %+v", e)
+	}
+
+	start(t, &b, strings.Join([]string{"a=" + a.peer, "b=" + b.peer}, ","), "existing")
+	eventually(t, "promote b", func() error { return c.Promote(ctx, idB) })
+
+	var idA uint64
+	eventually(t, "two healthy voters", func() error {
+		e := c.Observe(ctx)
+		healthy := 0
+		for _, m := range e.Members {
+			if m.IsLearner {
+				return fmt.Errorf("%s still a learner", m.Name)
+			}
+			if m.Healthy {
+				healthy++
+			}
+			if m.Name == "a" {
+				idA = m.ID
+			}
+		}
+		if healthy != 2 || e.LeaderID != idA {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+
+	if err := c.MoveLeader(ctx, []string{a.client}, idB); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "leader moved to b", func() error {
+		if e := c.Observe(ctx); e.LeaderID != idB {
+			return fmt.Errorf("leader is %x, want %x", e.LeaderID, idB)
+		}
+		return nil
+	})
+
+	// Right after a leader change etcd refuses reconfiguration until the new
+	// leader has seen a quorum for 5 s: the hub requeues on this sentinel.
+	eventually(t, "remove a", func() error {
+		err := c.Remove(ctx, idA)
+		if err != nil && !errors.Is(err, ErrUnhealthyCluster) {
+			t.Fatalf("remove: unexpected %v", err)
+		}
+		return err
+	})
+	if err := c.Remove(ctx, idA); err != nil {
+		t.Errorf("removing a removed member must succeed: %v", err)
+	}
+	cb, err := New(Config{Endpoints: []string{b.client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cb.Close()
+	eventually(t, "b alone", func() error {
+		e := cb.Observe(ctx)
+		if len(e.Members) != 1 || e.Members[0].ID != idB || !e.Members[0].Healthy {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+}
+
+func TestObserveUnreachable(t *testing.T) {
+	c, err := New(Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if e := c.Observe(context.Background()); e.Reachable || e.Error == "" {
+		t.Fatalf("observed %+v, want unreachable with an error", e)
+	}
+}
+
+func TestMajorityLeader(t *testing.T) {
+	for _, tc := range []struct {
+		seen []uint64
+		want uint64
+	}{
+		{nil, 0}, {[]uint64{0, 0}, 0}, {[]uint64{5, 5, 7}, 5}, {[]uint64{7, 0, 5}, 5}, {[]uint64{9}, 9},
+	} {
+		if got := majorityLeader(tc.seen); got != tc.want {
+			t.Errorf("majorityLeader(%v) = %d, want %d", tc.seen, got, tc.want)
+		}
+	}
+}
