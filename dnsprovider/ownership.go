@@ -123,7 +123,7 @@ func IsManaged(origin string, k RRsetKey) bool {
 	if k.Type == dns.TypeSOA {
 		return false
 	}
-	return !(k.Type == dns.TypeNS && k.Name == origin)
+	return k.Type != dns.TypeNS || k.Name != origin
 }
 
 // managedKeys lists the RRsets the ownership record must list: the managed
@@ -133,7 +133,7 @@ func (s *RecordSet) managedKeys() []RRsetKey {
 	var ks []RRsetKey
 	for _, rs := range s.sets {
 		k := RRsetKey{rs.Name, rs.Type}
-		if IsManaged(s.origin, k) && !(k.Name == own && k.Type == dns.TypeTXT) {
+		if IsManaged(s.origin, k) && (k.Name != own || k.Type != dns.TypeTXT) {
 			ks = append(ks, k)
 		}
 	}
@@ -156,15 +156,9 @@ func (s *RecordSet) checkOwnership() (string, error) {
 	if txt == nil {
 		return "", nil
 	}
-	if len(txt.RRs) != 1 {
-		return "", fmt.Errorf("%s TXT: the ownership record must be one TXT record, got %d", own, len(txt.RRs))
-	}
-	o, ok, err := ParseOwnership(s.origin, txt.RRs[0].(*dns.TXT))
+	o, err := MergeOwnership(s.origin, txt.RRs)
 	if err != nil {
 		return "", fmt.Errorf("%s TXT: %w", own, err)
-	}
-	if !ok {
-		return "", fmt.Errorf("%s TXT: the ownership record must start with %q", own, heritageText)
 	}
 	// The owner may hold less than the whole set (records others added
 	// by update), never more than it.
@@ -194,6 +188,39 @@ func (s *RecordSet) Managed() []Record {
 	return out
 }
 
+// maxOwnershipData bounds one Data string of the ownership record.
+const maxOwnershipData = 1000
+
+// MergeOwnership reads an ownership RRset: every TXT record must be an
+// etcdfed ownership record of the same owner; their RRset lists add up.
+func MergeOwnership(origin string, rrs []dns.RR) (Ownership, error) {
+	var out Ownership
+	for _, rr := range rrs {
+		txt, isTXT := rr.(*dns.TXT)
+		if !isTXT {
+			return Ownership{}, fmt.Errorf("ownership record is %s, not TXT", dns.TypeToString[rr.Header().Rrtype])
+		}
+		o, ok, err := ParseOwnership(origin, txt)
+		if err != nil {
+			return Ownership{}, err
+		}
+		if !ok {
+			return Ownership{}, fmt.Errorf("the ownership record must start with %q", heritageText)
+		}
+		if out.Owner != "" && o.Owner != out.Owner {
+			return Ownership{}, fmt.Errorf("ownership records name two owners, %q and %q", out.Owner, o.Owner)
+		}
+		out.Owner = o.Owner
+		for _, k := range o.RRsets {
+			if !slices.Contains(out.RRsets, k) {
+				out.RRsets = append(out.RRsets, k)
+			}
+		}
+	}
+	sortKeys(out.RRsets)
+	return out, nil
+}
+
 // OwnershipRecord returns the flat ownership TXT record that claims the
 // given RRsets of origin for owner. Build adds it for you; use it when
 // assembling a set by hand.
@@ -207,15 +234,24 @@ func OwnershipRecord(origin, owner string, ttl int32, rrsets []RRsetKey) (Record
 		ks[i].Name = strings.ToLower(dns.Fqdn(ks[i].Name))
 	}
 	sortKeys(ks)
-	var b strings.Builder
-	for i, t := range (Ownership{Owner: owner, RRsets: ks}).txt(origin) {
+	// One TXT record per chunk of at most maxOwnershipData characters,
+	// each repeating heritage and owner, so that every Data string stays
+	// within the API's bound however long the names are.
+	strs := (Ownership{Owner: owner, RRsets: ks}).txt(origin)
+	head := `"` + strs[0] + `" "` + strs[1] + `"`
+	var data []string
+	b := head
+	for _, t := range strs[2:] {
 		if len(t) > 255 {
 			return Record{}, fmt.Errorf("%w: ownership string %q longer than 255 bytes", ErrInvalid, t)
 		}
-		if i > 0 {
-			b.WriteByte(' ')
+		q := ` "` + t + `"`
+		if len(b)+len(q) > maxOwnershipData && b != head {
+			data = append(data, b)
+			b = head
 		}
-		b.WriteString(`"` + t + `"`)
+		b += q
 	}
-	return Record{Name: OwnershipName(origin), Type: "TXT", TTL: ttl, Data: []string{b.String()}}, nil
+	data = append(data, b)
+	return Record{Name: OwnershipName(origin), Type: "TXT", TTL: ttl, Data: data}, nil
 }

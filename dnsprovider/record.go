@@ -279,7 +279,7 @@ func checkName(n string) error {
 			return fmt.Errorf("label %q is longer than 63 characters", l)
 		}
 		for _, c := range []byte(l) {
-			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			if !isLDHU(c) {
 				return fmt.Errorf("label %q has character %q: only a-z, 0-9, '-' and '_' are allowed", l, c)
 			}
 		}
@@ -470,4 +470,9 @@ func CompareNames(a, b string) int {
 		}
 	}
 	return len(la) - len(lb)
+}
+
+// isLDHU reports whether c may appear in a label: a-z, 0-9, '-' or '_'.
+func isLDHU(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_'
 }

@@ -272,3 +272,35 @@ func FuzzParseRecordsRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+// TestOwnershipRecordSplits keeps every Data string of the ownership
+// record within the API's 1024-character bound, however long the names.
+func TestOwnershipRecordSplits(t *testing.T) {
+	spec := testSpec()
+	spec.Members = nil
+	for i := range 9 {
+		spec.Members = append(spec.Members, Member{
+			Name:      strings.Repeat("m", 55) + "-" + strconv.Itoa(i),
+			Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, 0, byte(i), 1}), netip.MustParseAddr("fd00::" + strconv.Itoa(i+1))},
+		})
+	}
+	s, err := Build(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, ok := s.Get(OwnershipName(spec.Domain), dns.TypeTXT)
+	if !ok || len(own.RRs) < 2 {
+		t.Fatalf("ownership record not split: %v", own.RRs)
+	}
+	for _, r := range s.Records() {
+		for _, d := range r.Data {
+			if len(d) > 1024 {
+				t.Errorf("%s %s: data of %d characters", r.Name, r.Type, len(d))
+			}
+		}
+	}
+	back, err := ParseRecords(s.Origin(), s.Records())
+	if err != nil || !back.Equal(s) || back.Owner() != spec.Owner {
+		t.Errorf("round trip: %v", err)
+	}
+}

@@ -156,7 +156,17 @@ func (st *state) ownership(domain, owner string) (*dnsprovider.Ownership, []dns.
 		case o.Owner != owner:
 			return nil, nil, fmt.Errorf("%w: domain %s is held by owner %q", dnsprovider.ErrNotOwner, domain, o.Owner)
 		}
-		mine = &o
+		if mine == nil {
+			mine = &dnsprovider.Ownership{Owner: o.Owner}
+		}
+		for _, k := range o.RRsets {
+			if !slices.Contains(mine.RRsets, k) {
+				mine.RRsets = append(mine.RRsets, k)
+			}
+		}
+	}
+	if mine != nil {
+		sortKeys(mine.RRsets)
 	}
 	return mine, txts, nil
 }

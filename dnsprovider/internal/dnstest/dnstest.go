@@ -1,6 +1,6 @@
 // Package dnstest starts real DNS tools for tests: BIND9's named on a
 // loopback port with a temporary configuration, and dig. A missing tool
-// fails the test with the command that installs it; it never skips.
+// fails the test with the command that installs it; only -short skips.
 package dnstest
 
 import (
@@ -19,11 +19,16 @@ import (
 )
 
 // InstallHint tells how to get the Debian packages the DNS tests need.
-const InstallHint = "install the DNS test dependencies: `make deps-dns` or `apt-get install -y bind9 bind9-utils dnsutils dnsperf` (Debian)"
+const InstallHint = "install the DNS test dependencies: run `make system-deps` (Debian: apt-get install -y bind9 bind9-utils dnsutils dnsperf)"
 
-// RequireTool returns the path of a command or fails the test.
+// RequireTool returns the path of a command or fails the test. Under
+// -short (make test-unit) the test is skipped instead, saying why: tests
+// that run real processes belong to the full run.
 func RequireTool(t testing.TB, name string) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skipf("-short: this test runs %s, a real process; run it without -short (make test)", name)
+	}
 	if p, err := exec.LookPath(name); err == nil {
 		return p
 	}
