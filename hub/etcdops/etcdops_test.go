@@ -164,14 +164,14 @@ func TestMembershipLifecycle(t *testing.T) {
 		}
 		return err
 	})
-	if err := c.Remove(ctx, idA); err != nil {
-		t.Errorf("removing a removed member must succeed: %v", err)
-	}
 	cb, err := New(Config{Endpoints: []string{b.client}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cb.Close()
+	if err := cb.Remove(ctx, idA); err != nil {
+		t.Errorf("removing a removed member must succeed: %v", err)
+	}
 	eventually(t, "b alone", func() error {
 		e := cb.Observe(ctx)
 		if len(e.Members) != 1 || e.Members[0].ID != idB || !e.Members[0].Healthy {
