@@ -1,0 +1,155 @@
+// Package liveness decides whether a member cluster is alive, unknown or
+// failed, by membership rule 8: a cluster is failed only when the hub's own
+// observation of its spoke Lease is stale, measured on the hub's clock (not
+// the time the spoke wrote), AND a majority of the other spokes' gossip
+// views agree that it is gone. Everything short of that is "unknown", and
+// the hub does not act on unknown.
+package liveness
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Tracker remembers, per member cluster, when the hub last saw its spoke's
+// Lease change. It is fed by the Lease watch.
+type Tracker struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	entries map[string]*entry
+}
+
+type entry struct {
+	renew    time.Time // the spoke's renewTime, only compared for change
+	holder   string
+	lastSeen time.Time // hub clock when a change was observed
+}
+
+// NewTracker returns a tracker on the given clock (time.Now when nil).
+func NewTracker(now func() time.Time) *Tracker {
+	if now == nil {
+		now = time.Now
+	}
+	return &Tracker{now: now, entries: map[string]*entry{}}
+}
+
+// ObserveLease records the Lease as seen now. Only a changed renewTime (or
+// holder) counts as a renewal; the first observation counts too, so a hub
+// that just started gives every cluster a full staleness window.
+func (t *Tracker) ObserveLease(cluster string, renewTime time.Time, holder string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[cluster]
+	if ok && e.renew.Equal(renewTime) && e.holder == holder {
+		return
+	}
+	t.entries[cluster] = &entry{renew: renewTime, holder: holder, lastSeen: t.now()}
+}
+
+// Forget drops a cluster (unregistered).
+func (t *Tracker) Forget(cluster string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.entries, cluster)
+}
+
+// LastSeen returns when the hub last saw cluster's Lease renewed.
+func (t *Tracker) LastSeen(cluster string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[cluster]
+	if !ok {
+		return time.Time{}, false
+	}
+	return e.lastSeen, true
+}
+
+// State is the verdict on one member cluster.
+type State string
+
+const (
+	// Alive: the hub sees its Lease renewed.
+	Alive State = "Alive"
+	// Unknown: the hub's view is stale but not enough witnesses agree it is
+	// gone (or too little time has passed). Do not act.
+	Unknown State = "Unknown"
+	// Failed: stale for the grace period and a majority of the other spokes
+	// see it gone. Its members may be moved away.
+	Failed State = "Failed"
+)
+
+// Observation is what the hub knows about one member cluster.
+type Observation struct {
+	Cluster string
+	// LastSeen is when the hub last saw the Lease renewed (hub clock); zero
+	// when never.
+	LastSeen time.Time
+	// Gossip is this cluster's spoke's view of its peers: cluster -> alive.
+	Gossip map[string]bool
+}
+
+// Verdict is the judgement on one cluster with its explanation.
+type Verdict struct {
+	Cluster string
+	State   State
+	Reason  string
+}
+
+// Judge applies rule 8 to every cluster. staleAfter is how long without a
+// renewal makes the hub's view stale; grace is how long it must have been
+// stale before the cluster is declared failed.
+func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []Verdict {
+	fresh := map[string]bool{}
+	for _, o := range obs {
+		fresh[o.Cluster] = !o.LastSeen.IsZero() && now.Sub(o.LastSeen) <= staleAfter
+	}
+	out := make([]Verdict, 0, len(obs))
+	for _, o := range obs {
+		if fresh[o.Cluster] {
+			out = append(out, Verdict{Cluster: o.Cluster, State: Alive, Reason: "spoke Lease renewed " + ago(now, o.LastSeen)})
+			continue
+		}
+		// Witnesses: the other spokes the hub itself sees alive.
+		var witnesses, dead, alive []string
+		for _, w := range obs {
+			if w.Cluster == o.Cluster || !fresh[w.Cluster] {
+				continue
+			}
+			witnesses = append(witnesses, w.Cluster)
+			if seen, ok := w.Gossip[o.Cluster]; ok && !seen {
+				dead = append(dead, w.Cluster)
+			} else if ok && seen {
+				alive = append(alive, w.Cluster)
+			}
+		}
+		sort.Strings(dead)
+		sort.Strings(alive)
+		last := "never seen"
+		if !o.LastSeen.IsZero() {
+			last = "spoke Lease last renewed " + ago(now, o.LastSeen)
+		}
+		majority := len(witnesses)/2 + 1
+		switch {
+		case len(witnesses) == 0:
+			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: last + "; no other spoke to confirm"})
+		case len(dead) < majority:
+			why := fmt.Sprintf("%s; only %d of %d other spokes see it gone", last, len(dead), len(witnesses))
+			if len(alive) > 0 {
+				why += " (" + strings.Join(alive, ", ") + " see it alive: the hub's path to it may be what failed)"
+			}
+			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: why})
+		case o.LastSeen.IsZero() || now.Sub(o.LastSeen) < grace:
+			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: fmt.Sprintf("%s; %s see it gone; declared failed after %s", last, strings.Join(dead, ", "), grace)})
+		default:
+			out = append(out, Verdict{Cluster: o.Cluster, State: Failed, Reason: fmt.Sprintf("%s and %s see it gone", last, strings.Join(dead, ", "))})
+		}
+	}
+	return out
+}
+
+func ago(now, t time.Time) string {
+	return now.Sub(t).Truncate(time.Second).String() + " ago"
+}
