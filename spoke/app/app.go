@@ -1,0 +1,317 @@
+// Package app wires the spoke into one controller-runtime manager: the
+// EtcdMember, EtcdDNSZone and EtcdSpoke reconcilers, the liveness Lease, the
+// gossip agent and the embedded DNS server. cmd/spoke parses flags into
+// Options and calls New and Start; tests do the same with their own rest
+// configs.
+//
+// The manager's cache holds only the ring namespace (pods, PVCs and Services
+// with etcdfed's managed-by label; Secrets; etcdfed objects) plus node
+// metadata, cluster-wide and read-only. The EtcdMember and EtcdSpoke
+// reconcilers, the Lease and gossip run on the elected leader only; every
+// replica serves DNS.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
+	"github.com/etcdfed/etcdfed/internal/version"
+	"github.com/etcdfed/etcdfed/spoke/dnszone"
+	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
+	"github.com/etcdfed/etcdfed/spoke/gossip"
+	"github.com/etcdfed/etcdfed/spoke/lease"
+	"github.com/etcdfed/etcdfed/spoke/member"
+	"github.com/etcdfed/etcdfed/spoke/spokestatus"
+)
+
+// Options configure a spoke. DefaultOptions gives the flag defaults.
+type Options struct {
+	// Namespace is the ring namespace.
+	Namespace string
+	// ClusterName overrides EtcdSpoke spec.clusterName as the gossip name.
+	ClusterName string
+	// HelperImage runs the wait-dns init container of member pods.
+	HelperImage string
+	// WaitDNSTimeout bounds one run of wait-dns.
+	WaitDNSTimeout time.Duration
+	// MemberStatusInterval is how often a running member's etcd view is
+	// refreshed; EtcdStatusTimeout bounds one read.
+	MemberStatusInterval time.Duration
+	EtcdStatusTimeout    time.Duration
+
+	// DNSListen is the DNS server's ip:port (UDP and TCP); empty disables it.
+	DNSListen string
+	// DNSAdvertise are the host:port addresses published as dnsAddresses;
+	// empty: the listen address when it names an IP.
+	DNSAdvertise []string
+
+	// Gossip configures the gossip agent; an empty BindAddr disables gossip.
+	Gossip gossip.Config
+	// GossipSeeds are joined besides EtcdSpoke spec.gossipPeers.
+	GossipSeeds []string
+	// GossipSecret names the Secret with the gossip key ("key"); empty runs
+	// gossip unencrypted.
+	GossipSecret string
+
+	// LeaseRenewInterval and LeaseDuration tune the liveness Lease.
+	LeaseRenewInterval time.Duration
+	LeaseDuration      time.Duration
+
+	// LeaderElection, LeaderElectionID: the manager's leader election, with
+	// a Lease of that name in the ring namespace.
+	LeaderElection   bool
+	LeaderElectionID string
+	// Identity names this replica (Lease holder); empty: POD_NAME or the
+	// host name.
+	Identity string
+
+	// HealthProbeBindAddress and MetricsBindAddress; "0" disables.
+	HealthProbeBindAddress string
+	MetricsBindAddress     string
+
+	// Log is the root logger; zero: ctrl.Log.
+	Log logr.Logger
+	// SkipControllerNameValidation lets tests run several spokes in one
+	// process.
+	SkipControllerNameValidation bool
+}
+
+// DefaultOptions returns the defaults of every option.
+func DefaultOptions() Options {
+	return Options{
+		Namespace:              etcdfedv1.DefaultRingNamespace,
+		HelperImage:            "ghcr.io/etcdfed/etcdfed:" + version.String(),
+		WaitDNSTimeout:         10 * time.Minute,
+		MemberStatusInterval:   member.DefaultStatusInterval,
+		EtcdStatusTimeout:      etcdstatus.DefaultTimeout,
+		DNSListen:              "0.0.0.0:5353",
+		Gossip:                 gossip.Config{BindAddr: "0.0.0.0:7946", Profile: gossip.ProfileWAN},
+		LeaseRenewInterval:     lease.DefaultRenewInterval,
+		LeaseDuration:          lease.DefaultDuration,
+		LeaderElection:         true,
+		LeaderElectionID:       "etcdfed-spoke-leader",
+		HealthProbeBindAddress: ":8081",
+		MetricsBindAddress:     ":8080",
+	}
+}
+
+// Scheme returns a scheme with the Kubernetes and etcdfed types.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(s))
+	utilruntime.Must(etcdfedv1.AddToScheme(s))
+	return s
+}
+
+// Spoke is a configured spoke, ready to Start.
+type Spoke struct {
+	Manager manager.Manager
+	// DNS is the embedded DNS server (nil when disabled), already listening.
+	DNS *embedded.Server
+	// Gossip is the gossip agent (nil when disabled).
+	Gossip *gossip.Agent
+
+	etcd *etcdstatus.Reader
+	log  logr.Logger
+}
+
+// New builds the spoke. It binds the DNS server's sockets right away, so
+// that the advertised address is known (port 0 picks a free port); Start
+// serves and stops them.
+func New(cfg *rest.Config, o Options) (*Spoke, error) {
+	if o.Namespace == "" {
+		return nil, errors.New("spoke: namespace is empty")
+	}
+	log := o.Log
+	if log.GetSink() == nil {
+		log = ctrl.Log.WithName("spoke")
+	}
+	identity := o.Identity
+	if identity == "" {
+		identity = os.Getenv("POD_NAME")
+	}
+	if identity == "" {
+		h, _ := os.Hostname()
+		identity = h
+	}
+
+	managed := labels.SelectorFromSet(labels.Set{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue})
+	mopts := ctrl.Options{
+		Scheme: Scheme(),
+		Logger: log,
+		Cache: cache.Options{
+			DefaultNamespaces: map[string]cache.Config{o.Namespace: {}},
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:                   {Label: managed},
+				&corev1.PersistentVolumeClaim{}: {Label: managed},
+				&corev1.Service{}:               {Label: managed},
+			},
+		},
+		LeaderElection:                o.LeaderElection,
+		LeaderElectionID:              o.LeaderElectionID,
+		LeaderElectionNamespace:       o.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		HealthProbeBindAddress:        o.HealthProbeBindAddress,
+		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+	}
+	mgr, err := ctrl.NewManager(cfg, mopts)
+	if err != nil {
+		return nil, fmt.Errorf("spoke: new manager: %w", err)
+	}
+	s := &Spoke{Manager: mgr, log: log, etcd: &etcdstatus.Reader{Timeout: o.EtcdStatusTimeout}}
+
+	ctx := context.Background()
+	if err := (&member.Reconciler{
+		Client:         mgr.GetClient(),
+		APIReader:      mgr.GetAPIReader(),
+		Scheme:         mgr.GetScheme(),
+		Recorder:       mgr.GetEventRecorder("etcdfed-spoke"),
+		Etcd:           s.etcd,
+		HelperImage:    o.HelperImage,
+		WaitDNSTimeout: o.WaitDNSTimeout,
+		StatusInterval: o.MemberStatusInterval,
+	}).SetupWithManager(ctx, mgr); err != nil {
+		return nil, fmt.Errorf("spoke: EtcdMember controller: %w", err)
+	}
+
+	var dnsAddrs []string
+	if o.DNSListen != "" {
+		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, Log: log.WithName("dns")})
+		if err != nil {
+			return nil, fmt.Errorf("spoke: DNS server: %w", err)
+		}
+		if err := srv.Start(); err != nil {
+			return nil, fmt.Errorf("spoke: DNS server: %w", err)
+		}
+		s.DNS = srv
+		if err := ctrlmetrics.Registry.Register(srv.Collector()); err != nil {
+			var are prometheus.AlreadyRegisteredError
+			if !errors.As(err, &are) {
+				_ = srv.Stop()
+				return nil, fmt.Errorf("spoke: DNS metrics: %w", err)
+			}
+		}
+		dnsAddrs = o.DNSAdvertise
+		if len(dnsAddrs) == 0 {
+			if a := srv.Addr(); !a.Addr().IsUnspecified() {
+				dnsAddrs = []string{a.String()}
+			}
+		}
+		if err := (&dnszone.Reconciler{Client: mgr.GetClient(), Server: srv, Addresses: dnsAddrs}).SetupWithManager(mgr); err != nil {
+			_ = srv.Stop()
+			return nil, fmt.Errorf("spoke: EtcdDNSZone controller: %w", err)
+		}
+	}
+
+	if o.Gossip.BindAddr != "" {
+		gc := o.Gossip
+		gc.Log = log.WithName("gossip")
+		if _, err := gc.MemberlistConfig(); err != nil {
+			s.stopDNS()
+			return nil, err
+		}
+		s.Gossip = gossip.New(gc)
+	}
+	if err := (&spokestatus.Reconciler{
+		Client:       mgr.GetClient(),
+		Namespace:    o.Namespace,
+		ClusterName:  o.ClusterName,
+		Gossip:       s.Gossip,
+		GossipSecret: o.GossipSecret,
+		GossipSeeds:  o.GossipSeeds,
+		DNSAddresses: dnsAddrs,
+		Version:      version.String(),
+	}).SetupWithManager(mgr); err != nil {
+		s.stopDNS()
+		return nil, fmt.Errorf("spoke: EtcdSpoke controller: %w", err)
+	}
+
+	if err := mgr.Add(&lease.Renewer{
+		Client:    mgr.GetClient(),
+		Reader:    mgr.GetAPIReader(),
+		Namespace: o.Namespace,
+		Holder:    identity,
+		Interval:  o.LeaseRenewInterval,
+		Duration:  o.LeaseDuration,
+		Log:       log.WithName("lease"),
+	}); err != nil {
+		s.stopDNS()
+		return nil, fmt.Errorf("spoke: lease: %w", err)
+	}
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		s.stopDNS()
+		return nil, err
+	}
+	if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return errors.New("cache not synced")
+		}
+		return nil
+	}); err != nil {
+		s.stopDNS()
+		return nil, err
+	}
+	if s.DNS != nil {
+		if err := mgr.AddReadyzCheck("dns", func(*http.Request) error {
+			if s.DNS.Addr() == (netip.AddrPort{}) {
+				return errors.New("DNS server not listening")
+			}
+			return nil
+		}); err != nil {
+			s.stopDNS()
+			return nil, err
+		}
+	}
+	log.Info("Spoke configured", "namespace", o.Namespace, "identity", identity, "dns", dnsAddrs,
+		"gossipBind", o.Gossip.BindAddr, "gossipProfile", o.Gossip.Profile, "leaderElection", o.LeaderElection, "version", version.String())
+	return s, nil
+}
+
+func (s *Spoke) stopDNS() {
+	if s.DNS != nil {
+		_ = s.DNS.Stop()
+	}
+}
+
+// Start runs the manager until ctx ends, then stops gossip and the DNS
+// server.
+func (s *Spoke) Start(ctx context.Context) error {
+	defer s.etcd.Close()
+	defer s.stopDNS()
+	defer func() {
+		if s.Gossip != nil {
+			s.Gossip.Stop()
+		}
+	}()
+	if err := s.Manager.Start(ctx); err != nil {
+		return fmt.Errorf("spoke: %w", err)
+	}
+	return nil
+}

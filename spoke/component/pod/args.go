@@ -1,0 +1,82 @@
+package pod
+
+import (
+	"fmt"
+	"strconv"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+)
+
+// Paths inside the etcd container.
+const (
+	EtcdCommand   = "/usr/local/bin/etcd"
+	DataMountPath = "/var/lib/etcd"
+	DataDir       = DataMountPath + "/data"
+	TLSMountPath  = "/etc/etcd/tls"
+	CAFile        = TLSMountPath + "/ca.crt"
+	CertFile      = TLSMountPath + "/tls.crt"
+	KeyFile       = TLSMountPath + "/tls.key"
+)
+
+// Environment variables set in the member's containers from the downward
+// API or by the spoke.
+const (
+	EnvPodIP           = "POD_IP"
+	EnvExpectedAddress = "EXPECTED_ADDRESS"
+)
+
+// EtcdArgs renders etcd's flags for the member, advertising its DNS name
+// with the exposed ports adv. etcd listens on the pod IP only (the local
+// environment runs every pod on its own loopback address of one host, where
+// 0.0.0.0 would collide); health probes use the plain-HTTP metrics listener.
+// Bootstrap flags are rendered only when spec.bootstrap is set.
+func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
+	scheme := spec.Scheme(m)
+	args := []string{
+		"--name=" + m.Spec.MemberName,
+		"--data-dir=" + DataDir,
+		fmt.Sprintf("--listen-peer-urls=%s://$(%s):%d", scheme, EnvPodIP, spec.PeerPort),
+		fmt.Sprintf("--listen-client-urls=%s://$(%s):%d", scheme, EnvPodIP, spec.ClientPort),
+		fmt.Sprintf("--listen-metrics-urls=http://$(%s):%d", EnvPodIP, spec.MetricsPort),
+		"--initial-advertise-peer-urls=" + spec.PeerURL(m, adv),
+		"--advertise-client-urls=" + spec.ClientURL(m, adv),
+	}
+	if b := m.Spec.Bootstrap; b != nil {
+		args = append(args,
+			"--initial-cluster="+b.InitialCluster,
+			"--initial-cluster-state="+string(b.InitialClusterState),
+			"--initial-cluster-token="+b.Token,
+		)
+	}
+	args = append(args,
+		"--heartbeat-interval="+strconv.Itoa(int(spec.HeartbeatMillis(m))),
+		"--election-timeout="+strconv.Itoa(int(spec.ElectionMillis(m))),
+		"--max-learners=1",
+	)
+	if q := m.Spec.Etcd.QuotaBackendBytes; q != nil {
+		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q.Value(), 10))
+	}
+	if mode := m.Spec.Etcd.AutoCompactionMode; mode != "" {
+		args = append(args, "--auto-compaction-mode="+string(mode))
+		if r := m.Spec.Etcd.AutoCompactionRetention; r != "" {
+			args = append(args, "--auto-compaction-retention="+r)
+		}
+	}
+	if spec.TLSEnabled(m) {
+		args = append(args,
+			"--cert-file="+CertFile,
+			"--key-file="+KeyFile,
+			"--trusted-ca-file="+CAFile,
+			"--client-cert-auth=true",
+			"--peer-cert-file="+CertFile,
+			"--peer-key-file="+KeyFile,
+			"--peer-trusted-ca-file="+CAFile,
+			"--peer-client-cert-auth=true",
+		)
+		if m.Spec.TLS.PeerSkipClientSANVerification {
+			args = append(args, "--peer-skip-client-san-verification=true")
+		}
+	}
+	return args
+}

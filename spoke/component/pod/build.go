@@ -1,0 +1,227 @@
+package pod
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+)
+
+// Container and volume names.
+const (
+	ContainerEtcd    = "etcd"
+	ContainerWaitDNS = "wait-dns"
+	VolumeData       = "data"
+	VolumeTLS        = "tls"
+)
+
+// ZoneLabel is the node label the pod's node affinity uses.
+const ZoneLabel = corev1.LabelTopologyZone
+
+// AnnotationSpecHash records the hash of the rendered pod spec (the etcd
+// image left out, since the image is updated in place). A pod whose hash
+// differs was built from an older EtcdMember spec.
+const AnnotationSpecHash = "etcdfed.dev/pod-spec-hash"
+
+// DefaultWaitDNSTimeout bounds one run of the wait-dns init container; the
+// kubelet restarts it after that, so the pod keeps waiting with a fresh log.
+const DefaultWaitDNSTimeout = 10 * time.Minute
+
+// Params are the inputs of Build besides the EtcdMember.
+type Params struct {
+	// HelperImage runs the wait-dns init container (the etcdfed CLI).
+	HelperImage string
+	// WaitDNSTimeout is passed to wait-dns; 0 means DefaultWaitDNSTimeout.
+	WaitDNSTimeout time.Duration
+	// ClaimName is the data volume of the member's current incarnation.
+	ClaimName string
+	// Advertised are the ports in the member's advertised URLs.
+	Advertised spec.Ports
+	// LoadBalancerAddress is the load balancer's ingress IP or hostname;
+	// with LoadBalancer exposure it is what the member's DNS name must
+	// resolve to before etcd starts.
+	LoadBalancerAddress string
+}
+
+// Build renders the member's pod. The caller sets the owner reference.
+func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
+	if p.WaitDNSTimeout == 0 {
+		p.WaitDNSTimeout = DefaultWaitDNSTimeout
+	}
+	tpl := m.Spec.PodTemplate
+	labels := map[string]string{}
+	maps.Copy(labels, tpl.Labels)
+	maps.Copy(labels, spec.Labels(m, spec.ComponentPod, m.Spec.Incarnation))
+	annotations := map[string]string{}
+	maps.Copy(annotations, tpl.Annotations)
+
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        spec.PodName(m),
+			Namespace:   m.Namespace,
+			Labels:      labels,
+			Annotations: annotations,
+		},
+		Spec: corev1.PodSpec{
+			InitContainers: []corev1.Container{{
+				Name:            ContainerWaitDNS,
+				Image:           p.HelperImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command: []string{
+					"etcdfed", "wait-dns",
+					"--name", m.Spec.DNSName,
+					"--address", "$(" + EnvExpectedAddress + ")",
+					"--timeout", p.WaitDNSTimeout.String(),
+				},
+				Env: []corev1.EnvVar{expectedAddressEnv(m, p.LoadBalancerAddress)},
+			}},
+			Containers: []corev1.Container{{
+				Name:            ContainerEtcd,
+				Image:           m.Spec.Image,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         append([]string{EtcdCommand}, EtcdArgs(m, p.Advertised)...),
+				Env:             []corev1.EnvVar{fieldEnv(EnvPodIP, "status.podIP")},
+				Ports: []corev1.ContainerPort{
+					{Name: "peer", ContainerPort: spec.PeerPort, Protocol: corev1.ProtocolTCP},
+					{Name: "client", ContainerPort: spec.ClientPort, Protocol: corev1.ProtocolTCP},
+					{Name: "metrics", ContainerPort: spec.MetricsPort, Protocol: corev1.ProtocolTCP},
+				},
+				VolumeMounts: volumeMounts(m),
+				// /livez is a local read and passes on a learner and on a
+				// member without quorum; /readyz needs quorum and fails on a
+				// learner, which is not serving clients.
+				StartupProbe:   httpProbe("/livez", 10, 5, 60),
+				LivenessProbe:  httpProbe("/livez", 10, 15, 8),
+				ReadinessProbe: httpProbe("/readyz", 5, 5, 3),
+			}},
+			Volumes:                       volumes(m, p.ClaimName),
+			RestartPolicy:                 corev1.RestartPolicyAlways,
+			TerminationGracePeriodSeconds: ptr.To(spec.TerminationGraceSeconds(m)),
+			NodeSelector:                  maps.Clone(tpl.NodeSelector),
+			Tolerations:                   tpl.Tolerations,
+			PriorityClassName:             tpl.PriorityClassName,
+			Affinity:                      affinity(m),
+			EnableServiceLinks:            ptr.To(false),
+			AutomountServiceAccountToken:  ptr.To(false),
+		},
+	}
+	if r := tpl.Resources; r != nil {
+		pod.Spec.Containers[0].Resources = *r.DeepCopy()
+	}
+	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
+	return pod
+}
+
+// SpecHash hashes a pod spec with the etcd image and the bootstrap flags
+// left out: the image is updated in place, and etcd reads --initial-cluster*
+// only at its first start, so neither makes a running pod outdated.
+func SpecHash(ps *corev1.PodSpec) string {
+	c := ps.DeepCopy()
+	for i := range c.Containers {
+		if c.Containers[i].Name == ContainerEtcd {
+			c.Containers[i].Image = ""
+			c.Containers[i].Command = slices.DeleteFunc(c.Containers[i].Command, func(a string) bool {
+				return strings.HasPrefix(a, "--initial-cluster")
+			})
+		}
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		panic(err) // a PodSpec always marshals
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}
+
+// expectedAddressEnv is what the member's DNS name must resolve to: the pod
+// IP (PodIP), the node IP (NodePort) or the load balancer's address.
+func expectedAddressEnv(m *etcdfedv1.EtcdMember, lbAddress string) corev1.EnvVar {
+	switch spec.ExposeType(m) {
+	case etcdfedv1.ExposeNodePort:
+		return fieldEnv(EnvExpectedAddress, "status.hostIP")
+	case etcdfedv1.ExposeLoadBalancer:
+		return corev1.EnvVar{Name: EnvExpectedAddress, Value: lbAddress}
+	default:
+		return fieldEnv(EnvExpectedAddress, "status.podIP")
+	}
+}
+
+func fieldEnv(name, path string) corev1.EnvVar {
+	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
+		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
+	}}
+}
+
+func httpProbe(path string, period, timeout, failures int32) *corev1.Probe {
+	return &corev1.Probe{
+		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+			Path:   path,
+			Port:   intstr.FromInt32(spec.MetricsPort),
+			Scheme: corev1.URISchemeHTTP,
+		}},
+		PeriodSeconds:    period,
+		TimeoutSeconds:   timeout,
+		FailureThreshold: failures,
+		SuccessThreshold: 1,
+	}
+}
+
+func volumeMounts(m *etcdfedv1.EtcdMember) []corev1.VolumeMount {
+	vm := []corev1.VolumeMount{{Name: VolumeData, MountPath: DataMountPath}}
+	if spec.TLSEnabled(m) {
+		vm = append(vm, corev1.VolumeMount{Name: VolumeTLS, MountPath: TLSMountPath, ReadOnly: true})
+	}
+	return vm
+}
+
+func volumes(m *etcdfedv1.EtcdMember, claim string) []corev1.Volume {
+	v := []corev1.Volume{{Name: VolumeData, VolumeSource: corev1.VolumeSource{
+		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+	}}}
+	if spec.TLSEnabled(m) {
+		v = append(v, corev1.Volume{Name: VolumeTLS, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: m.Spec.TLS.SecretName, DefaultMode: ptr.To[int32](0o400)},
+		}})
+	}
+	return v
+}
+
+// affinity pins the pod to the member's zone and prefers a node without
+// another member of the same EtcdCluster.
+func affinity(m *etcdfedv1.EtcdMember) *corev1.Affinity {
+	a := &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 100,
+			PodAffinityTerm: corev1.PodAffinityTerm{
+				TopologyKey: corev1.LabelHostname,
+				LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{
+					etcdfedv1.LabelClusterUID: m.Spec.Cluster.UID,
+					etcdfedv1.LabelComponent:  spec.ComponentPod,
+				}},
+			},
+		}},
+	}}
+	if m.Spec.Zone != "" {
+		a.NodeAffinity = &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+				NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+					MatchExpressions: []corev1.NodeSelectorRequirement{{
+						Key: ZoneLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{m.Spec.Zone},
+					}},
+				}},
+			},
+		}
+	}
+	return a
+}

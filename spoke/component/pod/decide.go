@@ -1,0 +1,94 @@
+package pod
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+)
+
+// Action is what the spoke does about the member's pod.
+type Action string
+
+const (
+	// Keep leaves the existing pod as it is (or, with no pod, does nothing
+	// because Blocker says why a pod cannot be created yet).
+	Keep Action = "Keep"
+	// Create creates the pod.
+	Create Action = "Create"
+	// DeleteOldIncarnation deletes the pod of an earlier incarnation: the hub
+	// raised spec.incarnation, an explicit decision to start the member anew.
+	DeleteOldIncarnation Action = "DeleteOldIncarnation"
+	// DeleteTerminated deletes a pod that will never run again (phase Failed
+	// or Succeeded, as after an eviction) so that it is recreated on the same
+	// volume. Only when a replacement can be created right away.
+	DeleteTerminated Action = "DeleteTerminated"
+	// UpdateImage sets the etcd container's image in place (a mutable pod
+	// field: the kubelet restarts the container on the same volume).
+	UpdateImage Action = "UpdateImage"
+	// Conflict: a pod of that name exists that the member does not own. It
+	// is left alone.
+	Conflict Action = "Conflict"
+)
+
+// Blocker says why a pod cannot be created now.
+type Blocker struct {
+	Reason  string
+	Message string
+}
+
+// Decision is Decide's answer.
+type Decision struct {
+	Action  Action
+	Message string
+}
+
+// Decide says what to do about the member's pod given the observed pod (nil
+// if none) and what, if anything, blocks creating one. It never deletes a pod
+// because bootstrap is unset or something looks odd: only an incarnation
+// raised by the hub, or a pod that cannot run again and can be replaced now.
+func Decide(m *etcdfedv1.EtcdMember, pod *corev1.Pod, blocker *Blocker) Decision {
+	if pod == nil {
+		if blocker != nil {
+			return Decision{Action: Keep, Message: blocker.Message}
+		}
+		return Decision{Action: Create}
+	}
+	if !spec.OwnedBy(m, pod.Labels) {
+		return Decision{Action: Conflict, Message: fmt.Sprintf("pod %s exists but is not this member's (cluster UID %q, member %q): it is left alone", pod.Name, pod.Labels[etcdfedv1.LabelClusterUID], pod.Labels[etcdfedv1.LabelMember])}
+	}
+	inc, ok := spec.Incarnation(pod.Labels)
+	if !ok {
+		return Decision{Action: Conflict, Message: fmt.Sprintf("pod %s has no valid %s label: it is left alone", pod.Name, etcdfedv1.LabelIncarnation)}
+	}
+	if pod.DeletionTimestamp != nil {
+		return Decision{Action: Keep, Message: fmt.Sprintf("pod %s is terminating", pod.Name)}
+	}
+	switch {
+	case inc < m.Spec.Incarnation:
+		return Decision{Action: DeleteOldIncarnation, Message: fmt.Sprintf("pod %s runs incarnation %d, the member moved to incarnation %d", pod.Name, inc, m.Spec.Incarnation)}
+	case inc > m.Spec.Incarnation:
+		return Decision{Action: Keep, Message: fmt.Sprintf("pod %s runs incarnation %d, newer than spec.incarnation %d: it is left alone", pod.Name, inc, m.Spec.Incarnation)}
+	}
+	if pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
+		if blocker != nil {
+			return Decision{Action: Keep, Message: fmt.Sprintf("pod %s is %s and is kept until a replacement can start: %s", pod.Name, pod.Status.Phase, blocker.Message)}
+		}
+		return Decision{Action: DeleteTerminated, Message: fmt.Sprintf("pod %s is %s (%s) and will not run again", pod.Name, pod.Status.Phase, pod.Status.Reason)}
+	}
+	if img := containerImage(pod, ContainerEtcd); img != "" && img != m.Spec.Image {
+		return Decision{Action: UpdateImage, Message: fmt.Sprintf("etcd image %s -> %s", img, m.Spec.Image)}
+	}
+	return Decision{Action: Keep}
+}
+
+func containerImage(pod *corev1.Pod, name string) string {
+	for _, c := range pod.Spec.Containers {
+		if c.Name == name {
+			return c.Image
+		}
+	}
+	return ""
+}

@@ -1,0 +1,10 @@
+// Package pod is the spoke component for a member's pod: Build renders the
+// pod from the EtcdMember (EtcdArgs renders etcd's flags), Decide says what
+// to do about the pod that exists, and Reconcile observes, decides and acts.
+//
+// The pod runs within the subset of the pod API the local environment's node
+// agent implements, so the same pod runs on a real kubelet and locally:
+// command (its first element's basename names the binary), env with values
+// and downward-API fieldRefs, $(VAR) expansion, PVC and Secret volumes, init
+// containers and httpGet probes.
+package pod

@@ -1,0 +1,256 @@
+// Package dnszone is the spoke's EtcdDNSZone reconciler: it serves every
+// EtcdDNSZone of the ring namespace from the spoke's embedded authoritative
+// DNS server (dnsprovider/embedded) and reports in the zone's status whether
+// and which serial it serves.
+//
+// A zone is swapped atomically on every change: a query is answered from the
+// old or the new record set, never a mix. A record set that does not
+// validate is not served; the zone keeps the last valid set it had, and the
+// Served condition says why the new one was refused. When two EtcdDNSZone
+// objects name the same domain, the older one is served and the other gets
+// Served=False with reason DomainConflict.
+//
+// The reconciler does not need leader election: every replica of the spoke
+// serves DNS.
+package dnszone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/miekg/dns"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
+)
+
+// Reasons of the Served condition.
+const (
+	ReasonServed         = "Served"         // True: the zone's records are served; status.serial is the SOA serial.
+	ReasonInvalidRecords = "InvalidRecords" // False: the records do not validate; the last valid set (if any) is still served.
+	ReasonDomainConflict = "DomainConflict" // False: an older EtcdDNSZone serves the same domain.
+	ReasonServerError    = "ServerError"    // False: the DNS server refused the zone.
+)
+
+// FieldOwner is the field manager of the status writes.
+const FieldOwner = "etcdfed-spoke"
+
+// Reconciler serves EtcdDNSZone objects.
+type Reconciler struct {
+	Client client.Client
+	Server *embedded.Server
+	// Addresses are where the server is reached (for messages).
+	Addresses []string
+
+	mu sync.Mutex
+	// served maps an EtcdDNSZone to the origin it serves.
+	served map[types.NamespacedName]string
+}
+
+// SetupWithManager registers the reconciler. Any zone's change re-runs every
+// zone of the namespace, so that a domain conflict resolves when the winner
+// goes away.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("etcddnszone").
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
+		For(&etcdfedv1.EtcdDNSZone{}).
+		Watches(&etcdfedv1.EtcdDNSZone{}, handler.EnqueueRequestsFromMapFunc(r.allZones))
+	for _, o := range opts {
+		o(b)
+	}
+	return b.Complete(r)
+}
+
+func (r *Reconciler) allZones(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &etcdfedv1.EtcdDNSZoneList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if z := &list.Items[i]; z.Name != o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(z)})
+		}
+	}
+	return reqs
+}
+
+// Origin returns the zone origin of a domain: lower case, absolute.
+func Origin(domain string) string { return dns.Fqdn(strings.ToLower(domain)) }
+
+// RecordSet converts a zone's records to the dnsprovider model, validated.
+// The embedded server also needs an SOA and apex NS records.
+func RecordSet(z *etcdfedv1.EtcdDNSZone) (*dnsprovider.RecordSet, error) {
+	origin := Origin(z.Spec.Domain)
+	recs := make([]dnsprovider.Record, 0, len(z.Spec.Records))
+	for _, r := range z.Spec.Records {
+		recs = append(recs, dnsprovider.Record{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data})
+	}
+	set, err := dnsprovider.ParseRecords(origin, recs)
+	if err != nil {
+		return nil, err
+	}
+	var errs []error
+	if set.SOA() == nil {
+		errs = append(errs, fmt.Errorf("zone %s has no SOA record", origin))
+	}
+	if _, ok := set.Get(origin, dns.TypeNS); !ok {
+		errs = append(errs, fmt.Errorf("zone %s has no NS records at its apex", origin))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return set, nil
+}
+
+// Reconcile serves one EtcdDNSZone.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	z := &etcdfedv1.EtcdDNSZone{}
+	if err := r.Client.Get(ctx, req.NamespacedName, z); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.stopServing(ctx, req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get EtcdDNSZone: %w", err)
+	}
+	before := z.DeepCopy()
+	origin := Origin(z.Spec.Domain)
+
+	if winner, err := r.owner(ctx, z, origin); err != nil {
+		return ctrl.Result{}, err
+	} else if winner != "" {
+		r.release(req.NamespacedName)
+		setServed(z, metav1.ConditionFalse, ReasonDomainConflict, fmt.Sprintf("EtcdDNSZone %s, older, serves domain %s", winner, origin))
+		return ctrl.Result{}, r.patchStatus(ctx, z, before)
+	}
+
+	set, err := RecordSet(z)
+	if err != nil {
+		msg := err.Error()
+		if cur := r.Server.Zone(origin); cur != nil && r.isServing(req.NamespacedName, origin) {
+			msg = fmt.Sprintf("%s; still serving serial %d", msg, cur.Serial())
+		}
+		setServed(z, metav1.ConditionFalse, ReasonInvalidRecords, msg)
+		return ctrl.Result{}, errors.Join(r.patchStatus(ctx, z, before), reconcile.TerminalError(err))
+	}
+	if old := r.origin(req.NamespacedName); old != "" && old != origin {
+		log.Info("Zone changed domain, no longer serving the old one", "old", old, "new", origin)
+		r.stopServing(ctx, req.NamespacedName)
+	}
+	if cur := r.Server.Zone(origin); cur == nil || !cur.Equal(set) {
+		log.Info("Serving zone", "zone", origin, "serial", set.Serial(), "rrsets", len(set.RRsets()), "generation", z.Generation)
+		if err := r.Server.SetZone(set); err != nil {
+			setServed(z, metav1.ConditionFalse, ReasonServerError, err.Error())
+			return ctrl.Result{}, errors.Join(r.patchStatus(ctx, z, before), fmt.Errorf("serve zone %s: %w", origin, err))
+		}
+	}
+	r.claim(req.NamespacedName, origin)
+	setServed(z, metav1.ConditionTrue, ReasonServed, fmt.Sprintf("zone %s served with serial %d at %s", origin, set.Serial(), strings.Join(r.Addresses, ", ")))
+	z.Status.Serial = int64(set.Serial())
+	z.Status.ObservedGeneration = z.Generation
+	zoneSerial.WithLabelValues(origin).Set(float64(set.Serial()))
+	return ctrl.Result{}, r.patchStatus(ctx, z, before)
+}
+
+// owner returns the name of an older EtcdDNSZone with the same origin, or
+// "" when z wins.
+func (r *Reconciler) owner(ctx context.Context, z *etcdfedv1.EtcdDNSZone, origin string) (string, error) {
+	list := &etcdfedv1.EtcdDNSZoneList{}
+	if err := r.Client.List(ctx, list, client.InNamespace(z.Namespace)); err != nil {
+		return "", fmt.Errorf("list EtcdDNSZones: %w", err)
+	}
+	for i := range list.Items {
+		o := &list.Items[i]
+		if o.Name == z.Name || Origin(o.Spec.Domain) != origin {
+			continue
+		}
+		if o.CreationTimestamp.Before(&z.CreationTimestamp) ||
+			(o.CreationTimestamp.Equal(&z.CreationTimestamp) && o.Name < z.Name) {
+			return o.Name, nil
+		}
+	}
+	return "", nil
+}
+
+func (r *Reconciler) origin(key types.NamespacedName) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.served[key]
+}
+
+func (r *Reconciler) isServing(key types.NamespacedName, origin string) bool {
+	return r.origin(key) == origin
+}
+
+func (r *Reconciler) claim(key types.NamespacedName, origin string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.served == nil {
+		r.served = map[types.NamespacedName]string{}
+	}
+	r.served[key] = origin
+	zonesServed.Set(float64(len(r.served)))
+}
+
+// release forgets key without touching the server (another object took the
+// origin over).
+func (r *Reconciler) release(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.served, key)
+	zonesServed.Set(float64(len(r.served)))
+}
+
+// stopServing removes the zone key served, if it still holds its origin.
+func (r *Reconciler) stopServing(ctx context.Context, key types.NamespacedName) {
+	r.mu.Lock()
+	origin, ok := r.served[key]
+	delete(r.served, key)
+	holder := false
+	for _, o := range r.served {
+		holder = holder || o == origin
+	}
+	zonesServed.Set(float64(len(r.served)))
+	r.mu.Unlock()
+	if ok && !holder && r.Server.RemoveZone(origin) {
+		ctrl.LoggerFrom(ctx).Info("Stopped serving zone", "zone", origin)
+		zoneSerial.DeleteLabelValues(origin)
+	}
+}
+
+func setServed(z *etcdfedv1.EtcdDNSZone, status metav1.ConditionStatus, reason, msg string) {
+	if len(msg) > 32768 {
+		msg = msg[:32765] + "..."
+	}
+	meta.SetStatusCondition(&z.Status.Conditions, metav1.Condition{
+		Type: etcdfedv1.ConditionServed, Status: status, Reason: reason, Message: msg, ObservedGeneration: z.Generation,
+	})
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, z, before *etcdfedv1.EtcdDNSZone) error {
+	if equality.Semantic.DeepEqual(before.Status, z.Status) {
+		return nil
+	}
+	if err := r.Client.Status().Patch(ctx, z, client.MergeFrom(before), client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patch EtcdDNSZone status: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,175 @@
+// Package spec resolves an EtcdMember's defaults and derives the names,
+// labels and URLs every spoke component agrees on. Pure functions only.
+package spec
+
+import (
+	"fmt"
+	"strconv"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// FieldOwner is the field manager of every write the spoke makes.
+const FieldOwner = "etcdfed-spoke"
+
+// Finalizer keeps an EtcdMember until the spoke has cleaned up after it.
+const Finalizer = "etcdfed.dev/spoke"
+
+// Component label values.
+const (
+	ComponentData = "data"
+	ComponentPod  = "pod"
+	ComponentPeer = "peer"
+)
+
+// Ports etcd listens on inside the pod.
+const (
+	ClientPort        = etcdfedv1.DefaultClientPort
+	PeerPort          = etcdfedv1.DefaultPeerPort
+	MetricsPort int32 = 2381
+)
+
+// PodName is the name of the member's pod.
+func PodName(m *etcdfedv1.EtcdMember) string { return m.Name }
+
+// ServiceName is the name of the member's Service (NodePort, LoadBalancer).
+func ServiceName(m *etcdfedv1.EtcdMember) string { return m.Name }
+
+// ClaimName is the name of the member's data volume for one incarnation.
+func ClaimName(m *etcdfedv1.EtcdMember, incarnation int64) string {
+	return m.Name + "-data-" + strconv.FormatInt(incarnation, 10)
+}
+
+// ExposeType returns spec.expose.type with its default, PodIP.
+func ExposeType(m *etcdfedv1.EtcdMember) etcdfedv1.ExposeType {
+	if m.Spec.Expose.Type == "" {
+		return etcdfedv1.ExposePodIP
+	}
+	return m.Spec.Expose.Type
+}
+
+// TLSEnabled reports whether peer and client traffic use TLS (the default).
+func TLSEnabled(m *etcdfedv1.EtcdMember) bool {
+	return m.Spec.TLS.Mode != etcdfedv1.TLSDisabled
+}
+
+// Scheme is https, or http when TLS is disabled.
+func Scheme(m *etcdfedv1.EtcdMember) string {
+	if TLSEnabled(m) {
+		return "https"
+	}
+	return "http"
+}
+
+// URL is scheme://<dnsName>:<port>.
+func URL(m *etcdfedv1.EtcdMember, port int32) string {
+	return fmt.Sprintf("%s://%s:%d", Scheme(m), m.Spec.DNSName, port)
+}
+
+// ReclaimPolicy returns spec.storage.volumeReclaimPolicy with its default,
+// Retain.
+func ReclaimPolicy(m *etcdfedv1.EtcdMember) etcdfedv1.VolumeReclaimPolicy {
+	if m.Spec.Storage.VolumeReclaimPolicy == "" {
+		return etcdfedv1.VolumeRetain
+	}
+	return m.Spec.Storage.VolumeReclaimPolicy
+}
+
+// StorageSize returns spec.storage.size with its default.
+func StorageSize(m *etcdfedv1.EtcdMember) resource.Quantity {
+	if m.Spec.Storage.Size != nil {
+		return *m.Spec.Storage.Size
+	}
+	return resource.MustParse(etcdfedv1.DefaultStorageSize)
+}
+
+// HeartbeatMillis returns spec.etcd.heartbeatIntervalMillis with its default.
+func HeartbeatMillis(m *etcdfedv1.EtcdMember) int32 {
+	if v := m.Spec.Etcd.HeartbeatIntervalMillis; v != nil {
+		return *v
+	}
+	return etcdfedv1.DefaultHeartbeatIntervalMillis
+}
+
+// ElectionMillis returns spec.etcd.electionTimeoutMillis with its default.
+func ElectionMillis(m *etcdfedv1.EtcdMember) int32 {
+	if v := m.Spec.Etcd.ElectionTimeoutMillis; v != nil {
+		return *v
+	}
+	return etcdfedv1.DefaultElectionTimeoutMillis
+}
+
+// TerminationGraceSeconds returns the pod template's grace period with its
+// default, 30.
+func TerminationGraceSeconds(m *etcdfedv1.EtcdMember) int64 {
+	if v := m.Spec.PodTemplate.TerminationGracePeriodSeconds; v != nil {
+		return *v
+	}
+	return 30
+}
+
+// Labels returns the labels of an object of the member: managed-by, cluster
+// name and UID, member, incarnation and component.
+func Labels(m *etcdfedv1.EtcdMember, component string, incarnation int64) map[string]string {
+	l := SelectorLabels(m)
+	l[etcdfedv1.LabelManagedBy] = etcdfedv1.ManagedByValue
+	l[etcdfedv1.LabelIncarnation] = strconv.FormatInt(incarnation, 10)
+	l[etcdfedv1.LabelComponent] = component
+	if len(validation.IsValidLabelValue(m.Spec.Cluster.Name)) == 0 {
+		l[etcdfedv1.LabelClusterName] = m.Spec.Cluster.Name
+	}
+	return l
+}
+
+// SelectorLabels select every object of the member (all incarnations).
+func SelectorLabels(m *etcdfedv1.EtcdMember) map[string]string {
+	return map[string]string{
+		etcdfedv1.LabelClusterUID: m.Spec.Cluster.UID,
+		etcdfedv1.LabelMember:     m.Name,
+	}
+}
+
+// PodSelector selects the member's pod of any incarnation (the Service's
+// selector).
+func PodSelector(m *etcdfedv1.EtcdMember) map[string]string {
+	l := SelectorLabels(m)
+	l[etcdfedv1.LabelComponent] = ComponentPod
+	return l
+}
+
+// Incarnation parses the incarnation label of an object; ok is false when it
+// is missing or not a number.
+func Incarnation(labels map[string]string) (int64, bool) {
+	v, ok := labels[etcdfedv1.LabelIncarnation]
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil
+}
+
+// OwnedBy reports whether an object's labels say it belongs to the member's
+// EtcdCluster (same cluster UID and member). Objects of another EtcdCluster
+// with the same name are never touched.
+func OwnedBy(m *etcdfedv1.EtcdMember, labels map[string]string) bool {
+	return labels[etcdfedv1.LabelClusterUID] == m.Spec.Cluster.UID && labels[etcdfedv1.LabelMember] == m.Name
+}
+
+// Ports are the peer and client ports a member advertises: 2380 and 2379
+// for PodIP and LoadBalancer exposure, the node ports for NodePort.
+type Ports struct {
+	Peer   int32
+	Client int32
+}
+
+// PodPorts are the ports etcd listens on in the pod.
+var PodPorts = Ports{Peer: PeerPort, Client: ClientPort}
+
+// PeerURL is the member's advertised peer URL with the given ports.
+func PeerURL(m *etcdfedv1.EtcdMember, p Ports) string { return URL(m, p.Peer) }
+
+// ClientURL is the member's advertised client URL with the given ports.
+func ClientURL(m *etcdfedv1.EtcdMember, p Ports) string { return URL(m, p.Client) }

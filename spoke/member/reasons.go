@@ -1,0 +1,50 @@
+package member
+
+// Condition reasons of EtcdMember, by condition type. Together with the type
+// and status they are the contract with the hub.
+const (
+	// ReasonInvalidSpec (PodReady=False): the spec cannot be run; the
+	// message says why. Nothing was created or deleted for this generation
+	// and an existing pod is left as it was.
+	ReasonInvalidSpec = "InvalidSpec"
+
+	// StorageReady.
+	ReasonBound             = "Bound"             // True: the PVC is bound.
+	ReasonVolumePending     = "Pending"           // False: the PVC waits for a volume (WaitForFirstConsumer binds when the pod is scheduled).
+	ReasonVolumeLost        = "VolumeLost"        // False: the PVC the member ran on is gone or was replaced; the member needs a new incarnation.
+	ReasonVolumeTerminating = "VolumeTerminating" // False: the PVC is being deleted.
+	ReasonVolumeConflict    = "VolumeConflict"    // False: a PVC of that name is not the member's.
+
+	// Exposed.
+	ReasonExposed                = "Exposed"                // True: address and URLs are known.
+	ReasonWaitingForPodIP        = "WaitingForPodIP"        // False: PodIP exposure; the URLs are known, the address once the pod has an IP.
+	ReasonWaitingForNodeIP       = "WaitingForNodeIP"       // False: NodePort exposure; the address is the pod's node IP.
+	ReasonWaitingForNodePorts    = "WaitingForNodePorts"    // False: the NodePort Service has no node ports yet.
+	ReasonWaitingForLoadBalancer = "WaitingForLoadBalancer" // False: the load balancer has no ingress address yet.
+	ReasonServiceConflict        = "ServiceConflict"        // False: a Service of that name is not the member's.
+
+	// PodReady.
+	ReasonReady               = "Ready"               // True: etcd's /readyz passes.
+	ReasonWaitingForBootstrap = "WaitingForBootstrap" // False: spec.bootstrap is unset; volume and exposure are prepared, no pod is created.
+	ReasonTLSSecretMissing    = "TLSSecretMissing"    // False: the Secret spec.tls.secretName does not exist; no pod is created.
+	ReasonTLSSecretInvalid    = "TLSSecretInvalid"    // False: the Secret lacks ca.crt, tls.crt or tls.key or they do not parse.
+	ReasonWaitingForStorage   = "WaitingForStorage"   // False: the data volume cannot be used (see StorageReady).
+	ReasonWaitingForExposure  = "WaitingForExposure"  // False: the advertised ports or address are not known yet (see Exposed).
+	ReasonBootstrapMismatch   = "BootstrapMismatch"   // False: bootstrap.initialCluster does not list the member with its advertised peer URL.
+	ReasonBootstrapRefused    = "BootstrapRefused"    // False: initialClusterState new for a member that had an earlier incarnation would found a second cluster.
+	ReasonPodConflict         = "PodConflict"         // False: a pod of that name is not the member's.
+	ReasonPodCreated          = "PodCreated"          // False: the pod was just created.
+	ReasonPodTerminating      = "PodTerminating"      // False: the pod is being deleted (an old incarnation, or a terminated pod being replaced).
+	ReasonPodPending          = "PodPending"          // False: the pod is not scheduled or its containers are not started.
+	ReasonWaitingForDNS       = "WaitingForDNS"       // False: the wait-dns init container waits for the member's name to resolve to its address.
+	ReasonPodNotReady         = "NotReady"            // False: etcd runs but /readyz fails (no quorum, or still starting).
+	ReasonLearner             = "Learner"             // False: etcd runs as a learner, which is never ready for clients; it waits for promotion.
+	ReasonPodTerminated       = "PodTerminated"       // False: the pod failed or completed and will not run again.
+
+	// MemberHealthy.
+	ReasonHealthy     = "Healthy"     // True: etcd answers and has a leader.
+	ReasonNoPod       = "NoPod"       // False: no running pod of the current incarnation.
+	ReasonUnreachable = "Unreachable" // False: the status read failed.
+	ReasonNoLeader    = "NoLeader"    // False: etcd answers but sees no leader.
+	ReasonAlarm       = "Alarm"       // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
+)

@@ -1,0 +1,278 @@
+// Package spokestatus is the spoke's EtcdSpoke reconciler. It creates the
+// ring namespace's one EtcdSpoke (named etcdfedv1.SpokeObjectName) if it is
+// absent, never writes its spec (the hub writes clusterName and
+// gossipPeers), starts and feeds the gossip agent from it, and writes the
+// status: version, the cluster's zones (from node labels), DNS and gossip
+// addresses and the gossip view.
+package spokestatus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/gossip"
+)
+
+// Reasons of the EtcdSpoke Ready condition.
+const (
+	ReasonReady                 = "Ready"                 // True: gossip runs (or is disabled) and the status is current.
+	ReasonWaitingForClusterName = "WaitingForClusterName" // False: neither --cluster-name nor spec.clusterName is set; gossip waits for a node name.
+	ReasonGossipKeyMissing      = "GossipKeyMissing"      // False: the gossip Secret or its key "key" is missing; gossip does not start.
+	ReasonGossipKeyInvalid      = "GossipKeyInvalid"      // False: the key is not 16, 24 or 32 bytes.
+	ReasonGossipError           = "GossipError"           // False: memberlist failed to start.
+)
+
+// GossipKeyField is the key of the gossip encryption key in its Secret.
+const GossipKeyField = "key"
+
+// FieldOwner is the field manager of the spoke's writes.
+const FieldOwner = "etcdfed-spoke"
+
+// Reconciler keeps the EtcdSpoke.
+type Reconciler struct {
+	Client    client.Client
+	Namespace string
+	// ClusterName overrides spec.clusterName as the gossip node name.
+	ClusterName string
+	// Gossip is the agent; nil disables gossip.
+	Gossip *gossip.Agent
+	// GossipSecret names the Secret holding the gossip key; empty runs
+	// gossip unencrypted.
+	GossipSecret string
+	// GossipSeeds are seeds from flags, joined with spec.gossipPeers.
+	GossipSeeds []string
+	// DNSAddresses are where this spoke serves DNS.
+	DNSAddresses []string
+	// Version of the spoke.
+	Version string
+
+	kick chan event.GenericEvent
+}
+
+// SetupWithManager registers the reconciler: the EtcdSpoke, node metadata,
+// the gossip Secret and the gossip agent's changes all lead to the one
+// object.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	toSpoke := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: etcdfedv1.SpokeObjectName}}}
+	})
+	b := ctrl.NewControllerManagedBy(mgr).
+		Named("etcdspoke").
+		For(&etcdfedv1.EtcdSpoke{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == etcdfedv1.SpokeObjectName
+		}))).
+		WatchesMetadata(&corev1.Node{}, toSpoke, builder.WithPredicates(zoneChanged())).
+		WatchesRawSource(source.Channel(r.gossipEvents(mgr), toSpoke))
+	if r.GossipSecret != "" {
+		b = b.Watches(&corev1.Secret{}, toSpoke, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetName() == r.GossipSecret
+		})))
+	}
+	for _, o := range opts {
+		o(b)
+	}
+	// Kick the first reconcile even when no EtcdSpoke exists yet.
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		r.kick <- event.GenericEvent{Object: r.placeholder()}
+		return nil
+	})); err != nil {
+		return err
+	}
+	return b.Complete(r)
+}
+
+func (r *Reconciler) placeholder() *etcdfedv1.EtcdSpoke {
+	return &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: etcdfedv1.SpokeObjectName}}
+}
+
+// gossipEvents forwards the agent's change signals (and the first kick) as
+// generic events.
+func (r *Reconciler) gossipEvents(mgr ctrl.Manager) <-chan event.GenericEvent {
+	out := make(chan event.GenericEvent, 1)
+	r.kick = out
+	if r.Gossip == nil {
+		return out
+	}
+	_ = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		for {
+			select {
+			case <-ctx.Done():
+				r.Gossip.Stop()
+				return nil
+			case <-r.Gossip.Changes():
+				select {
+				case out <- event.GenericEvent{Object: r.placeholder()}:
+				case <-ctx.Done():
+				}
+			}
+		}
+	}))
+	return out
+}
+
+func zoneChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetLabels()[corev1.LabelTopologyZone] != e.ObjectNew.GetLabels()[corev1.LabelTopologyZone]
+		},
+	}
+}
+
+// Reconcile keeps the EtcdSpoke.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if req.Name != etcdfedv1.SpokeObjectName || req.Namespace != r.Namespace {
+		return ctrl.Result{}, nil
+	}
+	s := &etcdfedv1.EtcdSpoke{}
+	if err := r.Client.Get(ctx, req.NamespacedName, s); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get EtcdSpoke: %w", err)
+		}
+		s = r.placeholder()
+		s.Labels = map[string]string{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue}
+		ctrl.LoggerFrom(ctx).Info("Creating EtcdSpoke")
+		if err := r.Client.Create(ctx, s, client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsAlreadyExists(err) {
+			return ctrl.Result{}, fmt.Errorf("create EtcdSpoke: %w", err)
+		}
+		// The create event brings the object back through the cache.
+		return ctrl.Result{}, nil
+	}
+	before := s.DeepCopy()
+	st := &s.Status
+	st.Version = r.Version
+	st.DNSAddresses = r.DNSAddresses
+	zones, err := r.zones(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	st.Zones = zones
+
+	status, reason, msg, gossipErr := r.gossip(ctx, s)
+	setReady(s, status, reason, msg)
+	if r.Gossip != nil {
+		st.GossipAddress = r.Gossip.Address()
+		st.GossipView = r.Gossip.View(r.expectedPeers(s))
+	}
+	if err := r.patchStatus(ctx, s, before); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{}, gossipErr
+}
+
+// expectedPeers are the peer clusters named in spec.gossipPeers.
+func (r *Reconciler) expectedPeers(s *etcdfedv1.EtcdSpoke) []string {
+	self := r.nodeName(s)
+	var out []string
+	for _, p := range s.Spec.GossipPeers {
+		if p.Cluster != self {
+			out = append(out, p.Cluster)
+		}
+	}
+	return out
+}
+
+func (r *Reconciler) nodeName(s *etcdfedv1.EtcdSpoke) string {
+	if r.ClusterName != "" {
+		return r.ClusterName
+	}
+	return s.Spec.ClusterName
+}
+
+// gossip starts or reconfigures the agent from the EtcdSpoke and the key.
+func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1.ConditionStatus, string, string, error) {
+	if r.Gossip == nil {
+		return metav1.ConditionTrue, ReasonReady, "gossip is disabled", nil
+	}
+	name := r.nodeName(s)
+	if name == "" {
+		return metav1.ConditionFalse, ReasonWaitingForClusterName, "gossip waits for a node name: --cluster-name or spec.clusterName (written by the hub)", nil
+	}
+	var key []byte
+	if r.GossipSecret != "" {
+		sec := &corev1.Secret{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.GossipSecret}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				return metav1.ConditionFalse, ReasonGossipKeyMissing, fmt.Sprintf("gossip Secret %s does not exist; gossip does not start", r.GossipSecret), nil
+			}
+			return metav1.ConditionFalse, ReasonGossipError, err.Error(), fmt.Errorf("get gossip Secret: %w", err)
+		}
+		key = sec.Data[GossipKeyField]
+		if len(key) == 0 {
+			return metav1.ConditionFalse, ReasonGossipKeyMissing, fmt.Sprintf("gossip Secret %s has no %q", r.GossipSecret, GossipKeyField), nil
+		}
+	}
+	seeds := slices.Clone(r.GossipSeeds)
+	for _, p := range s.Spec.GossipPeers {
+		if p.Cluster != name {
+			seeds = append(seeds, p.Address)
+		}
+	}
+	if err := r.Gossip.Configure(name, key, seeds); err != nil {
+		if errors.Is(err, gossip.ErrBadKey) {
+			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %v", r.GossipSecret, err), nil
+		}
+		return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
+	}
+	enc := "encrypted"
+	if len(key) == 0 {
+		enc = "UNENCRYPTED"
+	}
+	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s)", name, r.Gossip.Address(), enc), nil
+}
+
+// zones returns the distinct zone labels of the cluster's nodes, sorted.
+func (r *Reconciler) zones(ctx context.Context) ([]string, error) {
+	list := &metav1.PartialObjectMetadataList{}
+	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+	if err := r.Client.List(ctx, list); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	var zones []string
+	for _, n := range list.Items {
+		if z := n.Labels[corev1.LabelTopologyZone]; z != "" {
+			zones = append(zones, z)
+		}
+	}
+	slices.Sort(zones)
+	return slices.Compact(zones), nil
+}
+
+func setReady(s *etcdfedv1.EtcdSpoke, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: etcdfedv1.ConditionReady, Status: status, Reason: reason, Message: msg, ObservedGeneration: s.Generation,
+	})
+}
+
+// patchStatus writes the status when something other than observedAt
+// changed.
+func (r *Reconciler) patchStatus(ctx context.Context, s, before *etcdfedv1.EtcdSpoke) error {
+	if equality.Semantic.DeepEqual(before.Status, s.Status) {
+		return nil
+	}
+	now := metav1.NewTime(time.Now())
+	s.Status.ObservedAt = &now
+	if err := r.Client.Status().Patch(ctx, s, client.MergeFrom(before), client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("patch EtcdSpoke status: %w", err)
+	}
+	return nil
+}
