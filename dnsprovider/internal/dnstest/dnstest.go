@@ -121,6 +121,7 @@ controls { };
 	}
 	cmd := exec.Command(named, "-g", "-4", "-n", "1", "-c", confFile)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start named: %v", err)
 	}
