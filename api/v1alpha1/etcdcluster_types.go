@@ -308,6 +308,12 @@ type MemberStatus struct {
 	// incarnation.
 	// +optional
 	Since *metav1.Time `json:"since,omitempty"`
+
+	// lastTransitionTime is when ready last changed, on the hub's clock. A
+	// member not ready for longer than failurePolicy.memberGracePeriod is
+	// replaced.
+	// +optional
+	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 }
 
 // OperationType is the kind of membership change.
