@@ -44,6 +44,8 @@ const (
 const (
 	// LabelClusterName is the EtcdCluster's name.
 	LabelClusterName = "etcdfed.dev/cluster"
+	// LabelClusterNamespace is the EtcdCluster's namespace in the hub.
+	LabelClusterNamespace = "etcdfed.dev/cluster-namespace"
 	// LabelClusterUID is the EtcdCluster's UID.
 	LabelClusterUID = "etcdfed.dev/cluster-uid"
 	// LabelMember is the member name.
