@@ -13,6 +13,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -143,6 +146,10 @@ func (r *Reader) client(key string, t Target) (*clientv3.Client, error) {
 			return nil, err
 		}
 		cfg.TLS = tc
+		// gRPC checks the server against the dial authority (the pod IP),
+		// overriding tls.Config.ServerName; pin the member's DNS name.
+		cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(
+			serverNameCreds{TransportCredentials: credentials.NewTLS(tc), name: t.ServerName}))
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
@@ -173,6 +180,21 @@ func TLSConfig(ca, cert, key []byte, serverName string) (*tls.Config, error) {
 		ServerName:   serverName,
 		MinVersion:   tls.VersionTLS12,
 	}, nil
+}
+
+// serverNameCreds verifies the server against a fixed name whatever the
+// dial authority is.
+type serverNameCreds struct {
+	credentials.TransportCredentials
+	name string
+}
+
+func (c serverNameCreds) ClientHandshake(ctx context.Context, _ string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return c.TransportCredentials.ClientHandshake(ctx, c.name, conn)
+}
+
+func (c serverNameCreds) Clone() credentials.TransportCredentials {
+	return serverNameCreds{TransportCredentials: c.TransportCredentials.Clone(), name: c.name}
 }
 
 func hexID(id uint64) string { return strconv.FormatUint(id, 16) }

@@ -1,0 +1,25 @@
+package app
+
+// The spoke's permissions, generated into config/rbac/spoke/role.yaml (go
+// generate ./config/rbac/spoke). Everything namespaced is limited to the
+// ring namespace by a Role; nodes are read cluster-wide for zones.
+//
+// Pods, PVCs, Services: the member components. Secrets: read the members'
+// TLS Secrets and the gossip key. Leases: the liveness Lease and leader
+// election. Events: both APIs (controller-runtime's recorder uses
+// events.k8s.io). etcdmembers/finalizers: owner references with
+// blockOwnerDeletion on pods and Services.
+//
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,namespace=etcdfed-system,resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch;create;update;patch
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdmembers,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdmembers/status,verbs=get;patch
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdmembers/finalizers,verbs=update
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdspokes,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdspokes/status,verbs=get;patch
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcddnszones,verbs=get;list;watch
+// +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcddnszones/status,verbs=get;patch
+// +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
