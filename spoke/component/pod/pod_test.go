@@ -1,0 +1,340 @@
+package pod_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
+	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+)
+
+func member(mut ...func(*etcdfedv1.EtcdMember)) *etcdfedv1.EtcdMember {
+	m := &etcdfedv1.EtcdMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "main-0", Namespace: "etcdfed-system"},
+		Spec: etcdfedv1.EtcdMemberSpec{
+			Cluster:     etcdfedv1.ClusterReference{Name: "main", Namespace: "default", UID: "uid-1"},
+			MemberName:  "main-0",
+			Incarnation: 2,
+			Image:       "gcr.io/etcd-development/etcd:v3.6.16",
+			DNSName:     "main-0.etcd.example.com",
+			Zone:        "zone-a",
+			Bootstrap: &etcdfedv1.BootstrapSpec{
+				InitialCluster:      "main-0=https://main-0.etcd.example.com:2380,main-1=https://main-1.etcd.example.com:2380",
+				InitialClusterState: etcdfedv1.InitialClusterNew,
+				Token:               "main-uid-1",
+			},
+			TLS: etcdfedv1.MemberTLS{SecretName: "main-0-tls"},
+		},
+	}
+	for _, f := range mut {
+		f(m)
+	}
+	return m
+}
+
+func TestEtcdArgs(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		m       *etcdfedv1.EtcdMember
+		adv     spec.Ports
+		want    []string
+		without []string
+	}{{
+		name: "defaults with TLS",
+		m:    member(),
+		adv:  spec.PodPorts,
+		want: []string{
+			"--name=main-0",
+			"--data-dir=/var/lib/etcd/data",
+			"--listen-peer-urls=https://$(POD_IP):2380",
+			"--listen-client-urls=https://$(POD_IP):2379",
+			"--listen-metrics-urls=http://$(POD_IP):2381",
+			"--initial-advertise-peer-urls=https://main-0.etcd.example.com:2380",
+			"--advertise-client-urls=https://main-0.etcd.example.com:2379",
+			"--initial-cluster=main-0=https://main-0.etcd.example.com:2380,main-1=https://main-1.etcd.example.com:2380",
+			"--initial-cluster-state=new",
+			"--initial-cluster-token=main-uid-1",
+			"--heartbeat-interval=100",
+			"--election-timeout=1000",
+			"--max-learners=1",
+			"--cert-file=/etc/etcd/tls/tls.crt",
+			"--key-file=/etc/etcd/tls/tls.key",
+			"--trusted-ca-file=/etc/etcd/tls/ca.crt",
+			"--client-cert-auth=true",
+			"--peer-cert-file=/etc/etcd/tls/tls.crt",
+			"--peer-key-file=/etc/etcd/tls/tls.key",
+			"--peer-trusted-ca-file=/etc/etcd/tls/ca.crt",
+			"--peer-client-cert-auth=true",
+		},
+	}, {
+		name: "node ports advertised, listeners stay on pod ports",
+		m:    member(),
+		adv:  spec.Ports{Peer: 31380, Client: 31379},
+		want: []string{
+			"--listen-peer-urls=https://$(POD_IP):2380",
+			"--initial-advertise-peer-urls=https://main-0.etcd.example.com:31380",
+			"--advertise-client-urls=https://main-0.etcd.example.com:31379",
+		},
+	}, {
+		name: "TLS disabled: http and no TLS flags",
+		m:    member(func(m *etcdfedv1.EtcdMember) { m.Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSDisabled} }),
+		adv:  spec.PodPorts,
+		want: []string{
+			"--listen-peer-urls=http://$(POD_IP):2380",
+			"--initial-advertise-peer-urls=http://main-0.etcd.example.com:2380",
+		},
+		without: []string{"--cert-file", "--peer-cert-file", "--client-cert-auth", "--peer-client-cert-auth", "--trusted-ca-file"},
+	}, {
+		name: "tuning and SAN skip",
+		m: member(func(m *etcdfedv1.EtcdMember) {
+			m.Spec.TLS.PeerSkipClientSANVerification = true
+			m.Spec.Etcd = etcdfedv1.EtcdConfig{
+				HeartbeatIntervalMillis: ptr.To[int32](250),
+				ElectionTimeoutMillis:   ptr.To[int32](2500),
+				QuotaBackendBytes:       ptr.To(resource.MustParse("8Gi")),
+				AutoCompactionMode:      etcdfedv1.AutoCompactionPeriodic,
+				AutoCompactionRetention: "1h",
+			}
+		}),
+		adv: spec.PodPorts,
+		want: []string{
+			"--heartbeat-interval=250",
+			"--election-timeout=2500",
+			"--quota-backend-bytes=8589934592",
+			"--auto-compaction-mode=periodic",
+			"--auto-compaction-retention=1h",
+			"--peer-skip-client-san-verification=true",
+		},
+	}, {
+		name:    "no bootstrap: no initial-cluster flags",
+		m:       member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap = nil }),
+		adv:     spec.PodPorts,
+		without: []string{"--initial-cluster", "--peer-skip-client-san-verification", "--quota-backend-bytes", "--auto-compaction"},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := pod.EtcdArgs(tc.m, tc.adv)
+			if tc.name == "defaults with TLS" && !slices.Equal(got, tc.want) {
+				t.Fatalf("EtcdArgs =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+			for _, w := range tc.want {
+				if !slices.Contains(got, w) {
+					t.Errorf("missing %s in\n%s", w, strings.Join(got, "\n"))
+				}
+			}
+			for _, wo := range tc.without {
+				for _, g := range got {
+					if strings.HasPrefix(g, wo) {
+						t.Errorf("unexpected %s", g)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestBuild(t *testing.T) {
+	m := member(func(m *etcdfedv1.EtcdMember) {
+		m.Spec.PodTemplate = etcdfedv1.MemberPodTemplate{
+			Labels:                        map[string]string{"team": "db", etcdfedv1.LabelMember: "spoofed"},
+			Annotations:                   map[string]string{"a": "b"},
+			Resources:                     &corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m")}},
+			Tolerations:                   []corev1.Toleration{{Key: "dedicated", Value: "etcd", Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector:                  map[string]string{"pool": "etcd"},
+			PriorityClassName:             "system-cluster-critical",
+			TerminationGracePeriodSeconds: ptr.To[int64](60),
+		}
+	})
+	p := pod.Build(m, pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed:v1", ClaimName: "main-0-data-2", Advertised: spec.PodPorts})
+
+	if p.Name != "main-0" || p.Namespace != "etcdfed-system" {
+		t.Errorf("pod %s/%s", p.Namespace, p.Name)
+	}
+	for k, v := range map[string]string{
+		etcdfedv1.LabelMember: "main-0", etcdfedv1.LabelClusterUID: "uid-1", etcdfedv1.LabelIncarnation: "2",
+		etcdfedv1.LabelComponent: "pod", etcdfedv1.LabelManagedBy: "etcdfed", etcdfedv1.LabelClusterName: "main", "team": "db",
+	} {
+		if p.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, p.Labels[k], v)
+		}
+	}
+	if p.Annotations["a"] != "b" || p.Annotations[pod.AnnotationSpecHash] == "" {
+		t.Errorf("annotations %v", p.Annotations)
+	}
+
+	if len(p.Spec.InitContainers) != 1 {
+		t.Fatalf("init containers %v", p.Spec.InitContainers)
+	}
+	ic := p.Spec.InitContainers[0]
+	wantInit := []string{"etcdfed", "wait-dns", "--name", "main-0.etcd.example.com", "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}
+	if ic.Name != "wait-dns" || ic.Image != "ghcr.io/etcdfed/etcdfed:v1" || !slices.Equal(ic.Command, wantInit) {
+		t.Errorf("init container %s %s %v", ic.Name, ic.Image, ic.Command)
+	}
+	if len(ic.Env) != 1 || ic.Env[0].Name != "EXPECTED_ADDRESS" || ic.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("init env %+v", ic.Env)
+	}
+
+	c := p.Spec.Containers[0]
+	if c.Name != "etcd" || c.Image != m.Spec.Image || c.Command[0] != "/usr/local/bin/etcd" || len(c.Args) != 0 {
+		t.Errorf("etcd container %s %s %v %v", c.Name, c.Image, c.Command, c.Args)
+	}
+	if !slices.Equal(c.Command[1:], pod.EtcdArgs(m, spec.PodPorts)) {
+		t.Error("etcd command is not EtcdArgs")
+	}
+	if len(c.Env) != 1 || c.Env[0].Name != "POD_IP" || c.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {
+		t.Errorf("etcd env %+v", c.Env)
+	}
+	for _, pr := range []struct {
+		name  string
+		probe *corev1.Probe
+		path  string
+	}{{"startup", c.StartupProbe, "/livez"}, {"liveness", c.LivenessProbe, "/livez"}, {"readiness", c.ReadinessProbe, "/readyz"}} {
+		if pr.probe == nil || pr.probe.HTTPGet == nil || pr.probe.HTTPGet.Path != pr.path || pr.probe.HTTPGet.Port.IntValue() != 2381 || pr.probe.HTTPGet.Scheme != corev1.URISchemeHTTP {
+			t.Errorf("%s probe %+v", pr.name, pr.probe)
+		}
+	}
+	if c.StartupProbe.FailureThreshold*c.StartupProbe.PeriodSeconds < 300 {
+		t.Errorf("startup probe allows %ds; want at least 5 minutes", c.StartupProbe.FailureThreshold*c.StartupProbe.PeriodSeconds)
+	}
+	if c.Resources.Requests.Cpu().String() != "500m" {
+		t.Errorf("resources %v", c.Resources)
+	}
+	mounts := map[string]string{}
+	for _, vm := range c.VolumeMounts {
+		mounts[vm.Name] = vm.MountPath
+	}
+	if mounts["data"] != "/var/lib/etcd" || mounts["tls"] != "/etc/etcd/tls" {
+		t.Errorf("mounts %v", mounts)
+	}
+	vols := map[string]corev1.Volume{}
+	for _, v := range p.Spec.Volumes {
+		vols[v.Name] = v
+	}
+	if v := vols["data"]; v.PersistentVolumeClaim == nil || v.PersistentVolumeClaim.ClaimName != "main-0-data-2" {
+		t.Errorf("data volume %+v", v)
+	}
+	if v := vols["tls"]; v.Secret == nil || v.Secret.SecretName != "main-0-tls" {
+		t.Errorf("tls volume %+v", v)
+	}
+
+	na := p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0]
+	if na.Key != "topology.kubernetes.io/zone" || na.Operator != corev1.NodeSelectorOpIn || !slices.Equal(na.Values, []string{"zone-a"}) {
+		t.Errorf("node affinity %+v", na)
+	}
+	if p.Spec.RestartPolicy != corev1.RestartPolicyAlways || *p.Spec.TerminationGracePeriodSeconds != 60 ||
+		p.Spec.PriorityClassName != "system-cluster-critical" || p.Spec.NodeSelector["pool"] != "etcd" || len(p.Spec.Tolerations) != 1 {
+		t.Errorf("pod settings %+v", p.Spec)
+	}
+	if p.Spec.DNSConfig != nil || p.Spec.DNSPolicy != "" {
+		t.Errorf("pod DNS must be left to the cluster: %v %v", p.Spec.DNSPolicy, p.Spec.DNSConfig)
+	}
+}
+
+func TestBuildExpectedAddress(t *testing.T) {
+	for _, tc := range []struct {
+		expose    etcdfedv1.ExposeType
+		wantField string
+		wantValue string
+	}{
+		{etcdfedv1.ExposePodIP, "status.podIP", ""},
+		{etcdfedv1.ExposeNodePort, "status.hostIP", ""},
+		{etcdfedv1.ExposeLoadBalancer, "", "lb-1.example.net"},
+	} {
+		m := member(func(m *etcdfedv1.EtcdMember) { m.Spec.Expose.Type = tc.expose })
+		p := pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts, LoadBalancerAddress: "lb-1.example.net"})
+		env := p.Spec.InitContainers[0].Env[0]
+		var field string
+		if env.ValueFrom != nil {
+			field = env.ValueFrom.FieldRef.FieldPath
+		}
+		if field != tc.wantField || env.Value != tc.wantValue {
+			t.Errorf("%s: EXPECTED_ADDRESS from %q value %q; want %q %q", tc.expose, field, env.Value, tc.wantField, tc.wantValue)
+		}
+	}
+}
+
+func TestBuildNoZoneNoTLS(t *testing.T) {
+	m := member(func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Zone = ""
+		m.Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSDisabled}
+	})
+	p := pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts})
+	if p.Spec.Affinity.NodeAffinity != nil {
+		t.Error("node affinity without a zone")
+	}
+	for _, v := range p.Spec.Volumes {
+		if v.Name == "tls" {
+			t.Error("TLS volume with TLS disabled")
+		}
+	}
+}
+
+func TestSpecHash(t *testing.T) {
+	base := pod.Build(member(), pod.Params{ClaimName: "c", Advertised: spec.PodPorts})
+	same := []*etcdfedv1.EtcdMember{
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "other:v3.6.17" }),
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterExisting }),
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.InitialCluster = "main-0=https://main-0.etcd.example.com:2380" }),
+	}
+	for i, m := range same {
+		if h := pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts}).Annotations[pod.AnnotationSpecHash]; h != base.Annotations[pod.AnnotationSpecHash] {
+			t.Errorf("case %d: image or bootstrap change moved the hash", i)
+		}
+	}
+	m := member(func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](200) })
+	if pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts}).Annotations[pod.AnnotationSpecHash] == base.Annotations[pod.AnnotationSpecHash] {
+		t.Error("a flag change kept the hash")
+	}
+}
+
+func TestDecide(t *testing.T) {
+	withPod := func(inc string, mut ...func(*corev1.Pod)) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "main-0", Labels: map[string]string{
+			etcdfedv1.LabelClusterUID: "uid-1", etcdfedv1.LabelMember: "main-0", etcdfedv1.LabelIncarnation: inc,
+		}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "gcr.io/etcd-development/etcd:v3.6.16"}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		for _, f := range mut {
+			f(p)
+		}
+		return p
+	}
+	now := metav1.Now()
+	block := &pod.Blocker{Reason: "WaitingForBootstrap", Message: "no bootstrap"}
+	for _, tc := range []struct {
+		name    string
+		m       *etcdfedv1.EtcdMember
+		pod     *corev1.Pod
+		blocker *pod.Blocker
+		want    pod.Action
+	}{
+		{"no pod, may create", member(), nil, nil, pod.Create},
+		{"no pod, blocked", member(), nil, block, pod.Keep},
+		{"running pod", member(), withPod("2"), nil, pod.Keep},
+		{"running pod, bootstrap gone", member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap = nil }), withPod("2"), block, pod.Keep},
+		{"old incarnation", member(), withPod("1"), nil, pod.DeleteOldIncarnation},
+		{"old incarnation, new one blocked", member(), withPod("1"), block, pod.DeleteOldIncarnation},
+		{"newer incarnation than spec", member(), withPod("3"), nil, pod.Keep},
+		{"other cluster's pod", member(), withPod("2", func(p *corev1.Pod) { p.Labels[etcdfedv1.LabelClusterUID] = "uid-2" }), nil, pod.Conflict},
+		{"unlabelled pod", member(), withPod("2", func(p *corev1.Pod) { p.Labels = nil }), nil, pod.Conflict},
+		{"bad incarnation label", member(), withPod("x"), nil, pod.Conflict},
+		{"terminating", member(), withPod("1", func(p *corev1.Pod) { p.DeletionTimestamp = &now }), nil, pod.Keep},
+		{"failed, replaceable", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), nil, pod.DeleteTerminated},
+		{"failed, not replaceable", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), block, pod.Keep},
+		{"succeeded, replaceable", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), nil, pod.DeleteTerminated},
+		{"pending pod", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), nil, pod.Keep},
+		{"image changed", member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "gcr.io/etcd-development/etcd:v3.6.17" }), withPod("2"), nil, pod.UpdateImage},
+		{"image changed, blocked", member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "x" }), withPod("2"), block, pod.UpdateImage},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := pod.Decide(tc.m, tc.pod, tc.blocker); got.Action != tc.want {
+				t.Errorf("Decide = %s (%s); want %s", got.Action, got.Message, tc.want)
+			}
+		})
+	}
+}
