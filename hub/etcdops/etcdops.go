@@ -91,7 +91,7 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
 	for i, m := range resp.Members {
-		out.Members[i] = membership.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), IsLearner: m.IsLearner}
+		out.Members[i] = membership.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
 		if len(m.ClientURLs) == 0 {
 			continue
 		}
@@ -179,22 +179,6 @@ func (c *Client) MoveLeader(ctx context.Context, leaderURLs []string, transferee
 		return fmt.Errorf("move leader to %x: %w", transferee, classify(err))
 	}
 	return nil
-}
-
-// ClientURLs returns the client URLs etcd lists for id.
-func (c *Client) ClientURLs(ctx context.Context, id uint64) ([]string, error) {
-	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
-	defer cancel()
-	resp, err := c.c.MemberList(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("member list: %w", err)
-	}
-	for _, m := range resp.Members {
-		if m.ID == id {
-			return m.ClientURLs, nil
-		}
-	}
-	return nil, fmt.Errorf("member %x not in the member list", id)
 }
 
 func classify(err error) error {

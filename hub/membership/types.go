@@ -51,10 +51,11 @@ type Etcd struct {
 
 // EtcdMember is one entry of etcd's member list with its health.
 type EtcdMember struct {
-	ID        uint64
-	Name      string // empty until the member has started once
-	PeerURLs  []string
-	IsLearner bool
+	ID         uint64
+	Name       string // empty until the member has started once
+	PeerURLs   []string
+	ClientURLs []string
+	IsLearner  bool
 	// Healthy is true when the member answered a status call (from the hub,
 	// or its spoke reported it healthy).
 	Healthy bool

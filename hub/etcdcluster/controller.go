@@ -1,0 +1,271 @@
+package etcdcluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/registry"
+)
+
+// Finalizer keeps an EtcdCluster until its objects in the member clusters
+// are deleted.
+const Finalizer = "etcdfed.dev/members"
+
+// Reconciler reconciles EtcdCluster objects in the hub cluster.
+type Reconciler struct {
+	// Manager is the multicluster manager: the local cluster is the hub,
+	// provider clusters are the member clusters.
+	Manager mcmanager.Manager
+	// Registry lists registered member clusters with their labels.
+	Registry registry.Registry
+	// Tracker records spoke Lease renewals on the hub's clock.
+	Tracker *liveness.Tracker
+	// RingNamespace is the namespace of etcdfed objects in member clusters.
+	RingNamespace string
+	// LeaseStaleAfter is how long without a renewal makes a spoke's Lease
+	// stale. Default 15s.
+	LeaseStaleAfter time.Duration
+	// Recorder records events on EtcdClusters.
+	Recorder events.EventRecorder
+	// Now is the hub's clock; time.Now when nil.
+	Now func() time.Time
+
+	etcd   clientCache
+	dnsMu  sync.Mutex
+	dnsPub map[types.UID]string // last record set pushed to external providers
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) hub() client.Client { return r.Manager.GetLocalManager().GetClient() }
+
+// SetupWithManager registers the controller: EtcdCluster in the hub only;
+// EtcdMember, EtcdSpoke, EtcdDNSZone and the spoke Lease in member clusters,
+// mapped back to the EtcdClusters they concern.
+func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
+	if r.LeaseStaleAfter == 0 {
+		r.LeaseStaleAfter = 15 * time.Second
+	}
+	if r.RingNamespace == "" {
+		r.RingNamespace = etcdfedv1.DefaultRingNamespace
+	}
+	if r.Tracker == nil {
+		r.Tracker = liveness.NewTracker(r.Now)
+	}
+	member := mcbuilder.WithEngageWithLocalCluster(false)
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named("etcdcluster").
+		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
+		Watches(&etcdfedv1.EtcdMember{}, r.mapByClusterLabel(), member).
+		Watches(&etcdfedv1.EtcdDNSZone{}, r.mapByClusterLabel(), member).
+		Watches(&etcdfedv1.EtcdSpoke{}, r.mapToAll(nil), member).
+		Watches(&coordinationv1.Lease{}, r.mapToAll(r.observeLease), member).
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 4}).
+		Complete(r)
+}
+
+// mapByClusterLabel maps a member-cluster object to the EtcdCluster named in
+// its labels. The request's cluster is the hub (cluster preservation: the
+// plain map handler would overwrite it with the source cluster).
+func (r *Reconciler) mapByClusterLabel() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+	return func(_ multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(_ context.Context, obj client.Object) []mcreconcile.Request {
+			l := obj.GetLabels()
+			name, ns := l[etcdfedv1.LabelClusterName], l[etcdfedv1.LabelClusterNamespace]
+			if name == "" || ns == "" {
+				return nil
+			}
+			return []mcreconcile.Request{{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, ClusterName: mcmanager.LocalCluster}}
+		})
+	}
+}
+
+// mapToAll maps an object of a member cluster to every EtcdCluster (spokes
+// and Leases concern all of them), after calling observe with the source.
+func (r *Reconciler) mapToAll(observe func(multicluster.ClusterName, client.Object)) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+	return func(name multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
+			if obj.GetNamespace() != r.RingNamespace || obj.GetName() != etcdfedv1.SpokeObjectName {
+				return nil
+			}
+			if observe != nil {
+				observe(name, obj)
+			}
+			var list etcdfedv1.EtcdClusterList
+			if err := r.hub().List(ctx, &list); err != nil {
+				ctrl.LoggerFrom(ctx).Error(err, "Listing EtcdClusters to enqueue")
+				return nil
+			}
+			out := make([]mcreconcile.Request, 0, len(list.Items))
+			for _, ec := range list.Items {
+				out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ec)}, ClusterName: mcmanager.LocalCluster})
+			}
+			return out
+		})
+	}
+}
+
+func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Object) {
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok || l.Spec.RenewTime == nil {
+		return
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	r.Tracker.ObserveLease(string(name), l.Spec.RenewTime.Time, holder)
+}
+
+// Reconcile is one pass over one EtcdCluster.
+func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ ctrl.Result, retErr error) {
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := r.hub().Get(ctx, req.NamespacedName, ec); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
+	ctx = ctrl.LoggerInto(ctx, log)
+
+	if !ec.DeletionTimestamp.IsZero() {
+		return r.reconcileDelete(ctx, ec)
+	}
+	if controllerutil.AddFinalizer(ec, Finalizer) {
+		if err := r.hub().Update(ctx, ec); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+
+	before := ec.DeepCopy()
+	defer func() {
+		if err := r.patchStatus(ctx, before, ec); err != nil {
+			retErr = errors.Join(retErr, err)
+		}
+	}()
+	return r.reconcileNormal(ctx, ec)
+}
+
+func (r *Reconciler) patchStatus(ctx context.Context, before, ec *etcdfedv1.EtcdCluster) error {
+	if equalStatus(before.Status, ec.Status) {
+		return nil
+	}
+	if err := r.hub().Status().Patch(ctx, ec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) {
+			return nil // a newer version arrived; its event brings us back
+		}
+		return fmt.Errorf("patch status: %w", err)
+	}
+	return nil
+}
+
+// reconcileNormal runs the phases in order; the lowest requeue wins.
+func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdCluster) (ctrl.Result, error) {
+	v, err := r.observe(ctx, ec)
+	if err != nil {
+		setCondition(ec, etcdfedv1.ConditionDegraded, true, "ObserveFailed", err.Error())
+		return ctrl.Result{}, err
+	}
+	var errs []error
+	res := ctrl.Result{RequeueAfter: resyncPeriod}
+	for _, phase := range []func(context.Context, *view) (ctrl.Result, error){
+		r.reconcileDNS,
+		r.reconcileMembership,
+		r.reconcileObjects,
+	} {
+		pr, err := phase(ctx, v)
+		errs = append(errs, err)
+		res = lowest(res, pr)
+	}
+	r.updateStatus(v)
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	return res, nil
+}
+
+// resyncPeriod bounds how long a quiet cluster goes without a reconcile, so
+// Lease staleness and grace periods are noticed without events.
+const resyncPeriod = 10 * time.Second
+
+func lowest(a, b ctrl.Result) ctrl.Result {
+	if b.RequeueAfter > 0 && (a.RequeueAfter == 0 || b.RequeueAfter < a.RequeueAfter) {
+		return b
+	}
+	return a
+}
+
+// reconcileDelete deletes the EtcdCluster's objects in every member cluster
+// the hub can reach. Volumes stay (the spoke retains them unless the policy
+// says Delete). A member cluster the hub cannot reach keeps the finalizer:
+// nothing is abandoned silently.
+func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdCluster) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	if !controllerutil.ContainsFinalizer(ec, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	clusters, err := r.Registry.List(ctx)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	var pending []string
+	var errs []error
+	for _, mc := range clusters {
+		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name))
+		if err != nil {
+			pending = append(pending, mc.Name)
+			continue
+		}
+		c := cl.GetClient()
+		sel := client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}
+		for _, obj := range []client.Object{&etcdfedv1.EtcdMember{}, &etcdfedv1.EtcdDNSZone{}, &corev1.Secret{}} {
+			if err := c.DeleteAllOf(ctx, obj, client.InNamespace(r.RingNamespace), sel); err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("delete %T in %s: %w", obj, mc.Name, err))
+			}
+		}
+		var left etcdfedv1.EtcdMemberList
+		if err := c.List(ctx, &left, client.InNamespace(r.RingNamespace), sel); err == nil && len(left.Items) > 0 {
+			pending = append(pending, mc.Name)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, err
+	}
+	if len(pending) > 0 {
+		log.Info("Waiting for member clusters before removing the finalizer; remove it by hand to abandon their members", "clusters", pending)
+		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
+	}
+	r.etcd.drop(ec.UID)
+	controllerutil.RemoveFinalizer(ec, Finalizer)
+	if err := r.hub().Update(ctx, ec); err != nil {
+		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+	}
+	return ctrl.Result{}, nil
+}
