@@ -263,6 +263,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 	}
 	r.etcd.drop(ec.UID)
+	forgetMetrics(ec)
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)

@@ -175,6 +175,7 @@ func (r *Reconciler) updateStatus(v *view) {
 	if v.actErr == nil && v.placementErr == nil && v.dnsErr == nil {
 		st.ObservedGeneration = ec.Generation
 	}
+	recordMetrics(v)
 }
 
 func hasMembers(ec *etcdfedv1.EtcdCluster, cluster string) bool {

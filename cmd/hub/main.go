@@ -1,0 +1,196 @@
+// Command hub is the etcdfed hub controller. It owns EtcdCluster objects in
+// the hub cluster, places members over the member clusters' zones, performs
+// every etcd membership change, writes EtcdMember objects, certificates and
+// DNS zones into the member clusters, and reports status.
+//
+// Member clusters are registered with kubeconfig Secrets in the hub (the
+// multicluster-runtime kubeconfig provider: label
+// sigs.k8s.io/multicluster-runtime-kubeconfig=true, key "kubeconfig", the
+// Secret's name is the cluster's name), or, for local use, with
+// --member-kubeconfig NAME=PATH flags.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	"sigs.k8s.io/multicluster-runtime/providers/clusters"
+	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/spokes"
+	"github.com/etcdfed/etcdfed/internal/resolverenv"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/internal/version"
+)
+
+type memberFiles []string
+
+func (m *memberFiles) String() string     { return strings.Join(*m, ",") }
+func (m *memberFiles) Set(v string) error { *m = append(*m, v); return nil }
+
+type options struct {
+	namespace        string
+	ringNamespace    string
+	memberFiles      memberFiles
+	leaderElect      bool
+	metricsAddr      string
+	probeAddr        string
+	leaseStaleAfter  time.Duration
+	memberAPITimeout time.Duration
+}
+
+func main() {
+	resolverenv.Install()
+	var o options
+	flag.StringVar(&o.namespace, "namespace", envOr("ETCDFED_NAMESPACE", etcdfedv1.DefaultRingNamespace),
+		"Hub namespace holding member-cluster kubeconfig Secrets and the leader-election Lease (env ETCDFED_NAMESPACE).")
+	flag.StringVar(&o.ringNamespace, "ring-namespace", envOr("ETCDFED_RING_NAMESPACE", etcdfedv1.DefaultRingNamespace),
+		"Namespace of etcdfed objects in every member cluster (env ETCDFED_RING_NAMESPACE).")
+	flag.Var(&o.memberFiles, "member-kubeconfig",
+		"NAME=PATH of a member cluster's kubeconfig file; repeat per cluster. When given, kubeconfig Secrets are not used (local use).")
+	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
+	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
+	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", 15*time.Second,
+		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub.")
+	flag.DurationVar(&o.memberAPITimeout, "member-api-timeout", 15*time.Second, "Timeout of each request to a member cluster's apiserver.")
+	zapOpts := zap.Options{Development: false}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Usage = func() {
+		fmt.Fprintf(os.Stderr, "Usage: hub [flags]\n\nThe etcdfed hub controller (%s). The hub cluster is taken from --kubeconfig or KUBECONFIG or the in-cluster config.\n\nFlags:\n", version.String())
+		flag.PrintDefaults()
+	}
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+
+	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+		ctrl.Log.Error(err, "Hub stopped")
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, o options) error {
+	log := ctrl.Log.WithName("hub")
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("hub kubeconfig: %w", err)
+	}
+	scheme := testenv.Scheme()
+	memberCache := cluster.Options{
+		Scheme: scheme,
+		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{o.ringNamespace: {}}},
+	}
+	timeout := func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }
+
+	var provider multicluster.Provider
+	var reg registry.Registry
+	var kc *kubeconfig.Provider
+	if len(o.memberFiles) > 0 {
+		p := clusters.New()
+		var static registry.Static
+		for _, f := range o.memberFiles {
+			name, path, ok := strings.Cut(f, "=")
+			if !ok || name == "" || path == "" {
+				return fmt.Errorf("--member-kubeconfig %q: want NAME=PATH", f)
+			}
+			mc, err := clientcmd.BuildConfigFromFlags("", path)
+			if err != nil {
+				return fmt.Errorf("member cluster %s: %w", name, err)
+			}
+			_ = timeout(mc)
+			cl, err := cluster.New(mc, func(co *cluster.Options) { *co = memberCache })
+			if err != nil {
+				return fmt.Errorf("member cluster %s: %w", name, err)
+			}
+			if err := p.Add(ctx, multicluster.ClusterName(name), cl); err != nil {
+				return err
+			}
+			static = append(static, registry.MemberCluster{Name: name})
+		}
+		provider, reg = p, static
+	} else {
+		kc = kubeconfig.New(kubeconfig.Options{
+			Namespace:      o.namespace,
+			ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
+			RESTOptions:    []func(*rest.Config) error{timeout},
+		})
+		provider = kc
+	}
+
+	mgr, err := mcmanager.New(cfg, provider, manager.Options{
+		Scheme:                  scheme,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        "etcdfed-hub",
+		LeaderElectionNamespace: o.namespace,
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {}, // kubeconfig, CA and client Secrets
+		}},
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if kc != nil {
+		if err := kc.SetupWithManager(ctx, mgr); err != nil {
+			return fmt.Errorf("kubeconfig provider: %w", err)
+		}
+		reg = registry.Secrets{Client: mgr.GetLocalManager().GetClient(), Namespace: o.namespace}
+	}
+
+	tracker := liveness.NewTracker(nil)
+	rec := &etcdcluster.Reconciler{
+		Manager:         mgr,
+		Registry:        reg,
+		Tracker:         tracker,
+		RingNamespace:   o.ringNamespace,
+		LeaseStaleAfter: o.leaseStaleAfter,
+		Recorder:        mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
+	}
+	if err := rec.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("EtcdCluster controller: %w", err)
+	}
+	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("EtcdSpoke controller: %w", err)
+	}
+	if err := mgr.GetLocalManager().AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.GetLocalManager().AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	log.Info("Starting hub", "version", version.String(), "namespace", o.namespace, "ringNamespace", o.ringNamespace, "memberFiles", len(o.memberFiles))
+	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,65 @@
+package etcdcluster
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+var (
+	labelsNN = []string{"namespace", "name"}
+
+	metricMembers = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_members", Help: "Members recorded for the EtcdCluster.",
+	}, labelsNN)
+	metricReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_ready_members", Help: "Ready voting members of the EtcdCluster.",
+	}, labelsNN)
+	metricCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_condition", Help: "1 when the EtcdCluster's condition is True, else 0.",
+	}, []string{"namespace", "name", "type"})
+	metricZoneFailures = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_zone_failures_tolerated", Help: "Simultaneous zone failures the current placement survives with quorum.",
+	}, labelsNN)
+	metricSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdfed_membership_steps_total", Help: "Membership steps taken by the hub, by action and result.",
+	}, []string{"namespace", "name", "action", "result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps)
+}
+
+func recordMetrics(v *view) {
+	ec := v.ec
+	metricMembers.WithLabelValues(ec.Namespace, ec.Name).Set(float64(len(ec.Status.Members)))
+	metricReady.WithLabelValues(ec.Namespace, ec.Name).Set(float64(ec.Status.ReadyMembers))
+	for _, t := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionAllMembersReady, etcdfedv1.ConditionProgressing, etcdfedv1.ConditionDegraded, etcdfedv1.ConditionFailureTolerant} {
+		val := 0.0
+		if meta.IsStatusConditionTrue(ec.Status.Conditions, t) {
+			val = 1
+		}
+		metricCondition.WithLabelValues(ec.Namespace, ec.Name, t).Set(val)
+	}
+	if v.placement.result.Current.Members > 0 {
+		metricZoneFailures.WithLabelValues(ec.Namespace, ec.Name).Set(float64(v.placement.result.Current.ZoneFailures))
+	}
+	if a := v.decision.Action; a != "" && a != membership.ActNone && a != membership.ActWait {
+		result := "ok"
+		if v.actErr != nil {
+			result = "error"
+		}
+		metricSteps.WithLabelValues(ec.Namespace, ec.Name, string(a), result).Inc()
+	}
+}
+
+func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
+	for _, g := range []*prometheus.GaugeVec{metricMembers, metricReady, metricZoneFailures} {
+		g.DeleteLabelValues(ec.Namespace, ec.Name)
+	}
+	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+}

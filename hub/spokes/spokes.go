@@ -1,0 +1,109 @@
+// Package spokes is the hub's reconciler for EtcdSpoke objects: it tells
+// every spoke its member cluster's name and the gossip addresses of the
+// other spokes, so the gossip ring forms across clusters without anyone
+// seeding it by hand.
+package spokes
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/registry"
+)
+
+// resync bounds how long a new spoke's address takes to reach the others
+// when no event on their own object arrives.
+const resync = 15 * time.Second
+
+// Reconciler writes EtcdSpoke.spec in every member cluster.
+type Reconciler struct {
+	Manager       mcmanager.Manager
+	Registry      registry.Registry
+	RingNamespace string
+}
+
+// SetupWithManager watches EtcdSpoke in member clusters only.
+func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
+	if r.RingNamespace == "" {
+		r.RingNamespace = etcdfedv1.DefaultRingNamespace
+	}
+	return mcbuilder.ControllerManagedBy(mgr).
+		Named("etcdspoke").
+		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false), mcbuilder.WithEngageWithProviderClusters(true)).
+		Complete(r)
+}
+
+// Reconcile sets clusterName and gossipPeers on one cluster's EtcdSpoke.
+func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+	if req.Namespace != r.RingNamespace || req.Name != etcdfedv1.SpokeObjectName {
+		return ctrl.Result{}, nil
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.ClusterName)
+	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: resync}, nil // disengaged meanwhile
+	}
+	spoke := &etcdfedv1.EtcdSpoke{}
+	if err := cl.GetClient().Get(ctx, req.NamespacedName, spoke); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	peers, err := r.peers(ctx, req.ClusterName)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	want := etcdfedv1.EtcdSpokeSpec{ClusterName: string(req.ClusterName), GossipPeers: peers}
+	if equality.Semantic.DeepEqual(spoke.Spec, want) {
+		return ctrl.Result{RequeueAfter: resync}, nil
+	}
+	log.Info("Updating spoke gossip peers", "peers", len(peers))
+	patched := spoke.DeepCopy()
+	patched.Spec = want
+	if err := cl.GetClient().Patch(ctx, patched, client.MergeFrom(spoke)); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("update EtcdSpoke in %s: %w", req.ClusterName, err)
+	}
+	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// peers are the gossip addresses the other registered spokes report.
+func (r *Reconciler) peers(ctx context.Context, self multicluster.ClusterName) ([]etcdfedv1.GossipPeer, error) {
+	regs, err := r.Registry.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []etcdfedv1.GossipPeer
+	for _, mc := range regs {
+		if mc.Name == string(self) {
+			continue
+		}
+		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name))
+		if err != nil {
+			continue
+		}
+		s := &etcdfedv1.EtcdSpoke{}
+		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
+			continue
+		}
+		if s.Status.GossipAddress != "" {
+			out = append(out, etcdfedv1.GossipPeer{Cluster: mc.Name, Address: s.Status.GossipAddress})
+		}
+	}
+	slices.SortFunc(out, func(a, b etcdfedv1.GossipPeer) int { return strings.Compare(a.Cluster, b.Cluster) })
+	return out, nil
+}
+
