@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+func init() {
+	var hub hubFlags
+	var out, commonName string
+	cmd := &cobra.Command{
+		Use:   "client-cert NAME --out DIR",
+		Short: "Issue an etcd client certificate for an EtcdCluster",
+		Long: `client-cert issues a client certificate from the EtcdCluster's CA and writes
+ca.crt, client.crt and client.key into DIR (created with mode 0700), then
+prints the ETCDCTL_* variables that use them. It reads the CA Secret from the
+hub, so it needs read access to Secrets in the EtcdCluster's namespace: it is
+an administrator's command. The certificate is valid for one year.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if out == "" {
+				return fmt.Errorf("--out is required")
+			}
+			c, ns, err := hub.client()
+			if err != nil {
+				return err
+			}
+			ec := &etcdfedv1.EtcdCluster{}
+			if err := c.Get(cmd.Context(), client.ObjectKey{Namespace: ns, Name: args[0]}, ec); err != nil {
+				return fmt.Errorf("get EtcdCluster %s/%s: %w", ns, args[0], err)
+			}
+			if ec.Spec.TLS.Mode == etcdfedv1.TLSDisabled {
+				return fmt.Errorf("EtcdCluster %s/%s runs without TLS: no certificate needed", ns, args[0])
+			}
+			sec := &corev1.Secret{}
+			key := client.ObjectKey{Namespace: ns, Name: etcdcluster.CASecretName(ec)}
+			if err := c.Get(cmd.Context(), key, sec); err != nil {
+				return fmt.Errorf("read CA Secret %s: %w", key, err)
+			}
+			ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+			if err != nil {
+				return err
+			}
+			leaf, err := ca.IssueClient(commonName, time.Now())
+			if err != nil {
+				return err
+			}
+			if err := os.MkdirAll(out, 0o700); err != nil {
+				return err
+			}
+			files := map[string][]byte{"ca.crt": ca.CertPEM, "client.crt": leaf.CertPEM, "client.key": leaf.KeyPEM}
+			for name, data := range files {
+				if err := os.WriteFile(filepath.Join(out, name), data, 0o600); err != nil {
+					return err
+				}
+			}
+			abs, err := filepath.Abs(out)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			fmt.Fprintf(w, "export ETCDCTL_CACERT=%s\n", filepath.Join(abs, "ca.crt"))
+			fmt.Fprintf(w, "export ETCDCTL_CERT=%s\n", filepath.Join(abs, "client.crt"))
+			fmt.Fprintf(w, "export ETCDCTL_KEY=%s\n", filepath.Join(abs, "client.key"))
+			if len(ec.Status.Endpoints) > 0 {
+				fmt.Fprintf(w, "export ETCDCTL_ENDPOINTS=%s\n", joinComma(ec.Status.Endpoints))
+			}
+			return nil
+		},
+	}
+	hub.bind(cmd.Flags())
+	cmd.Flags().StringVar(&out, "out", "", "Directory to write ca.crt, client.crt and client.key into.")
+	cmd.Flags().StringVar(&commonName, "common-name", "etcdfed-user", "Common name of the certificate (the etcd user when etcd auth uses certificate CNs).")
+	root.AddCommand(cmd)
+}
+
+func joinComma(s []string) string {
+	out := ""
+	for i, v := range s {
+		if i > 0 {
+			out += ","
+		}
+		out += v
+	}
+	return out
+}

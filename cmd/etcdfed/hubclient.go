@@ -1,0 +1,46 @@
+package main
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// hubFlags locate the hub cluster the way kubectl does: --kubeconfig,
+// KUBECONFIG, ~/.kube/config; --context; -n/--namespace.
+type hubFlags struct {
+	kubeconfig, context, namespace string
+}
+
+func (h *hubFlags) bind(fs *pflag.FlagSet) {
+	fs.StringVar(&h.kubeconfig, "kubeconfig", "", "Kubeconfig of the hub cluster (default: KUBECONFIG, then ~/.kube/config).")
+	fs.StringVar(&h.context, "context", "", "Kubeconfig context of the hub cluster.")
+	fs.StringVarP(&h.namespace, "namespace", "n", "", "Namespace of the EtcdCluster (default: the context's namespace).")
+}
+
+func (h *hubFlags) client() (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	if h.kubeconfig != "" {
+		rules.ExplicitPath = h.kubeconfig
+	}
+	cc := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{CurrentContext: h.context})
+	cfg, err := cc.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("hub kubeconfig: %w", err)
+	}
+	ns := h.namespace
+	if ns == "" {
+		if ns, _, err = cc.Namespace(); err != nil {
+			return nil, "", err
+		}
+	}
+	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		return nil, "", fmt.Errorf("hub client: %w", err)
+	}
+	return c, ns, nil
+}

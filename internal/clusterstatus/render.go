@@ -1,0 +1,95 @@
+// Package clusterstatus renders an EtcdCluster's status for humans: the
+// member table and the conditions `etcdfed status` prints.
+package clusterstatus
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// Render writes the EtcdCluster's summary, members, conditions, operation
+// and endpoints.
+func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
+	st := ec.Status
+	p := &printer{w: w}
+	p.f("EtcdCluster %s/%s: %d replicas, etcd %s, domain %s\n", ec.Namespace, ec.Name, ec.Spec.Replicas, ec.Spec.Version, ec.Spec.DNS.Domain)
+	if st.ClusterID != "" {
+		p.f("etcd cluster ID %s, members %s ready, zones %s, leader %s\n", st.ClusterID, orDash(st.MemberSummary), orDash(st.ZoneSummary), orDash(st.Leader))
+	} else {
+		p.f("not bootstrapped yet\n")
+	}
+	p.f("\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tCLUSTER\tZONE\tROLE\tREADY\tADDRESS\tETCD ID\tINCARNATION\tSINCE")
+	for _, m := range st.Members {
+		since := "-"
+		if m.Since != nil {
+			since = age(now, m.Since.Time)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\n", m.Name, orDash(m.Cluster), orDash(m.Zone), orDash(string(m.Role)), m.Ready, orDash(m.Address), orDash(m.ID), m.Incarnation, since)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	p.f("\n")
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONDITION\tSTATUS\tREASON\tAGE\tMESSAGE")
+	for _, c := range st.Conditions {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", c.Type, c.Status, c.Reason, age(now, c.LastTransitionTime.Time), oneLine(c.Message))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if op := st.Operation; op != nil {
+		p.f("\nIn progress: %s %s (%s), step %s, for %s: %s\n", op.Type, op.Member, op.Reason, op.Step, age(now, op.StartedAt.Time), oneLine(op.Message))
+	}
+	if len(st.Endpoints) > 0 {
+		p.f("\nEndpoints: %s\n", strings.Join(st.Endpoints, ","))
+	}
+	return p.err
+}
+
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) f(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < 0:
+		return "0s"
+	case d < 2*time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 2*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+

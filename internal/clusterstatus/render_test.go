@@ -1,0 +1,49 @@
+package clusterstatus
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+func TestRender(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	since := metav1.NewTime(now.Add(-90 * time.Second))
+	ec := &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "main"},
+		Spec:       etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.example.com"}},
+		Status: etcdfedv1.EtcdClusterStatus{
+			ClusterID: "abc", MemberSummary: "3/3", ZoneSummary: "3 (1/1/1)", Leader: "main-0",
+			Members: []etcdfedv1.MemberStatus{
+				{Name: "main-0", ID: "8e9e05c52164694d", Cluster: "c1", Zone: "zone-a", Role: etcdfedv1.RoleLeader, Ready: true, Address: "127.0.10.2", Incarnation: 1, Since: &since},
+				{Name: "main-1", Cluster: "c2", Role: etcdfedv1.RoleLearner},
+			},
+			Conditions: []metav1.Condition{{Type: "Available", Status: "True", Reason: "Quorate", Message: "etcd abc\nhas a leader", LastTransitionTime: since}},
+			Operation:  &etcdfedv1.MembershipOperation{Type: "Add", Member: "main-1", Reason: "ScaleUp", Step: "Promote", StartedAt: since},
+			Endpoints:  []string{"https://main-0.etcd.example.com:2379"},
+		},
+	}
+	var b bytes.Buffer
+	if err := Render(&b, ec, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"EtcdCluster default/main: 3 replicas",
+		"leader main-0",
+		"main-0  c1       zone-a  Leader   true   127.0.10.2  8e9e05c52164694d  1            90s",
+		"main-1  c2       -       Learner  false  -",
+		"Available  True    Quorate  90s  etcd abc has a leader",
+		"In progress: Add main-1 (ScaleUp), step Promote",
+		"Endpoints: https://main-0.etcd.example.com:2379",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
