@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -73,7 +74,7 @@ an administrator's command. The certificate is valid for one year.`,
 			fmt.Fprintf(w, "export ETCDCTL_CERT=%s\n", filepath.Join(abs, "client.crt"))
 			fmt.Fprintf(w, "export ETCDCTL_KEY=%s\n", filepath.Join(abs, "client.key"))
 			if len(ec.Status.Endpoints) > 0 {
-				fmt.Fprintf(w, "export ETCDCTL_ENDPOINTS=%s\n", joinComma(ec.Status.Endpoints))
+				fmt.Fprintf(w, "export ETCDCTL_ENDPOINTS=%s\n", strings.Join(ec.Status.Endpoints, ","))
 			}
 			return nil
 		},
@@ -82,15 +83,4 @@ an administrator's command. The certificate is valid for one year.`,
 	cmd.Flags().StringVar(&out, "out", "", "Directory to write ca.crt, client.crt and client.key into.")
 	cmd.Flags().StringVar(&commonName, "common-name", "etcdfed-user", "Common name of the certificate (the etcd user when etcd auth uses certificate CNs).")
 	root.AddCommand(cmd)
-}
-
-func joinComma(s []string) string {
-	out := ""
-	for i, v := range s {
-		if i > 0 {
-			out += ","
-		}
-		out += v
-	}
-	return out
 }
