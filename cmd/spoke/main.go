@@ -46,7 +46,7 @@ func main() {
 	fs.DurationVar(&o.Gossip.ProbeInterval, "gossip-probe-interval", 0, "Override the profile's probe interval.")
 	fs.DurationVar(&o.Gossip.ProbeTimeout, "gossip-probe-timeout", 0, "Override the profile's probe timeout.")
 	fs.IntVar(&o.Gossip.SuspicionMult, "gossip-suspicion-mult", 0, "Override the profile's suspicion multiplier.")
-	fs.DurationVar(&o.Gossip.RejoinInterval, "gossip-rejoin-interval", 0, "How often seeds that are not alive members are joined again (0: 10s).")
+	fs.DurationVar(&o.Gossip.RejoinInterval, "gossip-rejoin-interval", 0, "How often every gossip seed is joined again, a state exchange that heals partitions and takes a restarted spoke back quickly (0: 10s).")
 	fs.DurationVar(&o.LeaseRenewInterval, "lease-renew-interval", o.LeaseRenewInterval, "How often the liveness Lease \"spoke\" is renewed.")
 	fs.DurationVar(&o.LeaseDuration, "lease-duration", o.LeaseDuration, "leaseDurationSeconds written into the liveness Lease.")
 	fs.BoolVar(&o.LeaderElection, "leader-elect", o.LeaderElection, "Elect one active replica (a Lease in the ring namespace); every replica serves DNS.")
