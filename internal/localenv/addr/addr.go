@@ -1,0 +1,150 @@
+// Package addr is the local environment's address plan: every environment
+// owns one slot, the loopback block 127.<slot>.0.0/16, and inside it every
+// cluster owns a /20 and every zone a /24, so that a zone or a whole
+// cluster is one CIDR (which is what the partition rules match on).
+//
+//	cluster c (0 = hub, 1..15 = member clusters): 127.S.(16c).0/20
+//	  infrastructure /24 127.S.(16c).0/24:
+//	    .1  kube-apiserver (:6443) and the etcd behind it (:2379, :2380)
+//	    .2  the cluster's agent address: the spoke's DNS (:1053), gossip
+//	        (:7946), metrics (:8080) and health (:8081); in the hub
+//	        cluster the hub's metrics and health
+//	  zone z (1..15) /24 127.S.(16c+z).0/24:
+//	    .1-.9    node InternalIPs
+//	    .10-.254 pod IPs
+//
+// A slot is held by a listening abstract unix socket named after it, so it
+// is free again the moment its holder exits, however it exits.
+package addr
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+)
+
+// Limits of the plan.
+const (
+	MinSlot           = 1
+	MaxSlot           = 250
+	MaxMemberClusters = 15
+	MaxZones          = 15
+	MaxNodesPerZone   = 9
+	FirstPodHost      = 10
+	LastPodHost       = 254
+)
+
+// Ports used on the fixed addresses.
+const (
+	APIServerPort    = 6443
+	APIEtcdPort      = 2379
+	APIEtcdPeerPort  = 2380
+	DNSPort          = 1053
+	GossipPort       = 7946
+	AgentMetricsPort = 8080
+	AgentHealthPort  = 8081
+)
+
+// ErrSlotTaken says another environment holds the slot.
+var ErrSlotTaken = errors.New("addr: slot in use by another local environment")
+
+// Plan is the address plan of one slot.
+type Plan struct{ Slot int }
+
+func (p Plan) ip(c, third, host int) netip.Addr {
+	return netip.AddrFrom4([4]byte{127, byte(p.Slot), byte(16*c + third), byte(host)})
+}
+
+// Prefix is the whole slot, 127.S.0.0/16.
+func (p Plan) Prefix() netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(p.Slot), 0, 0}), 16)
+}
+
+// Cluster is the /20 of cluster c.
+func (p Plan) Cluster(c int) netip.Prefix { return netip.PrefixFrom(p.ip(c, 0, 0), 20) }
+
+// Zone is the /24 of zone z (1-based) of cluster c.
+func (p Plan) Zone(c, z int) netip.Prefix { return netip.PrefixFrom(p.ip(c, z, 0), 24) }
+
+// APIServer is the address kube-apiserver of cluster c listens on.
+func (p Plan) APIServer(c int) netip.AddrPort { return netip.AddrPortFrom(p.ip(c, 0, 1), APIServerPort) }
+
+// APIEtcd is the client address of the etcd behind the apiserver.
+func (p Plan) APIEtcd(c int) netip.AddrPort { return netip.AddrPortFrom(p.ip(c, 0, 1), APIEtcdPort) }
+
+// APIEtcdPeer is that etcd's peer address (unused, but etcd listens).
+func (p Plan) APIEtcdPeer(c int) netip.AddrPort {
+	return netip.AddrPortFrom(p.ip(c, 0, 1), APIEtcdPeerPort)
+}
+
+// Agent is the address of the cluster's agent (the spoke, or the hub in the
+// hub cluster).
+func (p Plan) Agent(c int) netip.Addr { return p.ip(c, 0, 2) }
+
+// DNS is where the spoke of cluster c serves the ring's DNS.
+func (p Plan) DNS(c int) netip.AddrPort { return netip.AddrPortFrom(p.Agent(c), DNSPort) }
+
+// Gossip is the spoke's gossip address.
+func (p Plan) Gossip(c int) netip.AddrPort { return netip.AddrPortFrom(p.Agent(c), GossipPort) }
+
+// Node is the InternalIP of node n (0-based) of zone z of cluster c.
+func (p Plan) Node(c, z, n int) netip.Addr { return p.ip(c, z, 1+n) }
+
+// Slot is a held slot. Release it when the environment is gone.
+type Slot struct {
+	Plan
+	l net.Listener
+}
+
+// Release frees the slot.
+func (s *Slot) Release() {
+	if s != nil && s.l != nil {
+		_ = s.l.Close()
+	}
+}
+
+func lockName(slot int) string { return fmt.Sprintf("@etcdfed-localenv-slot-%d", slot) }
+
+// Acquire holds the given slot, or the lowest free slot when slot is 0.
+func Acquire(slot int) (*Slot, error) {
+	if slot != 0 {
+		if slot < MinSlot || slot > MaxSlot {
+			return nil, fmt.Errorf("addr: slot %d out of range %d..%d", slot, MinSlot, MaxSlot)
+		}
+		l, err := net.Listen("unix", lockName(slot))
+		if err != nil {
+			return nil, fmt.Errorf("%w: slot %d (127.%d.0.0/16)", ErrSlotTaken, slot, slot)
+		}
+		return newSlot(slot, l), nil
+	}
+	for s := MinSlot; s <= MaxSlot; s++ {
+		if l, err := net.Listen("unix", lockName(s)); err == nil {
+			return newSlot(s, l), nil
+		}
+	}
+	return nil, errors.New("addr: every slot is in use")
+}
+
+func newSlot(slot int, l net.Listener) *Slot {
+	go func() { // answer Held's probes so they never fill the backlog
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	return &Slot{Plan: Plan{Slot: slot}, l: l}
+}
+
+// Held reports whether some process holds slot.
+func Held(slot int) bool {
+	c, err := net.Dial("unix", lockName(slot))
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
+}

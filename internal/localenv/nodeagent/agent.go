@@ -1,0 +1,687 @@
+package nodeagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Labels and names the agent uses.
+const (
+	// ZoneLabel is the well-known zone label of nodes.
+	ZoneLabel = corev1.LabelTopologyZone
+	// LocalNodeLabel marks nodes run by a node agent.
+	LocalNodeLabel = "node.etcdfed.dev/local"
+	// DefaultProvisioner is the provisioner name of the agent's volumes.
+	DefaultProvisioner = "etcdfed.dev/local-dir"
+	// DefaultStorageClass is the default StorageClass the agent creates.
+	DefaultStorageClass = "standard"
+	// DNSServersEnv is the variable that points a process's resolver at the
+	// cluster DNS (see internal/resolverenv).
+	DNSServersEnv = "ETCDFED_DNS_SERVERS"
+	// KubeletVersion is what the nodes report.
+	KubeletVersion = "v1.36.3-etcdfed-local"
+)
+
+// IPRange is an inclusive range of IPv4 addresses.
+type IPRange struct{ First, Last netip.Addr }
+
+// Contains reports whether a is in the range.
+func (r IPRange) Contains(a netip.Addr) bool {
+	return a.Is4() && r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
+}
+
+// Node is one node the agent registers and runs pods on.
+type Node struct {
+	Name string
+	Zone string
+	// IP is the node's InternalIP and the pods' host IP.
+	IP netip.Addr
+	// PodIPs is where pod IPs come from. Nodes may share a range.
+	PodIPs IPRange
+	// Labels are added to the node's labels.
+	Labels map[string]string
+}
+
+// Config configures an Agent.
+type Config struct {
+	// ClusterName names the member cluster in logs and process names.
+	ClusterName string
+	// REST is the admin config of the member cluster's apiserver.
+	REST *rest.Config
+	// Nodes are the nodes this agent registers and runs.
+	Nodes []Node
+	// BinDir holds the binaries containers run (etcd, etcdctl, etcdfed...).
+	BinDir string
+	// StateDir holds volumes/ (provisioned PVs), pods/ (per-pod volume
+	// directories) and logs/ (container output).
+	StateDir string
+	// PIDDir receives one pid file per running container; "" means
+	// StateDir/pids.
+	PIDDir string
+	// DNSServers are the cluster DNS servers (host:port) given to every
+	// process as ETCDFED_DNS_SERVERS.
+	DNSServers []string
+	// Cgroup returns the cgroup v2 directory a zone's processes start in;
+	// nil or "" means no cgroup.
+	Cgroup func(zone string) string
+	// Mark, when not 0, is set (SO_MARK) on the agent's own connections to
+	// the apiserver and on probes, so partition rules can exempt them: a
+	// kubelet sits inside its zone and keeps reaching its pods and its
+	// control plane.
+	Mark uint32
+	// BackoffBase and BackoffMax shape the restart back-off of crashing
+	// containers: restarts wait 0, base, 2*base, ... up to max. Defaults
+	// are kubelet's, 10s and 5m.
+	BackoffBase, BackoffMax time.Duration
+	// HeartbeatInterval is how often node status is renewed; default 20s.
+	HeartbeatInterval time.Duration
+	// ShutdownGrace caps the termination grace when the agent itself stops
+	// (not when a pod is deleted); default 10s.
+	ShutdownGrace time.Duration
+	// StorageClassName and Provisioner name the default StorageClass the
+	// agent creates and the volumes it provisions.
+	StorageClassName, Provisioner string
+	// ExtraEnv is added to every process's environment before the pod's
+	// own variables.
+	ExtraEnv []string
+	// Log receives the agent's log.
+	Log logr.Logger
+}
+
+type nodeState struct {
+	Node
+	failed bool
+}
+
+// Agent runs the nodes of one member cluster. Create it with New, run it
+// with Run.
+type Agent struct {
+	cfg Config
+	log logr.Logger
+	cs  kubernetes.Interface
+
+	pods  corelisters.PodLister
+	pvcs  corelisters.PersistentVolumeClaimLister
+	pvs   corelisters.PersistentVolumeLister
+	queue workqueue.TypedRateLimitingInterface[string]
+
+	mu      sync.Mutex
+	nodes   map[string]*nodeState
+	workers map[types.UID]*podWorker
+	ips     map[netip.Addr]types.UID
+	crashed bool
+	running bool
+
+	wg sync.WaitGroup // pod workers
+}
+
+// New checks cfg and returns an agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.REST == nil {
+		return nil, errors.New("nodeagent: REST config is nil")
+	}
+	if len(cfg.Nodes) == 0 {
+		return nil, errors.New("nodeagent: no nodes")
+	}
+	if cfg.BinDir == "" || cfg.StateDir == "" {
+		return nil, errors.New("nodeagent: BinDir and StateDir are required")
+	}
+	if cfg.PIDDir == "" {
+		cfg.PIDDir = filepath.Join(cfg.StateDir, "pids")
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = 10 * time.Second
+	}
+	if cfg.BackoffMax <= 0 {
+		cfg.BackoffMax = 5 * time.Minute
+	}
+	if cfg.HeartbeatInterval <= 0 {
+		cfg.HeartbeatInterval = 20 * time.Second
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = 10 * time.Second
+	}
+	if cfg.StorageClassName == "" {
+		cfg.StorageClassName = DefaultStorageClass
+	}
+	if cfg.Provisioner == "" {
+		cfg.Provisioner = DefaultProvisioner
+	}
+	if cfg.Log.GetSink() == nil {
+		cfg.Log = logr.Discard()
+	}
+	a := &Agent{cfg: cfg, log: cfg.Log, nodes: map[string]*nodeState{}, workers: map[types.UID]*podWorker{}, ips: map[netip.Addr]types.UID{}}
+	for _, n := range cfg.Nodes {
+		if n.Name == "" || n.Zone == "" || !n.IP.Is4() || !n.PodIPs.First.Is4() || !n.PodIPs.Last.Is4() {
+			return nil, fmt.Errorf("nodeagent: node %q needs a name, a zone, an IPv4 address and a pod IP range", n.Name)
+		}
+		if _, dup := a.nodes[n.Name]; dup {
+			return nil, fmt.Errorf("nodeagent: node %q listed twice", n.Name)
+		}
+		a.nodes[n.Name] = &nodeState{Node: n}
+	}
+	rc := rest.CopyConfig(cfg.REST)
+	rc.Dial = a.dialer().DialContext
+	if rc.QPS == 0 {
+		rc.QPS, rc.Burst = 50, 100
+	}
+	rc.UserAgent = "etcdfed-nodeagent/" + cfg.ClusterName
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("nodeagent: client: %w", err)
+	}
+	a.cs = cs
+	return a, nil
+}
+
+// dialer returns a dialer that marks its connections with cfg.Mark.
+func (a *Agent) dialer() *net.Dialer {
+	d := &net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}
+	if mark := a.cfg.Mark; mark != 0 {
+		d.Control = func(_, _ string, c syscall.RawConn) error {
+			var serr error
+			if err := c.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_MARK, int(mark))
+			}); err != nil {
+				return err
+			}
+			return serr
+		}
+	}
+	return d
+}
+
+// Client returns the agent's clientset.
+func (a *Agent) Client() kubernetes.Interface { return a.cs }
+
+// Run registers the nodes and runs pods until ctx is done. When it returns,
+// every process the agent started has exited: with the agent's shutdown
+// grace after a normal stop, at once after Crash.
+func (a *Agent) Run(ctx context.Context) error {
+	a.mu.Lock()
+	if a.running {
+		a.mu.Unlock()
+		return errors.New("nodeagent: already running")
+	}
+	a.running, a.crashed = true, false
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.running = false
+		a.mu.Unlock()
+	}()
+
+	for _, d := range []string{a.cfg.StateDir, a.cfg.PIDDir} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("nodeagent: %w", err)
+		}
+	}
+	// The apiserver may still be starting (or restarting after a zone
+	// failure): retry registration until it answers.
+	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if err := a.registerNodes(ctx); err != nil {
+			a.log.V(1).Info("Registering nodes", "err", err.Error())
+			return false, nil
+		}
+		if err := a.ensureStorageClass(ctx); err != nil {
+			a.log.V(1).Info("Creating storage class", "err", err.Error())
+			return false, nil
+		}
+		return true, nil
+	}); err != nil {
+		return nil //nolint:nilerr // ctx done before the apiserver answered: nothing runs yet
+	}
+
+	factory := informers.NewSharedInformerFactory(a.cs, 30*time.Second)
+	podInf := factory.Core().V1().Pods()
+	pvcInf := factory.Core().V1().PersistentVolumeClaims()
+	pvInf := factory.Core().V1().PersistentVolumes()
+	a.pods, a.pvcs, a.pvs = podInf.Lister(), pvcInf.Lister(), pvInf.Lister()
+	a.queue = workqueue.NewTypedRateLimitingQueueWithConfig(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](200*time.Millisecond, 10*time.Second),
+		workqueue.TypedRateLimitingQueueConfig[string]{Name: "nodeagent-" + a.cfg.ClusterName})
+	enqueue := func(kind string) cache.ResourceEventHandlerFuncs {
+		add := func(obj any) {
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				a.queue.Add(kind + "/" + key)
+			}
+		}
+		return cache.ResourceEventHandlerFuncs{AddFunc: add, UpdateFunc: func(_, o any) { add(o) }, DeleteFunc: add}
+	}
+	_, _ = podInf.Informer().AddEventHandler(enqueue("pod"))
+	_, _ = pvcInf.Informer().AddEventHandler(enqueue("pvc"))
+	_, _ = pvInf.Informer().AddEventHandler(enqueue("pv"))
+	// Scheduling waits on nodes; a node change may make a pod schedulable.
+	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { a.enqueuePending() },
+		UpdateFunc: func(any, any) { a.enqueuePending() },
+	})
+
+	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	factory.Start(infCtx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			a.log.Info("Cache did not sync", "type", typ.String())
+		}
+	}
+
+	a.reserveKnownIPs()
+
+	var loops sync.WaitGroup
+	for range 2 {
+		loops.Add(1)
+		go func() {
+			defer loops.Done()
+			for a.processNext(ctx) {
+			}
+		}()
+	}
+	loops.Add(2)
+	go func() { defer loops.Done(); a.heartbeat(ctx) }()
+	go func() { defer loops.Done(); a.resync(ctx) }()
+	a.log.Info("Node agent running", "cluster", a.cfg.ClusterName, "nodes", len(a.nodes))
+
+	<-ctx.Done()
+	a.queue.ShutDown()
+	loops.Wait()
+	a.stopAllWorkers()
+	stopInformers()
+	factory.Shutdown()
+	return nil
+}
+
+// Crash makes the next stop of Run kill every process at once and write
+// nothing to the apiserver, as when a machine loses power. Call it before
+// cancelling Run's context.
+func (a *Agent) Crash() {
+	a.mu.Lock()
+	a.crashed = true
+	a.mu.Unlock()
+}
+
+func (a *Agent) stopAllWorkers() {
+	a.mu.Lock()
+	crashed := a.crashed
+	ws := make([]*podWorker, 0, len(a.workers))
+	for uid, w := range a.workers {
+		ws = append(ws, w)
+		delete(a.workers, uid)
+	}
+	a.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if crashed {
+				w.halt(0)
+			} else {
+				w.halt(a.cfg.ShutdownGrace)
+			}
+		}()
+	}
+	wg.Wait()
+	a.wg.Wait()
+	a.mu.Lock()
+	a.ips = map[netip.Addr]types.UID{}
+	a.mu.Unlock()
+}
+
+func (a *Agent) processNext(ctx context.Context) bool {
+	key, quit := a.queue.Get()
+	if quit {
+		return false
+	}
+	defer a.queue.Done(key)
+	kind, rest, _ := strings.Cut(key, "/")
+	var err error
+	switch kind {
+	case "pod":
+		err = a.syncPod(ctx, rest)
+	case "pvc":
+		err = a.syncPVC(ctx, rest)
+	case "pv":
+		err = a.syncPV(ctx, rest)
+	}
+	if err != nil && ctx.Err() == nil {
+		a.log.V(1).Info("Sync failed, retrying", "key", key, "err", err.Error())
+		a.queue.AddRateLimited(key)
+		return true
+	}
+	a.queue.Forget(key)
+	return true
+}
+
+// resync re-examines every pod periodically: pending pods whose
+// constraints may now be met, pods whose volumes' Secrets changed.
+func (a *Agent) resync(ctx context.Context) {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		pods, _ := a.pods.List(everything)
+		for _, p := range pods {
+			if p.Spec.NodeName == "" || a.ownsNode(p.Spec.NodeName) {
+				a.queue.Add("pod/" + p.Namespace + "/" + p.Name)
+			}
+		}
+		a.sweepIPs()
+		pvs, _ := a.pvs.List(everything)
+		for _, pv := range pvs {
+			if pv.Annotations[annProvisionedBy] == a.cfg.Provisioner {
+				a.queue.Add("pv/" + pv.Name)
+			}
+		}
+	}
+}
+
+func (a *Agent) enqueuePending() {
+	if a.pods == nil || a.queue == nil {
+		return
+	}
+	pods, _ := a.pods.List(everything)
+	for _, p := range pods {
+		if p.Spec.NodeName == "" {
+			a.queue.Add("pod/" + p.Namespace + "/" + p.Name)
+		}
+	}
+}
+
+func (a *Agent) ownsNode(name string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.nodes[name]
+	return ok
+}
+
+func (a *Agent) node(name string) (nodeState, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n, ok := a.nodes[name]
+	if !ok {
+		return nodeState{}, false
+	}
+	return *n, true
+}
+
+// syncPod drives one pod: schedule it, start or update its worker, or stop
+// the worker of a pod that is gone.
+func (a *Agent) syncPod(ctx context.Context, key string) error {
+	ns, name, _ := strings.Cut(key, "/")
+	pod, err := a.pods.Pods(ns).Get(name)
+	if apierrors.IsNotFound(err) {
+		// Gone from the API (force-deleted, or deleted by us): stop what
+		// still runs for it at once.
+		for _, w := range a.workersFor(ns, name, "") {
+			a.dropWorker(w)
+			go w.halt(0)
+		}
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	// A worker for an older pod with the same name.
+	for _, w := range a.workersFor(ns, name, pod.UID) {
+		a.dropWorker(w)
+		go w.halt(0)
+	}
+	if pod.Spec.NodeName == "" {
+		if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
+			return nil
+		}
+		return a.schedule(ctx, pod)
+	}
+	n, ok := a.node(pod.Spec.NodeName)
+	if !ok || n.failed {
+		return nil
+	}
+	a.mu.Lock()
+	if a.crashed || ctx.Err() != nil {
+		a.mu.Unlock()
+		return nil
+	}
+	w := a.workers[pod.UID]
+	if w == nil {
+		if pod.DeletionTimestamp == nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
+			a.mu.Unlock()
+			return nil // finished before we (re)started: nothing to run
+		}
+		w = newPodWorker(a, pod, n)
+		a.workers[pod.UID] = w
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			w.run()
+		}()
+	}
+	a.mu.Unlock()
+	w.update(pod)
+	return nil
+}
+
+func (a *Agent) workersFor(ns, name string, exceptUID types.UID) []*podWorker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []*podWorker
+	for uid, w := range a.workers {
+		if w.ns == ns && w.name == name && uid != exceptUID {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// dropWorker forgets a worker (it halts on its own).
+func (a *Agent) dropWorker(w *podWorker) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.workers[w.uid] == w {
+		delete(a.workers, w.uid)
+	}
+}
+
+// reserveKnownIPs keeps the addresses the pods on our nodes had, so that
+// after a restart every pod gets its own address back and no new pod takes
+// it first.
+func (a *Agent) reserveKnownIPs() {
+	pods, _ := a.pods.List(everything)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range pods {
+		n, ok := a.nodes[p.Spec.NodeName]
+		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && n.PodIPs.Contains(ip) {
+			if _, used := a.ips[ip]; !used {
+				a.ips[ip] = p.UID
+			}
+		}
+	}
+}
+
+// sweepIPs frees the addresses of pods that no longer exist.
+func (a *Agent) sweepIPs() {
+	pods, _ := a.pods.List(everything)
+	live := map[types.UID]bool{}
+	for _, p := range pods {
+		live[p.UID] = true
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for ip, uid := range a.ips {
+		if _, running := a.workers[uid]; !running && !live[uid] {
+			delete(a.ips, ip)
+		}
+	}
+}
+
+// allocateIP returns the pod's IP: the one in want when it is in the range
+// and free (a restarted agent keeps pods on their addresses), else the
+// lowest free one.
+func (a *Agent) allocateIP(uid types.UID, r IPRange, want string) (netip.Addr, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if w, err := netip.ParseAddr(want); err == nil && r.Contains(w) {
+		if owner, used := a.ips[w]; !used || owner == uid {
+			a.ips[w] = uid
+			return w, nil
+		}
+	}
+	for ip := r.First; r.Contains(ip); ip = ip.Next() {
+		if owner, used := a.ips[ip]; !used || owner == uid {
+			a.ips[ip] = uid
+			return ip, nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no free pod IP in %s-%s", r.First, r.Last)
+}
+
+func (a *Agent) releaseIP(uid types.UID, ip netip.Addr) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.ips[ip] == uid {
+		delete(a.ips, ip)
+	}
+}
+
+// FailZone simulates the loss of a zone: its processes are killed at once,
+// its nodes report Ready=Unknown with the unreachable taints, and nothing
+// runs or is scheduled there until RestoreZone. Node updates are best
+// effort (the zone's control plane may be gone too).
+func (a *Agent) FailZone(ctx context.Context, zone string) error {
+	var halted []*podWorker
+	a.mu.Lock()
+	found := false
+	for _, n := range a.nodes {
+		if n.Zone == zone {
+			n.failed, found = true, true
+		}
+	}
+	for uid, w := range a.workers {
+		if w.node.Zone == zone {
+			halted = append(halted, w)
+			delete(a.workers, uid)
+		}
+	}
+	a.mu.Unlock()
+	if !found {
+		return fmt.Errorf("nodeagent: no node in zone %q", zone)
+	}
+	a.log.Info("Failing zone", "zone", zone, "pods", len(halted))
+	var wg sync.WaitGroup
+	for _, w := range halted {
+		wg.Add(1)
+		go func() { defer wg.Done(); w.halt(0) }()
+	}
+	wg.Wait()
+	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	return a.updateNodes(uctx, zone)
+}
+
+// RestoreZone brings a failed zone back: nodes Ready, taints removed, and
+// the pods bound there start again (their restart counts go up, as after a
+// node reboot).
+func (a *Agent) RestoreZone(ctx context.Context, zone string) error {
+	a.mu.Lock()
+	found := false
+	for _, n := range a.nodes {
+		if n.Zone == zone {
+			n.failed, found = false, true
+		}
+	}
+	a.mu.Unlock()
+	if !found {
+		return fmt.Errorf("nodeagent: no node in zone %q", zone)
+	}
+	a.log.Info("Restoring zone", "zone", zone)
+	err := a.updateNodes(ctx, zone)
+	if a.pods != nil && a.queue != nil {
+		pods, _ := a.pods.List(everything)
+		for _, p := range pods {
+			if n, ok := a.node(p.Spec.NodeName); ok && n.Zone == zone {
+				a.queue.Add("pod/" + p.Namespace + "/" + p.Name)
+			}
+		}
+		a.enqueuePending()
+	}
+	return err
+}
+
+// FailedZones lists the zones currently failed.
+func (a *Agent) FailedZones() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	set := map[string]bool{}
+	for _, n := range a.nodes {
+		if n.failed {
+			set[n.Zone] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for z := range set {
+		out = append(out, z)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ProcessInfo describes one running container process.
+type ProcessInfo struct {
+	Namespace, Pod, Container, Node, Zone string
+	PodIP                                 string
+	PID                                   int
+}
+
+// Processes lists the container processes running now.
+func (a *Agent) Processes() []ProcessInfo {
+	a.mu.Lock()
+	ws := make([]*podWorker, 0, len(a.workers))
+	for _, w := range a.workers {
+		ws = append(ws, w)
+	}
+	a.mu.Unlock()
+	var out []ProcessInfo
+	for _, w := range ws {
+		out = append(out, w.processes()...)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Namespace != out[j].Namespace {
+			return out[i].Namespace < out[j].Namespace
+		}
+		if out[i].Pod != out[j].Pod {
+			return out[i].Pod < out[j].Pod
+		}
+		return out[i].Container < out[j].Container
+	})
+	return out
+}

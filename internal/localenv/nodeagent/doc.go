@@ -1,0 +1,45 @@
+// Package nodeagent is the local environment's stand-in for kubelet, the
+// scheduler and a volume provisioner in one member cluster.
+//
+// An Agent registers Node objects (Ready, labelled with their zone, a
+// loopback InternalIP), binds pending pods to a node that satisfies their
+// node selector, required node affinity and volume topology, provisions
+// PersistentVolumeClaims as directories (WaitForFirstConsumer: the volume is
+// created in the zone of the node the first pod using it is bound to), and
+// runs every pod bound to its nodes as local processes:
+//
+//   - command[0]'s base name picks the binary in the bin directory
+//     (/usr/local/bin/etcd runs bin/etcd); without a command, the image
+//     name's last path element does (registry.k8s.io/etcd:3.6 runs bin/etcd);
+//     any other command fails the container with reason
+//     CreateContainerError and a message naming what was looked for;
+//   - each pod gets its own loopback address as pod IP;
+//   - volumes (persistentVolumeClaim, secret, configMap, emptyDir) become
+//     directories, and container paths under a mountPath are rewritten to
+//     them in the command, args, env values and working directory (path
+//     mapping, no mount namespaces, so no root is needed);
+//   - env supports value, fieldRef (metadata.name, metadata.namespace,
+//     metadata.uid, spec.nodeName, spec.serviceAccountName, status.podIP,
+//     status.hostIP, metadata.labels/annotations), secretKeyRef,
+//     configMapKeyRef and envFrom, with kubelet's $(VAR) expansion in env
+//     values, command and args;
+//   - ETCDFED_DNS_SERVERS points the process's resolver at the cluster DNS
+//     (see internal/resolverenv);
+//   - init containers run to completion in order; httpGet, tcpSocket and
+//     exec probes run against the pod IP (startup gates liveness and
+//     readiness; liveness failures restart; readiness sets Ready);
+//     restartPolicy with kubelet's back-off (0, base, 2*base, ... max);
+//     terminationGracePeriodSeconds (SIGTERM, then SIGKILL);
+//   - status: phase, pod and host IP, conditions, container states,
+//     restart counts.
+//
+// It also plays the controllers a kind cluster would run for these
+// objects: pvc-protection and pv-protection finalizers, and reclaiming
+// (Delete: directory and PV removed; Retain: PV Released) the volumes it
+// provisioned.
+//
+// FailZone and RestoreZone simulate the loss of a zone's nodes: processes
+// are killed, the nodes turn Ready=Unknown with the unreachable taints the
+// node lifecycle controller would add, and nothing is scheduled there until
+// the zone is restored, when the pods' containers start again.
+package nodeagent
