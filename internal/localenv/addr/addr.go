@@ -68,7 +68,9 @@ func (p Plan) Cluster(c int) netip.Prefix { return netip.PrefixFrom(p.ip(c, 0, 0
 func (p Plan) Zone(c, z int) netip.Prefix { return netip.PrefixFrom(p.ip(c, z, 0), 24) }
 
 // APIServer is the address kube-apiserver of cluster c listens on.
-func (p Plan) APIServer(c int) netip.AddrPort { return netip.AddrPortFrom(p.ip(c, 0, 1), APIServerPort) }
+func (p Plan) APIServer(c int) netip.AddrPort {
+	return netip.AddrPortFrom(p.ip(c, 0, 1), APIServerPort)
+}
 
 // APIEtcd is the client address of the etcd behind the apiserver.
 func (p Plan) APIEtcd(c int) netip.AddrPort { return netip.AddrPortFrom(p.ip(c, 0, 1), APIEtcdPort) }

@@ -21,7 +21,9 @@ func mustQty(s string) resource.Quantity { return resource.MustParse(s) }
 
 func fmtInt(i int) string { return strconv.Itoa(i) }
 
-func storageBindingWFFC() storagev1.VolumeBindingMode { return storagev1.VolumeBindingWaitForFirstConsumer }
+func storageBindingWFFC() storagev1.VolumeBindingMode {
+	return storagev1.VolumeBindingWaitForFirstConsumer
+}
 
 func storageClass(name string, reclaim *corev1.PersistentVolumeReclaimPolicy, mode *storagev1.VolumeBindingMode) *storagev1.StorageClass {
 	return &storagev1.StorageClass{
