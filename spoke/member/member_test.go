@@ -1,0 +1,703 @@
+package member_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
+	"github.com/etcdfed/etcdfed/spoke/internal/testetcd"
+	"github.com/etcdfed/etcdfed/spoke/member"
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(testenv.RunMain(m))
+}
+
+const (
+	timeout = 60 * time.Second
+	domain  = "etcd.example.com"
+)
+
+// env is one test's namespace in the shared apiserver, with a spoke (its
+// EtcdMember reconciler; DNS and gossip off) running on it.
+type env struct {
+	t   *testing.T
+	g   *WithT
+	ctx context.Context
+	c   client.Client
+	ns  string
+	ca  *testcerts.CA
+}
+
+func start(t *testing.T) *env {
+	t.Helper()
+	cl := testenv.Shared(t, "spoke-member")
+	ns := testenv.NamespaceT(t, cl, "member")
+	o := app.DefaultOptions()
+	o.Namespace = ns
+	o.HelperImage = "ghcr.io/etcdfed/etcdfed:test"
+	o.DNSListen = ""
+	o.Gossip.BindAddr = ""
+	o.LeaderElection = false
+	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
+	o.MemberStatusInterval = time.Second
+	o.EtcdStatusTimeout = time.Second
+	o.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 0})
+	o.SkipControllerNameValidation = true
+	s, err := app.New(cl.Config, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("spoke: %v", err)
+		}
+	})
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(timeout)
+	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	return &env{t: t, g: g, ctx: context.Background(), c: cl.Client, ns: ns, ca: testcerts.NewCA(t)}
+}
+
+func (e *env) member(name string, mut ...func(*etcdfedv1.EtcdMember)) *etcdfedv1.EtcdMember {
+	m := &etcdfedv1.EtcdMember{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns, Labels: map[string]string{etcdfedv1.LabelClusterUID: "uid-" + e.ns}},
+		Spec: etcdfedv1.EtcdMemberSpec{
+			Cluster:    etcdfedv1.ClusterReference{Name: "main", Namespace: "hub", UID: "uid-" + e.ns},
+			MemberName: name,
+			Image:      "gcr.io/etcd-development/etcd:v3.6.16",
+			DNSName:    name + "." + domain,
+			Zone:       "zone-a",
+			TLS:        etcdfedv1.MemberTLS{SecretName: name + "-tls"},
+		},
+	}
+	for _, f := range mut {
+		f(m)
+	}
+	e.g.Expect(e.c.Create(e.ctx, m)).To(Succeed())
+	return m
+}
+
+// bootstrap sets a founding bootstrap listing only the member itself.
+func bootstrap(m *etcdfedv1.EtcdMember, state etcdfedv1.InitialClusterState, peerURL string) {
+	m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{
+		InitialCluster:      m.Spec.MemberName + "=" + peerURL,
+		InitialClusterState: state,
+		Token:               "main-token",
+	}
+}
+
+func (e *env) update(m *etcdfedv1.EtcdMember, f func(*etcdfedv1.EtcdMember)) {
+	e.t.Helper()
+	e.g.Eventually(func(g Gomega) {
+		cur := &etcdfedv1.EtcdMember{}
+		g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(m), cur)).To(Succeed())
+		f(cur)
+		g.Expect(e.c.Update(e.ctx, cur)).To(Succeed())
+		*m = *cur
+	}).Should(Succeed())
+}
+
+func (e *env) secret(m *etcdfedv1.EtcdMember) testcerts.Pair {
+	pair := e.ca.Issue(e.t, m.Spec.MemberName, []string{m.Spec.DNSName})
+	e.g.Expect(e.c.Create(e.ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: m.Spec.TLS.SecretName, Namespace: e.ns},
+		Data:       pair.SecretData(),
+	})).To(Succeed())
+	return pair
+}
+
+func (e *env) node(name, zone string) string {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: e.ns + "-" + name, Labels: map[string]string{corev1.LabelTopologyZone: zone}}}
+	e.g.Expect(e.c.Create(e.ctx, n)).To(Succeed())
+	e.t.Cleanup(func() { _ = e.c.Delete(context.Background(), n) })
+	return n.Name
+}
+
+func (e *env) get(m *etcdfedv1.EtcdMember) *etcdfedv1.EtcdMember {
+	cur := &etcdfedv1.EtcdMember{}
+	e.g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(m), cur)).To(Succeed())
+	return cur
+}
+
+func (e *env) pod(name string) (*corev1.Pod, error) {
+	p := &corev1.Pod{}
+	return p, e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, p)
+}
+
+func (e *env) pvc(name string) (*corev1.PersistentVolumeClaim, error) {
+	p := &corev1.PersistentVolumeClaim{}
+	return p, e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: name}, p)
+}
+
+// kubelet plays the kubelet for a pod: binds it to node, runs its init
+// container to success and reports it running (and ready) at podIP/hostIP.
+func (e *env) kubelet(name, node, podIP, hostIP string, ready bool) *corev1.Pod {
+	e.t.Helper()
+	var p *corev1.Pod
+	e.g.Eventually(func(g Gomega) {
+		var err error
+		p, err = e.pod(name)
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.DeletionTimestamp).To(BeNil())
+		if p.Spec.NodeName == "" {
+			g.Expect(e.c.SubResource("binding").Create(e.ctx, p, &corev1.Binding{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns},
+				Target:     corev1.ObjectReference{Kind: "Node", Name: node},
+			})).To(Succeed())
+			p, err = e.pod(name)
+			g.Expect(err).NotTo(HaveOccurred())
+		}
+		readyStatus := corev1.ConditionFalse
+		if ready {
+			readyStatus = corev1.ConditionTrue
+		}
+		p.Status = corev1.PodStatus{
+			Phase:  corev1.PodRunning,
+			PodIP:  podIP,
+			PodIPs: []corev1.PodIP{{IP: podIP}},
+			HostIP: hostIP,
+			Conditions: []corev1.PodCondition{
+				{Type: corev1.PodReady, Status: readyStatus},
+				{Type: corev1.ContainersReady, Status: readyStatus},
+			},
+			InitContainerStatuses: []corev1.ContainerStatus{{Name: "wait-dns", Ready: true,
+				State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}}},
+		}
+		g.Expect(e.c.Status().Update(e.ctx, p)).To(Succeed())
+	}).Should(Succeed())
+	return p
+}
+
+// finishDeletion plays the kubelet confirming the termination of the pod
+// with uid, which the spoke deleted (a pod in a terminal phase is removed at
+// once by the apiserver and may already be replaced).
+func (e *env) finishDeletion(name string, uid types.UID) {
+	e.t.Helper()
+	e.g.Eventually(func(g Gomega) {
+		p, err := e.pod(name)
+		if apierrors.IsNotFound(err) || (err == nil && p.UID != uid) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.DeletionTimestamp).NotTo(BeNil(), "the spoke deletes the pod")
+		g.Expect(e.c.Delete(e.ctx, p, client.GracePeriodSeconds(0), client.Preconditions{UID: &p.UID})).To(Succeed())
+	}).Should(Succeed())
+}
+
+func (e *env) bindPVC(name string) {
+	e.t.Helper()
+	e.g.Eventually(func(g Gomega) {
+		p, err := e.pvc(name)
+		g.Expect(err).NotTo(HaveOccurred())
+		p.Status.Phase = corev1.ClaimBound
+		g.Expect(e.c.Status().Update(e.ctx, p)).To(Succeed())
+	}).Should(Succeed())
+}
+
+func cond(m *etcdfedv1.EtcdMember, t string) metav1.Condition {
+	if c := meta.FindStatusCondition(m.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}
+
+// haveCondition matches a member whose condition t has status and reason.
+func haveCondition(t string, status metav1.ConditionStatus, reason string) func(Gomega, *etcdfedv1.EtcdMember) {
+	return func(g Gomega, m *etcdfedv1.EtcdMember) {
+		c := cond(m, t)
+		g.Expect(c.Status).To(Equal(status), "%s: %s %s", t, c.Reason, c.Message)
+		g.Expect(c.Reason).To(Equal(reason), "%s: %s", t, c.Message)
+	}
+}
+
+func (e *env) eventually(m *etcdfedv1.EtcdMember, checks ...func(Gomega, *etcdfedv1.EtcdMember)) *etcdfedv1.EtcdMember {
+	e.t.Helper()
+	var cur *etcdfedv1.EtcdMember
+	e.g.Eventually(func(g Gomega) {
+		cur = &etcdfedv1.EtcdMember{}
+		g.Expect(e.c.Get(e.ctx, client.ObjectKeyFromObject(m), cur)).To(Succeed())
+		for _, c := range checks {
+			c(g, cur)
+		}
+	}).Should(Succeed())
+	return cur
+}
+
+// observed waits until the spoke has acted on the member's current
+// generation: a sync point for "nothing happened" assertions.
+func observed(g Gomega, m *etcdfedv1.EtcdMember) {
+	g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
+}
+
+// TestPodIPMemberLifecycle follows a member from its EtcdMember to a
+// running, healthy pod read over TLS by a real etcd, and back from a deleted
+// pod onto the same volume.
+func TestPodIPMemberLifecycle(t *testing.T) {
+	e := start(t)
+	m := e.member("main-0")
+	peerURL := "https://main-0." + domain + ":2380"
+
+	// No bootstrap: volume and URLs are prepared, no pod.
+	got := e.eventually(m,
+		haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonWaitingForBootstrap),
+		haveCondition(etcdfedv1.ConditionExposed, metav1.ConditionFalse, member.ReasonWaitingForPodIP),
+		haveCondition(etcdfedv1.ConditionStorageReady, metav1.ConditionFalse, member.ReasonVolumePending),
+		func(g Gomega, m *etcdfedv1.EtcdMember) {
+			g.Expect(m.Status.PeerURL).To(Equal(peerURL))
+			g.Expect(m.Status.ClientURL).To(Equal("https://main-0." + domain + ":2379"))
+			g.Expect(m.Status.Volume.ClaimName).To(Equal("main-0-data-0"))
+			g.Expect(m.Status.Volume.UID).NotTo(BeEmpty())
+		}, observed)
+	e.g.Expect(got.Finalizers).To(ContainElement("etcdfed.dev/spoke"))
+	claim, err := e.pvc("main-0-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(claim.Labels).To(HaveKeyWithValue(etcdfedv1.LabelIncarnation, "0"))
+	e.g.Expect(claim.Labels).To(HaveKeyWithValue(etcdfedv1.LabelComponent, "data"))
+	e.g.Expect(claim.OwnerReferences).To(BeEmpty())
+	_, err = e.pod("main-0")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no pod before bootstrap")
+
+	// Bootstrap without the TLS Secret: a clear reason, still no pod.
+	e.update(m, func(m *etcdfedv1.EtcdMember) { bootstrap(m, etcdfedv1.InitialClusterNew, peerURL) })
+	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonTLSSecretMissing), observed)
+	_, err = e.pod("main-0")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no pod without the TLS Secret")
+
+	// The Secret arrives: the pod is created with the contract's shape.
+	pair := e.secret(m)
+	var p *corev1.Pod
+	e.g.Eventually(func() error { p, err = e.pod("main-0"); return err }).Should(Succeed())
+	checkPodShape(t, p, m)
+	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodPending))
+
+	// Play kubelet, with a real etcd on the pod IP serving the member's
+	// certificate.
+	ip := testetcd.FreeLoopbackIP(t)
+	testetcd.Start(t, ip, "main-0", m.Spec.DNSName, &pair)
+	node := e.node("a1", "zone-a")
+	e.kubelet("main-0", node, ip, "10.0.0.1", true)
+	e.bindPVC("main-0-data-0")
+	got = e.eventually(m,
+		haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady),
+		haveCondition(etcdfedv1.ConditionExposed, metav1.ConditionTrue, member.ReasonExposed),
+		haveCondition(etcdfedv1.ConditionStorageReady, metav1.ConditionTrue, member.ReasonBound),
+		haveCondition(etcdfedv1.ConditionMemberHealthy, metav1.ConditionTrue, member.ReasonHealthy),
+		func(g Gomega, m *etcdfedv1.EtcdMember) {
+			g.Expect(m.Status.PodName).To(Equal("main-0"))
+			g.Expect(m.Status.PodIP).To(Equal(ip))
+			g.Expect(m.Status.NodeName).To(Equal(node))
+			g.Expect(m.Status.Zone).To(Equal("zone-a"))
+			g.Expect(m.Status.Address).To(Equal(ip))
+			g.Expect(m.Status.Incarnation).To(Equal(int64(0)))
+			g.Expect(m.Status.Etcd).NotTo(BeNil())
+			g.Expect(m.Status.Etcd.ID).NotTo(BeEmpty())
+			g.Expect(m.Status.Etcd.LeaderID).To(Equal(m.Status.Etcd.ID))
+			g.Expect(m.Status.Etcd.Version).To(HavePrefix("3.6"))
+			g.Expect(m.Status.Etcd.ObservedAt).NotTo(BeNil())
+		}, observed)
+	t.Logf("status: %+v etcd: %+v", got.Status.Conditions, *got.Status.Etcd)
+
+	// A deleted pod comes back on the same volume.
+	claimUID := got.Status.Volume.UID
+	e.g.Expect(e.c.Delete(e.ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		np, err := e.pod("main-0")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(np.UID).NotTo(Equal(p.UID))
+		g.Expect(np.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("main-0-data-0"))
+	}).Should(Succeed())
+	claim, err = e.pvc("main-0-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(string(claim.UID)).To(Equal(claimUID))
+
+	// Bootstrap removed: the pod stays.
+	e.kubelet("main-0", node, ip, "10.0.0.1", true)
+	cur, _ := e.pod("main-0")
+	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap = nil })
+	e.eventually(m, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady))
+	after, err := e.pod("main-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(after.UID).To(Equal(cur.UID))
+	e.g.Expect(after.DeletionTimestamp).To(BeNil())
+}
+
+func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
+	t.Helper()
+	g := NewWithT(t)
+	g.Expect(p.OwnerReferences).To(HaveLen(1))
+	g.Expect(p.OwnerReferences[0].Name).To(Equal(m.Name))
+	g.Expect(*p.OwnerReferences[0].Controller).To(BeTrue())
+	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelManagedBy, "etcdfed"))
+	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelIncarnation, fmt.Sprint(m.Spec.Incarnation)))
+	g.Expect(p.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyAlways))
+
+	ic := p.Spec.InitContainers[0]
+	g.Expect(ic.Name).To(Equal("wait-dns"))
+	g.Expect(ic.Image).To(Equal("ghcr.io/etcdfed/etcdfed:test"))
+	g.Expect(ic.Command).To(Equal([]string{"etcdfed", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
+
+	c := p.Spec.Containers[0]
+	g.Expect(c.Name).To(Equal("etcd"))
+	g.Expect(c.Image).To(Equal(m.Spec.Image))
+	g.Expect(c.Command[0]).To(Equal("/usr/local/bin/etcd"))
+	want := []string{
+		"--name=" + m.Spec.MemberName,
+		"--data-dir=/var/lib/etcd/data",
+		"--listen-peer-urls=https://$(POD_IP):2380",
+		"--listen-client-urls=https://$(POD_IP):2379",
+		"--listen-metrics-urls=http://$(POD_IP):2381",
+		"--initial-advertise-peer-urls=" + m.Status.PeerURL,
+		"--advertise-client-urls=" + m.Status.ClientURL,
+		"--initial-cluster=" + m.Spec.Bootstrap.InitialCluster,
+		"--initial-cluster-state=" + string(m.Spec.Bootstrap.InitialClusterState),
+		"--initial-cluster-token=main-token",
+		"--max-learners=1",
+		"--client-cert-auth=true",
+		"--peer-client-cert-auth=true",
+	}
+	if m.Status.PeerURL == "" {
+		want = slices.DeleteFunc(want, func(s string) bool { return strings.HasPrefix(s, "--initial-advertise") || strings.HasPrefix(s, "--advertise") })
+	}
+	for _, w := range want {
+		g.Expect(c.Command).To(ContainElement(w))
+	}
+	g.Expect(c.Env).To(ContainElement(HaveField("Name", "POD_IP")))
+	g.Expect(c.ReadinessProbe.HTTPGet.Path).To(Equal("/readyz"))
+	g.Expect(c.LivenessProbe.HTTPGet.Path).To(Equal("/livez"))
+	g.Expect(c.StartupProbe.HTTPGet.Path).To(Equal("/livez"))
+	g.Expect(c.ReadinessProbe.HTTPGet.Port.IntValue()).To(Equal(2381))
+	g.Expect(c.VolumeMounts).To(ContainElements(
+		corev1.VolumeMount{Name: "data", MountPath: "/var/lib/etcd"},
+		corev1.VolumeMount{Name: "tls", MountPath: "/etc/etcd/tls", ReadOnly: true},
+	))
+	g.Expect(p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal(fmt.Sprintf("%s-data-%d", m.Name, m.Spec.Incarnation)))
+	g.Expect(p.Spec.Volumes[1].Secret.SecretName).To(Equal(m.Spec.TLS.SecretName))
+	g.Expect(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values).To(Equal([]string{m.Spec.Zone}))
+}
+
+// runningMember creates a member with bootstrap and Secret and plays the
+// kubelet until its pod of the current incarnation runs.
+func (e *env) runningMember(name string, mut ...func(*etcdfedv1.EtcdMember)) (*etcdfedv1.EtcdMember, string) {
+	e.t.Helper()
+	m := e.member(name, mut...)
+	if m.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
+		e.secret(m)
+	}
+	// As the hub does: the peer URL the spoke reports goes into bootstrap.
+	got := e.eventually(m, func(g Gomega, m *etcdfedv1.EtcdMember) { g.Expect(m.Status.PeerURL).NotTo(BeEmpty()) })
+	e.update(m, func(m *etcdfedv1.EtcdMember) { bootstrap(m, etcdfedv1.InitialClusterNew, got.Status.PeerURL) })
+	node := e.node(name+"-node", "zone-a")
+	e.g.Eventually(func() error { _, err := e.pod(name); return err }).Should(Succeed())
+	e.kubelet(name, node, "10.1.0.1", "10.0.0.1", true)
+	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady))
+	return e.get(m), node
+}
+
+// TestIncarnationBump: a raised incarnation replaces the pod on a new
+// volume; the old volume is retained and labelled, and deleted only with
+// the Delete policy once the new pod runs.
+func TestIncarnationBump(t *testing.T) {
+	for _, policy := range []etcdfedv1.VolumeReclaimPolicy{etcdfedv1.VolumeRetain, etcdfedv1.VolumeDelete} {
+		t.Run(string(policy), func(t *testing.T) {
+			e := start(t)
+			m, node := e.runningMember("main-1", func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.VolumeReclaimPolicy = policy })
+			old, _ := e.pod("main-1")
+
+			e.update(m, func(m *etcdfedv1.EtcdMember) {
+				m.Spec.Incarnation = 1
+				bootstrap(m, etcdfedv1.InitialClusterExisting, "https://"+m.Spec.DNSName+":2380")
+			})
+			e.finishDeletion("main-1", old.UID)
+			var p *corev1.Pod
+			e.g.Eventually(func(g Gomega) {
+				var err error
+				p, err = e.pod("main-1")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(p.UID).NotTo(Equal(old.UID))
+			}).Should(Succeed())
+			e.g.Expect(p.Labels[etcdfedv1.LabelIncarnation]).To(Equal("1"))
+			e.g.Expect(p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("main-1-data-1"))
+			e.g.Expect(p.Spec.Containers[0].Command).To(ContainElement("--initial-cluster-state=existing"))
+			e.g.Eventually(func(g Gomega) {
+				c, err := e.pvc("main-1-data-0")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
+			}).Should(Succeed())
+			_, err := e.pvc("main-1-data-1")
+			e.g.Expect(err).NotTo(HaveOccurred())
+
+			e.kubelet("main-1", node, "10.1.0.2", "10.0.0.1", true)
+			e.eventually(m, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady),
+				func(g Gomega, m *etcdfedv1.EtcdMember) {
+					g.Expect(m.Status.Incarnation).To(Equal(int64(1)))
+					g.Expect(m.Status.Volume.ClaimName).To(Equal("main-1-data-1"))
+				})
+			if policy == etcdfedv1.VolumeDelete {
+				e.g.Eventually(func(g Gomega) {
+					c, err := e.pvc("main-1-data-0")
+					if apierrors.IsNotFound(err) {
+						return
+					}
+					g.Expect(err).NotTo(HaveOccurred())
+					g.Expect(c.DeletionTimestamp).NotTo(BeNil(), "the retired volume is deleted")
+				}).Should(Succeed())
+			} else {
+				c, err := e.pvc("main-1-data-0")
+				e.g.Expect(err).NotTo(HaveOccurred())
+				e.g.Expect(c.DeletionTimestamp).To(BeNil())
+			}
+		})
+	}
+}
+
+// TestBootstrapRefusedForALaterIncarnation: state new on a member that had
+// an earlier incarnation would found a second cluster; no pod.
+func TestBootstrapRefusedForALaterIncarnation(t *testing.T) {
+	e := start(t)
+	m := e.member("main-2")
+	e.secret(m)
+	e.eventually(m, observed, func(g Gomega, m *etcdfedv1.EtcdMember) { g.Expect(m.Status.Volume.UID).NotTo(BeEmpty()) })
+	e.update(m, func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Incarnation = 1
+		bootstrap(m, etcdfedv1.InitialClusterNew, "https://"+m.Spec.DNSName+":2380")
+	})
+	e.eventually(m, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonBootstrapRefused))
+	_, err := e.pod("main-2")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// TestInvalidSpecDeletesNothing: a spec the spoke cannot run gets a
+// condition; the running pod and its volume stay.
+func TestInvalidSpecDeletesNothing(t *testing.T) {
+	e := start(t)
+	m, _ := e.runningMember("main-3")
+	p, _ := e.pod("main-3")
+	gen := m.Generation
+	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.DNSName = "main-3.etcd.example.com." })
+	got := e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonInvalidSpec))
+	e.g.Expect(cond(got, etcdfedv1.ConditionPodReady).Message).To(ContainSubstring("dnsName"))
+	e.g.Expect(got.Status.ObservedGeneration).To(Equal(gen), "observedGeneration stays at the last valid spec")
+	after, err := e.pod("main-3")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(after.UID).To(Equal(p.UID))
+	e.g.Expect(after.DeletionTimestamp).To(BeNil())
+	_, err = e.pvc("main-3-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+
+	// A bootstrap that does not list the member's peer URL: no pod.
+	n := e.member("main-4", func(m *etcdfedv1.EtcdMember) {
+		bootstrap(m, etcdfedv1.InitialClusterNew, "https://main-4."+domain+":31380")
+	})
+	e.secret(n)
+	e.eventually(n, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonBootstrapMismatch))
+	_, err = e.pod("main-4")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// TestNodePortMember: node ports are advertised, the node IP is the
+// address, and wait-dns expects the host IP.
+func TestNodePortMember(t *testing.T) {
+	e := start(t)
+	m := e.member("main-5", func(m *etcdfedv1.EtcdMember) { m.Spec.Expose.Type = etcdfedv1.ExposeNodePort })
+	e.secret(m)
+	var svc corev1.Service
+	e.g.Eventually(func(g Gomega) {
+		g.Expect(e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "main-5"}, &svc)).To(Succeed())
+		g.Expect(svc.Spec.Type).To(Equal(corev1.ServiceTypeNodePort))
+	}).Should(Succeed())
+	e.g.Expect(svc.Spec.PublishNotReadyAddresses).To(BeTrue())
+	e.g.Expect(svc.Spec.Selector).To(HaveKeyWithValue(etcdfedv1.LabelMember, "main-5"))
+	peer, client := svc.Spec.Ports[0].NodePort, svc.Spec.Ports[1].NodePort
+	got := e.eventually(m, func(g Gomega, m *etcdfedv1.EtcdMember) {
+		g.Expect(m.Status.PeerURL).To(Equal(fmt.Sprintf("https://main-5.%s:%d", domain, peer)))
+		g.Expect(m.Status.ClientURL).To(Equal(fmt.Sprintf("https://main-5.%s:%d", domain, client)))
+	})
+	// The hub builds initialCluster from the reported peer URL.
+	e.update(m, func(m *etcdfedv1.EtcdMember) { bootstrap(m, etcdfedv1.InitialClusterNew, got.Status.PeerURL) })
+	var p *corev1.Pod
+	e.g.Eventually(func() error { var err error; p, err = e.pod("main-5"); return err }).Should(Succeed())
+	e.g.Expect(p.Spec.Containers[0].Command).To(ContainElements(
+		fmt.Sprintf("--initial-advertise-peer-urls=https://main-5.%s:%d", domain, peer),
+		fmt.Sprintf("--advertise-client-urls=https://main-5.%s:%d", domain, client),
+		"--listen-peer-urls=https://$(POD_IP):2380",
+	))
+	e.g.Expect(p.Spec.InitContainers[0].Env[0].ValueFrom.FieldRef.FieldPath).To(Equal("status.hostIP"))
+	node := e.node("np", "zone-a")
+	e.kubelet("main-5", node, "10.1.0.5", "192.0.2.15", true)
+	e.eventually(m, haveCondition(etcdfedv1.ConditionExposed, metav1.ConditionTrue, member.ReasonExposed),
+		func(g Gomega, m *etcdfedv1.EtcdMember) { g.Expect(m.Status.Address).To(Equal("192.0.2.15")) })
+}
+
+// TestLoadBalancerMember: no pod until the load balancer has an address,
+// which is then the member's address and wait-dns's expectation.
+func TestLoadBalancerMember(t *testing.T) {
+	e := start(t)
+	m := e.member("main-6", func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Expose = etcdfedv1.ExposeSpec{Type: etcdfedv1.ExposeLoadBalancer, ServiceAnnotations: map[string]string{"example.net/internal": "true"}}
+		bootstrap(m, etcdfedv1.InitialClusterNew, "https://"+m.Spec.DNSName+":2380")
+	})
+	e.secret(m)
+	e.eventually(m, observed,
+		haveCondition(etcdfedv1.ConditionExposed, metav1.ConditionFalse, member.ReasonWaitingForLoadBalancer),
+		haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonWaitingForExposure))
+	_, err := e.pod("main-6")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+
+	var svc corev1.Service
+	e.g.Expect(e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "main-6"}, &svc)).To(Succeed())
+	e.g.Expect(svc.Annotations).To(HaveKeyWithValue("example.net/internal", "true"))
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{Hostname: "lb-6.elb.example.net"}}
+	e.g.Expect(e.c.Status().Update(e.ctx, &svc)).To(Succeed())
+
+	var p *corev1.Pod
+	e.g.Eventually(func() error { p, err = e.pod("main-6"); return err }).Should(Succeed())
+	env := p.Spec.InitContainers[0].Env[0]
+	e.g.Expect(env.ValueFrom).To(BeNil())
+	e.g.Expect(env.Value).To(Equal("lb-6.elb.example.net"))
+	e.eventually(m, haveCondition(etcdfedv1.ConditionExposed, metav1.ConditionTrue, member.ReasonExposed),
+		func(g Gomega, m *etcdfedv1.EtcdMember) { g.Expect(m.Status.Address).To(Equal("lb-6.elb.example.net")) })
+}
+
+// TestForeignPodIsLeftAlone: a pod of the member's name that etcdfed did
+// not make is reported, never touched.
+func TestForeignPodIsLeftAlone(t *testing.T) {
+	e := start(t)
+	foreign := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "main-7", Namespace: e.ns, Labels: map[string]string{"app": "other"}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}},
+	}
+	e.g.Expect(e.c.Create(e.ctx, foreign)).To(Succeed())
+	m := e.member("main-7", func(m *etcdfedv1.EtcdMember) {
+		bootstrap(m, etcdfedv1.InitialClusterNew, "https://"+m.Spec.DNSName+":2380")
+	})
+	e.secret(m)
+	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodConflict))
+	p, err := e.pod("main-7")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(p.UID).To(Equal(foreign.UID))
+	e.g.Expect(p.DeletionTimestamp).To(BeNil())
+	e.g.Expect(p.Labels).To(Equal(map[string]string{"app": "other"}))
+}
+
+// TestFailedPodIsReplaced: a pod that will not run again (evicted) is
+// replaced on the same volume.
+func TestFailedPodIsReplaced(t *testing.T) {
+	e := start(t)
+	m, _ := e.runningMember("main-8")
+	p, _ := e.pod("main-8")
+	p.Status.Phase, p.Status.Reason = corev1.PodFailed, "Evicted"
+	e.g.Expect(e.c.Status().Update(e.ctx, p)).To(Succeed())
+	e.finishDeletion("main-8", p.UID)
+	e.g.Eventually(func(g Gomega) {
+		np, err := e.pod("main-8")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(np.UID).NotTo(Equal(p.UID))
+		g.Expect(np.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("main-8-data-0"))
+	}).Should(Succeed())
+	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodPending))
+}
+
+// TestImageUpdatedInPlace: a new etcd image is set on the running pod.
+func TestImageUpdatedInPlace(t *testing.T) {
+	e := start(t)
+	m, _ := e.runningMember("main-9")
+	p, _ := e.pod("main-9")
+	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "gcr.io/etcd-development/etcd:v3.6.17" })
+	e.g.Eventually(func(g Gomega) {
+		np, err := e.pod("main-9")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(np.UID).To(Equal(p.UID))
+		g.Expect(np.Spec.Containers[0].Image).To(Equal("gcr.io/etcd-development/etcd:v3.6.17"))
+	}).Should(Succeed())
+
+	// A flag change cannot apply to a running pod: it is reported.
+	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](150) })
+	got := e.eventually(m, observed)
+	e.g.Expect(cond(got, etcdfedv1.ConditionPodReady).Message).To(ContainSubstring("earlier spec"))
+	np, _ := e.pod("main-9")
+	e.g.Expect(np.UID).To(Equal(p.UID))
+}
+
+// TestDeletedMember: the pod and Service go; volumes are retained and
+// labelled (Retain).
+func TestDeletedMember(t *testing.T) {
+	e := start(t)
+	m, _ := e.runningMember("main-10", func(m *etcdfedv1.EtcdMember) { m.Spec.Expose.Type = etcdfedv1.ExposeNodePort })
+	e.g.Expect(e.c.Delete(e.ctx, m)).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		err := e.c.Get(e.ctx, client.ObjectKeyFromObject(m), &etcdfedv1.EtcdMember{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	p, err := e.pod("main-10")
+	if err == nil {
+		e.g.Expect(p.DeletionTimestamp).NotTo(BeNil())
+	}
+	err = e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "main-10"}, &corev1.Service{})
+	if err == nil {
+		t.Error("the Service of a deleted member remains")
+	}
+	c, err := e.pvc("main-10-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(c.DeletionTimestamp).To(BeNil())
+	e.g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
+}
+
+// TestLostVolumeIsNotRecreated: the PVC the member ran on vanished; the
+// spoke says so and does not start the member on an empty volume.
+func TestLostVolumeIsNotRecreated(t *testing.T) {
+	e := start(t)
+	m, _ := e.runningMember("main-11")
+	e.eventually(m, observed, func(g Gomega, m *etcdfedv1.EtcdMember) { g.Expect(m.Status.Volume.UID).NotTo(BeEmpty()) })
+	// The volume is deleted under the pod (pvc-protection keeps it while
+	// the pod exists), then the pod goes: no new pod on a dying volume.
+	c, _ := e.pvc("main-11-data-0")
+	e.g.Expect(e.c.Delete(e.ctx, c)).To(Succeed())
+	e.eventually(m, haveCondition(etcdfedv1.ConditionStorageReady, metav1.ConditionFalse, member.ReasonVolumeTerminating))
+	p, _ := e.pod("main-11")
+	e.g.Expect(e.c.Delete(e.ctx, p, client.GracePeriodSeconds(0))).To(Succeed())
+	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonWaitingForStorage))
+	// envtest has no controller removing the pvc-protection finalizer.
+	e.g.Eventually(func(g Gomega) {
+		c, err := e.pvc("main-11-data-0")
+		if apierrors.IsNotFound(err) {
+			return
+		}
+		g.Expect(err).NotTo(HaveOccurred())
+		c.Finalizers = nil
+		g.Expect(e.c.Update(e.ctx, c)).To(Succeed())
+		_, err = e.pvc("main-11-data-0")
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	e.eventually(m, haveCondition(etcdfedv1.ConditionStorageReady, metav1.ConditionFalse, member.ReasonVolumeLost),
+		haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonWaitingForStorage))
+	_, err := e.pvc("main-11-data-0")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a lost volume is not recreated")
+	_, err = e.pod("main-11")
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
