@@ -382,7 +382,9 @@ func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
 		"--peer-client-cert-auth=true",
 	}
 	if m.Status.PeerURL == "" {
-		want = slices.DeleteFunc(want, func(s string) bool { return strings.HasPrefix(s, "--initial-advertise") || strings.HasPrefix(s, "--advertise") })
+		want = slices.DeleteFunc(want, func(s string) bool {
+			return strings.HasPrefix(s, "--initial-advertise") || strings.HasPrefix(s, "--advertise")
+		})
 	}
 	for _, w := range want {
 		g.Expect(c.Command).To(ContainElement(w))

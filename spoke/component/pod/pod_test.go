@@ -280,7 +280,9 @@ func TestSpecHash(t *testing.T) {
 	same := []*etcdfedv1.EtcdMember{
 		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "other:v3.6.17" }),
 		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterExisting }),
-		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.InitialCluster = "main-0=https://main-0.etcd.example.com:2380" }),
+		member(func(m *etcdfedv1.EtcdMember) {
+			m.Spec.Bootstrap.InitialCluster = "main-0=https://main-0.etcd.example.com:2380"
+		}),
 	}
 	for i, m := range same {
 		if h := pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts}).Annotations[pod.AnnotationSpecHash]; h != base.Annotations[pod.AnnotationSpecHash] {
