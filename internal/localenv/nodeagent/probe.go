@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -289,6 +291,19 @@ func (w *podWorker) probeExec(ctx context.Context, c *ctr, command []string, spe
 	}
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env, cmd.Dir = spec.Env, spec.Dir
+	// Like kubelet's exec, the probe runs where the container runs: in its
+	// cgroup (so partitions apply to it) and its own process group.
+	attr := &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if spec.Cgroup != "" {
+		f, err := os.Open(spec.Cgroup)
+		if err != nil {
+			return false, err.Error()
+		}
+		defer f.Close()
+		attr.UseCgroupFD, attr.CgroupFD = true, int(f.Fd())
+	}
+	cmd.SysProcAttr = attr
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return false, fmt.Sprintf("exec probe: %v: %s", err, out)

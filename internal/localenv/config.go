@@ -1,0 +1,121 @@
+package localenv
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/etcdfed/etcdfed/internal/localenv/addr"
+)
+
+// Defaults of Config.
+const (
+	DefaultClusters        = 3
+	DefaultZonesPerCluster = 1
+	DefaultNodesPerZone    = 1
+	DefaultMembers         = 5
+	HubClusterName         = "hub"
+	// RingNamespace is where the member clusters' etcdfed objects and the
+	// hub's kubeconfig Secrets live.
+	RingNamespace = "etcdfed-system"
+	// KubeconfigSecretLabel and KubeconfigSecretKey are multicluster-runtime's
+	// kubeconfig provider format.
+	KubeconfigSecretLabel = "sigs.k8s.io/multicluster-runtime-kubeconfig"
+	KubeconfigSecretKey   = "kubeconfig"
+)
+
+// Config configures an environment. Topology fields apply when the state
+// directory is new; an existing state directory keeps its topology.
+type Config struct {
+	// StateDir holds everything the environment owns. Required.
+	StateDir string
+	// Clusters is the number of member clusters (1..15).
+	Clusters int
+	// ZonesPerCluster is the number of zones in each member cluster (1..15).
+	ZonesPerCluster int
+	// NodesPerZone is the number of nodes per zone (1..9).
+	NodesPerZone int
+	// Members is the size of the demo EtcdCluster `etcdfed dev up` creates
+	// (recorded in the state for the hub's demo).
+	Members int
+	// BinDir holds kube-apiserver, etcd and the binaries pods and
+	// components run; "" means testenv.BinDir().
+	BinDir string
+	// Slot is the address slot (127.<slot>.0.0/16); 0 means the state's
+	// slot, or for a new state the lowest free one.
+	Slot int
+	// Components returns the processes started besides apiservers and node
+	// agents; nil means DefaultComponents (hub and spokes when bin/hub and
+	// bin/spoke exist). Return nil for none.
+	Components func(st *State, binDir string) []ComponentSpec
+	// NoComponents starts no components at all (tests that play the hub
+	// and the spokes themselves).
+	NoComponents bool
+	// BackoffBase and BackoffMax tune the node agents' restart back-off;
+	// zero means kubelet's 10s and 5m.
+	BackoffBase, BackoffMax time.Duration
+	// Progress receives what is starting and when it is ready.
+	Progress func(Event)
+	// Log receives the environment's and the node agents' logs.
+	Log logr.Logger
+}
+
+// Event is one step of starting or stopping.
+type Event struct {
+	Elapsed time.Duration
+	What    string
+	Done    bool
+}
+
+func (e Event) String() string {
+	mark := "…"
+	if e.Done {
+		mark = "✓"
+	}
+	return fmt.Sprintf("[%6.1fs] %s %s", e.Elapsed.Seconds(), mark, e.What)
+}
+
+func (c *Config) defaults() error {
+	if c.StateDir == "" {
+		return fmt.Errorf("localenv: StateDir is required")
+	}
+	if c.Clusters == 0 {
+		c.Clusters = DefaultClusters
+	}
+	if c.ZonesPerCluster == 0 {
+		c.ZonesPerCluster = DefaultZonesPerCluster
+	}
+	if c.NodesPerZone == 0 {
+		c.NodesPerZone = DefaultNodesPerZone
+	}
+	if c.Members == 0 {
+		c.Members = DefaultMembers
+	}
+	if c.Clusters < 1 || c.Clusters > addr.MaxMemberClusters {
+		return fmt.Errorf("localenv: %d member clusters: want 1..%d", c.Clusters, addr.MaxMemberClusters)
+	}
+	if c.ZonesPerCluster < 1 || c.ZonesPerCluster > addr.MaxZones {
+		return fmt.Errorf("localenv: %d zones per cluster: want 1..%d", c.ZonesPerCluster, addr.MaxZones)
+	}
+	if c.NodesPerZone < 1 || c.NodesPerZone > addr.MaxNodesPerZone {
+		return fmt.Errorf("localenv: %d nodes per zone: want 1..%d", c.NodesPerZone, addr.MaxNodesPerZone)
+	}
+	if c.Log.GetSink() == nil {
+		c.Log = logr.Discard()
+	}
+	return nil
+}
+
+// MemberClusterName names member cluster i (1-based).
+func MemberClusterName(i int) string { return fmt.Sprintf("member-%d", i) }
+
+// ZoneName names zone z (1-based) of member cluster i: zone-<i> when each
+// cluster has one zone, zone-<i><letter> otherwise. Zones are failure
+// domains, so every cluster gets zones of its own.
+func ZoneName(i, z, zonesPerCluster int) string {
+	if zonesPerCluster == 1 {
+		return fmt.Sprintf("zone-%d", i)
+	}
+	return fmt.Sprintf("zone-%d%c", i, 'a'+z-1)
+}

@@ -1,0 +1,136 @@
+package localenv
+
+import (
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/etcdfed/etcdfed/internal/localenv/proc"
+)
+
+// service keeps one process running: it restarts it with back-off when it
+// exits (if restart is set) until Stop.
+type service struct {
+	name    string
+	spec    func() proc.Spec
+	restart bool
+	log     logr.Logger
+
+	mu       sync.Mutex
+	p        *proc.Process
+	restarts int
+	lastExit string
+	stopping bool
+	grace    time.Duration
+	stopCh   chan struct{}
+	done     chan struct{}
+	started  chan struct{} // closed after the first start attempt
+	startErr error
+}
+
+func startService(name string, spec func() proc.Spec, restart bool, log logr.Logger) (*service, error) {
+	s := &service{name: name, spec: spec, restart: restart, log: log.WithValues("process", name),
+		stopCh: make(chan struct{}), done: make(chan struct{}), started: make(chan struct{})}
+	go s.loop()
+	<-s.started
+	if s.startErr != nil {
+		<-s.done
+		return nil, s.startErr
+	}
+	return s, nil
+}
+
+func (s *service) loop() {
+	defer close(s.done)
+	backoff := time.Second
+	first := true
+	for {
+		p, err := proc.Start(s.spec())
+		if first {
+			first = false
+			s.startErr = err
+			close(s.started)
+			if err != nil {
+				return
+			}
+		}
+		if err != nil {
+			s.log.Error(err, "Restarting failed")
+		} else {
+			s.mu.Lock()
+			s.p = p
+			s.mu.Unlock()
+			select {
+			case <-p.Done():
+				code, sig, _ := p.Exit()
+				s.mu.Lock()
+				s.lastExit = exitString(code, sig)
+				s.mu.Unlock()
+				if p.Started().Add(time.Minute).Before(time.Now()) {
+					backoff = time.Second
+				}
+			case <-s.stopCh:
+				s.mu.Lock()
+				g := s.grace
+				s.mu.Unlock()
+				p.Stop(g)
+				return
+			}
+		}
+		if !s.restart {
+			return
+		}
+		s.log.Info("Process exited, restarting", "after", backoff.String(), "exit", s.lastExit)
+		select {
+		case <-s.stopCh:
+			return
+		case <-time.After(backoff):
+		}
+		s.mu.Lock()
+		s.restarts++
+		s.mu.Unlock()
+		if backoff < 30*time.Second {
+			backoff *= 2
+		}
+	}
+}
+
+func exitString(code int, sig string) string {
+	if sig != "" {
+		return "signal " + sig
+	}
+	return "exit code " + itoa(code)
+}
+
+// Stop stops the process (SIGTERM, SIGKILL after grace) and the restarts.
+func (s *service) Stop(grace time.Duration) {
+	s.mu.Lock()
+	if s.stopping {
+		s.mu.Unlock()
+		<-s.done
+		return
+	}
+	s.stopping, s.grace = true, grace
+	s.mu.Unlock()
+	close(s.stopCh)
+	<-s.done
+}
+
+// Exited is closed when the service gave up (no restart) or was stopped.
+func (s *service) Exited() <-chan struct{} { return s.done }
+
+// Info returns the current pid (0 when not running), restarts and the last
+// exit.
+func (s *service) Info() (pid, restarts int, lastExit string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.p != nil {
+		select {
+		case <-s.p.Done():
+		default:
+			pid = s.p.PID()
+		}
+	}
+	return pid, s.restarts, s.lastExit
+}
