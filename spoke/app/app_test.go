@@ -1,0 +1,369 @@
+package app_test
+
+import (
+	"context"
+	"crypto/rand"
+	"net/netip"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/testr"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	spokerbac "github.com/etcdfed/etcdfed/config/rbac/spoke"
+	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/gossip"
+	"github.com/etcdfed/etcdfed/spoke/spokestatus"
+)
+
+func TestMain(m *testing.M) {
+	ctrl.SetLogger(logr.Discard())
+	os.Exit(testenv.RunMain(m))
+}
+
+const apiserver = "spoke-app"
+
+// run starts a spoke with cfg and o until the returned stop is called (or
+// the test ends).
+func run(t *testing.T, cfg *rest.Config, o app.Options) (*app.Spoke, func()) {
+	t.Helper()
+	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
+	o.SkipControllerNameValidation = true
+	if o.Log.GetSink() == nil {
+		o.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 0})
+	}
+	s, err := app.New(cfg, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Start(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("spoke: %v", err)
+		}
+	}
+	t.Cleanup(stop)
+	return s, stop
+}
+
+func newKey() []byte {
+	k := make([]byte, 32)
+	_, _ = rand.Read(k)
+	return k
+}
+
+func gossipKey(t *testing.T, c client.Client, ns string, k []byte) {
+	t.Helper()
+	if err := c.Create(context.Background(), &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "gossip-key", Namespace: ns},
+		Data:       map[string][]byte{"key": k},
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRBAC runs the spoke as a user bound only to the roles in
+// config/rbac/spoke (the ServiceAccount's name and groups, so the
+// manifests' bindings apply unchanged), with leader election, DNS and
+// gossip on, and shows that everything works in its ring namespace and
+// that it can touch nothing outside it.
+func TestRBAC(t *testing.T) {
+	cl := testenv.Shared(t, apiserver)
+	admin := cl.Client
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	ns := testenv.NamespaceT(t, cl, "ring")
+	other := testenv.NamespaceT(t, cl, "other")
+
+	objs, err := spokerbac.Objects(ns)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range objs {
+		g.Expect(admin.Create(ctx, o)).To(Succeed(), "%T %s", o, o.GetName())
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), o) })
+	}
+	user, err := cl.Env.AddUser(envtest.User{
+		Name:   "system:serviceaccount:" + ns + ":etcdfed-spoke",
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	cfg := user.Config()
+	as, err := client.New(cfg, client.Options{Scheme: app.Scheme()})
+	g.Expect(err).NotTo(HaveOccurred())
+
+	for _, z := range []string{"rbac-z1", "rbac-z2"} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + z, Labels: map[string]string{corev1.LabelTopologyZone: z}}}
+		g.Expect(admin.Create(ctx, n)).To(Succeed())
+		t.Cleanup(func() { _ = admin.Delete(context.Background(), n) })
+	}
+	gossipKey(t, admin, ns, newKey())
+
+	o := app.DefaultOptions()
+	o.Namespace = ns
+	o.ClusterName = "cluster-rbac"
+	o.DNSListen = "127.0.0.1:0"
+	o.Gossip = gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal}
+	o.GossipSecret = "gossip-key"
+	o.LeaderElection = true
+	o.LeaderElectionID = "etcdfed-spoke-leader"
+	o.Identity = "spoke-under-test"
+	s, _ := run(t, cfg, o)
+
+	// EtcdSpoke: created, status written, spec left to the hub.
+	g.Eventually(func(g Gomega) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, sp)).To(Succeed())
+		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+		g.Expect(c.Message).To(ContainSubstring("encrypted"))
+		g.Expect(c.Message).NotTo(ContainSubstring("UNENCRYPTED"))
+		g.Expect(sp.Status.Zones).To(ContainElements("rbac-z1", "rbac-z2"))
+		g.Expect(sp.Status.DNSAddresses).To(Equal([]string{s.DNS.Addr().String()}))
+		g.Expect(sp.Status.GossipAddress).To(Equal(s.Gossip.Address()))
+		g.Expect(sp.Status.Version).NotTo(BeEmpty())
+	}).Should(Succeed())
+	sp := &etcdfedv1.EtcdSpoke{}
+	g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, sp)).To(Succeed())
+	sp.Spec = etcdfedv1.EtcdSpokeSpec{ClusterName: "cluster-rbac", GossipPeers: []etcdfedv1.GossipPeer{{Cluster: "cluster-far", Address: "127.0.0.1:1"}}}
+	g.Expect(admin.Update(ctx, sp)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		got := &etcdfedv1.EtcdSpoke{}
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(sp), got)).To(Succeed())
+		g.Expect(got.Spec).To(Equal(sp.Spec), "the spoke never writes spec")
+		g.Expect(got.Status.GossipView).To(ContainElement(HaveField("Cluster", "cluster-far")))
+	}).Should(Succeed())
+
+	// Liveness Lease: renewed every 2s by this replica; leader election
+	// has its own Lease.
+	var first metav1.MicroTime
+	g.Eventually(func(g Gomega) {
+		l := &coordinationv1.Lease{}
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, l)).To(Succeed())
+		g.Expect(*l.Spec.HolderIdentity).To(Equal("spoke-under-test"))
+		g.Expect(*l.Spec.LeaseDurationSeconds).To(Equal(int32(10)))
+		first = *l.Spec.RenewTime
+	}).Should(Succeed())
+	g.Eventually(func(g Gomega) {
+		l := &coordinationv1.Lease{}
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, l)).To(Succeed())
+		g.Expect(l.Spec.RenewTime.After(first.Time)).To(BeTrue())
+	}).Should(Succeed())
+	g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "etcdfed-spoke-leader"}, &coordinationv1.Lease{})).To(Succeed())
+
+	// A member: volume, pod, status, finalizer, events.
+	secretName := "main-0-tls"
+	g.Expect(admin.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: ns},
+		Data: map[string][]byte{"ca.crt": []byte("x"), "tls.crt": []byte("x"), "tls.key": []byte("x")}})).To(Succeed())
+	m := &etcdfedv1.EtcdMember{
+		ObjectMeta: metav1.ObjectMeta{Name: "main-0", Namespace: ns},
+		Spec: etcdfedv1.EtcdMemberSpec{
+			Cluster:    etcdfedv1.ClusterReference{Name: "main", Namespace: "hub", UID: "uid-rbac"},
+			MemberName: "main-0", Image: "etcd:v3.6.16", DNSName: "main-0.etcd.test",
+			Expose: etcdfedv1.ExposeSpec{Type: etcdfedv1.ExposeNodePort},
+			TLS:    etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSDisabled},
+		},
+	}
+	g.Expect(admin.Create(ctx, m)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+		g.Expect(m.Finalizers).To(ContainElement("etcdfed.dev/spoke"))
+		g.Expect(m.Status.PeerURL).To(HavePrefix("http://main-0.etcd.test:3"))
+		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
+	}).Should(Succeed())
+	m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=" + m.Status.PeerURL, InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
+	g.Expect(admin.Update(ctx, m)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "main-0"}, &corev1.Pod{})).To(Succeed())
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "main-0-data-0"}, &corev1.PersistentVolumeClaim{})).To(Succeed())
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "main-0"}, &corev1.Service{})).To(Succeed())
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(m), m)).To(Succeed())
+		g.Expect(meta.FindStatusCondition(m.Status.Conditions, etcdfedv1.ConditionPodReady).Reason).To(Equal("PodPending"))
+	}).Should(Succeed())
+
+	// A zone: served and its status written.
+	set, err := dnsprovider.Build(dnsprovider.Spec{Domain: "etcd.test", Owner: "uid-rbac",
+		Members:     []dnsprovider.Member{{Name: "main-0", Addresses: []netip.Addr{netip.MustParseAddr("10.0.0.1")}}},
+		NameServers: []dnsprovider.NameServer{{Name: "ns1.etcd.test.", Addresses: []netip.Addr{netip.MustParseAddr("127.0.0.1")}}}})
+	g.Expect(err).NotTo(HaveOccurred())
+	z := &etcdfedv1.EtcdDNSZone{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ns},
+		Spec: etcdfedv1.EtcdDNSZoneSpec{Cluster: m.Spec.Cluster, Domain: "etcd.test"}}
+	for _, r := range set.Records() {
+		z.Spec.Records = append(z.Spec.Records, etcdfedv1.DNSRecord{Name: r.Name, Type: r.Type, TTL: r.TTL, Data: r.Data})
+	}
+	g.Expect(admin.Create(ctx, z)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(z), z)).To(Succeed())
+		g.Expect(meta.IsStatusConditionTrue(z.Status.Conditions, etcdfedv1.ConditionServed)).To(BeTrue())
+	}).Should(Succeed())
+
+	// And nothing outside its namespace, nothing it does not need.
+	forbidden := func(what string, err error) {
+		t.Helper()
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("%s: got %v, want Forbidden", what, err)
+		}
+	}
+	forbidden("create a pod in another namespace", as.Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "i"}}}}))
+	forbidden("list pods in all namespaces", as.List(ctx, &corev1.PodList{}))
+	forbidden("list secrets in another namespace", as.List(ctx, &corev1.SecretList{}, client.InNamespace(other)))
+	forbidden("create a lease in another namespace", as.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}))
+	forbidden("list EtcdMembers in another namespace", as.List(ctx, &etcdfedv1.EtcdMemberList{}, client.InNamespace(other)))
+	forbidden("create an EtcdMember", as.Create(ctx, &etcdfedv1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Name: "y", Namespace: ns}, Spec: m.Spec}))
+	forbidden("delete the EtcdSpoke", as.Delete(ctx, &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ns}}))
+	forbidden("write a Secret", as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "z", Namespace: ns}}))
+	node := &corev1.Node{}
+	g.Expect(as.Get(ctx, types.NamespacedName{Name: ns + "-rbac-z1"}, node)).To(Succeed(), "nodes are readable")
+	node.Labels["x"] = "y"
+	forbidden("update a node", as.Update(ctx, node))
+	forbidden("create a namespace", as.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x-" + ns}}))
+}
+
+// TestThreeSpokesGossip runs three spokes (one ring namespace each, one
+// apiserver) with gossip on loopback. The "hub" names them and hands each
+// the others' gossip addresses, as it does through EtcdSpoke spec. When one
+// spoke stops, the others' EtcdSpoke status shows it gone; the time from
+// the stop to both statuses saying so is logged (detection plus the status
+// write), with the memberlist settings.
+func TestThreeSpokesGossip(t *testing.T) {
+	cl := testenv.Shared(t, apiserver)
+	admin := cl.Client
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(20 * time.Millisecond)
+
+	names := []string{"cluster-a", "cluster-b", "cluster-c"}
+	ns := map[string]string{}
+	stops := map[string]func(){}
+	key := newKey() // the ring's one key, in every member cluster
+	for _, n := range names {
+		ns[n] = testenv.NamespaceT(t, cl, n)
+		gossipKey(t, admin, ns[n], key)
+		o := app.DefaultOptions()
+		o.Namespace = ns[n]
+		o.DNSListen = ""
+		o.Gossip = gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal, RejoinInterval: 2 * time.Second}
+		o.GossipSecret = "gossip-key"
+		o.LeaderElection = false
+		o.LeaseRenewInterval = 500 * time.Millisecond
+		o.Log = logr.Discard()
+		_, stops[n] = run(t, cl.Config, o)
+	}
+	spokeOf := func(g Gomega, n string) *etcdfedv1.EtcdSpoke {
+		sp := &etcdfedv1.EtcdSpoke{}
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns[n], Name: etcdfedv1.SpokeObjectName}, sp)).To(Succeed())
+		return sp
+	}
+
+	// Without a name, gossip waits.
+	g.Eventually(func(g Gomega) {
+		c := meta.FindStatusCondition(spokeOf(g, "cluster-a").Status.Conditions, etcdfedv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		g.Expect(c.Reason).To(Equal(spokestatus.ReasonWaitingForClusterName))
+	}).Should(Succeed())
+
+	// The hub names each spoke, then hands out the gossip addresses.
+	for _, n := range names {
+		g.Eventually(func(g Gomega) {
+			sp := spokeOf(g, n)
+			sp.Spec.ClusterName = n
+			g.Expect(admin.Update(ctx, sp)).To(Succeed())
+		}).Should(Succeed())
+	}
+	addr := map[string]string{}
+	for _, n := range names {
+		g.Eventually(func(g Gomega) {
+			addr[n] = spokeOf(g, n).Status.GossipAddress
+			g.Expect(addr[n]).NotTo(BeEmpty())
+		}).Should(Succeed())
+	}
+	for _, n := range names {
+		g.Eventually(func(g Gomega) {
+			sp := spokeOf(g, n)
+			sp.Spec.GossipPeers = nil
+			for _, p := range names {
+				sp.Spec.GossipPeers = append(sp.Spec.GossipPeers, etcdfedv1.GossipPeer{Cluster: p, Address: addr[p]})
+			}
+			g.Expect(admin.Update(ctx, sp)).To(Succeed())
+		}).Should(Succeed())
+	}
+	sees := func(g Gomega, n, peer string, alive bool) {
+		var found *etcdfedv1.GossipPeerStatus
+		for _, p := range spokeOf(g, n).Status.GossipView {
+			if p.Cluster == peer {
+				found = &p
+			}
+		}
+		g.Expect(found).NotTo(BeNil(), "%s's view lacks %s", n, peer)
+		g.Expect(found.Alive).To(Equal(alive), "%s sees %s", n, peer)
+	}
+	formedFrom := time.Now()
+	g.Eventually(func(g Gomega) {
+		for _, n := range names {
+			for _, p := range names {
+				if p != n {
+					sees(g, n, p, true)
+				}
+			}
+		}
+	}).Should(Succeed())
+	t.Logf("ring formed (all three EtcdSpoke views alive) %v after the hub wrote the peers", time.Since(formedFrom).Round(time.Millisecond))
+
+	lease := func(n string) time.Time {
+		l := &coordinationv1.Lease{}
+		if err := admin.Get(ctx, types.NamespacedName{Namespace: ns[n], Name: etcdfedv1.SpokeObjectName}, l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Spec.RenewTime.Time
+	}
+
+	stops["cluster-c"]()
+	stopped := time.Now()
+	seenBy := map[string]time.Duration{}
+	g.Eventually(func(g Gomega) {
+		for _, n := range []string{"cluster-a", "cluster-b"} {
+			if _, ok := seenBy[n]; ok {
+				continue
+			}
+			for _, p := range spokeOf(g, n).Status.GossipView {
+				if p.Cluster == "cluster-c" && !p.Alive {
+					seenBy[n] = time.Since(stopped)
+				}
+			}
+		}
+		g.Expect(seenBy).To(HaveLen(2))
+	}).WithTimeout(2 * time.Minute).Should(Succeed())
+	mc, _ := gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal}.MemberlistConfig()
+	t.Logf("stopped spoke seen gone in EtcdSpoke status of cluster-a after %v, of cluster-b after %v (%s)",
+		seenBy["cluster-a"].Round(time.Millisecond), seenBy["cluster-b"].Round(time.Millisecond), gossip.Settings(mc))
+	g.Expect(lease("cluster-c")).To(BeTemporally("<", stopped), "a stopped spoke renews no Lease")
+	g.Expect(lease("cluster-a")).To(BeTemporally(">", stopped))
+	g.Consistently(func(g Gomega) { sees(g, "cluster-a", "cluster-b", true) }).WithTimeout(time.Second).Should(Succeed())
+}
