@@ -246,7 +246,22 @@ func (r PIDRecord) Alive() bool {
 		return false
 	}
 	t := StartTicks(r.PID)
-	return t != 0 && t == r.StartTicks
+	return t != 0 && t == r.StartTicks && !zombie(r.PID)
+}
+
+// zombie reports whether pid has exited and waits to be reaped: its
+// /proc entry remains, the process does not.
+func zombie(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || len(s) < i+3 {
+		return false
+	}
+	return s[i+2] == 'Z' || s[i+2] == 'X'
 }
 
 // StartTicks returns the start time of pid in clock ticks since boot, or 0

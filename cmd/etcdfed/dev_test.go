@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// TestDevUpStatusDown drives the CLI as a user does after `make build`:
+// dev up --detach, status, env, down; then up again on the same state, a
+// supervisor killed with SIGKILL, and down cleaning up after it. No process
+// may be left behind. The time to a usable environment (hub + 3 member
+// clusters = 4 apiservers) and its memory are logged.
+func TestDevUpStatusDown(t *testing.T) {
+	testenv.SkipIfShort(t, "kube-apiserver, etcd and a built etcdfed")
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(t.TempDir(), "etcdfed")
+	build := exec.Command("go", "build", "-o", exe, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(exe, append(append([]string{}, args...), "--state-dir", state)...)
+		cmd.Env = append(os.Environ(), "ETCDFED_BIN_DIR="+bin)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("etcdfed %s: %v\n%s", strings.Join(args, " "), err, out.String())
+		}
+		return out.String()
+	}
+	t.Cleanup(func() {
+		cmd := exec.Command(exe, "dev", "down", "--state-dir", state)
+		_ = cmd.Run()
+	})
+
+	start := time.Now()
+	out := run("dev", "up", "--detach", "--clusters", "3")
+	upTime := time.Since(start)
+	t.Logf("dev up --detach (hub + 3 member clusters) returned after %.1fs:\n%s", upTime.Seconds(), out)
+	if !strings.Contains(out, "The local environment is ready") || !strings.Contains(out, "apiserver member-3 ready") {
+		t.Fatalf("dev up did not report readiness and progress:\n%s", out)
+	}
+
+	// Usable: every kubeconfig answers.
+	for _, c := range []string{"hub", "member-1", "member-2", "member-3"} {
+		kc := filepath.Join(state, "kubeconfigs", c+".yaml")
+		cs := clientFor(t, kc)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := cs.CoreV1().Namespaces().Get(ctx, localenv.RingNamespace, metav1GetOptions())
+		cancel()
+		if err != nil {
+			t.Fatalf("%s not usable through its kubeconfig: %v", c, err)
+		}
+	}
+
+	status := run("dev", "status")
+	t.Logf("dev status:\n%s", status)
+	for _, want := range []string{"member-3", "apiserver-hub", "processes"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("dev status lacks %q", want)
+		}
+	}
+	var s localenv.Status
+	if err := json.Unmarshal([]byte(run("dev", "status", "--json")), &s); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("MEASURED: dev up to a usable environment with 4 apiservers: %.1fs (supervisor's own count %.1fs); memory %d MiB PSS (%d MiB RSS) over %d apiservers",
+		upTime.Seconds(), s.Ready.Sub(s.Started).Seconds(), s.TotalPSS>>20, s.TotalRSS>>20, len(s.Clusters))
+
+	// dev env is valid shell.
+	env := run("dev", "env")
+	sh := exec.Command("sh", "-c", "eval \"$1\" && echo \"$KUBECONFIG|$ETCDFED_DNS_SERVERS|$ETCDFED_KUBECONFIG_MEMBER_2\"", "sh", env)
+	got, err := sh.Output()
+	if err != nil {
+		t.Fatalf("eval of dev env failed: %v\n%s", err, env)
+	}
+	parts := strings.Split(strings.TrimSpace(string(got)), "|")
+	if len(parts) != 3 || !strings.HasSuffix(parts[0], "hub.yaml") || strings.Count(parts[1], ",") != 2 || !strings.HasSuffix(parts[2], "member-2.yaml") {
+		t.Errorf("dev env exports %q", got)
+	}
+
+	pids := livePIDs(t, state)
+	t.Logf("down stops %d processes", len(pids))
+	run("dev", "down")
+	expectGone(t, state, pids)
+
+	// Again on the same state directory, then the supervisor dies hard:
+	// Pdeathsig takes the children, down cleans the rest.
+	start = time.Now()
+	out = run("dev", "up", "--detach")
+	t.Logf("second dev up (reusing the state) took %.1fs", time.Since(start).Seconds())
+	if !strings.Contains(out, "reusing the environment") {
+		t.Errorf("second up did not reuse the state:\n%s", out)
+	}
+	info, err := localenv.ReadSupervisor(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pids = livePIDs(t, state)
+	if err := syscall.Kill(info.PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Pdeathsig kills every child without anyone's help.
+	expectGone(t, "", append(pids, info.PID))
+	out = run("dev", "down")
+	t.Logf("dev down after the supervisor was killed:\n%s", out)
+	expectGone(t, state, nil)
+	if live := processesMentioning(state); len(live) > 0 {
+		t.Errorf("processes still mention the state directory: %v", live)
+	}
+}
+
+func livePIDs(t *testing.T, state string) []int {
+	t.Helper()
+	recs, err := testLivePIDs(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) < 8 {
+		t.Fatalf("expected at least 8 processes (4 apiservers and their etcds), found %d", len(recs))
+	}
+	return recs
+}
+
+// expectGone waits (bounded) for the processes to be reaped by whoever
+// owns them and fails if any is still there.
+func expectGone(t *testing.T, state string, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range pids {
+		for alive(pid) && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if alive(pid) {
+			t.Errorf("pid %d survived dev down", pid)
+		}
+	}
+	if state == "" {
+		return
+	}
+	if recs, _ := testLivePIDs(state); len(recs) > 0 {
+		t.Errorf("pid files of live processes remain: %v", recs)
+	}
+}
+
+func alive(pid int) bool {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	s := string(data)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && len(s) > i+2 && s[i+2] != 'Z'
+}
+
+// processesMentioning lists live processes whose command line mentions dir.
+func processesMentioning(dir string) []string {
+	entries, _ := os.ReadDir("/proc")
+	var out []string
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if bytes.Contains(cmd, []byte(dir)) && alive(pid) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(cmd), "\x00", " "))
+		}
+	}
+	return out
+}

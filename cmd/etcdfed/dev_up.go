@@ -1,0 +1,255 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/spf13/cobra"
+
+	"github.com/etcdfed/etcdfed/internal/localenv"
+)
+
+var upFlags struct {
+	clusters, zones, members int
+	detach, supervise        bool
+	timeout                  time.Duration
+}
+
+var devUpCmd = &cobra.Command{
+	Use:   "up",
+	Short: "Start the local environment (a hub and member clusters as real apiservers)",
+	Long: `Start a hub cluster and --clusters member clusters (each with
+--zones-per-cluster zones, one node per zone) as real kube-apiservers, install
+the etcdfed CRDs, register the member clusters with the hub (kubeconfig
+Secrets in etcdfed-system), and run a node agent per member cluster. The hub
+and one spoke per member cluster start too when bin/hub and bin/spoke exist.
+
+A second up on the same --state-dir reuses it (same addresses, credentials
+and data; topology flags are then ignored). In the foreground, Ctrl-C stops
+everything; with --detach a background supervisor owns the environment and
+up returns once it is ready; etcdfed dev down stops it.`,
+	Args: cobra.NoArgs,
+	RunE: runDevUp,
+}
+
+func init() {
+	f := devUpCmd.Flags()
+	f.IntVar(&upFlags.clusters, "clusters", localenv.DefaultClusters, "number of member clusters (1-15)")
+	f.IntVar(&upFlags.zones, "zones-per-cluster", localenv.DefaultZonesPerCluster, "zones in each member cluster (1-15)")
+	f.IntVar(&upFlags.members, "members", localenv.DefaultMembers, "members of the demo EtcdCluster")
+	f.BoolVar(&upFlags.detach, "detach", false, "run in the background and return once the environment is ready")
+	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
+	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
+	_ = f.MarkHidden("supervise")
+	devCmd.AddCommand(devUpCmd)
+}
+
+func upConfig() (localenv.Config, error) {
+	bin, err := binDir()
+	if err != nil {
+		return localenv.Config{}, err
+	}
+	return localenv.Config{
+		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
+		Members: upFlags.members, BinDir: bin,
+	}, nil
+}
+
+func runDevUp(cmd *cobra.Command, _ []string) error {
+	out := cmd.OutOrStdout()
+	if c, err := localenv.Connect(devFlags.stateDir); err == nil {
+		if upFlags.supervise {
+			return fmt.Errorf("already running under pid %d", c.Info.PID)
+		}
+		fmt.Fprintf(out, "The environment in %s already runs (supervisor pid %d).\n", devFlags.stateDir, c.Info.PID)
+		return printSummary(out, devFlags.stateDir, 0)
+	}
+	cfg, err := upConfig()
+	if err != nil {
+		return err
+	}
+	if upFlags.detach && !upFlags.supervise {
+		return detach(cmd, cfg)
+	}
+
+	// Foreground, or the detached supervisor itself.
+	if err := os.MkdirAll(filepath.Join(cfg.StateDir, "logs"), 0o755); err != nil {
+		return err
+	}
+	var logOut io.Writer = os.Stderr
+	if !upFlags.supervise {
+		f, err := os.OpenFile(filepath.Join(cfg.StateDir, "logs", "supervisor.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		logOut = f
+	}
+	cfg.Log = textLogger(logOut)
+	cfg.Progress = func(ev localenv.Event) { fmt.Fprintln(out, ev.String()) }
+
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop() // a second Ctrl-C kills at once; Pdeathsig takes the children along
+	}()
+	start := time.Now()
+	return localenv.Supervise(ctx, cfg, func(env *localenv.Env) {
+		if upFlags.supervise {
+			return
+		}
+		_ = printSummary(out, env.State().Dir, time.Since(start))
+		fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
+	})
+}
+
+func textLogger(w io.Writer) logr.Logger {
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintln(w, time.Now().Format("15:04:05.000"), prefix, args)
+	}, funcr.Options{})
+}
+
+// detach starts the supervisor in its own session, shows its progress and
+// returns once it reports ready (or failed).
+func detach(cmd *cobra.Command, cfg localenv.Config) error {
+	out := cmd.OutOrStdout()
+	exe, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	logDir := filepath.Join(cfg.StateDir, "logs")
+	if err := os.MkdirAll(logDir, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(logDir, "supervisor.log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	args := []string{"dev", "up", "--supervise", "--state-dir", cfg.StateDir,
+		"--clusters", fmt.Sprint(cfg.Clusters), "--zones-per-cluster", fmt.Sprint(cfg.ZonesPerCluster),
+		"--members", fmt.Sprint(cfg.Members)}
+	sup := exec.Command(exe, args...)
+	sup.Stdout, sup.Stderr = logFile, logFile
+	sup.Env = append(os.Environ(), "ETCDFED_BIN_DIR="+cfg.BinDir)
+	sup.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := sup.Start(); err != nil {
+		return fmt.Errorf("start supervisor: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sup.Wait() }()
+	start := time.Now()
+	fmt.Fprintf(out, "Starting the local environment in %s (supervisor pid %d, log %s)\n", cfg.StateDir, sup.Process.Pid, logPath)
+
+	// Follow the supervisor's progress lines until it is ready.
+	rf, err := os.Open(logPath)
+	if err != nil {
+		return err
+	}
+	defer rf.Close()
+	rd := bufio.NewReader(rf)
+	var partial string
+	follow := func() {
+		for {
+			line, err := rd.ReadString('\n')
+			partial += line
+			if err != nil {
+				return
+			}
+			if strings.HasPrefix(partial, "[") {
+				fmt.Fprint(out, partial)
+			}
+			partial = ""
+		}
+	}
+	deadline := time.After(upFlags.timeout)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		follow()
+		if info, err := localenv.ReadSupervisor(cfg.StateDir); err == nil && info.PID == sup.Process.Pid {
+			if info.Ready != nil {
+				follow()
+				_ = sup.Process.Release()
+				return printSummary(out, cfg.StateDir, time.Since(start))
+			}
+			if info.Error != "" {
+				<-exited
+				follow()
+				return fmt.Errorf("the environment did not start: %s (log: %s)", info.Error, logPath)
+			}
+		}
+		select {
+		case err := <-exited:
+			follow()
+			return fmt.Errorf("the supervisor exited before the environment was ready (%v); its log %s ends with:\n%s", err, logPath, tailFile(logPath, 15))
+		case <-deadline:
+			_ = sup.Process.Signal(syscall.SIGTERM)
+			<-exited
+			return fmt.Errorf("the environment was not ready after %s; see %s", upFlags.timeout, logPath)
+		case <-tick.C:
+		}
+	}
+}
+
+func tailFile(path string, n int) string {
+	data, _ := os.ReadFile(path)
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+func printSummary(out io.Writer, stateDir string, took time.Duration) error {
+	st, err := localenv.LoadState(stateDir)
+	if err != nil {
+		return err
+	}
+	if took > 0 {
+		fmt.Fprintf(out, "\nThe local environment is ready (%.1fs). State: %s\n", took.Seconds(), st.Dir)
+	}
+	fmt.Fprintf(out, "  %-10s %-26s %s\n", st.Hub.Name, st.Hub.APIServer, st.KubeconfigPath(st.Hub.Name))
+	for _, c := range st.MemberClusters {
+		var zones []string
+		for _, z := range c.Zones {
+			zones = append(zones, z.Name)
+		}
+		fmt.Fprintf(out, "  %-10s %-26s %s  zones %s, DNS %s\n", c.Name, c.APIServer, st.KubeconfigPath(c.Name), strings.Join(zones, ","), c.DNS)
+	}
+	fmt.Fprintf(out, "\n  eval \"$(etcdfed dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", shellQuote(st.Dir))
+	fmt.Fprintf(out, "  etcdfed dev status --state-dir %s\n", shellQuote(st.Dir))
+	fmt.Fprintf(out, "  etcdfed dev down --state-dir %s\n", shellQuote(st.Dir))
+	return nil
+}
+
+var errNotRunning = errors.New("the local environment is not running (etcdfed dev up)")
+
+func connect() (*localenv.Client, error) {
+	c, err := localenv.Connect(devFlags.stateDir)
+	if errors.Is(err, localenv.ErrNotRunning) {
+		return nil, fmt.Errorf("%w: %v", errNotRunning, err)
+	}
+	return c, err
+}
+
+func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	return context.WithTimeout(ctx, d)
+}
