@@ -6,6 +6,7 @@
 package main
 
 import (
+	"errors"
 	goflag "flag"
 	"fmt"
 	"os"
@@ -66,7 +67,7 @@ func main() {
 		fmt.Fprintf(os.Stderr, "Usage: spoke [flags]\n\netcdfed's agent in a member cluster. Every flag may also be given as an\nenvironment variable %s<FLAG>; the command line wins.\n\nFlags:\n%s", envPrefix, fs.FlagUsages())
 	}
 	if err := fs.Parse(os.Args[1:]); err != nil {
-		if err == pflag.ErrHelp {
+		if errors.Is(err, pflag.ErrHelp) {
 			os.Exit(0)
 		}
 		os.Exit(2)

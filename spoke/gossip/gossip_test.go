@@ -2,6 +2,7 @@ package gossip_test
 
 import (
 	"crypto/rand"
+	"errors"
 	"os"
 	"testing"
 	"time"
@@ -165,7 +166,7 @@ func TestWrongKeyStaysOut(t *testing.T) {
 
 func TestConfigure(t *testing.T) {
 	a := agent(t, gossip.ProfileLocal, logr.Discard())
-	if err := a.Configure("x", []byte("short"), nil); err != gossip.ErrBadKey {
+	if err := a.Configure("x", []byte("short"), nil); !errors.Is(err, gossip.ErrBadKey) {
 		t.Errorf("short key: %v", err)
 	}
 	if err := a.Configure("", nil, nil); err == nil {

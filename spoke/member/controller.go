@@ -436,7 +436,8 @@ func podReadiness(m *etcdfedv1.EtcdMember, res pod.Result, blocker *pod.Blocker)
 		return metav1.ConditionFalse, ReasonPodPending, fmt.Sprintf("pod %s is not scheduled%s", p.Name, outdated)
 	}
 	for _, cs := range p.Status.InitContainerStatuses {
-		if cs.Name == pod.ContainerWaitDNS && !(cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0) {
+		done := cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		if cs.Name == pod.ContainerWaitDNS && !done {
 			return metav1.ConditionFalse, ReasonWaitingForDNS, fmt.Sprintf("init container %s waits until %s resolves to the member's address%s", pod.ContainerWaitDNS, m.Spec.DNSName, outdated)
 		}
 	}
