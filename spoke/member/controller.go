@@ -388,8 +388,8 @@ func (r *Reconciler) pod(ctx context.Context, s *scope) (ctrl.Result, error) {
 		r.event(m, corev1.EventTypeNormal, ReasonPodCreated, fmt.Sprintf("Created pod %s for incarnation %d", res.Pod.Name, m.Spec.Incarnation))
 	case pod.DeleteOldIncarnation, pod.DeleteTerminated:
 		r.event(m, corev1.EventTypeNormal, ReasonPodTerminating, "Deleted pod: "+res.Decision.Message)
-	case pod.UpdateImage:
-		r.event(m, corev1.EventTypeNormal, "ImageUpdated", res.Decision.Message)
+	case pod.Replace:
+		r.event(m, corev1.EventTypeNormal, ReasonPodReplaced, "Replacing pod: "+res.Decision.Message)
 	}
 	if p := res.Pod; p != nil && res.Decision.Action != pod.Conflict {
 		if inc, _ := spec.Incarnation(p.Labels); inc == m.Spec.Incarnation && p.DeletionTimestamp == nil {
@@ -405,8 +405,8 @@ func (r *Reconciler) pod(ctx context.Context, s *scope) (ctrl.Result, error) {
 func podReadiness(m *etcdfedv1.EtcdMember, res pod.Result, blocker *pod.Blocker) (metav1.ConditionStatus, string, string) {
 	p := res.Pod
 	outdated := ""
-	if res.Outdated {
-		outdated = "; the pod was built from an earlier spec (etcd flags or pod settings changed): the change applies when the pod is next created"
+	if res.Decision.Outdated {
+		outdated = "; " + res.Decision.Message
 	}
 	switch res.Decision.Action {
 	case pod.Conflict:
@@ -415,6 +415,8 @@ func podReadiness(m *etcdfedv1.EtcdMember, res pod.Result, blocker *pod.Blocker)
 		return metav1.ConditionFalse, ReasonPodCreated, fmt.Sprintf("pod %s created", p.Name)
 	case pod.DeleteOldIncarnation, pod.DeleteTerminated:
 		return metav1.ConditionFalse, ReasonPodTerminating, "deleting: " + res.Decision.Message
+	case pod.Replace:
+		return metav1.ConditionFalse, ReasonPodReplaced, "replacing: " + res.Decision.Message
 	}
 	if p == nil {
 		return metav1.ConditionFalse, blocker.Reason, blocker.Message

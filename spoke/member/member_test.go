@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -625,25 +624,51 @@ func TestFailedPodIsReplaced(t *testing.T) {
 	e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodPending))
 }
 
-// TestImageUpdatedInPlace: a new etcd image is set on the running pod.
-func TestImageUpdatedInPlace(t *testing.T) {
+// TestSpecChangeReplacesPod: a member spec changed by the hub (which rolls
+// such changes one member at a time) replaces the pod on the same volume;
+// a bootstrap change does not, and neither does a spoke that merely renders
+// the unchanged spec differently.
+func TestSpecChangeReplacesPod(t *testing.T) {
 	e := start(t)
-	m, _ := e.runningMember("main-9")
+	m, node := e.runningMember("main-9")
 	p, _ := e.pod("main-9")
-	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "gcr.io/etcd-development/etcd:v3.6.17" })
-	e.g.Eventually(func(g Gomega) {
-		np, err := e.pod("main-9")
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(np.UID).To(Equal(p.UID))
-		g.Expect(np.Spec.Containers[0].Image).To(Equal("gcr.io/etcd-development/etcd:v3.6.17"))
-	}).Should(Succeed())
 
-	// A flag change cannot apply to a running pod: it is reported.
-	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](150) })
-	got := e.eventually(m, observed)
-	e.g.Expect(cond(got, etcdfedv1.ConditionPodReady).Message).To(ContainSubstring("earlier spec"))
-	np, _ := e.pod("main-9")
-	e.g.Expect(np.UID).To(Equal(p.UID))
+	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "gcr.io/etcd-development/etcd:v3.6.17" })
+	e.eventually(m, observed, func(g Gomega, m *etcdfedv1.EtcdMember) {
+		g.Expect(cond(m, etcdfedv1.ConditionPodReady).Status).To(Equal(metav1.ConditionFalse), "PodReady is false from the moment the pod is replaced")
+	})
+	e.finishDeletion("main-9", p.UID)
+	var np *corev1.Pod
+	e.g.Eventually(func(g Gomega) {
+		var err error
+		np, err = e.pod("main-9")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(np.UID).NotTo(Equal(p.UID))
+	}).Should(Succeed())
+	e.g.Expect(np.Spec.Containers[0].Image).To(Equal("gcr.io/etcd-development/etcd:v3.6.17"))
+	e.g.Expect(np.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal("main-9-data-0"))
+	e.kubelet("main-9", node, "10.1.0.9", "10.0.0.1", true)
+	e.eventually(m, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady))
+
+	// Bootstrap switched to existing: no restart.
+	e.update(m, func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterExisting })
+	e.eventually(m, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady))
+	same, _ := e.pod("main-9")
+	e.g.Expect(same.UID).To(Equal(np.UID))
+	e.g.Expect(same.DeletionTimestamp).To(BeNil())
+
+	// A pod rendered by another spoke version for the same member spec is
+	// kept and reported.
+	same.Annotations["etcdfed.dev/pod-spec-hash"] = "rendered-by-an-older-spoke"
+	e.g.Expect(e.c.Update(e.ctx, same)).To(Succeed())
+	e.eventually(m, func(g Gomega, m *etcdfedv1.EtcdMember) {
+		c := cond(m, etcdfedv1.ConditionPodReady)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue))
+		g.Expect(c.Message).To(ContainSubstring("spoke upgrade"))
+	})
+	after, _ := e.pod("main-9")
+	e.g.Expect(after.UID).To(Equal(np.UID))
+	e.g.Expect(after.DeletionTimestamp).To(BeNil())
 }
 
 // TestDeletedMember: the pod and Service go; volumes are retained and

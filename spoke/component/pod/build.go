@@ -29,10 +29,17 @@ const (
 // ZoneLabel is the node label the pod's node affinity uses.
 const ZoneLabel = corev1.LabelTopologyZone
 
-// AnnotationSpecHash records the hash of the rendered pod spec (the etcd
-// image left out, since the image is updated in place). A pod whose hash
-// differs was built from an older EtcdMember spec.
+// AnnotationSpecHash records the hash of the rendered pod spec (bootstrap
+// flags left out). A pod whose hash differs from the one Build gives now
+// was built from another EtcdMember spec, or by another spoke version.
 const AnnotationSpecHash = "etcdfed.dev/pod-spec-hash"
+
+// AnnotationMemberSpecHash records the hash of the EtcdMember spec the pod
+// was built from (bootstrap left out, see MemberSpecHash). Only when it
+// differs did the hub change the member, which is what may replace a
+// running pod; a new spoke version rendering the same spec differently
+// never does.
+const AnnotationMemberSpecHash = "etcdfed.dev/member-spec-hash"
 
 // DefaultWaitDNSTimeout bounds one run of the wait-dns init container; the
 // kubelet restarts it after that, so the pod keeps waiting with a fresh log.
@@ -120,25 +127,39 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 		pod.Spec.Containers[0].Resources = *r.DeepCopy()
 	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
+	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
 	return pod
 }
 
-// SpecHash hashes a pod spec with the etcd image and the bootstrap flags
-// left out: the image is updated in place, and etcd reads --initial-cluster*
-// only at its first start, so neither makes a running pod outdated.
+// MemberSpecHash hashes the EtcdMember spec without spec.bootstrap: the
+// hub changes bootstrap (new to existing) without meaning to restart
+// anything, and etcd reads those flags only at its first start. The hub
+// rolls every other change out one member at a time.
+func MemberSpecHash(m *etcdfedv1.EtcdMember) string {
+	s := m.Spec.DeepCopy()
+	s.Bootstrap = nil
+	return hashJSON(s)
+}
+
+// SpecHash hashes a pod spec with the bootstrap flags left out: etcd reads
+// --initial-cluster* only at its first start, so they never make a running
+// pod outdated.
 func SpecHash(ps *corev1.PodSpec) string {
 	c := ps.DeepCopy()
 	for i := range c.Containers {
 		if c.Containers[i].Name == ContainerEtcd {
-			c.Containers[i].Image = ""
 			c.Containers[i].Command = slices.DeleteFunc(c.Containers[i].Command, func(a string) bool {
 				return strings.HasPrefix(a, "--initial-cluster")
 			})
 		}
 	}
-	b, err := json.Marshal(c)
+	return hashJSON(c)
+}
+
+func hashJSON(v any) string {
+	b, err := json.Marshal(v)
 	if err != nil {
-		panic(err) // a PodSpec always marshals
+		panic(err) // API types always marshal
 	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])

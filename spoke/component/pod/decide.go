@@ -25,9 +25,11 @@ const (
 	// or Succeeded, as after an eviction) so that it is recreated on the same
 	// volume. Only when a replacement can be created right away.
 	DeleteTerminated Action = "DeleteTerminated"
-	// UpdateImage sets the etcd container's image in place (a mutable pod
-	// field: the kubelet restarts the container on the same volume).
-	UpdateImage Action = "UpdateImage"
+	// Replace deletes a running pod built from an earlier EtcdMember spec
+	// (image, etcd flags, exposure or pod settings changed by the hub, which
+	// rolls such changes one member at a time); it is recreated from the
+	// current spec on the same volume.
+	Replace Action = "Replace"
 	// Conflict: a pod of that name exists that the member does not own. It
 	// is left alone.
 	Conflict Action = "Conflict"
@@ -43,13 +45,20 @@ type Blocker struct {
 type Decision struct {
 	Action  Action
 	Message string
+	// Outdated is set with Keep when the pod differs from what Build gives
+	// now although the hub did not change the member (a spoke upgrade
+	// renders it differently): the difference applies when the pod is next
+	// created.
+	Outdated bool
 }
 
 // Decide says what to do about the member's pod given the observed pod (nil
-// if none) and what, if anything, blocks creating one. It never deletes a pod
-// because bootstrap is unset or something looks odd: only an incarnation
-// raised by the hub, or a pod that cannot run again and can be replaced now.
-func Decide(m *etcdfedv1.EtcdMember, pod *corev1.Pod, blocker *Blocker) Decision {
+// if none), the pod Build gives now (nil when blocker says why none can be
+// built). It never deletes a pod because bootstrap is unset or something
+// looks odd; only for a hub decision (a raised incarnation, a changed
+// member spec) or a pod that cannot run again, and for the last two only
+// when the replacement can be created right away.
+func Decide(m *etcdfedv1.EtcdMember, pod *corev1.Pod, desired *corev1.Pod, blocker *Blocker) Decision {
 	if pod == nil {
 		if blocker != nil {
 			return Decision{Action: Keep, Message: blocker.Message}
@@ -78,10 +87,17 @@ func Decide(m *etcdfedv1.EtcdMember, pod *corev1.Pod, blocker *Blocker) Decision
 		}
 		return Decision{Action: DeleteTerminated, Message: fmt.Sprintf("pod %s is %s (%s) and will not run again", pod.Name, pod.Status.Phase, pod.Status.Reason)}
 	}
-	if img := containerImage(pod, ContainerEtcd); img != "" && img != m.Spec.Image {
-		return Decision{Action: UpdateImage, Message: fmt.Sprintf("etcd image %s -> %s", img, m.Spec.Image)}
+	if desired == nil {
+		return Decision{Action: Keep}
 	}
-	return Decision{Action: Keep}
+	podHash := pod.Annotations[AnnotationSpecHash]
+	if podHash == desired.Annotations[AnnotationSpecHash] && containerImage(pod, ContainerEtcd) == m.Spec.Image {
+		return Decision{Action: Keep}
+	}
+	if built := pod.Annotations[AnnotationMemberSpecHash]; built != "" && built != desired.Annotations[AnnotationMemberSpecHash] {
+		return Decision{Action: Replace, Message: fmt.Sprintf("pod %s was built from an earlier member spec (image %s; now %s or other etcd or pod settings)", pod.Name, containerImage(pod, ContainerEtcd), m.Spec.Image)}
+	}
+	return Decision{Action: Keep, Outdated: true, Message: fmt.Sprintf("pod %s differs from what this spoke renders for the unchanged member spec (a spoke upgrade): the difference applies when the pod is next created", pod.Name)}
 }
 
 func containerImage(pod *corev1.Pod, name string) string {

@@ -276,66 +276,101 @@ func TestBuildNoZoneNoTLS(t *testing.T) {
 }
 
 func TestSpecHash(t *testing.T) {
-	base := pod.Build(member(), pod.Params{ClaimName: "c", Advertised: spec.PodPorts})
-	same := []*etcdfedv1.EtcdMember{
-		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "other:v3.6.17" }),
+	params := pod.Params{ClaimName: "c", Advertised: spec.PodPorts}
+	base := pod.Build(member(), params)
+	hashes := func(m *etcdfedv1.EtcdMember) (string, string) {
+		p := pod.Build(m, params)
+		return p.Annotations[pod.AnnotationSpecHash], p.Annotations[pod.AnnotationMemberSpecHash]
+	}
+	bh, bm := base.Annotations[pod.AnnotationSpecHash], base.Annotations[pod.AnnotationMemberSpecHash]
+	for i, m := range []*etcdfedv1.EtcdMember{
 		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterExisting }),
 		member(func(m *etcdfedv1.EtcdMember) {
 			m.Spec.Bootstrap.InitialCluster = "main-0=https://main-0.etcd.example.com:2380"
 		}),
-	}
-	for i, m := range same {
-		if h := pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts}).Annotations[pod.AnnotationSpecHash]; h != base.Annotations[pod.AnnotationSpecHash] {
-			t.Errorf("case %d: image or bootstrap change moved the hash", i)
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap = nil }),
+	} {
+		if h, mh := hashes(m); h != bh || mh != bm {
+			t.Errorf("case %d: a bootstrap change moved a hash", i)
 		}
 	}
-	m := member(func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](200) })
-	if pod.Build(m, pod.Params{ClaimName: "c", Advertised: spec.PodPorts}).Annotations[pod.AnnotationSpecHash] == base.Annotations[pod.AnnotationSpecHash] {
-		t.Error("a flag change kept the hash")
+	for i, m := range []*etcdfedv1.EtcdMember{
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "other:v3.6.17" }),
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](200) }),
+	} {
+		if h, mh := hashes(m); h == bh || mh == bm {
+			t.Errorf("case %d: a pod change kept a hash", i)
+		}
+	}
+	// A member change that does not show in the pod moves only the member
+	// hash.
+	if h, mh := hashes(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete })); h != bh || mh == bm {
+		t.Error("a storage policy change: want the pod hash kept and the member hash moved")
 	}
 }
 
 func TestDecide(t *testing.T) {
-	withPod := func(inc string, mut ...func(*corev1.Pod)) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "main-0", Labels: map[string]string{
-			etcdfedv1.LabelClusterUID: "uid-1", etcdfedv1.LabelMember: "main-0", etcdfedv1.LabelIncarnation: inc,
-		}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "etcd", Image: "gcr.io/etcd-development/etcd:v3.6.16"}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	params := pod.Params{ClaimName: "main-0-data-2", Advertised: spec.PodPorts}
+	// builtFrom is a running pod as Build made it for m.
+	builtFrom := func(m *etcdfedv1.EtcdMember, mut ...func(*corev1.Pod)) *corev1.Pod {
+		p := pod.Build(m, params)
+		p.Status.Phase = corev1.PodRunning
 		for _, f := range mut {
 			f(p)
 		}
 		return p
 	}
+	cur := member()
+	desired := pod.Build(cur, params)
 	now := metav1.Now()
 	block := &pod.Blocker{Reason: "WaitingForBootstrap", Message: "no bootstrap"}
+	inc := func(v string) func(*corev1.Pod) {
+		return func(p *corev1.Pod) { p.Labels[etcdfedv1.LabelIncarnation] = v }
+	}
+	phase := func(ph corev1.PodPhase) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Status.Phase = ph } }
 	for _, tc := range []struct {
-		name    string
-		m       *etcdfedv1.EtcdMember
-		pod     *corev1.Pod
-		blocker *pod.Blocker
-		want    pod.Action
+		name     string
+		pod      *corev1.Pod
+		desired  *corev1.Pod
+		blocker  *pod.Blocker
+		want     pod.Action
+		outdated bool
 	}{
-		{"no pod, may create", member(), nil, nil, pod.Create},
-		{"no pod, blocked", member(), nil, block, pod.Keep},
-		{"running pod", member(), withPod("2"), nil, pod.Keep},
-		{"running pod, bootstrap gone", member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap = nil }), withPod("2"), block, pod.Keep},
-		{"old incarnation", member(), withPod("1"), nil, pod.DeleteOldIncarnation},
-		{"old incarnation, new one blocked", member(), withPod("1"), block, pod.DeleteOldIncarnation},
-		{"newer incarnation than spec", member(), withPod("3"), nil, pod.Keep},
-		{"other cluster's pod", member(), withPod("2", func(p *corev1.Pod) { p.Labels[etcdfedv1.LabelClusterUID] = "uid-2" }), nil, pod.Conflict},
-		{"unlabelled pod", member(), withPod("2", func(p *corev1.Pod) { p.Labels = nil }), nil, pod.Conflict},
-		{"bad incarnation label", member(), withPod("x"), nil, pod.Conflict},
-		{"terminating", member(), withPod("1", func(p *corev1.Pod) { p.DeletionTimestamp = &now }), nil, pod.Keep},
-		{"failed, replaceable", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), nil, pod.DeleteTerminated},
-		{"failed, not replaceable", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodFailed }), block, pod.Keep},
-		{"succeeded, replaceable", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }), nil, pod.DeleteTerminated},
-		{"pending pod", member(), withPod("2", func(p *corev1.Pod) { p.Status.Phase = corev1.PodPending }), nil, pod.Keep},
-		{"image changed", member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "gcr.io/etcd-development/etcd:v3.6.17" }), withPod("2"), nil, pod.UpdateImage},
-		{"image changed, blocked", member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "x" }), withPod("2"), block, pod.UpdateImage},
+		{"no pod, may create", nil, desired, nil, pod.Create, false},
+		{"no pod, blocked", nil, nil, block, pod.Keep, false},
+		{"running pod", builtFrom(cur), desired, nil, pod.Keep, false},
+		{"running pod, bootstrap gone", builtFrom(cur), nil, block, pod.Keep, false},
+		{"running pod, bootstrap switched to existing", builtFrom(member(func(m *etcdfedv1.EtcdMember) {
+			m.Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterExisting
+		})), desired, nil, pod.Keep, false},
+		{"old incarnation", builtFrom(cur, inc("1")), desired, nil, pod.DeleteOldIncarnation, false},
+		{"old incarnation, new one blocked", builtFrom(cur, inc("1")), nil, block, pod.DeleteOldIncarnation, false},
+		{"newer incarnation than spec", builtFrom(cur, inc("3")), desired, nil, pod.Keep, false},
+		{"other cluster's pod", builtFrom(cur, func(p *corev1.Pod) { p.Labels[etcdfedv1.LabelClusterUID] = "uid-2" }), desired, nil, pod.Conflict, false},
+		{"unlabelled pod", builtFrom(cur, func(p *corev1.Pod) { p.Labels = nil }), desired, nil, pod.Conflict, false},
+		{"bad incarnation label", builtFrom(cur, inc("x")), desired, nil, pod.Conflict, false},
+		{"terminating", builtFrom(cur, inc("1"), func(p *corev1.Pod) { p.DeletionTimestamp = &now }), desired, nil, pod.Keep, false},
+		{"failed, replaceable", builtFrom(cur, phase(corev1.PodFailed)), desired, nil, pod.DeleteTerminated, false},
+		{"failed, not replaceable", builtFrom(cur, phase(corev1.PodFailed)), nil, block, pod.Keep, false},
+		{"succeeded, replaceable", builtFrom(cur, phase(corev1.PodSucceeded)), desired, nil, pod.DeleteTerminated, false},
+		{"pending pod", builtFrom(cur, phase(corev1.PodPending)), desired, nil, pod.Keep, false},
+		{"hub changed the image", builtFrom(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "etcd:v3.6.15" })), desired, nil, pod.Replace, false},
+		{"hub changed a flag", builtFrom(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.ElectionTimeoutMillis = ptr.To[int32](2000) })), desired, nil, pod.Replace, false},
+		{"hub changed the image, blocked", builtFrom(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "x" })), nil, block, pod.Keep, false},
+		{"hub changed something the pod does not show", builtFrom(member(func(m *etcdfedv1.EtcdMember) {
+			m.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete
+		})), desired, nil, pod.Keep, false},
+		{"spoke renders differently, member unchanged", builtFrom(cur, func(p *corev1.Pod) {
+			p.Annotations[pod.AnnotationSpecHash] = "from-an-older-spoke"
+		}), desired, nil, pod.Keep, true},
+		{"no member hash recorded", builtFrom(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "x" }), func(p *corev1.Pod) {
+			delete(p.Annotations, pod.AnnotationMemberSpecHash)
+		}), desired, nil, pod.Keep, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := pod.Decide(tc.m, tc.pod, tc.blocker); got.Action != tc.want {
-				t.Errorf("Decide = %s (%s); want %s", got.Action, got.Message, tc.want)
+			got := pod.Decide(cur, tc.pod, tc.desired, tc.blocker)
+			if got.Action != tc.want || got.Outdated != tc.outdated {
+				t.Errorf("Decide = %s outdated=%v (%s); want %s outdated=%v", got.Action, got.Outdated, got.Message, tc.want, tc.outdated)
 			}
 		})
 	}

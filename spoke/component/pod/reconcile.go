@@ -22,11 +22,6 @@ type Result struct {
 	Pod *corev1.Pod
 	// Decision taken.
 	Decision Decision
-	// Outdated is true when the running pod was built from an older spec
-	// than desired (other than the etcd image, which is updated in place).
-	// Pod specs are immutable: the difference applies when the pod is next
-	// created (a new incarnation, or a pod that failed or was deleted).
-	Outdated bool
 }
 
 // Reconcile observes the member's pod, decides with Decide and acts.
@@ -43,7 +38,7 @@ func Reconcile(ctx context.Context, c client.Client, live client.Reader, scheme 
 	} else if !apierrors.IsNotFound(err) {
 		return Result{}, fmt.Errorf("get pod: %w", err)
 	}
-	d := Decide(m, pod, blocker)
+	d := Decide(m, pod, desired, blocker)
 	res := Result{Pod: pod, Decision: d}
 	switch d.Action {
 	case Create:
@@ -65,34 +60,17 @@ func Reconcile(ctx context.Context, c client.Client, live client.Reader, scheme 
 				return res, fmt.Errorf("get pod after create conflict: %w", err)
 			}
 			res.Pod = cur
-			res.Decision = Decide(m, cur, blocker)
+			res.Decision = Decide(m, cur, desired, blocker)
 			if res.Decision.Action != Conflict {
 				res.Decision = Decision{Action: Keep}
 			}
 			return res, nil
 		}
 		res.Pod = obj
-	case DeleteOldIncarnation, DeleteTerminated:
+	case DeleteOldIncarnation, DeleteTerminated, Replace:
 		log.Info("Deleting pod", "pod", key.Name, "why", d.Message)
 		if err := c.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}); err != nil && !apierrors.IsNotFound(err) {
 			return res, fmt.Errorf("delete pod: %w", err)
-		}
-	case UpdateImage:
-		log.Info("Updating etcd image in place", "pod", key.Name, "change", d.Message)
-		patch := client.StrategicMergeFrom(pod.DeepCopy())
-		for i := range pod.Spec.Containers {
-			if pod.Spec.Containers[i].Name == ContainerEtcd {
-				pod.Spec.Containers[i].Image = m.Spec.Image
-			}
-		}
-		if err := c.Patch(ctx, pod, patch, client.FieldOwner(spec.FieldOwner)); err != nil {
-			return res, fmt.Errorf("update etcd image: %w", err)
-		}
-	}
-	if res.Pod != nil && desired != nil && res.Decision.Action != Conflict {
-		if inc, _ := spec.Incarnation(res.Pod.Labels); inc == m.Spec.Incarnation &&
-			res.Pod.Annotations[AnnotationSpecHash] != desired.Annotations[AnnotationSpecHash] {
-			res.Outdated = true
 		}
 	}
 	return res, nil
