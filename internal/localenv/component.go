@@ -68,11 +68,26 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 // RingNamespace, metrics/health on st.Hub.Metrics and st.Hub.Health, ...).
 func hubArgs(_ *State) []string { return nil }
 
-// spokeArgs are a spoke's flags in the local environment.
-// TODO(spoke): wire the spoke's flags (cluster name c.Name, ring namespace
-// RingNamespace, DNS on c.DNS, gossip on c.Gossip, metrics/health on
-// c.Metrics and c.Health, ...).
-func spokeArgs(_ *State, _ ClusterState) []string { return nil }
+// spokeArgs are a spoke's flags in the local environment: one replica (no
+// leader election, so a restarted spoke acts at once), gossip with the
+// loopback profile and unencrypted (no key Secret here; the spoke logs it),
+// everything else on the addresses the environment reserved.
+func spokeArgs(_ *State, c ClusterState) []string {
+	return []string{
+		"--namespace=" + RingNamespace,
+		"--cluster-name=" + c.Name,
+		"--identity=spoke-" + c.Name,
+		"--leader-elect=false",
+		"--dns-listen=" + c.DNS,
+		"--dns-advertise-address=" + c.DNS,
+		"--gossip-bind=" + c.Gossip,
+		"--gossip-advertise=" + c.Gossip,
+		"--gossip-profile=local",
+		"--metrics-bind-address=" + c.Metrics,
+		"--health-probe-bind-address=" + c.Health,
+		"--member-status-interval=5s",
+	}
+}
 
 func executable(path string) bool {
 	fi, err := os.Stat(path)
