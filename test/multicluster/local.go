@@ -1,0 +1,32 @@
+package multicluster
+
+import (
+	"context"
+
+	"github.com/etcdfed/etcdfed/internal/localenv"
+)
+
+// LocalTopology is the topology of a local environment. The ring's DNS is
+// dns (started on the member clusters' DNS addresses) when the environment
+// runs no spokes.
+func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
+	st := env.State()
+	members := map[string]string{}
+	for _, c := range st.MemberClusters {
+		members[c.Name] = env.Kubeconfig(c.Name)
+	}
+	t, err := NewTopology(env.Kubeconfig(localenv.HubClusterName), members, st.DNSServers())
+	if err != nil {
+		return nil, err
+	}
+	if dns != nil {
+		t.DNSServers = dns.Addresses()
+		t.PublishRecords = dns.Publish
+	}
+	t.FailZone = func(ctx context.Context, zone, mode string) error {
+		return env.FailZone(ctx, zone, localenv.Mode(mode))
+	}
+	t.RestoreZone = env.RestoreZone
+	t.CanPartition = env.CanPartition()
+	return t, nil
+}

@@ -1,0 +1,109 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// Cluster is one Kubernetes cluster, reached through its kubeconfig only.
+type Cluster struct {
+	Name       string
+	Kubeconfig string
+	REST       *rest.Config
+	// Client has the Kubernetes and etcdfed types.
+	Client    client.Client
+	Clientset kubernetes.Interface
+}
+
+// NewCluster connects to the cluster a kubeconfig file names.
+func NewCluster(name, kubeconfig string) (*Cluster, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig of %s: %w", name, err)
+	}
+	rc.QPS, rc.Burst = 50, 100
+	cl, err := client.New(rc, client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Cluster{Name: name, Kubeconfig: kubeconfig, REST: rc, Client: cl, Clientset: cs}, nil
+}
+
+// Zones lists the zones of the cluster's nodes (topology.kubernetes.io/zone).
+func (c *Cluster) Zones(ctx context.Context) ([]string, error) {
+	nodes, err := c.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, n := range nodes.Items {
+		if z := n.Labels[corev1.LabelTopologyZone]; z != "" {
+			set[z] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for z := range set {
+		out = append(out, z)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Topology is what scenarios run on: a hub, member clusters, the ring's
+// DNS, and how to inject faults there.
+type Topology struct {
+	Hub     *Cluster
+	Members []*Cluster
+	// DNSServers are the ring's DNS servers (host:port) the test resolves
+	// member names with; empty means the system resolver.
+	DNSServers []string
+	// PublishRecords serves A records name -> address in the ring's DNS
+	// (scenarios without a hub publish their own records). Nil when the
+	// environment cannot.
+	PublishRecords func(ctx context.Context, domain string, records map[string]string) error
+	// FailZone and RestoreZone inject and heal faults: mode "kill" or
+	// "partition". Nil when the environment cannot.
+	FailZone    func(ctx context.Context, zone, mode string) error
+	RestoreZone func(ctx context.Context, zone string) error
+	// CanPartition is nil when FailZone supports mode "partition".
+	CanPartition error
+}
+
+// NewTopology builds a topology from kubeconfig files (for example kind
+// clusters); the callbacks are the caller's to set.
+func NewTopology(hubKubeconfig string, memberKubeconfigs map[string]string, dnsServers []string) (*Topology, error) {
+	t := &Topology{DNSServers: dnsServers}
+	var err error
+	if hubKubeconfig != "" {
+		if t.Hub, err = NewCluster("hub", hubKubeconfig); err != nil {
+			return nil, err
+		}
+	}
+	names := make([]string, 0, len(memberKubeconfigs))
+	for n := range memberKubeconfigs {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		c, err := NewCluster(n, memberKubeconfigs[n])
+		if err != nil {
+			return nil, err
+		}
+		t.Members = append(t.Members, c)
+	}
+	return t, nil
+}
