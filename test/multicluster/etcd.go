@@ -13,8 +13,8 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -72,9 +72,9 @@ func EtcdClient(cfg EtcdClientConfig) (*clientv3.Client, error) {
 		// client notice and balance away from it (10s is grpc's minimum).
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
-		TLS:         cfg.TLS,
-		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial)},
-		Logger:      zap.NewNop(),
+		TLS:                  cfg.TLS,
+		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(dial)},
+		Logger:               zap.NewNop(),
 	})
 }
 

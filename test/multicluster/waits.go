@@ -331,4 +331,3 @@ func orDefault(d, def time.Duration) time.Duration {
 	}
 	return d
 }
-
