@@ -108,7 +108,7 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 				// /livez is a local read and passes on a learner and on a
 				// member without quorum; /readyz needs quorum and fails on a
 				// learner, which is not serving clients.
-				StartupProbe:   httpProbe("/livez", 10, 5, 60),
+				StartupProbe:   httpProbe("/livez", 2, 5, 300),
 				LivenessProbe:  httpProbe("/livez", 10, 15, 8),
 				ReadinessProbe: httpProbe("/readyz", 5, 5, 3),
 			}},

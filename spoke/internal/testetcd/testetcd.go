@@ -5,10 +5,7 @@ package testetcd
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdfed/etcdfed/internal/localenv/addr"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 )
@@ -31,30 +29,18 @@ type Etcd struct {
 	done chan struct{}
 }
 
-// FreeLoopbackIP returns a random address in 127.200.0.0/16-127.254.0.0/16
-// where ports 2379 to 2381 are free. Linux routes all of 127/8 to lo.
+// FreeLoopbackIP returns a loopback address no one else uses: it holds a
+// slot of the local environment's address plan (127.<slot>.0.0/16, see
+// internal/localenv/addr) until the test ends, so it never collides with a
+// running environment or another test. Linux routes all of 127/8 to lo.
 func FreeLoopbackIP(t testing.TB) string {
 	t.Helper()
-	for range 50 {
-		a, _ := rand.Int(rand.Reader, big.NewInt(55))
-		b, _ := rand.Int(rand.Reader, big.NewInt(256))
-		c, _ := rand.Int(rand.Reader, big.NewInt(254))
-		ip := fmt.Sprintf("127.%d.%d.%d", 200+a.Int64(), b.Int64(), 1+c.Int64())
-		free := true
-		for _, p := range []string{"2379", "2380", "2381"} {
-			l, err := net.Listen("tcp", net.JoinHostPort(ip, p))
-			if err != nil {
-				free = false
-				break
-			}
-			_ = l.Close()
-		}
-		if free {
-			return ip
-		}
+	slot, err := addr.Acquire(0)
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free loopback address")
-	return ""
+	t.Cleanup(slot.Release)
+	return slot.Node(1, 1, 0).String()
 }
 
 // Start runs a one-member etcd named name on ip with TLS from pair (nil:
