@@ -25,9 +25,10 @@ type ComponentSpec struct {
 // DefaultComponents returns the hub (when bin/hub exists) and one spoke
 // per member cluster (when bin/spoke exists).
 //
-// Each gets its cluster's admin kubeconfig in KUBECONFIG and the addresses
-// the environment reserved for it in ETCDFED_* variables. Flags are wired by
-// the hub and spoke owners: see hubArgs and spokeArgs.
+// Each gets its cluster's admin kubeconfig in KUBECONFIG, the ring's DNS
+// servers in ETCDFED_DNS_SERVERS (the resolver hook of internal/resolverenv)
+// and flags binding everything it serves to the addresses the environment
+// reserved for it (hubArgs, spokeArgs).
 func DefaultComponents(st *State, binDir string) []ComponentSpec {
 	var out []ComponentSpec
 	if hub := filepath.Join(binDir, "hub"); executable(hub) {
@@ -37,9 +38,6 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 			Env: []string{
 				"KUBECONFIG=" + st.KubeconfigPath(HubClusterName),
 				"ETCDFED_DNS_SERVERS=" + joinComma(st.DNSServers()),
-				"ETCDFED_METRICS_ADDRESS=" + st.Hub.Metrics,
-				"ETCDFED_HEALTH_ADDRESS=" + st.Hub.Health,
-				"ETCDFED_MEMBER_KUBECONFIG_DIR=" + st.MemberKubeconfigDir(),
 			},
 		})
 	}
@@ -50,11 +48,6 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 				Args: spokeArgs(st, c),
 				Env: []string{
 					"KUBECONFIG=" + st.KubeconfigPath(c.Name),
-					"ETCDFED_CLUSTER_NAME=" + c.Name,
-					"ETCDFED_DNS_ADDRESS=" + c.DNS,
-					"ETCDFED_GOSSIP_ADDRESS=" + c.Gossip,
-					"ETCDFED_METRICS_ADDRESS=" + c.Metrics,
-					"ETCDFED_HEALTH_ADDRESS=" + c.Health,
 					"ETCDFED_DNS_SERVERS=" + joinComma(st.dnsServersFor(c)),
 				},
 			})
@@ -63,30 +56,40 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 	return out
 }
 
-// hubArgs are the hub's flags in the local environment.
-// TODO(hub): wire the hub's flags (kubeconfig Secrets namespace
-// RingNamespace, metrics/health on st.Hub.Metrics and st.Hub.Health, ...).
-func hubArgs(_ *State) []string { return nil }
-
-// spokeArgs are a spoke's flags in the local environment: one replica (no
-// leader election, so a restarted spoke acts at once), gossip with the
-// loopback profile and unencrypted (no key Secret here; the spoke logs it),
-// everything else on the addresses the environment reserved.
-func spokeArgs(_ *State, c ClusterState) []string {
+// hubArgs are the hub's flags in the local environment (cmd/hub as of
+// this writing): member clusters come from the kubeconfig Secrets the
+// environment registered, as for a real user.
+func hubArgs(st *State) []string {
 	return []string{
 		"--namespace=" + RingNamespace,
+		"--ring-namespace=" + RingNamespace,
+		"--metrics-bind-address=" + st.Hub.Metrics,
+		"--health-probe-bind-address=" + st.Hub.Health,
+	}
+}
+
+// spokeArgs are a spoke's flags in the local environment (cmd/spoke as of
+// this writing): DNS, gossip, metrics and health on the cluster's agent
+// address; gossip seeded with every other spoke, with the loopback
+// profile; one replica, so no leader election.
+func spokeArgs(st *State, c ClusterState) []string {
+	args := []string{
+		"--kubeconfig=" + st.KubeconfigPath(c.Name),
+		"--namespace=" + RingNamespace,
 		"--cluster-name=" + c.Name,
-		"--identity=spoke-" + c.Name,
-		"--leader-elect=false",
 		"--dns-listen=" + c.DNS,
-		"--dns-advertise-address=" + c.DNS,
 		"--gossip-bind=" + c.Gossip,
-		"--gossip-advertise=" + c.Gossip,
 		"--gossip-profile=local",
 		"--metrics-bind-address=" + c.Metrics,
 		"--health-probe-bind-address=" + c.Health,
-		"--member-status-interval=5s",
+		"--leader-elect=false",
 	}
+	for _, o := range st.MemberClusters {
+		if o.Name != c.Name {
+			args = append(args, "--gossip-seed="+o.Gossip)
+		}
+	}
+	return args
 }
 
 func executable(path string) bool {
