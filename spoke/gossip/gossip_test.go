@@ -58,6 +58,9 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 // logged, not asserted (beyond an outer bound); see the issue note.
 // ETCDFED_GOSSIP_WAN=1 adds the wan profile (about 40s more).
 func TestThreeSpokesDetectStoppedSpoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures failure detection on loopback (about 15s); run without -short")
+	}
 	profiles := []string{gossip.ProfileLocal, gossip.ProfileLAN}
 	if os.Getenv("ETCDFED_GOSSIP_WAN") != "" {
 		profiles = append(profiles, gossip.ProfileWAN)
@@ -150,6 +153,9 @@ func TestThreeSpokesDetectStoppedSpoke(t *testing.T) {
 
 // TestWrongKeyStaysOut: a spoke with another key never joins the ring.
 func TestWrongKeyStaysOut(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits a few rejoin rounds (3s); run without -short")
+	}
 	a, x := agent(t, gossip.ProfileLocal, logr.Discard()), agent(t, gossip.ProfileLocal, logr.Discard())
 	if err := a.Configure("cluster-a", key(t), nil); err != nil {
 		t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -77,6 +78,9 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 	}
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("etcdmember").
+		// A status read of an unreachable member waits for its timeout;
+		// other members need not queue behind it.
+		WithOptions(controller.Options{MaxConcurrentReconciles: 4}).
 		For(&etcdfedv1.EtcdMember{}, builder.WithPredicates(notStatusOnly())).
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).

@@ -112,7 +112,7 @@ func TerminationGraceSeconds(m *etcdfedv1.EtcdMember) int64 {
 }
 
 // Labels returns the labels of an object of the member: managed-by, cluster
-// name and UID, member, incarnation and component.
+// name, namespace and UID, member, incarnation and component.
 func Labels(m *etcdfedv1.EtcdMember, component string, incarnation int64) map[string]string {
 	l := SelectorLabels(m)
 	l[etcdfedv1.LabelManagedBy] = etcdfedv1.ManagedByValue
@@ -120,6 +120,9 @@ func Labels(m *etcdfedv1.EtcdMember, component string, incarnation int64) map[st
 	l[etcdfedv1.LabelComponent] = component
 	if len(validation.IsValidLabelValue(m.Spec.Cluster.Name)) == 0 {
 		l[etcdfedv1.LabelClusterName] = m.Spec.Cluster.Name
+	}
+	if len(validation.IsValidLabelValue(m.Spec.Cluster.Namespace)) == 0 {
+		l[etcdfedv1.LabelClusterNamespace] = m.Spec.Cluster.Namespace
 	}
 	return l
 }
