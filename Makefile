@@ -39,6 +39,7 @@ generate: ## Generate deepcopy code and CRDs.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
+	$(GO) generate ./config/...
 
 .PHONY: verify
 verify: generate ## Check generated files are current, gofmt, go vet, golangci-lint.
