@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Deletes every kind cluster hack/kind/up.sh created (the hub and all member
+# clusters of ETCDFED_KIND_PREFIX, default "etcdfed"), their data with them.
+# The etcdfed:dev image stays in Docker. Running it again is harmless.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+case ${1:-} in
+-h | --help)
+	echo "Usage: hack/kind/down.sh   (deletes the clusters ${ETCDFED_KIND_PREFIX}-hub and ${MEMBER_PREFIX}<i>)"
+	exit 0
+	;;
+"") ;;
+*) die "unknown argument: $1" ;;
+esac
+
+need docker kind
+clusters=$(kind_clusters)
+if [[ -z $clusters ]]; then
+	log "No kind clusters named ${ETCDFED_KIND_PREFIX}-hub or ${MEMBER_PREFIX}<i>: nothing to delete"
+	exit 0
+fi
+for c in $clusters; do
+	# A paused node (hack/kind/fail-zone.sh) cannot be removed until it
+	# runs again.
+	for n in $(nodes "$c"); do
+		if [[ $(docker inspect -f '{{.State.Paused}}' "$n" 2>/dev/null) == true ]]; then
+			docker unpause "$n" >/dev/null
+		fi
+	done
+	step "Deleting $c"
+	kind delete cluster --name "$c"
+done

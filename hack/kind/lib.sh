@@ -1,0 +1,93 @@
+# shellcheck shell=bash disable=SC2034 # the variables are for the scripts that source this file
+# Shared by the hack/kind scripts: names, logging, waiting. Sourced, never
+# run. Every name derives from ETCDFED_KIND_PREFIX (default "etcdfed"):
+#   <prefix>-hub          the hub cluster (kubectl context kind-<prefix>-hub)
+#   <prefix>-member-<i>   member cluster i, zone zone-<i>
+
+ETCDFED_KIND_PREFIX=${ETCDFED_KIND_PREFIX:-etcdfed}
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# The image the manifests in hack/kind name; change it there too.
+IMAGE=etcdfed:dev
+# The ring namespace in member clusters and the hub's namespace in the hub.
+NS=etcdfed-system
+HUB=${ETCDFED_KIND_PREFIX}-hub
+MEMBER_PREFIX=${ETCDFED_KIND_PREFIX}-member-
+# The sample EtcdCluster (config/samples/etcdcluster.yaml).
+EC_NAME=main
+EC_NAMESPACE=default
+RING_DOMAIN=etcd.kind.local
+
+log() { printf '%s\n' "$*" >&2; }
+step() { printf '\n==> %s\n' "$*" >&2; }
+die() {
+	printf 'error: %s\n' "$*" >&2
+	exit 1
+}
+
+# need CMD...: fail early, naming the missing tools.
+need() {
+	local missing=()
+	local c
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || missing+=("$c")
+	done
+	((${#missing[@]} == 0)) || die "missing on PATH: ${missing[*]} (see docs/kind.md, Prerequisites)"
+}
+
+ctx() { printf 'kind-%s' "$1"; }
+
+# k CLUSTER ARGS...: kubectl against one kind cluster.
+k() {
+	local c=$1
+	shift
+	kubectl --context "$(ctx "$c")" "$@"
+}
+
+# kind_clusters: every kind cluster of this prefix, one a line.
+kind_clusters() {
+	kind get clusters 2>/dev/null | grep -E "^${ETCDFED_KIND_PREFIX}-(hub|member-[0-9]+)\$" || true
+}
+
+# member_clusters: the existing member clusters, in numeric order.
+member_clusters() {
+	kind_clusters | grep -E "^${MEMBER_PREFIX}[0-9]+\$" |
+		awk -v p="$MEMBER_PREFIX" '{ print substr($0, length(p) + 1), $0 }' | sort -n | cut -d' ' -f2 || true
+}
+
+cluster_exists() { kind_clusters | grep -qx -- "$1"; }
+
+# nodes CLUSTER: the node containers of a kind cluster.
+nodes() { kind get nodes --name "$1" 2>/dev/null; }
+
+# wait_until SECONDS WHAT CMD...: run CMD every 2s until it succeeds.
+wait_until() {
+	local timeout=$1 what=$2
+	shift 2
+	local deadline=$((SECONDS + timeout))
+	log "Waiting for ${what} (up to ${timeout}s)"
+	until "$@" >/dev/null 2>&1; do
+		if ((SECONDS >= deadline)); then
+			log "Timed out after ${timeout}s waiting for ${what}"
+			return 1
+		fi
+		sleep 2
+	done
+}
+
+# trim_trailing_blank_lines: stdin without blank lines at its end, and
+# with a final newline.
+trim_trailing_blank_lines() {
+	awk '{ l[NR] = $0 } END { n = NR; while (n > 0 && l[n] ~ /^[[:space:]]*$/) n--; for (i = 1; i <= n; i++) print l[i] }'
+}
+
+# b64dec: base64 decoding on GNU and BSD/macOS alike.
+b64dec() {
+	if base64 --help 2>&1 | grep -q -- '--decode'; then
+		base64 --decode
+	else
+		base64 -D
+	fi
+}
+
+# b64enc: base64 on one line.
+b64enc() { base64 | tr -d '\n'; }

@@ -1,0 +1,630 @@
+// Package kind_test runs the hack/kind scripts against real kube-apiservers,
+// with kind and docker replaced by small fakes: every kubectl call the
+// scripts make (CRDs, kustomize overlays, Secrets, ConfigMaps, patches,
+// waits) goes to a real apiserver, so the manifests, the flags and the
+// idempotence are checked, and the kubeconfig Secret the script registers in
+// the hub is used to reach a member cluster as the hub. What no apiserver
+// does alone is played by the test: Deployments report rolled out, the
+// token controller fills the hub's token Secret, a spoke publishes its DNS
+// address in EtcdSpoke status, and the EtcdCluster turns Available. Pods,
+// images, DNS and networking between clusters are not exercised: that needs
+// Docker (docs/kind.md).
+package kind_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+const ns = "etcdfed-system"
+
+// kindDefaultCorefile is CoreDNS's Corefile as kind writes it.
+const kindDefaultCorefile = `.:53 {
+    errors
+    health {
+       lameduck 5s
+    }
+    ready
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+       pods insecure
+       fallthrough in-addr.arpa ip6.arpa
+       ttl 30
+    }
+    prometheus :9153
+    forward . /etc/resolv.conf {
+       max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+`
+
+const fakeKind = `#!/usr/bin/env bash
+# kind, faked: clusters are names in $FAKE_DIR/clusters; their apiservers
+# already run.
+set -euo pipefail
+d=$FAKE_DIR
+echo "kind $*" >>"$d/calls"
+name="" config=""
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+	case ${args[$i]} in
+	--name) name=${args[$((i + 1))]} ;;
+	--config) config=${args[$((i + 1))]} ;;
+	esac
+done
+case "$1 $2" in
+"get clusters") cat "$d/clusters" 2>/dev/null || true ;;
+"create cluster") cp "$config" "$d/create-$name.yaml"; echo "$name" >>"$d/clusters" ;;
+"delete cluster") grep -vx -- "$name" "$d/clusters" >"$d/clusters.new" || true; mv "$d/clusters.new" "$d/clusters" ;;
+"get kubeconfig") cat "$d/internal-$name" ;;
+"get nodes") echo "$name-control-plane" ;;
+"load docker-image") ;;
+*) echo "fake kind: unexpected: $*" >&2; exit 1 ;;
+esac
+`
+
+const fakeDocker = `#!/usr/bin/env bash
+# docker, faked: images have the ID $FAKE_IMAGE_ID; a node's state is in
+# $FAKE_DIR/state-<node> (running when absent).
+set -euo pipefail
+d=$FAKE_DIR
+echo "docker $*" >>"$d/calls"
+state() { cat "$d/state-$1" 2>/dev/null || echo running; }
+case $1 in
+info | build | run) ;;
+image) echo "$FAKE_IMAGE_ID" ;;
+inspect)
+	node=${!#}
+	case $3 in
+	*Paused*) if [[ $(state "$node") == paused ]]; then echo true; else echo false; fi ;;
+	*) state "$node" ;;
+	esac
+	;;
+pause) echo paused >"$d/state-$2" ;;
+unpause | start) echo running >"$d/state-$2" ;;
+stop) echo exited >"$d/state-$2" ;;
+*) echo "fake docker: unexpected: $*" >&2; exit 1 ;;
+esac
+`
+
+type world struct {
+	t        *testing.T
+	root     string
+	dir      string
+	env      []string
+	clusters map[string]*testenv.Cluster // by kind cluster name
+	members  []string
+}
+
+// TestScripts runs up.sh twice (the second run changes nothing), then
+// with a new image (the hub and spokes restart), a zone drill with
+// fail-zone.sh and restore-zone.sh, and down.sh.
+func TestScripts(t *testing.T) {
+	testenv.SkipIfShort(t, "kube-apiserver, bash and kubectl")
+	for _, tool := range []string{"bash", "kubectl", "awk", "sed", "base64"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Skipf("%s is not on PATH: the hack/kind scripts run it", tool)
+		}
+	}
+	w := newWorld(t, "etcdfed-hub", "etcdfed-member-1", "etcdfed-member-2")
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); w.fakeControllers(ctx) }()
+	t.Cleanup(func() { cancel(); wg.Wait() })
+
+	out := w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3")
+	hub := w.clusters["etcdfed-hub"].Client
+	bg := context.Background()
+
+	// kind: one cluster per name, member i labelled zone-i.
+	for i, m := range w.members {
+		cfg, err := os.ReadFile(filepath.Join(w.dir, "create-"+m+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("topology.kubernetes.io/zone: zone-%d", i+1); !strings.Contains(string(cfg), want) {
+			t.Errorf("kind config of %s lacks %q:\n%s", m, want, cfg)
+		}
+	}
+	calls := w.calls()
+	for _, c := range []string{"docker build", "kind load docker-image etcdfed:dev --name etcdfed-hub", "kind load docker-image etcdfed:dev --name etcdfed-member-2"} {
+		if !strings.Contains(calls, c) {
+			t.Errorf("no call %q in:\n%s", c, calls)
+		}
+	}
+
+	// Member clusters: spoke, its ConfigMap, one gossip key, CoreDNS.
+	var key []byte
+	for i, m := range w.members {
+		c := w.clusters[m].Client
+		node := &corev1.Node{}
+		if err := c.Get(bg, client.ObjectKey{Name: m + "-control-plane"}, node); err != nil {
+			t.Fatal(err)
+		}
+		if z := node.Labels[corev1.LabelTopologyZone]; z != fmt.Sprintf("zone-%d", i+1) {
+			t.Errorf("%s: node zone %q", m, z)
+		}
+		dep := &appsv1.Deployment{}
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, dep); err != nil {
+			t.Fatal(err)
+		}
+		ctr := dep.Spec.Template.Spec.Containers[0]
+		if ctr.Image != "etcdfed:dev" || ctr.Command[0] != "/usr/local/bin/spoke" || dep.Spec.Template.Annotations["etcdfed.dev/image-id"] != "sha256:0001" {
+			t.Errorf("%s: spoke image %s, command %v, annotations %v", m, ctr.Image, ctr.Command, dep.Spec.Template.Annotations)
+		}
+		if !contains(ctr.Args, "--dns-advertise-address=$(HOST_IP):30053") || !contains(ctr.Args, "--gossip-advertise=$(HOST_IP):30946") {
+			t.Errorf("%s: spoke args %v", m, ctr.Args)
+		}
+		svc := &corev1.Service{}
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if svc.Spec.Type != corev1.ServiceTypeNodePort || len(svc.Spec.Ports) != 4 {
+			t.Errorf("%s: spoke Service %s with ports %+v", m, svc.Spec.Type, svc.Spec.Ports)
+		}
+		for _, p := range svc.Spec.Ports {
+			if want := map[string]int32{"dns": 30053, "gossip": 30946}[strings.Split(p.Name, "-")[0]]; p.NodePort != want {
+				t.Errorf("%s: port %s has node port %d, want %d", m, p.Name, p.NodePort, want)
+			}
+		}
+		cm := &corev1.ConfigMap{}
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-kind"}, cm); err != nil || cm.Data["cluster-name"] != m {
+			t.Errorf("%s: ConfigMap etcdfed-kind %v (%v)", m, cm.Data, err)
+		}
+		sec := &corev1.Secret{}
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-gossip"}, sec); err != nil {
+			t.Fatal(err)
+		}
+		if len(sec.Data["key"]) != 32 || (key != nil && !bytes.Equal(key, sec.Data["key"])) {
+			t.Errorf("%s: gossip key of %d bytes, same as the others: %v", m, len(sec.Data["key"]), key == nil || bytes.Equal(key, sec.Data["key"]))
+		}
+		key = sec.Data["key"]
+
+		// CoreDNS: this cluster's spoke first, then the other's.
+		upstreams := []string{svc.Spec.ClusterIP + ":53"}
+		for j := range w.members {
+			if j != i {
+				upstreams = append(upstreams, spokeDNS(j))
+			}
+		}
+		w.expectForward(m, "sequential", upstreams)
+	}
+	w.expectForward("etcdfed-hub", "random", []string{spokeDNS(0), spokeDNS(1)})
+
+	// Hub: Deployment, the RoleBinding in the sample's namespace, the
+	// EtcdCluster with the replicas asked for.
+	dep := &appsv1.Deployment{}
+	if err := hub.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-hub"}, dep); err != nil {
+		t.Fatal(err)
+	}
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "etcdfed:dev" {
+		t.Errorf("hub image %s", img)
+	}
+	if err := hub.Get(bg, client.ObjectKey{Namespace: "default", Name: "etcdfed-hub"}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}}); err != nil {
+		t.Errorf("hub RoleBinding in default: %v", err)
+	}
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := hub.Get(bg, client.ObjectKey{Namespace: "default", Name: "main"}, ec); err != nil {
+		t.Fatal(err)
+	}
+	if ec.Spec.Replicas != 3 || ec.Spec.Expose.Type != etcdfedv1.ExposeNodePort || ec.Spec.DNS.Domain != "etcd.kind.local" {
+		t.Errorf("EtcdCluster spec %+v", ec.Spec)
+	}
+	if !strings.Contains(out, "hack/kind/etcdctl.sh member list") {
+		t.Errorf("up.sh did not say how to run etcdctl:\n%s", out)
+	}
+
+	// The registered kubeconfigs reach each member cluster as the hub,
+	// with the hub-member role and nothing more.
+	for _, m := range w.members {
+		sec := &corev1.Secret{}
+		if err := hub.Get(bg, client.ObjectKey{Namespace: ns, Name: m}, sec); err != nil {
+			t.Fatal(err)
+		}
+		if sec.Labels["sigs.k8s.io/multicluster-runtime-kubeconfig"] != "true" {
+			t.Errorf("kubeconfig Secret %s labels %v", m, sec.Labels)
+		}
+		cfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data["kubeconfig"])
+		if err != nil {
+			t.Fatalf("kubeconfig of %s: %v", m, err)
+		}
+		if cfg.Host != w.clusters[m].Config.Host {
+			t.Errorf("kubeconfig of %s names %s, want the internal address %s", m, cfg.Host, w.clusters[m].Config.Host)
+		}
+		as, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := as.List(bg, &etcdfedv1.EtcdMemberList{}, client.InNamespace(ns)); err != nil {
+			t.Errorf("as the hub in %s: list EtcdMembers: %v", m, err)
+		}
+		if err := as.List(bg, &corev1.PodList{}, client.InNamespace(ns)); !apierrors.IsForbidden(err) {
+			t.Errorf("as the hub in %s: list pods: %v, want Forbidden", m, err)
+		}
+	}
+
+	// Again: nothing changes, nothing restarts.
+	gens := w.generations()
+	w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3")
+	if after := w.generations(); !equalMaps(gens, after) {
+		t.Errorf("a second run changed Deployments: generations %v, then %v", gens, after)
+	}
+	for _, m := range w.members {
+		sec := &corev1.Secret{}
+		if err := w.clusters[m].Client.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-gossip"}, sec); err != nil || !bytes.Equal(sec.Data["key"], key) {
+			t.Errorf("%s: the gossip key changed on a second run (%v)", m, err)
+		}
+	}
+	if strings.Count(w.calls(), "kind create cluster") != 3 {
+		t.Errorf("clusters created again:\n%s", w.calls())
+	}
+
+	// A new image restarts the hub and the spokes, and nothing else.
+	w.env = append(w.env, "FAKE_IMAGE_ID=sha256:0002")
+	w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3", "--skip-build")
+	after := w.generations()
+	for k, g := range gens {
+		restarted := after[k] != g
+		wantRestart := strings.HasSuffix(k, "/etcdfed-spoke") || strings.HasSuffix(k, "/etcdfed-hub")
+		if restarted != wantRestart {
+			t.Errorf("new image: %s generation %d -> %d", k, g, after[k])
+		}
+	}
+
+	// A zone drill: pause, then back.
+	w.run("hack/kind/fail-zone.sh", "etcdfed-member-1")
+	if s := w.nodeState("etcdfed-member-1-control-plane"); s != "paused" {
+		t.Errorf("after fail-zone: node %s", s)
+	}
+	w.run("hack/kind/fail-zone.sh", "etcdfed-member-1") // idempotent
+	w.run("hack/kind/restore-zone.sh", "etcdfed-member-1")
+	if s := w.nodeState("etcdfed-member-1-control-plane"); s != "running" {
+		t.Errorf("after restore-zone: node %s", s)
+	}
+	if err := w.runErr("hack/kind/fail-zone.sh", "etcdfed-hub"); err == nil {
+		t.Error("fail-zone.sh accepted the hub cluster")
+	}
+
+	// Stopped instead: restore-zone re-runs up.sh, which changes nothing.
+	w.run("hack/kind/fail-zone.sh", "etcdfed-member-2", "--stop")
+	if s := w.nodeState("etcdfed-member-2-control-plane"); s != "exited" {
+		t.Errorf("after fail-zone --stop: node %s", s)
+	}
+	gens = w.generations()
+	out = w.run("hack/kind/restore-zone.sh")
+	if !strings.Contains(out, "re-running hack/kind/up.sh") {
+		t.Errorf("restore-zone.sh after --stop did not re-run up.sh:\n%s", out)
+	}
+	if after := w.generations(); !equalMaps(gens, after) {
+		t.Errorf("restore-zone changed Deployments: generations %v, then %v", gens, after)
+	}
+	ec = &etcdfedv1.EtcdCluster{}
+	if err := hub.Get(bg, client.ObjectKey{Namespace: "default", Name: "main"}, ec); err != nil || ec.Spec.Replicas != 3 {
+		t.Errorf("after restore-zone: EtcdCluster replicas %d (%v)", ec.Spec.Replicas, err)
+	}
+
+	w.run("hack/kind/down.sh")
+	if data, _ := os.ReadFile(filepath.Join(w.dir, "clusters")); len(bytes.TrimSpace(data)) != 0 {
+		t.Errorf("clusters left after down.sh: %s", data)
+	}
+	w.run("hack/kind/down.sh") // nothing to delete
+}
+
+func spokeDNS(i int) string { return fmt.Sprintf("172.18.0.%d:30053", 10+i) }
+
+func newWorld(t *testing.T, names ...string) *world {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := testenv.Start(context.Background(), testenv.Options{WithoutCRDs: true}, names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range cs {
+			if err := c.Stop(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	w := &world{t: t, root: root, dir: t.TempDir(), clusters: map[string]*testenv.Cluster{}}
+	kubeconfig := clientcmdapi.NewConfig()
+	for i, c := range cs {
+		name := names[i]
+		w.clusters[name] = c
+		if strings.Contains(name, "-member-") {
+			w.members = append(w.members, name)
+		}
+		kubeconfig.Clusters[name] = &clientcmdapi.Cluster{Server: c.Config.Host, CertificateAuthorityData: c.Config.CAData}
+		kubeconfig.AuthInfos[name] = &clientcmdapi.AuthInfo{ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData}
+		kubeconfig.Contexts["kind-"+name] = &clientcmdapi.Context{Cluster: name, AuthInfo: name}
+		internal := clientcmdapi.NewConfig()
+		internal.Clusters[name] = kubeconfig.Clusters[name]
+		internal.AuthInfos[name] = kubeconfig.AuthInfos[name]
+		internal.Contexts[name] = kubeconfig.Contexts["kind-"+name]
+		internal.CurrentContext = name
+		if err := clientcmd.WriteToFile(*internal, filepath.Join(w.dir, "internal-"+name)); err != nil {
+			t.Fatal(err)
+		}
+		w.seed(c, name)
+	}
+	kubeconfig.CurrentContext = "kind-" + names[0]
+	if err := clientcmd.WriteToFile(*kubeconfig, filepath.Join(w.dir, "kubeconfig")); err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(w.dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, script := range map[string]string{"kind": fakeKind, "docker": fakeDocker} {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.env = append(os.Environ(),
+		"PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"),
+		"KUBECONFIG="+filepath.Join(w.dir, "kubeconfig"),
+		"HOME="+w.dir, // kubectl's discovery cache
+		"FAKE_DIR="+w.dir,
+		"FAKE_IMAGE_ID=sha256:0001",
+		"ETCDFED_KIND_PREFIX=etcdfed",
+		"ETCDFED_KIND_TIMEOUT=2m",
+	)
+	return w
+}
+
+// seed creates what kind gives every cluster: a node and CoreDNS.
+func (w *world) seed(c *testenv.Cluster, name string) {
+	ctx := context.Background()
+	objs := []client.Object{
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-control-plane"}},
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"}, Data: map[string]string{"Corefile": kindDefaultCorefile}},
+		&appsv1.Deployment{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"},
+			Spec: appsv1.DeploymentSpec{
+				Replicas: ptr.To[int32](2),
+				Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"k8s-app": "kube-dns"}},
+					Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "coredns", Image: "registry.k8s.io/coredns/coredns"}}},
+				},
+			},
+		},
+	}
+	for _, o := range objs {
+		if err := c.Client.Create(ctx, o); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// fakeControllers plays the parts no bare apiserver plays, until ctx ends.
+func (w *world) fakeControllers(ctx context.Context) {
+	for ctx.Err() == nil {
+		for name, c := range w.clusters {
+			w.rollOut(ctx, c)
+			w.fillTokens(ctx, c)
+			if i := indexOf(w.members, name); i >= 0 {
+				w.publishSpoke(ctx, c, i)
+			} else {
+				w.makeAvailable(ctx, c)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// rollOut: every Deployment reports its current generation rolled out.
+func (w *world) rollOut(ctx context.Context, c *testenv.Cluster) {
+	var list appsv1.DeploymentList
+	if err := c.Client.List(ctx, &list); err != nil {
+		return
+	}
+	for i := range list.Items {
+		d := &list.Items[i]
+		if d.Status.ObservedGeneration == d.Generation {
+			continue
+		}
+		r := ptr.Deref(d.Spec.Replicas, 1)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: r, UpdatedReplicas: r, ReadyReplicas: r, AvailableReplicas: r,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: corev1.ConditionTrue, Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionTrue, Reason: "NewReplicaSetAvailable"},
+			},
+		}
+		_ = c.Client.Status().Update(ctx, d)
+	}
+}
+
+// fillTokens: the token controller's part, with a real token of the
+// ServiceAccount (TokenRequest) and the cluster's CA.
+func (w *world) fillTokens(ctx context.Context, c *testenv.Cluster) {
+	var list corev1.SecretList
+	if err := c.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return
+	}
+	for i := range list.Items {
+		s := &list.Items[i]
+		if s.Type != corev1.SecretTypeServiceAccountToken || len(s.Data["token"]) > 0 {
+			continue
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, s.Annotations[corev1.ServiceAccountNameKey],
+			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+		if err != nil {
+			continue
+		}
+		s.Data = map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": c.Config.CAData, "namespace": []byte(ns)}
+		_ = c.Client.Update(ctx, s)
+	}
+}
+
+// publishSpoke: a running spoke creates its EtcdSpoke and reports its DNS
+// address.
+func (w *world) publishSpoke(ctx context.Context, c *testenv.Cluster, i int) {
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, &appsv1.Deployment{}); err != nil {
+		return
+	}
+	sp := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: etcdfedv1.SpokeObjectName}}
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sp), sp); apierrors.IsNotFound(err) {
+		if err := c.Client.Create(ctx, sp); err != nil {
+			return
+		}
+	} else if err != nil {
+		return
+	}
+	if len(sp.Status.DNSAddresses) > 0 {
+		return
+	}
+	sp.Status.DNSAddresses = []string{spokeDNS(i)}
+	_ = c.Client.Status().Update(ctx, sp)
+}
+
+// makeAvailable: the hub's part, reduced to the condition up.sh waits for.
+func (w *world) makeAvailable(ctx context.Context, c *testenv.Cluster) {
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "main"}, ec); err != nil {
+		return
+	}
+	if meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable) {
+		return
+	}
+	meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorate", Message: "test", ObservedGeneration: ec.Generation})
+	_ = c.Client.Status().Update(ctx, ec)
+}
+
+func (w *world) runErr(script string, args ...string) error {
+	_, err := w.exec(script, args...)
+	return err
+}
+
+func (w *world) run(script string, args ...string) string {
+	w.t.Helper()
+	out, err := w.exec(script, args...)
+	if err != nil {
+		w.t.Fatalf("%s %v: %v\n%s", script, args, err, out)
+	}
+	return out
+}
+
+func (w *world) exec(script string, args ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", append([]string{script}, args...)...)
+	cmd.Dir = w.root
+	cmd.Env = w.env
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	w.t.Logf("%s %s: %.1fs", script, strings.Join(args, " "), time.Since(start).Seconds())
+	return string(out), err
+}
+
+func (w *world) calls() string {
+	data, _ := os.ReadFile(filepath.Join(w.dir, "calls"))
+	return string(data)
+}
+
+func (w *world) nodeState(node string) string {
+	data, err := os.ReadFile(filepath.Join(w.dir, "state-"+node))
+	if err != nil {
+		return "running"
+	}
+	return strings.TrimSpace(string(data))
+}
+
+// generations of every Deployment in every cluster, by cluster/namespace/name.
+func (w *world) generations() map[string]int64 {
+	out := map[string]int64{}
+	for name, c := range w.clusters {
+		var list appsv1.DeploymentList
+		if err := c.Client.List(context.Background(), &list); err != nil {
+			w.t.Fatal(err)
+		}
+		for _, d := range list.Items {
+			out[name+"/"+d.Namespace+"/"+d.Name] = d.Generation
+		}
+	}
+	return out
+}
+
+var forwardRE = regexp.MustCompile(`(?s)# etcdfed BEGIN[^\n]*\n(\S+):53 \{.*?forward \. ([^{]*)\{\s*policy (\S+)\s*\}.*?# etcdfed END`)
+
+// expectForward: the Corefile keeps kind's server block and has exactly one
+// etcdfed block forwarding the ring's domain to upstreams.
+func (w *world) expectForward(cluster, policy string, upstreams []string) {
+	w.t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := w.clusters[cluster].Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "coredns"}, cm); err != nil {
+		w.t.Fatal(err)
+	}
+	cf := cm.Data["Corefile"]
+	if !strings.HasPrefix(cf, strings.TrimSpace(kindDefaultCorefile)) {
+		w.t.Errorf("%s: kind's server block changed:\n%s", cluster, cf)
+	}
+	ms := forwardRE.FindAllStringSubmatch(cf, -1)
+	if len(ms) != 1 {
+		w.t.Fatalf("%s: %d etcdfed blocks in the Corefile:\n%s", cluster, len(ms), cf)
+	}
+	if ms[0][1] != "etcd.kind.local" || strings.Join(strings.Fields(ms[0][2]), " ") != strings.Join(upstreams, " ") || ms[0][3] != policy {
+		w.t.Errorf("%s: forwards %s to %q with policy %s, want %v with %s:\n%s", cluster, ms[0][1], ms[0][2], ms[0][3], upstreams, policy, cf)
+	}
+}
+
+func contains(s []string, v string) bool { return indexOf(s, v) >= 0 }
+
+func indexOf(s []string, v string) int {
+	for i, x := range s {
+		if x == v {
+			return i
+		}
+	}
+	return -1
+}
+
+func equalMaps(a, b map[string]int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,352 @@
+#!/usr/bin/env bash
+# Builds etcdfed's topology out of kind clusters on this machine's Docker:
+# one hub cluster and N member clusters (member i is zone zone-<i>), the
+# spoke in every member cluster, the hub in the hub cluster, and the sample
+# EtcdCluster (config/samples/etcdcluster.yaml) over them.
+#
+# Every step inspects what exists and only adds what is missing, so running
+# it again after a failure, or after a code change (it rebuilds and reloads
+# the image and restarts the hub and spokes when the image changed), is
+# safe. docs/kind.md explains each step and what to look at when one fails.
+set -euo pipefail
+
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+usage() {
+	cat <<EOF
+Usage: hack/kind/up.sh [--members N] [--replicas N] [--workers N] [--skip-build] [--no-sample]
+
+  --members N    member clusters, one zone each (default 3)
+  --replicas N   etcd members of the sample EtcdCluster: 1, 3, 5, 7 or 9 (default 5)
+  --workers N    worker nodes per member cluster besides the control plane (default 0)
+  --skip-build   use the etcdfed:dev image already in Docker
+  --no-sample    stop before creating the sample EtcdCluster
+
+Environment: ETCDFED_KIND_PREFIX (default etcdfed) prefixes every cluster
+name; KIND_NODE_IMAGE picks the kind node image; ETCDFED_KIND_TIMEOUT is how
+long to wait for the EtcdCluster to become Available (default 20m).
+EOF
+}
+
+members=3
+replicas=5
+workers=0
+build=1
+sample=1
+while (($# > 0)); do
+	case $1 in
+	--members) members=${2:?--members needs a number}; shift 2 ;;
+	--replicas) replicas=${2:?--replicas needs a number}; shift 2 ;;
+	--workers) workers=${2:?--workers needs a number}; shift 2 ;;
+	--skip-build) build=0; shift ;;
+	--no-sample) sample=0; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) usage >&2; die "unknown argument: $1" ;;
+	esac
+done
+[[ $members =~ ^[1-9][0-9]*$ ]] || die "--members must be a positive number, not '$members'"
+[[ $workers =~ ^[0-9]+$ ]] || die "--workers must be a number, not '$workers'"
+case $replicas in 1 | 3 | 5 | 7 | 9) ;; *) die "--replicas must be 1, 3, 5, 7 or 9, not '$replicas'" ;; esac
+timeout=${ETCDFED_KIND_TIMEOUT:-20m}
+
+need docker kind kubectl awk sed base64 head
+docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (docker info failed)"
+cd "$REPO"
+
+member_names=()
+for ((i = 1; i <= members; i++)); do
+	member_names+=("${MEMBER_PREFIX}${i}")
+done
+for m in $(member_clusters); do
+	n=${m#"$MEMBER_PREFIX"}
+	if ((n > members)); then
+		log "warning: member cluster $m exists beyond --members $members; it stays registered in the hub if it was. Run hack/kind/down.sh first to start smaller."
+	fi
+done
+if [[ $(uname -s) == Linux && -r /proc/sys/fs/inotify/max_user_instances ]]; then
+	if (($(cat /proc/sys/fs/inotify/max_user_instances) < 512)); then
+		log "warning: fs.inotify.max_user_instances is below 512; several kind clusters may fail with 'too many open files'."
+		log "         sudo sysctl fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288"
+	fi
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+# ---------------------------------------------------------------------------
+if ((build)); then
+	step "Building $IMAGE"
+	version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
+	docker build --build-arg VERSION="$version" -t "$IMAGE" .
+fi
+docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE not found: run without --skip-build"
+image_id=$(docker image inspect -f '{{.Id}}' "$IMAGE")
+
+# ---------------------------------------------------------------------------
+# create_cluster NAME ZONE WORKERS: a kind cluster whose nodes all carry
+# topology.kubernetes.io/zone=ZONE (none when ZONE is empty).
+create_cluster() {
+	local name=$1 zone=$2 nworkers=$3
+	if cluster_exists "$name"; then
+		log "Cluster $name exists"
+	else
+		local cfg=$tmp/$name.yaml labels=""
+		if [[ -n $zone ]]; then
+			labels=$'\n  labels:\n    topology.kubernetes.io/zone: '"$zone"
+		fi
+		{
+			echo "kind: Cluster"
+			echo "apiVersion: kind.x-k8s.io/v1alpha4"
+			echo "nodes:"
+			echo "- role: control-plane${labels}"
+			local w
+			for ((w = 0; w < nworkers; w++)); do
+				echo "- role: worker${labels}"
+			done
+		} >"$cfg"
+		local args=(create cluster --name "$name" --config "$cfg" --wait 180s)
+		if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
+			args+=(--image "$KIND_NODE_IMAGE")
+		fi
+		log "Creating cluster $name${zone:+ (zone $zone)}"
+		kind "${args[@]}"
+	fi
+	if [[ -n $zone ]]; then
+		# kind sets the labels at creation; this also fixes a cluster
+		# created by hand or by an older kind without nodes[].labels.
+		k "$name" label nodes --all "topology.kubernetes.io/zone=$zone" --overwrite >/dev/null
+	fi
+}
+
+step "Creating kind clusters: $HUB and ${member_names[*]}"
+create_cluster "$HUB" "" 0
+for i in "${!member_names[@]}"; do
+	create_cluster "${member_names[$i]}" "zone-$((i + 1))" "$workers"
+done
+
+step "Loading $IMAGE into every cluster"
+for c in "$HUB" "${member_names[@]}"; do
+	kind load docker-image "$IMAGE" --name "$c"
+done
+
+# ---------------------------------------------------------------------------
+# install_crds CLUSTER: the etcdfed CRDs, established. Server-side apply: the
+# CRDs are too large for client-side apply's last-applied annotation.
+install_crds() {
+	k "$1" apply --server-side --force-conflicts -f config/crd/ >/dev/null
+	k "$1" wait --for condition=Established --timeout=60s \
+		crd/etcdclusters.etcdfed.dev crd/etcdmembers.etcdfed.dev \
+		crd/etcdspokes.etcdfed.dev crd/etcddnszones.etcdfed.dev >/dev/null
+}
+
+ensure_namespace() {
+	k "$1" create namespace "$NS" --dry-run=client -o yaml | k "$1" apply -f - >/dev/null
+}
+
+# restart_on_new_image CLUSTER DEPLOYMENT: a new image under the same tag
+# does not restart running pods; stamping its ID into the pod template does,
+# once per image.
+restart_on_new_image() {
+	k "$1" -n "$NS" patch deployment "$2" --type merge \
+		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"etcdfed.dev/image-id\":\"$image_id\"}}}}}" >/dev/null
+}
+
+# The gossip key: one for the whole ring. Reuse the key a member cluster
+# already has, so a re-run never splits the ring.
+gossip_key=$tmp/gossip.key
+for m in "${member_names[@]}"; do
+	if k "$m" -n "$NS" get secret etcdfed-gossip -o jsonpath='{.data.key}' 2>/dev/null | b64dec >"$gossip_key" 2>/dev/null &&
+		[[ -s $gossip_key ]]; then
+		log "Reusing the gossip key of $m"
+		break
+	fi
+done
+if [[ ! -s $gossip_key ]]; then
+	head -c 32 /dev/urandom >"$gossip_key"
+fi
+
+step "Installing the spoke in the member clusters"
+for m in "${member_names[@]}"; do
+	log "--- $m"
+	install_crds "$m"
+	ensure_namespace "$m"
+	k "$m" -n "$NS" create secret generic etcdfed-gossip --from-file=key="$gossip_key" \
+		--dry-run=client -o yaml | k "$m" apply -f - >/dev/null
+	k "$m" -n "$NS" create configmap etcdfed-kind --from-literal=cluster-name="$m" \
+		--dry-run=client -o yaml | k "$m" apply -f - >/dev/null
+	k "$m" apply -k hack/kind/spoke
+	restart_on_new_image "$m" etcdfed-spoke
+	# The hub's identity in this member cluster.
+	k "$m" apply -k config/rbac/hub-member
+done
+
+step "Installing the hub in $HUB"
+install_crds "$HUB"
+ensure_namespace "$HUB"
+k "$HUB" apply -k hack/kind/hub
+restart_on_new_image "$HUB" etcdfed-hub
+k "$HUB" apply -f config/samples/hub_access.yaml
+
+# ---------------------------------------------------------------------------
+step "Waiting for the spokes"
+spoke_dns() {
+	k "$1" -n "$NS" get etcdspokes.etcdfed.dev spoke -o jsonpath='{.status.dnsAddresses[*]}'
+}
+has_spoke_dns() { [[ -n $(spoke_dns "$1") ]]; }
+dns_of=() # dns_of[i]: the DNS addresses of member_names[i]'s spoke
+for i in "${!member_names[@]}"; do
+	m=${member_names[$i]}
+	k "$m" -n "$NS" rollout status deployment/etcdfed-spoke --timeout=5m
+	wait_until 180 "the spoke of $m to publish its DNS address (EtcdSpoke status.dnsAddresses)" has_spoke_dns "$m"
+	dns_of[i]=$(spoke_dns "$m")
+	log "$m: spoke DNS at ${dns_of[$i]}"
+done
+
+# ---------------------------------------------------------------------------
+# coredns_forward CLUSTER POLICY UPSTREAM...: a server block in CoreDNS's
+# Corefile that forwards the ring's domain to UPSTREAMs, between marker
+# comments so a re-run replaces it. CoreDNS is restarted only on a change.
+coredns_forward() {
+	local c=$1 policy=$2
+	shift 2
+	local cur=$tmp/Corefile.$c.cur new=$tmp/Corefile.$c.new
+	k "$c" -n kube-system get configmap coredns -o jsonpath='{.data.Corefile}' >"$cur"
+	{
+		awk '/^# etcdfed BEGIN/ { skip = 1 } !skip { print } /^# etcdfed END/ { skip = 0 }' "$cur" | trim_trailing_blank_lines
+		cat <<EOF
+
+# etcdfed BEGIN: the ring's domain, served by the spokes (hack/kind/up.sh)
+${RING_DOMAIN}:53 {
+    errors
+    cache 5
+    forward . $* {
+        policy ${policy}
+    }
+}
+# etcdfed END
+EOF
+	} >"$new"
+	if cmp -s <(trim_trailing_blank_lines <"$cur") <(trim_trailing_blank_lines <"$new"); then
+		log "$c: CoreDNS already forwards ${RING_DOMAIN} to $*"
+		return
+	fi
+	{
+		printf 'data:\n  Corefile: |\n'
+		sed 's/^/    /' "$new"
+	} >"$tmp/coredns-patch.$c.yaml"
+	k "$c" -n kube-system patch configmap coredns --type merge --patch-file "$tmp/coredns-patch.$c.yaml" >/dev/null
+	k "$c" -n kube-system rollout restart deployment/coredns >/dev/null
+	k "$c" -n kube-system rollout status deployment/coredns --timeout=3m
+	log "$c: CoreDNS forwards ${RING_DOMAIN} to $*"
+}
+
+step "Forwarding ${RING_DOMAIN} from every cluster's CoreDNS to the spokes"
+all_dns=()
+for i in "${!member_names[@]}"; do
+	# shellcheck disable=SC2206 # the addresses are split on spaces on purpose
+	all_dns+=(${dns_of[$i]})
+done
+for i in "${!member_names[@]}"; do
+	m=${member_names[$i]}
+	# This cluster's own spoke first (its ClusterIP), then the others, so
+	# names resolve while the local spoke or any one other cluster is down.
+	ip=$(k "$m" -n "$NS" get service etcdfed-spoke -o jsonpath='{.spec.clusterIP}')
+	upstreams=("$ip:53")
+	for j in "${!member_names[@]}"; do
+		((j == i)) && continue
+		# shellcheck disable=SC2206
+		upstreams+=(${dns_of[$j]})
+	done
+	coredns_forward "$m" sequential "${upstreams[@]}"
+done
+coredns_forward "$HUB" random "${all_dns[@]}"
+
+# ---------------------------------------------------------------------------
+step "Registering the member clusters in the hub"
+token_ready() {
+	[[ -n $(k "$1" -n "$NS" get secret etcdfed-hub-token -o jsonpath='{.data.token}') ]]
+}
+for m in "${member_names[@]}"; do
+	wait_until 120 "the token of the hub's ServiceAccount in $m" token_ready "$m"
+	token=$(k "$m" -n "$NS" get secret etcdfed-hub-token -o jsonpath='{.data.token}' | b64dec)
+	ca=$(k "$m" -n "$NS" get secret etcdfed-hub-token -o jsonpath='{.data.ca\.crt}')
+	# The control plane's address on the docker network "kind", which the
+	# hub's pods reach; the kubeconfig on this machine names 127.0.0.1.
+	server=$(kind get kubeconfig --internal --name "$m" | awk '$1 == "server:" { print $2; exit }')
+	[[ -n $server && -n $token && -n $ca ]] || die "could not build the hub's kubeconfig for $m"
+	cat >"$tmp/kubeconfig.$m" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: $m
+  cluster:
+    server: $server
+    certificate-authority-data: $ca
+users:
+- name: etcdfed-hub
+  user:
+    token: $token
+contexts:
+- name: $m
+  context:
+    cluster: $m
+    user: etcdfed-hub
+    namespace: $NS
+current-context: $m
+EOF
+	k "$HUB" apply -f - >/dev/null <<EOF
+apiVersion: v1
+kind: Secret
+metadata:
+  name: $m
+  namespace: $NS
+  labels:
+    sigs.k8s.io/multicluster-runtime-kubeconfig: "true"
+type: Opaque
+data:
+  kubeconfig: $(b64enc <"$tmp/kubeconfig.$m")
+EOF
+	log "$m registered ($server)"
+done
+
+step "Waiting for the hub"
+k "$HUB" -n "$NS" rollout status deployment/etcdfed-hub --timeout=5m
+
+if ((!sample)); then
+	step "Done (no sample). Create an EtcdCluster with: kubectl --context $(ctx "$HUB") apply -f config/samples/etcdcluster.yaml"
+	exit 0
+fi
+
+# ---------------------------------------------------------------------------
+step "Creating EtcdCluster $EC_NAMESPACE/$EC_NAME ($replicas members over ${#member_names[@]} zones)"
+sed -e "s/^  replicas: [0-9]*\$/  replicas: $replicas/" config/samples/etcdcluster.yaml | k "$HUB" apply -f -
+log "Waiting up to $timeout for it to become Available (the first run pulls the etcd image on every node)"
+if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.etcdfed.dev/$EC_NAME" --timeout="$timeout"; then
+	log ""
+	log "The EtcdCluster is not Available yet. Its status:"
+	k "$HUB" -n "$EC_NAMESPACE" get etcdclusters.etcdfed.dev "$EC_NAME" -o yaml >&2 || true
+	log "The member objects and pods of each member cluster:"
+	for m in "${member_names[@]}"; do
+		log "--- $m"
+		k "$m" -n "$NS" get etcdmembers.etcdfed.dev,pods,services,pvc -o wide >&2 || true
+	done
+	log "The hub's log: kubectl --context $(ctx "$HUB") -n $NS logs deploy/etcdfed-hub"
+	log "docs/kind.md, 'When it fails', says what to look at next; running this script again resumes."
+	exit 1
+fi
+
+step "Ready"
+k "$HUB" get etcdclusters.etcdfed.dev -A -o wide
+cat >&2 <<EOF
+
+etcdctl (a pod in the hub cluster, with a client certificate from
+'etcdfed client-cert'):
+  hack/kind/etcdctl.sh member list -w table
+  hack/kind/etcdctl.sh put hello world
+  hack/kind/etcdctl.sh endpoint status -w table
+
+Status:      kubectl --context $(ctx "$HUB") get etcdcluster -A -o wide
+Zone drill:  hack/kind/fail-zone.sh ${member_names[0]}; hack/kind/restore-zone.sh ${member_names[0]}
+Tear down:   hack/kind/down.sh
+EOF
