@@ -150,8 +150,9 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 	if err := sup.Start(); err != nil {
 		return fmt.Errorf("start supervisor: %w", err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- sup.Wait() }()
+	exited := make(chan struct{})
+	var waitErr error
+	go func() { waitErr = sup.Wait(); close(exited) }()
 	start := time.Now()
 	fmt.Fprintf(out, "Starting the local environment in %s (supervisor pid %d, log %s)\n", cfg.StateDir, sup.Process.Pid, logPath)
 
@@ -194,9 +195,9 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 			}
 		}
 		select {
-		case err := <-exited:
+		case <-exited:
 			follow()
-			return fmt.Errorf("the supervisor exited before the environment was ready (%v); its log %s ends with:\n%s", err, logPath, tailFile(logPath, 15))
+			return fmt.Errorf("the supervisor exited before the environment was ready (%s); its log %s ends with:\n%s", exitDesc(waitErr), logPath, tailFile(logPath, 15))
 		case <-deadline:
 			_ = sup.Process.Signal(syscall.SIGTERM)
 			<-exited
@@ -204,6 +205,13 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 		case <-tick.C:
 		}
 	}
+}
+
+func exitDesc(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
 }
 
 func tailFile(path string, n int) string {
@@ -242,7 +250,7 @@ var errNotRunning = errors.New("the local environment is not running (etcdfed de
 func connect() (*localenv.Client, error) {
 	c, err := localenv.Connect(devFlags.stateDir)
 	if errors.Is(err, localenv.ErrNotRunning) {
-		return nil, fmt.Errorf("%w: %v", errNotRunning, err)
+		return nil, fmt.Errorf("%w: %w", errNotRunning, err)
 	}
 	return c, err
 }

@@ -83,12 +83,12 @@ func runIPTables(args ...string) (string, error) {
 func (p *partitioner) reset() error {
 	if _, err := runIPTables("-N", p.chain); err != nil {
 		if out, err := runIPTables("-F", p.chain); err != nil {
-			return fmt.Errorf("iptables: flush %s: %v: %s", p.chain, err, out)
+			return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 		}
 	}
 	if _, err := runIPTables("-C", "OUTPUT", "-o", "lo", "-j", p.chain); err != nil {
 		if out, err := runIPTables("-I", "OUTPUT", "-o", "lo", "-j", p.chain); err != nil {
-			return fmt.Errorf("iptables: jump to %s: %v: %s", p.chain, err, out)
+			return fmt.Errorf("iptables: jump to %s: %w: %s", p.chain, err, out)
 		}
 	}
 	return p.apply(nil)
@@ -98,7 +98,7 @@ func (p *partitioner) reset() error {
 // partitions.
 func (p *partitioner) apply(units []partitionUnit) error {
 	if out, err := runIPTables("-F", p.chain); err != nil {
-		return fmt.Errorf("iptables: flush %s: %v: %s", p.chain, err, out)
+		return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 	}
 	rules := [][]string{
 		{"-d", "127.0.0.1/32", "-j", "RETURN"},
@@ -114,7 +114,7 @@ func (p *partitioner) apply(units []partitionUnit) error {
 	}
 	for _, r := range rules {
 		if out, err := runIPTables(append([]string{"-A", p.chain}, r...)...); err != nil {
-			return fmt.Errorf("iptables -A %s %s: %v: %s", p.chain, strings.Join(r, " "), err, out)
+			return fmt.Errorf("iptables -A %s %s: %w: %s", p.chain, strings.Join(r, " "), err, out)
 		}
 	}
 	return nil
@@ -133,7 +133,7 @@ func removeChain(chain string) error {
 	}
 	_, _ = runIPTables("-F", chain)
 	if out, err := runIPTables("-X", chain); err != nil && !strings.Contains(out, "No chain") && !strings.Contains(out, "does not exist") {
-		return fmt.Errorf("iptables -X %s: %v: %s", chain, err, out)
+		return fmt.Errorf("iptables -X %s: %w: %s", chain, err, out)
 	}
 	return nil
 }

@@ -242,11 +242,10 @@ func (s *State) Resolve(name string) ([]ZoneRef, error) {
 var ErrUnknownZone = errors.New("localenv: no such zone or member cluster")
 
 // Paths inside the state directory.
-func (s *State) logDir() string                   { return filepath.Join(s.Dir, "logs") }
-func (s *State) pidDir() string                   { return filepath.Join(s.Dir, "run", "pids") }
-func (s *State) clusterDir(name string) string    { return filepath.Join(s.Dir, "clusters", name) }
-func (s *State) pkiDir() string                   { return filepath.Join(s.Dir, "pki") }
-func (s *State) kubeconfigRel(name string) string { return filepath.Join("kubeconfigs", name+".yaml") }
+func (s *State) logDir() string                { return filepath.Join(s.Dir, "logs") }
+func (s *State) pidDir() string                { return filepath.Join(s.Dir, "run", "pids") }
+func (s *State) clusterDir(name string) string { return filepath.Join(s.Dir, "clusters", name) }
+func (s *State) pkiDir() string                { return filepath.Join(s.Dir, "pki") }
 
 // PIDDir is where every live process of the environment has a pid file.
 func PIDDir(stateDir string) string { return filepath.Join(stateDir, "run", "pids") }

@@ -266,7 +266,6 @@ type Workload struct {
 	lastOK   atomic.Int64 // recorder time of the last acknowledged put
 	mu       sync.Mutex
 	maxGap   time.Duration
-	err      error
 }
 
 // RunWorkload starts clients that put unique values and get them back on
