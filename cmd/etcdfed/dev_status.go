@@ -41,7 +41,8 @@ var devStatusCmd = &cobra.Command{
 		defer cancel()
 		s, err := c.Status(ctx)
 		if err != nil {
-			return err
+			fmt.Fprintf(out, "Supervisor pid %d (started %s): %v\n", c.Info.PID, c.Info.Started.Format(time.TimeOnly), err)
+			return nil
 		}
 		if statusFlags.json {
 			enc := json.NewEncoder(out)
