@@ -291,8 +291,15 @@ func (w *podWorker) run() {
 func (w *podWorker) prepareLoop() bool {
 	w.mu.Lock()
 	want := w.pod.Status.PodIP
+	hostNetwork := w.pod.Spec.HostNetwork
 	w.mu.Unlock()
-	ip, err := w.a.allocateIP(w.uid, w.node.PodIPs, want)
+	var ip netip.Addr
+	var err error
+	if hostNetwork {
+		ip = w.node.IP // shares the node's address; nothing to allocate
+	} else {
+		ip, err = w.a.allocateIP(w.uid, w.node.PodIPs, want)
+	}
 	if err != nil {
 		w.setVolumesErr(err.Error())
 	} else {
