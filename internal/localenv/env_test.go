@@ -227,28 +227,29 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 	wAB.create(t, singleEtcd("w-ab", "zone-1a", healthCmd(ips["t-b"])))
 	wAA.create(t, singleEtcd("w-aa", "zone-1a", healthCmd(ips["t-a"])))
 	wCA.create(t, singleEtcd("w-ca", "zone-2a", healthCmd(ips["t-a"])))
-	expectReady := func(want map[podRef]bool) {
-		t.Helper()
+	expectReady := func(g Gomega, want map[podRef]bool) {
 		g.Eventually(func(g Gomega) {
 			for p, r := range want {
 				g.Expect(ready(p.get(g))).To(Equal(r), "%s ready", p.name)
 			}
 		}).WithTimeout(60 * time.Second).WithPolling(250 * time.Millisecond).Should(Succeed())
 	}
-	expectReady(map[podRef]bool{wAB: true, wAA: true, wCA: true})
+	expectReady(g, map[podRef]bool{wAB: true, wAA: true, wCA: true})
 	g.Expect(reachable(ips["t-a"])).To(Succeed())
 
 	// Partition zone-1a: nothing leaves it, nothing enters it; inside it,
 	// and for its own node agent, everything works.
-	if err := env.CanPartition(); err != nil {
-		t.Logf("skipping the partition part: %v", err)
-	} else {
+	t.Run("partition", func(t *testing.T) {
+		if err := env.CanPartition(); err != nil {
+			t.Skipf("partitions unavailable here: %v", err)
+		}
+		g := NewWithT(t)
 		g.Expect(env.FailZone(ctx, "zone-1a", localenv.ModePartition)).To(Succeed())
-		expectReady(map[podRef]bool{wAB: false, wCA: false, wAA: true, ta: true})
+		expectReady(g, map[podRef]bool{wAB: false, wCA: false, wAA: true, ta: true})
 		g.Expect(reachable(ips["t-a"])).To(HaveOccurred(), "the partitioned zone answered from outside")
 		g.Expect(reachable(ips["t-b"])).To(Succeed())
 		g.Expect(env.RestoreZone(ctx, "zone-1a")).To(Succeed())
-		expectReady(map[podRef]bool{wAB: true, wCA: true, wAA: true})
+		expectReady(g, map[podRef]bool{wAB: true, wCA: true, wAA: true})
 		g.Expect(reachable(ips["t-a"])).To(Succeed())
 
 		// Partition the whole of member-2, its apiserver included.
@@ -267,9 +268,9 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 			g.Expect(ready(inside.get(g))).To(BeTrue())
 		}).WithTimeout(60 * time.Second).Should(Succeed())
 		g.Expect(env.RestoreZone(ctx, "member-2")).To(Succeed())
-		expectReady(map[podRef]bool{wCA: true, tc: true})
+		expectReady(g, map[podRef]bool{wCA: true, tc: true})
 		g.Expect(reachable(ips["t-c"])).To(Succeed())
-	}
+	})
 
 	// Kill the whole of member-2: its processes die and its apiserver
 	// stops; restoring brings all back with the data.
@@ -287,7 +288,7 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 	g.Expect(err).To(HaveOccurred())
 	g.Expect(err.Error()).To(ContainSubstring("connection refused"))
 	g.Expect(env.Agent("member-2")).To(BeNil())
-	expectReady(map[podRef]bool{ta: true, tb: true}) // the other cluster is untouched
+	expectReady(g, map[podRef]bool{ta: true, tb: true}) // the other cluster is untouched
 	g.Expect(env.RestoreZone(ctx, "member-2")).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		p := tc.get(g)
