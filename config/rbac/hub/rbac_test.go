@@ -24,8 +24,8 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	hubrbac "github.com/etcdfed/etcdfed/config/rbac/hub"
-	"github.com/etcdfed/etcdfed/config/rbac/hub/manifest"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
+	"github.com/etcdfed/etcdfed/config/rbac/hub/manifest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
