@@ -71,4 +71,4 @@ EOF
 )
 k "$HUB" -n "$EC_NAMESPACE" delete pod "$pod" --ignore-not-found --wait >/dev/null
 k "$HUB" -n "$EC_NAMESPACE" run "$pod" --rm -i --quiet --restart=Never --image "$image" \
-	--overrides "$overrides" --command -- /usr/local/bin/etcdctl "$@"
+	--override-type=strategic --overrides "$overrides" --command -- /usr/local/bin/etcdctl "$@"

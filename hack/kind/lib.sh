@@ -59,7 +59,7 @@ cluster_exists() { kind_clusters | grep -qx -- "$1"; }
 # nodes CLUSTER: the node containers of a kind cluster.
 nodes() { kind get nodes --name "$1" 2>/dev/null; }
 
-# wait_until SECONDS WHAT CMD...: run CMD every 2s until it succeeds.
+# wait_until SECONDS WHAT CMD...: run CMD every second until it succeeds.
 wait_until() {
 	local timeout=$1 what=$2
 	shift 2
@@ -70,7 +70,7 @@ wait_until() {
 			log "Timed out after ${timeout}s waiting for ${what}"
 			return 1
 		fi
-		sleep 2
+		sleep 1
 	done
 }
 

@@ -114,6 +114,18 @@ stop) echo exited >"$d/state-$2" ;;
 esac
 `
 
+const fakeEtcdfed = `#!/usr/bin/env bash
+# etcdfed client-cert, faked: writes the three files into --out.
+set -euo pipefail
+echo "etcdfed $*" >>"$FAKE_DIR/calls"
+args=("$@")
+for ((i = 0; i < ${#args[@]}; i++)); do
+	[[ ${args[$i]} == --out ]] && out=${args[$((i + 1))]}
+done
+mkdir -p "$out"
+for f in ca.crt client.crt client.key; do echo "fake $f" >"$out/$f"; done
+`
+
 type world struct {
 	t        *testing.T
 	root     string
@@ -121,11 +133,15 @@ type world struct {
 	env      []string
 	clusters map[string]*testenv.Cluster // by kind cluster name
 	members  []string
+
+	mu      sync.Mutex
+	etcdctl *corev1.Pod // the last etcdctl pod seen in the hub
 }
 
-// TestScripts runs up.sh twice (the second run changes nothing), then
-// with a new image (the hub and spokes restart), a zone drill with
-// fail-zone.sh and restore-zone.sh, and down.sh.
+// TestScripts runs up.sh and etcdctl.sh, up.sh again (it changes
+// nothing), zone drills with fail-zone.sh and restore-zone.sh (after
+// --stop it re-runs up.sh, here with a new image: the hub and the spokes
+// restart, nothing else), and down.sh.
 func TestScripts(t *testing.T) {
 	testenv.SkipIfShort(t, "kube-apiserver, bash and kubectl")
 	for _, tool := range []string{"bash", "kubectl", "awk", "sed", "base64"} {
@@ -271,6 +287,41 @@ func TestScripts(t *testing.T) {
 		}
 	}
 
+	// etcdctl.sh: a pod with the etcd image, the client certificate and
+	// the endpoints. It cannot run here (no kubelet), so only the pod it
+	// asked for is checked.
+	out, _ = w.exec("hack/kind/etcdctl.sh", "member", "list", "-w", "table")
+	w.mu.Lock()
+	pod := w.etcdctl
+	w.mu.Unlock()
+	if pod == nil {
+		t.Fatalf("etcdctl.sh created no pod:\n%s", out)
+	}
+	ctr := pod.Spec.Containers[0]
+	if ctr.Image != "gcr.io/etcd-development/etcd:v3.6.16" || strings.Join(append(ctr.Command, ctr.Args...), " ") != "/usr/local/bin/etcdctl member list -w table" {
+		t.Errorf("etcdctl pod runs %s: %v %v", ctr.Image, ctr.Command, ctr.Args)
+	}
+	env := map[string]string{}
+	for _, e := range ctr.Env {
+		env[e.Name] = e.Value
+	}
+	if env["ETCDCTL_ENDPOINTS"] != "https://main-0.etcd.kind.local:31379,https://main-1.etcd.kind.local:31380" || env["ETCDCTL_CERT"] != "/certs/client.crt" {
+		t.Errorf("etcdctl pod env %v", env)
+	}
+	if len(ctr.VolumeMounts) != 1 || ctr.VolumeMounts[0].MountPath != "/certs" || len(pod.Spec.Volumes) != 1 || pod.Spec.Volumes[0].Secret == nil || pod.Spec.Volumes[0].Secret.SecretName != "main-etcdctl" {
+		t.Errorf("etcdctl pod mounts %+v, volumes %+v", ctr.VolumeMounts, pod.Spec.Volumes)
+	}
+	certs := &corev1.Secret{}
+	if err := hub.Get(bg, client.ObjectKey{Namespace: "default", Name: "main-etcdctl"}, certs); err != nil {
+		t.Fatal(err)
+	}
+	if string(certs.Data["client.key"]) != "fake client.key\n" || len(certs.Data) != 3 {
+		t.Errorf("etcdctl Secret holds %v", certs.Data)
+	}
+	if !strings.Contains(w.calls(), "etcdfed client-cert main -n default --context kind-etcdfed-hub --out ") {
+		t.Errorf("etcdfed client-cert not called as expected:\n%s", w.calls())
+	}
+
 	// Again: nothing changes, nothing restarts.
 	gens := w.generations()
 	w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3")
@@ -287,18 +338,6 @@ func TestScripts(t *testing.T) {
 		t.Errorf("clusters created again:\n%s", w.calls())
 	}
 
-	// A new image restarts the hub and the spokes, and nothing else.
-	w.env = append(w.env, "FAKE_IMAGE_ID=sha256:0002")
-	w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3", "--skip-build")
-	after := w.generations()
-	for k, g := range gens {
-		restarted := after[k] != g
-		wantRestart := strings.HasSuffix(k, "/etcdfed-spoke") || strings.HasSuffix(k, "/etcdfed-hub")
-		if restarted != wantRestart {
-			t.Errorf("new image: %s generation %d -> %d", k, g, after[k])
-		}
-	}
-
 	// A zone drill: pause, then back.
 	w.run("hack/kind/fail-zone.sh", "etcdfed-member-1")
 	if s := w.nodeState("etcdfed-member-1-control-plane"); s != "paused" {
@@ -313,18 +352,26 @@ func TestScripts(t *testing.T) {
 		t.Error("fail-zone.sh accepted the hub cluster")
 	}
 
-	// Stopped instead: restore-zone re-runs up.sh, which changes nothing.
+	// Stopped instead: restore-zone.sh re-runs up.sh. With a new image
+	// built meanwhile, that restarts the hub and the spokes, and nothing
+	// else.
 	w.run("hack/kind/fail-zone.sh", "etcdfed-member-2", "--stop")
 	if s := w.nodeState("etcdfed-member-2-control-plane"); s != "exited" {
 		t.Errorf("after fail-zone --stop: node %s", s)
 	}
 	gens = w.generations()
+	w.env = append(w.env, "FAKE_IMAGE_ID=sha256:0002")
 	out = w.run("hack/kind/restore-zone.sh")
 	if !strings.Contains(out, "re-running hack/kind/up.sh") {
 		t.Errorf("restore-zone.sh after --stop did not re-run up.sh:\n%s", out)
 	}
-	if after := w.generations(); !equalMaps(gens, after) {
-		t.Errorf("restore-zone changed Deployments: generations %v, then %v", gens, after)
+	after := w.generations()
+	for k, g := range gens {
+		restarted := after[k] != g
+		wantRestart := strings.HasSuffix(k, "/etcdfed-spoke") || strings.HasSuffix(k, "/etcdfed-hub")
+		if restarted != wantRestart {
+			t.Errorf("new image: %s generation %d -> %d", k, g, after[k])
+		}
 	}
 	ec = &etcdfedv1.EtcdCluster{}
 	if err := hub.Get(bg, client.ObjectKey{Namespace: "default", Name: "main"}, ec); err != nil || ec.Spec.Replicas != 3 {
@@ -385,7 +432,7 @@ func newWorld(t *testing.T, names ...string) *world {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for name, script := range map[string]string{"kind": fakeKind, "docker": fakeDocker} {
+	for name, script := range map[string]string{"kind": fakeKind, "docker": fakeDocker, "etcdfed": fakeEtcdfed} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -522,11 +569,29 @@ func (w *world) makeAvailable(ctx context.Context, c *testenv.Cluster) {
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "main"}, ec); err != nil {
 		return
 	}
+	w.captureEtcdctl(ctx, c)
 	if meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable) {
 		return
 	}
+	ec.Status.Endpoints = []string{"https://main-0.etcd.kind.local:31379", "https://main-1.etcd.kind.local:31380"}
 	meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorate", Message: "test", ObservedGeneration: ec.Generation})
 	_ = c.Client.Status().Update(ctx, ec)
+}
+
+// captureEtcdctl keeps etcdctl.sh's pod and ends it, as a kubelet would
+// once etcdctl exits.
+func (w *world) captureEtcdctl(ctx context.Context, c *testenv.Cluster) {
+	pod := &corev1.Pod{}
+	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "etcdctl"}, pod); err != nil {
+		return
+	}
+	w.mu.Lock()
+	w.etcdctl = pod.DeepCopy()
+	w.mu.Unlock()
+	if pod.Status.Phase != corev1.PodSucceeded {
+		pod.Status.Phase = corev1.PodSucceeded
+		_ = c.Client.Status().Update(ctx, pod)
+	}
 }
 
 func (w *world) runErr(script string, args ...string) error {
