@@ -265,8 +265,9 @@ func (e *Env) startAgent(c ClusterState) error {
 		}
 	}
 	var mark uint32
+	var network nodeagent.PodNetwork
 	if e.part != nil {
-		mark = e.part.mark
+		mark, network = e.part.mark, e.part
 	}
 	a, err := nodeagent.New(nodeagent.Config{
 		ClusterName: c.Name,
@@ -280,6 +281,7 @@ func (e *Env) startAgent(c ClusterState) error {
 			return e.cgroupDir(c.Name, zone)
 		},
 		Mark:        mark,
+		Network:     network,
 		BackoffBase: e.cfg.BackoffBase,
 		BackoffMax:  e.cfg.BackoffMax,
 		Log:         e.log.WithName("nodeagent").WithValues("cluster", c.Name),
@@ -748,7 +750,7 @@ func removeChainIfRoot(slot int) error {
 	if _, err := iptablesPath(); err != nil {
 		return nil //nolint:nilerr // no iptables: no chain
 	}
-	return removeChain(fmt.Sprintf("ETCDFED-%d", slot))
+	return errors.Join(removeChain("filter", "OUTPUT", fmt.Sprintf("ETCDFED-%d", slot)), removeChain("nat", "POSTROUTING", snatChain(slot)))
 }
 
 // Cleanup removes whatever an environment left behind without a process

@@ -2,6 +2,8 @@ package localenv_test
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"strconv"
@@ -236,6 +238,36 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 	}
 	expectReady(g, map[podRef]bool{wAB: true, wAA: true, wCA: true})
 	g.Expect(reachable(ips["t-a"])).To(Succeed())
+
+	// A pod's connections come from its own address, as on a real node.
+	t.Run("source address", func(t *testing.T) {
+		if err := env.CanPartition(); err != nil {
+			t.Skipf("pods connect from 127.0.0.1 here (no SNAT without root): %v", err)
+		}
+		g := NewWithT(t)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.%d.255.1:2379", st.Slot))
+		g.Expect(err).NotTo(HaveOccurred())
+		defer l.Close()
+		seen := make(chan string, 16)
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				select {
+				case seen <- c.RemoteAddr().(*net.TCPAddr).IP.String():
+				default:
+				}
+				_ = c.Close()
+			}
+		}()
+		caller := podRef{m1, "caller"}
+		caller.create(t, singleEtcd("caller", "zone-1b", healthCmd(fmt.Sprintf("127.%d.255.1", st.Slot))))
+		var ip string
+		g.Eventually(func(g Gomega) { ip = caller.get(g).Status.PodIP; g.Expect(ip).NotTo(BeEmpty()) }).WithTimeout(time.Minute).Should(Succeed())
+		g.Eventually(seen).WithTimeout(time.Minute).Should(Receive(Equal(ip)))
+	})
 
 	// Partition zone-1a: nothing leaves it, nothing enters it; inside it,
 	// and for its own node agent, everything works.

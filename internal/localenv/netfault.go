@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Partitions are iptables rules in a chain of the environment's own
@@ -26,10 +28,19 @@ import (
 // is let through, as a kubelet inside the zone would be. Both directions are
 // dropped silently (no RST), as a real partition does: clients see
 // timeouts, not refusals.
+//
+// The same machinery gives pods real source addresses: a SNAT rule per pod
+// cgroup in the nat chain ETCDFED-SNAT-<slot> (AttachPod). Filter rules see
+// replies already translated back (to 127.0.0.1), so partitions are
+// unaffected.
 type partitioner struct {
 	chain string
-	mark  uint32
-	cgfs  string // cgroup2 mount point, to make paths relative
+	// snat is the nat chain that gives every pod its address as source
+	// (see AttachPod).
+	snat string
+	mark uint32
+	cgfs string // cgroup2 mount point, to make paths relative
+	mu   sync.Mutex
 }
 
 // partitionMark is the SO_MARK of node agent traffic.
@@ -60,7 +71,7 @@ func newPartitioner(slot int, cgfs string) (*partitioner, error) {
 	if _, err := iptablesPath(); err != nil {
 		return nil, err
 	}
-	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), mark: partitionMark, cgfs: cgfs}
+	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), mark: partitionMark, cgfs: cgfs}
 	if err := p.reset(); err != nil {
 		return nil, err
 	}
@@ -79,8 +90,20 @@ func runIPTables(args ...string) (string, error) {
 	return out.String(), err
 }
 
-// reset creates the chain (empty but for the exemptions) and the jump.
+func snatChain(slot int) string { return fmt.Sprintf("ETCDFED-SNAT-%d", slot) }
+
+// reset creates the chains (empty but for the exemptions) and the jumps.
 func (p *partitioner) reset() error {
+	if _, err := runIPTables("-t", "nat", "-N", p.snat); err != nil {
+		if out, err := runIPTables("-t", "nat", "-F", p.snat); err != nil {
+			return fmt.Errorf("iptables: flush nat %s: %w: %s", p.snat, err, out)
+		}
+	}
+	if _, err := runIPTables("-t", "nat", "-C", "POSTROUTING", "-o", "lo", "-j", p.snat); err != nil {
+		if out, err := runIPTables("-t", "nat", "-I", "POSTROUTING", "-o", "lo", "-j", p.snat); err != nil {
+			return fmt.Errorf("iptables: jump to nat %s: %w: %s", p.snat, err, out)
+		}
+	}
 	if _, err := runIPTables("-N", p.chain); err != nil {
 		if out, err := runIPTables("-F", p.chain); err != nil {
 			return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
@@ -120,20 +143,50 @@ func (p *partitioner) apply(units []partitionUnit) error {
 	return nil
 }
 
-// remove deletes the jump and the chain.
-func (p *partitioner) remove() error {
-	return removeChain(p.chain)
+// AttachPod makes every connection a pod's processes open come from the
+// pod's address, as on a real node: a SNAT rule for the pod's cgroup in
+// the nat chain. Without it a loopback connection comes from 127.0.0.1,
+// and a peer that checks the client's address (etcd's peer TLS checks it
+// against the certificate's names) sees nonsense.
+func (p *partitioner) AttachPod(ip netip.Addr, cgroup string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if out, err := runIPTables(append([]string{"-t", "nat", "-A", p.snat}, p.snatRule(ip, cgroup)...)...); err != nil {
+		return fmt.Errorf("iptables: SNAT for %s: %w: %s", ip, err, out)
+	}
+	return nil
 }
 
-func removeChain(chain string) error {
+// DetachPod removes the pod's SNAT rule.
+func (p *partitioner) DetachPod(ip netip.Addr, cgroup string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for { // every copy, should one have been added twice
+		if _, err := runIPTables(append([]string{"-t", "nat", "-D", p.snat}, p.snatRule(ip, cgroup)...)...); err != nil {
+			return
+		}
+	}
+}
+
+func (p *partitioner) snatRule(ip netip.Addr, cgroup string) []string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(cgroup, p.cgfs), "/")
+	return []string{"-m", "cgroup", "--path", rel, "-j", "SNAT", "--to-source", ip.String()}
+}
+
+// remove deletes the jumps and the chains.
+func (p *partitioner) remove() error {
+	return errors.Join(removeChain("filter", "OUTPUT", p.chain), removeChain("nat", "POSTROUTING", p.snat))
+}
+
+func removeChain(table, from, chain string) error {
 	for {
-		if _, err := runIPTables("-D", "OUTPUT", "-o", "lo", "-j", chain); err != nil {
+		if _, err := runIPTables("-t", table, "-D", from, "-o", "lo", "-j", chain); err != nil {
 			break
 		}
 	}
-	_, _ = runIPTables("-F", chain)
-	if out, err := runIPTables("-X", chain); err != nil && !strings.Contains(out, "No chain") && !strings.Contains(out, "does not exist") {
-		return fmt.Errorf("iptables -X %s: %w: %s", chain, err, out)
+	_, _ = runIPTables("-t", table, "-F", chain)
+	if out, err := runIPTables("-t", table, "-X", chain); err != nil && !strings.Contains(out, "No chain") && !strings.Contains(out, "does not exist") {
+		return fmt.Errorf("iptables -t %s -X %s: %w: %s", table, chain, err, out)
 	}
 	return nil
 }

@@ -52,6 +52,15 @@ func (r IPRange) Contains(a netip.Addr) bool {
 	return a.Is4() && r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
 }
 
+// PodNetwork gives pods their own source address.
+type PodNetwork interface {
+	// AttachPod makes connections from processes in cgroup (a directory)
+	// come from ip. It is called before the pod's first process starts.
+	AttachPod(ip netip.Addr, cgroup string) error
+	// DetachPod undoes AttachPod once the pod's processes are gone.
+	DetachPod(ip netip.Addr, cgroup string)
+}
+
 // Node is one node the agent registers and runs pods on.
 type Node struct {
 	Name string
@@ -83,9 +92,14 @@ type Config struct {
 	// DNSServers are the cluster DNS servers (host:port) given to every
 	// process as ETCDFED_DNS_SERVERS.
 	DNSServers []string
-	// Cgroup returns the cgroup v2 directory a zone's processes start in;
-	// nil or "" means no cgroup.
+	// Cgroup returns the cgroup v2 directory of a zone; each pod's
+	// processes start in a cgroup of their own below it. Nil or "" means no
+	// cgroups.
 	Cgroup func(zone string) string
+	// Network, when set, is told when a pod's address and cgroup come and
+	// go, so that it can make the pod's connections come from its address
+	// (on loopback they would come from 127.0.0.1). Needs Cgroup.
+	Network PodNetwork
 	// Mark, when not 0, is set (SO_MARK) on the agent's own connections to
 	// the apiserver and on probes, so partition rules can exempt them: a
 	// kubelet sits inside its zone and keeps reaching its pods and its
