@@ -146,8 +146,12 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdfed-hub",
 		LeaderElectionNamespace: o.namespace,
+		// Secrets are cached in the hub's namespace only (the kubeconfig
+		// Secrets the provider watches); CA, client and TSIG Secrets in
+		// EtcdCluster namespaces are read uncached, so the hub needs no
+		// cluster-wide list/watch on Secrets.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {}, // kubeconfig, CA and client Secrets
+			&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
 		}},
 	})
 	if err != nil {

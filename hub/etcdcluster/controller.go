@@ -68,6 +68,11 @@ func (r *Reconciler) now() time.Time {
 
 func (r *Reconciler) hub() client.Client { return r.Manager.GetLocalManager().GetClient() }
 
+// hubReader reads Secrets in EtcdCluster namespaces straight from the
+// apiserver: the hub caches Secrets of its own namespace only (the
+// kubeconfig Secrets), so it needs no cluster-wide watch on Secrets.
+func (r *Reconciler) hubReader() client.Reader { return r.Manager.GetLocalManager().GetAPIReader() }
+
 // SetupWithManager registers the controller: EtcdCluster in the hub only;
 // EtcdMember, EtcdSpoke, EtcdDNSZone and the spoke Lease in member clusters,
 // mapped back to the EtcdClusters they concern.

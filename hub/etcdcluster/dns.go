@@ -162,7 +162,7 @@ func (r *Reconciler) publishRFC2136(ctx context.Context, v *view, spec *etcdfedv
 		return nil
 	}
 	sec := &corev1.Secret{}
-	if err := r.hub().Get(ctx, client.ObjectKey{Namespace: v.ec.Namespace, Name: spec.TSIGSecretName}, sec); err != nil {
+	if err := r.hubReader().Get(ctx, client.ObjectKey{Namespace: v.ec.Namespace, Name: spec.TSIGSecretName}, sec); err != nil {
 		return fmt.Errorf("TSIG Secret %s: %w", spec.TSIGSecretName, err)
 	}
 	secret := strings.TrimSpace(string(sec.Data["secret"]))

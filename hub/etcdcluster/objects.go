@@ -92,7 +92,7 @@ func (r *Reconciler) ensureMemberSecret(ctx context.Context, v *view, cv *cluste
 	labels := ownerLabels(v.ec)
 	labels[etcdfedv1.LabelMember] = member
 	labels[etcdfedv1.LabelComponent] = "tls"
-	_, err := r.ensureLeafSecret(ctx, cv.client, v.tls.ca, client.ObjectKey{Namespace: r.RingNamespace, Name: MemberSecretName(member)}, labels, []string{dnsName},
+	_, err := r.ensureLeafSecret(ctx, cv.client, cv.client, v.tls.ca, client.ObjectKey{Namespace: r.RingNamespace, Name: MemberSecretName(member)}, labels, []string{dnsName},
 		func() (*pki.Leaf, error) {
 			return v.tls.ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{dnsName}}, r.now())
 		})

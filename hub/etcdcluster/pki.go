@@ -48,7 +48,7 @@ func (r *Reconciler) ensurePKI(ctx context.Context, ec *etcdfedv1.EtcdCluster) (
 	sec := &corev1.Secret{}
 	key := client.ObjectKey{Namespace: ec.Namespace, Name: CASecretName(ec)}
 	var ca *pki.CA
-	switch err := c.Get(ctx, key, sec); {
+	switch err := r.hubReader().Get(ctx, key, sec); {
 	case apierrors.IsNotFound(err) && ec.Spec.TLS.CASecretName != "":
 		return nil, fmt.Errorf("CA Secret %s named in spec.tls.caSecretName does not exist", key)
 	case apierrors.IsNotFound(err):
@@ -71,7 +71,7 @@ func (r *Reconciler) ensurePKI(ctx context.Context, ec *etcdfedv1.EtcdCluster) (
 		}
 	}
 
-	leaf, err := r.ensureLeafSecret(ctx, c, ca, client.ObjectKey{Namespace: ec.Namespace, Name: HubClientSecretName(ec)}, ownerLabels(ec), nil,
+	leaf, err := r.ensureLeafSecret(ctx, r.hubReader(), c, ca, client.ObjectKey{Namespace: ec.Namespace, Name: HubClientSecretName(ec)}, ownerLabels(ec), nil,
 		func() (*pki.Leaf, error) { return ca.IssueClient("etcdfed-hub", now) })
 	if err != nil {
 		return nil, err
@@ -81,9 +81,9 @@ func (r *Reconciler) ensurePKI(ctx context.Context, ec *etcdfedv1.EtcdCluster) (
 
 // ensureLeafSecret keeps a Secret with ca.crt, tls.crt and tls.key valid:
 // issued by ca, not near expiry, with the wanted DNS names.
-func (r *Reconciler) ensureLeafSecret(ctx context.Context, c client.Client, ca *pki.CA, key client.ObjectKey, labels map[string]string, wantDNS []string, issue func() (*pki.Leaf, error)) (*pki.Leaf, error) {
+func (r *Reconciler) ensureLeafSecret(ctx context.Context, read client.Reader, c client.Client, ca *pki.CA, key client.ObjectKey, labels map[string]string, wantDNS []string, issue func() (*pki.Leaf, error)) (*pki.Leaf, error) {
 	sec := &corev1.Secret{}
-	err := c.Get(ctx, key, sec)
+	err := read.Get(ctx, key, sec)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("get Secret %s: %w", key, err)
 	}

@@ -77,7 +77,7 @@ func install(t *testing.T, c *testenv.Cluster, hubNS string, ecNamespaces ...str
 }
 
 // TestHubPermissions: in the hub cluster the hub reads EtcdClusters and
-// Secrets everywhere, writes EtcdCluster status and finalizers, keeps
+// Secrets in its own namespace, writes EtcdCluster status and finalizers, keeps
 // Secrets and events only in namespaces bound to it, and its Lease in its
 // own namespace; nothing else.
 func TestHubPermissions(t *testing.T) {
@@ -133,10 +133,12 @@ func TestHubPermissions(t *testing.T) {
 	ok("patch status", as.Status().Patch(ctx, ec, client.MergeFrom(before)))
 	forbidden("delete the EtcdCluster", as.Delete(ctx, ec))
 
-	ok("list Secrets in all namespaces", as.List(ctx, &corev1.SecretList{}))
-	watch("watch Secrets in all namespaces", &corev1.SecretList{})
+	forbidden("list Secrets in all namespaces", as.List(ctx, &corev1.SecretList{}))
+	ok("list Secrets in the hub's namespace (kubeconfigs)", as.List(ctx, &corev1.SecretList{}, client.InNamespace(hubNS)))
+	forbidden("list Secrets in the EtcdCluster's namespace", as.List(ctx, &corev1.SecretList{}, client.InNamespace(ecNS)))
 	ca := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "main-ca", Namespace: ecNS}, Data: map[string][]byte{"tls.crt": []byte("x")}}
 	ok("create a Secret in the EtcdCluster's namespace", as.Create(ctx, ca))
+	ok("get a Secret in the EtcdCluster's namespace", as.Get(ctx, client.ObjectKeyFromObject(ca), &corev1.Secret{}))
 	ca.Data["tls.key"] = []byte("y")
 	ok("update a Secret in the EtcdCluster's namespace", as.Update(ctx, ca))
 	forbidden("delete a Secret in the EtcdCluster's namespace", as.Delete(ctx, ca))
