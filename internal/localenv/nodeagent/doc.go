@@ -13,7 +13,10 @@
 //     name's last path element does (registry.k8s.io/etcd:3.6 runs bin/etcd);
 //     any other command fails the container with reason
 //     CreateContainerError and a message naming what was looked for;
-//   - each pod gets its own loopback address as pod IP;
+//   - each pod gets its own loopback address as pod IP, and, given
+//     Config.Cgroup, a cgroup of its own below its zone's that every one of
+//     its processes starts in; Config.Network can then make the pod's
+//     connections come from its address;
 //   - volumes (persistentVolumeClaim, secret, configMap, emptyDir) become
 //     directories, and container paths under a mountPath are rewritten to
 //     them in the command, args, env values and working directory (path
