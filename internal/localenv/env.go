@@ -112,7 +112,8 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		if e.slot, err = addr.Acquire(st.Slot); err != nil {
 			return nil, fmt.Errorf("localenv: %s is in use (its slot %d is held by another process; is it running? `etcdfed dev down`): %w", dir, st.Slot, err)
 		}
-		e.progress("reusing the environment in "+dir, true)
+		e.progress(fmt.Sprintf("reusing the environment in %s (%d member clusters, %d zones each; topology flags apply to new state directories only)",
+			dir, len(st.MemberClusters), len(st.MemberClusters[0].Zones)), true)
 	}
 	e.state, e.plan = st, e.slot.Plan
 	defer func() {

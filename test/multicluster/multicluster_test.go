@@ -79,10 +79,10 @@ func localTopology(t *testing.T) *Topology {
 func TestClustersReady(t *testing.T) {
 	topo := localTopology(t)
 	ctx := context.Background()
-	for _, c := range append(topo.Members, topo.Hub) {
-		if c.Name == "hub" {
-			continue // the hub has no nodes
-		}
+	if err := WaitForClusterReady(ctx, WaitForClusterReadyInput{Cluster: topo.Hub}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range topo.Members {
 		if err := WaitForClusterReady(ctx, WaitForClusterReadyInput{Cluster: c}); err != nil {
 			t.Fatal(err)
 		}
