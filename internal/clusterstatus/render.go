@@ -9,7 +9,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
@@ -92,4 +91,3 @@ func age(now, t time.Time) string {
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
-
