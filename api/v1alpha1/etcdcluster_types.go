@@ -340,11 +340,17 @@ type MembershipOperation struct {
 	// +kubebuilder:validation:MaxLength=63
 	Member string `json:"member,omitempty"`
 
-	// memberID is the etcd ID the operation acts on (the old ID of a
-	// replaced or removed member, the new ID of an added one once known).
+	// memberID is the etcd ID being removed: the removed member's (Remove)
+	// or the replaced incarnation's (Replace).
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	MemberID string `json:"memberID,omitempty"`
+
+	// newMemberID is the etcd ID of the member being added (Add, Replace),
+	// once etcd has assigned it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	NewMemberID string `json:"newMemberID,omitempty"`
 
 	// incarnation of the member being added.
 	// +optional

@@ -197,7 +197,7 @@ func (r *Reconciler) addLearner(ctx context.Context, v *view, d membership.Decis
 		return err
 	}
 	if op := v.ec.Status.Operation; op != nil {
-		op.MemberID = hexID(id)
+		op.NewMemberID = hexID(id)
 	}
 	if m := statusMember(v.ec, d.Member); m != nil {
 		m.ID = hexID(id)

@@ -153,8 +153,11 @@ func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Obje
 
 // Reconcile is one pass over one EtcdCluster.
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ ctrl.Result, retErr error) {
+	// Read uncached: a reconcile requeued right after a status patch would
+	// otherwise often see the previous status from the cache, recompute a
+	// step already recorded, and lose its own patch to the optimistic lock.
 	ec := &etcdfedv1.EtcdCluster{}
-	if err := r.hub().Get(ctx, req.NamespacedName, ec); err != nil {
+	if err := r.hubReader().Get(ctx, req.NamespacedName, ec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))

@@ -35,6 +35,7 @@ type clusterView struct {
 	name     string
 	labels   map[string]string
 	client   client.Client // nil when the provider has not engaged it
+	engaged  bool
 	eligible bool
 	verdict  liveness.Verdict
 	spoke    *etcdfedv1.EtcdSpoke
@@ -45,7 +46,7 @@ type clusterView struct {
 // visible: engaged and its spoke Lease fresh on the hub's clock. Only a
 // visible cluster's objects are believed and written.
 func (c *clusterView) visible() bool {
-	return c.client != nil && c.readErr == nil && c.verdict.State == liveness.Alive
+	return c.engaged && c.readErr == nil && c.verdict.State == liveness.Alive
 }
 
 // view is everything one reconcile observed.
@@ -101,7 +102,7 @@ func (r *Reconciler) observeClusters(ctx context.Context, v *view) error {
 		cv := &clusterView{name: mc.Name, labels: mc.Labels, objects: map[string]*etcdfedv1.EtcdMember{}}
 		cv.eligible = eligible(v.ec, mc.Name, mc.Labels, sel)
 		if cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name)); err == nil {
-			cv.client = cl.GetClient()
+			cv.client, cv.engaged = cl.GetClient(), true
 			cv.readErr = r.readCluster(ctx, v.ec, cv)
 		}
 		o := liveness.Observation{Cluster: mc.Name}
@@ -251,9 +252,21 @@ func (r *Reconciler) observeEtcd(ctx context.Context, v *view) {
 
 // clientEndpoints are the client URLs of the recorded members: the spoke's
 // report when its cluster is visible, else the DNS name on the default port.
+// Once the cluster has formed, a member etcd does not list as a voter (one
+// being added, or an incarnation being replaced whose old process may
+// still answer "member not found") is left out while others remain.
 func clientEndpoints(v *view) []string {
 	var out []string
-	for _, m := range v.ec.Status.Members {
+	members := v.ec.Status.Members
+	if v.ec.Status.ClusterID != "" {
+		voters := slices.DeleteFunc(slices.Clone(members), func(m etcdfedv1.MemberStatus) bool {
+			return m.ID == "" || m.Role == etcdfedv1.RoleLearner || inOperation(v.ec, m.Name)
+		})
+		if len(voters) > 0 {
+			members = voters
+		}
+	}
+	for _, m := range members {
 		if obj := objectOf(v, m.Name); obj != nil && obj.Status.ClientURL != "" {
 			out = append(out, obj.Status.ClientURL)
 			continue

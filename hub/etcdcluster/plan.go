@@ -144,14 +144,11 @@ func placementInput(v *view) topology.Input {
 	}
 	seen := map[topology.Domain]bool{}
 	for _, cv := range v.clusters {
-		if !cv.eligible {
+		if !cv.eligible || !spokeReported(cv.spoke) {
 			continue
 		}
-		var zones []string
-		if cv.spoke != nil {
-			zones = cv.spoke.Status.Zones
-		}
-		if len(zones) == 0 && cv.spoke != nil {
+		zones := cv.spoke.Status.Zones
+		if len(zones) == 0 {
 			zones = []string{""}
 		}
 		for _, z := range zones {
@@ -171,12 +168,14 @@ func placementInput(v *view) topology.Input {
 			seen[d] = true
 		}
 	}
-	// Members recorded in domains the hub cannot currently describe (an
-	// eligible cluster not visible, or a zone its spoke stopped listing
-	// while the hub cannot see it) stay where they are.
+	// Members recorded in domains the hub cannot describe right now (a
+	// cluster not visible, a spoke that has not reported, a zone missing
+	// from its spoke's report) stay where they are and get no company: a
+	// partial view never moves a member (rule 8). Only a failed cluster, a
+	// cordon or a cluster no longer eligible does.
 	for d, n := range counts {
 		cv := v.cluster(d.Cluster)
-		if seen[d] || cv == nil || !cv.eligible || cv.visible() || cv.verdict.State == liveness.Failed {
+		if seen[d] || cv == nil || !cv.eligible || cv.verdict.State == liveness.Failed {
 			continue
 		}
 		in.Domains = append(in.Domains, unknownDomain(d, n))
@@ -184,6 +183,20 @@ func placementInput(v *view) topology.Input {
 	}
 	return in
 }
+
+// spokeReported: the spoke has written its status and its cluster has
+// nodes, so its zone list can be believed.
+func spokeReported(s *etcdfedv1.EtcdSpoke) bool {
+	if s == nil || s.Status.ObservedAt == nil {
+		return false
+	}
+	c := meta.FindStatusCondition(s.Status.Conditions, etcdfedv1.ConditionReady)
+	return c == nil || c.Reason != ReasonSpokeNoNodes
+}
+
+// ReasonSpokeNoNodes is the EtcdSpoke Ready reason of a cluster without
+// nodes (spoke/spokestatus): nothing can be placed there yet.
+const ReasonSpokeNoNodes = "NoNodes"
 
 // unknownDomain: schedulable for the members it has, closed to new ones.
 func unknownDomain(d topology.Domain, members int) topology.DomainInfo {
@@ -268,6 +281,7 @@ func fromAPIOperation(op *etcdfedv1.MembershipOperation) *membership.Operation {
 		Type:        membership.OpType(op.Type),
 		Member:      op.Member,
 		MemberID:    parseID(op.MemberID),
+		NewMemberID: parseID(op.NewMemberID),
 		Incarnation: op.Incarnation,
 		Reason:      op.Reason,
 		Step:        membership.Action(op.Step),
@@ -287,6 +301,7 @@ func toAPIOperation(op *membership.Operation, message string) *etcdfedv1.Members
 		Type:        etcdfedv1.OperationType(op.Type),
 		Member:      op.Member,
 		MemberID:    hexID(op.MemberID),
+		NewMemberID: hexID(op.NewMemberID),
 		Incarnation: op.Incarnation,
 		Reason:      op.Reason,
 		Step:        string(op.Step),

@@ -134,7 +134,7 @@ func continueAdd(in Input, op Operation) Decision {
 		}
 		return step(op, ActAddLearner, Decision{Member: m.Name, Reason: fmt.Sprintf("adding %s as a learner", m.Name)})
 	}
-	op.MemberID = em.ID
+	op.NewMemberID = em.ID
 	if m.Object.Bootstrap != "existing" {
 		return step(op, ActStartMember, Decision{Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("starting %s to join the cluster", m.Name)})
 	}

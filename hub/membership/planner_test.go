@@ -201,7 +201,7 @@ func TestRule4AddLearnerThenPromote(t *testing.T) {
 		{"learner exists although step says CreateObjects (hub restarted): start it", adding(func(in *Input, _ *Member) {
 			in.Etcd.Members = append(in.Etcd.Members, learner)
 		}), []check{action(ActStartMember), func(t *testing.T, d Decision) {
-			if d.MemberID != 9 || d.Operation.MemberID != 9 {
+			if d.MemberID != 9 || d.Operation.NewMemberID != 9 {
 				t.Errorf("learner ID not recorded: %+v", d)
 			}
 		}}},
@@ -411,5 +411,34 @@ func TestRule7ScaleDownAvoidsLeader(t *testing.T) {
 func TestSteadyStateDoesNothing(t *testing.T) {
 	if d := Next(steady()); d.Action != ActNone {
 		t.Fatalf("steady cluster: %s (%s)", d.Action, d.Reason)
+	}
+}
+
+// A replace once recorded the new learner's ID over the old one and then
+// removed its own learner, in a loop (found in test/multicluster). The old
+// and the new ID are kept apart: with the old ID gone and the new learner
+// present, the next step starts the learner.
+func TestReplaceNeverRemovesItsOwnLearner(t *testing.T) {
+	in := steady()
+	from, to := dC, dC
+	in.LastIncarnation = 4
+	in.Etcd.Members = append(in.Etcd.Members[:2], EtcdMember{ID: 42, PeerURLs: []string{url("main-2")}, IsLearner: true})
+	in.Members[2] = running("main-2", 0, dC, 4)
+	in.Members[2].Object.Bootstrap = ""
+	// As the reconciler records it after AddLearner: old ID 3, new ID 42.
+	in.Operation = &Operation{Type: OpReplace, Member: "main-2", MemberID: 3, NewMemberID: 42, Incarnation: 4, From: &from, To: &to, Step: ActAddLearner}
+	d := Next(in)
+	if d.Action != ActStartMember || d.MemberID != 42 {
+		t.Fatalf("got %s on %x (%s), want StartMember on the new learner 42", d.Action, d.MemberID, d.Reason)
+	}
+	if d.Operation.MemberID != 3 || d.Operation.NewMemberID != 42 {
+		t.Fatalf("operation IDs old %x new %x, want 3 and 42 kept apart", d.Operation.MemberID, d.Operation.NewMemberID)
+	}
+	// The step after: the learner runs; it is promoted, never removed.
+	in.Operation = d.Operation
+	in.Members[2].Object.Bootstrap = "existing"
+	in.Etcd.Members[2].Name = "main-2"
+	if d := Next(in); d.Action != ActPromote || d.MemberID != 42 {
+		t.Fatalf("got %s on %x, want Promote 42", d.Action, d.MemberID)
 	}
 }

@@ -114,7 +114,8 @@ type Object struct {
 type Operation struct {
 	Type        OpType
 	Member      string
-	MemberID    uint64 // the old ID (Remove, Replace) or the new one (Add, once known)
+	MemberID    uint64 // the ID being removed (Remove, Replace)
+	NewMemberID uint64 // the ID of the member being added (Add, Replace), once known
 	Incarnation int64
 	From        *topology.Domain
 	To          *topology.Domain

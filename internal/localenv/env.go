@@ -343,6 +343,22 @@ func (e *Env) startComponent(spec ComponentSpec) error {
 	return nil
 }
 
+// KillComponent kills a component (for example "hub") the way a crash
+// would; it is restarted after its back-off. It returns the pid killed.
+func (e *Env) KillComponent(name string) (int, error) {
+	e.mu.Lock()
+	run, ok := e.comps[name]
+	e.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("no component %q", name)
+	}
+	pid := run.svc.Kill()
+	if pid == 0 {
+		return 0, fmt.Errorf("component %q is not running", name)
+	}
+	return pid, nil
+}
+
 // Stop stops every process of the environment and releases its addresses.
 // The state directory stays; the next Start reuses it.
 func (e *Env) Stop() error {

@@ -134,3 +134,21 @@ func (s *service) Info() (pid, restarts int, lastExit string) {
 	}
 	return pid, s.restarts, s.lastExit
 }
+
+// Kill SIGKILLs the running process, as a crash would; the service
+// restarts it after its back-off. It returns the killed pid (0 if none).
+func (s *service) Kill() int {
+	s.mu.Lock()
+	p := s.p
+	s.mu.Unlock()
+	if p == nil {
+		return 0
+	}
+	select {
+	case <-p.Done():
+		return 0
+	default:
+	}
+	p.Kill()
+	return p.PID()
+}

@@ -40,6 +40,7 @@ const (
 	ReasonGossipKeyMissing      = "GossipKeyMissing"      // False: the gossip Secret or its key "key" is missing; gossip does not start.
 	ReasonGossipKeyInvalid      = "GossipKeyInvalid"      // False: the key is not 16, 24 or 32 bytes.
 	ReasonGossipError           = "GossipError"           // False: memberlist failed to start.
+	ReasonNoNodes               = "NoNodes"               // False: the cluster has no nodes; the hub places nothing here.
 )
 
 // GossipKeyField is the key of the gossip encryption key in its Secret.
@@ -161,13 +162,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	st := &s.Status
 	st.Version = r.Version
 	st.DNSAddresses = r.DNSAddresses
-	zones, err := r.zones(ctx)
+	zones, nodes, err := r.zones(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
 	st.Zones = zones
 
 	status, reason, msg, gossipErr := r.gossip(ctx, s)
+	if nodes == 0 {
+		// The hub places members only where the spoke has seen nodes: a
+		// zone list read before the nodes registered would be wrong.
+		status, reason, msg = metav1.ConditionFalse, ReasonNoNodes, "the cluster has no nodes yet; the hub places no member here until it has"
+	}
 	setReady(s, status, reason, msg)
 	if r.Gossip != nil {
 		st.GossipAddress = r.Gossip.Address()
@@ -240,12 +246,13 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s)", name, r.Gossip.Address(), enc), nil
 }
 
-// zones returns the distinct zone labels of the cluster's nodes, sorted.
-func (r *Reconciler) zones(ctx context.Context) ([]string, error) {
+// zones returns the distinct zone labels of the cluster's nodes, sorted,
+// and the number of nodes.
+func (r *Reconciler) zones(ctx context.Context) ([]string, int, error) {
 	list := &metav1.PartialObjectMetadataList{}
 	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
 	if err := r.Client.List(ctx, list); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, 0, fmt.Errorf("list nodes: %w", err)
 	}
 	var zones []string
 	for _, n := range list.Items {
@@ -254,7 +261,7 @@ func (r *Reconciler) zones(ctx context.Context) ([]string, error) {
 		}
 	}
 	slices.Sort(zones)
-	return slices.Compact(zones), nil
+	return slices.Compact(zones), len(list.Items), nil
 }
 
 func setReady(s *etcdfedv1.EtcdSpoke, status metav1.ConditionStatus, reason, msg string) {

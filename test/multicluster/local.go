@@ -28,5 +28,13 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	}
 	t.RestoreZone = env.RestoreZone
 	t.CanPartition = env.CanPartition()
+	// As root the environment gives every pod its own source address (the
+	// same mechanism as partitions); without root pods connect from
+	// 127.0.0.1.
+	t.PeerSourceIsPodIP = t.CanPartition == nil
+	t.KillHub = func(context.Context) error {
+		_, err := env.KillComponent("hub")
+		return err
+	}
 	return t, nil
 }

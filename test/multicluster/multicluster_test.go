@@ -28,6 +28,7 @@ var fx struct {
 
 func TestMain(m *testing.M) {
 	code := m.Run()
+	stopHubFixture(code != 0)
 	if fx.dns != nil {
 		fx.dns.Stop()
 	}

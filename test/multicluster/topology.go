@@ -81,6 +81,15 @@ type Topology struct {
 	RestoreZone func(ctx context.Context, zone string) error
 	// CanPartition is nil when FailZone supports mode "partition".
 	CanPartition error
+	// KillHub kills the hub process as a crash would; whatever runs it
+	// (the local environment, a Deployment) starts it again. Nil when the
+	// topology cannot.
+	KillHub func(ctx context.Context) error
+	// PeerSourceIsPodIP is true when member pods connect to their peers
+	// from their own pod IP, so etcd's peer certificate check of the
+	// source address can pass; otherwise EtcdClusters need
+	// spec.tls.peerSkipClientSANVerification.
+	PeerSourceIsPodIP bool
 }
 
 // NewTopology builds a topology from kubeconfig files (for example kind

@@ -1,0 +1,95 @@
+package etcdcluster
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// threeZoneView is a formed 3-member cluster, one member per member cluster
+// and zone, every cluster visible and its spoke reporting its zone.
+func threeZoneView() *view {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	seen := metav1.NewTime(now)
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "default"}}
+	ec.Spec.Replicas = 3
+	ec.Status.ClusterID = "abc"
+	v := &view{ec: ec, now: now, byName: map[string]*clusterView{}}
+	for i, c := range []string{"member-1", "member-2", "member-3"} {
+		zone := "zone-" + c[len(c)-1:]
+		id := uint64(i + 1)
+		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-" + c[len(c)-1:], Cluster: c, Zone: zone, ID: hexID(id), Ready: true})
+		v.etcd.Members = append(v.etcd.Members, membership.EtcdMember{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
+		cv := &clusterView{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+			spoke: &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen}}}
+		v.clusters = append(v.clusters, cv)
+		v.byName[c] = cv
+	}
+	v.etcd.Reachable = true
+	v.etcd.LeaderID = 1
+	return v
+}
+
+func plan(t *testing.T, v *view) topology.Result {
+	t.Helper()
+	res, err := topology.Plan(placementInput(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+func TestPlacementSteadyThreeZones(t *testing.T) {
+	if res := plan(t, threeZoneView()); len(res.Steps) != 0 || res.Current.ZoneFailures != 1 {
+		t.Fatalf("steps %v, zone failures %d; want none and 1", res.Steps, res.Current.ZoneFailures)
+	}
+}
+
+// A spoke reported its cluster's zones before the nodes registered, the
+// hub placed a member in a pseudo-zone and then moved it: a partial spoke
+// report must never move a member (found in test/multicluster).
+func TestPlacementIgnoresPartialSpokeReports(t *testing.T) {
+	for name, mutate := range map[string]func(*view){
+		"zone missing from the spoke's list": func(v *view) { v.clusters[0].spoke.Status.Zones = nil },
+		"spoke never reported":               func(v *view) { v.clusters[0].spoke.Status.ObservedAt = nil },
+		"no spoke object":                    func(v *view) { v.clusters[0].spoke = nil },
+		"spoke says no nodes": func(v *view) {
+			v.clusters[0].spoke.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonSpokeNoNodes}}
+		},
+		"cluster not visible": func(v *view) { v.clusters[0].verdict.State = liveness.Unknown },
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := threeZoneView()
+			mutate(v)
+			if res := plan(t, v); len(res.Steps) != 0 {
+				t.Fatalf("a partial view moved members: %v", res.Steps)
+			}
+		})
+	}
+}
+
+// Explicit signals do move members: a failed cluster, a cordoned zone, a
+// cluster no longer eligible.
+func TestPlacementEvacuatesOnExplicitSignals(t *testing.T) {
+	for name, mutate := range map[string]func(*view){
+		"cluster failed":       func(v *view) { v.clusters[0].verdict.State = liveness.Failed },
+		"zone cordoned":        func(v *view) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
+		"cluster cordoned":     func(v *view) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
+		"cluster not eligible": func(v *view) { v.clusters[0].eligible = false },
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := threeZoneView()
+			mutate(v)
+			res := plan(t, v)
+			if len(res.Steps) != 1 || res.Steps[0].Action != topology.Move || res.Steps[0].Member != "main-1" {
+				t.Fatalf("steps %v, want main-1 moved away", res.Steps)
+			}
+		})
+	}
+}

@@ -1,0 +1,62 @@
+package app_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/gossip"
+	"github.com/etcdfed/etcdfed/spoke/spokestatus"
+)
+
+// A spoke that listed its cluster's zones before the nodes registered
+// reported no zones, and the hub placed a member in a pseudo-zone and then
+// moved it (found in test/multicluster). The spoke now says NoNodes until
+// it has seen a node, and reports the zones once it has.
+func TestSpokeSaysNoNodesUntilNodesExist(t *testing.T) {
+	cl := testenv.StartT(t, "spoke-no-nodes")[0] // its own apiserver: nodes are cluster-wide
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	ns := testenv.NamespaceT(t, cl, "ring")
+
+	o := app.DefaultOptions()
+	o.Namespace = ns
+	o.ClusterName = "lonely"
+	o.DNSListen = "127.0.0.1:0"
+	o.Gossip = gossip.Config{}
+	o.LeaderElection = false
+	run(t, cl.Config, o)
+
+	key := types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}
+	ready := func(g Gomega) (*metav1.Condition, []string) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		g.Expect(cl.Client.Get(ctx, key, sp)).To(Succeed())
+		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionReady)
+		g.Expect(c).NotTo(BeNil())
+		return c, sp.Status.Zones
+	}
+	g.Eventually(func(g Gomega) {
+		c, zones := ready(g)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(c.Reason).To(Equal(spokestatus.ReasonNoNodes))
+		g.Expect(zones).To(BeEmpty())
+	}).Should(Succeed())
+
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}
+	g.Expect(cl.Client.Create(ctx, n)).To(Succeed())
+	g.Eventually(func(g Gomega) {
+		c, zones := ready(g)
+		g.Expect(c.Status).To(Equal(metav1.ConditionTrue), c.Message)
+		g.Expect(zones).To(Equal([]string{"zone-a"}))
+	}).Should(Succeed())
+}

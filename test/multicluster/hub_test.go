@@ -1,0 +1,132 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// A second local environment runs the real hub and one real spoke per
+// member cluster (built from this checkout), so EtcdClusters are formed,
+// scaled and repaired by etcdfed itself, with real etcd and real DNS.
+var hubFx struct {
+	once sync.Once
+	err  error
+	env  *localenv.Env
+	topo *Topology
+	bin  string
+	dirs []string
+}
+
+// stopHubFixture stops the environment; its state (logs of the hub,
+// spokes, apiservers and pods) is kept when a test failed.
+func stopHubFixture(failed bool) {
+	if hubFx.env != nil {
+		if err := hubFx.env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stop hub environment:", err)
+		}
+	}
+	for _, d := range hubFx.dirs {
+		if failed {
+			fmt.Fprintln(os.Stderr, "kept for inspection:", d)
+			continue
+		}
+		_ = os.RemoveAll(d)
+	}
+}
+
+func hubTopology(tb testing.TB) *Topology {
+	tb.Helper()
+	testenv.SkipIfShort(tb, "the local environment with the hub and spokes (kube-apiservers, node agents, etcd)")
+	hubFx.once.Do(func() {
+		state, err := os.MkdirTemp("", "multicluster-hub-")
+		if err != nil {
+			hubFx.err = err
+			return
+		}
+		bin, err := os.MkdirTemp("", "multicluster-bin-")
+		if err != nil {
+			hubFx.err = err
+			return
+		}
+		hubFx.dirs = []string{state, bin}
+		start := time.Now()
+		if hubFx.err = testenv.FreshBinDir(bin); hubFx.err != nil {
+			return
+		}
+		hubFx.bin = bin
+		fmt.Fprintf(os.Stderr, "built hub, spoke and etcdfed in %.1fs\n", time.Since(start).Seconds())
+		verbose := os.Getenv("MULTICLUSTER_LOG") != ""
+		start = time.Now()
+		hubFx.env, hubFx.err = localenv.Start(context.Background(), localenv.Config{
+			StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
+			BackoffBase: time.Second, BackoffMax: 5 * time.Second,
+			Log: funcr.New(func(prefix, args string) {
+				if verbose {
+					fmt.Fprintln(os.Stderr, prefix, args)
+				}
+			}, funcr.Options{}),
+		})
+		if hubFx.err != nil {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "local environment with hub and spokes ready in %.1fs (logs in %s)\n", time.Since(start).Seconds(), filepath.Join(state, "logs"))
+		hubFx.topo, hubFx.err = LocalTopology(hubFx.env, nil)
+	})
+	if hubFx.err != nil {
+		tb.Fatalf("local environment with hub: %v", hubFx.err)
+	}
+	return hubFx.topo
+}
+
+// TestEtcdClusterLifecycle takes one EtcdCluster through its life on three
+// member clusters in three zones: bootstrap (1/1/1, tolerant, records
+// resolving), etcdctl --discovery-srv, a deleted pod, 3 -> 5 -> 3 under a
+// recorded workload, a cordoned zone evacuated and returned under load, a
+// hub killed in the middle of a scale-up, deletion.
+func TestEtcdClusterLifecycle(t *testing.T) {
+	topo := hubTopology(t)
+	ctx := context.Background()
+	var etcd *ManagedEtcd
+	if !t.Run("bootstrap 3", func(t *testing.T) {
+		etcd = EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "lifecycle", Name: "main", Domain: "main.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	}) {
+		t.FailNow()
+	}
+	t.Run("etcdctl --discovery-srv", func(t *testing.T) {
+		DiscoverySRVSpec(ctx, DiscoverySRVSpecInput{T: t, Topology: topo, Etcd: etcd, Etcdctl: filepath.Join(hubFx.bin, "etcdctl")})
+	})
+	t.Run("deleted pod keeps its member ID", func(t *testing.T) {
+		PodDeletedSpec(ctx, PodDeletedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "main-1"})
+	})
+	t.Run("scale 3-5-3 under load", func(t *testing.T) {
+		ScaleUnderLoadSpec(ctx, ScaleUnderLoadSpecInput{T: t, Topology: topo, Etcd: etcd, Sizes: []int{5, 3}})
+	})
+	t.Run("cordoned zone evacuated and returned under load", func(t *testing.T) {
+		CordonZoneSpec(ctx, CordonZoneSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "main-0"})
+	})
+	t.Run("hub killed mid scale-up", func(t *testing.T) {
+		HubRestartSpec(ctx, HubRestartSpecInput{T: t, Topology: topo, Etcd: etcd, To: 5})
+	})
+	t.Run("delete", func(t *testing.T) {
+		DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	})
+}
+
+// TestEtcdClusterBootstrapFive: five members over three zones are placed
+// 2/2/1 and survive the loss of any one zone.
+func TestEtcdClusterBootstrapFive(t *testing.T) {
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "five", Name: "five", Domain: "five.etcd.test", Replicas: 5, WantZones: "2/2/1"})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
