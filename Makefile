@@ -49,10 +49,21 @@ verify: generate ## Check generated files are current, gofmt, go vet, golangci-l
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
 
+##@ Run
+
+# DETACH=1: return once the demo EtcdCluster is Available, leaving the
+# environment running until `bin/etcdfed dev down`.
+DETACH ?=
+DEMO_FLAGS ?= --clusters 3 --members 5
+
+.PHONY: demo
+demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
+	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(DETACH),--detach)
+
 ##@ Test
 
 .PHONY: test
-test: tools system-deps ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
+test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
 	$(GO) test -json -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
 .PHONY: test-unit

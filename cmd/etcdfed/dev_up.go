@@ -48,7 +48,7 @@ func init() {
 	f := devUpCmd.Flags()
 	f.IntVar(&upFlags.clusters, "clusters", localenv.DefaultClusters, "number of member clusters (1-15)")
 	f.IntVar(&upFlags.zones, "zones-per-cluster", localenv.DefaultZonesPerCluster, "zones in each member cluster (1-15)")
-	f.IntVar(&upFlags.members, "members", localenv.DefaultMembers, "members of the demo EtcdCluster")
+	f.IntVar(&upFlags.members, "members", localenv.DefaultMembers, "members of the demo EtcdCluster the hub forms (0: none)")
 	f.BoolVar(&upFlags.detach, "detach", false, "run in the background and return once the environment is ready")
 	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
@@ -112,7 +112,12 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 			return
 		}
 		_ = printSummary(out, env.State().Dir, time.Since(start))
-		fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
+		go func() {
+			if err := runDemo(ctx, out, env.State(), upFlags.members, upFlags.timeout); err != nil {
+				fmt.Fprintln(out, "demo:", err)
+			}
+			fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
+		}()
 	})
 }
 
@@ -186,7 +191,14 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 			if info.Ready != nil {
 				follow()
 				_ = sup.Process.Release()
-				return printSummary(out, cfg.StateDir, time.Since(start))
+				if err := printSummary(out, cfg.StateDir, time.Since(start)); err != nil {
+					return err
+				}
+				st, err := localenv.LoadState(cfg.StateDir)
+				if err != nil {
+					return err
+				}
+				return runDemo(cmd.Context(), out, st, cfg.Members, upFlags.timeout)
 			}
 			if info.Error != "" {
 				<-exited

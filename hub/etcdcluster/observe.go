@@ -212,6 +212,12 @@ func adoptLostStatus(v *view) {
 
 // observeEtcd reads etcd's member list and every member's health.
 func (r *Reconciler) observeEtcd(ctx context.Context, v *view) {
+	if v.ec.Status.ClusterID == "" && !anyBootstrapStarted(v) {
+		// No founding member may run etcd yet: dialling names that do not
+		// resolve would only cost a timeout per reconcile.
+		v.etcd = membership.Etcd{Error: "not bootstrapped: no member has been started yet"}
+		return
+	}
 	endpoints := clientEndpoints(v)
 	if len(endpoints) == 0 {
 		v.etcd = membership.Etcd{Error: "no member has a client URL yet"}
@@ -248,6 +254,20 @@ func (r *Reconciler) observeEtcd(ctx context.Context, v *view) {
 	if !v.etcd.Reachable {
 		ctrl.LoggerFrom(ctx).V(1).Info("etcd not reachable", "endpoints", endpoints, "error", v.etcd.Error)
 	}
+}
+
+// anyBootstrapStarted: some object of this EtcdCluster has spec.bootstrap,
+// so an etcd process may run (or a cluster formed before the hub's status
+// was lost).
+func anyBootstrapStarted(v *view) bool {
+	for _, cv := range v.clusters {
+		for _, obj := range cv.objects {
+			if obj.Spec.Bootstrap != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // clientEndpoints are the client URLs of the recorded members: the spoke's

@@ -226,6 +226,15 @@ func membershipInput(v *view) membership.Input {
 	if op := ec.Status.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
 	}
+	for _, cv := range v.clusters {
+		switch {
+		case !cv.eligible:
+		case !cv.visible():
+			in.Unseen = append(in.Unseen, cv.name+": "+orText(cv.verdict.Reason, "not visible"))
+		case !spokeReported(cv.spoke):
+			in.Unseen = append(in.Unseen, cv.name+": its spoke has not reported zones and nodes")
+		}
+	}
 	for _, m := range ec.Status.Members {
 		cv := v.cluster(m.Cluster)
 		mm := membership.Member{
@@ -315,6 +324,13 @@ func toAPIOperation(op *membership.Operation, message string) *etcdfedv1.Members
 		out.To = &etcdfedv1.FailureDomain{Cluster: op.To.Cluster, Zone: labelZone(op.To.Zone)}
 	}
 	return out
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 func truncate(s string, n int) string {

@@ -34,8 +34,9 @@ var (
 
 // Timeouts for the calls the hub makes while reconciling.
 const (
-	DialTimeout   = 3 * time.Second
+	DialTimeout   = 2 * time.Second
 	RequestTimout = 5 * time.Second
+	ListTimeout   = 2 * time.Second
 	StatusTimeout = 2 * time.Second
 )
 
@@ -80,7 +81,7 @@ func (c *Client) Close() error { return c.c.Close() }
 // Observe reads the member list (linearizable: it needs a quorum) and asks
 // every started member for its status, in parallel.
 func (c *Client) Observe(ctx context.Context) membership.Etcd {
-	lctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	lctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	resp, err := c.c.MemberList(lctx)
 	if err != nil {
@@ -195,7 +196,7 @@ func classify(err error) error {
 
 func describe(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "no answer within " + RequestTimout.String()
+		return "no answer within " + ListTimeout.String()
 	}
 	return err.Error()
 }

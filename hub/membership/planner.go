@@ -41,6 +41,9 @@ func beginBootstrap(in Input) Decision {
 	if in.Etcd.Reachable && len(in.Etcd.Members) > 0 {
 		return Decision{Action: ActFinishBootstrap, Reason: "etcd already has members: adopting the formed cluster"}
 	}
+	if len(in.Unseen) > 0 {
+		return wait(pollFast, "waiting for every eligible member cluster before founding the cluster: %s", strings.Join(in.Unseen, "; "))
+	}
 	if len(in.Placement.Target) == 0 {
 		return wait(pollSlow, "no failure domain can take a member yet: waiting for member clusters and their spokes")
 	}

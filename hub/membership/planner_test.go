@@ -115,6 +115,11 @@ func TestRule2Bootstrap(t *testing.T) {
 				}
 			},
 		}},
+		{"a member cluster not seen yet: wait, never found on a partial view", func() Input {
+			in := fresh()
+			in.Unseen = []string{"c2: spoke has not reported"}
+			return in
+		}, []check{action(ActWait), reason("c2: spoke has not reported")}},
 		{"fewer placeable members than replicas waits", func() Input {
 			in := fresh()
 			in.Placement.Target = in.Placement.Target[:2]

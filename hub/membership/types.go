@@ -33,6 +33,11 @@ type Input struct {
 	Members []Member
 	// Placement is what pkg/topology wants, computed from the same view.
 	Placement topology.Result
+	// Unseen lists eligible member clusters the hub cannot fully see yet
+	// (not visible, or their spoke has not reported), with why. Bootstrap
+	// waits for them: the founding placement is never made on a partial
+	// view.
+	Unseen []string
 }
 
 // Etcd is what etcd says.

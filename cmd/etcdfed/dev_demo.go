@@ -1,0 +1,308 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/clusterstatus"
+	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// The demo EtcdCluster `etcdfed dev up` creates in the hub.
+const (
+	demoName      = "demo"
+	demoNamespace = "default"
+	demoDomain    = "demo.etcdfed.test"
+)
+
+// ringFlags pick the EtcdCluster of `dev env` and `dev etcdctl`.
+var ringFlags struct {
+	name, namespace string
+}
+
+func bindRingFlags(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&ringFlags.name, "cluster", "", "EtcdCluster to use (default: "+demoName+", or the only one)")
+	cmd.Flags().StringVar(&ringFlags.namespace, "cluster-namespace", demoNamespace, "namespace of the EtcdCluster in the hub")
+}
+
+func hubClientFromState(st *localenv.State) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", st.KubeconfigPath(localenv.HubClusterName))
+	if err != nil {
+		return nil, fmt.Errorf("hub kubeconfig: %w", err)
+	}
+	return client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+}
+
+// demoCluster is the demo EtcdCluster's spec. Without root the local
+// environment cannot give pods their own source address, so etcd's check
+// of a peer's source IP against its certificate must be off.
+func demoCluster(members int) *etcdfedv1.EtcdCluster {
+	return &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName},
+		Spec: etcdfedv1.EtcdClusterSpec{
+			Replicas: int32(members),
+			Version:  "3.6.16",
+			DNS:      etcdfedv1.DNSSpec{Domain: demoDomain, TTLSeconds: ptr[int32](5)},
+			TLS:      etcdfedv1.TLSSpec{PeerSkipClientSANVerification: os.Geteuid() != 0},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func isExecutable(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+// runDemo creates the demo EtcdCluster (unless it exists), shows progress
+// until it is Available with every member ready, then prints its status
+// and how to use it.
+func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int, timeout time.Duration) error {
+	if members <= 0 {
+		return nil
+	}
+	if bin, err := binDir(); err != nil || !isExecutable(filepath.Join(bin, "hub")) {
+		fmt.Fprintln(out, "\nNo hub runs (bin/hub missing: make build), so no demo EtcdCluster was created.")
+		return nil
+	}
+	c, err := hubClientFromState(st)
+	if err != nil {
+		return err
+	}
+	ec := demoCluster(members)
+	switch err := c.Create(ctx, ec); {
+	case apierrors.IsAlreadyExists(err):
+		fmt.Fprintf(out, "\nEtcdCluster %s/%s exists; waiting for it.\n", demoNamespace, demoName)
+	case err != nil:
+		return fmt.Errorf("create the demo EtcdCluster: %w", err)
+	default:
+		fmt.Fprintf(out, "\nCreated EtcdCluster %s/%s: %d members over %d member clusters, domain %s.\n", demoNamespace, demoName, members, len(st.MemberClusters), demoDomain)
+	}
+	ec, err = followCluster(ctx, out, c, client.ObjectKey{Namespace: demoNamespace, Name: demoName}, timeout)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if err := clusterstatus.Render(out, ec, time.Now()); err != nil {
+		return err
+	}
+	self := "etcdfed"
+	if exe, err := os.Executable(); err == nil {
+		self = exe
+	}
+	sd := shellQuote(st.Dir)
+	fmt.Fprintf(out, `
+Use it (names resolve through the ring's DNS, with a client certificate; your resolver is not touched):
+  %[1]s dev etcdctl --state-dir %[2]s -- member list -w table
+  %[1]s dev etcdctl --state-dir %[2]s -- put hello world
+  %[1]s dev etcdctl --state-dir %[2]s -- endpoint status -w table
+Drill a zone failure:
+  %[1]s dev fail-zone zone-1 --state-dir %[2]s; %[1]s status %[3]s --kubeconfig %[4]s
+`, self, sd, demoName, shellQuote(st.KubeconfigPath(localenv.HubClusterName)))
+	return nil
+}
+
+// followCluster prints a line whenever the EtcdCluster's progress changes
+// and returns once it is Available with every member ready and no change in
+// flight.
+func followCluster(ctx context.Context, out io.Writer, c client.Client, key client.ObjectKey, timeout time.Duration) (*etcdfedv1.EtcdCluster, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	start := time.Now()
+	last := ""
+	for {
+		ec := &etcdfedv1.EtcdCluster{}
+		if err := c.Get(ctx, key, ec); err != nil {
+			if ctx.Err() != nil {
+				return nil, fmt.Errorf("EtcdCluster %s not ready after %s", key, timeout)
+			}
+		} else {
+			line := progressLine(ec)
+			if line != last {
+				fmt.Fprintf(out, "[%6.1fs] %s\n", time.Since(start).Seconds(), line)
+				last = line
+			}
+			st := ec.Status
+			if meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionAvailable) &&
+				meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionAllMembersReady) && st.Operation == nil {
+				return ec, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("EtcdCluster %s not ready after %s: %s", key, timeout, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func progressLine(ec *etcdfedv1.EtcdCluster) string {
+	st := ec.Status
+	parts := []string{fmt.Sprintf("%s: %s members ready", ec.Name, orDash(st.MemberSummary))}
+	if st.ZoneSummary != "" {
+		parts = append(parts, "zones "+st.ZoneSummary)
+	}
+	if op := st.Operation; op != nil {
+		parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s %s", op.Type, op.Member))+": "+op.Step)
+	} else if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdcluster.ReasonWaiting {
+		parts = append(parts, "waiting: "+c.Message)
+	}
+	if meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionAvailable) {
+		parts = append(parts, "available")
+	}
+	return strings.Join(parts, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// findRing returns the EtcdCluster ringFlags name, or the demo one, or the
+// only one in the namespace.
+func findRing(ctx context.Context, c client.Client) (*etcdfedv1.EtcdCluster, error) {
+	name := ringFlags.name
+	if name == "" {
+		var list etcdfedv1.EtcdClusterList
+		if err := c.List(ctx, &list, client.InNamespace(ringFlags.namespace)); err != nil {
+			return nil, fmt.Errorf("list EtcdClusters: %w", err)
+		}
+		switch {
+		case len(list.Items) == 0:
+			return nil, nil
+		case len(list.Items) == 1:
+			return &list.Items[0], nil
+		}
+		name = demoName
+	}
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ringFlags.namespace, Name: name}, ec); err != nil {
+		if apierrors.IsNotFound(err) && ringFlags.name == "" {
+			return nil, errors.New("several EtcdClusters and none is named " + demoName + ": pick one with --cluster")
+		}
+		return nil, err
+	}
+	return ec, nil
+}
+
+func init() {
+	// The ring part of `dev env`: endpoints and a client certificate kept
+	// under <state>/ring/<namespace>-<name>/.
+	ringEnv = func(ctx context.Context, st *localenv.State) ([]envVar, error) {
+		c, err := hubClientFromState(st)
+		if err != nil {
+			return nil, err
+		}
+		ec, err := findRing(ctx, c)
+		if err != nil || ec == nil {
+			return nil, err
+		}
+		vars := []envVar{{"ETCDCTL_ENDPOINTS", strings.Join(ec.Status.Endpoints, ",")}}
+		if ec.Spec.TLS.Mode == etcdfedv1.TLSDisabled {
+			return vars, nil
+		}
+		dir, err := ringCerts(ctx, c, st, ec)
+		if err != nil {
+			return nil, err
+		}
+		return append(vars,
+			envVar{"ETCDCTL_CACERT", filepath.Join(dir, "ca.crt")},
+			envVar{"ETCDCTL_CERT", filepath.Join(dir, "client.crt")},
+			envVar{"ETCDCTL_KEY", filepath.Join(dir, "client.key")}), nil
+	}
+	bindRingFlags(devEnvCmd)
+
+	cmd := &cobra.Command{
+		Use:   "etcdctl -- ARGS...",
+		Short: "Run etcdctl against the local ring (its DNS names, a client certificate)",
+		Long: `etcdctl runs bin/etcdctl (built from go.etcd.io/etcd/etcdctl at the pinned
+version) with the ring's endpoints, a client certificate issued from the
+EtcdCluster's CA, and ETCDFED_DNS_SERVERS so that member names resolve
+through the ring's DNS servers without touching this machine's resolver.
+
+  etcdfed dev etcdctl -- member list -w table
+  etcdfed dev etcdctl -- put hello world
+  etcdfed dev etcdctl -- get hello`,
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := localenv.LoadState(devFlags.stateDir)
+			if err != nil {
+				return fmt.Errorf("no environment in %s (etcdfed dev up): %w", devFlags.stateDir, err)
+			}
+			ring, err := ringEnv(cmd.Context(), st)
+			if err != nil {
+				return err
+			}
+			if len(ring) == 0 {
+				return errors.New("no EtcdCluster in the hub yet (etcdfed dev up creates the demo one)")
+			}
+			bin, err := binDir()
+			if err != nil {
+				return err
+			}
+			ctl := exec.CommandContext(cmd.Context(), filepath.Join(bin, "etcdctl"), args...)
+			ctl.Stdin, ctl.Stdout, ctl.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+			ctl.Env = append(os.Environ(), "ETCDFED_DNS_SERVERS="+strings.Join(st.DNSServers(), ","))
+			for _, v := range ring {
+				ctl.Env = append(ctl.Env, v.Name+"="+v.Value)
+			}
+			return ctl.Run()
+		},
+	}
+	bindRingFlags(cmd)
+	devCmd.AddCommand(cmd)
+}
+
+// ringCerts writes the CA and a client certificate for ec under the state
+// directory, reusing them while they are valid and from the current CA.
+func ringCerts(ctx context.Context, c client.Client, st *localenv.State, ec *etcdfedv1.EtcdCluster) (string, error) {
+	dir := filepath.Join(st.Dir, "ring", ec.Namespace+"-"+ec.Name)
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: etcdcluster.CASecretName(ec)}, sec); err != nil {
+		return "", fmt.Errorf("read the CA of %s/%s: %w", ec.Namespace, ec.Name, err)
+	}
+	ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	if err != nil {
+		return "", err
+	}
+	if old, err := os.ReadFile(filepath.Join(dir, "client.crt")); err == nil {
+		if renew, _ := ca.NeedsRenewal(old, nil, time.Now()); !renew {
+			return dir, nil
+		}
+	}
+	leaf, err := ca.IssueClient("etcdfed-dev", time.Now())
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "client.key": leaf.KeyPEM, "client.crt": leaf.CertPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
+}
