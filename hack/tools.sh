@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/ from the Go module proxy, each only when
 # it is missing or reports another version. Usage: hack/tools.sh [tool...]
-# Tools: kube-apiserver etcd etcdctl etcdutl controller-gen golangci-lint
+# Tools: kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,14 +31,16 @@ step() {
 	echo ">> built $name in $((SECONDS - start))s"
 }
 
-build_kube_apiserver() {
+kube_ld() {
 	local ld="-s -w" p
 	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
 		ld+=" -X $p.gitVersion=$KUBE_VERSION -X $p.gitMajor=1 -X $p.gitMinor=36"
 		ld+=" -X $p.gitTreeState=clean -X $p.buildDate=1970-01-01T00:00:00Z"
 	done
-	(cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$ld" -o "$bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver)
+	echo "$ld"
 }
+build_kube_apiserver() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver); }
+build_kubectl() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl); }
 
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
 build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
@@ -53,6 +55,7 @@ build_golangci_lint() {
 ensure() {
 	case $1 in
 	kube-apiserver) have kube-apiserver "Kubernetes $KUBE_VERSION" "$bin/kube-apiserver" --version || step "$1" build_kube_apiserver ;;
+	kubectl) have kubectl "Client Version: $KUBE_VERSION" "$bin/kubectl" version --client || step "$1" build_kubectl ;;
 	etcd) have etcd "etcd Version: ${ETCD_VERSION#v}" "$bin/etcd" --version || step "$1" build_etcd ;;
 	etcdctl) have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version || step "$1" build_etcdctl ;;
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
@@ -63,5 +66,5 @@ ensure() {
 }
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(kube-apiserver etcd etcdctl etcdutl controller-gen golangci-lint)
+[[ ${#tools[@]} -gt 0 ]] || tools=(kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint)
 for t in "${tools[@]}"; do ensure "$t"; done

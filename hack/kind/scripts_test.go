@@ -144,6 +144,12 @@ type world struct {
 // restart, nothing else), and down.sh.
 func TestScripts(t *testing.T) {
 	testenv.SkipIfShort(t, "kube-apiserver, bash and kubectl")
+	// kubectl is built at the pinned version into bin/ by make tools.
+	tools, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", tools+string(os.PathListSeparator)+os.Getenv("PATH"))
 	for _, tool := range []string{"bash", "kubectl", "awk", "sed", "base64"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("%s is not on PATH: the hack/kind scripts run it", tool)
