@@ -82,7 +82,8 @@ func (r *Reconciler) act(ctx context.Context, v *view, d membership.Decision) (c
 }
 
 func notYet(err error) bool {
-	return errors.Is(err, etcdops.ErrLearnerNotReady) || errors.Is(err, etcdops.ErrUnhealthyCluster) || errors.Is(err, etcdops.ErrTooManyLearners)
+	return errors.Is(err, etcdops.ErrLearnerNotReady) || errors.Is(err, etcdops.ErrUnhealthyCluster) || errors.Is(err, etcdops.ErrTooManyLearners) ||
+		errors.Is(err, etcdops.ErrAnswererStopped)
 }
 
 // begin records the operation and its assignments.

@@ -30,6 +30,11 @@ var (
 	ErrUnhealthyCluster = errors.New("etcdops: etcd refused the change: cluster not healthy enough")
 	// ErrTooManyLearners: another learner exists.
 	ErrTooManyLearners = errors.New("etcdops: etcd allows no more learners")
+	// ErrAnswererStopped: the member that took the request stopped before
+	// it answered. A member that applies its own removal does exactly this,
+	// so after a Remove the change has most likely been made; the next
+	// member list tells.
+	ErrAnswererStopped = errors.New("etcdops: the member that took the request stopped (after a removal: most likely itself)")
 )
 
 // Timeouts for the calls the hub makes while reconciling.
@@ -190,6 +195,8 @@ func classify(err error) error {
 		return fmt.Errorf("%w: %w", ErrUnhealthyCluster, err)
 	case errors.Is(err, rpctypes.ErrTooManyLearners), errors.Is(err, rpctypes.ErrGRPCTooManyLearners):
 		return fmt.Errorf("%w: %w", ErrTooManyLearners, err)
+	case errors.Is(err, rpctypes.ErrStopped), errors.Is(err, rpctypes.ErrGRPCStopped):
+		return fmt.Errorf("%w: %w", ErrAnswererStopped, err)
 	}
 	return err
 }

@@ -263,6 +263,12 @@ func TestThreeSpokesGossip(t *testing.T) {
 	ns := map[string]string{}
 	stops := map[string]func(){}
 	key := newKey() // the ring's one key, in every member cluster
+	// A node, so that the spokes' Ready reason is about gossip and not
+	// NoNodes (nodes are cluster-wide; other tests may have made some).
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gossip-node", Labels: map[string]string{corev1.LabelTopologyZone: "zone-g"}}}
+	if err := admin.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
 	for _, n := range names {
 		ns[n] = testenv.NamespaceT(t, cl, n)
 		gossipKey(t, admin, ns[n], key)

@@ -170,7 +170,8 @@ func TestHubPermissions(t *testing.T) {
 // permissions of config/rbac/hub in a hub apiserver and of
 // config/rbac/hub-member in a member apiserver (registered the way
 // hack/kind/up.sh registers it: a kubeconfig Secret), with a stand-in
-// spoke that reports a zone and renews its Lease. The hub must take an
+// spoke that reports a zone (with the time it observed it, as a spoke
+// does once its cluster has nodes) and renews its Lease. The hub must take an
 // EtcdCluster through its first steps (finalizer, CA and client Secrets,
 // the spoke's gossip spec, the member's object, certificate and DNS zone,
 // status, leader election) and through deletion (every object of the
@@ -209,7 +210,8 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 	// is given reported in the member's status.
 	sp := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ring}}
 	g.Expect(member.Client.Create(ctx, sp)).To(Succeed())
-	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1"}, DNSAddresses: []string{"127.0.0.1:5353"}, GossipAddress: "127.0.0.1:7946"}
+	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1"}, DNSAddresses: []string{"127.0.0.1:5353"}, GossipAddress: "127.0.0.1:7946",
+		ObservedAt: &metav1.Time{Time: time.Now()}}
 	g.Expect(member.Client.Status().Update(ctx, sp)).To(Succeed())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ring},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("spoke-0"), LeaseDurationSeconds: ptr.To[int32](10), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
