@@ -8,7 +8,9 @@ GO ?= go
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/etcdfed/etcdfed/internal/version.Version=$(VERSION)
 TEST_TIMEOUT ?= 28m
-# Extra flags for go test, e.g. TESTFLAGS='-run TestX -v'.
+# Extra flags for go test, e.g. TESTFLAGS='-run TestX -v'. make test always runs
+# (-count=1): results of tests that start processes must never come from
+# the cache.
 TESTFLAGS ?=
 BENCHTIME ?= 1s
 
@@ -64,7 +66,7 @@ demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones
 
 .PHONY: test
 test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
-	$(GO) test -json -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
+	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -43,12 +41,7 @@ an administrator's command. The certificate is valid for one year.`,
 			if ec.Spec.TLS.Mode == etcdfedv1.TLSDisabled {
 				return fmt.Errorf("EtcdCluster %s/%s runs without TLS: no certificate needed", ns, args[0])
 			}
-			sec := &corev1.Secret{}
-			key := client.ObjectKey{Namespace: ns, Name: etcdcluster.CASecretName(ec)}
-			if err := c.Get(cmd.Context(), key, sec); err != nil {
-				return fmt.Errorf("read CA Secret %s: %w", key, err)
-			}
-			ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+			ca, err := etcdcluster.ReadCA(cmd.Context(), c, ec)
 			if err != nil {
 				return err
 			}
@@ -56,23 +49,17 @@ an administrator's command. The certificate is valid for one year.`,
 			if err != nil {
 				return err
 			}
-			if err := os.MkdirAll(out, 0o700); err != nil {
+			if err := pki.WriteClientFiles(out, ca.CertPEM, leaf); err != nil {
 				return err
-			}
-			files := map[string][]byte{"ca.crt": ca.CertPEM, "client.crt": leaf.CertPEM, "client.key": leaf.KeyPEM}
-			for name, data := range files {
-				if err := os.WriteFile(filepath.Join(out, name), data, 0o600); err != nil {
-					return err
-				}
 			}
 			abs, err := filepath.Abs(out)
 			if err != nil {
 				return err
 			}
 			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "export ETCDCTL_CACERT=%s\n", filepath.Join(abs, "ca.crt"))
-			fmt.Fprintf(w, "export ETCDCTL_CERT=%s\n", filepath.Join(abs, "client.crt"))
-			fmt.Fprintf(w, "export ETCDCTL_KEY=%s\n", filepath.Join(abs, "client.key"))
+			fmt.Fprintf(w, "export ETCDCTL_CACERT=%s\n", filepath.Join(abs, pki.FileCA))
+			fmt.Fprintf(w, "export ETCDCTL_CERT=%s\n", filepath.Join(abs, pki.FileClientCert))
+			fmt.Fprintf(w, "export ETCDCTL_KEY=%s\n", filepath.Join(abs, pki.FileClientKey))
 			if len(ec.Status.Endpoints) > 0 {
 				fmt.Fprintf(w, "export ETCDCTL_ENDPOINTS=%s\n", strings.Join(ec.Status.Endpoints, ","))
 			}

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -229,7 +228,7 @@ func init() {
 		}
 		return append(vars,
 			envVar{"ETCDCTL_CACERT", filepath.Join(dir, "ca.crt")},
-			envVar{"ETCDCTL_CERT", filepath.Join(dir, "client.crt")},
+			envVar{"ETCDCTL_CERT", filepath.Join(dir, pki.FileClientCert)},
 			envVar{"ETCDCTL_KEY", filepath.Join(dir, "client.key")}), nil
 	}
 	bindRingFlags(devEnvCmd)
@@ -247,9 +246,9 @@ through the ring's DNS servers without touching this machine's resolver.
   etcdfed dev etcdctl -- get hello`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := localenv.LoadState(devFlags.stateDir)
+			st, err := loadState()
 			if err != nil {
-				return fmt.Errorf("no environment in %s (etcdfed dev up): %w", devFlags.stateDir, err)
+				return err
 			}
 			ring, err := ringEnv(cmd.Context(), st)
 			if err != nil {
@@ -279,15 +278,11 @@ through the ring's DNS servers without touching this machine's resolver.
 // directory, reusing them while they are valid and from the current CA.
 func ringCerts(ctx context.Context, c client.Client, st *localenv.State, ec *etcdfedv1.EtcdCluster) (string, error) {
 	dir := filepath.Join(st.Dir, "ring", ec.Namespace+"-"+ec.Name)
-	sec := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: etcdcluster.CASecretName(ec)}, sec); err != nil {
-		return "", fmt.Errorf("read the CA of %s/%s: %w", ec.Namespace, ec.Name, err)
-	}
-	ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	ca, err := etcdcluster.ReadCA(ctx, c, ec)
 	if err != nil {
 		return "", err
 	}
-	if old, err := os.ReadFile(filepath.Join(dir, "client.crt")); err == nil {
+	if old, err := os.ReadFile(filepath.Join(dir, pki.FileClientCert)); err == nil {
 		if renew, _ := ca.NeedsRenewal(old, nil, time.Now()); !renew {
 			return dir, nil
 		}
@@ -296,13 +291,8 @@ func ringCerts(ctx context.Context, c client.Client, st *localenv.State, ec *etc
 	if err != nil {
 		return "", err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := pki.WriteClientFiles(dir, ca.CertPEM, leaf); err != nil {
 		return "", err
-	}
-	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "client.key": leaf.KeyPEM, "client.crt": leaf.CertPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			return "", err
-		}
 	}
 	return dir, nil
 }

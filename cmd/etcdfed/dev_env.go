@@ -24,9 +24,9 @@ var devEnvCmd = &cobra.Command{
                                    once a ring exists`,
 	Args: cobra.NoArgs,
 	RunE: func(cmd *cobra.Command, _ []string) error {
-		st, err := localenv.LoadState(devFlags.stateDir)
+		st, err := loadState()
 		if err != nil {
-			return fmt.Errorf("no environment in %s (etcdfed dev up): %w", devFlags.stateDir, err)
+			return err
 		}
 		ring, err := ringEnv(cmd.Context(), st)
 		if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -28,18 +29,9 @@ apiserver and spoke are cut off with it. Partitions need root and iptables.
 restore-zone undoes either.`,
 	Args: cobra.ExactArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		c, err := connect()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := withTimeout(cmd.Context(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		if err := c.FailZone(ctx, args[0], localenv.Mode(faultFlags.mode)); err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "Failed %s (%s) in %.1fs.\n", args[0], faultFlags.mode, time.Since(start).Seconds())
-		return nil
+		return timedFault(cmd, "Failed "+args[0]+" ("+faultFlags.mode+")", func(ctx context.Context, c *localenv.Client) error {
+			return c.FailZone(ctx, args[0], localenv.Mode(faultFlags.mode))
+		})
 	},
 }
 
@@ -48,19 +40,27 @@ var devRestoreZoneCmd = &cobra.Command{
 	Short: "Restore a zone or member cluster failed with fail-zone",
 	Args:  cobra.ExactArgs(1),
 	RunE: func(cmd *cobra.Command, args []string) error {
-		c, err := connect()
-		if err != nil {
-			return err
-		}
-		ctx, cancel := withTimeout(cmd.Context(), 5*time.Minute)
-		defer cancel()
-		start := time.Now()
-		if err := c.RestoreZone(ctx, args[0]); err != nil {
-			return err
-		}
-		fmt.Fprintf(cmd.OutOrStdout(), "Restored %s in %.1fs.\n", args[0], time.Since(start).Seconds())
-		return nil
+		return timedFault(cmd, "Restored "+args[0], func(ctx context.Context, c *localenv.Client) error {
+			return c.RestoreZone(ctx, args[0])
+		})
 	},
+}
+
+// timedFault runs a fault-injection call against the running environment
+// and reports what it did and how long it took.
+func timedFault(cmd *cobra.Command, done string, f func(context.Context, *localenv.Client) error) error {
+	c, err := connect()
+	if err != nil {
+		return err
+	}
+	ctx, cancel := withTimeout(cmd.Context(), 5*time.Minute)
+	defer cancel()
+	start := time.Now()
+	if err := f(ctx, c); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%s in %.1fs.\n", done, time.Since(start).Seconds())
+	return nil
 }
 
 func init() {

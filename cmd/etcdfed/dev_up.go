@@ -267,6 +267,15 @@ func connect() (*localenv.Client, error) {
 	return c, err
 }
 
+// loadState reads the state of the environment in --state-dir.
+func loadState() (*localenv.State, error) {
+	st, err := localenv.LoadState(devFlags.stateDir)
+	if err != nil {
+		return nil, fmt.Errorf("no environment in %s (etcdfed dev up): %w", devFlags.stateDir, err)
+	}
+	return st, nil
+}
+
 func withTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	if ctx == nil {
 		ctx = context.Background()

@@ -97,7 +97,12 @@ func (r *Reconciler) begin(v *view, d membership.Decision) {
 			m = &ec.Status.Members[len(ec.Status.Members)-1]
 		}
 		m.Cluster, m.Zone, m.Incarnation = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation
-		m.ID, m.Ready, m.Role, m.Address = "", false, "", ""
+		// The address stays: it is what the member's DNS name resolves to,
+		// and the old incarnation (maybe the leader, which the hub must
+		// reach to move leadership away) runs there until its ID is
+		// removed. The new incarnation's address replaces it once its
+		// spoke reports one.
+		m.ID, m.Ready, m.Role = "", false, ""
 		m.Since, m.LastTransitionTime = &now, &now
 		ec.Status.LastIncarnation = max(ec.Status.LastIncarnation, a.Incarnation)
 	}

@@ -32,6 +32,22 @@ func CASecretName(ec *etcdfedv1.EtcdCluster) string {
 	return ec.Name + "-ca"
 }
 
+// ReadCA reads an EtcdCluster's CA from the hub, for tools that issue
+// client certificates (etcdfed client-cert, etcdfed dev, tests). It never
+// creates one: that is the hub's job.
+func ReadCA(ctx context.Context, c client.Reader, ec *etcdfedv1.EtcdCluster) (*pki.CA, error) {
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ec.Namespace, Name: CASecretName(ec)}
+	if err := c.Get(ctx, key, sec); err != nil {
+		return nil, fmt.Errorf("read the CA Secret %s of EtcdCluster %s/%s: %w", key, ec.Namespace, ec.Name, err)
+	}
+	ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	if err != nil {
+		return nil, fmt.Errorf("CA Secret %s: %w", key, err)
+	}
+	return ca, nil
+}
+
 // HubClientSecretName is the Secret holding the hub's etcd client
 // certificate in the hub.
 func HubClientSecretName(ec *etcdfedv1.EtcdCluster) string { return ec.Name + "-hub-client" }

@@ -15,6 +15,8 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"time"
 )
@@ -206,6 +208,28 @@ func ClientTLS(caPEM []byte, leaf *Leaf) (*tls.Config, error) {
 		cfg.Certificates = []tls.Certificate{pair}
 	}
 	return cfg, nil
+}
+
+// Client file names WriteClientFiles writes, as etcdctl's --cacert,
+// --cert and --key take them.
+const (
+	FileCA         = "ca.crt"
+	FileClientCert = "client.crt"
+	FileClientKey  = "client.key"
+)
+
+// WriteClientFiles writes the CA certificate and a client certificate and
+// key into dir (created 0700 when missing), each file 0600.
+func WriteClientFiles(dir string, caPEM []byte, leaf *Leaf) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	for name, data := range map[string][]byte{FileCA: caPEM, FileClientCert: leaf.CertPEM, FileClientKey: leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func encodeKey(key *ecdsa.PrivateKey) ([]byte, error) {

@@ -15,13 +15,13 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -43,15 +43,7 @@ func (m *ManagedEtcd) Get(ctx context.Context, hub *Cluster) (*etcdfedv1.EtcdClu
 // ClientCert issues a client certificate from an EtcdCluster's CA, as
 // `etcdfed client-cert` does, and returns the CA certificate with it.
 func ClientCert(ctx context.Context, hub *Cluster, ec *etcdfedv1.EtcdCluster) ([]byte, *pki.Leaf, error) {
-	name := ec.Spec.TLS.CASecretName
-	if name == "" {
-		name = ec.Name + "-ca"
-	}
-	sec := &corev1.Secret{}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: name}, sec); err != nil {
-		return nil, nil, fmt.Errorf("CA Secret: %w", err)
-	}
-	ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	ca, err := etcdcluster.ReadCA(ctx, hub.Client, ec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -40,7 +40,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdfed/etcdfed/config/rbac/hub/manifest"
+	"github.com/etcdfed/etcdfed/config/rbac/manifest"
 )
 
 //go:embed *.yaml

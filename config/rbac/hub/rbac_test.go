@@ -25,7 +25,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	hubrbac "github.com/etcdfed/etcdfed/config/rbac/hub"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
-	"github.com/etcdfed/etcdfed/config/rbac/hub/manifest"
+	"github.com/etcdfed/etcdfed/config/rbac/manifest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 

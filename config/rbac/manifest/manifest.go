@@ -1,6 +1,6 @@
-// Package manifest loads the RBAC manifests embedded by config/rbac/hub and
-// config/rbac/hub-member into typed objects, moved to another namespace, so
-// tests install exactly the files users apply.
+// Package manifest loads the RBAC manifests embedded by config/rbac/hub,
+// config/rbac/hub-member and config/rbac/spoke into typed objects, moved to
+// another namespace, so tests install exactly the files users apply.
 package manifest
 
 import (
