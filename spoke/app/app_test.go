@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +27,7 @@ import (
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/gossip"
+	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
 	"github.com/etcdfed/etcdfed/spoke/spokestatus"
 )
 
@@ -42,31 +42,7 @@ const apiserver = "spoke-app"
 // the test ends).
 func run(t *testing.T, cfg *rest.Config, o app.Options) (*app.Spoke, func()) {
 	t.Helper()
-	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	o.SkipControllerNameValidation = true
-	if o.Log.GetSink() == nil {
-		o.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 0})
-	}
-	s, err := app.New(cfg, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	stopped := false
-	stop := func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("spoke: %v", err)
-		}
-	}
-	t.Cleanup(stop)
-	return s, stop
+	return spoketest.Run(t, cfg, o)
 }
 
 func newKey() []byte {

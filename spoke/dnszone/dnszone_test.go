@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	"github.com/miekg/dns"
 	. "github.com/onsi/gomega"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,6 +23,7 @@ import (
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/dnszone"
+	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
 )
 
 func TestMain(m *testing.M) {
@@ -41,22 +41,7 @@ func spoke(t *testing.T) (client.Client, string, string) {
 	o.DNSListen = "127.0.0.1:0"
 	o.Gossip.BindAddr = ""
 	o.LeaderElection = false
-	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
-	o.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 0})
-	o.SkipControllerNameValidation = true
-	s, err := app.New(cl.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("spoke: %v", err)
-		}
-	})
+	s, _ := spoketest.Run(t, cl.Config, o)
 	return cl.Client, ns, s.DNS.Addr().String()
 }
 
@@ -170,6 +155,13 @@ func TestZoneFollowsTheObject(t *testing.T) {
 		changes, lat[0].Round(time.Microsecond), lat[changes/2].Round(time.Microsecond), lat[changes*9/10].Round(time.Microsecond), lat[changes-1].Round(time.Microsecond))
 
 	// An invalid record set is refused; the last valid one stays served.
+	// The answers above come before the status patch: wait for the status
+	// of the last valid generation before reading its serial.
+	g.Eventually(func(g Gomega) {
+		g.Expect(c.Get(ctx, client.ObjectKeyFromObject(z), z)).To(Succeed())
+		g.Expect(z.Status.ObservedGeneration).To(Equal(z.Generation))
+		served(g, z, metav1.ConditionTrue, dnszone.ReasonServed)
+	}).Should(Succeed())
 	var last int64
 	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(z), z); err != nil {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +22,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 	"github.com/etcdfed/etcdfed/spoke/internal/testetcd"
 	"github.com/etcdfed/etcdfed/spoke/member"
@@ -59,24 +59,9 @@ func start(t *testing.T) *env {
 	o.DNSListen = ""
 	o.Gossip.BindAddr = ""
 	o.LeaderElection = false
-	o.HealthProbeBindAddress, o.MetricsBindAddress = "0", "0"
 	o.MemberStatusInterval = time.Second
 	o.EtcdStatusTimeout = time.Second
-	o.Log = testr.NewWithOptions(t, testr.Options{Verbosity: 0})
-	o.SkipControllerNameValidation = true
-	s, err := app.New(cl.Config, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("spoke: %v", err)
-		}
-	})
+	spoketest.Run(t, cl.Config, o)
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(timeout)
 	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
