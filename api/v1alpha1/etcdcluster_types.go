@@ -299,7 +299,9 @@ type MemberStatus struct {
 	// +optional
 	Ready bool `json:"ready,omitempty"`
 
-	// address is the member's exposed address (IP or hostname).
+	// address is the member's exposed address (IP or hostname), the one its
+	// DNS name resolves to. While a member is moved or replaced, it stays
+	// the old incarnation's address until the new incarnation reports one.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Address string `json:"address,omitempty"`

@@ -227,9 +227,9 @@ func init() {
 			return nil, err
 		}
 		return append(vars,
-			envVar{"ETCDCTL_CACERT", filepath.Join(dir, "ca.crt")},
+			envVar{"ETCDCTL_CACERT", filepath.Join(dir, pki.FileCA)},
 			envVar{"ETCDCTL_CERT", filepath.Join(dir, pki.FileClientCert)},
-			envVar{"ETCDCTL_KEY", filepath.Join(dir, "client.key")}), nil
+			envVar{"ETCDCTL_KEY", filepath.Join(dir, pki.FileClientKey)}), nil
 	}
 	bindRingFlags(devEnvCmd)
 

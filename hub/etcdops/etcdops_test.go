@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
@@ -207,5 +209,28 @@ func TestMajorityLeader(t *testing.T) {
 		if got := majorityLeader(tc.seen); got != tc.want {
 			t.Errorf("majorityLeader(%v) = %d, want %d", tc.seen, got, tc.want)
 		}
+	}
+}
+
+// The errors etcd gives for the hub's calls map to the sentinels the hub
+// retries on, whether they arrive as gRPC status or as client errors.
+func TestClassify(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want error
+	}{
+		{rpctypes.ErrGRPCLearnerNotReady, ErrLearnerNotReady},
+		{rpctypes.ErrMemberLearnerNotReady, ErrLearnerNotReady},
+		{rpctypes.ErrGRPCUnhealthy, ErrUnhealthyCluster},
+		{rpctypes.ErrGRPCTooManyLearners, ErrTooManyLearners},
+		{rpctypes.ErrGRPCStopped, ErrAnswererStopped},
+		{rpctypes.ErrStopped, ErrAnswererStopped},
+	} {
+		if got := classify(tc.err); !errors.Is(got, tc.want) {
+			t.Errorf("classify(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if got := classify(rpctypes.ErrGRPCMemberNotFound); errors.Is(got, ErrAnswererStopped) || errors.Is(got, ErrUnhealthyCluster) {
+		t.Errorf("member not found classified as %v", got)
 	}
 }
