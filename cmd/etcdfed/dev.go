@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/internal/repo"
 )
 
 // devFlags are the flags every `dev` subcommand shares.
@@ -44,7 +44,7 @@ func defaultStateDir() string {
 	if v := os.Getenv("ETCDFED_STATE_DIR"); v != "" {
 		return v
 	}
-	if root, err := testenv.RepoRoot(); err == nil {
+	if root, err := repo.Root(); err == nil {
 		return filepath.Join(root, "_state", "dev")
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
@@ -71,7 +71,7 @@ func binDir() (string, error) {
 			}
 		}
 	}
-	dir, err := testenv.BinDir()
+	dir, err := repo.BinDir()
 	if err != nil {
 		return "", fmt.Errorf("%w\n(or run the etcdfed built by `make build`, which sits in bin/ next to them)", err)
 	}

@@ -23,7 +23,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/clusterstatus"
 	"github.com/etcdfed/etcdfed/internal/localenv"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/internal/scheme"
 )
 
 // The demo EtcdCluster `etcdfed dev up` creates in the hub.
@@ -48,7 +48,7 @@ func hubClientFromState(st *localenv.State) (client.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub kubeconfig: %w", err)
 	}
-	return client.New(cfg, client.Options{Scheme: testenv.Scheme()})
+	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }
 
 // demoCluster is the demo EtcdCluster's spec. Without root the local

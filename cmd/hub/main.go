@@ -4,10 +4,11 @@
 // DNS zones into the member clusters, and reports status.
 //
 // Member clusters are registered with kubeconfig Secrets in the hub (the
-// multicluster-runtime kubeconfig provider: label
+// multicluster-runtime kubeconfig convention: label
 // sigs.k8s.io/multicluster-runtime-kubeconfig=true, key "kubeconfig", the
 // Secret's name is the cluster's name), or, for local use, with
-// --member-kubeconfig NAME=PATH flags.
+// --member-kubeconfig NAME=PATH flags. hub/registry engages them and keeps
+// them engaged through outages.
 package main
 
 import (
@@ -20,8 +21,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,9 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
-	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-	"sigs.k8s.io/multicluster-runtime/providers/clusters"
-	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
@@ -41,7 +39,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/spokes"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/version"
 )
 
@@ -97,46 +95,40 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("hub kubeconfig: %w", err)
 	}
-	scheme := testenv.Scheme()
+	scheme := scheme.New()
+	// Member-cluster caches hold the ring namespace only, and a read of a
+	// kind no controller watches fails at once instead of starting an
+	// informer and waiting for it to sync: nothing in the hub may wait on
+	// a member cluster without a bound.
 	memberCache := cluster.Options{
 		Scheme: scheme,
-		Cache:  cache.Options{DefaultNamespaces: map[string]cache.Config{o.ringNamespace: {}}},
+		Cache: cache.Options{
+			DefaultNamespaces:           map[string]cache.Config{o.ringNamespace: {}},
+			ReaderFailOnMissingInformer: true,
+			// Of the Secrets, only the certificates the hub writes.
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue})},
+			},
+		},
 	}
-	timeout := func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }
-
-	var provider multicluster.Provider
-	var reg registry.Registry
-	var kc *kubeconfig.Provider
+	provider := &registry.Provider{
+		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
+		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
+		Log:            log.WithName("member-clusters"),
+	}
 	if len(o.memberFiles) > 0 {
-		p := clusters.New()
-		var static registry.Static
+		files := registry.Files{}
 		for _, f := range o.memberFiles {
 			name, path, ok := strings.Cut(f, "=")
 			if !ok || name == "" || path == "" {
 				return fmt.Errorf("--member-kubeconfig %q: want NAME=PATH", f)
 			}
-			mc, err := clientcmd.BuildConfigFromFlags("", path)
-			if err != nil {
-				return fmt.Errorf("member cluster %s: %w", name, err)
+			if _, err := os.Stat(path); err != nil {
+				return fmt.Errorf("--member-kubeconfig %s: %w", name, err)
 			}
-			_ = timeout(mc)
-			cl, err := cluster.New(mc, func(co *cluster.Options) { *co = memberCache })
-			if err != nil {
-				return fmt.Errorf("member cluster %s: %w", name, err)
-			}
-			if err := p.Add(ctx, multicluster.ClusterName(name), cl); err != nil {
-				return err
-			}
-			static = append(static, registry.MemberCluster{Name: name})
+			files[name] = path
 		}
-		provider, reg = p, static
-	} else {
-		kc = kubeconfig.New(kubeconfig.Options{
-			Namespace:      o.namespace,
-			ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
-			RESTOptions:    []func(*rest.Config) error{timeout},
-		})
-		provider = kc
+		provider.Source = files
 	}
 
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
@@ -147,7 +139,7 @@ func run(ctx context.Context, o options) error {
 		LeaderElectionID:        "etcdfed-hub",
 		LeaderElectionNamespace: o.namespace,
 		// Secrets are cached in the hub's namespace only (the kubeconfig
-		// Secrets the provider watches); CA, client and TSIG Secrets in
+		// Secrets of the member clusters); CA, client and TSIG Secrets in
 		// EtcdCluster namespaces are read uncached, so the hub needs no
 		// cluster-wide list/watch on Secrets.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -157,12 +149,10 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if kc != nil {
-		if err := kc.SetupWithManager(ctx, mgr); err != nil {
-			return fmt.Errorf("kubeconfig provider: %w", err)
-		}
-		reg = registry.Secrets{Client: mgr.GetLocalManager().GetClient(), Namespace: o.namespace}
+	if provider.Source == nil {
+		provider.Source = registry.Secrets{Client: mgr.GetLocalManager().GetClient(), Namespace: o.namespace}
 	}
+	reg := provider
 
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{

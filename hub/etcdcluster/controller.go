@@ -53,6 +53,13 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
+	// PassTimeout bounds one reconcile pass, every call to member
+	// clusters, etcd and DNS included. Default 30s.
+	PassTimeout time.Duration
+	// ClusterReadTimeout bounds the reads of one member cluster within a
+	// pass; a cluster that does not answer in time is unknown for the
+	// pass. Default 3s.
+	ClusterReadTimeout time.Duration
 
 	etcd   clientCache
 	dnsMu  sync.Mutex
@@ -86,12 +93,21 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.Tracker == nil {
 		r.Tracker = liveness.NewTracker(r.Now)
 	}
+	if r.PassTimeout <= 0 {
+		r.PassTimeout = 30 * time.Second
+	}
+	if r.ClusterReadTimeout <= 0 {
+		r.ClusterReadTimeout = 3 * time.Second
+	}
 	member := mcbuilder.WithEngageWithLocalCluster(false)
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
 		Watches(&etcdfedv1.EtcdMember{}, r.mapByClusterLabel(), member).
 		Watches(&etcdfedv1.EtcdDNSZone{}, r.mapByClusterLabel(), member).
+		// Member certificate Secrets: watched so the cache holds them (a
+		// read never starts an informer) and a deleted one is rewritten.
+		Watches(&corev1.Secret{}, r.mapByClusterLabel(), member).
 		Watches(&etcdfedv1.EtcdSpoke{}, r.mapToAll(nil), member).
 		Watches(&coordinationv1.Lease{}, r.mapToAll(r.observeLease), member).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: 4}).
@@ -151,8 +167,10 @@ func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Obje
 	r.Tracker.ObserveLease(string(name), l.Spec.RenewTime.Time, holder)
 }
 
-// Reconcile is one pass over one EtcdCluster.
+// Reconcile is one pass over one EtcdCluster, bounded by PassTimeout.
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ ctrl.Result, retErr error) {
+	ctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
+	defer cancel()
 	// Read uncached: a reconcile requeued right after a status patch would
 	// otherwise often see the previous status from the cache, recompute a
 	// step already recorded, and lose its own patch to the optimistic lock.
@@ -174,12 +192,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ 
 
 	before := ec.DeepCopy()
 	defer func() {
-		if err := r.patchStatus(ctx, before, ec); err != nil {
+		// The status of a pass that ran out of time is still written: it
+		// says so, and what did not answer.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+		defer cancel()
+		if err := r.patchStatus(pctx, before, ec); err != nil {
 			retErr = errors.Join(retErr, err)
 		}
 	}()
 	return r.reconcileNormal(ctx, ec)
 }
+
+// statusWriteTimeout bounds the status patch that ends every pass.
+const statusWriteTimeout = 5 * time.Second
 
 func (r *Reconciler) patchStatus(ctx context.Context, before, ec *etcdfedv1.EtcdCluster) error {
 	if equalStatus(before.Status, ec.Status) {
@@ -211,6 +236,15 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		pr, err := phase(ctx, v)
 		errs = append(errs, err)
 		res = lowest(res, pr)
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		metricPassDeadline.WithLabelValues(ec.Namespace, ec.Name).Inc()
+		msg := fmt.Sprintf("the last pass ran out of its %s deadline", r.PassTimeout)
+		if err := errors.Join(errs...); err != nil {
+			msg += ": " + err.Error()
+		}
+		v.problems = append(v.problems, msg)
+		res = ctrl.Result{RequeueAfter: time.Second}
 	}
 	r.updateStatus(v)
 	if err := errors.Join(errs...); err != nil {

@@ -24,13 +24,24 @@ var (
 	metricZoneFailures = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_zone_failures_tolerated", Help: "Simultaneous zone failures the current placement survives with quorum.",
 	}, labelsNN)
+	metricPassDeadline = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdfed_hub_pass_deadline_exceeded_total", Help: "Reconcile passes of the EtcdCluster that ran out of their deadline.",
+	}, labelsNN)
+	metricClusterRead = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "etcdfed_hub_member_cluster_read_seconds", Help: "Time to read one member cluster's objects in a reconcile pass.",
+		Buckets: []float64{.001, .005, .025, .1, .5, 1, 2.5, 5},
+	}, []string{"member_cluster"})
+	metricClusterReadTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdfed_hub_member_cluster_read_timeouts_total", Help: "Reads of a member cluster that did not finish within their deadline.",
+	}, []string{"member_cluster"})
 	metricSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_membership_steps_total", Help: "Membership steps taken by the hub, by action and result.",
 	}, []string{"namespace", "name", "action", "result"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps)
+	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
+		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts)
 }
 
 func recordMetrics(v *view) {
@@ -62,4 +73,5 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	}
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricPassDeadline.DeleteLabelValues(ec.Namespace, ec.Name)
 }

@@ -28,6 +28,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/registry"
 )
 
 // clusterView is one registered member cluster as this reconcile sees it.
@@ -36,6 +37,7 @@ type clusterView struct {
 	labels   map[string]string
 	client   client.Client // nil when the provider has not engaged it
 	engaged  bool
+	conn     *registry.ClusterState // the hub's connection, from the registry
 	eligible bool
 	verdict  liveness.Verdict
 	spoke    *etcdfedv1.EtcdSpoke
@@ -97,16 +99,50 @@ func (r *Reconciler) observeClusters(ctx context.Context, v *view) error {
 	if err != nil {
 		return err
 	}
-	var obs []liveness.Observation
 	for _, mc := range regs {
-		cv := &clusterView{name: mc.Name, labels: mc.Labels, objects: map[string]*etcdfedv1.EtcdMember{}}
+		cv := &clusterView{name: mc.Name, labels: mc.Labels, conn: mc.State, objects: map[string]*etcdfedv1.EtcdMember{}}
 		cv.eligible = eligible(v.ec, mc.Name, mc.Labels, sel)
-		if cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name)); err == nil {
-			cv.client, cv.engaged = cl.GetClient(), true
-			cv.readErr = r.readCluster(ctx, v.ec, cv)
+		v.clusters = append(v.clusters, cv)
+		v.byName[mc.Name] = cv
+	}
+	// Every member cluster is read side by side, each within its own
+	// deadline: one that does not answer is unknown for this pass and
+	// never holds up the others.
+	var wg sync.WaitGroup
+	for _, cv := range v.clusters {
+		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(cv.name))
+		if err != nil {
+			continue // not engaged: the registry says why
 		}
-		o := liveness.Observation{Cluster: mc.Name}
-		if seen, ok := r.Tracker.LastSeen(mc.Name); ok {
+		cv.client, cv.engaged = cl.GetClient(), true
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cctx, cancel := context.WithTimeout(ctx, r.ClusterReadTimeout)
+			defer cancel()
+			start := time.Now()
+			err := r.readCluster(cctx, v.ec, cv)
+			metricClusterRead.WithLabelValues(cv.name).Observe(time.Since(start).Seconds())
+			switch {
+			case err != nil && cctx.Err() != nil:
+				metricClusterReadTimeouts.WithLabelValues(cv.name).Inc()
+				cv.readErr = fmt.Errorf("member cluster %s did not answer within %s: %w", cv.name, r.ClusterReadTimeout, err)
+			case err != nil:
+				cv.readErr = err
+			default:
+				// A cluster the registry replaced or dropped while it was
+				// read served a cache that is no longer kept current.
+				if now, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(cv.name)); err != nil || now != cl {
+					cv.readErr = fmt.Errorf("member cluster %s reconnected while it was read", cv.name)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	var obs []liveness.Observation
+	for _, cv := range v.clusters {
+		o := liveness.Observation{Cluster: cv.name}
+		if seen, ok := r.Tracker.LastSeen(cv.name); ok {
 			o.LastSeen = seen
 		}
 		if cv.spoke != nil {
@@ -116,14 +152,28 @@ func (r *Reconciler) observeClusters(ctx context.Context, v *view) error {
 			}
 		}
 		obs = append(obs, o)
-		v.clusters = append(v.clusters, cv)
-		v.byName[mc.Name] = cv
 	}
 	grace := durationOr(v.ec.Spec.FailurePolicy.ZoneGracePeriod, 2*time.Minute)
 	for _, verdict := range liveness.Judge(obs, v.now, r.LeaseStaleAfter, grace) {
 		v.byName[verdict.Cluster].verdict = verdict
 	}
 	return nil
+}
+
+// connProblem says why the hub holds no connection to the cluster, "" when
+// it does.
+func (c *clusterView) connProblem(now time.Time) string {
+	if c.engaged || c.conn == nil {
+		return ""
+	}
+	msg := "hub not connected"
+	if !c.conn.Since.IsZero() {
+		msg += " for " + now.Sub(c.conn.Since).Truncate(time.Second).String()
+	}
+	if c.conn.Problem != "" {
+		msg += ": " + c.conn.Problem
+	}
+	return msg
 }
 
 // readCluster reads the spoke, its Lease and this EtcdCluster's objects from

@@ -143,9 +143,17 @@ func (r *Reconciler) updateStatus(v *view) {
 		case cv.verdict.State == liveness.Failed:
 			problems = append(problems, fmt.Sprintf("member cluster %s failed: %s", cv.name, cv.verdict.Reason))
 		case cv.verdict.State == liveness.Unknown && (cv.eligible || hasMembers(ec, cv.name)):
-			problems = append(problems, fmt.Sprintf("member cluster %s unknown: %s", cv.name, cv.verdict.Reason))
+			msg := fmt.Sprintf("member cluster %s unknown: %s", cv.name, cv.verdict.Reason)
+			if p := cv.connProblem(v.now); p != "" {
+				msg += "; " + p
+			} else if cv.readErr != nil {
+				msg += "; " + cv.readErr.Error()
+			}
+			problems = append(problems, msg)
 		case cv.readErr != nil:
 			problems = append(problems, cv.readErr.Error())
+		case cv.connProblem(v.now) != "" && (cv.eligible || hasMembers(ec, cv.name)):
+			problems = append(problems, fmt.Sprintf("member cluster %s: %s", cv.name, cv.connProblem(v.now)))
 		}
 	}
 	if st.ClusterID != "" && len(notReady) > 0 {

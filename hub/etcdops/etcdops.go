@@ -40,7 +40,7 @@ var (
 // Timeouts for the calls the hub makes while reconciling.
 const (
 	DialTimeout   = 2 * time.Second
-	RequestTimout = 5 * time.Second
+	RequestTimeout = 5 * time.Second
 	ListTimeout   = 2 * time.Second
 	StatusTimeout = 2 * time.Second
 )
@@ -139,7 +139,7 @@ func majorityLeader(seen []uint64) uint64 {
 
 // AddLearner adds peerURL as a learner and returns its new ID.
 func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	resp, err := c.c.MemberAddAsLearner(ctx, []string{peerURL})
 	if err != nil {
@@ -150,7 +150,7 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error)
 
 // Promote makes a learner a voter. ErrLearnerNotReady means try later.
 func (c *Client) Promote(ctx context.Context, id uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	if _, err := c.c.MemberPromote(ctx, id); err != nil {
 		return fmt.Errorf("promote %x: %w", id, classify(err))
@@ -160,7 +160,7 @@ func (c *Client) Promote(ctx context.Context, id uint64) error {
 
 // Remove removes a member; a member already gone is success.
 func (c *Client) Remove(ctx context.Context, id uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, RequestTimout)
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	if _, err := c.c.MemberRemove(ctx, id); err != nil {
 		if errors.Is(err, rpctypes.ErrMemberNotFound) {
@@ -179,7 +179,7 @@ func (c *Client) MoveLeader(ctx context.Context, leaderURLs []string, transferee
 		return fmt.Errorf("connect to leader %v: %w", leaderURLs, err)
 	}
 	defer func() { _ = lc.Close() }()
-	ctx, cancel := context.WithTimeout(ctx, 2*RequestTimout)
+	ctx, cancel := context.WithTimeout(ctx, 2*RequestTimeout)
 	defer cancel()
 	if _, err := lc.MoveLeader(ctx, transferee); err != nil {
 		return fmt.Errorf("move leader to %x: %w", transferee, classify(err))

@@ -10,8 +10,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"slices"
-	"strings"
+	"os"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,6 +21,9 @@ import (
 type MemberCluster struct {
 	Name   string
 	Labels map[string]string
+	// State is how the hub's connection to it stands; nil from a source
+	// that does not connect (Secrets or Files listed directly).
+	State *ClusterState
 }
 
 // Registry lists member clusters, sorted by name.
@@ -37,8 +39,9 @@ type Secrets struct {
 	Label string
 }
 
-// List implements Registry.
-func (s Secrets) List(ctx context.Context) ([]MemberCluster, error) {
+// Registrations implements Source: each Secret's kubeconfig key. A Secret
+// without one is listed (the hub reports it) but cannot be reached.
+func (s Secrets) Registrations(ctx context.Context) ([]Registration, error) {
 	label := s.Label
 	if label == "" {
 		label = kubeconfig.DefaultKubeconfigSecretLabel
@@ -47,23 +50,33 @@ func (s Secrets) List(ctx context.Context) ([]MemberCluster, error) {
 	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.MatchingLabels{label: "true"}); err != nil {
 		return nil, fmt.Errorf("list kubeconfig Secrets in %s: %w", s.Namespace, err)
 	}
-	out := make([]MemberCluster, 0, len(list.Items))
+	out := make([]Registration, 0, len(list.Items))
 	for _, sec := range list.Items {
 		if sec.DeletionTimestamp != nil {
 			continue
 		}
-		out = append(out, MemberCluster{Name: sec.Name, Labels: maps.Clone(sec.Labels)})
+		out = append(out, Registration{
+			MemberCluster: MemberCluster{Name: sec.Name, Labels: maps.Clone(sec.Labels)},
+			Kubeconfig:    sec.Data[kubeconfig.DefaultKubeconfigSecretKey],
+		})
 	}
-	slices.SortFunc(out, func(a, b MemberCluster) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 
-// Static is a fixed list (kubeconfig files given on the command line).
-type Static []MemberCluster
+// Files registers member clusters from kubeconfig files (local use), read
+// again at every listing so that a rewritten file reconnects.
+type Files map[string]string
 
-// List implements Registry.
-func (s Static) List(context.Context) ([]MemberCluster, error) {
-	out := slices.Clone(s)
-	slices.SortFunc(out, func(a, b MemberCluster) int { return strings.Compare(a.Name, b.Name) })
+// Registrations implements Source. A file that cannot be read is listed
+// with no kubeconfig: the cluster shows as not engaged, with the reason.
+func (f Files) Registrations(context.Context) ([]Registration, error) {
+	out := make([]Registration, 0, len(f))
+	for name, path := range f {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			data = nil
+		}
+		out = append(out, Registration{MemberCluster: MemberCluster{Name: name}, Kubeconfig: data})
+	}
 	return out, nil
 }

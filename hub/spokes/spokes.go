@@ -46,11 +46,17 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Complete(r)
 }
 
+// passTimeout bounds one pass: reads come from synced caches, the one write
+// goes to a member cluster's apiserver.
+const passTimeout = 15 * time.Second
+
 // Reconcile sets clusterName and gossipPeers on one cluster's EtcdSpoke.
 func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 	if req.Namespace != r.RingNamespace || req.Name != etcdfedv1.SpokeObjectName {
 		return ctrl.Result{}, nil
 	}
+	ctx, cancel := context.WithTimeout(ctx, passTimeout)
+	defer cancel()
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.ClusterName)
 	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
 	if err != nil {

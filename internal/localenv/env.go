@@ -792,3 +792,45 @@ func Cleanup(stateDir string) ([]proc.PIDRecord, error) {
 	}
 	return killed, errors.Join(errs...)
 }
+
+// StopAPIServer kills a member cluster's apiserver and its etcd as a crash
+// would. Pods, the node agent and the cluster's components keep running
+// (and keep retrying the apiserver), as in a real control-plane outage.
+func (e *Env) StopAPIServer(name string) error {
+	if _, ok := e.state.Cluster(name); !ok || name == HubClusterName {
+		return fmt.Errorf("localenv: no member cluster %q", name)
+	}
+	e.mu.Lock()
+	cp := e.planes[name]
+	delete(e.planes, name)
+	e.mu.Unlock()
+	if cp == nil {
+		return fmt.Errorf("localenv: the apiserver of %s is not running", name)
+	}
+	cp.stop(0)
+	return nil
+}
+
+// StartAPIServer starts a member cluster's apiserver stopped by
+// StopAPIServer again, on the same address and data, and waits until it is
+// ready.
+func (e *Env) StartAPIServer(ctx context.Context, name string) error {
+	c, ok := e.state.Cluster(name)
+	if !ok || name == HubClusterName {
+		return fmt.Errorf("localenv: no member cluster %q", name)
+	}
+	e.mu.Lock()
+	running := e.planes[name] != nil
+	e.mu.Unlock()
+	if running {
+		return fmt.Errorf("localenv: the apiserver of %s is running", name)
+	}
+	cp, err := e.startControlPlane(ctx, c)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.planes[name] = cp
+	e.mu.Unlock()
+	return nil
+}

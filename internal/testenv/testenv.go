@@ -7,80 +7,33 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/config/crd"
+	"github.com/etcdfed/etcdfed/internal/repo"
+	"github.com/etcdfed/etcdfed/internal/scheme"
 )
 
 // ErrNoBinaries says bin/ lacks kube-apiserver or etcd.
-var ErrNoBinaries = errors.New("testenv: kube-apiserver and etcd not found; run `make tools` (or set ETCDFED_BIN_DIR)")
+var ErrNoBinaries = repo.ErrNoBinaries
 
 // Scheme returns a scheme with the Kubernetes and etcdfed types.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := etcdfedv1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
+func Scheme() *runtime.Scheme { return scheme.New() }
 
 // RepoRoot walks up from the working directory to the directory holding the
 // etcdfed go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if data, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil &&
-			len(data) > 0 && containsModule(data) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("testenv: not inside the etcdfed repository")
-		}
-		dir = parent
-	}
-}
-
-func containsModule(gomod []byte) bool {
-	const want = "module github.com/etcdfed/etcdfed\n"
-	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
-}
+func RepoRoot() (string, error) { return repo.Root() }
 
 // BinDir returns the directory with kube-apiserver and etcd: ETCDFED_BIN_DIR
 // when set, else <repo>/bin.
-func BinDir() (string, error) {
-	dir := os.Getenv("ETCDFED_BIN_DIR")
-	if dir == "" {
-		root, err := RepoRoot()
-		if err != nil {
-			return "", err
-		}
-		dir = filepath.Join(root, "bin")
-	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("%w: %s missing in %s", ErrNoBinaries, b, dir)
-		}
-	}
-	return dir, nil
-}
+func BinDir() (string, error) { return repo.BinDir() }
 
 // Cluster is one running kube-apiserver with its etcd.
 type Cluster struct {

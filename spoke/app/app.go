@@ -102,6 +102,9 @@ type Options struct {
 }
 
 // DefaultOptions returns the defaults of every option.
+// reconcileTimeout bounds every reconcile of the spoke's controllers.
+const reconcileTimeout = 30 * time.Second
+
 func DefaultOptions() Options {
 	return Options{
 		Namespace:              etcdfedv1.DefaultRingNamespace,
@@ -178,7 +181,9 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
 		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
-		Controller:                    config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation)},
+		// Every reconcile has a deadline: an apiserver that stops
+		// answering fails a pass (retried), never parks a worker.
+		Controller: config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation), ReconciliationTimeout: reconcileTimeout},
 	}
 	mgr, err := ctrl.NewManager(cfg, mopts)
 	if err != nil {

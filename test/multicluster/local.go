@@ -32,6 +32,10 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	// same mechanism as partitions); without root pods connect from
 	// 127.0.0.1.
 	t.PeerSourceIsPodIP = t.CanPartition == nil
+	t.StopMemberAPIServer = env.StopAPIServer
+	t.StartMemberAPIServer = env.StartAPIServer
+	t.HubMetricsURL = "http://" + st.Hub.Metrics + "/metrics"
+	t.HubNamespace = localenv.RingNamespace
 	t.KillHub = func(context.Context) error {
 		_, err := env.KillComponent("hub")
 		return err

@@ -85,6 +85,15 @@ type Topology struct {
 	// (the local environment, a Deployment) starts it again. Nil when the
 	// topology cannot.
 	KillHub func(ctx context.Context) error
+	// StopMemberAPIServer and StartMemberAPIServer take a member cluster's
+	// apiserver away, and back on the same address, while its pods and
+	// agents keep running. Nil when the topology cannot.
+	StopMemberAPIServer  func(cluster string) error
+	StartMemberAPIServer func(ctx context.Context, cluster string) error
+	// HubMetricsURL is the hub's Prometheus endpoint; "" when unknown.
+	HubMetricsURL string
+	// HubNamespace holds the member clusters' kubeconfig Secrets in the hub.
+	HubNamespace string
 	// PeerSourceIsPodIP is true when member pods connect to their peers
 	// from their own pod IP, so etcd's peer certificate check of the
 	// source address can pass; otherwise EtcdClusters need

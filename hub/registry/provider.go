@@ -1,0 +1,419 @@
+package registry
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+var (
+	metricEngaged = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_hub_member_cluster_engaged", Help: "1 while the hub holds a synced connection to the member cluster, else 0.",
+	}, []string{"member_cluster"})
+	metricEngageFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdfed_hub_member_cluster_engage_failures_total", Help: "Failed attempts to connect to the member cluster (apiserver not answering, API not served, caches not synced in time).",
+	}, []string{"member_cluster"})
+)
+
+func init() { metrics.Registry.MustRegister(metricEngaged, metricEngageFailures) }
+
+// Registration is a registered member cluster and how to reach it.
+type Registration struct {
+	MemberCluster
+	// Kubeconfig is the cluster's kubeconfig; a change re-creates the
+	// cluster's client and cache.
+	Kubeconfig []byte
+}
+
+// Source lists registrations: kubeconfig Secrets or files.
+type Source interface {
+	Registrations(ctx context.Context) ([]Registration, error)
+}
+
+// Provider is the hub's multicluster provider. It engages every registered
+// member cluster and keeps it engaged through outages, so that nothing that
+// reads a member cluster ever waits on a cache that is not synced:
+//
+//   - an engagement attempt runs in its own goroutine, first checks in a
+//     few seconds that the apiserver answers and serves etcdfed's API, and
+//     is abandoned (its cache stopped) when it does not finish within
+//     EngageTimeout;
+//   - a failed attempt is retried after at most RetryMax, however long the
+//     cluster was away, so a cluster that answers again is engaged within
+//     seconds;
+//   - Get returns only engaged clusters: their caches synced every kind the
+//     hub's controllers watch. An engaged cluster stays engaged while its
+//     apiserver is away (its informers reconnect by themselves); it is
+//     replaced only when its registration changes, and removed when it is
+//     deregistered.
+//
+// Provider is also the hub's Registry: List reports every registered
+// cluster with its engagement state, and fails until the first listing of
+// the source succeeded, so the hub never decides on a partial set.
+type Provider struct {
+	// Source lists registrations. Required before Start.
+	Source Source
+	// ClusterOptions configure each member cluster's client and cache.
+	ClusterOptions []cluster.Option
+	// RESTOptions adjust each member cluster's REST config.
+	RESTOptions []func(*rest.Config) error
+	// Interval between listings of the source; default 1s.
+	Interval time.Duration
+	// PreflightTimeout bounds the check that an apiserver answers before
+	// an attempt; default 3s.
+	PreflightTimeout time.Duration
+	// EngageTimeout bounds one engagement attempt; default 20s.
+	EngageTimeout time.Duration
+	// RetryMax caps the wait between failed attempts; default 5s.
+	RetryMax time.Duration
+	// Log is the provider's logger.
+	Log logr.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu       sync.RWMutex
+	loaded   bool
+	members  map[string]*member
+	indexers []indexer
+}
+
+type indexer struct {
+	obj     client.Object
+	field   string
+	extract client.IndexerFunc
+}
+
+type member struct {
+	reg  Registration
+	hash string
+	// gen identifies the registration an attempt was started for; a
+	// changed or removed registration makes a late attempt's result moot.
+	gen        int
+	cl         cluster.Cluster
+	cancel     context.CancelFunc
+	engaged    bool
+	attempting bool
+	attempts   int
+	next       time.Time
+	since      time.Time // engaged since, or first failure since
+	lastErr    error
+}
+
+// ClusterState is a member cluster as the provider sees it.
+type ClusterState struct {
+	Engaged bool
+	// Since is when it was engaged, or when the current run of failed
+	// attempts began.
+	Since time.Time
+	// Attempts counts failed attempts since the last engagement.
+	Attempts int
+	// Problem is why it is not engaged ("" when engaged).
+	Problem string
+}
+
+var _ multicluster.Provider = (*Provider)(nil)
+var _ multicluster.ProviderRunnable = (*Provider)(nil)
+var _ Registry = (*Provider)(nil)
+
+func (p *Provider) now() time.Time {
+	if p.Now != nil {
+		return p.Now()
+	}
+	return time.Now()
+}
+
+func (p *Provider) defaults() {
+	if p.Interval <= 0 {
+		p.Interval = time.Second
+	}
+	if p.PreflightTimeout <= 0 {
+		p.PreflightTimeout = 3 * time.Second
+	}
+	if p.EngageTimeout <= 0 {
+		p.EngageTimeout = 20 * time.Second
+	}
+	if p.RetryMax <= 0 {
+		p.RetryMax = 5 * time.Second
+	}
+}
+
+// Get returns an engaged cluster, or multicluster.ErrClusterNotFound.
+func (p *Provider) Get(_ context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if m, ok := p.members[string(name)]; ok && m.engaged {
+		return m.cl, nil
+	}
+	return nil, multicluster.ErrClusterNotFound
+}
+
+// IndexField adds an index to every engaged cluster and to every cluster
+// engaged later.
+func (p *Provider) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	p.mu.Lock()
+	p.indexers = append(p.indexers, indexer{obj: obj, field: field, extract: extract})
+	var cls []cluster.Cluster
+	for _, m := range p.members {
+		if m.cl != nil {
+			cls = append(cls, m.cl)
+		}
+	}
+	p.mu.Unlock()
+	for _, cl := range cls {
+		if err := cl.GetFieldIndexer().IndexField(ctx, obj, field, extract); err != nil {
+			return fmt.Errorf("index %s: %w", field, err)
+		}
+	}
+	return nil
+}
+
+// List implements Registry: every registered cluster, sorted by name, with
+// its engagement state.
+func (p *Provider) List(context.Context) ([]MemberCluster, error) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if !p.loaded {
+		return nil, errors.New("member clusters not listed yet")
+	}
+	out := make([]MemberCluster, 0, len(p.members))
+	for _, m := range p.members {
+		mc := m.reg.MemberCluster
+		mc.Labels = maps.Clone(mc.Labels)
+		mc.State = m.state()
+		out = append(out, mc)
+	}
+	slices.SortFunc(out, func(a, b MemberCluster) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func (m *member) state() *ClusterState {
+	s := &ClusterState{Engaged: m.engaged, Since: m.since, Attempts: m.attempts}
+	switch {
+	case m.engaged:
+	case m.lastErr != nil:
+		s.Problem = m.lastErr.Error()
+	default:
+		s.Problem = "connecting"
+	}
+	return s
+}
+
+// Start lists the source every Interval and engages what is registered
+// until ctx ends.
+func (p *Provider) Start(ctx context.Context, aware multicluster.Aware) error {
+	if p.Source == nil {
+		return errors.New("registry provider: no source")
+	}
+	p.defaults()
+	t := time.NewTicker(p.Interval)
+	defer t.Stop()
+	for {
+		p.sync(ctx, aware)
+		select {
+		case <-ctx.Done():
+			p.stopAll()
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func (p *Provider) stopAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for name, m := range p.members {
+		if m.cancel != nil {
+			m.cancel()
+		}
+		delete(p.members, name)
+	}
+}
+
+func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) {
+	lctx, cancel := context.WithTimeout(ctx, p.PreflightTimeout)
+	regs, err := p.Source.Registrations(lctx)
+	cancel()
+	if err != nil {
+		p.Log.Error(err, "Listing member clusters")
+		return
+	}
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.members == nil {
+		p.members = map[string]*member{}
+	}
+	seen := map[string]bool{}
+	for _, reg := range regs {
+		seen[reg.Name] = true
+		h := hash(reg.Kubeconfig)
+		m, ok := p.members[reg.Name]
+		switch {
+		case !ok:
+			m = &member{reg: reg, hash: h, since: now}
+			p.members[reg.Name] = m
+			metricEngaged.WithLabelValues(reg.Name).Set(0)
+		case m.hash != h:
+			p.Log.Info("Member cluster registration changed; reconnecting", "cluster", reg.Name)
+			m.stop()
+			*m = member{reg: reg, hash: h, gen: m.gen + 1, since: now}
+			metricEngaged.WithLabelValues(reg.Name).Set(0)
+		default:
+			m.reg.Labels = reg.Labels // labels may change without a reconnect
+		}
+		if !m.engaged && !m.attempting && !now.Before(m.next) {
+			m.attempting = true
+			go p.attempt(ctx, aware, reg, m.gen)
+		}
+	}
+	for name, m := range p.members {
+		if !seen[name] {
+			p.Log.Info("Member cluster deregistered", "cluster", name)
+			m.stop()
+			delete(p.members, name)
+			metricEngaged.DeleteLabelValues(name)
+			metricEngageFailures.DeleteLabelValues(name)
+		}
+	}
+	p.loaded = true
+}
+
+func (m *member) stop() {
+	if m.cancel != nil {
+		m.cancel()
+	}
+	m.cl, m.cancel, m.engaged = nil, nil, false
+}
+
+// attempt creates the cluster, starts its cache and engages it, all within
+// EngageTimeout; on failure everything it started is stopped.
+func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int) {
+	log := p.Log.WithValues("cluster", reg.Name)
+	clusterCtx, cancel := context.WithCancel(ctx)
+	cl, err := p.engage(clusterCtx, aware, reg)
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.members[reg.Name]
+	if !ok || m.gen != gen {
+		cancel() // deregistered or changed meanwhile
+		return
+	}
+	m.attempting = false
+	if err != nil {
+		cancel()
+		if m.lastErr == nil || m.lastErr.Error() != err.Error() {
+			log.Info("Member cluster not engaged; retrying", "error", err.Error())
+		}
+		if m.engaged || m.attempts == 0 {
+			m.since = now
+		}
+		m.attempts++
+		m.lastErr = err
+		metricEngageFailures.WithLabelValues(reg.Name).Inc()
+		m.next = now.Add(backoff(m.attempts, p.RetryMax))
+		return
+	}
+	log.Info("Member cluster engaged", "afterAttempts", m.attempts)
+	m.cl, m.cancel, m.engaged, m.since, m.attempts, m.lastErr = cl, cancel, true, now, 0, nil
+	metricEngaged.WithLabelValues(reg.Name).Set(1)
+}
+
+func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration) (cluster.Cluster, error) {
+	if len(reg.Kubeconfig) == 0 {
+		return nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	for _, opt := range p.RESTOptions {
+		if err := opt(cfg); err != nil {
+			return nil, fmt.Errorf("kubeconfig: %w", err)
+		}
+	}
+	if err := preflight(cfg, p.PreflightTimeout); err != nil {
+		return nil, err
+	}
+	cl, err := cluster.New(cfg, p.ClusterOptions...)
+	if err != nil {
+		return nil, fmt.Errorf("create client: %w", err)
+	}
+	p.mu.RLock()
+	idx := slices.Clone(p.indexers)
+	p.mu.RUnlock()
+	for _, i := range idx {
+		if err := cl.GetFieldIndexer().IndexField(ctx, i.obj, i.field, i.extract); err != nil {
+			return nil, fmt.Errorf("index %s: %w", i.field, err)
+		}
+	}
+	go func() {
+		if err := cl.Start(ctx); err != nil && ctx.Err() == nil {
+			p.Log.Error(err, "Member cluster cache stopped", "cluster", reg.Name)
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- aware.Engage(ctx, multicluster.ClusterName(reg.Name), cl) }()
+	t := time.NewTimer(p.EngageTimeout)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			return nil, fmt.Errorf("engage: %w", err)
+		}
+		return cl, nil
+	case <-t.C:
+		return nil, fmt.Errorf("caches not synced within %s: the apiserver answers discovery but not lists or watches", p.EngageTimeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// preflight checks within timeout that the apiserver answers and serves
+// etcdfed's API, so an attempt against a dead or empty cluster fails fast
+// and says why.
+func preflight(cfg *rest.Config, timeout time.Duration) error {
+	c := rest.CopyConfig(cfg)
+	c.Timeout = timeout
+	dc, err := discovery.NewDiscoveryClientForConfig(c)
+	if err != nil {
+		return fmt.Errorf("apiserver %s: %w", cfg.Host, err)
+	}
+	if _, err := dc.ServerResourcesForGroupVersion(etcdfedv1.GroupVersion.String()); err != nil {
+		return fmt.Errorf("apiserver %s does not serve %s (not answering, or the CRDs are not installed): %w", cfg.Host, etcdfedv1.GroupVersion, err)
+	}
+	return nil
+}
+
+// backoff: 250ms, 500ms, 1s, 2s, ... capped at max.
+func backoff(attempts int, max time.Duration) time.Duration {
+	d := 250 * time.Millisecond
+	for i := 1; i < attempts && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+func hash(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:8])
+}

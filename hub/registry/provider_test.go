@@ -1,0 +1,227 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/faultproxy"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// sourceFunc lets the test change the registrations while the provider runs.
+type sourceFunc func() []Registration
+
+func (f sourceFunc) Registrations(context.Context) ([]Registration, error) { return f(), nil }
+
+// TestProviderThroughOutages runs the provider in a real multicluster
+// manager against two real apiservers, one of them behind a proxy that
+// black-holes it: the answering cluster is engaged regardless, the other
+// is reported with its reason and engaged once it answers, an engaged
+// cluster that stops answering stays engaged with its cache readable at
+// once, events flow again when it is back, and a deregistered cluster is
+// gone.
+func TestProviderThroughOutages(t *testing.T) {
+	cls := testenv.StartT(t, "hub", "a", "b")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := map[string]string{}
+	for _, c := range cls[1:] {
+		ns[c.Name] = testenv.NamespaceT(t, c, "ring")
+	}
+	kubeconfig := func(c *testenv.Cluster, server string) []byte {
+		t.Helper()
+		data, err := c.Kubeconfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := clientcmd.Load(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if server != "" {
+			for _, cl := range cfg.Clusters {
+				cl.Server = server
+			}
+		}
+		out, err := clientcmd.Write(*cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	u, err := url.Parse(cls[2].Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start("127.0.0.1:0", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	proxy.SetMode(faultproxy.BlackHole)
+
+	var mu sync.Mutex
+	regs := []Registration{
+		{MemberCluster: MemberCluster{Name: "a"}, Kubeconfig: kubeconfig(cls[1], "")},
+		{MemberCluster: MemberCluster{Name: "b"}, Kubeconfig: kubeconfig(cls[2], "https://"+proxy.Addr())},
+	}
+	p := &Provider{
+		Source: sourceFunc(func() []Registration { mu.Lock(); defer mu.Unlock(); return append([]Registration(nil), regs...) }),
+		ClusterOptions: []cluster.Option{func(o *cluster.Options) {
+			o.Scheme = testenv.Scheme()
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns["a"]: {}, ns["b"]: {}}, ReaderFailOnMissingInformer: true}
+		}},
+		PreflightTimeout: time.Second, EngageTimeout: 5 * time.Second, RetryMax: time.Second,
+		Log: testr.New(t),
+	}
+	mgr, err := mcmanager.New(cls[0].Config, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 100)
+	err = mcbuilder.ControllerManagedBy(mgr).Named("probe").
+		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
+		Complete(mcreconcile.Func(func(_ context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+			seen <- req.ClusterName.String() + "/" + req.Name
+			return ctrl.Result{}, nil
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	state := func(name string) *ClusterState {
+		list, err := p.List(ctx)
+		if err != nil {
+			return nil
+		}
+		for _, mc := range list {
+			if mc.Name == name {
+				return mc.State
+			}
+		}
+		return nil
+	}
+	waitFor := func(what string, cond func() bool) time.Duration {
+		t.Helper()
+		start := time.Now()
+		for !cond() {
+			if time.Since(start) > time.Minute {
+				t.Fatalf("%s: not within a minute", what)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return time.Since(start)
+	}
+
+	waitFor("a engaged", func() bool { s := state("a"); return s != nil && s.Engaged })
+	waitFor("b reported with a reason", func() bool { s := state("b"); return s != nil && s.Attempts > 0 })
+	if s := state("b"); s.Engaged || !strings.Contains(s.Problem, proxy.Addr()) {
+		t.Errorf("black-holed b: engaged %v, problem %q; want not engaged, naming %s", s.Engaged, s.Problem, proxy.Addr())
+	}
+	if _, err := p.Get(ctx, "b"); !errors.Is(err, multicluster.ErrClusterNotFound) {
+		t.Errorf("Get(b) while not engaged: %v, want ErrClusterNotFound", err)
+	}
+
+	proxy.SetMode(faultproxy.Forward)
+	d := waitFor("b engaged once it answers", func() bool { s := state("b"); return s != nil && s.Engaged })
+	t.Logf("b engaged %.1fs after it answered", d.Seconds())
+
+	// Engaged, then hung: b stays engaged and its cache answers at once.
+	proxy.SetMode(faultproxy.BlackHole)
+	cl, err := p.Get(ctx, "b")
+	if err != nil {
+		t.Fatalf("Get(b) after it hung: %v", err)
+	}
+	rctx, rcancel := context.WithTimeout(ctx, time.Second)
+	var spokes etcdfedv1.EtcdSpokeList
+	if err := cl.GetClient().List(rctx, &spokes, client.InNamespace(ns["b"])); err != nil {
+		t.Errorf("cached list of a hung cluster: %v", err)
+	}
+	rcancel()
+	// A kind no controller watches fails at once instead of waiting for an
+	// informer that cannot sync.
+	rctx, rcancel = context.WithTimeout(ctx, 5*time.Second)
+	var leases etcdfedv1.EtcdDNSZoneList
+	if err := cl.GetClient().List(rctx, &leases, client.InNamespace(ns["b"])); err == nil || rctx.Err() != nil {
+		t.Errorf("read of an unwatched kind: err %v, ctx %v; want an immediate error", err, rctx.Err())
+	}
+	rcancel()
+
+	// Back: events flow again on the same engagement.
+	proxy.SetMode(faultproxy.Forward)
+	spoke := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns["b"], Name: "after-outage"}}
+	if err := cls[2].Client.Create(ctx, spoke); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for got := ""; got != "b/after-outage"; {
+		select {
+		case got = <-seen:
+		case <-time.After(time.Minute):
+			t.Fatal("no event from b after it answered again")
+		}
+	}
+	t.Logf("event from b %.1fs after it answered again", time.Since(start).Seconds())
+
+	mu.Lock()
+	regs = regs[1:]
+	mu.Unlock()
+	waitFor("a deregistered", func() bool { _, err := p.Get(ctx, "a"); return err != nil && state("a") == nil })
+}
+
+func TestFilesRegistrations(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "one.yaml")
+	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	regs, err := Files{"one": path, "missing": filepath.Join(dir, "nope")}.Registrations(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, r := range regs {
+		got[r.Name] = len(r.Kubeconfig)
+	}
+	if len(got) != 2 || got["one"] == 0 || got["missing"] != 0 {
+		t.Errorf("registrations %v: want one with its kubeconfig and missing without", got)
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	for _, c := range []struct {
+		attempts int
+		want     time.Duration
+	}{{1, 250 * time.Millisecond}, {2, 500 * time.Millisecond}, {4, 2 * time.Second}, {5, 4 * time.Second}, {6, 5 * time.Second}, {60, 5 * time.Second}} {
+		if got := backoff(c.attempts, 5*time.Second); got != c.want {
+			t.Errorf("backoff(%d) = %s, want %s", c.attempts, got, c.want)
+		}
+	}
+}

@@ -1,0 +1,159 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 4)
+// and of a Replace (a cordoned zone's member moved out), under a recorded
+// workload, and requires that the restarted hub resumes and finishes every
+// time. It reports, per step, the time from the kill until the operation
+// moved on. It is a drill (`make drill`, ETCDFED_DRILL=1; runs from
+// ETCDFED_DRILL_RUNS, default 1): `make test` already kills the hub once
+// mid scale-up (TestEtcdClusterLifecycle).
+func TestHubRestartAtEveryStep(t *testing.T) {
+	if os.Getenv("ETCDFED_DRILL") == "" {
+		t.Skip("drill: kills the hub at every step of an add and a replace (several minutes per run); run `make drill`")
+	}
+	runs := 1
+	if v, err := strconv.Atoi(os.Getenv("ETCDFED_DRILL_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	topo := hubTopology(t)
+	if topo.KillHub == nil {
+		t.Skip("the topology cannot kill the hub")
+	}
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restart", Name: "restart", Domain: "restart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(etcd.Client) }, Prefix: "restart/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+
+	resume := map[string][]time.Duration{}
+	var missed []string
+	// killAt waits for the operation to reach step and kills the hub
+	// there; it returns how long the restarted hub took to move on.
+	killAt := func(op, step string) {
+		t.Helper()
+		var at string
+		err := poll(ctx, 2*time.Minute, op+" at "+step, func(ctx context.Context) (string, error) {
+			ec, err := etcd.Get(ctx, topo.Hub)
+			if err != nil {
+				return "", err
+			}
+			o := ec.Status.Operation
+			if o == nil || string(o.Type) != op {
+				return "no " + op + " in flight", nil
+			}
+			if o.Step != step {
+				return "at " + o.Step, nil
+			}
+			at = o.Member + "@" + o.Step
+			return "", nil
+		})
+		if err != nil {
+			missed = append(missed, op+"/"+step)
+			t.Logf("%s/%s: not caught (%v)", op, step, err)
+			return
+		}
+		if err := topo.KillHub(ctx); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		err = poll(ctx, 3*time.Minute, "the restarted hub moves past "+step, func(ctx context.Context) (string, error) {
+			ec, err := etcd.Get(ctx, topo.Hub)
+			if err != nil {
+				return "", err
+			}
+			if o := ec.Status.Operation; o != nil && o.Member+"@"+o.Step == at {
+				return "still " + at, nil
+			}
+			return "", nil
+		})
+		if err != nil {
+			t.Fatalf("hub killed at %s %s did not resume: %v", op, at, err)
+		}
+		d := time.Since(killed)
+		resume[op+"/"+step] = append(resume[op+"/"+step], d)
+		t.Logf("killed at %s %s: resumed after %.1fs", op, at, d.Seconds())
+	}
+	cordon := func(zones []string) {
+		t.Helper()
+		ec, err := etcd.Get(ctx, topo.Hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := ec.DeepCopy()
+		ec.Spec.Topology.CordonedZones = zones
+		if err := topo.Hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	addSteps := []string{"CreateObjects", "AddLearner", "StartMember", "Promote"}
+	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
+	for run := 0; run < runs; run++ {
+		for _, step := range addSteps {
+			if err := SetReplicas(ctx, topo.Hub, etcd, 4); err != nil {
+				t.Fatal(err)
+			}
+			killAt(string(etcdfedv1.OperationAdd), step)
+			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 4}); err != nil {
+				t.Fatal(err)
+			}
+			if err := SetReplicas(ctx, topo.Hub, etcd, 3); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, step := range replaceSteps {
+			ec, err := etcd.Get(ctx, topo.Hub)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cordon([]string{ec.Status.Members[0].Zone})
+			killAt(string(etcdfedv1.OperationReplace), step)
+			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
+				t.Fatal(err)
+			}
+			cordon(nil)
+			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3, Tolerant: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	keys := make([]string, 0, len(resume))
+	for k := range resume {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		ds := resume[k]
+		slices.Sort(ds)
+		t.Logf("resume after a kill at %-22s %d runs: min %.1fs, median %.1fs, max %.1fs", k, len(ds), ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
+	}
+	if len(missed) > 0 {
+		t.Logf("steps passed before the test could kill the hub there (not failures): %v", missed)
+	}
+	if len(resume) == 0 {
+		t.Error(fmt.Sprintf("no step was caught in %d runs", runs))
+	}
+	w.Stop()
+	checkWorkload(ctx, t, w, etcd.Client)
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
