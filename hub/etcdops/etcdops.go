@@ -39,10 +39,10 @@ var (
 
 // Timeouts for the calls the hub makes while reconciling.
 const (
-	DialTimeout   = 2 * time.Second
+	DialTimeout    = 2 * time.Second
 	RequestTimeout = 5 * time.Second
-	ListTimeout   = 2 * time.Second
-	StatusTimeout = 2 * time.Second
+	ListTimeout    = 2 * time.Second
+	StatusTimeout  = 2 * time.Second
 )
 
 // Config says how to reach one etcd cluster.
