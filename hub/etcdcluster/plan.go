@@ -111,17 +111,17 @@ func recordedID(st *etcdfedv1.EtcdClusterStatus, id uint64) bool {
 	return false
 }
 
-func etcdMember(v *view, m *etcdfedv1.MemberStatus) (membership.EtcdMember, bool) {
+func etcdMember(v *view, m *etcdfedv1.MemberStatus) (membership.ListEntry, bool) {
 	id := parseID(m.ID)
 	if id == 0 {
-		return membership.EtcdMember{}, false
+		return membership.ListEntry{}, false
 	}
 	for _, e := range v.etcd.Members {
 		if e.ID == id {
 			return e, true
 		}
 	}
-	return membership.EtcdMember{}, false
+	return membership.ListEntry{}, false
 }
 
 // placementInput describes the failure domains and the current members for

@@ -25,7 +25,7 @@ func threeZoneView() *view {
 		zone := "zone-" + c[len(c)-1:]
 		id := uint64(i + 1)
 		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-" + c[len(c)-1:], Cluster: c, Zone: zone, ID: hexID(id), Ready: true})
-		v.etcd.Members = append(v.etcd.Members, membership.EtcdMember{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
+		v.etcd.Members = append(v.etcd.Members, membership.ListEntry{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
 		cv := &clusterView{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke: &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen}}}
 		v.clusters = append(v.clusters, cv)
