@@ -12,7 +12,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
