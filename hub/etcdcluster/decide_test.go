@@ -387,3 +387,80 @@ func TestDecide(t *testing.T) {
 }
 
 func equalObjects(a, b *etcdfedv1.EtcdCluster) bool { return equality.Semantic.DeepEqual(a, b) }
+
+// A spec.version change walked through decide pass after pass, with the
+// status patched and the spokes' and etcd's answers simulated: one member's
+// object at a time gets the new image, each after the previous is back,
+// followers first, the leader last and never while it leads; Progressing
+// shows each roll, and the ring ends idle on the new spec.
+func TestRolloutThroughDecide(t *testing.T) {
+	s := ring()
+	s.ec.Spec.Version = "3.6.15"
+	newImage := Image(s.ec)
+	leader := "main-0"
+	var order []string
+	restarting := ""
+	for pass := 0; pass < 100; pass++ {
+		s.now = s.now.Add(time.Second)
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		s.ec.Status = st
+		if op := st.Operation; op != nil {
+			if c := condition(st, etcdfedv1.ConditionProgressing); c.Status != metav1.ConditionTrue || c.Reason != "Roll" || !strings.Contains(c.Message, op.Member) {
+				t.Fatalf("pass %d: Progressing %s %s: %s during the roll of %s", pass, c.Status, c.Reason, c.Message, op.Member)
+			}
+		}
+		// The spoke of a member written last pass has restarted its pod.
+		if restarting != "" {
+			obj := s.cluster(statusMember(&st, restarting).Cluster).members[restarting]
+			obj.Status.ObservedGeneration = obj.Generation
+			meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionTrue, Reason: "Ready"})
+			for i := range s.etcd.Members {
+				if s.etcd.Members[i].Name == restarting {
+					s.etcd.Members[i].Healthy = true
+				}
+			}
+			restarting = ""
+		}
+		switch d.plan.Action {
+		case membership.ActNone:
+			t.Logf("rolled in %d passes: %v", pass, order)
+			if len(order) != 3 || order[2] != leader {
+				t.Fatalf("rolled %v; want every member once, the leader %s last", order, leader)
+			}
+			for _, cs := range s.clusters {
+				for _, obj := range cs.members {
+					if obj.Spec.Image != newImage {
+						t.Errorf("%s still runs %s", obj.Name, obj.Spec.Image)
+					}
+				}
+			}
+			if c := condition(st, etcdfedv1.ConditionProgressing); c.Reason != etcdfedv1.ReasonIdle {
+				t.Errorf("Progressing %s after the rollout", c.Reason)
+			}
+			return
+		case membership.ActMoveLeader:
+			s.etcd.LeaderID = d.plan.TransfereeID
+		case membership.ActUpdateObject:
+			if len(d.step.writes) != 1 {
+				t.Fatalf("pass %d: %d objects written at once", pass, len(d.step.writes))
+			}
+			w := d.step.writes[0]
+			if m := statusMember(&st, w.want.Name); parseID(m.ID) == s.etcd.LeaderID {
+				t.Fatalf("pass %d: %s restarted while it leads", pass, m.Name)
+			}
+			obj := s.cluster(w.cluster).members[w.want.Name]
+			obj.Spec = w.want.Spec
+			obj.Generation++
+			meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionFalse, Reason: "PodReplaced"})
+			for i := range s.etcd.Members {
+				if s.etcd.Members[i].Name == w.want.Name {
+					s.etcd.Members[i].Healthy = false
+				}
+			}
+			order = append(order, w.want.Name)
+			restarting = w.want.Name
+		}
+	}
+	t.Fatalf("the rollout did not end: rolled %v", order)
+}
