@@ -68,6 +68,10 @@ demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones
 test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
+.PHONY: drill
+drill: tools system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
+	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
+
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).
 	$(GO) test -short -json $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary

@@ -16,7 +16,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
-// TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 4)
+// TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 5)
 // and of a Replace (a cordoned zone's member moved out), under a recorded
 // workload, and requires that the restarted hub resumes and finishes every
 // time. It reports, per step, the time from the kill until the operation
@@ -30,6 +30,11 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	runs := 1
 	if v, err := strconv.Atoi(os.Getenv("ETCDFED_DRILL_RUNS")); err == nil && v > 0 {
 		runs = v
+	}
+	if v, err := strconv.Atoi(os.Getenv("ETCDFED_DRILL_CPU_BURN")); err == nil && v > 0 {
+		stop := burnCPU(v)
+		defer stop()
+		t.Logf("burning CPU in %d goroutines for the whole drill", v)
 	}
 	topo := hubTopology(t)
 	if topo.KillHub == nil {
@@ -107,11 +112,11 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
 	for run := 0; run < runs; run++ {
 		for _, step := range addSteps {
-			if err := SetReplicas(ctx, topo.Hub, etcd, 4); err != nil {
+			if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
 				t.Fatal(err)
 			}
 			killAt(string(etcdfedv1.OperationAdd), step)
-			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 4}); err != nil {
+			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 5}); err != nil {
 				t.Fatal(err)
 			}
 			if err := SetReplicas(ctx, topo.Hub, etcd, 3); err != nil {
@@ -156,4 +161,26 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	w.Stop()
 	checkWorkload(ctx, t, w, etcd.Client)
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// burnCPU keeps n goroutines spinning until stop is called: the drill's
+// "under CPU load".
+func burnCPU(n int) (stop func()) {
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func() {
+			x := 0
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					for j := 0; j < 1e6; j++ {
+						x += j
+					}
+				}
+			}
+		}()
+	}
+	return func() { close(done) }
 }
