@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,7 +23,8 @@ func (h *hubFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVarP(&h.namespace, "namespace", "n", "", "Namespace of the EtcdCluster (default: the context's namespace).")
 }
 
-func (h *hubFlags) client() (client.Client, string, error) {
+// config returns the hub's REST config and the namespace to use.
+func (h *hubFlags) config() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if h.kubeconfig != "" {
 		rules.ExplicitPath = h.kubeconfig
@@ -37,6 +39,14 @@ func (h *hubFlags) client() (client.Client, string, error) {
 		if ns, _, err = cc.Namespace(); err != nil {
 			return nil, "", err
 		}
+	}
+	return cfg, ns, nil
+}
+
+func (h *hubFlags) client() (client.Client, string, error) {
+	cfg, ns, err := h.config()
+	if err != nil {
+		return nil, "", err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: testenv.Scheme()})
 	if err != nil {
