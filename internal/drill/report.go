@@ -60,12 +60,12 @@ type Times struct {
 	// Detected: the first Degraded naming the zone or its member cluster;
 	// DetectedBy is its message.
 	Detected   *float64 `json:"detectedSeconds"`
-	DetectedBy string   `json:"detectedBy,omitempty"`
+	DetectedBy string   `json:"detectedBy"`
 	// MemberDegraded: the first Degraded naming a member of the zone.
 	MemberDegraded *float64 `json:"memberDegradedSeconds"`
 	// FirstMove: the hub began moving a member of the zone.
 	FirstMove   *float64 `json:"firstMoveSeconds"`
-	FirstMoveBy string   `json:"firstMoveBy,omitempty"`
+	FirstMoveBy string   `json:"firstMoveBy"`
 	// Evacuated: every member a ready voter outside the zone, nothing in
 	// flight (full redundancy without the zone).
 	Evacuated *float64 `json:"evacuatedSeconds"`
