@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -166,7 +167,8 @@ func (d *drill) setPhase(p string) {
 }
 
 // sample reads the EtcdCluster every PollInterval until ctx ends, and
-// reports progress when the line changes (and every 10s).
+// reports progress when the status line changes other than in its numbers
+// (a message counting seconds would print a line a second), and every 10s.
 func (d *drill) sample(ctx context.Context) {
 	lastLine, lastAt := "", time.Time{}
 	for ctx.Err() == nil {
@@ -178,7 +180,7 @@ func (d *drill) sample(ctx context.Context) {
 			d.mu.Lock()
 			d.samples = append(d.samples, SampleOf(ec, time.Now()))
 			d.mu.Unlock()
-			if line := d.statusLine(); line != lastLine || time.Since(lastAt) >= 10*time.Second {
+			if line := digits.ReplaceAllString(d.statusLine(), "#"); line != lastLine || time.Since(lastAt) >= 10*time.Second {
 				d.in.Progress(d.progressLine())
 				lastLine, lastAt = line, time.Now()
 			}
@@ -189,6 +191,8 @@ func (d *drill) sample(ctx context.Context) {
 		}
 	}
 }
+
+var digits = regexp.MustCompile(`[0-9]+`)
 
 // statusLine summarises the latest sample.
 func (d *drill) statusLine() string {

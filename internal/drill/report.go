@@ -230,10 +230,10 @@ func (r *Report) Text(w io.Writer) error {
 	t := r.Times
 	row("zone failed", ptr(0.0), fmt.Sprintf("(%s took %.1fs)", r.Mode, t.Injected))
 	if r.Mode == ModeCordon {
-		row("Degraded names the zone", t.Detected, "(a cordon is planned: no Degraded expected)")
+		row("detected", t.Detected, "(a cordon is planned: no Degraded expected)")
 	} else {
-		row("Degraded names the zone", t.Detected, short(t.DetectedBy, 100))
-		row("Degraded names a member", t.MemberDegraded, "")
+		row("detected", t.Detected, short(t.DetectedBy, 100))
+		row("a member Degraded", t.MemberDegraded, "")
 	}
 	row("first member moved out", t.FirstMove, t.FirstMoveBy)
 	row("members replaced", t.Evacuated, "every member a ready voter outside the zone")
