@@ -57,7 +57,6 @@ type Workload struct {
 	watchCancel context.CancelFunc
 	watchers    []*watcher
 	watchClosed []*clientv3.Client
-	settled     error
 
 	acked    atomic.Int64
 	failed   atomic.Int64

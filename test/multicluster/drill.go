@@ -57,7 +57,9 @@ func DrillSpec(ctx context.Context, in DrillSpecInput) *drill.Report {
 	var faults *drill.Faults
 	if topo.FailZone != nil {
 		faults = &drill.Faults{
-			Fail:    func(ctx context.Context, z drill.Zone, m drill.Mode) error { return topo.FailZone(ctx, z.Name, string(m)) },
+			Fail: func(ctx context.Context, z drill.Zone, m drill.Mode) error {
+				return topo.FailZone(ctx, z.Name, string(m))
+			},
 			Restore: func(ctx context.Context, z drill.Zone) error { return topo.RestoreZone(ctx, z.Name) },
 		}
 	}
