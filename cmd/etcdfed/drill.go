@@ -176,26 +176,7 @@ func (e localEnv) faults(stateDir, hubHost string) *drill.Faults {
 	unsupported := func() error {
 		return fmt.Errorf("%w; on any other deployment use --mode cordon", e.why)
 	}
-	// zoneName maps the drill's zone to the name the environment fails.
-	zoneName := func(z drill.Zone) (string, error) {
-		var in []string
-		for _, c := range e.state.MemberClusters {
-			for _, cz := range c.Zones {
-				if cz.Name == z.Name {
-					in = append(in, c.Name)
-				}
-			}
-		}
-		switch {
-		case len(in) == 0:
-			return "", fmt.Errorf("the local environment has no zone %s", z.Name)
-		case z.Cluster != "" && !slices.Contains(in, z.Cluster):
-			return "", fmt.Errorf("member cluster %s of the local environment has no zone %s", z.Cluster, z.Name)
-		case z.Cluster != "" && len(in) > 1:
-			return "", fmt.Errorf("the local environment fails zones by name and %s is in %s", z.Name, strings.Join(in, ", "))
-		}
-		return z.Name, nil
-	}
+	zoneName := func(z drill.Zone) (string, error) { return localZoneName(e.state, z) }
 	connect := func() (*localenv.Client, error) {
 		if e.state == nil {
 			return nil, unsupported()
@@ -251,4 +232,27 @@ func (e localEnv) faults(stateDir, hubHost string) *drill.Faults {
 			return c.RestoreZone(ctx, name)
 		},
 	}
+}
+
+// localZoneName maps the drill's zone to the name the local environment
+// fails: zones there are named per cluster, so CLUSTER/ZONE works only
+// when no other cluster has a zone of that name.
+func localZoneName(st *localenv.State, z drill.Zone) (string, error) {
+	var in []string
+	for _, c := range st.MemberClusters {
+		for _, cz := range c.Zones {
+			if cz.Name == z.Name {
+				in = append(in, c.Name)
+			}
+		}
+	}
+	switch {
+	case len(in) == 0:
+		return "", fmt.Errorf("the local environment has no zone %s", z.Name)
+	case z.Cluster != "" && !slices.Contains(in, z.Cluster):
+		return "", fmt.Errorf("member cluster %s of the local environment has no zone %s (it is in %s)", z.Cluster, z.Name, strings.Join(in, ", "))
+	case z.Cluster != "" && len(in) > 1:
+		return "", fmt.Errorf("the local environment fails zones by name and %s is in %s", z.Name, strings.Join(in, ", "))
+	}
+	return z.Name, nil
 }
