@@ -125,10 +125,10 @@ type member struct {
 	probing     bool
 	lastProbe   time.Time
 	failingFrom time.Time
-	attempts   int
-	next       time.Time
-	since      time.Time // engaged since, or first failure since
-	lastErr    error
+	attempts    int
+	next        time.Time
+	since       time.Time // engaged since, or first failure since
+	lastErr     error
 }
 
 // ClusterState is a member cluster as the provider sees it.

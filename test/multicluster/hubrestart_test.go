@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -42,11 +41,7 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	}
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restart", Name: "restart", Domain: "restart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(etcd.Client) }, Prefix: "restart/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "restart/", WatchEachEndpoint: true})
 
 	resume := map[string][]time.Duration{}
 	var missed []string
@@ -158,8 +153,7 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	if len(resume) == 0 {
 		t.Error(fmt.Sprintf("no step was caught in %d runs", runs))
 	}
-	w.Stop()
-	checkWorkload(ctx, t, w, etcd.Client)
+	checkWorkload(ctx, t, w)
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 

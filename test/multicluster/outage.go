@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/clientcmd"
@@ -135,11 +134,9 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 		t.Skip("HubOutageSpec: the topology does not expose the hub's metrics")
 	}
 	hub := in.Topology.Hub
-	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(in.Etcd.Client) }, Prefix: fmt.Sprintf("outage-%d/", time.Now().UnixNano())}) // a fresh key space per run: the model starts empty
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	// A fresh key space per run: the model starts empty. Every endpoint
+	// answers again by the end, so each gets its own watcher too.
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: fmt.Sprintf("outage-%d/", time.Now().UnixNano()), WatchEachEndpoint: true})
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 50); err != nil {
 		t.Fatal(err)
@@ -216,8 +213,7 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 	if limit := in.PassTimeout + 5*time.Second; longest > limit.Seconds() {
 		t.Errorf("a reconcile ran %.1fs, past its %s deadline", longest, in.PassTimeout)
 	}
-	w.Stop()
-	checkWorkload(ctx, t, w, in.Etcd.Client)
+	checkWorkload(ctx, t, w)
 }
 
 // statusWatch samples the EtcdCluster while a cluster is away.
