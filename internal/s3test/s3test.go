@@ -40,7 +40,7 @@ type Server struct {
 	// Endpoint is http://127.0.0.1:PORT.
 	Endpoint string
 	// Dir is the posix backend's root: each bucket is a directory in it.
-	Dir string
+	Dir    string
 	cmd    *exec.Cmd
 	log    string
 	waited <-chan error // receives when the process has exited; nil once stopped

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/s3test"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
@@ -249,4 +248,3 @@ func keys(m map[string][]byte) []string {
 	}
 	return out
 }
-
