@@ -255,6 +255,12 @@ type BackupSnapshot struct {
 	// trigger says why it was taken: Schedule or Request.
 	// +optional
 	Trigger BackupTrigger `json:"trigger,omitempty"`
+
+	// request is the etcdfed.dev/backup-requested value that asked for it
+	// (trigger Request).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Request string `json:"request,omitempty"`
 }
 
 // BackupFailure describes a failed backup.
@@ -277,6 +283,12 @@ type BackupFailure struct {
 	// trigger says why the backup was attempted: Schedule or Request.
 	// +optional
 	Trigger BackupTrigger `json:"trigger,omitempty"`
+
+	// request is the etcdfed.dev/backup-requested value that asked for it
+	// (trigger Request).
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Request string `json:"request,omitempty"`
 }
 
 // BackupInProgress is a backup under way.

@@ -31,7 +31,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 	if out.snapshot == nil {
 		st.ConsecutiveFailures++
 		msg := truncate(out.err.Error(), maxMessage)
-		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: out.reason, Message: msg, Trigger: d.Trigger}
+		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: out.reason, Message: msg, Trigger: d.Trigger, Request: d.Request}
 		log.Error(out.err, "Backup failed", "reason", out.reason, "consecutiveFailures", st.ConsecutiveFailures)
 		observeFailure(ec, out.reason)
 		// One event per change of the failure, not per retry.
@@ -41,6 +41,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 		return condition(ec, metav1.ConditionFalse, out.reason, msg)
 	}
 	s := out.snapshot
+	s.Request = d.Request
 	st.LastSuccess = s
 	st.ConsecutiveFailures = 0
 	st.Retained = int32(out.retained)
@@ -60,7 +61,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 	if out.pruneErr != nil {
 		observeFailure(ec, etcdfedv1.BackupReasonPruneFailed)
 		pmsg := truncate("stored "+s.Location+" but could not apply retention: "+out.pruneErr.Error(), maxMessage)
-		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: etcdfedv1.BackupReasonPruneFailed, Message: pmsg, Trigger: d.Trigger}
+		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: etcdfedv1.BackupReasonPruneFailed, Message: pmsg, Trigger: d.Trigger, Request: d.Request}
 		r.event(ec, corev1.EventTypeWarning, "BackupPruneFailed", pmsg)
 		return condition(ec, metav1.ConditionFalse, etcdfedv1.BackupReasonPruneFailed, pmsg)
 	}
