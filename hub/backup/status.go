@@ -78,7 +78,9 @@ func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, note string) 
 	}
 }
 
-func equalStatus(a, b *etcdfedv1.EtcdCluster) bool { return equality.Semantic.DeepEqual(a.Status, b.Status) }
+func equalStatus(a, b *etcdfedv1.EtcdCluster) bool {
+	return equality.Semantic.DeepEqual(a.Status, b.Status)
+}
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC()) }
 
