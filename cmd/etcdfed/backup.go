@@ -113,7 +113,7 @@ func reportBackup(out io.Writer, ec *etcdfedv1.EtcdCluster, token string, waited
 	st := ec.Status.Backup
 	if s := st.LastSuccess; s != nil && s.Request == token {
 		fmt.Fprintf(out, "Stored %s\n  revision %d, %d bytes, from member %s, took %s (waited %s)\n",
-			s.Location, s.Revision, s.SizeBytes, s.Member, s.Duration.Duration.Round(time.Millisecond), waited.Round(time.Second))
+			s.Location, s.Revision, s.SizeBytes, s.Member, s.Duration.Round(time.Millisecond), waited.Round(time.Second))
 		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Reason == etcdfedv1.BackupReasonPruneFailed {
 			fmt.Fprintf(out, "  warning: %s\n", c.Message)
 		}

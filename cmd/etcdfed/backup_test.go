@@ -53,7 +53,12 @@ func TestBackupCommand(t *testing.T) {
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(mctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
 
 	e := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "cli"})
 	st, err := e.NewClient().Status(ctx, e.Members[0].ClientURL)

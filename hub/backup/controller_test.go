@@ -199,12 +199,12 @@ func TestBackupsToS3(t *testing.T) {
 	g.Expect(f.c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "s3-creds"}, Data: srv.Credentials()})).To(Succeed())
 	rev := putKeys(t, e, "before/", 100)
 
-	ec := f.ring(t, "main", e, etcdfedv1.BackupSpec{
+	f.ring(t, "main", e, etcdfedv1.BackupSpec{
 		Schedule:  yearly,
 		Retention: etcdfedv1.BackupRetention{MaxCount: ptr.To[int32](2)},
 		Store:     srv.Store("etcd-backups", "ring", "s3-creds"),
 	})
-	ec = f.waitBackup(t, "main", "")
+	ec := f.waitBackup(t, "main", "")
 	st := ec.Status.Backup
 	g.Expect(st.LastFailure).To(BeNil())
 	first := st.LastSuccess

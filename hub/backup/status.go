@@ -53,7 +53,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 	log.Info("Backup stored", "location", s.Location, "revision", s.Revision, "bytes", s.SizeBytes, "member", s.Member,
 		"duration", s.Duration.Duration, "retained", out.retained, "pruned", pruned)
 	msg := fmt.Sprintf("snapshot at revision %d (%s) from %s stored at %s in %s; %d retained", s.Revision, bytesText(s.SizeBytes),
-		s.Member, s.Location, s.Duration.Duration.Round(100*time.Millisecond), out.retained)
+		s.Member, s.Location, s.Duration.Round(100*time.Millisecond), out.retained)
 	if len(pruned) > 0 {
 		msg += fmt.Sprintf(", %d pruned", len(pruned))
 	}

@@ -40,10 +40,12 @@ type Server struct {
 	// Endpoint is http://127.0.0.1:PORT.
 	Endpoint string
 	// Dir is the posix backend's root: each bucket is a directory in it.
-	Dir    string
-	cmd    *exec.Cmd
-	log    string
-	waited <-chan error // receives when the process has exited; nil once stopped
+	Dir     string
+	cmd     *exec.Cmd
+	log     string
+	exited  chan struct{} // closed when the process has exited
+	waitErr error         // its exit status, once exited is closed
+	stopped bool
 }
 
 // Start runs versitygw over dir (created when missing) and waits until it
@@ -100,30 +102,29 @@ func start(ctx context.Context, bin, dir string) (*Server, error) {
 		return nil, fmt.Errorf("start versitygw: %w", err)
 	}
 	s := &Server{Endpoint: "http://" + addr, Dir: dir, cmd: cmd, log: logPath}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	s.exited = make(chan struct{})
+	go func() { s.waitErr = cmd.Wait(); close(s.exited) }()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		_, err := s.Client().ListBuckets(cctx, &s3.ListBucketsInput{})
 		cancel()
 		if err == nil {
-			s.waited = exited
 			return s, nil
 		}
 		select {
-		case werr := <-exited:
+		case <-s.exited:
 			out, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("versitygw on %s exited (%v): %s", addr, werr, out)
+			return nil, fmt.Errorf("versitygw on %s exited (%w): %s", addr, s.waitErr, out)
 		case <-time.After(100 * time.Millisecond):
 		case <-ctx.Done():
-			s.kill(exited)
+			s.kill()
 			return nil, ctx.Err()
 		}
 		if time.Now().After(deadline) {
-			s.kill(exited)
+			s.kill()
 			out, _ := os.ReadFile(logPath)
-			return nil, fmt.Errorf("versitygw on %s not answering after 30s: %v; log: %s", addr, err, out)
+			return nil, fmt.Errorf("versitygw on %s not answering after 30s: %w; log: %s", addr, err, out)
 		}
 	}
 }
@@ -206,20 +207,20 @@ func (s *Server) Pid() int { return s.cmd.Process.Pid }
 
 // Stop stops the server by its pid: SIGTERM, then SIGKILL after 5s.
 func (s *Server) Stop() error {
-	if s.waited == nil {
+	if s.stopped {
 		return nil
 	}
 	_ = s.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-s.waited:
+	case <-s.exited:
 	case <-time.After(5 * time.Second):
-		s.kill(s.waited)
+		s.kill()
 	}
-	s.waited = nil
+	s.stopped = true
 	return nil
 }
 
-func (s *Server) kill(exited <-chan error) {
+func (s *Server) kill() {
 	_ = s.cmd.Process.Kill()
-	<-exited
+	<-s.exited
 }

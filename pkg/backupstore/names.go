@@ -1,7 +1,6 @@
 package backupstore
 
 import (
-	"fmt"
 	"path"
 	"regexp"
 	"strconv"
@@ -91,9 +90,4 @@ type Metadata struct {
 	// TakenAt is when the stream started; Trigger why (Schedule, Request).
 	TakenAt time.Time `json:"takenAt"`
 	Trigger string    `json:"trigger,omitempty"`
-}
-
-// describe is a short text for errors and logs.
-func (s Snapshot) describe() string {
-	return fmt.Sprintf("%s (revision %d, %s)", s.Key, s.Revision, s.Time.Format(time.RFC3339))
 }

@@ -228,4 +228,3 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 		})
 	}
 }
-
