@@ -85,19 +85,22 @@ func Decide(in Input) Decision {
 	if !in.Formed {
 		return Decision{Action: ActWait, RequeueAfter: notFormedPoll, Reason: etcdfedv1.BackupReasonPending, Message: "waiting for etcd to form"}
 	}
-	due := in.Now
+	// Schedules are in UTC whatever the hub's local time zone (robfig/cron
+	// computes in the location of the time it is given).
+	now := in.Now.UTC()
+	due := now
 	if st.LastSuccess != nil {
-		due = sched.Next(st.LastSuccess.Time.Time)
+		due = sched.Next(st.LastSuccess.Time.UTC())
 	}
 	if st.ConsecutiveFailures > 0 && st.LastFailure != nil {
 		if retry := st.LastFailure.Time.Add(Backoff(st.ConsecutiveFailures)); retry.After(due) {
 			due = retry
 		}
 	}
-	if !due.After(in.Now) {
+	if !due.After(now) {
 		return Decision{Action: ActStart, Trigger: etcdfedv1.BackupTriggerSchedule, Next: &due}
 	}
-	return Decision{Action: ActWait, RequeueAfter: due.Sub(in.Now), Next: &due, Reason: etcdfedv1.BackupReasonPending,
+	return Decision{Action: ActWait, RequeueAfter: due.Sub(now), Next: &due, Reason: etcdfedv1.BackupReasonPending,
 		Message: "next backup due at " + due.UTC().Format(time.RFC3339)}
 }
 

@@ -94,6 +94,18 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// TestDecideInUTC: a schedule means UTC even when the hub's clock and the
+// times read back from the apiserver are in another zone.
+func TestDecideInUTC(t *testing.T) {
+	berlin := time.FixedZone("CET", 3600)
+	last := metav1.NewTime(time.Date(2026, 3, 1, 1, 30, 0, 0, berlin)) // 00:30 UTC
+	d := Decide(Input{Now: time.Date(2026, 3, 1, 1, 45, 0, 0, berlin), Schedule: "0 3 * * *", Formed: true,
+		Status: etcdfedv1.BackupStatus{LastSuccess: &etcdfedv1.BackupSnapshot{Time: last}}})
+	if want := time.Date(2026, 3, 1, 3, 0, 0, 0, time.UTC); d.Next == nil || !d.Next.Equal(want) {
+		t.Fatalf("next %v, want %v", d.Next, want)
+	}
+}
+
 func TestBackoff(t *testing.T) {
 	for n, want := range map[int32]time.Duration{0: RetryBase, 1: 30 * time.Second, 2: time.Minute, 3: 2 * time.Minute, 5: 8 * time.Minute, 6: RetryMax, 60: RetryMax} {
 		if got := Backoff(n); got != want {
