@@ -29,7 +29,7 @@ build: ## Build hub, spoke and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## Build pinned kube-apiserver, etcd, etcdctl, etcdutl, controller-gen, golangci-lint into bin/ (only what is missing).
+tools: ## Build pinned kube-apiserver, etcd, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw into bin/ (only what is missing).
 	hack/tools.sh
 
 .PHONY: system-deps
