@@ -134,6 +134,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.part == nil {
 		_ = removeChainIfRoot(st.Slot)
 	}
+	if why := e.SharedSourceAddress(); why != "" {
+		e.warn(why)
+	}
 	if e.pki, err = loadOrCreatePKI(st.pkiDir()); err != nil {
 		return nil, fmt.Errorf("localenv: pki: %w", err)
 	}
@@ -203,8 +206,17 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 }
 
 func (e *Env) progress(what string, done bool) {
-	ev := Event{Elapsed: time.Since(e.t0), What: what, Done: done}
-	e.log.Info(what, "elapsed", ev.Elapsed.Round(time.Millisecond).String())
+	e.emit(Event{Elapsed: time.Since(e.t0), What: what, Done: done})
+}
+
+// warn reports something the environment cannot do, and what it does
+// instead, as a progress event of its own.
+func (e *Env) warn(what string) {
+	e.emit(Event{Elapsed: time.Since(e.t0), What: what, Warning: true})
+}
+
+func (e *Env) emit(ev Event) {
+	e.log.Info(ev.What, "elapsed", ev.Elapsed.Round(time.Millisecond).String())
 	if e.cfg.Progress != nil {
 		e.cfg.Progress(ev)
 	}
@@ -268,7 +280,10 @@ func (e *Env) startAgent(c ClusterState) error {
 	var mark uint32
 	var network nodeagent.PodNetwork
 	if e.part != nil {
-		mark, network = e.part.mark, e.part
+		mark = e.part.mark
+		if !e.cfg.SharedSourceAddress {
+			network = e.part
+		}
 	}
 	a, err := nodeagent.New(nodeagent.Config{
 		ClusterName: c.Name,
@@ -453,6 +468,23 @@ func (e *Env) Agent(cluster string) *nodeagent.Agent {
 
 // CanPartition returns nil when ModePartition works here, else why not.
 func (e *Env) CanPartition() error { return e.partErr }
+
+// SharedSourceAddress returns "" when every pod connects to its peers
+// from its own pod IP, as on a real node. Otherwise every pod's
+// connections come from 127.0.0.1, and it returns one line saying why and
+// what that means: etcd peers that check a client certificate against the
+// connection's source address reject each other, so EtcdClusters here
+// need spec.tls.peerSkipClientSANVerification.
+func (e *Env) SharedSourceAddress() string {
+	const instead = "pods connect to each other from 127.0.0.1, so etcd's check of a peer's address against its certificate cannot pass: EtcdClusters here need spec.tls.peerSkipClientSANVerification: true"
+	switch {
+	case e.cfg.SharedSourceAddress:
+		return "pods share one source address as configured (shared source address mode): " + instead
+	case e.partErr != nil:
+		return fmt.Sprintf("cannot give pods their own source address (%v): %s; zones fail by killing processes only (--mode kill)", e.partErr, instead)
+	}
+	return ""
+}
 
 // FailZone fails a zone (every cluster's zone of that name) or, given a
 // member cluster's name, the whole cluster. When every zone of a cluster
@@ -667,6 +699,9 @@ type Status struct {
 	Failed     []FailedZone    `json:"failed,omitempty"`
 	// Partitions is "" when ModePartition is available, else why not.
 	Partitions string `json:"partitions,omitempty"`
+	// SharedSourceAddress is "" when pods connect from their own address,
+	// else why not (Env.SharedSourceAddress).
+	SharedSourceAddress string `json:"sharedSourceAddress,omitempty"`
 	// Supervisor is the process running the environment.
 	Supervisor ProcessStatus `json:"supervisor"`
 	// TotalPSS sums the proportional set size of every process.
@@ -725,6 +760,7 @@ func (e *Env) Status() Status {
 	if e.partErr != nil {
 		s.Partitions = e.partErr.Error()
 	}
+	s.SharedSourceAddress = e.SharedSourceAddress()
 	ps := func(name string, pid, restarts int, lastExit, detail string) ProcessStatus {
 		p := ProcessStatus{Name: name, PID: pid, Restarts: restarts, LastExit: lastExit, Detail: detail}
 		if pid != 0 {
