@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -173,6 +174,15 @@ func progressLine(ec *etcdfedv1.EtcdCluster) string {
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionAvailable) {
 		parts = append(parts, "available")
+	}
+	// The spokes found in etcd's logs why members cannot connect.
+	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
+		slices.Contains(etcdfedv1.PeerConnectionProblems, c.Reason) {
+		msg := c.Message
+		if len(msg) > 700 {
+			msg = msg[:697] + "..."
+		}
+		parts = append(parts, "blocked: "+msg)
 	}
 	return strings.Join(parts, ", ")
 }

@@ -2,8 +2,11 @@ package localenv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -268,8 +271,10 @@ func (e *Env) cgroupDir(cluster, part string) string {
 
 func (e *Env) startAgent(c ClusterState) error {
 	var nodes []nodeagent.Node
+	var nodeIPs []net.IP
 	for _, z := range c.Zones {
 		for _, n := range z.Nodes {
+			nodeIPs = append(nodeIPs, net.ParseIP(n.IP))
 			nodes = append(nodes, nodeagent.Node{
 				Name: n.Name, Zone: z.Name, IP: netip.MustParseAddr(n.IP),
 				PodIPs: nodeagent.IPRange{First: netip.MustParseAddr(n.PodIPFirst), Last: netip.MustParseAddr(n.PodIPLast)},
@@ -284,6 +289,10 @@ func (e *Env) startAgent(c ClusterState) error {
 		if !e.cfg.SharedSourceAddress {
 			network = e.part
 		}
+	}
+	kubelet, err := e.kubeletServing(c.Name, nodeIPs)
+	if err != nil {
+		return err
 	}
 	a, err := nodeagent.New(nodeagent.Config{
 		ClusterName: c.Name,
@@ -300,6 +309,7 @@ func (e *Env) startAgent(c ClusterState) error {
 		Network:     network,
 		BackoffBase: e.cfg.BackoffBase,
 		BackoffMax:  e.cfg.BackoffMax,
+		Kubelet:     kubelet,
 		Log:         e.log.WithName("nodeagent").WithValues("cluster", c.Name),
 	})
 	if err != nil {
@@ -317,6 +327,23 @@ func (e *Env) startAgent(c ClusterState) error {
 	e.agents[c.Name] = run
 	e.mu.Unlock()
 	return nil
+}
+
+// kubeletServing is what a member cluster's node agent serves pods/log
+// with: a certificate for its node IPs, and the environment's CA for the
+// apiserver's client certificate.
+func (e *Env) kubeletServing(cluster string, nodeIPs []net.IP) (*nodeagent.KubeletServing, error) {
+	certFile, keyFile, err := e.pki.kubeletServingCert(cluster, nodeIPs)
+	if err != nil {
+		return nil, fmt.Errorf("localenv: kubelet certificate of %s: %w", cluster, err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("localenv: kubelet certificate of %s: %w", cluster, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.pki.caPEM)
+	return &nodeagent.KubeletServing{Port: addr.KubeletPort, Certificate: cert, ClientCAs: pool}, nil
 }
 
 // corev1LabelRegion is topology.kubernetes.io/region: a member cluster is
