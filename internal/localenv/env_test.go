@@ -246,7 +246,12 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 		g := NewWithT(t)
 		logs := func(name string, opts *corev1.PodLogOptions) (string, error) {
 			opts.Container = "etcd"
-			out, err := m1.CoreV1().Pods("default").GetLogs(name, opts).DoRaw(ctx)
+			// Do, not DoRaw: DoRaw drops the message of an error Status.
+			res := m1.CoreV1().Pods("default").GetLogs(name, opts).Do(ctx)
+			if err := res.Error(); err != nil {
+				return "", err
+			}
+			out, err := res.Raw()
 			return string(out), err
 		}
 		out, err := logs("t-a", &corev1.PodLogOptions{TailLines: ptr[int64](3)})

@@ -76,7 +76,7 @@ func TestClassifyRealLogs(t *testing.T) {
 func TestClassifyLines(t *testing.T) {
 	tests := []struct {
 		name, line, want string
-		in           string
+		in               string
 	}{
 		{"client certificate against source address (first-run report)",
 			`{"level":"warn","ts":"2026-01-01T00:00:00Z","caller":"embed/config_logging.go:185","msg":"rejected connection on peer endpoint","remote-addr":"127.0.0.1:40102","server-name":"demo-1.demo.etcdfed.test","ip-addresses":[],"dns-names":["demo-0.demo.etcdfed.test"],"error":"tls: \"127.0.0.1\" does not match any of DNSNames [\"demo-0.demo.etcdfed.test\"] (lookup demo-0.demo.etcdfed.test on 127.1.0.2:1053: no such host)"}`,

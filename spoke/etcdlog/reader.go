@@ -100,9 +100,15 @@ func (r *Reader) fetch(ctx context.Context, pod *corev1.Pod, previous bool) ([]b
 	if container == "" {
 		container = "etcd"
 	}
-	data, err := r.Pods.Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
+	// Do, not DoRaw: DoRaw drops the message of an error Status (for
+	// example the kubelet's answer the apiserver passes on).
+	res := r.Pods.Pods(pod.Namespace).GetLogs(pod.Name, &corev1.PodLogOptions{
 		Container: container, TailLines: &tail, LimitBytes: &limit, Previous: previous,
-	}).DoRaw(ctx)
+	}).Do(ctx)
+	if err := res.Error(); err != nil {
+		return nil, fmt.Errorf("read the log of container %s of pod %s (pods/log): %w", container, pod.Name, err)
+	}
+	data, err := res.Raw()
 	if err != nil {
 		return nil, fmt.Errorf("read the log of container %s of pod %s (pods/log): %w", container, pod.Name, err)
 	}

@@ -8,7 +8,9 @@ import (
 )
 
 func TestContainerRun(t *testing.T) {
-	h := func(n int) string { return "--- 2026-01-02T03:04:05Z: start " + string(rune('0'+n)) + " (/bin/etcd --name a) ---\n" }
+	h := func(n int) string {
+		return "--- 2026-01-02T03:04:05Z: start " + string(rune('0'+n)) + " (/bin/etcd --name a) ---\n"
+	}
 	tests := []struct {
 		name     string
 		log      string
