@@ -163,7 +163,7 @@ var causes = map[string]struct{ cause, fix string }{
 	},
 	etcdfedv1.ReasonPeerCertificateNameMismatch: {
 		cause: "etcd checks the address a peer connects from against the names in the peer's client certificate, and the connection comes from an address the certificate does not name: peers connect through NAT, a load balancer, or one shared source address (the local environment without root and iptables)",
-		fix:   "set spec.tls.peerSkipClientSANVerification: true on the EtcdCluster (certificates are still verified against the ring's CA; only the address check is off; the hub rolls it out to the members once no membership change is in flight, so a ring that never formed must be deleted and created again with it), or give every member pod its own source address",
+		fix:   "set spec.tls.peerSkipClientSANVerification: true on the EtcdCluster (certificates are still verified against the ring's CA; only the address check is off; the hub rolls it out to the members once no membership change is in flight, so a ring that never formed must be deleted, with its volumes, and created again with it), or give every member pod its own source address",
 	},
 	etcdfedv1.ReasonPeerNameUnresolved: {
 		cause: "etcd cannot resolve a peer's DNS name",

@@ -84,6 +84,10 @@ func PeerRejectionSpec(ctx context.Context, in PeerRejectionSpecInput) *ManagedE
 			Version:  "3.6.16",
 			DNS:      etcdfedv1.DNSSpec{Domain: in.Domain, TTLSeconds: ptrTo[int32](5)},
 			TLS:      etcdfedv1.TLSSpec{PeerSkipClientSANVerification: false},
+			// Its volumes go with it (the default, Retain, would keep
+			// them, and a retained volume of the same name blocks the
+			// members of the ring created again under the same name).
+			Storage: etcdfedv1.StorageSpec{VolumeReclaimPolicy: etcdfedv1.VolumeDelete},
 		},
 	}
 	start := time.Now()
