@@ -4,7 +4,9 @@
 // does not name its source address, certificates from another CA, a peer
 // of another cluster, a peer name that does not resolve) and Diagnosis
 // turns them into the EtcdMember's PeerConnections condition, naming the
-// cause and the fix. Reader fetches a bounded tail of the etcd container's
-// log through the apiserver (pods/log), with a timeout, at most once per
-// interval per member.
+// cause and the fix. PlanRead (pure) says when a pod's log is worth reading
+// (not while it is ready; after a warmup; the last run of a container
+// waiting to restart), and Reader fetches a bounded tail of the etcd
+// container's log through the apiserver (pods/log), with a timeout, at
+// most once per interval per member.
 package etcdlog

@@ -610,10 +610,6 @@ func (r *Reconciler) etcdView(ctx context.Context, s *scope) (ctrl.Result, error
 	return ctrl.Result{RequeueAfter: interval}, nil
 }
 
-// logWarmup is how long etcd runs before its log is first read: its first
-// peer connections, and their rejections, happen within it.
-const logWarmup = 5 * time.Second
-
 // peerConnections explains a member that is not ready from etcd's own log
 // (a bounded tail through pods/log, at most once per Logs.Interval) in the
 // PeerConnections condition: a peer certificate that does not name its
@@ -630,38 +626,23 @@ func (r *Reconciler) peerConnections(ctx context.Context, s *scope) (ctrl.Result
 		meta.RemoveStatusCondition(&s.m.Status.Conditions, etcdfedv1.ConditionPeerConnections)
 		return ctrl.Result{}, nil
 	}
-	if isReady(p) {
+	plan := etcdlog.PlanRead(p, pod.ContainerEtcd, time.Now())
+	switch {
+	case plan.Ready:
 		r.Logs.Forget(key)
 		s.setCondition(etcdfedv1.ConditionPeerConnections, metav1.ConditionTrue, etcdfedv1.ReasonPeersReady,
 			"etcd is ready, so it reaches a quorum of its peers (its log is read only while it is not ready)")
 		return ctrl.Result{}, nil
+	case !plan.Read:
+		return ctrl.Result{RequeueAfter: plan.After}, nil
 	}
-	var cs *corev1.ContainerStatus
-	for i := range p.Status.ContainerStatuses {
-		if p.Status.ContainerStatuses[i].Name == pod.ContainerEtcd {
-			cs = &p.Status.ContainerStatuses[i]
-		}
-	}
-	previous := false
-	switch {
-	case cs == nil:
-		return ctrl.Result{}, nil
-	case cs.State.Running != nil:
-		if age := time.Since(cs.State.Running.StartedAt.Time); age < logWarmup {
-			return ctrl.Result{RequeueAfter: logWarmup - age}, nil
-		}
-	case cs.LastTerminationState.Terminated != nil:
-		previous = true // waiting to restart: its last run says why it exited
-	default:
-		return ctrl.Result{}, nil
-	}
-	res, next := r.Logs.Read(ctx, key, p, previous)
+	res, next := r.Logs.Read(ctx, key, p, plan.Previous)
 	if res.Err != nil {
 		s.setCondition(etcdfedv1.ConditionPeerConnections, metav1.ConditionUnknown, etcdfedv1.ReasonEtcdLogUnavailable, res.Err.Error())
 		return ctrl.Result{RequeueAfter: next}, nil
 	}
 	status, reason, msg := res.Diagnosis.Condition()
-	if previous {
+	if plan.Previous {
 		msg = "etcd exited and waits to restart; its last run's log: " + msg
 	}
 	if prev := meta.FindStatusCondition(s.before.Status.Conditions, etcdfedv1.ConditionPeerConnections); status == metav1.ConditionFalse && (prev == nil || prev.Reason != reason) {
