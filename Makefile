@@ -58,14 +58,21 @@ verify: generate ## Check generated files are current, gofmt, go vet, golangci-l
 DETACH ?=
 DEMO_FLAGS ?= --clusters 3 --members 5
 
+# The demo installs iptables when it can (root with apt-get) and runs
+# without it otherwise; `etcdfed dev up` says in its first line what the
+# environment could not do and what it does instead.
 .PHONY: demo
 demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
+	hack/system-deps.sh demo
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(DETACH),--detach)
 
 ##@ Test
 
+# hack/leftovers first: processes an earlier run left behind are reported,
+# and stopped where its records prove a test binary that is gone started them.
 .PHONY: test
 test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
+	$(GO) run ./hack/leftovers
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
 .PHONY: drill

@@ -112,20 +112,29 @@ func (r *Reconciler) updateStatus(v *view) {
 		setCondition(ec, etcdfedv1.ConditionAllMembersReady, false, ReasonMembersNotReady, fmt.Sprintf("%d of %d members ready", ready, ec.Spec.Replicas))
 	}
 
+	// What the spokes found in etcd's own logs: why members cannot
+	// connect to their peers (EtcdMember PeerConnections=False).
+	peerReason, peerProblems := peerConnectionProblems(v)
+	blocked := ""
+	if len(peerProblems) > 0 {
+		blocked = "; blocked: " + peerProblems[0]
+	}
+
 	// Progressing: a change in flight.
 	d := v.decision
 	switch {
 	case st.Operation != nil:
 		op := st.Operation
-		setCondition(ec, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s", op.Type, op.Member, op.Reason, op.Step, op.Message))
+		setCondition(ec, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
 	case d.Action == membership.ActWait:
-		setCondition(ec, etcdfedv1.ConditionProgressing, false, ReasonWaiting, d.Reason)
+		setCondition(ec, etcdfedv1.ConditionProgressing, false, ReasonWaiting, d.Reason+blocked)
 	default:
 		setCondition(ec, etcdfedv1.ConditionProgressing, false, ReasonIdle, "membership matches the placement")
 	}
 
-	// Degraded: everything a human should look at.
-	problems := v.problems
+	// Degraded: everything a human should look at, what etcd's logs say
+	// first.
+	problems := append(peerProblems, v.problems...)
 	if v.placementErr != nil {
 		problems = append(problems, "placement: "+v.placementErr.Error())
 	}
@@ -160,7 +169,11 @@ func (r *Reconciler) updateStatus(v *view) {
 		problems = append(problems, "members not ready: "+strings.Join(notReady, ", "))
 	}
 	if len(problems) > 0 {
-		setCondition(ec, etcdfedv1.ConditionDegraded, true, ReasonProblems, strings.Join(problems, "; "))
+		reason := ReasonProblems
+		if peerReason != "" {
+			reason = peerReason
+		}
+		setCondition(ec, etcdfedv1.ConditionDegraded, true, reason, strings.Join(problems, "; "))
 	} else {
 		setCondition(ec, etcdfedv1.ConditionDegraded, false, ReasonAsExpected, "no problems seen")
 	}
@@ -184,6 +197,48 @@ func (r *Reconciler) updateStatus(v *view) {
 		st.ObservedGeneration = ec.Generation
 	}
 	recordMetrics(v)
+}
+
+// peerConnectionProblems reports the members whose spoke found in etcd's
+// log why they cannot connect to their peers, one entry per cause (most
+// fundamental first, etcdfedv1.PeerConnectionProblems), naming the
+// members and giving the first one's message (cause and fix). reason is
+// the first cause's reason.
+func peerConnectionProblems(v *view) (reason string, problems []string) {
+	byReason := map[string][]string{}
+	first := map[string]string{}
+	for _, cv := range v.clusters {
+		if !cv.visible() {
+			continue
+		}
+		names := make([]string, 0, len(cv.objects))
+		for n := range cv.objects {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			c := meta.FindStatusCondition(cv.objects[n].Status.Conditions, etcdfedv1.ConditionPeerConnections)
+			if c == nil || c.Status != metav1.ConditionFalse {
+				continue
+			}
+			byReason[c.Reason] = append(byReason[c.Reason], n+" ("+cv.name+")")
+			if _, ok := first[c.Reason]; !ok {
+				first[c.Reason] = c.Message
+			}
+		}
+	}
+	for _, r := range etcdfedv1.PeerConnectionProblems {
+		members := byReason[r]
+		if len(members) == 0 {
+			continue
+		}
+		sort.Strings(members)
+		if reason == "" {
+			reason = r
+		}
+		problems = append(problems, fmt.Sprintf("%s on %s: %s", r, strings.Join(members, ", "), first[r]))
+	}
+	return reason, problems
 }
 
 func hasMembers(ec *etcdfedv1.EtcdCluster, cluster string) bool {
