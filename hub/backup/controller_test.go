@@ -338,8 +338,12 @@ func TestBackupToFileAndRestore(t *testing.T) {
 func TestUnreachableStore(t *testing.T) {
 	f := start(t)
 	e := etcdtest.Start(t, etcdtest.Options{Members: 3, Name: "dark"})
-	srv := s3test.StartT(t, "b")
-	dead := srv.Store("b", "", "")
+	srv := s3test.StartT(t, "dark-backups")
+	// With credentials, so the SDK's default chain (which asks the cloud's
+	// metadata address) is never consulted.
+	g0 := NewWithT(t)
+	g0.Expect(f.c.Create(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: "dead-creds"}, Data: srv.Credentials()})).To(Succeed())
+	dead := srv.Store("dark-backups", "", "dead-creds")
 	dead.S3.Endpoint = "http://127.0.0.1:1"
 	f.ring(t, "dark", e, etcdfedv1.BackupSpec{Schedule: yearly, Store: dead})
 	ec := f.waitBackup(t, "dark", "")
@@ -360,7 +364,7 @@ func TestUnreachableStore(t *testing.T) {
 	ctx := context.Background()
 	ec = f.get(g, "dark")
 	before := ec.DeepCopy()
-	ec.Spec.Backup.Store = srv.Store("b", "", "no-such-secret")
+	ec.Spec.Backup.Store = srv.Store("dark-backups", "", "no-such-secret")
 	g.Expect(f.c.Patch(ctx, ec, client.MergeFrom(before))).To(Succeed())
 	f.request(t, "dark", "after-creds")
 	ec = f.waitBackup(t, "dark", "after-creds")

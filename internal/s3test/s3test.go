@@ -25,6 +25,12 @@ import (
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
+// A test process, and every hub it starts, never asks a cloud metadata
+// address (169.254.169.254) for credentials: tests talk to loopback only.
+// The AWS SDK reads this variable; a store opened without credentials then
+// fails at once instead.
+func init() { _ = os.Setenv("AWS_EC2_METADATA_DISABLED", "true") }
+
 // ErrNoBinary says bin/versitygw is missing.
 var ErrNoBinary = errors.New("s3test: bin/versitygw not found; run `hack/tools.sh versitygw` (or make tools)")
 

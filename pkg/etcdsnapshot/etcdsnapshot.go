@@ -3,13 +3,16 @@ package etcdsnapshot
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
 	"io"
 	"os"
+	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.uber.org/zap"
 )
@@ -44,7 +47,9 @@ type Info struct {
 	Size int64
 	// SHA256 of the database part, hex (equal to the appended checksum).
 	SHA256 string
-	// Revision is the highest revision in the snapshot.
+	// Revision is the revision a member restored from the snapshot starts
+	// at: the highest revision of a key, or of the last compaction when that
+	// is higher, and at least 1.
 	Revision int64
 	// Hash is the content hash `etcdutl snapshot status` prints (crc32c over
 	// every bucket's keys and values).
@@ -192,5 +197,48 @@ func Status(path string) (info Info, err error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
 	}
-	return Info{Revision: st.Revision, Hash: st.Hash, TotalKeys: st.TotalKey, StorageVersion: st.Version}, nil
+	compacted, err := finishedCompactRevision(path)
+	if err != nil {
+		return Info{}, fmt.Errorf("%w: %s: %w", ErrCorrupt, path, err)
+	}
+	return Info{Revision: storeRevision(st.Revision, compacted), Hash: st.Hash, TotalKeys: st.TotalKey, StorageVersion: st.Version}, nil
+}
+
+// storeRevision is the revision a member restored from the snapshot starts
+// at, as etcd's mvcc store computes it on restore: the highest revision in
+// the key bucket, raised to the last finished compaction, and never below 1
+// (a store starts at revision 1 before any write). etcdutl prints only the
+// first, which is 0 for a ring never written to and falls below the
+// member's revision when the newest revisions were deletions compacted
+// away.
+func storeRevision(keys, compacted int64) int64 {
+	return max(keys, compacted, 1)
+}
+
+// finishedCompactRevision reads the meta bucket's finishedCompactRev (0 when
+// the store was never compacted).
+func finishedCompactRevision(path string) (int64, error) {
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = db.Close() }()
+	var rev int64
+	err = db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket([]byte("meta"))
+		if b == nil {
+			return nil
+		}
+		v := b.Get([]byte("finishedCompactRev"))
+		if v == nil {
+			return nil
+		}
+		// mvcc's revision key: 8-byte big-endian main, '_', 8-byte sub.
+		if len(v) < 8 {
+			return fmt.Errorf("finishedCompactRev is %d bytes", len(v))
+		}
+		rev = int64(binary.BigEndian.Uint64(v[:8]))
+		return nil
+	})
+	return rev, err
 }

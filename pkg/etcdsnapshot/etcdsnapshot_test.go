@@ -228,3 +228,29 @@ func TestRestoreRefusesBadInput(t *testing.T) {
 		})
 	}
 }
+
+// TestRevisionOfEmptyAndCompactedStores: a ring never written to (member at
+// revision 1, no key in the snapshot) and one whose newest revisions were
+// deletions compacted away both give a snapshot at the member's revision,
+// not the lower one etcdutl prints, so neither is refused as stale.
+func TestRevisionOfEmptyAndCompactedStores(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	empty, before := snapshotOf(t, c, filepath.Join(t.TempDir(), "empty.db"))
+	if before != 1 || empty.Revision != 1 || empty.TotalKeys != 0 {
+		t.Errorf("empty ring: member at %d, snapshot %+v; want both at revision 1, no keys", before, empty)
+	}
+
+	cl := c.NewClient()
+	put(t, cl, 10, "gone/")
+	del, err := cl.Delete(context.Background(), "gone/", clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Compact(context.Background(), del.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
+		t.Fatal(err)
+	}
+	compacted, before := snapshotOf(t, c, filepath.Join(t.TempDir(), "compacted.db"))
+	if compacted.Revision != del.Header.Revision || before != del.Header.Revision || compacted.TotalKeys != 0 {
+		t.Errorf("after deleting every key and compacting at %d: member at %d, snapshot %+v", del.Header.Revision, before, compacted)
+	}
+}
