@@ -316,7 +316,7 @@ func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report
 		return nil, fmt.Errorf("restore zone %s: %w", in.Zone, err)
 	}
 	d.setPhase("restored " + in.Zone.String() + ", waiting for the ring to heal")
-	healed := d.waitFor(ctx, restored, in.Timeout, func(s Sample) bool { return Healed(s, d.plan.Tolerant) })
+	healed := d.waitFor(ctx, restored, in.Timeout, func(s Sample) bool { return Healed(s, in.Zone, d.plan) })
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("drill interrupted after the restore: %w", ctx.Err())
 	}

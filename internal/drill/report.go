@@ -72,7 +72,8 @@ type Times struct {
 	// Restored: the drill began restoring the zone.
 	Restored *float64 `json:"restoredSeconds"`
 	// Healed: after the restore, Available with every member a ready
-	// voter, nothing in flight, failure tolerant again if it was.
+	// voter, nothing in flight, failure tolerant again if it was, and no
+	// Degraded naming the zone, its clusters or its members.
 	Healed *float64 `json:"healedSeconds"`
 }
 
@@ -238,7 +239,7 @@ func (r *Report) Text(w io.Writer) error {
 	row("first member moved out", t.FirstMove, t.FirstMoveBy)
 	row("members replaced", t.Evacuated, "every member a ready voter outside the zone")
 	row("zone restored", t.Restored, "")
-	row("ring healed", t.Healed, "Available, all members ready voters, nothing in flight"+map[bool]string{true: ", failure tolerant", false: ""}[r.WasTolerant])
+	row("ring healed", t.Healed, "Available, all members ready voters, nothing in flight, "+map[bool]string{true: "failure tolerant, ", false: ""}[r.WasTolerant]+"no Degraded about the zone")
 	_ = tw.Flush()
 	fmt.Fprintf(&b, "\nAvailability: not Available for %.1fs in total (longest %.1fs).\n", r.Availability.Unavailable, r.Availability.LongestUnavailable)
 	if len(r.Moves) == 0 {

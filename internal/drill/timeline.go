@@ -69,10 +69,17 @@ func Evacuated(s Sample, zone Zone) bool {
 	return true
 }
 
-// Healed: Available, every member a ready voter, nothing in flight, and
-// failure tolerant again when the ring was before the drill.
-func Healed(s Sample, wasTolerant bool) bool {
-	return healthy(s) && s.Available && (s.Tolerant || !wasTolerant)
+// Healed: Available, every member a ready voter, nothing in flight,
+// failure tolerant again when the ring was before the drill, and Degraded
+// no longer naming the zone, its member clusters or its members (the hub
+// sees the returned zone again; a problem elsewhere is not the drill's).
+func Healed(s Sample, zone Zone, p Plan) bool {
+	return healthy(s) && s.Available && (s.Tolerant || !p.Tolerant) && !names(s.Degraded, zoneWords(zone, p))
+}
+
+// zoneWords are the names that tie a message to the drilled zone.
+func zoneWords(zone Zone, p Plan) []string {
+	return slices.Concat([]string{zone.Name}, p.Clusters, p.Members)
 }
 
 func healthy(s Sample) bool {
@@ -172,7 +179,7 @@ func Analyze(in AnalyzeInput) Timeline {
 		if tl.Evacuated == nil && (!restored || s.At.Before(in.Restored)) && Evacuated(s, in.Zone) {
 			tl.Evacuated = ptr(s.At)
 		}
-		if tl.Healed == nil && restored && !s.At.Before(in.Restored) && Healed(s, in.Plan.Tolerant) {
+		if tl.Healed == nil && restored && !s.At.Before(in.Restored) && Healed(s, in.Zone, in.Plan) {
 			tl.Healed = ptr(s.At)
 		}
 		// Availability: a sample's state holds until the next sample.

@@ -133,6 +133,14 @@ func TestAnalyzeDoesNotMiscount(t *testing.T) {
 				t.Errorf("healed at %v", secs(tl.Healed))
 			}
 		}},
+		{"still Degraded about the zone is not healed", []Sample{
+			with(ring3(6, "member-1", "zone-1", 1, true, true, true), degraded("member cluster member-1 unknown: spoke Lease last renewed 23s ago")),
+			with(ring3(7, "member-1", "zone-1", 1, true, true, true), degraded("member cluster member-3 unknown: spoke Lease last renewed 1s ago")),
+		}, 5, func(t *testing.T, tl Timeline) {
+			if secs(tl.Healed) != 7 {
+				t.Errorf("healed at %v, want 7 (Degraded about another cluster is not the drill's)", secs(tl.Healed))
+			}
+		}},
 		{"evacuated after the restore does not count", []Sample{
 			ring3(6, "member-2", "zone-2", 2, true, true, false),
 		}, 5, func(t *testing.T, tl Timeline) {
