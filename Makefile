@@ -29,7 +29,7 @@ build: ## Build hub, spoke and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## Build pinned kube-apiserver, etcd, etcdctl, etcdutl, controller-gen, golangci-lint into bin/ (only what is missing).
+tools: ## Build pinned kube-apiserver, etcd, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw into bin/ (only what is missing).
 	hack/tools.sh
 
 .PHONY: system-deps
@@ -58,15 +58,26 @@ verify: generate ## Check generated files are current, gofmt, go vet, golangci-l
 DETACH ?=
 DEMO_FLAGS ?= --clusters 3 --members 5
 
+# The demo installs iptables when it can (root with apt-get) and runs
+# without it otherwise; `etcdfed dev up` says in its first line what the
+# environment could not do and what it does instead.
 .PHONY: demo
 demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
+	hack/system-deps.sh demo
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(DETACH),--detach)
 
 ##@ Test
 
+# hack/leftovers first: processes an earlier run left behind are reported,
+# and stopped where its records prove a test binary that is gone started them.
 .PHONY: test
 test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
+	$(GO) run ./hack/leftovers
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
+
+.PHONY: drill
+drill: tools system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
+	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -1,8 +1,17 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the tests and benchmarks run for real (BIND9,
 # dig, dnsperf, iptables, iproute2), only those whose command is missing.
-# Needs root (or sudo) and Debian's package registry.
+# Needs root (or sudo) and Debian's package registry. It starts no service
+# and stops none it did not install.
+#
+# `hack/system-deps.sh demo` (make demo) installs only what the local
+# environment uses (iptables: pods get their own source address, zones can
+# be partitioned), and only as root with apt-get; otherwise, or when the
+# install fails, it says so and succeeds: the demo runs without it.
 set -euo pipefail
+
+for_demo=false
+[[ ${1:-} == demo ]] && for_demo=true
 
 # command -> Debian package
 declare -A pkgs=(
@@ -13,6 +22,9 @@ declare -A pkgs=(
 	[iptables]=iptables
 	[ip]=iproute2
 )
+if $for_demo; then
+	pkgs=([iptables]=iptables)
+fi
 
 missing=()
 for cmd in "${!pkgs[@]}"; do
@@ -22,16 +34,43 @@ for cmd in "${!pkgs[@]}"; do
 done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
-sudo=""
-if [[ $(id -u) -ne 0 ]]; then
-	command -v sudo >/dev/null 2>&1 || { echo "need root to install: ${missing[*]}" >&2; exit 1; }
-	sudo=sudo
+if $for_demo && { [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; }; then
+	echo ">> not installing ${missing[*]} (needs root and apt-get); the demo runs without it: etcdfed dev up says what that changes"
+	exit 0
 fi
-echo ">> installing Debian packages: ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-# The bind9 package starts a system named on port 53; the tests start their
-# own on loopback ports and want nothing else listening.
-if command -v systemctl >/dev/null 2>&1; then $sudo systemctl disable --now named >/dev/null 2>&1 || true; fi
-$sudo pkill -x named >/dev/null 2>&1 || true
+
+install() {
+	local sudo=""
+	if [[ $(id -u) -ne 0 ]]; then
+		command -v sudo >/dev/null 2>&1 || { echo "need root to install: ${missing[*]}" >&2; return 1; }
+		sudo=sudo
+	fi
+	echo ">> installing Debian packages: ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# The bind9 package would start a system named on port 53; the tests
+	# start their own on loopback ports. Keep package scripts from starting
+	# any service during this install (policy-rc.d, Debian's switch for
+	# it), unless the machine already has a policy of its own, which is
+	# left as it is.
+	local policy=/usr/sbin/policy-rc.d
+	if [[ ! -e $policy ]]; then
+		printf '#!/bin/sh\n# Written by etcdfed hack/system-deps.sh for the length of one install.\nexit 101\n' | $sudo tee "$policy" >/dev/null
+		$sudo chmod 755 "$policy"
+		# shellcheck disable=SC2064 # expanded now, on purpose
+		trap "$sudo rm -f $policy" EXIT
+	fi
+	$sudo apt-get update -qq || return
+	$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || return
+	# With systemd the unit is also enabled for the next boot: disable the
+	# one this install added (named was missing before it), nothing else.
+	if [[ " ${missing[*]} " == *" bind9 "* ]] && [[ -d /run/systemd/system ]]; then
+		$sudo systemctl disable --now named >/dev/null 2>&1 || true
+	fi
+}
+
+if $for_demo; then
+	# Never fail the demo over an optional package.
+	install || echo ">> installing ${missing[*]} failed; the demo runs without it: etcdfed dev up says what that changes"
+	exit 0
+fi
+install

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/ from the Go module proxy, each only when
 # it is missing or reports another version. Usage: hack/tools.sh [tool...]
-# Tools: kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint
+# Tools: kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint versitygw
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,6 +12,9 @@ KUBE_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
 CONTROLLER_TOOLS_VERSION=v0.21.0
 GOLANGCI_LINT_VERSION=v2.15.0
+# versitygw: an S3-compatible gateway over a directory (posix backend), the
+# real S3 server of the backup tests.
+VERSITYGW_VERSION=v1.8.0
 
 # have NAME WANT CMD...: true when bin/NAME exists and CMD's output holds WANT.
 have() {
@@ -52,6 +55,11 @@ build_golangci_lint() {
 		-o "$bin/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 }
 
+build_versitygw() {
+	(cd "$root/hack/tools/s3" && go build -trimpath -ldflags "-s -w -X main.Version=${VERSITYGW_VERSION} -X main.Build=${VERSITYGW_VERSION} -X main.BuildTime=1970-01-01T00:00:00Z" \
+		-o "$bin/versitygw" github.com/versity/versitygw/cmd/versitygw)
+}
+
 ensure() {
 	case $1 in
 	kube-apiserver) have kube-apiserver "Kubernetes $KUBE_VERSION" "$bin/kube-apiserver" --version || step "$1" build_kube_apiserver ;;
@@ -61,10 +69,11 @@ ensure() {
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;
 	golangci-lint) have golangci-lint "version ${GOLANGCI_LINT_VERSION#v}" "$bin/golangci-lint" version || step "$1" build_golangci_lint ;;
+	versitygw) have versitygw "Version  : $VERSITYGW_VERSION" "$bin/versitygw" --version || step "$1" build_versitygw ;;
 	*) echo "unknown tool $1" >&2; exit 2 ;;
 	esac
 }
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint)
+[[ ${#tools[@]} -gt 0 ]] || tools=(kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint versitygw)
 for t in "${tools[@]}"; do ensure "$t"; done

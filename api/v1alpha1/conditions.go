@@ -29,7 +29,52 @@ const (
 	ConditionPodReady = "PodReady"
 	// ConditionMemberHealthy: the member's etcd answers and has a leader.
 	ConditionMemberHealthy = "MemberHealthy"
+	// ConditionPeerConnections: what the member's own etcd log says about
+	// its connections to its peers. While the member is not ready the
+	// spoke reads a bounded tail of the log (pods/log) now and then; False
+	// names the cause and the fix.
+	ConditionPeerConnections = "PeerConnections"
 )
+
+// Reasons of EtcdMember's PeerConnections condition. The spoke sets them;
+// the hub names the False ones in EtcdCluster's Degraded and Progressing
+// conditions (Degraded's reason is then the first of them). Symptoms,
+// causes and fixes: docs/operations.md, "Troubleshooting".
+const (
+	// ReasonPeerCertificateUntrusted (False): etcd and a peer do not trust
+	// each other's certificate (signed by a CA the other does not trust, or
+	// expired): the members' certificates come from different CAs.
+	ReasonPeerCertificateUntrusted = "PeerCertificateUntrusted"
+	// ReasonPeerCertificateNameMismatch (False): etcd rejects peers whose
+	// client certificate does not name the address they connect from
+	// (NAT, load balancers, or pods sharing one source address), or a
+	// peer's serving certificate does not name the host dialled.
+	ReasonPeerCertificateNameMismatch = "PeerCertificateNameMismatch"
+	// ReasonClusterIDMismatch (False): a peer belongs to another etcd
+	// cluster (data of another cluster, or two rings sharing names).
+	ReasonClusterIDMismatch = "ClusterIDMismatch"
+	// ReasonPeerNameUnresolved (False): etcd cannot resolve a peer's DNS
+	// name.
+	ReasonPeerNameUnresolved = "PeerNameUnresolved"
+	// ReasonNoPeerErrors (True): the last read of the log shows none of the
+	// causes above.
+	ReasonNoPeerErrors = "NoPeerErrors"
+	// ReasonPeersReady (True): the member is ready, so it reaches a quorum
+	// of its peers; its log is not read.
+	ReasonPeersReady = "MemberReady"
+	// ReasonEtcdLogUnavailable (Unknown): the log could not be read; the
+	// message says why.
+	ReasonEtcdLogUnavailable = "LogUnavailable"
+)
+
+// PeerConnectionProblems are the False reasons of PeerConnections, most
+// fundamental first (the order the hub reports them in).
+var PeerConnectionProblems = []string{
+	ReasonClusterIDMismatch,
+	ReasonPeerCertificateUntrusted,
+	ReasonPeerCertificateNameMismatch,
+	ReasonPeerNameUnresolved,
+}
 
 // Condition types of EtcdSpoke and EtcdDNSZone.
 const (

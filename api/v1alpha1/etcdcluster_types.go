@@ -66,6 +66,11 @@ type EtcdClusterSpec struct {
 	// evacuated.
 	// +optional
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// backup takes scheduled snapshots into an object store. Unset: no
+	// scheduled backups (on-demand ones need it too, for the store).
+	// +optional
+	Backup *BackupSpec `json:"backup,omitempty"`
 }
 
 // TopologySpec selects the member clusters that may host members.
@@ -459,6 +464,10 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Leader string `json:"leader,omitempty"`
+
+	// backup reports scheduled and on-demand snapshots (spec.backup).
+	// +optional
+	Backup *BackupStatus `json:"backup,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
@@ -472,6 +481,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Zones",type=string,JSONPath=`.status.zoneSummary`,description="Zones and members per zone"
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Tolerant",type=string,JSONPath=`.status.conditions[?(@.type=="FailureTolerant")].status`,priority=1,description="Survives the loss of any one zone"
+// +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.backup.lastSuccess.time`,priority=1,description="When the newest stored snapshot was taken"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,17 +51,18 @@ func hubClientFromState(st *localenv.State) (client.Client, error) {
 	return client.New(cfg, client.Options{Scheme: scheme.New()})
 }
 
-// demoCluster is the demo EtcdCluster's spec. Without root the local
-// environment cannot give pods their own source address, so etcd's check
-// of a peer's source IP against its certificate must be off.
-func demoCluster(members int) *etcdfedv1.EtcdCluster {
+// demoCluster is the demo EtcdCluster's spec. Where the local environment
+// cannot give pods their own source address (sharedSource says why), every
+// peer connects from 127.0.0.1, so etcd's check of a peer's source IP
+// against its certificate must be off.
+func demoCluster(members int, sharedSource string) *etcdfedv1.EtcdCluster {
 	return &etcdfedv1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName},
 		Spec: etcdfedv1.EtcdClusterSpec{
 			Replicas: int32(members),
 			Version:  "3.6.16",
 			DNS:      etcdfedv1.DNSSpec{Domain: demoDomain, TTLSeconds: ptr[int32](5)},
-			TLS:      etcdfedv1.TLSSpec{PeerSkipClientSANVerification: os.Geteuid() != 0},
+			TLS:      etcdfedv1.TLSSpec{PeerSkipClientSANVerification: sharedSource != ""},
 		},
 	}
 }
@@ -74,8 +76,9 @@ func isExecutable(path string) bool {
 
 // runDemo creates the demo EtcdCluster (unless it exists), shows progress
 // until it is Available with every member ready, then prints its status
-// and how to use it.
-func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int, timeout time.Duration) error {
+// and how to use it. sharedSource is the environment's
+// SharedSourceAddress.
+func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int, sharedSource string, timeout time.Duration) error {
 	if members <= 0 {
 		return nil
 	}
@@ -87,7 +90,7 @@ func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int
 	if err != nil {
 		return err
 	}
-	ec := demoCluster(members)
+	ec := demoCluster(members, sharedSource)
 	switch err := c.Create(ctx, ec); {
 	case apierrors.IsAlreadyExists(err):
 		fmt.Fprintf(out, "\nEtcdCluster %s/%s exists; waiting for it.\n", demoNamespace, demoName)
@@ -95,6 +98,9 @@ func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int
 		return fmt.Errorf("create the demo EtcdCluster: %w", err)
 	default:
 		fmt.Fprintf(out, "\nCreated EtcdCluster %s/%s: %d members over %d member clusters, domain %s.\n", demoNamespace, demoName, members, len(st.MemberClusters), demoDomain)
+		if ec.Spec.TLS.PeerSkipClientSANVerification {
+			fmt.Fprintln(out, "Warning: it sets spec.tls.peerSkipClientSANVerification: true, because here every pod connects from 127.0.0.1 and etcd would reject each peer whose certificate does not name that address. Peers still present certificates from the ring's CA; only the address check is off.")
+		}
 	}
 	ec, err = followCluster(ctx, out, c, client.ObjectKey{Namespace: demoNamespace, Name: demoName}, timeout)
 	if err != nil {
@@ -167,6 +173,15 @@ func progressLine(ec *etcdfedv1.EtcdCluster) string {
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionAvailable) {
 		parts = append(parts, "available")
+	}
+	// The spokes found in etcd's logs why members cannot connect.
+	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
+		slices.Contains(etcdfedv1.PeerConnectionProblems, c.Reason) {
+		msg := c.Message
+		if len(msg) > 700 {
+			msg = msg[:697] + "..."
+		}
+		parts = append(parts, "blocked: "+msg)
 	}
 	return strings.Join(parts, ", ")
 }

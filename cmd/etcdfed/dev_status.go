@@ -129,7 +129,10 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\n%d processes, %s in total (PSS; RSS %s)\n", n, mib(s.TotalPSS), mib(s.TotalRSS))
-	if s.Partitions != "" {
+	switch {
+	case s.SharedSourceAddress != "":
+		fmt.Fprintf(out, "Note: %s\n", s.SharedSourceAddress)
+	case s.Partitions != "":
 		fmt.Fprintf(out, "Partitions unavailable: %s\n", s.Partitions)
 	}
 }

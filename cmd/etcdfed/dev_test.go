@@ -15,6 +15,7 @@ import (
 
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
 )
 
 // TestDevUpStatusDown drives the CLI as a user does after `make build`:
@@ -50,9 +51,23 @@ func TestDevUpStatusDown(t *testing.T) {
 		_ = cmd.Run()
 	})
 
+	// The detached supervisor runs in its own session, so it would outlive
+	// a test binary that dies before its cleanup: record it, so that the
+	// next `make test` (hack/leftovers) can prove it a leftover and stop it.
+	recordSupervisor := func() {
+		t.Helper()
+		info, err := localenv.ReadSupervisor(state)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := testproc.RecordStarted("etcdfed-supervisor", info.PID); err != nil {
+			t.Fatal(err)
+		}
+	}
 	start := time.Now()
 	out := run("dev", "up", "--detach", "--clusters", "3")
 	upTime := time.Since(start)
+	recordSupervisor()
 	t.Logf("dev up --detach (hub + 3 member clusters) returned after %.1fs:\n%s", upTime.Seconds(), out)
 	if !strings.Contains(out, "The local environment is ready") || !strings.Contains(out, "apiserver member-3 ready") {
 		t.Fatalf("dev up did not report readiness and progress:\n%s", out)
@@ -105,6 +120,7 @@ func TestDevUpStatusDown(t *testing.T) {
 	// Pdeathsig takes the children, down cleans the rest.
 	start = time.Now()
 	out = run("dev", "up", "--detach")
+	recordSupervisor()
 	t.Logf("second dev up (reusing the state) took %.1fs", time.Since(start).Seconds())
 	if !strings.Contains(out, "reusing the environment") {
 		t.Errorf("second up did not reuse the state:\n%s", out)

@@ -24,6 +24,7 @@ import (
 var upFlags struct {
 	clusters, zones, members int
 	detach, supervise        bool
+	sharedSource             bool
 	timeout                  time.Duration
 }
 
@@ -35,6 +36,12 @@ var devUpCmd = &cobra.Command{
 the etcdfed CRDs, register the member clusters with the hub (kubeconfig
 Secrets in etcdfed-system), and run a node agent per member cluster. The hub
 and one spoke per member cluster start too when bin/hub and bin/spoke exist.
+
+As root with iptables and cgroup v2, every pod connects from its own
+address and zones can be partitioned. Elsewhere (or with
+--shared-source-address) pods connect from 127.0.0.1: up says so in one
+line at start, and the demo EtcdCluster turns off etcd's check of a peer's
+address against its certificate (spec.tls.peerSkipClientSANVerification).
 
 A second up on the same --state-dir reuses it (same addresses, credentials
 and data; topology flags are then ignored). In the foreground, Ctrl-C stops
@@ -51,6 +58,8 @@ func init() {
 	f.IntVar(&upFlags.members, "members", localenv.DefaultMembers, "members of the demo EtcdCluster the hub forms (0: none)")
 	f.BoolVar(&upFlags.detach, "detach", false, "run in the background and return once the environment is ready")
 	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
+	f.BoolVar(&upFlags.sharedSource, "shared-source-address", false,
+		"pods connect from one shared address (127.0.0.1) even where root and iptables could give each its own, as on machines without them")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)
@@ -63,7 +72,7 @@ func upConfig() (localenv.Config, error) {
 	}
 	return localenv.Config{
 		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
-		Members: upFlags.members, BinDir: bin,
+		Members: upFlags.members, BinDir: bin, SharedSourceAddress: upFlags.sharedSource,
 	}, nil
 }
 
@@ -113,7 +122,7 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 		}
 		_ = printSummary(out, env.State().Dir, time.Since(start))
 		go func() {
-			if err := runDemo(ctx, out, env.State(), upFlags.members, upFlags.timeout); err != nil {
+			if err := runDemo(ctx, out, env.State(), upFlags.members, env.SharedSourceAddress(), upFlags.timeout); err != nil {
 				fmt.Fprintln(out, "demo:", err)
 			}
 			fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
@@ -148,6 +157,9 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 	args := []string{"dev", "up", "--supervise", "--state-dir", cfg.StateDir,
 		"--clusters", fmt.Sprint(cfg.Clusters), "--zones-per-cluster", fmt.Sprint(cfg.ZonesPerCluster),
 		"--members", fmt.Sprint(cfg.Members)}
+	if cfg.SharedSourceAddress {
+		args = append(args, "--shared-source-address")
+	}
 	sup := exec.Command(exe, args...)
 	sup.Stdout, sup.Stderr = logFile, logFile
 	sup.Env = append(os.Environ(), "ETCDFED_BIN_DIR="+cfg.BinDir)
@@ -198,7 +210,7 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 				if err != nil {
 					return err
 				}
-				return runDemo(cmd.Context(), out, st, cfg.Members, upFlags.timeout)
+				return runDemo(cmd.Context(), out, st, cfg.Members, info.SharedSourceAddress, upFlags.timeout)
 			}
 			if info.Error != "" {
 				<-exited

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -25,7 +26,8 @@ func (h *hubFlags) bind(fs *pflag.FlagSet) {
 	fs.DurationVar(&h.timeout, "request-timeout", 10*time.Second, "Timeout of each request to the hub cluster's apiserver; a dead or hung apiserver fails the command after it.")
 }
 
-func (h *hubFlags) client() (client.Client, string, error) {
+// config returns the hub's REST config and the namespace to use.
+func (h *hubFlags) config() (*rest.Config, string, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	if h.kubeconfig != "" {
 		rules.ExplicitPath = h.kubeconfig
@@ -43,6 +45,14 @@ func (h *hubFlags) client() (client.Client, string, error) {
 		if ns, _, err = cc.Namespace(); err != nil {
 			return nil, "", err
 		}
+	}
+	return cfg, ns, nil
+}
+
+func (h *hubFlags) client() (client.Client, string, error) {
+	cfg, ns, err := h.config()
+	if err != nil {
+		return nil, "", err
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.New()})
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/backup"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registry"
@@ -57,6 +58,8 @@ type options struct {
 	probeAddr        string
 	leaseStaleAfter  time.Duration
 	memberAPITimeout time.Duration
+	backupScratchDir string
+	maxBackups       int
 }
 
 func main() {
@@ -74,6 +77,9 @@ func main() {
 	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", 15*time.Second,
 		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub.")
 	flag.DurationVar(&o.memberAPITimeout, "member-api-timeout", 15*time.Second, "Timeout of each request to a member cluster's apiserver.")
+	flag.StringVar(&o.backupScratchDir, "backup-scratch-dir", os.TempDir(),
+		"Directory where snapshots are held between the stream from a member and the upload; it needs room for the largest database.")
+	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -165,6 +171,15 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)
+	}
+	if err := (&backup.Reconciler{
+		Client:               mgr.GetLocalManager().GetClient(),
+		Reader:               mgr.GetLocalManager().GetAPIReader(),
+		Recorder:             mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-backup"),
+		ScratchDir:           o.backupScratchDir,
+		MaxConcurrentBackups: o.maxBackups,
+	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("backup controller: %w", err)
 	}
 	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)

@@ -37,6 +37,8 @@ func main() {
 	fs.DurationVar(&o.WaitDNSTimeout, "wait-dns-timeout", o.WaitDNSTimeout, "How long one run of wait-dns waits for the member's DNS name to resolve to its address before it fails (the kubelet then restarts it).")
 	fs.DurationVar(&o.MemberStatusInterval, "member-status-interval", o.MemberStatusInterval, "How often a running member's own etcd status is read into EtcdMember status.etcd.")
 	fs.DurationVar(&o.EtcdStatusTimeout, "etcd-status-timeout", o.EtcdStatusTimeout, "Timeout of one etcd status read.")
+	fs.DurationVar(&o.EtcdLogInterval, "etcd-log-interval", o.EtcdLogInterval, "Least time between two reads of a not-ready member's etcd log (pods/log), which explain why it cannot join.")
+	fs.DurationVar(&o.EtcdLogTimeout, "etcd-log-timeout", o.EtcdLogTimeout, "Timeout of one etcd log read.")
 	fs.StringVar(&o.DNSListen, "dns-listen", o.DNSListen, "ip:port where the embedded DNS server serves the ring's zones over UDP and TCP; empty disables it.")
 	fs.StringSliceVar(&o.DNSAdvertise, "dns-advertise-address", o.DNSAdvertise, "host:port where other clusters and member pods reach this spoke's DNS (published in EtcdSpoke status.dnsAddresses); repeatable or comma separated. Empty: the --dns-listen address when it names an IP.")
 	fs.StringVar(&o.Gossip.BindAddr, "gossip-bind", o.Gossip.BindAddr, "ip:port for gossip (UDP and TCP); empty disables gossip.")

@@ -28,10 +28,13 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	st.ZoneSummary = zoneSummary(tol)
 
 	gen := s.ec.Generation
+	// What the spokes found in etcd's own logs: why members cannot connect
+	// to their peers (EtcdMember PeerConnections=False).
+	peerReason, peerProblems := peerConnectionProblems(s)
 	setAvailable(st, gen, s.etcd)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
-	setProgressing(st, gen, d.plan)
-	setDegraded(st, gen, problems(s, st, d, res, passProblem))
+	setProgressing(st, gen, d.plan, peerProblems)
+	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
 	setFailureTolerant(st, gen, tol)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
 		st.ObservedGeneration = gen
@@ -136,22 +139,32 @@ func notReadyMembers(st *etcdfedv1.EtcdClusterStatus) []string {
 }
 
 // setProgressing: the operation in flight (membership change or roll), or
-// what the next one waits for.
-func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision) {
+// what the next one waits for; either ends with the first peer-connection
+// cause when there is one, since it holds the change up.
+func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision, peerProblems []string) {
+	blocked := ""
+	if len(peerProblems) > 0 {
+		blocked = "; blocked: " + peerProblems[0]
+	}
 	switch op := st.Operation; {
 	case op != nil:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s", op.Type, op.Member, op.Reason, op.Step, op.Message))
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
 	case plan.Action == membership.ActWait:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason)
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
 	default:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonIdle, "membership matches the placement and every member runs the current spec")
 	}
 }
 
-// setDegraded: everything a human should look at.
-func setDegraded(st *etcdfedv1.EtcdClusterStatus, gen int64, problems []string) {
+// setDegraded: everything a human should look at. reason, when not empty,
+// replaces Problems (the first peer-connection cause, which explains the
+// rest).
+func setDegraded(st *etcdfedv1.EtcdClusterStatus, gen int64, reason string, problems []string) {
 	if len(problems) > 0 {
-		setCondition(st, gen, etcdfedv1.ConditionDegraded, true, etcdfedv1.ReasonProblems, strings.Join(problems, "; "))
+		if reason == "" {
+			reason = etcdfedv1.ReasonProblems
+		}
+		setCondition(st, gen, etcdfedv1.ConditionDegraded, true, reason, strings.Join(problems, "; "))
 		return
 	}
 	setCondition(st, gen, etcdfedv1.ConditionDegraded, false, etcdfedv1.ReasonAsExpected, "no problems seen")
@@ -227,6 +240,48 @@ func setFailureTolerant(st *etcdfedv1.EtcdClusterStatus, gen int64, tol topology
 		}
 		setCondition(st, gen, etcdfedv1.ConditionFailureTolerant, false, etcdfedv1.ReasonZoneLossLosesQuorum, msg)
 	}
+}
+
+// peerConnectionProblems reports the members whose spoke found in etcd's
+// log why they cannot connect to their peers, one entry per cause (most
+// fundamental first, etcdfedv1.PeerConnectionProblems), naming the members
+// and giving the first one's message (cause and fix). reason is the first
+// cause's reason. Only visible clusters are believed.
+func peerConnectionProblems(s *snapshot) (reason string, problems []string) {
+	byReason := map[string][]string{}
+	first := map[string]string{}
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		names := make([]string, 0, len(cs.members))
+		for n := range cs.members {
+			names = append(names, n)
+		}
+		sort.Strings(names)
+		for _, n := range names {
+			c := meta.FindStatusCondition(cs.members[n].Status.Conditions, etcdfedv1.ConditionPeerConnections)
+			if c == nil || c.Status != metav1.ConditionFalse {
+				continue
+			}
+			byReason[c.Reason] = append(byReason[c.Reason], n+" ("+cs.name+")")
+			if _, ok := first[c.Reason]; !ok {
+				first[c.Reason] = c.Message
+			}
+		}
+	}
+	for _, r := range etcdfedv1.PeerConnectionProblems {
+		members := byReason[r]
+		if len(members) == 0 {
+			continue
+		}
+		sort.Strings(members)
+		if reason == "" {
+			reason = r
+		}
+		problems = append(problems, fmt.Sprintf("%s on %s: %s", r, strings.Join(members, ", "), first[r]))
+	}
+	return reason, problems
 }
 
 func hasMembers(st *etcdfedv1.EtcdClusterStatus, cluster string) bool {

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -56,8 +55,7 @@ func start(t *testing.T, p *proc, initialCluster, state string) {
 		t.Fatal(err)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = log, log
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := p.cmd.Start(); err != nil {
+	if err := testenv.StartProcess(p.cmd); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

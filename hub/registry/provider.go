@@ -85,6 +85,14 @@ type Provider struct {
 	EngageTimeout time.Duration
 	// RetryMax caps the wait between failed attempts; default 5s.
 	RetryMax time.Duration
+	// HealthInterval is how often an engaged cluster's apiserver is
+	// probed; default 2s.
+	HealthInterval time.Duration
+	// RefreshAfter: an engaged cluster whose apiserver answers again after
+	// failing probes for at least this long is reconnected at once (fresh
+	// lists) instead of waiting out its watches' retry backoff, which
+	// grows to 30s; default 5s.
+	RefreshAfter time.Duration
 	// Log is the provider's logger.
 	Log logr.Logger
 	// Now is the clock; time.Now when nil.
@@ -112,10 +120,15 @@ type member struct {
 	cancel     context.CancelFunc
 	engaged    bool
 	attempting bool
-	attempts   int
-	next       time.Time
-	since      time.Time // engaged since, or first failure since
-	lastErr    error
+	// health of an engaged cluster
+	probe       *discovery.DiscoveryClient
+	probing     bool
+	lastProbe   time.Time
+	failingFrom time.Time
+	attempts    int
+	next        time.Time
+	since       time.Time // engaged since, or first failure since
+	lastErr     error
 }
 
 // ClusterState is a member cluster as the provider sees it.
@@ -153,6 +166,12 @@ func (p *Provider) defaults() {
 	}
 	if p.RetryMax <= 0 {
 		p.RetryMax = 5 * time.Second
+	}
+	if p.HealthInterval <= 0 {
+		p.HealthInterval = 2 * time.Second
+	}
+	if p.RefreshAfter <= 0 {
+		p.RefreshAfter = 5 * time.Second
 	}
 }
 
@@ -284,6 +303,10 @@ func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) {
 			m.attempting = true
 			go p.attempt(ctx, aware, reg, m.gen)
 		}
+		if m.engaged && !m.probing && !m.attempting && m.probe != nil && now.Sub(m.lastProbe) >= p.HealthInterval {
+			m.probing, m.lastProbe = true, now
+			go p.checkHealth(ctx, aware, reg, m.gen, m.probe)
+		}
 	}
 	for name, m := range p.members {
 		if !seen[name] {
@@ -309,7 +332,7 @@ func (m *member) stop() {
 func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int) {
 	log := p.Log.WithValues("cluster", reg.Name)
 	clusterCtx, cancel := context.WithCancel(ctx)
-	cl, err := p.engage(clusterCtx, aware, reg)
+	cl, probe, err := p.engage(clusterCtx, aware, reg)
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -319,6 +342,14 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 		return
 	}
 	m.attempting = false
+	if err != nil && m.engaged {
+		// A refresh that failed: Engage may already have moved the
+		// controllers off the old connection, so drop it and connect anew.
+		cancel()
+		m.stop()
+		metricEngaged.WithLabelValues(reg.Name).Set(0)
+		m.since = now
+	}
 	if err != nil {
 		cancel()
 		if m.lastErr == nil || m.lastErr.Error() != err.Error() {
@@ -333,37 +364,44 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 		m.next = now.Add(backoff(m.attempts, p.RetryMax))
 		return
 	}
-	log.Info("Member cluster engaged", "afterAttempts", m.attempts)
-	m.cl, m.cancel, m.engaged, m.since, m.attempts, m.lastErr = cl, cancel, true, now, 0, nil
+	if m.engaged {
+		log.Info("Member cluster reconnected after its apiserver came back")
+		m.cancel() // the controllers moved to the new cluster in Engage
+	} else {
+		log.Info("Member cluster engaged", "afterAttempts", m.attempts)
+		m.since = now
+	}
+	m.cl, m.cancel, m.engaged, m.attempts, m.lastErr, m.probe, m.failingFrom = cl, cancel, true, 0, nil, probe, time.Time{}
 	metricEngaged.WithLabelValues(reg.Name).Set(1)
 }
 
-func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration) (cluster.Cluster, error) {
+func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration) (cluster.Cluster, *discovery.DiscoveryClient, error) {
 	if len(reg.Kubeconfig) == 0 {
-		return nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
+		return nil, nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Kubeconfig)
 	if err != nil {
-		return nil, fmt.Errorf("kubeconfig: %w", err)
+		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
 	for _, opt := range p.RESTOptions {
 		if err := opt(cfg); err != nil {
-			return nil, fmt.Errorf("kubeconfig: %w", err)
+			return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 		}
 	}
-	if err := preflight(cfg, p.PreflightTimeout); err != nil {
-		return nil, err
+	probe, err := preflight(cfg, p.PreflightTimeout)
+	if err != nil {
+		return nil, nil, err
 	}
 	cl, err := cluster.New(cfg, p.ClusterOptions...)
 	if err != nil {
-		return nil, fmt.Errorf("create client: %w", err)
+		return nil, nil, fmt.Errorf("create client: %w", err)
 	}
 	p.mu.RLock()
 	idx := slices.Clone(p.indexers)
 	p.mu.RUnlock()
 	for _, i := range idx {
 		if err := cl.GetFieldIndexer().IndexField(ctx, i.obj, i.field, i.extract); err != nil {
-			return nil, fmt.Errorf("index %s: %w", i.field, err)
+			return nil, nil, fmt.Errorf("index %s: %w", i.field, err)
 		}
 	}
 	go func() {
@@ -378,30 +416,59 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Reg
 	select {
 	case err := <-done:
 		if err != nil {
-			return nil, fmt.Errorf("engage: %w", err)
+			return nil, nil, fmt.Errorf("engage: %w", err)
 		}
-		return cl, nil
+		return cl, probe, nil
 	case <-t.C:
-		return nil, fmt.Errorf("caches not synced within %s: the apiserver answers discovery but not lists or watches", p.EngageTimeout)
+		return nil, nil, fmt.Errorf("caches not synced within %s: the apiserver answers discovery but not lists or watches", p.EngageTimeout)
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		return nil, nil, ctx.Err()
 	}
 }
 
 // preflight checks within timeout that the apiserver answers and serves
 // etcdfed's API, so an attempt against a dead or empty cluster fails fast
 // and says why.
-func preflight(cfg *rest.Config, timeout time.Duration) error {
+func preflight(cfg *rest.Config, timeout time.Duration) (*discovery.DiscoveryClient, error) {
 	c := rest.CopyConfig(cfg)
 	c.Timeout = timeout
 	dc, err := discovery.NewDiscoveryClientForConfig(c)
 	if err != nil {
-		return fmt.Errorf("apiserver %s: %w", cfg.Host, err)
+		return nil, fmt.Errorf("apiserver %s: %w", cfg.Host, err)
 	}
 	if _, err := dc.ServerResourcesForGroupVersion(etcdfedv1.GroupVersion.String()); err != nil {
-		return fmt.Errorf("apiserver %s does not serve %s (not answering, or the CRDs are not installed): %w", cfg.Host, etcdfedv1.GroupVersion, err)
+		return nil, fmt.Errorf("apiserver %s does not serve %s (not answering, or the CRDs are not installed): %w", cfg.Host, etcdfedv1.GroupVersion, err)
 	}
-	return nil
+	return dc, nil
+}
+
+// checkHealth probes an engaged cluster's apiserver. Once it answers again
+// after failing for RefreshAfter or longer, the cluster is reconnected
+// with fresh lists, the old connection kept until the new one is engaged.
+func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, dc *discovery.DiscoveryClient) {
+	_, err := dc.ServerVersion()
+	now := p.now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	m, ok := p.members[reg.Name]
+	if !ok || m.gen != gen {
+		return
+	}
+	m.probing = false
+	switch {
+	case err != nil:
+		if m.failingFrom.IsZero() {
+			m.failingFrom = now
+			p.Log.Info("Member cluster apiserver not answering", "cluster", reg.Name, "error", err.Error())
+		}
+	case !m.failingFrom.IsZero() && now.Sub(m.failingFrom) >= p.RefreshAfter && !m.attempting:
+		p.Log.Info("Member cluster apiserver answers again; reconnecting", "cluster", reg.Name, "after", now.Sub(m.failingFrom).Truncate(time.Second).String())
+		m.failingFrom = time.Time{}
+		m.attempting = true
+		go p.attempt(ctx, aware, reg, gen)
+	default:
+		m.failingFrom = time.Time{}
+	}
 }
 
 // backoff: 250ms, 500ms, 1s, 2s, ... capped at max.

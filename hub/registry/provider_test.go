@@ -94,6 +94,7 @@ func TestProviderThroughOutages(t *testing.T) {
 			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns["a"]: {}, ns["b"]: {}}, ReaderFailOnMissingInformer: true}
 		}},
 		PreflightTimeout: time.Second, EngageTimeout: 5 * time.Second, RetryMax: time.Second,
+		HealthInterval: 300 * time.Millisecond, RefreshAfter: 2 * time.Second,
 		Log: testr.New(t),
 	}
 	mgr, err := mcmanager.New(cls[0].Config, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
@@ -174,8 +175,12 @@ func TestProviderThroughOutages(t *testing.T) {
 	}
 	rcancel()
 
-	// Back: events flow again on the same engagement.
+	// Back after longer than RefreshAfter: reconnected with fresh lists
+	// (a new cluster object), not left to the watches' retry backoff.
+	time.Sleep(3 * time.Second)
 	proxy.SetMode(faultproxy.Forward)
+	d = waitFor("b reconnected after its apiserver came back", func() bool { now, err := p.Get(ctx, "b"); return err == nil && now != cl })
+	t.Logf("b reconnected %.1fs after it answered again", d.Seconds())
 	spoke := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns["b"], Name: "after-outage"}}
 	if err := cls[2].Client.Create(ctx, spoke); err != nil {
 		t.Fatal(err)

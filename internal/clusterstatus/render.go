@@ -48,10 +48,44 @@ func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
 	if op := st.Operation; op != nil {
 		p.f("\nIn progress: %s %s (%s), step %s, for %s: %s\n", op.Type, op.Member, op.Reason, op.Step, age(now, op.StartedAt.Time), oneLine(op.Message))
 	}
+	renderBackup(p, ec, now)
 	if len(st.Endpoints) > 0 {
 		p.f("\nEndpoints: %s\n", strings.Join(st.Endpoints, ","))
 	}
 	return p.err
+}
+
+// renderBackup prints the backup schedule, the newest snapshot and the
+// newest failure, when spec.backup is set or a history exists.
+func renderBackup(p *printer, ec *etcdfedv1.EtcdCluster, now time.Time) {
+	b, st := ec.Spec.Backup, ec.Status.Backup
+	if b == nil && st == nil {
+		return
+	}
+	p.f("\n")
+	if b != nil {
+		sched := b.Schedule
+		if b.Suspend {
+			sched += " (suspended)"
+		}
+		p.f("Backups: %s to %s", sched, b.Store.URL)
+		if st != nil && st.NextScheduleTime != nil {
+			p.f(", next %s", st.NextScheduleTime.UTC().Format(time.RFC3339))
+		}
+		p.f("\n")
+	}
+	if st == nil {
+		return
+	}
+	if s := st.LastSuccess; s != nil {
+		p.f("  last snapshot: %s ago, revision %d, %d bytes, from %s: %s (%d retained)\n", age(now, s.Time.Time), s.Revision, s.SizeBytes, orDash(s.Member), s.Location, st.Retained)
+	}
+	if f := st.LastFailure; f != nil {
+		p.f("  last failure: %s ago, %s: %s\n", age(now, f.Time.Time), f.Reason, oneLine(f.Message))
+	}
+	if ip := st.InProgress; ip != nil {
+		p.f("  in progress: %s backup for %s\n", ip.Trigger, age(now, ip.StartedAt.Time))
+	}
 }
 
 type printer struct {

@@ -47,3 +47,32 @@ func TestRender(t *testing.T) {
 		}
 	}
 }
+
+func TestRenderBackup(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) metav1.Time { return metav1.NewTime(now.Add(-d)) }
+	next := metav1.NewTime(now.Add(time.Hour))
+	ec := &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "main"},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.example.com"},
+			Backup: &etcdfedv1.BackupSpec{Schedule: "0 * * * *", Store: etcdfedv1.BackupStore{URL: "s3://b/p"}}},
+		Status: etcdfedv1.EtcdClusterStatus{Backup: &etcdfedv1.BackupStatus{
+			NextScheduleTime: &next, Retained: 7,
+			LastSuccess: &etcdfedv1.BackupSnapshot{Time: ago(20 * time.Minute), Revision: 1234, SizeBytes: 4096, Member: "main-1", Location: "s3://b/p/default/main/abc/x.db"},
+			LastFailure: &etcdfedv1.BackupFailure{Time: ago(90 * time.Minute), Reason: etcdfedv1.BackupReasonStoreUnreachable, Message: "dial tcp:\nrefused"},
+		}},
+	}
+	var b bytes.Buffer
+	if err := Render(&b, ec, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"Backups: 0 * * * * to s3://b/p, next 2026-11-22T13:00:00Z",
+		"last snapshot: 20m ago, revision 1234, 4096 bytes, from main-1: s3://b/p/default/main/abc/x.db (7 retained)",
+		"last failure: 90m ago, StoreUnreachable: dial tcp: refused",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+}

@@ -52,6 +52,11 @@ type Config struct {
 	// NoComponents starts no components at all (tests that play the hub
 	// and the spokes themselves).
 	NoComponents bool
+	// SharedSourceAddress makes every pod connect from the shared loopback
+	// source address (127.0.0.1) even where the environment could give
+	// each pod its own (root, iptables, cgroup v2): the mode of machines
+	// that cannot, on any machine. Partitions still work where they can.
+	SharedSourceAddress bool
 	// BackoffBase and BackoffMax tune the node agents' restart back-off;
 	// zero means kubelet's 10s and 5m.
 	BackoffBase, BackoffMax time.Duration
@@ -66,11 +71,17 @@ type Event struct {
 	Elapsed time.Duration
 	What    string
 	Done    bool
+	// Warning marks something the environment cannot do here, and what it
+	// does instead.
+	Warning bool
 }
 
 func (e Event) String() string {
 	mark := "…"
-	if e.Done {
+	switch {
+	case e.Warning:
+		mark = "!"
+	case e.Done:
 		mark = "✓"
 	}
 	return fmt.Sprintf("[%6.1fs] %s %s", e.Elapsed.Seconds(), mark, e.What)

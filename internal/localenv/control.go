@@ -29,6 +29,10 @@ type SupervisorInfo struct {
 	Started    time.Time  `json:"started"`
 	Ready      *time.Time `json:"ready,omitempty"`
 	Error      string     `json:"error,omitempty"`
+	// SharedSourceAddress is Env.SharedSourceAddress once ready: "" when
+	// pods connect from their own address, else why not and what that
+	// means.
+	SharedSourceAddress string `json:"sharedSourceAddress,omitempty"`
 }
 
 // Alive reports whether the supervisor process still runs.
@@ -118,6 +122,7 @@ func Supervise(ctx context.Context, cfg Config, ready func(*Env)) (err error) {
 	srv.setEnv(env)
 	now := time.Now()
 	info.Ready = &now
+	info.SharedSourceAddress = env.SharedSourceAddress()
 	if err := writeSupervisor(dir, info); err != nil {
 		_ = env.Stop()
 		return err

@@ -92,6 +92,11 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 		cp.stop(0)
 		return nil, fmt.Errorf("serving certificate of %s: %w", c.Name, err)
 	}
+	kubeletCert, kubeletKey, err := e.pki.kubeletClientCert()
+	if err != nil {
+		cp.stop(0)
+		return nil, fmt.Errorf("kubelet client certificate: %w", err)
+	}
 	cp.apiserver, err = startService("apiserver-"+c.Name, func() proc.Spec {
 		return proc.Spec{
 			Name: "apiserver-" + c.Name, Path: filepath.Join(e.bin, "kube-apiserver"),
@@ -107,6 +112,12 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 				"--service-account-signing-key-file=" + e.pki.saKey,
 				"--service-cluster-ip-range=10.0.0.0/24",
 				"--authorization-mode=RBAC",
+				// pods/log: the node agents serve kubelet's container log
+				// endpoint on each node's InternalIP (a loopback address).
+				"--kubelet-preferred-address-types=InternalIP",
+				"--kubelet-certificate-authority=" + e.pki.caFile,
+				"--kubelet-client-certificate=" + kubeletCert,
+				"--kubelet-client-key=" + kubeletKey,
 				"--allow-privileged=true",
 				// No controller manager runs: no token controller, so no
 				// ServiceAccount admission (as envtest).

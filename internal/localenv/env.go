@@ -2,8 +2,11 @@ package localenv
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -134,6 +137,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if e.part == nil {
 		_ = removeChainIfRoot(st.Slot)
 	}
+	if why := e.SharedSourceAddress(); why != "" {
+		e.warn(why)
+	}
 	if e.pki, err = loadOrCreatePKI(st.pkiDir()); err != nil {
 		return nil, fmt.Errorf("localenv: pki: %w", err)
 	}
@@ -203,8 +209,17 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 }
 
 func (e *Env) progress(what string, done bool) {
-	ev := Event{Elapsed: time.Since(e.t0), What: what, Done: done}
-	e.log.Info(what, "elapsed", ev.Elapsed.Round(time.Millisecond).String())
+	e.emit(Event{Elapsed: time.Since(e.t0), What: what, Done: done})
+}
+
+// warn reports something the environment cannot do, and what it does
+// instead, as a progress event of its own.
+func (e *Env) warn(what string) {
+	e.emit(Event{Elapsed: time.Since(e.t0), What: what, Warning: true})
+}
+
+func (e *Env) emit(ev Event) {
+	e.log.Info(ev.What, "elapsed", ev.Elapsed.Round(time.Millisecond).String())
 	if e.cfg.Progress != nil {
 		e.cfg.Progress(ev)
 	}
@@ -256,8 +271,10 @@ func (e *Env) cgroupDir(cluster, part string) string {
 
 func (e *Env) startAgent(c ClusterState) error {
 	var nodes []nodeagent.Node
+	var nodeIPs []net.IP
 	for _, z := range c.Zones {
 		for _, n := range z.Nodes {
+			nodeIPs = append(nodeIPs, net.ParseIP(n.IP))
 			nodes = append(nodes, nodeagent.Node{
 				Name: n.Name, Zone: z.Name, IP: netip.MustParseAddr(n.IP),
 				PodIPs: nodeagent.IPRange{First: netip.MustParseAddr(n.PodIPFirst), Last: netip.MustParseAddr(n.PodIPLast)},
@@ -268,7 +285,14 @@ func (e *Env) startAgent(c ClusterState) error {
 	var mark uint32
 	var network nodeagent.PodNetwork
 	if e.part != nil {
-		mark, network = e.part.mark, e.part
+		mark = e.part.mark
+		if !e.cfg.SharedSourceAddress {
+			network = e.part
+		}
+	}
+	kubelet, err := e.kubeletServing(c.Name, nodeIPs)
+	if err != nil {
+		return err
 	}
 	a, err := nodeagent.New(nodeagent.Config{
 		ClusterName: c.Name,
@@ -285,6 +309,7 @@ func (e *Env) startAgent(c ClusterState) error {
 		Network:     network,
 		BackoffBase: e.cfg.BackoffBase,
 		BackoffMax:  e.cfg.BackoffMax,
+		Kubelet:     kubelet,
 		Log:         e.log.WithName("nodeagent").WithValues("cluster", c.Name),
 	})
 	if err != nil {
@@ -302,6 +327,23 @@ func (e *Env) startAgent(c ClusterState) error {
 	e.agents[c.Name] = run
 	e.mu.Unlock()
 	return nil
+}
+
+// kubeletServing is what a member cluster's node agent serves pods/log
+// with: a certificate for its node IPs, and the environment's CA for the
+// apiserver's client certificate.
+func (e *Env) kubeletServing(cluster string, nodeIPs []net.IP) (*nodeagent.KubeletServing, error) {
+	certFile, keyFile, err := e.pki.kubeletServingCert(cluster, nodeIPs)
+	if err != nil {
+		return nil, fmt.Errorf("localenv: kubelet certificate of %s: %w", cluster, err)
+	}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, fmt.Errorf("localenv: kubelet certificate of %s: %w", cluster, err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(e.pki.caPEM)
+	return &nodeagent.KubeletServing{Port: addr.KubeletPort, Certificate: cert, ClientCAs: pool}, nil
 }
 
 // corev1LabelRegion is topology.kubernetes.io/region: a member cluster is
@@ -453,6 +495,23 @@ func (e *Env) Agent(cluster string) *nodeagent.Agent {
 
 // CanPartition returns nil when ModePartition works here, else why not.
 func (e *Env) CanPartition() error { return e.partErr }
+
+// SharedSourceAddress returns "" when every pod connects to its peers
+// from its own pod IP, as on a real node. Otherwise every pod's
+// connections come from 127.0.0.1, and it returns one line saying why and
+// what that means: etcd peers that check a client certificate against the
+// connection's source address reject each other, so EtcdClusters here
+// need spec.tls.peerSkipClientSANVerification.
+func (e *Env) SharedSourceAddress() string {
+	const instead = "pods connect to each other from 127.0.0.1, so etcd's check of a peer's address against its certificate cannot pass: EtcdClusters here need spec.tls.peerSkipClientSANVerification: true"
+	switch {
+	case e.cfg.SharedSourceAddress:
+		return "pods share one source address as configured (shared source address mode): " + instead
+	case e.partErr != nil:
+		return fmt.Sprintf("cannot give pods their own source address (%v): %s; zones fail by killing processes only (--mode kill)", e.partErr, instead)
+	}
+	return ""
+}
 
 // FailZone fails a zone (every cluster's zone of that name) or, given a
 // member cluster's name, the whole cluster. When every zone of a cluster
@@ -667,6 +726,9 @@ type Status struct {
 	Failed     []FailedZone    `json:"failed,omitempty"`
 	// Partitions is "" when ModePartition is available, else why not.
 	Partitions string `json:"partitions,omitempty"`
+	// SharedSourceAddress is "" when pods connect from their own address,
+	// else why not (Env.SharedSourceAddress).
+	SharedSourceAddress string `json:"sharedSourceAddress,omitempty"`
 	// Supervisor is the process running the environment.
 	Supervisor ProcessStatus `json:"supervisor"`
 	// TotalPSS sums the proportional set size of every process.
@@ -725,6 +787,7 @@ func (e *Env) Status() Status {
 	if e.partErr != nil {
 		s.Partitions = e.partErr.Error()
 	}
+	s.SharedSourceAddress = e.SharedSourceAddress()
 	ps := func(name string, pid, restarts int, lastExit, detail string) ProcessStatus {
 		p := ProcessStatus{Name: name, PID: pid, Restarts: restarts, LastExit: lastExit, Detail: detail}
 		if pid != 0 {

@@ -3,6 +3,7 @@ package localenv_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"path/filepath"
@@ -239,6 +240,57 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 	expectReady(g, map[podRef]bool{wAB: true, wAA: true, wCA: true})
 	g.Expect(reachable(ips["t-a"])).To(Succeed())
 
+	// pods/log works as on a real cluster: the apiserver asks the node
+	// agent's kubelet endpoint on the node's IP.
+	t.Run("pods/log", func(t *testing.T) {
+		g := NewWithT(t)
+		logs := func(name string, opts *corev1.PodLogOptions) (string, error) {
+			opts.Container = "etcd"
+			// Do, not DoRaw: DoRaw drops the message of an error Status.
+			res := m1.CoreV1().Pods("default").GetLogs(name, opts).Do(ctx)
+			if err := res.Error(); err != nil {
+				return "", err
+			}
+			out, err := res.Raw()
+			return string(out), err
+		}
+		out, err := logs("t-a", &corev1.PodLogOptions{TailLines: ptr[int64](3)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(strings.Split(strings.TrimSuffix(out, "\n"), "\n")).To(HaveLen(3))
+		g.Expect(out).To(ContainSubstring(`"level":`), "etcd's own log lines")
+		out, err = logs("t-a", &corev1.PodLogOptions{LimitBytes: ptr[int64](100)})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(HaveLen(100))
+		_, err = logs("t-a", &corev1.PodLogOptions{Timestamps: true})
+		g.Expect(err).To(MatchError(ContainSubstring("no per-line timestamps")))
+
+		// A container that fails at once and restarts: previous is the
+		// run before, and following the current run ends when it
+		// restarts.
+		crasher := podRef{m1, "crasher"}
+		pod := singleEtcd("crasher", "zone-1b", nil)
+		pod.Spec.Containers[0].Args = []string{"--no-such-flag"}
+		crasher.create(t, pod)
+		g.Eventually(func(g Gomega) {
+			p := crasher.get(g)
+			g.Expect(p.Status.ContainerStatuses).NotTo(BeEmpty())
+			g.Expect(p.Status.ContainerStatuses[0].RestartCount).To(BeNumerically(">=", 1))
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+		out, err = logs("crasher", &corev1.PodLogOptions{Previous: true})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(out).To(ContainSubstring("no-such-flag"))
+		g.Expect(out).NotTo(ContainSubstring("--- "), "the agent's start headers are not container output")
+		fctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		stream, err := m1.CoreV1().Pods("default").GetLogs("crasher", &corev1.PodLogOptions{Container: "etcd", Follow: true}).Stream(fctx)
+		g.Expect(err).NotTo(HaveOccurred())
+		followed, err := io.ReadAll(stream)
+		_ = stream.Close()
+		g.Expect(err).NotTo(HaveOccurred(), "the followed stream ends when the container restarts")
+		g.Expect(string(followed)).To(ContainSubstring("no-such-flag"))
+		g.Expect(m1.CoreV1().Pods("default").Delete(ctx, "crasher", metav1.DeleteOptions{})).To(Succeed())
+	})
+
 	// A pod's connections come from its own address, as on a real node.
 	t.Run("source address", func(t *testing.T) {
 		if err := env.CanPartition(); err != nil {
@@ -368,3 +420,5 @@ func countProcs(s localenv.Status) int {
 	}
 	return n
 }
+
+func ptr[T any](v T) *T { return &v }

@@ -130,6 +130,56 @@ func (p *pki) servingCert(cluster string, ip net.IP) (certFile, keyFile string, 
 	return certFile, keyFile, err
 }
 
+// kubeletServingCert returns the files of the certificate a cluster's node
+// agent serves its kubelet endpoint with, naming every node IP, creating
+// them when absent or when the node IPs changed.
+func (p *pki) kubeletServingCert(cluster string, nodeIPs []net.IP) (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(p.dir, cluster+"-kubelet.crt"), filepath.Join(p.dir, cluster+"-kubelet.key")
+	if certNamesIPs(certFile, nodeIPs) {
+		return certFile, keyFile, nil
+	}
+	err = p.issue(certFile, keyFile, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kubelet-" + cluster},
+		IPAddresses: nodeIPs,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	})
+	return certFile, keyFile, err
+}
+
+// kubeletClientCert returns the files of the client certificate every
+// apiserver presents to the node agents' kubelet endpoints, creating them
+// when absent.
+func (p *pki) kubeletClientCert() (certFile, keyFile string, err error) {
+	certFile, keyFile = filepath.Join(p.dir, "apiserver-kubelet-client.crt"), filepath.Join(p.dir, "apiserver-kubelet-client.key")
+	if _, err := os.Stat(certFile); err == nil {
+		return certFile, keyFile, nil
+	}
+	err = p.issue(certFile, keyFile, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client"},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+	return certFile, keyFile, err
+}
+
+// certNamesIPs reports whether the certificate in file exists and names
+// every one of ips.
+func certNamesIPs(file string, ips []net.IP) bool {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	cert, err := parseCert(data)
+	if err != nil {
+		return false
+	}
+	for _, ip := range ips {
+		if cert.VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
 func (p *pki) issue(certFile, keyFile string, tmpl *x509.Certificate) error {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {

@@ -1,12 +1,16 @@
 // Package testenv starts real kube-apiservers (each with its own etcd) for
 // tests and for the local environment, with the etcdfed CRDs installed.
 // Binaries come from bin/ (built by `make tools`), never from the network.
+// Every process it starts dies with the test binary, even one that panics
+// or is killed by -timeout, and is recorded for hack/leftovers (procs.go).
 package testenv
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -19,6 +23,7 @@ import (
 	"github.com/etcdfed/etcdfed/config/crd"
 	"github.com/etcdfed/etcdfed/internal/repo"
 	"github.com/etcdfed/etcdfed/internal/scheme"
+	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
 )
 
 // ErrNoBinaries says bin/ lacks kube-apiserver or etcd.
@@ -45,6 +50,8 @@ type Cluster struct {
 	Config *rest.Config
 	// Client is an uncached admin client with Scheme().
 	Client client.Client
+
+	dir string // etcd data and apiserver certificates
 }
 
 // Options tunes Start.
@@ -73,6 +80,14 @@ func Start(ctx context.Context, opts Options, names ...string) ([]*Cluster, erro
 	if err != nil {
 		return nil, err
 	}
+	wrap, err := wrapperDir(bin)
+	if err != nil {
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
+	own, err := testproc.OwnDir()
+	if err != nil {
+		return nil, fmt.Errorf("testenv: %w", err)
+	}
 	clusters := make([]*Cluster, len(names))
 	errs := make([]error, len(names))
 	var wg sync.WaitGroup
@@ -80,30 +95,52 @@ func Start(ctx context.Context, opts Options, names ...string) ([]*Cluster, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			// Data and certificates live in this binary's run directory,
+			// so that what a killed test binary leaves is found and
+			// removed by the next `make test`.
+			dir, err := os.MkdirTemp(own, "cluster-"+name+"-")
+			if err != nil {
+				errs[i] = fmt.Errorf("start apiserver %s: %w", name, err)
+				return
+			}
 			env := &envtest.Environment{
 				BinaryAssetsDirectory:    bin,
 				ControlPlaneStartTimeout: opts.StartTimeout,
 				ControlPlaneStopTimeout:  time.Minute,
 				ErrorIfCRDPathMissing:    true,
 			}
+			api := env.ControlPlane.GetAPIServer()
+			api.Path, api.CertDir = filepath.Join(wrap, "kube-apiserver"), filepath.Join(dir, "apiserver")
+			env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(wrap, "etcd"), DataDir: filepath.Join(dir, "etcd")}
+			for _, d := range []string{api.CertDir, env.ControlPlane.Etcd.DataDir} {
+				if err := os.MkdirAll(d, 0o700); err != nil {
+					errs[i] = fmt.Errorf("start apiserver %s: %w", name, err)
+					return
+				}
+			}
 			if !opts.WithoutCRDs {
 				for _, c := range crds {
 					env.CRDs = append(env.CRDs, c.DeepCopy())
 				}
 			}
-			cfg, err := env.Start()
+			var cfg *rest.Config
+			// envtest forks etcd and kube-apiserver inside Start: fork
+			// from a thread that never exits (see package testproc).
+			testproc.OnFixedThread(func() { cfg, err = env.Start() })
 			if err != nil {
+				_ = os.RemoveAll(dir)
 				errs[i] = fmt.Errorf("start apiserver %s: %w", name, err)
 				return
 			}
 			cfg.QPS, cfg.Burst = 200, 400
-			cl, err := client.New(cfg, client.Options{Scheme: Scheme()})
+			c := &Cluster{Name: name, Env: env, Config: cfg, dir: dir}
+			c.Client, err = client.New(cfg, client.Options{Scheme: Scheme()})
 			if err != nil {
-				_ = env.Stop()
+				_ = c.Stop()
 				errs[i] = fmt.Errorf("client for %s: %w", name, err)
 				return
 			}
-			clusters[i] = &Cluster{Name: name, Env: env, Config: cfg, Client: cl}
+			clusters[i] = c
 		}()
 	}
 	wg.Wait()
@@ -122,6 +159,12 @@ func Start(ctx context.Context, opts Options, names ...string) ([]*Cluster, erro
 func (c *Cluster) Stop() error {
 	if err := c.Env.Stop(); err != nil {
 		return fmt.Errorf("stop apiserver %s: %w", c.Name, err)
+	}
+	if own, err := testproc.OwnDir(); err == nil {
+		_ = testproc.Prune(own)
+	}
+	if err := os.RemoveAll(c.dir); err != nil {
+		return fmt.Errorf("remove data of apiserver %s: %w", c.Name, err)
 	}
 	return nil
 }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"testing"
+
+	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
 )
 
 // SkipIfShort skips a test that needs real processes when go test runs with
@@ -80,6 +82,7 @@ func RunMain(m *testing.M) int {
 			fmt.Fprintln(os.Stderr, err)
 		}
 	}
+	testproc.Finish()
 	return code
 }
 

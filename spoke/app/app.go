@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -41,7 +42,9 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
 	"github.com/etcdfed/etcdfed/internal/version"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/dnszone"
+	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 	"github.com/etcdfed/etcdfed/spoke/lease"
@@ -63,6 +66,11 @@ type Options struct {
 	// refreshed; EtcdStatusTimeout bounds one read.
 	MemberStatusInterval time.Duration
 	EtcdStatusTimeout    time.Duration
+	// EtcdLogInterval is the least time between two reads of a member's
+	// etcd log (pods/log, only while the member is not ready);
+	// EtcdLogTimeout bounds one read.
+	EtcdLogInterval time.Duration
+	EtcdLogTimeout  time.Duration
 
 	// DNSListen is the DNS server's ip:port (UDP and TCP); empty disables it.
 	DNSListen string
@@ -112,6 +120,8 @@ func DefaultOptions() Options {
 		WaitDNSTimeout:         10 * time.Minute,
 		MemberStatusInterval:   member.DefaultStatusInterval,
 		EtcdStatusTimeout:      etcdstatus.DefaultTimeout,
+		EtcdLogInterval:        etcdlog.DefaultInterval,
+		EtcdLogTimeout:         etcdlog.DefaultTimeout,
 		DNSListen:              "0.0.0.0:5353",
 		Gossip:                 gossip.Config{BindAddr: "0.0.0.0:7946", Profile: gossip.ProfileWAN},
 		LeaseRenewInterval:     lease.DefaultRenewInterval,
@@ -190,6 +200,10 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		return nil, fmt.Errorf("spoke: new manager: %w", err)
 	}
 	s := &Spoke{Manager: mgr, log: log, etcd: &etcdstatus.Reader{Timeout: o.EtcdStatusTimeout}}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("spoke: clientset: %w", err)
+	}
 
 	ctx := context.Background()
 	if err := (&member.Reconciler{
@@ -201,6 +215,8 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		HelperImage:    o.HelperImage,
 		WaitDNSTimeout: o.WaitDNSTimeout,
 		StatusInterval: o.MemberStatusInterval,
+		Logs: &etcdlog.Reader{Pods: cs.CoreV1(), Container: pod.ContainerEtcd,
+			Interval: o.EtcdLogInterval, Timeout: o.EtcdLogTimeout},
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("spoke: EtcdMember controller: %w", err)
 	}

@@ -4,13 +4,15 @@ package app
 // generate ./config/rbac/spoke). Everything namespaced is limited to the
 // ring namespace by a Role; nodes are read cluster-wide for zones.
 //
-// Pods, PVCs, Services: the member components. Secrets: read the members'
-// TLS Secrets and the gossip key. Leases: the liveness Lease and leader
+// Pods, PVCs, Services: the member components; pods/log: a bounded tail of
+// etcd's log while a member is not ready (spoke/etcdlog). Secrets: read the
+// members' TLS Secrets and the gossip key. Leases: the liveness Lease and leader
 // election. Events: both APIs (controller-runtime's recorder uses
 // events.k8s.io). etcdmembers/finalizers: owner references with
 // blockOwnerDeletion on pods and Services.
 //
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=etcdfed-system,resources=events,verbs=create;patch

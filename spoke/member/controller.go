@@ -33,6 +33,7 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/component/pvc"
 	"github.com/etcdfed/etcdfed/spoke/component/service"
+	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
@@ -61,6 +62,9 @@ type Reconciler struct {
 	// StatusInterval is how often a running member's etcd view is
 	// refreshed; 0: DefaultStatusInterval.
 	StatusInterval time.Duration
+	// Logs reads a not-ready member's etcd log (pods/log) to explain it in
+	// the PeerConnections condition; nil: not read.
+	Logs *etcdlog.Reader
 }
 
 // SetupWithManager registers the reconciler. Pods and Services are owned;
@@ -186,7 +190,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			res, retErr = ctrl.Result{}, errors.Join(retErr, err)
 		}
 	}()
-	phases := []phase{r.validate, r.tlsSecret, r.storage, r.exposure, r.pod, r.report, r.retire, r.etcdView}
+	phases := []phase{r.validate, r.tlsSecret, r.storage, r.exposure, r.pod, r.report, r.retire, r.etcdView, r.peerConnections}
 	for _, p := range phases {
 		pr, err := p(ctx, s)
 		if err != nil {
@@ -231,6 +235,9 @@ func (r *Reconciler) patchStatus(ctx context.Context, s *scope, reconcileErr err
 
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.Etcd.Forget(key.String())
+	if r.Logs != nil {
+		r.Logs.Forget(key.String())
+	}
 	forgetMetrics(key)
 }
 
@@ -601,6 +608,48 @@ func (r *Reconciler) etcdView(ctx context.Context, s *scope) (ctrl.Result, error
 	}
 	recordHealth(key, meta.IsStatusConditionTrue(m.Status.Conditions, etcdfedv1.ConditionMemberHealthy), isReady(p))
 	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+// peerConnections explains a member that is not ready from etcd's own log
+// (a bounded tail through pods/log, at most once per Logs.Interval) in the
+// PeerConnections condition: a peer certificate that does not name its
+// source address, certificates of another CA, a peer of another cluster,
+// a peer name that does not resolve. A ready member's log is not read.
+func (r *Reconciler) peerConnections(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.Logs == nil {
+		return ctrl.Result{}, nil
+	}
+	key := client.ObjectKeyFromObject(s.m).String()
+	p := s.current
+	if p == nil || p.Spec.NodeName == "" || p.Status.Phase != corev1.PodRunning {
+		r.Logs.Forget(key)
+		meta.RemoveStatusCondition(&s.m.Status.Conditions, etcdfedv1.ConditionPeerConnections)
+		return ctrl.Result{}, nil
+	}
+	plan := etcdlog.PlanRead(p, pod.ContainerEtcd, time.Now())
+	switch {
+	case plan.Ready:
+		r.Logs.Forget(key)
+		s.setCondition(etcdfedv1.ConditionPeerConnections, metav1.ConditionTrue, etcdfedv1.ReasonPeersReady,
+			"etcd is ready, so it reaches a quorum of its peers (its log is read only while it is not ready)")
+		return ctrl.Result{}, nil
+	case !plan.Read:
+		return ctrl.Result{RequeueAfter: plan.After}, nil
+	}
+	res, next := r.Logs.Read(ctx, key, p, plan.Previous)
+	if res.Err != nil {
+		s.setCondition(etcdfedv1.ConditionPeerConnections, metav1.ConditionUnknown, etcdfedv1.ReasonEtcdLogUnavailable, res.Err.Error())
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	status, reason, msg := res.Diagnosis.Condition()
+	if plan.Previous {
+		msg = "etcd exited and waits to restart; its last run's log: " + msg
+	}
+	if prev := meta.FindStatusCondition(s.before.Status.Conditions, etcdfedv1.ConditionPeerConnections); status == metav1.ConditionFalse && (prev == nil || prev.Reason != reason) {
+		r.event(s.m, corev1.EventTypeWarning, reason, msg)
+	}
+	s.setCondition(etcdfedv1.ConditionPeerConnections, status, reason, msg)
+	return ctrl.Result{RequeueAfter: next}, nil
 }
 
 // reconcileDelete runs when the hub deleted the EtcdMember: the pod and the

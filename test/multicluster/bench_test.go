@@ -183,10 +183,7 @@ func BenchmarkZoneFailure(b *testing.B) {
 				victim = z
 			}
 		}
-		w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(m.Client) }, Prefix: "zonefail/"})
-		if err != nil {
-			b.Fatal(err)
-		}
+		w := StartWorkload(ctx, b, StartWorkloadInput{Client: m.Client, Prefix: "zonefail/", WatchEachEndpoint: true})
 		pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		if err := w.WaitForProgress(pctx, 50); err != nil {
 			b.Fatal(err)
@@ -220,7 +217,7 @@ func BenchmarkZoneFailure(b *testing.B) {
 		b.StopTimer()
 		w.Stop()
 		gaps += w.MaxWriteGap()
-		checkWorkload(ctx, b, w, m.Client)
+		checkWorkload(ctx, b, w)
 		if err := topo.RestoreZone(ctx, victim); err != nil {
 			b.Fatal(err)
 		}

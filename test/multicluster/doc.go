@@ -1,7 +1,8 @@
 // Package multicluster is the end-to-end harness: scenarios written as
-// XSpec(ctx, input) functions over shared WaitForX helpers, and a client
-// workload recorder whose histories are checked for linearizability with
-// porcupine.
+// XSpec(ctx, input) functions over shared WaitForX helpers. Disruptive
+// scenarios run the recorded client workload of internal/workload and check
+// it in one call (checkWorkload): linearizable (porcupine), no acknowledged
+// write lost, every watch complete and in order.
 //
 // The harness reaches clusters only through kubeconfigs (Cluster) and etcd
 // only through its client endpoints (EtcdClient), resolving member names

@@ -2,81 +2,16 @@ package multicluster
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
-	"net"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
-	"google.golang.org/grpc"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
-
-// Resolver returns a resolver that asks the given DNS servers (host:port)
-// in turn, or the system resolver when there are none.
-func Resolver(servers []string) *net.Resolver {
-	if len(servers) == 0 {
-		return net.DefaultResolver
-	}
-	var next atomic.Uint32
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		var err error
-		for range servers {
-			var c net.Conn
-			if c, err = d.DialContext(ctx, network, servers[int(next.Add(1))%len(servers)]); err == nil {
-				return c, nil
-			}
-		}
-		return nil, err
-	}}
-}
-
-// EtcdClientConfig configures EtcdClient.
-type EtcdClientConfig struct {
-	// Endpoints are client URLs, typically with the members' DNS names.
-	Endpoints []string
-	// DNSServers resolve the endpoints' names; empty: the system resolver.
-	DNSServers []string
-	// TLS for https endpoints.
-	TLS *tls.Config
-	// DialTimeout; default 2s.
-	DialTimeout time.Duration
-}
-
-// EtcdClient returns an etcd client that resolves every endpoint through
-// the given DNS servers at each dial, as etcd's own peers do.
-func EtcdClient(cfg EtcdClientConfig) (*clientv3.Client, error) {
-	if cfg.DialTimeout == 0 {
-		cfg.DialTimeout = 2 * time.Second
-	}
-	res := Resolver(cfg.DNSServers)
-	dial := func(ctx context.Context, addr string) (net.Conn, error) {
-		host, port, err := net.SplitHostPort(addr)
-		if err != nil {
-			return nil, err
-		}
-		d := net.Dialer{Resolver: res, Timeout: cfg.DialTimeout}
-		return d.DialContext(ctx, "tcp", net.JoinHostPort(host, port))
-	}
-	return clientv3.New(clientv3.Config{
-		Endpoints:   cfg.Endpoints,
-		DialTimeout: cfg.DialTimeout,
-		// A partitioned member drops packets silently: keepalives let the
-		// client notice and balance away from it (10s is grpc's minimum).
-		DialKeepAliveTime:    10 * time.Second,
-		DialKeepAliveTimeout: 3 * time.Second,
-		TLS:                  cfg.TLS,
-		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(dial)},
-		Logger:               zap.NewNop(),
-	})
-}
 
 // EtcdMember is one member of a hand-written etcd cluster.
 type EtcdMember struct {

@@ -267,16 +267,15 @@ type ScaleUnderLoadSpecInput struct {
 // ScaleUnderLoadSpec changes replicas through Sizes while a recorded
 // workload runs. It requires that etcd never held more than one learner,
 // that a learner was observed during scale-ups, and that the history is
-// linearizable with no acknowledged write lost.
+// linearizable with no acknowledged write lost and the watches complete
+// and in order.
 func ScaleUnderLoadSpec(ctx context.Context, in ScaleUnderLoadSpecInput) {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(in.Etcd.Client) }, Prefix: "scale/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	// No watcher per endpoint: scaling down may remove a member whose
+	// endpoint the workload was given.
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "scale/"})
 	watcher, err := EtcdClient(in.Etcd.Client)
 	if err != nil {
 		t.Fatal(err)
@@ -321,7 +320,7 @@ func ScaleUnderLoadSpec(ctx context.Context, in ScaleUnderLoadSpecInput) {
 	if scaledUp && learners.SamplesWithLearner.Load() == 0 {
 		t.Errorf("no learner observed during scale-up: members were not added as learners (or sampling missed them)")
 	}
-	checkWorkload(ctx, t, w, in.Etcd.Client)
+	checkWorkload(ctx, t, w)
 }
 
 // memberIDs returns name -> hex ID from etcd's member list.
@@ -618,7 +617,8 @@ type CordonZoneSpecInput struct {
 // same name: remove the old ID, add a new incarnation elsewhere) and report
 // the placement no longer tolerant; after the cordon is lifted it must move
 // a member back until the placement is tolerant again. The history must be
-// linearizable with no acknowledged write lost.
+// linearizable with no acknowledged write lost and the watches complete
+// and in order.
 func CordonZoneSpec(ctx context.Context, in CordonZoneSpecInput) {
 	t := in.T
 	t.Helper()
@@ -637,11 +637,7 @@ func CordonZoneSpec(ctx context.Context, in CordonZoneSpecInput) {
 		t.Fatalf("member %s has no zone", in.Member)
 	}
 	replicas := len(ec.Status.Members)
-	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(in.Etcd.Client) }, Prefix: "cordon/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "cordon/", WatchEachEndpoint: true})
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 50); err != nil {
 		t.Fatal(err)
@@ -695,5 +691,5 @@ func CordonZoneSpec(ctx context.Context, in CordonZoneSpecInput) {
 	t.Logf("cordon lifted: tolerant again after %.1fs, placement %s", time.Since(start).Seconds(), got.Status.ZoneSummary)
 	w.Stop()
 	t.Logf("longest gap between acknowledged writes: %s", w.MaxWriteGap().Round(time.Millisecond))
-	checkWorkload(ctx, t, w, in.Etcd.Client)
+	checkWorkload(ctx, t, w)
 }

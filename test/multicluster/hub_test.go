@@ -28,6 +28,27 @@ var hubFx struct {
 	dirs []string
 }
 
+// binFx is hub, spoke and etcdfed built from this checkout (with the
+// pinned tools beside them), once per test binary.
+var binFx struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+func freshBin() (string, error) {
+	binFx.once.Do(func() {
+		if binFx.dir, binFx.err = os.MkdirTemp("", "multicluster-bin-"); binFx.err != nil {
+			return
+		}
+		start := time.Now()
+		if binFx.err = testenv.FreshBinDir(binFx.dir); binFx.err == nil {
+			fmt.Fprintf(os.Stderr, "built hub, spoke and etcdfed in %.1fs\n", time.Since(start).Seconds())
+		}
+	})
+	return binFx.dir, binFx.err
+}
+
 // stopHubFixture stops the environment; its state (logs of the hub,
 // spokes, apiservers and pods) is kept when a test failed.
 func stopHubFixture(failed bool) {
@@ -35,6 +56,9 @@ func stopHubFixture(failed bool) {
 		if err := hubFx.env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stop hub environment:", err)
 		}
+	}
+	if binFx.dir != "" {
+		_ = os.RemoveAll(binFx.dir)
 	}
 	for _, d := range hubFx.dirs {
 		if failed {
@@ -54,20 +78,15 @@ func hubTopology(tb testing.TB) *Topology {
 			hubFx.err = err
 			return
 		}
-		bin, err := os.MkdirTemp("", "multicluster-bin-")
+		hubFx.dirs = []string{state}
+		bin, err := freshBin()
 		if err != nil {
 			hubFx.err = err
 			return
 		}
-		hubFx.dirs = []string{state, bin}
-		start := time.Now()
-		if hubFx.err = testenv.FreshBinDir(bin); hubFx.err != nil {
-			return
-		}
 		hubFx.bin = bin
-		fmt.Fprintf(os.Stderr, "built hub, spoke and etcdfed in %.1fs\n", time.Since(start).Seconds())
 		verbose := os.Getenv("MULTICLUSTER_LOG") != ""
-		start = time.Now()
+		start := time.Now()
 		hubFx.env, hubFx.err = localenv.Start(context.Background(), localenv.Config{
 			StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
 			BackoffBase: time.Second, BackoffMax: 5 * time.Second,

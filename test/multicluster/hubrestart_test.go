@@ -9,13 +9,12 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
-// TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 4)
+// TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 5)
 // and of a Replace (a cordoned zone's member moved out), under a recorded
 // workload, and requires that the restarted hub resumes and finishes every
 // time. It reports, per step, the time from the kill until the operation
@@ -30,17 +29,18 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("ETCDFED_DRILL_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
+	if v, err := strconv.Atoi(os.Getenv("ETCDFED_DRILL_CPU_BURN")); err == nil && v > 0 {
+		stop := burnCPU(v)
+		defer stop()
+		t.Logf("burning CPU in %d goroutines for the whole drill", v)
+	}
 	topo := hubTopology(t)
 	if topo.KillHub == nil {
 		t.Skip("the topology cannot kill the hub")
 	}
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restart", Name: "restart", Domain: "restart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(etcd.Client) }, Prefix: "restart/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "restart/", WatchEachEndpoint: true})
 
 	resume := map[string][]time.Duration{}
 	var missed []string
@@ -106,11 +106,11 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
 	for run := 0; run < runs; run++ {
 		for _, step := range addSteps {
-			if err := SetReplicas(ctx, topo.Hub, etcd, 4); err != nil {
+			if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
 				t.Fatal(err)
 			}
 			killAt(string(etcdfedv1.OperationAdd), step)
-			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 4}); err != nil {
+			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 5}); err != nil {
 				t.Fatal(err)
 			}
 			if err := SetReplicas(ctx, topo.Hub, etcd, 3); err != nil {
@@ -152,7 +152,28 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	if len(resume) == 0 {
 		t.Errorf("no step was caught in %d runs", runs)
 	}
-	w.Stop()
-	checkWorkload(ctx, t, w, etcd.Client)
+	checkWorkload(ctx, t, w)
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// burnCPU keeps n goroutines spinning until stop is called: the drill's
+// "under CPU load".
+func burnCPU(n int) (stop func()) {
+	done := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func() {
+			x := 0
+			for {
+				select {
+				case <-done:
+					return
+				default:
+					for j := 0; j < 1e6; j++ {
+						x += j
+					}
+				}
+			}
+		}()
+	}
+	return func() { close(done) }
 }

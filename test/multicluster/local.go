@@ -28,10 +28,10 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	}
 	t.RestoreZone = env.RestoreZone
 	t.CanPartition = env.CanPartition()
-	// As root the environment gives every pod its own source address (the
-	// same mechanism as partitions); without root pods connect from
-	// 127.0.0.1.
-	t.PeerSourceIsPodIP = t.CanPartition == nil
+	// As root with iptables the environment gives every pod its own
+	// source address (the same mechanism as partitions); otherwise, or in
+	// shared source address mode, pods connect from 127.0.0.1.
+	t.PeerSourceIsPodIP = env.SharedSourceAddress() == ""
 	t.StopMemberAPIServer = env.StopAPIServer
 	t.StartMemberAPIServer = env.StartAPIServer
 	t.HubMetricsURL = "http://" + st.Hub.Metrics + "/metrics"

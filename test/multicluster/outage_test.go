@@ -50,9 +50,9 @@ func TestHubNeverFreezes(t *testing.T) {
 	})
 
 	t.Run("apiserver down during a membership step", func(t *testing.T) {
-		HubOutageSpec(ctx, HubOutageSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Replicas: 4, PassTimeout: hubPassTimeout,
+		HubOutageSpec(ctx, HubOutageSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Replicas: 5, PassTimeout: hubPassTimeout,
 			Disturb: func(ctx context.Context) error {
-				if err := SetReplicas(ctx, topo.Hub, etcd, 4); err != nil {
+				if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
 					return err
 				}
 				err := poll(ctx, time.Minute, "a membership step in flight", func(ctx context.Context) (string, error) {

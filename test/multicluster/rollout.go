@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -76,11 +75,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		podsBefore[m.Name] = p.UID
 	}
 
-	w, err := RunWorkload(ctx, WorkloadInput{NewClient: func() (*clientv3.Client, error) { return EtcdClient(in.Etcd.Client) }, Prefix: "roll/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "roll/", WatchEachEndpoint: true})
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 50); err != nil {
 		t.Fatal(err)
@@ -138,7 +133,6 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		t.Fatal(err)
 	}
 	cancel()
-	w.Stop()
 
 	// The order members took the new image in, and what was seen meanwhile.
 	var order []string
@@ -190,7 +184,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	if err := waitForLeaderMovedEvent(ctx, hub, in.Etcd, leader, start); err != nil {
 		t.Error(err)
 	}
-	checkWorkload(ctx, t, w, in.Etcd.Client)
+	checkWorkload(ctx, t, w)
 }
 
 func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID) (rollSample, error) {

@@ -270,7 +270,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		"--leader-elect=true", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--zap-log-level=debug")
 	hub.Stdout, hub.Stderr = &log, &log
-	g.Expect(hub.Start()).To(Succeed())
+	g.Expect(testenv.StartProcess(hub)).To(Succeed())
 	t.Cleanup(func() {
 		_ = hub.Process.Signal(os.Interrupt)
 		done := make(chan struct{})

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
 )
 
 // InstallHint tells how to get the Debian packages the DNS tests need.
@@ -121,8 +123,8 @@ controls { };
 	}
 	cmd := exec.Command(named, "-g", "-4", "-n", "1", "-c", confFile)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	dieWithParent(cmd)
-	if err := cmd.Start(); err != nil {
+	// It dies with the test binary, even one killed by its timeout.
+	if err := testproc.Start(cmd); err != nil {
 		t.Fatalf("start named: %v", err)
 	}
 	done := make(chan struct{})

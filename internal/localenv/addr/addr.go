@@ -10,7 +10,7 @@
 //	        (:7946), metrics (:8080) and health (:8081); in the hub
 //	        cluster the hub's metrics and health
 //	  zone z (1..15) /24 127.S.(16c+z).0/24:
-//	    .1-.9    node InternalIPs
+//	    .1-.9    node InternalIPs (the node agent's kubelet endpoint :10250)
 //	    .10-.254 pod IPs
 //
 // A slot is held by a listening abstract unix socket named after it, so it
@@ -44,6 +44,9 @@ const (
 	GossipPort       = 7946
 	AgentMetricsPort = 8080
 	AgentHealthPort  = 8081
+	// KubeletPort is where each node's agent serves kubelet's container
+	// log endpoint, on the node's IP (kubelet's port).
+	KubeletPort = 10250
 )
 
 // ErrSlotTaken says another environment holds the slot.

@@ -120,6 +120,9 @@ type Config struct {
 	// ExtraEnv is added to every process's environment before the pod's
 	// own variables.
 	ExtraEnv []string
+	// Kubelet, when set, makes the agent serve container logs (pods/log)
+	// on every node IP, as kubelet does.
+	Kubelet *KubeletServing
 	// Log receives the agent's log.
 	Log logr.Logger
 }
@@ -303,6 +306,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 
 	a.reserveKnownIPs()
+	if a.cfg.Kubelet != nil {
+		if err := a.serveKubelet(infCtx); err != nil {
+			return err
+		}
+	}
 
 	var loops sync.WaitGroup
 	for range 2 {

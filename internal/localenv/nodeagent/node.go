@@ -91,6 +91,7 @@ func (a *Agent) nodeStatus(n nodeState, now metav1.Time) corev1.NodeStatus {
 			{Type: corev1.NodeInternalIP, Address: n.IP.String()},
 			{Type: corev1.NodeHostName, Address: n.Name},
 		},
+		DaemonEndpoints: a.daemonEndpoints(),
 		NodeInfo: corev1.NodeSystemInfo{
 			KubeletVersion:          KubeletVersion,
 			OperatingSystem:         "linux",
@@ -100,6 +101,16 @@ func (a *Agent) nodeStatus(n nodeState, now metav1.Time) corev1.NodeStatus {
 			KernelVersion:           kernelVersion(),
 		},
 	}
+}
+
+// daemonEndpoints publishes the kubelet port the apiserver connects to for
+// pods/log (zero without KubeletServing).
+func (a *Agent) daemonEndpoints() corev1.NodeDaemonEndpoints {
+	var d corev1.NodeDaemonEndpoints
+	if k := a.cfg.Kubelet; k != nil {
+		d.KubeletEndpoint.Port = int32(k.Port)
+	}
+	return d
 }
 
 func kernelVersion() string {

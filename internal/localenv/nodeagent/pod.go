@@ -85,7 +85,7 @@ func newPodWorker(a *Agent, pod *corev1.Pod, node nodeState) *podWorker {
 		a: a, uid: pod.UID, ns: pod.Namespace, name: pod.Name, node: node,
 		log:       a.log.WithValues("pod", pod.Namespace+"/"+pod.Name, "node", node.Name),
 		dir:       filepath.Join(a.cfg.StateDir, "pods", id),
-		logDir:    filepath.Join(a.cfg.StateDir, "logs", "pods", id),
+		logDir:    a.podLogDir(pod.Namespace, pod.Name, pod.UID),
 		ctx:       ctx,
 		cancel:    cancel,
 		done:      make(chan struct{}),

@@ -90,7 +90,7 @@ func Start(t testing.TB, ip, name, dnsName string, pair *testcerts.Pair) *Etcd {
 		t.Fatal(err)
 	}
 	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	if err := testenv.StartProcess(cmd); err != nil {
 		t.Fatal(err)
 	}
 	e := &Etcd{IP: ip, Name: name, cmd: cmd, done: make(chan struct{})}

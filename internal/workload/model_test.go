@@ -1,4 +1,4 @@
-package multicluster
+package workload
 
 import (
 	"math"
@@ -12,8 +12,8 @@ func op(client int, call, ret int64, in KVInput, out KVOutput) porcupine.Operati
 	return porcupine.Operation{ClientId: client, Input: in, Call: call, Return: ret, Output: out}
 }
 
-func put(k, v string) KVInput { return KVInput{Op: "put", Key: k, Value: v} }
-func get(k string) KVInput    { return KVInput{Op: "get", Key: k} }
+func put(k, v string) KVInput { return KVInput{Op: OpPut, Key: k, Value: v} }
+func get(k string) KVInput    { return KVInput{Op: OpGet, Key: k} }
 func val(v string) KVOutput   { return KVOutput{Value: v, Found: true} }
 
 // The model accepts what a linearizable store may answer and rejects what

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/backup"
+	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// TestBackupCommand runs `etcdfed backup NAME --wait` against a real
+// apiserver with the hub's backup controller and a real etcd: it prints
+// where the snapshot went; a store that cannot be written makes it fail
+// with the reason; an EtcdCluster without spec.backup is refused up front.
+func TestBackupCommand(t *testing.T) {
+	api := testenv.StartT(t, "cli-backup")[0]
+	ctx := context.Background()
+	ns, err := api.CreateNamespace(ctx, "cli")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := api.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{
+		Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: config.Controller{SkipNameValidation: ptr(true)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&backup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), ScratchDir: t.TempDir()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(mctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+
+	e := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "cli"})
+	st, err := e.NewClient().Status(ctx, e.Members[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocker := filepath.Join(t.TempDir(), "a-file")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	storeDir := t.TempDir()
+	for name, b := range map[string]*etcdfedv1.BackupSpec{
+		"good":     {Schedule: "0 0 1 1 *", Suspend: true, Store: etcdfedv1.BackupStore{URL: "file://" + storeDir}},
+		"blocked":  {Schedule: "0 0 1 1 *", Suspend: true, Store: etcdfedv1.BackupStore{URL: "file://" + blocker + "/sub"}},
+		"nobackup": nil,
+	} {
+		ec := &etcdfedv1.EtcdCluster{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: name + ".etcd.test"},
+				TLS: etcdfedv1.TLSSpec{Mode: etcdfedv1.TLSDisabled}, Backup: b},
+		}
+		if err := api.Client.Create(ctx, ec); err != nil {
+			t.Fatal(err)
+		}
+		ec.Status.ClusterID = strconv.FormatUint(st.Header.ClusterId, 16)
+		ec.Status.Endpoints = e.Endpoints()
+		if err := api.Client.Status().Update(ctx, ec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func(args ...string) (string, error) {
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetErr(&out)
+		root.SetArgs(append(args, "-n", ns, "--kubeconfig", kubeconfig, "--timeout", "2m"))
+		err := root.ExecuteContext(ctx)
+		return out.String(), err
+	}
+
+	out, err := run("backup", "good", "--wait")
+	if err != nil {
+		t.Fatalf("backup good: %v\n%s", err, out)
+	}
+	for _, want := range []string{"Requested a backup of EtcdCluster " + ns + "/good", "Stored file://" + storeDir + "/" + ns + "/good/", "from member cli-0"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	start := time.Now()
+	out, err = run("backup", "blocked", "--wait")
+	if err == nil || !strings.Contains(err.Error(), "failed ("+etcdfedv1.BackupReasonStoreUnreachable+")") {
+		t.Errorf("backup blocked: %v, want a StoreUnreachable failure\n%s", err, out)
+	}
+	t.Logf("failure reported in %s", time.Since(start).Round(time.Millisecond))
+	if _, err := run("backup", "nobackup"); err == nil || !strings.Contains(err.Error(), "has no spec.backup") {
+		t.Errorf("backup nobackup: %v, want a refusal", err)
+	}
+}

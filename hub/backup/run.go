@@ -1,0 +1,193 @@
+package backup
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
+)
+
+// Bounds of the calls around the snapshot itself (which spec.backup.timeout
+// bounds).
+const (
+	storeCheckTimeout = 30 * time.Second
+	pruneTimeout      = 2 * time.Minute
+)
+
+// outcome is the result of one backup.
+type outcome struct {
+	started  time.Time
+	duration time.Duration
+	// success
+	snapshot *etcdfedv1.BackupSnapshot
+	retained int
+	pruned   []backupstore.Snapshot
+	pruneErr error
+	// failure
+	reason string
+	err    error
+}
+
+func failed(started time.Time, reason string, err error) outcome {
+	return outcome{started: started, reason: reason, err: err}
+}
+
+// run takes one backup of ec: store reachable, source chosen, snapshot
+// streamed and checked, uploaded, then pruned. Every step is bounded.
+func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger etcdfedv1.BackupTrigger) outcome {
+	log := ctrl.LoggerFrom(ctx)
+	spec := ec.Spec.Backup
+	started := r.now()
+	timeout := etcdfedv1.DefaultBackupTimeout
+	d, _ := time.ParseDuration(timeout)
+	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
+		d = spec.Timeout.Duration
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+
+	// The store first: no snapshot is taken for a store that cannot take it.
+	var creds map[string][]byte
+	if name := spec.Store.CredentialsSecretName; name != "" {
+		sec, err := r.readSecret(ctx, ec, name)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				err = fmt.Errorf("credentials Secret %s/%s not found", ec.Namespace, name)
+			}
+			return failed(started, etcdfedv1.BackupReasonCredentials, err)
+		}
+		creds = sec.Data
+	}
+	store, err := backupstore.Open(ctx, spec.Store, creds)
+	if err != nil {
+		return failed(started, storeReason(err), err)
+	}
+	defer func() { _ = store.Close() }()
+	cctx, ccancel := context.WithTimeout(ctx, storeCheckTimeout)
+	err = store.Check(cctx)
+	ccancel()
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonStoreUnreachable, err)
+	}
+
+	// The source: a healthy follower.
+	etcd, err := r.etcdClient(ctx, ec)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
+	}
+	defer func() { _ = etcd.Close() }()
+	view := etcd.Observe(ctx)
+	var avoid []string
+	if op := ec.Status.Operation; op != nil && op.Member != "" {
+		avoid = append(avoid, op.Member)
+	}
+	src, err := PickSource(view, avoid...)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
+	}
+	clusterID := strconv.FormatUint(view.ClusterID, 16)
+
+	// Stream, check, upload.
+	path := filepath.Join(r.ScratchDir, fmt.Sprintf("etcdfed-%s-%s-%d.db", ec.Namespace, ec.Name, started.UnixNano()))
+	defer func() { _ = os.Remove(path) }()
+	log.Info("Taking snapshot", "member", src.Name, "leader", src.ID == view.LeaderID)
+	taken := r.now()
+	var info etcdsnapshot.Info
+	sinfo, err := etcd.Snapshot(ctx, src.ClientURLs, func(stream io.Reader, revisionBefore int64) error {
+		var err error
+		info, err = etcdsnapshot.Save(stream, path, revisionBefore)
+		return err
+	})
+	if err != nil {
+		reason := etcdfedv1.BackupReasonSnapshotFailed
+		if errors.Is(err, etcdsnapshot.ErrInvalid) {
+			reason = etcdfedv1.BackupReasonVerificationFailed
+		}
+		return failed(started, reason, fmt.Errorf("snapshot from %s: %w", src.Name, err))
+	}
+	dir := backupstore.ClusterDir(ec.Namespace, ec.Name, clusterID)
+	key := backupstore.SnapshotKey(dir, taken, info.Revision)
+	md := backupstore.Metadata{
+		Namespace: ec.Namespace, Name: ec.Name, UID: string(ec.UID), ClusterID: clusterID,
+		Member: src.Name, MemberID: strconv.FormatUint(sinfo.MemberID, 16),
+		Revision: info.Revision, Hash: info.HashHex(), TotalKeys: info.TotalKeys, StorageVersion: info.StorageVersion,
+		SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: taken.UTC(), Trigger: string(trigger),
+	}
+	size, err := store.Upload(ctx, key, path, md)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
+	}
+	out := outcome{started: started, duration: r.now().Sub(started), snapshot: &etcdfedv1.BackupSnapshot{
+		Time: metav1Time(taken), Revision: info.Revision, SizeBytes: size, Location: store.Location(key),
+		Member: src.Name, Hash: info.HashHex(), Trigger: trigger,
+	}}
+	out.snapshot.Duration.Duration = out.duration.Round(time.Millisecond)
+
+	// Prune: its own bound, so a slow listing never fails the backup itself.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), pruneTimeout)
+	defer pcancel()
+	out.pruned, out.retained, out.pruneErr = store.Prune(pctx, dir, retention(spec.Retention), r.now())
+	return out
+}
+
+// retention resolves the spec's retention with its default.
+func retention(s etcdfedv1.BackupRetention) backupstore.Retention {
+	var out backupstore.Retention
+	if s.MaxCount != nil {
+		out.MaxCount = int(*s.MaxCount)
+	}
+	if s.MaxAge != nil {
+		out.MaxAge = s.MaxAge.Duration
+	}
+	if out.MaxCount == 0 && out.MaxAge == 0 {
+		out.MaxCount = int(etcdfedv1.DefaultBackupMaxCount)
+	}
+	return out
+}
+
+func storeReason(err error) string {
+	switch {
+	case errors.Is(err, backupstore.ErrCredentials):
+		return etcdfedv1.BackupReasonCredentials
+	case errors.Is(err, backupstore.ErrInvalidStore):
+		return etcdfedv1.BackupReasonInvalidSpec
+	}
+	return etcdfedv1.BackupReasonStoreUnreachable
+}
+
+// etcdClient connects to the ring through its client endpoints (the
+// members' DNS names in status.endpoints) with the hub's own client
+// certificate, the one the EtcdCluster reconciler keeps in the Secret
+// <name>-hub-client.
+func (r *Reconciler) etcdClient(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*etcdops.Client, error) {
+	if len(ec.Status.Endpoints) == 0 {
+		return nil, errors.New("etcd has no client endpoints yet (status.endpoints is empty)")
+	}
+	var tlsCfg *tls.Config
+	if ec.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
+		name := pki.HubClientSecretName(ec)
+		sec, err := r.readSecret(ctx, ec, name)
+		if err != nil {
+			return nil, fmt.Errorf("read the hub's etcd client certificate %s/%s: %w", ec.Namespace, name, err)
+		}
+		tlsCfg, err = pki.ClientTLS(sec.Data[pki.KeyCA], &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]})
+		if err != nil {
+			return nil, fmt.Errorf("hub client certificate %s/%s: %w", ec.Namespace, name, err)
+		}
+	}
+	return etcdops.New(etcdops.Config{Endpoints: ec.Status.Endpoints, TLS: tlsCfg})
+}

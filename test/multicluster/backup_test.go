@@ -1,0 +1,23 @@
+package multicluster
+
+import (
+	"context"
+	"testing"
+
+	"github.com/etcdfed/etcdfed/internal/s3test"
+)
+
+// TestEtcdClusterBackups: scheduled backups of a 3-member EtcdCluster run
+// by the real hub into a real S3 server (versitygw), under a recorded
+// workload.
+func TestEtcdClusterBackups(t *testing.T) {
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "backups", Name: "bk", Domain: "bk.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	srv := s3test.StartT(t, "ring-backups")
+	t.Run("scheduled backups under load", func(t *testing.T) {
+		BackupsUnderLoadSpec(ctx, BackupsUnderLoadSpecInput{T: t, Topology: topo, Etcd: etcd,
+			Store: srv.Store("ring-backups", "hub", ""), Credentials: srv.Credentials()})
+	})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
