@@ -7,8 +7,8 @@ const (
 	// ConditionAllMembersReady: every desired member is in etcd, started and
 	// healthy.
 	ConditionAllMembersReady = "AllMembersReady"
-	// ConditionProgressing: a membership change or placement move is under
-	// way.
+	// ConditionProgressing: an operation is under way (a membership change,
+	// a placement move, or a member's roll onto a changed spec).
 	ConditionProgressing = "Progressing"
 	// ConditionDegraded: something needs attention (a member unhealthy, a
 	// member cluster unreachable, a spec that cannot be placed).

@@ -251,9 +251,9 @@ type FailurePolicy struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="memberGracePeriod must be at least 30s"
 	MemberGracePeriod *metav1.Duration `json:"memberGracePeriod,omitempty"`
 
-	// zoneGracePeriod is how long a zone must be seen failed (by the hub and
-	// a majority of the other spokes) before its members are moved away. At
-	// least 30s. Default 2m.
+	// zoneGracePeriod is how long a member cluster (and so its zone or
+	// zones) must be seen failed, by the hub and a majority of the other
+	// spokes, before its members are moved away. At least 30s. Default 2m.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="zoneGracePeriod must be at least 30s"
 	ZoneGracePeriod *metav1.Duration `json:"zoneGracePeriod,omitempty"`
@@ -323,8 +323,9 @@ type MemberStatus struct {
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
 }
 
-// OperationType is the kind of membership change.
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader
+// OperationType is the kind of operation: a membership change, or the
+// restart of one member on a changed spec (Roll).
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll
 type OperationType string
 
 const (
@@ -333,16 +334,22 @@ const (
 	OperationRemove     OperationType = "Remove"
 	OperationReplace    OperationType = "Replace"
 	OperationMoveLeader OperationType = "MoveLeader"
+	// OperationRoll restarts one member on the EtcdCluster's current spec
+	// (image, version, etcd flags, pod template) on its own volume,
+	// leadership moved away first. A rollout is one Roll per member,
+	// followers first, the leader last.
+	OperationRoll OperationType = "Roll"
 )
 
-// MembershipOperation is the one membership change in flight. It is written
-// before the change is made, so a restarted hub resumes it.
+// MembershipOperation is the one operation in flight on the ring: a
+// membership change or a member's roll. It is written before the change is
+// made, so a restarted hub resumes it.
 type MembershipOperation struct {
 	// type of the change.
 	// +required
 	Type OperationType `json:"type"`
 
-	// member is the member being added, removed or replaced.
+	// member is the member being added, removed, replaced or rolled.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Member string `json:"member,omitempty"`
@@ -372,12 +379,13 @@ type MembershipOperation struct {
 	To *FailureDomain `json:"to,omitempty"`
 
 	// reason says why: ScaleUp, ScaleDown, Evacuate, Rebalance, Spread,
-	// Replace, Bootstrap.
+	// Replace, Bootstrap, SpecChanged.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
 
-	// step is the step in progress, such as AddLearner or Promote.
+	// step is the step in progress, such as AddLearner, Promote or
+	// UpdateObject.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Step string `json:"step,omitempty"`
@@ -426,7 +434,8 @@ type EtcdClusterStatus struct {
 	// +kubebuilder:validation:items:MaxLength=512
 	Endpoints []string `json:"endpoints,omitempty"`
 
-	// operation is the membership change in flight, if any.
+	// operation is the operation in flight (a membership change or a
+	// member's roll), if any.
 	// +optional
 	Operation *MembershipOperation `json:"operation,omitempty"`
 

@@ -10,7 +10,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -41,7 +40,7 @@ an administrator's command. The certificate is valid for one year.`,
 			if ec.Spec.TLS.Mode == etcdfedv1.TLSDisabled {
 				return fmt.Errorf("EtcdCluster %s/%s runs without TLS: no certificate needed", ns, args[0])
 			}
-			ca, err := etcdcluster.ReadCA(cmd.Context(), c, ec)
+			ca, err := pki.ReadCA(cmd.Context(), c, ec)
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/clusterstatus"
 	"github.com/etcdfed/etcdfed/internal/localenv"
@@ -169,7 +168,7 @@ func progressLine(ec *etcdfedv1.EtcdCluster) string {
 	}
 	if op := st.Operation; op != nil {
 		parts = append(parts, strings.TrimSpace(fmt.Sprintf("%s %s", op.Type, op.Member))+": "+op.Step)
-	} else if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdcluster.ReasonWaiting {
+	} else if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdfedv1.ReasonWaiting {
 		parts = append(parts, "waiting: "+c.Message)
 	}
 	if meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionAvailable) {
@@ -293,7 +292,7 @@ through the ring's DNS servers without touching this machine's resolver.
 // directory, reusing them while they are valid and from the current CA.
 func ringCerts(ctx context.Context, c client.Client, st *localenv.State, ec *etcdfedv1.EtcdCluster) (string, error) {
 	dir := filepath.Join(st.Dir, "ring", ec.Namespace+"-"+ec.Name)
-	ca, err := etcdcluster.ReadCA(ctx, c, ec)
+	ca, err := pki.ReadCA(ctx, c, ec)
 	if err != nil {
 		return "", err
 	}

@@ -27,7 +27,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/s3test"
@@ -96,7 +95,7 @@ func (f *fixture) ring(t *testing.T, name string, e *etcdtest.Cluster, b etcdfed
 		ec.Spec.TLS.Mode = etcdfedv1.TLSDisabled
 	} else {
 		sec := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: etcdcluster.HubClientSecretName(ec)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: pki.HubClientSecretName(ec)},
 			Data:       map[string][]byte{pki.KeyCA: e.CA.CertPEM, pki.KeyCert: e.Client.CertPEM, pki.KeyKey: e.Client.KeyPEM},
 		}
 		g.Expect(f.c.Create(ctx, sec)).To(Succeed())

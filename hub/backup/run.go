@@ -15,7 +15,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
@@ -180,7 +179,7 @@ func (r *Reconciler) etcdClient(ctx context.Context, ec *etcdfedv1.EtcdCluster) 
 	}
 	var tlsCfg *tls.Config
 	if ec.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
-		name := etcdcluster.HubClientSecretName(ec)
+		name := pki.HubClientSecretName(ec)
 		sec, err := r.readSecret(ctx, ec, name)
 		if err != nil {
 			return nil, fmt.Errorf("read the hub's etcd client certificate %s/%s: %w", ec.Namespace, name, err)

@@ -18,11 +18,11 @@ var ErrNoSource = errors.New("backup: no healthy member to take a snapshot from"
 // the choice is stable; the leader only when no follower is healthy (a
 // one-member cluster, or followers down: a backup then matters most).
 // Members named in avoid (one being removed or replaced) are never chosen.
-func PickSource(e membership.Etcd, avoid ...string) (membership.EtcdMember, error) {
+func PickSource(e membership.Etcd, avoid ...string) (membership.ListEntry, error) {
 	if !e.Reachable {
-		return membership.EtcdMember{}, fmt.Errorf("%w: etcd does not answer: %s", ErrNoSource, e.Error)
+		return membership.ListEntry{}, fmt.Errorf("%w: etcd does not answer: %s", ErrNoSource, e.Error)
 	}
-	var followers, leaders []membership.EtcdMember
+	var followers, leaders []membership.ListEntry
 	var skipped []string
 	for _, m := range e.Members {
 		switch {
@@ -45,10 +45,10 @@ func PickSource(e membership.Etcd, avoid ...string) (membership.EtcdMember, erro
 	case len(leaders) > 0:
 		return leaders[0], nil
 	}
-	return membership.EtcdMember{}, fmt.Errorf("%w (skipped: %s)", ErrNoSource, strings.Join(skipped, ", "))
+	return membership.ListEntry{}, fmt.Errorf("%w (skipped: %s)", ErrNoSource, strings.Join(skipped, ", "))
 }
 
-func describeMember(m membership.EtcdMember) string {
+func describeMember(m membership.ListEntry) string {
 	if m.Name != "" {
 		return m.Name
 	}

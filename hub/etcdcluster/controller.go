@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -28,6 +29,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/registry"
 )
 
@@ -207,7 +209,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ 
 const statusWriteTimeout = 5 * time.Second
 
 func (r *Reconciler) patchStatus(ctx context.Context, before, ec *etcdfedv1.EtcdCluster) error {
-	if equalStatus(before.Status, ec.Status) {
+	if equality.Semantic.DeepEqual(before.Status, ec.Status) {
 		return nil
 	}
 	if err := r.hub().Status().Patch(ctx, ec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -219,50 +221,61 @@ func (r *Reconciler) patchStatus(ctx context.Context, before, ec *etcdfedv1.Etcd
 	return nil
 }
 
-// reconcileNormal runs the phases in order; the lowest requeue wins.
+// reconcileNormal is one pass: observe a snapshot, decide purely, apply
+// thinly, and compute the status from the three.
 func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdCluster) (ctrl.Result, error) {
-	v, err := r.observe(ctx, ec)
+	s, err := r.observe(ctx, ec)
 	if err != nil {
-		setCondition(ec, etcdfedv1.ConditionDegraded, true, "ObserveFailed", err.Error())
+		setObserveFailed(ec, err)
 		return ctrl.Result{}, err
 	}
-	var errs []error
-	res := ctrl.Result{RequeueAfter: resyncPeriod}
-	for _, phase := range []func(context.Context, *view) (ctrl.Result, error){
-		r.reconcileDNS,
-		r.reconcileMembership,
-		r.reconcileObjects,
-	} {
-		pr, err := phase(ctx, v)
-		errs = append(errs, err)
-		res = lowest(res, pr)
-	}
+	d := decide(s)
+	res := r.apply(ctx, s, d)
+	requeue := requeueAfter(d.plan, res)
+	passProblem := ""
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		metricPassDeadline.WithLabelValues(ec.Namespace, ec.Name).Inc()
-		msg := fmt.Sprintf("the last pass ran out of its %s deadline", r.PassTimeout)
-		if err := errors.Join(errs...); err != nil {
-			msg += ": " + err.Error()
+		passProblem = fmt.Sprintf("the last pass ran out of its %s deadline", r.PassTimeout)
+		if err := res.err(); err != nil {
+			passProblem += ": " + err.Error()
 		}
-		v.problems = append(v.problems, msg)
-		res = ctrl.Result{RequeueAfter: time.Second}
+		requeue = time.Second
 	}
-	r.updateStatus(v)
-	if err := errors.Join(errs...); err != nil {
+	ec.Status = computeStatus(s, d, res, passProblem)
+	recordMetrics(ec, &ec.Status, d, res)
+	if err := res.err(); err != nil {
 		return ctrl.Result{}, err
 	}
-	return res, nil
+	return ctrl.Result{RequeueAfter: requeue}, nil
+}
+
+// soon is the requeue after a step whose effect the next pass checks.
+const soon = 200 * time.Millisecond
+
+// requeueAfter: a step taken is checked soon; a wait or a poll comes back
+// when the planner says; etcd saying "not yet" in 2s; a quiet ring within
+// resyncPeriod.
+func requeueAfter(plan membership.Decision, res applyResult) time.Duration {
+	after := resyncPeriod
+	switch plan.Action {
+	case "", membership.ActNone, membership.ActWait:
+		if plan.RequeueAfter > 0 {
+			after = min(after, plan.RequeueAfter)
+		}
+	case membership.ActBegin:
+		after = soon
+	default:
+		after = min(after, max(soon, plan.RequeueAfter))
+	}
+	if res.notYet != nil {
+		after = min(after, 2*time.Second)
+	}
+	return after
 }
 
 // resyncPeriod bounds how long a quiet cluster goes without a reconcile, so
 // Lease staleness and grace periods are noticed without events.
 const resyncPeriod = 10 * time.Second
-
-func lowest(a, b ctrl.Result) ctrl.Result {
-	if b.RequeueAfter > 0 && (a.RequeueAfter == 0 || b.RequeueAfter < a.RequeueAfter) {
-		return b
-	}
-	return a
-}
 
 // reconcileDelete deletes the EtcdCluster's objects in every member cluster
 // the hub can reach. Volumes stay (the spoke retains them unless the policy
@@ -286,14 +299,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 			continue
 		}
 		c := cl.GetClient()
-		sel := client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}
-		for _, obj := range []client.Object{&etcdfedv1.EtcdMember{}, &etcdfedv1.EtcdDNSZone{}, &corev1.Secret{}} {
-			if err := c.DeleteAllOf(ctx, obj, client.InNamespace(r.RingNamespace), sel); err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("delete %T in %s: %w", obj, mc.Name, err))
-			}
+		if err := deleteAllOwned(ctx, c, r.RingNamespace, ec.UID, mc.Name); err != nil {
+			errs = append(errs, err)
 		}
 		var left etcdfedv1.EtcdMemberList
-		if err := c.List(ctx, &left, client.InNamespace(r.RingNamespace), sel); err == nil && len(left.Items) > 0 {
+		if err := c.List(ctx, &left, client.InNamespace(r.RingNamespace), ownedSelector(ec.UID)); err == nil && len(left.Items) > 0 {
 			pending = append(pending, mc.Name)
 		}
 	}

@@ -22,7 +22,7 @@ func TestMovedMemberKeepsItsRecordUntilTheNewOneHasAnAddress(t *testing.T) {
 	v.ec.UID = "uid-1"
 	resolves := func(name, want string) {
 		t.Helper()
-		set, err := buildRecordSet(v)
+		set, err := buildRecordSet(v, &v.ec.Status)
 		if err != nil || set == nil {
 			t.Fatalf("record set: %v (nil: %v)", err, set == nil)
 		}
@@ -38,8 +38,7 @@ func TestMovedMemberKeepsItsRecordUntilTheNewOneHasAnAddress(t *testing.T) {
 	}
 	resolves("main-1", "10.0.0.1")
 
-	r := &Reconciler{}
-	r.begin(v, membership.Decision{
+	recordStep(v, &v.ec.Status, membership.Decision{
 		Action:    membership.ActBegin,
 		Operation: &membership.Operation{Type: "Replace", Member: "main-1"},
 		Assign:    []membership.Assignment{{Member: "main-1", Domain: topology.Domain{Cluster: "member-2", Zone: "zone-2"}, Incarnation: 5}},

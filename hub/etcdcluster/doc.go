@@ -1,6 +1,25 @@
-// Package etcdcluster is the hub's EtcdCluster reconciler. One reconcile:
-// observe (member clusters and their liveness, EtcdMember objects, etcd's
-// member list and health), decide (pkg/topology for placement, then the
-// membership planner for the one next step), act (that one step), publish
-// DNS and certificates, and patch status once.
+// Package etcdcluster is the hub's EtcdCluster reconciler. A pass over one
+// ring reads as snapshot -> decide -> apply -> status (controller.go,
+// reconcileNormal):
+//
+//   - observe (observe.go) builds a read-only snapshot (snapshot.go): the
+//     CA and the hub's client certificate, every registered member cluster
+//     read side by side within its own deadline (spoke, Lease and liveness
+//     verdict, the objects the hub owns there), and etcd's member list and
+//     health. It writes nothing; a cluster that does not answer is unknown.
+//   - decide (decide.go) is pure: it brings the ledger (ledger.go:
+//     status.members and status.operation) up to date, asks pkg/topology
+//     for the placement and hub/membership for the one next step of the one
+//     operation (membership changes and rolls alike, placement.go builds
+//     their inputs), records that step, renders it into objects and etcd
+//     calls, and lists the upkeep: certificates due, DNS records wanted
+//     (dns.go), member object changes that restart nothing, objects left
+//     behind.
+//   - apply (apply.go) carries the decision out: certificates, DNS zones,
+//     the step, the upkeep, every object through the one owned-object
+//     writer (owned.go, with the one list of owned kinds that the sweep and
+//     deletion use too).
+//   - computeStatus (status.go) writes the whole status from the snapshot,
+//     the decision and apply's result, one setter per condition; it is
+//     patched once at the end of the pass.
 package etcdcluster

@@ -35,7 +35,7 @@ var (
 		Name: "etcdfed_hub_member_cluster_read_timeouts_total", Help: "Reads of a member cluster that did not finish within their deadline.",
 	}, []string{"member_cluster"})
 	metricSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "etcdfed_membership_steps_total", Help: "Membership steps taken by the hub, by action and result.",
+		Name: "etcdfed_membership_steps_total", Help: "Steps of operations (membership changes and rolls) taken by the hub, by action and result.",
 	}, []string{"namespace", "name", "action", "result"})
 )
 
@@ -44,23 +44,23 @@ func init() {
 		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts)
 }
 
-func recordMetrics(v *view) {
-	ec := v.ec
-	metricMembers.WithLabelValues(ec.Namespace, ec.Name).Set(float64(len(ec.Status.Members)))
-	metricReady.WithLabelValues(ec.Namespace, ec.Name).Set(float64(ec.Status.ReadyMembers))
+// recordMetrics exports the status a pass computed and the step it took.
+func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult) {
+	metricMembers.WithLabelValues(ec.Namespace, ec.Name).Set(float64(len(st.Members)))
+	metricReady.WithLabelValues(ec.Namespace, ec.Name).Set(float64(st.ReadyMembers))
 	for _, t := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionAllMembersReady, etcdfedv1.ConditionProgressing, etcdfedv1.ConditionDegraded, etcdfedv1.ConditionFailureTolerant} {
 		val := 0.0
-		if meta.IsStatusConditionTrue(ec.Status.Conditions, t) {
+		if meta.IsStatusConditionTrue(st.Conditions, t) {
 			val = 1
 		}
 		metricCondition.WithLabelValues(ec.Namespace, ec.Name, t).Set(val)
 	}
-	if v.placement.result.Current.Members > 0 {
-		metricZoneFailures.WithLabelValues(ec.Namespace, ec.Name).Set(float64(v.placement.result.Current.ZoneFailures))
+	if d.placement.Current.Members > 0 {
+		metricZoneFailures.WithLabelValues(ec.Namespace, ec.Name).Set(float64(d.placement.Current.ZoneFailures))
 	}
-	if a := v.decision.Action; a != "" && a != membership.ActNone && a != membership.ActWait {
+	if a := d.plan.Action; a != "" && a != membership.ActNone && a != membership.ActWait {
 		result := "ok"
-		if v.actErr != nil {
+		if res.stepErr != nil {
 			result = "error"
 		}
 		metricSteps.WithLabelValues(ec.Namespace, ec.Name, string(a), result).Inc()

@@ -1,21 +1,18 @@
 package etcdcluster
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"maps"
 	"strconv"
+	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/meta"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
+
+// The objects the hub wants, rendered by pure functions from the
+// EtcdCluster and the ledger.
 
 // Image is the etcd image of an EtcdCluster.
 func Image(ec *etcdfedv1.EtcdCluster) string {
@@ -25,16 +22,30 @@ func Image(ec *etcdfedv1.EtcdCluster) string {
 	return etcdfedv1.DefaultImageRepository + ":v" + ec.Spec.Version
 }
 
+// ZoneName is the EtcdDNSZone of an EtcdCluster in a member cluster.
+func ZoneName(ec *etcdfedv1.EtcdCluster) string { return ec.Name }
+
+// memberDNSName is <member>.<domain>.
+func memberDNSName(ec *etcdfedv1.EtcdCluster, member string) string {
+	return etcdfedv1.MemberDNSName(member, ec.Spec.DNS.Domain)
+}
+
+// memberURL is a member's URL on port, by its DNS name.
+func memberURL(ec *etcdfedv1.EtcdCluster, member string, port int32) string {
+	return etcdfedv1.MemberURL(ec.Spec.TLS.Mode, memberDNSName(ec, member), port)
+}
+
 // desiredMember renders a member's object. The bootstrap of an existing
 // object of the same incarnation is kept, switched from "new" to "existing"
 // once the cluster has formed (rule 2: "new" is never used again); a new
 // incarnation starts without one.
-func desiredMember(ec *etcdfedv1.EtcdCluster, m *etcdfedv1.MemberStatus, existing *etcdfedv1.EtcdMember, ns string) *etcdfedv1.EtcdMember {
+func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus, existing *etcdfedv1.EtcdMember) *etcdfedv1.EtcdMember {
+	ec := s.ec
 	labels := ownerLabels(ec)
 	labels[etcdfedv1.LabelMember] = m.Name
 	labels[etcdfedv1.LabelIncarnation] = strconv.FormatInt(m.Incarnation, 10)
 	obj := &etcdfedv1.EtcdMember{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: m.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: m.Name, Labels: labels},
 		Spec: etcdfedv1.EtcdMemberSpec{
 			Cluster:     etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.UID)},
 			MemberName:  m.Name,
@@ -52,12 +63,12 @@ func desiredMember(ec *etcdfedv1.EtcdCluster, m *etcdfedv1.MemberStatus, existin
 			PodTemplate: ec.Spec.PodTemplate,
 		},
 	}
-	if tlsEnabled(ec) {
-		obj.Spec.TLS.SecretName = MemberSecretName(m.Name)
+	if ec.Spec.TLS.Mode.Enabled() {
+		obj.Spec.TLS.SecretName = pki.MemberSecretName(m.Name)
 	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
-		if ec.Status.ClusterID != "" {
+		if st.ClusterID != "" {
 			b.InitialClusterState = etcdfedv1.InitialClusterExisting
 		}
 		obj.Spec.Bootstrap = &b
@@ -81,109 +92,33 @@ func memberStorage(ec *etcdfedv1.EtcdCluster, cluster string) etcdfedv1.MemberSt
 	return s
 }
 
-// ensureMemberSecret keeps the member's certificate Secret next to its
-// object: ca.crt, and tls.crt/tls.key for server and client auth with the
-// member's DNS name as SAN.
-func (r *Reconciler) ensureMemberSecret(ctx context.Context, v *view, cv *clusterView, member string) error {
-	if v.tls == nil {
-		return nil
+// desiredZone renders the EtcdDNSZone every member cluster serves.
+func desiredZone(s *snapshot, records []etcdfedv1.DNSRecord) *etcdfedv1.EtcdDNSZone {
+	ec := s.ec
+	return &etcdfedv1.EtcdDNSZone{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: ZoneName(ec), Labels: ownerLabels(ec)},
+		Spec: etcdfedv1.EtcdDNSZoneSpec{
+			Cluster: etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.UID)},
+			Domain:  strings.TrimSuffix(ec.Spec.DNS.Domain, "."),
+			Records: records,
+		},
 	}
-	dnsName := memberDNSName(v.ec, member)
-	labels := ownerLabels(v.ec)
-	labels[etcdfedv1.LabelMember] = member
-	labels[etcdfedv1.LabelComponent] = "tls"
-	_, err := r.ensureLeafSecret(ctx, cv.client, cv.client, v.tls.ca, client.ObjectKey{Namespace: r.RingNamespace, Name: MemberSecretName(member)}, labels, []string{dnsName},
-		func() (*pki.Leaf, error) {
-			return v.tls.ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{dnsName}}, r.now())
-		})
-	if err != nil {
-		return fmt.Errorf("certificate of %s in %s: %w", member, cv.name, err)
-	}
-	return nil
 }
 
-// reconcileObjects keeps the member objects in line with the spec outside
-// membership changes: certificates renewed, "new" switched to "existing",
-// and spec changes (image, etcd flags, pod template) rolled out one member
-// at a time, each only once every member is ready again. With no operation
-// in flight it also deletes objects left behind in clusters that came back.
-func (r *Reconciler) reconcileObjects(ctx context.Context, v *view) (ctrl.Result, error) {
-	ec := v.ec
-	var errs []error
-	rolling := false
-	allReady := allMembersSettled(v)
-	for i := range ec.Status.Members {
-		m := &ec.Status.Members[i]
-		cv := v.cluster(m.Cluster)
-		if cv == nil || !cv.visible() {
-			continue
-		}
-		existing := cv.objects[m.Name]
-		if existing == nil || existing.Spec.Incarnation != m.Incarnation {
-			continue // created by the membership step
-		}
-		if err := r.ensureMemberSecret(ctx, v, cv, m.Name); err != nil {
-			errs = append(errs, err)
-		}
-		want := desiredMember(ec, m, existing, r.RingNamespace)
-		if equality.Semantic.DeepEqual(existing.Spec, want.Spec) && maps.Equal(existing.Labels, want.Labels) {
-			continue
-		}
-		podChange := !equality.Semantic.DeepEqual(withoutBootstrap(existing.Spec), withoutBootstrap(want.Spec))
-		if podChange && (rolling || !allReady || ec.Status.Operation != nil) {
-			continue // one member at a time, and only when all are ready
-		}
-		if podChange {
-			rolling = true
-			ctrl.LoggerFrom(ctx).Info("Rolling member to the new spec", "member", m.Name, "cluster", cv.name)
-		}
-		errs = append(errs, r.writeMember(ctx, v, cv, m, nil))
+// certSecret renders a Secret holding a certificate issued by ca: ca.crt,
+// tls.crt and tls.key.
+func certSecret(ns, name string, labels map[string]string, ca *pki.CA, leaf *pki.Leaf) *corev1.Secret {
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM},
 	}
-	if ec.Status.Operation == nil && ec.Status.ClusterID != "" && v.etcd.Reachable {
-		errs = append(errs, r.sweep(ctx, v))
-	}
-	if rolling {
-		return ctrl.Result{RequeueAfter: soon}, errors.Join(errs...)
-	}
-	return ctrl.Result{}, errors.Join(errs...)
 }
 
-func withoutBootstrap(s etcdfedv1.EtcdMemberSpec) etcdfedv1.EtcdMemberSpec {
-	s.Bootstrap = nil
-	return s
-}
-
-// allMembersSettled: every recorded member is a ready voter and its spoke
-// has acted on the object's latest generation with the pod ready.
-func allMembersSettled(v *view) bool {
-	for _, m := range v.ec.Status.Members {
-		if !m.Ready {
-			return false
-		}
-		obj := objectOf(v, m.Name)
-		if obj == nil || obj.Status.ObservedGeneration != obj.Generation ||
-			!meta.IsStatusConditionTrue(obj.Status.Conditions, etcdfedv1.ConditionPodReady) {
-			return false
-		}
-	}
-	return true
-}
-
-// sweep deletes this EtcdCluster's objects that no recorded member accounts
-// for: an old incarnation left in a cluster that was unreachable when its
-// member moved, or a member removed while its cluster was away.
-func (r *Reconciler) sweep(ctx context.Context, v *view) error {
-	var errs []error
-	for _, cv := range v.clusters {
-		if !cv.visible() {
-			continue
-		}
-		for name := range cv.objects {
-			if m := statusMember(v.ec, name); m != nil && m.Cluster == cv.name {
-				continue
-			}
-			errs = append(errs, r.deleteObject(ctx, v, name, cv.name))
-		}
-	}
-	return errors.Join(errs...)
+// memberCertLabels label a member's certificate Secret.
+func memberCertLabels(ec *etcdfedv1.EtcdCluster, member string) map[string]string {
+	l := ownerLabels(ec)
+	l[etcdfedv1.LabelMember] = member
+	l[etcdfedv1.LabelComponent] = "tls"
+	return l
 }

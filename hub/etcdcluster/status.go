@@ -5,7 +5,6 @@ import (
 	"sort"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -15,49 +14,48 @@ import (
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
-// Condition reasons.
-const (
-	ReasonQuorate           = "Quorate"
-	ReasonNoQuorum          = "NoQuorum"
-	ReasonNotBootstrapped   = "NotBootstrapped"
-	ReasonAllReady          = "AllReady"
-	ReasonMembersNotReady   = "MembersNotReady"
-	ReasonIdle              = "Idle"
-	ReasonWaiting           = "Waiting"
-	ReasonAsExpected        = "AsExpected"
-	ReasonProblems          = "Problems"
-	ReasonSurvivesZoneLoss  = "SurvivesZoneLoss"
-	ReasonZoneLossLosesQuor = "ZoneLossLosesQuorum"
-)
+// computeStatus is the EtcdCluster's whole status after a pass, computed
+// here and nowhere else: the ledger as decide left it, what only the step's
+// result tells, then everything derived (roles, counts, endpoints) and one
+// small setter per condition. passProblem is set when the pass ran out of
+// its deadline.
+func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string) etcdfedv1.EtcdClusterStatus {
+	st := d.ledger.DeepCopy()
+	recordApplied(st, d, res)
+	setRoles(s, st)
+	setEndpoints(s, st)
+	tol := tolerance(s, st)
+	st.ZoneSummary = zoneSummary(tol)
 
-func setCondition(ec *etcdfedv1.EtcdCluster, typ string, status bool, reason, msg string) {
-	s := metav1.ConditionFalse
-	if status {
-		s = metav1.ConditionTrue
+	gen := s.ec.Generation
+	// What the spokes found in etcd's own logs: why members cannot connect
+	// to their peers (EtcdMember PeerConnections=False).
+	peerReason, peerProblems := peerConnectionProblems(s)
+	setAvailable(st, gen, s.etcd)
+	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
+	setProgressing(st, gen, d.plan, peerProblems)
+	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
+	setFailureTolerant(st, gen, tol)
+	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
+		st.ObservedGeneration = gen
 	}
-	meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{
-		Type: typ, Status: s, Reason: reason, Message: truncate(msg, 32768), ObservedGeneration: ec.Generation,
-	})
+	return *st
 }
 
-func equalStatus(a, b etcdfedv1.EtcdClusterStatus) bool { return equality.Semantic.DeepEqual(a, b) }
-
-// updateStatus derives members' roles, endpoints, summaries and conditions
-// from what this reconcile saw and did.
-func (r *Reconciler) updateStatus(v *view) {
-	ec := v.ec
-	st := &ec.Status
+// setRoles derives each member's role, the leader and the ready counts
+// from etcd's view.
+func setRoles(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	ready := 0
 	st.Leader = ""
 	for i := range st.Members {
 		m := &st.Members[i]
-		em, found := etcdMember(v, m)
+		em, found := listed(s.etcd, m)
 		switch {
-		case !v.etcd.Reachable || !found:
+		case !s.etcd.Reachable || !found:
 			m.Role = etcdfedv1.RoleUnknown
 		case em.IsLearner:
 			m.Role = etcdfedv1.RoleLearner
-		case em.ID == v.etcd.LeaderID:
+		case em.ID == s.etcd.LeaderID:
 			m.Role = etcdfedv1.RoleLeader
 			st.Leader = m.Name
 		default:
@@ -68,160 +66,205 @@ func (r *Reconciler) updateStatus(v *view) {
 		}
 	}
 	st.ReadyMembers = int32(ready)
-	st.MemberSummary = fmt.Sprintf("%d/%d", ready, ec.Spec.Replicas)
+	st.MemberSummary = fmt.Sprintf("%d/%d", ready, s.ec.Spec.Replicas)
+}
+
+// setEndpoints lists every member's client URL by its DNS name.
+func setEndpoints(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	st.Endpoints = nil
 	for _, m := range st.Members {
 		port := etcdfedv1.DefaultClientPort
-		if obj := objectOf(v, m.Name); obj != nil {
+		if obj := s.currentObject(st, m.Name); obj != nil {
 			port = urlPort(obj.Status.ClientURL, port)
 		}
-		st.Endpoints = append(st.Endpoints, memberURL(ec, m.Name, port))
+		st.Endpoints = append(st.Endpoints, memberURL(s.ec, m.Name, port))
 	}
+}
+
+// tolerance evaluates today's placement of the voters.
+func tolerance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Tolerance {
 	var current []topology.Member
 	for _, m := range st.Members {
-		if em, ok := etcdMember(v, &m); ok && !em.IsLearner {
+		if em, ok := listed(s.etcd, &m); ok && !em.IsLearner {
 			current = append(current, topology.Member{Name: m.Name, Domain: topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)}, Healthy: em.Healthy})
 		}
 	}
-	tol := topology.Evaluate(current)
-	st.ZoneSummary = zoneSummary(tol)
+	return topology.Evaluate(current)
+}
 
-	// Available: etcd answers with a leader.
+func setCondition(st *etcdfedv1.EtcdClusterStatus, generation int64, typ string, status bool, reason, msg string) {
+	s := metav1.ConditionFalse
+	if status {
+		s = metav1.ConditionTrue
+	}
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: typ, Status: s, Reason: reason, Message: truncate(msg, 32768), ObservedGeneration: generation,
+	})
+}
+
+// setAvailable: etcd answers with a leader.
+func setAvailable(st *etcdfedv1.EtcdClusterStatus, gen int64, e membership.Etcd) {
 	switch {
 	case st.ClusterID == "":
-		setCondition(ec, etcdfedv1.ConditionAvailable, false, ReasonNotBootstrapped, "etcd has not formed yet: "+v.etcd.Error)
-	case v.etcd.Reachable && v.etcd.LeaderID != 0:
-		setCondition(ec, etcdfedv1.ConditionAvailable, true, ReasonQuorate, fmt.Sprintf("etcd %s has a leader (%s) and answers", st.ClusterID, st.Leader))
+		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonNotBootstrapped, "etcd has not formed yet: "+e.Error)
+	case e.Reachable && e.LeaderID != 0:
+		setCondition(st, gen, etcdfedv1.ConditionAvailable, true, etcdfedv1.ReasonQuorate, fmt.Sprintf("etcd %s has a leader (%s) and answers", st.ClusterID, st.Leader))
 	default:
-		setCondition(ec, etcdfedv1.ConditionAvailable, false, ReasonNoQuorum, "etcd does not answer with a leader: "+v.etcd.Error)
+		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonNoQuorum, "etcd does not answer with a leader: "+e.Error)
 	}
+}
 
-	// AllMembersReady.
-	var notReady []string
+// setAllMembersReady: every wanted member is a ready voter.
+func setAllMembersReady(st *etcdfedv1.EtcdClusterStatus, gen int64, replicas int) {
+	notReady := notReadyMembers(st)
+	ready := int(st.ReadyMembers)
+	switch {
+	case len(notReady) == 0 && ready == replicas:
+		setCondition(st, gen, etcdfedv1.ConditionAllMembersReady, true, etcdfedv1.ReasonAllReady, fmt.Sprintf("all %d members are ready voters", ready))
+	case len(notReady) > 0:
+		setCondition(st, gen, etcdfedv1.ConditionAllMembersReady, false, etcdfedv1.ReasonMembersNotReady, "not ready: "+strings.Join(notReady, ", "))
+	default:
+		setCondition(st, gen, etcdfedv1.ConditionAllMembersReady, false, etcdfedv1.ReasonMembersNotReady, fmt.Sprintf("%d of %d members ready", ready, replicas))
+	}
+}
+
+func notReadyMembers(st *etcdfedv1.EtcdClusterStatus) []string {
+	var out []string
 	for _, m := range st.Members {
 		if !m.Ready {
-			notReady = append(notReady, m.Name)
+			out = append(out, m.Name)
 		}
 	}
-	switch {
-	case len(notReady) == 0 && ready == int(ec.Spec.Replicas):
-		setCondition(ec, etcdfedv1.ConditionAllMembersReady, true, ReasonAllReady, fmt.Sprintf("all %d members are ready voters", ready))
-	case len(notReady) > 0:
-		setCondition(ec, etcdfedv1.ConditionAllMembersReady, false, ReasonMembersNotReady, "not ready: "+strings.Join(notReady, ", "))
-	default:
-		setCondition(ec, etcdfedv1.ConditionAllMembersReady, false, ReasonMembersNotReady, fmt.Sprintf("%d of %d members ready", ready, ec.Spec.Replicas))
-	}
+	return out
+}
 
-	// What the spokes found in etcd's own logs: why members cannot
-	// connect to their peers (EtcdMember PeerConnections=False).
-	peerReason, peerProblems := peerConnectionProblems(v)
+// setProgressing: the operation in flight (membership change or roll), or
+// what the next one waits for; either ends with the first peer-connection
+// cause when there is one, since it holds the change up.
+func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision, peerProblems []string) {
 	blocked := ""
 	if len(peerProblems) > 0 {
 		blocked = "; blocked: " + peerProblems[0]
 	}
-
-	// Progressing: a change in flight.
-	d := v.decision
-	switch {
-	case st.Operation != nil:
-		op := st.Operation
-		setCondition(ec, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
-	case d.Action == membership.ActWait:
-		setCondition(ec, etcdfedv1.ConditionProgressing, false, ReasonWaiting, d.Reason+blocked)
+	switch op := st.Operation; {
+	case op != nil:
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
+	case plan.Action == membership.ActWait:
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
 	default:
-		setCondition(ec, etcdfedv1.ConditionProgressing, false, ReasonIdle, "membership matches the placement")
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonIdle, "membership matches the placement and every member runs the current spec")
 	}
+}
 
-	// Degraded: everything a human should look at, what etcd's logs say
-	// first.
-	problems := append(peerProblems, v.problems...)
-	if v.placementErr != nil {
-		problems = append(problems, "placement: "+v.placementErr.Error())
-	}
-	if v.actErr != nil {
-		problems = append(problems, "last step failed: "+v.actErr.Error())
-	}
-	if v.dnsErr != nil {
-		problems = append(problems, "DNS: "+v.dnsErr.Error())
-	}
-	if d.Action == membership.ActWait && st.Operation == nil && st.ClusterID != "" {
-		problems = append(problems, d.Reason)
-	}
-	for _, cv := range v.clusters {
-		switch {
-		case cv.verdict.State == liveness.Failed:
-			problems = append(problems, fmt.Sprintf("member cluster %s failed: %s", cv.name, cv.verdict.Reason))
-		case cv.verdict.State == liveness.Unknown && (cv.eligible || hasMembers(ec, cv.name)):
-			msg := fmt.Sprintf("member cluster %s unknown: %s", cv.name, cv.verdict.Reason)
-			if p := cv.connProblem(v.now); p != "" {
-				msg += "; " + p
-			} else if cv.readErr != nil {
-				msg += "; " + cv.readErr.Error()
-			}
-			problems = append(problems, msg)
-		case cv.readErr != nil:
-			problems = append(problems, cv.readErr.Error())
-		case cv.connProblem(v.now) != "" && (cv.eligible || hasMembers(ec, cv.name)):
-			problems = append(problems, fmt.Sprintf("member cluster %s: %s", cv.name, cv.connProblem(v.now)))
-		}
-	}
-	if st.ClusterID != "" && len(notReady) > 0 {
-		problems = append(problems, "members not ready: "+strings.Join(notReady, ", "))
-	}
+// setDegraded: everything a human should look at. reason, when not empty,
+// replaces Problems (the first peer-connection cause, which explains the
+// rest).
+func setDegraded(st *etcdfedv1.EtcdClusterStatus, gen int64, reason string, problems []string) {
 	if len(problems) > 0 {
-		reason := ReasonProblems
-		if peerReason != "" {
-			reason = peerReason
+		if reason == "" {
+			reason = etcdfedv1.ReasonProblems
 		}
-		setCondition(ec, etcdfedv1.ConditionDegraded, true, reason, strings.Join(problems, "; "))
-	} else {
-		setCondition(ec, etcdfedv1.ConditionDegraded, false, ReasonAsExpected, "no problems seen")
+		setCondition(st, gen, etcdfedv1.ConditionDegraded, true, reason, strings.Join(problems, "; "))
+		return
 	}
+	setCondition(st, gen, etcdfedv1.ConditionDegraded, false, etcdfedv1.ReasonAsExpected, "no problems seen")
+}
 
-	// FailureTolerant: today's placement survives the loss of any one zone.
+// setObserveFailed is Degraded when the pass could not observe at all (the
+// hub could not read its own cluster); nothing else is known.
+func setObserveFailed(ec *etcdfedv1.EtcdCluster, err error) {
+	setCondition(&ec.Status, ec.Generation, etcdfedv1.ConditionDegraded, true, etcdfedv1.ReasonObserveFailed, err.Error())
+}
+
+// problems lists what Degraded reports.
+func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult, passProblem string) []string {
+	var out []string
+	if passProblem != "" {
+		out = append(out, passProblem)
+	}
+	if d.placementErr != nil {
+		out = append(out, "placement: "+d.placementErr.Error())
+	}
+	if res.stepErr != nil {
+		out = append(out, "last step failed: "+res.stepErr.Error())
+	}
+	if res.pkiErr != nil {
+		out = append(out, "certificates: "+res.pkiErr.Error())
+	}
+	if d.dns.err != nil {
+		out = append(out, "DNS: "+d.dns.err.Error())
+	}
+	if res.dnsErr != nil {
+		out = append(out, "DNS: "+res.dnsErr.Error())
+	}
+	if d.plan.Action == membership.ActWait && st.Operation == nil && st.ClusterID != "" {
+		out = append(out, d.plan.Reason)
+	}
+	for _, cs := range s.clusters {
+		concerned := cs.eligible || hasMembers(st, cs.name)
+		switch {
+		case cs.verdict.State == liveness.Failed:
+			out = append(out, fmt.Sprintf("member cluster %s failed: %s", cs.name, cs.verdict.Reason))
+		case cs.verdict.State == liveness.Unknown && concerned:
+			msg := fmt.Sprintf("member cluster %s unknown: %s", cs.name, cs.verdict.Reason)
+			if p := cs.connProblem(s.now); p != "" {
+				msg += "; " + p
+			} else if cs.readErr != nil {
+				msg += "; " + cs.readErr.Error()
+			}
+			out = append(out, msg)
+		case cs.readErr != nil:
+			out = append(out, cs.readErr.Error())
+		case cs.connProblem(s.now) != "" && concerned:
+			out = append(out, fmt.Sprintf("member cluster %s: %s", cs.name, cs.connProblem(s.now)))
+		}
+	}
+	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {
+		out = append(out, "members not ready: "+strings.Join(notReady, ", "))
+	}
+	return out
+}
+
+// setFailureTolerant: today's placement survives the loss of any one zone.
+func setFailureTolerant(st *etcdfedv1.EtcdClusterStatus, gen int64, tol topology.Tolerance) {
 	switch {
-	case len(current) == 0:
-		setCondition(ec, etcdfedv1.ConditionFailureTolerant, false, ReasonNotBootstrapped, "no voting members yet")
+	case tol.Members == 0:
+		setCondition(st, gen, etcdfedv1.ConditionFailureTolerant, false, etcdfedv1.ReasonNotBootstrapped, "no voting members yet")
 	case tol.ZoneFailures >= 1:
-		setCondition(ec, etcdfedv1.ConditionFailureTolerant, true, ReasonSurvivesZoneLoss,
+		setCondition(st, gen, etcdfedv1.ConditionFailureTolerant, true, etcdfedv1.ReasonSurvivesZoneLoss,
 			fmt.Sprintf("survives the loss of any %d zone(s) and %d member cluster(s): %s", tol.ZoneFailures, tol.ClusterFailures, st.ZoneSummary))
 	default:
 		msg := tol.ZoneReason
 		if msg == "" {
 			msg = "losing one zone loses quorum"
 		}
-		setCondition(ec, etcdfedv1.ConditionFailureTolerant, false, ReasonZoneLossLosesQuor, msg)
+		setCondition(st, gen, etcdfedv1.ConditionFailureTolerant, false, etcdfedv1.ReasonZoneLossLosesQuorum, msg)
 	}
-
-	if v.actErr == nil && v.placementErr == nil && v.dnsErr == nil {
-		st.ObservedGeneration = ec.Generation
-	}
-	recordMetrics(v)
 }
 
 // peerConnectionProblems reports the members whose spoke found in etcd's
 // log why they cannot connect to their peers, one entry per cause (most
-// fundamental first, etcdfedv1.PeerConnectionProblems), naming the
-// members and giving the first one's message (cause and fix). reason is
-// the first cause's reason.
-func peerConnectionProblems(v *view) (reason string, problems []string) {
+// fundamental first, etcdfedv1.PeerConnectionProblems), naming the members
+// and giving the first one's message (cause and fix). reason is the first
+// cause's reason. Only visible clusters are believed.
+func peerConnectionProblems(s *snapshot) (reason string, problems []string) {
 	byReason := map[string][]string{}
 	first := map[string]string{}
-	for _, cv := range v.clusters {
-		if !cv.visible() {
+	for _, cs := range s.clusters {
+		if !cs.visible() {
 			continue
 		}
-		names := make([]string, 0, len(cv.objects))
-		for n := range cv.objects {
+		names := make([]string, 0, len(cs.members))
+		for n := range cs.members {
 			names = append(names, n)
 		}
 		sort.Strings(names)
 		for _, n := range names {
-			c := meta.FindStatusCondition(cv.objects[n].Status.Conditions, etcdfedv1.ConditionPeerConnections)
+			c := meta.FindStatusCondition(cs.members[n].Status.Conditions, etcdfedv1.ConditionPeerConnections)
 			if c == nil || c.Status != metav1.ConditionFalse {
 				continue
 			}
-			byReason[c.Reason] = append(byReason[c.Reason], n+" ("+cv.name+")")
+			byReason[c.Reason] = append(byReason[c.Reason], n+" ("+cs.name+")")
 			if _, ok := first[c.Reason]; !ok {
 				first[c.Reason] = c.Message
 			}
@@ -241,8 +284,8 @@ func peerConnectionProblems(v *view) (reason string, problems []string) {
 	return reason, problems
 }
 
-func hasMembers(ec *etcdfedv1.EtcdCluster, cluster string) bool {
-	for _, m := range ec.Status.Members {
+func hasMembers(st *etcdfedv1.EtcdClusterStatus, cluster string) bool {
+	for _, m := range st.Members {
 		if m.Cluster == cluster {
 			return true
 		}

@@ -93,11 +93,11 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 		return membership.Etcd{Error: describe(err)}
 	}
 	out := membership.Etcd{Reachable: true, ClusterID: resp.Header.ClusterId}
-	out.Members = make([]membership.EtcdMember, len(resp.Members))
+	out.Members = make([]membership.ListEntry, len(resp.Members))
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
 	for i, m := range resp.Members {
-		out.Members[i] = membership.EtcdMember{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
+		out.Members[i] = membership.ListEntry{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
 		if len(m.ClientURLs) == 0 {
 			continue
 		}

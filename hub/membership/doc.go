@@ -1,15 +1,18 @@
-// Package membership is the hub's membership planner: a pure function from
+// Package membership is the hub's planner: a pure function (Next) from
 // what the hub observes (etcd's member list and health, the EtcdMember
 // objects in the member clusters, the hub's own record in status, the
-// placement pkg/topology wants) to the ONE next step of the ONE membership
-// change in flight.
+// placement pkg/topology wants) to the ONE next step of the ONE operation in
+// flight. Every change the hub makes to a running ring is an operation of
+// this planner, recorded in status.operation before it is taken: the
+// membership changes (Bootstrap, Add, Remove, Replace) and the rolling
+// restart of a member on a changed spec (Roll, rollout.go).
 //
 // It implements the membership rules of the design:
 //
 //  1. etcd's member list is the truth; objects follow it.
 //  2. Bootstrap is static (all founding members at once, "new"), and after
 //     it "new" is never used again.
-//  3. One change at a time, recorded (Decision.Operation) before it is
+//  3. One operation at a time, recorded (Decision.Operation) before it is
 //     made; every step is found again by inspection, so a restarted hub
 //     resumes where it stopped.
 //  4. Add = learner, start with "existing", promote (retried while etcd says
@@ -22,6 +25,12 @@
 //  8. Nothing is decided on a partial view: a member whose cluster the hub
 //     cannot see is unknown, not dead.
 //
-// The reconciler observes, calls Next, carries out the decision and records
-// the result; nothing here talks to etcd or Kubernetes.
+// and the rollout of a spec change that restarts pods: one Roll per member,
+// each begun only when every member is a ready voter, followers first and
+// the leader last with leadership moved away before its pod restarts.
+// Membership changes go before rollouts.
+//
+// The reconciler (hub/etcdcluster) observes, calls Next, carries out the
+// decision and records the result; nothing here talks to etcd or
+// Kubernetes.
 package membership

@@ -32,7 +32,13 @@ func Next(in Input) Decision {
 	if d, ok := replaceFailed(in); ok {
 		return d
 	}
-	return placementStep(in)
+	// Membership first: a member to add, remove or move goes before a
+	// rollout; a rollout goes on while the placement only waits for room.
+	d := placementStep(in)
+	if d.Action != ActNone && d.Action != ActWait {
+		return d
+	}
+	return rollStep(in, d)
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -70,6 +76,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueRemove(in, op)
 	case OpReplace:
 		return continueReplace(in, op)
+	case OpRoll:
+		return continueRoll(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }
@@ -312,6 +320,8 @@ func begin(in Input, op Operation, why string) Decision {
 		d.Assign = []Assignment{{Member: op.Member, Domain: *op.To, Incarnation: op.Incarnation}}
 	case OpRemove:
 		op.Step = ActRemoveMember
+	case OpRoll:
+		op.Step = ActUpdateObject
 	}
 	return d
 }
@@ -376,34 +386,34 @@ func transferee(e Etcd, id uint64) (uint64, bool) {
 	return best, best != 0
 }
 
-func otherLearner(e Etcd, except uint64) (EtcdMember, bool) {
+func otherLearner(e Etcd, except uint64) (ListEntry, bool) {
 	for _, m := range e.Members {
 		if m.IsLearner && m.ID != except {
 			return m, true
 		}
 	}
-	return EtcdMember{}, false
+	return ListEntry{}, false
 }
 
-func byPeerURL(e Etcd, url string) (EtcdMember, bool) {
+func byPeerURL(e Etcd, url string) (ListEntry, bool) {
 	for _, m := range e.Members {
 		if slices.Contains(m.PeerURLs, url) {
 			return m, true
 		}
 	}
-	return EtcdMember{}, false
+	return ListEntry{}, false
 }
 
-func byID(e Etcd, id uint64) (EtcdMember, bool) {
+func byID(e Etcd, id uint64) (ListEntry, bool) {
 	if id == 0 {
-		return EtcdMember{}, false
+		return ListEntry{}, false
 	}
 	for _, m := range e.Members {
 		if m.ID == id {
 			return m, true
 		}
 	}
-	return EtcdMember{}, false
+	return ListEntry{}, false
 }
 
 func member(in Input, name string) (Member, bool) {
@@ -415,7 +425,7 @@ func member(in Input, name string) (Member, bool) {
 	return Member{}, false
 }
 
-func describe(m EtcdMember) string {
+func describe(m ListEntry) string {
 	name := m.Name
 	if name == "" {
 		name = "(not started)"

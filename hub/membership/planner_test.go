@@ -25,15 +25,15 @@ func running(name string, id uint64, d topology.Domain, inc int64) Member {
 	}
 }
 
-func voter(name string, id uint64) EtcdMember {
-	return EtcdMember{ID: id, Name: name, PeerURLs: []string{url(name)}, Healthy: true}
+func voter(name string, id uint64) ListEntry {
+	return ListEntry{ID: id, Name: name, PeerURLs: []string{url(name)}, Healthy: true}
 }
 
 // steady is a bootstrapped, healthy three-member cluster led by main-0.
 func steady() Input {
 	return Input{
 		Now: t0, Replicas: 3, Automatic: true, MemberGrace: 5 * time.Minute, Bootstrapped: true, LastIncarnation: 3,
-		Etcd:    Etcd{Reachable: true, LeaderID: 1, Members: []EtcdMember{voter("main-0", 1), voter("main-1", 2), voter("main-2", 3)}},
+		Etcd:    Etcd{Reachable: true, LeaderID: 1, Members: []ListEntry{voter("main-0", 1), voter("main-1", 2), voter("main-2", 3)}},
 		Members: []Member{running("main-0", 1, dA, 1), running("main-1", 2, dB, 2), running("main-2", 3, dC, 3)},
 	}
 }
@@ -153,12 +153,12 @@ func TestRule2Bootstrap(t *testing.T) {
 					ms[i].Object.Bootstrap = "new"
 				}
 			})()
-			in.Etcd = Etcd{Reachable: true, Members: []EtcdMember{voter("main-0", 1), voter("main-1", 2), {ID: 3, PeerURLs: []string{url("main-2")}}}}
+			in.Etcd = Etcd{Reachable: true, Members: []ListEntry{voter("main-0", 1), voter("main-1", 2), {ID: 3, PeerURLs: []string{url("main-2")}}}}
 			return in
 		}, []check{action(ActFinishBootstrap), reason("2 of 3")}},
 		{"status lost, etcd formed: adopt, never found a second cluster", func() Input {
 			in := fresh()
-			in.Etcd = Etcd{Reachable: true, Members: []EtcdMember{voter("main-0", 1)}}
+			in.Etcd = Etcd{Reachable: true, Members: []ListEntry{voter("main-0", 1)}}
 			return in
 		}, []check{action(ActFinishBootstrap), reason("adopting")}},
 	})
@@ -180,7 +180,7 @@ func TestRule4AddLearnerThenPromote(t *testing.T) {
 			return in
 		}
 	}
-	learner := EtcdMember{ID: 9, PeerURLs: []string{url("main-3")}, IsLearner: true}
+	learner := ListEntry{ID: 9, PeerURLs: []string{url("main-3")}, IsLearner: true}
 	run(t, []struct {
 		name   string
 		input  func() Input
@@ -201,7 +201,7 @@ func TestRule4AddLearnerThenPromote(t *testing.T) {
 		{"object without peer URL: wait for exposure", adding(func(_ *Input, m *Member) { m.Object.PeerURL = "" }), []check{action(ActWait), reason("expose")}},
 		{"exposed: add as learner", adding(func(*Input, *Member) {}), []check{action(ActAddLearner), opRecorded(OpAdd, ActAddLearner)}},
 		{"another learner present: one at a time", adding(func(in *Input, _ *Member) {
-			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 77, PeerURLs: []string{"https://x:2380"}, IsLearner: true})
+			in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 77, PeerURLs: []string{"https://x:2380"}, IsLearner: true})
 		}), []check{action(ActWait), reason("one learner at a time")}},
 		{"learner exists although step says CreateObjects (hub restarted): start it", adding(func(in *Input, _ *Member) {
 			in.Etcd.Members = append(in.Etcd.Members, learner)
@@ -318,7 +318,7 @@ func TestRule6ReplaceSameName(t *testing.T) {
 			in.Members[2].StaleIn = nil // not visible, so not listed
 		}), []check{action(ActCreateObjects)}},
 		{"the same peer URL in etcd after removal is the new learner", replacing(func(in *Input) {
-			in.Etcd.Members = append(in.Etcd.Members[:2], EtcdMember{ID: 42, PeerURLs: []string{url("main-2")}, IsLearner: true})
+			in.Etcd.Members = append(in.Etcd.Members[:2], ListEntry{ID: 42, PeerURLs: []string{url("main-2")}, IsLearner: true})
 			in.Members[2].StaleIn = nil
 			in.Members[2].Object = &Object{Incarnation: 4, StatusIncarnation: 4, PeerURL: url("main-2")}
 		}), []check{action(ActStartMember), func(t *testing.T, d Decision) {
@@ -372,7 +372,7 @@ func TestRule8FailedMembersAndPartialViews(t *testing.T) {
 		}, []check{action(ActWait), reason("no quorum")}},
 		{"a member etcdfed does not manage stops everything", func() Input {
 			in := steady()
-			in.Etcd.Members = append(in.Etcd.Members, EtcdMember{ID: 0xbeef, Name: "intruder", PeerURLs: []string{"https://intruder:2380"}, Healthy: true})
+			in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 0xbeef, Name: "intruder", PeerURLs: []string{"https://intruder:2380"}, Healthy: true})
 			in.Placement.Steps = []topology.Step{{Action: topology.Remove, Member: "main-2", From: dC}}
 			return in
 		}, []check{action(ActWait), reason("intruder [beef]")}},
@@ -427,7 +427,7 @@ func TestReplaceNeverRemovesItsOwnLearner(t *testing.T) {
 	in := steady()
 	from, to := dC, dC
 	in.LastIncarnation = 4
-	in.Etcd.Members = append(in.Etcd.Members[:2], EtcdMember{ID: 42, PeerURLs: []string{url("main-2")}, IsLearner: true})
+	in.Etcd.Members = append(in.Etcd.Members[:2], ListEntry{ID: 42, PeerURLs: []string{url("main-2")}, IsLearner: true})
 	in.Members[2] = running("main-2", 0, dC, 4)
 	in.Members[2].Object.Bootstrap = ""
 	// As the reconciler records it after AddLearner: old ID 3, new ID 42.

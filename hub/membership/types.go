@@ -21,7 +21,7 @@ type Input struct {
 	// Bootstrapped is true once the etcd cluster has formed (status.clusterID
 	// is set).
 	Bootstrapped bool
-	// Operation is the change in flight (status.operation), nil when none.
+	// Operation is the operation in flight (status.operation), nil when none.
 	Operation *Operation
 	// LastIncarnation is the highest incarnation handed out.
 	LastIncarnation int64
@@ -47,15 +47,17 @@ type Etcd struct {
 	// Error explains why not.
 	Error string
 	// Members is the member list.
-	Members []EtcdMember
+	Members []ListEntry
 	// LeaderID is the leader's ID, 0 when unknown.
 	LeaderID uint64
 	// ClusterID is the etcd cluster ID.
 	ClusterID uint64
 }
 
-// EtcdMember is one entry of etcd's member list with its health.
-type EtcdMember struct {
+// ListEntry is one entry of etcd's member list, with its health. (Not to be
+// confused with the EtcdMember resource, the member's object in its member
+// cluster: the planner sees that as Object.)
+type ListEntry struct {
 	ID         uint64
 	Name       string // empty until the member has started once
 	PeerURLs   []string
@@ -68,7 +70,7 @@ type EtcdMember struct {
 
 // Started reports whether the member has published its name, i.e. its
 // process has joined once.
-func (m EtcdMember) Started() bool { return m.Name != "" }
+func (m ListEntry) Started() bool { return m.Name != "" }
 
 // Member is the hub's knowledge of one member name.
 type Member struct {
@@ -89,15 +91,15 @@ type Member struct {
 	// ClusterFailed is true when the member's cluster is declared failed
 	// (stale Lease and a majority of the other spokes agree).
 	ClusterFailed bool
-	// Object is the EtcdMember object in Domain's cluster; nil when absent
-	// or not visible.
+	// Object is the member's EtcdMember object in Domain's cluster; nil
+	// when absent or not visible.
 	Object *Object
 	// StaleIn lists visible clusters other than Domain's that still hold an
 	// EtcdMember object of this member (left behind by a move).
 	StaleIn []string
 }
 
-// Object is what the planner needs of an EtcdMember object.
+// Object is what the planner needs of a member's EtcdMember object.
 type Object struct {
 	// Incarnation in the object's spec.
 	Incarnation int64
@@ -113,9 +115,17 @@ type Object struct {
 	// VolumeLost is true when the spoke reports the incarnation's volume
 	// gone (its data is lost; only a new incarnation can help).
 	VolumeLost bool
+	// Outdated is true when the object's spec differs from what the
+	// EtcdCluster's spec wants in a way that restarts the pod (image,
+	// version, etcd flags, pod template, storage, exposure): the member
+	// must be rolled.
+	Outdated bool
+	// Settled is true when the spoke has acted on the object's latest
+	// generation and the pod is ready.
+	Settled bool
 }
 
-// Operation is the change in flight, as recorded in status.operation.
+// Operation is the operation in flight, as recorded in status.operation.
 type Operation struct {
 	Type        OpType
 	Member      string
@@ -129,16 +139,30 @@ type Operation struct {
 	StartedAt   time.Time
 }
 
-// OpType is the kind of membership change.
+// OpType is the kind of operation.
 type OpType string
 
 // Operation types, the same strings as the API's.
 const (
+	// OpBootstrap founds the cluster with every member of the first
+	// placement.
 	OpBootstrap OpType = "Bootstrap"
-	OpAdd       OpType = "Add"
-	OpRemove    OpType = "Remove"
-	OpReplace   OpType = "Replace"
+	// OpAdd adds a member as a learner and promotes it.
+	OpAdd OpType = "Add"
+	// OpRemove removes a member (leadership moved away first).
+	OpRemove OpType = "Remove"
+	// OpReplace removes a member's etcd ID and adds a new incarnation under
+	// the same name, in the same or another failure domain.
+	OpReplace OpType = "Replace"
+	// OpRoll restarts one member on the EtcdCluster's current spec (image,
+	// version, flags, pod template) on its own volume: leadership moved
+	// away first, done once the member is a ready voter again. A rollout
+	// is one Roll after another, followers first, the leader last.
+	OpRoll OpType = "Roll"
 )
+
+// ReasonSpecChanged is the reason of a Roll operation.
+const ReasonSpecChanged = "SpecChanged"
 
 // Action is what the reconciler must do now.
 type Action string
@@ -146,8 +170,10 @@ type Action string
 const (
 	// ActNone: nothing to change; the cluster is where it should be.
 	ActNone Action = "None"
-	// ActWait: a precondition is not met; see Reason, retry after
-	// RequeueAfter.
+	// ActWait: nothing to do now; see Reason, and decide again after
+	// RequeueAfter. Inside an operation the decision carries the operation
+	// with its step and message updated (to be recorded); outside one it
+	// carries none.
 	ActWait Action = "Wait"
 	// ActBegin: record Decision.Operation (and the assignment it implies)
 	// in status before anything is changed.
@@ -174,6 +200,9 @@ const (
 	// ActDeleteObject: delete the member's EtcdMember object in
 	// Decision.From's cluster (the spoke keeps its volume).
 	ActDeleteObject Action = "DeleteObject"
+	// ActUpdateObject: write the EtcdCluster's current spec to the member's
+	// object (Roll); its spoke replaces the pod on the same volume.
+	ActUpdateObject Action = "UpdateObject"
 	// ActFinish: the operation is done; clear it and record the result.
 	ActFinish Action = "Finish"
 )
@@ -183,8 +212,12 @@ type Decision struct {
 	Action Action
 	// Reason explains the decision in words a user reads in a condition.
 	Reason string
-	// Operation is the operation to record with the decision (nil with
-	// ActNone, ActWait and ActFinish; the updated step otherwise).
+	// Operation is the operation to record with the decision: the new one
+	// with ActBegin, the one in flight with its step updated with a step
+	// or with ActWait inside an operation. It is nil when no operation is
+	// in flight (ActNone, ActWait outside an operation) and when one ends
+	// (ActFinish, ActFinishBootstrap): the reconciler then clears
+	// status.operation.
 	Operation *Operation
 	// Member is the member acted on, MemberID its etcd ID where relevant.
 	Member   string

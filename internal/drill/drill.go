@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/workload"
 )
@@ -127,7 +126,7 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 // clientTLS issues a client certificate from the EtcdCluster's CA, as
 // `etcdfed client-cert` does.
 func clientTLS(ctx context.Context, hub client.Client, ec *etcdfedv1.EtcdCluster) (*tls.Config, error) {
-	ca, err := etcdcluster.ReadCA(ctx, hub, ec)
+	ca, err := pki.ReadCA(ctx, hub, ec)
 	if err != nil {
 		return nil, fmt.Errorf("a client certificate for the workload: %w", err)
 	}

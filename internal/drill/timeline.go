@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 )
 
 // Sample is the EtcdCluster's status as the drill saw it at one moment.
@@ -43,7 +42,7 @@ func SampleOf(ec *etcdfedv1.EtcdCluster, at time.Time) Sample {
 	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == "True" {
 		s.Degraded = c.Message
 	}
-	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Status != "True" && c.Reason == etcdcluster.ReasonWaiting {
+	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Status != "True" && c.Reason == etcdfedv1.ReasonWaiting {
 		s.Waiting = c.Message
 	}
 	if st.Operation != nil {

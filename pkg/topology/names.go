@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// compareNames orders member names naturally: by the part before the trailing
-// digits, then by the ordinal's value, so that "main-2" < "main-10".
-func compareNames(a, b string) int {
+// CompareNames orders member names naturally: by the part before the trailing
+// digits, then by the ordinal's value, so that "main-2" < "main-10". It is
+// the one member order of etcdfed (placement, status, rollouts).
+func CompareNames(a, b string) int {
 	pa, na := splitOrdinal(a)
 	pb, nb := splitOrdinal(b)
 	if c := strings.Compare(pa, pb); c != 0 {

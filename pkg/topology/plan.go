@@ -69,7 +69,7 @@ func newModel(in Input) (*model, error) {
 		}
 	}
 
-	slices.SortFunc(m.members, func(a, b Member) int { return compareNames(a.Name, b.Name) })
+	slices.SortFunc(m.members, func(a, b Member) int { return CompareNames(a.Name, b.Name) })
 	listed := len(m.domains)
 	for i, mem := range m.members {
 		switch {

@@ -567,7 +567,7 @@ func TestEvaluate(t *testing.T) {
 
 func TestCompareNames(t *testing.T) {
 	names := []string{"main-10", "main-2", "b", "main-1", "a-3", "main-01", "main-0", "main-"}
-	slices.SortFunc(names, compareNames)
+	slices.SortFunc(names, CompareNames)
 	want := []string{"a-3", "b", "main-", "main-0", "main-01", "main-1", "main-2", "main-10"}
 	if !slices.Equal(names, want) {
 		t.Errorf("got %q, want %q", names, want)

@@ -34,7 +34,7 @@ func (m *model) result(in Input, counts []int) Result {
 			compareBool(ma.Healthy, mb.Healthy),
 			compareBool(m.domains[source[a]].schedulable(), m.domains[source[b]].schedulable()),
 			compareBool(ma.Name == m.leader, mb.Name == m.leader),
-			compareNames(mb.Name, ma.Name),
+			CompareNames(mb.Name, ma.Name),
 		)
 	})
 	removals := max(0, len(m.members)-placed)
@@ -69,7 +69,7 @@ func (m *model) result(in Input, counts []int) Result {
 			cmp.Compare(stepGroup(a.Action, a.healthy), stepGroup(b.Action, b.healthy)),
 			compareBool(!a.evacuating, !b.evacuating),
 			compareBool(a.Member == m.leader, b.Member == m.leader),
-			compareNames(a.Member, b.Member),
+			CompareNames(a.Member, b.Member),
 		)
 	})
 
@@ -153,6 +153,6 @@ func applySteps(members []Member, steps []Step) []Member {
 			out[i] = Member{Name: s.Member, Domain: s.To, Healthy: true}
 		}
 	}
-	slices.SortFunc(out, func(a, b Member) int { return compareNames(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Member) int { return CompareNames(a.Name, b.Name) })
 	return out
 }

@@ -1,5 +1,7 @@
 package member
 
+import etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+
 // Condition reasons of EtcdMember, by condition type. Together with the type
 // and status they are the contract with the hub.
 const (
@@ -11,9 +13,11 @@ const (
 	// StorageReady.
 	ReasonBound             = "Bound"             // True: the PVC is bound.
 	ReasonVolumePending     = "Pending"           // False: the PVC waits for a volume (WaitForFirstConsumer binds when the pod is scheduled).
-	ReasonVolumeLost        = "VolumeLost"        // False: the PVC the member ran on is gone or was replaced; the member needs a new incarnation.
 	ReasonVolumeTerminating = "VolumeTerminating" // False: the PVC is being deleted.
 	ReasonVolumeConflict    = "VolumeConflict"    // False: a PVC of that name is not the member's.
+	// False: the PVC the member ran on is gone or was replaced; the member
+	// needs a new incarnation. The hub acts on it: defined in the API.
+	ReasonVolumeLost = etcdfedv1.ReasonVolumeLost
 
 	// Exposed.
 	ReasonExposed                = "Exposed"                // True: address and URLs are known.

@@ -40,7 +40,9 @@ const (
 	ReasonGossipKeyMissing      = "GossipKeyMissing"      // False: the gossip Secret or its key "key" is missing; gossip does not start.
 	ReasonGossipKeyInvalid      = "GossipKeyInvalid"      // False: the key is not 16, 24 or 32 bytes.
 	ReasonGossipError           = "GossipError"           // False: memberlist failed to start.
-	ReasonNoNodes               = "NoNodes"               // False: the cluster has no nodes; the hub places nothing here.
+	// False: the cluster has no nodes; the hub places nothing here. The hub
+	// acts on it: defined in the API.
+	ReasonNoNodes = etcdfedv1.ReasonNoNodes
 )
 
 // GossipKeyField is the key of the gossip encryption key in its Secret.

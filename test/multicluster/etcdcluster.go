@@ -21,7 +21,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -43,7 +42,7 @@ func (m *ManagedEtcd) Get(ctx context.Context, hub *Cluster) (*etcdfedv1.EtcdClu
 // ClientCert issues a client certificate from an EtcdCluster's CA, as
 // `etcdfed client-cert` does, and returns the CA certificate with it.
 func ClientCert(ctx context.Context, hub *Cluster, ec *etcdfedv1.EtcdCluster) ([]byte, *pki.Leaf, error) {
-	ca, err := etcdcluster.ReadCA(ctx, hub.Client, ec)
+	ca, err := pki.ReadCA(ctx, hub.Client, ec)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
@@ -110,8 +111,9 @@ func hubTopology(tb testing.TB) *Topology {
 // TestEtcdClusterLifecycle takes one EtcdCluster through its life on three
 // member clusters in three zones: bootstrap (1/1/1, tolerant, records
 // resolving), etcdctl --discovery-srv, a deleted pod, 3 -> 5 -> 3 under a
-// recorded workload, a cordoned zone evacuated and returned under load, a
-// hub killed in the middle of a scale-up, deletion.
+// recorded workload, a spec change rolled out under load, a cordoned zone
+// evacuated and returned under load, a hub killed in the middle of a
+// scale-up, deletion.
 func TestEtcdClusterLifecycle(t *testing.T) {
 	topo := hubTopology(t)
 	ctx := context.Background()
@@ -129,6 +131,13 @@ func TestEtcdClusterLifecycle(t *testing.T) {
 	})
 	t.Run("scale 3-5-3 under load", func(t *testing.T) {
 		ScaleUnderLoadSpec(ctx, ScaleUnderLoadSpecInput{T: t, Topology: topo, Etcd: etcd, Sizes: []int{5, 3}})
+	})
+	t.Run("spec change rolls one member at a time, leader last, under load", func(t *testing.T) {
+		// The local environment runs bin/etcd whatever the image says: a
+		// new image (of the same etcd release) restarts every pod as a
+		// version change would.
+		image := "registry.k8s.io/etcd:3.6.16-0"
+		RollSpecSpec(ctx, RollSpecInput{T: t, Topology: topo, Etcd: etcd, Image: image, Change: func(s *etcdfedv1.EtcdClusterSpec) { s.Image = image }})
 	})
 	t.Run("cordoned zone evacuated and returned under load", func(t *testing.T) {
 		CordonZoneSpec(ctx, CordonZoneSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "main-0"})

@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -151,7 +150,7 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		t.Logf("steps passed before the test could kill the hub there (not failures): %v", missed)
 	}
 	if len(resume) == 0 {
-		t.Error(fmt.Sprintf("no step was caught in %d runs", runs))
+		t.Errorf("no step was caught in %d runs", runs)
 	}
 	checkWorkload(ctx, t, w)
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)

@@ -3,7 +3,6 @@
 package spec
 
 import (
-	"fmt"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -52,21 +51,14 @@ func ExposeType(m *etcdfedv1.EtcdMember) etcdfedv1.ExposeType {
 }
 
 // TLSEnabled reports whether peer and client traffic use TLS (the default).
-func TLSEnabled(m *etcdfedv1.EtcdMember) bool {
-	return m.Spec.TLS.Mode != etcdfedv1.TLSDisabled
-}
+func TLSEnabled(m *etcdfedv1.EtcdMember) bool { return m.Spec.TLS.Mode.Enabled() }
 
 // Scheme is https, or http when TLS is disabled.
-func Scheme(m *etcdfedv1.EtcdMember) string {
-	if TLSEnabled(m) {
-		return "https"
-	}
-	return "http"
-}
+func Scheme(m *etcdfedv1.EtcdMember) string { return m.Spec.TLS.Mode.URLScheme() }
 
 // URL is scheme://<dnsName>:<port>.
 func URL(m *etcdfedv1.EtcdMember, port int32) string {
-	return fmt.Sprintf("%s://%s:%d", Scheme(m), m.Spec.DNSName, port)
+	return etcdfedv1.MemberURL(m.Spec.TLS.Mode, m.Spec.DNSName, port)
 }
 
 // ReclaimPolicy returns spec.storage.volumeReclaimPolicy with its default,

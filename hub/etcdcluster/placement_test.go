@@ -14,19 +14,19 @@ import (
 
 // threeZoneView is a formed 3-member cluster, one member per member cluster
 // and zone, every cluster visible and its spoke reporting its zone.
-func threeZoneView() *view {
+func threeZoneView() *snapshot {
 	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	seen := metav1.NewTime(now)
 	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "default"}}
 	ec.Spec.Replicas = 3
 	ec.Status.ClusterID = "abc"
-	v := &view{ec: ec, now: now, byName: map[string]*clusterView{}}
+	v := &snapshot{ec: ec, now: now, byName: map[string]*clusterSnapshot{}}
 	for i, c := range []string{"member-1", "member-2", "member-3"} {
 		zone := "zone-" + c[len(c)-1:]
 		id := uint64(i + 1)
 		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-" + c[len(c)-1:], Cluster: c, Zone: zone, ID: hexID(id), Ready: true})
-		v.etcd.Members = append(v.etcd.Members, membership.EtcdMember{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
-		cv := &clusterView{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+		v.etcd.Members = append(v.etcd.Members, membership.ListEntry{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
+		cv := &clusterSnapshot{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke: &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen}}}
 		v.clusters = append(v.clusters, cv)
 		v.byName[c] = cv
@@ -36,9 +36,9 @@ func threeZoneView() *view {
 	return v
 }
 
-func plan(t *testing.T, v *view) topology.Result {
+func plan(t *testing.T, v *snapshot) topology.Result {
 	t.Helper()
-	res, err := topology.Plan(placementInput(v))
+	res, err := topology.Plan(placementInput(v, &v.ec.Status))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,14 +55,14 @@ func TestPlacementSteadyThreeZones(t *testing.T) {
 // hub placed a member in a pseudo-zone and then moved it: a partial spoke
 // report must never move a member (found in test/multicluster).
 func TestPlacementIgnoresPartialSpokeReports(t *testing.T) {
-	for name, mutate := range map[string]func(*view){
-		"zone missing from the spoke's list": func(v *view) { v.clusters[0].spoke.Status.Zones = nil },
-		"spoke never reported":               func(v *view) { v.clusters[0].spoke.Status.ObservedAt = nil },
-		"no spoke object":                    func(v *view) { v.clusters[0].spoke = nil },
-		"spoke says no nodes": func(v *view) {
-			v.clusters[0].spoke.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionReady, Status: metav1.ConditionFalse, Reason: ReasonSpokeNoNodes}}
+	for name, mutate := range map[string]func(*snapshot){
+		"zone missing from the spoke's list": func(v *snapshot) { v.clusters[0].spoke.Status.Zones = nil },
+		"spoke never reported":               func(v *snapshot) { v.clusters[0].spoke.Status.ObservedAt = nil },
+		"no spoke object":                    func(v *snapshot) { v.clusters[0].spoke = nil },
+		"spoke says no nodes": func(v *snapshot) {
+			v.clusters[0].spoke.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionReady, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonNoNodes}}
 		},
-		"cluster not visible": func(v *view) { v.clusters[0].verdict.State = liveness.Unknown },
+		"cluster not visible": func(v *snapshot) { v.clusters[0].verdict.State = liveness.Unknown },
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := threeZoneView()
@@ -77,11 +77,11 @@ func TestPlacementIgnoresPartialSpokeReports(t *testing.T) {
 // Explicit signals do move members: a failed cluster, a cordoned zone, a
 // cluster no longer eligible.
 func TestPlacementEvacuatesOnExplicitSignals(t *testing.T) {
-	for name, mutate := range map[string]func(*view){
-		"cluster failed":       func(v *view) { v.clusters[0].verdict.State = liveness.Failed },
-		"zone cordoned":        func(v *view) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
-		"cluster cordoned":     func(v *view) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
-		"cluster not eligible": func(v *view) { v.clusters[0].eligible = false },
+	for name, mutate := range map[string]func(*snapshot){
+		"cluster failed":       func(v *snapshot) { v.clusters[0].verdict.State = liveness.Failed },
+		"zone cordoned":        func(v *snapshot) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
+		"cluster cordoned":     func(v *snapshot) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
+		"cluster not eligible": func(v *snapshot) { v.clusters[0].eligible = false },
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := threeZoneView()

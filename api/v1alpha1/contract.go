@@ -1,0 +1,78 @@
+package v1alpha1
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Condition reasons one component writes and another reads. The type and
+// status of the condition are given with each; the hub acts on them, so
+// they are defined once, here.
+const (
+	// ReasonVolumeLost (EtcdMember StorageReady=False, written by the
+	// spoke): the volume of an incarnation that once existed is gone. The
+	// hub replaces the member with a new incarnation.
+	ReasonVolumeLost = "VolumeLost"
+	// ReasonNoNodes (EtcdSpoke Ready=False, written by the spoke): the
+	// member cluster has no nodes yet. The hub does not believe its zone
+	// list and places nothing there.
+	ReasonNoNodes = "NoNodes"
+)
+
+// Condition reasons of EtcdCluster, written by the hub and read by users and
+// by the etcdfed CLI.
+const (
+	// ReasonQuorate (Available=True): etcd has a leader and answers.
+	ReasonQuorate = "Quorate"
+	// ReasonNoQuorum (Available=False): etcd does not answer with a leader.
+	ReasonNoQuorum = "NoQuorum"
+	// ReasonNotBootstrapped (Available=False, FailureTolerant=False): etcd
+	// has not formed yet, or has no voting member.
+	ReasonNotBootstrapped = "NotBootstrapped"
+	// ReasonAllReady (AllMembersReady=True): every member is a ready voter.
+	ReasonAllReady = "AllReady"
+	// ReasonMembersNotReady (AllMembersReady=False): the message lists them.
+	ReasonMembersNotReady = "MembersNotReady"
+	// ReasonIdle (Progressing=False): no operation in flight and none due.
+	ReasonIdle = "Idle"
+	// ReasonWaiting (Progressing=False): an operation is due but waits for a
+	// precondition; the message says which.
+	ReasonWaiting = "Waiting"
+	// ReasonAsExpected (Degraded=False): nothing needs attention.
+	ReasonAsExpected = "AsExpected"
+	// ReasonProblems (Degraded=True): the message lists what needs
+	// attention.
+	ReasonProblems = "Problems"
+	// ReasonObserveFailed (Degraded=True): the hub could not read its own
+	// cluster (the EtcdCluster's CA, the member cluster registry).
+	ReasonObserveFailed = "ObserveFailed"
+	// ReasonSurvivesZoneLoss (FailureTolerant=True).
+	ReasonSurvivesZoneLoss = "SurvivesZoneLoss"
+	// ReasonZoneLossLosesQuorum (FailureTolerant=False): the message says
+	// which zone's loss would cost quorum.
+	ReasonZoneLossLosesQuorum = "ZoneLossLosesQuorum"
+)
+
+// Enabled reports whether peer and client traffic use TLS: every mode but
+// Disabled, the empty default included.
+func (m TLSMode) Enabled() bool { return m != TLSDisabled }
+
+// URLScheme is https when TLS is enabled, else http.
+func (m TLSMode) URLScheme() string {
+	if m.Enabled() {
+		return "https"
+	}
+	return "http"
+}
+
+// MemberDNSName is a member's stable DNS name, <member>.<domain>, without a
+// trailing dot.
+func MemberDNSName(member, domain string) string {
+	return member + "." + strings.TrimSuffix(domain, ".")
+}
+
+// MemberURL is <scheme>://<dnsName>:<port>, the form of every peer and
+// client URL etcdfed advertises.
+func MemberURL(mode TLSMode, dnsName string, port int32) string {
+	return fmt.Sprintf("%s://%s:%d", mode.URLScheme(), dnsName, port)
+}

@@ -1,0 +1,298 @@
+package etcdcluster
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/dnsprovider/rfc2136"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// applyResult is what apply did, for the status.
+type applyResult struct {
+	// stepErr: the step failed; notYet: etcd said "not yet" (the step is
+	// retried, and the operation's message says why).
+	stepErr, notYet error
+	// learnerID is the ID etcd gave a learner just added.
+	learnerID uint64
+	// pkiErr, dnsErr, upkeepErr: writes of the upkeep that failed.
+	pkiErr, dnsErr, upkeepErr error
+}
+
+// err is every failure of the pass, for the reconcile's error.
+func (r applyResult) err() error {
+	return errors.Join(r.pkiErr, r.dnsErr, r.stepErr, r.upkeepErr)
+}
+
+// apply carries out a decision, in order: the hub's own certificates, the
+// DNS records, the one step, the upkeep of the member objects. It decides
+// nothing: every object it writes was rendered by decide, except the
+// certificates, which it issues (fresh keys) where decide found them due.
+func (r *Reconciler) apply(ctx context.Context, s *snapshot, d *decision) applyResult {
+	var res applyResult
+	ca, err := r.applyPKI(ctx, s, d.pki)
+	res.pkiErr = err
+	res.dnsErr = r.applyDNS(ctx, s, d.dns)
+	r.applyStep(ctx, s, d, ca, &res)
+	res.upkeepErr = r.applyUpkeep(ctx, s, d, ca)
+	return res
+}
+
+// applyPKI creates the CA and (re)issues the hub's client certificate when
+// due, and returns the CA the pass issues member certificates from.
+func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki.CA, error) {
+	ec, ca := s.ec, s.pki.ca
+	if w.createCA {
+		var err error
+		if ca, err = pki.NewCA(fmt.Sprintf("etcdfed %s/%s CA", ec.Namespace, ec.Name), r.now()); err != nil {
+			return nil, fmt.Errorf("create CA: %w", err)
+		}
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: pki.CASecretName(ec), Labels: ownerLabels(ec)},
+			Type:       corev1.SecretTypeTLS,
+			Data:       map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM},
+		}
+		// Create only: a CA is never overwritten.
+		if err := r.hub().Create(ctx, sec); err != nil {
+			return nil, fmt.Errorf("create CA Secret %s/%s: %w", sec.Namespace, sec.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Created the CA", "secret", sec.Name)
+	}
+	if w.issueHubClient && ca != nil {
+		leaf, err := ca.IssueClient("etcdfed-hub", r.now())
+		if err != nil {
+			return ca, fmt.Errorf("issue the hub's client certificate: %w", err)
+		}
+		want := certSecret(ec.Namespace, pki.HubClientSecretName(ec), ownerLabels(ec), ca, leaf)
+		if err := writeOwned(ctx, r.hub(), ec.UID, "the hub", present(s.pki.hubClient), want); err != nil {
+			return ca, err
+		}
+	}
+	return ca, nil
+}
+
+// applyDNS writes the record set into every member cluster the hub can see
+// (each spoke serves it) and to the RFC 2136 server when one is configured.
+func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error {
+	if w.set == nil {
+		return nil
+	}
+	var errs []error
+	want := desiredZone(s, w.records)
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want.DeepCopy()))
+	}
+	if rfc := s.ec.Spec.DNS.RFC2136; rfc != nil {
+		errs = append(errs, r.publishRFC2136(ctx, s.ec, rfc, w.set))
+	}
+	return errors.Join(errs...)
+}
+
+// applyStep takes the one step.
+func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA, res *applyResult) {
+	ec, p := s.ec, d.plan
+	if p.Action != "" && p.Action != membership.ActNone && p.Action != membership.ActWait {
+		ctrl.LoggerFrom(ctx).Info("Step", "action", p.Action, "member", p.Member, "reason", p.Reason)
+	}
+	err := d.step.err
+	switch p.Action {
+	case "", membership.ActNone, membership.ActWait:
+	case membership.ActBegin:
+		r.event(ec, corev1.EventTypeNormal, beginReason(p.Operation.Type), string(p.Operation.Type), "%s", p.Reason)
+	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject:
+		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
+	case membership.ActFinishBootstrap:
+		r.event(ec, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
+	case membership.ActAddLearner:
+		err = withEtcd(s, err, func(c *etcdops.Client) (err error) {
+			res.learnerID, err = c.AddLearner(ctx, d.step.peerURL)
+			return err
+		})
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "LearnerAdded", "AddLearner", "Added %s [%x] as a learner", p.Member, res.learnerID)
+		}
+	case membership.ActPromote:
+		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Promote(ctx, p.MemberID) })
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "MemberPromoted", "Promote", "%s is a voting member", p.Member)
+		}
+	case membership.ActMoveLeader:
+		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.MoveLeader(ctx, d.step.leaderURLs, p.TransfereeID) })
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "LeaderMoved", "MoveLeader", "Moved leadership from %s to [%x]", p.Member, p.TransfereeID)
+		}
+	case membership.ActRemoveMember:
+		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Remove(ctx, p.MemberID) })
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
+		}
+	case membership.ActDeleteObject:
+		err = errors.Join(err, r.deleteMembers(ctx, s, d.step.deletes))
+	case membership.ActFinish:
+		if op := d.ended; op != nil {
+			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",
+				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
+		}
+	default:
+		err = fmt.Errorf("unknown action %q", p.Action)
+	}
+	switch {
+	case err == nil:
+	case notYet(err):
+		res.notYet = err // etcd saying "not yet" is a wait, not a failure
+	default:
+		res.stepErr = err
+	}
+}
+
+// beginReason is the event reason of an operation's start ("...Done" at its
+// end).
+func beginReason(t membership.OpType) string {
+	if t == membership.OpRoll {
+		return "MemberRoll"
+	}
+	return "MembershipChange"
+}
+
+func notYet(err error) bool {
+	return errors.Is(err, etcdops.ErrLearnerNotReady) || errors.Is(err, etcdops.ErrUnhealthyCluster) || errors.Is(err, etcdops.ErrTooManyLearners) ||
+		errors.Is(err, etcdops.ErrAnswererStopped)
+}
+
+// withEtcd runs f with the pass's etcd client, unless the step could not be
+// rendered (renderErr).
+func withEtcd(s *snapshot, renderErr error, f func(*etcdops.Client) error) error {
+	if renderErr != nil {
+		return renderErr
+	}
+	if s.etcdClient == nil {
+		return errors.New("no etcd client")
+	}
+	return f(s.etcdClient)
+}
+
+// applyUpkeep renews member certificates, writes the changes that restart
+// nothing, and sweeps objects left behind.
+func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA) error {
+	var errs []error
+	for _, c := range d.certs {
+		errs = append(errs, r.writeMemberCert(ctx, s, s.cluster(c.cluster), ca, c.member))
+	}
+	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
+	errs = append(errs, r.deleteMembers(ctx, s, d.sweep))
+	return errors.Join(errs...)
+}
+
+// writeMembers writes member objects, each after its certificate when it
+// needs one (an object whose certificate failed is not written).
+func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, writes []memberWrite) error {
+	var errs []error
+	for _, w := range writes {
+		cs := s.cluster(w.cluster)
+		if w.cert {
+			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Name]), w.want))
+	}
+	return errors.Join(errs...)
+}
+
+// writeMemberCert issues a member's certificate (server and client auth,
+// its DNS name as SAN) and writes its Secret next to its object.
+func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, member string) error {
+	if ca == nil {
+		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
+	}
+	dnsName := memberDNSName(s.ec, member)
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{dnsName}}, r.now())
+	if err != nil {
+		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
+	}
+	name := pki.MemberSecretName(member)
+	want := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca, leaf)
+	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[name]), want)
+}
+
+// deleteMembers deletes members' objects (EtcdMember and certificate) in
+// the clusters named. The spoke deletes the pod and keeps the volume.
+func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memberRef) error {
+	var errs []error
+	for _, ref := range refs {
+		cs := s.cluster(ref.cluster)
+		objs := memberObjects(cs, ref.member)
+		if len(objs) == 0 {
+			continue
+		}
+		inc := ""
+		if o := cs.members[ref.member]; o != nil {
+			inc = fmt.Sprint(o.Spec.Incarnation)
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleting member object", "member", ref.member, "cluster", ref.cluster, "incarnation", inc)
+		errs = append(errs, deleteOwned(ctx, cs.client, cs.name, objs...))
+	}
+	return errors.Join(errs...)
+}
+
+// publishRFC2136 sends the set to the external server when it changed since
+// the last successful push.
+func (r *Reconciler) publishRFC2136(ctx context.Context, ec *etcdfedv1.EtcdCluster, spec *etcdfedv1.RFC2136Spec, set *dnsprovider.RecordSet) error {
+	digest := set.ZoneFile()
+	r.dnsMu.Lock()
+	same := r.dnsPub[ec.UID] == digest
+	r.dnsMu.Unlock()
+	if same {
+		return nil
+	}
+	sec := &corev1.Secret{}
+	if err := r.hubReader().Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: spec.TSIGSecretName}, sec); err != nil {
+		return fmt.Errorf("TSIG Secret %s: %w", spec.TSIGSecretName, err)
+	}
+	secret := strings.TrimSpace(string(sec.Data["secret"]))
+	if _, err := base64.StdEncoding.DecodeString(secret); err != nil || secret == "" {
+		return fmt.Errorf("TSIG Secret %s: key \"secret\" must hold the base64 TSIG secret", spec.TSIGSecretName)
+	}
+	zone := spec.Zone
+	if zone == "" {
+		zone = ec.Spec.DNS.Domain
+	}
+	p, err := rfc2136.New(rfc2136.Config{Server: spec.Server, Zone: zone, KeyName: spec.TSIGKeyName, KeyAlgorithm: string(spec.TSIGAlgorithm), KeySecret: secret})
+	if err != nil {
+		return fmt.Errorf("RFC 2136 provider: %w", err)
+	}
+	if err := p.Apply(ctx, set); err != nil {
+		return fmt.Errorf("publish to %s: %w", spec.Server, err)
+	}
+	r.dnsMu.Lock()
+	if r.dnsPub == nil {
+		r.dnsPub = map[types.UID]string{}
+	}
+	r.dnsPub[ec.UID] = digest
+	r.dnsMu.Unlock()
+	return nil
+}
+
+func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, action, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(ec, nil, typ, reason, action, format, args...)
+	}
+}

@@ -1,0 +1,306 @@
+package etcdcluster
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// decision is everything one pass does, decided from the snapshot alone:
+// no API server, no etcd, no DNS. apply carries it out; computeStatus
+// turns it (with apply's result) into the status.
+type decision struct {
+	// ledger is the ledger (see ledger.go) after this pass's observations
+	// and its step are recorded.
+	ledger *etcdfedv1.EtcdClusterStatus
+	// placement is what pkg/topology wants; placementErr why it could not
+	// say (then no step is taken).
+	placement    topology.Result
+	placementErr error
+	// plan is the planner's answer: the one step of the one operation.
+	plan membership.Decision
+	// ended is the operation this pass's step ends, for its event.
+	ended *etcdfedv1.MembershipOperation
+	// step is plan rendered into the objects and etcd calls it needs.
+	step step
+
+	// Upkeep, repeated every pass and no operation: it never restarts a
+	// pod and never changes membership.
+	//
+	// pki: the CA and the hub's client certificate to (re)issue.
+	pki pkiWork
+	// certs are member certificates to issue or renew.
+	certs []memberRef
+	// dns is the record set every member cluster serves.
+	dns dnsWork
+	// updates are member objects whose change restarts nothing (labels,
+	// bootstrap "new" switched to "existing").
+	updates []memberWrite
+	// sweep are members whose objects are left in a cluster that no
+	// longer holds them (moved or removed while it was away).
+	sweep []memberRef
+}
+
+// step is the planner's step, fully rendered: apply only carries it out.
+type step struct {
+	// writes are the member objects the step creates or changes.
+	writes []memberWrite
+	// deletes are the members whose objects the step deletes, and where.
+	deletes []memberRef
+	// peerURL is the learner's peer URL (AddLearner).
+	peerURL string
+	// leaderURLs reach the leader (MoveLeader).
+	leaderURLs []string
+	// err says why the step cannot be taken as decided (an input it needs
+	// is missing); apply reports it as the step's failure.
+	err error
+}
+
+// memberWrite is one member object to create or patch.
+type memberWrite struct {
+	cluster string
+	want    *etcdfedv1.EtcdMember
+	// cert: issue the member's certificate first; without it the object is
+	// not written.
+	cert bool
+}
+
+// memberRef names a member in a member cluster.
+type memberRef struct{ cluster, member string }
+
+// pkiWork is the hub's own certificate material to write.
+type pkiWork struct {
+	createCA, issueHubClient bool
+}
+
+// dnsWork is the record set to serve: set nil when nothing can be served
+// yet, err when it cannot be built.
+type dnsWork struct {
+	set     *dnsprovider.RecordSet
+	records []etcdfedv1.DNSRecord
+	err     error
+}
+
+// decide is the pass's one decision. Order: bring the ledger up to date,
+// place, plan the one step and record it, render it, then the upkeep
+// against the ledger as this pass leaves it.
+func decide(s *snapshot) *decision {
+	d := &decision{ledger: s.ec.Status.DeepCopy()}
+	st := d.ledger
+	adoptLostMembers(s, st)
+	recordObservations(s, st)
+
+	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
+	if d.placementErr == nil {
+		d.plan = membership.Next(plannerInput(s, st, d.placement))
+		if a := d.plan.Action; a == membership.ActFinish || a == membership.ActFinishBootstrap {
+			d.ended = st.Operation
+		}
+		recordStep(s, st, d.plan)
+		d.step = renderStep(s, st, d.plan)
+	}
+
+	d.pki = pkiDue(s)
+	d.dns = wantedRecords(s, st)
+	d.certs, d.updates = memberUpkeep(s, st, d.step)
+	d.sweep = leftBehind(s, st)
+	return d
+}
+
+// renderStep turns the planner's step into objects and etcd calls.
+func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decision) step {
+	var out step
+	switch p.Action {
+	case membership.ActCreateObjects:
+		var errs []error
+		for _, name := range p.Members {
+			m := statusMember(st, name)
+			if m == nil {
+				continue
+			}
+			cs := s.cluster(m.Cluster)
+			if !cs.visible() {
+				errs = append(errs, fmt.Errorf("member cluster %s is not visible", m.Cluster))
+				continue
+			}
+			out.writes = append(out.writes, memberWrite{cluster: cs.name, want: desiredMember(s, st, m, cs.members[name]), cert: certDue(s, cs, name)})
+		}
+		out.err = errors.Join(errs...)
+	case membership.ActStartBootstrap:
+		// Bootstrap "new" with the whole founding cluster on every founding
+		// member at once (rule 2).
+		var pairs []string
+		for _, name := range p.Members {
+			obj := s.currentObject(st, name)
+			if obj == nil || obj.Status.PeerURL == "" {
+				out.err = fmt.Errorf("founding member %s has no peer URL yet", name)
+				return out
+			}
+			pairs = append(pairs, name+"="+obj.Status.PeerURL)
+		}
+		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: string(s.ec.UID)}
+		for _, name := range p.Members {
+			out.write(s, st, name, b)
+		}
+	case membership.ActAddLearner:
+		obj := s.currentObject(st, p.Member)
+		if obj == nil || obj.Status.PeerURL == "" {
+			out.err = fmt.Errorf("%s has no peer URL", p.Member)
+			return out
+		}
+		out.peerURL = obj.Status.PeerURL
+	case membership.ActStartMember:
+		// Start with "existing" and an initial cluster naming every current
+		// member (the learner under its own name).
+		var pairs []string
+		for _, em := range s.etcd.Members {
+			name := em.Name
+			if em.ID == p.MemberID {
+				name = p.Member
+			}
+			if name == "" || len(em.PeerURLs) == 0 {
+				continue
+			}
+			for _, u := range em.PeerURLs {
+				pairs = append(pairs, name+"="+u)
+			}
+		}
+		slices.Sort(pairs)
+		out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID)})
+	case membership.ActUpdateObject:
+		out.write(s, st, p.Member, nil)
+	case membership.ActMoveLeader:
+		for _, em := range s.etcd.Members {
+			if em.ID == s.etcd.LeaderID {
+				out.leaderURLs = em.ClientURLs
+			}
+		}
+		if len(out.leaderURLs) == 0 {
+			out.err = fmt.Errorf("%w: leader's client URL unknown", etcdops.ErrUnhealthyCluster)
+		}
+	case membership.ActDeleteObject:
+		// A cluster out of sight keeps the object; the sweep deletes it
+		// when the cluster is back.
+		if cs := s.cluster(p.From.Cluster); cs.visible() && cs.members[p.Member] != nil {
+			out.deletes = append(out.deletes, memberRef{cluster: cs.name, member: p.Member})
+		}
+	}
+	return out
+}
+
+// write adds a recorded member's object in its cluster, with the current
+// spec and with bootstrap b when set (nil keeps the object's own for the
+// same incarnation).
+func (out *step) write(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string, b *etcdfedv1.BootstrapSpec) {
+	m := statusMember(st, member)
+	if m == nil {
+		out.err = errors.Join(out.err, fmt.Errorf("%s is not a recorded member", member))
+		return
+	}
+	cs := s.cluster(m.Cluster)
+	if !cs.visible() {
+		out.err = errors.Join(out.err, fmt.Errorf("member cluster %s is not visible", m.Cluster))
+		return
+	}
+	want := desiredMember(s, st, m, cs.members[member])
+	if b != nil {
+		want.Spec.Bootstrap = b
+	}
+	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want})
+}
+
+// pkiDue: the CA to create (none yet), and the hub's client certificate
+// to issue (none, near expiry, or of another CA).
+func pkiDue(s *snapshot) pkiWork {
+	if !s.ec.Spec.TLS.Mode.Enabled() {
+		return pkiWork{}
+	}
+	w := pkiWork{createCA: s.pki.ca == nil}
+	switch hc := s.pki.hubClient; {
+	case w.createCA || hc == nil || s.pki.hubClientLeaf() == nil:
+		w.issueHubClient = true
+	default:
+		renew, _ := s.pki.ca.NeedsRenewal(hc.Data[pki.KeyCert], nil, s.now)
+		w.issueHubClient = renew
+	}
+	return w
+}
+
+// certDue: the member's certificate Secret in cs is missing, near expiry,
+// without the member's DNS name, or of another CA.
+func certDue(s *snapshot, cs *clusterSnapshot, member string) bool {
+	if !s.ec.Spec.TLS.Mode.Enabled() {
+		return false
+	}
+	sec := cs.secrets[pki.MemberSecretName(member)]
+	if s.pki.ca == nil || sec == nil {
+		return true
+	}
+	renew, _ := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], []string{memberDNSName(s.ec, member)}, s.now)
+	return renew || !pki.Equal(sec.Data[pki.KeyCA], s.pki.ca.CertPEM)
+}
+
+// memberUpkeep keeps the recorded members' objects in line outside the
+// step: certificates renewed, and changes that restart nothing written
+// (labels; bootstrap "new" switched to "existing" once the cluster formed).
+// A change that restarts the pod is a Roll's (the planner's), and a member
+// the step writes is left to the step.
+func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs []memberRef, updates []memberWrite) {
+	for i := range st.Members {
+		m := &st.Members[i]
+		cs := s.cluster(m.Cluster)
+		if !cs.visible() {
+			continue
+		}
+		existing := cs.members[m.Name]
+		if existing == nil || existing.Spec.Incarnation != m.Incarnation {
+			continue // the membership step creates it
+		}
+		if certDue(s, cs, m.Name) {
+			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
+		}
+		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Name == m.Name }) {
+			continue
+		}
+		want := desiredMember(s, st, m, existing)
+		if restarts(existing, want) || (maps.Equal(existing.Labels, want.Labels) && equality.Semantic.DeepEqual(existing.Spec, want.Spec)) {
+			continue
+		}
+		updates = append(updates, memberWrite{cluster: cs.name, want: want})
+	}
+	return certs, updates
+}
+
+// leftBehind lists members whose objects are in a cluster that no longer
+// holds them: an old incarnation left in a cluster that was unreachable
+// when its member moved, or a member removed while its cluster was away.
+// Only with no operation in flight, on a formed cluster etcd answers for.
+func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []memberRef {
+	if st.Operation != nil || st.ClusterID == "" || !s.etcd.Reachable {
+		return nil
+	}
+	var out []memberRef
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(ownedMembers(cs))) {
+			if m := statusMember(st, name); m != nil && m.Cluster == cs.name {
+				continue
+			}
+			out = append(out, memberRef{cluster: cs.name, member: name})
+		}
+	}
+	return out
+}

@@ -1,0 +1,226 @@
+package etcdcluster
+
+import (
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// The ledger is the part of status the hub decides on and keeps across
+// passes: status.members (who is where, which incarnation and etcd ID,
+// ready since when), status.operation (the one operation in flight, rule
+// 3), status.clusterID and status.lastIncarnation. decide brings it up to
+// date with what the pass observed, then records the step it takes; apply
+// adds what only the step's result tells (a new learner's ID).
+
+// adoptLostMembers rebuilds status.members from the objects when the hub's
+// record is empty but objects exist (status lost, or restored without it).
+// The highest incarnation of each member wins.
+func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	if len(st.Members) > 0 {
+		return
+	}
+	best := map[string]*etcdfedv1.EtcdMember{}
+	where := map[string]string{}
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for name, obj := range cs.members {
+			if b, ok := best[name]; !ok || obj.Spec.Incarnation > b.Spec.Incarnation {
+				best[name], where[name] = obj, cs.name
+			}
+		}
+	}
+	for name, obj := range best {
+		st.Members = append(st.Members, etcdfedv1.MemberStatus{Name: name, Cluster: where[name], Zone: obj.Spec.Zone, Incarnation: obj.Spec.Incarnation})
+		st.LastIncarnation = max(st.LastIncarnation, obj.Spec.Incarnation)
+	}
+	sortMembers(st.Members)
+}
+
+// recordObservations updates the record of each member from etcd and the
+// spokes: etcd IDs (matched by peer URL), readiness with the hub-clock time
+// it changed, address. A member etcd no longer lists, with no operation
+// about it, was removed outside etcdfed and is forgotten (rule 1).
+func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	for i := range st.Members {
+		m := &st.Members[i]
+		obj := s.currentObject(st, m.Name)
+		if obj != nil && obj.Spec.Incarnation == m.Incarnation && obj.Status.Address != "" {
+			m.Address = obj.Status.Address
+		}
+		em, found := listed(s.etcd, m)
+		if !found && m.ID == "" && obj != nil && obj.Status.PeerURL != "" && obj.Status.Incarnation == m.Incarnation {
+			for _, e := range s.etcd.Members {
+				if slices.Contains(e.PeerURLs, obj.Status.PeerURL) && !recordedID(st, e.ID) {
+					m.ID, em, found = hexID(e.ID), e, true
+				}
+			}
+		}
+		ready := found && em.Started() && em.Healthy && !em.IsLearner
+		if !s.etcd.Reachable {
+			continue // unknown: keep the last readiness, do not start grace clocks
+		}
+		if ready != m.Ready || m.LastTransitionTime == nil {
+			m.Ready = ready
+			t := metav1.NewTime(s.now)
+			m.LastTransitionTime = &t
+		}
+	}
+	if s.etcd.Reachable && st.ClusterID != "" {
+		st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool {
+			if inOperation(st, m.Name) {
+				return false
+			}
+			_, found := listed(s.etcd, &m)
+			return !found
+		})
+	}
+}
+
+// recordStep records the planner's decision before apply carries it out:
+// the operation with its step (rule 3: recorded before it is made), a new
+// operation's assignments, and the end of an operation.
+func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decision) {
+	if d.Operation != nil {
+		st.Operation = toAPIOperation(d.Operation, d.Reason)
+	}
+	switch d.Action {
+	case membership.ActBegin:
+		recordAssignments(s, st, d.Assign)
+	case membership.ActFinishBootstrap:
+		st.ClusterID = hexID(s.etcd.ClusterID)
+		st.Operation = nil
+	case membership.ActFinish:
+		op := st.Operation
+		if op != nil && op.Type == etcdfedv1.OperationRemove {
+			st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == op.Member })
+		} else if m := statusMember(st, d.Member); m != nil && d.MemberID != 0 {
+			m.ID = hexID(d.MemberID)
+		}
+		st.Operation = nil
+	}
+}
+
+// recordAssignments places new incarnations (Bootstrap, Add, Replace).
+func recordAssignments(s *snapshot, st *etcdfedv1.EtcdClusterStatus, assign []membership.Assignment) {
+	now := metav1.NewTime(s.now)
+	for _, a := range assign {
+		m := statusMember(st, a.Member)
+		if m == nil {
+			st.Members = append(st.Members, etcdfedv1.MemberStatus{Name: a.Member})
+			m = &st.Members[len(st.Members)-1]
+		}
+		m.Cluster, m.Zone, m.Incarnation = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation
+		// The address stays: it is what the member's DNS name resolves to,
+		// and the old incarnation (maybe the leader, which the hub must
+		// reach to move leadership away) runs there until its ID is
+		// removed. The new incarnation's address replaces it once its
+		// spoke reports one.
+		m.ID, m.Ready, m.Role = "", false, ""
+		m.Since, m.LastTransitionTime = &now, &now
+		st.LastIncarnation = max(st.LastIncarnation, a.Incarnation)
+	}
+	sortMembers(st.Members)
+}
+
+// recordApplied records what only the step's result tells.
+func recordApplied(st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult) {
+	if res.learnerID != 0 {
+		if st.Operation != nil {
+			st.Operation.NewMemberID = hexID(res.learnerID)
+		}
+		if m := statusMember(st, d.plan.Member); m != nil {
+			m.ID = hexID(res.learnerID)
+		}
+	}
+	if res.notYet != nil && st.Operation != nil {
+		st.Operation.Message = truncate(res.notYet.Error(), 1024)
+	}
+}
+
+// listed is the member's entry in etcd's member list, by its recorded ID.
+func listed(e membership.Etcd, m *etcdfedv1.MemberStatus) (membership.ListEntry, bool) {
+	id := parseID(m.ID)
+	if id == 0 {
+		return membership.ListEntry{}, false
+	}
+	for _, em := range e.Members {
+		if em.ID == id {
+			return em, true
+		}
+	}
+	return membership.ListEntry{}, false
+}
+
+func recordedID(st *etcdfedv1.EtcdClusterStatus, id uint64) bool {
+	for _, m := range st.Members {
+		if parseID(m.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+func statusMember(st *etcdfedv1.EtcdClusterStatus, name string) *etcdfedv1.MemberStatus {
+	for i := range st.Members {
+		if st.Members[i].Name == name {
+			return &st.Members[i]
+		}
+	}
+	return nil
+}
+
+func inOperation(st *etcdfedv1.EtcdClusterStatus, member string) bool {
+	return st.Operation != nil && st.Operation.Member == member
+}
+
+func sortMembers(ms []etcdfedv1.MemberStatus) {
+	slices.SortFunc(ms, func(a, b etcdfedv1.MemberStatus) int { return topology.CompareNames(a.Name, b.Name) })
+}
+
+func fromAPIOperation(op *etcdfedv1.MembershipOperation) *membership.Operation {
+	out := &membership.Operation{
+		Type:        membership.OpType(op.Type),
+		Member:      op.Member,
+		MemberID:    parseID(op.MemberID),
+		NewMemberID: parseID(op.NewMemberID),
+		Incarnation: op.Incarnation,
+		Reason:      op.Reason,
+		Step:        membership.Action(op.Step),
+		StartedAt:   op.StartedAt.Time,
+	}
+	if op.From != nil {
+		out.From = &topology.Domain{Cluster: op.From.Cluster, Zone: topoZone(op.From.Cluster, op.From.Zone)}
+	}
+	if op.To != nil {
+		out.To = &topology.Domain{Cluster: op.To.Cluster, Zone: topoZone(op.To.Cluster, op.To.Zone)}
+	}
+	return out
+}
+
+func toAPIOperation(op *membership.Operation, message string) *etcdfedv1.MembershipOperation {
+	out := &etcdfedv1.MembershipOperation{
+		Type:        etcdfedv1.OperationType(op.Type),
+		Member:      op.Member,
+		MemberID:    hexID(op.MemberID),
+		NewMemberID: hexID(op.NewMemberID),
+		Incarnation: op.Incarnation,
+		Reason:      op.Reason,
+		Step:        string(op.Step),
+		Message:     truncate(message, 1024),
+		StartedAt:   metav1.NewTime(op.StartedAt),
+	}
+	if op.From != nil {
+		out.From = &etcdfedv1.FailureDomain{Cluster: op.From.Cluster, Zone: labelZone(op.From.Zone)}
+	}
+	if op.To != nil {
+		out.To = &etcdfedv1.FailureDomain{Cluster: op.To.Cluster, Zone: labelZone(op.To.Zone)}
+	}
+	return out
+}

@@ -1,0 +1,210 @@
+package etcdcluster
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// What the two pure planners are given: pkg/topology the failure domains
+// and the members in them, hub/membership the ledger joined with the
+// objects and etcd's view.
+
+// noZonePrefix marks the single pseudo-zone of a member cluster whose nodes
+// carry no zone label. ':' cannot appear in a label value, so it never
+// collides with a real zone.
+const noZonePrefix = "cluster:"
+
+// topoZone is the zone pkg/topology uses for a (cluster, zone label) pair.
+func topoZone(cluster, zone string) string {
+	if zone == "" {
+		return noZonePrefix + cluster
+	}
+	return zone
+}
+
+// labelZone is the node zone label for a topology zone ("" for none).
+func labelZone(zone string) string {
+	if strings.HasPrefix(zone, noZonePrefix) {
+		return ""
+	}
+	return zone
+}
+
+// placementInput describes the failure domains and the current members for
+// pkg/topology. A cluster the hub cannot see but has not declared failed
+// keeps its members and gets no new ones (rule 8).
+func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input {
+	ec := s.ec
+	in := topology.Input{Replicas: int(ec.Spec.Replicas), NamePrefix: ec.Name + "-"}
+	counts := map[topology.Domain]int{}
+	for _, m := range st.Members {
+		em, found := listed(s.etcd, &m)
+		if !found && !inOperation(st, m.Name) {
+			continue
+		}
+		d := topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)}
+		counts[d]++
+		in.Members = append(in.Members, topology.Member{Name: m.Name, Domain: d, Healthy: em.Healthy || em.ID == 0})
+		if em.ID != 0 && em.ID == s.etcd.LeaderID {
+			in.Leader = m.Name
+		}
+	}
+	seen := map[topology.Domain]bool{}
+	for _, cs := range s.clusters {
+		if !cs.eligible || !spokeReported(cs.spoke) {
+			continue
+		}
+		zones := cs.spoke.Status.Zones
+		if len(zones) == 0 {
+			zones = []string{""}
+		}
+		for _, z := range zones {
+			d := topology.Domain{Cluster: cs.name, Zone: topoZone(cs.name, z)}
+			info := topology.DomainInfo{Domain: d}
+			switch {
+			case cs.verdict.State == liveness.Failed:
+				info.Unschedulable = topology.Unhealthy
+			case slices.Contains(ec.Spec.Topology.CordonedClusters, cs.name):
+				info.Unschedulable = topology.ClusterCordoned
+			case slices.Contains(ec.Spec.Topology.CordonedZones, z) || slices.Contains(ec.Spec.Topology.CordonedZones, cs.name+"/"+z):
+				info.Unschedulable = topology.ZoneCordoned
+			case !cs.visible():
+				info = unknownDomain(d, counts[d])
+			}
+			in.Domains = append(in.Domains, info)
+			seen[d] = true
+		}
+	}
+	// Members recorded in domains the hub cannot describe right now (a
+	// cluster not visible, a spoke that has not reported, a zone missing
+	// from its spoke's report) stay where they are and get no company: a
+	// partial view never moves a member (rule 8). Only a failed cluster, a
+	// cordon or a cluster no longer eligible does.
+	for d, n := range counts {
+		cs := s.cluster(d.Cluster)
+		if seen[d] || cs == nil || !cs.eligible || cs.verdict.State == liveness.Failed {
+			continue
+		}
+		in.Domains = append(in.Domains, unknownDomain(d, n))
+		seen[d] = true
+	}
+	return in
+}
+
+// spokeReported: the spoke has written its status and its cluster has
+// nodes, so its zone list can be believed.
+func spokeReported(sp *etcdfedv1.EtcdSpoke) bool {
+	if sp == nil || sp.Status.ObservedAt == nil {
+		return false
+	}
+	c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionReady)
+	return c == nil || c.Reason != etcdfedv1.ReasonNoNodes
+}
+
+// unknownDomain: schedulable for the members it has, closed to new ones.
+func unknownDomain(d topology.Domain, members int) topology.DomainInfo {
+	if members == 0 {
+		return topology.DomainInfo{Domain: d, Unschedulable: topology.Unhealthy}
+	}
+	return topology.DomainInfo{Domain: d, Capacity: members}
+}
+
+// plannerInput joins the ledger with the objects and etcd for the
+// membership planner.
+func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topology.Result) membership.Input {
+	ec := s.ec
+	in := membership.Input{
+		Now:             s.now,
+		Replicas:        int(ec.Spec.Replicas),
+		Automatic:       ec.Spec.FailurePolicy.Automatic == nil || *ec.Spec.FailurePolicy.Automatic,
+		MemberGrace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
+		Bootstrapped:    st.ClusterID != "",
+		LastIncarnation: st.LastIncarnation,
+		Etcd:            s.etcd,
+		Placement:       placement,
+	}
+	if op := st.Operation; op != nil {
+		in.Operation = fromAPIOperation(op)
+	}
+	for _, cs := range s.clusters {
+		switch {
+		case !cs.eligible:
+		case !cs.visible():
+			in.Unseen = append(in.Unseen, cs.name+": "+orText(cs.verdict.Reason, "not visible"))
+		case !spokeReported(cs.spoke):
+			in.Unseen = append(in.Unseen, cs.name+": its spoke has not reported zones and nodes")
+		}
+	}
+	for _, m := range st.Members {
+		cs := s.cluster(m.Cluster)
+		mm := membership.Member{
+			Name:        m.Name,
+			Domain:      topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)},
+			Incarnation: m.Incarnation,
+			ID:          parseID(m.ID),
+			Ready:       m.Ready,
+		}
+		if m.LastTransitionTime != nil {
+			mm.ReadyChangedAt = m.LastTransitionTime.Time
+		}
+		if cs != nil {
+			mm.ClusterVisible = cs.visible()
+			mm.ClusterFailed = cs.verdict.State == liveness.Failed
+			if obj := cs.members[m.Name]; obj != nil && mm.ClusterVisible {
+				mm.Object = plannerObject(s, st, &m, obj)
+			}
+		}
+		for _, other := range s.clusters {
+			if other.name != m.Cluster && other.visible() && other.members[m.Name] != nil {
+				mm.StaleIn = append(mm.StaleIn, other.name)
+			}
+		}
+		in.Members = append(in.Members, mm)
+	}
+	return in
+}
+
+// plannerObject is what the planner needs of a member's EtcdMember object.
+func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus, obj *etcdfedv1.EtcdMember) *membership.Object {
+	o := &membership.Object{
+		Incarnation:       obj.Spec.Incarnation,
+		PeerURL:           obj.Status.PeerURL,
+		StatusIncarnation: obj.Status.Incarnation,
+		Healthy:           meta.IsStatusConditionTrue(obj.Status.Conditions, etcdfedv1.ConditionMemberHealthy),
+		Settled: obj.Status.ObservedGeneration == obj.Generation &&
+			meta.IsStatusConditionTrue(obj.Status.Conditions, etcdfedv1.ConditionPodReady),
+	}
+	if obj.Spec.Bootstrap != nil {
+		o.Bootstrap = string(obj.Spec.Bootstrap.InitialClusterState)
+	}
+	if c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionStorageReady); c != nil &&
+		c.Status == metav1.ConditionFalse && c.Reason == etcdfedv1.ReasonVolumeLost {
+		o.VolumeLost = true
+	}
+	if obj.Spec.Incarnation == m.Incarnation {
+		o.Outdated = restarts(obj, desiredMember(s, st, m, obj))
+	}
+	return o
+}
+
+// restarts: writing want over existing changes what the pod runs. Labels
+// and spec.bootstrap do not (etcd reads the bootstrap flags only at its
+// first start); everything else in the spec does.
+func restarts(existing, want *etcdfedv1.EtcdMember) bool {
+	return !equality.Semantic.DeepEqual(withoutBootstrap(existing.Spec), withoutBootstrap(want.Spec))
+}
+
+func withoutBootstrap(s etcdfedv1.EtcdMemberSpec) etcdfedv1.EtcdMemberSpec {
+	s.Bootstrap = nil
+	return s
+}

@@ -1,0 +1,112 @@
+package etcdcluster
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/registry"
+)
+
+// snapshot is everything one pass observed of a ring. observe builds it;
+// decide reads it and never changes it; apply uses its handles (the member
+// clusters' clients, the etcd client) to carry out the decision.
+type snapshot struct {
+	// ec is the EtcdCluster as read at the start of the pass.
+	ec  *etcdfedv1.EtcdCluster
+	now time.Time
+	// ringNamespace is where the hub's objects live in member clusters.
+	ringNamespace string
+	// clusters are the registered member clusters in the registry's order.
+	clusters []*clusterSnapshot
+	byName   map[string]*clusterSnapshot
+	// pki is the CA and the hub's client certificate (TLS only).
+	pki pkiSnapshot
+	// etcd is etcd's own view: member list, health, leader.
+	etcd membership.Etcd
+	// etcdClient reaches etcd, for apply; nil when etcd was not dialled.
+	etcdClient *etcdops.Client
+}
+
+// clusterSnapshot is one registered member cluster as this pass saw it.
+type clusterSnapshot struct {
+	name     string
+	labels   map[string]string
+	engaged  bool
+	conn     *registry.ClusterState // the hub's connection, from the registry
+	eligible bool
+	verdict  liveness.Verdict
+	spoke    *etcdfedv1.EtcdSpoke
+	// The objects the hub owns there for this EtcdCluster (ownedKinds), by
+	// object name.
+	members map[string]*etcdfedv1.EtcdMember
+	zones   map[string]*etcdfedv1.EtcdDNSZone
+	secrets map[string]*corev1.Secret
+	readErr error
+	// client writes to the cluster (apply only); nil when not engaged.
+	client client.Client
+}
+
+// visible: engaged, read in this pass, and its spoke Lease fresh on the
+// hub's clock. Only a visible cluster's objects are believed and written.
+func (c *clusterSnapshot) visible() bool {
+	return c != nil && c.engaged && c.readErr == nil && c.verdict.State == liveness.Alive
+}
+
+// connProblem says why the hub holds no connection to the cluster, "" when
+// it does.
+func (c *clusterSnapshot) connProblem(now time.Time) string {
+	if c.engaged || c.conn == nil {
+		return ""
+	}
+	msg := "hub not connected"
+	if !c.conn.Since.IsZero() {
+		msg += " for " + now.Sub(c.conn.Since).Truncate(time.Second).String()
+	}
+	if c.conn.Problem != "" {
+		msg += ": " + c.conn.Problem
+	}
+	return msg
+}
+
+// pkiSnapshot is the EtcdCluster's certificate material in the hub.
+type pkiSnapshot struct {
+	// ca is nil when the CA Secret does not exist yet (decide creates it).
+	ca *pki.CA
+	// hubClient is the Secret of the hub's etcd client certificate, nil
+	// when missing.
+	hubClient *corev1.Secret
+}
+
+// hubClientLeaf is the hub's client certificate when it can be used with
+// the CA in this pass: present and issued by it (renewal, when due, is
+// decided separately).
+func (p pkiSnapshot) hubClientLeaf() *pki.Leaf {
+	if p.ca == nil || p.hubClient == nil || !pki.Equal(p.hubClient.Data[pki.KeyCA], p.ca.CertPEM) {
+		return nil
+	}
+	return &pki.Leaf{CertPEM: p.hubClient.Data[pki.KeyCert], KeyPEM: p.hubClient.Data[pki.KeyKey]}
+}
+
+func (s *snapshot) cluster(name string) *clusterSnapshot { return s.byName[name] }
+
+// currentObject is the object of a member's current incarnation as recorded
+// in ledger, when its cluster is visible. The object may still be of an
+// older incarnation: callers compare.
+func (s *snapshot) currentObject(ledger *etcdfedv1.EtcdClusterStatus, member string) *etcdfedv1.EtcdMember {
+	m := statusMember(ledger, member)
+	if m == nil {
+		return nil
+	}
+	cs := s.cluster(m.Cluster)
+	if !cs.visible() {
+		return nil
+	}
+	return cs.members[member]
+}

@@ -1,0 +1,145 @@
+package membership
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// A rollout brings every member's object to the EtcdCluster's current spec
+// when a change restarts pods (image, version, etcd flags, pod template).
+// It is a series of Roll operations, one member at a time: each begins only
+// when every member is a ready voter on a settled object, followers go
+// first in name order and the leader last, and a Roll of the leader moves
+// leadership away before the pod restarts.
+
+// rollStep begins the Roll of the next outdated member, or returns
+// otherwise (the membership decision, None or a Wait) when there is none
+// or the ring is not ready for one.
+func rollStep(in Input, otherwise Decision) Decision {
+	var outdated []Member
+	for _, m := range in.Members {
+		if m.Object != nil && m.Object.Outdated {
+			outdated = append(outdated, m)
+		}
+	}
+	if len(outdated) == 0 {
+		return otherwise
+	}
+	if why := notReadyToRoll(in); why != "" {
+		if otherwise.Action == ActWait {
+			return otherwise
+		}
+		return wait(pollSlow, "%d member(s) wait for the new spec until every member is a ready voter: %s", len(outdated), why)
+	}
+	leader := ""
+	for _, m := range in.Members {
+		if m.ID != 0 && m.ID == in.Etcd.LeaderID {
+			leader = m.Name
+		}
+	}
+	// Followers in name order, the leader last.
+	slices.SortFunc(outdated, func(a, b Member) int {
+		switch {
+		case a.Name == leader:
+			return 1
+		case b.Name == leader:
+			return -1
+		}
+		return topology.CompareNames(a.Name, b.Name)
+	})
+	m := outdated[0]
+	why := fmt.Sprintf("rolling %s to the new spec (%d of %d members to go)", m.Name, len(outdated), len(in.Members))
+	if m.Name == leader {
+		why += "; it leads, so leadership moves away first"
+	}
+	return begin(in, Operation{Type: OpRoll, Member: m.Name, Reason: ReasonSpecChanged}, why)
+}
+
+// notReadyToRoll says why no member may be restarted now, "" when every
+// recorded member is a ready voter whose object its spoke has acted on, and
+// etcd lists no member that is not a healthy, started voter.
+func notReadyToRoll(in Input) string {
+	var why []string
+	for _, m := range in.Members {
+		switch {
+		case !m.ClusterVisible || m.Object == nil:
+			why = append(why, fmt.Sprintf("%s's cluster %s is not visible", m.Name, m.Domain.Cluster))
+		case m.Object.Incarnation != m.Incarnation:
+			why = append(why, fmt.Sprintf("%s's object is not its current incarnation", m.Name))
+		case !m.Ready:
+			why = append(why, fmt.Sprintf("%s is not a ready voter", m.Name))
+		case !m.Object.Settled:
+			why = append(why, fmt.Sprintf("%s's pod is not ready on its latest spec", m.Name))
+		}
+	}
+	for _, em := range in.Etcd.Members {
+		if !em.Started() || !em.Healthy || em.IsLearner {
+			why = append(why, fmt.Sprintf("etcd member %s is not a healthy voter", describe(em)))
+		}
+	}
+	return strings.Join(why, "; ")
+}
+
+// continueRoll walks one member's roll: leadership away, the new spec
+// written, the pod restarted, the member a ready voter again. Each step is
+// found by inspection. A member whose cluster failed or whose volume was
+// lost, or that does not come back within the grace period, ends the roll:
+// its replacement (rule 6) goes next, on the new spec.
+func continueRoll(in Input, op Operation) Decision {
+	m, ok := member(in, op.Member)
+	if !ok {
+		return Decision{Action: ActFinish, Reason: fmt.Sprintf("%s is no longer a member; its roll is dropped", op.Member)}
+	}
+	if !in.Etcd.Reachable {
+		return waitStep(op, op.Step, pollFast, "etcd does not answer (%s)", orUnknown(in.Etcd.Error))
+	}
+	if !m.ClusterVisible || m.Object == nil {
+		return waitStep(op, op.Step, pollSlow, "member cluster %s is not visible; waiting to roll %s", m.Domain.Cluster, m.Name)
+	}
+	switch {
+	case m.Object.Incarnation != m.Incarnation:
+		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has a new incarnation; its roll ends", m.Name)}
+	case m.ClusterFailed || m.Object.VolumeLost:
+		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s must be replaced; its roll gives way to the replacement", m.Name)}
+	}
+	em, found := byID(in.Etcd, m.ID)
+	if m.Object.Outdated {
+		if found && em.ID == in.Etcd.LeaderID {
+			if to, ok := transferee(in.Etcd, em.ID); ok {
+				return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before restarting it", describe(em))})
+			}
+			if voters(in.Etcd) > 1 {
+				return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em))
+			}
+			// The only voter: there is no one to hand leadership to.
+		}
+		return step(op, ActUpdateObject, Decision{Member: m.Name, MemberID: m.ID, RequeueAfter: pollFast,
+			Reason: fmt.Sprintf("writing the new spec to %s; its spoke restarts the pod on the same volume", m.Name)})
+	}
+	ready := found && em.Started() && em.Healthy && !em.IsLearner && m.Ready
+	if m.Object.Settled && ready {
+		return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s runs the new spec and is a ready voter", m.Name)}
+	}
+	if in.Automatic && !m.Ready && !m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace {
+		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has not been ready for %s (grace %s); its roll gives way to its replacement",
+			m.Name, in.Now.Sub(m.ReadyChangedAt).Truncate(time.Second), in.MemberGrace)}
+	}
+	if !m.Object.Settled {
+		return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to restart on the new spec", m.Name)
+	}
+	return waitStep(op, ActUpdateObject, pollFast, "waiting for %s to be a ready voter again", m.Name)
+}
+
+func voters(e Etcd) int {
+	n := 0
+	for _, m := range e.Members {
+		if !m.IsLearner {
+			n++
+		}
+	}
+	return n
+}

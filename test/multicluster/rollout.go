@@ -1,0 +1,257 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// RollSpecInput changes an EtcdCluster's spec in a way that restarts every
+// member's pod.
+type RollSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Change edits the spec (for example a new image or version); Image is
+	// the image every member's object must end with.
+	Change func(*etcdfedv1.EtcdClusterSpec)
+	Image  string
+}
+
+// rollSample is what one look at the hub and the member clusters saw.
+type rollSample struct {
+	at time.Time
+	// unsettled: members whose pod is not ready on their object's latest
+	// generation.
+	unsettled []string
+	// onNew: members whose object has the new image.
+	onNew []string
+	// progressing: the member a Progressing=True/Roll condition names.
+	progressing string
+	leader      string
+}
+
+// RollSpecSpec changes the spec while a recorded workload runs and requires
+// a rollout of Roll operations: every member's object gets the new image
+// and its pod is restarted on the same volume (same etcd ID, no new
+// incarnation); never two members restarting at once; the leader of the
+// start rolled last, after the hub moved leadership away from it (a
+// LeaderMoved event); Progressing=True with reason Roll naming each member
+// while it rolls. The history must be linearizable with no acknowledged
+// write lost.
+func RollSpecSpec(ctx context.Context, in RollSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := ec.Status.Leader
+	if leader == "" {
+		t.Fatal("no leader in status before the rollout")
+	}
+	idsBefore, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	podsBefore := map[string]types.UID{}
+	for _, m := range ec.Status.Members {
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		podsBefore[m.Name] = p.UID
+	}
+
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "roll/", WatchEachEndpoint: true})
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := w.WaitForProgress(pctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+
+	// Sample the hub's status and the member objects every 100 ms.
+	sctx, stopSampling := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var samples []rollSample
+	var sampling sync.WaitGroup
+	sampling.Add(1)
+	go func() {
+		defer sampling.Done()
+		for sctx.Err() == nil {
+			if s, err := sampleRoll(sctx, in, ec.UID); err == nil {
+				mu.Lock()
+				samples = append(samples, s)
+				mu.Unlock()
+			}
+			sleepCtx(sctx, 100*time.Millisecond)
+		}
+	}()
+
+	start := time.Now()
+	before := ec.DeepCopy()
+	in.Change(&ec.Spec)
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	var after *etcdfedv1.EtcdCluster
+	err = poll(ctx, 5*time.Minute, "every member rolled to "+in.Image, func(ctx context.Context) (string, error) {
+		got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before.Status.Members), Timeout: 5 * time.Second})
+		if err != nil {
+			return err.Error(), nil
+		}
+		s, err := sampleRoll(ctx, in, ec.UID)
+		if err != nil {
+			return "", err
+		}
+		if len(s.onNew) != len(got.Status.Members) || len(s.unsettled) > 0 {
+			return fmt.Sprintf("on the new image: %v; unsettled: %v", s.onNew, s.unsettled), nil
+		}
+		after = got
+		return "", nil
+	})
+	stopSampling()
+	sampling.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("rolled %d members to %s in %.1fs", len(after.Status.Members), in.Image, time.Since(start).Seconds())
+	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	if err := w.WaitForProgress(pctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+
+	// The order members took the new image in, and what was seen meanwhile.
+	var order []string
+	progressing := map[string]bool{}
+	most := 0
+	for _, s := range samples {
+		for _, m := range s.onNew {
+			if !slices.Contains(order, m) {
+				order = append(order, m)
+			}
+		}
+		if s.progressing != "" {
+			progressing[s.progressing] = true
+		}
+		if len(s.unsettled) > most {
+			most = len(s.unsettled)
+		}
+		if len(s.unsettled) > 1 {
+			t.Errorf("%s: %v restarting at once", s.at.Format(time.RFC3339Nano), s.unsettled)
+		}
+	}
+	t.Logf("rollout order %v (leader at the start: %s); at most %d member(s) restarting at once over %d samples; longest gap between acknowledged writes %s",
+		order, leader, most, len(samples), w.MaxWriteGap().Round(time.Millisecond))
+	if len(order) != len(after.Status.Members) || order[len(order)-1] != leader {
+		t.Errorf("rollout order %v; want every member once and the leader of the start, %s, last", order, leader)
+	}
+	for _, m := range after.Status.Members {
+		if !progressing[m.Name] {
+			t.Errorf("Progressing never showed the roll of %s (saw %v)", m.Name, progressing)
+		}
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.UID == podsBefore[m.Name] {
+			t.Errorf("the pod of %s was not restarted", m.Name)
+		}
+	}
+	if after.Status.LastIncarnation != before.Status.LastIncarnation {
+		t.Errorf("a rollout made new incarnations (%d -> %d)", before.Status.LastIncarnation, after.Status.LastIncarnation)
+	}
+	idsAfter, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(idsAfter) != fmt.Sprint(idsBefore) {
+		t.Errorf("member list changed: before %v, after %v", idsBefore, idsAfter)
+	}
+	if err := waitForLeaderMovedEvent(ctx, hub, in.Etcd, leader, start); err != nil {
+		t.Error(err)
+	}
+	checkWorkload(ctx, t, w)
+}
+
+func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID) (rollSample, error) {
+	s := rollSample{at: time.Now()}
+	ec, err := in.Etcd.Get(ctx, in.Topology.Hub)
+	if err != nil {
+		return s, err
+	}
+	s.leader = ec.Status.Leader
+	if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Status == metav1.ConditionTrue &&
+		c.Reason == string(etcdfedv1.OperationRoll) && ec.Status.Operation != nil && strings.Contains(c.Message, ec.Status.Operation.Member) {
+		s.progressing = ec.Status.Operation.Member
+	}
+	for _, c := range in.Topology.Members {
+		var list etcdfedv1.EtcdMemberList
+		if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(uid)}); err != nil {
+			return s, err
+		}
+		for _, m := range list.Items {
+			if !slices.ContainsFunc(ec.Status.Members, func(ms etcdfedv1.MemberStatus) bool { return ms.Name == m.Name && ms.Cluster == c.Name }) {
+				continue
+			}
+			if m.Spec.Image == in.Image {
+				s.onNew = append(s.onNew, m.Name)
+			}
+			if m.Status.ObservedGeneration != m.Generation || !meta.IsStatusConditionTrue(m.Status.Conditions, etcdfedv1.ConditionPodReady) {
+				s.unsettled = append(s.unsettled, m.Name)
+			}
+		}
+	}
+	slices.Sort(s.onNew)
+	return s, nil
+}
+
+// waitForLeaderMovedEvent waits for the hub's LeaderMoved event about
+// member, recorded on the EtcdCluster since start.
+func waitForLeaderMovedEvent(ctx context.Context, hub *Cluster, m *ManagedEtcd, member string, start time.Time) error {
+	return poll(ctx, 30*time.Second, "a LeaderMoved event from "+member, func(ctx context.Context) (string, error) {
+		evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return "", err
+		}
+		var seen []string
+		for _, e := range evs.Items {
+			if e.Reason != "LeaderMoved" || e.Regarding.Name != m.Name {
+				continue
+			}
+			last := e.EventTime.Time
+			if e.Series != nil {
+				last = e.Series.LastObservedTime.Time
+			}
+			if strings.HasPrefix(e.Note, "Moved leadership from "+member+" ") && !last.Before(start.Add(-time.Second)) {
+				return "", nil
+			}
+			seen = append(seen, e.Note)
+		}
+		return fmt.Sprintf("LeaderMoved events: %v", seen), nil
+	})
+}
+
+func memberCluster(t testing.TB, topo *Topology, name string) *Cluster {
+	t.Helper()
+	for _, c := range topo.Members {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("member cluster %q is not in the topology", name)
+	return nil
+}
