@@ -74,8 +74,8 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
-	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", 15*time.Second,
-		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub.")
+	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
+		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub (spokes renew every 1s by default; keep this at least 3 renewals).")
 	flag.DurationVar(&o.memberAPITimeout, "member-api-timeout", 15*time.Second, "Timeout of each request to a member cluster's apiserver.")
 	flag.StringVar(&o.backupScratchDir, "backup-scratch-dir", os.TempDir(),
 		"Directory where snapshots are held between the stream from a member and the upload; it needs room for the largest database.")
@@ -88,6 +88,10 @@ func main() {
 	}
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.leaseStaleAfter < time.Second {
+		fmt.Fprintf(os.Stderr, "hub: --lease-stale-after %s: must be at least 1s (several spoke Lease renewals)\n", o.leaseStaleAfter)
+		os.Exit(2)
+	}
 
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "Hub stopped")

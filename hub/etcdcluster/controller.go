@@ -49,7 +49,7 @@ type Reconciler struct {
 	// RingNamespace is the namespace of etcdfed objects in member clusters.
 	RingNamespace string
 	// LeaseStaleAfter is how long without a renewal makes a spoke's Lease
-	// stale. Default 15s.
+	// stale. Default 4s (spokes renew every second).
 	LeaseStaleAfter time.Duration
 	// Recorder records events on EtcdClusters.
 	Recorder events.EventRecorder
@@ -87,7 +87,7 @@ func (r *Reconciler) hubReader() client.Reader { return r.Manager.GetLocalManage
 // mapped back to the EtcdClusters they concern.
 func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.LeaseStaleAfter == 0 {
-		r.LeaseStaleAfter = 15 * time.Second
+		r.LeaseStaleAfter = DefaultLeaseStaleAfter
 	}
 	if r.RingNamespace == "" {
 		r.RingNamespace = etcdfedv1.DefaultRingNamespace
@@ -133,15 +133,16 @@ func (r *Reconciler) mapByClusterLabel() mchandler.TypedEventHandlerFunc[client.
 }
 
 // mapToAll maps an object of a member cluster to every EtcdCluster (spokes
-// and Leases concern all of them), after calling observe with the source.
-func (r *Reconciler) mapToAll(observe func(multicluster.ClusterName, client.Object)) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+// and Leases concern all of them). When observe is set, it sees the object
+// first and only an object it reports as news is mapped.
+func (r *Reconciler) mapToAll(observe func(multicluster.ClusterName, client.Object) bool) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 	return func(name multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
 			if obj.GetNamespace() != r.RingNamespace || obj.GetName() != etcdfedv1.SpokeObjectName {
 				return nil
 			}
-			if observe != nil {
-				observe(name, obj)
+			if observe != nil && !observe(name, obj) {
+				return nil
 			}
 			var list etcdfedv1.EtcdClusterList
 			if err := r.hub().List(ctx, &list); err != nil {
@@ -157,16 +158,22 @@ func (r *Reconciler) mapToAll(observe func(multicluster.ClusterName, client.Obje
 	}
 }
 
-func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Object) {
+// observeLease records a spoke Lease renewal on the hub's clock and says
+// whether it changes a verdict: the cluster was never seen, or its Lease had
+// gone stale and is back. A plain renewal changes nothing and enqueues
+// nothing; each pass schedules the next one for when the oldest Lease would
+// go stale (liveness.NextChange).
+func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Object) bool {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok || l.Spec.RenewTime == nil {
-		return
+		return false
 	}
 	holder := ""
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
 	}
-	r.Tracker.ObserveLease(string(name), l.Spec.RenewTime.Time, holder)
+	gap, first, renewed := r.Tracker.ObserveLease(string(name), l.Spec.RenewTime.Time, holder)
+	return renewed && (first || gap > r.LeaseStaleAfter)
 }
 
 // Reconcile is one pass over one EtcdCluster, bounded by PassTimeout.
@@ -232,6 +239,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	d := decide(s)
 	res := r.apply(ctx, s, d)
 	requeue := requeueAfter(d.plan, res)
+	if s.livenessChanges {
+		requeue = min(requeue, s.livenessChange)
+	}
 	passProblem := ""
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		metricPassDeadline.WithLabelValues(ec.Namespace, ec.Name).Inc()
@@ -272,6 +282,13 @@ func requeueAfter(plan membership.Decision, res applyResult) time.Duration {
 	}
 	return after
 }
+
+// DefaultLeaseStaleAfter is how long a spoke Lease may go unrenewed, on the
+// hub's clock, before its cluster is unknown: four renewal intervals of the
+// spoke's default (1s). It is the bulk of the time to detect a failed zone
+// or cluster; staying unknown for a moment costs nothing, since the hub acts
+// only on a failure other spokes corroborate (rule 8).
+const DefaultLeaseStaleAfter = 4 * time.Second
 
 // resyncPeriod bounds how long a quiet cluster goes without a reconcile, so
 // Lease staleness and grace periods are noticed without events.

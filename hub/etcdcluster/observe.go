@@ -148,6 +148,7 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 	for _, verdict := range liveness.Judge(obs, s.now, r.LeaseStaleAfter, clusterGrace) {
 		s.byName[verdict.Cluster].verdict = verdict
 	}
+	s.livenessChange, s.livenessChanges = liveness.NextChange(obs, s.now, r.LeaseStaleAfter, clusterGrace)
 	return nil
 }
 

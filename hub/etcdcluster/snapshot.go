@@ -32,6 +32,11 @@ type snapshot struct {
 	etcd membership.Etcd
 	// etcdClient reaches etcd, for apply; nil when etcd was not dialled.
 	etcdClient *etcdops.Client
+	// livenessChange is how long until a cluster's verdict changes by time
+	// alone (a Lease going stale, a grace period ending), when
+	// livenessChanges; the next pass is due then at the latest.
+	livenessChange  time.Duration
+	livenessChanges bool
 }
 
 // clusterSnapshot is one registered member cluster as this pass saw it.

@@ -39,14 +39,25 @@ func NewTracker(now func() time.Time) *Tracker {
 // ObserveLease records the Lease as seen now. Only a changed renewTime (or
 // holder) counts as a renewal; the first observation counts too, so a hub
 // that just started gives every cluster a full staleness window.
-func (t *Tracker) ObserveLease(cluster string, renewTime time.Time, holder string) {
+//
+// It returns the gap since the previous renewal the hub saw, when this
+// observation is one; renewed is false when nothing changed, and a first
+// sighting has a zero gap and renewed true. A caller compares the gap with
+// the staleness window to tell a cluster that comes back from one that
+// merely renewed.
+func (t *Tracker) ObserveLease(cluster string, renewTime time.Time, holder string) (gap time.Duration, first, renewed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	now := t.now()
 	e, ok := t.entries[cluster]
 	if ok && e.renew.Equal(renewTime) && e.holder == holder {
-		return
+		return 0, false, false
 	}
-	t.entries[cluster] = &entry{renew: renewTime, holder: holder, lastSeen: t.now()}
+	if ok {
+		gap = now.Sub(e.lastSeen)
+	}
+	t.entries[cluster] = &entry{renew: renewTime, holder: holder, lastSeen: now}
+	return gap, !ok, true
 }
 
 // Forget drops a cluster (unregistered).
@@ -148,6 +159,38 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 		}
 	}
 	return out
+}
+
+// NextChange is how long until the first verdict that Judge, given the same
+// observations, would change by the passage of time alone: a fresh Lease
+// going stale, or a cluster whose absence is corroborated reaching its
+// grace period. ok is false when no verdict changes without a new
+// observation. The hub schedules its next pass at that instant, so a stale
+// Lease is noticed when it goes stale, not at the next periodic pass.
+func NextChange(obs []Observation, now time.Time, staleAfter, grace time.Duration) (time.Duration, bool) {
+	var next time.Duration
+	found := false
+	consider := func(at time.Time) {
+		d := at.Sub(now)
+		if d <= 0 {
+			return
+		}
+		if !found || d < next {
+			next, found = d, true
+		}
+	}
+	verdicts := Judge(obs, now, staleAfter, grace)
+	for i, o := range obs {
+		switch {
+		case o.LastSeen.IsZero():
+		case verdicts[i].State == Alive:
+			// Judge counts a Lease seen exactly staleAfter ago as fresh.
+			consider(o.LastSeen.Add(staleAfter + time.Millisecond))
+		case verdicts[i].State == Unknown:
+			consider(o.LastSeen.Add(grace))
+		}
+	}
+	return next, found
 }
 
 func ago(now, t time.Time) string {

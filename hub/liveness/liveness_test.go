@@ -11,13 +11,19 @@ func TestTrackerUsesHubClock(t *testing.T) {
 	now := t0
 	tr := NewTracker(func() time.Time { return now })
 	// The spoke's clock is an hour off; only the change matters.
-	tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1")
+	if gap, first, renewed := tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1"); gap != 0 || !first || !renewed {
+		t.Errorf("first sighting: gap %s, first %v, renewed %v", gap, first, renewed)
+	}
 	now = now.Add(5 * time.Second)
-	tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1") // no renewal
+	if _, _, renewed := tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1"); renewed { // no renewal
+		t.Error("an unchanged Lease counted as a renewal")
+	}
 	if seen, _ := tr.LastSeen("a"); !seen.Equal(t0) {
 		t.Fatalf("unchanged lease moved lastSeen to %v", seen)
 	}
-	tr.ObserveLease("a", t0.Add(time.Hour+2*time.Second), "spoke-1")
+	if gap, first, renewed := tr.ObserveLease("a", t0.Add(time.Hour+2*time.Second), "spoke-1"); gap != 5*time.Second || first || !renewed {
+		t.Errorf("renewal after 5s on the hub's clock: gap %s, first %v, renewed %v", gap, first, renewed)
+	}
 	if seen, _ := tr.LastSeen("a"); !seen.Equal(now) {
 		t.Fatalf("renewal not recorded at hub time: %v", seen)
 	}
@@ -84,6 +90,55 @@ func TestJudge(t *testing.T) {
 				if got[c].Reason == "" {
 					t.Errorf("%s: no reason", c)
 				}
+			}
+		})
+	}
+}
+
+// TestNextChange: the next pass is due when the oldest fresh Lease goes
+// stale or a corroborated absence reaches its grace, whichever is first;
+// and at that instant Judge's verdict has indeed changed.
+func TestNextChange(t *testing.T) {
+	stale, grace := 5*time.Second, time.Minute
+	for _, tc := range []struct {
+		name string
+		obs  []Observation
+		want time.Duration // 0: no change by time alone
+	}{
+		{"fresh Leases: the oldest goes stale first", []Observation{
+			{Cluster: "a", LastSeen: t0.Add(-1 * time.Second)},
+			{Cluster: "b", LastSeen: t0.Add(-3 * time.Second)},
+		}, 2*time.Second + time.Millisecond},
+		{"a corroborated absence reaches its grace", []Observation{
+			{Cluster: "a", LastSeen: t0.Add(-50 * time.Second)},
+			{Cluster: "b", LastSeen: t0.Add(-1 * time.Second), Gossip: map[string]bool{"a": false}},
+			{Cluster: "c", LastSeen: t0.Add(-4 * time.Second), Gossip: map[string]bool{"a": false}},
+		}, time.Second + time.Millisecond},
+		{"grace before any staleness", []Observation{
+			{Cluster: "a", LastSeen: t0.Add(-59 * time.Second)},
+			{Cluster: "b", LastSeen: t0, Gossip: map[string]bool{"a": false}},
+			{Cluster: "c", LastSeen: t0, Gossip: map[string]bool{"a": false}},
+		}, time.Second},
+		{"failed and never seen: nothing changes by itself", []Observation{
+			{Cluster: "a", LastSeen: t0.Add(-2 * time.Minute)},
+			{Cluster: "b"},
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := NextChange(tc.obs, t0, stale, grace)
+			if ok != (tc.want != 0) || got != tc.want {
+				t.Fatalf("NextChange = %s, %v; want %s", got, ok, tc.want)
+			}
+			if !ok {
+				return
+			}
+			before, after := Judge(tc.obs, t0.Add(got-time.Millisecond), stale, grace), Judge(tc.obs, t0.Add(got), stale, grace)
+			changed := false
+			for i := range before {
+				changed = changed || before[i].State != after[i].State
+			}
+			if !changed {
+				t.Errorf("no verdict changed at %s: %+v", got, after)
 			}
 		})
 	}

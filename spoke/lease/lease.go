@@ -24,8 +24,12 @@ import (
 
 // Defaults.
 const (
-	DefaultRenewInterval = 2 * time.Second
-	DefaultDuration      = 10 * time.Second
+	// DefaultRenewInterval: the hub's default --lease-stale-after (4s)
+	// tolerates three missed renewals.
+	DefaultRenewInterval = time.Second
+	// DefaultDuration is what the Lease tells other readers; the hub judges
+	// staleness on its own clock with --lease-stale-after.
+	DefaultDuration = 4 * time.Second
 )
 
 var (
