@@ -240,7 +240,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	res := r.apply(ctx, s, d)
 	requeue := requeueAfter(d.plan, res)
 	if s.livenessChanges {
-		requeue = min(requeue, s.livenessChange)
+		// Measured from the snapshot's instant: a pass that spent seconds
+		// on a member that does not answer must not push detection back
+		// by as much.
+		requeue = min(requeue, max(s.livenessChange-r.now().Sub(s.now), 10*time.Millisecond))
 	}
 	passProblem := ""
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {

@@ -1,0 +1,152 @@
+package multicluster
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// apiWrites counts the write requests an apiserver has served, by
+// "resource[/subresource]" of the etcdfed.dev group, from its own
+// apiserver_request_total (so every client counts, none is faked).
+func apiWrites(ctx context.Context, c *Cluster) (map[string]float64, error) {
+	body, err := c.Clientset.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("metrics of %s: %w", c.Name, err)
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(strings.NewReader(string(body)))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "apiserver_request_total{") {
+			continue
+		}
+		end := strings.LastIndexByte(line, '}')
+		if end < 0 {
+			continue
+		}
+		labels := parseLabels(line[len("apiserver_request_total{"):end])
+		if labels["group"] != "etcdfed.dev" {
+			continue
+		}
+		switch labels["verb"] {
+		case "POST", "PUT", "PATCH", "APPLY", "DELETE", "DELETECOLLECTION":
+		default:
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(line[end+1:]), 64)
+		if err != nil {
+			return nil, fmt.Errorf("metrics of %s: %q: %w", c.Name, line, err)
+		}
+		key := labels["resource"]
+		if s := labels["subresource"]; s != "" {
+			key += "/" + s
+		}
+		out[key] += v
+	}
+	return out, sc.Err()
+}
+
+// parseLabels reads a Prometheus label set (name="value",...). Values of
+// apiserver_request_total hold no escaped quotes.
+func parseLabels(s string) map[string]string {
+	out := map[string]string{}
+	for s != "" {
+		eq := strings.IndexByte(s, '=')
+		if eq < 0 || eq+1 >= len(s) || s[eq+1] != '"' {
+			break
+		}
+		name := s[:eq]
+		rest := s[eq+2:]
+		q := strings.IndexByte(rest, '"')
+		if q < 0 {
+			break
+		}
+		out[name] = rest[:q]
+		s = strings.TrimPrefix(rest[q+1:], ",")
+	}
+	return out
+}
+
+// AtRestSpecInput watches a formed ring that nobody changes.
+type AtRestSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Window is how long the ring is watched at rest.
+	Window time.Duration
+}
+
+// AtRestSpec: a ring at rest costs no writes. Over the window, the hub
+// cluster's apiserver serves no write to EtcdClusters (status included),
+// and no member cluster's apiserver serves a write to EtcdMembers or
+// EtcdDNSZones other than the spokes' status reports, which are counted and
+// logged. Writes are counted by each apiserver itself
+// (apiserver_request_total), so the hub is observed, not instrumented.
+// Rings of other tests must not change meanwhile; the spec is meant for a
+// test that owns the environment for its run.
+func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
+	t := in.T
+	t.Helper()
+	ec, err := in.Etcd.Get(ctx, in.Topology.Hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: in.Topology.Hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: int(ec.Spec.Replicas), Timeout: 2 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := len(ready.Status.Members)
+	// Let the last pass after forming write its status.
+	sleepCtx(ctx, 5*time.Second)
+
+	clusters := append([]*Cluster{in.Topology.Hub}, in.Topology.Members...)
+	before := map[string]map[string]float64{}
+	for _, c := range clusters {
+		if before[c.Name], err = apiWrites(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The counters are read at all: the hub's apiserver served the
+	// EtcdCluster's creation.
+	if before[in.Topology.Hub.Name]["etcdclusters"] == 0 {
+		t.Fatalf("no etcdfed.dev write counted by the hub cluster's apiserver (%v): the metrics are not read right", before[in.Topology.Hub.Name])
+	}
+	sleepCtx(ctx, in.Window)
+	statusReports := 0.0
+	var report []string
+	for _, c := range clusters {
+		now, err := apiWrites(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for k := range now {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			d := now[k] - before[c.Name][k]
+			if d == 0 {
+				continue
+			}
+			report = append(report, fmt.Sprintf("%s %s: %.0f", c.Name, k, d))
+			switch k {
+			case "etcdmembers/status":
+				statusReports += d // the spokes' own reports
+			case "etcdspokes/status":
+				// A spoke's own status (gossip view, zones): not the hub's.
+			default:
+				t.Errorf("%s served %.0f write(s) to %s while the ring was at rest", c.Name, d, k)
+			}
+		}
+	}
+	t.Logf("at rest for %s: writes %v; EtcdMember status reports: %.1f per member per minute",
+		in.Window, report, statusReports/float64(members)/in.Window.Minutes())
+}
