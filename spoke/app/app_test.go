@@ -28,6 +28,7 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
+	"github.com/etcdfed/etcdfed/spoke/lease"
 	"github.com/etcdfed/etcdfed/spoke/spokestatus"
 )
 
@@ -134,14 +135,14 @@ func TestRBAC(t *testing.T) {
 		g.Expect(got.Status.GossipView).To(ContainElement(HaveField("Cluster", "cluster-far")))
 	}).Should(Succeed())
 
-	// Liveness Lease: renewed every 2s by this replica; leader election
-	// has its own Lease.
+	// Liveness Lease: renewed every second by this replica, telling
+	// readers its default duration; leader election has its own Lease.
 	var first metav1.MicroTime
 	g.Eventually(func(g Gomega) {
 		l := &coordinationv1.Lease{}
 		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, l)).To(Succeed())
 		g.Expect(*l.Spec.HolderIdentity).To(Equal("spoke-under-test"))
-		g.Expect(*l.Spec.LeaseDurationSeconds).To(Equal(int32(10)))
+		g.Expect(*l.Spec.LeaseDurationSeconds).To(Equal(int32(lease.DefaultDuration / time.Second)))
 		first = *l.Spec.RenewTime
 	}).Should(Succeed())
 	g.Eventually(func(g Gomega) {
