@@ -70,9 +70,10 @@ func (out *outcome) set(o any) {
 const loadBalancerPoll = 10 * time.Second
 
 // decide turns a snapshot into a decision. It is pure: it reads s and
-// writes nothing. A volume of the current incarnation is created only when
-// the member never reported one (pvc.Decide); a volume is deleted only as
-// the reclaim policy says, once the new incarnation's pod runs
+// writes nothing. The current incarnation's volume is created only when
+// none exists and the status names none the member ran on (pvc.Decide: a
+// lost volume is never recreated); a volume of an earlier incarnation is
+// deleted only with the Delete policy, once the new incarnation's pod runs
 // (pvc.PlanRetired); a pod only for a hub decision or a pod that cannot run
 // again (pod.Decide).
 func decide(s *snapshot, p params) *decision {
