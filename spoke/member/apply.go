@@ -13,9 +13,9 @@ import (
 // writes in order through the one writer, recording each write's event once
 // it succeeded. It decides nothing. The first write that fails ends the pass
 // with its error, since a later write may rest on it (the pod on its
-// volume). A create that finds the name taken means the snapshot was stale
-// (the cache lags behind a write): apply stops there and reports stale, and
-// the pass observes again.
+// volume). A create that finds the name taken means the snapshot is stale
+// (the object was created since observe looked): apply stops there and
+// reports stale, and the pass observes again.
 func (r *Reconciler) apply(ctx context.Context, m *etcdfedv1.EtcdMember, d *decision) (out outcome, stale bool, err error) {
 	for _, e := range d.events {
 		r.event(m, e)

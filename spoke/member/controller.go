@@ -43,8 +43,9 @@ const secretNameField = "spec.tls.secretName"
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the apiserver.
 	Client client.Client
-	// APIReader reads past the cache (to confirm that a volume the member
-	// ran on is gone before calling it lost).
+	// APIReader reads past the cache: an object of the member's name the
+	// cache does not show (it holds only objects labelled managed-by
+	// etcdfed, and may lag behind our own creates).
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder

@@ -15,16 +15,17 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
-	"github.com/etcdfed/etcdfed/spoke/component/pvc"
 	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
 
 // observe reads everything a pass needs about m into a snapshot: the TLS
-// Secret, the objects of every owned kind, the zone of the current pod's
-// node, etcd's own view of the member and what its log says. It writes no
-// object; it keeps the etcd and log readers' per-member state (a client, the
+// Secret, the objects of every owned kind (from the cache; an object of the
+// member's name the cache does not show is looked up past it, so that a
+// volume is called lost, or a pod or volume created, only on the
+// apiserver's word), the zone of the current pod's node, etcd's own view of
+// the member and what its log says. It writes no object; it keeps the etcd and log readers' per-member state (a client, the
 // last read), dropping it when there is no pod to read. The etcd read and
 // the log read are bounded by the readers' timeouts.
 func (r *Reconciler) observe(ctx context.Context, m *etcdfedv1.EtcdMember) (*snapshot, error) {
@@ -39,7 +40,7 @@ func (r *Reconciler) observe(ctx context.Context, m *etcdfedv1.EtcdMember) (*sna
 	}
 	claimName := spec.ClaimName(m, m.Spec.Incarnation)
 	for _, k := range ownedKinds {
-		objs, err := k.read(ctx, r.Client, m)
+		objs, err := k.read(ctx, r.Client, r.APIReader, m)
 		if err != nil {
 			return nil, fmt.Errorf("read %ss: %w", k.kind, err)
 		}
@@ -57,16 +58,6 @@ func (r *Reconciler) observe(ctx context.Context, m *etcdfedv1.EtcdMember) (*sna
 					s.claim = o
 				}
 			}
-		}
-	}
-	if s.claim == nil && pvc.Decide(m, nil).Action == pvc.Lost {
-		// Confirm past the cache before calling data lost: the cache may
-		// not have seen a PVC created a moment ago.
-		c := &corev1.PersistentVolumeClaim{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: claimName}, c); err == nil {
-			s.claim = c
-		} else if !apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("get PVC: %w", err)
 		}
 	}
 	cur := currentPod(m, s.pod)

@@ -33,9 +33,12 @@ type ownedKind struct {
 	// says otherwise, and maps back by its member label.
 	controlled bool
 	// read returns the objects of this kind that bear the member's names
-	// or labels (the cache's view): the member's own, and one of its name
-	// that another owns.
-	read func(ctx context.Context, c client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error)
+	// or labels: the member's own, and one of its name that another owns.
+	// It reads the cache (c) and, when live is set, looks up past it an
+	// object of a name the member would create that the cache does not
+	// show: the cache holds only objects labelled managed-by etcdfed, and
+	// no create may be decided on a name another object holds.
+	read func(ctx context.Context, c, live client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error)
 	// memberDeleted is the kind's delete hook: the writes that dispose of
 	// objs (what read returned) when the member is deleted.
 	memberDeleted func(m *etcdfedv1.EtcdMember, objs []client.Object) []write
@@ -47,7 +50,7 @@ var ownedKinds = []ownedKind{
 	{kind: "Pod", newObj: func() client.Object { return &corev1.Pod{} }, controlled: true,
 		read: readNamed[corev1.Pod](spec.PodName), memberDeleted: deleteIfOwned},
 	{kind: "Service", newObj: func() client.Object { return &corev1.Service{} }, controlled: true,
-		read: readNamed[corev1.Service](spec.ServiceName), memberDeleted: deleteIfOwned},
+		read: readService, memberDeleted: deleteIfOwned},
 	{kind: "PersistentVolumeClaim", newObj: func() client.Object { return &corev1.PersistentVolumeClaim{} },
 		read: readClaims, memberDeleted: claimsOfDeletedMember},
 }
@@ -63,27 +66,45 @@ func kindOf(o client.Object) *ownedKind {
 	return nil
 }
 
-// readNamed reads the object of the member's name.
+// readNamed reads the object of the member's name from the cache, and
+// past it (live) when the cache does not show it and live is set.
 func readNamed[T any, PT interface {
 	*T
 	client.Object
-}](name func(*etcdfedv1.EtcdMember) string) func(context.Context, client.Reader, *etcdfedv1.EtcdMember) ([]client.Object, error) {
-	return func(ctx context.Context, c client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error) {
-		obj := PT(new(T))
-		if err := c.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: name(m)}, obj); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, nil
+}](name func(*etcdfedv1.EtcdMember) string) func(context.Context, client.Reader, client.Reader, *etcdfedv1.EtcdMember) ([]client.Object, error) {
+	return func(ctx context.Context, c, live client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error) {
+		key := types.NamespacedName{Namespace: m.Namespace, Name: name(m)}
+		for _, r := range []client.Reader{c, live} {
+			if r == nil {
+				continue
 			}
-			return nil, fmt.Errorf("get %s: %w", name(m), err)
+			obj := PT(new(T))
+			err := r.Get(ctx, key, obj)
+			if err == nil {
+				return []client.Object{obj}, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return nil, fmt.Errorf("get %s: %w", key.Name, err)
+			}
 		}
-		return []client.Object{obj}, nil
+		return nil, nil
 	}
+}
+
+// readService reads the member's Service; with PodIP exposure, which
+// creates none, the cache's view is enough.
+func readService(ctx context.Context, c, live client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error) {
+	if spec.ExposeType(m) == etcdfedv1.ExposePodIP {
+		live = nil
+	}
+	return readNamed[corev1.Service](spec.ServiceName)(ctx, c, live, m)
 }
 
 // readClaims lists the member's PVCs of every incarnation by label, sorted
 // by name, and adds the current incarnation's by name when the list lacks it
-// (a PVC of that name without the member's labels).
-func readClaims(ctx context.Context, c client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error) {
+// (a PVC of that name without the member's labels, or one the cache has not
+// seen yet).
+func readClaims(ctx context.Context, c, live client.Reader, m *etcdfedv1.EtcdMember) ([]client.Object, error) {
 	list := &corev1.PersistentVolumeClaimList{}
 	if err := c.List(ctx, list, client.InNamespace(m.Namespace), client.MatchingLabels(spec.SelectorLabels(m))); err != nil {
 		return nil, fmt.Errorf("list PVCs: %w", err)
@@ -97,7 +118,7 @@ func readClaims(ctx context.Context, c client.Reader, m *etcdfedv1.EtcdMember) (
 		listed = listed || list.Items[i].Name == name
 	}
 	if !listed {
-		named, err := readNamed[corev1.PersistentVolumeClaim](func(m *etcdfedv1.EtcdMember) string { return name })(ctx, c, m)
+		named, err := readNamed[corev1.PersistentVolumeClaim](func(m *etcdfedv1.EtcdMember) string { return name })(ctx, c, live, m)
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +303,9 @@ func (r *Reconciler) writeOwned(ctx context.Context, m *etcdfedv1.EtcdMember, w 
 func (r *Reconciler) deleteMember(ctx context.Context, m *etcdfedv1.EtcdMember) error {
 	var errs []error
 	for _, k := range ownedKinds {
-		objs, err := k.read(ctx, r.Client, m)
+		// The cache's view: nothing is created, and what it does not show
+		// is not the member's.
+		objs, err := k.read(ctx, r.Client, nil, m)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read %ss: %w", k.kind, err))
 			continue
