@@ -5,7 +5,8 @@
 //   - member: the EtcdMember reconciler. It turns an EtcdMember written by
 //     the hub into a data volume, an exposure and a pod, and reports back.
 //   - component/pvc, component/service, component/pod: one component per
-//     object the spoke manages, each built by a pure function and applied.
+//     object the spoke manages, each built and decided by pure functions;
+//     member applies them through its one writer of owned objects.
 //   - etcdstatus: reads a member's own view of itself from its etcd.
 //   - dnszone: serves every EtcdDNSZone of the ring namespace from the
 //     embedded authoritative DNS server.

@@ -1,12 +1,32 @@
 // Package member is the spoke's EtcdMember reconciler. It turns an
 // EtcdMember the hub wrote into the member's data volume, exposure and pod
 // (components in spoke/component) and reports back in one status patch per
-// reconcile: conditions StorageReady, Exposed, PodReady and MemberHealthy
-// with the reasons below, the pod, node, zone, address, advertised URLs,
-// data volume and the member's own etcd view.
+// reconcile: conditions StorageReady, Exposed, PodReady, MemberHealthy and
+// PeerConnections with the reasons in reasons.go, the pod, node, zone,
+// address, advertised URLs, data volume and the member's own etcd view.
 //
-// The flow, in Reconcile: get the EtcdMember (gone: done); the delete path
-// when it is being deleted; else the finalizer, a deferred status patch and
-// the phases validate, tlsSecret, storage, exposure, pod, report, retire,
-// etcdView. The lowest RequeueAfter wins.
+// Reconcile (controller.go) gets the EtcdMember (gone: done); when it is
+// being deleted, reconcileDelete runs every owned kind's delete hook;
+// otherwise the finalizer, a deferred status patch, the spec's validation
+// and one pass that reads as snapshot -> decide -> apply -> status:
+//
+//   - observe (observe.go) builds a read-only snapshot (snapshot.go): the
+//     TLS Secret, the objects of every owned kind, the zone of the current
+//     pod's node, etcd's own view of the member and what its log says
+//     about its peers. It writes no object.
+//   - decide (decide.go) is pure: each component's decision (pvc.Decide,
+//     service.Decide, pod.Decide, pvc.PlanRetired), the writes that carry
+//     them out in order, and the objects as they will stand.
+//   - apply (apply.go) makes the writes through the one writer of owned
+//     objects (owned.go). owned.go lists the owned kinds once (pod,
+//     Service, PVC); the watches, observe, the writer and the delete path
+//     all use that list, and each kind has a delete hook. The writer
+//     deletes only the member's own objects, and a volume only with the
+//     Delete reclaim policy (mayDeleteVolume).
+//   - computeStatus (status.go) writes the whole status from the three,
+//     one setter per condition. A pass whose writes failed leaves the
+//     status as it was.
+//
+// The lowest RequeueAfter of the pass wins: a LoadBalancer without an
+// address, the etcd status interval, the next log read.
 package member

@@ -680,6 +680,32 @@ func TestDeletedMember(t *testing.T) {
 	e.g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
 }
 
+// TestDeletedMemberDeletePolicy: with the Delete reclaim policy the
+// volumes of a deleted member go with its pod and Service, through the
+// same delete hooks.
+func TestDeletedMemberDeletePolicy(t *testing.T) {
+	e := start(t)
+	m, _ := e.runningMember("main-12", func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+		m.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete
+	})
+	e.g.Expect(e.c.Delete(e.ctx, m)).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		err := e.c.Get(e.ctx, client.ObjectKeyFromObject(m), &etcdfedv1.EtcdMember{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}).Should(Succeed())
+	if p, err := e.pod("main-12"); err == nil {
+		e.g.Expect(p.DeletionTimestamp).NotTo(BeNil())
+	}
+	err := e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: "main-12"}, &corev1.Service{})
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the Service of a deleted member remains")
+	if c, err := e.pvc("main-12-data-0"); err == nil {
+		e.g.Expect(c.DeletionTimestamp).NotTo(BeNil(), "the volume is deleted with the Delete policy")
+	} else {
+		e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+	}
+}
+
 // TestLostVolumeIsNotRecreated: the PVC the member ran on vanished; the
 // spoke says so and does not start the member on an empty volume.
 func TestLostVolumeIsNotRecreated(t *testing.T) {

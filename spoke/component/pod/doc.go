@@ -1,6 +1,7 @@
 // Package pod is the spoke component for a member's pod: Build renders the
-// pod from the EtcdMember (EtcdArgs renders etcd's flags), Decide says what
-// to do about the pod that exists, and Reconcile observes, decides and acts.
+// pod from the EtcdMember (EtcdArgs renders etcd's flags) and Decide says
+// what to do about the pod that exists. Both are pure; spoke/member reads
+// and writes.
 //
 // The pod runs within the subset of the pod API the local environment's node
 // agent implements, so the same pod runs on a real kubelet and locally:

@@ -1,8 +1,9 @@
 // Package pvc is the spoke component for a member's data volumes: one PVC
 // per incarnation, named <member>-data-<incarnation>. Build renders the
 // current incarnation's PVC, Decide says what to do about it, PlanRetired
-// says which PVCs of earlier incarnations to label or delete, and Reconcile
-// observes, decides and acts.
+// says which PVCs of earlier incarnations to label retired or delete, and
+// PlanDeleted the same for every PVC of a deleted member. All are pure; spoke/member reads and
+// writes.
 //
 // A PVC is deleted only when spec.storage.volumeReclaimPolicy is Delete,
 // and a retired one only once the new incarnation's pod runs. A PVC of the
@@ -12,18 +13,11 @@
 package pvc
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
@@ -140,117 +134,4 @@ func PlanDeleted(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim) P
 	slices.Sort(p.Retire)
 	slices.Sort(p.Delete)
 	return p
-}
-
-// Result is the current PVC after Reconcile, every PVC of the member and
-// the decision taken.
-type Result struct {
-	Current  *corev1.PersistentVolumeClaim
-	All      []corev1.PersistentVolumeClaim
-	Decision Decision
-}
-
-// Reconcile observes the member's PVCs and creates the current one if it is
-// missing and may be created.
-func Reconcile(ctx context.Context, c client.Client, live client.Reader, m *etcdfedv1.EtcdMember) (Result, error) {
-	all, err := List(ctx, c, m)
-	if err != nil {
-		return Result{}, err
-	}
-	name := spec.ClaimName(m, m.Spec.Incarnation)
-	var cur *corev1.PersistentVolumeClaim
-	for i := range all {
-		if all[i].Name == name {
-			cur = &all[i]
-		}
-	}
-	if cur == nil {
-		// The list selects by label; a PVC of that name without them is
-		// found by name.
-		obj := &corev1.PersistentVolumeClaim{}
-		if err := c.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: name}, obj); err == nil {
-			cur = obj
-		} else if !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("get PVC: %w", err)
-		}
-	}
-	d := Decide(m, cur)
-	if cur == nil && d.Action == Lost {
-		// Confirm past the cache before calling data lost: the cache may
-		// not have seen a PVC created a moment ago.
-		obj := &corev1.PersistentVolumeClaim{}
-		if err := live.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: name}, obj); err == nil {
-			cur = obj
-			d = Decide(m, cur)
-		} else if !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("get PVC: %w", err)
-		}
-	}
-	res := Result{Current: cur, All: all, Decision: d}
-	if d.Action != Create {
-		return res, nil
-	}
-	obj := Build(m)
-	ctrl.LoggerFrom(ctx).Info("Creating data volume", "pvc", obj.Name, "incarnation", m.Spec.Incarnation)
-	if err := c.Create(ctx, obj, client.FieldOwner(spec.FieldOwner)); err != nil {
-		if !apierrors.IsAlreadyExists(err) {
-			return res, fmt.Errorf("create PVC: %w", err)
-		}
-		if err := live.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-			return res, fmt.Errorf("get PVC after create conflict: %w", err)
-		}
-		res.Decision = Decide(m, obj)
-	}
-	res.Current = obj
-	return res, nil
-}
-
-// List returns every PVC of the member (all incarnations), sorted by name.
-func List(ctx context.Context, c client.Reader, m *etcdfedv1.EtcdMember) ([]corev1.PersistentVolumeClaim, error) {
-	list := &corev1.PersistentVolumeClaimList{}
-	if err := c.List(ctx, list, client.InNamespace(m.Namespace), client.MatchingLabels(spec.SelectorLabels(m))); err != nil {
-		return nil, fmt.Errorf("list PVCs: %w", err)
-	}
-	slices.SortFunc(list.Items, func(a, b corev1.PersistentVolumeClaim) int { return strings.Compare(a.Name, b.Name) })
-	return list.Items, nil
-}
-
-// Apply carries out a plan: it labels PVCs retired and deletes the ones to
-// delete.
-func Apply(ctx context.Context, c client.Client, m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim, p Plan) error {
-	log := ctrl.LoggerFrom(ctx)
-	byName := map[string]*corev1.PersistentVolumeClaim{}
-	for i := range pvcs {
-		byName[pvcs[i].Name] = &pvcs[i]
-	}
-	var errs []error
-	for _, n := range p.Retire {
-		pvc := byName[n]
-		if pvc == nil {
-			continue
-		}
-		log.Info("Labelling data volume retired", "pvc", n)
-		patch := client.MergeFrom(pvc.DeepCopy())
-		if pvc.Labels == nil {
-			pvc.Labels = map[string]string{}
-		}
-		pvc.Labels[etcdfedv1.LabelRetired] = "true"
-		if err := c.Patch(ctx, pvc, patch, client.FieldOwner(spec.FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("label PVC %s retired: %w", n, err))
-		}
-	}
-	for _, n := range p.Delete {
-		pvc := byName[n]
-		if pvc == nil {
-			continue
-		}
-		log.Info("Deleting data volume", "pvc", n, "volumeReclaimPolicy", spec.ReclaimPolicy(m))
-		if err := c.Delete(ctx, pvc, client.Preconditions{UID: &pvc.UID}); err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("delete PVC %s: %w", n, err))
-		}
-	}
-	if len(errs) > 0 {
-		return fmt.Errorf("retire volumes: %w", errors.Join(errs...))
-	}
-	return nil
 }

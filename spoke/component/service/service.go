@@ -1,25 +1,19 @@
 // Package service is the spoke component for a member's exposure: a
 // NodePort or LoadBalancer Service named after the member (PodIP exposure
 // has none). Build renders it, Merge folds it into the Service that exists
-// (keeping allocated node ports), Exposure reads the advertised ports and
-// the load balancer's address back, and Reconcile observes and acts.
+// (keeping allocated node ports), Decide says what to do about the Service
+// that exists, and ExposureOf reads the advertised ports and the load
+// balancer's address back. All are pure; spoke/member reads and writes.
 package service
 
 import (
-	"context"
 	"fmt"
 	"maps"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
@@ -143,57 +137,56 @@ func ExposureOf(m *etcdfedv1.EtcdMember, svc *corev1.Service) Exposure {
 	}
 }
 
-// Result is the member's Service after Reconcile.
-type Result struct {
-	// Service as observed after acting; nil when there is none.
-	Service *corev1.Service
-	// Conflict is set when a Service of that name is not the member's.
-	Conflict string
+// Action is what to do about the member's Service.
+type Action string
+
+const (
+	// Keep: nothing to write. Also with PodIP exposure and no Service, and
+	// for a Service of an earlier exposure while a pod that may still
+	// advertise its ports exists.
+	Keep Action = "Keep"
+	// Create the Service.
+	Create Action = "Create"
+	// Update the Service to what Build gives now (Decision.Object).
+	Update Action = "Update"
+	// Delete a Service left from an earlier exposure (now PodIP), once no
+	// pod exists that may still advertise its ports.
+	Delete Action = "Delete"
+	// Conflict: a Service of that name exists that the member does not
+	// own. It is left alone.
+	Conflict Action = "Conflict"
+)
+
+// Decision is Decide's answer.
+type Decision struct {
+	Action Action
+	// Object is the Service to create (Create) or the existing one with
+	// Build's folded in by Merge (Update); nil otherwise.
+	Object  *corev1.Service
+	Message string
 }
 
-// Reconcile creates or updates the member's Service. With PodIP exposure a
-// Service left from an earlier exposure is deleted once no pod exists that
-// may still advertise its ports.
-func Reconcile(ctx context.Context, c client.Client, scheme *runtime.Scheme, m *etcdfedv1.EtcdMember, podExists bool) (Result, error) {
-	log := ctrl.LoggerFrom(ctx)
-	key := types.NamespacedName{Namespace: m.Namespace, Name: spec.ServiceName(m)}
-	cur := &corev1.Service{}
-	if err := c.Get(ctx, key, cur); apierrors.IsNotFound(err) {
-		cur = nil
-	} else if err != nil {
-		return Result{}, fmt.Errorf("get Service: %w", err)
-	}
+// Decide says what to do about the member's Service given the one that
+// exists (nil if none) and whether a pod of the member's name exists. It
+// is pure: cur is not changed.
+func Decide(m *etcdfedv1.EtcdMember, cur *corev1.Service, podExists bool) Decision {
 	if cur != nil && !spec.OwnedBy(m, cur.Labels) {
-		return Result{Conflict: fmt.Sprintf("Service %s exists but is not this member's (cluster UID %q): it is left alone", key.Name, cur.Labels[etcdfedv1.LabelClusterUID])}, nil
+		return Decision{Action: Conflict, Message: fmt.Sprintf("Service %s exists but is not this member's (cluster UID %q): it is left alone", cur.Name, cur.Labels[etcdfedv1.LabelClusterUID])}
 	}
 	desired := Build(m)
 	switch {
 	case desired == nil && cur == nil:
-		return Result{}, nil
+		return Decision{Action: Keep}
+	case desired == nil && podExists:
+		return Decision{Action: Keep, Message: fmt.Sprintf("Service %s of an earlier exposure is kept while a pod exists that may advertise its ports", cur.Name)}
 	case desired == nil:
-		if podExists {
-			return Result{Service: cur}, nil
-		}
-		log.Info("Deleting Service of an earlier exposure", "service", key.Name)
-		if err := c.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}); err != nil && !apierrors.IsNotFound(err) {
-			return Result{}, fmt.Errorf("delete Service: %w", err)
-		}
-		return Result{}, nil
+		return Decision{Action: Delete, Message: fmt.Sprintf("Service %s is of an earlier exposure", cur.Name)}
 	case cur == nil:
-		if err := controllerutil.SetControllerReference(m, desired, scheme); err != nil {
-			return Result{}, fmt.Errorf("set owner of Service: %w", err)
-		}
-		log.Info("Creating Service", "service", key.Name, "type", desired.Spec.Type)
-		if err := c.Create(ctx, desired, client.FieldOwner(spec.FieldOwner)); err != nil {
-			return Result{}, fmt.Errorf("create Service: %w", err)
-		}
-		return Result{Service: desired}, nil
+		return Decision{Action: Create, Object: desired}
 	}
-	if Merge(cur, desired) {
-		log.Info("Updating Service", "service", key.Name, "type", cur.Spec.Type)
-		if err := c.Update(ctx, cur, client.FieldOwner(spec.FieldOwner)); err != nil {
-			return Result{}, fmt.Errorf("update Service: %w", err)
-		}
+	merged := cur.DeepCopy()
+	if Merge(merged, desired) {
+		return Decision{Action: Update, Object: merged}
 	}
-	return Result{Service: cur}, nil
+	return Decision{Action: Keep}
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -87,6 +88,56 @@ func TestExposureOf(t *testing.T) {
 			e := service.ExposureOf(member(tc.expose), tc.svc)
 			if e.Ports != tc.ports || e.LoadBalancerAddress != tc.address || (e.Waiting != "") != tc.waiting {
 				t.Errorf("ExposureOf = %+v", e)
+			}
+		})
+	}
+}
+
+func TestDecide(t *testing.T) {
+	np := member(etcdfedv1.ExposeNodePort)
+	allocated := service.Build(np)
+	allocated.Spec.Ports[0].NodePort, allocated.Spec.Ports[1].NodePort = 31380, 31379
+	foreign := service.Build(np)
+	foreign.Labels = map[string]string{"app": "other"}
+	changed := allocated.DeepCopy()
+	changed.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	for _, tc := range []struct {
+		name      string
+		m         *etcdfedv1.EtcdMember
+		cur       *corev1.Service
+		podExists bool
+		want      service.Action
+	}{
+		{"PodIP, none", member(etcdfedv1.ExposePodIP), nil, true, service.Keep},
+		{"PodIP, an earlier exposure's, pod exists", member(etcdfedv1.ExposePodIP), allocated, true, service.Keep},
+		{"PodIP, an earlier exposure's, no pod", member(etcdfedv1.ExposePodIP), allocated, false, service.Delete},
+		{"NodePort, none", np, nil, false, service.Create},
+		{"NodePort, as built", np, allocated, true, service.Keep},
+		{"NodePort, changed", np, changed, true, service.Update},
+		{"someone else's", np, foreign, false, service.Conflict},
+		{"someone else's, PodIP", member(etcdfedv1.ExposePodIP), foreign, false, service.Conflict},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var before *corev1.Service
+			if tc.cur != nil {
+				before = tc.cur.DeepCopy()
+			}
+			d := service.Decide(tc.m, tc.cur, tc.podExists)
+			if d.Action != tc.want {
+				t.Fatalf("Decide = %s (%s); want %s", d.Action, d.Message, tc.want)
+			}
+			if tc.cur != nil && !equality.Semantic.DeepEqual(before, tc.cur) {
+				t.Error("Decide changed the observed Service")
+			}
+			switch d.Action {
+			case service.Update:
+				if d.Object.Spec.Ports[0].NodePort != 31380 || d.Object.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal {
+					t.Errorf("update to %+v", d.Object.Spec)
+				}
+			case service.Create:
+				if d.Object == nil || d.Object.Name != "main-0" {
+					t.Errorf("create %+v", d.Object)
+				}
 			}
 		})
 	}

@@ -1,0 +1,265 @@
+package member
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
+	"github.com/etcdfed/etcdfed/spoke/component/pvc"
+	"github.com/etcdfed/etcdfed/spoke/component/service"
+	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+)
+
+// computeStatus is the EtcdMember's whole status after a pass whose writes
+// all succeeded, computed here and nowhere else: from the snapshot, the
+// decision and the objects as apply left them (out), one small setter per
+// condition. Only such a pass moves observedGeneration.
+func computeStatus(s *snapshot, d *decision, out outcome) etcdfedv1.EtcdMemberStatus {
+	m := s.m
+	st := m.Status.DeepCopy()
+	gen := m.Generation
+	cur := currentPod(m, out.pod)
+
+	setStorageReady(st, gen, d.claim, out.claim)
+	setEtcdView(st, m.Spec.Incarnation, s.etcd)
+	st.Incarnation = m.Spec.Incarnation
+	setPodFields(st, cur, s.zone)
+	setExposed(st, gen, m, d.service, out.service, cur)
+	setPodReady(st, gen, m, d, out.pod)
+	setMemberHealthy(st, gen, s.etcd)
+	setPeerConnections(st, gen, s.log)
+	st.ObservedGeneration = gen
+	return *st
+}
+
+func setCondition(st *etcdfedv1.EtcdMemberStatus, gen int64, t string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: truncate(msg, 32768), ObservedGeneration: gen,
+	})
+}
+
+// setInvalidSpec: the spec cannot be run; nothing else changes.
+func setInvalidSpec(st *etcdfedv1.EtcdMemberStatus, gen int64, err error) {
+	setCondition(st, gen, etcdfedv1.ConditionPodReady, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
+}
+
+// setStorageReady sets StorageReady and, for a volume the member may run
+// on, status.volume (once the volume has a UID). A lost or foreign volume
+// leaves status.volume as it was: it names the volume the member ran on.
+func setStorageReady(st *etcdfedv1.EtcdMemberStatus, gen int64, d pvc.Decision, c *corev1.PersistentVolumeClaim) {
+	status, reason, msg := storageReadiness(d, c)
+	setCondition(st, gen, etcdfedv1.ConditionStorageReady, status, reason, msg)
+	if d.Action == pvc.Lost || d.Action == pvc.Conflict {
+		return
+	}
+	if c != nil && c.UID != "" {
+		st.Volume = etcdfedv1.VolumeReference{ClaimName: c.Name, UID: string(c.UID)}
+	}
+}
+
+// setEtcdView keeps the last view of etcd (cleared when the incarnation
+// changes) and replaces it with a new read; a failed read keeps the last
+// view with the error.
+func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation int64, e etcdRead) {
+	if st.Incarnation != incarnation {
+		st.Etcd = nil
+	}
+	switch {
+	case e.pod == nil || e.blocked != nil:
+	case e.err != nil:
+		if st.Etcd == nil {
+			st.Etcd = &etcdfedv1.MemberEtcdView{}
+		}
+		st.Etcd.Error = truncate(e.err.Error(), 1024)
+	default:
+		st.Etcd = e.view
+	}
+}
+
+// setPodFields reports the current pod, its node and the node's zone.
+func setPodFields(st *etcdfedv1.EtcdMemberStatus, cur *corev1.Pod, zone string) {
+	st.PodName, st.PodIP, st.NodeName, st.Zone = "", "", "", ""
+	if cur == nil {
+		return
+	}
+	st.PodName, st.PodIP, st.NodeName = cur.Name, cur.Status.PodIP, cur.Spec.NodeName
+	if cur.Spec.NodeName != "" {
+		st.Zone = zone
+	}
+}
+
+// setExposed reports the address and the advertised URLs, and Exposed.
+func setExposed(st *etcdfedv1.EtcdMemberStatus, gen int64, m *etcdfedv1.EtcdMember, d service.Decision, svc *corev1.Service, cur *corev1.Pod) {
+	st.Address, st.PeerURL, st.ClientURL = "", "", ""
+	if d.Action == service.Conflict {
+		setCondition(st, gen, etcdfedv1.ConditionExposed, metav1.ConditionFalse, ReasonServiceConflict, d.Message)
+		return
+	}
+	exp := service.ExposureOf(m, svc)
+	if exp.Ports.Peer != 0 {
+		st.PeerURL, st.ClientURL = spec.PeerURL(m, exp.Ports), spec.ClientURL(m, exp.Ports)
+	}
+	reason, waiting := "", ""
+	switch spec.ExposeType(m) {
+	case etcdfedv1.ExposePodIP:
+		st.Address = st.PodIP
+		reason, waiting = ReasonWaitingForPodIP, "the address is the pod IP, known once the pod runs"
+	case etcdfedv1.ExposeNodePort:
+		if exp.Waiting != "" {
+			reason, waiting = ReasonWaitingForNodePorts, exp.Waiting
+		} else {
+			if cur != nil {
+				st.Address = cur.Status.HostIP
+			}
+			reason, waiting = ReasonWaitingForNodeIP, "the address is the IP of the pod's node, known once the pod is scheduled and started"
+		}
+	case etcdfedv1.ExposeLoadBalancer:
+		st.Address = exp.LoadBalancerAddress
+		reason, waiting = ReasonWaitingForLoadBalancer, exp.Waiting
+	}
+	if st.Address != "" && st.PeerURL != "" {
+		setCondition(st, gen, etcdfedv1.ConditionExposed, metav1.ConditionTrue, ReasonExposed,
+			fmt.Sprintf("%s exposure: address %s, peer URL %s, client URL %s", spec.ExposeType(m), st.Address, st.PeerURL, st.ClientURL))
+	} else {
+		setCondition(st, gen, etcdfedv1.ConditionExposed, metav1.ConditionFalse, reason, waiting)
+	}
+}
+
+// setPodReady sets PodReady from the pod decision and the pod after apply
+// (p), or why there is none. A learner is told from etcd's view in st.
+func setPodReady(st *etcdfedv1.EtcdMemberStatus, gen int64, m *etcdfedv1.EtcdMember, d *decision, p *corev1.Pod) {
+	status, reason, msg := podReadiness(m, d.pod, p, d.blocker, st.Etcd)
+	setCondition(st, gen, etcdfedv1.ConditionPodReady, status, reason, msg)
+}
+
+// podReadiness turns the pod (or why there is none) into PodReady.
+func podReadiness(m *etcdfedv1.EtcdMember, d pod.Decision, p *corev1.Pod, blocker *pod.Blocker, view *etcdfedv1.MemberEtcdView) (metav1.ConditionStatus, string, string) {
+	outdated := ""
+	if d.Outdated {
+		outdated = "; " + d.Message
+	}
+	switch d.Action {
+	case pod.Conflict:
+		return metav1.ConditionFalse, ReasonPodConflict, d.Message
+	case pod.Create:
+		return metav1.ConditionFalse, ReasonPodCreated, fmt.Sprintf("pod %s created", p.Name)
+	case pod.DeleteOldIncarnation, pod.DeleteTerminated:
+		return metav1.ConditionFalse, ReasonPodTerminating, "deleting: " + d.Message
+	case pod.Replace:
+		return metav1.ConditionFalse, ReasonPodReplaced, "replacing: " + d.Message
+	}
+	if p == nil {
+		return metav1.ConditionFalse, blocker.Reason, blocker.Message
+	}
+	if p.DeletionTimestamp != nil {
+		return metav1.ConditionFalse, ReasonPodTerminating, d.Message
+	}
+	if inc, _ := spec.Incarnation(p.Labels); inc != m.Spec.Incarnation {
+		return metav1.ConditionFalse, ReasonPodPending, d.Message
+	}
+	switch p.Status.Phase {
+	case corev1.PodFailed, corev1.PodSucceeded:
+		return metav1.ConditionFalse, ReasonPodTerminated, d.Message
+	}
+	if isReady(p) {
+		return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("pod %s is ready on node %s%s", p.Name, p.Spec.NodeName, outdated)
+	}
+	if p.Spec.NodeName == "" {
+		return metav1.ConditionFalse, ReasonPodPending, fmt.Sprintf("pod %s is not scheduled%s", p.Name, outdated)
+	}
+	for _, cs := range p.Status.InitContainerStatuses {
+		done := cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0
+		if cs.Name == pod.ContainerWaitDNS && !done {
+			return metav1.ConditionFalse, ReasonWaitingForDNS, fmt.Sprintf("init container %s waits until %s resolves to the member's address%s", pod.ContainerWaitDNS, m.Spec.DNSName, outdated)
+		}
+	}
+	if p.Status.Phase == corev1.PodRunning {
+		if view != nil && view.IsLearner && view.Error == "" {
+			return metav1.ConditionFalse, ReasonLearner, fmt.Sprintf("etcd runs as a learner and waits for promotion%s", outdated)
+		}
+		return metav1.ConditionFalse, ReasonPodNotReady, fmt.Sprintf("etcd runs but is not ready (/readyz)%s", outdated)
+	}
+	return metav1.ConditionFalse, ReasonPodPending, fmt.Sprintf("pod %s is %s%s", p.Name, phaseOr(string(p.Status.Phase), "Pending"), outdated)
+}
+
+// setMemberHealthy sets MemberHealthy from the etcd read.
+func setMemberHealthy(st *etcdfedv1.EtcdMemberStatus, gen int64, e etcdRead) {
+	set := func(status metav1.ConditionStatus, reason, msg string) {
+		setCondition(st, gen, etcdfedv1.ConditionMemberHealthy, status, reason, msg)
+	}
+	switch {
+	case e.pod == nil:
+		set(metav1.ConditionFalse, ReasonNoPod, "no running pod of the current incarnation")
+	case e.blocked != nil:
+		set(metav1.ConditionFalse, e.blocked.Reason, e.blocked.Message)
+	case e.err != nil:
+		set(metav1.ConditionFalse, ReasonUnreachable, e.err.Error())
+	case e.view.Error != "":
+		set(metav1.ConditionFalse, ReasonAlarm, e.view.Error)
+	case e.view.LeaderID == "":
+		set(metav1.ConditionFalse, ReasonNoLeader, fmt.Sprintf("member %s answers but sees no leader", e.view.ID))
+	default:
+		role := "voter"
+		if e.view.IsLearner {
+			role = "learner"
+		}
+		set(metav1.ConditionTrue, ReasonHealthy, fmt.Sprintf("member %s (%s) sees leader %s at raft term %d", e.view.ID, role, e.view.LeaderID, e.view.RaftTerm))
+	}
+}
+
+// setPeerConnections explains a member that is not ready from etcd's own
+// log: a peer certificate that does not name its source address,
+// certificates of another CA, a peer of another cluster, a peer name that
+// does not resolve. Without a running pod the condition goes; while the log
+// is not read (off, or not due) it stays as it was.
+func setPeerConnections(st *etcdfedv1.EtcdMemberStatus, gen int64, l logRead) {
+	switch l.state {
+	case logOff, logNotDue:
+	case logNoPod:
+		meta.RemoveStatusCondition(&st.Conditions, etcdfedv1.ConditionPeerConnections)
+	case logReady:
+		setCondition(st, gen, etcdfedv1.ConditionPeerConnections, metav1.ConditionTrue, etcdfedv1.ReasonPeersReady,
+			"etcd is ready, so it reaches a quorum of its peers (its log is read only while it is not ready)")
+	case logWasRead:
+		if l.result.Err != nil {
+			setCondition(st, gen, etcdfedv1.ConditionPeerConnections, metav1.ConditionUnknown, etcdfedv1.ReasonEtcdLogUnavailable, l.result.Err.Error())
+			return
+		}
+		status, reason, msg := l.result.Diagnosis.Condition()
+		if l.previous {
+			msg = "etcd exited and waits to restart; its last run's log: " + msg
+		}
+		setCondition(st, gen, etcdfedv1.ConditionPeerConnections, status, reason, msg)
+	}
+}
+
+// transitionEvents are the events of conditions a user sees change: a new
+// cause of failing peer connections.
+func transitionEvents(before, after *etcdfedv1.EtcdMemberStatus) []memberEvent {
+	c := meta.FindStatusCondition(after.Conditions, etcdfedv1.ConditionPeerConnections)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	if prev := meta.FindStatusCondition(before.Conditions, etcdfedv1.ConditionPeerConnections); prev != nil && prev.Reason == c.Reason {
+		return nil
+	}
+	return []memberEvent{{typ: corev1.EventTypeWarning, reason: c.Reason, note: c.Message}}
+}
+
+func phaseOr(p, def string) string {
+	if p == "" {
+		return def
+	}
+	return p
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
