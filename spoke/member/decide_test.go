@@ -509,3 +509,50 @@ func TestOwnedKindsCoverTheWrites(t *testing.T) {
 		}
 	}
 }
+
+// A member at rest is not re-reported on every read of etcd: a view that
+// moved only in its counters is written once a minute; anything else at
+// once.
+func TestEtcdViewWrittenOnNews(t *testing.T) {
+	at := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
+	view := func(after time.Duration, change func(v *etcdfedv1.MemberEtcdView)) *etcdfedv1.MemberEtcdView {
+		v := &etcdfedv1.MemberEtcdView{ID: "a1", LeaderID: "b2", RaftIndex: 100, RaftTerm: 3, DBSize: 1 << 20, Version: "3.6.16"}
+		o := metav1.NewTime(at.Add(after))
+		v.ObservedAt = &o
+		if change != nil {
+			change(v)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name    string
+		cur     *etcdfedv1.MemberEtcdView
+		written bool
+	}{
+		{"counters moved 10s later: kept", view(10*time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex, v.DBSize = 250, 2<<20 }), false},
+		{"counters moved a minute later: written", view(time.Minute, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex = 900 }), true},
+		{"new leader: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.LeaderID = "c3" }), true},
+		{"new term: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftTerm = 4 }), true},
+		{"promoted: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.IsLearner = true }), true},
+		{"new version: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.Version = "3.6.17" }), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			old := view(0, nil)
+			st := &etcdfedv1.EtcdMemberStatus{Incarnation: 1, Etcd: old}
+			setEtcdView(st, 1, etcdRead{pod: &corev1.Pod{}, view: tc.cur})
+			if got := st.Etcd == tc.cur; got != tc.written {
+				t.Errorf("written %v, want %v (status holds %+v)", got, tc.written, st.Etcd)
+			}
+		})
+	}
+	// A read that fails is news; so is the first view.
+	st := &etcdfedv1.EtcdMemberStatus{Incarnation: 1}
+	setEtcdView(st, 1, etcdRead{pod: &corev1.Pod{}, view: view(0, nil)})
+	if st.Etcd == nil {
+		t.Fatal("first view not written")
+	}
+	setEtcdView(st, 1, etcdRead{pod: &corev1.Pod{}, err: errors.New("deadline exceeded")})
+	if st.Etcd.Error == "" {
+		t.Error("a failed read is not reported")
+	}
+}

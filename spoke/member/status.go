@@ -2,6 +2,7 @@ package member
 
 import (
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -76,8 +77,31 @@ func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation int64, e etcdRead) 
 		}
 		st.Etcd.Error = truncate(e.err.Error(), 1024)
 	default:
+		if !etcdViewNews(st.Etcd, e.view) {
+			return
+		}
 		st.Etcd = e.view
 	}
+}
+
+// etcdViewRefresh is how often a view that only moved in its counters
+// (raft index, database size, read time) is written anyway: the status of a
+// member at rest is patched about once a minute, not on every read.
+// Liveness is the spoke's Lease, not this view.
+const etcdViewRefresh = time.Minute
+
+// etcdViewNews says whether a new read is worth a status write: its first
+// view, anything other than the counters changed (ID, learner, leader,
+// term, version, error), or the last written view is older than
+// etcdViewRefresh.
+func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView) bool {
+	if old == nil || cur == nil || old.ObservedAt == nil || cur.ObservedAt == nil {
+		return true
+	}
+	a, b := *old, *cur
+	a.RaftIndex, a.DBSize, a.ObservedAt = 0, 0, nil
+	b.RaftIndex, b.DBSize, b.ObservedAt = 0, 0, nil
+	return a != b || cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
 }
 
 // setPodFields reports the current pod, its node and the node's zone.
