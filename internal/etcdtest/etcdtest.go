@@ -67,7 +67,9 @@ type Cluster struct {
 	// TLS material for clients, when Options.CA was set.
 	CA     *pki.CA
 	Client *pki.Leaf
-	t      testing.TB
+	// maxRequestBytes is --max-request-bytes when ExtraArgs raise it.
+	maxRequestBytes int
+	t               testing.TB
 }
 
 // Start starts a cluster, waits until every member is healthy and stops it
@@ -86,6 +88,15 @@ func Start(t testing.TB, o Options) *Cluster {
 		scheme = "https"
 	}
 	c := &Cluster{CA: o.CA, t: t}
+	for _, a := range o.ExtraArgs {
+		if v, ok := strings.CutPrefix(a, "--max-request-bytes="); ok {
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("etcdtest: %s: %v", a, err)
+			}
+			c.maxRequestBytes = n
+		}
+	}
 	var initial []string
 	for i := range o.Members {
 		m := &Member{Name: fmt.Sprintf("%s-%d", o.Name, i), dir: t.TempDir()}
@@ -219,6 +230,12 @@ func (c *Cluster) NewClient(endpoints ...string) *clientv3.Client {
 		endpoints = c.Endpoints()
 	}
 	cfg := clientv3.Config{Endpoints: endpoints, DialTimeout: 2 * time.Second, Logger: zap.NewNop()}
+	if c.maxRequestBytes > 0 {
+		// clientv3 refuses to send more than 2 MiB by default, whatever the
+		// server takes; etcd itself accepts max-request-bytes plus 512 KiB
+		// of gRPC overhead.
+		cfg.MaxCallSendMsgSize = c.maxRequestBytes + 512*1024
+	}
 	if c.CA != nil {
 		tlsCfg, err := pki.ClientTLS(c.CA.CertPEM, c.Client)
 		if err != nil {
