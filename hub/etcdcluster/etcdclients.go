@@ -13,10 +13,12 @@ import (
 )
 
 // clientCache keeps one etcd client per EtcdCluster, replaced when the
-// endpoints or certificates change.
+// endpoints or certificates change, and the ring's memory of members that
+// did not answer, which outlives the clients.
 type clientCache struct {
 	mu      sync.Mutex
 	clients map[types.UID]*cachedClient
+	probes  map[types.UID]*etcdops.ProbeMemory
 }
 
 type cachedClient struct {
@@ -54,6 +56,13 @@ func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS) (*etc
 	if err != nil {
 		return nil, err
 	}
+	if c.probes == nil {
+		c.probes = map[types.UID]*etcdops.ProbeMemory{}
+	}
+	if c.probes[uid] == nil {
+		c.probes[uid] = &etcdops.ProbeMemory{}
+	}
+	cl.Probes = c.probes[uid]
 	c.clients[uid] = &cachedClient{key: key, client: cl}
 	return cl, nil
 }
@@ -65,6 +74,7 @@ func (c *clientCache) drop(uid types.UID) {
 		_ = cc.client.Close()
 		delete(c.clients, uid)
 	}
+	delete(c.probes, uid)
 }
 
 func fingerprint(parts ...[]byte) string {

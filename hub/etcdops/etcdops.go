@@ -57,6 +57,9 @@ type Config struct {
 type Client struct {
 	cfg Config
 	c   *clientv3.Client
+	// Probes, when set, shortens status requests to members that did not
+	// answer the last one (see ProbeMemory).
+	Probes *ProbeMemory
 }
 
 // New connects (lazily: the first call dials).
@@ -96,27 +99,35 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 	out.Members = make([]membership.ListEntry, len(resp.Members))
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
+	listed := make(map[uint64]bool, len(resp.Members))
 	for i, m := range resp.Members {
 		out.Members[i] = membership.ListEntry{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
+		listed[m.ID] = true
 		if len(m.ClientURLs) == 0 {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sctx, cancel := context.WithTimeout(ctx, StatusTimeout)
+			start := time.Now()
+			timeout := c.Probes.timeout(m.ID, start)
+			sctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
+			answered := false
 			for _, u := range m.ClientURLs {
 				st, err := c.c.Status(sctx, u)
 				if err == nil {
 					out.Members[i].Healthy = len(st.Errors) == 0 && st.Leader != 0
 					leaders[i] = st.Leader
-					return
+					answered = true
+					break
 				}
 			}
+			c.Probes.record(m.ID, answered, timeout, start)
 		}()
 	}
 	wg.Wait()
+	c.Probes.forget(listed)
 	out.LeaderID = majorityLeader(leaders)
 	return out
 }

@@ -1,0 +1,86 @@
+package etcdops
+
+import (
+	"sync"
+	"time"
+)
+
+// Status timeouts for members that did not answer.
+const (
+	// FailingStatusTimeout bounds the status request to a member whose last
+	// request failed: a member that is down costs each pass this, not
+	// StatusTimeout. A live member answers a status request on a local
+	// network in milliseconds.
+	FailingStatusTimeout = 500 * time.Millisecond
+	// FullProbeEvery: a failing member still gets the full StatusTimeout
+	// this often, so one that is alive but slow is not held unhealthy by the
+	// short timeout.
+	FullProbeEvery = 10 * time.Second
+)
+
+// ProbeMemory remembers, per etcd member ID, whether its last status
+// request failed and when it last got the full timeout. The hub keeps one
+// per ring across passes (and across the etcd clients it makes for the
+// ring), so a zone that is down does not add StatusTimeout to every pass
+// while its members are still in the member list: detection and every step
+// of an evacuation wait less. Safe for concurrent use; nil remembers
+// nothing.
+type ProbeMemory struct {
+	mu     sync.Mutex
+	probes map[uint64]probe
+}
+
+type probe struct {
+	failing  bool
+	lastFull time.Time
+}
+
+// statusTimeout is the timeout for a member's next status request.
+func statusTimeout(p probe, now time.Time) time.Duration {
+	if p.failing && now.Sub(p.lastFull) < FullProbeEvery {
+		return FailingStatusTimeout
+	}
+	return StatusTimeout
+}
+
+// timeout is the timeout for member id's next status request.
+func (m *ProbeMemory) timeout(id uint64, now time.Time) time.Duration {
+	if m == nil {
+		return StatusTimeout
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return statusTimeout(m.probes[id], now)
+}
+
+// record notes the outcome of a status request made with timeout at now.
+func (m *ProbeMemory) record(id uint64, ok bool, timeout time.Duration, now time.Time) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.probes == nil {
+		m.probes = map[uint64]probe{}
+	}
+	p := m.probes[id]
+	p.failing = !ok
+	if timeout >= StatusTimeout {
+		p.lastFull = now
+	}
+	m.probes[id] = p
+}
+
+// forget drops members no longer in the member list.
+func (m *ProbeMemory) forget(keep map[uint64]bool) {
+	if m == nil {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for id := range m.probes {
+		if !keep[id] {
+			delete(m.probes, id)
+		}
+	}
+}
