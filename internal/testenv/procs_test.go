@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -145,13 +146,16 @@ func TestNoProcessOutlivesTestBinary(t *testing.T) {
 			t.Logf("child (%s) ended: %v", mode, err)
 			// The kernel kills the orphans at once; they are reaped by
 			// whoever adopted them, which takes a moment.
-			deadline := time.Now().Add(30 * time.Second)
+			// A kube-apiserver busy writing under a loaded machine's disk
+			// has once taken longer than 30 s to go: 60 s, and the state
+			// of any that is still there is logged.
+			deadline := time.Now().Add(60 * time.Second)
 			for _, r := range recs {
 				for r.Alive() && time.Now().Before(deadline) {
 					time.Sleep(20 * time.Millisecond)
 				}
 				if r.Alive() {
-					t.Errorf("%s (pid %d) outlived the test binary that started it", r.Name, r.PID)
+					t.Errorf("%s (pid %d) outlived the test binary that started it: %s", r.Name, r.PID, procState(r.PID))
 					_ = syscall.Kill(r.PID, syscall.SIGKILL)
 				}
 			}
@@ -174,4 +178,22 @@ func childRecords(t *testing.T, root string, pid int) []proc.PIDRecord {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// procState is what /proc says of pid: its state, parent and pending and
+// blocked signals, for a process that should have died.
+func procState(pid int) string {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	var keep []string
+	for _, l := range strings.Split(string(data), "\n") {
+		for _, k := range []string{"State:", "PPid:", "SigPnd:", "ShdPnd:", "SigBlk:"} {
+			if strings.HasPrefix(l, k) {
+				keep = append(keep, strings.Join(strings.Fields(l), " "))
+			}
+		}
+	}
+	return strings.Join(keep, "; ")
 }
