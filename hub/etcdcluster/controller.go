@@ -63,9 +63,10 @@ type Reconciler struct {
 	// pass. Default 3s.
 	ClusterReadTimeout time.Duration
 
-	etcd   clientCache
-	dnsMu  sync.Mutex
-	dnsPub map[types.UID]string // last record set pushed to external providers
+	etcd     clientCache
+	verdicts verdictMemory
+	dnsMu    sync.Mutex
+	dnsPub   map[types.UID]string // last record set pushed to external providers
 }
 
 func (r *Reconciler) now() time.Time {
@@ -236,6 +237,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		setObserveFailed(ec, err)
 		return ctrl.Result{}, err
 	}
+	events, verdicts := verdictEvents(r.verdicts.last(ec.UID), s, func(cluster string) bool { return hasMembers(&ec.Status, cluster) })
+	r.verdicts.set(ec.UID, verdicts)
+	for _, e := range events {
+		r.event(ec, e.typ, e.reason, "Observe", "%s", e.message)
+	}
 	d := decide(s)
 	res := r.apply(ctx, s, d)
 	requeue := requeueAfter(d.plan, res)
@@ -335,6 +341,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 	}
 	r.etcd.drop(ec.UID)
+	r.verdicts.forget(ec.UID)
 	forgetMetrics(ec)
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {

@@ -1,0 +1,98 @@
+package etcdcluster
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcdfed/etcdfed/hub/liveness"
+)
+
+// Event reasons of member-cluster failures, on the EtcdClusters with
+// members (or placement) there.
+const (
+	// EventZoneFailed: a member cluster, with every zone in it, is judged
+	// failed (rule 8); its members move after the grace period.
+	EventZoneFailed = "ZoneFailed"
+	// EventZoneReturned: a cluster judged failed is alive again.
+	EventZoneReturned = "ZoneReturned"
+)
+
+// verdictMemory keeps each ring's last liveness verdict per member cluster,
+// so that a change of verdict is told once, as an event.
+type verdictMemory struct {
+	mu    sync.Mutex
+	rings map[types.UID]map[string]liveness.State
+}
+
+// last is the verdicts of ring's previous pass (nil on the hub's first).
+func (m *verdictMemory) last(ring types.UID) map[string]liveness.State {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.rings[ring]
+}
+
+// set records this pass's verdicts.
+func (m *verdictMemory) set(ring types.UID, now map[string]liveness.State) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rings == nil {
+		m.rings = map[types.UID]map[string]liveness.State{}
+	}
+	m.rings[ring] = now
+}
+
+func (m *verdictMemory) forget(ring types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rings, ring)
+}
+
+// clusterEvent is one event about a member cluster's verdict.
+type clusterEvent struct {
+	typ, reason, message string
+}
+
+// verdictEvents compares this pass's verdicts with the previous pass's: a
+// cluster that this ring cares about (members there, or eligible) and that
+// is newly failed gets ZoneFailed with the evidence (the verdict's reason:
+// since when the Lease is stale, which spokes see it gone); a failed one
+// that is alive again gets ZoneReturned. Unknown is not told: it moves
+// nothing and Degraded already says it. now holds this pass's verdicts.
+func verdictEvents(prev map[string]liveness.State, s *snapshot, hasMembers func(cluster string) bool) (events []clusterEvent, now map[string]liveness.State) {
+	now = make(map[string]liveness.State, len(s.clusters))
+	for _, cs := range s.clusters {
+		cur := cs.verdict.State
+		now[cs.name] = cur
+		was := prev[cs.name]
+		if !cs.eligible && !hasMembers(cs.name) {
+			continue
+		}
+		switch {
+		case cur == liveness.Failed && was != liveness.Failed:
+			events = append(events, clusterEvent{corev1.EventTypeWarning, EventZoneFailed,
+				fmt.Sprintf("member cluster %s%s failed: %s", cs.name, zonesOf(cs), cs.verdict.Reason)})
+		case cur == liveness.Alive && was == liveness.Failed:
+			events = append(events, clusterEvent{corev1.EventTypeNormal, EventZoneReturned,
+				fmt.Sprintf("member cluster %s%s is back: %s", cs.name, zonesOf(cs), cs.verdict.Reason)})
+		}
+	}
+	return events, now
+}
+
+// zonesOf is " (zones a, b)" from the cluster's last spoke report.
+func zonesOf(cs *clusterSnapshot) string {
+	if cs.spoke == nil || len(cs.spoke.Status.Zones) == 0 {
+		return ""
+	}
+	z := append([]string(nil), cs.spoke.Status.Zones...)
+	sort.Strings(z)
+	if len(z) == 1 {
+		return " (zone " + z[0] + ")"
+	}
+	return " (zones " + strings.Join(z, ", ") + ")"
+}
