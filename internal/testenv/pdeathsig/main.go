@@ -12,6 +12,12 @@
 // program keeps) into DIR/<pid>.json, and then replaces itself with the
 // program: same pid, no process in between.
 //
+// The request is an attribute of the calling THREAD, and execve keeps only
+// the thread that calls it: this command requests and execs from its main
+// thread (locked in init), or a Go runtime that moved main between threads
+// would exec from one that never asked, and the program would outlive its
+// parent (seen in CI: etcd left running, parent 1, no signal pending).
+//
 // The parent-death signal fires when the parent THREAD that forked this
 // process exits, not only when the whole parent process does. Go retires
 // an OS thread whenever a goroutine locked to it returns, so the caller
@@ -26,11 +32,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"syscall"
 
 	"github.com/etcdfed/etcdfed/internal/localenv/proc"
 	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
 )
+
+// init locks the main goroutine to the main thread, so that the prctl and
+// the execve below run on one thread.
+func init() { runtime.LockOSThread() }
 
 func main() {
 	parent := flag.Int("parent", 0, "pid of the process that must be the parent (required)")
