@@ -74,7 +74,7 @@ func unproven(bin string) []string {
 		if err != nil || filepath.Dir(exe) != bin {
 			continue
 		}
-		if ppid(pid) != 1 || !(proc.PIDRecord{PID: pid, StartTicks: proc.StartTicks(pid)}).Alive() {
+		if proc.PPID(pid) != 1 || !(proc.PIDRecord{PID: pid, StartTicks: proc.StartTicks(pid)}).Alive() {
 			continue
 		}
 		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
@@ -85,22 +85,4 @@ func unproven(bin string) []string {
 		out = append(out, fmt.Sprintf("pid %d: %s", pid, line))
 	}
 	return out
-}
-
-func ppid(pid int) int {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return 0
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return 0
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 2 {
-		return 0
-	}
-	p, _ := strconv.Atoi(f[1])
-	return p
 }

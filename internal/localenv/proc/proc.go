@@ -252,39 +252,47 @@ func (r PIDRecord) Alive() bool {
 // zombie reports whether pid has exited and waits to be reaped: its
 // /proc entry remains, the process does not.
 func zombie(pid int) bool {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return false
-	}
-	s := string(data)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 || len(s) < i+3 {
-		return false
-	}
-	return s[i+2] == 'Z' || s[i+2] == 'X'
+	f := statFields(pid)
+	return len(f) > 0 && (f[0] == "Z" || f[0] == "X")
 }
 
 // StartTicks returns the start time of pid in clock ticks since boot, or 0
 // when there is no such process.
 func StartTicks(pid int) uint64 {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
+	f := statFields(pid)
+	// f[0] is field 3 (state); starttime is field 22.
+	if len(f) < 20 {
 		return 0
 	}
-	// The command name (field 2) may hold spaces and parentheses: split
-	// after the last ')'.
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
+}
+
+// PPID returns pid's parent, or 0 when there is no such process.
+func PPID(pid int) int {
+	f := statFields(pid)
+	// f[1] is field 4 (ppid).
+	if len(f) < 2 {
+		return 0
+	}
+	p, _ := strconv.Atoi(f[1])
+	return p
+}
+
+// statFields returns the fields of /proc/PID/stat from field 3 (state)
+// on, nil when there is no such process. The command name (field 2) may
+// hold spaces and parentheses: the split is after the last ')'.
+func statFields(pid int) []string {
+	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
 	s := string(data)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0
+		return nil
 	}
-	fields := strings.Fields(s[i+1:])
-	// fields[0] is field 3 (state); starttime is field 22.
-	if len(fields) < 20 {
-		return 0
-	}
-	v, _ := strconv.ParseUint(fields[19], 10, 64)
-	return v
+	return strings.Fields(s[i+1:])
 }
 
 // KillPIDFiles kills (SIGKILL, whole process group) every still-running
