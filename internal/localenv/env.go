@@ -385,16 +385,19 @@ func (e *Env) startComponent(spec ComponentSpec) error {
 	return nil
 }
 
-// KillComponent kills a component (for example "hub") the way a crash
-// would; it is restarted after its back-off. It returns the pid killed.
-func (e *Env) KillComponent(name string) (int, error) {
+// KillComponent SIGKILLs a component (for example "hub"). With restartNow
+// false that is a crash, and the component is restarted after its back-off
+// (doubling while it keeps dying within a minute of starting); with
+// restartNow true it is a pod deleted and replaced, restarted at once. It
+// returns the pid killed.
+func (e *Env) KillComponent(name string, restartNow bool) (int, error) {
 	e.mu.Lock()
 	run, ok := e.comps[name]
 	e.mu.Unlock()
 	if !ok {
 		return 0, fmt.Errorf("no component %q", name)
 	}
-	pid := run.svc.Kill()
+	pid := run.svc.Kill(restartNow)
 	if pid == 0 {
 		return 0, fmt.Errorf("component %q is not running", name)
 	}

@@ -19,6 +19,7 @@ type service struct {
 
 	mu       sync.Mutex
 	p        *proc.Process
+	now      bool // the next restart skips the back-off (set by Kill(true))
 	restarts int
 	lastExit string
 	stopping bool
@@ -81,11 +82,19 @@ func (s *service) loop() {
 		if !s.restart {
 			return
 		}
-		s.log.Info("Process exited, restarting", "after", backoff.String(), "exit", s.lastExit)
+		s.mu.Lock()
+		wait, now := backoff, s.now
+		s.now = false
+		s.mu.Unlock()
+		if now {
+			// A replaced pod, not a crash: no back-off, and none owed.
+			wait, backoff = 0, time.Second/2
+		}
+		s.log.Info("Process exited, restarting", "after", wait.String(), "exit", s.lastExit)
 		select {
 		case <-s.stopCh:
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
 		s.mu.Lock()
 		s.restarts++
@@ -135,11 +144,18 @@ func (s *service) Info() (pid, restarts int, lastExit string) {
 	return pid, s.restarts, s.lastExit
 }
 
-// Kill SIGKILLs the running process, as a crash would; the service
-// restarts it after its back-off. It returns the killed pid (0 if none).
-func (s *service) Kill() int {
+// Kill SIGKILLs the running process. With restartNow false that is a crash:
+// the service restarts it after its back-off, which doubles (up to 30s)
+// while the process keeps dying within a minute of starting, as kubelet's
+// does. With restartNow true it is a pod deleted and replaced: the new
+// process starts at once and the back-off starts over. It returns the
+// killed pid (0 if none).
+func (s *service) Kill(restartNow bool) int {
 	s.mu.Lock()
 	p := s.p
+	if restartNow {
+		s.now = true
+	}
 	s.mu.Unlock()
 	if p == nil {
 		return 0
