@@ -81,9 +81,9 @@ type Topology struct {
 	RestoreZone func(ctx context.Context, zone string) error
 	// CanPartition is nil when FailZone supports mode "partition".
 	CanPartition error
-	// KillHub kills the hub process as a crash would; whatever runs it
-	// (the local environment, a Deployment) starts it again. Nil when the
-	// topology cannot.
+	// KillHub SIGKILLs the hub process, as when its pod is deleted; whatever
+	// runs it (the local environment, a Deployment) starts a new one at
+	// once, without a crash back-off. Nil when the topology cannot.
 	KillHub func(ctx context.Context) error
 	// StopMemberAPIServer and StartMemberAPIServer take a member cluster's
 	// apiserver away, and back on the same address, while its pods and
