@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,7 +124,8 @@ type HubOutageSpecInput struct {
 // HubOutageSpec runs Disturb under a recorded workload and requires that
 // the hub kept observing: while the cluster was away the EtcdCluster's
 // Degraded condition named it and every member ready in the other clusters
-// stayed ready in the hub's status; no reconcile ran longer than its
+// stayed ready in the hub's status, unless its own cluster said so too (a
+// spoke's MemberHealthy or a pod's Ready False: a starved machine, logged); no reconcile ran longer than its
 // deadline; after the cluster answers again Degraded stops naming it, then
 // everything is ready and not degraded (both times are logged); the
 // workload is linearizable and lost nothing.
@@ -154,7 +156,7 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 		}
 	}
 	probe := StartHubProbe(in.Topology.HubMetricsURL)
-	watch := watchHubStatus(ctx, hub, in.Etcd, in.Cluster, readyBefore)
+	watch := watchHubStatus(ctx, in.Topology, in.Etcd, in.Cluster, readyBefore)
 	start := time.Now()
 	if err := in.Disturb(ctx); err != nil {
 		watch.stop()
@@ -194,7 +196,10 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 		})
 	}
 	settled := time.Since(back)
-	named, othersNotReady, samples := watch.stop()
+	named, othersNotReady, truthful, samples := watch.stop()
+	for _, r := range truthful {
+		t.Logf("the hub reported a member of another cluster not ready, and so did its own cluster (the machine starved it): %s", r)
+	}
 	longest, probes := probe.Stop()
 	if err != nil {
 		t.Fatalf("after %s answered again: %v", in.Cluster, err)
@@ -222,15 +227,21 @@ type statusWatch struct {
 	done   chan struct{}
 	named  bool
 	others string
-	n      int
+	// truthful lists "not ready" reports of other clusters' members that
+	// their own cluster confirmed (the spoke's MemberHealthy or the pod's
+	// Ready was False too): a starved machine, not a hub that stopped
+	// observing.
+	truthful []string
+	n        int
 }
 
 // watchHubStatus samples until stopped: whether Degraded named away, and
 // the first of the members in watched (ready in other clusters when the
 // outage began) the hub reported not ready.
-func watchHubStatus(ctx context.Context, hub *Cluster, m *ManagedEtcd, away string, watched map[string]bool) *statusWatch {
+func watchHubStatus(ctx context.Context, topo *Topology, m *ManagedEtcd, away string, watched map[string]bool) *statusWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	sw := &statusWatch{cancel: cancel, done: make(chan struct{})}
+	hub := topo.Hub
 	go func() {
 		defer close(sw.done)
 		for ctx.Err() == nil {
@@ -243,9 +254,15 @@ func watchHubStatus(ctx context.Context, hub *Cluster, m *ManagedEtcd, away stri
 					sw.named = true
 				}
 				for _, mem := range ec.Status.Members {
-					if watched[mem.Name] && mem.Cluster != away && !mem.Ready && sw.others == "" {
-						sw.others = fmt.Sprintf("%s (in %s) at %s", mem.Name, mem.Cluster, time.Now().Format(time.TimeOnly))
+					if !watched[mem.Name] || mem.Cluster == away || mem.Ready || sw.others != "" {
+						continue
 					}
+					at := time.Now().Format(time.TimeOnly)
+					if why := memberUnreadyAtHome(ctx, topo, mem.Cluster, mem.Name); why != "" {
+						sw.truthful = append(sw.truthful, fmt.Sprintf("%s (in %s) at %s: %s", mem.Name, mem.Cluster, at, why))
+						continue
+					}
+					sw.others = fmt.Sprintf("%s (in %s) at %s, while its own cluster reported it healthy and ready", mem.Name, mem.Cluster, at)
 				}
 			}
 			select {
@@ -257,10 +274,42 @@ func watchHubStatus(ctx context.Context, hub *Cluster, m *ManagedEtcd, away stri
 	return sw
 }
 
-func (sw *statusWatch) stop() (named bool, othersNotReady string, samples int) {
+// memberUnreadyAtHome says why member's own cluster considers it not ready
+// (its spoke's MemberHealthy condition or its pod's Ready condition False),
+// or "" when the cluster says it is healthy and ready, or cannot be read.
+func memberUnreadyAtHome(ctx context.Context, topo *Topology, cluster, member string) string {
+	var cl *Cluster
+	for _, c := range topo.Members {
+		if c.Name == cluster {
+			cl = c
+		}
+	}
+	if cl == nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	em := &etcdfedv1.EtcdMember{}
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: member}, em); err == nil {
+		if c := meta.FindStatusCondition(em.Status.Conditions, etcdfedv1.ConditionMemberHealthy); c != nil && c.Status != metav1.ConditionTrue {
+			return "its spoke reported MemberHealthy=" + string(c.Status) + " (" + c.Reason + ": " + c.Message + ")"
+		}
+	}
+	pod := &corev1.Pod{}
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: member}, pod); err == nil {
+		for _, c := range pod.Status.Conditions {
+			if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
+				return "its pod was not Ready (" + c.Reason + ": " + c.Message + ")"
+			}
+		}
+	}
+	return ""
+}
+
+func (sw *statusWatch) stop() (named bool, othersNotReady string, truthful []string, samples int) {
 	sw.cancel()
 	<-sw.done
-	return sw.named, sw.others, sw.n
+	return sw.named, sw.others, sw.truthful, sw.n
 }
 
 // memberKubeconfigSecret reads the kubeconfig Secret registering cluster
