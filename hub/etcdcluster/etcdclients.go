@@ -52,10 +52,12 @@ func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS) (*etc
 		_ = cc.client.Close()
 		delete(c.clients, uid)
 	}
+	metricEtcdClients.Set(float64(len(c.clients)))
 	cl, err := etcdops.New(cfg)
 	if err != nil {
 		return nil, err
 	}
+	metricEtcdDials.Inc()
 	if c.probes == nil {
 		c.probes = map[types.UID]*etcdops.ProbeMemory{}
 	}
@@ -64,6 +66,7 @@ func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS) (*etc
 	}
 	cl.Probes = c.probes[uid]
 	c.clients[uid] = &cachedClient{key: key, client: cl}
+	metricEtcdClients.Set(float64(len(c.clients)))
 	return cl, nil
 }
 
@@ -74,6 +77,7 @@ func (c *clientCache) drop(uid types.UID) {
 		_ = cc.client.Close()
 		delete(c.clients, uid)
 	}
+	metricEtcdClients.Set(float64(len(c.clients)))
 	delete(c.probes, uid)
 }
 
