@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 // apiWrites counts the write requests an apiserver has served, by
@@ -84,7 +86,9 @@ type AtRestSpecInput struct {
 	Window time.Duration
 }
 
-// AtRestSpec: a ring at rest costs no writes. Over the window, the hub
+// AtRestSpec: a ring at rest costs no writes and almost no work. Over the
+// window, the hub runs at most one pass per EtcdCluster it holds (the hub
+// reconciles a ring on change, not on a clock), the hub
 // cluster's apiserver serves no write to EtcdClusters (status included),
 // and no member cluster's apiserver serves a write to EtcdMembers or
 // EtcdDNSZones other than the spokes' status reports, of which there is at
@@ -119,7 +123,16 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	if before[in.Topology.Hub.Name]["etcdclusters"] == 0 {
 		t.Fatalf("no etcdfed.dev write counted by the hub cluster's apiserver (%v): the metrics are not read right", before[in.Topology.Hub.Name])
 	}
+	var passes0 metricSet
+	if in.Topology.HubMetricsURL != "" {
+		if passes0, err = scrape(ctx, in.Topology.HubMetricsURL); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sleepCtx(ctx, in.Window)
+	if passes0 != nil {
+		hubPassesAtRest(ctx, t, in, passes0)
+	}
 	statusReports := 0.0
 	var report []string
 	for _, c := range clusters {
@@ -154,5 +167,30 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	// etcd view's counters); within a window up to a minute, once.
 	if limit := float64(members) * math.Ceil(in.Window.Minutes()); statusReports > limit {
 		t.Errorf("%.0f EtcdMember status reports in %s for %d members at rest; want at most %.0f (one per member per minute)", statusReports, in.Window, members, limit)
+	}
+}
+
+// hubPassesAtRest: over the window the hub ran at most one pass per
+// EtcdCluster it holds, counted by its own controller_runtime_reconcile_total.
+// A hub that reconciles every ring on a clock of a few seconds (as it did
+// before its staleness timer) runs about ten per ring in 30 s.
+func hubPassesAtRest(ctx context.Context, t testing.TB, in AtRestSpecInput, before metricSet) {
+	t.Helper()
+	after, err := scrape(ctx, in.Topology.HubMetricsURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rings etcdfedv1.EtcdClusterList
+	if err := in.Topology.Hub.Client.List(ctx, &rings); err != nil {
+		t.Fatal(err)
+	}
+	const name = "controller_runtime_reconcile_total"
+	if !after.has(name) {
+		t.Fatalf("the hub's metrics at %s have no %s", in.Topology.HubMetricsURL, name)
+	}
+	passes := after.sum(name, "controller", "etcdcluster") - before.sum(name, "controller", "etcdcluster")
+	t.Logf("at rest for %s: %.0f hub passes over %d EtcdCluster(s)", in.Window, passes, len(rings.Items))
+	if passes > float64(len(rings.Items)) {
+		t.Errorf("the hub ran %.0f passes in %s at rest with %d EtcdCluster(s); want at most one per EtcdCluster", passes, in.Window, len(rings.Items))
 	}
 }
