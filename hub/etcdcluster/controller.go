@@ -105,6 +105,8 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.ClusterReadTimeout <= 0 {
 		r.ClusterReadTimeout = 3 * time.Second
 	}
+	// Longer than any pass, so a pass's client is never closed under it.
+	r.etcd.idleAfter, r.etcd.now = max(etcdClientIdle, 2*r.PassTimeout), r.Now
 	member := mcbuilder.WithEngageWithLocalCluster(false)
 	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(r.watchStaleness)); err != nil {
 		return err
@@ -304,6 +306,9 @@ const DefaultLeaseStaleAfter = 4 * time.Second
 // step to check, a planner's wait, a grace period ending), so a ring at
 // rest costs one pass per resyncPeriod, not one every few seconds.
 const resyncPeriod = 5 * time.Minute
+
+// etcdClientIdle is how long a ring's etcd client stays open unused.
+const etcdClientIdle = 2 * time.Minute
 
 // reconcileDelete deletes the EtcdCluster's objects in every member cluster
 // the hub can reach. Volumes stay (the spoke retains them unless the policy
