@@ -114,7 +114,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
-		Watches(&etcdfedv1.EtcdMember{}, r.mapByClusterLabel(), member).
+		Watches(&etcdfedv1.EtcdMember{}, r.mapByClusterLabel(), member, mcbuilder.WithPredicates(memberNews())).
 		Watches(&etcdfedv1.EtcdDNSZone{}, r.mapByClusterLabel(), member).
 		// Member certificate Secrets: watched so the cache holds them (a
 		// read never starts an informer) and a deleted one is rewritten.
