@@ -80,4 +80,3 @@ func scrape(ctx context.Context, url string) (metricSet, error) {
 	}
 	return parseMetrics(string(body)), nil
 }
-
