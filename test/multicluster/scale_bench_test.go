@@ -235,7 +235,7 @@ func pollFast(ctx context.Context, timeout time.Duration, cond func(context.Cont
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("not within %s (last error: %v)", timeout, err)
+			return fmt.Errorf("not within %s (last error: %w)", timeout, err)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
