@@ -84,9 +84,19 @@ test-unit: ## Run unit tests only (-short: tests needing processes say so and sk
 	$(GO) test -short -json $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
 .PHONY: bench
-bench: tools system-deps ## Run benchmarks (placement, DNS, bootstrap and replacement timings).
+bench: tools system-deps ## Run benchmarks (placement, DNS, bootstrap and replacement timings, the hub with 10-50 rings).
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 	$(MAKE) bench-dns
+
+# The hub with SCALE_RINGS EtcdClusters (one member each, the first three
+# with three), on the local environment: a markdown table per ring count,
+# also written to SCALE_OUT. `make bench` runs it too, with the default
+# 10,25,50.
+SCALE_RINGS ?= 10,25,50
+SCALE_OUT ?= $(CURDIR)/hub-scale.md
+.PHONY: bench-scale
+bench-scale: tools system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
+	ETCDFED_SCALE_RINGS=$(SCALE_RINGS) ETCDFED_SCALE_OUT=$(SCALE_OUT) $(GO) test -run '^$$' -bench 'BenchmarkHubScale$$' -benchtime 1x -timeout 60m -v ./test/multicluster
 
 .PHONY: bench-dns
 bench-dns: system-deps ## dnsperf against the embedded DNS server and BIND9 serving the same zone.

@@ -60,6 +60,7 @@ type options struct {
 	memberAPITimeout time.Duration
 	backupScratchDir string
 	maxBackups       int
+	workers          int
 }
 
 func main() {
@@ -80,6 +81,8 @@ func main() {
 	flag.StringVar(&o.backupScratchDir, "backup-scratch-dir", os.TempDir(),
 		"Directory where snapshots are held between the stream from a member and the upload; it needs room for the largest database.")
 	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
+	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
+		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -88,6 +91,10 @@ func main() {
 	}
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if o.workers < 1 {
+		fmt.Fprintf(os.Stderr, "hub: --max-concurrent-reconciles %d: must be at least 1\n", o.workers)
+		os.Exit(2)
+	}
 	if o.leaseStaleAfter < time.Second {
 		fmt.Fprintf(os.Stderr, "hub: --lease-stale-after %s: must be at least 1s (several spoke Lease renewals)\n", o.leaseStaleAfter)
 		os.Exit(2)
@@ -166,12 +173,13 @@ func run(ctx context.Context, o options) error {
 
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
-		Manager:         mgr,
-		Registry:        reg,
-		Tracker:         tracker,
-		RingNamespace:   o.ringNamespace,
-		LeaseStaleAfter: o.leaseStaleAfter,
-		Recorder:        mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
+		Manager:                 mgr,
+		Registry:                reg,
+		Tracker:                 tracker,
+		RingNamespace:           o.ringNamespace,
+		LeaseStaleAfter:         o.leaseStaleAfter,
+		Recorder:                mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
+		MaxConcurrentReconciles: o.workers,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)

@@ -287,7 +287,7 @@ func TestDecide(t *testing.T) {
 			},
 			check: func(t *testing.T, o outcome) {
 				c := condition(o.st, etcdfedv1.ConditionDegraded)
-				if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "member cluster member-2 unknown: Lease stale for 20s; hub not connected for 40s: dial tcp") {
+				if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "member cluster member-2 unknown: Lease stale for 20s; hub not connected since 2026-11-22T11:59:20Z: dial tcp") {
 					t.Errorf("Degraded %s: %s", c.Status, c.Message)
 				}
 				if o.d.plan.Action != membership.ActNone || len(o.st.Members) != 3 {

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"strings"
 	"sync"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -14,16 +15,38 @@ import (
 
 // clientCache keeps one etcd client per EtcdCluster, replaced when the
 // endpoints or certificates change, and the ring's memory of members that
-// did not answer, which outlives the clients.
+// did not answer, which outlives the clients. A client no pass used for
+// idleAfter is closed: rings at rest are visited once per resyncPeriod, and
+// holding their connections (one per member, each pinged every 10 s) would
+// cost every ring's connections all the time for a dial per visit saved.
 type clientCache struct {
 	mu      sync.Mutex
 	clients map[types.UID]*cachedClient
 	probes  map[types.UID]*etcdops.ProbeMemory
+	// idleAfter closes clients unused for that long (0: never). It must
+	// exceed the longest pass: a pass's client is never closed under it.
+	idleAfter time.Duration
+	now       func() time.Time
 }
 
 type cachedClient struct {
-	key    string
-	client *etcdops.Client
+	key      string
+	client   *etcdops.Client
+	lastUsed time.Time
+}
+
+// closeIdle closes the clients no pass used for idleAfter, but uid's.
+func (c *clientCache) closeIdle(uid types.UID, now time.Time) {
+	if c.idleAfter <= 0 {
+		return
+	}
+	for id, cc := range c.clients {
+		if id != uid && now.Sub(cc.lastUsed) > c.idleAfter {
+			_ = cc.client.Close()
+			delete(c.clients, id)
+			metricEtcdIdleClosed.Inc()
+		}
+	}
 }
 
 // clientTLS is the hub's client TLS configuration for one EtcdCluster and
@@ -45,17 +68,26 @@ func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS) (*etc
 	if c.clients == nil {
 		c.clients = map[types.UID]*cachedClient{}
 	}
+	now := time.Now()
+	if c.now != nil {
+		now = c.now()
+	}
+	c.closeIdle(uid, now)
 	if cc, ok := c.clients[uid]; ok {
 		if cc.key == key {
+			cc.lastUsed = now
+			metricEtcdClients.Set(float64(len(c.clients)))
 			return cc.client, nil
 		}
 		_ = cc.client.Close()
 		delete(c.clients, uid)
 	}
+	metricEtcdClients.Set(float64(len(c.clients)))
 	cl, err := etcdops.New(cfg)
 	if err != nil {
 		return nil, err
 	}
+	metricEtcdDials.Inc()
 	if c.probes == nil {
 		c.probes = map[types.UID]*etcdops.ProbeMemory{}
 	}
@@ -63,7 +95,8 @@ func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS) (*etc
 		c.probes[uid] = &etcdops.ProbeMemory{}
 	}
 	cl.Probes = c.probes[uid]
-	c.clients[uid] = &cachedClient{key: key, client: cl}
+	c.clients[uid] = &cachedClient{key: key, client: cl, lastUsed: now}
+	metricEtcdClients.Set(float64(len(c.clients)))
 	return cl, nil
 }
 
@@ -74,6 +107,7 @@ func (c *clientCache) drop(uid types.UID) {
 		_ = cc.client.Close()
 		delete(c.clients, uid)
 	}
+	metricEtcdClients.Set(float64(len(c.clients)))
 	delete(c.probes, uid)
 }
 

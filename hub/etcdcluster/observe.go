@@ -148,7 +148,9 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 	for _, verdict := range liveness.Judge(obs, s.now, r.LeaseStaleAfter, clusterGrace) {
 		s.byName[verdict.Cluster].verdict = verdict
 	}
-	s.livenessChange, s.livenessChanges = liveness.NextChange(obs, s.now, r.LeaseStaleAfter, clusterGrace)
+	// A fresh Lease going stale wakes the ring through the hub's staleness
+	// timer; only a grace period ending is the ring's own to schedule.
+	s.livenessChange, s.livenessChanges = liveness.NextGraceEnd(obs, s.now, r.LeaseStaleAfter, clusterGrace)
 	return nil
 }
 

@@ -66,13 +66,13 @@ func (c *clusterSnapshot) visible() bool {
 
 // connProblem says why the hub holds no connection to the cluster, "" when
 // it does.
-func (c *clusterSnapshot) connProblem(now time.Time) string {
+func (c *clusterSnapshot) connProblem(_ time.Time) string {
 	if c.engaged || c.conn == nil {
 		return ""
 	}
 	msg := "hub not connected"
 	if !c.conn.Since.IsZero() {
-		msg += " for " + now.Sub(c.conn.Since).Truncate(time.Second).String()
+		msg += " since " + c.conn.Since.UTC().Format(time.RFC3339)
 	}
 	if c.conn.Problem != "" {
 		msg += ": " + c.conn.Problem

@@ -120,7 +120,7 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 	out := make([]Verdict, 0, len(obs))
 	for _, o := range obs {
 		if fresh[o.Cluster] {
-			out = append(out, Verdict{Cluster: o.Cluster, State: Alive, Reason: "spoke Lease renewed " + ago(now, o.LastSeen)})
+			out = append(out, Verdict{Cluster: o.Cluster, State: Alive, Reason: "spoke Lease renewed " + At(o.LastSeen)})
 			continue
 		}
 		// Witnesses: the other spokes the hub itself sees alive.
@@ -140,7 +140,7 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 		sort.Strings(alive)
 		last := "never seen"
 		if !o.LastSeen.IsZero() {
-			last = "spoke Lease last renewed " + ago(now, o.LastSeen)
+			last = "spoke Lease last renewed " + At(o.LastSeen)
 		}
 		majority := len(witnesses)/2 + 1
 		switch {
@@ -193,6 +193,10 @@ func NextChange(obs []Observation, now time.Time, staleAfter, grace time.Duratio
 	return next, found
 }
 
-func ago(now, t time.Time) string {
-	return now.Sub(t).Truncate(time.Second).String() + " ago"
+// At names an instant of the hub's clock for a message: absolute, so a
+// status that quotes it stays the same from pass to pass while nothing
+// changes (a relative "12s ago" rewrote the status on every pass of an
+// outage).
+func At(t time.Time) string {
+	return "at " + t.UTC().Format(time.RFC3339)
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 // apiWrites counts the write requests an apiserver has served, by
@@ -84,7 +86,9 @@ type AtRestSpecInput struct {
 	Window time.Duration
 }
 
-// AtRestSpec: a ring at rest costs no writes. Over the window, the hub
+// AtRestSpec: a ring at rest costs no writes and almost no work. Over the
+// window, the hub runs at most one pass per EtcdCluster it holds (the hub
+// reconciles a ring on change, not on a clock), the hub
 // cluster's apiserver serves no write to EtcdClusters (status included),
 // and no member cluster's apiserver serves a write to EtcdMembers or
 // EtcdDNSZones other than the spokes' status reports, of which there is at
@@ -119,8 +123,20 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	if before[in.Topology.Hub.Name]["etcdclusters"] == 0 {
 		t.Fatalf("no etcdfed.dev write counted by the hub cluster's apiserver (%v): the metrics are not read right", before[in.Topology.Hub.Name])
 	}
+	var passes0 metricSet
+	if in.Topology.HubMetricsURL != "" {
+		if passes0, err = scrape(ctx, in.Topology.HubMetricsURL); err != nil {
+			t.Fatal(err)
+		}
+	}
 	sleepCtx(ctx, in.Window)
-	statusReports := 0.0
+	var passes1 metricSet
+	if passes0 != nil {
+		if passes1, err = scrape(ctx, in.Topology.HubMetricsURL); err != nil {
+			t.Fatal(err)
+		}
+	}
+	statusReports, spokeReports := 0.0, 0.0
 	var report []string
 	for _, c := range clusters {
 		now, err := apiWrites(ctx, c)
@@ -143,10 +159,14 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 				statusReports += d // the spokes' own reports
 			case "etcdspokes/status":
 				// A spoke's own status (gossip view, zones): not the hub's.
+				spokeReports += d
 			default:
 				t.Errorf("%s served %.0f write(s) to %s while the ring was at rest", c.Name, d, k)
 			}
 		}
+	}
+	if passes0 != nil {
+		hubPassesAtRest(ctx, t, in, passes0, passes1, spokeReports)
 	}
 	perMinute := statusReports / float64(members) / in.Window.Minutes()
 	t.Logf("at rest for %s: writes %v; EtcdMember status reports: %.1f per member per minute", in.Window, report, perMinute)
@@ -154,5 +174,29 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	// etcd view's counters); within a window up to a minute, once.
 	if limit := float64(members) * math.Ceil(in.Window.Minutes()); statusReports > limit {
 		t.Errorf("%.0f EtcdMember status reports in %s for %d members at rest; want at most %.0f (one per member per minute)", statusReports, in.Window, members, limit)
+	}
+}
+
+// hubPassesAtRest: over the window the hub ran at most one pass per
+// EtcdCluster it holds, and one more per EtcdCluster for each report a
+// spoke made of its own status (a gossip view or zones that changed
+// concerns every ring), counted by its own controller_runtime_reconcile_total.
+// A hub that reconciles every ring on a clock of a few seconds (as it did
+// before its staleness timer) runs about ten per ring in 30 s.
+func hubPassesAtRest(ctx context.Context, t testing.TB, in AtRestSpecInput, before, after metricSet, spokeReports float64) {
+	t.Helper()
+	var rings etcdfedv1.EtcdClusterList
+	if err := in.Topology.Hub.Client.List(ctx, &rings); err != nil {
+		t.Fatal(err)
+	}
+	const name = "controller_runtime_reconcile_total"
+	if !after.has(name) {
+		t.Fatalf("the hub's metrics at %s have no %s", in.Topology.HubMetricsURL, name)
+	}
+	passes := after.sum(name, "controller", "etcdcluster") - before.sum(name, "controller", "etcdcluster")
+	limit := float64(len(rings.Items)) * (1 + spokeReports)
+	t.Logf("at rest for %s: %.0f hub passes over %d EtcdCluster(s), %.0f spoke status reports (limit %.0f)", in.Window, passes, len(rings.Items), spokeReports, limit)
+	if passes > limit {
+		t.Errorf("the hub ran %.0f passes in %s at rest with %d EtcdCluster(s) and %.0f spoke status reports; want at most %.0f (one per EtcdCluster, and one more per report)", passes, in.Window, len(rings.Items), spokeReports, limit)
 	}
 }

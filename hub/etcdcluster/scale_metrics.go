@@ -1,0 +1,27 @@
+package etcdcluster
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics of the hub's cost per ring: etcd clients held and dialled, and
+// the staleness timer's wake-ups.
+var (
+	metricEtcdClients = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "etcdfed_hub_etcd_clients", Help: "etcd clients the hub holds open, one per EtcdCluster it has dialled.",
+	})
+	metricEtcdDials = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdfed_hub_etcd_dials_total", Help: "etcd clients the hub created: a ring's first pass, or its endpoints or certificates changed.",
+	})
+	metricEtcdIdleClosed = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdfed_hub_etcd_idle_closed_total", Help: "etcd clients the hub closed because no pass used them for a while (the ring is at rest).",
+	})
+	metricLeaseStale = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdfed_hub_lease_stale_total", Help: "Times a member cluster's spoke Lease went stale on the hub's clock (each wakes every EtcdCluster).",
+	}, []string{"member_cluster"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(metricEtcdClients, metricEtcdDials, metricEtcdIdleClosed, metricLeaseStale)
+}

@@ -1,0 +1,87 @@
+package etcdcluster
+
+import (
+	"context"
+	"time"
+
+	"k8s.io/client-go/util/workqueue"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+)
+
+// The hub's staleness timer. A spoke Lease going stale is the one verdict
+// change that time alone brings to rings whose clusters are all alive, and
+// nothing in the API says it happened. One timer for the whole hub, set to
+// the instant the first fresh Lease would go stale, wakes every ring when
+// a Lease does; until then rings at rest sleep (resyncPeriod), instead of
+// each ring scheduling its own pass for that instant, which reconciled
+// every ring every few seconds at rest. A Lease coming back is an event
+// (observeLease).
+
+// staleSource is the controller's source of "a Lease went stale" events:
+// each is mapped to every EtcdCluster.
+func (r *Reconciler) staleSource() source.TypedSource[mcreconcile.Request] {
+	r.staleCh = make(chan event.TypedGenericEvent[string], 16)
+	return source.TypedChannel(r.staleCh, handler.TypedFuncs[string, mcreconcile.Request]{
+		GenericFunc: func(ctx context.Context, _ event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+			for _, req := range r.allRings(ctx) {
+				q.Add(req)
+			}
+		},
+	})
+}
+
+// watchStaleness runs the timer until ctx ends: it tells the controller
+// once per stale spell of each cluster (a Lease seen again starts a new
+// spell), within a millisecond of the instant Judge calls the Lease stale.
+func (r *Reconciler) watchStaleness(ctx context.Context) error {
+	told := map[string]time.Time{} // cluster -> the last sighting already told stale
+	for {
+		now := r.now()
+		seen := r.Tracker.Seen()
+		for c, last := range seen {
+			if now.Sub(last) > r.LeaseStaleAfter && !told[c].Equal(last) {
+				told[c] = last
+				metricLeaseStale.WithLabelValues(c).Inc()
+				ctrl.LoggerFrom(ctx).Info("Spoke Lease went stale; waking every ring", "memberCluster", c, "lastSeen", last)
+				select {
+				case r.staleCh <- event.TypedGenericEvent[string]{Object: c}:
+				case <-ctx.Done():
+					return nil
+				}
+			}
+		}
+		wait := r.LeaseStaleAfter
+		if _, at, ok := liveness.NextStale(seen, now, r.LeaseStaleAfter); ok {
+			wait = min(wait, at.Sub(now))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// allRings is a request for every EtcdCluster in the hub's cache.
+func (r *Reconciler) allRings(ctx context.Context) []mcreconcile.Request {
+	var list etcdfedv1.EtcdClusterList
+	if err := r.hub().List(ctx, &list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing EtcdClusters to enqueue")
+		return nil
+	}
+	out := make([]mcreconcile.Request, 0, len(list.Items))
+	for _, ec := range list.Items {
+		out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ec)}, ClusterName: mcmanager.LocalCluster})
+	}
+	return out
+}
