@@ -37,3 +37,10 @@ const (
 	// quoted); no member is restarted.
 	ReasonDowngradeRefused = "DowngradeRefused"
 )
+
+// ReasonContainerFailing (EtcdMember PodReady=False, written by the spoke):
+// the etcd container of the pod of the object's latest generation cannot
+// run: it cannot be created (no such image or binary), or it crashes
+// (CrashLoopBackOff). The message quotes the container's state. The hub
+// halts a rollout on it (ReasonRolloutHalted).
+const ReasonContainerFailing = "ContainerFailing"
