@@ -157,7 +157,7 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 		}
 		halted = got.Status.Operation.Member
 		if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, halted) || !strings.Contains(c.Message, "CreateContainerError") || !strings.Contains(c.Message, in.Broken) {
-			return "", fmt.Errorf("Progressing=%s %s: %q; want False, naming %s, its CreateContainerError and version %s", c.Status, c.Reason, c.Message, halted, in.Broken)
+			return "", fmt.Errorf("condition Progressing=%s %s: %q; want False, naming %s, its CreateContainerError and version %s", c.Status, c.Reason, c.Message, halted, in.Broken)
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded)
 		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "rollout halted: "+halted) {
