@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/ from the Go module proxy, each only when
 # it is missing or reports another version. Usage: hack/tools.sh [tool...]
-# Tools: kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint versitygw
+# Tools: kube-apiserver kubectl etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -10,6 +10,9 @@ mkdir -p "$bin"
 
 KUBE_VERSION=v1.36.3
 ETCD_VERSION=v3.6.16
+# The etcd 3.5 release upgrades start from (and downgrades return to):
+# bin/etcd-3.5.x, picked by the local node agent for an image tagged with it.
+ETCD35_VERSION=v3.5.35
 CONTROLLER_TOOLS_VERSION=v0.21.0
 GOLANGCI_LINT_VERSION=v2.15.0
 # versitygw: an S3-compatible gateway over a directory (posix backend), the
@@ -47,6 +50,7 @@ build_kubectl() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(
 
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
 build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
+build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_VERSION}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
 build_etcdctl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdctl" ./cmd/etcdctl); }
 build_etcdutl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdutl" go.etcd.io/etcd/etcdutl/v3); }
 build_controller_gen() { (cd "$root/hack/tools/dev" && go build -trimpath -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen); }
@@ -65,6 +69,7 @@ ensure() {
 	kube-apiserver) have kube-apiserver "Kubernetes $KUBE_VERSION" "$bin/kube-apiserver" --version || step "$1" build_kube_apiserver ;;
 	kubectl) have kubectl "Client Version: $KUBE_VERSION" "$bin/kubectl" version --client || step "$1" build_kubectl ;;
 	etcd) have etcd "etcd Version: ${ETCD_VERSION#v}" "$bin/etcd" --version || step "$1" build_etcd ;;
+	etcd35) have "etcd-${ETCD35_VERSION#v}" "etcd Version: ${ETCD35_VERSION#v}" "$bin/etcd-${ETCD35_VERSION#v}" --version || step "$1" build_etcd35 ;;
 	etcdctl) have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version || step "$1" build_etcdctl ;;
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;
@@ -75,5 +80,5 @@ ensure() {
 }
 
 tools=("$@")
-[[ ${#tools[@]} -gt 0 ]] || tools=(kube-apiserver kubectl etcd etcdctl etcdutl controller-gen golangci-lint versitygw)
+[[ ${#tools[@]} -gt 0 ]] || tools=(kube-apiserver kubectl etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw)
 for t in "${tools[@]}"; do ensure "$t"; done

@@ -16,13 +16,19 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even count adds a member without adding failure tolerance"
 	Replicas int32 `json:"replicas"`
 
-	// version is the etcd version every member runs, such as "3.6.16"
-	// (3.5 or later). It may be raised freely but lowered by at most one minor
-	// version at a time.
+	// version is the etcd version every member runs, such as "3.6.16": a
+	// release of a minor version etcdfed knows (3.5 and 3.6; any other minor
+	// is unknown and refused). It may change by at most one minor version
+	// at a time, up or down, as etcd's own upgrades and downgrades do. A
+	// change rolls the members one at a time, the leader last (Progressing
+	// reason Upgrading or Downgrading); a downgrade is first enabled in
+	// etcd (etcdctl downgrade enable), and refused when etcd refuses it.
 	// +required
 	// +kubebuilder:validation:MaxLength=32
 	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.][0-9]+[.][0-9]+$')",message="version must be an etcd release such as 3.6.16 (three numbers, no leading v)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) >= 5",message="etcd versions before 3.5 are not supported"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) <= 6",message="unknown etcd version: etcdfed knows etcd 3.5 and 3.6 (a newer minor version needs a newer etcdfed)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="version may go up by at most one minor version at a time (etcd upgrades one minor version at a time: 3.5 to 3.6, then 3.6 to 3.7)"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) - 1",message="version may go down by at most one minor version at a time (etcd downgrades one minor version at a time)"
 	Version string `json:"version"`
 
@@ -321,6 +327,12 @@ type MemberStatus struct {
 	// replaced.
 	// +optional
 	LastTransitionTime *metav1.Time `json:"lastTransitionTime,omitempty"`
+
+	// version is the etcd server version the member runs, as its own etcd
+	// reports it (status call); empty while it does not answer.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
 }
 
 // OperationType is the kind of operation: a membership change, or the
@@ -468,6 +480,13 @@ type EtcdClusterStatus struct {
 	// backup reports scheduled and on-demand snapshots (spec.backup).
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// clusterVersion is the cluster version etcd reports (such as 3.6.0):
+	// the version every member agrees to speak. It rises once every member
+	// runs a higher minor version, and drops once a downgrade completes.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	ClusterVersion string `json:"clusterVersion,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
@@ -480,6 +499,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Members",type=string,JSONPath=`.status.memberSummary`,description="Ready members / desired"
 // +kubebuilder:printcolumn:name="Zones",type=string,JSONPath=`.status.zoneSummary`,description="Zones and members per zone"
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.clusterVersion`,priority=1,description="Cluster version etcd reports"
 // +kubebuilder:printcolumn:name="Tolerant",type=string,JSONPath=`.status.conditions[?(@.type=="FailureTolerant")].status`,priority=1,description="Survives the loss of any one zone"
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.backup.lastSuccess.time`,priority=1,description="When the newest stored snapshot was taken"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

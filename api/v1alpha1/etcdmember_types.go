@@ -125,6 +125,13 @@ type EtcdMemberSpec struct {
 	// +kubebuilder:validation:MaxLength=512
 	Image string `json:"image"`
 
+	// version is the etcd release the image runs (the EtcdCluster's
+	// spec.version): the spoke renders the flags of its minor version
+	// (etcd 3.5 spells some differently). Empty means the newest known.
+	// +optional
+	// +kubebuilder:validation:MaxLength=32
+	Version string `json:"version,omitempty"`
+
 	// dnsName is the member's stable name, <member>.<domain>, advertised in
 	// its peer and client URLs.
 	// +required

@@ -107,6 +107,8 @@ func TestEtcdClusterCreateValidation(t *testing.T) {
 		{"malformed version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "v3.6" }, "version must be an etcd release such as 3.6.16"},
 		{"version with letters", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release such as 3.6.16"},
 		{"old version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "etcd versions before 3.5 are not supported"},
+		{"unknown minor version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, "unknown etcd version: etcdfed knows etcd 3.5 and 3.6"},
+		{"unknown future version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.10.0" }, "unknown etcd version"},
 		{"uppercase domain", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "Etcd.Example.com" }, "domain must be a lowercase DNS name"},
 		{"domain with underscore", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "etcd_ring.example.com" }, "domain must be a lowercase DNS name"},
 		{"domain too long", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = strings.Repeat("a.", 101) + "io" }, "spec.dns.domain: Too long"},
@@ -169,9 +171,14 @@ func TestEtcdClusterUpdateValidation(t *testing.T) {
 		want    string // empty: the update must be accepted
 	}{
 		{name: "changed domain", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "other.example.com" }, want: "domain is immutable"},
-		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.1" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.21" }, want: "version may go down by at most one minor version"},
 		{name: "downgrade one minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.21" }},
-		{name: "upgrade", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }},
+		{name: "upgrade one minor", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }},
+		{name: "patch downgrade", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.1" }},
+		// Only two minors are known, so a skip of two is also an unknown
+		// version; both rules answer.
+		{name: "upgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "version may go up by at most one minor version at a time"},
+		{name: "upgrade to unknown minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "unknown etcd version"},
+		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, want: "version may go down by at most one minor version"},
 		{name: "scale up", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 5 }},
 		{name: "tls switched off", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.Mode = etcdfedv1.TLSDisabled }, initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.Mode = etcdfedv1.TLSEnabled }, want: "tls.mode is immutable"},
 	} {

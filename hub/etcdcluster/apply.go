@@ -145,6 +145,18 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		}
 	case membership.ActDeleteObject:
 		err = errors.Join(err, r.deleteMembers(ctx, s, d.step.deletes))
+	case membership.ActRequestBackup:
+		err = errors.Join(err, r.requestBackup(ctx, ec, p.BackupRequest))
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "BackupRequested", "RequestBackup", "Asked for snapshot %s before the version change to %s", p.BackupRequest, ec.Spec.Version)
+		}
+	case membership.ActEnableDowngrade:
+		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.EnableDowngrade(ctx, p.DowngradeTo) })
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "DowngradeEnabled", "EnableDowngrade", "Enabled etcd's downgrade to %s (cluster version was %s)", p.DowngradeTo, s.etcd.ClusterVersion)
+		} else {
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.ReasonDowngradeRefused, "EnableDowngrade", "etcd refused the downgrade to %s: %v", p.DowngradeTo, err)
+		}
 	case membership.ActFinish:
 		if op := d.ended; op != nil {
 			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",

@@ -100,6 +100,7 @@ func decide(s *snapshot) *decision {
 	st := d.ledger
 	adoptLostMembers(s, st)
 	recordObservations(s, st)
+	recordVersions(s, st)
 
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {

@@ -51,6 +51,7 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 			MemberName:  m.Name,
 			Incarnation: m.Incarnation,
 			Image:       Image(ec),
+			Version:     ec.Spec.Version,
 			DNSName:     memberDNSName(ec, m.Name),
 			Zone:        m.Zone,
 			Storage:     memberStorage(ec, m.Cluster),

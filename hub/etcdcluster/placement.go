@@ -132,6 +132,8 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		LastIncarnation: st.LastIncarnation,
 		Etcd:            s.etcd,
 		Placement:       placement,
+		Version:         ec.Spec.Version,
+		Backup:          backupInput(ec),
 	}
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
@@ -193,6 +195,7 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	}
 	if obj.Spec.Incarnation == m.Incarnation {
 		o.Outdated = restarts(obj, desiredMember(s, st, m, obj))
+		o.Failing = podFailing(obj)
 	}
 	return o
 }

@@ -34,6 +34,7 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setAvailable(st, gen, s.etcd)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
+	setVersionProgress(s, st, gen, d.plan, res)
 	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
 	setFailureTolerant(st, gen, tol)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
@@ -198,6 +199,9 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 		out = append(out, "DNS: "+res.dnsErr.Error())
 	}
 	if d.plan.Action == membership.ActWait && st.Operation == nil && st.ClusterID != "" {
+		out = append(out, d.plan.Reason)
+	}
+	if d.plan.Halted {
 		out = append(out, d.plan.Reason)
 	}
 	for _, cs := range s.clusters {

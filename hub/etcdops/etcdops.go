@@ -34,7 +34,9 @@ var (
 	// it answered. A member that applies its own removal does exactly this,
 	// so after a Remove the change has most likely been made; the next
 	// member list tells.
-	ErrAnswererStopped = errors.New("etcdops: the member that took the request stopped (after a removal: most likely itself)")
+	// ErrDowngradeRefused: etcd refused to validate or enable a downgrade.
+	ErrDowngradeRefused = errors.New("etcdops: etcd refused the downgrade")
+	ErrAnswererStopped  = errors.New("etcdops: the member that took the request stopped (after a removal: most likely itself)")
 )
 
 // Timeouts for the calls the hub makes while reconciling.
@@ -99,6 +101,7 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 	out.Members = make([]membership.ListEntry, len(resp.Members))
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
+	downgrades := make([]membership.Downgrade, len(resp.Members))
 	listed := make(map[uint64]bool, len(resp.Members))
 	for i, m := range resp.Members {
 		out.Members[i] = membership.ListEntry{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
@@ -119,6 +122,10 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 				if err == nil {
 					out.Members[i].Healthy = len(st.Errors) == 0 && st.Leader != 0
 					leaders[i] = st.Leader
+					out.Members[i].Version, out.Members[i].RaftIndex, out.Members[i].StorageVersion = st.Version, st.RaftIndex, st.StorageVersion
+					if di := st.DowngradeInfo; di != nil {
+						downgrades[i] = membership.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
+					}
 					answered = true
 					break
 				}
@@ -129,6 +136,7 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 	wg.Wait()
 	c.Probes.forget(listed)
 	out.LeaderID = majorityLeader(leaders)
+	c.observeVersions(ctx, &out, downgrades)
 	return out
 }
 

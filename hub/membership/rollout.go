@@ -108,6 +108,9 @@ func continueRoll(in Input, op Operation) Decision {
 	}
 	em, found := byID(in.Etcd, m.ID)
 	if m.Object.Outdated {
+		if d, pending := versionSteps(in, op, m); pending {
+			return d
+		}
 		if found && em.ID == in.Etcd.LeaderID {
 			if to, ok := transferee(in.Etcd, em.ID); ok {
 				return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before restarting it", describe(em))})
@@ -121,8 +124,11 @@ func continueRoll(in Input, op Operation) Decision {
 			Reason: fmt.Sprintf("writing the new spec to %s; its spoke restarts the pod on the same volume", m.Name)})
 	}
 	ready := found && em.Started() && em.Healthy && !em.IsLearner && m.Ready
-	if m.Object.Settled && ready {
-		return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s runs the new spec and is a ready voter", m.Name)}
+	if m.Object.Settled && ready && caughtUp(in.Etcd, em) {
+		return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s runs the new spec and is a ready voter caught up with the leader", m.Name)}
+	}
+	if d, stop := halted(op, m); stop && !ready {
+		return d
 	}
 	if in.Automatic && !m.Ready && !m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace {
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has not been ready for %s (grace %s); its roll gives way to its replacement",
@@ -130,6 +136,9 @@ func continueRoll(in Input, op Operation) Decision {
 	}
 	if !m.Object.Settled {
 		return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to restart on the new spec", m.Name)
+	}
+	if ready {
+		return waitStep(op, ActUpdateObject, pollFast, "waiting for %s to catch up with the leader (raft index %d)", m.Name, em.RaftIndex)
 	}
 	return waitStep(op, ActUpdateObject, pollFast, "waiting for %s to be a ready voter again", m.Name)
 }

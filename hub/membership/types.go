@@ -33,6 +33,11 @@ type Input struct {
 	Members []Member
 	// Placement is what pkg/topology wants, computed from the same view.
 	Placement topology.Result
+	// Version is spec.version and Backup the pre-upgrade snapshot's state
+	// (upgrade.go).
+	Version string
+	Backup  Backup
+
 	// Unseen lists eligible member clusters the hub cannot fully see yet
 	// (not visible, or their spoke has not reported), with why. Bootstrap
 	// waits for them: the founding placement is never made on a partial
@@ -52,6 +57,10 @@ type Etcd struct {
 	LeaderID uint64
 	// ClusterID is the etcd cluster ID.
 	ClusterID uint64
+	// ClusterVersion is the cluster version etcd reports (such as 3.5.0),
+	// "" when unknown; Downgrade is etcd's downgrade state (upgrade.go).
+	ClusterVersion string
+	Downgrade      Downgrade
 }
 
 // ListEntry is one entry of etcd's member list, with its health. (Not to be
@@ -66,6 +75,13 @@ type ListEntry struct {
 	// Healthy is true when the member answered a status call (from the hub,
 	// or its spoke reported it healthy).
 	Healthy bool
+	// Version is the etcd server version the member reported in its status
+	// call, "" when it did not answer; RaftIndex its raft index then.
+	Version   string
+	RaftIndex uint64
+	// StorageVersion is the member's storage version (etcd 3.6; "" on
+	// 3.5), which a downgrade waits on.
+	StorageVersion string
 }
 
 // Started reports whether the member has published its name, i.e. its
@@ -123,6 +139,9 @@ type Object struct {
 	// Settled is true when the spoke has acted on the object's latest
 	// generation and the pod is ready.
 	Settled bool
+	// Failing says why the pod of the object's latest generation cannot
+	// run (its container cannot be created, or crashes), "" when it can.
+	Failing string
 }
 
 // Operation is the operation in flight, as recorded in status.operation.
@@ -205,6 +224,12 @@ const (
 	ActUpdateObject Action = "UpdateObject"
 	// ActFinish: the operation is done; clear it and record the result.
 	ActFinish Action = "Finish"
+	// ActEnableDowngrade: etcd's downgrade validate, then enable, to
+	// Decision.DowngradeTo (the first step of a downgrade's first Roll).
+	ActEnableDowngrade Action = "EnableDowngrade"
+	// ActRequestBackup: ask for an on-demand snapshot named
+	// Decision.BackupRequest (before the first Roll of a version change).
+	ActRequestBackup Action = "RequestBackup"
 )
 
 // Decision is the planner's answer.
@@ -236,6 +261,14 @@ type Decision struct {
 	Assign []Assignment
 	// RequeueAfter is set with ActWait and for steps that poll.
 	RequeueAfter time.Duration
+	// Halted is set with an ActWait that only a change of spec can end (a
+	// member that does not come up on the new version, a downgrade etcd
+	// refuses): the rollout stops, nothing else is restarted.
+	Halted bool
+	// DowngradeTo is the minor version of ActEnableDowngrade (3.5);
+	// BackupRequest the request of ActRequestBackup.
+	DowngradeTo   string
+	BackupRequest string
 }
 
 // Assignment places one incarnation of a member in a domain.

@@ -201,6 +201,9 @@ func podReadiness(m *etcdfedv1.EtcdMember, d pod.Decision, p *corev1.Pod, blocke
 			return metav1.ConditionFalse, ReasonWaitingForDNS, fmt.Sprintf("init container %s waits until %s resolves to the member's address%s", pod.ContainerWaitDNS, m.Spec.DNSName, outdated)
 		}
 	}
+	if msg := containerFailing(p); msg != "" {
+		return metav1.ConditionFalse, etcdfedv1.ReasonContainerFailing, msg + outdated
+	}
 	if p.Status.Phase == corev1.PodRunning {
 		if view != nil && view.IsLearner && view.Error == "" {
 			return metav1.ConditionFalse, ReasonLearner, fmt.Sprintf("etcd runs as a learner and waits for promotion%s", outdated)

@@ -147,6 +147,8 @@ type EtcdClusterSpecInput struct {
 	Replicas  int
 	// WantZones is the expected placement, e.g. "2/2/1".
 	WantZones string
+	// Version is spec.version; default 3.6.16.
+	Version string
 }
 
 // EtcdClusterSpec creates an EtcdCluster through the hub and waits until
@@ -160,11 +162,14 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 	if err := ensureNamespace(ctx, hub, in.Namespace); err != nil {
 		t.Fatal(err)
 	}
+	if in.Version == "" {
+		in.Version = "3.6.16"
+	}
 	ec := &etcdfedv1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name},
 		Spec: etcdfedv1.EtcdClusterSpec{
 			Replicas: int32(in.Replicas),
-			Version:  "3.6.16",
+			Version:  in.Version,
 			DNS:      etcdfedv1.DNSSpec{Domain: in.Domain, TTLSeconds: ptrTo[int32](5)},
 			TLS:      etcdfedv1.TLSSpec{PeerSkipClientSANVerification: !in.Topology.PeerSourceIsPodIP},
 			FailurePolicy: etcdfedv1.FailurePolicy{

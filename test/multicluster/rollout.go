@@ -27,6 +27,8 @@ type RollSpecInput struct {
 	// the image every member's object must end with.
 	Change func(*etcdfedv1.EtcdClusterSpec)
 	Image  string
+	// Timeout bounds the whole rollout; default 5m.
+	Timeout time.Duration
 }
 
 // rollSample is what one look at the hub and the member clusters saw.
@@ -107,7 +109,10 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		t.Fatal(err)
 	}
 	var after *etcdfedv1.EtcdCluster
-	err = poll(ctx, 5*time.Minute, "every member rolled to "+in.Image, func(ctx context.Context) (string, error) {
+	if in.Timeout == 0 {
+		in.Timeout = 5 * time.Minute
+	}
+	err = poll(ctx, in.Timeout, "every member rolled to "+in.Image, func(ctx context.Context) (string, error) {
 		got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before.Status.Members), Timeout: 5 * time.Second})
 		if err != nil {
 			return err.Error(), nil
@@ -156,6 +161,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	}
 	t.Logf("rollout order %v (leader at the start: %s); at most %d member(s) restarting at once over %d samples; longest gap between acknowledged writes %s",
 		order, leader, most, len(samples), w.MaxWriteGap().Round(time.Millisecond))
+	t.Logf("time per member, from its object's new spec to its pod ready on it: %s", rollTimes(samples))
 	if len(order) != len(after.Status.Members) || order[len(order)-1] != leader {
 		t.Errorf("rollout order %v; want every member once and the leader of the start, %s, last", order, leader)
 	}
@@ -195,7 +201,7 @@ func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID) (rollSampl
 	}
 	s.leader = ec.Status.Leader
 	if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Status == metav1.ConditionTrue &&
-		c.Reason == string(etcdfedv1.OperationRoll) && ec.Status.Operation != nil && strings.Contains(c.Message, ec.Status.Operation.Member) {
+		(c.Reason == string(etcdfedv1.OperationRoll) || c.Reason == etcdfedv1.ReasonUpgrading || c.Reason == etcdfedv1.ReasonDowngrading) && ec.Status.Operation != nil && strings.Contains(c.Message, ec.Status.Operation.Member) {
 		s.progressing = ec.Status.Operation.Member
 	}
 	for _, c := range in.Topology.Members {

@@ -249,7 +249,7 @@ func (w *podWorker) command(c *ctr) (proc.Spec, error) {
 	}
 	pm := newPathMap(mounts)
 	args := argv(&c.spec)
-	bin, err := w.a.resolveBinary(args[0])
+	bin, err := w.a.containerBinary(args[0], c.spec.Image)
 	if err != nil {
 		return proc.Spec{}, err
 	}

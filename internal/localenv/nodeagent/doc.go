@@ -13,6 +13,11 @@
 //     name's last path element does (registry.k8s.io/etcd:3.6 runs bin/etcd);
 //     any other command fails the container with reason
 //     CreateContainerError and a message naming what was looked for;
+//   - an image tag that names a release (etcd:v3.5.35, etcd:3.6.16-0) runs
+//     that release: bin/etcd-3.5.35 when it exists, else bin/etcd when its
+//     --version reports that release; any other release fails the container
+//     with CreateContainerError naming the release asked for and the one
+//     bin/ has (release.go), as a pull of a missing tag would;
 //   - each pod gets its own loopback address as pod IP, and, given
 //     Config.Cgroup, a cgroup of its own below its zone's that every one of
 //     its processes starts in; Config.Network can then make the pod's

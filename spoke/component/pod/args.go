@@ -3,6 +3,7 @@ package pod
 import (
 	"fmt"
 	"strconv"
+	"strings"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
@@ -52,8 +53,10 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 	args = append(args,
 		"--heartbeat-interval="+strconv.Itoa(int(spec.HeartbeatMillis(m))),
 		"--election-timeout="+strconv.Itoa(int(spec.ElectionMillis(m))),
-		"--max-learners=1",
 	)
+	if !etcd35(m) {
+		args = append(args, "--max-learners=1") // 3.5 has no flag: one learner is its fixed limit
+	}
 	if q := m.Spec.Etcd.QuotaBackendBytes; q != nil {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q.Value(), 10))
 	}
@@ -75,8 +78,19 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 			"--peer-client-cert-auth=true",
 		)
 		if m.Spec.TLS.PeerSkipClientSANVerification {
-			args = append(args, "--peer-skip-client-san-verification=true")
+			if etcd35(m) {
+				args = append(args, "--experimental-peer-skip-client-san-verification=true")
+			} else {
+				args = append(args, "--peer-skip-client-san-verification=true")
+			}
 		}
 	}
 	return args
+}
+
+// etcd35 reports whether the member runs etcd 3.5, whose flags differ from
+// 3.6's: no --max-learners (one learner is its fixed limit), and
+// --experimental-peer-skip-client-san-verification.
+func etcd35(m *etcdfedv1.EtcdMember) bool {
+	return strings.HasPrefix(m.Spec.Version, "3.5.")
 }

@@ -113,6 +113,15 @@ func TestEtcdArgs(t *testing.T) {
 			"--peer-skip-client-san-verification=true",
 		},
 	}, {
+		name: "etcd 3.5 spells its flags its way",
+		m: member(func(m *etcdfedv1.EtcdMember) {
+			m.Spec.Version = "3.5.35"
+			m.Spec.TLS.PeerSkipClientSANVerification = true
+		}),
+		adv:     spec.PodPorts,
+		want:    []string{"--experimental-peer-skip-client-san-verification=true"},
+		without: []string{"--max-learners", "--peer-skip-client-san-verification"},
+	}, {
 		name:    "no bootstrap: no initial-cluster flags",
 		m:       member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap = nil }),
 		adv:     spec.PodPorts,

@@ -1,0 +1,124 @@
+package etcdcluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// Version changes (see hub/membership/upgrade.go): what the planner needs
+// of spec.backup and of the member objects, the versions recorded in
+// status, and the two steps only a version change takes.
+
+// backupInput is spec.backup and its status as the planner's Backup.
+func backupInput(ec *etcdfedv1.EtcdCluster) membership.Backup {
+	var b membership.Backup
+	if ec.Spec.Backup == nil || ec.Spec.Backup.Suspend {
+		return b
+	}
+	b.Configured = true
+	b.Requested = ec.Annotations[etcdfedv1.AnnotationBackupRequested]
+	if st := ec.Status.Backup; st != nil {
+		if st.LastSuccess != nil {
+			b.Succeeded = st.LastSuccess.Request
+		}
+		if st.LastFailure != nil {
+			b.Failed, b.FailedMessage = st.LastFailure.Request, st.LastFailure.Message
+		}
+	}
+	return b
+}
+
+// podFailing is why the pod of the object's latest generation cannot run,
+// as its spoke reports it (PodReady=False, reason ContainerFailing), "" when
+// it can or the spoke has not acted on that generation yet.
+func podFailing(obj *etcdfedv1.EtcdMember) string {
+	c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPodReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonContainerFailing ||
+		obj.Status.ObservedGeneration != obj.Generation {
+		return ""
+	}
+	return c.Message
+}
+
+// recordVersions records each member's running version and the cluster
+// version, as etcd reported them in this pass; a member that did not
+// answer keeps its last.
+func recordVersions(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	if !s.etcd.Reachable {
+		return
+	}
+	for i := range st.Members {
+		if em, ok := listed(s.etcd, &st.Members[i]); ok && em.Version != "" {
+			st.Members[i].Version = em.Version
+		}
+	}
+	if s.etcd.ClusterVersion != "" {
+		st.ClusterVersion = s.etcd.ClusterVersion
+	}
+}
+
+// rollReason is the Progressing reason of a Roll: Upgrading or Downgrading
+// while members' running versions differ from spec.version, else Roll.
+// The message's suffix counts the members that run spec.version.
+func rollReason(s *snapshot) (reason, suffix string) {
+	c, changing := membership.Versions(membership.Input{Version: s.ec.Spec.Version, Etcd: s.etcd})
+	if !changing {
+		return string(membership.OpRoll), ""
+	}
+	reason = etcdfedv1.ReasonUpgrading
+	if c.Down {
+		reason = etcdfedv1.ReasonDowngrading
+	}
+	return reason, fmt.Sprintf(" (%d of %d members run %s; cluster version %s)", c.Done, c.Total, s.ec.Spec.Version, orText(s.etcd.ClusterVersion, "unknown"))
+}
+
+// requestBackup sets the etcdfed.dev/backup-requested annotation (the hub's
+// backup controller takes the snapshot). The pass's status patch then
+// meets a newer resourceVersion and is dropped; the annotation's event
+// brings the next pass.
+func (r *Reconciler) requestBackup(ctx context.Context, ec *etcdfedv1.EtcdCluster, request string) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{etcdfedv1.AnnotationBackupRequested: request}}})
+	if err != nil {
+		return err
+	}
+	obj := &etcdfedv1.EtcdCluster{}
+	obj.Namespace, obj.Name = ec.Namespace, ec.Name
+	if err := r.hub().Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		return fmt.Errorf("ask for snapshot %s: %w", request, err)
+	}
+	return nil
+}
+
+// setVersionProgress refines Progressing for a version change, after
+// setProgressing: a Roll while versions differ is Upgrading or
+// Downgrading; a halted rollout is Progressing=False RolloutHalted; a
+// downgrade etcd refused is Progressing=False DowngradeRefused.
+func setVersionProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision, res applyResult) {
+	op := st.Operation
+	if op == nil || op.Type != etcdfedv1.OperationRoll {
+		return
+	}
+	switch {
+	case plan.Halted:
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonRolloutHalted, plan.Reason)
+	case plan.Action == membership.ActEnableDowngrade && res.stepErr != nil:
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonDowngradeRefused,
+			fmt.Sprintf("no member is restarted: %v; set spec.version back to the cluster's version", res.stepErr))
+	default:
+		reason, suffix := rollReason(s)
+		if reason == string(membership.OpRoll) {
+			return
+		}
+		c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing)
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, reason, c.Message+suffix)
+	}
+}

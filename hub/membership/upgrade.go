@@ -1,0 +1,197 @@
+package membership
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// A change of spec.version is a rollout like any other (rollout.go), with
+// three additions, each a step of the first Roll that needs it:
+//
+//   - when backups are configured, an on-demand snapshot is asked for and
+//     waited for before the first member restarts on the new version (a
+//     failed snapshot halts the rollout);
+//   - a downgrade (spec.version's minor below etcd's cluster version)
+//     follows etcd's procedure: downgrade validate and enable through the
+//     maintenance API, then wait until every member's storage version is
+//     the target minor, then roll; once every member runs the lower
+//     version etcd ends the downgrade and its cluster version drops;
+//   - a member rolled to the new spec whose pod cannot run it (the spoke
+//     reports why: no such image, a crash) halts the rollout: the Roll
+//     waits on it, Halted, and is never handed to a replacement; nothing
+//     else is restarted until the spec changes.
+//
+// And every Roll ends only when its member is a ready voter caught up with
+// the leader (raft index within catchUpEntries of the leader's).
+
+// catchUpEntries is how far a rolled member's raft index may trail the
+// leader's (both read in the same pass) for it to count as caught up.
+const catchUpEntries = 1000
+
+// Backup is what the planner needs of spec.backup for the snapshot before
+// a version change.
+type Backup struct {
+	// Configured is true when spec.backup is set and not suspended.
+	Configured bool
+	// Requested is the etcdfed.dev/backup-requested annotation's value.
+	Requested string
+	// Succeeded and Failed are the requests of the last stored snapshot
+	// and of the last failure; FailedMessage says why that one failed.
+	Succeeded     string
+	Failed        string
+	FailedMessage string
+}
+
+// Downgrade is etcd's downgrade state (etcd 3.6 status call).
+type Downgrade struct {
+	Enabled bool
+	// Target is the version etcd downgrades to, such as 3.5.0.
+	Target string
+}
+
+// VersionChange describes a change of spec.version under way.
+type VersionChange struct {
+	// Down is true for a downgrade.
+	Down bool
+	// Done and Total count the members running the target version.
+	Done, Total int
+}
+
+// Versions says whether the members' running versions differ from
+// spec.version (ok false when they all run it, or none reported one).
+func Versions(in Input) (VersionChange, bool) {
+	var c VersionChange
+	changing := false
+	for _, em := range in.Etcd.Members {
+		if em.Version == "" {
+			continue
+		}
+		c.Total++
+		switch cmp := compareVersions(em.Version, in.Version); {
+		case cmp == 0:
+			c.Done++
+		case cmp > 0:
+			c.Down, changing = true, true
+		default:
+			changing = true
+		}
+	}
+	return c, changing
+}
+
+// versionSteps are the steps a Roll of member m takes before its restart
+// when spec.version changes; pending is false when there are none (left).
+func versionSteps(in Input, op Operation, m Member) (Decision, bool) {
+	change, changing := Versions(in)
+	if !changing || in.Version == "" {
+		return Decision{}, false
+	}
+	if change.Done == 0 && in.Backup.Configured {
+		req := BackupRequest(in.Version, op.StartedAt)
+		switch {
+		case in.Backup.Succeeded == req:
+		case in.Backup.Failed == req:
+			d := waitStep(op, ActRequestBackup, pollSlow, "rollout halted: the snapshot before the change to version %s failed (%s); no member is restarted. Fix the backup (or suspend spec.backup) and ask again with the etcdfed.dev/backup-requested annotation set to %s",
+				in.Version, orUnknown(in.Backup.FailedMessage), req)
+			d.Halted = true
+			return d, true
+		case in.Backup.Requested != req:
+			return step(op, ActRequestBackup, Decision{Member: m.Name, BackupRequest: req, RequeueAfter: pollFast,
+				Reason: fmt.Sprintf("asking for a snapshot (%s) before the first member restarts on version %s", req, in.Version)}), true
+		default:
+			return waitStep(op, ActRequestBackup, pollFast, "waiting for the snapshot %s before the first member restarts on version %s", req, in.Version), true
+		}
+	}
+	target := minorOf(in.Version)
+	if !change.Down || target == "" {
+		return Decision{}, false
+	}
+	cluster := minorOf(in.Etcd.ClusterVersion)
+	if cluster == "" {
+		return waitStep(op, ActEnableDowngrade, pollFast, "downgrade to %s: waiting to read etcd's cluster version", in.Version), true
+	}
+	if compareVersions(cluster, target) > 0 && (!in.Etcd.Downgrade.Enabled || minorOf(in.Etcd.Downgrade.Target) != target) {
+		return step(op, ActEnableDowngrade, Decision{Member: m.Name, DowngradeTo: target, RequeueAfter: pollFast,
+			Reason: fmt.Sprintf("enabling etcd's downgrade from cluster version %s to %s (downgrade validate, then enable) before restarting %s", in.Etcd.ClusterVersion, target, m.Name)}), true
+	}
+	var behind []string
+	for _, em := range in.Etcd.Members {
+		if em.StorageVersion != "" && compareVersions(minorOf(em.StorageVersion), target) > 0 {
+			behind = append(behind, fmt.Sprintf("%s (%s)", describe(em), em.StorageVersion))
+		}
+	}
+	if len(behind) > 0 {
+		return waitStep(op, ActEnableDowngrade, pollFast, "downgrade to %s enabled; waiting for etcd to migrate the storage version of %s", target, strings.Join(behind, ", ")), true
+	}
+	return Decision{}, false
+}
+
+// halted is the wait of a Roll whose member does not come up on the new
+// spec, "" when it does or may yet.
+func halted(op Operation, m Member) (Decision, bool) {
+	if m.Object == nil || m.Object.Outdated || m.Object.Failing == "" {
+		return Decision{}, false
+	}
+	d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s does not come up on the new spec: %s; nothing else is restarted until it does (change the spec, for example set spec.version back)", m.Name, m.Object.Failing)
+	d.Halted = true
+	return d, true
+}
+
+// caughtUp: em's raft index is within catchUpEntries of the leader's, as
+// both answered in this pass. A leader that did not report an index holds
+// it back.
+func caughtUp(e Etcd, em ListEntry) bool {
+	if em.ID == e.LeaderID {
+		return true
+	}
+	l, ok := byID(e, e.LeaderID)
+	if !ok {
+		return false
+	}
+	return em.RaftIndex+catchUpEntries >= l.RaftIndex
+}
+
+// BackupRequest is the etcdfed.dev/backup-requested value that asks for the
+// snapshot before the change to version that began at started.
+func BackupRequest(version string, started time.Time) string {
+	return fmt.Sprintf("before-version-%s-%d", version, started.Unix())
+}
+
+// minorOf is "3.5" of "3.5.21", "" when v is not a version.
+func minorOf(v string) string {
+	p := strings.SplitN(v, ".", 3)
+	if len(p) < 2 {
+		return ""
+	}
+	if _, err := strconv.Atoi(p[0]); err != nil {
+		return ""
+	}
+	if _, err := strconv.Atoi(p[1]); err != nil {
+		return ""
+	}
+	return p[0] + "." + p[1]
+}
+
+// compareVersions compares dotted versions number by number (3.5.21 <
+// 3.6.0; 3.5 == 3.5.0); a part that is not a number counts as 0.
+func compareVersions(a, b string) int {
+	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; i < len(pa) || i < len(pb); i++ {
+		var x, y int
+		if i < len(pa) {
+			x, _ = strconv.Atoi(pa[i])
+		}
+		if i < len(pb) {
+			y, _ = strconv.Atoi(pb[i])
+		}
+		if x != y {
+			if x < y {
+				return -1
+			}
+			return 1
+		}
+	}
+	return 0
+}
