@@ -35,7 +35,7 @@ func TestScenarioCrashLoop(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "crash-loop", Name: "crash", Domain: "crash.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	CrashLoopSpec(ctx, CrashLoopSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "crash-2", MemberGrace: 20 * time.Second})
+	CrashLoopSpec(ctx, CrashLoopSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "crash-2", MemberGrace: 30 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
@@ -57,7 +57,7 @@ func TestScenarioHubPartitioned(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-partition", Name: "hpart", Domain: "hpart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	if err := SetFailurePolicy(ctx, topo.Hub, etcd, 20*time.Second, 20*time.Second); err != nil {
+	if err := SetFailurePolicy(ctx, topo.Hub, etcd, 30*time.Second, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	HubPartitionSpec(ctx, HubPartitionSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 50 * time.Second})
