@@ -443,6 +443,12 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	if err := topo.FailZone(ctx, victim, "kill"); err != nil {
 		t.Fatal(err)
 	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = topo.RestoreZone(context.Background(), victim)
+		}
+	})
 	t.Logf("killed %s with %d of %d members", victim, len(moved), replicas)
 	progress(ctx, t, w, 100, time.Minute)
 	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed, victim)
@@ -488,6 +494,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	progress(ctx, t, w, 50, 30*time.Second)
 
 	start = time.Now()
+	restored = true
 	if err := topo.RestoreZone(ctx, victim); err != nil {
 		t.Fatal(err)
 	}
@@ -736,6 +743,12 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 	if err := topo.FailZone(ctx, victim.Cluster, "kill"); err != nil {
 		t.Fatal(err)
 	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = topo.RestoreZone(context.Background(), victim.Cluster)
+		}
+	})
 	t.Logf("hub stopped, then %s (holding %s) killed", victim.Cluster, in.Member)
 	if err := WaitForEndpointUnreachable(ctx, managedMemberClient(in.Etcd, in.Member), time.Minute); err != nil {
 		t.Fatal(err)
@@ -792,6 +805,7 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 	t.Logf("the started hub moved %s out of %s in %.1fs: now in %s/%s", in.Member, victim.Cluster, time.Since(hubStart).Seconds(), got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, topo, in.Etcd, got, victim.Cluster)
 
+	restored = true
 	if err := topo.RestoreZone(ctx, victim.Cluster); err != nil {
 		t.Fatal(err)
 	}

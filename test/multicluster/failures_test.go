@@ -18,6 +18,20 @@ func scenarios(t *testing.T) *Topology {
 	return hubTopology(t)
 }
 
+// deleteIfFailed deletes a failed scenario's EtcdCluster without waiting,
+// so that the next scenario has the clusters to itself.
+func deleteIfFailed(t *testing.T, topo *Topology, m *ManagedEtcd) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx := context.Background()
+		if ec, err := m.Get(ctx, topo.Hub); err == nil {
+			_ = topo.Hub.Client.Delete(ctx, ec)
+		}
+	})
+}
+
 // TestScenarioVolumeLost: a member's PVC deleted (with its pod) -> the
 // member is replaced under the same name with a new incarnation in the
 // same cluster, DNS follows, MemberReplaced says why.
@@ -25,6 +39,7 @@ func TestScenarioVolumeLost(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "volume-lost", Name: "vlost", Domain: "vlost.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	deleteIfFailed(t, topo, etcd)
 	VolumeLostSpec(ctx, VolumeLostSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "vlost-1"})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
@@ -35,6 +50,7 @@ func TestScenarioCrashLoop(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "crash-loop", Name: "crash", Domain: "crash.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	deleteIfFailed(t, topo, etcd)
 	CrashLoopSpec(ctx, CrashLoopSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "crash-2", MemberGrace: 30 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
@@ -46,6 +62,7 @@ func TestScenarioZoneKilledAndReturned(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-returned", Name: "zret", Domain: "zret.etcd.test", Replicas: 5, WantZones: "2/2/1"})
+	deleteIfFailed(t, topo, etcd)
 	ZoneKilledAndReturnedSpec(ctx, ZoneKilledAndReturnedSpecInput{T: t, Topology: topo, Etcd: etcd, WantZones: "2/2/1"})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
@@ -57,6 +74,7 @@ func TestScenarioHubPartitioned(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-partition", Name: "hpart", Domain: "hpart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	deleteIfFailed(t, topo, etcd)
 	if err := SetFailurePolicy(ctx, topo.Hub, etcd, 30*time.Second, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -72,6 +90,7 @@ func TestScenarioHubDownZoneKilled(t *testing.T) {
 	topo := scenarios(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-down", Name: "hdown", Domain: "hdown.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	deleteIfFailed(t, topo, etcd)
 	HubDownZoneKillSpec(ctx, HubDownZoneKillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "hdown-0", Hold: 45 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
