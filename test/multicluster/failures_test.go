@@ -7,10 +7,10 @@ import (
 	"time"
 )
 
-// scenarios skips a long failure scenario unless ETCDFED_SCENARIOS is set
+// failureScenario skips a long failure scenario unless ETCDFED_SCENARIOS is set
 // (`make scenarios`): each takes minutes, and `make test` must stay under
 // 30 minutes on 2 cores.
-func scenarios(t *testing.T) *Topology {
+func failureScenario(t *testing.T) *Topology {
 	t.Helper()
 	if os.Getenv("ETCDFED_SCENARIOS") == "" {
 		t.Skip("failure scenario (minutes): run `make scenarios` (ETCDFED_SCENARIOS=1)")
@@ -36,7 +36,7 @@ func deleteIfFailed(t *testing.T, topo *Topology, m *ManagedEtcd) {
 // member is replaced under the same name with a new incarnation in the
 // same cluster, DNS follows, MemberReplaced says why.
 func TestScenarioVolumeLost(t *testing.T) {
-	topo := scenarios(t)
+	topo := failureScenario(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "volume-lost", Name: "vlost", Domain: "vlost.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	deleteIfFailed(t, topo, etcd)
@@ -47,7 +47,7 @@ func TestScenarioVolumeLost(t *testing.T) {
 // TestScenarioCrashLoop: a member whose etcd exits at every start, beyond
 // a short memberGracePeriod -> replaced under the same name.
 func TestScenarioCrashLoop(t *testing.T) {
-	topo := scenarios(t)
+	topo := failureScenario(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "crash-loop", Name: "crash", Domain: "crash.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	deleteIfFailed(t, topo, etcd)
@@ -59,7 +59,7 @@ func TestScenarioCrashLoop(t *testing.T) {
 // holding two is killed -> evacuated after the zone grace; it returns ->
 // rebalanced to 2/2/1.
 func TestScenarioZoneKilledAndReturned(t *testing.T) {
-	topo := scenarios(t)
+	topo := failureScenario(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-returned", Name: "zret", Domain: "zret.etcd.test", Replicas: 5, WantZones: "2/2/1"})
 	deleteIfFailed(t, topo, etcd)
@@ -71,7 +71,7 @@ func TestScenarioZoneKilledAndReturned(t *testing.T) {
 // only (its spoke, the other spokes and the etcd peers still reach it),
 // past both grace periods -> nothing moves (rule 8).
 func TestScenarioHubPartitioned(t *testing.T) {
-	topo := scenarios(t)
+	topo := failureScenario(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-partition", Name: "hpart", Domain: "hpart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	deleteIfFailed(t, topo, etcd)
@@ -87,7 +87,7 @@ func TestScenarioHubPartitioned(t *testing.T) {
 // moves past the zone grace; the hub started -> it evacuates; the cluster
 // returns -> tolerant again.
 func TestScenarioHubDownZoneKilled(t *testing.T) {
-	topo := scenarios(t)
+	topo := failureScenario(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-down", Name: "hdown", Domain: "hdown.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	deleteIfFailed(t, topo, etcd)
