@@ -61,7 +61,7 @@ func (a *Agent) renewNodeLease(ctx context.Context, n nodeState) error {
 	if apierrors.IsNotFound(err) {
 		l := &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Name: n.Name, Namespace: NodeLeaseNamespace},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &n.Name, LeaseDurationSeconds: &secs, RenewTime: &now},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &n.Name, LeaseDurationSeconds: &secs, RenewTime: &now},
 		}
 		if node, err := a.cs.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{}); err == nil {
 			l.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Node", Name: node.Name, UID: node.UID}}

@@ -52,7 +52,7 @@ func TestNodeLeasesStopInFailedZone(t *testing.T) {
 	g.Eventually(func() time.Time { return renewed("node-" + zoneA) }).WithTimeout(10 * time.Second).Should(BeTemporally(">", a1))
 	a1 = renewed("node-" + zoneA)
 	g.Eventually(func() time.Time { return renewed("node-" + zoneA) }).WithTimeout(10 * time.Second).Should(BeTemporally(">", a1))
-	g.Expect(renewed("node-" + zoneB)).To(BeTemporally("==", stale), "a failed zone's node Lease was renewed")
+	g.Expect(renewed("node-"+zoneB)).To(BeTemporally("==", stale), "a failed zone's node Lease was renewed")
 
 	g.Expect(agent.RestoreZone(ctx, zoneB)).To(Succeed())
 	g.Eventually(func() time.Time { return renewed("node-" + zoneB) }).WithTimeout(10 * time.Second).Should(BeTemporally(">", stale))
