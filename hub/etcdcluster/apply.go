@@ -116,6 +116,13 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:
 		r.event(ec, corev1.EventTypeNormal, beginReason(p.Operation.Type), string(p.Operation.Type), "%s", p.Reason)
+		events, evidence := beginEvents(s, p.Operation, p.Reason)
+		for _, e := range events {
+			r.event(ec, e.typ, e.reason, string(p.Operation.Type), "%s", e.message)
+		}
+		if evidence != "" {
+			r.evidence.put(ec.UID, p.Operation.Member, p.Operation.Incarnation, evidence)
+		}
 	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject:
 		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
 	case membership.ActFinishBootstrap:
@@ -161,6 +168,11 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		if op := d.ended; op != nil {
 			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",
 				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
+			if op.Type == etcdfedv1.OperationReplace {
+				evidence, _ := r.evidence.take(ec.UID, op.Member, op.Incarnation)
+				e := replacedEvent(s, op, evidence)
+				r.event(ec, e.typ, e.reason, string(op.Type), "%s", e.message)
+			}
 		}
 	default:
 		err = fmt.Errorf("unknown action %q", p.Action)

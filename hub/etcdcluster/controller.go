@@ -70,6 +70,7 @@ type Reconciler struct {
 
 	etcd     clientCache
 	verdicts verdictMemory
+	evidence replaceEvidence
 	dnsMu    sync.Mutex
 	dnsPub   map[types.UID]string // last record set pushed to external providers
 	staleCh  chan event.TypedGenericEvent[string]
@@ -361,6 +362,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 	}
 	r.etcd.drop(ec.UID)
 	r.verdicts.forget(ec.UID)
+	r.evidence.forget(ec.UID)
 	forgetMetrics(ec)
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {

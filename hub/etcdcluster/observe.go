@@ -129,7 +129,7 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 	wg.Wait()
 	var obs []liveness.Observation
 	for _, cs := range s.clusters {
-		o := liveness.Observation{Cluster: cs.name}
+		o := liveness.Observation{Cluster: cs.name, WatchedSince: r.Tracker.WatchedSince(cs.name)}
 		if seen, ok := r.Tracker.LastSeen(cs.name); ok {
 			o.LastSeen = seen
 		}

@@ -20,6 +20,8 @@ type Tracker struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries map[string]*entry
+	// watched is when the hub first looked for each cluster's Lease.
+	watched map[string]time.Time
 }
 
 type entry struct {
@@ -33,7 +35,7 @@ func NewTracker(now func() time.Time) *Tracker {
 	if now == nil {
 		now = time.Now
 	}
-	return &Tracker{now: now, entries: map[string]*entry{}}
+	return &Tracker{now: now, entries: map[string]*entry{}, watched: map[string]time.Time{}}
 }
 
 // ObserveLease records the Lease as seen now. Only a changed renewTime (or
@@ -65,6 +67,23 @@ func (t *Tracker) Forget(cluster string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	delete(t.entries, cluster)
+	delete(t.watched, cluster)
+}
+
+// WatchedSince returns when the hub first looked for cluster's Lease,
+// recording now on the first call. A cluster whose Lease the hub has
+// never seen is stale from then on the hub's clock: a hub started while a
+// cluster is down judges it like one that saw it die, instead of holding
+// it unknown forever.
+func (t *Tracker) WatchedSince(cluster string) time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	w, ok := t.watched[cluster]
+	if !ok {
+		w = t.now()
+		t.watched[cluster] = w
+	}
+	return w
 }
 
 // LastSeen returns when the hub last saw cluster's Lease renewed.
@@ -98,6 +117,9 @@ type Observation struct {
 	// LastSeen is when the hub last saw the Lease renewed (hub clock); zero
 	// when never.
 	LastSeen time.Time
+	// WatchedSince is when the hub started looking for the Lease (hub
+	// clock): the staleness of a Lease never seen counts from there.
+	WatchedSince time.Time
 	// Gossip is this cluster's spoke's view of its peers: cluster -> alive.
 	Gossip map[string]bool
 }
@@ -138,9 +160,13 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 		}
 		sort.Strings(dead)
 		sort.Strings(alive)
-		last := "never seen"
-		if !o.LastSeen.IsZero() {
+		last, since := "never seen", o.LastSeen
+		switch {
+		case !o.LastSeen.IsZero():
 			last = "spoke Lease last renewed " + At(o.LastSeen)
+		case !o.WatchedSince.IsZero():
+			last = "spoke Lease never seen since the hub started looking " + At(o.WatchedSince)
+			since = o.WatchedSince
 		}
 		majority := len(witnesses)/2 + 1
 		switch {
@@ -152,7 +178,7 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 				why += " (" + strings.Join(alive, ", ") + " see it alive: the hub's path to it may be what failed)"
 			}
 			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: why})
-		case o.LastSeen.IsZero() || now.Sub(o.LastSeen) < grace:
+		case since.IsZero() || now.Sub(since) < grace:
 			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: fmt.Sprintf("%s; %s see it gone; declared failed after %s", last, strings.Join(dead, ", "), grace)})
 		default:
 			out = append(out, Verdict{Cluster: o.Cluster, State: Failed, Reason: fmt.Sprintf("%s and %s see it gone", last, strings.Join(dead, ", "))})
@@ -182,6 +208,8 @@ func NextChange(obs []Observation, now time.Time, staleAfter, grace time.Duratio
 	verdicts := Judge(obs, now, staleAfter, grace)
 	for i, o := range obs {
 		switch {
+		case o.LastSeen.IsZero() && !o.WatchedSince.IsZero() && verdicts[i].State == Unknown:
+			consider(o.WatchedSince.Add(grace))
 		case o.LastSeen.IsZero():
 		case verdicts[i].State == Alive:
 			// Judge counts a Lease seen exactly staleAfter ago as fresh.

@@ -143,3 +143,50 @@ func TestNextChange(t *testing.T) {
 		})
 	}
 }
+
+// A hub started while a cluster is down never sees its Lease. Before, such
+// a cluster stayed unknown forever and its members were never moved; now
+// its staleness counts from when the hub started looking, so with the
+// other spokes agreeing it is failed after the grace, and not before
+// (TestScenarioHubDownZoneKilled found it).
+func TestNeverSeenClusterFailsAfterGraceSinceWatched(t *testing.T) {
+	stale, grace := 4*time.Second, 30*time.Second
+	now := t0
+	tr := NewTracker(func() time.Time { return now })
+	watched := tr.WatchedSince("down")
+	if !tr.WatchedSince("down").Equal(watched) {
+		t.Fatal("WatchedSince moved on a second call")
+	}
+	obs := func() []Observation {
+		return []Observation{
+			{Cluster: "down", WatchedSince: tr.WatchedSince("down")},
+			{Cluster: "b", LastSeen: now, Gossip: map[string]bool{"down": false}},
+			{Cluster: "c", LastSeen: now, Gossip: map[string]bool{"down": false}},
+		}
+	}
+	now = t0.Add(10 * time.Second)
+	v := Judge(obs(), now, stale, grace)
+	if v[0].State != Unknown {
+		t.Fatalf("within the grace: %+v", v[0])
+	}
+	// (With a longer staleness window, so that b and c going stale comes later.)
+	if d, ok := NextChange(obs(), now, 25*time.Second, grace); !ok || d != 20*time.Second {
+		t.Errorf("next change in %s (%v), want 20s: when the grace since watching ends", d, ok)
+	}
+	now = t0.Add(31 * time.Second)
+	v = Judge(obs(), now, stale, grace)
+	if v[0].State != Failed || v[0].Reason != "spoke Lease never seen since the hub started looking "+At(t0)+" and b, c see it gone" {
+		t.Errorf("past the grace: %+v", v[0])
+	}
+	// Without corroboration it stays unknown, however long.
+	o := obs()
+	o[1].Gossip["down"], o[2].Gossip["down"] = true, true
+	if v := Judge(o, t0.Add(time.Hour), stale, grace); v[0].State != Unknown {
+		t.Errorf("never seen, other spokes see it alive: %+v", v[0])
+	}
+	tr.Forget("down")
+	now = t0.Add(time.Hour)
+	if !tr.WatchedSince("down").Equal(now) {
+		t.Error("Forget kept the watch start")
+	}
+}

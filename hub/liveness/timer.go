@@ -41,10 +41,15 @@ func NextGraceEnd(obs []Observation, now time.Time, staleAfter, grace time.Durat
 	found := false
 	for i, v := range Judge(obs, now, staleAfter, grace) {
 		o := obs[i]
-		if v.State != Unknown || o.LastSeen.IsZero() {
+		// A Lease never seen counts from when the hub started looking.
+		since := o.LastSeen
+		if since.IsZero() {
+			since = o.WatchedSince
+		}
+		if v.State != Unknown || since.IsZero() {
 			continue
 		}
-		if d := o.LastSeen.Add(grace).Sub(now); d > 0 && (!found || d < next) {
+		if d := since.Add(grace).Sub(now); d > 0 && (!found || d < next) {
 			next, found = d, true
 		}
 	}

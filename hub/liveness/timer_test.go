@@ -44,3 +44,19 @@ func TestNextGraceEndIgnoresFreshLeases(t *testing.T) {
 		t.Fatalf("c stale for 10s: NextGraceEnd = %v %v; want 50s", d, ok)
 	}
 }
+
+// A cluster whose Lease the hub has never seen (a hub started while the
+// cluster was down) reaches its grace counted from when the hub started
+// looking, and the ring must be woken then.
+func TestNextGraceEndNeverSeen(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	obs := []Observation{
+		{Cluster: "a", LastSeen: now.Add(-time.Second), Gossip: map[string]bool{"down": false}},
+		{Cluster: "b", LastSeen: now.Add(-time.Second), Gossip: map[string]bool{"down": false}},
+		{Cluster: "down", WatchedSince: now.Add(-20 * time.Second)},
+	}
+	d, ok := NextGraceEnd(obs, now, 4*time.Second, time.Minute)
+	if !ok || d != 40*time.Second {
+		t.Fatalf("never seen, watched for 20s: NextGraceEnd = %v %v; want 40s", d, ok)
+	}
+}

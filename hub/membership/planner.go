@@ -270,7 +270,7 @@ func replaceFailed(in Input) (Decision, bool) {
 		if !lost && !failed {
 			continue
 		}
-		why := fmt.Sprintf("%s has been unhealthy since %s (grace %s)", m.Name, m.ReadyChangedAt.UTC().Format(time.RFC3339), in.MemberGrace)
+		why := fmt.Sprintf("%s has been unhealthy since %s (grace %s): %s", m.Name, m.ReadyChangedAt.UTC().Format(time.RFC3339), in.MemberGrace, unhealthyEvidence(m, em))
 		if lost {
 			why = fmt.Sprintf("%s lost its data volume", m.Name)
 		}

@@ -349,7 +349,7 @@ func TestRule8FailedMembersAndPartialViews(t *testing.T) {
 	}{
 		{"within grace: nothing", failing(time.Minute, func(*Input) {}), []check{action(ActNone)}},
 		{"beyond grace: replace in its own domain with a new incarnation", failing(10*time.Minute, func(*Input) {}), []check{
-			action(ActBegin), opRecorded(OpReplace, ActCreateObjects), reason("unhealthy since"),
+			action(ActBegin), opRecorded(OpReplace, ActCreateObjects), reason("unhealthy since"), reason("[3] gives no healthy status, the spoke in "),
 			func(t *testing.T, d Decision) {
 				if d.Operation.MemberID != 3 || d.Operation.Incarnation != 4 || *d.Operation.To != dC {
 					t.Errorf("op = %+v", d.Operation)

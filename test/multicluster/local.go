@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"time"
 
 	"github.com/etcdfed/etcdfed/internal/localenv"
 )
@@ -43,5 +44,12 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 		_, err := env.KillComponent("hub", true)
 		return err
 	}
+	t.DNSServerOf = map[string]string{}
+	for _, c := range st.MemberClusters {
+		t.DNSServerOf[c.Name] = c.DNS
+	}
+	t.StopHub = func(context.Context) error { return env.StopComponent("hub", 5*time.Second) }
+	t.StartHub = func(context.Context) error { return env.StartComponent("hub") }
+	t.VolumeDir = env.VolumeDir
 	return t, nil
 }

@@ -71,6 +71,9 @@ type Topology struct {
 	// DNSServers are the ring's DNS servers (host:port) the test resolves
 	// member names with; empty means the system resolver.
 	DNSServers []string
+	// DNSServerOf is each member cluster's own DNS server (its spoke's),
+	// one of DNSServers; nil when unknown.
+	DNSServerOf map[string]string
 	// PublishRecords serves A records name -> address in the ring's DNS
 	// (scenarios without a hub publish their own records). Nil when the
 	// environment cannot.
@@ -85,6 +88,14 @@ type Topology struct {
 	// runs it (the local environment, a Deployment) starts a new one at
 	// once, without a crash back-off. Nil when the topology cannot.
 	KillHub func(ctx context.Context) error
+	// StopHub stops the hub and keeps it stopped (its Deployment scaled
+	// to zero); StartHub starts it again. Nil when the topology cannot.
+	StopHub  func(ctx context.Context) error
+	StartHub func(ctx context.Context) error
+	// VolumeDir is the directory holding a PV's data in a member cluster,
+	// for scenarios that damage a member's data. Nil when the topology
+	// cannot reach volumes.
+	VolumeDir func(cluster, pvName string) string
 	// StopMemberAPIServer and StartMemberAPIServer take a member cluster's
 	// apiserver away, and back on the same address, while its pods and
 	// agents keep running. Nil when the topology cannot.

@@ -111,6 +111,10 @@ type Config struct {
 	BackoffBase, BackoffMax time.Duration
 	// HeartbeatInterval is how often node status is renewed; default 20s.
 	HeartbeatInterval time.Duration
+	// NodeLeaseDuration is the duration of the node Leases in
+	// kube-node-lease, renewed every quarter of it as kubelet does;
+	// default 40s (kubelet's).
+	NodeLeaseDuration time.Duration
 	// ShutdownGrace caps the termination grace when the agent itself stops
 	// (not when a pod is deleted); default 10s.
 	ShutdownGrace time.Duration
@@ -173,6 +177,9 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.BackoffMax <= 0 {
 		cfg.BackoffMax = 5 * time.Minute
+	}
+	if cfg.NodeLeaseDuration <= 0 {
+		cfg.NodeLeaseDuration = DefaultNodeLeaseDuration
 	}
 	if cfg.HeartbeatInterval <= 0 {
 		cfg.HeartbeatInterval = 20 * time.Second
@@ -321,8 +328,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	loops.Add(2)
+	loops.Add(3)
 	go func() { defer loops.Done(); a.heartbeat(ctx) }()
+	go func() { defer loops.Done(); a.renewNodeLeases(ctx) }()
 	go func() { defer loops.Done(); a.resync(ctx) }()
 	a.log.Info("Node agent running", "cluster", a.cfg.ClusterName, "nodes", len(a.nodes))
 

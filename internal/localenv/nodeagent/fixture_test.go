@@ -98,7 +98,7 @@ func fixture(t *testing.T) (*nodeagent.Agent, kubernetes.Interface) {
 		verbose := os.Getenv("NODEAGENT_TEST_LOG") != ""
 		fx.agent, fx.err = nodeagent.New(nodeagent.Config{
 			ClusterName: "test", REST: fx.cluster.Config, Nodes: nodes, BinDir: bin, StateDir: fx.state,
-			BackoffBase: time.Second, BackoffMax: 8 * time.Second, HeartbeatInterval: 2 * time.Second,
+			BackoffBase: time.Second, BackoffMax: 8 * time.Second, HeartbeatInterval: 2 * time.Second, NodeLeaseDuration: 4 * time.Second,
 			ShutdownGrace: 5 * time.Second,
 			Log: funcr.New(func(prefix, args string) {
 				if verbose {

@@ -1,0 +1,139 @@
+package etcdcluster
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// Event reasons of the replacements a failure causes, beside ZoneFailed
+// and ZoneReturned.
+const (
+	// EventEvacuating: a member starts moving out of a failure domain
+	// that failed (or was cordoned), with the evidence.
+	EventEvacuating = "Evacuating"
+	// EventMemberReplaced: a member runs again as a new incarnation (new
+	// etcd ID, new volume) under the same name, with why it was replaced
+	// and the evidence recorded when the replacement began.
+	EventMemberReplaced = "MemberReplaced"
+)
+
+// replaceEvidence remembers, per ring, why each replacement in flight
+// began (the planner's reason with the witnesses' evidence), so that the
+// MemberReplaced event at its end can tell it. A hub that restarted mid
+// replacement no longer knows it; the event then says what the operation
+// recorded.
+type replaceEvidence struct {
+	mu    sync.Mutex
+	rings map[types.UID]map[string]string // member@incarnation -> evidence
+}
+
+func evidenceKey(member string, incarnation int64) string {
+	return fmt.Sprintf("%s@%d", member, incarnation)
+}
+
+func (m *replaceEvidence) put(ring types.UID, member string, incarnation int64, why string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.rings == nil {
+		m.rings = map[types.UID]map[string]string{}
+	}
+	if m.rings[ring] == nil {
+		m.rings[ring] = map[string]string{}
+	}
+	m.rings[ring][evidenceKey(member, incarnation)] = why
+}
+
+// take returns and forgets the evidence of a replacement.
+func (m *replaceEvidence) take(ring types.UID, member string, incarnation int64) (string, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := evidenceKey(member, incarnation)
+	why, ok := m.rings[ring][k]
+	delete(m.rings[ring], k)
+	return why, ok
+}
+
+func (m *replaceEvidence) forget(ring types.UID) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.rings, ring)
+}
+
+// domainEvidence says why a failure domain is being left: the liveness
+// verdict of its cluster when failed (which witnesses saw what, since
+// when), or the cordon that asks for it.
+func domainEvidence(s *snapshot, d topology.Domain) string {
+	for _, cs := range s.clusters {
+		if cs.name != d.Cluster {
+			continue
+		}
+		if cs.verdict.State == liveness.Failed {
+			grace := durationOr(s.ec.Spec.FailurePolicy.ZoneGracePeriod, 2*time.Minute)
+			return fmt.Sprintf("member cluster %s%s failed: %s; zone grace %s expired", cs.name, zonesOf(cs), cs.verdict.Reason, grace)
+		}
+	}
+	tp := s.ec.Spec.Topology
+	switch {
+	case slices.Contains(tp.CordonedClusters, d.Cluster):
+		return fmt.Sprintf("member cluster %s is cordoned (spec.topology.cordonedClusters)", d.Cluster)
+	case slices.Contains(tp.CordonedZones, d.Zone):
+		return fmt.Sprintf("zone %s is cordoned (spec.topology.cordonedZones)", d.Zone)
+	}
+	return ""
+}
+
+// beginEvents are the events of an operation that begins: Evacuating for
+// a member moved out of its domain because that domain failed or was
+// cordoned. It also returns the evidence to keep for the replacement's
+// MemberReplaced event ("" when the operation is no replacement).
+func beginEvents(s *snapshot, op *membership.Operation, why string) (events []clusterEvent, evidence string) {
+	if op == nil || op.Type != membership.OpReplace {
+		return nil, ""
+	}
+	evidence = why
+	if op.From != nil && op.Reason == string(topology.Evacuate) {
+		if e := domainEvidence(s, *op.From); e != "" {
+			evidence = fmt.Sprintf("%s: %s", why, e)
+		}
+		events = append(events, clusterEvent{corev1.EventTypeWarning, EventEvacuating, truncate(
+			fmt.Sprintf("Evacuating %s [%x] from %s to %s as incarnation %d: %s", op.Member, op.MemberID, op.From, domainString(op.To), op.Incarnation, evidence), maxEventNote)})
+	}
+	return events, evidence
+}
+
+// replacedEvent is the MemberReplaced event of a replacement that ended.
+func replacedEvent(s *snapshot, op *etcdfedv1.MembershipOperation, evidence string) clusterEvent {
+	if evidence == "" {
+		evidence = fmt.Sprintf("reason %s (the evidence was kept by a hub that restarted since)", op.Reason)
+	}
+	from, to := "", ""
+	if op.From != nil {
+		from = op.From.Cluster + "/" + op.From.Zone
+	}
+	if op.To != nil {
+		to = op.To.Cluster + "/" + op.To.Zone
+	}
+	return clusterEvent{corev1.EventTypeNormal, EventMemberReplaced, truncate(
+		fmt.Sprintf("%s replaced by incarnation %d: [%s] in %s -> [%s] in %s, %s after it began; why: %s",
+			op.Member, op.Incarnation, op.MemberID, from, op.NewMemberID, to, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), evidence), maxEventNote)}
+}
+
+// maxEventNote keeps a note within what the events API accepts (1 kB).
+const maxEventNote = 1000
+
+func domainString(d *topology.Domain) string {
+	if d == nil {
+		return "-"
+	}
+	return d.String()
+}

@@ -1,0 +1,47 @@
+package localenv
+
+import (
+	"fmt"
+	"time"
+)
+
+// StopComponent stops a component (for example "hub") and keeps it
+// stopped, as when its Deployment is scaled to zero: SIGTERM, SIGKILL after
+// grace, no restart. StartComponent starts it again.
+func (e *Env) StopComponent(name string, grace time.Duration) error {
+	e.mu.Lock()
+	run, ok := e.comps[name]
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no component %q", name)
+	}
+	run.svc.Stop(grace)
+	return nil
+}
+
+// StartComponent starts a component that StopComponent stopped. A
+// component still running is left alone.
+func (e *Env) StartComponent(name string) error {
+	e.mu.Lock()
+	run, ok := e.comps[name]
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no component %q", name)
+	}
+	select {
+	case <-run.svc.Exited():
+	default:
+		return nil
+	}
+	return e.startComponent(run.spec)
+}
+
+// VolumeDir is the directory of a provisioned volume (PV name) in a member
+// cluster; "" when the cluster's node agent does not run.
+func (e *Env) VolumeDir(cluster, pvName string) string {
+	a := e.Agent(cluster)
+	if a == nil {
+		return ""
+	}
+	return a.VolumeDir(pvName)
+}

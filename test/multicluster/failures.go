@@ -1,0 +1,831 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
+	"github.com/etcdfed/etcdfed/internal/faultproxy"
+)
+
+// Failure scenarios (issue "Failures and drills"): each damages one
+// member, zone or path under a recorded workload and requires that the hub
+// does what membership rules 5 to 10 say, and no more.
+
+// SetFailurePolicy changes spec.failurePolicy's grace periods (zero keeps
+// the current value).
+func SetFailurePolicy(ctx context.Context, hub *Cluster, m *ManagedEtcd, memberGrace, zoneGrace time.Duration) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	before := ec.DeepCopy()
+	if memberGrace > 0 {
+		ec.Spec.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: memberGrace}
+	}
+	if zoneGrace > 0 {
+		ec.Spec.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: zoneGrace}
+	}
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
+}
+
+func memberOf(ec *etcdfedv1.EtcdCluster, name string) (etcdfedv1.MemberStatus, bool) {
+	for _, m := range ec.Status.Members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return etcdfedv1.MemberStatus{}, false
+}
+
+func clusterNamed(topo *Topology, name string) *Cluster {
+	for _, c := range topo.Members {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// incarnations is name -> "cluster/incarnation/ID" of every member.
+func incarnations(ec *etcdfedv1.EtcdCluster) map[string]string {
+	out := map[string]string{}
+	for _, m := range ec.Status.Members {
+		out[m.Name] = fmt.Sprintf("%s/%d/%s", m.Cluster, m.Incarnation, m.ID)
+	}
+	return out
+}
+
+// WaitForReplacedInput names a member that must come back as a new
+// incarnation.
+type WaitForReplacedInput struct {
+	Hub  *Cluster
+	Etcd *ManagedEtcd
+	// Old is the member as it was before it failed.
+	Old etcdfedv1.MemberStatus
+	// Replicas the ring has once it is done.
+	Replicas int
+	// InCluster, when set, is where the new incarnation must be; NotIn,
+	// when set, where it must not be.
+	InCluster, NotIn string
+	Timeout          time.Duration
+}
+
+// WaitForReplaced waits until the member is a ready voter again under the
+// same name with a higher incarnation and another etcd ID, the ring ready
+// with Replicas members and no operation in flight.
+func WaitForReplaced(ctx context.Context, in WaitForReplacedInput) (etcdfedv1.MemberStatus, error) {
+	var got etcdfedv1.MemberStatus
+	err := poll(ctx, orDefault(in.Timeout, 5*time.Minute), in.Old.Name+" replaced by a new incarnation", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, in.Hub)
+		if err != nil {
+			return "", err
+		}
+		m, ok := memberOf(ec, in.Old.Name)
+		switch {
+		case !ok:
+			return describeEtcdCluster(ec, in.Old.Name+" not in status"), nil
+		case m.Incarnation <= in.Old.Incarnation || m.ID == "" || m.ID == in.Old.ID:
+			return describeEtcdCluster(ec, fmt.Sprintf("%s incarnation %d ID %s", m.Name, m.Incarnation, m.ID)), nil
+		case in.InCluster != "" && m.Cluster != in.InCluster, in.NotIn != "" && m.Cluster == in.NotIn:
+			return describeEtcdCluster(ec, fmt.Sprintf("%s in %s", m.Name, m.Cluster)), nil
+		case !m.Ready || int(ec.Status.ReadyMembers) != in.Replicas || len(ec.Status.Members) != in.Replicas || ec.Status.Operation != nil:
+			return describeEtcdCluster(ec, fmt.Sprintf("%d of %d ready", ec.Status.ReadyMembers, len(ec.Status.Members))), nil
+		}
+		got = m
+		return "", nil
+	})
+	return got, err
+}
+
+// HubEvents lists the messages of the events with reason on the
+// EtcdCluster in the hub, oldest first.
+func HubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string) ([]string, error) {
+	list, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range list.Items {
+		if e.Regarding.Name == m.Name && e.Regarding.Kind == "EtcdCluster" && e.Reason == reason {
+			out = append(out, e.Note)
+		}
+	}
+	return out, nil
+}
+
+// WaitForHubEvent waits for an event with reason whose note contains
+// every string of want, and returns its note.
+func WaitForHubEvent(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, want ...string) (string, error) {
+	var note string
+	err := poll(ctx, time.Minute, fmt.Sprintf("event %s naming %v", reason, want), func(ctx context.Context) (string, error) {
+		notes, err := HubEvents(ctx, hub, m, reason)
+		if err != nil {
+			return "", err
+		}
+		for _, n := range notes {
+			all := true
+			for _, w := range want {
+				all = all && strings.Contains(n, w)
+			}
+			if all {
+				note = n
+				return "", nil
+			}
+		}
+		return fmt.Sprintf("%d %s events: %v", len(notes), reason, notes), nil
+	})
+	return note, err
+}
+
+// checkRecordFollows requires that the member's record resolves to its
+// current address on every ring DNS server but those of the clusters in
+// down (killed: their spokes serve nothing).
+func checkRecordFollows(ctx context.Context, t testing.TB, topo *Topology, m *ManagedEtcd, ms etcdfedv1.MemberStatus, down ...string) {
+	t.Helper()
+	servers := topo.DNSServers
+	if len(down) > 0 && topo.DNSServerOf != nil {
+		servers = nil
+		for _, c := range topo.Members {
+			if !slices.Contains(down, c.Name) {
+				servers = append(servers, topo.DNSServerOf[c.Name])
+			}
+		}
+	}
+	if err := WaitForRecordResolves(ctx, WaitForRecordResolvesInput{Servers: servers, Name: MemberHost(ms.Name, m.Domain), Address: ms.Address}); err != nil {
+		t.Fatalf("DNS does not follow %s: %v", ms.Name, err)
+	}
+}
+
+// startScenarioWorkload starts the recorded workload (one watcher per
+// endpoint too) and waits for its first writes.
+func startScenarioWorkload(ctx context.Context, t testing.TB, m *ManagedEtcd, prefix string) *Workload {
+	t.Helper()
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: m.Client, Prefix: fmt.Sprintf("%s-%d/", prefix, time.Now().UnixNano()), WatchEachEndpoint: true})
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.WaitForProgress(pctx, 50); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// progress waits for n more acknowledged writes.
+func progress(ctx context.Context, t testing.TB, w *Workload, n int64, within time.Duration) {
+	t.Helper()
+	pctx, cancel := context.WithTimeout(ctx, within)
+	defer cancel()
+	if err := w.WaitForProgress(pctx, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// VolumeLostSpecInput names the member whose volume is deleted.
+type VolumeLostSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	Member   string
+}
+
+// VolumeLostSpec deletes a member's PVC (and its pod, which holds the
+// claim until it goes, as a lost disk takes its pod with it) under a
+// recorded workload. The spoke must report the volume lost and not
+// recreate it; the hub must replace the member under the same name with a
+// new incarnation (new etcd ID, new PVC) in the same healthy failure
+// domain, its DNS record must follow, and the hub must say so with a
+// MemberReplaced event.
+func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, ok := memberOf(ec, in.Member)
+	cl := clusterNamed(in.Topology, old.Cluster)
+	if !ok || cl == nil {
+		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
+	}
+	em := &etcdfedv1.EtcdMember{}
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+		t.Fatal(err)
+	}
+	claim := em.Status.Volume.ClaimName
+	if claim == "" {
+		t.Fatalf("EtcdMember %s reports no volume", in.Member)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "volume-lost")
+
+	start := time.Now()
+	pvcs := cl.Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace)
+	if err := pvcs.Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	t.Logf("deleted PVC %s (UID %s) and pod %s in %s", claim, em.Status.Volume.UID, in.Member, cl.Name)
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: len(ec.Status.Members), InCluster: old.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s replaced %.1fs after its volume was deleted: incarnation %d -> %d, ID %s -> %s, in %s/%s", in.Member, time.Since(start).Seconds(),
+		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
+	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+		t.Fatal(err)
+	}
+	if em.Status.Volume.ClaimName == claim || em.Spec.Incarnation != got.Incarnation {
+		t.Errorf("the new incarnation runs on claim %s (incarnation %d), want a new claim for incarnation %d", em.Status.Volume.ClaimName, em.Spec.Incarnation, got.Incarnation)
+	}
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member, "volume")
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("event %s: %s", etcdcluster.EventMemberReplaced, note)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}
+
+// CrashLoopSpecInput names the member made to crash-loop.
+type CrashLoopSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	Member   string
+	// MemberGrace is set in the spec before the member is broken.
+	MemberGrace time.Duration
+}
+
+// CrashLoopSpec breaks a member so that etcd exits at every start (its
+// bbolt database file replaced by garbage, the running process keeping the
+// old file until its pod is deleted), under a recorded workload. The pod
+// must crash-loop; once that has lasted memberGracePeriod the hub must
+// replace the member under the same name with a new incarnation in the
+// same failure domain, DNS must follow, and a MemberReplaced event must
+// say since when the member was unhealthy.
+func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
+	t := in.T
+	t.Helper()
+	topo := in.Topology
+	if topo.VolumeDir == nil {
+		t.Skip("CrashLoopSpec: the topology cannot reach member volumes")
+	}
+	hub := topo.Hub
+	if err := SetFailurePolicy(ctx, hub, in.Etcd, in.MemberGrace, 0); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, ok := memberOf(ec, in.Member)
+	cl := clusterNamed(topo, old.Cluster)
+	if !ok || cl == nil {
+		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
+	}
+	em := &etcdfedv1.EtcdMember{}
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+		t.Fatal(err)
+	}
+	pvc, err := cl.Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace).Get(ctx, em.Status.Volume.ClaimName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := topo.VolumeDir(cl.Name, pvc.Spec.VolumeName)
+	db, err := findFile(dir, filepath.Join("member", "snap", "db"))
+	if err != nil {
+		t.Fatalf("etcd database of %s in %s: %v", in.Member, dir, err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "crash-loop")
+
+	// A new file renamed over the database: the running etcd keeps its
+	// open (old) file; every later start opens the garbage.
+	garbage := db + ".garbage"
+	if err := os.WriteFile(garbage, []byte(strings.Repeat("not a bbolt database\n", 4096)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(garbage, db); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	pods := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace)
+	if err := pods.Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("replaced %s's database with garbage and deleted its pod", in.Member)
+	restarts := int32(0)
+	err = poll(ctx, 2*time.Minute, in.Member+" crash-looping", func(ctx context.Context) (string, error) {
+		p, err := pods.Get(ctx, in.Member, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == "etcd" && cs.RestartCount >= 2 {
+				restarts = cs.RestartCount
+				return "", nil
+			}
+		}
+		return describePod(p), nil
+	})
+	if err != nil {
+		// The hub may already have replaced it (a fast grace): that is
+		// judged below; only an etcd that keeps running is a setup failure.
+		t.Logf("crash loop not observed: %v", err)
+	} else {
+		t.Logf("%s crash-looping %.1fs after its pod was deleted (%d restarts)", in.Member, time.Since(start).Seconds(), restarts)
+	}
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: len(ec.Status.Members), InCluster: old.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	t.Logf("%s replaced %.1fs after it started crash-looping (grace %s): incarnation %d -> %d, ID %s -> %s", in.Member, took.Seconds(), in.MemberGrace,
+		old.Incarnation, got.Incarnation, old.ID, got.ID)
+	if took < in.MemberGrace {
+		t.Errorf("replaced after %s, before its grace of %s", took, in.MemberGrace)
+	}
+	checkRecordFollows(ctx, t, topo, in.Etcd, got)
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member, "unhealthy since")
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("event %s: %s", etcdcluster.EventMemberReplaced, note)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}
+
+// findFile finds the file whose path ends in suffix under dir.
+func findFile(dir, suffix string) (string, error) {
+	var found string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(p, string(filepath.Separator)+suffix) {
+			found = p
+			return fs.SkipAll
+		}
+		return nil
+	})
+	if err == nil && found == "" {
+		err = fmt.Errorf("no %s", suffix)
+	}
+	return found, err
+}
+
+// ZoneKilledAndReturnedSpecInput kills the member cluster holding most
+// members.
+type ZoneKilledAndReturnedSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// WantZones is the placement before the kill and after the return.
+	WantZones string
+}
+
+// ZoneKilledAndReturnedSpec kills the (single-zone) member cluster
+// holding the most members under a recorded workload. The hub must declare
+// it failed (ZoneFailed), evacuate it after the zone grace (Evacuating,
+// then a MemberReplaced per member, each moved to another cluster under
+// its name), and once the cluster returns (ZoneReturned) move members
+// back one at a time until the placement is WantZones and tolerant again.
+func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpecInput) {
+	t := in.T
+	t.Helper()
+	topo := in.Topology
+	if topo.FailZone == nil {
+		t.Skip("ZoneKilledAndReturnedSpec: the topology cannot fail zones")
+	}
+	hub := topo.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := len(ec.Status.Members)
+	count := map[string]int{}
+	for _, m := range ec.Status.Members {
+		count[m.Cluster]++
+	}
+	victim := ""
+	for c, n := range count {
+		if victim == "" || n > count[victim] || (n == count[victim] && c < victim) {
+			victim = c
+		}
+	}
+	var moved []etcdfedv1.MemberStatus
+	for _, m := range ec.Status.Members {
+		if m.Cluster == victim {
+			moved = append(moved, m)
+		}
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "zone-returned")
+
+	start := time.Now()
+	if err := topo.FailZone(ctx, victim, "kill"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = topo.RestoreZone(context.Background(), victim)
+		}
+	})
+	t.Logf("killed %s with %d of %d members", victim, len(moved), replicas)
+	progress(ctx, t, w, 100, time.Minute)
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed, victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("ZoneFailed %.1fs after the kill: %s", time.Since(start).Seconds(), note)
+	err = poll(ctx, 6*time.Minute, "every member moved out of "+victim, func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range ec.Status.Members {
+			if m.Cluster == victim {
+				return describeEtcdCluster(ec, m.Name+" still in "+victim), nil
+			}
+		}
+		if int(ec.Status.ReadyMembers) != replicas || ec.Status.Operation != nil {
+			return describeEtcdCluster(ec, fmt.Sprintf("%d ready", ec.Status.ReadyMembers)), nil
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ec, _ = in.Etcd.Get(ctx, hub)
+	t.Logf("%s evacuated %.1fs after the kill: placement %s", victim, time.Since(start).Seconds(), ec.Status.ZoneSummary)
+	for _, old := range moved {
+		m, _ := memberOf(ec, old.Name)
+		if m.Incarnation <= old.Incarnation || m.ID == old.ID {
+			t.Errorf("%s moved without a new incarnation: %+v (was %+v)", old.Name, m, old)
+		}
+		checkRecordFollows(ctx, t, topo, in.Etcd, m, victim)
+		if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, old.Name, victim); err != nil {
+			t.Error(err)
+		}
+	}
+	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventEvacuating, victim); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("event %s: %s", etcdcluster.EventEvacuating, note)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	start = time.Now()
+	restored = true
+	if err := topo.RestoreZone(ctx, victim); err != nil {
+		t.Fatal(err)
+	}
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: replicas, Tolerant: true, Timeout: 6 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s returned: tolerant again after %.1fs, placement %s", victim, time.Since(start).Seconds(), got.Status.ZoneSummary)
+	if z := ZoneCounts(got); z != in.WantZones {
+		t.Errorf("placement after the return %s, want %s", z, in.WantZones)
+	}
+	back := 0
+	for _, m := range got.Status.Members {
+		if m.Cluster == victim {
+			back++
+			checkRecordFollows(ctx, t, topo, in.Etcd, m)
+		}
+	}
+	if back == 0 {
+		t.Errorf("no member moved back to %s", victim)
+	}
+	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneReturned, victim); err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("event %s: %s", etcdcluster.EventZoneReturned, note)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	t.Logf("longest gap between acknowledged writes: %s", w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
+}
+
+// nothingMoves samples the EtcdCluster and etcd's member list until ctx
+// ends and returns the first change of membership it saw ("" for none):
+// an operation in flight, or a member's cluster, incarnation or ID
+// changed.
+func nothingMoves(ctx context.Context, hub *Cluster, m *ManagedEtcd, want map[string]string, ids map[string]string) string {
+	for ctx.Err() == nil {
+		gctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		ec, err := m.Get(gctx, hub)
+		cancel()
+		if err == nil {
+			if op := ec.Status.Operation; op != nil {
+				return fmt.Sprintf("operation %s %s (%s) at %s", op.Type, op.Member, op.Reason, time.Now().Format(time.TimeOnly))
+			}
+			if got := incarnations(ec); fmt.Sprint(got) != fmt.Sprint(want) {
+				return fmt.Sprintf("members %v, were %v", got, want)
+			}
+		}
+		if ids != nil {
+			if got, err := memberIDs(ctx, m.Client); err == nil && fmt.Sprint(got) != fmt.Sprint(ids) {
+				return fmt.Sprintf("etcd members %v, were %v", got, ids)
+			}
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	return ""
+}
+
+// HubPartitionSpecInput cuts the hub off from one member cluster.
+type HubPartitionSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	Cluster  string
+	// Hold is how long the cut lasts: longer than both grace periods.
+	Hold time.Duration
+}
+
+// HubPartitionSpec cuts the hub's path to one member cluster's apiserver
+// (a proxy that stops answering), while that cluster's spoke, the other
+// spokes and the etcd peers still reach it, for longer than both grace
+// periods, under a recorded workload. By rule 8 the cluster is unknown to
+// the hub, not failed: Degraded names it, but no operation starts, no
+// member changes incarnation and etcd's member list stays the same. Once
+// the path is back the hub says the cluster is back and the ring is ready.
+func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
+	t := in.T
+	t.Helper()
+	topo := in.Topology
+	if topo.HubMetricsURL == "" {
+		t.Skip("HubPartitionSpec: the topology does not expose the hub's metrics")
+	}
+	hub := topo.Hub
+	proxy, restore, err := RouteHubThrough(ctx, topo, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	restored := false
+	defer func() {
+		if !restored {
+			_ = restore(ctx)
+		}
+	}()
+	sleepCtx(ctx, 3*time.Second) // the hub notices the new registration
+	if err := poll(ctx, time.Minute, "the hub connected through the proxy", func(context.Context) (string, error) {
+		ok, err := hubEngaged(topo.HubMetricsURL, in.Cluster)
+		if err != nil || !ok {
+			return fmt.Sprintf("engaged %v", ok), err
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := incarnations(ec)
+	ids, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "hub-partition")
+
+	proxy.SetMode(faultproxy.BlackHole)
+	start := time.Now()
+	t.Logf("the hub's path to %s cut (black hole) for %s", in.Cluster, in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	named := make(chan bool, 1)
+	go func() {
+		seen := false
+		for hctx.Err() == nil && !seen {
+			if ec, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, in.Cluster) {
+					seen = true
+					t.Logf("Degraded after %.1fs: %s", time.Since(start).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	wasNamed := <-named
+	progress(ctx, t, w, 50, 30*time.Second)
+	proxy.SetMode(faultproxy.Forward)
+	if err := restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	if moved != "" {
+		t.Fatalf("the hub moved a member while cut off from %s only: %s", in.Cluster, moved)
+	}
+	if !wasNamed {
+		t.Errorf("Degraded never named %s while the hub could not reach it", in.Cluster)
+	}
+	if n, err := HubEvents(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed); err != nil || len(n) > 0 {
+		t.Errorf("ZoneFailed told for a cluster cut off from the hub only: %v %v", n, err)
+	}
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	t.Logf("nothing moved in %s cut off from %s; ready again, members unchanged", in.Hold, in.Cluster)
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}
+
+func mustMembers(t testing.TB, ctx context.Context, hub *Cluster, m *ManagedEtcd) []etcdfedv1.MemberStatus {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ec.Status.Members
+}
+
+// HubDownZoneKillSpecInput stops the hub and kills a member's cluster.
+type HubDownZoneKillSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	Member   string
+	// Hold is how long the hub stays stopped after the kill: longer than
+	// the zone grace.
+	Hold time.Duration
+}
+
+// HubDownZoneKillSpec stops the hub, then kills the member cluster of
+// Member, under a recorded workload. With no hub the data plane must go
+// on: writes are acknowledged, every surviving spoke's DNS server answers
+// every member's name with its address (real queries, sampled through the
+// hold), and nothing moves (etcd's member list and the EtcdMember objects
+// stay as they were) past the zone grace. Once the hub is started it must
+// evacuate the failed cluster, and after the cluster returns the ring is
+// tolerant again.
+func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
+	t := in.T
+	t.Helper()
+	topo := in.Topology
+	if topo.StopHub == nil || topo.FailZone == nil || topo.DNSServerOf == nil {
+		t.Skip("HubDownZoneKillSpec: the topology cannot stop the hub, fail zones or name each cluster's DNS server")
+	}
+	hub := topo.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	replicas := len(ec.Status.Members)
+	victim, ok := memberOf(ec, in.Member)
+	if !ok {
+		t.Fatalf("no member %s", in.Member)
+	}
+	ids, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := func(ctx context.Context) (map[string]string, error) {
+		out := map[string]string{}
+		for _, c := range topo.Members {
+			if c.Name == victim.Cluster {
+				continue
+			}
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+				return nil, err
+			}
+			for _, o := range list.Items {
+				out[c.Name+"/"+o.Name] = fmt.Sprintf("%d/%s", o.Spec.Incarnation, o.UID)
+			}
+		}
+		return out, nil
+	}
+	objsBefore, err := objects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "hub-down")
+
+	if err := topo.StopHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hubStopped := true
+	defer func() {
+		if hubStopped {
+			_ = topo.StartHub(ctx)
+		}
+	}()
+	start := time.Now()
+	if err := topo.FailZone(ctx, victim.Cluster, "kill"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			_ = topo.RestoreZone(context.Background(), victim.Cluster)
+		}
+	})
+	t.Logf("hub stopped, then %s (holding %s) killed", victim.Cluster, in.Member)
+	if err := WaitForEndpointUnreachable(ctx, managedMemberClient(in.Etcd, in.Member), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	progress(ctx, t, w, 100, time.Minute)
+
+	var servers []string
+	for _, c := range topo.Members {
+		if c.Name != victim.Cluster {
+			servers = append(servers, topo.DNSServerOf[c.Name])
+		}
+	}
+	queries, dnsFailures := 0, []string{}
+	for time.Since(start) < in.Hold {
+		for _, srv := range servers {
+			for _, m := range ec.Status.Members {
+				qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+				got, err := lookup(qctx, srv, dns.Fqdn(MemberHost(m.Name, in.Etcd.Domain)), dns.TypeA)
+				cancel()
+				queries++
+				if err != nil || len(got) != 1 || got[0].String() != m.Address {
+					dnsFailures = append(dnsFailures, fmt.Sprintf("%s asked %s: %v %v", srv, m.Name, got, err))
+				}
+			}
+		}
+		if ids2, err := memberIDs(ctx, in.Etcd.Client); err == nil && fmt.Sprint(ids2) != fmt.Sprint(ids) {
+			t.Fatalf("etcd's member list changed with the hub stopped: %v, was %v", ids2, ids)
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	objsAfter, err := objects(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(objsAfter) != fmt.Sprint(objsBefore) {
+		t.Errorf("EtcdMember objects changed with the hub stopped: %v, were %v", objsAfter, objsBefore)
+	}
+	t.Logf("hub stopped for %.1fs after the kill: %d DNS queries to %v, %d failed; %d writes acknowledged so far; nothing moved",
+		time.Since(start).Seconds(), queries, servers, len(dnsFailures), w.Acked())
+	if len(dnsFailures) > 0 {
+		t.Errorf("DNS did not answer with the hub stopped: %d of %d queries, first: %s", len(dnsFailures), queries, dnsFailures[0])
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	hubStart := time.Now()
+	if err := topo.StartHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	hubStopped = false
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: victim, Replicas: replicas, NotIn: victim.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the started hub moved %s out of %s in %.1fs: now in %s/%s", in.Member, victim.Cluster, time.Since(hubStart).Seconds(), got.Cluster, got.Zone)
+	checkRecordFollows(ctx, t, topo, in.Etcd, got, victim.Cluster)
+
+	restored = true
+	if err := topo.RestoreZone(ctx, victim.Cluster); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: replicas, Tolerant: true, Timeout: 5 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	t.Logf("longest gap between acknowledged writes: %s", w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
+}
+
+// managedMemberClient is a config for one member's endpoint only.
+func managedMemberClient(m *ManagedEtcd, name string) EtcdClientConfig {
+	c := m.Client
+	c.Endpoints = nil
+	for _, ep := range m.Client.Endpoints {
+		if strings.Contains(ep, "//"+name+".") {
+			c.Endpoints = append(c.Endpoints, ep)
+		}
+	}
+	return c
+}
