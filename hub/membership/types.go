@@ -38,6 +38,9 @@ type Input struct {
 	// waits for them: the founding placement is never made on a partial
 	// view.
 	Unseen []string
+
+	// Maintenance is the policy for members' databases (defrag.go).
+	Maintenance Maintenance
 }
 
 // Etcd is what etcd says.
@@ -52,6 +55,9 @@ type Etcd struct {
 	LeaderID uint64
 	// ClusterID is the etcd cluster ID.
 	ClusterID uint64
+	// Alarms etcd has raised, when AlarmsKnown (the alarm list was read).
+	Alarms      []Alarm
+	AlarmsKnown bool
 }
 
 // ListEntry is one entry of etcd's member list, with its health. (Not to be
@@ -64,8 +70,13 @@ type ListEntry struct {
 	ClientURLs []string
 	IsLearner  bool
 	// Healthy is true when the member answered a status call (from the hub,
-	// or its spoke reported it healthy).
+	// or its spoke reported it healthy). An alarm does not make a member
+	// unhealthy: alarms are in Etcd.Alarms.
 	Healthy bool
+	// DBSize, DBSizeInUse and DBSizeQuota are the member's database file
+	// size, the part of it in use, and its quota, in bytes, from the
+	// member's last status answer (0 when unknown).
+	DBSize, DBSizeInUse, DBSizeQuota int64
 }
 
 // Started reports whether the member has published its name, i.e. its
