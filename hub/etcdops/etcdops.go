@@ -117,7 +117,8 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 			for _, u := range m.ClientURLs {
 				st, err := c.c.Status(sctx, u)
 				if err == nil {
-					out.Members[i].Healthy = len(st.Errors) == 0 && st.Leader != 0
+					out.Members[i].Healthy = !statusErrors(st.Errors) && st.Leader != 0
+					out.Members[i].DBSize, out.Members[i].DBSizeInUse, out.Members[i].DBSizeQuota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
 					leaders[i] = st.Leader
 					answered = true
 					break
@@ -126,6 +127,11 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 			c.Probes.record(m.ID, answered, timeout, start)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out.Alarms, out.AlarmsKnown = c.alarms(ctx)
+	}()
 	wg.Wait()
 	c.Probes.forget(listed)
 	out.LeaderID = majorityLeader(leaders)

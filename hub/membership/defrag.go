@@ -22,7 +22,7 @@ import (
 //   - reason NoSpace: the recovery of a NOSPACE alarm (etcd refuses writes
 //     once a member's file reaches its quota), as etcd's documentation
 //     describes it: compact to the current revision, defragment every
-//     member (the same order), then disarm the alarm, once every member's
+//     member (in name order), then disarm the alarm, once every member's
 //     file is back under 90% of its quota. When compaction and
 //     defragmentation cannot get there (the data in use is above the
 //     quota), the operation ends without disarming, and the next try is
@@ -186,9 +186,15 @@ func continueDefrag(in Input, op Operation) Decision {
 }
 
 // continueNoSpace walks a NOSPACE recovery: compaction with the first
-// member's defragmentation, every member whose file compaction freed
-// defragmented (followers first, the leader last), then the alarm
-// disarmed. It ends when the alarm is gone.
+// member's defragmentation, then every other member's, once each, in name
+// order (leadership moved away from each member that leads when its turn
+// comes: under NOSPACE the ring takes no writes, so an extra election
+// costs nothing), then the alarm disarmed. Every member is defragmented,
+// not only those whose file shows free pages: a member frees compacted
+// pages only at its next write, which NOSPACE forbids, so its in-use size
+// is not to be trusted yet. The member recorded in the operation is the
+// one in work; it is done once its file shows no free pages. The
+// operation ends when the alarm is gone.
 func continueNoSpace(in Input, op Operation) Decision {
 	if !in.Etcd.Reachable || !in.Etcd.AlarmsKnown {
 		return waitStep(op, op.Step, pollFast, "etcd does not answer with its alarms (%s)", orUnknown(in.Etcd.Error))
@@ -207,14 +213,25 @@ func continueNoSpace(in Input, op Operation) Decision {
 		}
 		order = append(order, m)
 	}
-	order = leaderLast(in, order)
-	started := op.Step != ActCompact
-	for _, m := range order {
-		em, _ := byID(in.Etcd, m.ID)
-		if !started || reclaimable(em) {
-			op.Member = m.Name
-			return defragment(in, op, m, em)
+	slices.SortFunc(order, func(a, b Member) int { return topology.CompareNames(a.Name, b.Name) })
+	next := 0
+	if op.Step != ActCompact && op.Step != ActDisarm {
+		next = len(order)
+		for i, m := range order {
+			if m.Name != op.Member {
+				continue
+			}
+			next = i + 1
+			if em, _ := byID(in.Etcd, m.ID); op.Step == ActMoveLeader || reclaimable(em) {
+				next = i // not done yet
+			}
 		}
+	}
+	if op.Step != ActDisarm && next < len(order) {
+		m := order[next]
+		em, _ := byID(in.Etcd, m.ID)
+		op.Member = m.Name
+		return defragment(in, op, m, em)
 	}
 	var over []string
 	for _, m := range order {

@@ -184,13 +184,14 @@ func noSpace(in Input) Input {
 	return in
 }
 
-func recovering(in Input, step Action) Input {
-	in.Operation = &Operation{Type: OpDefrag, Reason: ReasonNoSpace, Step: step, StartedAt: t0}
+func recovering(in Input, step Action, member string) Input {
+	in.Operation = &Operation{Type: OpDefrag, Reason: ReasonNoSpace, Member: member, Step: step, StartedAt: t0}
 	return noSpace(in)
 }
 
-// A NOSPACE alarm: compaction, every member defragmented (followers first,
-// the leader last), the alarm disarmed once every file is under 90% of its
+// A NOSPACE alarm: compaction, every member defragmented once in name
+// order (leadership moved away from the leader when its turn comes), the
+// alarm disarmed once every file is under 90% of its
 // quota; tried again 10 minutes after a recovery that could not disarm.
 func TestNoSpaceRecovery(t *testing.T) {
 	full := [2]int64{64, 63} // at a 64 MiB quota
@@ -229,29 +230,32 @@ func TestNoSpaceRecovery(t *testing.T) {
 			in.Etcd.AlarmsKnown = false
 			return in
 		}, []check{action(ActNone)}},
-		{"compaction pending: compact and defragment the first follower", func() Input { return recovering(quota(sized(full, full, full)), ActCompact) },
-			[]check{action(ActDefragment), opRecorded(OpDefrag, ActDefragment), actsOn("main-1", 2), reason("compacting to the current revision and defragmenting main-1")}},
-		{"after the first: the next follower compaction freed", func() Input { return recovering(quota(sized(freed, small, freed)), ActDefragment) },
-			[]check{action(ActDefragment), actsOn("main-2", 3), func(t *testing.T, d Decision) {
-				if d.Operation.Member != "main-2" {
-					t.Errorf("operation names %q, want main-2", d.Operation.Member)
-				}
-			}}},
-		{"the leader last, leadership first", func() Input { return recovering(quota(sized(freed, small, small)), ActDefragment) },
-			[]check{action(ActMoveLeader), actsOn("main-0", 1)}},
+		{"compaction pending: compact and defragment the first member by name (leadership away first)", func() Input { return recovering(quota(sized(full, full, full)), ActCompact, "") },
+			[]check{action(ActMoveLeader), opRecorded(OpDefrag, ActMoveLeader), actsOn("main-0", 1), operationNames("main-0")}},
+		{"leadership moved: compact and defragment it", func() Input {
+			in := recovering(quota(sized(full, full, full)), ActMoveLeader, "main-0")
+			in.Etcd.LeaderID = 2
+			return in
+		}, []check{action(ActDefragment), opRecorded(OpDefrag, ActDefragment), actsOn("main-0", 1), reason("compacting to the current revision and defragmenting main-0")}},
+		{"main-0 done: the next by name, though its in-use size shows nothing freed yet", func() Input {
+			return recovering(quota(sized(small, full, full)), ActDefragment, "main-0")
+		}, []check{action(ActDefragment), actsOn("main-1", 2), operationNames("main-1")}},
+		{"main-1's defragmentation did not take (free pages left): again", func() Input {
+			return recovering(quota(sized(small, freed, full)), ActDefragment, "main-1")
+		}, []check{action(ActDefragment), actsOn("main-1", 2)}},
 		{"a member not answering (being defragmented): wait", func() Input {
-			in := recovering(quota(sized(freed, small, freed)), ActDefragment)
+			in := recovering(quota(sized(small, small, freed)), ActDefragment, "main-2")
 			in.Etcd.Members[2].Healthy, in.Members[2].Ready, in.Members[2].ReadyChangedAt = false, false, t0.Add(-3*time.Second)
 			return in
 		}, []check{action(ActWait), opRecorded(OpDefrag, ActDefragment), reason("waiting for main-2")}},
-		{"every member compact and under 90% of its quota: disarm", func() Input { return recovering(quota(sized(small, small, small)), ActDefragment) },
+		{"the last one done, every file under 90% of its quota: disarm", func() Input { return recovering(quota(sized(small, small, small)), ActDefragment, "main-2") },
 			[]check{action(ActDisarm), opRecorded(OpDefrag, ActDisarm)}},
-		{"disarm not taken yet: again", func() Input { return recovering(quota(sized(small, small, small)), ActDisarm) },
+		{"disarm not taken yet: again", func() Input { return recovering(quota(sized(small, small, small)), ActDisarm, "") },
 			[]check{action(ActDisarm)}},
-		{"the data in use is above the quota: end without disarming", func() Input { return recovering(quota(sized(full, full, full)), ActDefragment) },
+		{"the data in use is above the quota: end without disarming", func() Input { return recovering(quota(sized(full, full, full)), ActDefragment, "main-2") },
 			[]check{action(ActFinish), reason("too little room to disarm NOSPACE"), reason("main-1: 64.0 MiB file, 63.0 MiB in use, quota 64.0 MiB")}},
 		{"the alarm is gone: done", func() Input {
-			in := recovering(quota(sized(small, small, small)), ActDisarm)
+			in := recovering(quota(sized(small, small, small)), ActDisarm, "")
 			in.Etcd.Alarms = nil
 			return in
 		}, []check{action(ActFinish), reason("disarmed")}},
@@ -272,6 +276,15 @@ func TestNoSpaceRecovery(t *testing.T) {
 			return in
 		}, []check{action(ActBegin), opRecorded(OpDefrag, ActCompact)}},
 	})
+}
+
+func operationNames(member string) check {
+	return func(t *testing.T, d Decision) {
+		t.Helper()
+		if d.Operation == nil || d.Operation.Member != member {
+			t.Errorf("operation = %+v, want it to name %s", d.Operation, member)
+		}
+	}
 }
 
 func TestBytes(t *testing.T) {
