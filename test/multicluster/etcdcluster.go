@@ -147,6 +147,8 @@ type EtcdClusterSpecInput struct {
 	Replicas  int
 	// WantZones is the expected placement, e.g. "2/2/1".
 	WantZones string
+	// Spec, when set, edits the spec before the EtcdCluster is created.
+	Spec func(*etcdfedv1.EtcdClusterSpec)
 }
 
 // EtcdClusterSpec creates an EtcdCluster through the hub and waits until
@@ -172,6 +174,9 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 				ZoneGracePeriod:   &metav1.Duration{Duration: 30 * time.Second},
 			},
 		},
+	}
+	if in.Spec != nil {
+		in.Spec(&ec.Spec)
 	}
 	start := time.Now()
 	if err := hub.Client.Create(ctx, ec); err != nil {
