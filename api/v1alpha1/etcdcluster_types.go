@@ -494,6 +494,9 @@ type EtcdClusterStatus struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=32
 	Alarms []AlarmStatus `json:"alarms,omitempty"`
+	// defragmentation reports scheduled defragmentation.
+	// +optional
+	Defragmentation *DefragmentationStatus `json:"defragmentation,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -43,6 +43,30 @@ type DefragmentationSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Mi')) >= 0 && quantity(string(self)).compareTo(quantity('100Gi')) <= 0",message="minReclaimable must be between 1Mi and 100Gi"
 	MinReclaimable *resource.Quantity `json:"minReclaimable,omitempty"`
+
+	// schedule also defragments on a schedule, in the cron syntax of
+	// spec.backup.schedule (UTC, such as "0 3 * * sun", or "@weekly"), every
+	// member whose file has at least 1Mi and 5% of free pages, whatever the
+	// thresholds above, one member at a time like an automatic
+	// defragmentation. A run missed (hub down, or the ring not ready) is
+	// done as soon as possible, once. Unset: no scheduled defragmentation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:XValidation:rule="self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^@every ([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || self.matches('^ *(([*?]|([0-5]?[0-9])(-([0-5]?[0-9]))?)(/[1-9][0-9]*)?(,([*?]|([0-5]?[0-9])(-([0-5]?[0-9]))?)(/[1-9][0-9]*)?)*) +(([*?]|([01]?[0-9]|2[0-3])(-([01]?[0-9]|2[0-3]))?)(/[1-9][0-9]*)?(,([*?]|([01]?[0-9]|2[0-3])(-([01]?[0-9]|2[0-3]))?)(/[1-9][0-9]*)?)*) +(([*?]|(0?[1-9]|[12][0-9]|3[01])(-(0?[1-9]|[12][0-9]|3[01]))?)(/[1-9][0-9]*)?(,([*?]|(0?[1-9]|[12][0-9]|3[01])(-(0?[1-9]|[12][0-9]|3[01]))?)(/[1-9][0-9]*)?)*) +(([*?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/[1-9][0-9]*)?(,([*?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/[1-9][0-9]*)?)*) +(([*?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/[1-9][0-9]*)?(,([*?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/[1-9][0-9]*)?)*) *$')",message="schedule must be cron syntax: five fields 'minute hour day-of-month month day-of-week' such as '0 */6 * * *' (minute 0-59, hour 0-23, day 1-31, month 1-12 or jan-dec, weekday 0-6 or sun-sat), or @hourly, @daily, @weekly, @monthly, @yearly, or '@every 30m'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^@every ([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.substring(7)) >= duration('1m')",message="@every needs an interval of at least 1m"
+	Schedule string `json:"schedule,omitempty"`
+}
+
+// DefragmentationStatus reports scheduled defragmentation.
+type DefragmentationStatus struct {
+	// lastScheduled is when the last scheduled run (spec.defragmentation.
+	// schedule) finished: every member with free pages defragmented.
+	// +optional
+	LastScheduled *metav1.Time `json:"lastScheduled,omitempty"`
+
+	// nextScheduled is when the next scheduled run is due.
+	// +optional
+	NextScheduled *metav1.Time `json:"nextScheduled,omitempty"`
 }
 
 // Alarm types etcd raises.

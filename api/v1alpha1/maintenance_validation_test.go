@@ -22,9 +22,10 @@ func qty(s string) *resource.Quantity {
 	return &q
 }
 
-// TestDefragmentationValidation: defragmentation thresholds in range are
-// accepted by the real apiserver, thresholds out of range are refused at
-// admission with a message that says the range.
+// TestDefragmentationValidation: defragmentation thresholds in range and
+// cron schedules are accepted by the real apiserver; thresholds out of
+// range and bad schedules are refused at admission with a message that
+// says what to write.
 func TestDefragmentationValidation(t *testing.T) {
 	apiserver := testenv.Shared(t, "crd-validation")
 	ns := testenv.NamespaceT(t, apiserver, "defrag")
@@ -36,6 +37,9 @@ func TestDefragmentationValidation(t *testing.T) {
 		{MinFragmentedPercent: ptr.To[int32](99), MinReclaimable: qty("100Gi")},
 		{MinFragmentedPercent: ptr.To[int32](45), MinReclaimable: qty("100M")},
 		{MinReclaimable: qty("2G")},
+		{Schedule: "0 3 * * sun"},
+		{Schedule: "@weekly"},
+		{Schedule: "@every 12h", Automatic: ptr.To(false)},
 	} {
 		if err := apiserver.Client.Create(ctx, withDefrag(ns, d)); err != nil {
 			t.Errorf("defragmentation %+v rejected: %v", d, err)
@@ -53,6 +57,9 @@ func TestDefragmentationValidation(t *testing.T) {
 		{"reclaimable 1023Ki", etcdfedv1.DefragmentationSpec{MinReclaimable: qty("1023Ki")}, "minReclaimable must be between 1Mi and 100Gi"},
 		{"reclaimable 101Gi", etcdfedv1.DefragmentationSpec{MinReclaimable: qty("101Gi")}, "minReclaimable must be between 1Mi and 100Gi"},
 		{"reclaimable 1Ti", etcdfedv1.DefragmentationSpec{MinReclaimable: qty("1Ti")}, "minReclaimable must be between 1Mi and 100Gi"},
+		{"schedule not cron", etcdfedv1.DefragmentationSpec{Schedule: "sundays at 3"}, "schedule must be cron syntax"},
+		{"schedule minute 60", etcdfedv1.DefragmentationSpec{Schedule: "60 3 * * *"}, "schedule must be cron syntax"},
+		{"schedule every 10s", etcdfedv1.DefragmentationSpec{Schedule: "@every 10s"}, "@every needs an interval of at least 1m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantInvalid(t, apiserver.Client.Create(ctx, withDefrag(ns, tc.d)), tc.want)

@@ -110,6 +110,7 @@ func decide(s *snapshot) *decision {
 			d.ended = st.Operation
 		}
 		recordStep(s, st, d.plan)
+		recordScheduledDefrag(s, st, d.plan)
 		d.step = renderStep(s, st, d.plan)
 	}
 

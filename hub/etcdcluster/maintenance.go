@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -43,9 +44,11 @@ func init() {
 	metrics.Registry.MustRegister(metricDBSize, metricDBSizeInUse, metricAlarms, metricDefrag)
 }
 
-// maintenancePolicy is spec.defragmentation with its defaults, and when the
-// last NOSPACE recovery ended without disarming the alarm raised now.
-func maintenancePolicy(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Maintenance {
+// maintenancePolicy is spec.defragmentation with its defaults, whether a
+// scheduled run is due, and when the last NOSPACE recovery ended without
+// disarming the alarm raised now.
+func maintenancePolicy(s *snapshot, st *etcdfedv1.EtcdClusterStatus) membership.Maintenance {
+	ec := s.ec
 	spec := ec.Spec.Defragmentation
 	p := membership.Maintenance{
 		AutoDefrag:           spec.Automatic == nil || *spec.Automatic,
@@ -57,6 +60,9 @@ func maintenancePolicy(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatu
 	}
 	if spec.MinReclaimable != nil {
 		p.MinReclaimable = spec.MinReclaimable.Value()
+	}
+	if next, ok := nextScheduledDefrag(ec, st); ok {
+		p.ScheduledDue = !s.now.Before(next)
 	}
 	for _, a := range st.Alarms {
 		if a.Type == etcdfedv1.AlarmNoSpace && a.LastRecovery != nil && a.LastRecovery.After(p.NoSpaceLastRecovery) {
@@ -95,6 +101,46 @@ func recordDatabases(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	}
 	slices.SortFunc(out, func(a, b etcdfedv1.AlarmStatus) int { return strings.Compare(a.Type+a.Member, b.Type+b.Member) })
 	st.Alarms = out
+}
+
+// nextScheduledDefrag is when the next scheduled run is due: the schedule's
+// next time after the last run (or after the EtcdCluster was created). ok
+// is false without a schedule (or with one robfig/cron cannot read; the
+// CRD refuses those).
+func nextScheduledDefrag(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) (time.Time, bool) {
+	if ec.Spec.Defragmentation.Schedule == "" {
+		return time.Time{}, false
+	}
+	sched, err := cron.ParseStandard(ec.Spec.Defragmentation.Schedule)
+	if err != nil {
+		return time.Time{}, false
+	}
+	last := ec.CreationTimestamp.Time
+	if d := st.Defragmentation; d != nil && d.LastScheduled != nil {
+		last = d.LastScheduled.Time
+	}
+	return sched.Next(last.UTC()), true
+}
+
+// recordScheduledDefrag keeps status.defragmentation: a due run is done
+// when the planner has nothing left to do (every member with free pages
+// worth giving back defragmented), and when the next is due.
+func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membership.Decision) {
+	next, ok := nextScheduledDefrag(s.ec, st)
+	if !ok {
+		st.Defragmentation = nil
+		return
+	}
+	if st.Defragmentation == nil {
+		st.Defragmentation = &etcdfedv1.DefragmentationStatus{}
+	}
+	if !s.now.Before(next) && plan.Action == membership.ActNone && st.Operation == nil {
+		now := metav1.NewTime(s.now)
+		st.Defragmentation.LastScheduled = &now
+		next, _ = nextScheduledDefrag(s.ec, st)
+	}
+	n := metav1.NewTime(next)
+	st.Defragmentation.NextScheduled = &n
 }
 
 // recordNoSpaceRecovery notes, when a NOSPACE recovery ends with the alarm

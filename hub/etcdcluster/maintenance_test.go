@@ -131,4 +131,31 @@ func TestDecideMaintenance(t *testing.T) {
 			t.Errorf("alarms %+v, NoSpaceAlarm %+v", st.Alarms, condition(st, etcdfedv1.ConditionNoSpaceAlarm))
 		}
 	})
+	t.Run("a schedule: a due run defragments members with free pages, then is recorded done with the next due time", func(t *testing.T) {
+		s := ring()
+		s.ec.CreationTimestamp = metav1.NewTime(now.Add(-8 * 24 * time.Hour))
+		s.ec.Spec.Defragmentation.Schedule = "0 3 * * sun"
+		sizes(s, 60, 40)
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		if st.Operation == nil || st.Operation.Reason != membership.ReasonScheduled || st.Operation.Member != "main-1" {
+			t.Fatalf("plan %s (%s), operation %+v; want a Scheduled Defrag of main-1", d.plan.Action, d.plan.Reason, st.Operation)
+		}
+		if st.Defragmentation == nil || st.Defragmentation.LastScheduled != nil || st.Defragmentation.NextScheduled == nil || !st.Defragmentation.NextScheduled.Time.Before(now) {
+			t.Errorf("defragmentation status %+v; want the overdue run as next, none done", st.Defragmentation)
+		}
+		s = ring()
+		s.ec.CreationTimestamp = metav1.NewTime(now.Add(-8 * 24 * time.Hour))
+		s.ec.Spec.Defragmentation.Schedule = "0 3 * * sun"
+		sizes(s, 20, 20)
+		st = computeStatus(s, decide(s), applyResult{}, "")
+		// now is a Sunday noon: the next run is the next Sunday 03:00.
+		if d := st.Defragmentation; d == nil || d.LastScheduled == nil || !d.LastScheduled.Time.Equal(now) || d.NextScheduled == nil || !d.NextScheduled.Time.Equal(time.Date(2026, 11, 29, 3, 0, 0, 0, time.UTC)) {
+			t.Errorf("defragmentation status %+v; want the run done now, the next on 2026-11-29 03:00", st.Defragmentation)
+		}
+		s.ec.Status = st
+		if d := decide(s); d.plan.Action != membership.ActNone {
+			t.Errorf("after the run: plan %s (%s)", d.plan.Action, d.plan.Reason)
+		}
+	})
 }

@@ -132,7 +132,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		LastIncarnation: st.LastIncarnation,
 		Etcd:            s.etcd,
 		Placement:       placement,
-		Maintenance:     maintenancePolicy(ec, st),
+		Maintenance:     maintenancePolicy(s, st),
 	}
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)

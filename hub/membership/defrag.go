@@ -19,6 +19,9 @@ import (
 //     first in name order and the leader last, after leadership is moved
 //     away. Done when the member answers again with its file no longer
 //     fragmented.
+//   - reason Scheduled: the same, for a member with free pages worth
+//     giving back (at least 1 MiB and 5% of its file) while a scheduled
+//     run is due.
 //   - reason NoSpace: the recovery of a NOSPACE alarm (etcd refuses writes
 //     once a member's file reaches its quota), as etcd's documentation
 //     describes it: compact to the current revision, defragment every
@@ -34,6 +37,7 @@ const OpDefrag OpType = "Defrag"
 // Reasons of a Defrag operation.
 const (
 	ReasonFragmented = "Fragmented"
+	ReasonScheduled  = "Scheduled"
 	ReasonNoSpace    = "NoSpace"
 )
 
@@ -80,6 +84,12 @@ type Maintenance struct {
 	// NoSpaceLastRecovery is when the last NOSPACE recovery ended without
 	// disarming the alarm raised now (zero: none did).
 	NoSpaceLastRecovery time.Time
+	// ScheduledDue: a scheduled run (spec.defragmentation.schedule) is due:
+	// every member whose file has free pages worth giving back
+	// (reclaimable) is defragmented, whatever the thresholds and
+	// AutoDefrag. The reconciler records the run done once the planner has
+	// nothing left to do.
+	ScheduledDue bool
 }
 
 // Fragmented reports whether a member's file is fragmented beyond both
@@ -92,8 +102,9 @@ func (p Maintenance) Fragmented(e ListEntry) bool {
 	return free >= p.MinReclaimable && free*100 >= e.DBSize*p.MinFragmentedPercent
 }
 
-// reclaimable: during a NOSPACE recovery, a member's file is worth
-// defragmenting when compaction freed at least 1 MiB and 5% of it.
+// reclaimable: a member's file is worth defragmenting (in a scheduled run,
+// or after compaction in a NOSPACE recovery) when at least 1 MiB and 5% of
+// it are free pages.
 func reclaimable(e ListEntry) bool {
 	free := e.DBSize - e.DBSizeInUse
 	return e.DBSizeInUse > 0 && free >= 1<<20 && free*20 >= e.DBSize
@@ -102,15 +113,10 @@ func reclaimable(e ListEntry) bool {
 // defragStep begins the defragmentation of the next fragmented member when
 // nothing else is to do, or returns otherwise.
 func defragStep(in Input, otherwise Decision) Decision {
-	if (otherwise.Action != ActNone && otherwise.Action != ActWait) || !in.Maintenance.AutoDefrag {
+	if otherwise.Action != ActNone && otherwise.Action != ActWait {
 		return otherwise
 	}
-	var due []Member
-	for _, m := range in.Members {
-		if em, ok := byID(in.Etcd, m.ID); ok && !em.IsLearner && in.Maintenance.Fragmented(em) {
-			due = append(due, m)
-		}
-	}
+	due, reason := defragDue(in)
 	if len(due) == 0 {
 		return otherwise
 	}
@@ -131,10 +137,36 @@ func defragStep(in Input, otherwise Decision) Decision {
 	em, _ := byID(in.Etcd, m.ID)
 	why := fmt.Sprintf("defragmenting %s: %s of its %s database file are free pages (%d%%); %d member(s) to defragment",
 		m.Name, Bytes(em.DBSize-em.DBSizeInUse), Bytes(em.DBSize), (em.DBSize-em.DBSizeInUse)*100/em.DBSize, len(due))
+	if reason == ReasonScheduled {
+		why = "scheduled run: " + why
+	}
 	if em.ID == in.Etcd.LeaderID {
 		why += "; it leads, so leadership moves away first"
 	}
-	return begin(in, Operation{Type: OpDefrag, Member: m.Name, Reason: ReasonFragmented, Step: ActDefragment}, why)
+	return begin(in, Operation{Type: OpDefrag, Member: m.Name, Reason: reason, Step: ActDefragment}, why)
+}
+
+// defragDue lists the members to defragment and why: those fragmented
+// beyond the thresholds (AutoDefrag), else, while a scheduled run is due,
+// those with free pages worth giving back.
+func defragDue(in Input) ([]Member, string) {
+	var fragmented, scheduled []Member
+	for _, m := range in.Members {
+		em, ok := byID(in.Etcd, m.ID)
+		if !ok || em.IsLearner {
+			continue
+		}
+		if in.Maintenance.AutoDefrag && in.Maintenance.Fragmented(em) {
+			fragmented = append(fragmented, m)
+		}
+		if in.Maintenance.ScheduledDue && reclaimable(em) {
+			scheduled = append(scheduled, m)
+		}
+	}
+	if len(fragmented) > 0 {
+		return fragmented, ReasonFragmented
+	}
+	return scheduled, ReasonScheduled
 }
 
 // noSpaceStep begins the recovery of a NOSPACE alarm. ok is false when
@@ -178,7 +210,7 @@ func continueDefrag(in Input, op Operation) Decision {
 	if d, waiting := awaitMember(in, op, m, em); waiting {
 		return d
 	}
-	if !in.Maintenance.Fragmented(em) {
+	if done := !in.Maintenance.Fragmented(em); (op.Reason != ReasonScheduled && done) || (op.Reason == ReasonScheduled && !reclaimable(em)) {
 		return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID,
 			Reason: fmt.Sprintf("%s defragmented: database file %s, %s in use", m.Name, Bytes(em.DBSize), Bytes(em.DBSizeInUse))}
 	}

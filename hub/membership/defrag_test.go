@@ -18,7 +18,7 @@ func sized(sizes ...[2]int64) Input {
 	in.Maintenance = policy
 	in.Etcd.AlarmsKnown = true
 	for i := range in.Etcd.Members {
-		in.Etcd.Members[i].DBSize, in.Etcd.Members[i].DBSizeInUse, in.Etcd.Members[i].DBSizeQuota = 20*mib, 18*mib, 2048*mib
+		in.Etcd.Members[i].DBSize, in.Etcd.Members[i].DBSizeInUse, in.Etcd.Members[i].DBSizeQuota = 20*mib, 20*mib, 2048*mib
 		if i < len(sizes) {
 			in.Etcd.Members[i].DBSize, in.Etcd.Members[i].DBSizeInUse = sizes[i][0]*mib, sizes[i][1]*mib
 		}
@@ -30,7 +30,7 @@ func sized(sizes ...[2]int64) Input {
 var fragmented = [2]int64{400, 20}
 
 // compact: a file with nothing to give back.
-var compact = [2]int64{20, 19}
+var compact = [2]int64{20, 20}
 
 func defragging(in Input, member string, step Action) Input {
 	in.Operation = &Operation{Type: OpDefrag, Member: member, Reason: ReasonFragmented, Step: step, StartedAt: t0}
@@ -293,4 +293,50 @@ func TestBytes(t *testing.T) {
 			t.Errorf("Bytes(%d) = %q, want %q", n, got, want)
 		}
 	}
+}
+
+// A scheduled run: every member with free pages worth giving back (1 MiB
+// and 5%), whatever the thresholds, one at a time, the leader last; the
+// thresholds' own defragmentation goes first.
+func TestDefragScheduled(t *testing.T) {
+	some := [2]int64{60, 40} // 20 MiB free: under the thresholds, worth it on schedule
+	scheduled := func(sizes ...[2]int64) Input {
+		in := sized(sizes...)
+		in.Maintenance.ScheduledDue = true
+		return in
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"not due: members under the thresholds are left alone", func() Input { return sized(some, some, some) }, []check{action(ActNone)}},
+		{"due: a follower first", func() Input { return scheduled(some, some, some) },
+			[]check{action(ActBegin), opRecorded(OpDefrag, ActDefragment), reason("scheduled run: defragmenting main-1"), func(t *testing.T, d Decision) {
+				if d.Operation.Reason != ReasonScheduled || d.Operation.Member != "main-1" {
+					t.Errorf("operation %+v", d.Operation)
+				}
+			}}},
+		{"due, with automatic defragmentation off: all the same", func() Input {
+			in := scheduled(some, compact, some)
+			in.Maintenance.AutoDefrag = false
+			return in
+		}, []check{action(ActBegin), operationNames("main-2")}},
+		{"due, only the leader left with free pages", func() Input { return scheduled(some, compact, compact) },
+			[]check{action(ActBegin), operationNames("main-0"), reason("leadership moves away first")}},
+		{"due, nothing worth giving back: nothing (the run is done)", func() Input { return scheduled(compact, compact, [2]int64{30, 29}) },
+			[]check{action(ActNone)}},
+		{"due, a member fragmented beyond the thresholds: that one first, as Fragmented", func() Input { return scheduled(some, some, fragmented) },
+			[]check{action(ActBegin), defragOf("main-2")}},
+		{"a scheduled defragmentation done once the file has nothing worth giving back", func() Input {
+			in := scheduled(some, [2]int64{41, 40}, some)
+			in.Operation = &Operation{Type: OpDefrag, Member: "main-1", Reason: ReasonScheduled, Step: ActDefragment, StartedAt: t0}
+			return in
+		}, []check{action(ActFinish)}},
+		{"a scheduled defragmentation at its step", func() Input {
+			in := scheduled(some, some, some)
+			in.Operation = &Operation{Type: OpDefrag, Member: "main-1", Reason: ReasonScheduled, Step: ActDefragment, StartedAt: t0}
+			return in
+		}, []check{action(ActDefragment), actsOn("main-1", 2)}},
+	})
 }
