@@ -77,6 +77,11 @@ type EtcdClusterSpec struct {
 	// scheduled backups (on-demand ones need it too, for the store).
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// defragmentation says when the hub defragments members' databases.
+	// Changing it restarts nothing.
+	// +optional
+	Defragmentation DefragmentationSpec `json:"defragmentation,omitempty"`
 }
 
 // TopologySpec selects the member clusters that may host members.
@@ -333,11 +338,20 @@ type MemberStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	Version string `json:"version,omitempty"`
+	// dbSize is the size of the member's database file in bytes, as etcd
+	// last reported it to the hub.
+	// +optional
+	DBSize int64 `json:"dbSize,omitempty"`
+
+	// dbSizeInUse is the part of dbSize that holds data; the rest is free
+	// pages that defragmentation gives back.
+	// +optional
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
 }
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag
 type OperationType string
 
 const (
@@ -351,6 +365,10 @@ const (
 	// leadership moved away first. A rollout is one Roll per member,
 	// followers first, the leader last.
 	OperationRoll OperationType = "Roll"
+	// OperationDefrag defragments members' databases one at a time
+	// (reason Fragmented: one member; reason NoSpace: compaction, every
+	// member, then the NOSPACE alarm disarmed).
+	OperationDefrag OperationType = "Defrag"
 )
 
 // MembershipOperation is the one operation in flight on the ring: a
@@ -391,7 +409,7 @@ type MembershipOperation struct {
 	To *FailureDomain `json:"to,omitempty"`
 
 	// reason says why: ScaleUp, ScaleDown, Evacuate, Rebalance, Spread,
-	// Replace, Bootstrap, SpecChanged.
+	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
@@ -487,6 +505,15 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=32
 	ClusterVersion string `json:"clusterVersion,omitempty"`
+	// alarms are the alarms etcd has raised (NOSPACE, CORRUPT), with the
+	// member and since when.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	Alarms []AlarmStatus `json:"alarms,omitempty"`
+	// defragmentation reports scheduled defragmentation.
+	// +optional
+	Defragmentation *DefragmentationStatus `json:"defragmentation,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
@@ -501,6 +528,8 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Leader",type=string,JSONPath=`.status.leader`
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.clusterVersion`,priority=1,description="Cluster version etcd reports"
 // +kubebuilder:printcolumn:name="Tolerant",type=string,JSONPath=`.status.conditions[?(@.type=="FailureTolerant")].status`,priority=1,description="Survives the loss of any one zone"
+// +kubebuilder:printcolumn:name="Compaction",type=string,JSONPath=`.spec.etcd.autoCompactionMode`,priority=1,description="etcd --auto-compaction-mode"
+// +kubebuilder:printcolumn:name="Retention",type=string,JSONPath=`.spec.etcd.autoCompactionRetention`,priority=1,description="etcd --auto-compaction-retention"
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.backup.lastSuccess.time`,priority=1,description="When the newest stored snapshot was taken"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {

@@ -164,6 +164,8 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		} else {
 			r.event(ec, corev1.EventTypeWarning, etcdfedv1.ReasonDowngradeRefused, "EnableDowngrade", "etcd refused the downgrade to %s: %v", p.DowngradeTo, err)
 		}
+	case membership.ActDefragment, membership.ActDisarm:
+		err = r.applyMaintenance(ctx, s, d)
 	case membership.ActFinish:
 		if op := d.ended; op != nil {
 			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",
@@ -189,8 +191,11 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 // beginReason is the event reason of an operation's start ("...Done" at its
 // end).
 func beginReason(t membership.OpType) string {
-	if t == membership.OpRoll {
+	switch t {
+	case membership.OpRoll:
 		return "MemberRoll"
+	case membership.OpDefrag:
+		return "Defragmentation"
 	}
 	return "MembershipChange"
 }

@@ -267,7 +267,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		}
 		requeue = time.Second
 	}
+	alarmsBefore := ec.Status.Alarms
 	ec.Status = computeStatus(s, d, res, passProblem)
+	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	recordMetrics(ec, &ec.Status, d, res)
 	if err := res.err(); err != nil {
 		return ctrl.Result{}, err

@@ -62,6 +62,8 @@ type step struct {
 	peerURL string
 	// leaderURLs reach the leader (MoveLeader).
 	leaderURLs []string
+	// memberURLs reach the member acted on (Defragment).
+	memberURLs []string
 	// err says why the step cannot be taken as decided (an input it needs
 	// is missing); apply reports it as the step's failure.
 	err error
@@ -109,6 +111,7 @@ func decide(s *snapshot) *decision {
 			d.ended = st.Operation
 		}
 		recordStep(s, st, d.plan)
+		recordScheduledDefrag(s, st, d.plan)
 		d.step = renderStep(s, st, d.plan)
 	}
 
@@ -189,6 +192,13 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		}
 		if len(out.leaderURLs) == 0 {
 			out.err = fmt.Errorf("%w: leader's client URL unknown", etcdops.ErrUnhealthyCluster)
+		}
+	case membership.ActDefragment:
+		if em, ok := listedID(s.etcd, p.MemberID); ok {
+			out.memberURLs = em.ClientURLs
+		}
+		if len(out.memberURLs) == 0 {
+			out.err = fmt.Errorf("%s has no client URL in etcd's member list", p.Member)
 		}
 	case membership.ActDeleteObject:
 		// A cluster out of sight keeps the object; the sweep deletes it

@@ -72,6 +72,7 @@ func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 			m.LastTransitionTime = &t
 		}
 	}
+	recordDatabases(s, st)
 	if s.etcd.Reachable && st.ClusterID != "" {
 		st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool {
 			if inOperation(st, m.Name) {
@@ -98,6 +99,7 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 		st.Operation = nil
 	case membership.ActFinish:
 		op := st.Operation
+		recordNoSpaceRecovery(s, st, op)
 		if op != nil && op.Type == etcdfedv1.OperationRemove {
 			st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == op.Member })
 		} else if m := statusMember(st, d.Member); m != nil && d.MemberID != 0 {

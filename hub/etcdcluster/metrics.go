@@ -65,6 +65,7 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 		}
 		metricSteps.WithLabelValues(ec.Namespace, ec.Name, string(a), result).Inc()
 	}
+	recordMaintenanceMetrics(ec, st)
 }
 
 func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
@@ -74,4 +75,5 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricPassDeadline.DeleteLabelValues(ec.Namespace, ec.Name)
+	forgetMaintenanceMetrics(ec)
 }

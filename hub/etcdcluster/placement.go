@@ -134,6 +134,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Placement:       placement,
 		Version:         ec.Spec.Version,
 		Backup:          backupInput(ec),
+		Maintenance:     maintenancePolicy(s, st),
 	}
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)

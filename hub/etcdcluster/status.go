@@ -37,6 +37,7 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setVersionProgress(s, st, gen, d.plan, res)
 	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
 	setFailureTolerant(st, gen, tol)
+	setAlarmConditions(s, st, gen)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
 		st.ObservedGeneration = gen
 	}
@@ -226,7 +227,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {
 		out = append(out, "members not ready: "+strings.Join(notReady, ", "))
 	}
-	return out
+	return append(out, alarmProblems(st)...)
 }
 
 // setFailureTolerant: today's placement survives the loss of any one zone.

@@ -120,7 +120,8 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 			for _, u := range m.ClientURLs {
 				st, err := c.c.Status(sctx, u)
 				if err == nil {
-					out.Members[i].Healthy = len(st.Errors) == 0 && st.Leader != 0
+					out.Members[i].Healthy = !statusErrors(st.Errors) && st.Leader != 0
+					out.Members[i].DBSize, out.Members[i].DBSizeInUse, out.Members[i].DBSizeQuota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
 					leaders[i] = st.Leader
 					out.Members[i].Version, out.Members[i].RaftIndex, out.Members[i].StorageVersion = st.Version, st.RaftIndex, st.StorageVersion
 					if di := st.DowngradeInfo; di != nil {
@@ -133,6 +134,11 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 			c.Probes.record(m.ID, answered, timeout, start)
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		out.Alarms, out.AlarmsKnown = c.alarms(ctx)
+	}()
 	wg.Wait()
 	c.Probes.forget(listed)
 	out.LeaderID = majorityLeader(leaders)

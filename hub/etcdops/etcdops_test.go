@@ -68,7 +68,7 @@ func start(t *testing.T, p *proc, initialCluster, state string) {
 	})
 }
 
-func eventually(t *testing.T, what string, f func() error) {
+func eventually(t testing.TB, what string, f func() error) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
 	for {

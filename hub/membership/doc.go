@@ -30,6 +30,14 @@
 // the leader last with leadership moved away before its pod restarts.
 // Membership changes go before rollouts.
 //
+// Members' databases are looked after by the same planner (defrag.go): a
+// Defrag operation defragments one member whose file is fragmented beyond
+// spec.defragmentation's thresholds (or, on a schedule, has free pages),
+// only while every member is a ready voter and nothing else is due,
+// followers first and the leader last after leadership moves away; a
+// NOSPACE alarm is recovered (compaction, every member defragmented, the
+// alarm disarmed) before a rollout.
+//
 // The reconciler (hub/etcdcluster) observes, calls Next, carries out the
 // decision and records the result; nothing here talks to etcd or
 // Kubernetes.

@@ -38,7 +38,12 @@ func Next(in Input) Decision {
 	if d.Action != ActNone && d.Action != ActWait {
 		return d
 	}
-	return rollStep(in, d)
+	// A NOSPACE alarm (writes refused) is recovered before a rollout; a
+	// fragmented database is defragmented when nothing else is to do.
+	if nd, ok := noSpaceStep(in); ok {
+		return nd
+	}
+	return defragStep(in, rollStep(in, d))
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -78,6 +83,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueReplace(in, op)
 	case OpRoll:
 		return continueRoll(in, op)
+	case OpDefrag:
+		return continueDefrag(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }

@@ -43,6 +43,9 @@ type Input struct {
 	// waits for them: the founding placement is never made on a partial
 	// view.
 	Unseen []string
+
+	// Maintenance is the policy for members' databases (defrag.go).
+	Maintenance Maintenance
 }
 
 // Etcd is what etcd says.
@@ -61,6 +64,9 @@ type Etcd struct {
 	// "" when unknown; Downgrade is etcd's downgrade state (upgrade.go).
 	ClusterVersion string
 	Downgrade      Downgrade
+	// Alarms etcd has raised, when AlarmsKnown (the alarm list was read).
+	Alarms      []Alarm
+	AlarmsKnown bool
 }
 
 // ListEntry is one entry of etcd's member list, with its health. (Not to be
@@ -73,7 +79,8 @@ type ListEntry struct {
 	ClientURLs []string
 	IsLearner  bool
 	// Healthy is true when the member answered a status call (from the hub,
-	// or its spoke reported it healthy).
+	// or its spoke reported it healthy). An alarm does not make a member
+	// unhealthy: alarms are in Etcd.Alarms.
 	Healthy bool
 	// Version is the etcd server version the member reported in its status
 	// call, "" when it did not answer; RaftIndex its raft index then.
@@ -82,6 +89,10 @@ type ListEntry struct {
 	// StorageVersion is the member's storage version (etcd 3.6; "" on
 	// 3.5), which a downgrade waits on.
 	StorageVersion string
+	// DBSize, DBSizeInUse and DBSizeQuota are the member's database file
+	// size, the part of it in use, and its quota, in bytes, from the
+	// member's last status answer (0 when unknown).
+	DBSize, DBSizeInUse, DBSizeQuota int64
 }
 
 // Started reports whether the member has published its name, i.e. its

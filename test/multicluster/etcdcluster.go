@@ -149,6 +149,8 @@ type EtcdClusterSpecInput struct {
 	WantZones string
 	// Version is spec.version; default 3.6.16.
 	Version string
+	// Spec, when set, edits the spec before the EtcdCluster is created.
+	Spec func(*etcdfedv1.EtcdClusterSpec)
 }
 
 // EtcdClusterSpec creates an EtcdCluster through the hub and waits until
@@ -177,6 +179,9 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 				ZoneGracePeriod:   &metav1.Duration{Duration: 30 * time.Second},
 			},
 		},
+	}
+	if in.Spec != nil {
+		in.Spec(&ec.Spec)
 	}
 	start := time.Now()
 	if err := hub.Client.Create(ctx, ec); err != nil {

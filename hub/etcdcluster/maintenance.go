@@ -1,0 +1,299 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/robfig/cron/v3"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// Members' databases: their sizes in status.members, etcd's alarms in
+// status.alarms and the NoSpaceAlarm and CorruptAlarm conditions, and the
+// Defrag operation's two etcd calls (the planner decides it:
+// hub/membership/defrag.go).
+
+var (
+	metricDBSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_member_db_size_bytes", Help: "Size of the member's database file, as etcd last reported it to the hub.",
+	}, []string{"namespace", "name", "member"})
+	metricDBSizeInUse = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_member_db_size_in_use_bytes", Help: "Part of the member's database file that holds data (the rest is free pages defragmentation gives back).",
+	}, []string{"namespace", "name", "member"})
+	metricAlarms = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_alarms", Help: "Alarms etcd has raised, by type (NOSPACE, CORRUPT).",
+	}, []string{"namespace", "name", "type"})
+	metricDefrag = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "etcdfed_defrag_duration_seconds", Help: "Time one member's defragmentation took, as the hub waited for it, by result.",
+		Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 25},
+	}, []string{"namespace", "name", "result"})
+)
+
+func init() {
+	metrics.Registry.MustRegister(metricDBSize, metricDBSizeInUse, metricAlarms, metricDefrag)
+}
+
+// maintenancePolicy is spec.defragmentation with its defaults, whether a
+// scheduled run is due, and when the last NOSPACE recovery ended without
+// disarming the alarm raised now.
+func maintenancePolicy(s *snapshot, st *etcdfedv1.EtcdClusterStatus) membership.Maintenance {
+	ec := s.ec
+	spec := ec.Spec.Defragmentation
+	p := membership.Maintenance{
+		AutoDefrag:           spec.Automatic == nil || *spec.Automatic,
+		MinFragmentedPercent: int64(etcdfedv1.DefaultDefragMinFragmentedPercent),
+		MinReclaimable:       100 << 20,
+	}
+	if spec.MinFragmentedPercent != nil {
+		p.MinFragmentedPercent = int64(*spec.MinFragmentedPercent)
+	}
+	if spec.MinReclaimable != nil {
+		p.MinReclaimable = spec.MinReclaimable.Value()
+	}
+	if next, ok := nextScheduledDefrag(ec, st); ok {
+		p.ScheduledDue = !s.now.Before(next)
+	}
+	for _, a := range st.Alarms {
+		if a.Type == etcdfedv1.AlarmNoSpace && a.LastRecovery != nil && a.LastRecovery.After(p.NoSpaceLastRecovery) {
+			p.NoSpaceLastRecovery = a.LastRecovery.Time
+		}
+	}
+	return p
+}
+
+// recordDatabases records each member's database sizes and etcd's alarms
+// (each with the hub-clock time it was first seen). What etcd did not
+// answer keeps its last value.
+func recordDatabases(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	for i := range st.Members {
+		m := &st.Members[i]
+		if em, ok := listed(s.etcd, m); ok && em.DBSize > 0 {
+			m.DBSize, m.DBSizeInUse = em.DBSize, em.DBSizeInUse
+		}
+	}
+	if !s.etcd.Reachable || !s.etcd.AlarmsKnown {
+		return
+	}
+	var out []etcdfedv1.AlarmStatus
+	for _, a := range s.etcd.Alarms {
+		id := hexID(a.MemberID)
+		as := etcdfedv1.AlarmStatus{Type: a.Type, Member: id, MemberID: id, Since: metav1.NewTime(s.now)}
+		for _, m := range st.Members {
+			if m.ID == id {
+				as.Member = m.Name
+			}
+		}
+		if i := slices.IndexFunc(st.Alarms, func(old etcdfedv1.AlarmStatus) bool { return old.Type == a.Type && old.MemberID == id }); i >= 0 {
+			as.Since, as.LastRecovery = st.Alarms[i].Since, st.Alarms[i].LastRecovery
+		}
+		out = append(out, as)
+	}
+	slices.SortFunc(out, func(a, b etcdfedv1.AlarmStatus) int { return strings.Compare(a.Type+a.Member, b.Type+b.Member) })
+	st.Alarms = out
+}
+
+// nextScheduledDefrag is when the next scheduled run is due: the schedule's
+// next time after the last run (or after the EtcdCluster was created). ok
+// is false without a schedule (or with one robfig/cron cannot read; the
+// CRD refuses those).
+func nextScheduledDefrag(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) (time.Time, bool) {
+	if ec.Spec.Defragmentation.Schedule == "" {
+		return time.Time{}, false
+	}
+	sched, err := cron.ParseStandard(ec.Spec.Defragmentation.Schedule)
+	if err != nil {
+		return time.Time{}, false
+	}
+	last := ec.CreationTimestamp.Time
+	if d := st.Defragmentation; d != nil && d.LastScheduled != nil {
+		last = d.LastScheduled.Time
+	}
+	return sched.Next(last.UTC()), true
+}
+
+// recordScheduledDefrag keeps status.defragmentation: a due run is done
+// when the planner has nothing left to do (every member with free pages
+// worth giving back defragmented), and when the next is due.
+func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membership.Decision) {
+	next, ok := nextScheduledDefrag(s.ec, st)
+	if !ok {
+		st.Defragmentation = nil
+		return
+	}
+	if st.Defragmentation == nil {
+		st.Defragmentation = &etcdfedv1.DefragmentationStatus{}
+	}
+	if !s.now.Before(next) && plan.Action == membership.ActNone && st.Operation == nil {
+		now := metav1.NewTime(s.now)
+		st.Defragmentation.LastScheduled = &now
+		next, _ = nextScheduledDefrag(s.ec, st)
+	}
+	n := metav1.NewTime(next)
+	st.Defragmentation.NextScheduled = &n
+}
+
+// recordNoSpaceRecovery notes, when a NOSPACE recovery ends with the alarm
+// still raised, when it ended: the next one is NoSpaceRetry later.
+func recordNoSpaceRecovery(s *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation) {
+	if op == nil || op.Type != etcdfedv1.OperationDefrag || op.Reason != membership.ReasonNoSpace {
+		return
+	}
+	now := metav1.NewTime(s.now)
+	for i := range st.Alarms {
+		if st.Alarms[i].Type == etcdfedv1.AlarmNoSpace {
+			st.Alarms[i].LastRecovery = &now
+		}
+	}
+}
+
+// setAlarmConditions: NoSpaceAlarm and CorruptAlarm, naming the members
+// and since when. While etcd does not answer they keep their last value.
+func setAlarmConditions(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64) {
+	if !s.etcd.Reachable || !s.etcd.AlarmsKnown {
+		return
+	}
+	for _, c := range []struct{ cond, typ, effect string }{
+		{etcdfedv1.ConditionNoSpaceAlarm, etcdfedv1.AlarmNoSpace, "etcd refuses writes (reads and deletes still work)"},
+		{etcdfedv1.ConditionCorruptAlarm, etcdfedv1.AlarmCorrupt, "members' data disagree; etcd refuses writes until a human repairs the ring"},
+	} {
+		if msg := alarmMessage(st, c.typ); msg != "" {
+			setCondition(st, gen, c.cond, true, etcdfedv1.ReasonAlarmRaised, msg+": "+c.effect)
+			continue
+		}
+		setCondition(st, gen, c.cond, false, etcdfedv1.ReasonNoAlarm, "no "+c.typ+" alarm raised")
+	}
+}
+
+// alarmMessage is "NOSPACE on main-1 since 2026-...", "" when none.
+func alarmMessage(st *etcdfedv1.EtcdClusterStatus, typ string) string {
+	var on []string
+	for _, a := range st.Alarms {
+		if a.Type != typ {
+			continue
+		}
+		s := fmt.Sprintf("%s since %s", a.Member, a.Since.UTC().Format(time.RFC3339))
+		if a.LastRecovery != nil {
+			s += fmt.Sprintf(" (compaction and defragmentation at %s could not free enough; next try at %s)",
+				a.LastRecovery.UTC().Format(time.RFC3339), a.LastRecovery.Add(membership.NoSpaceRetry).UTC().Format(time.RFC3339))
+		}
+		on = append(on, s)
+	}
+	if len(on) == 0 {
+		return ""
+	}
+	return typ + " on " + strings.Join(on, ", ")
+}
+
+// alarmProblems are the alarms, for Degraded.
+func alarmProblems(st *etcdfedv1.EtcdClusterStatus) []string {
+	var out []string
+	for _, typ := range []string{etcdfedv1.AlarmNoSpace, etcdfedv1.AlarmCorrupt} {
+		if msg := alarmMessage(st, typ); msg != "" {
+			out = append(out, "alarm "+msg)
+		}
+	}
+	return out
+}
+
+// alarmEvents are Warning events for alarms raised since the last pass and
+// Normal ones for alarms gone.
+func (r *Reconciler) alarmEvents(ec *etcdfedv1.EtcdCluster, before, after []etcdfedv1.AlarmStatus) {
+	key := func(a etcdfedv1.AlarmStatus) string { return a.Type + "/" + a.MemberID }
+	for _, a := range after {
+		if !slices.ContainsFunc(before, func(b etcdfedv1.AlarmStatus) bool { return key(a) == key(b) }) {
+			r.event(ec, corev1.EventTypeWarning, "AlarmRaised", "Observe", "etcd raised %s on %s", a.Type, a.Member)
+		}
+	}
+	for _, b := range before {
+		if !slices.ContainsFunc(after, func(a etcdfedv1.AlarmStatus) bool { return key(a) == key(b) }) {
+			r.event(ec, corev1.EventTypeNormal, "AlarmCleared", "Observe", "%s on %s is no longer raised (raised since %s)", b.Type, b.Member, b.Since.UTC().Format(time.RFC3339))
+		}
+	}
+}
+
+// applyMaintenance takes a Defrag operation's etcd steps: a member's
+// defragmentation (after a compaction to the current revision in a NOSPACE
+// recovery), and the disarming of NOSPACE.
+func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decision) error {
+	ec, p := s.ec, d.plan
+	return withEtcd(s, d.step.err, func(c *etcdops.Client) error {
+		switch p.Action {
+		case membership.ActDefragment:
+			if p.Operation != nil && p.Operation.Reason == membership.ReasonNoSpace {
+				rev, err := c.CompactCurrent(ctx)
+				if err != nil {
+					return err
+				}
+				r.event(ec, corev1.EventTypeNormal, "Compacted", "Compact", "Compacted to revision %d to recover from NOSPACE", rev)
+			}
+			before := ""
+			if m := statusMember(d.ledger, p.Member); m != nil {
+				before = fmt.Sprintf("; its database file was %s, %s in use", membership.Bytes(m.DBSize), membership.Bytes(m.DBSizeInUse))
+			}
+			ctrl.LoggerFrom(ctx).Info("Defragmenting", "member", p.Member)
+			took, err := c.Defragment(ctx, d.step.memberURLs)
+			if err != nil {
+				metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "error").Observe(took.Seconds())
+				return err
+			}
+			metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "ok").Observe(took.Seconds())
+			r.event(ec, corev1.EventTypeNormal, "MemberDefragmented", "Defragment", "Defragmented %s in %s%s", p.Member, took.Round(time.Millisecond), before)
+		case membership.ActDisarm:
+			if err := c.DisarmNoSpace(ctx); err != nil {
+				return err
+			}
+			r.event(ec, corev1.EventTypeNormal, "AlarmDisarmed", "DisarmAlarm", "Disarmed NOSPACE after compaction and defragmentation")
+		}
+		return nil
+	})
+}
+
+// recordMaintenanceMetrics exports the members' sizes and the alarms.
+func recordMaintenanceMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) {
+	metricDBSize.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricDBSizeInUse.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	for _, m := range st.Members {
+		if m.DBSize > 0 {
+			metricDBSize.WithLabelValues(ec.Namespace, ec.Name, m.Name).Set(float64(m.DBSize))
+			metricDBSizeInUse.WithLabelValues(ec.Namespace, ec.Name, m.Name).Set(float64(m.DBSizeInUse))
+		}
+	}
+	for _, typ := range []string{etcdfedv1.AlarmNoSpace, etcdfedv1.AlarmCorrupt} {
+		n := 0
+		for _, a := range st.Alarms {
+			if a.Type == typ {
+				n++
+			}
+		}
+		metricAlarms.WithLabelValues(ec.Namespace, ec.Name, typ).Set(float64(n))
+	}
+}
+
+func forgetMaintenanceMetrics(ec *etcdfedv1.EtcdCluster) {
+	l := prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name}
+	metricDBSize.DeletePartialMatch(l)
+	metricDBSizeInUse.DeletePartialMatch(l)
+	metricAlarms.DeletePartialMatch(l)
+	metricDefrag.DeletePartialMatch(l)
+}
+
+// listedID is etcd's member list entry of id.
+func listedID(e membership.Etcd, id uint64) (membership.ListEntry, bool) {
+	for _, em := range e.Members {
+		if id != 0 && em.ID == id {
+			return em, true
+		}
+	}
+	return membership.ListEntry{}, false
+}

@@ -1,0 +1,19 @@
+package multicluster
+
+import (
+	"context"
+	"testing"
+)
+
+// TestScenarioMemberCertRotation: every member's certificate is renewed by
+// the hub before expiry, one member at a time, under the recorded
+// workload, with no pod restarted and no client request failed
+// (MemberCertRotationSpec).
+func TestScenarioMemberCertRotation(t *testing.T) {
+	skipUnlessScenarios(t, "every member's certificate renewed by the hub under a recorded workload")
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "certs", Name: "certs", Domain: "certs.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	MemberCertRotationSpec(ctx, MemberCertRotationSpecInput{T: t, Topology: topo, Etcd: etcd})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}

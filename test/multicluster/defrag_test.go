@@ -1,0 +1,50 @@
+package multicluster
+
+import (
+	"context"
+	"os"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// skipUnlessScenarios skips a scenario too long for `make test`.
+func skipUnlessScenarios(t *testing.T, what string) {
+	t.Helper()
+	if os.Getenv("ETCDFED_SCENARIOS") != "1" {
+		t.Skipf("scenario: %s (several minutes); run `make scenarios` (ETCDFED_SCENARIOS=1)", what)
+	}
+}
+
+// TestScenarioDefrag: a ring whose members' files are fragmented (320 MiB
+// written, deleted and compacted) is defragmented by the hub, one member
+// at a time, the leader last, under the recorded workload (DefragSpec).
+func TestScenarioDefrag(t *testing.T) {
+	skipUnlessScenarios(t, "320 MiB written and deleted, every member defragmented under a recorded workload")
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "defrag", Name: "defrag", Domain: "defrag.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	DefragSpec(ctx, DefragSpecInput{T: t, Topology: topo, Etcd: etcd, FillMiB: 320})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// TestScenarioNoSpace: a ring with a 32 MiB quota and auto-compaction
+// settings (checked on the pods) is filled until etcd raises NOSPACE; the
+// hub shows it and clears it by itself, under the recorded workload
+// (NoSpaceSpec).
+func TestScenarioNoSpace(t *testing.T) {
+	skipUnlessScenarios(t, "a ring filled to its quota until NOSPACE, recovered by the hub under a recorded workload")
+	topo := hubTopology(t)
+	ctx := context.Background()
+	quota := resource.MustParse("32Mi")
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "nospace", Name: "nospace", Domain: "nospace.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.Etcd.QuotaBackendBytes = &quota
+			s.Etcd.AutoCompactionMode, s.Etcd.AutoCompactionRetention = etcdfedv1.AutoCompactionRevision, "1000"
+		}})
+	NoSpaceSpec(ctx, NoSpaceSpecInput{T: t, Topology: topo, Etcd: etcd,
+		Flags: []string{"--quota-backend-bytes=33554432", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"}})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
