@@ -71,6 +71,15 @@ type EtcdClusterSpec struct {
 	// scheduled backups (on-demand ones need it too, for the store).
 	// +optional
 	Backup *BackupSpec `json:"backup,omitempty"`
+
+	// clients are the consumers of the ring that get a client certificate,
+	// the CA and the endpoints as a Secret in the cluster and namespace
+	// where they run, kept renewed by the hub (ClientSpec).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Clients []ClientSpec `json:"clients,omitempty"`
 }
 
 // TopologySpec selects the member clusters that may host members.
@@ -468,6 +477,13 @@ type EtcdClusterStatus struct {
 	// backup reports scheduled and on-demand snapshots (spec.backup).
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
+
+	// clients reports each spec.clients[] entry's Secret.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Clients []ClientStatus `json:"clients,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
