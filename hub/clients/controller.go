@@ -74,13 +74,14 @@ func (r *Reconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller on the hub cluster's manager.
-// It wakes on spec changes and on changed endpoints; renewals are a
+// It wakes on spec and annotation changes and on changed endpoints; renewals are a
 // RequeueAfter it computes itself.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("etcdcluster-clients").
 		For(&etcdfedv1.EtcdCluster{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
 				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
@@ -239,7 +240,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
 	}
 	now := r.now()
-	d := Plan(ca, string(ec.UID), endpoints, found, now)
+	d := Plan(ca, string(ec.UID), t.CommonName, endpoints, found, now)
 	notAfter := d.NotAfter
 	data := cur.Data
 	switch d.Action {

@@ -80,9 +80,9 @@ type Decision struct {
 }
 
 // Plan decides what one consumer's Secret needs: uid is the EtcdCluster's
-// UID (the owner label the hub writes), endpoints the comma-separated
-// client URLs.
-func Plan(ca *pki.CA, uid, endpoints string, found *Found, now time.Time) Decision {
+// UID (the owner label the hub writes), cn the certificate's common name,
+// endpoints the comma-separated client URLs.
+func Plan(ca *pki.CA, uid, cn, endpoints string, found *Found, now time.Time) Decision {
 	if found == nil {
 		return Decision{Action: ActIssue, Reason: "no Secret yet"}
 	}
@@ -102,6 +102,9 @@ func Plan(ca *pki.CA, uid, endpoints string, found *Found, now time.Time) Decisi
 	}
 	if !pki.Equal(found.Data[etcdfedv1.ClientSecretKeyCA], ca.CertPEM) {
 		return Decision{Action: ActIssue, Reason: "CA bundle is not the ring's CA"}
+	}
+	if got := commonName(certPEM); got != cn {
+		return Decision{Action: ActIssue, Reason: fmt.Sprintf("common name %q, want %q", got, cn)}
 	}
 	notAfter := expiry(certPEM)
 	if string(found.Data[etcdfedv1.ClientSecretKeyEndpoints]) != endpoints {
@@ -125,6 +128,18 @@ func Data(caPEM []byte, leaf *pki.Leaf, endpoints string) map[string][]byte {
 
 // Endpoints joins status.endpoints as --etcd-servers takes them.
 func Endpoints(ec *etcdfedv1.EtcdCluster) string { return strings.Join(ec.Status.Endpoints, ",") }
+
+func commonName(certPEM []byte) string {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return ""
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	return c.Subject.CommonName
+}
 
 func expiry(certPEM []byte) time.Time {
 	block, _ := pem.Decode(certPEM)

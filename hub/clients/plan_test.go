@@ -26,6 +26,10 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	renamed, err := ca.IssueClient("app-2", now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const eps = "https://main-0.etcd.test:2379,https://main-1.etcd.test:2379"
 	good := Data(ca.CertPEM, leaf, eps)
 	with := func(k string, v []byte) map[string][]byte {
@@ -49,10 +53,11 @@ func TestPlan(t *testing.T) {
 		{"key of another certificate", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyKey, foreign.KeyPEM)}, now, ActIssue},
 		{"CA bundle replaced", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyCA, other.CertPEM)}, now, ActIssue},
 		{"certificate deleted", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyCert, nil)}, now, ActIssue},
+		{"common name changed", &Found{Owner: "uid", Data: Data(ca.CertPEM, renamed, eps)}, now, ActIssue},
 		{"endpoints changed", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyEndpoints, []byte("https://main-0.etcd.test:2379"))}, now, ActUpdate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Plan(ca, "uid", eps, tc.found, tc.now)
+			d := Plan(ca, "uid", "app", eps, tc.found, tc.now)
 			if d.Action != tc.want {
 				t.Fatalf("action %s (%s), want %s", d.Action, d.Reason, tc.want)
 			}
