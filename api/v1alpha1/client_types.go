@@ -31,7 +31,7 @@ const LabelClient = "etcdfed.dev/client"
 // certificate from the ring's CA and keeps a Secret with the certificate,
 // its key, the CA and the endpoints in the cluster and namespace where the
 // consumer runs, renewed before expiry.
-// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || self.cluster == '' || (has(self.namespace) && self.namespace != '')",message="namespace is required when cluster names a member cluster (the hub cannot guess where the consumer runs there)"
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || size(self.cluster) == 0 || (has(self.namespace) && size(self.namespace) > 0)",message="namespace is required when cluster names a member cluster (the hub cannot guess where the consumer runs there)"
 type ClientSpec struct {
 	// name identifies the consumer within this EtcdCluster. It is the
 	// certificate's common name (the etcd user when etcd auth uses

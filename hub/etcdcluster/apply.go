@@ -118,6 +118,8 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		r.event(ec, corev1.EventTypeNormal, beginReason(p.Operation.Type), string(p.Operation.Type), "%s", p.Reason)
 	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject:
 		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
+	case membership.ActGrantDisruption, membership.ActAwaitReturn:
+		err = errors.Join(err, r.disruptionStep(ctx, s, ca, d))
 	case membership.ActFinishBootstrap:
 		r.event(ec, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
 	case membership.ActAddLearner:
@@ -165,8 +167,11 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 // beginReason is the event reason of an operation's start ("...Done" at its
 // end).
 func beginReason(t membership.OpType) string {
-	if t == membership.OpRoll {
+	switch t {
+	case membership.OpRoll:
 		return "MemberRoll"
+	case membership.OpDisrupt:
+		return "DisruptionGrant"
 	}
 	return "MembershipChange"
 }

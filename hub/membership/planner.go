@@ -38,7 +38,7 @@ func Next(in Input) Decision {
 	if d.Action != ActNone && d.Action != ActWait {
 		return d
 	}
-	return rollStep(in, d)
+	return disruptionStep(in, rollStep(in, d))
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -78,6 +78,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueReplace(in, op)
 	case OpRoll:
 		return continueRoll(in, op)
+	case OpDisrupt:
+		return continueDisrupt(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }

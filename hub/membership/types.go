@@ -123,6 +123,12 @@ type Object struct {
 	// Settled is true when the spoke has acted on the object's latest
 	// generation and the pod is ready.
 	Settled bool
+	// DisruptionRequested is true while the spoke reports the node of the
+	// member's pod cordoned (a drain waits for the hub's grant), since
+	// DisruptionRequestedSince, for DisruptionReason.
+	DisruptionRequested      bool
+	DisruptionRequestedSince time.Time
+	DisruptionReason         string
 }
 
 // Operation is the operation in flight, as recorded in status.operation.

@@ -317,4 +317,3 @@ func setClients(ctx context.Context, hub *Cluster, m *ManagedEtcd, clients []etc
 	ec.Spec.Clients = clients
 	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }
-

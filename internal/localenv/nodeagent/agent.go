@@ -321,7 +321,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	loops.Add(2)
+	loops.Add(3)
+	go func() { defer loops.Done(); a.disruptionBudgets(ctx) }()
 	go func() { defer loops.Done(); a.heartbeat(ctx) }()
 	go func() { defer loops.Done(); a.resync(ctx) }()
 	a.log.Info("Node agent running", "cluster", a.cfg.ClusterName, "nodes", len(a.nodes))
