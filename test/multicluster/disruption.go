@@ -52,7 +52,7 @@ type WaitForBudgetInput struct {
 }
 
 // WaitForBudget waits until the member's budget has been observed at its
-// latest generation with Allowed disruptions.
+// latest generation with the member's pod ready and Allowed disruptions.
 func WaitForBudget(ctx context.Context, in WaitForBudgetInput) error {
 	return poll(ctx, orDefault(in.Timeout, time.Minute), fmt.Sprintf("budget of %s in %s allowing %d", in.Member, in.Cluster.Name, in.Allowed), func(ctx context.Context) (string, error) {
 		pdb, err := in.Cluster.Clientset.PolicyV1().PodDisruptionBudgets(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Member, metav1.GetOptions{})
@@ -62,8 +62,10 @@ func WaitForBudget(ctx context.Context, in WaitForBudgetInput) error {
 		if err != nil {
 			return "", err
 		}
-		if pdb.Status.ObservedGeneration != pdb.Generation || pdb.Status.DisruptionsAllowed != in.Allowed {
-			return fmt.Sprintf("generation %d observed %d, minAvailable %v, disruptionsAllowed %d", pdb.Generation, pdb.Status.ObservedGeneration, pdb.Spec.MinAvailable, pdb.Status.DisruptionsAllowed), nil
+		// The pod must be ready (counted healthy): a pod that is not is
+		// another case of the budget (IfHealthyBudget).
+		if pdb.Status.ObservedGeneration != pdb.Generation || pdb.Status.DisruptionsAllowed != in.Allowed || pdb.Status.CurrentHealthy != 1 {
+			return fmt.Sprintf("generation %d observed %d, minAvailable %v, disruptionsAllowed %d, currentHealthy %d", pdb.Generation, pdb.Status.ObservedGeneration, pdb.Spec.MinAvailable, pdb.Status.DisruptionsAllowed, pdb.Status.CurrentHealthy), nil
 		}
 		return "", nil
 	})

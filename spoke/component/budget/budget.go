@@ -41,15 +41,16 @@ func Build(m *etcdfedv1.EtcdMember) *policyv1.PodDisruptionBudget {
 	if Allowed(m) {
 		minAvailable = intstr.FromInt32(0)
 	}
-	// A pod that is not ready may always be evicted: it serves nothing,
-	// and a stuck drain helps no one (Kubernetes' AlwaysAllow policy).
-	always := policyv1.AlwaysAllow
 	return &policyv1.PodDisruptionBudget{
 		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: Name(m), Labels: spec.Labels(m, Component, m.Spec.Incarnation)},
 		Spec: policyv1.PodDisruptionBudgetSpec{
-			MinAvailable:               &minAvailable,
-			Selector:                   &metav1.LabelSelector{MatchLabels: spec.PodSelector(m)},
-			UnhealthyPodEvictionPolicy: &always,
+			// The default unhealthy-pod policy (IfHealthyBudget): a pod
+			// that is not ready is not evicted either, even when granted.
+			// A readiness probe that fails under load says nothing sure
+			// about the member, and a second member down is what the
+			// budget is for.
+			MinAvailable: &minAvailable,
+			Selector:     &metav1.LabelSelector{MatchLabels: spec.PodSelector(m)},
 		},
 	}
 }
@@ -95,7 +96,6 @@ func Decide(m *etcdfedv1.EtcdMember, cur *policyv1.PodDisruptionBudget) Decision
 	upd.Labels = want.Labels
 	upd.Spec.MinAvailable, upd.Spec.MaxUnavailable = want.Spec.MinAvailable, nil
 	upd.Spec.Selector = want.Spec.Selector
-	upd.Spec.UnhealthyPodEvictionPolicy = want.Spec.UnhealthyPodEvictionPolicy
 	return Decision{Action: Update, Object: upd, Message: message(m)}
 }
 
