@@ -228,6 +228,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, m *etcdfedv1.EtcdMembe
 	m.Status = st
 	key := client.ObjectKeyFromObject(m)
 	recordHealth(key, meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionMemberHealthy), s.etcd.pod != nil && isReady(s.etcd.pod))
+	recordDisruption(key, st.Disruption)
 	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
 }
 
