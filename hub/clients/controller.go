@@ -310,8 +310,15 @@ func writeSecret(ctx context.Context, c client.Client, ec *etcdfedv1.EtcdCluster
 	return nil
 }
 
-// deleteSecret deletes a removed consumer's Secret if the hub wrote it.
+// deleteSecret deletes a removed consumer's Secret if the hub wrote it, in
+// a member cluster. In the hub cluster the hub's Role may not delete
+// Secrets (config/rbac/hub: it never deletes one next to the CA), so the
+// Secret is left for a human, with an event.
 func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster, t Target) error {
+	if t.Cluster == "" {
+		r.event(ec, corev1.EventTypeNormal, "ClientSecretLeft", "Delete", "Client %s was removed; its Secret %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t.Name, t)
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
 	defer cancel()
 	w, rd, err := r.cluster(ctx, t.Cluster)
