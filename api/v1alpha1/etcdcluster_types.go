@@ -82,6 +82,14 @@ type EtcdClusterSpec struct {
 	// Changing it restarts nothing.
 	// +optional
 	Defragmentation DefragmentationSpec `json:"defragmentation,omitempty"`
+	// clients are the consumers of the ring that get a client certificate,
+	// the CA and the endpoints as a Secret in the cluster and namespace
+	// where they run, kept renewed by the hub (ClientSpec).
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Clients []ClientSpec `json:"clients,omitempty"`
 }
 
 // TopologySpec selects the member clusters that may host members.
@@ -351,7 +359,7 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt
 type OperationType string
 
 const (
@@ -514,6 +522,12 @@ type EtcdClusterStatus struct {
 	// defragmentation reports scheduled defragmentation.
 	// +optional
 	Defragmentation *DefragmentationStatus `json:"defragmentation,omitempty"`
+	// clients reports each spec.clients[] entry's Secret.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=64
+	Clients []ClientStatus `json:"clients,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -169,6 +169,12 @@ type EtcdMemberSpec struct {
 	// podTemplate holds pod settings.
 	// +optional
 	PodTemplate MemberPodTemplate `json:"podTemplate,omitempty"`
+
+	// disruption is the hub's grant on the member's PodDisruptionBudget
+	// (one disruption at a time across the whole ring). Changing it
+	// restarts nothing.
+	// +optional
+	Disruption *MemberDisruption `json:"disruption,omitempty"`
 }
 
 // VolumeReference names a PVC and its UID.
@@ -287,6 +293,11 @@ type EtcdMemberStatus struct {
 	// etcd is the member's own view, read from its client endpoint.
 	// +optional
 	Etcd *MemberEtcdView `json:"etcd,omitempty"`
+
+	// disruption reports the member's PodDisruptionBudget and whether its
+	// node is being drained.
+	// +optional
+	Disruption *MemberDisruptionStatus `json:"disruption,omitempty"`
 }
 
 // EtcdMember is one etcd member in a member cluster. The hub writes the

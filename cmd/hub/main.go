@@ -35,6 +35,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/backup"
+	"github.com/etcdfed/etcdfed/hub/clients"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registry"
@@ -192,6 +193,14 @@ func run(ctx context.Context, o options) error {
 		MaxConcurrentBackups: o.maxBackups,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("backup controller: %w", err)
+	}
+	if err := (&clients.Reconciler{
+		Client:   mgr.GetLocalManager().GetClient(),
+		Reader:   mgr.GetLocalManager().GetAPIReader(),
+		Clusters: clients.ManagerClusters{Manager: mgr},
+		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-clients"),
+	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("clients controller: %w", err)
 	}
 	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)

@@ -125,6 +125,8 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		}
 	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject:
 		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
+	case membership.ActGrantDisruption, membership.ActAwaitReturn:
+		err = errors.Join(err, r.disruptionStep(ctx, s, ca, d))
 	case membership.ActFinishBootstrap:
 		r.event(ec, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
 	case membership.ActAddLearner:
@@ -196,6 +198,8 @@ func beginReason(t membership.OpType) string {
 		return "MemberRoll"
 	case membership.OpDefrag:
 		return "Defragmentation"
+	case membership.OpDisrupt:
+		return "DisruptionGrant"
 	}
 	return "MembershipChange"
 }

@@ -182,7 +182,7 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		}
 		slices.Sort(pairs)
 		out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID)})
-	case membership.ActUpdateObject:
+	case membership.ActUpdateObject, membership.ActGrantDisruption, membership.ActAwaitReturn:
 		out.write(s, st, p.Member, nil)
 	case membership.ActMoveLeader:
 		for _, em := range s.etcd.Members {

@@ -67,6 +67,9 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	if ec.Spec.TLS.Mode.Enabled() {
 		obj.Spec.TLS.SecretName = pki.MemberSecretName(m.Name)
 	}
+	if grantsDisruption(st, m.Name) {
+		obj.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
+	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
 		if st.ClusterID != "" {

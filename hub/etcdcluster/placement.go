@@ -198,6 +198,12 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		o.Outdated = restarts(obj, desiredMember(s, st, m, obj))
 		o.Failing = podFailing(obj)
 	}
+	if dr := obj.Status.Disruption; dr != nil && dr.Requested && obj.Status.Incarnation == obj.Spec.Incarnation {
+		o.DisruptionRequested, o.DisruptionReason = true, dr.Reason
+		if dr.Since != nil {
+			o.DisruptionRequestedSince = dr.Since.Time
+		}
+	}
 	return o
 }
 
@@ -210,5 +216,6 @@ func restarts(existing, want *etcdfedv1.EtcdMember) bool {
 
 func withoutBootstrap(s etcdfedv1.EtcdMemberSpec) etcdfedv1.EtcdMemberSpec {
 	s.Bootstrap = nil
+	s.Disruption = nil // the budget's grant restarts nothing
 	return s
 }

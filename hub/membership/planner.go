@@ -39,11 +39,12 @@ func Next(in Input) Decision {
 		return d
 	}
 	// A NOSPACE alarm (writes refused) is recovered before a rollout; a
-	// fragmented database is defragmented when nothing else is to do.
+	// fragmented database is defragmented when nothing else is to do; a
+	// node drain is granted only when nothing at all is to do.
 	if nd, ok := noSpaceStep(in); ok {
 		return nd
 	}
-	return defragStep(in, rollStep(in, d))
+	return disruptionStep(in, defragStep(in, rollStep(in, d)))
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -85,6 +86,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueRoll(in, op)
 	case OpDefrag:
 		return continueDefrag(in, op)
+	case OpDisrupt:
+		return continueDisrupt(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }

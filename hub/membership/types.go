@@ -153,6 +153,12 @@ type Object struct {
 	// Failing says why the pod of the object's latest generation cannot
 	// run (its container cannot be created, or crashes), "" when it can.
 	Failing string
+	// DisruptionRequested is true while the spoke reports the node of the
+	// member's pod cordoned (a drain waits for the hub's grant), since
+	// DisruptionRequestedSince, for DisruptionReason.
+	DisruptionRequested      bool
+	DisruptionRequestedSince time.Time
+	DisruptionReason         string
 }
 
 // Operation is the operation in flight, as recorded in status.operation.

@@ -23,6 +23,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -183,6 +184,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 				&corev1.Pod{}:                   {Label: managed},
 				&corev1.PersistentVolumeClaim{}: {Label: managed},
 				&corev1.Service{}:               {Label: managed},
+				&policyv1.PodDisruptionBudget{}: {Label: managed},
 			},
 		},
 		LeaderElection:                o.LeaderElection,

@@ -25,3 +25,4 @@ package app
 // +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcddnszones,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcddnszones/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=policy,namespace=etcdfed-system,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete

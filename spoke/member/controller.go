@@ -92,6 +92,18 @@ func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opt
 			b = b.Watches(k.newObj(), handler.EnqueueRequestsFromMapFunc(memberOfLabel))
 		}
 	}
+	// A cordoned node asks for its members' disruption (the hub's budget).
+	b = b.Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(r.membersOnNode),
+		builder.WithPredicates(predicate.Funcs{
+			CreateFunc:  func(event.CreateEvent) bool { return false },
+			DeleteFunc:  func(event.DeleteEvent) bool { return false },
+			GenericFunc: func(event.GenericEvent) bool { return false },
+			UpdateFunc: func(e event.UpdateEvent) bool {
+				o, ok1 := e.ObjectOld.(*corev1.Node)
+				n, ok2 := e.ObjectNew.(*corev1.Node)
+				return ok1 && ok2 && o.Spec.Unschedulable != n.Spec.Unschedulable
+			},
+		}))
 	for _, o := range opts {
 		o(b)
 	}
@@ -118,6 +130,22 @@ func memberOfLabel(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+// membersOnNode maps a node to the members whose pod runs there.
+func (r *Reconciler) membersOnNode(ctx context.Context, o client.Object) []reconcile.Request {
+	list := &etcdfedv1.EtcdMemberList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Listing members of a node", "node", o.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range list.Items {
+		if list.Items[i].Status.NodeName == o.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+		}
+	}
+	return reqs
 }
 
 func (r *Reconciler) membersOfSecret(ctx context.Context, o client.Object) []reconcile.Request {
@@ -200,6 +228,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, m *etcdfedv1.EtcdMembe
 	m.Status = st
 	key := client.ObjectKeyFromObject(m)
 	recordHealth(key, meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionMemberHealthy), s.etcd.pod != nil && isReady(s.etcd.pod))
+	recordDisruption(key, st.Disruption)
 	return ctrl.Result{RequeueAfter: d.requeueAfter}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/component/pvc"
 	"github.com/etcdfed/etcdfed/spoke/component/service"
@@ -33,6 +34,7 @@ type decision struct {
 	// blocker says why no pod can be created now; nil when one can.
 	blocker *pod.Blocker
 	pod     pod.Decision
+	budget  budget.Decision
 	// writes, in order: the current volume, the exposure, the pod, the
 	// volumes of earlier incarnations.
 	writes []write
@@ -139,6 +141,17 @@ func decide(s *snapshot, p params) *decision {
 	case pod.Replace:
 		d.writes = append(d.writes, write{op: opDelete, obj: s.pod, why: d.pod.Message,
 			event: &memberEvent{typ: corev1.EventTypeNormal, reason: ReasonPodReplaced, note: "Replacing pod: " + d.pod.Message}})
+	}
+
+	// The disruption budget: closed unless the hub granted the member the
+	// ring's one disruption.
+	d.budget = budget.Decide(m, s.budget)
+	switch d.budget.Action {
+	case budget.Create:
+		d.writes = append(d.writes, write{op: opCreate, obj: d.budget.Object, why: d.budget.Message})
+	case budget.Update:
+		d.writes = append(d.writes, write{op: opUpdate, obj: d.budget.Object, why: d.budget.Message,
+			event: &memberEvent{typ: corev1.EventTypeNormal, reason: ReasonBudgetChanged, note: d.budget.Message}})
 	}
 
 	// The volumes of earlier incarnations.

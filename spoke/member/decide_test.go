@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/component/service"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
@@ -115,7 +116,7 @@ func terminating(o client.Object) { o.SetDeletionTimestamp(&now) }
 // snap builds a snapshot: claims of the member go into claims, the one of
 // the current incarnation's name also into claim.
 func snap(m *etcdfedv1.EtcdMember, objs ...client.Object) *snapshot {
-	s := &snapshot{m: m}
+	s := &snapshot{m: m, budget: budget.Build(m)}
 	for _, o := range objs {
 		switch o := o.(type) {
 		case *corev1.PersistentVolumeClaim:
@@ -390,6 +391,34 @@ func withEtcdError(s *snapshot) *snapshot {
 func asLearner(s *snapshot) *snapshot {
 	s.etcd.view.IsLearner = true
 	return s
+}
+
+// The member's PodDisruptionBudget: created closed, opened when the hub
+// grants the member the ring's one disruption, and the node's cordon
+// reported as the request.
+func TestDecideBudget(t *testing.T) {
+	m := testMember()
+	s := snap(m)
+	s.budget = nil
+	if got := describe(decide(s, testParams).writes); !slices.Contains(got, "Create PodDisruptionBudget main-0") {
+		t.Fatalf("no budget: writes %q", got)
+	}
+	granted := m.DeepCopy()
+	granted.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
+	s = snap(granted)
+	s.budget = budget.Build(m)
+	d := decide(s, testParams)
+	if got := describe(d.writes); !slices.Contains(got, "Update PodDisruptionBudget main-0") {
+		t.Fatalf("granted: writes %q", got)
+	}
+	p := podOf(m)
+	s = snap(m, claimOf(m, m.Spec.Incarnation), p)
+	s.node = &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: p.Spec.NodeName}, Spec: corev1.NodeSpec{Unschedulable: true}}
+	d = decide(s, testParams)
+	st := computeStatus(s, d, d.after)
+	if st.Disruption == nil || !st.Disruption.Requested || st.Disruption.Since == nil {
+		t.Fatalf("cordoned node: status.disruption %+v", st.Disruption)
+	}
 }
 
 func TestDecide(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -50,6 +50,8 @@ func (r *Reconciler) observe(ctx context.Context, m *etcdfedv1.EtcdMember) (*sna
 				s.pod = o
 			case *corev1.Service:
 				s.service = o
+			case *policyv1.PodDisruptionBudget:
+				s.budget = o
 			case *corev1.PersistentVolumeClaim:
 				if spec.OwnedBy(m, o.Labels) {
 					s.claims = append(s.claims, *o)
@@ -62,28 +64,30 @@ func (r *Reconciler) observe(ctx context.Context, m *etcdfedv1.EtcdMember) (*sna
 	}
 	cur := currentPod(m, s.pod)
 	if cur != nil && cur.Spec.NodeName != "" {
-		zone, err := r.nodeZone(ctx, cur.Spec.NodeName)
+		node, err := r.node(ctx, cur.Spec.NodeName)
 		if err != nil {
 			return nil, err
 		}
-		s.zone = zone
+		if node != nil {
+			s.node, s.zone = node, node.Labels[corev1.LabelTopologyZone]
+		}
 	}
 	s.etcd = r.readEtcd(ctx, m, s.secret, cur)
 	s.log = r.readLog(ctx, m, cur)
 	return s, nil
 }
 
-// nodeZone reads the zone label of a node (metadata only).
-func (r *Reconciler) nodeZone(ctx context.Context, name string) (string, error) {
-	n := &metav1.PartialObjectMetadata{}
-	n.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Node"))
+// node reads the node a pod runs on: its zone label, and whether it is
+// cordoned (a drain asks for the member's disruption). nil when gone.
+func (r *Reconciler) node(ctx context.Context, name string) (*corev1.Node, error) {
+	n := &corev1.Node{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Name: name}, n); err != nil {
 		if apierrors.IsNotFound(err) {
-			return "", nil
+			return nil, nil
 		}
-		return "", fmt.Errorf("get node %s: %w", name, err)
+		return nil, fmt.Errorf("get node %s: %w", name, err)
 	}
-	return n.Labels[corev1.LabelTopologyZone], nil
+	return n, nil
 }
 
 // readEtcd reads the member's own view from its etcd when p (the current

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/component/pvc"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
@@ -51,6 +53,8 @@ var ownedKinds = []ownedKind{
 		read: readNamed[corev1.Pod](spec.PodName), memberDeleted: deleteIfOwned},
 	{kind: "Service", newObj: func() client.Object { return &corev1.Service{} }, controlled: true,
 		read: readService, memberDeleted: deleteIfOwned},
+	{kind: "PodDisruptionBudget", newObj: func() client.Object { return &policyv1.PodDisruptionBudget{} }, controlled: true,
+		read: readNamed[policyv1.PodDisruptionBudget](budget.Name), memberDeleted: deleteIfOwned},
 	{kind: "PersistentVolumeClaim", newObj: func() client.Object { return &corev1.PersistentVolumeClaim{} },
 		read: readClaims, memberDeleted: claimsOfDeletedMember},
 }

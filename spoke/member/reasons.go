@@ -10,6 +10,10 @@ const (
 	// and an existing pod is left as it was.
 	ReasonInvalidSpec = "InvalidSpec"
 
+	// ReasonBudgetChanged (event): the member's PodDisruptionBudget was
+	// opened for the hub's one disruption grant, or closed again.
+	ReasonBudgetChanged = "DisruptionBudgetChanged"
+
 	// StorageReady.
 	ReasonBound             = "Bound"             // True: the PVC is bound.
 	ReasonVolumePending     = "Pending"           // False: the PVC waits for a volume (WaitForFirstConsumer binds when the pod is scheduled).

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
@@ -31,6 +32,10 @@ type snapshot struct {
 	pod     *corev1.Pod
 	// zone is the zone label of the node the current pod runs on.
 	zone string
+	// budget is the member's PodDisruptionBudget; nil when none.
+	budget *policyv1.PodDisruptionBudget
+	// node is the node the current pod runs on; nil when none.
+	node *corev1.Node
 	// etcd is the member's own view from its etcd.
 	etcd etcdRead
 	// log is what etcd's log says about its peer connections.

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/component/pvc"
 	"github.com/etcdfed/etcdfed/spoke/component/service"
@@ -33,6 +34,7 @@ func computeStatus(s *snapshot, d *decision, out outcome) etcdfedv1.EtcdMemberSt
 	setPodReady(st, gen, m, d, out.pod)
 	setMemberHealthy(st, gen, s.etcd)
 	setPeerConnections(st, gen, s.log)
+	setDisruption(st, s, d, cur)
 	st.ObservedGeneration = gen
 	return *st
 }
@@ -289,4 +291,26 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n-3] + "..."
+}
+
+// setDisruption reports the member's budget and whether the node of its
+// pod is being drained (cordoned), which asks the hub for the ring's one
+// disruption. The request keeps the time it was first seen.
+func setDisruption(st *etcdfedv1.EtcdMemberStatus, s *snapshot, d *decision, cur *corev1.Pod) {
+	ds := &etcdfedv1.MemberDisruptionStatus{Budget: budget.Name(s.m)}
+	if s.budget != nil && d.budget.Action != budget.Conflict {
+		ds.DisruptionsAllowed = s.budget.Status.DisruptionsAllowed
+	}
+	if cur != nil {
+		ds.Requested, ds.Reason = budget.Requested(s.node)
+	}
+	if ds.Requested {
+		if prev := st.Disruption; prev != nil && prev.Requested && prev.Reason == ds.Reason && prev.Since != nil {
+			ds.Since = prev.Since
+		} else {
+			now := metav1.Now()
+			ds.Since = &now
+		}
+	}
+	st.Disruption = ds
 }

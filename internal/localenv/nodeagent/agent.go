@@ -328,7 +328,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	loops.Add(3)
+	loops.Add(4)
+	go func() { defer loops.Done(); a.disruptionBudgets(ctx) }()
 	go func() { defer loops.Done(); a.heartbeat(ctx) }()
 	go func() { defer loops.Done(); a.renewNodeLeases(ctx) }()
 	go func() { defer loops.Done(); a.resync(ctx) }()

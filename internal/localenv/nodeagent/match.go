@@ -26,6 +26,11 @@ func nodeMatches(pod *corev1.Pod, node *corev1.Node) (bool, string) {
 			return false, "node(s) didn't match Pod's node affinity/selector"
 		}
 	}
+	// A cordoned node takes no new pods (the scheduler's NodeUnschedulable
+	// plugin), unless they tolerate the taint a cordon stands for.
+	if node.Spec.Unschedulable && !tolerates(pod.Spec.Tolerations, corev1.Taint{Key: corev1.TaintNodeUnschedulable, Effect: corev1.TaintEffectNoSchedule}) {
+		return false, "node(s) were unschedulable"
+	}
 	for _, taint := range node.Spec.Taints {
 		if taint.Effect != corev1.TaintEffectNoSchedule && taint.Effect != corev1.TaintEffectNoExecute {
 			continue

@@ -1,0 +1,134 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Keys of a consumer's client Secret (spec.clients[]). The certificate keys
+// are the kubernetes.io/tls layout plus the CA bundle, the names Cluster
+// API's external etcd Secrets and most charts use; endpoints is the
+// comma-separated list kube-apiserver's --etcd-servers and etcdctl's
+// --endpoints take.
+const (
+	// ClientSecretKeyCA is the ring's CA certificate (--etcd-cafile,
+	// etcdctl --cacert).
+	ClientSecretKeyCA = "ca.crt"
+	// ClientSecretKeyCert is the client certificate (--etcd-certfile,
+	// etcdctl --cert).
+	ClientSecretKeyCert = "tls.crt"
+	// ClientSecretKeyKey is the client key (--etcd-keyfile, etcdctl --key).
+	ClientSecretKeyKey = "tls.key"
+	// ClientSecretKeyEndpoints is the members' client URLs, comma-separated
+	// (--etcd-servers, etcdctl --endpoints).
+	ClientSecretKeyEndpoints = "endpoints"
+)
+
+// LabelClient names the spec.clients[] entry a client Secret belongs to.
+const LabelClient = "etcdfed.dev/client"
+
+// ClientSpec declares one consumer of the ring (a kube-apiserver, Cluster
+// API's external etcd, an application). The hub issues it a client
+// certificate from the ring's CA and keeps a Secret with the certificate,
+// its key, the CA and the endpoints in the cluster and namespace where the
+// consumer runs, renewed before expiry.
+// +kubebuilder:validation:XValidation:rule="!has(self.cluster) || size(self.cluster) == 0 || (has(self.namespace) && size(self.namespace) > 0)",message="namespace is required when cluster names a member cluster (the hub cannot guess where the consumer runs there)"
+type ClientSpec struct {
+	// name identifies the consumer within this EtcdCluster. It is the
+	// certificate's common name (the etcd user when etcd auth uses
+	// certificate CNs) unless commonName is set.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// cluster is the member cluster (the name of its kubeconfig Secret on
+	// the hub) where the consumer runs. Empty: the hub cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
+
+	// namespace of the Secret. Default (hub cluster only): the
+	// EtcdCluster's namespace. The hub must be allowed to write Secrets
+	// there (docs/operations.md, "Client credentials").
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Namespace string `json:"namespace,omitempty"`
+
+	// secretName of the Secret. Default: <etcdcluster>-<name>-etcd-client.
+	// A Secret of that name that the hub did not write is never
+	// overwritten.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
+	SecretName string `json:"secretName,omitempty"`
+
+	// commonName of the client certificate. Default: name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CommonName string `json:"commonName,omitempty"`
+}
+
+// ClientStatus is the state of one consumer's Secret.
+type ClientStatus struct {
+	// name of the spec.clients[] entry.
+	// +required
+	// +kubebuilder:validation:MaxLength=63
+	Name string `json:"name"`
+
+	// cluster where the Secret is kept; empty for the hub cluster.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster,omitempty"`
+
+	// namespace of the Secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Namespace string `json:"namespace,omitempty"`
+
+	// secretName of the Secret.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	SecretName string `json:"secretName,omitempty"`
+
+	// ready is true when the Secret holds a valid certificate of the
+	// ring's current CA and the current endpoints.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+
+	// notAfter is when the certificate in the Secret expires. The hub
+	// renews it 30 days before.
+	// +optional
+	NotAfter *metav1.Time `json:"notAfter,omitempty"`
+
+	// issuedAt is when the hub last issued the certificate.
+	// +optional
+	IssuedAt *metav1.Time `json:"issuedAt,omitempty"`
+
+	// message says what is wrong when ready is false.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
+// ConditionClientsReady on an EtcdCluster with spec.clients: True when
+// every consumer's Secret holds a valid certificate of the ring's CA and
+// the current endpoints; False (reason ClientSecretFailed) naming the ones
+// that do not. It gates nothing else the hub does.
+const ConditionClientsReady = "ClientsReady"
+
+// Reasons of the ClientsReady condition.
+const (
+	// ClientReasonReady (True): every client Secret is up to date.
+	ClientReasonReady = "SecretsReady"
+	// ClientReasonPending (Unknown): the ring has no CA or no endpoints
+	// yet.
+	ClientReasonPending = "Pending"
+	// ClientReasonFailed (False): a Secret could not be written (cluster
+	// not reachable, forbidden, a Secret of that name not the hub's).
+	ClientReasonFailed = "ClientSecretFailed"
+	// ClientReasonTLSDisabled (False): the ring runs without TLS, so
+	// there is no certificate to give.
+	ClientReasonTLSDisabled = "TLSDisabled"
+)

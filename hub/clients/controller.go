@@ -1,0 +1,423 @@
+package clients
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// Bounds of one pass.
+const (
+	// clusterTimeout bounds the read and the write of one consumer's
+	// Secret.
+	clusterTimeout = 5 * time.Second
+	// Resync repairs a Secret deleted or edited by hand, and retries a
+	// failed write, without an event on the EtcdCluster.
+	Resync = 5 * time.Minute
+	// retryAfter is the next pass after a failure or a wait.
+	retryAfter = 10 * time.Second
+)
+
+// Clusters hands out member clusters by name (the multicluster manager).
+type Clusters interface {
+	GetCluster(ctx context.Context, name multicluster.ClusterName) (ClusterClient, error)
+}
+
+// ClusterClient is what the controller needs of one cluster.
+type ClusterClient interface {
+	GetClient() client.Client
+	GetAPIReader() client.Reader
+}
+
+// Reconciler keeps the consumers' Secrets of EtcdClusters.
+type Reconciler struct {
+	// Client writes EtcdCluster status and the Secrets in the hub cluster.
+	Client client.Client
+	// Reader reads EtcdClusters and Secrets in the hub cluster, uncached.
+	Reader client.Reader
+	// Clusters gives the member clusters; nil: only the hub cluster.
+	Clusters Clusters
+	// Recorder records events on EtcdClusters; nil records none.
+	Recorder events.EventRecorder
+	// Now is the hub's clock; time.Now when nil.
+	Now func() time.Time
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// SetupWithManager registers the controller on the hub cluster's manager.
+// It wakes on spec and annotation changes and on changed endpoints; renewals are a
+// RequeueAfter it computes itself.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("etcdcluster-clients").
+		For(&etcdfedv1.EtcdCluster{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{},
+			predicate.AnnotationChangedPredicate{},
+			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
+				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
+				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID)
+			}},
+		))).
+		Complete(r)
+}
+
+// result is one consumer's outcome in this pass.
+type result struct {
+	status  etcdfedv1.ClientStatus
+	renewAt time.Time
+}
+
+// Reconcile is one pass over one EtcdCluster's consumers.
+func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := r.Reader.Get(ctx, req.NamespacedName, ec); err != nil {
+		if apierrors.IsNotFound(err) {
+			forgetMetrics(req.Namespace, req.Name, nil)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
+	ctx = ctrl.LoggerInto(ctx, log)
+	if !ec.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	if len(ec.Spec.Clients) == 0 && len(ec.Status.Clients) == 0 && meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) == nil {
+		return ctrl.Result{}, nil
+	}
+
+	var statuses []etcdfedv1.ClientStatus
+	var cond *metav1.Condition
+	next := r.now().Add(Resync)
+	// Entries removed from spec: delete their Secrets (only the hub's).
+	var removeErrs []string
+	for _, st := range ec.Status.Clients {
+		if slices.ContainsFunc(ec.Spec.Clients, func(c etcdfedv1.ClientSpec) bool { return c.Name == st.Name }) {
+			continue
+		}
+		if err := r.deleteSecret(ctx, ec, Target{Name: st.Name, Cluster: st.Cluster, Namespace: st.Namespace, SecretName: st.SecretName}); err != nil {
+			removeErrs = append(removeErrs, err.Error())
+			statuses = append(statuses, st)
+			next = r.now().Add(retryAfter)
+			continue
+		}
+		forgetMetrics(ec.Namespace, ec.Name, []string{st.Name})
+	}
+
+	switch {
+	case len(ec.Spec.Clients) == 0:
+		if len(removeErrs) > 0 {
+			cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonFailed, strings.Join(removeErrs, "; "))
+		}
+	case !ec.Spec.TLS.Mode.Enabled():
+		cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonTLSDisabled, "the ring runs without TLS (spec.tls.mode: Disabled): consumers need no certificate; no Secret is written")
+		next = r.now().Add(Resync)
+	default:
+		ca, endpoints, why := r.inputs(ctx, ec)
+		if why != "" {
+			cond = condition(ec, metav1.ConditionUnknown, etcdfedv1.ClientReasonPending, why)
+			next = r.now().Add(retryAfter)
+			for _, c := range ec.Spec.Clients {
+				t := TargetOf(ec, c)
+				statuses = append(statuses, keepStatus(ec, t, why))
+			}
+			break
+		}
+		var failed []string
+		for _, c := range ec.Spec.Clients {
+			res := r.reconcileOne(ctx, ec, ca, endpoints, TargetOf(ec, c))
+			statuses = append(statuses, res.status)
+			if !res.status.Ready {
+				failed = append(failed, fmt.Sprintf("%s (%s): %s", res.status.Name, TargetOf(ec, c), res.status.Message))
+				next = minTime(next, r.now().Add(retryAfter))
+			} else if !res.renewAt.IsZero() {
+				next = minTime(next, res.renewAt)
+			}
+		}
+		failed = append(failed, removeErrs...)
+		if len(failed) > 0 {
+			cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonFailed, strings.Join(failed, "; "))
+		} else {
+			cond = condition(ec, metav1.ConditionTrue, etcdfedv1.ClientReasonReady, fmt.Sprintf("%d client Secret(s) hold a valid certificate of the ring's CA and the current endpoints", len(statuses)))
+		}
+	}
+	if err := r.patchStatus(ctx, ec, statuses, cond); err != nil {
+		return ctrl.Result{}, err
+	}
+	after := max(next.Sub(r.now()), time.Second)
+	return ctrl.Result{RequeueAfter: after}, nil
+}
+
+// inputs reads the CA and the endpoints, or says what is missing.
+func (r *Reconciler) inputs(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*pki.CA, string, string) {
+	if len(ec.Status.Endpoints) == 0 {
+		return nil, "", "waiting for the ring's endpoints (status.endpoints)"
+	}
+	ca, err := pki.ReadCA(ctx, r.Reader, ec)
+	if err != nil {
+		return nil, "", fmt.Sprintf("waiting for the ring's CA: %v", err)
+	}
+	return ca, Endpoints(ec), ""
+}
+
+// keepStatus is a consumer's status carried over while nothing can be
+// checked.
+func keepStatus(ec *etcdfedv1.EtcdCluster, t Target, why string) etcdfedv1.ClientStatus {
+	st := etcdfedv1.ClientStatus{Name: t.Name, Cluster: t.Cluster, Namespace: t.Namespace, SecretName: t.SecretName, Message: why}
+	for _, old := range ec.Status.Clients {
+		if old.Name == t.Name && old.Cluster == t.Cluster && old.Namespace == t.Namespace && old.SecretName == t.SecretName {
+			st.NotAfter, st.IssuedAt = old.NotAfter, old.IssuedAt
+		}
+	}
+	return st
+}
+
+func (r *Reconciler) cluster(ctx context.Context, name string) (client.Client, client.Reader, error) {
+	if name == "" {
+		return r.Client, r.Reader, nil
+	}
+	if r.Clusters == nil {
+		return nil, nil, fmt.Errorf("member cluster %q is not known to the hub", name)
+	}
+	cl, err := r.Clusters.GetCluster(ctx, multicluster.ClusterName(name))
+	if err != nil {
+		return nil, nil, fmt.Errorf("member cluster %q is not connected: %w", name, err)
+	}
+	return cl.GetClient(), cl.GetAPIReader(), nil
+}
+
+// reconcileOne brings one consumer's Secret up to date.
+func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster, ca *pki.CA, endpoints string, t Target) result {
+	log := ctrl.LoggerFrom(ctx).WithValues("client", t.Name, "secret", t.String())
+	st := keepStatus(ec, t, "")
+	fail := func(err error) result {
+		st.Ready, st.Message = false, trim(err.Error())
+		metricFailures.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
+		return result{status: st}
+	}
+	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
+	defer cancel()
+	w, rd, err := r.cluster(ctx, t.Cluster)
+	if err != nil {
+		return fail(err)
+	}
+	cur := &corev1.Secret{}
+	var found *Found
+	switch err := rd.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.SecretName}, cur); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fail(fmt.Errorf("read Secret: %w", err))
+	default:
+		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
+	}
+	now := r.now()
+	d := Plan(ca, string(ec.UID), t.CommonName, endpoints, found, now)
+	notAfter := d.NotAfter
+	data := cur.Data
+	switch d.Action {
+	case ActRefuse:
+		return fail(errors.New(d.Reason))
+	case ActIssue:
+		leaf, err := ca.IssueClient(t.CommonName, now)
+		if err != nil {
+			return fail(err)
+		}
+		data = Data(ca.CertPEM, leaf, endpoints)
+		notAfter = expiry(leaf.CertPEM)
+		log.Info("Issuing client certificate", "reason", d.Reason, "notAfter", notAfter)
+	case ActUpdate:
+		data = Data(ca.CertPEM, &pki.Leaf{CertPEM: cur.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: cur.Data[etcdfedv1.ClientSecretKeyKey]}, endpoints)
+		log.Info("Updating client Secret", "reason", d.Reason)
+	}
+	if d.Action == ActIssue || d.Action == ActUpdate || !equality.Semantic.DeepEqual(cur.Labels, wantLabels(ec, t, cur.Labels)) {
+		if err := writeSecret(ctx, w, ec, t, found != nil, cur, data); err != nil {
+			return fail(err)
+		}
+	}
+	if d.Action == ActIssue {
+		st.IssuedAt = ptrTime(now)
+		metricIssued.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
+		r.event(ec, corev1.EventTypeNormal, "ClientCertificateIssued", "Issue", "Issued the client certificate of %s in Secret %s (%s), valid until %s", t.Name, t.String(), d.Reason, notAfter.UTC().Format(time.RFC3339))
+	}
+	st.Ready, st.Message = true, ""
+	st.NotAfter = ptrTime(notAfter)
+	metricExpiry.WithLabelValues(ec.Namespace, ec.Name, t.Name).Set(float64(notAfter.Unix()))
+	return result{status: st, renewAt: RenewAt(notAfter)}
+}
+
+func wantLabels(ec *etcdfedv1.EtcdCluster, t Target, have map[string]string) map[string]string {
+	out := map[string]string{}
+	for k, v := range have {
+		out[k] = v
+	}
+	out[etcdfedv1.LabelManagedBy] = etcdfedv1.ManagedByValue
+	out[etcdfedv1.LabelClusterUID] = string(ec.UID)
+	out[etcdfedv1.LabelClusterName] = ec.Name
+	out[etcdfedv1.LabelClusterNamespace] = ec.Namespace
+	out[etcdfedv1.LabelClient] = t.Name
+	return out
+}
+
+// writeSecret creates the Secret, or updates the one the hub wrote
+// (optimistic: a concurrent change is retried next pass).
+func writeSecret(ctx context.Context, c client.Client, ec *etcdfedv1.EtcdCluster, t Target, exists bool, cur *corev1.Secret, data map[string][]byte) error {
+	if !exists {
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: t.SecretName, Namespace: t.Namespace, Labels: wantLabels(ec, t, nil)},
+			Type:       corev1.SecretTypeTLS,
+			Data:       data,
+		}
+		if err := c.Create(ctx, sec); err != nil {
+			return fmt.Errorf("create Secret: %w", err)
+		}
+		return nil
+	}
+	upd := cur.DeepCopy()
+	upd.Labels = wantLabels(ec, t, cur.Labels)
+	upd.Data = data
+	if err := c.Update(ctx, upd); err != nil {
+		return fmt.Errorf("update Secret: %w", err)
+	}
+	return nil
+}
+
+// deleteSecret deletes a removed consumer's Secret if the hub wrote it, in
+// a member cluster. In the hub cluster the hub's Role may not delete
+// Secrets (config/rbac/hub: it never deletes one next to the CA), so the
+// Secret is left for a human, with an event.
+func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster, t Target) error {
+	if t.Cluster == "" {
+		r.event(ec, corev1.EventTypeNormal, "ClientSecretLeft", "Delete", "Client %s was removed; its Secret %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t.Name, t)
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
+	defer cancel()
+	w, rd, err := r.cluster(ctx, t.Cluster)
+	if err != nil {
+		return fmt.Errorf("removed client %s (%s): %w", t.Name, t, err)
+	}
+	cur := &corev1.Secret{}
+	if err := rd.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.SecretName}, cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("removed client %s (%s): read Secret: %w", t.Name, t, err)
+	}
+	if cur.Labels[etcdfedv1.LabelClusterUID] != string(ec.UID) {
+		return nil // not ours: left alone
+	}
+	ctrl.LoggerFrom(ctx).Info("Deleting the Secret of a removed client", "client", t.Name, "secret", t.String())
+	if err := w.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("removed client %s (%s): delete Secret: %w", t.Name, t, err)
+	}
+	r.event(ec, corev1.EventTypeNormal, "ClientSecretDeleted", "Delete", "Deleted the Secret %s of removed client %s", t, t.Name)
+	return nil
+}
+
+// patchStatus writes status.clients and ClientsReady, the only parts of
+// the status this controller owns, onto the newest version of the object
+// (a conflict with the EtcdCluster reconciler is retried on a fresh read).
+func (r *Reconciler) patchStatus(ctx context.Context, ec *etcdfedv1.EtcdCluster, sts []etcdfedv1.ClientStatus, cond *metav1.Condition) error {
+	first := true
+	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := ec
+		if !first {
+			cur = &etcdfedv1.EtcdCluster{}
+			if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(ec), cur); err != nil {
+				return client.IgnoreNotFound(err)
+			}
+		}
+		first = false
+		before := cur.DeepCopy()
+		cur.Status.Clients = sts
+		if cond != nil {
+			if prev := meta.FindStatusCondition(cur.Status.Conditions, cond.Type); prev == nil || prev.Status != cond.Status || prev.Reason != cond.Reason {
+				r.conditionEvent(ec, *cond)
+			}
+			meta.SetStatusCondition(&cur.Status.Conditions, *cond)
+		} else {
+			meta.RemoveStatusCondition(&cur.Status.Conditions, etcdfedv1.ConditionClientsReady)
+		}
+		if equality.Semantic.DeepEqual(before.Status, cur.Status) {
+			return nil
+		}
+		if err := r.Client.Status().Patch(ctx, cur, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("patch status: %w", err)
+		}
+		return nil
+	})
+}
+
+func (r *Reconciler) conditionEvent(ec *etcdfedv1.EtcdCluster, c metav1.Condition) {
+	if c.Status == metav1.ConditionFalse {
+		r.event(ec, corev1.EventTypeWarning, c.Reason, "Check", "%s", c.Message)
+	}
+}
+
+func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, action, format string, args ...any) {
+	if r.Recorder == nil {
+		return
+	}
+	r.Recorder.Eventf(ec, nil, typ, reason, action, format, args...)
+}
+
+func condition(ec *etcdfedv1.EtcdCluster, s metav1.ConditionStatus, reason, msg string) *metav1.Condition {
+	return &metav1.Condition{Type: etcdfedv1.ConditionClientsReady, Status: s, Reason: reason, Message: trim(msg), ObservedGeneration: ec.Generation}
+}
+
+func trim(s string) string {
+	const max = 1024
+	if len(s) > max {
+		return s[:max-3] + "..."
+	}
+	return s
+}
+
+func ptrTime(t time.Time) *metav1.Time {
+	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
+	return &mt
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// ManagerClusters adapts the multicluster manager to Clusters.
+type ManagerClusters struct{ Manager mcmanager.Manager }
+
+// GetCluster returns the engaged member cluster of that name.
+func (m ManagerClusters) GetCluster(ctx context.Context, name multicluster.ClusterName) (ClusterClient, error) {
+	return m.Manager.GetCluster(ctx, name)
+}

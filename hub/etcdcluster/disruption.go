@@ -1,0 +1,37 @@
+package etcdcluster
+
+import (
+	"context"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// grantsDisruption: the ledger's operation opens member's budget (the
+// ring's one disruption, hub/membership/disruption.go).
+func grantsDisruption(st *etcdfedv1.EtcdClusterStatus, member string) bool {
+	op := st.Operation
+	if op == nil {
+		return false
+	}
+	return membership.Allows(&membership.Operation{Type: membership.OpType(op.Type), Member: op.Member, Step: membership.Action(op.Step)}, member)
+}
+
+// disruptionStep writes the member's object with the grant opened
+// (GrantDisruption) or closed (AwaitReturn), and records the transition.
+func (r *Reconciler) disruptionStep(ctx context.Context, s *snapshot, ca *pki.CA, d *decision) error {
+	if err := r.writeMembers(ctx, s, ca, d.step.writes); err != nil {
+		return err
+	}
+	p := d.plan
+	if prev := s.ec.Status.Operation; prev != nil && prev.Step != string(p.Action) {
+		switch p.Action {
+		case membership.ActGrantDisruption:
+			r.event(s.ec, "Normal", "DisruptionAllowed", "GrantDisruption", "%s", p.Reason)
+		case membership.ActAwaitReturn:
+			r.event(s.ec, "Normal", "DisruptionTaken", "AwaitReturn", "%s", p.Reason)
+		}
+	}
+	return nil
+}

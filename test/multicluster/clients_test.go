@@ -1,0 +1,182 @@
+package multicluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// TestScenarioConsumerCredentials: a consumer declared in spec.clients
+// gets its Secret in a member cluster; a kube-apiserver started from that
+// Secret's contents alone serves from the ring (an object created through
+// it is read back from etcd); a certificate near its expiry is renewed by
+// the hub and the renewed one works; a removed entry's Secret is deleted.
+func TestScenarioConsumerCredentials(t *testing.T) {
+	if os.Getenv("ETCDFED_SCENARIOS") != "1" {
+		t.Skip("a long scenario (about 2 minutes): run it with make scenarios (ETCDFED_SCENARIOS=1)")
+	}
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "consumers", Name: "cc", Domain: "cc.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	member := topo.Members[1]
+	const consumerNS = "control-plane-a"
+	if err := ensureNamespace(ctx, member, consumerNS); err != nil {
+		t.Fatal(err)
+	}
+	clients := []etcdfedv1.ClientSpec{
+		{Name: "kube-apiserver", Cluster: member.Name, Namespace: consumerNS, SecretName: "etcd-client"},
+		{Name: "app"}, // the hub cluster, the EtcdCluster's namespace
+	}
+	start := time.Now()
+	if err := setClients(ctx, topo.Hub, etcd, clients); err != nil {
+		t.Fatal(err)
+	}
+	sec, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: member, Namespace: consumerNS, Name: "etcd-client"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("consumer Secret in %s/%s %.1fs after spec.clients was set", member.Name, consumerNS, time.Since(start).Seconds())
+	if sec.Type != corev1.SecretTypeTLS {
+		t.Errorf("Secret type %s, want %s", sec.Type, corev1.SecretTypeTLS)
+	}
+	if _, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: topo.Hub, Namespace: "consumers", Name: "cc-app-etcd-client"}); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := etcd.Get(ctx, topo.Hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(sec.Data[etcdfedv1.ClientSecretKeyEndpoints]); got != strings.Join(ec.Status.Endpoints, ",") {
+		t.Fatalf("endpoints %q, want status.endpoints %v", got, ec.Status.Endpoints)
+	}
+	if err := poll(ctx, time.Minute, "ClientsReady=True", func(ctx context.Context) (string, error) {
+		ec, err := etcd.Get(ctx, topo.Hub)
+		if err != nil {
+			return "", err
+		}
+		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) || len(ec.Status.Clients) != 2 {
+			return clientsStatus(ec), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("kube-apiserver from the Secret serves from the ring", func(t *testing.T) {
+		kas := StartConsumerAPIServer(ctx, StartConsumerAPIServerInput{T: t, Binary: filepath.Join(hubFx.bin, "kube-apiserver"),
+			Data: sec.Data, DNSServers: topo.DNSServers, Prefix: "/consumer-a"})
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "written-through-the-consumer", Namespace: "default"}, Data: map[string]string{"proof": "served-by-the-ring"}}
+		if _, err := kas.Client.CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create a ConfigMap through the consumer apiserver: %v", err)
+		}
+		got, err := kas.Client.CoreV1().ConfigMaps("default").Get(ctx, cm.Name, metav1.GetOptions{})
+		if err != nil || got.Data["proof"] != "served-by-the-ring" {
+			t.Fatalf("read it back through the apiserver: %v %v", got, err)
+		}
+		// Read it from etcd directly, with the Secret's credentials.
+		cfg, err := etcdClientFromSecret(sec.Data, topo.DNSServers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, err := EtcdClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		resp, err := cli.Get(rctx, "/consumer-a/configmaps/default/"+cm.Name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), "served-by-the-ring") {
+			t.Fatalf("etcd holds %d keys at /consumer-a/configmaps/default/%s (want the ConfigMap)", len(resp.Kvs), cm.Name)
+		}
+		t.Logf("the ConfigMap is in the ring at revision %d (%d bytes)", resp.Kvs[0].ModRevision, len(resp.Kvs[0].Value))
+	})
+
+	t.Run("a certificate near expiry is renewed", func(t *testing.T) {
+		ca, err := pki.ReadCA(ctx, topo.Hub.Client, ec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		short, err := issueShortLived(ca, "kube-apiserver", 10*24*time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur := &corev1.Secret{}
+		if err := member.Client.Get(ctx, client.ObjectKey{Namespace: consumerNS, Name: "etcd-client"}, cur); err != nil {
+			t.Fatal(err)
+		}
+		old := cur.DeepCopy()
+		cur.Data[etcdfedv1.ClientSecretKeyCert], cur.Data[etcdfedv1.ClientSecretKeyKey] = short.CertPEM, short.KeyPEM
+		if err := member.Client.Patch(ctx, cur, client.MergeFrom(old)); err != nil {
+			t.Fatal(err)
+		}
+		// The hub does not watch consumers' Secrets; it reads them on its
+		// own schedule (at the earliest renewal, at most every 5 minutes)
+		// and on every edit of the EtcdCluster. An edit of an annotation
+		// spares the test the 5 minute wait.
+		start := time.Now()
+		if err := pokeEtcdCluster(ctx, topo.Hub, etcd); err != nil {
+			t.Fatal(err)
+		}
+		renewed, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: member, Namespace: consumerNS, Name: "etcd-client", Until: func(d map[string][]byte) string {
+			na, err := certNotAfter(d[etcdfedv1.ClientSecretKeyCert])
+			if err != nil {
+				return err.Error()
+			}
+			if time.Until(na) < pki.RenewBefore {
+				return "still expires at " + na.Format(time.RFC3339)
+			}
+			return ""
+		}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		na, _ := certNotAfter(renewed.Data[etcdfedv1.ClientSecretKeyCert])
+		t.Logf("renewed %.1fs after the request: now valid until %s", time.Since(start).Seconds(), na.Format(time.RFC3339))
+		cfg, err := etcdClientFromSecret(renewed.Data, topo.DNSServers)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, err := EtcdClient(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := cli.Put(rctx, "/consumer-renewed", "ok"); err != nil {
+			t.Fatalf("a put with the renewed certificate: %v", err)
+		}
+	})
+
+	t.Run("a removed client's Secret is deleted", func(t *testing.T) {
+		if err := setClients(ctx, topo.Hub, etcd, clients[1:]); err != nil {
+			t.Fatal(err)
+		}
+		if err := poll(ctx, time.Minute, "the removed client's Secret deleted", func(ctx context.Context) (string, error) {
+			err := member.Client.Get(ctx, client.ObjectKey{Namespace: consumerNS, Name: "etcd-client"}, &corev1.Secret{})
+			if apierrors.IsNotFound(err) {
+				return "", nil
+			}
+			return "still there", err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
