@@ -257,6 +257,13 @@ type FailurePolicy struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="zoneGracePeriod must be at least 30s"
 	ZoneGracePeriod *metav1.Duration `json:"zoneGracePeriod,omitempty"`
+
+	// quorumLossRecovery is Manual (default: the hub declares the loss of
+	// quorum and waits for `etcdfed recover`) or Automatic (the hub
+	// recovers from the freshest survivor once the loss has lasted
+	// memberGracePeriod).
+	// +optional
+	QuorumLossRecovery QuorumLossRecovery `json:"quorumLossRecovery,omitempty"`
 }
 
 // MemberRole is a member's role in etcd.
@@ -325,7 +332,7 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Recover
 type OperationType string
 
 const (

@@ -116,7 +116,8 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:
 		r.event(ec, corev1.EventTypeNormal, beginReason(p.Operation.Type), string(p.Operation.Type), "%s", p.Reason)
-	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject:
+	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject,
+		membership.ActForceNewCluster, membership.ActClearForceNewCluster:
 		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
 	case membership.ActFinishBootstrap:
 		r.event(ec, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
@@ -167,6 +168,9 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 func beginReason(t membership.OpType) string {
 	if t == membership.OpRoll {
 		return "MemberRoll"
+	}
+	if t == membership.OpRecover {
+		return "QuorumRecovery"
 	}
 	return "MembershipChange"
 }

@@ -66,6 +66,10 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	if ec.Spec.TLS.Mode.Enabled() {
 		obj.Spec.TLS.SecretName = pki.MemberSecretName(m.Name)
 	}
+	if existing != nil && existing.Spec.Incarnation == m.Incarnation {
+		// Set and cleared only by a Recover's steps.
+		obj.Spec.ForceNewCluster = existing.Spec.ForceNewCluster
+	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
 		if st.ClusterID != "" {
