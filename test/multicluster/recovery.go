@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -107,6 +106,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	if len(victims) != 2 || survivor.Name == "" {
 		t.Fatalf("want 3 members, have %v", ec.Status.Members)
 	}
+	goneIDs := map[string]bool{victims[0].ID: true, victims[1].ID: true}
 	oldInc := map[string]int64{}
 	for _, m := range ec.Status.Members {
 		oldInc[m.Name] = m.Incarnation
@@ -171,7 +171,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
 	must(poll(ctx, 10*time.Minute, "the old incarnations fenced and the ring whole", func(ctx context.Context) (string, error) {
-		if err := oneRing(ctx, in.Etcd, clusterID, 3); err != nil {
+		if err := oneRing(ctx, in.Etcd, clusterID, goneIDs); err != nil {
 			return "", err // a split or a rejoin is a failure at once
 		}
 		for _, v := range victims {
@@ -195,7 +195,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		}
 		return "", nil
 	}))
-	must(oneRing(ctx, in.Etcd, clusterID, 3))
+	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
 	pctx, cancel = context.WithTimeout(ctx, time.Minute)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()
@@ -203,9 +203,11 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	checkWorkload(ctx, t, w)
 }
 
-// oneRing checks that every member's endpoint that answers belongs to the
-// one cluster clusterID and lists exactly n members.
-func oneRing(ctx context.Context, m *ManagedEtcd, clusterID string, n int) error {
+// oneRing checks that every member endpoint that answers a linearizable
+// member list (it has a quorum) belongs to the one cluster clusterID and
+// lists none of the gone members' IDs: an old member that rejoined, or old
+// members that formed a quorum of their own, would.
+func oneRing(ctx context.Context, m *ManagedEtcd, clusterID string, goneIDs map[string]bool) error {
 	for _, ep := range m.Client.Endpoints {
 		cfg := m.Client
 		cfg.Endpoints = []string{ep}
@@ -214,7 +216,7 @@ func oneRing(ctx context.Context, m *ManagedEtcd, clusterID string, n int) error
 			return err
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		resp, err := c.MemberList(cctx, clientv3.WithSerializable())
+		resp, err := c.MemberList(cctx)
 		cancel()
 		_ = c.Close()
 		if err != nil {
@@ -223,8 +225,10 @@ func oneRing(ctx context.Context, m *ManagedEtcd, clusterID string, n int) error
 		if id := fmt.Sprintf("%x", resp.Header.ClusterId); id != clusterID {
 			return fmt.Errorf("%s answers for cluster %s, not %s: a second cluster", ep, id, clusterID)
 		}
-		if len(resp.Members) > n {
-			return fmt.Errorf("%s lists %d members, want at most %d", ep, len(resp.Members), n)
+		for _, mm := range resp.Members {
+			if id := fmt.Sprintf("%x", mm.ID); goneIDs[id] {
+				return fmt.Errorf("%s answers with a quorum that lists %s [%s], a member removed by the recovery", ep, mm.Name, id)
+			}
 		}
 	}
 	return nil
