@@ -26,7 +26,11 @@ func TestRecoveryRefusal(t *testing.T) {
 		want       string // "" means allowed
 	}{
 		{"quorate ring refused", "", ring(metav1.ConditionTrue, etcdfedv1.ReasonQuorate), "refusing to recover EtcdCluster team-a/main: it has quorum"},
-		{"not formed", "", func() *etcdfedv1.EtcdCluster { ec := ring(metav1.ConditionFalse, etcdfedv1.ReasonNotBootstrapped); ec.Status.ClusterID = ""; return ec }(), "has not formed yet"},
+		{"not formed", "", func() *etcdfedv1.EtcdCluster {
+			ec := ring(metav1.ConditionFalse, etcdfedv1.ReasonNotBootstrapped)
+			ec.Status.ClusterID = ""
+			return ec
+		}(), "has not formed yet"},
 		{"unknown member", "main-7", ring(metav1.ConditionFalse, etcdfedv1.ReasonQuorumLost), `has no member "main-7"`},
 		{"quorum lost", "", ring(metav1.ConditionFalse, etcdfedv1.ReasonQuorumLost), ""},
 		{"no quorum, not declared yet: the hub waits for the declaration", "main-1", ring(metav1.ConditionFalse, etcdfedv1.ReasonNoQuorum), ""},

@@ -36,7 +36,9 @@ func recovering(step Action, mut func(in *Input)) func() Input {
 }
 
 // alone: etcd answers as main-0 alone (after --force-new-cluster).
-func alone(in *Input) { in.Etcd = Etcd{Reachable: true, LeaderID: 1, Members: []ListEntry{voter("main-0", 1)}} }
+func alone(in *Input) {
+	in.Etcd = Etcd{Reachable: true, LeaderID: 1, Members: []ListEntry{voter("main-0", 1)}}
+}
 
 func memberNamed(name string) check {
 	return func(t *testing.T, d Decision) {

@@ -48,8 +48,8 @@ const (
 
 	// MemberHealthy.
 	ReasonHealthy     = etcdfedv1.ReasonMemberHealthy  // True: etcd answers and has a leader.
-	ReasonNoPod       = "NoPod"       // False: no running pod of the current incarnation.
-	ReasonUnreachable = "Unreachable" // False: the status read failed.
+	ReasonNoPod       = "NoPod"                        // False: no running pod of the current incarnation.
+	ReasonUnreachable = "Unreachable"                  // False: the status read failed.
 	ReasonNoLeader    = etcdfedv1.ReasonMemberNoLeader // False: etcd answers but sees no leader.
-	ReasonAlarm       = "Alarm"       // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
+	ReasonAlarm       = "Alarm"                        // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
 )
