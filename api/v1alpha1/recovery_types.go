@@ -83,4 +83,7 @@ const (
 	// ReasonMemberNoLeader (MemberHealthy=False): etcd answers but sees no
 	// leader.
 	ReasonMemberNoLeader = "NoLeader"
+	// ReasonMemberAlarm (MemberHealthy=False): etcd answers with errors or
+	// alarms; without quorum it answers "etcdserver: no leader" this way.
+	ReasonMemberAlarm = "Alarm"
 )

@@ -37,8 +37,10 @@ func quorumInput(ec *etcdfedv1.EtcdCluster) membership.QuorumInput {
 }
 
 // etcdView is what the planner needs of a member's own etcd view: the
-// spoke's last read, and whether etcd answered it (MemberHealthy is True,
-// or False only because etcd sees no leader).
+// spoke's last read, and whether etcd answered it: MemberHealthy is True,
+// or False because etcd sees no leader or answers with errors (without
+// quorum etcd 3.6 answers its status with "etcdserver: no leader"). A read
+// that failed (Unreachable, NoPod) is not an answer.
 func etcdView(obj *etcdfedv1.EtcdMember) *membership.EtcdView {
 	v := obj.Status.Etcd
 	if v == nil || obj.Status.Incarnation != obj.Spec.Incarnation {
@@ -46,8 +48,8 @@ func etcdView(obj *etcdfedv1.EtcdMember) *membership.EtcdView {
 	}
 	c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionMemberHealthy)
 	answers := c != nil && c.ObservedGeneration == obj.Generation &&
-		(c.Reason == etcdfedv1.ReasonMemberHealthy || c.Reason == etcdfedv1.ReasonMemberNoLeader)
-	return &membership.EtcdView{ID: parseID(v.ID), RaftIndex: v.RaftIndex, Answers: answers && v.Error == ""}
+		(c.Reason == etcdfedv1.ReasonMemberHealthy || c.Reason == etcdfedv1.ReasonMemberNoLeader || c.Reason == etcdfedv1.ReasonMemberAlarm)
+	return &membership.EtcdView{ID: parseID(v.ID), RaftIndex: v.RaftIndex, Answers: answers && v.ID != ""}
 }
 
 // forceNewClusterToken is the value of spec.forceNewCluster for the

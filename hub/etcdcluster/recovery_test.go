@@ -23,10 +23,11 @@ func lostRing() *snapshot {
 		s.cluster(c).verdict = liveness.Verdict{Cluster: c, State: liveness.Failed}
 	}
 	obj := s.cluster("member-1").members["main-0"]
-	obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(1), RaftIndex: 500}
+	// What etcd 3.6.16 answers its spoke without quorum.
+	obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(1), RaftIndex: 500, Error: "etcdserver: no leader"}
 	for i, c := range obj.Status.Conditions {
 		if c.Type == etcdfedv1.ConditionMemberHealthy {
-			obj.Status.Conditions[i] = metav1.Condition{Type: c.Type, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonMemberNoLeader, ObservedGeneration: 1}
+			obj.Status.Conditions[i] = metav1.Condition{Type: c.Type, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonMemberAlarm, ObservedGeneration: 1}
 		}
 	}
 	s.ec.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonNoQuorum,

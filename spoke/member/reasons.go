@@ -51,5 +51,5 @@ const (
 	ReasonNoPod       = "NoPod"                        // False: no running pod of the current incarnation.
 	ReasonUnreachable = "Unreachable"                  // False: the status read failed.
 	ReasonNoLeader    = etcdfedv1.ReasonMemberNoLeader // False: etcd answers but sees no leader.
-	ReasonAlarm       = "Alarm"                        // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
+	ReasonAlarm       = etcdfedv1.ReasonMemberAlarm    // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
 )
