@@ -50,6 +50,11 @@ const (
 	// (NAT, load balancers, or pods sharing one source address), or a
 	// peer's serving certificate does not name the host dialled.
 	ReasonPeerCertificateNameMismatch = "PeerCertificateNameMismatch"
+	// ReasonMemberRemoved (False): etcd stopped because its peers told it
+	// that its ID was removed from the cluster: the data of a replaced
+	// incarnation, or of a member dropped by a quorum-loss recovery. It
+	// must never run on that data again (fencing).
+	ReasonMemberRemoved = "MemberRemoved"
 	// ReasonClusterIDMismatch (False): a peer belongs to another etcd
 	// cluster (data of another cluster, or two rings sharing names).
 	ReasonClusterIDMismatch = "ClusterIDMismatch"
@@ -70,6 +75,7 @@ const (
 // PeerConnectionProblems are the False reasons of PeerConnections, most
 // fundamental first (the order the hub reports them in).
 var PeerConnectionProblems = []string{
+	ReasonMemberRemoved,
 	ReasonClusterIDMismatch,
 	ReasonPeerCertificateUntrusted,
 	ReasonPeerCertificateNameMismatch,

@@ -276,6 +276,13 @@ type FailurePolicy struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="zoneGracePeriod must be at least 30s"
 	ZoneGracePeriod *metav1.Duration `json:"zoneGracePeriod,omitempty"`
+
+	// quorumLossRecovery is Manual (default: the hub declares the loss of
+	// quorum and waits for `etcdfed recover`) or Automatic (the hub
+	// recovers from the freshest survivor once the loss has lasted
+	// memberGracePeriod).
+	// +optional
+	QuorumLossRecovery QuorumLossRecovery `json:"quorumLossRecovery,omitempty"`
 }
 
 // MemberRole is a member's role in etcd.
@@ -359,7 +366,7 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt;Recover
 type OperationType string
 
 const (

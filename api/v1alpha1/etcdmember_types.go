@@ -150,6 +150,15 @@ type EtcdMemberSpec struct {
 	// +optional
 	Bootstrap *BootstrapSpec `json:"bootstrap,omitempty"`
 
+	// forceNewCluster, when set, restarts the member's etcd with
+	// --force-new-cluster on its own data: it becomes a one-member cluster
+	// with its name, ID and data (quorum-loss recovery). The hub sets it to
+	// the recovery's token and clears it as soon as etcd answers as one
+	// member; each change restarts the pod.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	ForceNewCluster string `json:"forceNewCluster,omitempty"`
+
 	// storage of the member's data volume.
 	// +optional
 	Storage MemberStorage `json:"storage,omitempty"`

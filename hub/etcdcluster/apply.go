@@ -123,7 +123,8 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		if evidence != "" {
 			r.evidence.put(ec.UID, p.Operation.Member, p.Operation.Incarnation, evidence)
 		}
-	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject:
+	case membership.ActCreateObjects, membership.ActStartBootstrap, membership.ActStartMember, membership.ActUpdateObject,
+		membership.ActForceNewCluster, membership.ActClearForceNewCluster:
 		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
 	case membership.ActGrantDisruption, membership.ActAwaitReturn:
 		err = errors.Join(err, r.disruptionStep(ctx, s, ca, d))
@@ -200,6 +201,9 @@ func beginReason(t membership.OpType) string {
 		return "Defragmentation"
 	case membership.OpDisrupt:
 		return "DisruptionGrant"
+	}
+	if t == membership.OpRecover {
+		return "QuorumRecovery"
 	}
 	return "MembershipChange"
 }

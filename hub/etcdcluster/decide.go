@@ -184,6 +184,8 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID)})
 	case membership.ActUpdateObject, membership.ActGrantDisruption, membership.ActAwaitReturn:
 		out.write(s, st, p.Member, nil)
+	case membership.ActForceNewCluster, membership.ActClearForceNewCluster:
+		out.writeForceNewCluster(s, st, p.Member, p.Action == membership.ActForceNewCluster)
 	case membership.ActMoveLeader:
 		for _, em := range s.etcd.Members {
 			if em.ID == s.etcd.LeaderID {

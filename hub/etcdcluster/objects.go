@@ -70,6 +70,10 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	if grantsDisruption(st, m.Name) {
 		obj.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
 	}
+	if existing != nil && existing.Spec.Incarnation == m.Incarnation {
+		// Set and cleared only by a Recover's steps.
+		obj.Spec.ForceNewCluster = existing.Spec.ForceNewCluster
+	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
 		if st.ClusterID != "" {

@@ -289,7 +289,8 @@ func clientEndpoints(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus) []string 
 	members := ledger.Members
 	if ledger.ClusterID != "" {
 		voters := slices.DeleteFunc(slices.Clone(members), func(m etcdfedv1.MemberStatus) bool {
-			return m.ID == "" || m.Role == etcdfedv1.RoleLearner || inOperation(ledger, m.Name)
+			recovering := ledger.Operation != nil && ledger.Operation.Type == etcdfedv1.OperationRecover
+			return m.ID == "" || m.Role == etcdfedv1.RoleLearner || (inOperation(ledger, m.Name) && !recovering)
 		})
 		if len(voters) > 0 {
 			members = voters

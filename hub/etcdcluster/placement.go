@@ -135,6 +135,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Version:         ec.Spec.Version,
 		Backup:          backupInput(ec),
 		Maintenance:     maintenancePolicy(s, st),
+		Quorum:          quorumInput(ec),
 	}
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
@@ -190,6 +191,7 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	if obj.Spec.Bootstrap != nil {
 		o.Bootstrap = string(obj.Spec.Bootstrap.InitialClusterState)
 	}
+	o.Etcd, o.ForceNewCluster = etcdView(obj), obj.Spec.ForceNewCluster
 	if c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionStorageReady); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == etcdfedv1.ReasonVolumeLost {
 		o.VolumeLost = true

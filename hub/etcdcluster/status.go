@@ -32,6 +32,9 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	// to their peers (EtcdMember PeerConnections=False).
 	peerReason, peerProblems := peerConnectionProblems(s)
 	setAvailable(st, gen, s.etcd)
+	if msg := quorumLostMessage(plannerInput(s, d.ledger, d.placement)); msg != "" {
+		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonQuorumLost, msg)
+	}
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
 	setVersionProgress(s, st, gen, d.plan, res)

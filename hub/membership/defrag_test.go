@@ -184,7 +184,7 @@ func noSpace(in Input) Input {
 	return in
 }
 
-func recovering(in Input, step Action, member string) Input {
+func noSpaceRecovering(in Input, step Action, member string) Input {
 	in.Operation = &Operation{Type: OpDefrag, Reason: ReasonNoSpace, Member: member, Step: step, StartedAt: t0}
 	return noSpace(in)
 }
@@ -230,32 +230,32 @@ func TestNoSpaceRecovery(t *testing.T) {
 			in.Etcd.AlarmsKnown = false
 			return in
 		}, []check{action(ActNone)}},
-		{"compaction pending: compact and defragment the first member by name (leadership away first)", func() Input { return recovering(quota(sized(full, full, full)), ActCompact, "") },
+		{"compaction pending: compact and defragment the first member by name (leadership away first)", func() Input { return noSpaceRecovering(quota(sized(full, full, full)), ActCompact, "") },
 			[]check{action(ActMoveLeader), opRecorded(OpDefrag, ActMoveLeader), actsOn("main-0", 1), operationNames("main-0")}},
 		{"leadership moved: compact and defragment it", func() Input {
-			in := recovering(quota(sized(full, full, full)), ActMoveLeader, "main-0")
+			in := noSpaceRecovering(quota(sized(full, full, full)), ActMoveLeader, "main-0")
 			in.Etcd.LeaderID = 2
 			return in
 		}, []check{action(ActDefragment), opRecorded(OpDefrag, ActDefragment), actsOn("main-0", 1), reason("compacting to the current revision and defragmenting main-0")}},
 		{"main-0 done: the next by name, though its in-use size shows nothing freed yet", func() Input {
-			return recovering(quota(sized(small, full, full)), ActDefragment, "main-0")
+			return noSpaceRecovering(quota(sized(small, full, full)), ActDefragment, "main-0")
 		}, []check{action(ActDefragment), actsOn("main-1", 2), operationNames("main-1")}},
 		{"main-1's defragmentation did not take (free pages left): again", func() Input {
-			return recovering(quota(sized(small, freed, full)), ActDefragment, "main-1")
+			return noSpaceRecovering(quota(sized(small, freed, full)), ActDefragment, "main-1")
 		}, []check{action(ActDefragment), actsOn("main-1", 2)}},
 		{"a member not answering (being defragmented): wait", func() Input {
-			in := recovering(quota(sized(small, small, freed)), ActDefragment, "main-2")
+			in := noSpaceRecovering(quota(sized(small, small, freed)), ActDefragment, "main-2")
 			in.Etcd.Members[2].Healthy, in.Members[2].Ready, in.Members[2].ReadyChangedAt = false, false, t0.Add(-3*time.Second)
 			return in
 		}, []check{action(ActWait), opRecorded(OpDefrag, ActDefragment), reason("waiting for main-2")}},
-		{"the last one done, every file under 90% of its quota: disarm", func() Input { return recovering(quota(sized(small, small, small)), ActDefragment, "main-2") },
+		{"the last one done, every file under 90% of its quota: disarm", func() Input { return noSpaceRecovering(quota(sized(small, small, small)), ActDefragment, "main-2") },
 			[]check{action(ActDisarm), opRecorded(OpDefrag, ActDisarm)}},
-		{"disarm not taken yet: again", func() Input { return recovering(quota(sized(small, small, small)), ActDisarm, "") },
+		{"disarm not taken yet: again", func() Input { return noSpaceRecovering(quota(sized(small, small, small)), ActDisarm, "") },
 			[]check{action(ActDisarm)}},
-		{"the data in use is above the quota: end without disarming", func() Input { return recovering(quota(sized(full, full, full)), ActDefragment, "main-2") },
+		{"the data in use is above the quota: end without disarming", func() Input { return noSpaceRecovering(quota(sized(full, full, full)), ActDefragment, "main-2") },
 			[]check{action(ActFinish), reason("too little room to disarm NOSPACE"), reason("main-1: 64.0 MiB file, 63.0 MiB in use, quota 64.0 MiB")}},
 		{"the alarm is gone: done", func() Input {
-			in := recovering(quota(sized(small, small, small)), ActDisarm, "")
+			in := noSpaceRecovering(quota(sized(small, small, small)), ActDisarm, "")
 			in.Etcd.Alarms = nil
 			return in
 		}, []check{action(ActFinish), reason("disarmed")}},

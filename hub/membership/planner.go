@@ -24,6 +24,9 @@ func Next(in Input) Decision {
 		return beginBootstrap(in)
 	}
 	if !in.Etcd.Reachable {
+		if d, ok := beginRecovery(in); ok {
+			return d
+		}
 		return wait(pollFast, "etcd does not answer (%s); no membership change without etcd's member list", orUnknown(in.Etcd.Error))
 	}
 	if d, ok := foreignMembers(in); ok {
@@ -88,6 +91,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueDefrag(in, op)
 	case OpDisrupt:
 		return continueDisrupt(in, op)
+	case OpRecover:
+		return continueRecover(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }

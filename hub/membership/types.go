@@ -46,6 +46,9 @@ type Input struct {
 
 	// Maintenance is the policy for members' databases (defrag.go).
 	Maintenance Maintenance
+	// Quorum is what the planner needs to recover a ring that lost its
+	// quorum (recovery.go).
+	Quorum QuorumInput
 }
 
 // Etcd is what etcd says.
@@ -159,6 +162,11 @@ type Object struct {
 	DisruptionRequested      bool
 	DisruptionRequestedSince time.Time
 	DisruptionReason         string
+	// Etcd is the member's own etcd view as its spoke last read it (works
+	// without quorum); nil when none.
+	Etcd *EtcdView
+	// ForceNewCluster is the object's spec.forceNewCluster.
+	ForceNewCluster string
 }
 
 // Operation is the operation in flight, as recorded in status.operation.
@@ -195,6 +203,11 @@ const (
 	// away first, done once the member is a ready voter again. A rollout
 	// is one Roll after another, followers first, the leader last.
 	OpRoll OpType = "Roll"
+	// OpRecover restarts the surviving member (Member, MemberID) of a ring
+	// that lost its quorum as a one-member cluster from its own data
+	// (recovery.go); the members that were gone come back afterwards as
+	// Adds under their names with new incarnations.
+	OpRecover OpType = "Recover"
 )
 
 // ReasonSpecChanged is the reason of a Roll operation.
@@ -239,6 +252,12 @@ const (
 	// ActUpdateObject: write the EtcdCluster's current spec to the member's
 	// object (Roll); its spoke replaces the pod on the same volume.
 	ActUpdateObject Action = "UpdateObject"
+	// ActForceNewCluster: set spec.forceNewCluster on the survivor's object
+	// (Recover); its spoke restarts it as a one-member cluster.
+	ActForceNewCluster Action = "ForceNewCluster"
+	// ActClearForceNewCluster: clear spec.forceNewCluster on the survivor's
+	// object (Recover); its spoke restarts it without the flag.
+	ActClearForceNewCluster Action = "ClearForceNewCluster"
 	// ActFinish: the operation is done; clear it and record the result.
 	ActFinish Action = "Finish"
 	// ActEnableDowngrade: etcd's downgrade validate, then enable, to

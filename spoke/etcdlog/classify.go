@@ -95,6 +95,8 @@ func Classify(log []byte) Diagnosis {
 func classifyLine(e entry) (reason, detail string, serving bool) {
 	msg, errText := e.Msg, e.Error
 	switch {
+	case strings.Contains(errText, "the member has been permanently removed from the cluster"):
+		return etcdfedv1.ReasonMemberRemoved, "etcd stopped: " + errText, false
 	case strings.Contains(msg, "cluster ID mismatch"):
 		local, remote := e.LocalCluster, e.RemoteClstr
 		peer := e.RemotePeerID
@@ -153,6 +155,10 @@ func truncate(s string, n int) string {
 
 // causes says, per reason, what it means and how to fix it.
 var causes = map[string]struct{ cause, fix string }{
+	etcdfedv1.ReasonMemberRemoved: {
+		cause: "this member's etcd ID was removed from the cluster, and its peers refuse it: its data is of a replaced incarnation or of a member dropped by a quorum-loss recovery, and etcd stops on it (it is fenced)",
+		fix:   "never start it on this data again: the hub deletes the member's object here when it no longer holds the member, or gives it a new incarnation on a fresh volume; the volume is kept until you delete it",
+	},
 	etcdfedv1.ReasonClusterIDMismatch: {
 		cause: "a peer belongs to another etcd cluster: a data volume of another cluster or of an earlier bootstrap, or two rings sharing member names or addresses",
 		fix:   "give every ring its own DNS domain and addresses; a member whose data is of another cluster must be replaced by a new incarnation on an empty volume, never started on that data again",

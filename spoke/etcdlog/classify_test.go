@@ -19,7 +19,9 @@ import (
 // (san-mismatch: the view of one of the two; unknown-authority: the
 // third's); a member whose listed peer is a cluster of its own
 // (cluster-id-mismatch-sender and -receiver); a member with a peer whose
-// name does not resolve (peer-unresolved); a healthy start (starting).
+// name does not resolve (peer-unresolved); a healthy start (starting); a
+// member started on its old data after a --force-new-cluster recovery
+// dropped it (member-removed).
 func TestClassifyRealLogs(t *testing.T) {
 	tests := []struct {
 		file string
@@ -37,6 +39,8 @@ func TestClassifyRealLogs(t *testing.T) {
 			[]string{"another etcd cluster", "peer 6b8292843f560a85 has cluster ID fb98d4f4297dd81b, this member 29129fb91cef0c86"}},
 		{"cluster-id-mismatch-receiver.log", []string{etcdfedv1.ReasonClusterIDMismatch},
 			[]string{"this member fb98d4f4297dd81b", "new incarnation"}},
+		{"member-removed.log", []string{etcdfedv1.ReasonMemberRemoved},
+			[]string{"etcd ID was removed from the cluster", "permanently removed from the cluster", "never start it on this data again"}},
 		{"peer-unresolved.log", []string{etcdfedv1.ReasonPeerNameUnresolved},
 			[]string{"cannot resolve a peer's DNS name", "v.ring.test: no such host", "EtcdDNSZone"}},
 	}

@@ -51,9 +51,9 @@ const (
 	ReasonPodTerminated       = "PodTerminated"       // False: the pod failed or completed and will not run again.
 
 	// MemberHealthy.
-	ReasonHealthy     = "Healthy"     // True: etcd answers and has a leader.
-	ReasonNoPod       = "NoPod"       // False: no running pod of the current incarnation.
-	ReasonUnreachable = "Unreachable" // False: the status read failed.
-	ReasonNoLeader    = "NoLeader"    // False: etcd answers but sees no leader.
-	ReasonAlarm       = "Alarm"       // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
+	ReasonHealthy     = etcdfedv1.ReasonMemberHealthy  // True: etcd answers and has a leader.
+	ReasonNoPod       = "NoPod"                        // False: no running pod of the current incarnation.
+	ReasonUnreachable = "Unreachable"                  // False: the status read failed.
+	ReasonNoLeader    = etcdfedv1.ReasonMemberNoLeader // False: etcd answers but sees no leader.
+	ReasonAlarm       = etcdfedv1.ReasonMemberAlarm    // False: etcd reports errors or alarms (NOSPACE, CORRUPT).
 )

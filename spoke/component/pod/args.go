@@ -50,6 +50,12 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 			"--initial-cluster-token="+b.Token,
 		)
 	}
+	if m.Spec.ForceNewCluster != "" {
+		// Quorum-loss recovery: a one-member cluster from this member's
+		// own data. The hub clears the field once etcd answers as one
+		// member, which restarts the pod without the flag.
+		args = append(args, "--force-new-cluster")
+	}
 	args = append(args,
 		"--heartbeat-interval="+strconv.Itoa(int(spec.HeartbeatMillis(m))),
 		"--election-timeout="+strconv.Itoa(int(spec.ElectionMillis(m))),

@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+func init() {
+	var hub hubFlags
+	var fromMember string
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "recover NAME",
+		Short: "Recover an EtcdCluster that lost its quorum, from a surviving member",
+		Long: `recover asks the hub to recover the EtcdCluster NAME from a permanent loss of
+quorum. It is refused while the ring has quorum (Available=True). The hub acts
+once it has declared the loss (Available=False, reason QuorumLost: a majority
+of the voters is gone beyond failurePolicy.memberGracePeriod, the message
+names them and the freshest survivor by raft index).
+
+The survivor (--from-member, default the freshest) restarts as a one-member
+cluster from its own data (etcd --force-new-cluster), keeping its name, DNS
+record and certificate; the members that were gone come back one at a time as
+learners under their names with new incarnations. Member names, DNS names and
+client endpoints do not change. Nothing the survivor had committed is lost;
+writes only the gone members held are.
+
+The command sets the annotation ` + etcdfedv1.AnnotationRecover + `; with --wait it
+follows the recovery until the ring answers again with a leader.`,
+		Example: `  etcdfed recover main -n team-a --wait
+  etcdfed recover main -n team-a --from-member main-2`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := hub.client()
+			if err != nil {
+				return err
+			}
+			key := client.ObjectKey{Namespace: ns, Name: args[0]}
+			req, err := requestRecovery(cmd.Context(), c, key, fromMember, time.Now())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			from := "the freshest survivor"
+			if fromMember != "" {
+				from = fromMember
+			}
+			fmt.Fprintf(out, "Requested recovery of EtcdCluster %s from %s (request at %s).\n", key, from, req.RequestedAt.Format(time.RFC3339))
+			if !wait {
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return waitRecovered(ctx, c, key, time.Second, out)
+		},
+	}
+	hub.bind(cmd.Flags())
+	cmd.Flags().StringVar(&fromMember, "from-member", "", "The surviving member to recover from (default: the one with the highest raft index).")
+	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the ring answers with a leader again.")
+	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Minute, "With --wait: give up waiting after this long.")
+	root.AddCommand(cmd)
+}
+
+// requestRecovery checks that the ring has lost its quorum and sets the
+// request annotation. A ring with quorum is refused here, at the earliest
+// point: --force-new-cluster on a quorate ring would split it.
+func requestRecovery(ctx context.Context, c client.Client, key client.ObjectKey, fromMember string, now time.Time) (etcdfedv1.RecoveryRequest, error) {
+	req := etcdfedv1.RecoveryRequest{FromMember: fromMember, RequestedAt: now.UTC().Truncate(time.Second)}
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := c.Get(ctx, key, ec); err != nil {
+		return req, fmt.Errorf("get EtcdCluster %s: %w", key, err)
+	}
+	if err := recoveryRefusal(ec, fromMember); err != nil {
+		return req, err
+	}
+	before := ec.DeepCopy()
+	if ec.Annotations == nil {
+		ec.Annotations = map[string]string{}
+	}
+	ec.Annotations[etcdfedv1.AnnotationRecover] = req.String()
+	if err := c.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		return req, fmt.Errorf("annotate EtcdCluster %s: %w", key, err)
+	}
+	return req, nil
+}
+
+// recoveryRefusal says why a recovery must not be asked of ec, nil when it
+// may.
+func recoveryRefusal(ec *etcdfedv1.EtcdCluster, fromMember string) error {
+	name := ec.Namespace + "/" + ec.Name
+	if ec.Status.ClusterID == "" {
+		return fmt.Errorf("EtcdCluster %s has not formed yet: there is nothing to recover", name)
+	}
+	c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
+	if c == nil {
+		return fmt.Errorf("EtcdCluster %s has no Available condition yet: the hub has not judged it", name)
+	}
+	if c.Status == metav1.ConditionTrue {
+		return fmt.Errorf("refusing to recover EtcdCluster %s: it has quorum (Available=True, %s: %s); recovery restarts one member as a one-member cluster and is only for a ring that lost its quorum", name, c.Reason, c.Message)
+	}
+	if fromMember != "" && !slices.ContainsFunc(ec.Status.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == fromMember }) {
+		var names []string
+		for _, m := range ec.Status.Members {
+			names = append(names, m.Name)
+		}
+		return fmt.Errorf("EtcdCluster %s has no member %q (members: %v)", name, fromMember, names)
+	}
+	if ec.Status.Operation != nil && ec.Status.Operation.Type == etcdfedv1.OperationRecover {
+		return fmt.Errorf("EtcdCluster %s is already recovering from %s (step %s)", name, ec.Status.Operation.Member, ec.Status.Operation.Step)
+	}
+	return nil
+}
+
+// waitRecovered polls until the ring answers with a leader and no Recover
+// is in flight, printing each change of state.
+func waitRecovered(ctx context.Context, c client.Client, key client.ObjectKey, every time.Duration, out io.Writer) error {
+	start := time.Now()
+	last := ""
+	for {
+		ec := &etcdfedv1.EtcdCluster{}
+		err := c.Get(ctx, key, ec)
+		state := ""
+		switch {
+		case err != nil:
+			state = "cannot read the EtcdCluster: " + err.Error()
+		case ec.Status.Operation != nil && ec.Status.Operation.Type == etcdfedv1.OperationRecover:
+			state = fmt.Sprintf("recovering from %s: %s (%s)", ec.Status.Operation.Member, ec.Status.Operation.Step, ec.Status.Operation.Message)
+		case meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable):
+			fmt.Fprintf(out, "  %5.1fs  etcd answers with a leader (%s); members: %s\n", time.Since(start).Seconds(), ec.Status.Leader, ec.Status.MemberSummary)
+			return nil
+		default:
+			if a := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable); a != nil {
+				state = fmt.Sprintf("waiting: %s: %s", a.Reason, a.Message)
+			}
+		}
+		if state != last {
+			fmt.Fprintf(out, "  %5.1fs  %s\n", time.Since(start).Seconds(), state)
+			last = state
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("recovery of %s not finished after %s (%s): %w", key, time.Since(start).Round(time.Second), last, ctx.Err())
+		case <-time.After(every):
+		}
+	}
+}

@@ -1,0 +1,120 @@
+package etcdcluster
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// lostRing is ring() after member-2 and member-3 failed (declared by the
+// liveness judge): etcd does not answer, main-0's etcd answers its spoke
+// without a leader at raft index 500, and Available has been False for ten
+// minutes (beyond the 5-minute default grace).
+func lostRing() *snapshot {
+	s := ring()
+	s.etcd = membership.Etcd{Error: "context deadline exceeded"}
+	for _, c := range []string{"member-2", "member-3"} {
+		s.cluster(c).verdict = liveness.Verdict{Cluster: c, State: liveness.Failed}
+	}
+	obj := s.cluster("member-1").members["main-0"]
+	// What etcd 3.6.16 answers its spoke without quorum.
+	obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(1), RaftIndex: 500, Error: "etcdserver: no leader"}
+	for i, c := range obj.Status.Conditions {
+		if c.Type == etcdfedv1.ConditionMemberHealthy {
+			obj.Status.Conditions[i] = metav1.Condition{Type: c.Type, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonMemberAlarm, ObservedGeneration: 1}
+		}
+	}
+	s.ec.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionAvailable, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonNoQuorum,
+		LastTransitionTime: metav1.NewTime(now.Add(-10 * time.Minute))}}
+	return s
+}
+
+func TestQuorumLossRecovery(t *testing.T) {
+	t.Run("the loss is declared in Available, naming the gone and the freshest survivor", func(t *testing.T) {
+		s := lostRing()
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		c := condition(st, etcdfedv1.ConditionAvailable)
+		if c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonQuorumLost {
+			t.Fatalf("Available = %s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		for _, want := range []string{"main-1: cluster member-2 failed", "main-2: cluster member-3 failed", "freshest survivor: main-0 [1] at raft index 500", "etcdfed recover"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("message %q lacks %q", c.Message, want)
+			}
+		}
+		if d.plan.Action != membership.ActWait || st.Operation != nil {
+			t.Errorf("no request: plan %s, operation %+v; want a wait and nothing recorded", d.plan.Action, st.Operation)
+		}
+	})
+
+	t.Run("within the grace it is only NoQuorum", func(t *testing.T) {
+		s := lostRing()
+		s.ec.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-time.Minute))
+		st := computeStatus(s, decide(s), applyResult{}, "")
+		if c := condition(st, etcdfedv1.ConditionAvailable); c.Reason != etcdfedv1.ReasonNoQuorum {
+			t.Fatalf("Available reason %s: %s", c.Reason, c.Message)
+		}
+	})
+
+	t.Run("a request made after the loss records Recover before anything is done", func(t *testing.T) {
+		s := lostRing()
+		s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{RequestedAt: now.Add(-time.Second)}.String()}
+		d := decide(s)
+		op := d.ledger.Operation
+		if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || op.MemberID != hexID(1) {
+			t.Fatalf("plan %s (%s), operation %+v", d.plan.Action, d.plan.Reason, op)
+		}
+		if len(d.step.writes) != 0 {
+			t.Errorf("Begin wrote %d objects; it must only record", len(d.step.writes))
+		}
+	})
+
+	t.Run("ForceNewCluster writes the flag on the survivor only, and etcd is dialled through it", func(t *testing.T) {
+		s := lostRing()
+		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", MemberID: hexID(1), Step: string(membership.ActBegin)})
+		d := decide(s)
+		if d.plan.Action != membership.ActForceNewCluster || len(d.step.writes) != 1 {
+			t.Fatalf("plan %s (%s), %d writes", d.plan.Action, d.plan.Reason, len(d.step.writes))
+		}
+		w := d.step.writes[0]
+		if w.cluster != "member-1" || w.want.Name != "main-0" || !strings.HasPrefix(w.want.Spec.ForceNewCluster, "recover-") {
+			t.Errorf("write %s %s forceNewCluster %q", w.cluster, w.want.Name, w.want.Spec.ForceNewCluster)
+		}
+		if w.want.Spec.Incarnation != 1 || w.want.Spec.Bootstrap == nil {
+			t.Errorf("the survivor keeps its incarnation and bootstrap: %+v", w.want.Spec)
+		}
+		if eps := clientEndpoints(s, d.ledger); !strings.Contains(strings.Join(eps, ","), "main-0.") {
+			t.Errorf("endpoints %v leave the survivor out", eps)
+		}
+	})
+
+	t.Run("the flag is kept by the upkeep and cleared once etcd answers as the survivor alone", func(t *testing.T) {
+		s := lostRing()
+		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", MemberID: hexID(1), Step: string(membership.ActForceNewCluster)})
+		s.cluster("member-1").members["main-0"].Spec.ForceNewCluster = "recover-x"
+		d := decide(s)
+		if d.plan.Action != membership.ActWait || len(d.updates) != 0 {
+			t.Fatalf("etcd down: plan %s, upkeep updates %d; want a wait and the flag left alone", d.plan.Action, len(d.updates))
+		}
+		s.etcd = membership.Etcd{Reachable: true, LeaderID: 1, ClusterID: 0xc1, Members: s.etcd.Members}
+		s.etcd.Members = []membership.ListEntry{{ID: 1, Name: "main-0", PeerURLs: []string{memberURL(s.ec, "main-0", 2380)}, Healthy: true}}
+		d = decide(s)
+		if d.plan.Action != membership.ActClearForceNewCluster || len(d.step.writes) != 1 || d.step.writes[0].want.Spec.ForceNewCluster != "" {
+			t.Fatalf("plan %s (%s), writes %+v", d.plan.Action, d.plan.Reason, d.step.writes)
+		}
+		var names []string
+		for _, m := range d.ledger.Members {
+			names = append(names, m.Name)
+		}
+		if strings.Join(names, ",") != "main-0" {
+			t.Errorf("ledger keeps %v; the gone members are forgotten once etcd no longer lists them", names)
+		}
+	})
+}

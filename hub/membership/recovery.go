@@ -1,0 +1,272 @@
+package membership
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Quorum-loss recovery (design rule 11). A ring whose majority of voters is
+// gone cannot change its membership: etcd needs a quorum for that. The
+// planner declares the loss (AssessQuorum) and, when a human asked for it
+// (Request) or the spec opts in (Automatic), recovers from one survivor:
+//
+//  1. Begin: Recover recorded, with the survivor (the freshest by raft
+//     index unless the request names one).
+//  2. ForceNewCluster: the survivor's object gets spec.forceNewCluster; its
+//     spoke restarts it with etcd --force-new-cluster on its own data, so
+//     it comes back as a one-member cluster with its name, ID, DNS record
+//     and certificate, and with everything it had committed.
+//  3. ClearForceNewCluster: once etcd answers as that one member, the flag
+//     is cleared (the pod restarts once more, without it: a later restart
+//     must not force again once others have joined).
+//  4. Finish once the survivor is ready. The members that were gone are no
+//     longer in etcd's member list; the ledger forgets them (rule 1) and
+//     the placement adds them back one at a time as learners under their
+//     names with new incarnations (Add). Their old objects are deleted by
+//     the sweep when their clusters are seen again, and etcd itself refuses
+//     their old IDs ("member removed").
+
+// QuorumInput is what the planner needs to declare and recover a loss of
+// quorum.
+type QuorumInput struct {
+	// LostSince is when etcd stopped answering with a leader (the
+	// Available condition's last change to False); zero while it answers.
+	LostSince time.Time
+	// Grace is how long the loss must last before it is declared.
+	Grace time.Duration
+	// Automatic recovers without a request once the loss is declared.
+	Automatic bool
+	// Request is a human's request (etcdfed recover), nil when none.
+	Request *RecoveryRequest
+	// RequestError says why the request annotation could not be read.
+	RequestError string
+}
+
+// RecoveryRequest is a human's request to recover.
+type RecoveryRequest struct {
+	// FromMember is the survivor to recover from; empty: the freshest.
+	FromMember  string
+	RequestedAt time.Time
+}
+
+// EtcdView is a member's own etcd as its spoke last read it; it needs no
+// quorum.
+type EtcdView struct {
+	// ID is the member ID etcd reports.
+	ID uint64
+	// RaftIndex is the member's raft index.
+	RaftIndex int64
+	// Answers is true when etcd answered its spoke's last read (with or
+	// without a leader).
+	Answers bool
+}
+
+// QuorumLoss is the planner's verdict on a ring that does not answer.
+type QuorumLoss struct {
+	// Lost: a majority of the voters is gone and at least one survives.
+	Lost bool
+	// Declared: Lost, and it has lasted Grace.
+	Declared bool
+	// Voters is the number of recorded voters.
+	Voters int
+	// Gone lists the gone members with why; Unknown those whose cluster
+	// the hub cannot see (not declared failed): neither alive nor gone.
+	Gone, Unknown []string
+	// Survivors are the members whose etcd still answers with its data,
+	// freshest first.
+	Survivors []Survivor
+}
+
+// Survivor is a member whose etcd answers its spoke.
+type Survivor struct {
+	Name      string
+	ID        uint64
+	RaftIndex int64
+}
+
+// Freshest is the survivor with the highest raft index.
+func (q QuorumLoss) Freshest() (Survivor, bool) {
+	if len(q.Survivors) == 0 {
+		return Survivor{}, false
+	}
+	return q.Survivors[0], true
+}
+
+// Message explains the verdict in a condition's words.
+func (q QuorumLoss) Message() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d of %d voters are gone (%s)", len(q.Gone), q.Voters, strings.Join(q.Gone, "; "))
+	if len(q.Unknown) > 0 {
+		fmt.Fprintf(&b, ", %d unknown (%s)", len(q.Unknown), strings.Join(q.Unknown, "; "))
+	}
+	if f, ok := q.Freshest(); ok {
+		var others []string
+		for _, s := range q.Survivors[1:] {
+			others = append(others, fmt.Sprintf("%s at %d", s.Name, s.RaftIndex))
+		}
+		fmt.Fprintf(&b, "; freshest survivor: %s [%x] at raft index %d", f.Name, f.ID, f.RaftIndex)
+		if len(others) > 0 {
+			fmt.Fprintf(&b, " (also %s)", strings.Join(others, ", "))
+		}
+	} else {
+		b.WriteString("; no survivor holds data: only a restore from a backup can help")
+	}
+	return b.String()
+}
+
+// AssessQuorum judges a ring etcd does not answer for. A recorded voter is
+// a survivor when its cluster is visible and its etcd (the current
+// incarnation, the recorded ID) answers its spoke; gone when its cluster is
+// declared failed (rule 8: the hub's clock and the other spokes agree) or
+// visible with an etcd that does not answer; otherwise unknown.
+func AssessQuorum(in Input) QuorumLoss {
+	var q QuorumLoss
+	if !in.Bootstrapped || in.Etcd.Reachable {
+		return q
+	}
+	for _, m := range in.Members {
+		if m.ID == 0 {
+			continue // never joined: not a voter
+		}
+		q.Voters++
+		o := m.Object
+		switch {
+		case m.ClusterVisible && o != nil && o.Incarnation == m.Incarnation && o.Etcd != nil && o.Etcd.Answers && o.Etcd.ID == m.ID:
+			q.Survivors = append(q.Survivors, Survivor{Name: m.Name, ID: m.ID, RaftIndex: o.Etcd.RaftIndex})
+		case m.ClusterFailed:
+			q.Gone = append(q.Gone, fmt.Sprintf("%s: cluster %s failed", m.Name, m.Domain.Cluster))
+		case m.ClusterVisible && o == nil:
+			q.Gone = append(q.Gone, fmt.Sprintf("%s: no object in %s", m.Name, m.Domain.Cluster))
+		case m.ClusterVisible:
+			q.Gone = append(q.Gone, fmt.Sprintf("%s: etcd does not answer in %s", m.Name, m.Domain.Cluster))
+		default:
+			q.Unknown = append(q.Unknown, fmt.Sprintf("%s: cluster %s not visible", m.Name, m.Domain.Cluster))
+		}
+	}
+	slices.SortStableFunc(q.Survivors, func(a, b Survivor) int {
+		switch {
+		case a.RaftIndex > b.RaftIndex:
+			return -1
+		case a.RaftIndex < b.RaftIndex:
+			return 1
+		}
+		return 0
+	})
+	quorum := q.Voters/2 + 1
+	q.Lost = q.Voters > 0 && len(q.Gone) >= quorum && len(q.Survivors) > 0
+	q.Declared = q.Lost && !in.Quorum.LostSince.IsZero() && in.Now.Sub(in.Quorum.LostSince) >= in.Quorum.Grace
+	return q
+}
+
+// beginRecovery starts a Recover when the loss is declared and a request
+// (made after the loss began) or the spec asks for it. ok is false when
+// there is nothing to say beyond "etcd does not answer".
+func beginRecovery(in Input) (Decision, bool) {
+	q := AssessQuorum(in)
+	req := in.Quorum.Request
+	if req != nil && !in.Quorum.LostSince.IsZero() && req.RequestedAt.Before(in.Quorum.LostSince) {
+		// Left over from an earlier loss: never taken for this one.
+		req = nil
+	}
+	if req == nil && !in.Quorum.Automatic {
+		if q.Declared {
+			return wait(pollSlow, "quorum lost: %s; recover with `etcdfed recover`", q.Message()), true
+		}
+		return Decision{}, false
+	}
+	if !q.Declared {
+		if req != nil {
+			return wait(pollFast, "recovery requested, but the loss of quorum is not declared: %s", undeclared(in, q)), true
+		}
+		return Decision{}, false
+	}
+	s, ok := q.Freshest()
+	if req != nil && req.FromMember != "" {
+		i := slices.IndexFunc(q.Survivors, func(s Survivor) bool { return s.Name == req.FromMember })
+		if i < 0 {
+			return wait(pollSlow, "recovery requested from %s, which is not a survivor: %s", req.FromMember, q.Message()), true
+		}
+		s = q.Survivors[i]
+	}
+	if !ok {
+		return wait(pollSlow, "quorum lost and no survivor: %s", q.Message()), true
+	}
+	how := "automatic (failurePolicy.quorumLossRecovery: Automatic)"
+	if req != nil {
+		how = "requested at " + req.RequestedAt.UTC().Format(time.RFC3339)
+	}
+	op := Operation{Type: OpRecover, Member: s.Name, MemberID: s.ID, Reason: "QuorumLost", Step: ActBegin, StartedAt: in.Now}
+	return Decision{Action: ActBegin, Operation: &op, Member: s.Name, MemberID: s.ID,
+		Reason: fmt.Sprintf("recovering from %s at raft index %d (%s): %s", s.Name, s.RaftIndex, how, q.Message())}, true
+}
+
+func undeclared(in Input, q QuorumLoss) string {
+	switch {
+	case q.Voters == 0:
+		return "no recorded voter"
+	case !q.Lost && len(q.Survivors) == 0:
+		return q.Message()
+	case !q.Lost:
+		return fmt.Sprintf("a majority of the voters is not known to be gone: %s", q.Message())
+	case in.Quorum.LostSince.IsZero():
+		return "the hub has not recorded when the quorum was lost yet"
+	}
+	return fmt.Sprintf("lost since %s, declared after %s", in.Quorum.LostSince.UTC().Format(time.RFC3339), in.Quorum.Grace)
+}
+
+// continueRecover walks: force a new cluster, clear the flag, finish.
+func continueRecover(in Input, op Operation) Decision {
+	m, ok := member(in, op.Member)
+	if !ok {
+		return Decision{Action: ActFinish, Reason: fmt.Sprintf("member %s is no longer recorded; recovery abandoned", op.Member)}
+	}
+	if !m.ClusterVisible || m.Object == nil {
+		return waitStep(op, op.Step, pollFast, "member cluster %s of survivor %s is not visible", m.Domain.Cluster, m.Name)
+	}
+	o := m.Object
+	alone := in.Etcd.Reachable && len(in.Etcd.Members) == 1 && in.Etcd.Members[0].ID == op.MemberID
+	switch op.Step {
+	case ActBegin:
+		if in.Etcd.Reachable {
+			// The quorum came back before anything was done: forcing now
+			// would split the ring.
+			return Decision{Action: ActFinish, Member: m.Name, MemberID: op.MemberID, Reason: "etcd answers again with its quorum; recovery not needed"}
+		}
+		return step(op, ActForceNewCluster, Decision{Member: m.Name, MemberID: op.MemberID,
+			Reason: fmt.Sprintf("restarting %s with --force-new-cluster on its own data", m.Name)})
+	case ActForceNewCluster:
+		switch {
+		case alone:
+			return step(op, ActClearForceNewCluster, Decision{Member: m.Name, MemberID: op.MemberID,
+				Reason: fmt.Sprintf("%s answers as a one-member cluster: restarting it without --force-new-cluster", m.Name)})
+		case o.ForceNewCluster == "":
+			// Not written yet (or not seen yet): writing again is harmless.
+			return step(op, ActForceNewCluster, Decision{Member: m.Name, MemberID: op.MemberID,
+				Reason: fmt.Sprintf("restarting %s with --force-new-cluster on its own data", m.Name)})
+		}
+		return waitStep(op, ActForceNewCluster, pollFast, "waiting for %s to come up as a one-member cluster (etcd: %s)", m.Name, etcdState(in.Etcd))
+	}
+	// ActClearForceNewCluster
+	switch {
+	case o.ForceNewCluster != "":
+		return step(op, ActClearForceNewCluster, Decision{Member: m.Name, MemberID: op.MemberID,
+			Reason: fmt.Sprintf("restarting %s without --force-new-cluster", m.Name)})
+	case !alone || !o.Settled || !in.Etcd.Members[0].Healthy:
+		return waitStep(op, ActClearForceNewCluster, pollFast, "waiting for %s to run without --force-new-cluster and be ready (etcd: %s)", m.Name, etcdState(in.Etcd))
+	}
+	return Decision{Action: ActFinish, Member: m.Name, MemberID: op.MemberID,
+		Reason: fmt.Sprintf("%s runs as a one-member cluster with its data; the other members come back as new incarnations", m.Name)}
+}
+
+func etcdState(e Etcd) string {
+	if !e.Reachable {
+		return orUnknown(e.Error)
+	}
+	var names []string
+	for _, m := range e.Members {
+		names = append(names, describe(m))
+	}
+	return "members " + strings.Join(names, ", ")
+}

@@ -1,0 +1,235 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// QuorumLossRecoverySpecInput is the input of QuorumLossRecoverySpec.
+type QuorumLossRecoverySpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Etcdfed is the etcdfed CLI binary.
+	Etcdfed string
+}
+
+// QuorumLossRecoverySpec kills the member clusters of two of the three
+// members of a ring (one member per cluster), one after the other, under a
+// recorded workload: the leader's last. It checks that `etcdfed recover`
+// is refused while the ring has quorum; that the hub declares the loss
+// (Available=False, QuorumLost, naming the gone members and the survivor);
+// that `etcdfed recover --wait` brings the ring back from the survivor with
+// its cluster ID and the survivor's member ID, and back to three ready
+// members under the same names with new incarnations; and, once the killed
+// clusters come back with the old members' data, that they never rejoin
+// or split the ring: one cluster ID and three members from every member's
+// endpoint, the old incarnations' pods gone. The workload must stay
+// linearizable with no acknowledged write lost (the survivor held every
+// commit: RPO 0) and every watch complete and in order.
+func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if topo.FailZone == nil {
+		t.Skip("QuorumLossRecoverySpec: the topology cannot kill clusters")
+	}
+	recoverCmd := func(ctx context.Context, args ...string) (string, error) {
+		base := []string{"recover", in.Etcd.Name, "-n", in.Etcd.Namespace, "--kubeconfig", hub.Kubeconfig}
+		out, err := exec.CommandContext(ctx, in.Etcdfed, append(base, args...)...).CombinedOutput()
+		return string(out), err
+	}
+
+	// A short grace, so that the loss is declared within the test.
+	ec, err := in.Etcd.Get(ctx, hub)
+	must(err)
+	before := ec.DeepCopy()
+	ec.Spec.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+	must(hub.Client.Patch(ctx, ec, client.MergeFrom(before)))
+
+	// Bad input: a ring with quorum is never recovered.
+	out, err := recoverCmd(ctx)
+	if err == nil || !strings.Contains(out, "has quorum") {
+		t.Fatalf("etcdfed recover on a quorate ring: err %v, output %q; want a refusal naming the quorum", err, out)
+	}
+	ec, err = in.Etcd.Get(ctx, hub)
+	must(err)
+	if _, ok := ec.Annotations[etcdfedv1.AnnotationRecover]; ok {
+		t.Fatalf("a refused recovery left the annotation %s", etcdfedv1.AnnotationRecover)
+	}
+	t.Logf("refused on a quorate ring: %s", strings.TrimSpace(out))
+
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "recover/", WatchEachEndpoint: true})
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	must(w.WaitForProgress(pctx, 50))
+	cancel()
+
+	// The survivor is a follower; the leader's cluster goes last.
+	ec, err = in.Etcd.Get(ctx, hub)
+	must(err)
+	clusterID := ec.Status.ClusterID
+	var survivor etcdfedv1.MemberStatus
+	var victims []etcdfedv1.MemberStatus
+	for _, m := range ec.Status.Members {
+		if survivor.Name == "" && m.Name != ec.Status.Leader {
+			survivor = m
+			continue
+		}
+		victims = append(victims, m)
+	}
+	slices.SortFunc(victims, func(a, b etcdfedv1.MemberStatus) int {
+		if a.Name == ec.Status.Leader {
+			return 1
+		}
+		if b.Name == ec.Status.Leader {
+			return -1
+		}
+		return 0
+	})
+	if len(victims) != 2 || survivor.Name == "" {
+		t.Fatalf("want 3 members, have %v", ec.Status.Members)
+	}
+	goneIDs := map[string]bool{victims[0].ID: true, victims[1].ID: true}
+	oldInc := map[string]int64{}
+	for _, m := range ec.Status.Members {
+		oldInc[m.Name] = m.Incarnation
+	}
+	for _, v := range victims {
+		must(topo.FailZone(ctx, v.Cluster, "kill"))
+		t.Logf("killed member cluster %s (member %s, leader %v)", v.Cluster, v.Name, v.Name == ec.Status.Leader)
+	}
+	lost := time.Now()
+	acked := w.Acked()
+
+	// The hub declares the loss.
+	var declared *metav1.Condition
+	must(poll(ctx, 5*time.Minute, "Available=False QuorumLost", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
+		if c == nil || c.Reason != etcdfedv1.ReasonQuorumLost {
+			return fmt.Sprintf("Available %v", c), nil
+		}
+		declared = c
+		return "", nil
+	}))
+	t.Logf("declared %.0fs after the loss: %s", time.Since(lost).Seconds(), declared.Message)
+	for _, name := range []string{victims[0].Name, victims[1].Name, "freshest survivor: " + survivor.Name} {
+		if !strings.Contains(declared.Message, name) {
+			t.Errorf("QuorumLost message does not name %q: %s", name, declared.Message)
+		}
+	}
+
+	// Recover.
+	start := time.Now()
+	out, err = recoverCmd(ctx, "--from-member", survivor.Name, "--wait", "--timeout", "10m")
+	t.Logf("etcdfed recover --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
+	must(err)
+	t.Logf("writable one-member ring %.1fs after etcdfed recover", time.Since(start).Seconds())
+
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
+	must(err)
+	t.Logf("3 ready members %.1fs after etcdfed recover: %s", time.Since(start).Seconds(), got.Status.ZoneSummary)
+	if got.Status.ClusterID != clusterID {
+		t.Errorf("cluster ID %s after recovery, was %s", got.Status.ClusterID, clusterID)
+	}
+	for _, m := range got.Status.Members {
+		switch {
+		case m.Name == survivor.Name && (m.ID != survivor.ID || m.Incarnation != survivor.Incarnation):
+			t.Errorf("survivor %s is now ID %s incarnation %d, was %s incarnation %d", m.Name, m.ID, m.Incarnation, survivor.ID, survivor.Incarnation)
+		case m.Name != survivor.Name && m.Incarnation <= oldInc[m.Name]:
+			t.Errorf("%s came back with incarnation %d, not newer than %d", m.Name, m.Incarnation, oldInc[m.Name])
+		}
+	}
+	pctx, cancel = context.WithTimeout(ctx, time.Minute)
+	must(w.WaitForProgress(pctx, 100))
+	cancel()
+	t.Logf("writes go on after recovery: %d acknowledged (%d before the loss)", w.Acked(), acked)
+
+	// The killed clusters come back with the old members' data.
+	for _, v := range victims {
+		must(topo.RestoreZone(ctx, v.Cluster))
+		t.Logf("restored member cluster %s", v.Cluster)
+	}
+	must(poll(ctx, 10*time.Minute, "the old incarnations fenced and the ring whole", func(ctx context.Context) (string, error) {
+		if err := oneRing(ctx, in.Etcd, clusterID, goneIDs); err != nil {
+			return "", err // a split or a rejoin is a failure at once
+		}
+		for _, v := range victims {
+			c := memberCluster(t, topo, v.Cluster)
+			var objs etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &objs, client.InNamespace(etcdfedv1.DefaultRingNamespace)); err != nil {
+				return fmt.Sprintf("list in %s: %v", v.Cluster, err), nil
+			}
+			for _, o := range objs.Items {
+				if o.Spec.MemberName == v.Name && o.Spec.Incarnation <= oldInc[v.Name] {
+					return fmt.Sprintf("%s's object of incarnation %d still in %s", v.Name, o.Spec.Incarnation, v.Cluster), nil
+				}
+			}
+		}
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAllMembersReady) || ec.Status.Operation != nil {
+			return "members " + ec.Status.MemberSummary + " " + ec.Status.ZoneSummary, nil
+		}
+		return "", nil
+	}))
+	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
+	pctx, cancel = context.WithTimeout(ctx, time.Minute)
+	must(w.WaitForProgress(pctx, 50))
+	cancel()
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}
+
+// oneRing checks that every member endpoint that answers a linearizable
+// member list (it has a quorum) belongs to the one cluster clusterID and
+// lists none of the gone members' IDs: an old member that rejoined, or old
+// members that formed a quorum of their own, would.
+func oneRing(ctx context.Context, m *ManagedEtcd, clusterID string, goneIDs map[string]bool) error {
+	for _, ep := range m.Client.Endpoints {
+		cfg := m.Client
+		cfg.Endpoints = []string{ep}
+		c, err := EtcdClient(cfg)
+		if err != nil {
+			return err
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := c.MemberList(cctx)
+		cancel()
+		_ = c.Close()
+		if err != nil {
+			continue // not answering is not a split
+		}
+		if id := fmt.Sprintf("%x", resp.Header.ClusterId); id != clusterID {
+			return fmt.Errorf("%s answers for cluster %s, not %s: a second cluster", ep, id, clusterID)
+		}
+		for _, mm := range resp.Members {
+			if id := fmt.Sprintf("%x", mm.ID); goneIDs[id] {
+				return fmt.Errorf("%s answers with a quorum that lists %s [%s], a member removed by the recovery", ep, mm.Name, id)
+			}
+		}
+	}
+	return nil
+}

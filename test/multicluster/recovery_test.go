@@ -1,0 +1,24 @@
+package multicluster
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestScenarioQuorumLossRecovery: two of the three member clusters of a
+// ring killed, the ring recovered from the survivor with `etcdfed
+// recover`, the killed clusters back afterwards, under a recorded workload
+// (QuorumLossRecoverySpec). It takes several minutes: `make scenarios`
+// runs it (ETCDFED_SCENARIOS=1).
+func TestScenarioQuorumLossRecovery(t *testing.T) {
+	if os.Getenv("ETCDFED_SCENARIOS") == "" {
+		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
+	}
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover", Name: "rc", Domain: "rc.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
