@@ -25,11 +25,11 @@ func TestJudgeZone(t *testing.T) {
 		{"no node seen", nil, map[string]bool{"a": true}, Unknown, []string{"no node Lease seen"}},
 		{"nodes stale, no witness", map[string]time.Time{"n1": ago(100)}, nil, Unknown, []string{"no peer outside the zone to confirm"}},
 		{"nodes stale, peers still reach it", map[string]time.Time{"n1": ago(100), "n2": ago(90)}, map[string]bool{"a": false, "b": true, "c": false}, Unknown,
-			[]string{"all 2 node Leases unrenewed, the last renewed "+At(ago(90)), "only 1 of 3 peers", "a, c still reach it"}},
+			[]string{"all 2 node Leases unrenewed, the last renewed " + At(ago(90)), "only 1 of 3 peers", "a, c still reach it"}},
 		{"both, within grace", map[string]time.Time{"n1": ago(60)}, map[string]bool{"a": true, "b": true}, Unknown,
 			[]string{"a, b lost it", "declared failed after 30s"}},
 		{"both, past grace", map[string]time.Time{"n1": ago(71)}, map[string]bool{"a": true, "b": true, "c": false}, Failed,
-			[]string{"zone m1/z1: all 1 node Leases unrenewed, the last renewed "+At(ago(71))+" and a, b lost it"}},
+			[]string{"zone m1/z1: all 1 node Leases unrenewed, the last renewed " + At(ago(71)) + " and a, b lost it"}},
 		{"never renewed, peers lost", map[string]time.Time{"n1": {}}, map[string]bool{"a": true}, Unknown, []string{"declared failed after"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
