@@ -287,10 +287,15 @@ func anyBootstrapStarted(s *snapshot) bool {
 func clientEndpoints(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus) []string {
 	var out []string
 	members := ledger.Members
-	if ledger.ClusterID != "" {
+	if op := ledger.Operation; op != nil && op.Type == etcdfedv1.OperationRecover {
+		// During a recovery only the survivor can answer: the gone members'
+		// endpoints may still accept connections (a frozen process, a
+		// black-holed address) and hold every request the client balances
+		// to them until it times out.
+		members = slices.DeleteFunc(slices.Clone(members), func(m etcdfedv1.MemberStatus) bool { return m.Name != op.Member })
+	} else if ledger.ClusterID != "" {
 		voters := slices.DeleteFunc(slices.Clone(members), func(m etcdfedv1.MemberStatus) bool {
-			recovering := ledger.Operation != nil && ledger.Operation.Type == etcdfedv1.OperationRecover
-			return m.ID == "" || m.Role == etcdfedv1.RoleLearner || (inOperation(ledger, m.Name) && !recovering)
+			return m.ID == "" || m.Role == etcdfedv1.RoleLearner || inOperation(ledger, m.Name)
 		})
 		if len(voters) > 0 {
 			members = voters
