@@ -11,7 +11,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -83,9 +85,16 @@ func TestBackupCommand(t *testing.T) {
 		if err := api.Client.Create(ctx, ec); err != nil {
 			t.Fatal(err)
 		}
-		ec.Status.ClusterID = strconv.FormatUint(st.Header.ClusterId, 16)
-		ec.Status.Endpoints = e.Endpoints()
-		if err := api.Client.Status().Update(ctx, ec); err != nil {
+		// The backup controller writes this status too (BackupHealthy) as
+		// soon as the object exists: retry on its write.
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			if err := api.Client.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
+				return err
+			}
+			ec.Status.ClusterID = strconv.FormatUint(st.Header.ClusterId, 16)
+			ec.Status.Endpoints = e.Endpoints()
+			return api.Client.Status().Update(ctx, ec)
+		}); err != nil {
 			t.Fatal(err)
 		}
 	}
