@@ -57,11 +57,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 		pods[m.Name] = p.UID
 	}
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "certs/", WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 	failedBefore := w.Failed()
 
 	for _, m := range ec.Status.Members {
@@ -115,7 +111,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 		}
 		t.Logf("%s: expiring certificate placed; the hub renewed it %.1fs later; etcd served the renewed one %.1fs after that", m.Name, renewedAt.Sub(placed).Seconds(), time.Since(renewedAt).Seconds())
 	}
-	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 20); err != nil {
 		t.Fatal(err)
 	}

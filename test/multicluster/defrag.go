@@ -119,11 +119,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	}
 
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "defrag/", WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 
 	sctx, stop := context.WithCancel(ctx)
 	acks := trackAcks(sctx, w)
@@ -181,7 +177,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 20); err != nil {
 		t.Fatal(err)
 	}
@@ -294,11 +290,7 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 	}
 
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "nospace/", WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 
 	c, err := EtcdClient(in.Etcd.Client)
 	if err != nil {
@@ -361,7 +353,7 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 		t.Fatal(err)
 	}
 	cleared := time.Now()
-	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 50); err != nil {
 		t.Fatal(err)
 	}

@@ -293,11 +293,7 @@ func ScaleUnderLoadSpec(ctx context.Context, in ScaleUnderLoadSpecInput) {
 	defer watcher.Close()
 	learners := WatchLearners(ctx, watcher)
 	defer learners.Stop()
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 	scaledUp := false
 	prev := -1
 	for _, n := range in.Sizes {
@@ -648,11 +644,7 @@ func CordonZoneSpec(ctx context.Context, in CordonZoneSpecInput) {
 	}
 	replicas := len(ec.Status.Members)
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "cordon/", WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 	setCordon := func(zones []string) {
 		t.Helper()
 		ec, err := in.Etcd.Get(ctx, hub)

@@ -139,11 +139,7 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 	// A fresh key space per run: the model starts empty. Every endpoint
 	// answers again by the end, so each gets its own watcher too.
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: fmt.Sprintf("outage-%d/", time.Now().UnixNano()), WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 
 	before, err := in.Etcd.Get(ctx, hub)
 	if err != nil {

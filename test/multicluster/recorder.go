@@ -62,3 +62,14 @@ func checkWorkload(ctx context.Context, t testing.TB, w *Workload) {
 	}
 	t.Logf("workload: %s (checked in %.1fs)", r, time.Since(start).Seconds())
 }
+
+// waitForWorkloadProgress waits up to 30s for w to have 50 operations done,
+// so a scenario disturbs a ring that is already under load.
+func waitForWorkloadProgress(ctx context.Context, t testing.TB, w *Workload) {
+	t.Helper()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := w.WaitForProgress(pctx, 50); err != nil {
+		t.Fatal(err)
+	}
+}

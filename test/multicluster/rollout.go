@@ -78,11 +78,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	}
 
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "roll/", WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 
 	// Sample the hub's status and the member objects every 100 ms.
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -133,7 +129,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		t.Fatal(err)
 	}
 	t.Logf("rolled %d members to %s in %.1fs", len(after.Status.Members), in.Image, time.Since(start).Seconds())
-	pctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 20); err != nil {
 		t.Fatal(err)
 	}

@@ -125,11 +125,7 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 		t.Fatal(err)
 	}
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "halt/", WatchEachEndpoint: true})
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	if err := w.WaitForProgress(pctx, 50); err != nil {
-		t.Fatal(err)
-	}
-	cancel()
+	waitForWorkloadProgress(ctx, t, w)
 
 	setVersion := func(v string) {
 		t.Helper()
