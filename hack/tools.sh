@@ -48,9 +48,15 @@ kube_ld() {
 build_kube_apiserver() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver); }
 build_kubectl() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl); }
 
-etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_VERSION}"
+# The etcd builds carry one local change (internal/resolver: the ring's DNS
+# servers from ETCDFED_DNS_SERVERS). Its hash goes into the Git SHA that
+# `etcd --version` prints, so a binary built before a change to it is rebuilt.
+resolver_sum() { sha256sum "$root/hack/tools/$1/internal/resolver/resolver.go" | cut -c1-12; }
+ETCD_SHA="${ETCD_VERSION}+resolver.$(resolver_sum etcd)"
+ETCD35_SHA="${ETCD35_VERSION}+resolver.$(resolver_sum etcd35)"
+etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_SHA}"
 build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
-build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_VERSION}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
+build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
 build_etcdctl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdctl" ./cmd/etcdctl); }
 build_etcdutl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdutl" go.etcd.io/etcd/etcdutl/v3); }
 build_controller_gen() { (cd "$root/hack/tools/dev" && go build -trimpath -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen); }
@@ -68,8 +74,8 @@ ensure() {
 	case $1 in
 	kube-apiserver) have kube-apiserver "Kubernetes $KUBE_VERSION" "$bin/kube-apiserver" --version || step "$1" build_kube_apiserver ;;
 	kubectl) have kubectl "Client Version: $KUBE_VERSION" "$bin/kubectl" version --client || step "$1" build_kubectl ;;
-	etcd) have etcd "etcd Version: ${ETCD_VERSION#v}" "$bin/etcd" --version || step "$1" build_etcd ;;
-	etcd35) have "etcd-${ETCD35_VERSION#v}" "etcd Version: ${ETCD35_VERSION#v}" "$bin/etcd-${ETCD35_VERSION#v}" --version || step "$1" build_etcd35 ;;
+	etcd) have etcd "Git SHA: $ETCD_SHA" "$bin/etcd" --version || step "$1" build_etcd ;;
+	etcd35) have "etcd-${ETCD35_VERSION#v}" "Git SHA: $ETCD35_SHA" "$bin/etcd-${ETCD35_VERSION#v}" --version || step "$1" build_etcd35 ;;
 	etcdctl) have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version || step "$1" build_etcdctl ;;
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;

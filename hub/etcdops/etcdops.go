@@ -17,8 +17,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 
 	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/internal/etcddial"
 )
 
 // Sentinel errors.
@@ -34,9 +36,9 @@ var (
 	// it answered. A member that applies its own removal does exactly this,
 	// so after a Remove the change has most likely been made; the next
 	// member list tells.
+	ErrAnswererStopped = errors.New("etcdops: the member that took the request stopped (after a removal: most likely itself)")
 	// ErrDowngradeRefused: etcd refused to validate or enable a downgrade.
 	ErrDowngradeRefused = errors.New("etcdops: etcd refused the downgrade")
-	ErrAnswererStopped  = errors.New("etcdops: the member that took the request stopped (after a removal: most likely itself)")
 )
 
 // Timeouts for the calls the hub makes while reconciling.
@@ -82,6 +84,7 @@ func clientConfig(endpoints []string, tlsCfg *tls.Config) clientv3.Config {
 		DialKeepAliveTimeout: 5 * time.Second,
 		AutoSyncInterval:     0,
 		Logger:               zap.NewNop(),
+		DialOptions:          []grpc.DialOption{etcddial.Reconnect(DialTimeout)},
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/etcddial"
 )
 
 // ErrBadCredentials wraps errors about the member's TLS Secret content.
@@ -139,6 +140,7 @@ func (r *Reader) client(key string, t Target) (*clientv3.Client, error) {
 		DialKeepAliveTime:    30 * time.Second,
 		DialKeepAliveTimeout: 5 * time.Second,
 		Logger:               zap.NewNop(),
+		DialOptions:          []grpc.DialOption{etcddial.Reconnect(2 * time.Second)},
 	}
 	if strings.HasPrefix(t.Endpoint, "https://") {
 		tc, err := TLSConfig(t.CA, t.Cert, t.Key, t.ServerName)

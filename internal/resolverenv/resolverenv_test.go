@@ -1,0 +1,143 @@
+package resolverenv
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// serve answers A queries for name with addr on a loopback UDP port.
+func serve(t *testing.T, name, addr string) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Authoritative = true
+		if q := r.Question[0]; q.Name != dns.Fqdn(name) {
+			m.Rcode = dns.RcodeNameError
+		} else if q.Qtype == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.ParseIP(addr)})
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// refused returns a loopback UDP address nothing listens on: queries to it
+// are refused, as a killed spoke's are.
+func refused(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	_ = pc.Close()
+	return addr
+}
+
+// frozen returns a loopback UDP address that takes queries and never
+// answers, as a stopped (SIGSTOP) or black-holed spoke's does.
+func frozen(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = pc.Close() })
+	return pc.LocalAddr().String()
+}
+
+// TestOneLiveServerIsEnough: with two of three servers away (one refusing,
+// one silent), every lookup is answered by the live one within a deadline
+// far shorter than the resolver's own 5 s timeout. Sending each query to
+// one server in turn, as this package did before, failed most of these
+// lookups: two in three picks are away and a silent one holds the query
+// until the deadline.
+func TestOneLiveServerIsEnough(t *testing.T) {
+	live := serve(t, "m-0.ring.etcd.test", "127.0.0.9")
+	for _, order := range [][]string{
+		{refused(t), frozen(t), live},
+		{frozen(t), live, refused(t)},
+		{live, refused(t), frozen(t)},
+	} {
+		r := &net.Resolver{PreferGo: true, Dial: dialer(order)}
+		for i := range 10 {
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+			addrs, err := r.LookupHost(ctx, "m-0.ring.etcd.test")
+			cancel()
+			if err != nil || len(addrs) != 1 || addrs[0] != "127.0.0.9" {
+				t.Fatalf("servers %v, lookup %d: %v %v, want 127.0.0.9", order, i, addrs, err)
+			}
+		}
+	}
+}
+
+// TestAllServersAway: with no live server the lookup fails, with the
+// refusal when every server refuses, and at the deadline when one is silent.
+func TestAllServersAway(t *testing.T) {
+	r := &net.Resolver{PreferGo: true, Dial: dialer([]string{refused(t), refused(t)})}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if addrs, err := r.LookupHost(ctx, "m-0.ring.etcd.test"); err == nil {
+		t.Fatalf("every server refuses, yet the lookup answered %v", addrs)
+	} else if ctx.Err() != nil {
+		t.Fatalf("every server refuses, and the lookup waited for the deadline: %v", err)
+	}
+
+	r = &net.Resolver{PreferGo: true, Dial: dialer([]string{refused(t), frozen(t)})}
+	ctx, cancel = context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if addrs, err := r.LookupHost(ctx, "m-0.ring.etcd.test"); err == nil {
+		t.Fatalf("no server answers, yet the lookup answered %v", addrs)
+	}
+}
+
+// TestNameNotFound: a live server's negative answer is an answer.
+func TestNameNotFound(t *testing.T) {
+	live := serve(t, "m-0.ring.etcd.test", "127.0.0.9")
+	r := &net.Resolver{PreferGo: true, Dial: dialer([]string{refused(t), live})}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	_, err := r.LookupHost(ctx, "m-9.ring.etcd.test")
+	var dnsErr *net.DNSError
+	if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
+		t.Fatalf("lookup of an unknown name: %v, want not found", err)
+	}
+}
+
+// TestCopiesMatch: the etcd builds under hack/tools carry copies of this
+// package (modules of their own cannot import it); below the package
+// clause they must be this file.
+func TestCopiesMatch(t *testing.T) {
+	body := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := string(b)
+		i := strings.Index(s, "\nimport (")
+		if i < 0 {
+			t.Fatalf("%s: no import block", path)
+		}
+		return s[i:]
+	}
+	want := body("resolverenv.go")
+	for _, copy := range []string{"../../hack/tools/etcd/internal/resolver/resolver.go", "../../hack/tools/etcd35/internal/resolver/resolver.go"} {
+		if body(copy) != want {
+			t.Errorf("%s differs from resolverenv.go below the package clause: copy the change there (hack/tools.sh rebuilds the binary)", copy)
+		}
+	}
+}
