@@ -77,7 +77,7 @@ test: tools system-deps build ## Run every test: unit, integration (real apiserv
 
 .PHONY: drill
 drill: tools system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
-	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
+	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 ETCDFED_DRILL_PAUSE=3s $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
 
 .PHONY: scenarios
 scenarios: tools system-deps build ## Failure scenarios too long for `make test` (lost volume, crash loop, zone killed and returned, hub partitioned, hub down during a zone kill), each under a recorded workload.

@@ -62,6 +62,7 @@ type options struct {
 	backupScratchDir string
 	maxBackups       int
 	workers          int
+	pauseAfterStep   time.Duration
 }
 
 func main() {
@@ -84,6 +85,8 @@ func main() {
 	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
+	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
+		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
 	zapOpts := zap.Options{Development: false}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
@@ -181,6 +184,7 @@ func run(ctx context.Context, o options) error {
 		LeaseStaleAfter:         o.leaseStaleAfter,
 		Recorder:                mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
 		MaxConcurrentReconciles: o.workers,
+		PauseAfterStep:          o.pauseAfterStep,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)

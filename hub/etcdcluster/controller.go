@@ -67,6 +67,11 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many EtcdClusters are passed over at
 	// once. Default DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// PauseAfterStep, for drills only, holds a ring's pass this long
+	// (within its deadline) after it recorded a new operation step, so
+	// that a drill can kill the hub at every step, the ones that pass in
+	// a fraction of a second included. Zero in production.
+	PauseAfterStep time.Duration
 
 	etcd     clientCache
 	verdicts verdictMemory
@@ -215,9 +220,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ 
 		defer cancel()
 		if err := r.patchStatus(pctx, before, ec); err != nil {
 			retErr = errors.Join(retErr, err)
+			return
+		}
+		if r.PauseAfterStep > 0 && stepRecorded(before.Status.Operation, ec.Status.Operation) {
+			select {
+			case <-time.After(r.PauseAfterStep):
+			case <-ctx.Done():
+			}
 		}
 	}()
 	return r.reconcileNormal(ctx, ec)
+}
+
+// stepRecorded reports whether a pass moved the operation in flight to a
+// step (or member) it was not at before.
+func stepRecorded(before, after *etcdfedv1.MembershipOperation) bool {
+	if after == nil {
+		return false
+	}
+	return before == nil || before.Type != after.Type || before.Member != after.Member || before.Step != after.Step
 }
 
 // statusWriteTimeout bounds the status patch that ends every pass.
