@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -327,6 +328,17 @@ func (c *Cluster) Restart(m *Member) {
 	c.t.Helper()
 	m.Stop()
 	c.startMember(m)
+}
+
+// RestartWith starts a stopped member again on its data with extra flags
+// (for example --force-new-cluster) for this start only.
+func (c *Cluster) RestartWith(m *Member, extra ...string) {
+	c.t.Helper()
+	m.Stop()
+	args := m.args
+	m.args = append(slices.Clone(args), extra...)
+	c.startMember(m)
+	m.args = args
 }
 
 func freePort(t testing.TB) int {

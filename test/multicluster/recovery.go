@@ -25,6 +25,18 @@ type QuorumLossRecoverySpecInput struct {
 	Etcdfed string
 }
 
+// QuorumLossRecoveryTimes are what QuorumLossRecoverySpec measured.
+type QuorumLossRecoveryTimes struct {
+	// Declared: from the second cluster's kill to Available=False
+	// QuorumLost (includes the member grace the spec sets, 30 s).
+	Declared time.Duration
+	// Writable: from `etcdfed recover` to the first write the workload had
+	// acknowledged after it.
+	Writable time.Duration
+	// Whole: from `etcdfed recover` to three ready members.
+	Whole time.Duration
+}
+
 // QuorumLossRecoverySpec kills the member clusters of two of the three
 // members of a ring (one member per cluster), one after the other, under a
 // recorded workload: the leader's last. It checks that `etcdfed recover`
@@ -38,7 +50,8 @@ type QuorumLossRecoverySpecInput struct {
 // endpoint, the old incarnations' pods gone. The workload must stay
 // linearizable with no acknowledged write lost (the survivor held every
 // commit: RPO 0) and every watch complete and in order.
-func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput) {
+func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput) QuorumLossRecoveryTimes {
+	var times QuorumLossRecoveryTimes
 	t := in.T
 	t.Helper()
 	topo, hub := in.Topology, in.Topology.Hub
@@ -132,23 +145,42 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		declared = c
 		return "", nil
 	}))
-	t.Logf("declared %.0fs after the loss: %s", time.Since(lost).Seconds(), declared.Message)
+	times.Declared = time.Since(lost)
+	t.Logf("declared %.0fs after the loss: %s", times.Declared.Seconds(), declared.Message)
 	for _, name := range []string{victims[0].Name, victims[1].Name, "freshest survivor: " + survivor.Name} {
 		if !strings.Contains(declared.Message, name) {
 			t.Errorf("QuorumLost message does not name %q: %s", name, declared.Message)
 		}
 	}
 
-	// Recover.
+	// Recover, noting the first write acknowledged after it.
 	start := time.Now()
+	writable := make(chan time.Duration, 1)
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	wdone := make(chan struct{})
+	go func() {
+		defer close(wdone)
+		base := w.Acked()
+		for {
+			if w.Acked() > base {
+				writable <- time.Since(start)
+				return
+			}
+			if wctx.Err() != nil {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
 	out, err = recoverCmd(ctx, "--from-member", survivor.Name, "--wait", "--timeout", "10m")
 	t.Logf("etcdfed recover --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
 	must(err)
-	t.Logf("writable one-member ring %.1fs after etcdfed recover", time.Since(start).Seconds())
 
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
 	must(err)
-	t.Logf("3 ready members %.1fs after etcdfed recover: %s", time.Since(start).Seconds(), got.Status.ZoneSummary)
+	times.Whole = time.Since(start)
+	t.Logf("3 ready members %.1fs after etcdfed recover: %s", times.Whole.Seconds(), got.Status.ZoneSummary)
 	if got.Status.ClusterID != clusterID {
 		t.Errorf("cluster ID %s after recovery, was %s", got.Status.ClusterID, clusterID)
 	}
@@ -163,6 +195,14 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	pctx, cancel = context.WithTimeout(ctx, time.Minute)
 	must(w.WaitForProgress(pctx, 100))
 	cancel()
+	wcancel()
+	<-wdone
+	select {
+	case times.Writable = <-writable:
+		t.Logf("first write acknowledged %.1fs after etcdfed recover", times.Writable.Seconds())
+	default:
+		t.Error("no write acknowledged after etcdfed recover, yet the workload progressed")
+	}
 	t.Logf("writes go on after recovery: %d acknowledged (%d before the loss)", w.Acked(), acked)
 
 	// The killed clusters come back with the old members' data.
@@ -201,6 +241,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	cancel()
 	w.Stop()
 	checkWorkload(ctx, t, w)
+	return times
 }
 
 // oneRing checks that every member endpoint that answers a linearizable
