@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"slices"
 	"sort"
@@ -17,7 +18,9 @@ import (
 // TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 5)
 // and of a Replace (a cordoned zone's member moved out), under a recorded
 // workload, and requires that the restarted hub resumes and finishes every
-// time. It reports, per step, the time from the kill until the operation
+// time. Each run kills the hub at every step of one Add and then of one
+// Replace: the hub restarted after one kill is killed again at the next
+// step. It reports, per step, the time from the kill until the operation
 // moved on. It is a drill (`make drill`, ETCDFED_DRILL=1; runs from
 // ETCDFED_DRILL_RUNS, default 1): `make test` already kills the hub once
 // mid scale-up (TestEtcdClusterLifecycle). With ETCDFED_DRILL_PAUSE (make
@@ -44,6 +47,9 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restart", Name: "restart", Domain: "restart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "restart/", WatchEachEndpoint: true})
 
+	addSteps := []string{"CreateObjects", "AddLearner", "StartMember", "Promote"}
+	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
+	order := map[string][]string{string(etcdfedv1.OperationAdd): addSteps, string(etcdfedv1.OperationReplace): replaceSteps}
 	resume := map[string][]time.Duration{}
 	var missed []string
 	// killAt waits for the operation to reach step and kills the hub
@@ -61,6 +67,9 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 				return "no " + op + " in flight", nil
 			}
 			if o.Step != step {
+				if i, j := slices.Index(order[op], o.Step), slices.Index(order[op], step); i > j && j >= 0 {
+					return "", fmt.Errorf("already at %s, past %s", o.Step, step)
+				}
 				return "at " + o.Step, nil
 			}
 			at = o.Member + "@" + o.Step
@@ -104,39 +113,42 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	addSteps := []string{"CreateObjects", "AddLearner", "StartMember", "Promote"}
-	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
 	for run := 0; run < runs; run++ {
+		// One Add (the first of 3 -> 5), the hub killed at each of its
+		// steps in turn: each restarted hub resumes and is killed again at
+		// the next step, then finishes.
+		if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
+			t.Fatal(err)
+		}
 		for _, step := range addSteps {
-			if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
-				t.Fatal(err)
-			}
 			killAt(string(etcdfedv1.OperationAdd), step)
-			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 5}); err != nil {
-				t.Fatal(err)
-			}
-			if err := SetReplicas(ctx, topo.Hub, etcd, 3); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
-				t.Fatal(err)
-			}
 		}
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if err := SetReplicas(ctx, topo.Hub, etcd, 3); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+		// One Replace (a cordoned zone's member moved out), the same way.
+		ec, err := etcd.Get(ctx, topo.Hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cordon([]string{ec.Status.Members[0].Zone})
 		for _, step := range replaceSteps {
-			ec, err := etcd.Get(ctx, topo.Hub)
-			if err != nil {
-				t.Fatal(err)
-			}
-			cordon([]string{ec.Status.Members[0].Zone})
 			killAt(string(etcdfedv1.OperationReplace), step)
-			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
-				t.Fatal(err)
-			}
-			cordon(nil)
-			if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3, Tolerant: true}); err != nil {
-				t.Fatal(err)
-			}
 		}
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
+			t.Fatal(err)
+		}
+		cordon(nil)
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3, Tolerant: true}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("run %d of %d done", run+1, runs)
 	}
 	keys := make([]string, 0, len(resume))
 	for k := range resume {
