@@ -102,6 +102,17 @@ SCALE_OUT ?= $(CURDIR)/hub-scale.md
 bench-scale: tools system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
 	ETCDFED_SCALE_RINGS=$(SCALE_RINGS) ETCDFED_SCALE_OUT=$(SCALE_OUT) $(GO) test -run '^$$' -bench 'BenchmarkHubScale$$' -benchtime 1x -timeout 60m -v ./test/multicluster
 
+# The same benchmark before the hub's scale fixes (BEFORE, default a4959c0,
+# in a temporary git worktree) and on this tree, one after the other on this
+# machine, merged into one table in COMPARE_OUT (see
+# hack/bench-scale-compare.sh; AFTER_EXTRA_RINGS=100 adds ring counts for
+# this tree only).
+BEFORE ?= a4959c0
+COMPARE_OUT ?= $(CURDIR)/out/bench-scale-compare.md
+.PHONY: bench-scale-compare
+bench-scale-compare: tools system-deps ## Hub scale benchmark of BEFORE (default a4959c0) and of this tree in one run, one before/after table in COMPARE_OUT.
+	BEFORE=$(BEFORE) SCALE_RINGS=$(SCALE_RINGS) AFTER_EXTRA_RINGS=$(AFTER_EXTRA_RINGS) OUT=$(COMPARE_OUT) hack/bench-scale-compare.sh
+
 .PHONY: bench-dns
 bench-dns: system-deps ## dnsperf against the embedded DNS server and BIND9 serving the same zone.
 	hack/bench-dns.sh
