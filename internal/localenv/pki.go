@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -24,6 +25,11 @@ import (
 // CA signs every serving certificate and the admin client certificate, so
 // one admin identity works in every cluster.
 type pki struct {
+	// mu serializes issuing: control planes start side by side and share
+	// the kubelet client certificate, whose first issue must happen once
+	// (two writers would race on its files and could pair one's
+	// certificate with the other's key).
+	mu              sync.Mutex
 	dir             string
 	caCert          *x509.Certificate
 	caKey           *ecdsa.PrivateKey
@@ -151,6 +157,8 @@ func (p *pki) kubeletServingCert(cluster string, nodeIPs []net.IP) (certFile, ke
 // when absent.
 func (p *pki) kubeletClientCert() (certFile, keyFile string, err error) {
 	certFile, keyFile = filepath.Join(p.dir, "apiserver-kubelet-client.crt"), filepath.Join(p.dir, "apiserver-kubelet-client.key")
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if _, err := os.Stat(certFile); err == nil {
 		return certFile, keyFile, nil
 	}
@@ -236,11 +244,20 @@ func mustMarshalEC(k *ecdsa.PrivateKey) []byte {
 
 func writePEM(path, typ string, der []byte, mode os.FileMode) error {
 	data := pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der})
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
+	f, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".*.tmp")
+	if err != nil {
 		return err
 	}
-	return os.Rename(tmp, path)
+	tmp := f.Name()
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(mode), f.Close())
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 func parseCert(data []byte) (*x509.Certificate, error) {
