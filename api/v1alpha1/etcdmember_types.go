@@ -59,6 +59,12 @@ type BootstrapSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	Token string `json:"token"`
+
+	// restore, set on founding members of a cluster restored from a
+	// snapshot, is the snapshot each restores its first data from before
+	// etcd starts (only into an empty data directory).
+	// +optional
+	Restore *MemberRestore `json:"restore,omitempty"`
 }
 
 // MemberStorage is the data volume of one member.
