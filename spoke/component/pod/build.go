@@ -16,14 +16,20 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+	"github.com/etcdfed/etcdfed/spoke/restore"
 )
 
 // Container and volume names.
 const (
 	ContainerEtcd    = "etcd"
 	ContainerWaitDNS = "wait-dns"
+	// ContainerRestore restores the data directory of a founding member
+	// of a cluster restored from a snapshot (spec.bootstrap.restore).
+	ContainerRestore = "restore"
 	VolumeData       = "data"
 	VolumeTLS        = "tls"
+	// VolumeStoreCredentials is the restore's store credentials Secret.
+	VolumeStoreCredentials = "store-credentials"
 )
 
 // ZoneLabel is the node label the pod's node affinity uses.
@@ -126,9 +132,48 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	if r := tpl.Resources; r != nil {
 		pod.Spec.Containers[0].Resources = *r.DeepCopy()
 	}
+	if c, v := restoreContainer(m, p); c != nil {
+		// First: the data exists before the DNS wait and etcd.
+		pod.Spec.InitContainers = append([]corev1.Container{*c}, pod.Spec.InitContainers...)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v...)
+	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
 	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
 	return pod
+}
+
+// restoreContainer is the init container that restores a founding
+// member's data directory from spec.bootstrap.restore (only into an empty
+// one), with the volume of its store credentials; nil without a restore.
+func restoreContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container, []corev1.Volume) {
+	b := m.Spec.Bootstrap
+	if b == nil || b.Restore == nil {
+		return nil, nil
+	}
+	r := b.Restore
+	in := restore.Input{
+		Store: r.Store, Object: r.Object, SHA256: r.SHA256,
+		Name: m.Spec.MemberName, PeerURL: spec.PeerURL(m, p.Advertised), InitialCluster: b.InitialCluster, Token: b.Token,
+		DataDir: DataDir, RevisionBump: r.RevisionBump,
+	}
+	c := &corev1.Container{
+		Name:            ContainerRestore,
+		Image:           p.HelperImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeData, MountPath: DataMountPath}},
+		// The reason a restore failed is the last lines of its log.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	var vols []corev1.Volume
+	if name := r.Store.CredentialsSecretName; name != "" {
+		in.CredentialsDir = StoreCredentialsMountPath
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeStoreCredentials, MountPath: StoreCredentialsMountPath, ReadOnly: true})
+		vols = append(vols, corev1.Volume{Name: VolumeStoreCredentials, VolumeSource: corev1.VolumeSource{
+			Secret: &corev1.SecretVolumeSource{SecretName: name, DefaultMode: ptr.To[int32](0o400)},
+		}})
+	}
+	c.Command = append([]string{"etcdfed", "restore-snapshot"}, restore.Args(in)...)
+	return c, vols
 }
 
 // MemberSpecHash hashes the EtcdMember spec without spec.bootstrap: the
