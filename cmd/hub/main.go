@@ -35,6 +35,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/backup"
+	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/clients"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
@@ -193,6 +194,14 @@ func run(ctx context.Context, o options) error {
 		MaxConcurrentBackups: o.maxBackups,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("backup controller: %w", err)
+	}
+	if err := (&restore.Reconciler{
+		Client:     mgr.GetLocalManager().GetClient(),
+		Reader:     mgr.GetLocalManager().GetAPIReader(),
+		Recorder:   mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
+		ScratchDir: o.backupScratchDir,
+	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("restore controller: %w", err)
 	}
 	if err := (&clients.Reconciler{
 		Client:   mgr.GetLocalManager().GetClient(),

@@ -3,7 +3,6 @@ package restore_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,62 +17,18 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/s3test"
-	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/internal/snapshottest"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 	"github.com/etcdfed/etcdfed/spoke/restore"
 )
 
-// stored is a snapshot of a real etcd, uploaded into a store the way the
-// hub's backups are.
-type stored struct {
-	key       string
-	info      etcdsnapshot.Info
-	lastWrite int64
+// storeSnapshot puts a snapshot of n keys of a real etcd into the store.
+func storeSnapshot(t *testing.T, spec etcdfedv1.BackupStore, creds map[string][]byte, n int) snapshottest.Stored {
+	return snapshottest.Store(t, spec, creds, "team-a", "main", "8e9e05c52164694d", time.Now(), n)
 }
 
-// storeSnapshot writes n keys into a real one-member etcd, streams a
-// snapshot from it and uploads it with its sidecar into store.
-func storeSnapshot(t *testing.T, spec etcdfedv1.BackupStore, creds map[string][]byte, n int) stored {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
-	cl := c.NewClient()
-	var last int64
-	for i := range n {
-		resp, err := cl.Put(ctx, fmt.Sprintf("k/%04d", i), strings.Repeat("v", 64))
-		if err != nil {
-			t.Fatal(err)
-		}
-		last = resp.Header.Revision
-	}
-	resp, err := cl.SnapshotWithVersion(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "snap.db")
-	info, err := etcdsnapshot.Save(resp.Snapshot, path, last)
-	_ = resp.Snapshot.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := backupstore.Open(ctx, spec, creds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	dir := backupstore.ClusterDir("team-a", "main", "8e9e05c52164694d")
-	key := backupstore.SnapshotKey(dir, time.Now(), info.Revision)
-	md := backupstore.Metadata{Namespace: "team-a", Name: "main", ClusterID: "8e9e05c52164694d", Revision: info.Revision, Hash: info.HashHex(),
-		TotalKeys: info.TotalKeys, SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: time.Now()}
-	if _, err := s.Upload(ctx, key, path, md); err != nil {
-		t.Fatal(err)
-	}
-	return stored{key: key, info: info, lastWrite: last}
-}
-
-func input(spec etcdfedv1.BackupStore, st stored, dataDir, peer string) restore.Input {
-	return restore.Input{Store: spec, Object: st.key, SHA256: st.info.SHA256, Name: "main-0", PeerURL: peer,
+func input(spec etcdfedv1.BackupStore, st snapshottest.Stored, dataDir, peer string) restore.Input {
+	return restore.Input{Store: spec, Object: st.Key, SHA256: st.Info.SHA256, Name: "main-0", PeerURL: peer,
 		InitialCluster: "main-0=" + peer, Token: "restored-token", DataDir: dataDir, RevisionBump: etcdfedv1.DefaultRestoreRevisionBump}
 }
 
@@ -107,8 +62,8 @@ func TestRestoreFromS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Skipped || res.Info.SHA256 != st.info.SHA256 || res.Info.Revision != st.info.Revision {
-		t.Fatalf("Run = %+v, want the snapshot %+v restored", res, st.info)
+	if res.Skipped || res.Info.SHA256 != st.Info.SHA256 || res.Info.Revision != st.Info.Revision {
+		t.Fatalf("Run = %+v, want the snapshot %+v restored", res, st.Info)
 	}
 	if entries, _ := os.ReadDir(filepath.Dir(dataDir)); len(entries) != 1 {
 		t.Errorf("the volume holds %v, want the data directory alone (download and staging removed)", entries)
@@ -125,14 +80,14 @@ func TestRestoreFromS3(t *testing.T) {
 	if got.Count != 300 {
 		t.Errorf("restored member holds %d keys, want 300", got.Count)
 	}
-	if min := st.info.Revision + etcdfedv1.DefaultRestoreRevisionBump; got.Header.Revision < min {
-		t.Errorf("restored revision %d, want at least %d (snapshot %d + bump)", got.Header.Revision, min, st.info.Revision)
+	if min := st.Info.Revision + etcdfedv1.DefaultRestoreRevisionBump; got.Header.Revision < min {
+		t.Errorf("restored revision %d, want at least %d (snapshot %d + bump)", got.Header.Revision, min, st.Info.Revision)
 	}
-	w := cl.Watch(cctx, "k/", clientv3.WithPrefix(), clientv3.WithRev(st.lastWrite))
+	w := cl.Watch(cctx, "k/", clientv3.WithPrefix(), clientv3.WithRev(st.LastWrite))
 	select {
 	case wr := <-w:
 		if !errors.Is(wr.Err(), rpctypes.ErrCompacted) {
-			t.Errorf("watch from the old revision %d: %v (compact revision %d), want compacted", st.lastWrite, wr.Err(), wr.CompactRevision)
+			t.Errorf("watch from the old revision %d: %v (compact revision %d), want compacted", st.LastWrite, wr.Err(), wr.CompactRevision)
 		}
 	case <-cctx.Done():
 		t.Fatal("watch from an old revision got no answer")
@@ -168,7 +123,7 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 	quiet := func(string) {}
 
 	t.Run("corrupted in the store", func(t *testing.T) {
-		obj := filepath.Join(root, st.key)
+		obj := filepath.Join(root, st.Key)
 		data, err := os.ReadFile(obj)
 		if err != nil {
 			t.Fatal(err)

@@ -1,0 +1,109 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// Founding from a snapshot, the EtcdCluster reconciler's side: hub/restore
+// resolves and checks the snapshot into status.restore; the planner waits
+// for it (membership.Restore); StartBootstrap hands every founding member
+// that one object with its sha256 (spec.bootstrap.restore) and copies the
+// store's credentials next to it, the way member certificates are copied.
+
+// restoreSnapshot is what observe read for a restore: the store's
+// credentials from the hub, when the founding step may need them.
+type restoreSnapshot struct {
+	creds map[string][]byte
+	err   error
+}
+
+// fromSnapshot is the spec's snapshot source, nil when the cluster is not
+// founded from one.
+func fromSnapshot(ec *etcdfedv1.EtcdCluster) *etcdfedv1.SnapshotSource {
+	if b := ec.Spec.Bootstrap; b != nil {
+		return b.FromSnapshot
+	}
+	return nil
+}
+
+// restoreInput is the planner's view of the founding snapshot.
+func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Restore {
+	if fromSnapshot(ec) == nil {
+		return membership.Restore{}
+	}
+	r := membership.Restore{Wanted: true, Verified: st.Restore != nil}
+	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionSnapshotVerified); c != nil && c.Status != metav1.ConditionTrue {
+		r.Message = c.Reason + ": " + c.Message
+	}
+	return r
+}
+
+// observeRestore reads the store's credentials Secret from the hub while
+// the cluster is being founded from a snapshot; nothing otherwise.
+func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdCluster) restoreSnapshot {
+	src := fromSnapshot(ec)
+	if src == nil || ec.Status.ClusterID != "" || src.Store.CredentialsSecretName == "" {
+		return restoreSnapshot{}
+	}
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ec.Namespace, Name: src.Store.CredentialsSecretName}
+	if err := r.hubReader().Get(ctx, key, sec); err != nil {
+		return restoreSnapshot{err: fmt.Errorf("store credentials Secret %s: %w", key, err)}
+	}
+	return restoreSnapshot{creds: sec.Data}
+}
+
+// StoreCredentialsSecretName is the Secret next to a member, in its member
+// cluster, holding a copy of the restore store's credentials.
+func StoreCredentialsSecretName(member string) string { return member + "-store-credentials" }
+
+// memberRestore is a founding member's spec.bootstrap.restore: the one
+// snapshot status.restore recorded; nil when the cluster is not founded
+// from a snapshot.
+func memberRestore(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (*etcdfedv1.MemberRestore, error) {
+	src := fromSnapshot(s.ec)
+	if src == nil {
+		return nil, nil
+	}
+	if st.Restore == nil {
+		return nil, fmt.Errorf("the snapshot to restore %s from is not checked yet", member)
+	}
+	store := *src.Store.DeepCopy()
+	if store.CredentialsSecretName != "" {
+		if s.restore.err != nil {
+			return nil, s.restore.err
+		}
+		store.CredentialsSecretName = StoreCredentialsSecretName(member)
+	}
+	return &etcdfedv1.MemberRestore{Store: store, Object: st.Restore.Object, SHA256: st.Restore.SHA256, RevisionBump: st.Restore.RevisionBump}, nil
+}
+
+// storeCredentialsSecret renders the copy of the store's credentials next
+// to a member.
+func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
+	labels := ownerLabels(s.ec)
+	labels[etcdfedv1.LabelMember] = member
+	labels[etcdfedv1.LabelComponent] = "store-credentials"
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: StoreCredentialsSecretName(member), Labels: labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       maps.Clone(s.restore.creds),
+	}
+}
+
+// writeStoreCredentials writes the member's copy of the store's
+// credentials, through the one writer of owned objects.
+func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs *clusterSnapshot, member string) error {
+	want := storeCredentialsSecret(s, member)
+	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[want.Name]), want)
+}
