@@ -35,11 +35,11 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/backup"
-	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/clients"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"

@@ -126,7 +126,7 @@ func TestRefusedSnapshots(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, object, reason, says string
-		src                etcdfedv1.SnapshotSource
+		src                        etcdfedv1.SnapshotSource
 	}{
 		{"corrupted", "r-corrupt", etcdfedv1.SnapshotReasonInvalid, "sha256 of the database does not match", etcdfedv1.SnapshotSource{Store: spec, Object: good.Key}},
 		{"missing", "r-missing", etcdfedv1.SnapshotReasonNotFound, "no snapshot found", etcdfedv1.SnapshotSource{Store: spec, Object: "team-a/main/1111111111111111/20200101T000000.000Z-rev1.db"}},
