@@ -1,0 +1,104 @@
+package etcdcluster
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// founding is ring() before etcd formed, founded from a snapshot in an S3
+// store with credentials: the three objects exist and are exposed, none
+// has bootstrap yet.
+func founding(verified bool) *snapshot {
+	s := ring()
+	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
+		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
+		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
+	}}
+	s.ec.Status.ClusterID = ""
+	for i := range s.ec.Status.Members {
+		s.ec.Status.Members[i].ID = ""
+	}
+	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationBootstrap, Step: string(membership.ActCreateObjects), StartedAt: metav1.NewTime(now)}
+	for _, cs := range s.clusters {
+		for _, o := range cs.members {
+			o.Spec.Bootstrap = nil
+		}
+	}
+	s.etcd = membership.Etcd{Error: "no member started"}
+	s.restore = restoreSnapshot{creds: map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id"), etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("secret")}}
+	if verified {
+		s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "team-a/old/2222222222222222/20261123T120000.000Z-rev99.db", SHA256: strings.Repeat("cd", 32),
+			Revision: 99, RevisionBump: etcdfedv1.DefaultRestoreRevisionBump}
+	}
+	return s
+}
+
+// Every founding member of a restored cluster gets the same object and
+// sha256 the hub checked, the full initial cluster and this EtcdCluster's
+// token, and a copy of the store's credentials next to it, written before
+// its object; without status.restore nothing is started.
+func TestStartBootstrapFromSnapshot(t *testing.T) {
+	s := founding(true)
+	d := decide(s)
+	if d.plan.Action != membership.ActStartBootstrap || d.step.err != nil {
+		t.Fatalf("plan %s (%s), step error %v; want StartBootstrap", d.plan.Action, d.plan.Reason, d.step.err)
+	}
+	if len(d.step.writes) != 3 {
+		t.Fatalf("%d writes, want 3", len(d.step.writes))
+	}
+	for _, w := range d.step.writes {
+		b := w.want.Spec.Bootstrap
+		if b == nil || b.Restore == nil {
+			t.Fatalf("%s: bootstrap %+v without restore", w.want.Name, b)
+		}
+		r := b.Restore
+		if r.Object != s.ec.Status.Restore.Object || r.SHA256 != s.ec.Status.Restore.SHA256 || r.RevisionBump != etcdfedv1.DefaultRestoreRevisionBump {
+			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Name, r, s.ec.Status.Restore)
+		}
+		if r.Store.URL != "s3://backups/hub" || r.Store.CredentialsSecretName != StoreCredentialsSecretName(w.want.Name) || !w.storeCredentials {
+			t.Errorf("%s: store %+v, credentials copied %v", w.want.Name, r.Store, w.storeCredentials)
+		}
+		if b.InitialClusterState != etcdfedv1.InitialClusterNew || b.Token != string(s.ec.UID) || strings.Count(b.InitialCluster, "=") != 3 {
+			t.Errorf("%s: bootstrap %s %s %s", w.want.Name, b.InitialClusterState, b.Token, b.InitialCluster)
+		}
+		sec := storeCredentialsSecret(s, w.want.Name)
+		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Name ||
+			sec.Labels[etcdfedv1.LabelClusterUID] != string(s.ec.UID) {
+			t.Errorf("credentials copy %+v", sec)
+		}
+	}
+
+	// Once formed, the objects keep their restore (it never restarts them).
+	formed := founding(true)
+	formed.ec.Status.ClusterID = "c1"
+	for _, w := range d.step.writes {
+		formed.cluster(w.cluster).members[w.want.Name] = w.want
+	}
+	for _, m := range formed.ec.Status.Members {
+		want := desiredMember(formed, &formed.ec.Status, &m, formed.cluster(m.Cluster).members[m.Name])
+		if want.Spec.Bootstrap.Restore == nil || want.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
+			t.Errorf("%s after forming: bootstrap %+v", m.Name, want.Spec.Bootstrap)
+		}
+	}
+
+	unverified := founding(false)
+	unverified.ec.Status.Operation = nil
+	unverified.ec.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionSnapshotVerified, Status: metav1.ConditionFalse, Reason: etcdfedv1.SnapshotReasonInvalid, Message: "sha256 mismatch"}}
+	d = decide(unverified)
+	if d.plan.Action != membership.ActWait || len(d.step.writes) != 0 || !strings.Contains(d.plan.Reason, "SnapshotInvalid: sha256 mismatch") {
+		t.Errorf("unverified snapshot: plan %s (%s), %d writes; want a wait naming the refusal", d.plan.Action, d.plan.Reason, len(d.step.writes))
+	}
+
+	noCreds := founding(true)
+	noCreds.restore = restoreSnapshot{err: errors.New("store credentials Secret default/s3: not found")}
+	d = decide(noCreds)
+	if d.step.err == nil || !strings.Contains(d.step.err.Error(), "not found") || len(d.step.writes) != 0 {
+		t.Errorf("credentials unreadable: step error %v, %d writes", d.step.err, len(d.step.writes))
+	}
+}
