@@ -1,0 +1,254 @@
+package multicluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/pkg/backupstore"
+)
+
+// RestoreFromSnapshotSpecInput is the input of RestoreFromSnapshotSpec.
+type RestoreFromSnapshotSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	// Source is the running ring to back up; it is deleted once its
+	// snapshot is stored (the disaster the restore answers).
+	Source *ManagedEtcd
+	// S3 is the store's server; Bucket a bucket on it.
+	S3     *s3test.Server
+	Bucket string
+	// Namespace, Name and Domain of the restored EtcdCluster.
+	Namespace, Name, Domain string
+}
+
+// RestoreFromSnapshotSpec backs up a ring under a recorded workload and a
+// marker writer (every acknowledged marker with its revision), deletes
+// the ring, and founds a NEW EtcdCluster from the latest snapshot
+// (spec.bootstrap.fromSnapshot, an S3 store with credentials). It checks
+// that the hub recorded the snapshot it restored (status.restore) with the
+// backup's revision and sha256; that the new ring is a new etcd cluster
+// holding every marker acknowledged at or below the snapshot's revision
+// and none after; that its revision is above the snapshot's by the bump,
+// and a watch from an old revision is told it was compacted; and that it
+// takes writes under a recorded workload. First, a corrupted copy of the
+// snapshot is refused: SnapshotVerified=False SnapshotInvalid and no
+// member object anywhere.
+func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := in.S3.Store(in.Bucket, "hub", "backup-credentials")
+	for _, ns := range []string{in.Source.Namespace, in.Namespace} {
+		must(ensureNamespace(ctx, hub, ns))
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: store.CredentialsSecretName}, Data: in.S3.Credentials()}
+		if err := hub.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+
+	// Writes, then one backup (the first is taken as soon as backups are
+	// on; the yearly schedule takes no other).
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Source.Client, Prefix: "restore/", WatchEachEndpoint: true})
+	markers := startMarkers(ctx, t, in.Source.Client)
+	defer markers.stop()
+	waitForWorkloadProgress(ctx, t, w)
+	ec, err := in.Source.Get(ctx, hub)
+	must(err)
+	sourceID := ec.Status.ClusterID
+	before := ec.DeepCopy()
+	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
+	must(hub.Client.Patch(ctx, ec, client.MergeFrom(before)))
+	var snap etcdfedv1.BackupSnapshot
+	must(poll(ctx, 3*time.Minute, "the first backup", func(ctx context.Context) (string, error) {
+		ec, err := in.Source.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Status == metav1.ConditionFalse {
+			return "", fmt.Errorf("BackupHealthy=False %s: %s", c.Reason, c.Message)
+		}
+		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
+			return "no backup yet", nil
+		}
+		snap = *ec.Status.Backup.LastSuccess
+		return "", nil
+	}))
+	t.Logf("backup at revision %d (%d bytes, hash %s) stored at %s", snap.Revision, snap.SizeBytes, snap.Hash, snap.Location)
+	// Writes go on after the snapshot: none of them may be restored.
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	must(w.WaitForProgress(pctx, 50))
+	cancel()
+	markers.stop()
+	acked := markers.snapshot()
+	checkWorkload(ctx, t, w)
+	DeleteEtcdClusterSpec(ctx, t, in.Topology, in.Source)
+	t.Logf("source ring %s deleted with %d markers acknowledged", in.Source.Name, len(acked))
+
+	key := strings.TrimPrefix(snap.Location, "s3://"+in.Bucket+"/hub/")
+
+	// Bad input: a copy of the snapshot with one byte flipped, beside the
+	// good one, is refused and founds nothing.
+	badKey := strings.TrimSuffix(key, ".db") + "-corrupt.db"
+	corruptCopy(ctx, t, in.S3, in.Bucket, "hub/"+key, "hub/"+badKey)
+	bad := &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name + "-bad"},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "bad." + in.Domain},
+			Bootstrap: &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Store: store, Object: badKey}}},
+	}
+	must(hub.Client.Create(ctx, bad))
+	must(poll(ctx, 2*time.Minute, "the corrupted snapshot refused", func(ctx context.Context) (string, error) {
+		got := &etcdfedv1.EtcdCluster{}
+		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionSnapshotVerified)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Sprintf("SnapshotVerified %v", c), nil
+		}
+		if c.Reason != etcdfedv1.SnapshotReasonInvalid || got.Status.Restore != nil {
+			return "", fmt.Errorf("corrupted snapshot: SnapshotVerified %s (%s), status.restore %+v", c.Reason, c.Message, got.Status.Restore)
+		}
+		t.Logf("corrupted snapshot refused: %s", c.Message)
+		return "", nil
+	}))
+	must(hub.Client.Get(ctx, client.ObjectKeyFromObject(bad), bad))
+	for _, c := range in.Topology.Members {
+		var list etcdfedv1.EtcdMemberList
+		must(c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(bad.UID)}))
+		if len(list.Items) > 0 {
+			t.Errorf("a refused snapshot created %d members in %s", len(list.Items), c.Name)
+		}
+	}
+	must(hub.Client.Delete(ctx, bad))
+
+	// The restore, into a new EtcdCluster.
+	start := time.Now()
+	restored := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: in.Topology, Namespace: in.Namespace, Name: in.Name, Domain: in.Domain, Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Store: store, Object: etcdfedv1.SnapshotLatest,
+				SourceCluster: in.Source.Namespace + "/" + in.Source.Name}}
+		}})
+	t.Logf("restored ring %s ready %.1fs after creation", in.Name, time.Since(start).Seconds())
+	got, err := restored.Get(ctx, hub)
+	must(err)
+	r := got.Status.Restore
+	if r == nil || r.Object != key || r.Revision != snap.Revision || r.Hash != snap.Hash || r.SourceClusterID != sourceID {
+		t.Fatalf("status.restore %+v, want the backup %s at revision %d from cluster %s", r, key, snap.Revision, sourceID)
+	}
+	if got.Status.ClusterID == sourceID {
+		t.Errorf("the restored ring has the source's cluster ID %s: it must be a new cluster", sourceID)
+	}
+	for _, c := range in.Topology.Members {
+		var list etcdfedv1.EtcdMemberList
+		must(c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID)}))
+		for _, m := range list.Items {
+			if b := m.Spec.Bootstrap; b == nil || b.Restore == nil || b.Restore.SHA256 != r.SHA256 || b.Restore.Object != key {
+				t.Errorf("%s in %s was not restored from %s (sha256 %s): bootstrap %+v", m.Name, c.Name, key, r.SHA256, b)
+			}
+		}
+	}
+
+	// Every marker acknowledged at or below the snapshot's revision, with
+	// its value; none after.
+	cl, err := EtcdClient(restored.Client)
+	must(err)
+	defer cl.Close()
+	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
+	defer rcancel()
+	resp, err := cl.Get(rctx, markerPrefix, clientv3.WithPrefix())
+	must(err)
+	have := map[string]string{}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = string(kv.Value)
+	}
+	var inSnap, after int
+	for _, m := range acked {
+		v, ok := have[m.key]
+		switch {
+		case m.rev <= snap.Revision && (!ok || v != m.value):
+			t.Errorf("marker %s (revision %d) acknowledged before the snapshot's revision %d is missing from the restored ring", m.key, m.rev, snap.Revision)
+		case m.rev > snap.Revision && ok:
+			t.Errorf("marker %s (revision %d) written after the snapshot's revision %d is in the restored ring", m.key, m.rev, snap.Revision)
+		case m.rev <= snap.Revision:
+			inSnap++
+		default:
+			after++
+		}
+	}
+	if inSnap == 0 || after == 0 {
+		t.Errorf("%d markers at or below the snapshot's revision, %d after: the scenario must have both", inSnap, after)
+	}
+	if min := snap.Revision + r.RevisionBump; resp.Header.Revision < min {
+		t.Errorf("restored ring at revision %d, want at least %d (snapshot %d + bump %d)", resp.Header.Revision, min, snap.Revision, r.RevisionBump)
+	}
+	t.Logf("restored ring at revision %d: %d markers at or below revision %d present, %d later ones absent", resp.Header.Revision, inSnap, snap.Revision, after)
+
+	// A watcher of the old cluster resuming at its last revision is told
+	// to resync.
+	wch := cl.Watch(rctx, markerPrefix, clientv3.WithPrefix(), clientv3.WithRev(acked[len(acked)-1].rev))
+	select {
+	case wr := <-wch:
+		if !errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+			t.Errorf("watch from the old revision %d: %v (compact revision %d), want compacted", acked[len(acked)-1].rev, wr.Err(), wr.CompactRevision)
+		} else {
+			t.Logf("a watch from the old revision %d is told it was compacted (compact revision %d)", acked[len(acked)-1].rev, wr.CompactRevision)
+		}
+	case <-rctx.Done():
+		t.Fatal("a watch from an old revision got no answer")
+	}
+
+	// The restored ring takes writes.
+	w2 := StartWorkload(ctx, t, StartWorkloadInput{Client: restored.Client, Prefix: "restored/", WatchEachEndpoint: true})
+	waitForWorkloadProgress(ctx, t, w2)
+	checkWorkload(ctx, t, w2)
+	DeleteEtcdClusterSpec(ctx, t, in.Topology, restored)
+}
+
+// corruptCopy copies the object src (and its sidecar) to dst with one
+// byte of the object flipped, through the S3 API.
+func corruptCopy(ctx context.Context, t testing.TB, srv *s3test.Server, bucket, src, dst string) {
+	t.Helper()
+	c := srv.Client()
+	for _, k := range []struct{ from, to string }{{src, dst}, {backupstore.MetadataKey(src), backupstore.MetadataKey(dst)}} {
+		out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(k.from)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var buf bytes.Buffer
+		_, err = buf.ReadFrom(out.Body)
+		_ = out.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := buf.Bytes()
+		if k.from == src {
+			data[len(data)/2] ^= 0xff
+		}
+		if _, err := c.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(k.to), Body: bytes.NewReader(data)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
