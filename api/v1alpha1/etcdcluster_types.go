@@ -518,8 +518,9 @@ type EtcdClusterStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Leader string `json:"leader,omitempty"`
 
-	// restore is the snapshot spec.bootstrap.fromSnapshot resolved to,
-	// checked and recorded before any member was created.
+	// restore is the snapshot spec.bootstrap.fromSnapshot (or the last
+	// recovery from a backup) resolved to, checked and recorded before any
+	// member restored it.
 	// +optional
 	Restore *RestoreStatus `json:"restore,omitempty"`
 

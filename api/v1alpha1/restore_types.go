@@ -69,9 +69,9 @@ type SnapshotSource struct {
 }
 
 // RestoreStatus is the snapshot the hub resolved and checked for
-// spec.bootstrap.fromSnapshot. It is written before any member is
-// created; every founding member restores exactly this object, with this
-// sha256.
+// spec.bootstrap.fromSnapshot, or for the last recovery from a backup. It
+// is written before any member restores; every member restored restores
+// exactly this object, with this sha256.
 type RestoreStatus struct {
 	// object is the snapshot's key relative to the store's URL.
 	// +required
@@ -152,11 +152,12 @@ type MemberRestore struct {
 	RevisionBump int64 `json:"revisionBump"`
 }
 
-// ConditionSnapshotVerified on an EtcdCluster with
-// spec.bootstrap.fromSnapshot: True once the snapshot is resolved, checked
-// and recorded in status.restore (members may be created); False with one
-// of the Snapshot* reasons below when it cannot be used (no member is
-// created); Unknown while it is being resolved.
+// ConditionSnapshotVerified on an EtcdCluster founded from a snapshot
+// (spec.bootstrap.fromSnapshot) or recovering from a backup (etcdfed
+// recover --from-backup): True once the snapshot is resolved, checked and
+// recorded in status.restore (members may restore it); False with one of
+// the Snapshot* reasons below when it cannot be used (no member restores
+// anything).
 const ConditionSnapshotVerified = "SnapshotVerified"
 
 // Reasons of the SnapshotVerified condition.
@@ -177,6 +178,9 @@ const (
 	// SnapshotReasonCredentials: the credentials Secret is missing or
 	// incomplete; retried.
 	SnapshotReasonCredentials = BackupReasonCredentials
+	// SnapshotReasonNoStore: a recovery from a backup was asked of an
+	// EtcdCluster without spec.backup (the store to restore from).
+	SnapshotReasonNoStore = "NoBackupStore"
 )
 
 // ReasonRestoreFailing (EtcdCluster Progressing=False while founding from

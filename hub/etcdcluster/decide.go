@@ -156,10 +156,10 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 			}
 			pairs = append(pairs, name+"="+obj.Status.PeerURL)
 		}
-		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: string(s.ec.UID)}
+		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: bootstrapToken(s, st)}
 		for _, name := range p.Members {
-			// Founded from a snapshot: every member restores the one
-			// status.restore recorded.
+			// Founded from a snapshot (or recovered from a backup): every
+			// member restores the one status.restore recorded.
 			r, err := memberRestore(s, st, name)
 			if err != nil {
 				out.err = err

@@ -36,12 +36,46 @@ func fromSnapshot(ec *etcdfedv1.EtcdCluster) *etcdfedv1.SnapshotSource {
 	return nil
 }
 
-// restoreInput is the planner's view of the founding snapshot.
-func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Restore {
-	if fromSnapshot(ec) == nil {
-		return membership.Restore{}
+// backupRecovery is the request to recover from a backup, nil when none
+// (or the annotation cannot be read: quorumInput reports that).
+func backupRecovery(ec *etcdfedv1.EtcdCluster) *etcdfedv1.RecoveryRequest {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]
+	if !ok {
+		return nil
 	}
-	r := membership.Restore{Wanted: true, Verified: st.Restore != nil}
+	r, err := etcdfedv1.ParseRecoveryRequest(v)
+	if err != nil || r.FromBackup == "" {
+		return nil
+	}
+	return &r
+}
+
+// restoreStore is the store a restore reads from: spec.bootstrap's while
+// the cluster is founded from a snapshot, spec.backup's for a recovery
+// from a backup; nil when neither applies.
+func restoreStore(ec *etcdfedv1.EtcdCluster) *etcdfedv1.BackupStore {
+	if src := fromSnapshot(ec); src != nil && ec.Status.ClusterID == "" {
+		return &src.Store
+	}
+	if backupRecovery(ec) != nil && ec.Spec.Backup != nil {
+		return &ec.Spec.Backup.Store
+	}
+	return nil
+}
+
+// restoreInput is the planner's view of the snapshot to restore: the
+// founding one, or the one a recovery from a backup asked for (checked
+// after the request).
+func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Restore {
+	var r membership.Restore
+	switch req := backupRecovery(ec); {
+	case fromSnapshot(ec) != nil:
+		r = membership.Restore{Wanted: true, Verified: st.Restore != nil}
+	case req != nil:
+		r = membership.Restore{Wanted: true, Verified: st.Restore != nil && !st.Restore.VerifiedAt.Time.Before(req.RequestedAt)}
+	default:
+		return r
+	}
 	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionSnapshotVerified); c != nil && c.Status != metav1.ConditionTrue {
 		r.Message = c.Reason + ": " + c.Message
 	}
@@ -51,12 +85,12 @@ func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) me
 // observeRestore reads the store's credentials Secret from the hub while
 // the cluster is being founded from a snapshot; nothing otherwise.
 func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdCluster) restoreSnapshot {
-	src := fromSnapshot(ec)
-	if src == nil || ec.Status.ClusterID != "" || src.Store.CredentialsSecretName == "" {
+	store := restoreStore(ec)
+	if store == nil || store.CredentialsSecretName == "" {
 		return restoreSnapshot{}
 	}
 	sec := &corev1.Secret{}
-	key := client.ObjectKey{Namespace: ec.Namespace, Name: src.Store.CredentialsSecretName}
+	key := client.ObjectKey{Namespace: ec.Namespace, Name: store.CredentialsSecretName}
 	if err := r.hubReader().Get(ctx, key, sec); err != nil {
 		return restoreSnapshot{err: fmt.Errorf("store credentials Secret %s: %w", key, err)}
 	}
@@ -68,17 +102,17 @@ func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdClust
 func StoreCredentialsSecretName(member string) string { return member + "-store-credentials" }
 
 // memberRestore is a founding member's spec.bootstrap.restore: the one
-// snapshot status.restore recorded; nil when the cluster is not founded
-// from a snapshot.
+// snapshot status.restore recorded; nil when the cluster is neither
+// founded from a snapshot nor recovered from a backup.
 func memberRestore(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (*etcdfedv1.MemberRestore, error) {
-	src := fromSnapshot(s.ec)
+	src := restoreStore(s.ec)
 	if src == nil {
 		return nil, nil
 	}
 	if st.Restore == nil {
 		return nil, fmt.Errorf("the snapshot to restore %s from is not checked yet", member)
 	}
-	store := *src.Store.DeepCopy()
+	store := *src.DeepCopy()
 	if store.CredentialsSecretName != "" {
 		if s.restore.err != nil {
 			return nil, s.restore.err
@@ -106,4 +140,15 @@ func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
 func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs *clusterSnapshot, member string) error {
 	want := storeCredentialsSecret(s, member)
 	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[want.Name]), want)
+}
+
+// bootstrapToken is the --initial-cluster-token of the members a step
+// founds: the EtcdCluster's UID, and for a recovery from a backup (a new
+// cluster under the same EtcdCluster) the UID with the recovery's start,
+// so the new cluster never takes the old one's messages for its own.
+func bootstrapToken(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
+	if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationRecover {
+		return string(s.ec.UID) + "-" + forceNewClusterToken(st)
+	}
+	return string(s.ec.UID)
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -100,5 +101,65 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	d = decide(noCreds)
 	if d.step.err == nil || !strings.Contains(d.step.err.Error(), "not found") || len(d.step.writes) != 0 {
 		t.Errorf("credentials unreadable: step error %v, %d writes", d.step.err, len(d.step.writes))
+	}
+}
+
+// recoveringFromBackup is ring() after it lost its quorum, with a Recover
+// from the latest backup in flight into main-0 (incarnation 4, exposed,
+// not started), the snapshot checked after the request.
+func recoveringFromBackup() *snapshot {
+	s := ring()
+	at := now.Add(-time.Minute)
+	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	s.ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "@hourly", Store: etcdfedv1.BackupStore{URL: "file:///backups"}}
+	s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "default/main/c1/20261122T110000.000Z-rev50.db", SHA256: strings.Repeat("ef", 32), Revision: 50,
+		RevisionBump: etcdfedv1.DefaultRestoreRevisionBump, VerifiedAt: metav1.NewTime(at.Add(time.Second))}
+	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", Incarnation: 4, Reason: membership.ReasonFromBackup,
+		Step: string(membership.ActCreateObjects), StartedAt: metav1.NewTime(at.Add(2 * time.Second))}
+	s.ec.Status.LastIncarnation = 4
+	m := statusMember(&s.ec.Status, "main-0")
+	m.Incarnation, m.ID = 4, ""
+	obj := s.cluster(m.Cluster).members["main-0"]
+	obj.Spec.Incarnation, obj.Status.Incarnation, obj.Spec.Bootstrap = 4, 4, nil
+	s.etcd = membership.Etcd{Error: "context deadline exceeded"}
+	return s
+}
+
+// A recovery from a backup starts the seed alone as a new cluster with a
+// token of its own, restored from status.restore out of spec.backup's
+// store; once it answers alone, the new cluster ID and the seed's new ID
+// are recorded and the others are forgotten, to be added back.
+func TestRecoveryFromBackupSteps(t *testing.T) {
+	s := recoveringFromBackup()
+	d := decide(s)
+	if d.plan.Action != membership.ActStartBootstrap || d.step.err != nil || len(d.step.writes) != 1 {
+		t.Fatalf("plan %s (%s), error %v, %d writes; want the seed started", d.plan.Action, d.plan.Reason, d.step.err, len(d.step.writes))
+	}
+	b := d.step.writes[0].want.Spec.Bootstrap
+	if b.InitialCluster != "main-0="+memberURL(s.ec, "main-0", etcdfedv1.DefaultPeerPort) || b.InitialClusterState != etcdfedv1.InitialClusterNew {
+		t.Errorf("seed bootstrap %s %s, want main-0 alone, new", b.InitialCluster, b.InitialClusterState)
+	}
+	if b.Token == string(s.ec.UID) || !strings.HasPrefix(b.Token, string(s.ec.UID)+"-recover-") {
+		t.Errorf("token %q: a restored cluster needs a token of its own", b.Token)
+	}
+	if b.Restore == nil || b.Restore.Store.URL != "file:///backups" || b.Restore.SHA256 != s.ec.Status.Restore.SHA256 {
+		t.Errorf("seed restores %+v", b.Restore)
+	}
+
+	s = recoveringFromBackup()
+	s.ec.Status.Operation.Step = string(membership.ActStartBootstrap)
+	seed := s.cluster(statusMember(&s.ec.Status, "main-0").Cluster).members["main-0"]
+	seed.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
+	peer := memberURL(s.ec, "main-0", etcdfedv1.DefaultPeerPort)
+	s.etcd = membership.Etcd{Reachable: true, LeaderID: 0x77, ClusterID: 0xdd, Members: []membership.ListEntry{{ID: 0x77, Name: "main-0", PeerURLs: []string{peer}, Healthy: true}}}
+	d = decide(s)
+	if d.plan.Action != membership.ActFinish {
+		t.Fatalf("plan %s (%s), want Finish", d.plan.Action, d.plan.Reason)
+	}
+	if d.ledger.ClusterID != "dd" || d.ledger.Operation != nil {
+		t.Errorf("ledger cluster ID %q, operation %+v; want the new cluster dd, no operation", d.ledger.ClusterID, d.ledger.Operation)
+	}
+	if len(d.ledger.Members) != 1 || d.ledger.Members[0].Name != "main-0" || d.ledger.Members[0].ID != "77" {
+		t.Errorf("ledger members %+v, want main-0 [77] alone (the others are added back)", d.ledger.Members)
 	}
 }

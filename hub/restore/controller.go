@@ -64,24 +64,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("etcdcluster-restore").
-		For(&etcdfedv1.EtcdCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		// The spec (founding) and the annotations (a recovery's request).
+		For(&etcdfedv1.EtcdCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Complete(r)
 }
 
-// Reconcile resolves one EtcdCluster's snapshot when it is due.
+// Reconcile resolves one EtcdCluster's snapshot when one is due.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, ec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !ec.DeletionTimestamp.IsZero() || Decide(ec) == ActNone {
+	if !ec.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil
+	}
+	src, due, err := Decide(ec)
+	if !due {
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
-	src := ec.Spec.Bootstrap.FromSnapshot
-	log.Info("Resolving the snapshot to restore", "store", src.Store.URL, "object", src.Object)
-	st, reason, err := r.resolve(ctx, ec, src)
+	var st *etcdfedv1.RestoreStatus
+	reason := etcdfedv1.SnapshotReasonNoStore
+	if err == nil {
+		log.Info("Resolving the snapshot to restore", "store", src.Store.URL, "object", src.Object)
+		st, reason, err = r.resolve(ctx, ec, src)
+	}
 	if err != nil {
 		log.Error(err, "Snapshot cannot be restored", "reason", reason)
 		prev := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionSnapshotVerified)
@@ -103,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 
 // resolve finds, downloads and checks the snapshot. On failure it returns
 // the SnapshotVerified reason.
-func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src *etcdfedv1.SnapshotSource) (*etcdfedv1.RestoreStatus, string, error) {
+func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src Source) (*etcdfedv1.RestoreStatus, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
 	var creds map[string][]byte
@@ -175,8 +183,8 @@ func (r *Reconciler) patchStatus(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 		if err := r.Reader.Get(ctx, client.ObjectKeyFromObject(ec), cur); err != nil {
 			return client.IgnoreNotFound(err)
 		}
-		if cur.Status.Restore != nil || cur.Status.ClusterID != "" {
-			return nil // resolved once, never again
+		if _, due, _ := Decide(cur); !due {
+			return nil // resolved meanwhile
 		}
 		before := cur.DeepCopy()
 		if st != nil {

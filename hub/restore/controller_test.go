@@ -149,21 +149,40 @@ func TestRefusedSnapshots(t *testing.T) {
 	}
 }
 
-// The decision: resolved once, before the cluster forms, never again.
+// The decision: the founding snapshot resolved once, before the cluster
+// forms, never again; a recovery from a backup resolved once per request,
+// from spec.backup.store, and refused without it.
 func TestDecide(t *testing.T) {
-	src := &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Object: "latest"}}
+	src := &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Object: "latest", SourceCluster: "a/b"}}
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	req := map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	backup := &etcdfedv1.BackupSpec{Schedule: "@daily", Store: etcdfedv1.BackupStore{URL: "file:///b"}}
+	formed := etcdfedv1.EtcdClusterStatus{ClusterID: "abc"}
+	verifiedAt := func(t time.Time) etcdfedv1.EtcdClusterStatus {
+		return etcdfedv1.EtcdClusterStatus{ClusterID: "abc", Restore: &etcdfedv1.RestoreStatus{VerifiedAt: metav1.NewTime(t)}}
+	}
 	for _, tc := range []struct {
-		name string
-		ec   etcdfedv1.EtcdCluster
-		want Action
+		name    string
+		ec      etcdfedv1.EtcdCluster
+		due     bool
+		object  string
+		wantErr bool
 	}{
-		{"no bootstrap", etcdfedv1.EtcdCluster{}, ActNone},
-		{"to resolve", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}}, ActResolve},
-		{"resolved", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}, Status: etcdfedv1.EtcdClusterStatus{Restore: &etcdfedv1.RestoreStatus{}}}, ActNone},
-		{"formed", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}, Status: etcdfedv1.EtcdClusterStatus{ClusterID: "abc"}}, ActNone},
+		{"no bootstrap", etcdfedv1.EtcdCluster{}, false, "", false},
+		{"to found", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}}, true, "latest", false},
+		{"founding snapshot resolved", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}, Status: etcdfedv1.EtcdClusterStatus{Restore: &etcdfedv1.RestoreStatus{}}}, false, "", false},
+		{"formed", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}, Status: formed}, false, "", false},
+		{"backup recovery asked", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "m", Annotations: req}, Spec: etcdfedv1.EtcdClusterSpec{Backup: backup}, Status: formed}, true, "latest", false},
+		{"backup recovery: resolved before the request", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Annotations: req}, Spec: etcdfedv1.EtcdClusterSpec{Backup: backup}, Status: verifiedAt(at.Add(-time.Hour))}, true, "latest", false},
+		{"backup recovery: resolved for it", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Annotations: req}, Spec: etcdfedv1.EtcdClusterSpec{Backup: backup}, Status: verifiedAt(at.Add(time.Second))}, false, "", false},
+		{"backup recovery without spec.backup", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Annotations: req}, Status: formed}, true, "", true},
 	} {
-		if got := Decide(&tc.ec); got != tc.want {
-			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		got, due, err := Decide(&tc.ec)
+		if due != tc.due || got.Object != tc.object || (err != nil) != tc.wantErr {
+			t.Errorf("%s: %+v due %v err %v, want due %v object %q error %v", tc.name, got, due, err, tc.due, tc.object, tc.wantErr)
+		}
+		if tc.name == "backup recovery asked" && (got.SourceCluster != "n/m" || got.Store.URL != "file:///b") {
+			t.Errorf("backup recovery resolves %+v, want latest of n/m in spec.backup's store", got)
 		}
 	}
 	if Retry(etcdfedv1.SnapshotReasonInvalid) != RetryInvalid || Retry(etcdfedv1.SnapshotReasonStoreUnreachable) != RetryTransient {
