@@ -88,5 +88,13 @@ func TestRestoreFieldsValidation(t *testing.T) {
 		t.Errorf("valid member restore rejected: %v", err)
 	}
 	wantInvalid(t, c.Create(ctx, restore("xyz", 1)), "spec.bootstrap.restore.sha256")
+	withID := restore(strings.Repeat("ab", 32), 1)
+	withID.Spec.Bootstrap.ClusterID = "8e9e05c52164694d"
+	if err := c.Create(ctx, withID); err != nil {
+		t.Errorf("bootstrap.clusterID rejected: %v", err)
+	}
+	badID := restore(strings.Repeat("ab", 32), 1)
+	badID.Spec.Bootstrap.ClusterID = "XYZ"
+	wantInvalid(t, c.Create(ctx, badID), "spec.bootstrap.clusterID")
 	wantInvalid(t, c.Create(ctx, restore(strings.Repeat("ab", 32), 0)), "spec.bootstrap.restore.revisionBump")
 }

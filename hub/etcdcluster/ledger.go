@@ -100,7 +100,7 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 	case membership.ActFinish:
 		op := st.Operation
 		recordNoSpaceRecovery(s, st, op)
-		if op != nil && op.Type == etcdfedv1.OperationRecover && op.Reason == membership.ReasonFromBackup && s.etcd.ClusterID != 0 {
+		if op != nil && restoringFromBackup(st, op.Member) && s.etcd.ClusterID != 0 {
 			// Restored from a backup: a new etcd cluster under the same
 			// EtcdCluster.
 			st.ClusterID = hexID(s.etcd.ClusterID)

@@ -152,3 +152,10 @@ func bootstrapToken(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
 	}
 	return string(s.ec.UID)
 }
+
+// restoringFromBackup: member is the seed of a recovery from a backup in
+// flight.
+func restoringFromBackup(st *etcdfedv1.EtcdClusterStatus, member string) bool {
+	op := st.Operation
+	return op != nil && op.Type == etcdfedv1.OperationRecover && op.Reason == membership.ReasonFromBackup && op.Member == member
+}

@@ -83,7 +83,7 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	}
 	for _, m := range formed.ec.Status.Members {
 		want := desiredMember(formed, &formed.ec.Status, &m, formed.cluster(m.Cluster).members[m.Name])
-		if want.Spec.Bootstrap.Restore == nil || want.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
+		if want.Spec.Bootstrap.Restore == nil || want.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting || want.Spec.Bootstrap.ClusterID != "c1" {
 			t.Errorf("%s after forming: bootstrap %+v", m.Name, want.Spec.Bootstrap)
 		}
 	}
@@ -152,6 +152,10 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 	seed.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
 	peer := memberURL(s.ec, "main-0", etcdfedv1.DefaultPeerPort)
 	s.etcd = membership.Etcd{Reachable: true, LeaderID: 0x77, ClusterID: 0xdd, Members: []membership.ListEntry{{ID: 0x77, Name: "main-0", PeerURLs: []string{peer}, Healthy: true}}}
+	// While it restores, the seed is not fenced to the old cluster's ID.
+	if want := desiredMember(s, &s.ec.Status, statusMember(&s.ec.Status, "main-0"), seed); want.Spec.Bootstrap.ClusterID != "" {
+		t.Errorf("the restoring seed is fenced to cluster %q, the old one", want.Spec.Bootstrap.ClusterID)
+	}
 	d = decide(s)
 	if d.plan.Action != membership.ActFinish {
 		t.Fatalf("plan %s (%s), want Finish", d.plan.Action, d.plan.Reason)
@@ -161,5 +165,8 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 	}
 	if len(d.ledger.Members) != 1 || d.ledger.Members[0].Name != "main-0" || d.ledger.Members[0].ID != "77" {
 		t.Errorf("ledger members %+v, want main-0 [77] alone (the others are added back)", d.ledger.Members)
+	}
+	if want := desiredMember(s, d.ledger, &d.ledger.Members[0], seed); want.Spec.Bootstrap.ClusterID != "dd" {
+		t.Errorf("after the recovery the seed is fenced to %q, want the new cluster dd", want.Spec.Bootstrap.ClusterID)
 	}
 }

@@ -1,12 +1,16 @@
-// Package restore is the step a founding member of a cluster restored from
-// a snapshot runs before etcd starts (`etcdfed restore-snapshot`, an init
-// container of the member's pod): download the snapshot the hub chose into
-// the member's volume, check it (etcd's appended sha256, the bbolt
-// structure, the sidecar, and the sha256 the hub recorded), and write the
-// data directory with etcdutl's restore (new cluster token, the full
-// initial cluster, the revision bumped and marked compacted). A data
-// directory that already holds data is never overwritten: the step then
-// does nothing, so a restarted pod runs on the data it has.
+// Package restore is the step a member's pod runs on its data directory
+// before etcd starts (`etcdfed prepare-data`, an init container):
+//
+//   - a founding member of a cluster restored from a snapshot downloads
+//     the snapshot the hub chose into the member's volume, checks it
+//     (etcd's appended sha256, the bbolt structure, the sidecar, and the
+//     sha256 the hub recorded), and writes the data directory with
+//     etcdutl's restore (new cluster token, the full initial cluster, the
+//     revision bumped and marked compacted), only into an empty data
+//     directory: data already there is never overwritten;
+//   - a member whose cluster has formed refuses a data directory that
+//     belongs to another etcd cluster ID than its own (fencing): etcd does
+//     not start on it, and the data is kept.
 package restore
 
 import (
@@ -47,28 +51,51 @@ type Input struct {
 	// RevisionBump is added to the snapshot's revision, which is then
 	// marked compacted.
 	RevisionBump int64
+	// ClusterID, when set (hex), is the etcd cluster the member belongs to:
+	// data of another cluster is refused.
+	ClusterID string
 }
+
+// restores says whether in asks for a restore (not only a check).
+func (in Input) restores() bool { return in.Object != "" }
 
 // Result says what Run did.
 type Result struct {
-	// Skipped: the data directory already held data; nothing was done.
+	// Skipped: the data directory already held data (of the member's
+	// cluster when ClusterID is set), or no restore was asked; nothing
+	// was written.
 	Skipped bool
 	// Info is the restored snapshot.
 	Info etcdsnapshot.Info
 }
 
-// Run restores the member's data directory from the snapshot, unless it
-// already holds data. report receives progress lines.
+// Run prepares the member's data directory: data already there is checked
+// against ClusterID (when set) and kept; an empty one is restored from the
+// snapshot (when one is asked for). report receives progress lines.
 func Run(ctx context.Context, in Input, report func(string)) (Result, error) {
-	if in.DataDir == "" || in.Object == "" || in.SHA256 == "" || in.RevisionBump <= 0 {
-		return Result{}, errors.New("restore: data directory, object, sha256 and a positive revision bump are required")
+	if in.DataDir == "" {
+		return Result{}, errors.New("restore: a data directory is required")
+	}
+	if in.restores() && (in.SHA256 == "" || in.RevisionBump <= 0) {
+		return Result{}, errors.New("restore: a restore needs the object's sha256 and a positive revision bump")
 	}
 	empty, err := emptyDir(in.DataDir)
 	if err != nil {
 		return Result{}, err
 	}
 	if !empty {
-		report(fmt.Sprintf("data directory %s already holds data: not restoring over it", in.DataDir))
+		if in.ClusterID != "" {
+			if err := CheckCluster(in.DataDir, in.ClusterID); err != nil {
+				return Result{}, err
+			}
+			report(fmt.Sprintf("data directory %s belongs to etcd cluster %s", in.DataDir, in.ClusterID))
+		}
+		if in.restores() {
+			report(fmt.Sprintf("data directory %s already holds data: not restoring over it", in.DataDir))
+		}
+		return Result{Skipped: true}, nil
+	}
+	if !in.restores() {
 		return Result{Skipped: true}, nil
 	}
 	creds, err := ReadCredentials(in.CredentialsDir)
@@ -183,21 +210,28 @@ const (
 	flagToken          = "initial-cluster-token"
 	flagDataDir        = "data-dir"
 	flagBumpRevision   = "bump-revision"
+	flagClusterID      = "cluster-id"
 )
 
-// Args renders in as the command line of `etcdfed restore-snapshot`.
+// Args renders in as the command line of `etcdfed prepare-data`.
 func Args(in Input) []string {
-	args := []string{
-		"--" + flagStoreURL + "=" + in.Store.URL,
-		"--" + flagObject + "=" + in.Object,
-		"--" + flagSHA256 + "=" + in.SHA256,
-		"--" + flagName + "=" + in.Name,
-		"--" + flagPeerURL + "=" + in.PeerURL,
-		"--" + flagInitialCluster + "=" + in.InitialCluster,
-		"--" + flagToken + "=" + in.Token,
-		"--" + flagDataDir + "=" + in.DataDir,
-		"--" + flagBumpRevision + "=" + strconv.FormatInt(in.RevisionBump, 10),
+	args := []string{"--" + flagDataDir + "=" + in.DataDir}
+	if in.ClusterID != "" {
+		args = append(args, "--"+flagClusterID+"="+in.ClusterID)
 	}
+	if !in.restores() {
+		return args
+	}
+	args = append(args,
+		"--"+flagStoreURL+"="+in.Store.URL,
+		"--"+flagObject+"="+in.Object,
+		"--"+flagSHA256+"="+in.SHA256,
+		"--"+flagName+"="+in.Name,
+		"--"+flagPeerURL+"="+in.PeerURL,
+		"--"+flagInitialCluster+"="+in.InitialCluster,
+		"--"+flagToken+"="+in.Token,
+		"--"+flagBumpRevision+"="+strconv.FormatInt(in.RevisionBump, 10),
+	)
 	if s3 := in.Store.S3; s3 != nil {
 		if s3.Endpoint != "" {
 			args = append(args, "--"+flagS3Endpoint+"="+s3.Endpoint)
@@ -233,11 +267,16 @@ func BindFlags(fs *pflag.FlagSet, in *Input) {
 	fs.StringVar(&in.Token, flagToken, "", "etcd --initial-cluster-token of the new cluster.")
 	fs.StringVar(&in.DataDir, flagDataDir, "", "etcd --data-dir to restore into (only when empty).")
 	fs.Int64Var(&in.RevisionBump, flagBumpRevision, etcdfedv1.DefaultRestoreRevisionBump, "Added to the snapshot's revision, which is marked compacted.")
+	fs.StringVar(&in.ClusterID, flagClusterID, "", "The etcd cluster ID (hex) the member belongs to: data of another cluster is refused and kept.")
 }
 
-// Finish drops the S3 options of a store that is not s3://.
+// Finish drops the S3 options of a store that is not s3://, and the
+// bump's default when nothing is restored.
 func (in *Input) Finish() {
 	if !strings.HasPrefix(in.Store.URL, "s3://") {
 		in.Store.S3 = nil
+	}
+	if !in.restores() {
+		in.RevisionBump = 0
 	}
 }

@@ -3,6 +3,7 @@ package restore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -79,6 +80,9 @@ func TestRestoreFromS3(t *testing.T) {
 	}
 	if got.Count != 300 {
 		t.Errorf("restored member holds %d keys, want 300", got.Count)
+	}
+	if id, ok, err := restore.DataClusterID(dataDir); err != nil || !ok || id != got.Header.ClusterId {
+		t.Errorf("restored data's cluster ID %x (%v, %v), etcd reports %x", id, ok, err, got.Header.ClusterId)
 	}
 	if min := st.Info.Revision + etcdfedv1.DefaultRestoreRevisionBump; got.Header.Revision < min {
 		t.Errorf("restored revision %d, want at least %d (snapshot %d + bump)", got.Header.Revision, min, st.Info.Revision)
@@ -177,7 +181,8 @@ func TestArgsRoundTrip(t *testing.T) {
 		{Store: etcdfedv1.BackupStore{URL: "s3://b/p", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", ForcePathStyle: true}},
 			CredentialsDir: "/etc/etcdfed/store", Object: "a/b/c/x.db", SHA256: strings.Repeat("ab", 32), Name: "main-0",
 			PeerURL: "https://main-0.etcd.test:2380", InitialCluster: "main-0=https://main-0.etcd.test:2380,main-1=https://main-1.etcd.test:2380",
-			Token: "uid-1", DataDir: "/var/lib/etcd/data", RevisionBump: 7},
+			Token: "uid-1", DataDir: "/var/lib/etcd/data", RevisionBump: 7, ClusterID: "8e9e05c52164694d"},
+		{DataDir: "/var/lib/etcd/data", ClusterID: "c1"},
 		{Store: etcdfedv1.BackupStore{URL: "file:///backups"}, Object: "x.db", SHA256: "s", Name: "n", PeerURL: "p", InitialCluster: "n=p", Token: "t", DataDir: "/d", RevisionBump: 1},
 	} {
 		fs := pflag.NewFlagSet("restore-snapshot", pflag.ContinueOnError)
@@ -191,4 +196,63 @@ func TestArgsRoundTrip(t *testing.T) {
 			t.Errorf("Args %v read back as %+v, want %+v", restore.Args(in), got, in)
 		}
 	}
+}
+
+// Fencing: the cluster ID read from a real etcd's WAL is the one etcd
+// reports; a member of another cluster ID is refused on that data, naming
+// both IDs, and the data is left exactly as it was; its own cluster's
+// member passes.
+func TestFencesDataOfAnotherCluster(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	st, err := c.NewClient().Status(ctx, c.Members[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := c.Members[0]
+	m.Stop()
+	id, ok, err := restore.DataClusterID(m.DataDir)
+	if err != nil || !ok || id != st.Header.ClusterId {
+		t.Fatalf("DataClusterID = %x, %v, %v; etcd reports %x", id, ok, err, st.Header.ClusterId)
+	}
+	before := tree(t, m.DataDir)
+
+	own := fmt.Sprintf("%x", st.Header.ClusterId)
+	if res, err := restore.Run(ctx, restore.Input{DataDir: m.DataDir, ClusterID: own}, func(string) {}); err != nil || !res.Skipped {
+		t.Errorf("own cluster's data: %+v, %v", res, err)
+	}
+	other := "8e9e05c52164694d"
+	_, err = restore.Run(ctx, restore.Input{DataDir: m.DataDir, ClusterID: other}, func(string) {})
+	if !errors.Is(err, restore.ErrOtherCluster) || !strings.Contains(err.Error(), own) || !strings.Contains(err.Error(), other) {
+		t.Fatalf("another cluster's data: %v, want ErrOtherCluster naming %s and %s", err, own, other)
+	}
+	t.Logf("refused: %v", err)
+	if after := tree(t, m.DataDir); !reflect.DeepEqual(before, after) {
+		t.Errorf("the refused data changed:\nbefore %v\nafter  %v", before, after)
+	}
+	// A directory that was never an etcd data directory has nothing to
+	// refuse.
+	if _, ok, err := restore.DataClusterID(t.TempDir()); ok || err != nil {
+		t.Errorf("empty directory: ok %v, %v", ok, err)
+	}
+}
+
+// tree lists the files under dir with their sizes.
+func tree(t *testing.T, dir string) map[string]int64 {
+	t.Helper()
+	out := map[string]int64{}
+	err := filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			out[p] = fi.Size()
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

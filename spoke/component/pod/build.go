@@ -23,9 +23,10 @@ import (
 const (
 	ContainerEtcd    = "etcd"
 	ContainerWaitDNS = "wait-dns"
-	// ContainerRestore restores the data directory of a founding member
-	// of a cluster restored from a snapshot (spec.bootstrap.restore).
-	ContainerRestore = "restore"
+	// ContainerPrepareData prepares the data directory before etcd: it
+	// refuses data of another cluster (spec.bootstrap.clusterID) and
+	// restores an empty one from a snapshot (spec.bootstrap.restore).
+	ContainerPrepareData = "prepare-data"
 	VolumeData       = "data"
 	VolumeTLS        = "tls"
 	// VolumeStoreCredentials is the restore's store credentials Secret.
@@ -132,9 +133,9 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	if r := tpl.Resources; r != nil {
 		pod.Spec.Containers[0].Resources = *r.DeepCopy()
 	}
-	if c, v := restoreContainer(m, p); c != nil {
-		// First: the data exists before the DNS wait and etcd.
-		pod.Spec.InitContainers = append([]corev1.Container{*c}, pod.Spec.InitContainers...)
+	if c, v := prepareDataContainer(m, p); c != nil {
+		// After the DNS wait, right before etcd.
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, *c)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v...)
 	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
@@ -142,37 +143,39 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	return pod
 }
 
-// restoreContainer is the init container that restores a founding
-// member's data directory from spec.bootstrap.restore (only into an empty
-// one), with the volume of its store credentials; nil without a restore.
-func restoreContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container, []corev1.Volume) {
+// prepareDataContainer is the init container that prepares the data
+// directory: it refuses data of another cluster than
+// spec.bootstrap.clusterID, and restores an empty one from
+// spec.bootstrap.restore (with the volume of the store's credentials).
+// nil when there is neither.
+func prepareDataContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container, []corev1.Volume) {
 	b := m.Spec.Bootstrap
-	if b == nil || b.Restore == nil {
+	if b == nil || (b.Restore == nil && b.ClusterID == "") {
 		return nil, nil
 	}
-	r := b.Restore
-	in := restore.Input{
-		Store: r.Store, Object: r.Object, SHA256: r.SHA256,
-		Name: m.Spec.MemberName, PeerURL: spec.PeerURL(m, p.Advertised), InitialCluster: b.InitialCluster, Token: b.Token,
-		DataDir: DataDir, RevisionBump: r.RevisionBump,
-	}
+	in := restore.Input{DataDir: DataDir, ClusterID: b.ClusterID}
+	var vols []corev1.Volume
 	c := &corev1.Container{
-		Name:            ContainerRestore,
+		Name:            ContainerPrepareData,
 		Image:           p.HelperImage,
 		ImagePullPolicy: corev1.PullIfNotPresent,
 		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeData, MountPath: DataMountPath}},
-		// The reason a restore failed is the last lines of its log.
+		// Why it failed (a refused snapshot, data of another cluster) is
+		// the last lines of its log.
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
-	var vols []corev1.Volume
-	if name := r.Store.CredentialsSecretName; name != "" {
-		in.CredentialsDir = StoreCredentialsMountPath
-		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeStoreCredentials, MountPath: StoreCredentialsMountPath, ReadOnly: true})
-		vols = append(vols, corev1.Volume{Name: VolumeStoreCredentials, VolumeSource: corev1.VolumeSource{
-			Secret: &corev1.SecretVolumeSource{SecretName: name, DefaultMode: ptr.To[int32](0o400)},
-		}})
+	if r := b.Restore; r != nil {
+		in.Store, in.Object, in.SHA256, in.RevisionBump = r.Store, r.Object, r.SHA256, r.RevisionBump
+		in.Name, in.PeerURL, in.InitialCluster, in.Token = m.Spec.MemberName, spec.PeerURL(m, p.Advertised), b.InitialCluster, b.Token
+		if name := r.Store.CredentialsSecretName; name != "" {
+			in.CredentialsDir = StoreCredentialsMountPath
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeStoreCredentials, MountPath: StoreCredentialsMountPath, ReadOnly: true})
+			vols = append(vols, corev1.Volume{Name: VolumeStoreCredentials, VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: name, DefaultMode: ptr.To[int32](0o400)},
+			}})
+		}
 	}
-	c.Command = append([]string{"etcdfed", "restore-snapshot"}, restore.Args(in)...)
+	c.Command = append([]string{"etcdfed", "prepare-data"}, restore.Args(in)...)
 	return c, vols
 }
 

@@ -12,11 +12,12 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
 
-// A founding member of a restored cluster runs the restore first (before
-// the DNS wait and etcd), on the data volume, with the store credentials
+// A founding member of a restored cluster prepares its data (after the
+// DNS wait, before etcd) on the data volume, with the store credentials
 // Secret mounted and the member's own bootstrap flags; the switch of
-// bootstrap to existing after the cluster formed replaces nothing; a
-// member without spec.bootstrap.restore has no such container.
+// bootstrap to existing and the cluster ID the hub adds once the cluster
+// formed replace nothing; a member with neither a restore nor a cluster ID
+// has no such container.
 func TestRestoreInitContainer(t *testing.T) {
 	params := pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed:v0.1.0", ClaimName: "main-0-data-2", Advertised: spec.PodPorts}
 	sha := strings.Repeat("ab", 32)
@@ -31,11 +32,11 @@ func TestRestoreInitContainer(t *testing.T) {
 	for _, c := range p.Spec.InitContainers {
 		names = append(names, c.Name)
 	}
-	if !slices.Equal(names, []string{pod.ContainerRestore, pod.ContainerWaitDNS}) {
-		t.Fatalf("init containers %v, want restore then wait-dns", names)
+	if !slices.Equal(names, []string{pod.ContainerWaitDNS, pod.ContainerPrepareData}) {
+		t.Fatalf("init containers %v, want wait-dns then prepare-data", names)
 	}
-	c := p.Spec.InitContainers[0]
-	if c.Image != params.HelperImage || c.Command[0] != "etcdfed" || c.Command[1] != "restore-snapshot" {
+	c := p.Spec.InitContainers[1]
+	if c.Image != params.HelperImage || c.Command[0] != "etcdfed" || c.Command[1] != "prepare-data" {
 		t.Errorf("restore container runs %s %v", c.Image, c.Command)
 	}
 	for _, want := range []string{
@@ -67,20 +68,30 @@ func TestRestoreInitContainer(t *testing.T) {
 	// Once formed, the hub switches bootstrap to existing: nothing restarts.
 	formed := restored.DeepCopy()
 	formed.Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterExisting
+	formed.Spec.Bootstrap.ClusterID = "8e9e05c52164694d"
 	p.Status.Phase = corev1.PodRunning
-	if d := pod.Decide(formed, p, pod.Build(formed, params), nil); d.Action != pod.Keep || d.Outdated {
-		t.Errorf("bootstrap switched to existing: %s outdated=%v (%s), want Keep", d.Action, d.Outdated, d.Message)
+	if d := pod.Decide(formed, p, pod.Build(formed, params), nil); d.Action != pod.Keep {
+		t.Errorf("bootstrap switched to existing with its cluster ID: %s (%s), want Keep", d.Action, d.Message)
+	}
+	fp := pod.Build(formed, params)
+	if !slices.Contains(fp.Spec.InitContainers[1].Command, "--cluster-id=8e9e05c52164694d") {
+		t.Errorf("formed member's prepare-data %v does not check the cluster ID", fp.Spec.InitContainers[1].Command)
 	}
 
 	plain := pod.Build(member(), params)
-	if slices.ContainsFunc(plain.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == pod.ContainerRestore }) {
-		t.Error("a member without spec.bootstrap.restore has a restore container")
+	if slices.ContainsFunc(plain.Spec.InitContainers, func(c corev1.Container) bool { return c.Name == pod.ContainerPrepareData }) {
+		t.Error("a member without spec.bootstrap.restore or clusterID prepares its data")
+	}
+	checked := pod.Build(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.ClusterID = "c1" }), params)
+	cc := checked.Spec.InitContainers[len(checked.Spec.InitContainers)-1]
+	if cc.Name != pod.ContainerPrepareData || !slices.Equal(cc.Command, []string{"etcdfed", "prepare-data", "--data-dir=" + pod.DataDir, "--cluster-id=c1"}) || len(cc.VolumeMounts) != 1 {
+		t.Errorf("a formed member's data check: %s %v mounts %v", cc.Name, cc.Command, cc.VolumeMounts)
 	}
 	file := member(func(m *etcdfedv1.EtcdMember) {
 		m.Spec.Bootstrap.Restore = &etcdfedv1.MemberRestore{Store: etcdfedv1.BackupStore{URL: "file:///backups"}, Object: "a.db", SHA256: sha, RevisionBump: 1}
 	})
-	fp := pod.Build(file, params)
-	if len(fp.Spec.InitContainers[0].VolumeMounts) != 1 || slices.ContainsFunc(fp.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == pod.VolumeStoreCredentials }) {
-		t.Errorf("a store without credentials mounts %v, volumes %v", fp.Spec.InitContainers[0].VolumeMounts, fp.Spec.Volumes)
+	fp = pod.Build(file, params)
+	if len(fp.Spec.InitContainers[1].VolumeMounts) != 1 || slices.ContainsFunc(fp.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == pod.VolumeStoreCredentials }) {
+		t.Errorf("a store without credentials mounts %v, volumes %v", fp.Spec.InitContainers[1].VolumeMounts, fp.Spec.Volumes)
 	}
 }
