@@ -27,8 +27,8 @@ const (
 	// refuses data of another cluster (spec.bootstrap.clusterID) and
 	// restores an empty one from a snapshot (spec.bootstrap.restore).
 	ContainerPrepareData = "prepare-data"
-	VolumeData       = "data"
-	VolumeTLS        = "tls"
+	VolumeData           = "data"
+	VolumeTLS            = "tls"
 	// VolumeStoreCredentials is the restore's store credentials Secret.
 	VolumeStoreCredentials = "store-credentials"
 )
