@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -179,47 +178,17 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 	defer cl.Close()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	resp, err := cl.Get(rctx, markerPrefix, clientv3.WithPrefix())
-	must(err)
-	have := map[string]string{}
-	for _, kv := range resp.Kvs {
-		have[string(kv.Key)] = string(kv.Value)
-	}
-	var inSnap, after int
-	for _, m := range acked {
-		v, ok := have[m.key]
-		switch {
-		case m.rev <= snap.Revision && (!ok || v != m.value):
-			t.Errorf("marker %s (revision %d) acknowledged before the snapshot's revision %d is missing from the restored ring", m.key, m.rev, snap.Revision)
-		case m.rev > snap.Revision && ok:
-			t.Errorf("marker %s (revision %d) written after the snapshot's revision %d is in the restored ring", m.key, m.rev, snap.Revision)
-		case m.rev <= snap.Revision:
-			inSnap++
-		default:
-			after++
-		}
-	}
+	inSnap, after, at := checkPointInTime(rctx, t, cl, acked, snap.Revision)
 	if inSnap == 0 || after == 0 {
 		t.Errorf("%d markers at or below the snapshot's revision, %d after: the scenario must have both", inSnap, after)
 	}
-	if min := snap.Revision + r.RevisionBump; resp.Header.Revision < min {
-		t.Errorf("restored ring at revision %d, want at least %d (snapshot %d + bump %d)", resp.Header.Revision, min, snap.Revision, r.RevisionBump)
+	if min := snap.Revision + r.RevisionBump; at < min {
+		t.Errorf("restored ring at revision %d, want at least %d (snapshot %d + bump %d)", at, min, snap.Revision, r.RevisionBump)
 	}
-	t.Logf("restored ring at revision %d: %d markers at or below revision %d present, %d later ones absent", resp.Header.Revision, inSnap, snap.Revision, after)
-
+	t.Logf("restored ring at revision %d: %d markers at or below revision %d present, %d later ones absent", at, inSnap, snap.Revision, after)
 	// A watcher of the old cluster resuming at its last revision is told
 	// to resync.
-	wch := cl.Watch(rctx, markerPrefix, clientv3.WithPrefix(), clientv3.WithRev(acked[len(acked)-1].rev))
-	select {
-	case wr := <-wch:
-		if !errors.Is(wr.Err(), rpctypes.ErrCompacted) {
-			t.Errorf("watch from the old revision %d: %v (compact revision %d), want compacted", acked[len(acked)-1].rev, wr.Err(), wr.CompactRevision)
-		} else {
-			t.Logf("a watch from the old revision %d is told it was compacted (compact revision %d)", acked[len(acked)-1].rev, wr.CompactRevision)
-		}
-	case <-rctx.Done():
-		t.Fatal("a watch from an old revision got no answer")
-	}
+	expectCompacted(rctx, t, cl, acked[len(acked)-1].rev)
 
 	// The restored ring takes writes.
 	w2 := StartWorkload(ctx, t, StartWorkloadInput{Client: restored.Client, Prefix: "restored/", WatchEachEndpoint: true})
@@ -293,9 +262,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		t.Skip("QuorumLossFromBackupSpec: the topology cannot kill clusters")
 	}
 	recoverCmd := func(ctx context.Context, args ...string) (string, error) {
-		base := []string{"recover", in.Etcd.Name, "-n", in.Etcd.Namespace, "--kubeconfig", hub.Kubeconfig, "--from-backup", "latest"}
-		out, err := exec.CommandContext(ctx, in.Etcdfed, append(base, args...)...).CombinedOutput()
-		return string(out), err
+		return etcdfedRecover(ctx, in.Etcdfed, hub, in.Etcd, append([]string{"--from-backup", "latest"}, args...)...)
 	}
 	store := in.S3.Store(in.Bucket, "hub", "backup-credentials")
 	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Etcd.Namespace, Name: store.CredentialsSecretName}, Data: in.S3.Credentials()}
@@ -357,17 +324,9 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		must(topo.FailZone(ctx, m.Cluster, "kill"))
 		t.Logf("killed member cluster %s (member %s)", m.Cluster, m.Name)
 	}
-	must(poll(ctx, 5*time.Minute, "Available=False QuorumLost", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
-		if c == nil || c.Reason != etcdfedv1.ReasonQuorumLost {
-			return fmt.Sprintf("Available %v", c), nil
-		}
-		return "", nil
-	}))
+	declared, err := waitForQuorumLost(ctx, hub, in.Etcd)
+	must(err)
+	t.Logf("declared: %s", declared.Message)
 
 	start := time.Now()
 	out, err = recoverCmd(ctx, "--wait", "--timeout", "10m")
@@ -389,36 +348,9 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	defer cl.Close()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	resp, err := cl.Get(rctx, markerPrefix, clientv3.WithPrefix())
-	must(err)
-	have := map[string]string{}
-	for _, kv := range resp.Kvs {
-		have[string(kv.Key)] = string(kv.Value)
-	}
-	var inSnap, lost int
-	for _, m := range acked {
-		v, ok := have[m.key]
-		switch {
-		case m.rev <= snap.Revision && (!ok || v != m.value):
-			t.Errorf("marker %s (revision %d) acknowledged before the snapshot's revision %d is missing", m.key, m.rev, snap.Revision)
-		case m.rev > snap.Revision && ok:
-			t.Errorf("marker %s (revision %d) after the snapshot's revision %d is in the restored ring", m.key, m.rev, snap.Revision)
-		case m.rev <= snap.Revision:
-			inSnap++
-		default:
-			lost++
-		}
-	}
-	t.Logf("restored at revision %d: %d markers at or below revision %d present, %d acknowledged after it lost (RPO up to the schedule)", resp.Header.Revision, inSnap, snap.Revision, lost)
-	wch := cl.Watch(rctx, markerPrefix, clientv3.WithPrefix(), clientv3.WithRev(acked[len(acked)-1].rev))
-	select {
-	case wr := <-wch:
-		if !errors.Is(wr.Err(), rpctypes.ErrCompacted) {
-			t.Errorf("watch from the old revision %d: %v, want compacted", acked[len(acked)-1].rev, wr.Err())
-		}
-	case <-rctx.Done():
-		t.Fatal("a watch from an old revision got no answer")
-	}
+	inSnap, lost, at := checkPointInTime(rctx, t, cl, acked, snap.Revision)
+	t.Logf("restored at revision %d: %d markers at or below revision %d present, %d acknowledged after it lost (RPO up to the schedule)", at, inSnap, snap.Revision, lost)
+	expectCompacted(rctx, t, cl, acked[len(acked)-1].rev)
 
 	// The killed clusters come back: every member a new incarnation in
 	// the new cluster, the old ones fenced.
@@ -441,4 +373,50 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	w2 := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "afterbackup/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w2)
 	checkWorkload(ctx, t, w2)
+}
+
+// checkPointInTime reads the markers from c and checks that it holds a
+// point-in-time copy at revision rev: every marker acknowledged at or
+// below rev with its value, none acknowledged after. It returns how many
+// of each, and the revision c answered at.
+func checkPointInTime(ctx context.Context, t testing.TB, c *clientv3.Client, acked []marker, rev int64) (in, after int, at int64) {
+	t.Helper()
+	resp, err := c.Get(ctx, markerPrefix, clientv3.WithPrefix())
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]string{}
+	for _, kv := range resp.Kvs {
+		have[string(kv.Key)] = string(kv.Value)
+	}
+	for _, m := range acked {
+		v, ok := have[m.key]
+		switch {
+		case m.rev <= rev && (!ok || v != m.value):
+			t.Errorf("marker %s (revision %d) acknowledged before the snapshot's revision %d is missing", m.key, m.rev, rev)
+		case m.rev > rev && ok:
+			t.Errorf("marker %s (revision %d) written after the snapshot's revision %d is in it", m.key, m.rev, rev)
+		case m.rev <= rev:
+			in++
+		default:
+			after++
+		}
+	}
+	return in, after, resp.Header.Revision
+}
+
+// expectCompacted checks that a watch on c from rev, a revision of the
+// cluster the snapshot was taken from, is told it was compacted.
+func expectCompacted(ctx context.Context, t testing.TB, c *clientv3.Client, rev int64) {
+	t.Helper()
+	select {
+	case wr := <-c.Watch(ctx, markerPrefix, clientv3.WithPrefix(), clientv3.WithRev(rev)):
+		if !errors.Is(wr.Err(), rpctypes.ErrCompacted) {
+			t.Errorf("watch from the old revision %d: %v (compact revision %d), want compacted", rev, wr.Err(), wr.CompactRevision)
+			return
+		}
+		t.Logf("a watch from the old revision %d is told it was compacted (compact revision %d)", rev, wr.CompactRevision)
+	case <-ctx.Done():
+		t.Fatalf("a watch from the old revision %d got no answer", rev)
+	}
 }
