@@ -60,14 +60,7 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 			t.Fatal(err)
 		}
 	}
-	store := in.S3.Store(in.Bucket, "hub", "backup-credentials")
-	for _, ns := range []string{in.Source.Namespace, in.Namespace} {
-		must(ensureNamespace(ctx, hub, ns))
-		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: store.CredentialsSecretName}, Data: in.S3.Credentials()}
-		if err := hub.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
-			t.Fatal(err)
-		}
-	}
+	store := storeWithCredentials(ctx, t, hub, in.S3, in.Bucket, in.Source.Namespace, in.Namespace)
 
 	// Writes, then one backup (the first is taken as soon as backups are
 	// on; the yearly schedule takes no other).
@@ -78,24 +71,7 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 	ec, err := in.Source.Get(ctx, hub)
 	must(err)
 	sourceID := ec.Status.ClusterID
-	before := ec.DeepCopy()
-	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
-	must(hub.Client.Patch(ctx, ec, client.MergeFrom(before)))
-	var snap etcdfedv1.BackupSnapshot
-	must(poll(ctx, 3*time.Minute, "the first backup", func(ctx context.Context) (string, error) {
-		ec, err := in.Source.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Status == metav1.ConditionFalse {
-			return "", fmt.Errorf("BackupHealthy=False %s: %s", c.Reason, c.Message)
-		}
-		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
-			return "no backup yet", nil
-		}
-		snap = *ec.Status.Backup.LastSuccess
-		return "", nil
-	}))
+	snap := backupOnce(ctx, t, hub, in.Source, store, nil)
 	t.Logf("backup at revision %d (%d bytes, hash %s) stored at %s", snap.Revision, snap.SizeBytes, snap.Hash, snap.Location)
 	// Writes go on after the snapshot: none of them may be restored.
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -264,42 +240,22 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	recoverCmd := func(ctx context.Context, args ...string) (string, error) {
 		return etcdfedRecover(ctx, in.Etcdfed, hub, in.Etcd, append([]string{"--from-backup", "latest"}, args...)...)
 	}
-	store := in.S3.Store(in.Bucket, "hub", "backup-credentials")
-	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Etcd.Namespace, Name: store.CredentialsSecretName}, Data: in.S3.Credentials()}
-	if err := hub.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
+	store := storeWithCredentials(ctx, t, hub, in.S3, in.Bucket, in.Etcd.Namespace)
 
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "frombackup/", WatchEachEndpoint: true})
 	markers := startMarkers(ctx, t, in.Etcd.Client)
 	defer markers.stop()
 	waitForWorkloadProgress(ctx, t, w)
-	ec, err := in.Etcd.Get(ctx, hub)
-	must(err)
-	before := ec.DeepCopy()
-	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
-	ec.Spec.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
-	must(hub.Client.Patch(ctx, ec, client.MergeFrom(before)))
-
 	// Bad input: a ring with quorum is never recovered.
 	out, err := recoverCmd(ctx)
 	if err == nil || !strings.Contains(out, "has quorum") {
 		t.Fatalf("etcdfed recover --from-backup on a quorate ring: err %v, output %q; want a refusal naming the quorum", err, out)
 	}
 	t.Logf("refused on a quorate ring: %s", strings.TrimSpace(out))
-
-	var snap etcdfedv1.BackupSnapshot
-	must(poll(ctx, 3*time.Minute, "the first backup", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
-			return "no backup yet", nil
-		}
-		snap = *ec.Status.Backup.LastSuccess
-		return "", nil
-	}))
+	// A short grace, so that the loss is declared within the test.
+	snap := backupOnce(ctx, t, hub, in.Etcd, store, func(s *etcdfedv1.EtcdClusterSpec) {
+		s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+	})
 	t.Logf("backup at revision %d stored at %s", snap.Revision, snap.Location)
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	must(w.WaitForProgress(pctx, 50))
@@ -310,7 +266,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	// is checked up to here.
 	checkWorkload(ctx, t, w)
 
-	ec, err = in.Etcd.Get(ctx, hub)
+	ec, err := in.Etcd.Get(ctx, hub)
 	must(err)
 	oldClusterID := ec.Status.ClusterID
 	goneIDs, oldInc := map[string]bool{}, map[string]int64{}
@@ -419,4 +375,59 @@ func expectCompacted(ctx context.Context, t testing.TB, c *clientv3.Client, rev 
 	case <-ctx.Done():
 		t.Fatalf("a watch from the old revision %d got no answer", rev)
 	}
+}
+
+// storeWithCredentials is a store on srv's bucket whose credentials Secret
+// exists in each of the hub namespaces.
+func storeWithCredentials(ctx context.Context, t testing.TB, hub *Cluster, srv *s3test.Server, bucket string, namespaces ...string) etcdfedv1.BackupStore {
+	t.Helper()
+	store := srv.Store(bucket, "hub", "backup-credentials")
+	for _, ns := range namespaces {
+		if err := ensureNamespace(ctx, hub, ns); err != nil {
+			t.Fatal(err)
+		}
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: store.CredentialsSecretName}, Data: srv.Credentials()}
+		if err := hub.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	return store
+}
+
+// backupOnce turns backups of m on into store with a yearly schedule (the
+// first backup is taken at once, no other during a test), with edit
+// applied to the spec in the same write, and returns the first backup.
+func backupOnce(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, store etcdfedv1.BackupStore, edit func(*etcdfedv1.EtcdClusterSpec)) etcdfedv1.BackupSnapshot {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ec.DeepCopy()
+	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
+	if edit != nil {
+		edit(&ec.Spec)
+	}
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	var snap etcdfedv1.BackupSnapshot
+	err = poll(ctx, 3*time.Minute, "the first backup", func(ctx context.Context) (string, error) {
+		ec, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Status == metav1.ConditionFalse {
+			return "", fmt.Errorf("BackupHealthy=False %s: %s", c.Reason, c.Message)
+		}
+		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
+			return "no backup yet", nil
+		}
+		snap = *ec.Status.Backup.LastSuccess
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap
 }
