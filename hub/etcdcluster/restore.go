@@ -69,7 +69,7 @@ func restoreStore(ec *etcdfedv1.EtcdCluster) *etcdfedv1.BackupStore {
 func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Restore {
 	var r membership.Restore
 	switch req := backupRecovery(ec); {
-	case fromSnapshot(ec) != nil:
+	case fromSnapshot(ec) != nil && st.ClusterID == "":
 		r = membership.Restore{Wanted: true, Verified: st.Restore != nil}
 	case req != nil:
 		r = membership.Restore{Wanted: true, Verified: st.Restore != nil && !st.Restore.VerifiedAt.Time.Before(req.RequestedAt)}

@@ -156,6 +156,17 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 	if want := desiredMember(s, &s.ec.Status, statusMember(&s.ec.Status, "main-0"), seed); want.Spec.Bootstrap.ClusterID != "" {
 		t.Errorf("the restoring seed is fenced to cluster %q, the old one", want.Spec.Bootstrap.ClusterID)
 	}
+	// A ring founded from a snapshot recovers from a backup with the
+	// snapshot checked for the request, not the founding one.
+	founded := recoveringFromBackup()
+	founded.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Store: etcdfedv1.BackupStore{URL: "file:///old"}, Object: "x.db"}}
+	founded.ec.Status.Restore.VerifiedAt = metav1.NewTime(now.Add(-time.Hour))
+	if r := restoreInput(founded.ec, &founded.ec.Status); !r.Wanted || r.Verified {
+		t.Errorf("founded from a snapshot, recovering from a backup: %+v, want the request's snapshot awaited", r)
+	}
+	if st := restoreStore(founded.ec); st == nil || st.URL != "file:///backups" {
+		t.Errorf("restore store %+v, want spec.backup's", st)
+	}
 	d = decide(s)
 	if d.plan.Action != membership.ActFinish {
 		t.Fatalf("plan %s (%s), want Finish", d.plan.Action, d.plan.Reason)
