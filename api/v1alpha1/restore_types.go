@@ -182,8 +182,3 @@ const (
 	// EtcdCluster without spec.backup (the store to restore from).
 	SnapshotReasonNoStore = "NoBackupStore"
 )
-
-// ReasonRestoreFailing (EtcdCluster Progressing=False while founding from
-// a snapshot): a member's restore init container fails; the message names
-// the member and what its container said.
-const ReasonRestoreFailing = "RestoreFailing"
