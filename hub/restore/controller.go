@@ -102,7 +102,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		}
 		return ctrl.Result{RequeueAfter: Retry(reason)}, nil
 	}
-	msg := fmt.Sprintf("snapshot %s at revision %d (hash %s, sha256 %s, %d bytes) checked; every founding member restores it, revision bumped by %d and marked compacted",
+	msg := fmt.Sprintf("snapshot %s at revision %d (hash %s, sha256 %s, %d bytes) checked; every member restored restores it, revision bumped by %d and marked compacted",
 		st.Location, st.Revision, st.Hash, st.SHA256, st.SizeBytes, st.RevisionBump)
 	log.Info("Snapshot verified", "location", st.Location, "revision", st.Revision, "sha256", st.SHA256)
 	r.event(ec, corev1.EventTypeNormal, "SnapshotVerified", "%s", msg)
