@@ -6,6 +6,7 @@ import (
 )
 
 // EtcdClusterSpec is the desired state of one global etcd cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation: it says how the cluster was founded"
 type EtcdClusterSpec struct {
 	// replicas is the number of voting etcd members: odd, from 1 to 9. The
 	// hub spreads them over zones first, then over member clusters, so that
@@ -72,6 +73,13 @@ type EtcdClusterSpec struct {
 	// evacuated.
 	// +optional
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// bootstrap says how the etcd cluster is founded: unset, empty;
+	// fromSnapshot, every founding member restored from one snapshot.
+	// Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: it says how the cluster was founded"
+	Bootstrap *ClusterBootstrap `json:"bootstrap,omitempty"`
 
 	// backup takes scheduled snapshots into an object store. Unset: no
 	// scheduled backups (on-demand ones need it too, for the store).
@@ -509,6 +517,12 @@ type EtcdClusterStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Leader string `json:"leader,omitempty"`
+
+	// restore is the snapshot spec.bootstrap.fromSnapshot (or the last
+	// recovery from a backup) resolved to, checked and recorded before any
+	// member restored it.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
 
 	// backup reports scheduled and on-demand snapshots (spec.backup).
 	// +optional

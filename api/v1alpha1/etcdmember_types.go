@@ -59,6 +59,21 @@ type BootstrapSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	Token string `json:"token"`
+
+	// restore, set on founding members of a cluster restored from a
+	// snapshot, is the snapshot each restores its first data from before
+	// etcd starts (only into an empty data directory).
+	// +optional
+	Restore *MemberRestore `json:"restore,omitempty"`
+
+	// clusterID is the etcd cluster ID (hex) the member belongs to, set by
+	// the hub once the cluster formed. The spoke's pod refuses to start
+	// etcd on a data directory of another cluster ID (PodReady=False,
+	// ContainerFailing, naming both IDs); the data is kept.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{1,16}$`
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // MemberStorage is the data volume of one member.

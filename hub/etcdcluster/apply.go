@@ -249,6 +249,12 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 				continue
 			}
 		}
+		if w.storeCredentials {
+			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Name]), w.want))
 	}
 	return errors.Join(errs...)

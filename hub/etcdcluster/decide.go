@@ -76,6 +76,9 @@ type memberWrite struct {
 	// cert: issue the member's certificate first; without it the object is
 	// not written.
 	cert bool
+	// storeCredentials: copy the restore store's credentials next to the
+	// member first; without them the object is not written.
+	storeCredentials bool
 }
 
 // memberRef names a member in a member cluster.
@@ -153,9 +156,22 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 			}
 			pairs = append(pairs, name+"="+obj.Status.PeerURL)
 		}
-		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: string(s.ec.UID)}
+		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: bootstrapToken(s, st)}
 		for _, name := range p.Members {
-			out.write(s, st, name, b)
+			// Founded from a snapshot (or recovered from a backup): every
+			// member restores the one status.restore recorded.
+			r, err := memberRestore(s, st, name)
+			if err != nil {
+				out.err = err
+				return out
+			}
+			mb := b.DeepCopy()
+			mb.Restore = r
+			n := len(out.writes)
+			out.write(s, st, name, mb)
+			if len(out.writes) > n && r != nil && r.Store.CredentialsSecretName != "" {
+				out.writes[n].storeCredentials = true
+			}
 		}
 	case membership.ActAddLearner:
 		obj := s.currentObject(st, p.Member)

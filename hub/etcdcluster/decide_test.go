@@ -43,7 +43,7 @@ func ring() *snapshot {
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen, DNSAddresses: []string{fmt.Sprintf("127.0.%d.53:53", i+1)}}},
 			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
 		obj := desiredMember(s, &ec.Status, &ms, nil)
-		obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterExisting, Token: "uid-1"}
+		obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterExisting, Token: "uid-1", ClusterID: "c1"}
 		obj.Generation = 1
 		obj.Status = etcdfedv1.EtcdMemberStatus{ObservedGeneration: 1, PeerURL: peer, ClientURL: client, Address: addr, Incarnation: int64(i + 1),
 			Conditions: []metav1.Condition{

@@ -78,6 +78,13 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		b := *existing.Spec.Bootstrap
 		if st.ClusterID != "" {
 			b.InitialClusterState = etcdfedv1.InitialClusterExisting
+			// The spoke refuses to start the member on data of another
+			// cluster. Not for the member a recovery from a backup is
+			// restoring: its data will be of the new cluster, whose ID is
+			// recorded when the recovery ends.
+			if !restoringFromBackup(st, m.Name) {
+				b.ClusterID = st.ClusterID
+			}
 		}
 		obj.Spec.Bootstrap = &b
 	}

@@ -41,6 +41,7 @@ func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*s
 		return nil, err
 	}
 	r.observeEtcd(ctx, s)
+	s.restore = r.observeRestore(ctx, ec)
 	return s, nil
 }
 

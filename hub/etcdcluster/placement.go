@@ -136,6 +136,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Backup:          backupInput(ec),
 		Maintenance:     maintenancePolicy(s, st),
 		Quorum:          quorumInput(ec),
+		Restore:         restoreInput(ec, st),
 	}
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)

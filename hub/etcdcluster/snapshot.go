@@ -37,6 +37,8 @@ type snapshot struct {
 	// livenessChanges; the next pass is due then at the latest.
 	livenessChange  time.Duration
 	livenessChanges bool
+	// restore is what founding from a snapshot needs (restore.go).
+	restore restoreSnapshot
 }
 
 // clusterSnapshot is one registered member cluster as this pass saw it.

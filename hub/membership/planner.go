@@ -56,6 +56,11 @@ func beginBootstrap(in Input) Decision {
 	if in.Etcd.Reachable && len(in.Etcd.Members) > 0 {
 		return Decision{Action: ActFinishBootstrap, Reason: "etcd already has members: adopting the formed cluster"}
 	}
+	if in.Restore.Wanted && !in.Restore.Verified {
+		// No member before the snapshot is chosen and checked: all of them
+		// restore the same one, and a bad one founds nothing.
+		return wait(pollSlow, "waiting for the snapshot to restore from to be resolved and checked: %s", orUnknown(in.Restore.Message))
+	}
 	if len(in.Unseen) > 0 {
 		return wait(pollFast, "waiting for every eligible member cluster before founding the cluster: %s", strings.Join(in.Unseen, "; "))
 	}
@@ -109,8 +114,11 @@ func continueBootstrap(in Input, op Operation) Decision {
 			return Decision{Action: ActFinishBootstrap, Reason: fmt.Sprintf("etcd formed with %d of %d founding members started", started, len(in.Etcd.Members))}
 		}
 	}
-	var missing, noURL, notStarted []string
+	var missing, noURL, notStarted, failing []string
 	for _, m := range in.Members {
+		if m.Object != nil && m.Object.Incarnation == m.Incarnation && m.Object.Failing != "" {
+			failing = append(failing, fmt.Sprintf("%s in %s: %s", m.Name, m.Domain.Cluster, m.Object.Failing))
+		}
 		switch {
 		case m.Object == nil || m.Object.Incarnation != m.Incarnation:
 			missing = append(missing, m.Name)
@@ -131,6 +139,10 @@ func continueBootstrap(in Input, op Operation) Decision {
 			all = append(all, m.Name)
 		}
 		return step(op, ActStartBootstrap, Decision{Members: all, Reason: "starting founding members with the full initial cluster"})
+	}
+	if len(failing) > 0 {
+		// Said first: a restore that fails names its member and why.
+		return waitStep(op, ActStartBootstrap, pollFast, "founding members cannot start: %s; waiting for etcd to form: %s", strings.Join(failing, "; "), orUnknown(in.Etcd.Error))
 	}
 	return waitStep(op, ActStartBootstrap, pollFast, "waiting for etcd to form: %s", orUnknown(in.Etcd.Error))
 }

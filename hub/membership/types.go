@@ -49,6 +49,19 @@ type Input struct {
 	// Quorum is what the planner needs to recover a ring that lost its
 	// quorum (recovery.go).
 	Quorum QuorumInput
+	// Restore is the state of the snapshot the cluster is founded from.
+	Restore Restore
+}
+
+// Restore is the founding snapshot's state (spec.bootstrap.fromSnapshot).
+type Restore struct {
+	// Wanted: the cluster is founded from a snapshot.
+	Wanted bool
+	// Verified: the hub resolved and checked it (status.restore); every
+	// founding member restores that one object.
+	Verified bool
+	// Message says why not yet (the SnapshotVerified condition's).
+	Message string
 }
 
 // Etcd is what etcd says.
