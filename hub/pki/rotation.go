@@ -218,4 +218,6 @@ func Describe(c *x509.Certificate) string {
 	return fmt.Sprintf("%s (serial %s)", c.Subject.CommonName, c.SerialNumber.Text(16))
 }
 
-func pemCert(der []byte) []byte { return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}) }
+func pemCert(der []byte) []byte {
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}
