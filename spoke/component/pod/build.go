@@ -26,6 +26,10 @@ const (
 	VolumeTLS        = "tls"
 )
 
+// EnvCAHash carries spec.tls.caHash into the etcd container while the
+// ring's CA is rotated, so that a change of it changes the pod.
+const EnvCAHash = "ETCDFED_CA_HASH"
+
 // ZoneLabel is the node label the pod's node affinity uses.
 const ZoneLabel = corev1.LabelTopologyZone
 
@@ -125,6 +129,11 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	}
 	if r := tpl.Resources; r != nil {
 		pod.Spec.Containers[0].Resources = *r.DeepCopy()
+	}
+	if h := m.Spec.TLS.CAHash; h != "" {
+		// etcd reads its trusted CA file only when it starts: a changed CA
+		// trust (a CA rotation step) is a new pod.
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvCAHash, Value: h})
 	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
 	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
