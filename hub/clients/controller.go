@@ -39,7 +39,16 @@ const (
 	Resync = 5 * time.Minute
 	// retryAfter is the next pass after a failure or a wait.
 	retryAfter = 10 * time.Second
+	// rotationPoll is the next pass while the ring's CA is rotated.
+	rotationPoll = 2 * time.Second
 )
+
+func caPhase(ec *etcdfedv1.EtcdCluster) etcdfedv1.CARotationPhase {
+	if ec.Status.CARotation == nil {
+		return ""
+	}
+	return ec.Status.CARotation.Phase
+}
 
 // Clusters hands out member clusters by name (the multicluster manager).
 type Clusters interface {
@@ -85,7 +94,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
 				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
-				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID)
+				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID ||
+					caPhase(o) != caPhase(n))
 			}},
 		))).
 		Complete(r)
@@ -173,16 +183,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err := r.patchStatus(ctx, ec, statuses, cond); err != nil {
 		return ctrl.Result{}, err
 	}
+	if caPhase(ec).InProgress() {
+		// The CA Secret changes during a rotation without an event here,
+		// and the rotation waits for every consumer's Secret.
+		next = minTime(next, r.now().Add(rotationPoll))
+	}
 	after := max(next.Sub(r.now()), time.Second)
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-// inputs reads the CA and the endpoints, or says what is missing.
-func (r *Reconciler) inputs(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*pki.CA, string, string) {
+// inputs reads the CA Secret and the endpoints, or says what is missing.
+func (r *Reconciler) inputs(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*pki.Authority, string, string) {
 	if len(ec.Status.Endpoints) == 0 {
 		return nil, "", "waiting for the ring's endpoints (status.endpoints)"
 	}
-	ca, err := pki.ReadCA(ctx, r.Reader, ec)
+	ca, err := pki.ReadAuthority(ctx, r.Reader, ec)
 	if err != nil {
 		return nil, "", fmt.Sprintf("waiting for the ring's CA: %v", err)
 	}
@@ -216,7 +231,8 @@ func (r *Reconciler) cluster(ctx context.Context, name string) (client.Client, c
 }
 
 // reconcileOne brings one consumer's Secret up to date.
-func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster, ca *pki.CA, endpoints string, t Target) result {
+func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster, a *pki.Authority, endpoints string, t Target) result {
+	ca := a.Signer
 	log := ctrl.LoggerFrom(ctx).WithValues("client", t.Name, "secret", t.String())
 	st := keepStatus(ec, t, "")
 	fail := func(err error) result {
@@ -240,7 +256,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
 	}
 	now := r.now()
-	d := Plan(ca, string(ec.UID), t.CommonName, endpoints, found, now)
+	d := Plan(a, string(ec.UID), t.CommonName, endpoints, found, now)
 	notAfter := d.NotAfter
 	data := cur.Data
 	switch d.Action {
@@ -251,11 +267,11 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		if err != nil {
 			return fail(err)
 		}
-		data = Data(ca.CertPEM, leaf, endpoints)
+		data = Data(a.Bundle(), leaf, endpoints)
 		notAfter = expiry(leaf.CertPEM)
 		log.Info("Issuing client certificate", "reason", d.Reason, "notAfter", notAfter)
 	case ActUpdate:
-		data = Data(ca.CertPEM, &pki.Leaf{CertPEM: cur.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: cur.Data[etcdfedv1.ClientSecretKeyKey]}, endpoints)
+		data = Data(a.Bundle(), &pki.Leaf{CertPEM: cur.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: cur.Data[etcdfedv1.ClientSecretKeyKey]}, endpoints)
 		log.Info("Updating client Secret", "reason", d.Reason)
 	}
 	if d.Action == ActIssue || d.Action == ActUpdate || !equality.Semantic.DeepEqual(cur.Labels, wantLabels(ec, t, cur.Labels)) {
@@ -269,6 +285,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		r.event(ec, corev1.EventTypeNormal, "ClientCertificateIssued", "Issue", "Issued the client certificate of %s in Secret %s (%s), valid until %s", t.Name, t.String(), d.Reason, notAfter.UTC().Format(time.RFC3339))
 	}
 	st.Ready, st.Message = true, ""
+	st.CAHash = CAHash(data)
 	st.NotAfter = ptrTime(notAfter)
 	metricExpiry.WithLabelValues(ec.Namespace, ec.Name, t.Name).Set(float64(notAfter.Unix()))
 	return result{status: st, renewAt: RenewAt(notAfter)}
