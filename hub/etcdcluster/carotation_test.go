@@ -48,7 +48,9 @@ func rotating(t *testing.T, s *snapshot, phase etcdfedv1.CARotationPhase, step f
 	return a
 }
 
-func trusting(old, next *pki.CA) *pki.Authority { return (&pki.Authority{Signer: old}).BeginRotation(next) }
+func trusting(old, next *pki.CA) *pki.Authority {
+	return (&pki.Authority{Signer: old}).BeginRotation(next)
+}
 func reissuing(old, next *pki.CA) *pki.Authority {
 	a, _ := trusting(old, next).SwitchSigner()
 	return a
