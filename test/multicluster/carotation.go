@@ -48,7 +48,8 @@ type CARotationSpecInput struct {
 // before the rotation). The history must be linearizable, with no
 // acknowledged write lost and every watcher complete; failed requests and
 // the longest write gap are reported.
-func CARotationSpec(ctx context.Context, in CARotationSpecInput) {
+// It returns where the member-cluster consumer's Secret is.
+func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
@@ -244,6 +245,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) {
 	t.Logf("CA rotated in %.1fs: %s; client requests failed meanwhile: %d; longest gap between acknowledged writes %s (from %s)",
 		took.Seconds(), strings.Join(perPhase, ", "), failed, gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"))
 	checkWorkload(ctx, t, w)
+	return ConsumerSecret{Cluster: remote, Key: remoteSecret}
 }
 
 // tlsTarget is one TLS port of a member.
