@@ -297,7 +297,7 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 			continue // the membership step creates it
 		}
 		want := desiredMember(s, st, m, existing)
-		if due, caOnly := certDueWhy(s, cs, m.Name); due && !(caOnly && restarts(existing, want)) {
+		if due, caOnly := certDueWhy(s, cs, m.Name); due && (!caOnly || !restarts(existing, want)) {
 			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
 		}
 		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Name == m.Name }) {
