@@ -77,22 +77,30 @@ follows the recovery until the ring answers again with a leader.`,
 // point: --force-new-cluster on a quorate ring would split it.
 func requestRecovery(ctx context.Context, c client.Client, key client.ObjectKey, fromMember string, now time.Time) (etcdfedv1.RecoveryRequest, error) {
 	req := etcdfedv1.RecoveryRequest{FromMember: fromMember, RequestedAt: now.UTC().Truncate(time.Second)}
+	refuse := func(ec *etcdfedv1.EtcdCluster) error { return recoveryRefusal(ec, fromMember) }
+	return req, annotateRequest(ctx, c, key, refuse, etcdfedv1.AnnotationRecover, req.String())
+}
+
+// annotateRequest reads the EtcdCluster, asks refuse whether the request
+// may be made, and sets annotation to value: how the CLI asks the hub for
+// an operation (recover, rotate-ca).
+func annotateRequest(ctx context.Context, c client.Client, key client.ObjectKey, refuse func(*etcdfedv1.EtcdCluster) error, annotation, value string) error {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := c.Get(ctx, key, ec); err != nil {
-		return req, fmt.Errorf("get EtcdCluster %s: %w", key, err)
+		return fmt.Errorf("get EtcdCluster %s: %w", key, err)
 	}
-	if err := recoveryRefusal(ec, fromMember); err != nil {
-		return req, err
+	if err := refuse(ec); err != nil {
+		return err
 	}
 	before := ec.DeepCopy()
 	if ec.Annotations == nil {
 		ec.Annotations = map[string]string{}
 	}
-	ec.Annotations[etcdfedv1.AnnotationRecover] = req.String()
+	ec.Annotations[annotation] = value
 	if err := c.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
-		return req, fmt.Errorf("annotate EtcdCluster %s: %w", key, err)
+		return fmt.Errorf("annotate EtcdCluster %s: %w", key, err)
 	}
-	return req, nil
+	return nil
 }
 
 // recoveryRefusal says why a recovery must not be asked of ec, nil when it

@@ -73,22 +73,7 @@ follows the rotation until it completes.`,
 // under way or cannot be done.
 func requestCARotation(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) (etcdfedv1.CARotationRequest, error) {
 	req := etcdfedv1.CARotationRequest{RequestedAt: now.UTC().Truncate(time.Second)}
-	ec := &etcdfedv1.EtcdCluster{}
-	if err := c.Get(ctx, key, ec); err != nil {
-		return req, fmt.Errorf("get EtcdCluster %s: %w", key, err)
-	}
-	if err := caRotationRefusal(ec); err != nil {
-		return req, err
-	}
-	before := ec.DeepCopy()
-	if ec.Annotations == nil {
-		ec.Annotations = map[string]string{}
-	}
-	ec.Annotations[etcdfedv1.AnnotationRotateCA] = req.String()
-	if err := c.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
-		return req, fmt.Errorf("annotate EtcdCluster %s: %w", key, err)
-	}
-	return req, nil
+	return req, annotateRequest(ctx, c, key, caRotationRefusal, etcdfedv1.AnnotationRotateCA, req.String())
 }
 
 // caRotationRefusal says why a CA rotation must not be asked of ec, nil
