@@ -96,38 +96,20 @@ func caRotationRefusal(ec *etcdfedv1.EtcdCluster) error {
 // waitCARotated polls until the rotation requested at requestedAt
 // completes (or is refused), printing each change of state.
 func waitCARotated(ctx context.Context, c client.Client, key client.ObjectKey, requestedAt time.Time, every time.Duration, out io.Writer) error {
-	start := time.Now()
-	last := ""
-	for {
-		ec := &etcdfedv1.EtcdCluster{}
-		err := c.Get(ctx, key, ec)
-		state := ""
+	return follow(ctx, c, key, every, out, "CA rotation", func(ec *etcdfedv1.EtcdCluster) (string, bool, error) {
 		cr := ec.Status.CARotation
-		mine := cr != nil && cr.RequestedAt != nil && !cr.RequestedAt.Time.Before(requestedAt)
 		switch {
-		case err != nil:
-			state = "cannot read the EtcdCluster: " + err.Error()
-		case !mine:
-			state = "waiting for the hub to take the request"
+		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(requestedAt):
+			return "waiting for the hub to take the request", false, nil
 		case cr.Phase == etcdfedv1.CARotationRefused:
-			return fmt.Errorf("the hub refused the CA rotation of %s: %s", key, cr.Message)
+			return "", false, fmt.Errorf("the hub refused the CA rotation of %s: %s", key, cr.Message)
 		case cr.Phase == etcdfedv1.CARotationCompleted:
-			fmt.Fprintf(out, "  %5.1fs  complete: every member and consumer trusts %s alone\n", time.Since(start).Seconds(), cr.NewCA)
-			return nil
-		default:
-			state = fmt.Sprintf("%s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
-			if op := ec.Status.Operation; op != nil {
-				state += fmt.Sprintf("; %s %s %s", op.Type, op.Member, op.Step)
-			}
+			return fmt.Sprintf("complete: every member and consumer trusts %s alone", cr.NewCA), true, nil
 		}
-		if state != last {
-			fmt.Fprintf(out, "  %5.1fs  %s\n", time.Since(start).Seconds(), state)
-			last = state
+		state := fmt.Sprintf("%s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
+		if op := ec.Status.Operation; op != nil {
+			state += fmt.Sprintf("; %s %s %s", op.Type, op.Member, op.Step)
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("CA rotation of %s not finished after %s (%s): %w", key, time.Since(start).Round(time.Second), last, ctx.Err())
-		case <-time.After(every):
-		}
-	}
+		return state, false, nil
+	})
 }
