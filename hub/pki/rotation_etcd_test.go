@@ -44,7 +44,9 @@ func TestRotationOnRealEtcd(t *testing.T) {
 		{"DropCA", func(a *pki.Authority) (*pki.Authority, error) { return a.DropPrevious(), nil }},
 	}
 	writes := 0
+	var took []string
 	for _, s := range steps {
+		start := time.Now()
 		if a, err = s.do(a); err != nil {
 			t.Fatal(err)
 		}
@@ -60,6 +62,7 @@ func TestRotationOnRealEtcd(t *testing.T) {
 			}
 			writes++
 		}
+		took = append(took, fmt.Sprintf("%s %.1fs", s.name, time.Since(start).Seconds()))
 	}
 	stale, err := old.IssueClient("stale", now)
 	if err != nil {
@@ -71,7 +74,7 @@ func TestRotationOnRealEtcd(t *testing.T) {
 	if _, err := cl.Put(sctx, "stale", "x"); err == nil {
 		t.Fatal("a client with a certificate of the old CA wrote after the rotation")
 	}
-	t.Logf("%d restarts, every one with the ring healthy and writable after it", writes)
+	t.Logf("%d restarts, every one with the ring healthy and writable after it; per step, its three restarts: %v", writes, took)
 }
 
 // healthy: every member answers a status call with a leader, and a write
