@@ -234,9 +234,12 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		if err := tryTLS(ctx, in.Topology.DNSServers, tg, newCA.Pool(), control); err != nil {
 			t.Errorf("%s: a client of the new CA, trusting the new CA alone: %v", tg, err)
 		}
-		if err := tryTLS(ctx, in.Topology.DNSServers, tg, newCA.Pool(), stale); err == nil {
+		switch err := tryTLS(ctx, in.Topology.DNSServers, tg, newCA.Pool(), stale); {
+		case err == nil:
 			t.Errorf("%s served a client whose certificate is of the old CA", tg)
-		} else {
+		case strings.Contains(err.Error(), "certificate required"):
+			t.Errorf("%s: the old CA's certificate was not presented (%v)", tg, err)
+		default:
 			t.Logf("%s refuses a certificate of the old CA: %v", tg, err)
 		}
 	}
@@ -290,7 +293,11 @@ func tryTLS(ctx context.Context, dnsServers []string, tg tlsTarget, roots *x509.
 	if err != nil {
 		return err
 	}
-	cfg := &tls.Config{RootCAs: roots, ServerName: tg.host, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}
+	// Presented whatever CAs the server names as acceptable (with
+	// Certificates, Go sends none that no named CA issued, and the refusal
+	// would be of a client without a certificate).
+	cfg := &tls.Config{RootCAs: roots, ServerName: tg.host, MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }}
 	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 3 * time.Second, Resolver: Resolver(dnsServers)}, Config: cfg}
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
