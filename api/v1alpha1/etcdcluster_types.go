@@ -374,7 +374,7 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt;Recover
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt;Recover;RotateCA
 type OperationType string
 
 const (
@@ -432,7 +432,7 @@ type MembershipOperation struct {
 	To *FailureDomain `json:"to,omitempty"`
 
 	// reason says why: ScaleUp, ScaleDown, Evacuate, Rebalance, Spread,
-	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace.
+	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace, CARotation.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
@@ -549,6 +549,9 @@ type EtcdClusterStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Clients []ClientStatus `json:"clients,omitempty"`
+	// caRotation reports the last CA rotation (etcdfed rotate-ca).
+	// +optional
+	CARotation *CARotationStatus `json:"caRotation,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -109,6 +109,15 @@ type MemberTLS struct {
 	// peerSkipClientSANVerification is passed to etcd.
 	// +optional
 	PeerSkipClientSANVerification bool `json:"peerSkipClientSANVerification,omitempty"`
+
+	// caHash is set by the hub only while the ring's CA is rotated: a hash
+	// of the CA bundle in the Secret's ca.crt and of the CA that issued
+	// tls.crt. etcd reads its trusted CA file only when it starts, so a
+	// change of caHash restarts the pod (the hub rolls members one at a
+	// time). Empty outside a rotation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CAHash string `json:"caHash,omitempty"`
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.

@@ -95,18 +95,26 @@ follows the recovery until the ring answers again with a leader.`,
 // point: --force-new-cluster (or a restore) on a quorate ring would split
 // it.
 func requestRecovery(ctx context.Context, c client.Client, key client.ObjectKey, req etcdfedv1.RecoveryRequest) error {
+	refuse := func(ec *etcdfedv1.EtcdCluster) error { return recoveryRefusal(ec, req) }
+	return annotateRequest(ctx, c, key, refuse, etcdfedv1.AnnotationRecover, req.String())
+}
+
+// annotateRequest reads the EtcdCluster, asks refuse whether the request
+// may be made, and sets annotation to value: how the CLI asks the hub for
+// an operation (recover, rotate-ca).
+func annotateRequest(ctx context.Context, c client.Client, key client.ObjectKey, refuse func(*etcdfedv1.EtcdCluster) error, annotation, value string) error {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := c.Get(ctx, key, ec); err != nil {
 		return fmt.Errorf("get EtcdCluster %s: %w", key, err)
 	}
-	if err := recoveryRefusal(ec, req); err != nil {
+	if err := refuse(ec); err != nil {
 		return err
 	}
 	before := ec.DeepCopy()
 	if ec.Annotations == nil {
 		ec.Annotations = map[string]string{}
 	}
-	ec.Annotations[etcdfedv1.AnnotationRecover] = req.String()
+	ec.Annotations[annotation] = value
 	if err := c.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
 		return fmt.Errorf("annotate EtcdCluster %s: %w", key, err)
 	}
@@ -149,32 +157,49 @@ func recoveryRefusal(ec *etcdfedv1.EtcdCluster, req etcdfedv1.RecoveryRequest) e
 // waitRecovered polls until the ring answers with a leader and no Recover
 // is in flight, printing each change of state.
 func waitRecovered(ctx context.Context, c client.Client, key client.ObjectKey, every time.Duration, out io.Writer) error {
+	return follow(ctx, c, key, every, out, "recovery", func(ec *etcdfedv1.EtcdCluster) (string, bool, error) {
+		switch {
+		case ec.Status.Operation != nil && ec.Status.Operation.Type == etcdfedv1.OperationRecover:
+			return fmt.Sprintf("recovering from %s: %s (%s)", ec.Status.Operation.Member, ec.Status.Operation.Step, ec.Status.Operation.Message), false, nil
+		case meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable):
+			return fmt.Sprintf("etcd answers with a leader (%s); members: %s", ec.Status.Leader, ec.Status.MemberSummary), true, nil
+		}
+		if a := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable); a != nil {
+			return fmt.Sprintf("waiting: %s: %s", a.Reason, a.Message), false, nil
+		}
+		return "", false, nil
+	})
+}
+
+// follow polls the EtcdCluster every interval, printing each new state
+// look reports with the time since the start, until look says done (its
+// last state printed) or fails, or ctx ends (an error naming what, the
+// time waited and the last state).
+func follow(ctx context.Context, c client.Client, key client.ObjectKey, every time.Duration, out io.Writer, what string,
+	look func(*etcdfedv1.EtcdCluster) (state string, done bool, err error)) error {
 	start := time.Now()
 	last := ""
 	for {
 		ec := &etcdfedv1.EtcdCluster{}
-		err := c.Get(ctx, key, ec)
-		state := ""
-		switch {
-		case err != nil:
+		state, done := "", false
+		if err := c.Get(ctx, key, ec); err != nil {
 			state = "cannot read the EtcdCluster: " + err.Error()
-		case ec.Status.Operation != nil && ec.Status.Operation.Type == etcdfedv1.OperationRecover:
-			state = fmt.Sprintf("recovering from %s: %s (%s)", ec.Status.Operation.Member, ec.Status.Operation.Step, ec.Status.Operation.Message)
-		case meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable):
-			fmt.Fprintf(out, "  %5.1fs  etcd answers with a leader (%s); members: %s\n", time.Since(start).Seconds(), ec.Status.Leader, ec.Status.MemberSummary)
-			return nil
-		default:
-			if a := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable); a != nil {
-				state = fmt.Sprintf("waiting: %s: %s", a.Reason, a.Message)
+		} else {
+			var lerr error
+			if state, done, lerr = look(ec); lerr != nil {
+				return lerr
 			}
 		}
-		if state != last {
+		if state != last || done {
 			fmt.Fprintf(out, "  %5.1fs  %s\n", time.Since(start).Seconds(), state)
 			last = state
 		}
+		if done {
+			return nil
+		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("recovery of %s not finished after %s (%s): %w", key, time.Since(start).Round(time.Second), last, ctx.Err())
+			return fmt.Errorf("%s of %s not finished after %s (%s): %w", what, key, time.Since(start).Round(time.Second), last, ctx.Err())
 		case <-time.After(every):
 		}
 	}

@@ -72,7 +72,7 @@ func withTLS(t *testing.T, s *snapshot) *pki.CA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.pki = pkiSnapshot{ca: ca, hubClient: certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), ca, hub)}
+	s.pki = pkiSnapshot{ca: ca, hubClient: certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), ca.CertPEM, hub)}
 	for _, m := range s.ec.Status.Members {
 		issueMemberCert(t, s, ca, m.Cluster, m.Name, now)
 	}
@@ -86,7 +86,7 @@ func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member stri
 		t.Fatal(err)
 	}
 	name := pki.MemberSecretName(member)
-	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca, leaf)
+	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca.CertPEM, leaf)
 	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name}
 }
 

@@ -47,7 +47,7 @@ func Next(in Input) Decision {
 	if nd, ok := noSpaceStep(in); ok {
 		return nd
 	}
-	return disruptionStep(in, defragStep(in, rollStep(in, d)))
+	return disruptionStep(in, defragStep(in, caRotationStep(in, rollStep(in, d))))
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -98,6 +98,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueDisrupt(in, op)
 	case OpRecover:
 		return continueRecover(in, op)
+	case OpRotateCA:
+		return continueRotateCA(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }

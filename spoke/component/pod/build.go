@@ -33,6 +33,10 @@ const (
 	VolumeStoreCredentials = "store-credentials"
 )
 
+// EnvCAHash carries spec.tls.caHash into the etcd container while the
+// ring's CA is rotated, so that a change of it changes the pod.
+const EnvCAHash = "ETCDFED_CA_HASH"
+
 // ZoneLabel is the node label the pod's node affinity uses.
 const ZoneLabel = corev1.LabelTopologyZone
 
@@ -137,6 +141,11 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 		// After the DNS wait, right before etcd.
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, *c)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v...)
+	}
+	if h := m.Spec.TLS.CAHash; h != "" {
+		// etcd reads its trusted CA file only when it starts: a changed CA
+		// trust (a CA rotation step) is a new pod.
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvCAHash, Value: h})
 	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
 	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
