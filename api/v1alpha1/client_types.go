@@ -106,6 +106,14 @@ type ClientStatus struct {
 	// +optional
 	IssuedAt *metav1.Time `json:"issuedAt,omitempty"`
 
+	// caHash identifies the CA bundle (ca.crt) and the issuer of the
+	// certificate the Secret holds, as the hub last wrote them: the hub
+	// moves a CA rotation on only once every consumer's Secret holds what
+	// the phase needs.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CAHash string `json:"caHash,omitempty"`
+
 	// message says what is wrong when ready is false.
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024

@@ -6,6 +6,7 @@ import (
 )
 
 // EtcdClusterSpec is the desired state of one global etcd cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation: it says how the cluster was founded"
 type EtcdClusterSpec struct {
 	// replicas is the number of voting etcd members: odd, from 1 to 9. The
 	// hub spreads them over zones first, then over member clusters, so that
@@ -72,6 +73,13 @@ type EtcdClusterSpec struct {
 	// evacuated.
 	// +optional
 	FailurePolicy FailurePolicy `json:"failurePolicy,omitempty"`
+
+	// bootstrap says how the etcd cluster is founded: unset, empty;
+	// fromSnapshot, every founding member restored from one snapshot.
+	// Immutable.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: it says how the cluster was founded"
+	Bootstrap *ClusterBootstrap `json:"bootstrap,omitempty"`
 
 	// backup takes scheduled snapshots into an object store. Unset: no
 	// scheduled backups (on-demand ones need it too, for the store).
@@ -366,7 +374,7 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt;Recover
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt;Recover;RotateCA
 type OperationType string
 
 const (
@@ -424,7 +432,7 @@ type MembershipOperation struct {
 	To *FailureDomain `json:"to,omitempty"`
 
 	// reason says why: ScaleUp, ScaleDown, Evacuate, Rebalance, Spread,
-	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace.
+	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace, CARotation.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
@@ -510,6 +518,12 @@ type EtcdClusterStatus struct {
 	// +kubebuilder:validation:MaxLength=63
 	Leader string `json:"leader,omitempty"`
 
+	// restore is the snapshot spec.bootstrap.fromSnapshot (or the last
+	// recovery from a backup) resolved to, checked and recorded before any
+	// member restored it.
+	// +optional
+	Restore *RestoreStatus `json:"restore,omitempty"`
+
 	// backup reports scheduled and on-demand snapshots (spec.backup).
 	// +optional
 	Backup *BackupStatus `json:"backup,omitempty"`
@@ -535,6 +549,9 @@ type EtcdClusterStatus struct {
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
 	Clients []ClientStatus `json:"clients,omitempty"`
+	// caRotation reports the last CA rotation (etcdfed rotate-ca).
+	// +optional
+	CARotation *CARotationStatus `json:"caRotation,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -59,6 +59,21 @@ type BootstrapSpec struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	Token string `json:"token"`
+
+	// restore, set on founding members of a cluster restored from a
+	// snapshot, is the snapshot each restores its first data from before
+	// etcd starts (only into an empty data directory).
+	// +optional
+	Restore *MemberRestore `json:"restore,omitempty"`
+
+	// clusterID is the etcd cluster ID (hex) the member belongs to, set by
+	// the hub once the cluster formed. The spoke's pod refuses to start
+	// etcd on a data directory of another cluster ID (PodReady=False,
+	// ContainerFailing, naming both IDs); the data is kept.
+	// +optional
+	// +kubebuilder:validation:MaxLength=16
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{1,16}$`
+	ClusterID string `json:"clusterID,omitempty"`
 }
 
 // MemberStorage is the data volume of one member.
@@ -94,6 +109,15 @@ type MemberTLS struct {
 	// peerSkipClientSANVerification is passed to etcd.
 	// +optional
 	PeerSkipClientSANVerification bool `json:"peerSkipClientSANVerification,omitempty"`
+
+	// caHash is set by the hub only while the ring's CA is rotated: a hash
+	// of the CA bundle in the Secret's ca.crt and of the CA that issued
+	// tls.crt. etcd reads its trusted CA file only when it starts, so a
+	// change of caHash restarts the pod (the hub rolls members one at a
+	// time). Empty outside a rotation.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CAHash string `json:"caHash,omitempty"`
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.

@@ -21,6 +21,14 @@ type RecoveryRequest struct {
 	// cluster from its own data (etcd --force-new-cluster). Empty: the
 	// survivor with the highest raft index.
 	FromMember string `json:"fromMember,omitempty"`
+	// FromBackup recovers from a snapshot in spec.backup.store instead of
+	// a survivor: "latest" (the newest snapshot of this EtcdCluster, any
+	// etcd cluster ID) or an object key. A member in a visible member
+	// cluster restarts as a new incarnation restored from it, founding a
+	// new one-member etcd cluster (a new cluster ID and token); the others
+	// come back as new incarnations joining it, under their names. Writes
+	// after the snapshot are lost. Exclusive with FromMember.
+	FromBackup string `json:"fromBackup,omitempty"`
 	// RequestedAt is when the request was made (the CLI's clock).
 	RequestedAt time.Time `json:"requestedAt"`
 }
@@ -33,6 +41,9 @@ func ParseRecoveryRequest(v string) (RecoveryRequest, error) {
 	}
 	if r.RequestedAt.IsZero() {
 		return r, fmt.Errorf("annotation %s: requestedAt is missing", AnnotationRecover)
+	}
+	if r.FromMember != "" && r.FromBackup != "" {
+		return r, fmt.Errorf("annotation %s: fromMember and fromBackup are exclusive", AnnotationRecover)
 	}
 	return r, nil
 }
@@ -66,6 +77,10 @@ const (
 // quorum. The members that were gone are then added back one at a time,
 // as learners under their names, with new incarnations (Add).
 const OperationRecover OperationType = "Recover"
+
+// RecoveryFromBackup is the reason of a Recover operation from a backup
+// (RecoveryRequest.FromBackup).
+const RecoveryFromBackup = "FromBackup"
 
 // ReasonQuorumLost (EtcdCluster Available=False): a majority of the voters
 // is gone (their clusters failed, or their etcd does not answer) and the

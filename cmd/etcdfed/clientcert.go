@@ -40,15 +40,17 @@ an administrator's command. The certificate is valid for one year.`,
 			if ec.Spec.TLS.Mode == etcdfedv1.TLSDisabled {
 				return fmt.Errorf("EtcdCluster %s/%s runs without TLS: no certificate needed", ns, args[0])
 			}
-			ca, err := pki.ReadCA(cmd.Context(), c, ec)
+			// The bundle: during a CA rotation members serve certificates
+			// of either CA.
+			a, err := pki.ReadAuthority(cmd.Context(), c, ec)
 			if err != nil {
 				return err
 			}
-			leaf, err := ca.IssueClient(commonName, time.Now())
+			leaf, err := a.Signer.IssueClient(commonName, time.Now())
 			if err != nil {
 				return err
 			}
-			if err := pki.WriteClientFiles(out, ca.CertPEM, leaf); err != nil {
+			if err := pki.WriteClientFiles(out, a.Bundle(), leaf); err != nil {
 				return err
 			}
 			abs, err := filepath.Abs(out)

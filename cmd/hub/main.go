@@ -39,6 +39,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
@@ -197,6 +198,14 @@ func run(ctx context.Context, o options) error {
 		MaxConcurrentBackups: o.maxBackups,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("backup controller: %w", err)
+	}
+	if err := (&restore.Reconciler{
+		Client:     mgr.GetLocalManager().GetClient(),
+		Reader:     mgr.GetLocalManager().GetAPIReader(),
+		Recorder:   mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
+		ScratchDir: o.backupScratchDir,
+	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
+		return fmt.Errorf("restore controller: %w", err)
 	}
 	if err := (&clients.Reconciler{
 		Client:   mgr.GetLocalManager().GetClient(),

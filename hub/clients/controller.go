@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -19,6 +20,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -39,7 +41,16 @@ const (
 	Resync = 5 * time.Minute
 	// retryAfter is the next pass after a failure or a wait.
 	retryAfter = 10 * time.Second
+	// rotationPoll is the next pass while the ring's CA is rotated.
+	rotationPoll = 2 * time.Second
 )
+
+func caPhase(ec *etcdfedv1.EtcdCluster) etcdfedv1.CARotationPhase {
+	if ec.Status.CARotation == nil {
+		return ""
+	}
+	return ec.Status.CARotation.Phase
+}
 
 // Clusters hands out member clusters by name (the multicluster manager).
 type Clusters interface {
@@ -85,7 +96,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
 				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
-				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID)
+				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID ||
+					caPhase(o) != caPhase(n) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
 			}},
 		))).
 		Complete(r)
@@ -109,7 +121,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
 	if !ec.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil
+		return r.reconcileDelete(ctx, ec)
+	}
+	if err := r.ensureFinalizer(ctx, ec); err != nil {
+		return ctrl.Result{}, err
 	}
 	if len(ec.Spec.Clients) == 0 && len(ec.Status.Clients) == 0 && meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) == nil {
 		return ctrl.Result{}, nil
@@ -173,16 +188,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err := r.patchStatus(ctx, ec, statuses, cond); err != nil {
 		return ctrl.Result{}, err
 	}
+	if caPhase(ec).InProgress() {
+		// The CA Secret changes during a rotation without an event here,
+		// and the rotation waits for every consumer's Secret.
+		next = minTime(next, r.now().Add(rotationPoll))
+	}
 	after := max(next.Sub(r.now()), time.Second)
 	return ctrl.Result{RequeueAfter: after}, nil
 }
 
-// inputs reads the CA and the endpoints, or says what is missing.
-func (r *Reconciler) inputs(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*pki.CA, string, string) {
+// inputs reads the CA Secret and the endpoints, or says what is missing.
+func (r *Reconciler) inputs(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*pki.Authority, string, string) {
 	if len(ec.Status.Endpoints) == 0 {
 		return nil, "", "waiting for the ring's endpoints (status.endpoints)"
 	}
-	ca, err := pki.ReadCA(ctx, r.Reader, ec)
+	ca, err := pki.ReadAuthority(ctx, r.Reader, ec)
 	if err != nil {
 		return nil, "", fmt.Sprintf("waiting for the ring's CA: %v", err)
 	}
@@ -216,7 +236,8 @@ func (r *Reconciler) cluster(ctx context.Context, name string) (client.Client, c
 }
 
 // reconcileOne brings one consumer's Secret up to date.
-func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster, ca *pki.CA, endpoints string, t Target) result {
+func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster, a *pki.Authority, endpoints string, t Target) result {
+	ca := a.Signer
 	log := ctrl.LoggerFrom(ctx).WithValues("client", t.Name, "secret", t.String())
 	st := keepStatus(ec, t, "")
 	fail := func(err error) result {
@@ -240,7 +261,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
 	}
 	now := r.now()
-	d := Plan(ca, string(ec.UID), t.CommonName, endpoints, found, now)
+	d := Plan(a, string(ec.UID), t.CommonName, endpoints, found, now)
 	notAfter := d.NotAfter
 	data := cur.Data
 	switch d.Action {
@@ -251,14 +272,15 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		if err != nil {
 			return fail(err)
 		}
-		data = Data(ca.CertPEM, leaf, endpoints)
+		data = Data(a.Bundle(), leaf, endpoints)
 		notAfter = expiry(leaf.CertPEM)
 		log.Info("Issuing client certificate", "reason", d.Reason, "notAfter", notAfter)
 	case ActUpdate:
-		data = Data(ca.CertPEM, &pki.Leaf{CertPEM: cur.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: cur.Data[etcdfedv1.ClientSecretKeyKey]}, endpoints)
+		data = Data(a.Bundle(), &pki.Leaf{CertPEM: cur.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: cur.Data[etcdfedv1.ClientSecretKeyKey]}, endpoints)
 		log.Info("Updating client Secret", "reason", d.Reason)
 	}
-	if d.Action == ActIssue || d.Action == ActUpdate || !equality.Semantic.DeepEqual(cur.Labels, wantLabels(ec, t, cur.Labels)) {
+	if d.Action == ActIssue || d.Action == ActUpdate || !equality.Semantic.DeepEqual(cur.Labels, wantLabels(ec, t, cur.Labels)) ||
+		!equality.Semantic.DeepEqual(cur.OwnerReferences, ownerRefs(ec, t, cur.OwnerReferences)) {
 		if err := writeSecret(ctx, w, ec, t, found != nil, cur, data); err != nil {
 			return fail(err)
 		}
@@ -269,6 +291,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		r.event(ec, corev1.EventTypeNormal, "ClientCertificateIssued", "Issue", "Issued the client certificate of %s in Secret %s (%s), valid until %s", t.Name, t.String(), d.Reason, notAfter.UTC().Format(time.RFC3339))
 	}
 	st.Ready, st.Message = true, ""
+	st.CAHash = CAHash(data)
 	st.NotAfter = ptrTime(notAfter)
 	metricExpiry.WithLabelValues(ec.Namespace, ec.Name, t.Name).Set(float64(notAfter.Unix()))
 	return result{status: st, renewAt: RenewAt(notAfter)}
@@ -292,7 +315,7 @@ func wantLabels(ec *etcdfedv1.EtcdCluster, t Target, have map[string]string) map
 func writeSecret(ctx context.Context, c client.Client, ec *etcdfedv1.EtcdCluster, t Target, exists bool, cur *corev1.Secret, data map[string][]byte) error {
 	if !exists {
 		sec := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: t.SecretName, Namespace: t.Namespace, Labels: wantLabels(ec, t, nil)},
+			ObjectMeta: metav1.ObjectMeta{Name: t.SecretName, Namespace: t.Namespace, Labels: wantLabels(ec, t, nil), OwnerReferences: ownerRefs(ec, t, nil)},
 			Type:       corev1.SecretTypeTLS,
 			Data:       data,
 		}
@@ -303,6 +326,7 @@ func writeSecret(ctx context.Context, c client.Client, ec *etcdfedv1.EtcdCluster
 	}
 	upd := cur.DeepCopy()
 	upd.Labels = wantLabels(ec, t, cur.Labels)
+	upd.OwnerReferences = ownerRefs(ec, t, cur.OwnerReferences)
 	upd.Data = data
 	if err := c.Update(ctx, upd); err != nil {
 		return fmt.Errorf("update Secret: %w", err)
@@ -420,4 +444,91 @@ type ManagerClusters struct{ Manager mcmanager.Manager }
 // GetCluster returns the engaged member cluster of that name.
 func (m ManagerClusters) GetCluster(ctx context.Context, name multicluster.ClusterName) (ClusterClient, error) {
 	return m.Manager.GetCluster(ctx, name)
+}
+
+// FinalizerClients keeps an EtcdCluster until the consumer Secrets its
+// hub wrote in member clusters are deleted. It is set only while a
+// spec.clients entry (or one not yet cleaned up) names a member cluster.
+const FinalizerClients = "etcdfed.dev/clients"
+
+// ensureFinalizer sets FinalizerClients when a consumer's Secret is (or
+// will be) in a member cluster. It is never removed on the normal path: a
+// removed entry's Secret is deleted by the pass, and the finalizer only
+// costs one pass at deletion.
+func (r *Reconciler) ensureFinalizer(ctx context.Context, ec *etcdfedv1.EtcdCluster) error {
+	if !inMemberCluster(ec) || controllerutil.ContainsFinalizer(ec, FinalizerClients) {
+		return nil
+	}
+	before := ec.DeepCopy()
+	controllerutil.AddFinalizer(ec, FinalizerClients)
+	// The optimistic lock: the finalizer list is replaced as a whole, and
+	// the EtcdCluster reconciler keeps its own in it.
+	if err := r.Client.Patch(ctx, ec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("add finalizer %s: %w", FinalizerClients, err)
+	}
+	return nil
+}
+
+func inMemberCluster(ec *etcdfedv1.EtcdCluster) bool {
+	return slices.ContainsFunc(ec.Spec.Clients, func(c etcdfedv1.ClientSpec) bool { return c.Cluster != "" }) ||
+		slices.ContainsFunc(ec.Status.Clients, func(c etcdfedv1.ClientStatus) bool { return c.Cluster != "" })
+}
+
+// reconcileDelete deletes the consumers' Secrets in member clusters when
+// their EtcdCluster is deleted, then lets it go. A member cluster the hub
+// cannot reach keeps the finalizer (nothing is abandoned silently; remove
+// it by hand to abandon the Secret). Secrets in the hub cluster are left to
+// the garbage collector (owner reference, same namespace) or, in another
+// namespace, to a human: the hub deletes no Secret there.
+func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdCluster) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(ec, FinalizerClients) {
+		return ctrl.Result{}, nil
+	}
+	targets := map[string]Target{}
+	for _, c := range ec.Spec.Clients {
+		t := TargetOf(ec, c)
+		targets[t.String()] = t
+	}
+	for _, st := range ec.Status.Clients {
+		t := Target{Name: st.Name, Cluster: st.Cluster, Namespace: st.Namespace, SecretName: st.SecretName}
+		targets[t.String()] = t
+	}
+	var errs []error
+	for _, key := range slices.Sorted(maps.Keys(targets)) {
+		t := targets[key]
+		if t.Cluster == "" {
+			if t.Namespace != ec.Namespace {
+				r.event(ec, corev1.EventTypeNormal, "ClientSecretLeft", "Delete", "EtcdCluster deleted; the Secret %s of client %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t, t.Name)
+			}
+			continue
+		}
+		if err := r.deleteSecret(ctx, ec, t); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		ctrl.LoggerFrom(ctx).Info("Keeping the finalizer until the consumers' Secrets are deleted; remove it by hand to abandon them", "finalizer", FinalizerClients, "error", err.Error())
+		return ctrl.Result{RequeueAfter: retryAfter}, nil
+	}
+	forgetMetrics(ec.Namespace, ec.Name, nil)
+	before := ec.DeepCopy()
+	controllerutil.RemoveFinalizer(ec, FinalizerClients)
+	if err := r.Client.Patch(ctx, ec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(fmt.Errorf("remove finalizer %s: %w", FinalizerClients, err))
+	}
+	return ctrl.Result{}, nil
+}
+
+// ownerRefs is a Secret's owner references with the EtcdCluster as owner
+// when the Secret is in its namespace in the hub cluster (the garbage
+// collector deletes it with the EtcdCluster); other owners are kept.
+func ownerRefs(ec *etcdfedv1.EtcdCluster, t Target, have []metav1.OwnerReference) []metav1.OwnerReference {
+	out := slices.DeleteFunc(slices.Clone(have), func(o metav1.OwnerReference) bool { return o.UID == ec.UID })
+	if t.Cluster != "" || t.Namespace != ec.Namespace {
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
+	return append(out, metav1.OwnerReference{APIVersion: etcdfedv1.GroupVersion.String(), Kind: "EtcdCluster", Name: ec.Name, UID: ec.UID})
 }

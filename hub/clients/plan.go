@@ -79,10 +79,12 @@ type Decision struct {
 	NotAfter time.Time
 }
 
-// Plan decides what one consumer's Secret needs: uid is the EtcdCluster's
+// Plan decides what one consumer's Secret needs: a is the ring's CA
+// Secret (its issuing CA, and the bundle to trust), uid the EtcdCluster's
 // UID (the owner label the hub writes), cn the certificate's common name,
 // endpoints the comma-separated client URLs.
-func Plan(ca *pki.CA, uid, cn, endpoints string, found *Found, now time.Time) Decision {
+func Plan(a *pki.Authority, uid, cn, endpoints string, found *Found, now time.Time) Decision {
+	ca := a.Signer
 	if found == nil {
 		return Decision{Action: ActIssue, Reason: "no Secret yet"}
 	}
@@ -100,13 +102,15 @@ func Plan(ca *pki.CA, uid, cn, endpoints string, found *Found, now time.Time) De
 	if _, err := tls.X509KeyPair(certPEM, found.Data[etcdfedv1.ClientSecretKeyKey]); err != nil {
 		return Decision{Action: ActIssue, Reason: "key does not match the certificate"}
 	}
-	if !pki.Equal(found.Data[etcdfedv1.ClientSecretKeyCA], ca.CertPEM) {
-		return Decision{Action: ActIssue, Reason: "CA bundle is not the ring's CA"}
-	}
 	if got := commonName(certPEM); got != cn {
 		return Decision{Action: ActIssue, Reason: fmt.Sprintf("common name %q, want %q", got, cn)}
 	}
 	notAfter := expiry(certPEM)
+	if !pki.Equal(found.Data[etcdfedv1.ClientSecretKeyCA], a.Bundle()) {
+		// The certificate is good: only the CAs to trust changed (a CA
+		// rotation's first and last steps).
+		return Decision{Action: ActUpdate, Reason: "CA bundle changed", NotAfter: notAfter}
+	}
 	if string(found.Data[etcdfedv1.ClientSecretKeyEndpoints]) != endpoints {
 		return Decision{Action: ActUpdate, Reason: "endpoints changed", NotAfter: notAfter}
 	}
@@ -115,6 +119,14 @@ func Plan(ca *pki.CA, uid, cn, endpoints string, found *Found, now time.Time) De
 
 // RenewAt is when a certificate expiring at notAfter is renewed.
 func RenewAt(notAfter time.Time) time.Time { return notAfter.Add(-pki.RenewBefore) }
+
+// CAHash identifies what a consumer's Secret data holds: its CA bundle
+// and the CA of that bundle that issued its certificate (pki.TrustHash),
+// for status.clients[].caHash.
+func CAHash(data map[string][]byte) string {
+	bundle := data[etcdfedv1.ClientSecretKeyCA]
+	return pki.TrustHash(bundle, pki.IssuerIn(bundle, data[etcdfedv1.ClientSecretKeyCert]))
+}
 
 // Data is the content of a consumer's Secret.
 func Data(caPEM []byte, leaf *pki.Leaf, endpoints string) map[string][]byte {

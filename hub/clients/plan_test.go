@@ -51,13 +51,13 @@ func TestPlan(t *testing.T) {
 		{"just before renewal", &Found{Owner: "uid", Data: good}, now.Add(pki.LeafValidity - pki.RenewBefore - time.Hour), ActNone},
 		{"another CA's certificate", &Found{Owner: "uid", Data: Data(ca.CertPEM, foreign, eps)}, now, ActIssue},
 		{"key of another certificate", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyKey, foreign.KeyPEM)}, now, ActIssue},
-		{"CA bundle replaced", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyCA, other.CertPEM)}, now, ActIssue},
+		{"CA bundle replaced: rewritten, the certificate kept", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyCA, other.CertPEM)}, now, ActUpdate},
 		{"certificate deleted", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyCert, nil)}, now, ActIssue},
 		{"common name changed", &Found{Owner: "uid", Data: Data(ca.CertPEM, renamed, eps)}, now, ActIssue},
 		{"endpoints changed", &Found{Owner: "uid", Data: with(etcdfedv1.ClientSecretKeyEndpoints, []byte("https://main-0.etcd.test:2379"))}, now, ActUpdate},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			d := Plan(ca, "uid", "app", eps, tc.found, tc.now)
+			d := Plan(&pki.Authority{Signer: ca}, "uid", "app", eps, tc.found, tc.now)
 			if d.Action != tc.want {
 				t.Fatalf("action %s (%s), want %s", d.Action, d.Reason, tc.want)
 			}
@@ -65,6 +65,66 @@ func TestPlan(t *testing.T) {
 				t.Fatal("NotAfter not set")
 			}
 		})
+	}
+}
+
+// During a CA rotation a consumer's Secret follows the CA Secret: the
+// bundle when the new CA is added (the certificate kept), a certificate
+// of the new CA when it issues, the new CA alone when the old is dropped.
+func TestPlanCARotation(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	old, err := pki.NewCA("old", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next, err := pki.NewCA("new", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const eps = "https://main-0.etcd.test:2379"
+	leaf, err := old.IssueClient("app", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := Data(old.CertPEM, leaf, eps)
+	a := &pki.Authority{Signer: old}
+	steps := []struct {
+		name string
+		to   func(*pki.Authority) *pki.Authority
+		want Action
+	}{
+		{"new CA added", func(a *pki.Authority) *pki.Authority { return a.BeginRotation(next) }, ActUpdate},
+		{"new CA issues", func(a *pki.Authority) *pki.Authority {
+			b, err := a.SwitchSigner()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}, ActIssue},
+		{"old CA dropped", func(a *pki.Authority) *pki.Authority { return a.DropPrevious() }, ActUpdate},
+	}
+	for _, s := range steps {
+		a = s.to(a)
+		d := Plan(a, "uid", "app", eps, &Found{Owner: "uid", Data: data}, now)
+		if d.Action != s.want {
+			t.Fatalf("%s: action %s (%s), want %s", s.name, d.Action, d.Reason, s.want)
+		}
+		switch d.Action {
+		case ActIssue:
+			l, err := a.Signer.IssueClient("app", now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			data = Data(a.Bundle(), l, eps)
+		case ActUpdate:
+			data = Data(a.Bundle(), &pki.Leaf{CertPEM: data[etcdfedv1.ClientSecretKeyCert], KeyPEM: data[etcdfedv1.ClientSecretKeyKey]}, eps)
+		}
+		if got := CAHash(data); got != a.Trust() {
+			t.Fatalf("%s: the Secret's caHash %s, want the CA Secret's %s", s.name, got, a.Trust())
+		}
+		if d := Plan(a, "uid", "app", eps, &Found{Owner: "uid", Data: data}, now); d.Action != ActNone {
+			t.Fatalf("%s: after the write, action %s (%s)", s.name, d.Action, d.Reason)
+		}
 	}
 }
 

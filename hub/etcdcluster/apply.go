@@ -77,7 +77,11 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 		if err != nil {
 			return ca, fmt.Errorf("issue the hub's client certificate: %w", err)
 		}
-		want := certSecret(ec.Namespace, pki.HubClientSecretName(ec), ownerLabels(ec), ca, leaf)
+		bundle := s.pki.bundle()
+		if w.createCA {
+			bundle = ca.CertPEM
+		}
+		want := certSecret(ec.Namespace, pki.HubClientSecretName(ec), ownerLabels(ec), bundle, leaf)
 		if err := writeOwned(ctx, r.hub(), ec.UID, "the hub", present(s.pki.hubClient), want); err != nil {
 			return ca, err
 		}
@@ -169,6 +173,12 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		}
 	case membership.ActDefragment, membership.ActDisarm:
 		err = r.applyMaintenance(ctx, s, d)
+	case membership.ActAddCA, membership.ActSwitchCA, membership.ActDropCA:
+		err = errors.Join(err, r.applyCAChange(ctx, s, p.Action))
+	case membership.ActCompleteCARotation:
+		r.event(ec, corev1.EventTypeNormal, "CARotationCompleted", "CompleteCARotation", "CA rotation complete: every member and consumer holds a certificate of %s and trusts it alone", pki.Describe(s.pki.ca.Cert))
+	case membership.ActRefuseCARotation:
+		r.event(ec, corev1.EventTypeWarning, "CARotationRefused", "RotateCA", "CA rotation refused: %s", p.Reason)
 	case membership.ActFinish:
 		if op := d.ended; op != nil {
 			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",
@@ -204,6 +214,9 @@ func beginReason(t membership.OpType) string {
 	}
 	if t == membership.OpRecover {
 		return "QuorumRecovery"
+	}
+	if t == membership.OpRotateCA {
+		return "CARotation"
 	}
 	return "MembershipChange"
 }
@@ -249,6 +262,12 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 				continue
 			}
 		}
+		if w.storeCredentials {
+			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Name); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
 		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Name]), w.want))
 	}
 	return errors.Join(errs...)
@@ -266,7 +285,11 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}
 	name := pki.MemberSecretName(member)
-	want := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca, leaf)
+	bundle := s.pki.bundle()
+	if s.pki.ca == nil {
+		bundle = ca.CertPEM // created in this pass
+	}
+	want := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), bundle, leaf)
 	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[name]), want)
 }
 

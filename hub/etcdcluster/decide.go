@@ -76,6 +76,9 @@ type memberWrite struct {
 	// cert: issue the member's certificate first; without it the object is
 	// not written.
 	cert bool
+	// storeCredentials: copy the restore store's credentials next to the
+	// member first; without them the object is not written.
+	storeCredentials bool
 }
 
 // memberRef names a member in a member cluster.
@@ -111,6 +114,7 @@ func decide(s *snapshot) *decision {
 			d.ended = st.Operation
 		}
 		recordStep(s, st, d.plan)
+		recordCARotation(s, st, d.plan)
 		recordScheduledDefrag(s, st, d.plan)
 		d.step = renderStep(s, st, d.plan)
 	}
@@ -153,9 +157,22 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 			}
 			pairs = append(pairs, name+"="+obj.Status.PeerURL)
 		}
-		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: string(s.ec.UID)}
+		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: bootstrapToken(s, st)}
 		for _, name := range p.Members {
-			out.write(s, st, name, b)
+			// Founded from a snapshot (or recovered from a backup): every
+			// member restores the one status.restore recorded.
+			r, err := memberRestore(s, st, name)
+			if err != nil {
+				out.err = err
+				return out
+			}
+			mb := b.DeepCopy()
+			mb.Restore = r
+			n := len(out.writes)
+			out.write(s, st, name, mb)
+			if len(out.writes) > n && r != nil && r.Store.CredentialsSecretName != "" {
+				out.writes[n].storeCredentials = true
+			}
 		}
 	case membership.ActAddLearner:
 		obj := s.currentObject(st, p.Member)
@@ -230,7 +247,9 @@ func (out *step) write(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member stri
 	if b != nil {
 		want.Spec.Bootstrap = b
 	}
-	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want})
+	// The certificate first: a Roll onto a changed CA trust restarts the
+	// pod on the Secret as it is then.
+	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, member)})
 }
 
 // pkiDue: the CA to create (none yet), and the hub's client certificate
@@ -245,7 +264,7 @@ func pkiDue(s *snapshot) pkiWork {
 		w.issueHubClient = true
 	default:
 		renew, _ := s.pki.ca.NeedsRenewal(hc.Data[pki.KeyCert], nil, s.now)
-		w.issueHubClient = renew
+		w.issueHubClient = renew || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle())
 	}
 	return w
 }
@@ -253,15 +272,28 @@ func pkiDue(s *snapshot) pkiWork {
 // certDue: the member's certificate Secret in cs is missing, near expiry,
 // without the member's DNS name, or of another CA.
 func certDue(s *snapshot, cs *clusterSnapshot, member string) bool {
+	due, _ := certDueWhy(s, cs, member)
+	return due
+}
+
+// certDueWhy is certDue with whether the only reason is the CA: the
+// certificate is good but of another CA of the bundle, or ca.crt is not
+// the bundle (a CA rotation). Such a certificate is left to the member's
+// Roll while the member is to restart on the changed trust: the Roll
+// writes it just before the restart, one member at a time.
+func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bool) {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
-		return false
+		return false, false
 	}
 	sec := cs.secrets[pki.MemberSecretName(member)]
 	if s.pki.ca == nil || sec == nil {
-		return true
+		return true, false
 	}
-	renew, _ := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], []string{memberDNSName(s.ec, member)}, s.now)
-	return renew || !pki.Equal(sec.Data[pki.KeyCA], s.pki.ca.CertPEM)
+	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], []string{memberDNSName(s.ec, member)}, s.now)
+	// A problem of the certificate itself (missing, expiring, wrong name,
+	// of a CA the ring does not know) is fixed at once.
+	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)
+	return renew || !pki.Equal(sec.Data[pki.KeyCA], s.pki.bundle()), !ownProblem
 }
 
 // memberUpkeep keeps the recorded members' objects in line outside the
@@ -280,13 +312,13 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 		if existing == nil || existing.Spec.Incarnation != m.Incarnation {
 			continue // the membership step creates it
 		}
-		if certDue(s, cs, m.Name) {
+		want := desiredMember(s, st, m, existing)
+		if due, caOnly := certDueWhy(s, cs, m.Name); due && (!caOnly || !restarts(existing, want)) {
 			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
 		}
 		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Name == m.Name }) {
 			continue
 		}
-		want := desiredMember(s, st, m, existing)
 		if restarts(existing, want) || (maps.Equal(existing.Labels, want.Labels) && equality.Semantic.DeepEqual(existing.Spec, want.Spec)) {
 			continue
 		}

@@ -43,7 +43,7 @@ func ring() *snapshot {
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen, DNSAddresses: []string{fmt.Sprintf("127.0.%d.53:53", i+1)}}},
 			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
 		obj := desiredMember(s, &ec.Status, &ms, nil)
-		obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterExisting, Token: "uid-1"}
+		obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterExisting, Token: "uid-1", ClusterID: "c1"}
 		obj.Generation = 1
 		obj.Status = etcdfedv1.EtcdMemberStatus{ObservedGeneration: 1, PeerURL: peer, ClientURL: client, Address: addr, Incarnation: int64(i + 1),
 			Conditions: []metav1.Condition{
@@ -72,7 +72,7 @@ func withTLS(t *testing.T, s *snapshot) *pki.CA {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.pki = pkiSnapshot{ca: ca, hubClient: certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), ca, hub)}
+	s.pki = pkiSnapshot{ca: ca, hubClient: certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), ca.CertPEM, hub)}
 	for _, m := range s.ec.Status.Members {
 		issueMemberCert(t, s, ca, m.Cluster, m.Name, now)
 	}
@@ -86,7 +86,7 @@ func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member stri
 		t.Fatal(err)
 	}
 	name := pki.MemberSecretName(member)
-	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca, leaf)
+	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca.CertPEM, leaf)
 	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name}
 }
 

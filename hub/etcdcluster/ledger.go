@@ -100,6 +100,11 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 	case membership.ActFinish:
 		op := st.Operation
 		recordNoSpaceRecovery(s, st, op)
+		if op != nil && restoringFromBackup(st, op.Member) && s.etcd.ClusterID != 0 {
+			// Restored from a backup: a new etcd cluster under the same
+			// EtcdCluster.
+			st.ClusterID = hexID(s.etcd.ClusterID)
+		}
 		if op != nil && op.Type == etcdfedv1.OperationRemove {
 			st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == op.Member })
 		} else if m := statusMember(st, d.Member); m != nil && d.MemberID != 0 {

@@ -34,6 +34,12 @@ var (
 	metricClusterReadTimeouts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_hub_member_cluster_read_timeouts_total", Help: "Reads of a member cluster that did not finish within their deadline.",
 	}, []string{"member_cluster"})
+	metricCARotation = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_ca_rotation_phase", Help: "1 for the phase of the EtcdCluster's last CA rotation (Trusting, Reissuing, Dropping, Completed, Refused), 0 for the others.",
+	}, []string{"namespace", "name", "phase"})
+	metricCARotationDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_ca_rotation_members_done", Help: "Members that run what the current CA rotation phase needs.",
+	}, labelsNN)
 	metricSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_membership_steps_total", Help: "Steps of operations (membership changes and rolls) taken by the hub, by action and result.",
 	}, []string{"namespace", "name", "action", "result"})
@@ -41,7 +47,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
-		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts)
+		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone)
 }
 
 // recordMetrics exports the status a pass computed and the step it took.
@@ -66,6 +72,16 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 		metricSteps.WithLabelValues(ec.Namespace, ec.Name, string(a), result).Inc()
 	}
 	recordMaintenanceMetrics(ec, st)
+	if cr := st.CARotation; cr != nil {
+		for _, p := range []etcdfedv1.CARotationPhase{etcdfedv1.CARotationTrusting, etcdfedv1.CARotationReissuing, etcdfedv1.CARotationDropping, etcdfedv1.CARotationCompleted, etcdfedv1.CARotationRefused} {
+			val := 0.0
+			if cr.Phase == p {
+				val = 1
+			}
+			metricCARotation.WithLabelValues(ec.Namespace, ec.Name, string(p)).Set(val)
+		}
+		metricCARotationDone.WithLabelValues(ec.Namespace, ec.Name).Set(float64(cr.MembersDone))
+	}
 }
 
 func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
@@ -73,6 +89,8 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 		g.DeleteLabelValues(ec.Namespace, ec.Name)
 	}
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricCARotation.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricCARotationDone.DeleteLabelValues(ec.Namespace, ec.Name)
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricPassDeadline.DeleteLabelValues(ec.Namespace, ec.Name)
 	forgetMaintenanceMetrics(ec)

@@ -66,6 +66,12 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	}
 	if ec.Spec.TLS.Mode.Enabled() {
 		obj.Spec.TLS.SecretName = pki.MemberSecretName(m.Name)
+		// Only during a CA rotation: every change of it restarts the
+		// member (one at a time, a Roll) on the bundle and certificate its
+		// Secret then holds.
+		if a := s.pki.authority(); a != nil && a.Rotating() {
+			obj.Spec.TLS.CAHash = a.Trust()
+		}
 	}
 	if grantsDisruption(st, m.Name) {
 		obj.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
@@ -78,6 +84,13 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		b := *existing.Spec.Bootstrap
 		if st.ClusterID != "" {
 			b.InitialClusterState = etcdfedv1.InitialClusterExisting
+			// The spoke refuses to start the member on data of another
+			// cluster. Not for the member a recovery from a backup is
+			// restoring: its data will be of the new cluster, whose ID is
+			// recorded when the recovery ends.
+			if !restoringFromBackup(st, m.Name) {
+				b.ClusterID = st.ClusterID
+			}
 		}
 		obj.Spec.Bootstrap = &b
 	}
@@ -113,13 +126,13 @@ func desiredZone(s *snapshot, records []etcdfedv1.DNSRecord) *etcdfedv1.EtcdDNSZ
 	}
 }
 
-// certSecret renders a Secret holding a certificate issued by ca: ca.crt,
-// tls.crt and tls.key.
-func certSecret(ns, name string, labels map[string]string, ca *pki.CA, leaf *pki.Leaf) *corev1.Secret {
+// certSecret renders a Secret holding a certificate and the CA bundle to
+// trust: ca.crt, tls.crt and tls.key.
+func certSecret(ns, name string, labels map[string]string, bundle []byte, leaf *pki.Leaf) *corev1.Secret {
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: labels},
 		Type:       corev1.SecretTypeOpaque,
-		Data:       map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM},
+		Data:       map[string][]byte{pki.KeyCA: bundle, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM},
 	}
 }
 

@@ -41,6 +41,7 @@ func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*s
 		return nil, err
 	}
 	r.observeEtcd(ctx, s)
+	s.restore = r.observeRestore(ctx, ec)
 	return s, nil
 }
 
@@ -59,11 +60,11 @@ func (r *Reconciler) observePKI(ctx context.Context, ec *etcdfedv1.EtcdCluster) 
 	case err != nil:
 		return p, fmt.Errorf("get CA Secret %s: %w", key, err)
 	}
-	ca, err := pki.LoadCA(sec.Data[pki.KeyCert], sec.Data[pki.KeyKey])
+	auth, err := pki.LoadAuthority(sec.Data)
 	if err != nil {
 		return p, fmt.Errorf("CA Secret %s: %w", key, err)
 	}
-	p.ca = ca
+	p.ca, p.auth, p.caSecret = auth.Signer, auth, sec
 	key.Name = pki.HubClientSecretName(ec)
 	hc := &corev1.Secret{}
 	switch err := r.hubReader().Get(ctx, key, hc); {
@@ -224,12 +225,15 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 			s.etcd = membership.Etcd{Error: "the hub has no client certificate from the CA yet"}
 			return
 		}
-		cfg, err := pki.ClientTLS(s.pki.ca.CertPEM, leaf)
+		// The whole bundle: during a CA rotation members serve
+		// certificates of either CA.
+		bundle := s.pki.bundle()
+		cfg, err := pki.ClientTLS(bundle, leaf)
 		if err != nil {
 			s.etcd = membership.Etcd{Error: err.Error()}
 			return
 		}
-		tlsCfg = &clientTLS{cfg: cfg, fingerprint: fingerprint(leaf.CertPEM, s.pki.ca.CertPEM)}
+		tlsCfg = &clientTLS{cfg: cfg, fingerprint: fingerprint(leaf.CertPEM, bundle)}
 	}
 	c, err := r.etcd.get(s.ec.UID, endpoints, tlsCfg)
 	if err != nil {

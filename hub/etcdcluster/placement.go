@@ -136,7 +136,9 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Backup:          backupInput(ec),
 		Maintenance:     maintenancePolicy(s, st),
 		Quorum:          quorumInput(ec),
+		Restore:         restoreInput(ec, st),
 	}
+	in.CA = caRotationInput(s, st)
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
 	}
@@ -197,7 +199,13 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		o.VolumeLost = true
 	}
 	if obj.Spec.Incarnation == m.Incarnation {
-		o.Outdated = restarts(obj, desiredMember(s, st, m, obj))
+		want := desiredMember(s, st, m, obj)
+		o.Outdated = restarts(obj, want)
+		if o.Outdated && obj.Spec.TLS.CAHash != want.Spec.TLS.CAHash {
+			same := obj.DeepCopy()
+			same.Spec.TLS.CAHash = want.Spec.TLS.CAHash
+			o.OutdatedTrust = !restarts(same, want)
+		}
 		o.Failing = podFailing(obj)
 	}
 	if dr := obj.Status.Disruption; dr != nil && dr.Requested && obj.Status.Incarnation == obj.Spec.Incarnation {

@@ -30,7 +30,7 @@ func quorumInput(ec *etcdfedv1.EtcdCluster) membership.QuorumInput {
 		if err != nil {
 			q.RequestError = err.Error()
 		} else {
-			q.Request = &membership.RecoveryRequest{FromMember: r.FromMember, RequestedAt: r.RequestedAt}
+			q.Request = &membership.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt}
 		}
 	}
 	return q

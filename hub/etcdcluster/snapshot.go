@@ -37,6 +37,8 @@ type snapshot struct {
 	// livenessChanges; the next pass is due then at the latest.
 	livenessChange  time.Duration
 	livenessChanges bool
+	// restore is what founding from a snapshot needs (restore.go).
+	restore restoreSnapshot
 }
 
 // clusterSnapshot is one registered member cluster as this pass saw it.
@@ -82,18 +84,45 @@ func (c *clusterSnapshot) connProblem(_ time.Time) string {
 
 // pkiSnapshot is the EtcdCluster's certificate material in the hub.
 type pkiSnapshot struct {
-	// ca is nil when the CA Secret does not exist yet (decide creates it).
+	// ca is the CA that issues; nil when the CA Secret does not exist yet
+	// (decide creates it).
 	ca *pki.CA
+	// auth is the CA Secret's whole content: ca, and during a CA rotation
+	// the CA trusted beside it. Nil means ca alone.
+	auth *pki.Authority
+	// caSecret is the CA Secret as read (a CA rotation updates it).
+	caSecret *corev1.Secret
 	// hubClient is the Secret of the hub's etcd client certificate, nil
 	// when missing.
 	hubClient *corev1.Secret
 }
 
-// hubClientLeaf is the hub's client certificate when it can be used with
-// the CA in this pass: present and issued by it (renewal, when due, is
-// decided separately).
+// authority is the CA Secret's content, nil when there is no CA yet.
+func (p pkiSnapshot) authority() *pki.Authority {
+	switch {
+	case p.auth != nil:
+		return p.auth
+	case p.ca != nil:
+		return &pki.Authority{Signer: p.ca}
+	}
+	return nil
+}
+
+// bundle is what every member and consumer trusts: the CA, and during a
+// rotation the CA beside it.
+func (p pkiSnapshot) bundle() []byte {
+	if a := p.authority(); a != nil {
+		return a.Bundle()
+	}
+	return nil
+}
+
+// hubClientLeaf is the hub's client certificate when it can be used in
+// this pass: present and issued by a CA of the bundle (renewal and
+// reissue, when due, are decided separately).
 func (p pkiSnapshot) hubClientLeaf() *pki.Leaf {
-	if p.ca == nil || p.hubClient == nil || !pki.Equal(p.hubClient.Data[pki.KeyCA], p.ca.CertPEM) {
+	a := p.authority()
+	if a == nil || p.hubClient == nil || a.Issuer(p.hubClient.Data[pki.KeyCert]) == nil {
 		return nil
 	}
 	return &pki.Leaf{CertPEM: p.hubClient.Data[pki.KeyCert], KeyPEM: p.hubClient.Data[pki.KeyKey]}

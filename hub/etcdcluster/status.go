@@ -38,6 +38,7 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
 	setVersionProgress(s, st, gen, d.plan, res)
+	setCARotationProgress(st, gen)
 	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
 	setFailureTolerant(st, gen, tol)
 	setAlarmConditions(s, st, gen)

@@ -47,7 +47,7 @@ func Next(in Input) Decision {
 	if nd, ok := noSpaceStep(in); ok {
 		return nd
 	}
-	return disruptionStep(in, defragStep(in, rollStep(in, d)))
+	return disruptionStep(in, defragStep(in, caRotationStep(in, rollStep(in, d))))
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -55,6 +55,11 @@ func Next(in Input) Decision {
 func beginBootstrap(in Input) Decision {
 	if in.Etcd.Reachable && len(in.Etcd.Members) > 0 {
 		return Decision{Action: ActFinishBootstrap, Reason: "etcd already has members: adopting the formed cluster"}
+	}
+	if in.Restore.Wanted && !in.Restore.Verified {
+		// No member before the snapshot is chosen and checked: all of them
+		// restore the same one, and a bad one founds nothing.
+		return wait(pollSlow, "waiting for the snapshot to restore from to be resolved and checked: %s", orUnknown(in.Restore.Message))
 	}
 	if len(in.Unseen) > 0 {
 		return wait(pollFast, "waiting for every eligible member cluster before founding the cluster: %s", strings.Join(in.Unseen, "; "))
@@ -93,6 +98,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueDisrupt(in, op)
 	case OpRecover:
 		return continueRecover(in, op)
+	case OpRotateCA:
+		return continueRotateCA(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }
@@ -109,8 +116,11 @@ func continueBootstrap(in Input, op Operation) Decision {
 			return Decision{Action: ActFinishBootstrap, Reason: fmt.Sprintf("etcd formed with %d of %d founding members started", started, len(in.Etcd.Members))}
 		}
 	}
-	var missing, noURL, notStarted []string
+	var missing, noURL, notStarted, failing []string
 	for _, m := range in.Members {
+		if m.Object != nil && m.Object.Incarnation == m.Incarnation && m.Object.Failing != "" {
+			failing = append(failing, fmt.Sprintf("%s in %s: %s", m.Name, m.Domain.Cluster, m.Object.Failing))
+		}
 		switch {
 		case m.Object == nil || m.Object.Incarnation != m.Incarnation:
 			missing = append(missing, m.Name)
@@ -131,6 +141,10 @@ func continueBootstrap(in Input, op Operation) Decision {
 			all = append(all, m.Name)
 		}
 		return step(op, ActStartBootstrap, Decision{Members: all, Reason: "starting founding members with the full initial cluster"})
+	}
+	if len(failing) > 0 {
+		// Said first: a restore that fails names its member and why.
+		return waitStep(op, ActStartBootstrap, pollFast, "founding members cannot start: %s; waiting for etcd to form: %s", strings.Join(failing, "; "), orUnknown(in.Etcd.Error))
 	}
 	return waitStep(op, ActStartBootstrap, pollFast, "waiting for etcd to form: %s", orUnknown(in.Etcd.Error))
 }

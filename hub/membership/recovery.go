@@ -47,7 +47,10 @@ type QuorumInput struct {
 // RecoveryRequest is a human's request to recover.
 type RecoveryRequest struct {
 	// FromMember is the survivor to recover from; empty: the freshest.
-	FromMember  string
+	FromMember string
+	// FromBackup recovers from a snapshot instead of a survivor
+	// (recovery_backup.go): "latest" or an object key.
+	FromBackup  string
 	RequestedAt time.Time
 }
 
@@ -170,6 +173,9 @@ func beginRecovery(in Input) (Decision, bool) {
 		// Left over from an earlier loss: never taken for this one.
 		req = nil
 	}
+	if req != nil && req.FromBackup != "" {
+		return beginRecoveryFromBackup(in, q, *req), true
+	}
 	if req == nil && !in.Quorum.Automatic {
 		if q.Declared {
 			return wait(pollSlow, "quorum lost: %s; recover with `etcdfed recover`", q.Message()), true
@@ -218,6 +224,9 @@ func undeclared(in Input, q QuorumLoss) string {
 
 // continueRecover walks: force a new cluster, clear the flag, finish.
 func continueRecover(in Input, op Operation) Decision {
+	if op.Reason == ReasonFromBackup {
+		return continueRecoverFromBackup(in, op)
+	}
 	m, ok := member(in, op.Member)
 	if !ok {
 		return Decision{Action: ActFinish, Reason: fmt.Sprintf("member %s is no longer recorded; recovery abandoned", op.Member)}

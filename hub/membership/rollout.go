@@ -56,7 +56,15 @@ func rollStep(in Input, otherwise Decision) Decision {
 	if m.Name == leader {
 		why += "; it leads, so leadership moves away first"
 	}
-	return begin(in, Operation{Type: OpRoll, Member: m.Name, Reason: ReasonSpecChanged}, why)
+	reason := ReasonSpecChanged
+	if m.Object.OutdatedTrust {
+		reason = ReasonCARotation
+		why = fmt.Sprintf("restarting %s on the ring's changed CA trust (%d of %d members to go)", m.Name, len(outdated), len(in.Members))
+		if m.Name == leader {
+			why += "; it leads, so leadership moves away first"
+		}
+	}
+	return begin(in, Operation{Type: OpRoll, Member: m.Name, Reason: reason}, why)
 }
 
 // notReadyToRoll says why no member may be restarted now, "" when every

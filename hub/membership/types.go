@@ -49,6 +49,21 @@ type Input struct {
 	// Quorum is what the planner needs to recover a ring that lost its
 	// quorum (recovery.go).
 	Quorum QuorumInput
+	// Restore is the state of the snapshot the cluster is founded from.
+	Restore Restore
+	// CA is the state of a CA rotation (carotation.go).
+	CA CARotation
+}
+
+// Restore is the founding snapshot's state (spec.bootstrap.fromSnapshot).
+type Restore struct {
+	// Wanted: the cluster is founded from a snapshot.
+	Wanted bool
+	// Verified: the hub resolved and checked it (status.restore); every
+	// founding member restores that one object.
+	Verified bool
+	// Message says why not yet (the SnapshotVerified condition's).
+	Message string
 }
 
 // Etcd is what etcd says.
@@ -148,8 +163,10 @@ type Object struct {
 	// Outdated is true when the object's spec differs from what the
 	// EtcdCluster's spec wants in a way that restarts the pod (image,
 	// version, etcd flags, pod template, storage, exposure): the member
-	// must be rolled.
-	Outdated bool
+	// must be rolled. OutdatedTrust is true when the only difference is
+	// the CA the member must trust or be issued by (a CA rotation).
+	Outdated      bool
+	OutdatedTrust bool
 	// Settled is true when the spoke has acted on the object's latest
 	// generation and the pod is ready.
 	Settled bool
@@ -208,7 +225,14 @@ const (
 	// (recovery.go); the members that were gone come back afterwards as
 	// Adds under their names with new incarnations.
 	OpRecover OpType = "Recover"
+	// OpRotateCA changes the ring's CA Secret, one step of a CA rotation
+	// (carotation.go): Step is ActAddCA, ActSwitchCA or ActDropCA.
+	OpRotateCA OpType = "RotateCA"
 )
+
+// ReasonCARotation is the reason of a CA rotation's operations (RotateCA,
+// and the Rolls that restart members on the changed trust).
+const ReasonCARotation = "CARotation"
 
 // ReasonSpecChanged is the reason of a Roll operation.
 const ReasonSpecChanged = "SpecChanged"
@@ -266,6 +290,21 @@ const (
 	// ActRequestBackup: ask for an on-demand snapshot named
 	// Decision.BackupRequest (before the first Roll of a version change).
 	ActRequestBackup Action = "RequestBackup"
+	// ActAddCA: generate a new CA and store it in the CA Secret beside the
+	// issuing one (RotateCA). Never a second one: a stored next CA is
+	// kept.
+	ActAddCA Action = "AddCA"
+	// ActSwitchCA: make the next CA the issuing one, keeping the old one
+	// as trusted (RotateCA).
+	ActSwitchCA Action = "SwitchCA"
+	// ActDropCA: remove the old CA from the CA Secret (RotateCA).
+	ActDropCA Action = "DropCA"
+	// ActCompleteCARotation: record the CA rotation as completed (no
+	// operation; nothing is written but the status).
+	ActCompleteCARotation Action = "CompleteCARotation"
+	// ActRefuseCARotation: record the CA rotation request as refused
+	// (Decision.Reason says why).
+	ActRefuseCARotation Action = "RefuseCARotation"
 )
 
 // Decision is the planner's answer.

@@ -36,6 +36,10 @@ const (
 	backdateIssued = 5 * time.Minute // tolerate clock skew between clusters
 )
 
+// ReasonOtherCA is NeedsRenewal's reason for a certificate another CA
+// signed.
+const ReasonOtherCA = "signed by another CA"
+
 // ErrInvalidCA says the CA material cannot sign.
 var ErrInvalidCA = errors.New("pki: invalid CA")
 
@@ -175,7 +179,7 @@ func (ca *CA) NeedsRenewal(certPEM []byte, wantDNS []string, now time.Time) (boo
 		return true, "unparsable certificate"
 	}
 	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
-		return true, "signed by another CA"
+		return true, ReasonOtherCA
 	}
 	if now.Add(RenewBefore).After(cert.NotAfter) {
 		return true, fmt.Sprintf("expires %s", cert.NotAfter.UTC().Format(time.RFC3339))

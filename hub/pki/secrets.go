@@ -45,3 +45,19 @@ func ReadCA(ctx context.Context, c client.Reader, ec *etcdfedv1.EtcdCluster) (*C
 	}
 	return ca, nil
 }
+
+// ReadAuthority reads an EtcdCluster's CA Secret with the CA trusted
+// beside the issuing one during a rotation, for tools that need the bundle
+// (etcdfed client-cert, tests).
+func ReadAuthority(ctx context.Context, c client.Reader, ec *etcdfedv1.EtcdCluster) (*Authority, error) {
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ec.Namespace, Name: CASecretName(ec)}
+	if err := c.Get(ctx, key, sec); err != nil {
+		return nil, fmt.Errorf("read the CA Secret %s of EtcdCluster %s/%s: %w", key, ec.Namespace, ec.Name, err)
+	}
+	a, err := LoadAuthority(sec.Data)
+	if err != nil {
+		return nil, fmt.Errorf("CA Secret %s: %w", key, err)
+	}
+	return a, nil
+}

@@ -358,3 +358,15 @@ func tail(s string, n int) string {
 	}
 	return s
 }
+
+// WriteTLS replaces a member's CA bundle and certificate files (a TLS
+// cluster's): etcd re-reads the certificate on each handshake and the CA
+// bundle only when it starts (Restart).
+func (c *Cluster) WriteTLS(m *Member, caPEM []byte, leaf *pki.Leaf) {
+	c.t.Helper()
+	for f, data := range map[string][]byte{"ca.crt": caPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(m.dir, f), data, 0o600); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+}

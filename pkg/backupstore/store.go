@@ -189,20 +189,30 @@ func (s *Store) Upload(ctx context.Context, key, localPath string, md Metadata) 
 // List returns the snapshots under dir (a ClusterDir), newest first.
 // Objects whose names are not snapshot names are left out.
 func (s *Store) List(ctx context.Context, dir string) ([]Snapshot, error) {
+	return s.list(ctx, dir, func(key string) bool { return path.Dir(key)+"/" == dir })
+}
+
+// ListUnder returns the snapshots anywhere under prefix (such as
+// NAMESPACE/NAME/, every etcd cluster ID of one EtcdCluster), newest first.
+func (s *Store) ListUnder(ctx context.Context, prefix string) ([]Snapshot, error) {
+	return s.list(ctx, prefix, func(string) bool { return true })
+}
+
+func (s *Store) list(ctx context.Context, prefix string, keep func(key string) bool) ([]Snapshot, error) {
 	var out []Snapshot
-	it := s.bucket.List(&blob.ListOptions{Prefix: dir})
+	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
 	for {
 		obj, err := it.Next(ctx)
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%w: list %s: %s", ErrUnreachable, s.Location(dir), describe(err))
+			return nil, fmt.Errorf("%w: list %s: %s", ErrUnreachable, s.Location(prefix), describe(err))
 		}
 		if obj.IsDir {
 			continue
 		}
-		if snap, ok := ParseKey(obj.Key); ok && path.Dir(obj.Key)+"/" == dir {
+		if snap, ok := ParseKey(obj.Key); ok && keep(obj.Key) {
 			snap.Size = obj.Size
 			out = append(out, snap)
 		}
@@ -278,6 +288,9 @@ func (s *Store) ReadMetadata(ctx context.Context, key string) (Metadata, error) 
 	var md Metadata
 	data, err := s.bucket.ReadAll(ctx, MetadataKey(key))
 	if err != nil {
+		if gcerrors.Code(err) == gcerrors.NotFound {
+			return md, fmt.Errorf("%w: no sidecar %s", ErrNotFound, s.Location(MetadataKey(key)))
+		}
 		return md, fmt.Errorf("read %s: %s", s.Location(MetadataKey(key)), describe(err))
 	}
 	if err := json.Unmarshal(data, &md); err != nil {

@@ -201,7 +201,10 @@ func blocker(s *snapshot, d *decision) *pod.Blocker {
 	if err := spec.CheckBootstrap(m, spec.PeerURL(m, d.exposure.Ports)); err != nil {
 		return &pod.Blocker{Reason: ReasonBootstrapMismatch, Message: err.Error()}
 	}
-	if m.Spec.Bootstrap.InitialClusterState == etcdfedv1.InitialClusterNew {
+	// A new incarnation founding a cluster of its own from an empty volume
+	// would split the ring; one restored from a snapshot (a recovery from a
+	// backup) founds the new cluster on purpose, with a new token.
+	if m.Spec.Bootstrap.InitialClusterState == etcdfedv1.InitialClusterNew && m.Spec.Bootstrap.Restore == nil {
 		for _, c := range s.claims {
 			if inc, ok := spec.Incarnation(c.Labels); ok && inc < m.Spec.Incarnation {
 				return &pod.Blocker{Reason: ReasonBootstrapRefused, Message: fmt.Sprintf(

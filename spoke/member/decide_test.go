@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -333,6 +334,12 @@ func decideCases() []decideCase {
 		s:      snap(testMember(incarnation(1), bootstrapped(etcdfedv1.InitialClusterNew)), claimOf(next, 0, retired), claimOf(next, 1)),
 		writes: []string{},
 		conds:  map[string]string{etcdfedv1.ConditionPodReady: "False/" + ReasonBootstrapRefused},
+	}, {
+		name: "state new for a later incarnation restored from a snapshot (recovery from a backup) starts",
+		s: snap(testMember(incarnation(1), bootstrapped(etcdfedv1.InitialClusterNew), func(m *etcdfedv1.EtcdMember) {
+			m.Spec.Bootstrap.Restore = &etcdfedv1.MemberRestore{Store: etcdfedv1.BackupStore{URL: "file:///b"}, Object: "x.db", SHA256: strings.Repeat("a", 64), RevisionBump: 1}
+		}), claimOf(next, 0, retired), claimOf(next, 1)),
+		writes: []string{"Create Pod main-0"},
 	}, {
 		name:   "a bootstrap without the member's peer URL is a mismatch",
 		s:      snap(testMember(bootstrapped(etcdfedv1.InitialClusterNew), expose(etcdfedv1.ExposeLoadBalancer), wrongPeerURL), bootClaim, lbService(true)),

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -164,26 +163,7 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	rc := restored.NewClient()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)
 	defer rcancel()
-	resp, err := rc.Get(rctx, markerPrefix, clientv3.WithPrefix())
-	must(err)
-	have := map[string]string{}
-	for _, kv := range resp.Kvs {
-		have[string(kv.Key)] = string(kv.Value)
-	}
-	var inSnap, after int
-	for _, m := range acked {
-		v, ok := have[m.key]
-		switch {
-		case m.rev <= info.Revision && (!ok || v != m.value):
-			t.Errorf("marker %s (revision %d) acknowledged before the snapshot's revision %d is missing", m.key, m.rev, info.Revision)
-		case m.rev > info.Revision && ok:
-			t.Errorf("marker %s (revision %d) written after the snapshot's revision %d is in it", m.key, m.rev, info.Revision)
-		case m.rev <= info.Revision:
-			inSnap++
-		default:
-			after++
-		}
-	}
+	inSnap, after, _ := checkPointInTime(rctx, t, rc, acked, info.Revision)
 	if inSnap == 0 {
 		t.Errorf("no marker in the snapshot at revision %d (%d markers)", info.Revision, len(acked))
 	}

@@ -65,9 +65,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		t.Skip("QuorumLossRecoverySpec: the topology cannot kill clusters")
 	}
 	recoverCmd := func(ctx context.Context, args ...string) (string, error) {
-		base := []string{"recover", in.Etcd.Name, "-n", in.Etcd.Namespace, "--kubeconfig", hub.Kubeconfig}
-		out, err := exec.CommandContext(ctx, in.Etcdfed, append(base, args...)...).CombinedOutput()
-		return string(out), err
+		return etcdfedRecover(ctx, in.Etcdfed, hub, in.Etcd, args...)
 	}
 
 	// A short grace, so that the loss is declared within the test.
@@ -132,19 +130,8 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	acked := w.Acked()
 
 	// The hub declares the loss.
-	var declared *metav1.Condition
-	must(poll(ctx, 5*time.Minute, "Available=False QuorumLost", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
-		if c == nil || c.Reason != etcdfedv1.ReasonQuorumLost {
-			return fmt.Sprintf("Available %v", c), nil
-		}
-		declared = c
-		return "", nil
-	}))
+	declared, err := waitForQuorumLost(ctx, hub, in.Etcd)
+	must(err)
 	times.Declared = time.Since(lost)
 	t.Logf("declared %.0fs after the loss: %s", times.Declared.Seconds(), declared.Message)
 	for _, name := range []string{victims[0].Name, victims[1].Name, "freshest survivor: " + survivor.Name} {
@@ -273,4 +260,30 @@ func oneRing(ctx context.Context, m *ManagedEtcd, clusterID string, goneIDs map[
 		}
 	}
 	return nil
+}
+
+// etcdfedRecover runs `etcdfed recover` on m with args.
+func etcdfedRecover(ctx context.Context, bin string, hub *Cluster, m *ManagedEtcd, args ...string) (string, error) {
+	base := []string{"recover", m.Name, "-n", m.Namespace, "--kubeconfig", hub.Kubeconfig}
+	out, err := exec.CommandContext(ctx, bin, append(base, args...)...).CombinedOutput()
+	return string(out), err
+}
+
+// waitForQuorumLost waits up to 5 minutes for the hub to declare m's
+// quorum lost (Available=False, QuorumLost) and returns the condition.
+func waitForQuorumLost(ctx context.Context, hub *Cluster, m *ManagedEtcd) (*metav1.Condition, error) {
+	var declared *metav1.Condition
+	err := poll(ctx, 5*time.Minute, "Available=False QuorumLost", func(ctx context.Context) (string, error) {
+		ec, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
+		if c == nil || c.Reason != etcdfedv1.ReasonQuorumLost {
+			return fmt.Sprintf("Available %v", c), nil
+		}
+		declared = c
+		return "", nil
+	})
+	return declared, err
 }

@@ -108,6 +108,9 @@ func (w *podWorker) runContainer(c *ctr) bool {
 		if code != 0 {
 			term.Reason = "Error"
 			term.Message = killReason
+			if term.Message == "" && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+				term.Message = logTail(spec.LogPath)
+			}
 		}
 		if sig != "" {
 			if s, ok := signalNumber(sig); ok {
@@ -183,6 +186,42 @@ func (w *podWorker) setState(c *ctr, st corev1.ContainerState) {
 	c.state = st
 	w.mu.Unlock()
 	w.markDirty()
+}
+
+// Kubelet's bounds of a termination message taken from the log
+// (FallbackToLogsOnError).
+const (
+	fallbackLogLines = 80
+	fallbackLogBytes = 2048
+)
+
+// logTail is the end of the container's last run in its log file, as
+// kubelet's FallbackToLogsOnError takes it: at most fallbackLogLines lines
+// and fallbackLogBytes bytes.
+func logTail(path string) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	s := string(data)
+	if i := strings.LastIndex(s, "\n--- "); i >= 0 {
+		if j := strings.IndexByte(s[i+1:], '\n'); j >= 0 {
+			s = s[i+1+j+1:] // after the last run's header
+		}
+	} else if strings.HasPrefix(s, "--- ") {
+		if j := strings.IndexByte(s, '\n'); j >= 0 {
+			s = s[j+1:]
+		}
+	}
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > fallbackLogLines {
+		lines = lines[len(lines)-fallbackLogLines:]
+	}
+	s = strings.Join(lines, "\n")
+	if len(s) > fallbackLogBytes {
+		s = s[len(s)-fallbackLogBytes:]
+	}
+	return s
 }
 
 func writeLogHeader(path, line string) {

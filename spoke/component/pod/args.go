@@ -18,6 +18,8 @@ const (
 	CAFile        = TLSMountPath + "/ca.crt"
 	CertFile      = TLSMountPath + "/tls.crt"
 	KeyFile       = TLSMountPath + "/tls.key"
+	// StoreCredentialsMountPath holds the restore's store credentials.
+	StoreCredentialsMountPath = "/etc/etcdfed/store"
 )
 
 // Environment variables set in the member's containers from the downward

@@ -16,15 +16,26 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
+	"github.com/etcdfed/etcdfed/spoke/restore"
 )
 
 // Container and volume names.
 const (
 	ContainerEtcd    = "etcd"
 	ContainerWaitDNS = "wait-dns"
-	VolumeData       = "data"
-	VolumeTLS        = "tls"
+	// ContainerPrepareData prepares the data directory before etcd: it
+	// refuses data of another cluster (spec.bootstrap.clusterID) and
+	// restores an empty one from a snapshot (spec.bootstrap.restore).
+	ContainerPrepareData = "prepare-data"
+	VolumeData           = "data"
+	VolumeTLS            = "tls"
+	// VolumeStoreCredentials is the restore's store credentials Secret.
+	VolumeStoreCredentials = "store-credentials"
 )
+
+// EnvCAHash carries spec.tls.caHash into the etcd container while the
+// ring's CA is rotated, so that a change of it changes the pod.
+const EnvCAHash = "ETCDFED_CA_HASH"
 
 // ZoneLabel is the node label the pod's node affinity uses.
 const ZoneLabel = corev1.LabelTopologyZone
@@ -126,9 +137,55 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	if r := tpl.Resources; r != nil {
 		pod.Spec.Containers[0].Resources = *r.DeepCopy()
 	}
+	if c, v := prepareDataContainer(m, p); c != nil {
+		// After the DNS wait, right before etcd.
+		pod.Spec.InitContainers = append(pod.Spec.InitContainers, *c)
+		pod.Spec.Volumes = append(pod.Spec.Volumes, v...)
+	}
+	if h := m.Spec.TLS.CAHash; h != "" {
+		// etcd reads its trusted CA file only when it starts: a changed CA
+		// trust (a CA rotation step) is a new pod.
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: EnvCAHash, Value: h})
+	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
 	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
 	return pod
+}
+
+// prepareDataContainer is the init container that prepares the data
+// directory: it refuses data of another cluster than
+// spec.bootstrap.clusterID, and restores an empty one from
+// spec.bootstrap.restore (with the volume of the store's credentials).
+// nil when there is neither.
+func prepareDataContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container, []corev1.Volume) {
+	b := m.Spec.Bootstrap
+	if b == nil || (b.Restore == nil && b.ClusterID == "") {
+		return nil, nil
+	}
+	in := restore.Input{DataDir: DataDir, ClusterID: b.ClusterID}
+	var vols []corev1.Volume
+	c := &corev1.Container{
+		Name:            ContainerPrepareData,
+		Image:           p.HelperImage,
+		ImagePullPolicy: corev1.PullIfNotPresent,
+		VolumeMounts:    []corev1.VolumeMount{{Name: VolumeData, MountPath: DataMountPath}},
+		// Why it failed (a refused snapshot, data of another cluster) is
+		// the last lines of its log.
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	if r := b.Restore; r != nil {
+		in.Store, in.Object, in.SHA256, in.RevisionBump = r.Store, r.Object, r.SHA256, r.RevisionBump
+		in.Name, in.PeerURL, in.InitialCluster, in.Token = m.Spec.MemberName, spec.PeerURL(m, p.Advertised), b.InitialCluster, b.Token
+		if name := r.Store.CredentialsSecretName; name != "" {
+			in.CredentialsDir = StoreCredentialsMountPath
+			c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: VolumeStoreCredentials, MountPath: StoreCredentialsMountPath, ReadOnly: true})
+			vols = append(vols, corev1.Volume{Name: VolumeStoreCredentials, VolumeSource: corev1.VolumeSource{
+				Secret: &corev1.SecretVolumeSource{SecretName: name, DefaultMode: ptr.To[int32](0o400)},
+			}})
+		}
+	}
+	c.Command = append([]string{"etcdfed", "prepare-data"}, restore.Args(in)...)
+	return c, vols
 }
 
 // MemberSpecHash hashes the EtcdMember spec without spec.bootstrap: the

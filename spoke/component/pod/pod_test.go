@@ -306,6 +306,8 @@ func TestSpecHash(t *testing.T) {
 	for i, m := range []*etcdfedv1.EtcdMember{
 		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Image = "other:v3.6.17" }),
 		member(func(m *etcdfedv1.EtcdMember) { m.Spec.Etcd.HeartbeatIntervalMillis = ptr.To[int32](200) }),
+		// A CA rotation step: etcd must restart to load the changed trust.
+		member(func(m *etcdfedv1.EtcdMember) { m.Spec.TLS.CAHash = "0123456789abcdef" }),
 	} {
 		if h, mh := hashes(m); h == bh || mh == bm {
 			t.Errorf("case %d: a pod change kept a hash", i)

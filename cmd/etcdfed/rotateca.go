@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+func init() {
+	var hub hubFlags
+	var wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "rotate-ca NAME",
+		Short: "Replace the CA of an EtcdCluster, with no moment where two members distrust each other",
+		Long: `rotate-ca asks the hub to replace the CA of the EtcdCluster NAME. The hub
+generates a new CA and works in three phases, each restarting the members one
+at a time (followers first, the leader last after moving leadership away, each
+a ready voter caught up with the leader before the next):
+
+  Trusting   the new CA is stored beside the old one; every member restarts
+             trusting both; every consumer Secret (spec.clients) gets both in
+             ca.crt.
+  Reissuing  the new CA issues: every member restarts with a certificate of
+             the new CA; the hub's and every consumer's client certificate are
+             reissued from it.
+  Dropping   the old CA is removed: every member restarts trusting the new CA
+             alone; every consumer's ca.crt holds the new CA alone.
+
+A phase starts only when every member and consumer Secret holds what the phase
+before wants. Consumers that read their CA file only at start (kube-apiserver)
+must be restarted after Trusting, before their certificate of the new CA is
+needed. status.caRotation shows the phase and progress; Progressing=True with
+reason CARotation while it runs.
+
+The command sets the annotation ` + etcdfedv1.AnnotationRotateCA + `; with --wait it
+follows the rotation until it completes.`,
+		Example: `  etcdfed rotate-ca main -n team-a --wait`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := hub.client()
+			if err != nil {
+				return err
+			}
+			key := client.ObjectKey{Namespace: ns, Name: args[0]}
+			req, err := requestCARotation(cmd.Context(), c, key, time.Now())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "Requested a CA rotation of EtcdCluster %s (request at %s).\n", key, req.RequestedAt.Format(time.RFC3339))
+			if !wait {
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			return waitCARotated(ctx, c, key, req.RequestedAt, time.Second, out)
+		},
+	}
+	hub.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the rotation completes.")
+	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "With --wait: give up waiting after this long.")
+	root.AddCommand(cmd)
+}
+
+// requestCARotation sets the request annotation, unless a rotation is
+// under way or cannot be done.
+func requestCARotation(ctx context.Context, c client.Client, key client.ObjectKey, now time.Time) (etcdfedv1.CARotationRequest, error) {
+	req := etcdfedv1.CARotationRequest{RequestedAt: now.UTC().Truncate(time.Second)}
+	return req, annotateRequest(ctx, c, key, caRotationRefusal, etcdfedv1.AnnotationRotateCA, req.String())
+}
+
+// caRotationRefusal says why a CA rotation must not be asked of ec, nil
+// when it may.
+func caRotationRefusal(ec *etcdfedv1.EtcdCluster) error {
+	name := ec.Namespace + "/" + ec.Name
+	switch {
+	case !ec.Spec.TLS.Mode.Enabled():
+		return fmt.Errorf("EtcdCluster %s runs without TLS (spec.tls.mode: Disabled): there is no CA to rotate", name)
+	case ec.Spec.TLS.CASecretName != "":
+		return fmt.Errorf("EtcdCluster %s uses the CA you provide in Secret %s (spec.tls.caSecretName): etcdfed rotates only a CA it generated", name, ec.Spec.TLS.CASecretName)
+	case ec.Status.ClusterID == "":
+		return fmt.Errorf("EtcdCluster %s has not formed yet", name)
+	case ec.Status.CARotation != nil && ec.Status.CARotation.Phase.InProgress():
+		return fmt.Errorf("EtcdCluster %s is already rotating its CA (phase %s, %d of %d members done)", name, ec.Status.CARotation.Phase, ec.Status.CARotation.MembersDone, ec.Status.CARotation.MembersTotal)
+	}
+	return nil
+}
+
+// waitCARotated polls until the rotation requested at requestedAt
+// completes (or is refused), printing each change of state.
+func waitCARotated(ctx context.Context, c client.Client, key client.ObjectKey, requestedAt time.Time, every time.Duration, out io.Writer) error {
+	return follow(ctx, c, key, every, out, "CA rotation", func(ec *etcdfedv1.EtcdCluster) (string, bool, error) {
+		cr := ec.Status.CARotation
+		switch {
+		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(requestedAt):
+			return "waiting for the hub to take the request", false, nil
+		case cr.Phase == etcdfedv1.CARotationRefused:
+			return "", false, fmt.Errorf("the hub refused the CA rotation of %s: %s", key, cr.Message)
+		case cr.Phase == etcdfedv1.CARotationCompleted:
+			return fmt.Sprintf("complete: every member and consumer trusts %s alone", cr.NewCA), true, nil
+		}
+		state := fmt.Sprintf("%s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
+		if op := ec.Status.Operation; op != nil {
+			state += fmt.Sprintf("; %s %s %s", op.Type, op.Member, op.Step)
+		}
+		return state, false, nil
+	})
+}

@@ -1,0 +1,235 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// CA rotation (membership/carotation.go plans it): the CA Secret holds the
+// issuing CA and, during a rotation, the CA trusted beside it (pki.
+// Authority); every member's Secret and every consumer's gets the bundle
+// in ca.crt; members' objects carry spec.tls.caHash, whose change makes
+// them outdated so that the planner restarts them one at a time (Rolls).
+// status.caRotation records the phase.
+
+// caRotationInput is what the planner needs of a CA rotation.
+func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) membership.CARotation {
+	var in membership.CARotation
+	cr := st.CARotation
+	if cr != nil && cr.Phase.InProgress() {
+		in.Phase = string(cr.Phase)
+	}
+	if in.Phase == "" {
+		if req, ok := caRotationRequest(s.ec); ok && (cr == nil || cr.RequestedAt == nil || req.After(cr.RequestedAt.Time)) {
+			in.Requested = true
+			in.Refusal = caRotationRefusal(s)
+		}
+	}
+	if a := s.pki.authority(); a != nil {
+		in.HasNext, in.HasPrevious = a.Next != nil, a.Previous != nil
+	}
+	if in.Phase != "" {
+		in.ConsumersPending = consumersPending(s, st)
+	}
+	return in
+}
+
+// caRotationRequest is the time of the rotation request on ec, if any (a
+// value that does not parse is no request: the CLI writes it).
+func caRotationRequest(ec *etcdfedv1.EtcdCluster) (time.Time, bool) {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationRotateCA]
+	if !ok {
+		return time.Time{}, false
+	}
+	req, err := etcdfedv1.ParseCARotationRequest(v)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return req.RequestedAt.UTC().Truncate(time.Second), true
+}
+
+// caRotationRefusal says why a rotation cannot be done, "" when it can.
+func caRotationRefusal(s *snapshot) string {
+	switch {
+	case !s.ec.Spec.TLS.Mode.Enabled():
+		return "the ring runs without TLS (spec.tls.mode: Disabled): there is no CA to rotate"
+	case s.ec.Spec.TLS.CASecretName != "":
+		return fmt.Sprintf("the CA is the one you provide in Secret %s (spec.tls.caSecretName): etcdfed rotates only a CA it generated", s.ec.Spec.TLS.CASecretName)
+	case s.pki.ca == nil:
+		return "the ring has no CA yet"
+	}
+	return ""
+}
+
+// consumersPending names the holders of client certificates whose Secret
+// does not hold yet what the CA Secret wants (its bundle, a certificate of
+// its issuing CA): the hub's own, and every spec.clients[] entry's as the
+// clients controller reports it (status.clients[].caHash).
+func consumersPending(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
+	a := s.pki.authority()
+	if a == nil {
+		return "the ring has no CA yet"
+	}
+	var out []string
+	if w := pkiDue(s); w.issueHubClient {
+		out = append(out, "the hub's client certificate")
+	}
+	want := a.Trust()
+	for _, c := range s.ec.Spec.Clients {
+		i := slices.IndexFunc(st.Clients, func(cs etcdfedv1.ClientStatus) bool { return cs.Name == c.Name })
+		switch {
+		case i < 0:
+			out = append(out, fmt.Sprintf("client %s: no Secret reported yet", c.Name))
+		case st.Clients[i].CAHash != want:
+			msg := "not yet rewritten"
+			if m := st.Clients[i].Message; m != "" {
+				msg = m
+			}
+			out = append(out, fmt.Sprintf("client %s (%s): %s", c.Name, clientWhere(st.Clients[i]), msg))
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+func clientWhere(c etcdfedv1.ClientStatus) string {
+	cl := c.Cluster
+	if cl == "" {
+		cl = "hub"
+	}
+	return cl + "/" + c.Namespace + "/" + c.SecretName
+}
+
+// recordCARotation records the rotation's phase in status.caRotation: a
+// RotateCA operation's start changes the phase (before the CA Secret is
+// written: rule 3), the planner completes or refuses it, and every pass
+// counts the members that run what the phase needs.
+func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decision) {
+	now := metav1.NewTime(s.now)
+	a := s.pki.authority()
+	switch {
+	case d.Action == membership.ActBegin && d.Operation != nil && d.Operation.Type == membership.OpRotateCA:
+		cr := st.CARotation
+		if cr == nil || !cr.Phase.InProgress() {
+			cr = &etcdfedv1.CARotationStatus{StartedAt: &now}
+			if req, ok := caRotationRequest(s.ec); ok {
+				cr.RequestedAt = &metav1.Time{Time: req}
+			}
+			if a != nil {
+				cr.OldCA = pki.Describe(a.Signer.Cert)
+			}
+			st.CARotation = cr
+		}
+		phase := map[membership.Action]etcdfedv1.CARotationPhase{
+			membership.ActAddCA:    etcdfedv1.CARotationTrusting,
+			membership.ActSwitchCA: etcdfedv1.CARotationReissuing,
+			membership.ActDropCA:   etcdfedv1.CARotationDropping,
+		}[d.Operation.Step]
+		if cr.Phase != phase {
+			cr.Phase, cr.PhaseStartedAt = phase, &now
+		}
+	case d.Action == membership.ActRefuseCARotation:
+		st.CARotation = &etcdfedv1.CARotationStatus{Phase: etcdfedv1.CARotationRefused, Message: truncate(d.Reason, 1024)}
+		if req, ok := caRotationRequest(s.ec); ok {
+			st.CARotation.RequestedAt = &metav1.Time{Time: req}
+		}
+	case d.Action == membership.ActCompleteCARotation && st.CARotation != nil:
+		st.CARotation.Phase, st.CARotation.CompletedAt, st.CARotation.PhaseStartedAt = etcdfedv1.CARotationCompleted, &now, &now
+		st.CARotation.Message = truncate(d.Reason, 1024)
+	}
+	cr := st.CARotation
+	if cr == nil || !cr.Phase.InProgress() {
+		return
+	}
+	if a != nil {
+		switch {
+		case a.Next != nil:
+			cr.NewCA = pki.Describe(a.Next.Cert)
+		case cr.Phase != etcdfedv1.CARotationTrusting:
+			cr.NewCA = pki.Describe(a.Signer.Cert)
+		}
+	}
+	done, total := int32(0), int32(0)
+	for i := range st.Members {
+		m := &st.Members[i]
+		total++
+		if obj := s.currentObject(st, m.Name); obj != nil && obj.Spec.Incarnation == m.Incarnation && !restarts(obj, desiredMember(s, st, m, obj)) &&
+			obj.Status.ObservedGeneration == obj.Generation {
+			done++
+		}
+	}
+	cr.MembersDone, cr.MembersTotal = done, total
+	cr.Message = truncate(d.Reason, 1024)
+}
+
+// applyCAChange writes one change of the CA Secret (a RotateCA step),
+// with the Secret's resourceVersion as read: two writers never both store
+// a new CA. A change already made is not made again.
+func (r *Reconciler) applyCAChange(ctx context.Context, s *snapshot, step membership.Action) error {
+	a, sec := s.pki.auth, s.pki.caSecret
+	if a == nil || sec == nil {
+		return fmt.Errorf("CA rotation: no CA Secret read")
+	}
+	var next *pki.Authority
+	switch {
+	case step == membership.ActAddCA && !a.Rotating():
+		ca, err := pki.NewCA(fmt.Sprintf("etcdfed %s/%s CA %s", s.ec.Namespace, s.ec.Name, s.now.UTC().Format("2006-01-02")), r.now())
+		if err != nil {
+			return fmt.Errorf("CA rotation: create the new CA: %w", err)
+		}
+		next = a.BeginRotation(ca)
+	case step == membership.ActSwitchCA && a.Next != nil:
+		var err error
+		if next, err = a.SwitchSigner(); err != nil {
+			return err
+		}
+	case step == membership.ActDropCA && a.Rotating() && a.Next == nil:
+		next = a.DropPrevious()
+	default:
+		return nil
+	}
+	upd := sec.DeepCopy()
+	upd.Data = next.Data()
+	ctrl.LoggerFrom(ctx).Info("Writing the CA Secret", "step", step, "signer", pki.Describe(next.Signer.Cert))
+	if err := r.hub().Update(ctx, upd); err != nil {
+		return fmt.Errorf("CA rotation (%s): update CA Secret %s: %w", step, sec.Name, err)
+	}
+	r.event(s.ec, corev1.EventTypeNormal, "CARotation"+string(step), string(step), "%s", caChangeMessage(step, a, next))
+	return nil
+}
+
+func caChangeMessage(step membership.Action, before, after *pki.Authority) string {
+	switch step {
+	case membership.ActAddCA:
+		return fmt.Sprintf("Stored the new CA %s beside %s; members restart one at a time to trust both", pki.Describe(after.Next.Cert), pki.Describe(before.Signer.Cert))
+	case membership.ActSwitchCA:
+		return fmt.Sprintf("The new CA %s issues; members restart one at a time with its certificates, %s stays trusted", pki.Describe(after.Signer.Cert), pki.Describe(before.Signer.Cert))
+	}
+	return fmt.Sprintf("Dropped the old CA %s; members restart one at a time to trust %s alone", pki.Describe(before.Previous), pki.Describe(after.Signer.Cert))
+}
+
+// setCARotationProgress: while a CA rotation is under way, Progressing
+// says so (reason CARotation) with its phase and progress.
+func setCARotationProgress(st *etcdfedv1.EtcdClusterStatus, gen int64) {
+	cr := st.CARotation
+	if cr == nil || !cr.Phase.InProgress() {
+		return
+	}
+	msg := fmt.Sprintf("CA rotation, phase %s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
+	if op := st.Operation; op != nil {
+		msg += fmt.Sprintf("; %s %s step %s: %s", op.Type, op.Member, op.Step, op.Message)
+	} else if cr.Message != "" {
+		msg += "; " + cr.Message
+	}
+	setCondition(st, gen, etcdfedv1.ConditionProgressing, true, etcdfedv1.ReasonCARotation, msg)
+}

@@ -1,0 +1,161 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// Founding from a snapshot, the EtcdCluster reconciler's side: hub/restore
+// resolves and checks the snapshot into status.restore; the planner waits
+// for it (membership.Restore); StartBootstrap hands every founding member
+// that one object with its sha256 (spec.bootstrap.restore) and copies the
+// store's credentials next to it, the way member certificates are copied.
+
+// restoreSnapshot is what observe read for a restore: the store's
+// credentials from the hub, when the founding step may need them.
+type restoreSnapshot struct {
+	creds map[string][]byte
+	err   error
+}
+
+// fromSnapshot is the spec's snapshot source, nil when the cluster is not
+// founded from one.
+func fromSnapshot(ec *etcdfedv1.EtcdCluster) *etcdfedv1.SnapshotSource {
+	if b := ec.Spec.Bootstrap; b != nil {
+		return b.FromSnapshot
+	}
+	return nil
+}
+
+// backupRecovery is the request to recover from a backup, nil when none
+// (or the annotation cannot be read: quorumInput reports that).
+func backupRecovery(ec *etcdfedv1.EtcdCluster) *etcdfedv1.RecoveryRequest {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]
+	if !ok {
+		return nil
+	}
+	r, err := etcdfedv1.ParseRecoveryRequest(v)
+	if err != nil || r.FromBackup == "" {
+		return nil
+	}
+	return &r
+}
+
+// restoreStore is the store a restore reads from: spec.bootstrap's while
+// the cluster is founded from a snapshot, spec.backup's for a recovery
+// from a backup; nil when neither applies.
+func restoreStore(ec *etcdfedv1.EtcdCluster) *etcdfedv1.BackupStore {
+	if src := fromSnapshot(ec); src != nil && ec.Status.ClusterID == "" {
+		return &src.Store
+	}
+	if backupRecovery(ec) != nil && ec.Spec.Backup != nil {
+		return &ec.Spec.Backup.Store
+	}
+	return nil
+}
+
+// restoreInput is the planner's view of the snapshot to restore: the
+// founding one, or the one a recovery from a backup asked for (checked
+// after the request).
+func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Restore {
+	var r membership.Restore
+	switch req := backupRecovery(ec); {
+	case fromSnapshot(ec) != nil && st.ClusterID == "":
+		r = membership.Restore{Wanted: true, Verified: st.Restore != nil}
+	case req != nil:
+		r = membership.Restore{Wanted: true, Verified: st.Restore != nil && !st.Restore.VerifiedAt.Time.Before(req.RequestedAt)}
+	default:
+		return r
+	}
+	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionSnapshotVerified); c != nil && c.Status != metav1.ConditionTrue {
+		r.Message = c.Reason + ": " + c.Message
+	}
+	return r
+}
+
+// observeRestore reads the store's credentials Secret from the hub while
+// the cluster is being founded from a snapshot; nothing otherwise.
+func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdCluster) restoreSnapshot {
+	store := restoreStore(ec)
+	if store == nil || store.CredentialsSecretName == "" {
+		return restoreSnapshot{}
+	}
+	sec := &corev1.Secret{}
+	key := client.ObjectKey{Namespace: ec.Namespace, Name: store.CredentialsSecretName}
+	if err := r.hubReader().Get(ctx, key, sec); err != nil {
+		return restoreSnapshot{err: fmt.Errorf("store credentials Secret %s: %w", key, err)}
+	}
+	return restoreSnapshot{creds: sec.Data}
+}
+
+// StoreCredentialsSecretName is the Secret next to a member, in its member
+// cluster, holding a copy of the restore store's credentials.
+func StoreCredentialsSecretName(member string) string { return member + "-store-credentials" }
+
+// memberRestore is a founding member's spec.bootstrap.restore: the one
+// snapshot status.restore recorded; nil when the cluster is neither
+// founded from a snapshot nor recovered from a backup.
+func memberRestore(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (*etcdfedv1.MemberRestore, error) {
+	src := restoreStore(s.ec)
+	if src == nil {
+		return nil, nil
+	}
+	if st.Restore == nil {
+		return nil, fmt.Errorf("the snapshot to restore %s from is not checked yet", member)
+	}
+	store := *src.DeepCopy()
+	if store.CredentialsSecretName != "" {
+		if s.restore.err != nil {
+			return nil, s.restore.err
+		}
+		store.CredentialsSecretName = StoreCredentialsSecretName(member)
+	}
+	return &etcdfedv1.MemberRestore{Store: store, Object: st.Restore.Object, SHA256: st.Restore.SHA256, RevisionBump: st.Restore.RevisionBump}, nil
+}
+
+// storeCredentialsSecret renders the copy of the store's credentials next
+// to a member.
+func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
+	labels := ownerLabels(s.ec)
+	labels[etcdfedv1.LabelMember] = member
+	labels[etcdfedv1.LabelComponent] = "store-credentials"
+	return &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: StoreCredentialsSecretName(member), Labels: labels},
+		Type:       corev1.SecretTypeOpaque,
+		Data:       maps.Clone(s.restore.creds),
+	}
+}
+
+// writeStoreCredentials writes the member's copy of the store's
+// credentials, through the one writer of owned objects.
+func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs *clusterSnapshot, member string) error {
+	want := storeCredentialsSecret(s, member)
+	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[want.Name]), want)
+}
+
+// bootstrapToken is the --initial-cluster-token of the members a step
+// founds: the EtcdCluster's UID, and for a recovery from a backup (a new
+// cluster under the same EtcdCluster) the UID with the recovery's start,
+// so the new cluster never takes the old one's messages for its own.
+func bootstrapToken(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
+	if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationRecover {
+		return string(s.ec.UID) + "-" + forceNewClusterToken(st)
+	}
+	return string(s.ec.UID)
+}
+
+// restoringFromBackup: member is the seed of a recovery from a backup in
+// flight.
+func restoringFromBackup(st *etcdfedv1.EtcdClusterStatus, member string) bool {
+	op := st.Operation
+	return op != nil && op.Type == etcdfedv1.OperationRecover && op.Reason == membership.ReasonFromBackup && op.Member == member
+}

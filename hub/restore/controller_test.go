@@ -1,0 +1,168 @@
+package restore
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/internal/snapshottest"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
+
+// start runs the restore controller against a real apiserver in a
+// namespace of its own.
+func start(t *testing.T) (client.Client, string) {
+	t.Helper()
+	api := testenv.Shared(t, "restore")
+	ns := testenv.NamespaceT(t, api, "restore")
+	testenv.StartManager(t, api, ns, func(mgr ctrl.Manager) error {
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("restore-test"), ScratchDir: t.TempDir()}
+		return r.SetupWithManager(mgr)
+	})
+	return api.Client, ns
+}
+
+func restoring(c client.Client, ns, name string, src etcdfedv1.SnapshotSource) *etcdfedv1.EtcdCluster {
+	return &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: name + ".etcd.test"},
+			Bootstrap: &etcdfedv1.ClusterBootstrap{FromSnapshot: &src}},
+	}
+}
+
+func verified(g Gomega, c client.Client, key client.ObjectKey) (*etcdfedv1.EtcdCluster, *metav1.Condition) {
+	ec := &etcdfedv1.EtcdCluster{}
+	g.Expect(c.Get(context.Background(), key, ec)).To(Succeed())
+	cond := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionSnapshotVerified)
+	g.Expect(cond).NotTo(BeNil())
+	return ec, cond
+}
+
+// latest, in a real S3 server (versitygw) with credentials from a Secret:
+// the newest snapshot of the source cluster across its etcd cluster IDs is
+// downloaded, checked and recorded in status.restore with its sha256,
+// revision and the bump, before anything else happens.
+func TestResolveLatestFromS3(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t)
+	srv := s3test.StartT(t, "backups")
+	spec := srv.Store("backups", "hub", "s3-credentials")
+	now := time.Now()
+	snapshottest.Store(t, spec, srv.Credentials(), "team-a", "main", "1111111111111111", now.Add(-2*time.Hour), 50)
+	newest := snapshottest.Store(t, spec, srv.Credentials(), "team-a", "main", "2222222222222222", now.Add(-time.Hour), 120)
+	snapshottest.Store(t, spec, srv.Credentials(), "team-a", "other", "3333333333333333", now, 10)
+	ctx := context.Background()
+	Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}, Data: srv.Credentials()})).To(Succeed())
+
+	ec := restoring(c, ns, "restored", etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/main"})
+	Expect(c.Create(ctx, ec)).To(Succeed())
+	Eventually(func(g Gomega) {
+		got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+		g.Expect(got.Status.Restore).NotTo(BeNil())
+		r := got.Status.Restore
+		g.Expect(r.Object).To(Equal(newest.Key))
+		g.Expect(r.SHA256).To(Equal(newest.Info.SHA256))
+		g.Expect(r.Revision).To(Equal(newest.Info.Revision))
+		g.Expect(r.Hash).To(Equal(newest.Info.HashHex()))
+		g.Expect(r.RevisionBump).To(Equal(etcdfedv1.DefaultRestoreRevisionBump))
+		g.Expect(r.SourceClusterID).To(Equal("2222222222222222"))
+		g.Expect(r.Location).To(Equal("s3://backups/hub/" + newest.Key))
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+}
+
+// A snapshot that fails its check (a flipped byte in the store) is refused:
+// SnapshotVerified=False SnapshotInvalid with the reason, and status.restore
+// stays unset, so the planner founds nothing. A missing object and a
+// source with no snapshot say so; a missing credentials Secret too.
+func TestRefusedSnapshots(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t)
+	root := t.TempDir()
+	spec := etcdfedv1.BackupStore{URL: "file://" + root}
+	good := snapshottest.Store(t, spec, nil, "team-a", "main", "1111111111111111", time.Now(), 30)
+	obj := filepath.Join(root, good.Key)
+	data, err := os.ReadFile(obj)
+	Expect(err).NotTo(HaveOccurred())
+	data[len(data)/3] ^= 0x01
+	Expect(os.WriteFile(obj, data, 0o600)).To(Succeed())
+	ctx := context.Background()
+
+	for _, tc := range []struct {
+		name, object, reason, says string
+		src                        etcdfedv1.SnapshotSource
+	}{
+		{"corrupted", "r-corrupt", etcdfedv1.SnapshotReasonInvalid, "sha256 of the database does not match", etcdfedv1.SnapshotSource{Store: spec, Object: good.Key}},
+		{"missing", "r-missing", etcdfedv1.SnapshotReasonNotFound, "no snapshot found", etcdfedv1.SnapshotSource{Store: spec, Object: "team-a/main/1111111111111111/20200101T000000.000Z-rev1.db"}},
+		{"no snapshots", "r-none", etcdfedv1.SnapshotReasonNotFound, "no snapshot of team-a/none", etcdfedv1.SnapshotSource{Store: spec, Object: "latest", SourceCluster: "team-a/none"}},
+		{"no credentials", "r-creds", etcdfedv1.SnapshotReasonCredentials, "credentials Secret absent", etcdfedv1.SnapshotSource{
+			Store: etcdfedv1.BackupStore{URL: "s3://backups", CredentialsSecretName: "absent"}, Object: good.Key}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			RegisterTestingT(t)
+			ec := restoring(c, ns, tc.object, tc.src)
+			Expect(c.Create(ctx, ec)).To(Succeed())
+			Eventually(func(g Gomega) {
+				got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+				g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(cond.Reason).To(Equal(tc.reason), cond.Message)
+				g.Expect(cond.Message).To(ContainSubstring(tc.says))
+				g.Expect(got.Status.Restore).To(BeNil())
+			}, time.Minute, 200*time.Millisecond).Should(Succeed())
+		})
+	}
+}
+
+// The decision: the founding snapshot resolved once, before the cluster
+// forms, never again; a recovery from a backup resolved once per request,
+// from spec.backup.store, and refused without it.
+func TestDecide(t *testing.T) {
+	src := &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Object: "latest", SourceCluster: "a/b"}}
+	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	req := map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	backup := &etcdfedv1.BackupSpec{Schedule: "@daily", Store: etcdfedv1.BackupStore{URL: "file:///b"}}
+	formed := etcdfedv1.EtcdClusterStatus{ClusterID: "abc"}
+	verifiedAt := func(t time.Time) etcdfedv1.EtcdClusterStatus {
+		return etcdfedv1.EtcdClusterStatus{ClusterID: "abc", Restore: &etcdfedv1.RestoreStatus{VerifiedAt: metav1.NewTime(t)}}
+	}
+	for _, tc := range []struct {
+		name    string
+		ec      etcdfedv1.EtcdCluster
+		due     bool
+		object  string
+		wantErr bool
+	}{
+		{"no bootstrap", etcdfedv1.EtcdCluster{}, false, "", false},
+		{"to found", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}}, true, "latest", false},
+		{"founding snapshot resolved", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}, Status: etcdfedv1.EtcdClusterStatus{Restore: &etcdfedv1.RestoreStatus{}}}, false, "", false},
+		{"formed", etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Bootstrap: src}, Status: formed}, false, "", false},
+		{"backup recovery asked", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "n", Name: "m", Annotations: req}, Spec: etcdfedv1.EtcdClusterSpec{Backup: backup}, Status: formed}, true, "latest", false},
+		{"backup recovery: resolved before the request", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Annotations: req}, Spec: etcdfedv1.EtcdClusterSpec{Backup: backup}, Status: verifiedAt(at.Add(-time.Hour))}, true, "latest", false},
+		{"backup recovery: resolved for it", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Annotations: req}, Spec: etcdfedv1.EtcdClusterSpec{Backup: backup}, Status: verifiedAt(at.Add(time.Second))}, false, "", false},
+		{"backup recovery without spec.backup", etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Annotations: req}, Status: formed}, true, "", true},
+	} {
+		got, due, err := Decide(&tc.ec)
+		if due != tc.due || got.Object != tc.object || (err != nil) != tc.wantErr {
+			t.Errorf("%s: %+v due %v err %v, want due %v object %q error %v", tc.name, got, due, err, tc.due, tc.object, tc.wantErr)
+		}
+		if tc.name == "backup recovery asked" && (got.SourceCluster != "n/m" || got.Store.URL != "file:///b") {
+			t.Errorf("backup recovery resolves %+v, want latest of n/m in spec.backup's store", got)
+		}
+	}
+	if Retry(etcdfedv1.SnapshotReasonInvalid) != RetryInvalid || Retry(etcdfedv1.SnapshotReasonStoreUnreachable) != RetryTransient {
+		t.Error("retry intervals")
+	}
+}

@@ -1,0 +1,73 @@
+package restore
+
+import (
+	"fmt"
+	"time"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// Retry intervals after a failed resolution.
+const (
+	// RetryTransient: the store did not answer, credentials are missing,
+	// no snapshot yet.
+	RetryTransient = 30 * time.Second
+	// RetryInvalid: the snapshot failed its check; only a change in the
+	// store (or a new EtcdCluster) helps.
+	RetryInvalid = 5 * time.Minute
+)
+
+// Source is the snapshot to resolve: where and which.
+type Source struct {
+	Store etcdfedv1.BackupStore
+	// Object is a key or SnapshotLatest; SourceCluster NAMESPACE/NAME,
+	// whose snapshots latest picks from.
+	Object, SourceCluster string
+}
+
+// Decide says whether a snapshot of ec must be resolved, and which. The
+// founding snapshot (spec.bootstrap.fromSnapshot) is resolved once, before
+// the cluster forms, and never again: status.restore is what every
+// founding member restores. A recovery from a backup (the recover
+// annotation's fromBackup) resolves its snapshot, from spec.backup.store,
+// once per request. ok is false when there is nothing to resolve; err
+// says why a requested one cannot be (no spec.backup).
+func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
+	if b := ec.Spec.Bootstrap; b != nil && b.FromSnapshot != nil && ec.Status.ClusterID == "" {
+		if ec.Status.Restore != nil {
+			return Source{}, false, nil
+		}
+		f := b.FromSnapshot
+		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster}, true, nil
+	}
+	v, found := ec.Annotations[etcdfedv1.AnnotationRecover]
+	if !found || ec.Status.ClusterID == "" {
+		return Source{}, false, nil
+	}
+	req, perr := etcdfedv1.ParseRecoveryRequest(v)
+	if perr != nil || req.FromBackup == "" {
+		return Source{}, false, nil
+	}
+	if r := ec.Status.Restore; r != nil && !r.VerifiedAt.Time.Before(req.RequestedAt) {
+		return Source{}, false, nil // resolved for this request
+	}
+	if ec.Spec.Backup == nil {
+		return Source{}, true, fmt.Errorf("recovery from backup %s requested, but spec.backup is not set: it names the store to restore from", req.FromBackup)
+	}
+	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name}, true, nil
+}
+
+// Retry is when a failed resolution with reason is tried again.
+func Retry(reason string) time.Duration {
+	if reason == etcdfedv1.SnapshotReasonInvalid {
+		return RetryInvalid
+	}
+	return RetryTransient
+}
+
+// SourcePrefix is where the snapshots of the EtcdCluster NAMESPACE/NAME
+// are in a store, every etcd cluster ID of it (backupstore.ClusterDir
+// without the ID).
+func SourcePrefix(sourceCluster string) string {
+	return sourceCluster + "/"
+}

@@ -1,0 +1,487 @@
+package multicluster
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// CARotationSpecInput configures CARotationSpec.
+type CARotationSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Timeout bounds the whole rotation; default 20m.
+	Timeout time.Duration
+}
+
+// CARotationSpec rotates the ring's CA under the recorded workload, the
+// way `etcdfed rotate-ca` asks for it (the annotation). The workload is a
+// consumer of spec.clients: its credentials are the hub-cluster Secret the
+// hub keeps for it, re-read whenever the Secret changes (a consumer that
+// reloads its files); a second consumer's Secret is in a member cluster.
+// It requires: the phases Trusting, Reissuing, Dropping and Completed in
+// order, every member restarted in each phase and never two at once, no
+// member reporting an untrusted peer certificate, the consumer never
+// refusing a member's certificate; at the end every member serves a
+// certificate of the new CA, every member's, the hub's and the consumers'
+// Secrets hold certificates of the new CA and trust it alone, and a client
+// with a certificate of the old CA is refused (the same client was served
+// before the rotation). The history must be linearizable, with no
+// acknowledged write lost and every watcher complete; failed requests and
+// the longest write gap are reported.
+// It returns where the member-cluster consumer's Secret is.
+func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	if in.Timeout == 0 {
+		in.Timeout = 20 * time.Minute
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldAuth, err := pki.ReadAuthority(ctx, hub.Client, ec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := oldAuth.Signer
+
+	// Two consumers: the workload's in the hub cluster, one in a member
+	// cluster.
+	remote := in.Topology.Members[len(in.Topology.Members)-1]
+	const remoteNS = "carot-consumer"
+	if err := ensureNamespace(ctx, remote, remoteNS); err != nil {
+		t.Fatal(err)
+	}
+	if err := setClients(ctx, hub, in.Etcd, []etcdfedv1.ClientSpec{{Name: "workload"}, {Name: "remote", Cluster: remote.Name, Namespace: remoteNS}}); err != nil {
+		t.Fatal(err)
+	}
+	workloadSecret := client.ObjectKey{Namespace: ec.Namespace, Name: ec.Name + "-workload-etcd-client"}
+	remoteSecret := client.ObjectKey{Namespace: remoteNS, Name: ec.Name + "-remote-etcd-client"}
+	for _, s := range []struct {
+		c   *Cluster
+		key client.ObjectKey
+	}{{hub, workloadSecret}, {remote, remoteSecret}} {
+		if _, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: s.c, Namespace: s.key.Namespace, Name: s.key.Name}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	creds := startCredentialReloader(ctx, t, hub, workloadSecret)
+	cfg := in.Etcd.Client
+	cfg.TLS = creds.tlsConfig()
+
+	// The control: a client with a certificate of the (still current) CA
+	// is served by every member; the same client is refused at the end.
+	stale, err := old.IssueClient("old-ca-client", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := tlsTargets(ctx, t, in, ec)
+	for _, tg := range targets {
+		if err := tryTLS(ctx, in.Topology.DNSServers, tg, old.Pool(), stale); err != nil {
+			t.Fatalf("before the rotation, a certificate of the current CA is refused by %s: %v", tg, err)
+		}
+	}
+
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: cfg, Prefix: "carot/", WatchEachEndpoint: true})
+	waitForWorkloadProgress(ctx, t, w)
+	failedBefore := w.Failed()
+
+	sampler := startRotationSampler(ctx, in)
+	start := time.Now()
+	req := etcdfedv1.CARotationRequest{RequestedAt: start.UTC().Truncate(time.Second)}
+	before := ec.DeepCopy()
+	if ec.Annotations == nil {
+		ec.Annotations = map[string]string{}
+	}
+	ec.Annotations[etcdfedv1.AnnotationRotateCA] = req.String()
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	err = poll(ctx, in.Timeout, "the CA rotation completes", func(ctx context.Context) (string, error) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return err.Error(), nil
+		}
+		cr := got.Status.CARotation
+		switch {
+		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req.RequestedAt):
+			return "not taken yet", nil
+		case cr.Phase == etcdfedv1.CARotationRefused:
+			return "", fmt.Errorf("refused: %s", cr.Message)
+		case cr.Phase != etcdfedv1.CARotationCompleted:
+			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message), nil
+		}
+		return "", nil
+	})
+	took := time.Since(start)
+	samples := sampler.stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	if err := w.WaitForProgress(pctx, 20); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+
+	// What the samples saw: the phases in order, each member restarted in
+	// each phase, never two at once, no member distrusting a peer.
+	var phases []string
+	phaseAt := map[string]time.Time{}
+	rolled := map[string][]string{}
+	for _, s := range samples {
+		if s.phase != "" && (len(phases) == 0 || phases[len(phases)-1] != s.phase) {
+			phases = append(phases, s.phase)
+			phaseAt[s.phase] = s.at
+		}
+		if s.rolling != "" && !slices.Contains(rolled[s.phase], s.rolling) {
+			rolled[s.phase] = append(rolled[s.phase], s.rolling)
+		}
+		if len(s.unsettled) > 1 {
+			t.Errorf("%s: %v restarting at once", s.at.Format(time.RFC3339Nano), s.unsettled)
+		}
+		for _, u := range s.untrusted {
+			t.Errorf("%s: %s", s.at.Format(time.RFC3339Nano), u)
+		}
+	}
+	if len(phases) > 0 && phases[len(phases)-1] != string(etcdfedv1.CARotationCompleted) {
+		// Completed between the last sample and the poll that saw it.
+		phases = append(phases, string(etcdfedv1.CARotationCompleted))
+		phaseAt[string(etcdfedv1.CARotationCompleted)] = start.Add(took)
+	}
+	want := []string{string(etcdfedv1.CARotationTrusting), string(etcdfedv1.CARotationReissuing), string(etcdfedv1.CARotationDropping), string(etcdfedv1.CARotationCompleted)}
+	if !slices.Equal(phases, want) {
+		t.Errorf("phases seen %v, want %v", phases, want)
+	}
+	var perPhase []string
+	for i, p := range want[:3] {
+		if len(rolled[p]) != len(ec.Status.Members) {
+			t.Errorf("phase %s restarted %v, want every one of the %d members", p, rolled[p], len(ec.Status.Members))
+		}
+		perPhase = append(perPhase, fmt.Sprintf("%s %.1fs (%v)", p, phaseAt[want[i+1]].Sub(phaseAt[p]).Seconds(), rolled[p]))
+	}
+	if n := creds.verifyFailures.Load(); n > 0 {
+		t.Errorf("the consumer refused a member's certificate %d time(s): %v", n, creds.lastErr.Load())
+	}
+
+	// The end state: the new CA alone, everywhere.
+	got, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	auth, err := pki.ReadAuthority(ctx, hub.Client, got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if auth.Rotating() || auth.Signer.Cert.Equal(old.Cert) {
+		t.Fatalf("the CA Secret still holds the old CA (rotating %v)", auth.Rotating())
+	}
+	newCA := auth.Signer
+	chainsToNew := func(what string, data map[string][]byte) {
+		t.Helper()
+		if !pki.Equal(data[pki.KeyCA], newCA.CertPEM) {
+			t.Errorf("%s: ca.crt is not the new CA alone", what)
+		}
+		if pki.IssuerIn(newCA.CertPEM, data[pki.KeyCert]) == nil {
+			t.Errorf("%s: tls.crt does not chain to the new CA", what)
+		}
+	}
+	for _, m := range got.Status.Members {
+		sec := &corev1.Secret{}
+		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: pki.MemberSecretName(m.Name)}, sec); err != nil {
+			t.Fatal(err)
+		}
+		chainsToNew(m.Name+"'s Secret", sec.Data)
+	}
+	for _, s := range []struct {
+		c   *Cluster
+		key client.ObjectKey
+	}{{hub, client.ObjectKey{Namespace: got.Namespace, Name: pki.HubClientSecretName(got)}}, {hub, workloadSecret}, {remote, remoteSecret}} {
+		sec := &corev1.Secret{}
+		if err := s.c.Client.Get(ctx, s.key, sec); err != nil {
+			t.Fatal(err)
+		}
+		chainsToNew(fmt.Sprintf("Secret %s in %s", s.key, s.c.Name), sec.Data)
+	}
+	control, err := newCA.IssueClient("new-ca-client", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tg := range targets {
+		// Served: the member's certificate is verified against the new CA
+		// alone, and a client of the new CA is served.
+		if err := tryTLS(ctx, in.Topology.DNSServers, tg, newCA.Pool(), control); err != nil {
+			t.Errorf("%s: a client of the new CA, trusting the new CA alone: %v", tg, err)
+		}
+		switch err := tryTLS(ctx, in.Topology.DNSServers, tg, newCA.Pool(), stale); {
+		case err == nil:
+			t.Errorf("%s served a client whose certificate is of the old CA", tg)
+		case strings.Contains(err.Error(), "certificate required"):
+			t.Errorf("%s: the old CA's certificate was not presented (%v)", tg, err)
+		default:
+			t.Logf("%s refuses a certificate of the old CA: %v", tg, err)
+		}
+	}
+	failed := w.Failed() - failedBefore
+	gap, gapAt := w.MaxWriteGapAt()
+	t.Logf("CA rotated in %.1fs: %s; client requests failed meanwhile: %d; longest gap between acknowledged writes %s (from %s)",
+		took.Seconds(), strings.Join(perPhase, ", "), failed, gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"))
+	checkWorkload(ctx, t, w)
+	return ConsumerSecret{Cluster: remote, Key: remoteSecret}
+}
+
+// tlsTarget is one TLS port of a member.
+type tlsTarget struct {
+	member, host, port string
+}
+
+func (t tlsTarget) String() string { return t.member + " " + net.JoinHostPort(t.host, t.port) }
+
+// tlsTargets lists every member's client port, and its peer port when the
+// ring skips the peer SAN check (otherwise a test client's source address
+// is refused whatever its CA).
+func tlsTargets(ctx context.Context, t testing.TB, in CARotationSpecInput, ec *etcdfedv1.EtcdCluster) []tlsTarget {
+	t.Helper()
+	var out []tlsTarget
+	for _, m := range ec.Status.Members {
+		obj := &etcdfedv1.EtcdMember{}
+		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+			t.Fatal(err)
+		}
+		urls := []string{obj.Status.ClientURL}
+		if ec.Spec.TLS.PeerSkipClientSANVerification {
+			urls = append(urls, obj.Status.PeerURL)
+		}
+		for _, raw := range urls {
+			u, err := url.Parse(raw)
+			if err != nil || u.Port() == "" {
+				t.Fatalf("%s: URL %q: %v", m.Name, raw, err)
+			}
+			out = append(out, tlsTarget{member: m.Name, host: u.Hostname(), port: u.Port()})
+		}
+	}
+	return out
+}
+
+// tryTLS connects to tg trusting roots and presenting leaf, asks for
+// /version and reads the answer: nil when served. With TLS 1.3 a server
+// refuses a client certificate after the handshake, so the answer is
+// read.
+func tryTLS(ctx context.Context, dnsServers []string, tg tlsTarget, roots *x509.CertPool, leaf *pki.Leaf) error {
+	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		return err
+	}
+	// Presented whatever CAs the server names as acceptable (with
+	// Certificates, Go sends none that no named CA issued, and the refusal
+	// would be of a client without a certificate).
+	cfg := &tls.Config{RootCAs: roots, ServerName: tg.host, MinVersion: tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }}
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 3 * time.Second, Resolver: Resolver(dnsServers)}, Config: cfg}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	conn, err := d.DialContext(dctx, "tcp", net.JoinHostPort(tg.host, tg.port))
+	if err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	defer func() { _ = conn.Close() }()
+	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := fmt.Fprintf(conn, "GET /version HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", tg.host); err != nil {
+		return fmt.Errorf("write: %w", err)
+	}
+	line, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read: %w", err)
+	}
+	if !strings.HasPrefix(line, "HTTP/1.1 200") {
+		return fmt.Errorf("answer %q", strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// credentialReloader keeps a consumer's credentials as its Secret holds
+// them, re-read every 200ms: the CA bundle it verifies members against
+// and the certificate it presents, both taken at each new handshake.
+type credentialReloader struct {
+	mu             sync.Mutex
+	pool           *x509.CertPool
+	cert           *tls.Certificate
+	verifyFailures atomic.Int64
+	lastErr        atomic.Value
+}
+
+func startCredentialReloader(ctx context.Context, t testing.TB, c *Cluster, key client.ObjectKey) *credentialReloader {
+	t.Helper()
+	r := &credentialReloader{}
+	load := func(ctx context.Context) error {
+		sec := &corev1.Secret{}
+		if err := c.Client.Get(ctx, key, sec); err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(sec.Data[etcdfedv1.ClientSecretKeyCA]) {
+			return errors.New("no CA in ca.crt")
+		}
+		pair, err := tls.X509KeyPair(sec.Data[etcdfedv1.ClientSecretKeyCert], sec.Data[etcdfedv1.ClientSecretKeyKey])
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.pool, r.cert = pool, &pair
+		r.mu.Unlock()
+		return nil
+	}
+	if err := load(ctx); err != nil {
+		t.Fatalf("consumer Secret %s: %v", key, err)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() {
+		for rctx.Err() == nil {
+			select {
+			case <-rctx.Done():
+			case <-time.After(200 * time.Millisecond):
+				_ = load(rctx) // a read that fails keeps the last credentials
+			}
+		}
+	}()
+	return r
+}
+
+func (r *credentialReloader) tlsConfig() *tls.Config {
+	return &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		// Verified in VerifyConnection against the bundle as the Secret
+		// holds it now: the standard verification would keep the pool of
+		// the moment the config was made.
+		InsecureSkipVerify: true, //nolint:gosec // see VerifyConnection
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return r.cert, nil
+		},
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			r.mu.Lock()
+			pool := r.pool
+			r.mu.Unlock()
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("no server certificate")
+			}
+			inter := x509.NewCertPool()
+			for _, c := range cs.PeerCertificates[1:] {
+				inter.AddCert(c)
+			}
+			_, err := cs.PeerCertificates[0].Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, DNSName: cs.ServerName})
+			if err != nil {
+				r.verifyFailures.Add(1)
+				r.lastErr.Store(err.Error())
+			}
+			return err
+		},
+	}
+}
+
+// rotationSample is what one look at the ring showed during a rotation.
+type rotationSample struct {
+	at    time.Time
+	phase string
+	// rolling is the member a Roll of reason CARotation restarts.
+	rolling string
+	// unsettled are members whose pod is not ready on their latest spec.
+	unsettled []string
+	// untrusted are members reporting a peer certificate they do not
+	// trust (EtcdMember PeerConnections, reason PeerCertificateUntrusted).
+	untrusted []string
+}
+
+type rotationSampler struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	samples []rotationSample
+}
+
+// startRotationSampler looks at the EtcdCluster and the members' objects
+// every 250ms until stopped.
+func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotationSampler {
+	sctx, cancel := context.WithCancel(ctx)
+	s := &rotationSampler{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		for sctx.Err() == nil {
+			var smp rotationSample
+			smp.at = time.Now()
+			if ec, err := in.Etcd.Get(sctx, in.Topology.Hub); err == nil {
+				if cr := ec.Status.CARotation; cr != nil {
+					smp.phase = string(cr.Phase)
+				}
+				if op := ec.Status.Operation; op != nil && op.Type == etcdfedv1.OperationRoll && op.Reason == etcdfedv1.ReasonCARotation {
+					smp.rolling = op.Member
+				}
+				for _, m := range ec.Status.Members {
+					c := memberClusterOrNil(in.Topology, m.Cluster)
+					if c == nil {
+						continue
+					}
+					obj := &etcdfedv1.EtcdMember{}
+					if err := c.Client.Get(sctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+						continue
+					}
+					if obj.Status.ObservedGeneration != obj.Generation || !meta.IsStatusConditionTrue(obj.Status.Conditions, etcdfedv1.ConditionPodReady) {
+						smp.unsettled = append(smp.unsettled, m.Name)
+					}
+					if pc := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPeerConnections); pc != nil && pc.Reason == etcdfedv1.ReasonPeerCertificateUntrusted {
+						smp.untrusted = append(smp.untrusted, fmt.Sprintf("%s: %s", m.Name, pc.Message))
+					}
+				}
+			}
+			s.samples = append(s.samples, smp)
+			select {
+			case <-sctx.Done():
+			case <-time.After(250 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+func (s *rotationSampler) stop() []rotationSample {
+	s.cancel()
+	<-s.done
+	return s.samples
+}
+
+func memberClusterOrNil(topo *Topology, name string) *Cluster {
+	for _, c := range topo.Members {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// ConsumerSecret locates a consumer's Secret.
+type ConsumerSecret struct {
+	Cluster *Cluster
+	Key     client.ObjectKey
+}
