@@ -66,6 +66,29 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	}
 	old := oldAuth.Signer
 
+	// Right after the ring forms the hub writes the cluster ID into every
+	// member's spec.bootstrap at once (no restart, but a new generation
+	// each): let the spokes observe it before sampling, so that it is not
+	// taken for members restarting together.
+	if err := poll(ctx, 2*time.Minute, "every member's cluster ID observed", func(ctx context.Context) (string, error) {
+		for _, m := range ec.Status.Members {
+			c := memberClusterOrNil(in.Topology, m.Cluster)
+			if c == nil {
+				return "no cluster " + m.Cluster, nil
+			}
+			obj := &etcdfedv1.EtcdMember{}
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+				return err.Error(), nil
+			}
+			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Status.ObservedGeneration != obj.Generation {
+				return m.Name + " not settled", nil
+			}
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Two consumers: the workload's in the hub cluster, one in a member
 	// cluster.
 	remote := in.Topology.Members[len(in.Topology.Members)-1]
