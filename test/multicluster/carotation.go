@@ -66,10 +66,11 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	}
 	old := oldAuth.Signer
 
-	// Right after the ring forms the hub writes the cluster ID into every
-	// member's spec.bootstrap at once (no restart, but a new generation
-	// each): let the spokes observe it before sampling, so that it is not
-	// taken for members restarting together.
+	// Right after the ring forms (FinishBootstrap) the hub writes the
+	// cluster ID and initialClusterState existing into every member's
+	// spec.bootstrap at once (no restart, but a new generation each): let
+	// the spokes observe it before sampling, so that it is not taken for
+	// members restarting together.
 	if err := poll(ctx, 2*time.Minute, "every member's cluster ID observed", func(ctx context.Context) (string, error) {
 		for _, m := range ec.Status.Members {
 			c := memberClusterOrNil(in.Topology, m.Cluster)
@@ -80,7 +81,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
 				return err.Error(), nil
 			}
-			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Status.ObservedGeneration != obj.Generation {
+			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting || obj.Status.ObservedGeneration != obj.Generation {
 				return m.Name + " not settled", nil
 			}
 		}
