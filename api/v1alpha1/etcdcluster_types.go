@@ -7,6 +7,7 @@ import (
 
 // EtcdClusterSpec is the desired state of one global etcd cluster.
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation: it says how the cluster was founded"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) && has(self.tls.caSecretName) ? self.tls.caSecretName : '') == (has(oldSelf.tls) && has(oldSelf.tls.caSecretName) ? oldSelf.tls.caSecretName : '')",message="tls.caSecretName cannot be set, changed or removed after creation: members would stop trusting each other at once; a generated CA is rotated with etcdfed rotate-ca"
 type EtcdClusterSpec struct {
 	// replicas is the number of voting etcd members: odd, from 1 to 9. The
 	// hub spreads them over zones first, then over member clusters, so that
@@ -252,7 +253,9 @@ type TLSSpec struct {
 
 	// caSecretName is a Secret in the EtcdCluster's namespace with tls.crt
 	// and tls.key of a CA to issue member and client certificates from.
-	// Default: the hub generates a CA in the Secret <name>-ca.
+	// Default: the hub generates a CA in the Secret <name>-ca. Fixed at
+	// creation: switching CAs at once would make members distrust each
+	// other. The generated CA is rotated in place with `etcdfed rotate-ca`.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	CASecretName string `json:"caSecretName,omitempty"`

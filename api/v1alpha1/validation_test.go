@@ -180,6 +180,10 @@ func TestEtcdClusterUpdateValidation(t *testing.T) {
 		{name: "upgrade to unknown minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "unknown etcd version"},
 		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, want: "version may go down by at most one minor version"},
 		{name: "scale up", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 5 }},
+		{name: "CA Secret set", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},
+		{name: "CA Secret changed", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "other-ca" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},
+		{name: "CA Secret removed", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},
+		{name: "CA Secret kept", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 5 }},
 		{name: "tls switched off", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.Mode = etcdfedv1.TLSDisabled }, initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.Mode = etcdfedv1.TLSEnabled }, want: "tls.mode is immutable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
