@@ -29,6 +29,10 @@ have() {
 	[[ $out == *"$want"* ]]
 }
 
+# stamped NAME WANT: true when bin/.NAME.stamp, written after NAME's last
+# build, holds WANT (for a tool whose version output cannot show it).
+stamped() { [[ -f "$bin/.$1.stamp" && $(<"$bin/.$1.stamp") == "$2" ]]; }
+
 step() {
 	local name=$1 start=$SECONDS
 	shift
@@ -57,7 +61,12 @@ ETCD35_SHA="${ETCD35_VERSION}+resolver.$(resolver_sum etcd35)"
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_SHA}"
 build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
 build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
-build_etcdctl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdctl" ./cmd/etcdctl); }
+# etcdctl's `version` prints no Git SHA: a stamp file records the resolver
+# it was built with.
+build_etcdctl() {
+	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdctl" ./cmd/etcdctl)
+	echo "$ETCD_SHA" >"$bin/.etcdctl.stamp"
+}
 build_etcdutl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdutl" go.etcd.io/etcd/etcdutl/v3); }
 build_controller_gen() { (cd "$root/hack/tools/dev" && go build -trimpath -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen); }
 build_golangci_lint() {
@@ -76,7 +85,7 @@ ensure() {
 	kubectl) have kubectl "Client Version: $KUBE_VERSION" "$bin/kubectl" version --client || step "$1" build_kubectl ;;
 	etcd) have etcd "Git SHA: $ETCD_SHA" "$bin/etcd" --version || step "$1" build_etcd ;;
 	etcd35) have "etcd-${ETCD35_VERSION#v}" "Git SHA: $ETCD35_SHA" "$bin/etcd-${ETCD35_VERSION#v}" --version || step "$1" build_etcd35 ;;
-	etcdctl) have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version || step "$1" build_etcdctl ;;
+	etcdctl) { have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version && stamped etcdctl "$ETCD_SHA"; } || step "$1" build_etcdctl ;;
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;
 	golangci-lint) have golangci-lint "version ${GOLANGCI_LINT_VERSION#v}" "$bin/golangci-lint" version || step "$1" build_golangci_lint ;;

@@ -17,7 +17,11 @@ func TestEtcdClusterBackups(t *testing.T) {
 	srv := s3test.StartT(t, "ring-backups")
 	t.Run("scheduled backups under load", func(t *testing.T) {
 		BackupsUnderLoadSpec(ctx, BackupsUnderLoadSpecInput{T: t, Topology: topo, Etcd: etcd,
-			Store: srv.Store("ring-backups", "hub", ""), Credentials: srv.Credentials()})
+			Store: srv.Store("ring-backups", "hub", ""), Credentials: srv.Credentials(),
+			// Two backups a minute apart (the shortest schedule), one kept:
+			// the spacing, a pruning and the restore are all checked in
+			// about a minute of the make test budget.
+			Backups: 2, Keep: 1})
 	})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }

@@ -16,8 +16,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -181,6 +183,9 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		}
 		if s.rolling != "" && !slices.Contains(rolled[s.phase], s.rolling) {
 			rolled[s.phase] = append(rolled[s.phase], s.rolling)
+		}
+		for _, c := range s.changes {
+			t.Logf("%s: %s", s.at.Format(time.RFC3339Nano), c)
 		}
 		if len(s.unsettled) > 1 {
 			t.Errorf("%s: %v restarting at once", s.at.Format(time.RFC3339Nano), s.unsettled)
@@ -437,6 +442,9 @@ type rotationSample struct {
 	// untrusted are members reporting a peer certificate they do not
 	// trust (EtcdMember PeerConnections, reason PeerCertificateUntrusted).
 	untrusted []string
+	// changes are the spec changes of members whose generation moved
+	// since the sample before.
+	changes []string
 }
 
 type rotationSampler struct {
@@ -452,6 +460,7 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotation
 	s := &rotationSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
+		seen := map[string]*etcdfedv1.EtcdMember{}
 		for sctx.Err() == nil {
 			var smp rotationSample
 			smp.at = time.Now()
@@ -471,8 +480,12 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotation
 					if err := c.Client.Get(sctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
 						continue
 					}
-					if obj.Status.ObservedGeneration != obj.Generation || !meta.IsStatusConditionTrue(obj.Status.Conditions, etcdfedv1.ConditionPodReady) {
-						smp.unsettled = append(smp.unsettled, m.Name)
+					if prev := seen[m.Name]; prev != nil && prev.Generation != obj.Generation {
+						smp.changes = append(smp.changes, fmt.Sprintf("%s generation %d -> %d: %s", m.Name, prev.Generation, obj.Generation, cmp.Diff(prev.Spec, obj.Spec)))
+					}
+					seen[m.Name] = obj
+					if why := unsettledWhy(obj); why != "" {
+						smp.unsettled = append(smp.unsettled, m.Name+" ("+why+")")
 					}
 					if pc := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPeerConnections); pc != nil && pc.Reason == etcdfedv1.ReasonPeerCertificateUntrusted {
 						smp.untrusted = append(smp.untrusted, fmt.Sprintf("%s: %s", m.Name, pc.Message))
@@ -487,6 +500,21 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotation
 		}
 	}()
 	return s
+}
+
+// unsettledWhy says why a member's pod is not ready on its object's latest
+// spec, or "" when it is.
+func unsettledWhy(obj *etcdfedv1.EtcdMember) string {
+	var why []string
+	if obj.Status.ObservedGeneration != obj.Generation {
+		why = append(why, fmt.Sprintf("generation %d observed %d", obj.Generation, obj.Status.ObservedGeneration))
+	}
+	if c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPodReady); c == nil {
+		why = append(why, "no PodReady")
+	} else if c.Status != metav1.ConditionTrue {
+		why = append(why, fmt.Sprintf("PodReady %s %s: %s", c.Status, c.Reason, c.Message))
+	}
+	return strings.Join(why, "; ")
 }
 
 func (s *rotationSampler) stop() []rotationSample {
