@@ -23,6 +23,10 @@ type QuorumLossRecoverySpecInput struct {
 	Etcd     *ManagedEtcd
 	// Etcdfed is the etcdfed CLI binary.
 	Etcdfed string
+	// KillHubAfterLoss kills the hub (restarted at once) right after the
+	// second cluster's kill: the new hub never saw the killed clusters'
+	// spokes and must still declare the loss.
+	KillHubAfterLoss bool
 }
 
 // QuorumLossRecoveryTimes are what QuorumLossRecoverySpec measured.
@@ -128,6 +132,13 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	}
 	lost := time.Now()
 	acked := w.Acked()
+	if in.KillHubAfterLoss {
+		if topo.KillHub == nil {
+			t.Skip("the topology cannot kill the hub")
+		}
+		must(topo.KillHub(ctx))
+		t.Logf("hub killed and restarted %.1fs after the loss: the new hub never saw the killed clusters' spokes", time.Since(lost).Seconds())
+	}
 
 	// The hub declares the loss.
 	declared, err := waitForQuorumLost(ctx, hub, in.Etcd)

@@ -22,3 +22,19 @@ func TestScenarioQuorumLossRecovery(t *testing.T) {
 	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
+
+// TestScenarioQuorumLossHubRestarted: as TestScenarioQuorumLossRecovery,
+// with the hub killed right after the loss. The new hub has never seen the
+// killed clusters' spokes; it judges them from when it started looking
+// (and by the surviving spoke's gossip), so it still declares the loss and
+// recovers.
+func TestScenarioQuorumLossHubRestarted(t *testing.T) {
+	if os.Getenv("ETCDFED_SCENARIOS") == "" {
+		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
+	}
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover-hub", Name: "rh", Domain: "rh.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), KillHubAfterLoss: true})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
