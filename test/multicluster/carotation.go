@@ -19,7 +19,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -186,6 +185,9 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		}
 		for _, c := range s.changes {
 			t.Logf("%s: %s", s.at.Format(time.RFC3339Nano), c)
+		}
+		if len(s.blips) > 0 {
+			t.Logf("%s: not ready in a pod that was ready (not a restart): %v", s.at.Format(time.RFC3339Nano), s.blips)
 		}
 		if len(s.unsettled) > 1 {
 			t.Errorf("%s: %v restarting at once", s.at.Format(time.RFC3339Nano), s.unsettled)
@@ -445,6 +447,9 @@ type rotationSample struct {
 	// changes are the spec changes of members whose generation moved
 	// since the sample before.
 	changes []string
+	// blips are members briefly not ready in a pod that was ready (etcd's
+	// /readyz during a leader election): logged, not restarts.
+	blips []string
 }
 
 type rotationSampler struct {
@@ -461,6 +466,7 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotation
 	go func() {
 		defer close(s.done)
 		seen := map[string]*etcdfedv1.EtcdMember{}
+		restarts := newRestartWatch()
 		for sctx.Err() == nil {
 			var smp rotationSample
 			smp.at = time.Now()
@@ -484,7 +490,12 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotation
 						smp.changes = append(smp.changes, fmt.Sprintf("%s generation %d -> %d: %s", m.Name, prev.Generation, obj.Generation, cmp.Diff(prev.Spec, obj.Spec)))
 					}
 					seen[m.Name] = obj
-					if why := unsettledWhy(obj); why != "" {
+					why, blip := restarts.observe(sctx, c, obj)
+					switch {
+					case why == "":
+					case blip:
+						smp.blips = append(smp.blips, m.Name+" ("+why+")")
+					default:
 						smp.unsettled = append(smp.unsettled, m.Name+" ("+why+")")
 					}
 					if pc := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPeerConnections); pc != nil && pc.Reason == etcdfedv1.ReasonPeerCertificateUntrusted {
@@ -500,21 +511,6 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotation
 		}
 	}()
 	return s
-}
-
-// unsettledWhy says why a member's pod is not ready on its object's latest
-// spec, or "" when it is.
-func unsettledWhy(obj *etcdfedv1.EtcdMember) string {
-	var why []string
-	if obj.Status.ObservedGeneration != obj.Generation {
-		why = append(why, fmt.Sprintf("generation %d observed %d", obj.Generation, obj.Status.ObservedGeneration))
-	}
-	if c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPodReady); c == nil {
-		why = append(why, "no PodReady")
-	} else if c.Status != metav1.ConditionTrue {
-		why = append(why, fmt.Sprintf("PodReady %s %s: %s", c.Status, c.Reason, c.Message))
-	}
-	return strings.Join(why, "; ")
 }
 
 func (s *rotationSampler) stop() []rotationSample {

@@ -88,8 +88,9 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	sampling.Add(1)
 	go func() {
 		defer sampling.Done()
+		restarts := newRestartWatch()
 		for sctx.Err() == nil {
-			if s, err := sampleRoll(sctx, in, ec.UID); err == nil {
+			if s, err := sampleRoll(sctx, in, ec.UID, restarts); err == nil {
 				mu.Lock()
 				samples = append(samples, s)
 				mu.Unlock()
@@ -113,7 +114,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		if err != nil {
 			return err.Error(), nil
 		}
-		s, err := sampleRoll(ctx, in, ec.UID)
+		s, err := sampleRoll(ctx, in, ec.UID, nil)
 		if err != nil {
 			return "", err
 		}
@@ -189,7 +190,10 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	checkWorkload(ctx, t, w)
 }
 
-func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID) (rollSample, error) {
+// sampleRoll looks at the hub's status and the members' objects once;
+// restarts (nil: none) tells members briefly not ready in a pod that was
+// ready from members restarting.
+func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID, restarts *restartWatch) (rollSample, error) {
 	s := rollSample{at: time.Now()}
 	ec, err := in.Etcd.Get(ctx, in.Topology.Hub)
 	if err != nil {
@@ -212,7 +216,7 @@ func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID) (rollSampl
 			if m.Spec.Image == in.Image {
 				s.onNew = append(s.onNew, m.Name)
 			}
-			if m.Status.ObservedGeneration != m.Generation || !meta.IsStatusConditionTrue(m.Status.Conditions, etcdfedv1.ConditionPodReady) {
+			if why, blip := restarts.observe(ctx, c, &m); why != "" && !blip {
 				s.unsettled = append(s.unsettled, m.Name)
 			}
 		}

@@ -170,7 +170,7 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	image := VersionImage(in.Broken)
 	deadline := time.Now().Add(in.Hold)
 	for time.Now().Before(deadline) {
-		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: image}, ec.UID)
+		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: image}, ec.UID, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,7 +198,7 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 		t.Fatal(err)
 	}
 	err = poll(ctx, 5*time.Minute, "the rollout back to "+in.Good+" done", func(ctx context.Context) (string, error) {
-		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.Good)}, ec.UID)
+		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.Good)}, ec.UID, nil)
 		if err != nil {
 			return "", err
 		}
