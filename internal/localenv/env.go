@@ -312,7 +312,7 @@ func (e *Env) startAgent(c ClusterState) error {
 		Kubelet:     kubelet,
 		// Zero is kubelet's default.
 		NodeLeaseDuration: e.cfg.NodeLeaseDuration,
-		Log:         e.log.WithName("nodeagent").WithValues("cluster", c.Name),
+		Log:               e.log.WithName("nodeagent").WithValues("cluster", c.Name),
 	})
 	if err != nil {
 		return err
