@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
@@ -284,5 +286,39 @@ func TestZoneVerdictEvents(t *testing.T) {
 	ev = zoneVerdictEvents(now, back, all, map[string]liveness.State{})
 	if len(ev) != 1 || ev[0].reason != EventZoneReturned || !strings.Contains(ev[0].message, "member-1/zone-1a") {
 		t.Fatalf("events %+v, want one ZoneReturned", ev)
+	}
+}
+
+// TestNodeLeaseRenewalsEnqueueNothing: a node Lease renewal wakes rings
+// only when it changes a verdict (first sighting, back after being
+// stale); the renewals in between (every 10s per node) enqueue nothing.
+func TestNodeLeaseRenewalsEnqueueNothing(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	r := &Reconciler{NodeTracker: liveness.NewTracker(func() time.Time { return now }), NodeStaleAfter: testNodeStale}
+	renew := func(at time.Time) bool {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "node-1a", Namespace: nodeLeaseNamespace},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-1a"), RenewTime: &metav1.MicroTime{Time: at}}}
+		return r.observeNodeLease("member-1", l)
+	}
+	for _, step := range []struct {
+		name    string
+		advance time.Duration
+		renewed bool // the Lease's renewTime moved
+		wake    bool
+	}{
+		{"first sighting", 0, true, true},
+		{"renewed 10s later", 10 * time.Second, true, false},
+		{"unchanged", 5 * time.Second, false, false},
+		{"renewed again", 5 * time.Second, true, false},
+		{"back after being stale", testNodeStale + time.Second, true, true},
+	} {
+		now = now.Add(step.advance)
+		at := now
+		if !step.renewed {
+			at = now.Add(-step.advance) // the previous renewTime
+		}
+		if got := renew(at); got != step.wake {
+			t.Errorf("%s: woke %v, want %v", step.name, got, step.wake)
+		}
 	}
 }
