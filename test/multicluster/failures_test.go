@@ -111,7 +111,7 @@ func TestScenarioHubDownZoneKilled(t *testing.T) {
 const (
 	zoneWitnessNodeLease = 8 * time.Second
 	zoneWitnessNodeStale = 5 * time.Second
-	zoneWitnessGrace     = 20 * time.Second
+	zoneWitnessGrace     = 30 * time.Second
 )
 
 // TestScenarioZoneOfMultiZoneClusterKilled: two member clusters of two
