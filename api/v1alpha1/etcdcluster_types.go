@@ -283,7 +283,11 @@ type FailurePolicy struct {
 
 	// zoneGracePeriod is how long a member cluster (and so its zone or
 	// zones) must be seen failed, by the hub and a majority of the other
-	// spokes, before its members are moved away. At least 30s. Default 2m.
+	// spokes, before its members are moved away; and how long a zone of a
+	// multi-zone member cluster must be seen failed (all its node Leases
+	// stale on the hub's clock and a majority of the ring's members in
+	// other zones lost every member in it) before its members are moved
+	// away. At least 30s. Default 2m.
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s')",message="zoneGracePeriod must be at least 30s"
 	ZoneGracePeriod *metav1.Duration `json:"zoneGracePeriod,omitempty"`

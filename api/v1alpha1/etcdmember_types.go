@@ -261,9 +261,42 @@ type MemberEtcdView struct {
 	// +kubebuilder:validation:MaxLength=1024
 	Error string `json:"error,omitempty"`
 
+	// peers is which of its raft peers this member's etcd holds a
+	// connection to, read from the member's own metrics
+	// (etcd_network_active_peers) over its client endpoint. The hub uses
+	// it to witness a failed zone: a zone is failed only when its nodes'
+	// Leases went stale AND a majority of the members outside it have lost
+	// every member in it. Absent when the metrics could not be read; such
+	// a member is no witness.
+	// +optional
+	Peers *MemberPeerView `json:"peers,omitempty"`
+
 	// observedAt is when this view was read.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
+}
+
+// MemberPeerView is which raft peers a member's etcd is connected to, as
+// etcd itself reports it (etcd_network_active_peers{Local,Remote}: 1 while
+// the peer connection is active, 0 once it dropped). Peer IDs are member
+// IDs in hex, as in status.etcd.id.
+type MemberPeerView struct {
+	// active lists the peers this member holds an active peer connection
+	// to.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=16
+	Active []string `json:"active,omitempty"`
+
+	// lost lists the peers this member was connected to since its etcd
+	// started and is no longer. A peer it never reached is in neither
+	// list; a witness counts every peer not in active as lost.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=16
+	Lost []string `json:"lost,omitempty"`
 }
 
 // EtcdMemberStatus is written by the spoke.

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
@@ -59,6 +60,7 @@ type options struct {
 	metricsAddr      string
 	probeAddr        string
 	leaseStaleAfter  time.Duration
+	nodeStaleAfter   time.Duration
 	memberAPITimeout time.Duration
 	backupScratchDir string
 	maxBackups       int
@@ -80,6 +82,8 @@ func main() {
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
 		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub (spokes renew every 1s by default; keep this at least 3 renewals).")
+	flag.DurationVar(&o.nodeStaleAfter, "node-lease-stale-after", etcdcluster.DefaultNodeStaleAfter,
+		"A node Lease (kube-node-lease) not renewed for this long, on the hub's clock, makes the node stale; a zone of a multi-zone member cluster whose nodes are all stale, and whose peers in other zones lost it, is failed after spec.failurePolicy.zoneGracePeriod. Keep it at least two kubelet renewals (kubelet renews every quarter of --node-lease-duration-seconds, 10s by default).")
 	flag.DurationVar(&o.memberAPITimeout, "member-api-timeout", 15*time.Second, "Timeout of each request to a member cluster's apiserver.")
 	flag.StringVar(&o.backupScratchDir, "backup-scratch-dir", os.TempDir(),
 		"Directory where snapshots are held between the stream from a member and the upload; it needs room for the largest database.")
@@ -105,6 +109,11 @@ func main() {
 		os.Exit(2)
 	}
 
+	if o.nodeStaleAfter < time.Second {
+		fmt.Fprintf(os.Stderr, "hub: --node-lease-stale-after %s: must be at least 1s (several node Lease renewals)\n", o.nodeStaleAfter)
+		os.Exit(2)
+	}
+
 	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
 		ctrl.Log.Error(err, "Hub stopped")
 		os.Exit(1)
@@ -121,15 +130,22 @@ func run(ctx context.Context, o options) error {
 	// Member-cluster caches hold the ring namespace only, and a read of a
 	// kind no controller watches fails at once instead of starting an
 	// informer and waiting for it to sync: nothing in the hub may wait on
-	// a member cluster without a bound.
+	// a member cluster without a bound. Two exceptions for the zone
+	// witness, each as narrow as it goes: Leases also in kube-node-lease
+	// (kubelet's node Leases), and Nodes as metadata only (their zone
+	// label; never their status). No managedFields are kept.
 	memberCache := cluster.Options{
 		Scheme: scheme,
 		Cache: cache.Options{
 			DefaultNamespaces:           map[string]cache.Config{o.ringNamespace: {}},
 			ReaderFailOnMissingInformer: true,
-			// Of the Secrets, only the certificates the hub writes.
+			DefaultTransform:            cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
+				// Of the Secrets, only the certificates the hub writes.
 				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue})},
+				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{
+					o.ringNamespace: {}, corev1.NamespaceNodeLease: {},
+				}},
 			},
 		},
 	}
@@ -183,6 +199,8 @@ func run(ctx context.Context, o options) error {
 		Tracker:                 tracker,
 		RingNamespace:           o.ringNamespace,
 		LeaseStaleAfter:         o.leaseStaleAfter,
+		NodeTracker:             liveness.NewTracker(nil),
+		NodeStaleAfter:          o.nodeStaleAfter,
 		Recorder:                mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
 		MaxConcurrentReconciles: o.workers,
 		PauseAfterStep:          o.pauseAfterStep,

@@ -53,6 +53,13 @@ type Reconciler struct {
 	// LeaseStaleAfter is how long without a renewal makes a spoke's Lease
 	// stale. Default 4s (spokes renew every second).
 	LeaseStaleAfter time.Duration
+	// NodeTracker records node Lease renewals (kube-node-lease) in member
+	// clusters on the hub's clock, keyed "cluster/node": the first signal
+	// of the zone witness (zones.go).
+	NodeTracker *liveness.Tracker
+	// NodeStaleAfter is how long without a renewal makes a node Lease
+	// stale. Default DefaultNodeStaleAfter.
+	NodeStaleAfter time.Duration
 	// Recorder records events on EtcdClusters.
 	Recorder events.EventRecorder
 	// Now is the hub's clock; time.Now when nil.
@@ -79,6 +86,7 @@ type Reconciler struct {
 	dnsMu    sync.Mutex
 	dnsPub   map[types.UID]string // last record set pushed to external providers
 	staleCh  chan event.TypedGenericEvent[string]
+	nodes    nodeZones
 }
 
 func (r *Reconciler) now() time.Time {
@@ -97,7 +105,10 @@ func (r *Reconciler) hubReader() client.Reader { return r.Manager.GetLocalManage
 
 // SetupWithManager registers the controller: EtcdCluster in the hub only;
 // EtcdMember, EtcdSpoke, EtcdDNSZone and the spoke Lease in member clusters,
-// mapped back to the EtcdClusters they concern.
+// mapped back to the EtcdClusters they concern; and, for the zone witness,
+// the node Leases (kube-node-lease) and the Nodes' metadata (their zone
+// label), mapped to the EtcdClusters with members in that zone, and only
+// when a verdict may change.
 func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.LeaseStaleAfter == 0 {
 		r.LeaseStaleAfter = DefaultLeaseStaleAfter
@@ -107,6 +118,12 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	}
 	if r.Tracker == nil {
 		r.Tracker = liveness.NewTracker(r.Now)
+	}
+	if r.NodeTracker == nil {
+		r.NodeTracker = liveness.NewTracker(r.Now)
+	}
+	if r.NodeStaleAfter <= 0 {
+		r.NodeStaleAfter = DefaultNodeStaleAfter
 	}
 	if r.PassTimeout <= 0 {
 		r.PassTimeout = 30 * time.Second
@@ -133,6 +150,8 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Watches(&corev1.Secret{}, r.mapByClusterLabel(), member).
 		Watches(&etcdfedv1.EtcdSpoke{}, r.mapToAll(nil), member).
 		Watches(&coordinationv1.Lease{}, r.mapToAll(r.observeLease), member).
+		Watches(&coordinationv1.Lease{}, r.mapNodeLease(), member).
+		Watches(nodeMeta(), r.mapNode(), member, mcbuilder.WithPredicates(zoneLabelChanged())).
 		WatchesRawSource(r.staleSource()).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
@@ -265,7 +284,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		setObserveFailed(ec, err)
 		return ctrl.Result{}, err
 	}
-	events, verdicts := verdictEvents(r.verdicts.last(ec.UID), s, func(cluster string) bool { return hasMembers(&ec.Status, cluster) })
+	concerned := func(cluster string) bool { return hasMembers(&ec.Status, cluster) }
+	prev := r.verdicts.last(ec.UID)
+	events, verdicts := verdictEvents(prev, s, concerned)
+	events = append(events, zoneVerdictEvents(prev, s, concerned, verdicts)...)
 	r.verdicts.set(ec.UID, verdicts)
 	for _, e := range events {
 		r.event(ec, e.typ, e.reason, "Observe", "%s", e.message)
@@ -292,6 +314,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	recordMetrics(ec, &ec.Status, d, res)
+	recordZoneMetrics(ec, s)
 	if err := res.err(); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -387,6 +410,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 	r.verdicts.forget(ec.UID)
 	r.evidence.forget(ec.UID)
 	forgetMetrics(ec)
+	forgetZoneMetrics(client.ObjectKeyFromObject(ec))
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)

@@ -81,6 +81,10 @@ func domainEvidence(s *snapshot, d topology.Domain) string {
 			grace := durationOr(s.ec.Spec.FailurePolicy.ZoneGracePeriod, 2*time.Minute)
 			return fmt.Sprintf("member cluster %s%s failed: %s; zone grace %s expired", cs.name, zonesOf(cs), cs.verdict.Reason, grace)
 		}
+		if cs.zoneFailed(labelZone(d.Zone)) {
+			grace := durationOr(s.ec.Spec.FailurePolicy.ZoneGracePeriod, 2*time.Minute)
+			return fmt.Sprintf("%s; zone grace %s expired", zoneProblem(cs, labelZone(d.Zone), true), grace)
+		}
 	}
 	tp := s.ec.Spec.Topology
 	switch {

@@ -40,6 +40,9 @@ var (
 	metricCARotationDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_ca_rotation_members_done", Help: "Members that run what the current CA rotation phase needs.",
 	}, labelsNN)
+	metricZoneState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_zone_state", Help: "1 for the zone witness's verdict on a zone of a multi-zone member cluster (Alive, Unknown, Failed), 0 for the others.",
+	}, []string{"namespace", "name", "member_cluster", "zone", "state"})
 	metricSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_membership_steps_total", Help: "Steps of operations (membership changes and rolls) taken by the hub, by action and result.",
 	}, []string{"namespace", "name", "action", "result"})
@@ -47,7 +50,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
-		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone)
+		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricZoneState)
 }
 
 // recordMetrics exports the status a pass computed and the step it took.

@@ -142,9 +142,10 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 		}
 		obs = append(obs, o)
 	}
-	// The hub judges whole member clusters (rule 8); the API's
-	// zoneGracePeriod is the grace before a cluster whose zone(s) failed
-	// is declared failed and its members are moved.
+	// The hub judges whole member clusters (rule 8), and the zones of the
+	// visible ones (zones.go); the API's zoneGracePeriod is the grace
+	// before a failed cluster or zone is declared failed and its members
+	// are moved.
 	clusterGrace := durationOr(s.ec.Spec.FailurePolicy.ZoneGracePeriod, 2*time.Minute)
 	for _, verdict := range liveness.Judge(obs, s.now, r.LeaseStaleAfter, clusterGrace) {
 		s.byName[verdict.Cluster].verdict = verdict
@@ -152,6 +153,10 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 	// A fresh Lease going stale wakes the ring through the hub's staleness
 	// timer; only a grace period ending is the ring's own to schedule.
 	s.livenessChange, s.livenessChanges = liveness.NextGraceEnd(obs, s.now, r.LeaseStaleAfter, clusterGrace)
+	// Zones of visible multi-zone clusters (zones.go), with the same grace.
+	if next, ok := judgeZones(s, &s.ec.Status, r.NodeStaleAfter, clusterGrace); ok && (!s.livenessChanges || next < s.livenessChange) {
+		s.livenessChange, s.livenessChanges = next, true
+	}
 	return nil
 }
 
@@ -179,6 +184,11 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 		cs.spoke = spoke
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read EtcdSpoke in %s: %w", cs.name, err)
+	}
+	if multiZone(cs) {
+		if err := r.readNodes(ctx, cs); err != nil {
+			return err
+		}
 	}
 	return listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs)
 }

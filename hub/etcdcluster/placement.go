@@ -80,6 +80,14 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 				info.Unschedulable = topology.ZoneCordoned
 			case !cs.visible():
 				info = unknownDomain(d, counts[d])
+			case cs.zoneFailed(z):
+				// The zone witness: stale node Leases and its peers lost
+				// it, for the zone grace (zones.go).
+				info.Unschedulable = topology.Unhealthy
+			case cs.zoneStale(z):
+				// One signal only (or both within the grace): "unknown"
+				// is never "dead". Its members stay; it takes none.
+				info = unknownDomain(d, counts[d])
 			}
 			in.Domains = append(in.Domains, info)
 			seen[d] = true
@@ -165,7 +173,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		}
 		if cs != nil {
 			mm.ClusterVisible = cs.visible()
-			mm.ClusterFailed = cs.verdict.State == liveness.Failed
+			mm.DomainFailed = cs.verdict.State == liveness.Failed || (mm.ClusterVisible && cs.zoneFailed(m.Zone))
 			if obj := cs.members[m.Name]; obj != nil && mm.ClusterVisible {
 				mm.Object = plannerObject(s, st, &m, obj)
 			}

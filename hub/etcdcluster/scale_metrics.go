@@ -20,8 +20,11 @@ var (
 	metricLeaseStale = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_hub_lease_stale_total", Help: "Times a member cluster's spoke Lease went stale on the hub's clock (each wakes every EtcdCluster).",
 	}, []string{"member_cluster"})
+	metricNodeLeaseStale = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdfed_hub_node_lease_stale_total", Help: "Times a node Lease (kube-node-lease) of a member cluster went stale on the hub's clock (each wakes the EtcdClusters with members in the node's zone).",
+	}, []string{"member_cluster"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricEtcdClients, metricEtcdDials, metricEtcdIdleClosed, metricLeaseStale)
+	metrics.Registry.MustRegister(metricEtcdClients, metricEtcdDials, metricEtcdIdleClosed, metricLeaseStale, metricNodeLeaseStale)
 }

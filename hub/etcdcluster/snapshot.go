@@ -56,6 +56,12 @@ type clusterSnapshot struct {
 	zones   map[string]*etcdfedv1.EtcdDNSZone
 	secrets map[string]*corev1.Secret
 	readErr error
+	// nodes are the cluster's nodes with their zone and the hub's last
+	// sighting of their Lease (multi-zone clusters only; nil otherwise).
+	nodes map[string]nodeSeen
+	// zoneVerdicts are the zone witness's verdicts, by zone (visible
+	// multi-zone clusters only).
+	zoneVerdicts map[string]liveness.ZoneVerdict
 	// client writes to the cluster (apply only); nil when not engaged.
 	client client.Client
 }

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"k8s.io/client-go/util/workqueue"
@@ -28,23 +29,32 @@ import (
 // (observeLease).
 
 // staleSource is the controller's source of "a Lease went stale" events:
-// each is mapped to every EtcdCluster.
+// a spoke Lease's is mapped to every EtcdCluster, a node Lease's to the
+// EtcdClusters with members in the node's zone (zoneScope).
 func (r *Reconciler) staleSource() source.TypedSource[mcreconcile.Request] {
 	r.staleCh = make(chan event.TypedGenericEvent[string], 16)
 	return source.TypedChannel(r.staleCh, handler.TypedFuncs[string, mcreconcile.Request]{
-		GenericFunc: func(ctx context.Context, _ event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
-			for _, req := range r.allRings(ctx) {
+		GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[string], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+			scope := ""
+			if r.isZoneScope(e.Object) {
+				scope = e.Object
+			}
+			for _, req := range r.ringsForScope(ctx, scope) {
 				q.Add(req)
 			}
 		},
 	})
 }
 
+// isZoneScope: the event is a node Lease's (zoneScope), not a cluster's.
+func (r *Reconciler) isZoneScope(s string) bool { return strings.Contains(s, "\x00") }
+
 // watchStaleness runs the timer until ctx ends: it tells the controller
 // once per stale spell of each cluster (a Lease seen again starts a new
 // spell), within a millisecond of the instant Judge calls the Lease stale.
 func (r *Reconciler) watchStaleness(ctx context.Context) error {
-	told := map[string]time.Time{} // cluster -> the last sighting already told stale
+	told := map[string]time.Time{}      // cluster -> the last sighting already told stale
+	toldNodes := map[string]time.Time{} // cluster/node -> the same
 	for {
 		now := r.now()
 		seen := r.Tracker.Seen()
@@ -62,6 +72,21 @@ func (r *Reconciler) watchStaleness(ctx context.Context) error {
 		}
 		wait := r.LeaseStaleAfter
 		if _, at, ok := liveness.NextStale(seen, now, r.LeaseStaleAfter); ok {
+			wait = min(wait, at.Sub(now))
+		}
+		// Node Leases: a zone's rings are woken when one of its nodes goes
+		// stale (a zone is stale when its last node is).
+		scopes, at, ok := r.staleNodes(now, toldNodes)
+		for _, sc := range scopes {
+			cluster, zone, _ := strings.Cut(sc, "\x00")
+			ctrl.LoggerFrom(ctx).Info("Node Lease went stale; waking the rings with members in its zone", "memberCluster", cluster, "zone", zone)
+			select {
+			case r.staleCh <- event.TypedGenericEvent[string]{Object: sc}:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if ok {
 			wait = min(wait, at.Sub(now))
 		}
 		select {

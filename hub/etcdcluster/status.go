@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -226,6 +227,20 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			out = append(out, cs.readErr.Error())
 		case cs.connProblem(s.now) != "" && concerned:
 			out = append(out, fmt.Sprintf("member cluster %s: %s", cs.name, cs.connProblem(s.now)))
+		}
+		// The zone witness's verdicts on the zones of a visible
+		// multi-zone cluster: a failed zone, and a stale one holding
+		// members.
+		zones := make([]string, 0, len(cs.zoneVerdicts))
+		for z := range cs.zoneVerdicts {
+			zones = append(zones, z)
+		}
+		sort.Strings(zones)
+		for _, z := range zones {
+			members := slices.ContainsFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Cluster == cs.name && m.Zone == z })
+			if p := zoneProblem(cs, z, members); p != "" {
+				out = append(out, p)
+			}
 		}
 	}
 	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {

@@ -42,8 +42,12 @@ type ZoneVerdict struct {
 	State         State
 	// Since is when the zone's node Leases went stale (zero unless
 	// stale): the zone grace counts from there.
-	Since  time.Time
-	Reason string
+	Since time.Time
+	// NodesStale is true when the first signal holds: every node Lease of
+	// the zone the hub has seen is stale. An Unknown zone without it has
+	// no node signal at all (no node Lease seen).
+	NodesStale bool
+	Reason     string
 }
 
 // JudgeZone applies the two-signal rule to one zone.
@@ -70,6 +74,7 @@ func JudgeZone(o ZoneObservation, now time.Time, nodeStaleAfter, grace time.Dura
 		v.Reason = fmt.Sprintf("zone %s: node Leases of %s renewed within %s", name, strings.Join(renewing, ", "), nodeStaleAfter)
 		return v
 	}
+	v.NodesStale = true
 	nodes := fmt.Sprintf("all %d node Leases unrenewed", len(o.NodesLastSeen))
 	if !latest.IsZero() {
 		v.Since = latest.Add(nodeStaleAfter)

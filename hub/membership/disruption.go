@@ -94,7 +94,7 @@ func continueDisrupt(in Input, op Operation) Decision {
 	switch {
 	case m.Object.Incarnation != m.Incarnation:
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has a new incarnation; its disruption grant ends", m.Name)}
-	case m.ClusterFailed || m.Object.VolumeLost:
+	case m.DomainFailed || m.Object.VolumeLost:
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s must be replaced; its disruption grant gives way to the replacement", m.Name)}
 	}
 	em, found := byID(in.Etcd, m.ID)

@@ -294,7 +294,7 @@ func replaceFailed(in Input) (Decision, bool) {
 			continue
 		}
 		lost := m.Object != nil && m.Object.VolumeLost && m.ClusterVisible
-		failed := !em.Healthy && !m.Ready && m.ClusterVisible && !m.ClusterFailed &&
+		failed := !em.Healthy && !m.Ready && m.ClusterVisible && !m.DomainFailed &&
 			!m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace
 		if !lost && !failed {
 			continue

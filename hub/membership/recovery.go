@@ -138,7 +138,7 @@ func AssessQuorum(in Input) QuorumLoss {
 		switch {
 		case m.ClusterVisible && o != nil && o.Incarnation == m.Incarnation && o.Etcd != nil && o.Etcd.Answers && o.Etcd.ID == m.ID:
 			q.Survivors = append(q.Survivors, Survivor{Name: m.Name, ID: m.ID, RaftIndex: o.Etcd.RaftIndex})
-		case m.ClusterFailed:
+		case m.DomainFailed:
 			q.Gone = append(q.Gone, fmt.Sprintf("%s: cluster %s failed", m.Name, m.Domain.Cluster))
 		case m.ClusterVisible && o == nil:
 			q.Gone = append(q.Gone, fmt.Sprintf("%s: no object in %s", m.Name, m.Domain.Cluster))

@@ -67,7 +67,7 @@ func beginRecoveryFromBackup(in Input, q QuorumLoss, req RecoveryRequest) Decisi
 // whose member cluster is visible and not declared failed.
 func seedMember(in Input) (Member, bool) {
 	for _, m := range in.Members {
-		if m.ClusterVisible && !m.ClusterFailed {
+		if m.ClusterVisible && !m.DomainFailed {
 			return m, true
 		}
 	}

@@ -64,7 +64,7 @@ func TestRecoveryFromBackup(t *testing.T) {
 		}},
 		{"a majority not known to be gone: refused", func() Input {
 			in := fromBackup(lostQuorum(), t0, true)
-			in.Members[2].ClusterFailed = false // unknown, not gone
+			in.Members[2].DomainFailed = false // unknown, not gone
 			return in
 		}, []check{action(ActWait), reason("a majority of the voters is not known to be gone")}},
 		{"within the grace: wait", func() Input {

@@ -15,7 +15,7 @@ func lostQuorum() Input {
 	in.Etcd = Etcd{Error: "context deadline exceeded"}
 	in.Members[0].Object.Etcd = &EtcdView{ID: 1, RaftIndex: 900, Answers: true}
 	for i := 1; i < 3; i++ {
-		in.Members[i].ClusterVisible, in.Members[i].ClusterFailed, in.Members[i].Object = false, true, nil
+		in.Members[i].ClusterVisible, in.Members[i].DomainFailed, in.Members[i].Object = false, true, nil
 	}
 	in.Quorum = QuorumInput{LostSince: t0.Add(-10 * time.Minute), Grace: 5 * time.Minute}
 	return in
@@ -76,7 +76,7 @@ func TestRule11QuorumLossRecovery(t *testing.T) {
 			in.Members[0].Object.Etcd = &EtcdView{ID: 1, RaftIndex: 900, Answers: true}
 			in.Members[3].Object.Etcd = &EtcdView{ID: 4, RaftIndex: 950, Answers: true}
 			for _, i := range []int{1, 2, 4} {
-				in.Members[i].ClusterFailed, in.Members[i].ClusterVisible = true, false
+				in.Members[i].DomainFailed, in.Members[i].ClusterVisible = true, false
 			}
 			in.Quorum = QuorumInput{LostSince: t0.Add(-time.Hour), Grace: time.Minute, Request: &RecoveryRequest{RequestedAt: t0}}
 			return in
@@ -100,7 +100,7 @@ func TestRule11QuorumLossRecovery(t *testing.T) {
 		}, []check{action(ActWait), reason("not declared"), reason("declared after 5m0s")}},
 		{"a member whose cluster is unseen but not failed is unknown, not gone: no loss declared", func() Input {
 			in := requested(lostQuorum(), "", t0)
-			in.Members[2].ClusterFailed = false
+			in.Members[2].DomainFailed = false
 			return in
 		}, []check{action(ActWait), reason("a majority of the voters is not known to be gone"), reason("main-2: cluster c not visible")}},
 		{"a visible member whose etcd does not answer is gone", func() Input {

@@ -111,7 +111,7 @@ func continueRoll(in Input, op Operation) Decision {
 	switch {
 	case m.Object.Incarnation != m.Incarnation:
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has a new incarnation; its roll ends", m.Name)}
-	case m.ClusterFailed || m.Object.VolumeLost:
+	case m.DomainFailed || m.Object.VolumeLost:
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s must be replaced; its roll gives way to the replacement", m.Name)}
 	}
 	em, found := byID(in.Etcd, m.ID)

@@ -133,9 +133,12 @@ type Member struct {
 	// ClusterVisible is true when the hub currently sees the member's
 	// cluster (its spoke Lease is fresh on the hub's clock).
 	ClusterVisible bool
-	// ClusterFailed is true when the member's cluster is declared failed
-	// (stale Lease and a majority of the other spokes agree).
-	ClusterFailed bool
+	// DomainFailed is true when the member's failure domain is declared
+	// failed: its cluster (stale spoke Lease and a majority of the other
+	// spokes agree, rule 8), or its zone inside a visible cluster (stale
+	// node Leases and a majority of the peers outside the zone lost it).
+	// Its members are moved by the placement, not replaced in place.
+	DomainFailed bool
 	// Object is the member's EtcdMember object in Domain's cluster; nil
 	// when absent or not visible.
 	Object *Object

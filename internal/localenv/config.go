@@ -60,6 +60,9 @@ type Config struct {
 	// BackoffBase and BackoffMax tune the node agents' restart back-off;
 	// zero means kubelet's 10s and 5m.
 	BackoffBase, BackoffMax time.Duration
+	// NodeLeaseDuration is the node Leases' duration (renewed every
+	// quarter of it); zero means kubelet's 40s.
+	NodeLeaseDuration time.Duration
 	// Progress receives what is starting and when it is ready.
 	Progress func(Event)
 	// Log receives the environment's and the node agents' logs.

@@ -310,7 +310,9 @@ func (e *Env) startAgent(c ClusterState) error {
 		BackoffBase: e.cfg.BackoffBase,
 		BackoffMax:  e.cfg.BackoffMax,
 		Kubelet:     kubelet,
-		Log:         e.log.WithName("nodeagent").WithValues("cluster", c.Name),
+		// Zero is kubelet's default.
+		NodeLeaseDuration: e.cfg.NodeLeaseDuration,
+		Log:               e.log.WithName("nodeagent").WithValues("cluster", c.Name),
 	})
 	if err != nil {
 		return err
@@ -857,6 +859,18 @@ func Cleanup(stateDir string) ([]proc.PIDRecord, error) {
 		errs = append(errs, proc.RemoveCgroupTree(filepath.Join(fs, fmt.Sprintf("etcdfed-%d", st.Slot))))
 	}
 	return killed, errors.Join(errs...)
+}
+
+// StopNodeLeases stops (stop true) or resumes the renewal of the node
+// Leases of one zone of a member cluster while everything else runs on:
+// what the hub sees when a zone's kubelets lose their apiserver while the
+// machines and their pods are fine.
+func (e *Env) StopNodeLeases(cluster, zone string, stop bool) error {
+	a := e.Agent(cluster)
+	if a == nil {
+		return fmt.Errorf("localenv: member cluster %q has no running node agent", cluster)
+	}
+	return a.StopNodeLeases(zone, stop)
 }
 
 // StopAPIServer kills a member cluster's apiserver and its etcd as a crash

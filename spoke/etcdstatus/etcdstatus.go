@@ -1,7 +1,8 @@
 // Package etcdstatus reads a member's own view of itself (member ID, learner
-// or not, leader, raft index and term, database size, version, alarms) from
-// its etcd, over TLS with the member's own certificate as client certificate
-// and the member's DNS name as server name.
+// or not, leader, raft index and term, database size, version, alarms, and
+// which raft peers it is connected to) from its etcd, over TLS with the
+// member's own certificate as client certificate and the member's DNS name
+// as server name.
 //
 // A Reader keeps one etcd client per member and replaces it when the
 // endpoint or the credentials change.
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,13 +65,16 @@ type Reader struct {
 type entry struct {
 	endpoint, version string
 	cli               *clientv3.Client
+	// metrics reads /metrics on the same endpoint with the same
+	// credentials (peer view).
+	metrics *http.Client
 }
 
 // Read returns the member's view of itself. key names the member (for
 // example namespace/name). The returned view has ObservedAt set; on error
 // the view is nil.
 func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.MemberEtcdView, error) {
-	cli, err := r.client(key, t)
+	cli, metrics, err := r.client(key, t)
 	if err != nil {
 		return nil, err
 	}
@@ -99,6 +104,11 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 	if len(st.Errors) > 0 {
 		v.Error = truncate(strings.Join(st.Errors, "; "), 1024)
 	}
+	// The peer view is best effort: a member whose metrics cannot be read
+	// has no view (and is no zone witness), its status read stands.
+	if peers, err := readPeers(ctx, metrics, t.Endpoint, v.ID); err == nil {
+		v.Peers = peers
+	}
 	return v, nil
 }
 
@@ -109,7 +119,7 @@ func (r *Reader) Forget(key string) {
 	delete(r.clients, key)
 	r.mu.Unlock()
 	if e != nil {
-		_ = e.cli.Close()
+		e.close()
 	}
 }
 
@@ -120,20 +130,21 @@ func (r *Reader) Close() {
 	r.clients = nil
 	r.mu.Unlock()
 	for _, e := range clients {
-		_ = e.cli.Close()
+		e.close()
 	}
 }
 
-func (r *Reader) client(key string, t Target) (*clientv3.Client, error) {
+func (r *Reader) client(key string, t Target) (*clientv3.Client, *http.Client, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.clients[key]; e != nil {
 		if e.endpoint == t.Endpoint && e.version == t.Version {
-			return e.cli, nil
+			return e.cli, e.metrics, nil
 		}
-		_ = e.cli.Close()
+		e.close()
 		delete(r.clients, key)
 	}
+	transport := &http.Transport{DialContext: (&net.Dialer{Timeout: 2 * time.Second}).DialContext, MaxIdleConnsPerHost: 1, IdleConnTimeout: time.Minute}
 	cfg := clientv3.Config{
 		Endpoints:            []string{t.Endpoint},
 		DialTimeout:          2 * time.Second,
@@ -145,9 +156,10 @@ func (r *Reader) client(key string, t Target) (*clientv3.Client, error) {
 	if strings.HasPrefix(t.Endpoint, "https://") {
 		tc, err := TLSConfig(t.CA, t.Cert, t.Key, t.ServerName)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		cfg.TLS = tc
+		transport.TLSClientConfig = tc.Clone()
 		// gRPC checks the server against the dial authority (the pod IP),
 		// overriding tls.Config.ServerName; pin the member's DNS name.
 		cfg.DialOptions = append(cfg.DialOptions, grpc.WithTransportCredentials(
@@ -155,13 +167,19 @@ func (r *Reader) client(key string, t Target) (*clientv3.Client, error) {
 	}
 	cli, err := clientv3.New(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcd client for %s: %w", t.Endpoint, err)
+		return nil, nil, fmt.Errorf("etcd client for %s: %w", t.Endpoint, err)
 	}
 	if r.clients == nil {
 		r.clients = map[string]*entry{}
 	}
-	r.clients[key] = &entry{endpoint: t.Endpoint, version: t.Version, cli: cli}
-	return cli, nil
+	e := &entry{endpoint: t.Endpoint, version: t.Version, cli: cli, metrics: &http.Client{Transport: transport}}
+	r.clients[key] = e
+	return cli, e.metrics, nil
+}
+
+func (e *entry) close() {
+	_ = e.cli.Close()
+	e.metrics.CloseIdleConnections()
 }
 
 // TLSConfig builds a client TLS configuration from PEM data: ca verifies the

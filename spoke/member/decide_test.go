@@ -552,7 +552,8 @@ func TestOwnedKindsCoverTheWrites(t *testing.T) {
 func TestEtcdViewWrittenOnNews(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	view := func(after time.Duration, change func(v *etcdfedv1.MemberEtcdView)) *etcdfedv1.MemberEtcdView {
-		v := &etcdfedv1.MemberEtcdView{ID: "a1", LeaderID: "b2", RaftIndex: 100, RaftTerm: 3, DBSize: 1 << 20, Version: "3.6.16"}
+		v := &etcdfedv1.MemberEtcdView{ID: "a1", LeaderID: "b2", RaftIndex: 100, RaftTerm: 3, DBSize: 1 << 20, Version: "3.6.16",
+			Peers: &etcdfedv1.MemberPeerView{Active: []string{"b2", "c3"}}}
 		o := metav1.NewTime(at.Add(after))
 		v.ObservedAt = &o
 		if change != nil {
@@ -571,6 +572,15 @@ func TestEtcdViewWrittenOnNews(t *testing.T) {
 		{"new term: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftTerm = 4 }), true},
 		{"promoted: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.IsLearner = true }), true},
 		{"new version: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.Version = "3.6.17" }), true},
+		// The peer view is compared by value (a pointer compared as such
+		// wrote the status on every read).
+		{"same peers 10s later: kept", view(10*time.Second, func(v *etcdfedv1.MemberEtcdView) {
+			v.Peers = &etcdfedv1.MemberPeerView{Active: []string{"b2", "c3"}}
+		}), false},
+		{"a peer lost: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) {
+			v.Peers = &etcdfedv1.MemberPeerView{Active: []string{"b2"}, Lost: []string{"c3"}}
+		}), true},
+		{"metrics unread: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.Peers = nil }), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			old := view(0, nil)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -94,16 +95,17 @@ const etcdViewRefresh = time.Minute
 
 // etcdViewNews says whether a new read is worth a status write: its first
 // view, anything other than the counters changed (ID, learner, leader,
-// term, version, error), or the last written view is older than
-// etcdViewRefresh.
+// term, version, error, the peers it is connected to), or the last written
+// view is older than etcdViewRefresh. A peer lost or regained is news: the
+// hub's zone witness waits on it.
 func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView) bool {
 	if old == nil || cur == nil || old.ObservedAt == nil || cur.ObservedAt == nil {
 		return true
 	}
 	a, b := *old, *cur
-	a.RaftIndex, a.DBSize, a.ObservedAt = 0, 0, nil
-	b.RaftIndex, b.DBSize, b.ObservedAt = 0, 0, nil
-	return a != b || cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
+	a.RaftIndex, a.DBSize, a.ObservedAt, a.Peers = 0, 0, nil, nil
+	b.RaftIndex, b.DBSize, b.ObservedAt, b.Peers = 0, 0, nil, nil
+	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
 }
 
 // setPodFields reports the current pod, its node and the node's zone.

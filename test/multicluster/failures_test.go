@@ -2,9 +2,18 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 // failureScenario skips a long failure scenario unless ETCDFED_SCENARIOS is set
@@ -93,4 +102,93 @@ func TestScenarioHubDownZoneKilled(t *testing.T) {
 	deleteIfFailed(t, topo, etcd)
 	HubDownZoneKillSpec(ctx, HubDownZoneKillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "hdown-0", Hold: 45 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// zoneWitnessNodeLease and zoneWitnessNodeStale are the node Lease duration
+// (renewed every quarter of it) and the hub's --node-lease-stale-after of
+// the multi-zone environment: kubelet's 40s and the hub's 20s, scaled down
+// so that the scenario takes minutes.
+const (
+	zoneWitnessNodeLease = 8 * time.Second
+	zoneWitnessNodeStale = 5 * time.Second
+	zoneWitnessGrace     = 30 * time.Second
+)
+
+// TestScenarioZoneOfMultiZoneClusterKilled: two member clusters of two
+// zones each, a 3-member ring one member per zone; the node Leases of one
+// zone stop (control: nothing moves), then that zone is killed -> Degraded
+// names it, its member is replaced in the free zone of the other cluster
+// after zoneGracePeriod, the ring ends with every member ready.
+func TestScenarioZoneOfMultiZoneClusterKilled(t *testing.T) {
+	if os.Getenv("ETCDFED_SCENARIOS") == "" {
+		t.Skip("failure scenario (minutes): run `make scenarios` (ETCDFED_SCENARIOS=1)")
+	}
+	topo := multiZoneTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-witness", Name: "zwit", Domain: "zwit.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			// Only the zone witness may move the member: its own grace is
+			// far beyond the scenario.
+			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: time.Hour}
+			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: zoneWitnessGrace}
+		}})
+	ZoneOfMultiZoneClusterKilledSpec(ctx, ZoneOfMultiZoneClusterKilledSpecInput{T: t, Topology: topo, Etcd: etcd, NodeStaleAfter: zoneWitnessNodeStale, ZoneGrace: zoneWitnessGrace})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// multiZoneTopology starts, for one test, a local environment of two
+// member clusters with two zones each (one node per zone), node Leases of
+// zoneWitnessNodeLease, and the hub with --node-lease-stale-after
+// zoneWitnessNodeStale. It is stopped when the test ends (its state kept
+// when the test failed).
+func multiZoneTopology(t *testing.T) *Topology {
+	t.Helper()
+	testenv.SkipIfShort(t, "the local environment with the hub and spokes")
+	bin, err := freshBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.MkdirTemp("", "multicluster-zones-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
+	start := time.Now()
+	env, err := localenv.Start(context.Background(), localenv.Config{
+		StateDir: state, Clusters: 2, ZonesPerCluster: 2, NodesPerZone: 1, BinDir: bin,
+		BackoffBase: time.Second, BackoffMax: 5 * time.Second, NodeLeaseDuration: zoneWitnessNodeLease,
+		Components: func(st *localenv.State, bin string) []localenv.ComponentSpec {
+			specs := localenv.DefaultComponents(st, bin)
+			for i := range specs {
+				if specs[i].Name == "hub" {
+					specs[i].Args = append(specs[i].Args, "--node-lease-stale-after="+zoneWitnessNodeStale.String())
+				}
+			}
+			return specs
+		},
+		Log: funcr.New(func(prefix, args string) {
+			if verbose {
+				fmt.Fprintln(os.Stderr, prefix, args)
+			}
+		}, funcr.Options{}),
+	})
+	if err != nil {
+		t.Fatalf("multi-zone local environment: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Logf("stop the multi-zone environment: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("kept for inspection: %s", state)
+			return
+		}
+		_ = os.RemoveAll(state)
+	})
+	t.Logf("multi-zone local environment ready in %.1fs (logs in %s)", time.Since(start).Seconds(), filepath.Join(state, "logs"))
+	topo, err := LocalTopology(env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }

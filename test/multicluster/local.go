@@ -34,6 +34,7 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	// shared source address mode, pods connect from 127.0.0.1.
 	t.PeerSourceIsPodIP = env.SharedSourceAddress() == ""
 	t.StopMemberAPIServer = env.StopAPIServer
+	t.StopNodeLeases = env.StopNodeLeases
 	t.StartMemberAPIServer = env.StartAPIServer
 	t.HubMetricsURL = "http://" + st.Hub.Metrics + "/metrics"
 	t.HubNamespace = localenv.RingNamespace

@@ -101,6 +101,11 @@ type Topology struct {
 	// agents keep running. Nil when the topology cannot.
 	StopMemberAPIServer  func(cluster string) error
 	StartMemberAPIServer func(ctx context.Context, cluster string) error
+	// StopNodeLeases stops (stop true) or resumes the renewal of the node
+	// Leases of one zone of a member cluster, nothing else (its kubelets
+	// cut off from their apiserver, its machines fine). Nil when the
+	// topology cannot.
+	StopNodeLeases func(cluster, zone string, stop bool) error
 	// HubMetricsURL is the hub's Prometheus endpoint; "" when unknown.
 	HubMetricsURL string
 	// HubNamespace holds the member clusters' kubeconfig Secrets in the hub.

@@ -8,6 +8,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -175,6 +176,46 @@ func TestHubCanWriteEtcdfedObjectsAndSecrets(t *testing.T) {
 // TestHubIsForbiddenOutsideItsObjects: pods, PVCs and Services are the
 // spoke's; status is the spoke's; Leases are read only; nothing in another
 // namespace and nothing cluster-scoped.
+// TestHubReadsNodesAndNodeLeases: the zone witness's reads (Nodes, and
+// Leases in kube-node-lease), list and watch included, as the hub's cache
+// does them.
+func TestHubReadsNodesAndNodeLeases(t *testing.T) {
+	as, admin, ring, _ := asHub(t)
+	ctx := context.Background()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "read-" + ring, Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}
+	if err := admin.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), node) })
+	nl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Namespace: corev1.NamespaceNodeLease},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(node.Name), RenewTime: &metav1.MicroTime{Time: time.Now()}}}
+	if err := admin.Create(ctx, nl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), nl) })
+	got := &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Node"}}
+	if err := as.Get(ctx, client.ObjectKeyFromObject(node), got); err != nil || got.Labels[corev1.LabelTopologyZone] != "zone-a" {
+		t.Errorf("get the node's metadata: %v (labels %v)", err, got.Labels)
+	}
+	if err := as.List(ctx, &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}); err != nil {
+		t.Errorf("list nodes' metadata: %v", err)
+	}
+	if w, err := as.Watch(ctx, &metav1.PartialObjectMetadataList{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "NodeList"}}); err != nil {
+		t.Errorf("watch nodes' metadata: %v", err)
+	} else {
+		w.Stop()
+	}
+	var leases coordinationv1.LeaseList
+	if err := as.List(ctx, &leases, client.InNamespace(corev1.NamespaceNodeLease)); err != nil || len(leases.Items) == 0 {
+		t.Errorf("list node Leases: %v (%d)", err, len(leases.Items))
+	}
+	if w, err := as.Watch(ctx, &coordinationv1.LeaseList{}, client.InNamespace(corev1.NamespaceNodeLease)); err != nil {
+		t.Errorf("watch node Leases: %v", err)
+	} else {
+		w.Stop()
+	}
+}
+
 func TestHubIsForbiddenOutsideItsObjects(t *testing.T) {
 	as, admin, ring, other := asHub(t)
 	ctx := context.Background()
@@ -244,7 +285,26 @@ func TestHubIsForbiddenOutsideItsObjects(t *testing.T) {
 	forbidden(t, "list EtcdMembers in all namespaces", as.List(ctx, &etcdfedv1.EtcdMemberList{}))
 	forbidden(t, "list Secrets in all namespaces", as.List(ctx, &corev1.SecretList{}))
 	forbidden(t, "list pods in all namespaces", as.List(ctx, &corev1.PodList{}))
-	forbidden(t, "list nodes", as.List(ctx, &corev1.NodeList{}))
+	forbidden(t, "list Leases in all namespaces", as.List(ctx, &coordinationv1.LeaseList{}))
+	// The zone witness reads Nodes and node Leases, and writes neither.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-" + ring, Labels: map[string]string{corev1.LabelTopologyZone: "zone-a"}}}
+	forbidden(t, "create a node", as.Create(ctx, node))
+	if err := admin.Create(ctx, node); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), node) })
+	node.Labels[corev1.LabelTopologyZone] = "zone-b"
+	forbidden(t, "update a node", as.Update(ctx, node))
+	forbidden(t, "delete a node", as.Delete(ctx, node))
+	nl := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Namespace: corev1.NamespaceNodeLease}}
+	forbidden(t, "create a node Lease", as.Create(ctx, nl))
+	if err := admin.Create(ctx, nl); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Delete(context.Background(), nl) })
+	nl.Spec.HolderIdentity = ptr.To("hub")
+	forbidden(t, "renew a node Lease", as.Update(ctx, nl))
+	forbidden(t, "delete a node Lease", as.Delete(ctx, nl))
 	forbidden(t, "list namespaces", as.List(ctx, &corev1.NamespaceList{}))
 	forbidden(t, "create a namespace", as.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "x-" + ring}}))
 	forbidden(t, "create an EtcdCluster", as.Create(ctx, &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: ring}}))
@@ -266,8 +326,17 @@ func TestManifestsNameTheHubsServiceAccount(t *testing.T) {
 			token = o.Name == hubmemberrbac.TokenSecretName && o.Type == corev1.SecretTypeServiceAccountToken &&
 				o.Annotations[corev1.ServiceAccountNameKey] == hubmemberrbac.ServiceAccountName
 		}
-		if o.GetNamespace() != "" && o.GetNamespace() != hubmemberrbac.DefaultNamespace {
-			t.Errorf("%T %s in namespace %s, want %s", o, o.GetName(), o.GetNamespace(), hubmemberrbac.DefaultNamespace)
+		// Everything in the ring namespace but the zone witness's read of
+		// the node Leases, which lives where they do.
+		want := hubmemberrbac.DefaultNamespace
+		switch o.(type) {
+		case *rbacv1.Role, *rbacv1.RoleBinding:
+			if o.GetNamespace() == corev1.NamespaceNodeLease {
+				want = corev1.NamespaceNodeLease
+			}
+		}
+		if o.GetNamespace() != "" && o.GetNamespace() != want {
+			t.Errorf("%T %s in namespace %s, want %s", o, o.GetName(), o.GetNamespace(), want)
 		}
 	}
 	if !sa || !token {

@@ -210,7 +210,9 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 	// is given reported in the member's status.
 	sp := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ring}}
 	g.Expect(member.Client.Create(ctx, sp)).To(Succeed())
-	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1"}, DNSAddresses: []string{"127.0.0.1:5353"}, GossipAddress: "127.0.0.1:7946",
+	// Two zones: the hub reads the cluster's Nodes and node Leases for the
+	// zone witness in every pass, which its RBAC must allow.
+	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1", "zone-2"}, DNSAddresses: []string{"127.0.0.1:5353"}, GossipAddress: "127.0.0.1:7946",
 		ObservedAt: &metav1.Time{Time: time.Now()}}
 	g.Expect(member.Client.Status().Update(ctx, sp)).To(Succeed())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ring},

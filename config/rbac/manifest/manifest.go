@@ -16,10 +16,12 @@ import (
 )
 
 // Load decodes every *.yaml file of files but kustomization.yaml, in name
-// order. Namespaced objects, and ServiceAccount subjects in defaultNS, are
-// moved to namespace. Unless namespace is defaultNS, cluster-scoped objects
-// and references to them get the suffix "-"+namespace, so several copies
-// can share one apiserver in tests.
+// order. Namespaced objects in defaultNS (or in none), and ServiceAccount
+// subjects in defaultNS, are moved to namespace. Roles and RoleBindings
+// the files put in another namespace (the hub's in kube-node-lease) stay
+// there. Unless namespace is defaultNS, cluster-scoped objects, objects
+// left in another namespace, and references to them get the suffix
+// "-"+namespace, so several copies can share one apiserver in tests.
 func Load(files fs.FS, defaultNS, namespace string) ([]client.Object, error) {
 	names, err := fs.Glob(files, "*.yaml")
 	if err != nil {
@@ -111,13 +113,26 @@ func relocate(obj client.Object, defaultNS, ns string) {
 			}
 		}
 	}
+	// foreign: a Role or RoleBinding the files put in a namespace of its
+	// own; it stays there.
+	foreign := obj.GetNamespace() != "" && obj.GetNamespace() != defaultNS
 	switch o := obj.(type) {
-	case *corev1.ServiceAccount, *corev1.Secret, *rbacv1.Role:
+	case *corev1.ServiceAccount, *corev1.Secret:
 		o.SetNamespace(ns)
+	case *rbacv1.Role:
+		if foreign {
+			o.Name += suffix
+		} else {
+			o.SetNamespace(ns)
+		}
 	case *rbacv1.RoleBinding:
-		o.SetNamespace(ns)
+		if foreign {
+			o.Name += suffix
+		} else {
+			o.SetNamespace(ns)
+		}
 		subjects(o.Subjects)
-		if o.RoleRef.Kind == "ClusterRole" {
+		if o.RoleRef.Kind == "ClusterRole" || foreign {
 			o.RoleRef.Name += suffix
 		}
 	case *rbacv1.ClusterRole:

@@ -134,6 +134,8 @@ type Config struct {
 type nodeState struct {
 	Node
 	failed bool
+	// leasesStopped: the node's Lease is not renewed (StopNodeLeases).
+	leasesStopped bool
 }
 
 // Agent runs the nodes of one member cluster. Create it with New, run it

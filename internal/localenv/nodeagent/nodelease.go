@@ -30,7 +30,7 @@ func (a *Agent) renewNodeLeases(ctx context.Context) {
 	every := a.cfg.NodeLeaseDuration / 4
 	renew := func() {
 		for _, n := range a.nodeStates() {
-			if n.failed {
+			if n.failed || n.leasesStopped {
 				continue
 			}
 			if err := a.renewNodeLease(ctx, n); err != nil && ctx.Err() == nil {
@@ -79,5 +79,25 @@ func (a *Agent) renewNodeLease(ctx context.Context, n nodeState) error {
 	if _, err := leases.Update(ctx, cur, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("renew node Lease %s: %w", n.Name, err)
 	}
+	return nil
+}
+
+// StopNodeLeases stops (stop true) or resumes renewing the Leases of a
+// zone's nodes, nothing else: its pods run and its node status stays as it
+// is, as when a zone's kubelets lose their apiserver but not their
+// machines.
+func (a *Agent) StopNodeLeases(zone string, stop bool) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	found := false
+	for _, n := range a.nodes {
+		if n.Zone == zone {
+			n.leasesStopped, found = stop, true
+		}
+	}
+	if !found {
+		return fmt.Errorf("nodeagent: no node in zone %q", zone)
+	}
+	a.log.Info("Node Lease renewal", "zone", zone, "stopped", stop)
 	return nil
 }
