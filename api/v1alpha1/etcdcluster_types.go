@@ -7,7 +7,7 @@ import (
 
 // EtcdClusterSpec is the desired state of one global etcd cluster.
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation: it says how the cluster was founded"
-// +kubebuilder:validation:XValidation:rule="(has(self.tls) && has(self.tls.caSecretName) ? self.tls.caSecretName : '') == (has(oldSelf.tls) && has(oldSelf.tls.caSecretName) ? oldSelf.tls.caSecretName : '')",message="tls.caSecretName cannot be set, changed or removed after creation: members would stop trusting each other at once; a generated CA is rotated with etcdfed rotate-ca"
+// +kubebuilder:validation:XValidation:rule="(has(self.tls) && has(self.tls.caSecretName)) == (has(oldSelf.tls) && has(oldSelf.tls.caSecretName)) && (!(has(self.tls) && has(self.tls.caSecretName)) || self.tls.caSecretName == oldSelf.tls.caSecretName)",message="tls.caSecretName cannot be set, changed or removed after creation: members would stop trusting each other at once; a generated CA is rotated with etcdfed rotate-ca"
 type EtcdClusterSpec struct {
 	// replicas is the number of voting etcd members: odd, from 1 to 9. The
 	// hub spreads them over zones first, then over member clusters, so that
