@@ -71,8 +71,11 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	// cluster ID and initialClusterState existing into every member's
 	// spec.bootstrap at once (no restart, but a new generation each): let
 	// the spokes observe it before sampling, so that it is not taken for
-	// members restarting together.
-	if err := poll(ctx, 2*time.Minute, "every member's cluster ID observed", func(ctx context.Context) (string, error) {
+	// members restarting together. The restart watch sees every member's
+	// pod ready here first, so that a member briefly not ready when the
+	// sampling starts is known for a pod that was ready.
+	restarts := newRestartWatch()
+	if err := poll(ctx, 2*time.Minute, "every member's cluster ID observed and its pod ready", func(ctx context.Context) (string, error) {
 		for _, m := range ec.Status.Members {
 			c := memberClusterOrNil(in.Topology, m.Cluster)
 			if c == nil {
@@ -82,8 +85,11 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
 				return err.Error(), nil
 			}
-			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting || obj.Status.ObservedGeneration != obj.Generation {
-				return m.Name + " not settled", nil
+			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
+				return m.Name + ": cluster ID not in its spec yet", nil
+			}
+			if why, _ := restarts.observe(ctx, c, obj); why != "" {
+				return m.Name + ": " + why, nil
 			}
 		}
 		return "", nil
@@ -132,7 +138,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	waitForWorkloadProgress(ctx, t, w)
 	failedBefore := w.Failed()
 
-	sampler := startRotationSampler(ctx, in)
+	sampler := startRotationSampler(ctx, in, restarts)
 	start := time.Now()
 	req := etcdfedv1.CARotationRequest{RequestedAt: start.UTC().Truncate(time.Second)}
 	before := ec.DeepCopy()
@@ -460,13 +466,12 @@ type rotationSampler struct {
 
 // startRotationSampler looks at the EtcdCluster and the members' objects
 // every 250ms until stopped.
-func startRotationSampler(ctx context.Context, in CARotationSpecInput) *rotationSampler {
+func startRotationSampler(ctx context.Context, in CARotationSpecInput, restarts *restartWatch) *rotationSampler {
 	sctx, cancel := context.WithCancel(ctx)
 	s := &rotationSampler{cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		seen := map[string]*etcdfedv1.EtcdMember{}
-		restarts := newRestartWatch()
 		for sctx.Err() == nil {
 			var smp rotationSample
 			smp.at = time.Now()

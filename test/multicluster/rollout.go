@@ -80,7 +80,22 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "roll/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 
-	// Sample the hub's status and the member objects every 100 ms.
+	// Sample the hub's status and the member objects every 100 ms, once
+	// the restart watch has seen every member's pod ready (so that a
+	// member briefly not ready later is known for a pod that was ready).
+	restarts := newRestartWatch()
+	if err := poll(ctx, 2*time.Minute, "every member's pod ready", func(ctx context.Context) (string, error) {
+		s, err := sampleRoll(ctx, in, ec.UID, restarts)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if len(s.unsettled) > 0 {
+			return fmt.Sprintf("unsettled: %v", s.unsettled), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 	sctx, stopSampling := context.WithCancel(ctx)
 	var mu sync.Mutex
 	var samples []rollSample
@@ -88,7 +103,6 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	sampling.Add(1)
 	go func() {
 		defer sampling.Done()
-		restarts := newRestartWatch()
 		for sctx.Err() == nil {
 			if s, err := sampleRoll(sctx, in, ec.UID, restarts); err == nil {
 				mu.Lock()
