@@ -46,9 +46,10 @@ type Decision struct {
 	Action  Action
 	Message string
 	// Outdated is set with Keep when the pod differs from what Build gives
-	// now although the hub did not change the member (a spoke upgrade
-	// renders it differently): the difference applies when the pod is next
-	// created.
+	// now although the hub did not change what the member runs (a spoke
+	// upgrade renders it differently, or a field that restarts nothing
+	// changed, such as spec.bootstrap's cluster ID once the ring formed):
+	// the difference applies when the pod is next created.
 	Outdated bool
 }
 
@@ -97,7 +98,7 @@ func Decide(m *etcdfedv1.EtcdMember, pod *corev1.Pod, desired *corev1.Pod, block
 	if built := pod.Annotations[AnnotationMemberSpecHash]; built != "" && built != desired.Annotations[AnnotationMemberSpecHash] {
 		return Decision{Action: Replace, Message: fmt.Sprintf("pod %s was built from an earlier member spec (image %s; now %s or other etcd or pod settings)", pod.Name, containerImage(pod, ContainerEtcd), m.Spec.Image)}
 	}
-	return Decision{Action: Keep, Outdated: true, Message: fmt.Sprintf("pod %s differs from what this spoke renders for the unchanged member spec (a spoke upgrade): the difference applies when the pod is next created", pod.Name)}
+	return Decision{Action: Keep, Outdated: true, Message: fmt.Sprintf("pod %s differs from what this spoke renders for the unchanged member spec (a spoke upgrade, or a change that restarts nothing such as spec.bootstrap once the ring formed): the difference applies when the pod is next created", pod.Name)}
 }
 
 func containerImage(pod *corev1.Pod, name string) string {
