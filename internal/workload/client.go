@@ -10,6 +10,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+
+	"github.com/etcdfed/etcdfed/internal/etcddial"
 )
 
 // Resolver returns a resolver that asks the given DNS servers (host:port)
@@ -73,7 +75,11 @@ func NewClient(cfg ClientConfig) (*clientv3.Client, error) {
 		DialKeepAliveTime:    10 * time.Second,
 		DialKeepAliveTimeout: 3 * time.Second,
 		TLS:                  cfg.TLS,
-		DialOptions:          []grpc.DialOption{grpc.WithContextDialer(dial)},
-		Logger:               zap.NewNop(),
+		// Reconnect within 2 s of a member coming back (gRPC's own back-off
+		// grows to 2 minutes): a watcher pinned to one member's endpoint,
+		// whose cluster was down for minutes, resumes once its name
+		// answers again instead of long after the scenario ended.
+		DialOptions: []grpc.DialOption{grpc.WithContextDialer(dial), etcddial.Reconnect(cfg.DialTimeout)},
+		Logger:      zap.NewNop(),
 	})
 }
