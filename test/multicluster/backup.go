@@ -53,12 +53,7 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOnError(t)
 	if in.Schedule == "" {
 		in.Schedule = "@every 1m"
 	}

@@ -59,12 +59,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	t := in.T
 	t.Helper()
 	topo, hub := in.Topology, in.Topology.Hub
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOnError(t)
 	if topo.FailZone == nil {
 		t.Skip("QuorumLossRecoverySpec: the topology cannot kill clusters")
 	}

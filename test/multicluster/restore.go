@@ -54,12 +54,7 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOnError(t)
 	store := storeWithCredentials(ctx, t, hub, in.S3, in.Bucket, in.Source.Namespace, in.Namespace)
 
 	// Writes, then one backup (the first is taken as soon as backups are
@@ -228,12 +223,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	t := in.T
 	t.Helper()
 	topo, hub := in.Topology, in.Topology.Hub
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOnError(t)
 	if topo.FailZone == nil {
 		t.Skip("QuorumLossFromBackupSpec: the topology cannot kill clusters")
 	}

@@ -171,12 +171,7 @@ func ZoneFailureUnderLoadSpec(ctx context.Context, in ZoneFailureUnderLoadSpecIn
 		t.Fatalf("no member %q", in.Victim)
 	}
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "zonefail-" + in.Mode + "/", WatchEachEndpoint: true})
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	must := fatalOnError(t)
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/miekg/dns"
@@ -19,6 +20,17 @@ import (
 // ends, and then returns an error saying what it saw last.
 
 const defaultPoll = 250 * time.Millisecond
+
+// fatalOnError returns a function that fails t at once on a non-nil error
+// (the specs' must).
+func fatalOnError(t testing.TB) func(error) {
+	return func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
 
 func poll(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (string, error)) error {
 	var last string
