@@ -39,6 +39,6 @@ bad arguments.`,
 	cmd.Flags().StringVar(&name, "name", "", "DNS name to resolve (the member's DNS name).")
 	cmd.Flags().StringVar(&address, "address", "", "Expected address: an IP or a host name.")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "Give up after this long (0: never).")
-	cmd.Flags().DurationVar(&interval, "interval", time.Second, "Time between lookups.")
+	cmd.Flags().DurationVar(&interval, "interval", 250*time.Millisecond, "Time between lookups (queries go to the ring's own DNS servers).")
 	root.AddCommand(cmd)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,17 +96,26 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 	if w.set == nil {
 		return nil
 	}
-	var errs []error
 	want := desiredZone(s, w.records)
-	for _, cs := range s.clusters {
+	// Side by side: a new member's init container waits on its record, and
+	// the resolver it uses asks every spoke, so every cluster's copy counts
+	// and one slow cluster must not hold up the others.
+	errs := make([]error, len(s.clusters)+1)
+	var wg sync.WaitGroup
+	for i, cs := range s.clusters {
 		if !cs.visible() {
 			continue
 		}
-		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want.DeepCopy()))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want.DeepCopy())
+		}()
 	}
 	if rfc := s.ec.Spec.DNS.RFC2136; rfc != nil {
-		errs = append(errs, r.publishRFC2136(ctx, s.ec, rfc, w.set))
+		errs[len(s.clusters)] = r.publishRFC2136(ctx, s.ec, rfc, w.set)
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 

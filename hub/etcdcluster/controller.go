@@ -324,8 +324,14 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 // soon is the requeue after a step whose effect the next pass checks.
 const soon = 200 * time.Millisecond
 
+// notYetRetry is the retry after etcd said "not yet" (a learner not caught
+// up, a reconfiguration refused until the cluster is healthy): short,
+// since each such wait holds up a member's promotion, and etcd answers it
+// from memory.
+const notYetRetry = time.Second
+
 // requeueAfter: a step taken is checked soon; a wait or a poll comes back
-// when the planner says; etcd saying "not yet" in 2s; a quiet ring within
+// when the planner says; etcd saying "not yet" in notYetRetry; a quiet ring within
 // resyncPeriod.
 func requeueAfter(plan membership.Decision, res applyResult) time.Duration {
 	after := resyncPeriod
@@ -340,7 +346,7 @@ func requeueAfter(plan membership.Decision, res applyResult) time.Duration {
 		after = min(after, max(soon, plan.RequeueAfter))
 	}
 	if res.notYet != nil {
-		after = min(after, 2*time.Second)
+		after = min(after, notYetRetry)
 	}
 	return after
 }

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
@@ -223,7 +224,8 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		s.etcd = membership.Etcd{Error: "not bootstrapped: no member has been started yet"}
 		return
 	}
-	endpoints := clientEndpoints(s, ledger)
+	away := outOfSight(s, ledger)
+	endpoints := clientEndpoints(s, ledger, away)
 	if len(endpoints) == 0 {
 		s.etcd = membership.Etcd{Error: "no member has a client URL yet"}
 		return
@@ -251,7 +253,13 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		return
 	}
 	s.etcdClient = c
-	s.etcd = c.Observe(ctx)
+	opts := etcdops.ObserveOptions{OutOfSight: map[uint64]bool{}}
+	for _, m := range ledger.Members {
+		if away[m.Name] && m.ID != "" {
+			opts.OutOfSight[parseID(m.ID)] = true
+		}
+	}
+	s.etcd = c.ObserveWith(ctx, opts)
 	// A member the hub cannot reach but its spoke reports healthy is
 	// healthy: only the hub's path to it failed.
 	for i, em := range s.etcd.Members {
@@ -293,12 +301,34 @@ func anyBootstrapStarted(s *snapshot) bool {
 	return false
 }
 
+// outOfSight names the recorded members the hub has its own evidence
+// against before it asks etcd: their member cluster is not visible in this
+// pass (not connected, not read, or its spoke Lease stale on the hub's
+// clock), or the zone witness holds their zone stale or failed. It decides
+// nothing by itself (rule 8): it only keeps such members from costing the
+// pass time, as endpoints the client may balance to and as status requests
+// that wait out the full timeout.
+func outOfSight(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus) map[string]bool {
+	away := map[string]bool{}
+	for _, m := range ledger.Members {
+		if m.Cluster == "" {
+			continue
+		}
+		if cs := s.cluster(m.Cluster); !cs.visible() || cs.zoneStale(m.Zone) || cs.zoneFailed(m.Zone) {
+			away[m.Name] = true
+		}
+	}
+	return away
+}
+
 // clientEndpoints are the client URLs of the recorded members: the spoke's
 // report when its cluster is visible, else the DNS name on the default port.
 // Once the cluster has formed, a member etcd does not list as a voter (one
 // being added, or an incarnation being replaced whose old process may
-// still answer "member not found") is left out while others remain.
-func clientEndpoints(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus) []string {
+// still answer "member not found") is left out while others remain, and so
+// is a member out of sight (away): a black-holed address holds every
+// request balanced to it until its timeout.
+func clientEndpoints(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus, away map[string]bool) []string {
 	var out []string
 	members := ledger.Members
 	if op := ledger.Operation; op != nil && op.Type == etcdfedv1.OperationRecover {
@@ -313,6 +343,9 @@ func clientEndpoints(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus) []string 
 		})
 		if len(voters) > 0 {
 			members = voters
+		}
+		if seen := slices.DeleteFunc(slices.Clone(members), func(m etcdfedv1.MemberStatus) bool { return away[m.Name] }); len(seen) > 0 {
+			members = seen
 		}
 	}
 	for _, m := range members {

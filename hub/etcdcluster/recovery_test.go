@@ -90,7 +90,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		if w.want.Spec.Incarnation != 1 || w.want.Spec.Bootstrap == nil {
 			t.Errorf("the survivor keeps its incarnation and bootstrap: %+v", w.want.Spec)
 		}
-		if eps := clientEndpoints(s, d.ledger); len(eps) != 1 || !strings.Contains(eps[0], "main-0.") {
+		if eps := clientEndpoints(s, d.ledger, nil); len(eps) != 1 || !strings.Contains(eps[0], "main-0.") {
 			t.Errorf("endpoints %v: want the survivor's alone (the gone members' may hold requests until they time out)", eps)
 		}
 	})

@@ -91,9 +91,26 @@ func clientConfig(endpoints []string, tlsCfg *tls.Config) clientv3.Config {
 // Close closes the connection.
 func (c *Client) Close() error { return c.c.Close() }
 
+// ObserveOptions is what the caller already knows before asking etcd.
+type ObserveOptions struct {
+	// OutOfSight are the IDs of members the caller has its own evidence
+	// against (the hub: their member cluster or zone is not seen). Their
+	// status requests get FailingStatusTimeout from the first one on, with
+	// no full probe: a zone that just died costs a pass half a second, not
+	// StatusTimeout, so its detection and every step of its evacuation
+	// wait less. A live member answers in milliseconds; one that does not
+	// is counted unhealthy, the cautious side for every quorum check.
+	OutOfSight map[uint64]bool
+}
+
 // Observe reads the member list (linearizable: it needs a quorum) and asks
 // every started member for its status, in parallel.
 func (c *Client) Observe(ctx context.Context) membership.Etcd {
+	return c.ObserveWith(ctx, ObserveOptions{})
+}
+
+// ObserveWith is Observe with what the caller knows (ObserveOptions).
+func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membership.Etcd {
 	lctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	resp, err := c.c.MemberList(lctx)
@@ -116,7 +133,7 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			timeout := c.Probes.timeout(m.ID, start)
+			timeout := c.Probes.timeout(m.ID, start, opts.OutOfSight[m.ID])
 			sctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			answered := false

@@ -35,22 +35,23 @@ type probe struct {
 	lastFull time.Time
 }
 
-// statusTimeout is the timeout for a member's next status request.
-func statusTimeout(p probe, now time.Time) time.Duration {
-	if p.failing && now.Sub(p.lastFull) < FullProbeEvery {
+// statusTimeout is the timeout for a member's next status request; one
+// out of sight (ObserveOptions) gets the short one, first request included.
+func statusTimeout(p probe, now time.Time, outOfSight bool) time.Duration {
+	if outOfSight || (p.failing && now.Sub(p.lastFull) < FullProbeEvery) {
 		return FailingStatusTimeout
 	}
 	return StatusTimeout
 }
 
 // timeout is the timeout for member id's next status request.
-func (m *ProbeMemory) timeout(id uint64, now time.Time) time.Duration {
+func (m *ProbeMemory) timeout(id uint64, now time.Time, outOfSight bool) time.Duration {
 	if m == nil {
-		return StatusTimeout
+		return statusTimeout(probe{}, now, outOfSight)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return statusTimeout(m.probes[id], now)
+	return statusTimeout(m.probes[id], now, outOfSight)
 }
 
 // record notes the outcome of a status request made with timeout at now.

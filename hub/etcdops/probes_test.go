@@ -15,7 +15,7 @@ import (
 func TestProbeMemory(t *testing.T) {
 	t0 := time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 	var m ProbeMemory
-	if got := m.timeout(1, t0); got != StatusTimeout {
+	if got := m.timeout(1, t0, false); got != StatusTimeout {
 		t.Fatalf("unknown member: %s, want %s", got, StatusTimeout)
 	}
 	m.record(1, false, StatusTimeout, t0)
@@ -27,29 +27,46 @@ func TestProbeMemory(t *testing.T) {
 		{FullProbeEvery - time.Millisecond, FailingStatusTimeout},
 		{FullProbeEvery, StatusTimeout},
 	} {
-		if got := m.timeout(1, t0.Add(tc.after)); got != tc.want {
+		if got := m.timeout(1, t0.Add(tc.after), false); got != tc.want {
 			t.Errorf("failed at t0, asked at +%s: %s, want %s", tc.after, got, tc.want)
 		}
 	}
 	// Short probes that fail do not postpone the next full one.
 	m.record(1, false, FailingStatusTimeout, t0.Add(5*time.Second))
-	if got := m.timeout(1, t0.Add(FullProbeEvery)); got != StatusTimeout {
+	if got := m.timeout(1, t0.Add(FullProbeEvery), false); got != StatusTimeout {
 		t.Errorf("a short probe moved the next full one: %s", got)
 	}
 	// An answer restores the full timeout.
 	m.record(1, true, FailingStatusTimeout, t0.Add(6*time.Second))
-	if got := m.timeout(1, t0.Add(7*time.Second)); got != StatusTimeout {
+	if got := m.timeout(1, t0.Add(7*time.Second), false); got != StatusTimeout {
 		t.Errorf("answering member: %s, want %s", got, StatusTimeout)
 	}
 	m.record(2, false, StatusTimeout, t0)
 	m.forget(map[uint64]bool{1: true})
-	if got := m.timeout(2, t0.Add(time.Second)); got != StatusTimeout {
+	if got := m.timeout(2, t0.Add(time.Second), false); got != StatusTimeout {
 		t.Errorf("forgotten member: %s, want %s", got, StatusTimeout)
 	}
 	var none *ProbeMemory
 	none.record(3, false, StatusTimeout, t0)
-	if got := none.timeout(3, t0); got != StatusTimeout {
+	if got := none.timeout(3, t0, false); got != StatusTimeout {
 		t.Errorf("nil memory: %s", got)
+	}
+	// A member out of sight (its zone not seen by the hub) gets the short
+	// timeout from its first request on, and never the full one: a zone
+	// that just died costs a pass FailingStatusTimeout, not StatusTimeout.
+	for _, tc := range []struct {
+		name string
+		mem  *ProbeMemory
+		at   time.Time
+	}{
+		{"never asked", &ProbeMemory{}, t0},
+		{"answered last time", &m, t0.Add(8 * time.Second)},
+		{"full probe due", &m, t0.Add(time.Hour)},
+		{"nil memory", none, t0},
+	} {
+		if got := tc.mem.timeout(1, tc.at, true); got != FailingStatusTimeout {
+			t.Errorf("out of sight, %s: %s, want %s", tc.name, got, FailingStatusTimeout)
+		}
 	}
 }
 
@@ -80,7 +97,7 @@ func TestObserveRemembersSilentMembers(t *testing.T) {
 		} else if !m.Healthy {
 			t.Errorf("member %s reported unhealthy", m.Name)
 		}
-		if got := cl.Probes.timeout(m.ID, now); got != want {
+		if got := cl.Probes.timeout(m.ID, now, false); got != want {
 			t.Errorf("%s: next status timeout %s, want %s", m.Name, got, want)
 		}
 	}

@@ -11,6 +11,13 @@ import (
 
 // Polling intervals for steps that wait on the outside world.
 const (
+	// pollJoin is for the steps of a joining member that wait on its own
+	// pipeline (the spoke exposing it, its learner starting, a promotion
+	// taking effect): each is seconds away at most, every member of an
+	// evacuation waits on them one after another, and events from the
+	// spoke often come first. Only a ring with an Add in flight polls
+	// this often.
+	pollJoin = 500 * time.Millisecond
 	pollFast = 2 * time.Second
 	pollSlow = 10 * time.Second
 )
@@ -165,7 +172,7 @@ func continueAdd(in Input, op Operation) Decision {
 		return step(op, ActCreateObjects, Decision{Members: []string{m.Name}, Domain: m.Domain, Reason: fmt.Sprintf("creating %s in %s", m.Name, m.Domain)})
 	}
 	if m.Object.PeerURL == "" || m.Object.StatusIncarnation != m.Incarnation {
-		return waitStep(op, ActAddLearner, pollFast, "waiting for the spoke in %s to expose %s", m.Domain.Cluster, m.Name)
+		return waitStep(op, ActAddLearner, pollJoin, "waiting for the spoke in %s to expose %s", m.Domain.Cluster, m.Name)
 	}
 	em, found := byPeerURL(in.Etcd, m.Object.PeerURL)
 	if !found {
@@ -180,9 +187,9 @@ func continueAdd(in Input, op Operation) Decision {
 	}
 	if em.IsLearner {
 		if !em.Started() {
-			return waitStep(op, ActPromote, pollFast, "waiting for learner %s to start", m.Name)
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to start", m.Name)
 		}
-		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollFast, Reason: fmt.Sprintf("promoting learner %s", m.Name)})
+		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)})
 	}
 	return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s joined as a voter", m.Name)}
 }

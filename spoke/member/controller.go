@@ -36,6 +36,11 @@ import (
 // refreshed.
 const DefaultStatusInterval = 10 * time.Second
 
+// JoiningStatusInterval is how often the etcd view is read while the
+// member's etcd gives none yet or runs as a learner: the hub is waiting on
+// it to promote, and a replacement's every second counts.
+const JoiningStatusInterval = time.Second
+
 // secretNameField indexes EtcdMembers by spec.tls.secretName.
 const secretNameField = "spec.tls.secretName"
 

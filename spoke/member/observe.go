@@ -113,6 +113,9 @@ func (r *Reconciler) readEtcd(ctx context.Context, m *etcdfedv1.EtcdMember, sec 
 		t.CA, t.Cert, t.Key, t.Version = sec.Data["ca.crt"], sec.Data["tls.crt"], sec.Data["tls.key"], sec.ResourceVersion
 	}
 	e.view, e.err = r.Etcd.Read(ctx, key, t)
+	if joining(e.view, p, time.Now()) {
+		e.next = min(e.next, JoiningStatusInterval)
+	}
 	return e
 }
 
@@ -143,4 +146,16 @@ func (r *Reconciler) readLog(ctx context.Context, m *etcdfedv1.EtcdMember, p *co
 
 func hostPort(ip string, port int32) string {
 	return net.JoinHostPort(ip, strconv.Itoa(int(port)))
+}
+
+// joining: the member runs as a learner, or its pod started less than a
+// minute ago and etcd gives no view yet. Its first view and its promotion
+// are what the hub waits for, seconds away, so the view is read every
+// JoiningStatusInterval; a member still without a view after a minute is
+// failing for some other reason and goes back to the normal interval.
+func joining(view *etcdfedv1.MemberEtcdView, p *corev1.Pod, now time.Time) bool {
+	if view != nil {
+		return view.IsLearner
+	}
+	return p.Status.StartTime != nil && now.Sub(p.Status.StartTime.Time) < time.Minute
 }

@@ -313,6 +313,10 @@ func (w *podWorker) prepareLoop() bool {
 			w.startTime = &now
 		}
 		w.mu.Unlock()
+		// Reported at once, as kubelet does once the sandbox has its
+		// address: the spoke publishes it to DNS while the volumes are
+		// made, and the init containers wait on that record.
+		w.markDirty()
 	}
 	for {
 		if ip.IsValid() {
@@ -340,6 +344,7 @@ func (w *podWorker) prepareLoop() bool {
 				w.mu.Lock()
 				w.ip = ip
 				w.mu.Unlock()
+				w.markDirty()
 			}
 		}
 	}
