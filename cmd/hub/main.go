@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"go.uber.org/zap/zapcore"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -92,7 +93,9 @@ func main() {
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
 		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
-	zapOpts := zap.Options{Development: false}
+	// Sub-second timestamps: the steps of one membership change are often
+	// less than a second apart.
+	zapOpts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "Usage: hub [flags]\n\nThe etcdfed hub controller (%s). The hub cluster is taken from --kubeconfig or KUBECONFIG or the in-cluster config.\n\nFlags:\n", version.String())

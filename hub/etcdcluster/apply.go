@@ -124,6 +124,8 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	ec, p := s.ec, d.plan
 	if p.Action != "" && p.Action != membership.ActNone && p.Action != membership.ActWait {
 		ctrl.LoggerFrom(ctx).Info("Step", "action", p.Action, "member", p.Member, "reason", p.Reason)
+	} else if p.Action == membership.ActWait {
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting", "reason", p.Reason, "requeueAfter", p.RequeueAfter)
 	}
 	err := d.step.err
 	switch p.Action {

@@ -253,13 +253,7 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		return
 	}
 	s.etcdClient = c
-	opts := etcdops.ObserveOptions{OutOfSight: map[uint64]bool{}}
-	for _, m := range ledger.Members {
-		if away[m.Name] && m.ID != "" {
-			opts.OutOfSight[parseID(m.ID)] = true
-		}
-	}
-	s.etcd = c.ObserveWith(ctx, opts)
+	s.etcd = c.ObserveWith(ctx, etcdops.ObserveOptions{OutOfSight: outOfSightIDs(s, ledger, away)})
 	// A member the hub cannot reach but its spoke reports healthy is
 	// healthy: only the hub's path to it failed.
 	for i, em := range s.etcd.Members {
@@ -314,11 +308,38 @@ func outOfSight(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus) map[string]boo
 		if m.Cluster == "" {
 			continue
 		}
-		if cs := s.cluster(m.Cluster); !cs.visible() || cs.zoneStale(m.Zone) || cs.zoneFailed(m.Zone) {
+		if domainOutOfSight(s, m.Cluster, m.Zone) {
 			away[m.Name] = true
 		}
 	}
 	return away
+}
+
+// domainOutOfSight: the member cluster is not visible in this pass, or the
+// zone witness holds the zone stale or failed.
+func domainOutOfSight(s *snapshot, cluster, zone string) bool {
+	cs := s.cluster(cluster)
+	return !cs.visible() || cs.zoneStale(zone) || cs.zoneFailed(zone)
+}
+
+// outOfSightIDs are the etcd IDs of the members out of sight (away), and
+// the ID an operation in flight is replacing or removing when the domain
+// it leaves is out of sight: once a replacement has begun, the ledger
+// places the member in its new domain, but etcd still lists the old
+// incarnation, which lives (or died) in the old one.
+func outOfSightIDs(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus, away map[string]bool) map[uint64]bool {
+	ids := map[uint64]bool{}
+	for _, m := range ledger.Members {
+		if away[m.Name] && m.ID != "" {
+			ids[parseID(m.ID)] = true
+		}
+	}
+	if op := ledger.Operation; op != nil && op.MemberID != "" && op.From != nil {
+		if domainOutOfSight(s, op.From.Cluster, op.From.Zone) {
+			ids[parseID(op.MemberID)] = true
+		}
+	}
+	return ids
 }
 
 // clientEndpoints are the client URLs of the recorded members: the spoke's

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 )
 
@@ -83,6 +84,40 @@ func TestOutOfSight(t *testing.T) {
 			}
 			if !slices.Equal(hosts, tc.wantHosts) {
 				t.Errorf("endpoints %v (members %v), want members %v", eps, hosts, tc.wantHosts)
+			}
+		})
+	}
+}
+
+// Once a replacement has begun, the ledger places the member in its new
+// domain, but etcd still lists the old incarnation: its ID is out of sight
+// while the domain it leaves is, and only then.
+func TestOutOfSightIDsFollowTheReplacedIncarnation(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		fromSeen bool
+		want     []uint64
+	}{
+		{"the old domain failed", false, []uint64{2}},
+		{"the old domain seen (a planned move)", true, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ring()
+			// main-1 (ID 2, member-2) is being replaced into member-1.
+			s.ec.Status.Members[1].Cluster, s.ec.Status.Members[1].Zone = "member-1", "zone-1"
+			inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationReplace, Member: "main-1", MemberID: hexID(2),
+				From: &etcdfedv1.FailureDomain{Cluster: "member-2", Zone: "zone-2"}, To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}})
+			if !tc.fromSeen {
+				s.cluster("member-2").verdict.State = liveness.Failed
+			}
+			ids := outOfSightIDs(s, &s.ec.Status, outOfSight(s, &s.ec.Status))
+			var got []uint64
+			for id := range ids {
+				got = append(got, id)
+			}
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("out-of-sight IDs %v, want %v", got, tc.want)
 			}
 		})
 	}

@@ -134,6 +134,9 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 			defer wg.Done()
 			start := time.Now()
 			timeout := c.Probes.timeout(m.ID, start, opts.OutOfSight[m.ID])
+			if timeout == 0 {
+				return // out of sight and failing, asked moments ago: unhealthy
+			}
 			sctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
 			answered := false

@@ -16,6 +16,11 @@ const (
 	// this often, so one that is alive but slow is not held unhealthy by the
 	// short timeout.
 	FullProbeEvery = 10 * time.Second
+	// OutOfSightProbeEvery: a member out of sight (ObserveOptions) whose
+	// last status request failed is not asked again sooner. Meanwhile it
+	// counts unhealthy without a request, so the passes of an evacuation,
+	// one per step, wait for it at most once every few seconds.
+	OutOfSightProbeEvery = 3 * time.Second
 )
 
 // ProbeMemory remembers, per etcd member ID, whether its last status
@@ -31,14 +36,20 @@ type ProbeMemory struct {
 }
 
 type probe struct {
-	failing  bool
-	lastFull time.Time
+	failing   bool
+	lastFull  time.Time
+	lastAsked time.Time
 }
 
-// statusTimeout is the timeout for a member's next status request; one
-// out of sight (ObserveOptions) gets the short one, first request included.
+// statusTimeout is the timeout for a member's next status request, 0 for
+// none: one out of sight (ObserveOptions) gets the short one, first
+// request included, and none while its last failed request is less than
+// OutOfSightProbeEvery old.
 func statusTimeout(p probe, now time.Time, outOfSight bool) time.Duration {
-	if outOfSight || (p.failing && now.Sub(p.lastFull) < FullProbeEvery) {
+	switch {
+	case outOfSight && p.failing && now.Sub(p.lastAsked) < OutOfSightProbeEvery:
+		return 0
+	case outOfSight || (p.failing && now.Sub(p.lastFull) < FullProbeEvery):
 		return FailingStatusTimeout
 	}
 	return StatusTimeout
@@ -65,7 +76,7 @@ func (m *ProbeMemory) record(id uint64, ok bool, timeout time.Duration, now time
 		m.probes = map[uint64]probe{}
 	}
 	p := m.probes[id]
-	p.failing = !ok
+	p.failing, p.lastAsked = !ok, now
 	if timeout >= StatusTimeout {
 		p.lastFull = now
 	}

@@ -68,6 +68,25 @@ func TestProbeMemory(t *testing.T) {
 			t.Errorf("out of sight, %s: %s, want %s", tc.name, got, FailingStatusTimeout)
 		}
 	}
+	// Out of sight and failing: not asked again (0) until its last request
+	// is OutOfSightProbeEvery old; in sight again, asked at once under the
+	// ordinary rule (never fully probed, so with the full timeout).
+	var o ProbeMemory
+	o.record(7, false, FailingStatusTimeout, t0)
+	for _, tc := range []struct {
+		after      time.Duration
+		outOfSight bool
+		want       time.Duration
+	}{
+		{time.Second, true, 0},
+		{OutOfSightProbeEvery - time.Millisecond, true, 0},
+		{OutOfSightProbeEvery, true, FailingStatusTimeout},
+		{time.Second, false, StatusTimeout},
+	} {
+		if got := o.timeout(7, t0.Add(tc.after), tc.outOfSight); got != tc.want {
+			t.Errorf("failed at t0, out of sight %v, asked at +%s: %s, want %s", tc.outOfSight, tc.after, got, tc.want)
+		}
+	}
 }
 
 // Observe records which members answered: with one of three stopped, only

@@ -188,7 +188,7 @@ func BenchmarkZoneFailure(b *testing.B) {
 		b.Skip("the topology cannot fail zones")
 	}
 	ctx := context.Background()
-	var gaps, bareGaps, detect, firstMove, control, redundant time.Duration
+	var gaps, bareGaps, detect, firstMove, promote, control, redundant time.Duration
 	for range b.N {
 		b.StopTimer()
 		bareGaps += bareLeaderKill(ctx, b)
@@ -235,13 +235,14 @@ func BenchmarkZoneFailure(b *testing.B) {
 		}
 		tl := analyzeZoneFailure(samples, failed, victim)
 		tl.log(b, failed)
-		if tl.detected == nil || tl.firstMove == nil || tl.controlled == nil || tl.redundant == nil {
+		if tl.detected == nil || tl.firstMove == nil || tl.promoted == nil || tl.controlled == nil || tl.redundant == nil {
 			b.Fatalf("incomplete timeline over %d samples: detected %v, first move %v, control %v, full redundancy %v",
 				len(samples), tl.detected != nil, tl.firstMove != nil, tl.controlled != nil, tl.redundant != nil)
 		}
 		detect += tl.detected.Sub(failed)
 		firstMove += tl.firstMove.Sub(failed)
 		control += tl.controlled.Sub(*tl.firstMove)
+		promote += tl.promoted.Sub(*tl.firstMove)
 		redundant += tl.redundant.Sub(failed)
 		w.Stop()
 		gap, gapAt := w.MaxWriteGapAt()
@@ -263,6 +264,7 @@ func BenchmarkZoneFailure(b *testing.B) {
 	b.ReportMetric(gaps.Seconds()/bareGaps.Seconds(), "x/gap-vs-bare")
 	b.ReportMetric(detect.Seconds()/n, "s/detect")
 	b.ReportMetric(firstMove.Seconds()/n, "s/first-move")
+	b.ReportMetric(promote.Seconds()/n, "s/control-to-promoted")
 	b.ReportMetric(control.Seconds()/n, "s/control")
 	b.ReportMetric(redundant.Seconds()/n, "s/to-full-redundancy")
 }
@@ -341,7 +343,12 @@ func leaderDomain(ec *etcdfedv1.EtcdCluster) failedDomain {
 }
 
 func readyVoter(m etcdfedv1.MemberStatus) bool {
-	return m.Ready && (m.Role == etcdfedv1.RoleLeader || m.Role == etcdfedv1.RoleFollower)
+	return m.Ready && voter(m)
+}
+
+// voter: promoted, ready or not (its readiness probe may not have run yet).
+func voter(m etcdfedv1.MemberStatus) bool {
+	return m.Role == etcdfedv1.RoleLeader || m.Role == etcdfedv1.RoleFollower
 }
 
 func readyVotersOutside(st etcdfedv1.EtcdClusterStatus, zone string) int {
@@ -410,7 +417,9 @@ func (s *sampler) stop() []statusSample {
 // zoneFailureTimeline is what the samples say after a zone was killed;
 // a nil time did not happen while sampled.
 type zoneFailureTimeline struct {
-	detected, firstMove, controlled, redundant *time.Time
+	// promoted: every member of the zone a voter outside it (the control
+	// part of the evacuation ends); controlled: each also ready.
+	detected, firstMove, promoted, controlled, redundant *time.Time
 	detectedBy, firstMoveBy                    string
 	// degraded and operations are each distinct Degraded message and
 	// operation step at its first sighting, for the log.
@@ -453,7 +462,10 @@ func analyzeZoneFailure(samples []statusSample, failed time.Time, d failedDomain
 				tl.firstMove, tl.firstMoveBy = &at, fmt.Sprintf("%s %s (%s), startedAt %s", op.Type, op.Member, op.Reason, op.StartedAt.Format(time.RFC3339))
 			}
 		}
-		if tl.firstMove != nil && tl.controlled == nil && replaced(st, d) {
+		if tl.firstMove != nil && tl.promoted == nil && replaced(st, d, voter) {
+			tl.promoted = &at
+		}
+		if tl.firstMove != nil && tl.controlled == nil && replaced(st, d, readyVoter) {
 			tl.controlled = &at
 		}
 		if tl.redundant == nil && readyVotersOutside(st, d.Zone) == len(st.Members) && len(st.Members) == 5 && st.Operation == nil {
@@ -463,11 +475,12 @@ func analyzeZoneFailure(samples []statusSample, failed time.Time, d failedDomain
 	return tl
 }
 
-// replaced: every member the zone held is a ready voter outside it.
-func replaced(st etcdfedv1.EtcdClusterStatus, d failedDomain) bool {
+// replaced: every member the zone held is outside it and ok (a voter, or
+// a ready voter).
+func replaced(st etcdfedv1.EtcdClusterStatus, d failedDomain, ok func(etcdfedv1.MemberStatus) bool) bool {
 	for _, name := range d.Members {
 		i := slices.IndexFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == name })
-		if i < 0 || st.Members[i].Zone == d.Zone || !readyVoter(st.Members[i]) {
+		if i < 0 || st.Members[i].Zone == d.Zone || !ok(st.Members[i]) {
 			return false
 		}
 	}
@@ -488,8 +501,8 @@ func (tl zoneFailureTimeline) log(b *testing.B, failed time.Time) {
 	for _, e := range tl.operations {
 		b.Logf("%6.2fs operation %s", e.at.Sub(failed).Seconds(), e.what)
 	}
-	b.Logf("detected %s by %q; first move %s: %s; replacements ready voters %s; full redundancy %s",
-		since(tl.detected), tl.detectedBy, since(tl.firstMove), tl.firstMoveBy, since(tl.controlled), since(tl.redundant))
+	b.Logf("detected %s by %q; first move %s: %s; replacements voters %s, ready voters %s; full redundancy %s",
+		since(tl.detected), tl.detectedBy, since(tl.firstMove), tl.firstMoveBy, since(tl.promoted), since(tl.controlled), since(tl.redundant))
 }
 
 // TestAnalyzeZoneFailure: the zone failure benchmark's timeline is read
@@ -514,6 +527,8 @@ func TestAnalyzeZoneFailure(t *testing.T) {
 	one[0] = mem("r-0", "zone-3", etcdfedv1.RoleFollower)
 	both := slices.Clone(one)
 	both[3] = mem("r-3", "zone-2", etcdfedv1.RoleFollower)
+	unready := slices.Clone(both)
+	unready[3].Ready = false // promoted, its readiness probe not passed yet
 	op := func(member string) *etcdfedv1.MembershipOperation {
 		return &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationReplace, Member: member, Reason: "Evacuate"}
 	}
@@ -525,6 +540,7 @@ func TestAnalyzeZoneFailure(t *testing.T) {
 		{at(30), etcdfedv1.EtcdClusterStatus{Members: down, Operation: &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMoveLeader, Member: "r-0"}}},
 		{at(31), etcdfedv1.EtcdClusterStatus{Members: learner, Operation: op("r-0")}},
 		{at(33), etcdfedv1.EtcdClusterStatus{Members: one, Operation: op("r-3")}},
+		{at(35), etcdfedv1.EtcdClusterStatus{Members: unready, Operation: op("r-3")}},
 		{at(36), etcdfedv1.EtcdClusterStatus{Members: both, Operation: op("r-3")}},
 		{at(37), etcdfedv1.EtcdClusterStatus{Members: both}},
 	}
@@ -533,7 +549,7 @@ func TestAnalyzeZoneFailure(t *testing.T) {
 		name string
 		got  *time.Time
 		want float64
-	}{{"detected", tl.detected, 4}, {"first move", tl.firstMove, 31}, {"controlled", tl.controlled, 36}, {"redundant", tl.redundant, 37}} {
+	}{{"detected", tl.detected, 4}, {"first move", tl.firstMove, 31}, {"promoted", tl.promoted, 35}, {"controlled", tl.controlled, 36}, {"redundant", tl.redundant, 37}} {
 		if c.got == nil || !c.got.Equal(at(c.want)) {
 			t.Errorf("%s at %v, want %v", c.name, c.got, at(c.want))
 		}

@@ -119,9 +119,12 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 				// /livez is a local read and passes on a learner and on a
 				// member without quorum; /readyz needs quorum and fails on a
 				// learner, which is not serving clients.
+				// Readiness every 2 s: a replacement member counts as a
+				// ready voter (full redundancy, the disruption budget) only
+				// once this passes after its promotion.
 				StartupProbe:   httpProbe("/livez", 2, 5, 300),
 				LivenessProbe:  httpProbe("/livez", 10, 15, 8),
-				ReadinessProbe: httpProbe("/readyz", 5, 5, 3),
+				ReadinessProbe: httpProbe("/readyz", 2, 5, 3),
 			}},
 			Volumes:                       volumes(m, p.ClaimName),
 			RestartPolicy:                 corev1.RestartPolicyAlways,
