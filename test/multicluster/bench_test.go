@@ -420,7 +420,7 @@ type zoneFailureTimeline struct {
 	// promoted: every member of the zone a voter outside it (the control
 	// part of the evacuation ends); controlled: each also ready.
 	detected, firstMove, promoted, controlled, redundant *time.Time
-	detectedBy, firstMoveBy                    string
+	detectedBy, firstMoveBy                              string
 	// degraded and operations are each distinct Degraded message and
 	// operation step at its first sighting, for the log.
 	degraded, operations []timed
