@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -65,12 +66,7 @@ func TestOutOfSight(t *testing.T) {
 			s := ring()
 			tc.mutate(s)
 			away := outOfSight(s, &s.ec.Status)
-			var got []string
-			for name := range away {
-				got = append(got, name)
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, tc.wantAway) {
+			if got := slices.Sorted(maps.Keys(away)); !slices.Equal(got, tc.wantAway) {
 				t.Errorf("out of sight %v, want %v", got, tc.wantAway)
 			}
 			eps := clientEndpoints(s, &s.ec.Status, away)
@@ -111,12 +107,7 @@ func TestOutOfSightIDsFollowTheReplacedIncarnation(t *testing.T) {
 				s.cluster("member-2").verdict.State = liveness.Failed
 			}
 			ids := outOfSightIDs(s, &s.ec.Status, outOfSight(s, &s.ec.Status))
-			var got []uint64
-			for id := range ids {
-				got = append(got, id)
-			}
-			slices.Sort(got)
-			if !slices.Equal(got, tc.want) {
+			if got := slices.Sorted(maps.Keys(ids)); !slices.Equal(got, tc.want) {
 				t.Errorf("out-of-sight IDs %v, want %v", got, tc.want)
 			}
 		})

@@ -65,7 +65,6 @@ func hubArgs(st *State) []string {
 		"--ring-namespace=" + RingNamespace,
 		"--metrics-bind-address=" + st.Hub.Metrics,
 		"--health-probe-bind-address=" + st.Hub.Health,
-		"--zap-log-level=debug", // TEMPORARY DIAGNOSIS
 	}
 }
 
