@@ -243,9 +243,20 @@ func zoneObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []liveness.Z
 					inZone[strings.ToLower(m.ID)] = true
 				}
 			}
+			// A member the operation in flight is moving out of the zone
+			// is recorded in its new domain from Begin on, but the
+			// incarnation it replaces lived here: the witnesses keep
+			// judging the zone on it until the operation ends, so a
+			// failed zone stays failed (and named in Degraded) for the
+			// whole of its evacuation.
+			leaving := ""
+			if op := st.Operation; op != nil && op.MemberID != "" && op.From != nil && op.From.Cluster == cs.name && op.From.Zone == z {
+				inZone[strings.ToLower(op.MemberID)] = true
+				leaving = op.Member
+			}
 			if len(inZone) > 0 {
 				for _, m := range st.Members {
-					if m.Cluster == cs.name && m.Zone == z {
+					if (m.Cluster == cs.name && m.Zone == z) || m.Name == leaving {
 						continue
 					}
 					view, ok := peerView(s, &m)

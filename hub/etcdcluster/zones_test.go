@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -208,6 +209,41 @@ func TestZoneWitness(t *testing.T) {
 				t.Errorf("Degraded %+v, want it to say %q", c, tc.degrade)
 			}
 		})
+	}
+}
+
+// A failed zone stays failed, and named in Degraded, while its member is
+// being moved out: from Begin on the ledger records the member in its new
+// domain, and the zone must not lose its verdict with it (the scenario
+// TestScenarioZoneOfMultiZoneClusterKilled missed "failed" once the hub
+// began the evacuation in the same pass that declared it).
+func TestZoneWitnessKeepsAFailedZoneWhileItsMemberLeaves(t *testing.T) {
+	beyond := testNodeStale + testZoneGrace + time.Second
+	v := twoByTwoView()
+	for _, m := range []func(*snapshot){staleNodes("member-1", "zone-1a", beyond), losesPeer("main-1", 1), losesPeer("main-2", 1), down("main-0")} {
+		m(v)
+	}
+	judgeZones(v, &v.ec.Status, testNodeStale, testZoneGrace)
+	d := decide(v)
+	if d.plan.Action != membership.ActBegin {
+		t.Fatalf("planner %s (%s), want Begin", d.plan.Action, d.plan.Reason)
+	}
+	// The next pass: the status as Begin wrote it.
+	next := twoByTwoView()
+	for _, m := range []func(*snapshot){staleNodes("member-1", "zone-1a", beyond), losesPeer("main-1", 1), losesPeer("main-2", 1), down("main-0")} {
+		m(next)
+	}
+	next.ec.Status = computeStatus(v, d, applyResult{}, "")
+	if i := slices.IndexFunc(next.ec.Status.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == "main-0" }); i < 0 || next.ec.Status.Members[i].Zone == "zone-1a" {
+		t.Fatalf("Begin did not record main-0 in its new domain: %+v", next.ec.Status.Members)
+	}
+	judgeZones(next, &next.ec.Status, testNodeStale, testZoneGrace)
+	if got, _ := next.byName["member-1"].zoneVerdict("zone-1a"); got.State != liveness.Failed {
+		t.Errorf("zone-1a %s while main-0 leaves it: %s", got.State, got.Reason)
+	}
+	c := meta.FindStatusCondition(computeStatus(next, decide(next), applyResult{}, "").Conditions, etcdfedv1.ConditionDegraded)
+	if c == nil || !strings.Contains(c.Message, "zone member-1/zone-1a failed") {
+		t.Errorf("Degraded %+v, want it to name zone-1a failed", c)
 	}
 }
 
