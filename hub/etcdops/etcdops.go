@@ -96,10 +96,12 @@ type ObserveOptions struct {
 	// OutOfSight are the IDs of members the caller has its own evidence
 	// against (the hub: their member cluster or zone is not seen). Their
 	// status requests get FailingStatusTimeout from the first one on, with
-	// no full probe: a zone that just died costs a pass half a second, not
-	// StatusTimeout, so its detection and every step of its evacuation
-	// wait less. A live member answers in milliseconds; one that does not
-	// is counted unhealthy, the cautious side for every quorum check.
+	// no full probe, and after one that failed none is made for
+	// OutOfSightProbeEvery: a zone that just died costs a pass at most half
+	// a second, not StatusTimeout, so its detection and every step of its
+	// evacuation wait less. A live member answers in milliseconds; one
+	// that does not, or is not asked, counts unhealthy, the cautious side
+	// of every quorum check.
 	OutOfSight map[uint64]bool
 }
 
