@@ -176,8 +176,12 @@ func TestProviderThroughOutages(t *testing.T) {
 	rcancel()
 
 	// Back after longer than RefreshAfter: reconnected with fresh lists
-	// (a new cluster object), not left to the watches' retry backoff.
-	time.Sleep(3 * time.Second)
+	// (a new cluster object), not left to the watches' retry backoff. The
+	// provider counts the outage from its first failed probe, which
+	// returns a probe timeout (PreflightTimeout) after the hang began, so
+	// the hang lasts RefreshAfter plus that plus a margin: a plain 3 s
+	// left 0 to 0.3 s and failed under load ("not within a minute").
+	time.Sleep(p.RefreshAfter + p.PreflightTimeout + 2*time.Second)
 	proxy.SetMode(faultproxy.Forward)
 	d = waitFor("b reconnected after its apiserver came back", func() bool { now, err := p.Get(ctx, "b"); return err == nil && now != cl })
 	t.Logf("b reconnected %.1fs after it answered again", d.Seconds())
