@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -209,9 +210,10 @@ func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Obje
 }
 
 // Reconcile is one pass over one EtcdCluster, bounded by PassTimeout.
-func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ctrl.Result, error) {
 	ctx, cancel := context.WithTimeout(ctx, r.PassTimeout)
 	defer cancel()
+	pt := passTimes{start: time.Now()}
 	// Read uncached: a reconcile requeued right after a status patch would
 	// otherwise often see the previous status from the cache, recompute a
 	// step already recorded, and lose its own patch to the optimistic lock.
@@ -219,6 +221,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ 
 	if err := r.hubReader().Get(ctx, req.NamespacedName, ec); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	pt.read = time.Since(pt.start)
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
 
@@ -231,15 +234,24 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ 
 		}
 	}
 
-	before := ec.DeepCopy()
-	defer func() {
+	// A pass that only recorded the start of an operation goes on at once
+	// to its first step, on the same observation: that step is what the
+	// next pass would decide from it, and waiting for the status event to
+	// come back costs a spec change a whole pass (read, observe, status
+	// write) before anything moves. The record is written first, as always.
+	var reuse *snapshot
+	for {
+		before := ec.DeepCopy()
+		result, s, chain, err := r.reconcileNormal(ctx, ec, &pt, reuse)
 		// The status of a pass that ran out of time is still written: it
 		// says so, and what did not answer.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
-		defer cancel()
-		if err := r.patchStatus(pctx, before, ec); err != nil {
-			retErr = errors.Join(retErr, err)
-			return
+		statusAt := time.Now()
+		written, perr := r.patchStatus(pctx, before, ec)
+		cancel()
+		pt.log(log, time.Since(statusAt))
+		if perr != nil {
+			return result, errors.Join(err, perr)
 		}
 		if r.PauseAfterStep > 0 && stepRecorded(before.Status.Operation, ec.Status.Operation) {
 			select {
@@ -247,8 +259,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (_ 
 			case <-ctx.Done():
 			}
 		}
-	}()
-	return r.reconcileNormal(ctx, ec)
+		if err != nil || !chain || !written || reuse != nil || ctx.Err() != nil {
+			return result, err
+		}
+		reuse, pt = s, passTimes{start: time.Now(), chained: true}
+		metricPassesChained.Inc()
+	}
+}
+
+// passTimes is where a pass's time went, logged at V(1) as "Pass": the
+// EtcdCluster read, the observation by source, the apply, and the status
+// write.
+type passTimes struct {
+	start   time.Time
+	read    time.Duration
+	observe observeTimes
+	apply   time.Duration
+	// chained: the pass went on from the previous one's observation.
+	chained bool
+}
+
+func (pt *passTimes) log(log logr.Logger, status time.Duration) {
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	log.V(1).Info("Pass", "chained", pt.chained, "totalMs", ms(time.Since(pt.start)), "readMs", ms(pt.read),
+		"pkiMs", ms(pt.observe.pki), "clustersMs", ms(pt.observe.clusters), "etcdMs", ms(pt.observe.etcd),
+		"applyMs", ms(pt.apply), "statusMs", ms(status))
 }
 
 // stepRecorded reports whether a pass moved the operation in flight to a
@@ -263,26 +298,41 @@ func stepRecorded(before, after *etcdfedv1.MembershipOperation) bool {
 // statusWriteTimeout bounds the status patch that ends every pass.
 const statusWriteTimeout = 5 * time.Second
 
-func (r *Reconciler) patchStatus(ctx context.Context, before, ec *etcdfedv1.EtcdCluster) error {
+// patchStatus writes the pass's status when it changed, and reports
+// whether it was written (a conflict is not an error: a newer version
+// arrived, and its event brings the ring back).
+func (r *Reconciler) patchStatus(ctx context.Context, before, ec *etcdfedv1.EtcdCluster) (bool, error) {
 	if equality.Semantic.DeepEqual(before.Status, ec.Status) {
-		return nil
+		return false, nil
 	}
 	if err := r.hub().Status().Patch(ctx, ec, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 		if apierrors.IsConflict(err) {
-			return nil // a newer version arrived; its event brings us back
+			return false, nil
 		}
-		return fmt.Errorf("patch status: %w", err)
+		return false, fmt.Errorf("patch status: %w", err)
 	}
-	return nil
+	return true, nil
 }
 
 // reconcileNormal is one pass: observe a snapshot, decide purely, apply
 // thinly, and compute the status from the three.
-func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdCluster) (ctrl.Result, error) {
-	s, err := r.observe(ctx, ec)
-	if err != nil {
-		setObserveFailed(ec, err)
-		return ctrl.Result{}, err
+//
+// With reuse, the pass decides on that observation instead of making a new
+// one (ec must be the snapshot's EtcdCluster, with the status the previous
+// pass wrote). chain reports whether the pass only recorded an operation's
+// start, so that its first step may follow on the same observation.
+func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdCluster, pt *passTimes, reuse *snapshot) (_ ctrl.Result, _ *snapshot, chain bool, _ error) {
+	s := reuse
+	if s == nil {
+		var err error
+		s, err = r.observe(ctx, ec)
+		if s != nil {
+			pt.observe = s.took
+		}
+		if err != nil {
+			setObserveFailed(ec, err)
+			return ctrl.Result{}, nil, false, err
+		}
 	}
 	concerned := func(cluster string) bool { return hasMembers(&ec.Status, cluster) }
 	prev := r.verdicts.last(ec.UID)
@@ -293,7 +343,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		r.event(ec, e.typ, e.reason, "Observe", "%s", e.message)
 	}
 	d := decide(s)
+	applyAt := time.Now()
 	res := r.apply(ctx, s, d)
+	pt.apply = time.Since(applyAt)
 	requeue := requeueAfter(d.plan, res)
 	if s.livenessChanges {
 		// Measured from the snapshot's instant: a pass that spent seconds
@@ -316,9 +368,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	recordMetrics(ec, &ec.Status, d, res)
 	recordZoneMetrics(ec, s)
 	if err := res.err(); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, s, false, err
 	}
-	return ctrl.Result{RequeueAfter: requeue}, nil
+	chain = d.plan.Action == membership.ActBegin && passProblem == ""
+	return ctrl.Result{RequeueAfter: requeue}, s, chain, nil
 }
 
 // soon is the requeue after a step whose effect the next pass checks.

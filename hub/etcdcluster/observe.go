@@ -31,6 +31,13 @@ import (
 // means the hub could not read its own cluster (the registry, the CA).
 func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*snapshot, error) {
 	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, byName: map[string]*clusterSnapshot{}}
+	mark := time.Now()
+	lap := func() time.Duration {
+		now := time.Now()
+		d := now.Sub(mark)
+		mark = now
+		return d
+	}
 	if ec.Spec.TLS.Mode.Enabled() {
 		p, err := r.observePKI(ctx, ec)
 		if err != nil {
@@ -38,10 +45,13 @@ func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*s
 		}
 		s.pki = p
 	}
+	s.took.pki = lap()
 	if err := r.observeClusters(ctx, s); err != nil {
 		return nil, err
 	}
+	s.took.clusters = lap()
 	r.observeEtcd(ctx, s)
+	s.took.etcd = lap()
 	s.restore = r.observeRestore(ctx, ec)
 	return s, nil
 }
@@ -51,9 +61,16 @@ func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*s
 // one: then it is the user's to provide.
 func (r *Reconciler) observePKI(ctx context.Context, ec *etcdfedv1.EtcdCluster) (pkiSnapshot, error) {
 	var p pkiSnapshot
+	// Both Secrets are read side by side: each is a request to the hub's
+	// apiserver in every pass.
 	key := client.ObjectKey{Namespace: ec.Namespace, Name: pki.CASecretName(ec)}
-	sec := &corev1.Secret{}
-	switch err := r.hubReader().Get(ctx, key, sec); {
+	hcKey := client.ObjectKey{Namespace: ec.Namespace, Name: pki.HubClientSecretName(ec)}
+	sec, hc := &corev1.Secret{}, &corev1.Secret{}
+	hcDone := make(chan error, 1)
+	go func() { hcDone <- r.hubReader().Get(ctx, hcKey, hc) }()
+	err := r.hubReader().Get(ctx, key, sec)
+	hcErr := <-hcDone
+	switch {
 	case apierrors.IsNotFound(err) && ec.Spec.TLS.CASecretName != "":
 		return p, fmt.Errorf("CA Secret %s named in spec.tls.caSecretName does not exist", key)
 	case apierrors.IsNotFound(err):
@@ -66,12 +83,10 @@ func (r *Reconciler) observePKI(ctx context.Context, ec *etcdfedv1.EtcdCluster) 
 		return p, fmt.Errorf("CA Secret %s: %w", key, err)
 	}
 	p.ca, p.auth, p.caSecret = auth.Signer, auth, sec
-	key.Name = pki.HubClientSecretName(ec)
-	hc := &corev1.Secret{}
-	switch err := r.hubReader().Get(ctx, key, hc); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return p, fmt.Errorf("get Secret %s: %w", key, err)
+	switch {
+	case apierrors.IsNotFound(hcErr):
+	case hcErr != nil:
+		return p, fmt.Errorf("get Secret %s: %w", hcKey, hcErr)
 	default:
 		p.hubClient = hc
 	}

@@ -20,11 +20,14 @@ var (
 	metricLeaseStale = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_hub_lease_stale_total", Help: "Times a member cluster's spoke Lease went stale on the hub's clock (each wakes every EtcdCluster).",
 	}, []string{"member_cluster"})
+	metricPassesChained = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdfed_hub_passes_chained_total", Help: "Passes that took an operation's first step on the observation of the pass that recorded its start, without waiting for the status event (one per operation begun).",
+	})
 	metricNodeLeaseStale = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_hub_node_lease_stale_total", Help: "Times a node Lease (kube-node-lease) of a member cluster went stale on the hub's clock (each wakes the EtcdClusters with members in the node's zone).",
 	}, []string{"member_cluster"})
 )
 
 func init() {
-	metrics.Registry.MustRegister(metricEtcdClients, metricEtcdDials, metricEtcdIdleClosed, metricLeaseStale, metricNodeLeaseStale)
+	metrics.Registry.MustRegister(metricEtcdClients, metricEtcdDials, metricEtcdIdleClosed, metricLeaseStale, metricNodeLeaseStale, metricPassesChained)
 }

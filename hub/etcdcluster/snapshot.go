@@ -39,6 +39,14 @@ type snapshot struct {
 	livenessChanges bool
 	// restore is what founding from a snapshot needs (restore.go).
 	restore restoreSnapshot
+	// took is how long each part of the observation took, for the pass's
+	// debug line.
+	took observeTimes
+}
+
+// observeTimes are the durations of a pass's observation, by source.
+type observeTimes struct {
+	pki, clusters, etcd time.Duration
 }
 
 // clusterSnapshot is one registered member cluster as this pass saw it.

@@ -113,6 +113,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		}
 	}()
 
+	chainedBefore := hubChainedPasses(ctx, t, in.Topology)
 	start := time.Now()
 	before := ec.DeepCopy()
 	in.Change(&ec.Spec)
@@ -144,6 +145,13 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		t.Fatal(err)
 	}
 	t.Logf("rolled %d members to %s in %.1fs", len(after.Status.Members), in.Image, time.Since(start).Seconds())
+	// Each member's roll is an operation whose start the hub records and
+	// whose first step follows in the same pass, on the same observation.
+	if in.Topology.HubMetricsURL != "" {
+		if chained := hubChainedPasses(ctx, t, in.Topology) - chainedBefore; chained < float64(len(after.Status.Members)) {
+			t.Errorf("%v passes went on from an operation's start to its first step, want at least one per member rolled (%d)", chained, len(after.Status.Members))
+		}
+	}
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := w.WaitForProgress(pctx, 20); err != nil {
 		t.Fatal(err)
@@ -274,4 +282,21 @@ func memberCluster(t testing.TB, topo *Topology, name string) *Cluster {
 	}
 	t.Fatalf("member cluster %q is not in the topology", name)
 	return nil
+}
+
+// hubChainedPasses reads etcdfed_hub_passes_chained_total from the hub's
+// metrics (0 when the topology has no hub metrics to read).
+func hubChainedPasses(ctx context.Context, t testing.TB, topo *Topology) float64 {
+	t.Helper()
+	if topo.HubMetricsURL == "" {
+		return 0
+	}
+	m, err := scrape(ctx, topo.HubMetricsURL)
+	if err != nil {
+		t.Fatalf("hub metrics: %v", err)
+	}
+	if !m.has("etcdfed_hub_passes_chained_total") {
+		t.Fatal("the hub's metrics have no etcdfed_hub_passes_chained_total")
+	}
+	return m.sum("etcdfed_hub_passes_chained_total")
 }

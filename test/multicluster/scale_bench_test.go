@@ -217,6 +217,7 @@ func specChangeLatencies(ctx context.Context, b *testing.B, topo *Topology, ns s
 			b.Fatalf("spec change on %s: %v", name, err)
 		}
 		out = append(out, time.Since(start))
+		b.Logf("spec change on %s at %s: its EtcdMember updated after %s", name, start.UTC().Format(time.RFC3339Nano), out[len(out)-1].Round(time.Millisecond))
 	}
 	// The rolls the changes started end before the next size is measured.
 	if err := waitAllAvailable(ctx, topo.Hub, ns, n, 5*time.Minute); err != nil {
