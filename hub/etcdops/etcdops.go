@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-logr/logr"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -113,9 +114,11 @@ func (c *Client) Observe(ctx context.Context) membership.Etcd {
 
 // ObserveWith is Observe with what the caller knows (ObserveOptions).
 func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membership.Etcd {
+	began := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	resp, err := c.c.MemberList(lctx)
+	listTook := time.Since(began)
 	if err != nil {
 		return membership.Etcd{Error: describe(err)}
 	}
@@ -123,6 +126,7 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 	out.Members = make([]membership.ListEntry, len(resp.Members))
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
+	took := make([]string, len(resp.Members))
 	downgrades := make([]membership.Downgrade, len(resp.Members))
 	listed := make(map[uint64]bool, len(resp.Members))
 	for i, m := range resp.Members {
@@ -157,19 +161,34 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 				}
 			}
 			c.Probes.record(m.ID, answered, timeout, start)
+			took[i] = fmt.Sprintf("%x %s answered=%t timeout=%s", m.ID, time.Since(start).Round(time.Millisecond), answered, timeout)
 		}()
 	}
+	var alarmsTook time.Duration
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		start := time.Now()
 		out.Alarms, out.AlarmsKnown = c.alarms(ctx)
+		alarmsTook = time.Since(start)
 	}()
 	wg.Wait()
 	c.Probes.forget(listed)
 	out.LeaderID = majorityLeader(leaders)
+	versionsAt := time.Now()
 	c.observeVersions(ctx, &out, downgrades)
+	// Where a slow observation's time went, for the hub's debug log.
+	if total := time.Since(began); total > slowObservation {
+		logr.FromContextOrDiscard(ctx).V(1).Info("Slow etcd observation", "total", total.Round(time.Millisecond),
+			"memberList", listTook.Round(time.Millisecond), "status", took, "alarms", alarmsTook.Round(time.Millisecond),
+			"version", time.Since(versionsAt).Round(time.Millisecond))
+	}
 	return out
 }
+
+// slowObservation: an observation longer than this logs where its time
+// went (V(1)).
+const slowObservation = 200 * time.Millisecond
 
 // majorityLeader is the leader most members name (0 when none).
 func majorityLeader(seen []uint64) uint64 {

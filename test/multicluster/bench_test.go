@@ -172,6 +172,9 @@ func BenchmarkScaleUpStep(b *testing.B) {
 //     the whole run (the kill until full redundancy again);
 //   - s/bare-leader-kill-write-gap: the same on the bare etcd;
 //   - x/gap-vs-bare: the first over the second (issue 13: at most 1.1);
+//   - s/bare-leader-and-follower-kill-write-gap: the bare etcd losing its
+//     leader and one follower at once, as the ring loses the zone's two
+//     members, and x/gap-vs-bare-same-loss the ring's gap over it;
 //   - s/detect: the first Degraded=True naming the killed zone's member
 //     cluster;
 //   - s/first-move: the first operation seen on a member of the zone;
@@ -189,10 +192,11 @@ func BenchmarkZoneFailure(b *testing.B) {
 		b.Skip("the topology cannot fail zones")
 	}
 	ctx := context.Background()
-	var gaps, bareGaps, detect, firstMove, promote, control, redundant time.Duration
+	var gaps, bareGaps, bareTwoGaps, detect, firstMove, promote, control, redundant time.Duration
 	for range b.N {
 		b.StopTimer()
-		bareGaps += bareLeaderKill(ctx, b)
+		bareGaps += bareLeaderKill(ctx, b, 0)
+		bareTwoGaps += bareLeaderKill(ctx, b, 1)
 
 		m, _ := benchCluster(b, topo, 5, func(ec *etcdfedv1.EtcdCluster) {
 			ec.Spec.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
@@ -265,6 +269,8 @@ func BenchmarkZoneFailure(b *testing.B) {
 	b.ReportMetric(gaps.Seconds()/n, "s/max-write-gap")
 	b.ReportMetric(bareGaps.Seconds()/n, "s/bare-leader-kill-write-gap")
 	b.ReportMetric(gaps.Seconds()/bareGaps.Seconds(), "x/gap-vs-bare")
+	b.ReportMetric(bareTwoGaps.Seconds()/n, "s/bare-leader-and-follower-kill-write-gap")
+	b.ReportMetric(gaps.Seconds()/bareTwoGaps.Seconds(), "x/gap-vs-bare-same-loss")
 	b.ReportMetric(detect.Seconds()/n, "s/detect")
 	b.ReportMetric(firstMove.Seconds()/n, "s/first-move")
 	b.ReportMetric(promote.Seconds()/n, "s/control-to-promoted")
@@ -341,11 +347,12 @@ func leaderIntoTwoMemberZone(ctx context.Context, b *testing.B, topo *Topology, 
 
 // bareLeaderKill is BenchmarkZoneFailure's baseline: a bare five-member
 // etcd with TLS, the same workload, the leader's process killed by its
-// pid. Once the workload has written again for a few seconds, the killed
-// member is started again (every watcher must reach the last write), and
-// the history is checked. It returns the longest gap between
-// acknowledged writes.
-func bareLeaderKill(ctx context.Context, b *testing.B) time.Duration {
+// pid, and with followers > 0 that many followers' at the same instant
+// (the zone failure loses the leader and a second member). Once the
+// workload has written again for a few seconds, the killed members are
+// started again (every watcher must reach the last write), and the history
+// is checked. It returns the longest gap between acknowledged writes.
+func bareLeaderKill(ctx context.Context, b *testing.B, followers int) time.Duration {
 	b.Helper()
 	ca, err := pki.NewCA("bench-bare", time.Now())
 	if err != nil {
@@ -374,18 +381,33 @@ func bareLeaderKill(ctx context.Context, b *testing.B) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
+	victims := []*etcdtest.Member{leader}
+	for _, m := range e.Members {
+		if len(victims) > followers {
+			break
+		}
+		if m != leader {
+			victims = append(victims, m)
+		}
+	}
 	killed := time.Now()
-	leader.Stop()
-	progress("after the leader was killed")
+	var names []string
+	for _, m := range victims {
+		m.Stop()
+		names = append(names, m.Name)
+	}
+	progress("after the kill")
 	sleepCtx(ctx, 5*time.Second)
-	e.Restart(leader)
+	for _, m := range victims {
+		e.Restart(m)
+	}
 	if err := e.WaitHealthy(ctx, time.Minute); err != nil {
 		b.Fatal(err)
 	}
-	progress("after the killed member returned")
+	progress("after the killed members returned")
 	w.Stop()
 	gap, gapAt := w.MaxWriteGapAt()
-	b.Logf("bare etcd: leader %s killed; longest write gap %s, began %.2fs after the kill", leader.Name, gap.Round(time.Millisecond), gapAt.Sub(killed).Seconds())
+	b.Logf("bare etcd: %v killed (leader %s); longest write gap %s, began %.2fs after the kill", names, leader.Name, gap.Round(time.Millisecond), gapAt.Sub(killed).Seconds())
 	checkWorkload(ctx, b, w)
 	return gap
 }
