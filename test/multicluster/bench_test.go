@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -279,11 +278,11 @@ func BenchmarkZoneFailure(b *testing.B) {
 }
 
 // leaderIntoTwoMemberZone moves etcd's leadership, when its zone holds
-// fewer than two members, to a member of a zone that holds two, and waits
-// until the EtcdCluster's status names it: the zone failure benchmark
-// kills the leader's zone, and the case it measures is the worst one, the
-// leader and a second member lost at once, two members to replace.
-func leaderIntoTwoMemberZone(ctx context.Context, b *testing.B, topo *Topology, m *ManagedEtcd, ec *etcdfedv1.EtcdCluster) *etcdfedv1.EtcdCluster {
+// fewer than two members, to a member of a zone that holds two: the zone
+// failure benchmark kills the leader's zone, and the case it measures is
+// the worst one, the leader and a second member lost at once, two members
+// to replace.
+func leaderIntoTwoMemberZone(ctx context.Context, b testing.TB, topo *Topology, m *ManagedEtcd, ec *etcdfedv1.EtcdCluster) *etcdfedv1.EtcdCluster {
 	b.Helper()
 	perZone := map[string]int{}
 	leaderZone := ""
@@ -296,53 +295,16 @@ func leaderIntoTwoMemberZone(ctx context.Context, b *testing.B, topo *Topology, 
 	if perZone[leaderZone] >= 2 {
 		return ec
 	}
-	target := ""
+	target := etcdfedv1.MemberStatus{}
 	for _, mem := range ec.Status.Members {
-		if perZone[mem.Zone] >= 2 && (target == "" || mem.Name < target) {
-			target = mem.Name
+		if perZone[mem.Zone] >= 2 && (target.Name == "" || mem.Name < target.Name) {
+			target = mem
 		}
 	}
-	if target == "" {
+	if target.Name == "" {
 		b.Fatalf("no zone holds two members: %s", ec.Status.ZoneSummary)
 	}
-	cfg := m.Client
-	cfg.Endpoints = slices.DeleteFunc(slices.Clone(cfg.Endpoints), func(ep string) bool { return !strings.Contains(ep, "//"+ec.Status.Leader+".") })
-	c, err := EtcdClient(cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer func() { _ = c.Close() }()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	list, err := c.MemberList(rctx)
-	if err != nil {
-		b.Fatal(err)
-	}
-	var id uint64
-	for _, mem := range list.Members {
-		if mem.Name == target {
-			id = mem.ID
-		}
-	}
-	if _, err := c.MoveLeader(rctx, id); err != nil {
-		b.Fatalf("move leadership from %s to %s: %v", ec.Status.Leader, target, err)
-	}
-	err = poll(ctx, time.Minute, "the hub to report "+target+" leading", func(pctx context.Context) (string, error) {
-		got, err := m.Get(pctx, topo.Hub)
-		if err != nil {
-			return "", err
-		}
-		if got.Status.Leader != target {
-			return "leader " + got.Status.Leader, nil
-		}
-		ec = got
-		return "", nil
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("leadership moved to %s in a zone of two members", target)
-	return ec
+	return moveLeaderInto(ctx, b, topo, m, ec, target.Cluster)
 }
 
 // bareLeaderKill is BenchmarkZoneFailure's baseline: a bare five-member

@@ -402,8 +402,71 @@ type ZoneKilledAndReturnedSpecInput struct {
 	WantZones string
 }
 
+// moveLeaderInto moves etcd's leadership, unless it is there already, to
+// the member of ec named first among those placed in cluster, and waits
+// until the EtcdCluster's status names the new leader. It returns the
+// EtcdCluster as last read.
+func moveLeaderInto(ctx context.Context, t testing.TB, topo *Topology, m *ManagedEtcd, ec *etcdfedv1.EtcdCluster, cluster string) *etcdfedv1.EtcdCluster {
+	t.Helper()
+	target := ""
+	for _, mem := range ec.Status.Members {
+		if mem.Cluster != cluster {
+			continue
+		}
+		if mem.Name == ec.Status.Leader {
+			return ec
+		}
+		if target == "" || mem.Name < target {
+			target = mem.Name
+		}
+	}
+	if target == "" {
+		t.Fatalf("no member in %s: %s", cluster, ec.Status.ZoneSummary)
+	}
+	cfg := m.Client
+	cfg.Endpoints = slices.DeleteFunc(slices.Clone(cfg.Endpoints), func(ep string) bool { return !strings.Contains(ep, "//"+ec.Status.Leader+".") })
+	c, err := EtcdClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = c.Close() }()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	list, err := c.MemberList(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var id uint64
+	for _, mem := range list.Members {
+		if mem.Name == target {
+			id = mem.ID
+		}
+	}
+	if _, err := c.MoveLeader(rctx, id); err != nil {
+		t.Fatalf("move leadership from %s to %s: %v", ec.Status.Leader, target, err)
+	}
+	err = poll(ctx, time.Minute, "the hub to report "+target+" leading", func(pctx context.Context) (string, error) {
+		got, err := m.Get(pctx, topo.Hub)
+		if err != nil {
+			return "", err
+		}
+		if got.Status.Leader != target {
+			return "leader " + got.Status.Leader, nil
+		}
+		ec = got
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leadership moved to %s in %s", target, cluster)
+	return ec
+}
+
 // ZoneKilledAndReturnedSpec kills the (single-zone) member cluster
-// holding the most members under a recorded workload. The hub must declare
+// holding the most members, with etcd's leader moved there first (the
+// worst single failure: the leader and a second voter lost at once),
+// under a recorded workload. The hub must declare
 // it failed (ZoneFailed), evacuate it after the zone grace (Evacuating,
 // then a MemberReplaced per member, each moved to another cluster under
 // its name), and once the cluster returns (ZoneReturned) move members
@@ -438,6 +501,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 		}
 	}
 	w := startScenarioWorkload(ctx, t, in.Etcd, "zone-returned")
+	ec = moveLeaderInto(ctx, t, topo, in.Etcd, ec, victim)
 
 	start := time.Now()
 	if err := topo.FailZone(ctx, victim, "kill"); err != nil {
@@ -449,7 +513,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 			_ = topo.RestoreZone(context.Background(), victim)
 		}
 	})
-	t.Logf("killed %s with %d of %d members", victim, len(moved), replicas)
+	t.Logf("killed %s with %d of %d members, the leader %s among them", victim, len(moved), replicas, ec.Status.Leader)
 	progress(ctx, t, w, 100, time.Minute)
 	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed, victim)
 	if err != nil {

@@ -64,10 +64,11 @@ func TestScenarioCrashLoop(t *testing.T) {
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
-// TestScenarioZoneKilledAndReturned: five members 2/2/1; the cluster
-// holding two is killed -> evacuated after the zone grace; it returns ->
-// rebalanced to 2/2/1.
-func TestScenarioZoneKilledAndReturned(t *testing.T) {
+// TestScenarioLeaderZoneKilledAndReturned: five members 2/2/1; etcd's
+// leader moved into the cluster holding two, which is then killed (the
+// leader's zone, and the worst single failure: two voters lost at once)
+// -> evacuated after the zone grace; it returns -> rebalanced to 2/2/1.
+func TestScenarioLeaderZoneKilledAndReturned(t *testing.T) {
 	topo := failureScenario(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-returned", Name: "zret", Domain: "zret.etcd.test", Replicas: 5, WantZones: "2/2/1"})
