@@ -85,45 +85,21 @@ func Supervise(ctx context.Context, cfg Config, ready func(*Env)) (err error) {
 		return err
 	}
 	cfg.StateDir = dir
-	if info, err := ReadSupervisor(dir); err == nil && info.Alive() && info.PID != os.Getpid() {
-		return fmt.Errorf("localenv: %s already runs under pid %d (`etcdfed dev down` stops it)", dir, info.PID)
-	}
-	info := SupervisorInfo{PID: os.Getpid(), StartTicks: proc.StartTicks(os.Getpid()), Socket: controlSocket(dir), Started: time.Now()}
-	if err := writeSupervisor(dir, info); err != nil {
-		return err
-	}
-	defer func() {
-		_ = os.Remove(supervisorPath(dir))
-	}()
-	if !strings.HasPrefix(info.Socket, "@") {
-		_ = os.Remove(info.Socket)
-	}
-	l, err := net.Listen("unix", info.Socket)
-	if err != nil {
-		return fmt.Errorf("localenv: control socket %s: %w", info.Socket, err)
-	}
 	ctx, shutdown := context.WithCancel(ctx)
 	defer shutdown()
-	srv := &controlServer{shutdown: shutdown}
-	hs := &http.Server{Handler: srv.mux(), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = hs.Serve(l) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
+	ctl, err := listenControl(dir, shutdown)
+	if err != nil {
+		return err
+	}
+	defer ctl.close()
 
 	env, err := Start(ctx, cfg)
 	if err != nil {
-		info.Error = err.Error()
-		_ = writeSupervisor(dir, info)
+		ctl.info.Error = err.Error()
+		_ = writeSupervisor(dir, ctl.info)
 		return err
 	}
-	srv.setEnv(env)
-	now := time.Now()
-	info.Ready = &now
-	info.SharedSourceAddress = env.SharedSourceAddress()
-	if err := writeSupervisor(dir, info); err != nil {
+	if err := ctl.ready(env); err != nil {
 		_ = env.Stop()
 		return err
 	}
@@ -131,14 +107,88 @@ func Supervise(ctx context.Context, cfg Config, ready func(*Env)) (err error) {
 		ready(env)
 	}
 	<-ctx.Done()
-	srv.setEnv(nil)
+	ctl.srv.setEnv(nil)
 	return env.Stop()
 }
 
+// ServeControl serves the control socket of an environment this process
+// started with Start, as Supervise does for its own, so that `etcdfed dev`
+// commands and `etcdfed drill` reach it through its state directory (the
+// tests run the CLI against their environment this way). A shutdown
+// request is refused: the caller owns the environment's life. stop removes
+// the socket and run/supervisor.json; it does not stop the environment.
+func ServeControl(env *Env) (stop func(), err error) {
+	dir, err := filepath.Abs(env.cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := listenControl(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctl.ready(env); err != nil {
+		ctl.close()
+		return nil, err
+	}
+	return ctl.close, nil
+}
+
+// control is a served control socket and the supervisor record that
+// names it.
+type control struct {
+	dir  string
+	info SupervisorInfo
+	srv  *controlServer
+	hs   *http.Server
+}
+
+// listenControl records this process as the supervisor of the state
+// directory dir and serves its control socket; shutdown (nil: refused)
+// is what a shutdown request calls.
+func listenControl(dir string, shutdown func()) (*control, error) {
+	if info, err := ReadSupervisor(dir); err == nil && info.Alive() && info.PID != os.Getpid() {
+		return nil, fmt.Errorf("localenv: %s already runs under pid %d (`etcdfed dev down` stops it)", dir, info.PID)
+	}
+	info := SupervisorInfo{PID: os.Getpid(), StartTicks: proc.StartTicks(os.Getpid()), Socket: controlSocket(dir), Started: time.Now()}
+	if err := writeSupervisor(dir, info); err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(info.Socket, "@") {
+		_ = os.Remove(info.Socket)
+	}
+	l, err := net.Listen("unix", info.Socket)
+	if err != nil {
+		_ = os.Remove(supervisorPath(dir))
+		return nil, fmt.Errorf("localenv: control socket %s: %w", info.Socket, err)
+	}
+	c := &control{dir: dir, info: info, srv: &controlServer{shutdown: shutdown}}
+	c.hs = &http.Server{Handler: c.srv.mux(), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = c.hs.Serve(l) }()
+	return c, nil
+}
+
+// ready hands the started environment to the control server and records
+// it as ready.
+func (c *control) ready(env *Env) error {
+	c.srv.setEnv(env)
+	now := time.Now()
+	c.info.Ready = &now
+	c.info.SharedSourceAddress = env.SharedSourceAddress()
+	return writeSupervisor(c.dir, c.info)
+}
+
+func (c *control) close() {
+	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = c.hs.Shutdown(sctx)
+	_ = os.Remove(supervisorPath(c.dir))
+}
+
 type controlServer struct {
-	mu       sync.Mutex
-	env      *Env
-	shutdown context.CancelFunc
+	mu  sync.Mutex
+	env *Env
+	// shutdown is what a shutdown request calls; nil refuses it.
+	shutdown func()
 	faults   sync.Mutex // one fault operation at a time
 }
 
@@ -190,6 +240,10 @@ func (s *controlServer) mux() *http.ServeMux {
 		}
 	})
 	m.HandleFunc("POST /shutdown", func(w http.ResponseWriter, _ *http.Request) {
+		if s.shutdown == nil {
+			http.Error(w, "this environment is run by the process that started it (a test), not by a supervisor: it stops when that process is done", http.StatusConflict)
+			return
+		}
 		s.shutdown()
 		w.WriteHeader(http.StatusAccepted)
 	})

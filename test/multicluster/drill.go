@@ -1,10 +1,12 @@
 package multicluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -21,11 +23,19 @@ type DrillSpecInput struct {
 	// Member names the member whose zone is drilled.
 	Member string
 	Mode   drill.Mode
+	// Etcdfed is the etcdfed binary and StateDir the local environment's
+	// state directory (for kill and partition): the drill then runs as a
+	// user runs it, `etcdfed drill zone-failure --json`, and its JSON
+	// document on standard output is the report checked. Without Etcdfed
+	// it runs through the function the CLI calls, with the topology's
+	// faults.
+	Etcdfed  string
+	StateDir string
 }
 
-// DrillSpec runs `etcdfed drill zone-failure` through the function the
-// CLI calls, on the zone of Member, with the failure held until the hub
-// has moved its members, and checks the report: it passed, every verdict
+// DrillSpec runs `etcdfed drill zone-failure` on the zone of Member, with
+// the failure held until the hub has moved its members, and checks the
+// report (read back from the CLI's --json output): it passed, every verdict
 // passed, the times it must have are there and in order (detected before
 // the first move for a real failure, the first move before the members
 // were replaced, the restore before the ring healed), the member moved
@@ -54,20 +64,12 @@ func DrillSpec(ctx context.Context, in DrillSpecInput) *drill.Report {
 	if zone == "" {
 		t.Fatalf("member %s has no zone", in.Member)
 	}
-	var faults *drill.Faults
-	if topo.FailZone != nil {
-		faults = &drill.Faults{
-			Fail: func(ctx context.Context, z drill.Zone, m drill.Mode) error {
-				return topo.FailZone(ctx, z.Name, string(m))
-			},
-			Restore: func(ctx context.Context, z drill.Zone) error { return topo.RestoreZone(ctx, z.Name) },
-		}
-	}
-	rep, err := drill.Run(ctx, drill.Input{Hub: topo.Hub.Client, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name,
-		Zone: drill.Zone{Name: zone}, Mode: in.Mode, Timeout: 5 * time.Minute, Faults: faults, DNSServers: topo.DNSServers,
-		Artifacts: ArtifactsDir(t.TempDir()), Progress: func(line string) { t.Log(line) }})
-	if err != nil {
-		t.Fatalf("drill: %v", err)
+	var rep *drill.Report
+	var doc []byte
+	if in.Etcdfed != "" {
+		rep, doc = drillCLI(ctx, t, in, zone)
+	} else {
+		rep, doc = drillInProcess(ctx, t, in, zone)
 	}
 	var text bytes.Buffer
 	if err := rep.Text(&text); err != nil {
@@ -132,19 +134,16 @@ func DrillSpec(ctx context.Context, in DrillSpecInput) *drill.Report {
 		t.Errorf("%s not reported moved out of %s: moves %+v, zone members %v", in.Member, zone, rep.Moves, rep.ZoneMembers)
 	}
 
-	// The JSON document says the same.
-	var buf bytes.Buffer
-	if err := rep.JSON(&buf); err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+	// The JSON document's documented fields, read as any consumer of
+	// --json reads them.
+	var fields map[string]any
+	if err := json.Unmarshal(doc, &fields); err != nil {
 		t.Fatalf("report JSON: %v", err)
 	}
-	times, _ := doc["times"].(map[string]any)
-	verdicts, _ := doc["verdicts"].(map[string]any)
-	if doc["kind"] != drill.ReportKind || doc["pass"] != true || doc["mode"] != string(in.Mode) || times["healedSeconds"] == nil || verdicts["watch"] == nil {
-		t.Errorf("report JSON lacks what the report says:\n%s", buf.String())
+	times, _ := fields["times"].(map[string]any)
+	verdicts, _ := fields["verdicts"].(map[string]any)
+	if fields["kind"] != drill.ReportKind || fields["pass"] != true || fields["mode"] != string(in.Mode) || times["healedSeconds"] == nil || verdicts["watch"] == nil {
+		t.Errorf("report JSON lacks what the report says:\n%s", doc)
 	}
 	t.Logf("%s drill of %s: detected %s, first move %s, members replaced %s, healed %s after the failure; longest write gap %.3fs",
 		in.Mode, zone, fmtAt(tm.Detected), fmtAt(tm.FirstMove), fmtAt(tm.Evacuated), fmtAt(tm.Healed), rep.Workload.MaxWriteGap)
@@ -156,4 +155,72 @@ func fmtAt(p *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fs", *p)
+}
+
+// drillCLI runs `etcdfed drill zone-failure --json` against the topology's
+// hub, with the local environment's state directory for kill and
+// partition, logs its progress (standard error) line by line, and returns
+// the report decoded from its standard output, with that output. The
+// command must exit 0: it exits non-zero when the drill failed.
+func drillCLI(ctx context.Context, t testing.TB, in DrillSpecInput, zone string) (*drill.Report, []byte) {
+	t.Helper()
+	args := []string{"drill", "zone-failure", "--kubeconfig", in.Topology.Hub.Kubeconfig,
+		"--cluster", in.Etcd.Namespace + "/" + in.Etcd.Name, "--zone", zone, "--mode", string(in.Mode),
+		"--timeout", "5m", "--json", "--artifacts", ArtifactsDir(t.TempDir())}
+	if in.StateDir != "" {
+		args = append(args, "--state-dir", in.StateDir)
+	}
+	if len(in.Topology.DNSServers) > 0 {
+		args = append(args, "--dns-server", strings.Join(in.Topology.DNSServers, ","))
+	}
+	cmd := exec.CommandContext(ctx, in.Etcdfed, args...)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("running %s %s", in.Etcdfed, strings.Join(args, " "))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(stderr)
+	for sc.Scan() {
+		t.Log(sc.Text())
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("etcdfed drill: %v; standard output:\n%s", err, stdout.String())
+	}
+	rep := &drill.Report{}
+	if err := json.Unmarshal(stdout.Bytes(), rep); err != nil {
+		t.Fatalf("etcdfed drill --json printed no report (%v):\n%s", err, stdout.String())
+	}
+	return rep, stdout.Bytes()
+}
+
+// drillInProcess runs the drill through drill.Run, the function the CLI
+// calls, with the topology's faults (a topology with no CLI to run).
+func drillInProcess(ctx context.Context, t testing.TB, in DrillSpecInput, zone string) (*drill.Report, []byte) {
+	t.Helper()
+	topo := in.Topology
+	var faults *drill.Faults
+	if topo.FailZone != nil {
+		faults = &drill.Faults{
+			Fail: func(ctx context.Context, z drill.Zone, m drill.Mode) error {
+				return topo.FailZone(ctx, z.Name, string(m))
+			},
+			Restore: func(ctx context.Context, z drill.Zone) error { return topo.RestoreZone(ctx, z.Name) },
+		}
+	}
+	rep, err := drill.Run(ctx, drill.Input{Hub: topo.Hub.Client, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name,
+		Zone: drill.Zone{Name: zone}, Mode: in.Mode, Timeout: 5 * time.Minute, Faults: faults, DNSServers: topo.DNSServers,
+		Artifacts: ArtifactsDir(t.TempDir()), Progress: func(line string) { t.Log(line) }})
+	if err != nil {
+		t.Fatalf("drill: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := rep.JSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	return rep, buf.Bytes()
 }

@@ -2,13 +2,15 @@ package multicluster
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/etcdfed/etcdfed/internal/drill"
 )
 
-// TestDrillZoneFailure runs `etcdfed drill zone-failure` (the function the
-// CLI calls) against a 3-member EtcdCluster formed by the real hub and
+// TestDrillZoneFailure runs `etcdfed drill zone-failure --json` (the
+// binary, failing zones through the local environment's control socket)
+// against a 3-member EtcdCluster formed by the real hub and
 // spokes, in all three modes, each on the zone of a member: cordon, kill,
 // partition (as root). Each drill must pass and its report must hold the
 // times in order.
@@ -26,7 +28,8 @@ func TestDrillZoneFailure(t *testing.T) {
 		member string
 	}{{drill.ModeCordon, "drill-0"}, {drill.ModeKill, "drill-1"}, {drill.ModePartition, "drill-2"}} {
 		if !t.Run(string(tc.mode), func(t *testing.T) {
-			DrillSpec(ctx, DrillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: tc.member, Mode: tc.mode})
+			DrillSpec(ctx, DrillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: tc.member, Mode: tc.mode,
+				Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), StateDir: hubFx.state})
 		}) {
 			break
 		}

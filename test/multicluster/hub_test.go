@@ -26,6 +26,10 @@ var hubFx struct {
 	topo *Topology
 	bin  string
 	dirs []string
+	// state is the environment's state directory, whose control socket
+	// (stopControl) lets the etcdfed CLI fail its zones.
+	state       string
+	stopControl func()
 }
 
 // binFx is hub, spoke and etcdfed built from this checkout (with the
@@ -50,8 +54,12 @@ func freshBin() (string, error) {
 }
 
 // stopHubFixture stops the environment; its state (logs of the hub,
-// spokes, apiservers and pods) is kept when a test failed.
+// spokes, apiservers and pods) is kept when a test failed, or always with
+// ETCDFED_KEEP_STATE set (to read a benchmark's hub log).
 func stopHubFixture(failed bool) {
+	if hubFx.stopControl != nil {
+		hubFx.stopControl()
+	}
 	if hubFx.env != nil {
 		if err := hubFx.env.Stop(); err != nil {
 			fmt.Fprintln(os.Stderr, "stop hub environment:", err)
@@ -60,8 +68,9 @@ func stopHubFixture(failed bool) {
 	if binFx.dir != "" {
 		_ = os.RemoveAll(binFx.dir)
 	}
+	keep := failed || os.Getenv("ETCDFED_KEEP_STATE") != ""
 	for _, d := range hubFx.dirs {
-		if failed {
+		if keep {
 			fmt.Fprintln(os.Stderr, "kept for inspection:", d)
 			continue
 		}
@@ -98,6 +107,10 @@ func hubTopology(tb testing.TB) *Topology {
 			}, funcr.Options{}),
 		})
 		if hubFx.err != nil {
+			return
+		}
+		hubFx.state = state
+		if hubFx.stopControl, hubFx.err = localenv.ServeControl(hubFx.env); hubFx.err != nil {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "local environment with hub and spokes ready in %.1fs (logs in %s)\n", time.Since(start).Seconds(), filepath.Join(state, "logs"))
