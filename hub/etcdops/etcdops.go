@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -95,14 +96,16 @@ func (c *Client) Close() error { return c.c.Close() }
 // ObserveOptions is what the caller already knows before asking etcd.
 type ObserveOptions struct {
 	// OutOfSight are the IDs of members the caller has its own evidence
-	// against (the hub: their member cluster or zone is not seen). Their
-	// status requests get FailingStatusTimeout from the first one on, with
-	// no full probe, and after one that failed none is made for
-	// OutOfSightProbeEvery: a zone that just died costs a pass at most half
-	// a second, not StatusTimeout, so its detection and every step of its
-	// evacuation wait less. A live member answers in milliseconds; one
-	// that does not, or is not asked, counts unhealthy, the cautious side
-	// of every quorum check.
+	// against (the hub: their member cluster or zone is not seen). One
+	// that answered its last status request is asked with
+	// FailingStatusTimeout (a live member answers in milliseconds); one
+	// that did not, or was never asked, is not asked by the observation
+	// at all but in the background, at most every OutOfSightProbeEvery,
+	// and is asked again by the first observation after it answered
+	// (planProbe). So a zone that just died costs a pass at most one short
+	// timeout, and the passes of its evacuation, one per step, none. A
+	// member that does not answer, or is not asked, counts unhealthy, the
+	// cautious side of every quorum check.
 	OutOfSight map[uint64]bool
 }
 
@@ -139,29 +142,36 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			timeout := c.Probes.timeout(m.ID, start, opts.OutOfSight[m.ID])
-			if timeout == 0 {
-				return // out of sight and failing, asked moments ago: unhealthy
+			plan := c.Probes.plan(m.ID, start, opts.OutOfSight[m.ID])
+			if plan.background > 0 {
+				// Out of sight and not answering: asked in the background,
+				// never waited for; the next pass after an answer asks it.
+				go func() {
+					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), plan.background)
+					defer cancel()
+					at := time.Now()
+					_, answered := c.askStatus(bctx, m)
+					c.Probes.record(m.ID, answered, plan.background, at)
+				}()
 			}
-			sctx, cancel := context.WithTimeout(ctx, timeout)
+			if plan.timeout == 0 {
+				took[i] = fmt.Sprintf("%x not asked (out of sight, not answering)", m.ID)
+				return // unhealthy
+			}
+			sctx, cancel := context.WithTimeout(ctx, plan.timeout)
 			defer cancel()
-			answered := false
-			for _, u := range m.ClientURLs {
-				st, err := c.c.Status(sctx, u)
-				if err == nil {
-					out.Members[i].Healthy = !statusErrors(st.Errors) && st.Leader != 0
-					out.Members[i].DBSize, out.Members[i].DBSizeInUse, out.Members[i].DBSizeQuota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
-					leaders[i] = st.Leader
-					out.Members[i].Version, out.Members[i].RaftIndex, out.Members[i].StorageVersion = st.Version, st.RaftIndex, st.StorageVersion
-					if di := st.DowngradeInfo; di != nil {
-						downgrades[i] = membership.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
-					}
-					answered = true
-					break
+			st, answered := c.askStatus(sctx, m)
+			if answered {
+				out.Members[i].Healthy = !statusErrors(st.Errors) && st.Leader != 0
+				out.Members[i].DBSize, out.Members[i].DBSizeInUse, out.Members[i].DBSizeQuota = st.DbSize, st.DbSizeInUse, st.DbSizeQuota
+				leaders[i] = st.Leader
+				out.Members[i].Version, out.Members[i].RaftIndex, out.Members[i].StorageVersion = st.Version, st.RaftIndex, st.StorageVersion
+				if di := st.DowngradeInfo; di != nil {
+					downgrades[i] = membership.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
 				}
 			}
-			c.Probes.record(m.ID, answered, timeout, start)
-			took[i] = fmt.Sprintf("%x %s answered=%t timeout=%s", m.ID, time.Since(start).Round(time.Millisecond), answered, timeout)
+			c.Probes.record(m.ID, answered, plan.timeout, start)
+			took[i] = fmt.Sprintf("%x %s answered=%t timeout=%s", m.ID, time.Since(start).Round(time.Millisecond), answered, plan.timeout)
 		}()
 	}
 	var alarmsTook time.Duration
@@ -184,6 +194,17 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 			"version", time.Since(versionsAt).Round(time.Millisecond))
 	}
 	return out
+}
+
+// askStatus asks a member for its status at each of its client URLs in
+// turn until one answers.
+func (c *Client) askStatus(ctx context.Context, m *etcdserverpb.Member) (*clientv3.StatusResponse, bool) {
+	for _, u := range m.ClientURLs {
+		if st, err := c.c.Status(ctx, u); err == nil {
+			return st, true
+		}
+	}
+	return nil, false
 }
 
 // slowObservation: an observation longer than this logs where its time

@@ -16,10 +16,12 @@ const (
 	// this often, so one that is alive but slow is not held unhealthy by the
 	// short timeout.
 	FullProbeEvery = 10 * time.Second
-	// OutOfSightProbeEvery: a member out of sight (ObserveOptions) whose
-	// last status request failed is not asked again sooner. Meanwhile it
-	// counts unhealthy without a request, so the passes of an evacuation,
-	// one per step, wait for it at most once every few seconds.
+	// OutOfSightProbeEvery: a member out of sight (ObserveOptions) that did
+	// not answer its last status request, or was never asked, is asked
+	// again at most this often, and never by a pass: the request runs in
+	// the background (with StatusTimeout), and until it has answered the
+	// member counts unhealthy without a request. So no pass of an
+	// evacuation, one per step, waits for a zone that is gone.
 	OutOfSightProbeEvery = 3 * time.Second
 )
 
@@ -39,30 +41,58 @@ type probe struct {
 	failing   bool
 	lastFull  time.Time
 	lastAsked time.Time
+	// inFlight: a background request (out of sight) has not returned yet.
+	inFlight bool
 }
 
-// statusTimeout is the timeout for a member's next status request, 0 for
-// none: one out of sight (ObserveOptions) gets the short one, first
-// request included, and none while its last failed request is less than
-// OutOfSightProbeEvery old.
-func statusTimeout(p probe, now time.Time, outOfSight bool) time.Duration {
+// probePlan is how a member is asked for its status: by the pass, with
+// timeout (0: the pass does not ask, and the member counts unhealthy), or
+// in the background, with background (0: not now), never waited for.
+type probePlan struct {
+	timeout    time.Duration
+	background time.Duration
+}
+
+// planProbe decides a member's next status request. A member out of sight
+// (ObserveOptions) that answered its last request is asked with the short
+// timeout; one that did not, or was never asked, is not asked by the pass
+// (it counts unhealthy), and a background request with StatusTimeout goes
+// out when none is in flight and the last is OutOfSightProbeEvery old.
+// Without memory (remember false) nothing can be learnt in the background,
+// so such a member is asked with the short timeout. A member in sight is
+// asked with the short timeout while it fails, except every FullProbeEvery,
+// and with StatusTimeout otherwise.
+func planProbe(p probe, now time.Time, outOfSight, remember bool) probePlan {
 	switch {
-	case outOfSight && p.failing && now.Sub(p.lastAsked) < OutOfSightProbeEvery:
-		return 0
+	case outOfSight && remember && (p.failing || p.lastAsked.IsZero()):
+		if !p.inFlight && now.Sub(p.lastAsked) >= OutOfSightProbeEvery {
+			return probePlan{background: StatusTimeout}
+		}
+		return probePlan{}
 	case outOfSight || (p.failing && now.Sub(p.lastFull) < FullProbeEvery):
-		return FailingStatusTimeout
+		return probePlan{timeout: FailingStatusTimeout}
 	}
-	return StatusTimeout
+	return probePlan{timeout: StatusTimeout}
 }
 
-// timeout is the timeout for member id's next status request.
-func (m *ProbeMemory) timeout(id uint64, now time.Time, outOfSight bool) time.Duration {
+// plan is planProbe for member id's next status request. A plan with a
+// background request marks it in flight: its caller must record it.
+func (m *ProbeMemory) plan(id uint64, now time.Time, outOfSight bool) probePlan {
 	if m == nil {
-		return statusTimeout(probe{}, now, outOfSight)
+		return planProbe(probe{}, now, outOfSight, false)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return statusTimeout(m.probes[id], now, outOfSight)
+	p := m.probes[id]
+	pl := planProbe(p, now, outOfSight, true)
+	if pl.background > 0 {
+		if m.probes == nil {
+			m.probes = map[uint64]probe{}
+		}
+		p.inFlight = true
+		m.probes[id] = p
+	}
+	return pl
 }
 
 // record notes the outcome of a status request made with timeout at now.
@@ -76,7 +106,7 @@ func (m *ProbeMemory) record(id uint64, ok bool, timeout time.Duration, now time
 		m.probes = map[uint64]probe{}
 	}
 	p := m.probes[id]
-	p.failing, p.lastAsked = !ok, now
+	p.failing, p.lastAsked, p.inFlight = !ok, now, false
 	if timeout >= StatusTimeout {
 		p.lastFull = now
 	}

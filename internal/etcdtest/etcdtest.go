@@ -313,6 +313,27 @@ func (m *Member) Stop() {
 	<-m.done
 }
 
+// Pause freezes the member's process (SIGSTOP) until Resume or the end of
+// the test: its ports still accept connections and never answer, as a
+// member behind a network partition looks to a client.
+func (m *Member) Pause(t testing.TB) {
+	t.Helper()
+	if m.cmd == nil || m.Stopped() {
+		t.Fatalf("etcdtest: %s is not running", m.Name)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatalf("etcdtest: pause %s: %v", m.Name, err)
+	}
+	t.Cleanup(m.Resume)
+}
+
+// Resume lets a paused member's process run again.
+func (m *Member) Resume() {
+	if m.cmd != nil && !m.Stopped() {
+		_ = m.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Stopped reports whether the member's process has exited.
 func (m *Member) Stopped() bool {
 	select {
