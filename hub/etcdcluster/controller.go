@@ -141,6 +141,9 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(r.watchStaleness)); err != nil {
 		return err
 	}
+	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(r.sweepIdleClients)); err != nil {
+		return err
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).

@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
@@ -16,7 +17,8 @@ import (
 // clientCache keeps one etcd client per EtcdCluster, replaced when the
 // endpoints or certificates change, and the ring's memory of members that
 // did not answer, which outlives the clients. A client no pass used for
-// idleAfter is closed: rings at rest are visited once per resyncPeriod, and
+// idleAfter is closed (sweep, on the hub's clock; and get, before it
+// dials): rings at rest are visited once per resyncPeriod, and
 // holding their connections (one per member, each pinged every 10 s) would
 // cost every ring's connections all the time for a dial per visit saved.
 type clientCache struct {
@@ -45,6 +47,38 @@ func (c *clientCache) closeIdle(uid types.UID, now time.Time) {
 			_ = cc.client.Close()
 			delete(c.clients, id)
 			metricEtcdIdleClosed.Inc()
+		}
+	}
+}
+
+// sweep closes every client no pass used for idleAfter. At rest no pass
+// comes (the hub passes over a ring on change), so get alone would close
+// nothing: the hub's sweeper (sweepIdleClients) calls this on a clock.
+func (c *clientCache) sweep() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if c.now != nil {
+		now = c.now()
+	}
+	c.closeIdle("", now)
+	metricEtcdClients.Set(float64(len(c.clients)))
+}
+
+// sweepIdleClients closes idle etcd clients every quarter of their idle
+// time until ctx is done (a manager Runnable).
+func (r *Reconciler) sweepIdleClients(ctx context.Context) error {
+	if r.etcd.idleAfter <= 0 {
+		return nil
+	}
+	t := time.NewTicker(r.etcd.idleAfter / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			r.etcd.sweep()
 		}
 	}
 }

@@ -6,8 +6,9 @@ import (
 )
 
 // A ring at rest does not hold its etcd connections: a client no pass used
-// for idleAfter is closed when another ring's pass comes, and the ring's
-// next pass dials again. A client in use is kept.
+// for idleAfter is closed when another ring's pass comes, or by the sweep
+// when none comes, and the ring's next pass dials again. A client in use is
+// kept.
 func TestClientCacheClosesIdleClients(t *testing.T) {
 	clock := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	c := clientCache{idleAfter: 2 * time.Minute, now: func() time.Time { return clock }}
@@ -32,6 +33,17 @@ func TestClientCacheClosesIdleClients(t *testing.T) {
 	}
 	if _, ok := c.clients["a"]; !ok {
 		t.Error("a's client, in use, was closed")
+	}
+	// At rest no pass comes: the sweep alone closes a's client once idle.
+	clock = clock.Add(119 * time.Second)
+	c.sweep()
+	if _, ok := c.clients["a"]; !ok {
+		t.Error("a's client, used 119s ago, was closed by the sweep")
+	}
+	clock = clock.Add(2 * time.Second)
+	c.sweep()
+	if len(c.clients) != 0 {
+		t.Errorf("after the sweep at rest, %d clients are still open", len(c.clients))
 	}
 	c.drop("a")
 }
