@@ -22,15 +22,19 @@ import (
 // count N (ETCDFED_SCALE_RINGS, default 10,25,50; rings are added, never
 // recreated, between sizes), the time until all are Available, the latency
 // from a spec change on one ring to its EtcdMember updated in its member
-// cluster while the others exist, and over a window at rest
+// cluster while the others exist (ETCDFED_SCALE_SAMPLES changes, default
+// 20, on as many rings in turn), and over a window at rest
 // (ETCDFED_SCALE_REST, default 30s): the hub's reconciles per second, CPU
 // seconds per second and RSS (from /proc of the hub process), requests per
 // second served by each apiserver (its own apiserver_request_total, so
 // every client counts), etcdfed.dev writes, and the hub's etcd clients,
 // dials and TCP connections. The first three rings have three members
 // (spread over the three clusters); the others one member each, in the
-// member clusters in turn. It measures and asserts nothing about speed;
-// the markdown table goes to the log and to ETCDFED_SCALE_OUT when set.
+// member clusters in turn. After the last size it waits
+// ETCDFED_SCALE_IDLE (default 150s) more and counts the etcd clients the
+// hub still holds (it closes one unused for 2 minutes). It measures and
+// asserts nothing about speed; the markdown table goes to the log and to
+// ETCDFED_SCALE_OUT when set.
 func BenchmarkHubScale(b *testing.B) {
 	topo := hubTopology(b)
 	ctx := context.Background()
@@ -52,6 +56,25 @@ func BenchmarkHubScale(b *testing.B) {
 			b.Fatalf("ETCDFED_SCALE_REST=%q: %v", v, err)
 		}
 		rest = d
+	}
+	samples := 20
+	if v := os.Getenv("ETCDFED_SCALE_SAMPLES"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			b.Fatalf("ETCDFED_SCALE_SAMPLES=%q: want a count of spec changes per ring count", v)
+		}
+		samples = n
+	}
+	// After the last size, the rings stay at rest this long more, and the
+	// etcd clients the hub still holds are counted: it closes a client
+	// unused for 2 minutes, on its own clock.
+	idle := 150 * time.Second
+	if v := os.Getenv("ETCDFED_SCALE_IDLE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			b.Fatalf("ETCDFED_SCALE_IDLE=%q: %v", v, err)
+		}
+		idle = d
 	}
 	const ns = "scale"
 	if err := ensureNamespace(ctx, topo.Hub, ns); err != nil {
@@ -81,7 +104,7 @@ func BenchmarkHubScale(b *testing.B) {
 		// Let the passes that follow forming settle before measuring.
 		sleepCtx(ctx, 10*time.Second)
 		row.measureRest(ctx, b, topo, rest)
-		row.Latency = specChangeLatencies(ctx, b, topo, ns, n, 10)
+		row.Latency = specChangeLatencies(ctx, b, topo, ns, n, samples)
 		rows = append(rows, row)
 		b.Logf("%d rings: %s", n, row.line())
 		// Written after every size, so a size the machine cannot hold
@@ -92,8 +115,23 @@ func BenchmarkHubScale(b *testing.B) {
 			}
 		}
 	}
+	idleNote := ""
+	if len(rows) > 0 && idle > 0 {
+		sleepCtx(ctx, idle)
+		m, err := scrape(ctx, topo.HubMetricsURL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		idleNote = fmt.Sprintf("\nAfter %s more at rest with %d rings: the hub held %.0f etcd clients (%.0f closed as idle so far) and %d TCP connections.\n",
+			idle, rows[len(rows)-1].Rings, m.sum("etcdfed_hub_etcd_clients"), m.sum("etcdfed_hub_etcd_idle_closed_total"), procTCP(hubPID(b)))
+		if out := os.Getenv("ETCDFED_SCALE_OUT"); out != "" {
+			if err := os.WriteFile(out, []byte(scaleTable(rows)+idleNote), 0o644); err != nil {
+				b.Error(err)
+			}
+		}
+	}
 	if len(rows) > 0 {
-		b.Log("\n" + scaleTable(rows))
+		b.Log("\n" + scaleTable(rows) + idleNote)
 	}
 	if len(rows) > 0 {
 		last := rows[len(rows)-1]
