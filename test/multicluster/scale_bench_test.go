@@ -219,8 +219,8 @@ func deleteAllRings(ctx context.Context, tb testing.TB, topo *Topology, ns strin
 }
 
 // specChangeLatencies changes a pod template annotation on samples rings of
-// one member in turn and measures until that ring's EtcdMember in its
-// member cluster carries it (polled every 10 ms).
+// one member in turn, each at rest when changed, and measures until that
+// ring's EtcdMember in its member cluster carries it (polled every 10 ms).
 func specChangeLatencies(ctx context.Context, b *testing.B, topo *Topology, ns string, n, samples int) []time.Duration {
 	b.Helper()
 	var out []time.Duration
@@ -231,8 +231,21 @@ func specChangeLatencies(ctx context.Context, b *testing.B, topo *Topology, ns s
 		}
 		name := fmt.Sprintf("ring%d", i)
 		member := topo.Members[i%len(topo.Members)]
+		// The ring is at rest when its spec changes: a ring revisited while
+		// the roll of its previous change still runs would wait for that
+		// roll, which is not the latency measured (with fewer rings than
+		// samples, rings are revisited).
 		ec := &etcdfedv1.EtcdCluster{}
-		if err := topo.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ec); err != nil {
+		err := poll(ctx, 2*time.Minute, name+" at rest", func(ctx context.Context) (string, error) {
+			if err := topo.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ec); err != nil {
+				return "", err
+			}
+			if !ringReady(ec) || ec.Status.ObservedGeneration != ec.Generation {
+				return describeEtcdCluster(ec, "not at rest"), nil
+			}
+			return "", nil
+		})
+		if err != nil {
 			b.Fatal(err)
 		}
 		mark := fmt.Sprintf("%d-%d", n, k)
@@ -244,7 +257,7 @@ func specChangeLatencies(ctx context.Context, b *testing.B, topo *Topology, ns s
 		if err := topo.Hub.Client.Update(ctx, ec); err != nil {
 			b.Fatal(err)
 		}
-		err := pollFast(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		err = pollFast(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 			var list etcdfedv1.EtcdMemberList
 			if err := member.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
 				return false, err
