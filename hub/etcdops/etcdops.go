@@ -63,8 +63,9 @@ type Config struct {
 type Client struct {
 	cfg Config
 	c   *clientv3.Client
-	// Probes, when set, shortens status requests to members that did not
-	// answer the last one (see ProbeMemory).
+	// Probes, when set, remembers which members did not answer, so that an
+	// observation asks them in the background instead of waiting for them
+	// (see planProbe).
 	Probes *ProbeMemory
 }
 
@@ -98,12 +99,9 @@ type ObserveOptions struct {
 	// OutOfSight are the IDs of members the caller has its own evidence
 	// against (the hub: their member cluster or zone is not seen). One
 	// that answered its last status request is asked with
-	// FailingStatusTimeout (a live member answers in milliseconds); one
-	// that did not, or was never asked, is not asked by the observation
-	// at all but in the background, at most every OutOfSightProbeEvery,
-	// and is asked again by the first observation after it answered
-	// (planProbe). So a zone that just died costs a pass at most one short
-	// timeout, and the passes of its evacuation, one per step, none. A
+	// FailingStatusTimeout (a live member answers in milliseconds), not
+	// StatusTimeout; one that did not, or was never asked, is asked in the
+	// background only, at most every OutOfSightProbeEvery (planProbe). A
 	// member that does not answer, or is not asked, counts unhealthy, the
 	// cautious side of every quorum check.
 	OutOfSight map[uint64]bool
@@ -142,20 +140,20 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 		go func() {
 			defer wg.Done()
 			start := time.Now()
-			plan := c.Probes.plan(m.ID, start, opts.OutOfSight[m.ID])
+			plan := c.Probes.plan(m.ID, start, opts.OutOfSight[m.ID], m.IsLearner)
 			if plan.background > 0 {
-				// Out of sight and not answering: asked in the background,
-				// never waited for; the next pass after an answer asks it.
+				// Asked in the background, never waited for; the first
+				// observation after it answered asks the member itself.
 				go func() {
 					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), plan.background)
 					defer cancel()
 					at := time.Now()
 					_, answered := c.askStatus(bctx, m)
-					c.Probes.record(m.ID, answered, plan.background, at)
+					c.Probes.record(m.ID, answered, at)
 				}()
 			}
 			if plan.timeout == 0 {
-				took[i] = fmt.Sprintf("%x not asked (out of sight, not answering)", m.ID)
+				took[i] = fmt.Sprintf("%x not asked (did not answer, or a learner not asked yet)", m.ID)
 				return // unhealthy
 			}
 			sctx, cancel := context.WithTimeout(ctx, plan.timeout)
@@ -170,7 +168,7 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 					downgrades[i] = membership.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
 				}
 			}
-			c.Probes.record(m.ID, answered, plan.timeout, start)
+			c.Probes.record(m.ID, answered, start)
 			took[i] = fmt.Sprintf("%x %s answered=%t timeout=%s", m.ID, time.Since(start).Round(time.Millisecond), answered, plan.timeout)
 		}()
 	}

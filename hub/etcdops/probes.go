@@ -5,33 +5,32 @@ import (
 	"time"
 )
 
-// Status timeouts for members that did not answer.
+// How members are asked for their status.
 const (
-	// FailingStatusTimeout bounds the status request to a member whose last
-	// request failed: a member that is down costs each pass this, not
-	// StatusTimeout. A live member answers a status request on a local
-	// network in milliseconds.
+	// FailingStatusTimeout bounds the status request a pass makes to a
+	// member out of sight (ObserveOptions) that answered its last one: a
+	// live member answers a status request on a local network in
+	// milliseconds, and a zone that just died costs the pass this once.
 	FailingStatusTimeout = 500 * time.Millisecond
-	// FullProbeEvery: a failing member still gets the full StatusTimeout
-	// this often, so one that is alive but slow is not held unhealthy by the
-	// short timeout.
-	FullProbeEvery = 10 * time.Second
-	// OutOfSightProbeEvery: a member out of sight (ObserveOptions) that did
-	// not answer its last status request, or was never asked, is asked
-	// again at most this often, and never by a pass: the request runs in
-	// the background (with StatusTimeout), and until it has answered the
-	// member counts unhealthy without a request. So no pass of an
-	// evacuation, one per step, waits for a zone that is gone.
+	// FailingProbeEvery: a member in sight that did not answer its last
+	// status request, or a learner never asked, is asked again at most this
+	// often, and never by a pass: the request runs in the background with
+	// StatusTimeout, and until it answers the member counts unhealthy
+	// without a request. A learner starts serving clients only once it has
+	// caught up with the entry that publishes it, seconds after the member
+	// list shows it started, and a member that just died stays in the list
+	// until it is removed: neither holds up the passes of an evacuation,
+	// one per step.
+	FailingProbeEvery = time.Second
+	// OutOfSightProbeEvery is FailingProbeEvery for a member out of sight.
 	OutOfSightProbeEvery = 3 * time.Second
 )
 
 // ProbeMemory remembers, per etcd member ID, whether its last status
-// request failed and when it last got the full timeout. The hub keeps one
-// per ring across passes (and across the etcd clients it makes for the
-// ring), so a zone that is down does not add StatusTimeout to every pass
-// while its members are still in the member list: detection and every step
-// of an evacuation wait less. Safe for concurrent use; nil remembers
-// nothing.
+// request failed, when it was made, and whether a background request is
+// in flight. The hub keeps one per ring across passes (and across the
+// etcd clients it makes for the ring). Safe for concurrent use; nil
+// remembers nothing.
 type ProbeMemory struct {
 	mu     sync.Mutex
 	probes map[uint64]probe
@@ -39,9 +38,8 @@ type ProbeMemory struct {
 
 type probe struct {
 	failing   bool
-	lastFull  time.Time
 	lastAsked time.Time
-	// inFlight: a background request (out of sight) has not returned yet.
+	// inFlight: a background request has not returned yet.
 	inFlight bool
 }
 
@@ -53,23 +51,28 @@ type probePlan struct {
 	background time.Duration
 }
 
-// planProbe decides a member's next status request. A member out of sight
-// (ObserveOptions) that answered its last request is asked with the short
-// timeout; one that did not, or was never asked, is not asked by the pass
-// (it counts unhealthy), and a background request with StatusTimeout goes
-// out when none is in flight and the last is OutOfSightProbeEvery old.
-// Without memory (remember false) nothing can be learnt in the background,
-// so such a member is asked with the short timeout. A member in sight is
-// asked with the short timeout while it fails, except every FullProbeEvery,
-// and with StatusTimeout otherwise.
-func planProbe(p probe, now time.Time, outOfSight, remember bool) probePlan {
-	switch {
-	case outOfSight && remember && (p.failing || p.lastAsked.IsZero()):
-		if !p.inFlight && now.Sub(p.lastAsked) >= OutOfSightProbeEvery {
+// planProbe decides a member's next status request. A member that did not
+// answer its last request, or was never asked and is a learner or out of
+// sight, is not asked by the pass (it counts unhealthy): a background
+// request with StatusTimeout goes out when none is in flight and the last
+// is FailingProbeEvery (OutOfSightProbeEvery out of sight) old, and once
+// one answers, the next pass asks the member itself. Any other member is
+// asked by the pass: with FailingStatusTimeout out of sight, StatusTimeout
+// in sight. Without memory (remember false) nothing can be learnt in the
+// background, so every member is asked by the pass.
+func planProbe(p probe, now time.Time, outOfSight, learner, remember bool) probePlan {
+	never := p.lastAsked.IsZero()
+	if remember && (p.failing || never && (outOfSight || learner)) {
+		every := FailingProbeEvery
+		if outOfSight {
+			every = OutOfSightProbeEvery
+		}
+		if !p.inFlight && now.Sub(p.lastAsked) >= every {
 			return probePlan{background: StatusTimeout}
 		}
 		return probePlan{}
-	case outOfSight || (p.failing && now.Sub(p.lastFull) < FullProbeEvery):
+	}
+	if outOfSight {
 		return probePlan{timeout: FailingStatusTimeout}
 	}
 	return probePlan{timeout: StatusTimeout}
@@ -77,14 +80,14 @@ func planProbe(p probe, now time.Time, outOfSight, remember bool) probePlan {
 
 // plan is planProbe for member id's next status request. A plan with a
 // background request marks it in flight: its caller must record it.
-func (m *ProbeMemory) plan(id uint64, now time.Time, outOfSight bool) probePlan {
+func (m *ProbeMemory) plan(id uint64, now time.Time, outOfSight, learner bool) probePlan {
 	if m == nil {
-		return planProbe(probe{}, now, outOfSight, false)
+		return planProbe(probe{}, now, outOfSight, learner, false)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p := m.probes[id]
-	pl := planProbe(p, now, outOfSight, true)
+	pl := planProbe(p, now, outOfSight, learner, true)
 	if pl.background > 0 {
 		if m.probes == nil {
 			m.probes = map[uint64]probe{}
@@ -95,8 +98,8 @@ func (m *ProbeMemory) plan(id uint64, now time.Time, outOfSight bool) probePlan 
 	return pl
 }
 
-// record notes the outcome of a status request made with timeout at now.
-func (m *ProbeMemory) record(id uint64, ok bool, timeout time.Duration, now time.Time) {
+// record notes the outcome of a status request made at now.
+func (m *ProbeMemory) record(id uint64, ok bool, now time.Time) {
 	if m == nil {
 		return
 	}
@@ -107,9 +110,6 @@ func (m *ProbeMemory) record(id uint64, ok bool, timeout time.Duration, now time
 	}
 	p := m.probes[id]
 	p.failing, p.lastAsked, p.inFlight = !ok, now, false
-	if timeout >= StatusTimeout {
-		p.lastFull = now
-	}
 	m.probes[id] = p
 }
 
