@@ -23,11 +23,11 @@ func TestPlanProbe(t *testing.T) {
 	answered := probe{lastAsked: t0}
 	failed := probe{failing: true, lastAsked: t0}
 	for _, tc := range []struct {
-		name                         string
-		p                            probe
-		after                        time.Duration
+		name                          string
+		p                             probe
+		after                         time.Duration
 		outOfSight, learner, nomemory bool
-		want                         probePlan
+		want                          probePlan
 	}{
 		{name: "never asked", want: inPass},
 		{name: "answered", p: answered, after: time.Second, want: inPass},
