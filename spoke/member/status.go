@@ -89,9 +89,12 @@ func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation int64, e etcdRead) 
 
 // etcdViewRefresh is how often a view that only moved in its counters
 // (raft index, database size, read time) is written anyway: the status of a
-// member at rest is patched about once a minute, not on every read.
-// Liveness is the spoke's Lease, not this view.
-const etcdViewRefresh = time.Minute
+// member at rest is patched once in five minutes, not on every read. No
+// decision waits on the counters: the hub reads raft indexes and database
+// sizes from etcd itself, and a member that loses its leader (the moment a
+// quorum is lost) writes its view at once, raft index included. Liveness
+// is the spoke's Lease, not this view.
+const etcdViewRefresh = 5 * time.Minute
 
 // etcdViewNews says whether a new read is worth a status write: its first
 // view, anything other than the counters changed (ID, learner, leader,

@@ -1,0 +1,57 @@
+package member
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// A member's etcd view is written when something other than its counters
+// changed, and otherwise once per etcdViewRefresh: at rest a member costs
+// its cluster one status patch in five minutes.
+func TestEtcdViewNews(t *testing.T) {
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	at := func(d time.Duration) *metav1.Time { v := metav1.NewTime(t0.Add(d)); return &v }
+	last := &etcdfedv1.MemberEtcdView{ID: "a1", LeaderID: "b2", RaftIndex: 100, RaftTerm: 3, DBSize: 1 << 20, Version: "3.6.16", ObservedAt: at(0)}
+	with := func(f func(v *etcdfedv1.MemberEtcdView)) *etcdfedv1.MemberEtcdView {
+		v := last.DeepCopy()
+		f(v)
+		return v
+	}
+	for _, tc := range []struct {
+		name string
+		old  *etcdfedv1.MemberEtcdView
+		cur  *etcdfedv1.MemberEtcdView
+		want bool
+	}{
+		{"first view", nil, last, true},
+		{"counters moved, a second later", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.RaftIndex, v.DBSize, v.ObservedAt = 120, 2<<20, at(time.Second)
+		}), false},
+		{"counters moved, a minute later", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.RaftIndex, v.ObservedAt = 900, at(time.Minute)
+		}), false},
+		{"counters moved, just short of the refresh", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.RaftIndex, v.ObservedAt = 900, at(etcdViewRefresh-time.Second)
+		}), false},
+		{"the refresh is due", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.RaftIndex, v.ObservedAt = 900, at(etcdViewRefresh)
+		}), true},
+		{"the leader lost (a quorum lost): at once, with the raft index", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.LeaderID, v.RaftIndex, v.ObservedAt = "", 130, at(time.Second)
+		}), true},
+		{"a new term", last, with(func(v *etcdfedv1.MemberEtcdView) { v.RaftTerm, v.ObservedAt = 4, at(time.Second) }), true},
+		{"promoted", with(func(v *etcdfedv1.MemberEtcdView) { v.IsLearner = true }), with(func(v *etcdfedv1.MemberEtcdView) { v.ObservedAt = at(time.Second) }), true},
+		{"an error", last, with(func(v *etcdfedv1.MemberEtcdView) { v.Error, v.ObservedAt = "context deadline exceeded", at(time.Second) }), true},
+		{"a peer lost", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.Peers, v.ObservedAt = &etcdfedv1.MemberPeerView{Lost: []string{"c3"}}, at(time.Second)
+		}), true},
+	} {
+		if got := etcdViewNews(tc.old, tc.cur); got != tc.want {
+			t.Errorf("%s: news %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
