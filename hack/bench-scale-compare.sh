@@ -85,6 +85,15 @@ load_summary() {
 	awk '{ s += $1; if ($1 > m) m = $1; n++ } END { if (n) printf "mean %.1f, max %.1f (%d samples)", s / n, m, n; else print "not sampled" }' "$1"
 }
 
+# samples DIR: how many spec changes per ring count DIR's benchmark makes.
+samples() {
+	if grep -q 'ETCDFED_SCALE_SAMPLES' "$1/test/multicluster/scale_bench_test.go"; then
+		echo "${ETCDFED_SCALE_SAMPLES:-20}, each on a ring at rest"
+	else
+		echo 10
+	fi
+}
+
 declare -A started ended load result
 
 # side NAME DIR RINGS: run BenchmarkHubScale of DIR, its log in $work/NAME.log.
@@ -119,6 +128,9 @@ side() {
 
 side before "$tree" "$SCALE_RINGS"
 before_status=$(status_mode "$tree")
+tree_samples=$work/before-bench
+mkdir -p "$tree_samples/test/multicluster"
+cp "$tree/test/multicluster/scale_bench_test.go" "$tree_samples/test/multicluster/"
 before_subject=$(git -C "$root" log -1 --format=%s "$before_rev")
 git -C "$root" worktree remove --force "$tree"
 side after "$root" "$after_rings"
@@ -135,13 +147,19 @@ cpu=$(awk -F': ' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 	echo "- machine: $(nproc) cores ($cpu), $(uname -sr), shared with other work"
 	echo "- before side: ${started[before]} to ${ended[before]} UTC, load average (1 min) ${load[before]}, rings $SCALE_RINGS: ${result[before]}"
 	echo "- after side: ${started[after]} to ${ended[after]} UTC, load average (1 min) ${load[after]}, rings $after_rings: ${result[after]}"
-	echo "- at rest = a $SCALE_REST window after all rings are Available; latency = 10 spec changes, one ring at a time, to its EtcdMember updated in its member cluster"
+	echo "- at rest = a $SCALE_REST window after all rings are Available; latency = spec changes, one ring at a time, to its EtcdMember updated in its member cluster ($(samples "$tree_samples") per ring count before, $(samples "$root") after)"
 	if [[ $before_status == total ]]; then
 		echo "- the before benchmark counted EtcdMember status patches over all members; divided here by the member count (rings + 2 x min(rings, 3))"
 	fi
 	echo "- — : that side did not measure this ring count"
 	echo
 	echo "$table"
+	# The after benchmark's count of etcd clients held after a longer rest.
+	idle=$(grep -E 'After .* more at rest with' "$work/after.log" | head -1 | sed 's/^[[:space:]]*//')
+	if [[ -n $idle ]]; then
+		echo
+		echo "After side: $idle"
+	fi
 } >"$OUT"
 echo ">> report in $OUT"
 cat "$OUT"
