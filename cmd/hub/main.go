@@ -179,6 +179,11 @@ func run(ctx context.Context, o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdfed-hub",
 		LeaderElectionNamespace: o.namespace,
+		// A hub stopped on purpose (a rollout, a drain) hands the lease
+		// over at once instead of making its successor wait out the lease
+		// (15 s): the process exits as soon as the manager returns, so
+		// nothing acts as leader after the release.
+		LeaderElectionReleaseOnCancel: true,
 		// Secrets are cached in the hub's namespace only (the kubeconfig
 		// Secrets of the member clusters); CA, client and TSIG Secrets in
 		// EtcdCluster namespaces are read uncached, so the hub needs no

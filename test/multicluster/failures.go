@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -803,6 +804,16 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 			_ = topo.StartHub(ctx)
 		}
 	}()
+	// Stopped on purpose, the hub handed its leader Lease over: its
+	// successor does not wait the lease out.
+	if topo.HubNamespace != "" {
+		lease := &coordinationv1.Lease{}
+		if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: topo.HubNamespace, Name: "etcdfed-hub"}, lease); err != nil {
+			t.Errorf("the hub's leader Lease: %v", err)
+		} else if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+			t.Errorf("the stopped hub still holds its leader Lease (holder %q): a hub started now waits for it to expire", *h)
+		}
+	}
 	start := time.Now()
 	if err := topo.FailZone(ctx, victim.Cluster, "kill"); err != nil {
 		t.Fatal(err)
