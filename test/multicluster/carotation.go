@@ -601,9 +601,11 @@ type caHoldSeen struct {
 
 // holdAndContinue waits for the rotation to hold after Trusting (a consumer
 // reads its CA only at start), checks that the status, Progressing and an
-// event say so, restarts the kube-apiserver consumer as its operator
-// would, checks that it serves, and answers the hold as `etcdfed rotate-ca
-// --continue` does (the request's continueHold set to heldSince).
+// event say so, kills the hub (when the topology can) and requires the
+// restarted hub to hold on, restarts the kube-apiserver consumer as its
+// operator would, checks that it serves, and answers the hold as `etcdfed
+// rotate-ca --continue` does (the request's continueHold set to
+// heldSince).
 func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, req etcdfedv1.CARotationRequest, kas *ConsumerAPIServer) caHoldSeen {
 	t.Helper()
 	hub := in.Topology.Hub
@@ -655,6 +657,29 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 		return "not seen", nil
 	}); err != nil {
 		t.Error(err)
+	}
+	// A hub restarted during the hold holds on: the new process reports
+	// the same heldSince (its metric, empty until its first pass) and the
+	// status keeps it.
+	if in.Topology.KillHub != nil && in.Topology.HubMetricsURL != "" {
+		killed := time.Now()
+		if err := in.Topology.KillHub(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := float64(ec.Status.CARotation.HeldSince.Unix())
+		if err := poll(ctx, 2*time.Minute, "the restarted hub holds the rotation since the same time", func(ctx context.Context) (string, error) {
+			m, err := scrape(ctx, in.Topology.HubMetricsURL)
+			if err != nil {
+				return err.Error(), nil
+			}
+			if got := m.sum("etcdfed_cluster_ca_rotation_held_since_timestamp_seconds", "namespace", ec.Namespace, "name", ec.Name); got != want {
+				return fmt.Sprintf("held since %.0f, want %.0f", got, want), nil
+			}
+			return "", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("hub killed during the hold: the restarted hub held on (same heldSince) %.1fs later", time.Since(killed).Seconds())
 	}
 	// The consumer's operator restarts it; its Secret holds both CAs now.
 	seen.restartStopped, seen.restartReady, err = kas.Restart(ctx)
