@@ -3,6 +3,8 @@ package workload
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"sync"
 	"time"
@@ -84,10 +86,12 @@ type RingWatch struct {
 	looks  int
 }
 
-// WatchRing starts a look (Maintenance.Status, timeout) at every endpoint
-// of cfg every interval. A look that fails drops its connection, so the
-// next one dials afresh: a member that is back is seen at the next look,
-// not after a reconnection back-off.
+// WatchRing starts a look at every endpoint of cfg every interval: a TCP
+// connection (a stopped member refuses it at once), then
+// Maintenance.Status for the leader the member sees, both within timeout.
+// A look that fails drops its client, so the next one dials afresh: a
+// member that is back is seen at the next look, not after a reconnection
+// back-off.
 func WatchRing(ctx context.Context, cfg ClientConfig, every, timeout time.Duration) *RingWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &RingWatch{cancel: cancel}
@@ -103,6 +107,11 @@ func WatchRing(ctx context.Context, cfg ClientConfig, every, timeout time.Durati
 
 func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, every, timeout time.Duration) {
 	cfg.DialTimeout = timeout
+	dialer := net.Dialer{Resolver: Resolver(cfg.DNSServers), Timeout: timeout}
+	hostPort := ep
+	if u, err := url.Parse(ep); err == nil && u.Host != "" {
+		hostPort = u.Host
+	}
 	var c *clientv3.Client
 	defer func() {
 		if c != nil {
@@ -120,18 +129,24 @@ func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, ever
 		start := time.Now()
 		var err error
 		var leader uint64
-		if c == nil {
-			c, err = NewClient(cfg)
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		// A TCP connection first: a stopped member refuses it at once,
+		// where the gRPC call would wait for its deadline.
+		var conn net.Conn
+		if conn, err = dialer.DialContext(lctx, "tcp", hostPort); err == nil {
+			_ = conn.Close()
+			if c == nil {
+				c, err = NewClient(cfg)
+			}
 		}
 		if err == nil {
-			lctx, cancel := context.WithTimeout(ctx, timeout)
 			var resp *clientv3.StatusResponse
 			resp, err = c.Status(lctx, ep)
-			cancel()
 			if err == nil {
 				leader = resp.Leader
 			}
 		}
+		cancel()
 		end := time.Now()
 		if ctx.Err() != nil {
 			return
