@@ -30,6 +30,7 @@ type ElectionWatch struct {
 	once       sync.Once
 	ds         []workload.Disruption
 	looks      int
+	logged     bool
 }
 
 // ElectionLookEvery is how often an ElectionWatch looks at each member.
@@ -76,6 +77,12 @@ func (e *ElectionWatch) Check(t testing.TB, what string, failures []workload.Fai
 	}
 	for _, f := range failures {
 		t.Logf("failed %s: %s", what, f)
+	}
+	if !e.logged {
+		e.logged = true
+		for _, d := range e.ds {
+			t.Logf("seen: %s", d)
+		}
 	}
 	var byKind []string
 	for _, k := range []string{workload.DisruptionStopped, workload.DisruptionAnswers, workload.DisruptionLeaderChanged} {
