@@ -2,6 +2,7 @@ package workload
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/url"
@@ -9,7 +10,10 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // "No failed client request beyond one election" made checkable: a
@@ -88,10 +92,9 @@ type RingWatch struct {
 
 // WatchRing starts a look at every endpoint of cfg every interval: a TCP
 // connection (a stopped member refuses it at once), then
-// Maintenance.Status for the leader the member sees, both within timeout.
-// A look that fails drops its client, so the next one dials afresh: a
-// member that is back is seen at the next look, not after a reconnection
-// back-off.
+// Maintenance.Status for the leader the member sees, both within timeout,
+// each look on connections of its own, so a member that is back is seen
+// at the next look, not after a reconnection back-off.
 func WatchRing(ctx context.Context, cfg ClientConfig, every, timeout time.Duration) *RingWatch {
 	ctx, cancel := context.WithCancel(ctx)
 	r := &RingWatch{cancel: cancel}
@@ -106,18 +109,13 @@ func WatchRing(ctx context.Context, cfg ClientConfig, every, timeout time.Durati
 }
 
 func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, every, timeout time.Duration) {
-	cfg.DialTimeout = timeout
-	dialer := net.Dialer{Resolver: Resolver(cfg.DNSServers), Timeout: timeout}
-	hostPort := ep
-	if u, err := url.Parse(ep); err == nil && u.Host != "" {
-		hostPort = u.Host
+	look, err := newLooker(cfg, ep, timeout)
+	if err != nil {
+		r.mu.Lock()
+		r.ds = append(r.ds, Disruption{Kind: DisruptionStopped, Endpoint: ep, From: time.Now(), To: time.Now(), Detail: "cannot look: " + err.Error()})
+		r.mu.Unlock()
+		return
 	}
-	var c *clientv3.Client
-	defer func() {
-		if c != nil {
-			_ = c.Close()
-		}
-	}()
 	var (
 		looked         bool
 		prevOK         bool
@@ -127,35 +125,12 @@ func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, ever
 	)
 	for ctx.Err() == nil {
 		start := time.Now()
-		var err error
-		var leader uint64
-		lctx, cancel := context.WithTimeout(ctx, timeout)
-		// A TCP connection first: a stopped member refuses it at once,
-		// where the gRPC call would wait for its deadline.
-		var conn net.Conn
-		if conn, err = dialer.DialContext(lctx, "tcp", hostPort); err == nil {
-			_ = conn.Close()
-			if c == nil {
-				c, err = NewClient(cfg)
-			}
-		}
-		if err == nil {
-			var resp *clientv3.StatusResponse
-			resp, err = c.Status(lctx, ep)
-			if err == nil {
-				leader = resp.Leader
-			}
-		}
-		cancel()
+		leader, err := look(ctx)
 		end := time.Now()
 		if ctx.Err() != nil {
 			return
 		}
 		ok := err == nil
-		if !ok && c != nil {
-			_ = c.Close()
-			c = nil
-		}
 		r.mu.Lock()
 		r.looks++
 		switch {
@@ -178,6 +153,49 @@ func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, ever
 		case <-time.After(time.Until(start.Add(every))):
 		}
 	}
+}
+
+// newLooker returns one look at ep: a TCP connection (a stopped member
+// refuses it at once), then Maintenance.Status over a connection of its
+// own, failing fast: etcd's client retries a refused connection until
+// its deadline, so a member that stops during a look would be seen only
+// at the look's timeout.
+func newLooker(cfg ClientConfig, ep string, timeout time.Duration) (func(context.Context) (uint64, error), error) {
+	u, err := url.Parse(ep)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("endpoint %q: not a URL", ep)
+	}
+	res := Resolver(cfg.DNSServers)
+	dialer := net.Dialer{Resolver: res, Timeout: timeout}
+	creds := insecure.NewCredentials()
+	if u.Scheme == "https" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if cfg.TLS != nil {
+			tc = cfg.TLS.Clone()
+		}
+		tc.ServerName = u.Hostname()
+		creds = credentials.NewTLS(tc)
+	}
+	return func(ctx context.Context) (uint64, error) {
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		conn, err := dialer.DialContext(lctx, "tcp", u.Host)
+		if err != nil {
+			return 0, err
+		}
+		_ = conn.Close()
+		cc, err := grpc.NewClient("passthrough:///"+u.Host, grpc.WithTransportCredentials(creds),
+			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }))
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = cc.Close() }()
+		resp, err := pb.NewMaintenanceClient(cc).Status(lctx, &pb.StatusRequest{})
+		if err != nil {
+			return 0, err
+		}
+		return resp.Leader, nil
+	}, nil
 }
 
 // Stop stops the looks and returns the disruptions seen, in order of
