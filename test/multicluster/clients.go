@@ -388,8 +388,11 @@ func consumerHosts(ctx context.Context, dnsServers []string, endpoints string) (
 			return "", fmt.Errorf("endpoint %q in the Secret: %w", ep, err)
 		}
 		addrs, err := lookup(ctx, dnsServers[0], dns.Fqdn(u.Hostname()), dns.TypeA)
-		if err != nil || len(addrs) == 0 {
-			return "", fmt.Errorf("resolve %s through the ring's DNS: %v %v", u.Hostname(), addrs, err)
+		if err != nil {
+			return "", fmt.Errorf("resolve %s through the ring's DNS: %w", u.Hostname(), err)
+		}
+		if len(addrs) == 0 {
+			return "", fmt.Errorf("resolve %s through the ring's DNS: no address", u.Hostname())
 		}
 		hosts += addrs[0].String() + " " + u.Hostname() + "\n"
 	}
