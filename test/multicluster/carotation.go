@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -42,6 +43,10 @@ type CARotationSpecInput struct {
 	// write and a read once a second throughout, failing only within one
 	// election of a member restart or during its own restart.
 	KubeAPIServer string
+	// Etcdfed, when set, is the etcdfed CLI: the hold is answered with
+	// `etcdfed rotate-ca NAME --continue` (refused once before the hold),
+	// else by writing the annotation as it does.
+	Etcdfed string
 }
 
 // CARotationSpec rotates the ring's CA under the recorded workload, the
@@ -603,12 +608,23 @@ type caHoldSeen struct {
 // reads its CA only at start), checks that the status, Progressing and an
 // event say so, kills the hub (when the topology can) and requires the
 // restarted hub to hold on, restarts the kube-apiserver consumer as its
-// operator would, checks that it serves, and answers the hold as `etcdfed
-// rotate-ca --continue` does (the request's continueHold set to
+// operator would, checks that it serves, and answers the hold with
+// `etcdfed rotate-ca --continue` (in.Etcdfed; refused once before the
+// hold) or by writing what it writes (the request's continueHold set to
 // heldSince).
 func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, req etcdfedv1.CARotationRequest, kas *ConsumerAPIServer) caHoldSeen {
 	t.Helper()
 	hub := in.Topology.Hub
+	if in.Etcdfed != "" {
+		// Before the hold, an answer is refused: a consumer restarted now
+		// might not read both CAs.
+		out, err := exec.CommandContext(ctx, in.Etcdfed, "rotate-ca", in.Etcd.Name, "-n", in.Etcd.Namespace, "--continue", "--kubeconfig", hub.Kubeconfig).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "not rotating its CA") && !strings.Contains(string(out), "does not hold yet") {
+			t.Errorf("etcdfed rotate-ca --continue before the hold: %v: %s; want it refused", err, out)
+		} else {
+			t.Logf("etcdfed rotate-ca --continue before the hold, refused: %s", strings.TrimSpace(string(out)))
+		}
+	}
 	var ec *etcdfedv1.EtcdCluster
 	err := poll(ctx, in.Timeout, "the CA rotation holds after Trusting", func(ctx context.Context) (string, error) {
 		var err error
@@ -697,12 +713,20 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 	if cr := ec.Status.CARotation; cr.Phase != etcdfedv1.CARotationTrusting || cr.HeldSince == nil || cr.ContinuedAt != nil {
 		t.Fatalf("the rotation moved on without an answer: %+v", cr)
 	}
-	before := ec.DeepCopy()
 	held := ec.Status.CARotation.HeldSince.UTC()
-	answer := etcdfedv1.CARotationRequest{RequestedAt: ec.Status.CARotation.RequestedAt.UTC(), ContinueHold: &held}
-	ec.Annotations[etcdfedv1.AnnotationRotateCA] = answer.String()
-	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
-		t.Fatal(err)
+	if in.Etcdfed != "" {
+		out, err := exec.CommandContext(ctx, in.Etcdfed, "rotate-ca", ec.Name, "-n", ec.Namespace, "--continue", "--kubeconfig", hub.Kubeconfig).CombinedOutput()
+		if err != nil {
+			t.Fatalf("etcdfed rotate-ca --continue: %v: %s", err, out)
+		}
+		t.Logf("etcdfed rotate-ca --continue: %s", strings.TrimSpace(string(out)))
+	} else {
+		before := ec.DeepCopy()
+		answer := etcdfedv1.CARotationRequest{RequestedAt: ec.Status.CARotation.RequestedAt.UTC(), ContinueHold: &held}
+		ec.Annotations[etcdfedv1.AnnotationRotateCA] = answer.String()
+		if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	seen.held = time.Since(seen.heldAt)
 	t.Logf("answered the hold (held since %s) after %.1fs", held.Format(time.RFC3339), seen.held.Seconds())

@@ -25,7 +25,8 @@ func TestScenarioCARotation(t *testing.T) {
 	topo := hubTopology(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "carot", Name: "carot", Domain: "carot.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	remote := CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd, KubeAPIServer: filepath.Join(hubFx.bin, "kube-apiserver")})
+	remote := CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd, KubeAPIServer: filepath.Join(hubFx.bin, "kube-apiserver"),
+		Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 	err := poll(ctx, 2*time.Minute, "the consumer Secret in "+remote.Cluster.Name+" deleted with its EtcdCluster", func(ctx context.Context) (string, error) {
 		err := remote.Cluster.Client.Get(ctx, remote.Key, &corev1.Secret{})
