@@ -20,6 +20,17 @@ const AnnotationRotateCA = "etcdfed.dev/rotate-ca"
 type CARotationRequest struct {
 	// RequestedAt is when the request was made (the CLI's clock).
 	RequestedAt time.Time `json:"requestedAt"`
+	// HoldAfterTrusting asks the hub to hold the rotation after its
+	// Trusting phase (every member trusts both CAs, every consumer Secret
+	// holds both), as it does by itself while a consumer reads its CA only
+	// at start (spec.clients[].caReload: AtStart), until ContinueHold
+	// answers the hold (`etcdfed rotate-ca --hold-after-trusting`).
+	HoldAfterTrusting bool `json:"holdAfterTrusting,omitempty"`
+	// ContinueHold ends the hold that began at this time
+	// (status.caRotation.heldSince, which `etcdfed rotate-ca --continue`
+	// copies): an answer names the hold it answers, so it never ends a hold
+	// its writer did not see.
+	ContinueHold *time.Time `json:"continueHold,omitempty"`
 }
 
 // ParseCARotationRequest reads AnnotationRotateCA's value.
@@ -124,6 +135,27 @@ type CARotationStatus struct {
 	// membersTotal is how many members the phase restarts.
 	// +optional
 	MembersTotal int32 `json:"membersTotal,omitempty"`
+
+	// holdAfterTrusting is true when the rotation holds after its Trusting
+	// phase until `etcdfed rotate-ca NAME --continue`: the request asked
+	// for it (--hold-after-trusting), or a consumer reads its CA only at
+	// start (spec.clients[].caReload: AtStart) and must be restarted while
+	// its Secret holds both CAs and before the members present
+	// certificates of the new CA.
+	// +optional
+	HoldAfterTrusting bool `json:"holdAfterTrusting,omitempty"`
+
+	// heldSince is when the hold began: every member trusted both CAs and
+	// every consumer's Secret held both. The rotation goes on when the
+	// request's continueHold names this time (`etcdfed rotate-ca NAME
+	// --continue` copies it).
+	// +optional
+	HeldSince *metav1.Time `json:"heldSince,omitempty"`
+
+	// continuedAt is when the hub took the answer to the hold and started
+	// the Reissuing phase.
+	// +optional
+	ContinuedAt *metav1.Time `json:"continuedAt,omitempty"`
 
 	// message says what the rotation waits for.
 	// +optional

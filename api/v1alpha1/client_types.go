@@ -68,7 +68,32 @@ type ClientSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	CommonName string `json:"commonName,omitempty"`
+
+	// caReload says when the consumer reads the CA bundle (ca.crt):
+	// OnChange (default) when it re-reads the file whenever the Secret
+	// changes, AtStart when it reads it only when it starts, as
+	// kube-apiserver does with --etcd-cafile and as any program does that
+	// builds its TLS configuration once with go.etcd.io/etcd/client/pkg's
+	// transport.TLSInfo (both re-read the certificate and key on each new
+	// connection). A CA rotation holds after its Trusting phase, once this
+	// consumer's Secret holds both CAs, until you have restarted the
+	// consumer and run `etcdfed rotate-ca NAME --continue`: restarted any
+	// later, it would refuse the members' certificates of the new CA.
+	// +optional
+	CAReload CAReload `json:"caReload,omitempty"`
 }
+
+// CAReload is when a consumer reads its CA bundle.
+// +kubebuilder:validation:Enum=OnChange;AtStart
+type CAReload string
+
+const (
+	// CAReloadOnChange: the consumer re-reads ca.crt when it changes.
+	CAReloadOnChange CAReload = "OnChange"
+	// CAReloadAtStart: the consumer reads ca.crt only when it starts; a CA
+	// rotation waits for it to be restarted (spec.clients[].caReload).
+	CAReloadAtStart CAReload = "AtStart"
+)
 
 // ClientStatus is the state of one consumer's Secret.
 type ClientStatus struct {

@@ -103,11 +103,18 @@ func requestRecovery(ctx context.Context, c client.Client, key client.ObjectKey,
 // may be made, and sets annotation to value: how the CLI asks the hub for
 // an operation (recover, rotate-ca).
 func annotateRequest(ctx context.Context, c client.Client, key client.ObjectKey, refuse func(*etcdfedv1.EtcdCluster) error, annotation, value string) error {
+	return annotateRequestFunc(ctx, c, key, func(ec *etcdfedv1.EtcdCluster) (string, error) { return value, refuse(ec) }, annotation)
+}
+
+// annotateRequestFunc is annotateRequest with the value built from the
+// EtcdCluster read (an error refuses, nothing written).
+func annotateRequestFunc(ctx context.Context, c client.Client, key client.ObjectKey, build func(*etcdfedv1.EtcdCluster) (string, error), annotation string) error {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := c.Get(ctx, key, ec); err != nil {
 		return fmt.Errorf("get EtcdCluster %s: %w", key, err)
 	}
-	if err := refuse(ec); err != nil {
+	value, err := build(ec)
+	if err != nil {
 		return err
 	}
 	before := ec.DeepCopy()

@@ -122,9 +122,9 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 // applyStep takes the one step.
 func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA, res *applyResult) {
 	ec, p := s.ec, d.plan
-	if p.Action != "" && p.Action != membership.ActNone && p.Action != membership.ActWait {
+	if p.Action != "" && p.Action != membership.ActNone && p.Action != membership.ActWait && p.Action != membership.ActHoldCARotation {
 		ctrl.LoggerFrom(ctx).Info("Step", "action", p.Action, "member", p.Member, "reason", p.Reason)
-	} else if p.Action == membership.ActWait {
+	} else if p.Action == membership.ActWait || p.Action == membership.ActHoldCARotation {
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting", "reason", p.Reason, "requeueAfter", p.RequeueAfter)
 	}
 	err := d.step.err
@@ -132,6 +132,11 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:
 		r.event(ec, corev1.EventTypeNormal, beginReason(p.Operation.Type), string(p.Operation.Type), "%s", p.Reason)
+		if cr := ec.Status.CARotation; p.Operation.Type == membership.OpRotateCA && p.Operation.Step == membership.ActSwitchCA &&
+			cr != nil && cr.HeldSince != nil && cr.ContinuedAt == nil {
+			r.event(ec, corev1.EventTypeNormal, "CARotationContinued", "RotateCA", "The CA rotation held since %s goes on (the request answered the hold): the new CA issues from now on",
+				cr.HeldSince.UTC().Format(time.RFC3339))
+		}
 		events, evidence := beginEvents(s, p.Operation, p.Reason)
 		for _, e := range events {
 			r.event(ec, e.typ, e.reason, string(p.Operation.Type), "%s", e.message)
@@ -191,6 +196,10 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		r.event(ec, corev1.EventTypeNormal, "CARotationCompleted", "CompleteCARotation", "CA rotation complete: every member and consumer holds a certificate of %s and trusts it alone", pki.Describe(s.pki.ca.Cert))
 	case membership.ActRefuseCARotation:
 		r.event(ec, corev1.EventTypeWarning, "CARotationRefused", "RotateCA", "CA rotation refused: %s", p.Reason)
+	case membership.ActHoldCARotation:
+		if cr := ec.Status.CARotation; cr == nil || cr.HeldSince == nil {
+			r.event(ec, corev1.EventTypeNormal, "CARotationHeld", "HoldCARotation", "%s", p.Reason)
+		}
 	case membership.ActFinish:
 		if op := d.ended; op != nil {
 			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",

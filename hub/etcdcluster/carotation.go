@@ -41,8 +41,46 @@ func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) membership.CA
 	}
 	if in.Phase != "" {
 		in.ConsumersPending = consumersPending(s, st)
+		in.HoldRequested, in.Continued = caHoldRequest(s.ec, cr)
+		in.Consumers, in.AtStart = consumersToRestart(s.ec, st)
+		in.ContinueCommand = fmt.Sprintf("etcdfed rotate-ca %s -n %s --continue", s.ec.Name, s.ec.Namespace)
 	}
 	return in
+}
+
+// caHoldRequest reads the request of the rotation under way cr (the
+// annotation whose requestedAt is cr's): whether it asks to hold after
+// Trusting, and whether it answers the hold under way (its continueHold
+// is cr.heldSince). A request that is not cr's, or does not parse, asks
+// nothing.
+func caHoldRequest(ec *etcdfedv1.EtcdCluster, cr *etcdfedv1.CARotationStatus) (hold, continued bool) {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationRotateCA]
+	if !ok || cr == nil || cr.RequestedAt == nil {
+		return false, false
+	}
+	req, err := etcdfedv1.ParseCARotationRequest(v)
+	if err != nil || !req.RequestedAt.UTC().Truncate(time.Second).Equal(cr.RequestedAt.Time) {
+		return false, false
+	}
+	continued = req.ContinueHold != nil && cr.HeldSince != nil && req.ContinueHold.UTC().Truncate(time.Second).Equal(cr.HeldSince.Time.UTC().Truncate(time.Second))
+	return req.HoldAfterTrusting, continued
+}
+
+// consumersToRestart names every spec.clients consumer with where its
+// Secret is, and those of them that read their CA only at start.
+func consumersToRestart(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) (all, atStart []string) {
+	for _, c := range ec.Spec.Clients {
+		where := clientWhere(etcdfedv1.ClientStatus{Cluster: c.Cluster, Namespace: c.Namespace, SecretName: c.SecretName})
+		if i := slices.IndexFunc(st.Clients, func(cs etcdfedv1.ClientStatus) bool { return cs.Name == c.Name }); i >= 0 && st.Clients[i].SecretName != "" {
+			where = clientWhere(st.Clients[i])
+		}
+		name := fmt.Sprintf("%s (%s)", c.Name, where)
+		all = append(all, name)
+		if c.CAReload == etcdfedv1.CAReloadAtStart {
+			atStart = append(atStart, name)
+		}
+	}
+	return all, atStart
 }
 
 // caRotationRequest is the time of the rotation request on ec, if any (a
@@ -137,6 +175,13 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership
 		}[d.Operation.Step]
 		if cr.Phase != phase {
 			cr.Phase, cr.PhaseStartedAt = phase, &now
+			if phase == etcdfedv1.CARotationReissuing && cr.HeldSince != nil && cr.ContinuedAt == nil {
+				cr.ContinuedAt = &now
+			}
+		}
+	case d.Action == membership.ActHoldCARotation && st.CARotation != nil:
+		if st.CARotation.HeldSince == nil {
+			st.CARotation.HeldSince = &now
 		}
 	case d.Action == membership.ActRefuseCARotation:
 		st.CARotation = &etcdfedv1.CARotationStatus{Phase: etcdfedv1.CARotationRefused, Message: truncate(d.Reason, 1024)}
@@ -158,6 +203,11 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership
 		case cr.Phase != etcdfedv1.CARotationTrusting:
 			cr.NewCA = pki.Describe(a.Signer.Cert)
 		}
+	}
+	if cr.Phase == etcdfedv1.CARotationTrusting {
+		hold, _ := caHoldRequest(s.ec, cr)
+		_, atStart := consumersToRestart(s.ec, st)
+		cr.HoldAfterTrusting = hold || len(atStart) > 0
 	}
 	done, total := int32(0), int32(0)
 	for i := range st.Members {
@@ -226,6 +276,9 @@ func setCARotationProgress(st *etcdfedv1.EtcdClusterStatus, gen int64) {
 		return
 	}
 	msg := fmt.Sprintf("CA rotation, phase %s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
+	if cr.HeldSince != nil && cr.ContinuedAt == nil {
+		msg += fmt.Sprintf(", held since %s", cr.HeldSince.UTC().Format(time.RFC3339))
+	}
 	if op := st.Operation; op != nil {
 		msg += fmt.Sprintf("; %s %s step %s: %s", op.Type, op.Member, op.Step, op.Message)
 	} else if cr.Message != "" {

@@ -234,3 +234,139 @@ func TestDecideCARotation(t *testing.T) {
 		})
 	}
 }
+
+// The hold after Trusting, one pass at a time: recorded in
+// status.caRotation (heldSince), said in Progressing, answered by the
+// request's continueHold naming that hold and nothing else.
+func TestDecideCARotationHold(t *testing.T) {
+	requested := now.Add(-10 * time.Minute).Truncate(time.Second)
+	heldSince := now.Add(-5 * time.Minute).Truncate(time.Second)
+	// atHold: Trusting done, the request and the consumers as given.
+	atHold := func(t *testing.T, s *snapshot, req etcdfedv1.CARotationRequest, reload etcdfedv1.CAReload, held bool) *pki.Authority {
+		a := rotating(t, s, etcdfedv1.CARotationTrusting, trusting, true)
+		s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRotateCA: req.String()}
+		s.ec.Status.CARotation.RequestedAt = &metav1.Time{Time: requested}
+		if held {
+			s.ec.Status.CARotation.HeldSince = &metav1.Time{Time: heldSince}
+		}
+		s.ec.Spec.Clients = []etcdfedv1.ClientSpec{
+			{Name: "kube-apiserver", Cluster: "member-1", Namespace: "control-plane-a", SecretName: "etcd-client", CAReload: reload},
+			{Name: "app"},
+		}
+		s.ec.Status.Clients = []etcdfedv1.ClientStatus{
+			{Name: "kube-apiserver", Cluster: "member-1", Namespace: "control-plane-a", SecretName: "etcd-client", Ready: true, CAHash: a.Trust()},
+			{Name: "app", Namespace: s.ec.Namespace, SecretName: "main-app-etcd-client", Ready: true, CAHash: a.Trust()},
+		}
+		return a
+	}
+	answer := func(at time.Time) *time.Time { return &at }
+	heldCheck := func(t *testing.T, o outcome2, since time.Time) {
+		t.Helper()
+		cr := o.st.CARotation
+		if o.d.plan.Action != membership.ActHoldCARotation || o.st.Operation != nil {
+			t.Fatalf("plan %s (%s), operation %+v; want the hold", o.d.plan.Action, o.d.plan.Reason, o.st.Operation)
+		}
+		if cr.Phase != etcdfedv1.CARotationTrusting || !cr.HoldAfterTrusting || cr.HeldSince == nil || !cr.HeldSince.Time.Equal(since) || cr.ContinuedAt != nil {
+			t.Errorf("caRotation %+v; want Trusting, holdAfterTrusting, held since %s", cr, since)
+		}
+		c := condition(o.st, etcdfedv1.ConditionProgressing)
+		for _, want := range []string{"held since " + since.UTC().Format(time.RFC3339), "the Secrets of consumers kube-apiserver (member-1/control-plane-a/etcd-client), app (hub/" + o.s.ec.Namespace + "/main-app-etcd-client) hold both",
+			"then run `etcdfed rotate-ca main -n " + o.s.ec.Namespace + " --continue`"} {
+			if c.Status != metav1.ConditionTrue || c.Reason != etcdfedv1.ReasonCARotation || !strings.Contains(c.Message, want) {
+				t.Errorf("Progressing %s %s: %q; want it to say %q", c.Status, c.Reason, c.Message, want)
+			}
+		}
+	}
+	cases := []struct {
+		name  string
+		given func(t *testing.T, s *snapshot)
+		check func(t *testing.T, o outcome2)
+	}{
+		{
+			name: "a consumer reads its CA only at start: the rotation holds after Trusting, heldSince recorded, Progressing names whom to restart and how to go on",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested}, etcdfedv1.CAReloadAtStart, false)
+			},
+			check: func(t *testing.T, o outcome2) {
+				heldCheck(t, o, now)
+				if c := condition(o.st, etcdfedv1.ConditionProgressing); !strings.Contains(c.Message, "restart kube-apiserver (member-1/control-plane-a/etcd-client) (caReload: AtStart") {
+					t.Errorf("Progressing %q does not name the consumer to restart", c.Message)
+				}
+			},
+		},
+		{
+			name: "held on request (--hold-after-trusting), every consumer re-reading its CA: held all the same",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested, HoldAfterTrusting: true}, "", false)
+			},
+			check: func(t *testing.T, o outcome2) {
+				heldCheck(t, o, now)
+				if c := condition(o.st, etcdfedv1.ConditionProgressing); !strings.Contains(c.Message, "held on request") {
+					t.Errorf("Progressing %q does not say the hold was requested", c.Message)
+				}
+			},
+		},
+		{
+			name: "a hub restarted during the hold: heldSince kept from the status, not moved",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested}, etcdfedv1.CAReloadAtStart, true)
+			},
+			check: func(t *testing.T, o outcome2) { heldCheck(t, o, heldSince) },
+		},
+		{
+			name: "the request answers this hold: SwitchCA recorded, phase Reissuing, continuedAt set",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested, ContinueHold: answer(heldSince)}, etcdfedv1.CAReloadAtStart, true)
+			},
+			check: func(t *testing.T, o outcome2) {
+				op, cr := o.st.Operation, o.st.CARotation
+				if op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(membership.ActSwitchCA) {
+					t.Fatalf("plan %s (%s), operation %+v; want SwitchCA", o.d.plan.Action, o.d.plan.Reason, op)
+				}
+				if cr.Phase != etcdfedv1.CARotationReissuing || cr.ContinuedAt == nil || cr.HeldSince == nil {
+					t.Errorf("caRotation %+v; want Reissuing with heldSince kept and continuedAt set", cr)
+				}
+			},
+		},
+		{
+			name: "an answer to another hold (an earlier heldSince, the status since rewritten) does not end this one",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested, ContinueHold: answer(heldSince.Add(-time.Hour))}, etcdfedv1.CAReloadAtStart, true)
+			},
+			check: func(t *testing.T, o outcome2) { heldCheck(t, o, heldSince) },
+		},
+		{
+			name: "an answer written before any hold began (no heldSince) does not skip it",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested, ContinueHold: answer(now)}, etcdfedv1.CAReloadAtStart, false)
+			},
+			check: func(t *testing.T, o outcome2) { heldCheck(t, o, now) },
+		},
+		{
+			name: "the annotation is another request than the rotation's: its hold is not this rotation's",
+			given: func(t *testing.T, s *snapshot) {
+				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested.Add(time.Minute), HoldAfterTrusting: true}, "", false)
+			},
+			check: func(t *testing.T, o outcome2) {
+				if op := o.st.Operation; op == nil || op.Step != string(membership.ActSwitchCA) || o.st.CARotation.HoldAfterTrusting || o.st.CARotation.HeldSince != nil {
+					t.Errorf("operation %+v, caRotation %+v; want SwitchCA, no hold", op, o.st.CARotation)
+				}
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ring()
+			tc.given(t, s)
+			d := decide(s)
+			st := computeStatus(s, d, applyResult{}, "")
+			tc.check(t, outcome2{s: s, d: d, st: st})
+		})
+	}
+}
+
+type outcome2 struct {
+	s  *snapshot
+	d  *decision
+	st etcdfedv1.EtcdClusterStatus
+}

@@ -134,7 +134,7 @@ func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan me
 	if st.Defragmentation == nil {
 		st.Defragmentation = &etcdfedv1.DefragmentationStatus{}
 	}
-	if !s.now.Before(next) && plan.Action == membership.ActNone && st.Operation == nil {
+	if !s.now.Before(next) && (plan.Action == membership.ActNone || plan.Action == membership.ActHoldCARotation) && st.Operation == nil {
 		now := metav1.NewTime(s.now)
 		st.Defragmentation.LastScheduled = &now
 		next, _ = nextScheduledDefrag(s.ec, st)

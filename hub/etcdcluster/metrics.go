@@ -40,6 +40,9 @@ var (
 	metricCARotationDone = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_ca_rotation_members_done", Help: "Members that run what the current CA rotation phase needs.",
 	}, labelsNN)
+	metricCARotationHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_ca_rotation_held_since_timestamp_seconds", Help: "When the CA rotation began to hold after its Trusting phase for `etcdfed rotate-ca --continue` (0 when it does not hold).",
+	}, labelsNN)
 	metricZoneState = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_zone_state", Help: "1 for the zone witness's verdict on a zone of a multi-zone member cluster (Alive, Unknown, Failed), 0 for the others.",
 	}, []string{"namespace", "name", "member_cluster", "zone", "state"})
@@ -50,7 +53,7 @@ var (
 
 func init() {
 	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
-		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricZoneState)
+		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricCARotationHeld, metricZoneState)
 }
 
 // recordMetrics exports the status a pass computed and the step it took.
@@ -67,7 +70,7 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 	if d.placement.Current.Members > 0 {
 		metricZoneFailures.WithLabelValues(ec.Namespace, ec.Name).Set(float64(d.placement.Current.ZoneFailures))
 	}
-	if a := d.plan.Action; a != "" && a != membership.ActNone && a != membership.ActWait {
+	if a := d.plan.Action; a != "" && a != membership.ActNone && a != membership.ActWait && a != membership.ActHoldCARotation {
 		result := "ok"
 		if res.stepErr != nil {
 			result = "error"
@@ -84,6 +87,11 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 			metricCARotation.WithLabelValues(ec.Namespace, ec.Name, string(p)).Set(val)
 		}
 		metricCARotationDone.WithLabelValues(ec.Namespace, ec.Name).Set(float64(cr.MembersDone))
+		held := 0.0
+		if cr.HeldSince != nil && cr.ContinuedAt == nil && cr.Phase == etcdfedv1.CARotationTrusting {
+			held = float64(cr.HeldSince.Unix())
+		}
+		metricCARotationHeld.WithLabelValues(ec.Namespace, ec.Name).Set(held)
 	}
 }
 
@@ -94,6 +102,7 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricCARotation.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricCARotationDone.DeleteLabelValues(ec.Namespace, ec.Name)
+	metricCARotationHeld.DeleteLabelValues(ec.Namespace, ec.Name)
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricPassDeadline.DeleteLabelValues(ec.Namespace, ec.Name)
 	forgetMaintenanceMetrics(ec)

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -29,6 +30,17 @@ import (
 // wants (CARotation.ConsumersPending). The phase is recorded in
 // status.caRotation; what the CA Secret holds (Next, Previous) is
 // inspected, so a restarted hub resumes where it was.
+//
+// A consumer that reads its CA file only at start (kube-apiserver's
+// --etcd-cafile) must be restarted after its Secret holds both CAs and
+// before the members present certificates of the new CA, that is between
+// steps 1 and 2. When one is declared (spec.clients[].caReload: AtStart),
+// or the request asks for it, the rotation holds there: SwitchCA waits
+// until the request answers the hold (its continueHold names
+// status.caRotation.heldSince). The hold is not an operation in flight:
+// it may last hours, so a failed member's replacement, a drain's grant or
+// a defragmentation go first; the planner says "held" (ActHoldCARotation)
+// only when nothing else is to do.
 
 // Phases of a CA rotation, the API's strings.
 const (
@@ -54,7 +66,26 @@ type CARotation struct {
 	// spec.clients Secrets) whose Secret does not hold yet what the CA
 	// Secret wants (bundle and issuer), "" when all do.
 	ConsumersPending string
+
+	// HoldRequested is true when the request asks to hold after Trusting
+	// (`etcdfed rotate-ca --hold-after-trusting`).
+	HoldRequested bool
+	// AtStart names the consumers that read their CA only at start
+	// (spec.clients[].caReload: AtStart), each with where its Secret is;
+	// the rotation holds for them.
+	AtStart []string
+	// Consumers names every spec.clients consumer with where its Secret
+	// is, for the hold's message.
+	Consumers []string
+	// Continued is true when the request answers the hold under way (its
+	// continueHold is status.caRotation.heldSince).
+	Continued bool
+	// ContinueCommand is the command that answers the hold.
+	ContinueCommand string
 }
+
+// Holds reports whether the rotation holds after Trusting.
+func (c CARotation) Holds() bool { return c.HoldRequested || len(c.AtStart) > 0 }
 
 // caRotationStep takes the next step of a CA rotation when the ring is
 // ready for it, or returns otherwise: the step after it in the planner's
@@ -118,7 +149,65 @@ func caRotationStep(in Input, otherwise Decision) Decision {
 	if next == ActCompleteCARotation {
 		return Decision{Action: ActCompleteCARotation, Reason: why}
 	}
+	if held(ca) {
+		// Every member and consumer trusts both CAs; the switch waits for
+		// the answer. caHoldStep says so once nothing else is to do.
+		return otherwise
+	}
+	if ca.Phase == CAPhaseTrusting && next == ActSwitchCA && ca.Holds() {
+		why = "the hold after Trusting was answered: " + why
+	}
 	return begin(in, Operation{Type: OpRotateCA, Reason: ReasonCARotation, Step: next}, why)
+}
+
+// held reports whether the rotation stands at its hold: Trusting done (the
+// new CA stored beside the old, which still issues), a hold wanted and
+// not answered. Whether every member and consumer is ready for the switch
+// is caRotationStep's to check.
+func held(ca CARotation) bool {
+	return ca.Phase == CAPhaseTrusting && ca.HasNext && !ca.HasPrevious && ca.Holds() && !ca.Continued
+}
+
+// caHoldStep says the rotation is held, when it is and the planner has
+// nothing else to do (d is ActNone, or a wait outside an operation, whose
+// reason is kept): the hold is the last word, never in the way of another
+// step.
+func caHoldStep(in Input, d Decision) Decision {
+	ca := in.CA
+	if !held(ca) || outdatedMembers(in) > 0 || notReadyToRoll(in) != "" || ca.ConsumersPending != "" {
+		return d
+	}
+	switch {
+	case d.Action == ActNone:
+		return Decision{Action: ActHoldCARotation, Reason: holdMessage(ca), RequeueAfter: pollSlow}
+	case d.Action == ActWait && d.Operation == nil:
+		return Decision{Action: ActHoldCARotation, Reason: holdMessage(ca) + "; meanwhile " + d.Reason, RequeueAfter: min(d.RequeueAfter, pollSlow)}
+	}
+	return d
+}
+
+// holdMessage says what the hold waits for: which consumers to restart and
+// how to answer.
+func holdMessage(ca CARotation) string {
+	var b strings.Builder
+	b.WriteString("CA rotation held after Trusting: every member trusts both CAs")
+	if len(ca.Consumers) > 0 {
+		fmt.Fprintf(&b, " and the Secrets of consumers %s hold both", strings.Join(ca.Consumers, ", "))
+	}
+	if len(ca.AtStart) > 0 {
+		fmt.Fprintf(&b, "; restart %s (caReload: AtStart, reads its CA only at start)", strings.Join(ca.AtStart, ", "))
+		if ca.HoldRequested {
+			b.WriteString(" and any other consumer that reads its CA only at start")
+		}
+	} else {
+		b.WriteString("; held on request (--hold-after-trusting): restart the consumers that read their CA only at start")
+	}
+	cmd := ca.ContinueCommand
+	if cmd == "" {
+		cmd = "etcdfed rotate-ca NAME --continue"
+	}
+	fmt.Fprintf(&b, ", then run `%s`", cmd)
+	return b.String()
 }
 
 // continueRotateCA carries out one change of the CA Secret, done once the

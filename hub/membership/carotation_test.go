@@ -137,3 +137,105 @@ func opReason(r string) check {
 		}
 	}
 }
+
+// heldIn is a ring whose Trusting phase is done (every member restarted
+// on the bundle, every consumer's Secret holding it) with a consumer that
+// reads its CA only at start: the rotation stands at its hold.
+func heldIn(outdated ...string) Input {
+	in := caIn(CAPhaseTrusting, true, false, outdated...)
+	in.CA.Consumers = []string{"kube-apiserver (member-1/control-plane-a/etcd-client)", "app (hub/team-a/main-app-etcd-client)"}
+	in.CA.AtStart = []string{"kube-apiserver (member-1/control-plane-a/etcd-client)"}
+	in.CA.ContinueCommand = "etcdfed rotate-ca main -n team-a --continue"
+	return in
+}
+
+// The hold after Trusting (spec.clients[].caReload: AtStart, or the
+// request's holdAfterTrusting): the switch to the new CA waits until the
+// request answers the hold; the hold is said only when nothing else is to
+// do, and is in the way of nothing else (a drain, a replacement); it
+// never holds another phase.
+func TestCARotationHold(t *testing.T) {
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"Trusting done, a consumer reads its CA only at start: held, naming it, every consumer and the command", func() Input { return heldIn() },
+			[]check{action(ActHoldCARotation), noOperation, reason("held after Trusting"),
+				reason("the Secrets of consumers kube-apiserver (member-1/control-plane-a/etcd-client), app (hub/team-a/main-app-etcd-client) hold both"),
+				reason("restart kube-apiserver (member-1/control-plane-a/etcd-client) (caReload: AtStart"),
+				reason("then run `etcdfed rotate-ca main -n team-a --continue`")}},
+		{"held on request alone (no consumer declared AtStart): says so", func() Input {
+			in := caIn(CAPhaseTrusting, true, false)
+			in.CA.HoldRequested = true
+			return in
+		}, []check{action(ActHoldCARotation), reason("held on request (--hold-after-trusting)"), reason("etcdfed rotate-ca NAME --continue")}},
+		{"held and answered: the new CA issues", func() Input {
+			in := heldIn()
+			in.CA.Continued = true
+			return in
+		}, []check{action(ActBegin), opRecorded(OpRotateCA, ActSwitchCA), reason("the hold after Trusting was answered")}},
+		{"no hold wanted: the switch follows at once", func() Input {
+			in := heldIn()
+			in.CA.AtStart = nil
+			return in
+		}, []check{action(ActBegin), opRecorded(OpRotateCA, ActSwitchCA)}},
+		{"a hold wanted but members still to restart: the Rolls go on, no hold yet", func() Input { return heldIn("main-1", "main-2") },
+			[]check{action(ActBegin), rollOf("main-1"), opReason(ReasonCARotation)}},
+		{"a hold wanted but a consumer's Secret lacks the bundle: waits for the Secret, not held yet", func() Input {
+			in := heldIn()
+			in.CA.ConsumersPending = "client kube-apiserver (member-1/control-plane-a/etcd-client): forbidden"
+			return in
+		}, []check{action(ActWait), noOperation, reason("waits for client certificates: client kube-apiserver")}},
+		{"a hold wanted but a member is not ready: waits for it, not held", func() Input {
+			in := heldIn()
+			in.Members[2].Ready = false
+			return in
+		}, []check{action(ActWait), reason("main-2 is not a ready voter")}},
+		{"held, a node drained meanwhile: the grant goes first (a hold may last hours)", func() Input {
+			in := heldIn()
+			in.Members[1].Object.DisruptionRequested = true
+			in.Members[1].Object.DisruptionRequestedSince = t0
+			in.Members[1].Object.DisruptionReason = "node of main-1 is cordoned"
+			return in
+		}, []check{action(ActBegin), disruptionOf("main-1")}},
+		{"held, a drain in flight: the drain's step, not the hold", func() Input {
+			in := heldIn()
+			op := Operation{Type: OpDisrupt, Member: "main-1", Reason: ReasonNodeMaintenance, Step: ActGrantDisruption, StartedAt: t0}
+			in.Operation = &op
+			in.Members[1].Object.DisruptionRequested = true
+			return in
+		}, []check{func(t *testing.T, d Decision) {
+			t.Helper()
+			if d.Action == ActHoldCARotation || d.Operation == nil || d.Operation.Type != OpDisrupt {
+				t.Errorf("decision %s (%s), operation %+v; want the Disrupt's step", d.Action, d.Reason, d.Operation)
+			}
+		}}},
+		{"held, a scale-up asked: the membership change goes first", func() Input {
+			in := heldIn()
+			in.Replicas = 5
+			in.Placement.Steps = scaleUpSteps()
+			return in
+		}, []check{action(ActBegin), opRecorded(OpAdd, ActCreateObjects)}},
+		{"a rotation requested with a hold: the new CA is added first, no hold before Trusting", func() Input {
+			in := caIn("", false, false)
+			in.CA.Requested, in.CA.HoldRequested = true, true
+			return in
+		}, []check{action(ActBegin), opRecorded(OpRotateCA, ActAddCA)}},
+		{"Trusting recorded but the new CA not stored: stored first, no hold", func() Input {
+			in := heldIn()
+			in.CA.HasNext = false
+			return in
+		}, []check{action(ActBegin), opRecorded(OpRotateCA, ActAddCA)}},
+		{"Reissuing with a consumer AtStart: no second hold, the old CA is dropped", func() Input {
+			in := heldIn()
+			in.CA.Phase, in.CA.HasNext, in.CA.HasPrevious = CAPhaseReissuing, false, true
+			return in
+		}, []check{action(ActBegin), opRecorded(OpRotateCA, ActDropCA)}},
+		{"Dropping with a consumer AtStart: completes", func() Input {
+			in := heldIn()
+			in.CA.Phase, in.CA.HasNext = CAPhaseDropping, false
+			return in
+		}, []check{action(ActCompleteCARotation)}},
+	})
+}

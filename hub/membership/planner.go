@@ -95,7 +95,7 @@ func next(in Input) Decision {
 	if nd, ok := noSpaceStep(in); ok {
 		return nd
 	}
-	return disruptionStep(in, defragStep(in, caRotationStep(in, rollStep(in, d))))
+	return caHoldStep(in, disruptionStep(in, defragStep(in, caRotationStep(in, rollStep(in, d)))))
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that

@@ -308,6 +308,12 @@ const (
 	// ActRefuseCARotation: record the CA rotation request as refused
 	// (Decision.Reason says why).
 	ActRefuseCARotation Action = "RefuseCARotation"
+	// ActHoldCARotation: nothing to change; record that the CA rotation
+	// holds after its Trusting phase until the user answers (Decision.Reason
+	// says whom to restart and how to answer). It is the planner's last
+	// word: anything else to do (a membership change, a drain's grant, a
+	// defragmentation) goes first, since a hold may last hours.
+	ActHoldCARotation Action = "HoldCARotation"
 )
 
 // Decision is the planner's answer.

@@ -181,3 +181,90 @@ func TestWatcherReportsCompaction(t *testing.T) {
 		t.Errorf("compaction allowed: %v, seen %d, compacted away %v", err, v.Seen, v.CompactedAway)
 	}
 }
+
+// A RingWatch over three real etcd members sees a killed member stop
+// answering and answer again once restarted, and a leader moved by
+// MoveLeader, each bracketed by the looks before and after.
+func TestRingWatchAgainstRealEtcd(t *testing.T) {
+	ps := startCluster(t, 3)
+	ctx := context.Background()
+	cfg := ClientConfig{Endpoints: endpoints(ps)}
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var leader uint64
+	var leaderEP string
+	deadline := time.Now().Add(30 * time.Second)
+	for leader == 0 && time.Now().Before(deadline) {
+		for _, ep := range cfg.Endpoints {
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			resp, err := c.Status(sctx, ep)
+			cancel()
+			if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
+				leader, leaderEP = resp.Leader, ep
+			}
+		}
+	}
+	if leader == 0 {
+		t.Fatal("no leader within 30s")
+	}
+	r := WatchRing(ctx, cfg, 50*time.Millisecond, time.Second)
+	time.Sleep(300 * time.Millisecond) // a few looks of the steady ring
+	// Kill a follower and start it again.
+	victim := ps[0]
+	if victim.client == leaderEP {
+		victim = ps[1]
+	}
+	killedAt := time.Now()
+	victim.kill()
+	time.Sleep(time.Second)
+	victim.start(t, "")
+	restartedAt := time.Now()
+	// Move leadership to another follower.
+	var to uint64
+	members, err := c.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members.Members {
+		if m.ID != leader && m.ClientURLs[0] != victim.client {
+			to = m.ID
+		}
+	}
+	lc, err := NewClient(cfg.Endpoint(leaderEP))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lc.Close()
+	movedAt := time.Now()
+	if _, err := lc.MoveLeader(ctx, to); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * time.Second) // the victim back and the move seen
+	ds, looks := r.Stop()
+	for _, d := range ds {
+		t.Log(d)
+	}
+	has := func(kind, ep string, after time.Time) bool {
+		for _, d := range ds {
+			if d.Kind == kind && (ep == "" || d.Endpoint == ep) && d.To.After(after) && d.To.Sub(d.From) < time.Second {
+				return true
+			}
+		}
+		return false
+	}
+	if !has(DisruptionStopped, victim.client, killedAt) {
+		t.Errorf("no bracketed %q of %s after the kill", DisruptionStopped, victim.client)
+	}
+	if !has(DisruptionAnswers, victim.client, restartedAt) {
+		t.Errorf("no bracketed %q of %s after the restart", DisruptionAnswers, victim.client)
+	}
+	if !has(DisruptionLeaderChanged, "", movedAt) {
+		t.Errorf("no bracketed %q after MoveLeader to %x", DisruptionLeaderChanged, to)
+	}
+	if looks < 100 {
+		t.Errorf("%d looks in about 4 s over 3 endpoints; want at least 100", looks)
+	}
+}

@@ -64,6 +64,22 @@ type Workload struct {
 	mu       sync.Mutex
 	maxGap   time.Duration
 	maxGapAt time.Time
+	failures []Failure
+}
+
+// Failure is one failed operation of the workload: when it was called,
+// when it failed, and why.
+type Failure struct {
+	Client int
+	// Op is "put" or "get"; Key the key it was on.
+	Op, Key      string
+	Call, Return time.Time
+	Err          string
+}
+
+func (f Failure) String() string {
+	return fmt.Sprintf("client %d %s %s called %s, failed after %s: %s", f.Client, f.Op, f.Key, f.Call.Format("15:04:05.000"),
+		f.Return.Sub(f.Call).Round(time.Millisecond), f.Err)
 }
 
 // Run starts clients that put unique values and get them back on a few
@@ -169,17 +185,29 @@ func (w *Workload) client(ctx context.Context, id int, c *clientv3.Client) {
 		var err error
 		isPut := false
 		value := fmt.Sprintf("c%d-%d", id, seq)
+		call := time.Now()
+		var key string
 		switch r := rng.IntN(10); {
 		case r < 4:
-			isPut = true
-			err = w.Recorder.Put(octx, c, id, fmt.Sprintf("%sk%d", w.in.Prefix, rng.IntN(w.in.Keys)), value)
+			isPut, key = true, fmt.Sprintf("%sk%d", w.in.Prefix, rng.IntN(w.in.Keys))
+			err = w.Recorder.Put(octx, c, id, key, value)
 		case r < 6:
-			isPut = true
-			err = w.Recorder.Put(octx, c, id, fmt.Sprintf("%sunique/c%d-%06d", w.in.Prefix, id, seq), value)
+			isPut, key = true, fmt.Sprintf("%sunique/c%d-%06d", w.in.Prefix, id, seq)
+			err = w.Recorder.Put(octx, c, id, key, value)
 		default:
-			_, _, err = w.Recorder.Get(octx, c, id, fmt.Sprintf("%sk%d", w.in.Prefix, rng.IntN(w.in.Keys)))
+			key = fmt.Sprintf("%sk%d", w.in.Prefix, rng.IntN(w.in.Keys))
+			_, _, err = w.Recorder.Get(octx, c, id, key)
 		}
 		cancel()
+		if err != nil && ctx.Err() == nil {
+			op := "get"
+			if isPut {
+				op = "put"
+			}
+			w.mu.Lock()
+			w.failures = append(w.failures, Failure{Client: id, Op: op, Key: key, Call: call, Return: time.Now(), Err: err.Error()})
+			w.mu.Unlock()
+		}
 		if err != nil {
 			w.failed.Add(1)
 			if ctx.Err() == nil {
@@ -220,6 +248,14 @@ func (w *Workload) Acked() int64 { return w.acked.Load() }
 
 // Failed is the number of failed operations so far.
 func (w *Workload) Failed() int64 { return w.failed.Load() }
+
+// Failures are the failed operations so far (not those cut short by
+// Stop), in the order they failed.
+func (w *Workload) Failures() []Failure {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]Failure(nil), w.failures...)
+}
 
 // MaxWriteGap is the longest time between two acknowledged puts (the
 // write-availability gap of the run).

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -23,6 +24,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/workload"
 )
 
 // CARotationSpecInput configures CARotationSpec.
@@ -32,6 +34,19 @@ type CARotationSpecInput struct {
 	Etcd     *ManagedEtcd
 	// Timeout bounds the whole rotation; default 20m.
 	Timeout time.Duration
+	// KubeAPIServer, when set, is bin/kube-apiserver: the member-cluster
+	// consumer is declared caReload: AtStart and a kube-apiserver is
+	// started from its Secret (mounted as the kubelet would) before the
+	// rotation; the rotation must hold after Trusting, naming it; the
+	// apiserver is restarted during the hold, the hold answered as
+	// `etcdfed rotate-ca --continue` does, and the apiserver must serve a
+	// write and a read once a second throughout, failing only within one
+	// election of a member restart or during its own restart.
+	KubeAPIServer string
+	// Etcdfed, when set, is the etcdfed CLI: the hold is answered with
+	// `etcdfed rotate-ca NAME --continue` (refused once before the hold),
+	// else by writing the annotation as it does.
+	Etcdfed string
 }
 
 // CARotationSpec rotates the ring's CA under the recorded workload, the
@@ -47,8 +62,9 @@ type CARotationSpecInput struct {
 // Secrets hold certificates of the new CA and trust it alone, and a client
 // with a certificate of the old CA is refused (the same client was served
 // before the rotation). The history must be linearizable, with no
-// acknowledged write lost and every watcher complete; failed requests and
-// the longest write gap are reported.
+// acknowledged write lost and every watcher complete, and every failed
+// request must fall within one election timeout of a member stop, start
+// or leader change (ElectionWatch); the longest write gap is reported.
 // It returns where the member-cluster consumer's Secret is.
 func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret {
 	t := in.T
@@ -104,7 +120,11 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	if err := ensureNamespace(ctx, remote, remoteNS); err != nil {
 		t.Fatal(err)
 	}
-	if err := setClients(ctx, hub, in.Etcd, []etcdfedv1.ClientSpec{{Name: "workload"}, {Name: "remote", Cluster: remote.Name, Namespace: remoteNS}}); err != nil {
+	remoteSpec := etcdfedv1.ClientSpec{Name: "remote", Cluster: remote.Name, Namespace: remoteNS}
+	if in.KubeAPIServer != "" {
+		remoteSpec.CAReload = etcdfedv1.CAReloadAtStart
+	}
+	if err := setClients(ctx, hub, in.Etcd, []etcdfedv1.ClientSpec{{Name: "workload"}, remoteSpec}); err != nil {
 		t.Fatal(err)
 	}
 	workloadSecret := client.ObjectKey{Namespace: ec.Namespace, Name: ec.Name + "-workload-etcd-client"}
@@ -134,9 +154,27 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		}
 	}
 
+	elections := StartElectionWatch(ctx, t, cfg, ec)
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: cfg, Prefix: "carot/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 	failedBefore := w.Failed()
+
+	// The kube-apiserver consumer: started from its Secret before the
+	// rotation, probed with a write and a read every second.
+	var kas *ConsumerAPIServer
+	var kasProbe *apiserverProber
+	if in.KubeAPIServer != "" {
+		sec, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: remote, Namespace: remoteSecret.Namespace, Name: remoteSecret.Name})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kas = StartConsumerAPIServer(ctx, StartConsumerAPIServerInput{T: t, Binary: in.KubeAPIServer, Data: sec.Data,
+			Mount: &ConsumerSecret{Cluster: remote, Key: remoteSecret}, DNSServers: in.Topology.DNSServers, Prefix: "/carot-consumer"})
+		if err := kas.WriteRead(ctx, "before-the-rotation", "1"); err != nil {
+			t.Fatalf("the consumer kube-apiserver before the rotation: %v", err)
+		}
+		kasProbe = startAPIServerProber(ctx, kas)
+	}
 
 	sampler := startRotationSampler(ctx, in, restarts)
 	start := time.Now()
@@ -148,6 +186,10 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	ec.Annotations[etcdfedv1.AnnotationRotateCA] = req.String()
 	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
+	}
+	var hold caHoldSeen
+	if kas != nil {
+		hold = holdAndContinue(ctx, t, in, req, kas)
 	}
 	err = poll(ctx, in.Timeout, "the CA rotation completes", func(ctx context.Context) (string, error) {
 		got, err := in.Etcd.Get(ctx, hub)
@@ -216,7 +258,12 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		if len(rolled[p]) != len(ec.Status.Members) {
 			t.Errorf("phase %s restarted %v, want every one of the %d members", p, rolled[p], len(ec.Status.Members))
 		}
-		perPhase = append(perPhase, fmt.Sprintf("%s %.1fs (%v)", p, phaseAt[want[i+1]].Sub(phaseAt[p]).Seconds(), rolled[p]))
+		took := phaseAt[want[i+1]].Sub(phaseAt[p])
+		line := fmt.Sprintf("%s %.1fs (%v)", p, took.Seconds(), rolled[p])
+		if p == string(etcdfedv1.CARotationTrusting) && !hold.heldAt.IsZero() {
+			line = fmt.Sprintf("%s %.1fs of restarts then held %.1fs (%v)", p, (took - hold.held).Seconds(), hold.held.Seconds(), rolled[p])
+		}
+		perPhase = append(perPhase, line)
 	}
 	if n := creds.verifyFailures.Load(); n > 0 {
 		t.Errorf("the consumer refused a member's certificate %d time(s): %v", n, creds.lastErr.Load())
@@ -280,10 +327,21 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 			t.Logf("%s refuses a certificate of the old CA: %v", tg, err)
 		}
 	}
+	if kas != nil {
+		// After the rotation: the apiserver, restarted once during the
+		// hold, still writes and reads through the ring on the new CA.
+		if err := kas.WriteRead(ctx, "after-the-rotation", "1"); err != nil {
+			t.Errorf("the consumer kube-apiserver after the rotation: %v", err)
+		}
+		probes, failures := kasProbe.stop()
+		restart := workload.Disruption{Kind: "consumer kube-apiserver restarted", Endpoint: kas.URL, From: hold.restartStopped, To: hold.restartReady}
+		t.Logf("consumer kube-apiserver: %d write+read probes through it during the rotation; %s", probes,
+			elections.Check(t, "write+read through the consumer kube-apiserver", failures, restart))
+	}
 	failed := w.Failed() - failedBefore
 	gap, gapAt := w.MaxWriteGapAt()
-	t.Logf("CA rotated in %.1fs: %s; client requests failed meanwhile: %d; longest gap between acknowledged writes %s (from %s)",
-		took.Seconds(), strings.Join(perPhase, ", "), failed, gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"))
+	t.Logf("CA rotated in %.1fs: %s; client requests failed meanwhile: %d; longest gap between acknowledged writes %s (from %s); %s",
+		took.Seconds(), strings.Join(perPhase, ", "), failed, gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"), elections.FailuresWithinElections(t, w))
 	checkWorkload(ctx, t, w)
 	return ConsumerSecret{Cluster: remote, Key: remoteSecret}
 }
@@ -537,4 +595,181 @@ func memberClusterOrNil(topo *Topology, name string) *Cluster {
 type ConsumerSecret struct {
 	Cluster *Cluster
 	Key     client.ObjectKey
+}
+
+// caHoldSeen is what holdAndContinue saw of the hold.
+type caHoldSeen struct {
+	heldAt                       time.Time
+	held                         time.Duration
+	restartStopped, restartReady time.Time
+}
+
+// holdAndContinue waits for the rotation to hold after Trusting (a consumer
+// reads its CA only at start), checks that the status, Progressing and an
+// event say so, kills the hub (when the topology can) and requires the
+// restarted hub to hold on, restarts the kube-apiserver consumer as its
+// operator would, checks that it serves, and answers the hold with
+// `etcdfed rotate-ca --continue` (in.Etcdfed; refused once before the
+// hold) or by writing what it writes (the request's continueHold set to
+// heldSince).
+func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, req etcdfedv1.CARotationRequest, kas *ConsumerAPIServer) caHoldSeen {
+	t.Helper()
+	hub := in.Topology.Hub
+	if in.Etcdfed != "" {
+		// Before the hold, an answer is refused: a consumer restarted now
+		// might not read both CAs.
+		out, err := exec.CommandContext(ctx, in.Etcdfed, "rotate-ca", in.Etcd.Name, "-n", in.Etcd.Namespace, "--continue", "--kubeconfig", hub.Kubeconfig).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "not rotating its CA") && !strings.Contains(string(out), "does not hold yet") {
+			t.Errorf("etcdfed rotate-ca --continue before the hold: %v: %s; want it refused", err, out)
+		} else {
+			t.Logf("etcdfed rotate-ca --continue before the hold, refused: %s", strings.TrimSpace(string(out)))
+		}
+	}
+	var ec *etcdfedv1.EtcdCluster
+	err := poll(ctx, in.Timeout, "the CA rotation holds after Trusting", func(ctx context.Context) (string, error) {
+		var err error
+		if ec, err = in.Etcd.Get(ctx, hub); err != nil {
+			return err.Error(), nil
+		}
+		cr := ec.Status.CARotation
+		switch {
+		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req.RequestedAt):
+			return "not taken yet", nil
+		case cr.Phase != etcdfedv1.CARotationTrusting:
+			return "", fmt.Errorf("phase %s without a hold after Trusting (heldSince %v): %s", cr.Phase, cr.HeldSince, cr.Message)
+		case cr.HeldSince == nil:
+			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message), nil
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := caHoldSeen{heldAt: time.Now()}
+	cr := ec.Status.CARotation
+	if !cr.HoldAfterTrusting || cr.MembersDone != cr.MembersTotal {
+		t.Errorf("held with holdAfterTrusting %v, %d of %d members done; want true and all", cr.HoldAfterTrusting, cr.MembersDone, cr.MembersTotal)
+	}
+	prog := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing)
+	wantCmd := fmt.Sprintf("etcdfed rotate-ca %s -n %s --continue", ec.Name, ec.Namespace)
+	for _, want := range []string{"held after Trusting", "restart remote (", "caReload: AtStart", wantCmd} {
+		if prog == nil || prog.Reason != etcdfedv1.ReasonCARotation || !strings.Contains(prog.Message, want) {
+			t.Errorf("Progressing %+v; want reason %s saying %q", prog, etcdfedv1.ReasonCARotation, want)
+		}
+	}
+	if prog != nil {
+		t.Logf("held: Progressing=%s %s: %s", prog.Status, prog.Reason, prog.Message)
+	}
+	if err := poll(ctx, 30*time.Second, "event CARotationHeld", func(ctx context.Context) (string, error) {
+		evs := &corev1.EventList{}
+		if err := hub.Client.List(ctx, evs, client.InNamespace(ec.Namespace)); err != nil {
+			return err.Error(), nil
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Name == ec.Name && e.Reason == "CARotationHeld" {
+				return "", nil
+			}
+		}
+		return "not seen", nil
+	}); err != nil {
+		t.Error(err)
+	}
+	// A hub restarted during the hold holds on: the new process reports
+	// the same heldSince (its metric, empty until its first pass) and the
+	// status keeps it.
+	if in.Topology.KillHub != nil && in.Topology.HubMetricsURL != "" {
+		killed := time.Now()
+		if err := in.Topology.KillHub(ctx); err != nil {
+			t.Fatal(err)
+		}
+		want := float64(ec.Status.CARotation.HeldSince.Unix())
+		if err := poll(ctx, 2*time.Minute, "the restarted hub holds the rotation since the same time", func(ctx context.Context) (string, error) {
+			m, err := scrape(ctx, in.Topology.HubMetricsURL)
+			if err != nil {
+				return err.Error(), nil
+			}
+			if got := m.sum("etcdfed_cluster_ca_rotation_held_since_timestamp_seconds", "namespace", ec.Namespace, "name", ec.Name); got != want {
+				return fmt.Sprintf("held since %.0f, want %.0f", got, want), nil
+			}
+			return "", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("hub killed during the hold: the restarted hub held on (same heldSince) %.1fs later", time.Since(killed).Seconds())
+	}
+	// The consumer's operator restarts it; its Secret holds both CAs now.
+	seen.restartStopped, seen.restartReady, err = kas.Restart(ctx)
+	if err != nil {
+		t.Fatalf("restart the consumer kube-apiserver during the hold: %v", err)
+	}
+	t.Logf("consumer kube-apiserver restarted during the hold: ready again after %.1fs", seen.restartReady.Sub(seen.restartStopped).Seconds())
+	if err := kas.WriteRead(ctx, "during-the-hold", "1"); err != nil {
+		t.Fatalf("the consumer kube-apiserver restarted during the hold: %v", err)
+	}
+	// Held all along: nothing moves on without the answer.
+	if ec, err = in.Etcd.Get(ctx, hub); err != nil {
+		t.Fatal(err)
+	}
+	if cr := ec.Status.CARotation; cr.Phase != etcdfedv1.CARotationTrusting || cr.HeldSince == nil || cr.ContinuedAt != nil {
+		t.Fatalf("the rotation moved on without an answer: %+v", cr)
+	}
+	held := ec.Status.CARotation.HeldSince.UTC()
+	if in.Etcdfed != "" {
+		out, err := exec.CommandContext(ctx, in.Etcdfed, "rotate-ca", ec.Name, "-n", ec.Namespace, "--continue", "--kubeconfig", hub.Kubeconfig).CombinedOutput()
+		if err != nil {
+			t.Fatalf("etcdfed rotate-ca --continue: %v: %s", err, out)
+		}
+		t.Logf("etcdfed rotate-ca --continue: %s", strings.TrimSpace(string(out)))
+	} else {
+		before := ec.DeepCopy()
+		answer := etcdfedv1.CARotationRequest{RequestedAt: ec.Status.CARotation.RequestedAt.UTC(), ContinueHold: &held}
+		ec.Annotations[etcdfedv1.AnnotationRotateCA] = answer.String()
+		if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen.held = time.Since(seen.heldAt)
+	t.Logf("answered the hold (held since %s) after %.1fs", held.Format(time.RFC3339), seen.held.Seconds())
+	return seen
+}
+
+// apiserverProber writes and reads through a consumer apiserver once a
+// second, recording each failure.
+type apiserverProber struct {
+	cancel   context.CancelFunc
+	done     chan struct{}
+	probes   int
+	failures []workload.Failure
+}
+
+func startAPIServerProber(ctx context.Context, kas *ConsumerAPIServer) *apiserverProber {
+	pctx, cancel := context.WithCancel(ctx)
+	p := &apiserverProber{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(p.done)
+		for i := 0; pctx.Err() == nil; i++ {
+			call := time.Now()
+			rctx, rcancel := context.WithTimeout(pctx, 10*time.Second)
+			err := kas.WriteRead(rctx, "probe", fmt.Sprint(i))
+			rcancel()
+			if pctx.Err() != nil {
+				return
+			}
+			p.probes++
+			if err != nil {
+				p.failures = append(p.failures, workload.Failure{Op: "write+read", Key: "configmaps/default/probe", Call: call, Return: time.Now(), Err: err.Error()})
+			}
+			select {
+			case <-pctx.Done():
+			case <-time.After(time.Until(call.Add(time.Second))):
+			}
+		}
+	}()
+	return p
+}
+
+func (p *apiserverProber) stop() (int, []workload.Failure) {
+	p.cancel()
+	<-p.done
+	return p.probes, p.failures
 }

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,14 +14,19 @@ import (
 // TestScenarioCARotation: the CA of a 3-member ring over three clusters is
 // rotated under the recorded workload (CARotationSpec): every member and
 // consumer ends on the new CA alone, with no moment where two members
-// distrust each other. Then the EtcdCluster is deleted and the consumer
-// Secret the hub wrote in a member cluster goes with it.
+// distrust each other and no failed client request beyond one election.
+// A kube-apiserver started from a member-cluster consumer's Secret
+// (caReload: AtStart) serves throughout: the rotation holds after Trusting
+// until it has been restarted and the hold answered. Then the EtcdCluster
+// is deleted and the consumer Secret the hub wrote in a member cluster
+// goes with it.
 func TestScenarioCARotation(t *testing.T) {
 	skipUnlessScenarios(t, "the ring's CA rotated in three phases, every member restarted three times, under a recorded workload")
 	topo := hubTopology(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "carot", Name: "carot", Domain: "carot.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	remote := CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd})
+	remote := CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd, KubeAPIServer: filepath.Join(hubFx.bin, "kube-apiserver"),
+		Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 	err := poll(ctx, 2*time.Minute, "the consumer Secret in "+remote.Cluster.Name+" deleted with its EtcdCluster", func(ctx context.Context) (string, error) {
 		err := remote.Cluster.Client.Get(ctx, remote.Key, &corev1.Secret{})

@@ -33,7 +33,9 @@ type MemberCertRotationSpecInput struct {
 // certificate on new connections (it reads its certificate files at each
 // handshake; the Secret volume follows the Secret). It requires: the hub
 // renewed every member's certificate, every member served it, no pod was
-// restarted, and no client request failed. The history must be
+// restarted, and no client request failed beyond one election
+// (ElectionWatch: with no restart, only a leader change excuses one). The
+// history must be
 // linearizable, with no acknowledged write lost and every watcher
 // complete.
 func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput) {
@@ -56,6 +58,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 		}
 		pods[m.Name] = p.UID
 	}
+	elections := StartElectionWatch(ctx, t, in.Etcd.Client, ec)
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "certs/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 	failedBefore := w.Failed()
@@ -131,10 +134,8 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 		}
 	}
 	failed := w.Failed() - failedBefore
-	t.Logf("every member's certificate rotated; client requests failed meanwhile: %d; longest gap between acknowledged writes %s", failed, w.MaxWriteGap().Round(time.Millisecond))
-	if failed > 0 {
-		t.Errorf("%d client requests failed during the rotation; want none (no pod restarts, no election)", failed)
-	}
+	t.Logf("every member's certificate rotated; client requests failed meanwhile: %d; longest gap between acknowledged writes %s; %s",
+		failed, w.MaxWriteGap().Round(time.Millisecond), elections.FailuresWithinElections(t, w))
 	checkWorkload(ctx, t, w)
 }
 

@@ -7,8 +7,8 @@ import (
 
 // TestScenarioMemberCertRotation: every member's certificate is renewed by
 // the hub before expiry, one member at a time, under the recorded
-// workload, with no pod restarted and no client request failed
-// (MemberCertRotationSpec).
+// workload, with no pod restarted and no client request failed beyond one
+// election (MemberCertRotationSpec).
 func TestScenarioMemberCertRotation(t *testing.T) {
 	skipUnlessScenarios(t, "every member's certificate renewed by the hub under a recorded workload")
 	topo := hubTopology(t)

@@ -1,6 +1,7 @@
 package multicluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -18,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -126,15 +129,29 @@ type ConsumerAPIServer struct {
 	URL    string
 	Prefix string
 	Client kubernetes.Interface
+
+	t         testing.TB
+	binary    string
+	args      []string
+	hostsFile string
+	logf      *os.File
+	log       string
+	token     string
+
+	mu     sync.Mutex
 	cmd    *exec.Cmd
-	log    string
+	exited chan struct{}
 }
 
 // Stop kills the apiserver and waits for it.
 func (a *ConsumerAPIServer) Stop() {
-	if a.cmd != nil && a.cmd.Process != nil {
-		_ = a.cmd.Process.Kill()
-		_ = a.cmd.Wait()
+	a.mu.Lock()
+	cmd, exited := a.cmd, a.exited
+	a.cmd, a.exited = nil, nil
+	a.mu.Unlock()
+	if cmd != nil && cmd.Process != nil {
+		_ = cmd.Process.Kill()
+		<-exited
 	}
 }
 
@@ -146,6 +163,11 @@ type StartConsumerAPIServerInput struct {
 	// Data is the consumer Secret's data: the apiserver's etcd flags come
 	// from it and nothing else.
 	Data map[string][]byte
+	// Mount, when set, is the Secret itself: its files are kept as the
+	// kubelet keeps a Secret volume (re-read every 500 ms, swapped at once
+	// through a ..data symlink), so the apiserver sees each change as a
+	// mounted Secret's consumer would. Data is then its first content.
+	Mount *ConsumerSecret
 	// DNSServers resolve the endpoints' names for the hosts file.
 	DNSServers []string
 	// Prefix is --etcd-prefix.
@@ -155,11 +177,14 @@ type StartConsumerAPIServerInput struct {
 // StartConsumerAPIServer starts bin/kube-apiserver with its etcd flags
 // taken from a consumer Secret, as a control plane would mount it:
 // --etcd-servers from endpoints, --etcd-cafile ca.crt, --etcd-certfile
-// tls.crt, --etcd-keyfile tls.key. Its resolver cannot be pointed at the
-// ring's DNS servers (a real cluster's CoreDNS forwards the ring's domain,
+// tls.crt, --etcd-keyfile tls.key. kube-apiserver reads the CA file once,
+// at start, and the certificate and key at each new connection (etcd's
+// transport.TLSInfo). Its resolver cannot be pointed at the ring's DNS
+// servers (a real cluster's CoreDNS forwards the ring's domain,
 // docs/architecture.md departure 6), so it runs in a private mount
 // namespace whose /etc/hosts holds the members' names as the ring's DNS
-// servers answer them now. Needs root (unshare, mount); skips otherwise.
+// servers answer them, rewritten in place when an answer changes. Needs
+// root (unshare, mount); skips otherwise.
 func StartConsumerAPIServer(ctx context.Context, in StartConsumerAPIServerInput) *ConsumerAPIServer {
 	t := in.T
 	t.Helper()
@@ -167,27 +192,16 @@ func StartConsumerAPIServer(ctx context.Context, in StartConsumerAPIServerInput)
 		t.Skip("a kube-apiserver of a consumer needs root: it runs in its own mount namespace whose /etc/hosts names the ring's members")
 	}
 	dir := t.TempDir()
-	files := map[string]string{}
-	for _, k := range []string{etcdfedv1.ClientSecretKeyCA, etcdfedv1.ClientSecretKeyCert, etcdfedv1.ClientSecretKeyKey} {
-		files[k] = filepath.Join(dir, k)
-		if err := os.WriteFile(files[k], in.Data[k], 0o600); err != nil {
-			t.Fatal(err)
-		}
+	vol := &secretVolume{dir: filepath.Join(dir, "etcd")}
+	if err := vol.write(in.Data); err != nil {
+		t.Fatal(err)
 	}
 	endpoints := string(in.Data[etcdfedv1.ClientSecretKeyEndpoints])
-	hosts := "127.0.0.1 localhost\n"
-	for _, ep := range strings.Split(endpoints, ",") {
-		u, err := url.Parse(ep)
-		if err != nil {
-			t.Fatalf("endpoint %q in the Secret: %v", ep, err)
-		}
-		addrs, err := lookup(ctx, in.DNSServers[0], dns.Fqdn(u.Hostname()), dns.TypeA)
-		if err != nil || len(addrs) == 0 {
-			t.Fatalf("resolve %s through the ring's DNS: %v %v", u.Hostname(), addrs, err)
-		}
-		hosts += addrs[0].String() + " " + u.Hostname() + "\n"
-	}
 	hostsFile := filepath.Join(dir, "hosts")
+	hosts, err := consumerHosts(ctx, in.DNSServers, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
 	tokens := filepath.Join(dir, "tokens.csv")
 	saKey := filepath.Join(dir, "sa.key")
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -213,9 +227,9 @@ func StartConsumerAPIServer(ctx context.Context, in StartConsumerAPIServerInput)
 	_ = l.Close()
 	args := []string{
 		"--etcd-servers=" + endpoints,
-		"--etcd-cafile=" + files[etcdfedv1.ClientSecretKeyCA],
-		"--etcd-certfile=" + files[etcdfedv1.ClientSecretKeyCert],
-		"--etcd-keyfile=" + files[etcdfedv1.ClientSecretKeyKey],
+		"--etcd-cafile=" + vol.file(etcdfedv1.ClientSecretKeyCA),
+		"--etcd-certfile=" + vol.file(etcdfedv1.ClientSecretKeyCert),
+		"--etcd-keyfile=" + vol.file(etcdfedv1.ClientSecretKeyKey),
 		"--etcd-prefix=" + in.Prefix,
 		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
 		"--cert-dir=" + filepath.Join(dir, "serving"),
@@ -233,13 +247,8 @@ func StartConsumerAPIServer(ctx context.Context, in StartConsumerAPIServerInput)
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = logf.Close() })
-	script := `mount --bind "$0" /etc/hosts && exec "$@"`
-	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, hostsFile, in.Binary}, args...)...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	a := &ConsumerAPIServer{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Prefix: in.Prefix, cmd: cmd, log: logPath}
+	a := &ConsumerAPIServer{URL: fmt.Sprintf("https://127.0.0.1:%d", port), Prefix: in.Prefix, t: t, binary: in.Binary, args: args,
+		hostsFile: hostsFile, logf: logf, log: logPath, token: token}
 	t.Cleanup(a.Stop)
 	rc := &rest.Config{Host: a.URL, BearerToken: token, TLSClientConfig: rest.TLSClientConfig{Insecure: true}, Timeout: 5 * time.Second}
 	cs, err := kubernetes.NewForConfig(rc)
@@ -247,15 +256,46 @@ func StartConsumerAPIServer(ctx context.Context, in StartConsumerAPIServerInput)
 		t.Fatal(err)
 	}
 	a.Client = cs
+	if in.Mount != nil {
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		t.Cleanup(func() { cancel(); <-done })
+		go func() {
+			defer close(done)
+			a.keepMounted(sctx, in.Mount, vol, in.DNSServers, endpoints, hosts)
+		}()
+	}
+	start := time.Now()
+	if err := a.start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("consumer kube-apiserver ready on %s %.1fs after start (etcd from the Secret: %s)", a.URL, time.Since(start).Seconds(), endpoints)
+	return a
+}
+
+// start runs the apiserver with its flags and waits until it is ready.
+func (a *ConsumerAPIServer) start(ctx context.Context) error {
+	script := `mount --bind "$0" /etc/hosts && exec "$@"`
+	cmd := exec.Command("unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", script, a.hostsFile, a.binary}, a.args...)...)
+	cmd.Stdout, cmd.Stderr = a.logf, a.logf
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	a.mu.Lock()
+	a.cmd, a.exited = cmd, exited
+	a.mu.Unlock()
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the consumer apiserver's self-signed serving cert
 	defer hc.CloseIdleConnections()
-	start := time.Now()
-	err = poll(ctx, 2*time.Minute, "consumer kube-apiserver ready", func(ctx context.Context) (string, error) {
-		if cmd.ProcessState != nil {
+	err := poll(ctx, 2*time.Minute, "consumer kube-apiserver ready", func(ctx context.Context) (string, error) {
+		select {
+		case <-exited:
 			return "", fmt.Errorf("exited")
+		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, a.URL+"/readyz", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
+		req.Header.Set("Authorization", "Bearer "+a.token)
 		resp, err := hc.Do(req)
 		if err != nil {
 			return err.Error(), nil
@@ -267,11 +307,163 @@ func StartConsumerAPIServer(ctx context.Context, in StartConsumerAPIServerInput)
 		return "", nil
 	})
 	if err != nil {
-		data, _ := os.ReadFile(logPath)
-		t.Fatalf("%v\nlog (last 3000 bytes):\n%s", err, tailBytes(data, 3000))
+		data, _ := os.ReadFile(a.log)
+		return fmt.Errorf("%w\nlog (last 3000 bytes):\n%s", err, tailBytes(data, 3000))
 	}
-	t.Logf("consumer kube-apiserver ready on %s %.1fs after start (etcd from the Secret: %s)", a.URL, time.Since(start).Seconds(), endpoints)
-	return a
+	return nil
+}
+
+// Restart stops the apiserver and starts it again on the files as they
+// are now (what a control plane's rollout does), waiting until it is
+// ready; it returns when it stopped and when it was ready again.
+func (a *ConsumerAPIServer) Restart(ctx context.Context) (stopped, ready time.Time, err error) {
+	a.Stop()
+	stopped = time.Now()
+	err = a.start(ctx)
+	return stopped, time.Now(), err
+}
+
+// WriteRead creates or updates a ConfigMap through the apiserver and reads
+// it back: one request that needs the ring for a write and a read.
+func (a *ConsumerAPIServer) WriteRead(ctx context.Context, name, value string) error {
+	cms := a.Client.CoreV1().ConfigMaps("default")
+	cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"}, Data: map[string]string{"value": value}}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			return fmt.Errorf("create ConfigMap %s: %w", name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("get ConfigMap %s: %w", name, err)
+	default:
+		cm.Data = map[string]string{"value": value}
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			return fmt.Errorf("update ConfigMap %s: %w", name, err)
+		}
+	}
+	got, err := cms.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("read ConfigMap %s back: %w", name, err)
+	}
+	if got.Data["value"] != value {
+		return fmt.Errorf("ConfigMap %s read back holds %q, wrote %q", name, got.Data["value"], value)
+	}
+	return nil
+}
+
+// keepMounted keeps vol as the kubelet keeps a Secret volume, and the
+// hosts file as the ring's DNS answers, until ctx ends.
+func (a *ConsumerAPIServer) keepMounted(ctx context.Context, src *ConsumerSecret, vol *secretVolume, dnsServers []string, endpoints, hosts string) {
+	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		sec := &corev1.Secret{}
+		if err := src.Cluster.Client.Get(ctx, src.Key, sec); err == nil {
+			if changed, err := vol.update(sec.Data); err != nil {
+				a.t.Logf("consumer Secret volume: %v", err)
+			} else if changed {
+				a.t.Logf("%s: consumer Secret volume updated from %s in %s", time.Now().Format("15:04:05.000"), src.Key, src.Cluster.Name)
+			}
+		}
+		if h, err := consumerHosts(ctx, dnsServers, endpoints); err == nil && h != hosts {
+			// In place: the bind mount holds the file's inode.
+			if err := os.WriteFile(a.hostsFile, []byte(h), 0o600); err == nil {
+				hosts = h
+			}
+		}
+	}
+}
+
+// consumerHosts is a hosts file naming every endpoint's host as the ring's
+// DNS answers it now.
+func consumerHosts(ctx context.Context, dnsServers []string, endpoints string) (string, error) {
+	hosts := "127.0.0.1 localhost\n"
+	for _, ep := range strings.Split(endpoints, ",") {
+		u, err := url.Parse(ep)
+		if err != nil {
+			return "", fmt.Errorf("endpoint %q in the Secret: %w", ep, err)
+		}
+		addrs, err := lookup(ctx, dnsServers[0], dns.Fqdn(u.Hostname()), dns.TypeA)
+		if err != nil {
+			return "", fmt.Errorf("resolve %s through the ring's DNS: %w", u.Hostname(), err)
+		}
+		if len(addrs) == 0 {
+			return "", fmt.Errorf("resolve %s through the ring's DNS: no address", u.Hostname())
+		}
+		hosts += addrs[0].String() + " " + u.Hostname() + "\n"
+	}
+	return hosts, nil
+}
+
+// secretVolume lays out a Secret's certificate keys as the kubelet does:
+// each file a symlink through ..data to a timestamped directory, ..data
+// swapped by one rename, so a reader sees the old set or the new one,
+// never half of each.
+type secretVolume struct {
+	dir  string
+	n    int
+	last map[string][]byte
+}
+
+var secretVolumeKeys = []string{etcdfedv1.ClientSecretKeyCA, etcdfedv1.ClientSecretKeyCert, etcdfedv1.ClientSecretKeyKey}
+
+func (v *secretVolume) file(key string) string { return filepath.Join(v.dir, key) }
+
+func (v *secretVolume) write(data map[string][]byte) error {
+	_, err := v.update(data)
+	return err
+}
+
+func (v *secretVolume) update(data map[string][]byte) (bool, error) {
+	same := v.last != nil
+	for _, k := range secretVolumeKeys {
+		if same && !bytes.Equal(v.last[k], data[k]) {
+			same = false
+		}
+	}
+	if same {
+		return false, nil
+	}
+	if err := os.MkdirAll(v.dir, 0o700); err != nil {
+		return false, err
+	}
+	v.n++
+	ts := fmt.Sprintf("..data_%d", v.n)
+	if err := os.Mkdir(filepath.Join(v.dir, ts), 0o700); err != nil {
+		return false, err
+	}
+	for _, k := range secretVolumeKeys {
+		if err := os.WriteFile(filepath.Join(v.dir, ts, k), data[k], 0o600); err != nil {
+			return false, err
+		}
+	}
+	tmp := filepath.Join(v.dir, "..data_tmp")
+	_ = os.Remove(tmp)
+	if err := os.Symlink(ts, tmp); err != nil {
+		return false, err
+	}
+	if err := os.Rename(tmp, filepath.Join(v.dir, "..data")); err != nil {
+		return false, err
+	}
+	for _, k := range secretVolumeKeys {
+		if _, err := os.Lstat(v.file(k)); os.IsNotExist(err) {
+			if err := os.Symlink(filepath.Join("..data", k), v.file(k)); err != nil {
+				return false, err
+			}
+		}
+	}
+	if v.n > 1 {
+		_ = os.RemoveAll(filepath.Join(v.dir, fmt.Sprintf("..data_%d", v.n-1)))
+	}
+	v.last = map[string][]byte{}
+	for _, k := range secretVolumeKeys {
+		v.last[k] = bytes.Clone(data[k])
+	}
+	return true, nil
 }
 
 func tailBytes(b []byte, n int) []byte {

@@ -45,6 +45,7 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	elections := StartElectionWatch(ctx, t, etcd.Client, ec)
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "disruption-budget/", WatchEachEndpoint: true})
 
 	if err := Evict(ctx, where[a], a); !apierrors.IsTooManyRequests(err) {
@@ -139,6 +140,7 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	t.Logf("two drains under the workload: longest gap between acknowledged writes %s; %s", w.MaxWriteGap().Round(time.Millisecond), elections.FailuresWithinElections(t, w))
 	checkWorkload(ctx, t, w)
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }

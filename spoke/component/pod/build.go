@@ -191,13 +191,15 @@ func prepareDataContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container,
 	return c, vols
 }
 
-// MemberSpecHash hashes the EtcdMember spec without spec.bootstrap: the
-// hub changes bootstrap (new to existing) without meaning to restart
-// anything, and etcd reads those flags only at its first start. The hub
+// MemberSpecHash hashes the EtcdMember spec without the fields whose
+// change restarts nothing: spec.bootstrap (the hub switches it from new to
+// existing and records the cluster ID once the ring formed; etcd reads
+// those flags only at its first start) and spec.disruption (a drain's
+// grant opens the member's PodDisruptionBudget, nothing else). The hub
 // rolls every other change out one member at a time.
 func MemberSpecHash(m *etcdfedv1.EtcdMember) string {
 	s := m.Spec.DeepCopy()
-	s.Bootstrap = nil
+	s.Bootstrap, s.Disruption = nil, nil
 	return hashJSON(s)
 }
 

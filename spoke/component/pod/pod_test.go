@@ -386,3 +386,33 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// A drain's grant (spec.disruption.allowed) restarts nothing: only the
+// member's PodDisruptionBudget opens. TestScenarioDisruptionBudget found
+// the spoke replacing the pod at the grant, 2 s after the ring formed: the
+// pod differed from what the spoke renders only by the cluster ID the hub
+// records once the ring formed (kept: restarts nothing), and the grant
+// moved the member-spec hash, so the difference was taken for a hub
+// change. The budget closed again as the member went down, before the
+// drain's eviction could use it.
+func TestGrantedDisruptionRestartsNothing(t *testing.T) {
+	params := pod.Params{ClaimName: "main-0-data-2", Advertised: spec.PodPorts}
+	before := member()
+	running := pod.Build(before, params)
+	running.Status.Phase = corev1.PodRunning
+	formedGranted := member(func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Bootstrap.InitialClusterState, m.Spec.Bootstrap.ClusterID = etcdfedv1.InitialClusterExisting, "c0ffee"
+		m.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
+	})
+	desired := pod.Build(formedGranted, params)
+	if desired.Annotations[pod.AnnotationSpecHash] == running.Annotations[pod.AnnotationSpecHash] {
+		t.Fatal("the cluster ID no longer shows in the pod: this test needs another change that restarts nothing")
+	}
+	if got := pod.Decide(formedGranted, running, desired, nil); got.Action != pod.Keep || !got.Outdated {
+		t.Errorf("Decide = %s outdated=%v (%s); want Keep, outdated (the grant restarts nothing)", got.Action, got.Outdated, got.Message)
+	}
+	closed := member(func(m *etcdfedv1.EtcdMember) { m.Spec.Disruption = &etcdfedv1.MemberDisruption{} })
+	if pod.MemberSpecHash(closed) != pod.MemberSpecHash(before) || pod.MemberSpecHash(formedGranted) != pod.MemberSpecHash(before) {
+		t.Error("spec.disruption moves the member-spec hash")
+	}
+}
