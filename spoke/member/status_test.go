@@ -45,7 +45,9 @@ func TestEtcdViewNews(t *testing.T) {
 		}), true},
 		{"a new term", last, with(func(v *etcdfedv1.MemberEtcdView) { v.RaftTerm, v.ObservedAt = 4, at(time.Second) }), true},
 		{"promoted", with(func(v *etcdfedv1.MemberEtcdView) { v.IsLearner = true }), with(func(v *etcdfedv1.MemberEtcdView) { v.ObservedAt = at(time.Second) }), true},
-		{"an error", last, with(func(v *etcdfedv1.MemberEtcdView) { v.Error, v.ObservedAt = "context deadline exceeded", at(time.Second) }), true},
+		{"an error", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.Error, v.ObservedAt = "context deadline exceeded", at(time.Second)
+		}), true},
 		{"a peer lost", last, with(func(v *etcdfedv1.MemberEtcdView) {
 			v.Peers, v.ObservedAt = &etcdfedv1.MemberPeerView{Lost: []string{"c3"}}, at(time.Second)
 		}), true},
