@@ -373,7 +373,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	if err := res.err(); err != nil {
 		return ctrl.Result{}, s, false, err
 	}
-	chain = d.plan.Action == membership.ActBegin && passProblem == ""
+	// The next step may be decided on this observation only when the pass
+	// wrote nothing but the operation's record: what its upkeep wrote (a
+	// CA, certificates, records) is not in the observation, and deciding
+	// on it again would write it twice.
+	chain = d.plan.Action == membership.ActBegin && passProblem == "" && d.upkeepIdle(s)
 	return ctrl.Result{RequeueAfter: requeue}, s, chain, nil
 }
 

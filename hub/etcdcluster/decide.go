@@ -52,6 +52,29 @@ type decision struct {
 	sweep []memberRef
 }
 
+// upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
+// certificate to issue, no member object to update or sweep, and every
+// visible cluster already serving the record set.
+func (d *decision) upkeepIdle(s *snapshot) bool {
+	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 {
+		return false
+	}
+	if d.dns.set == nil {
+		return true
+	}
+	want := desiredZone(s, d.dns.records)
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		have := cs.zones[want.Name]
+		if have == nil || !maps.Equal(have.GetLabels(), want.GetLabels()) || !sameContent(have, want) {
+			return false
+		}
+	}
+	return true
+}
+
 // step is the planner's step, fully rendered: apply only carries it out.
 type step struct {
 	// writes are the member objects the step creates or changes.

@@ -464,3 +464,54 @@ func TestRolloutThroughDecide(t *testing.T) {
 	}
 	t.Fatalf("the rollout did not end: rolled %v", order)
 }
+
+// A pass whose upkeep writes something (a CA, a certificate, records) is
+// not followed at once by a pass on the same observation: that pass would
+// write it again, and the CA's second creation fails (the scale
+// benchmark's hub log showed "create CA Secret ...: already exists" once
+// for every new ring). A pass that only records an operation's start is.
+func TestUpkeepIdle(t *testing.T) {
+	serving := func(s *snapshot) {
+		d := decide(s)
+		want := desiredZone(s, d.dns.records)
+		for _, cs := range s.clusters {
+			cs.zones[want.Name] = want.DeepCopy()
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, s *snapshot)
+		idle  bool
+	}{
+		{"every record served, nothing due", func(_ *testing.T, s *snapshot) { serving(s) }, true},
+		{"records not yet served", func(*testing.T, *snapshot) {}, false},
+		{"a cluster serving an old record set", func(_ *testing.T, s *snapshot) {
+			serving(s)
+			for _, z := range s.clusters[1].zones {
+				z.Spec.Records = z.Spec.Records[1:]
+			}
+		}, false},
+		{"no CA yet", func(_ *testing.T, s *snapshot) {
+			s.ec.Spec.TLS.Mode = etcdfedv1.TLSEnabled
+			serving(s)
+		}, false},
+		{"TLS on, every certificate current", func(t *testing.T, s *snapshot) {
+			withTLS(t, s)
+			serving(s)
+		}, true},
+		{"a member certificate missing", func(t *testing.T, s *snapshot) {
+			withTLS(t, s)
+			serving(s)
+			delete(s.clusters[2].secrets, pki.MemberSecretName("main-2"))
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ring()
+			tc.setup(t, s)
+			if got := decide(s).upkeepIdle(s); got != tc.idle {
+				d := decide(s)
+				t.Errorf("upkeep idle %v, want %v (pki %+v, %d certs, %d updates, %d sweeps)", got, tc.idle, d.pki, len(d.certs), len(d.updates), len(d.sweep))
+			}
+		})
+	}
+}
