@@ -22,8 +22,49 @@ const (
 	pollSlow = 10 * time.Second
 )
 
-// Next returns the one next step.
+// Next returns the one next step. A decision that takes no step comes
+// back no later than the moment a failing member's grace period runs out
+// (graceWake): a member whose pod cannot even be scheduled changes nothing
+// that would wake the ring by itself.
 func Next(in Input) Decision {
+	return graceWake(in, next(in))
+}
+
+// graceWake shortens the requeue of a decision that takes no step to the
+// end of the earliest grace period still running (graceEnds).
+func graceWake(in Input, d Decision) Decision {
+	if d.Action != ActNone && d.Action != ActWait && d.Action != "" {
+		return d
+	}
+	if after, ok := graceEnds(in); ok && (d.RequeueAfter <= 0 || after < d.RequeueAfter) {
+		d.RequeueAfter = after
+	}
+	return d
+}
+
+// graceEnds is how long until the first unhealthy member in a visible
+// cluster has been unhealthy for the member grace period, when one is
+// still within it.
+func graceEnds(in Input) (time.Duration, bool) {
+	var first time.Duration
+	found := false
+	for _, m := range in.Members {
+		em, listed := byID(in.Etcd, m.ID)
+		if !listed || em.IsLearner || m.Ready || em.Healthy || !m.ClusterVisible || m.ReadyChangedAt.IsZero() {
+			continue
+		}
+		left := m.ReadyChangedAt.Add(in.MemberGrace).Sub(in.Now)
+		if left <= 0 {
+			continue
+		}
+		if !found || left < first {
+			first, found = left, true
+		}
+	}
+	return first, found
+}
+
+func next(in Input) Decision {
 	if in.Operation != nil {
 		return continueOp(in, *in.Operation)
 	}

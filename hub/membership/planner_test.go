@@ -347,7 +347,19 @@ func TestRule8FailedMembersAndPartialViews(t *testing.T) {
 		input  func() Input
 		checks []check
 	}{
-		{"within grace: nothing", failing(time.Minute, func(*Input) {}), []check{action(ActNone)}},
+		{"within grace: nothing, but back when the grace runs out", failing(time.Minute, func(*Input) {}), []check{action(ActNone), func(t *testing.T, d Decision) {
+			if d.RequeueAfter != 4*time.Minute {
+				t.Errorf("requeue after %s, want 4m0s (the grace's end)", d.RequeueAfter)
+			}
+		}}},
+		{"within grace, a shorter wait kept", failing(time.Minute, func(in *Input) {
+			in.Placement.Steps = nil
+			in.Placement.Unplaced = 1
+		}), []check{func(t *testing.T, d Decision) {
+			if d.RequeueAfter <= 0 || d.RequeueAfter > 4*time.Minute {
+				t.Errorf("requeue after %s, want at most the grace's end", d.RequeueAfter)
+			}
+		}}},
 		{"beyond grace: replace in its own domain with a new incarnation", failing(10*time.Minute, func(*Input) {}), []check{
 			action(ActBegin), opRecorded(OpReplace, ActCreateObjects), reason("unhealthy since"), reason("[3] gives no healthy status, the spoke in "),
 			func(t *testing.T, d Decision) {
