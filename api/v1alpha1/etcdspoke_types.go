@@ -78,6 +78,19 @@ type EtcdSpokeStatus struct {
 	// +kubebuilder:validation:items:MaxLength=63
 	Zones []string `json:"zones,omitempty"`
 
+	// unschedulableZones are the zones (values of zones; the empty string
+	// for a cluster without zones) in which no node takes new pods: every
+	// node there is cordoned (spec.unschedulable) or not Ready. A member
+	// whose pod fails in such a zone cannot start again in place, so the
+	// hub places no new member there, and moves a member that failed there
+	// beyond failurePolicy.memberGracePeriod to another zone instead of
+	// replacing it in place. Taints are not read.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=63
+	UnschedulableZones []string `json:"unschedulableZones,omitempty"`
+
 	// dnsAddresses are the host:port addresses where this spoke serves the
 	// ring's DNS zones.
 	// +optional

@@ -932,6 +932,11 @@ func (in *EtcdSpokeStatus) DeepCopyInto(out *EtcdSpokeStatus) {
 		*out = make([]string, len(*in))
 		copy(*out, *in)
 	}
+	if in.UnschedulableZones != nil {
+		in, out := &in.UnschedulableZones, &out.UnschedulableZones
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.DNSAddresses != nil {
 		in, out := &in.DNSAddresses, &out.DNSAddresses
 		*out = make([]string, len(*in))

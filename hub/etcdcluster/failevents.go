@@ -71,7 +71,7 @@ func (m *replaceEvidence) forget(ring types.UID) {
 
 // domainEvidence says why a failure domain is being left: the liveness
 // verdict of its cluster when failed (which witnesses saw what, since
-// when), or the cordon that asks for it.
+// when), a zone where no node takes pods, or the cordon that asks for it.
 func domainEvidence(s *snapshot, d topology.Domain) string {
 	for _, cs := range s.clusters {
 		if cs.name != d.Cluster {
@@ -84,6 +84,10 @@ func domainEvidence(s *snapshot, d topology.Domain) string {
 		if cs.zoneFailed(labelZone(d.Zone)) {
 			grace := durationOr(s.ec.Spec.FailurePolicy.ZoneGracePeriod, 2*time.Minute)
 			return fmt.Sprintf("%s; zone grace %s expired", zoneProblem(cs, labelZone(d.Zone), true), grace)
+		}
+		if cs.zoneClosed(labelZone(d.Zone)) {
+			grace := durationOr(s.ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute)
+			return fmt.Sprintf("no node of %s takes new pods (its spoke reports every node cordoned or not Ready), and a member there has been unhealthy beyond the member grace %s: it cannot start again in place", d, grace)
 		}
 	}
 	tp := s.ec.Spec.Topology

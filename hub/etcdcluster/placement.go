@@ -47,6 +47,8 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 	ec := s.ec
 	in := topology.Input{Replicas: int(ec.Spec.Replicas), NamePrefix: ec.Name + "-"}
 	counts := map[topology.Domain]int{}
+	grace := durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute)
+	failedIn := map[topology.Domain]bool{} // a member failed there beyond its grace
 	for _, m := range st.Members {
 		em, found := listed(s.etcd, &m)
 		if !found && !inOperation(st, m.Name) {
@@ -54,6 +56,9 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 		}
 		d := topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)}
 		counts[d]++
+		if found && m.LastTransitionTime != nil && membership.FailedBeyondGrace(m.Ready, m.LastTransitionTime.Time, em.Healthy, s.now, grace) {
+			failedIn[d] = true
+		}
 		in.Members = append(in.Members, topology.Member{Name: m.Name, Domain: d, Healthy: em.Healthy || em.ID == 0})
 		if em.ID != 0 && em.ID == s.etcd.LeaderID {
 			in.Leader = m.Name
@@ -88,6 +93,11 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 				// One signal only (or both within the grace): "unknown"
 				// is never "dead". Its members stay; it takes none.
 				info = unknownDomain(d, counts[d])
+			case cs.zoneClosed(z):
+				// No node takes new pods: no member is placed there, and
+				// once one has failed there beyond its grace (it cannot
+				// start again in place) the zone is left.
+				info = closedDomain(d, counts[d], failedIn[d])
 			}
 			in.Domains = append(in.Domains, info)
 			seen[d] = true
@@ -117,6 +127,22 @@ func spokeReported(sp *etcdfedv1.EtcdSpoke) bool {
 	}
 	c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionReady)
 	return c == nil || c.Reason != etcdfedv1.ReasonNoNodes
+}
+
+// closedDomain is a zone where no node takes new pods: NoSchedulableNode
+// (its members move out) once a member failed there, else schedulable for
+// the members it has and closed to new ones.
+func closedDomain(d topology.Domain, members int, memberFailed bool) topology.DomainInfo {
+	if memberFailed || members == 0 {
+		return topology.DomainInfo{Domain: d, Unschedulable: topology.NoSchedulableNode}
+	}
+	return topology.DomainInfo{Domain: d, Capacity: members}
+}
+
+// zoneClosed: the spoke of cs reports that no node of zone (a node label
+// value) takes new pods.
+func (cs *clusterSnapshot) zoneClosed(zone string) bool {
+	return cs.spoke != nil && slices.Contains(cs.spoke.Status.UnschedulableZones, zone)
 }
 
 // unknownDomain: schedulable for the members it has, closed to new ones.
@@ -174,6 +200,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		if cs != nil {
 			mm.ClusterVisible = cs.visible()
 			mm.DomainFailed = cs.verdict.State == liveness.Failed || (mm.ClusterVisible && cs.zoneFailed(m.Zone))
+			mm.DomainClosed = mm.ClusterVisible && cs.zoneClosed(m.Zone)
 			if obj := cs.members[m.Name]; obj != nil && mm.ClusterVisible {
 				mm.Object = plannerObject(s, st, &m, obj)
 			}

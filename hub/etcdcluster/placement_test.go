@@ -93,3 +93,54 @@ func TestPlacementEvacuatesOnExplicitSignals(t *testing.T) {
 		})
 	}
 }
+
+// A zone where no node takes new pods (its spoke says so) keeps its
+// healthy members and takes no new one; once a member there has failed
+// beyond the member grace (it cannot start again in place), the placement
+// moves it out. Elsewhere a failed member is left to its replacement in
+// place.
+func TestPlacementZoneWithoutSchedulableNode(t *testing.T) {
+	closed := func(v *snapshot) { v.clusters[0].spoke.Status.UnschedulableZones = []string{"zone-1"} }
+	failed := func(since time.Duration) func(v *snapshot) {
+		return func(v *snapshot) {
+			at := metav1.NewTime(v.now.Add(-since))
+			v.ec.Status.Members[0].Ready, v.ec.Status.Members[0].LastTransitionTime = false, &at
+			v.etcd.Members[0].Healthy = false
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate []func(*snapshot)
+		moved  bool
+	}{
+		{"closed, its member healthy", []func(*snapshot){closed}, false},
+		{"closed, its member failed within the grace", []func(*snapshot){closed, failed(time.Minute)}, false},
+		{"closed, its member failed beyond the grace", []func(*snapshot){closed, failed(6 * time.Minute)}, true},
+		{"open, its member failed beyond the grace", []func(*snapshot){failed(6 * time.Minute)}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := threeZoneView()
+			for _, m := range tc.mutate {
+				m(v)
+			}
+			res := plan(t, v)
+			moved := len(res.Steps) == 1 && res.Steps[0].Action == topology.Move && res.Steps[0].Member == "main-1" && res.Steps[0].Reason == topology.Evacuate
+			if moved != tc.moved || (!tc.moved && len(res.Steps) != 0) {
+				t.Fatalf("steps %v; want main-1 moved out: %v", res.Steps, tc.moved)
+			}
+		})
+	}
+	// Growing to five: the new members go to the open zones only.
+	v := threeZoneView()
+	closed(v)
+	v.ec.Spec.Replicas = 5
+	res := plan(t, v)
+	if len(res.Steps) == 0 {
+		t.Fatal("no step to grow to five members")
+	}
+	for _, s := range res.Steps {
+		if s.To.Cluster == "member-1" {
+			t.Errorf("step %v places a member in the closed zone", s)
+		}
+	}
+}

@@ -242,6 +242,15 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 				out = append(out, p)
 			}
 		}
+		// A zone holding members where no node takes new pods: a member
+		// that fails there cannot start again in place.
+		if cs.visible() && cs.spoke != nil {
+			for _, z := range cs.spoke.Status.UnschedulableZones {
+				if slices.ContainsFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Cluster == cs.name && m.Zone == z }) {
+					out = append(out, fmt.Sprintf("no node of %s takes new pods (every node cordoned or not Ready): a member that fails there moves to another zone after the member grace", topology.Domain{Cluster: cs.name, Zone: topoZone(cs.name, z)}))
+				}
+			}
+		}
 	}
 	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {
 		out = append(out, "members not ready: "+strings.Join(notReady, ", "))

@@ -329,9 +329,17 @@ func foreignMembers(in Input) (Decision, bool) {
 	return wait(pollSlow, "etcd has members etcdfed does not manage: %s; remove them with etcdctl or fix the EtcdCluster's status", strings.Join(foreign, ", ")), true
 }
 
+// FailedBeyondGrace: a member not ready (as recorded, since readyChangedAt)
+// and unhealthy in etcd has been so for at least grace.
+func FailedBeyondGrace(ready bool, readyChangedAt time.Time, healthy bool, now time.Time, grace time.Duration) bool {
+	return !ready && !healthy && !readyChangedAt.IsZero() && now.Sub(readyChangedAt) >= grace
+}
+
 // replaceFailed replaces, in its own domain, a voter that has been unhealthy
 // longer than the grace period in a cluster the hub can see (a member in a
-// cluster the hub cannot see is unknown, not failed).
+// cluster the hub cannot see is unknown, not failed). One in a zone where
+// no node takes new pods is left to the placement, which moves it to
+// another zone (DomainClosed).
 func replaceFailed(in Input) (Decision, bool) {
 	if !in.Automatic {
 		return Decision{}, false
@@ -342,8 +350,7 @@ func replaceFailed(in Input) (Decision, bool) {
 			continue
 		}
 		lost := m.Object != nil && m.Object.VolumeLost && m.ClusterVisible
-		failed := !em.Healthy && !m.Ready && m.ClusterVisible && !m.DomainFailed &&
-			!m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace
+		failed := m.ClusterVisible && !m.DomainFailed && !m.DomainClosed && FailedBeyondGrace(m.Ready, m.ReadyChangedAt, em.Healthy, in.Now, in.MemberGrace)
 		if !lost && !failed {
 			continue
 		}

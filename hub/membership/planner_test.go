@@ -369,6 +369,15 @@ func TestRule8FailedMembersAndPartialViews(t *testing.T) {
 			},
 		}},
 		{"cluster not visible: unknown, not dead", failing(time.Hour, func(in *Input) { in.Members[2].ClusterVisible = false }), []check{action(ActNone)}},
+		{"no node of its zone takes pods: not replaced in place, the placement moves it", failing(time.Hour, func(in *Input) { in.Members[2].DomainClosed = true }), []check{action(ActNone)}},
+		{"no node of its zone takes pods, the placement moves it", failing(time.Hour, func(in *Input) {
+			in.Members[2].DomainClosed = true
+			in.Placement.Steps = []topology.Step{{Action: topology.Move, Member: "main-2", From: dC, To: dA, Reason: topology.Evacuate}}
+		}), []check{action(ActBegin), opRecorded(OpReplace, ActCreateObjects), func(t *testing.T, d Decision) {
+			if *d.Operation.From != dC || *d.Operation.To != dA || d.Operation.Reason != string(topology.Evacuate) {
+				t.Errorf("op = %+v, want main-2 moved from %v to %v (Evacuate)", d.Operation, dC, dA)
+			}
+		}}},
 		{"automatic off: nothing moves", failing(time.Hour, func(in *Input) { in.Automatic = false }), []check{action(ActNone)}},
 		{"replacing would break quorum: wait", failing(time.Hour, func(in *Input) { in.Etcd.Members[1].Healthy = false }), []check{action(ActWait), reason("not replacing it")}},
 		{"lost volume: replace at once", func() Input {

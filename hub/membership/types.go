@@ -139,6 +139,12 @@ type Member struct {
 	// node Leases and a majority of the peers outside the zone lost it).
 	// Its members are moved by the placement, not replaced in place.
 	DomainFailed bool
+	// DomainClosed is true when no node of the member's zone takes new
+	// pods (its spoke reports every one cordoned or not Ready): a
+	// replacement there could not start, so a member that failed there is
+	// moved by the placement (the domain is NoSchedulableNode), not
+	// replaced in place.
+	DomainClosed bool
 	// Object is the member's EtcdMember object in Domain's cluster; nil
 	// when absent or not visible.
 	Object *Object

@@ -46,6 +46,10 @@ const (
 	ZoneCordoned Unschedulable = "ZoneCordoned"
 	// ClusterCordoned: the user cordoned the member cluster.
 	ClusterCordoned Unschedulable = "ClusterCordoned"
+	// NoSchedulableNode: no node of the zone takes new pods (every one
+	// cordoned or not Ready), and a member there has failed beyond its
+	// grace period: it cannot start again in place.
+	NoSchedulableNode Unschedulable = "NoSchedulableNode"
 	// Unlisted is set by Plan on a domain that holds a member but is not in
 	// Input.Domains (for example a member cluster removed from the topology).
 	Unlisted Unschedulable = "Unlisted"

@@ -72,8 +72,8 @@ type Reconciler struct {
 	kick chan event.GenericEvent
 }
 
-// SetupWithManager registers the reconciler: the EtcdSpoke, node metadata,
-// the gossip Secret and the gossip agent's changes all lead to the one
+// SetupWithManager registers the reconciler: the EtcdSpoke, the nodes
+// (their zones and whether they take pods), the gossip Secret and the gossip agent's changes all lead to the one
 // object.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	toSpoke := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
@@ -84,7 +84,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Bu
 		For(&etcdfedv1.EtcdSpoke{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 			return o.GetName() == etcdfedv1.SpokeObjectName
 		}))).
-		WatchesMetadata(&corev1.Node{}, toSpoke, builder.WithPredicates(zoneChanged())).
+		Watches(&corev1.Node{}, toSpoke, builder.WithPredicates(nodeChanged())).
 		WatchesRawSource(source.Channel(r.gossipEvents(mgr), toSpoke))
 	if r.GossipSecret != "" {
 		b = b.Watches(&corev1.Secret{}, toSpoke, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
@@ -133,12 +133,58 @@ func (r *Reconciler) gossipEvents(mgr ctrl.Manager) <-chan event.GenericEvent {
 	return out
 }
 
-func zoneChanged() predicate.Predicate {
+// nodeChanged passes a node's creation and deletion, and an update that
+// moves it to another zone or changes whether it takes new pods.
+func nodeChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
-			return e.ObjectOld.GetLabels()[corev1.LabelTopologyZone] != e.ObjectNew.GetLabels()[corev1.LabelTopologyZone]
+			o, ok1 := e.ObjectOld.(*corev1.Node)
+			n, ok2 := e.ObjectNew.(*corev1.Node)
+			if !ok1 || !ok2 {
+				return true
+			}
+			return o.Labels[corev1.LabelTopologyZone] != n.Labels[corev1.LabelTopologyZone] || takesPods(o) != takesPods(n)
 		},
 	}
+}
+
+// takesPods: the node is Ready and not cordoned, so the scheduler may bind
+// new pods to it.
+func takesPods(n *corev1.Node) bool {
+	if n.Spec.Unschedulable {
+		return false
+	}
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// zoneStates returns the zones of nodes (sorted, from the zone label; none
+// when no node has one) and the zones in which no node takes new pods,
+// the empty string standing for a cluster without zones.
+func zoneStates(nodes []corev1.Node) (zones, unschedulable []string) {
+	open := map[string]bool{}
+	for i := range nodes {
+		z := nodes[i].Labels[corev1.LabelTopologyZone]
+		if z != "" {
+			zones = append(zones, z)
+		}
+		open[z] = open[z] || takesPods(&nodes[i])
+	}
+	slices.Sort(zones)
+	zones = slices.Compact(zones)
+	for z, ok := range open {
+		// A node without a zone label in a cluster with zones belongs to
+		// none of them.
+		if !ok && (z != "" || len(zones) == 0) {
+			unschedulable = append(unschedulable, z)
+		}
+	}
+	slices.Sort(unschedulable)
+	return zones, unschedulable
 }
 
 // Reconcile keeps the EtcdSpoke.
@@ -164,11 +210,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	st := &s.Status
 	st.Version = r.Version
 	st.DNSAddresses = r.DNSAddresses
-	zones, nodes, err := r.zones(ctx)
+	zones, unschedulable, nodes, err := r.zones(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	st.Zones = zones
+	st.Zones, st.UnschedulableZones = zones, unschedulable
 
 	status, reason, msg, gossipErr := r.gossip(ctx, s)
 	if nodes == 0 {
@@ -250,20 +296,13 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 
 // zones returns the distinct zone labels of the cluster's nodes, sorted,
 // and the number of nodes.
-func (r *Reconciler) zones(ctx context.Context) ([]string, int, error) {
-	list := &metav1.PartialObjectMetadataList{}
-	list.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("NodeList"))
+func (r *Reconciler) zones(ctx context.Context) (zones, unschedulable []string, nodes int, err error) {
+	list := &corev1.NodeList{}
 	if err := r.Client.List(ctx, list); err != nil {
-		return nil, 0, fmt.Errorf("list nodes: %w", err)
+		return nil, nil, 0, fmt.Errorf("list nodes: %w", err)
 	}
-	var zones []string
-	for _, n := range list.Items {
-		if z := n.Labels[corev1.LabelTopologyZone]; z != "" {
-			zones = append(zones, z)
-		}
-	}
-	slices.Sort(zones)
-	return slices.Compact(zones), len(list.Items), nil
+	zones, unschedulable = zoneStates(list.Items)
+	return zones, unschedulable, len(list.Items), nil
 }
 
 func setReady(s *etcdfedv1.EtcdSpoke, status metav1.ConditionStatus, reason, msg string) {

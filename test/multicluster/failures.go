@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -260,6 +261,114 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 		t.Error(err)
 	}
 	t.Logf("event %s: %s", etcdcluster.EventMemberReplaced, note)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}
+
+// ZoneDrainedSpecInput names the member whose zone is drained.
+type ZoneDrainedSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	Member   string
+	// MemberGrace is set in the spec before the zone is drained.
+	MemberGrace time.Duration
+}
+
+// ZoneDrainedSpec cordons every node of the (single-zone) member cluster
+// of Member and deletes Member's pod, as a drain of the whole zone does,
+// under a recorded workload. The new pod cannot be scheduled: the spoke
+// must report the zone unschedulable, Degraded must say so, and once the
+// member has been unhealthy for MemberGrace the hub must move it, under
+// its name with a new incarnation, to another cluster (Evacuating with
+// the evidence, MemberReplaced), not replace it in place; DNS follows.
+// Uncordoned, the zone takes a member back until the ring is tolerant.
+func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	if err := SetFailurePolicy(ctx, hub, in.Etcd, in.MemberGrace, 0); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, ok := memberOf(ec, in.Member)
+	cl := clusterNamed(in.Topology, old.Cluster)
+	if !ok || cl == nil {
+		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
+	}
+	replicas := len(ec.Status.Members)
+	w := startScenarioWorkload(ctx, t, in.Etcd, "zone-drained")
+
+	nodes, err := cl.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cordon := func(on bool) {
+		t.Helper()
+		for _, n := range nodes.Items {
+			patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+			if _, err := cl.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	start := time.Now()
+	cordon(true)
+	uncordoned := false
+	t.Cleanup(func() {
+		if !uncordoned {
+			cordon(false)
+		}
+	})
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	t.Logf("cordoned the %d node(s) of %s and deleted pod %s", len(nodes.Items), cl.Name, in.Member)
+	zone := fmt.Sprintf("%s/%s", old.Cluster, old.Zone)
+	err = poll(ctx, time.Minute, "Degraded saying no node of "+zone+" takes new pods", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
+		if c == nil || !strings.Contains(c.Message, "no node of "+zone+" takes new pods") {
+			return fmt.Sprintf("Degraded %v", c), nil
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Degraded said the zone takes no new pods %.1fs after the cordon", time.Since(start).Seconds())
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: replicas, NotIn: old.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s moved %.1fs after the cordon (grace %s): incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(start).Seconds(), in.MemberGrace,
+		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
+	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventEvacuating, in.Member, "takes new pods")
+	if err != nil {
+		t.Error(err)
+	}
+	t.Logf("event %s: %s", etcdcluster.EventEvacuating, note)
+	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member); err != nil {
+		t.Error(err)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	start = time.Now()
+	uncordoned = true
+	cordon(false)
+	back, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: replicas, Tolerant: true, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("uncordoned: tolerant again after %.1fs, placement %s", time.Since(start).Seconds(), back.Status.ZoneSummary)
 	progress(ctx, t, w, 50, 30*time.Second)
 	w.Stop()
 	checkWorkload(ctx, t, w)

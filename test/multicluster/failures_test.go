@@ -64,6 +64,19 @@ func TestScenarioCrashLoop(t *testing.T) {
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
+// TestScenarioZoneDrained: every node of a member's cluster cordoned and
+// its pod deleted (a drain of the whole zone) -> the pod cannot be
+// scheduled; after memberGracePeriod the member moves to another cluster
+// instead of being replaced in place; uncordoned -> back to 1/1/1.
+func TestScenarioZoneDrained(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-drained", Name: "drained", Domain: "drained.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	deleteIfFailed(t, topo, etcd)
+	ZoneDrainedSpec(ctx, ZoneDrainedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "drained-1", MemberGrace: 30 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
 // TestScenarioLeaderZoneKilledAndReturned: five members 2/2/1; etcd's
 // leader moved into the cluster holding two, which is then killed (the
 // leader's zone, and the worst single failure: two voters lost at once)
