@@ -567,7 +567,8 @@ func TestEtcdViewWrittenOnNews(t *testing.T) {
 		written bool
 	}{
 		{"counters moved 10s later: kept", view(10*time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex, v.DBSize = 250, 2<<20 }), false},
-		{"counters moved a minute later: written", view(time.Minute, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex = 900 }), true},
+		{"counters moved a minute later: kept", view(time.Minute, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex = 900 }), false},
+		{"counters moved one refresh later: written", view(etcdViewRefresh, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex = 900 }), true},
 		{"new leader: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.LeaderID = "c3" }), true},
 		{"new term: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftTerm = 4 }), true},
 		{"promoted: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.IsLearner = true }), true},
