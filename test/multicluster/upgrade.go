@@ -3,16 +3,21 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
 // rollTimes is, per member, the time from the first sample that saw its
@@ -47,7 +52,8 @@ func rollTimes(samples []rollSample) string {
 // renders it (the local node runs bin/etcd-<release> for it).
 func VersionImage(version string) string { return etcdfedv1.DefaultImageRepository + ":v" + version }
 
-// UpgradeSpecInput changes spec.version from the ring's running version.
+// UpgradeSpecInput changes spec.version from the ring's running version,
+// up or down.
 type UpgradeSpecInput struct {
 	T        testing.TB
 	Topology *Topology
@@ -55,6 +61,23 @@ type UpgradeSpecInput struct {
 	// To is the new spec.version.
 	To      string
 	Timeout time.Duration
+	// Backup, when set, turns spec.backup on before the change and
+	// requires the hub's snapshot before the first member restarts.
+	Backup *UpgradeBackup
+}
+
+// UpgradeBackup is the store of the snapshot a version change takes
+// first, and a way to hold it.
+type UpgradeBackup struct {
+	Store etcdfedv1.BackupStore
+	// Credentials are the data of the store's credentials Secret (nil:
+	// none).
+	Credentials map[string][]byte
+	// Pause and Resume stop and continue the store's server; while it is
+	// stopped (for Hold) the snapshot cannot complete, and no member may
+	// restart.
+	Pause, Resume func() error
+	Hold          time.Duration
 }
 
 // UpgradeSpec changes spec.version under a recorded workload and requires
@@ -64,14 +87,55 @@ type UpgradeSpecInput struct {
 // linearizable history with no acknowledged write lost), and then every
 // member reporting the new version in status.members[].version and the
 // cluster version of its minor in status.clusterVersion.
-func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) {
+//
+// With Backup, before the first member restarts: the hub asks for a
+// snapshot (etcdfed.dev/backup-requested: before-version-<To>-...), no
+// member restarts while the store is held, and the snapshot is stored,
+// verified (fetched back from the store, sha256 and database checked) and
+// has a revision.
+//
+// A downgrade (To's minor below the cluster version) must follow etcd's
+// procedure before the first member restarts: etcd reports the downgrade
+// enabled to To's minor and every member's storage version at that minor
+// (read from etcd, not from the hub), and the hub records a
+// DowngradeEnabled event.
+func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 	t := in.T
 	t.Helper()
-	RollSpecSpec(ctx, RollSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.To), Timeout: in.Timeout,
-		Change: func(s *etcdfedv1.EtcdClusterSpec) { s.Version = in.To }})
-	minor := in.To[:strings.LastIndex(in.To, ".")]
-	err := poll(ctx, time.Minute, "every member reports "+in.To+" and the cluster version "+minor, func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, in.Topology.Hub)
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor := minorOf(in.To)
+	down := ec.Status.ClusterVersion != "" && minorNumber(minor) < minorNumber(minorOf(ec.Status.ClusterVersion))
+	t.Logf("spec.version %s -> %s (cluster version %s): a %s", ec.Spec.Version, in.To, ec.Status.ClusterVersion, map[bool]string{true: "downgrade", false: "upgrade"}[down])
+	if in.Backup != nil {
+		enableUpgradeBackup(ctx, t, in)
+		if err := in.Backup.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("store paused: the snapshot before the first member cannot complete")
+		defer func() { _ = in.Backup.Resume() }()
+	}
+	var snap *etcdfedv1.BackupSnapshot
+	var enabledAfter time.Duration
+	beforeFirst := func(ctx context.Context, changed time.Time, look func(context.Context) (rollSample, error)) {
+		if in.Backup != nil {
+			snap = snapshotBeforeFirst(ctx, t, in, changed, look)
+		}
+		if down {
+			beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context) (string, error) {
+				return downgradeEnabled(ctx, in.Etcd, minor)
+			})
+			enabledAfter = time.Since(changed)
+			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 %.1fs after the change, before any member restarted", minor, minor, enabledAfter.Seconds())
+		}
+	}
+	res := RollSpecSpec(ctx, RollSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.To), Timeout: in.Timeout,
+		Change: func(s *etcdfedv1.EtcdClusterSpec) { s.Version = in.To }, BeforeFirst: beforeFirst})
+	err = poll(ctx, time.Minute, "every member reports "+in.To+" and the cluster version "+minor, func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
 		}
@@ -89,6 +153,291 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if down {
+		if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeEnabled", res.Changed); err != nil {
+			t.Error(err)
+		}
+	}
+	if snap != nil {
+		verifyUpgradeSnapshot(ctx, t, in, *snap, res)
+	}
+	return res
+}
+
+// enableUpgradeBackup turns spec.backup on (a yearly schedule: the first
+// snapshot is taken at once, the next in a year) and waits for that first
+// snapshot, so that the next one is the version change's.
+func enableUpgradeBackup(ctx context.Context, t testing.TB, in UpgradeSpecInput) {
+	t.Helper()
+	hub := in.Topology.Hub
+	store := in.Backup.Store
+	if in.Backup.Credentials != nil {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Etcd.Namespace, Name: "upgrade-backup-credentials"}, Data: in.Backup.Credentials}
+		if err := hub.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		store.CredentialsSecretName = sec.Name
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ec.DeepCopy()
+	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "@yearly", Store: store}
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	err = poll(ctx, 2*time.Minute, "the first scheduled snapshot", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if st := ec.Status.Backup; st == nil || st.LastSuccess == nil || st.InProgress != nil {
+			return fmt.Sprintf("backup status %+v", st), nil
+		}
+		t.Logf("backups on (%s): first snapshot %s, revision %d", store.URL, ec.Status.Backup.LastSuccess.Location, ec.Status.Backup.LastSuccess.Revision)
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshotBeforeFirst waits, with the store paused, for the hub to ask
+// for the version change's snapshot, holds the store for Hold while
+// requiring that no member restarts and that the hub says what it waits
+// for, then resumes the store and waits for the snapshot to be stored,
+// still with no member restarted. It returns the snapshot.
+func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput, changed time.Time, look func(context.Context) (rollSample, error)) *etcdfedv1.BackupSnapshot {
+	t.Helper()
+	hub := in.Topology.Hub
+	prefix := "before-version-" + in.To + "-"
+	var request string
+	beforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		request = ec.Annotations[etcdfedv1.AnnotationBackupRequested]
+		if !strings.HasPrefix(request, prefix) {
+			return fmt.Sprintf("backup request %q", request), nil
+		}
+		return "", nil
+	})
+	t.Logf("the hub asked for snapshot %s %.1fs after the change", request, time.Since(changed).Seconds())
+	holdEnd := time.Now().Add(in.Backup.Hold)
+	var waiting string
+	for time.Now().Before(holdEnd) && !t.Failed() {
+		s, err := look(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.onNew) > 0 {
+			t.Errorf("%v on version %s while the snapshot %s could not complete (store paused)", s.onNew, in.To, request)
+		}
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := ec.Status.Backup; st != nil && st.LastSuccess != nil && st.LastSuccess.Request == request {
+			t.Fatalf("snapshot %s stored while its store was paused", request)
+		}
+		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil {
+			waiting = fmt.Sprintf("Progressing=%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	t.Logf("store held %s, no member restarted; %s", in.Backup.Hold, waiting)
+	if !strings.Contains(waiting, "snapshot") {
+		t.Errorf("while the snapshot was held the hub said %q; want it to name the snapshot it waits for", waiting)
+	}
+	if err := in.Backup.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	var snap etcdfedv1.BackupSnapshot
+	beforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		st := ec.Status.Backup
+		if st != nil && st.LastFailure != nil && st.LastFailure.Request == request {
+			return "", fmt.Errorf("snapshot %s failed: %s: %s", request, st.LastFailure.Reason, st.LastFailure.Message)
+		}
+		if st == nil || st.LastSuccess == nil || st.LastSuccess.Request != request {
+			return fmt.Sprintf("backup status %+v", st), nil
+		}
+		snap = *st.LastSuccess
+		return "", nil
+	})
+	t.Logf("snapshot %s stored %.1fs after the store resumed: %s, revision %d, %d bytes, from %s, took %s",
+		request, time.Since(resumed).Seconds(), snap.Location, snap.Revision, snap.SizeBytes, snap.Member, snap.Duration.Duration)
+	return &snap
+}
+
+// beforeFirstMember polls cond until it holds, and fails the test if a
+// member is seen on the new spec before it does. Each round looks at the
+// members before it asks cond, so a member seen on the new spec while
+// cond still did not hold did restart first.
+func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(context.Context) (string, error)) {
+	t.Helper()
+	err := poll(ctx, 3*time.Minute, what+" before any member restarts", func(ctx context.Context) (string, error) {
+		s, err := look(ctx)
+		if err != nil {
+			return err.Error(), nil
+		}
+		why, err := cond(ctx)
+		if err != nil || why == "" {
+			return why, err
+		}
+		if len(s.onNew) > 0 {
+			return "", fmt.Errorf("%v restarted on the new spec before %s (%s)", s.onNew, what, why)
+		}
+		return why, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// downgradeEnabled reads every member's status from etcd: "" when each
+// reports the downgrade enabled to minor and its storage version at it.
+func downgradeEnabled(ctx context.Context, m *ManagedEtcd, minor string) (string, error) {
+	c, err := EtcdClient(m.Client)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Close() }()
+	var off []string
+	for _, ep := range c.Endpoints() {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.Status(sctx, ep)
+		cancel()
+		switch {
+		case err != nil:
+			off = append(off, fmt.Sprintf("%s: %v", ep, err))
+		case st.DowngradeInfo == nil || !st.DowngradeInfo.Enabled || minorOf(st.DowngradeInfo.TargetVersion) != minor || minorOf(st.StorageVersion) != minor:
+			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", ep, st.DowngradeInfo, st.StorageVersion))
+		}
+	}
+	return strings.Join(off, "; "), nil
+}
+
+// verifyUpgradeSnapshot fetches the snapshot taken before the version
+// change back from the store, verifies it and compares it with status.
+func verifyUpgradeSnapshot(ctx context.Context, t testing.TB, in UpgradeSpecInput, snap etcdfedv1.BackupSnapshot, res RollResult) {
+	t.Helper()
+	store, err := backupstore.Open(ctx, in.Backup.Store, in.Backup.Credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	key, ok := strings.CutPrefix(snap.Location, store.Location(""))
+	if !ok {
+		t.Fatalf("snapshot %s is not in the store %s", snap.Location, store.Location(""))
+	}
+	info, _, err := store.FetchVerified(ctx, key, filepath.Join(t.TempDir(), "before-version.db"))
+	if err != nil {
+		t.Fatalf("the snapshot before the version change: %v", err)
+	}
+	if info.Revision != snap.Revision || snap.Revision <= 0 {
+		t.Errorf("the snapshot before the version change holds revision %d; status says %d", info.Revision, snap.Revision)
+	}
+	done := snap.Time.Add(snap.Duration.Duration)
+	t.Logf("snapshot %s verified from the store (sha256 and database checked, revision %d, %d keys, storage version %q); taken at %s, stored about %s; first member seen on %s at %s (%.1fs after the change)",
+		key, info.Revision, info.TotalKeys, info.StorageVersion, snap.Time.UTC().Format(time.RFC3339), done.UTC().Format("15:04:05.0"), in.To,
+		res.FirstOnNew.UTC().Format("15:04:05.0"), res.FirstOnNew.Sub(res.Changed).Seconds())
+	// status.backup's time has whole seconds.
+	if done.After(res.FirstOnNew.Add(time.Second)) {
+		t.Errorf("snapshot stored at %s, after the first member was seen on the new version at %s", done, res.FirstOnNew)
+	}
+}
+
+// minorOf is "3.5" of "3.5.21".
+func minorOf(v string) string {
+	p := strings.SplitN(v, ".", 3)
+	if len(p) < 2 {
+		return ""
+	}
+	return p[0] + "." + p[1]
+}
+
+// minorNumber is 5 of "3.5", -1 when it is not one.
+func minorNumber(minor string) int {
+	_, m, ok := strings.Cut(minor, ".")
+	n, err := strconv.Atoi(m)
+	if !ok || err != nil {
+		return -1
+	}
+	return n
+}
+
+// RefusedVersionSpecInput sets a spec.version the API refuses.
+type RefusedVersionSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// To is the refused spec.version; Want a part of the message.
+	To, Want string
+	// Watch is how long nothing may move after the refusal.
+	Watch time.Duration
+}
+
+// RefusedVersionSpec sets spec.version to To and requires the API server
+// to refuse it with a message containing Want, and then, through Watch,
+// the ring to be left as it was: spec and generation unchanged, no
+// operation, no member's object changed, no member restarted.
+func RefusedVersionSpec(ctx context.Context, in RefusedVersionSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := func() map[string]string {
+		out := map[string]string{}
+		for _, c := range in.Topology.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range list.Items {
+				out[c.Name+"/"+m.Name] = fmt.Sprintf("generation %d image %s", m.Generation, m.Spec.Image)
+			}
+			pods, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range pods.Items {
+				out[c.Name+"/pod/"+p.Name] = string(p.UID)
+			}
+		}
+		return out
+	}
+	before := objects()
+	patched := ec.DeepCopy()
+	patched.Spec.Version = in.To
+	err = hub.Client.Patch(ctx, patched, client.MergeFrom(ec))
+	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), in.Want) {
+		t.Fatalf("spec.version %s -> %s: got %v; want it refused as invalid with %q", ec.Spec.Version, in.To, err, in.Want)
+	}
+	t.Logf("spec.version %s -> %s refused: %v", ec.Spec.Version, in.To, err)
+	deadline := time.Now().Add(in.Watch)
+	for time.Now().Before(deadline) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Version != ec.Spec.Version || got.Generation != ec.Generation || got.Status.Operation != nil {
+			t.Fatalf("after the refusal: version %s, generation %d -> %d, operation %+v", got.Spec.Version, ec.Generation, got.Generation, got.Status.Operation)
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	if after := objects(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("member objects or pods changed after the refusal:\nbefore %v\nafter  %v", before, after)
 	}
 }
 
