@@ -476,18 +476,7 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "halt/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 
-	setVersion := func(v string) {
-		t.Helper()
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := ec.DeepCopy()
-		ec.Spec.Version = v
-		if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setVersion := func(v string) { setSpecVersion(ctx, t, hub, in.Etcd, v) }
 	start := time.Now()
 	setVersion(in.Broken)
 	var halted string
@@ -572,6 +561,140 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	}
 	t.Logf("longest gap between acknowledged writes %s", w.MaxWriteGap().Round(time.Millisecond))
 	checkWorkload(ctx, t, w)
+}
+
+// setSpecVersion sets spec.version.
+func setSpecVersion(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, v string) {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ec.DeepCopy()
+	ec.Spec.Version = v
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AbandonedDowngradeSpecInput starts a downgrade and sets it back.
+type AbandonedDowngradeSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// To is the lower version the downgrade starts to; Back the version
+	// the ring runs and is set back to.
+	To, Back string
+}
+
+// AbandonedDowngradeSpec sets spec.version to a lower minor under a
+// recorded workload, waits until the first member runs it, and sets
+// spec.version back. The hub must cancel etcd's downgrade (a
+// DowngradeCancelled event) and roll that member back: then etcd reports
+// no downgrade, every member's storage version and the cluster version at
+// Back's minor again (read from etcd), every member runs Back, the member
+// list and incarnations are unchanged, and the history is linearizable
+// with no acknowledged write lost.
+func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsBefore, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "abandon/", WatchEachEndpoint: true})
+	waitForWorkloadProgress(ctx, t, w)
+	start := time.Now()
+	setSpecVersion(ctx, t, hub, in.Etcd, in.To)
+	var first string
+	err = poll(ctx, 10*time.Minute, "a member ready on "+in.To, func(ctx context.Context) (string, error) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range got.Status.Members {
+			if m.Version == in.To && m.Ready {
+				first = m.Name
+				return "", nil
+			}
+		}
+		return fmt.Sprintf("cluster version %s, operation %+v", got.Status.ClusterVersion, got.Status.Operation), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s ready on %s %.1fs after the downgrade began; setting spec.version back to %s", first, in.To, time.Since(start).Seconds(), in.Back)
+	back := time.Now()
+	setSpecVersion(ctx, t, hub, in.Etcd, in.Back)
+	minor := minorOf(in.Back)
+	err = poll(ctx, 10*time.Minute, "the downgrade cancelled and every member on "+in.Back, func(ctx context.Context) (string, error) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		var off []string
+		for _, m := range got.Status.Members {
+			if m.Version != in.Back || !m.Ready {
+				off = append(off, fmt.Sprintf("%s (%s, ready %v)", m.Name, m.Version, m.Ready))
+			}
+		}
+		if len(off) > 0 || got.Status.Operation != nil || !strings.HasPrefix(got.Status.ClusterVersion, minor+".") {
+			return fmt.Sprintf("members %v, operation %+v, cluster version %s", off, got.Status.Operation, got.Status.ClusterVersion), nil
+		}
+		return downgradeCancelled(ctx, in.Etcd, minor)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("downgrade given up: etcd reports no downgrade, cluster and storage versions %s.0, every member on %s, %.1fs after spec.version was set back", minor, in.Back, time.Since(back).Seconds())
+	if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeCancelled", back); err != nil {
+		t.Error(err)
+	}
+	got, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastIncarnation != ec.Status.LastIncarnation {
+		t.Errorf("new incarnations (%d -> %d)", ec.Status.LastIncarnation, got.Status.LastIncarnation)
+	}
+	idsAfter, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(idsAfter) != fmt.Sprint(idsBefore) {
+		t.Errorf("member list changed: before %v, after %v", idsBefore, idsAfter)
+	}
+	t.Logf("longest gap between acknowledged writes %s", w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
+}
+
+// downgradeCancelled reads every member's status from etcd: "" when none
+// reports a downgrade enabled and each reports its storage version at
+// minor.
+func downgradeCancelled(ctx context.Context, m *ManagedEtcd, minor string) (string, error) {
+	c, err := EtcdClient(m.Client)
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = c.Close() }()
+	var off []string
+	for _, ep := range c.Endpoints() {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.Status(sctx, ep)
+		cancel()
+		switch {
+		case err != nil:
+			off = append(off, fmt.Sprintf("%s: %v", ep, err))
+		case (st.DowngradeInfo != nil && st.DowngradeInfo.Enabled) || minorOf(st.StorageVersion) != minor:
+			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", ep, st.DowngradeInfo, st.StorageVersion))
+		}
+	}
+	return strings.Join(off, "; "), nil
 }
 
 // waitForEventReason waits for an event with reason on the EtcdCluster

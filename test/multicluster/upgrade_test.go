@@ -49,8 +49,10 @@ func TestScenarioUpgrade(t *testing.T) {
 // TestScenarioDowngrade downgrades a 5-member ring over three clusters
 // from etcd 3.6 to 3.5 under a recorded workload, following etcd's
 // downgrade procedure (validate and enable, storage versions at 3.5
-// before the first member restarts), one member at a time, leader last;
-// first, a downgrade of two minors is refused before anything moves.
+// before the first member restarts), one member at a time, leader last.
+// First, a downgrade of two minors is refused before anything moves, and
+// a downgrade set back once its first member runs 3.5 is cancelled in
+// etcd and rolled back.
 // Long: `make scenarios` runs it.
 func TestScenarioDowngrade(t *testing.T) {
 	skipUnlessScenarios(t, "a 5-member ring downgraded from etcd 3.6 to 3.5 under a recorded workload")
@@ -61,6 +63,9 @@ func TestScenarioDowngrade(t *testing.T) {
 	t.Run("a downgrade of two minors is refused before anything moves", func(t *testing.T) {
 		RefusedVersionSpec(ctx, RefusedVersionSpecInput{T: t, Topology: topo, Etcd: etcd, To: "3.4.37",
 			Want: "version may go down by at most one minor version at a time", Watch: 10 * time.Second})
+	})
+	t.Run("a downgrade set back after its first member is cancelled", func(t *testing.T) {
+		AbandonedDowngradeSpec(ctx, AbandonedDowngradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom, Back: upgradeTo})
 	})
 	t.Run("3.6 to 3.5 by etcd's downgrade procedure, one member at a time, leader last, under load", func(t *testing.T) {
 		UpgradeSpec(ctx, UpgradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom, Timeout: 15 * time.Minute})
