@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -125,8 +126,8 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 			snap = snapshotBeforeFirst(ctx, t, in, changed, look)
 		}
 		if down {
-			beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context) (string, error) {
-				return downgradeEnabled(ctx, in.Etcd, minor)
+			beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
+				return downgradeEnabled(ctx, in.Etcd, minor, onNew)
 			})
 			enabledAfter = time.Since(changed)
 			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 %.1fs after the change, before any member restarted", minor, minor, enabledAfter.Seconds())
@@ -214,7 +215,7 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	hub := in.Topology.Hub
 	prefix := "before-version-" + in.To + "-"
 	var request string
-	beforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context) (string, error) {
+	beforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context, _ []string) (string, error) {
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
@@ -257,7 +258,7 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	}
 	resumed := time.Now()
 	var snap etcdfedv1.BackupSnapshot
-	beforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context) (string, error) {
+	beforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context, _ []string) (string, error) {
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
@@ -279,16 +280,18 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 
 // beforeFirstMember polls cond until it holds, and fails the test if a
 // member is seen on the new spec before it does. Each round looks at the
-// members before it asks cond, so a member seen on the new spec while
-// cond still did not hold did restart first.
-func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(context.Context) (string, error)) {
+// members before it asks cond (which is told the members already on the
+// new spec, restarting or restarted, whose own state it may leave out),
+// so a member seen on the new spec while cond still did not hold did
+// restart first.
+func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) {
 	t.Helper()
 	err := poll(ctx, 3*time.Minute, what+" before any member restarts", func(ctx context.Context) (string, error) {
 		s, err := look(ctx)
 		if err != nil {
 			return err.Error(), nil
 		}
-		why, err := cond(ctx)
+		why, err := cond(ctx, s.onNew)
 		if err != nil || why == "" {
 			return why, err
 		}
@@ -302,27 +305,46 @@ func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Cont
 	}
 }
 
-// downgradeEnabled reads every member's status from etcd: "" when each
-// reports the downgrade enabled to minor and its storage version at it.
-func downgradeEnabled(ctx context.Context, m *ManagedEtcd, minor string) (string, error) {
-	c, err := EtcdClient(m.Client)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = c.Close() }()
+// downgradeEnabled reads the status of every member but those in skip
+// from etcd: "" when each reports the downgrade enabled to minor and its
+// storage version at it.
+func downgradeEnabled(ctx context.Context, m *ManagedEtcd, minor string, skip []string) (string, error) {
 	var off []string
-	for _, ep := range c.Endpoints() {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := c.Status(sctx, ep)
-		cancel()
+	err := eachMemberStatus(ctx, m, skip, func(name string, st *clientv3.StatusResponse, err error) {
 		switch {
 		case err != nil:
-			off = append(off, fmt.Sprintf("%s: %v", ep, err))
+			off = append(off, fmt.Sprintf("%s: %v", name, err))
 		case st.DowngradeInfo == nil || !st.DowngradeInfo.Enabled || minorOf(st.DowngradeInfo.TargetVersion) != minor || minorOf(st.StorageVersion) != minor:
-			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", ep, st.DowngradeInfo, st.StorageVersion))
+			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", name, st.DowngradeInfo, st.StorageVersion))
 		}
+	})
+	return strings.Join(off, "; "), err
+}
+
+// eachMemberStatus asks every member in etcd's member list but those in
+// skip for its status, at its first client URL.
+func eachMemberStatus(ctx context.Context, m *ManagedEtcd, skip []string, f func(name string, st *clientv3.StatusResponse, err error)) error {
+	c, err := EtcdClient(m.Client)
+	if err != nil {
+		return err
 	}
-	return strings.Join(off, "; "), nil
+	defer func() { _ = c.Close() }()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	list, err := c.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("member list: %w", err)
+	}
+	for _, mem := range list.Members {
+		if slices.Contains(skip, mem.Name) || len(mem.ClientURLs) == 0 {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.Status(sctx, mem.ClientURLs[0])
+		cancel()
+		f(mem.Name, st, err)
+	}
+	return nil
 }
 
 // verifyUpgradeSnapshot fetches the snapshot taken before the version
@@ -677,24 +699,16 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 // reports a downgrade enabled and each reports its storage version at
 // minor.
 func downgradeCancelled(ctx context.Context, m *ManagedEtcd, minor string) (string, error) {
-	c, err := EtcdClient(m.Client)
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = c.Close() }()
 	var off []string
-	for _, ep := range c.Endpoints() {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		st, err := c.Status(sctx, ep)
-		cancel()
+	err := eachMemberStatus(ctx, m, nil, func(name string, st *clientv3.StatusResponse, err error) {
 		switch {
 		case err != nil:
-			off = append(off, fmt.Sprintf("%s: %v", ep, err))
+			off = append(off, fmt.Sprintf("%s: %v", name, err))
 		case (st.DowngradeInfo != nil && st.DowngradeInfo.Enabled) || minorOf(st.StorageVersion) != minor:
-			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", ep, st.DowngradeInfo, st.StorageVersion))
+			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", name, st.DowngradeInfo, st.StorageVersion))
 		}
-	}
-	return strings.Join(off, "; "), nil
+	})
+	return strings.Join(off, "; "), err
 }
 
 // waitForEventReason waits for an event with reason on the EtcdCluster
