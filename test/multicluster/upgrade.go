@@ -120,17 +120,16 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 		defer func() { _ = in.Backup.Resume() }()
 	}
 	var snap *etcdfedv1.BackupSnapshot
-	var enabledAfter time.Duration
 	beforeFirst := func(ctx context.Context, changed time.Time, look func(context.Context) (rollSample, error)) {
 		if in.Backup != nil {
 			snap = snapshotBeforeFirst(ctx, t, in, changed, look)
 		}
 		if down {
-			beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
+			onNew := beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
 				return downgradeEnabled(ctx, in.Etcd, minor, onNew)
 			})
-			enabledAfter = time.Since(changed)
-			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 %.1fs after the change, before any member restarted", minor, minor, enabledAfter.Seconds())
+			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 (members already on the new spec, not asked: %v) %.1fs after the change",
+				minor, minor, onNew, time.Since(changed).Seconds())
 		}
 	}
 	res := RollSpecSpec(ctx, RollSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.To), Timeout: in.Timeout,
@@ -284,13 +283,14 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 // new spec, restarting or restarted, whose own state it may leave out),
 // so a member seen on the new spec while cond still did not hold did
 // restart first.
-func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) {
+func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) (onNew []string) {
 	t.Helper()
 	err := poll(ctx, 3*time.Minute, what+" before any member restarts", func(ctx context.Context) (string, error) {
 		s, err := look(ctx)
 		if err != nil {
 			return err.Error(), nil
 		}
+		onNew = s.onNew
 		why, err := cond(ctx, s.onNew)
 		if err != nil || why == "" {
 			return why, err
@@ -303,6 +303,7 @@ func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Cont
 	if err != nil {
 		t.Fatal(err)
 	}
+	return onNew
 }
 
 // downgradeEnabled reads the status of every member but those in skip
