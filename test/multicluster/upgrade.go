@@ -158,6 +158,10 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 		if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeEnabled", res.Changed); err != nil {
 			t.Error(err)
 		}
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "DowngradeEnabled")
+	}
+	if in.Backup != nil {
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "BackupRequested", "BackupSucceeded")
 	}
 	if snap != nil {
 		verifyUpgradeSnapshot(ctx, t, in, *snap, res)
@@ -586,6 +590,22 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	checkWorkload(ctx, t, w)
 }
 
+// logHubEvents logs the notes of the hub's events with these reasons on
+// the EtcdCluster since start.
+func logHubEvents(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, start time.Time, reasons ...string) {
+	t.Helper()
+	evs, err := hubEvents(ctx, hub, m, start)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	for _, r := range reasons {
+		for _, note := range evs[r] {
+			t.Logf("event %s: %s", r, note)
+		}
+	}
+}
+
 // setSpecVersion sets spec.version.
 func setSpecVersion(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, v string) {
 	t.Helper()
@@ -678,6 +698,7 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 	if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeCancelled", back); err != nil {
 		t.Error(err)
 	}
+	logHubEvents(ctx, t, hub, in.Etcd, start, "DowngradeEnabled", "DowngradeCancelled", "MemberRoll", "MemberRollDone")
 	got, err := in.Etcd.Get(ctx, hub)
 	if err != nil {
 		t.Fatal(err)
