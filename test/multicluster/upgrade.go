@@ -12,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -590,19 +591,22 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	checkWorkload(ctx, t, w)
 }
 
-// logHubEvents logs the notes of the hub's events with these reasons on
-// the EtcdCluster since start.
+// logHubEvents logs the hub's events with these reasons on the
+// EtcdCluster since start, in time order, with their time since start.
 func logHubEvents(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, start time.Time, reasons ...string) {
 	t.Helper()
-	evs, err := hubEvents(ctx, hub, m, start)
+	evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	for _, r := range reasons {
-		for _, note := range evs[r] {
-			t.Logf("event %s: %s", r, note)
+	items := evs.Items
+	slices.SortFunc(items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	for _, e := range items {
+		if e.Regarding.Name != m.Name || e.EventTime.Time.Before(start.Add(-time.Second)) || !slices.Contains(reasons, e.Reason) {
+			continue
 		}
+		t.Logf("event at +%.1fs %s: %s", e.EventTime.Sub(start).Seconds(), e.Reason, e.Note)
 	}
 }
 
