@@ -207,8 +207,11 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	}
 	t.Logf("rollout order %v (leader at the start: %s); at most %d member(s) restarting at once over %d samples; longest gap between acknowledged writes %s",
 		order, leader, most, len(samples), w.MaxWriteGap().Round(time.Millisecond))
-	res.Order, res.PerMember, res.MaxWriteGap = order, rollTimes(samples), w.MaxWriteGap()
+	res.Order, res.PerMember = order, rollTimes(samples)
 	t.Logf("time per member, from its object's new spec to its pod ready on it: %s", res.PerMember)
+	gap, gapAt := w.MaxWriteGapAt()
+	res.MaxWriteGap = gap
+	t.Logf("the longest gap between acknowledged writes (%s) began %.1fs after the change, %s", gap.Round(time.Millisecond), gapAt.Sub(start).Seconds(), restartingAt(samples, gapAt, gapAt.Add(gap)))
 	if len(order) != len(after.Status.Members) || order[len(order)-1] != leader {
 		t.Errorf("rollout order %v; want every member once and the leader of the start, %s, last", order, leader)
 	}
@@ -239,6 +242,26 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	}
 	checkWorkload(ctx, t, w)
 	return res
+}
+
+// restartingAt says which members the samples saw restarting between
+// from and to.
+func restartingAt(samples []rollSample, from, to time.Time) string {
+	var seen []string
+	for _, s := range samples {
+		if s.at.Before(from.Add(-100*time.Millisecond)) || s.at.After(to.Add(100*time.Millisecond)) {
+			continue
+		}
+		for _, m := range s.unsettled {
+			if !slices.Contains(seen, m) {
+				seen = append(seen, m)
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return "while no member was seen restarting"
+	}
+	return fmt.Sprintf("while %v restarted", seen)
 }
 
 // sampleRoll looks at the hub's status and the members' objects once;
