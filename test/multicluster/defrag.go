@@ -85,34 +85,48 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	}
 	t.Logf("wrote %d MiB in %.1fs, deleted %d keys, compacted to revision %d", in.FillMiB, fillTook.Seconds(), del.Deleted, del.Header.Revision)
 
+	// Each member's sizes as etcd reports them: the hub's status shows
+	// them as of its last pass, and a ring at rest is looked at once per
+	// resync (5 minutes); turning automatic defragmentation on below is a
+	// spec change, which the hub looks at at once.
 	before := map[string]etcdfedv1.MemberStatus{}
 	var leader string
-	err = poll(ctx, 2*time.Minute, "every member's file shown fragmented beyond 45% and 100 MiB", func(ctx context.Context) (string, error) {
+	err = poll(ctx, 2*time.Minute, "every member's file fragmented beyond 45% and 100 MiB, as etcd reports it", func(ctx context.Context) (string, error) {
 		// A member frees compacted pages at its writes after the
 		// compaction, and its in-use size follows.
 		if err := putRetry(ctx, c, "defrag-fill-done", "x"); err != nil {
 			return "", err
 		}
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
 		var not []string
-		for _, m := range ec.Status.Members {
-			free := m.DBSize - m.DBSizeInUse
-			if free < 100<<20 || free*100 < m.DBSize*45 {
-				not = append(not, fmt.Sprintf("%s: file %s, %s in use", m.Name, membership.Bytes(m.DBSize), membership.Bytes(m.DBSizeInUse)))
+		err := eachMemberStatus(ctx, in.Etcd, nil, func(name string, st *clientv3.StatusResponse, err error) {
+			if err != nil {
+				not = append(not, fmt.Sprintf("%s: %v", name, err))
+				return
 			}
-			before[m.Name] = m
+			if st.Leader == st.Header.MemberId {
+				leader = name
+			}
+			free := st.DbSize - st.DbSizeInUse
+			if free < 100<<20 || free*100 < st.DbSize*45 {
+				not = append(not, fmt.Sprintf("%s: file %s, %s in use", name, membership.Bytes(st.DbSize), membership.Bytes(st.DbSizeInUse)))
+			}
+			before[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
+		})
+		if err != nil {
+			return err.Error(), nil
 		}
-		leader = ec.Status.Leader
 		return strings.Join(not, "; "), nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if leader == "" {
-		t.Fatal("no leader in status")
+		t.Fatal("no leader reported by etcd")
+	}
+	if ec, err := in.Etcd.Get(ctx, hub); err == nil {
+		for _, m := range ec.Status.Members {
+			t.Logf("the hub's status meanwhile (its last pass): %s file %s, %s in use", m.Name, membership.Bytes(m.DBSize), membership.Bytes(m.DBSizeInUse))
+		}
 	}
 	for _, m := range mapsKeys(before) {
 		t.Logf("before: %s file %s, %s in use", m, membership.Bytes(before[m].DBSize), membership.Bytes(before[m].DBSizeInUse))
