@@ -449,12 +449,12 @@ func RefusedVersionSpec(ctx context.Context, in RefusedVersionSpecInput) {
 			}
 			for _, m := range list.Items {
 				out[c.Name+"/"+m.Name] = fmt.Sprintf("generation %d image %s", m.Generation, m.Spec.Image)
-			}
-			pods, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).List(ctx, metav1.ListOptions{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range pods.Items {
+				// The member's pod (the ring namespace holds other
+				// rings' pods too).
+				p, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
 				out[c.Name+"/pod/"+p.Name] = string(p.UID)
 			}
 		}
