@@ -188,6 +188,11 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		} else {
 			r.event(ec, corev1.EventTypeWarning, etcdfedv1.ReasonDowngradeRefused, "EnableDowngrade", "etcd refused the downgrade to %s: %v", p.DowngradeTo, err)
 		}
+	case membership.ActCancelDowngrade:
+		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.CancelDowngrade(ctx) })
+		if err == nil {
+			r.event(ec, corev1.EventTypeNormal, "DowngradeCancelled", "CancelDowngrade", "Cancelled etcd's downgrade to %s: spec.version is %s (cluster version was %s)", s.etcd.Downgrade.Target, ec.Spec.Version, s.etcd.ClusterVersion)
+		}
 	case membership.ActDefragment, membership.ActDisarm:
 		err = r.applyMaintenance(ctx, s, d)
 	case membership.ActAddCA, membership.ActSwitchCA, membership.ActDropCA:

@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/membership"
 )
 
@@ -22,13 +24,19 @@ func TestVersionProgress(t *testing.T) {
 		name         string
 		version      string
 		plan         membership.Decision
+		res          applyResult
 		status       metav1.ConditionStatus
 		reason, want string
 	}{
-		{"upgrade", "3.6.16", membership.Decision{Action: membership.ActWait}, metav1.ConditionTrue, etcdfedv1.ReasonUpgrading, "(1 of 3 members run 3.6.16; cluster version 3.5.0)"},
-		{"downgrade", "3.5.35", membership.Decision{Action: membership.ActWait}, metav1.ConditionTrue, etcdfedv1.ReasonDowngrading, "(2 of 3 members run 3.5.35"},
-		{"halted", "3.6.16", membership.Decision{Action: membership.ActWait, Halted: true, Reason: "rollout halted: main-1 does not come up"}, metav1.ConditionFalse, etcdfedv1.ReasonRolloutHalted, "rollout halted: main-1"},
-		{"not a version change", "", membership.Decision{Action: membership.ActWait}, metav1.ConditionTrue, "Roll", "Roll main-1"},
+		{"upgrade", "3.6.16", membership.Decision{Action: membership.ActWait}, applyResult{}, metav1.ConditionTrue, etcdfedv1.ReasonUpgrading, "(1 of 3 members run 3.6.16; cluster version 3.5.0)"},
+		{"downgrade", "3.5.35", membership.Decision{Action: membership.ActWait}, applyResult{}, metav1.ConditionTrue, etcdfedv1.ReasonDowngrading, "(2 of 3 members run 3.5.35"},
+		// etcd's refusal, as etcdops.EnableDowngrade wraps it, is quoted
+		// with what to do.
+		{"downgrade refused by etcd", "3.5.35", membership.Decision{Action: membership.ActEnableDowngrade},
+			applyResult{stepErr: fmt.Errorf("%w: downgrade validate 3.5: etcdserver: cluster has a downgrade job in progress", etcdops.ErrDowngradeRefused)},
+			metav1.ConditionFalse, etcdfedv1.ReasonDowngradeRefused, "no member is restarted: etcdops: etcd refused the downgrade: downgrade validate 3.5: etcdserver: cluster has a downgrade job in progress; set spec.version back"},
+		{"halted", "3.6.16", membership.Decision{Action: membership.ActWait, Halted: true, Reason: "rollout halted: main-1 does not come up"}, applyResult{}, metav1.ConditionFalse, etcdfedv1.ReasonRolloutHalted, "rollout halted: main-1"},
+		{"not a version change", "", membership.Decision{Action: membership.ActWait}, applyResult{}, metav1.ConditionTrue, "Roll", "Roll main-1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := etcd
@@ -39,7 +47,7 @@ func TestVersionProgress(t *testing.T) {
 			s := &snapshot{ec: &etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Version: tc.version}}, etcd: e}
 			st := &etcdfedv1.EtcdClusterStatus{Operation: &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: "SpecChanged"}}
 			setProgressing(st, 1, tc.plan, nil)
-			setVersionProgress(s, st, 1, tc.plan, applyResult{})
+			setVersionProgress(s, st, 1, tc.plan, tc.res)
 			c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing)
 			if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.want) {
 				t.Errorf("Progressing=%s %s %q; want %s %s containing %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.want)

@@ -61,6 +61,18 @@ func (c *Client) versions(ctx context.Context, clientURL string) (version.Versio
 	return v, nil
 }
 
+// CancelDowngrade ends the downgrade etcd has enabled (downgrade cancel):
+// etcd raises its cluster version again once every member runs the higher
+// version.
+func (c *Client) CancelDowngrade(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
+	defer cancel()
+	if _, err := c.c.Downgrade(ctx, clientv3.DowngradeCancel, ""); err != nil {
+		return fmt.Errorf("downgrade cancel: %w", classify(err))
+	}
+	return nil
+}
+
 // EnableDowngrade follows etcd's downgrade procedure to minor (such as
 // 3.5): downgrade validate, then downgrade enable. etcd refuses a target
 // that is not exactly one minor below the cluster version, or a downgrade

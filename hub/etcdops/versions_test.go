@@ -105,3 +105,44 @@ func TestVersionsAndDowngrade(t *testing.T) {
 		return nil
 	})
 }
+
+// TestCancelDowngrade gives a downgrade up with the hub's call: enabled to
+// 3.5 on a 3.6 member (cluster version 3.5.0), then cancelled: etcd
+// reports no downgrade and raises the cluster and storage versions back
+// to 3.6.0 with the member never restarted.
+func TestCancelDowngrade(t *testing.T) {
+	testenv.SkipIfShort(t, "etcd processes")
+	ctx := context.Background()
+	a := urls(t, "a")
+	startRelease(t, &a, "etcd", filepath.Join(t.TempDir(), "data"))
+	c, err := New(Config{Endpoints: []string{a.client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eventually(t, "3.6 versions observed", func() error {
+		if e := c.Observe(ctx); !e.Reachable || e.ClusterVersion != "3.6.0" {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+	if err := c.EnableDowngrade(ctx, "3.5"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "downgrade enabled, cluster version 3.5.0", func() error {
+		if e := c.Observe(ctx); !e.Downgrade.Enabled || e.ClusterVersion != "3.5.0" {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+	if err := c.CancelDowngrade(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "downgrade cancelled, cluster and storage versions 3.6.0", func() error {
+		e := c.Observe(ctx)
+		if !e.Reachable || e.Downgrade.Enabled || e.ClusterVersion != "3.6.0" || e.Members[0].StorageVersion != "3.6.0" {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+}

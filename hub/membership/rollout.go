@@ -114,6 +114,9 @@ func continueRoll(in Input, op Operation) Decision {
 	case m.DomainFailed || m.Object.VolumeLost:
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s must be replaced; its roll gives way to the replacement", m.Name)}
 	}
+	if d, ok := cancelDowngrade(in, op, m); ok {
+		return d
+	}
 	em, found := byID(in.Etcd, m.ID)
 	if m.Object.Outdated {
 		if d, pending := versionSteps(in, op, m); pending {

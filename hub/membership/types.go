@@ -296,6 +296,10 @@ const (
 	// ActEnableDowngrade: etcd's downgrade validate, then enable, to
 	// Decision.DowngradeTo (the first step of a downgrade's first Roll).
 	ActEnableDowngrade Action = "EnableDowngrade"
+	// ActCancelDowngrade: etcd's downgrade cancel, when etcd has a
+	// downgrade enabled that spec.version no longer asks for (the
+	// version set back above its target); a step of the Roll in flight.
+	ActCancelDowngrade Action = "CancelDowngrade"
 	// ActRequestBackup: ask for an on-demand snapshot named
 	// Decision.BackupRequest (before the first Roll of a version change).
 	ActRequestBackup Action = "RequestBackup"

@@ -18,6 +18,13 @@ import (
 //     maintenance API, then wait until every member's storage version is
 //     the target minor, then roll; once every member runs the lower
 //     version etcd ends the downgrade and its cluster version drops;
+//   - a downgrade given up (spec.version set back above the target of the
+//     downgrade etcd has enabled, before every member ran the lower
+//     version) is cancelled with etcd's downgrade cancel, the first step
+//     of the Roll in flight, whether its member still has to roll or not:
+//     etcd ends a downgrade by itself only once every member runs its
+//     target, and until then keeps the cluster version at the target,
+//     whatever the members run;
 //   - a member rolled to the new spec whose pod cannot run it (the spoke
 //     reports why: no such image, a crash) halts the rollout: the Roll
 //     waits on it, Halted, and is never handed to a replacement; nothing
@@ -126,6 +133,18 @@ func versionSteps(in Input, op Operation, m Member) (Decision, bool) {
 		return waitStep(op, ActEnableDowngrade, pollFast, "downgrade to %s enabled; waiting for etcd to migrate the storage version of %s", target, strings.Join(behind, ", ")), true
 	}
 	return Decision{}, false
+}
+
+// cancelDowngrade is the step of a Roll that cancels etcd's downgrade when
+// spec.version no longer asks for it; ok is false when there is none.
+func cancelDowngrade(in Input, op Operation, m Member) (Decision, bool) {
+	d := in.Etcd.Downgrade
+	target := minorOf(d.Target)
+	if !d.Enabled || target == "" || minorOf(in.Version) == "" || compareVersions(minorOf(in.Version), target) <= 0 {
+		return Decision{}, false
+	}
+	return step(op, ActCancelDowngrade, Decision{Member: m.Name, RequeueAfter: pollFast,
+		Reason: fmt.Sprintf("cancelling etcd's downgrade to %s (downgrade cancel): spec.version %s no longer asks for it, and etcd keeps the cluster version at %s until it is cancelled", target, in.Version, orUnknown(in.Etcd.ClusterVersion))}), true
 }
 
 // halted is the wait of a Roll whose member does not come up on the new

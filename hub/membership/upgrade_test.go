@@ -136,6 +136,32 @@ func TestVersionChange(t *testing.T) {
 			}
 			return in
 		}, []check{action(ActUpdateObject)}},
+		{"downgrade given up before any member restarted: the Roll in flight cancels etcd's downgrade", func() Input {
+			in := versions(rolling("main-1"), "3.6.16", "3.6.16", "3.6.16", "3.6.16")
+			in.Etcd.Downgrade = Downgrade{Enabled: true, Target: "3.5.0"}
+			in.Etcd.ClusterVersion = "3.5.0"
+			return in
+		}, []check{action(ActCancelDowngrade), opRecorded(OpRoll, ActCancelDowngrade), reason("no longer asks for it")}},
+		{"downgrade given up after a member ran 3.5: cancelled before that member rolls back", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.6.16", "3.6.16", "3.5.35", "3.6.16")
+			in.Etcd.Downgrade = Downgrade{Enabled: true, Target: "3.5.0"}
+			in.Etcd.ClusterVersion = "3.5.0"
+			return in
+		}, []check{action(ActCancelDowngrade), rollOf("main-1")}},
+		{"downgrade given up and cancelled: the member rolls back", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.6.16", "3.6.16", "3.5.35", "3.6.16")
+			in.Etcd.ClusterVersion = "3.5.0"
+			return in
+		}, []check{action(ActUpdateObject), rollOf("main-1")}},
+		{"downgrade under way (spec at its target): never cancelled", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.5.35", "3.6.16", "3.6.16", "3.5.35")
+			in.Etcd.Downgrade = Downgrade{Enabled: true, Target: "3.5.0"}
+			in.Etcd.ClusterVersion = "3.5.0"
+			for i := range in.Etcd.Members {
+				in.Etcd.Members[i].StorageVersion = "3.5.0"
+			}
+			return in
+		}, []check{action(ActUpdateObject)}},
 		{"a patch downgrade within a minor: no etcd downgrade", func() Input {
 			in := versions(rolling("main-1", "main-1"), "3.6.1", "3.6.16", "3.6.16", "3.6.16")
 			in.Etcd.ClusterVersion = "3.6.0"

@@ -29,6 +29,26 @@ type RollSpecInput struct {
 	Image  string
 	// Timeout bounds the whole rollout; default 5m.
 	Timeout time.Duration
+	// BeforeFirst, when set, runs once the spec is changed, before the
+	// rollout is waited for, with the time of the change and a look at
+	// the members' objects: the place to check what must be done before
+	// the first member restarts.
+	BeforeFirst func(ctx context.Context, changed time.Time, look func(context.Context) (rollSample, error))
+}
+
+// RollResult is what RollSpecSpec measured.
+type RollResult struct {
+	// Changed is when the spec was changed; FirstOnNew when a member's
+	// object was first seen with the new image (sampled every 100 ms).
+	Changed, FirstOnNew time.Time
+	// Took is from the change to every member ready on the new spec.
+	Took time.Duration
+	// Order is the order members took the new image in; PerMember the
+	// time of each, from its object's new spec to its pod ready on it.
+	Order     []string
+	PerMember string
+	// MaxWriteGap is the longest gap between acknowledged writes.
+	MaxWriteGap time.Duration
 }
 
 // rollSample is what one look at the hub and the member clusters saw.
@@ -52,7 +72,7 @@ type rollSample struct {
 // LeaderMoved event); Progressing=True with reason Roll naming each member
 // while it rolls. The history must be linearizable with no acknowledged
 // write lost.
-func RollSpecSpec(ctx context.Context, in RollSpecInput) {
+func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
@@ -120,6 +140,9 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
+	if in.BeforeFirst != nil {
+		in.BeforeFirst(ctx, start, func(ctx context.Context) (rollSample, error) { return sampleRoll(ctx, in, ec.UID, nil) })
+	}
 	var after *etcdfedv1.EtcdCluster
 	if in.Timeout == 0 {
 		in.Timeout = 5 * time.Minute
@@ -144,7 +167,8 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("rolled %d members to %s in %.1fs", len(after.Status.Members), in.Image, time.Since(start).Seconds())
+	res := RollResult{Changed: start, Took: time.Since(start)}
+	t.Logf("rolled %d members to %s in %.1fs", len(after.Status.Members), in.Image, res.Took.Seconds())
 	// Each member's roll is an operation whose start the hub records and
 	// whose first step follows in the same pass, on the same observation.
 	if in.Topology.HubMetricsURL != "" {
@@ -163,6 +187,9 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	progressing := map[string]bool{}
 	most := 0
 	for _, s := range samples {
+		if len(s.onNew) > 0 && res.FirstOnNew.IsZero() {
+			res.FirstOnNew = s.at
+		}
 		for _, m := range s.onNew {
 			if !slices.Contains(order, m) {
 				order = append(order, m)
@@ -180,7 +207,11 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 	}
 	t.Logf("rollout order %v (leader at the start: %s); at most %d member(s) restarting at once over %d samples; longest gap between acknowledged writes %s",
 		order, leader, most, len(samples), w.MaxWriteGap().Round(time.Millisecond))
-	t.Logf("time per member, from its object's new spec to its pod ready on it: %s", rollTimes(samples))
+	res.Order, res.PerMember = order, rollTimes(samples)
+	t.Logf("time per member, from its object's new spec to its pod ready on it: %s", res.PerMember)
+	gap, gapAt := w.MaxWriteGapAt()
+	res.MaxWriteGap = gap
+	t.Logf("the longest gap between acknowledged writes (%s) began %.1fs after the change, %s", gap.Round(time.Millisecond), gapAt.Sub(start).Seconds(), restartingAt(samples, gapAt, gapAt.Add(gap)))
 	if len(order) != len(after.Status.Members) || order[len(order)-1] != leader {
 		t.Errorf("rollout order %v; want every member once and the leader of the start, %s, last", order, leader)
 	}
@@ -210,6 +241,27 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) {
 		t.Error(err)
 	}
 	checkWorkload(ctx, t, w)
+	return res
+}
+
+// restartingAt says which members the samples saw restarting between
+// from and to.
+func restartingAt(samples []rollSample, from, to time.Time) string {
+	var seen []string
+	for _, s := range samples {
+		if s.at.Before(from.Add(-100*time.Millisecond)) || s.at.After(to.Add(100*time.Millisecond)) {
+			continue
+		}
+		for _, m := range s.unsettled {
+			if !slices.Contains(seen, m) {
+				seen = append(seen, m)
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return "while no member was seen restarting"
+	}
+	return fmt.Sprintf("while %v restarted", seen)
 }
 
 // sampleRoll looks at the hub's status and the members' objects once;

@@ -3,16 +3,23 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
 // rollTimes is, per member, the time from the first sample that saw its
@@ -47,7 +54,8 @@ func rollTimes(samples []rollSample) string {
 // renders it (the local node runs bin/etcd-<release> for it).
 func VersionImage(version string) string { return etcdfedv1.DefaultImageRepository + ":v" + version }
 
-// UpgradeSpecInput changes spec.version from the ring's running version.
+// UpgradeSpecInput changes spec.version from the ring's running version,
+// up or down.
 type UpgradeSpecInput struct {
 	T        testing.TB
 	Topology *Topology
@@ -55,6 +63,23 @@ type UpgradeSpecInput struct {
 	// To is the new spec.version.
 	To      string
 	Timeout time.Duration
+	// Backup, when set, turns spec.backup on before the change and
+	// requires the hub's snapshot before the first member restarts.
+	Backup *UpgradeBackup
+}
+
+// UpgradeBackup is the store of the snapshot a version change takes
+// first, and a way to hold it.
+type UpgradeBackup struct {
+	Store etcdfedv1.BackupStore
+	// Credentials are the data of the store's credentials Secret (nil:
+	// none).
+	Credentials map[string][]byte
+	// Pause and Resume stop and continue the store's server; while it is
+	// stopped (for Hold) the snapshot cannot complete, and no member may
+	// restart.
+	Pause, Resume func() error
+	Hold          time.Duration
 }
 
 // UpgradeSpec changes spec.version under a recorded workload and requires
@@ -64,14 +89,59 @@ type UpgradeSpecInput struct {
 // linearizable history with no acknowledged write lost), and then every
 // member reporting the new version in status.members[].version and the
 // cluster version of its minor in status.clusterVersion.
-func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) {
+//
+// With Backup, before the first member restarts: the hub asks for a
+// snapshot (etcdfed.dev/backup-requested: before-version-<To>-...), no
+// member restarts while the store is held, and the snapshot is stored,
+// verified (fetched back from the store, sha256 and database checked) and
+// has a revision.
+//
+// A downgrade (To's minor below the cluster version) must follow etcd's
+// procedure before the first member restarts: etcd reports the downgrade
+// enabled to To's minor and every member's storage version at that minor
+// (read from etcd, not from the hub), and the hub records a
+// DowngradeEnabled event.
+func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 	t := in.T
 	t.Helper()
-	RollSpecSpec(ctx, RollSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.To), Timeout: in.Timeout,
-		Change: func(s *etcdfedv1.EtcdClusterSpec) { s.Version = in.To }})
-	minor := in.To[:strings.LastIndex(in.To, ".")]
-	err := poll(ctx, time.Minute, "every member reports "+in.To+" and the cluster version "+minor, func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, in.Topology.Hub)
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minor := minorOf(in.To)
+	// A downgrade: To's minor below the one the members run (the cluster
+	// version etcd reports is 3.0.0 for a few seconds after it forms).
+	down := false
+	for _, m := range ec.Status.Members {
+		down = down || minorNumber(minor) < minorNumber(minorOf(m.Version))
+	}
+	t.Logf("spec.version %s -> %s (cluster version %s): %s", ec.Spec.Version, in.To, ec.Status.ClusterVersion, map[bool]string{true: "a downgrade", false: "an upgrade"}[down])
+	if in.Backup != nil {
+		enableUpgradeBackup(ctx, t, in)
+		if err := in.Backup.Pause(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("store paused: the snapshot before the first member cannot complete")
+		defer func() { _ = in.Backup.Resume() }()
+	}
+	var snap *etcdfedv1.BackupSnapshot
+	beforeFirst := func(ctx context.Context, changed time.Time, look func(context.Context) (rollSample, error)) {
+		if in.Backup != nil {
+			snap = snapshotBeforeFirst(ctx, t, in, changed, look)
+		}
+		if down {
+			onNew := beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
+				return downgradeEnabled(ctx, in.Etcd, minor, onNew)
+			})
+			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 (members already on the new spec, not asked: %v) %.1fs after the change",
+				minor, minor, onNew, time.Since(changed).Seconds())
+		}
+	}
+	res := RollSpecSpec(ctx, RollSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.To), Timeout: in.Timeout,
+		Change: func(s *etcdfedv1.EtcdClusterSpec) { s.Version = in.To }, BeforeFirst: beforeFirst})
+	err = poll(ctx, time.Minute, "every member reports "+in.To+" and the cluster version "+minor, func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
 		}
@@ -89,6 +159,328 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if down {
+		if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeEnabled", res.Changed); err != nil {
+			t.Error(err)
+		}
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "DowngradeEnabled")
+	}
+	if in.Backup != nil {
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "BackupRequested", "BackupSucceeded")
+	}
+	if snap != nil {
+		verifyUpgradeSnapshot(ctx, t, in, *snap, res)
+	}
+	return res
+}
+
+// enableUpgradeBackup turns spec.backup on (a yearly schedule: the first
+// snapshot is taken at once, the next in a year) and waits for that first
+// snapshot, so that the next one is the version change's.
+func enableUpgradeBackup(ctx context.Context, t testing.TB, in UpgradeSpecInput) {
+	t.Helper()
+	hub := in.Topology.Hub
+	store := in.Backup.Store
+	if in.Backup.Credentials != nil {
+		sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Etcd.Namespace, Name: "upgrade-backup-credentials"}, Data: in.Backup.Credentials}
+		if err := hub.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		store.CredentialsSecretName = sec.Name
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ec.DeepCopy()
+	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "@yearly", Store: store}
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	err = poll(ctx, 2*time.Minute, "the first scheduled snapshot", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if st := ec.Status.Backup; st == nil || st.LastSuccess == nil || st.InProgress != nil {
+			return fmt.Sprintf("backup status %+v", st), nil
+		}
+		t.Logf("backups on (%s): first snapshot %s, revision %d", store.URL, ec.Status.Backup.LastSuccess.Location, ec.Status.Backup.LastSuccess.Revision)
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// snapshotBeforeFirst waits, with the store paused, for the hub to ask
+// for the version change's snapshot, holds the store for Hold while
+// requiring that no member restarts and that the hub says what it waits
+// for, then resumes the store and waits for the snapshot to be stored,
+// still with no member restarted. It returns the snapshot.
+func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput, changed time.Time, look func(context.Context) (rollSample, error)) *etcdfedv1.BackupSnapshot {
+	t.Helper()
+	hub := in.Topology.Hub
+	prefix := "before-version-" + in.To + "-"
+	var request string
+	beforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context, _ []string) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		request = ec.Annotations[etcdfedv1.AnnotationBackupRequested]
+		if !strings.HasPrefix(request, prefix) {
+			return fmt.Sprintf("backup request %q", request), nil
+		}
+		return "", nil
+	})
+	t.Logf("the hub asked for snapshot %s %.1fs after the change", request, time.Since(changed).Seconds())
+	holdEnd := time.Now().Add(in.Backup.Hold)
+	var waiting string
+	for time.Now().Before(holdEnd) && !t.Failed() {
+		s, err := look(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(s.onNew) > 0 {
+			t.Errorf("%v on version %s while the snapshot %s could not complete (store paused)", s.onNew, in.To, request)
+		}
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := ec.Status.Backup; st != nil && st.LastSuccess != nil && st.LastSuccess.Request == request {
+			t.Fatalf("snapshot %s stored while its store was paused", request)
+		}
+		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil {
+			waiting = fmt.Sprintf("Progressing=%s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		sleepCtx(ctx, 500*time.Millisecond)
+	}
+	t.Logf("store held %s, no member restarted; %s", in.Backup.Hold, waiting)
+	if !strings.Contains(waiting, "snapshot") {
+		t.Errorf("while the snapshot was held the hub said %q; want it to name the snapshot it waits for", waiting)
+	}
+	if err := in.Backup.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	resumed := time.Now()
+	var snap etcdfedv1.BackupSnapshot
+	beforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context, _ []string) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		st := ec.Status.Backup
+		if st != nil && st.LastFailure != nil && st.LastFailure.Request == request {
+			return "", fmt.Errorf("snapshot %s failed: %s: %s", request, st.LastFailure.Reason, st.LastFailure.Message)
+		}
+		if st == nil || st.LastSuccess == nil || st.LastSuccess.Request != request {
+			return fmt.Sprintf("backup status %+v", st), nil
+		}
+		snap = *st.LastSuccess
+		return "", nil
+	})
+	t.Logf("snapshot %s stored %.1fs after the store resumed: %s, revision %d, %d bytes, from %s, took %s",
+		request, time.Since(resumed).Seconds(), snap.Location, snap.Revision, snap.SizeBytes, snap.Member, snap.Duration.Duration)
+	return &snap
+}
+
+// beforeFirstMember polls cond until it holds, and fails the test if a
+// member is seen on the new spec before it does. Each round looks at the
+// members before it asks cond (which is told the members already on the
+// new spec, restarting or restarted, whose own state it may leave out),
+// so a member seen on the new spec while cond still did not hold did
+// restart first.
+func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) (onNew []string) {
+	t.Helper()
+	err := poll(ctx, 3*time.Minute, what+" before any member restarts", func(ctx context.Context) (string, error) {
+		s, err := look(ctx)
+		if err != nil {
+			return err.Error(), nil
+		}
+		onNew = s.onNew
+		why, err := cond(ctx, s.onNew)
+		if err != nil || why == "" {
+			return why, err
+		}
+		if len(s.onNew) > 0 {
+			return "", fmt.Errorf("%v restarted on the new spec before %s (%s)", s.onNew, what, why)
+		}
+		return why, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return onNew
+}
+
+// downgradeEnabled reads the status of every member but those in skip
+// from etcd: "" when each reports the downgrade enabled to minor and its
+// storage version at it.
+func downgradeEnabled(ctx context.Context, m *ManagedEtcd, minor string, skip []string) (string, error) {
+	var off []string
+	err := eachMemberStatus(ctx, m, skip, func(name string, st *clientv3.StatusResponse, err error) {
+		switch {
+		case err != nil:
+			off = append(off, fmt.Sprintf("%s: %v", name, err))
+		case st.DowngradeInfo == nil || !st.DowngradeInfo.Enabled || minorOf(st.DowngradeInfo.TargetVersion) != minor || minorOf(st.StorageVersion) != minor:
+			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", name, st.DowngradeInfo, st.StorageVersion))
+		}
+	})
+	return strings.Join(off, "; "), err
+}
+
+// eachMemberStatus asks every member in etcd's member list but those in
+// skip for its status, at its first client URL.
+func eachMemberStatus(ctx context.Context, m *ManagedEtcd, skip []string, f func(name string, st *clientv3.StatusResponse, err error)) error {
+	c, err := EtcdClient(m.Client)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	lctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	list, err := c.MemberList(lctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("member list: %w", err)
+	}
+	for _, mem := range list.Members {
+		if slices.Contains(skip, mem.Name) || len(mem.ClientURLs) == 0 {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		st, err := c.Status(sctx, mem.ClientURLs[0])
+		cancel()
+		f(mem.Name, st, err)
+	}
+	return nil
+}
+
+// verifyUpgradeSnapshot fetches the snapshot taken before the version
+// change back from the store, verifies it and compares it with status.
+func verifyUpgradeSnapshot(ctx context.Context, t testing.TB, in UpgradeSpecInput, snap etcdfedv1.BackupSnapshot, res RollResult) {
+	t.Helper()
+	store, err := backupstore.Open(ctx, in.Backup.Store, in.Backup.Credentials)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = store.Close() }()
+	key, ok := strings.CutPrefix(snap.Location, store.Location(""))
+	if !ok {
+		t.Fatalf("snapshot %s is not in the store %s", snap.Location, store.Location(""))
+	}
+	info, _, err := store.FetchVerified(ctx, key, filepath.Join(t.TempDir(), "before-version.db"))
+	if err != nil {
+		t.Fatalf("the snapshot before the version change: %v", err)
+	}
+	if info.Revision != snap.Revision || snap.Revision <= 0 {
+		t.Errorf("the snapshot before the version change holds revision %d; status says %d", info.Revision, snap.Revision)
+	}
+	// When it was stored: the hub's BackupSucceeded event (status.backup
+	// has whole seconds, and its duration counts from the backup's start,
+	// before the stream).
+	var stored time.Time
+	evs, err := in.Topology.Hub.Clientset.EventsV1().Events(in.Etcd.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Reason == "BackupSucceeded" && e.Regarding.Name == in.Etcd.Name && strings.Contains(e.Note, snap.Location) {
+			stored = e.EventTime.Time
+		}
+	}
+	t.Logf("snapshot %s verified from the store (sha256 and database checked, revision %d, %d keys, storage version %q); stored %.1fs after the change; first member seen on %s %.1fs after the change",
+		key, info.Revision, info.TotalKeys, info.StorageVersion, stored.Sub(res.Changed).Seconds(), in.To, res.FirstOnNew.Sub(res.Changed).Seconds())
+	if stored.IsZero() || !stored.Before(res.FirstOnNew) {
+		t.Errorf("snapshot stored at %s (BackupSucceeded event), not before the first member was seen on the new version at %s", stored, res.FirstOnNew)
+	}
+}
+
+// minorOf is "3.5" of "3.5.21".
+func minorOf(v string) string {
+	p := strings.SplitN(v, ".", 3)
+	if len(p) < 2 {
+		return ""
+	}
+	return p[0] + "." + p[1]
+}
+
+// minorNumber is 5 of "3.5", -1 when it is not one.
+func minorNumber(minor string) int {
+	_, m, ok := strings.Cut(minor, ".")
+	n, err := strconv.Atoi(m)
+	if !ok || err != nil {
+		return -1
+	}
+	return n
+}
+
+// RefusedVersionSpecInput sets a spec.version the API refuses.
+type RefusedVersionSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// To is the refused spec.version; Want a part of the message.
+	To, Want string
+	// Watch is how long nothing may move after the refusal.
+	Watch time.Duration
+}
+
+// RefusedVersionSpec sets spec.version to To and requires the API server
+// to refuse it with a message containing Want, and then, through Watch,
+// the ring to be left as it was: spec and generation unchanged, no
+// operation, no member's object changed, no member restarted.
+func RefusedVersionSpec(ctx context.Context, in RefusedVersionSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objects := func() map[string]string {
+		out := map[string]string{}
+		for _, c := range in.Topology.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range list.Items {
+				out[c.Name+"/"+m.Name] = fmt.Sprintf("generation %d image %s", m.Generation, m.Spec.Image)
+				// The member's pod (the ring namespace holds other
+				// rings' pods too).
+				p, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				out[c.Name+"/pod/"+p.Name] = string(p.UID)
+			}
+		}
+		return out
+	}
+	before := objects()
+	patched := ec.DeepCopy()
+	patched.Spec.Version = in.To
+	err = hub.Client.Patch(ctx, patched, client.MergeFrom(ec))
+	if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), in.Want) {
+		t.Fatalf("spec.version %s -> %s: got %v; want it refused as invalid with %q", ec.Spec.Version, in.To, err, in.Want)
+	}
+	t.Logf("spec.version %s -> %s refused: %v", ec.Spec.Version, in.To, err)
+	deadline := time.Now().Add(in.Watch)
+	for time.Now().Before(deadline) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Spec.Version != ec.Spec.Version || got.Generation != ec.Generation || got.Status.Operation != nil {
+			t.Fatalf("after the refusal: version %s, generation %d -> %d, operation %+v", got.Spec.Version, ec.Generation, got.Generation, got.Status.Operation)
+		}
+		sleepCtx(ctx, time.Second)
+	}
+	if after := objects(); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Errorf("member objects or pods changed after the refusal:\nbefore %v\nafter  %v", before, after)
 	}
 }
 
@@ -127,18 +519,7 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "halt/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 
-	setVersion := func(v string) {
-		t.Helper()
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := ec.DeepCopy()
-		ec.Spec.Version = v
-		if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setVersion := func(v string) { setSpecVersion(ctx, t, hub, in.Etcd, v) }
 	start := time.Now()
 	setVersion(in.Broken)
 	var halted string
@@ -223,6 +604,152 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	}
 	t.Logf("longest gap between acknowledged writes %s", w.MaxWriteGap().Round(time.Millisecond))
 	checkWorkload(ctx, t, w)
+}
+
+// logHubEvents logs the hub's events with these reasons on the
+// EtcdCluster since start, in time order, with their time since start.
+func logHubEvents(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, start time.Time, reasons ...string) {
+	t.Helper()
+	evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	items := evs.Items
+	slices.SortFunc(items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
+	for _, e := range items {
+		if e.Regarding.Name != m.Name || e.EventTime.Time.Before(start.Add(-time.Second)) || !slices.Contains(reasons, e.Reason) {
+			continue
+		}
+		t.Logf("event at +%.1fs %s: %s", e.EventTime.Sub(start).Seconds(), e.Reason, e.Note)
+	}
+}
+
+// setSpecVersion sets spec.version.
+func setSpecVersion(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, v string) {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := ec.DeepCopy()
+	ec.Spec.Version = v
+	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// AbandonedDowngradeSpecInput starts a downgrade and sets it back.
+type AbandonedDowngradeSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// To is the lower version the downgrade starts to; Back the version
+	// the ring runs and is set back to.
+	To, Back string
+}
+
+// AbandonedDowngradeSpec sets spec.version to a lower minor under a
+// recorded workload, waits until the first member runs it, and sets
+// spec.version back. The hub must cancel etcd's downgrade (a
+// DowngradeCancelled event) and roll that member back: then etcd reports
+// no downgrade, every member's storage version and the cluster version at
+// Back's minor again (read from etcd), every member runs Back, the member
+// list and incarnations are unchanged, and the history is linearizable
+// with no acknowledged write lost.
+func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsBefore, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "abandon/", WatchEachEndpoint: true})
+	waitForWorkloadProgress(ctx, t, w)
+	start := time.Now()
+	setSpecVersion(ctx, t, hub, in.Etcd, in.To)
+	var first string
+	err = poll(ctx, 10*time.Minute, "a member ready on "+in.To, func(ctx context.Context) (string, error) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range got.Status.Members {
+			if m.Version == in.To && m.Ready {
+				first = m.Name
+				return "", nil
+			}
+		}
+		return fmt.Sprintf("cluster version %s, operation %+v", got.Status.ClusterVersion, got.Status.Operation), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s ready on %s %.1fs after the downgrade began; setting spec.version back to %s", first, in.To, time.Since(start).Seconds(), in.Back)
+	back := time.Now()
+	setSpecVersion(ctx, t, hub, in.Etcd, in.Back)
+	minor := minorOf(in.Back)
+	err = poll(ctx, 10*time.Minute, "the downgrade cancelled and every member on "+in.Back, func(ctx context.Context) (string, error) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		var off []string
+		for _, m := range got.Status.Members {
+			if m.Version != in.Back || !m.Ready {
+				off = append(off, fmt.Sprintf("%s (%s, ready %v)", m.Name, m.Version, m.Ready))
+			}
+		}
+		if len(off) > 0 || got.Status.Operation != nil || !strings.HasPrefix(got.Status.ClusterVersion, minor+".") {
+			return fmt.Sprintf("members %v, operation %+v, cluster version %s", off, got.Status.Operation, got.Status.ClusterVersion), nil
+		}
+		return downgradeCancelled(ctx, in.Etcd, minor)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("downgrade given up: etcd reports no downgrade, cluster and storage versions %s.0, every member on %s, %.1fs after spec.version was set back", minor, in.Back, time.Since(back).Seconds())
+	if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeCancelled", back); err != nil {
+		t.Error(err)
+	}
+	logHubEvents(ctx, t, hub, in.Etcd, start, "DowngradeEnabled", "DowngradeCancelled", "MemberRoll", "MemberRollDone")
+	got, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Status.LastIncarnation != ec.Status.LastIncarnation {
+		t.Errorf("new incarnations (%d -> %d)", ec.Status.LastIncarnation, got.Status.LastIncarnation)
+	}
+	idsAfter, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(idsAfter) != fmt.Sprint(idsBefore) {
+		t.Errorf("member list changed: before %v, after %v", idsBefore, idsAfter)
+	}
+	t.Logf("longest gap between acknowledged writes %s", w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
+}
+
+// downgradeCancelled reads every member's status from etcd: "" when none
+// reports a downgrade enabled and each reports its storage version at
+// minor.
+func downgradeCancelled(ctx context.Context, m *ManagedEtcd, minor string) (string, error) {
+	var off []string
+	err := eachMemberStatus(ctx, m, nil, func(name string, st *clientv3.StatusResponse, err error) {
+		switch {
+		case err != nil:
+			off = append(off, fmt.Sprintf("%s: %v", name, err))
+		case (st.DowngradeInfo != nil && st.DowngradeInfo.Enabled) || minorOf(st.StorageVersion) != minor:
+			off = append(off, fmt.Sprintf("%s: downgrade %+v, storage version %s", name, st.DowngradeInfo, st.StorageVersion))
+		}
+	})
+	return strings.Join(off, "; "), err
 }
 
 // waitForEventReason waits for an event with reason on the EtcdCluster
