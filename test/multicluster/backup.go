@@ -42,10 +42,12 @@ type BackupsUnderLoadSpecInput struct {
 	Backups, Keep int
 }
 
-// marker is a write acknowledged with its revision.
+// marker is a write acknowledged with its revision, and when the
+// acknowledgement came.
 type marker struct {
 	key, value string
 	rev        int64
+	at         time.Time
 }
 
 // BackupsUnderLoadSpec turns on scheduled backups of a running ring while
@@ -170,7 +172,20 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	}
 	t.Logf("newest snapshot (revision %d, %d keys) restored: %d acknowledged markers at or below its revision all present, %d later ones absent", info.Revision, info.TotalKeys, inSnap, after)
 
+	// Every backup, pruned or kept, at the revision the markers say the
+	// ring had when it was taken (checked once markers went on for a
+	// while after the newest).
+	last := seen[len(seen)-1]
+	must(poll(ctx, 30*time.Second, "a marker acknowledged after the newest backup ended", func(context.Context) (string, error) {
+		if acked := markers.snapshot(); len(acked) > 0 && acked[len(acked)-1].at.After(last.Time.Add(time.Second+last.Duration.Duration+applySlack)) {
+			return "", nil
+		}
+		return "none yet", nil
+	}))
 	markers.stop()
+	for i, s := range seen {
+		checkBackupRevision(t, i+1, s, markers.snapshot())
+	}
 	checkWorkload(ctx, t, w)
 
 	ec, err = in.Etcd.Get(ctx, hub)
@@ -178,6 +193,41 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	before = ec.DeepCopy()
 	ec.Spec.Backup = nil
 	must(hub.Client.Patch(ctx, ec, client.MergeFrom(before)))
+}
+
+// applySlack is how long after a marker's acknowledgement the backup's
+// follower is taken to have applied it, and how long after a snapshot
+// began a marker can still have been applied before it.
+const applySlack = time.Second
+
+// checkBackupRevision checks that backup n's revision is the ring's
+// revision when it was taken, as the acknowledged markers tell it: at or
+// above every marker acknowledged before it was taken (less the apply
+// slack), and below every marker acknowledged after it ended (plus the
+// slack). status times have one-second precision: the backup was taken in
+// [Time, Time+1s).
+func checkBackupRevision(t testing.TB, n int, s etcdfedv1.BackupSnapshot, acked []marker) {
+	t.Helper()
+	taken := s.Time.Time
+	var lower, upper marker
+	for _, m := range acked {
+		if m.at.Before(taken.Add(-applySlack)) && m.rev > lower.rev {
+			lower = m
+		}
+		if m.at.After(taken.Add(time.Second+s.Duration.Duration+applySlack)) && (upper.rev == 0 || m.rev < upper.rev) {
+			upper = m
+		}
+	}
+	switch {
+	case lower.rev == 0 || upper.rev == 0:
+		t.Errorf("backup %d (revision %d, taken %s): no marker acknowledged before (%s) or after (%s) it to check its revision against", n, s.Revision, taken.Format(time.RFC3339), lower.key, upper.key)
+	case s.Revision < lower.rev:
+		t.Errorf("backup %d at revision %d, below marker %s acknowledged at revision %d before the backup was taken (%s, at %s)", n, s.Revision, lower.key, lower.rev, taken.Format(time.RFC3339), lower.at.Format(time.RFC3339Nano))
+	case s.Revision >= upper.rev:
+		t.Errorf("backup %d at revision %d, at or above marker %s acknowledged at revision %d after the backup ended", n, s.Revision, upper.key, upper.rev)
+	default:
+		t.Logf("backup %d at revision %d: between marker revisions %d (acknowledged before it was taken) and %d (after it ended)", n, s.Revision, lower.rev, upper.rev)
+	}
 }
 
 const markerPrefix = "backup-marker/"
@@ -210,7 +260,7 @@ func startMarkers(ctx context.Context, t testing.TB, cfg EtcdClientConfig) *mark
 			pcancel()
 			if err == nil {
 				m.mu.Lock()
-				m.acked = append(m.acked, marker{key: key, value: value, rev: resp.Header.Revision})
+				m.acked = append(m.acked, marker{key: key, value: value, rev: resp.Header.Revision, at: time.Now()})
 				m.mu.Unlock()
 			}
 			sleepCtx(ctx, 50*time.Millisecond)
