@@ -85,6 +85,14 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()
+	// Markers acknowledged well before the first backup, to check its
+	// revision against.
+	must(poll(ctx, 30*time.Second, "markers for 3s", func(context.Context) (string, error) {
+		if acked := markers.snapshot(); len(acked) > 0 && time.Since(acked[0].at) > 3*time.Second {
+			return "", nil
+		}
+		return "not yet", nil
+	}))
 
 	ec, err := in.Etcd.Get(ctx, hub)
 	must(err)
