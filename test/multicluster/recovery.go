@@ -241,6 +241,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
+	returned := time.Now()
 	must(poll(ctx, 10*time.Minute, "the old incarnations fenced and the ring whole", func(ctx context.Context) (string, error) {
 		if err := oneRing(ctx, in.Etcd, clusterID, goneIDs); err != nil {
 			return "", err // a split or a rejoin is a failure at once
@@ -267,6 +268,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		return "", nil
 	}))
 	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
+	t.Logf("old incarnations fenced (objects gone, never in the member list, one cluster ID from every endpoint) and the ring whole %.1fs after the clusters returned", time.Since(returned).Seconds())
 	pctx, cancel = context.WithTimeout(ctx, time.Minute)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()
