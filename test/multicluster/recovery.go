@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -246,17 +248,8 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		if err := oneRing(ctx, in.Etcd, clusterID, goneIDs); err != nil {
 			return "", err // a split or a rejoin is a failure at once
 		}
-		for _, v := range victims {
-			c := memberCluster(t, topo, v.Cluster)
-			var objs etcdfedv1.EtcdMemberList
-			if err := c.Client.List(ctx, &objs, client.InNamespace(etcdfedv1.DefaultRingNamespace)); err != nil {
-				return fmt.Sprintf("list in %s: %v", v.Cluster, err), nil
-			}
-			for _, o := range objs.Items {
-				if o.Spec.MemberName == v.Name && o.Spec.Incarnation <= oldInc[v.Name] {
-					return fmt.Sprintf("%s's object of incarnation %d still in %s", v.Name, o.Spec.Incarnation, v.Cluster), nil
-				}
-			}
+		if left := oldIncarnationsLeft(ctx, t, topo, victims, oldInc); left != "" {
+			return left, nil
 		}
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
@@ -316,6 +309,35 @@ func etcdRevision(ctx context.Context, cfg EtcdClientConfig) (int64, error) {
 		return 0, fmt.Errorf("read the revision: %w", err)
 	}
 	return resp.Header.Revision, nil
+}
+
+// oldIncarnationsLeft says which object or pod of an old incarnation
+// (at or below oldInc) of the victims is still in the victims' clusters,
+// "" when none is: the hub deletes their objects once it sees the
+// clusters again, and the spokes their pods.
+func oldIncarnationsLeft(ctx context.Context, t testing.TB, topo *Topology, victims []etcdfedv1.MemberStatus, oldInc map[string]int64) string {
+	for _, v := range victims {
+		c := memberCluster(t, topo, v.Cluster)
+		var objs etcdfedv1.EtcdMemberList
+		if err := c.Client.List(ctx, &objs, client.InNamespace(etcdfedv1.DefaultRingNamespace)); err != nil {
+			return fmt.Sprintf("list in %s: %v", v.Cluster, err)
+		}
+		for _, o := range objs.Items {
+			if o.Spec.MemberName == v.Name && o.Spec.Incarnation <= oldInc[v.Name] {
+				return fmt.Sprintf("%s's object of incarnation %d still in %s", v.Name, o.Spec.Incarnation, v.Cluster)
+			}
+		}
+		var pods corev1.PodList
+		if err := c.Client.List(ctx, &pods, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelMember: v.Name}); err != nil {
+			return fmt.Sprintf("list pods in %s: %v", v.Cluster, err)
+		}
+		for _, p := range pods.Items {
+			if inc, err := strconv.ParseInt(p.Labels[etcdfedv1.LabelIncarnation], 10, 64); err == nil && inc <= oldInc[v.Name] {
+				return fmt.Sprintf("%s's pod %s of incarnation %d still in %s (%s)", v.Name, p.Name, inc, v.Cluster, p.Status.Phase)
+			}
+		}
+	}
+	return ""
 }
 
 // oneRing checks that every member endpoint that answers a linearizable

@@ -299,11 +299,18 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	expectCompacted(rctx, t, cl, acked[len(acked)-1].rev)
 
 	// The killed clusters come back: every member a new incarnation in
-	// the new cluster, the old ones fenced.
+	// the new cluster, the old ones fenced. They are two of the old etcd
+	// cluster's three members, a quorum of it: until their objects are
+	// deleted they serve the old cluster again.
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
+	returned := time.Now()
+	must(poll(ctx, 5*time.Minute, "the old incarnations fenced", func(ctx context.Context) (string, error) {
+		return oldIncarnationsLeft(ctx, t, topo, victims, oldInc), nil
+	}))
+	t.Logf("old incarnations' objects and pods gone %.1fs after the clusters returned", time.Since(returned).Seconds())
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
 	must(err)
 	t.Logf("3 ready members %.1fs after etcdfed recover: %s", time.Since(start).Seconds(), got.Status.ZoneSummary)
