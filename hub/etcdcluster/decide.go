@@ -353,9 +353,11 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 // leftBehind lists members whose objects are in a cluster that no longer
 // holds them: an old incarnation left in a cluster that was unreachable
 // when its member moved, or a member removed while its cluster was away.
-// Only with no operation in flight, on a formed cluster etcd answers for.
+// Only on a formed cluster etcd answers for. With an operation in flight,
+// only stale incarnations (staleIncarnation) are swept: the others may be
+// the operation's own (a Replace's old incarnation until it is removed).
 func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []memberRef {
-	if st.Operation != nil || st.ClusterID == "" || !s.etcd.Reachable {
+	if st.ClusterID == "" || !s.etcd.Reachable {
 		return nil
 	}
 	var out []memberRef
@@ -364,11 +366,40 @@ func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []memberRef {
 			continue
 		}
 		for _, name := range slices.Sorted(maps.Keys(ownedMembers(cs))) {
-			if m := statusMember(st, name); m != nil && m.Cluster == cs.name {
+			m := statusMember(st, name)
+			if m != nil && m.Cluster == cs.name {
+				continue
+			}
+			if st.Operation != nil && !staleIncarnation(s, st, cs.members[name], m) {
 				continue
 			}
 			out = append(out, memberRef{cluster: cs.name, member: name})
 		}
 	}
 	return out
+}
+
+// staleIncarnation says whether obj, a member's object outside the cluster
+// the ledger places the member in, is an incarnation the ring is done
+// with: older than the one recorded under its name (or the name is no
+// longer recorded), and running as an etcd member ID that the ring's etcd
+// no longer lists. No operation in flight needs such an object (a Replace
+// removes its old ID before its old object stops mattering), and each
+// pass it stays may keep it alive: after a recovery from a backup, the
+// old incarnations in clusters that come back are a majority of the old
+// etcd cluster and serve it again until their objects are deleted, and
+// their pods hold the new members' peers' connections to their names (a
+// learner added meanwhile never caught up: TestScenarioQuorumLossFromBackup,
+// an Add in flight when the clusters returned waited for minutes).
+func staleIncarnation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, obj *etcdfedv1.EtcdMember, m *etcdfedv1.MemberStatus) bool {
+	switch {
+	case obj == nil, parseID(st.ClusterID) != s.etcd.ClusterID:
+		return false
+	case m != nil && obj.Spec.Incarnation >= m.Incarnation:
+		return false
+	case obj.Status.Etcd == nil || obj.Status.Etcd.ID == "" || obj.Status.Incarnation != obj.Spec.Incarnation:
+		return false // which member it runs as is not known
+	}
+	_, listed := listedID(s.etcd, parseID(obj.Status.Etcd.ID))
+	return !listed
 }

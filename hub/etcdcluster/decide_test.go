@@ -278,6 +278,47 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
+			name: "an operation in flight: an old incarnation etcd no longer lists is swept (returned after a recovery from a backup)",
+			given: func(_ *testing.T, s *snapshot) {
+				// main-1 and main-2 came back in new incarnations in
+				// member-1 (the only cluster left) while member-2 and
+				// member-3 were away; main-2's is being added. The old
+				// incarnations, back with their clusters, run as members
+				// of the old etcd cluster (IDs 0x12, 0x13).
+				s.ec.Status.ClusterID, s.etcd.ClusterID = "d7", 0xd7
+				for i, name := range []string{"main-1", "main-2"} {
+					old := s.ec.Status.Members[i+1]
+					obj := s.cluster(old.Cluster).members[name]
+					obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(uint64(0x12 + i))}
+					s.ec.Status.Members[i+1].Cluster, s.ec.Status.Members[i+1].Zone = "member-1", "zone-1"
+					s.ec.Status.Members[i+1].Incarnation, s.ec.Status.Members[i+1].ID = int64(5+i), hexID(uint64(0x22+i))
+				}
+				s.etcd.Members = s.etcd.Members[:1]
+				s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: 0x22, Name: "main-1", Healthy: true}, membership.ListEntry{ID: 0x23, IsLearner: true})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationAdd, Member: "main-2", Incarnation: 6, NewMemberID: hexID(0x23), Reason: "ScaleUp", Step: string(membership.ActPromote)})
+			},
+			check: func(t *testing.T, o outcome) {
+				want := []memberRef{{cluster: "member-2", member: "main-1"}, {cluster: "member-3", member: "main-2"}}
+				if !slices.Equal(o.d.sweep, want) {
+					t.Errorf("sweep %v; want %v: the old cluster's majority would serve on", o.d.sweep, want)
+				}
+			},
+		},
+		{
+			name: "an operation in flight: an old incarnation etcd still lists is kept (a Replace before its Remove)",
+			given: func(_ *testing.T, s *snapshot) {
+				obj := s.cluster("member-2").members["main-1"]
+				obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+				s.ec.Status.Members[1].Cluster, s.ec.Status.Members[1].Zone, s.ec.Status.Members[1].Incarnation = "member-3", "zone-3", 4
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationReplace, Member: "main-1", MemberID: hexID(2), Incarnation: 4, Reason: "ZoneFailed", Step: string(membership.ActBegin)})
+			},
+			check: func(t *testing.T, o outcome) {
+				if slices.Contains(o.d.sweep, memberRef{cluster: "member-2", member: "main-1"}) {
+					t.Errorf("sweep %v: main-1's old incarnation is still a member of etcd", o.d.sweep)
+				}
+			},
+		},
+		{
 			name: "a member cluster the hub is not connected to: unknown, Degraded says why, its member kept",
 			given: func(_ *testing.T, s *snapshot) {
 				cs := s.cluster("member-2")

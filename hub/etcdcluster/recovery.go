@@ -77,11 +77,17 @@ func (out *step) writeForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStat
 }
 
 // quorumLostMessage is Available's message while the planner declares the
-// loss of quorum, "" when it does not.
+// loss of quorum, "" when it does not. It says what happens next: a human
+// runs `etcdfed recover`, or, with quorumLossRecovery Automatic, the hub
+// recovers by itself.
 func quorumLostMessage(in membership.Input) string {
 	q := membership.AssessQuorum(in)
 	if !q.Declared {
 		return ""
 	}
-	return "quorum lost: " + q.Message() + "; recover with `etcdfed recover`"
+	next := "recover with `etcdfed recover`"
+	if _, ok := q.Freshest(); ok && in.Quorum.Automatic {
+		next = "recovering from the freshest survivor by itself (failurePolicy.quorumLossRecovery: Automatic)"
+	}
+	return "quorum lost: " + q.Message() + "; " + next
 }

@@ -54,6 +54,29 @@ func TestQuorumLossRecovery(t *testing.T) {
 		}
 	})
 
+	t.Run("with Automatic the loss is declared and recovered from the freshest survivor without a request", func(t *testing.T) {
+		s := lostRing()
+		s.ec.Spec.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		c := condition(st, etcdfedv1.ConditionAvailable)
+		if c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonQuorumLost {
+			t.Fatalf("Available = %s %s: %s", c.Status, c.Reason, c.Message)
+		}
+		for _, want := range []string{"freshest survivor: main-0 [1] at raft index 500", "recovering from the freshest survivor by itself (failurePolicy.quorumLossRecovery: Automatic)"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("message %q lacks %q", c.Message, want)
+			}
+		}
+		if strings.Contains(c.Message, "etcdfed recover") {
+			t.Errorf("message %q asks a human to recover a ring the hub recovers by itself", c.Message)
+		}
+		op := d.ledger.Operation
+		if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || !strings.Contains(d.plan.Reason, "automatic") {
+			t.Fatalf("plan %s (%s), operation %+v; want Begin Recover from main-0, automatic", d.plan.Action, d.plan.Reason, op)
+		}
+	})
+
 	t.Run("within the grace it is only NoQuorum", func(t *testing.T) {
 		s := lostRing()
 		s.ec.Status.Conditions[0].LastTransitionTime = metav1.NewTime(now.Add(-time.Minute))

@@ -9,7 +9,8 @@ import (
 
 // TestEtcdClusterBackups: scheduled backups of a 3-member EtcdCluster run
 // by the real hub into a real S3 server (versitygw), under a recorded
-// workload.
+// workload; then the same store behind a proxy that refuses, then hangs,
+// while the ring is scaled to five.
 func TestEtcdClusterBackups(t *testing.T) {
 	topo := hubTopology(t)
 	ctx := context.Background()
@@ -22,6 +23,9 @@ func TestEtcdClusterBackups(t *testing.T) {
 			// the spacing, a pruning and the restore are all checked in
 			// about a minute of the make test budget.
 			Backups: 2, Keep: 1})
+	})
+	t.Run("an unreachable store never blocks membership work", func(t *testing.T) {
+		UnreachableStoreSpec(ctx, UnreachableStoreSpecInput{T: t, Topology: topo, Etcd: etcd, S3: srv, Bucket: "ring-backups", To: 5})
 	})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }

@@ -52,8 +52,8 @@ func StartWorkload(ctx context.Context, t testing.TB, in StartWorkloadInput) *Wo
 
 // checkWorkload stops the workload and runs every check of its run in one
 // call: linearizable (porcupine), no acknowledged write lost, every
-// watcher complete and in order.
-func checkWorkload(ctx context.Context, t testing.TB, w *Workload) {
+// watcher complete and in order. It returns the passed result.
+func checkWorkload(ctx context.Context, t testing.TB, w *Workload) *workload.Result {
 	t.Helper()
 	start := time.Now()
 	r := w.Check(ctx, ArtifactsDir(t.TempDir()))
@@ -61,6 +61,7 @@ func checkWorkload(ctx context.Context, t testing.TB, w *Workload) {
 		t.Fatalf("workload check: %v (%s)", err, r.Stats)
 	}
 	t.Logf("workload: %s (checked in %.1fs)", r, time.Since(start).Seconds())
+	return r
 }
 
 // waitForWorkloadProgress waits up to 30s for w to have 50 operations done,

@@ -5,15 +5,18 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/workload"
 )
 
 // QuorumLossRecoverySpecInput is the input of QuorumLossRecoverySpec.
@@ -27,6 +30,10 @@ type QuorumLossRecoverySpecInput struct {
 	// second cluster's kill: the new hub never saw the killed clusters'
 	// spokes and must still declare the loss.
 	KillHubAfterLoss bool
+	// Automatic sets failurePolicy.quorumLossRecovery: Automatic and runs
+	// no `etcdfed recover`: the hub must recover by itself from the
+	// freshest survivor once it declares the loss.
+	Automatic bool
 }
 
 // QuorumLossRecoveryTimes are what QuorumLossRecoverySpec measured.
@@ -34,10 +41,11 @@ type QuorumLossRecoveryTimes struct {
 	// Declared: from the second cluster's kill to Available=False
 	// QuorumLost (includes the member grace the spec sets, 30 s).
 	Declared time.Duration
-	// Writable: from `etcdfed recover` to the first write the workload had
-	// acknowledged after it.
+	// Writable: from `etcdfed recover` (Automatic: from the declaration)
+	// to the first write the workload had acknowledged after it.
 	Writable time.Duration
-	// Whole: from `etcdfed recover` to three ready members.
+	// Whole: from `etcdfed recover` (Automatic: from the declaration) to
+	// three ready members.
 	Whole time.Duration
 }
 
@@ -46,14 +54,18 @@ type QuorumLossRecoveryTimes struct {
 // recorded workload: the leader's last. It checks that `etcdfed recover`
 // is refused while the ring has quorum; that the hub declares the loss
 // (Available=False, QuorumLost, naming the gone members and the survivor);
-// that `etcdfed recover --wait` brings the ring back from the survivor with
-// its cluster ID and the survivor's member ID, and back to three ready
-// members under the same names with new incarnations; and, once the killed
-// clusters come back with the old members' data, that they never rejoin
-// or split the ring: one cluster ID and three members from every member's
-// endpoint, the old incarnations' pods gone. The workload must stay
-// linearizable with no acknowledged write lost (the survivor held every
-// commit: RPO 0) and every watch complete and in order.
+// that `etcdfed recover --wait` (with Automatic: the hub by itself, with
+// no request) brings the ring back from the survivor with its cluster ID
+// and the survivor's member ID, and back to three ready members under the
+// same names with new incarnations; and, once the killed clusters come
+// back with the old members' data, that they never rejoin or split the
+// ring: one cluster ID and three members from every member's endpoint, the
+// old incarnations' pods gone. The workload must stay linearizable with no
+// acknowledged write lost (the survivor held every commit: RPO 0), and
+// every watch, opened before the loss, must have gone on past the recovery
+// and seen every acknowledged put once and in order (no compaction
+// allowed: that is the stronger of the two answers a resumed watch may
+// get).
 func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput) QuorumLossRecoveryTimes {
 	var times QuorumLossRecoveryTimes
 	t := in.T
@@ -77,6 +89,9 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	before := ec.DeepCopy()
 	ec.Spec.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
 	ec.Spec.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+	if in.Automatic {
+		ec.Spec.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
+	}
 	must(hub.Client.Patch(ctx, ec, client.MergeFrom(before)))
 
 	// Bad input: a ring with quorum is never recovered.
@@ -150,8 +165,12 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 			t.Errorf("QuorumLost message does not name %q: %s", name, declared.Message)
 		}
 	}
+	if want := "quorumLossRecovery: Automatic"; in.Automatic != strings.Contains(declared.Message, want) {
+		t.Errorf("QuorumLost message with Automatic %v: %s", in.Automatic, declared.Message)
+	}
 
-	// Recover, noting the first write acknowledged after it.
+	// Recover (Automatic: the hub already does), noting the first write
+	// acknowledged after it.
 	start := time.Now()
 	writable := make(chan time.Duration, 1)
 	wctx, wcancel := context.WithCancel(ctx)
@@ -171,14 +190,28 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 			time.Sleep(20 * time.Millisecond)
 		}
 	}()
-	out, err = recoverCmd(ctx, "--from-member", survivor.Name, "--wait", "--timeout", "10m")
-	t.Logf("etcdfed recover --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
-	must(err)
+	if in.Automatic {
+		note, err := WaitForHubEvent(ctx, hub, in.Etcd, "QuorumRecovery", "recovering from "+survivor.Name, "automatic (failurePolicy.quorumLossRecovery: Automatic)")
+		must(err)
+		t.Logf("recovering by itself (%.1fs after the declaration was seen): %s", time.Since(start).Seconds(), note)
+		for _, name := range []string{victims[0].Name, victims[1].Name, "freshest survivor: " + survivor.Name} {
+			if !strings.Contains(note, name) {
+				t.Errorf("QuorumRecovery event does not name %q: %s", name, note)
+			}
+		}
+	} else {
+		out, err = recoverCmd(ctx, "--from-member", survivor.Name, "--wait", "--timeout", "10m")
+		t.Logf("etcdfed recover --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
+		must(err)
+	}
 
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
 	must(err)
 	times.Whole = time.Since(start)
-	t.Logf("3 ready members %.1fs after etcdfed recover: %s", times.Whole.Seconds(), got.Status.ZoneSummary)
+	t.Logf("3 ready members %.1fs after %s: %s", times.Whole.Seconds(), recoverStart(in.Automatic), got.Status.ZoneSummary)
+	if _, ok := got.Annotations[etcdfedv1.AnnotationRecover]; ok && in.Automatic {
+		t.Errorf("annotation %s set on a ring that was to recover by itself", etcdfedv1.AnnotationRecover)
+	}
 	if got.Status.ClusterID != clusterID {
 		t.Errorf("cluster ID %s after recovery, was %s", got.Status.ClusterID, clusterID)
 	}
@@ -197,10 +230,12 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	<-wdone
 	select {
 	case times.Writable = <-writable:
-		t.Logf("first write acknowledged %.1fs after etcdfed recover", times.Writable.Seconds())
+		t.Logf("first write acknowledged %.1fs after %s", times.Writable.Seconds(), recoverStart(in.Automatic))
 	default:
-		t.Error("no write acknowledged after etcdfed recover, yet the workload progressed")
+		t.Errorf("no write acknowledged after %s, yet the workload progressed", recoverStart(in.Automatic))
 	}
+	recovered, err := etcdRevision(ctx, in.Etcd.Client)
+	must(err)
 	t.Logf("writes go on after recovery: %d acknowledged (%d before the loss)", w.Acked(), acked)
 
 	// The killed clusters come back with the old members' data.
@@ -208,21 +243,13 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
+	returned := time.Now()
 	must(poll(ctx, 10*time.Minute, "the old incarnations fenced and the ring whole", func(ctx context.Context) (string, error) {
 		if err := oneRing(ctx, in.Etcd, clusterID, goneIDs); err != nil {
 			return "", err // a split or a rejoin is a failure at once
 		}
-		for _, v := range victims {
-			c := memberCluster(t, topo, v.Cluster)
-			var objs etcdfedv1.EtcdMemberList
-			if err := c.Client.List(ctx, &objs, client.InNamespace(etcdfedv1.DefaultRingNamespace)); err != nil {
-				return fmt.Sprintf("list in %s: %v", v.Cluster, err), nil
-			}
-			for _, o := range objs.Items {
-				if o.Spec.MemberName == v.Name && o.Spec.Incarnation <= oldInc[v.Name] {
-					return fmt.Sprintf("%s's object of incarnation %d still in %s", v.Name, o.Spec.Incarnation, v.Cluster), nil
-				}
-			}
+		if left := oldIncarnationsLeft(ctx, t, topo, victims, oldInc); left != "" {
+			return left, nil
 		}
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
@@ -234,12 +261,83 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		return "", nil
 	}))
 	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
+	t.Logf("old incarnations fenced (objects gone, never in the member list, one cluster ID from every endpoint) and the ring whole %.1fs after the clusters returned", time.Since(returned).Seconds())
 	pctx, cancel = context.WithTimeout(ctx, time.Minute)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()
 	w.Stop()
-	checkWorkload(ctx, t, w)
+	res := checkWorkload(ctx, t, w)
+	checkWatchesSpan(t, res, recovered)
 	return times
+}
+
+// recoverStart names what the recovery times count from.
+func recoverStart(automatic bool) string {
+	if automatic {
+		return "the declaration (automatic recovery)"
+	}
+	return "etcdfed recover"
+}
+
+// checkWatchesSpan checks that every watcher of a passed workload check
+// went on past revision after (a revision of the ring once it recovered):
+// a watch opened before the loss and resumed after the recovery saw every
+// later acknowledged put (checkWorkload failed it otherwise).
+func checkWatchesSpan(t testing.TB, res *workload.Result, after int64) {
+	t.Helper()
+	for _, v := range res.Watches {
+		if v.Covered <= after {
+			t.Errorf("watcher %s stopped at revision %d, not past %d, the ring's revision once recovered", v.Watcher, v.Covered, after)
+			continue
+		}
+		t.Logf("watcher %s: from before the loss to revision %d, past the recovered ring's %d: %d of %d acknowledged puts seen, %d resumes, %d compactions",
+			v.Watcher, v.Covered, after, v.Seen, v.Expected, v.Resumes, len(v.Compactions))
+	}
+}
+
+// etcdRevision is the ring's current revision (a linearizable read).
+func etcdRevision(ctx context.Context, cfg EtcdClientConfig) (int64, error) {
+	c, err := EtcdClient(cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = c.Close() }()
+	gctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	resp, err := c.Get(gctx, "etcdfed-revision-probe")
+	if err != nil {
+		return 0, fmt.Errorf("read the revision: %w", err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// oldIncarnationsLeft says which object or pod of an old incarnation
+// (at or below oldInc) of the victims is still in the victims' clusters,
+// "" when none is: the hub deletes their objects once it sees the
+// clusters again, and the spokes their pods.
+func oldIncarnationsLeft(ctx context.Context, t testing.TB, topo *Topology, victims []etcdfedv1.MemberStatus, oldInc map[string]int64) string {
+	for _, v := range victims {
+		c := memberCluster(t, topo, v.Cluster)
+		var objs etcdfedv1.EtcdMemberList
+		if err := c.Client.List(ctx, &objs, client.InNamespace(etcdfedv1.DefaultRingNamespace)); err != nil {
+			return fmt.Sprintf("list in %s: %v", v.Cluster, err)
+		}
+		for _, o := range objs.Items {
+			if o.Spec.MemberName == v.Name && o.Spec.Incarnation <= oldInc[v.Name] {
+				return fmt.Sprintf("%s's object of incarnation %d still in %s", v.Name, o.Spec.Incarnation, v.Cluster)
+			}
+		}
+		var pods corev1.PodList
+		if err := c.Client.List(ctx, &pods, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelMember: v.Name}); err != nil {
+			return fmt.Sprintf("list pods in %s: %v", v.Cluster, err)
+		}
+		for _, p := range pods.Items {
+			if inc, err := strconv.ParseInt(p.Labels[etcdfedv1.LabelIncarnation], 10, 64); err == nil && inc <= oldInc[v.Name] {
+				return fmt.Sprintf("%s's pod %s of incarnation %d still in %s (%s)", v.Name, p.Name, inc, v.Cluster, p.Status.Phase)
+			}
+		}
+	}
+	return ""
 }
 
 // oneRing checks that every member endpoint that answers a linearizable

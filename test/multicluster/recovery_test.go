@@ -38,3 +38,18 @@ func TestScenarioQuorumLossHubRestarted(t *testing.T) {
 	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), KillHubAfterLoss: true})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
+
+// TestScenarioQuorumLossAutomatic: as TestScenarioQuorumLossRecovery with
+// failurePolicy.quorumLossRecovery: Automatic and no `etcdfed recover`:
+// the hub declares the loss and recovers by itself from the freshest
+// survivor (RPO 0), the ring back to three, the returning clusters fenced.
+func TestScenarioQuorumLossAutomatic(t *testing.T) {
+	if os.Getenv("ETCDFED_SCENARIOS") == "" {
+		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
+	}
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover-auto", Name: "ra", Domain: "ra.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), Automatic: true})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}

@@ -299,11 +299,37 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	expectCompacted(rctx, t, cl, acked[len(acked)-1].rev)
 
 	// The killed clusters come back: every member a new incarnation in
-	// the new cluster, the old ones fenced.
+	// the new cluster, the old ones fenced. They are two of the old etcd
+	// cluster's three members, a quorum of it: until their objects are
+	// deleted they serve the old cluster again. They come back while the
+	// ring is regrowing (an Add in flight), when the hub's sweep of what
+	// they left behind must not wait for the operation: that operation
+	// cannot finish while they hold the new members' names.
+	must(poll(ctx, 2*time.Minute, "an Add in flight", func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		op := ec.Status.Operation
+		switch {
+		case op != nil && op.Type == etcdfedv1.OperationAdd:
+			t.Logf("the clusters return during %s %s (step %s)", op.Type, op.Member, op.Step)
+			return "", nil
+		case op == nil && len(ec.Status.Members) == 3 && ec.Status.ReadyMembers == 3:
+			t.Logf("the ring regrew to 3 before the clusters returned: no operation in flight when they do")
+			return "", nil
+		}
+		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary), nil
+	}))
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
+	returned := time.Now()
+	must(poll(ctx, 5*time.Minute, "the old incarnations fenced", func(ctx context.Context) (string, error) {
+		return oldIncarnationsLeft(ctx, t, topo, victims, oldInc), nil
+	}))
+	t.Logf("old incarnations' objects and pods gone %.1fs after the clusters returned", time.Since(returned).Seconds())
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
 	must(err)
 	t.Logf("3 ready members %.1fs after etcdfed recover: %s", time.Since(start).Seconds(), got.Status.ZoneSummary)
