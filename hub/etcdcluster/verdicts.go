@@ -67,21 +67,46 @@ func verdictEvents(prev map[string]liveness.State, s *snapshot, hasMembers func(
 	now = make(map[string]liveness.State, len(s.clusters))
 	for _, cs := range s.clusters {
 		cur := cs.verdict.State
-		now[cs.name] = cur
 		was := prev[cs.name]
+		now[cs.name] = remembered(was, cur)
 		if !cs.eligible && !hasMembers(cs.name) {
 			continue
 		}
-		switch {
-		case cur == liveness.Failed && was != liveness.Failed:
+		switch told(was, cur) {
+		case EventZoneFailed:
 			events = append(events, clusterEvent{corev1.EventTypeWarning, EventZoneFailed,
 				fmt.Sprintf("member cluster %s%s failed: %s", cs.name, zonesOf(cs), cs.verdict.Reason)})
-		case cur == liveness.Alive && was == liveness.Failed:
+		case EventZoneReturned:
 			events = append(events, clusterEvent{corev1.EventTypeNormal, EventZoneReturned,
 				fmt.Sprintf("member cluster %s%s is back: %s", cs.name, zonesOf(cs), cs.verdict.Reason)})
 		}
 	}
 	return events, now
+}
+
+// remembered is what the next pass compares with: a failed cluster or
+// zone stays failed in memory while it is unknown, so that a return
+// through a pass or two of "unknown" (its Lease renewed before its peers
+// have seen it again, or its apiserver not yet watched) is still told as
+// ZoneReturned once it is alive, and a failure that merely went unknown
+// for a while is not told twice.
+func remembered(was, cur liveness.State) liveness.State {
+	if cur == liveness.Unknown && was == liveness.Failed {
+		return liveness.Failed
+	}
+	return cur
+}
+
+// told is the event a verdict change from was (as remembered) to cur
+// calls for: EventZoneFailed, EventZoneReturned, or "".
+func told(was, cur liveness.State) string {
+	switch {
+	case cur == liveness.Failed && was != liveness.Failed:
+		return EventZoneFailed
+	case cur == liveness.Alive && was == liveness.Failed:
+		return EventZoneReturned
+	}
+	return ""
 }
 
 // zonesOf is " (zones a, b)" from the cluster's last spoke report.

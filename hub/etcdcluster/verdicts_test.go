@@ -31,6 +31,23 @@ func TestVerdictEvents(t *testing.T) {
 	if len(back) != 1 || back[0].reason != EventZoneReturned || back[0].typ != "Normal" || !strings.Contains(back[0].message, "member cluster member-2 (zone zone-2) is back") {
 		t.Errorf("returned: %+v", back)
 	}
+	// Back through a pass of unknown (its Lease renewed before its peers
+	// saw it again): failed is remembered while unknown, and the return is
+	// told once alive. TestScenarioLeaderZoneKilledAndReturned waited a
+	// minute for a ZoneReturned the hub had skipped so.
+	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Unknown, Reason: "only 0 of 2 other spokes see it alive"}
+	unknown, mem := verdictEvents(now, s, has(s))
+	if len(unknown) != 0 || mem["member-2"] != liveness.Failed {
+		t.Errorf("failed, then unknown: told %+v, remembered %v; want nothing told and failed remembered", unknown, mem["member-2"])
+	}
+	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Failed, Reason: "gone again"}
+	if again, _ := verdictEvents(mem, s, has(s)); len(again) != 0 {
+		t.Errorf("failed, unknown, failed: told again %+v", again)
+	}
+	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Alive, Reason: "spoke Lease renewed 0s ago"}
+	if back, after := verdictEvents(mem, s, has(s)); len(back) != 1 || back[0].reason != EventZoneReturned || after["member-2"] != liveness.Alive {
+		t.Errorf("failed, unknown, alive: %+v (remembered %v); want one ZoneReturned", back, after["member-2"])
+	}
 	// Unknown after alive: not told.
 	s.cluster("member-2").verdict.State = liveness.Unknown
 	if quiet, _ := verdictEvents(map[string]liveness.State{"member-2": liveness.Alive}, s, has(s)); len(quiet) != 0 {

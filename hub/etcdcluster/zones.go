@@ -418,11 +418,12 @@ func zoneVerdictEvents(prev map[string]liveness.State, s *snapshot, hasMembers f
 		for _, z := range zones {
 			v := cs.zoneVerdicts[z]
 			key := zoneVerdictKey(cs.name, z)
-			now[key] = v.State
-			switch was := prev[key]; {
-			case v.State == liveness.Failed && was != liveness.Failed:
+			was := prev[key]
+			now[key] = remembered(was, v.State)
+			switch told(was, v.State) {
+			case EventZoneFailed:
 				events = append(events, clusterEvent{corev1.EventTypeWarning, EventZoneFailed, truncate(zoneProblem(cs, z, true), maxEventNote)})
-			case v.State == liveness.Alive && was == liveness.Failed:
+			case EventZoneReturned:
 				events = append(events, clusterEvent{corev1.EventTypeNormal, EventZoneReturned, truncate(
 					fmt.Sprintf("zone %s/%s is back: %s", cs.name, z, strings.TrimPrefix(v.Reason, fmt.Sprintf("zone %s/%s: ", cs.name, z))), maxEventNote)})
 			}
