@@ -120,9 +120,11 @@ Use it (names resolve through the ring's DNS, with a client certificate; your re
   %[1]s dev etcdctl --state-dir %[2]s -- member list -w table
   %[1]s dev etcdctl --state-dir %[2]s -- put hello world
   %[1]s dev etcdctl --state-dir %[2]s -- endpoint status -w table
-Drill a zone failure:
+Drill a zone failure under a checked client workload, with a report (about 2.5 minutes: the zone grace is 2 minutes):
+  %[1]s drill zone-failure --cluster %[5]s/%[3]s --zone zone-1 --mode kill --kubeconfig %[4]s
+Or by hand:
   %[1]s dev fail-zone zone-1 --state-dir %[2]s; %[1]s status %[3]s --kubeconfig %[4]s
-`, self, sd, demoName, shellQuote(st.KubeconfigPath(localenv.HubClusterName)))
+`, self, sd, demoName, shellQuote(st.KubeconfigPath(localenv.HubClusterName)), demoNamespace)
 	return nil
 }
 
