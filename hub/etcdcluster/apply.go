@@ -206,7 +206,11 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 			r.event(ec, corev1.EventTypeNormal, "CARotationHeld", "HoldCARotation", "%s", p.Reason)
 		}
 	case membership.ActFinish:
-		if op := d.ended; op != nil {
+		if op := d.ended; op != nil && p.GaveUp {
+			r.evidence.take(ec.UID, op.Member, op.Incarnation) // no MemberReplaced to tell it
+			r.event(ec, corev1.EventTypeWarning, EventMemberStartGivenUp, string(op.Type), "%s (%s) given up after %s: %s",
+				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
+		} else if op != nil {
 			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",
 				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
 			if op.Type == etcdfedv1.OperationReplace {

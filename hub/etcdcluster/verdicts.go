@@ -20,6 +20,10 @@ const (
 	EventZoneFailed = "ZoneFailed"
 	// EventZoneReturned: a cluster judged failed is alive again.
 	EventZoneReturned = "ZoneReturned"
+	// EventMemberStartGivenUp: an Add or Replace whose new incarnation
+	// could not start where it was placed ended without it; the member is
+	// placed again elsewhere.
+	EventMemberStartGivenUp = "MemberStartGivenUp"
 )
 
 // verdictMemory keeps each ring's last liveness verdict per member cluster,

@@ -206,6 +206,9 @@ func continueAdd(in Input, op Operation) Decision {
 	if !in.Etcd.Reachable {
 		return waitStep(op, op.Step, pollFast, "etcd does not answer (%s)", orUnknown(in.Etcd.Error))
 	}
+	if d, given := giveUpStart(in, op, m); given {
+		return d
+	}
 	if m.Object == nil || m.Object.Incarnation < m.Incarnation {
 		if !m.ClusterVisible {
 			return waitStep(op, ActCreateObjects, pollSlow, "member cluster %s is not visible; waiting to create %s there", m.Domain.Cluster, m.Name)
@@ -233,6 +236,40 @@ func continueAdd(in Input, op Operation) Decision {
 		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)})
 	}
 	return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s joined as a voter", m.Name)}
+}
+
+// giveUpStart ends an Add (or the add half of a Replace) whose new
+// incarnation has not joined as a voter and cannot start where it was
+// placed: its failure domain was declared failed, or no node of its zone
+// has taken new pods for the member grace since the operation began. A
+// learner already in etcd is removed first (a learner does not vote: its
+// removal never touches quorum); then the operation ends with the member
+// in no etcd member list, and the placement places it again, away from
+// that domain. Without this, the operation waited for a start that could
+// not come and held every other membership change back.
+func giveUpStart(in Input, op Operation, m Member) (Decision, bool) {
+	var why string
+	switch {
+	case m.DomainFailed:
+		why = fmt.Sprintf("%s was declared failed", m.Domain)
+	case m.DomainClosed && !op.StartedAt.IsZero() && in.Now.Sub(op.StartedAt) >= in.MemberGrace:
+		why = fmt.Sprintf("no node of %s has taken new pods for %s (the member grace) since the %s began", m.Domain, in.MemberGrace, op.Type)
+	default:
+		return Decision{}, false
+	}
+	em, found := byID(in.Etcd, op.NewMemberID)
+	if !found && m.Object != nil && m.Object.PeerURL != "" && m.Object.StatusIncarnation == m.Incarnation {
+		em, found = byPeerURL(in.Etcd, m.Object.PeerURL)
+	}
+	if found && !em.IsLearner {
+		return Decision{}, false // a voter already: the operation finishes as usual
+	}
+	if found {
+		return step(op, ActRemoveMember, Decision{Member: m.Name, MemberID: em.ID,
+			Reason: fmt.Sprintf("removing learner %s: its incarnation %d cannot start where it was placed: %s", describe(em), m.Incarnation, why)}), true
+	}
+	return Decision{Action: ActFinish, Member: m.Name, GaveUp: true,
+		Reason: fmt.Sprintf("%s (incarnation %d) never started in %s: %s; it will be placed again elsewhere", m.Name, m.Incarnation, m.Domain, why)}, true
 }
 
 func continueRemove(in Input, op Operation) Decision {

@@ -468,3 +468,89 @@ func TestReplaceNeverRemovesItsOwnLearner(t *testing.T) {
 		t.Fatalf("got %s on %x, want Promote 42", d.Action, d.MemberID)
 	}
 }
+
+// An add whose new incarnation cannot start where it was placed (its
+// domain declared failed, or a zone closed to new pods for the member
+// grace) is given up: its learner removed first, then the operation ended
+// with GaveUp, so that the placement places the member again. A voter
+// already, or a closed zone within the grace, or an open zone: not given up.
+func TestGiveUpAStartThatCannotHappen(t *testing.T) {
+	adding := func(mut func(in *Input, m *Member)) func() Input {
+		return func() Input {
+			in := steady()
+			in.Replicas = 5
+			to := dA
+			in.Operation = &Operation{Type: OpAdd, Member: "main-3", Incarnation: 4, To: &to, Reason: "ScaleUp", Step: ActPromote, StartedAt: t0, NewMemberID: 9}
+			in.LastIncarnation = 4
+			m := running("main-3", 9, dA, 4)
+			m.Ready = false
+			mut(&in, &m)
+			in.Members = append(in.Members, m)
+			return in
+		}
+	}
+	notStarted := ListEntry{ID: 9, PeerURLs: []string{url("main-3")}, IsLearner: true}
+	withLearner := func(in *Input) { in.Etcd.Members = append(in.Etcd.Members, notStarted) }
+	gaveUp := func(want bool) check {
+		return func(t *testing.T, d Decision) {
+			t.Helper()
+			if d.GaveUp != want {
+				t.Errorf("GaveUp = %v, want %v (%s %s)", d.GaveUp, want, d.Action, d.Reason)
+			}
+		}
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"domain failed, learner not started: remove the learner", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			m.DomainFailed, m.Object = true, nil
+		}), []check{action(ActRemoveMember), opRecorded(OpAdd, ActRemoveMember), reason("removing learner"), reason("declared failed"), func(t *testing.T, d Decision) {
+			if d.MemberID != 9 {
+				t.Errorf("removes %x, want the learner 9", d.MemberID)
+			}
+		}}},
+		{"domain failed, learner removed: the add ends, given up", adding(func(_ *Input, m *Member) {
+			m.DomainFailed, m.Object = true, nil
+		}), []check{action(ActFinish), gaveUp(true), reason("never started in"), reason("placed again")}},
+		{"domain failed before the learner was added (no ID yet): given up", adding(func(in *Input, m *Member) {
+			in.Operation.NewMemberID, in.Operation.Step = 0, ActAddLearner
+			m.DomainFailed = true
+		}), []check{action(ActFinish), gaveUp(true)}},
+		{"learner found by its peer URL when the ID is not recorded: removed", adding(func(in *Input, m *Member) {
+			in.Operation.NewMemberID = 0
+			withLearner(in)
+			m.DomainFailed = true
+		}), []check{action(ActRemoveMember), func(t *testing.T, d Decision) {
+			if d.MemberID != 9 {
+				t.Errorf("removes %x, want the learner 9", d.MemberID)
+			}
+		}}},
+		{"domain failed but the member is a voter already: finishes as usual", adding(func(in *Input, m *Member) {
+			in.Etcd.Members = append(in.Etcd.Members, voter("main-3", 9))
+			m.DomainFailed = true
+		}), []check{action(ActFinish), gaveUp(false), reason("joined as a voter")}},
+		{"zone closed within the member grace: wait for the start", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			in.Now = t0.Add(4 * time.Minute)
+			m.DomainClosed = true
+		}), []check{action(ActWait), reason("waiting for learner main-3 to start")}},
+		{"zone closed for the member grace since the add began: remove the learner", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			in.Now = t0.Add(5 * time.Minute)
+			m.DomainClosed = true
+		}), []check{action(ActRemoveMember), reason("no node of a/za has taken new pods for 5m0s")}},
+		{"open zone, learner not started for long: wait (only a failed or closed domain is given up)", adding(func(in *Input, _ *Member) {
+			withLearner(in)
+			in.Now = t0.Add(time.Hour)
+		}), []check{action(ActWait), gaveUp(false), reason("waiting for learner main-3 to start")}},
+		{"replace whose target failed after the old incarnation was removed: given up", func() Input {
+			in := adding(func(_ *Input, m *Member) { m.DomainFailed, m.Object = true, nil })()
+			from := dB
+			in.Operation.Type, in.Operation.Reason, in.Operation.MemberID, in.Operation.From = OpReplace, "Evacuate", 5, &from
+			return in
+		}, []check{action(ActFinish), gaveUp(true)}},
+	})
+}

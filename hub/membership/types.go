@@ -359,6 +359,10 @@ type Decision struct {
 	// member that does not come up on the new version, a downgrade etcd
 	// refuses): the rollout stops, nothing else is restarted.
 	Halted bool
+	// GaveUp is set with the ActFinish of an Add or Replace whose new
+	// incarnation could not start where it was placed (giveUpStart): the
+	// member is in no etcd member list and is placed again.
+	GaveUp bool
 	// DowngradeTo is the minor version of ActEnableDowngrade (3.5);
 	// BackupRequest the request of ActRequestBackup.
 	DowngradeTo   string
