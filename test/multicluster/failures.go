@@ -303,20 +303,8 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	replicas := len(ec.Status.Members)
 	w := startScenarioWorkload(ctx, t, in.Etcd, "zone-drained")
 
-	nodes, err := cl.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cordon := func(on bool) {
-		t.Helper()
-		for _, n := range nodes.Items {
-			patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
-			if _, err := cl.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	start := time.Now()
+	cordon := cordonCluster(ctx, t, cl)
 	cordon(true)
 	uncordoned := false
 	t.Cleanup(func() {
@@ -327,23 +315,8 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	t.Logf("cordoned the %d node(s) of %s and deleted pod %s", len(nodes.Items), cl.Name, in.Member)
-	zone := fmt.Sprintf("%s/%s", old.Cluster, old.Zone)
-	err = poll(ctx, time.Minute, "Degraded saying no node of "+zone+" takes new pods", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
-		if c == nil || !strings.Contains(c.Message, "no node of "+zone+" takes new pods") {
-			return fmt.Sprintf("Degraded %v", c), nil
-		}
-		return "", nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("Degraded said the zone takes no new pods %.1fs after the cordon", time.Since(start).Seconds())
+	t.Logf("cordoned the node(s) of %s and deleted pod %s", cl.Name, in.Member)
+	waitForClosedZone(ctx, t, hub, in.Etcd, old, start)
 	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: replicas, NotIn: old.Cluster})
 	if err != nil {
 		t.Fatal(err)
@@ -359,6 +332,135 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member); err != nil {
 		t.Error(err)
 	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	start = time.Now()
+	uncordoned = true
+	cordon(false)
+	back, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: replicas, Tolerant: true, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("uncordoned: tolerant again after %.1fs, placement %s", time.Since(start).Seconds(), back.Status.ZoneSummary)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}
+
+// cordonCluster returns a function that cordons (true) or uncordons
+// (false) every node of cl.
+func cordonCluster(ctx context.Context, t testing.TB, cl *Cluster) func(on bool) {
+	t.Helper()
+	nodes, err := cl.Clientset.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(on bool) {
+		t.Helper()
+		for _, n := range nodes.Items {
+			patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, on)
+			if _, err := cl.Clientset.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// waitForClosedZone waits for Degraded to say that no node of old's zone
+// takes new pods, and logs how long after start it did.
+func waitForClosedZone(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, old etcdfedv1.MemberStatus, start time.Time) {
+	t.Helper()
+	zone := fmt.Sprintf("%s/%s", old.Cluster, old.Zone)
+	err := poll(ctx, time.Minute, "Degraded saying no node of "+zone+" takes new pods", func(ctx context.Context) (string, error) {
+		ec, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
+		if c == nil || !strings.Contains(c.Message, "no node of "+zone+" takes new pods") {
+			return fmt.Sprintf("Degraded %v", c), nil
+		}
+		return "", nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Degraded said the zone takes no new pods %.1fs after the cordon", time.Since(start).Seconds())
+}
+
+// StartGivenUpSpecInput names the member whose volume is lost in a
+// drained zone.
+type StartGivenUpSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	Member   string
+	// MemberGrace is set in the spec before the zone is drained.
+	MemberGrace time.Duration
+}
+
+// StartGivenUpSpec loses a member's volume while its (single-zone)
+// cluster is drained, under a recorded workload: every node cordoned, then
+// the member's PVC and pod deleted. The hub replaces a member that lost
+// its volume in place, so the new incarnation is placed where no pod can
+// start. Once the zone has been closed for MemberGrace since the
+// replacement began, the hub must give that start up (MemberStartGivenUp,
+// its learner removed if it had one) and place the member, under its
+// name, in another cluster, where it becomes a ready voter; nothing else
+// may wait behind it for ever. Uncordoned, the ring is tolerant again.
+func StartGivenUpSpec(ctx context.Context, in StartGivenUpSpecInput) {
+	t := in.T
+	t.Helper()
+	hub := in.Topology.Hub
+	if err := SetFailurePolicy(ctx, hub, in.Etcd, in.MemberGrace, 0); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, ok := memberOf(ec, in.Member)
+	cl := clusterNamed(in.Topology, old.Cluster)
+	if !ok || cl == nil {
+		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
+	}
+	em := &etcdfedv1.EtcdMember{}
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+		t.Fatal(err)
+	}
+	replicas := len(ec.Status.Members)
+	w := startScenarioWorkload(ctx, t, in.Etcd, "start-given-up")
+
+	start := time.Now()
+	cordon := cordonCluster(ctx, t, cl)
+	cordon(true)
+	uncordoned := false
+	t.Cleanup(func() {
+		if !uncordoned {
+			cordon(false)
+		}
+	})
+	waitForClosedZone(ctx, t, hub, in.Etcd, old, start)
+	if err := cl.Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace).Delete(ctx, em.Status.Volume.ClaimName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	lost := time.Now()
+	t.Logf("cordoned the node(s) of %s, then deleted PVC %s and pod %s", cl.Name, em.Status.Volume.ClaimName, in.Member)
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberStartGivenUp, in.Member, "has taken new pods")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("event %s %.1fs after the volume was lost (grace %s): %s", etcdcluster.EventMemberStartGivenUp, time.Since(lost).Seconds(), in.MemberGrace, note)
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: replicas, NotIn: old.Cluster})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s a ready voter again %.1fs after the volume was lost: incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(lost).Seconds(),
+		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
+	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
 	progress(ctx, t, w, 50, 30*time.Second)
 
 	start = time.Now()

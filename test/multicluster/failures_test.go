@@ -77,6 +77,19 @@ func TestScenarioZoneDrained(t *testing.T) {
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
+// TestScenarioStartGivenUp: a member's volume lost while every node of
+// its cluster is cordoned -> its in-place replacement cannot start; after
+// memberGracePeriod the hub gives that start up and places the member in
+// another cluster; uncordoned -> back to 1/1/1.
+func TestScenarioStartGivenUp(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "start-given-up", Name: "giveup", Domain: "giveup.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	deleteIfFailed(t, topo, etcd)
+	StartGivenUpSpec(ctx, StartGivenUpSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "giveup-1", MemberGrace: 30 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
 // TestScenarioLeaderZoneKilledAndReturned: five members 2/2/1; etcd's
 // leader moved into the cluster holding two, which is then killed (the
 // leader's zone, and the worst single failure: two voters lost at once)
