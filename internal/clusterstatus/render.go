@@ -48,11 +48,34 @@ func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
 	if op := st.Operation; op != nil {
 		p.f("\nIn progress: %s %s (%s), step %s, for %s: %s\n", op.Type, op.Member, op.Reason, op.Step, age(now, op.StartedAt.Time), oneLine(op.Message))
 	}
+	renderCARotation(p, ec, now)
 	renderBackup(p, ec, now)
 	if len(st.Endpoints) > 0 {
 		p.f("\nEndpoints: %s\n", strings.Join(st.Endpoints, ","))
 	}
 	return p.err
+}
+
+// renderCARotation prints a CA rotation under way (its phase, progress,
+// and a hold with the command that answers it); a finished one is not
+// printed.
+func renderCARotation(p *printer, ec *etcdfedv1.EtcdCluster, now time.Time) {
+	cr := ec.Status.CARotation
+	if cr == nil || cr.Phase == etcdfedv1.CARotationCompleted || cr.Phase == "" {
+		return
+	}
+	p.f("\nCA rotation: %s, %d of %d members", cr.Phase, cr.MembersDone, cr.MembersTotal)
+	if cr.PhaseStartedAt != nil {
+		p.f(", phase for %s", age(now, cr.PhaseStartedAt.Time))
+	}
+	p.f("\n")
+	if cr.HeldSince != nil && cr.ContinuedAt == nil {
+		p.f("  held for %s: restart the consumers that read their CA only at start, then: etcdfed rotate-ca %s -n %s --continue\n",
+			age(now, cr.HeldSince.Time), ec.Name, ec.Namespace)
+	}
+	if cr.Message != "" {
+		p.f("  %s\n", oneLine(cr.Message))
+	}
 }
 
 // renderBackup prints the backup schedule, the newest snapshot and the

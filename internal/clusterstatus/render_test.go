@@ -76,3 +76,39 @@ func TestRenderBackup(t *testing.T) {
 		}
 	}
 }
+
+// A CA rotation held after Trusting says so with the command that answers
+// it; a completed one is not printed.
+func TestRenderCARotation(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	ago := func(d time.Duration) *metav1.Time { t := metav1.NewTime(now.Add(-d)); return &t }
+	ec := &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "main"},
+		Spec:       etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.example.com"}},
+		Status: etcdfedv1.EtcdClusterStatus{CARotation: &etcdfedv1.CARotationStatus{
+			Phase: etcdfedv1.CARotationTrusting, MembersDone: 3, MembersTotal: 3, PhaseStartedAt: ago(3 * time.Minute),
+			HoldAfterTrusting: true, HeldSince: ago(2 * time.Minute), Message: "CA rotation held after Trusting:\nrestart remote (caReload: AtStart)",
+		}},
+	}
+	var b bytes.Buffer
+	if err := Render(&b, ec, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"CA rotation: Trusting, 3 of 3 members, phase for 3m",
+		"held for 2m: restart the consumers that read their CA only at start, then: etcdfed rotate-ca main -n team-a --continue",
+		"CA rotation held after Trusting: restart remote (caReload: AtStart)",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, b.String())
+		}
+	}
+	ec.Status.CARotation.Phase, ec.Status.CARotation.HeldSince = etcdfedv1.CARotationCompleted, nil
+	b.Reset()
+	if err := Render(&b, ec, now); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(b.String(), "CA rotation") {
+		t.Errorf("a completed rotation printed:\n%s", b.String())
+	}
+}

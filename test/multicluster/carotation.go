@@ -730,6 +730,13 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 	}
 	seen.held = time.Since(seen.heldAt)
 	t.Logf("answered the hold (held since %s) after %.1fs", held.Format(time.RFC3339), seen.held.Seconds())
+	// The hub says it took the answer, naming the hold it answered.
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, "CARotationContinued", held.Format(time.RFC3339))
+	if err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("event CARotationContinued: %s", note)
+	}
 	return seen
 }
 
