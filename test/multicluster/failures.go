@@ -287,41 +287,18 @@ type ZoneDrainedSpecInput struct {
 func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	t := in.T
 	t.Helper()
-	hub := in.Topology.Hub
-	if err := SetFailurePolicy(ctx, hub, in.Etcd, in.MemberGrace, 0); err != nil {
+	d := drainZone(ctx, in, "zone-drained")
+	hub, old := d.hub, d.old
+	if err := d.cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
-	ec, err := in.Etcd.Get(ctx, hub)
+	t.Logf("cordoned the node(s) of %s and deleted pod %s", d.cl.Name, in.Member)
+	waitForClosedZone(ctx, t, hub, in.Etcd, old, d.start)
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: d.replicas, NotIn: old.Cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
-	old, ok := memberOf(ec, in.Member)
-	cl := clusterNamed(in.Topology, old.Cluster)
-	if !ok || cl == nil {
-		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
-	}
-	replicas := len(ec.Status.Members)
-	w := startScenarioWorkload(ctx, t, in.Etcd, "zone-drained")
-
-	start := time.Now()
-	cordon := cordonCluster(ctx, t, cl)
-	cordon(true)
-	uncordoned := false
-	t.Cleanup(func() {
-		if !uncordoned {
-			cordon(false)
-		}
-	})
-	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-		t.Fatal(err)
-	}
-	t.Logf("cordoned the node(s) of %s and deleted pod %s", cl.Name, in.Member)
-	waitForClosedZone(ctx, t, hub, in.Etcd, old, start)
-	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: replicas, NotIn: old.Cluster})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("%s moved %.1fs after the cordon (grace %s): incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(start).Seconds(), in.MemberGrace,
+	t.Logf("%s moved %.1fs after the cordon (grace %s): incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(d.start).Seconds(), in.MemberGrace,
 		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
 	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventEvacuating, in.Member, "takes new pods")
@@ -332,19 +309,73 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member); err != nil {
 		t.Error(err)
 	}
-	progress(ctx, t, w, 50, 30*time.Second)
+	d.heal(ctx, t, in)
+}
 
-	start = time.Now()
-	uncordoned = true
-	cordon(false)
-	back, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: replicas, Tolerant: true, Timeout: 5 * time.Minute})
+// drainedZone is the member cluster of a scenario's member, every node
+// cordoned, under a recorded workload (ZoneDrainedSpec, StartGivenUpSpec).
+type drainedZone struct {
+	hub, cl    *Cluster
+	old        etcdfedv1.MemberStatus
+	replicas   int
+	w          *Workload
+	cordon     func(on bool)
+	uncordoned bool
+	// start is when the nodes were cordoned.
+	start time.Time
+}
+
+// drainZone sets the member grace, starts the recorded workload and
+// cordons every node of in.Member's cluster (uncordoned at cleanup unless
+// heal did it).
+func drainZone(ctx context.Context, in ZoneDrainedSpecInput, prefix string) *drainedZone {
+	t := in.T
+	t.Helper()
+	d := &drainedZone{hub: in.Topology.Hub}
+	if err := SetFailurePolicy(ctx, d.hub, in.Etcd, in.MemberGrace, 0); err != nil {
+		t.Fatal(err)
+	}
+	ec, err := in.Etcd.Get(ctx, d.hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ok bool
+	d.old, ok = memberOf(ec, in.Member)
+	d.cl = clusterNamed(in.Topology, d.old.Cluster)
+	if !ok || d.cl == nil {
+		t.Fatalf("member %s (cluster %q) not found", in.Member, d.old.Cluster)
+	}
+	d.replicas = len(ec.Status.Members)
+	d.w = startScenarioWorkload(ctx, t, in.Etcd, prefix)
+
+	d.start = time.Now()
+	d.cordon = cordonCluster(ctx, t, d.cl)
+	d.cordon(true)
+	t.Cleanup(func() {
+		if !d.uncordoned {
+			d.cordon(false)
+		}
+	})
+	return d
+}
+
+// heal waits for 50 more writes, uncordons the nodes, waits for the ring to
+// be tolerant again with as many members as before, and checks the
+// workload.
+func (d *drainedZone) heal(ctx context.Context, t testing.TB, in ZoneDrainedSpecInput) {
+	t.Helper()
+	progress(ctx, t, d.w, 50, 30*time.Second)
+	start := time.Now()
+	d.uncordoned = true
+	d.cordon(false)
+	back, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: d.hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: d.replicas, Tolerant: true, Timeout: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("uncordoned: tolerant again after %.1fs, placement %s", time.Since(start).Seconds(), back.Status.ZoneSummary)
-	progress(ctx, t, w, 50, 30*time.Second)
-	w.Stop()
-	checkWorkload(ctx, t, w)
+	progress(ctx, t, d.w, 50, 30*time.Second)
+	d.w.Stop()
+	checkWorkload(ctx, t, d.w)
 }
 
 // cordonCluster returns a function that cordons (true) or uncordons
@@ -388,17 +419,6 @@ func waitForClosedZone(ctx context.Context, t testing.TB, hub *Cluster, m *Manag
 	t.Logf("Degraded said the zone takes no new pods %.1fs after the cordon", time.Since(start).Seconds())
 }
 
-// StartGivenUpSpecInput names the member whose volume is lost in a
-// drained zone.
-type StartGivenUpSpecInput struct {
-	T        testing.TB
-	Topology *Topology
-	Etcd     *ManagedEtcd
-	Member   string
-	// MemberGrace is set in the spec before the zone is drained.
-	MemberGrace time.Duration
-}
-
 // StartGivenUpSpec loses a member's volume while its (single-zone)
 // cluster is drained, under a recorded workload: every node cordoned, then
 // the member's PVC and pod deleted. The hub replaces a member that lost
@@ -408,39 +428,16 @@ type StartGivenUpSpecInput struct {
 // its learner removed if it had one) and place the member, under its
 // name, in another cluster, where it becomes a ready voter; nothing else
 // may wait behind it for ever. Uncordoned, the ring is tolerant again.
-func StartGivenUpSpec(ctx context.Context, in StartGivenUpSpecInput) {
+func StartGivenUpSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	t := in.T
 	t.Helper()
-	hub := in.Topology.Hub
-	if err := SetFailurePolicy(ctx, hub, in.Etcd, in.MemberGrace, 0); err != nil {
-		t.Fatal(err)
-	}
-	ec, err := in.Etcd.Get(ctx, hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	old, ok := memberOf(ec, in.Member)
-	cl := clusterNamed(in.Topology, old.Cluster)
-	if !ok || cl == nil {
-		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
-	}
+	d := drainZone(ctx, in, "start-given-up")
+	hub, old, cl := d.hub, d.old, d.cl
+	waitForClosedZone(ctx, t, hub, in.Etcd, old, d.start)
 	em := &etcdfedv1.EtcdMember{}
 	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
 		t.Fatal(err)
 	}
-	replicas := len(ec.Status.Members)
-	w := startScenarioWorkload(ctx, t, in.Etcd, "start-given-up")
-
-	start := time.Now()
-	cordon := cordonCluster(ctx, t, cl)
-	cordon(true)
-	uncordoned := false
-	t.Cleanup(func() {
-		if !uncordoned {
-			cordon(false)
-		}
-	})
-	waitForClosedZone(ctx, t, hub, in.Etcd, old, start)
 	if err := cl.Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace).Delete(ctx, em.Status.Volume.ClaimName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -454,26 +451,14 @@ func StartGivenUpSpec(ctx context.Context, in StartGivenUpSpecInput) {
 		t.Fatal(err)
 	}
 	t.Logf("event %s %.1fs after the volume was lost (grace %s): %s", etcdcluster.EventMemberStartGivenUp, time.Since(lost).Seconds(), in.MemberGrace, note)
-	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: replicas, NotIn: old.Cluster})
+	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: d.replicas, NotIn: old.Cluster})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s a ready voter again %.1fs after the volume was lost: incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(lost).Seconds(),
 		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
-	progress(ctx, t, w, 50, 30*time.Second)
-
-	start = time.Now()
-	uncordoned = true
-	cordon(false)
-	back, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: replicas, Tolerant: true, Timeout: 5 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("uncordoned: tolerant again after %.1fs, placement %s", time.Since(start).Seconds(), back.Status.ZoneSummary)
-	progress(ctx, t, w, 50, 30*time.Second)
-	w.Stop()
-	checkWorkload(ctx, t, w)
+	d.heal(ctx, t, in)
 }
 
 // CrashLoopSpecInput names the member made to crash-loop.

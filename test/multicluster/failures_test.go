@@ -86,7 +86,7 @@ func TestScenarioStartGivenUp(t *testing.T) {
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "start-given-up", Name: "giveup", Domain: "giveup.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	deleteIfFailed(t, topo, etcd)
-	StartGivenUpSpec(ctx, StartGivenUpSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "giveup-1", MemberGrace: 30 * time.Second})
+	StartGivenUpSpec(ctx, ZoneDrainedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "giveup-1", MemberGrace: 30 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
