@@ -1,8 +1,9 @@
-# One image with the three etcdfed binaries:
+# One image with the four etcdfed binaries:
 #   /usr/local/bin/hub      the hub controller (config/hub)
 #   /usr/local/bin/spoke    the member-cluster agent (config/spoke)
-#   /usr/local/bin/etcdfed  the CLI; member pods run `etcdfed wait-dns` from
-#                           this image as an init container (the spoke's
+#   /usr/local/bin/etcdfed  the CLI
+#   /usr/local/bin/etcdfed-init  the init containers of member pods
+#                           (wait-dns, prepare-data; the spoke's
 #                           --helper-image), found on PATH.
 # There is no ENTRYPOINT: the manifests give the command.
 #
@@ -30,9 +31,9 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     --mount=type=cache,target=/root/.cache/go-build \
     GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath \
       -ldflags "-s -w -X github.com/etcdfed/etcdfed/internal/version.Version=${VERSION}" \
-      -o /out/ ./cmd/hub ./cmd/spoke ./cmd/etcdfed
+      -o /out/ ./cmd/hub ./cmd/spoke ./cmd/etcdfed ./cmd/etcdfed-init
 
 FROM gcr.io/distroless/static-debian12:nonroot
-COPY --from=build /out/hub /out/spoke /out/etcdfed /usr/local/bin/
+COPY --from=build /out/hub /out/spoke /out/etcdfed /out/etcdfed-init /usr/local/bin/
 ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 USER 65532:65532

@@ -30,7 +30,7 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build hub, spoke and the etcdfed CLI into bin/.
+build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
@@ -49,12 +49,18 @@ generate: ## Generate deepcopy code and CRDs.
 	$(GO) generate ./config/...
 
 .PHONY: verify
-verify: generate ## Check generated files are current, gofmt, go vet, golangci-lint.
+verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
 	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
+
+# hack/proddeps: hub, spoke and etcdfed-init must not link testing,
+# envtest, etcdfed's fixtures or the local environment.
+.PHONY: verify-deps
+verify-deps: ## Fail when a production binary (hub, spoke, etcdfed-init) links test or dev code; prints the import chain.
+	$(GO) run ./hack/proddeps
 
 ##@ Run
 

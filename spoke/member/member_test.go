@@ -344,7 +344,7 @@ func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
 	ic := p.Spec.InitContainers[0]
 	g.Expect(ic.Name).To(Equal("wait-dns"))
 	g.Expect(ic.Image).To(Equal("ghcr.io/etcdfed/etcdfed:test"))
-	g.Expect(ic.Command).To(Equal([]string{"etcdfed", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
+	g.Expect(ic.Command).To(Equal([]string{"etcdfed-init", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
 
 	c := p.Spec.Containers[0]
 	g.Expect(c.Name).To(Equal("etcd"))

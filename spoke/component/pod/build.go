@@ -33,6 +33,12 @@ const (
 	VolumeStoreCredentials = "store-credentials"
 )
 
+// HelperCommand is the helper binary the init containers run, found on the
+// helper image's PATH (/usr/local/bin/etcdfed-init in etcdfed's images; the
+// local node agent runs bin/etcdfed-init). It holds only what the init
+// containers need (cmd/etcdfed-init).
+const HelperCommand = "etcdfed-init"
+
 // EnvCAHash carries spec.tls.caHash into the etcd container while the
 // ring's CA is rotated, so that a change of it changes the pod.
 const EnvCAHash = "ETCDFED_CA_HASH"
@@ -58,7 +64,7 @@ const DefaultWaitDNSTimeout = 10 * time.Minute
 
 // Params are the inputs of Build besides the EtcdMember.
 type Params struct {
-	// HelperImage runs the wait-dns init container (the etcdfed CLI).
+	// HelperImage runs the init containers (HelperCommand).
 	HelperImage string
 	// WaitDNSTimeout is passed to wait-dns; 0 means DefaultWaitDNSTimeout.
 	WaitDNSTimeout time.Duration
@@ -97,7 +103,7 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 				Image:           p.HelperImage,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{
-					"etcdfed", "wait-dns",
+					HelperCommand, "wait-dns",
 					"--name", m.Spec.DNSName,
 					"--address", "$(" + EnvExpectedAddress + ")",
 					"--timeout", p.WaitDNSTimeout.String(),
@@ -187,7 +193,7 @@ func prepareDataContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container,
 			}})
 		}
 	}
-	c.Command = append([]string{"etcdfed", "prepare-data"}, restore.Args(in)...)
+	c.Command = append([]string{HelperCommand, "prepare-data"}, restore.Args(in)...)
 	return c, vols
 }
 
