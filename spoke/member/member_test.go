@@ -22,6 +22,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 	"github.com/etcdfed/etcdfed/spoke/internal/testetcd"
@@ -340,6 +341,11 @@ func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
 	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelManagedBy, "etcdfed"))
 	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelIncarnation, fmt.Sprint(m.Spec.Incarnation)))
 	g.Expect(p.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyAlways))
+	// The apiserver accepted the security contexts and computed the
+	// pod's QoS class from the requests: never BestEffort.
+	g.Expect(p.Spec.SecurityContext.RunAsUser).To(HaveValue(Equal(pod.RunAsUser)))
+	g.Expect(p.Spec.SecurityContext.FSGroup).To(HaveValue(Equal(pod.FSGroup)))
+	g.Expect(p.Status.QOSClass).To(Equal(corev1.PodQOSBurstable))
 
 	ic := p.Spec.InitContainers[0]
 	g.Expect(ic.Name).To(Equal("wait-dns"))
