@@ -38,7 +38,6 @@ build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin
 IMAGES ?=
 .PHONY: images
 images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
-	hack/tools.sh etcd etcdctl etcdutl etcd35 etcdctl35 etcdutl35
 	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
 
 .PHONY: tools
@@ -116,7 +115,6 @@ failures: tools system-deps build ## The failure scenarios (lost volume, crash l
 .PHONY: test-images
 test-images: ## Build every image, load it into a private containerd (Debian's, installed when missing) and run each one's binaries with ctr run.
 	hack/system-deps.sh images
-	hack/tools.sh etcd etcdctl etcdutl etcd35 etcdctl35 etcdutl35
 	ETCDFED_IMAGES_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestImagesRunInContainerd$$' ./internal/images
 
 .PHONY: test-unit

@@ -2,8 +2,6 @@
 # Builds the pinned tools into bin/ from the Go module proxy, each only when
 # it is missing or reports another version. Usage: hack/tools.sh [tool...]
 # Tools: kube-apiserver kubectl etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw
-# Only when named (make images): etcdctl35 etcdutl35, the etcd 3.5 image's
-# etcdctl and etcdutl.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -62,16 +60,7 @@ ETCD_SHA="${ETCD_VERSION}+resolver.$(resolver_sum etcd)"
 ETCD35_SHA="${ETCD35_VERSION}+resolver.$(resolver_sum etcd35)"
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_SHA}"
 build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
-etcd35_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}"
-build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "$etcd35_ld" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
-# The etcd 3.5 image's etcdctl and etcdutl (make images), named like
-# bin/etcd-3.5.x. etcdctl's `version` prints no Git SHA: a stamp as for
-# bin/etcdctl.
-build_etcdctl35() {
-	(cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "$etcd35_ld" -o "$bin/etcdctl-${ETCD35_VERSION#v}" ./cmd/etcdctl)
-	echo "$ETCD35_SHA" >"$bin/.etcdctl-${ETCD35_VERSION#v}.stamp"
-}
-build_etcdutl35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "$etcd35_ld" -o "$bin/etcdutl-${ETCD35_VERSION#v}" go.etcd.io/etcd/etcdutl/v3); }
+build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
 # etcdctl's `version` prints no Git SHA: a stamp file records the resolver
 # it was built with.
 build_etcdctl() {
@@ -98,8 +87,6 @@ ensure() {
 	etcd35) have "etcd-${ETCD35_VERSION#v}" "Git SHA: $ETCD35_SHA" "$bin/etcd-${ETCD35_VERSION#v}" --version || step "$1" build_etcd35 ;;
 	etcdctl) { have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version && stamped etcdctl "$ETCD_SHA"; } || step "$1" build_etcdctl ;;
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
-	etcdctl35) { have "etcdctl-${ETCD35_VERSION#v}" "etcdctl version: ${ETCD35_VERSION#v}" "$bin/etcdctl-${ETCD35_VERSION#v}" version && stamped "etcdctl-${ETCD35_VERSION#v}" "$ETCD35_SHA"; } || step "$1" build_etcdctl35 ;;
-	etcdutl35) have "etcdutl-${ETCD35_VERSION#v}" "etcdutl version: ${ETCD35_VERSION#v}" "$bin/etcdutl-${ETCD35_VERSION#v}" version || step "$1" build_etcdutl35 ;;
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;
 	golangci-lint) have golangci-lint "version ${GOLANGCI_LINT_VERSION#v}" "$bin/golangci-lint" version || step "$1" build_golangci_lint ;;
 	versitygw) have versitygw "Version  : $VERSITYGW_VERSION" "$bin/versitygw" --version || step "$1" build_versitygw ;;

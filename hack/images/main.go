@@ -9,9 +9,8 @@
 // build writes one OCI layout tarball per image into --out (IMAGE: a
 // name from the catalog, "all"; none: hub, spoke, etcdfed-init and the
 // etcd images), and images.txt beside them (name, reference, file). The
-// etcd images take etcd, etcdctl and etcdutl from bin/ (hack/tools.sh
-// etcd etcdctl etcdutl etcd35 etcdctl35 etcdutl35 builds them; `make
-// images` does). load imports tarballs (default: every one in out/images)
+// etcd images hold etcd, etcdctl and etcdutl built from hack/tools/etcd and
+// hack/tools/etcd35 (statically, unlike bin/etcd). load imports tarballs (default: every one in out/images)
 // into the containerd at --address, namespace k8s.io.
 package main
 
@@ -76,7 +75,6 @@ func build(args []string) error {
 	o := images.Options{Log: func(format string, a ...any) { fmt.Printf(format+"\n", a...) }}
 	fs.StringVar(&o.Version, "version", "dev", "etcdfed's version: stamped into the binaries and the tag of etcdfed's images")
 	fs.StringVar(&o.Out, "out", "out/images", "directory for the tarballs")
-	fs.StringVar(&o.BinDir, "bin", "bin", "directory of the pinned tools (the etcd images' binaries)")
 	fs.StringVar(&o.Arch, "arch", runtime.GOARCH, "GOARCH of the images")
 	_ = fs.Parse(args)
 	o.Names = fs.Args()

@@ -2,6 +2,9 @@ package images
 
 import (
 	"context"
+	"crypto/sha256"
+	"debug/elf"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -19,8 +22,6 @@ type Options struct {
 	Version string
 	// Out receives the tarballs, images.txt and the binaries (Out/bin).
 	Out string
-	// BinDir holds the pinned tools the etcd images take.
-	BinDir string
 	// Arch is the images' GOARCH; empty: this machine's.
 	Arch string
 	// Names picks images (Select); none: the default ones.
@@ -41,9 +42,11 @@ type Result struct {
 	Took               time.Duration
 }
 
-// BuildAll builds etcdfed's binaries for the images picked (CGO_ENABLED=0,
-// GoBuildFlags), assembles each image and writes it as
-// Out/<name>.tar, with Out/images.txt listing name, reference and file.
+// BuildAll builds the binaries of the images picked, static
+// (CGO_ENABLED=0) as the Dockerfile does: etcdfed's with GoBuildFlags,
+// etcd's from their tools module with EtcdLDFlags. Then it assembles each
+// image and writes it as Out/<name>.tar, with Out/images.txt listing name,
+// reference and file.
 func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 	logf := o.Log
 	if logf == nil {
@@ -57,24 +60,48 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	ownBin := filepath.Join(o.Out, "bin")
+	out, err := filepath.Abs(o.Out)
+	if err != nil {
+		return nil, err
+	}
+	ownBin := filepath.Join(out, "bin")
 	if err := os.MkdirAll(ownBin, 0o755); err != nil {
 		return nil, err
 	}
-	if pkgs := ownPackages(sel); len(pkgs) > 0 {
+	goBuild := func(dir, out string, flags []string, pkgs ...string) error {
 		t := time.Now()
-		args := append([]string{"build"}, GoBuildFlags(o.Version)...)
-		args = append(args, "-o", ownBin+string(filepath.Separator))
+		args := append(append([]string{"build"}, flags...), "-o", out+string(filepath.Separator))
 		cmd := exec.CommandContext(ctx, "go", append(args, pkgs...)...)
-		cmd.Dir = o.Root
+		cmd.Dir = dir
+		// Static binaries: the images have no libc.
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 		if o.Arch != "" {
 			cmd.Env = append(cmd.Env, "GOARCH="+o.Arch)
 		}
 		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
+			return fmt.Errorf("go build %s (in %s): %w\n%s", strings.Join(pkgs, " "), dir, err, out)
 		}
 		logf("built %s in %.1fs", strings.Join(pkgs, " "), time.Since(t).Seconds())
+		return nil
+	}
+	if pkgs := ownPackages(sel); len(pkgs) > 0 {
+		if err := goBuild(o.Root, ownBin, GoBuildFlags(o.Version), pkgs...); err != nil {
+			return nil, err
+		}
+	}
+	for _, img := range sel {
+		r := img.etcd
+		if r == nil {
+			continue
+		}
+		dir := filepath.Join(o.Root, r.Module)
+		sum, err := fileSHA256(filepath.Join(dir, "internal", "resolver", "resolver.go"))
+		if err != nil {
+			return nil, err
+		}
+		if err := goBuild(dir, filepath.Join(ownBin, img.Name), []string{"-trimpath", "-ldflags", EtcdLDFlags(r.Version, sum[:12])}, etcdPackages...); err != nil {
+			return nil, err
+		}
 	}
 	var results []Result
 	var list strings.Builder
@@ -82,13 +109,12 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 		t := time.Now()
 		in := Inputs{Binaries: map[string]string{}, Arch: o.Arch}
 		for _, b := range img.Binaries {
-			if b.Package != "" {
-				in.Binaries[b.Name] = filepath.Join(ownBin, filepath.Base(b.Package))
-				continue
+			p := filepath.Join(ownBin, filepath.Base(b.Package))
+			if img.etcd != nil {
+				p = filepath.Join(ownBin, img.Name, b.Name)
 			}
-			p := filepath.Join(o.BinDir, b.Tool)
-			if _, err := os.Stat(p); err != nil {
-				return nil, fmt.Errorf("image %s needs %s: run hack/tools.sh etcd etcdctl etcdutl etcd35 etcdctl35 etcdutl35 (make images does)", img.Name, p)
+			if err := checkStatic(p); err != nil {
+				return nil, fmt.Errorf("image %s: %w", img.Name, err)
 			}
 			in.Binaries[b.Name] = p
 		}
@@ -129,3 +155,30 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
+
+func fileSHA256(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// checkStatic refuses a binary that needs a dynamic loader: the images
+// have no libc, and such a binary fails at exec with "no such file or
+// directory" (a host build of etcd with cgo did, in the first run of
+// TestImagesRunInContainerd).
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked (it names an ELF interpreter); build it with CGO_ENABLED=0", path)
+		}
+	}
+	return nil
+}

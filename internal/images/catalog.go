@@ -23,11 +23,9 @@ type Binary struct {
 	// Name is the file name in BinDir.
 	Name string
 	// Package is the Go main package built into it (./cmd/hub), with
-	// GoBuildFlags; empty for a pinned tool.
+	// GoBuildFlags; empty for an etcd binary, built from the image's
+	// etcd tools module.
 	Package string
-	// Tool is the file in bin/ that hack/tools.sh builds (etcd-3.5.35),
-	// when Package is empty.
-	Tool string
 }
 
 // Image describes one image.
@@ -56,13 +54,18 @@ type Image struct {
 	etcd *etcdRelease
 }
 
-// etcdRelease is one pinned etcd release and the module that builds it.
+// etcdRelease is one pinned etcd release and the tools module that builds
+// it (hack/tools.sh builds bin/etcd from the same module, with the same
+// stamp, but for this machine: cgo, dynamically linked).
 type etcdRelease struct {
 	Version string // v3.6.16
 	Module  string // hack/tools/etcd
-	// Ctl is the etcdctl main package in Module.
-	Ctl string
 }
+
+// etcdPackages are the main packages of an etcd tools module that an etcd
+// image holds: etcd and etcdctl with the module's resolver change,
+// upstream etcdutl.
+var etcdPackages = []string{"./cmd/etcd", "./cmd/etcdctl", "go.etcd.io/etcd/etcdutl/v3"}
 
 // Versions are the pinned etcd releases, read from hack/tools.sh (the one
 // place that pins them).
@@ -111,7 +114,7 @@ func Catalog(tag string, v Versions) []Image {
 			Entrypoint: []string{bin},
 		}
 	}
-	etcd := func(r etcdRelease, toolSuffix string) Image {
+	etcd := func(r etcdRelease) Image {
 		rel := strings.TrimPrefix(r.Version, "v")
 		minor := rel[:strings.LastIndexByte(rel, '.')]
 		return Image{
@@ -120,24 +123,19 @@ func Catalog(tag string, v Versions) []Image {
 			// directories /var/etcd/ then /var/lib/etcd/, ports 2379
 			// and 2380, CMD etcd.
 			Name: "etcd-" + minor, Ref: EtcdRepository + ":" + r.Version, Default: true,
-			Binaries: []Binary{
-				{Name: "etcd", Tool: "etcd" + toolSuffix},
-				{Name: "etcdctl", Tool: "etcdctl" + toolSuffix},
-				{Name: "etcdutl", Tool: "etcdutl" + toolSuffix},
-			},
+			Binaries: []Binary{{Name: "etcd"}, {Name: "etcdctl"}, {Name: "etcdutl"}},
 			WorkDirs: []string{"/var/etcd/", "/var/lib/etcd/"},
 			Ports:    []string{"2379/tcp", "2380/tcp"},
 			Cmd:      []string{BinDir + "/etcd"},
 			etcd:     &r,
 		}
 	}
-	rel35 := "-" + strings.TrimPrefix(v.Etcd35, "v")
 	return []Image{
 		own("hub", "./cmd/hub", true),
 		own("spoke", "./cmd/spoke", true),
 		own("etcdfed-init", "./cmd/etcdfed-init", true),
-		etcd(etcdRelease{Version: v.Etcd, Module: "hack/tools/etcd", Ctl: "./cmd/etcdctl"}, ""),
-		etcd(etcdRelease{Version: v.Etcd35, Module: "hack/tools/etcd35", Ctl: "./cmd/etcdctl"}, rel35),
+		etcd(etcdRelease{Version: v.Etcd, Module: "hack/tools/etcd"}),
+		etcd(etcdRelease{Version: v.Etcd35, Module: "hack/tools/etcd35"}),
 		{
 			// hack/kind's one image: every etcdfed binary, no entrypoint
 			// (the manifests give the command). The Dockerfile's last

@@ -46,15 +46,11 @@ func TestImagesRunInContainerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := repo.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 	defer cancel()
 	out := t.TempDir()
 	start := time.Now()
-	res, err := images.BuildAll(ctx, images.Options{Root: root, Version: "test", Out: out, BinDir: bin, Names: []string{"all"}, Log: t.Logf})
+	res, err := images.BuildAll(ctx, images.Options{Root: root, Version: "test", Out: out, Names: []string{"all"}, Log: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,15 +150,17 @@ func TestImagesRunInContainerd(t *testing.T) {
 	}
 }
 
-// ctrRun runs cmd in a new container of ref and returns its output.
+// ctrRun runs cmd in a new container of ref and returns what it printed
+// (standard output and error: usage goes to standard error).
 func ctrRun(ctx context.Context, t *testing.T, c images.Containerd, ref string, cmd ...string) string {
 	t.Helper()
 	id := fmt.Sprintf("t%d", time.Now().UnixNano())
-	out, err := c.Run(ctx, append([]string{"run", "--rm", ref, id}, cmd...)...)
+	args := append([]string{"--address", c.Address, "--namespace", images.KubernetesNamespace, "run", "--rm", ref, id}, cmd...)
+	out, err := exec.CommandContext(ctx, "ctr", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ctr run %s %v: %v\n%s", ref, cmd, err, out)
 	}
-	return out
+	return string(out)
 }
 
 // startContainerd starts Debian's containerd with everything under a

@@ -18,8 +18,8 @@ func GoBuildFlags(version string) []string {
 }
 
 // EtcdLDFlags stamps an etcd build as hack/tools.sh does: the release and
-// the hash of the resolver change it carries (sha is its first 12 hex
-// digits).
+// the hash of the resolver change it carries (sha is the first 12 hex
+// digits of the sha256 of the module's internal/resolver/resolver.go).
 func EtcdLDFlags(release, sha string) string {
 	return "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=" + release + "+resolver." + sha
 }
@@ -87,7 +87,7 @@ func Dockerfile(cat []Image) (string, error) {
 			w("    --mount=type=cache,target=/root/.cache/go-build \\")
 			w("    cd %s && sha=$(sha256sum internal/resolver/resolver.go | cut -c1-12) && \\", r.Module)
 			w("    GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags \"%s\" \\", EtcdLDFlags(r.Version, "${sha}"))
-			w("      -o /out/%s/ ./cmd/etcd %s go.etcd.io/etcd/etcdutl/v3", img.Name, r.Ctl)
+			w("      -o /out/%s/ %s", img.Name, strings.Join(etcdPackages, " "))
 		}
 	}
 	w("")
