@@ -10,8 +10,9 @@
 // name from the catalog, "all"; none: hub, spoke, etcdfed-init and the
 // etcd images), and images.txt beside them (name, reference, file). The
 // etcd images hold etcd, etcdctl and etcdutl built from hack/tools/etcd and
-// hack/tools/etcd35 (statically, unlike bin/etcd). load imports tarballs (default: every one in out/images)
-// into the containerd at --address, namespace k8s.io.
+// hack/tools/etcd35 (statically, unlike bin/etcd). load imports tarballs
+// (default: every one in out/images) into the containerd at --address,
+// namespace k8s.io.
 package main
 
 import (

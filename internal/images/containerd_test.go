@@ -96,7 +96,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 		{"etcd-3.6", []string{"etcdctl", "--help"}, []string{"etcdctl"}},
 		{"etcdfed-init", []string{"etcdfed-init", "--help"}, []string{"wait-dns", "prepare-data"}},
 		{"etcdfed-init", []string{"etcdfed-init", "--version"}, []string{"test"}},
-		{"hub", []string{"hub", "--help"}, []string{"Usage: hub", "--leader-elect"}},
+		{"hub", []string{"hub", "--help"}, []string{"Usage: hub", "-kubeconfig"}},
 		{"spoke", []string{"spoke", "--help"}, []string{"--helper-image"}},
 		{"etcdfed", []string{"etcdfed", "--help"}, []string{"dev"}},
 		{"etcdfed", []string{"etcdfed-init", "--help"}, []string{"wait-dns"}},
@@ -110,6 +110,9 @@ func TestImagesRunInContainerd(t *testing.T) {
 			}
 		})
 	}
+	t.Run("data directory ownership", func(t *testing.T) {
+		checkDataDirOwnership(ctx, t, c, refs["etcd-3.6"], refs["etcdfed-init"])
+	})
 	// Who runs, and where: the image config as containerd applies it, in
 	// the OCI spec of a container created from each image.
 	for _, tc := range []struct {
@@ -155,13 +158,19 @@ func TestImagesRunInContainerd(t *testing.T) {
 func ctrRun(ctx context.Context, t *testing.T, c images.Containerd, ref string, cmd ...string) string {
 	t.Helper()
 	id := fmt.Sprintf("t%d", time.Now().UnixNano())
-	args := append([]string{"--address", c.Address, "--namespace", images.KubernetesNamespace, "run", "--rm", ref, id}, cmd...)
+	args := append([]string{"--address", c.Address, "--namespace", images.KubernetesNamespace, "run", "--rm", "--runc-root", runcRoot(c), ref, id}, cmd...)
 	out, err := exec.CommandContext(ctx, "ctr", args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("ctr run %s %v: %v\n%s", ref, cmd, err, out)
 	}
 	return string(out)
 }
+
+// runcRoot is runc's state directory for the containers of c: its own,
+// beside c's socket. runc's default (/run/containerd/runc/<namespace>) is
+// shared by every containerd of the machine, so a container ID of another
+// containerd's (another engineer's nodes) would collide.
+func runcRoot(c images.Containerd) string { return filepath.Join(filepath.Dir(c.Address), "runc") }
 
 // startContainerd starts Debian's containerd with everything under a
 // temporary directory and stops it (by its pid) when the test ends.
@@ -201,7 +210,23 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	c := images.Containerd{Address: sock}
 	t.Cleanup(func() {
+		// A task a failed test left would keep its shim and its rootfs
+		// mount after containerd stops: kill and delete every one first.
+		ctx := context.Background()
+		if ids, err := c.Run(ctx, "tasks", "list", "--quiet"); err == nil {
+			for _, id := range strings.Fields(ids) {
+				_, _ = c.Run(ctx, "tasks", "kill", "--signal", "SIGKILL", id)
+				for i := 0; i < 50; i++ {
+					if _, err := c.Run(ctx, "tasks", "delete", id); err == nil {
+						break
+					}
+					time.Sleep(100 * time.Millisecond)
+				}
+				_, _ = c.Run(ctx, "containers", "delete", id)
+			}
+		}
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		done := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(done) }()
@@ -219,7 +244,6 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 		// Snapshots are plain directories once no container runs.
 		_ = os.RemoveAll(dir)
 	})
-	c := images.Containerd{Address: sock}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		if _, err := c.Run(context.Background(), "version"); err == nil {
