@@ -29,6 +29,9 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	}
 	t.RestoreZone = env.RestoreZone
 	t.CanPartition = env.CanPartition()
+	if t.CanPartition == nil {
+		t.Partition, t.HealPartition = env.Partition, env.HealPartition
+	}
 	// As root with iptables the environment gives every pod its own
 	// source address (the same mechanism as partitions); otherwise, or in
 	// shared source address mode, pods connect from 127.0.0.1.
