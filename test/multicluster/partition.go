@@ -1,0 +1,262 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/localenv"
+)
+
+// HubWithMinoritySpecInput partitions a 5-member ring placed 2/2/1 so
+// that the hub is left with the cluster of one member.
+type HubWithMinoritySpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Hold is how long the cut lasts: longer than every grace of the ring.
+	Hold time.Duration
+}
+
+// HubWithMinoritySpec cuts the network between {the hub, the member
+// cluster holding one member} and {the two clusters holding two each},
+// with etcd's leader moved to the majority first, for Hold, under a
+// recorded workload that writes through the majority's DNS names,
+// resolved by the majority clusters' own DNS servers (a client inside
+// them). The majority must keep serving, the hub must never force a new
+// cluster (no Recover, no spec.forceNewCluster, no QuorumRecovery event,
+// etcd's member list unchanged), and Degraded must say the hub sees only a
+// minority. After the heal the ring must be one ring of the same five
+// members (one cluster ID, the same IDs from every endpoint), ready and
+// tolerant, and the workload linearizable with nothing acknowledged lost
+// and every watch complete.
+//
+// A failure to keep the ring whole is reported (t.Error) and the scenario
+// goes on to the heal and the workload's check, so that a run on a hub
+// that forced shows what was lost.
+func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.Partition == nil || topo.DNSServerOf == nil {
+		t.Skip("HubWithMinoritySpec: the topology cannot partition, or does not name each cluster's DNS server")
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, m := range ec.Status.Members {
+		count[m.Cluster]++
+	}
+	var minority string
+	var majority []string
+	for c, n := range count {
+		if n == 1 {
+			minority = c
+		} else {
+			majority = append(majority, c)
+		}
+	}
+	sort.Strings(majority)
+	if minority == "" || len(majority) != 2 {
+		t.Fatalf("want a 2/2/1 ring over three clusters, have %v", count)
+	}
+	clusterID := ec.Status.ClusterID
+	want := incarnations(ec)
+	ids, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// A client inside the majority: its members' names, resolved by the
+	// majority clusters' own DNS servers.
+	inside := in.Etcd.Client
+	inside.Endpoints, inside.DNSServers = nil, nil
+	for _, m := range ec.Status.Members {
+		if m.Cluster != minority {
+			inside.Endpoints = append(inside.Endpoints, memberURLOf(in.Etcd, m.Name))
+		}
+	}
+	for _, c := range majority {
+		inside.DNSServers = append(inside.DNSServers, topo.DNSServerOf[c])
+	}
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: inside, Prefix: fmt.Sprintf("hub-minority-%d/", time.Now().UnixNano()), WatchEachEndpoint: true})
+	progress(ctx, t, w, 50, 30*time.Second)
+	ec = moveLeaderInto(ctx, t, topo, in.Etcd, ec, majority[0])
+
+	groups := [][]string{{localenv.HubClusterName, minority}, majority}
+	if err := topo.Partition(ctx, localenv.Partition{Groups: groups}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			_ = topo.HealPartition(context.Background())
+		}
+	})
+	t.Logf("partitioned: {%s} | {%s} for %s; the leader %s is in %s", strings.Join(groups[0], ", "), strings.Join(groups[1], ", "), in.Hold, ec.Status.Leader, majority[0])
+
+	// Through the hold: what the hub says, and whether it forces.
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	defer cancel()
+	var mu sync.Mutex
+	var degradedAt time.Duration
+	var degraded, forced string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for hctx.Err() == nil {
+			gctx, gcancel := context.WithTimeout(hctx, 2*time.Second)
+			got, err := in.Etcd.Get(gctx, hub)
+			gcancel()
+			if err == nil {
+				mu.Lock()
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); degraded == "" && c != nil && c.Status == metav1.ConditionTrue &&
+					strings.Contains(c.Message, "sees only") && strings.Contains(c.Message, majority[0]) && strings.Contains(c.Message, majority[1]) {
+					degraded, degradedAt = c.Message, time.Since(cut)
+				}
+				if op := got.Status.Operation; forced == "" && op != nil && op.Type == etcdfedv1.OperationRecover {
+					forced = fmt.Sprintf("Recover from %s (%s) %.1fs after the cut", op.Member, op.Reason, time.Since(cut).Seconds())
+				}
+				mu.Unlock()
+			}
+			if obj := forcedObject(hctx, topo, minority, ec); obj != "" {
+				mu.Lock()
+				if forced == "" {
+					forced = fmt.Sprintf("%s %.1fs after the cut", obj, time.Since(cut).Seconds())
+				}
+				mu.Unlock()
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+	}()
+	// The majority keeps serving: writes acknowledged through the hold.
+	ackedAtCut := w.Acked()
+	for hctx.Err() == nil {
+		progress(ctx, t, w, 20, 30*time.Second)
+		sleepCtx(hctx, 5*time.Second)
+	}
+	wg.Wait()
+	duringHold := w.Acked() - ackedAtCut
+	gapHold, gapAt := w.MaxWriteGapAt()
+	t.Logf("through the %s cut: %d writes acknowledged by the majority; longest write gap so far %s (at %s)", in.Hold, duringHold, gapHold.Round(time.Millisecond), gapAt.Format(time.TimeOnly))
+	if forced != "" {
+		t.Errorf("the hub with the minority forced a new cluster: %s", forced)
+	}
+	if notes, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err != nil || len(notes) > 0 {
+		t.Errorf("QuorumRecovery events (the hub recovered a ring whose majority serves): %v %v", notes, err)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never said the hub sees only a minority (naming %v): %s", majority, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %.1fs after the cut: %s", degradedAt.Seconds(), degraded)
+	}
+	if got, err := memberIDs(ctx, inside); err != nil || fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Errorf("the majority's member list during the cut: %v (%v), was %v", got, err, ids)
+	}
+
+	if err := topo.HealPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	heal := time.Now()
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("after the heal: ready and tolerant in %.1fs, %s", time.Since(heal).Seconds(), got.Status.ZoneSummary)
+		if got.Status.ClusterID != clusterID || fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+			t.Errorf("after the heal: cluster %s members %v, were %s %v", got.Status.ClusterID, incarnations(got), clusterID, want)
+		}
+	}
+	if err := oneRing(ctx, in.Etcd, clusterID, nil); err != nil {
+		t.Error(err)
+	}
+	if err := sameMembersEverywhere(ctx, in.Etcd, ids); err != nil {
+		t.Error(err)
+	}
+	progress(ctx, t, w, 50, time.Minute)
+	w.Stop()
+	gap, at := w.MaxWriteGapAt()
+	t.Logf("workload: %d writes acknowledged in all, longest gap %s (at %s)", w.Acked(), gap.Round(time.Millisecond), at.Format(time.TimeOnly))
+	checkWorkload(ctx, t, w)
+}
+
+// memberURLOf is a member's client URL by DNS name, as in m.Client.
+func memberURLOf(m *ManagedEtcd, member string) string {
+	for _, ep := range m.Client.Endpoints {
+		if strings.Contains(ep, "//"+member+".") {
+			return ep
+		}
+	}
+	return ""
+}
+
+// forcedObject names a member object of ec in cluster with
+// spec.forceNewCluster set ("" for none), read from the cluster's own
+// apiserver.
+func forcedObject(ctx context.Context, topo *Topology, cluster string, ec *etcdfedv1.EtcdCluster) string {
+	c := clusterNamed(topo, cluster)
+	if c == nil {
+		return ""
+	}
+	var list etcdfedv1.EtcdMemberList
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.Client.List(lctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+		return ""
+	}
+	for _, o := range list.Items {
+		if o.Spec.ForceNewCluster != "" {
+			return fmt.Sprintf("%s in %s with spec.forceNewCluster %q", o.Name, cluster, o.Spec.ForceNewCluster)
+		}
+	}
+	return ""
+}
+
+// sameMembersEverywhere checks that every member endpoint answers a
+// linearizable member list naming exactly ids (name -> ID).
+func sameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
+	var errs []string
+	for _, ep := range m.Client.Endpoints {
+		got, err := memberIDs(ctx, m.Client.Endpoint(ep))
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("%s: %v", ep, err))
+			continue
+		}
+		if fmt.Sprint(got) != fmt.Sprint(ids) {
+			errs = append(errs, fmt.Sprintf("%s lists %v, want %v", ep, got, ids))
+		}
+	}
+	if len(errs) > 0 {
+		slices.Sort(errs)
+		return fmt.Errorf("member lists: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// conditionText is a condition as "Status Reason: Message".
+func conditionText(ec *etcdfedv1.EtcdCluster, typ string) string {
+	if ec == nil {
+		return "(no EtcdCluster)"
+	}
+	c := meta.FindStatusCondition(ec.Status.Conditions, typ)
+	if c == nil {
+		return "(no " + typ + ")"
+	}
+	return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+}
