@@ -189,6 +189,11 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if passProblem != "" {
 		out = append(out, passProblem)
 	}
+	// Rule 8 restated: a hub that sees too few clusters to declare any
+	// failed says so first, in plain words.
+	if msg := s.hubView.Message(); msg != "" {
+		out = append(out, msg)
+	}
 	if d.placementErr != nil {
 		out = append(out, "placement: "+d.placementErr.Error())
 	}
@@ -227,6 +232,15 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			out = append(out, cs.readErr.Error())
 		case cs.connProblem(s.now) != "" && concerned:
 			out = append(out, fmt.Sprintf("member cluster %s: %s", cs.name, cs.connProblem(s.now)))
+		}
+		if msg := heldOutside(s.ec, st, cs); msg != "" {
+			out = append(out, msg)
+		}
+		// A spoke whose gossip cannot witness (rule 8): it abstains.
+		if concerned && cs.visible() && cs.spoke != nil {
+			if why := gossipAbstains(cs.spoke); why != "" {
+				out = append(out, fmt.Sprintf("the spoke of %s abstains as a witness of other clusters' failure: %s", cs.name, why))
+			}
 		}
 		// The zone witness's verdicts on the zones of a visible
 		// multi-zone cluster: a failed zone, and a stale one holding
