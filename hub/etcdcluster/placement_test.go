@@ -91,9 +91,9 @@ func TestPlacementIgnoresPartialSpokeReports(t *testing.T) {
 // clusters no longer names.
 func TestPlacementEvacuatesOnExplicitSignals(t *testing.T) {
 	for name, mutate := range map[string]func(*snapshot){
-		"cluster failed":       func(v *snapshot) { v.clusters[0].verdict.State = liveness.Failed },
-		"zone cordoned":        func(v *snapshot) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
-		"cluster cordoned":     func(v *snapshot) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
+		"cluster failed":   func(v *snapshot) { v.clusters[0].verdict.State = liveness.Failed },
+		"zone cordoned":    func(v *snapshot) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
+		"cluster cordoned": func(v *snapshot) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
 		"cluster no longer in spec.topology.clusters": func(v *snapshot) {
 			v.ec.Spec.Topology.Clusters = []string{"member-2", "member-3"}
 			v.clusters[0].eligible = false
