@@ -128,6 +128,9 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting", "reason", p.Reason, "requeueAfter", p.RequeueAfter)
 	}
 	err := d.step.err
+	if d.requestRefused != "" && (ec.Status.LastRecoveryRequest == nil || d.ledger.LastRecoveryRequest == nil || ec.Status.LastRecoveryRequest.UID != d.ledger.LastRecoveryRequest.UID) {
+		r.event(ec, corev1.EventTypeWarning, "RecoveryRequestRefused", "Recover", "%s", d.requestRefused)
+	}
 	switch p.Action {
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:

@@ -50,6 +50,9 @@ type decision struct {
 	// sweep are members whose objects are left in a cluster that no
 	// longer holds them (moved or removed while it was away).
 	sweep []memberRef
+	// requestRefused is the message of a recovery request this pass
+	// refused (dated in the future), for its event; "" for none.
+	requestRefused string
 }
 
 // upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
@@ -137,6 +140,7 @@ func decide(s *snapshot) *decision {
 			d.ended = st.Operation
 		}
 		recordStep(s, st, d.plan)
+		d.requestRefused = recordRecoveryRequest(s, st, d.plan)
 		recordCARotation(s, st, d.plan)
 		recordScheduledDefrag(s, st, d.plan)
 		d.step = renderStep(s, st, d.plan)

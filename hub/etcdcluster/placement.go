@@ -211,7 +211,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Version:         ec.Spec.Version,
 		Backup:          backupInput(ec),
 		Maintenance:     maintenancePolicy(s, st),
-		Quorum:          quorumInput(ec),
+		Quorum:          quorumInput(ec, s.now),
 		Restore:         restoreInput(ec, st),
 	}
 	in.CA = caRotationInput(s, st)
@@ -227,9 +227,11 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 			in.Unseen = append(in.Unseen, cs.name+": its spoke has not reported zones and nodes")
 		}
 	}
+	fenced, _ := fencedMembers(ec, st, s.now)
 	for _, m := range st.Members {
 		cs := s.cluster(m.Cluster)
 		mm := membership.Member{
+			Fenced:      fenced[m.Name],
 			Name:        m.Name,
 			Domain:      topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)},
 			Incarnation: m.Incarnation,

@@ -33,9 +33,11 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	// to their peers (EtcdMember PeerConnections=False).
 	peerReason, peerProblems := peerConnectionProblems(s)
 	setAvailable(st, gen, s.etcd)
-	if msg := quorumLostMessage(plannerInput(s, d.ledger, d.placement)); msg != "" {
+	pin := plannerInput(s, d.ledger, d.placement)
+	if msg := quorumLostMessage(pin); msg != "" {
 		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonQuorumLost, msg)
 	}
+	st.QuorumLoss = quorumLossStatus(pin)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
 	setVersionProgress(s, st, gen, d.plan, res)
@@ -214,6 +216,14 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	}
 	if d.plan.Halted {
 		out = append(out, d.plan.Reason)
+	}
+	// A recovery request or fencing confirmation the hub does not act on
+	// says why.
+	if _, note := recoveryRequest(s.ec, s.now); note != "" {
+		out = append(out, note)
+	}
+	if _, note := fencedMembers(s.ec, st, s.now); note != "" {
+		out = append(out, note)
 	}
 	for _, cs := range s.clusters {
 		concerned := cs.eligible || hasMembers(st, cs.name)

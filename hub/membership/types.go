@@ -145,6 +145,10 @@ type Member struct {
 	// moved by the placement (the domain is NoSchedulableNode), not
 	// replaced in place.
 	DomainClosed bool
+	// Fenced says who confirmed, and when, that this incarnation cannot
+	// serve any more (fencing, annotation etcdfed.dev/fenced); "" when no
+	// one did.
+	Fenced string
 	// Object is the member's EtcdMember object in Domain's cluster; nil
 	// when absent or not visible.
 	Object *Object
@@ -367,6 +371,9 @@ type Decision struct {
 	// BackupRequest the request of ActRequestBackup.
 	DowngradeTo   string
 	BackupRequest string
+	// Request is the UID of the recovery request a Recover begins from
+	// (ActBegin): consumed, it is never acted on again.
+	Request string
 }
 
 // Assignment places one incarnation of a member in a domain.
