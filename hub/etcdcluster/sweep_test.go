@@ -1,0 +1,63 @@
+package etcdcluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// TestSweepGuard (issue 24): with no operation in flight the sweep used
+// to delete every object the ledger did not place, without asking etcd. A
+// stale ledger (the hub cluster's etcd restored from an old backup) then
+// deleted live voters, and their volumes under the Delete policy. Now an
+// object is swept only when etcd's quorate member list of the same pass
+// does not list it, and never when it may be a voter's last copy.
+func TestSweepGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		given func(s *snapshot)
+		sweep []memberRef
+		kept  string
+	}{
+		{"a stale ledger places main-1 in member-3; it runs in member-2 as a voter: kept", func(s *snapshot) {
+			s.cluster("member-2").members["main-1"].Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+			s.ec.Status.Members[1].Cluster = "member-3"
+		}, nil, "main-1's object in member-2 (incarnation 2) is kept: etcd lists it as [2]"},
+		{"its ID unknown, etcd lists main-1 as a voter no other object runs: kept", func(s *snapshot) {
+			s.ec.Status.Members[1].Cluster = "member-3"
+		}, nil, "it may be that voter's last copy"},
+		{"its ID unknown, another object runs main-1's listed ID: swept", func(s *snapshot) {
+			old := s.cluster("member-2").members["main-1"].DeepCopy()
+			old.Spec.Incarnation = 1 // its status tells of incarnation 2: no ID known for 1
+			s.cluster("member-3").members["main-1"] = old
+			s.cluster("member-2").members["main-1"].Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+		}, []memberRef{{cluster: "member-3", member: "main-1"}}, ""},
+		{"an old incarnation etcd no longer lists: swept", func(s *snapshot) {
+			old := s.cluster("member-2").members["main-1"].DeepCopy()
+			old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+			old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
+			s.cluster("member-3").members["main-1"] = old
+		}, []memberRef{{cluster: "member-3", member: "main-1"}}, ""},
+		{"etcd not answering with a quorum in this pass: nothing swept", func(s *snapshot) {
+			old := s.cluster("member-2").members["main-1"].DeepCopy()
+			old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+			old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
+			s.cluster("member-3").members["main-1"] = old
+			s.etcd.Reachable = false
+		}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ring()
+			tc.given(s)
+			sweep, kept := leftBehind(s, &s.ec.Status)
+			if !slices.Equal(sweep, tc.sweep) {
+				t.Errorf("sweep %v, want %v", sweep, tc.sweep)
+			}
+			if got := strings.Join(kept, "; "); (tc.kept == "") != (got == "") || !strings.Contains(got, tc.kept) {
+				t.Errorf("kept %q, want %q", got, tc.kept)
+			}
+		})
+	}
+}
