@@ -285,7 +285,7 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 			same.Spec.TLS.CAHash = want.Spec.TLS.CAHash
 			o.OutdatedTrust = !restarts(same, want)
 		}
-		o.Failing = podFailing(obj)
+		o.Failing, o.Pending = podFailing(obj), podPending(obj)
 	}
 	if dr := obj.Status.Disruption; dr != nil && dr.Requested && obj.Status.Incarnation == obj.Spec.Incarnation {
 		o.DisruptionRequested, o.DisruptionReason = true, dr.Reason

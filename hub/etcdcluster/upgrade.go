@@ -49,6 +49,18 @@ func podFailing(obj *etcdfedv1.EtcdMember) string {
 	return c.Message
 }
 
+// podPending says why the pod of the object's latest generation has not
+// started (PodReady False, reason PodPending, for the latest generation),
+// "" when it has or the spoke has not said.
+func podPending(obj *etcdfedv1.EtcdMember) string {
+	c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPodReady)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonPodPending ||
+		obj.Status.ObservedGeneration != obj.Generation {
+		return ""
+	}
+	return c.Message
+}
+
 // recordVersions records each member's running version and the cluster
 // version, as etcd reported them in this pass; a member that did not
 // answer keeps its last.

@@ -186,6 +186,10 @@ type Object struct {
 	// Failing says why the pod of the object's latest generation cannot
 	// run (its container cannot be created, or crashes), "" when it can.
 	Failing string
+	// Pending says why the pod of the object's latest generation has not
+	// started (not scheduled: no node matches or has room; containers not
+	// started: an image not pulled), "" when it has.
+	Pending string
 	// DisruptionRequested is true while the spoke reports the node of the
 	// member's pod cordoned (a drain waits for the hub's grant), since
 	// DisruptionRequestedSince, for DisruptionReason.
