@@ -32,23 +32,25 @@ const (
 	ReasonServiceConflict        = "ServiceConflict"        // False: a Service of that name is not the member's.
 
 	// PodReady.
-	ReasonReady               = "Ready"                    // True: etcd's /readyz passes.
-	ReasonWaitingForBootstrap = "WaitingForBootstrap"      // False: spec.bootstrap is unset; volume and exposure are prepared, no pod is created.
-	ReasonTLSSecretMissing    = "TLSSecretMissing"         // False: the Secret spec.tls.secretName does not exist; no pod is created.
-	ReasonTLSSecretInvalid    = "TLSSecretInvalid"         // False: the Secret lacks ca.crt, tls.crt or tls.key or they do not parse.
-	ReasonWaitingForStorage   = "WaitingForStorage"        // False: the data volume cannot be used (see StorageReady).
-	ReasonWaitingForExposure  = "WaitingForExposure"       // False: the advertised ports or address are not known yet (see Exposed).
-	ReasonBootstrapMismatch   = "BootstrapMismatch"        // False: bootstrap.initialCluster does not list the member with its advertised peer URL.
-	ReasonBootstrapRefused    = "BootstrapRefused"         // False: initialClusterState new for a member that had an earlier incarnation would found a second cluster.
-	ReasonPodConflict         = "PodConflict"              // False: a pod of that name is not the member's.
-	ReasonPodCreated          = "PodCreated"               // False: the pod was just created.
-	ReasonPodTerminating      = "PodTerminating"           // False: the pod is being deleted (an old incarnation, or a terminated pod being replaced).
-	ReasonPodReplaced         = "PodReplaced"              // False: the hub changed the member spec (image, etcd flags, exposure, pod settings); the pod is deleted and recreated from it on the same volume.
-	ReasonPodPending          = etcdfedv1.ReasonPodPending // False: the pod is not scheduled or its containers are not started.
-	ReasonWaitingForDNS       = "WaitingForDNS"            // False: the wait-dns init container waits for the member's name to resolve to its address.
-	ReasonPodNotReady         = "NotReady"                 // False: etcd runs but /readyz fails (no quorum, or still starting).
-	ReasonLearner             = "Learner"                  // False: etcd runs as a learner, which is never ready for clients; it waits for promotion.
-	ReasonPodTerminated       = "PodTerminated"            // False: the pod failed or completed and will not run again.
+	ReasonReady               = "Ready"               // True: etcd's /readyz passes.
+	ReasonWaitingForBootstrap = "WaitingForBootstrap" // False: spec.bootstrap is unset; volume and exposure are prepared, no pod is created.
+	ReasonTLSSecretMissing    = "TLSSecretMissing"    // False: the Secret spec.tls.secretName does not exist; no pod is created.
+	ReasonTLSSecretInvalid    = "TLSSecretInvalid"    // False: the Secret lacks ca.crt, tls.crt or tls.key or they do not parse.
+	ReasonWaitingForStorage   = "WaitingForStorage"   // False: the data volume cannot be used (see StorageReady).
+	ReasonWaitingForExposure  = "WaitingForExposure"  // False: the advertised ports or address are not known yet (see Exposed).
+	ReasonBootstrapMismatch   = "BootstrapMismatch"   // False: bootstrap.initialCluster does not list the member with its advertised peer URL.
+	ReasonBootstrapRefused    = "BootstrapRefused"    // False: initialClusterState new for a member that had an earlier incarnation would found a second cluster.
+	ReasonPodConflict         = "PodConflict"         // False: a pod of that name is not the member's.
+	ReasonPodCreated          = "PodCreated"          // False: the pod was just created.
+	ReasonPodTerminating      = "PodTerminating"      // False: the pod is being deleted (an old incarnation, or a terminated pod being replaced).
+	ReasonPodReplaced         = "PodReplaced"         // False: the hub changed the member spec (image, etcd flags, exposure, pod settings); the pod is deleted and recreated from it on the same volume.
+	ReasonWaitingForDNS       = "WaitingForDNS"       // False: the wait-dns init container waits for the member's name to resolve to its address.
+	ReasonPodNotReady         = "NotReady"            // False: etcd runs but /readyz fails (no quorum, or still starting).
+	ReasonLearner             = "Learner"             // False: etcd runs as a learner, which is never ready for clients; it waits for promotion.
+	ReasonPodTerminated       = "PodTerminated"       // False: the pod failed or completed and will not run again.
+	// False: the pod is not scheduled or its containers are not started.
+	// The hub acts on it (a roll halts): defined in the API.
+	ReasonPodPending = etcdfedv1.ReasonPodPending
 
 	// MemberHealthy.
 	ReasonHealthy     = etcdfedv1.ReasonMemberHealthy  // True: etcd answers and has a leader.
