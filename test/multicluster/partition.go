@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 )
 
@@ -259,4 +260,164 @@ func conditionText(ec *etcdfedv1.EtcdCluster, typ string) string {
 		return "(no " + typ + ")"
 	}
 	return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+}
+
+// GossipBrokenSpecInput breaks one spoke's gossip and cuts the hub off
+// from the ring's other cluster.
+type GossipBrokenSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	// Etcd is a ring placed on two member clusters only
+	// (spec.topology.clusters), two members in one, one in the other.
+	Etcd *ManagedEtcd
+	// Hold is how long the cut lasts: longer than every grace.
+	Hold time.Duration
+}
+
+// GossipBrokenSpec restarts the spoke of the cluster holding two of the
+// ring's three members with a gossip Secret that does not exist (the key
+// missing: its gossip does not start), then cuts the network between {the
+// hub, that cluster} and {the ring's other cluster, the third member
+// cluster, outside the ring}, for Hold, under a recorded workload. The
+// spoke must say GossipHealthy=False, and the hub must count it as
+// abstaining: the other cluster is unknown, not failed, and nothing is
+// evacuated (no operation, etcd's member list unchanged), while Degraded
+// names the abstaining spoke. (A spoke without its key used to report
+// every peer dead, and with the hub seeing only that spoke it was the
+// majority of the witnesses: the other cluster was declared failed and
+// its member evacuated.) After the heal and the key's return the ring is
+// ready with the same members, and the workload linearizable.
+func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.Partition == nil || topo.RestartSpokeWith == nil {
+		t.Skip("GossipBrokenSpec: the topology cannot partition or restart a spoke with other flags")
+	}
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, m := range ec.Status.Members {
+		count[m.Cluster]++
+	}
+	var broken, other string
+	for c, n := range count {
+		if n == 2 {
+			broken = c
+		} else {
+			other = c
+		}
+	}
+	if broken == "" || other == "" || len(count) != 2 {
+		t.Fatalf("want a ring of 3 over two clusters (2/1), have %v", count)
+	}
+	var outside []string
+	for _, c := range topo.Members {
+		if c.Name != broken && c.Name != other {
+			outside = append(outside, c.Name)
+		}
+	}
+	want := incarnations(ec)
+	ids, err := memberIDs(ctx, in.Etcd.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "gossip-broken")
+
+	// The spoke's gossip key Secret is missing: its gossip does not start.
+	if err := topo.RestartSpokeWith(ctx, broken, "--gossip-secret=etcdfed-gossip-missing"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = topo.RestartSpokeWith(context.Background(), broken)
+		}
+	}()
+	var why string
+	if err := poll(ctx, 2*time.Minute, "the spoke of "+broken+" to say its gossip is not healthy", func(ctx context.Context) (string, error) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonGossipNotRunning || len(sp.Status.GossipView) > 0 {
+			return fmt.Sprintf("GossipHealthy %v, view %v", c, sp.Status.GossipView), nil
+		}
+		why = c.Message
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the spoke of %s, restarted with a gossip Secret that does not exist: GossipHealthy=False: %s", broken, why)
+
+	groups := [][]string{{localenv.HubClusterName, broken}, append([]string{other}, outside...)}
+	if err := topo.Partition(ctx, localenv.Partition{Groups: groups}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	healed := false
+	defer func() {
+		if !healed {
+			_ = topo.HealPartition(context.Background())
+		}
+	}()
+	t.Logf("partitioned: {%s} | {%s} for %s", strings.Join(groups[0], ", "), strings.Join(groups[1], ", "), in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	defer cancel()
+	named := make(chan string, 1)
+	go func() {
+		seen := ""
+		for hctx.Err() == nil && seen == "" {
+			if got, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
+					strings.Contains(c.Message, "the spoke of "+broken+" abstains") && strings.Contains(c.Message, "member cluster "+other+" unknown") {
+					seen = fmt.Sprintf("%.1fs after the cut: %s", time.Since(cut).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	// etcd's member list through the hub's side (the broken cluster holds
+	// the quorum): nothing may change.
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	degraded := <-named
+	if moved != "" {
+		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
+	}
+	if n, err := HubEvents(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed); err != nil || len(n) > 0 {
+		t.Errorf("ZoneFailed told on a broken spoke's word: %v %v", n, err)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never named the abstaining spoke of %s and %s unknown: %s", broken, other, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %s", degraded)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	if err := topo.HealPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	if err := topo.RestartSpokeWith(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	t.Logf("nothing moved in %s; after the heal the same members, ready", in.Hold)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	t.Logf("workload: %d writes acknowledged, longest gap %s", w.Acked(), w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
 }
