@@ -48,3 +48,17 @@ func TestScenarioGossipBroken(t *testing.T) {
 	GossipBrokenSpec(ctx, GossipBrokenSpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 90 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
+
+// TestScenarioPendingRollHalts (issue 24, related path): a spec change
+// that leaves a pod Pending (a nodeSelector no node matches) halts the
+// rollout beyond the member grace instead of replacing the member; set
+// back, the rollout ends on the same members.
+func TestScenarioPendingRollHalts(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "pending-roll", Name: "pend", Domain: "pend.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.FailurePolicy.MemberGracePeriod = &pendingGrace }})
+	deleteIfFailed(t, topo, etcd)
+	PendingRollSpec(ctx, PendingRollSpecInput{T: t, Topology: topo, Etcd: etcd, MemberGrace: pendingGrace.Duration, Hold: 40 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
