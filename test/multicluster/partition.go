@@ -52,14 +52,8 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	if topo.Partition == nil || topo.DNSServerOf == nil {
 		t.Skip("HubWithMinoritySpec: the topology cannot partition, or does not name each cluster's DNS server")
 	}
-	ec, err := in.Etcd.Get(ctx, hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]int{}
-	for _, m := range ec.Status.Members {
-		count[m.Cluster]++
-	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	count := membersPerCluster(ec)
 	var minority string
 	var majority []string
 	for c, n := range count {
@@ -74,11 +68,6 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 		t.Fatalf("want a 2/2/1 ring over three clusters, have %v", count)
 	}
 	clusterID := ec.Status.ClusterID
-	want := incarnations(ec)
-	ids, err := memberIDs(ctx, in.Etcd.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// A client inside the majority: its members' names, resolved by the
 	// majority clusters' own DNS servers.
@@ -294,14 +283,8 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	if topo.Partition == nil || topo.RestartSpokeWith == nil {
 		t.Skip("GossipBrokenSpec: the topology cannot partition or restart a spoke with other flags")
 	}
-	ec, err := in.Etcd.Get(ctx, hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]int{}
-	for _, m := range ec.Status.Members {
-		count[m.Cluster]++
-	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	count := membersPerCluster(ec)
 	var broken, other string
 	for c, n := range count {
 		if n == 2 {
@@ -318,11 +301,6 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 		if c.Name != broken && c.Name != other {
 			outside = append(outside, c.Name)
 		}
-	}
-	want := incarnations(ec)
-	ids, err := memberIDs(ctx, in.Etcd.Client)
-	if err != nil {
-		t.Fatal(err)
 	}
 	w := startScenarioWorkload(ctx, t, in.Etcd, "gossip-broken")
 
@@ -420,4 +398,40 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	w.Stop()
 	t.Logf("workload: %d writes acknowledged, longest gap %s", w.Acked(), w.MaxWriteGap().Round(time.Millisecond))
 	checkWorkload(ctx, t, w)
+}
+
+// ringBefore reads the ring before a disruption: the EtcdCluster, each
+// member's cluster, incarnation and ID (incarnations), and etcd's member
+// list (name -> ID).
+func ringBefore(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd) (*etcdfedv1.EtcdCluster, map[string]string, map[string]string) {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := memberIDs(ctx, m.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ec, incarnations(ec), ids
+}
+
+// membersPerCluster counts ec's members in each member cluster.
+func membersPerCluster(ec *etcdfedv1.EtcdCluster) map[string]int {
+	count := map[string]int{}
+	for _, m := range ec.Status.Members {
+		count[m.Cluster]++
+	}
+	return count
+}
+
+// patchSpec edits an EtcdCluster's spec with change and patches it.
+func patchSpec(ctx context.Context, hub *Cluster, m *ManagedEtcd, change func(*etcdfedv1.EtcdClusterSpec)) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	before := ec.DeepCopy()
+	change(&ec.Spec)
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }

@@ -36,25 +36,11 @@ func PendingRollSpec(ctx context.Context, in PendingRollSpecInput) {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	ec, err := in.Etcd.Get(ctx, hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := incarnations(ec)
-	ids, err := memberIDs(ctx, in.Etcd.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
 	w := startScenarioWorkload(ctx, t, in.Etcd, "pending-roll")
 	setSelector := func(sel map[string]string) {
 		t.Helper()
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			t.Fatal(err)
-		}
-		before := ec.DeepCopy()
-		ec.Spec.PodTemplate.NodeSelector = sel
-		if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+		if err := patchSpec(ctx, hub, in.Etcd, func(s *etcdfedv1.EtcdClusterSpec) { s.PodTemplate.NodeSelector = sel }); err != nil {
 			t.Fatal(err)
 		}
 	}
