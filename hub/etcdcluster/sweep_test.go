@@ -5,7 +5,10 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
 )
 
 // TestSweepGuard (issue 24): with no operation in flight the sweep used
@@ -59,5 +62,28 @@ func TestSweepGuard(t *testing.T) {
 				t.Errorf("kept %q, want %q", got, tc.kept)
 			}
 		})
+	}
+}
+
+// TestDegradedSaysTheHubSeesAMinority: a hub that sees too few clusters to
+// declare any failed says so first in Degraded, and names a spoke that
+// abstains as a witness.
+func TestDegradedSaysTheHubSeesAMinority(t *testing.T) {
+	s := ring()
+	s.hubView = liveness.HubView{Seen: []string{"member-3"}, Unseen: []string{"member-1", "member-2"}}
+	s.cluster("member-3").spoke.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionGossipHealthy, Status: metav1.ConditionFalse,
+		Reason: etcdfedv1.ReasonGossipNoPeerAlive, Message: "gossip sees no peer alive (member-1, member-2 all dead to it)"}}
+	st := computeStatus(s, decide(s), applyResult{}, "")
+	c := condition(st, etcdfedv1.ConditionDegraded)
+	for _, want := range []string{
+		"the hub sees only member-3 of the 3 member clusters: member-1, member-2 may be alive and serving without it",
+		"the spoke of member-3 abstains as a witness of other clusters' failure: NoPeerAlive: gossip sees no peer alive",
+	} {
+		if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want) {
+			t.Errorf("Degraded %s %q lacks %q", c.Status, c.Message, want)
+		}
+	}
+	if !strings.HasPrefix(c.Message, "the hub sees only") {
+		t.Errorf("Degraded does not say it first: %q", c.Message)
 	}
 }
