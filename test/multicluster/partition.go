@@ -435,3 +435,92 @@ func patchSpec(ctx context.Context, hub *Cluster, m *ManagedEtcd, change func(*e
 	change(&ec.Spec)
 	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }
+
+// RegistryDroppedSpecInput deletes a member cluster's kubeconfig Secret.
+type RegistryDroppedSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Cluster's kubeconfig Secret is deleted for Hold (longer than every
+	// grace), then created again.
+	Cluster string
+	Hold    time.Duration
+}
+
+// RegistryDroppedSpec (issue 24, related path) deletes the kubeconfig
+// Secret that registers Cluster with the hub, under a recorded workload,
+// for Hold: the cluster and its member run on, and the other spokes still
+// see it over gossip. The hub must keep the member where it is (no
+// operation, etcd's member list unchanged) and say why in Degraded. Before,
+// the hub evacuated a cluster that left the registry at once. With the
+// Secret back, the ring is ready with the same members.
+func RegistryDroppedSpec(ctx context.Context, in RegistryDroppedSpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.HubNamespace == "" {
+		t.Skip("RegistryDroppedSpec: the topology does not say where the kubeconfig Secrets are")
+	}
+	_, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	sec, err := memberKubeconfigSecret(ctx, topo, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "registry-dropped")
+	if err := hub.Client.Delete(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	back := false
+	recreate := func(ctx context.Context) error {
+		again := sec.DeepCopy()
+		again.ResourceVersion, again.UID, again.CreationTimestamp = "", "", metav1.Time{}
+		return hub.Client.Create(ctx, again)
+	}
+	defer func() {
+		if !back {
+			_ = recreate(context.Background())
+		}
+	}()
+	t.Logf("deleted the kubeconfig Secret registering %s, for %s", in.Cluster, in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	named := make(chan string, 1)
+	go func() {
+		seen := ""
+		for hctx.Err() == nil && seen == "" {
+			if got, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && strings.Contains(c.Message, in.Cluster+" holds") && strings.Contains(c.Message, "no longer registered") {
+					seen = fmt.Sprintf("%.1fs after the deletion: %s", time.Since(deleted).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	degraded := <-named
+	if moved != "" {
+		t.Errorf("the hub moved a member of a cluster that only left its registry: %s", moved)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never said why %s's member stays: %s", in.Cluster, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %s", degraded)
+	}
+	if err := recreate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back = true
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true, Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	t.Logf("the Secret back: ready with the same members %.1fs after the deletion", time.Since(deleted).Seconds())
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}

@@ -62,3 +62,20 @@ func TestScenarioPendingRollHalts(t *testing.T) {
 	PendingRollSpec(ctx, PendingRollSpecInput{T: t, Topology: topo, Etcd: etcd, MemberGrace: pendingGrace.Duration, Hold: 40 * time.Second})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
+
+// TestScenarioRegistryDropped (issue 24, related path): a member
+// cluster's kubeconfig Secret deleted for 70 s (graces 30 s) -> its
+// member stays (it was evacuated at once), Degraded says why; the Secret
+// back, the same members ready.
+func TestScenarioRegistryDropped(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "registry-dropped", Name: "regd", Domain: "regd.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+		}})
+	deleteIfFailed(t, topo, etcd)
+	RegistryDroppedSpec(ctx, RegistryDroppedSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 70 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
