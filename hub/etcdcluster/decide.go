@@ -450,8 +450,10 @@ func runBy(s *snapshot, id uint64) bool {
 }
 
 // retainedVolume is the volume of a swept object, kept whatever the
-// reclaim policy: its object is rewritten with Retain before it is
-// deleted (want nil when it already says Retain).
+// reclaim policy: its object is rewritten with Retain and the label
+// LabelKeepVolumes before it is deleted (want nil when it has both), so
+// its spoke labels the volume kept, never to be deleted by a later
+// incarnation's retirement either.
 type retainedVolume struct {
 	ref  memberRef
 	want *etcdfedv1.EtcdMember
@@ -471,9 +473,16 @@ func retainVolumes(s *snapshot, sweep []memberRef) []retainedVolume {
 			continue
 		}
 		rv := retainedVolume{ref: ref}
-		if obj.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain {
+		if obj.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain || obj.Labels[etcdfedv1.LabelKeepVolumes] != "true" {
+			// Retain for a spoke that predates the kept label; the label
+			// keeps the volume also from a later incarnation's retirement.
 			rv.want = obj.DeepCopy()
 			rv.want.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeRetain
+			rv.want.Labels = maps.Clone(obj.Labels)
+			if rv.want.Labels == nil {
+				rv.want.Labels = map[string]string{}
+			}
+			rv.want.Labels[etcdfedv1.LabelKeepVolumes] = "true"
 		}
 		claim := obj.Status.Volume.ClaimName
 		if claim == "" {

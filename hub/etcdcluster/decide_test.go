@@ -270,8 +270,9 @@ func TestDecide(t *testing.T) {
 				}
 				// Never a volume by itself: rewritten with Retain first,
 				// and named with the revision it held.
-				if len(o.d.retain) != 1 || o.d.retain[0].want == nil || o.d.retain[0].want.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain {
-					t.Fatalf("retain %+v; want main-1's object rewritten with Retain", o.d.retain)
+				if len(o.d.retain) != 1 || o.d.retain[0].want == nil || o.d.retain[0].want.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain ||
+					o.d.retain[0].want.Labels[etcdfedv1.LabelKeepVolumes] != "true" {
+					t.Fatalf("retain %+v; want main-1's object rewritten with Retain and %s", o.d.retain, etcdfedv1.LabelKeepVolumes)
 				}
 				if note := o.d.retain[0].note; !strings.Contains(note, "main-1 incarnation 1 in member-3: PVC etcdfed-system/main-1-data-1 (revision 377, raft index 420, as [11])") {
 					t.Errorf("note %q", note)

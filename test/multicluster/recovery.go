@@ -271,6 +271,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	}))
 	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
 	t.Logf("old incarnations fenced (objects gone, never in the member list, one cluster ID from every endpoint) and the ring whole %.1fs after the clusters returned", time.Since(returned).Seconds())
+	checkVolumesKept(ctx, t, topo, hub, in.Etcd, victims, oldInc)
 	pctx, cancel = context.WithTimeout(ctx, time.Minute)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()
@@ -385,6 +386,27 @@ func etcdfedRecover(ctx context.Context, bin string, hub *Cluster, m *ManagedEtc
 	base := []string{"recover", m.Name, "-n", m.Namespace, "--kubeconfig", hub.Kubeconfig}
 	out, err := exec.CommandContext(ctx, bin, append(base, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// checkVolumesKept checks that the old incarnations' volumes are still
+// there in the victims' clusters after their objects were swept, whatever
+// the reclaim policy, and that the VolumesRetained event names each with
+// the revision it held.
+func checkVolumesKept(ctx context.Context, t testing.TB, topo *Topology, hub *Cluster, m *ManagedEtcd, victims []etcdfedv1.MemberStatus, oldInc map[string]int64) {
+	t.Helper()
+	for _, v := range victims {
+		claim := fmt.Sprintf("%s-data-%d", v.Name, oldInc[v.Name])
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := memberCluster(t, topo, v.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: claim}, pvc); err != nil || pvc.DeletionTimestamp != nil {
+			t.Errorf("the volume %s of %s's old incarnation in %s: %v (deleting %v); want it kept", claim, v.Name, v.Cluster, err, pvc.DeletionTimestamp != nil)
+		}
+		note, err := WaitForHubEvent(ctx, hub, m, "VolumesRetained", v.Name+" incarnation "+fmt.Sprint(oldInc[v.Name])+" in "+v.Cluster, claim, "revision ")
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		t.Logf("VolumesRetained: %s", note)
+	}
 }
 
 // confirmFenced checks that `etcdfed recover` (run with recover) without
