@@ -134,8 +134,21 @@ func continueRoll(in Input, op Operation) Decision {
 			}
 			// The only voter: there is no one to hand leadership to.
 		}
+		if !m.Ready {
+			// Written again while the member is down (the spec changed
+			// back, or again, after its pod could not start): the grace
+			// for it to come back counts from this write, not from when it
+			// went down on the spec it no longer has.
+			op.StartedAt = in.Now
+		}
 		return step(op, ActUpdateObject, Decision{Member: m.Name, MemberID: m.ID, RequeueAfter: pollFast,
 			Reason: fmt.Sprintf("writing the new spec to %s; its spoke restarts the pod on the same volume", m.Name)})
+	}
+	// Down since it went down, or since its object was last written in
+	// this roll when that is later.
+	down := m.ReadyChangedAt
+	if op.StartedAt.After(down) {
+		down = op.StartedAt
 	}
 	ready := found && em.Started() && em.Healthy && !em.IsLearner && m.Ready
 	if m.Object.Settled && ready && caughtUp(in.Etcd, em) {
@@ -149,8 +162,8 @@ func continueRoll(in Input, op Operation) Decision {
 	// replacement would not start either. The roll waits, and beyond the
 	// grace halts; it never gives way to a replacement for it.
 	if m.Object.Pending != "" && !ready {
-		notBack := in.Now.Sub(m.ReadyChangedAt)
-		if m.ReadyChangedAt.IsZero() || notBack < in.MemberGrace {
+		notBack := in.Now.Sub(down)
+		if down.IsZero() || notBack < in.MemberGrace {
 			return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to start on the new spec: %s", m.Name, m.Object.Pending)
 		}
 		d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s's pod cannot start on the new spec for %s (grace %s): %s; the members not rolled keep the old spec, and nothing is replaced (a pod that cannot be scheduled or pulled is not a failed member): change the spec back, or make the pod startable",
@@ -158,9 +171,9 @@ func continueRoll(in Input, op Operation) Decision {
 		d.Halted = true
 		return d
 	}
-	if in.Automatic && !m.Ready && !m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace {
+	if in.Automatic && !m.Ready && !down.IsZero() && in.Now.Sub(down) >= in.MemberGrace {
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has not been ready for %s (grace %s); its roll gives way to its replacement",
-			m.Name, in.Now.Sub(m.ReadyChangedAt).Truncate(time.Second), in.MemberGrace)}
+			m.Name, in.Now.Sub(down).Truncate(time.Second), in.MemberGrace)}
 	}
 	if !m.Object.Settled {
 		return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to restart on the new spec", m.Name)

@@ -401,6 +401,19 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
 		t.Errorf("members changed: %v, were %v", incarnations(got), want)
 	}
+	// Once gossip runs again the spoke witnesses again.
+	if err := poll(ctx, time.Minute, "the spoke of "+broken+" healthy again", func(ctx context.Context) (string, error) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
+			return "", err
+		}
+		if c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("GossipHealthy %v", c), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Error(err)
+	}
 	t.Logf("nothing moved in %s; after the heal the same members, ready", in.Hold)
 	progress(ctx, t, w, 50, 30*time.Second)
 	w.Stop()

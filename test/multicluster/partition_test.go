@@ -38,7 +38,7 @@ func TestScenarioHubWithMinority(t *testing.T) {
 func TestScenarioGossipBroken(t *testing.T) {
 	topo := failureScenario(t)
 	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "gossip-broken", Name: "gbrk", Domain: "gbrk.etcd.test", Replicas: 3, WantZones: "2/1",
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "gossip-broken", Name: "gbrk", Domain: "gbrk.etcd.test", Replicas: 3, WantZones: "2/1", NotTolerant: true,
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 			s.Topology.Clusters = []string{"member-1", "member-2"}
 			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}

@@ -418,6 +418,7 @@ func confirmFenced(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEt
 	for _, v := range victims {
 		names = append(names, v.Name)
 	}
+	slices.Sort(names) // as status.quorumLoss lists them
 	out, err := recover(ctx)
 	if err == nil || !strings.Contains(out, "must be fenced") || !strings.Contains(out, "--confirm-fenced "+strings.Join(names, ",")) {
 		t.Fatalf("etcdfed recover without --confirm-fenced: err %v, output %q; want a refusal naming %v", err, out, names)
