@@ -141,6 +141,16 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	for _, m := range ec.Status.Members {
 		oldInc[m.Name] = m.Incarnation
 	}
+	restored := false
+	t.Cleanup(func() {
+		if restored {
+			return
+		}
+		// A failed run leaves no cluster down for the scenarios after it.
+		for _, v := range victims {
+			_ = topo.RestoreZone(context.Background(), v.Cluster)
+		}
+	})
 	for _, v := range victims {
 		must(topo.FailZone(ctx, v.Cluster, "kill"))
 		t.Logf("killed member cluster %s (member %s, leader %v)", v.Cluster, v.Name, v.Name == ec.Status.Leader)
@@ -248,6 +258,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	t.Logf("writes go on after recovery: %d acknowledged (%d before the loss)", w.Acked(), acked)
 
 	// The killed clusters come back with the old members' data.
+	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
