@@ -265,6 +265,14 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	}
 	seed := ec.Status.Members[0] // the first by name, in a cluster that stays
 	var victims []etcdfedv1.MemberStatus
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			for _, v := range victims {
+				_ = topo.RestoreZone(context.Background(), v.Cluster)
+			}
+		}
+	})
 	for _, m := range ec.Status.Members[1:] {
 		victims = append(victims, m)
 		must(topo.FailZone(ctx, m.Cluster, "kill"))
@@ -325,6 +333,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		}
 		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary), nil
 	}))
+	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
