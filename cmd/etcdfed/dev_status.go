@@ -67,6 +67,9 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 		ready = fmt.Sprintf("ready since %s (started in %.1fs)", s.Ready.Format(time.TimeOnly), s.Ready.Sub(s.Started).Seconds())
 	}
 	fmt.Fprintf(out, "Environment %s: supervisor pid %d, %s, addresses 127.%d.0.0/16\n\n", s.StateDir, s.Supervisor.PID, ready, s.Slot)
+	if s.Partition != nil {
+		fmt.Fprintf(out, "Partitioned: %s (etcdfed dev partition --heal)\n\n", s.Partition)
+	}
 	failed := map[string][]string{}
 	for _, f := range s.Failed {
 		failed[f.Cluster] = append(failed[f.Cluster], f.Zone+" ("+string(f.Mode)+")")

@@ -53,13 +53,15 @@ type Env struct {
 	part    *partitioner
 	partErr error
 
-	mu      sync.Mutex
-	planes  map[string]*controlPlane
-	agents  map[string]*agentRun
-	comps   map[string]*compRun
-	failed  map[ZoneRef]Mode
-	ready   time.Time
-	stopped bool
+	mu     sync.Mutex
+	planes map[string]*controlPlane
+	agents map[string]*agentRun
+	comps  map[string]*compRun
+	failed map[ZoneRef]Mode
+	// partition is the partition into groups in place (partition.go).
+	partition Partition
+	ready     time.Time
+	stopped   bool
 }
 
 type agentRun struct {
@@ -638,19 +640,21 @@ func (e *Env) reconcileFaults(ctx context.Context, before map[ZoneRef]Mode) erro
 		}
 	}
 	if e.part != nil {
-		var units []partitionUnit
+		var isolated []partitionUnit
 		for _, c := range e.state.MemberClusters {
 			if clusterPartitioned(c, now) {
-				units = append(units, partitionUnit{CIDR: c.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name)})
+				isolated = append(isolated, partitionUnit{Name: c.Name, CIDR: c.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name)})
 				continue
 			}
 			for _, z := range c.Zones {
 				if now[ZoneRef{c.Name, z.Name}] == ModePartition {
-					units = append(units, partitionUnit{CIDR: z.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name, z.Name)})
+					isolated = append(isolated, partitionUnit{Name: z.Name, CIDR: z.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name, z.Name)})
 				}
 			}
 		}
-		errs = append(errs, e.part.apply(units))
+		// Checked when it was made: resolving again cannot fail.
+		groups, err := e.state.resolvePartition(e.CurrentPartition(), e.cgroot)
+		errs = append(errs, err, e.part.apply(partitionRules(isolated, groups)))
 	}
 	return errors.Join(errs...)
 }
@@ -729,6 +733,8 @@ type Status struct {
 	Clusters   []ClusterStatus `json:"clusters"`
 	Components []ProcessStatus `json:"components"`
 	Failed     []FailedZone    `json:"failed,omitempty"`
+	// Partition is the partition into groups in place, if any.
+	Partition *Partition `json:"partition,omitempty"`
 	// Partitions is "" when ModePartition is available, else why not.
 	Partitions string `json:"partitions,omitempty"`
 	// SharedSourceAddress is "" when pods connect from their own address,
@@ -786,6 +792,10 @@ func (e *Env) Status() Status {
 	}
 	for z, m := range e.failed {
 		s.Failed = append(s.Failed, FailedZone{ZoneRef: z, Mode: m})
+	}
+	if !e.partition.IsZero() {
+		p := e.partition
+		s.Partition = &p
 	}
 	e.mu.Unlock()
 	sort.Slice(s.Failed, func(i, j int) bool { return s.Failed[i].String() < s.Failed[j].String() })

@@ -356,6 +356,45 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 		g.Expect(reachable(ips["t-c"])).To(Succeed())
 	})
 
+	// Partitions into groups: each group reaches only its own units; this
+	// process (outside every unit) reaches every group; a one-way cut
+	// stops one direction only.
+	t.Run("groups", func(t *testing.T) {
+		if err := env.CanPartition(); err != nil {
+			t.Skipf("partitions unavailable here: %v", err)
+		}
+		g := NewWithT(t)
+		wBA := podRef{m1, "w-ba"}
+		wBA.create(t, singleEtcd("w-ba", "zone-1b", healthCmd(ips["t-a"])))
+		expectReady(g, map[podRef]bool{wBA: true})
+
+		// Zones of two clusters together, one zone apart.
+		g.Expect(env.Partition(ctx, localenv.Partition{Groups: [][]string{{"zone-1a", "zone-2a"}, {"zone-1b"}}})).To(Succeed())
+		g.Expect(env.Status().Partition).NotTo(BeNil())
+		expectReady(g, map[podRef]bool{wAB: false, wBA: false, wAA: true, wCA: true})
+		for _, name := range []string{"t-a", "t-b", "t-c"} {
+			g.Expect(reachable(ips[name])).To(Succeed(), "%s from outside every group", name)
+		}
+
+		// Whole clusters: the hub with member-1, member-2 apart (its
+		// apiserver still answers this process).
+		g.Expect(env.Partition(ctx, localenv.Partition{Groups: [][]string{{"hub", "member-1"}, {"member-2"}}})).To(Succeed())
+		expectReady(g, map[podRef]bool{wCA: false, wAB: true, wBA: true, wAA: true})
+		_, err := m2.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred(), "member-2's apiserver from outside every group")
+
+		// One way: zone-1a cannot reach zone-1b; zone-1b still reaches
+		// zone-1a.
+		g.Expect(env.Partition(ctx, localenv.Partition{OneWay: []localenv.Cut{{From: "zone-1a", To: "zone-1b"}}})).To(Succeed())
+		expectReady(g, map[podRef]bool{wAB: false, wBA: true, wCA: true, wAA: true})
+
+		g.Expect(env.Partition(ctx, localenv.Partition{Groups: [][]string{{"member-1"}, {"zone-1a"}}})).To(MatchError(localenv.ErrBadPartition))
+		g.Expect(env.HealPartition(ctx)).To(Succeed())
+		g.Expect(env.Status().Partition).To(BeNil())
+		expectReady(g, map[podRef]bool{wAB: true, wBA: true, wCA: true, wAA: true})
+		g.Expect(m1.CoreV1().Pods("default").Delete(ctx, "w-ba", metav1.DeleteOptions{})).To(Succeed())
+	})
+
 	// Kill the whole of member-2: its processes die and its apiserver
 	// stops; restoring brings all back with the data.
 	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{"http://" + ips["t-c"] + ":2379"}, DialTimeout: 2 * time.Second})

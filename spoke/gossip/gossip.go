@@ -176,7 +176,11 @@ type Agent struct {
 	peersMu sync.Mutex
 	self    string
 	peers   map[string]*peer
-	now     func() time.Time
+	// joinedAt is when this run first saw a peer alive (zero: never).
+	joinedAt time.Time
+	// startedAt is when this run started.
+	startedAt time.Time
+	now       func() time.Time
 }
 
 // New returns an agent that is not yet running.
@@ -238,7 +242,7 @@ func (a *Agent) start(name string, key []byte) (*run, error) {
 		a.cfg.Log.Info("WARNING: gossip runs UNENCRYPTED: anyone who reaches the gossip port can join the ring and forge peer liveness; set --gossip-secret")
 	}
 	a.peersMu.Lock()
-	a.self, a.peers = name, map[string]*peer{}
+	a.self, a.peers, a.joinedAt, a.startedAt = name, map[string]*peer{}, time.Time{}, a.now()
 	a.peersMu.Unlock()
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -269,7 +273,7 @@ func (a *Agent) stopRun(r *run) {
 	<-r.done
 	_ = r.ml.Shutdown()
 	a.peersMu.Lock()
-	a.peers = map[string]*peer{}
+	a.peers, a.joinedAt, a.startedAt = map[string]*peer{}, time.Time{}, time.Time{}
 	a.peersMu.Unlock()
 	a.signal()
 }
@@ -317,6 +321,18 @@ func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
 	return out
 }
 
+// Joined returns when this run of gossip first saw a peer alive, and when
+// it started; joined is zero while it has never reached one, started zero
+// when gossip does not run.
+func (a *Agent) Joined() (joined, started time.Time) {
+	if a.cur.Load() == nil {
+		return time.Time{}, time.Time{}
+	}
+	a.peersMu.Lock()
+	defer a.peersMu.Unlock()
+	return a.joinedAt, a.startedAt
+}
+
 // AliveCount returns how many peers (not counting this spoke) are alive and
 // dead.
 func (a *Agent) AliveCount() (alive, dead int) {
@@ -350,6 +366,9 @@ func (a *Agent) setPeer(n *memberlist.Node, alive bool) {
 		return
 	}
 	a.peers[n.Name] = &peer{alive: alive, since: a.now(), addr: n.Address()}
+	if alive && a.joinedAt.IsZero() {
+		a.joinedAt = a.now()
+	}
 	a.cfg.Log.Info("Gossip peer changed", "peer", n.Name, "address", n.Address(), "alive", alive)
 	alivePeers, deadPeers := a.countLocked()
 	peersGauge.WithLabelValues("alive").Set(float64(alivePeers))

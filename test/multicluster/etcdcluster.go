@@ -151,6 +151,9 @@ type EtcdClusterSpecInput struct {
 	Version string
 	// Spec, when set, edits the spec before the EtcdCluster is created.
 	Spec func(*etcdfedv1.EtcdClusterSpec)
+	// NotTolerant: the placement cannot survive a zone's loss (a ring on
+	// two single-zone clusters); FailureTolerant is not waited for.
+	NotTolerant bool
 }
 
 // EtcdClusterSpec creates an EtcdCluster through the hub and waits until
@@ -187,7 +190,7 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 	if err := hub.Client.Create(ctx, ec); err != nil {
 		t.Fatalf("create EtcdCluster: %v", err)
 	}
-	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Namespace, Name: in.Name, Replicas: in.Replicas, Tolerant: true})
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Namespace, Name: in.Name, Replicas: in.Replicas, Tolerant: !in.NotTolerant})
 	if err != nil {
 		t.Fatal(err)
 	}

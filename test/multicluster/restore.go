@@ -265,6 +265,14 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	}
 	seed := ec.Status.Members[0] // the first by name, in a cluster that stays
 	var victims []etcdfedv1.MemberStatus
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			for _, v := range victims {
+				_ = topo.RestoreZone(context.Background(), v.Cluster)
+			}
+		}
+	})
 	for _, m := range ec.Status.Members[1:] {
 		victims = append(victims, m)
 		must(topo.FailZone(ctx, m.Cluster, "kill"))
@@ -274,9 +282,13 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	must(err)
 	t.Logf("declared: %s", declared.Message)
 
+	// Killed clusters are out of sight, not known dead: the hub forces
+	// nothing before they are confirmed fenced (rule 11 restated). The
+	// test killed them; it confirms that.
+	fence := confirmFenced(ctx, t, hub, in.Etcd, victims, func(ctx context.Context, args ...string) (string, error) { return recoverCmd(ctx, args...) })
 	start := time.Now()
-	out, err = recoverCmd(ctx, "--wait", "--timeout", "10m")
-	t.Logf("etcdfed recover --from-backup latest --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
+	out, err = recoverCmd(ctx, "--confirm-fenced", fence, "--wait", "--timeout", "10m")
+	t.Logf("etcdfed recover --from-backup latest --confirm-fenced %s --wait (%.1fs):\n%s", fence, time.Since(start).Seconds(), out)
 	must(err)
 	t.Logf("writable one-member ring %.1fs after etcdfed recover --from-backup", time.Since(start).Seconds())
 	ec, err = in.Etcd.Get(ctx, hub)
@@ -321,6 +333,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		}
 		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary), nil
 	}))
+	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
