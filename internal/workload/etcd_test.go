@@ -18,7 +18,9 @@ import (
 // etcdProc is one real etcd member on loopback.
 type etcdProc struct {
 	name, peer, client, dir string
-	cmd                     *exec.Cmd
+	// extra flags (e.g. --force-new-cluster).
+	extra []string
+	cmd   *exec.Cmd
 }
 
 func freePort(t *testing.T) int {
@@ -55,12 +57,12 @@ func (p *etcdProc) start(t *testing.T, initial string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(filepath.Join(bin, "etcd"),
-		"--name", p.name, "--data-dir", filepath.Join(p.dir, "data"),
+	args := []string{"--name", p.name, "--data-dir", filepath.Join(p.dir, "data"),
 		"--listen-peer-urls", p.peer, "--initial-advertise-peer-urls", p.peer,
 		"--listen-client-urls", p.client, "--advertise-client-urls", p.client,
 		"--initial-cluster", initial, "--initial-cluster-state", "new", "--initial-cluster-token", "workload-test",
-		"--unsafe-no-fsync", "--log-level", "error")
+		"--unsafe-no-fsync", "--log-level", "error"}
+	p.cmd = exec.Command(filepath.Join(bin, "etcd"), append(args, p.extra...)...)
 	log, err := os.OpenFile(filepath.Join(p.dir, "etcd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
