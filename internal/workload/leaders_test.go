@@ -102,21 +102,12 @@ func TestCheckLeaders(t *testing.T) {
 				}
 			}
 			for _, w := range []error{ErrForeignCluster, ErrTwoClusters, ErrTwoLeaders, ErrNoLeaderSamples} {
-				if errors.Is(err, w) && !errorsContain(tc.want, w) {
+				if errors.Is(err, w) && !slices.Contains(tc.want, w) {
 					t.Errorf("unexpected %v in %v", w, err)
 				}
 			}
 		})
 	}
-}
-
-func errorsContain(errs []error, e error) bool {
-	for _, x := range errs {
-		if x == e {
-			return true
-		}
-	}
-	return false
 }
 
 // The overlap allowed is Overlap, measured on the certain spans: two
