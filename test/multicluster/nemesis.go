@@ -386,13 +386,19 @@ func startStatusTrail(ctx context.Context, t testing.TB, hub *Cluster, m *Manage
 			ec, err := m.Get(gctx, hub)
 			gcancel()
 			if err == nil {
-				line := describeEtcdCluster(ec, fmt.Sprintf("%s, leader %s, %d of %d ready", ec.Status.ZoneSummary, ec.Status.Leader, ec.Status.ReadyMembers, len(ec.Status.Members)))
-				if len(line) > 700 {
-					line = line[:700] + "..."
+				// Logged when the gist changes, not each time a message
+				// counts another second.
+				key := fmt.Sprintf("%s %s %d %v", ec.Status.ZoneSummary, ec.Status.Leader, ec.Status.ReadyMembers, incarnations(ec))
+				for _, c := range ec.Status.Conditions {
+					key += " " + c.Type + "=" + string(c.Status) + "/" + c.Reason
 				}
-				if line != last && ctx.Err() == nil {
+				if op := ec.Status.Operation; op != nil {
+					key += fmt.Sprintf(" %s %s %s", op.Type, op.Member, op.Step)
+				}
+				if key != last && ctx.Err() == nil {
+					line := describeEtcdCluster(ec, fmt.Sprintf("%s, leader %s, %d of %d ready", ec.Status.ZoneSummary, ec.Status.Leader, ec.Status.ReadyMembers, len(ec.Status.Members)))
 					t.Logf("+%.1fs hub: %s", time.Since(start).Seconds(), line)
-					last = line
+					last = key
 				}
 				if op := ec.Status.Operation; op != nil && op.Type == etcdfedv1.OperationRecover {
 					key := fmt.Sprintf("%s %s (%s)", op.Type, op.Member, op.Reason)
