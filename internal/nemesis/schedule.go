@@ -141,11 +141,14 @@ func (f Fault) window() (time.Duration, time.Duration) {
 }
 
 // What names the fault without its times: "partition groups
-// hub,member-3|member-1,member-2", "kill-cluster member-2", "kill-hub".
+// hub,member-3|member-1,member-2", "one-way zone-1>zone-2",
+// "kill-cluster member-2", "kill-hub".
 func (f Fault) What() string {
 	switch f.Kind {
-	case Partition, OneWay:
+	case Partition:
 		return string(f.Kind) + " " + f.Cut.String()
+	case OneWay:
+		return f.Cut.String() // "one-way a>b; one-way c>d"
 	case KillCluster:
 		return string(f.Kind) + " " + f.Cluster
 	}
