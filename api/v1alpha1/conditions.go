@@ -105,6 +105,15 @@ const (
 	LabelIncarnation = "etcdfed.dev/incarnation"
 	// LabelRetired is "true" on the volume of an incarnation no longer used.
 	LabelRetired = "etcdfed.dev/retired"
+	// LabelKeepVolumes is "true" on an EtcdMember the hub deletes while its
+	// volumes must outlive it (an object left behind in a cluster that was
+	// away, an old incarnation after a recovery): its spoke labels them
+	// LabelKept.
+	LabelKeepVolumes = "etcdfed.dev/keep-volumes"
+	// LabelKept is "true" on a volume the spoke never deletes, whatever
+	// the reclaim policy: it holds the data of an incarnation swept by the
+	// hub. Only a human deletes it.
+	LabelKept = "etcdfed.dev/kept"
 	// LabelComponent says which part of a member an object is: data, pod,
 	// peer (Service), tls.
 	LabelComponent = "etcdfed.dev/component"

@@ -17,6 +17,13 @@ const (
 	// member cluster has no nodes yet. The hub does not believe its zone
 	// list and places nothing there.
 	ReasonNoNodes = "NoNodes"
+	// ReasonPodPending (EtcdMember PodReady=False, written by the spoke):
+	// the member's pod is not scheduled, or its containers are not started
+	// (an image not pulled yet). During a roll the hub waits on it and,
+	// beyond failurePolicy.memberGracePeriod, halts the rollout: a pod that
+	// cannot start is not a failed member, and its replacement could not
+	// start either.
+	ReasonPodPending = "PodPending"
 )
 
 // ConditionGossipHealthy (EtcdSpoke, written by the spoke) says whether the

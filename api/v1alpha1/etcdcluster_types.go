@@ -559,6 +559,16 @@ type EtcdClusterStatus struct {
 	// caRotation reports the last CA rotation (etcdfed rotate-ca).
 	// +optional
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
+	// quorumLoss is set while etcd does not answer and a majority of the
+	// voters is not known to serve: which members survive, which are known
+	// gone, and which must be fenced before a new cluster may be forced.
+	// +optional
+	QuorumLoss *QuorumLossStatus `json:"quorumLoss,omitempty"`
+	// lastRecoveryRequest is the last recovery request the hub consumed
+	// (etcdfed recover): accepted (a recovery began from it) or refused.
+	// A consumed request is never acted on again.
+	// +optional
+	LastRecoveryRequest *RecoveryRequestStatus `json:"lastRecoveryRequest,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -246,6 +246,10 @@ type MemberEtcdView struct {
 	// raftTerm is the member's raft term.
 	// +optional
 	RaftTerm int64 `json:"raftTerm,omitempty"`
+	// revision is the key-value store's revision the member held at this
+	// read (what a retained volume of an old incarnation holds).
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
 
 	// dbSize is the backend database size in bytes.
 	// +optional

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -128,6 +129,9 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting", "reason", p.Reason, "requeueAfter", p.RequeueAfter)
 	}
 	err := d.step.err
+	if d.requestRefused != "" && (ec.Status.LastRecoveryRequest == nil || d.ledger.LastRecoveryRequest == nil || ec.Status.LastRecoveryRequest.UID != d.ledger.LastRecoveryRequest.UID) {
+		r.event(ec, corev1.EventTypeWarning, "RecoveryRequestRefused", "Recover", "%s", d.requestRefused)
+	}
 	switch p.Action {
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:
@@ -276,7 +280,37 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 		errs = append(errs, r.writeMemberCert(ctx, s, s.cluster(c.cluster), ca, c.member))
 	}
 	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
-	errs = append(errs, r.deleteMembers(ctx, s, d.sweep))
+	errs = append(errs, r.sweep(ctx, s, d))
+	return errors.Join(errs...)
+}
+
+// sweep deletes the objects left behind, each after rewriting it with the
+// Retain reclaim policy (so that its spoke keeps its volume whatever the
+// policy was), and tells which volumes are kept and what they hold.
+func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error {
+	var errs []error
+	var kept []string
+	for _, ref := range d.sweep {
+		cs := s.cluster(ref.cluster)
+		i := slices.IndexFunc(d.retain, func(rv retainedVolume) bool { return rv.ref == ref })
+		if i >= 0 && d.retain[i].want != nil {
+			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[ref.member]), d.retain[i].want); err != nil {
+				errs = append(errs, fmt.Errorf("keep the volume of %s in %s before sweeping it: %w", ref.member, cs.name, err))
+				continue
+			}
+		}
+		if err := r.deleteMembers(ctx, s, []memberRef{ref}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if i >= 0 {
+			kept = append(kept, d.retain[i].note)
+		}
+	}
+	if len(kept) > 0 {
+		r.event(s.ec, corev1.EventTypeWarning, "VolumesRetained", "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s",
+			strings.Join(kept, "; "))
+	}
 	return errors.Join(errs...)
 }
 

@@ -251,16 +251,46 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name: "an old incarnation left in a cluster that came back is swept, with its certificate",
+			name: "an old incarnation left in a cluster that came back is swept, with its certificate, its volume kept",
 			given: func(_ *testing.T, s *snapshot) {
-				old := s.cluster("member-2").members["main-1"].DeepCopy()
-				old.Spec.Incarnation = 1
+				live := s.cluster("member-2").members["main-1"]
+				live.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+				old := live.DeepCopy()
+				old.Namespace = "etcdfed-system"
+				old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+				old.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete
+				old.Status.Volume.ClaimName = "main-1-data-1"
+				old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11), RaftIndex: 420, Revision: 377}
 				s.cluster("member-3").members["main-1"] = old
 				s.cluster("member-3").secrets["main-1-tls"] = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "main-1-tls", Labels: memberCertLabels(s.ec, "main-1")}}
 			},
 			check: func(t *testing.T, o outcome) {
 				if !slices.Equal(o.d.sweep, []memberRef{{cluster: "member-3", member: "main-1"}}) {
 					t.Errorf("sweep %v; want main-1 in member-3", o.d.sweep)
+				}
+				// Never a volume by itself: rewritten with Retain first,
+				// and named with the revision it held.
+				if len(o.d.retain) != 1 || o.d.retain[0].want == nil || o.d.retain[0].want.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain ||
+					o.d.retain[0].want.Labels[etcdfedv1.LabelKeepVolumes] != "true" {
+					t.Fatalf("retain %+v; want main-1's object rewritten with Retain and %s", o.d.retain, etcdfedv1.LabelKeepVolumes)
+				}
+				if note := o.d.retain[0].note; !strings.Contains(note, "main-1 incarnation 1 in member-3: PVC etcdfed-system/main-1-data-1 (revision 377, raft index 420, as [11])") {
+					t.Errorf("note %q", note)
+				}
+			},
+		},
+		{
+			name: "etcd answering for another cluster ID: nothing swept",
+			given: func(_ *testing.T, s *snapshot) {
+				old := s.cluster("member-2").members["main-1"].DeepCopy()
+				old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+				old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
+				s.cluster("member-3").members["main-1"] = old
+				s.etcd.ClusterID = 0xbad
+			},
+			check: func(t *testing.T, o outcome) {
+				if len(o.d.sweep) != 0 {
+					t.Errorf("sweep %v on another cluster's member list", o.d.sweep)
 				}
 			},
 		},

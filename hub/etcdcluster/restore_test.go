@@ -110,7 +110,7 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 func recoveringFromBackup() *snapshot {
 	s := ring()
 	at := now.Add(-time.Minute)
-	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at, UID: "req-b"}.String()}
 	s.ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "@hourly", Store: etcdfedv1.BackupStore{URL: "file:///backups"}}
 	s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "default/main/c1/20261122T110000.000Z-rev50.db", SHA256: strings.Repeat("ef", 32), Revision: 50,
 		RevisionBump: etcdfedv1.DefaultRestoreRevisionBump, VerifiedAt: metav1.NewTime(at.Add(time.Second))}

@@ -32,6 +32,9 @@ type snapshot struct {
 	etcd membership.Etcd
 	// etcdClient reaches etcd, for apply; nil when etcd was not dialled.
 	etcdClient *etcdops.Client
+	// hubView is which of the ring's clusters the hub sees (rule 8): a hub
+	// that sees too few of them to declare any failed says so.
+	hubView liveness.HubView
 	// livenessChange is how long until a cluster's verdict changes by time
 	// alone (a Lease going stale, a grace period ending), when
 	// livenessChanges; the next pass is due then at the latest.
@@ -51,13 +54,17 @@ type observeTimes struct {
 
 // clusterSnapshot is one registered member cluster as this pass saw it.
 type clusterSnapshot struct {
-	name     string
-	labels   map[string]string
-	engaged  bool
-	conn     *registry.ClusterState // the hub's connection, from the registry
-	eligible bool
-	verdict  liveness.Verdict
-	spoke    *etcdfedv1.EtcdSpoke
+	name    string
+	labels  map[string]string
+	engaged bool
+	conn    *registry.ClusterState // the hub's connection, from the registry
+	// registered: the registry lists it. A cluster the ledger places
+	// members in that is not registered (its kubeconfig Secret deleted)
+	// is still judged, never engaged.
+	registered bool
+	eligible   bool
+	verdict    liveness.Verdict
+	spoke      *etcdfedv1.EtcdSpoke
 	// The objects the hub owns there for this EtcdCluster (ownedKinds), by
 	// object name.
 	members map[string]*etcdfedv1.EtcdMember

@@ -33,9 +33,11 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	// to their peers (EtcdMember PeerConnections=False).
 	peerReason, peerProblems := peerConnectionProblems(s)
 	setAvailable(st, gen, s.etcd)
-	if msg := quorumLostMessage(plannerInput(s, d.ledger, d.placement)); msg != "" {
+	pin := plannerInput(s, d.ledger, d.placement)
+	if msg := quorumLostMessage(pin); msg != "" {
 		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonQuorumLost, msg)
 	}
+	st.QuorumLoss = quorumLossStatus(pin)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
 	setVersionProgress(s, st, gen, d.plan, res)
@@ -189,6 +191,11 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if passProblem != "" {
 		out = append(out, passProblem)
 	}
+	// Rule 8 restated: a hub that sees too few clusters to declare any
+	// failed says so first, in plain words.
+	if msg := s.hubView.Message(); msg != "" {
+		out = append(out, msg)
+	}
 	if d.placementErr != nil {
 		out = append(out, "placement: "+d.placementErr.Error())
 	}
@@ -210,6 +217,14 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if d.plan.Halted {
 		out = append(out, d.plan.Reason)
 	}
+	// A recovery request or fencing confirmation the hub does not act on
+	// says why.
+	if _, note := recoveryRequest(s.ec, s.now); note != "" {
+		out = append(out, note)
+	}
+	if _, note := fencedMembers(s.ec, st, s.now); note != "" {
+		out = append(out, note)
+	}
 	for _, cs := range s.clusters {
 		concerned := cs.eligible || hasMembers(st, cs.name)
 		switch {
@@ -227,6 +242,15 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			out = append(out, cs.readErr.Error())
 		case cs.connProblem(s.now) != "" && concerned:
 			out = append(out, fmt.Sprintf("member cluster %s: %s", cs.name, cs.connProblem(s.now)))
+		}
+		if msg := heldOutside(s.ec, st, cs); msg != "" {
+			out = append(out, msg)
+		}
+		// A spoke whose gossip cannot witness (rule 8): it abstains.
+		if concerned && cs.visible() && cs.spoke != nil {
+			if why := gossipAbstains(cs.spoke); why != "" {
+				out = append(out, fmt.Sprintf("the spoke of %s abstains as a witness of other clusters' failure: %s", cs.name, why))
+			}
 		}
 		// The zone witness's verdicts on the zones of a visible
 		// multi-zone cluster: a failed zone, and a stale one holding
@@ -252,6 +276,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			}
 		}
 	}
+	out = append(out, d.sweepKept...)
 	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {
 		out = append(out, "members not ready: "+strings.Join(notReady, ", "))
 	}

@@ -96,7 +96,10 @@ func notReadyToRoll(in Input) string {
 // written, the pod restarted, the member a ready voter again. Each step is
 // found by inspection. A member whose cluster failed or whose volume was
 // lost, or that does not come back within the grace period, ends the roll:
-// its replacement (rule 6) goes next, on the new spec.
+// its replacement (rule 6) goes next, on the new spec. One whose pod cannot
+// start on the new spec (failing, or pending: not scheduled, not pulled)
+// halts the roll instead: replacing it would lose a healthy identity for a
+// pod that could not start either.
 func continueRoll(in Input, op Operation) Decision {
 	m, ok := member(in, op.Member)
 	if !ok {
@@ -139,6 +142,20 @@ func continueRoll(in Input, op Operation) Decision {
 		return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s runs the new spec and is a ready voter caught up with the leader", m.Name)}
 	}
 	if d, stop := halted(op, m); stop && !ready {
+		return d
+	}
+	// Pending is not failing: a pod on the new spec that cannot be
+	// scheduled or pulled says nothing of the member's data, and its
+	// replacement would not start either. The roll waits, and beyond the
+	// grace halts; it never gives way to a replacement for it.
+	if m.Object.Pending != "" && !ready {
+		notBack := in.Now.Sub(m.ReadyChangedAt)
+		if m.ReadyChangedAt.IsZero() || notBack < in.MemberGrace {
+			return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to start on the new spec: %s", m.Name, m.Object.Pending)
+		}
+		d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s's pod cannot start on the new spec for %s (grace %s): %s; the members not rolled keep the old spec, and nothing is replaced (a pod that cannot be scheduled or pulled is not a failed member): change the spec back, or make the pod startable",
+			m.Name, notBack.Truncate(time.Second), in.MemberGrace, m.Object.Pending)
+		d.Halted = true
 		return d
 	}
 	if in.Automatic && !m.Ready && !m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace {

@@ -134,6 +134,24 @@ func TestRollSteps(t *testing.T) {
 			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
 			return in
 		}, []check{action(ActFinish), reason("gives way to its replacement")}},
+		// Issue 24: a spec change whose pod cannot be scheduled (a
+		// nodeSelector no node matches) was read as a failing member: the
+		// roll gave way to a replacement that could not start either.
+		{"the pod on the new spec cannot be scheduled, beyond the grace: halted, no replacement", func() Input {
+			in := rolling("main-1")
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActWait), halt(true), opRecorded(OpRoll, ActUpdateObject), reason("rollout halted: main-1's pod cannot start on the new spec"),
+			reason("pod main-1 is not scheduled"), reason("the members not rolled keep the old spec")}},
+		{"the pod on the new spec not scheduled yet, within the grace: wait, not halted", func() Input {
+			in := rolling("main-1")
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-time.Second)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActWait), halt(false), reason("waiting for main-1's pod to start on the new spec")}},
 		{"volume lost: the roll gives way to the replacement", func() Input {
 			in := rolling("main-1", "main-1")
 			in.Members[1].Object.VolumeLost = true

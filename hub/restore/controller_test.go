@@ -132,7 +132,7 @@ func TestRefusedSnapshots(t *testing.T) {
 func TestDecide(t *testing.T) {
 	src := &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Object: "latest", SourceCluster: "a/b"}}
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	req := map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	req := map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at, UID: "req-b"}.String()}
 	backup := &etcdfedv1.BackupSpec{Schedule: "@daily", Store: etcdfedv1.BackupStore{URL: "file:///b"}}
 	formed := etcdfedv1.EtcdClusterStatus{ClusterID: "abc"}
 	verifiedAt := func(t time.Time) etcdfedv1.EtcdClusterStatus {

@@ -94,6 +94,7 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 		IsLearner:  st.IsLearner,
 		RaftIndex:  int64(st.RaftIndex),
 		RaftTerm:   int64(st.RaftTerm),
+		Revision:   st.Header.GetRevision(),
 		DBSize:     st.DbSize,
 		Version:    st.Version,
 		ObservedAt: &now,

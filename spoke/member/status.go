@@ -106,8 +106,8 @@ func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView) bool {
 		return true
 	}
 	a, b := *old, *cur
-	a.RaftIndex, a.DBSize, a.ObservedAt, a.Peers = 0, 0, nil, nil
-	b.RaftIndex, b.DBSize, b.ObservedAt, b.Peers = 0, 0, nil, nil
+	a.RaftIndex, a.Revision, a.DBSize, a.ObservedAt, a.Peers = 0, 0, 0, nil, nil
+	b.RaftIndex, b.Revision, b.DBSize, b.ObservedAt, b.Peers = 0, 0, 0, nil, nil
 	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
 }
 

@@ -861,15 +861,10 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ec, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))})
-	if err != nil {
+	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))}); err != nil {
 		t.Fatal(err)
 	}
-	want := incarnations(ec)
-	ids, err := memberIDs(ctx, in.Etcd.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, want, ids := ringBefore(ctx, t, hub, in.Etcd)
 	w := startScenarioWorkload(ctx, t, in.Etcd, "hub-partition")
 
 	proxy.SetMode(faultproxy.BlackHole)

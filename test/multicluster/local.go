@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/etcdfed/etcdfed/internal/localenv"
@@ -55,5 +56,17 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	t.StopHub = func(context.Context) error { return env.StopComponent("hub", 5*time.Second) }
 	t.StartHub = func(context.Context) error { return env.StartComponent("hub") }
 	t.VolumeDir = env.VolumeDir
+	defaults := map[string][]string{}
+	t.RestartSpokeWith = func(_ context.Context, cluster string, extra ...string) error {
+		name := "spoke-" + cluster
+		if _, ok := defaults[name]; !ok {
+			args, err := env.ComponentArgs(name)
+			if err != nil {
+				return err
+			}
+			defaults[name] = args
+		}
+		return env.RestartComponentWith(name, append(slices.Clone(defaults[name]), extra...), 5*time.Second)
+	}
 	return t, nil
 }

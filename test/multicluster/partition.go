@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 )
 
@@ -51,14 +52,8 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	if topo.Partition == nil || topo.DNSServerOf == nil {
 		t.Skip("HubWithMinoritySpec: the topology cannot partition, or does not name each cluster's DNS server")
 	}
-	ec, err := in.Etcd.Get(ctx, hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	count := map[string]int{}
-	for _, m := range ec.Status.Members {
-		count[m.Cluster]++
-	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	count := membersPerCluster(ec)
 	var minority string
 	var majority []string
 	for c, n := range count {
@@ -73,11 +68,6 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 		t.Fatalf("want a 2/2/1 ring over three clusters, have %v", count)
 	}
 	clusterID := ec.Status.ClusterID
-	want := incarnations(ec)
-	ids, err := memberIDs(ctx, in.Etcd.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
 
 	// A client inside the majority: its members' names, resolved by the
 	// majority clusters' own DNS servers.
@@ -259,4 +249,278 @@ func conditionText(ec *etcdfedv1.EtcdCluster, typ string) string {
 		return "(no " + typ + ")"
 	}
 	return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+}
+
+// GossipBrokenSpecInput breaks one spoke's gossip and cuts the hub off
+// from the ring's other cluster.
+type GossipBrokenSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	// Etcd is a ring placed on two member clusters only
+	// (spec.topology.clusters), two members in one, one in the other.
+	Etcd *ManagedEtcd
+	// Hold is how long the cut lasts: longer than every grace.
+	Hold time.Duration
+}
+
+// GossipBrokenSpec restarts the spoke of the cluster holding two of the
+// ring's three members with a gossip Secret that does not exist (the key
+// missing: its gossip does not start), then cuts the network between {the
+// hub, that cluster} and {the ring's other cluster, the third member
+// cluster, outside the ring}, for Hold, under a recorded workload. The
+// spoke must say GossipHealthy=False, and the hub must count it as
+// abstaining: the other cluster is unknown, not failed, and nothing is
+// evacuated (no operation, etcd's member list unchanged), while Degraded
+// names the abstaining spoke. (A spoke without its key used to report
+// every peer dead, and with the hub seeing only that spoke it was the
+// majority of the witnesses: the other cluster was declared failed and
+// its member evacuated.) After the heal and the key's return the ring is
+// ready with the same members, and the workload linearizable.
+func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.Partition == nil || topo.RestartSpokeWith == nil {
+		t.Skip("GossipBrokenSpec: the topology cannot partition or restart a spoke with other flags")
+	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	count := membersPerCluster(ec)
+	var broken, other string
+	for c, n := range count {
+		if n == 2 {
+			broken = c
+		} else {
+			other = c
+		}
+	}
+	if broken == "" || other == "" || len(count) != 2 {
+		t.Fatalf("want a ring of 3 over two clusters (2/1), have %v", count)
+	}
+	var outside []string
+	for _, c := range topo.Members {
+		if c.Name != broken && c.Name != other {
+			outside = append(outside, c.Name)
+		}
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "gossip-broken")
+
+	// The spoke's gossip key Secret is missing: its gossip does not start.
+	if err := topo.RestartSpokeWith(ctx, broken, "--gossip-secret=etcdfed-gossip-missing"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = topo.RestartSpokeWith(context.Background(), broken)
+		}
+	}()
+	var why string
+	if err := poll(ctx, 2*time.Minute, "the spoke of "+broken+" to say its gossip is not healthy", func(ctx context.Context) (string, error) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonGossipNotRunning || len(sp.Status.GossipView) > 0 {
+			return fmt.Sprintf("GossipHealthy %v, view %v", c, sp.Status.GossipView), nil
+		}
+		why = c.Message
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the spoke of %s, restarted with a gossip Secret that does not exist: GossipHealthy=False: %s", broken, why)
+
+	groups := [][]string{{localenv.HubClusterName, broken}, append([]string{other}, outside...)}
+	if err := topo.Partition(ctx, localenv.Partition{Groups: groups}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	healed := false
+	defer func() {
+		if !healed {
+			_ = topo.HealPartition(context.Background())
+		}
+	}()
+	t.Logf("partitioned: {%s} | {%s} for %s", strings.Join(groups[0], ", "), strings.Join(groups[1], ", "), in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	defer cancel()
+	named := make(chan string, 1)
+	go func() {
+		seen := ""
+		for hctx.Err() == nil && seen == "" {
+			if got, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
+					strings.Contains(c.Message, "the spoke of "+broken+" abstains") && strings.Contains(c.Message, "member cluster "+other+" unknown") {
+					seen = fmt.Sprintf("%.1fs after the cut: %s", time.Since(cut).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	// etcd's member list through the hub's side (the broken cluster holds
+	// the quorum): nothing may change.
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	degraded := <-named
+	if moved != "" {
+		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
+	}
+	if n, err := HubEvents(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed); err != nil || len(n) > 0 {
+		t.Errorf("ZoneFailed told on a broken spoke's word: %v %v", n, err)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never named the abstaining spoke of %s and %s unknown: %s", broken, other, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %s", degraded)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	if err := topo.HealPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	if err := topo.RestartSpokeWith(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	t.Logf("nothing moved in %s; after the heal the same members, ready", in.Hold)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	t.Logf("workload: %d writes acknowledged, longest gap %s", w.Acked(), w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
+}
+
+// ringBefore reads the ring before a disruption: the EtcdCluster, each
+// member's cluster, incarnation and ID (incarnations), and etcd's member
+// list (name -> ID).
+func ringBefore(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd) (*etcdfedv1.EtcdCluster, map[string]string, map[string]string) {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := memberIDs(ctx, m.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ec, incarnations(ec), ids
+}
+
+// membersPerCluster counts ec's members in each member cluster.
+func membersPerCluster(ec *etcdfedv1.EtcdCluster) map[string]int {
+	count := map[string]int{}
+	for _, m := range ec.Status.Members {
+		count[m.Cluster]++
+	}
+	return count
+}
+
+// patchSpec edits an EtcdCluster's spec with change and patches it.
+func patchSpec(ctx context.Context, hub *Cluster, m *ManagedEtcd, change func(*etcdfedv1.EtcdClusterSpec)) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	before := ec.DeepCopy()
+	change(&ec.Spec)
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
+}
+
+// RegistryDroppedSpecInput deletes a member cluster's kubeconfig Secret.
+type RegistryDroppedSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Cluster's kubeconfig Secret is deleted for Hold (longer than every
+	// grace), then created again.
+	Cluster string
+	Hold    time.Duration
+}
+
+// RegistryDroppedSpec (issue 24, related path) deletes the kubeconfig
+// Secret that registers Cluster with the hub, under a recorded workload,
+// for Hold: the cluster and its member run on, and the other spokes still
+// see it over gossip. The hub must keep the member where it is (no
+// operation, etcd's member list unchanged) and say why in Degraded. Before,
+// the hub evacuated a cluster that left the registry at once. With the
+// Secret back, the ring is ready with the same members.
+func RegistryDroppedSpec(ctx context.Context, in RegistryDroppedSpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.HubNamespace == "" {
+		t.Skip("RegistryDroppedSpec: the topology does not say where the kubeconfig Secrets are")
+	}
+	_, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	sec, err := memberKubeconfigSecret(ctx, topo, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "registry-dropped")
+	if err := hub.Client.Delete(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	back := false
+	recreate := func(ctx context.Context) error {
+		again := sec.DeepCopy()
+		again.ResourceVersion, again.UID, again.CreationTimestamp = "", "", metav1.Time{}
+		return hub.Client.Create(ctx, again)
+	}
+	defer func() {
+		if !back {
+			_ = recreate(context.Background())
+		}
+	}()
+	t.Logf("deleted the kubeconfig Secret registering %s, for %s", in.Cluster, in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	named := make(chan string, 1)
+	go func() {
+		seen := ""
+		for hctx.Err() == nil && seen == "" {
+			if got, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && strings.Contains(c.Message, in.Cluster+" holds") && strings.Contains(c.Message, "no longer registered") {
+					seen = fmt.Sprintf("%.1fs after the deletion: %s", time.Since(deleted).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	degraded := <-named
+	if moved != "" {
+		t.Errorf("the hub moved a member of a cluster that only left its registry: %s", moved)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never said why %s's member stays: %s", in.Cluster, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %s", degraded)
+	}
+	if err := recreate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back = true
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true, Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	t.Logf("the Secret back: ready with the same members %.1fs after the deletion", time.Since(deleted).Seconds())
+	w.Stop()
+	checkWorkload(ctx, t, w)
 }

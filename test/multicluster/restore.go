@@ -274,9 +274,13 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	must(err)
 	t.Logf("declared: %s", declared.Message)
 
+	// Killed clusters are out of sight, not known dead: the hub forces
+	// nothing before they are confirmed fenced (rule 11 restated). The
+	// test killed them; it confirms that.
+	fence := confirmFenced(ctx, t, hub, in.Etcd, victims, func(ctx context.Context, args ...string) (string, error) { return recoverCmd(ctx, args...) })
 	start := time.Now()
-	out, err = recoverCmd(ctx, "--wait", "--timeout", "10m")
-	t.Logf("etcdfed recover --from-backup latest --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
+	out, err = recoverCmd(ctx, "--confirm-fenced", fence, "--wait", "--timeout", "10m")
+	t.Logf("etcdfed recover --from-backup latest --confirm-fenced %s --wait (%.1fs):\n%s", fence, time.Since(start).Seconds(), out)
 	must(err)
 	t.Logf("writable one-member ring %.1fs after etcdfed recover --from-backup", time.Since(start).Seconds())
 	ec, err = in.Etcd.Get(ctx, hub)

@@ -92,6 +92,10 @@ type Topology struct {
 	// cannot (localenv.Env.Partition).
 	Partition     func(ctx context.Context, p localenv.Partition) error
 	HealPartition func(ctx context.Context) error
+	// RestartSpokeWith restarts a member cluster's spoke with extra flags
+	// added to its own (none: its own again). Nil when the topology
+	// cannot.
+	RestartSpokeWith func(ctx context.Context, cluster string, extra ...string) error
 	// KillHub SIGKILLs the hub process, as when its pod is deleted; whatever
 	// runs it (the local environment, a Deployment) starts a new one at
 	// once, without a crash back-off. Nil when the topology cannot.
