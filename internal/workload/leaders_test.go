@@ -134,27 +134,9 @@ func TestCheckLeadersOverlapBound(t *testing.T) {
 // other cluster (a foreign cluster ID with a leader at the same moment)
 // once they answer.
 func TestLeaderWatchFindsASecondRing(t *testing.T) {
-	ps := startCluster(t, 3)
+	ps, _, _, st, _ := startLedCluster(t, 3)
 	ctx := context.Background()
-	cfg := ClientConfig{Endpoints: endpoints(ps)}
-	c, err := NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var ring uint64
-	deadline := time.Now().Add(30 * time.Second)
-	for ring == 0 && time.Now().Before(deadline) {
-		sctx, cancel := context.WithTimeout(ctx, time.Second)
-		resp, err := c.Status(sctx, ps[0].client)
-		cancel()
-		if err == nil && resp.Leader != 0 {
-			ring = resp.Header.ClusterId
-		}
-	}
-	if ring == 0 {
-		t.Fatal("no leader within 30s")
-	}
+	ring := st.Header.ClusterId
 	var mu sync.Mutex
 	targets := []LeaderTarget{}
 	for _, p := range ps {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -78,6 +79,7 @@ func TestNemesis(t *testing.T) {
 	sum := NemesisSpec(ctx, NemesisSpecInput{T: t, Topology: topo, Etcd: etcd, Replicas: 5, Seed: seed, Profile: profile, Schedules: only})
 	fmt.Fprintf(os.Stderr, "%s\n%s\n", line, sum)
 	if t.Failed() {
+		t.Logf("the logs of the hub, the spokes, the apiservers and every pod are kept in %s", filepath.Join(hubFx.state, "logs"))
 		return
 	}
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
