@@ -50,10 +50,12 @@ type NemesisSpecInput struct {
 // hub's status is logged at every change; then the ring must be whole
 // again (replicas ready voters, tolerant, one cluster ID, the same
 // members everywhere), the workload linearizable with nothing
-// acknowledged lost and every watch complete and in order, and the
-// leader watch must show one ring throughout: no member answering for
+// acknowledged lost and every watch complete and in order, the
+// leader watch must show one ring throughout (no member answering for
 // another cluster ID, never two cluster IDs each with a leader at one
-// moment, never two members leading at once beyond an election. A
+// moment, never two members leading at once beyond an election), and
+// the hub must never have started a Recover (nothing in a schedule
+// proves a lost voter cannot serve: rule 11). A
 // schedule that leaves the ring broken stops the run. It returns the
 // summary (logged too).
 func NemesisSpec(ctx context.Context, in NemesisSpecInput) nemesis.Summary {
@@ -112,6 +114,10 @@ func runNemesisSchedule(ctx context.Context, t *testing.T, in NemesisSpecInput, 
 	if err != nil {
 		t.Fatalf("cluster ID %q: %v", clusterID, err)
 	}
+	recoveriesBefore, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := setQuorumLossRecovery(ctx, hub, in.Etcd, s.Automatic); err != nil {
 		t.Fatal(err)
 	}
@@ -160,8 +166,14 @@ func runNemesisSchedule(ctx context.Context, t *testing.T, in NemesisSpecInput, 
 	}
 	healed := time.Now()
 	trail.stop()
+	// Nothing in a schedule is evidence that a lost voter cannot serve
+	// (no cluster answers showing its member gone, no fencing): forcing
+	// a new cluster is never right here (rule 11).
 	for _, r := range trail.recovers {
-		t.Logf("the hub forced a new cluster during the schedule: %s", r)
+		violate("the hub forced a new cluster with no evidence that the lost voters cannot serve: %s", r)
+	}
+	if notes, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err == nil && len(notes) > len(recoveriesBefore) {
+		violate("QuorumRecovery events during the schedule: %v", notes[len(recoveriesBefore):])
 	}
 
 	ec, err = WaitForWholeRing(ctx, WaitForWholeRingInput{Topology: topo, Etcd: in.Etcd, Replicas: in.Replicas, ClusterID: clusterID, Timeout: orDefault(in.Whole, 10*time.Minute)})
