@@ -39,7 +39,7 @@ func ring() *snapshot {
 		ec.Status.Members = append(ec.Status.Members, ms)
 		peer, client := memberURL(ec, name, etcdfedv1.DefaultPeerPort), memberURL(ec, name, etcdfedv1.DefaultClientPort)
 		s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: uint64(i + 1), Name: name, PeerURLs: []string{peer}, ClientURLs: []string{client}, Healthy: true})
-		cs := &clusterSnapshot{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+		cs := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen, DNSAddresses: []string{fmt.Sprintf("127.0.%d.53:53", i+1)}}},
 			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
 		obj := desiredMember(s, &ec.Status, &ms, nil)

@@ -140,11 +140,20 @@ func leftDeliberately(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) bool {
 	return len(t.Clusters) > 0 && t.ClusterSelector == nil && !slices.Contains(t.Clusters, cs.name)
 }
 
-// heldOutside says why a cluster holding members of the ring but not
-// eligible keeps them ("" when it does not, or is eligible): it dropped out
-// of the registry or out of the selector (leftDeliberately is false).
+// heldOutside says why a cluster holding members of the ring keeps them
+// although it dropped out of the registry or out of the selector
+// (leftDeliberately is false); "" when neither applies.
 func heldOutside(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot) string {
-	if cs.eligible || !hasMembers(st, cs.name) || cs.verdict.State == liveness.Failed || leftDeliberately(ec, cs) {
+	if !hasMembers(st, cs.name) || cs.verdict.State == liveness.Failed || leftDeliberately(ec, cs) {
+		return ""
+	}
+	var why string
+	switch {
+	case !cs.registered:
+		why = "is no longer registered with the hub (its kubeconfig Secret is gone)"
+	case !cs.eligible:
+		why = "no longer matches spec.topology.clusterSelector"
+	default:
 		return ""
 	}
 	var names []string
@@ -152,10 +161,6 @@ func heldOutside(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, cs 
 		if m.Cluster == cs.name {
 			names = append(names, m.Name)
 		}
-	}
-	why := "no longer matches spec.topology.clusterSelector"
-	if !cs.registered {
-		why = "is no longer registered with the hub (its kubeconfig Secret is gone)"
 	}
 	return fmt.Sprintf("member cluster %s holds %s but %s: they stay where they are until it is declared failed (grace and witnesses, as any cluster) or cordoned (spec.topology.cordonedClusters)",
 		cs.name, strings.Join(names, ", "), why)

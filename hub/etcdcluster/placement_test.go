@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -162,5 +163,27 @@ func TestPlacementZoneWithoutSchedulableNode(t *testing.T) {
 		if s.To.Cluster == "member-1" {
 			t.Errorf("step %v places a member in the closed zone", s)
 		}
+	}
+}
+
+// Degraded says why the members of a cluster that left the registry, or
+// the selector, stay where they are.
+func TestHeldOutsideSaysWhy(t *testing.T) {
+	v := threeZoneView()
+	cs := v.clusters[0]
+	cs.registered, cs.engaged = false, false // eligible still: no list, no selector
+	cs.verdict.State = liveness.Unknown
+	if msg := heldOutside(v.ec, &v.ec.Status, cs); !strings.Contains(msg, "member cluster member-1 holds main-1 but is no longer registered with the hub") {
+		t.Errorf("unregistered: %q", msg)
+	}
+	v = threeZoneView()
+	v.ec.Spec.Topology.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "main"}}
+	v.clusters[0].eligible = false
+	if msg := heldOutside(v.ec, &v.ec.Status, v.clusters[0]); !strings.Contains(msg, "no longer matches spec.topology.clusterSelector") {
+		t.Errorf("out of the selector: %q", msg)
+	}
+	v.ec.Spec.Topology.CordonedClusters = []string{"member-1"}
+	if msg := heldOutside(v.ec, &v.ec.Status, v.clusters[0]); msg != "" {
+		t.Errorf("cordoned: %q", msg)
 	}
 }

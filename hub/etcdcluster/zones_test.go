@@ -36,7 +36,7 @@ func twoByTwoView() *snapshot {
 	v := &snapshot{ec: ec, now: now, byName: map[string]*clusterSnapshot{}}
 	for _, c := range []string{"member-1", "member-2"} {
 		n := c[len(c)-1:]
-		cv := &clusterSnapshot{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+		cv := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-" + n + "a", "zone-" + n + "b"}, ObservedAt: &seen}},
 			members: map[string]*etcdfedv1.EtcdMember{},
 			nodes: map[string]nodeSeen{

@@ -218,25 +218,33 @@ func forcedObject(ctx context.Context, topo *Topology, cluster string, ec *etcdf
 	return ""
 }
 
-// sameMembersEverywhere checks that every member endpoint answers a
-// linearizable member list naming exactly ids (name -> ID).
+// sameMembersEverywhere waits up to a minute for every member endpoint to
+// answer a linearizable member list, and fails at once on one that names
+// other members than ids (name -> ID): a second ring, or a member that
+// joined or left. A member that has just come back may take a moment to
+// answer; that is not a split.
 func sameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
-	var errs []string
-	for _, ep := range m.Client.Endpoints {
-		got, err := memberIDs(ctx, m.Client.Endpoint(ep))
-		if err != nil {
-			errs = append(errs, fmt.Sprintf("%s: %v", ep, err))
-			continue
+	var split error
+	err := poll(ctx, time.Minute, "every member to answer with the same member list", func(ctx context.Context) (string, error) {
+		var waiting []string
+		for _, ep := range m.Client.Endpoints {
+			got, err := memberIDs(ctx, m.Client.Endpoint(ep))
+			if err != nil {
+				waiting = append(waiting, fmt.Sprintf("%s: %v", ep, err))
+				continue
+			}
+			if fmt.Sprint(got) != fmt.Sprint(ids) {
+				split = fmt.Errorf("%s lists %v, want %v", ep, got, ids)
+				return "", nil // stop: that is a failure already
+			}
 		}
-		if fmt.Sprint(got) != fmt.Sprint(ids) {
-			errs = append(errs, fmt.Sprintf("%s lists %v, want %v", ep, got, ids))
-		}
+		slices.Sort(waiting)
+		return strings.Join(waiting, "; "), nil
+	})
+	if split != nil {
+		return split
 	}
-	if len(errs) > 0 {
-		slices.Sort(errs)
-		return fmt.Errorf("member lists: %s", strings.Join(errs, "; "))
-	}
-	return nil
+	return err
 }
 
 // conditionText is a condition as "Status Reason: Message".
