@@ -2,6 +2,7 @@ package etcdsnapshot
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -184,10 +185,19 @@ func Verify(path string) (Info, error) {
 // consistency check over every page, then revision, content hash, live keys
 // and storage version. It does not check the appended sha256 (Verify does).
 //
-// A panic inside bbolt while reading the file in this goroutine is
-// returned as ErrCorrupt. Callers check the sha256 first (Save, Verify), so
-// only a database that was already corrupt on the member's disk gets here.
-func Status(path string) (info Info, err error) {
+// The file is read in a child process under DefaultLimits (isolate.go): a
+// crafted database that panics bbolt, faults on its mapping, eats memory
+// or loops is an error wrapping ErrCorrupt, never the caller's crash. A
+// sha256 that matches proves nothing about the database: whoever crafted
+// it appended the right one.
+func Status(path string) (Info, error) {
+	return StatusWithLimits(context.Background(), path, DefaultLimits)
+}
+
+// statusInProcess is Status's work, done in the checking child. A panic in
+// this goroutine is returned as ErrCorrupt; one in bbolt's own checking
+// goroutine, or a fault on the mapping, ends the child.
+func statusInProcess(path string) (info Info, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			info, err = Info{}, fmt.Errorf("%w: %s: bbolt panicked reading it: %v", ErrCorrupt, path, p)
