@@ -159,6 +159,23 @@ func save(r io.Reader, f *os.File) (Info, error) {
 // Verify checks an existing snapshot file: the appended sha256 (read
 // through once), then the database as Status does.
 func Verify(path string) (Info, error) {
+	sum, err := Checksum(path)
+	if err != nil {
+		return Info{}, err
+	}
+	st, err := Status(path)
+	if err != nil {
+		return Info{}, err
+	}
+	st.Size, st.SHA256 = sum.Size, sum.SHA256
+	return st, nil
+}
+
+// Checksum checks the sha256 etcd appended to a snapshot file (read
+// through once, in this process: no database is opened) and returns the
+// size and sha256 (Info's other fields are zero). Callers that know which
+// snapshot they expect compare these before Status opens the database.
+func Checksum(path string) (Info, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return Info{}, fmt.Errorf("open snapshot: %w", err)
@@ -173,12 +190,7 @@ func Verify(path string) (Info, error) {
 	if err != nil {
 		return Info{}, fmt.Errorf("snapshot %s: %w", path, err)
 	}
-	st, err := Status(path)
-	if err != nil {
-		return Info{}, err
-	}
-	st.Size, st.SHA256 = cw.n, sum
-	return st, nil
+	return Info{Size: cw.n, SHA256: sum}, nil
 }
 
 // Status reads a snapshot file as `etcdutl snapshot status` does: bbolt's
