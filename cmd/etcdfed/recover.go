@@ -18,6 +18,7 @@ import (
 func init() {
 	var hub hubFlags
 	var fromMember, fromBackup string
+	var allowUnsigned bool
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -60,7 +61,7 @@ follows the recovery until the ring answers again with a leader.`,
 				return err
 			}
 			key := client.ObjectKey{Namespace: ns, Name: args[0]}
-			req := etcdfedv1.RecoveryRequest{FromMember: fromMember, FromBackup: fromBackup, RequestedAt: time.Now().UTC().Truncate(time.Second)}
+			req := etcdfedv1.RecoveryRequest{FromMember: fromMember, FromBackup: fromBackup, AllowUnsigned: allowUnsigned, RequestedAt: time.Now().UTC().Truncate(time.Second)}
 			if err := requestRecovery(cmd.Context(), c, key, req); err != nil {
 				return err
 			}
@@ -84,6 +85,7 @@ follows the recovery until the ring answers again with a leader.`,
 	hub.bind(cmd.Flags())
 	cmd.Flags().StringVar(&fromMember, "from-member", "", "The surviving member to recover from (default: the one with the highest raft index).")
 	cmd.Flags().StringVar(&fromBackup, "from-backup", "", "Recover from a snapshot in spec.backup.store instead of a survivor: latest, or an object key.")
+	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "With --from-backup: restore a snapshot whose sidecar has no MAC the ring's snapshot key checks (one written before etcdfed signed snapshots).")
 	cmd.MarkFlagsMutuallyExclusive("from-member", "from-backup")
 	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the ring answers with a leader again.")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Minute, "With --wait: give up waiting after this long.")

@@ -11,7 +11,9 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -127,6 +129,11 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 		Revision: info.Revision, Hash: info.HashHex(), TotalKeys: info.TotalKeys, StorageVersion: info.StorageVersion,
 		SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: taken.UTC(), Trigger: string(trigger),
 	}
+	mk, err := r.snapshotKey(ctx, ec)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
+	}
+	md.Sign(key, mk)
 	size, err := store.Upload(ctx, key, path, md)
 	if err != nil {
 		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
@@ -190,4 +197,41 @@ func (r *Reconciler) etcdClient(ctx context.Context, ec *etcdfedv1.EtcdCluster) 
 		}
 	}
 	return etcdops.New(etcdops.Config{Endpoints: ec.Status.Endpoints, TLS: tlsCfg})
+}
+
+// snapshotKey is the ring's snapshot key (backupstore.KeySecretName),
+// created with the first backup. It is never replaced: every snapshot the
+// ring wrote is checked against it. The Secret has no owner, so a new
+// EtcdCluster founded from the ring's snapshots after it was deleted can
+// still check them.
+func (r *Reconciler) snapshotKey(ctx context.Context, ec *etcdfedv1.EtcdCluster) ([]byte, error) {
+	name := backupstore.KeySecretName(ec.Name)
+	sec, err := r.readSecret(ctx, ec, name)
+	if apierrors.IsNotFound(err) {
+		k, kerr := backupstore.NewMACKey()
+		if kerr != nil {
+			return nil, kerr
+		}
+		sec = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: name, Labels: map[string]string{
+				etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelClusterName: ec.Name,
+				etcdfedv1.LabelClusterNamespace: ec.Namespace, etcdfedv1.LabelComponent: "snapshot-key",
+			}},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{backupstore.KeySecretField: k},
+		}
+		ctrl.LoggerFrom(ctx).Info("Creating the ring's snapshot key", "secret", name)
+		err = r.Client.Create(ctx, sec)
+		if apierrors.IsAlreadyExists(err) {
+			sec, err = r.readSecret(ctx, ec, name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("snapshot key Secret %s/%s: %w", ec.Namespace, name, err)
+	}
+	k := sec.Data[backupstore.KeySecretField]
+	if len(k) < 16 {
+		return nil, fmt.Errorf("snapshot key Secret %s/%s: key %q holds %d bytes, want at least 16", ec.Namespace, name, backupstore.KeySecretField, len(k))
+	}
+	return k, nil
 }

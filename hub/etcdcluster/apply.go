@@ -277,6 +277,7 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 	}
 	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
 	errs = append(errs, r.deleteMembers(ctx, s, d.sweep))
+	errs = append(errs, r.deleteStoreCredentials(ctx, s, d.spentCredentials))
 	return errors.Join(errs...)
 }
 

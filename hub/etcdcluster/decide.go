@@ -50,13 +50,16 @@ type decision struct {
 	// sweep are members whose objects are left in a cluster that no
 	// longer holds them (moved or removed while it was away).
 	sweep []memberRef
+	// spentCredentials are members whose copy of a restore store's
+	// credentials is no longer needed: the restore ended (restore.go).
+	spentCredentials []memberRef
 }
 
 // upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
 // certificate to issue, no member object to update or sweep, and every
 // visible cluster already serving the record set.
 func (d *decision) upkeepIdle(s *snapshot) bool {
-	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 {
+	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
 	}
 	if d.dns.set == nil {
@@ -146,6 +149,7 @@ func decide(s *snapshot) *decision {
 	d.dns = wantedRecords(s, st)
 	d.certs, d.updates = memberUpkeep(s, st, d.step)
 	d.sweep = leftBehind(s, st)
+	d.spentCredentials = spentStoreCredentials(s)
 	return d
 }
 

@@ -82,6 +82,11 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
+		if restoreEnded(st, m.Name, existing) {
+			// Restarts nothing; the copy of the store's credentials goes
+			// once the object no longer names it (spentStoreCredentials).
+			b.Restore = nil
+		}
 		if st.ClusterID != "" {
 			b.InitialClusterState = etcdfedv1.InitialClusterExisting
 			// The spoke refuses to start the member on data of another

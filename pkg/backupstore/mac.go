@@ -77,3 +77,12 @@ func (md Metadata) CheckMAC(objectKey string, key []byte) error {
 	}
 	return nil
 }
+
+// KeySecretName is the hub-cluster Secret, in the EtcdCluster's
+// namespace, that keeps the snapshot key of the EtcdCluster name. It has
+// no owner: it outlives its EtcdCluster, whose snapshots a new one may be
+// founded from.
+func KeySecretName(name string) string { return name + "-snapshot-key" }
+
+// KeySecretField is the Secret's data key holding the key.
+const KeySecretField = "key"

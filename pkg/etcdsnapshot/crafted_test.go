@@ -3,7 +3,6 @@ package etcdsnapshot_test
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand"
@@ -13,120 +12,9 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
-	"go.etcd.io/etcd/api/v3/mvccpb"
-
+	"github.com/etcdfed/etcdfed/internal/snapshottest"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
-
-// Crafted snapshots: what an attacker who can write to the store (or a
-// compromised member streaming a "snapshot") hands the hub. Each carries a
-// correct appended sha256, so it passes the checksum and reaches bbolt.
-
-const pageSize = 4096
-
-// boltDB writes a small database with etcd's layout (a key bucket of
-// revision keys and KeyValues, a meta bucket) and returns its bytes.
-func boltDB(t testing.TB, keys int) []byte {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "db")
-	// No freelist page (as etcd's own --experimental-backend-bbolt-freelist
-	// ... sync off writes it): a reader rebuilds the freelist by walking
-	// every page.
-	db, err := bolt.Open(path, 0o600, &bolt.Options{PageSize: pageSize, NoFreelistSync: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		kb, err := tx.CreateBucket([]byte("key"))
-		if err != nil {
-			return err
-		}
-		if _, err := tx.CreateBucket([]byte("meta")); err != nil {
-			return err
-		}
-		for i := 1; i <= keys; i++ {
-			rev := make([]byte, 17)
-			binary.BigEndian.PutUint64(rev, uint64(i))
-			rev[8] = '_'
-			kv := mvccpb.KeyValue{Key: []byte(fmt.Sprintf("k/%05d", i)), Value: []byte(strings.Repeat("v", 100)), CreateRevision: int64(i), ModRevision: int64(i), Version: 1}
-			v, err := kv.Marshal()
-			if err != nil {
-				return err
-			}
-			if err := kb.Put(rev, v); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// withSum appends the sha256 etcd appends to a snapshot.
-func withSum(db []byte) []byte {
-	s := sha256.Sum256(db)
-	return append(db, s[:]...)
-}
-
-// craftedSnapshots are the files of TestCraftedSnapshotsDoNotCrash, each a
-// snapshot an attacker can write, with a correct appended sha256.
-func craftedSnapshots(t testing.TB) map[string][]byte {
-	db := boltDB(t, 2000)
-	if len(db) < 16*pageSize {
-		t.Fatalf("the database is %d bytes, too small to cut", len(db))
-	}
-	out := map[string][]byte{}
-	// Cut just past half of bbolt's mapping (it maps the file rounded up
-	// to a power of two): the pages the meta page points at are past the
-	// end of the file and inside the mapping, where a read is a SIGBUS.
-	mapped := 32 << 10
-	for mapped < len(db) {
-		mapped *= 2
-	}
-	cut := mapped/2 + pageSize
-	if cut >= len(db) {
-		t.Fatalf("the database is %d bytes: no cut inside its mapping of %d", len(db), mapped)
-	}
-	out["truncated"] = withSum(db[:cut])
-	// Random bytes, sized like a database.
-	rnd := make([]byte, 8*pageSize)
-	rand.New(rand.NewSource(1)).Read(rnd)
-	out["random"] = withSum(rnd)
-	// A corrupt branch page: the root bucket's element count raised so
-	// that bbolt's check walks off the page.
-	out["corrupt page"] = withSum(corruptRoot(t, db))
-	return out
-}
-
-// corruptRoot returns db with every branch and leaf page's element count
-// set to its maximum: the first page bbolt's check reads below the root
-// sends it reading elements far past the page (and past the mapping).
-func corruptRoot(t testing.TB, db []byte) []byte {
-	b := append([]byte(nil), db...)
-	n := 0
-	for off := 2 * pageSize; off+pageSize <= len(b); off += pageSize {
-		flags := binary.LittleEndian.Uint16(b[off+8:])
-		if flags&0x01 != 0 || flags&0x02 != 0 { // branch or leaf page
-			binary.LittleEndian.PutUint16(b[off+10:], 0xffff)
-			n++
-		}
-	}
-	if n == 0 {
-		t.Fatal("no branch or leaf page to corrupt")
-	}
-	return b
-}
 
 // TestCraftedSnapshotsDoNotCrash: a crafted snapshot (truncated, random
 // bytes, a corrupt page), each with a correct sha256, is refused with an
@@ -137,13 +25,13 @@ func corruptRoot(t testing.TB, db []byte) []byte {
 func TestCraftedSnapshotsDoNotCrash(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.db")
-	if err := os.WriteFile(good, withSum(boltDB(t, 50)), 0o600); err != nil {
+	if err := os.WriteFile(good, snapshottest.WithSum(snapshottest.BoltDB(t, 50)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := etcdsnapshot.Verify(good); err != nil || info.TotalKeys != 50 {
 		t.Fatalf("the uncrafted database: %+v %v", info, err)
 	}
-	for name, data := range craftedSnapshots(t) {
+	for name, data := range snapshottest.Crafted(t) {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(dir, strings.ReplaceAll(name, " ", "-")+".db")
 			if err := os.WriteFile(path, data, 0o600); err != nil {
@@ -164,7 +52,7 @@ func TestCraftedSnapshotsDoNotCrash(t *testing.T) {
 // memory or time.
 func TestCheckLimits(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "big.db")
-	if err := os.WriteFile(path, withSum(boltDB(t, 60000)), 0o600); err != nil {
+	if err := os.WriteFile(path, snapshottest.WithSum(snapshottest.BoltDB(t, 60000)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
@@ -190,8 +78,8 @@ func TestCheckLimits(t *testing.T) {
 // a good database and the crafted ones. Each input is checked in its own
 // child process (a few milliseconds each).
 func FuzzStatus(f *testing.F) {
-	f.Add(boltDB(f, 20))
-	for _, data := range craftedSnapshots(f) {
+	f.Add(snapshottest.BoltDB(f, 20))
+	for _, data := range snapshottest.Crafted(f) {
 		f.Add(data[:len(data)-sha256.Size])
 	}
 	dir := f.TempDir()
@@ -199,7 +87,7 @@ func FuzzStatus(f *testing.F) {
 		// etcd's size rule: the database is a whole number of sectors.
 		db = db[:len(db)/512*512]
 		path := filepath.Join(dir, fmt.Sprintf("f%d.db", rand.Int63()))
-		if err := os.WriteFile(path, withSum(db), 0o600); err != nil {
+		if err := os.WriteFile(path, snapshottest.WithSum(db), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		defer os.Remove(path)
