@@ -67,6 +67,9 @@ type options struct {
 	maxBackups       int
 	workers          int
 	pauseAfterStep   time.Duration
+	// clientsOtherNamespaces lets spec.clients write Secrets outside the
+	// EtcdCluster's namespace.
+	clientsOtherNamespaces bool
 }
 
 func main() {
@@ -91,6 +94,8 @@ func main() {
 	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
+	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
+		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
 		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
 	// Sub-second timestamps: the steps of one membership change are often
@@ -238,6 +243,7 @@ func run(ctx context.Context, o options) error {
 		Reader:   mgr.GetLocalManager().GetAPIReader(),
 		Clusters: clients.ManagerClusters{Manager: mgr},
 		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-clients"),
+		Policy:   clients.Policy{OtherNamespaces: o.clientsOtherNamespaces, RingNamespace: o.ringNamespace},
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}

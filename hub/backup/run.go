@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
-	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
@@ -87,7 +85,7 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 	}
 
 	// The source: a healthy follower.
-	etcd, err := r.etcdClient(ctx, ec)
+	etcd, err := etcdops.ForRing(ctx, r.Reader, ec)
 	if err != nil {
 		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
 	}
@@ -174,29 +172,6 @@ func storeReason(err error) string {
 		return etcdfedv1.BackupReasonInvalidSpec
 	}
 	return etcdfedv1.BackupReasonStoreUnreachable
-}
-
-// etcdClient connects to the ring through its client endpoints (the
-// members' DNS names in status.endpoints) with the hub's own client
-// certificate, the one the EtcdCluster reconciler keeps in the Secret
-// <name>-hub-client.
-func (r *Reconciler) etcdClient(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*etcdops.Client, error) {
-	if len(ec.Status.Endpoints) == 0 {
-		return nil, errors.New("etcd has no client endpoints yet (status.endpoints is empty)")
-	}
-	var tlsCfg *tls.Config
-	if ec.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
-		name := pki.HubClientSecretName(ec)
-		sec, err := r.readSecret(ctx, ec, name)
-		if err != nil {
-			return nil, fmt.Errorf("read the hub's etcd client certificate %s/%s: %w", ec.Namespace, name, err)
-		}
-		tlsCfg, err = pki.ClientTLS(sec.Data[pki.KeyCA], &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]})
-		if err != nil {
-			return nil, fmt.Errorf("hub client certificate %s/%s: %w", ec.Namespace, name, err)
-		}
-	}
-	return etcdops.New(etcdops.Config{Endpoints: ec.Status.Endpoints, TLS: tlsCfg})
 }
 
 // snapshotKey is the ring's snapshot key (backupstore.KeySecretName),
