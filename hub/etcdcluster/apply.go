@@ -310,8 +310,7 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
-	dnsName := memberDNSName(s.ec, member)
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{dnsName}}, r.now())
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, r.now())
 	if err != nil {
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}

@@ -316,7 +316,7 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bo
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}
-	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], []string{memberDNSName(s.ec, member)}, s.now)
+	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, member), s.now)
 	// A problem of the certificate itself (missing, expiring, wrong name,
 	// of a CA the ring does not know) is fixed at once.
 	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)

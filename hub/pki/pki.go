@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -112,6 +113,15 @@ type MemberRequest struct {
 	DNSNames []string
 	// IPs are optional IP SANs (for a loopback or a known source address).
 	IPs []net.IP
+}
+
+// PeerName is the DNS name every member certificate of a ring with DNS
+// domain domain carries besides the member's own, and no client
+// certificate does: etcd's peer port accepts only certificates with it
+// (--peer-cert-allowed-hostname), so a consumer's certificate of the same
+// CA cannot speak raft. It is never published in DNS.
+func PeerName(domain string) string {
+	return "etcdfed-peer." + strings.TrimSuffix(domain, ".")
 }
 
 // IssueMember issues a certificate valid for both server and client auth, so

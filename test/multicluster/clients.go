@@ -83,16 +83,17 @@ func certNotAfter(certPEM []byte) (time.Time, error) {
 	return c.NotAfter, nil
 }
 
-// issueShortLived signs a client certificate valid for d with the ring's
-// CA: what the hub's own certificate looks like d before it expires.
-func issueShortLived(ca *pki.CA, cn string, d time.Duration) (*pki.Leaf, error) {
+// issueAged signs a client certificate with the ring's CA valid from
+// now-age to now+left: a certificate the hub issued age ago that has left
+// to live.
+func issueAged(ca *pki.CA, cn string, age, left time.Duration) (*pki.Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(d),
+		NotBefore: time.Now().Add(-age), NotAfter: time.Now().Add(left),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
