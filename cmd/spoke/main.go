@@ -9,6 +9,7 @@ import (
 	"errors"
 	goflag "flag"
 	"fmt"
+	"net/netip"
 	"os"
 	"strings"
 
@@ -41,6 +42,9 @@ func main() {
 	fs.DurationVar(&o.EtcdLogTimeout, "etcd-log-timeout", o.EtcdLogTimeout, "Timeout of one etcd log read.")
 	fs.StringVar(&o.DNSListen, "dns-listen", o.DNSListen, "ip:port where the embedded DNS server serves the ring's zones over UDP and TCP; empty disables it.")
 	fs.StringSliceVar(&o.DNSAdvertise, "dns-advertise-address", o.DNSAdvertise, "host:port where other clusters and member pods reach this spoke's DNS (published in EtcdSpoke status.dnsAddresses); repeatable or comma separated. Empty: the --dns-listen address when it names an IP.")
+	fs.IntVar(&o.DNSRateLimit.ResponsesPerSecond, "dns-rate-limit", o.DNSRateLimit.ResponsesPerSecond, "Response-rate limit of the DNS server: UDP responses per second to one client /24 (IPv6 /56), bursts of twice that; over it every second response is sent truncated (the client retries over TCP, never limited) and the others dropped. 0 turns it off.")
+	fs.IntVar(&o.DNSRateLimit.Slip, "dns-rate-limit-slip", o.DNSRateLimit.Slip, "Every Nth response over the rate limit is sent truncated instead of dropped; -1 drops them all.")
+	fs.Var(&prefixList{p: &o.DNSRateLimit.Exempt}, "dns-rate-limit-exempt", "Client networks (CIDR) the rate limit never applies to; repeatable or comma separated. Default: loopback.")
 	fs.StringVar(&o.Gossip.BindAddr, "gossip-bind", o.Gossip.BindAddr, "ip:port for gossip (UDP and TCP); empty disables gossip.")
 	fs.StringVar(&o.Gossip.AdvertiseAddr, "gossip-advertise", o.Gossip.AdvertiseAddr, "host:port other spokes reach this spoke's gossip on; empty: the bound address, or a private IP when bound to 0.0.0.0.")
 	fs.StringSliceVar(&o.GossipSeeds, "gossip-seed", o.GossipSeeds, "Gossip seed host:port, joined besides EtcdSpoke spec.gossipPeers; repeatable or comma separated.")
@@ -128,3 +132,39 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	}
 	return ctrl.GetConfig()
 }
+
+// prefixList is a flag of CIDRs; the first Set replaces the default.
+type prefixList struct {
+	p   *[]netip.Prefix
+	set bool
+}
+
+func (l *prefixList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	var out []string
+	for _, p := range *l.p {
+		out = append(out, p.String())
+	}
+	return strings.Join(out, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	if !l.set {
+		*l.p, l.set = nil, true
+	}
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return err
+		}
+		*l.p = append(*l.p, p)
+	}
+	return nil
+}
+
+func (l *prefixList) Type() string { return "cidrs" }

@@ -78,6 +78,9 @@ type Options struct {
 	// DNSAdvertise are the host:port addresses published as dnsAddresses;
 	// empty: the listen address when it names an IP.
 	DNSAdvertise []string
+	// DNSRateLimit limits the DNS server's UDP responses per client
+	// prefix (embedded.RRLConfig); ResponsesPerSecond 0 turns it off.
+	DNSRateLimit embedded.RRLConfig
 
 	// Gossip configures the gossip agent; an empty BindAddr disables gossip.
 	Gossip gossip.Config
@@ -124,6 +127,7 @@ func DefaultOptions() Options {
 		EtcdLogInterval:        etcdlog.DefaultInterval,
 		EtcdLogTimeout:         etcdlog.DefaultTimeout,
 		DNSListen:              "0.0.0.0:5353",
+		DNSRateLimit:           DefaultDNSRateLimit(),
 		Gossip:                 gossip.Config{BindAddr: "0.0.0.0:7946", Profile: gossip.ProfileWAN},
 		LeaseRenewInterval:     lease.DefaultRenewInterval,
 		LeaseDuration:          lease.DefaultDuration,
@@ -132,6 +136,16 @@ func DefaultOptions() Options {
 		HealthProbeBindAddress: ":8081",
 		MetricsBindAddress:     ":8080",
 	}
+}
+
+// DefaultDNSRateLimit is the spoke DNS server's response-rate limit: 200
+// responses per second per client /24 (IPv6 /56), bursts of 400, every
+// second response over it sent truncated; loopback exempt. A resolver
+// that asks for a ring's few names (kube-dns caches them for their TTL)
+// stays far below it; a flood with a forged source is cut to it.
+func DefaultDNSRateLimit() embedded.RRLConfig {
+	return embedded.RRLConfig{ResponsesPerSecond: 200, Slip: 2,
+		Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 }
 
 // Scheme returns a scheme with the Kubernetes and etcdfed types.
@@ -225,7 +239,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 
 	var dnsAddrs []string
 	if o.DNSListen != "" {
-		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, Log: log.WithName("dns")})
+		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, RRL: o.DNSRateLimit, Log: log.WithName("dns")})
 		if err != nil {
 			return nil, fmt.Errorf("spoke: DNS server: %w", err)
 		}
