@@ -247,7 +247,8 @@ func run(ctx context.Context, o options) error {
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}
-	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
+	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace,
+		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
 	}
 	if err := mgr.GetLocalManager().AddHealthzCheck("ping", healthz.Ping); err != nil {

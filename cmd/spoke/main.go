@@ -48,7 +48,7 @@ func main() {
 	fs.StringVar(&o.Gossip.BindAddr, "gossip-bind", o.Gossip.BindAddr, "ip:port for gossip (UDP and TCP); empty disables gossip.")
 	fs.StringVar(&o.Gossip.AdvertiseAddr, "gossip-advertise", o.Gossip.AdvertiseAddr, "host:port other spokes reach this spoke's gossip on; empty: the bound address, or a private IP when bound to 0.0.0.0.")
 	fs.StringSliceVar(&o.GossipSeeds, "gossip-seed", o.GossipSeeds, "Gossip seed host:port, joined besides EtcdSpoke spec.gossipPeers; repeatable or comma separated.")
-	fs.StringVar(&o.GossipSecret, "gossip-secret", o.GossipSecret, "Secret in the ring namespace whose key \"key\" (16, 24 or 32 bytes) encrypts gossip. Empty runs gossip UNENCRYPTED (logged loudly).")
+	fs.StringVar(&o.GossipSecret, "gossip-secret", o.GossipSecret, "Secret in the ring namespace whose key \"key\" (16, 24 or 32 bytes) encrypts gossip, and whose \"accept\" holds further keys accepted during a rotation. The hub writes it, with a key of its own ring of spokes; gossip waits for it. Empty runs gossip UNENCRYPTED (logged loudly).")
 	fs.StringVar(&o.Gossip.Profile, "gossip-profile", o.Gossip.Profile, "memberlist settings: wan (probe 5s, timeout 3s, suspicion x6: detects a dead spoke in ~30-40s; across zones and regions), lan (1s, 500ms, x4: ~5s), local (1s, 200ms, x3: loopback).")
 	fs.DurationVar(&o.Gossip.ProbeInterval, "gossip-probe-interval", 0, "Override the profile's probe interval.")
 	fs.DurationVar(&o.Gossip.ProbeTimeout, "gossip-probe-timeout", 0, "Override the profile's probe timeout.")

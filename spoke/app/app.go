@@ -86,8 +86,9 @@ type Options struct {
 	Gossip gossip.Config
 	// GossipSeeds are joined besides EtcdSpoke spec.gossipPeers.
 	GossipSeeds []string
-	// GossipSecret names the Secret with the gossip key ("key"); empty runs
-	// gossip unencrypted.
+	// GossipSecret names the Secret with the gossip key ("key", and keys
+	// accepted beside it in "accept"): etcdfedv1.GossipSecretName, which the
+	// hub writes. Empty runs gossip unencrypted.
 	GossipSecret string
 
 	// LeaseRenewInterval and LeaseDuration tune the liveness Lease.
@@ -129,6 +130,7 @@ func DefaultOptions() Options {
 		DNSListen:              "0.0.0.0:5353",
 		DNSRateLimit:           DefaultDNSRateLimit(),
 		Gossip:                 gossip.Config{BindAddr: "0.0.0.0:7946", Profile: gossip.ProfileWAN},
+		GossipSecret:           etcdfedv1.GossipSecretName,
 		LeaseRenewInterval:     lease.DefaultRenewInterval,
 		LeaseDuration:          lease.DefaultDuration,
 		LeaderElection:         true,
