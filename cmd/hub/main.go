@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -43,6 +42,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
+	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/version"
@@ -59,6 +59,8 @@ type options struct {
 	memberFiles      memberFiles
 	leaderElect      bool
 	metricsAddr      string
+	metricsSecure    bool
+	metricsCertDir   string
 	probeAddr        string
 	leaseStaleAfter  time.Duration
 	nodeStaleAfter   time.Duration
@@ -83,6 +85,8 @@ func main() {
 		"NAME=PATH of a member cluster's kubeconfig file; repeat per cluster. When given, kubeconfig Secrets are not used (local use).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics over TLS to callers whose bearer token the hub cluster's apiserver authenticates (TokenReview) and allows GET /metrics (SubjectAccessReview; bind the ClusterRole etcdfed-metrics-reader). false: plain HTTP to anyone.")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate made at start.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
 		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub (spokes renew every 1s by default; keep this at least 3 renewals).")
@@ -179,7 +183,7 @@ func run(ctx context.Context, o options) error {
 
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdfed-hub",

@@ -61,6 +61,8 @@ func main() {
 	fs.StringVar(&o.Identity, "identity", o.Identity, "This replica's name in Leases; empty: $POD_NAME, then the host name.")
 	fs.StringVar(&o.HealthProbeBindAddress, "health-probe-bind-address", o.HealthProbeBindAddress, "Address of /healthz and /readyz; \"0\" disables.")
 	fs.StringVar(&o.MetricsBindAddress, "metrics-bind-address", o.MetricsBindAddress, "Address of /metrics (Prometheus); \"0\" disables.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", o.MetricsSecure, "Serve /metrics over TLS to callers whose bearer token the member cluster's apiserver authenticates (TokenReview) and allows GET /metrics (SubjectAccessReview; bind the ClusterRole etcdfed-metrics-reader). false: plain HTTP to anyone.")
+	fs.StringVar(&o.MetricsCertDir, "metrics-cert-dir", o.MetricsCertDir, "Directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate made at start.")
 	fs.BoolVar(&showVersion, "version", false, "Print the version and exit.")
 	logCfg := textlogger.NewConfig()
 	gfs := goflag.NewFlagSet("log", goflag.ContinueOnError)

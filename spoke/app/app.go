@@ -38,10 +38,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
+	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/version"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/dnszone"
@@ -106,6 +106,11 @@ type Options struct {
 	// HealthProbeBindAddress and MetricsBindAddress; "0" disables.
 	HealthProbeBindAddress string
 	MetricsBindAddress     string
+	// MetricsSecure serves /metrics over TLS to authenticated and
+	// authorized callers (internal/metricsserve); MetricsCertDir holds
+	// its certificate (empty: self-signed).
+	MetricsSecure  bool
+	MetricsCertDir string
 
 	// Log is the root logger; zero: ctrl.Log.
 	Log logr.Logger
@@ -137,6 +142,7 @@ func DefaultOptions() Options {
 		LeaderElectionID:       "etcdfed-spoke-leader",
 		HealthProbeBindAddress: ":8081",
 		MetricsBindAddress:     ":8080",
+		MetricsSecure:          true,
 	}
 }
 
@@ -208,7 +214,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                       metricsserve.Options(o.MetricsBindAddress, o.MetricsSecure, o.MetricsCertDir),
 		// Every reconcile has a deadline: an apiserver that stops
 		// answering fails a pass (retried), never parks a worker.
 		Controller: config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation), ReconciliationTimeout: reconcileTimeout},

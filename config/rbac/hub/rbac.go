@@ -7,6 +7,10 @@
 //   - EtcdClusters, cluster-wide: the hub watches them in every namespace,
 //     adds and removes its finalizer (update), and patches their status.
 //     It never creates or deletes one.
+//   - TokenReviews and SubjectAccessReviews: /metrics is served over TLS
+//     to callers the apiserver authenticates and allows GET /metrics
+//     (internal/metricsserve); bind the ClusterRole etcdfed-metrics-reader
+//     (metrics_reader_role.yaml) to the scraper's identity.
 //   - In its own namespace (Role): list and watch the kubeconfig Secrets
 //     (the hub caches Secrets of this namespace only; an administrator
 //     writes them, never the hub), create the spokes' gossip key Secret
@@ -29,6 +33,8 @@ package hubrbac
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=update,resourceNames=etcdfed-gossip

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -22,12 +23,13 @@ import (
 )
 
 // TestPeerPortRefusesClientCertificates runs real etcd (3.6, 3.5 and 3.7
-// when its binary is built) with the flags the spoke renders for a member
-// and the certificate the hub issues it, and presents certificates of the
-// ring's CA to the member's peer port: the member's own is served
-// (/version, 200); a consumer's client certificate (as spec.clients
-// Secrets hold) and the hub's are refused, while the client port serves
-// them. Before, the peer port answered any certificate of the CA with 200
+// when its binary is built), three members with the flags the spoke
+// renders and the certificates the hub issues, which form a cluster
+// through peer ports that require the peer name, and presents
+// certificates of the ring's CA to a member's peer port: a member's is
+// served (/version, 200); a consumer's client certificate (as
+// spec.clients Secrets hold) and the hub's are refused, while the client
+// port serves them. Before, the peer port answered any certificate of the CA with 200
 // on /members, /version and /raft/probing.
 func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	testenv.SkipIfShort(t, "etcd processes")
@@ -55,19 +57,18 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 		t.Fatal(err)
 	}
 	const domain = "main.etcd.test"
-	peerPort, clientPort, metricsPort := freePort(t), freePort(t), freePort(t)
-	// The member as the hub renders it, under the name localhost (etcd
-	// resolves its advertised URLs at its first start).
-	m := member(func(m *etcdfedv1.EtcdMember) {
-		m.Spec.Version = version
-		m.Spec.DNSName = "localhost"
-		m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: fmt.Sprintf("main-0=https://localhost:%d", peerPort), InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
-		m.Spec.TLS = etcdfedv1.MemberTLS{SecretName: "main-0-tls", PeerSkipClientSANVerification: true,
-			PeerName: pki.PeerName(domain), RequirePeerName: true}
-	})
-	memberLeaf, err := ca.IssueMember(pki.MemberRequest{Member: "main-0", DNSNames: []string{"localhost", pki.PeerName(domain)}}, now)
-	if err != nil {
-		t.Fatal(err)
+	// Three members, as the hub renders them and the spoke runs them, all
+	// under the name localhost (etcd resolves its advertised URLs at its
+	// first start), each on ports of its own: they must form a cluster
+	// while every peer port requires the peer name.
+	type proc struct{ name, dir, peer, client string }
+	var procs []proc
+	var initial []string
+	for i := range 3 {
+		p := proc{name: fmt.Sprintf("main-%d", i), dir: t.TempDir(),
+			peer: fmt.Sprintf("127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+		procs = append(procs, p)
+		initial = append(initial, fmt.Sprintf("%s=https://localhost:%s", p.name, port(p.peer)))
 	}
 	consumer, err := ca.IssueClientFor("kube-apiserver", etcdfedv1.DefaultClientCertificateLifetime, now)
 	if err != nil {
@@ -77,58 +78,63 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": memberLeaf.CertPEM, "tls.key": memberLeaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+	var memberLeaf *pki.Leaf
+	for _, p := range procs {
+		m := member(func(m *etcdfedv1.EtcdMember) {
+			m.Spec.MemberName = p.name
+			m.Spec.Version = version
+			m.Spec.DNSName = "localhost"
+			m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(initial, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
+			m.Spec.TLS = etcdfedv1.MemberTLS{SecretName: p.name + "-tls", PeerSkipClientSANVerification: true,
+				PeerName: pki.PeerName(domain), RequirePeerName: true}
+		})
+		leaf, err := ca.IssueMember(pki.MemberRequest{Member: p.name, DNSNames: []string{"localhost", pki.PeerName(domain)}}, now)
+		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	var args []string
-	for _, a := range pod.EtcdArgs(m, spec.Ports{Peer: int32(peerPort), Client: int32(clientPort)}) {
-		switch {
-		case strings.HasPrefix(a, "--listen-peer-urls="):
-			a = fmt.Sprintf("--listen-peer-urls=https://127.0.0.1:%d", peerPort)
-		case strings.HasPrefix(a, "--listen-client-urls="):
-			a = fmt.Sprintf("--listen-client-urls=https://127.0.0.1:%d", clientPort)
-		case strings.HasPrefix(a, "--listen-metrics-urls="):
-			a = fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", metricsPort)
+		memberLeaf = leaf
+		for name, data := range map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM} {
+			if err := os.WriteFile(filepath.Join(p.dir, name), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
-		a = strings.ReplaceAll(a, pod.TLSMountPath, dir)
-		a = strings.ReplaceAll(a, pod.DataDir, filepath.Join(dir, "data"))
-		args = append(args, a)
-	}
-	if !strings.Contains(strings.Join(args, " "), "--peer-cert-allowed-hostname="+pki.PeerName(domain)) {
-		t.Errorf("the spoke renders no --peer-cert-allowed-hostname: %v", args)
-	}
-	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binary, append(args, "--log-level=warn")...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		_ = cmd.Wait()
-		if t.Failed() {
-			b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
-			t.Logf("etcd log:\n%s", b)
+		var args []string
+		for _, a := range pod.EtcdArgs(m, spec.Ports{Peer: int32(atoi(port(p.peer))), Client: int32(atoi(port(p.client)))}) {
+			switch {
+			case strings.HasPrefix(a, "--listen-peer-urls="):
+				a = "--listen-peer-urls=https://" + p.peer
+			case strings.HasPrefix(a, "--listen-client-urls="):
+				a = "--listen-client-urls=https://" + p.client
+			case strings.HasPrefix(a, "--listen-metrics-urls="):
+				a = fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", freePort(t))
+			}
+			a = strings.ReplaceAll(a, pod.TLSMountPath, p.dir)
+			a = strings.ReplaceAll(a, pod.DataDir, filepath.Join(p.dir, "data"))
+			args = append(args, a)
 		}
-	})
-	peer, client := fmt.Sprintf("127.0.0.1:%d", peerPort), fmt.Sprintf("127.0.0.1:%d", clientPort)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		err := get(ca, memberLeaf, peer, "/version")
-		if err == nil {
-			break
+		if !strings.Contains(strings.Join(args, " "), "--peer-cert-allowed-hostname="+pki.PeerName(domain)) {
+			t.Errorf("the spoke renders no --peer-cert-allowed-hostname: %v", args)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the member's own certificate is not served on the peer port: %v", err)
+		startEtcd(t, binary, p.dir, args)
+	}
+	// Formed: every member answers /health on its client port (a quorum
+	// of peers connected through the restricted peer ports).
+	deadline := time.Now().Add(90 * time.Second)
+	for _, p := range procs {
+		for {
+			err := get(ca, hubLeaf, p.client, "/health")
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the members did not form a cluster with the peer name required: %v", p.name, err)
+			}
+			time.Sleep(300 * time.Millisecond)
 		}
-		time.Sleep(200 * time.Millisecond)
+	}
+	peer, client := procs[0].peer, procs[0].client
+	if err := get(ca, memberLeaf, peer, "/version"); err != nil {
+		t.Fatalf("a member's certificate is not served on the peer port: %v", err)
 	}
 	for _, c := range []struct {
 		name string
@@ -146,6 +152,38 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 			t.Logf("peer port, %s client certificate, %s: refused: %v", c.name, p, err)
 		}
 	}
+}
+
+func startEtcd(t *testing.T, binary, dir string, args []string) {
+	t.Helper()
+	logf, err := os.Create(filepath.Join(dir, "etcd.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(binary, append(args, "--log-level=warn")...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, "etcd.log"))
+			t.Logf("etcd log %s:\n%s", dir, b)
+		}
+	})
+}
+
+func port(hostport string) string {
+	_, p, _ := net.SplitHostPort(hostport)
+	return p
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
 }
 
 // get asks for path over TLS presenting leaf, trusting ca: nil when served
