@@ -105,17 +105,7 @@ func TestConsumerRoles(t *testing.T) {
 	}
 	r := &Reconciler{Client: hub, Reader: hub}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
-	pass := func() *etcdfedv1.EtcdCluster {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
 	got := pass()
 	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c == nil || c.Status != metav1.ConditionTrue {
 		t.Fatalf("ClientsReady %+v", c)

@@ -36,6 +36,21 @@ func (m clusterClients) GetCluster(_ context.Context, name multicluster.ClusterN
 
 type readerClient struct{ c client.Client }
 
+// reconcilePass runs one pass of r over req and returns the EtcdCluster
+// as it is after (empty when gone and gone is allowed).
+func reconcilePass(t *testing.T, r *Reconciler, hub client.Client, req reconcile.Request, gone bool) *etcdfedv1.EtcdCluster {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	got := &etcdfedv1.EtcdCluster{}
+	if err := hub.Get(ctx, req.NamespacedName, got); err != nil && !(gone && apierrors.IsNotFound(err)) {
+		t.Fatal(err)
+	}
+	return got
+}
+
 func (r readerClient) GetClient() client.Client    { return r.c }
 func (r readerClient) GetAPIReader() client.Reader { return r.c }
 
@@ -75,17 +90,7 @@ func TestConsumerSecretsThroughRotationAndDeletion(t *testing.T) {
 	}
 	r := &Reconciler{Client: hub, Reader: hub, Clusters: clusterClients{"member": cls[1]}}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
-	pass := func() *etcdfedv1.EtcdCluster {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Get(ctx, req.NamespacedName, got); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return got
-	}
+	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, true) }
 	secrets := map[string]struct {
 		c   client.Client
 		key client.ObjectKey
@@ -201,17 +206,7 @@ func TestClientSecretsStayInTheirNamespace(t *testing.T) {
 	}
 	r := &Reconciler{Client: hub, Reader: hub, Clusters: clusterClients{"member": cls[1]}, Policy: Policy{RingNamespace: "etcdfed-system"}}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
-	pass := func() *etcdfedv1.EtcdCluster {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Get(ctx, req.NamespacedName, got); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
 	exists := func(c client.Client, ns, name string) bool {
 		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})
 		if err != nil && !apierrors.IsNotFound(err) {

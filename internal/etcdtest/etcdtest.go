@@ -214,6 +214,9 @@ func StartMember(t testing.TB, name, dataDir, peerURL, clientURL string) *Cluste
 // FreeURL is http://127.0.0.1:<free port>.
 func FreeURL(t testing.TB) string { return fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) }
 
+// FreePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort(t testing.TB) int { return freePort(t) }
+
 // Endpoints are the client URLs of all members.
 func (c *Cluster) Endpoints() []string {
 	var out []string

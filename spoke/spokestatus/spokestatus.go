@@ -303,10 +303,8 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		}
 		return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
 	}
-	enc := "encrypted"
-	if len(key) == 0 {
-		enc = "UNENCRYPTED"
-	} else {
+	enc := "UNENCRYPTED"
+	if len(key) > 0 {
 		// Fingerprints, so that a key rotation can be followed spoke by
 		// spoke (docs/operations.md, "Gossip encryption").
 		encrypts, accepts := r.Gossip.Keys()

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -123,6 +124,22 @@ func etcdClientFromSecret(data map[string][]byte, dnsServers []string) (EtcdClie
 		DNSServers: dnsServers,
 		TLS:        &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}, nil
+}
+
+// consumerClient is an etcd client built from a consumer Secret's data
+// alone, closed when the test ends.
+func consumerClient(t testing.TB, data map[string][]byte, dnsServers []string) *clientv3.Client {
+	t.Helper()
+	cfg, err := etcdClientFromSecret(data, dnsServers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := EtcdClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
 }
 
 // ConsumerAPIServer is a kube-apiserver started from a consumer Secret.

@@ -108,15 +108,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 			t.Fatalf("read it back through the apiserver: %v %v", got, err)
 		}
 		// Read it from etcd directly, with the Secret's credentials.
-		cfg, err := etcdClientFromSecret(sec.Data, topo.DNSServers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, err := EtcdClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
+		cli := consumerClient(t, sec.Data, topo.DNSServers)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		resp, err := cli.Get(rctx, "/consumer-a/configmaps/default/"+cm.Name)
@@ -162,15 +154,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := etcdClientFromSecret(rs.Data, topo.DNSServers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, err := EtcdClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
+		cli := consumerClient(t, rs.Data, topo.DNSServers)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if _, err := cli.Get(rctx, "consumers/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
@@ -226,15 +210,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		}
 		na, _ := certNotAfter(renewed.Data[etcdfedv1.ClientSecretKeyCert])
 		t.Logf("renewed %.1fs after the request: now valid until %s", time.Since(start).Seconds(), na.Format(time.RFC3339))
-		cfg, err := etcdClientFromSecret(renewed.Data, topo.DNSServers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, err := EtcdClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
+		cli := consumerClient(t, renewed.Data, topo.DNSServers)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if _, err := cli.Put(rctx, "/consumer-renewed", "ok"); err != nil {

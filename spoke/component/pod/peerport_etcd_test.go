@@ -17,6 +17,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
@@ -66,7 +67,7 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 	var initial []string
 	for i := range 3 {
 		p := proc{name: fmt.Sprintf("main-%d", i), dir: t.TempDir(),
-			peer: fmt.Sprintf("127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("127.0.0.1:%d", freePort(t))}
+			peer: fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)), client: fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))}
 		procs = append(procs, p)
 		initial = append(initial, fmt.Sprintf("%s=https://localhost:%s", p.name, port(p.peer)))
 	}
@@ -106,7 +107,7 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 			case strings.HasPrefix(a, "--listen-client-urls="):
 				a = "--listen-client-urls=https://" + p.client
 			case strings.HasPrefix(a, "--listen-metrics-urls="):
-				a = fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", freePort(t))
+				a = fmt.Sprintf("--listen-metrics-urls=http://127.0.0.1:%d", etcdtest.FreePort(t))
 			}
 			a = strings.ReplaceAll(a, pod.TLSMountPath, p.dir)
 			a = strings.ReplaceAll(a, pod.DataDir, filepath.Join(p.dir, "data"))
@@ -214,14 +215,4 @@ func get(ca *pki.CA, leaf *pki.Leaf, addr, path string) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
