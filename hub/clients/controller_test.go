@@ -45,7 +45,7 @@ func reconcilePass(t *testing.T, r *Reconciler, hub client.Client, req reconcile
 		t.Fatal(err)
 	}
 	got := &etcdfedv1.EtcdCluster{}
-	if err := hub.Get(ctx, req.NamespacedName, got); err != nil && !(gone && apierrors.IsNotFound(err)) {
+	if err := hub.Get(ctx, req.NamespacedName, got); err != nil && (!gone || !apierrors.IsNotFound(err)) {
 		t.Fatal(err)
 	}
 	return got
