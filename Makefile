@@ -30,31 +30,53 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build hub, spoke and the etcdfed CLI into bin/.
+build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
+# IMAGES picks images by name (default: hub, spoke, etcdfed-init, etcd-3.6,
+# etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image).
+IMAGES ?=
+.PHONY: images
+images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
+	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
+
 .PHONY: tools
-tools: ## Build pinned kube-apiserver, etcd, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw into bin/ (only what is missing).
+tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6 and 3.5, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw; only what is missing).
 	hack/tools.sh
+
+# The tools each purpose runs, so that a first `make demo` builds only what
+# the demo runs, and `make test` not the generators and linters.
+.PHONY: tools-demo tools-test
+tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd, etcdctl).
+	hack/tools.sh --for demo
+tools-test: ## Build the tools the tests run (all but controller-gen and golangci-lint).
+	hack/tools.sh --for test
 
 .PHONY: system-deps
 system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf, iptables) when missing.
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRDs.
+generate: ## Generate deepcopy code, CRDs and the Dockerfile (from internal/images).
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(GO) generate ./config/...
+	$(GO) run ./hack/images dockerfile --out Dockerfile
 
 .PHONY: verify
-verify: generate ## Check generated files are current, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
+verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
+	@git diff --exit-code -- api config Dockerfile || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
+
+# hack/proddeps: hub, spoke and etcdfed-init must not link testing,
+# envtest, etcdfed's fixtures or the local environment.
+.PHONY: verify-deps
+verify-deps: ## Fail when a production binary (hub, spoke, etcdfed-init) links test or dev code; prints the import chain.
+	$(GO) run ./hack/proddeps
 
 ##@ Run
 
@@ -67,7 +89,7 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # without it otherwise; `etcdfed dev up` says in its first line what the
 # environment could not do and what it does instead.
 .PHONY: demo
-demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
+demo: tools-demo build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
 	hack/system-deps.sh demo
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(DETACH),--detach)
 
@@ -76,34 +98,39 @@ demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones
 # hack/leftovers first: processes an earlier run left behind are reported,
 # and stopped where its records prove a test binary that is gone started them.
 .PHONY: test
-test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
+test: tools-test system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
 	$(GO) run ./hack/leftovers
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_PKGS) | $(GO) run ./hack/testsummary
 
 .PHONY: drill
-drill: tools system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
+drill: tools-test system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
 	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 ETCDFED_DRILL_PAUSE=3s $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
 
 # SCENARIOS picks scenarios by test name (a go test -run pattern).
 SCENARIOS ?= ^TestScenario
 .PHONY: scenarios
-scenarios: tools system-deps build ## Every scenario too long for `make test` (failures, upgrades, defragmentation, certificates, backups, recovery), each under a recorded workload (SCENARIOS to pick).
+scenarios: tools-test system-deps build ## Every scenario too long for `make test` (failures, upgrades, defragmentation, certificates, backups, recovery), each under a recorded workload (SCENARIOS to pick).
 	ETCDFED_SCENARIOS=1 $(GO) test -count=1 -timeout 120m -v -run '$(SCENARIOS)' ./test/multicluster
 
 # The failure scenarios (issue 13's list) and one run of the hub-kill
 # drill: about 20 minutes, run by .ci/run after `make test`.
 FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp|LeaderZoneKilledAndReturned|HubPartitioned|HubDownZoneKilled|ZoneOfMultiZoneClusterKilled)$$
 .PHONY: failures
-failures: tools system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
+failures: tools-test system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
+
+.PHONY: test-images
+test-images: ## Build every image, load it into a private containerd (Debian's, installed when missing) and run each one's binaries with ctr run.
+	hack/system-deps.sh images
+	ETCDFED_IMAGES_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestImagesRunInContainerd$$' ./internal/images
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).
 	$(GO) test -short -json $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
 .PHONY: bench
-bench: tools system-deps ## Run benchmarks (placement, DNS, bootstrap and replacement timings, the hub with 10-50 rings).
+bench: tools-test system-deps ## Run benchmarks (placement, DNS, bootstrap and replacement timings, the hub with 10-50 rings).
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 	$(MAKE) bench-dns
 
@@ -114,7 +141,7 @@ bench: tools system-deps ## Run benchmarks (placement, DNS, bootstrap and replac
 SCALE_RINGS ?= 10,25,50
 SCALE_OUT ?= $(CURDIR)/hub-scale.md
 .PHONY: bench-scale
-bench-scale: tools system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
+bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
 	ETCDFED_SCALE_RINGS=$(SCALE_RINGS) ETCDFED_SCALE_OUT=$(SCALE_OUT) $(GO) test -run '^$$' -bench 'BenchmarkHubScale$$' -benchtime 1x -timeout 60m -v ./test/multicluster
 
 # The same benchmark before the hub's scale fixes (BEFORE, default a4959c0,
