@@ -5,7 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,8 +55,10 @@ func denied(err error) bool {
 }
 
 // TestConsumerRoles, against a real hub apiserver and a real etcd with
-// TLS: the hub turns etcd authentication on with a user and role per
-// consumer. A ReadOnly consumer reads and cannot write; a ReadWrite one
+// TLS: on a ring that ran without authentication (as an older hub left
+// it), the hub turns etcd authentication on with a user and role per
+// consumer while the declared consumers and a root certificate write, and
+// none of their writes fails. A ReadOnly consumer reads and cannot write; a ReadWrite one
 // with a keyPrefix writes under it and nowhere else; a Root one writes
 // anywhere; a certificate of the ring's CA that no spec.clients entry
 // declares (every certificate was root on the data before) reads and
@@ -75,7 +79,10 @@ func TestConsumerRoles(t *testing.T) {
 		t.Fatal(err)
 	}
 	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "main"}}
+	// A ring as an older hub ran it: consumers' Secrets, no etcd
+	// authentication (spec.tls.auth Disabled for the first pass).
 	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"},
+		TLS: etcdfedv1.TLSSpec{Auth: etcdfedv1.AuthDisabled},
 		Clients: []etcdfedv1.ClientSpec{
 			{Name: "reader", Role: etcdfedv1.ClientRoleReadOnly},
 			{Name: "writer", Role: etcdfedv1.ClientRoleReadWrite, KeyPrefix: "/app/"},
@@ -107,9 +114,6 @@ func TestConsumerRoles(t *testing.T) {
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
 	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
 	got := pass()
-	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c == nil || c.Status != metav1.ConditionTrue {
-		t.Fatalf("ClientsReady %+v", c)
-	}
 	secret := func(name string) map[string][]byte {
 		sec := &corev1.Secret{}
 		if err := hub.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "main-" + name + "-etcd-client"}, sec); err != nil {
@@ -121,6 +125,61 @@ func TestConsumerRoles(t *testing.T) {
 	defer cancel()
 	readerData := secret("reader")
 	reader, writer, admin := etcdFrom(t, readerData), etcdFrom(t, secret("writer")), etcdFrom(t, secret("admin"))
+
+	// Turning authentication on under the declared consumers' writes (and
+	// a root certificate's, as `etcdfed client-cert` gives) loses none.
+	root, err := ca.IssueClient(etcdfedv1.EtcdRootUser, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootCli := etcdFrom(t, Data(ca.CertPEM, root, strings.Join(e.Endpoints(), ",")))
+	var writes, failures atomic.Int64
+	var lastErr atomic.Value
+	stopWrites := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for i := 0; ; i++ {
+			select {
+			case <-stopWrites:
+				return
+			default:
+			}
+			for _, w := range []struct {
+				c   *clientv3.Client
+				key string
+			}{{writer, "/app/w"}, {admin, "/admin/w"}, {rootCli, "/root/w"}} {
+				if _, err := w.c.Put(cctx, fmt.Sprintf("%s%d", w.key, i), "v"); err != nil {
+					failures.Add(1)
+					lastErr.Store(err.Error())
+				} else {
+					writes.Add(1)
+				}
+			}
+		}
+	}()
+	for writes.Load() < 30 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := got.DeepCopy()
+	got.Spec.TLS.Auth = ""
+	if err := hub.Patch(ctx, got, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	got = pass()
+	at := writes.Load()
+	for writes.Load() < at+30 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stopWrites)
+	<-wrote
+	if failures.Load() > 0 {
+		t.Errorf("turning authentication on failed %d of %d writes of declared consumers and root: %v", failures.Load(), writes.Load()+failures.Load(), lastErr.Load())
+	}
+	t.Logf("authentication turned on under %d writes of declared consumers and root, none failed", writes.Load())
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("ClientsReady %+v", c)
+	}
 	if _, err := admin.Put(cctx, "/seed", "v"); err != nil {
 		t.Fatalf("Root consumer: put: %v", err)
 	}
@@ -153,7 +212,7 @@ func TestConsumerRoles(t *testing.T) {
 	}
 
 	// Revocation: the entry goes, the user with it.
-	before := got.DeepCopy()
+	before = got.DeepCopy()
 	got.Spec.Clients = got.Spec.Clients[1:]
 	if err := hub.Patch(ctx, got, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
