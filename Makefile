@@ -162,7 +162,7 @@ bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClus
 BEFORE ?= a4959c0
 COMPARE_OUT ?= $(CURDIR)/out/bench-scale-compare.md
 .PHONY: bench-scale-compare
-bench-scale-compare: tools system-deps ## Hub scale benchmark of BEFORE (default a4959c0) and of this tree in one run, one before/after table in COMPARE_OUT.
+bench-scale-compare: tools-test system-deps ## Hub scale benchmark of BEFORE (default a4959c0) and of this tree in one run, one before/after table in COMPARE_OUT.
 	BEFORE=$(BEFORE) SCALE_RINGS=$(SCALE_RINGS) AFTER_EXTRA_RINGS=$(AFTER_EXTRA_RINGS) OUT=$(COMPARE_OUT) hack/bench-scale-compare.sh
 
 .PHONY: bench-dns

@@ -98,6 +98,7 @@ type EtcdClusterSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, (has(d.commonName) && size(d.commonName) > 0 ? d.commonName : d.name) == (has(c.commonName) && size(c.commonName) > 0 ? c.commonName : c.name)))",message="every consumer needs its own etcd user: commonName (default name) must be unique among spec.clients"
 	Clients []ClientSpec `json:"clients,omitempty"`
 }
 
@@ -265,7 +266,33 @@ type TLSSpec struct {
 	// or a load balancer, and on loopback.
 	// +optional
 	PeerSkipClientSANVerification bool `json:"peerSkipClientSANVerification,omitempty"`
+
+	// auth is etcd's authentication: Enabled (default) or Disabled. When
+	// enabled, the user of every request is its client certificate's
+	// common name: the hub's (etcdfed-hub) and root are root, each
+	// spec.clients consumer has the role it declares, and any other
+	// certificate of the ring's CA reads and writes nothing. The hub
+	// creates the users and roles first and turns authentication on
+	// after, so consumers declared in spec.clients keep working. Disabled
+	// turns it off again: every certificate of the CA is root on the data.
+	// +optional
+	Auth AuthMode `json:"auth,omitempty"`
 }
+
+// AuthMode turns etcd's authentication on or off.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type AuthMode string
+
+const (
+	// AuthEnabled (default): etcd authentication with per-consumer roles.
+	AuthEnabled AuthMode = "Enabled"
+	// AuthDisabled: no etcd authentication.
+	AuthDisabled AuthMode = "Disabled"
+)
+
+// AuthOn reports whether etcd authentication is wanted on a ring whose TLS
+// is on (it needs client certificates).
+func (t TLSSpec) AuthOn() bool { return t.Mode.Enabled() && t.Auth != AuthDisabled }
 
 // FailurePolicy says when the hub replaces members on its own.
 type FailurePolicy struct {

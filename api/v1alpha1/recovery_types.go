@@ -97,6 +97,10 @@ type RecoveryRequest struct {
 	// come back as new incarnations joining it, under their names. Writes
 	// after the snapshot are lost. Exclusive with FromMember.
 	FromBackup string `json:"fromBackup,omitempty"`
+	// AllowUnsigned lets FromBackup restore a snapshot whose sidecar has
+	// no MAC the ring's snapshot key checks (one written before etcdfed
+	// signed snapshots).
+	AllowUnsigned bool `json:"allowUnsigned,omitempty"`
 	// RequestedAt is when the request was made (the CLI's clock).
 	RequestedAt time.Time `json:"requestedAt"`
 	// UID names this request: the hub acts on a request once and records

@@ -299,11 +299,13 @@ func ringCerts(ctx context.Context, c client.Client, st *localenv.State, ec *etc
 		return "", err
 	}
 	if old, err := os.ReadFile(filepath.Join(dir, pki.FileClientCert)); err == nil {
-		if renew, _ := ca.NeedsRenewal(old, nil, time.Now()); !renew {
+		if renew, _ := ca.NeedsRenewal(old, nil, time.Now()); !renew && pki.CommonName(old) == etcdfedv1.EtcdRootUser {
 			return dir, nil
 		}
 	}
-	leaf, err := ca.IssueClient("etcdfed-dev", time.Now())
+	// Root: with etcd authentication on, a common name no spec.clients
+	// entry declares reads and writes nothing.
+	leaf, err := ca.IssueClient(etcdfedv1.EtcdRootUser, time.Now())
 	if err != nil {
 		return "", err
 	}

@@ -22,6 +22,7 @@ import (
 func init() {
 	var hub hubFlags
 	var fromMember, fromBackup, confirmFenced string
+	var allowUnsigned bool
 	var wait bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
@@ -82,7 +83,7 @@ follows the recovery until the ring answers again with a leader.`,
 			}
 			key := client.ObjectKey{Namespace: ns, Name: args[0]}
 			now := time.Now().UTC().Truncate(time.Second)
-			req := etcdfedv1.RecoveryRequest{FromMember: fromMember, FromBackup: fromBackup, RequestedAt: now, UID: string(uuid.NewUUID())}
+			req := etcdfedv1.RecoveryRequest{FromMember: fromMember, FromBackup: fromBackup, AllowUnsigned: allowUnsigned, RequestedAt: now, UID: string(uuid.NewUUID())}
 			out := cmd.OutOrStdout()
 			confirmed, err := requestRecovery(cmd.Context(), c, key, req, fenced, now)
 			if err != nil {
@@ -110,6 +111,7 @@ follows the recovery until the ring answers again with a leader.`,
 	hub.bind(cmd.Flags())
 	cmd.Flags().StringVar(&fromMember, "from-member", "", "The surviving member to recover from (default: the one with the highest raft index).")
 	cmd.Flags().StringVar(&fromBackup, "from-backup", "", "Recover from a snapshot in spec.backup.store instead of a survivor: latest, or an object key.")
+	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "With --from-backup: restore a snapshot whose sidecar has no MAC the ring's snapshot key checks (one written before etcdfed signed snapshots).")
 	cmd.MarkFlagsMutuallyExclusive("from-member", "from-backup")
 	cmd.Flags().StringVar(&confirmFenced, "confirm-fenced", "", "Confirm that these members (comma separated: every member the hub lists as to be fenced) are stopped for good or cut off, so that forcing a new cluster splits nothing.")
 	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the ring answers with a leader again.")

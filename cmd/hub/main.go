@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -43,6 +42,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
+	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/version"
@@ -59,6 +59,8 @@ type options struct {
 	memberFiles      memberFiles
 	leaderElect      bool
 	metricsAddr      string
+	metricsSecure    bool
+	metricsCertDir   string
 	probeAddr        string
 	leaseStaleAfter  time.Duration
 	nodeStaleAfter   time.Duration
@@ -67,6 +69,9 @@ type options struct {
 	maxBackups       int
 	workers          int
 	pauseAfterStep   time.Duration
+	// clientsOtherNamespaces lets spec.clients write Secrets outside the
+	// EtcdCluster's namespace.
+	clientsOtherNamespaces bool
 }
 
 func main() {
@@ -80,6 +85,8 @@ func main() {
 		"NAME=PATH of a member cluster's kubeconfig file; repeat per cluster. When given, kubeconfig Secrets are not used (local use).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics over TLS to callers whose bearer token the hub cluster's apiserver authenticates (TokenReview) and allows GET /metrics (SubjectAccessReview; bind the ClusterRole etcdfed-metrics-reader). false: plain HTTP to anyone.")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate made at start.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
 		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub (spokes renew every 1s by default; keep this at least 3 renewals).")
@@ -91,6 +98,8 @@ func main() {
 	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
+	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
+		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
 		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
 	// Sub-second timestamps: the steps of one membership change are often
@@ -174,7 +183,7 @@ func run(ctx context.Context, o options) error {
 
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdfed-hub",
@@ -238,10 +247,12 @@ func run(ctx context.Context, o options) error {
 		Reader:   mgr.GetLocalManager().GetAPIReader(),
 		Clusters: clients.ManagerClusters{Manager: mgr},
 		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-clients"),
+		Policy:   clients.Policy{OtherNamespaces: o.clientsOtherNamespaces, RingNamespace: o.ringNamespace},
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}
-	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
+	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace,
+		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
 	}
 	if err := mgr.GetLocalManager().AddHealthzCheck("ping", healthz.Ping); err != nil {

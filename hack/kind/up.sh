@@ -183,6 +183,11 @@ done
 
 step "Installing the hub in $HUB"
 install_crds "$HUB"
+# The hub keeps the ring's gossip key in its namespace and writes it into
+# every member cluster (a member cluster added later gets it from the hub).
+ensure_namespace "$HUB"
+k "$HUB" -n "$NS" create secret generic etcdfed-gossip --from-file=key="$gossip_key" \
+	--dry-run=client -o yaml | k "$HUB" apply -f - >/dev/null
 ensure_namespace "$HUB"
 k "$HUB" apply -k hack/kind/hub
 restart_on_new_image "$HUB" etcdfed-hub

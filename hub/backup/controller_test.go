@@ -284,8 +284,16 @@ func TestBackupToFileAndRestore(t *testing.T) {
 	latest, err := store.Latest(ctx, backupstore.ClusterDir(f.ns, "plain", ec.Status.ClusterID))
 	g.Expect(err).NotTo(HaveOccurred())
 	path := filepath.Join(t.TempDir(), "latest.db")
-	_, _, err = store.FetchVerified(ctx, latest.Key, path)
+	// The sidecar is signed with the ring's snapshot key, kept in the hub
+	// cluster without an owner (it outlives the ring).
+	keySecret := &corev1.Secret{}
+	g.Expect(f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: backupstore.KeySecretName("plain")}, keySecret)).To(Succeed())
+	g.Expect(keySecret.OwnerReferences).To(BeEmpty())
+	mk := keySecret.Data[backupstore.KeySecretField]
+	g.Expect(mk).To(HaveLen(backupstore.MACKeySize))
+	_, md, err := store.FetchAccepted(ctx, latest.Key, path, func(md backupstore.Metadata) error { return md.CheckMAC(latest.Key, mk) })
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(md.MAC).To(HavePrefix("hmac-sha256:"))
 	peer, clientURL := etcdtest.FreeURL(t), etcdtest.FreeURL(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	_, err = etcdsnapshot.Restore(etcdsnapshot.RestoreInput{SnapshotPath: path, Name: "restored", PeerURLs: []string{peer},

@@ -281,6 +281,7 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 	}
 	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
 	errs = append(errs, r.sweep(ctx, s, d))
+	errs = append(errs, r.deleteStoreCredentials(ctx, s, d.spentCredentials))
 	return errors.Join(errs...)
 }
 
@@ -343,8 +344,7 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
-	dnsName := memberDNSName(s.ec, member)
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{dnsName}}, r.now())
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, r.now())
 	if err != nil {
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}

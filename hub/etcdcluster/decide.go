@@ -62,13 +62,16 @@ type decision struct {
 	// requestRefused is the message of a recovery request this pass
 	// refused (dated in the future), for its event; "" for none.
 	requestRefused string
+	// spentCredentials are members whose copy of a restore store's
+	// credentials is no longer needed: the restore ended (restore.go).
+	spentCredentials []memberRef
 }
 
 // upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
 // certificate to issue, no member object to update or sweep, and every
 // visible cluster already serving the record set.
 func (d *decision) upkeepIdle(s *snapshot) bool {
-	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 {
+	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
 	}
 	if d.dns.set == nil {
@@ -160,6 +163,7 @@ func decide(s *snapshot) *decision {
 	d.certs, d.updates = memberUpkeep(s, st, d.step)
 	d.sweep, d.sweepKept = leftBehind(s, st)
 	d.retain = retainVolumes(s, d.sweep)
+	d.spentCredentials = spentStoreCredentials(s)
 	return d
 }
 
@@ -326,7 +330,7 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bo
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}
-	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], []string{memberDNSName(s.ec, member)}, s.now)
+	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, member), s.now)
 	// A problem of the certificate itself (missing, expiring, wrong name,
 	// of a CA the ring does not know) is fixed at once.
 	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)

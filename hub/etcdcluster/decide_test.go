@@ -81,13 +81,15 @@ func withTLS(t *testing.T, s *snapshot) *pki.CA {
 
 func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member string, at time.Time) {
 	t.Helper()
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{memberDNSName(s.ec, member)}}, at)
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
 	name := pki.MemberSecretName(member)
 	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca.CertPEM, leaf)
-	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name}
+	// A ring that runs with TLS runs with its peer name required.
+	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name,
+		PeerName: pki.PeerName(s.ec.Spec.DNS.Domain), RequirePeerName: true}
 }
 
 // inFlight records an operation in the snapshot's status.

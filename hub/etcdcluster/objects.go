@@ -30,6 +30,13 @@ func memberDNSName(ec *etcdfedv1.EtcdCluster, member string) string {
 	return etcdfedv1.MemberDNSName(member, ec.Spec.DNS.Domain)
 }
 
+// memberCertNames are the DNS SANs of a member's certificate: its own
+// name first (etcd's peer address check resolves them in order), then the
+// ring's peer name, which no client certificate carries.
+func memberCertNames(ec *etcdfedv1.EtcdCluster, member string) []string {
+	return []string{memberDNSName(ec, member), pki.PeerName(ec.Spec.DNS.Domain)}
+}
+
 // memberURL is a member's URL on port, by its DNS name.
 func memberURL(ec *etcdfedv1.EtcdCluster, member string, port int32) string {
 	return etcdfedv1.MemberURL(ec.Spec.TLS.Mode, memberDNSName(ec, member), port)
@@ -72,6 +79,9 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		if a := s.pki.authority(); a != nil && a.Rotating() {
 			obj.Spec.TLS.CAHash = a.Trust()
 		}
+		// The peer port for peers only (peerport.go).
+		obj.Spec.TLS.PeerName = pki.PeerName(ec.Spec.DNS.Domain)
+		obj.Spec.TLS.RequirePeerName = requirePeerName(s, st, existing)
 	}
 	if grantsDisruption(st, m.Name) {
 		obj.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
@@ -82,6 +92,11 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
+		if restoreEnded(st, m.Name, existing) {
+			// Restarts nothing; the copy of the store's credentials goes
+			// once the object no longer names it (spentStoreCredentials).
+			b.Restore = nil
+		}
 		if st.ClusterID != "" {
 			b.InitialClusterState = etcdfedv1.InitialClusterExisting
 			// The spoke refuses to start the member on data of another

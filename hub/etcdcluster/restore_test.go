@@ -104,6 +104,47 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	}
 }
 
+// The copies of the store's credentials go once the restore ended: a
+// member that reports an etcd ID for its incarnation drops
+// spec.bootstrap.restore (restarting nothing), and its Secret is deleted
+// in the pass after its object no longer names it; a member that has not
+// run yet keeps both (it may still have to restore).
+func TestStoreCredentialsRemovedOnceRestored(t *testing.T) {
+	s := founding(true)
+	d := decide(s)
+	if len(d.step.writes) != 3 {
+		t.Fatalf("%d writes, want 3", len(d.step.writes))
+	}
+	formed := founding(true)
+	formed.ec.Status.ClusterID = "c1"
+	formed.ec.Status.Operation = nil
+	for _, w := range d.step.writes {
+		cs := formed.cluster(w.cluster)
+		cs.members[w.want.Name] = w.want
+		cs.secrets[StoreCredentialsSecretName(w.want.Name)] = storeCredentialsSecret(formed, w.want.Name)
+	}
+	ran, notYet := formed.ec.Status.Members[0], formed.ec.Status.Members[1]
+	obj := formed.cluster(ran.Cluster).members[ran.Name]
+	obj.Status.Incarnation = obj.Spec.Incarnation
+	obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: "a1"}
+	if got := spentStoreCredentials(formed); len(got) != 0 {
+		t.Fatalf("credentials spent while every object still restores: %v", got)
+	}
+	if want := desiredMember(formed, &formed.ec.Status, &ran, obj); want.Spec.Bootstrap.Restore != nil {
+		t.Errorf("%s ran on its restored data and still restores: %+v", ran.Name, want.Spec.Bootstrap.Restore)
+	} else {
+		obj.Spec.Bootstrap = want.Spec.Bootstrap // the pass's write
+	}
+	other := formed.cluster(notYet.Cluster).members[notYet.Name]
+	if want := desiredMember(formed, &formed.ec.Status, &notYet, other); want.Spec.Bootstrap.Restore == nil {
+		t.Errorf("%s never ran and lost its restore", notYet.Name)
+	}
+	got := spentStoreCredentials(formed)
+	if len(got) != 1 || got[0].member != ran.Name || got[0].cluster != ran.Cluster {
+		t.Fatalf("spent credentials %v, want only %s's", got, ran.Name)
+	}
+}
+
 // recoveringFromBackup is ring() after it lost its quorum, with a Recover
 // from the latest backup in flight into main-0 (incarnation 4, exposed,
 // not started), the snapshot checked after the request.

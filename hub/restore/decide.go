@@ -2,6 +2,7 @@ package restore
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -23,6 +24,27 @@ type Source struct {
 	// Object is a key or SnapshotLatest; SourceCluster NAMESPACE/NAME,
 	// whose snapshots latest picks from.
 	Object, SourceCluster string
+	// AllowUnsigned accepts a snapshot whose MAC is missing or does not
+	// check (spec.bootstrap.fromSnapshot.allowUnsigned, or the recovery
+	// request's allowUnsigned).
+	AllowUnsigned bool
+}
+
+// Owner is NAMESPACE and NAME of the EtcdCluster whose snapshot key
+// authenticates object key: SourceCluster when set, else the key's first
+// two path segments (a store keeps a ring's snapshots under
+// NAMESPACE/NAME/).
+func (s Source) Owner(key string) (namespace, name string, ok bool) {
+	src := s.SourceCluster
+	if src == "" {
+		parts := strings.SplitN(key, "/", 3)
+		if len(parts) < 3 {
+			return "", "", false
+		}
+		src = parts[0] + "/" + parts[1]
+	}
+	namespace, name, ok = strings.Cut(src, "/")
+	return namespace, name, ok && namespace != "" && name != ""
 }
 
 // Decide says whether a snapshot of ec must be resolved, and which. The
@@ -38,7 +60,7 @@ func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
 			return Source{}, false, nil
 		}
 		f := b.FromSnapshot
-		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster}, true, nil
+		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster, AllowUnsigned: f.AllowUnsigned}, true, nil
 	}
 	v, found := ec.Annotations[etcdfedv1.AnnotationRecover]
 	if !found || ec.Status.ClusterID == "" {
@@ -54,12 +76,12 @@ func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
 	if ec.Spec.Backup == nil {
 		return Source{}, true, fmt.Errorf("recovery from backup %s requested, but spec.backup is not set: it names the store to restore from", req.FromBackup)
 	}
-	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name}, true, nil
+	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name, AllowUnsigned: req.AllowUnsigned}, true, nil
 }
 
 // Retry is when a failed resolution with reason is tried again.
 func Retry(reason string) time.Duration {
-	if reason == etcdfedv1.SnapshotReasonInvalid {
+	if reason == etcdfedv1.SnapshotReasonInvalid || reason == etcdfedv1.SnapshotReasonUnauthenticated {
 		return RetryInvalid
 	}
 	return RetryTransient

@@ -1,7 +1,8 @@
 // Package spokes is the hub's reconciler for EtcdSpoke objects: it tells
 // every spoke its member cluster's name and the gossip addresses of the
 // other spokes, so the gossip ring forms across clusters without anyone
-// seeding it by hand.
+// seeding it by hand, and hands every spoke the ring's gossip key
+// (gossipkey.go).
 package spokes
 
 import (
@@ -33,6 +34,12 @@ type Reconciler struct {
 	Manager       mcmanager.Manager
 	Registry      registry.Registry
 	RingNamespace string
+	// HubNamespace is where the hub keeps the gossip key; HubClient and
+	// HubReader (uncached) reach it. With no HubReader the spokes get no
+	// key from the hub.
+	HubNamespace string
+	HubClient    client.Client
+	HubReader    client.Reader
 }
 
 // SetupWithManager watches EtcdSpoke in member clusters only.
@@ -65,6 +72,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	spoke := &etcdfedv1.EtcdSpoke{}
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, spoke); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.HubReader != nil {
+		data, err := r.hubGossipKey(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := writeGossipKey(ctx, cl.GetClient(), cl.GetAPIReader(), r.RingNamespace, data); err != nil {
+			return ctrl.Result{}, fmt.Errorf("gossip key in %s: %w", req.ClusterName, err)
+		}
 	}
 	peers, err := r.peers(ctx, req.ClusterName)
 	if err != nil {

@@ -130,7 +130,9 @@ func clientTLS(ctx context.Context, hub client.Client, ec *etcdfedv1.EtcdCluster
 	if err != nil {
 		return nil, fmt.Errorf("a client certificate for the workload: %w", err)
 	}
-	leaf, err := ca.IssueClient("etcdfed-drill", time.Now())
+	// Root: with etcd authentication on, any other common name that no
+	// spec.clients entry declares reads and writes nothing.
+	leaf, err := ca.IssueClient(etcdfedv1.EtcdRootUser, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("issue a client certificate: %w", err)
 	}

@@ -211,8 +211,37 @@ func StartMember(t testing.TB, name, dataDir, peerURL, clientURL string) *Cluste
 	return c
 }
 
+// StartMemberAs is StartMember with client and peer TLS from ca (URLs
+// https://), and a client certificate of commonName for NewClient: the
+// etcd user a data directory restored from a ring with authentication on
+// needs (root).
+func StartMemberAs(t testing.TB, name, dataDir, peerURL, clientURL string, ca *pki.CA, commonName string) *Cluster {
+	t.Helper()
+	leaf, err := ca.IssueClient(commonName, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, CA: ca, Client: leaf}
+	m := &Member{Name: name, DataDir: dataDir, PeerURL: peerURL, ClientURL: clientURL, AdvertisedClientURL: clientURL, dir: t.TempDir()}
+	m.args = append([]string{
+		"--name=" + name, "--data-dir=" + dataDir,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
+		"--log-level=error",
+	}, c.tlsArgs(t, m)...)
+	c.Members = []*Member{m}
+	c.startMember(m)
+	if err := c.WaitHealthy(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // FreeURL is http://127.0.0.1:<free port>.
 func FreeURL(t testing.TB) string { return fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) }
+
+// FreePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort(t testing.TB) int { return freePort(t) }
 
 // Endpoints are the client URLs of all members.
 func (c *Cluster) Endpoints() []string {

@@ -48,7 +48,13 @@ const (
 )
 
 // GossipKeyField is the key of the gossip encryption key in its Secret.
-const GossipKeyField = "key"
+const GossipKeyField = etcdfedv1.GossipSecretKey
+
+// GossipAcceptField holds further keys accepted on receipt, one after the
+// other (each 16, 24 or 32 bytes, all of one size): a rotation's new key
+// before it encrypts, or its old key until every spoke encrypts with the
+// new one.
+const GossipAcceptField = etcdfedv1.GossipSecretAccept
 
 // FieldOwner is the field manager of the spoke's writes.
 const FieldOwner = "etcdfed-spoke"
@@ -322,6 +328,7 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		return metav1.ConditionFalse, ReasonWaitingForClusterName, "gossip waits for a node name: --cluster-name or spec.clusterName (written by the hub)", nil
 	}
 	var key []byte
+	var accept [][]byte
 	if r.GossipSecret != "" {
 		sec := &corev1.Secret{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.GossipSecret}, sec); err != nil {
@@ -334,6 +341,14 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		if len(key) == 0 {
 			return metav1.ConditionFalse, ReasonGossipKeyMissing, fmt.Sprintf("gossip Secret %s has no %q", r.GossipSecret, GossipKeyField), nil
 		}
+		if a := sec.Data[GossipAcceptField]; len(a) > 0 {
+			if len(a)%len(key) != 0 {
+				return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %q is %d bytes, not a whole number of %d-byte keys", r.GossipSecret, GossipAcceptField, len(a), len(key)), nil
+			}
+			for len(a) > 0 {
+				accept, a = append(accept, a[:len(key)]), a[len(key):]
+			}
+		}
 	}
 	seeds := slices.Clone(r.GossipSeeds)
 	for _, p := range s.Spec.GossipPeers {
@@ -341,15 +356,21 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			seeds = append(seeds, p.Address)
 		}
 	}
-	if err := r.Gossip.Configure(name, key, seeds); err != nil {
+	if err := r.Gossip.Configure(name, key, seeds, accept...); err != nil {
 		if errors.Is(err, gossip.ErrBadKey) {
 			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %v", r.GossipSecret, err), nil
 		}
 		return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
 	}
-	enc := "encrypted"
-	if len(key) == 0 {
-		enc = "UNENCRYPTED"
+	enc := "UNENCRYPTED"
+	if len(key) > 0 {
+		// Fingerprints, so that a key rotation can be followed spoke by
+		// spoke (docs/operations.md, "Gossip encryption").
+		encrypts, accepts := r.Gossip.Keys()
+		enc = "encrypted with key " + encrypts
+		if len(accepts) > 0 {
+			enc += ", accepting " + strings.Join(accepts, ", ")
+		}
 	}
 	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s)", name, r.Gossip.Address(), enc), nil
 }

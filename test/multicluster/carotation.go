@@ -114,9 +114,10 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	}
 
 	// Two consumers: the workload's in the hub cluster, one in a member
-	// cluster.
+	// cluster (in the EtcdCluster's own namespace there: a spec reaches no
+	// other without the hub's policy).
 	remote := in.Topology.Members[len(in.Topology.Members)-1]
-	const remoteNS = "carot-consumer"
+	remoteNS := ec.Namespace
 	if err := ensureNamespace(ctx, remote, remoteNS); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,10 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 
 	// The control: a client with a certificate of the (still current) CA
 	// is served by every member; the same client is refused at the end.
-	stale, err := old.IssueClient("old-ca-client", time.Now())
+	// It carries the ring's peer name, as member certificates do: the peer
+	// ports accept no other (a consumer's client certificate is refused
+	// there whatever its CA).
+	stale, err := controlCert(old, ec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +312,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		}
 		chainsToNew(fmt.Sprintf("Secret %s in %s", s.key, s.c.Name), sec.Data)
 	}
-	control, err := newCA.IssueClient("new-ca-client", time.Now())
+	control, err := controlCert(newCA, ec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -344,6 +348,12 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		took.Seconds(), strings.Join(perPhase, ", "), failed, gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"), elections.FailuresWithinElections(t, w))
 	checkWorkload(ctx, t, w)
 	return ConsumerSecret{Cluster: remote, Key: remoteSecret}
+}
+
+// controlCert is a certificate of ca that a member's client port and peer
+// port both accept: client and server use, with the ring's peer name.
+func controlCert(ca *pki.CA, ec *etcdfedv1.EtcdCluster) (*pki.Leaf, error) {
+	return ca.IssueMember(pki.MemberRequest{Member: "ca-rotation-control", DNSNames: []string{pki.PeerName(ec.Spec.DNS.Domain)}}, time.Now())
 }
 
 // tlsTarget is one TLS port of a member.

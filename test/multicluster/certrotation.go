@@ -71,8 +71,10 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 			t.Fatal(err)
 		}
 		original := certSerial(t, sec.Data[pki.KeyCert])
-		// Issued long ago: it expires within RenewBefore.
-		expiring, err := ca.IssueMember(pki.MemberRequest{Member: m.Name, DNSNames: []string{MemberHost(m.Name, in.Etcd.Domain)}}, time.Now().Add(-pki.LeafValidity+pki.RenewBefore/3))
+		// Issued long ago, as the hub issues them (the member's name and
+		// the ring's peer name, which peer ports require): it expires
+		// within RenewBefore.
+		expiring, err := ca.IssueMember(pki.MemberRequest{Member: m.Name, DNSNames: []string{MemberHost(m.Name, in.Etcd.Domain), pki.PeerName(in.Etcd.Domain)}}, time.Now().Add(-pki.LeafValidity+pki.RenewBefore/3))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -40,13 +40,15 @@ func (m *ManagedEtcd) Get(ctx context.Context, hub *Cluster) (*etcdfedv1.EtcdClu
 }
 
 // ClientCert issues a client certificate from an EtcdCluster's CA, as
-// `etcdfed client-cert` does, and returns the CA certificate with it.
+// `etcdfed client-cert` does (etcd's root user: with etcd authentication
+// on, an undeclared common name reads nothing), and returns the CA
+// certificate with it.
 func ClientCert(ctx context.Context, hub *Cluster, ec *etcdfedv1.EtcdCluster) ([]byte, *pki.Leaf, error) {
 	ca, err := pki.ReadCA(ctx, hub.Client, ec)
 	if err != nil {
 		return nil, nil, err
 	}
-	leaf, err := ca.IssueClient("multicluster-test", time.Now())
+	leaf, err := ca.IssueClient(etcdfedv1.EtcdRootUser, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -143,7 +143,19 @@ func TestHubPermissions(t *testing.T) {
 	ok("update a Secret in the EtcdCluster's namespace", as.Update(ctx, ca))
 	forbidden("delete a Secret in the EtcdCluster's namespace", as.Delete(ctx, ca))
 	forbidden("create a Secret in an unbound namespace", as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}))
-	forbidden("create a Secret in the hub's namespace (kubeconfigs are the admin's)", as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: hubNS}}))
+	// The gossip key: created once, updated by name. No other Secret of
+	// the hub's namespace (the kubeconfigs are the admin's) is updated.
+	gossip := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-gossip", Namespace: hubNS}, Data: map[string][]byte{"key": []byte("k")}}
+	ok("create the gossip key Secret in the hub's namespace", as.Create(ctx, gossip))
+	gossip.Data["accept"] = []byte("a")
+	ok("update the gossip key Secret", as.Update(ctx, gossip))
+	kubeconfig := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "member-x", Namespace: hubNS}, Data: map[string][]byte{"kubeconfig": []byte("x")}}
+	if err := cl.Client.Create(ctx, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig.Data["kubeconfig"] = []byte("y")
+	forbidden("update a kubeconfig Secret in the hub's namespace (the admin's)", as.Update(ctx, kubeconfig))
+	forbidden("delete a Secret in the hub's namespace", as.Delete(ctx, kubeconfig))
 	ok("create an event in the EtcdCluster's namespace", as.Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "main.1", Namespace: ecNS},
 		InvolvedObject: corev1.ObjectReference{Kind: "EtcdCluster", Namespace: ecNS, Name: "main"}, Reason: "Test", Type: corev1.EventTypeNormal}))

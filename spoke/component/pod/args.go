@@ -85,6 +85,13 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 			"--peer-trusted-ca-file="+CAFile,
 			"--peer-client-cert-auth=true",
 		)
+		if t := m.Spec.TLS; t.RequirePeerName && t.PeerName != "" {
+			// Peers only: the peer port (both ends of every peer
+			// connection) accepts a certificate only with the ring's
+			// peer name, which no client certificate carries. The same
+			// flag on etcd 3.5, 3.6 and 3.7.
+			args = append(args, "--peer-cert-allowed-hostname="+t.PeerName)
+		}
 		if m.Spec.TLS.PeerSkipClientSANVerification {
 			if etcd35(m) {
 				args = append(args, "--experimental-peer-skip-client-san-verification=true")
