@@ -56,20 +56,20 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	for _, w := range d.step.writes {
 		b := w.want.Spec.Bootstrap
 		if b == nil || b.Restore == nil {
-			t.Fatalf("%s: bootstrap %+v without restore", w.want.Name, b)
+			t.Fatalf("%s: bootstrap %+v without restore", w.want.Spec.MemberName, b)
 		}
 		r := b.Restore
 		if r.Object != s.ec.Status.Restore.Object || r.SHA256 != s.ec.Status.Restore.SHA256 || r.RevisionBump != etcdfedv1.DefaultRestoreRevisionBump {
-			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Name, r, s.ec.Status.Restore)
+			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Spec.MemberName, r, s.ec.Status.Restore)
 		}
 		if r.Store.URL != "s3://backups/hub" || r.Store.CredentialsSecretName != StoreCredentialsSecretName(w.want.Name) || !w.storeCredentials {
-			t.Errorf("%s: store %+v, credentials copied %v", w.want.Name, r.Store, w.storeCredentials)
+			t.Errorf("%s: store %+v, credentials copied %v", w.want.Spec.MemberName, r.Store, w.storeCredentials)
 		}
 		if b.InitialClusterState != etcdfedv1.InitialClusterNew || b.Token != string(s.ec.UID) || strings.Count(b.InitialCluster, "=") != 3 {
-			t.Errorf("%s: bootstrap %s %s %s", w.want.Name, b.InitialClusterState, b.Token, b.InitialCluster)
+			t.Errorf("%s: bootstrap %s %s %s", w.want.Spec.MemberName, b.InitialClusterState, b.Token, b.InitialCluster)
 		}
-		sec := storeCredentialsSecret(s, w.want.Name)
-		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Name ||
+		sec := storeCredentialsSecret(s, s.cluster(w.cluster), w.want.Spec.MemberName)
+		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Spec.MemberName ||
 			sec.Labels[etcdfedv1.LabelClusterUID] != string(s.ec.UID) {
 			t.Errorf("credentials copy %+v", sec)
 		}
@@ -79,7 +79,7 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	formed := founding(true)
 	formed.ec.Status.ClusterID = "c1"
 	for _, w := range d.step.writes {
-		formed.cluster(w.cluster).members[w.want.Name] = w.want
+		formed.cluster(w.cluster).members[w.want.Spec.MemberName] = w.want
 	}
 	for _, m := range formed.ec.Status.Members {
 		want := desiredMember(formed, &formed.ec.Status, &m, formed.cluster(m.Cluster).members[m.Name])
