@@ -22,7 +22,6 @@ func Image(ec *etcdfedv1.EtcdCluster) string {
 	return etcdfedv1.DefaultImageRepository + ":v" + ec.Spec.Version
 }
 
-
 // memberDNSName is <member>.<domain>.
 func memberDNSName(ec *etcdfedv1.EtcdCluster, member string) string {
 	return etcdfedv1.MemberDNSName(member, ec.Spec.DNS.Domain)
