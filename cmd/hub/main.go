@@ -247,6 +247,7 @@ func run(ctx context.Context, o options) error {
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
 		Policy:                  policy,
+		AllowLoopbackAddresses:  o.allowLoopback,
 		Manager:                 mgr,
 		Registry:                reg,
 		Tracker:                 tracker,
@@ -288,7 +289,7 @@ func run(ctx context.Context, o options) error {
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}
-	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
+	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, AllowLoopback: o.allowLoopback}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
 	}
 	if err := mgr.GetLocalManager().AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -76,6 +76,9 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many EtcdClusters are passed over at
 	// once. Default DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// AllowLoopbackAddresses accepts loopback addresses in what spokes
+	// report (the local environment); see hub/reports.
+	AllowLoopbackAddresses bool
 	// Policy is the hub's tenancy policy: what an EtcdCluster's spec may
 	// choose for pods in every member cluster (admit.go).
 	Policy tenancy.Policy

@@ -206,7 +206,12 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 			return err
 		}
 	}
-	return listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs)
+	if err := listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs); err != nil {
+		return err
+	}
+	checkReports(ec, cs, r.AllowLoopbackAddresses)
+	sort.Strings(cs.rejected)
+	return nil
 }
 
 func clusterSelector(ec *etcdfedv1.EtcdCluster) (labels.Selector, error) {

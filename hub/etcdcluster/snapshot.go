@@ -64,6 +64,9 @@ type clusterSnapshot struct {
 	zones   map[string]*etcdfedv1.EtcdDNSZone
 	secrets map[string]*corev1.Secret
 	readErr error
+	// rejected are the refused fields of what the cluster reported
+	// (checkReports), one message each, sorted.
+	rejected []string
 	// nodes are the cluster's nodes with their zone and the hub's last
 	// sighting of their Lease (multi-zone clusters only; nil otherwise).
 	nodes map[string]nodeSeen
