@@ -30,7 +30,7 @@ func ring() *snapshot {
 	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "default", UID: "uid-1", Generation: 2}}
 	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"}, TLS: etcdfedv1.TLSSpec{Mode: etcdfedv1.TLSDisabled}}
 	ec.Status.ClusterID, ec.Status.LastIncarnation = "c1", 3
-	s := &snapshot{ec: ec, now: now, ringNamespace: etcdfedv1.DefaultRingNamespace, byName: map[string]*clusterSnapshot{}}
+	s := &snapshot{ec: ec, now: now, ringNamespace: etcdfedv1.DefaultRingNamespace, allowLoopback: true, byName: map[string]*clusterSnapshot{}}
 	seen := metav1.NewTime(now.Add(-time.Minute))
 	for i := range 3 {
 		c, zone, name := fmt.Sprintf("member-%d", i+1), fmt.Sprintf("zone-%d", i+1), fmt.Sprintf("main-%d", i)

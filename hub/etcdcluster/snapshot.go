@@ -23,6 +23,9 @@ type snapshot struct {
 	now time.Time
 	// ringNamespace is where the hub's objects live in member clusters.
 	ringNamespace string
+	// allowLoopback: loopback addresses are good addresses (the local
+	// environment; hub/reports).
+	allowLoopback bool
 	// clusters are the registered member clusters in the registry's order.
 	clusters []*clusterSnapshot
 	byName   map[string]*clusterSnapshot
