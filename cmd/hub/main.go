@@ -193,6 +193,8 @@ func run(ctx context.Context, o options) error {
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
 		Log:            log.WithName("member-clusters"),
+		// Only kubeconfig Secrets are checked: files are the operator's own.
+		AllowUnsafeKubeconfigs: o.unsafeKubeconfig,
 	}
 	if len(o.memberFiles) > 0 {
 		files := registry.Files{}
@@ -235,6 +237,7 @@ func run(ctx context.Context, o options) error {
 	if provider.Source == nil {
 		provider.Source = registry.Secrets{Client: mgr.GetLocalManager().GetClient(), Namespace: o.namespace}
 	}
+	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	reg := provider
 
 	policy := tenancy.Policy{
