@@ -3,6 +3,7 @@ package tenancy
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -97,7 +98,22 @@ var ErrForbidden = errors.New("tenancy: not allowed by the hub's policy")
 // path in the spec, for the message): a store without credentials acts
 // with the hub's own identity, and a file:// store with the hub's (and the
 // member nodes') filesystem, both only when the hub's operator allows it.
+//
+// An s3.endpoint with a user or password, or plain http:// without
+// s3.insecure, is refused whatever the policy: the CRD refuses both, and
+// this covers objects stored before it did.
 func (p Policy) CheckStore(field string, store etcdfedv1.BackupStore) error {
+	if o := store.S3; o != nil && o.Endpoint != "" {
+		u, err := url.Parse(o.Endpoint)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%w: %s.s3.endpoint: %w", ErrForbidden, field, err)
+		case u.User != nil:
+			return fmt.Errorf("%w: %s.s3.endpoint carries a user or password; put the credentials in the Secret named by credentialsSecretName", ErrForbidden, field)
+		case u.Scheme == "http" && !o.Insecure:
+			return fmt.Errorf("%w: %s.s3.endpoint %s is plain http: use https://, or set s3.insecure: true", ErrForbidden, field, o.Endpoint)
+		}
+	}
 	if p.AmbientStoreCredentials {
 		return nil
 	}

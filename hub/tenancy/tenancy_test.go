@@ -136,6 +136,10 @@ func TestCheckStoreAndSource(t *testing.T) {
 		{"no credentials, allowed", Policy{AmbientStoreCredentials: true}, etcdfedv1.BackupStore{URL: "gs://b"}, ""},
 		{"the hub's filesystem", Policy{}, etcdfedv1.BackupStore{URL: "file:///var/lib/backups"}, "hub's own filesystem"},
 		{"the hub's filesystem, allowed", Policy{AmbientStoreCredentials: true}, etcdfedv1.BackupStore{URL: "file:///var/lib/backups"}, ""},
+		{"an endpoint with a password, whatever the policy", Policy{AmbientStoreCredentials: true}, etcdfedv1.BackupStore{URL: "s3://b", CredentialsSecretName: "c",
+			S3: &etcdfedv1.S3StoreOptions{Endpoint: "https://u:p@minio:9000"}}, "carries a user or password"},
+		{"plain http without insecure", Policy{}, etcdfedv1.BackupStore{URL: "s3://b", CredentialsSecretName: "c", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://minio:9000"}}, "plain http"},
+		{"plain http, insecure", Policy{}, etcdfedv1.BackupStore{URL: "s3://b", CredentialsSecretName: "c", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://minio:9000", Insecure: true}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.policy.CheckStore("spec.backup.store", tc.store)
