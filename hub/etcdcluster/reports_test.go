@@ -67,17 +67,7 @@ func reportFixture(t *testing.T, s *snapshot, report func(m *etcdfedv1.EtcdMembe
 // member's initial cluster.
 func TestBadPeerURLNeverReachesInitialCluster(t *testing.T) {
 	s := ring()
-	s.ec.Status.ClusterID = ""
-	for i := range s.ec.Status.Members {
-		s.ec.Status.Members[i].ID = ""
-	}
-	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationBootstrap, Step: string(membership.ActCreateObjects), StartedAt: metav1.NewTime(now)}
-	for _, cs := range s.clusters {
-		for _, o := range cs.members {
-			o.Spec.Bootstrap = nil
-		}
-	}
-	s.etcd = membership.Etcd{Error: "no member started"}
+	unformed(s)
 	if d := decide(s); d.plan.Action != membership.ActStartBootstrap {
 		t.Fatalf("with good reports: plan %s (%s), want StartBootstrap", d.plan.Action, d.plan.Reason)
 	}

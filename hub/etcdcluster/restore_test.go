@@ -12,15 +12,10 @@ import (
 	"github.com/etcdfed/etcdfed/hub/membership"
 )
 
-// founding is ring() before etcd formed, founded from a snapshot in an S3
-// store with credentials: the three objects exist and are exposed, none
-// has bootstrap yet.
-func founding(verified bool) *snapshot {
-	s := ring()
-	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
-		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
-		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
-	}}
+// unformed makes s a ring before etcd formed: the founding members'
+// objects exist and are exposed, none has bootstrap yet, and the Bootstrap
+// operation is at CreateObjects.
+func unformed(s *snapshot) {
 	s.ec.Status.ClusterID = ""
 	for i := range s.ec.Status.Members {
 		s.ec.Status.Members[i].ID = ""
@@ -32,6 +27,18 @@ func founding(verified bool) *snapshot {
 		}
 	}
 	s.etcd = membership.Etcd{Error: "no member started"}
+}
+
+// founding is ring() before etcd formed, founded from a snapshot in an S3
+// store with credentials: the three objects exist and are exposed, none
+// has bootstrap yet.
+func founding(verified bool) *snapshot {
+	s := ring()
+	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
+		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
+		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
+	}}
+	unformed(s)
 	s.restore = restoreSnapshot{creds: map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id"), etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("secret")}}
 	if verified {
 		s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "team-a/old/2222222222222222/20261123T120000.000Z-rev99.db", SHA256: strings.Repeat("cd", 32),

@@ -273,41 +273,31 @@ func MemberStatus(st etcdfedv1.EtcdMemberStatus, m Member) (etcdfedv1.EtcdMember
 // entry of a list dropped), and the rejections.
 func SpokeStatus(st etcdfedv1.EtcdSpokeStatus, allowLoopback bool) (etcdfedv1.EtcdSpokeStatus, []Rejection) {
 	var out []Rejection
-	var dns []string
-	for i, a := range st.DNSAddresses {
-		field := fmt.Sprintf("status.dnsAddresses[%d]", i)
-		switch err := CheckHostPort(a, allowLoopback, true); {
-		case i >= MaxDNSAddresses:
-			out = append(out, reject(field, a, fmt.Errorf("more than %d DNS addresses", MaxDNSAddresses)))
-		case err != nil:
-			out = append(out, reject(field, a, err))
-		default:
-			dns = append(dns, a)
-		}
-	}
-	st.DNSAddresses = dns
+	st.DNSAddresses, out = checkList("status.dnsAddresses", st.DNSAddresses, MaxDNSAddresses, func(a string) error { return CheckHostPort(a, allowLoopback, true) }, out)
 	if st.GossipAddress != "" {
 		if err := CheckHostPort(st.GossipAddress, allowLoopback, false); err != nil {
 			out = append(out, reject("status.gossipAddress", st.GossipAddress, err))
 			st.GossipAddress = ""
 		}
 	}
-	st.Zones, out = checkZones("status.zones", st.Zones, out)
-	st.UnschedulableZones, out = checkZones("status.unschedulableZones", st.UnschedulableZones, out)
+	st.Zones, out = checkList("status.zones", st.Zones, MaxZones, CheckZone, out)
+	st.UnschedulableZones, out = checkList("status.unschedulableZones", st.UnschedulableZones, MaxZones, CheckZone, out)
 	return st, out
 }
 
-func checkZones(field string, zones []string, out []Rejection) ([]string, []Rejection) {
+// checkList keeps the entries of list that check accepts, at most max of
+// them, and adds a rejection for each other.
+func checkList(field string, list []string, max int, check func(string) error, out []Rejection) ([]string, []Rejection) {
 	var ok []string
-	for i, z := range zones {
+	for i, v := range list {
 		f := fmt.Sprintf("%s[%d]", field, i)
-		switch err := CheckZone(z); {
-		case i >= MaxZones:
-			out = append(out, reject(f, z, fmt.Errorf("more than %d zones", MaxZones)))
+		switch err := check(v); {
+		case i >= max:
+			out = append(out, reject(f, v, fmt.Errorf("more than %d entries", max)))
 		case err != nil:
-			out = append(out, reject(f, z, err))
+			out = append(out, reject(f, v, err))
 		default:
-			ok = append(ok, z)
+			ok = append(ok, v)
 		}
 	}
 	return ok, out
