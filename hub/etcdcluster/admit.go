@@ -34,13 +34,53 @@ type refusal struct {
 	reason, message string
 }
 
+// Indexes of EtcdClusters in the hub's cache: the domain, and the domain
+// with every domain it lies inside (so that a pass reads only the rings
+// whose domain overlaps its own, not every ring).
+const (
+	indexDomain        = "etcdfed.dev/domain"
+	indexDomainParents = "etcdfed.dev/domain-and-parents"
+)
+
+func indexDomains(ctx context.Context, mgr mcmanager.Manager) error {
+	fi := mgr.GetLocalManager().GetFieldIndexer()
+	if err := fi.IndexField(ctx, &etcdfedv1.EtcdCluster{}, indexDomain, func(o client.Object) []string {
+		return []string{tenancy.Domain(o.(*etcdfedv1.EtcdCluster).Spec.DNS.Domain)}
+	}); err != nil {
+		return err
+	}
+	return fi.IndexField(ctx, &etcdfedv1.EtcdCluster{}, indexDomainParents, func(o client.Object) []string {
+		d := tenancy.Domain(o.(*etcdfedv1.EtcdCluster).Spec.DNS.Domain)
+		return append([]string{d}, tenancy.Parents(d)...)
+	})
+}
+
+// domainRivals are the EtcdClusters whose domain overlaps ec's: the same,
+// inside it, or one it lies inside.
+func (r *Reconciler) domainRivals(ctx context.Context, ec *etcdfedv1.EtcdCluster) ([]etcdfedv1.EtcdCluster, error) {
+	d := tenancy.Domain(ec.Spec.DNS.Domain)
+	var out []etcdfedv1.EtcdCluster
+	queries := []client.MatchingFields{{indexDomainParents: d}}
+	for _, p := range tenancy.Parents(d) {
+		queries = append(queries, client.MatchingFields{indexDomain: p})
+	}
+	for _, q := range queries {
+		var list etcdfedv1.EtcdClusterList
+		if err := r.hub().List(ctx, &list, q); err != nil {
+			return nil, fmt.Errorf("list EtcdClusters for their domains: %w", err)
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
 // admit returns the refusal of ec, nil when the pass may go on.
 func (r *Reconciler) admit(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*refusal, error) {
-	var rings etcdfedv1.EtcdClusterList
-	if err := r.hub().List(ctx, &rings); err != nil {
-		return nil, fmt.Errorf("list EtcdClusters for their domains: %w", err)
+	rings, err := r.domainRivals(ctx, ec)
+	if err != nil {
+		return nil, err
 	}
-	if c, refused := tenancy.DomainOwner(ec, rings.Items); refused {
+	if c, refused := tenancy.DomainOwner(ec, rings); refused {
 		return &refusal{reason: etcdfedv1.ReasonDomainInUse, message: c.Error()}, nil
 	}
 	if err := r.Policy.CheckPods(ec); err != nil {
@@ -73,13 +113,13 @@ func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Ob
 			if !ok {
 				return nil
 			}
-			var rings etcdfedv1.EtcdClusterList
-			if err := r.hub().List(ctx, &rings); err != nil {
+			rings, err := r.domainRivals(ctx, gone)
+			if err != nil {
 				return nil
 			}
 			var out []mcreconcile.Request
-			for i := range rings.Items {
-				o := &rings.Items[i]
+			for i := range rings {
+				o := &rings[i]
 				if o.UID == gone.UID {
 					continue
 				}

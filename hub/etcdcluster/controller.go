@@ -151,6 +151,9 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(r.sweepIdleClients)); err != nil {
 		return err
 	}
+	if err := indexDomains(context.Background(), mgr); err != nil {
+		return fmt.Errorf("index EtcdClusters by domain: %w", err)
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).

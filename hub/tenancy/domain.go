@@ -10,6 +10,16 @@ import (
 // Domain is spec.dns.domain as compared: lower case, no trailing dot.
 func Domain(d string) string { return strings.ToLower(strings.TrimSuffix(d, ".")) }
 
+// Parents are the domains d lies inside: "b.c" and "c" for "a.b.c".
+func Parents(d string) []string {
+	var out []string
+	for i := strings.IndexByte(d, '.'); i >= 0; i = strings.IndexByte(d, '.') {
+		d = d[i+1:]
+		out = append(out, d)
+	}
+	return out
+}
+
 // overlap: a and b are the same domain, or one lies inside the other (a
 // zone inside another would shadow its names: a ring whose domain is
 // ns0.<domain> would answer for the other ring's name server).

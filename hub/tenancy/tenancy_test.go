@@ -67,6 +67,15 @@ func TestDomainOwner(t *testing.T) {
 	}
 }
 
+func TestParents(t *testing.T) {
+	if got := strings.Join(Parents("a.b.c"), ","); got != "b.c,c" {
+		t.Errorf("Parents(a.b.c) = %s", got)
+	}
+	if got := Parents("c"); len(got) != 0 {
+		t.Errorf("Parents(c) = %v", got)
+	}
+}
+
 func TestCheckPods(t *testing.T) {
 	spec := func(f func(*etcdfedv1.EtcdClusterSpec)) *etcdfedv1.EtcdCluster {
 		ec := &etcdfedv1.EtcdCluster{}
