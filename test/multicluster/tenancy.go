@@ -174,6 +174,9 @@ type DomainRefusedInput struct {
 	Topology        *Topology
 	Owner           *ManagedEtcd
 	Namespace, Name string
+	// ThenDeleteOwner deletes Owner once the ring is refused: the ring
+	// must then form (the domain is free), and is deleted in its turn.
+	ThenDeleteOwner bool
 }
 
 // DomainRefusedSpec creates an EtcdCluster with Owner's domain: the hub
@@ -255,10 +258,18 @@ func DomainRefusedSpec(ctx context.Context, in DomainRefusedInput) {
 		t.Fatal(err)
 	}
 	samePods(t, ownerName+" while the second ring of its domain was refused", before, after)
+	if in.ThenDeleteOwner {
+		DeleteEtcdClusterSpec(ctx, t, in.Topology, in.Owner)
+		freed := time.Now()
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Namespace, Name: in.Name, Replicas: 3, Tolerant: true, Timeout: 3 * time.Minute}); err != nil {
+			t.Fatalf("%s/%s once %s was deleted: %v", in.Namespace, in.Name, ownerName, err)
+		}
+		t.Logf("%s deleted: %s/%s formed %.1fs later", ownerName, in.Namespace, in.Name, time.Since(freed).Seconds())
+	}
 	if err := hub.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, time.Minute, "the refused ring deleted", func(ctx context.Context) (string, error) {
+	if err := poll(ctx, 2*time.Minute, "the refused ring deleted", func(ctx context.Context) (string, error) {
 		switch err := hub.Client.Get(ctx, client.ObjectKeyFromObject(dup), &etcdfedv1.EtcdCluster{}); {
 		case apierrors.IsNotFound(err):
 			return "", nil
