@@ -201,7 +201,8 @@ func DomainRefusedSpec(ctx context.Context, in DomainRefusedInput) {
 	}
 	dup := &etcdfedv1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name},
-		Spec:       etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: owner.Spec.DNS.Domain}},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: owner.Spec.DNS.Domain, TTLSeconds: ptrTo[int32](5)},
+			TLS: etcdfedv1.TLSSpec{PeerSkipClientSANVerification: !in.Topology.PeerSourceIsPodIP}},
 	}
 	if err := hub.Client.Create(ctx, dup); err != nil {
 		t.Fatal(err)
