@@ -101,6 +101,12 @@ const (
 	LabelClusterUID = "etcdfed.dev/cluster-uid"
 	// LabelMember is the member name.
 	LabelMember = "etcdfed.dev/member"
+	// LabelMemberObject is the EtcdMember's name on the objects the spoke
+	// writes for it (pod, Service, PVCs, disruption budget) when that name
+	// is not the member's own (MemberObjectName): it maps them back to
+	// their EtcdMember. Objects of an EtcdMember named after the member
+	// alone (written before MemberObjectName) do not carry it.
+	LabelMemberObject = "etcdfed.dev/member-object"
 	// LabelIncarnation is the member incarnation.
 	LabelIncarnation = "etcdfed.dev/incarnation"
 	// LabelRetired is "true" on the volume of an incarnation no longer used.

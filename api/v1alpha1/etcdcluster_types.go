@@ -599,8 +599,12 @@ type EtcdClusterStatus struct {
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
-// clusters and zones. It lives in the hub cluster.
+// clusters and zones. It lives in the hub cluster. Its name names its
+// members (<name>-0, <name>-1, ...), each a DNS label in spec.dns.domain
+// and a part of object names in every member cluster: a lowercase DNS
+// label of at most 60 characters that starts with a letter.
 //
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 60 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))",message="metadata.name must be a lowercase DNS label of at most 60 characters starting with a letter (letters, digits and '-', no '.'): it names the members (<name>-0, ...), each a DNS name <name>-0.<domain>",optionalOldSelf=true
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ec;etcdc,categories=etcdfed

@@ -84,7 +84,9 @@ func TestEtcdClusterValidObjectsAccepted(t *testing.T) {
 		MemberGracePeriod: &metav1.Duration{Duration: 300e9},
 		ZoneGracePeriod:   &metav1.Duration{Duration: 120e9},
 	}
-	for name, obj := range map[string]*etcdfedv1.EtcdCluster{"minimal": validCluster(ns), "full": full} {
+	longest := validCluster(ns)
+	longest.GenerateName, longest.Name = "", strings.Repeat("m", 60)
+	for name, obj := range map[string]*etcdfedv1.EtcdCluster{"minimal": validCluster(ns), "full": full, "60-character name": longest} {
 		if err := apiserver.Client.Create(ctx, obj); err != nil {
 			t.Errorf("%s: valid EtcdCluster rejected: %v", name, err)
 		}
@@ -150,6 +152,11 @@ func TestEtcdClusterCreateValidation(t *testing.T) {
 			}
 		}, "spec.topology.clusters: Too many"},
 		{"image too long", func(c *etcdfedv1.EtcdCluster) { c.Spec.Image = strings.Repeat("i", 513) }, "spec.image: Too long"},
+		// The name names the members (<name>-0, ...): DNS labels in the
+		// domain, and part of object names in every member cluster.
+		{"name with a dot", func(c *etcdfedv1.EtcdCluster) { c.GenerateName, c.Name = "", "main.eu" }, "metadata.name must be a lowercase DNS label of at most 60 characters"},
+		{"name starting with a digit", func(c *etcdfedv1.EtcdCluster) { c.GenerateName, c.Name = "", "1main" }, "metadata.name must be a lowercase DNS label"},
+		{"name of 61 characters", func(c *etcdfedv1.EtcdCluster) { c.GenerateName, c.Name = "", strings.Repeat("m", 61) }, "metadata.name must be a lowercase DNS label of at most 60 characters"},
 		{"tsig algorithm enum", func(c *etcdfedv1.EtcdCluster) {
 			c.Spec.DNS.RFC2136 = &etcdfedv1.RFC2136Spec{Server: "127.0.0.1:53", TSIGKeyName: "k", TSIGSecretName: "s", TSIGAlgorithm: "md5"}
 		}, `spec.dns.rfc2136.tsigAlgorithm: Unsupported value: "md5"`},

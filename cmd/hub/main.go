@@ -43,6 +43,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
 	"github.com/etcdfed/etcdfed/internal/metricsserve"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/version"
@@ -52,6 +53,19 @@ type memberFiles []string
 
 func (m *memberFiles) String() string     { return strings.Join(*m, ",") }
 func (m *memberFiles) Set(v string) error { *m = append(*m, v); return nil }
+
+// commaList is a flag of comma-separated values, repeatable.
+type commaList []string
+
+func (c *commaList) String() string { return strings.Join(*c, ",") }
+func (c *commaList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*c = append(*c, s)
+		}
+	}
+	return nil
+}
 
 type options struct {
 	namespace        string
@@ -72,6 +86,15 @@ type options struct {
 	// clientsOtherNamespaces lets spec.clients write Secrets outside the
 	// EtcdCluster's namespace.
 	clientsOtherNamespaces bool
+	// The tenancy policy (hub/tenancy) and the checks of what member
+	// clusters report and are registered with.
+	ambientStore     bool
+	sourceNamespaces commaList
+	imagePrefixes    commaList
+	priorityClasses  commaList
+	tolerationKeys   commaList
+	allowLoopback    bool
+	unsafeKubeconfig bool
 }
 
 func main() {
@@ -102,6 +125,20 @@ func main() {
 		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
 		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
+	flag.BoolVar(&o.ambientStore, "allow-ambient-store-credentials", false,
+		"Let an EtcdCluster's backup or restore store without credentialsSecretName use the hub's own cloud identity (environment, instance role, workload identity), and file:// stores use the hub's (and the member nodes') filesystem. Off: such stores are refused (BackupHealthy/SnapshotVerified False, reason ForbiddenByHubPolicy).")
+	flag.Var(&o.sourceNamespaces, "allowed-restore-source-namespaces",
+		"Namespaces (comma-separated, repeatable; * for all) whose EtcdClusters' snapshots an EtcdCluster of another namespace may restore with bootstrap.fromSnapshot.sourceCluster. Its own namespace is always allowed.")
+	flag.Var(&o.imagePrefixes, "allowed-image-prefixes",
+		"Prefixes (comma-separated, repeatable; * for any image) spec.image must start with. Default: etcd's releases, "+strings.Join(tenancy.DefaultImagePrefixes, " and ")+". An EtcdCluster that names another is refused (PolicyViolation).")
+	flag.Var(&o.priorityClasses, "allowed-priority-classes",
+		"PriorityClasses (comma-separated, repeatable; * for any) spec.podTemplate.priorityClassName may name. Default: none.")
+	flag.Var(&o.tolerationKeys, "allowed-toleration-keys",
+		"Taint keys (comma-separated, repeatable; * for any, and for a toleration without a key) spec.podTemplate.tolerations may tolerate. Default: none.")
+	flag.BoolVar(&o.allowLoopback, "allow-loopback-member-addresses", false,
+		"Accept loopback addresses (127.0.0.0/8, ::1) in what spokes report (member addresses, DNS server addresses, gossip addresses). Only for a local environment where every pod runs on the loopback network.")
+	flag.BoolVar(&o.unsafeKubeconfig, "allow-unsafe-kubeconfigs", false,
+		"Engage member clusters whose kubeconfig Secret runs an exec or auth-provider plugin, skips TLS verification, talks plain http, or reads files of the hub's filesystem. Off: such a Secret is refused with an event on it and the reason in every EtcdCluster's Degraded condition.")
 	// Sub-second timestamps: the steps of one membership change are often
 	// less than a second apart.
 	zapOpts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
@@ -165,6 +202,8 @@ func run(ctx context.Context, o options) error {
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
 		Log:            log.WithName("member-clusters"),
+		// Only kubeconfig Secrets are checked: files are the operator's own.
+		AllowUnsafeKubeconfigs: o.unsafeKubeconfig,
 	}
 	if len(o.memberFiles) > 0 {
 		files := registry.Files{}
@@ -207,10 +246,20 @@ func run(ctx context.Context, o options) error {
 	if provider.Source == nil {
 		provider.Source = registry.Secrets{Client: mgr.GetLocalManager().GetClient(), Namespace: o.namespace}
 	}
+	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	reg := provider
 
+	policy := tenancy.Policy{
+		AmbientStoreCredentials: o.ambientStore,
+		SourceNamespaces:        o.sourceNamespaces,
+		ImagePrefixes:           o.imagePrefixes,
+		PriorityClasses:         o.priorityClasses,
+		TolerationKeys:          o.tolerationKeys,
+	}
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
+		Policy:                  policy,
+		AllowLoopbackAddresses:  o.allowLoopback,
 		Manager:                 mgr,
 		Registry:                reg,
 		Tracker:                 tracker,
@@ -231,6 +280,7 @@ func run(ctx context.Context, o options) error {
 		Recorder:             mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-backup"),
 		ScratchDir:           o.backupScratchDir,
 		MaxConcurrentBackups: o.maxBackups,
+		Policy:               policy,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("backup controller: %w", err)
 	}
@@ -239,6 +289,7 @@ func run(ctx context.Context, o options) error {
 		Reader:     mgr.GetLocalManager().GetAPIReader(),
 		Recorder:   mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
 		ScratchDir: o.backupScratchDir,
+		Policy:     policy,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("restore controller: %w", err)
 	}
@@ -251,7 +302,7 @@ func run(ctx context.Context, o options) error {
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}
-	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace,
+	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace, AllowLoopback: o.allowLoopback,
 		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
 	}

@@ -97,7 +97,6 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 	if w.set == nil {
 		return nil
 	}
-	want := desiredZone(s, w.records)
 	// Side by side: a new member's init container waits on its record, and
 	// the resolver it uses asks every spoke, so every cluster's copy counts
 	// and one slow cluster must not hold up the others.
@@ -110,7 +109,8 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want.DeepCopy())
+			want := desiredZone(s, cs, w.records)
+			errs[i] = writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want)
 		}()
 	}
 	if rfc := s.ec.Spec.DNS.RFC2136; rfc != nil {
@@ -322,18 +322,18 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 	for _, w := range writes {
 		cs := s.cluster(w.cluster)
 		if w.cert {
-			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Name); err != nil {
+			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
 		if w.storeCredentials {
-			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Name); err != nil {
+			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Spec.MemberName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
-		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Name]), w.want))
+		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Spec.MemberName]), w.want))
 	}
 	return errors.Join(errs...)
 }
@@ -348,7 +348,7 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if err != nil {
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}
-	name := pki.MemberSecretName(member)
+	name := pki.MemberSecretName(memberObjectName(s.ec, cs, member))
 	bundle := s.pki.bundle()
 	if s.pki.ca == nil {
 		bundle = ca.CertPEM // created in this pass

@@ -77,11 +77,11 @@ func (d *decision) upkeepIdle(s *snapshot) bool {
 	if d.dns.set == nil {
 		return true
 	}
-	want := desiredZone(s, d.dns.records)
 	for _, cs := range s.clusters {
 		if !cs.visible() {
 			continue
 		}
+		want := desiredZone(s, cs, d.dns.records)
 		have := cs.zones[want.Name]
 		if have == nil || !maps.Equal(have.GetLabels(), want.GetLabels()) || !sameContent(have, want) {
 			return false
@@ -326,7 +326,7 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bo
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return false, false
 	}
-	sec := cs.secrets[pki.MemberSecretName(member)]
+	sec := cs.secrets[pki.MemberSecretName(memberObjectName(s.ec, cs, member))]
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}
@@ -357,7 +357,7 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 		if due, caOnly := certDueWhy(s, cs, m.Name); due && (!caOnly || !restarts(existing, want)) {
 			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
 		}
-		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Name == m.Name }) {
+		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Spec.MemberName == m.Name }) {
 			continue
 		}
 		if restarts(existing, want) || (maps.Equal(existing.Labels, want.Labels) && equality.Semantic.DeepEqual(existing.Spec, want.Spec)) {

@@ -30,7 +30,7 @@ import (
 // answer is unknown for the pass (rule 8), never a reason to stop. An error
 // means the hub could not read its own cluster (the registry, the CA).
 func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*snapshot, error) {
-	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, byName: map[string]*clusterSnapshot{}}
+	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, allowLoopback: r.AllowLoopbackAddresses, byName: map[string]*clusterSnapshot{}}
 	mark := time.Now()
 	lap := func() time.Duration {
 		now := time.Now()
@@ -258,7 +258,12 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 			return err
 		}
 	}
-	return listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs)
+	if err := listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs); err != nil {
+		return err
+	}
+	checkReports(ec, cs, r.AllowLoopbackAddresses)
+	sort.Strings(cs.rejected)
+	return nil
 }
 
 func clusterSelector(ec *etcdfedv1.EtcdCluster) (labels.Selector, error) {

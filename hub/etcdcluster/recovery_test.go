@@ -193,8 +193,8 @@ func TestQuorumLossRecovery(t *testing.T) {
 			t.Fatalf("plan %s (%s), %d writes", d.plan.Action, d.plan.Reason, len(d.step.writes))
 		}
 		w := d.step.writes[0]
-		if w.cluster != "member-1" || w.want.Name != "main-0" || !strings.HasPrefix(w.want.Spec.ForceNewCluster, "recover-") {
-			t.Errorf("write %s %s forceNewCluster %q", w.cluster, w.want.Name, w.want.Spec.ForceNewCluster)
+		if w.cluster != "member-1" || w.want.Spec.MemberName != "main-0" || !strings.HasPrefix(w.want.Spec.ForceNewCluster, "recover-") {
+			t.Errorf("write %s %s forceNewCluster %q", w.cluster, w.want.Spec.MemberName, w.want.Spec.ForceNewCluster)
 		}
 		if w.want.Spec.Incarnation != 1 || w.want.Spec.Bootstrap == nil {
 			t.Errorf("the survivor keeps its incarnation and bootstrap: %+v", w.want.Spec)

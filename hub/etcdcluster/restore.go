@@ -105,8 +105,9 @@ func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdClust
 const storeCredentialsComponent = "store-credentials"
 
 // StoreCredentialsSecretName is the Secret next to a member, in its member
-// cluster, holding a copy of the restore store's credentials.
-func StoreCredentialsSecretName(member string) string { return member + "-store-credentials" }
+// cluster, holding a copy of the restore store's credentials; named after
+// the member's EtcdMember (memberObjectName).
+func StoreCredentialsSecretName(objectName string) string { return objectName + "-store-credentials" }
 
 // memberRestore is a founding member's spec.bootstrap.restore: the one
 // snapshot status.restore recorded; nil when the cluster is neither
@@ -124,19 +125,23 @@ func memberRestore(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) 
 		if s.restore.err != nil {
 			return nil, s.restore.err
 		}
-		store.CredentialsSecretName = StoreCredentialsSecretName(member)
+		var cs *clusterSnapshot
+		if m := statusMember(st, member); m != nil {
+			cs = s.cluster(m.Cluster)
+		}
+		store.CredentialsSecretName = StoreCredentialsSecretName(memberObjectName(s.ec, cs, member))
 	}
 	return &etcdfedv1.MemberRestore{Store: store, Object: st.Restore.Object, SHA256: st.Restore.SHA256, RevisionBump: st.Restore.RevisionBump}, nil
 }
 
 // storeCredentialsSecret renders the copy of the store's credentials next
 // to a member.
-func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
+func storeCredentialsSecret(s *snapshot, cs *clusterSnapshot, member string) *corev1.Secret {
 	labels := ownerLabels(s.ec)
 	labels[etcdfedv1.LabelMember] = member
 	labels[etcdfedv1.LabelComponent] = storeCredentialsComponent
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: StoreCredentialsSecretName(member), Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: StoreCredentialsSecretName(memberObjectName(s.ec, cs, member)), Labels: labels},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       maps.Clone(s.restore.creds),
 	}
@@ -145,7 +150,7 @@ func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
 // writeStoreCredentials writes the member's copy of the store's
 // credentials, through the one writer of owned objects.
 func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs *clusterSnapshot, member string) error {
-	want := storeCredentialsSecret(s, member)
+	want := storeCredentialsSecret(s, cs, member)
 	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[want.Name]), want)
 }
 

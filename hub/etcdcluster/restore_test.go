@@ -12,15 +12,10 @@ import (
 	"github.com/etcdfed/etcdfed/hub/membership"
 )
 
-// founding is ring() before etcd formed, founded from a snapshot in an S3
-// store with credentials: the three objects exist and are exposed, none
-// has bootstrap yet.
-func founding(verified bool) *snapshot {
-	s := ring()
-	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
-		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
-		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
-	}}
+// unformed makes s a ring before etcd formed: the founding members'
+// objects exist and are exposed, none has bootstrap yet, and the Bootstrap
+// operation is at CreateObjects.
+func unformed(s *snapshot) {
 	s.ec.Status.ClusterID = ""
 	for i := range s.ec.Status.Members {
 		s.ec.Status.Members[i].ID = ""
@@ -32,6 +27,18 @@ func founding(verified bool) *snapshot {
 		}
 	}
 	s.etcd = membership.Etcd{Error: "no member started"}
+}
+
+// founding is ring() before etcd formed, founded from a snapshot in an S3
+// store with credentials: the three objects exist and are exposed, none
+// has bootstrap yet.
+func founding(verified bool) *snapshot {
+	s := ring()
+	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
+		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
+		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
+	}}
+	unformed(s)
 	s.restore = restoreSnapshot{creds: map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id"), etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("secret")}}
 	if verified {
 		s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "team-a/old/2222222222222222/20261123T120000.000Z-rev99.db", SHA256: strings.Repeat("cd", 32),
@@ -56,20 +63,20 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	for _, w := range d.step.writes {
 		b := w.want.Spec.Bootstrap
 		if b == nil || b.Restore == nil {
-			t.Fatalf("%s: bootstrap %+v without restore", w.want.Name, b)
+			t.Fatalf("%s: bootstrap %+v without restore", w.want.Spec.MemberName, b)
 		}
 		r := b.Restore
 		if r.Object != s.ec.Status.Restore.Object || r.SHA256 != s.ec.Status.Restore.SHA256 || r.RevisionBump != etcdfedv1.DefaultRestoreRevisionBump {
-			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Name, r, s.ec.Status.Restore)
+			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Spec.MemberName, r, s.ec.Status.Restore)
 		}
 		if r.Store.URL != "s3://backups/hub" || r.Store.CredentialsSecretName != StoreCredentialsSecretName(w.want.Name) || !w.storeCredentials {
-			t.Errorf("%s: store %+v, credentials copied %v", w.want.Name, r.Store, w.storeCredentials)
+			t.Errorf("%s: store %+v, credentials copied %v", w.want.Spec.MemberName, r.Store, w.storeCredentials)
 		}
 		if b.InitialClusterState != etcdfedv1.InitialClusterNew || b.Token != string(s.ec.UID) || strings.Count(b.InitialCluster, "=") != 3 {
-			t.Errorf("%s: bootstrap %s %s %s", w.want.Name, b.InitialClusterState, b.Token, b.InitialCluster)
+			t.Errorf("%s: bootstrap %s %s %s", w.want.Spec.MemberName, b.InitialClusterState, b.Token, b.InitialCluster)
 		}
-		sec := storeCredentialsSecret(s, w.want.Name)
-		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Name ||
+		sec := storeCredentialsSecret(s, s.cluster(w.cluster), w.want.Spec.MemberName)
+		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Spec.MemberName ||
 			sec.Labels[etcdfedv1.LabelClusterUID] != string(s.ec.UID) {
 			t.Errorf("credentials copy %+v", sec)
 		}
@@ -79,7 +86,7 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	formed := founding(true)
 	formed.ec.Status.ClusterID = "c1"
 	for _, w := range d.step.writes {
-		formed.cluster(w.cluster).members[w.want.Name] = w.want
+		formed.cluster(w.cluster).members[w.want.Spec.MemberName] = w.want
 	}
 	for _, m := range formed.ec.Status.Members {
 		want := desiredMember(formed, &formed.ec.Status, &m, formed.cluster(m.Cluster).members[m.Name])

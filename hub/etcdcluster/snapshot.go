@@ -23,6 +23,9 @@ type snapshot struct {
 	now time.Time
 	// ringNamespace is where the hub's objects live in member clusters.
 	ringNamespace string
+	// allowLoopback: loopback addresses are good addresses (the local
+	// environment; hub/reports).
+	allowLoopback bool
 	// clusters are the registered member clusters in the registry's order.
 	clusters []*clusterSnapshot
 	byName   map[string]*clusterSnapshot
@@ -71,6 +74,9 @@ type clusterSnapshot struct {
 	zones   map[string]*etcdfedv1.EtcdDNSZone
 	secrets map[string]*corev1.Secret
 	readErr error
+	// rejected are the refused fields of what the cluster reported
+	// (checkReports), one message each, sorted.
+	rejected []string
 	// nodes are the cluster's nodes with their zone and the hub's last
 	// sighting of their Lease (multi-zone clusters only; nil otherwise).
 	nodes map[string]nodeSeen

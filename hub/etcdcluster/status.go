@@ -42,7 +42,18 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setProgressing(st, gen, d.plan, peerProblems)
 	setVersionProgress(s, st, gen, d.plan, res)
 	setCARotationProgress(st, gen)
-	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
+	// What member clusters reported and the hub refused (checkReports).
+	var rejected []string
+	for _, cs := range s.clusters {
+		if cs.visible() {
+			rejected = append(rejected, cs.rejected...)
+		}
+	}
+	degradedReason := peerReason
+	if degradedReason == "" && len(rejected) > 0 {
+		degradedReason = etcdfedv1.ReasonReportRejected
+	}
+	setDegraded(st, gen, degradedReason, slices.Concat(peerProblems, rejected, problems(s, st, d, res, passProblem)))
 	setFailureTolerant(st, gen, tol)
 	setAlarmConditions(s, st, gen)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
@@ -102,6 +113,9 @@ func tolerance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Tolerance 
 }
 
 func setCondition(st *etcdfedv1.EtcdClusterStatus, generation int64, typ string, status bool, reason, msg string) {
+	// A condition's message is at most 32768 characters; parts of it come
+	// from member clusters, and a longer one would fail the status write.
+	msg = truncate(msg, 32000)
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
@@ -324,7 +338,7 @@ func peerConnectionProblems(s *snapshot) (reason string, problems []string) {
 			}
 			byReason[c.Reason] = append(byReason[c.Reason], n+" ("+cs.name+")")
 			if _, ok := first[c.Reason]; !ok {
-				first[c.Reason] = c.Message
+				first[c.Reason] = truncate(c.Message, 1024) // written in the member cluster
 			}
 		}
 	}

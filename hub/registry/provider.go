@@ -14,9 +14,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -42,6 +44,10 @@ type Registration struct {
 	// Kubeconfig is the cluster's kubeconfig; a change re-creates the
 	// cluster's client and cache.
 	Kubeconfig []byte
+	// Secret is the kubeconfig Secret it came from; nil for a file the
+	// hub's operator named. A Secret's kubeconfig is checked
+	// (CheckKubeconfig) unless the provider allows unsafe ones.
+	Secret *corev1.ObjectReference
 }
 
 // Source lists registrations: kubeconfig Secrets or files.
@@ -93,6 +99,13 @@ type Provider struct {
 	// lists) instead of waiting out its watches' retry backoff, which
 	// grows to 30s; default 5s.
 	RefreshAfter time.Duration
+	// AllowUnsafeKubeconfigs engages clusters whose kubeconfig Secret
+	// fails CheckKubeconfig (exec or auth-provider plugins, skipped TLS
+	// verification, files of the hub). Off: such a cluster is not engaged;
+	// its state says why and an event on the Secret too.
+	AllowUnsafeKubeconfigs bool
+	// Recorder records events on kubeconfig Secrets; nil records none.
+	Recorder events.EventRecorder
 	// Log is the provider's logger.
 	Log logr.Logger
 	// Now is the clock; time.Now when nil.
@@ -352,8 +365,16 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 	}
 	if err != nil {
 		cancel()
+		refused := errors.Is(err, ErrUnsafeKubeconfig)
 		if m.lastErr == nil || m.lastErr.Error() != err.Error() {
-			log.Info("Member cluster not engaged; retrying", "error", err.Error())
+			if refused {
+				log.Error(err, "Member cluster not engaged: its kubeconfig Secret is refused; change the Secret", "secret", reg.Secret.Namespace+"/"+reg.Secret.Name)
+				if p.Recorder != nil {
+					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, "KubeconfigRefused", "Engage", "%s", err.Error())
+				}
+			} else {
+				log.Info("Member cluster not engaged; retrying", "error", err.Error())
+			}
 		}
 		if m.engaged || m.attempts == 0 {
 			m.since = now
@@ -362,6 +383,10 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 		m.lastErr = err
 		metricEngageFailures.WithLabelValues(reg.Name).Inc()
 		m.next = now.Add(backoff(m.attempts, p.RetryMax))
+		if refused {
+			// Only a changed Secret helps, and a change starts anew.
+			m.next = now.Add(refusedRetry)
+		}
 		return
 	}
 	if m.engaged {
@@ -378,6 +403,11 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration) (cluster.Cluster, *discovery.DiscoveryClient, error) {
 	if len(reg.Kubeconfig) == 0 {
 		return nil, nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
+	}
+	if reg.Secret != nil && !p.AllowUnsafeKubeconfigs {
+		if err := CheckKubeconfig(reg.Kubeconfig); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", reg.Secret.Namespace, reg.Secret.Name, err)
+		}
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Kubeconfig)
 	if err != nil {
@@ -470,6 +500,10 @@ func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, re
 		m.failingFrom = time.Time{}
 	}
 }
+
+// refusedRetry: a refused kubeconfig is checked again this often (a
+// changed Secret is retried at once).
+const refusedRetry = 10 * time.Minute
 
 // backoff: 250ms, 500ms, 1s, 2s, ... capped at max.
 func backoff(attempts int, max time.Duration) time.Duration {

@@ -58,6 +58,7 @@ func (s Secrets) Registrations(ctx context.Context) ([]Registration, error) {
 		out = append(out, Registration{
 			MemberCluster: MemberCluster{Name: sec.Name, Labels: maps.Clone(sec.Labels)},
 			Kubeconfig:    sec.Data[kubeconfig.DefaultKubeconfigSecretKey],
+			Secret:        &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name, UID: sec.UID},
 		})
 	}
 	return out, nil

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
@@ -43,6 +44,9 @@ type Reconciler struct {
 	ScratchDir string
 	// Timeout bounds one resolution; default DefaultTimeout.
 	Timeout time.Duration
+	// Policy is the hub's tenancy policy: which stores and source
+	// clusters an EtcdCluster may restore from.
+	Policy tenancy.Policy
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -86,6 +90,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	ctx = ctrl.LoggerInto(ctx, log)
 	var st *etcdfedv1.RestoreStatus
 	reason := etcdfedv1.SnapshotReasonNoStore
+	if err == nil {
+		if err = src.Allowed(r.Policy, ec.Namespace); err != nil {
+			reason = etcdfedv1.SnapshotReasonForbidden
+		}
+	}
 	if err == nil {
 		log.Info("Resolving the snapshot to restore", "store", src.Store.URL, "object", src.Object)
 		st, reason, err = r.resolve(ctx, ec, src)

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/s3test"
 	"github.com/etcdfed/etcdfed/internal/snapshottest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
@@ -24,16 +25,78 @@ import (
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // start runs the restore controller against a real apiserver in a
-// namespace of its own.
-func start(t *testing.T) (client.Client, string) {
+// namespace of its own, under the hub's tenancy policy p.
+func start(t *testing.T, p tenancy.Policy) (client.Client, string) {
 	t.Helper()
 	api := testenv.Shared(t, "restore")
 	ns := testenv.NamespaceT(t, api, "restore")
 	testenv.StartManager(t, api, ns, func(mgr ctrl.Manager) error {
-		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("restore-test"), ScratchDir: t.TempDir()}
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("restore-test"), ScratchDir: t.TempDir(), Policy: p}
 		return r.SetupWithManager(mgr)
 	})
 	return api.Client, ns
+}
+
+// A restore may pick the latest snapshot of an EtcdCluster of its own
+// namespace only, unless the hub's operator allows more: with the store's
+// credentials in hand, a spec in one namespace could otherwise found its
+// ring on another team's data. Refused: SnapshotVerified=False
+// ForbiddenByHubPolicy naming the source, nothing downloaded, and
+// status.restore unset (no member is created). Allowed namespaces, and the
+// ring's own, are resolved.
+func TestRestoreSourceLimitedToItsNamespace(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t, tenancy.Policy{SourceNamespaces: []string{"team-c"}})
+	srv := s3test.StartT(t, "backups")
+	spec := srv.Store("backups", "hub", "s3-credentials")
+	snapshottest.Store(t, spec, srv.Credentials(), "team-b", "main", "1111111111111111", time.Now().Add(-time.Hour), 20)
+	snapshottest.Store(t, spec, srv.Credentials(), "team-c", "main", "2222222222222222", time.Now().Add(-time.Hour), 20)
+	snapshottest.Store(t, spec, srv.Credentials(), ns, "main", "3333333333333333", time.Now().Add(-time.Hour), 20)
+	ctx := context.Background()
+	Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}, Data: srv.Credentials()})).To(Succeed())
+
+	other := restoring(c, ns, "from-team-b", etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-b/main"})
+	Expect(c.Create(ctx, other)).To(Succeed())
+	Eventually(func(g Gomega) {
+		got, cond := verified(g, c, client.ObjectKeyFromObject(other))
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonForbidden), cond.Message)
+		g.Expect(cond.Message).To(ContainSubstring("sourceCluster team-b/main is in namespace team-b"))
+		g.Expect(got.Status.Restore).To(BeNil())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	for name, source := range map[string]string{"from-team-c": "team-c/main", "from-own": ns + "/main"} {
+		ec := restoring(c, ns, name, etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: source})
+		Expect(c.Create(ctx, ec)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+			g.Expect(got.Status.Restore).NotTo(BeNil())
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	}
+}
+
+// A store without credentials would be read with the hub's own identity,
+// and a file:// store from the hub's filesystem: refused unless the hub's
+// operator allows it.
+func TestRestoreStoreWithoutCredentialsRefused(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t, tenancy.Policy{})
+	ctx := context.Background()
+	for _, tc := range []struct{ name, url, says string }{
+		{"ambient", "s3://backups/hub", "has no credentialsSecretName"},
+		{"file", "file:///var/lib/etcdfed/backups", "the hub's own filesystem"},
+	} {
+		ec := restoring(c, ns, "r-"+tc.name, etcdfedv1.SnapshotSource{Store: etcdfedv1.BackupStore{URL: tc.url}, Object: "a/b/1/x.db"})
+		Expect(c.Create(ctx, ec)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonForbidden), cond.Message)
+			g.Expect(cond.Message).To(ContainSubstring(tc.says))
+			g.Expect(got.Status.Restore).To(BeNil())
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	}
 }
 
 func restoring(c client.Client, ns, name string, src etcdfedv1.SnapshotSource) *etcdfedv1.EtcdCluster {
@@ -58,7 +121,7 @@ func verified(g Gomega, c client.Client, key client.ObjectKey) (*etcdfedv1.EtcdC
 // revision and the bump, before anything else happens.
 func TestResolveLatestFromS3(t *testing.T) {
 	RegisterTestingT(t)
-	c, ns := start(t)
+	c, ns := start(t, tenancy.Policy{SourceNamespaces: []string{"team-a"}})
 	srv := s3test.StartT(t, "backups")
 	spec := srv.Store("backups", "hub", "s3-credentials")
 	now := time.Now()
@@ -115,7 +178,7 @@ func snapshotKey(t *testing.T, c client.Client, ns, name string) []byte {
 // checking goroutine, each killing the hub.
 func TestRefusedSnapshots(t *testing.T) {
 	RegisterTestingT(t)
-	c, ns := start(t)
+	c, ns := start(t, tenancy.Policy{AmbientStoreCredentials: true, SourceNamespaces: []string{tenancy.Any}})
 	root := t.TempDir()
 	spec := etcdfedv1.BackupStore{URL: "file://" + root}
 	key := snapshotKey(t, c, ns, "main")

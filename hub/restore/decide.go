@@ -1,11 +1,13 @@
 package restore
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
 // Retry intervals after a failed resolution.
@@ -28,6 +30,8 @@ type Source struct {
 	// check (spec.bootstrap.fromSnapshot.allowUnsigned, or the recovery
 	// request's allowUnsigned).
 	AllowUnsigned bool
+	// StoreField is where the store is in the spec, for messages.
+	StoreField string
 }
 
 // Owner is NAMESPACE and NAME of the EtcdCluster whose snapshot key
@@ -47,6 +51,14 @@ func (s Source) Owner(key string) (namespace, name string, ok bool) {
 	return namespace, name, ok && namespace != "" && name != ""
 }
 
+// Allowed says whether the hub's tenancy policy lets an EtcdCluster of
+// namespace restore from src: its store (no credentials: the hub's own
+// identity; file://: the hub's filesystem) and its source cluster (another
+// namespace's snapshots). The error wraps tenancy.ErrForbidden.
+func (src Source) Allowed(p tenancy.Policy, namespace string) error {
+	return errors.Join(p.CheckStore(src.StoreField, src.Store), p.CheckSource(namespace, src.SourceCluster))
+}
+
 // Decide says whether a snapshot of ec must be resolved, and which. The
 // founding snapshot (spec.bootstrap.fromSnapshot) is resolved once, before
 // the cluster forms, and never again: status.restore is what every
@@ -60,7 +72,7 @@ func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
 			return Source{}, false, nil
 		}
 		f := b.FromSnapshot
-		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster, AllowUnsigned: f.AllowUnsigned}, true, nil
+		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster, AllowUnsigned: f.AllowUnsigned, StoreField: "spec.bootstrap.fromSnapshot.store"}, true, nil
 	}
 	v, found := ec.Annotations[etcdfedv1.AnnotationRecover]
 	if !found || ec.Status.ClusterID == "" {
@@ -76,12 +88,12 @@ func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
 	if ec.Spec.Backup == nil {
 		return Source{}, true, fmt.Errorf("recovery from backup %s requested, but spec.backup is not set: it names the store to restore from", req.FromBackup)
 	}
-	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name, AllowUnsigned: req.AllowUnsigned}, true, nil
+	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name, AllowUnsigned: req.AllowUnsigned, StoreField: "spec.backup.store"}, true, nil
 }
 
 // Retry is when a failed resolution with reason is tried again.
 func Retry(reason string) time.Duration {
-	if reason == etcdfedv1.SnapshotReasonInvalid || reason == etcdfedv1.SnapshotReasonUnauthenticated {
+	if reason == etcdfedv1.SnapshotReasonInvalid || reason == etcdfedv1.SnapshotReasonUnauthenticated || reason == etcdfedv1.SnapshotReasonForbidden {
 		return RetryInvalid
 	}
 	return RetryTransient

@@ -23,6 +23,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/reports"
 )
 
 // resync bounds how long a new spoke's address takes to reach the others
@@ -40,6 +41,10 @@ type Reconciler struct {
 	HubNamespace string
 	HubClient    client.Client
 	HubReader    client.Reader
+	// AllowLoopback accepts loopback gossip addresses (the local
+	// environment); any other address a spoke reports must be a unicast
+	// IP:port (hub/reports) to reach the other spokes.
+	AllowLoopback bool
 }
 
 // SetupWithManager watches EtcdSpoke in member clusters only.
@@ -121,8 +126,14 @@ func (r *Reconciler) peers(ctx context.Context, self multicluster.ClusterName) (
 		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
 			continue
 		}
-		if s.Status.GossipAddress != "" {
-			out = append(out, etcdfedv1.GossipPeer{Cluster: mc.Name, Address: s.Status.GossipAddress})
+		switch a := s.Status.GossipAddress; {
+		case a == "":
+		case reports.CheckHostPort(a, r.AllowLoopback, false) != nil:
+			// Never handed to the other spokes to dial; the EtcdCluster
+			// reconciler names it in every ring's Degraded condition.
+			ctrl.LoggerFrom(ctx).Info("Gossip address refused", "cluster", mc.Name, "address", a, "why", reports.CheckHostPort(a, r.AllowLoopback, false).Error())
+		default:
+			out = append(out, etcdfedv1.GossipPeer{Cluster: mc.Name, Address: a})
 		}
 	}
 	slices.SortFunc(out, func(a, b etcdfedv1.GossipPeer) int { return strings.Compare(a.Cluster, b.Cluster) })

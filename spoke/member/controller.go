@@ -130,7 +130,7 @@ func notStatusOnly() predicate.Predicate {
 }
 
 func memberOfLabel(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[etcdfedv1.LabelMember]
+	name := spec.MemberOfLabels(o.GetLabels())
 	if name == "" {
 		return nil
 	}

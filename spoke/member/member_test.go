@@ -745,3 +745,50 @@ func TestLostVolumeIsNotRecreated(t *testing.T) {
 	_, err = e.pod("main-11")
 	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
 }
+
+// TestTwoRingsWithOneMemberName: the EtcdMember of main-0 of one ring,
+// named after the member alone (written before names carried the ring),
+// and the EtcdMember of main-0 of a ring of the same name in another
+// namespace, named by the scheme (etcdfedv1.MemberObjectName), in one
+// ring namespace: each gets its own volume named after its EtcdMember,
+// neither sees the other's as a conflict, and deleting one leaves the
+// other's volume alone although both carry member label main-0.
+func TestTwoRingsWithOneMemberName(t *testing.T) {
+	e := start(t)
+	legacy := e.member("main-0")
+	scopedName := etcdfedv1.MemberObjectName("hub-b", "main", "main-0")
+	scoped := e.member(scopedName, func(m *etcdfedv1.EtcdMember) {
+		uid := "uid-b-" + e.ns
+		m.Labels[etcdfedv1.LabelClusterUID] = uid
+		m.Spec.Cluster = etcdfedv1.ClusterReference{Name: "main", Namespace: "hub-b", UID: uid}
+		m.Spec.MemberName = "main-0"
+		m.Spec.DNSName = "main-0.b." + domain
+		m.Spec.TLS.SecretName = scopedName + "-tls"
+	})
+	for _, m := range []*etcdfedv1.EtcdMember{legacy, scoped} {
+		e.eventually(m, func(g Gomega, m *etcdfedv1.EtcdMember) {
+			g.Expect(m.Status.PeerURL).To(Equal("https://" + m.Spec.DNSName + ":2380"))
+			g.Expect(m.Status.Volume.ClaimName).To(Equal(m.Name + "-data-0"))
+		})
+	}
+	lc, err := e.pvc("main-0-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(lc.Labels).To(HaveKeyWithValue(etcdfedv1.LabelMember, "main-0"))
+	e.g.Expect(lc.Labels).NotTo(HaveKey(etcdfedv1.LabelMemberObject))
+	sc, err := e.pvc(scopedName + "-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(sc.Labels).To(HaveKeyWithValue(etcdfedv1.LabelMember, "main-0"))
+	e.g.Expect(sc.Labels).To(HaveKeyWithValue(etcdfedv1.LabelMemberObject, scopedName))
+
+	e.g.Expect(e.c.Delete(e.ctx, scoped)).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		c, err := e.pvc(scopedName + "-data-0")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
+	}).Should(Succeed())
+	lc, err = e.pvc("main-0-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(lc.Labels).NotTo(HaveKey(etcdfedv1.LabelRetired))
+	e.g.Expect(lc.DeletionTimestamp).To(BeNil())
+	e.g.Expect(meta.FindStatusCondition(e.get(legacy).Status.Conditions, etcdfedv1.ConditionStorageReady).Reason).NotTo(Equal("VolumeConflict"))
+}

@@ -98,7 +98,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 				return "no cluster " + m.Cluster, nil
 			}
 			obj := &etcdfedv1.EtcdMember{}
-			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 				return err.Error(), nil
 			}
 			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
@@ -297,7 +297,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	}
 	for _, m := range got.Status.Members {
 		sec := &corev1.Secret{}
-		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: pki.MemberSecretName(m.Name)}, sec); err != nil {
+		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: pki.MemberSecretName(etcdfedv1.MemberObjectName(got.Namespace, got.Name, m.Name))}, sec); err != nil {
 			t.Fatal(err)
 		}
 		chainsToNew(m.Name+"'s Secret", sec.Data)
@@ -371,7 +371,7 @@ func tlsTargets(ctx context.Context, t testing.TB, in CARotationSpecInput, ec *e
 	var out []tlsTarget
 	for _, m := range ec.Status.Members {
 		obj := &etcdfedv1.EtcdMember{}
-		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 			t.Fatal(err)
 		}
 		urls := []string{obj.Status.ClientURL}
@@ -556,7 +556,7 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput, restarts 
 						continue
 					}
 					obj := &etcdfedv1.EtcdMember{}
-					if err := c.Client.Get(sctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+					if err := c.Client.Get(sctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 						continue
 					}
 					if prev := seen[m.Name]; prev != nil && prev.Generation != obj.Generation {

@@ -52,7 +52,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 	}
 	pods := map[string]types.UID{}
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 
 	for _, m := range ec.Status.Members {
 		secrets := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Secrets(etcdfedv1.DefaultRingNamespace)
-		name := pki.MemberSecretName(m.Name)
+		name := pki.MemberSecretName(in.Etcd.ObjectName(m.Name))
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -122,7 +122,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 	}
 	cancel()
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -290,7 +290,7 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 		t.Fatal(err)
 	}
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -32,6 +32,13 @@ type ManagedEtcd struct {
 	Client EtcdClientConfig
 }
 
+// ObjectName is the name of member's EtcdMember in its member cluster, which
+// also names its pod, Service, disruption budget, PVCs ("<name>-data-N")
+// and certificate Secret ("<name>-tls"): etcdfedv1.MemberObjectName.
+func (m *ManagedEtcd) ObjectName(member string) string {
+	return etcdfedv1.MemberObjectName(m.Namespace, m.Name, member)
+}
+
 // Get reads the EtcdCluster.
 func (m *ManagedEtcd) Get(ctx context.Context, hub *Cluster) (*etcdfedv1.EtcdCluster, error) {
 	ec := &etcdfedv1.EtcdCluster{}
@@ -393,16 +400,17 @@ func PodDeletedSpec(ctx context.Context, in PodDeletedSpecInput) {
 	if cl == nil {
 		t.Fatalf("member %s: cluster %q not in the topology", in.Member, ms.Cluster)
 	}
-	pod, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Member, metav1.GetOptions{})
+	podName := in.Etcd.ObjectName(in.Member)
+	pod, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil {
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, podName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 2*time.Minute, "pod "+in.Member+" recreated and ready", func(ctx context.Context) (string, error) {
-		p, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Member, metav1.GetOptions{})
+	err = poll(ctx, 2*time.Minute, "pod "+podName+" recreated and ready", func(ctx context.Context) (string, error) {
+		p, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, podName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return "no pod", nil
 		}

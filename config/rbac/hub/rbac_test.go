@@ -224,7 +224,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 	g.Expect(member.Client.Create(ctx, sp)).To(Succeed())
 	// Two zones: the hub reads the cluster's Nodes and node Leases for the
 	// zone witness in every pass, which its RBAC must allow.
-	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1", "zone-2"}, DNSAddresses: []string{"127.0.0.1:5353"}, GossipAddress: "127.0.0.1:7946",
+	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1", "zone-2"}, DNSAddresses: []string{"192.0.2.53:5353"}, GossipAddress: "192.0.2.54:7946",
 		ObservedAt: &metav1.Time{Time: time.Now()}}
 	g.Expect(member.Client.Status().Update(ctx, sp)).To(Succeed())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ring},
@@ -304,6 +304,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.test"},
 			Expose: etcdfedv1.ExposeSpec{Type: etcdfedv1.ExposeNodePort}}}
 	g.Expect(hubCl.Client.Create(ctx, ec)).To(Succeed())
+	memberObj := etcdfedv1.MemberObjectName(ecNS, "main", "main-0")
 
 	g.Eventually(func(g Gomega) {
 		l := &coordinationv1.Lease{}
@@ -317,9 +318,9 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		s := &etcdfedv1.EtcdSpoke{}
 		g.Expect(member.Client.Get(ctx, client.ObjectKeyFromObject(sp), s)).To(Succeed())
 		g.Expect(s.Spec.ClusterName).To(Equal("member-1"), "the spoke's spec patched")
-		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main-0"}, &etcdfedv1.EtcdMember{})).To(Succeed())
-		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main-0-tls"}, &corev1.Secret{})).To(Succeed())
-		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main"}, &etcdfedv1.EtcdDNSZone{})).To(Succeed())
+		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: memberObj}, &etcdfedv1.EtcdMember{})).To(Succeed())
+		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: memberObj + "-tls"}, &corev1.Secret{})).To(Succeed())
+		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: etcdfedv1.RingObjectName(ecNS, "main")}, &etcdfedv1.EtcdDNSZone{})).To(Succeed())
 	}).Should(Succeed(), func() string { return statusOf(hubCl, ec) + log.String() })
 
 	g.Expect(hubCl.Client.Delete(ctx, ec)).To(Succeed())
@@ -332,7 +333,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		var zones etcdfedv1.EtcdDNSZoneList
 		g.Expect(member.Client.List(ctx, &zones, client.InNamespace(ring))).To(Succeed())
 		g.Expect(zones.Items).To(BeEmpty())
-		g.Expect(apierrors.IsNotFound(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main-0-tls"}, &corev1.Secret{}))).To(BeTrue())
+		g.Expect(apierrors.IsNotFound(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: memberObj + "-tls"}, &corev1.Secret{}))).To(BeTrue())
 	}).Should(Succeed(), func() string { return log.String() })
 
 	for _, line := range strings.Split(log.String(), "\n") {

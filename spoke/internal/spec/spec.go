@@ -32,6 +32,10 @@ const (
 	MetricsPort int32 = 2381
 )
 
+// The names of the member's objects derive from the EtcdMember's name, which
+// carries the ring's namespace and name (etcdfedv1.MemberObjectName), or is
+// the member's name alone for an EtcdMember written before that scheme.
+
 // PodName is the name of the member's pod.
 func PodName(m *etcdfedv1.EtcdMember) string { return m.Name }
 
@@ -168,12 +172,29 @@ func Labels(m *etcdfedv1.EtcdMember, component string, incarnation int64) map[st
 	return l
 }
 
-// SelectorLabels select every object of the member (all incarnations).
+// SelectorLabels select every object of the member (all incarnations): the
+// ring's UID and the member's name, and the EtcdMember's name when it is not
+// the member's (etcdfedv1.MemberObjectName). An EtcdMember named after the
+// member alone (written before that scheme) keeps the selector its objects
+// were created with, so that nothing of a running member changes.
 func SelectorLabels(m *etcdfedv1.EtcdMember) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		etcdfedv1.LabelClusterUID: m.Spec.Cluster.UID,
-		etcdfedv1.LabelMember:     m.Name,
+		etcdfedv1.LabelMember:     m.Spec.MemberName,
 	}
+	if m.Name != m.Spec.MemberName {
+		l[etcdfedv1.LabelMemberObject] = m.Name
+	}
+	return l
+}
+
+// MemberOfLabels is the EtcdMember an object labelled by SelectorLabels
+// belongs to ("" when the labels name none).
+func MemberOfLabels(labels map[string]string) string {
+	if o := labels[etcdfedv1.LabelMemberObject]; o != "" {
+		return o
+	}
+	return labels[etcdfedv1.LabelMember]
 }
 
 // PodSelector selects the member's pod of any incarnation (the Service's
@@ -195,11 +216,16 @@ func Incarnation(labels map[string]string) (int64, bool) {
 	return n, err == nil
 }
 
-// OwnedBy reports whether an object's labels say it belongs to the member's
-// EtcdCluster (same cluster UID and member). Objects of another EtcdCluster
-// with the same name are never touched.
+// OwnedBy reports whether an object's labels say it belongs to the member
+// (SelectorLabels: same cluster UID, member and EtcdMember). Objects of
+// another EtcdCluster, or of another EtcdMember, are never touched.
 func OwnedBy(m *etcdfedv1.EtcdMember, labels map[string]string) bool {
-	return labels[etcdfedv1.LabelClusterUID] == m.Spec.Cluster.UID && labels[etcdfedv1.LabelMember] == m.Name
+	for k, v := range SelectorLabels(m) {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return labels[etcdfedv1.LabelMemberObject] == "" || labels[etcdfedv1.LabelMemberObject] == m.Name
 }
 
 // Ports are the peer and client ports a member advertises: 2380 and 2379
