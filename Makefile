@@ -42,15 +42,16 @@ system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf,
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRDs.
+generate: ## Generate deepcopy code, CRDs, and the spec.version rules and version matrix (docs/operations.md) from pkg/etcdversion.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
+	$(GO) run ./hack/versionpolicy
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(GO) generate ./config/...
 
 .PHONY: verify
 verify: generate ## Check generated files are current, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api config docs/operations.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
