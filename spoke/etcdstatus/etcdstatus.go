@@ -94,8 +94,9 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 		IsLearner:  st.IsLearner,
 		RaftIndex:  int64(st.RaftIndex),
 		RaftTerm:   int64(st.RaftTerm),
-		DBSize:     st.DbSize,
-		Version:    st.Version,
+		DBSize:      st.DbSize,
+		DBSizeInUse: st.DbSizeInUse,
+		Version:     st.Version,
 		ObservedAt: &now,
 	}
 	if st.Leader != 0 {
