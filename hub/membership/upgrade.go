@@ -222,13 +222,7 @@ func BackupRequest(version string, started time.Time) string {
 
 // minorOf is "3.5" of "3.5.21" (and of etcd's cluster version 3.5.0), ""
 // when v is not a version.
-func minorOf(v string) string {
-	x, ok := etcdversion.ParseLoose(v)
-	if !ok {
-		return ""
-	}
-	return x.MinorString()
-}
+func minorOf(v string) string { return etcdversion.MinorOf(v) }
 
 // compareVersions compares versions as etcd reports them (3.5.21 < 3.6.0;
 // 3.5 == 3.5.0); one that is not a version counts as 0.0.0.

@@ -74,6 +74,16 @@ func number(s string) (int, bool) {
 	return v, err == nil
 }
 
+// MinorOf is "3.6" of a version as etcd reports it (3.6.16, a cluster
+// version 3.6.0, 3.7.0-rc.0), "" when it is none.
+func MinorOf(s string) string {
+	v, ok := ParseLoose(s)
+	if !ok {
+		return ""
+	}
+	return v.MinorString()
+}
+
 // String is 3.6.16.
 func (v Version) String() string { return fmt.Sprintf("%d.%d.%d", v.Major, v.Minor, v.Patch) }
 
