@@ -60,7 +60,9 @@ verify: generate ## Check generated files are current, gofmt, go vet, golangci-l
 ##@ Run
 
 # DETACH=1: return once the demo EtcdCluster is Available, leaving the
-# environment running until `bin/etcdfed dev down`.
+# environment running until `bin/etcdfed dev down`. The demo runs the
+# newest etcd etcdfed supports; another with
+# DEMO_FLAGS='--clusters 3 --members 5 --etcd-version 3.6.16'.
 DETACH ?=
 DEMO_FLAGS ?= --clusters 3 --members 5
 
