@@ -158,22 +158,31 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	}
 	start := time.Now()
 	t.Logf("compacted to revision %d", del.Header.Revision)
-	var after *etcdfedv1.EtcdCluster
+	// Done when etcd (not the hub's status, which is as of its last pass)
+	// reports every member's file under half its size before, and the
+	// ring is ready.
+	after := map[string]etcdfedv1.MemberStatus{}
 	err = poll(ctx, 10*time.Minute, "every member defragmented", func(ctx context.Context) (string, error) {
-		ec, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before), Timeout: 5 * time.Second})
-		if err != nil {
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before), Timeout: 5 * time.Second}); err != nil {
 			return err.Error(), nil
 		}
 		var left []string
-		for _, m := range ec.Status.Members {
-			if m.DBSize*2 > before[m.Name].DBSize {
-				left = append(left, fmt.Sprintf("%s: file %s", m.Name, membership.Bytes(m.DBSize)))
+		err := eachMemberStatus(ctx, in.Etcd, nil, func(name string, st *clientv3.StatusResponse, err error) {
+			switch {
+			case err != nil:
+				left = append(left, fmt.Sprintf("%s: %v", name, err))
+			case st.DbSize*2 > before[name].DBSize:
+				left = append(left, fmt.Sprintf("%s: file %s", name, membership.Bytes(st.DbSize)))
+			default:
+				after[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
 			}
+		})
+		if err != nil {
+			return err.Error(), nil
 		}
 		if len(left) > 0 {
-			return "not yet under half their size: " + strings.Join(left, ", "), nil
+			return "not yet under half their size (etcd): " + strings.Join(left, ", "), nil
 		}
-		after = ec
 		return "", nil
 	})
 	took := time.Since(start)
@@ -236,12 +245,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 		}
 		win := windows[m]
 		gap := acks.longestGap(win[0], win[1])
-		var a etcdfedv1.MemberStatus
-		for _, s := range after.Status.Members {
-			if s.Name == m {
-				a = s
-			}
-		}
+		a := after[m]
 		t.Logf("defragmented %s: etcd took %s, the operation about %.1fs; file %s -> %s (%s in use); longest gap between acknowledged writes meanwhile %s",
 			m, orText(events[m], "?"), win[1].Sub(win[0]).Seconds(), membership.Bytes(before[m].DBSize), membership.Bytes(a.DBSize), membership.Bytes(a.DBSizeInUse), gap.Round(time.Millisecond))
 		if events[m] == "" {
