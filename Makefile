@@ -101,6 +101,19 @@ failures: tools system-deps build ## The failure scenarios (lost volume, crash l
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
 
+# The scenarios `make failures` does not run, a slice per run: .ci/run
+# runs one after `make failures`, so that every scenario runs within a few
+# CI runs (hack/rotation packs them into slices of at most ROTATION_BUDGET,
+# estimated, and picks slice ROTATION_RUN mod their number; ROTATION_RUN
+# defaults to the commit count of HEAD). It prints which run now and which
+# come next.
+ROTATION_BUDGET ?= 22m
+ROTATION_RUN ?=
+.PHONY: rotation
+rotation: tools system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.
+	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)'); \
+	$(MAKE) scenarios SCENARIOS="$$pattern"
+
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).
 	$(GO) test -short -json $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
