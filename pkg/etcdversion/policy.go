@@ -51,6 +51,10 @@ type Bad struct {
 // (hack/tools.sh KUBE_VERSION).
 var KubernetesTested = []string{"1.36.3"}
 
+// forceNewClusterLearners is the bug of 3.5.23 to 3.5.24 and 3.6.5.
+const forceNewClusterLearners = "--force-new-cluster does not clean up learners after it creates its snapshot (etcd #20896), " +
+	"and etcdfed's quorum-loss recovery restarts a survivor with it"
+
 const (
 	changelog35 = "https://github.com/etcd-io/etcd/blob/main/CHANGELOG/CHANGELOG-3.5.md"
 	changelog36 = "https://github.com/etcd-io/etcd/blob/main/CHANGELOG/CHANGELOG-3.6.md"
@@ -72,8 +76,7 @@ var lines = []Line{
 			},
 			{
 				First: MustParse("3.5.23"), Last: MustParse("3.5.24"), Fixed: MustParse("3.5.25"),
-				Why: "--force-new-cluster does not clean up learners after it creates its snapshot (etcd #20896), " +
-					"and etcdfed's quorum-loss recovery restarts a survivor with it",
+				Why:    forceNewClusterLearners,
 				Source: changelog35 + "#v3525",
 			},
 		},
@@ -97,8 +100,7 @@ var lines = []Line{
 			},
 			{
 				First: MustParse("3.6.5"), Last: MustParse("3.6.5"), Fixed: MustParse("3.6.6"),
-				Why: "--force-new-cluster does not clean up learners after it creates its snapshot (etcd #20896), " +
-					"and etcdfed's quorum-loss recovery restarts a survivor with it",
+				Why:    forceNewClusterLearners,
 				Source: changelog36 + "#v366",
 			},
 		},
