@@ -88,6 +88,7 @@ func TestScenarioDowngrade37(t *testing.T) {
 	})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
+
 // TestScenarioDowngrade downgrades a 5-member ring over three clusters
 // from etcd 3.6 to 3.5 under a recorded workload, following etcd's
 // downgrade procedure (validate and enable, storage versions at 3.5
