@@ -22,6 +22,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // ManagedEtcd is an etcd cluster the hub runs for an EtcdCluster.
@@ -147,7 +148,9 @@ type EtcdClusterSpecInput struct {
 	Replicas  int
 	// WantZones is the expected placement, e.g. "2/2/1".
 	WantZones string
-	// Version is spec.version; default 3.6.16.
+	// Version is spec.version; default the version policy's default (the
+	// newest patch of the newest line, what a new ring gets), so that the
+	// scenarios test what users run unless they name another.
 	Version string
 	// Spec, when set, edits the spec before the EtcdCluster is created.
 	Spec func(*etcdfedv1.EtcdClusterSpec)
@@ -165,7 +168,7 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 		t.Fatal(err)
 	}
 	if in.Version == "" {
-		in.Version = "3.6.16"
+		in.Version = etcdversion.Default().String()
 	}
 	ec := &etcdfedv1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name},
