@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // TestGeneratedFilesCurrent: the CRD rules on spec.version and the version
@@ -48,5 +50,17 @@ func TestRewriteMarkersIsStable(t *testing.T) {
 	}
 	if !bytes.Contains(once, []byte("// version is it.\n\t// +kubebuilder:validation:MaxLength=32\n\t// +kubebuilder:validation:XValidation:")) {
 		t.Errorf("the doc comment and other markers must stay, the rules right above the field:\n%s", once)
+	}
+}
+
+// The sample EtcdCluster runs the policy's default.
+func TestSampleRunsTheDefault(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "samples", "etcdcluster.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "version: \"" + etcdversion.Default().String() + "\""
+	if !bytes.Contains(b, []byte(want)) {
+		t.Errorf("config/samples/etcdcluster.yaml does not hold %s", want)
 	}
 }
