@@ -18,7 +18,9 @@ import (
 // etcdProc is one real etcd member on loopback.
 type etcdProc struct {
 	name, peer, client, dir string
-	cmd                     *exec.Cmd
+	// bin is the binary of bin/ it runs; default etcd.
+	bin string
+	cmd *exec.Cmd
 }
 
 func freePort(t *testing.T) int {
@@ -55,7 +57,11 @@ func (p *etcdProc) start(t *testing.T, initial string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(filepath.Join(bin, "etcd"),
+	binary := p.bin
+	if binary == "" {
+		binary = "etcd"
+	}
+	p.cmd = exec.Command(filepath.Join(bin, binary),
 		"--name", p.name, "--data-dir", filepath.Join(p.dir, "data"),
 		"--listen-peer-urls", p.peer, "--initial-advertise-peer-urls", p.peer,
 		"--listen-client-urls", p.client, "--advertise-client-urls", p.client,

@@ -85,10 +85,8 @@ func Matrix() string {
 	p("first, by the API server and again by the hub against the versions the\n")
 	p("members run.\n\n")
 
-	p("The rings of the tests (`make test`, the scenarios) run the default, %s,\n", Default())
-	p("unless a test names another release. Tested changes (test/multicluster,\n")
-	p("under the recorded workload, checked at every step), on member clusters\n")
-	p("of Kubernetes %s:\n\n", strings.Join(KubernetesTested, ", "))
+	p("Tested changes (test/multicluster, under the recorded workload, checked at\n")
+	p("every step), on member clusters of Kubernetes %s:\n\n", strings.Join(KubernetesTested, ", "))
 	p("| scenario | versions |\n| --- | --- |\n")
 	for _, t := range Tested {
 		var vs []string
