@@ -57,16 +57,17 @@ system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf,
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs and the Dockerfile (from internal/images).
+generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/operations.md) from pkg/etcdversion.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
+	$(GO) run ./hack/versionpolicy
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(GO) generate ./config/...
 	$(GO) run ./hack/images dockerfile --out Dockerfile
 
 .PHONY: verify
 verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config Dockerfile || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api config Dockerfile docs/operations.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
@@ -81,7 +82,9 @@ verify-deps: ## Fail when a production binary (hub, spoke, etcdfed-init) links t
 ##@ Run
 
 # DETACH=1: return once the demo EtcdCluster is Available, leaving the
-# environment running until `bin/etcdfed dev down`.
+# environment running until `bin/etcdfed dev down`. The demo runs the
+# newest etcd etcdfed supports; another with
+# DEMO_FLAGS='--clusters 3 --members 5 --etcd-version 3.6.16'.
 DETACH ?=
 DEMO_FLAGS ?= --clusters 3 --members 5
 
@@ -142,6 +145,19 @@ TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted)$$
 .PHONY: tenancy
 tenancy: tools-test system-deps build ## Tenancy on the local environment: same-named rings side by side, a domain refused, a ring of the old object names upgraded in place.
 	$(MAKE) scenarios SCENARIOS='$(TENANCY_SCENARIOS)'
+
+# The scenarios `make failures` does not run, a slice per run: .ci/run
+# runs one after `make failures`, so that every scenario runs within a few
+# CI runs (hack/rotation packs them into slices of at most ROTATION_BUDGET,
+# estimated, and picks slice ROTATION_RUN mod their number; ROTATION_RUN
+# defaults to the commit count of HEAD). It prints which run now and which
+# come next.
+ROTATION_BUDGET ?= 22m
+ROTATION_RUN ?=
+.PHONY: rotation
+rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.
+	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)'); \
+	$(MAKE) scenarios SCENARIOS="$$pattern"
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

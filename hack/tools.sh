@@ -3,11 +3,11 @@
 # it is missing or reports another version.
 #
 #   hack/tools.sh                every tool (CI)
-#   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd, etcdctl
+#   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd, etcd37, etcdctl
 #   hack/tools.sh --for test     what `make test` runs: all but the generators and linters
 #   hack/tools.sh TOOL...        those tools, one after the other
 #
-# Tools: kube-apiserver kubectl etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw
+# Tools: kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,6 +19,11 @@ ETCD_VERSION=v3.6.16
 # The etcd 3.5 release upgrades start from (and downgrades return to):
 # bin/etcd-3.5.x, picked by the local node agent for an image tagged with it.
 ETCD35_VERSION=v3.5.35
+# The etcd 3.7 release (bin/etcd-3.7.x, picked the same way): the new side
+# of the 3.6 to 3.7 upgrade and the default of `etcdfed dev up`. The
+# supported releases and upgrade steps are pkg/etcdversion's; its tests
+# check that these pins are the newest patches it names.
+ETCD37_VERSION=v3.7.3
 CONTROLLER_TOOLS_VERSION=v0.21.0
 GOLANGCI_LINT_VERSION=v2.15.0
 # versitygw: an S3-compatible gateway over a directory (posix backend), the
@@ -44,7 +49,7 @@ stamped() { [[ -f "$bin/.$1.stamp" && $(<"$bin/.$1.stamp") == "$2" ]]; }
 # known.
 typical() {
 	case $1 in
-	kube-apiserver) echo 540 ;; kubectl) echo 100 ;; etcd) echo 130 ;; etcd35) echo 55 ;;
+	kube-apiserver) echo 540 ;; kubectl) echo 100 ;; etcd) echo 130 ;; etcd35) echo 55 ;; etcd37) echo 130 ;;
 	etcdctl | etcdutl) echo 5 ;; controller-gen) echo 50 ;; golangci-lint) echo 170 ;;
 	versitygw) echo 180 ;; *) echo 0 ;;
 	esac
@@ -103,8 +108,10 @@ build_kubectl() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(
 resolver_sum() { sha256sum "$root/hack/tools/$1/internal/resolver/resolver.go" | cut -c1-12; }
 ETCD_SHA="${ETCD_VERSION}+resolver.$(resolver_sum etcd)"
 ETCD35_SHA="${ETCD35_VERSION}+resolver.$(resolver_sum etcd35)"
+ETCD37_SHA="${ETCD37_VERSION}+resolver.$(resolver_sum etcd37)"
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_SHA}"
 build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
+build_etcd37() { (cd "$root/hack/tools/etcd37" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD37_SHA}" -o "$bin/etcd-${ETCD37_VERSION#v}" ./cmd/etcd); }
 build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
 # etcdctl's `version` prints no Git SHA: a stamp file records the resolver
 # it was built with.
@@ -130,6 +137,7 @@ ensure() {
 	kubectl) have kubectl "Client Version: $KUBE_VERSION" "$bin/kubectl" version --client || step "$1" build_kubectl ;;
 	etcd) have etcd "Git SHA: $ETCD_SHA" "$bin/etcd" --version || step "$1" build_etcd ;;
 	etcd35) have "etcd-${ETCD35_VERSION#v}" "Git SHA: $ETCD35_SHA" "$bin/etcd-${ETCD35_VERSION#v}" --version || step "$1" build_etcd35 ;;
+	etcd37) have "etcd-${ETCD37_VERSION#v}" "Git SHA: $ETCD37_SHA" "$bin/etcd-${ETCD37_VERSION#v}" --version || step "$1" build_etcd37 ;;
 	etcdctl) { have etcdctl "etcdctl version: ${ETCD_VERSION#v}" "$bin/etcdctl" version && stamped etcdctl "$ETCD_SHA"; } || step "$1" build_etcdctl ;;
 	etcdutl) have etcdutl "etcdutl version: ${ETCD_VERSION#v}" "$bin/etcdutl" version || step "$1" build_etcdutl ;;
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;
@@ -152,10 +160,10 @@ lane() {
 
 # The tools of each lane, and of each purpose.
 kube_tools=(kube-apiserver kubectl)
-rest_tools=(etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw)
+rest_tools=(etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw)
 declare -A purpose=(
-	[demo]="kube-apiserver etcd etcdctl"
-	[test]="kube-apiserver kubectl etcd etcd35 etcdctl etcdutl versitygw"
+	[demo]="kube-apiserver etcd etcd37 etcdctl"
+	[test]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw"
 )
 
 want=""

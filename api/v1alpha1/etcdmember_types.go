@@ -272,6 +272,11 @@ type MemberEtcdView struct {
 	// +optional
 	DBSize int64 `json:"dbSize,omitempty"`
 
+	// dbSizeInUse is how much of the database file is in use, in bytes;
+	// the rest is free pages a defragmentation gives back.
+	// +optional
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
+
 	// version is the etcd server version.
 	// +optional
 	// +kubebuilder:validation:MaxLength=32

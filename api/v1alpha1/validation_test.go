@@ -107,10 +107,10 @@ func TestEtcdClusterCreateValidation(t *testing.T) {
 		{"even replicas", func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 4 }, "replicas must be odd"},
 		{"replicas 11", func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 11 }, "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 9"},
 		{"replicas 0", func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 0 }, "should be greater than or equal to 1"},
-		{"malformed version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "v3.6" }, "version must be an etcd release such as 3.6.16"},
-		{"version with letters", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release such as 3.6.16"},
+		{"malformed version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "v3.6" }, "version must be an etcd release such as 3.7.3"},
+		{"version with letters", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release such as 3.7.3"},
 		{"old version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "etcd versions before 3.5 are not supported"},
-		{"unknown minor version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, "unknown etcd version: etcdfed knows etcd 3.5 and 3.6"},
+		{"unknown minor version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.8.0" }, "unknown etcd version: etcdfed knows etcd 3.5, 3.6 and 3.7"},
 		{"unknown future version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.10.0" }, "unknown etcd version"},
 		{"uppercase domain", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "Etcd.Example.com" }, "domain must be a lowercase DNS name"},
 		{"domain with underscore", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "etcd_ring.example.com" }, "domain must be a lowercase DNS name"},
@@ -179,14 +179,12 @@ func TestEtcdClusterUpdateValidation(t *testing.T) {
 		want    string // empty: the update must be accepted
 	}{
 		{name: "changed domain", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "other.example.com" }, want: "domain is immutable"},
-		{name: "downgrade one minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.21" }},
+		{name: "downgrade one minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }},
 		{name: "upgrade one minor", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }},
-		{name: "patch downgrade", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.1" }},
-		// Only two minors are known, so a skip of two is also an unknown
-		// version; both rules answer.
-		{name: "upgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "version may go up by at most one minor version at a time"},
-		{name: "upgrade to unknown minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "unknown etcd version"},
-		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, want: "version may go down by at most one minor version"},
+		{name: "patch downgrade", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.8" }},
+		{name: "upgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "etcd upgrades one minor version at a time: change spec.version to 3.6.16 first"},
+		{name: "upgrade to unknown minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.8.0" }, want: "unknown etcd version"},
+		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, want: "etcd downgrades one minor version at a time: change spec.version to 3.5.35 first"},
 		{name: "scale up", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 5 }},
 		{name: "CA Secret set", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},
 		{name: "CA Secret changed", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "other-ca" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},

@@ -38,6 +38,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 const ns = "etcdfed-system"
@@ -304,7 +305,7 @@ func TestScripts(t *testing.T) {
 		t.Fatalf("etcdctl.sh created no pod:\n%s", out)
 	}
 	ctr := pod.Spec.Containers[0]
-	if ctr.Image != "gcr.io/etcd-development/etcd:v3.6.16" || strings.Join(append(ctr.Command, ctr.Args...), " ") != "/usr/local/bin/etcdctl member list -w table" {
+	if ctr.Image != "gcr.io/etcd-development/etcd:v"+etcdversion.Default().String() || strings.Join(append(ctr.Command, ctr.Args...), " ") != "/usr/local/bin/etcdctl member list -w table" {
 		t.Errorf("etcdctl pod runs %s: %v %v", ctr.Image, ctr.Command, ctr.Args)
 	}
 	env := map[string]string{}

@@ -22,7 +22,9 @@ type etcdProc struct {
 	name, peer, client, dir string
 	// extra flags (e.g. --force-new-cluster).
 	extra []string
-	cmd   *exec.Cmd
+	// bin is the binary of bin/ it runs; default etcd.
+	bin string
+	cmd *exec.Cmd
 }
 
 func freePort(t *testing.T) int {
@@ -59,12 +61,16 @@ func (p *etcdProc) start(t *testing.T, initial string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	binary := p.bin
+	if binary == "" {
+		binary = "etcd"
+	}
 	args := []string{"--name", p.name, "--data-dir", filepath.Join(p.dir, "data"),
 		"--listen-peer-urls", p.peer, "--initial-advertise-peer-urls", p.peer,
 		"--listen-client-urls", p.client, "--advertise-client-urls", p.client,
 		"--initial-cluster", initial, "--initial-cluster-state", "new", "--initial-cluster-token", "workload-test",
 		"--unsafe-no-fsync", "--log-level", "error"}
-	p.cmd = exec.Command(filepath.Join(bin, "etcd"), append(args, p.extra...)...)
+	p.cmd = exec.Command(filepath.Join(bin, binary), append(args, p.extra...)...)
 	log, err := os.OpenFile(filepath.Join(p.dir, "etcd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // FieldOwner is the field manager of every write the spoke makes.
@@ -81,6 +82,16 @@ func StorageSize(m *etcdfedv1.EtcdMember) resource.Quantity {
 		return *m.Spec.Storage.Size
 	}
 	return resource.MustParse(etcdfedv1.DefaultStorageSize)
+}
+
+// EtcdVersion is the etcd release the member runs (spec.version), whose
+// flags the spoke renders; the policy's default (the newest line) when it
+// is empty or not a release.
+func EtcdVersion(m *etcdfedv1.EtcdMember) etcdversion.Version {
+	if v, err := etcdversion.Parse(m.Spec.Version); err == nil {
+		return v
+	}
+	return etcdversion.Default()
 }
 
 // HeartbeatMillis returns spec.etcd.heartbeatIntervalMillis with its default.
