@@ -11,5 +11,5 @@ import "embed"
 // FS holds the install packages under their paths in this directory
 // (crd/kustomization.yaml, spoke/deployment.yaml, components/..., ...).
 //
-//go:embed crd/*.yaml rbac/hub/*.yaml rbac/hub-member/*.yaml rbac/spoke/*.yaml hub/*.yaml spoke/*.yaml components samples/install monitoring
+//go:embed crd/*.yaml rbac/hub/*.yaml rbac/hub-member/*.yaml rbac/spoke/*.yaml hub/*.yaml spoke/*.yaml components samples/install
 var FS embed.FS

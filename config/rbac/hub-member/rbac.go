@@ -65,7 +65,6 @@ const DefaultNamespace = "etcdfed-system"
 // ServiceAccountName is the hub's ServiceAccount in a member cluster.
 const ServiceAccountName = "etcdfed-hub"
 
-
 // Objects returns every object of the manifests (kustomization.yaml aside)
 // with the ring namespace set to namespace (the kube-node-lease Role and
 // RoleBinding stay in kube-node-lease).
