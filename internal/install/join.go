@@ -341,6 +341,9 @@ func (o *JoinOptions) checkZones(ctx context.Context, mem client.Client, dry boo
 			if patched.Annotations == nil {
 				patched.Annotations = map[string]string{}
 			}
+			if patched.Labels == nil {
+				patched.Labels = map[string]string{}
+			}
 			patched.Labels[corev1.LabelTopologyZone] = o.ZoneLabel
 			patched.Annotations[AnnotationZoneSetBy] = o.Name
 			if err := mem.Patch(ctx, patched, client.MergeFrom(n)); err != nil {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +24,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
+	"github.com/etcdfed/etcdfed/hub/registry"
 )
 
 // ErrHostsMembers is returned by Unjoin while the cluster hosts members
@@ -76,12 +78,17 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	hdel := &deleter{c: hub, cluster: "hub", dryRun: o.DryRun}
 
 	// 1. The registration: the hub disengages within a second or two.
-	reg := &unstructured.Unstructured{}
-	reg.SetAPIVersion("v1")
-	reg.SetKind("Secret")
-	reg.SetNamespace(Namespace)
-	reg.SetName(o.Name)
-	if err := hdel.delete(ctx, reg); err != nil {
+	reg := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: o.Name}, reg); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("read the registration of %s in the hub: %w", o.Name, err)
+	}
+	token := string(reg.Data[registry.TokenKey])
+	regU := &unstructured.Unstructured{}
+	regU.SetAPIVersion("v1")
+	regU.SetKind("Secret")
+	regU.SetNamespace(Namespace)
+	regU.SetName(o.Name)
+	if err := hdel.delete(ctx, regU); err != nil {
 		return err
 	}
 	// 2. What Join installed, the hub's ServiceAccount first: its tokens
@@ -99,10 +106,17 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 			return err
 		}
 	}
-	// 3. The spoke stops; then what it and the hub kept here.
+	// 3. The spoke stops, and the hub's token is refused (the apiserver
+	// caches a token's authentication for some seconds); then what the
+	// spoke and the hub kept here goes, with nobody left to write it again.
 	if o.DryRun == nil {
 		if err := waitNoSpokePods(ctx, mem, o.Timeout); err != nil {
 			return fmt.Errorf("%s: %w", o.Name, err)
+		}
+		if token != "" {
+			if err := waitRefused(ctx, mem, token, o.Timeout); err != nil {
+				return fmt.Errorf("%s: %w", o.Name, err)
+			}
 		}
 	}
 	leftovers, err := bookkeeping(ctx, mem)
@@ -191,6 +205,21 @@ func sortedNames(m map[string][]string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// waitRefused waits until the member cluster no longer accepts token.
+func waitRefused(ctx context.Context, c client.Client, token string, timeout time.Duration) error {
+	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
+		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+		if err := c.Create(ctx, tr); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		return !tr.Status.Authenticated, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the hub's token still authenticates %s after its ServiceAccount was deleted", timeout)
+	}
+	return nil
 }
 
 // waitNoSpokePods waits until no spoke pod runs in the ring namespace.
