@@ -126,9 +126,9 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 	join := install.JoinOptions{
 		MemberOptions: install.MemberOptions{Name: "member-1", External: true},
 		Hub:           hub.Config, Member: member.Config,
-		Labels:        map[string]string{"region": "eu"},
-		ZoneLabel:     "zone-a",
-		Progress:      progress,
+		Labels:    map[string]string{"region": "eu"},
+		ZoneLabel: "zone-a",
+		Progress:  progress,
 	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-1"}}
 	if err := member.Client.Create(ctx, node); err != nil {

@@ -115,8 +115,10 @@ func newOverlay(k Knobs, labels map[string]string) (*overlay, error) {
 	return o, nil
 }
 
-func (o *overlay) resource(p string)  { o.kust.Resources = append(o.kust.Resources, "../config/"+p) }
-func (o *overlay) component(c string) { o.kust.Components = append(o.kust.Components, "../config/components/"+c) }
+func (o *overlay) resource(p string) { o.kust.Resources = append(o.kust.Resources, "../config/"+p) }
+func (o *overlay) component(c string) {
+	o.kust.Components = append(o.kust.Components, "../config/components/"+c)
+}
 
 // file adds a generated file as a resource.
 func (o *overlay) file(name string, data []byte) {
