@@ -154,13 +154,6 @@ func commonName(certPEM []byte) string {
 }
 
 func expiry(certPEM []byte) time.Time {
-	block, _ := pem.Decode(certPEM)
-	if block == nil {
-		return time.Time{}
-	}
-	c, err := x509.ParseCertificate(block.Bytes)
-	if err != nil {
-		return time.Time{}
-	}
-	return c.NotAfter
+	t, _ := pki.NotAfter(certPEM)
+	return t
 }
