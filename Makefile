@@ -76,7 +76,7 @@ demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones
 # hack/leftovers first: processes an earlier run left behind are reported,
 # and stopped where its records prove a test binary that is gone started them.
 .PHONY: test
-test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
+test: tools promtool system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
 	$(GO) run ./hack/leftovers
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_PKGS) | $(GO) run ./hack/testsummary
 
@@ -97,6 +97,15 @@ FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp
 failures: tools system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
+
+# promtool is built only for the targets that run the alerts' unit tests.
+.PHONY: promtool
+promtool:
+	hack/tools.sh promtool
+
+.PHONY: test-alerts
+test-alerts: promtool ## The shipped alerts' unit tests (promtool test rules) and the dashboard's checks (config/monitoring).
+	$(GO) test -count=1 ./config/monitoring/
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

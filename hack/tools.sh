@@ -2,6 +2,7 @@
 # Builds the pinned tools into bin/ from the Go module proxy, each only when
 # it is missing or reports another version. Usage: hack/tools.sh [tool...]
 # Tools: kube-apiserver kubectl etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw
+# promtool (only when asked for: make test and make test-alerts do)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -18,6 +19,9 @@ GOLANGCI_LINT_VERSION=v2.15.0
 # versitygw: an S3-compatible gateway over a directory (posix backend), the
 # real S3 server of the backup tests.
 VERSITYGW_VERSION=v1.8.0
+# promtool: `promtool test rules` on the shipped alerts (config/monitoring).
+# The module's v0.3xx.y versions are Prometheus 3.xx.y.
+PROMETHEUS_VERSION=v0.316.0
 
 # have NAME WANT CMD...: true when bin/NAME exists and CMD's output holds WANT.
 have() {
@@ -79,6 +83,11 @@ build_versitygw() {
 		-o "$bin/versitygw" github.com/versity/versitygw/cmd/versitygw)
 }
 
+build_promtool() {
+	(cd "$root/hack/tools/prometheus" && go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" \
+		-o "$bin/promtool" github.com/prometheus/prometheus/cmd/promtool)
+}
+
 ensure() {
 	case $1 in
 	kube-apiserver) have kube-apiserver "Kubernetes $KUBE_VERSION" "$bin/kube-apiserver" --version || step "$1" build_kube_apiserver ;;
@@ -90,6 +99,7 @@ ensure() {
 	controller-gen) have controller-gen "$CONTROLLER_TOOLS_VERSION" "$bin/controller-gen" --version || step "$1" build_controller_gen ;;
 	golangci-lint) have golangci-lint "version ${GOLANGCI_LINT_VERSION#v}" "$bin/golangci-lint" version || step "$1" build_golangci_lint ;;
 	versitygw) have versitygw "Version  : $VERSITYGW_VERSION" "$bin/versitygw" --version || step "$1" build_versitygw ;;
+	promtool) have promtool "promtool, version ${PROMETHEUS_VERSION#v}" "$bin/promtool" --version || step "$1" build_promtool ;;
 	*) echo "unknown tool $1" >&2; exit 2 ;;
 	esac
 }

@@ -7,9 +7,11 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // HubInstallOptions configure InstallHub.
@@ -49,6 +51,11 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	hub, err := newClient(o.Hub, "hub cluster")
 	if err != nil {
 		return err
+	}
+	for _, ns := range o.EtcdClusterNamespaces {
+		if err := hub.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
+			return fmt.Errorf("--etcdcluster-namespace %s: %w (create it first)", ns, err)
+		}
 	}
 	a := &applier{c: hub, cluster: "hub", dryRun: o.DryRun}
 	st, err := a.apply(ctx, objs)

@@ -157,19 +157,9 @@ func imageTransform(ref string) (types.Image, error) {
 // render builds the overlay over an in-memory copy of config/ and returns
 // its objects in kustomize's order (CRDs and namespaces first).
 func (o *overlay) render() ([]*unstructured.Unstructured, error) {
-	mem := filesys.MakeFsInMemory()
-	err := fs.WalkDir(config.FS, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := config.FS.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return mem.WriteFile(path.Join("/config", p), data)
-	})
+	mem, err := configFS()
 	if err != nil {
-		return nil, fmt.Errorf("copy config/: %w", err)
+		return nil, err
 	}
 	kust, err := yaml.Marshal(o.kust)
 	if err != nil {
@@ -188,7 +178,40 @@ func (o *overlay) render() ([]*unstructured.Unstructured, error) {
 			return nil, err
 		}
 	}
-	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, "/overlay")
+	return build(mem, "/overlay")
+}
+
+// RenderPackage renders a kustomization of config/ as `kubectl kustomize
+// config/<dir>` would (for example "samples/install/hub").
+func RenderPackage(dir string) ([]*unstructured.Unstructured, error) {
+	mem, err := configFS()
+	if err != nil {
+		return nil, err
+	}
+	return build(mem, path.Join("/config", dir))
+}
+
+// configFS is an in-memory copy of config/ at /config.
+func configFS() (filesys.FileSystem, error) {
+	mem := filesys.MakeFsInMemory()
+	err := fs.WalkDir(config.FS, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := config.FS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return mem.WriteFile(path.Join("/config", p), data)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("copy config/: %w", err)
+	}
+	return mem, nil
+}
+
+func build(mem filesys.FileSystem, dir string) ([]*unstructured.Unstructured, error) {
+	m, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(mem, dir)
 	if err != nil {
 		return nil, fmt.Errorf("kustomize: %w", err)
 	}
