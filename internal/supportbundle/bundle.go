@@ -562,4 +562,3 @@ func stripManaged(l client.ObjectList) runtime.Object {
 	}
 	return l
 }
-
