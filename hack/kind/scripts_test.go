@@ -698,8 +698,6 @@ func (w *world) expectForward(cluster, policy string, upstreams []string) {
 	}
 }
 
-func contains(s []string, v string) bool { return indexOf(s, v) >= 0 }
-
 func indexOf(s []string, v string) int {
 	for i, x := range s {
 		if x == v {

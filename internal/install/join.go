@@ -409,7 +409,7 @@ func authenticates(ctx context.Context, cs kubernetes.Interface, token string) (
 // kubeconfig naming the server and its CA (no credentials), and the token.
 func (o *JoinOptions) registration(ca []byte, token string) (*unstructured.Unstructured, error) {
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters[o.Name] = &clientcmdapi.Cluster{Server: o.MemberServer, CertificateAuthorityData: ca, TLSServerName: o.Member.TLSClientConfig.ServerName}
+	kc.Clusters[o.Name] = &clientcmdapi.Cluster{Server: o.MemberServer, CertificateAuthorityData: ca, TLSServerName: o.Member.ServerName}
 	kc.AuthInfos[hubmemberrbac.ServiceAccountName] = &clientcmdapi.AuthInfo{}
 	kc.Contexts[o.Name] = &clientcmdapi.Context{Cluster: o.Name, AuthInfo: hubmemberrbac.ServiceAccountName, Namespace: Namespace}
 	kc.CurrentContext = o.Name
