@@ -58,6 +58,22 @@ func (k *kubeFlags) bindMember(fs *pflag.FlagSet) {
 	fs.StringVar(&k.context, "member-context", "", "Kubeconfig context of the member cluster.")
 }
 
+// hubAndMember loads the hub's and the member cluster's REST configs.
+func hubAndMember(hub, member kubeFlags) (*rest.Config, *rest.Config, error) {
+	if member.kubeconfig == "" {
+		return nil, nil, fmt.Errorf("--kubeconfig-member is required: the member cluster's kubeconfig")
+	}
+	h, err := hub.config("hub")
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := member.config("member")
+	if err != nil {
+		return nil, nil, err
+	}
+	return h, m, nil
+}
+
 // progressPrinter prints each line with the time since start.
 func progressPrinter(w io.Writer) func(string) {
 	start := time.Now()
@@ -118,14 +134,8 @@ already registered under another name.
 ConfigMap: for a spoke run outside the cluster (the local environment).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if member.kubeconfig == "" {
-				return fmt.Errorf("--kubeconfig-member is required: the member cluster's kubeconfig")
-			}
 			var err error
-			if o.Hub, err = hub.config("hub"); err != nil {
-				return err
-			}
-			if o.Member, err = member.config("member"); err != nil {
+			if o.Hub, o.Member, err = hubAndMember(hub, member); err != nil {
 				return err
 			}
 			o.Name, o.Knobs = args[0], kn.get()
@@ -189,14 +199,8 @@ command that cordons the cluster so the hub moves them away. Volumes of
 members that lived there are kept and listed.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if member.kubeconfig == "" {
-				return fmt.Errorf("--kubeconfig-member is required: the member cluster's kubeconfig")
-			}
 			var err error
-			if o.Hub, err = hub.config("hub"); err != nil {
-				return err
-			}
-			if o.Member, err = member.config("member"); err != nil {
+			if o.Hub, o.Member, err = hubAndMember(hub, member); err != nil {
 				return err
 			}
 			o.Name = args[0]

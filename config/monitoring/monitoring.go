@@ -121,3 +121,56 @@ func MetricNames(expr string) []string {
 	sort.Strings(out)
 	return out
 }
+
+// RuleMetrics maps each metric name the shipped rules use to the alerts
+// that use it.
+func RuleMetrics() (map[string][]string, error) {
+	f, err := ParseRules(Rules)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, g := range f.Groups {
+		for _, r := range g.Rules {
+			for _, n := range MetricNames(r.Expr) {
+				out[n] = append(out[n], r.Alert)
+			}
+		}
+	}
+	return out, nil
+}
+
+// Series is one input series of the rules' promtool tests.
+type Series struct {
+	Name string
+	// Labels are its label names (the scrape's job and instance aside).
+	Labels []string
+}
+
+// TestSeries returns the input series of prometheus-rules_test.yaml.
+func TestSeries() ([]Series, error) {
+	var tests struct {
+		Tests []struct {
+			InputSeries []struct {
+				Series string `json:"series"`
+			} `json:"input_series"`
+		} `json:"tests"`
+	}
+	if err := yaml.Unmarshal(RuleTests, &tests); err != nil {
+		return nil, fmt.Errorf("rule tests: %w", err)
+	}
+	var out []Series
+	for _, tc := range tests.Tests {
+		for _, in := range tc.InputSeries {
+			name, rest, _ := strings.Cut(in.Series, "{")
+			s := Series{Name: name}
+			for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
+				if k, _, ok := strings.Cut(kv, "="); ok && k != "job" && k != "instance" {
+					s.Labels = append(s.Labels, strings.TrimSpace(k))
+				}
+			}
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}

@@ -11,8 +11,6 @@ import (
 	"strings"
 	"testing"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/etcdfed/etcdfed/config/monitoring"
 	"github.com/etcdfed/etcdfed/internal/repo"
 )
@@ -47,24 +45,6 @@ func TestPrometheusRuleIsGenerated(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Error("config/components/prometheus-operator/prometheusrule.yaml is stale: run go generate ./config/monitoring (make generate)")
 	}
-}
-
-// RuleNames are the metric names the shipped rules use.
-func ruleNames(t *testing.T) map[string][]string {
-	t.Helper()
-	f, err := monitoring.ParseRules(monitoring.Rules)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	for _, g := range f.Groups {
-		for _, r := range g.Rules {
-			for _, n := range monitoring.MetricNames(r.Expr) {
-				out[n] = append(out[n], r.Alert)
-			}
-		}
-	}
-	return out
 }
 
 // declared are the metric names the hub's code registers (their Name:
@@ -109,26 +89,22 @@ func declared(t *testing.T) map[string]bool {
 // /metrics.)
 func TestEveryNameIsTheHubs(t *testing.T) {
 	hub := declared(t)
-	for n, alerts := range ruleNames(t) {
+	rules, err := monitoring.RuleMetrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, alerts := range rules {
 		if !hub[n] {
 			t.Errorf("rules %v use %s, which the hub does not export", alerts, n)
 		}
 	}
-	var tests struct {
-		Tests []struct {
-			InputSeries []struct {
-				Series string `json:"series"`
-			} `json:"input_series"`
-		} `json:"tests"`
-	}
-	if err := yaml.Unmarshal(monitoring.RuleTests, &tests); err != nil {
+	series, err := monitoring.TestSeries()
+	if err != nil {
 		t.Fatal(err)
 	}
-	for _, tc := range tests.Tests {
-		for _, s := range tc.InputSeries {
-			if n, _, _ := strings.Cut(s.Series, "{"); !hub[n] {
-				t.Errorf("rule test input series %s: the hub exports no %s", s.Series, n)
-			}
+	for _, s := range series {
+		if !hub[s.Name] {
+			t.Errorf("rule test input series %s: the hub exports no such metric", s.Name)
 		}
 	}
 	for _, expr := range dashboardExprs(t) {

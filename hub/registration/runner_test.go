@@ -20,6 +20,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/internal/install/installtest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
@@ -69,27 +70,8 @@ func value(m *dto.Metric) float64 {
 // cluster is engaged and the spoke seen on the Secret; and when renewal
 // fails (the ServiceAccount is gone), the Secret and the metrics say so.
 func TestRenewAndReport(t *testing.T) {
-	testenv.SkipIfShort(t, "kube-apiserver")
 	ctx := context.Background()
-	cs, err := testenv.Start(ctx, testenv.Options{WithoutCRDs: true}, "hub", "member")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		for _, c := range cs {
-			_ = c.Stop()
-		}
-	})
-	hub, member := cs[0], cs[1]
-	if err := install.InstallHub(ctx, install.HubInstallOptions{Hub: hub.Config, HubOptions: install.HubOptions{External: true}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := install.Join(ctx, install.JoinOptions{
-		MemberOptions: install.MemberOptions{Name: "member-1", External: true},
-		Hub:           hub.Config, Member: member.Config, TokenLifetime: registration.MinLifetime,
-	}); err != nil {
-		t.Fatal(err)
-	}
+	hub, member := installtest.HubAndMember(t, func(o *install.JoinOptions) { o.TokenLifetime = registration.MinLifetime })
 	get := func() *corev1.Secret {
 		t.Helper()
 		sec := &corev1.Secret{}

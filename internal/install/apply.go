@@ -176,6 +176,30 @@ var kinds = []schema.GroupVersionKind{
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
 }
 
+// Kinds are every kind the installs write: the CRDs and the namespace,
+// and kinds (which prune looks through).
+func Kinds() []schema.GroupVersionKind {
+	return append([]schema.GroupVersionKind{crdGVK, {Version: "v1", Kind: "Namespace"}}, kinds...)
+}
+
+// Inventory maps "Kind namespace/name" to the resourceVersion of every
+// object of Kinds labelled sel and not being deleted (a namespace stays
+// Terminating where no namespace controller runs): what an install left
+// in a cluster, to count, or to compare before and after a second run.
+func Inventory(ctx context.Context, c client.Client, sel labels.Selector) (map[string]string, error) {
+	objs, err := labelled(ctx, c, sel, Kinds())
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, o := range objs {
+		if o.GetDeletionTimestamp() == nil {
+			out[o.GetKind()+" "+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
+		}
+	}
+	return out, nil
+}
+
 // labelled lists the objects of kinds carrying sel, everywhere. A kind
 // the cluster does not serve (the Prometheus Operator's) has none.
 func labelled(ctx context.Context, c client.Client, sel labels.Selector, gvks []schema.GroupVersionKind) ([]*unstructured.Unstructured, error) {

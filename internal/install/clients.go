@@ -28,6 +28,17 @@ func newClient(cfg *rest.Config, what string) (client.Client, error) {
 	return c, nil
 }
 
+// hubAndMember are the clients of the hub and of member cluster name.
+func hubAndMember(hubCfg, memberCfg *rest.Config, name string) (hub, member client.Client, err error) {
+	if hub, err = newClient(hubCfg, "hub cluster"); err != nil {
+		return nil, nil, err
+	}
+	if member, err = newClient(memberCfg, "member cluster "+name); err != nil {
+		return nil, nil, err
+	}
+	return hub, member, nil
+}
+
 // toUnstructured converts a typed object, with its kind set.
 func toUnstructured(obj client.Object) (*unstructured.Unstructured, error) {
 	gvks, _, err := scheme.New().ObjectKinds(obj)

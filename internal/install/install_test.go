@@ -13,8 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -22,81 +21,21 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/internal/install/installtest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
-// clusters starts fresh apiservers without the etcdfed CRDs (the install
-// brings them) and stops them with the test.
-func clusters(t *testing.T, names ...string) []*testenv.Cluster {
+// inventory is what the label key=value marks in a cluster, by "Kind
+// ns/name", with resourceVersions.
+func inventory(t *testing.T, c client.Client, key, value string) map[string]string {
 	t.Helper()
-	testenv.SkipIfShort(t, "kube-apiserver")
-	cs, err := testenv.Start(context.Background(), testenv.Options{WithoutCRDs: true}, names...)
+	m, err := install.Inventory(context.Background(), c, labels.SelectorFromSet(labels.Set{key: value}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		for _, c := range cs {
-			_ = c.Stop()
-		}
-	})
-	return cs
-}
-
-// everyKind is what the install packages hold, and what Join labels.
-var everyKind = []schema.GroupVersionKind{
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-	{Version: "v1", Kind: "Namespace"},
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Version: "v1", Kind: "Service"},
-	{Version: "v1", Kind: "ConfigMap"},
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ServiceAccount"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
-}
-
-// byLabel maps "Kind ns/name" to resourceVersion for every object of
-// everyKind carrying the label key=value.
-func byLabel(t *testing.T, c client.Client, key, value string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, gvk := range everyKind {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(context.Background(), list, client.MatchingLabels{key: value}); err != nil {
-			t.Fatalf("list %s: %v", gvk.Kind, err)
-		}
-		for _, o := range list.Items {
-			out[gvk.Kind+" "+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
-		}
-	}
-	return out
-}
-
-// remaining lists the objects labelled key=value that are not being
-// deleted. A namespace being deleted stays Terminating on an apiserver
-// alone (no namespace controller runs to empty it): it is gone for the
-// count.
-func remaining(t *testing.T, c client.Client, key, value string) []string {
-	t.Helper()
-	var out []string
-	for _, gvk := range everyKind {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := c.List(context.Background(), list, client.MatchingLabels{key: value}); err != nil {
-			t.Fatalf("list %s: %v", gvk.Kind, err)
-		}
-		for _, o := range list.Items {
-			if o.GetDeletionTimestamp() == nil {
-				out = append(out, gvk.Kind+" "+o.GetNamespace()+"/"+o.GetName())
-			}
-		}
-	}
-	return out
+	return m
 }
 
 func keys(m map[string]string) []string {
@@ -114,7 +53,7 @@ func keys(m map[string]string) []string {
 // writes nothing and prints no credential; unjoin refuses while the
 // cluster hosts a member and then leaves nothing behind.
 func TestJoinTwiceThenUnjoin(t *testing.T) {
-	cs := clusters(t, "hub", "member")
+	cs := installtest.Clusters(t, "hub", "member")
 	hub, member := cs[0], cs[1]
 	ctx := context.Background()
 	var lines []string
@@ -194,8 +133,8 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 	}
 
 	// A second join writes nothing.
-	memberBefore := byLabel(t, member.Client, install.LabelJoinedAs, "member-1")
-	hubBefore := byLabel(t, hub.Client, install.LabelJoinedAs, "member-1")
+	memberBefore := inventory(t, member.Client, install.LabelJoinedAs, "member-1")
+	hubBefore := inventory(t, hub.Client, install.LabelJoinedAs, "member-1")
 	if len(memberBefore) < 10 || len(hubBefore) != 1 {
 		t.Fatalf("labelled objects: member %v, hub %v", keys(memberBefore), keys(hubBefore))
 	}
@@ -203,8 +142,8 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, got := range map[string][2]map[string]string{
-		"member": {memberBefore, byLabel(t, member.Client, install.LabelJoinedAs, "member-1")},
-		"hub":    {hubBefore, byLabel(t, hub.Client, install.LabelJoinedAs, "member-1")},
+		"member": {memberBefore, inventory(t, member.Client, install.LabelJoinedAs, "member-1")},
+		"hub":    {hubBefore, inventory(t, hub.Client, install.LabelJoinedAs, "member-1")},
 	} {
 		for k, rv := range got[0] {
 			if got[1][k] != rv {
@@ -233,7 +172,7 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 	if bytes.Contains(out.Bytes(), sec.Data[registry.TokenKey]) || strings.Contains(out.String(), string(hubGossip.Data["key"])) {
 		t.Error("dry run printed a credential")
 	}
-	if got := byLabel(t, hub.Client, install.LabelJoinedAs, "member-1"); got[keys(hubBefore)[0]] != hubBefore[keys(hubBefore)[0]] {
+	if got := inventory(t, hub.Client, install.LabelJoinedAs, "member-1"); got[keys(hubBefore)[0]] != hubBefore[keys(hubBefore)[0]] {
 		t.Error("dry run wrote the registration")
 	}
 
@@ -255,7 +194,7 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 	if !errors.Is(err, install.ErrHostsMembers) || !strings.Contains(err.Error(), "default/main (main-0)") || !strings.Contains(err.Error(), "cordonedClusters") {
 		t.Fatalf("unjoin with a member: %v, want ErrHostsMembers naming default/main (main-0) and the cordon", err)
 	}
-	if len(byLabel(t, member.Client, install.LabelJoinedAs, "member-1")) != len(memberBefore) {
+	if len(inventory(t, member.Client, install.LabelJoinedAs, "member-1")) != len(memberBefore) {
 		t.Fatal("a refused unjoin deleted something")
 	}
 	if err := member.Client.Delete(ctx, m); err != nil {
@@ -266,11 +205,11 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 	if err := install.Unjoin(ctx, unjoin); err != nil {
 		t.Fatal(err)
 	}
-	if left := remaining(t, member.Client, install.LabelJoinedAs, "member-1"); len(left) > 0 {
-		t.Errorf("unjoin left %v in the member cluster", left)
+	if left := inventory(t, member.Client, install.LabelJoinedAs, "member-1"); len(left) > 0 {
+		t.Errorf("unjoin left %v in the member cluster", keys(left))
 	}
-	if left := remaining(t, hub.Client, install.LabelJoinedAs, "member-1"); len(left) > 0 {
-		t.Errorf("unjoin left %v in the hub", left)
+	if left := inventory(t, hub.Client, install.LabelJoinedAs, "member-1"); len(left) > 0 {
+		t.Errorf("unjoin left %v in the hub", keys(left))
 	}
 	if err := member.Client.Get(ctx, client.ObjectKeyFromObject(node), node); err != nil || node.Labels[corev1.LabelTopologyZone] != "" {
 		t.Errorf("node labels after unjoin %v (%v): the zone label join set is still there", node.Labels, err)

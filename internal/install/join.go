@@ -124,11 +124,7 @@ func Join(ctx context.Context, o JoinOptions) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	hub, err := newClient(o.Hub, "hub cluster")
-	if err != nil {
-		return err
-	}
-	mem, err := newClient(o.Member, "member cluster "+o.Name)
+	hub, mem, err := hubAndMember(o.Hub, o.Member, o.Name)
 	if err != nil {
 		return err
 	}

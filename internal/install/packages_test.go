@@ -19,6 +19,7 @@ import (
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
 	spokerbac "github.com/etcdfed/etcdfed/config/rbac/spoke"
 	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/internal/install/installtest"
 )
 
 // renderings are the install packages as users render them (the samples
@@ -102,7 +103,7 @@ func TestPackagesInstallIntoApiservers(t *testing.T) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	cs := clusters(t, "packages")
+	cs := installtest.Clusters(t, "packages")
 	c := cs[0].Client
 	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {

@@ -63,11 +63,7 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	if !nameRE.MatchString(o.Name) {
 		return fmt.Errorf("cluster name %q: want a DNS label", o.Name)
 	}
-	hub, err := newClient(o.Hub, "hub cluster")
-	if err != nil {
-		return err
-	}
-	mem, err := newClient(o.Member, "member cluster "+o.Name)
+	hub, mem, err := hubAndMember(o.Hub, o.Member, o.Name)
 	if err != nil {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -31,6 +32,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -45,6 +47,9 @@ import (
 	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/version"
 )
+
+// topDir is the directory every file of a bundle is in.
+const topDir = "etcdfed-support-bundle"
 
 // Options configure Collect.
 type Options struct {
@@ -486,7 +491,7 @@ func (b *bundle) write(w io.Writer, o Options) (Summary, error) {
 	s := Summary{Errors: b.errs}
 	for _, n := range names {
 		data := b.scrub(b.files[n])
-		hdr := &tar.Header{Name: "etcdfed-support-bundle/" + n, Mode: 0o644, Size: int64(len(data)), ModTime: o.Now()}
+		hdr := &tar.Header{Name: topDir + "/" + n, Mode: 0o644, Size: int64(len(data)), ModTime: o.Now()}
 		if err := tw.WriteHeader(hdr); err != nil {
 			return s, err
 		}
@@ -537,28 +542,38 @@ func max64(a, b int64) int64 {
 	return b
 }
 
+// stripManaged drops the managed fields of every item of a list.
 func stripManaged(l client.ObjectList) runtime.Object {
-	switch l := l.(type) {
-	case *etcdfedv1.EtcdMemberList:
-		for i := range l.Items {
-			l.Items[i].ManagedFields = nil
+	_ = meta.EachListItem(l, func(o runtime.Object) error {
+		if m, err := meta.Accessor(o); err == nil {
+			m.SetManagedFields(nil)
 		}
-		return l
-	case *etcdfedv1.EtcdSpokeList:
-		for i := range l.Items {
-			l.Items[i].ManagedFields = nil
-		}
-		return l
-	case *etcdfedv1.EtcdDNSZoneList:
-		for i := range l.Items {
-			l.Items[i].ManagedFields = nil
-		}
-		return l
-	case *coordinationv1.LeaseList:
-		for i := range l.Items {
-			l.Items[i].ManagedFields = nil
-		}
-		return l
-	}
+		return nil
+	})
 	return l
+}
+
+// Read returns the files of a bundle, by their names inside it (e.g.
+// "etcd/endpoint-status.json").
+func Read(r io.Reader) (map[string]string, error) {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, err
+	}
+	tr := tar.NewReader(zr)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			return nil, err
+		}
+		out[strings.TrimPrefix(h.Name, topDir+"/")] = string(b)
+	}
 }

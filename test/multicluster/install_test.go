@@ -1,12 +1,8 @@
 package multicluster
 
 import (
-	"archive/tar"
-	"compress/gzip"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,57 +13,30 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/config/monitoring"
 	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/internal/supportbundle"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
-// installedKinds are the kinds `etcdfed hub install` and `etcdfed cluster
-// join` write, where their labels are counted.
-var installedKinds = []schema.GroupVersionKind{
-	{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"},
-	{Version: "v1", Kind: "Namespace"},
-	{Group: "apps", Version: "v1", Kind: "Deployment"},
-	{Version: "v1", Kind: "Service"},
-	{Version: "v1", Kind: "ConfigMap"},
-	{Version: "v1", Kind: "Secret"},
-	{Version: "v1", Kind: "ServiceAccount"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "Role"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "RoleBinding"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRole"},
-	{Group: "rbac.authorization.k8s.io", Version: "v1", Kind: "ClusterRoleBinding"},
-}
-
-// labelled maps "Kind ns/name" to resourceVersion for the objects labelled
-// key (=value when value is not empty) and not being deleted (a namespace
-// stays Terminating here: no namespace controller runs).
+// labelled is what an install left in a cluster under the label key
+// (=value when value is not empty), by "Kind ns/name", with
+// resourceVersions.
 func labelled(ctx context.Context, c client.Client, key, value string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, gvk := range installedKinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		sel := client.HasLabels{key}
-		var opt client.ListOption = sel
-		if value != "" {
-			opt = client.MatchingLabels{key: value}
-		}
-		if err := c.List(ctx, list, opt); err != nil {
-			return nil, fmt.Errorf("list %s: %w", gvk.Kind, err)
-		}
-		for _, o := range list.Items {
-			if o.GetDeletionTimestamp() == nil {
-				out[gvk.Kind+" "+o.GetNamespace()+"/"+o.GetName()] = o.GetResourceVersion()
-			}
-		}
+	req, err := labels.NewRequirement(key, selection.Exists, nil)
+	if value != "" {
+		req, err = labels.NewRequirement(key, selection.Equals, []string{value})
 	}
-	return out, nil
+	if err != nil {
+		return nil, err
+	}
+	return install.Inventory(ctx, c, labels.NewSelector().Add(*req))
 }
 
 // TestScenarioInstall: three fresh member apiservers and a hub, installed
@@ -221,7 +190,15 @@ func TestScenarioInstall(t *testing.T) {
 		if _, err := etcdfed(args...); err != nil {
 			t.Fatal(err)
 		}
-		files := untarFiles(t, out)
+		f, err := os.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		files, err := supportbundle.Read(f)
+		if err != nil {
+			t.Fatal(err)
+		}
 		status := files["etcd/endpoint-status.json"]
 		if strings.Count(status, `"version": "3.6.16"`) != 3 || strings.Contains(status, `"error"`) {
 			t.Errorf("etcd endpoint status in the bundle:\n%s", status)
@@ -277,41 +254,17 @@ func TestScenarioInstall(t *testing.T) {
 // name the test gives it (job and instance come from the scrape).
 func LiveHubMetricsSpec(ctx context.Context, t *testing.T, url string) {
 	t.Helper()
-	rules, err := monitoring.ParseRules(monitoring.Rules)
+	want, err := monitoring.RuleMetrics()
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string][]string{}
-	for _, g := range rules.Groups {
-		for _, r := range g.Rules {
-			for _, n := range monitoring.MetricNames(r.Expr) {
-				want[n] = append(want[n], r.Alert)
-			}
-		}
-	}
-	var tests struct {
-		Tests []struct {
-			InputSeries []struct {
-				Series string `json:"series"`
-			} `json:"input_series"`
-		} `json:"tests"`
-	}
-	if err := yaml.Unmarshal(monitoring.RuleTests, &tests); err != nil {
+	series, err := monitoring.TestSeries()
+	if err != nil {
 		t.Fatal(err)
 	}
-	labelsOf := map[string]map[string]bool{}
-	for _, tc := range tests.Tests {
-		for _, s := range tc.InputSeries {
-			name, rest, _ := strings.Cut(s.Series, "{")
-			if labelsOf[name] == nil {
-				labelsOf[name] = map[string]bool{}
-			}
-			for _, kv := range strings.Split(strings.TrimSuffix(rest, "}"), ",") {
-				if k, _, ok := strings.Cut(kv, "="); ok && k != "job" && k != "instance" {
-					labelsOf[name][k] = true
-				}
-			}
-		}
+	labelsOf := map[string][]string{}
+	for _, s := range series {
+		labelsOf[s.Name] = append(labelsOf[s.Name], s.Labels...)
 	}
 	var missing []string
 	waitUntil(t, 3*time.Minute, "the hub to export every metric the alerts use", func() (bool, string) {
@@ -330,7 +283,7 @@ func LiveHubMetricsSpec(ctx context.Context, t *testing.T, url string) {
 				missing = append(missing, n+" (a rule test's input)")
 				continue
 			}
-			for l := range ls {
+			for _, l := range ls {
 				if !slices.ContainsFunc(m[n], func(s metricSample) bool { _, ok := s.labels[l]; return ok }) {
 					missing = append(missing, n+" with label "+l)
 				}
@@ -377,36 +330,4 @@ func hubOrMember(topo *Topology, name string) *Cluster {
 		return topo.Hub
 	}
 	return clusterNamed(topo, name)
-}
-
-// untarFiles reads a .tar.gz into name -> content, without its top
-// directory.
-func untarFiles(t *testing.T, path string) map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(zr)
-	out := map[string]string{}
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, name, _ := strings.Cut(h.Name, "/")
-		out[name] = string(b)
-	}
 }
