@@ -134,10 +134,6 @@ already registered under another name.
 ConfigMap: for a spoke run outside the cluster (the local environment).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var err error
-			if o.Hub, o.Member, err = hubAndMember(hub, member); err != nil {
-				return err
-			}
 			o.Name, o.Knobs = args[0], kn.get()
 			switch spokeMode {
 			case "deploy":
@@ -153,6 +149,10 @@ ConfigMap: for a spoke run outside the cluster (the local environment).`,
 					return fmt.Errorf("--label %q: want KEY=VALUE", l)
 				}
 				o.Labels[k] = v
+			}
+			var err error
+			if o.Hub, o.Member, err = hubAndMember(hub, member); err != nil {
+				return err
 			}
 			if dryRun {
 				o.DryRun = cmd.OutOrStdout()
@@ -295,10 +295,6 @@ flags changes nothing; --dry-run prints every object and writes nothing.
 the cluster (the local environment).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			var err error
-			if o.Hub, err = hub.config("hub"); err != nil {
-				return err
-			}
 			o.Knobs = kn.get()
 			switch mode {
 			case "deploy":
@@ -306,6 +302,10 @@ the cluster (the local environment).`,
 				o.External = true
 			default:
 				return fmt.Errorf("--hub %q: want deploy or external", mode)
+			}
+			var err error
+			if o.Hub, err = hub.config("hub"); err != nil {
+				return err
 			}
 			if dryRun {
 				o.DryRun = cmd.OutOrStdout()
