@@ -310,7 +310,7 @@ func TestProviderUsesARenewedTokenWithoutReconnecting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = mcbuilder.ControllerManagedBy(mgr).Named("probe").
+	err = mcbuilder.ControllerManagedBy(mgr).Named("token-probe").
 		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
 		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
 	if err != nil {
