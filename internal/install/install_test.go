@@ -73,8 +73,22 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 	if err := member.Client.Create(ctx, node); err != nil {
 		t.Fatal(err)
 	}
+	// A long-lived token Secret of an install before join existed.
+	if err := member.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: install.Namespace}}); err != nil {
+		t.Fatal(err)
+	}
+	legacy := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "etcdfed-hub-token", Annotations: map[string]string{corev1.ServiceAccountNameKey: "etcdfed-hub"}},
+		Type:       corev1.SecretTypeServiceAccountToken,
+	}
+	if err := member.Client.Create(ctx, legacy); err != nil {
+		t.Fatal(err)
+	}
 	if err := install.Join(ctx, join); err != nil {
 		t.Fatal(err)
+	}
+	if err := member.Client.Get(ctx, client.ObjectKeyFromObject(legacy), legacy); !apierrors.IsNotFound(err) {
+		t.Errorf("the long-lived token Secret of an earlier install is still there (%v)", err)
 	}
 
 	// The registration: the registry's format, a token of the hub's

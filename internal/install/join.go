@@ -220,6 +220,11 @@ func Join(ctx context.Context, o JoinOptions) error {
 	if err != nil {
 		return err
 	}
+	if legacy, err := removeLegacyToken(ctx, mem, dry); err != nil {
+		return fmt.Errorf("%s: %w", o.Name, err)
+	} else if legacy != "" {
+		pruned = append(pruned, legacy)
+	}
 	what := "CRDs, ring namespace, the hub's ServiceAccount and RBAC, the gossip key"
 	if !mo.External {
 		what += ", the spoke"
@@ -578,4 +583,30 @@ func spokeRenewTime(ctx context.Context, c client.Client) (time.Time, error) {
 		return time.Time{}, errors.New("the spoke's Lease has no renewTime yet")
 	}
 	return l.Spec.RenewTime.Time, nil
+}
+
+// legacyTokenSecret is the long-lived token Secret of the hub's
+// ServiceAccount that installs before `etcdfed cluster join` applied
+// (config/rbac/hub-member's token_secret.yaml).
+const legacyTokenSecret = "etcdfed-hub-token"
+
+// removeLegacyToken deletes that Secret, which holds a token that never
+// expires, when it is there; it returns what it removed.
+func removeLegacyToken(ctx context.Context, c client.Client, dry bool) (string, error) {
+	sec := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: legacyTokenSecret}, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read Secret %s/%s: %w", Namespace, legacyTokenSecret, err)
+	case sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != hubmemberrbac.ServiceAccountName:
+		return "", nil
+	case dry:
+		return "", nil
+	}
+	if err := c.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+		return "", fmt.Errorf("delete the long-lived token Secret %s/%s: %w", Namespace, legacyTokenSecret, err)
+	}
+	return "Secret " + Namespace + "/" + legacyTokenSecret + " (a token that never expired, of an earlier install)", nil
 }
