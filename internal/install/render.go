@@ -249,7 +249,8 @@ func namespaceYAML(name string) []byte {
 type HubOptions struct {
 	Knobs
 	// External: the hub runs outside the cluster (the local environment's
-	// process mode), so no Deployment; everything else is installed.
+	// process mode), so no Deployment (nor a metrics Service in front of
+	// it); everything else is installed.
 	External bool
 	// MetricsService adds a Service in front of the hub's metrics port
 	// (component hub-metrics).
@@ -265,6 +266,11 @@ type HubOptions struct {
 
 // RenderHub returns the objects of the hub cluster's install.
 func RenderHub(o HubOptions) ([]*unstructured.Unstructured, error) {
+	if o.External {
+		// The metrics Service and the ServiceMonitor front the hub's pods:
+		// there are none.
+		o.MetricsService, o.PrometheusOperator = false, false
+	}
 	if o.PrometheusOperator && !o.MetricsService {
 		return nil, errors.New("the Prometheus Operator's ServiceMonitor scrapes the metrics Service: enable the metrics Service too")
 	}
