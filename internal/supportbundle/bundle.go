@@ -312,7 +312,7 @@ func (b *bundle) pods(ctx context.Context, cs kubernetes.Interface, dir, ns, sel
 
 func (b *bundle) log(ctx context.Context, cs kubernetes.Interface, dir string, p corev1.Pod, container string, previous bool, o Options) {
 	lines, limit := o.LogLines, o.LogBytes
-	req := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &limit, Previous: previous, Timestamps: true})
+	req := cs.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: container, TailLines: &lines, LimitBytes: &limit, Previous: previous})
 	data, err := req.DoRaw(ctx)
 	name := fmt.Sprintf("%s/logs/%s_%s.log", dir, p.Name, container)
 	if previous {
