@@ -30,8 +30,15 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build hub, spoke and the etcdfed CLI into bin/.
+build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# IMAGES picks images by name (default: hub, spoke, etcdfed-init, etcd-3.6,
+# etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image).
+IMAGES ?=
+.PHONY: images
+images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
+	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
 
 .PHONY: tools
 tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6 and 3.5, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw; only what is missing).
@@ -50,19 +57,26 @@ system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf,
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRDs.
+generate: ## Generate deepcopy code, CRDs and the Dockerfile (from internal/images).
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(GO) generate ./config/...
+	$(GO) run ./hack/images dockerfile --out Dockerfile
 
 .PHONY: verify
-verify: generate ## Check generated files are current, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
+verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
+	@git diff --exit-code -- api config Dockerfile || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
+
+# hack/proddeps: hub, spoke and etcdfed-init must not link testing,
+# envtest, etcdfed's fixtures or the local environment.
+.PHONY: verify-deps
+verify-deps: ## Fail when a production binary (hub, spoke, etcdfed-init) links test or dev code; prints the import chain.
+	$(GO) run ./hack/proddeps
 
 ##@ Run
 
@@ -112,6 +126,11 @@ failures: tools-test system-deps build ## The failure scenarios (lost volume, cr
 test-alerts: ## The shipped alerts' unit tests (promtool test rules) and the dashboard's checks (config/monitoring).
 	hack/tools.sh promtool
 	$(GO) test -count=1 ./config/monitoring/
+
+.PHONY: test-images
+test-images: ## Build every image, load it into a private containerd (Debian's, installed when missing) and run each one's binaries with ctr run.
+	hack/system-deps.sh images
+	ETCDFED_IMAGES_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestImagesRunInContainerd$$' ./internal/images
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -257,3 +258,51 @@ func TestEtcdDNSZoneValidation(t *testing.T) {
 }
 
 var _ client.Object = &etcdfedv1.EtcdSpoke{}
+
+// TestPodTemplateResourcesValidation: podTemplate.resources is checked at
+// admission by the real apiserver: requests above zero and within their
+// limits, no dynamic resource claims. Leaving requests out is fine (the
+// spoke requests defaults, so a member pod is never BestEffort).
+func TestPodTemplateResourcesValidation(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
+	ctx := context.Background()
+	ns := testenv.NamespaceT(t, apiserver, "resources")
+	q := resource.MustParse
+	withResources := func(r *corev1.ResourceRequirements) *etcdfedv1.EtcdCluster {
+		c := validCluster(ns)
+		c.Spec.PodTemplate.Resources = r
+		return c
+	}
+	for _, r := range []*corev1.ResourceRequirements{
+		nil,
+		{},
+		{Requests: corev1.ResourceList{"cpu": q("500m"), "memory": q("1Gi")}},
+		{Requests: corev1.ResourceList{"cpu": q("1")}, Limits: corev1.ResourceList{"cpu": q("1"), "memory": q("2Gi")}},
+		{Requests: corev1.ResourceList{"memory": q("2Gi")}, Limits: corev1.ResourceList{"memory": q("2Gi")}},
+		{Limits: corev1.ResourceList{"memory": q("4Gi")}},
+		{Requests: corev1.ResourceList{"cpu": q("2"), "memory": q("8Gi"), "ephemeral-storage": q("1Gi")}},
+	} {
+		if err := apiserver.Client.Create(ctx, withResources(r)); err != nil {
+			t.Errorf("resources %v rejected: %v", r, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		r    *corev1.ResourceRequirements
+		want string
+	}{
+		{"cpu request zero", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("0")}}, "resources.requests.cpu must be above zero"},
+		{"memory request zero", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"memory": q("0")}}, "resources.requests.memory must be above zero"},
+		{"cpu request above limit", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("2")}, Limits: corev1.ResourceList{"cpu": q("1500m")}}, "resources.requests.cpu must not exceed resources.limits.cpu"},
+		{"memory request above limit", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"memory": q("1Gi")}, Limits: corev1.ResourceList{"memory": q("512Mi")}}, "resources.requests.memory must not exceed resources.limits.memory"},
+		{"claims", &corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}, "resources.claims is not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantInvalid(t, apiserver.Client.Create(ctx, withResources(tc.r)), tc.want)
+		})
+	}
+	// The same rules guard EtcdMember, which carries the same template.
+	m := validMember(ns)
+	m.Spec.PodTemplate.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{"memory": q("1Gi")}, Limits: corev1.ResourceList{"memory": q("512Mi")}}
+	wantInvalid(t, apiserver.Client.Create(ctx, m), "resources.requests.memory must not exceed resources.limits.memory")
+}

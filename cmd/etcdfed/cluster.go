@@ -87,7 +87,9 @@ type knobs struct {
 }
 
 func (k *knobs) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&k.Image, "image", install.DefaultImage(), "Image of hub and spoke (NAME[:TAG][@DIGEST]); it also holds the etcdfed CLI member pods run.")
+	fs.StringVar(&k.ImageRepository, "image-repository", install.Images, "Where the images come from: <repository>/hub, <repository>/spoke and <repository>/etcdfed-init (the member pods' init containers).")
+	fs.StringVar(&k.ImageTag, "image-tag", install.DefaultImageTag(), "Tag of those images.")
+	fs.StringVar(&k.Image, "image", "", "One image holding every binary (the Dockerfile's default stage), for hub, spoke and init containers alike, instead of --image-repository and --image-tag (NAME[:TAG][@DIGEST]).")
 	fs.StringVar(&k.LogLevel, "log-level", "info", "Log level: info, debug, or a number (the hub's --zap-log-level, the spoke's -v).")
 	fs.BoolVar(&k.leaderElect, "leader-elect", true, "Elect a leader with a Lease (one replica acts); false runs one replica without it.")
 }
@@ -168,7 +170,7 @@ ConfigMap: for a spoke run outside the cluster (the local environment).`,
 	f.StringVar(&spokeMode, "spoke", "deploy", "deploy: run the spoke in the member cluster; external: the spoke runs elsewhere (install everything else).")
 	f.StringVar(&o.Expose, "spoke-expose", install.ExposeLoadBalancer, "How other clusters reach the spoke's DNS and gossip: LoadBalancer (one Service, advertised at its address) or NodePort (ports 30053 and 30946 of every node, advertised at the node's IP).")
 	f.StringVar(&o.Advertise, "advertise-address", "", "Host other clusters reach the spoke's DNS (port 53) and gossip (port 7946) at, with --spoke-expose LoadBalancer (default: the Service's address, waited for).")
-	f.StringVar(&o.HelperImage, "helper-image", "", "Image member pods run their wait-dns init container from (default: --image).")
+	f.StringVar(&o.HelperImage, "helper-image", "", "Image member pods run their init containers from (default: <repository>/etcdfed-init:<tag>, or --image).")
 	f.StringVar(&o.GossipProfile, "gossip-profile", "wan", "Gossip timing: wan (across zones and regions, detects a dead spoke in 30-40s) or lan (one site, about 5s).")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label of the registration (EtcdCluster spec.topology.clusterSelector selects by them); repeatable.")
 	f.StringVar(&o.ZoneLabel, "zone-label", "", "For a cluster that is one zone and whose nodes carry no topology.kubernetes.io/zone label: label every node with this zone (unjoin removes it).")

@@ -33,7 +33,7 @@ func main() {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Kubeconfig of the member cluster; empty: $KUBECONFIG, then in-cluster config.")
 	fs.StringVar(&o.Namespace, "namespace", o.Namespace, "Ring namespace: where EtcdMember, EtcdSpoke, EtcdDNSZone, member pods, volumes, Services, TLS Secrets and the spoke's Leases live.")
 	fs.StringVar(&o.ClusterName, "cluster-name", o.ClusterName, "This member cluster's name as registered with the hub, used as the gossip node name; empty: EtcdSpoke spec.clusterName (written by the hub). Gossip waits until one is set.")
-	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage, "Image of the etcdfed CLI, run as the wait-dns init container of member pods.")
+	fs.StringVar(&o.HelperImage, "helper-image", o.HelperImage, "Image with the etcdfed-init helper on its PATH, run as the init containers of member pods (wait-dns, prepare-data).")
 	fs.DurationVar(&o.WaitDNSTimeout, "wait-dns-timeout", o.WaitDNSTimeout, "How long one run of wait-dns waits for the member's DNS name to resolve to its address before it fails (the kubelet then restarts it).")
 	fs.DurationVar(&o.MemberStatusInterval, "member-status-interval", o.MemberStatusInterval, "How often a running member's own etcd status is read into EtcdMember status.etcd.")
 	fs.DurationVar(&o.EtcdStatusTimeout, "etcd-status-timeout", o.EtcdStatusTimeout, "Timeout of one etcd status read.")

@@ -43,7 +43,7 @@ func renderings(t *testing.T) map[string][]*unstructured.Unstructured {
 	objs, err = install.RenderMember(install.MemberOptions{Name: "member-1", Knobs: install.Knobs{Image: "registry.example/etcdfed@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", LogLevel: "2"},
 		Expose: install.ExposeNodePort, GossipProfile: "lan"})
 	add("cluster join (NodePort, log level 2)", objs, err)
-	objs, err = install.RenderMember(install.MemberOptions{Name: "member-2", Advertise: "198.51.100.7"})
+	objs, err = install.RenderMember(install.MemberOptions{Name: "member-2", Advertise: "198.51.100.7", Knobs: install.Knobs{ImageRepository: "registry.example/etcdfed", ImageTag: "v2"}})
 	add("cluster join (LoadBalancer)", objs, err)
 	return out
 }
@@ -83,7 +83,14 @@ func TestPackagesRenderTheKnobs(t *testing.T) {
 	if v, _, _ := unstructured.NestedString(cm.Object, "data", "GOSSIP_PROFILE"); v != "lan" {
 		t.Errorf("spoke ConfigMap GOSSIP_PROFILE %q", v)
 	}
+	lb := container(find(r["cluster join (LoadBalancer)"], "Deployment", "etcdfed-spoke"))
+	if lb["image"] != "registry.example/etcdfed/spoke:v2" {
+		t.Errorf("spoke image %v, want registry.example/etcdfed/spoke:v2", lb["image"])
+	}
 	cm = find(r["cluster join (LoadBalancer)"], "ConfigMap", "etcdfed-spoke")
+	if v, _, _ := unstructured.NestedString(cm.Object, "data", "HELPER_IMAGE"); v != "registry.example/etcdfed/etcdfed-init:v2" {
+		t.Errorf("spoke ConfigMap HELPER_IMAGE %q, want the etcdfed-init image", v)
+	}
 	if v, _, _ := unstructured.NestedString(cm.Object, "data", "DNS_ADVERTISE_ADDRESS"); v != "198.51.100.7:53" {
 		t.Errorf("spoke ConfigMap DNS_ADVERTISE_ADDRESS %q", v)
 	}

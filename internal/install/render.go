@@ -29,8 +29,10 @@ const (
 	// Namespace is the hub's namespace in the hub cluster and the ring
 	// namespace in member clusters, as config/ names it.
 	Namespace = "etcdfed-system"
-	// ImageName is the image config/ names; --image replaces it.
-	ImageName = "ghcr.io/etcdfed/etcdfed"
+	// Images is where config/'s images come from: <Images>/hub,
+	// <Images>/spoke and <Images>/etcdfed-init (the member pods' init
+	// containers), the Dockerfile's stages of those names.
+	Images = version.Registry
 	// GossipSecret holds the ring's gossip key (key "key"), in the hub's
 	// namespace and in every member cluster's ring namespace.
 	GossipSecret = "etcdfed-gossip"
@@ -58,15 +60,20 @@ const (
 	FieldManager = "etcdfed-install"
 )
 
-// DefaultImage is the released image of this build.
-func DefaultImage() string {
-	tag := regexp.MustCompile(`[^A-Za-z0-9_.-]`).ReplaceAllString(version.String(), "-")
-	return ImageName + ":" + tag
+// DefaultImageTag is the tag of this build's released images.
+func DefaultImageTag() string {
+	return regexp.MustCompile(`[^A-Za-z0-9_.-]`).ReplaceAllString(version.String(), "-")
 }
 
 // Knobs are the options both installs share.
 type Knobs struct {
-	// Image of hub and spoke; DefaultImage when empty.
+	// ImageRepository and ImageTag give the images: <repository>/hub,
+	// <repository>/spoke and <repository>/etcdfed-init, each :<tag>;
+	// Images and DefaultImageTag when empty.
+	ImageRepository, ImageTag string
+	// Image, when set, is one image that holds every binary (the
+	// Dockerfile's default stage, etcdfed: hub, spoke, etcdfed-init), for
+	// hub, spoke and the member pods' init containers alike.
 	Image string
 	// LogLevel: "" or "info" (the default), "debug", or a number (the
 	// hub's --zap-log-level, the spoke's -v).
@@ -76,11 +83,19 @@ type Knobs struct {
 	NoLeaderElection bool
 }
 
-func (k Knobs) image() string {
-	if k.Image == "" {
-		return DefaultImage()
+// image is the reference of one of the images (hub, spoke, etcdfed-init).
+func (k Knobs) image(name string) string {
+	if k.Image != "" {
+		return k.Image
 	}
-	return k.Image
+	repo, tag := k.ImageRepository, k.ImageTag
+	if repo == "" {
+		repo = Images
+	}
+	if tag == "" {
+		tag = DefaultImageTag()
+	}
+	return strings.TrimSuffix(repo, "/") + "/" + name + ":" + tag
 }
 
 // overlay is a kustomization generated over config/, with the knobs.
@@ -92,11 +107,13 @@ type overlay struct {
 func newOverlay(k Knobs, labels map[string]string) (*overlay, error) {
 	o := &overlay{files: map[string][]byte{}}
 	o.kust.APIVersion, o.kust.Kind = types.KustomizationVersion, types.KustomizationKind
-	img, err := imageTransform(k.image())
-	if err != nil {
-		return nil, err
+	for _, name := range []string{"hub", "spoke"} {
+		img, err := imageTransform(Images+"/"+name, k.image(name))
+		if err != nil {
+			return nil, err
+		}
+		o.kust.Images = append(o.kust.Images, img)
 	}
-	o.kust.Images = []types.Image{img}
 	o.kust.Labels = []types.Label{{Pairs: labels}}
 	switch lvl := strings.ToLower(k.LogLevel); lvl {
 	case "", "info", "0":
@@ -134,9 +151,9 @@ func (o *overlay) patch(deployment, jsonPatch string) {
 }
 
 // imageTransform turns an image reference into kustomize's images entry
-// for config/'s image name.
-func imageTransform(ref string) (types.Image, error) {
-	img := types.Image{Name: ImageName}
+// for the image config/ names name.
+func imageTransform(name, ref string) (types.Image, error) {
+	img := types.Image{Name: name}
 	name, digest, hasDigest := strings.Cut(ref, "@")
 	if hasDigest {
 		img.Digest = digest
@@ -334,7 +351,8 @@ type MemberOptions struct {
 	// 53) and gossip (port 7946) at; with ExposeLoadBalancer and none
 	// given, Join waits for the Service's address.
 	Advertise string
-	// HelperImage is what member pods run wait-dns from; Image when empty.
+	// HelperImage is what member pods run their init containers from;
+	// the knobs' etcdfed-init image when empty.
 	HelperImage string
 	// GossipProfile is wan (default) or lan.
 	GossipProfile string
@@ -364,7 +382,7 @@ func RenderMember(o MemberOptions) ([]*unstructured.Unstructured, error) {
 	}
 	helper := o.HelperImage
 	if helper == "" {
-		helper = o.image()
+		helper = o.image("etcdfed-init")
 	}
 	profile := o.GossipProfile
 	if profile == "" {

@@ -59,7 +59,8 @@ type Options struct {
 	Namespace string
 	// ClusterName overrides EtcdSpoke spec.clusterName as the gossip name.
 	ClusterName string
-	// HelperImage runs the wait-dns init container of member pods.
+	// HelperImage runs the init containers of member pods (wait-dns,
+	// prepare-data): an image with etcdfed-init on its PATH.
 	HelperImage string
 	// WaitDNSTimeout bounds one run of wait-dns.
 	WaitDNSTimeout time.Duration
@@ -117,7 +118,7 @@ const reconcileTimeout = 30 * time.Second
 func DefaultOptions() Options {
 	return Options{
 		Namespace:              etcdfedv1.DefaultRingNamespace,
-		HelperImage:            "ghcr.io/etcdfed/etcdfed:" + version.String(),
+		HelperImage:            version.Image("etcdfed-init"),
 		WaitDNSTimeout:         10 * time.Minute,
 		MemberStatusInterval:   member.DefaultStatusInterval,
 		EtcdStatusTimeout:      etcdstatus.DefaultTimeout,

@@ -56,7 +56,7 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Etcd reads the members' own status.
 	Etcd *etcdstatus.Reader
-	// HelperImage runs the wait-dns init container.
+	// HelperImage runs the init containers (etcdfed-init).
 	HelperImage string
 	// WaitDNSTimeout is passed to wait-dns; 0: pod.DefaultWaitDNSTimeout.
 	WaitDNSTimeout time.Duration

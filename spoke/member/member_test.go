@@ -22,6 +22,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 	"github.com/etcdfed/etcdfed/spoke/internal/testetcd"
@@ -340,11 +341,16 @@ func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
 	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelManagedBy, "etcdfed"))
 	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelIncarnation, fmt.Sprint(m.Spec.Incarnation)))
 	g.Expect(p.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyAlways))
+	// The apiserver accepted the security contexts and computed the
+	// pod's QoS class from the requests: never BestEffort.
+	g.Expect(p.Spec.SecurityContext.RunAsUser).To(HaveValue(Equal(pod.RunAsUser)))
+	g.Expect(p.Spec.SecurityContext.FSGroup).To(HaveValue(Equal(pod.FSGroup)))
+	g.Expect(p.Status.QOSClass).To(Equal(corev1.PodQOSBurstable))
 
 	ic := p.Spec.InitContainers[0]
 	g.Expect(ic.Name).To(Equal("wait-dns"))
 	g.Expect(ic.Image).To(Equal("ghcr.io/etcdfed/etcdfed:test"))
-	g.Expect(ic.Command).To(Equal([]string{"etcdfed", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
+	g.Expect(ic.Command).To(Equal([]string{"etcdfed-init", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
 
 	c := p.Spec.Containers[0]
 	g.Expect(c.Name).To(Equal("etcd"))

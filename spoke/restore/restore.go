@@ -1,5 +1,5 @@
 // Package restore is the step a member's pod runs on its data directory
-// before etcd starts (`etcdfed prepare-data`, an init container):
+// before etcd starts (`etcdfed-init prepare-data`, an init container):
 //
 //   - a founding member of a cluster restored from a snapshot downloads
 //     the snapshot the hub chose into the member's volume, checks it
@@ -213,7 +213,7 @@ const (
 	flagClusterID      = "cluster-id"
 )
 
-// Args renders in as the command line of `etcdfed prepare-data`.
+// Args renders in as the command line of `etcdfed-init prepare-data`.
 func Args(in Input) []string {
 	args := []string{"--" + flagDataDir + "=" + in.DataDir}
 	if in.ClusterID != "" {

@@ -5,6 +5,7 @@ package spec
 import (
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -95,12 +96,60 @@ func ElectionMillis(m *etcdfedv1.EtcdMember) int32 {
 }
 
 // TerminationGraceSeconds returns the pod template's grace period with its
-// default, 30.
+// default: long enough for etcd to stop cleanly after SIGTERM. A leader
+// first hands leadership to a follower, waiting up to etcd's request
+// timeout (5 s plus two election timeouts), then closes its database; the
+// default is 15 s plus two election timeouts, and never below 30 s.
 func TerminationGraceSeconds(m *etcdfedv1.EtcdMember) int64 {
 	if v := m.Spec.PodTemplate.TerminationGracePeriodSeconds; v != nil {
 		return *v
 	}
-	return 30
+	// Round the election timeouts up to whole seconds.
+	g := 15 + (2*int64(ElectionMillis(m))+999)/1000
+	return max(g, 30)
+}
+
+// Default requests of the init containers (wait-dns, prepare-data): small
+// and without limits, so that they never make the pod BestEffort and never
+// hold a node's capacity.
+const (
+	HelperCPURequest    = "10m"
+	HelperMemoryRequest = "32Mi"
+)
+
+// EtcdResources returns the etcd container's resources: the pod template's,
+// with etcdfedv1.DefaultEtcdCPURequest and DefaultEtcdMemoryRequest
+// requested for cpu and memory where neither a request nor a limit names
+// them (a limit alone makes the kubelet request as much), so the pod is
+// never BestEffort.
+func EtcdResources(m *etcdfedv1.EtcdMember) corev1.ResourceRequirements {
+	var r corev1.ResourceRequirements
+	if t := m.Spec.PodTemplate.Resources; t != nil {
+		r = *t.DeepCopy()
+	}
+	for name, def := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU:    etcdfedv1.DefaultEtcdCPURequest,
+		corev1.ResourceMemory: etcdfedv1.DefaultEtcdMemoryRequest,
+	} {
+		_, req := r.Requests[name]
+		_, lim := r.Limits[name]
+		if req || lim {
+			continue
+		}
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
+		}
+		r.Requests[name] = resource.MustParse(def)
+	}
+	return r
+}
+
+// HelperResources are the init containers' resources.
+func HelperResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(HelperCPURequest),
+		corev1.ResourceMemory: resource.MustParse(HelperMemoryRequest),
+	}}
 }
 
 // Labels returns the labels of an object of the member: managed-by, cluster

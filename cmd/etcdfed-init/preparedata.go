@@ -15,7 +15,7 @@ func init() {
 		Use:   "prepare-data --data-dir DIR [--cluster-id ID] [--object KEY --sha256 SUM --store-url URL ...]",
 		Short: "Prepare a member's data directory before etcd starts: refuse data of another cluster, restore an empty one from a snapshot (member pods run this)",
 		Long: `prepare-data runs in a member's pod before etcd (an init container, the etcdfed
-helper image).
+helper image, etcdfed-init).
 
 With --cluster-id, a data directory that already holds data must belong to
 that etcd cluster (the cluster ID in its WAL): data of another cluster is
