@@ -123,6 +123,13 @@ failures: tools-test system-deps build ## The failure scenarios (lost volume, cr
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
 
+# promtool is built for the targets that run the alerts' unit tests only
+# (hack/tools.sh --for test builds it too).
+.PHONY: test-alerts
+test-alerts: ## The shipped alerts' unit tests (promtool test rules) and the dashboard's checks (config/monitoring).
+	hack/tools.sh promtool
+	$(GO) test -count=1 ./config/monitoring/
+
 .PHONY: test-images
 test-images: ## Build every image, load it into a private containerd (Debian's, installed when missing) and run each one's binaries with ctr run.
 	hack/system-deps.sh images

@@ -295,6 +295,7 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 	}
 	fmt.Fprintf(out, "\n  eval \"$(etcdfed dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", shellQuote(st.Dir))
 	fmt.Fprintf(out, "  etcdfed dev status --state-dir %s\n", shellQuote(st.Dir))
+	fmt.Fprintf(out, "  etcdfed cluster list --kubeconfig %s   # installed by etcdfed hub install and cluster join\n", shellQuote(st.KubeconfigPath(st.Hub.Name)))
 	fmt.Fprintf(out, "  etcdfed dev down --state-dir %s\n", shellQuote(st.Dir))
 	return nil
 }

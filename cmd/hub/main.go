@@ -39,6 +39,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/clients"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
@@ -95,6 +96,7 @@ type options struct {
 	tolerationKeys   commaList
 	allowLoopback    bool
 	unsafeKubeconfig bool
+	renewAfter       float64
 }
 
 func main() {
@@ -123,6 +125,8 @@ func main() {
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
 		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
+	flag.Float64Var(&o.renewAfter, "member-token-renew-after", registration.DefaultRenewAfter,
+		"Part of its life (0 to 1) after which the hub renews the token a registration Secret holds for a member cluster (written by `etcdfed cluster join`). The default, a third, lets the hub be away for two thirds of the token's life.")
 	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
 		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
 	flag.BoolVar(&o.ambientStore, "allow-ambient-store-credentials", false,
@@ -155,6 +159,11 @@ func main() {
 	}
 	if o.leaseStaleAfter < time.Second {
 		fmt.Fprintf(os.Stderr, "hub: --lease-stale-after %s: must be at least 1s (several spoke Lease renewals)\n", o.leaseStaleAfter)
+		os.Exit(2)
+	}
+
+	if o.renewAfter <= 0 || o.renewAfter > 1 {
+		fmt.Fprintf(os.Stderr, "hub: --member-token-renew-after %g: must be above 0 and at most 1\n", o.renewAfter)
 		os.Exit(2)
 	}
 
@@ -305,6 +314,22 @@ func run(ctx context.Context, o options) error {
 	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace, AllowLoopback: o.allowLoopback,
 		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
+	}
+	if len(o.memberFiles) == 0 {
+		// Registration Secrets: renew the tokens `etcdfed cluster join`
+		// stored, and say on each Secret how the cluster stands.
+		if err := mgr.GetLocalManager().Add(&registration.Runner{
+			Client:     mgr.GetLocalManager().GetClient(),
+			Reader:     mgr.GetLocalManager().GetClient(),
+			Namespace:  o.namespace,
+			Registry:   reg,
+			Tracker:    tracker,
+			StaleAfter: o.leaseStaleAfter,
+			RenewAfter: o.renewAfter,
+			Log:        log.WithName("registration"),
+		}); err != nil {
+			return fmt.Errorf("registration runner: %w", err)
+		}
 	}
 	if err := mgr.GetLocalManager().AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

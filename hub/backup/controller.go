@@ -140,6 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 			res = ctrl.Result{RequeueAfter: runNow}
 		}
 	}
+	recordDue(ec, st)
 	if err := r.patchStatus(ctx, ec, st, newCond); err != nil {
 		return ctrl.Result{}, errors.Join(err, retErr)
 	}

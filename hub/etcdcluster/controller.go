@@ -394,6 +394,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	recordMetrics(ec, &ec.Status, d, res)
 	recordZoneMetrics(ec, s)
+	recordCertificateMetrics(ec, s)
 	if err := res.err(); err != nil {
 		return ctrl.Result{}, s, false, err
 	}

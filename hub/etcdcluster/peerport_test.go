@@ -25,8 +25,8 @@ func TestPeerNameMigration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs.secrets[pki.MemberSecretName(m.Name)] = certSecret(s.ringNamespace, pki.MemberSecretName(m.Name), memberCertLabels(s.ec, m.Name), ca.CertPEM, leaf)
 		obj := cs.members[m.Name]
+		cs.secrets[pki.MemberSecretName(obj.Name)] = certSecret(s.ringNamespace, pki.MemberSecretName(obj.Name), memberCertLabels(s.ec, m.Name), ca.CertPEM, leaf)
 		obj.Spec.TLS.PeerName, obj.Spec.TLS.RequirePeerName = "", false
 	}
 

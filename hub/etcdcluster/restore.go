@@ -199,12 +199,15 @@ func spentStoreCredentials(s *snapshot) []memberRef {
 		}
 		for name, sec := range cs.secrets {
 			member := sec.Labels[etcdfedv1.LabelMember]
-			if sec.Labels[etcdfedv1.LabelComponent] != storeCredentialsComponent || name != StoreCredentialsSecretName(member) {
+			if sec.Labels[etcdfedv1.LabelComponent] != storeCredentialsComponent {
 				continue
 			}
 			obj := cs.members[member]
 			if obj == nil {
 				continue // the sweep deletes a member's objects with it
+			}
+			if name != StoreCredentialsSecretName(obj.Name) {
+				continue // the object's own copy is named after it (old or new names alike)
 			}
 			if b := obj.Spec.Bootstrap; b != nil && b.Restore != nil && b.Restore.Store.CredentialsSecretName == name {
 				continue
@@ -222,7 +225,11 @@ func (r *Reconciler) deleteStoreCredentials(ctx context.Context, s *snapshot, re
 	var errs []error
 	for _, ref := range refs {
 		cs := s.cluster(ref.cluster)
-		sec := cs.secrets[StoreCredentialsSecretName(ref.member)]
+		obj := cs.members[ref.member]
+		if obj == nil {
+			continue
+		}
+		sec := cs.secrets[StoreCredentialsSecretName(obj.Name)]
 		if sec == nil {
 			continue
 		}

@@ -127,8 +127,8 @@ func TestStoreCredentialsRemovedOnceRestored(t *testing.T) {
 	formed.ec.Status.Operation = nil
 	for _, w := range d.step.writes {
 		cs := formed.cluster(w.cluster)
-		cs.members[w.want.Name] = w.want
-		cs.secrets[StoreCredentialsSecretName(w.want.Name)] = storeCredentialsSecret(formed, w.want.Name)
+		cs.members[w.want.Spec.MemberName] = w.want
+		cs.secrets[StoreCredentialsSecretName(w.want.Name)] = storeCredentialsSecret(formed, cs, w.want.Spec.MemberName)
 	}
 	ran, notYet := formed.ec.Status.Members[0], formed.ec.Status.Members[1]
 	obj := formed.cluster(ran.Cluster).members[ran.Name]

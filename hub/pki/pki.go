@@ -223,6 +223,20 @@ func (ca *CA) NeedsRenewal(certPEM []byte, wantDNS []string, now time.Time) (boo
 	return false, ""
 }
 
+// NotAfter returns the expiry of the first certificate of certPEM; ok is
+// false when there is none that parses.
+func NotAfter(certPEM []byte) (t time.Time, ok bool) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return time.Time{}, false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return cert.NotAfter, true
+}
+
 // Pool returns a cert pool holding the CA.
 func (ca *CA) Pool() *x509.CertPool {
 	p := x509.NewCertPool()

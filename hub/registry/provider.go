@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -48,6 +49,10 @@ type Registration struct {
 	// hub's operator named. A Secret's kubeconfig is checked
 	// (CheckKubeconfig) unless the provider allows unsafe ones.
 	Secret *corev1.ObjectReference
+	// Token, when set, is the bearer token used instead of the
+	// kubeconfig's credentials. A new token is used from the next request
+	// on: it does not re-create the client or the cache.
+	Token []byte
 }
 
 // Source lists registrations: kubeconfig Secrets or files.
@@ -126,6 +131,9 @@ type indexer struct {
 type member struct {
 	reg  Registration
 	hash string
+	// token is the registration's current token, read by every request
+	// of the cluster's clients (nil without one).
+	token *tokenHolder
 	// gen identifies the registration an attempt was started for; a
 	// changed or removed registration makes a late attempt's result moot.
 	gen        int
@@ -301,24 +309,31 @@ func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) {
 		m, ok := p.members[reg.Name]
 		switch {
 		case !ok:
-			m = &member{reg: reg, hash: h, since: now}
+			m = &member{reg: reg, hash: h, since: now, token: newTokenHolder(reg.Token)}
 			p.members[reg.Name] = m
 			metricEngaged.WithLabelValues(reg.Name).Set(0)
-		case m.hash != h:
+		case m.hash != h || (m.token == nil) != (len(reg.Token) == 0):
 			p.Log.Info("Member cluster registration changed; reconnecting", "cluster", reg.Name)
 			m.stop()
-			*m = member{reg: reg, hash: h, gen: m.gen + 1, since: now}
+			*m = member{reg: reg, hash: h, gen: m.gen + 1, since: now, token: newTokenHolder(reg.Token)}
 			metricEngaged.WithLabelValues(reg.Name).Set(0)
 		default:
 			m.reg.Labels = reg.Labels // labels may change without a reconnect
+			if m.token.set(reg.Token) {
+				p.Log.Info("Member cluster token renewed; using it from the next request", "cluster", reg.Name)
+				m.reg.Token = reg.Token
+				if !m.engaged && !m.attempting {
+					m.next = now // a new token may be what the last attempt lacked
+				}
+			}
 		}
 		if !m.engaged && !m.attempting && !now.Before(m.next) {
 			m.attempting = true
-			go p.attempt(ctx, aware, reg, m.gen)
+			go p.attempt(ctx, aware, reg, m.gen, m.token)
 		}
 		if m.engaged && !m.probing && !m.attempting && m.probe != nil && now.Sub(m.lastProbe) >= p.HealthInterval {
 			m.probing, m.lastProbe = true, now
-			go p.checkHealth(ctx, aware, reg, m.gen, m.probe)
+			go p.checkHealth(ctx, aware, reg, m.gen, m.probe, m.token)
 		}
 	}
 	for name, m := range p.members {
@@ -342,10 +357,10 @@ func (m *member) stop() {
 
 // attempt creates the cluster, starts its cache and engages it, all within
 // EngageTimeout; on failure everything it started is stopped.
-func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int) {
+func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, token *tokenHolder) {
 	log := p.Log.WithValues("cluster", reg.Name)
 	clusterCtx, cancel := context.WithCancel(ctx)
-	cl, probe, err := p.engage(clusterCtx, aware, reg)
+	cl, probe, err := p.engage(clusterCtx, aware, reg, token)
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -400,7 +415,7 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 	metricEngaged.WithLabelValues(reg.Name).Set(1)
 }
 
-func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration) (cluster.Cluster, *discovery.DiscoveryClient, error) {
+func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration, token *tokenHolder) (cluster.Cluster, *discovery.DiscoveryClient, error) {
 	if len(reg.Kubeconfig) == 0 {
 		return nil, nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
 	}
@@ -412,6 +427,10 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Reg
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Kubeconfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if token != nil {
+		useToken(cfg, "")
+		cfg.Wrap(token.wrap)
 	}
 	for _, opt := range p.RESTOptions {
 		if err := opt(cfg); err != nil {
@@ -475,7 +494,7 @@ func preflight(cfg *rest.Config, timeout time.Duration) (*discovery.DiscoveryCli
 // checkHealth probes an engaged cluster's apiserver. Once it answers again
 // after failing for RefreshAfter or longer, the cluster is reconnected
 // with fresh lists, the old connection kept until the new one is engaged.
-func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, dc *discovery.DiscoveryClient) {
+func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, dc *discovery.DiscoveryClient, token *tokenHolder) {
 	_, err := dc.ServerVersion()
 	now := p.now()
 	p.mu.Lock()
@@ -495,7 +514,7 @@ func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, re
 		p.Log.Info("Member cluster apiserver answers again; reconnecting", "cluster", reg.Name, "after", now.Sub(m.failingFrom).Truncate(time.Second).String())
 		m.failingFrom = time.Time{}
 		m.attempting = true
-		go p.attempt(ctx, aware, reg, gen)
+		go p.attempt(ctx, aware, reg, gen, token)
 	default:
 		m.failingFrom = time.Time{}
 	}
@@ -518,3 +537,51 @@ func hash(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
+
+// tokenHolder is a registration's current bearer token, set on every
+// request of the cluster's clients, so a renewed token takes effect
+// without a new client or cache.
+type tokenHolder struct {
+	mu    sync.RWMutex
+	token string
+}
+
+// newTokenHolder returns nil for a registration without a token.
+func newTokenHolder(token []byte) *tokenHolder {
+	if len(token) == 0 {
+		return nil
+	}
+	return &tokenHolder{token: string(token)}
+}
+
+// set replaces the token and reports whether it changed.
+func (t *tokenHolder) set(token []byte) bool {
+	if t == nil || len(token) == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.token == string(token) {
+		return false
+	}
+	t.token = string(token)
+	return true
+}
+
+func (t *tokenHolder) get() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.token
+}
+
+func (t *tokenHolder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+t.get())
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -3,6 +3,8 @@ package localenv
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/etcdfed/etcdfed/internal/install"
 )
 
 // ComponentSpec is a process the environment runs besides apiservers and
@@ -91,7 +93,8 @@ func hubArgs(st *State) []string {
 // spokeArgs are a spoke's flags in the local environment (cmd/spoke as of
 // this writing): DNS, gossip, metrics and health on the cluster's agent
 // address; gossip seeded with every other spoke, with the loopback
-// profile; one replica, so no leader election.
+// profile, encrypted with the ring's key `etcdfed cluster join` copied into
+// every member cluster (register); one replica, so no leader election.
 func spokeArgs(st *State, c ClusterState) []string {
 	args := []string{
 		"--kubeconfig=" + st.KubeconfigPath(c.Name),
@@ -100,6 +103,7 @@ func spokeArgs(st *State, c ClusterState) []string {
 		"--dns-listen=" + c.DNS,
 		"--gossip-bind=" + c.Gossip,
 		"--gossip-profile=local",
+		"--gossip-secret=" + install.GossipSecret,
 		"--metrics-bind-address=" + c.Metrics,
 		"--metrics-secure=false",
 		"--health-probe-bind-address=" + c.Health,

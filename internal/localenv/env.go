@@ -168,10 +168,6 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			e.mu.Lock()
 			e.planes[c.Name] = cp
 			e.mu.Unlock()
-			if err := e.setupCluster(ctx, c); err != nil {
-				errs[i] = err
-				return
-			}
 			e.progress("apiserver "+c.Name+" ready", true)
 		}()
 	}
@@ -182,7 +178,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := e.register(ctx); err != nil {
 		return nil, err
 	}
-	e.progress(fmt.Sprintf("registered %d member clusters with the hub", len(st.MemberClusters)), true)
+	e.progress(fmt.Sprintf("installed the hub's side and joined %d member clusters (etcdfed hub install, etcdfed cluster join)", len(st.MemberClusters)), true)
 
 	for _, c := range st.MemberClusters {
 		if err := e.startAgent(c); err != nil {

@@ -16,12 +16,15 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/localenv/nodeagent"
 	"github.com/etcdfed/etcdfed/internal/localenv/proc"
@@ -173,12 +176,14 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(secrets.Items).To(HaveLen(2))
 	for _, s := range secrets.Items {
-		kc, err := clientcmd.RESTConfigFromKubeConfig(s.Data[localenv.KubeconfigSecretKey])
+		// Registered by `etcdfed cluster join`: the hub's own
+		// least-privilege ServiceAccount, not the environment's admin.
+		kc, err := registry.RESTConfig(&s)
 		g.Expect(err).NotTo(HaveOccurred())
-		mc, err := kubernetes.NewForConfig(kc)
+		mc, err := testenvClient(kc)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = mc.CoreV1().Namespaces().Get(ctx, localenv.RingNamespace, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred(), "secret %s", s.Name)
+		g.Expect(mc.List(ctx, &etcdfedv1.EtcdMemberList{}, client.InNamespace(localenv.RingNamespace))).To(Succeed(), "secret %s", s.Name)
+		g.Expect(apierrors.IsForbidden(mc.List(ctx, &corev1.PodList{}, client.InNamespace(localenv.RingNamespace)))).To(BeTrue(), "the hub's credentials in %s list pods", s.Name)
 	}
 	for _, c := range st.Clusters() {
 		rc, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig(c.Name))
