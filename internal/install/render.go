@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/resid"
 	"sigs.k8s.io/yaml"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/config"
 	"github.com/etcdfed/etcdfed/internal/version"
 )
@@ -34,10 +35,11 @@ const (
 	// containers), the Dockerfile's stages of those names.
 	Images = version.Registry
 	// GossipSecret holds the ring's gossip key (key "key"), in the hub's
-	// namespace and in every member cluster's ring namespace.
-	GossipSecret = "etcdfed-gossip"
+	// namespace and in every member cluster's ring namespace: the Secret
+	// the hub keeps there and writes into member clusters (hub/spokes).
+	GossipSecret = etcdfedv1.GossipSecretName
 	// GossipKeyKey is its key.
-	GossipKeyKey = "key"
+	GossipKeyKey = etcdfedv1.GossipSecretKey
 	// HubDeployment and SpokeDeployment are config/'s Deployments.
 	HubDeployment   = "etcdfed-hub"
 	SpokeDeployment = "etcdfed-spoke"
