@@ -127,7 +127,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		roots.AppendCertsFromPEM(sec.Data[etcdfedv1.ClientSecretKeyCA])
 		for _, m := range ec.Status.Members {
 			obj := &etcdfedv1.EtcdMember{}
-			if err := memberCluster(t, topo, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+			if err := memberCluster(t, topo, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 				t.Fatal(err)
 			}
 			for _, raw := range []string{obj.Status.ClientURL, obj.Status.PeerURL} {
