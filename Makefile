@@ -159,7 +159,7 @@ tenancy: tools-test system-deps build ## Tenancy on the local environment: same-
 # estimated, and picks slice ROTATION_RUN mod their number; ROTATION_RUN
 # defaults to the commit count of HEAD). It prints which run now and which
 # come next.
-ROTATION_BUDGET ?= 22m
+ROTATION_BUDGET ?= 10m
 ROTATION_RUN ?=
 .PHONY: rotation
 rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.
