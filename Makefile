@@ -57,7 +57,7 @@ system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf,
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/operations.md) from pkg/etcdversion.
+generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/upgrades.md) from pkg/etcdversion.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
 	$(GO) run ./hack/versionpolicy
@@ -67,7 +67,7 @@ generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images)
 
 .PHONY: verify
 verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config Dockerfile docs/operations.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api config Dockerfile docs/upgrades.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
