@@ -41,19 +41,19 @@ images: ## Build the OCI image tarballs into out/images without Docker (hub, spo
 	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
 
 .PHONY: tools
-tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6 and 3.5, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw; only what is missing).
+tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6, 3.5 and 3.7, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw, promtool; only what is missing).
 	hack/tools.sh
 
 # The tools each purpose runs, so that a first `make demo` builds only what
 # the demo runs, and `make test` not the generators and linters.
 .PHONY: tools-demo tools-test
-tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd, etcdctl).
+tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd 3.6 and 3.7, etcdctl).
 	hack/tools.sh --for demo
 tools-test: ## Build the tools the tests run (all but controller-gen and golangci-lint).
 	hack/tools.sh --for test
 
 .PHONY: system-deps
-system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf, iptables) when missing.
+system-deps: ## Install the Debian packages tests use (bind9, bind9-utils, dnsutils, dnsperf, iptables, iproute2) when missing.
 	hack/system-deps.sh
 
 .PHONY: generate
