@@ -56,6 +56,9 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 	if err := ensureNamespace(ctx, member, consumerNS); err != nil {
 		t.Fatal(err)
 	}
+	if err := grantHubSecrets(ctx, member, consumerNS); err != nil {
+		t.Fatal(err)
+	}
 	clients := []etcdfedv1.ClientSpec{
 		{Name: "kube-apiserver", Cluster: member.Name, Namespace: consumerNS, SecretName: "etcd-client"},
 		{Name: "app"}, // the hub cluster, the EtcdCluster's namespace
