@@ -28,7 +28,8 @@ const legacyCommit = "1b133dd"
 // spoke are switches: a script that runs the build of legacyCommit
 // (hub.old, spoke.old) until the file use-new-<name> exists beside it, and
 // this checkout's build (hub.new, spoke.new) after. The old hub does not
-// know this checkout's --allow-* flags: its script drops them.
+// know this checkout's --allow-* flags nor --metrics-secure (its metrics are
+// plain HTTP anyway): its script drops them.
 func legacyBinDir(t *testing.T) string {
 	t.Helper()
 	commit := legacyCommit
@@ -68,7 +69,7 @@ d=$(dirname "$0")
 if [ -e "$d/use-new-%[1]s" ]; then exec "$d/%[1]s.new" "$@"; fi
 for a do
 	shift
-	case "$a" in --allow-*) ;; *) set -- "$@" "$a" ;; esac
+	case "$a" in --allow-* | --metrics-secure*) ;; *) set -- "$@" "$a" ;; esac
 done
 exec "$d/%[1]s.old" "$@"
 `, b)
