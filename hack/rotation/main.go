@@ -59,6 +59,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioRegistryDropped":        2 * time.Minute, // 78 s
 	"TestScenarioInstall":                2 * time.Minute, // 82 s
 	"TestScenarioLegacyNamesAdopted":     4 * time.Minute,
+	"TestScenarioGossipBroken":           3 * time.Minute, // 164 s
 }
 
 // defaultEstimate counts a scenario with no estimate yet.
