@@ -164,7 +164,7 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 			r.event(ec, corev1.EventTypeNormal, "LearnerAdded", "AddLearner", "Added %s [%x] as a learner", p.Member, res.learnerID)
 		}
 	case membership.ActPromote:
-		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Promote(ctx, p.MemberID) })
+		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Promote(ctx, d.step.leaderURLs, p.MemberID) })
 		if err == nil {
 			r.event(ec, corev1.EventTypeNormal, "MemberPromoted", "Promote", "%s is a voting member", p.Member)
 		}

@@ -98,7 +98,7 @@ type step struct {
 	deletes []memberRef
 	// peerURL is the learner's peer URL (AddLearner).
 	peerURL string
-	// leaderURLs reach the leader (MoveLeader).
+	// leaderURLs reach the leader (MoveLeader, Promote).
 	leaderURLs []string
 	// memberURLs reach the member acted on (Defragment).
 	memberURLs []string
@@ -244,7 +244,7 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		out.write(s, st, p.Member, nil)
 	case membership.ActForceNewCluster, membership.ActClearForceNewCluster:
 		out.writeForceNewCluster(s, st, p.Member, p.Action == membership.ActForceNewCluster)
-	case membership.ActMoveLeader:
+	case membership.ActMoveLeader, membership.ActPromote:
 		for _, em := range s.etcd.Members {
 			if em.ID == s.etcd.LeaderID {
 				out.leaderURLs = em.ClientURLs

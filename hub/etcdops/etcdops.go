@@ -236,11 +236,21 @@ func (c *Client) AddLearner(ctx context.Context, peerURL string) (uint64, error)
 	return resp.Member.ID, nil
 }
 
-// Promote makes a learner a voter. ErrLearnerNotReady means try later.
-func (c *Client) Promote(ctx context.Context, id uint64) error {
+// Promote makes a learner a voter, asking the leader (reached at
+// leaderURLs) itself. ErrLearnerNotReady means try later. A follower
+// forwards a promotion to the leader over the peer port without the
+// caller's identity, and with etcd authentication on the leader refuses
+// it ("auth: user name is empty"): every promotion sent to a follower
+// failed.
+func (c *Client) Promote(ctx context.Context, leaderURLs []string, id uint64) error {
+	lc, err := clientv3.New(clientConfig(leaderURLs, c.cfg.TLS))
+	if err != nil {
+		return fmt.Errorf("connect to leader %v: %w", leaderURLs, err)
+	}
+	defer func() { _ = lc.Close() }()
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
-	if _, err := c.c.MemberPromote(ctx, id); err != nil {
+	if _, err := lc.MemberPromote(ctx, id); err != nil {
 		return fmt.Errorf("promote %x: %w", id, classify(err))
 	}
 	return nil

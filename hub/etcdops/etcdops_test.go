@@ -113,7 +113,7 @@ func TestMembershipLifecycle(t *testing.T) {
 	if _, err := c.AddLearner(ctx, "http://127.0.0.1:1"); !errors.Is(err, ErrTooManyLearners) {
 		t.Errorf("second learner: got %v, want ErrTooManyLearners", err)
 	}
-	if err := c.Promote(ctx, idB); !errors.Is(err, ErrLearnerNotReady) {
+	if err := c.Promote(ctx, []string{a.client}, idB); !errors.Is(err, ErrLearnerNotReady) {
 		t.Errorf("promoting a learner that never started: got %v, want ErrLearnerNotReady", err)
 	}
 	e := c.Observe(ctx)
@@ -122,7 +122,7 @@ func TestMembershipLifecycle(t *testing.T) {
 	}
 
 	start(t, &b, strings.Join([]string{"a=" + a.peer, "b=" + b.peer}, ","), "existing")
-	eventually(t, "promote b", func() error { return c.Promote(ctx, idB) })
+	eventually(t, "promote b", func() error { return c.Promote(ctx, []string{a.client}, idB) })
 
 	var idA uint64
 	eventually(t, "two healthy voters", func() error {
