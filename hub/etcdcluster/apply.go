@@ -94,6 +94,9 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 // applyDNS writes the record set into every member cluster the hub can see
 // (each spoke serves it) and to the RFC 2136 server when one is configured.
 func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error {
+	if s.ec.Spec.DNS.RFC2136 == nil {
+		r.forgetDNS(s.ec.UID) // published there before, maybe
+	}
 	if w.set == nil {
 		return nil
 	}
@@ -377,10 +380,10 @@ func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memb
 	return errors.Join(errs...)
 }
 
-// publishRFC2136 sends the set to the external server when it changed since
-// the last successful push.
+// publishRFC2136 sends the set to the external server when it, or where it
+// goes (server, zone, key), changed since the last successful push.
 func (r *Reconciler) publishRFC2136(ctx context.Context, ec *etcdfedv1.EtcdCluster, spec *etcdfedv1.RFC2136Spec, set *dnsprovider.RecordSet) error {
-	digest := set.ZoneFile()
+	digest := fmt.Sprintf("%s %s %s %s\n%s", spec.Server, spec.Zone, spec.TSIGKeyName, spec.TSIGAlgorithm, set.ZoneFile())
 	r.dnsMu.Lock()
 	same := r.dnsPub[ec.UID] == digest
 	r.dnsMu.Unlock()

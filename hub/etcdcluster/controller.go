@@ -92,7 +92,7 @@ type Reconciler struct {
 	verdicts verdictMemory
 	evidence replaceEvidence
 	dnsMu    sync.Mutex
-	dnsPub   map[types.UID]string // last record set pushed to external providers
+	dnsPub   map[types.UID]string // last record set pushed to RFC 2136, and where (forget.go)
 	staleCh  chan event.TypedGenericEvent[string]
 	nodes    nodeZones
 }
@@ -234,7 +234,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	// step already recorded, and lose its own patch to the optimistic lock.
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := r.hubReader().Get(ctx, req.NamespacedName, ec); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, r.forgetGone(ctx, req.NamespacedName)
+		}
+		return ctrl.Result{}, err
 	}
 	pt.read = time.Since(pt.start)
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
@@ -497,11 +500,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 		log.Info("Waiting for member clusters before removing the finalizer; remove it by hand to abandon their members", "clusters", pending)
 		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 	}
-	r.etcd.drop(ec.UID)
-	r.verdicts.forget(ec.UID)
-	r.evidence.forget(ec.UID)
-	forgetMetrics(ec)
-	forgetZoneMetrics(client.ObjectKeyFromObject(ec))
+	r.forget(ec.UID, client.ObjectKeyFromObject(ec))
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
