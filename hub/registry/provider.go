@@ -385,7 +385,7 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 			if refused {
 				log.Error(err, "Member cluster not engaged: its kubeconfig Secret is refused; change the Secret", "secret", reg.Secret.Namespace+"/"+reg.Secret.Name)
 				if p.Recorder != nil {
-					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, "KubeconfigRefused", "Engage", "%s", err.Error())
+					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, etcdfedv1.EventKubeconfigRefused, "Engage", "%s", err.Error())
 				}
 			} else {
 				log.Info("Member cluster not engaged; retrying", "error", err.Error())
