@@ -82,11 +82,6 @@ type Reconciler struct {
 	// Policy is the hub's tenancy policy: what an EtcdCluster's spec may
 	// choose for pods in every member cluster (admit.go).
 	Policy tenancy.Policy
-	// PauseAfterStep, for drills only, holds a ring's pass this long
-	// (within its deadline) after it recorded a new operation step, so
-	// that a drill can kill the hub at every step, the ones that pass in
-	// a fraction of a second included. Zero in production.
-	PauseAfterStep time.Duration
 
 	etcd     clientCache
 	verdicts verdictMemory
@@ -283,12 +278,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		if perr != nil {
 			return result, errors.Join(err, perr)
 		}
-		if r.PauseAfterStep > 0 && stepRecorded(before.Status.Operation, ec.Status.Operation) {
-			select {
-			case <-time.After(r.PauseAfterStep):
-			case <-ctx.Done():
-			}
-		}
 		if err != nil || !chain || !written || reuse != nil || ctx.Err() != nil {
 			return result, err
 		}
@@ -314,15 +303,6 @@ func (pt *passTimes) log(log logr.Logger, status time.Duration) {
 	log.V(1).Info("Pass", "chained", pt.chained, "totalMs", ms(time.Since(pt.start)), "readMs", ms(pt.read),
 		"pkiMs", ms(pt.observe.pki), "clustersMs", ms(pt.observe.clusters), "etcdMs", ms(pt.observe.etcd),
 		"applyMs", ms(pt.apply), "statusMs", ms(status))
-}
-
-// stepRecorded reports whether a pass moved the operation in flight to a
-// step (or member) it was not at before.
-func stepRecorded(before, after *etcdfedv1.MembershipOperation) bool {
-	if after == nil {
-		return false
-	}
-	return before == nil || before.Type != after.Type || before.Member != after.Member || before.Step != after.Step
 }
 
 // statusWriteTimeout bounds the status patch that ends every pass.

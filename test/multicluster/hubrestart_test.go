@@ -23,9 +23,10 @@ import (
 // step. It reports, per step, the time from the kill until the operation
 // moved on. It is a drill (`make drill`, ETCDFED_DRILL=1; runs from
 // ETCDFED_DRILL_RUNS, default 1): `make test` already kills the hub once
-// mid scale-up (TestEtcdClusterLifecycle). With ETCDFED_DRILL_PAUSE (make
-// drill: 3s) the hub pauses after recording each step, and a step the
-// drill could not kill the hub at is a failure.
+// mid scale-up (TestEtcdClusterLifecycle). The drill watches the
+// EtcdCluster and kills the hub as soon as the step is recorded (the hub
+// does not wait for it), and a step it could not kill the hub at is a
+// failure.
 func TestHubRestartAtEveryStep(t *testing.T) {
 	if os.Getenv("ETCDFED_DRILL") == "" {
 		t.Skip("drill: kills the hub at every step of an add and a replace (several minutes per run); run `make drill`")
@@ -57,11 +58,9 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	killAt := func(op, step string) {
 		t.Helper()
 		var at string
-		err := poll(ctx, 2*time.Minute, op+" at "+step, func(ctx context.Context) (string, error) {
-			ec, err := etcd.Get(ctx, topo.Hub)
-			if err != nil {
-				return "", err
-			}
+		// Watched, not polled: the hub takes the next step within a
+		// fraction of a second, and the kill must land before it.
+		err := watchEtcdCluster(ctx, topo.Hub, etcd.Namespace, etcd.Name, 2*time.Minute, op+" at "+step, func(ec *etcdfedv1.EtcdCluster) (string, error) {
 			o := ec.Status.Operation
 			if o == nil || string(o.Type) != op {
 				return "no " + op + " in flight", nil
@@ -160,11 +159,8 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		slices.Sort(ds)
 		t.Logf("resume after a kill at %-22s %d runs: min %.1fs, median %.1fs, max %.1fs", k, len(ds), ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
 	}
-	switch {
-	case len(missed) > 0 && drillPause() > 0:
-		t.Errorf("steps passed before the test could kill the hub there, although the hub paused %v after each: %v", drillPause(), missed)
-	case len(missed) > 0:
-		t.Logf("steps passed before the test could kill the hub there (not failures without ETCDFED_DRILL_PAUSE): %v", missed)
+	if len(missed) > 0 {
+		t.Errorf("steps passed before the test could kill the hub there, although it watched for each: %v", missed)
 	}
 	if len(resume) == 0 {
 		t.Errorf("no step was caught in %d runs", runs)

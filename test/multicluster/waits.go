@@ -14,6 +14,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 // Every WaitForX polls until its condition holds or its timeout (or ctx)
@@ -339,4 +343,64 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// watchEtcdCluster is poll on a watch: cond sees every version of the
+// EtcdCluster as the apiserver stores it, within milliseconds, so that a
+// state lasting a fraction of a second is seen (the hub-kill drill kills
+// the hub at operation steps that pass that fast). It returns when cond
+// returns "", and at once with cond's error.
+func watchEtcdCluster(ctx context.Context, hub *Cluster, ns, name string, timeout time.Duration, what string, cond func(*etcdfedv1.EtcdCluster) (string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	wc, err := client.NewWithWatch(hub.REST, client.Options{Scheme: hub.Client.Scheme()})
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	sel := []client.ListOption{client.InNamespace(ns), client.MatchingFields{"metadata.name": name}}
+	last := "nothing seen"
+	check := func(ec *etcdfedv1.EtcdCluster) (bool, error) {
+		why, err := cond(ec)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", what, err)
+		}
+		last = why
+		return why == "", nil
+	}
+	retry := func(err error) {
+		last = err.Error()
+		select {
+		case <-ctx.Done():
+		case <-time.After(defaultPoll):
+		}
+	}
+	for ctx.Err() == nil {
+		var list etcdfedv1.EtcdClusterList
+		if err := wc.List(ctx, &list, sel...); err != nil {
+			retry(err)
+			continue
+		}
+		for i := range list.Items {
+			if done, err := check(&list.Items[i]); done || err != nil {
+				return err
+			}
+		}
+		w, err := wc.Watch(ctx, &etcdfedv1.EtcdClusterList{}, append(sel, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})...)
+		if err != nil {
+			retry(err)
+			continue
+		}
+		for ev := range w.ResultChan() {
+			ec, ok := ev.Object.(*etcdfedv1.EtcdCluster)
+			if !ok || ev.Type == watch.Deleted {
+				continue
+			}
+			if done, err := check(ec); done || err != nil {
+				w.Stop()
+				return err
+			}
+		}
+		w.Stop() // the apiserver ended the watch: list again and go on
+	}
+	return fmt.Errorf("%s: not after %s (last: %s)", what, timeout, last)
 }
