@@ -276,7 +276,8 @@ func withEtcd(s *snapshot, renderErr error, f func(*etcdops.Client) error) error
 }
 
 // applyUpkeep renews member certificates, writes the changes that restart
-// nothing, and sweeps objects left behind.
+// nothing, sweeps objects left behind, and deletes the copies of a restore
+// store's credentials no member needs any more.
 func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA) error {
 	var errs []error
 	for _, c := range d.certs {
@@ -318,8 +319,9 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 	return errors.Join(errs...)
 }
 
-// writeMembers writes member objects, each after its certificate when it
-// needs one (an object whose certificate failed is not written).
+// writeMembers writes member objects, each after its certificate and its
+// copy of the restore store's credentials when it needs them (an object
+// whose certificate or credentials failed is not written).
 func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, writes []memberWrite) error {
 	var errs []error
 	for _, w := range writes {
@@ -360,8 +362,8 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[name]), want)
 }
 
-// deleteMembers deletes members' objects (EtcdMember and certificate) in
-// the clusters named. The spoke deletes the pod and keeps the volume.
+// deleteMembers deletes members' objects (EtcdMember and every Secret of
+// the member: certificate, store credentials) in the clusters named. The spoke deletes the pod and keeps the volume.
 func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memberRef) error {
 	var errs []error
 	for _, ref := range refs {

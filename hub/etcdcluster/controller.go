@@ -106,12 +106,15 @@ func (r *Reconciler) hub() client.Client { return r.Manager.GetLocalManager().Ge
 // kubeconfig Secrets), so it needs no cluster-wide watch on Secrets.
 func (r *Reconciler) hubReader() client.Reader { return r.Manager.GetLocalManager().GetAPIReader() }
 
-// SetupWithManager registers the controller: EtcdCluster in the hub only;
-// EtcdMember, EtcdSpoke, EtcdDNSZone and the spoke Lease in member clusters,
-// mapped back to the EtcdClusters they concern; and, for the zone witness,
-// the node Leases (kube-node-lease) and the Nodes' metadata (their zone
-// label), mapped to the EtcdClusters with members in that zone, and only
-// when a verdict may change.
+// SetupWithManager registers the controller: EtcdCluster in the hub only
+// (a deleted one also wakes the rings refused for its domain); EtcdMember,
+// EtcdSpoke, EtcdDNSZone, the member certificate Secrets and the spoke
+// Lease in member clusters, mapped back to the EtcdClusters they concern;
+// for the zone witness, the node Leases (kube-node-lease) and the Nodes'
+// metadata (their zone label), mapped to the EtcdClusters with members in
+// that zone, and only when a verdict may change; and the hub's staleness
+// timer (a spoke Lease gone stale). It also starts the timer and the
+// sweeper of idle etcd clients.
 func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.LeaseStaleAfter == 0 {
 		r.LeaseStaleAfter = DefaultLeaseStaleAfter
