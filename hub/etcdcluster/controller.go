@@ -431,7 +431,8 @@ const DefaultLeaseStaleAfter = 4 * time.Second
 
 // resyncPeriod bounds how long a quiet ring goes without a reconcile: a
 // safety net only. Everything that changes a ring is an event (its spec,
-// its objects in member clusters, a spoke's status, a Lease returning), the
+// its objects in member clusters, a spoke's status, a Lease returning, a
+// node Lease or zone label of a zone it has members in), the
 // staleness timer (a Lease going stale), or a requeue the pass asked for (a
 // step to check, a planner's wait, a grace period ending), so a ring at
 // rest costs one pass per resyncPeriod, not one every few seconds.
