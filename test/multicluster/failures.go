@@ -116,13 +116,13 @@ func WaitForReplaced(ctx context.Context, in WaitForReplacedInput) (etcdfedv1.Me
 // HubEvents lists the messages of the events with reason on the
 // EtcdCluster in the hub, oldest first.
 func HubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string) ([]string, error) {
-	list, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+	evs, err := ListHubEvents(ctx, hub, m)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == m.Name && e.Regarding.Kind == "EtcdCluster" && e.Reason == reason {
+	for _, e := range evs {
+		if e.Reason == reason {
 			out = append(out, e.Note)
 		}
 	}
