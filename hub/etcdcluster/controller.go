@@ -90,6 +90,7 @@ type Reconciler struct {
 	dnsPub   map[types.UID]string // last record set pushed to RFC 2136, and where (forget.go)
 	staleCh  chan event.TypedGenericEvent[string]
 	nodes    nodeZones
+	names    ringNames
 }
 
 func (r *Reconciler) now() time.Time {
@@ -233,14 +234,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := r.hubReader().Get(ctx, req.NamespacedName, ec); err != nil {
 		if apierrors.IsNotFound(err) {
-			return ctrl.Result{}, r.forgetGone(ctx, req.NamespacedName)
+			r.forget(req.NamespacedName) // its finalizer was removed by hand, or it is done
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pt.read = time.Since(pt.start)
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
 
+	r.remember(ctx, ec)
 	if !ec.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, ec)
 	}
@@ -484,7 +486,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 		log.Info("Waiting for member clusters before removing the finalizer; remove it by hand to abandon their members", "clusters", pending)
 		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 	}
-	r.forget(ec.UID, client.ObjectKeyFromObject(ec))
+	r.forget(client.ObjectKeyFromObject(ec))
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)

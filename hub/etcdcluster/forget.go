@@ -2,7 +2,7 @@ package etcdcluster
 
 import (
 	"context"
-	"fmt"
+	"sync"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -11,14 +11,56 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
+// ringNames remembers the UID of every ring the hub passed over, by name,
+// so that a ring found gone (or under a new UID) can be forgotten: the
+// per-ring memories are keyed by UID, which a NotFound does not give.
+type ringNames struct {
+	mu   sync.Mutex
+	uids map[types.NamespacedName]types.UID
+}
+
+// seen records ring's current UID and returns the UID it had before, if it
+// was another: a ring deleted and created again under its name.
+func (n *ringNames) seen(ring types.NamespacedName, uid types.UID) (types.UID, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.uids == nil {
+		n.uids = map[types.NamespacedName]types.UID{}
+	}
+	old, ok := n.uids[ring]
+	n.uids[ring] = uid
+	return old, ok && old != uid
+}
+
+// gone forgets ring's name and returns the UID it had, if any.
+func (n *ringNames) gone(ring types.NamespacedName) (types.UID, bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	uid, ok := n.uids[ring]
+	delete(n.uids, ring)
+	return uid, ok
+}
+
+// remember notes the ring a pass is over; the memory of an earlier ring of
+// the same name is dropped.
+func (r *Reconciler) remember(ctx context.Context, ec *etcdfedv1.EtcdCluster) {
+	if old, replaced := r.names.seen(types.NamespacedName{Namespace: ec.Namespace, Name: ec.Name}, ec.UID); replaced {
+		ctrl.LoggerFrom(ctx).V(1).Info("Forgetting the earlier ring of this name", "uid", old)
+		r.forgetMemory(old)
+	}
+}
+
 // forget drops everything the hub holds in memory for one ring: its etcd
 // client and probe memory, its last liveness verdicts, the evidence of
 // replacements in flight, the record set last pushed to RFC 2136, and its
-// metrics. Called when the ring's delete pass is done, and for a ring that
-// went without one (forgetGone).
-func (r *Reconciler) forget(uid types.UID, ring types.NamespacedName) {
-	r.forgetMemory(uid)
-	forgetRingMetrics(ring)
+// metrics. Called when the ring's delete pass is done, and when a ring is
+// found gone without one (its finalizer removed by hand).
+func (r *Reconciler) forget(ring types.NamespacedName) {
+	if uid, ok := r.names.gone(ring); ok {
+		r.forgetMemory(uid)
+	}
+	forgetMetrics(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ring.Namespace, Name: ring.Name}})
+	forgetZoneMetrics(ring)
 }
 
 func (r *Reconciler) forgetMemory(uid types.UID) {
@@ -28,72 +70,9 @@ func (r *Reconciler) forgetMemory(uid types.UID) {
 	r.forgetDNS(uid)
 }
 
-func forgetRingMetrics(ring types.NamespacedName) {
-	forgetMetrics(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ring.Namespace, Name: ring.Name}})
-	forgetZoneMetrics(ring)
-}
-
 // forgetDNS drops the record set last pushed to RFC 2136 for a ring.
 func (r *Reconciler) forgetDNS(uid types.UID) {
 	r.dnsMu.Lock()
 	defer r.dnsMu.Unlock()
 	delete(r.dnsPub, uid)
-}
-
-// forgetGone runs when the ring named is not found: it was deleted without
-// its delete pass (its finalizer removed by hand), or after it. Memory is
-// keyed by UID, which the name no longer gives, so every remembered ring
-// that no longer exists is forgotten. A ring created after the list may
-// lose its memory too; that costs it a new etcd dial and one more RFC
-// 2136 push, nothing else.
-func (r *Reconciler) forgetGone(ctx context.Context, ring types.NamespacedName) error {
-	var rings etcdfedv1.EtcdClusterList
-	if err := r.hubReader().List(ctx, &rings); err != nil {
-		return fmt.Errorf("list EtcdClusters to forget deleted ones: %w", err)
-	}
-	live := make(map[types.UID]bool, len(rings.Items))
-	for i := range rings.Items {
-		live[rings.Items[i].UID] = true
-	}
-	forgetRingMetrics(ring)
-	for _, uid := range r.remembered() {
-		if !live[uid] {
-			ctrl.LoggerFrom(ctx).V(1).Info("Forgetting a deleted ring", "uid", uid)
-			r.forgetMemory(uid)
-		}
-	}
-	return nil
-}
-
-// remembered lists every ring the hub holds memory for.
-func (r *Reconciler) remembered() []types.UID {
-	seen := map[types.UID]bool{}
-	r.etcd.mu.Lock()
-	for uid := range r.etcd.clients {
-		seen[uid] = true
-	}
-	for uid := range r.etcd.probes {
-		seen[uid] = true
-	}
-	r.etcd.mu.Unlock()
-	r.verdicts.mu.Lock()
-	for uid := range r.verdicts.rings {
-		seen[uid] = true
-	}
-	r.verdicts.mu.Unlock()
-	r.evidence.mu.Lock()
-	for uid := range r.evidence.rings {
-		seen[uid] = true
-	}
-	r.evidence.mu.Unlock()
-	r.dnsMu.Lock()
-	for uid := range r.dnsPub {
-		seen[uid] = true
-	}
-	r.dnsMu.Unlock()
-	out := make([]types.UID, 0, len(seen))
-	for uid := range seen {
-		out = append(out, uid)
-	}
-	return out
 }

@@ -42,7 +42,24 @@ func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, PassTimeout: 30 * time.Second}
+	// The hub's cache with its domain indexes: a pass reads rival rings
+	// there (admit.go).
+	if err := indexDomains(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(mctx) }()
+	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
+		t.Fatal("hub cache not synced")
+	}
+	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, PassTimeout: 30 * time.Second, ClusterReadTimeout: 3 * time.Second}
+	pass := func(t *testing.T, ec *etcdfedv1.EtcdCluster) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ec)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
 
 	const keyName, keySecret = "etcdfed-update.", "c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0c2VjcmV0MTI="
 	start := func(t *testing.T) *embedded.Server {
@@ -70,19 +87,29 @@ func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// published creates a ring publishing to the server and pushes its
-	// records the way a pass does (applyDNS), so that the hub remembers it.
-	published := func(t *testing.T, name string, finalizer bool) (*etcdfedv1.EtcdCluster, *snapshot) {
+	// published creates a ring publishing to the server, passes over it
+	// (no member cluster is registered: the pass adds the finalizer and
+	// writes status, nothing more), and pushes the records of three
+	// members the way a pass does (applyDNS), so that the hub remembers
+	// them.
+	published := func(t *testing.T, name string, domain ...string) (*etcdfedv1.EtcdCluster, *snapshot) {
 		t.Helper()
 		s := ring()
 		ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: *s.ec.Spec.DeepCopy()}
 		ec.Spec.DNS.Domain = name + ".etcd.test"
-		ec.Spec.DNS.RFC2136 = &etcdfedv1.RFC2136Spec{Server: srv.Addr().String(), Zone: "etcd.test", TSIGKeyName: keyName, TSIGSecretName: tsig.Name}
-		if finalizer {
-			ec.Finalizers = []string{Finalizer}
+		if len(domain) > 0 {
+			ec.Spec.DNS.Domain = domain[0]
 		}
+		ec.Spec.DNS.RFC2136 = &etcdfedv1.RFC2136Spec{Server: srv.Addr().String(), Zone: "etcd.test", TSIGKeyName: keyName, TSIGSecretName: tsig.Name}
 		if err := api.Client.Create(ctx, ec); err != nil {
 			t.Fatal(err)
+		}
+		pass(t, ec)
+		if err := api.Client.Get(ctx, client.ObjectKeyFromObject(ec), ec); err != nil {
+			t.Fatal(err)
+		}
+		if len(ec.Finalizers) == 0 {
+			t.Fatalf("%s: no finalizer after a pass", name)
 		}
 		ec.Status = s.ec.Status
 		s.ec = ec
@@ -101,33 +128,37 @@ func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 		}
 		return ec, s
 	}
-	reconcile := func(t *testing.T, ec *etcdfedv1.EtcdCluster) {
+	gone := func(t *testing.T, ec *etcdfedv1.EtcdCluster) {
 		t.Helper()
-		if _, err := r.Reconcile(ctx, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ec)}}); err != nil {
-			t.Fatal(err)
-		}
 		if err := api.Client.Get(ctx, client.ObjectKeyFromObject(ec), &etcdfedv1.EtcdCluster{}); !apierrors.IsNotFound(err) {
-			t.Fatalf("%s still there after its delete pass: %v", ec.Name, err)
+			t.Fatalf("%s still there: %v", ec.Name, err)
 		}
 	}
 
 	t.Run("deleted through its finalizer", func(t *testing.T) {
-		ec, _ := published(t, "a", true)
+		ec, _ := published(t, "a")
 		if err := api.Client.Delete(ctx, ec); err != nil {
 			t.Fatal(err)
 		}
-		reconcile(t, ec)
+		pass(t, ec) // the delete pass
+		gone(t, ec)
 		if r.remembersDNS(ec.UID) {
 			t.Errorf("deleted ring %s: the hub still holds its last pushed record set", ec.Name)
 		}
 	})
 	t.Run("finalizer removed by hand", func(t *testing.T) {
-		keep, _ := published(t, "keep", false)
-		ec, _ := published(t, "b", false)
+		keep, _ := published(t, "keep")
+		ec, _ := published(t, "b")
+		before := ec.DeepCopy()
+		ec.Finalizers = nil
+		if err := api.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
 		if err := api.Client.Delete(ctx, ec); err != nil {
 			t.Fatal(err)
 		}
-		reconcile(t, ec)
+		gone(t, ec)
+		pass(t, ec) // the pass its deletion wakes finds it gone
 		if r.remembersDNS(ec.UID) {
 			t.Errorf("ring %s gone without its delete pass: the hub still holds its last pushed record set", ec.Name)
 		}
@@ -135,8 +166,30 @@ func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 			t.Errorf("ring %s still exists, yet the hub forgot what it pushed for it", keep.Name)
 		}
 	})
+	t.Run("created again under its name", func(t *testing.T) {
+		old, _ := published(t, "e")
+		before := old.DeepCopy()
+		old.Finalizers = nil
+		if err := api.Client.Patch(ctx, old, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+		if err := api.Client.Delete(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, old)
+		// No pass saw it gone: the new ring's first pass comes first. (Its
+		// domain is another: the server keeps the old ring's records,
+		// owned by the old UID.)
+		ec, _ := published(t, "e", "e2.etcd.test")
+		if ec.UID == old.UID {
+			t.Fatalf("the new %s has the old UID", ec.Name)
+		}
+		if r.remembersDNS(old.UID) {
+			t.Errorf("ring %s created again: the hub still holds the record set it pushed for the old one", ec.Name)
+		}
+	})
 	t.Run("no longer publishing to RFC 2136", func(t *testing.T) {
-		ec, s := published(t, "c", true)
+		ec, s := published(t, "c")
 		ec.Spec.DNS.RFC2136 = nil
 		if err := r.applyDNS(ctx, s, wantedRecords(s, &ec.Status)); err != nil {
 			t.Fatal(err)
@@ -146,7 +199,7 @@ func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 		}
 	})
 	t.Run("moved to another server", func(t *testing.T) {
-		ec, s := published(t, "d", true)
+		ec, s := published(t, "d")
 		other := start(t)
 		ec.Spec.DNS.RFC2136.Server = other.Addr().String()
 		if err := r.applyDNS(ctx, s, wantedRecords(s, &ec.Status)); err != nil {
