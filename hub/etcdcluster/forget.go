@@ -54,11 +54,15 @@ func (r *Reconciler) remember(ctx context.Context, ec *etcdfedv1.EtcdCluster) {
 // client and probe memory, its last liveness verdicts, the evidence of
 // replacements in flight, the record set last pushed to RFC 2136, and its
 // metrics. Called when the ring's delete pass is done, and when a ring is
-// found gone without one (its finalizer removed by hand).
+// found gone without one (its finalizer removed by hand). A name no pass
+// of this hub saw has nothing to forget (a NotFound also comes from events
+// on objects a deleted ring left behind).
 func (r *Reconciler) forget(ring types.NamespacedName) {
-	if uid, ok := r.names.gone(ring); ok {
-		r.forgetMemory(uid)
+	uid, ok := r.names.gone(ring)
+	if !ok {
+		return
 	}
+	r.forgetMemory(uid)
 	forgetMetrics(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ring.Namespace, Name: ring.Name}})
 	forgetZoneMetrics(ring)
 }
