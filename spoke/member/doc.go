@@ -1,9 +1,11 @@
 // Package member is the spoke's EtcdMember reconciler. It turns an
 // EtcdMember the hub wrote into the member's data volume, exposure, pod and
-// pod disruption budget (components in spoke/component) and reports back in one status patch per
-// reconcile: conditions StorageReady, Exposed, PodReady, MemberHealthy and
-// PeerConnections with the reasons in reasons.go, the pod, node, zone,
-// address, advertised URLs, data volume and the member's own etcd view.
+// pod disruption budget (components in spoke/component) and reports back
+// in one status patch per reconcile: conditions StorageReady, Exposed,
+// PodReady, MemberHealthy and PeerConnections with the reasons in
+// reasons.go, the pod, node, zone, address, advertised URLs, data volume,
+// the member's own etcd view, and its disruption (the budget as it
+// stands, a drain of its node asking for the ring's one disruption).
 //
 // Reconcile (controller.go) gets the EtcdMember (gone: done); when it is
 // being deleted, reconcileDelete runs every owned kind's delete hook;
