@@ -83,7 +83,6 @@ type options struct {
 	backupScratchDir string
 	maxBackups       int
 	workers          int
-	pauseAfterStep   time.Duration
 	// clientsOtherNamespaces lets spec.clients write Secrets outside the
 	// EtcdCluster's namespace.
 	clientsOtherNamespaces bool
@@ -127,8 +126,6 @@ func main() {
 		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.Float64Var(&o.renewAfter, "member-token-renew-after", registration.DefaultRenewAfter,
 		"Part of its life (0 to 1) after which the hub renews the token a registration Secret holds for a member cluster (written by `etcdfed cluster join`). The default, a third, lets the hub be away for two thirds of the token's life.")
-	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
-		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
 	flag.BoolVar(&o.ambientStore, "allow-ambient-store-credentials", false,
 		"Let an EtcdCluster's backup or restore store without credentialsSecretName use the hub's own cloud identity (environment, instance role, workload identity), and file:// stores use the hub's (and the member nodes') filesystem. Off: such stores are refused (BackupHealthy/SnapshotVerified False, reason ForbiddenByHubPolicy).")
 	flag.Var(&o.sourceNamespaces, "allowed-restore-source-namespaces",
@@ -278,7 +275,6 @@ func run(ctx context.Context, o options) error {
 		NodeStaleAfter:          o.nodeStaleAfter,
 		Recorder:                mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
 		MaxConcurrentReconciles: o.workers,
-		PauseAfterStep:          o.pauseAfterStep,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)

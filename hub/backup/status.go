@@ -36,7 +36,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 		observeFailure(ec, out.reason)
 		// One event per change of the failure, not per retry.
 		if prev == nil || prev.Status != metav1.ConditionFalse || prev.Reason != out.reason || d.Trigger == etcdfedv1.BackupTriggerRequest {
-			r.event(ec, corev1.EventTypeWarning, "BackupFailed", out.reason+": "+msg)
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventBackupFailed, out.reason+": "+msg)
 		}
 		return condition(ec, metav1.ConditionFalse, out.reason, msg)
 	}
@@ -57,12 +57,12 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 	if len(pruned) > 0 {
 		msg += fmt.Sprintf(", %d pruned", len(pruned))
 	}
-	r.event(ec, corev1.EventTypeNormal, "BackupSucceeded", msg)
+	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBackupSucceeded, msg)
 	if out.pruneErr != nil {
 		observeFailure(ec, etcdfedv1.BackupReasonPruneFailed)
 		pmsg := truncate("stored "+s.Location+" but could not apply retention: "+out.pruneErr.Error(), maxMessage)
 		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: etcdfedv1.BackupReasonPruneFailed, Message: pmsg, Trigger: d.Trigger, Request: d.Request}
-		r.event(ec, corev1.EventTypeWarning, "BackupPruneFailed", pmsg)
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventBackupPruneFailed, pmsg)
 		return condition(ec, metav1.ConditionFalse, etcdfedv1.BackupReasonPruneFailed, pmsg)
 	}
 	return condition(ec, metav1.ConditionTrue, etcdfedv1.BackupReasonSucceeded, msg)

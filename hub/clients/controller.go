@@ -332,7 +332,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	if d.Action == ActIssue {
 		st.IssuedAt = ptrTime(now)
 		metricIssued.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
-		r.event(ec, corev1.EventTypeNormal, "ClientCertificateIssued", "Issue", "Issued the client certificate of %s in Secret %s (%s), valid until %s", t.Name, t.String(), d.Reason, notAfter.UTC().Format(time.RFC3339))
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientCertificateIssued, "Issue", "Issued the client certificate of %s in Secret %s (%s), valid until %s", t.Name, t.String(), d.Reason, notAfter.UTC().Format(time.RFC3339))
 	}
 	st.Ready, st.Message = true, ""
 	st.CAHash = CAHash(data)
@@ -395,11 +395,11 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdClus
 		}
 		switch ch.Op {
 		case etcdops.AuthDeleteUser:
-			r.event(ec, corev1.EventTypeNormal, "ClientAccessRevoked", "Revoke", "Deleted etcd user %s: its consumer is no longer in spec.clients (its certificate reads and writes nothing from now on)", ch.User)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientAccessRevoked, "Revoke", "Deleted etcd user %s: its consumer is no longer in spec.clients (its certificate reads and writes nothing from now on)", ch.User)
 		case etcdops.AuthEnable:
-			r.event(ec, corev1.EventTypeNormal, "EtcdAuthEnabled", "EnableAuth", "Turned etcd authentication on: %d consumer(s) with their roles, the hub as root", len(ec.Spec.Clients))
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventEtcdAuthEnabled, "EnableAuth", "Turned etcd authentication on: %d consumer(s) with their roles, the hub as root", len(ec.Spec.Clients))
 		case etcdops.AuthDisable:
-			r.event(ec, corev1.EventTypeWarning, "EtcdAuthDisabled", "DisableAuth", "Turned etcd authentication off (spec.tls.auth: Disabled): every certificate of the ring's CA is root on the data")
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventEtcdAuthDisabled, "DisableAuth", "Turned etcd authentication off (spec.tls.auth: Disabled): every certificate of the ring's CA is root on the data")
 		}
 	}
 	res := accessResult{refused: plan.Refused}
@@ -466,7 +466,7 @@ func writeSecret(ctx context.Context, c client.Client, ec *etcdfedv1.EtcdCluster
 // Secret is left for a human, with an event.
 func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster, t Target) error {
 	if t.Cluster == "" {
-		r.event(ec, corev1.EventTypeNormal, "ClientSecretLeft", "Delete", "Client %s was removed; its Secret %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t.Name, t)
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientSecretLeft, "Delete", "Client %s was removed; its Secret %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t.Name, t)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
@@ -489,7 +489,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	if err := w.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("removed client %s (%s): delete Secret: %w", t.Name, t, err)
 	}
-	r.event(ec, corev1.EventTypeNormal, "ClientSecretDeleted", "Delete", "Deleted the Secret %s of removed client %s", t, t.Name)
+	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientSecretDeleted, "Delete", "Deleted the Secret %s of removed client %s", t, t.Name)
 	return nil
 }
 
@@ -624,7 +624,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 		t := targets[key]
 		if t.Cluster == "" {
 			if t.Namespace != ec.Namespace {
-				r.event(ec, corev1.EventTypeNormal, "ClientSecretLeft", "Delete", "EtcdCluster deleted; the Secret %s of client %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t, t.Name)
+				r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientSecretLeft, "Delete", "EtcdCluster deleted; the Secret %s of client %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t, t.Name)
 			}
 			continue
 		}

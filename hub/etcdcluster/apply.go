@@ -94,6 +94,9 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 // applyDNS writes the record set into every member cluster the hub can see
 // (each spoke serves it) and to the RFC 2136 server when one is configured.
 func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error {
+	if s.ec.Spec.DNS.RFC2136 == nil {
+		r.forgetDNS(s.ec.UID) // published there before, maybe
+	}
 	if w.set == nil {
 		return nil
 	}
@@ -130,15 +133,16 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	}
 	err := d.step.err
 	if d.requestRefused != "" && (ec.Status.LastRecoveryRequest == nil || d.ledger.LastRecoveryRequest == nil || ec.Status.LastRecoveryRequest.UID != d.ledger.LastRecoveryRequest.UID) {
-		r.event(ec, corev1.EventTypeWarning, "RecoveryRequestRefused", "Recover", "%s", d.requestRefused)
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventRecoveryRequestRefused, "Recover", "%s", d.requestRefused)
 	}
 	switch p.Action {
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:
-		r.event(ec, corev1.EventTypeNormal, beginReason(p.Operation.Type), string(p.Operation.Type), "%s", p.Reason)
+		begin, _ := operationReasons(p.Operation.Type)
+		r.event(ec, corev1.EventTypeNormal, begin, string(p.Operation.Type), "%s", p.Reason)
 		if cr := ec.Status.CARotation; p.Operation.Type == membership.OpRotateCA && p.Operation.Step == membership.ActSwitchCA &&
 			cr != nil && cr.HeldSince != nil && cr.ContinuedAt == nil {
-			r.event(ec, corev1.EventTypeNormal, "CARotationContinued", "RotateCA", "The CA rotation held since %s goes on (the request answered the hold): the new CA issues from now on",
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationContinued, "RotateCA", "The CA rotation held since %s goes on (the request answered the hold): the new CA issues from now on",
 				cr.HeldSince.UTC().Format(time.RFC3339))
 		}
 		events, evidence := beginEvents(s, p.Operation, p.Reason)
@@ -154,68 +158,69 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	case membership.ActGrantDisruption, membership.ActAwaitReturn:
 		err = errors.Join(err, r.disruptionStep(ctx, s, ca, d))
 	case membership.ActFinishBootstrap:
-		r.event(ec, corev1.EventTypeNormal, "Bootstrapped", "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBootstrapped, "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
 	case membership.ActAddLearner:
 		err = withEtcd(s, err, func(c *etcdops.Client) (err error) {
 			res.learnerID, err = c.AddLearner(ctx, d.step.peerURL)
 			return err
 		})
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "LearnerAdded", "AddLearner", "Added %s [%x] as a learner", p.Member, res.learnerID)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventLearnerAdded, "AddLearner", "Added %s [%x] as a learner", p.Member, res.learnerID)
 		}
 	case membership.ActPromote:
 		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Promote(ctx, d.step.leaderURLs, p.MemberID) })
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "MemberPromoted", "Promote", "%s is a voting member", p.Member)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberPromoted, "Promote", "%s is a voting member", p.Member)
 		}
 	case membership.ActMoveLeader:
 		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.MoveLeader(ctx, d.step.leaderURLs, p.TransfereeID) })
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "LeaderMoved", "MoveLeader", "Moved leadership from %s to [%x]", p.Member, p.TransfereeID)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventLeaderMoved, "MoveLeader", "Moved leadership from %s to [%x]", p.Member, p.TransfereeID)
 		}
 	case membership.ActRemoveMember:
 		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Remove(ctx, p.MemberID) })
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "MemberRemoved", "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRemoved, "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
 		}
 	case membership.ActDeleteObject:
 		err = errors.Join(err, r.deleteMembers(ctx, s, d.step.deletes))
 	case membership.ActRequestBackup:
 		err = errors.Join(err, r.requestBackup(ctx, ec, p.BackupRequest))
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "BackupRequested", "RequestBackup", "Asked for snapshot %s before the version change to %s", p.BackupRequest, ec.Spec.Version)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBackupRequested, "RequestBackup", "Asked for snapshot %s before the version change to %s", p.BackupRequest, ec.Spec.Version)
 		}
 	case membership.ActEnableDowngrade:
 		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.EnableDowngrade(ctx, p.DowngradeTo) })
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "DowngradeEnabled", "EnableDowngrade", "Enabled etcd's downgrade to %s (cluster version was %s)", p.DowngradeTo, s.etcd.ClusterVersion)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventDowngradeEnabled, "EnableDowngrade", "Enabled etcd's downgrade to %s (cluster version was %s)", p.DowngradeTo, s.etcd.ClusterVersion)
 		} else {
-			r.event(ec, corev1.EventTypeWarning, etcdfedv1.ReasonDowngradeRefused, "EnableDowngrade", "etcd refused the downgrade to %s: %v", p.DowngradeTo, err)
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventDowngradeRefused, "EnableDowngrade", "etcd refused the downgrade to %s: %v", p.DowngradeTo, err)
 		}
 	case membership.ActCancelDowngrade:
 		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.CancelDowngrade(ctx) })
 		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, "DowngradeCancelled", "CancelDowngrade", "Cancelled etcd's downgrade to %s: spec.version is %s (cluster version was %s)", s.etcd.Downgrade.Target, ec.Spec.Version, s.etcd.ClusterVersion)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventDowngradeCancelled, "CancelDowngrade", "Cancelled etcd's downgrade to %s: spec.version is %s (cluster version was %s)", s.etcd.Downgrade.Target, ec.Spec.Version, s.etcd.ClusterVersion)
 		}
 	case membership.ActDefragment, membership.ActDisarm:
 		err = r.applyMaintenance(ctx, s, d)
 	case membership.ActAddCA, membership.ActSwitchCA, membership.ActDropCA:
 		err = errors.Join(err, r.applyCAChange(ctx, s, p.Action))
 	case membership.ActCompleteCARotation:
-		r.event(ec, corev1.EventTypeNormal, "CARotationCompleted", "CompleteCARotation", "CA rotation complete: every member and consumer holds a certificate of %s and trusts it alone", pki.Describe(s.pki.ca.Cert))
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationCompleted, "CompleteCARotation", "CA rotation complete: every member and consumer holds a certificate of %s and trusts it alone", pki.Describe(s.pki.ca.Cert))
 	case membership.ActRefuseCARotation:
-		r.event(ec, corev1.EventTypeWarning, "CARotationRefused", "RotateCA", "CA rotation refused: %s", p.Reason)
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventCARotationRefused, "RotateCA", "CA rotation refused: %s", p.Reason)
 	case membership.ActHoldCARotation:
 		if cr := ec.Status.CARotation; cr == nil || cr.HeldSince == nil {
-			r.event(ec, corev1.EventTypeNormal, "CARotationHeld", "HoldCARotation", "%s", p.Reason)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationHeld, "HoldCARotation", "%s", p.Reason)
 		}
 	case membership.ActFinish:
 		if op := d.ended; op != nil && p.GaveUp {
 			r.evidence.take(ec.UID, op.Member, op.Incarnation) // no MemberReplaced to tell it
-			r.event(ec, corev1.EventTypeWarning, EventMemberStartGivenUp, string(op.Type), "%s (%s) given up after %s: %s",
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventMemberStartGivenUp, string(op.Type), "%s (%s) given up after %s: %s",
 				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
 		} else if op != nil {
-			r.event(ec, corev1.EventTypeNormal, beginReason(membership.OpType(op.Type))+"Done", string(op.Type), "%s (%s) done after %s: %s",
+			_, done := operationReasons(membership.OpType(op.Type))
+			r.event(ec, corev1.EventTypeNormal, done, string(op.Type), "%s (%s) done after %s: %s",
 				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
 			if op.Type == etcdfedv1.OperationReplace {
 				evidence, _ := r.evidence.take(ec.UID, op.Member, op.Incarnation)
@@ -235,24 +240,22 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	}
 }
 
-// beginReason is the event reason of an operation's start ("...Done" at its
-// end).
-func beginReason(t membership.OpType) string {
+// operationReasons are the reasons of the events at an operation's start
+// and at its end.
+func operationReasons(t membership.OpType) (begin, done string) {
 	switch t {
 	case membership.OpRoll:
-		return "MemberRoll"
+		return etcdfedv1.EventMemberRoll, etcdfedv1.EventMemberRollDone
 	case membership.OpDefrag:
-		return "Defragmentation"
+		return etcdfedv1.EventDefragmentation, etcdfedv1.EventDefragmentationDone
 	case membership.OpDisrupt:
-		return "DisruptionGrant"
+		return etcdfedv1.EventDisruptionGrant, etcdfedv1.EventDisruptionGrantDone
+	case membership.OpRecover:
+		return etcdfedv1.EventQuorumRecovery, etcdfedv1.EventQuorumRecoveryDone
+	case membership.OpRotateCA:
+		return etcdfedv1.EventCARotation, etcdfedv1.EventCARotationDone
 	}
-	if t == membership.OpRecover {
-		return "QuorumRecovery"
-	}
-	if t == membership.OpRotateCA {
-		return "CARotation"
-	}
-	return "MembershipChange"
+	return etcdfedv1.EventMembershipChange, etcdfedv1.EventMembershipChangeDone
 }
 
 func notYet(err error) bool {
@@ -273,7 +276,8 @@ func withEtcd(s *snapshot, renderErr error, f func(*etcdops.Client) error) error
 }
 
 // applyUpkeep renews member certificates, writes the changes that restart
-// nothing, and sweeps objects left behind.
+// nothing, sweeps objects left behind, and deletes the copies of a restore
+// store's credentials no member needs any more.
 func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA) error {
 	var errs []error
 	for _, c := range d.certs {
@@ -317,14 +321,15 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 		}
 	}
 	if len(kept) > 0 {
-		r.event(s.ec, corev1.EventTypeWarning, "VolumesRetained", "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s",
+		r.event(s.ec, corev1.EventTypeWarning, etcdfedv1.EventVolumesRetained, "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s",
 			strings.Join(kept, "; "))
 	}
 	return errors.Join(errs...)
 }
 
-// writeMembers writes member objects, each after its certificate when it
-// needs one (an object whose certificate failed is not written).
+// writeMembers writes member objects, each after its certificate and its
+// copy of the restore store's credentials when it needs them (an object
+// whose certificate or credentials failed is not written).
 func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, writes []memberWrite) error {
 	var errs []error
 	for _, w := range writes {
@@ -365,8 +370,8 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[name]), want)
 }
 
-// deleteMembers deletes members' objects (EtcdMember and certificate) in
-// the clusters named. The spoke deletes the pod and keeps the volume.
+// deleteMembers deletes members' objects (EtcdMember and every Secret of
+// the member: certificate, store credentials) in the clusters named. The spoke deletes the pod and keeps the volume.
 func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memberRef) error {
 	var errs []error
 	for _, ref := range refs {
@@ -385,10 +390,10 @@ func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memb
 	return errors.Join(errs...)
 }
 
-// publishRFC2136 sends the set to the external server when it changed since
-// the last successful push.
+// publishRFC2136 sends the set to the external server when it, or where it
+// goes (server, zone, key), changed since the last successful push.
 func (r *Reconciler) publishRFC2136(ctx context.Context, ec *etcdfedv1.EtcdCluster, spec *etcdfedv1.RFC2136Spec, set *dnsprovider.RecordSet) error {
-	digest := set.ZoneFile()
+	digest := fmt.Sprintf("%s %s %s %s\n%s", spec.Server, spec.Zone, spec.TSIGKeyName, spec.TSIGAlgorithm, set.ZoneFile())
 	r.dnsMu.Lock()
 	same := r.dnsPub[ec.UID] == digest
 	r.dnsMu.Unlock()

@@ -254,18 +254,21 @@ func (r *Reconciler) applyCAChange(ctx context.Context, s *snapshot, step member
 	if err := r.hub().Update(ctx, upd); err != nil {
 		return fmt.Errorf("CA rotation (%s): update CA Secret %s: %w", step, sec.Name, err)
 	}
-	r.event(s.ec, corev1.EventTypeNormal, "CARotation"+string(step), string(step), "%s", caChangeMessage(step, a, next))
+	reason, msg := caChangeEvent(step, a, next)
+	r.event(s.ec, corev1.EventTypeNormal, reason, string(step), "%s", msg)
 	return nil
 }
 
-func caChangeMessage(step membership.Action, before, after *pki.Authority) string {
+// caChangeEvent is the event of a change of the CA Secret: its reason and
+// message.
+func caChangeEvent(step membership.Action, before, after *pki.Authority) (string, string) {
 	switch step {
 	case membership.ActAddCA:
-		return fmt.Sprintf("Stored the new CA %s beside %s; members restart one at a time to trust both", pki.Describe(after.Next.Cert), pki.Describe(before.Signer.Cert))
+		return etcdfedv1.EventCARotationAddCA, fmt.Sprintf("Stored the new CA %s beside %s; members restart one at a time to trust both", pki.Describe(after.Next.Cert), pki.Describe(before.Signer.Cert))
 	case membership.ActSwitchCA:
-		return fmt.Sprintf("The new CA %s issues; members restart one at a time with its certificates, %s stays trusted", pki.Describe(after.Signer.Cert), pki.Describe(before.Signer.Cert))
+		return etcdfedv1.EventCARotationSwitchCA, fmt.Sprintf("The new CA %s issues; members restart one at a time with its certificates, %s stays trusted", pki.Describe(after.Signer.Cert), pki.Describe(before.Signer.Cert))
 	}
-	return fmt.Sprintf("Dropped the old CA %s; members restart one at a time to trust %s alone", pki.Describe(before.Previous), pki.Describe(after.Signer.Cert))
+	return etcdfedv1.EventCARotationDropCA, fmt.Sprintf("Dropped the old CA %s; members restart one at a time to trust %s alone", pki.Describe(before.Previous), pki.Describe(after.Signer.Cert))
 }
 
 // setCARotationProgress: while a CA rotation is under way, Progressing

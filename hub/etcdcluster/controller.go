@@ -82,19 +82,15 @@ type Reconciler struct {
 	// Policy is the hub's tenancy policy: what an EtcdCluster's spec may
 	// choose for pods in every member cluster (admit.go).
 	Policy tenancy.Policy
-	// PauseAfterStep, for drills only, holds a ring's pass this long
-	// (within its deadline) after it recorded a new operation step, so
-	// that a drill can kill the hub at every step, the ones that pass in
-	// a fraction of a second included. Zero in production.
-	PauseAfterStep time.Duration
 
 	etcd     clientCache
 	verdicts verdictMemory
 	evidence replaceEvidence
 	dnsMu    sync.Mutex
-	dnsPub   map[types.UID]string // last record set pushed to external providers
+	dnsPub   map[types.UID]string // last record set pushed to RFC 2136, and where (forget.go)
 	staleCh  chan event.TypedGenericEvent[string]
 	nodes    nodeZones
+	names    ringNames
 }
 
 func (r *Reconciler) now() time.Time {
@@ -111,12 +107,15 @@ func (r *Reconciler) hub() client.Client { return r.Manager.GetLocalManager().Ge
 // kubeconfig Secrets), so it needs no cluster-wide watch on Secrets.
 func (r *Reconciler) hubReader() client.Reader { return r.Manager.GetLocalManager().GetAPIReader() }
 
-// SetupWithManager registers the controller: EtcdCluster in the hub only;
-// EtcdMember, EtcdSpoke, EtcdDNSZone and the spoke Lease in member clusters,
-// mapped back to the EtcdClusters they concern; and, for the zone witness,
-// the node Leases (kube-node-lease) and the Nodes' metadata (their zone
-// label), mapped to the EtcdClusters with members in that zone, and only
-// when a verdict may change.
+// SetupWithManager registers the controller: EtcdCluster in the hub only
+// (a deleted one also wakes the rings refused for its domain); EtcdMember,
+// EtcdSpoke, EtcdDNSZone, the member certificate Secrets and the spoke
+// Lease in member clusters, mapped back to the EtcdClusters they concern;
+// for the zone witness, the node Leases (kube-node-lease) and the Nodes'
+// metadata (their zone label), mapped to the EtcdClusters with members in
+// that zone, and only when a verdict may change; and the hub's staleness
+// timer (a spoke Lease gone stale). It also starts the timer and the
+// sweeper of idle etcd clients.
 func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.LeaseStaleAfter == 0 {
 		r.LeaseStaleAfter = DefaultLeaseStaleAfter
@@ -234,12 +233,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	// step already recorded, and lose its own patch to the optimistic lock.
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := r.hubReader().Get(ctx, req.NamespacedName, ec); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName) // its finalizer was removed by hand, or it is done
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	pt.read = time.Since(pt.start)
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
 
+	r.remember(ctx, ec)
 	if !ec.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, ec)
 	}
@@ -280,12 +283,6 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		if perr != nil {
 			return result, errors.Join(err, perr)
 		}
-		if r.PauseAfterStep > 0 && stepRecorded(before.Status.Operation, ec.Status.Operation) {
-			select {
-			case <-time.After(r.PauseAfterStep):
-			case <-ctx.Done():
-			}
-		}
 		if err != nil || !chain || !written || reuse != nil || ctx.Err() != nil {
 			return result, err
 		}
@@ -311,15 +308,6 @@ func (pt *passTimes) log(log logr.Logger, status time.Duration) {
 	log.V(1).Info("Pass", "chained", pt.chained, "totalMs", ms(time.Since(pt.start)), "readMs", ms(pt.read),
 		"pkiMs", ms(pt.observe.pki), "clustersMs", ms(pt.observe.clusters), "etcdMs", ms(pt.observe.etcd),
 		"applyMs", ms(pt.apply), "statusMs", ms(status))
-}
-
-// stepRecorded reports whether a pass moved the operation in flight to a
-// step (or member) it was not at before.
-func stepRecorded(before, after *etcdfedv1.MembershipOperation) bool {
-	if after == nil {
-		return false
-	}
-	return before == nil || before.Type != after.Type || before.Member != after.Member || before.Step != after.Step
 }
 
 // statusWriteTimeout bounds the status patch that ends every pass.
@@ -445,7 +433,8 @@ const DefaultLeaseStaleAfter = 4 * time.Second
 
 // resyncPeriod bounds how long a quiet ring goes without a reconcile: a
 // safety net only. Everything that changes a ring is an event (its spec,
-// its objects in member clusters, a spoke's status, a Lease returning), the
+// its objects in member clusters, a spoke's status, a Lease returning, a
+// node Lease or zone label of a zone it has members in), the
 // staleness timer (a Lease going stale), or a requeue the pass asked for (a
 // step to check, a planner's wait, a grace period ending), so a ring at
 // rest costs one pass per resyncPeriod, not one every few seconds.
@@ -497,11 +486,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 		log.Info("Waiting for member clusters before removing the finalizer; remove it by hand to abandon their members", "clusters", pending)
 		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
 	}
-	r.etcd.drop(ec.UID)
-	r.verdicts.forget(ec.UID)
-	r.evidence.forget(ec.UID)
-	forgetMetrics(ec)
-	forgetZoneMetrics(client.ObjectKeyFromObject(ec))
+	r.forget(client.ObjectKeyFromObject(ec))
 	controllerutil.RemoveFinalizer(ec, Finalizer)
 	if err := r.hub().Update(ctx, ec); err != nil {
 		return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)

@@ -68,8 +68,9 @@ type decision struct {
 }
 
 // upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
-// certificate to issue, no member object to update or sweep, and every
-// visible cluster already serving the record set.
+// certificate to issue, no member object to update or sweep, no spent
+// store credentials to delete, and every visible cluster already serving
+// the record set.
 func (d *decision) upkeepIdle(s *snapshot) bool {
 	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
@@ -136,8 +137,12 @@ type dnsWork struct {
 }
 
 // decide is the pass's one decision. Order: bring the ledger up to date,
-// place, plan the one step and record it, render it, then the upkeep
-// against the ledger as this pass leaves it.
+// place, plan the one step and record it (with what a recovery request, a
+// CA rotation and a scheduled defragmentation keep in status), render it,
+// then the upkeep against the ledger as this pass leaves it (the hub's
+// certificates, DNS records, member certificates and object updates,
+// objects left behind and the volumes kept for them, spent store
+// credentials).
 func decide(s *snapshot) *decision {
 	d := &decision{ledger: s.ec.Status.DeepCopy()}
 	st := d.ledger

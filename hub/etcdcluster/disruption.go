@@ -3,6 +3,8 @@ package etcdcluster
 import (
 	"context"
 
+	corev1 "k8s.io/api/core/v1"
+
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
@@ -28,9 +30,9 @@ func (r *Reconciler) disruptionStep(ctx context.Context, s *snapshot, ca *pki.CA
 	if prev := s.ec.Status.Operation; prev != nil && prev.Step != string(p.Action) {
 		switch p.Action {
 		case membership.ActGrantDisruption:
-			r.event(s.ec, "Normal", "DisruptionAllowed", "GrantDisruption", "%s", p.Reason)
+			r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventDisruptionAllowed, "GrantDisruption", "%s", p.Reason)
 		case membership.ActAwaitReturn:
-			r.event(s.ec, "Normal", "DisruptionTaken", "AwaitReturn", "%s", p.Reason)
+			r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventDisruptionTaken, "AwaitReturn", "%s", p.Reason)
 		}
 	}
 	return nil

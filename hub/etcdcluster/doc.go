@@ -5,12 +5,15 @@
 //   - observe (observe.go) builds a read-only snapshot (snapshot.go): the
 //     CA and the hub's client certificate, every registered member cluster
 //     read side by side within its own deadline (spoke, Lease and liveness
-//     verdict, the objects the hub owns there), and etcd's member list and
-//     health. It writes nothing; a cluster that does not answer is unknown.
+//     verdict, the nodes' zones in a multi-zone cluster, the objects the
+//     hub owns there), etcd's member list and health, and, while the ring
+//     is founded from a snapshot, the store's credentials (restore.go). It
+//     writes nothing; a cluster that does not answer is unknown.
 //   - decide (decide.go) is pure: it brings the ledger (ledger.go:
 //     status.members and status.operation) up to date, asks pkg/topology
 //     for the placement and hub/membership for the one next step of the one
-//     operation (membership changes and rolls alike, placement.go builds
+//     operation (membership changes, rolls, defragmentation, disruption
+//     grants, quorum recovery and CA rotation alike; placement.go builds
 //     their inputs), records that step, renders it into objects and etcd
 //     calls, and lists the upkeep: certificates due, DNS records wanted
 //     (dns.go), member object changes that restart nothing, objects left

@@ -15,18 +15,6 @@ import (
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
-// Event reasons of the replacements a failure causes, beside ZoneFailed
-// and ZoneReturned.
-const (
-	// EventEvacuating: a member starts moving out of a failure domain
-	// that failed (or was cordoned), with the evidence.
-	EventEvacuating = "Evacuating"
-	// EventMemberReplaced: a member runs again as a new incarnation (new
-	// etcd ID, new volume) under the same name, with why it was replaced
-	// and the evidence recorded when the replacement began.
-	EventMemberReplaced = "MemberReplaced"
-)
-
 // replaceEvidence remembers, per ring, why each replacement in flight
 // began (the planner's reason with the witnesses' evidence), so that the
 // MemberReplaced event at its end can tell it. A hub that restarted mid
@@ -113,7 +101,7 @@ func beginEvents(s *snapshot, op *membership.Operation, why string) (events []cl
 		if e := domainEvidence(s, *op.From); e != "" {
 			evidence = fmt.Sprintf("%s: %s", why, e)
 		}
-		events = append(events, clusterEvent{corev1.EventTypeWarning, EventEvacuating, truncate(
+		events = append(events, clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventEvacuating, truncate(
 			fmt.Sprintf("Evacuating %s [%x] from %s to %s as incarnation %d: %s", op.Member, op.MemberID, op.From, domainString(op.To), op.Incarnation, evidence), maxEventNote)})
 	}
 	return events, evidence
@@ -131,7 +119,7 @@ func replacedEvent(s *snapshot, op *etcdfedv1.MembershipOperation, evidence stri
 	if op.To != nil {
 		to = op.To.Cluster + "/" + op.To.Zone
 	}
-	return clusterEvent{corev1.EventTypeNormal, EventMemberReplaced, truncate(
+	return clusterEvent{corev1.EventTypeNormal, etcdfedv1.EventMemberReplaced, truncate(
 		fmt.Sprintf("%s replaced by incarnation %d: [%s] in %s -> [%s] in %s, %s after it began; why: %s",
 			op.Member, op.Incarnation, op.MemberID, from, op.NewMemberID, to, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), evidence), maxEventNote)}
 }

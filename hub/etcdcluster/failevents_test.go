@@ -24,7 +24,7 @@ func TestReplacementEvents(t *testing.T) {
 	from, to := topology.Domain{Cluster: "member-2", Zone: "zone-2"}, topology.Domain{Cluster: "member-1", Zone: "zone-1"}
 	op := &membership.Operation{Type: membership.OpReplace, Member: "main-1", MemberID: 0xab, Incarnation: 4, From: &from, To: &to, Reason: string(topology.Evacuate)}
 	events, evidence := beginEvents(s, op, "Move main-1 from member-2/zone-2 to member-1/zone-1 (Evacuate)")
-	if len(events) != 1 || events[0].reason != EventEvacuating || events[0].typ != "Warning" {
+	if len(events) != 1 || events[0].reason != etcdfedv1.EventEvacuating || events[0].typ != "Warning" {
 		t.Fatalf("evacuation: %+v", events)
 	}
 	for _, want := range []string{"Evacuating main-1 [ab] from member-2/zone-2 to member-1/zone-1 as incarnation 4", "member cluster member-2 (zone zone-2) failed",
@@ -38,7 +38,7 @@ func TestReplacementEvents(t *testing.T) {
 		From: &etcdfedv1.FailureDomain{Cluster: "member-2", Zone: "zone-2"}, To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"},
 		Reason: string(topology.Evacuate), StartedAt: metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))}
 	e := replacedEvent(s, api, evidence)
-	if e.reason != EventMemberReplaced || !strings.Contains(e.message, "main-1 replaced by incarnation 4: [ab] in member-2/zone-2 -> [cd] in member-1/zone-1, 20s after it began") ||
+	if e.reason != etcdfedv1.EventMemberReplaced || !strings.Contains(e.message, "main-1 replaced by incarnation 4: [ab] in member-2/zone-2 -> [cd] in member-1/zone-1, 20s after it began") ||
 		!strings.Contains(e.message, "see it gone") {
 		t.Errorf("MemberReplaced: %+v", e)
 	}

@@ -212,12 +212,12 @@ func (r *Reconciler) alarmEvents(ec *etcdfedv1.EtcdCluster, before, after []etcd
 	key := func(a etcdfedv1.AlarmStatus) string { return a.Type + "/" + a.MemberID }
 	for _, a := range after {
 		if !slices.ContainsFunc(before, func(b etcdfedv1.AlarmStatus) bool { return key(a) == key(b) }) {
-			r.event(ec, corev1.EventTypeWarning, "AlarmRaised", "Observe", "etcd raised %s on %s", a.Type, a.Member)
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventAlarmRaised, "Observe", "etcd raised %s on %s", a.Type, a.Member)
 		}
 	}
 	for _, b := range before {
 		if !slices.ContainsFunc(after, func(a etcdfedv1.AlarmStatus) bool { return key(a) == key(b) }) {
-			r.event(ec, corev1.EventTypeNormal, "AlarmCleared", "Observe", "%s on %s is no longer raised (raised since %s)", b.Type, b.Member, b.Since.UTC().Format(time.RFC3339))
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventAlarmCleared, "Observe", "%s on %s is no longer raised (raised since %s)", b.Type, b.Member, b.Since.UTC().Format(time.RFC3339))
 		}
 	}
 }
@@ -235,7 +235,7 @@ func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decis
 				if err != nil {
 					return err
 				}
-				r.event(ec, corev1.EventTypeNormal, "Compacted", "Compact", "Compacted to revision %d to recover from NOSPACE", rev)
+				r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCompacted, "Compact", "Compacted to revision %d to recover from NOSPACE", rev)
 			}
 			before := ""
 			if m := statusMember(d.ledger, p.Member); m != nil {
@@ -248,12 +248,12 @@ func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decis
 				return err
 			}
 			metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "ok").Observe(took.Seconds())
-			r.event(ec, corev1.EventTypeNormal, "MemberDefragmented", "Defragment", "Defragmented %s in %s%s", p.Member, took.Round(time.Millisecond), before)
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberDefragmented, "Defragment", "Defragmented %s in %s%s", p.Member, took.Round(time.Millisecond), before)
 		case membership.ActDisarm:
 			if err := c.DisarmNoSpace(ctx); err != nil {
 				return err
 			}
-			r.event(ec, corev1.EventTypeNormal, "AlarmDisarmed", "DisarmAlarm", "Disarmed NOSPACE after compaction and defragmentation")
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventAlarmDisarmed, "DisarmAlarm", "Disarmed NOSPACE after compaction and defragmentation")
 		}
 		return nil
 	})

@@ -231,8 +231,10 @@ func gossipAbstains(sp *etcdfedv1.EtcdSpoke) string {
 	return ""
 }
 
-// readCluster reads the spoke, its Lease and this EtcdCluster's objects from
-// the cluster's cache. Reading the Lease here also feeds the tracker: a
+// readCluster reads the spoke, its Lease, the nodes' zones and Leases (a
+// multi-zone cluster only, for the zone witness) and this EtcdCluster's
+// objects from the cluster's cache, and checks what the spoke reported
+// (checkReports). Reading the Lease here also feeds the tracker: a
 // renewal the watch delivered late still counts, an unchanged one does not.
 func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) error {
 	key := client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.SpokeObjectName}

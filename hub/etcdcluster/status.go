@@ -17,8 +17,10 @@ import (
 
 // computeStatus is the EtcdCluster's whole status after a pass, computed
 // here and nowhere else: the ledger as decide left it, what only the step's
-// result tells, then everything derived (roles, counts, endpoints) and one
-// small setter per condition. passProblem is set when the pass ran out of
+// result tells, then everything derived (roles, counts, endpoints, zone
+// summary, quorum loss) and one small setter per condition (Available,
+// AllMembersReady, Progressing with the version and CA rotation progress,
+// Degraded, FailureTolerant, the alarm conditions). passProblem is set when the pass ran out of
 // its deadline.
 func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string) etcdfedv1.EtcdClusterStatus {
 	st := d.ledger.DeepCopy()
@@ -161,7 +163,8 @@ func notReadyMembers(st *etcdfedv1.EtcdClusterStatus) []string {
 	return out
 }
 
-// setProgressing: the operation in flight (membership change or roll), or
+// setProgressing: the operation in flight (of any type: membership change,
+// roll, defragmentation, disruption grant, recovery, CA rotation step), or
 // what the next one waits for; either ends with the first peer-connection
 // cause when there is one, since it holds the change up.
 func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision, peerProblems []string) {

@@ -9,21 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-)
-
-// Event reasons of member-cluster failures, on the EtcdClusters with
-// members (or placement) there.
-const (
-	// EventZoneFailed: a member cluster, with every zone in it, is judged
-	// failed (rule 8); its members move after the grace period.
-	EventZoneFailed = "ZoneFailed"
-	// EventZoneReturned: a cluster judged failed is alive again.
-	EventZoneReturned = "ZoneReturned"
-	// EventMemberStartGivenUp: an Add or Replace whose new incarnation
-	// could not start where it was placed ended without it; the member is
-	// placed again elsewhere.
-	EventMemberStartGivenUp = "MemberStartGivenUp"
 )
 
 // verdictMemory keeps each ring's last liveness verdict per member cluster,
@@ -77,11 +64,11 @@ func verdictEvents(prev map[string]liveness.State, s *snapshot, hasMembers func(
 			continue
 		}
 		switch told(was, cur) {
-		case EventZoneFailed:
-			events = append(events, clusterEvent{corev1.EventTypeWarning, EventZoneFailed,
+		case etcdfedv1.EventZoneFailed:
+			events = append(events, clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventZoneFailed,
 				fmt.Sprintf("member cluster %s%s failed: %s", cs.name, zonesOf(cs), cs.verdict.Reason)})
-		case EventZoneReturned:
-			events = append(events, clusterEvent{corev1.EventTypeNormal, EventZoneReturned,
+		case etcdfedv1.EventZoneReturned:
+			events = append(events, clusterEvent{corev1.EventTypeNormal, etcdfedv1.EventZoneReturned,
 				fmt.Sprintf("member cluster %s%s is back: %s", cs.name, zonesOf(cs), cs.verdict.Reason)})
 		}
 	}
@@ -102,13 +89,13 @@ func remembered(was, cur liveness.State) liveness.State {
 }
 
 // told is the event a verdict change from was (as remembered) to cur
-// calls for: EventZoneFailed, EventZoneReturned, or "".
+// calls for: etcdfedv1.EventZoneFailed, etcdfedv1.EventZoneReturned, or "".
 func told(was, cur liveness.State) string {
 	switch {
 	case cur == liveness.Failed && was != liveness.Failed:
-		return EventZoneFailed
+		return etcdfedv1.EventZoneFailed
 	case cur == liveness.Alive && was == liveness.Failed:
-		return EventZoneReturned
+		return etcdfedv1.EventZoneReturned
 	}
 	return ""
 }

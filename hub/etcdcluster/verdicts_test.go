@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 )
 
@@ -17,7 +18,7 @@ func TestVerdictEvents(t *testing.T) {
 	s := ring()
 	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Failed, Reason: "spoke Lease last renewed 31s ago and member-1, member-3 see it gone"}
 	events, now := verdictEvents(map[string]liveness.State{"member-1": liveness.Alive, "member-2": liveness.Unknown, "member-3": liveness.Alive}, s, has(s))
-	if len(events) != 1 || events[0].reason != EventZoneFailed || events[0].typ != "Warning" ||
+	if len(events) != 1 || events[0].reason != etcdfedv1.EventZoneFailed || events[0].typ != "Warning" ||
 		!strings.Contains(events[0].message, "member cluster member-2 (zone zone-2) failed: spoke Lease last renewed 31s ago and member-1, member-3 see it gone") {
 		t.Fatalf("newly failed: %+v", events)
 	}
@@ -28,7 +29,7 @@ func TestVerdictEvents(t *testing.T) {
 	// Back.
 	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Alive, Reason: "spoke Lease renewed 0s ago"}
 	back, _ := verdictEvents(now, s, has(s))
-	if len(back) != 1 || back[0].reason != EventZoneReturned || back[0].typ != "Normal" || !strings.Contains(back[0].message, "member cluster member-2 (zone zone-2) is back") {
+	if len(back) != 1 || back[0].reason != etcdfedv1.EventZoneReturned || back[0].typ != "Normal" || !strings.Contains(back[0].message, "member cluster member-2 (zone zone-2) is back") {
 		t.Errorf("returned: %+v", back)
 	}
 	// Back through a pass of unknown (its Lease renewed before its peers
@@ -45,7 +46,7 @@ func TestVerdictEvents(t *testing.T) {
 		t.Errorf("failed, unknown, failed: told again %+v", again)
 	}
 	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Alive, Reason: "spoke Lease renewed 0s ago"}
-	if back, after := verdictEvents(mem, s, has(s)); len(back) != 1 || back[0].reason != EventZoneReturned || after["member-2"] != liveness.Alive {
+	if back, after := verdictEvents(mem, s, has(s)); len(back) != 1 || back[0].reason != etcdfedv1.EventZoneReturned || after["member-2"] != liveness.Alive {
 		t.Errorf("failed, unknown, alive: %+v (remembered %v); want one ZoneReturned", back, after["member-2"])
 	}
 	// Unknown after alive: not told.

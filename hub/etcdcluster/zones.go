@@ -439,10 +439,10 @@ func zoneVerdictEvents(prev map[string]liveness.State, s *snapshot, hasMembers f
 			was := prev[key]
 			now[key] = remembered(was, v.State)
 			switch told(was, v.State) {
-			case EventZoneFailed:
-				events = append(events, clusterEvent{corev1.EventTypeWarning, EventZoneFailed, truncate(zoneProblem(cs, z, true), maxEventNote)})
-			case EventZoneReturned:
-				events = append(events, clusterEvent{corev1.EventTypeNormal, EventZoneReturned, truncate(
+			case etcdfedv1.EventZoneFailed:
+				events = append(events, clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventZoneFailed, truncate(zoneProblem(cs, z, true), maxEventNote)})
+			case etcdfedv1.EventZoneReturned:
+				events = append(events, clusterEvent{corev1.EventTypeNormal, etcdfedv1.EventZoneReturned, truncate(
 					fmt.Sprintf("zone %s/%s is back: %s", cs.name, z, strings.TrimPrefix(v.Reason, fmt.Sprintf("zone %s/%s: ", cs.name, z))), maxEventNote)})
 			}
 		}

@@ -314,7 +314,7 @@ func TestZoneVerdictEvents(t *testing.T) {
 	all := func(string) bool { return true }
 	now := map[string]liveness.State{}
 	ev := zoneVerdictEvents(nil, failed, all, now)
-	if len(ev) != 1 || ev[0].reason != EventZoneFailed || !strings.Contains(ev[0].message, "zone member-1/zone-1a failed") || !strings.Contains(ev[0].message, "main-1") {
+	if len(ev) != 1 || ev[0].reason != etcdfedv1.EventZoneFailed || !strings.Contains(ev[0].message, "zone member-1/zone-1a failed") || !strings.Contains(ev[0].message, "main-1") {
 		t.Fatalf("events %+v, want one ZoneFailed naming the zone and its witnesses", ev)
 	}
 	if again := zoneVerdictEvents(now, failed, all, map[string]liveness.State{}); len(again) != 0 {
@@ -323,7 +323,7 @@ func TestZoneVerdictEvents(t *testing.T) {
 	back := twoByTwoView()
 	judgeZones(back, &back.ec.Status, testNodeStale, testZoneGrace)
 	ev = zoneVerdictEvents(now, back, all, map[string]liveness.State{})
-	if len(ev) != 1 || ev[0].reason != EventZoneReturned || !strings.Contains(ev[0].message, "member-1/zone-1a") {
+	if len(ev) != 1 || ev[0].reason != etcdfedv1.EventZoneReturned || !strings.Contains(ev[0].message, "member-1/zone-1a") {
 		t.Fatalf("events %+v, want one ZoneReturned", ev)
 	}
 }

@@ -4,8 +4,13 @@
 // placement pkg/topology wants) to the ONE next step of the ONE operation in
 // flight. Every change the hub makes to a running ring is an operation of
 // this planner, recorded in status.operation before it is taken: the
-// membership changes (Bootstrap, Add, Remove, Replace) and the rolling
-// restart of a member on a changed spec (Roll, rollout.go).
+// membership changes (Bootstrap, Add, Remove, Replace), the rolling
+// restart of a member on a changed spec (Roll, rollout.go; a version
+// change's backup and downgrade steps, upgrade.go), defragmentation
+// (Defrag, defrag.go), a node drain's disruption grant (Disrupt,
+// disruption.go), quorum-loss recovery (Recover, recovery.go and
+// recovery_backup.go) and the steps of a CA rotation (RotateCA,
+// carotation.go).
 //
 // It implements the membership rules of the design:
 //

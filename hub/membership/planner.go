@@ -90,8 +90,10 @@ func next(in Input) Decision {
 		return d
 	}
 	// A NOSPACE alarm (writes refused) is recovered before a rollout; a
+	// CA rotation's next step goes before the rollouts it causes; a
 	// fragmented database is defragmented when nothing else is to do; a
-	// node drain is granted only when nothing at all is to do.
+	// node drain is granted only when nothing at all is to do; a held CA
+	// rotation is said last.
 	if nd, ok := noSpaceStep(in); ok {
 		return nd
 	}
@@ -197,7 +199,9 @@ func continueBootstrap(in Input, op Operation) Decision {
 	return waitStep(op, ActStartBootstrap, pollFast, "waiting for etcd to form: %s", orUnknown(in.Etcd.Error))
 }
 
-// continueAdd walks: object, exposure, learner, start, promote.
+// continueAdd walks: object, exposure, learner, start, promote; a start
+// that cannot happen where the member was placed is given up
+// (giveUpStart).
 func continueAdd(in Input, op Operation) Decision {
 	m, ok := member(in, op.Member)
 	if !ok {

@@ -70,12 +70,17 @@ type Source interface {
 //     EngageTimeout;
 //   - a failed attempt is retried after at most RetryMax, however long the
 //     cluster was away, so a cluster that answers again is engaged within
-//     seconds;
+//     seconds; a kubeconfig refused as unsafe is retried every
+//     refusedRetry (at once when its Secret changes), with a
+//     KubeconfigRefused event on the Secret;
 //   - Get returns only engaged clusters: their caches synced every kind the
 //     hub's controllers watch. An engaged cluster stays engaged while its
 //     apiserver is away (its informers reconnect by themselves); it is
-//     replaced only when its registration changes, and removed when it is
-//     deregistered.
+//     replaced when its registration changes (a renewed token is used
+//     without reconnecting), reconnected with fresh lists when its
+//     apiserver answers again after failing for RefreshAfter or longer
+//     (checkHealth, the old connection kept until the new one is engaged),
+//     and removed when it is deregistered.
 //
 // Provider is also the hub's Registry: List reports every registered
 // cluster with its engagement state, and fails until the first listing of
@@ -385,7 +390,7 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 			if refused {
 				log.Error(err, "Member cluster not engaged: its kubeconfig Secret is refused; change the Secret", "secret", reg.Secret.Namespace+"/"+reg.Secret.Name)
 				if p.Recorder != nil {
-					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, "KubeconfigRefused", "Engage", "%s", err.Error())
+					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, etcdfedv1.EventKubeconfigRefused, "Engage", "%s", err.Error())
 				}
 			} else {
 				log.Info("Member cluster not engaged; retrying", "error", err.Error())

@@ -103,7 +103,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		log.Error(err, "Snapshot cannot be restored", "reason", reason)
 		prev := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionSnapshotVerified)
 		if prev == nil || prev.Reason != reason {
-			r.event(ec, corev1.EventTypeWarning, "SnapshotRefused", "%s: %v", reason, err)
+			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventSnapshotRefused, "%s: %v", reason, err)
 		}
 		cond := condition(ec, metav1.ConditionFalse, reason, truncate(err.Error(), 4000))
 		if perr := r.patchStatus(ctx, ec, nil, cond); perr != nil {
@@ -114,7 +114,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	msg := fmt.Sprintf("snapshot %s at revision %d (hash %s, sha256 %s, %d bytes) checked; every member restored restores it, revision bumped by %d and marked compacted",
 		st.Location, st.Revision, st.Hash, st.SHA256, st.SizeBytes, st.RevisionBump)
 	log.Info("Snapshot verified", "location", st.Location, "revision", st.Revision, "sha256", st.SHA256)
-	r.event(ec, corev1.EventTypeNormal, "SnapshotVerified", "%s", msg)
+	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventSnapshotVerified, "%s", msg)
 	return ctrl.Result{}, r.patchStatus(ctx, ec, st, condition(ec, metav1.ConditionTrue, etcdfedv1.SnapshotReasonVerified, msg))
 }
 

@@ -4,9 +4,10 @@
 // Options and calls New and Start; tests do the same with their own rest
 // configs.
 //
-// The manager's cache holds only the ring namespace (pods, PVCs and Services
-// with etcdfed's managed-by label; Secrets; etcdfed objects) plus node
-// metadata, cluster-wide and read-only. The EtcdMember and EtcdSpoke
+// The manager's cache holds only the ring namespace (pods, PVCs, Services
+// and PodDisruptionBudgets with etcdfed's managed-by label; Secrets;
+// etcdfed objects) plus the Nodes, cluster-wide and read-only (their zone
+// labels, and whether they are cordoned). The EtcdMember and EtcdSpoke
 // reconcilers, the Lease and gossip run on the elected leader only; every
 // replica serves DNS.
 package app

@@ -69,9 +69,10 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler. It watches every owned kind:
-// the controlled ones (pod, Service) through their owner, the others (PVCs:
-// they outlive the member) by their member label; TLS Secrets map back to
-// the members that name them.
+// the controlled ones (pod, Service, PodDisruptionBudget) through their
+// owner, the others (PVCs: they outlive the member) by their member label;
+// TLS Secrets map back to the members that name them, and a node cordoned
+// or uncordoned to the members whose pod runs there.
 func (r *Reconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &etcdfedv1.EtcdMember{}, secretNameField, func(o client.Object) []string {
 		m := o.(*etcdfedv1.EtcdMember)
@@ -262,8 +263,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 }
 
 // reconcileDelete runs when the hub deleted the EtcdMember: every owned
-// kind's delete hook disposes of its objects (deleteMember: the pod and the
-// Service go; the volumes are deleted with the Delete policy and otherwise
+// kind's delete hook disposes of its objects (deleteMember: the pod, the
+// Service and the disruption budget go; the volumes are deleted with the Delete policy and otherwise
 // labelled retired), then the finalizer goes.
 func (r *Reconciler) reconcileDelete(ctx context.Context, m *etcdfedv1.EtcdMember) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(m, spec.Finalizer) {

@@ -36,7 +36,7 @@ type decision struct {
 	pod     pod.Decision
 	budget  budget.Decision
 	// writes, in order: the current volume, the exposure, the pod, the
-	// volumes of earlier incarnations.
+	// disruption budget, the volumes of earlier incarnations.
 	writes []write
 	// events are recorded whether or not the writes succeed.
 	events []memberEvent
@@ -77,7 +77,8 @@ const loadBalancerPoll = 10 * time.Second
 // lost volume is never recreated); a volume of an earlier incarnation is
 // deleted only with the Delete policy, once the new incarnation's pod runs
 // (pvc.PlanRetired); a pod only for a hub decision or a pod that cannot run
-// again (pod.Decide).
+// again (pod.Decide); the disruption budget is opened only for the hub's
+// grant (budget.Decide).
 func decide(s *snapshot, p params) *decision {
 	m := s.m
 	d := &decision{after: outcome{claim: s.claim, service: s.service, pod: s.pod}}

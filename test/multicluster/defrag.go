@@ -496,17 +496,13 @@ func defragEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, start time.
 // hubEvents are the notes of the hub's events on the EtcdCluster since
 // start, by reason.
 func hubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, start time.Time) (map[string][]string, error) {
-	evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+	evs, err := ListHubEvents(ctx, hub, m)
 	if err != nil {
 		return nil, err
 	}
 	out := map[string][]string{}
-	for _, e := range evs.Items {
-		last := e.EventTime.Time
-		if e.Series != nil {
-			last = e.Series.LastObservedTime.Time
-		}
-		if e.Regarding.Name != m.Name || last.Before(start.Add(-time.Second)) {
+	for _, e := range evs {
+		if e.Last.Before(start.Add(-time.Second)) {
 			continue
 		}
 		out[e.Reason] = append(out[e.Reason], e.Note)

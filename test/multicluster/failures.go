@@ -20,7 +20,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/internal/faultproxy"
 )
 
@@ -117,13 +116,13 @@ func WaitForReplaced(ctx context.Context, in WaitForReplacedInput) (etcdfedv1.Me
 // HubEvents lists the messages of the events with reason on the
 // EtcdCluster in the hub, oldest first.
 func HubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string) ([]string, error) {
-	list, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+	evs, err := ListHubEvents(ctx, hub, m)
 	if err != nil {
 		return nil, err
 	}
 	var out []string
-	for _, e := range list.Items {
-		if e.Regarding.Name == m.Name && e.Regarding.Kind == "EtcdCluster" && e.Reason == reason {
+	for _, e := range evs {
+		if e.Reason == reason {
 			out = append(out, e.Note)
 		}
 	}
@@ -256,11 +255,11 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 	if em.Status.Volume.ClaimName == claim || em.Spec.Incarnation != got.Incarnation {
 		t.Errorf("the new incarnation runs on claim %s (incarnation %d), want a new claim for incarnation %d", em.Status.Volume.ClaimName, em.Spec.Incarnation, got.Incarnation)
 	}
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member, "volume")
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "volume")
 	if err != nil {
 		t.Error(err)
 	}
-	t.Logf("event %s: %s", etcdcluster.EventMemberReplaced, note)
+	t.Logf("event %s: %s", etcdfedv1.EventMemberReplaced, note)
 	progress(ctx, t, w, 50, 30*time.Second)
 	w.Stop()
 	checkWorkload(ctx, t, w)
@@ -301,12 +300,12 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	t.Logf("%s moved %.1fs after the cordon (grace %s): incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(d.start).Seconds(), in.MemberGrace,
 		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventEvacuating, in.Member, "takes new pods")
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, in.Member, "takes new pods")
 	if err != nil {
 		t.Error(err)
 	}
-	t.Logf("event %s: %s", etcdcluster.EventEvacuating, note)
-	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member); err != nil {
+	t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
+	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member); err != nil {
 		t.Error(err)
 	}
 	d.heal(ctx, t, in)
@@ -446,11 +445,11 @@ func StartGivenUpSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	}
 	lost := time.Now()
 	t.Logf("cordoned the node(s) of %s, then deleted PVC %s and pod %s", cl.Name, em.Status.Volume.ClaimName, in.Member)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberStartGivenUp, in.Member, "has taken new pods")
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberStartGivenUp, in.Member, "has taken new pods")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("event %s %.1fs after the volume was lost (grace %s): %s", etcdcluster.EventMemberStartGivenUp, time.Since(lost).Seconds(), in.MemberGrace, note)
+	t.Logf("event %s %.1fs after the volume was lost (grace %s): %s", etcdfedv1.EventMemberStartGivenUp, time.Since(lost).Seconds(), in.MemberGrace, note)
 	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: old, Replicas: d.replicas, NotIn: old.Cluster})
 	if err != nil {
 		t.Fatal(err)
@@ -560,11 +559,11 @@ func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
 		t.Errorf("replaced after %s, before its grace of %s", took, in.MemberGrace)
 	}
 	checkRecordFollows(ctx, t, topo, in.Etcd, got)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, in.Member, "unhealthy since")
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "unhealthy since")
 	if err != nil {
 		t.Error(err)
 	}
-	t.Logf("event %s: %s", etcdcluster.EventMemberReplaced, note)
+	t.Logf("event %s: %s", etcdfedv1.EventMemberReplaced, note)
 	progress(ctx, t, w, 50, 30*time.Second)
 	w.Stop()
 	checkWorkload(ctx, t, w)
@@ -712,7 +711,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	})
 	t.Logf("killed %s with %d of %d members, the leader %s among them", victim, len(moved), replicas, ec.Status.Leader)
 	progress(ctx, t, w, 100, time.Minute)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed, victim)
+	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, victim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -743,14 +742,14 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 			t.Errorf("%s moved without a new incarnation: %+v (was %+v)", old.Name, m, old)
 		}
 		checkRecordFollows(ctx, t, topo, in.Etcd, m, victim)
-		if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, old.Name, victim); err != nil {
+		if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, old.Name, victim); err != nil {
 			t.Error(err)
 		}
 	}
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventEvacuating, victim); err != nil {
+	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim); err != nil {
 		t.Error(err)
 	} else {
-		t.Logf("event %s: %s", etcdcluster.EventEvacuating, note)
+		t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
 	}
 	progress(ctx, t, w, 50, 30*time.Second)
 
@@ -777,10 +776,10 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	if back == 0 {
 		t.Errorf("no member moved back to %s", victim)
 	}
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneReturned, victim); err != nil {
+	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneReturned, victim); err != nil {
 		t.Error(err)
 	} else {
-		t.Logf("event %s: %s", etcdcluster.EventZoneReturned, note)
+		t.Logf("event %s: %s", etcdfedv1.EventZoneReturned, note)
 	}
 	progress(ctx, t, w, 50, 30*time.Second)
 	w.Stop()
@@ -900,7 +899,7 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 	if !wasNamed {
 		t.Errorf("Degraded never named %s while the hub could not reach it", in.Cluster)
 	}
-	if n, err := HubEvents(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed); err != nil || len(n) > 0 {
+	if n, err := HubEvents(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed); err != nil || len(n) > 0 {
 		t.Errorf("ZoneFailed told for a cluster cut off from the hub only: %v %v", n, err)
 	}
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true})

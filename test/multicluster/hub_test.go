@@ -99,7 +99,6 @@ func hubTopology(tb testing.TB) *Topology {
 		hubFx.env, hubFx.err = localenv.Start(context.Background(), localenv.Config{
 			StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
 			BackoffBase: time.Second, BackoffMax: 5 * time.Second,
-			Components: hubComponents,
 			Log: funcr.New(func(prefix, args string) {
 				if verbose {
 					fmt.Fprintln(os.Stderr, prefix, args)
@@ -120,31 +119,6 @@ func hubTopology(tb testing.TB) *Topology {
 		tb.Fatalf("local environment with hub: %v", hubFx.err)
 	}
 	return hubFx.topo
-}
-
-// hubComponents are the local environment's hub and spokes; with
-// ETCDFED_DRILL_PAUSE set (`make drill`), the hub holds each ring's pass
-// that long after recording a new operation step (--debug-pause-after-step),
-// so that the drill can kill it at every step.
-func hubComponents(st *localenv.State, bin string) []localenv.ComponentSpec {
-	specs := localenv.DefaultComponents(st, bin)
-	if d := drillPause(); d > 0 {
-		for i := range specs {
-			if specs[i].Name == "hub" {
-				specs[i].Args = append(specs[i].Args, "--debug-pause-after-step="+d.String())
-			}
-		}
-	}
-	return specs
-}
-
-// drillPause is ETCDFED_DRILL_PAUSE as a duration, 0 when unset or bad.
-func drillPause() time.Duration {
-	d, err := time.ParseDuration(os.Getenv("ETCDFED_DRILL_PAUSE"))
-	if err != nil {
-		return 0
-	}
-	return d
 }
 
 // TestEtcdClusterLifecycle takes one EtcdCluster through its life on three

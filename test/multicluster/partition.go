@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 )
 
@@ -375,7 +374,7 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	if moved != "" {
 		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
 	}
-	if n, err := HubEvents(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed); err != nil || len(n) > 0 {
+	if n, err := HubEvents(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed); err != nil || len(n) > 0 {
 		t.Errorf("ZoneFailed told on a broken spoke's word: %v %v", n, err)
 	}
 	if degraded == "" {

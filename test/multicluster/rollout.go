@@ -306,20 +306,16 @@ func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID, restarts *
 // member, recorded on the EtcdCluster since start.
 func waitForLeaderMovedEvent(ctx context.Context, hub *Cluster, m *ManagedEtcd, member string, start time.Time) error {
 	return poll(ctx, 30*time.Second, "a LeaderMoved event from "+member, func(ctx context.Context) (string, error) {
-		evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+		evs, err := ListHubEvents(ctx, hub, m)
 		if err != nil {
 			return "", err
 		}
 		var seen []string
-		for _, e := range evs.Items {
-			if e.Reason != "LeaderMoved" || e.Regarding.Name != m.Name {
+		for _, e := range evs {
+			if e.Reason != "LeaderMoved" {
 				continue
 			}
-			last := e.EventTime.Time
-			if e.Series != nil {
-				last = e.Series.LastObservedTime.Time
-			}
-			if strings.HasPrefix(e.Note, "Moved leadership from "+member+" ") && !last.Before(start.Add(-time.Second)) {
+			if strings.HasPrefix(e.Note, "Moved leadership from "+member+" ") && !e.Last.Before(start.Add(-time.Second)) {
 				return "", nil
 			}
 			seen = append(seen, e.Note)

@@ -11,7 +11,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -382,13 +381,13 @@ func verifyUpgradeSnapshot(ctx context.Context, t testing.TB, in UpgradeSpecInpu
 	// has whole seconds, and its duration counts from the backup's start,
 	// before the stream).
 	var stored time.Time
-	evs, err := in.Topology.Hub.Clientset.EventsV1().Events(in.Etcd.Namespace).List(ctx, metav1.ListOptions{})
+	evs, err := ListHubEvents(ctx, in.Topology.Hub, in.Etcd)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range evs.Items {
-		if e.Reason == "BackupSucceeded" && e.Regarding.Name == in.Etcd.Name && strings.Contains(e.Note, snap.Location) {
-			stored = e.EventTime.Time
+	for _, e := range evs {
+		if e.Reason == "BackupSucceeded" && strings.Contains(e.Note, snap.Location) {
+			stored = e.First
 		}
 	}
 	t.Logf("snapshot %s verified from the store (sha256 and database checked, revision %d, %d keys, storage version %q); stored %.1fs after the change; first member seen on %s %.1fs after the change",
@@ -603,18 +602,16 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 // EtcdCluster since start, in time order, with their time since start.
 func logHubEvents(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, start time.Time, reasons ...string) {
 	t.Helper()
-	evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+	evs, err := ListHubEvents(ctx, hub, m)
 	if err != nil {
 		t.Error(err)
 		return
 	}
-	items := evs.Items
-	slices.SortFunc(items, func(a, b eventsv1.Event) int { return a.EventTime.Compare(b.EventTime.Time) })
-	for _, e := range items {
-		if e.Regarding.Name != m.Name || e.EventTime.Time.Before(start.Add(-time.Second)) || !slices.Contains(reasons, e.Reason) {
+	for _, e := range evs {
+		if e.First.Before(start.Add(-time.Second)) || !slices.Contains(reasons, e.Reason) {
 			continue
 		}
-		t.Logf("event at +%.1fs %s: %s", e.EventTime.Sub(start).Seconds(), e.Reason, e.Note)
+		t.Logf("event at +%.1fs %s: %s", e.First.Sub(start).Seconds(), e.Reason, e.Note)
 	}
 }
 
@@ -749,12 +746,12 @@ func downgradeCancelled(ctx context.Context, m *ManagedEtcd, minor string) (stri
 // since start.
 func waitForEventReason(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, start time.Time) error {
 	return poll(ctx, 30*time.Second, "a "+reason+" event", func(ctx context.Context) (string, error) {
-		evs, err := hub.Clientset.EventsV1().Events(m.Namespace).List(ctx, metav1.ListOptions{})
+		evs, err := ListHubEvents(ctx, hub, m)
 		if err != nil {
 			return "", err
 		}
-		for _, e := range evs.Items {
-			if e.Reason == reason && e.Regarding.Name == m.Name && !e.EventTime.Time.Before(start.Add(-time.Second)) {
+		for _, e := range evs {
+			if e.Reason == reason && !e.First.Before(start.Add(-time.Second)) {
 				return "", nil
 			}
 		}

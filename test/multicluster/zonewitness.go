@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 )
 
 // ZoneOfMultiZoneClusterKilledSpecInput is a ring over member clusters of
@@ -136,10 +135,10 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 	}
 	graceEnd := time.Since(start)
 	t.Logf("Degraded says %s failed %.1fs after the kill (zone grace %s): %s", zone, graceEnd.Seconds(), in.ZoneGrace, failed)
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed, zone); err != nil {
+	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, zone); err != nil {
 		t.Error(err)
 	} else {
-		t.Logf("event %s: %s", etcdcluster.EventZoneFailed, note)
+		t.Logf("event %s: %s", etcdfedv1.EventZoneFailed, note)
 	}
 	progress(ctx, t, w, 100, time.Minute)
 	got, err := WaitForReplaced(ctx, WaitForReplacedInput{Hub: hub, Etcd: in.Etcd, Old: victim, Replicas: replicas, NotIn: victim.Cluster, Timeout: 4 * time.Minute})
@@ -153,12 +152,12 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 		t.Errorf("%s replaced in its failed zone %s", victim.Name, victim.Zone)
 	}
 	checkRecordFollows(ctx, t, topo, in.Etcd, got)
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventEvacuating, victim.Name, zone); err != nil {
+	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim.Name, zone); err != nil {
 		t.Error(err)
 	} else {
-		t.Logf("event %s: %s", etcdcluster.EventEvacuating, note)
+		t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
 	}
-	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdcluster.EventMemberReplaced, victim.Name); err != nil {
+	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, victim.Name); err != nil {
 		t.Error(err)
 	}
 	progress(ctx, t, w, 50, 30*time.Second)

@@ -1,0 +1,169 @@
+package v1alpha1
+
+// Reasons of the events the hub records on EtcdClusters (`kubectl get
+// events --field-selector involvedObject.kind=EtcdCluster`). Alerts and
+// tests match them, so they are defined once, here, beside the condition
+// reasons. Events whose reason is a condition's reason (a refusal by
+// admission, a client's failed condition, a backup's failure) use that
+// condition reason. The spoke's events on EtcdMembers use its condition
+// reasons (spoke/member/reasons.go).
+const (
+	// Operations of the ring's one planner: the start of each kind
+	// (Normal, the planner's reason as message) and its end.
+
+	// EventMembershipChange: an Add, Remove, Replace or Bootstrap began.
+	EventMembershipChange = "MembershipChange"
+	// EventMembershipChangeDone: an Add, Remove, Replace or Bootstrap
+	// ended, with how long it took.
+	EventMembershipChangeDone = "MembershipChangeDone"
+	// EventMemberRoll: a member restarts on the current spec (image,
+	// flags, certificates), one at a time.
+	EventMemberRoll = "MemberRoll"
+	// EventMemberRollDone: a member's restart ended.
+	EventMemberRollDone = "MemberRollDone"
+	// EventDefragmentation: members' databases are defragmented, one at
+	// a time.
+	EventDefragmentation = "Defragmentation"
+	// EventDefragmentationDone: the defragmentation ended.
+	EventDefragmentationDone = "DefragmentationDone"
+	// EventDisruptionGrant: a member's disruption (a node drain) is to
+	// be granted.
+	EventDisruptionGrant = "DisruptionGrant"
+	// EventDisruptionGrantDone: the disrupted member is back.
+	EventDisruptionGrantDone = "DisruptionGrantDone"
+	// EventQuorumRecovery: a ring that lost its quorum is rebuilt from a
+	// surviving member.
+	EventQuorumRecovery = "QuorumRecovery"
+	// EventQuorumRecoveryDone: the recovery ended.
+	EventQuorumRecoveryDone = "QuorumRecoveryDone"
+	// EventCARotation: a step of a CA rotation began (the same string as
+	// the operations' ReasonCARotation).
+	EventCARotation = ReasonCARotation
+	// EventCARotationDone: a step of a CA rotation ended.
+	EventCARotationDone = "CARotationDone"
+
+	// Steps of the planner's operations, as they are taken.
+
+	// EventBootstrapped: the first members formed the etcd cluster.
+	EventBootstrapped = "Bootstrapped"
+	// EventLearnerAdded: a new member joined etcd as a learner.
+	EventLearnerAdded = "LearnerAdded"
+	// EventMemberPromoted: a learner became a voting member.
+	EventMemberPromoted = "MemberPromoted"
+	// EventLeaderMoved: leadership moved off a member about to restart
+	// or leave.
+	EventLeaderMoved = "LeaderMoved"
+	// EventMemberRemoved: a member was removed from etcd.
+	EventMemberRemoved = "MemberRemoved"
+	// EventBackupRequested: a snapshot was asked for before a version
+	// change.
+	EventBackupRequested = "BackupRequested"
+	// EventDowngradeEnabled: etcd's downgrade to spec.version was enabled.
+	EventDowngradeEnabled = "DowngradeEnabled"
+	// EventDowngradeRefused (Warning): etcd refused the downgrade (the
+	// same string as ReasonDowngradeRefused).
+	EventDowngradeRefused = ReasonDowngradeRefused
+	// EventDowngradeCancelled: etcd's downgrade was cancelled, spec.version
+	// having moved back.
+	EventDowngradeCancelled = "DowngradeCancelled"
+	// EventMemberDefragmented: one member's database was defragmented.
+	EventMemberDefragmented = "MemberDefragmented"
+	// EventCompacted: the key space was compacted to recover from NOSPACE.
+	EventCompacted = "Compacted"
+	// EventAlarmDisarmed: NOSPACE was disarmed after compaction and
+	// defragmentation.
+	EventAlarmDisarmed = "AlarmDisarmed"
+	// EventDisruptionAllowed: a member's disruption was granted; its node
+	// may be drained.
+	EventDisruptionAllowed = "DisruptionAllowed"
+	// EventDisruptionTaken: the granted disruption was taken; the hub
+	// waits for the member's return.
+	EventDisruptionTaken = "DisruptionTaken"
+	// EventCARotationAddCA, EventCARotationSwitchCA, EventCARotationDropCA:
+	// the CA Secret changed for a rotation step: the new CA stored beside
+	// the old, the new CA issuing, the old CA dropped.
+	EventCARotationAddCA    = "CARotationAddCA"
+	EventCARotationSwitchCA = "CARotationSwitchCA"
+	EventCARotationDropCA   = "CARotationDropCA"
+	// EventCARotationHeld: a CA rotation waits, after every member trusts
+	// both CAs, for the request to let it go on (consumers to restart).
+	EventCARotationHeld = "CARotationHeld"
+	// EventCARotationContinued: a held CA rotation goes on.
+	EventCARotationContinued = "CARotationContinued"
+	// EventCARotationCompleted: every member and consumer holds a
+	// certificate of the new CA and trusts it alone.
+	EventCARotationCompleted = "CARotationCompleted"
+	// EventCARotationRefused (Warning): a CA rotation request cannot be
+	// carried out; the message says why.
+	EventCARotationRefused = "CARotationRefused"
+	// EventRecoveryRequestRefused (Warning): a quorum-loss recovery
+	// request cannot be carried out; the message says why.
+	EventRecoveryRequestRefused = "RecoveryRequestRefused"
+
+	// Failures and what the hub does about them.
+
+	// EventZoneFailed (Warning): a member cluster, or a zone in it, is
+	// judged failed (rule 8); its members move after the grace period.
+	EventZoneFailed = "ZoneFailed"
+	// EventZoneReturned: a cluster or zone judged failed is alive again.
+	EventZoneReturned = "ZoneReturned"
+	// EventEvacuating (Warning): a member starts moving out of a failure
+	// domain that failed (or was cordoned), with the evidence.
+	EventEvacuating = "Evacuating"
+	// EventMemberReplaced: a member runs again as a new incarnation (new
+	// etcd ID, new volume) under the same name, with why it was replaced
+	// and the evidence recorded when the replacement began.
+	EventMemberReplaced = "MemberReplaced"
+	// EventMemberStartGivenUp (Warning): an Add or Replace whose new
+	// incarnation could not start where it was placed ended without it;
+	// the member is placed again elsewhere.
+	EventMemberStartGivenUp = "MemberStartGivenUp"
+	// EventVolumesRetained (Warning): objects left behind were swept but
+	// their volumes kept, whatever spec.storage.volumeReclaimPolicy says.
+	EventVolumesRetained = "VolumesRetained"
+	// EventAlarmRaised (Warning): etcd raised an alarm (NOSPACE, CORRUPT)
+	// on a member (the same string as the alarm conditions' reason).
+	EventAlarmRaised = ReasonAlarmRaised
+	// EventAlarmCleared: an alarm is no longer raised.
+	EventAlarmCleared = "AlarmCleared"
+
+	// Consumers (spec.clients) and etcd authentication.
+
+	// EventClientCertificateIssued: a consumer's client certificate was
+	// issued (or reissued) into its Secret.
+	EventClientCertificateIssued = "ClientCertificateIssued"
+	// EventClientAccessRevoked: the etcd user of a consumer no longer in
+	// spec.clients was deleted.
+	EventClientAccessRevoked = "ClientAccessRevoked"
+	// EventEtcdAuthEnabled: etcd authentication was turned on.
+	EventEtcdAuthEnabled = "EtcdAuthEnabled"
+	// EventEtcdAuthDisabled (Warning): etcd authentication was turned off.
+	EventEtcdAuthDisabled = "EtcdAuthDisabled"
+	// EventClientSecretLeft: a removed consumer's Secret in the hub
+	// cluster is left in place; delete it by hand.
+	EventClientSecretLeft = "ClientSecretLeft"
+	// EventClientSecretDeleted: a removed consumer's Secret was deleted.
+	EventClientSecretDeleted = "ClientSecretDeleted"
+
+	// Backups and restores.
+
+	// EventBackupSucceeded: a snapshot was stored (the same string as
+	// BackupReasonSucceeded).
+	EventBackupSucceeded = BackupReasonSucceeded
+	// EventBackupFailed (Warning): a backup failed; the message starts
+	// with the BackupHealthy reason.
+	EventBackupFailed = "BackupFailed"
+	// EventBackupPruneFailed (Warning): a snapshot was stored but
+	// retention could not be applied.
+	EventBackupPruneFailed = "BackupPruneFailed"
+	// EventSnapshotVerified: the snapshot to restore was found and checked.
+	EventSnapshotVerified = "SnapshotVerified"
+	// EventSnapshotRefused (Warning): the snapshot to restore cannot be
+	// restored; the message starts with the SnapshotVerified reason.
+	EventSnapshotRefused = "SnapshotRefused"
+)
+
+// EventKubeconfigRefused (Warning) is recorded by the hub on a member
+// cluster's kubeconfig Secret that it refuses to use (an unsafe
+// kubeconfig); the message says what to change.
+const EventKubeconfigRefused = "KubeconfigRefused"
