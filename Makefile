@@ -66,10 +66,19 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # The demo installs iptables when it can (root with apt-get) and runs
 # without it otherwise; `etcdfed dev up` says in its first line what the
 # environment could not do and what it does instead.
+# NODES=real: real nodes (kubelet, containerd and runc per node; the hub and
+# the spokes deployed in-cluster from config/), as root; see
+# docs/local-environment.md.
+NODES ?=
 .PHONY: demo
-demo: tools build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
+demo: tools build $(if $(filter real,$(NODES)),realnode-deps) ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
 	hack/system-deps.sh demo
-	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(DETACH),--detach)
+	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(DETACH),--detach)
+
+.PHONY: realnode-deps
+realnode-deps: ## What real nodes need besides make tools: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS (hack/tools.sh realnodes), runc and the CNI plugins (Debian).
+	hack/tools.sh realnodes
+	hack/system-deps.sh realnodes
 
 ##@ Test
 
@@ -97,6 +106,12 @@ FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp
 failures: tools system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
+
+# REALNODES picks the real-node tests by name (a go test -run pattern).
+REALNODES ?= ^TestRealNodes
+.PHONY: test-realnodes
+test-realnodes: tools realnode-deps build ## The TestRealNodes* scenarios on real nodes (root): kubelet, containerd and runc per node, the hub and the spokes in-cluster from config/, each under a recorded workload (REALNODES to pick).
+	ETCDFED_REALNODES=1 $(GO) test -count=1 -timeout 100m -v -run '$(REALNODES)' ./test/multicluster
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -25,6 +25,7 @@ var upFlags struct {
 	clusters, zones, members int
 	detach, supervise        bool
 	sharedSource             bool
+	nodes                    string
 	timeout                  time.Duration
 }
 
@@ -60,6 +61,8 @@ func init() {
 	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
 	f.BoolVar(&upFlags.sharedSource, "shared-source-address", false,
 		"pods connect from one shared address (127.0.0.1) even where root and iptables could give each its own, as on machines without them")
+	f.StringVar(&upFlags.nodes, "nodes", string(localenv.NodesProcess),
+		"how nodes run: process (pods as local processes, the default) or real (kubelet, containerd and runc per node, the hub and the spokes deployed in-cluster from config/; root, see docs/local-environment.md)")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)
@@ -73,6 +76,7 @@ func upConfig() (localenv.Config, error) {
 	return localenv.Config{
 		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
 		Members: upFlags.members, BinDir: bin, SharedSourceAddress: upFlags.sharedSource,
+		Nodes: localenv.NodeMode(upFlags.nodes),
 	}, nil
 }
 
@@ -87,6 +91,9 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	}
 	cfg, err := upConfig()
 	if err != nil {
+		return err
+	}
+	if err := enterRealNetwork(cfg); err != nil {
 		return err
 	}
 	if upFlags.detach && !upFlags.supervise {
@@ -130,6 +137,22 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	})
 }
 
+// enterRealNetwork re-runs `dev up` in a network namespace of its own
+// when the environment runs real nodes (a new one asked with --nodes real,
+// or an existing state directory of real nodes); the detached supervisor
+// inherits it.
+func enterRealNetwork(cfg localenv.Config) error {
+	real := cfg.Nodes == localenv.NodesReal
+	if st, err := localenv.LoadState(cfg.StateDir); err == nil {
+		real = st.Real()
+	}
+	if !real {
+		return nil
+	}
+	_, err := localenv.EnterOwnNetwork(cfg.StateDir)
+	return err
+}
+
 func textLogger(w io.Writer) logr.Logger {
 	return funcr.New(func(prefix, args string) {
 		fmt.Fprintln(w, time.Now().Format("15:04:05.000"), prefix, args)
@@ -160,6 +183,7 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 	if cfg.SharedSourceAddress {
 		args = append(args, "--shared-source-address")
 	}
+	args = append(args, "--nodes", string(cfg.Nodes))
 	sup := exec.Command(exe, args...)
 	sup.Stdout, sup.Stderr = logFile, logFile
 	sup.Env = append(os.Environ(), "ETCDFED_BIN_DIR="+cfg.BinDir)

@@ -126,6 +126,18 @@ func (s *service) Stop(grace time.Duration) {
 	<-s.done
 }
 
+// halt stops the restarts and kills the process at once, without waiting
+// for it (Exited is closed once it is gone).
+func (s *service) halt() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	s.stopping, s.grace = true, 0
+	close(s.stopCh)
+}
+
 // Exited is closed when the service gave up (no restart) or was stopped.
 func (s *service) Exited() <-chan struct{} { return s.done }
 
