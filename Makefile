@@ -34,8 +34,16 @@ build: ## Build hub, spoke and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 .PHONY: tools
-tools: ## Build pinned kube-apiserver, etcd, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw into bin/ (only what is missing).
+tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6 and 3.5, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw; only what is missing).
 	hack/tools.sh
+
+# The tools each purpose runs, so that a first `make demo` builds only what
+# the demo runs, and `make test` not the generators and linters.
+.PHONY: tools-demo tools-test
+tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd, etcdctl).
+	hack/tools.sh --for demo
+tools-test: ## Build the tools the tests run (all but controller-gen and golangci-lint).
+	hack/tools.sh --for test
 
 .PHONY: system-deps
 system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf, iptables) when missing.
@@ -71,13 +79,13 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # docs/local-environment.md.
 NODES ?=
 .PHONY: demo
-demo: tools build $(if $(filter real,$(NODES)),realnode-deps) ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
+demo: tools-demo build $(if $(filter real,$(NODES)),realnode-deps) ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
 	hack/system-deps.sh demo
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(DETACH),--detach)
 
 .PHONY: realnode-deps
-realnode-deps: ## What real nodes need besides make tools: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS (hack/tools.sh realnodes), runc and the CNI plugins (Debian).
-	hack/tools.sh realnodes
+realnode-deps: ## What real nodes run: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS besides the test tools (hack/tools.sh --for realnodes), runc and the CNI plugins (Debian).
+	hack/tools.sh --for realnodes
 	hack/system-deps.sh realnodes
 
 ##@ Test
@@ -85,32 +93,32 @@ realnode-deps: ## What real nodes need besides make tools: kubelet, scheduler, c
 # hack/leftovers first: processes an earlier run left behind are reported,
 # and stopped where its records prove a test binary that is gone started them.
 .PHONY: test
-test: tools system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
+test: tools-test system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
 	$(GO) run ./hack/leftovers
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_PKGS) | $(GO) run ./hack/testsummary
 
 .PHONY: drill
-drill: tools system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
+drill: tools-test system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
 	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 ETCDFED_DRILL_PAUSE=3s $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
 
 # SCENARIOS picks scenarios by test name (a go test -run pattern).
 SCENARIOS ?= ^TestScenario
 .PHONY: scenarios
-scenarios: tools system-deps build ## Every scenario too long for `make test` (failures, upgrades, defragmentation, certificates, backups, recovery), each under a recorded workload (SCENARIOS to pick).
+scenarios: tools-test system-deps build ## Every scenario too long for `make test` (failures, upgrades, defragmentation, certificates, backups, recovery), each under a recorded workload (SCENARIOS to pick).
 	ETCDFED_SCENARIOS=1 $(GO) test -count=1 -timeout 120m -v -run '$(SCENARIOS)' ./test/multicluster
 
 # The failure scenarios (issue 13's list) and one run of the hub-kill
 # drill: about 20 minutes, run by .ci/run after `make test`.
 FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp|LeaderZoneKilledAndReturned|HubPartitioned|HubDownZoneKilled|ZoneOfMultiZoneClusterKilled)$$
 .PHONY: failures
-failures: tools system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
+failures: tools-test system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
 
 # REALNODES picks the real-node tests by name (a go test -run pattern).
 REALNODES ?= ^TestRealNodes
 .PHONY: test-realnodes
-test-realnodes: tools realnode-deps build ## The TestRealNodes* scenarios on real nodes (root): kubelet, containerd and runc per node, the hub and the spokes in-cluster from config/, each under a recorded workload (REALNODES to pick).
+test-realnodes: realnode-deps build ## The TestRealNodes* scenarios on real nodes (root): kubelet, containerd and runc per node, the hub and the spokes in-cluster from config/, each under a recorded workload (REALNODES to pick).
 	ETCDFED_REALNODES=1 $(GO) test -count=1 -timeout 100m -v -run '$(REALNODES)' ./test/multicluster
 
 .PHONY: test-unit
@@ -118,7 +126,7 @@ test-unit: ## Run unit tests only (-short: tests needing processes say so and sk
 	$(GO) test -short -json $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary
 
 .PHONY: bench
-bench: tools system-deps ## Run benchmarks (placement, DNS, bootstrap and replacement timings, the hub with 10-50 rings).
+bench: tools-test system-deps ## Run benchmarks (placement, DNS, bootstrap and replacement timings, the hub with 10-50 rings).
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 	$(MAKE) bench-dns
 
@@ -129,7 +137,7 @@ bench: tools system-deps ## Run benchmarks (placement, DNS, bootstrap and replac
 SCALE_RINGS ?= 10,25,50
 SCALE_OUT ?= $(CURDIR)/hub-scale.md
 .PHONY: bench-scale
-bench-scale: tools system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
+bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
 	ETCDFED_SCALE_RINGS=$(SCALE_RINGS) ETCDFED_SCALE_OUT=$(SCALE_OUT) $(GO) test -run '^$$' -bench 'BenchmarkHubScale$$' -benchtime 1x -timeout 60m -v ./test/multicluster
 
 # The same benchmark before the hub's scale fixes (BEFORE, default a4959c0,

@@ -1,10 +1,17 @@
 #!/usr/bin/env bash
 # Builds the pinned tools into bin/ from the Go module proxy, each only when
-# it is missing or reports another version. Usage: hack/tools.sh [tool...]
+# it is missing or reports another version.
+#
+#   hack/tools.sh                every tool (CI)
+#   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd, etcdctl
+#   hack/tools.sh --for test     what `make test` runs: all but the generators and linters
+#   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
+#   hack/tools.sh TOOL...        those tools, one after the other
+#
 # Tools: kube-apiserver kubectl etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw
-# Real-node tools (hack/tools.sh realnodes): kubelet kube-scheduler
-# kube-controller-manager kube-proxy containerd (with ctr and the runc shim)
-# coredns pause
+# kubelet kube-scheduler kube-controller-manager kube-proxy containerd (with
+# ctr and the runc shim) coredns pause (the last seven: real nodes; the
+# single name `realnodes` builds them one after the other)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,12 +51,51 @@ have() {
 # build, holds WANT (for a tool whose version output cannot show it).
 stamped() { [[ -f "$bin/.$1.stamp" && $(<"$bin/.$1.stamp") == "$2" ]]; }
 
+# typical NAME: seconds a cold build of NAME took on the project's 2-core
+# machine (module downloads included), for the progress line; 0 when not
+# known.
+typical() {
+	case $1 in
+	kube-apiserver) echo 540 ;; kubectl) echo 100 ;; etcd) echo 130 ;; etcd35) echo 55 ;;
+	etcdctl | etcdutl) echo 5 ;; controller-gen) echo 50 ;; golangci-lint) echo 170 ;;
+	versitygw) echo 180 ;; *) echo 0 ;;
+	esac
+}
+
+# step NAME CMD...: build NAME with CMD, saying what is built and, every 30
+# seconds while it runs, for how long and roughly how long is left (from
+# the typical cold build time; a warm Go cache makes it much shorter).
 step() {
-	local name=$1 start=$SECONDS
+	local name=$1 start=$SECONDS typ
 	shift
-	echo ">> building $name"
-	"$@"
+	typ=$(typical "$name")
+	if ((typ >= 45)); then
+		echo ">> building $name (a cold build takes about $(((typ + 30) / 60)) min on 2 cores)"
+	elif ((typ > 0)); then
+		echo ">> building $name (under a minute)"
+	else
+		echo ">> building $name"
+	fi
+	"$@" &
+	local pid=$!
+	while ! wait_for "$pid" 30; do
+		local el=$((SECONDS - start)) left=""
+		((typ > el)) && left=", about $(((typ - el + 30) / 60)) min left"
+		echo ">> still building $name: $((el / 60))m$((el % 60))s$left"
+	done
+	wait "$pid"
 	echo ">> built $name in $((SECONDS - start))s"
+}
+
+# wait_for PID SECONDS: true once PID has exited (within SECONDS), false
+# if it still runs.
+wait_for() {
+	local i
+	for ((i = 0; i < $2; i++)); do
+		kill -0 "$1" 2>/dev/null || return 0
+		sleep 1
+	done
+	! kill -0 "$1" 2>/dev/null
 }
 
 kube_ld() {
@@ -143,19 +189,44 @@ lane() {
 	)
 }
 
+# The tools of each lane, and of each purpose.
+kube_tools=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager kube-proxy)
+rest_tools=(etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw containerd coredns pause)
+declare -A purpose=(
+	[demo]="kube-apiserver etcd etcdctl"
+	[test]="kube-apiserver kubectl etcd etcd35 etcdctl etcdutl versitygw"
+	[realnodes]="kube-apiserver kubectl etcd etcd35 etcdctl etcdutl versitygw kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
+)
+
+want=""
+if [[ ${1:-} == --for ]]; then
+	[[ -n ${purpose[${2:-}]:-} ]] || { echo "tools: --for takes one of: ${!purpose[*]}" >&2; exit 2; }
+	want=" ${purpose[$2]} "
+	shift 2
+fi
 if [[ $# -gt 0 ]]; then
 	for t in "$@"; do ensure "$t"; done
 	exit 0
 fi
+
+# only TOOL...: the tools given that the chosen purpose wants (all without --for).
+only() {
+	local t
+	for t in "$@"; do
+		[[ -z $want || $want == *" $t "* ]] && echo "$t"
+	done
+}
 
 # Every tool: two lanes side by side. A cold build is half module downloads,
 # which wait on the network, not the CPU; with the Kubernetes builds in one
 # lane and the rest in the other, one lane's downloads overlap the other's
 # compiles. The module cache locks what both lanes fetch.
 start=$SECONDS
-lane kube kube-apiserver kubectl &
+# shellcheck disable=SC2046 # one tool name per word
+lane kube $(only "${kube_tools[@]}") &
 kube=$!
-lane rest etcd etcd35 etcdctl etcdutl controller-gen golangci-lint versitygw &
+# shellcheck disable=SC2046
+lane rest $(only "${rest_tools[@]}") &
 rest=$!
 failed=0
 wait "$kube" || failed=1
