@@ -48,6 +48,15 @@ provisioner: {{.Provisioner}}
 volumeBindingMode: WaitForFirstConsumer
 reclaimPolicy: Delete
 ---
+# The apiserver's identity towards kubelets (logs, exec, port-forward),
+# as kubeadm binds it.
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: "kube-apiserver-kubelet-client"}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: "system:kubelet-api-admin"}
+subjects:
+- {apiGroup: rbac.authorization.k8s.io, kind: User, name: {{.KubeletClient}}}
+---
 apiVersion: v1
 kind: ServiceAccount
 metadata: {name: coredns, namespace: kube-system}
@@ -181,7 +190,7 @@ func corefile(domains, upstreams []string, policy string) string {
 func (e *Env) installAddons(ctx context.Context, c ClusterState) error {
 	var buf bytes.Buffer
 	if err := addonsTmpl.Execute(&buf, map[string]string{
-		"Provisioner": realnode.Provisioner, "ClusterDNS": addr.RealClusterDNS, "Image": CoreDNSImage,
+		"Provisioner": realnode.Provisioner, "ClusterDNS": addr.RealClusterDNS, "Image": CoreDNSImage, "KubeletClient": kubeletClientUser,
 	}); err != nil {
 		return err
 	}

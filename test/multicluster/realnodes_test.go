@@ -6,15 +6,20 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/drill"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/localenv/realnode"
@@ -46,7 +51,9 @@ var realFixtures struct {
 	envs []*envFixture
 }
 
-// startRealEnv starts a real-node environment once per fixture.
+// startRealEnv starts a real-node environment once per fixture. A test
+// binary runs one at a time: they share its network namespace, and with
+// it their addresses.
 func startRealEnv(tb testing.TB, fx *envFixture, cfg localenv.Config) *localenv.Env {
 	tb.Helper()
 	skipUnlessReal(tb)
@@ -108,14 +115,11 @@ func stopRealFixtures(failed bool) {
 	}
 }
 
-var oneCluster envFixture
-
-// TestRealNodesPodRuns: one member cluster of real nodes; a pod of the
-// pause image is scheduled by kube-scheduler, started by kubelet through
-// containerd and runc, gets an address of its node's pod range from the
-// CNI bridge, and turns Ready.
+// TestRealNodesPodRuns: a pod of the pause image in member-1 is scheduled
+// by kube-scheduler, started by kubelet through containerd and runc, gets
+// an address of its node's pod range from the CNI bridge, and turns Ready.
 func TestRealNodesPodRuns(t *testing.T) {
-	env := startRealEnv(t, &oneCluster, localenv.Config{Clusters: 1, NoComponents: true})
+	_, env, _ := realTopology(t)
 	ctx := context.Background()
 	cs, err := env.Clientset("member-1")
 	if err != nil {
@@ -279,4 +283,99 @@ func podsDeletedUnderLoad(ctx context.Context, t *testing.T, topo *Topology, etc
 	}
 	w.Stop()
 	checkWorkload(ctx, t, w)
+}
+
+// TestRealNodesPodStartup measures pod start to Ready on real nodes: a
+// single-member etcd pod (the etcd image, an emptyDir, a /readyz
+// readiness probe every second) created and deleted five times in
+// member-1; it logs each time and the median. TestPodStartupProcessNodes
+// measures the same on process nodes.
+func TestRealNodesPodStartup(t *testing.T) {
+	_, env, _ := realTopology(t)
+	cs, err := env.Clientset("member-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	measurePodStartup(context.Background(), t, cs, "real nodes", 5)
+}
+
+// TestPodStartupProcessNodes is TestRealNodesPodStartup's measurement on
+// process nodes (ETCDFED_MEASURE=1; not part of make test).
+func TestPodStartupProcessNodes(t *testing.T) {
+	if os.Getenv("ETCDFED_MEASURE") == "" {
+		t.Skip("a measurement: run it with ETCDFED_MEASURE=1")
+	}
+	topo := localTopology(t)
+	measurePodStartup(context.Background(), t, topo.Members[0].Clientset, "process nodes", 5)
+}
+
+// measurePodStartup creates an etcd pod n times and logs how long each
+// took from creation to Ready (by the apiserver's clock: creation
+// timestamp to the Ready condition's transition), and the median.
+func measurePodStartup(ctx context.Context, t *testing.T, cs kubernetes.Interface, where string, n int) {
+	const ns = "pod-startup"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for i := range n {
+		name := fmt.Sprintf("etcd-%d", i)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec: corev1.PodSpec{
+				AutomountServiceAccountToken:  ptr.To(false),
+				TerminationGracePeriodSeconds: ptr.To[int64](2),
+				Containers: []corev1.Container{{
+					Name: "etcd", Image: etcdfedv1.DefaultImageRepository + ":v3.6.16", ImagePullPolicy: corev1.PullIfNotPresent,
+					Command: []string{"/usr/local/bin/etcd", "--name=default", "--data-dir=/var/lib/etcd/data",
+						"--listen-client-urls=http://$(POD_IP):2379", "--advertise-client-urls=http://$(POD_IP):2379",
+						"--listen-peer-urls=http://$(POD_IP):2380", "--initial-advertise-peer-urls=http://$(POD_IP):2380",
+						"--initial-cluster=default=http://$(POD_IP):2380"},
+					Env: []corev1.EnvVar{{Name: "POD_IP", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "status.podIP"}}}},
+					ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(2379)}},
+						PeriodSeconds: 1},
+					VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/var/lib/etcd"}},
+				}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			},
+		}
+		created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ready time.Time
+		err = poll(ctx, 2*time.Minute, "pod "+name+" ready", func(ctx context.Context) (string, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return "", err
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					ready = c.LastTransitionTime.Time
+					return "", nil
+				}
+			}
+			return describePod(p), nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := ready.Sub(created.CreationTimestamp.Time)
+		took = append(took, d)
+		t.Logf("%s: pod %s ready %.1fs after its creation", where, name, d.Seconds())
+		if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := poll(ctx, 2*time.Minute, "pod "+name+" gone", func(ctx context.Context) (string, error) {
+			_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return "", nil
+			}
+			return "still there", err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.Sort(took)
+	t.Logf("%s: pod start to Ready, median of %d: %.1fs (min %.1fs, max %.1fs)", where, n, took[n/2].Seconds(), took[0].Seconds(), took[n-1].Seconds())
 }

@@ -182,6 +182,21 @@ func (c *Cloud) loadBalancers(ctx context.Context, s cloudSnapshot) {
 		return lbs[i].CreationTimestamp.Before(&lbs[j].CreationTimestamp) ||
 			lbs[i].CreationTimestamp.Equal(&lbs[j].CreationTimestamp) && lbs[i].Namespace+"/"+lbs[i].Name < lbs[j].Namespace+"/"+lbs[j].Name
 	})
+	// spec.loadBalancerIP: an address asked for (as a reserved one is on a
+	// cloud) goes to its Service first, when it is in the pool and free.
+	for _, svc := range lbs {
+		key := svc.Namespace + "/" + svc.Name
+		if want, err := netip.ParseAddr(svc.Spec.LoadBalancerIP); err == nil && c.inPool(want) {
+			if _, taken := used[want]; !taken {
+				for a, owner := range used {
+					if owner == key {
+						delete(used, a)
+					}
+				}
+				used[want] = key
+			}
+		}
+	}
 	wanted := map[netip.Addr]bool{}
 	for _, svc := range lbs {
 		key := svc.Namespace + "/" + svc.Name
