@@ -51,7 +51,7 @@ func TestNodeConfig(t *testing.T) {
 	for k, want := range map[string]any{
 		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "cgroupRoot": "/" + n.CgroupRoot,
 		"containerRuntimeEndpoint": "unix://" + Root + "/containerd/containerd.sock",
-		"address": "172.20.17.1", "podLogsDir": Root + "/pods", "nodeLeaseDurationSeconds": float64(20),
+		"address":                  "172.20.17.1", "podLogsDir": Root + "/pods", "nodeLeaseDurationSeconds": float64(20),
 		"imageGCHighThresholdPercent": float64(100),
 	} {
 		if kubelet[k] != want {
