@@ -257,9 +257,40 @@ func (e *Env) waitDeployment(ctx context.Context, c ClusterState, ns, name strin
 			d.Status.AvailableReplicas == want && d.Status.Replicas == want, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%w (%s)", err, last)
+		return fmt.Errorf("%w (%s)%s", err, last, podsOf(ctx, cs, ns, name))
 	}
 	return nil
+}
+
+// podsOf describes the pods of a Deployment: phase, and each container's
+// waiting or last termination reason and message (what a failed wait
+// needs to say).
+func podsOf(ctx context.Context, cs kubernetes.Interface, ns, name string) string {
+	d, err := cs.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || d.Spec.Selector == nil {
+		return ""
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		return ""
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range pods.Items {
+		fmt.Fprintf(&b, "; pod %s on %s: %s", p.Name, p.Spec.NodeName, p.Status.Phase)
+		for _, c := range append(p.Status.InitContainerStatuses, p.Status.ContainerStatuses...) {
+			if w := c.State.Waiting; w != nil {
+				fmt.Fprintf(&b, ", %s waiting: %s %s", c.Name, w.Reason, w.Message)
+			}
+			if t := c.LastTerminationState.Terminated; t != nil {
+				fmt.Fprintf(&b, ", %s last exit %d %s: %s", c.Name, t.ExitCode, t.Reason, strings.TrimSpace(t.Message))
+			}
+		}
+	}
+	return b.String()
 }
 
 func deploymentState(d *appsv1.Deployment) string {

@@ -85,6 +85,43 @@ func (e *Env) imageSet() ([]realnode.Image, error) {
 	return imgs, nil
 }
 
+// withSharedLibraries adds to an image the shared libraries (and the
+// dynamic loader) its binaries need, as ldd lists them: the stand-in
+// images take bin/ as it is, and `make build` and hack/tools.sh link with
+// cgo (glibc). Static binaries need nothing.
+func withSharedLibraries(img realnode.Image) (realnode.Image, error) {
+	seen := map[string]bool{}
+	for _, f := range img.Files {
+		if f.Source == "" {
+			continue
+		}
+		out, err := exec.Command("ldd", f.Source).CombinedOutput()
+		if err != nil {
+			continue // "not a dynamic executable"
+		}
+		for _, line := range strings.Split(string(out), "\n") {
+			fields := strings.Fields(line)
+			var lib string
+			switch {
+			case len(fields) >= 3 && fields[1] == "=>" && strings.HasPrefix(fields[2], "/"):
+				lib = fields[2]
+			case len(fields) >= 1 && strings.HasPrefix(fields[0], "/"):
+				lib = fields[0]
+			}
+			if lib == "" || seen[lib] {
+				continue
+			}
+			seen[lib] = true
+			real, err := filepath.EvalSymlinks(lib)
+			if err != nil {
+				return img, fmt.Errorf("image %s: library %s: %w", img.Name, lib, err)
+			}
+			img.Files = append(img.Files, realnode.ImageFile{Path: lib, Source: real, Mode: 0o755})
+		}
+	}
+	return img, nil
+}
+
 // buildImages writes every image's archive under <state>/images, named
 // after a hash of the image and its files' sizes and times, so that an
 // unchanged image is not written again.
@@ -100,6 +137,9 @@ func (e *Env) buildImages() error {
 	keep := map[string]bool{}
 	e.images = nil
 	for _, img := range imgs {
+		if img, err = withSharedLibraries(img); err != nil {
+			return err
+		}
 		h := sha256.New()
 		fmt.Fprintf(h, "%s %v %v %s\n", img.Name, img.Entrypoint, img.Cmd, img.User)
 		for _, f := range img.Files {
