@@ -30,8 +30,15 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build hub, spoke and the etcdfed CLI into bin/.
+build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+# IMAGES picks images by name (default: hub, spoke, etcdfed-init, etcd-3.6,
+# etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image).
+IMAGES ?=
+.PHONY: images
+images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
+	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
 
 .PHONY: tools
 tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6 and 3.5, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw; only what is missing).
@@ -50,24 +57,34 @@ system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf,
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code and CRDs.
+generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/operations.md) from pkg/etcdversion.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
+	$(GO) run ./hack/versionpolicy
 	$(BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd
 	$(GO) generate ./config/...
+	$(GO) run ./hack/images dockerfile --out Dockerfile
 
 .PHONY: verify
-verify: generate ## Check generated files are current, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config || { echo "generated files are stale: run make generate and commit"; exit 1; }
+verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
+	@git diff --exit-code -- api config Dockerfile docs/operations.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
 
+# hack/proddeps: hub, spoke and etcdfed-init must not link testing,
+# envtest, etcdfed's fixtures or the local environment.
+.PHONY: verify-deps
+verify-deps: ## Fail when a production binary (hub, spoke, etcdfed-init) links test or dev code; prints the import chain.
+	$(GO) run ./hack/proddeps
+
 ##@ Run
 
 # DETACH=1: return once the demo EtcdCluster is Available, leaving the
-# environment running until `bin/etcdfed dev down`.
+# environment running until `bin/etcdfed dev down`. The demo runs the
+# newest etcd etcdfed supports; another with
+# DEMO_FLAGS='--clusters 3 --members 5 --etcd-version 3.6.16'.
 DETACH ?=
 DEMO_FLAGS ?= --clusters 3 --members 5
 
@@ -109,11 +126,54 @@ scenarios: tools-test system-deps build ## Every scenario too long for `make tes
 
 # The failure scenarios (issue 13's list) and one run of the hub-kill
 # drill: about 20 minutes, run by .ci/run after `make test`.
-FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp|LeaderZoneKilledAndReturned|HubPartitioned|HubDownZoneKilled|ZoneOfMultiZoneClusterKilled)$$
+FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp|LeaderZoneKilledAndReturned|HubPartitioned|HubDownZoneKilled|ZoneOfMultiZoneClusterKilled|HubWithMinority|GossipBroken)$$
 .PHONY: failures
-failures: tools-test system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster) and one hub-kill drill run.
+failures: tools-test system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster, the hub with the minority of a partition, a spoke with broken gossip) and one hub-kill drill run.
 	$(MAKE) scenarios SCENARIOS='$(FAILURE_SCENARIOS)'
 	$(MAKE) drill DRILL_RUNS=1
+
+# promtool is built for the targets that run the alerts' unit tests only
+# (hack/tools.sh --for test builds it too).
+.PHONY: test-alerts
+test-alerts: ## The shipped alerts' unit tests (promtool test rules) and the dashboard's checks (config/monitoring).
+	hack/tools.sh promtool
+	$(GO) test -count=1 ./config/monitoring/
+
+.PHONY: test-images
+test-images: ## Build every image, load it into a private containerd (Debian's, installed when missing) and run each one's binaries with ctr run.
+	hack/system-deps.sh images
+	ETCDFED_IMAGES_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestImagesRunInContainerd$$' ./internal/images
+
+# Random fault schedules over a 5-member ring (issue 24): NEMESIS_SEED
+# (default: from the clock, printed with the line that replays it),
+# NEMESIS_SCHEDULES (default 20), NEMESIS_PROFILE (full, or ci: fewer and
+# shorter faults), NEMESIS_ONLY (schedule indexes to replay, e.g. 3,7).
+NEMESIS_SCHEDULES ?= 20
+.PHONY: nemesis
+nemesis: tools-test system-deps build ## Random fault schedules from a seed (partitions of any shape, one-way cuts, cluster and hub kills) over a 5-member ring, each under the recorded workload and a leader watch; NEMESIS_SEED replays a run.
+	ETCDFED_NEMESIS=1 NEMESIS_SEED='$(NEMESIS_SEED)' NEMESIS_SCHEDULES='$(NEMESIS_SCHEDULES)' NEMESIS_PROFILE='$(NEMESIS_PROFILE)' NEMESIS_ONLY='$(NEMESIS_ONLY)' \
+		$(GO) test -count=1 -timeout 240m -v -run '^TestNemesis$$' ./test/multicluster
+
+# Tenancy (issue 26): two same-named rings side by side and a domain
+# refused (also in `make test`), and a ring of the old names adopted by
+# this hub and spokes without a restart (a scenario: builds 1b133dd).
+TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted)$$
+.PHONY: tenancy
+tenancy: tools-test system-deps build ## Tenancy on the local environment: same-named rings side by side, a domain refused, a ring of the old object names upgraded in place.
+	$(MAKE) scenarios SCENARIOS='$(TENANCY_SCENARIOS)'
+
+# The scenarios `make failures` does not run, a slice per run: .ci/run
+# runs one after `make failures`, so that every scenario runs within a few
+# CI runs (hack/rotation packs them into slices of at most ROTATION_BUDGET,
+# estimated, and picks slice ROTATION_RUN mod their number; ROTATION_RUN
+# defaults to the commit count of HEAD). It prints which run now and which
+# come next.
+ROTATION_BUDGET ?= 22m
+ROTATION_RUN ?=
+.PHONY: rotation
+rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.
+	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)'); \
+	$(MAKE) scenarios SCENARIOS="$$pattern"
 
 # REALNODES picks the real-node tests by name (a go test -run pattern).
 REALNODES ?= ^TestRealNodes
@@ -148,7 +208,7 @@ bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClus
 BEFORE ?= a4959c0
 COMPARE_OUT ?= $(CURDIR)/out/bench-scale-compare.md
 .PHONY: bench-scale-compare
-bench-scale-compare: tools system-deps ## Hub scale benchmark of BEFORE (default a4959c0) and of this tree in one run, one before/after table in COMPARE_OUT.
+bench-scale-compare: tools-test system-deps ## Hub scale benchmark of BEFORE (default a4959c0) and of this tree in one run, one before/after table in COMPARE_OUT.
 	BEFORE=$(BEFORE) SCALE_RINGS=$(SCALE_RINGS) AFTER_EXTRA_RINGS=$(AFTER_EXTRA_RINGS) OUT=$(COMPARE_OUT) hack/bench-scale-compare.sh
 
 .PHONY: bench-dns

@@ -14,7 +14,8 @@
 #
 # Environment (defaults): DURATION=10 ROUNDS=2 CLIENTS=8 OUTSTANDING=100
 # FIXED_QPS=20000 MEMBERS=9 BIND_PORT/EMBEDDED_PORT (free ports picked)
-# EMBEDDED_SOCKETS (0: GOMAXPROCS) OUT (report file, default: stdout only).
+# EMBEDDED_SOCKETS (0: GOMAXPROCS) EMBEDDED_FLAGS (more flags of etcdfed-dns,
+# such as "-rate-limit 200") OUT (report file, default: stdout only).
 #
 # Needs Debian's bind9 and dnsperf: apt-get install -y bind9 dnsperf
 set -euo pipefail
@@ -79,8 +80,9 @@ EOF
 "$named" -g -4 -c "$work/named.conf" >"$work/named.log" 2>&1 &
 pids+=($!)
 bind_pid=$!
+# shellcheck disable=SC2086 # EMBEDDED_FLAGS is a list of flags
 "$work/etcdfed-dns" -listen "127.0.0.1:$EMBEDDED_PORT" -udp-sockets "$EMBEDDED_SOCKETS" \
-  -zone "$DOMAIN=$work/db.bench" >"$work/embedded.log" 2>&1 &
+  -zone "$DOMAIN=$work/db.bench" ${EMBEDDED_FLAGS:-} >"$work/embedded.log" 2>&1 &
 pids+=($!)
 embedded_pid=$!
 

@@ -4,6 +4,11 @@
 # Needs root (or sudo) and Debian's package registry. It starts no service
 # and stops none it did not install.
 #
+# `hack/system-deps.sh images` installs containerd and runc, which run the
+# images `make images` builds (internal/images' test starts a private
+# containerd; the package's own service is never started, see policy-rc.d
+# below).
+#
 # `hack/system-deps.sh demo` (make demo) installs only what the local
 # environment uses (iptables: pods get their own source address, zones can
 # be partitioned), and only as root with apt-get; otherwise, or when the
@@ -21,6 +26,8 @@ for_demo=false
 for_realnodes=false
 [[ ${1:-} == demo ]] && for_demo=true
 [[ ${1:-} == realnodes ]] && for_realnodes=true
+for_images=false
+[[ ${1:-} == images ]] && for_images=true
 
 # command -> Debian package
 declare -A pkgs=(
@@ -36,6 +43,9 @@ if $for_demo; then
 fi
 if $for_realnodes; then
 	pkgs=([runc]=runc [iptables]=iptables [ip]=iproute2 [nsenter]=util-linux)
+fi
+if $for_images; then
+	pkgs=([containerd]=containerd [ctr]=containerd [runc]=runc)
 fi
 
 missing=()
@@ -81,6 +91,9 @@ install() {
 	# one this install added (named was missing before it), nothing else.
 	if [[ " ${missing[*]} " == *" bind9 "* ]] && [[ -d /run/systemd/system ]]; then
 		$sudo systemctl disable --now named >/dev/null 2>&1 || true
+	fi
+	if [[ " ${missing[*]} " == *" containerd "* ]] && [[ -d /run/systemd/system ]]; then
+		$sudo systemctl disable --now containerd >/dev/null 2>&1 || true
 	fi
 }
 

@@ -14,7 +14,7 @@
 //   - lease: renews the spoke's liveness Lease.
 //   - gossip: the memberlist ring among spokes, a liveness witness for the
 //     hub; the spoke never acts on it.
-//   - waitdns: the check member pods run before etcd starts (etcdfed wait-dns).
+//   - waitdns: the check member pods run before etcd starts (etcdfed-init wait-dns).
 //   - app: wires everything into one controller-runtime manager (cmd/spoke).
 //
 // The spoke never deletes a pod or a volume because the hub is unreachable or

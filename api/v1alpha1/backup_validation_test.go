@@ -35,6 +35,11 @@ func TestBackupValidObjectsAccepted(t *testing.T) {
 		"0 */6 * * *", "*/15 * * * *", "30 2 * * sun", "0 0 1 jan,jul *", "0 3 * * MON-FRI", "5,35 9-17/2 ? * 1-5",
 		"59 23 31 12 6", "0 0 1-7 * *", "@hourly", "@daily", "@midnight", "@weekly", "@monthly", "@yearly", "@annually",
 		"@every 1m", "@every 1h30m", "@every 90s",
+		// Near the schedules that never fire, but fire: a day of week as
+		// well (either matches), February 29th (leap years), a month
+		// that has the day, a list or a range reaching a low day.
+		"0 0 31 2 mon", "0 0 29 2 *", "0 0 30 1-12/2 *", "0 0 31 jan,feb *", "0 0 31 */2 *", "0 0 30,1 2 *",
+		"0 0 31 feb-mar *", "0 0 31 2/5 *", "0 0 30 4 ?", "0 0 31 2 */2", "0 0 31-31 7 *",
 	} {
 		b := s3Backup()
 		b.Schedule = schedule
@@ -46,7 +51,7 @@ func TestBackupValidObjectsAccepted(t *testing.T) {
 		{URL: "s3://etcd-backups"},
 		{URL: "s3://etcd-backups/"},
 		{URL: "s3://etcd.backups-eu/a/b/c", CredentialsSecretName: "creds",
-			S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", ForcePathStyle: true}},
+			S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://127.0.0.1:9000", Insecure: true, Region: "eu-west-1", ForcePathStyle: true}},
 		{URL: "s3://bucket/p", S3: &etcdfedv1.S3StoreOptions{Endpoint: "https://minio.example.com"}},
 		{URL: "gs://etcd_backups/ring", CredentialsSecretName: "gcs"},
 		{URL: "azblob://backups/ring", CredentialsSecretName: "azure"},
@@ -94,6 +99,13 @@ func TestBackupValidation(t *testing.T) {
 		{"unknown descriptor", func(b *etcdfedv1.BackupSpec) { b.Schedule = "@fortnightly" }, badCron},
 		{"every without unit", func(b *etcdfedv1.BackupSpec) { b.Schedule = "@every 10" }, badCron},
 		{"every too often", func(b *etcdfedv1.BackupSpec) { b.Schedule = "@every 30s" }, "@every needs an interval of at least 1m"},
+		// Schedules that never fire (robfig/cron gives them no next time,
+		// and the hub backed up back to back).
+		{"February 31st", func(b *etcdfedv1.BackupSpec) { b.Schedule = "0 0 31 2 *" }, "schedule never fires"},
+		{"February 30th", func(b *etcdfedv1.BackupSpec) { b.Schedule = "0 0 30 feb ?" }, "schedule never fires"},
+		{"the 31st of the 30-day months", func(b *etcdfedv1.BackupSpec) { b.Schedule = "0 0 31 4,6,9,11 *" }, "schedule never fires"},
+		{"the 31st of April and June (a range with a step)", func(b *etcdfedv1.BackupSpec) { b.Schedule = "0 0 31 apr-jun/2 *" }, "schedule never fires"},
+		{"February 30th and 31st", func(b *etcdfedv1.BackupSpec) { b.Schedule = "0 0 30-31 2 */1" }, "schedule never fires"},
 		{"schedule too long", func(b *etcdfedv1.BackupSpec) { b.Schedule = strings.Repeat("1,", 70) + "1 * * * *" }, "spec.backup.schedule: Too long"},
 		{"retention count 0", func(b *etcdfedv1.BackupSpec) { b.Retention.MaxCount = ptr.To[int32](0) }, "spec.backup.retention.maxCount: Invalid value: 0"},
 		{"retention count negative", func(b *etcdfedv1.BackupSpec) { b.Retention.MaxCount = ptr.To[int32](-3) }, "should be greater than or equal to 1"},
@@ -119,6 +131,15 @@ func TestBackupValidation(t *testing.T) {
 		{"endpoint with path", func(b *etcdfedv1.BackupSpec) {
 			b.Store.S3 = &etcdfedv1.S3StoreOptions{Endpoint: "http://127.0.0.1:9000/bucket"}
 		}, "s3.endpoint must be http(s)://HOST[:PORT] with no path"},
+		{"endpoint with user and password", func(b *etcdfedv1.BackupSpec) {
+			b.Store.S3 = &etcdfedv1.S3StoreOptions{Endpoint: "https://admin:secret@minio.example.com:9000"}
+		}, "s3.endpoint must not carry a user or password"},
+		{"endpoint with a user", func(b *etcdfedv1.BackupSpec) {
+			b.Store.S3 = &etcdfedv1.S3StoreOptions{Endpoint: "http://admin@127.0.0.1:9000", Insecure: true}
+		}, "s3.endpoint must not carry a user or password"},
+		{"plain http endpoint", func(b *etcdfedv1.BackupSpec) {
+			b.Store.S3 = &etcdfedv1.S3StoreOptions{Endpoint: "http://minio.example.com:9000"}
+		}, "s3.endpoint http:// sends the store's credentials and the snapshots unencrypted"},
 		{"endpoint without scheme", func(b *etcdfedv1.BackupSpec) {
 			b.Store.S3 = &etcdfedv1.S3StoreOptions{Endpoint: "minio:9000"}
 		}, "s3.endpoint must be http(s)://HOST[:PORT] with no path"},

@@ -1,6 +1,8 @@
 package v1alpha1
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -32,6 +34,8 @@ const LabelClient = "etcdfed.dev/client"
 // its key, the CA and the endpoints in the cluster and namespace where the
 // consumer runs, renewed before expiry.
 // +kubebuilder:validation:XValidation:rule="!has(self.cluster) || size(self.cluster) == 0 || (has(self.namespace) && size(self.namespace) > 0)",message="namespace is required when cluster names a member cluster (the hub cannot guess where the consumer runs there)"
+// +kubebuilder:validation:XValidation:rule="(has(self.commonName) && size(self.commonName) > 0 ? self.commonName : self.name) != 'root' && (has(self.commonName) && size(self.commonName) > 0 ? self.commonName : self.name) != 'etcdfed-hub'",message="the etcd user (commonName, default name) must not be root or etcdfed-hub: those are the hub's own; give the consumer role: Root instead"
+// +kubebuilder:validation:XValidation:rule="!has(self.keyPrefix) || size(self.keyPrefix) == 0 || !has(self.role) || self.role != 'Root'",message="keyPrefix limits ReadWrite and ReadOnly; a Root consumer reaches every key"
 type ClientSpec struct {
 	// name identifies the consumer within this EtcdCluster. It is the
 	// certificate's common name (the etcd user when etcd auth uses
@@ -64,10 +68,40 @@ type ClientSpec struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	SecretName string `json:"secretName,omitempty"`
 
-	// commonName of the client certificate. Default: name.
+	// commonName of the client certificate. Default: name. It is the
+	// consumer's etcd user (etcd takes the user of a request from its
+	// client certificate's common name), so it is unique among
+	// spec.clients, and neither root nor etcdfed-hub.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.:@]*[A-Za-z0-9])?$`
 	CommonName string `json:"commonName,omitempty"`
+
+	// role is what the consumer may do in etcd, enforced by etcd's
+	// authentication (spec.tls.auth): ReadWrite (default) reads and writes
+	// keys under keyPrefix, ReadOnly only reads them, Root may do
+	// anything (every key, users and roles, maintenance). Removing the
+	// entry deletes the consumer's etcd user at once: its certificate,
+	// still valid until it expires, no longer reads or writes a key.
+	// +optional
+	Role ClientRole `json:"role,omitempty"`
+
+	// keyPrefix limits ReadWrite and ReadOnly to the keys that start with
+	// it, such as /registry/ for a kube-apiserver with that
+	// --etcd-prefix. Default: every key.
+	// +optional
+	// +kubebuilder:validation:MaxLength=512
+	KeyPrefix string `json:"keyPrefix,omitempty"`
+
+	// certificateLifetime is how long each client certificate the hub
+	// issues is valid, from 1h to 8760h (a year). Default 168h (7 days).
+	// The hub renews it when a third of it is left (for 7 days: 2 days 8
+	// hours before it expires), so a consumer that re-reads its files
+	// (etcd's client library does on every new connection) never holds an
+	// expired one, and a certificate of a removed consumer dies soon.
+	// +optional
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1h') && duration(self) <= duration('8760h')",message="certificateLifetime must be between 1h and 8760h"
+	CertificateLifetime *metav1.Duration `json:"certificateLifetime,omitempty"`
 
 	// caReload says when the consumer reads the CA bundle (ca.crt):
 	// OnChange (default) when it re-reads the file whenever the Secret
@@ -82,6 +116,26 @@ type ClientSpec struct {
 	// +optional
 	CAReload CAReload `json:"caReload,omitempty"`
 }
+
+// ClientRole is what a consumer may do in etcd.
+// +kubebuilder:validation:Enum=ReadWrite;ReadOnly;Root
+type ClientRole string
+
+const (
+	// ClientRoleReadWrite (default): read and write keys under keyPrefix
+	// (leases, watches and compaction included).
+	ClientRoleReadWrite ClientRole = "ReadWrite"
+	// ClientRoleReadOnly: read keys under keyPrefix; every write is
+	// refused ("permission denied").
+	ClientRoleReadOnly ClientRole = "ReadOnly"
+	// ClientRoleRoot: etcd's root role: every key, users and roles,
+	// maintenance.
+	ClientRoleRoot ClientRole = "Root"
+)
+
+// DefaultClientCertificateLifetime is a client certificate's lifetime when
+// spec.clients[].certificateLifetime is unset.
+const DefaultClientCertificateLifetime = 7 * 24 * time.Hour
 
 // CAReload is when a consumer reads its CA bundle.
 // +kubebuilder:validation:Enum=OnChange;AtStart
@@ -123,7 +177,7 @@ type ClientStatus struct {
 	Ready bool `json:"ready,omitempty"`
 
 	// notAfter is when the certificate in the Secret expires. The hub
-	// renews it 30 days before.
+	// renews it when a third of its lifetime is left.
 	// +optional
 	NotAfter *metav1.Time `json:"notAfter,omitempty"`
 
@@ -164,4 +218,24 @@ const (
 	// ClientReasonTLSDisabled (False): the ring runs without TLS, so
 	// there is no certificate to give.
 	ClientReasonTLSDisabled = "TLSDisabled"
+	// ClientReasonAccessFailed (False): etcd's users and roles could not
+	// be brought in line with spec.clients, or authentication not turned
+	// on (etcd did not answer, or a user of that name exists that the hub
+	// did not create).
+	ClientReasonAccessFailed = "EtcdAccessFailed"
+)
+
+// Names of what the hub keeps in etcd's authentication.
+const (
+	// EtcdRootUser is etcd's root user (with the root role): etcd refuses
+	// to enable authentication without it. A certificate with this common
+	// name is root: the hub never issues one to a consumer.
+	EtcdRootUser = "root"
+	// EtcdHubUser is the hub's own user (the common name of its client
+	// certificate), with the root role.
+	EtcdHubUser = "etcdfed-hub"
+	// EtcdClientRolePrefix prefixes the role of each spec.clients entry,
+	// etcdfed-client-<name>: the hub manages the users that hold one, and
+	// no other.
+	EtcdClientRolePrefix = "etcdfed-client-"
 )

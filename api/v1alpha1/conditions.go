@@ -101,10 +101,25 @@ const (
 	LabelClusterUID = "etcdfed.dev/cluster-uid"
 	// LabelMember is the member name.
 	LabelMember = "etcdfed.dev/member"
+	// LabelMemberObject is the EtcdMember's name on the objects the spoke
+	// writes for it (pod, Service, PVCs, disruption budget) when that name
+	// is not the member's own (MemberObjectName): it maps them back to
+	// their EtcdMember. Objects of an EtcdMember named after the member
+	// alone (written before MemberObjectName) do not carry it.
+	LabelMemberObject = "etcdfed.dev/member-object"
 	// LabelIncarnation is the member incarnation.
 	LabelIncarnation = "etcdfed.dev/incarnation"
 	// LabelRetired is "true" on the volume of an incarnation no longer used.
 	LabelRetired = "etcdfed.dev/retired"
+	// LabelKeepVolumes is "true" on an EtcdMember the hub deletes while its
+	// volumes must outlive it (an object left behind in a cluster that was
+	// away, an old incarnation after a recovery): its spoke labels them
+	// LabelKept.
+	LabelKeepVolumes = "etcdfed.dev/keep-volumes"
+	// LabelKept is "true" on a volume the spoke never deletes, whatever
+	// the reclaim policy: it holds the data of an incarnation swept by the
+	// hub. Only a human deletes it.
+	LabelKept = "etcdfed.dev/kept"
 	// LabelComponent says which part of a member an object is: data, pod,
 	// peer (Service), tls.
 	LabelComponent = "etcdfed.dev/component"

@@ -17,6 +17,37 @@ const (
 	// member cluster has no nodes yet. The hub does not believe its zone
 	// list and places nothing there.
 	ReasonNoNodes = "NoNodes"
+	// ReasonPodPending (EtcdMember PodReady=False, written by the spoke):
+	// the member's pod is not scheduled, or its containers are not started
+	// (an image not pulled yet). During a roll the hub waits on it and,
+	// beyond failurePolicy.memberGracePeriod, halts the rollout: a pod that
+	// cannot start is not a failed member, and its replacement could not
+	// start either.
+	ReasonPodPending = "PodPending"
+)
+
+// ConditionGossipHealthy (EtcdSpoke, written by the spoke) says whether the
+// spoke's gossip view can witness another cluster's death for the hub
+// (rule 8). False: the spoke abstains; the hub does not count its view as a
+// vote either way, and names it in the EtcdClusters' Degraded condition.
+const ConditionGossipHealthy = "GossipHealthy"
+
+// Reasons of ConditionGossipHealthy.
+const (
+	// ReasonGossipHealthy (True): gossip runs and sees at least one peer
+	// alive.
+	ReasonGossipHealthy = "Healthy"
+	// ReasonGossipNotRunning (False): gossip is disabled or did not start
+	// (its key Secret missing or invalid, no node name): the view is not
+	// reported.
+	ReasonGossipNotRunning = "NotRunning"
+	// ReasonGossipNeverJoined (False): gossip runs but has never reached a
+	// peer since it started (seeds unreachable, a firewall, another key).
+	ReasonGossipNeverJoined = "NeverJoined"
+	// ReasonGossipNoPeerAlive (False): gossip reached peers before but sees
+	// none alive now: from the inside, its own cut and every peer's death
+	// look the same.
+	ReasonGossipNoPeerAlive = "NoPeerAlive"
 )
 
 // Condition reasons of EtcdCluster, written by the hub and read by users and

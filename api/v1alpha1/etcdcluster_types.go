@@ -18,20 +18,30 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self % 2 == 1",message="replicas must be odd (1, 3, 5, 7 or 9): an even count adds a member without adding failure tolerance"
 	Replicas int32 `json:"replicas"`
 
-	// version is the etcd version every member runs, such as "3.6.16": a
-	// release of a minor version etcdfed knows (3.5 and 3.6; any other minor
-	// is unknown and refused). It may change by at most one minor version
-	// at a time, up or down, as etcd's own upgrades and downgrades do. A
+	// version is the etcd version every member runs, such as "3.7.3": a
+	// patch release of a minor version etcdfed runs (the version matrix in
+	// docs/operations.md lists them, the newest patch tested of each, and
+	// the patches refused with the reason and the release that fixes it). It changes one step at a time, as etcd
+	// upgrades and downgrades: within a minor version, one minor version up
+	// from a patch etcd supports the upgrade from, or one minor version
+	// down; any other change is refused with the step to take first. A
 	// change rolls the members one at a time, the leader last (Progressing
-	// reason Upgrading or Downgrading); a downgrade is first enabled in
-	// etcd (etcdctl downgrade enable), and refused when etcd refuses it.
+	// reason Upgrading or Downgrading); a downgrade is first enabled in etcd
+	// (etcdctl downgrade enable), and refused when etcd refuses it.
+	// The rules below are generated from pkg/etcdversion (make generate).
 	// +required
 	// +kubebuilder:validation:MaxLength=32
-	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.][0-9]+[.][0-9]+$')",message="version must be an etcd release such as 3.6.16 (three numbers, no leading v)"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) >= 5",message="etcd versions before 3.5 are not supported"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) <= 6",message="unknown etcd version: etcdfed knows etcd 3.5 and 3.6 (a newer minor version needs a newer etcdfed)"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="version may go up by at most one minor version at a time (etcd upgrades one minor version at a time: 3.5 to 3.6, then 3.6 to 3.7)"
-	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]+[.][0-9]+$') || !oldSelf.matches('^3[.][0-9]+[.][0-9]+$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) - 1",message="version may go down by at most one minor version at a time (etcd downgrades one minor version at a time)"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$')",message="version must be an etcd release such as 3.7.3 (three numbers, no leading v)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || int(self.split('.')[1]) >= 5",message="etcd versions before 3.5 are not supported"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || int(self.split('.')[1]) <= 7",message="unknown etcd version: etcdfed knows etcd 3.5, 3.6 and 3.7 (a newer minor version needs a newer etcdfed)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !(int(self.split('.')[1]) == 5 && int(self.split('.')[2]) >= 0 && int(self.split('.')[2]) <= 22)",message="etcd 3.5.0 to 3.5.22 are refused: a member can corrupt its data when a snapshot from the leader is applied while it defragments, and etcdfed defragments members (etcd #20653; the same line also lost data on a crash under load before 3.5.3, #13766, and during a defragmentation before 3.5.6, #14730); fixed in 3.5.23: use 3.5.35 (the newest 3.5 etcdfed runs)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !(int(self.split('.')[1]) == 5 && int(self.split('.')[2]) >= 23 && int(self.split('.')[2]) <= 24)",message="etcd 3.5.23 to 3.5.24 are refused: --force-new-cluster does not clean up learners after it creates its snapshot (etcd #20896), and etcdfed's quorum-loss recovery restarts a survivor with it; fixed in 3.5.25: use 3.5.35 (the newest 3.5 etcdfed runs)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !(int(self.split('.')[1]) == 6 && int(self.split('.')[2]) >= 0 && int(self.split('.')[2]) <= 4)",message="etcd 3.6.0 to 3.6.4 are refused: a member can corrupt its data when a snapshot from the leader is applied while it defragments (etcd #20650), and before 3.6.4 a member that replays a learner's promotion fails to start (#20387); etcdfed defragments members and adds every member as a learner; fixed in 3.6.5: use 3.6.16 (the newest 3.6 etcdfed runs)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !(int(self.split('.')[1]) == 6 && int(self.split('.')[2]) >= 5 && int(self.split('.')[2]) <= 5)",message="etcd 3.6.5 is refused: --force-new-cluster does not clean up learners after it creates its snapshot (etcd #20896), and etcdfed's quorum-loss recovery restarts a survivor with it; fixed in 3.6.6: use 3.6.16 (the newest 3.6 etcdfed runs)"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !oldSelf.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || int(self.split('.')[1]) <= int(oldSelf.split('.')[1]) + 1",message="etcd upgrades one minor version at a time: change spec.version to the next minor version first",messageExpression="(int(oldSelf.split('.')[1]) + 1) in {5: '3.5.35', 6: '3.6.16', 7: '3.7.3'} && int(oldSelf.split('.')[1]) in {5: '3.5.35', 6: '3.6.16', 7: '3.7.3'} ? 'etcd upgrades one minor version at a time: change spec.version to ' + ((int(oldSelf.split('.')[1]) + 1) in {6: 32, 7: 11} && int(oldSelf.split('.')[2]) < {6: 32, 7: 11}[int(oldSelf.split('.')[1]) + 1] ? {5: '3.5.35', 6: '3.6.16', 7: '3.7.3'}[int(oldSelf.split('.')[1])] : {5: '3.5.35', 6: '3.6.16', 7: '3.7.3'}[int(oldSelf.split('.')[1]) + 1]) + ' first' : 'etcd upgrades one minor version at a time'"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !oldSelf.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !(int(self.split('.')[1]) == 6 && int(oldSelf.split('.')[1]) == 5) || int(oldSelf.split('.')[2]) >= 32",message="moving to 3.6 needs every member on 3.5.32 or later (etcd's upgrade guide: 3.5.26 repairs 'zombie members' (members removed long ago that come back after the upgrade), and 3.5.24 to 3.5.32 fix further upgrade blockers): change spec.version to 3.5.35 first"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !oldSelf.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !(int(self.split('.')[1]) == 7 && int(oldSelf.split('.')[1]) == 6) || int(oldSelf.split('.')[2]) >= 11",message="moving to 3.7 needs every member on 3.6.11 or later (etcd's upgrade guide: earlier 3.6 patches may not be compatible with a rolling upgrade to 3.7): change spec.version to 3.6.16 first"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || !oldSelf.matches('^3[.][0-9]{1,9}[.][0-9]{1,9}$') || int(self.split('.')[1]) >= int(oldSelf.split('.')[1]) - 1",message="etcd downgrades one minor version at a time: change spec.version to the previous minor version first",messageExpression="(int(oldSelf.split('.')[1]) - 1) in {5: '3.5.35', 6: '3.6.16', 7: '3.7.3'} ? 'etcd downgrades one minor version at a time: change spec.version to ' + {5: '3.5.35', 6: '3.6.16', 7: '3.7.3'}[int(oldSelf.split('.')[1]) - 1] + ' first' : 'etcd downgrades one minor version at a time'"
 	Version string `json:"version"`
 
 	// image overrides the etcd container image. Default:
@@ -98,6 +108,7 @@ type EtcdClusterSpec struct {
 	// +listType=map
 	// +listMapKey=name
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, (has(d.commonName) && size(d.commonName) > 0 ? d.commonName : d.name) == (has(c.commonName) && size(c.commonName) > 0 ? c.commonName : c.name)))",message="every consumer needs its own etcd user: commonName (default name) must be unique among spec.clients"
 	Clients []ClientSpec `json:"clients,omitempty"`
 }
 
@@ -265,7 +276,33 @@ type TLSSpec struct {
 	// or a load balancer, and on loopback.
 	// +optional
 	PeerSkipClientSANVerification bool `json:"peerSkipClientSANVerification,omitempty"`
+
+	// auth is etcd's authentication: Enabled (default) or Disabled. When
+	// enabled, the user of every request is its client certificate's
+	// common name: the hub's (etcdfed-hub) and root are root, each
+	// spec.clients consumer has the role it declares, and any other
+	// certificate of the ring's CA reads and writes nothing. The hub
+	// creates the users and roles first and turns authentication on
+	// after, so consumers declared in spec.clients keep working. Disabled
+	// turns it off again: every certificate of the CA is root on the data.
+	// +optional
+	Auth AuthMode `json:"auth,omitempty"`
 }
+
+// AuthMode turns etcd's authentication on or off.
+// +kubebuilder:validation:Enum=Enabled;Disabled
+type AuthMode string
+
+const (
+	// AuthEnabled (default): etcd authentication with per-consumer roles.
+	AuthEnabled AuthMode = "Enabled"
+	// AuthDisabled: no etcd authentication.
+	AuthDisabled AuthMode = "Disabled"
+)
+
+// AuthOn reports whether etcd authentication is wanted on a ring whose TLS
+// is on (it needs client certificates).
+func (t TLSSpec) AuthOn() bool { return t.Mode.Enabled() && t.Auth != AuthDisabled }
 
 // FailurePolicy says when the hub replaces members on its own.
 type FailurePolicy struct {
@@ -559,11 +596,25 @@ type EtcdClusterStatus struct {
 	// caRotation reports the last CA rotation (etcdfed rotate-ca).
 	// +optional
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
+	// quorumLoss is set while etcd does not answer and a majority of the
+	// voters is not known to serve: which members survive, which are known
+	// gone, and which must be fenced before a new cluster may be forced.
+	// +optional
+	QuorumLoss *QuorumLossStatus `json:"quorumLoss,omitempty"`
+	// lastRecoveryRequest is the last recovery request the hub consumed
+	// (etcdfed recover): accepted (a recovery began from it) or refused.
+	// A consumed request is never acted on again.
+	// +optional
+	LastRecoveryRequest *RecoveryRequestStatus `json:"lastRecoveryRequest,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
-// clusters and zones. It lives in the hub cluster.
+// clusters and zones. It lives in the hub cluster. Its name names its
+// members (<name>-0, <name>-1, ...), each a DNS label in spec.dns.domain
+// and a part of object names in every member cluster: a lowercase DNS
+// label of at most 60 characters that starts with a letter.
 //
+// +kubebuilder:validation:XValidation:rule="oldSelf.hasValue() || (self.metadata.name.size() <= 60 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$'))",message="metadata.name must be a lowercase DNS label of at most 60 characters starting with a letter (letters, digits and '-', no '.'): it names the members (<name>-0, ...), each a DNS name <name>-0.<domain>",optionalOldSelf=true
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=ec;etcdc,categories=etcdfed

@@ -118,6 +118,23 @@ type MemberTLS struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	CAHash string `json:"caHash,omitempty"`
+
+	// peerName is a DNS name that every member certificate of the ring
+	// carries besides the member's own (etcdfed-peer.<domain>), and no
+	// client certificate does: it tells a peer from a client of the same
+	// CA. Set by the hub; a change restarts the member, so that its etcd
+	// presents a certificate with it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	PeerName string `json:"peerName,omitempty"`
+
+	// requirePeerName makes etcd's peer port accept only certificates
+	// that carry peerName (--peer-cert-allowed-hostname): a consumer's or
+	// the hub's client certificate is refused in the TLS handshake. The
+	// hub sets it once every member of the ring runs with a certificate
+	// that carries peerName (on a new ring at once), and never clears it.
+	// +optional
+	RequirePeerName bool `json:"requirePeerName,omitempty"`
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.
@@ -246,10 +263,19 @@ type MemberEtcdView struct {
 	// raftTerm is the member's raft term.
 	// +optional
 	RaftTerm int64 `json:"raftTerm,omitempty"`
+	// revision is the key-value store's revision the member held at this
+	// read (what a retained volume of an old incarnation holds).
+	// +optional
+	Revision int64 `json:"revision,omitempty"`
 
 	// dbSize is the backend database size in bytes.
 	// +optional
 	DBSize int64 `json:"dbSize,omitempty"`
+
+	// dbSizeInUse is how much of the database file is in use, in bytes;
+	// the rest is free pages a defragmentation gives back.
+	// +optional
+	DBSizeInUse int64 `json:"dbSizeInUse,omitempty"`
 
 	// version is the etcd server version.
 	// +optional

@@ -162,3 +162,18 @@ func (s *EtcdSpoke) GetConditions() []metav1.Condition { return s.Status.Conditi
 
 // SetConditions replaces the status conditions.
 func (s *EtcdSpoke) SetConditions(conds []metav1.Condition) { s.Status.Conditions = conds }
+
+// The gossip key Secret: the hub generates the key of its ring of spokes
+// (a Secret GossipSecretName in the hub's namespace) and writes a copy of
+// it into every member cluster's ring namespace, where each spoke reads it.
+const (
+	// GossipSecretName names the Secret in the hub and in every member
+	// cluster.
+	GossipSecretName = "etcdfed-gossip"
+	// GossipSecretKey holds the key that encrypts (32 bytes).
+	GossipSecretKey = "key"
+	// GossipSecretAccept holds further keys accepted on receipt, one after
+	// the other: a rotation's new key before it encrypts, or its old key
+	// until every spoke encrypts with the new one.
+	GossipSecretAccept = "accept"
+)

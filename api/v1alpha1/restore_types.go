@@ -66,6 +66,15 @@ type SnapshotSource struct {
 	// +kubebuilder:validation:MaxLength=317
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?/[a-z0-9]([-a-z0-9.]*[a-z0-9])?$`
 	SourceCluster string `json:"sourceCluster,omitempty"`
+
+	// allowUnsigned restores a snapshot whose sidecar carries no MAC, or
+	// one that the source EtcdCluster's snapshot key (the Secret
+	// <name>-snapshot-key in its namespace) does not check: a snapshot
+	// written before etcdfed signed them, or copied in from elsewhere.
+	// Off by default: the hub restores only snapshots a hub wrote for the
+	// source EtcdCluster.
+	// +optional
+	AllowUnsigned bool `json:"allowUnsigned,omitempty"`
 }
 
 // RestoreStatus is the snapshot the hub resolved and checked for
@@ -172,6 +181,10 @@ const (
 	// SnapshotReasonInvalid: the snapshot failed its check (sha256,
 	// structure, sidecar); it is refused.
 	SnapshotReasonInvalid = "SnapshotInvalid"
+	// SnapshotReasonUnauthenticated: the sidecar's MAC is missing or the
+	// source EtcdCluster's snapshot key does not check it (and
+	// allowUnsigned is not set).
+	SnapshotReasonUnauthenticated = "SnapshotUnauthenticated"
 	// SnapshotReasonStoreUnreachable: the store did not answer or refused
 	// the credentials; retried.
 	SnapshotReasonStoreUnreachable = BackupReasonStoreUnreachable

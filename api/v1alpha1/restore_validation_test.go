@@ -13,7 +13,7 @@ import (
 
 func fromSnapshot(object, source string) *etcdfedv1.ClusterBootstrap {
 	return &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
-		Store:         etcdfedv1.BackupStore{URL: "s3://etcd-backups/hub", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://127.0.0.1:7070", ForcePathStyle: true}, CredentialsSecretName: "s3"},
+		Store:         etcdfedv1.BackupStore{URL: "s3://etcd-backups/hub", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://127.0.0.1:7070", Insecure: true, ForcePathStyle: true}, CredentialsSecretName: "s3"},
 		Object:        object,
 		SourceCluster: source,
 	}}

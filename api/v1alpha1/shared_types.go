@@ -26,6 +26,11 @@ const (
 	// DefaultImageRepository is the repository of the official etcd images;
 	// the tag is "v" + spec.version.
 	DefaultImageRepository = "gcr.io/etcd-development/etcd"
+	// DefaultEtcdCPURequest and DefaultEtcdMemoryRequest are the etcd
+	// container's requests where podTemplate.resources names neither a
+	// request nor a limit of the resource.
+	DefaultEtcdCPURequest    = "100m"
+	DefaultEtcdMemoryRequest = "256Mi"
 )
 
 // ExposeType says how a member's peer and client ports are reached from the
@@ -155,8 +160,21 @@ type MemberPodTemplate struct {
 	// +kubebuilder:validation:MaxProperties=64
 	Annotations map[string]string `json:"annotations,omitempty"`
 
-	// resources of the etcd container.
+	// resources of the etcd container: what the scheduler reserves
+	// (requests) and the kubelet enforces (limits). Where neither a
+	// request nor a limit names cpu or memory, the spoke requests
+	// DefaultEtcdCPURequest (100m) and DefaultEtcdMemoryRequest (256Mi),
+	// so a member pod is never BestEffort, the class evicted first under
+	// node pressure; size them for the ring's load. A memory limit risks
+	// an OOM kill of a member under load and a CPU limit throttles its
+	// heartbeats: set them only where the cluster demands them. The init
+	// containers request 10m CPU and 32Mi memory.
 	// +optional
+	// +kubebuilder:validation:XValidation:rule="!has(self.claims)",message="resources.claims is not supported: member pods claim no dynamic resources"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !('cpu' in self.requests) || quantity(string(self.requests['cpu'])).compareTo(quantity('0')) > 0",message="resources.requests.cpu must be above zero: leave it out for the default (a pod without requests is BestEffort, evicted first)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !('memory' in self.requests) || quantity(string(self.requests['memory'])).compareTo(quantity('0')) > 0",message="resources.requests.memory must be above zero: leave it out for the default (a pod without requests is BestEffort, evicted first)"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || !('cpu' in self.requests) || !('cpu' in self.limits) || quantity(string(self.requests['cpu'])).compareTo(quantity(string(self.limits['cpu']))) <= 0",message="resources.requests.cpu must not exceed resources.limits.cpu"
+	// +kubebuilder:validation:XValidation:rule="!has(self.requests) || !has(self.limits) || !('memory' in self.requests) || !('memory' in self.limits) || quantity(string(self.requests['memory'])).compareTo(quantity(string(self.limits['memory']))) <= 0",message="resources.requests.memory must not exceed resources.limits.memory"
 	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
 
 	// tolerations of every member pod.
@@ -176,8 +194,11 @@ type MemberPodTemplate struct {
 	// +kubebuilder:validation:MaxLength=253
 	PriorityClassName string `json:"priorityClassName,omitempty"`
 
-	// terminationGracePeriodSeconds gives etcd time to stop cleanly. Default
-	// 30.
+	// terminationGracePeriodSeconds gives etcd time to stop cleanly: on
+	// SIGTERM a leader hands leadership to a follower (up to 5 s plus two
+	// election timeouts) before it closes its database. Default: 30, or
+	// more when the election timeout asks for it (15 s plus two election
+	// timeouts).
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=600

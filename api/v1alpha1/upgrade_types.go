@@ -2,19 +2,14 @@ package v1alpha1
 
 // Versions and version changes (spec.version).
 //
-// etcdfed knows the etcd minor versions in SupportedMinorVersions: it runs
-// their flags, reads their status and follows their upgrade and downgrade
-// procedures. A version of another minor is "unknown" and refused by the
-// CRD (the rule on spec.version names the supported ones); so is a change
-// of spec.version by more than one minor at a time, up or down, because
-// etcd itself upgrades and downgrades one minor at a time. Patch releases
-// within a known minor are all accepted: an image that does not exist
-// fails the first member's pod and halts the rollout (Progressing reason
+// Which etcd releases etcdfed runs and which changes of spec.version it
+// makes in one step are pkg/etcdversion's policy: the rules on
+// EtcdClusterSpec.Version are generated from it (make generate), the hub's
+// planner applies it again to the versions the members run, and the
+// version matrix in docs/operations.md is rendered from it. A patch
+// release the policy accepts but whose image does not exist fails the
+// first member's pod and halts the rollout (Progressing reason
 // RolloutHalted).
-
-// SupportedMinorVersions are the etcd minor versions etcdfed runs, oldest
-// first. Keep in step with the rule on EtcdClusterSpec.Version.
-var SupportedMinorVersions = []string{"3.5", "3.6"}
 
 // Condition reasons of a version change, written by the hub on the
 // EtcdCluster.

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -83,7 +84,9 @@ func TestEtcdClusterValidObjectsAccepted(t *testing.T) {
 		MemberGracePeriod: &metav1.Duration{Duration: 300e9},
 		ZoneGracePeriod:   &metav1.Duration{Duration: 120e9},
 	}
-	for name, obj := range map[string]*etcdfedv1.EtcdCluster{"minimal": validCluster(ns), "full": full} {
+	longest := validCluster(ns)
+	longest.GenerateName, longest.Name = "", strings.Repeat("m", 60)
+	for name, obj := range map[string]*etcdfedv1.EtcdCluster{"minimal": validCluster(ns), "full": full, "60-character name": longest} {
 		if err := apiserver.Client.Create(ctx, obj); err != nil {
 			t.Errorf("%s: valid EtcdCluster rejected: %v", name, err)
 		}
@@ -104,10 +107,10 @@ func TestEtcdClusterCreateValidation(t *testing.T) {
 		{"even replicas", func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 4 }, "replicas must be odd"},
 		{"replicas 11", func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 11 }, "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 9"},
 		{"replicas 0", func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 0 }, "should be greater than or equal to 1"},
-		{"malformed version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "v3.6" }, "version must be an etcd release such as 3.6.16"},
-		{"version with letters", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release such as 3.6.16"},
+		{"malformed version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "v3.6" }, "version must be an etcd release such as 3.7.3"},
+		{"version with letters", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "latest" }, "version must be an etcd release such as 3.7.3"},
 		{"old version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, "etcd versions before 3.5 are not supported"},
-		{"unknown minor version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, "unknown etcd version: etcdfed knows etcd 3.5 and 3.6"},
+		{"unknown minor version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.8.0" }, "unknown etcd version: etcdfed knows etcd 3.5, 3.6 and 3.7"},
 		{"unknown future version", func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.10.0" }, "unknown etcd version"},
 		{"uppercase domain", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "Etcd.Example.com" }, "domain must be a lowercase DNS name"},
 		{"domain with underscore", func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "etcd_ring.example.com" }, "domain must be a lowercase DNS name"},
@@ -149,6 +152,11 @@ func TestEtcdClusterCreateValidation(t *testing.T) {
 			}
 		}, "spec.topology.clusters: Too many"},
 		{"image too long", func(c *etcdfedv1.EtcdCluster) { c.Spec.Image = strings.Repeat("i", 513) }, "spec.image: Too long"},
+		// The name names the members (<name>-0, ...): DNS labels in the
+		// domain, and part of object names in every member cluster.
+		{"name with a dot", func(c *etcdfedv1.EtcdCluster) { c.GenerateName, c.Name = "", "main.eu" }, "metadata.name must be a lowercase DNS label of at most 60 characters"},
+		{"name starting with a digit", func(c *etcdfedv1.EtcdCluster) { c.GenerateName, c.Name = "", "1main" }, "metadata.name must be a lowercase DNS label"},
+		{"name of 61 characters", func(c *etcdfedv1.EtcdCluster) { c.GenerateName, c.Name = "", strings.Repeat("m", 61) }, "metadata.name must be a lowercase DNS label of at most 60 characters"},
 		{"tsig algorithm enum", func(c *etcdfedv1.EtcdCluster) {
 			c.Spec.DNS.RFC2136 = &etcdfedv1.RFC2136Spec{Server: "127.0.0.1:53", TSIGKeyName: "k", TSIGSecretName: "s", TSIGAlgorithm: "md5"}
 		}, `spec.dns.rfc2136.tsigAlgorithm: Unsupported value: "md5"`},
@@ -171,14 +179,12 @@ func TestEtcdClusterUpdateValidation(t *testing.T) {
 		want    string // empty: the update must be accepted
 	}{
 		{name: "changed domain", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.DNS.Domain = "other.example.com" }, want: "domain is immutable"},
-		{name: "downgrade one minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.21" }},
+		{name: "downgrade one minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }},
 		{name: "upgrade one minor", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }},
-		{name: "patch downgrade", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.1" }},
-		// Only two minors are known, so a skip of two is also an unknown
-		// version; both rules answer.
-		{name: "upgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "version may go up by at most one minor version at a time"},
-		{name: "upgrade to unknown minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "unknown etcd version"},
-		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, want: "version may go down by at most one minor version"},
+		{name: "patch downgrade", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.8" }},
+		{name: "upgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.5.35" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.7.3" }, want: "etcd upgrades one minor version at a time: change spec.version to 3.6.16 first"},
+		{name: "upgrade to unknown minor", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.8.0" }, want: "unknown etcd version"},
+		{name: "downgrade two minors", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.6.16" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Version = "3.4.30" }, want: "etcd downgrades one minor version at a time: change spec.version to 3.5.35 first"},
 		{name: "scale up", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.Replicas = 5 }},
 		{name: "CA Secret set", mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},
 		{name: "CA Secret changed", initial: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "my-ca" }, mutate: func(c *etcdfedv1.EtcdCluster) { c.Spec.TLS.CASecretName = "other-ca" }, want: "tls.caSecretName cannot be set, changed or removed after creation"},
@@ -257,3 +263,51 @@ func TestEtcdDNSZoneValidation(t *testing.T) {
 }
 
 var _ client.Object = &etcdfedv1.EtcdSpoke{}
+
+// TestPodTemplateResourcesValidation: podTemplate.resources is checked at
+// admission by the real apiserver: requests above zero and within their
+// limits, no dynamic resource claims. Leaving requests out is fine (the
+// spoke requests defaults, so a member pod is never BestEffort).
+func TestPodTemplateResourcesValidation(t *testing.T) {
+	apiserver := testenv.Shared(t, "crd-validation")
+	ctx := context.Background()
+	ns := testenv.NamespaceT(t, apiserver, "resources")
+	q := resource.MustParse
+	withResources := func(r *corev1.ResourceRequirements) *etcdfedv1.EtcdCluster {
+		c := validCluster(ns)
+		c.Spec.PodTemplate.Resources = r
+		return c
+	}
+	for _, r := range []*corev1.ResourceRequirements{
+		nil,
+		{},
+		{Requests: corev1.ResourceList{"cpu": q("500m"), "memory": q("1Gi")}},
+		{Requests: corev1.ResourceList{"cpu": q("1")}, Limits: corev1.ResourceList{"cpu": q("1"), "memory": q("2Gi")}},
+		{Requests: corev1.ResourceList{"memory": q("2Gi")}, Limits: corev1.ResourceList{"memory": q("2Gi")}},
+		{Limits: corev1.ResourceList{"memory": q("4Gi")}},
+		{Requests: corev1.ResourceList{"cpu": q("2"), "memory": q("8Gi"), "ephemeral-storage": q("1Gi")}},
+	} {
+		if err := apiserver.Client.Create(ctx, withResources(r)); err != nil {
+			t.Errorf("resources %v rejected: %v", r, err)
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		r    *corev1.ResourceRequirements
+		want string
+	}{
+		{"cpu request zero", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("0")}}, "resources.requests.cpu must be above zero"},
+		{"memory request zero", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"memory": q("0")}}, "resources.requests.memory must be above zero"},
+		{"cpu request above limit", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"cpu": q("2")}, Limits: corev1.ResourceList{"cpu": q("1500m")}}, "resources.requests.cpu must not exceed resources.limits.cpu"},
+		{"memory request above limit", &corev1.ResourceRequirements{Requests: corev1.ResourceList{"memory": q("1Gi")}, Limits: corev1.ResourceList{"memory": q("512Mi")}}, "resources.requests.memory must not exceed resources.limits.memory"},
+		{"claims", &corev1.ResourceRequirements{Claims: []corev1.ResourceClaim{{Name: "gpu"}}}, "resources.claims is not supported"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantInvalid(t, apiserver.Client.Create(ctx, withResources(tc.r)), tc.want)
+		})
+	}
+	// The same rules guard EtcdMember, which carries the same template.
+	m := validMember(ns)
+	m.Spec.PodTemplate.Resources = &corev1.ResourceRequirements{Requests: corev1.ResourceList{"memory": q("1Gi")}, Limits: corev1.ResourceList{"memory": q("512Mi")}}
+	wantInvalid(t, apiserver.Client.Create(ctx, m), "resources.requests.memory must not exceed resources.limits.memory")
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -90,6 +91,8 @@ func waitBackup(ctx context.Context, c client.Client, key client.ObjectKey, toke
 			state = "cannot read the EtcdCluster: " + err.Error()
 		case ec.Status.Backup != nil && ec.Status.Backup.LastRequest == token:
 			return reportBackup(out, ec, token, time.Since(start))
+		case refusedBackup(ec) != nil:
+			return refusedBackup(ec)
 		case ec.Status.Backup != nil && ec.Status.Backup.InProgress != nil && ec.Status.Backup.InProgress.Request == token:
 			state = "snapshot in progress"
 		case ec.Status.Backup != nil && ec.Status.Backup.InProgress != nil:
@@ -107,6 +110,17 @@ func waitBackup(ctx context.Context, c client.Client, key client.ObjectKey, toke
 		case <-time.After(every):
 		}
 	}
+}
+
+// refusedBackup: the hub's tenancy policy refuses the ring's store, so no
+// backup, requested or scheduled, is taken until the spec or the policy
+// changes.
+func refusedBackup(ec *etcdfedv1.EtcdCluster) error {
+	c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.BackupReasonForbidden || c.ObservedGeneration != ec.Generation {
+		return nil
+	}
+	return fmt.Errorf("the hub refuses backups of %s/%s (%s): %s", ec.Namespace, ec.Name, c.Reason, c.Message)
 }
 
 func reportBackup(out io.Writer, ec *etcdfedv1.EtcdCluster, token string, waited time.Duration) error {

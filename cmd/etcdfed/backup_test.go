@@ -17,6 +17,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/backup"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
@@ -41,7 +42,9 @@ func TestBackupCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.StartManager(t, api, "", func(mgr ctrl.Manager) error {
-		return (&backup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), ScratchDir: t.TempDir()}).SetupWithManager(mgr)
+		// file:// stores: the hub's filesystem, allowed here.
+		return (&backup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), ScratchDir: t.TempDir(),
+			Policy: tenancy.Policy{AmbientStoreCredentials: true}}).SetupWithManager(mgr)
 	})
 
 	e := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "cli"})

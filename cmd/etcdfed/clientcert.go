@@ -23,7 +23,10 @@ func init() {
 ca.crt, client.crt and client.key into DIR (created with mode 0700), then
 prints the ETCDCTL_* variables that use them. It reads the CA Secret from the
 hub, so it needs read access to Secrets in the EtcdCluster's namespace: it is
-an administrator's command. The certificate is valid for one year.`,
+an administrator's command. The certificate is valid for one year and, by
+default, is etcd's root user (--common-name): for a consumer with a narrower
+role and a certificate the hub renews and revokes, declare it in
+spec.clients instead.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
@@ -69,6 +72,6 @@ an administrator's command. The certificate is valid for one year.`,
 	}
 	hub.bind(cmd.Flags())
 	cmd.Flags().StringVar(&out, "out", "", "Directory to write ca.crt, client.crt and client.key into.")
-	cmd.Flags().StringVar(&commonName, "common-name", "etcdfed-user", "Common name of the certificate (the etcd user when etcd auth uses certificate CNs).")
+	cmd.Flags().StringVar(&commonName, "common-name", etcdfedv1.EtcdRootUser, "Common name of the certificate: the etcd user (with etcd authentication on, spec.tls.auth, root may do anything, the user of a spec.clients entry has its role, any other reads and writes nothing).")
 	root.AddCommand(cmd)
 }

@@ -30,6 +30,7 @@ own loopback addresses. No Docker is needed; the binaries come from bin/
   etcdfed dev status                what runs, with memory per process
   etcdfed dev fail-zone zone-2      kill a zone (or --mode partition, as root)
   etcdfed dev restore-zone zone-2
+  etcdfed dev partition --groups 'hub,member-3|member-1,member-2'   (as root; --heal)
   etcdfed dev down                  stop everything (the state stays for the next up)`,
 }
 

@@ -55,12 +55,12 @@ func hubClientFromState(st *localenv.State) (client.Client, error) {
 // cannot give pods their own source address (sharedSource says why), every
 // peer connects from 127.0.0.1, so etcd's check of a peer's source IP
 // against its certificate must be off.
-func demoCluster(members int, sharedSource string) *etcdfedv1.EtcdCluster {
+func demoCluster(members int, version, sharedSource string) *etcdfedv1.EtcdCluster {
 	return &etcdfedv1.EtcdCluster{
 		ObjectMeta: metav1.ObjectMeta{Namespace: demoNamespace, Name: demoName},
 		Spec: etcdfedv1.EtcdClusterSpec{
 			Replicas: int32(members),
-			Version:  "3.6.16",
+			Version:  version,
 			DNS:      etcdfedv1.DNSSpec{Domain: demoDomain, TTLSeconds: ptr[int32](5)},
 			TLS:      etcdfedv1.TLSSpec{PeerSkipClientSANVerification: sharedSource != ""},
 		},
@@ -78,7 +78,7 @@ func isExecutable(path string) bool {
 // until it is Available with every member ready, then prints its status
 // and how to use it. sharedSource is the environment's
 // SharedSourceAddress.
-func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int, sharedSource string, timeout time.Duration) error {
+func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int, version, sharedSource string, timeout time.Duration) error {
 	if members <= 0 {
 		return nil
 	}
@@ -90,14 +90,14 @@ func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int
 	if err != nil {
 		return err
 	}
-	ec := demoCluster(members, sharedSource)
+	ec := demoCluster(members, version, sharedSource)
 	switch err := c.Create(ctx, ec); {
 	case apierrors.IsAlreadyExists(err):
-		fmt.Fprintf(out, "\nEtcdCluster %s/%s exists; waiting for it.\n", demoNamespace, demoName)
+		fmt.Fprintf(out, "\nEtcdCluster %s/%s exists (its spec.version stays as it is); waiting for it.\n", demoNamespace, demoName)
 	case err != nil:
 		return fmt.Errorf("create the demo EtcdCluster: %w", err)
 	default:
-		fmt.Fprintf(out, "\nCreated EtcdCluster %s/%s: %d members over %d member clusters, domain %s.\n", demoNamespace, demoName, members, len(st.MemberClusters), demoDomain)
+		fmt.Fprintf(out, "\nCreated EtcdCluster %s/%s: %d members of etcd %s over %d member clusters, domain %s.\n", demoNamespace, demoName, members, version, len(st.MemberClusters), demoDomain)
 		if ec.Spec.TLS.PeerSkipClientSANVerification {
 			fmt.Fprintln(out, "Warning: it sets spec.tls.peerSkipClientSANVerification: true, because here every pod connects from 127.0.0.1 and etcd would reject each peer whose certificate does not name that address. Peers still present certificates from the ring's CA; only the address check is off.")
 		}
@@ -299,11 +299,13 @@ func ringCerts(ctx context.Context, c client.Client, st *localenv.State, ec *etc
 		return "", err
 	}
 	if old, err := os.ReadFile(filepath.Join(dir, pki.FileClientCert)); err == nil {
-		if renew, _ := ca.NeedsRenewal(old, nil, time.Now()); !renew {
+		if renew, _ := ca.NeedsRenewal(old, nil, time.Now()); !renew && pki.CommonName(old) == etcdfedv1.EtcdRootUser {
 			return dir, nil
 		}
 	}
-	leaf, err := ca.IssueClient("etcdfed-dev", time.Now())
+	// Root: with etcd authentication on, a common name no spec.clients
+	// entry declares reads and writes nothing.
+	leaf, err := ca.IssueClient(etcdfedv1.EtcdRootUser, time.Now())
 	if err != nil {
 		return "", err
 	}

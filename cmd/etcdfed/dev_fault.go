@@ -46,6 +46,85 @@ var devRestoreZoneCmd = &cobra.Command{
 	},
 }
 
+var partitionFlags struct {
+	groups string
+	oneWay []string
+	heal   bool
+}
+
+var devPartitionCmd = &cobra.Command{
+	Use:   "partition --groups 'A,B|C,D' [--one-way FROM>TO]... | --heal",
+	Short: "Partition the running environment's network into groups (root only)",
+	Long: `Cut the network between groups of units: each group reaches only its own
+members. A unit is the hub ("hub": the hub cluster's apiserver and the hub),
+a whole member cluster ("member-2": its apiserver, its spoke and every zone),
+or one zone of a member cluster ("zone-2", "zone-1b": its nodes and pods
+only). Groups are separated by "|", units in a group by ",".
+
+Units no group names reach every group (a bridge), and this command, tests
+and the node agents (processes outside every unit) reach every group, as an
+observer would.
+
+--one-way FROM>TO adds a one-way cut: FROM cannot open connections to TO,
+while TO still reaches FROM. It may be given alone or beside groups, and
+more than once.
+
+A new partition replaces the one in place; --heal removes it. Zones failed
+with fail-zone stay failed either way. Packets are dropped silently, as on
+a real network: clients see timeouts, not refusals. Needs root and
+iptables.`,
+	Example: `  etcdfed dev partition --groups 'hub,member-3|member-1,member-2'   # the hub with the minority
+  etcdfed dev partition --groups 'zone-1|zone-2,zone-3'
+  etcdfed dev partition --one-way 'member-1>member-2'
+  etcdfed dev partition --heal`,
+	Args: cobra.NoArgs,
+	RunE: func(cmd *cobra.Command, _ []string) error {
+		p, err := partitionFromFlags()
+		if err != nil {
+			return err
+		}
+		if partitionFlags.heal {
+			return timedFault(cmd, "Healed the partition", func(ctx context.Context, c *localenv.Client) error {
+				return c.HealPartition(ctx)
+			})
+		}
+		return timedFault(cmd, "Partitioned ("+p.String()+")", func(ctx context.Context, c *localenv.Client) error {
+			return c.Partition(ctx, p)
+		})
+	},
+}
+
+// partitionFromFlags checks the flags before anything is asked of the
+// environment: --heal alone, or groups and/or one-way cuts.
+func partitionFromFlags() (localenv.Partition, error) {
+	var p localenv.Partition
+	f := partitionFlags
+	if f.heal {
+		if f.groups != "" || len(f.oneWay) > 0 {
+			return p, fmt.Errorf("--heal takes no --groups or --one-way")
+		}
+		return p, nil
+	}
+	var err error
+	if p.Groups, err = localenv.ParseGroups(f.groups); err != nil {
+		return p, err
+	}
+	if len(p.Groups) == 1 {
+		return p, fmt.Errorf("--groups %q is one group: give two or more, separated by |", f.groups)
+	}
+	for _, s := range f.oneWay {
+		c, err := localenv.ParseCut(s)
+		if err != nil {
+			return p, err
+		}
+		p.OneWay = append(p.OneWay, c)
+	}
+	if p.IsZero() {
+		return p, fmt.Errorf("give --groups, --one-way or --heal")
+	}
+	return p, nil
+}
+
 // timedFault runs a fault-injection call against the running environment
 // and reports what it did and how long it took.
 func timedFault(cmd *cobra.Command, done string, f func(context.Context, *localenv.Client) error) error {
@@ -65,5 +144,8 @@ func timedFault(cmd *cobra.Command, done string, f func(context.Context, *locale
 
 func init() {
 	devFailZoneCmd.Flags().StringVar(&faultFlags.mode, "mode", string(localenv.ModeKill), "kill or partition")
-	devCmd.AddCommand(devFailZoneCmd, devRestoreZoneCmd)
+	devPartitionCmd.Flags().StringVar(&partitionFlags.groups, "groups", "", "Groups of units separated by |, units by , (e.g. 'hub,member-3|member-1,member-2').")
+	devPartitionCmd.Flags().StringArrayVar(&partitionFlags.oneWay, "one-way", nil, "A one-way cut FROM>TO: FROM cannot reach TO (repeatable).")
+	devPartitionCmd.Flags().BoolVar(&partitionFlags.heal, "heal", false, "Remove the partition in place.")
+	devCmd.AddCommand(devFailZoneCmd, devRestoreZoneCmd, devPartitionCmd)
 }

@@ -71,6 +71,9 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 		where = "real nodes in network namespace " + localenv.NetnsName(s.Slot) + " (etcdfed dev shell enters it)"
 	}
 	fmt.Fprintf(out, "Environment %s: supervisor pid %d, %s, %s\n\n", s.StateDir, s.Supervisor.PID, ready, where)
+	if s.Partition != nil {
+		fmt.Fprintf(out, "Partitioned: %s (etcdfed dev partition --heal)\n\n", s.Partition)
+	}
 	failed := map[string][]string{}
 	for _, f := range s.Failed {
 		failed[f.Cluster] = append(failed[f.Cluster], f.Zone+" ("+string(f.Mode)+")")

@@ -202,3 +202,40 @@ func processesMentioning(dir string) []string {
 	}
 	return out
 }
+
+// etcdfed dev partition checks its flags before it asks the environment
+// anything: --heal alone, two groups or more, well-formed one-way cuts.
+func TestPartitionFlags(t *testing.T) {
+	defer func(saved struct {
+		groups string
+		oneWay []string
+		heal   bool
+	}) {
+		partitionFlags = saved
+	}(partitionFlags)
+	for _, tc := range []struct {
+		groups string
+		oneWay []string
+		heal   bool
+		want   string // error substring; "" means accepted
+		shape  string
+	}{
+		{groups: "hub,member-3|member-1,member-2", shape: "groups hub,member-3|member-1,member-2"},
+		{oneWay: []string{"member-1>member-2"}, shape: "one-way member-1>member-2"},
+		{heal: true, shape: "none"},
+		{groups: "hub,member-1", want: "is one group"},
+		{groups: "hub||member-1", want: "empty group"},
+		{oneWay: []string{"member-1"}, want: "want FROM>TO"},
+		{heal: true, groups: "a|b", want: "--heal takes no"},
+		{want: "give --groups, --one-way or --heal"},
+	} {
+		partitionFlags.groups, partitionFlags.oneWay, partitionFlags.heal = tc.groups, tc.oneWay, tc.heal
+		p, err := partitionFromFlags()
+		switch {
+		case tc.want == "" && (err != nil || p.String() != tc.shape):
+			t.Errorf("%+v: %v %q, want %q", tc, err, p.String(), tc.shape)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%+v: error %v, want %q", tc, err, tc.want)
+		}
+	}
+}

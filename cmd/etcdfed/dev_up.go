@@ -19,10 +19,35 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
+
+// testedReleases is "3.5.35, 3.6.16 and 3.7.3": the newest patch of each
+// line, the ones hack/tools.sh builds.
+func testedReleases() string {
+	var vs []string
+	for _, l := range etcdversion.Lines() {
+		vs = append(vs, l.Newest.String())
+	}
+	return strings.Join(vs[:len(vs)-1], ", ") + " and " + vs[len(vs)-1]
+}
+
+// checkDemoVersion refuses an --etcd-version etcdfed does not run, before
+// anything starts, with the policy's reason.
+func checkDemoVersion(v string) error {
+	parsed, err := etcdversion.Parse(v)
+	if err == nil {
+		err = etcdversion.Check(parsed)
+	}
+	if err != nil {
+		return fmt.Errorf("--etcd-version %s: %w", v, err)
+	}
+	return nil
+}
 
 var upFlags struct {
 	clusters, zones, members int
+	etcdVersion              string
 	detach, supervise        bool
 	sharedSource             bool
 	nodes                    string
@@ -57,6 +82,8 @@ func init() {
 	f.IntVar(&upFlags.clusters, "clusters", localenv.DefaultClusters, "number of member clusters (1-15)")
 	f.IntVar(&upFlags.zones, "zones-per-cluster", localenv.DefaultZonesPerCluster, "zones in each member cluster (1-15)")
 	f.IntVar(&upFlags.members, "members", localenv.DefaultMembers, "members of the demo EtcdCluster the hub forms (0: none)")
+	f.StringVar(&upFlags.etcdVersion, "etcd-version", etcdversion.Default().String(),
+		"etcd release of the demo EtcdCluster (spec.version); the local nodes run bin/etcd-<release> or bin/etcd, which hack/tools.sh builds for "+testedReleases())
 	f.BoolVar(&upFlags.detach, "detach", false, "run in the background and return once the environment is ready")
 	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
 	f.BoolVar(&upFlags.sharedSource, "shared-source-address", false,
@@ -82,6 +109,9 @@ func upConfig() (localenv.Config, error) {
 
 func runDevUp(cmd *cobra.Command, _ []string) error {
 	out := cmd.OutOrStdout()
+	if err := checkDemoVersion(upFlags.etcdVersion); err != nil {
+		return err
+	}
 	if c, err := localenv.Connect(devFlags.stateDir); err == nil {
 		if upFlags.supervise {
 			return fmt.Errorf("already running under pid %d", c.Info.PID)
@@ -129,7 +159,7 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 		}
 		_ = printSummary(out, env.State().Dir, time.Since(start))
 		go func() {
-			if err := runDemo(ctx, out, env.State(), upFlags.members, env.SharedSourceAddress(), upFlags.timeout); err != nil {
+			if err := runDemo(ctx, out, env.State(), upFlags.members, upFlags.etcdVersion, env.SharedSourceAddress(), upFlags.timeout); err != nil {
 				fmt.Fprintln(out, "demo:", err)
 			}
 			fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
@@ -234,7 +264,7 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 				if err != nil {
 					return err
 				}
-				return runDemo(cmd.Context(), out, st, cfg.Members, info.SharedSourceAddress, upFlags.timeout)
+				return runDemo(cmd.Context(), out, st, cfg.Members, upFlags.etcdVersion, info.SharedSourceAddress, upFlags.timeout)
 			}
 			if info.Error != "" {
 				<-exited
@@ -289,6 +319,7 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 	}
 	fmt.Fprintf(out, "\n  eval \"$(etcdfed dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", shellQuote(st.Dir))
 	fmt.Fprintf(out, "  etcdfed dev status --state-dir %s\n", shellQuote(st.Dir))
+	fmt.Fprintf(out, "  etcdfed cluster list --kubeconfig %s   # installed by etcdfed hub install and cluster join\n", shellQuote(st.KubeconfigPath(st.Hub.Name)))
 	fmt.Fprintf(out, "  etcdfed dev down --state-dir %s\n", shellQuote(st.Dir))
 	return nil
 }

@@ -1,6 +1,7 @@
 // Command etcdfed is the user's CLI: the local environment (`dev`), the
 // status of an EtcdCluster (`status`), client certificates, drills
-// (`drill zone-failure`), and the helpers member pods run (`wait-dns`).
+// (`drill zone-failure`). The init containers of member pods are another
+// binary, cmd/etcdfed-init.
 // Each subcommand lives in its own file and registers itself with root in
 // an init function.
 package main
@@ -20,8 +21,7 @@ var root = &cobra.Command{
 	Long: `etcdfed runs one etcd cluster whose members live in several Kubernetes
 clusters and zones, so that losing a zone or a whole cluster keeps etcd
 quorate. This CLI starts a local environment, shows an EtcdCluster's status,
-issues client certificates, drills zone failures and holds the helpers
-member pods run.`,
+issues client certificates and drills zone failures.`,
 	SilenceUsage: true,
 	// main prints the error once.
 	SilenceErrors: true,

@@ -105,11 +105,11 @@ func requestCARotation(ctx context.Context, c client.Client, key client.ObjectKe
 // to status.caRotation.heldSince.
 func continueCARotation(ctx context.Context, c client.Client, key client.ObjectKey) (etcdfedv1.CARotationRequest, error) {
 	var req etcdfedv1.CARotationRequest
-	err := annotateRequestFunc(ctx, c, key, func(ec *etcdfedv1.EtcdCluster) (string, error) {
+	err := annotateRequestFunc(ctx, c, key, func(ec *etcdfedv1.EtcdCluster) (map[string]string, error) {
 		var err error
 		req, err = caContinueRequest(ec)
-		return req.String(), err
-	}, etcdfedv1.AnnotationRotateCA)
+		return map[string]string{etcdfedv1.AnnotationRotateCA: req.String()}, err
+	})
 	return req, err
 }
 

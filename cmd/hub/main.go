@@ -32,7 +32,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -40,9 +39,12 @@ import (
 	"github.com/etcdfed/etcdfed/hub/clients"
 	"github.com/etcdfed/etcdfed/hub/etcdcluster"
 	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/spokes"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
+	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/version"
@@ -53,12 +55,27 @@ type memberFiles []string
 func (m *memberFiles) String() string     { return strings.Join(*m, ",") }
 func (m *memberFiles) Set(v string) error { *m = append(*m, v); return nil }
 
+// commaList is a flag of comma-separated values, repeatable.
+type commaList []string
+
+func (c *commaList) String() string { return strings.Join(*c, ",") }
+func (c *commaList) Set(v string) error {
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*c = append(*c, s)
+		}
+	}
+	return nil
+}
+
 type options struct {
 	namespace        string
 	ringNamespace    string
 	memberFiles      memberFiles
 	leaderElect      bool
 	metricsAddr      string
+	metricsSecure    bool
+	metricsCertDir   string
 	probeAddr        string
 	leaseStaleAfter  time.Duration
 	nodeStaleAfter   time.Duration
@@ -67,6 +84,19 @@ type options struct {
 	maxBackups       int
 	workers          int
 	pauseAfterStep   time.Duration
+	// clientsOtherNamespaces lets spec.clients write Secrets outside the
+	// EtcdCluster's namespace.
+	clientsOtherNamespaces bool
+	// The tenancy policy (hub/tenancy) and the checks of what member
+	// clusters report and are registered with.
+	ambientStore     bool
+	sourceNamespaces commaList
+	imagePrefixes    commaList
+	priorityClasses  commaList
+	tolerationKeys   commaList
+	allowLoopback    bool
+	unsafeKubeconfig bool
+	renewAfter       float64
 }
 
 func main() {
@@ -80,6 +110,8 @@ func main() {
 		"NAME=PATH of a member cluster's kubeconfig file; repeat per cluster. When given, kubeconfig Secrets are not used (local use).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics over TLS to callers whose bearer token the hub cluster's apiserver authenticates (TokenReview) and allows GET /metrics (SubjectAccessReview; bind the ClusterRole etcdfed-metrics-reader). false: plain HTTP to anyone.")
+	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate made at start.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
 		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub (spokes renew every 1s by default; keep this at least 3 renewals).")
@@ -91,8 +123,26 @@ func main() {
 	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
+	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
+		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
+	flag.Float64Var(&o.renewAfter, "member-token-renew-after", registration.DefaultRenewAfter,
+		"Part of its life (0 to 1) after which the hub renews the token a registration Secret holds for a member cluster (written by `etcdfed cluster join`). The default, a third, lets the hub be away for two thirds of the token's life.")
 	flag.DurationVar(&o.pauseAfterStep, "debug-pause-after-step", 0,
 		"For drills only: hold a ring's pass this long after it recorded a new operation step, so that a drill can kill the hub at every step. 0 (the default) in production.")
+	flag.BoolVar(&o.ambientStore, "allow-ambient-store-credentials", false,
+		"Let an EtcdCluster's backup or restore store without credentialsSecretName use the hub's own cloud identity (environment, instance role, workload identity), and file:// stores use the hub's (and the member nodes') filesystem. Off: such stores are refused (BackupHealthy/SnapshotVerified False, reason ForbiddenByHubPolicy).")
+	flag.Var(&o.sourceNamespaces, "allowed-restore-source-namespaces",
+		"Namespaces (comma-separated, repeatable; * for all) whose EtcdClusters' snapshots an EtcdCluster of another namespace may restore with bootstrap.fromSnapshot.sourceCluster. Its own namespace is always allowed.")
+	flag.Var(&o.imagePrefixes, "allowed-image-prefixes",
+		"Prefixes (comma-separated, repeatable; * for any image) spec.image must start with. Default: etcd's releases, "+strings.Join(tenancy.DefaultImagePrefixes, " and ")+". An EtcdCluster that names another is refused (PolicyViolation).")
+	flag.Var(&o.priorityClasses, "allowed-priority-classes",
+		"PriorityClasses (comma-separated, repeatable; * for any) spec.podTemplate.priorityClassName may name. Default: none.")
+	flag.Var(&o.tolerationKeys, "allowed-toleration-keys",
+		"Taint keys (comma-separated, repeatable; * for any, and for a toleration without a key) spec.podTemplate.tolerations may tolerate. Default: none.")
+	flag.BoolVar(&o.allowLoopback, "allow-loopback-member-addresses", false,
+		"Accept loopback addresses (127.0.0.0/8, ::1) in what spokes report (member addresses, DNS server addresses, gossip addresses). Only for a local environment where every pod runs on the loopback network.")
+	flag.BoolVar(&o.unsafeKubeconfig, "allow-unsafe-kubeconfigs", false,
+		"Engage member clusters whose kubeconfig Secret runs an exec or auth-provider plugin, skips TLS verification, talks plain http, or reads files of the hub's filesystem. Off: such a Secret is refused with an event on it and the reason in every EtcdCluster's Degraded condition.")
 	// Sub-second timestamps: the steps of one membership change are often
 	// less than a second apart.
 	zapOpts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
@@ -109,6 +159,11 @@ func main() {
 	}
 	if o.leaseStaleAfter < time.Second {
 		fmt.Fprintf(os.Stderr, "hub: --lease-stale-after %s: must be at least 1s (several spoke Lease renewals)\n", o.leaseStaleAfter)
+		os.Exit(2)
+	}
+
+	if o.renewAfter <= 0 || o.renewAfter > 1 {
+		fmt.Fprintf(os.Stderr, "hub: --member-token-renew-after %g: must be above 0 and at most 1\n", o.renewAfter)
 		os.Exit(2)
 	}
 
@@ -156,6 +211,8 @@ func run(ctx context.Context, o options) error {
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
 		Log:            log.WithName("member-clusters"),
+		// Only kubeconfig Secrets are checked: files are the operator's own.
+		AllowUnsafeKubeconfigs: o.unsafeKubeconfig,
 	}
 	if len(o.memberFiles) > 0 {
 		files := registry.Files{}
@@ -174,7 +231,7 @@ func run(ctx context.Context, o options) error {
 
 	mgr, err := mcmanager.New(cfg, provider, manager.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "etcdfed-hub",
@@ -198,10 +255,20 @@ func run(ctx context.Context, o options) error {
 	if provider.Source == nil {
 		provider.Source = registry.Secrets{Client: mgr.GetLocalManager().GetClient(), Namespace: o.namespace}
 	}
+	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	reg := provider
 
+	policy := tenancy.Policy{
+		AmbientStoreCredentials: o.ambientStore,
+		SourceNamespaces:        o.sourceNamespaces,
+		ImagePrefixes:           o.imagePrefixes,
+		PriorityClasses:         o.priorityClasses,
+		TolerationKeys:          o.tolerationKeys,
+	}
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
+		Policy:                  policy,
+		AllowLoopbackAddresses:  o.allowLoopback,
 		Manager:                 mgr,
 		Registry:                reg,
 		Tracker:                 tracker,
@@ -222,6 +289,7 @@ func run(ctx context.Context, o options) error {
 		Recorder:             mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-backup"),
 		ScratchDir:           o.backupScratchDir,
 		MaxConcurrentBackups: o.maxBackups,
+		Policy:               policy,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("backup controller: %w", err)
 	}
@@ -230,6 +298,7 @@ func run(ctx context.Context, o options) error {
 		Reader:     mgr.GetLocalManager().GetAPIReader(),
 		Recorder:   mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
 		ScratchDir: o.backupScratchDir,
+		Policy:     policy,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("restore controller: %w", err)
 	}
@@ -238,11 +307,29 @@ func run(ctx context.Context, o options) error {
 		Reader:   mgr.GetLocalManager().GetAPIReader(),
 		Clusters: clients.ManagerClusters{Manager: mgr},
 		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-clients"),
+		Policy:   clients.Policy{OtherNamespaces: o.clientsOtherNamespaces, RingNamespace: o.ringNamespace},
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}
-	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace}).SetupWithManager(mgr); err != nil {
+	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace, AllowLoopback: o.allowLoopback,
+		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader()}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
+	}
+	if len(o.memberFiles) == 0 {
+		// Registration Secrets: renew the tokens `etcdfed cluster join`
+		// stored, and say on each Secret how the cluster stands.
+		if err := mgr.GetLocalManager().Add(&registration.Runner{
+			Client:     mgr.GetLocalManager().GetClient(),
+			Reader:     mgr.GetLocalManager().GetClient(),
+			Namespace:  o.namespace,
+			Registry:   reg,
+			Tracker:    tracker,
+			StaleAfter: o.leaseStaleAfter,
+			RenewAfter: o.renewAfter,
+			Log:        log.WithName("registration"),
+		}); err != nil {
+			return fmt.Errorf("registration runner: %w", err)
+		}
 	}
 	if err := mgr.GetLocalManager().AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err

@@ -13,12 +13,12 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-//go:embed *.yaml
+//go:embed etcdfed.dev_*.yaml
 var files embed.FS
 
 // All returns every etcdfed CRD, sorted by name.
 func All() ([]*apiextensionsv1.CustomResourceDefinition, error) {
-	names, err := fs.Glob(files, "*.yaml")
+	names, err := fs.Glob(files, "etcdfed.dev_*.yaml")
 	if err != nil {
 		return nil, fmt.Errorf("list embedded CRDs: %w", err)
 	}

@@ -13,7 +13,10 @@ import (
 type stats struct {
 	rcode   [24]atomic.Uint64
 	dropped atomic.Uint64
-	_       [64]byte
+	// rrlDropped and rrlSlipped count UDP responses the rate limiter
+	// dropped or sent truncated (their rcode was counted as answered).
+	rrlDropped, rrlSlipped atomic.Uint64
+	_                      [64]byte
 }
 
 func (st *stats) response(rcode int) {
@@ -55,6 +58,9 @@ type Stats struct {
 	Dropped     map[string]uint64
 	Zones       int
 	ZoneChanges uint64
+	// RRLDropped and RRLSlipped count UDP responses the rate limiter
+	// dropped, and sent truncated instead (RRLConfig).
+	RRLDropped, RRLSlipped uint64
 }
 
 // Stats returns the server's counters.
@@ -72,6 +78,8 @@ func (s *Server) Stats() Stats {
 			}
 		}
 		out.Dropped[proto] += st.dropped.Load()
+		out.RRLDropped += st.rrlDropped.Load()
+		out.RRLSlipped += st.rrlSlipped.Load()
 	}
 	for _, st := range s.metrics.udp {
 		add("udp", st)
@@ -96,6 +104,8 @@ var (
 		"Zones the embedded server serves.", nil, nil)
 	descZoneChanges = prometheus.NewDesc("etcdfed_dns_zone_changes_total",
 		"Zone swaps (SetZone, RemoveZone, updates) of the embedded server.", nil, nil)
+	descRRL = prometheus.NewDesc("etcdfed_dns_rate_limited_responses_total",
+		"UDP responses the response-rate limiter held back, by action: dropped, or slipped (sent truncated so a real client retries over TCP).", []string{"action"}, nil)
 )
 
 // Collector returns a Prometheus collector over the server's counters;
@@ -109,6 +119,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- descDropped
 	ch <- descZones
 	ch <- descZoneChanges
+	ch <- descRRL
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -123,4 +134,6 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descZones, prometheus.GaugeValue, float64(st.Zones))
 	ch <- prometheus.MustNewConstMetric(descZoneChanges, prometheus.CounterValue, float64(st.ZoneChanges))
+	ch <- prometheus.MustNewConstMetric(descRRL, prometheus.CounterValue, float64(st.RRLDropped), "dropped")
+	ch <- prometheus.MustNewConstMetric(descRRL, prometheus.CounterValue, float64(st.RRLSlipped), "slipped")
 }

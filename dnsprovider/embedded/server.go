@@ -57,6 +57,9 @@ type Config struct {
 	// TCPIdleTimeout closes idle TCP connections; 0 means
 	// DefaultTCPIdleTimeout.
 	TCPIdleTimeout time.Duration
+	// RRL limits UDP responses per client prefix (rrl.go); the zero value
+	// limits nothing.
+	RRL RRLConfig
 	// Log receives start, stop and zone change messages.
 	Log logr.Logger
 }
@@ -75,6 +78,7 @@ type Server struct {
 	writeMu sync.Mutex // serialises zone changes
 
 	metrics *metrics
+	rrl     *rrl
 
 	mu      sync.Mutex
 	started bool
@@ -118,7 +122,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.TCPIdleTimeout <= 0 {
 		cfg.TCPIdleTimeout = DefaultTCPIdleTimeout
 	}
-	s := &Server{cfg: cfg, maxUDP: cfg.MaxUDPSize, keys: keys, log: cfg.Log, conns: map[net.Conn]struct{}{}}
+	limiter, err := newRRL(cfg.RRL)
+	if err != nil {
+		return nil, fmt.Errorf("embedded: %w", err)
+	}
+	s := &Server{cfg: cfg, maxUDP: cfg.MaxUDPSize, keys: keys, log: cfg.Log, conns: map[net.Conn]struct{}{}, rrl: limiter}
 	s.metrics = newMetrics(cfg.UDPSockets)
 	s.snap.Store(&snapshot{zones: map[string]*zone{}})
 	return s, nil

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -76,6 +77,10 @@ func (s *Server) serveUDP(c *net.UDPConn, st *stats) {
 			continue
 		}
 		k := 0
+		var now int64
+		if s.rrl != nil {
+			now = time.Now().UnixNano() // one clock read per batch
+		}
 		for i := range n {
 			h := &in.hdrs[i]
 			if h.hdr.Flags&unix.MSG_TRUNC != 0 {
@@ -86,6 +91,11 @@ func (s *Server) serveUDP(c *net.UDPConn, st *stats) {
 			s.serve(request{raw: in.bufs[i][:h.len], src: sockaddrAddr(&in.names[i]), send: send, st: st}, out.bufs[k], &lower)
 			if len(answer) == 0 {
 				continue
+			}
+			if s.rrl != nil {
+				if answer = s.limit(answer, sockaddrAddr(&in.names[i]), now, st); answer == nil {
+					continue
+				}
 			}
 			out.iovs[k].Base = &answer[0]
 			out.iovs[k].SetLen(len(answer))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"time"
 )
 
 // serveUDP answers one datagram per system call.
@@ -16,6 +17,11 @@ func (s *Server) serveUDP(c *net.UDPConn, st *stats) {
 	var lower [256]byte
 	var src netip.AddrPort
 	send := func(b []byte) error {
+		if s.rrl != nil {
+			if b = s.limit(b, src.Addr(), time.Now().UnixNano(), st); b == nil {
+				return nil
+			}
+		}
 		_, err := c.WriteToUDPAddrPort(b, src)
 		return err
 	}

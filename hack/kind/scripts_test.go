@@ -1,20 +1,22 @@
 // Package kind_test runs the hack/kind scripts against real kube-apiservers,
 // with kind and docker replaced by small fakes: every kubectl call the
-// scripts make (CRDs, kustomize overlays, Secrets, ConfigMaps, patches,
-// waits) goes to a real apiserver, so the manifests, the flags and the
-// idempotence are checked, and the kubeconfig Secret the script registers in
-// the hub is used to reach a member cluster as the hub. What no apiserver
-// does alone is played by the test: Deployments report rolled out, the
-// token controller fills the hub's token Secret, a spoke publishes its DNS
-// address in EtcdSpoke status, and the EtcdCluster turns Available. Pods,
-// images, DNS and networking between clusters are not exercised: that needs
-// Docker (docs/kind.md).
+// scripts make and every `etcdfed hub install` and `etcdfed cluster join`
+// (the real CLI, built from this checkout) goes to a real apiserver, so the
+// packages, the flags and the idempotence are checked, and the
+// registration join writes in the hub is used to reach a member cluster as
+// the hub. What no apiserver does alone is played by the test: Deployments
+// report rolled out, a spoke renews its Lease and publishes its DNS address
+// in EtcdSpoke status, the hub reports each registration engaged with its
+// spoke alive, and the EtcdCluster turns Available. Pods, images, DNS and
+// networking between clusters are not exercised: that needs Docker
+// (docs/kind.md).
 package kind_test
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -25,19 +27,21 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/registration"
+	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 const ns = "etcdfed-system"
@@ -115,9 +119,11 @@ esac
 `
 
 const fakeEtcdfed = `#!/usr/bin/env bash
-# etcdfed client-cert, faked: writes the three files into --out.
+# etcdfed: the real CLI ($REAL_ETCDFED), but client-cert, faked: it writes
+# the three files into --out.
 set -euo pipefail
 echo "etcdfed $*" >>"$FAKE_DIR/calls"
+[[ $1 == client-cert ]] || exec "$REAL_ETCDFED" "$@"
 args=("$@")
 for ((i = 0; i < ${#args[@]}; i++)); do
 	[[ ${args[$i]} == --out ]] && out=${args[$((i + 1))]}
@@ -202,8 +208,12 @@ func TestScripts(t *testing.T) {
 		if ctr.Image != "etcdfed:dev" || ctr.Command[0] != "/usr/local/bin/spoke" || dep.Spec.Template.Annotations["etcdfed.dev/image-id"] != "sha256:0001" {
 			t.Errorf("%s: spoke image %s, command %v, annotations %v", m, ctr.Image, ctr.Command, dep.Spec.Template.Annotations)
 		}
-		if !contains(ctr.Args, "--dns-advertise-address=$(HOST_IP):30053") || !contains(ctr.Args, "--gossip-advertise=$(HOST_IP):30946") {
-			t.Errorf("%s: spoke args %v", m, ctr.Args)
+		env := map[string]string{}
+		for _, e := range ctr.Env {
+			env[e.Name] = e.Value
+		}
+		if env["ETCDFED_SPOKE_DNS_ADVERTISE_ADDRESS"] != "$(HOST_IP):30053" || env["ETCDFED_SPOKE_GOSSIP_ADVERTISE"] != "$(HOST_IP):30946" {
+			t.Errorf("%s: spoke env %v", m, ctr.Env)
 		}
 		svc := &corev1.Service{}
 		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, svc); err != nil {
@@ -218,8 +228,8 @@ func TestScripts(t *testing.T) {
 			}
 		}
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-kind"}, cm); err != nil || cm.Data["cluster-name"] != m {
-			t.Errorf("%s: ConfigMap etcdfed-kind %v (%v)", m, cm.Data, err)
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: ctr.EnvFrom[0].ConfigMapRef.Name}, cm); err != nil || cm.Data["CLUSTER_NAME"] != m || cm.Data["GOSSIP_PROFILE"] != "lan" || cm.Data["HELPER_IMAGE"] != "etcdfed:dev" {
+			t.Errorf("%s: the spoke's ConfigMap %v (%v)", m, cm.Data, err)
 		}
 		sec := &corev1.Secret{}
 		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-gossip"}, sec); err != nil {
@@ -274,9 +284,9 @@ func TestScripts(t *testing.T) {
 		if sec.Labels["sigs.k8s.io/multicluster-runtime-kubeconfig"] != "true" {
 			t.Errorf("kubeconfig Secret %s labels %v", m, sec.Labels)
 		}
-		cfg, err := clientcmd.RESTConfigFromKubeConfig(sec.Data["kubeconfig"])
+		cfg, err := registry.RESTConfig(sec)
 		if err != nil {
-			t.Fatalf("kubeconfig of %s: %v", m, err)
+			t.Fatalf("registration of %s: %v", m, err)
 		}
 		if cfg.Host != w.clusters[m].Config.Host {
 			t.Errorf("kubeconfig of %s names %s, want the internal address %s", m, cfg.Host, w.clusters[m].Config.Host)
@@ -304,7 +314,7 @@ func TestScripts(t *testing.T) {
 		t.Fatalf("etcdctl.sh created no pod:\n%s", out)
 	}
 	ctr := pod.Spec.Containers[0]
-	if ctr.Image != "gcr.io/etcd-development/etcd:v3.6.16" || strings.Join(append(ctr.Command, ctr.Args...), " ") != "/usr/local/bin/etcdctl member list -w table" {
+	if ctr.Image != "gcr.io/etcd-development/etcd:v"+etcdversion.Default().String() || strings.Join(append(ctr.Command, ctr.Args...), " ") != "/usr/local/bin/etcdctl member list -w table" {
 		t.Errorf("etcdctl pod runs %s: %v %v", ctr.Image, ctr.Command, ctr.Args)
 	}
 	env := map[string]string{}
@@ -438,6 +448,12 @@ func newWorld(t *testing.T, names ...string) *world {
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The real etcdfed CLI, built from this checkout.
+	build := exec.Command("go", "build", "-o", filepath.Join(w.dir, "real-etcdfed"), "./cmd/etcdfed")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build etcdfed: %v\n%s", err, out)
+	}
 	for name, script := range map[string]string{"kind": fakeKind, "docker": fakeDocker, "etcdfed": fakeEtcdfed} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
@@ -449,6 +465,7 @@ func newWorld(t *testing.T, names ...string) *world {
 		"HOME="+w.dir, // kubectl's discovery cache
 		"FAKE_DIR="+w.dir,
 		"FAKE_IMAGE_ID=sha256:0001",
+		"REAL_ETCDFED="+filepath.Join(w.dir, "real-etcdfed"),
 		"ETCDFED_KIND_PREFIX=etcdfed",
 		"ETCDFED_KIND_TIMEOUT=2m",
 	)
@@ -485,10 +502,10 @@ func (w *world) fakeControllers(ctx context.Context) {
 	for ctx.Err() == nil {
 		for name, c := range w.clusters {
 			w.rollOut(ctx, c)
-			w.fillTokens(ctx, c)
 			if i := indexOf(w.members, name); i >= 0 {
 				w.publishSpoke(ctx, c, i)
 			} else {
+				w.reportRegistrations(ctx, c)
 				w.makeAvailable(ctx, c)
 			}
 		}
@@ -522,29 +539,24 @@ func (w *world) rollOut(ctx context.Context, c *testenv.Cluster) {
 	}
 }
 
-// fillTokens: the token controller's part, with a real token of the
-// ServiceAccount (TokenRequest) and the cluster's CA.
-func (w *world) fillTokens(ctx context.Context, c *testenv.Cluster) {
+// reportRegistrations: the hub's part, reduced to what `etcdfed cluster
+// join` waits for: each registration engaged, its spoke seen.
+func (w *world) reportRegistrations(ctx context.Context, c *testenv.Cluster) {
 	var list corev1.SecretList
-	if err := c.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		return
-	}
-	cs, err := kubernetes.NewForConfig(c.Config)
-	if err != nil {
+	if err := c.Client.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{registry.KubeconfigSecretLabel: "true"}); err != nil {
 		return
 	}
 	for i := range list.Items {
 		s := &list.Items[i]
-		if s.Type != corev1.SecretTypeServiceAccountToken || len(s.Data["token"]) > 0 {
+		if st, ok := registration.StatusOf(s.Annotations); ok && st.Engaged && st.Spoke == registration.SpokeAlive {
 			continue
 		}
-		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, s.Annotations[corev1.ServiceAccountNameKey],
-			&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
-		if err != nil {
-			continue
+		patched := s.DeepCopy()
+		if patched.Annotations == nil {
+			patched.Annotations = map[string]string{}
 		}
-		s.Data = map[string][]byte{"token": []byte(tr.Status.Token), "ca.crt": c.Config.CAData, "namespace": []byte(ns)}
-		_ = c.Client.Update(ctx, s)
+		maps.Copy(patched.Annotations, registration.Status{Engaged: true, Spoke: registration.SpokeAlive}.Annotations())
+		_ = c.Client.Patch(ctx, patched, client.MergeFrom(s))
 	}
 }
 
@@ -553,6 +565,16 @@ func (w *world) fillTokens(ctx context.Context, c *testenv.Cluster) {
 func (w *world) publishSpoke(ctx context.Context, c *testenv.Cluster, i int) {
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, &appsv1.Deployment{}); err != nil {
 		return
+	}
+	// Its liveness Lease, renewed on every round.
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "spoke"}}
+	now := metav1.NewMicroTime(time.Now())
+	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(lease), lease); apierrors.IsNotFound(err) {
+		lease.Spec = coordinationv1.LeaseSpec{HolderIdentity: ptr.To("spoke-0"), RenewTime: &now}
+		_ = c.Client.Create(ctx, lease)
+	} else if err == nil {
+		lease.Spec.RenewTime = &now
+		_ = c.Client.Update(ctx, lease)
 	}
 	sp := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: etcdfedv1.SpokeObjectName}}
 	if err := c.Client.Get(ctx, client.ObjectKeyFromObject(sp), sp); apierrors.IsNotFound(err) {
@@ -676,8 +698,6 @@ func (w *world) expectForward(cluster, policy string, upstreams []string) {
 		w.t.Errorf("%s: forwards %s to %q with policy %s, want %v with %s:\n%s", cluster, ms[0][1], ms[0][2], ms[0][3], upstreams, policy, cf)
 	}
 }
-
-func contains(s []string, v string) bool { return indexOf(s, v) >= 0 }
 
 func indexOf(s []string, v string) int {
 	for i, x := range s {

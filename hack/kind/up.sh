@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds etcdfed's topology out of kind clusters on this machine's Docker:
 # one hub cluster and N member clusters (member i is zone zone-<i>), the
-# spoke in every member cluster, the hub in the hub cluster, and the sample
-# EtcdCluster (config/samples/etcdcluster.yaml) over them.
+# hub installed with `etcdfed hub install`, every member cluster joined
+# with `etcdfed cluster join` (the spoke on NodePorts of its node's IP),
+# and the sample EtcdCluster (config/samples/etcdcluster.yaml) over them.
 #
 # Every step inspects what exists and only adds what is missing, so running
 # it again after a failure, or after a code change (it rebuilds and reloads
@@ -25,7 +26,8 @@ Usage: hack/kind/up.sh [--members N] [--replicas N] [--workers N] [--skip-build]
 
 Environment: ETCDFED_KIND_PREFIX (default etcdfed) prefixes every cluster
 name; KIND_NODE_IMAGE picks the kind node image; ETCDFED_KIND_TIMEOUT is how
-long to wait for the EtcdCluster to become Available (default 20m).
+long to wait for the EtcdCluster to become Available (default 20m); ETCDFED
+is the etcdfed CLI to run (default: etcdfed on PATH, else built into bin/).
 EOF
 }
 
@@ -53,6 +55,17 @@ timeout=${ETCDFED_KIND_TIMEOUT:-20m}
 need docker kind kubectl awk sed base64 head
 docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (docker info failed)"
 cd "$REPO"
+# The etcdfed CLI installs the hub and joins the member clusters.
+if [[ -z ${ETCDFED:-} ]]; then
+	if command -v etcdfed >/dev/null 2>&1; then
+		ETCDFED=etcdfed
+	else
+		need go
+		log "Building the etcdfed CLI into bin/ (or put one on PATH, or set ETCDFED)"
+		go build -o bin/etcdfed ./cmd/etcdfed
+		ETCDFED=$REPO/bin/etcdfed
+	fi
+fi
 
 member_names=()
 for ((i = 1; i <= members; i++)); do
@@ -130,20 +143,6 @@ for c in "$HUB" "${member_names[@]}"; do
 	kind load docker-image "$IMAGE" --name "$c"
 done
 
-# ---------------------------------------------------------------------------
-# install_crds CLUSTER: the etcdfed CRDs, established. Server-side apply: the
-# CRDs are too large for client-side apply's last-applied annotation.
-install_crds() {
-	k "$1" apply --server-side --force-conflicts -f config/crd/ >/dev/null
-	k "$1" wait --for condition=Established --timeout=60s \
-		crd/etcdclusters.etcdfed.dev crd/etcdmembers.etcdfed.dev \
-		crd/etcdspokes.etcdfed.dev crd/etcddnszones.etcdfed.dev >/dev/null
-}
-
-ensure_namespace() {
-	k "$1" create namespace "$NS" --dry-run=client -o yaml | k "$1" apply -f - >/dev/null
-}
-
 # restart_on_new_image CLUSTER DEPLOYMENT: a new image under the same tag
 # does not restart running pods; stamping its ID into the pod template does,
 # once per image.
@@ -152,44 +151,34 @@ restart_on_new_image() {
 		-p "{\"spec\":{\"template\":{\"metadata\":{\"annotations\":{\"etcdfed.dev/image-id\":\"$image_id\"}}}}}" >/dev/null
 }
 
-# The gossip key: one for the whole ring. Reuse the key a member cluster
-# already has, so a re-run never splits the ring.
-gossip_key=$tmp/gossip.key
-for m in "${member_names[@]}"; do
-	if k "$m" -n "$NS" get secret etcdfed-gossip -o jsonpath='{.data.key}' 2>/dev/null | b64dec >"$gossip_key" 2>/dev/null &&
-		[[ -s $gossip_key ]]; then
-		log "Reusing the gossip key of $m"
-		break
-	fi
-done
-if [[ ! -s $gossip_key ]]; then
-	head -c 32 /dev/urandom >"$gossip_key"
-fi
-
-step "Installing the spoke in the member clusters"
-for m in "${member_names[@]}"; do
-	log "--- $m"
-	install_crds "$m"
-	ensure_namespace "$m"
-	k "$m" -n "$NS" create secret generic etcdfed-gossip --from-file=key="$gossip_key" \
-		--dry-run=client -o yaml | k "$m" apply -f - >/dev/null
-	k "$m" -n "$NS" create configmap etcdfed-kind --from-literal=cluster-name="$m" \
-		--dry-run=client -o yaml | k "$m" apply -f - >/dev/null
-	k "$m" apply -k hack/kind/spoke
-	restart_on_new_image "$m" etcdfed-spoke
-	# The hub's identity in this member cluster.
-	k "$m" apply -k config/rbac/hub-member
-done
-
-step "Installing the hub in $HUB"
-install_crds "$HUB"
-ensure_namespace "$HUB"
-k "$HUB" apply -k hack/kind/hub
+# ---------------------------------------------------------------------------
+# The hub: CRDs, namespace, RBAC, Deployment with the kind image, the ring's
+# gossip key, and its RoleBinding in the sample EtcdCluster's namespace.
+step "Installing the hub in $HUB (etcdfed hub install)"
+"$ETCDFED" hub install --context "$(ctx "$HUB")" --image "$IMAGE" --etcdcluster-namespace "$EC_NAMESPACE"
 restart_on_new_image "$HUB" etcdfed-hub
-k "$HUB" apply -f config/samples/hub_access.yaml
+
+# Each member cluster: CRDs, ring namespace, the hub's least-privilege
+# ServiceAccount and a short-lived token of it registered in the hub (which
+# renews it), the gossip key, and the spoke with DNS and gossip on NodePorts
+# 30053 and 30946 of its node's IP. The hub reaches the member apiserver at
+# its address on the docker network "kind" (kind get kubeconfig
+# --internal); this machine at 127.0.0.1.
+for m in "${member_names[@]}"; do
+	step "Joining $m (etcdfed cluster join)"
+	kind get kubeconfig --name "$m" >"$tmp/kubeconfig.$m"
+	server=$(kind get kubeconfig --internal --name "$m" | awk '$1 == "server:" { print $2; exit }')
+	[[ -n $server ]] || die "no internal apiserver address for $m"
+	# All kind clusters share one host: the lan gossip profile detects a
+	# stopped spoke in about 5s instead of wan's 30-40s.
+	"$ETCDFED" cluster join "$m" --context "$(ctx "$HUB")" \
+		--kubeconfig-member "$tmp/kubeconfig.$m" --member-server "$server" \
+		--image "$IMAGE" --spoke-expose NodePort --gossip-profile lan
+	restart_on_new_image "$m" etcdfed-spoke
+done
 
 # ---------------------------------------------------------------------------
-step "Waiting for the spokes"
+step "Waiting for the spokes' DNS addresses"
 spoke_dns() {
 	k "$1" -n "$NS" get etcdspokes.etcdfed.dev spoke -o jsonpath='{.status.dnsAddresses[*]}'
 }
@@ -197,7 +186,6 @@ has_spoke_dns() { [[ -n $(spoke_dns "$1") ]]; }
 dns_of=() # dns_of[i]: the DNS addresses of member_names[i]'s spoke
 for i in "${!member_names[@]}"; do
 	m=${member_names[$i]}
-	k "$m" -n "$NS" rollout status deployment/etcdfed-spoke --timeout=5m
 	wait_until 180 "the spoke of $m to publish its DNS address (EtcdSpoke status.dnsAddresses)" has_spoke_dns "$m"
 	dns_of[i]=$(spoke_dns "$m")
 	log "$m: spoke DNS at ${dns_of[$i]}"
@@ -261,57 +249,6 @@ for i in "${!member_names[@]}"; do
 	coredns_forward "$m" sequential "${upstreams[@]}"
 done
 coredns_forward "$HUB" random "${all_dns[@]}"
-
-# ---------------------------------------------------------------------------
-step "Registering the member clusters in the hub"
-token_ready() {
-	[[ -n $(k "$1" -n "$NS" get secret etcdfed-hub-token -o jsonpath='{.data.token}') ]]
-}
-for m in "${member_names[@]}"; do
-	wait_until 120 "the token of the hub's ServiceAccount in $m" token_ready "$m"
-	token=$(k "$m" -n "$NS" get secret etcdfed-hub-token -o jsonpath='{.data.token}' | b64dec)
-	ca=$(k "$m" -n "$NS" get secret etcdfed-hub-token -o jsonpath='{.data.ca\.crt}')
-	# The control plane's address on the docker network "kind", which the
-	# hub's pods reach; the kubeconfig on this machine names 127.0.0.1.
-	server=$(kind get kubeconfig --internal --name "$m" | awk '$1 == "server:" { print $2; exit }')
-	[[ -n $server && -n $token && -n $ca ]] || die "could not build the hub's kubeconfig for $m"
-	cat >"$tmp/kubeconfig.$m" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: $m
-  cluster:
-    server: $server
-    certificate-authority-data: $ca
-users:
-- name: etcdfed-hub
-  user:
-    token: $token
-contexts:
-- name: $m
-  context:
-    cluster: $m
-    user: etcdfed-hub
-    namespace: $NS
-current-context: $m
-EOF
-	k "$HUB" apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: Secret
-metadata:
-  name: $m
-  namespace: $NS
-  labels:
-    sigs.k8s.io/multicluster-runtime-kubeconfig: "true"
-type: Opaque
-data:
-  kubeconfig: $(b64enc <"$tmp/kubeconfig.$m")
-EOF
-	log "$m registered ($server)"
-done
-
-step "Waiting for the hub"
-k "$HUB" -n "$NS" rollout status deployment/etcdfed-hub --timeout=5m
 
 if ((!sample)); then
 	step "Done (no sample). Create an EtcdCluster with: kubectl --context $(ctx "$HUB") apply -f config/samples/etcdcluster.yaml"

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
 // runNow requeues at once: a backup recorded as in progress is taken by
@@ -44,6 +45,9 @@ type Reconciler struct {
 	ScratchDir string
 	// MaxConcurrentBackups bounds backups running at once. Default 2.
 	MaxConcurrentBackups int
+	// Policy is the hub's tenancy policy: a store without credentials (the
+	// hub's own identity) or a file:// store only when it allows them.
+	Policy tenancy.Policy
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -100,7 +104,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	d := Decide(Input{
 		Now: r.now(), Schedule: ec.Spec.Backup.Schedule, Suspend: ec.Spec.Backup.Suspend,
 		Status: st, Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]),
-		Formed: ec.Status.ClusterID != "",
+		Formed: ec.Status.ClusterID != "", Refused: r.Policy.CheckStore("spec.backup.store", ec.Spec.Backup.Store),
 	})
 	cond := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
 	var newCond *metav1.Condition
@@ -126,7 +130,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		out := r.run(ctx, ec, d.Trigger)
 		newCond = r.record(ctx, ec, &st, d, out)
 		after := Decide(Input{Now: r.now(), Schedule: ec.Spec.Backup.Schedule, Suspend: ec.Spec.Backup.Suspend, Status: st,
-			Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]), Formed: ec.Status.ClusterID != ""})
+			Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]), Formed: ec.Status.ClusterID != "",
+			Refused: r.Policy.CheckStore("spec.backup.store", ec.Spec.Backup.Store)})
 		st.NextScheduleTime = timePtr(after.Next)
 		switch after.Action {
 		case ActWait:
@@ -135,6 +140,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 			res = ctrl.Result{RequeueAfter: runNow}
 		}
 	}
+	recordDue(ec, st)
 	if err := r.patchStatus(ctx, ec, st, newCond); err != nil {
 		return ctrl.Result{}, errors.Join(err, retErr)
 	}

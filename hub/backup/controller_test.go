@@ -25,6 +25,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/s3test"
 	"github.com/etcdfed/etcdfed/internal/testenv"
@@ -47,16 +48,56 @@ type fixture struct {
 
 const yearly = "0 0 1 1 *" // after the first backup, only requests run
 
+// start runs the controller under a policy that allows file:// stores,
+// which most of these tests write to.
 func start(t *testing.T) *fixture {
+	return startWith(t, tenancy.Policy{AmbientStoreCredentials: true})
+}
+
+func startWith(t *testing.T, p tenancy.Policy) *fixture {
 	t.Helper()
 	api := testenv.Shared(t, "backup")
 	ns := testenv.NamespaceT(t, api, "backup")
 	f := &fixture{api: api, c: api.Client, ns: ns, scratch: t.TempDir()}
 	testenv.StartManager(t, api, ns, func(mgr ctrl.Manager) error {
-		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("backup-test"), ScratchDir: f.scratch}
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("backup-test"), ScratchDir: f.scratch, Policy: p}
 		return r.SetupWithManager(mgr)
 	})
 	return f
+}
+
+// A tenant's store without credentials would be written with the hub's
+// own cloud identity, a file:// store on the hub's filesystem: under the
+// default policy neither is touched; BackupHealthy=False says why and
+// what the hub's operator would set to allow it. No backup is attempted
+// (no etcd runs behind this ring: one would fail otherwise).
+func TestStoreRefusedByTheHubsPolicy(t *testing.T) {
+	f := startWith(t, tenancy.Policy{})
+	ctx := context.Background()
+	for _, tc := range []struct{ name, url, says string }{
+		{"ambient", "s3://etcd-backups/ring", "--allow-ambient-store-credentials"},
+		{"file", "file:///var/lib/etcdfed/backups", "hub's own filesystem"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := NewWithT(t)
+			ec := &etcdfedv1.EtcdCluster{
+				ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: tc.name},
+				Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: tc.name + ".etcd.test"},
+					Backup: &etcdfedv1.BackupSpec{Schedule: "@hourly", Store: etcdfedv1.BackupStore{URL: tc.url}}},
+			}
+			g.Expect(f.c.Create(ctx, ec)).To(Succeed())
+			ec.Status.ClusterID = "abc"
+			g.Expect(f.c.Status().Update(ctx, ec)).To(Succeed())
+			g.Eventually(func(g Gomega) {
+				got := f.get(g, tc.name)
+				c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
+				g.Expect(c).NotTo(BeNil())
+				g.Expect(c.Reason).To(Equal(etcdfedv1.BackupReasonForbidden), c.Message)
+				g.Expect(c.Message).To(ContainSubstring(tc.says))
+				g.Expect(got.Status.Backup == nil || (got.Status.Backup.InProgress == nil && got.Status.Backup.LastFailure == nil)).To(BeTrue(), "a backup was attempted: %+v", got.Status.Backup)
+			}, 30*time.Second, 100*time.Millisecond).Should(Succeed())
+		})
+	}
 }
 
 // ring creates an EtcdCluster for a running etcd with its formed status,
@@ -284,8 +325,16 @@ func TestBackupToFileAndRestore(t *testing.T) {
 	latest, err := store.Latest(ctx, backupstore.ClusterDir(f.ns, "plain", ec.Status.ClusterID))
 	g.Expect(err).NotTo(HaveOccurred())
 	path := filepath.Join(t.TempDir(), "latest.db")
-	_, _, err = store.FetchVerified(ctx, latest.Key, path)
+	// The sidecar is signed with the ring's snapshot key, kept in the hub
+	// cluster without an owner (it outlives the ring).
+	keySecret := &corev1.Secret{}
+	g.Expect(f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: backupstore.KeySecretName("plain")}, keySecret)).To(Succeed())
+	g.Expect(keySecret.OwnerReferences).To(BeEmpty())
+	mk := keySecret.Data[backupstore.KeySecretField]
+	g.Expect(mk).To(HaveLen(backupstore.MACKeySize))
+	_, md, err := store.FetchAccepted(ctx, latest.Key, path, func(md backupstore.Metadata) error { return md.CheckMAC(latest.Key, mk) })
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(md.MAC).To(HavePrefix("hmac-sha256:"))
 	peer, clientURL := etcdtest.FreeURL(t), etcdtest.FreeURL(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	_, err = etcdsnapshot.Restore(etcdsnapshot.RestoreInput{SnapshotPath: path, Name: "restored", PeerURLs: []string{peer},

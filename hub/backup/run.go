@@ -2,7 +2,6 @@ package backup
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -11,12 +10,13 @@ import (
 	"strconv"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
-	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
@@ -85,7 +85,7 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 	}
 
 	// The source: a healthy follower.
-	etcd, err := r.etcdClient(ctx, ec)
+	etcd, err := etcdops.ForRing(ctx, r.Reader, ec)
 	if err != nil {
 		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
 	}
@@ -127,6 +127,11 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 		Revision: info.Revision, Hash: info.HashHex(), TotalKeys: info.TotalKeys, StorageVersion: info.StorageVersion,
 		SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: taken.UTC(), Trigger: string(trigger),
 	}
+	mk, err := r.snapshotKey(ctx, ec)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
+	}
+	md.Sign(key, mk)
 	size, err := store.Upload(ctx, key, path, md)
 	if err != nil {
 		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
@@ -169,25 +174,39 @@ func storeReason(err error) string {
 	return etcdfedv1.BackupReasonStoreUnreachable
 }
 
-// etcdClient connects to the ring through its client endpoints (the
-// members' DNS names in status.endpoints) with the hub's own client
-// certificate, the one the EtcdCluster reconciler keeps in the Secret
-// <name>-hub-client.
-func (r *Reconciler) etcdClient(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*etcdops.Client, error) {
-	if len(ec.Status.Endpoints) == 0 {
-		return nil, errors.New("etcd has no client endpoints yet (status.endpoints is empty)")
-	}
-	var tlsCfg *tls.Config
-	if ec.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
-		name := pki.HubClientSecretName(ec)
-		sec, err := r.readSecret(ctx, ec, name)
-		if err != nil {
-			return nil, fmt.Errorf("read the hub's etcd client certificate %s/%s: %w", ec.Namespace, name, err)
+// snapshotKey is the ring's snapshot key (backupstore.KeySecretName),
+// created with the first backup. It is never replaced: every snapshot the
+// ring wrote is checked against it. The Secret has no owner, so a new
+// EtcdCluster founded from the ring's snapshots after it was deleted can
+// still check them.
+func (r *Reconciler) snapshotKey(ctx context.Context, ec *etcdfedv1.EtcdCluster) ([]byte, error) {
+	name := backupstore.KeySecretName(ec.Name)
+	sec, err := r.readSecret(ctx, ec, name)
+	if apierrors.IsNotFound(err) {
+		k, kerr := backupstore.NewMACKey()
+		if kerr != nil {
+			return nil, kerr
 		}
-		tlsCfg, err = pki.ClientTLS(sec.Data[pki.KeyCA], &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]})
-		if err != nil {
-			return nil, fmt.Errorf("hub client certificate %s/%s: %w", ec.Namespace, name, err)
+		sec = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: name, Labels: map[string]string{
+				etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelClusterName: ec.Name,
+				etcdfedv1.LabelClusterNamespace: ec.Namespace, etcdfedv1.LabelComponent: "snapshot-key",
+			}},
+			Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{backupstore.KeySecretField: k},
+		}
+		ctrl.LoggerFrom(ctx).Info("Creating the ring's snapshot key", "secret", name)
+		err = r.Client.Create(ctx, sec)
+		if apierrors.IsAlreadyExists(err) {
+			sec, err = r.readSecret(ctx, ec, name)
 		}
 	}
-	return etcdops.New(etcdops.Config{Endpoints: ec.Status.Endpoints, TLS: tlsCfg})
+	if err != nil {
+		return nil, fmt.Errorf("snapshot key Secret %s/%s: %w", ec.Namespace, name, err)
+	}
+	k := sec.Data[backupstore.KeySecretField]
+	if len(k) < 16 {
+		return nil, fmt.Errorf("snapshot key Secret %s/%s: key %q holds %d bytes, want at least 16", ec.Namespace, name, backupstore.KeySecretField, len(k))
+	}
+	return k, nil
 }

@@ -44,6 +44,10 @@ type Input struct {
 	Request string
 	// Formed: etcd has formed (status.clusterID is set).
 	Formed bool
+	// Refused says why the hub's tenancy policy refuses the store (nil:
+	// allowed): nothing is taken, requested or scheduled, until the spec
+	// or the policy changes.
+	Refused error
 }
 
 // Decision is what to do.
@@ -69,6 +73,9 @@ type Decision struct {
 // failure decide.
 func Decide(in Input) Decision {
 	st := in.Status
+	if in.Refused != nil {
+		return Decision{Action: ActInvalid, Reason: etcdfedv1.BackupReasonForbidden, Message: in.Refused.Error()}
+	}
 	if p := st.InProgress; p != nil {
 		return Decision{Action: ActRun, Trigger: p.Trigger, Request: p.Request}
 	}
@@ -78,6 +85,13 @@ func Decide(in Input) Decision {
 	sched, err := cron.ParseStandard(in.Schedule)
 	if err != nil {
 		return Decision{Action: ActInvalid, Reason: etcdfedv1.BackupReasonInvalidSpec, Message: fmt.Sprintf("spec.backup.schedule %q: %v", in.Schedule, err)}
+	}
+	if never(sched, in.Now) {
+		// robfig/cron's Next gives the zero time for a schedule with no
+		// date in the next five years (such as "0 0 31 2 *", February
+		// 31st), which was due at once, every time: backups back to back.
+		return Decision{Action: ActInvalid, Reason: etcdfedv1.BackupReasonInvalidSpec,
+			Message: fmt.Sprintf("spec.backup.schedule %q never fires: no date within five years matches it (a day of month that none of its months has, such as February 31st); no scheduled backup is taken", in.Schedule)}
 	}
 	if in.Suspend {
 		return Decision{Action: ActWait, Reason: etcdfedv1.BackupReasonSuspended, Message: "scheduled backups are suspended (spec.backup.suspend)"}
@@ -111,4 +125,10 @@ func Backoff(n int32) time.Duration {
 		d *= 2
 	}
 	return min(d, RetryMax)
+}
+
+// never reports whether sched has no time after now (robfig/cron looks five
+// years ahead).
+func never(sched cron.Schedule, now time.Time) bool {
+	return sched.Next(now.UTC()).IsZero()
 }

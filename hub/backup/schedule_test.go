@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -70,6 +71,23 @@ func TestDecide(t *testing.T) {
 			want: ActRun, trigger: etcdfedv1.BackupTriggerRequest},
 		{name: "invalid schedule", in: Input{Schedule: "0 0 31 2-1 *", Formed: true},
 			want: ActInvalid, wantReas: etcdfedv1.BackupReasonInvalidSpec},
+		// A schedule that never fires (no date matches) is refused; before,
+		// robfig/cron's zero Next made it due at once, every time.
+		{name: "never fires: February 31st", in: Input{Schedule: "0 0 31 2 *", Formed: true},
+			want: ActInvalid, wantReas: etcdfedv1.BackupReasonInvalidSpec},
+		{name: "never fires, after a backup: not back to back", in: Input{Schedule: "0 0 31 2 *", Formed: true, Status: etcdfedv1.BackupStatus{LastSuccess: success("2026-03-01T10:16:00Z")}},
+			want: ActInvalid, wantReas: etcdfedv1.BackupReasonInvalidSpec},
+		{name: "never fires: the 31st of 30-day months", in: Input{Schedule: "0 0 31 4,6,9,11 *", Formed: true},
+			want: ActInvalid, wantReas: etcdfedv1.BackupReasonInvalidSpec},
+		{name: "February 29th fires in leap years", in: Input{Schedule: "0 0 29 2 *", Formed: true, Status: etcdfedv1.BackupStatus{LastSuccess: success("2026-03-01T10:00:00Z")}},
+			want: ActWait, requeue: time.Date(2028, 2, 29, 0, 0, 0, 0, time.UTC).Sub(now), next: "2028-02-29T00:00:00Z"},
+		{name: "the 31st or a Monday fires (day of month or of week)", in: Input{Schedule: "0 0 31 2 mon", Formed: true, Status: etcdfedv1.BackupStatus{LastSuccess: success("2026-03-01T10:00:00Z")}},
+			want: ActWait, requeue: time.Date(2027, 2, 1, 0, 0, 0, 0, time.UTC).Sub(now), next: "2027-02-01T00:00:00Z"},
+		// The hub's policy refuses the store: nothing runs, not even a
+		// backup recorded in progress or requested.
+		{name: "store refused by the hub's policy", in: Input{Schedule: "0 * * * *", Formed: true, Request: "t1", Refused: errors.New("no"), Status: etcdfedv1.BackupStatus{
+			InProgress: &etcdfedv1.BackupInProgress{Trigger: etcdfedv1.BackupTriggerSchedule}}},
+			want: ActInvalid, wantReas: etcdfedv1.BackupReasonForbidden},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Now = now

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -75,6 +76,25 @@ type Reconciler struct {
 	Recorder events.EventRecorder
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
+	// Policy is what the hub's operator allows beyond a spec's own
+	// namespace.
+	Policy Policy
+	// Etcd connects to a ring as the hub; etcdops.ForRing when nil.
+	Etcd func(ctx context.Context, ec *etcdfedv1.EtcdCluster) (AccessClient, error)
+}
+
+// AccessClient is what the controller needs of etcd: its authentication.
+type AccessClient interface {
+	ReadAuth(ctx context.Context) (etcdops.AuthState, error)
+	ApplyAuth(ctx context.Context, ch etcdops.AuthChange) error
+	Close() error
+}
+
+func (r *Reconciler) etcd(ctx context.Context, ec *etcdfedv1.EtcdCluster) (AccessClient, error) {
+	if r.Etcd != nil {
+		return r.Etcd(ctx, ec)
+	}
+	return etcdops.ForRing(ctx, r.Reader, ec)
 }
 
 func (r *Reconciler) now() time.Time {
@@ -126,7 +146,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err := r.ensureFinalizer(ctx, ec); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(ec.Spec.Clients) == 0 && len(ec.Status.Clients) == 0 && meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) == nil {
+	if len(ec.Spec.Clients) == 0 && len(ec.Status.Clients) == 0 && meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) == nil &&
+		!ec.Spec.TLS.Mode.Enabled() {
 		return ctrl.Result{}, nil
 	}
 
@@ -148,10 +169,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		forgetMetrics(ec.Namespace, ec.Name, []string{st.Name})
 	}
 
+	// etcd's users and roles, and authentication: a removed consumer's
+	// user goes in this pass, whatever happens to its Secret.
+	access := r.reconcileAccess(ctx, ec)
+	if access.retry {
+		next = minTime(next, r.now().Add(retryAfter))
+	}
+
 	switch {
 	case len(ec.Spec.Clients) == 0:
-		if len(removeErrs) > 0 {
+		switch {
+		case len(removeErrs) > 0:
 			cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonFailed, strings.Join(removeErrs, "; "))
+		case access.cond != nil && access.cond.Status == metav1.ConditionFalse:
+			// Without consumers ClientsReady only says what went wrong.
+			cond = access.cond
 		}
 	case !ec.Spec.TLS.Mode.Enabled():
 		cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonTLSDisabled, "the ring runs without TLS (spec.tls.mode: Disabled): consumers need no certificate; no Secret is written")
@@ -169,7 +201,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		}
 		var failed []string
 		for _, c := range ec.Spec.Clients {
-			res := r.reconcileOne(ctx, ec, ca, endpoints, TargetOf(ec, c))
+			t := TargetOf(ec, c)
+			var res result
+			if why := Refusal(ec, c, t, r.Policy); why != "" {
+				res = r.refuse(ec, t, why)
+			} else {
+				res = r.reconcileOne(ctx, ec, ca, endpoints, t)
+			}
+			if why, refused := access.refused[c.Name]; refused && res.status.Ready {
+				res.status.Ready, res.status.Message = false, trim(why)
+			}
 			statuses = append(statuses, res.status)
 			if !res.status.Ready {
 				failed = append(failed, fmt.Sprintf("%s (%s): %s", res.status.Name, TargetOf(ec, c), res.status.Message))
@@ -179,10 +220,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 			}
 		}
 		failed = append(failed, removeErrs...)
-		if len(failed) > 0 {
+		switch {
+		case len(failed) > 0:
 			cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonFailed, strings.Join(failed, "; "))
-		} else {
-			cond = condition(ec, metav1.ConditionTrue, etcdfedv1.ClientReasonReady, fmt.Sprintf("%d client Secret(s) hold a valid certificate of the ring's CA and the current endpoints", len(statuses)))
+		case access.cond != nil:
+			cond = access.cond
+		default:
+			cond = condition(ec, metav1.ConditionTrue, etcdfedv1.ClientReasonReady, fmt.Sprintf("%d client Secret(s) hold a valid certificate of the ring's CA and the current endpoints%s", len(statuses), access.summary))
 		}
 	}
 	if err := r.patchStatus(ctx, ec, statuses, cond); err != nil {
@@ -261,14 +305,14 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
 	}
 	now := r.now()
-	d := Plan(a, string(ec.UID), t.CommonName, endpoints, found, now)
+	d := Plan(a, string(ec.UID), t, endpoints, found, now)
 	notAfter := d.NotAfter
 	data := cur.Data
 	switch d.Action {
 	case ActRefuse:
 		return fail(errors.New(d.Reason))
 	case ActIssue:
-		leaf, err := ca.IssueClient(t.CommonName, now)
+		leaf, err := ca.IssueClientFor(t.CommonName, t.Lifetime, now)
 		if err != nil {
 			return fail(err)
 		}
@@ -294,7 +338,89 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	st.CAHash = CAHash(data)
 	st.NotAfter = ptrTime(notAfter)
 	metricExpiry.WithLabelValues(ec.Namespace, ec.Name, t.Name).Set(float64(notAfter.Unix()))
-	return result{status: st, renewAt: RenewAt(notAfter)}
+	return result{status: st, renewAt: RenewAt(data[etcdfedv1.ClientSecretKeyCert])}
+}
+
+// refuse is the result of a consumer whose Secret may not go where its
+// entry says (Refusal): nothing is read or written there.
+func (r *Reconciler) refuse(ec *etcdfedv1.EtcdCluster, t Target, why string) result {
+	st := keepStatus(ec, t, "")
+	st.Ready, st.Message = false, trim("refused: "+why)
+	metricFailures.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
+	return result{status: st}
+}
+
+// accessResult is the outcome of one pass over etcd's authentication.
+type accessResult struct {
+	// cond, when set, is the ClientsReady condition access asks for (it
+	// could not be brought in line); nil when it is.
+	cond *metav1.Condition
+	// refused consumers (their user is a human's), by spec.clients name.
+	refused map[string]string
+	// summary is appended to a True condition's message.
+	summary string
+	// retry asks for the next pass soon.
+	retry bool
+}
+
+// reconcileAccess keeps etcd's users, roles and authentication in line
+// with spec.clients and spec.tls.auth (access.go).
+func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdCluster) accessResult {
+	if !ec.Spec.TLS.Mode.Enabled() {
+		return accessResult{}
+	}
+	on := ec.Spec.TLS.AuthOn()
+	pending := func(format string, args ...any) accessResult {
+		return accessResult{retry: true, cond: condition(ec, metav1.ConditionUnknown, etcdfedv1.ClientReasonPending, fmt.Sprintf(format, args...))}
+	}
+	if ec.Status.ClusterID == "" || len(ec.Status.Endpoints) == 0 {
+		return pending("waiting for the ring to form before etcd's users and roles are set")
+	}
+	log := ctrl.LoggerFrom(ctx)
+	cli, err := r.etcd(ctx, ec)
+	if err != nil {
+		return pending("etcd's users and roles not checked: %v", err)
+	}
+	defer func() { _ = cli.Close() }()
+	have, err := cli.ReadAuth(ctx)
+	if err != nil {
+		return pending("etcd's users and roles not checked: %v", err)
+	}
+	plan := PlanAccess(Grants(ec), have, on)
+	for _, ch := range plan.Changes {
+		log.Info("Changing etcd's authentication", "change", ch.String())
+		if err := cli.ApplyAuth(ctx, ch); err != nil {
+			return accessResult{retry: true, refused: plan.Refused,
+				cond: condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonAccessFailed, fmt.Sprintf("etcd's authentication not in line with spec.clients: %v", err))}
+		}
+		switch ch.Op {
+		case etcdops.AuthDeleteUser:
+			r.event(ec, corev1.EventTypeNormal, "ClientAccessRevoked", "Revoke", "Deleted etcd user %s: its consumer is no longer in spec.clients (its certificate reads and writes nothing from now on)", ch.User)
+		case etcdops.AuthEnable:
+			r.event(ec, corev1.EventTypeNormal, "EtcdAuthEnabled", "EnableAuth", "Turned etcd authentication on: %d consumer(s) with their roles, the hub as root", len(ec.Spec.Clients))
+		case etcdops.AuthDisable:
+			r.event(ec, corev1.EventTypeWarning, "EtcdAuthDisabled", "DisableAuth", "Turned etcd authentication off (spec.tls.auth: Disabled): every certificate of the ring's CA is root on the data")
+		}
+	}
+	res := accessResult{refused: plan.Refused}
+	if !on {
+		res.summary = "; etcd authentication is off (spec.tls.auth: Disabled)"
+		return res
+	}
+	res.summary = "; etcd authentication is on, each consumer with its role"
+	if len(plan.Refused) > 0 {
+		var msgs []string
+		for _, name := range slices.Sorted(maps.Keys(plan.Refused)) {
+			msgs = append(msgs, name+": "+plan.Refused[name])
+		}
+		enabled := "on"
+		if !have.Enabled {
+			enabled = "not turned on while a consumer would lose its access"
+		}
+		res.cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonAccessFailed, fmt.Sprintf("etcd authentication %s; %s", enabled, strings.Join(msgs, "; ")))
+		res.retry = true
+	}
+	return res
 }
 
 func wantLabels(ec *etcdfedv1.EtcdCluster, t Target, have map[string]string) map[string]string {

@@ -3,11 +3,13 @@ package clients
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -33,6 +35,21 @@ func (m clusterClients) GetCluster(_ context.Context, name multicluster.ClusterN
 }
 
 type readerClient struct{ c client.Client }
+
+// reconcilePass runs one pass of r over req and returns the EtcdCluster
+// as it is after (empty when gone and gone is allowed).
+func reconcilePass(t *testing.T, r *Reconciler, hub client.Client, req reconcile.Request, gone bool) *etcdfedv1.EtcdCluster {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := r.Reconcile(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	got := &etcdfedv1.EtcdCluster{}
+	if err := hub.Get(ctx, req.NamespacedName, got); err != nil && (!gone || !apierrors.IsNotFound(err)) {
+		t.Fatal(err)
+	}
+	return got
+}
 
 func (r readerClient) GetClient() client.Client    { return r.c }
 func (r readerClient) GetAPIReader() client.Reader { return r.c }
@@ -73,17 +90,7 @@ func TestConsumerSecretsThroughRotationAndDeletion(t *testing.T) {
 	}
 	r := &Reconciler{Client: hub, Reader: hub, Clusters: clusterClients{"member": cls[1]}}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
-	pass := func() *etcdfedv1.EtcdCluster {
-		t.Helper()
-		if _, err := r.Reconcile(ctx, req); err != nil {
-			t.Fatal(err)
-		}
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Get(ctx, req.NamespacedName, got); err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-		return got
-	}
+	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, true) }
 	secrets := map[string]struct {
 		c   client.Client
 		key client.ObjectKey
@@ -154,5 +161,88 @@ func TestConsumerSecretsThroughRotationAndDeletion(t *testing.T) {
 	err = member.Get(ctx, secrets["kas"].key, &corev1.Secret{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("the member cluster's consumer Secret outlived its EtcdCluster: %v", err)
+	}
+}
+
+// TestClientSecretsStayInTheirNamespace, against a real hub apiserver and
+// a real member apiserver: a spec writes consumers' Secrets only in its
+// own namespace. An entry naming another namespace of the hub cluster, or
+// another namespace of a member cluster, or a Secret name the hub keeps
+// for its own (another ring's CA Secret, before that ring exists) is
+// refused: nothing is written there, the entry's status and ClientsReady
+// say why, and the entries that are allowed get their Secrets. With the
+// hub's policy allowing other namespaces, the first two are written.
+func TestClientSecretsStayInTheirNamespace(t *testing.T) {
+	cls := testenv.StartT(t, "hub", "member")
+	hub, member := cls[0].Client, cls[1].Client
+	ctx := context.Background()
+	for _, c := range []client.Client{hub, member} {
+		for _, ns := range []string{"team-a", "team-b"} {
+			if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "main"}}
+	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"}, Clients: []etcdfedv1.ClientSpec{
+		{Name: "app"},
+		{Name: "elsewhere", Namespace: "team-b"},
+		{Name: "kas", Cluster: "member", Namespace: "team-b"},
+		{Name: "squat", SecretName: "other-ca"},
+	}}
+	if err := hub.Create(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	ec.Status.Endpoints = []string{"https://main-0.main.etcd.test:2379"}
+	if err := hub.Status().Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := pki.NewCA("ring", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.CASecretName(ec)}, Data: (&pki.Authority{Signer: ca}).Data()}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Client: hub, Reader: hub, Clusters: clusterClients{"member": cls[1]}, Policy: Policy{RingNamespace: "etcdfed-system"}}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
+	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
+	exists := func(c client.Client, ns, name string) bool {
+		err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, &corev1.Secret{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Fatal(err)
+		}
+		return err == nil
+	}
+	got := pass()
+	if !exists(hub, "team-a", "main-app-etcd-client") {
+		t.Error("the entry in the EtcdCluster's own namespace has no Secret")
+	}
+	for _, w := range []struct {
+		c        client.Client
+		ns, name string
+	}{{hub, "team-b", "main-elsewhere-etcd-client"}, {member, "team-b", "main-kas-etcd-client"}, {hub, "team-a", "other-ca"}} {
+		if exists(w.c, w.ns, w.name) {
+			t.Errorf("Secret %s/%s written: a spec reached beyond its namespace", w.ns, w.name)
+		}
+	}
+	for _, st := range got.Status.Clients {
+		refused := st.Name != "app"
+		if refused && (st.Ready || !strings.Contains(st.Message, "refused")) {
+			t.Errorf("status of %s: ready %v, message %q; want refused", st.Name, st.Ready, st.Message)
+		}
+	}
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c == nil || c.Status != metav1.ConditionFalse ||
+		!strings.Contains(c.Message, "is not the EtcdCluster's own (team-a)") || !strings.Contains(c.Message, "ends in -ca") {
+		t.Errorf("ClientsReady %+v, want False naming the refusals", c)
+	}
+
+	r.Policy.OtherNamespaces = true
+	pass()
+	if !exists(hub, "team-b", "main-elsewhere-etcd-client") || !exists(member, "team-b", "main-kas-etcd-client") {
+		t.Error("with --allow-client-secrets-in-other-namespaces the Secrets in team-b are still not written")
+	}
+	if exists(hub, "team-a", "other-ca") {
+		t.Error("the policy let a consumer take another ring's CA Secret name")
 	}
 }

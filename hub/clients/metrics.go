@@ -10,7 +10,7 @@ var (
 
 	metricExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_client_certificate_expiry_timestamp_seconds",
-		Help: "When the certificate in a consumer's Secret (spec.clients) expires (Unix time). The hub renews it 30 days before; alert on time() plus 7 days above this.",
+		Help: "When the certificate in a consumer's Secret (spec.clients) expires (Unix time). The hub renews it when a third of its lifetime is left (7-day certificates: 2 days 8 hours before); alert when time() plus a day is above it.",
 	}, labelsClient)
 	metricIssued = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_client_certificates_issued_total",

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -96,7 +97,6 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 	if w.set == nil {
 		return nil
 	}
-	want := desiredZone(s, w.records)
 	// Side by side: a new member's init container waits on its record, and
 	// the resolver it uses asks every spoke, so every cluster's copy counts
 	// and one slow cluster must not hold up the others.
@@ -109,7 +109,8 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want.DeepCopy())
+			want := desiredZone(s, cs, w.records)
+			errs[i] = writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want)
 		}()
 	}
 	if rfc := s.ec.Spec.DNS.RFC2136; rfc != nil {
@@ -128,6 +129,9 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		ctrl.LoggerFrom(ctx).V(1).Info("Waiting", "reason", p.Reason, "requeueAfter", p.RequeueAfter)
 	}
 	err := d.step.err
+	if d.requestRefused != "" && (ec.Status.LastRecoveryRequest == nil || d.ledger.LastRecoveryRequest == nil || ec.Status.LastRecoveryRequest.UID != d.ledger.LastRecoveryRequest.UID) {
+		r.event(ec, corev1.EventTypeWarning, "RecoveryRequestRefused", "Recover", "%s", d.requestRefused)
+	}
 	switch p.Action {
 	case "", membership.ActNone, membership.ActWait:
 	case membership.ActBegin:
@@ -276,7 +280,38 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 		errs = append(errs, r.writeMemberCert(ctx, s, s.cluster(c.cluster), ca, c.member))
 	}
 	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
-	errs = append(errs, r.deleteMembers(ctx, s, d.sweep))
+	errs = append(errs, r.sweep(ctx, s, d))
+	errs = append(errs, r.deleteStoreCredentials(ctx, s, d.spentCredentials))
+	return errors.Join(errs...)
+}
+
+// sweep deletes the objects left behind, each after rewriting it with the
+// Retain reclaim policy (so that its spoke keeps its volume whatever the
+// policy was), and tells which volumes are kept and what they hold.
+func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error {
+	var errs []error
+	var kept []string
+	for _, ref := range d.sweep {
+		cs := s.cluster(ref.cluster)
+		i := slices.IndexFunc(d.retain, func(rv retainedVolume) bool { return rv.ref == ref })
+		if i >= 0 && d.retain[i].want != nil {
+			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[ref.member]), d.retain[i].want); err != nil {
+				errs = append(errs, fmt.Errorf("keep the volume of %s in %s before sweeping it: %w", ref.member, cs.name, err))
+				continue
+			}
+		}
+		if err := r.deleteMembers(ctx, s, []memberRef{ref}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if i >= 0 {
+			kept = append(kept, d.retain[i].note)
+		}
+	}
+	if len(kept) > 0 {
+		r.event(s.ec, corev1.EventTypeWarning, "VolumesRetained", "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s",
+			strings.Join(kept, "; "))
+	}
 	return errors.Join(errs...)
 }
 
@@ -287,18 +322,18 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 	for _, w := range writes {
 		cs := s.cluster(w.cluster)
 		if w.cert {
-			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Name); err != nil {
+			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
 		if w.storeCredentials {
-			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Name); err != nil {
+			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Spec.MemberName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
 		}
-		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Name]), w.want))
+		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Spec.MemberName]), w.want))
 	}
 	return errors.Join(errs...)
 }
@@ -309,12 +344,11 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
-	dnsName := memberDNSName(s.ec, member)
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{dnsName}}, r.now())
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, r.now())
 	if err != nil {
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}
-	name := pki.MemberSecretName(member)
+	name := pki.MemberSecretName(memberObjectName(s.ec, cs, member))
 	bundle := s.pki.bundle()
 	if s.pki.ca == nil {
 		bundle = ca.CertPEM // created in this pass

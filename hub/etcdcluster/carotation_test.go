@@ -152,8 +152,8 @@ func TestDecideCARotation(t *testing.T) {
 					t.Fatalf("plan %s (%s), %d writes; want UpdateObject of main-1", o.d.plan.Action, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				w := o.d.step.writes[0]
-				if w.want.Name != "main-1" || !w.cert || w.want.Spec.TLS.CAHash != o.a.Trust() {
-					t.Errorf("write %s cert=%v caHash %q; want main-1 with its certificate first and caHash %q", w.want.Name, w.cert, w.want.Spec.TLS.CAHash, o.a.Trust())
+				if w.want.Spec.MemberName != "main-1" || !w.cert || w.want.Spec.TLS.CAHash != o.a.Trust() {
+					t.Errorf("write %s cert=%v caHash %q; want main-1 with its certificate first and caHash %q", w.want.Spec.MemberName, w.cert, w.want.Spec.TLS.CAHash, o.a.Trust())
 				}
 			},
 		},

@@ -34,6 +34,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
 // Finalizer keeps an EtcdCluster until its objects in the member clusters
@@ -75,6 +76,12 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is how many EtcdClusters are passed over at
 	// once. Default DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
+	// AllowLoopbackAddresses accepts loopback addresses in what spokes
+	// report (the local environment); see hub/reports.
+	AllowLoopbackAddresses bool
+	// Policy is the hub's tenancy policy: what an EtcdCluster's spec may
+	// choose for pods in every member cluster (admit.go).
+	Policy tenancy.Policy
 	// PauseAfterStep, for drills only, holds a ring's pass this long
 	// (within its deadline) after it recorded a new operation step, so
 	// that a drill can kill the hub at every step, the ones that pass in
@@ -144,9 +151,14 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if err := mgr.GetLocalManager().Add(manager.RunnableFunc(r.sweepIdleClients)); err != nil {
 		return err
 	}
+	if err := indexDomains(context.Background(), mgr); err != nil {
+		return fmt.Errorf("index EtcdClusters by domain: %w", err)
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
+		// A deleted EtcdCluster may leave its domain to one refused for it.
+		Watches(&etcdfedv1.EtcdCluster{}, r.mapDomainRivals(), mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false), mcbuilder.WithPredicates(onDelete())).
 		Watches(&etcdfedv1.EtcdMember{}, r.mapByClusterLabel(), member, mcbuilder.WithPredicates(memberNews())).
 		Watches(&etcdfedv1.EtcdDNSZone{}, r.mapByClusterLabel(), member).
 		// Member certificate Secrets: watched so the cache holds them (a
@@ -235,6 +247,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		if err := r.hub().Update(ctx, ec); err != nil {
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
+	}
+
+	// A spec the hub may not act on (another ring's domain, what the
+	// tenancy policy refuses) is refused before anything is written.
+	if f, err := r.admit(ctx, ec); err != nil {
+		return ctrl.Result{}, err
+	} else if f != nil {
+		before := ec.DeepCopy()
+		r.setRefused(ec, f)
+		log.V(1).Info("Refused", "reason", f.reason, "message", f.message)
+		_, err := r.patchStatus(ctx, before, ec)
+		return ctrl.Result{}, err
 	}
 
 	// A pass that only recorded the start of an operation goes on at once
@@ -370,6 +394,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	recordMetrics(ec, &ec.Status, d, res)
 	recordZoneMetrics(ec, s)
+	recordCertificateMetrics(ec, s)
 	if err := res.err(); err != nil {
 		return ctrl.Result{}, s, false, err
 	}

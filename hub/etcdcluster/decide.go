@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -48,25 +49,39 @@ type decision struct {
 	// bootstrap "new" switched to "existing").
 	updates []memberWrite
 	// sweep are members whose objects are left in a cluster that no
-	// longer holds them (moved or removed while it was away).
+	// longer holds them (moved or removed while it was away), and etcd's
+	// quorate member list of this pass does not list (sweepGuard).
 	sweep []memberRef
+	// retain are the swept objects rewritten first with the Retain
+	// reclaim policy (their spoke then keeps their volumes), and what
+	// each volume holds, for the event that names them.
+	retain []retainedVolume
+	// sweepKept says why objects left behind are kept (etcd still lists
+	// them, or may), for Degraded.
+	sweepKept []string
+	// requestRefused is the message of a recovery request this pass
+	// refused (dated in the future), for its event; "" for none.
+	requestRefused string
+	// spentCredentials are members whose copy of a restore store's
+	// credentials is no longer needed: the restore ended (restore.go).
+	spentCredentials []memberRef
 }
 
 // upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
 // certificate to issue, no member object to update or sweep, and every
 // visible cluster already serving the record set.
 func (d *decision) upkeepIdle(s *snapshot) bool {
-	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 {
+	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
 	}
 	if d.dns.set == nil {
 		return true
 	}
-	want := desiredZone(s, d.dns.records)
 	for _, cs := range s.clusters {
 		if !cs.visible() {
 			continue
 		}
+		want := desiredZone(s, cs, d.dns.records)
 		have := cs.zones[want.Name]
 		if have == nil || !maps.Equal(have.GetLabels(), want.GetLabels()) || !sameContent(have, want) {
 			return false
@@ -137,6 +152,7 @@ func decide(s *snapshot) *decision {
 			d.ended = st.Operation
 		}
 		recordStep(s, st, d.plan)
+		d.requestRefused = recordRecoveryRequest(s, st, d.plan)
 		recordCARotation(s, st, d.plan)
 		recordScheduledDefrag(s, st, d.plan)
 		d.step = renderStep(s, st, d.plan)
@@ -145,7 +161,9 @@ func decide(s *snapshot) *decision {
 	d.pki = pkiDue(s)
 	d.dns = wantedRecords(s, st)
 	d.certs, d.updates = memberUpkeep(s, st, d.step)
-	d.sweep = leftBehind(s, st)
+	d.sweep, d.sweepKept = leftBehind(s, st)
+	d.retain = retainVolumes(s, d.sweep)
+	d.spentCredentials = spentStoreCredentials(s)
 	return d
 }
 
@@ -308,11 +326,11 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bo
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return false, false
 	}
-	sec := cs.secrets[pki.MemberSecretName(member)]
+	sec := cs.secrets[pki.MemberSecretName(memberObjectName(s.ec, cs, member))]
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}
-	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], []string{memberDNSName(s.ec, member)}, s.now)
+	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, member), s.now)
 	// A problem of the certificate itself (missing, expiring, wrong name,
 	// of a CA the ring does not know) is fixed at once.
 	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)
@@ -339,7 +357,7 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 		if due, caOnly := certDueWhy(s, cs, m.Name); due && (!caOnly || !restarts(existing, want)) {
 			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
 		}
-		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Name == m.Name }) {
+		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Spec.MemberName == m.Name }) {
 			continue
 		}
 		if restarts(existing, want) || (maps.Equal(existing.Labels, want.Labels) && equality.Semantic.DeepEqual(existing.Spec, want.Spec)) {
@@ -353,14 +371,18 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 // leftBehind lists members whose objects are in a cluster that no longer
 // holds them: an old incarnation left in a cluster that was unreachable
 // when its member moved, or a member removed while its cluster was away.
-// Only on a formed cluster etcd answers for. With an operation in flight,
-// only stale incarnations (staleIncarnation) are swept: the others may be
-// the operation's own (a Replace's old incarnation until it is removed).
-func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []memberRef {
-	if st.ClusterID == "" || !s.etcd.Reachable {
-		return nil
+// Only on a formed cluster etcd answers for, in this pass, with a quorate
+// (linearizable) member list of the recorded cluster ID, and only objects
+// whose member etcd does not list (sweepGuard): the ledger may be stale
+// (the hub cluster's etcd restored from an old backup), and the object may
+// be the last copy of a live voter. With an operation in flight, only
+// stale incarnations (staleIncarnation) are swept: the others may be the
+// operation's own (a Replace's old incarnation until it is removed). kept
+// says why objects left behind are not swept.
+func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (out []memberRef, kept []string) {
+	if st.ClusterID == "" || !s.etcd.Reachable || parseID(st.ClusterID) != s.etcd.ClusterID {
+		return nil, nil
 	}
-	var out []memberRef
 	for _, cs := range s.clusters {
 		if !cs.visible() {
 			continue
@@ -373,8 +395,112 @@ func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []memberRef {
 			if st.Operation != nil && !staleIncarnation(s, st, cs.members[name], m) {
 				continue
 			}
+			if why := sweepGuard(s, cs, name); why != "" {
+				kept = append(kept, why)
+				continue
+			}
 			out = append(out, memberRef{cluster: cs.name, member: name})
 		}
+	}
+	return out, kept
+}
+
+// sweepGuard says why member's objects in cs, left behind by the ledger,
+// must not be swept ("" when they may): etcd lists the ID the object's
+// current incarnation runs as; or its ID is unknown and etcd lists a voter
+// of its name that no other object is known to run (this may be its last
+// copy).
+func sweepGuard(s *snapshot, cs *clusterSnapshot, member string) string {
+	obj := cs.members[member]
+	if obj == nil {
+		return "" // a certificate Secret alone runs nothing
+	}
+	if id := runsAs(obj); id != 0 {
+		if _, ok := listedID(s.etcd, id); ok {
+			return fmt.Sprintf("%s's object in %s (incarnation %d) is kept: etcd lists it as [%x], a live member the hub's record does not place there", member, cs.name, obj.Spec.Incarnation, id)
+		}
+		return ""
+	}
+	for _, em := range s.etcd.Members {
+		if em.IsLearner || em.Name != member || runBy(s, em.ID) {
+			continue
+		}
+		return fmt.Sprintf("%s's object in %s (incarnation %d) is kept: its spoke has not said which etcd member it runs, and etcd lists %s as [%x], which no other object is known to run: it may be that voter's last copy", member, cs.name, obj.Spec.Incarnation, member, em.ID)
+	}
+	return ""
+}
+
+// runsAs is the etcd ID obj's current incarnation reports, 0 when unknown.
+func runsAs(obj *etcdfedv1.EtcdMember) uint64 {
+	if obj.Status.Etcd == nil || obj.Status.Incarnation != obj.Spec.Incarnation {
+		return 0
+	}
+	return parseID(obj.Status.Etcd.ID)
+}
+
+// runBy: an object in a visible cluster reports running as id.
+func runBy(s *snapshot, id uint64) bool {
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for _, o := range cs.members {
+			if runsAs(o) == id {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// retainedVolume is the volume of a swept object, kept whatever the
+// reclaim policy: its object is rewritten with Retain and the label
+// LabelKeepVolumes before it is deleted (want nil when it has both), so
+// its spoke labels the volume kept, never to be deleted by a later
+// incarnation's retirement either.
+type retainedVolume struct {
+	ref  memberRef
+	want *etcdfedv1.EtcdMember
+	// note names the volume and what it holds.
+	note string
+}
+
+// retainVolumes renders, for each swept object, its volume kept: the sweep
+// never deletes a volume by itself, whatever spec.storage.volumeReclaimPolicy
+// says; the event names each volume and the revision it held, and an
+// operator deletes it.
+func retainVolumes(s *snapshot, sweep []memberRef) []retainedVolume {
+	var out []retainedVolume
+	for _, ref := range sweep {
+		obj := s.cluster(ref.cluster).members[ref.member]
+		if obj == nil {
+			continue
+		}
+		rv := retainedVolume{ref: ref}
+		if obj.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain || obj.Labels[etcdfedv1.LabelKeepVolumes] != "true" {
+			// Retain for a spoke that predates the kept label; the label
+			// keeps the volume also from a later incarnation's retirement.
+			rv.want = obj.DeepCopy()
+			rv.want.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeRetain
+			rv.want.Labels = maps.Clone(obj.Labels)
+			if rv.want.Labels == nil {
+				rv.want.Labels = map[string]string{}
+			}
+			rv.want.Labels[etcdfedv1.LabelKeepVolumes] = "true"
+		}
+		claim := obj.Status.Volume.ClaimName
+		if claim == "" {
+			claim = fmt.Sprintf("%s-data-%d", obj.Name, obj.Spec.Incarnation)
+		}
+		held := "revision unknown"
+		if v := obj.Status.Etcd; v != nil && obj.Status.Incarnation == obj.Spec.Incarnation {
+			held = fmt.Sprintf("revision %d, raft index %d, as [%s]", v.Revision, v.RaftIndex, v.ID)
+			if v.ObservedAt != nil {
+				held += " at " + v.ObservedAt.UTC().Format(time.RFC3339)
+			}
+		}
+		rv.note = fmt.Sprintf("%s incarnation %d in %s: PVC %s/%s (%s)", ref.member, obj.Spec.Incarnation, ref.cluster, obj.Namespace, claim, held)
+		out = append(out, rv)
 	}
 	return out
 }

@@ -30,7 +30,7 @@ func ring() *snapshot {
 	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Name: "main", Namespace: "default", UID: "uid-1", Generation: 2}}
 	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"}, TLS: etcdfedv1.TLSSpec{Mode: etcdfedv1.TLSDisabled}}
 	ec.Status.ClusterID, ec.Status.LastIncarnation = "c1", 3
-	s := &snapshot{ec: ec, now: now, ringNamespace: etcdfedv1.DefaultRingNamespace, byName: map[string]*clusterSnapshot{}}
+	s := &snapshot{ec: ec, now: now, ringNamespace: etcdfedv1.DefaultRingNamespace, allowLoopback: true, byName: map[string]*clusterSnapshot{}}
 	seen := metav1.NewTime(now.Add(-time.Minute))
 	for i := range 3 {
 		c, zone, name := fmt.Sprintf("member-%d", i+1), fmt.Sprintf("zone-%d", i+1), fmt.Sprintf("main-%d", i)
@@ -39,7 +39,7 @@ func ring() *snapshot {
 		ec.Status.Members = append(ec.Status.Members, ms)
 		peer, client := memberURL(ec, name, etcdfedv1.DefaultPeerPort), memberURL(ec, name, etcdfedv1.DefaultClientPort)
 		s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: uint64(i + 1), Name: name, PeerURLs: []string{peer}, ClientURLs: []string{client}, Healthy: true})
-		cs := &clusterSnapshot{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+		cs := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen, DNSAddresses: []string{fmt.Sprintf("127.0.%d.53:53", i+1)}}},
 			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
 		obj := desiredMember(s, &ec.Status, &ms, nil)
@@ -81,13 +81,15 @@ func withTLS(t *testing.T, s *snapshot) *pki.CA {
 
 func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member string, at time.Time) {
 	t.Helper()
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: []string{memberDNSName(s.ec, member)}}, at)
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, at)
 	if err != nil {
 		t.Fatal(err)
 	}
-	name := pki.MemberSecretName(member)
+	name := pki.MemberSecretName(s.cluster(cluster).members[member].Name)
 	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca.CertPEM, leaf)
-	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name}
+	// A ring that runs with TLS runs with its peer name required.
+	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name,
+		PeerName: pki.PeerName(s.ec.Spec.DNS.Domain), RequirePeerName: true}
 }
 
 // inFlight records an operation in the snapshot's status.
@@ -177,8 +179,8 @@ func TestDecide(t *testing.T) {
 					t.Fatalf("plan %s (%s) with %d writes; want CreateObjects of main-3", o.d.plan.Action, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				w := o.d.step.writes[0]
-				if w.cluster != "member-1" || w.want.Name != "main-3" || w.want.Spec.Incarnation != 4 || w.want.Spec.Bootstrap != nil || w.want.Spec.Image != "gcr.io/etcd-development/etcd:v3.6.16" {
-					t.Errorf("writes %s in %s: %+v", w.want.Name, w.cluster, w.want.Spec)
+				if w.cluster != "member-1" || w.want.Spec.MemberName != "main-3" || w.want.Spec.Incarnation != 4 || w.want.Spec.Bootstrap != nil || w.want.Spec.Image != "gcr.io/etcd-development/etcd:v3.6.16" {
+					t.Errorf("writes %s in %s: %+v", w.want.Spec.MemberName, w.cluster, w.want.Spec)
 				}
 			},
 		},
@@ -210,8 +212,8 @@ func TestDecide(t *testing.T) {
 					t.Fatalf("plan %s (%s) with %d writes; want UpdateObject of main-1", o.d.plan.Action, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				w := o.d.step.writes[0]
-				if w.cluster != "member-2" || w.want.Name != "main-1" || w.want.Spec.Image != "gcr.io/etcd-development/etcd:v3.6.15" || w.want.Spec.Bootstrap == nil {
-					t.Errorf("writes %s in %s: image %s, bootstrap %v; want main-1 in member-2 on v3.6.15, its bootstrap kept", w.want.Name, w.cluster, w.want.Spec.Image, w.want.Spec.Bootstrap)
+				if w.cluster != "member-2" || w.want.Spec.MemberName != "main-1" || w.want.Spec.Image != "gcr.io/etcd-development/etcd:v3.6.15" || w.want.Spec.Bootstrap == nil {
+					t.Errorf("writes %s in %s: image %s, bootstrap %v; want main-1 in member-2 on v3.6.15, its bootstrap kept", w.want.Spec.MemberName, w.cluster, w.want.Spec.Image, w.want.Spec.Bootstrap)
 				}
 				if len(o.d.updates) != 0 {
 					t.Errorf("%d other members updated during a roll", len(o.d.updates))
@@ -245,22 +247,52 @@ func TestDecide(t *testing.T) {
 				if o.d.plan.Action != membership.ActNone || len(o.d.updates) != 1 {
 					t.Fatalf("plan %s (%s), %d updates; want one update and no operation", o.d.plan.Action, o.d.plan.Reason, len(o.d.updates))
 				}
-				if u := o.d.updates[0]; u.want.Name != "main-2" || u.want.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
-					t.Errorf("update %s: %+v", u.want.Name, u.want.Spec.Bootstrap)
+				if u := o.d.updates[0]; u.want.Spec.MemberName != "main-2" || u.want.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
+					t.Errorf("update %s: %+v", u.want.Spec.MemberName, u.want.Spec.Bootstrap)
 				}
 			},
 		},
 		{
-			name: "an old incarnation left in a cluster that came back is swept, with its certificate",
+			name: "an old incarnation left in a cluster that came back is swept, with its certificate, its volume kept",
 			given: func(_ *testing.T, s *snapshot) {
-				old := s.cluster("member-2").members["main-1"].DeepCopy()
-				old.Spec.Incarnation = 1
+				live := s.cluster("member-2").members["main-1"]
+				live.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+				old := live.DeepCopy()
+				old.Namespace = "etcdfed-system"
+				old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+				old.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete
+				old.Status.Volume.ClaimName = "main-1-data-1"
+				old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11), RaftIndex: 420, Revision: 377}
 				s.cluster("member-3").members["main-1"] = old
 				s.cluster("member-3").secrets["main-1-tls"] = &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "main-1-tls", Labels: memberCertLabels(s.ec, "main-1")}}
 			},
 			check: func(t *testing.T, o outcome) {
 				if !slices.Equal(o.d.sweep, []memberRef{{cluster: "member-3", member: "main-1"}}) {
 					t.Errorf("sweep %v; want main-1 in member-3", o.d.sweep)
+				}
+				// Never a volume by itself: rewritten with Retain first,
+				// and named with the revision it held.
+				if len(o.d.retain) != 1 || o.d.retain[0].want == nil || o.d.retain[0].want.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain ||
+					o.d.retain[0].want.Labels[etcdfedv1.LabelKeepVolumes] != "true" {
+					t.Fatalf("retain %+v; want main-1's object rewritten with Retain and %s", o.d.retain, etcdfedv1.LabelKeepVolumes)
+				}
+				if note := o.d.retain[0].note; !strings.Contains(note, "main-1 incarnation 1 in member-3: PVC etcdfed-system/main-1-data-1 (revision 377, raft index 420, as [11])") {
+					t.Errorf("note %q", note)
+				}
+			},
+		},
+		{
+			name: "etcd answering for another cluster ID: nothing swept",
+			given: func(_ *testing.T, s *snapshot) {
+				old := s.cluster("member-2").members["main-1"].DeepCopy()
+				old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+				old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
+				s.cluster("member-3").members["main-1"] = old
+				s.etcd.ClusterID = 0xbad
+			},
+			check: func(t *testing.T, o outcome) {
+				if len(o.d.sweep) != 0 {
+					t.Errorf("sweep %v on another cluster's member list", o.d.sweep)
 				}
 			},
 		},
@@ -487,20 +519,20 @@ func TestRolloutThroughDecide(t *testing.T) {
 				t.Fatalf("pass %d: %d objects written at once", pass, len(d.step.writes))
 			}
 			w := d.step.writes[0]
-			if m := statusMember(&st, w.want.Name); parseID(m.ID) == s.etcd.LeaderID {
+			if m := statusMember(&st, w.want.Spec.MemberName); parseID(m.ID) == s.etcd.LeaderID {
 				t.Fatalf("pass %d: %s restarted while it leads", pass, m.Name)
 			}
-			obj := s.cluster(w.cluster).members[w.want.Name]
+			obj := s.cluster(w.cluster).members[w.want.Spec.MemberName]
 			obj.Spec = w.want.Spec
 			obj.Generation++
 			meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionFalse, Reason: "PodReplaced"})
 			for i := range s.etcd.Members {
-				if s.etcd.Members[i].Name == w.want.Name {
+				if s.etcd.Members[i].Name == w.want.Spec.MemberName {
 					s.etcd.Members[i].Healthy = false
 				}
 			}
-			order = append(order, w.want.Name)
-			restarting = w.want.Name
+			order = append(order, w.want.Spec.MemberName)
+			restarting = w.want.Spec.MemberName
 		}
 	}
 	t.Fatalf("the rollout did not end: rolled %v", order)
@@ -514,9 +546,9 @@ func TestRolloutThroughDecide(t *testing.T) {
 func TestUpkeepIdle(t *testing.T) {
 	serving := func(s *snapshot) {
 		d := decide(s)
-		want := desiredZone(s, d.dns.records)
 		for _, cs := range s.clusters {
-			cs.zones[want.Name] = want.DeepCopy()
+			want := desiredZone(s, cs, d.dns.records)
+			cs.zones[want.Name] = want
 		}
 	}
 	for _, tc := range []struct {
@@ -543,7 +575,7 @@ func TestUpkeepIdle(t *testing.T) {
 		{"a member certificate missing", func(t *testing.T, s *snapshot) {
 			withTLS(t, s)
 			serving(s)
-			delete(s.clusters[2].secrets, pki.MemberSecretName("main-2"))
+			delete(s.clusters[2].secrets, pki.MemberSecretName(s.clusters[2].members["main-2"].Name))
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/hub/reports"
 )
 
 // wantedRecords is the record set of the ledger's members, as every member
@@ -48,6 +49,12 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 			cli = urlPort(obj.Status.ClientURL, cli)
 		}
 		if addr == "" {
+			continue
+		}
+		// The object's address was checked when it was read; one the
+		// ledger kept from before that check may not pass it, and one bad
+		// address must not stop every other member's record.
+		if reports.CheckAddress(addr, reports.Member{Domain: domain, LoadBalancer: true, AllowLoopback: s.allowLoopback}) != nil {
 			continue
 		}
 		dm := dnsprovider.Member{Name: m.Name, PeerPort: peer, ClientPort: cli}

@@ -1,12 +1,15 @@
 package etcdcluster
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
 var (
@@ -49,17 +52,43 @@ var (
 	metricSteps = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdfed_membership_steps_total", Help: "Steps of operations (membership changes and rolls) taken by the hub, by action and result.",
 	}, []string{"namespace", "name", "action", "result"})
+
+	// The series the shipped alerts and dashboard need per member and per
+	// ring (config/monitoring), computed from the status a pass wrote.
+	metricVoters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_voting_members", Help: "Voting members of the EtcdCluster in etcd (learners and members not yet added aside); quorum is half of them plus one.",
+	}, labelsNN)
+	metricGrace = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_member_grace_period_seconds", Help: "spec.failurePolicy.memberGracePeriod: how long a member may be not ready before the hub replaces it.",
+	}, labelsNN)
+	metricMemberInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_member_info", Help: "1 for each recorded member, with its member cluster, zone, role and etcd version.",
+	}, []string{"namespace", "name", "member", "member_cluster", "zone", "role", "version"})
+	metricMemberReady = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_member_ready", Help: "1 when the member answers its health endpoint, else 0.",
+	}, []string{"namespace", "name", "member"})
+	metricMemberReadyChanged = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_member_ready_changed_timestamp_seconds", Help: "When the member's readiness last changed, on the hub's clock (Unix time).",
+	}, []string{"namespace", "name", "member"})
+	metricCertExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_certificate_expiry_timestamp_seconds", Help: "When a certificate the hub keeps for the EtcdCluster expires (Unix time): the CA (ca), the hub's etcd client certificate (hub-client), each member's (member/<name>). The hub renews leaves 30 days ahead.",
+	}, []string{"namespace", "name", "certificate"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
-		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricCARotationHeld, metricZoneState)
+		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricCARotationHeld, metricZoneState,
+		metricVoters, metricGrace, metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry)
 }
 
 // recordMetrics exports the status a pass computed and the step it took.
 func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult) {
 	metricMembers.WithLabelValues(ec.Namespace, ec.Name).Set(float64(len(st.Members)))
 	metricReady.WithLabelValues(ec.Namespace, ec.Name).Set(float64(st.ReadyMembers))
+	// Exported from the first pass on, so that increase() sees the first
+	// deadline exceeded.
+	metricPassDeadline.WithLabelValues(ec.Namespace, ec.Name)
+	recordMemberMetrics(ec, st)
 	for _, t := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionAllMembersReady, etcdfedv1.ConditionProgressing, etcdfedv1.ConditionDegraded, etcdfedv1.ConditionFailureTolerant} {
 		val := 0.0
 		if meta.IsStatusConditionTrue(st.Conditions, t) {
@@ -96,8 +125,11 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 }
 
 func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
-	for _, g := range []*prometheus.GaugeVec{metricMembers, metricReady, metricZoneFailures} {
+	for _, g := range []*prometheus.GaugeVec{metricMembers, metricReady, metricZoneFailures, metricVoters, metricGrace} {
 		g.DeleteLabelValues(ec.Namespace, ec.Name)
+	}
+	for _, g := range []*prometheus.GaugeVec{metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry} {
+		g.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	}
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricCARotation.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
@@ -106,4 +138,59 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricPassDeadline.DeleteLabelValues(ec.Namespace, ec.Name)
 	forgetMaintenanceMetrics(ec)
+}
+
+// recordMemberMetrics exports each member's placement, role and
+// readiness, the voters, and the grace a member has before it is replaced.
+func recordMemberMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) {
+	l := prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name}
+	metricMemberInfo.DeletePartialMatch(l)
+	metricMemberReady.DeletePartialMatch(l)
+	metricMemberReadyChanged.DeletePartialMatch(l)
+	voters := 0
+	for _, m := range st.Members {
+		if m.ID != "" && m.Role != etcdfedv1.RoleLearner {
+			voters++
+		}
+		metricMemberInfo.WithLabelValues(ec.Namespace, ec.Name, m.Name, m.Cluster, m.Zone, string(m.Role), m.Version).Set(1)
+		ready := 0.0
+		if m.Ready {
+			ready = 1
+		}
+		metricMemberReady.WithLabelValues(ec.Namespace, ec.Name, m.Name).Set(ready)
+		if m.LastTransitionTime != nil {
+			metricMemberReadyChanged.WithLabelValues(ec.Namespace, ec.Name, m.Name).Set(float64(m.LastTransitionTime.Unix()))
+		}
+	}
+	metricVoters.WithLabelValues(ec.Namespace, ec.Name).Set(float64(voters))
+	metricGrace.WithLabelValues(ec.Namespace, ec.Name).Set(durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute).Seconds())
+}
+
+// recordCertificateMetrics exports the expiry of the certificates the
+// pass saw: the CA, the hub's client certificate, and the members' in the
+// member clusters it could read (a member in a cluster out of sight keeps
+// no series until it is seen again).
+func recordCertificateMetrics(ec *etcdfedv1.EtcdCluster, s *snapshot) {
+	metricCertExpiry.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	if !ec.Spec.TLS.Mode.Enabled() {
+		return
+	}
+	set := func(cert string, certPEM []byte) {
+		if t, ok := pki.NotAfter(certPEM); ok {
+			metricCertExpiry.WithLabelValues(ec.Namespace, ec.Name, cert).Set(float64(t.Unix()))
+		}
+	}
+	if s.pki.ca != nil {
+		set("ca", s.pki.ca.CertPEM)
+	}
+	if s.pki.hubClient != nil {
+		set("hub-client", s.pki.hubClient.Data[pki.KeyCert])
+	}
+	for _, m := range ec.Status.Members {
+		if cs := s.cluster(m.Cluster); cs.visible() {
+			if sec := cs.secrets[pki.MemberSecretName(m.Name)]; sec != nil {
+				set("member/"+m.Name, sec.Data[pki.KeyCert])
+			}
+		}
+	}
 }

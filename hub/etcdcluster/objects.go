@@ -22,12 +22,16 @@ func Image(ec *etcdfedv1.EtcdCluster) string {
 	return etcdfedv1.DefaultImageRepository + ":v" + ec.Spec.Version
 }
 
-// ZoneName is the EtcdDNSZone of an EtcdCluster in a member cluster.
-func ZoneName(ec *etcdfedv1.EtcdCluster) string { return ec.Name }
-
 // memberDNSName is <member>.<domain>.
 func memberDNSName(ec *etcdfedv1.EtcdCluster, member string) string {
 	return etcdfedv1.MemberDNSName(member, ec.Spec.DNS.Domain)
+}
+
+// memberCertNames are the DNS SANs of a member's certificate: its own
+// name first (etcd's peer address check resolves them in order), then the
+// ring's peer name, which no client certificate carries.
+func memberCertNames(ec *etcdfedv1.EtcdCluster, member string) []string {
+	return []string{memberDNSName(ec, member), pki.PeerName(ec.Spec.DNS.Domain)}
 }
 
 // memberURL is a member's URL on port, by its DNS name.
@@ -39,13 +43,21 @@ func memberURL(ec *etcdfedv1.EtcdCluster, member string, port int32) string {
 // object of the same incarnation is kept, switched from "new" to "existing"
 // once the cluster has formed (rule 2: "new" is never used again); a new
 // incarnation starts without one.
+//
+// The object keeps the name of existing (written before the naming scheme,
+// it may be the member's name alone); a new object is named by the scheme
+// (etcdfedv1.MemberObjectName).
 func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus, existing *etcdfedv1.EtcdMember) *etcdfedv1.EtcdMember {
 	ec := s.ec
 	labels := ownerLabels(ec)
 	labels[etcdfedv1.LabelMember] = m.Name
 	labels[etcdfedv1.LabelIncarnation] = strconv.FormatInt(m.Incarnation, 10)
+	name := etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)
+	if existing != nil {
+		name = existing.Name
+	}
 	obj := &etcdfedv1.EtcdMember{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: m.Name, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: name, Labels: labels},
 		Spec: etcdfedv1.EtcdMemberSpec{
 			Cluster:     etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.UID)},
 			MemberName:  m.Name,
@@ -65,13 +77,16 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		},
 	}
 	if ec.Spec.TLS.Mode.Enabled() {
-		obj.Spec.TLS.SecretName = pki.MemberSecretName(m.Name)
+		obj.Spec.TLS.SecretName = pki.MemberSecretName(name)
 		// Only during a CA rotation: every change of it restarts the
 		// member (one at a time, a Roll) on the bundle and certificate its
 		// Secret then holds.
 		if a := s.pki.authority(); a != nil && a.Rotating() {
 			obj.Spec.TLS.CAHash = a.Trust()
 		}
+		// The peer port for peers only (peerport.go).
+		obj.Spec.TLS.PeerName = pki.PeerName(ec.Spec.DNS.Domain)
+		obj.Spec.TLS.RequirePeerName = requirePeerName(s, st, existing)
 	}
 	if grantsDisruption(st, m.Name) {
 		obj.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
@@ -82,6 +97,11 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	}
 	if existing != nil && existing.Spec.Incarnation == m.Incarnation && existing.Spec.Bootstrap != nil {
 		b := *existing.Spec.Bootstrap
+		if restoreEnded(st, m.Name, existing) {
+			// Restarts nothing; the copy of the store's credentials goes
+			// once the object no longer names it (spentStoreCredentials).
+			b.Restore = nil
+		}
 		if st.ClusterID != "" {
 			b.InitialClusterState = etcdfedv1.InitialClusterExisting
 			// The spoke refuses to start the member on data of another
@@ -113,11 +133,17 @@ func memberStorage(ec *etcdfedv1.EtcdCluster, cluster string) etcdfedv1.MemberSt
 	return s
 }
 
-// desiredZone renders the EtcdDNSZone every member cluster serves.
-func desiredZone(s *snapshot, records []etcdfedv1.DNSRecord) *etcdfedv1.EtcdDNSZone {
+// desiredZone renders the EtcdDNSZone every member cluster serves, as it
+// is written in cs: under the name of the ring's zone there (zoneObject),
+// else the scheme's (etcdfedv1.RingObjectName).
+func desiredZone(s *snapshot, cs *clusterSnapshot, records []etcdfedv1.DNSRecord) *etcdfedv1.EtcdDNSZone {
 	ec := s.ec
+	name := etcdfedv1.RingObjectName(ec.Namespace, ec.Name)
+	if z := zoneObject(ec, cs); z != nil {
+		name = z.Name
+	}
 	return &etcdfedv1.EtcdDNSZone{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: ZoneName(ec), Labels: ownerLabels(ec)},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: name, Labels: ownerLabels(ec)},
 		Spec: etcdfedv1.EtcdDNSZoneSpec{
 			Cluster: etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.UID)},
 			Domain:  strings.TrimSuffix(ec.Spec.DNS.Domain, "."),

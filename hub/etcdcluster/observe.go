@@ -30,7 +30,7 @@ import (
 // answer is unknown for the pass (rule 8), never a reason to stop. An error
 // means the hub could not read its own cluster (the registry, the CA).
 func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*snapshot, error) {
-	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, byName: map[string]*clusterSnapshot{}}
+	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, allowLoopback: r.AllowLoopbackAddresses, byName: map[string]*clusterSnapshot{}}
 	mark := time.Now()
 	lap := func() time.Duration {
 		now := time.Now()
@@ -103,11 +103,23 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 		return err
 	}
 	for _, mc := range regs {
-		cs := &clusterSnapshot{name: mc.Name, labels: mc.Labels, conn: mc.State,
+		cs := &clusterSnapshot{name: mc.Name, labels: mc.Labels, conn: mc.State, registered: true,
 			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
 		cs.eligible = eligible(s.ec, mc.Name, mc.Labels, sel)
 		s.clusters = append(s.clusters, cs)
 		s.byName[mc.Name] = cs
+	}
+	// A cluster that holds members but dropped out of the registry (its
+	// kubeconfig Secret deleted or re-created) is judged like any other
+	// (rule 8: grace and witnesses, on the hub's last sighting of its
+	// Lease), not forgotten: its members stay until it is declared failed.
+	for _, name := range ledgerClusters(&s.ec.Status) {
+		if s.byName[name] == nil {
+			cs := &clusterSnapshot{name: name, members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
+			cs.eligible = eligible(s.ec, name, nil, sel)
+			s.clusters = append(s.clusters, cs)
+			s.byName[name] = cs
+		}
 	}
 	// Every member cluster is read side by side, each within its own
 	// deadline: one that does not answer is unknown for this pass and
@@ -151,13 +163,20 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 			o.LastSeen = seen
 		}
 		if cs.spoke != nil {
-			o.Gossip = map[string]bool{}
-			for _, g := range cs.spoke.Status.GossipView {
-				o.Gossip[g.Cluster] = g.Alive
+			if len(cs.spoke.Status.GossipView) > 0 {
+				o.Gossip = map[string]bool{}
+				for _, g := range cs.spoke.Status.GossipView {
+					o.Gossip[g.Cluster] = g.Alive
+				}
 			}
+			o.Abstains = gossipAbstains(cs.spoke)
 		}
+		// Witnesses are the ring's eligible clusters and those holding its
+		// members: a cluster outside the ring neither votes nor counts.
+		o.NotWitness = !cs.eligible && !hasMembers(&s.ec.Status, cs.name)
 		obs = append(obs, o)
 	}
+	s.hubView = liveness.ViewOf(obs, s.now, r.LeaseStaleAfter)
 	// The hub judges whole member clusters (rule 8), and the zones of the
 	// visible ones (zones.go); the API's zoneGracePeriod is the grace
 	// before a failed cluster or zone is declared failed and its members
@@ -174,6 +193,39 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 		s.livenessChange, s.livenessChanges = next, true
 	}
 	return nil
+}
+
+// ledgerClusters are the member clusters the ledger places members in (or
+// an operation in flight moves one out of), sorted.
+func ledgerClusters(st *etcdfedv1.EtcdClusterStatus) []string {
+	var out []string
+	for _, m := range st.Members {
+		if m.Cluster != "" {
+			out = append(out, m.Cluster)
+		}
+	}
+	if op := st.Operation; op != nil && op.From != nil && op.From.Cluster != "" {
+		out = append(out, op.From.Cluster)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// gossipAbstains says why a spoke's gossip view is no witness ("" when it
+// is): its GossipHealthy condition is False, or, from a spoke too old to
+// write it, its Ready condition says gossip does not run.
+func gossipAbstains(sp *etcdfedv1.EtcdSpoke) string {
+	if c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy); c != nil {
+		if c.Status == metav1.ConditionTrue {
+			return ""
+		}
+		return c.Reason + ": " + c.Message
+	}
+	if c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionReady); c != nil && c.Status == metav1.ConditionFalse &&
+		c.Reason != etcdfedv1.ReasonNoNodes {
+		return c.Reason + ": " + c.Message
+	}
+	return ""
 }
 
 // readCluster reads the spoke, its Lease and this EtcdCluster's objects from
@@ -206,7 +258,12 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 			return err
 		}
 	}
-	return listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs)
+	if err := listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs); err != nil {
+		return err
+	}
+	checkReports(ec, cs, r.AllowLoopbackAddresses)
+	sort.Strings(cs.rejected)
+	return nil
 }
 
 func clusterSelector(ec *etcdfedv1.EtcdCluster) (labels.Selector, error) {

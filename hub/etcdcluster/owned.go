@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -65,13 +66,60 @@ func listOwned(ctx context.Context, c client.Reader, ns string, uid types.UID, c
 		for _, it := range items {
 			switch o := it.(type) {
 			case *etcdfedv1.EtcdMember:
-				cs.members[o.Name] = o
+				// By member name, whatever the object's name: the scheme's
+				// (MemberObjectName), or the member's alone for an object
+				// written before it, which the hub keeps using.
+				name := o.Spec.MemberName
+				if prev := cs.members[name]; prev == nil || preferObject(o, prev) {
+					cs.members[name] = o
+				}
 			case *corev1.Secret:
 				cs.secrets[o.Name] = o
 			case *etcdfedv1.EtcdDNSZone:
 				cs.zones[o.Name] = o
 			}
 		}
+	}
+	return nil
+}
+
+// preferObject: of two EtcdMembers of one member in one cluster (the hub
+// writes one; two are left only by a hand or a bug), the one of the later
+// incarnation counts, then the one named by the scheme. The other is not
+// seen, and never written.
+func preferObject(a, b *etcdfedv1.EtcdMember) bool {
+	if a.Spec.Incarnation != b.Spec.Incarnation {
+		return a.Spec.Incarnation > b.Spec.Incarnation
+	}
+	return a.Name != a.Spec.MemberName && b.Name == b.Spec.MemberName
+}
+
+// memberObjectName is the name of member's EtcdMember in cs, which also
+// names its certificate Secret and, in the spoke, its pod, Service and
+// volumes: the existing object's name when there is one (one named after
+// the member alone, written before the scheme, is kept: renaming it would
+// restart the member), else the scheme's (etcdfedv1.MemberObjectName).
+func memberObjectName(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, member string) string {
+	if cs != nil {
+		if o := cs.members[member]; o != nil {
+			return o.Name
+		}
+	}
+	return etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, member)
+}
+
+// zoneObject is the ring's EtcdDNSZone in cs (nil when none): the one of
+// the scheme's name, else one of another name (written before the scheme,
+// named after the ring), which the hub keeps.
+func zoneObject(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) *etcdfedv1.EtcdDNSZone {
+	if cs == nil {
+		return nil
+	}
+	if z := cs.zones[etcdfedv1.RingObjectName(ec.Namespace, ec.Name)]; z != nil {
+		return z
+	}
+	for _, name := range slices.Sorted(maps.Keys(cs.zones)) {
+		return cs.zones[name]
 	}
 	return nil
 }

@@ -32,7 +32,7 @@ func TestOwnedObjects(t *testing.T) {
 	member := func(s *snapshot, name string) *etcdfedv1.EtcdMember {
 		m := statusMember(&s.ec.Status, "main-0")
 		obj := desiredMember(s, &s.ec.Status, m, nil)
-		obj.Name = name
+		obj.Name, obj.Spec.MemberName, obj.Labels[etcdfedv1.LabelMember] = name, name, name
 		return obj
 	}
 	get := func(name string) *etcdfedv1.EtcdMember {
@@ -120,7 +120,7 @@ func TestOwnedObjects(t *testing.T) {
 		}
 	})
 	t.Run("listed and deleted by owner, kind by kind", func(t *testing.T) {
-		zone := desiredZone(ours, nil)
+		zone := desiredZone(ours, nil, nil)
 		if err := writeOwned(ctx, c, ours.ec.UID, "member", nil, zone); err != nil {
 			t.Fatal(err)
 		}

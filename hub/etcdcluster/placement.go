@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -106,17 +107,63 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 	// Members recorded in domains the hub cannot describe right now (a
 	// cluster not visible, a spoke that has not reported, a zone missing
 	// from its spoke's report) stay where they are and get no company: a
-	// partial view never moves a member (rule 8). Only a failed cluster, a
-	// cordon or a cluster no longer eligible does.
+	// partial view never moves a member (rule 8). So do the members of a
+	// cluster that dropped out of the registry (its kubeconfig Secret
+	// deleted or re-created) or out of spec.topology.clusterSelector (its
+	// labels changed): it is judged like any other, and only its failure
+	// moves them. Only a failed cluster, a cordon, or a cluster the spec's
+	// list of clusters no longer names (leftDeliberately) does.
 	for d, n := range counts {
 		cs := s.cluster(d.Cluster)
-		if seen[d] || cs == nil || !cs.eligible || cs.verdict.State == liveness.Failed {
+		if seen[d] || cs == nil || cs.verdict.State == liveness.Failed || (!cs.eligible && leftDeliberately(ec, cs)) {
 			continue
 		}
 		in.Domains = append(in.Domains, unknownDomain(d, n))
 		seen[d] = true
 	}
 	return in
+}
+
+// leftDeliberately: the spec moves the members of an ineligible cluster
+// out: it is cordoned, or spec.topology.clusters (with no selector) does
+// not name it. A cluster the hub no longer finds in its registry, or that
+// no longer matches the selector, did not leave by a change of the spec:
+// its members stay unless it is declared failed (departure 17).
+func leftDeliberately(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) bool {
+	t := ec.Spec.Topology
+	switch {
+	case slices.Contains(t.CordonedClusters, cs.name):
+		return true
+	case !cs.registered:
+		return false
+	}
+	return len(t.Clusters) > 0 && t.ClusterSelector == nil && !slices.Contains(t.Clusters, cs.name)
+}
+
+// heldOutside says why a cluster holding members of the ring keeps them
+// although it dropped out of the registry or out of the selector
+// (leftDeliberately is false); "" when neither applies.
+func heldOutside(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot) string {
+	if !hasMembers(st, cs.name) || cs.verdict.State == liveness.Failed || leftDeliberately(ec, cs) {
+		return ""
+	}
+	var why string
+	switch {
+	case !cs.registered:
+		why = "is no longer registered with the hub (its kubeconfig Secret is gone)"
+	case !cs.eligible:
+		why = "no longer matches spec.topology.clusterSelector"
+	default:
+		return ""
+	}
+	var names []string
+	for _, m := range st.Members {
+		if m.Cluster == cs.name {
+			names = append(names, m.Name)
+		}
+	}
+	return fmt.Sprintf("member cluster %s holds %s but %s: they stay where they are until it is declared failed (grace and witnesses, as any cluster) or cordoned (spec.topology.cordonedClusters)",
+		cs.name, strings.Join(names, ", "), why)
 }
 
 // spokeReported: the spoke has written its status and its cluster has
@@ -169,7 +216,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Version:         ec.Spec.Version,
 		Backup:          backupInput(ec),
 		Maintenance:     maintenancePolicy(s, st),
-		Quorum:          quorumInput(ec),
+		Quorum:          quorumInput(ec, s.now),
 		Restore:         restoreInput(ec, st),
 	}
 	in.CA = caRotationInput(s, st)
@@ -185,9 +232,11 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 			in.Unseen = append(in.Unseen, cs.name+": its spoke has not reported zones and nodes")
 		}
 	}
+	fenced, _ := fencedMembers(ec, st, s.now)
 	for _, m := range st.Members {
 		cs := s.cluster(m.Cluster)
 		mm := membership.Member{
+			Fenced:      fenced[m.Name],
 			Name:        m.Name,
 			Domain:      topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)},
 			Incarnation: m.Incarnation,
@@ -241,7 +290,7 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 			same.Spec.TLS.CAHash = want.Spec.TLS.CAHash
 			o.OutdatedTrust = !restarts(same, want)
 		}
-		o.Failing = podFailing(obj)
+		o.Failing, o.Pending = podFailing(obj), podPending(obj)
 	}
 	if dr := obj.Status.Disruption; dr != nil && dr.Requested && obj.Status.Incarnation == obj.Spec.Incarnation {
 		o.DisruptionRequested, o.DisruptionReason = true, dr.Reason

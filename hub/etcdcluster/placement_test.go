@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -26,7 +27,7 @@ func threeZoneView() *snapshot {
 		id := uint64(i + 1)
 		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-" + c[len(c)-1:], Cluster: c, Zone: zone, ID: hexID(id), Ready: true})
 		v.etcd.Members = append(v.etcd.Members, membership.ListEntry{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
-		cv := &clusterSnapshot{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+		cv := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke: &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen}}}
 		v.clusters = append(v.clusters, cv)
 		v.byName[c] = cv
@@ -63,6 +64,18 @@ func TestPlacementIgnoresPartialSpokeReports(t *testing.T) {
 			v.clusters[0].spoke.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionReady, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonNoNodes}}
 		},
 		"cluster not visible": func(v *snapshot) { v.clusters[0].verdict.State = liveness.Unknown },
+		// Issue 24: a cluster that dropped out of the registry (its
+		// kubeconfig Secret deleted or re-created) or out of the
+		// selector (its labels changed) was evacuated at once; it is
+		// judged like any other cluster now.
+		"cluster no longer registered": func(v *snapshot) {
+			v.clusters[0].registered, v.clusters[0].eligible, v.clusters[0].engaged = false, false, false
+			v.clusters[0].verdict.State = liveness.Unknown
+		},
+		"cluster out of the selector": func(v *snapshot) {
+			v.ec.Spec.Topology.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "main"}}
+			v.clusters[0].eligible = false
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := threeZoneView()
@@ -74,14 +87,22 @@ func TestPlacementIgnoresPartialSpokeReports(t *testing.T) {
 	}
 }
 
-// Explicit signals do move members: a failed cluster, a cordoned zone, a
-// cluster no longer eligible.
+// Explicit signals do move members: a failed cluster (registered or
+// not), a cordoned zone, a cordoned cluster, a cluster the spec's list of
+// clusters no longer names.
 func TestPlacementEvacuatesOnExplicitSignals(t *testing.T) {
 	for name, mutate := range map[string]func(*snapshot){
-		"cluster failed":       func(v *snapshot) { v.clusters[0].verdict.State = liveness.Failed },
-		"zone cordoned":        func(v *snapshot) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
-		"cluster cordoned":     func(v *snapshot) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
-		"cluster not eligible": func(v *snapshot) { v.clusters[0].eligible = false },
+		"cluster failed":   func(v *snapshot) { v.clusters[0].verdict.State = liveness.Failed },
+		"zone cordoned":    func(v *snapshot) { v.ec.Spec.Topology.CordonedZones = []string{"zone-1"} },
+		"cluster cordoned": func(v *snapshot) { v.ec.Spec.Topology.CordonedClusters = []string{"member-1"} },
+		"cluster no longer in spec.topology.clusters": func(v *snapshot) {
+			v.ec.Spec.Topology.Clusters = []string{"member-2", "member-3"}
+			v.clusters[0].eligible = false
+		},
+		"cluster no longer registered, declared failed": func(v *snapshot) {
+			v.clusters[0].registered, v.clusters[0].eligible, v.clusters[0].engaged = false, false, false
+			v.clusters[0].verdict.State = liveness.Failed
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			v := threeZoneView()
@@ -142,5 +163,27 @@ func TestPlacementZoneWithoutSchedulableNode(t *testing.T) {
 		if s.To.Cluster == "member-1" {
 			t.Errorf("step %v places a member in the closed zone", s)
 		}
+	}
+}
+
+// Degraded says why the members of a cluster that left the registry, or
+// the selector, stay where they are.
+func TestHeldOutsideSaysWhy(t *testing.T) {
+	v := threeZoneView()
+	cs := v.clusters[0]
+	cs.registered, cs.engaged = false, false // eligible still: no list, no selector
+	cs.verdict.State = liveness.Unknown
+	if msg := heldOutside(v.ec, &v.ec.Status, cs); !strings.Contains(msg, "member cluster member-1 holds main-1 but is no longer registered with the hub") {
+		t.Errorf("unregistered: %q", msg)
+	}
+	v = threeZoneView()
+	v.ec.Spec.Topology.ClusterSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"ring": "main"}}
+	v.clusters[0].eligible = false
+	if msg := heldOutside(v.ec, &v.ec.Status, v.clusters[0]); !strings.Contains(msg, "no longer matches spec.topology.clusterSelector") {
+		t.Errorf("out of the selector: %q", msg)
+	}
+	v.ec.Spec.Topology.CordonedClusters = []string{"member-1"}
+	if msg := heldOutside(v.ec, &v.ec.Status, v.clusters[0]); msg != "" {
+		t.Errorf("cordoned: %q", msg)
 	}
 }

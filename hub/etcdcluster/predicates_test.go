@@ -13,7 +13,7 @@ import (
 func TestMemberNews(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	old := ring().cluster("member-1").members["main-0"].DeepCopy()
-	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: "1", LeaderID: "1", RaftIndex: 10, RaftTerm: 2, DBSize: 1 << 20, ObservedAt: &at}
+	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: "1", LeaderID: "1", RaftIndex: 10, RaftTerm: 2, DBSize: 1 << 20, DBSizeInUse: 1 << 20, ObservedAt: &at}
 	p := memberNews()
 	for _, tc := range []struct {
 		name   string
@@ -22,9 +22,17 @@ func TestMemberNews(t *testing.T) {
 	}{
 		{"counters only", func(m *etcdfedv1.EtcdMember) {
 			later := metav1.NewTime(at.Add(time.Minute))
-			m.Status.Etcd.RaftIndex, m.Status.Etcd.DBSize, m.Status.Etcd.ObservedAt = 99, 2<<20, &later
+			m.Status.Etcd.RaftIndex, m.Status.Etcd.DBSize, m.Status.Etcd.DBSizeInUse, m.Status.Etcd.ObservedAt = 99, 1<<20+64<<10, 1<<20, &later
 			m.ResourceVersion = "7"
 		}, false},
+		// Sizes a size policy acts on wake the hub (TestScenarioDefrag: a
+		// fragmented file went unseen for a resync period).
+		{"file grown to 380 MiB", func(m *etcdfedv1.EtcdMember) {
+			m.Status.Etcd.RaftIndex, m.Status.Etcd.DBSize, m.Status.Etcd.DBSizeInUse = 9000, 380<<20, 380<<20
+		}, true},
+		{"a fragmented file (380 MiB, 48 KiB in use)", func(m *etcdfedv1.EtcdMember) {
+			m.Status.Etcd.DBSize, m.Status.Etcd.DBSizeInUse = 380<<20, 48<<10
+		}, true},
 		{"leader", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.LeaderID = "2" }, true},
 		{"term", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.RaftTerm = 3 }, true},
 		{"learner", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.IsLearner = true }, true},

@@ -1,6 +1,8 @@
 package etcdcluster
 
 import (
+	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -14,26 +16,137 @@ import (
 // the loss (when it began, the grace, the request) and how its Recover
 // steps are written into the survivor's object (spec.forceNewCluster).
 
+// maxRequestSkew is how far in the future of the hub's clock a request or
+// a fencing confirmation may be dated (the writer's clock running ahead)
+// before it is refused.
+const maxRequestSkew = time.Minute
+
 // quorumInput reads the loss's start from the Available condition, the
-// grace and the policy from the spec, and the request from the annotation.
-func quorumInput(ec *etcdfedv1.EtcdCluster) membership.QuorumInput {
+// grace and the policy from the spec, and the request from the annotation:
+// a request already consumed (status.lastRecoveryRequest) or dated in the
+// future is no request (recoveryRequest).
+func quorumInput(ec *etcdfedv1.EtcdCluster, now time.Time) membership.QuorumInput {
 	q := membership.QuorumInput{
 		Grace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
 		Automatic: ec.Spec.FailurePolicy.QuorumLossRecovery == etcdfedv1.QuorumLossRecoveryAutomatic,
+		LostSince: lostSince(ec),
 	}
-	if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable); c != nil &&
-		c.Status == metav1.ConditionFalse && ec.Status.ClusterID != "" && c.Reason != etcdfedv1.ReasonNotBootstrapped {
-		q.LostSince = c.LastTransitionTime.Time
-	}
-	if v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]; ok {
-		r, err := etcdfedv1.ParseRecoveryRequest(v)
-		if err != nil {
-			q.RequestError = err.Error()
-		} else {
-			q.Request = &membership.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt}
-		}
+	r, note := recoveryRequest(ec, now)
+	switch {
+	case note != "":
+		q.RequestError = note
+	case r != nil:
+		q.Request = &membership.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
 	}
 	return q
+}
+
+// lostSince is when etcd stopped answering with a leader (Available's last
+// change to False once the ring formed); zero while it answers.
+func lostSince(ec *etcdfedv1.EtcdCluster) time.Time {
+	if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable); c != nil &&
+		c.Status == metav1.ConditionFalse && ec.Status.ClusterID != "" && c.Reason != etcdfedv1.ReasonNotBootstrapped {
+		return c.LastTransitionTime.Time
+	}
+	return time.Time{}
+}
+
+// recoveryRequest is the request annotation's request when it may be acted
+// on; otherwise note says why not ("" with no request at all): it cannot
+// be read, it was consumed already, or it is dated in the future (refused:
+// refusedRequest records it, so that it never arms a recovery later).
+func recoveryRequest(ec *etcdfedv1.EtcdCluster, now time.Time) (*etcdfedv1.RecoveryRequest, string) {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]
+	if !ok {
+		return nil, ""
+	}
+	r, err := etcdfedv1.ParseRecoveryRequest(v)
+	if err != nil {
+		return nil, "recovery request not read: " + err.Error()
+	}
+	if last := ec.Status.LastRecoveryRequest; last != nil && last.UID == r.UID {
+		return nil, ""
+	}
+	if why := futureDated(r, now); why != "" {
+		return &r, why
+	}
+	return &r, ""
+}
+
+// futureDated says why a request is refused for its date, "" when it is not.
+func futureDated(r etcdfedv1.RecoveryRequest, now time.Time) string {
+	if !r.RequestedAt.After(now.Add(maxRequestSkew)) {
+		return ""
+	}
+	return fmt.Sprintf("recovery request %s refused: dated %s, in the future of the hub's clock (%s): a request must be made when the ring has lost its quorum, not armed ahead of it; ask again with `etcdfed recover`",
+		r.UID, r.RequestedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
+}
+
+// recordRecoveryRequest records in the ledger a request consumed by this
+// pass: accepted when the plan begins a Recover from it, refused when it
+// is dated in the future. It returns the refusal's message ("" for none)
+// for an event, when newly refused.
+func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membership.Decision) string {
+	r, note := recoveryRequest(s.ec, s.now)
+	if r == nil {
+		return ""
+	}
+	at := metav1.NewTime(s.now)
+	requested := metav1.NewTime(r.RequestedAt)
+	switch {
+	case note != "":
+		st.LastRecoveryRequest = &etcdfedv1.RecoveryRequestStatus{UID: r.UID, RequestedAt: &requested, Outcome: etcdfedv1.RecoveryRequestRefused, Message: truncate(note, 2048), At: &at}
+		return note
+	case plan.Action == membership.ActBegin && plan.Request == r.UID:
+		st.LastRecoveryRequest = &etcdfedv1.RecoveryRequestStatus{UID: r.UID, RequestedAt: &requested, Outcome: etcdfedv1.RecoveryRequestAccepted, Message: truncate(plan.Reason, 2048), At: &at}
+	}
+	return ""
+}
+
+// fencedMembers are the members the fencing annotation confirms fenced,
+// by name, with who confirmed it and when: only a confirmation made after
+// the quorum was lost (allowing for the writer's clock), not dated in the
+// future, and naming the recorded etcd ID when it names one. note says why
+// the annotation counts for nothing, "" when it counts or is absent.
+func fencedMembers(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, now time.Time) (map[string]string, string) {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationFenced]
+	if !ok {
+		return nil, ""
+	}
+	f, err := etcdfedv1.ParseFencingConfirmation(v)
+	if err != nil {
+		return nil, "fencing confirmation not read: " + err.Error()
+	}
+	since := lostSince(ec)
+	switch {
+	case since.IsZero():
+		return nil, ""
+	case f.ConfirmedAt.Before(since.Add(-maxRequestSkew)):
+		return nil, fmt.Sprintf("fencing confirmation of %s ignored: made before the quorum was lost (%s)", f.ConfirmedAt.UTC().Format(time.RFC3339), since.UTC().Format(time.RFC3339))
+	case f.ConfirmedAt.After(now.Add(maxRequestSkew)):
+		return nil, fmt.Sprintf("fencing confirmation ignored: dated %s, in the future of the hub's clock", f.ConfirmedAt.UTC().Format(time.RFC3339))
+	}
+	by := ""
+	if f.By != "" {
+		by = " by " + f.By
+	}
+	out := map[string]string{}
+	var wrong []string
+	for _, fm := range f.Members {
+		m := statusMember(st, fm.Name)
+		if m == nil {
+			continue
+		}
+		if fm.ID != "" && !strings.EqualFold(fm.ID, m.ID) {
+			wrong = append(wrong, fmt.Sprintf("%s [%s] is now [%s]", fm.Name, fm.ID, m.ID))
+			continue
+		}
+		out[fm.Name] = "confirmed at " + f.ConfirmedAt.UTC().Format(time.RFC3339) + by
+	}
+	if len(wrong) > 0 {
+		return out, "fencing confirmation names other incarnations: " + strings.Join(wrong, ", ")
+	}
+	return out, ""
 }
 
 // etcdView is what the planner needs of a member's own etcd view: the
@@ -77,17 +190,51 @@ func (out *step) writeForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStat
 }
 
 // quorumLostMessage is Available's message while the planner declares the
-// loss of quorum, "" when it does not. It says what happens next: a human
-// runs `etcdfed recover`, or, with quorumLossRecovery Automatic, the hub
-// recovers by itself.
+// loss of quorum, "" when it does not. It says what happens next: the
+// members to fence first, then a human runs `etcdfed recover`, or, with
+// quorumLossRecovery Automatic, the hub recovers by itself.
 func quorumLostMessage(in membership.Input) string {
 	q := membership.AssessQuorum(in)
 	if !q.Declared {
 		return ""
 	}
-	next := "recover with `etcdfed recover`"
-	if _, ok := q.Freshest(); ok && in.Quorum.Automatic {
+	_, survivor := q.Freshest()
+	var next string
+	switch {
+	case !q.Proven() && in.Quorum.Automatic:
+		next = "no new cluster is forced while a lost voter may still serve: " + q.FenceHint() + "; then the hub recovers by itself (failurePolicy.quorumLossRecovery: Automatic)"
+	case !q.Proven():
+		next = "before a recovery, " + q.FenceHint()
+	case survivor && in.Quorum.Automatic:
 		next = "recovering from the freshest survivor by itself (failurePolicy.quorumLossRecovery: Automatic)"
+	default:
+		next = "recover with `etcdfed recover`"
 	}
 	return "quorum lost: " + q.Message() + "; " + next
+}
+
+// quorumLossStatus is status.quorumLoss: what AssessQuorum found, while
+// the quorum is lost; nil otherwise.
+func quorumLossStatus(in membership.Input) *etcdfedv1.QuorumLossStatus {
+	q := membership.AssessQuorum(in)
+	if !q.Lost {
+		return nil
+	}
+	out := &etcdfedv1.QuorumLossStatus{}
+	if !in.Quorum.LostSince.IsZero() {
+		t := metav1.NewTime(in.Quorum.LostSince)
+		out.Since = &t
+	}
+	for _, sv := range q.Survivors {
+		out.Survivors = append(out.Survivors, etcdfedv1.QuorumMember{Name: sv.Name, ID: hexID(sv.ID), Cluster: sv.Cluster, RaftIndex: sv.RaftIndex})
+	}
+	lost := func(vs []membership.LostVoter) []etcdfedv1.QuorumMember {
+		var out []etcdfedv1.QuorumMember
+		for _, v := range vs {
+			out = append(out, etcdfedv1.QuorumMember{Name: v.Name, ID: hexID(v.ID), Cluster: v.Cluster, Why: truncate(v.Why, 1024)})
+		}
+		return out
+	}
+	out.Gone, out.MustFence = lost(q.Gone), lost(q.MustFence)
+	return out
 }

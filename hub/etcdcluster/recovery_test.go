@@ -12,11 +12,20 @@ import (
 	"github.com/etcdfed/etcdfed/hub/membership"
 )
 
-// lostRing is ring() after member-2 and member-3 failed (declared by the
-// liveness judge): etcd does not answer, main-0's etcd answers its spoke
-// without a leader at raft index 500, and Available has been False for ten
-// minutes (beyond the 5-minute default grace).
+// lostRing is unfencedRing() with main-1 and main-2 confirmed fenced
+// (annotation etcdfed.dev/fenced, made after the loss).
 func lostRing() *snapshot {
+	s := unfencedRing()
+	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationFenced: etcdfedv1.FencingConfirmation{
+		Members: []etcdfedv1.FencedMember{{Name: "main-1", ID: hexID(2)}, {Name: "main-2"}}, ConfirmedAt: now.Add(-time.Minute), By: "test"}.String()}
+	return s
+}
+
+// unfencedRing is ring() after member-2 and member-3 failed (declared by
+// the liveness judge): etcd does not answer, main-0's etcd answers its
+// spoke without a leader at raft index 500, and Available has been False
+// for ten minutes (beyond the 5-minute default grace).
+func unfencedRing() *snapshot {
 	s := ring()
 	s.etcd = membership.Etcd{Error: "context deadline exceeded"}
 	for _, c := range []string{"member-2", "member-3"} {
@@ -44,7 +53,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		if c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonQuorumLost {
 			t.Fatalf("Available = %s %s: %s", c.Status, c.Reason, c.Message)
 		}
-		for _, want := range []string{"main-1: cluster member-2 failed", "main-2: cluster member-3 failed", "freshest survivor: main-0 [1] at raft index 500", "etcdfed recover"} {
+		for _, want := range []string{"main-1 [2]: confirmed fenced (confirmed at " + now.Add(-time.Minute).UTC().Format(time.RFC3339) + " by test)", "main-2 [3]: confirmed fenced", "freshest survivor: main-0 [1] at raft index 500", "etcdfed recover"} {
 			if !strings.Contains(c.Message, want) {
 				t.Errorf("message %q lacks %q", c.Message, want)
 			}
@@ -88,7 +97,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 
 	t.Run("a request made after the loss records Recover before anything is done", func(t *testing.T) {
 		s := lostRing()
-		s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{RequestedAt: now.Add(-time.Second)}.String()}
+		s.ec.Annotations[etcdfedv1.AnnotationRecover] = etcdfedv1.RecoveryRequest{RequestedAt: now.Add(-time.Second), UID: "req-1"}.String()
 		d := decide(s)
 		op := d.ledger.Operation
 		if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || op.MemberID != hexID(1) {
@@ -96,6 +105,83 @@ func TestQuorumLossRecovery(t *testing.T) {
 		}
 		if len(d.step.writes) != 0 {
 			t.Errorf("Begin wrote %d objects; it must only record", len(d.step.writes))
+		}
+		// Consumed once: recorded, and the same request is never acted
+		// on again (a later loss, the operation gone).
+		if r := d.ledger.LastRecoveryRequest; r == nil || r.UID != "req-1" || r.Outcome != etcdfedv1.RecoveryRequestAccepted {
+			t.Fatalf("lastRecoveryRequest %+v, want req-1 accepted", r)
+		}
+		s.ec.Status.LastRecoveryRequest = d.ledger.LastRecoveryRequest
+		if d := decide(s); d.plan.Action == membership.ActBegin {
+			t.Errorf("a consumed request began a second recovery: %s", d.plan.Reason)
+		}
+	})
+
+	// Issue 24: the hub on the minority side saw its one survivor and
+	// declared the other clusters failed; with Automatic it forced a new
+	// cluster beside a live majority.
+	t.Run("the split: lost voters out of sight, not fenced: nothing forced, and the hub says whom to fence", func(t *testing.T) {
+		s := unfencedRing()
+		s.ec.Spec.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		if d.plan.Action == membership.ActBegin || d.ledger.Operation != nil {
+			t.Fatalf("forced: plan %s (%s), operation %+v", d.plan.Action, d.plan.Reason, d.ledger.Operation)
+		}
+		c := condition(st, etcdfedv1.ConditionAvailable)
+		for _, want := range []string{"2 not known gone", "unreachable is not dead", "--confirm-fenced main-1,main-2", "then the hub recovers by itself"} {
+			if !strings.Contains(c.Message, want) {
+				t.Errorf("Available %q lacks %q", c.Message, want)
+			}
+		}
+		q := st.QuorumLoss
+		if q == nil || len(q.Survivors) != 1 || q.Survivors[0].Name != "main-0" || len(q.MustFence) != 2 || q.MustFence[0].Name != "main-1" || len(q.Gone) != 0 {
+			t.Errorf("status.quorumLoss %+v", q)
+		}
+	})
+
+	t.Run("a fencing confirmation made before the loss counts for nothing", func(t *testing.T) {
+		s := lostRing()
+		s.ec.Spec.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
+		s.ec.Annotations[etcdfedv1.AnnotationFenced] = etcdfedv1.FencingConfirmation{Members: []etcdfedv1.FencedMember{{Name: "main-1"}, {Name: "main-2"}}, ConfirmedAt: now.Add(-time.Hour)}.String()
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		if d.plan.Action == membership.ActBegin {
+			t.Fatalf("forced on a stale confirmation: %s", d.plan.Reason)
+		}
+		if c := condition(st, etcdfedv1.ConditionDegraded); !strings.Contains(c.Message, "made before the quorum was lost") {
+			t.Errorf("Degraded %q does not say why the confirmation counts for nothing", c.Message)
+		}
+	})
+
+	t.Run("a confirmation naming another incarnation's ID does not count for the current one", func(t *testing.T) {
+		s := lostRing()
+		s.ec.Annotations[etcdfedv1.AnnotationFenced] = etcdfedv1.FencingConfirmation{Members: []etcdfedv1.FencedMember{{Name: "main-1", ID: "77"}, {Name: "main-2"}}, ConfirmedAt: now}.String()
+		s.ec.Annotations[etcdfedv1.AnnotationRecover] = etcdfedv1.RecoveryRequest{RequestedAt: now, UID: "req-2"}.String()
+		if d := decide(s); d.plan.Action == membership.ActBegin || !strings.Contains(d.plan.Reason, "--confirm-fenced main-1") {
+			t.Fatalf("plan %s (%s)", d.plan.Action, d.plan.Reason)
+		}
+	})
+
+	// A request dated in the future was taken as made after the loss and
+	// armed a recovery later, on a Manual ring: refused at once, recorded,
+	// never acted on.
+	t.Run("a request dated in the future is refused, recorded, and never arms a recovery", func(t *testing.T) {
+		s := lostRing()
+		s.ec.Annotations[etcdfedv1.AnnotationRecover] = etcdfedv1.RecoveryRequest{RequestedAt: now.Add(time.Hour), UID: "req-future"}.String()
+		d := decide(s)
+		if d.plan.Action == membership.ActBegin {
+			t.Fatalf("a future-dated request began a recovery: %s", d.plan.Reason)
+		}
+		r := d.ledger.LastRecoveryRequest
+		if r == nil || r.UID != "req-future" || r.Outcome != etcdfedv1.RecoveryRequestRefused || !strings.Contains(r.Message, "in the future") || d.requestRefused == "" {
+			t.Fatalf("lastRecoveryRequest %+v (refused %q), want req-future refused", r, d.requestRefused)
+		}
+		// An hour later the date has passed; the request stays consumed.
+		s.ec.Status.LastRecoveryRequest = r
+		s.now = now.Add(2 * time.Hour)
+		if d := decide(s); d.plan.Action == membership.ActBegin {
+			t.Errorf("the refused request armed a recovery once its date passed: %s", d.plan.Reason)
 		}
 	})
 
@@ -107,8 +193,8 @@ func TestQuorumLossRecovery(t *testing.T) {
 			t.Fatalf("plan %s (%s), %d writes", d.plan.Action, d.plan.Reason, len(d.step.writes))
 		}
 		w := d.step.writes[0]
-		if w.cluster != "member-1" || w.want.Name != "main-0" || !strings.HasPrefix(w.want.Spec.ForceNewCluster, "recover-") {
-			t.Errorf("write %s %s forceNewCluster %q", w.cluster, w.want.Name, w.want.Spec.ForceNewCluster)
+		if w.cluster != "member-1" || w.want.Spec.MemberName != "main-0" || !strings.HasPrefix(w.want.Spec.ForceNewCluster, "recover-") {
+			t.Errorf("write %s %s forceNewCluster %q", w.cluster, w.want.Spec.MemberName, w.want.Spec.ForceNewCluster)
 		}
 		if w.want.Spec.Incarnation != 1 || w.want.Spec.Bootstrap == nil {
 			t.Errorf("the survivor keeps its incarnation and bootstrap: %+v", w.want.Spec)

@@ -2,12 +2,16 @@ package etcdcluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -97,9 +101,13 @@ func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdClust
 	return restoreSnapshot{creds: sec.Data}
 }
 
+// storeCredentialsComponent labels the copies of a store's credentials.
+const storeCredentialsComponent = "store-credentials"
+
 // StoreCredentialsSecretName is the Secret next to a member, in its member
-// cluster, holding a copy of the restore store's credentials.
-func StoreCredentialsSecretName(member string) string { return member + "-store-credentials" }
+// cluster, holding a copy of the restore store's credentials; named after
+// the member's EtcdMember (memberObjectName).
+func StoreCredentialsSecretName(objectName string) string { return objectName + "-store-credentials" }
 
 // memberRestore is a founding member's spec.bootstrap.restore: the one
 // snapshot status.restore recorded; nil when the cluster is neither
@@ -117,19 +125,23 @@ func memberRestore(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) 
 		if s.restore.err != nil {
 			return nil, s.restore.err
 		}
-		store.CredentialsSecretName = StoreCredentialsSecretName(member)
+		var cs *clusterSnapshot
+		if m := statusMember(st, member); m != nil {
+			cs = s.cluster(m.Cluster)
+		}
+		store.CredentialsSecretName = StoreCredentialsSecretName(memberObjectName(s.ec, cs, member))
 	}
 	return &etcdfedv1.MemberRestore{Store: store, Object: st.Restore.Object, SHA256: st.Restore.SHA256, RevisionBump: st.Restore.RevisionBump}, nil
 }
 
 // storeCredentialsSecret renders the copy of the store's credentials next
 // to a member.
-func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
+func storeCredentialsSecret(s *snapshot, cs *clusterSnapshot, member string) *corev1.Secret {
 	labels := ownerLabels(s.ec)
 	labels[etcdfedv1.LabelMember] = member
-	labels[etcdfedv1.LabelComponent] = "store-credentials"
+	labels[etcdfedv1.LabelComponent] = storeCredentialsComponent
 	return &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: StoreCredentialsSecretName(member), Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: StoreCredentialsSecretName(memberObjectName(s.ec, cs, member)), Labels: labels},
 		Type:       corev1.SecretTypeOpaque,
 		Data:       maps.Clone(s.restore.creds),
 	}
@@ -138,7 +150,7 @@ func storeCredentialsSecret(s *snapshot, member string) *corev1.Secret {
 // writeStoreCredentials writes the member's copy of the store's
 // credentials, through the one writer of owned objects.
 func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs *clusterSnapshot, member string) error {
-	want := storeCredentialsSecret(s, member)
+	want := storeCredentialsSecret(s, cs, member)
 	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[want.Name]), want)
 }
 
@@ -158,4 +170,71 @@ func bootstrapToken(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
 func restoringFromBackup(st *etcdfedv1.EtcdClusterStatus, member string) bool {
 	op := st.Operation
 	return op != nil && op.Type == etcdfedv1.OperationRecover && op.Reason == membership.ReasonFromBackup && op.Member == member
+}
+
+// restoreEnded: member's restore is over. The cluster formed (its ID is
+// recorded), no recovery from a backup is restoring this member, and the
+// member ran on its restored data (its spoke reports an etcd ID for this
+// incarnation): a pod started again finds data and restores nothing.
+// Its object then drops spec.bootstrap.restore, and with it the copy of
+// the store's credentials in its member cluster.
+func restoreEnded(st *etcdfedv1.EtcdClusterStatus, member string, obj *etcdfedv1.EtcdMember) bool {
+	if st.ClusterID == "" || restoringFromBackup(st, member) || obj == nil {
+		return false
+	}
+	return obj.Status.Etcd != nil && obj.Status.Etcd.ID != "" && obj.Status.Incarnation == obj.Spec.Incarnation
+}
+
+// spentStoreCredentials are the members whose copy of the store's
+// credentials (StoreCredentialsSecretName) is left in a visible cluster
+// while their object there no longer restores from it: the restore
+// ended and the object dropped spec.bootstrap.restore in an earlier
+// pass. Never before the object exists: a founding member's Secret is
+// written just before its object.
+func spentStoreCredentials(s *snapshot) []memberRef {
+	var out []memberRef
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for name, sec := range cs.secrets {
+			member := sec.Labels[etcdfedv1.LabelMember]
+			if sec.Labels[etcdfedv1.LabelComponent] != storeCredentialsComponent {
+				continue
+			}
+			obj := cs.members[member]
+			if obj == nil {
+				continue // the sweep deletes a member's objects with it
+			}
+			if name != StoreCredentialsSecretName(obj.Name) {
+				continue // the object's own copy is named after it (old or new names alike)
+			}
+			if b := obj.Spec.Bootstrap; b != nil && b.Restore != nil && b.Restore.Store.CredentialsSecretName == name {
+				continue
+			}
+			out = append(out, memberRef{cluster: cs.name, member: member})
+		}
+	}
+	slices.SortFunc(out, func(a, b memberRef) int { return strings.Compare(a.cluster+"/"+a.member, b.cluster+"/"+b.member) })
+	return out
+}
+
+// deleteStoreCredentials deletes the spent copies of the store's
+// credentials.
+func (r *Reconciler) deleteStoreCredentials(ctx context.Context, s *snapshot, refs []memberRef) error {
+	var errs []error
+	for _, ref := range refs {
+		cs := s.cluster(ref.cluster)
+		obj := cs.members[ref.member]
+		if obj == nil {
+			continue
+		}
+		sec := cs.secrets[StoreCredentialsSecretName(obj.Name)]
+		if sec == nil {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Deleting the copy of the restore store's credentials: the restore ended", "member", ref.member, "cluster", ref.cluster)
+		errs = append(errs, deleteOwned(ctx, cs.client, cs.name, sec))
+	}
+	return errors.Join(errs...)
 }

@@ -12,15 +12,10 @@ import (
 	"github.com/etcdfed/etcdfed/hub/membership"
 )
 
-// founding is ring() before etcd formed, founded from a snapshot in an S3
-// store with credentials: the three objects exist and are exposed, none
-// has bootstrap yet.
-func founding(verified bool) *snapshot {
-	s := ring()
-	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
-		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
-		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
-	}}
+// unformed makes s a ring before etcd formed: the founding members'
+// objects exist and are exposed, none has bootstrap yet, and the Bootstrap
+// operation is at CreateObjects.
+func unformed(s *snapshot) {
 	s.ec.Status.ClusterID = ""
 	for i := range s.ec.Status.Members {
 		s.ec.Status.Members[i].ID = ""
@@ -32,6 +27,18 @@ func founding(verified bool) *snapshot {
 		}
 	}
 	s.etcd = membership.Etcd{Error: "no member started"}
+}
+
+// founding is ring() before etcd formed, founded from a snapshot in an S3
+// store with credentials: the three objects exist and are exposed, none
+// has bootstrap yet.
+func founding(verified bool) *snapshot {
+	s := ring()
+	s.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{
+		Store:  etcdfedv1.BackupStore{URL: "s3://backups/hub", CredentialsSecretName: "s3"},
+		Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/old",
+	}}
+	unformed(s)
 	s.restore = restoreSnapshot{creds: map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id"), etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("secret")}}
 	if verified {
 		s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "team-a/old/2222222222222222/20261123T120000.000Z-rev99.db", SHA256: strings.Repeat("cd", 32),
@@ -56,20 +63,20 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	for _, w := range d.step.writes {
 		b := w.want.Spec.Bootstrap
 		if b == nil || b.Restore == nil {
-			t.Fatalf("%s: bootstrap %+v without restore", w.want.Name, b)
+			t.Fatalf("%s: bootstrap %+v without restore", w.want.Spec.MemberName, b)
 		}
 		r := b.Restore
 		if r.Object != s.ec.Status.Restore.Object || r.SHA256 != s.ec.Status.Restore.SHA256 || r.RevisionBump != etcdfedv1.DefaultRestoreRevisionBump {
-			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Name, r, s.ec.Status.Restore)
+			t.Errorf("%s restores %+v, want status.restore %+v", w.want.Spec.MemberName, r, s.ec.Status.Restore)
 		}
 		if r.Store.URL != "s3://backups/hub" || r.Store.CredentialsSecretName != StoreCredentialsSecretName(w.want.Name) || !w.storeCredentials {
-			t.Errorf("%s: store %+v, credentials copied %v", w.want.Name, r.Store, w.storeCredentials)
+			t.Errorf("%s: store %+v, credentials copied %v", w.want.Spec.MemberName, r.Store, w.storeCredentials)
 		}
 		if b.InitialClusterState != etcdfedv1.InitialClusterNew || b.Token != string(s.ec.UID) || strings.Count(b.InitialCluster, "=") != 3 {
-			t.Errorf("%s: bootstrap %s %s %s", w.want.Name, b.InitialClusterState, b.Token, b.InitialCluster)
+			t.Errorf("%s: bootstrap %s %s %s", w.want.Spec.MemberName, b.InitialClusterState, b.Token, b.InitialCluster)
 		}
-		sec := storeCredentialsSecret(s, w.want.Name)
-		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Name ||
+		sec := storeCredentialsSecret(s, s.cluster(w.cluster), w.want.Spec.MemberName)
+		if string(sec.Data[etcdfedv1.BackupSecretAWSSecretAccessKey]) != "secret" || sec.Labels[etcdfedv1.LabelMember] != w.want.Spec.MemberName ||
 			sec.Labels[etcdfedv1.LabelClusterUID] != string(s.ec.UID) {
 			t.Errorf("credentials copy %+v", sec)
 		}
@@ -79,7 +86,7 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	formed := founding(true)
 	formed.ec.Status.ClusterID = "c1"
 	for _, w := range d.step.writes {
-		formed.cluster(w.cluster).members[w.want.Name] = w.want
+		formed.cluster(w.cluster).members[w.want.Spec.MemberName] = w.want
 	}
 	for _, m := range formed.ec.Status.Members {
 		want := desiredMember(formed, &formed.ec.Status, &m, formed.cluster(m.Cluster).members[m.Name])
@@ -104,13 +111,54 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	}
 }
 
+// The copies of the store's credentials go once the restore ended: a
+// member that reports an etcd ID for its incarnation drops
+// spec.bootstrap.restore (restarting nothing), and its Secret is deleted
+// in the pass after its object no longer names it; a member that has not
+// run yet keeps both (it may still have to restore).
+func TestStoreCredentialsRemovedOnceRestored(t *testing.T) {
+	s := founding(true)
+	d := decide(s)
+	if len(d.step.writes) != 3 {
+		t.Fatalf("%d writes, want 3", len(d.step.writes))
+	}
+	formed := founding(true)
+	formed.ec.Status.ClusterID = "c1"
+	formed.ec.Status.Operation = nil
+	for _, w := range d.step.writes {
+		cs := formed.cluster(w.cluster)
+		cs.members[w.want.Spec.MemberName] = w.want
+		cs.secrets[StoreCredentialsSecretName(w.want.Name)] = storeCredentialsSecret(formed, cs, w.want.Spec.MemberName)
+	}
+	ran, notYet := formed.ec.Status.Members[0], formed.ec.Status.Members[1]
+	obj := formed.cluster(ran.Cluster).members[ran.Name]
+	obj.Status.Incarnation = obj.Spec.Incarnation
+	obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: "a1"}
+	if got := spentStoreCredentials(formed); len(got) != 0 {
+		t.Fatalf("credentials spent while every object still restores: %v", got)
+	}
+	if want := desiredMember(formed, &formed.ec.Status, &ran, obj); want.Spec.Bootstrap.Restore != nil {
+		t.Errorf("%s ran on its restored data and still restores: %+v", ran.Name, want.Spec.Bootstrap.Restore)
+	} else {
+		obj.Spec.Bootstrap = want.Spec.Bootstrap // the pass's write
+	}
+	other := formed.cluster(notYet.Cluster).members[notYet.Name]
+	if want := desiredMember(formed, &formed.ec.Status, &notYet, other); want.Spec.Bootstrap.Restore == nil {
+		t.Errorf("%s never ran and lost its restore", notYet.Name)
+	}
+	got := spentStoreCredentials(formed)
+	if len(got) != 1 || got[0].member != ran.Name || got[0].cluster != ran.Cluster {
+		t.Fatalf("spent credentials %v, want only %s's", got, ran.Name)
+	}
+}
+
 // recoveringFromBackup is ring() after it lost its quorum, with a Recover
 // from the latest backup in flight into main-0 (incarnation 4, exposed,
 // not started), the snapshot checked after the request.
 func recoveringFromBackup() *snapshot {
 	s := ring()
 	at := now.Add(-time.Minute)
-	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at, UID: "req-b"}.String()}
 	s.ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "@hourly", Store: etcdfedv1.BackupStore{URL: "file:///backups"}}
 	s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "default/main/c1/20261122T110000.000Z-rev50.db", SHA256: strings.Repeat("ef", 32), Revision: 50,
 		RevisionBump: etcdfedv1.DefaultRestoreRevisionBump, VerifiedAt: metav1.NewTime(at.Add(time.Second))}

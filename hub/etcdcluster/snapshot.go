@@ -23,6 +23,9 @@ type snapshot struct {
 	now time.Time
 	// ringNamespace is where the hub's objects live in member clusters.
 	ringNamespace string
+	// allowLoopback: loopback addresses are good addresses (the local
+	// environment; hub/reports).
+	allowLoopback bool
 	// clusters are the registered member clusters in the registry's order.
 	clusters []*clusterSnapshot
 	byName   map[string]*clusterSnapshot
@@ -32,6 +35,9 @@ type snapshot struct {
 	etcd membership.Etcd
 	// etcdClient reaches etcd, for apply; nil when etcd was not dialled.
 	etcdClient *etcdops.Client
+	// hubView is which of the ring's clusters the hub sees (rule 8): a hub
+	// that sees too few of them to declare any failed says so.
+	hubView liveness.HubView
 	// livenessChange is how long until a cluster's verdict changes by time
 	// alone (a Lease going stale, a grace period ending), when
 	// livenessChanges; the next pass is due then at the latest.
@@ -51,19 +57,26 @@ type observeTimes struct {
 
 // clusterSnapshot is one registered member cluster as this pass saw it.
 type clusterSnapshot struct {
-	name     string
-	labels   map[string]string
-	engaged  bool
-	conn     *registry.ClusterState // the hub's connection, from the registry
-	eligible bool
-	verdict  liveness.Verdict
-	spoke    *etcdfedv1.EtcdSpoke
+	name    string
+	labels  map[string]string
+	engaged bool
+	conn    *registry.ClusterState // the hub's connection, from the registry
+	// registered: the registry lists it. A cluster the ledger places
+	// members in that is not registered (its kubeconfig Secret deleted)
+	// is still judged, never engaged.
+	registered bool
+	eligible   bool
+	verdict    liveness.Verdict
+	spoke      *etcdfedv1.EtcdSpoke
 	// The objects the hub owns there for this EtcdCluster (ownedKinds), by
 	// object name.
 	members map[string]*etcdfedv1.EtcdMember
 	zones   map[string]*etcdfedv1.EtcdDNSZone
 	secrets map[string]*corev1.Secret
 	readErr error
+	// rejected are the refused fields of what the cluster reported
+	// (checkReports), one message each, sorted.
+	rejected []string
 	// nodes are the cluster's nodes with their zone and the hub's last
 	// sighting of their Lease (multi-zone clusters only; nil otherwise).
 	nodes map[string]nodeSeen

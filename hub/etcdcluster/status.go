@@ -33,14 +33,27 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	// to their peers (EtcdMember PeerConnections=False).
 	peerReason, peerProblems := peerConnectionProblems(s)
 	setAvailable(st, gen, s.etcd)
-	if msg := quorumLostMessage(plannerInput(s, d.ledger, d.placement)); msg != "" {
+	pin := plannerInput(s, d.ledger, d.placement)
+	if msg := quorumLostMessage(pin); msg != "" {
 		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonQuorumLost, msg)
 	}
+	st.QuorumLoss = quorumLossStatus(pin)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
 	setVersionProgress(s, st, gen, d.plan, res)
 	setCARotationProgress(st, gen)
-	setDegraded(st, gen, peerReason, append(peerProblems, problems(s, st, d, res, passProblem)...))
+	// What member clusters reported and the hub refused (checkReports).
+	var rejected []string
+	for _, cs := range s.clusters {
+		if cs.visible() {
+			rejected = append(rejected, cs.rejected...)
+		}
+	}
+	degradedReason := peerReason
+	if degradedReason == "" && len(rejected) > 0 {
+		degradedReason = etcdfedv1.ReasonReportRejected
+	}
+	setDegraded(st, gen, degradedReason, slices.Concat(peerProblems, rejected, problems(s, st, d, res, passProblem)))
 	setFailureTolerant(st, gen, tol)
 	setAlarmConditions(s, st, gen)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
@@ -100,6 +113,9 @@ func tolerance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Tolerance 
 }
 
 func setCondition(st *etcdfedv1.EtcdClusterStatus, generation int64, typ string, status bool, reason, msg string) {
+	// A condition's message is at most 32768 characters; parts of it come
+	// from member clusters, and a longer one would fail the status write.
+	msg = truncate(msg, 32000)
 	s := metav1.ConditionFalse
 	if status {
 		s = metav1.ConditionTrue
@@ -189,6 +205,11 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if passProblem != "" {
 		out = append(out, passProblem)
 	}
+	// Rule 8 restated: a hub that sees too few clusters to declare any
+	// failed says so first, in plain words.
+	if msg := s.hubView.Message(); msg != "" {
+		out = append(out, msg)
+	}
 	if d.placementErr != nil {
 		out = append(out, "placement: "+d.placementErr.Error())
 	}
@@ -210,6 +231,14 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if d.plan.Halted {
 		out = append(out, d.plan.Reason)
 	}
+	// A recovery request or fencing confirmation the hub does not act on
+	// says why.
+	if _, note := recoveryRequest(s.ec, s.now); note != "" {
+		out = append(out, note)
+	}
+	if _, note := fencedMembers(s.ec, st, s.now); note != "" {
+		out = append(out, note)
+	}
 	for _, cs := range s.clusters {
 		concerned := cs.eligible || hasMembers(st, cs.name)
 		switch {
@@ -227,6 +256,15 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			out = append(out, cs.readErr.Error())
 		case cs.connProblem(s.now) != "" && concerned:
 			out = append(out, fmt.Sprintf("member cluster %s: %s", cs.name, cs.connProblem(s.now)))
+		}
+		if msg := heldOutside(s.ec, st, cs); msg != "" {
+			out = append(out, msg)
+		}
+		// A spoke whose gossip cannot witness (rule 8): it abstains.
+		if concerned && cs.visible() && cs.spoke != nil {
+			if why := gossipAbstains(cs.spoke); why != "" {
+				out = append(out, fmt.Sprintf("the spoke of %s abstains as a witness of other clusters' failure: %s", cs.name, why))
+			}
 		}
 		// The zone witness's verdicts on the zones of a visible
 		// multi-zone cluster: a failed zone, and a stale one holding
@@ -252,6 +290,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			}
 		}
 	}
+	out = append(out, d.sweepKept...)
 	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {
 		out = append(out, "members not ready: "+strings.Join(notReady, ", "))
 	}
@@ -299,7 +338,7 @@ func peerConnectionProblems(s *snapshot) (reason string, problems []string) {
 			}
 			byReason[c.Reason] = append(byReason[c.Reason], n+" ("+cs.name+")")
 			if _, ok := first[c.Reason]; !ok {
-				first[c.Reason] = c.Message
+				first[c.Reason] = truncate(c.Message, 1024) // written in the member cluster
 			}
 		}
 	}

@@ -41,12 +41,24 @@ func backupInput(ec *etcdfedv1.EtcdCluster) membership.Backup {
 // as its spoke reports it (PodReady=False, reason ContainerFailing), "" when
 // it can or the spoke has not acted on that generation yet.
 func podFailing(obj *etcdfedv1.EtcdMember) string {
+	return podNotReadyFor(obj, etcdfedv1.ReasonContainerFailing)
+}
+
+// podNotReadyFor is the message of the object's PodReady=False condition
+// with reason, for its latest generation; "" otherwise.
+func podNotReadyFor(obj *etcdfedv1.EtcdMember, reason string) string {
 	c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionPodReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonContainerFailing ||
-		obj.Status.ObservedGeneration != obj.Generation {
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || obj.Status.ObservedGeneration != obj.Generation {
 		return ""
 	}
 	return c.Message
+}
+
+// podPending says why the pod of the object's latest generation has not
+// started (PodReady False, reason PodPending, for the latest generation),
+// "" when it has or the spoke has not said.
+func podPending(obj *etcdfedv1.EtcdMember) string {
+	return podNotReadyFor(obj, etcdfedv1.ReasonPodPending)
 }
 
 // recordVersions records each member's running version and the cluster

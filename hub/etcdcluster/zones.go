@@ -216,10 +216,12 @@ func multiZone(cs *clusterSnapshot) bool {
 // Leases) with the peer signal (which ring members outside the zone have
 // lost every member in it). Pure: it reads the snapshot and the ledger.
 //
-// A witness is a member of the ledger outside the zone, in a visible
-// cluster, whose object is of its current incarnation and reports a peer
-// view (status.etcd.peers) without a read error. A member with no view is
-// left out. A zone with no member of this ring has no witness.
+// A witness is a voter of the ledger outside the zone. It votes when its
+// object, in a visible cluster and of its current incarnation, reports a
+// peer view (status.etcd.peers) without a read error that holds at least
+// one active peer; otherwise it abstains, and still counts in the
+// majority (rule 8 restated). A zone with no member of this ring has no
+// witness.
 func zoneObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []liveness.ZoneObservation {
 	var out []liveness.ZoneObservation
 	for _, cs := range s.clusters {
@@ -256,11 +258,27 @@ func zoneObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []liveness.Z
 			}
 			if len(inZone) > 0 {
 				for _, m := range st.Members {
-					if (m.Cluster == cs.name && m.Zone == z) || m.Name == leaving {
+					if (m.Cluster == cs.name && m.Zone == z) || m.Name == leaving || m.ID == "" {
 						continue
 					}
+					// Every voter outside the zone is a witness (rule 8
+					// restated): one the hub cannot read, or one that
+					// reaches no peer at all (it may be the one cut off),
+					// abstains and still counts in the majority.
+					key := m.Cluster + "/" + m.Zone + "/" + m.Name
 					view, ok := peerView(s, &m)
-					if !ok {
+					switch {
+					case !ok:
+						if o.Abstaining == nil {
+							o.Abstaining = map[string]string{}
+						}
+						o.Abstaining[key] = "no peer view the hub can read"
+						continue
+					case len(view.Active) == 0:
+						if o.Abstaining == nil {
+							o.Abstaining = map[string]string{}
+						}
+						o.Abstaining[key] = "connected to no peer at all"
 						continue
 					}
 					lost := true
@@ -269,7 +287,7 @@ func zoneObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []liveness.Z
 							lost = false
 						}
 					}
-					o.PeersLost[m.Cluster+"/"+m.Zone+"/"+m.Name] = lost
+					o.PeersLost[key] = lost
 				}
 			}
 			out = append(out, o)

@@ -36,7 +36,7 @@ func twoByTwoView() *snapshot {
 	v := &snapshot{ec: ec, now: now, byName: map[string]*clusterSnapshot{}}
 	for _, c := range []string{"member-1", "member-2"} {
 		n := c[len(c)-1:]
-		cv := &clusterSnapshot{name: c, engaged: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
+		cv := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-" + n + "a", "zone-" + n + "b"}, ObservedAt: &seen}},
 			members: map[string]*etcdfedv1.EtcdMember{},
 			nodes: map[string]nodeSeen{
@@ -157,9 +157,12 @@ func TestZoneWitness(t *testing.T) {
 		{name: "one peer of two lost it: no majority, kept",
 			mutate: []func(*snapshot){staleNodes("member-1", "zone-1a", beyond), losesPeer("main-2", 1), down("main-0")},
 			want:   liveness.Unknown, stale: true},
-		{name: "a witness without a view is left out: the other decides",
+		// Rule 8 restated (issue 24): a witness without a view abstains
+		// and still counts: one of two is no majority. (It used to be
+		// left out, and the other alone decided.)
+		{name: "a witness without a view abstains: one of two lost it, kept",
 			mutate: []func(*snapshot){staleNodes("member-1", "zone-1a", beyond), noView("main-1"), losesPeer("main-2", 1), down("main-0")},
-			want:   liveness.Failed, stale: true, move: true},
+			want:   liveness.Unknown, stale: true},
 		{name: "no witness with a view: unknown, kept",
 			mutate: []func(*snapshot){staleNodes("member-1", "zone-1a", beyond), noView("main-1"), noView("main-2"), down("main-0")},
 			want:   liveness.Unknown, stale: true},

@@ -1,9 +1,16 @@
 // Package liveness decides whether a member cluster is alive, unknown or
-// failed, by membership rule 8: a cluster is failed only when the hub's own
-// observation of its spoke Lease is stale, measured on the hub's clock (not
-// the time the spoke wrote), AND a majority of the other spokes' gossip
-// views agree that it is gone. Everything short of that is "unknown", and
-// the hub does not act on unknown.
+// failed, by membership rule 8 as restated in wave 3: a cluster is failed
+// only when the hub's own observation of its spoke Lease is stale,
+// measured on the hub's clock (not the time the spoke wrote), AND a
+// majority of ALL the other witnesses (the spokes of the ring's other
+// eligible clusters, and of clusters holding its members), each seen fresh
+// by the hub, report it gone. A witness the hub does not see, or whose
+// gossip is not healthy (not running, no key, never joined, no peer alive),
+// counts in that majority's denominator but does not vote: it abstains.
+// Everything short of that is "unknown", and the hub does not act on
+// unknown. So a hub that sees only a minority of the clusters (it sits on
+// the small side of a partition) can declare nothing failed: the spokes
+// that could vote are on the other side.
 package liveness
 
 import (
@@ -122,6 +129,33 @@ type Observation struct {
 	WatchedSince time.Time
 	// Gossip is this cluster's spoke's view of its peers: cluster -> alive.
 	Gossip map[string]bool
+	// NotWitness: the cluster is neither eligible for the ring nor holds
+	// any of its members. Its spoke is no witness, and it does not count
+	// among the witnesses of the others. (It is still judged.)
+	NotWitness bool
+	// Abstains says why this cluster's spoke does not vote as a witness
+	// ("" when it may): its gossip is not healthy (the spoke's GossipHealthy
+	// condition). A spoke whose Gossip sees no peer alive abstains too
+	// (GossipAbstains): it cannot tell a dead peer from its own cut.
+	Abstains string
+}
+
+// GossipAbstains says why o's spoke does not vote as a witness, "" when
+// it may: it said so itself (Abstains), or its gossip view sees no peer
+// alive (never joined, firewalled, or every peer dead: it cannot tell).
+func GossipAbstains(o Observation) string {
+	if o.Abstains != "" {
+		return o.Abstains
+	}
+	if o.Gossip == nil {
+		return ""
+	}
+	for _, alive := range o.Gossip {
+		if alive {
+			return ""
+		}
+	}
+	return "its gossip sees no peer alive"
 }
 
 // Verdict is the judgement on one cluster with its explanation.
@@ -134,6 +168,12 @@ type Verdict struct {
 // Judge applies rule 8 to every cluster. staleAfter is how long without a
 // renewal makes the hub's view stale; grace is how long it must have been
 // stale before the cluster is declared failed.
+//
+// The witnesses of a cluster are the other witness clusters (not
+// NotWitness), all of them: a majority of that whole set must be seen
+// fresh by the hub, vote (not abstain) and report the cluster gone. A
+// witness the hub does not see, or that abstains, or that says nothing of
+// the cluster, counts against.
 func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []Verdict {
 	fresh := map[string]bool{}
 	for _, o := range obs {
@@ -145,21 +185,29 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 			out = append(out, Verdict{Cluster: o.Cluster, State: Alive, Reason: "spoke Lease renewed " + At(o.LastSeen)})
 			continue
 		}
-		// Witnesses: the other spokes the hub itself sees alive.
-		var witnesses, dead, alive []string
+		var witnesses, dead, alive, unseen, abstain, silent []string
 		for _, w := range obs {
-			if w.Cluster == o.Cluster || !fresh[w.Cluster] {
+			if w.Cluster == o.Cluster || w.NotWitness {
 				continue
 			}
 			witnesses = append(witnesses, w.Cluster)
-			if seen, ok := w.Gossip[o.Cluster]; ok && !seen {
+			seen, reported := w.Gossip[o.Cluster]
+			switch why := GossipAbstains(w); {
+			case !fresh[w.Cluster]:
+				unseen = append(unseen, w.Cluster)
+			case why != "":
+				abstain = append(abstain, w.Cluster+" ("+why+")")
+			case reported && !seen:
 				dead = append(dead, w.Cluster)
-			} else if ok && seen {
+			case reported:
 				alive = append(alive, w.Cluster)
+			default:
+				silent = append(silent, w.Cluster)
 			}
 		}
-		sort.Strings(dead)
-		sort.Strings(alive)
+		for _, l := range [][]string{dead, alive, unseen, abstain, silent} {
+			sort.Strings(l)
+		}
 		last, since := "never seen", o.LastSeen
 		switch {
 		case !o.LastSeen.IsZero():
@@ -173,9 +221,22 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 		case len(witnesses) == 0:
 			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: last + "; no other spoke to confirm"})
 		case len(dead) < majority:
-			why := fmt.Sprintf("%s; only %d of %d other spokes see it gone", last, len(dead), len(witnesses))
+			why := fmt.Sprintf("%s; only %d of the %d other spokes see it gone (%d needed)", last, len(dead), len(witnesses), majority)
+			var notes []string
 			if len(alive) > 0 {
-				why += " (" + strings.Join(alive, ", ") + " see it alive: the hub's path to it may be what failed)"
+				notes = append(notes, strings.Join(alive, ", ")+" see it alive: the hub's path to it may be what failed")
+			}
+			if len(unseen) > 0 {
+				notes = append(notes, strings.Join(unseen, ", ")+" not seen by the hub either")
+			}
+			if len(abstain) > 0 {
+				notes = append(notes, strings.Join(abstain, ", ")+" abstain")
+			}
+			if len(silent) > 0 {
+				notes = append(notes, strings.Join(silent, ", ")+" report nothing of it")
+			}
+			if len(notes) > 0 {
+				why += " (" + strings.Join(notes, "; ") + ")"
 			}
 			out = append(out, Verdict{Cluster: o.Cluster, State: Unknown, Reason: why})
 		case since.IsZero() || now.Sub(since) < grace:
@@ -185,6 +246,52 @@ func Judge(obs []Observation, now time.Time, staleAfter, grace time.Duration) []
 		}
 	}
 	return out
+}
+
+// HubView is how much of the ring the hub sees: the witness clusters (not
+// NotWitness) whose spoke Lease it sees fresh, and those it does not.
+type HubView struct {
+	Seen, Unseen []string
+}
+
+// ViewOf sorts the witness clusters of obs into seen and unseen.
+func ViewOf(obs []Observation, now time.Time, staleAfter time.Duration) HubView {
+	var v HubView
+	for _, o := range obs {
+		if o.NotWitness {
+			continue
+		}
+		if !o.LastSeen.IsZero() && now.Sub(o.LastSeen) <= staleAfter {
+			v.Seen = append(v.Seen, o.Cluster)
+		} else {
+			v.Unseen = append(v.Unseen, o.Cluster)
+		}
+	}
+	sort.Strings(v.Seen)
+	sort.Strings(v.Unseen)
+	return v
+}
+
+// Minority: the hub sees too few of the witness clusters for Judge to
+// declare any unseen one failed, with at least one unseen: fewer than a
+// majority of the others of an unseen cluster are on the hub's side.
+func (v HubView) Minority() bool {
+	n := len(v.Seen) + len(v.Unseen)
+	return len(v.Unseen) > 0 && len(v.Seen) < (n-1)/2+1
+}
+
+// Message says, in plain words, what a hub with a minority knows: "" when
+// it sees a majority.
+func (v HubView) Message() string {
+	if !v.Minority() {
+		return ""
+	}
+	seen := "none of them"
+	if len(v.Seen) > 0 {
+		seen = "only " + strings.Join(v.Seen, ", ")
+	}
+	return fmt.Sprintf("the hub sees %s of the %d member clusters: %s may be alive and serving without it; it declares none of them failed, moves nothing out of them and forces no new cluster until it sees a majority again or their members are confirmed fenced",
+		seen, len(v.Seen)+len(v.Unseen), strings.Join(v.Unseen, ", "))
 }
 
 // NextChange is how long until the first verdict that Judge, given the same

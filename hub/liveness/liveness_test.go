@@ -1,6 +1,8 @@
 package liveness
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -50,8 +52,8 @@ func TestJudge(t *testing.T) {
 		}, map[string]State{"a": Failed, "b": Alive, "c": Alive}},
 		{"stale, peers agree, within grace: unknown", []Observation{
 			{Cluster: "a", LastSeen: short},
-			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false}},
-			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false}},
+			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false, "c": true}},
+			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": true}},
 		}, map[string]State{"a": Unknown}},
 		{"stale to the hub but peers see it: unknown (hub's path failed)", []Observation{
 			{Cluster: "a", LastSeen: long},
@@ -60,14 +62,32 @@ func TestJudge(t *testing.T) {
 		}, map[string]State{"a": Unknown}},
 		{"one of two peers agrees: no majority, unknown", []Observation{
 			{Cluster: "a", LastSeen: long},
-			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false}},
+			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false, "c": true}},
 			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": true}},
 		}, map[string]State{"a": Unknown}},
-		{"a stale witness does not count", []Observation{
+		// Issue 24: before, the witnesses were only the spokes the hub
+		// saw fresh, so the one spoke on the hub's side of a partition
+		// was "a majority" and declared the other side failed.
+		{"the hub with the minority: it sees only c; a and b may be alive, neither failed", []Observation{
+			{Cluster: "a", LastSeen: long, Gossip: map[string]bool{"b": true, "c": false}},
+			{Cluster: "b", LastSeen: long, Gossip: map[string]bool{"a": true, "c": false}},
+			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": false}},
+		}, map[string]State{"a": Unknown, "b": Unknown, "c": Alive}},
+		{"two fresh spokes of three others are a majority; the stale one counts but cannot vote", []Observation{
 			{Cluster: "a", LastSeen: long},
 			{Cluster: "b", LastSeen: long, Gossip: map[string]bool{"a": false}},
-			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": false}},
+			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": false, "d": true}},
+			{Cluster: "d", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": false, "c": true}},
 		}, map[string]State{"a": Failed, "b": Failed, "c": Alive}},
+		{"a spoke whose gossip never joined abstains (it reports its only peer dead)", []Observation{
+			{Cluster: "a", LastSeen: long},
+			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false}},
+		}, map[string]State{"a": Unknown}},
+		{"a spoke whose gossip sees no peer alive abstains, with the hub cut off from a and c", []Observation{
+			{Cluster: "a", LastSeen: long},
+			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false, "c": false}},
+			{Cluster: "c", LastSeen: long, Gossip: map[string]bool{"a": true, "b": false}},
+		}, map[string]State{"a": Unknown, "c": Unknown}},
 		{"alone: never failed", []Observation{{Cluster: "a", LastSeen: long}}, map[string]State{"a": Unknown}},
 		{"hub lost everything: nobody failed", []Observation{
 			{Cluster: "a", LastSeen: long, Gossip: map[string]bool{"b": true}},
@@ -75,7 +95,8 @@ func TestJudge(t *testing.T) {
 		}, map[string]State{"a": Unknown, "b": Unknown}},
 		{"never seen, peers agree: unknown", []Observation{
 			{Cluster: "a"},
-			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false}},
+			{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false, "c": true}},
+			{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": true}},
 		}, map[string]State{"a": Unknown}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,13 +132,13 @@ func TestNextChange(t *testing.T) {
 		}, 2*time.Second + time.Millisecond},
 		{"a corroborated absence reaches its grace", []Observation{
 			{Cluster: "a", LastSeen: t0.Add(-50 * time.Second)},
-			{Cluster: "b", LastSeen: t0.Add(-1 * time.Second), Gossip: map[string]bool{"a": false}},
-			{Cluster: "c", LastSeen: t0.Add(-4 * time.Second), Gossip: map[string]bool{"a": false}},
+			{Cluster: "b", LastSeen: t0.Add(-1 * time.Second), Gossip: map[string]bool{"a": false, "c": true}},
+			{Cluster: "c", LastSeen: t0.Add(-4 * time.Second), Gossip: map[string]bool{"a": false, "b": true}},
 		}, time.Second + time.Millisecond},
 		{"grace before any staleness", []Observation{
 			{Cluster: "a", LastSeen: t0.Add(-59 * time.Second)},
-			{Cluster: "b", LastSeen: t0, Gossip: map[string]bool{"a": false}},
-			{Cluster: "c", LastSeen: t0, Gossip: map[string]bool{"a": false}},
+			{Cluster: "b", LastSeen: t0, Gossip: map[string]bool{"a": false, "c": true}},
+			{Cluster: "c", LastSeen: t0, Gossip: map[string]bool{"a": false, "b": true}},
 		}, time.Second},
 		{"failed and never seen: nothing changes by itself", []Observation{
 			{Cluster: "a", LastSeen: t0.Add(-2 * time.Minute)},
@@ -160,8 +181,8 @@ func TestNeverSeenClusterFailsAfterGraceSinceWatched(t *testing.T) {
 	obs := func() []Observation {
 		return []Observation{
 			{Cluster: "down", WatchedSince: tr.WatchedSince("down")},
-			{Cluster: "b", LastSeen: now, Gossip: map[string]bool{"down": false}},
-			{Cluster: "c", LastSeen: now, Gossip: map[string]bool{"down": false}},
+			{Cluster: "b", LastSeen: now, Gossip: map[string]bool{"down": false, "c": true}},
+			{Cluster: "c", LastSeen: now, Gossip: map[string]bool{"down": false, "b": true}},
 		}
 	}
 	now = t0.Add(10 * time.Second)
@@ -188,5 +209,101 @@ func TestNeverSeenClusterFailsAfterGraceSinceWatched(t *testing.T) {
 	now = t0.Add(time.Hour)
 	if !tr.WatchedSince("down").Equal(now) {
 		t.Error("Forget kept the watch start")
+	}
+}
+
+// TestWitnessesAbstain: a spoke that says its gossip is not healthy
+// abstains whatever its view holds, and a cluster outside the ring (no
+// member there, not eligible) is no witness: it neither votes nor counts.
+func TestWitnessesAbstain(t *testing.T) {
+	stale, grace := 15*time.Second, time.Minute
+	fresh, long := t0.Add(-time.Second), t0.Add(-2*time.Minute)
+	judge := func(obs []Observation) Verdict { return Judge(obs, t0, stale, grace)[0] }
+	v := judge([]Observation{
+		{Cluster: "a", LastSeen: long},
+		{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false, "c": true}, Abstains: "gossip Secret spoke-gossip does not exist"},
+		{Cluster: "c", LastSeen: fresh, Gossip: map[string]bool{"a": false, "b": true}},
+	})
+	if v.State != Unknown || !strings.Contains(v.Reason, "b (gossip Secret spoke-gossip does not exist) abstain") || !strings.Contains(v.Reason, "only 1 of the 2 other spokes see it gone (2 needed)") {
+		t.Errorf("an abstaining spoke voted: %+v", v)
+	}
+	// Outside the ring: c neither helps nor hinders.
+	v = judge([]Observation{
+		{Cluster: "a", LastSeen: long},
+		{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false, "c": true}},
+		{Cluster: "c", LastSeen: long, NotWitness: true},
+	})
+	if v.State != Failed {
+		t.Errorf("a cluster outside the ring counted as a witness: %+v", v)
+	}
+	v = judge([]Observation{
+		{Cluster: "a", LastSeen: long},
+		{Cluster: "b", LastSeen: fresh, Gossip: map[string]bool{"a": false}, NotWitness: true},
+	})
+	if v.State != Unknown || !strings.Contains(v.Reason, "no other spoke to confirm") {
+		t.Errorf("a cluster outside the ring voted: %+v", v)
+	}
+}
+
+// TestHubView: a hub that sees too few clusters for any unseen one to be
+// declared failed says so in plain words; one that sees enough says
+// nothing.
+func TestHubView(t *testing.T) {
+	stale := 15 * time.Second
+	fresh, long := t0.Add(-time.Second), t0.Add(-2*time.Minute)
+	obs := func(seen ...bool) []Observation {
+		var out []Observation
+		for i, s := range seen {
+			o := Observation{Cluster: fmt.Sprintf("member-%d", i+1), LastSeen: long}
+			if s {
+				o.LastSeen = fresh
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		seen     []bool
+		minority bool
+	}{
+		{[]bool{false, false, true}, true},              // 1 of 3
+		{[]bool{true, false, true}, false},              // 2 of 3
+		{[]bool{true, true, true}, false},               // all
+		{[]bool{true, false}, false},                    // 1 of 2: the other can be judged by the one
+		{[]bool{true, true, false, false, false}, true}, // 2 of 5
+		{[]bool{true, true, true, false, false}, false}, // 3 of 5
+		{[]bool{false}, true},
+	} {
+		v := ViewOf(obs(tc.seen...), t0, stale)
+		if v.Minority() != tc.minority {
+			t.Errorf("seen %v: minority %v, want %v", tc.seen, v.Minority(), tc.minority)
+		}
+		// A minority hub's Judge declares no unseen cluster failed, even
+		// with every seen spoke voting "gone".
+		o := obs(tc.seen...)
+		for i := range o {
+			o[i].Gossip = map[string]bool{}
+			for j := range o {
+				if i != j {
+					o[i].Gossip[o[j].Cluster] = tc.seen[j]
+				}
+			}
+		}
+		failed := false
+		for _, verdict := range Judge(o, t0, stale, 0) {
+			failed = failed || verdict.State == Failed
+		}
+		if failed && tc.minority {
+			t.Errorf("seen %v: a minority hub's Judge declared a cluster failed", tc.seen)
+		}
+	}
+	msg := ViewOf(obs(false, false, true), t0, stale).Message()
+	for _, want := range []string{"the hub sees only member-3 of the 3 member clusters", "member-1, member-2 may be alive and serving without it", "forces no new cluster"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("message %q lacks %q", msg, want)
+		}
+	}
+	if msg := ViewOf(obs(true, false, true), t0, stale).Message(); msg != "" {
+		t.Errorf("a hub with a majority says %q", msg)
 	}
 }

@@ -32,8 +32,14 @@ type ZoneObservation struct {
 	NodesLastSeen map[string]time.Time
 	// PeersLost is, per witness outside the zone (for example
 	// "member-2/zone-b/main-3"), whether it has lost every member in the
-	// zone. A witness that holds no view is left out.
+	// zone.
 	PeersLost map[string]bool
+	// Abstaining are the witnesses outside the zone that cannot vote, with
+	// why: no peer view the hub can read (its cluster not visible, its
+	// metrics not read), or a view with no active peer at all (it may be
+	// the one cut off). They count in the majority's denominator (rule 8
+	// restated: a majority of ALL the witnesses), never as "lost".
+	Abstaining map[string]string
 }
 
 // ZoneVerdict is the judgement on one zone with its evidence.
@@ -80,7 +86,7 @@ func JudgeZone(o ZoneObservation, now time.Time, nodeStaleAfter, grace time.Dura
 		v.Since = latest.Add(nodeStaleAfter)
 		nodes += ", the last renewed " + At(latest)
 	}
-	var lost, still []string
+	var lost, still, abstain []string
 	for w, l := range o.PeersLost {
 		if l {
 			lost = append(lost, w)
@@ -88,16 +94,27 @@ func JudgeZone(o ZoneObservation, now time.Time, nodeStaleAfter, grace time.Dura
 			still = append(still, w)
 		}
 	}
+	for w, why := range o.Abstaining {
+		abstain = append(abstain, w+" ("+why+")")
+	}
 	sort.Strings(lost)
 	sort.Strings(still)
-	witnesses := len(lost) + len(still)
+	sort.Strings(abstain)
+	witnesses := len(lost) + len(still) + len(abstain)
 	switch {
 	case witnesses == 0:
 		v.Reason = fmt.Sprintf("zone %s: %s; no peer outside the zone to confirm", name, nodes)
 	case len(lost) < witnesses/2+1:
 		v.Reason = fmt.Sprintf("zone %s: %s; only %d of %d peers outside it lost it", name, nodes, len(lost), witnesses)
+		var notes []string
 		if len(still) > 0 {
-			v.Reason += " (" + strings.Join(still, ", ") + " still reach it: its kubelets may have lost only their apiserver)"
+			notes = append(notes, strings.Join(still, ", ")+" still reach it: its kubelets may have lost only their apiserver")
+		}
+		if len(abstain) > 0 {
+			notes = append(notes, strings.Join(abstain, ", ")+" abstain")
+		}
+		if len(notes) > 0 {
+			v.Reason += " (" + strings.Join(notes, "; ") + ")"
 		}
 	case v.Since.IsZero() || now.Sub(v.Since) < grace:
 		v.Reason = fmt.Sprintf("zone %s: %s and %s lost it; declared failed after %s", name, nodes, strings.Join(lost, ", "), grace)

@@ -7,10 +7,14 @@ import (
 	"time"
 )
 
-// Quorum-loss recovery (design rule 11). A ring whose majority of voters is
-// gone cannot change its membership: etcd needs a quorum for that. The
-// planner declares the loss (AssessQuorum) and, when a human asked for it
-// (Request) or the spec opts in (Automatic), recovers from one survivor:
+// Quorum-loss recovery (design rule 11, restated in wave 3). A ring whose
+// majority of voters does not answer cannot change its membership: etcd
+// needs a quorum for that. The planner declares the loss (AssessQuorum) and,
+// once every voter that is not a survivor is known gone (confirmed fenced,
+// or its data lost as its own cluster shows: never merely unreachable, for
+// an unreachable majority may be serving on the other side of a cut) and a
+// human asked for it (Request) or the spec opts in (Automatic), recovers
+// from one survivor:
 //
 //  1. Begin: Recover recorded, with the survivor (the freshest by raft
 //     index unless the request names one).
@@ -36,11 +40,14 @@ type QuorumInput struct {
 	LostSince time.Time
 	// Grace is how long the loss must last before it is declared.
 	Grace time.Duration
-	// Automatic recovers without a request once the loss is declared.
+	// Automatic recovers without a request once the loss is declared and
+	// every lost voter is known gone.
 	Automatic bool
-	// Request is a human's request (etcdfed recover), nil when none.
+	// Request is a human's request (etcdfed recover), nil when none (or
+	// when it was consumed, or refused: RequestError says so).
 	Request *RecoveryRequest
-	// RequestError says why the request annotation could not be read.
+	// RequestError says why the request annotation could not be read or
+	// is not acted on.
 	RequestError string
 }
 
@@ -52,6 +59,8 @@ type RecoveryRequest struct {
 	// (recovery_backup.go): "latest" or an object key.
 	FromBackup  string
 	RequestedAt time.Time
+	// UID names the request; the hub consumes it once (Decision.Request).
+	UID string
 }
 
 // EtcdView is a member's own etcd as its spoke last read it; it needs no
@@ -68,24 +77,43 @@ type EtcdView struct {
 
 // QuorumLoss is the planner's verdict on a ring that does not answer.
 type QuorumLoss struct {
-	// Lost: a majority of the voters is gone and at least one survives.
+	// Lost: the voters whose etcd answers are fewer than a quorum.
 	Lost bool
 	// Declared: Lost, and it has lasted Grace.
 	Declared bool
 	// Voters is the number of recorded voters.
 	Voters int
-	// Gone lists the gone members with why; Unknown those whose cluster
-	// the hub cannot see (not declared failed): neither alive nor gone.
-	Gone, Unknown []string
+	// Gone are the voters known not to serve any more, with the evidence:
+	// confirmed fenced, or their own cluster shows their data lost (rule 11
+	// restated: positive evidence, never mere unreachability).
+	Gone []LostVoter
+	// MustFence are the voters neither surviving nor known gone: their
+	// cluster out of sight (they may be serving a majority the hub cannot
+	// see), or their etcd not answering in a cluster the hub sees (their
+	// pod may come back with its data). No new cluster is forced before
+	// each is fenced and confirmed.
+	MustFence []LostVoter
 	// Survivors are the members whose etcd still answers with its data,
 	// freshest first.
 	Survivors []Survivor
 }
 
+// LostVoter is a voter of a ring without quorum that does not answer.
+type LostVoter struct {
+	Name    string
+	ID      uint64
+	Cluster string
+	// Why says what the hub knows of it.
+	Why string
+}
+
+func (v LostVoter) String() string { return fmt.Sprintf("%s [%x]: %s", v.Name, v.ID, v.Why) }
+
 // Survivor is a member whose etcd answers its spoke.
 type Survivor struct {
 	Name      string
 	ID        uint64
+	Cluster   string
 	RaftIndex int64
 }
 
@@ -97,12 +125,36 @@ func (q QuorumLoss) Freshest() (Survivor, bool) {
 	return q.Survivors[0], true
 }
 
+// Proven: declared, and every voter that is not a survivor is known gone:
+// the old majority cannot serve again, so forcing a new cluster splits
+// nothing.
+func (q QuorumLoss) Proven() bool { return q.Declared && len(q.MustFence) == 0 }
+
+// MustFenceNames are the names of MustFence.
+func (q QuorumLoss) MustFenceNames() []string {
+	out := make([]string, 0, len(q.MustFence))
+	for _, v := range q.MustFence {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
 // Message explains the verdict in a condition's words.
 func (q QuorumLoss) Message() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d of %d voters are gone (%s)", len(q.Gone), q.Voters, strings.Join(q.Gone, "; "))
-	if len(q.Unknown) > 0 {
-		fmt.Fprintf(&b, ", %d unknown (%s)", len(q.Unknown), strings.Join(q.Unknown, "; "))
+	fmt.Fprintf(&b, "%d of %d voters answer", len(q.Survivors), q.Voters)
+	list := func(vs []LostVoter) string {
+		parts := make([]string, len(vs))
+		for i, v := range vs {
+			parts[i] = v.String()
+		}
+		return strings.Join(parts, "; ")
+	}
+	if len(q.Gone) > 0 {
+		fmt.Fprintf(&b, "; %d known gone (%s)", len(q.Gone), list(q.Gone))
+	}
+	if len(q.MustFence) > 0 {
+		fmt.Fprintf(&b, "; %d not known gone, to be fenced before any new cluster is forced (%s)", len(q.MustFence), list(q.MustFence))
 	}
 	if f, ok := q.Freshest(); ok {
 		var others []string
@@ -121,9 +173,11 @@ func (q QuorumLoss) Message() string {
 
 // AssessQuorum judges a ring etcd does not answer for. A recorded voter is
 // a survivor when its cluster is visible and its etcd (the current
-// incarnation, the recorded ID) answers its spoke; gone when its cluster is
-// declared failed (rule 8: the hub's clock and the other spokes agree) or
-// visible with an etcd that does not answer; otherwise unknown.
+// incarnation, the recorded ID) answers its spoke; gone when there is
+// positive evidence that it cannot serve (confirmed fenced, or its visible
+// cluster reports its data lost); otherwise it must be fenced first. A
+// cluster declared failed by the witnesses is still only unreachable: the
+// hub cannot tell death from a cut (rule 11 restated).
 func AssessQuorum(in Input) QuorumLoss {
 	var q QuorumLoss
 	if !in.Bootstrapped || in.Etcd.Reachable {
@@ -135,18 +189,30 @@ func AssessQuorum(in Input) QuorumLoss {
 		}
 		q.Voters++
 		o := m.Object
+		current := m.ClusterVisible && o != nil && o.Incarnation == m.Incarnation
+		lost := LostVoter{Name: m.Name, ID: m.ID, Cluster: m.Domain.Cluster}
 		switch {
-		case m.ClusterVisible && o != nil && o.Incarnation == m.Incarnation && o.Etcd != nil && o.Etcd.Answers && o.Etcd.ID == m.ID:
-			q.Survivors = append(q.Survivors, Survivor{Name: m.Name, ID: m.ID, RaftIndex: o.Etcd.RaftIndex})
+		case current && o.Etcd != nil && o.Etcd.Answers && o.Etcd.ID == m.ID:
+			q.Survivors = append(q.Survivors, Survivor{Name: m.Name, ID: m.ID, Cluster: m.Domain.Cluster, RaftIndex: o.Etcd.RaftIndex})
+			continue
+		case m.Fenced != "":
+			lost.Why = "confirmed fenced (" + m.Fenced + ")"
+			q.Gone = append(q.Gone, lost)
+			continue
+		case current && o.VolumeLost:
+			lost.Why = fmt.Sprintf("its data is lost (the spoke in %s reports its volume gone)", m.Domain.Cluster)
+			q.Gone = append(q.Gone, lost)
+			continue
 		case m.DomainFailed:
-			q.Gone = append(q.Gone, fmt.Sprintf("%s: cluster %s failed", m.Name, m.Domain.Cluster))
-		case m.ClusterVisible && o == nil:
-			q.Gone = append(q.Gone, fmt.Sprintf("%s: no object in %s", m.Name, m.Domain.Cluster))
-		case m.ClusterVisible:
-			q.Gone = append(q.Gone, fmt.Sprintf("%s: etcd does not answer in %s", m.Name, m.Domain.Cluster))
+			lost.Why = fmt.Sprintf("cluster %s declared failed, but unreachable is not dead: it may be serving", m.Domain.Cluster)
+		case !m.ClusterVisible:
+			lost.Why = fmt.Sprintf("cluster %s not visible: it may be alive and serving", m.Domain.Cluster)
+		case o == nil:
+			lost.Why = fmt.Sprintf("no EtcdMember object in %s, its pod may still run", m.Domain.Cluster)
 		default:
-			q.Unknown = append(q.Unknown, fmt.Sprintf("%s: cluster %s not visible", m.Name, m.Domain.Cluster))
+			lost.Why = fmt.Sprintf("etcd does not answer its spoke in %s, its pod may come back with its data", m.Domain.Cluster)
 		}
+		q.MustFence = append(q.MustFence, lost)
 	}
 	slices.SortStableFunc(q.Survivors, func(a, b Survivor) int {
 		switch {
@@ -158,14 +224,21 @@ func AssessQuorum(in Input) QuorumLoss {
 		return 0
 	})
 	quorum := q.Voters/2 + 1
-	q.Lost = q.Voters > 0 && len(q.Gone) >= quorum && len(q.Survivors) > 0
+	q.Lost = q.Voters > 0 && len(q.Survivors) < quorum
 	q.Declared = q.Lost && !in.Quorum.LostSince.IsZero() && in.Now.Sub(in.Quorum.LostSince) >= in.Quorum.Grace
 	return q
 }
 
-// beginRecovery starts a Recover when the loss is declared and a request
-// (made after the loss began) or the spec asks for it. ok is false when
-// there is nothing to say beyond "etcd does not answer".
+// FenceHint says how to confirm q's MustFence, for messages.
+func (q QuorumLoss) FenceHint() string {
+	names := strings.Join(q.MustFenceNames(), ",")
+	return fmt.Sprintf("stop %s for good (or cut their clusters off), then confirm with `etcdfed recover --confirm-fenced %s` (or the annotation etcdfed.dev/fenced)", names, names)
+}
+
+// beginRecovery starts a Recover when the loss is declared, every lost
+// voter is known gone, and a request (made after the loss began) or the
+// spec asks for it. ok is false when there is nothing to say beyond "etcd
+// does not answer".
 func beginRecovery(in Input) (Decision, bool) {
 	q := AssessQuorum(in)
 	req := in.Quorum.Request
@@ -177,7 +250,10 @@ func beginRecovery(in Input) (Decision, bool) {
 		return beginRecoveryFromBackup(in, q, *req), true
 	}
 	if req == nil && !in.Quorum.Automatic {
-		if q.Declared {
+		switch {
+		case q.Declared && !q.Proven():
+			return wait(pollSlow, "quorum lost: %s; before a recovery, %s", q.Message(), q.FenceHint()), true
+		case q.Declared:
 			return wait(pollSlow, "quorum lost: %s; recover with `etcdfed recover`", q.Message()), true
 		}
 		return Decision{}, false
@@ -187,6 +263,9 @@ func beginRecovery(in Input) (Decision, bool) {
 			return wait(pollFast, "recovery requested, but the loss of quorum is not declared: %s", undeclared(in, q)), true
 		}
 		return Decision{}, false
+	}
+	if !q.Proven() {
+		return wait(pollSlow, "quorum lost: %s; no new cluster is forced while a lost voter may still serve: %s", q.Message(), q.FenceHint()), true
 	}
 	s, ok := q.Freshest()
 	if req != nil && req.FromMember != "" {
@@ -200,11 +279,12 @@ func beginRecovery(in Input) (Decision, bool) {
 		return wait(pollSlow, "quorum lost and no survivor: %s", q.Message()), true
 	}
 	how := "automatic (failurePolicy.quorumLossRecovery: Automatic)"
+	uid := ""
 	if req != nil {
-		how = "requested at " + req.RequestedAt.UTC().Format(time.RFC3339)
+		how, uid = "requested at "+req.RequestedAt.UTC().Format(time.RFC3339), req.UID
 	}
 	op := Operation{Type: OpRecover, Member: s.Name, MemberID: s.ID, Reason: "QuorumLost", Step: ActBegin, StartedAt: in.Now}
-	return Decision{Action: ActBegin, Operation: &op, Member: s.Name, MemberID: s.ID,
+	return Decision{Action: ActBegin, Operation: &op, Member: s.Name, MemberID: s.ID, Request: uid,
 		Reason: fmt.Sprintf("recovering from %s at raft index %d (%s): %s", s.Name, s.RaftIndex, how, q.Message())}, true
 }
 
@@ -212,10 +292,8 @@ func undeclared(in Input, q QuorumLoss) string {
 	switch {
 	case q.Voters == 0:
 		return "no recorded voter"
-	case !q.Lost && len(q.Survivors) == 0:
-		return q.Message()
 	case !q.Lost:
-		return fmt.Sprintf("a majority of the voters is not known to be gone: %s", q.Message())
+		return fmt.Sprintf("a quorum of the voters still answers its spokes: %s", q.Message())
 	case in.Quorum.LostSince.IsZero():
 		return "the hub has not recorded when the quorum was lost yet"
 	}

@@ -2,6 +2,7 @@ package membership
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -32,15 +33,21 @@ import (
 // ReasonFromBackup is the reason of a Recover from a backup.
 const ReasonFromBackup = "FromBackup"
 
-// beginRecoveryFromBackup starts a recovery from a backup once a majority
-// of the voters is declared gone (survivors or not) and the snapshot is
-// checked.
+// beginRecoveryFromBackup starts a recovery from a backup once the loss
+// of quorum is declared, every voter that is not a survivor is known gone
+// (confirmed fenced, or its data lost), and the snapshot is checked.
 func beginRecoveryFromBackup(in Input, q QuorumLoss, req RecoveryRequest) Decision {
-	quorum := q.Voters/2 + 1
-	majorityGone := q.Voters > 0 && len(q.Gone) >= quorum
+	seed, haveSeed := seedMember(in)
+	// The seed's old incarnation needs no fencing: its object is rewritten
+	// with the new incarnation first, and its spoke deletes the old pod
+	// before the new one starts (the same pod name).
+	fence := q
+	fence.MustFence = slices.DeleteFunc(slices.Clone(q.MustFence), func(v LostVoter) bool { return haveSeed && v.Name == seed.Name })
 	switch {
-	case !majorityGone:
-		return wait(pollFast, "recovery from backup %s requested, but a majority of the voters is not known to be gone: %s", req.FromBackup, q.Message())
+	case !q.Lost:
+		return wait(pollFast, "recovery from backup %s requested, but a quorum of the voters still answers its spokes: %s", req.FromBackup, q.Message())
+	case len(fence.MustFence) > 0:
+		return wait(pollSlow, "recovery from backup %s requested, but a lost voter may still serve: %s; %s", req.FromBackup, q.Message(), fence.FenceHint())
 	case in.Quorum.LostSince.IsZero():
 		return wait(pollFast, "recovery from backup %s requested; the hub has not recorded when the quorum was lost yet", req.FromBackup)
 	case in.Now.Sub(in.Quorum.LostSince) < in.Quorum.Grace:
@@ -48,16 +55,14 @@ func beginRecoveryFromBackup(in Input, q QuorumLoss, req RecoveryRequest) Decisi
 			in.Quorum.LostSince.UTC().Format(time.RFC3339), in.Quorum.Grace)
 	case !in.Restore.Verified:
 		return wait(pollFast, "recovery from backup %s requested; waiting for the snapshot to be resolved and checked: %s", req.FromBackup, orUnknown(in.Restore.Message))
-	}
-	seed, ok := seedMember(in)
-	if !ok {
+	case !haveSeed:
 		return wait(pollSlow, "recovery from backup %s requested, but no member's cluster is visible to restore into: %s", req.FromBackup, q.Message())
 	}
 	inc := in.LastIncarnation + 1
 	op := Operation{Type: OpRecover, Member: seed.Name, Incarnation: inc, Reason: ReasonFromBackup, Step: ActBegin, StartedAt: in.Now}
 	d := seed.Domain
 	op.To = &d
-	return Decision{Action: ActBegin, Operation: &op, Member: seed.Name, Domain: d,
+	return Decision{Action: ActBegin, Operation: &op, Member: seed.Name, Domain: d, Request: req.UID,
 		Assign: []Assignment{{Member: seed.Name, Domain: d, Incarnation: inc}},
 		Reason: fmt.Sprintf("recovering from backup %s (requested at %s): %s restarts as incarnation %d restored from the snapshot, a new one-member cluster; %s",
 			req.FromBackup, req.RequestedAt.UTC().Format(time.RFC3339), seed.Name, inc, q.Message())}

@@ -6,7 +6,7 @@ import (
 )
 
 func fromBackup(in Input, at time.Time, verified bool) Input {
-	in.Quorum.Request = &RecoveryRequest{FromBackup: "latest", RequestedAt: at}
+	in.Quorum.Request = &RecoveryRequest{FromBackup: "latest", RequestedAt: at, UID: "req-b"}
 	in.Restore = Restore{Wanted: true, Verified: verified, Message: "Pending: resolving"}
 	return in
 }
@@ -62,11 +62,11 @@ func TestRecoveryFromBackup(t *testing.T) {
 				}
 			},
 		}},
-		{"a majority not known to be gone: refused", func() Input {
+		{"a lost voter not fenced: refused, naming it", func() Input {
 			in := fromBackup(lostQuorum(), t0, true)
-			in.Members[2].DomainFailed = false // unknown, not gone
+			in.Members[2].Fenced = "" // out of sight, not known gone
 			return in
-		}, []check{action(ActWait), reason("a majority of the voters is not known to be gone")}},
+		}, []check{action(ActWait), reason("a lost voter may still serve"), reason("--confirm-fenced main-2")}},
 		{"within the grace: wait", func() Input {
 			in := fromBackup(lostQuorum(), t0, true)
 			in.Quorum.LostSince = t0.Add(-time.Minute)

@@ -7,11 +7,21 @@ import (
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
-// lostQuorum is steady() after main-1's and main-2's clusters failed: etcd
-// does not answer, main-0's etcd answers its spoke without a leader, the
-// loss began 10 minutes ago (beyond the 5-minute grace).
+// lostQuorum is steady() after main-1's and main-2's clusters failed and
+// both were fenced (confirmed): etcd does not answer, main-0's etcd
+// answers its spoke without a leader, the loss began 10 minutes ago
+// (beyond the 5-minute grace).
 func lostQuorum() Input {
-	in := steady()
+	in := unfenced(steady())
+	for i := 1; i < 3; i++ {
+		in.Members[i].Fenced = "confirmed at " + t0.Add(-time.Minute).Format(time.RFC3339) + " by test"
+	}
+	return in
+}
+
+// unfenced is in after main-1's and main-2's clusters went out of sight
+// (declared failed by the witnesses), nobody having confirmed them fenced.
+func unfenced(in Input) Input {
 	in.Etcd = Etcd{Error: "context deadline exceeded"}
 	in.Members[0].Object.Etcd = &EtcdView{ID: 1, RaftIndex: 900, Answers: true}
 	for i := 1; i < 3; i++ {
@@ -22,7 +32,7 @@ func lostQuorum() Input {
 }
 
 func requested(in Input, from string, at time.Time) Input {
-	in.Quorum.Request = &RecoveryRequest{FromMember: from, RequestedAt: at}
+	in.Quorum.Request = &RecoveryRequest{FromMember: from, RequestedAt: at, UID: "req-1"}
 	return in
 }
 
@@ -59,13 +69,14 @@ func TestRule11QuorumLossRecovery(t *testing.T) {
 		checks []check
 	}{
 		{"declared loss without a request: wait and say how to recover", lostQuorum, []check{
-			action(ActWait), reason("quorum lost: 2 of 3 voters are gone"), reason("freshest survivor: main-0 [1] at raft index 900"), reason("etcdfed recover"),
+			action(ActWait), reason("quorum lost: 1 of 3 voters answer; 2 known gone"), reason("main-1 [2]: confirmed fenced"),
+			reason("freshest survivor: main-0 [1] at raft index 900"), reason("etcdfed recover"),
 		}},
-		{"a request: Recover recorded first, from the freshest survivor", func() Input { return requested(lostQuorum(), "", t0) }, []check{
+		{"a request: Recover recorded first, from the freshest survivor, the request consumed", func() Input { return requested(lostQuorum(), "", t0) }, []check{
 			action(ActBegin), opRecorded(OpRecover, ActBegin), memberNamed("main-0"), reason("recovering from main-0 at raft index 900"),
 			func(t *testing.T, d Decision) {
-				if d.MemberID != 1 || d.Operation.MemberID != 1 || len(d.Assign) != 0 {
-					t.Errorf("decision %+v: want survivor ID 1 and no new assignment", d)
+				if d.MemberID != 1 || d.Operation.MemberID != 1 || len(d.Assign) != 0 || d.Request != "req-1" {
+					t.Errorf("decision %+v: want survivor ID 1, no new assignment, request req-1 consumed", d)
 				}
 			},
 		}},
@@ -76,7 +87,7 @@ func TestRule11QuorumLossRecovery(t *testing.T) {
 			in.Members[0].Object.Etcd = &EtcdView{ID: 1, RaftIndex: 900, Answers: true}
 			in.Members[3].Object.Etcd = &EtcdView{ID: 4, RaftIndex: 950, Answers: true}
 			for _, i := range []int{1, 2, 4} {
-				in.Members[i].DomainFailed, in.Members[i].ClusterVisible = true, false
+				in.Members[i].DomainFailed, in.Members[i].ClusterVisible, in.Members[i].Fenced = true, false, "confirmed"
 			}
 			in.Quorum = QuorumInput{LostSince: t0.Add(-time.Hour), Grace: time.Minute, Request: &RecoveryRequest{RequestedAt: t0}}
 			return in
@@ -88,6 +99,40 @@ func TestRule11QuorumLossRecovery(t *testing.T) {
 		{"a request older than the loss is never taken for it", func() Input { return requested(lostQuorum(), "", t0.Add(-time.Hour)) }, []check{
 			action(ActWait), reason("recover with `etcdfed recover`"),
 		}},
+		// Issue 24: the hub on the minority side of a partition saw its
+		// one survivor and declared the other clusters failed; it forced a
+		// second ring beside a live majority. Out of sight, even declared
+		// failed, is not gone: no new cluster without positive evidence.
+		{"the split: the lost voters' clusters declared failed but not fenced, Automatic: nothing forced", func() Input {
+			in := unfenced(steady())
+			in.Quorum.Automatic = true
+			return in
+		}, []check{
+			action(ActWait), reason("no new cluster is forced while a lost voter may still serve"),
+			reason("main-1 [2]: cluster b declared failed, but unreachable is not dead"), reason("--confirm-fenced main-1,main-2"),
+			func(t *testing.T, d Decision) {
+				if d.Operation != nil {
+					t.Errorf("recorded %+v", d.Operation)
+				}
+			},
+		}},
+		{"a request without fencing: wait, naming the members to fence", func() Input { return requested(unfenced(steady()), "", t0) }, []check{
+			action(ActWait), reason("2 not known gone, to be fenced before any new cluster is forced"), reason("--confirm-fenced main-1,main-2"),
+		}},
+		{"Manual, not fenced: the condition says how to fence", func() Input { return unfenced(steady()) }, []check{
+			action(ActWait), reason("before a recovery, stop main-1,main-2 for good"),
+		}},
+		{"one of two fenced: still waits for the other", func() Input {
+			in := requested(unfenced(steady()), "", t0)
+			in.Members[1].Fenced = "confirmed"
+			return in
+		}, []check{action(ActWait), reason("1 known gone"), reason("--confirm-fenced main-2")}},
+		{"its own cluster shows the data lost: gone without fencing", func() Input {
+			in := requested(lostQuorum(), "", t0)
+			in.Members[2] = running("main-2", 3, dC, 3)
+			in.Members[2].Object.VolumeLost = true
+			return in
+		}, []check{action(ActBegin), reason("main-2 [3]: its data is lost")}},
 		{"Automatic recovers without a request", func() Input {
 			in := lostQuorum()
 			in.Quorum.Automatic = true
@@ -98,17 +143,24 @@ func TestRule11QuorumLossRecovery(t *testing.T) {
 			in.Quorum.LostSince = t0.Add(-time.Minute)
 			return in
 		}, []check{action(ActWait), reason("not declared"), reason("declared after 5m0s")}},
-		{"a member whose cluster is unseen but not failed is unknown, not gone: no loss declared", func() Input {
+		{"a member whose cluster is unseen, not fenced: must be fenced", func() Input {
 			in := requested(lostQuorum(), "", t0)
-			in.Members[2].DomainFailed = false
+			in.Members[2].DomainFailed, in.Members[2].Fenced = false, ""
 			return in
-		}, []check{action(ActWait), reason("a majority of the voters is not known to be gone"), reason("main-2: cluster c not visible")}},
-		{"a visible member whose etcd does not answer is gone", func() Input {
+		}, []check{action(ActWait), reason("main-2 [3]: cluster c not visible: it may be alive and serving")}},
+		{"a visible member whose etcd does not answer must be fenced too (its pod may come back)", func() Input {
 			in := requested(lostQuorum(), "", t0)
 			in.Members[2] = running("main-2", 3, dC, 3)
 			in.Members[2].Object.Etcd = &EtcdView{ID: 3, RaftIndex: 990}
 			return in
-		}, []check{action(ActBegin), memberNamed("main-0"), reason("main-2: etcd does not answer in c")}},
+		}, []check{action(ActWait), reason("main-2 [3]: etcd does not answer its spoke in c")}},
+		{"a visible member whose etcd does not answer, confirmed fenced: gone", func() Input {
+			in := requested(lostQuorum(), "", t0)
+			in.Members[2] = running("main-2", 3, dC, 3)
+			in.Members[2].Object.Etcd = &EtcdView{ID: 3, RaftIndex: 990}
+			in.Members[2].Fenced = "confirmed"
+			return in
+		}, []check{action(ActBegin), memberNamed("main-0")}},
 		{"no survivor: nothing to recover from", func() Input {
 			in := requested(lostQuorum(), "", t0)
 			in.Members[0].Object.Etcd.Answers = false

@@ -96,7 +96,10 @@ func notReadyToRoll(in Input) string {
 // written, the pod restarted, the member a ready voter again. Each step is
 // found by inspection. A member whose cluster failed or whose volume was
 // lost, or that does not come back within the grace period, ends the roll:
-// its replacement (rule 6) goes next, on the new spec.
+// its replacement (rule 6) goes next, on the new spec. One whose pod cannot
+// start on the new spec (failing, or pending: not scheduled, not pulled)
+// halts the roll instead: replacing it would lose a healthy identity for a
+// pod that could not start either.
 func continueRoll(in Input, op Operation) Decision {
 	m, ok := member(in, op.Member)
 	if !ok {
@@ -131,8 +134,21 @@ func continueRoll(in Input, op Operation) Decision {
 			}
 			// The only voter: there is no one to hand leadership to.
 		}
+		if !m.Ready {
+			// Written again while the member is down (the spec changed
+			// back, or again, after its pod could not start): the grace
+			// for it to come back counts from this write, not from when it
+			// went down on the spec it no longer has.
+			op.StartedAt = in.Now
+		}
 		return step(op, ActUpdateObject, Decision{Member: m.Name, MemberID: m.ID, RequeueAfter: pollFast,
 			Reason: fmt.Sprintf("writing the new spec to %s; its spoke restarts the pod on the same volume", m.Name)})
+	}
+	// Down since it went down, or since its object was last written in
+	// this roll when that is later.
+	down := m.ReadyChangedAt
+	if op.StartedAt.After(down) {
+		down = op.StartedAt
 	}
 	ready := found && em.Started() && em.Healthy && !em.IsLearner && m.Ready
 	if m.Object.Settled && ready && caughtUp(in.Etcd, em) {
@@ -141,9 +157,23 @@ func continueRoll(in Input, op Operation) Decision {
 	if d, stop := halted(op, m); stop && !ready {
 		return d
 	}
-	if in.Automatic && !m.Ready && !m.ReadyChangedAt.IsZero() && in.Now.Sub(m.ReadyChangedAt) >= in.MemberGrace {
+	// Pending is not failing: a pod on the new spec that cannot be
+	// scheduled or pulled says nothing of the member's data, and its
+	// replacement would not start either. The roll waits, and beyond the
+	// grace halts; it never gives way to a replacement for it.
+	if m.Object.Pending != "" && !ready {
+		notBack := in.Now.Sub(down)
+		if down.IsZero() || notBack < in.MemberGrace {
+			return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to start on the new spec: %s", m.Name, m.Object.Pending)
+		}
+		d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s's pod cannot start on the new spec for %s (grace %s): %s; the members not rolled keep the old spec, and nothing is replaced (a pod that cannot be scheduled or pulled is not a failed member): change the spec back, or make the pod startable",
+			m.Name, notBack.Truncate(time.Second), in.MemberGrace, m.Object.Pending)
+		d.Halted = true
+		return d
+	}
+	if in.Automatic && !m.Ready && !down.IsZero() && in.Now.Sub(down) >= in.MemberGrace {
 		return Decision{Action: ActFinish, Member: m.Name, Reason: fmt.Sprintf("%s has not been ready for %s (grace %s); its roll gives way to its replacement",
-			m.Name, in.Now.Sub(m.ReadyChangedAt).Truncate(time.Second), in.MemberGrace)}
+			m.Name, in.Now.Sub(down).Truncate(time.Second), in.MemberGrace)}
 	}
 	if !m.Object.Settled {
 		return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to restart on the new spec", m.Name)

@@ -130,10 +130,53 @@ func TestRollSteps(t *testing.T) {
 			[]check{action(ActFinish), noOperation, reason("runs the new spec")}},
 		{"not back within the grace period: the roll gives way to a replacement", func() Input {
 			in := rolling("main-1")
+			in.Operation.StartedAt = t0.Add(-time.Hour) // the member went down after its roll began
 			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
 			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
 			return in
 		}, []check{action(ActFinish), reason("gives way to its replacement")}},
+		// Issue 24: a spec change whose pod cannot be scheduled (a
+		// nodeSelector no node matches) was read as a failing member: the
+		// roll gave way to a replacement that could not start either.
+		{"the pod on the new spec cannot be scheduled, beyond the grace: halted, no replacement", func() Input {
+			in := rolling("main-1")
+			in.Operation.StartedAt = t0.Add(-time.Hour)
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActWait), halt(true), opRecorded(OpRoll, ActUpdateObject), reason("rollout halted: main-1's pod cannot start on the new spec"),
+			reason("pod main-1 is not scheduled"), reason("the members not rolled keep the old spec")}},
+		{"the pod on the new spec not scheduled yet, within the grace: wait, not halted", func() Input {
+			in := rolling("main-1")
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-time.Second)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActWait), halt(false), reason("waiting for main-1's pod to start on the new spec")}},
+		// The spec set back while the rolled member's pod could not start:
+		// the object is written again, and the grace for the member to
+		// come back counts from that write, not from when it went down
+		// (a member back from Pending was replaced at once).
+		{"the spec set back while the member is down: written again, its grace restarts", func() Input {
+			in := rolling("main-1", "main-1")
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-2 * in.MemberGrace)
+			in.Operation.StartedAt = t0.Add(-3 * in.MemberGrace)
+			return in
+		}, []check{action(ActUpdateObject), func(t *testing.T, d Decision) {
+			if d.Operation == nil || !d.Operation.StartedAt.Equal(t0) {
+				t.Errorf("operation %+v: want its clock restarted at the write", d.Operation)
+			}
+		}}},
+		{"written again, the pod starting: not replaced within the grace from the write", func() Input {
+			in := rolling("main-1")
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-2 * in.MemberGrace)
+			in.Operation.StartedAt = t0.Add(-time.Minute)
+			in.Members[1].Object.Settled = false
+			return in
+		}, []check{action(ActWait), reason("waiting for main-1's pod to restart on the new spec")}},
 		{"volume lost: the roll gives way to the replacement", func() Input {
 			in := rolling("main-1", "main-1")
 			in.Members[1].Object.VolumeLost = true

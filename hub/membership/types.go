@@ -145,6 +145,10 @@ type Member struct {
 	// moved by the placement (the domain is NoSchedulableNode), not
 	// replaced in place.
 	DomainClosed bool
+	// Fenced says who confirmed, and when, that this incarnation cannot
+	// serve any more (fencing, annotation etcdfed.dev/fenced); "" when no
+	// one did.
+	Fenced string
 	// Object is the member's EtcdMember object in Domain's cluster; nil
 	// when absent or not visible.
 	Object *Object
@@ -182,6 +186,10 @@ type Object struct {
 	// Failing says why the pod of the object's latest generation cannot
 	// run (its container cannot be created, or crashes), "" when it can.
 	Failing string
+	// Pending says why the pod of the object's latest generation has not
+	// started (not scheduled: no node matches or has room; containers not
+	// started: an image not pulled), "" when it has.
+	Pending string
 	// DisruptionRequested is true while the spoke reports the node of the
 	// member's pod cordoned (a drain waits for the hub's grant), since
 	// DisruptionRequestedSince, for DisruptionReason.
@@ -367,6 +375,9 @@ type Decision struct {
 	// BackupRequest the request of ActRequestBackup.
 	DowngradeTo   string
 	BackupRequest string
+	// Request is the UID of the recovery request a Recover begins from
+	// (ActBegin): consumed, it is never acted on again.
+	Request string
 }
 
 // Assignment places one incarnation of a member in a domain.

@@ -2,14 +2,24 @@ package membership
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // A change of spec.version is a rollout like any other (rollout.go), with
-// three additions, each a step of the first Roll that needs it:
+// these additions, each a step of the first Roll that needs it:
 //
+//   - the change must be one step of etcd's from every version a member
+//     runs (pkg/etcdversion.Step: one minor at a time, from a recent
+//     enough patch, to a patch etcdfed runs). The API server checks the
+//     spec's change alone, which passes a second change made while the
+//     first still rolls out (3.5 to 3.6, then 3.7 before every member runs
+//     3.6); the rollout halts on such a change, naming the step to take
+//     first, before any member restarts on it. A minor step up also waits
+//     until etcd's cluster version is the minor just below the target
+//     (etcd raises it seconds after every member runs that minor);
 //   - when backups are configured, an on-demand snapshot is asked for and
 //     waited for before the first member restarts on the new version (a
 //     failed snapshot halts the rollout);
@@ -95,6 +105,9 @@ func versionSteps(in Input, op Operation, m Member) (Decision, bool) {
 	if !changing || in.Version == "" {
 		return Decision{}, false
 	}
+	if d, stop := notOneStep(in, op); stop {
+		return d, true
+	}
 	if change.Done == 0 && in.Backup.Configured {
 		req := BackupRequest(in.Version, op.StartedAt)
 		switch {
@@ -131,6 +144,35 @@ func versionSteps(in Input, op Operation, m Member) (Decision, bool) {
 	}
 	if len(behind) > 0 {
 		return waitStep(op, ActEnableDowngrade, pollFast, "downgrade to %s enabled; waiting for etcd to migrate the storage version of %s", target, strings.Join(behind, ", ")), true
+	}
+	return Decision{}, false
+}
+
+// notOneStep halts the Roll when spec.version is not one step of etcd's
+// from a version a member runs, and waits while etcd's cluster version is
+// more than one minor below it; stop is false when neither.
+func notOneStep(in Input, op Operation) (Decision, bool) {
+	target, err := etcdversion.Parse(in.Version)
+	if err != nil {
+		d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: spec.version %q is not an etcd release; no member is restarted", in.Version)
+		d.Halted = true
+		return d, true
+	}
+	for _, em := range in.Etcd.Members {
+		running, ok := etcdversion.ParseLoose(em.Version)
+		if !ok || running == target {
+			continue
+		}
+		if err := etcdversion.Step(running, target); err != nil {
+			d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s runs %s, and %s to %s is not one step: %s; no member is restarted on %s until spec.version changes",
+				describe(em), em.Version, em.Version, in.Version, strings.TrimPrefix(err.Error(), etcdversion.ErrUnsupported.Error()+": "), in.Version)
+			d.Halted = true
+			return d, true
+		}
+	}
+	if cluster, ok := etcdversion.ParseLoose(in.Etcd.ClusterVersion); ok && cluster.Major == target.Major && target.Minor > cluster.Minor+1 {
+		return waitStep(op, ActUpdateObject, pollFast, "waiting for etcd to raise its cluster version from %s to %d.%d (it does once every member runs %d.%d) before a member restarts on %s",
+			in.Etcd.ClusterVersion, target.Major, target.Minor-1, target.Major, target.Minor-1, in.Version), true
 	}
 	return Decision{}, false
 }
@@ -178,39 +220,14 @@ func BackupRequest(version string, started time.Time) string {
 	return fmt.Sprintf("before-version-%s-%d", version, started.Unix())
 }
 
-// minorOf is "3.5" of "3.5.21", "" when v is not a version.
-func minorOf(v string) string {
-	p := strings.SplitN(v, ".", 3)
-	if len(p) < 2 {
-		return ""
-	}
-	if _, err := strconv.Atoi(p[0]); err != nil {
-		return ""
-	}
-	if _, err := strconv.Atoi(p[1]); err != nil {
-		return ""
-	}
-	return p[0] + "." + p[1]
-}
+// minorOf is "3.5" of "3.5.21" (and of etcd's cluster version 3.5.0), ""
+// when v is not a version.
+func minorOf(v string) string { return etcdversion.MinorOf(v) }
 
-// compareVersions compares dotted versions number by number (3.5.21 <
-// 3.6.0; 3.5 == 3.5.0); a part that is not a number counts as 0.
+// compareVersions compares versions as etcd reports them (3.5.21 < 3.6.0;
+// 3.5 == 3.5.0); one that is not a version counts as 0.0.0.
 func compareVersions(a, b string) int {
-	pa, pb := strings.Split(a, "."), strings.Split(b, ".")
-	for i := 0; i < len(pa) || i < len(pb); i++ {
-		var x, y int
-		if i < len(pa) {
-			x, _ = strconv.Atoi(pa[i])
-		}
-		if i < len(pb) {
-			y, _ = strconv.Atoi(pb[i])
-		}
-		if x != y {
-			if x < y {
-				return -1
-			}
-			return 1
-		}
-	}
-	return 0
+	x, _ := etcdversion.ParseLoose(a)
+	y, _ := etcdversion.ParseLoose(b)
+	return x.Compare(y)
 }

@@ -163,10 +163,58 @@ func TestVersionChange(t *testing.T) {
 			return in
 		}, []check{action(ActUpdateObject)}},
 		{"a patch downgrade within a minor: no etcd downgrade", func() Input {
-			in := versions(rolling("main-1", "main-1"), "3.6.1", "3.6.16", "3.6.16", "3.6.16")
+			in := versions(rolling("main-1", "main-1"), "3.6.8", "3.6.16", "3.6.16", "3.6.16")
 			in.Etcd.ClusterVersion = "3.6.0"
 			return in
 		}, []check{action(ActUpdateObject)}},
+	})
+}
+
+// The version policy (pkg/etcdversion) against the versions the members
+// run: a change the API server let through because it checks the spec
+// alone (3.5 to 3.6, then 3.7 while members still run 3.5) halts before
+// any member restarts, naming the step to take first; a minor step up
+// waits for etcd's cluster version.
+func TestVersionChangeFollowsThePolicy(t *testing.T) {
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"3.7 asked while members still run 3.5: halted, 3.6 named first", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.7.3", "3.5.35", "3.6.16", "3.6.16")
+			in.Etcd.ClusterVersion = "3.5.0"
+			return in
+		}, []check{action(ActWait), halt(true), reason("runs 3.5.35, and 3.5.35 to 3.7.3 is not one step: etcd upgrades one minor version at a time: change spec.version to 3.6.16 first")}},
+		{"3.7 from a 3.6 patch before 3.6.11: halted, 3.6.16 named first", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.7.3", "3.6.8", "3.6.8", "3.6.8")
+			in.Etcd.ClusterVersion = "3.6.0"
+			return in
+		}, []check{action(ActWait), halt(true), reason("moving to 3.7 needs every member on 3.6.11 or later"), reason("change spec.version to 3.6.16 first")}},
+		{"every member on 3.6, cluster version still 3.5: wait for etcd to raise it, no halt", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.7.3", "3.6.16", "3.6.16", "3.6.16")
+			in.Etcd.ClusterVersion = "3.5.0"
+			return in
+		}, []check{action(ActWait), halt(false), reason("waiting for etcd to raise its cluster version from 3.5.0 to 3.6")}},
+		{"3.6 to 3.7 from 3.6.16, cluster version 3.6: the first follower rolls", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.7.3", "3.6.16", "3.6.16", "3.6.16")
+			in.Etcd.ClusterVersion = "3.6.0"
+			return in
+		}, []check{action(ActUpdateObject), rollOf("main-1"), halt(false)}},
+		{"a known-bad target (a CRD older than the policy let it through): halted with the fix", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.6.3", "3.6.16", "3.6.16", "3.6.16")
+			in.Etcd.ClusterVersion = "3.6.0"
+			return in
+		}, []check{action(ActWait), halt(true), reason("etcd 3.6.0 to 3.6.4 are refused"), reason("fixed in 3.6.5")}},
+		{"3.7 to 3.6: a downgrade etcd supports, enabled first", func() Input {
+			in := versions(rolling("main-1", "main-1"), "3.6.16", "3.7.3", "3.7.3", "3.7.3")
+			in.Etcd.ClusterVersion = "3.7.0"
+			return in
+		}, []check{action(ActEnableDowngrade), func(t *testing.T, d Decision) {
+			if d.DowngradeTo != "3.6" {
+				t.Errorf("downgrade to %q, want 3.6", d.DowngradeTo)
+			}
+		}}},
 	})
 }
 

@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -114,6 +115,15 @@ type MemberRequest struct {
 	IPs []net.IP
 }
 
+// PeerName is the DNS name every member certificate of a ring with DNS
+// domain domain carries besides the member's own, and no client
+// certificate does: etcd's peer port accepts only certificates with it
+// (--peer-cert-allowed-hostname), so a consumer's certificate of the same
+// CA cannot speak raft. It is never published in DNS.
+func PeerName(domain string) string {
+	return "etcdfed-peer." + strings.TrimSuffix(domain, ".")
+}
+
 // IssueMember issues a certificate valid for both server and client auth, so
 // one certificate serves etcd's client port, its peer port (where it is
 // presented in both directions) and the spoke's status reads.
@@ -130,25 +140,40 @@ func (ca *CA) IssueMember(req MemberRequest, now time.Time) (*Leaf, error) {
 }
 
 // IssueClient issues a client-auth certificate for commonName (the etcd user
-// name when etcd auth uses certificate CNs).
+// name when etcd auth uses certificate CNs), valid LeafValidity. It carries
+// no SAN: it can never pass as a member on a peer port that requires the
+// ring's peer name (PeerName).
 func (ca *CA) IssueClient(commonName string, now time.Time) (*Leaf, error) {
+	return ca.IssueClientFor(commonName, LeafValidity, now)
+}
+
+// IssueClientFor is IssueClient valid for lifetime (capped at the CA's own
+// expiry).
+func (ca *CA) IssueClientFor(commonName string, lifetime time.Duration, now time.Time) (*Leaf, error) {
 	if commonName == "" {
 		return nil, errors.New("pki: a client certificate needs a common name")
 	}
-	return ca.issue(&x509.Certificate{
+	if lifetime <= 0 {
+		return nil, errors.New("pki: a client certificate needs a positive lifetime")
+	}
+	return ca.issueFor(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: commonName, Organization: []string{"etcdfed"}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
-	}, now)
+	}, lifetime, now)
 }
 
 func (ca *CA) issue(tmpl *x509.Certificate, now time.Time) (*Leaf, error) {
+	return ca.issueFor(tmpl, LeafValidity, now)
+}
+
+func (ca *CA) issueFor(tmpl *x509.Certificate, lifetime time.Duration, now time.Time) (*Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)
 	}
 	tmpl.SerialNumber = serial()
 	tmpl.NotBefore = now.Add(-backdateIssued)
-	tmpl.NotAfter = now.Add(LeafValidity)
+	tmpl.NotAfter = now.Add(lifetime)
 	if tmpl.NotAfter.After(ca.Cert.NotAfter) {
 		tmpl.NotAfter = ca.Cert.NotAfter
 	}
@@ -166,9 +191,17 @@ func (ca *CA) issue(tmpl *x509.Certificate, now time.Time) (*Leaf, error) {
 	return &Leaf{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), KeyPEM: keyPEM}, nil
 }
 
+// RenewalTime is when a certificate valid from notBefore to notAfter is
+// renewed: RenewBefore ahead of its expiry, or when a third of its
+// lifetime is left if that is earlier (a short-lived certificate).
+func RenewalTime(notBefore, notAfter time.Time) time.Time {
+	before := min(RenewBefore, notAfter.Sub(notBefore)/3)
+	return notAfter.Add(-before)
+}
+
 // NeedsRenewal reports whether certPEM must be (re)issued: it is missing or
-// unparsable, not signed by this CA, expiring within RenewBefore, or its DNS
-// SANs differ from want (nil want: SANs not checked).
+// unparsable, not signed by this CA, due (RenewalTime), or its DNS SANs
+// differ from want (nil want: SANs not checked).
 func (ca *CA) NeedsRenewal(certPEM []byte, wantDNS []string, now time.Time) (bool, string) {
 	block, _ := pem.Decode(certPEM)
 	if block == nil {
@@ -181,13 +214,27 @@ func (ca *CA) NeedsRenewal(certPEM []byte, wantDNS []string, now time.Time) (boo
 	if err := cert.CheckSignatureFrom(ca.Cert); err != nil {
 		return true, ReasonOtherCA
 	}
-	if now.Add(RenewBefore).After(cert.NotAfter) {
+	if !now.Before(RenewalTime(cert.NotBefore, cert.NotAfter)) {
 		return true, fmt.Sprintf("expires %s", cert.NotAfter.UTC().Format(time.RFC3339))
 	}
 	if wantDNS != nil && !slices.Equal(sorted(cert.DNSNames), sorted(wantDNS)) {
 		return true, "DNS names changed"
 	}
 	return false, ""
+}
+
+// NotAfter returns the expiry of the first certificate of certPEM; ok is
+// false when there is none that parses.
+func NotAfter(certPEM []byte) (t time.Time, ok bool) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return time.Time{}, false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return time.Time{}, false
+	}
+	return cert.NotAfter, true
 }
 
 // Pool returns a cert pool holding the CA.
@@ -265,6 +312,20 @@ func sorted(s []string) []string {
 	c := slices.Clone(s)
 	slices.Sort(c)
 	return c
+}
+
+// CommonName is the subject common name of the first certificate in
+// certPEM, "" when there is none.
+func CommonName(certPEM []byte) string {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return ""
+	}
+	c, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return ""
+	}
+	return c.Subject.CommonName
 }
 
 // Equal reports whether two PEM blobs hold the same bytes.

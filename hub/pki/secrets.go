@@ -27,8 +27,10 @@ func CASecretName(ec *etcdfedv1.EtcdCluster) string {
 func HubClientSecretName(ec *etcdfedv1.EtcdCluster) string { return ec.Name + "-hub-client" }
 
 // MemberSecretName is the Secret of a member's certificate, next to its
-// EtcdMember in the member cluster's ring namespace.
-func MemberSecretName(member string) string { return member + "-tls" }
+// EtcdMember in the member cluster's ring namespace, named after that
+// EtcdMember (etcdfedv1.MemberObjectName, or the member's name for an
+// object written before that scheme).
+func MemberSecretName(objectName string) string { return objectName + "-tls" }
 
 // ReadCA reads an EtcdCluster's CA from the hub, for tools that issue
 // client certificates (etcdfed client-cert, etcdfed dev, tests). It never

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -14,9 +15,11 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -42,6 +45,14 @@ type Registration struct {
 	// Kubeconfig is the cluster's kubeconfig; a change re-creates the
 	// cluster's client and cache.
 	Kubeconfig []byte
+	// Secret is the kubeconfig Secret it came from; nil for a file the
+	// hub's operator named. A Secret's kubeconfig is checked
+	// (CheckKubeconfig) unless the provider allows unsafe ones.
+	Secret *corev1.ObjectReference
+	// Token, when set, is the bearer token used instead of the
+	// kubeconfig's credentials. A new token is used from the next request
+	// on: it does not re-create the client or the cache.
+	Token []byte
 }
 
 // Source lists registrations: kubeconfig Secrets or files.
@@ -93,6 +104,13 @@ type Provider struct {
 	// lists) instead of waiting out its watches' retry backoff, which
 	// grows to 30s; default 5s.
 	RefreshAfter time.Duration
+	// AllowUnsafeKubeconfigs engages clusters whose kubeconfig Secret
+	// fails CheckKubeconfig (exec or auth-provider plugins, skipped TLS
+	// verification, files of the hub). Off: such a cluster is not engaged;
+	// its state says why and an event on the Secret too.
+	AllowUnsafeKubeconfigs bool
+	// Recorder records events on kubeconfig Secrets; nil records none.
+	Recorder events.EventRecorder
 	// Log is the provider's logger.
 	Log logr.Logger
 	// Now is the clock; time.Now when nil.
@@ -113,6 +131,9 @@ type indexer struct {
 type member struct {
 	reg  Registration
 	hash string
+	// token is the registration's current token, read by every request
+	// of the cluster's clients (nil without one).
+	token *tokenHolder
 	// gen identifies the registration an attempt was started for; a
 	// changed or removed registration makes a late attempt's result moot.
 	gen        int
@@ -288,24 +309,31 @@ func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) {
 		m, ok := p.members[reg.Name]
 		switch {
 		case !ok:
-			m = &member{reg: reg, hash: h, since: now}
+			m = &member{reg: reg, hash: h, since: now, token: newTokenHolder(reg.Token)}
 			p.members[reg.Name] = m
 			metricEngaged.WithLabelValues(reg.Name).Set(0)
-		case m.hash != h:
+		case m.hash != h || (m.token == nil) != (len(reg.Token) == 0):
 			p.Log.Info("Member cluster registration changed; reconnecting", "cluster", reg.Name)
 			m.stop()
-			*m = member{reg: reg, hash: h, gen: m.gen + 1, since: now}
+			*m = member{reg: reg, hash: h, gen: m.gen + 1, since: now, token: newTokenHolder(reg.Token)}
 			metricEngaged.WithLabelValues(reg.Name).Set(0)
 		default:
 			m.reg.Labels = reg.Labels // labels may change without a reconnect
+			if m.token.set(reg.Token) {
+				p.Log.Info("Member cluster token renewed; using it from the next request", "cluster", reg.Name)
+				m.reg.Token = reg.Token
+				if !m.engaged && !m.attempting {
+					m.next = now // a new token may be what the last attempt lacked
+				}
+			}
 		}
 		if !m.engaged && !m.attempting && !now.Before(m.next) {
 			m.attempting = true
-			go p.attempt(ctx, aware, reg, m.gen)
+			go p.attempt(ctx, aware, reg, m.gen, m.token)
 		}
 		if m.engaged && !m.probing && !m.attempting && m.probe != nil && now.Sub(m.lastProbe) >= p.HealthInterval {
 			m.probing, m.lastProbe = true, now
-			go p.checkHealth(ctx, aware, reg, m.gen, m.probe)
+			go p.checkHealth(ctx, aware, reg, m.gen, m.probe, m.token)
 		}
 	}
 	for name, m := range p.members {
@@ -329,10 +357,10 @@ func (m *member) stop() {
 
 // attempt creates the cluster, starts its cache and engages it, all within
 // EngageTimeout; on failure everything it started is stopped.
-func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int) {
+func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, token *tokenHolder) {
 	log := p.Log.WithValues("cluster", reg.Name)
 	clusterCtx, cancel := context.WithCancel(ctx)
-	cl, probe, err := p.engage(clusterCtx, aware, reg)
+	cl, probe, err := p.engage(clusterCtx, aware, reg, token)
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -352,8 +380,16 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 	}
 	if err != nil {
 		cancel()
+		refused := errors.Is(err, ErrUnsafeKubeconfig)
 		if m.lastErr == nil || m.lastErr.Error() != err.Error() {
-			log.Info("Member cluster not engaged; retrying", "error", err.Error())
+			if refused {
+				log.Error(err, "Member cluster not engaged: its kubeconfig Secret is refused; change the Secret", "secret", reg.Secret.Namespace+"/"+reg.Secret.Name)
+				if p.Recorder != nil {
+					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, "KubeconfigRefused", "Engage", "%s", err.Error())
+				}
+			} else {
+				log.Info("Member cluster not engaged; retrying", "error", err.Error())
+			}
 		}
 		if m.engaged || m.attempts == 0 {
 			m.since = now
@@ -362,6 +398,10 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 		m.lastErr = err
 		metricEngageFailures.WithLabelValues(reg.Name).Inc()
 		m.next = now.Add(backoff(m.attempts, p.RetryMax))
+		if refused {
+			// Only a changed Secret helps, and a change starts anew.
+			m.next = now.Add(refusedRetry)
+		}
 		return
 	}
 	if m.engaged {
@@ -375,13 +415,22 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 	metricEngaged.WithLabelValues(reg.Name).Set(1)
 }
 
-func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration) (cluster.Cluster, *discovery.DiscoveryClient, error) {
+func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration, token *tokenHolder) (cluster.Cluster, *discovery.DiscoveryClient, error) {
 	if len(reg.Kubeconfig) == 0 {
 		return nil, nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
+	}
+	if reg.Secret != nil && !p.AllowUnsafeKubeconfigs {
+		if err := CheckKubeconfig(reg.Kubeconfig); err != nil {
+			return nil, nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", reg.Secret.Namespace, reg.Secret.Name, err)
+		}
 	}
 	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Kubeconfig)
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	if token != nil {
+		useToken(cfg, "")
+		cfg.Wrap(token.wrap)
 	}
 	for _, opt := range p.RESTOptions {
 		if err := opt(cfg); err != nil {
@@ -445,7 +494,7 @@ func preflight(cfg *rest.Config, timeout time.Duration) (*discovery.DiscoveryCli
 // checkHealth probes an engaged cluster's apiserver. Once it answers again
 // after failing for RefreshAfter or longer, the cluster is reconnected
 // with fresh lists, the old connection kept until the new one is engaged.
-func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, dc *discovery.DiscoveryClient) {
+func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, dc *discovery.DiscoveryClient, token *tokenHolder) {
 	_, err := dc.ServerVersion()
 	now := p.now()
 	p.mu.Lock()
@@ -465,11 +514,15 @@ func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, re
 		p.Log.Info("Member cluster apiserver answers again; reconnecting", "cluster", reg.Name, "after", now.Sub(m.failingFrom).Truncate(time.Second).String())
 		m.failingFrom = time.Time{}
 		m.attempting = true
-		go p.attempt(ctx, aware, reg, gen)
+		go p.attempt(ctx, aware, reg, gen, token)
 	default:
 		m.failingFrom = time.Time{}
 	}
 }
+
+// refusedRetry: a refused kubeconfig is checked again this often (a
+// changed Secret is retried at once).
+const refusedRetry = 10 * time.Minute
 
 // backoff: 250ms, 500ms, 1s, 2s, ... capped at max.
 func backoff(attempts int, max time.Duration) time.Duration {
@@ -484,3 +537,51 @@ func hash(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
+
+// tokenHolder is a registration's current bearer token, set on every
+// request of the cluster's clients, so a renewed token takes effect
+// without a new client or cache.
+type tokenHolder struct {
+	mu    sync.RWMutex
+	token string
+}
+
+// newTokenHolder returns nil for a registration without a token.
+func newTokenHolder(token []byte) *tokenHolder {
+	if len(token) == 0 {
+		return nil
+	}
+	return &tokenHolder{token: string(token)}
+}
+
+// set replaces the token and reports whether it changed.
+func (t *tokenHolder) set(token []byte) bool {
+	if t == nil || len(token) == 0 {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.token == string(token) {
+		return false
+	}
+	t.token = string(token)
+	return true
+}
+
+func (t *tokenHolder) get() string {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return t.token
+}
+
+func (t *tokenHolder) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+		req = req.Clone(req.Context())
+		req.Header.Set("Authorization", "Bearer "+t.get())
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -12,8 +12,14 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -232,5 +238,134 @@ func TestBackoff(t *testing.T) {
 		if got := backoff(c.attempts, 5*time.Second); got != c.want {
 			t.Errorf("backoff(%d) = %s, want %s", c.attempts, got, c.want)
 		}
+	}
+}
+
+// TestProviderUsesARenewedTokenWithoutReconnecting: a registration whose
+// token changes (the hub renewed it) keeps its engaged cluster, cache and
+// client, and the client's next request carries the new token: with the
+// old token revoked, an uncached read still succeeds; handed the revoked
+// token again, it fails.
+func TestProviderUsesARenewedTokenWithoutReconnecting(t *testing.T) {
+	cls := testenv.StartT(t, "hub", "a")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a := cls[1]
+	ns := testenv.NamespaceT(t, a, "ring")
+	cs := kubernetes.NewForConfigOrDie(a.Config)
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "hub"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{etcdfedv1.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"get", "list", "watch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "hub"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "hub"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "hub", Namespace: ns}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Each token bound to a Secret of its own: deleting the Secret
+	// revokes that token alone.
+	token := func(bind string) string {
+		t.Helper()
+		sec, err := cs.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bind}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "hub", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: bind, UID: sec.UID},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	oldToken, newToken := token("bind-old"), token("bind-new")
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["a"] = &clientcmdapi.Cluster{Server: a.Config.Host, CertificateAuthorityData: a.Config.CAData}
+	kc.AuthInfos["hub"] = &clientcmdapi.AuthInfo{}
+	kc.Contexts["a"] = &clientcmdapi.Context{Cluster: "a", AuthInfo: "hub"}
+	kc.CurrentContext = "a"
+	kubeconfig, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	reg := Registration{MemberCluster: MemberCluster{Name: "a"}, Kubeconfig: kubeconfig, Token: []byte(oldToken)}
+	p := &Provider{
+		Source: sourceFunc(func() []Registration { mu.Lock(); defer mu.Unlock(); return []Registration{reg} }),
+		ClusterOptions: []cluster.Option{func(o *cluster.Options) {
+			o.Scheme = testenv.Scheme()
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ReaderFailOnMissingInformer: true}
+		}},
+		Interval: 100 * time.Millisecond, PreflightTimeout: time.Second, EngageTimeout: 10 * time.Second, RetryMax: time.Second,
+		Log: testr.New(t),
+	}
+	mgr, err := mcmanager.New(cls[0].Config, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mcbuilder.ControllerManagedBy(mgr).Named("token-probe").
+		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
+		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var engaged cluster.Cluster
+	waitFor(t, 30*time.Second, "cluster a engaged with the first token", func() bool {
+		engaged, err = p.Get(ctx, "a")
+		return err == nil
+	})
+	list := func() error {
+		return engaged.GetAPIReader().List(ctx, &etcdfedv1.EtcdSpokeList{}, client.InNamespace(ns))
+	}
+	if err := list(); err != nil {
+		t.Fatalf("read with the first token: %v", err)
+	}
+
+	// Renewed: the new token in the registration, the old one revoked.
+	mu.Lock()
+	reg.Token = []byte(newToken)
+	mu.Unlock()
+	if err := cs.CoreV1().Secrets(ns).Delete(ctx, "bind-old", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "the old token refused by the apiserver", func() bool {
+		r, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: oldToken}}, metav1.CreateOptions{})
+		return err == nil && !r.Status.Authenticated
+	})
+	waitFor(t, 10*time.Second, "a read with the renewed token", func() bool { return list() == nil })
+	if now, err := p.Get(ctx, "a"); err != nil || now != engaged {
+		t.Errorf("the cluster was replaced on a token renewal (%v): a renewal must not reconnect", err)
+	}
+	// The revoked token handed back: the same client now fails, so it
+	// really sends the registration's current token.
+	mu.Lock()
+	reg.Token = []byte(oldToken)
+	mu.Unlock()
+	waitFor(t, 10*time.Second, "a read with the revoked token refused", func() bool {
+		err := list()
+		return err != nil && apierrors.IsUnauthorized(err)
+	})
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

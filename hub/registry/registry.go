@@ -4,6 +4,13 @@
 // multicluster-runtime kubeconfig provider: a Secret in the hub, labelled
 // sigs.k8s.io/multicluster-runtime-kubeconfig=true, whose name is the
 // cluster's name. For local use the hub can instead take kubeconfig files.
+//
+// `etcdfed cluster join` writes such a Secret with a short-lived token of
+// the hub's ServiceAccount in the member cluster under the key "token"
+// (TokenKey), beside a kubeconfig that names the server and its CA. The
+// token replaces the kubeconfig's own credentials, and a new token (the
+// hub renews it, hub/registration) is used from the next request on,
+// without reconnecting.
 package registry
 
 import (
@@ -13,6 +20,8 @@ import (
 	"os"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/multicluster-runtime/providers/kubeconfig"
 )
@@ -39,6 +48,19 @@ type Secrets struct {
 	Label string
 }
 
+// Registration format, beside multicluster-runtime's kubeconfig Secret
+// (label KubeconfigSecretLabel=true, key KubeconfigSecretKey).
+const (
+	// KubeconfigSecretLabel marks a registration Secret.
+	KubeconfigSecretLabel = kubeconfig.DefaultKubeconfigSecretLabel
+	// KubeconfigSecretKey holds the kubeconfig.
+	KubeconfigSecretKey = kubeconfig.DefaultKubeconfigSecretKey
+	// TokenKey, when present, holds a bearer token that replaces the
+	// kubeconfig's credentials: the hub's ServiceAccount token in the
+	// member cluster, which hub/registration renews.
+	TokenKey = "token"
+)
+
 // Registrations implements Source: each Secret's kubeconfig key. A Secret
 // without one is listed (the hub reports it) but cannot be reached.
 func (s Secrets) Registrations(ctx context.Context) ([]Registration, error) {
@@ -58,6 +80,8 @@ func (s Secrets) Registrations(ctx context.Context) ([]Registration, error) {
 		out = append(out, Registration{
 			MemberCluster: MemberCluster{Name: sec.Name, Labels: maps.Clone(sec.Labels)},
 			Kubeconfig:    sec.Data[kubeconfig.DefaultKubeconfigSecretKey],
+			Secret:        &corev1.ObjectReference{APIVersion: "v1", Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name, UID: sec.UID},
+			Token:         sec.Data[TokenKey],
 		})
 	}
 	return out, nil
@@ -79,4 +103,30 @@ func (f Files) Registrations(context.Context) ([]Registration, error) {
 		out = append(out, Registration{MemberCluster: MemberCluster{Name: name}, Kubeconfig: data})
 	}
 	return out, nil
+}
+
+// RESTConfig is the REST config a registration Secret gives: its
+// kubeconfig, with the token of TokenKey, when there is one, as the
+// credentials.
+func RESTConfig(sec *corev1.Secret) (*rest.Config, error) {
+	kc := sec.Data[KubeconfigSecretKey]
+	if len(kc) == 0 {
+		return nil, fmt.Errorf("registration Secret %s has no %q key", sec.Name, KubeconfigSecretKey)
+	}
+	cfg, err := clientcmd.RESTConfigFromKubeConfig(kc)
+	if err != nil {
+		return nil, fmt.Errorf("registration Secret %s: kubeconfig: %w", sec.Name, err)
+	}
+	if tok := sec.Data[TokenKey]; len(tok) > 0 {
+		useToken(cfg, string(tok))
+	}
+	return cfg, nil
+}
+
+// useToken makes token the only credentials of cfg.
+func useToken(cfg *rest.Config, token string) {
+	cfg.BearerToken, cfg.BearerTokenFile = token, ""
+	cfg.Username, cfg.Password = "", ""
+	cfg.CertData, cfg.CertFile, cfg.KeyData, cfg.KeyFile = nil, "", nil, ""
+	cfg.ExecProvider, cfg.AuthProvider = nil, nil
 }

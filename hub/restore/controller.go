@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
@@ -43,6 +44,9 @@ type Reconciler struct {
 	ScratchDir string
 	// Timeout bounds one resolution; default DefaultTimeout.
 	Timeout time.Duration
+	// Policy is the hub's tenancy policy: which stores and source
+	// clusters an EtcdCluster may restore from.
+	Policy tenancy.Policy
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
 }
@@ -86,6 +90,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	ctx = ctrl.LoggerInto(ctx, log)
 	var st *etcdfedv1.RestoreStatus
 	reason := etcdfedv1.SnapshotReasonNoStore
+	if err == nil {
+		if err = src.Allowed(r.Policy, ec.Namespace); err != nil {
+			reason = etcdfedv1.SnapshotReasonForbidden
+		}
+	}
 	if err == nil {
 		log.Info("Resolving the snapshot to restore", "store", src.Store.URL, "object", src.Object)
 		st, reason, err = r.resolve(ctx, ec, src)
@@ -146,7 +155,11 @@ func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src
 		return nil, etcdfedv1.SnapshotReasonStoreUnreachable, fmt.Errorf("scratch directory: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	info, md, err := store.FetchVerified(ctx, key, filepath.Join(dir, "snapshot.db"))
+	accept, err := r.authenticator(ctx, src, key)
+	if err != nil {
+		return nil, reasonOf(err), err
+	}
+	info, md, err := store.FetchAccepted(ctx, key, filepath.Join(dir, "snapshot.db"), accept)
 	if err != nil {
 		return nil, reasonOf(err), err
 	}
@@ -157,9 +170,58 @@ func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src
 	}, "", nil
 }
 
+// authenticator returns the check of a snapshot's sidecar before it is
+// downloaded: its MAC under the snapshot key of the EtcdCluster that wrote
+// it (Source.Owner), and that the sidecar names that EtcdCluster. With
+// AllowUnsigned a missing key or MAC is let through (logged), a MAC that
+// does not check is still refused.
+func (r *Reconciler) authenticator(ctx context.Context, src Source, key string) (func(backupstore.Metadata) error, error) {
+	ns, name, ok := src.Owner(key)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not under NAMESPACE/NAME/ and no sourceCluster names the EtcdCluster that wrote it", backupstore.ErrUnauthenticated, key)
+	}
+	sec := &corev1.Secret{}
+	var mk []byte
+	switch err := r.Reader.Get(ctx, client.ObjectKey{Namespace: ns, Name: backupstore.KeySecretName(name)}, sec); {
+	case err == nil:
+		mk = sec.Data[backupstore.KeySecretField]
+	case apierrors.IsNotFound(err):
+	default:
+		return nil, fmt.Errorf("snapshot key Secret %s/%s: %w", ns, backupstore.KeySecretName(name), err)
+	}
+	log := ctrl.LoggerFrom(ctx)
+	return func(md backupstore.Metadata) error {
+		if md.Namespace != ns || md.Name != name {
+			if src.AllowUnsigned && md.MAC == "" {
+				log.Info("Restoring an unsigned snapshot (allowUnsigned)", "object", key, "sidecarRing", md.Namespace+"/"+md.Name)
+				return nil
+			}
+			return fmt.Errorf("%w: %s: its sidecar names EtcdCluster %s/%s, the snapshot is taken as %s/%s's", backupstore.ErrUnauthenticated, key, md.Namespace, md.Name, ns, name)
+		}
+		if len(mk) == 0 {
+			if src.AllowUnsigned {
+				log.Info("Restoring without checking the snapshot's MAC: no snapshot key (allowUnsigned)", "object", key, "secret", ns+"/"+backupstore.KeySecretName(name))
+				return nil
+			}
+			return fmt.Errorf("%w: %s: no snapshot key Secret %s/%s to check it with (set allowUnsigned to restore it anyway)", backupstore.ErrUnauthenticated, key, ns, backupstore.KeySecretName(name))
+		}
+		err := md.CheckMAC(key, mk)
+		if err != nil && src.AllowUnsigned && md.MAC == "" {
+			log.Info("Restoring a snapshot without a MAC (allowUnsigned)", "object", key)
+			return nil
+		}
+		if err != nil && md.MAC == "" {
+			return fmt.Errorf("%w (set allowUnsigned to restore it anyway)", err)
+		}
+		return err
+	}, nil
+}
+
 // reasonOf maps a store or check error to a SnapshotVerified reason.
 func reasonOf(err error) string {
 	switch {
+	case errors.Is(err, backupstore.ErrUnauthenticated):
+		return etcdfedv1.SnapshotReasonUnauthenticated
 	case errors.Is(err, etcdsnapshot.ErrInvalid):
 		return etcdfedv1.SnapshotReasonInvalid
 	case errors.Is(err, backupstore.ErrNotFound):

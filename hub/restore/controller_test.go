@@ -15,24 +15,88 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/s3test"
 	"github.com/etcdfed/etcdfed/internal/snapshottest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
 
 // start runs the restore controller against a real apiserver in a
-// namespace of its own.
-func start(t *testing.T) (client.Client, string) {
+// namespace of its own, under the hub's tenancy policy p.
+func start(t *testing.T, p tenancy.Policy) (client.Client, string) {
 	t.Helper()
 	api := testenv.Shared(t, "restore")
 	ns := testenv.NamespaceT(t, api, "restore")
 	testenv.StartManager(t, api, ns, func(mgr ctrl.Manager) error {
-		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("restore-test"), ScratchDir: t.TempDir()}
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("restore-test"), ScratchDir: t.TempDir(), Policy: p}
 		return r.SetupWithManager(mgr)
 	})
 	return api.Client, ns
+}
+
+// A restore may pick the latest snapshot of an EtcdCluster of its own
+// namespace only, unless the hub's operator allows more: with the store's
+// credentials in hand, a spec in one namespace could otherwise found its
+// ring on another team's data. Refused: SnapshotVerified=False
+// ForbiddenByHubPolicy naming the source, nothing downloaded, and
+// status.restore unset (no member is created). Allowed namespaces, and the
+// ring's own, are resolved.
+func TestRestoreSourceLimitedToItsNamespace(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t, tenancy.Policy{SourceNamespaces: []string{"team-c"}})
+	srv := s3test.StartT(t, "backups")
+	spec := srv.Store("backups", "hub", "s3-credentials")
+	snapshottest.Store(t, spec, srv.Credentials(), "team-b", "main", "1111111111111111", time.Now().Add(-time.Hour), 20)
+	snapshottest.Store(t, spec, srv.Credentials(), "team-c", "main", "2222222222222222", time.Now().Add(-time.Hour), 20)
+	snapshottest.Store(t, spec, srv.Credentials(), ns, "main", "3333333333333333", time.Now().Add(-time.Hour), 20)
+	ctx := context.Background()
+	Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}, Data: srv.Credentials()})).To(Succeed())
+
+	other := restoring(c, ns, "from-team-b", etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-b/main"})
+	Expect(c.Create(ctx, other)).To(Succeed())
+	Eventually(func(g Gomega) {
+		got, cond := verified(g, c, client.ObjectKeyFromObject(other))
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonForbidden), cond.Message)
+		g.Expect(cond.Message).To(ContainSubstring("sourceCluster team-b/main is in namespace team-b"))
+		g.Expect(got.Status.Restore).To(BeNil())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+
+	for name, source := range map[string]string{"from-team-c": "team-c/main", "from-own": ns + "/main"} {
+		ec := restoring(c, ns, name, etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: source})
+		Expect(c.Create(ctx, ec)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+			g.Expect(got.Status.Restore).NotTo(BeNil())
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	}
+}
+
+// A store without credentials would be read with the hub's own identity,
+// and a file:// store from the hub's filesystem: refused unless the hub's
+// operator allows it.
+func TestRestoreStoreWithoutCredentialsRefused(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t, tenancy.Policy{})
+	ctx := context.Background()
+	for _, tc := range []struct{ name, url, says string }{
+		{"ambient", "s3://backups/hub", "has no credentialsSecretName"},
+		{"file", "file:///var/lib/etcdfed/backups", "the hub's own filesystem"},
+	} {
+		ec := restoring(c, ns, "r-"+tc.name, etcdfedv1.SnapshotSource{Store: etcdfedv1.BackupStore{URL: tc.url}, Object: "a/b/1/x.db"})
+		Expect(c.Create(ctx, ec)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+			g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+			g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonForbidden), cond.Message)
+			g.Expect(cond.Message).To(ContainSubstring(tc.says))
+			g.Expect(got.Status.Restore).To(BeNil())
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	}
 }
 
 func restoring(c client.Client, ns, name string, src etcdfedv1.SnapshotSource) *etcdfedv1.EtcdCluster {
@@ -57,17 +121,18 @@ func verified(g Gomega, c client.Client, key client.ObjectKey) (*etcdfedv1.EtcdC
 // revision and the bump, before anything else happens.
 func TestResolveLatestFromS3(t *testing.T) {
 	RegisterTestingT(t)
-	c, ns := start(t)
+	c, ns := start(t, tenancy.Policy{SourceNamespaces: []string{"team-a"}})
 	srv := s3test.StartT(t, "backups")
 	spec := srv.Store("backups", "hub", "s3-credentials")
 	now := time.Now()
-	snapshottest.Store(t, spec, srv.Credentials(), "team-a", "main", "1111111111111111", now.Add(-2*time.Hour), 50)
-	newest := snapshottest.Store(t, spec, srv.Credentials(), "team-a", "main", "2222222222222222", now.Add(-time.Hour), 120)
-	snapshottest.Store(t, spec, srv.Credentials(), "team-a", "other", "3333333333333333", now, 10)
+	key := snapshotKey(t, c, ns, "main")
+	snapshottest.StoreSigned(t, spec, srv.Credentials(), ns, "main", "1111111111111111", now.Add(-2*time.Hour), 50, key)
+	newest := snapshottest.StoreSigned(t, spec, srv.Credentials(), ns, "main", "2222222222222222", now.Add(-time.Hour), 120, key)
+	snapshottest.StoreSigned(t, spec, srv.Credentials(), ns, "other", "3333333333333333", now, 10, key)
 	ctx := context.Background()
 	Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3-credentials"}, Data: srv.Credentials()})).To(Succeed())
 
-	ec := restoring(c, ns, "restored", etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: "team-a/main"})
+	ec := restoring(c, ns, "restored", etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: ns + "/main"})
 	Expect(c.Create(ctx, ec)).To(Succeed())
 	Eventually(func(g Gomega) {
 		got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
@@ -84,21 +149,53 @@ func TestResolveLatestFromS3(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 }
 
+// snapshotKey creates the snapshot key Secret of the EtcdCluster ns/name,
+// as the hub's first backup of it does.
+func snapshotKey(t *testing.T, c client.Client, ns, name string) []byte {
+	t.Helper()
+	key, err := backupstore.NewMACKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: backupstore.KeySecretName(name)}, Data: map[string][]byte{backupstore.KeySecretField: key}}
+	if err := c.Create(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+	return key
+}
+
 // A snapshot that fails its check (a flipped byte in the store) is refused:
 // SnapshotVerified=False SnapshotInvalid with the reason, and status.restore
 // stays unset, so the planner founds nothing. A missing object and a
-// source with no snapshot say so; a missing credentials Secret too.
+// source with no snapshot say so; a missing credentials Secret too. A
+// snapshot whose sidecar has no MAC, or one the ring's key does not check
+// (forged, or another ring's), is refused as SnapshotUnauthenticated
+// before it is downloaded, unless allowUnsigned lets an unsigned one in.
+// A crafted database (cut inside bbolt's mapping, a corrupt page) behind
+// a correct sha256 is refused as SnapshotInvalid, and the controller (the
+// hub) stays up: the check used to read it in the hub's own process,
+// where the first faulted (SIGBUS) and the second panicked in bbolt's
+// checking goroutine, each killing the hub.
 func TestRefusedSnapshots(t *testing.T) {
 	RegisterTestingT(t)
-	c, ns := start(t)
+	c, ns := start(t, tenancy.Policy{AmbientStoreCredentials: true, SourceNamespaces: []string{tenancy.Any}})
 	root := t.TempDir()
 	spec := etcdfedv1.BackupStore{URL: "file://" + root}
-	good := snapshottest.Store(t, spec, nil, "team-a", "main", "1111111111111111", time.Now(), 30)
+	key := snapshotKey(t, c, ns, "main")
+	good := snapshottest.StoreSigned(t, spec, nil, ns, "main", "1111111111111111", time.Now(), 30, key)
 	obj := filepath.Join(root, good.Key)
 	data, err := os.ReadFile(obj)
 	Expect(err).NotTo(HaveOccurred())
 	data[len(data)/3] ^= 0x01
 	Expect(os.WriteFile(obj, data, 0o600)).To(Succeed())
+	unsigned := snapshottest.Store(t, spec, nil, ns, "main", "1111111111111111", time.Now().Add(-time.Hour), 10)
+	otherKey, err := backupstore.NewMACKey()
+	Expect(err).NotTo(HaveOccurred())
+	forged := snapshottest.StoreSigned(t, spec, nil, ns, "main", "1111111111111111", time.Now().Add(-2*time.Hour), 10, otherKey)
+	snapshottest.Store(t, spec, nil, ns, "keyless", "6666666666666666", time.Now(), 5)
+	crafted := snapshottest.Crafted(t)
+	truncated := snapshottest.StoreBytes(t, spec, nil, ns, "main", "4444444444444444", time.Now(), 1, crafted["truncated"], key)
+	corrupt := snapshottest.StoreBytes(t, spec, nil, ns, "main", "5555555555555555", time.Now(), 1, crafted["corrupt page"], nil)
 	ctx := context.Background()
 
 	for _, tc := range []struct {
@@ -106,8 +203,13 @@ func TestRefusedSnapshots(t *testing.T) {
 		src                        etcdfedv1.SnapshotSource
 	}{
 		{"corrupted", "r-corrupt", etcdfedv1.SnapshotReasonInvalid, "sha256 of the database does not match", etcdfedv1.SnapshotSource{Store: spec, Object: good.Key}},
-		{"missing", "r-missing", etcdfedv1.SnapshotReasonNotFound, "no snapshot found", etcdfedv1.SnapshotSource{Store: spec, Object: "team-a/main/1111111111111111/20200101T000000.000Z-rev1.db"}},
+		{"missing", "r-missing", etcdfedv1.SnapshotReasonNotFound, "no snapshot found", etcdfedv1.SnapshotSource{Store: spec, Object: ns + "/main/1111111111111111/20200101T000000.000Z-rev1.db"}},
 		{"no snapshots", "r-none", etcdfedv1.SnapshotReasonNotFound, "no snapshot of team-a/none", etcdfedv1.SnapshotSource{Store: spec, Object: "latest", SourceCluster: "team-a/none"}},
+		{"unsigned", "r-unsigned", etcdfedv1.SnapshotReasonUnauthenticated, "has no MAC", etcdfedv1.SnapshotSource{Store: spec, Object: unsigned.Key}},
+		{"forged", "r-forged", etcdfedv1.SnapshotReasonUnauthenticated, "the MAC does not match", etcdfedv1.SnapshotSource{Store: spec, Object: forged.Key, AllowUnsigned: true}},
+		{"no key", "r-nokey", etcdfedv1.SnapshotReasonUnauthenticated, "no snapshot key Secret", etcdfedv1.SnapshotSource{Store: spec, Object: "latest", SourceCluster: ns + "/keyless"}},
+		{"crafted: cut inside the mapping", "r-crafted-cut", etcdfedv1.SnapshotReasonInvalid, "the checking process failed", etcdfedv1.SnapshotSource{Store: spec, Object: truncated}},
+		{"crafted: corrupt page, unsigned and allowed", "r-crafted-page", etcdfedv1.SnapshotReasonInvalid, "the checking process failed", etcdfedv1.SnapshotSource{Store: spec, Object: corrupt, AllowUnsigned: true}},
 		{"no credentials", "r-creds", etcdfedv1.SnapshotReasonCredentials, "credentials Secret absent", etcdfedv1.SnapshotSource{
 			Store: etcdfedv1.BackupStore{URL: "s3://backups", CredentialsSecretName: "absent"}, Object: good.Key}},
 	} {
@@ -124,6 +226,16 @@ func TestRefusedSnapshots(t *testing.T) {
 			}, time.Minute, 200*time.Millisecond).Should(Succeed())
 		})
 	}
+	t.Run("unsigned, allowed", func(t *testing.T) {
+		RegisterTestingT(t)
+		ec := restoring(c, ns, "r-allowed", etcdfedv1.SnapshotSource{Store: spec, Object: unsigned.Key, AllowUnsigned: true})
+		Expect(c.Create(ctx, ec)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+			g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+			g.Expect(got.Status.Restore.SHA256).To(Equal(unsigned.Info.SHA256))
+		}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	})
 }
 
 // The decision: the founding snapshot resolved once, before the cluster
@@ -132,7 +244,7 @@ func TestRefusedSnapshots(t *testing.T) {
 func TestDecide(t *testing.T) {
 	src := &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Object: "latest", SourceCluster: "a/b"}}
 	at := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
-	req := map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at}.String()}
+	req := map[string]string{etcdfedv1.AnnotationRecover: etcdfedv1.RecoveryRequest{FromBackup: "latest", RequestedAt: at, UID: "req-b"}.String()}
 	backup := &etcdfedv1.BackupSpec{Schedule: "@daily", Store: etcdfedv1.BackupStore{URL: "file:///b"}}
 	formed := etcdfedv1.EtcdClusterStatus{ClusterID: "abc"}
 	verifiedAt := func(t time.Time) etcdfedv1.EtcdClusterStatus {

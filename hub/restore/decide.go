@@ -1,10 +1,13 @@
 package restore
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
 // Retry intervals after a failed resolution.
@@ -23,6 +26,37 @@ type Source struct {
 	// Object is a key or SnapshotLatest; SourceCluster NAMESPACE/NAME,
 	// whose snapshots latest picks from.
 	Object, SourceCluster string
+	// AllowUnsigned accepts a snapshot whose MAC is missing or does not
+	// check (spec.bootstrap.fromSnapshot.allowUnsigned, or the recovery
+	// request's allowUnsigned).
+	AllowUnsigned bool
+	// StoreField is where the store is in the spec, for messages.
+	StoreField string
+}
+
+// Owner is NAMESPACE and NAME of the EtcdCluster whose snapshot key
+// authenticates object key: SourceCluster when set, else the key's first
+// two path segments (a store keeps a ring's snapshots under
+// NAMESPACE/NAME/).
+func (s Source) Owner(key string) (namespace, name string, ok bool) {
+	src := s.SourceCluster
+	if src == "" {
+		parts := strings.SplitN(key, "/", 3)
+		if len(parts) < 3 {
+			return "", "", false
+		}
+		src = parts[0] + "/" + parts[1]
+	}
+	namespace, name, ok = strings.Cut(src, "/")
+	return namespace, name, ok && namespace != "" && name != ""
+}
+
+// Allowed says whether the hub's tenancy policy lets an EtcdCluster of
+// namespace restore from src: its store (no credentials: the hub's own
+// identity; file://: the hub's filesystem) and its source cluster (another
+// namespace's snapshots). The error wraps tenancy.ErrForbidden.
+func (src Source) Allowed(p tenancy.Policy, namespace string) error {
+	return errors.Join(p.CheckStore(src.StoreField, src.Store), p.CheckSource(namespace, src.SourceCluster))
 }
 
 // Decide says whether a snapshot of ec must be resolved, and which. The
@@ -38,7 +72,7 @@ func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
 			return Source{}, false, nil
 		}
 		f := b.FromSnapshot
-		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster}, true, nil
+		return Source{Store: f.Store, Object: f.Object, SourceCluster: f.SourceCluster, AllowUnsigned: f.AllowUnsigned, StoreField: "spec.bootstrap.fromSnapshot.store"}, true, nil
 	}
 	v, found := ec.Annotations[etcdfedv1.AnnotationRecover]
 	if !found || ec.Status.ClusterID == "" {
@@ -54,12 +88,12 @@ func Decide(ec *etcdfedv1.EtcdCluster) (src Source, ok bool, err error) {
 	if ec.Spec.Backup == nil {
 		return Source{}, true, fmt.Errorf("recovery from backup %s requested, but spec.backup is not set: it names the store to restore from", req.FromBackup)
 	}
-	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name}, true, nil
+	return Source{Store: ec.Spec.Backup.Store, Object: req.FromBackup, SourceCluster: ec.Namespace + "/" + ec.Name, AllowUnsigned: req.AllowUnsigned, StoreField: "spec.backup.store"}, true, nil
 }
 
 // Retry is when a failed resolution with reason is tried again.
 func Retry(reason string) time.Duration {
-	if reason == etcdfedv1.SnapshotReasonInvalid {
+	if reason == etcdfedv1.SnapshotReasonInvalid || reason == etcdfedv1.SnapshotReasonUnauthenticated || reason == etcdfedv1.SnapshotReasonForbidden {
 		return RetryInvalid
 	}
 	return RetryTransient

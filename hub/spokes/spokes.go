@@ -1,7 +1,8 @@
 // Package spokes is the hub's reconciler for EtcdSpoke objects: it tells
 // every spoke its member cluster's name and the gossip addresses of the
 // other spokes, so the gossip ring forms across clusters without anyone
-// seeding it by hand.
+// seeding it by hand, and hands every spoke the ring's gossip key
+// (gossipkey.go).
 package spokes
 
 import (
@@ -22,6 +23,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/reports"
 )
 
 // resync bounds how long a new spoke's address takes to reach the others
@@ -33,6 +35,16 @@ type Reconciler struct {
 	Manager       mcmanager.Manager
 	Registry      registry.Registry
 	RingNamespace string
+	// HubNamespace is where the hub keeps the gossip key; HubClient and
+	// HubReader (uncached) reach it. With no HubReader the spokes get no
+	// key from the hub.
+	HubNamespace string
+	HubClient    client.Client
+	HubReader    client.Reader
+	// AllowLoopback accepts loopback gossip addresses (the local
+	// environment); any other address a spoke reports must be a unicast
+	// IP:port (hub/reports) to reach the other spokes.
+	AllowLoopback bool
 }
 
 // SetupWithManager watches EtcdSpoke in member clusters only.
@@ -65,6 +77,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	spoke := &etcdfedv1.EtcdSpoke{}
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, spoke); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.HubReader != nil {
+		data, err := r.hubGossipKey(ctx)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if err := writeGossipKey(ctx, cl.GetClient(), cl.GetAPIReader(), r.RingNamespace, data); err != nil {
+			return ctrl.Result{}, fmt.Errorf("gossip key in %s: %w", req.ClusterName, err)
+		}
 	}
 	peers, err := r.peers(ctx, req.ClusterName)
 	if err != nil {
@@ -105,8 +126,14 @@ func (r *Reconciler) peers(ctx context.Context, self multicluster.ClusterName) (
 		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
 			continue
 		}
-		if s.Status.GossipAddress != "" {
-			out = append(out, etcdfedv1.GossipPeer{Cluster: mc.Name, Address: s.Status.GossipAddress})
+		switch a := s.Status.GossipAddress; {
+		case a == "":
+		case reports.CheckHostPort(a, r.AllowLoopback, false) != nil:
+			// Never handed to the other spokes to dial; the EtcdCluster
+			// reconciler names it in every ring's Degraded condition.
+			ctrl.LoggerFrom(ctx).Info("Gossip address refused", "cluster", mc.Name, "address", a, "why", reports.CheckHostPort(a, r.AllowLoopback, false).Error())
+		default:
+			out = append(out, etcdfedv1.GossipPeer{Cluster: mc.Name, Address: a})
 		}
 	}
 	slices.SortFunc(out, func(a, b etcdfedv1.GossipPeer) int { return strings.Compare(a.Cluster, b.Cluster) })

@@ -130,7 +130,9 @@ func clientTLS(ctx context.Context, hub client.Client, ec *etcdfedv1.EtcdCluster
 	if err != nil {
 		return nil, fmt.Errorf("a client certificate for the workload: %w", err)
 	}
-	leaf, err := ca.IssueClient("etcdfed-drill", time.Now())
+	// Root: with etcd authentication on, any other common name that no
+	// spec.clients entry declares reads and writes nothing.
+	leaf, err := ca.IssueClient(etcdfedv1.EtcdRootUser, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("issue a client certificate: %w", err)
 	}
@@ -340,13 +342,15 @@ func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report
 	d.mu.Unlock()
 	tl := Analyze(AnalyzeInput{Samples: samples, Zone: in.Zone, Plan: d.plan, Failed: failed, Restored: restored})
 	gap, gapAt := w.MaxWriteGapAt()
-	return d.report(tl, res, failed, restored, injected, gap, gapAt, prefix, notes), nil
+	return d.report(tl, res, failed, restored, time.Now(), injected, gap, gapAt, prefix, notes), nil
 }
 
-func (d *drill) report(tl Timeline, res *workload.Result, failed, restored time.Time, injected, gap time.Duration, gapAt time.Time, prefix string, notes []string) *Report {
+// report builds the report of a drill that failed the zone at failed,
+// restored it at restored and ended at ended.
+func (d *drill) report(tl Timeline, res *workload.Result, failed, restored, ended time.Time, injected, gap time.Duration, gapAt time.Time, prefix string, notes []string) *Report {
 	in := d.in
 	r := &Report{Kind: ReportKind, Version: ReportVersion, Cluster: d.key.String(), Zone: in.Zone.String(), Mode: in.Mode,
-		Duration: seconds(in.Duration), StartedAt: d.t0.UTC(), ZoneMembers: d.plan.Members, ZoneClusters: d.plan.Clusters,
+		Duration: seconds(restored.Sub(failed)), RequestedDuration: seconds(in.Duration), DrillSeconds: seconds(ended.Sub(d.t0)), StartedAt: d.t0.UTC(), ZoneMembers: d.plan.Members, ZoneClusters: d.plan.Clusters,
 		Replicas: d.plan.Replicas, WasTolerant: d.plan.Tolerant, Notes: notes, Moves: []MoveReport{}, Failures: []string{}}
 	if r.Notes == nil {
 		r.Notes = []string{}

@@ -29,10 +29,17 @@ type Report struct {
 	Cluster string `json:"cluster"`
 	Zone    string `json:"zone"`
 	Mode    Mode   `json:"mode"`
-	// Duration is the --duration asked for in seconds; 0: the failure was
-	// held until the hub had moved the zone's members.
-	Duration  float64   `json:"durationSeconds"`
-	StartedAt time.Time `json:"startedAt"`
+	// Duration is how long the failure was held, in seconds: from the
+	// failure to the restore. (It used to be the --duration asked for, so
+	// a drill held until the members moved reported 0.)
+	Duration float64 `json:"durationSeconds"`
+	// RequestedDuration is the --duration asked for in seconds; 0: the
+	// failure was held until the hub had moved the zone's members.
+	RequestedDuration float64 `json:"requestedDurationSeconds"`
+	// DrillSeconds is how long the whole drill took, from its start (the
+	// workload's first writes) to the report.
+	DrillSeconds float64   `json:"drillSeconds"`
+	StartedAt    time.Time `json:"startedAt"`
 	// ZoneMembers and ZoneClusters were in the zone when the drill began.
 	ZoneMembers  []string `json:"zoneMembers"`
 	ZoneClusters []string `json:"zoneClusters"`
@@ -213,9 +220,9 @@ func (r *Report) JSON(w io.Writer) error {
 // Text writes the report for a human.
 func (r *Report) Text(w io.Writer) error {
 	var b strings.Builder
-	held := "until the hub had moved its members"
-	if r.Duration > 0 {
-		held = fmt.Sprintf("for %s", time.Duration(r.Duration*float64(time.Second)))
+	held := fmt.Sprintf("until the hub had moved its members (%.1fs)", r.Duration)
+	if r.RequestedDuration > 0 {
+		held = fmt.Sprintf("for %s", time.Duration(r.RequestedDuration*float64(time.Second)))
 	}
 	fmt.Fprintf(&b, "Drill zone-failure of EtcdCluster %s: zone %s (%s) failed by %s, held %s.\n", r.Cluster, r.Zone, strings.Join(r.ZoneClusters, ", "), r.Mode, held)
 	fmt.Fprintf(&b, "The zone held %s of %d members.\n\n", strings.Join(r.ZoneMembers, ", "), r.Replicas)

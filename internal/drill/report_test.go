@@ -31,7 +31,7 @@ func passingResult() *workload.Result {
 func TestReportJSONFields(t *testing.T) {
 	tl := Timeline{Detected: ptr(at(3)), DetectedBy: "member cluster member-1 failed", FirstMove: ptr(at(33)), Evacuated: ptr(at(50)), Healed: ptr(at(80)),
 		Moves: []Move{{Member: "main-0", From: "member-1/zone-1", To: "member-2/zone-2", Incarnation: 2, At: at(34)}}}
-	r := testDrill(ModeKill, 0).report(tl, passingResult(), at(0), at(51), 400*time.Millisecond, 1200*time.Millisecond, at(0.3), "etcdfed-drill/x/", nil)
+	r := testDrill(ModeKill, 0).report(tl, passingResult(), at(0), at(51), at(95), 400*time.Millisecond, 1200*time.Millisecond, at(0.3), "etcdfed-drill/x/", nil)
 	if !r.Pass {
 		t.Fatalf("report fails: %v", r.Failures)
 	}
@@ -56,7 +56,7 @@ func TestReportJSONFields(t *testing.T) {
 		m     map[string]any
 		want  string
 	}{
-		{"top", doc, "availability,cluster,durationSeconds,failures,kind,mode,moves,notes,pass,replicas,startedAt,times,verdicts,version,wasFailureTolerant,workload,zone,zoneClusters,zoneMembers"},
+		{"top", doc, "availability,cluster,drillSeconds,durationSeconds,failures,kind,mode,moves,notes,pass,replicas,requestedDurationSeconds,startedAt,times,verdicts,version,wasFailureTolerant,workload,zone,zoneClusters,zoneMembers"},
 		{"times", doc["times"].(map[string]any), "detectedBy,detectedSeconds,evacuatedSeconds,firstMoveBy,firstMoveSeconds,healedSeconds,injectedSeconds,memberDegradedSeconds,restoredSeconds"},
 		{"workload", doc["workload"].(map[string]any), "ackedPuts,failedOperations,gets,maxWriteGapSeconds,maxWriteGapStartSeconds,prefix,puts,unknownPuts"},
 		{"verdicts", doc["verdicts"].(map[string]any), "evacuated,healed,linearizable,lostWrites,watch"},
@@ -72,6 +72,11 @@ func TestReportJSONFields(t *testing.T) {
 	times := doc["times"].(map[string]any)
 	if times["detectedSeconds"] != 3.0 || times["memberDegradedSeconds"] != nil || times["healedSeconds"] != 80.0 || times["restoredSeconds"] != 51.0 {
 		t.Errorf("times %v", times)
+	}
+	// The failure was held from +0 to the restore at +51 (no --duration):
+	// 51 s, not the 0 asked for (a 168 s drill reported 0 before).
+	if doc["durationSeconds"] != 51.0 || doc["requestedDurationSeconds"] != 0.0 || doc["drillSeconds"] != 105.0 {
+		t.Errorf("durationSeconds %v, requestedDurationSeconds %v, drillSeconds %v; want 51, 0, 105", doc["durationSeconds"], doc["requestedDurationSeconds"], doc["drillSeconds"])
 	}
 	if doc["workload"].(map[string]any)["maxWriteGapStartSeconds"] != 0.3 {
 		t.Errorf("workload %v", doc["workload"])
@@ -97,7 +102,7 @@ func TestReportFailures(t *testing.T) {
 			res := passingResult()
 			tl := Timeline{Evacuated: ptr(at(50)), Healed: ptr(at(80))}
 			tc.mutate(res, &tl)
-			r := testDrill(ModeKill, tc.duration).report(tl, res, at(0), at(51), 0, 0, time.Time{}, "p/", nil)
+			r := testDrill(ModeKill, tc.duration).report(tl, res, at(0), at(51), at(95), 0, 0, time.Time{}, "p/", nil)
 			if r.Pass || !slices.ContainsFunc(r.Failures, func(f string) bool { return strings.HasPrefix(f, tc.want) }) {
 				t.Fatalf("pass %v, failures %q, want one starting %q", r.Pass, r.Failures, tc.want)
 			}
@@ -111,7 +116,7 @@ func TestReportFailures(t *testing.T) {
 		})
 	}
 	// With --duration, members not being replaced is not a failure.
-	r := testDrill(ModeKill, 20*time.Second).report(Timeline{Healed: ptr(at(30))}, passingResult(), at(0), at(20), 0, 0, time.Time{}, "p/", nil)
+	r := testDrill(ModeKill, 20*time.Second).report(Timeline{Healed: ptr(at(30))}, passingResult(), at(0), at(20), at(40), 0, 0, time.Time{}, "p/", nil)
 	if !r.Pass {
 		t.Errorf("a held failure without replacement fails: %v", r.Failures)
 	}

@@ -1,6 +1,17 @@
 // Package etcddial holds the connection settings shared by etcdfed's own
 // etcd clients: the hub's (membership, observation, snapshots) and each
 // spoke's (its members' health).
+//
+// Creating a client never waits for a connection: none of them passes
+// grpc.WithBlock, so with the etcd 3.6 client (grpc.DialContext without
+// it) as with the 3.7 one (grpc.NewClient; 3.7 ignores WithBlock, etcd
+// #21942) clientv3.New returns at once and the first call connects. What
+// bounds the waits is each call's context, one connection attempt
+// (Reconnect's connectTimeout) and the time between attempts
+// (MaxReconnectDelay). clientv3.Config.DialTimeout bounds no connection in
+// either client: 3.7 uses it for the auth token, the version check and
+// the first lease keep-alive timeout only. hub/etcdops's
+// TestNewDoesNotWaitForAConnection holds the line.
 package etcddial
 
 import (

@@ -42,6 +42,9 @@ type Options struct {
 	// the member advertise the proxy's URL, so clients that follow the
 	// member list (as the hub does) go through it. Plain HTTP only.
 	Proxied bool
+	// Binary is the etcd of bin/ the members run (default etcd, such as
+	// etcd-3.7.3 for another release hack/tools.sh builds).
+	Binary string
 }
 
 // Member is one etcd process.
@@ -57,6 +60,7 @@ type Member struct {
 	PeerURL string
 	DataDir string
 	dir     string
+	binary  string
 	args    []string
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -100,7 +104,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	var initial []string
 	for i := range o.Members {
-		m := &Member{Name: fmt.Sprintf("%s-%d", o.Name, i), dir: t.TempDir()}
+		m := &Member{Name: fmt.Sprintf("%s-%d", o.Name, i), dir: t.TempDir(), binary: o.Binary}
 		m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
 		m.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
 		m.DataDir = filepath.Join(m.dir, "data")
@@ -171,7 +175,11 @@ func (c *Cluster) startMember(m *Member) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.cmd = exec.Command(filepath.Join(bin, "etcd"), m.args...)
+	binary := m.binary
+	if binary == "" {
+		binary = "etcd"
+	}
+	m.cmd = exec.Command(filepath.Join(bin, binary), m.args...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
@@ -195,8 +203,15 @@ func (c *Cluster) startMember(m *Member) {
 // waits until it answers.
 func StartMember(t testing.TB, name, dataDir, peerURL, clientURL string) *Cluster {
 	t.Helper()
+	return StartMemberOn(t, "", name, dataDir, peerURL, clientURL)
+}
+
+// StartMemberOn is StartMember with the etcd binary of bin/ to run
+// (Options.Binary).
+func StartMemberOn(t testing.TB, binary, name, dataDir, peerURL, clientURL string) *Cluster {
+	t.Helper()
 	c := &Cluster{t: t}
-	m := &Member{Name: name, DataDir: dataDir, PeerURL: peerURL, ClientURL: clientURL, AdvertisedClientURL: clientURL, dir: t.TempDir()}
+	m := &Member{Name: name, DataDir: dataDir, PeerURL: peerURL, ClientURL: clientURL, AdvertisedClientURL: clientURL, dir: t.TempDir(), binary: binary}
 	m.args = []string{
 		"--name=" + name, "--data-dir=" + dataDir,
 		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
@@ -211,8 +226,37 @@ func StartMember(t testing.TB, name, dataDir, peerURL, clientURL string) *Cluste
 	return c
 }
 
+// StartMemberAs is StartMember with client and peer TLS from ca (URLs
+// https://), and a client certificate of commonName for NewClient: the
+// etcd user a data directory restored from a ring with authentication on
+// needs (root).
+func StartMemberAs(t testing.TB, name, dataDir, peerURL, clientURL string, ca *pki.CA, commonName string) *Cluster {
+	t.Helper()
+	leaf, err := ca.IssueClient(commonName, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Cluster{t: t, CA: ca, Client: leaf}
+	m := &Member{Name: name, DataDir: dataDir, PeerURL: peerURL, ClientURL: clientURL, AdvertisedClientURL: clientURL, dir: t.TempDir()}
+	m.args = append([]string{
+		"--name=" + name, "--data-dir=" + dataDir,
+		"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
+		"--listen-client-urls=" + clientURL, "--advertise-client-urls=" + clientURL,
+		"--log-level=error",
+	}, c.tlsArgs(t, m)...)
+	c.Members = []*Member{m}
+	c.startMember(m)
+	if err := c.WaitHealthy(context.Background(), time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // FreeURL is http://127.0.0.1:<free port>.
 func FreeURL(t testing.TB) string { return fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) }
+
+// FreePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func FreePort(t testing.TB) int { return freePort(t) }
 
 // Endpoints are the client URLs of all members.
 func (c *Cluster) Endpoints() []string {

@@ -3,6 +3,8 @@ package localenv
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/etcdfed/etcdfed/internal/install"
 )
 
 // ComponentSpec is a process the environment runs besides apiservers and
@@ -62,20 +64,37 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 // here: logs/hub.log is where a drill, a benchmark or a developer reads
 // where each pass's time went and what the planner waits for (its V(1)
 // lines); a production hub keeps the info default.
+//
+// Two allowances of the hub's tenancy rules, both for what the local
+// environment is: every pod and spoke listens on a loopback address, which
+// a real member cluster's reports never carry
+// (--allow-loopback-member-addresses); and the environment is one
+// developer's machine, whose file:// stores (its filesystem) are the
+// documented way to try backups here (--allow-ambient-store-credentials).
+// The kubeconfig Secrets it registers are self-contained (certificates
+// inline, no exec plugin): they pass the hub's check as they are.
 func hubArgs(st *State) []string {
 	return []string{
 		"--namespace=" + RingNamespace,
 		"--ring-namespace=" + RingNamespace,
 		"--metrics-bind-address=" + st.Hub.Metrics,
+		// Plain HTTP here: the tests and benchmarks read the hub's metrics
+		// (passes, engaged clusters) also while an apiserver is stopped,
+		// when a delegated TokenReview could not answer. The secure
+		// default is tested in internal/metricsserve.
+		"--metrics-secure=false",
 		"--health-probe-bind-address=" + st.Hub.Health,
 		"--zap-log-level=debug",
+		"--allow-loopback-member-addresses",
+		"--allow-ambient-store-credentials",
 	}
 }
 
 // spokeArgs are a spoke's flags in the local environment (cmd/spoke as of
 // this writing): DNS, gossip, metrics and health on the cluster's agent
 // address; gossip seeded with every other spoke, with the loopback
-// profile; one replica, so no leader election.
+// profile, encrypted with the ring's key `etcdfed cluster join` copied into
+// every member cluster (register); one replica, so no leader election.
 func spokeArgs(st *State, c ClusterState) []string {
 	args := []string{
 		"--kubeconfig=" + st.KubeconfigPath(c.Name),
@@ -84,7 +103,9 @@ func spokeArgs(st *State, c ClusterState) []string {
 		"--dns-listen=" + c.DNS,
 		"--gossip-bind=" + c.Gossip,
 		"--gossip-profile=local",
+		"--gossip-secret=" + install.GossipSecret,
 		"--metrics-bind-address=" + c.Metrics,
+		"--metrics-secure=false",
 		"--health-probe-bind-address=" + c.Health,
 		"--leader-elect=false",
 	}

@@ -72,9 +72,15 @@ type Config struct {
 	// forwards to the spokes (the step docs/kind.md tells users to do for
 	// their ring's domain); nil means DefaultRingDomains.
 	RingDomains []string
-	// ConfigDir is the repository's config/ (the manifests users apply),
-	// deployed with kustomize in real-node mode; "" means BinDir/../config.
-	ConfigDir string
+	// ImagesDir holds the images real nodes get for etcdfed and etcd, as
+	// `make images` writes them (OCI tarballs and images.txt; they are
+	// imported into every node's containerd). "" means the environment
+	// builds them itself (internal/images, as `make images` does) into
+	// <state>/images/oci from SourceDir.
+	ImagesDir string
+	// SourceDir is the repository the images are built from; "" means
+	// BinDir's parent.
+	SourceDir string
 	// Progress receives what is starting and when it is ready.
 	Progress func(Event)
 	// Log receives the environment's and the node agents' logs.

@@ -239,6 +239,33 @@ func (s *controlServer) mux() *http.ServeMux {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 		}
 	})
+	m.HandleFunc("POST /partition", func(w http.ResponseWriter, r *http.Request) {
+		env := s.getEnv(w)
+		if env == nil {
+			return
+		}
+		p, err := partitionFromQuery(r.URL.Query())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.faults.Lock()
+		defer s.faults.Unlock()
+		if err := env.Partition(r.Context(), p); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	})
+	m.HandleFunc("POST /heal-partition", func(w http.ResponseWriter, r *http.Request) {
+		env := s.getEnv(w)
+		if env == nil {
+			return
+		}
+		s.faults.Lock()
+		defer s.faults.Unlock()
+		if err := env.HealPartition(r.Context()); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	})
 	m.HandleFunc("POST /shutdown", func(w http.ResponseWriter, _ *http.Request) {
 		if s.shutdown == nil {
 			http.Error(w, "this environment is run by the process that started it (a test), not by a supervisor: it stops when that process is done", http.StatusConflict)
@@ -322,6 +349,49 @@ func (c *Client) FailZone(ctx context.Context, name string, mode Mode) error {
 // RestoreZone restores a zone or member cluster.
 func (c *Client) RestoreZone(ctx context.Context, name string) error {
 	return c.do(ctx, http.MethodPost, "/restore-zone", url.Values{"name": {name}}, nil)
+}
+
+// Partition partitions the environment (Env.Partition).
+func (c *Client) Partition(ctx context.Context, p Partition) error {
+	return c.do(ctx, http.MethodPost, "/partition", partitionQuery(p), nil)
+}
+
+// HealPartition heals it (Env.HealPartition).
+func (c *Client) HealPartition(ctx context.Context) error {
+	return c.do(ctx, http.MethodPost, "/heal-partition", nil, nil)
+}
+
+// partitionQuery and partitionFromQuery carry a Partition in the CLI's
+// syntax: groups=a,b|c and one-way=from>to (repeated).
+func partitionQuery(p Partition) url.Values {
+	q := url.Values{}
+	if len(p.Groups) > 0 {
+		gs := make([]string, len(p.Groups))
+		for i, g := range p.Groups {
+			gs[i] = strings.Join(g, ",")
+		}
+		q.Set("groups", strings.Join(gs, "|"))
+	}
+	for _, c := range p.OneWay {
+		q.Add("one-way", c.From+">"+c.To)
+	}
+	return q
+}
+
+func partitionFromQuery(q url.Values) (Partition, error) {
+	var p Partition
+	var err error
+	if p.Groups, err = ParseGroups(q.Get("groups")); err != nil {
+		return p, err
+	}
+	for _, v := range q["one-way"] {
+		c, err := ParseCut(v)
+		if err != nil {
+			return p, err
+		}
+		p.OneWay = append(p.OneWay, c)
+	}
+	return p, nil
 }
 
 // Shutdown asks the supervisor to stop the environment and waits until

@@ -12,17 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 
-	"github.com/etcdfed/etcdfed/config/crd"
+	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/internal/localenv/addr"
 	"github.com/etcdfed/etcdfed/internal/localenv/proc"
 )
@@ -228,87 +223,35 @@ func tail(path string, lines int) string {
 	return strings.Join(ls, "\n")
 }
 
-// setupCluster installs the CRDs and the ring namespace.
-func (e *Env) setupCluster(ctx context.Context, c ClusterState) error {
-	rc := e.pki.restConfig(c.APIServer)
-	ext, err := apiextclient.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	crds, err := crd.All()
-	if err != nil {
-		return err
-	}
-	for _, want := range crds {
-		cur, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(ctx, want, metav1.CreateOptions{})
-		case err == nil:
-			want.ResourceVersion = cur.ResourceVersion
-			_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Update(ctx, want, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("install CRD %s in %s: %w", want.Name, c.Name, err)
-		}
-	}
-	for _, want := range crds {
-		if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			cur, err := ext.ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
-			if err != nil {
-				return false, nil //nolint:nilerr // retried
-			}
-			for _, cond := range cur.Status.Conditions {
-				if cond.Type == apiextensionsv1.Established && cond.Status == apiextensionsv1.ConditionTrue {
-					return true, nil
-				}
-			}
-			return false, nil
-		}); err != nil {
-			return fmt.Errorf("CRD %s in %s not established: %w", want.Name, c.Name, err)
-		}
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return err
-	}
-	_, err = cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: RingNamespace}}, metav1.CreateOptions{})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("create namespace %s in %s: %w", RingNamespace, c.Name, err)
-	}
-	return nil
-}
-
-// register writes the member clusters' kubeconfigs into the hub as
-// multicluster-runtime kubeconfig Secrets (name = cluster name).
+// register installs etcdfed into the clusters with the commands a user
+// runs on real clusters: `etcdfed hub install --hub external` in the hub
+// cluster, then `etcdfed cluster join --spoke external` for every member
+// cluster (internal/install), the hub and the spokes being local processes
+// here. Each member cluster is registered in the hub the way join does it:
+// a kubeconfig Secret with a short-lived token of the hub's least-privilege
+// ServiceAccount, which the hub renews. On a reused state directory it
+// writes nothing that is already there.
 func (e *Env) register(ctx context.Context) error {
-	cs, err := kubernetes.NewForConfig(e.pki.restConfig(e.state.Hub.APIServer))
-	if err != nil {
-		return err
+	hub := e.pki.restConfig(e.state.Hub.APIServer)
+	progress := func(s string) { e.log.Info(s) }
+	if err := install.InstallHub(ctx, install.HubInstallOptions{Hub: hub, HubOptions: install.HubOptions{External: true}, Progress: progress}); err != nil {
+		return fmt.Errorf("install the hub's side: %w", err)
 	}
-	for _, m := range e.state.MemberClusters {
-		kc, err := os.ReadFile(e.state.KubeconfigPath(m.Name))
-		if err != nil {
-			return err
-		}
-		want := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Name: m.Name, Namespace: RingNamespace,
-				Labels: map[string]string{KubeconfigSecretLabel: "true", "etcdfed.dev/local-environment": "true"}},
-			Data: map[string][]byte{KubeconfigSecretKey: kc},
-		}
-		cur, err := cs.CoreV1().Secrets(RingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			_, err = cs.CoreV1().Secrets(RingNamespace).Create(ctx, want, metav1.CreateOptions{})
-		case err == nil:
-			cur.Labels, cur.Data = want.Labels, want.Data
-			_, err = cs.CoreV1().Secrets(RingNamespace).Update(ctx, cur, metav1.UpdateOptions{})
-		}
-		if err != nil {
-			return fmt.Errorf("register %s with the hub: %w", m.Name, err)
-		}
+	errs := make([]error, len(e.state.MemberClusters))
+	var wg sync.WaitGroup
+	for i, m := range e.state.MemberClusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = install.Join(ctx, install.JoinOptions{
+				MemberOptions: install.MemberOptions{Name: m.Name, External: true},
+				Hub:           hub, Member: e.pki.restConfig(m.APIServer),
+				Progress: progress,
+			})
+		}()
 	}
-	return nil
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // writeKubeconfigs writes every cluster's admin kubeconfig, and the member

@@ -58,14 +58,18 @@ type Env struct {
 	// NodesReal); images are the images its nodes get.
 	real   map[string]*realCluster
 	images []builtImage
+	// imageTag tags etcdfed's images in images.
+	imageTag string
 
-	mu      sync.Mutex
-	planes  map[string]*controlPlane
-	agents  map[string]*agentRun
-	comps   map[string]*compRun
-	failed  map[ZoneRef]Mode
-	ready   time.Time
-	stopped bool
+	mu     sync.Mutex
+	planes map[string]*controlPlane
+	agents map[string]*agentRun
+	comps  map[string]*compRun
+	failed map[ZoneRef]Mode
+	// partition is the partition into groups in place (partition.go).
+	partition Partition
+	ready     time.Time
+	stopped   bool
 }
 
 type agentRun struct {
@@ -178,10 +182,6 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			e.mu.Lock()
 			e.planes[c.Name] = cp
 			e.mu.Unlock()
-			if err := e.setupCluster(ctx, c); err != nil {
-				errs[i] = err
-				return
-			}
 			e.progress("apiserver "+c.Name+" ready", true)
 		}()
 	}
@@ -192,7 +192,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := e.register(ctx); err != nil {
 		return nil, err
 	}
-	e.progress(fmt.Sprintf("registered %d member clusters with the hub", len(st.MemberClusters)), true)
+	e.progress(fmt.Sprintf("installed the hub's side and joined %d member clusters (etcdfed hub install, etcdfed cluster join)", len(st.MemberClusters)), true)
 
 	for _, c := range st.MemberClusters {
 		if err := e.startAgent(c); err != nil {
@@ -660,19 +660,21 @@ func (e *Env) reconcileFaults(ctx context.Context, before map[ZoneRef]Mode) erro
 		}
 	}
 	if e.part != nil {
-		var units []partitionUnit
+		var isolated []partitionUnit
 		for _, c := range e.state.MemberClusters {
 			if clusterPartitioned(c, now) {
-				units = append(units, partitionUnit{CIDR: c.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name)})
+				isolated = append(isolated, partitionUnit{Name: c.Name, CIDR: c.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name)})
 				continue
 			}
 			for _, z := range c.Zones {
 				if now[ZoneRef{c.Name, z.Name}] == ModePartition {
-					units = append(units, partitionUnit{CIDR: z.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name, z.Name)})
+					isolated = append(isolated, partitionUnit{Name: z.Name, CIDR: z.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name, z.Name)})
 				}
 			}
 		}
-		errs = append(errs, e.part.apply(units))
+		// Checked when it was made: resolving again cannot fail.
+		groups, err := e.state.resolvePartition(e.CurrentPartition(), e.cgroot)
+		errs = append(errs, err, e.part.apply(partitionRules(isolated, groups)))
 	}
 	return errors.Join(errs...)
 }
@@ -751,6 +753,8 @@ type Status struct {
 	Clusters   []ClusterStatus `json:"clusters"`
 	Components []ProcessStatus `json:"components"`
 	Failed     []FailedZone    `json:"failed,omitempty"`
+	// Partition is the partition into groups in place, if any.
+	Partition *Partition `json:"partition,omitempty"`
 	// Partitions is "" when ModePartition is available, else why not.
 	Partitions string `json:"partitions,omitempty"`
 	// SharedSourceAddress is "" when pods connect from their own address,
@@ -808,6 +812,10 @@ func (e *Env) Status() Status {
 	}
 	for z, m := range e.failed {
 		s.Failed = append(s.Failed, FailedZone{ZoneRef: z, Mode: m})
+	}
+	if !e.partition.IsZero() {
+		p := e.partition
+		s.Partition = &p
 	}
 	e.mu.Unlock()
 	sort.Slice(s.Failed, func(i, j int) bool { return s.Failed[i].String() < s.Failed[j].String() })

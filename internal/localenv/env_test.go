@@ -16,12 +16,15 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/localenv/nodeagent"
 	"github.com/etcdfed/etcdfed/internal/localenv/proc"
@@ -173,12 +176,14 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(secrets.Items).To(HaveLen(2))
 	for _, s := range secrets.Items {
-		kc, err := clientcmd.RESTConfigFromKubeConfig(s.Data[localenv.KubeconfigSecretKey])
+		// Registered by `etcdfed cluster join`: the hub's own
+		// least-privilege ServiceAccount, not the environment's admin.
+		kc, err := registry.RESTConfig(&s)
 		g.Expect(err).NotTo(HaveOccurred())
-		mc, err := kubernetes.NewForConfig(kc)
+		mc, err := testenvClient(kc)
 		g.Expect(err).NotTo(HaveOccurred())
-		_, err = mc.CoreV1().Namespaces().Get(ctx, localenv.RingNamespace, metav1.GetOptions{})
-		g.Expect(err).NotTo(HaveOccurred(), "secret %s", s.Name)
+		g.Expect(mc.List(ctx, &etcdfedv1.EtcdMemberList{}, client.InNamespace(localenv.RingNamespace))).To(Succeed(), "secret %s", s.Name)
+		g.Expect(apierrors.IsForbidden(mc.List(ctx, &corev1.PodList{}, client.InNamespace(localenv.RingNamespace)))).To(BeTrue(), "the hub's credentials in %s list pods", s.Name)
 	}
 	for _, c := range st.Clusters() {
 		rc, err := clientcmd.BuildConfigFromFlags("", env.Kubeconfig(c.Name))
@@ -354,6 +359,45 @@ func TestEnvironmentLifecycleAndFaults(t *testing.T) {
 		g.Expect(env.RestoreZone(ctx, "member-2")).To(Succeed())
 		expectReady(g, map[podRef]bool{wCA: true, tc: true})
 		g.Expect(reachable(ips["t-c"])).To(Succeed())
+	})
+
+	// Partitions into groups: each group reaches only its own units; this
+	// process (outside every unit) reaches every group; a one-way cut
+	// stops one direction only.
+	t.Run("groups", func(t *testing.T) {
+		if err := env.CanPartition(); err != nil {
+			t.Skipf("partitions unavailable here: %v", err)
+		}
+		g := NewWithT(t)
+		wBA := podRef{m1, "w-ba"}
+		wBA.create(t, singleEtcd("w-ba", "zone-1b", healthCmd(ips["t-a"])))
+		expectReady(g, map[podRef]bool{wBA: true})
+
+		// Zones of two clusters together, one zone apart.
+		g.Expect(env.Partition(ctx, localenv.Partition{Groups: [][]string{{"zone-1a", "zone-2a"}, {"zone-1b"}}})).To(Succeed())
+		g.Expect(env.Status().Partition).NotTo(BeNil())
+		expectReady(g, map[podRef]bool{wAB: false, wBA: false, wAA: true, wCA: true})
+		for _, name := range []string{"t-a", "t-b", "t-c"} {
+			g.Expect(reachable(ips[name])).To(Succeed(), "%s from outside every group", name)
+		}
+
+		// Whole clusters: the hub with member-1, member-2 apart (its
+		// apiserver still answers this process).
+		g.Expect(env.Partition(ctx, localenv.Partition{Groups: [][]string{{"hub", "member-1"}, {"member-2"}}})).To(Succeed())
+		expectReady(g, map[podRef]bool{wCA: false, wAB: true, wBA: true, wAA: true})
+		_, err := m2.CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred(), "member-2's apiserver from outside every group")
+
+		// One way: zone-1a cannot reach zone-1b; zone-1b still reaches
+		// zone-1a.
+		g.Expect(env.Partition(ctx, localenv.Partition{OneWay: []localenv.Cut{{From: "zone-1a", To: "zone-1b"}}})).To(Succeed())
+		expectReady(g, map[podRef]bool{wAB: false, wBA: true, wCA: true, wAA: true})
+
+		g.Expect(env.Partition(ctx, localenv.Partition{Groups: [][]string{{"member-1"}, {"zone-1a"}}})).To(MatchError(localenv.ErrBadPartition))
+		g.Expect(env.HealPartition(ctx)).To(Succeed())
+		g.Expect(env.Status().Partition).To(BeNil())
+		expectReady(g, map[podRef]bool{wAB: true, wBA: true, wCA: true, wAA: true})
+		g.Expect(m1.CoreV1().Pods("default").Delete(ctx, "w-ba", metav1.DeleteOptions{})).To(Succeed())
 	})
 
 	// Kill the whole of member-2: its processes die and its apiserver

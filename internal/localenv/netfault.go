@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"sort"
 	"strings"
 	"sync"
 )
@@ -20,6 +19,11 @@ import (
 //
 //	-m cgroup   --path G ! -d BLOCK -j DROP   # the zone's processes reach nothing outside it
 //	-m cgroup ! --path G   -d BLOCK -j DROP   # nothing outside reaches into it
+//
+// and a partition into groups (partition.go) is one rule per pair of units
+// of different groups:
+//
+//	-m cgroup   --path G -d BLOCK' -j DROP    # G's processes reach nothing of BLOCK'
 //
 // Source addresses cannot be used: a connection between two loopback
 // addresses is sourced from 127.0.0.1 unless the client binds. For the same
@@ -45,12 +49,6 @@ type partitioner struct {
 
 // partitionMark is the SO_MARK of node agent traffic.
 const partitionMark = 0x6564
-
-// partitionUnit is one partitioned zone or cluster.
-type partitionUnit struct {
-	CIDR   string
-	Cgroup string // absolute cgroup directory
-}
 
 func iptablesPath() (string, error) {
 	for _, p := range []string{"iptables", "/usr/sbin/iptables", "/sbin/iptables"} {
@@ -118,8 +116,8 @@ func (p *partitioner) reset() error {
 }
 
 // apply replaces the chain's rules with the exemptions and the given
-// partitions.
-func (p *partitioner) apply(units []partitionUnit) error {
+// DROP rules (partitionRules).
+func (p *partitioner) apply(drops []dropRule) error {
 	if out, err := runIPTables("-F", p.chain); err != nil {
 		return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 	}
@@ -127,13 +125,8 @@ func (p *partitioner) apply(units []partitionUnit) error {
 		{"-d", "127.0.0.1/32", "-j", "RETURN"},
 		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"},
 	}
-	sort.Slice(units, func(i, j int) bool { return units[i].CIDR < units[j].CIDR })
-	for _, u := range units {
-		rel := strings.TrimPrefix(strings.TrimPrefix(u.Cgroup, p.cgfs), "/")
-		rules = append(rules,
-			[]string{"-m", "cgroup", "--path", rel, "!", "-d", u.CIDR, "-j", "DROP"},
-			[]string{"-m", "cgroup", "!", "--path", rel, "-d", u.CIDR, "-j", "DROP"},
-		)
+	for _, d := range drops {
+		rules = append(rules, d.args(p.cgfs))
 	}
 	for _, r := range rules {
 		if out, err := runIPTables(append([]string{"-A", p.chain}, r...)...); err != nil {

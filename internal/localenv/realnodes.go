@@ -419,19 +419,18 @@ func (e *Env) loadImages(ctx context.Context, s *realnode.Node, anchor int) erro
 	}); err != nil {
 		return fmt.Errorf("%w: %s", err, tail(filepath.Join(s.LogDir(), "containerd.log"), 10))
 	}
-	// The archives this containerd imported already (their names carry a
-	// hash of their content).
+	// The archives this containerd imported already, by digest.
 	record := filepath.Join(s.Dir, "imported-images")
 	have, _ := os.ReadFile(record)
 	for _, img := range e.images {
-		base := filepath.Base(img.Archive)
-		if strings.Contains("\n"+string(have), "\n"+base+"\n") {
+		key := img.Digest + " " + img.Ref
+		if strings.Contains("\n"+string(have), "\n"+key+"\n") {
 			continue
 		}
 		if out, err := e.ctr(ctx, s, anchor, "images", "import", "--local", img.Archive); err != nil {
-			return fmt.Errorf("import %s into %s: %w: %s", img.Name, s.Name, err, out)
+			return fmt.Errorf("import %s into %s: %w: %s", img.Ref, s.Name, err, out)
 		}
-		have = append(have, []byte(base+"\n")...)
+		have = append(have, []byte(key+"\n")...)
 		if err := os.WriteFile(record, have, 0o644); err != nil {
 			return err
 		}

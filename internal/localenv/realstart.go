@@ -63,10 +63,10 @@ func (e *Env) startReal(ctx context.Context) error {
 	if err := e.startRealNetwork(); err != nil {
 		return err
 	}
-	if err := e.buildImages(); err != nil {
+	if err := e.buildImages(ctx); err != nil {
 		return err
 	}
-	e.progress(fmt.Sprintf("%d images for the nodes in %s/images", len(e.images), st.Dir), true)
+	e.progress(fmt.Sprintf("%d images for the nodes (etcdfed's tagged %s)", len(e.images), e.imageTag), true)
 
 	var wg sync.WaitGroup
 	errs := make([]error, len(st.Clusters()))
@@ -91,11 +91,14 @@ func (e *Env) startReal(ctx context.Context) error {
 		}
 	}
 	e.progress("CoreDNS ready in every cluster", true)
-	if !e.cfg.NoComponents {
-		if err := e.deployInCluster(ctx); err != nil {
+	if e.cfg.NoComponents {
+		// No hub or spokes: the CRDs, namespaces and registrations only,
+		// as process mode installs them.
+		if err := e.register(ctx); err != nil {
 			return err
 		}
-		e.progress("hub and spokes running in-cluster", true)
+	} else if err := e.deployInCluster(ctx); err != nil {
+		return err
 	}
 	e.mu.Lock()
 	e.ready = time.Now()
@@ -115,9 +118,6 @@ func (e *Env) startRealClusterAll(ctx context.Context, c ClusterState) error {
 	e.mu.Lock()
 	e.planes[c.Name] = cp
 	e.mu.Unlock()
-	if err := e.setupCluster(ctx, c); err != nil {
-		return err
-	}
 	e.progress("apiserver "+c.Name+" ready", true)
 	if err := e.startRealCluster(ctx, c, nil); err != nil {
 		return err

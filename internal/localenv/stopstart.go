@@ -2,6 +2,7 @@ package localenv
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -34,6 +35,37 @@ func (e *Env) StartComponent(name string) error {
 		return nil
 	}
 	return e.startComponent(run.spec)
+}
+
+// ComponentArgs returns a component's flags.
+func (e *Env) ComponentArgs(name string) ([]string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	run, ok := e.comps[name]
+	if !ok {
+		return nil, fmt.Errorf("no component %q", name)
+	}
+	return slices.Clone(run.spec.Args), nil
+}
+
+// RestartComponentWith stops a component (SIGTERM, SIGKILL after grace)
+// and starts it again with args as its flags, kept for its later
+// restarts: how a test runs a spoke with a changed flag (a gossip Secret
+// that does not exist), and back.
+func (e *Env) RestartComponentWith(name string, args []string, grace time.Duration) error {
+	if err := e.StopComponent(name, grace); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	run, ok := e.comps[name]
+	if ok {
+		run.spec.Args = slices.Clone(args)
+	}
+	e.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("no component %q", name)
+	}
+	return e.StartComponent(name)
 }
 
 // VolumeDir is the directory of a provisioned volume (PV name) in a member

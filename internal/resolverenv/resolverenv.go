@@ -5,11 +5,12 @@
 // the ring's DNS servers listen on loopback ports other than 53 and the
 // machine's /etc/resolv.conf must not be touched. Kubelet would give a pod
 // its cluster DNS; this package is the local stand-in. Without the variable
-// nothing changes. hack/tools/etcd/internal/resolver and
-// hack/tools/etcd35/internal/resolver hold the same code for the etcd 3.6 and
-// 3.5 builds, which live in modules of their own on purpose (each pins its
-// etcd release's dependencies); a change here goes to both, and hack/tools.sh
-// rebuilds those binaries when their copy changes.
+// nothing changes. hack/tools/etcd/internal/resolver,
+// hack/tools/etcd35/internal/resolver and hack/tools/etcd37/internal/resolver
+// hold the same code for the etcd 3.6, 3.5 and 3.7 builds, which live in
+// modules of their own on purpose (each pins its etcd release's
+// dependencies); a change here goes to all three, and hack/tools.sh rebuilds
+// those binaries when their copy changes.
 package resolverenv
 
 import (

@@ -135,7 +135,7 @@ func TestCopiesMatch(t *testing.T) {
 		return s[i:]
 	}
 	want := body("resolverenv.go")
-	for _, copy := range []string{"../../hack/tools/etcd/internal/resolver/resolver.go", "../../hack/tools/etcd35/internal/resolver/resolver.go"} {
+	for _, copy := range []string{"../../hack/tools/etcd/internal/resolver/resolver.go", "../../hack/tools/etcd35/internal/resolver/resolver.go", "../../hack/tools/etcd37/internal/resolver/resolver.go"} {
 		if body(copy) != want {
 			t.Errorf("%s differs from resolverenv.go below the package clause: copy the change there (hack/tools.sh rebuilds the binary)", copy)
 		}

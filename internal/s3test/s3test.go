@@ -215,7 +215,8 @@ func (s *Server) Store(bucket, prefix, secretName string) etcdfedv1.BackupStore 
 	return etcdfedv1.BackupStore{
 		URL:                   u,
 		CredentialsSecretName: secretName,
-		S3:                    &etcdfedv1.S3StoreOptions{Endpoint: s.Endpoint, Region: Region, ForcePathStyle: true},
+		// The server listens on loopback, without TLS.
+		S3: &etcdfedv1.S3StoreOptions{Endpoint: s.Endpoint, Insecure: true, Region: Region, ForcePathStyle: true},
 	}
 }
 

@@ -33,6 +33,13 @@ type Stored struct {
 // named as taken at at.
 func Store(t testing.TB, spec etcdfedv1.BackupStore, creds map[string][]byte, namespace, name, id string, at time.Time, n int) Stored {
 	t.Helper()
+	return StoreSigned(t, spec, creds, namespace, name, id, at, n, nil)
+}
+
+// StoreSigned is Store with the sidecar signed under macKey, as the hub
+// signs its backups (nil: unsigned, as before snapshots were signed).
+func StoreSigned(t testing.TB, spec etcdfedv1.BackupStore, creds map[string][]byte, namespace, name, id string, at time.Time, n int, macKey []byte) Stored {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1})
@@ -63,6 +70,9 @@ func Store(t testing.TB, spec etcdfedv1.BackupStore, creds map[string][]byte, na
 	key := backupstore.SnapshotKey(backupstore.ClusterDir(namespace, name, id), at, info.Revision)
 	md := backupstore.Metadata{Namespace: namespace, Name: name, ClusterID: id, Revision: info.Revision, Hash: info.HashHex(),
 		TotalKeys: info.TotalKeys, SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: at, StorageVersion: info.StorageVersion}
+	if macKey != nil {
+		md.Sign(key, macKey)
+	}
 	if _, err := s.Upload(ctx, key, path, md); err != nil {
 		t.Fatal(err)
 	}

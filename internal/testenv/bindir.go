@@ -8,8 +8,8 @@ import (
 )
 
 // FreshBinDir fills dir with the pinned tools of BinDir() (kube-apiserver,
-// etcd, etcdctl, ...) as symlinks, plus hub, spoke and etcdfed built now
-// from this checkout. Tests that run our binaries as processes use it so
+// etcd, etcdctl, ...) as symlinks, plus hub, spoke, etcdfed and
+// etcdfed-init built now from this checkout. Tests that run our binaries as processes use it so
 // that they never test a stale bin/hub left by an earlier `make build`.
 func FreshBinDir(dir string) error {
 	tools, err := BinDir()
@@ -24,7 +24,7 @@ func FreshBinDir(dir string) error {
 	if err != nil {
 		return err
 	}
-	ours := map[string]bool{"hub": true, "spoke": true, "etcdfed": true}
+	ours := map[string]bool{"hub": true, "spoke": true, "etcdfed": true, "etcdfed-init": true}
 	for _, e := range entries {
 		if e.IsDir() || ours[e.Name()] {
 			continue
@@ -33,7 +33,7 @@ func FreshBinDir(dir string) error {
 			return err
 		}
 	}
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/hub", "./cmd/spoke", "./cmd/etcdfed")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/hub", "./cmd/spoke", "./cmd/etcdfed", "./cmd/etcdfed-init")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/...: %w\n%s", err, out)

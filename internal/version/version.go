@@ -24,3 +24,12 @@ func String() string {
 	}
 	return "dev"
 }
+
+// Registry is where etcdfed's images are published: <Registry>/hub,
+// <Registry>/spoke and <Registry>/etcdfed-init (the member pods' init
+// containers), each tagged with the version.
+const Registry = "ghcr.io/etcdfed"
+
+// Image is the reference of etcdfed's image name at this build's version,
+// such as ghcr.io/etcdfed/etcdfed-init:v0.4.0.
+func Image(name string) string { return Registry + "/" + name + ":" + String() }

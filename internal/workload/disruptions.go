@@ -109,7 +109,7 @@ func WatchRing(ctx context.Context, cfg ClientConfig, every, timeout time.Durati
 }
 
 func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, every, timeout time.Duration) {
-	look, err := newLooker(cfg, ep, timeout)
+	look, err := newLooker(cfg, ep, "", timeout)
 	if err != nil {
 		r.mu.Lock()
 		r.ds = append(r.ds, Disruption{Kind: DisruptionStopped, Endpoint: ep, From: time.Now(), To: time.Now(), Detail: "cannot look: " + err.Error()})
@@ -125,8 +125,12 @@ func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, ever
 	)
 	for ctx.Err() == nil {
 		start := time.Now()
-		leader, err := look(ctx)
+		st, err := look(ctx)
 		end := time.Now()
+		var leader uint64
+		if err == nil {
+			leader = st.Leader
+		}
 		if ctx.Err() != nil {
 			return
 		}
@@ -159,8 +163,9 @@ func (r *RingWatch) watch(ctx context.Context, cfg ClientConfig, ep string, ever
 // refuses it at once), then Maintenance.Status over a connection of its
 // own, failing fast: etcd's client retries a refused connection until
 // its deadline, so a member that stops during a look would be seen only
-// at the look's timeout.
-func newLooker(cfg ClientConfig, ep string, timeout time.Duration) (func(context.Context) (uint64, error), error) {
+// at the look's timeout. serverName is the name TLS expects in the
+// member's certificate; "" means ep's host (a DNS name).
+func newLooker(cfg ClientConfig, ep, serverName string, timeout time.Duration) (func(context.Context) (*pb.StatusResponse, error), error) {
 	u, err := url.Parse(ep)
 	if err != nil || u.Host == "" {
 		return nil, fmt.Errorf("endpoint %q: not a URL", ep)
@@ -174,27 +179,26 @@ func newLooker(cfg ClientConfig, ep string, timeout time.Duration) (func(context
 			tc = cfg.TLS.Clone()
 		}
 		tc.ServerName = u.Hostname()
+		if serverName != "" {
+			tc.ServerName = serverName
+		}
 		creds = credentials.NewTLS(tc)
 	}
-	return func(ctx context.Context) (uint64, error) {
+	return func(ctx context.Context) (*pb.StatusResponse, error) {
 		lctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		conn, err := dialer.DialContext(lctx, "tcp", u.Host)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		_ = conn.Close()
 		cc, err := grpc.NewClient("passthrough:///"+u.Host, grpc.WithTransportCredentials(creds),
 			grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }))
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		defer func() { _ = cc.Close() }()
-		resp, err := pb.NewMaintenanceClient(cc).Status(lctx, &pb.StatusRequest{})
-		if err != nil {
-			return 0, err
-		}
-		return resp.Leader, nil
+		return pb.NewMaintenanceClient(cc).Status(lctx, &pb.StatusRequest{})
 	}, nil
 }
 

@@ -12,13 +12,19 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 // etcdProc is one real etcd member on loopback.
 type etcdProc struct {
 	name, peer, client, dir string
-	cmd                     *exec.Cmd
+	// extra flags (e.g. --force-new-cluster).
+	extra []string
+	// bin is the binary of bin/ it runs; default etcd.
+	bin string
+	cmd *exec.Cmd
 }
 
 func freePort(t *testing.T) int {
@@ -55,12 +61,16 @@ func (p *etcdProc) start(t *testing.T, initial string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(filepath.Join(bin, "etcd"),
-		"--name", p.name, "--data-dir", filepath.Join(p.dir, "data"),
+	binary := p.bin
+	if binary == "" {
+		binary = "etcd"
+	}
+	args := []string{"--name", p.name, "--data-dir", filepath.Join(p.dir, "data"),
 		"--listen-peer-urls", p.peer, "--initial-advertise-peer-urls", p.peer,
 		"--listen-client-urls", p.client, "--advertise-client-urls", p.client,
 		"--initial-cluster", initial, "--initial-cluster-state", "new", "--initial-cluster-token", "workload-test",
-		"--unsafe-no-fsync", "--log-level", "error")
+		"--unsafe-no-fsync", "--log-level", "error"}
+	p.cmd = exec.Command(filepath.Join(bin, binary), append(args, p.extra...)...)
 	log, err := os.OpenFile(filepath.Join(p.dir, "etcd.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -84,6 +94,40 @@ func (p *etcdProc) start(t *testing.T, initial string) {
 func (p *etcdProc) kill() {
 	_ = p.cmd.Process.Kill()
 	_, _ = p.cmd.Process.Wait()
+}
+
+// startLedCluster starts n members and waits up to 30 s for one to
+// lead: the members, a configuration and a client (closed at cleanup)
+// for them all, and the leader's status and endpoint.
+func startLedCluster(t *testing.T, n int) ([]*etcdProc, ClientConfig, *clientv3.Client, *clientv3.StatusResponse, string) {
+	t.Helper()
+	ps := startCluster(t, n)
+	cfg := ClientConfig{Endpoints: endpoints(ps)}
+	c, err := NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	st, ep := waitForLeader(t, c, cfg.Endpoints)
+	return ps, cfg, c, st, ep
+}
+
+// waitForLeader waits up to 30 s for one of the endpoints to lead and
+// returns its status and endpoint.
+func waitForLeader(t *testing.T, c *clientv3.Client, endpoints []string) (*clientv3.StatusResponse, string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		for _, ep := range endpoints {
+			sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			resp, err := c.Status(sctx, ep)
+			cancel()
+			if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
+				return resp, ep
+			}
+		}
+	}
+	t.Fatal("no leader within 30s")
+	return nil, ""
 }
 
 func endpoints(ps []*etcdProc) []string {
@@ -186,30 +230,9 @@ func TestWatcherReportsCompaction(t *testing.T) {
 // answering and answer again once restarted, and a leader moved by
 // MoveLeader, each bracketed by the looks before and after.
 func TestRingWatchAgainstRealEtcd(t *testing.T) {
-	ps := startCluster(t, 3)
+	ps, cfg, c, st, leaderEP := startLedCluster(t, 3)
 	ctx := context.Background()
-	cfg := ClientConfig{Endpoints: endpoints(ps)}
-	c, err := NewClient(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	var leader uint64
-	var leaderEP string
-	deadline := time.Now().Add(30 * time.Second)
-	for leader == 0 && time.Now().Before(deadline) {
-		for _, ep := range cfg.Endpoints {
-			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			resp, err := c.Status(sctx, ep)
-			cancel()
-			if err == nil && resp.Leader != 0 && resp.Leader == resp.Header.MemberId {
-				leader, leaderEP = resp.Leader, ep
-			}
-		}
-	}
-	if leader == 0 {
-		t.Fatal("no leader within 30s")
-	}
+	leader := st.Leader
 	r := WatchRing(ctx, cfg, 50*time.Millisecond, time.Second)
 	time.Sleep(300 * time.Millisecond) // a few looks of the steady ring
 	// Kill a follower and start it again.

@@ -47,6 +47,25 @@ type Snapshot struct {
 	Revision int64
 	// Size of the object in bytes (from the listing).
 	Size int64
+	// StoredAt is when the store says the object was last written (its
+	// listing's modification time); zero when unknown.
+	StoredAt time.Time
+}
+
+// nameSkew is how far a name's time may run ahead of the store's own
+// time of the write (the clocks of the writer and the store differ).
+const nameSkew = 5 * time.Minute
+
+// Effective is the time the snapshot counts as taken: the time in its
+// name, but never later than the store's own time of the write. A name
+// dated in the future (a wrong clock, or an object planted to stay
+// "latest") counts as written when the store received it, so every
+// snapshot taken after it is newer.
+func (s Snapshot) Effective() time.Time {
+	if !s.StoredAt.IsZero() && s.Time.After(s.StoredAt.Add(nameSkew)) {
+		return s.StoredAt
+	}
+	return s.Time
 }
 
 // ParseKey reads a snapshot key. ok is false for any other object, which
@@ -90,4 +109,8 @@ type Metadata struct {
 	// TakenAt is when the stream started; Trigger why (Schedule, Request).
 	TakenAt time.Time `json:"takenAt"`
 	Trigger string    `json:"trigger,omitempty"`
+	// MAC authenticates the snapshot (mac.go): "hmac-sha256:" and the hex
+	// HMAC under the ring's snapshot key. Empty on snapshots written
+	// before snapshots were signed.
+	MAC string `json:"mac,omitempty"`
 }

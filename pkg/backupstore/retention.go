@@ -25,7 +25,7 @@ func Expired(snaps []Snapshot, r Retention, now time.Time) []Snapshot {
 		if i == 0 {
 			continue
 		}
-		if (r.MaxCount > 0 && i >= r.MaxCount) || (r.MaxAge > 0 && now.Sub(s.Time) > r.MaxAge) {
+		if (r.MaxCount > 0 && i >= r.MaxCount) || (r.MaxAge > 0 && now.Sub(s.Effective()) > r.MaxAge) {
 			out = append(out, s)
 		}
 	}
@@ -35,12 +35,13 @@ func Expired(snaps []Snapshot, r Retention, now time.Time) []Snapshot {
 	return out
 }
 
-// sortNewestFirst orders by time, then revision, then key, newest first.
+// sortNewestFirst orders by effective time (Snapshot.Effective), then
+// revision, then key, newest first.
 func sortNewestFirst(s []Snapshot) {
 	sort.SliceStable(s, func(i, j int) bool {
 		a, b := s[i], s[j]
-		if !a.Time.Equal(b.Time) {
-			return a.Time.After(b.Time)
+		if ta, tb := a.Effective(), b.Effective(); !ta.Equal(tb) {
+			return ta.After(tb)
 		}
 		if a.Revision != b.Revision {
 			return a.Revision > b.Revision

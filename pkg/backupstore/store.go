@@ -213,7 +213,7 @@ func (s *Store) list(ctx context.Context, prefix string, keep func(key string) b
 			continue
 		}
 		if snap, ok := ParseKey(obj.Key); ok && keep(obj.Key) {
-			snap.Size = obj.Size
+			snap.Size, snap.StoredAt = obj.Size, obj.ModTime
 			out = append(out, snap)
 		}
 	}

@@ -248,3 +248,44 @@ func keys(m map[string][]byte) []string {
 	}
 	return out
 }
+
+// TestFutureDatedNameDoesNotStayLatest: an object named as taken in 2099
+// (a writer's wrong clock, or one planted to stay "latest" and be restored
+// instead of every later backup) counts as taken when the store received
+// it: the snapshot written after it is the latest, and retention prunes
+// it like any other. The name alone made it latest for ever before.
+func TestFutureDatedNameDoesNotStayLatest(t *testing.T) {
+	for _, sc := range stores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx := context.Background()
+			s := open(t, sc)
+			dir := backupstore.ClusterDir("team-a", "main", "8e9e05c52164694d")
+			upload := func(at time.Time, rev int64) string {
+				key := backupstore.SnapshotKey(dir, at, rev)
+				if _, err := s.Upload(ctx, key, randomFile(t, 4096+32), backupstore.Metadata{Revision: rev, SizeBytes: 4096 + 32}); err != nil {
+					t.Fatal(err)
+				}
+				return key
+			}
+			planted := upload(time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), 5)
+			// The store's clock has whole seconds on some backends.
+			time.Sleep(1100 * time.Millisecond)
+			real := upload(time.Now(), 7)
+			latest, err := s.Latest(ctx, dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if latest.Key != real {
+				t.Fatalf("latest is %s (size %d), want %s written after it", latest.Key, latest.Size, real)
+			}
+			_, remaining, err := s.Prune(ctx, dir, backupstore.Retention{MaxCount: 1}, time.Now())
+			if err != nil || remaining != 1 {
+				t.Fatalf("prune: %d remaining, %v", remaining, err)
+			}
+			list, err := s.List(ctx, dir)
+			if err != nil || len(list) != 1 || list[0].Key != real {
+				t.Fatalf("after pruning to one: %+v %v (the planted %s must go)", list, err, planted)
+			}
+		})
+	}
+}

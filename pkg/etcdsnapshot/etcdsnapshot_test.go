@@ -26,6 +26,11 @@ func snapshotOf(t *testing.T, c *etcdtest.Cluster, path string) (etcdsnapshot.In
 	cl := c.NewClient(c.Members[0].ClientURL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A linearizable read on the member waits until it applied every
+	// write acknowledged so far (it may be a follower a write went past).
+	if _, err := cl.Get(ctx, "sync", clientv3.WithCountOnly()); err != nil {
+		t.Fatal(err)
+	}
 	st, err := cl.Status(ctx, c.Members[0].ClientURL)
 	if err != nil {
 		t.Fatal(err)

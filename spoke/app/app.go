@@ -38,10 +38,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
+	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/version"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/dnszone"
@@ -59,7 +59,8 @@ type Options struct {
 	Namespace string
 	// ClusterName overrides EtcdSpoke spec.clusterName as the gossip name.
 	ClusterName string
-	// HelperImage runs the wait-dns init container of member pods.
+	// HelperImage runs the init containers of member pods (wait-dns,
+	// prepare-data): an image with etcdfed-init on its PATH.
 	HelperImage string
 	// WaitDNSTimeout bounds one run of wait-dns.
 	WaitDNSTimeout time.Duration
@@ -78,13 +79,17 @@ type Options struct {
 	// DNSAdvertise are the host:port addresses published as dnsAddresses;
 	// empty: the listen address when it names an IP.
 	DNSAdvertise []string
+	// DNSRateLimit limits the DNS server's UDP responses per client
+	// prefix (embedded.RRLConfig); ResponsesPerSecond 0 turns it off.
+	DNSRateLimit embedded.RRLConfig
 
 	// Gossip configures the gossip agent; an empty BindAddr disables gossip.
 	Gossip gossip.Config
 	// GossipSeeds are joined besides EtcdSpoke spec.gossipPeers.
 	GossipSeeds []string
-	// GossipSecret names the Secret with the gossip key ("key"); empty runs
-	// gossip unencrypted.
+	// GossipSecret names the Secret with the gossip key ("key", and keys
+	// accepted beside it in "accept"): etcdfedv1.GossipSecretName, which the
+	// hub writes. Empty runs gossip unencrypted.
 	GossipSecret string
 
 	// LeaseRenewInterval and LeaseDuration tune the liveness Lease.
@@ -102,6 +107,11 @@ type Options struct {
 	// HealthProbeBindAddress and MetricsBindAddress; "0" disables.
 	HealthProbeBindAddress string
 	MetricsBindAddress     string
+	// MetricsSecure serves /metrics over TLS to authenticated and
+	// authorized callers (internal/metricsserve); MetricsCertDir holds
+	// its certificate (empty: self-signed).
+	MetricsSecure  bool
+	MetricsCertDir string
 
 	// Log is the root logger; zero: ctrl.Log.
 	Log logr.Logger
@@ -117,21 +127,34 @@ const reconcileTimeout = 30 * time.Second
 func DefaultOptions() Options {
 	return Options{
 		Namespace:              etcdfedv1.DefaultRingNamespace,
-		HelperImage:            "ghcr.io/etcdfed/etcdfed:" + version.String(),
+		HelperImage:            version.Image("etcdfed-init"),
 		WaitDNSTimeout:         10 * time.Minute,
 		MemberStatusInterval:   member.DefaultStatusInterval,
 		EtcdStatusTimeout:      etcdstatus.DefaultTimeout,
 		EtcdLogInterval:        etcdlog.DefaultInterval,
 		EtcdLogTimeout:         etcdlog.DefaultTimeout,
 		DNSListen:              "0.0.0.0:5353",
+		DNSRateLimit:           DefaultDNSRateLimit(),
 		Gossip:                 gossip.Config{BindAddr: "0.0.0.0:7946", Profile: gossip.ProfileWAN},
+		GossipSecret:           etcdfedv1.GossipSecretName,
 		LeaseRenewInterval:     lease.DefaultRenewInterval,
 		LeaseDuration:          lease.DefaultDuration,
 		LeaderElection:         true,
 		LeaderElectionID:       "etcdfed-spoke-leader",
 		HealthProbeBindAddress: ":8081",
 		MetricsBindAddress:     ":8080",
+		MetricsSecure:          true,
 	}
+}
+
+// DefaultDNSRateLimit is the spoke DNS server's response-rate limit: 200
+// responses per second per client /24 (IPv6 /56), bursts of 400, every
+// second response over it sent truncated; loopback exempt. A resolver
+// that asks for a ring's few names (kube-dns caches them for their TTL)
+// stays far below it; a flood with a forged source is cut to it.
+func DefaultDNSRateLimit() embedded.RRLConfig {
+	return embedded.RRLConfig{ResponsesPerSecond: 200, Slip: 2,
+		Exempt: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}}
 }
 
 // Scheme returns a scheme with the Kubernetes and etcdfed types.
@@ -192,7 +215,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		LeaderElectionNamespace:       o.Namespace,
 		LeaderElectionReleaseOnCancel: true,
 		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		Metrics:                       metricsserver.Options{BindAddress: o.MetricsBindAddress},
+		Metrics:                       metricsserve.Options(o.MetricsBindAddress, o.MetricsSecure, o.MetricsCertDir),
 		// Every reconcile has a deadline: an apiserver that stops
 		// answering fails a pass (retried), never parks a worker.
 		Controller: config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation), ReconciliationTimeout: reconcileTimeout},
@@ -225,7 +248,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 
 	var dnsAddrs []string
 	if o.DNSListen != "" {
-		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, Log: log.WithName("dns")})
+		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, RRL: o.DNSRateLimit, Log: log.WithName("dns")})
 		if err != nil {
 			return nil, fmt.Errorf("spoke: DNS server: %w", err)
 		}

@@ -350,3 +350,66 @@ func TestThreeSpokesGossip(t *testing.T) {
 	g.Expect(lease("cluster-a")).To(BeTemporally(">", stopped))
 	g.Consistently(func(g Gomega) { sees(g, "cluster-a", "cluster-b", true) }).WithTimeout(time.Second).Should(Succeed())
 }
+
+// TestSpokeWithBrokenGossipAbstains (issue 24, related path): a spoke whose
+// gossip cannot start (its key Secret missing) used to publish every
+// expected peer as dead, a witness's vote that nothing had seen; one whose
+// seeds are unreachable (a firewall) does the same from a running gossip.
+// Now the first publishes no view and both say GossipHealthy=False (the hub
+// counts them as abstaining); once a peer is reached it is True.
+func TestSpokeWithBrokenGossipAbstains(t *testing.T) {
+	cl := testenv.Shared(t, apiserver)
+	admin := cl.Client
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(60 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(50 * time.Millisecond)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gossip-node", Labels: map[string]string{corev1.LabelTopologyZone: "zone-g"}}}
+	if err := admin.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	ns := testenv.NamespaceT(t, cl, "broken-gossip")
+	o := app.DefaultOptions()
+	o.Namespace, o.DNSListen, o.ClusterName = ns, "", "cluster-x"
+	o.Gossip = gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal, RejoinInterval: time.Second}
+	o.GossipSecret = "gossip-key" // not created yet
+	o.LeaderElection = false
+	o.Log = logr.Discard()
+	run(t, cl.Config, o)
+	spoke := func(g Gomega) *etcdfedv1.EtcdSpoke {
+		sp := &etcdfedv1.EtcdSpoke{}
+		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, sp)).To(Succeed())
+		return sp
+	}
+	// Peers that do not listen: closed ports on loopback.
+	g.Eventually(func(g Gomega) {
+		sp := spoke(g)
+		sp.Spec.GossipPeers = []etcdfedv1.GossipPeer{{Cluster: "cluster-y", Address: "127.0.0.1:9"}, {Cluster: "cluster-z", Address: "127.0.0.1:13"}}
+		g.Expect(admin.Update(ctx, sp)).To(Succeed())
+	}).Should(Succeed())
+
+	health := func(g Gomega, reason string) *etcdfedv1.EtcdSpoke {
+		sp := spoke(g)
+		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy)
+		g.Expect(c).NotTo(BeNil(), "no GossipHealthy condition")
+		g.Expect(c.Reason).To(Equal(reason), c.Message)
+		g.Expect(c.Status).To(Equal(metav1.ConditionFalse), c.Message)
+		g.Expect(c.Message).To(ContainSubstring("abstains"))
+		return sp
+	}
+	// Key missing: gossip does not start, and says nothing of its peers.
+	g.Eventually(func(g Gomega) {
+		sp := spoke(g)
+		ready := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionReady)
+		g.Expect(ready).NotTo(BeNil())
+		g.Expect(ready.Reason).To(Equal(spokestatus.ReasonGossipKeyMissing))
+		g.Expect(sp.Status.GossipView).To(BeEmpty(), "a gossip that does not run reported a view")
+		health(g, etcdfedv1.ReasonGossipNotRunning)
+	}).Should(Succeed())
+	// Key there, seeds unreachable: it runs and never joins.
+	gossipKey(t, admin, ns, newKey())
+	g.Eventually(func(g Gomega) {
+		sp := health(g, etcdfedv1.ReasonGossipNeverJoined)
+		g.Expect(sp.Status.GossipView).To(HaveLen(2))
+	}).Should(Succeed())
+}

@@ -26,8 +26,8 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 )
 
-// binDir returns a directory with bin/etcd and an etcdfed CLI built from
-// this checkout (the wait-dns init container runs it).
+// binDir returns a directory with bin/etcd and the etcdfed-init helper
+// built from this checkout (the wait-dns init container runs it).
 func binDir(t *testing.T) string {
 	t.Helper()
 	bin, err := testenv.BinDir()
@@ -42,10 +42,10 @@ func binDir(t *testing.T) string {
 	if err := os.Symlink(filepath.Join(bin, "etcd"), filepath.Join(dir, "etcd")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "etcdfed"), "./cmd/etcdfed")
+	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "etcdfed-init"), "./cmd/etcdfed-init")
 	cmd.Dir = root
 	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build etcdfed: %v\n%s", err, out)
+		t.Fatalf("build etcdfed-init: %v\n%s", err, out)
 	}
 	return dir
 }

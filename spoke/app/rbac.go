@@ -2,7 +2,9 @@ package app
 
 // The spoke's permissions, generated into config/rbac/spoke/role.yaml (go
 // generate ./config/rbac/spoke). Everything namespaced is limited to the
-// ring namespace by a Role; nodes are read cluster-wide for zones.
+// ring namespace by a Role; nodes are read cluster-wide for zones;
+// TokenReviews and SubjectAccessReviews authenticate and authorize the
+// callers of /metrics (internal/metricsserve).
 //
 // Pods, PVCs, Services: the member components; pods/log: a bounded tail of
 // etcd's log while a member is not ready (spoke/etcdlog). Secrets: read the
@@ -25,4 +27,6 @@ package app
 // +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcddnszones,verbs=get;list;watch
 // +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcddnszones/status,verbs=get;patch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups=policy,namespace=etcdfed-system,resources=poddisruptionbudgets,verbs=get;list;watch;create;update;patch;delete

@@ -90,13 +90,15 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 	}
 	now := metav1.Now()
 	v := &etcdfedv1.MemberEtcdView{
-		ID:         hexID(st.Header.GetMemberId()),
-		IsLearner:  st.IsLearner,
-		RaftIndex:  int64(st.RaftIndex),
-		RaftTerm:   int64(st.RaftTerm),
-		DBSize:     st.DbSize,
-		Version:    st.Version,
-		ObservedAt: &now,
+		ID:          hexID(st.Header.GetMemberId()),
+		IsLearner:   st.IsLearner,
+		RaftIndex:   int64(st.RaftIndex),
+		RaftTerm:    int64(st.RaftTerm),
+		Revision:    st.Header.GetRevision(),
+		DBSize:      st.DbSize,
+		DBSizeInUse: st.DbSizeInUse,
+		Version:     st.Version,
+		ObservedAt:  &now,
 	}
 	if st.Leader != 0 {
 		v.LeaderID = hexID(st.Leader)

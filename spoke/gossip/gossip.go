@@ -8,7 +8,14 @@
 // other spokes' views agree). The spoke never acts on it.
 //
 // memberlist shares one encryption key among all members, so there is no
-// per-node identity: a node that has the key can claim any name.
+// per-node identity: a node that has the key can claim any name. The hub
+// generates the key of its ring of spokes and hands it to every spoke (the
+// Secret etcdfed-gossip in the ring namespace); besides the key that
+// encrypts, the Secret may name keys that are accepted on receipt, which
+// is how a key is rotated without a moment where two spokes cannot read
+// each other (docs/operations.md, "Gossip encryption"). Keys accepted and
+// the key that encrypts change in place (memberlist's keyring); only
+// turning encryption on or off restarts memberlist.
 //
 // Settings come in profiles (memberlist's own defaults):
 //
@@ -24,6 +31,8 @@ package gossip
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
@@ -153,8 +162,10 @@ type peer struct {
 // modified once published; a change of seeds publishes a copy.
 type run struct {
 	ml         *memberlist.Memberlist
+	kr         *memberlist.Keyring // nil when unencrypted
 	name, addr string
 	key        []byte
+	accept     [][]byte
 	seeds      []string
 	stop, done chan struct{}
 }
@@ -176,7 +187,11 @@ type Agent struct {
 	peersMu sync.Mutex
 	self    string
 	peers   map[string]*peer
-	now     func() time.Time
+	// joinedAt is when this run first saw a peer alive (zero: never).
+	joinedAt time.Time
+	// startedAt is when this run started.
+	startedAt time.Time
+	now       func() time.Time
 }
 
 // New returns an agent that is not yet running.
@@ -190,30 +205,48 @@ func New(cfg Config) *Agent {
 // Changes signals (coalesced) every change of the view.
 func (a *Agent) Changes() <-chan struct{} { return a.changes }
 
-// Configure starts the agent under name, or restarts it when name or key
-// changed, and joins seeds (host:port) that are not alive members yet. An
-// empty key runs the ring unencrypted.
-func (a *Agent) Configure(name string, key []byte, seeds []string) error {
+// Configure starts the agent under name, or restarts it when name
+// changed or encryption is turned on or off, and joins seeds (host:port)
+// that are not alive members yet. key encrypts (empty: the ring runs
+// unencrypted); accept are further keys accepted on receipt. A change of
+// key or accept on a running encrypted agent is made in place.
+func (a *Agent) Configure(name string, key []byte, seeds []string, accept ...[]byte) error {
 	if name == "" {
 		return errors.New("gossip: empty node name")
 	}
-	if len(key) != 0 && len(key) != 16 && len(key) != 24 && len(key) != 32 {
-		return ErrBadKey
+	for _, k := range append([][]byte{key}, accept...) {
+		if len(k) != 0 && len(k) != 16 && len(k) != 24 && len(k) != 32 {
+			return ErrBadKey
+		}
 	}
+	if len(key) == 0 {
+		accept = nil
+	}
+	accept = slices.DeleteFunc(slices.Clone(accept), func(k []byte) bool { return len(k) == 0 || bytes.Equal(k, key) })
 	seeds = slices.Compact(slices.Sorted(slices.Values(seeds)))
 	a.cfgMu.Lock()
 	defer a.cfgMu.Unlock()
 	r := a.cur.Load()
-	if r != nil && (r.name != name || !bytes.Equal(r.key, key)) {
-		a.cfg.Log.Info("Restarting gossip: node name or key changed", "old", r.name, "new", name)
+	if r != nil && (r.name != name || (len(r.key) == 0) != (len(key) == 0)) {
+		a.cfg.Log.Info("Restarting gossip: node name changed, or encryption turned on or off", "old", r.name, "new", name, "encrypted", len(key) > 0)
 		a.stopRun(r)
 		r = nil
 	}
 	if r == nil {
 		var err error
-		if r, err = a.start(name, key); err != nil {
+		if r, err = a.start(name, key, accept); err != nil {
 			return err
 		}
+	}
+	if !bytes.Equal(r.key, key) || !sameKeys(r.accept, accept) {
+		if err := rekey(r.kr, key, accept); err != nil {
+			return fmt.Errorf("gossip: change keys: %w", err)
+		}
+		a.cfg.Log.Info("Gossip keys changed", "encrypts", Fingerprint(key), "accepts", fingerprints(accept))
+		next := *r
+		next.key, next.accept = slices.Clone(key), cloneKeys(accept)
+		a.cur.Store(&next)
+		r = &next
 	}
 	if !slices.Equal(r.seeds, seeds) {
 		next := *r
@@ -224,7 +257,71 @@ func (a *Agent) Configure(name string, key []byte, seeds []string) error {
 	return nil
 }
 
-func (a *Agent) start(name string, key []byte) (*run, error) {
+// rekey installs key as the one that encrypts and accept beside it, then
+// removes every other key (a key is installed before it is used, and
+// removed after it is no longer).
+func rekey(kr *memberlist.Keyring, key []byte, accept [][]byte) error {
+	for _, k := range append([][]byte{key}, accept...) {
+		if err := kr.AddKey(k); err != nil {
+			return err
+		}
+	}
+	if err := kr.UseKey(key); err != nil {
+		return err
+	}
+	for _, k := range kr.GetKeys() {
+		if !bytes.Equal(k, key) && !slices.ContainsFunc(accept, func(a []byte) bool { return bytes.Equal(a, k) }) {
+			if err := kr.RemoveKey(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func sameKeys(a, b [][]byte) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(k []byte) bool {
+		return !slices.ContainsFunc(b, func(o []byte) bool { return bytes.Equal(o, k) })
+	})
+}
+
+func cloneKeys(ks [][]byte) [][]byte {
+	var out [][]byte
+	for _, k := range ks {
+		out = append(out, slices.Clone(k))
+	}
+	return out
+}
+
+// Fingerprint names a key without revealing it: the first 8 hex digits of
+// its sha256, "" for none.
+func Fingerprint(key []byte) string {
+	if len(key) == 0 {
+		return ""
+	}
+	s := sha256.Sum256(key)
+	return hex.EncodeToString(s[:4])
+}
+
+func fingerprints(keys [][]byte) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, Fingerprint(k))
+	}
+	return out
+}
+
+// Keys returns the fingerprints of the key that encrypts and of the keys
+// accepted beside it, as installed.
+func (a *Agent) Keys() (encrypts string, accepts []string) {
+	r := a.cur.Load()
+	if r == nil {
+		return "", nil
+	}
+	return Fingerprint(r.key), fingerprints(r.accept)
+}
+
+func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	mc, err := a.cfg.MemberlistConfig()
 	if err != nil {
 		return nil, err
@@ -233,18 +330,22 @@ func (a *Agent) start(name string, key []byte) (*run, error) {
 	mc.Events = &events{a: a}
 	mc.Logger = log.New(&logWriter{log: a.cfg.Log.WithName("memberlist")}, "", 0)
 	if len(key) > 0 {
-		mc.SecretKey = slices.Clone(key)
+		kr, err := memberlist.NewKeyring(cloneKeys(accept), slices.Clone(key))
+		if err != nil {
+			return nil, fmt.Errorf("gossip: keyring: %w", err)
+		}
+		mc.Keyring = kr
 	} else {
 		a.cfg.Log.Info("WARNING: gossip runs UNENCRYPTED: anyone who reaches the gossip port can join the ring and forge peer liveness; set --gossip-secret")
 	}
 	a.peersMu.Lock()
-	a.self, a.peers = name, map[string]*peer{}
+	a.self, a.peers, a.joinedAt, a.startedAt = name, map[string]*peer{}, time.Time{}, a.now()
 	a.peersMu.Unlock()
 	ml, err := memberlist.Create(mc)
 	if err != nil {
 		return nil, fmt.Errorf("gossip: start memberlist: %w", err)
 	}
-	r := &run{ml: ml, name: name, addr: ml.LocalNode().Address(), key: slices.Clone(key),
+	r := &run{ml: ml, kr: mc.Keyring, name: name, addr: ml.LocalNode().Address(), key: slices.Clone(key), accept: cloneKeys(accept),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	a.cur.Store(r)
 	a.cfg.Log.Info("Gossip started", "node", name, "address", r.addr, "encrypted", len(key) > 0, "settings", Settings(mc))
@@ -269,7 +370,7 @@ func (a *Agent) stopRun(r *run) {
 	<-r.done
 	_ = r.ml.Shutdown()
 	a.peersMu.Lock()
-	a.peers = map[string]*peer{}
+	a.peers, a.joinedAt, a.startedAt = map[string]*peer{}, time.Time{}, time.Time{}
 	a.peersMu.Unlock()
 	a.signal()
 }
@@ -317,6 +418,18 @@ func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
 	return out
 }
 
+// Joined returns when this run of gossip first saw a peer alive, and when
+// it started; joined is zero while it has never reached one, started zero
+// when gossip does not run.
+func (a *Agent) Joined() (joined, started time.Time) {
+	if a.cur.Load() == nil {
+		return time.Time{}, time.Time{}
+	}
+	a.peersMu.Lock()
+	defer a.peersMu.Unlock()
+	return a.joinedAt, a.startedAt
+}
+
 // AliveCount returns how many peers (not counting this spoke) are alive and
 // dead.
 func (a *Agent) AliveCount() (alive, dead int) {
@@ -350,6 +463,9 @@ func (a *Agent) setPeer(n *memberlist.Node, alive bool) {
 		return
 	}
 	a.peers[n.Name] = &peer{alive: alive, since: a.now(), addr: n.Address()}
+	if alive && a.joinedAt.IsZero() {
+		a.joinedAt = a.now()
+	}
 	a.cfg.Log.Info("Gossip peer changed", "peer", n.Name, "address", n.Address(), "alive", alive)
 	alivePeers, deadPeers := a.countLocked()
 	peersGauge.WithLabelValues("alive").Set(float64(alivePeers))

@@ -3,6 +3,7 @@ package gossip_test
 import (
 	"crypto/rand"
 	"errors"
+	"maps"
 	"os"
 	"testing"
 	"time"
@@ -194,5 +195,92 @@ func TestConfigure(t *testing.T) {
 	}
 	if _, err := (gossip.Config{BindAddr: "127.0.0.1:0", Profile: "moon"}).MemberlistConfig(); err == nil {
 		t.Error("unknown profile accepted")
+	}
+}
+
+// TestKeyRotationInPlace: the documented rotation (the new key accepted
+// everywhere, then encrypting everywhere with the old one accepted, then
+// the old one dropped) keeps the ring whole: no spoke ever sees another
+// dead (each peer's since time is unchanged from before the rotation),
+// memberlist is never restarted, and at the end a spoke with the old key
+// alone stays out.
+func TestKeyRotationInPlace(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits a few gossip rounds (about 10s); run without -short")
+	}
+	k1, k2 := key(t), key(t)
+	names := []string{"cluster-a", "cluster-b", "cluster-c"}
+	var ags []*gossip.Agent
+	for i, n := range names {
+		ag := agent(t, gossip.ProfileLocal, logr.Discard())
+		var seeds []string
+		if i > 0 {
+			seeds = []string{ags[0].Address()}
+		}
+		if err := ag.Configure(n, k1, seeds); err != nil {
+			t.Fatal(err)
+		}
+		ags = append(ags, ag)
+	}
+	whole := func() bool {
+		for i, ag := range ags {
+			for j, n := range names {
+				if _, ok := alive(ag, n); i != j && !ok {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	waitFor(t, 30*time.Second, "ring formed", whole)
+	since := func() map[string]string {
+		out := map[string]string{}
+		for i, ag := range ags {
+			for _, p := range ag.View(nil) {
+				out[names[i]+">"+p.Cluster] = p.Since.String()
+			}
+		}
+		return out
+	}
+	before := since()
+	addrs := map[*gossip.Agent]string{}
+	for _, ag := range ags {
+		addrs[ag] = ag.Address()
+	}
+	seed := []string{ags[0].Address()}
+	steps := []struct {
+		key    []byte
+		accept [][]byte
+	}{{k1, [][]byte{k2}}, {k2, [][]byte{k1}}, {k2, nil}}
+	for _, st := range steps {
+		for i, ag := range ags {
+			if err := ag.Configure(names[i], st.key, seed, st.accept...); err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(500 * time.Millisecond) // a few probes between spokes
+		}
+		if enc, _ := ags[2].Keys(); enc != gossip.Fingerprint(st.key) {
+			t.Fatalf("encrypts with %s, want %s", enc, gossip.Fingerprint(st.key))
+		}
+	}
+	time.Sleep(2 * time.Second)
+	if !whole() {
+		t.Fatal("the ring is not whole after the rotation")
+	}
+	if after := since(); !maps.Equal(before, after) {
+		t.Errorf("a spoke saw another change state during the rotation:\nbefore %v\nafter  %v", before, after)
+	}
+	for ag, addr := range addrs {
+		if ag.Address() != addr {
+			t.Error("memberlist restarted during the rotation")
+		}
+	}
+	old := agent(t, gossip.ProfileLocal, logr.Discard())
+	if err := old.Configure("stale", k1, seed); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second)
+	if known, _ := alive(ags[0], "stale"); known {
+		t.Error("a spoke with the dropped key joined the ring")
 	}
 }

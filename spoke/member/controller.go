@@ -56,7 +56,7 @@ type Reconciler struct {
 	Recorder  events.EventRecorder
 	// Etcd reads the members' own status.
 	Etcd *etcdstatus.Reader
-	// HelperImage runs the wait-dns init container.
+	// HelperImage runs the init containers (etcdfed-init).
 	HelperImage string
 	// WaitDNSTimeout is passed to wait-dns; 0: pod.DefaultWaitDNSTimeout.
 	WaitDNSTimeout time.Duration
@@ -130,7 +130,7 @@ func notStatusOnly() predicate.Predicate {
 }
 
 func memberOfLabel(_ context.Context, o client.Object) []reconcile.Request {
-	name := o.GetLabels()[etcdfedv1.LabelMember]
+	name := spec.MemberOfLabels(o.GetLabels())
 	if name == "" {
 		return nil
 	}

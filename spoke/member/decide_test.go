@@ -547,8 +547,8 @@ func TestOwnedKindsCoverTheWrites(t *testing.T) {
 }
 
 // A member at rest is not re-reported on every read of etcd: a view that
-// moved only in its counters is written once a minute; anything else at
-// once.
+// moved only in its counters is written once per refresh; anything else,
+// a move of the sizes a size policy acts on included, at once.
 func TestEtcdViewWrittenOnNews(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC))
 	view := func(after time.Duration, change func(v *etcdfedv1.MemberEtcdView)) *etcdfedv1.MemberEtcdView {
@@ -566,7 +566,8 @@ func TestEtcdViewWrittenOnNews(t *testing.T) {
 		cur     *etcdfedv1.MemberEtcdView
 		written bool
 	}{
-		{"counters moved 10s later: kept", view(10*time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex, v.DBSize = 250, 2<<20 }), false},
+		{"counters moved 10s later: kept", view(10*time.Second, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex, v.DBSize = 250, 1<<20+64<<10 }), false},
+		{"file grown to 380 MiB 10s later: written", view(10*time.Second, func(v *etcdfedv1.MemberEtcdView) { v.DBSize = 380 << 20 }), true},
 		{"counters moved a minute later: kept", view(time.Minute, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex = 900 }), false},
 		{"counters moved one refresh later: written", view(etcdViewRefresh, func(v *etcdfedv1.MemberEtcdView) { v.RaftIndex = 900 }), true},
 		{"new leader: written", view(time.Second, func(v *etcdfedv1.MemberEtcdView) { v.LeaderID = "c3" }), true},
@@ -586,7 +587,7 @@ func TestEtcdViewWrittenOnNews(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			old := view(0, nil)
 			st := &etcdfedv1.EtcdMemberStatus{Incarnation: 1, Etcd: old}
-			setEtcdView(st, 1, etcdRead{pod: &corev1.Pod{}, view: tc.cur})
+			setEtcdView(st, 1, etcdfedv1.DefaultQuotaBackendBytes, etcdRead{pod: &corev1.Pod{}, view: tc.cur})
 			if got := st.Etcd == tc.cur; got != tc.written {
 				t.Errorf("written %v, want %v (status holds %+v)", got, tc.written, st.Etcd)
 			}
@@ -594,11 +595,11 @@ func TestEtcdViewWrittenOnNews(t *testing.T) {
 	}
 	// A read that fails is news; so is the first view.
 	st := &etcdfedv1.EtcdMemberStatus{Incarnation: 1}
-	setEtcdView(st, 1, etcdRead{pod: &corev1.Pod{}, view: view(0, nil)})
+	setEtcdView(st, 1, etcdfedv1.DefaultQuotaBackendBytes, etcdRead{pod: &corev1.Pod{}, view: view(0, nil)})
 	if st.Etcd == nil {
 		t.Fatal("first view not written")
 	}
-	setEtcdView(st, 1, etcdRead{pod: &corev1.Pod{}, err: errors.New("deadline exceeded")})
+	setEtcdView(st, 1, etcdfedv1.DefaultQuotaBackendBytes, etcdRead{pod: &corev1.Pod{}, err: errors.New("deadline exceeded")})
 	if st.Etcd.Error == "" {
 		t.Error("a failed read is not reported")
 	}

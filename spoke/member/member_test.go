@@ -22,6 +22,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 	"github.com/etcdfed/etcdfed/spoke/internal/testetcd"
@@ -340,11 +341,16 @@ func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
 	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelManagedBy, "etcdfed"))
 	g.Expect(p.Labels).To(HaveKeyWithValue(etcdfedv1.LabelIncarnation, fmt.Sprint(m.Spec.Incarnation)))
 	g.Expect(p.Spec.RestartPolicy).To(Equal(corev1.RestartPolicyAlways))
+	// The apiserver accepted the security contexts and computed the
+	// pod's QoS class from the requests: never BestEffort.
+	g.Expect(p.Spec.SecurityContext.RunAsUser).To(HaveValue(Equal(pod.RunAsUser)))
+	g.Expect(p.Spec.SecurityContext.FSGroup).To(HaveValue(Equal(pod.FSGroup)))
+	g.Expect(p.Status.QOSClass).To(Equal(corev1.PodQOSBurstable))
 
 	ic := p.Spec.InitContainers[0]
 	g.Expect(ic.Name).To(Equal("wait-dns"))
 	g.Expect(ic.Image).To(Equal("ghcr.io/etcdfed/etcdfed:test"))
-	g.Expect(ic.Command).To(Equal([]string{"etcdfed", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
+	g.Expect(ic.Command).To(Equal([]string{"etcdfed-init", "wait-dns", "--name", m.Spec.DNSName, "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}))
 
 	c := p.Spec.Containers[0]
 	g.Expect(c.Name).To(Equal("etcd"))
@@ -738,4 +744,51 @@ func TestLostVolumeIsNotRecreated(t *testing.T) {
 	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "a lost volume is not recreated")
 	_, err = e.pod("main-11")
 	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// TestTwoRingsWithOneMemberName: the EtcdMember of main-0 of one ring,
+// named after the member alone (written before names carried the ring),
+// and the EtcdMember of main-0 of a ring of the same name in another
+// namespace, named by the scheme (etcdfedv1.MemberObjectName), in one
+// ring namespace: each gets its own volume named after its EtcdMember,
+// neither sees the other's as a conflict, and deleting one leaves the
+// other's volume alone although both carry member label main-0.
+func TestTwoRingsWithOneMemberName(t *testing.T) {
+	e := start(t)
+	legacy := e.member("main-0")
+	scopedName := etcdfedv1.MemberObjectName("hub-b", "main", "main-0")
+	scoped := e.member(scopedName, func(m *etcdfedv1.EtcdMember) {
+		uid := "uid-b-" + e.ns
+		m.Labels[etcdfedv1.LabelClusterUID] = uid
+		m.Spec.Cluster = etcdfedv1.ClusterReference{Name: "main", Namespace: "hub-b", UID: uid}
+		m.Spec.MemberName = "main-0"
+		m.Spec.DNSName = "main-0.b." + domain
+		m.Spec.TLS.SecretName = scopedName + "-tls"
+	})
+	for _, m := range []*etcdfedv1.EtcdMember{legacy, scoped} {
+		e.eventually(m, func(g Gomega, m *etcdfedv1.EtcdMember) {
+			g.Expect(m.Status.PeerURL).To(Equal("https://" + m.Spec.DNSName + ":2380"))
+			g.Expect(m.Status.Volume.ClaimName).To(Equal(m.Name + "-data-0"))
+		})
+	}
+	lc, err := e.pvc("main-0-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(lc.Labels).To(HaveKeyWithValue(etcdfedv1.LabelMember, "main-0"))
+	e.g.Expect(lc.Labels).NotTo(HaveKey(etcdfedv1.LabelMemberObject))
+	sc, err := e.pvc(scopedName + "-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(sc.Labels).To(HaveKeyWithValue(etcdfedv1.LabelMember, "main-0"))
+	e.g.Expect(sc.Labels).To(HaveKeyWithValue(etcdfedv1.LabelMemberObject, scopedName))
+
+	e.g.Expect(e.c.Delete(e.ctx, scoped)).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		c, err := e.pvc(scopedName + "-data-0")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
+	}).Should(Succeed())
+	lc, err = e.pvc("main-0-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(lc.Labels).NotTo(HaveKey(etcdfedv1.LabelRetired))
+	e.g.Expect(lc.DeletionTimestamp).To(BeNil())
+	e.g.Expect(meta.FindStatusCondition(e.get(legacy).Status.Conditions, etcdfedv1.ConditionStorageReady).Reason).NotTo(Equal("VolumeConflict"))
 }

@@ -217,12 +217,12 @@ var (
 )
 
 // mayDeleteVolume is the one rule for deleting a member's data volume:
-// only with the Delete reclaim policy, and only a volume of an earlier
-// incarnation or of a member that is being deleted. The spoke never deletes
+// only with the Delete reclaim policy, never one labelled kept, and only a
+// volume of an earlier incarnation or of a member that is being deleted. The spoke never deletes
 // a volume on its own initiative; when to delete within this rule
 // (a retired volume once the new incarnation's pod runs) is pvc's plan.
 func mayDeleteVolume(m *etcdfedv1.EtcdMember, c *corev1.PersistentVolumeClaim) bool {
-	if spec.ReclaimPolicy(m) != etcdfedv1.VolumeDelete || !spec.OwnedBy(m, c.Labels) {
+	if spec.ReclaimPolicy(m) != etcdfedv1.VolumeDelete || !spec.OwnedBy(m, c.Labels) || c.Labels[etcdfedv1.LabelKept] == "true" {
 		return false
 	}
 	if !m.DeletionTimestamp.IsZero() {
@@ -280,6 +280,9 @@ func (r *Reconciler) writeOwned(ctx context.Context, m *etcdfedv1.EtcdMember, w 
 			patched.Labels = map[string]string{}
 		}
 		patched.Labels[etcdfedv1.LabelRetired] = "true"
+		if m.Labels[etcdfedv1.LabelKeepVolumes] == "true" && !m.DeletionTimestamp.IsZero() {
+			patched.Labels[etcdfedv1.LabelKept] = "true"
+		}
 		if err := r.Client.Patch(ctx, patched, client.MergeFrom(c), client.FieldOwner(spec.FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("label PVC %s retired: %w", name, err)
 		}

@@ -44,11 +44,13 @@ const (
 	ReasonPodCreated          = "PodCreated"          // False: the pod was just created.
 	ReasonPodTerminating      = "PodTerminating"      // False: the pod is being deleted (an old incarnation, or a terminated pod being replaced).
 	ReasonPodReplaced         = "PodReplaced"         // False: the hub changed the member spec (image, etcd flags, exposure, pod settings); the pod is deleted and recreated from it on the same volume.
-	ReasonPodPending          = "PodPending"          // False: the pod is not scheduled or its containers are not started.
 	ReasonWaitingForDNS       = "WaitingForDNS"       // False: the wait-dns init container waits for the member's name to resolve to its address.
 	ReasonPodNotReady         = "NotReady"            // False: etcd runs but /readyz fails (no quorum, or still starting).
 	ReasonLearner             = "Learner"             // False: etcd runs as a learner, which is never ready for clients; it waits for promotion.
 	ReasonPodTerminated       = "PodTerminated"       // False: the pod failed or completed and will not run again.
+	// False: the pod is not scheduled or its containers are not started.
+	// The hub acts on it (a roll halts): defined in the API.
+	ReasonPodPending = etcdfedv1.ReasonPodPending
 
 	// MemberHealthy.
 	ReasonHealthy     = etcdfedv1.ReasonMemberHealthy  // True: etcd answers and has a leader.

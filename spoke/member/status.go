@@ -28,7 +28,7 @@ func computeStatus(s *snapshot, d *decision, out outcome) etcdfedv1.EtcdMemberSt
 	cur := currentPod(m, out.pod)
 
 	setStorageReady(st, gen, d.claim, out.claim)
-	setEtcdView(st, m.Spec.Incarnation, s.etcd)
+	setEtcdView(st, m.Spec.Incarnation, m.QuotaBytes(), s.etcd)
 	st.Incarnation = m.Spec.Incarnation
 	setPodFields(st, cur, s.zone)
 	setExposed(st, gen, m, d.service, out.service, cur)
@@ -68,7 +68,7 @@ func setStorageReady(st *etcdfedv1.EtcdMemberStatus, gen int64, d pvc.Decision, 
 // setEtcdView keeps the last view of etcd (cleared when the incarnation
 // changes) and replaces it with a new read; a failed read keeps the last
 // view with the error.
-func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation int64, e etcdRead) {
+func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation, quota int64, e etcdRead) {
 	if st.Incarnation != incarnation {
 		st.Etcd = nil
 	}
@@ -80,7 +80,7 @@ func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation int64, e etcdRead) 
 		}
 		st.Etcd.Error = truncate(e.err.Error(), 1024)
 	default:
-		if !etcdViewNews(st.Etcd, e.view) {
+		if !etcdViewNews(st.Etcd, e.view, quota) {
 			return
 		}
 		st.Etcd = e.view
@@ -88,27 +88,33 @@ func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation int64, e etcdRead) 
 }
 
 // etcdViewRefresh is how often a view that only moved in its counters
-// (raft index, database size, read time) is written anyway: the status of a
-// member at rest is patched once in five minutes, not on every read. No
-// decision waits on the counters: the hub reads raft indexes and database
-// sizes from etcd itself, and a member that loses its leader (the moment a
-// quorum is lost) writes its view at once, raft index included. Liveness
-// is the spoke's Lease, not this view.
+// (raft index, database sizes, read time) is written anyway: the status of
+// a member at rest is patched once in five minutes, not on every read. The
+// raft index waits on no decision (the hub reads raft indexes from etcd
+// itself, and a member that loses its leader, the moment a quorum is lost,
+// writes its view at once, raft index included). The database sizes do:
+// the hub reads them from etcd too, but looks at a ring at rest only when
+// something wakes it, so a move of the sizes that a size policy may act on
+// (etcdfedv1.SizeNews: fragmentation, the NOSPACE guard, any move of a
+// tenth) is written at once, and the hub wakes for it. Liveness is the
+// spoke's Lease, not this view.
 const etcdViewRefresh = 5 * time.Minute
 
 // etcdViewNews says whether a new read is worth a status write: its first
 // view, anything other than the counters changed (ID, learner, leader,
-// term, version, error, the peers it is connected to), or the last written
-// view is older than etcdViewRefresh. A peer lost or regained is news: the
-// hub's zone witness waits on it.
-func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView) bool {
+// term, version, error, the peers it is connected to), the sizes moved in
+// a way a size policy acts on (SizeNews, with the member's quota), or the
+// last written view is older than etcdViewRefresh. A peer lost or regained
+// is news: the hub's zone witness waits on it.
+func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView, quota int64) bool {
 	if old == nil || cur == nil || old.ObservedAt == nil || cur.ObservedAt == nil {
 		return true
 	}
 	a, b := *old, *cur
-	a.RaftIndex, a.DBSize, a.ObservedAt, a.Peers = 0, 0, nil, nil
-	b.RaftIndex, b.DBSize, b.ObservedAt, b.Peers = 0, 0, nil, nil
-	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
+	a.RaftIndex, a.Revision, a.DBSize, a.DBSizeInUse, a.ObservedAt, a.Peers = 0, 0, 0, 0, nil, nil
+	b.RaftIndex, b.Revision, b.DBSize, b.DBSizeInUse, b.ObservedAt, b.Peers = 0, 0, 0, 0, nil, nil
+	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || etcdfedv1.SizeNews(old, cur, quota) ||
+		cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
 }
 
 // setPodFields reports the current pod, its node and the node's zone.

@@ -10,17 +10,21 @@ import (
 )
 
 // A member's etcd view is written when something other than its counters
-// changed, and otherwise once per etcdViewRefresh: at rest a member costs
-// its cluster one status patch in five minutes.
+// changed, when its database sizes moved in a way a size policy acts on
+// (TestScenarioDefrag found the hub 5 minutes late on a fragmented file:
+// the sizes were counters like the raft index), and otherwise once per
+// etcdViewRefresh: at rest a member costs its cluster one status patch in
+// five minutes.
 func TestEtcdViewNews(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	at := func(d time.Duration) *metav1.Time { v := metav1.NewTime(t0.Add(d)); return &v }
-	last := &etcdfedv1.MemberEtcdView{ID: "a1", LeaderID: "b2", RaftIndex: 100, RaftTerm: 3, DBSize: 1 << 20, Version: "3.6.16", ObservedAt: at(0)}
+	last := &etcdfedv1.MemberEtcdView{ID: "a1", LeaderID: "b2", RaftIndex: 100, RaftTerm: 3, DBSize: 1 << 20, DBSizeInUse: 1 << 20, Version: "3.6.16", ObservedAt: at(0)}
 	with := func(f func(v *etcdfedv1.MemberEtcdView)) *etcdfedv1.MemberEtcdView {
 		v := last.DeepCopy()
 		f(v)
 		return v
 	}
+	big := with(func(v *etcdfedv1.MemberEtcdView) { v.DBSize, v.DBSizeInUse = 380<<20, 380<<20 })
 	for _, tc := range []struct {
 		name string
 		old  *etcdfedv1.MemberEtcdView
@@ -29,7 +33,22 @@ func TestEtcdViewNews(t *testing.T) {
 	}{
 		{"first view", nil, last, true},
 		{"counters moved, a second later", last, with(func(v *etcdfedv1.MemberEtcdView) {
-			v.RaftIndex, v.DBSize, v.ObservedAt = 120, 2<<20, at(time.Second)
+			v.RaftIndex, v.DBSize, v.ObservedAt = 120, 1<<20+100<<10, at(time.Second)
+		}), false},
+		{"the file grew from 1 to 380 MiB: at once", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.RaftIndex, v.DBSize, v.ObservedAt = 9000, 380<<20, at(10*time.Second)
+		}), true},
+		{"compacted: 380 MiB file, 48 KiB in use: at once", big, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.RaftIndex, v.DBSize, v.DBSizeInUse, v.ObservedAt = 9100, 380<<20, 48<<10, at(10*time.Second)
+		}), true},
+		{"defragmented: the file back to 1 MiB: at once", with(func(v *etcdfedv1.MemberEtcdView) { v.DBSize, v.DBSizeInUse = 380<<20, 48<<10 }), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.DBSize, v.DBSizeInUse, v.ObservedAt = 1<<20, 48<<10, at(10*time.Second)
+		}), true},
+		{"the file past 90% of the quota: at once", with(func(v *etcdfedv1.MemberEtcdView) { v.DBSize, v.DBSizeInUse = 1840<<20, 1800<<20 }), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.DBSize, v.DBSizeInUse, v.ObservedAt = 1850<<20, 1810<<20, at(10*time.Second)
+		}), true},
+		{"a large file grew by 1%: kept", big, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.DBSize, v.DBSizeInUse, v.ObservedAt = 384<<20, 384<<20, at(10*time.Second)
 		}), false},
 		{"counters moved, a minute later", last, with(func(v *etcdfedv1.MemberEtcdView) {
 			v.RaftIndex, v.ObservedAt = 900, at(time.Minute)
@@ -52,7 +71,7 @@ func TestEtcdViewNews(t *testing.T) {
 			v.Peers, v.ObservedAt = &etcdfedv1.MemberPeerView{Lost: []string{"c3"}}, at(time.Second)
 		}), true},
 	} {
-		if got := etcdViewNews(tc.old, tc.cur); got != tc.want {
+		if got := etcdViewNews(tc.old, tc.cur, etcdfedv1.DefaultQuotaBackendBytes); got != tc.want {
 			t.Errorf("%s: news %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -1,5 +1,5 @@
 // Package restore is the step a member's pod runs on its data directory
-// before etcd starts (`etcdfed prepare-data`, an init container):
+// before etcd starts (`etcdfed-init prepare-data`, an init container):
 //
 //   - a founding member of a cluster restored from a snapshot downloads
 //     the snapshot the hub chose into the member's volume, checks it
@@ -118,7 +118,15 @@ func Run(ctx context.Context, in Input, report func(string)) (Result, error) {
 		}
 	}
 	report(fmt.Sprintf("downloading %s", store.Location(in.Object)))
-	info, _, err := store.FetchVerified(ctx, in.Object, download)
+	// The sidecar must describe the snapshot the hub verified before
+	// anything is downloaded, and the bytes must be those (the sha256 is
+	// compared before the database is opened).
+	info, _, err := store.FetchAccepted(ctx, in.Object, download, func(md backupstore.Metadata) error {
+		if md.SHA256 != in.SHA256 {
+			return fmt.Errorf("snapshot %s: its sidecar says sha256 %s, the hub verified %s: %w", store.Location(in.Object), md.SHA256, in.SHA256, ErrMismatch)
+		}
+		return nil
+	})
 	if err != nil {
 		return Result{}, fmt.Errorf("snapshot %s: %w", store.Location(in.Object), err)
 	}
@@ -213,7 +221,7 @@ const (
 	flagClusterID      = "cluster-id"
 )
 
-// Args renders in as the command line of `etcdfed prepare-data`.
+// Args renders in as the command line of `etcdfed-init prepare-data`.
 func Args(in Input) []string {
 	args := []string{"--" + flagDataDir + "=" + in.DataDir}
 	if in.ClusterID != "" {

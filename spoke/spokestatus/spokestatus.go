@@ -3,7 +3,8 @@
 // absent, never writes its spec (the hub writes clusterName and
 // gossipPeers), starts and feeds the gossip agent from it, and writes the
 // status: version, the cluster's zones (from node labels), DNS and gossip
-// addresses and the gossip view.
+// addresses, the gossip view (only while gossip runs), and whether that
+// view may witness for the hub (GossipHealthy).
 package spokestatus
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -46,7 +48,13 @@ const (
 )
 
 // GossipKeyField is the key of the gossip encryption key in its Secret.
-const GossipKeyField = "key"
+const GossipKeyField = etcdfedv1.GossipSecretKey
+
+// GossipAcceptField holds further keys accepted on receipt, one after the
+// other (each 16, 24 or 32 bytes, all of one size): a rotation's new key
+// before it encrypts, or its old key until every spoke encrypts with the
+// new one.
+const GossipAcceptField = etcdfedv1.GossipSecretAccept
 
 // FieldOwner is the field manager of the spoke's writes.
 const FieldOwner = "etcdfed-spoke"
@@ -223,14 +231,72 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		status, reason, msg = metav1.ConditionFalse, ReasonNoNodes, "the cluster has no nodes yet; the hub places no member here until it has"
 	}
 	setReady(s, status, reason, msg)
+	st.GossipAddress, st.GossipView = "", nil
+	var joined, started time.Time
 	if r.Gossip != nil {
-		st.GossipAddress = r.Gossip.Address()
-		st.GossipView = r.Gossip.View(r.expectedPeers(s))
+		joined, started = r.Gossip.Joined()
+		if _, running := r.Gossip.Running(); running {
+			// A gossip that does not run reports no view: before, it
+			// reported every expected peer dead, a witness's vote that
+			// nothing had seen.
+			st.GossipAddress = r.Gossip.Address()
+			st.GossipView = r.Gossip.View(r.expectedPeers(s))
+		}
 	}
+	ghStatus, ghReason, ghMsg := gossipHealth(r.Gossip != nil, reason, msg, st.GossipView, joined, started)
+	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
+		Type: etcdfedv1.ConditionGossipHealthy, Status: ghStatus, Reason: ghReason, Message: ghMsg, ObservedGeneration: s.Generation,
+	})
 	if err := r.patchStatus(ctx, s, before); err != nil {
 		return ctrl.Result{}, err
 	}
 	return ctrl.Result{}, gossipErr
+}
+
+// gossipHealth is the GossipHealthy condition: whether this spoke's view
+// may witness another cluster's death for the hub. A gossip that does not
+// run, has never reached a peer, or sees no peer alive abstains: from the
+// inside, its own cut and every peer's death look the same. enabled is
+// whether the spoke runs gossip at all; readyReason and readyMsg are the
+// Ready condition's (why gossip does not run); view is the view reported
+// (nil when gossip does not run); joined is when this run first saw a
+// peer alive (zero: never), started when it started (zero: not running).
+// Pure.
+func gossipHealth(enabled bool, readyReason, readyMsg string, view []etcdfedv1.GossipPeerStatus, joined, started time.Time) (metav1.ConditionStatus, string, string) {
+	const abstains = "; this spoke abstains as a witness of other clusters' failure"
+	switch {
+	case !enabled:
+		return metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, "gossip is disabled" + abstains
+	case started.IsZero() || view == nil:
+		why := "gossip does not run"
+		switch readyReason {
+		case ReasonGossipKeyMissing, ReasonGossipKeyInvalid, ReasonGossipError, ReasonWaitingForClusterName:
+			why = readyMsg
+		}
+		return metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, why + abstains
+	}
+	var alive, names []string
+	for _, p := range view {
+		names = append(names, p.Cluster)
+		if p.Alive {
+			alive = append(alive, p.Cluster)
+		}
+	}
+	switch {
+	case len(alive) > 0:
+		return metav1.ConditionTrue, etcdfedv1.ReasonGossipHealthy, fmt.Sprintf("gossip sees %d of %d peers alive (%s)", len(alive), len(names), strings.Join(alive, ", "))
+	case joined.IsZero():
+		return metav1.ConditionFalse, etcdfedv1.ReasonGossipNeverJoined, fmt.Sprintf("gossip runs since %s but has never reached a peer (%s): its seeds are unreachable, firewalled, or use another key%s",
+			started.UTC().Format(time.RFC3339), orNone(names), abstains)
+	}
+	return metav1.ConditionFalse, etcdfedv1.ReasonGossipNoPeerAlive, fmt.Sprintf("gossip sees no peer alive (%s): it cannot tell its own cut from every peer's death%s", orNone(names), abstains)
+}
+
+func orNone(names []string) string {
+	if len(names) == 0 {
+		return "no peer named"
+	}
+	return strings.Join(names, ", ") + " all dead to it"
 }
 
 // expectedPeers are the peer clusters named in spec.gossipPeers.
@@ -262,6 +328,7 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		return metav1.ConditionFalse, ReasonWaitingForClusterName, "gossip waits for a node name: --cluster-name or spec.clusterName (written by the hub)", nil
 	}
 	var key []byte
+	var accept [][]byte
 	if r.GossipSecret != "" {
 		sec := &corev1.Secret{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.GossipSecret}, sec); err != nil {
@@ -274,6 +341,14 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		if len(key) == 0 {
 			return metav1.ConditionFalse, ReasonGossipKeyMissing, fmt.Sprintf("gossip Secret %s has no %q", r.GossipSecret, GossipKeyField), nil
 		}
+		if a := sec.Data[GossipAcceptField]; len(a) > 0 {
+			if len(a)%len(key) != 0 {
+				return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %q is %d bytes, not a whole number of %d-byte keys", r.GossipSecret, GossipAcceptField, len(a), len(key)), nil
+			}
+			for len(a) > 0 {
+				accept, a = append(accept, a[:len(key)]), a[len(key):]
+			}
+		}
 	}
 	seeds := slices.Clone(r.GossipSeeds)
 	for _, p := range s.Spec.GossipPeers {
@@ -281,15 +356,21 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			seeds = append(seeds, p.Address)
 		}
 	}
-	if err := r.Gossip.Configure(name, key, seeds); err != nil {
+	if err := r.Gossip.Configure(name, key, seeds, accept...); err != nil {
 		if errors.Is(err, gossip.ErrBadKey) {
 			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %v", r.GossipSecret, err), nil
 		}
 		return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
 	}
-	enc := "encrypted"
-	if len(key) == 0 {
-		enc = "UNENCRYPTED"
+	enc := "UNENCRYPTED"
+	if len(key) > 0 {
+		// Fingerprints, so that a key rotation can be followed spoke by
+		// spoke (docs/operations.md, "Gossip encryption").
+		encrypts, accepts := r.Gossip.Keys()
+		enc = "encrypted with key " + encrypts
+		if len(accepts) > 0 {
+			enc += ", accepting " + strings.Join(accepts, ", ")
+		}
 	}
 	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s)", name, r.Gossip.Address(), enc), nil
 }

@@ -1,6 +1,6 @@
 // Package waitdns is the check a member pod runs before etcd starts
-// (`etcdfed wait-dns`): it resolves the member's DNS name until the answer is
-// exactly the member's expected address. etcd compares its advertised URLs
+// (`etcdfed-init wait-dns`): it resolves the member's DNS name until the
+// answer is exactly the member's expected address. etcd compares its advertised URLs
 // with DNS at first start and peers dial the name, so a member must not
 // start while its name still points at an old address or at nothing.
 //

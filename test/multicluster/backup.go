@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/faultproxy"
 	"github.com/etcdfed/etcdfed/internal/s3test"
@@ -164,12 +165,17 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	path := filepath.Join(t.TempDir(), "latest.db")
 	info, _, err := store.FetchVerified(ctx, latest.Key, path)
 	must(err)
-	peer, clientURL := etcdtest.FreeURL(t), etcdtest.FreeURL(t)
+	// The ring runs with etcd authentication on, and so does its copy: a
+	// throwaway CA, and a certificate of the root user.
+	peer := fmt.Sprintf("https://127.0.0.1:%d", etcdtest.FreePort(t))
+	clientURL := fmt.Sprintf("https://127.0.0.1:%d", etcdtest.FreePort(t))
 	dataDir := filepath.Join(t.TempDir(), "restored")
 	_, err = etcdsnapshot.Restore(etcdsnapshot.RestoreInput{SnapshotPath: path, Name: "restored", PeerURLs: []string{peer},
 		InitialCluster: "restored=" + peer, Token: "backup-check", DataDir: dataDir})
 	must(err)
-	restored := etcdtest.StartMember(t, "restored", dataDir, peer, clientURL)
+	checkCA, err := pki.NewCA("backup check", time.Now())
+	must(err)
+	restored := etcdtest.StartMemberAs(t, "restored", dataDir, peer, clientURL, checkCA, etcdfedv1.EtcdRootUser)
 	acked := markers.snapshot()
 	rc := restored.NewClient()
 	rctx, rcancel := context.WithTimeout(ctx, time.Minute)

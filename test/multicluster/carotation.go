@@ -98,7 +98,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 				return "no cluster " + m.Cluster, nil
 			}
 			obj := &etcdfedv1.EtcdMember{}
-			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 				return err.Error(), nil
 			}
 			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
@@ -114,9 +114,10 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	}
 
 	// Two consumers: the workload's in the hub cluster, one in a member
-	// cluster.
+	// cluster (in the EtcdCluster's own namespace there: a spec reaches no
+	// other without the hub's policy).
 	remote := in.Topology.Members[len(in.Topology.Members)-1]
-	const remoteNS = "carot-consumer"
+	remoteNS := ec.Namespace
 	if err := ensureNamespace(ctx, remote, remoteNS); err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +144,10 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 
 	// The control: a client with a certificate of the (still current) CA
 	// is served by every member; the same client is refused at the end.
-	stale, err := old.IssueClient("old-ca-client", time.Now())
+	// It carries the ring's peer name, as member certificates do: the peer
+	// ports accept no other (a consumer's client certificate is refused
+	// there whatever its CA).
+	stale, err := controlCert(old, ec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +297,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	}
 	for _, m := range got.Status.Members {
 		sec := &corev1.Secret{}
-		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: pki.MemberSecretName(m.Name)}, sec); err != nil {
+		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: pki.MemberSecretName(etcdfedv1.MemberObjectName(got.Namespace, got.Name, m.Name))}, sec); err != nil {
 			t.Fatal(err)
 		}
 		chainsToNew(m.Name+"'s Secret", sec.Data)
@@ -308,7 +312,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 		}
 		chainsToNew(fmt.Sprintf("Secret %s in %s", s.key, s.c.Name), sec.Data)
 	}
-	control, err := newCA.IssueClient("new-ca-client", time.Now())
+	control, err := controlCert(newCA, ec)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,6 +350,12 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	return ConsumerSecret{Cluster: remote, Key: remoteSecret}
 }
 
+// controlCert is a certificate of ca that a member's client port and peer
+// port both accept: client and server use, with the ring's peer name.
+func controlCert(ca *pki.CA, ec *etcdfedv1.EtcdCluster) (*pki.Leaf, error) {
+	return ca.IssueMember(pki.MemberRequest{Member: "ca-rotation-control", DNSNames: []string{pki.PeerName(ec.Spec.DNS.Domain)}}, time.Now())
+}
+
 // tlsTarget is one TLS port of a member.
 type tlsTarget struct {
 	member, host, port string
@@ -361,7 +371,7 @@ func tlsTargets(ctx context.Context, t testing.TB, in CARotationSpecInput, ec *e
 	var out []tlsTarget
 	for _, m := range ec.Status.Members {
 		obj := &etcdfedv1.EtcdMember{}
-		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 			t.Fatal(err)
 		}
 		urls := []string{obj.Status.ClientURL}
@@ -546,7 +556,7 @@ func startRotationSampler(ctx context.Context, in CARotationSpecInput, restarts 
 						continue
 					}
 					obj := &etcdfedv1.EtcdMember{}
-					if err := c.Client.Get(sctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+					if err := c.Client.Get(sctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 						continue
 					}
 					if prev := seen[m.Name]; prev != nil && prev.Generation != obj.Generation {

@@ -52,7 +52,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 	}
 	pods := map[string]types.UID{}
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,14 +65,16 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 
 	for _, m := range ec.Status.Members {
 		secrets := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Secrets(etcdfedv1.DefaultRingNamespace)
-		name := pki.MemberSecretName(m.Name)
+		name := pki.MemberSecretName(in.Etcd.ObjectName(m.Name))
 		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		original := certSerial(t, sec.Data[pki.KeyCert])
-		// Issued long ago: it expires within RenewBefore.
-		expiring, err := ca.IssueMember(pki.MemberRequest{Member: m.Name, DNSNames: []string{MemberHost(m.Name, in.Etcd.Domain)}}, time.Now().Add(-pki.LeafValidity+pki.RenewBefore/3))
+		// Issued long ago, as the hub issues them (the member's name and
+		// the ring's peer name, which peer ports require): it expires
+		// within RenewBefore.
+		expiring, err := ca.IssueMember(pki.MemberRequest{Member: m.Name, DNSNames: []string{MemberHost(m.Name, in.Etcd.Domain), pki.PeerName(in.Etcd.Domain)}}, time.Now().Add(-pki.LeafValidity+pki.RenewBefore/3))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +122,7 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 	}
 	cancel()
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

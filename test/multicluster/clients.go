@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -83,16 +84,17 @@ func certNotAfter(certPEM []byte) (time.Time, error) {
 	return c.NotAfter, nil
 }
 
-// issueShortLived signs a client certificate valid for d with the ring's
-// CA: what the hub's own certificate looks like d before it expires.
-func issueShortLived(ca *pki.CA, cn string, d time.Duration) (*pki.Leaf, error) {
+// issueAged signs a client certificate with the ring's CA valid from
+// now-age to now+left: a certificate the hub issued age ago that has left
+// to live.
+func issueAged(ca *pki.CA, cn string, age, left time.Duration) (*pki.Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Minute), NotAfter: time.Now().Add(d),
+		NotBefore: time.Now().Add(-age), NotAfter: time.Now().Add(left),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
@@ -122,6 +124,22 @@ func etcdClientFromSecret(data map[string][]byte, dnsServers []string) (EtcdClie
 		DNSServers: dnsServers,
 		TLS:        &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
 	}, nil
+}
+
+// consumerClient is an etcd client built from a consumer Secret's data
+// alone, closed when the test ends.
+func consumerClient(t testing.TB, data map[string][]byte, dnsServers []string) *clientv3.Client {
+	t.Helper()
+	cfg, err := etcdClientFromSecret(data, dnsServers)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli, err := EtcdClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
 }
 
 // ConsumerAPIServer is a kube-apiserver started from a consumer Secret.

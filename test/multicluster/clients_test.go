@@ -2,12 +2,16 @@ package multicluster
 
 import (
 	"context"
+	"crypto/x509"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -19,10 +23,13 @@ import (
 )
 
 // TestScenarioConsumerCredentials: a consumer declared in spec.clients
-// gets its Secret in a member cluster; a kube-apiserver started from that
+// gets its Secret in a member cluster (in the EtcdCluster's own namespace:
+// no other without the hub's policy); a kube-apiserver started from that
 // Secret's contents alone serves from the ring (an object created through
-// it is read back from etcd); a certificate near its expiry is renewed by
-// the hub and the renewed one works; a removed entry's Secret is deleted.
+// it is read back from etcd); its certificate, presented to every member's
+// peer port, is refused; a ReadOnly consumer reads and cannot write; a
+// certificate near its expiry is renewed by the hub and the renewed one
+// works; a removed entry's Secret is deleted and its etcd user with it.
 // All under the recorded workload (linearizable, no acknowledged write
 // lost, watchers complete, no failed request beyond one election).
 func TestScenarioConsumerCredentials(t *testing.T) {
@@ -43,13 +50,16 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "consumers/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 	member := topo.Members[1]
-	const consumerNS = "control-plane-a"
+	// The EtcdCluster's own namespace: a spec reaches no other unless the
+	// hub runs with --allow-client-secrets-in-other-namespaces.
+	const consumerNS = "consumers"
 	if err := ensureNamespace(ctx, member, consumerNS); err != nil {
 		t.Fatal(err)
 	}
 	clients := []etcdfedv1.ClientSpec{
 		{Name: "kube-apiserver", Cluster: member.Name, Namespace: consumerNS, SecretName: "etcd-client"},
 		{Name: "app"}, // the hub cluster, the EtcdCluster's namespace
+		{Name: "reader", Role: etcdfedv1.ClientRoleReadOnly},
 	}
 	start := time.Now()
 	if err := setClients(ctx, topo.Hub, etcd, clients); err != nil {
@@ -78,7 +88,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		if err != nil {
 			return "", err
 		}
-		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) || len(ec.Status.Clients) != 2 {
+		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) || len(ec.Status.Clients) != len(clients) {
 			return clientsStatus(ec), nil
 		}
 		return "", nil
@@ -98,15 +108,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 			t.Fatalf("read it back through the apiserver: %v %v", got, err)
 		}
 		// Read it from etcd directly, with the Secret's credentials.
-		cfg, err := etcdClientFromSecret(sec.Data, topo.DNSServers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, err := EtcdClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
+		cli := consumerClient(t, sec.Data, topo.DNSServers)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		resp, err := cli.Get(rctx, "/consumer-a/configmaps/default/"+cm.Name)
@@ -119,12 +121,60 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		t.Logf("the ConfigMap is in the ring at revision %d (%d bytes)", resp.Kvs[0].ModRevision, len(resp.Kvs[0].Value))
 	})
 
+	t.Run("a consumer's certificate is refused on every peer port", func(t *testing.T) {
+		leaf := &pki.Leaf{CertPEM: sec.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: sec.Data[etcdfedv1.ClientSecretKeyKey]}
+		roots := x509.NewCertPool()
+		roots.AppendCertsFromPEM(sec.Data[etcdfedv1.ClientSecretKeyCA])
+		for _, m := range ec.Status.Members {
+			obj := &etcdfedv1.EtcdMember{}
+			if err := memberCluster(t, topo, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+				t.Fatal(err)
+			}
+			for _, raw := range []string{obj.Status.ClientURL, obj.Status.PeerURL} {
+				u, err := url.Parse(raw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				tg := tlsTarget{member: m.Name, host: u.Hostname(), port: u.Port()}
+				err = tryTLS(ctx, topo.DNSServers, tg, roots, leaf)
+				switch {
+				case raw == obj.Status.ClientURL && err != nil:
+					t.Errorf("%s client port refuses the consumer: %v", tg, err)
+				case raw == obj.Status.PeerURL && err == nil:
+					t.Errorf("%s peer port serves /version to the consumer's client certificate", tg)
+				case raw == obj.Status.PeerURL:
+					t.Logf("%s peer port refuses the consumer: %v", tg, err)
+				}
+			}
+		}
+	})
+
+	t.Run("a read-only consumer cannot write", func(t *testing.T) {
+		rs, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: topo.Hub, Namespace: "consumers", Name: "cc-reader-etcd-client"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli := consumerClient(t, rs.Data, topo.DNSServers)
+		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if _, err := cli.Get(rctx, "consumers/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+			t.Fatalf("the read-only consumer cannot read: %v", err)
+		}
+		_, err = cli.Put(rctx, "consumers/by-the-reader", "x")
+		if err == nil || !strings.Contains(err.Error(), "permission denied") {
+			t.Fatalf("the read-only consumer's put: %v, want permission denied", err)
+		}
+		t.Logf("the read-only consumer's put is refused: %v", err)
+	})
+
 	t.Run("a certificate near expiry is renewed", func(t *testing.T) {
 		ca, err := pki.ReadCA(ctx, topo.Hub.Client, ec)
 		if err != nil {
 			t.Fatal(err)
 		}
-		short, err := issueShortLived(ca, "kube-apiserver", 10*24*time.Hour)
+		// Issued 6 days ago for the default 7: a day left, less than the
+		// third at which the hub renews.
+		short, err := issueAged(ca, "kube-apiserver", 6*24*time.Hour, 24*time.Hour)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -150,7 +200,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 			if err != nil {
 				return err.Error()
 			}
-			if time.Until(na) < pki.RenewBefore {
+			if time.Until(na) < 2*24*time.Hour {
 				return "still expires at " + na.Format(time.RFC3339)
 			}
 			return ""
@@ -160,15 +210,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		}
 		na, _ := certNotAfter(renewed.Data[etcdfedv1.ClientSecretKeyCert])
 		t.Logf("renewed %.1fs after the request: now valid until %s", time.Since(start).Seconds(), na.Format(time.RFC3339))
-		cfg, err := etcdClientFromSecret(renewed.Data, topo.DNSServers)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cli, err := EtcdClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cli.Close()
+		cli := consumerClient(t, renewed.Data, topo.DNSServers)
 		rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		defer cancel()
 		if _, err := cli.Put(rctx, "/consumer-renewed", "ok"); err != nil {
@@ -176,8 +218,29 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		}
 	})
 
-	t.Run("a removed client's Secret is deleted", func(t *testing.T) {
+	t.Run("a removed client's Secret is deleted, its etcd user too", func(t *testing.T) {
+		cfg, err := etcdClientFromSecret(sec.Data, topo.DNSServers)
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := setClients(ctx, topo.Hub, etcd, clients[1:]); err != nil {
+			t.Fatal(err)
+		}
+		// Its certificate, still valid, reads nothing from now on.
+		if err := poll(ctx, time.Minute, "the removed consumer's etcd user deleted", func(ctx context.Context) (string, error) {
+			cli, err := EtcdClient(cfg)
+			if err != nil {
+				return "", err
+			}
+			defer cli.Close()
+			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err = cli.Get(rctx, "consumers/", clientv3.WithCountOnly())
+			if err != nil && (strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "user name not found")) {
+				return "", nil
+			}
+			return fmt.Sprintf("still served (%v)", err), nil
+		}); err != nil {
 			t.Fatal(err)
 		}
 		if err := poll(ctx, time.Minute, "the removed client's Secret deleted", func(ctx context.Context) (string, error) {

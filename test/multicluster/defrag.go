@@ -41,22 +41,27 @@ type defragSample struct {
 	notReady    []string
 }
 
-// DefragSpec makes every member's database fragmented (FillMiB written and
-// deleted, then compacted) with automatic defragmentation off, starts the
-// recorded workload, turns automatic defragmentation on (the default
-// thresholds, 45% and 100 MiB) and requires: every member defragmented
-// once, one at a time (one Defrag operation after another), the leader of the start last after the hub moved leadership away
-// (a LeaderMoved event), Progressing=True with reason Defrag naming each,
-// each member's file under half its size before. It logs each member's
-// defragmentation time (etcd's call, MemberDefragmented event), its
-// operation's time, and the longest gap between acknowledged writes while
-// it ran. The history must be linearizable, with no acknowledged write
-// lost and every watcher complete.
+// DefragSpec makes every member's database fragmented under the recorded
+// workload, with automatic defragmentation on (the default thresholds, 45%
+// and 100 MiB): FillMiB written and deleted, then compacted, the moment the
+// in-use sizes drop (the size change). The hub must notice by itself: no
+// spec change wakes it (the spoke writes a move of the sizes at once, and
+// that wakes the hub; before, the sizes were rewritten every 5 minutes and
+// the hub looked once per resync). It requires: every member defragmented
+// once, one at a time (one Defrag operation after another), the leader of
+// the start last after the hub moved leadership away (a LeaderMoved
+// event), Progressing=True with reason Defrag naming each, each member's
+// file under half its size before. It logs the time from the compaction to
+// the first Defrag operation, each member's defragmentation time (etcd's
+// call, MemberDefragmented event), its operation's time, and the longest
+// gap between acknowledged writes while it ran. The history must be
+// linearizable, with no acknowledged write lost and every watcher
+// complete.
 func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	setDefragAutomatic(ctx, t, hub, in.Etcd, false)
+	setDefragAutomatic(ctx, t, hub, in.Etcd, true)
 
 	c, err := EtcdClient(in.Etcd.Client)
 	if err != nil {
@@ -77,26 +82,13 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	_, err = c.Compact(cctx, del.Header.Revision, clientv3.WithCompactPhysical())
-	cancel()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("wrote %d MiB in %.1fs, deleted %d keys, compacted to revision %d", in.FillMiB, fillTook.Seconds(), del.Deleted, del.Header.Revision)
+	t.Logf("wrote %d MiB in %.1fs, deleted %d keys at revision %d", in.FillMiB, fillTook.Seconds(), del.Deleted, del.Header.Revision)
 
-	// Each member's sizes as etcd reports them: the hub's status shows
-	// them as of its last pass, and a ring at rest is looked at once per
-	// resync (5 minutes); turning automatic defragmentation on below is a
-	// spec change, which the hub looks at at once.
+	// Each member's file as etcd reports it before the compaction, and the
+	// leader: the one to go last.
 	before := map[string]etcdfedv1.MemberStatus{}
 	var leader string
-	err = poll(ctx, 2*time.Minute, "every member's file fragmented beyond 45% and 100 MiB, as etcd reports it", func(ctx context.Context) (string, error) {
-		// A member frees compacted pages at its writes after the
-		// compaction, and its in-use size follows.
-		if err := putRetry(ctx, c, "defrag-fill-done", "x"); err != nil {
-			return "", err
-		}
+	err = poll(ctx, time.Minute, "every member's status", func(ctx context.Context) (string, error) {
 		var not []string
 		err := eachMemberStatus(ctx, in.Etcd, nil, func(name string, st *clientv3.StatusResponse, err error) {
 			if err != nil {
@@ -105,10 +97,6 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 			}
 			if st.Leader == st.Header.MemberId {
 				leader = name
-			}
-			free := st.DbSize - st.DbSizeInUse
-			if free < 100<<20 || free*100 < st.DbSize*45 {
-				not = append(not, fmt.Sprintf("%s: file %s, %s in use", name, membership.Bytes(st.DbSize), membership.Bytes(st.DbSizeInUse)))
 			}
 			before[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
 		})
@@ -122,11 +110,6 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	}
 	if leader == "" {
 		t.Fatal("no leader reported by etcd")
-	}
-	if ec, err := in.Etcd.Get(ctx, hub); err == nil {
-		for _, m := range ec.Status.Members {
-			t.Logf("the hub's status meanwhile (its last pass): %s file %s, %s in use", m.Name, membership.Bytes(m.DBSize), membership.Bytes(m.DBSizeInUse))
-		}
 	}
 	for _, m := range mapsKeys(before) {
 		t.Logf("before: %s file %s, %s in use", m, membership.Bytes(before[m].DBSize), membership.Bytes(before[m].DBSizeInUse))
@@ -165,24 +148,41 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 		}
 	}()
 
+	// The size change: compacted, every member's in-use size drops as it
+	// frees the pages at the workload's next writes.
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	_, err = c.Compact(cctx, del.Header.Revision, clientv3.WithCompactPhysical())
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
 	start := time.Now()
-	setDefragAutomatic(ctx, t, hub, in.Etcd, true)
-	var after *etcdfedv1.EtcdCluster
-	err = poll(ctx, 5*time.Minute, "every member defragmented", func(ctx context.Context) (string, error) {
-		ec, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before), Timeout: 5 * time.Second})
-		if err != nil {
+	t.Logf("compacted to revision %d", del.Header.Revision)
+	// Done when etcd (not the hub's status, which is as of its last pass)
+	// reports every member's file under half its size before, and the
+	// ring is ready.
+	after := map[string]etcdfedv1.MemberStatus{}
+	err = poll(ctx, 10*time.Minute, "every member defragmented", func(ctx context.Context) (string, error) {
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before), Timeout: 5 * time.Second}); err != nil {
 			return err.Error(), nil
 		}
 		var left []string
-		for _, m := range ec.Status.Members {
-			if m.DBSize*2 > before[m.Name].DBSize {
-				left = append(left, fmt.Sprintf("%s: file %s", m.Name, membership.Bytes(m.DBSize)))
+		err := eachMemberStatus(ctx, in.Etcd, nil, func(name string, st *clientv3.StatusResponse, err error) {
+			switch {
+			case err != nil:
+				left = append(left, fmt.Sprintf("%s: %v", name, err))
+			case st.DbSize*2 > before[name].DBSize:
+				left = append(left, fmt.Sprintf("%s: file %s", name, membership.Bytes(st.DbSize)))
+			default:
+				after[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
 			}
+		})
+		if err != nil {
+			return err.Error(), nil
 		}
 		if len(left) > 0 {
-			return "not yet under half their size: " + strings.Join(left, ", "), nil
+			return "not yet under half their size (etcd): " + strings.Join(left, ", "), nil
 		}
-		after = ec
 		return "", nil
 	})
 	took := time.Since(start)
@@ -198,6 +198,13 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	cancel()
 
 	// The order of the operations, their windows, and what was seen.
+	for _, s := range samples {
+		if s.member != "" {
+			t.Logf("the first defragmentation (%s) began %.1fs after the compaction (the size change); the hub's operation seen %s",
+				s.member, s.at.Sub(start).Seconds(), s.at.Format(time.RFC3339Nano))
+			break
+		}
+	}
 	var order []string
 	windows := map[string][2]time.Time{}
 	progressing := map[string]bool{}
@@ -238,12 +245,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 		}
 		win := windows[m]
 		gap := acks.longestGap(win[0], win[1])
-		var a etcdfedv1.MemberStatus
-		for _, s := range after.Status.Members {
-			if s.Name == m {
-				a = s
-			}
-		}
+		a := after[m]
 		t.Logf("defragmented %s: etcd took %s, the operation about %.1fs; file %s -> %s (%s in use); longest gap between acknowledged writes meanwhile %s",
 			m, orText(events[m], "?"), win[1].Sub(win[0]).Seconds(), membership.Bytes(before[m].DBSize), membership.Bytes(a.DBSize), membership.Bytes(a.DBSizeInUse), gap.Round(time.Millisecond))
 		if events[m] == "" {
@@ -252,7 +254,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	}
 	t.Logf("%d of %d samples saw more than one member not ready", twoDown, len(samples))
 	gap, gapAt := w.MaxWriteGapAt()
-	t.Logf("all %d members defragmented in %.1fs (order %v, leader at the start %s); longest gap between acknowledged writes over the run %s (began %.1fs after automatic defragmentation was turned on)",
+	t.Logf("all %d members defragmented %.1fs after the compaction (order %v, leader at the start %s); longest gap between acknowledged writes over the run %s (began %.1fs after the compaction)",
 		len(order), took.Seconds(), order, leader, gap.Round(time.Millisecond), gapAt.Sub(start).Seconds())
 	if err := waitForLeaderMovedEvent(ctx, hub, in.Etcd, leader, start); err != nil {
 		t.Error(err)
@@ -290,7 +292,7 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 		t.Fatal(err)
 	}
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

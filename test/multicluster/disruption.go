@@ -15,11 +15,12 @@ import (
 )
 
 // Evict asks the Eviction API (what kubectl drain calls) to evict a
-// member's pod in the ring namespace: nil when evicted, the apiserver's
-// error otherwise (429 TooManyRequests when a budget refuses it).
-func Evict(ctx context.Context, c *Cluster, member string) error {
+// member's pod in the ring namespace (pod: the member's object name,
+// ManagedEtcd.ObjectName): nil when evicted, the apiserver's error
+// otherwise (429 TooManyRequests when a budget refuses it).
+func Evict(ctx context.Context, c *Cluster, pod string) error {
 	return c.Clientset.PolicyV1().Evictions(etcdfedv1.DefaultRingNamespace).Evict(ctx, &policyv1.Eviction{
-		ObjectMeta: metav1.ObjectMeta{Name: member, Namespace: etcdfedv1.DefaultRingNamespace},
+		ObjectMeta: metav1.ObjectMeta{Name: pod, Namespace: etcdfedv1.DefaultRingNamespace},
 	})
 }
 
@@ -30,14 +31,14 @@ func SetCordon(ctx context.Context, c *Cluster, node string, cordoned bool) erro
 	return err
 }
 
-// MemberNode is the node a member's pod runs on.
-func MemberNode(ctx context.Context, c *Cluster, member string) (string, error) {
-	p, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, member, metav1.GetOptions{})
+// MemberNode is the node a member's pod (ManagedEtcd.ObjectName) runs on.
+func MemberNode(ctx context.Context, c *Cluster, pod string) (string, error) {
+	p, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, pod, metav1.GetOptions{})
 	if err != nil {
 		return "", err
 	}
 	if p.Spec.NodeName == "" {
-		return "", fmt.Errorf("pod %s is not scheduled", member)
+		return "", fmt.Errorf("pod %s is not scheduled", pod)
 	}
 	return p.Spec.NodeName, nil
 }
@@ -45,7 +46,9 @@ func MemberNode(ctx context.Context, c *Cluster, member string) (string, error) 
 // WaitForBudgetInput names a member's PodDisruptionBudget.
 type WaitForBudgetInput struct {
 	Cluster *Cluster
-	Member  string
+	// Member is the member's object name (ManagedEtcd.ObjectName), which
+	// names its budget and its pod.
+	Member string
 	// Allowed is the disruptionsAllowed to wait for.
 	Allowed int32
 	Timeout time.Duration
@@ -104,9 +107,9 @@ func WaitForDisrupt(ctx context.Context, in WaitForDisruptInput) (string, error)
 	return member, err
 }
 
-// podOf is the member's pod, nil when none.
-func podOf(ctx context.Context, c *Cluster, member string) (*corev1.Pod, error) {
-	p, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, member, metav1.GetOptions{})
+// podOf is the pod of that name (ManagedEtcd.ObjectName), nil when none.
+func podOf(ctx context.Context, c *Cluster, name string) (*corev1.Pod, error) {
+	p, err := c.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}

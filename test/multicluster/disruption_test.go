@@ -38,17 +38,17 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 	a, b := names[0], names[1]
 	nodes := map[string]string{}
 	for _, m := range []string{a, b} {
-		if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[m], Member: m, Allowed: 0}); err != nil {
+		if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[m], Member: etcd.ObjectName(m), Allowed: 0}); err != nil {
 			t.Fatal(err)
 		}
-		if nodes[m], err = MemberNode(ctx, where[m], m); err != nil {
+		if nodes[m], err = MemberNode(ctx, where[m], etcd.ObjectName(m)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	elections := StartElectionWatch(ctx, t, etcd.Client, ec)
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "disruption-budget/", WatchEachEndpoint: true})
 
-	if err := Evict(ctx, where[a], a); !apierrors.IsTooManyRequests(err) {
+	if err := Evict(ctx, where[a], etcd.ObjectName(a)); !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("evicting %s with no drain under way: %v, want 429 (the budget blocks it)", a, err)
 	}
 
@@ -73,7 +73,7 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 	} else if first != a {
 		t.Fatalf("the hub granted %s, which no drain asked for", first)
 	}
-	if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[first], Member: first, Allowed: 1}); err != nil {
+	if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[first], Member: etcd.ObjectName(first), Allowed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	granted := time.Since(start)
@@ -86,7 +86,7 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			err := Evict(ctx, where[m], m)
+			err := Evict(ctx, where[m], etcd.ObjectName(m))
 			mu.Lock()
 			errs[m] = err
 			mu.Unlock()
@@ -105,12 +105,12 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 	if _, err := WaitForDisrupt(ctx, WaitForDisruptInput{Hub: topo.Hub, Etcd: etcd, Step: "AwaitReturn", Member: first}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Evict(ctx, where[second], second); !apierrors.IsTooManyRequests(err) {
+	if err := Evict(ctx, where[second], etcd.ObjectName(second)); !apierrors.IsTooManyRequests(err) {
 		t.Fatalf("eviction of %s while %s is away (ring degraded): %v, want 429", second, first, err)
 	}
 	// Evicted: gone, terminating, or a new pod pending (its node is
 	// cordoned); never a new pod running.
-	if p, err := podOf(ctx, where[first], first); err != nil || (p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName != "") {
+	if p, err := podOf(ctx, where[first], etcd.ObjectName(first)); err != nil || (p != nil && p.DeletionTimestamp == nil && p.Spec.NodeName != "") {
 		t.Fatalf("%s's pod after its eviction, node cordoned: %v %v (want none, terminating, or pending)", first, p, err)
 	}
 
@@ -122,11 +122,11 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 	if _, err := WaitForDisrupt(ctx, WaitForDisruptInput{Hub: topo.Hub, Etcd: etcd, Step: "GrantDisruption", Member: second, Timeout: 3 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[second], Member: second, Allowed: 1}); err != nil {
+	if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[second], Member: etcd.ObjectName(second), Allowed: 1}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("%s uncordoned: back as a ready voter and %s granted %.1fs later", first, second, time.Since(back).Seconds())
-	if err := Evict(ctx, where[second], second); err != nil {
+	if err := Evict(ctx, where[second], etcd.ObjectName(second)); err != nil {
 		t.Fatalf("eviction of %s once %s is back: %v", second, first, err)
 	}
 	if err := SetCordon(ctx, where[second], nodes[second], false); err != nil {
@@ -136,7 +136,7 @@ func TestScenarioDisruptionBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range []string{a, b} {
-		if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[m], Member: m, Allowed: 0}); err != nil {
+		if err := WaitForBudget(ctx, WaitForBudgetInput{Cluster: where[m], Member: etcd.ObjectName(m), Allowed: 0}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -32,6 +32,13 @@ type ManagedEtcd struct {
 	Client EtcdClientConfig
 }
 
+// ObjectName is the name of member's EtcdMember in its member cluster, which
+// also names its pod, Service, disruption budget, PVCs ("<name>-data-N")
+// and certificate Secret ("<name>-tls"): etcdfedv1.MemberObjectName.
+func (m *ManagedEtcd) ObjectName(member string) string {
+	return etcdfedv1.MemberObjectName(m.Namespace, m.Name, member)
+}
+
 // Get reads the EtcdCluster.
 func (m *ManagedEtcd) Get(ctx context.Context, hub *Cluster) (*etcdfedv1.EtcdCluster, error) {
 	ec := &etcdfedv1.EtcdCluster{}
@@ -40,13 +47,15 @@ func (m *ManagedEtcd) Get(ctx context.Context, hub *Cluster) (*etcdfedv1.EtcdClu
 }
 
 // ClientCert issues a client certificate from an EtcdCluster's CA, as
-// `etcdfed client-cert` does, and returns the CA certificate with it.
+// `etcdfed client-cert` does (etcd's root user: with etcd authentication
+// on, an undeclared common name reads nothing), and returns the CA
+// certificate with it.
 func ClientCert(ctx context.Context, hub *Cluster, ec *etcdfedv1.EtcdCluster) ([]byte, *pki.Leaf, error) {
 	ca, err := pki.ReadCA(ctx, hub.Client, ec)
 	if err != nil {
 		return nil, nil, err
 	}
-	leaf, err := ca.IssueClient("multicluster-test", time.Now())
+	leaf, err := ca.IssueClient(etcdfedv1.EtcdRootUser, time.Now())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -147,10 +156,18 @@ type EtcdClusterSpecInput struct {
 	Replicas  int
 	// WantZones is the expected placement, e.g. "2/2/1".
 	WantZones string
-	// Version is spec.version; default 3.6.16.
+	// Version is spec.version; default 3.6.16 (bin/etcd). The suite was
+	// built around 3.6: its restore checks run bin/etcd on a ring's
+	// snapshot and the lifecycle test rolls rings to the 3.6.16 image, so
+	// the policy's default (3.7.3) is not the suite's yet; the scenarios
+	// that name 3.7 (TestScenarioUpgrade, TestScenarioDowngrade37) and
+	// `etcdfed dev up` run it.
 	Version string
 	// Spec, when set, edits the spec before the EtcdCluster is created.
 	Spec func(*etcdfedv1.EtcdClusterSpec)
+	// NotTolerant: the placement cannot survive a zone's loss (a ring on
+	// two single-zone clusters); FailureTolerant is not waited for.
+	NotTolerant bool
 }
 
 // EtcdClusterSpec creates an EtcdCluster through the hub and waits until
@@ -187,7 +204,7 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 	if err := hub.Client.Create(ctx, ec); err != nil {
 		t.Fatalf("create EtcdCluster: %v", err)
 	}
-	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Namespace, Name: in.Name, Replicas: in.Replicas, Tolerant: true})
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Namespace, Name: in.Name, Replicas: in.Replicas, Tolerant: !in.NotTolerant})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,16 +405,17 @@ func PodDeletedSpec(ctx context.Context, in PodDeletedSpecInput) {
 	if cl == nil {
 		t.Fatalf("member %s: cluster %q not in the topology", in.Member, ms.Cluster)
 	}
-	pod, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Member, metav1.GetOptions{})
+	podName := in.Etcd.ObjectName(in.Member)
+	pod, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, podName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil {
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, podName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 2*time.Minute, "pod "+in.Member+" recreated and ready", func(ctx context.Context) (string, error) {
-		p, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Member, metav1.GetOptions{})
+	err = poll(ctx, 2*time.Minute, "pod "+podName+" recreated and ready", func(ctx context.Context) (string, error) {
+		p, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, podName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return "no pod", nil
 		}

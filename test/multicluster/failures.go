@@ -225,7 +225,7 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
 	}
 	em := &etcdfedv1.EtcdMember{}
-	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Etcd.ObjectName(in.Member)}, em); err != nil {
 		t.Fatal(err)
 	}
 	claim := em.Status.Volume.ClaimName
@@ -239,7 +239,7 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 	if err := pvcs.Delete(ctx, claim, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Etcd.ObjectName(in.Member), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	t.Logf("deleted PVC %s (UID %s) and pod %s in %s", claim, em.Status.Volume.UID, in.Member, cl.Name)
@@ -250,7 +250,7 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 	t.Logf("%s replaced %.1fs after its volume was deleted: incarnation %d -> %d, ID %s -> %s, in %s/%s", in.Member, time.Since(start).Seconds(),
 		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
-	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Etcd.ObjectName(in.Member)}, em); err != nil {
 		t.Fatal(err)
 	}
 	if em.Status.Volume.ClaimName == claim || em.Spec.Incarnation != got.Incarnation {
@@ -289,7 +289,7 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	t.Helper()
 	d := drainZone(ctx, in, "zone-drained")
 	hub, old := d.hub, d.old
-	if err := d.cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := d.cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Etcd.ObjectName(in.Member), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	t.Logf("cordoned the node(s) of %s and deleted pod %s", d.cl.Name, in.Member)
@@ -435,13 +435,13 @@ func StartGivenUpSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	hub, old, cl := d.hub, d.old, d.cl
 	waitForClosedZone(ctx, t, hub, in.Etcd, old, d.start)
 	em := &etcdfedv1.EtcdMember{}
-	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Etcd.ObjectName(in.Member)}, em); err != nil {
 		t.Fatal(err)
 	}
 	if err := cl.Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace).Delete(ctx, em.Status.Volume.ClaimName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Etcd.ObjectName(in.Member), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 	lost := time.Now()
@@ -499,7 +499,7 @@ func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
 		t.Fatalf("member %s (cluster %q) not found", in.Member, old.Cluster)
 	}
 	em := &etcdfedv1.EtcdMember{}
-	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Member}, em); err != nil {
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Etcd.ObjectName(in.Member)}, em); err != nil {
 		t.Fatal(err)
 	}
 	pvc, err := cl.Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace).Get(ctx, em.Status.Volume.ClaimName, metav1.GetOptions{})
@@ -524,13 +524,13 @@ func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
 	}
 	start := time.Now()
 	pods := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace)
-	if err := pods.Delete(ctx, in.Member, metav1.DeleteOptions{}); err != nil {
+	if err := pods.Delete(ctx, in.Etcd.ObjectName(in.Member), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("replaced %s's database with garbage and deleted its pod", in.Member)
 	restarts := int32(0)
 	err = poll(ctx, 2*time.Minute, in.Member+" crash-looping", func(ctx context.Context) (string, error) {
-		p, err := pods.Get(ctx, in.Member, metav1.GetOptions{})
+		p, err := pods.Get(ctx, in.Etcd.ObjectName(in.Member), metav1.GetOptions{})
 		if err != nil {
 			return "", err
 		}
@@ -861,15 +861,10 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	ec, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))})
-	if err != nil {
+	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))}); err != nil {
 		t.Fatal(err)
 	}
-	want := incarnations(ec)
-	ids, err := memberIDs(ctx, in.Etcd.Client)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, want, ids := ringBefore(ctx, t, hub, in.Etcd)
 	w := startScenarioWorkload(ctx, t, in.Etcd, "hub-partition")
 
 	proxy.SetMode(faultproxy.BlackHole)

@@ -32,7 +32,7 @@ var hubFx struct {
 	stopControl func()
 }
 
-// binFx is hub, spoke and etcdfed built from this checkout (with the
+// binFx is hub, spoke, etcdfed and etcdfed-init built from this checkout (with the
 // pinned tools beside them), once per test binary.
 var binFx struct {
 	once sync.Once
@@ -47,7 +47,7 @@ func freshBin() (string, error) {
 		}
 		start := time.Now()
 		if binFx.err = testenv.FreshBinDir(binFx.dir); binFx.err == nil {
-			fmt.Fprintf(os.Stderr, "built hub, spoke and etcdfed in %.1fs\n", time.Since(start).Seconds())
+			fmt.Fprintf(os.Stderr, "built hub, spoke, etcdfed and etcdfed-init in %.1fs\n", time.Since(start).Seconds())
 		}
 	})
 	return binFx.dir, binFx.err

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/etcdfed/etcdfed/internal/localenv"
@@ -29,6 +30,9 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	}
 	t.RestoreZone = env.RestoreZone
 	t.CanPartition = env.CanPartition()
+	if t.CanPartition == nil {
+		t.Partition, t.HealPartition = env.Partition, env.HealPartition
+	}
 	// As root with iptables the environment gives every pod its own
 	// source address (the same mechanism as partitions); otherwise, or in
 	// shared source address mode, pods connect from 127.0.0.1.
@@ -52,5 +56,17 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	t.StopHub = func(context.Context) error { return env.StopComponent("hub", 5*time.Second) }
 	t.StartHub = func(context.Context) error { return env.StartComponent("hub") }
 	t.VolumeDir = env.VolumeDir
+	defaults := map[string][]string{}
+	t.RestartSpokeWith = func(_ context.Context, cluster string, extra ...string) error {
+		name := "spoke-" + cluster
+		if _, ok := defaults[name]; !ok {
+			args, err := env.ComponentArgs(name)
+			if err != nil {
+				return err
+			}
+			defaults[name] = args
+		}
+		return env.RestartComponentWith(name, append(slices.Clone(defaults[name]), extra...), 5*time.Second)
+	}
 	return t, nil
 }

@@ -254,7 +254,7 @@ func watchHubStatus(ctx context.Context, topo *Topology, m *ManagedEtcd, away st
 						continue
 					}
 					at := time.Now().Format(time.TimeOnly)
-					if why := memberUnreadyAtHome(ctx, topo, mem.Cluster, mem.Name); why != "" {
+					if why := memberUnreadyAtHome(ctx, topo, mem.Cluster, m.ObjectName(mem.Name)); why != "" {
 						sw.truthful = append(sw.truthful, fmt.Sprintf("%s (in %s) at %s: %s", mem.Name, mem.Cluster, at, why))
 						continue
 					}
@@ -273,7 +273,7 @@ func watchHubStatus(ctx context.Context, topo *Topology, m *ManagedEtcd, away st
 // memberUnreadyAtHome says why member's own cluster considers it not ready
 // (its spoke's MemberHealthy condition or its pod's Ready condition False),
 // or "" when the cluster says it is healthy and ready, or cannot be read.
-func memberUnreadyAtHome(ctx context.Context, topo *Topology, cluster, member string) string {
+func memberUnreadyAtHome(ctx context.Context, topo *Topology, cluster, object string) string {
 	var cl *Cluster
 	for _, c := range topo.Members {
 		if c.Name == cluster {
@@ -286,13 +286,13 @@ func memberUnreadyAtHome(ctx context.Context, topo *Topology, cluster, member st
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	em := &etcdfedv1.EtcdMember{}
-	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: member}, em); err == nil {
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: object}, em); err == nil {
 		if c := meta.FindStatusCondition(em.Status.Conditions, etcdfedv1.ConditionMemberHealthy); c != nil && c.Status != metav1.ConditionTrue {
 			return "its spoke reported MemberHealthy=" + string(c.Status) + " (" + c.Reason + ": " + c.Message + ")"
 		}
 	}
 	pod := &corev1.Pod{}
-	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: member}, pod); err == nil {
+	if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: object}, pod); err == nil {
 		for _, c := range pod.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status != corev1.ConditionTrue {
 				return "its pod was not Ready (" + c.Reason + ": " + c.Message + ")"

@@ -75,7 +75,7 @@ func startRealEnv(tb testing.TB, fx *envFixture, cfg localenv.Config) *localenv.
 			}
 		}
 		verbose := os.Getenv("MULTICLUSTER_LOG") != ""
-		cfg.StateDir, cfg.Nodes, cfg.ConfigDir = fx.state, localenv.NodesReal, filepath.Join(root, "config")
+		cfg.StateDir, cfg.Nodes, cfg.SourceDir = fx.state, localenv.NodesReal, root
 		cfg.Progress = func(ev localenv.Event) { fmt.Fprintln(os.Stderr, ev.String()) }
 		cfg.Log = funcr.New(func(prefix, args string) {
 			if verbose {

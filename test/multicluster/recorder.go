@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -55,13 +56,24 @@ func StartWorkload(ctx context.Context, t testing.TB, in StartWorkloadInput) *Wo
 // watcher complete and in order. It returns the passed result.
 func checkWorkload(ctx context.Context, t testing.TB, w *Workload) *workload.Result {
 	t.Helper()
+	r, err := workloadVerdict(ctx, t, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// workloadVerdict is checkWorkload for a caller that goes on after a
+// failed check: the result, and the failure (nil when all passed).
+func workloadVerdict(ctx context.Context, t testing.TB, w *Workload) (*workload.Result, error) {
+	t.Helper()
 	start := time.Now()
 	r := w.Check(ctx, ArtifactsDir(t.TempDir()))
 	if err := r.Err(); err != nil {
-		t.Fatalf("workload check: %v (%s)", err, r.Stats)
+		return r, fmt.Errorf("workload check: %w (%s)", err, r.Stats)
 	}
 	t.Logf("workload: %s (checked in %.1fs)", r, time.Since(start).Seconds())
-	return r
+	return r, nil
 }
 
 // waitForWorkloadProgress waits up to 30s for w to have 50 operations done,

@@ -141,6 +141,16 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	for _, m := range ec.Status.Members {
 		oldInc[m.Name] = m.Incarnation
 	}
+	restored := false
+	t.Cleanup(func() {
+		if restored {
+			return
+		}
+		// A failed run leaves no cluster down for the scenarios after it.
+		for _, v := range victims {
+			_ = topo.RestoreZone(context.Background(), v.Cluster)
+		}
+	})
 	for _, v := range victims {
 		must(topo.FailZone(ctx, v.Cluster, "kill"))
 		t.Logf("killed member cluster %s (member %s, leader %v)", v.Cluster, v.Name, v.Name == ec.Status.Leader)
@@ -191,6 +201,14 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		}
 	}()
 	if in.Automatic {
+		// The killed clusters are out of sight, not known dead: nothing is
+		// forced until a fencing controller (here the test, which killed
+		// them) confirms them fenced.
+		if n, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err != nil || len(n) > 0 {
+			t.Errorf("recovered before the lost members were confirmed fenced: %v %v", n, err)
+		}
+		must(annotateFenced(ctx, hub, in.Etcd, victims, "fencing controller (test)"))
+		t.Logf("fencing of %s, %s confirmed (annotation %s) %.1fs after the declaration", victims[0].Name, victims[1].Name, etcdfedv1.AnnotationFenced, time.Since(start).Seconds())
 		note, err := WaitForHubEvent(ctx, hub, in.Etcd, "QuorumRecovery", "recovering from "+survivor.Name, "automatic (failurePolicy.quorumLossRecovery: Automatic)")
 		must(err)
 		t.Logf("recovering by itself (%.1fs after the declaration was seen): %s", time.Since(start).Seconds(), note)
@@ -200,8 +218,9 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 			}
 		}
 	} else {
-		out, err = recoverCmd(ctx, "--from-member", survivor.Name, "--wait", "--timeout", "10m")
-		t.Logf("etcdfed recover --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
+		fence := confirmFenced(ctx, t, hub, in.Etcd, victims, recoverCmd)
+		out, err = recoverCmd(ctx, "--from-member", survivor.Name, "--confirm-fenced", fence, "--wait", "--timeout", "10m")
+		t.Logf("etcdfed recover --confirm-fenced %s --wait (%.1fs):\n%s", fence, time.Since(start).Seconds(), out)
 		must(err)
 	}
 
@@ -239,6 +258,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	t.Logf("writes go on after recovery: %d acknowledged (%d before the loss)", w.Acked(), acked)
 
 	// The killed clusters come back with the old members' data.
+	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)
@@ -262,6 +282,7 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	}))
 	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
 	t.Logf("old incarnations fenced (objects gone, never in the member list, one cluster ID from every endpoint) and the ring whole %.1fs after the clusters returned", time.Since(returned).Seconds())
+	checkVolumesKept(ctx, t, topo, hub, in.Etcd, victims, oldInc)
 	pctx, cancel = context.WithTimeout(ctx, time.Minute)
 	must(w.WaitForProgress(pctx, 50))
 	cancel()
@@ -376,6 +397,74 @@ func etcdfedRecover(ctx context.Context, bin string, hub *Cluster, m *ManagedEtc
 	base := []string{"recover", m.Name, "-n", m.Namespace, "--kubeconfig", hub.Kubeconfig}
 	out, err := exec.CommandContext(ctx, bin, append(base, args...)...).CombinedOutput()
 	return string(out), err
+}
+
+// checkVolumesKept checks that the old incarnations' volumes are still
+// there in the victims' clusters after their objects were swept, whatever
+// the reclaim policy, and that the VolumesRetained event names each with
+// the revision it held.
+func checkVolumesKept(ctx context.Context, t testing.TB, topo *Topology, hub *Cluster, m *ManagedEtcd, victims []etcdfedv1.MemberStatus, oldInc map[string]int64) {
+	t.Helper()
+	for _, v := range victims {
+		claim := fmt.Sprintf("%s-data-%d", v.Name, oldInc[v.Name])
+		pvc := &corev1.PersistentVolumeClaim{}
+		if err := memberCluster(t, topo, v.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: claim}, pvc); err != nil || pvc.DeletionTimestamp != nil {
+			t.Errorf("the volume %s of %s's old incarnation in %s: %v (deleting %v); want it kept", claim, v.Name, v.Cluster, err, pvc.DeletionTimestamp != nil)
+		}
+		note, err := WaitForHubEvent(ctx, hub, m, "VolumesRetained", v.Name+" incarnation "+fmt.Sprint(oldInc[v.Name])+" in "+v.Cluster, claim, "revision ")
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		t.Logf("VolumesRetained: %s", note)
+	}
+}
+
+// confirmFenced checks that `etcdfed recover` (run with recover) without
+// --confirm-fenced is refused and names every victim as a member to fence,
+// and returns the victims' names for --confirm-fenced.
+func confirmFenced(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, victims []etcdfedv1.MemberStatus, recover func(context.Context, ...string) (string, error)) string {
+	t.Helper()
+	var names []string
+	for _, v := range victims {
+		names = append(names, v.Name)
+	}
+	slices.Sort(names) // as status.quorumLoss lists them
+	out, err := recover(ctx)
+	if err == nil || !strings.Contains(out, "must be fenced") || !strings.Contains(out, "--confirm-fenced "+strings.Join(names, ",")) {
+		t.Fatalf("etcdfed recover without --confirm-fenced: err %v, output %q; want a refusal naming %v", err, out, names)
+	}
+	for _, n := range names {
+		if !strings.Contains(out, n+" [") {
+			t.Errorf("the refusal does not name %s: %s", n, out)
+		}
+	}
+	if ec, err := m.Get(ctx, hub); err == nil {
+		if _, ok := ec.Annotations[etcdfedv1.AnnotationRecover]; ok && ec.Status.LastRecoveryRequest == nil {
+			t.Errorf("a refused recovery left the annotation %s", etcdfedv1.AnnotationRecover)
+		}
+	}
+	t.Logf("refused without fencing: %s", strings.TrimSpace(out))
+	return strings.Join(names, ",")
+}
+
+// annotateFenced confirms the victims fenced, as a fencing controller
+// would: the annotation etcdfed.dev/fenced naming them with their IDs.
+func annotateFenced(ctx context.Context, hub *Cluster, m *ManagedEtcd, victims []etcdfedv1.MemberStatus, by string) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	f := etcdfedv1.FencingConfirmation{ConfirmedAt: time.Now().UTC(), By: by}
+	for _, v := range victims {
+		f.Members = append(f.Members, etcdfedv1.FencedMember{Name: v.Name, ID: v.ID})
+	}
+	before := ec.DeepCopy()
+	if ec.Annotations == nil {
+		ec.Annotations = map[string]string{}
+	}
+	ec.Annotations[etcdfedv1.AnnotationFenced] = f.String()
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }
 
 // waitForQuorumLost waits up to 5 minutes for the hub to declare m's

@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 // TestScenarioQuorumLossRecovery: two of the three member clusters of a
@@ -42,14 +44,19 @@ func TestScenarioQuorumLossHubRestarted(t *testing.T) {
 // TestScenarioQuorumLossAutomatic: as TestScenarioQuorumLossRecovery with
 // failurePolicy.quorumLossRecovery: Automatic and no `etcdfed recover`:
 // the hub declares the loss and recovers by itself from the freshest
-// survivor (RPO 0), the ring back to three, the returning clusters fenced.
+// survivor (RPO 0) once a fencing controller (the test) confirms the killed
+// clusters' members fenced, the ring back to three, the returning clusters
+// fenced, their volumes kept despite the Delete reclaim policy.
 func TestScenarioQuorumLossAutomatic(t *testing.T) {
 	if os.Getenv("ETCDFED_SCENARIOS") == "" {
 		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
 	}
 	topo := hubTopology(t)
 	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover-auto", Name: "ra", Domain: "ra.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	// With the Delete reclaim policy: the old incarnations' volumes must be
+	// kept all the same once their clusters come back.
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover-auto", Name: "ra", Domain: "ra.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete }})
 	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), Automatic: true})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }

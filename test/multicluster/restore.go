@@ -81,7 +81,10 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 	key := strings.TrimPrefix(snap.Location, "s3://"+in.Bucket+"/hub/")
 
 	// Bad input: a copy of the snapshot with one byte flipped, beside the
-	// good one, is refused and founds nothing.
+	// good one, is refused and founds nothing: its sidecar's MAC names the
+	// original object, so it is refused before it is downloaded
+	// (SnapshotUnauthenticated; a flipped byte under the original name is
+	// SnapshotInvalid, hub/restore's TestRefusedSnapshots).
 	badKey := strings.TrimSuffix(key, ".db") + "-corrupt.db"
 	corruptCopy(ctx, t, in.S3, in.Bucket, "hub/"+key, "hub/"+badKey)
 	bad := &etcdfedv1.EtcdCluster{
@@ -90,7 +93,7 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 			Bootstrap: &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Store: store, Object: badKey}}},
 	}
 	must(hub.Client.Create(ctx, bad))
-	must(poll(ctx, 2*time.Minute, "the corrupted snapshot refused", func(ctx context.Context) (string, error) {
+	must(poll(ctx, 2*time.Minute, "the renamed, corrupted snapshot refused", func(ctx context.Context) (string, error) {
 		got := &etcdfedv1.EtcdCluster{}
 		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
 			return "", err
@@ -99,10 +102,10 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 		if c == nil || c.Status != metav1.ConditionFalse {
 			return fmt.Sprintf("SnapshotVerified %v", c), nil
 		}
-		if c.Reason != etcdfedv1.SnapshotReasonInvalid || got.Status.Restore != nil {
-			return "", fmt.Errorf("corrupted snapshot: SnapshotVerified %s (%s), status.restore %+v", c.Reason, c.Message, got.Status.Restore)
+		if c.Reason != etcdfedv1.SnapshotReasonUnauthenticated || got.Status.Restore != nil {
+			return "", fmt.Errorf("renamed, corrupted snapshot: SnapshotVerified %s (%s), status.restore %+v", c.Reason, c.Message, got.Status.Restore)
 		}
-		t.Logf("corrupted snapshot refused: %s", c.Message)
+		t.Logf("renamed, corrupted snapshot refused: %s", c.Message)
 		return "", nil
 	}))
 	must(hub.Client.Get(ctx, client.ObjectKeyFromObject(bad), bad))
@@ -132,15 +135,34 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 	if got.Status.ClusterID == sourceID {
 		t.Errorf("the restored ring has the source's cluster ID %s: it must be a new cluster", sourceID)
 	}
-	for _, c := range in.Topology.Members {
-		var list etcdfedv1.EtcdMemberList
-		must(c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID)}))
-		for _, m := range list.Items {
-			if b := m.Spec.Bootstrap; b == nil || b.Restore == nil || b.Restore.SHA256 != r.SHA256 || b.Restore.Object != key {
-				t.Errorf("%s in %s was not restored from %s (sha256 %s): bootstrap %+v", m.Name, c.Name, key, r.SHA256, b)
+	// Once each member ran on its restored data, its object no longer
+	// restores and the copy of the store's credentials next to it is gone
+	// (before, it stayed for the ring's life).
+	must(poll(ctx, 2*time.Minute, "the restore's copies of the store credentials deleted", func(ctx context.Context) (string, error) {
+		var left []string
+		for _, c := range in.Topology.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID)}); err != nil {
+				return "", err
+			}
+			for _, m := range list.Items {
+				if b := m.Spec.Bootstrap; b != nil && b.Restore != nil {
+					if b.Restore.SHA256 != r.SHA256 || b.Restore.Object != key {
+						return "", fmt.Errorf("%s in %s restores %s (sha256 %s), want %s (sha256 %s)", m.Name, c.Name, b.Restore.Object, b.Restore.SHA256, key, r.SHA256)
+					}
+					left = append(left, c.Name+"/"+m.Name+" still restores")
+				}
+			}
+			var secs corev1.SecretList
+			if err := c.Client.List(ctx, &secs, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID), etcdfedv1.LabelComponent: "store-credentials"}); err != nil {
+				return "", err
+			}
+			for _, s := range secs.Items {
+				left = append(left, c.Name+"/"+s.Name)
 			}
 		}
-	}
+		return strings.Join(left, ", "), nil
+	}))
 
 	// Every marker acknowledged at or below the snapshot's revision, with
 	// its value; none after.
@@ -265,6 +287,14 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	}
 	seed := ec.Status.Members[0] // the first by name, in a cluster that stays
 	var victims []etcdfedv1.MemberStatus
+	restored := false
+	t.Cleanup(func() {
+		if !restored {
+			for _, v := range victims {
+				_ = topo.RestoreZone(context.Background(), v.Cluster)
+			}
+		}
+	})
 	for _, m := range ec.Status.Members[1:] {
 		victims = append(victims, m)
 		must(topo.FailZone(ctx, m.Cluster, "kill"))
@@ -274,9 +304,13 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	must(err)
 	t.Logf("declared: %s", declared.Message)
 
+	// Killed clusters are out of sight, not known dead: the hub forces
+	// nothing before they are confirmed fenced (rule 11 restated). The
+	// test killed them; it confirms that.
+	fence := confirmFenced(ctx, t, hub, in.Etcd, victims, func(ctx context.Context, args ...string) (string, error) { return recoverCmd(ctx, args...) })
 	start := time.Now()
-	out, err = recoverCmd(ctx, "--wait", "--timeout", "10m")
-	t.Logf("etcdfed recover --from-backup latest --wait (%.1fs):\n%s", time.Since(start).Seconds(), out)
+	out, err = recoverCmd(ctx, "--confirm-fenced", fence, "--wait", "--timeout", "10m")
+	t.Logf("etcdfed recover --from-backup latest --confirm-fenced %s --wait (%.1fs):\n%s", fence, time.Since(start).Seconds(), out)
 	must(err)
 	t.Logf("writable one-member ring %.1fs after etcdfed recover --from-backup", time.Since(start).Seconds())
 	ec, err = in.Etcd.Get(ctx, hub)
@@ -321,6 +355,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		}
 		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary), nil
 	}))
+	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
 		t.Logf("restored member cluster %s", v.Cluster)

@@ -20,9 +20,9 @@ func TestScenarioRestoreFromSnapshot(t *testing.T) {
 	topo := hubTopology(t)
 	ctx := context.Background()
 	srv := s3test.StartT(t, "ring-restore")
-	source := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restore-src", Name: "old", Domain: "old.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	source := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restore", Name: "old", Domain: "old.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	RestoreFromSnapshotSpec(ctx, RestoreFromSnapshotSpecInput{T: t, Topology: topo, Source: source, S3: srv, Bucket: "ring-restore",
-		Namespace: "restore-dst", Name: "new", Domain: "new.etcd.test"})
+		Namespace: "restore", Name: "new", Domain: "new.etcd.test"})
 }
 
 // TestScenarioQuorumLossFromBackup: two of the three member clusters of a

@@ -90,7 +90,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	}
 	podsBefore := map[string]types.UID{}
 	for _, m := range ec.Status.Members {
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,7 +219,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 		if !progressing[m.Name] {
 			t.Errorf("Progressing never showed the roll of %s (saw %v)", m.Name, progressing)
 		}
-		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, m.Name, metav1.GetOptions{})
+		p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

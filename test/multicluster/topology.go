@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
@@ -87,8 +88,19 @@ type Topology struct {
 	// "partition". Nil when the environment cannot.
 	FailZone    func(ctx context.Context, zone, mode string) error
 	RestoreZone func(ctx context.Context, zone string) error
-	// CanPartition is nil when FailZone supports mode "partition".
+	// CanPartition is nil when FailZone supports mode "partition" (and
+	// Partition works).
 	CanPartition error
+	// Partition cuts the network into groups of units (each group reaches
+	// only its own; a unit is "hub", a member cluster or a zone) and
+	// one-way cuts; HealPartition undoes it. Nil when the environment
+	// cannot (localenv.Env.Partition).
+	Partition     func(ctx context.Context, p localenv.Partition) error
+	HealPartition func(ctx context.Context) error
+	// RestartSpokeWith restarts a member cluster's spoke with extra flags
+	// added to its own (none: its own again). Nil when the topology
+	// cannot.
+	RestartSpokeWith func(ctx context.Context, cluster string, extra ...string) error
 	// KillHub SIGKILLs the hub process, as when its pod is deleted; whatever
 	// runs it (the local environment, a Deployment) starts a new one at
 	// once, without a crash back-off. Nil when the topology cannot.

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // rollTimes is, per member, the time from the first sample that saw its
@@ -399,22 +399,15 @@ func verifyUpgradeSnapshot(ctx context.Context, t testing.TB, in UpgradeSpecInpu
 }
 
 // minorOf is "3.5" of "3.5.21".
-func minorOf(v string) string {
-	p := strings.SplitN(v, ".", 3)
-	if len(p) < 2 {
-		return ""
-	}
-	return p[0] + "." + p[1]
-}
+func minorOf(v string) string { return etcdversion.MinorOf(v) }
 
 // minorNumber is 5 of "3.5", -1 when it is not one.
 func minorNumber(minor string) int {
-	_, m, ok := strings.Cut(minor, ".")
-	n, err := strconv.Atoi(m)
-	if !ok || err != nil {
+	v, ok := etcdversion.ParseLoose(minor)
+	if !ok {
 		return -1
 	}
-	return n
+	return v.Minor
 }
 
 // RefusedVersionSpecInput sets a spec.version the API refuses.

@@ -1,8 +1,9 @@
 // Package hubmemberrbac embeds the RBAC the hub's credentials get in each
 // MEMBER cluster: a ServiceAccount etcdfed-hub in the ring namespace, a
-// Role there, its RoleBinding, and a long-lived token Secret for the
-// kubeconfig the hub is given (hack/kind/up.sh registers it as a
-// kubeconfig Secret in the hub).
+// Role there and its RoleBinding. `etcdfed cluster join` applies them and
+// registers the member cluster in the hub with a short-lived token of the
+// ServiceAccount (TokenRequest), which the hub renews itself before it
+// expires (hub/registration). No long-lived token Secret.
 //
 // The design's rule: the hub's credentials in a member cluster may only
 // touch etcdfed objects in the ring namespace; pods and PVCs are the
@@ -17,6 +18,8 @@
 //     deletecollection). The hub's cache watches them in the ring
 //     namespace.
 //   - Leases: read only (the spoke's liveness Lease "spoke").
+//   - Its own ServiceAccount's token (serviceaccounts/token, create, on
+//     etcdfed-hub only): the hub renews its short-lived credential here.
 //
 // And, read only, for the zone witness (a failed zone inside a multi-zone
 // member cluster is told by its kubelets' node Leases going stale):
@@ -39,6 +42,7 @@ package hubmemberrbac
 // +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdmembers/status;etcddnszones/status;etcdspokes/status,verbs=get
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=serviceaccounts/token,resourceNames=etcdfed-hub,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-node-lease,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
@@ -60,10 +64,6 @@ const DefaultNamespace = "etcdfed-system"
 
 // ServiceAccountName is the hub's ServiceAccount in a member cluster.
 const ServiceAccountName = "etcdfed-hub"
-
-// TokenSecretName is the Secret that holds the ServiceAccount's long-lived
-// token, filled in by the member cluster's token controller.
-const TokenSecretName = "etcdfed-hub-token"
 
 // Objects returns every object of the manifests (kustomization.yaml aside)
 // with the ring namespace set to namespace (the kube-node-lease Role and

@@ -7,10 +7,18 @@
 //   - EtcdClusters, cluster-wide: the hub watches them in every namespace,
 //     adds and removes its finalizer (update), and patches their status.
 //     It never creates or deletes one.
+//   - TokenReviews and SubjectAccessReviews: /metrics is served over TLS
+//     to callers the apiserver authenticates and allows GET /metrics
+//     (internal/metricsserve); bind the ClusterRole etcdfed-metrics-reader
+//     (metrics_reader_role.yaml) to the scraper's identity.
 //   - In its own namespace (Role): list and watch the kubeconfig Secrets
-//     (the hub caches Secrets of this namespace only; an administrator
-//     writes them, never the hub), the leader-election Lease and its
-//     events.
+//     (the hub caches Secrets of this namespace only; `etcdfed cluster
+//     join` or an administrator creates them), create the spokes' gossip
+//     key Secret etcdfed-gossip once (create cannot be limited to one
+//     name), the leader-election Lease and its events. The hub updates a
+//     registration Secret in two ways only (hub/registration): the renewed
+//     token of its credential there, and annotations saying whether it
+//     engaged the cluster and sees its spoke. It never deletes a Secret.
 //   - In each EtcdCluster namespace (ClusterRole
 //     etcdfed-hub-etcdcluster-namespace, bound there by a RoleBinding, see
 //     config/samples/hub_access.yaml): read (uncached), create and update
@@ -28,7 +36,10 @@ package hubrbac
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;create;update
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=etcdfed-system,resources=events,verbs=create;patch

@@ -143,7 +143,19 @@ func TestHubPermissions(t *testing.T) {
 	ok("update a Secret in the EtcdCluster's namespace", as.Update(ctx, ca))
 	forbidden("delete a Secret in the EtcdCluster's namespace", as.Delete(ctx, ca))
 	forbidden("create a Secret in an unbound namespace", as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}))
-	forbidden("create a Secret in the hub's namespace (kubeconfigs are the admin's)", as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: hubNS}}))
+	// The gossip key: created once, updated by name. No other Secret of
+	// the hub's namespace (the kubeconfigs are the admin's) is updated.
+	gossip := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-gossip", Namespace: hubNS}, Data: map[string][]byte{"key": []byte("k")}}
+	ok("create the gossip key Secret in the hub's namespace", as.Create(ctx, gossip))
+	gossip.Data["accept"] = []byte("a")
+	ok("update the gossip key Secret", as.Update(ctx, gossip))
+	kubeconfig := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "member-x", Namespace: hubNS}, Data: map[string][]byte{"kubeconfig": []byte("x")}}
+	if err := cl.Client.Create(ctx, kubeconfig); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig.Data["kubeconfig"] = []byte("y")
+	forbidden("update a kubeconfig Secret in the hub's namespace (the admin's)", as.Update(ctx, kubeconfig))
+	forbidden("delete a Secret in the hub's namespace", as.Delete(ctx, kubeconfig))
 	ok("create an event in the EtcdCluster's namespace", as.Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "main.1", Namespace: ecNS},
 		InvolvedObject: corev1.ObjectReference{Kind: "EtcdCluster", Namespace: ecNS, Name: "main"}, Reason: "Test", Type: corev1.EventTypeNormal}))
@@ -212,7 +224,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 	g.Expect(member.Client.Create(ctx, sp)).To(Succeed())
 	// Two zones: the hub reads the cluster's Nodes and node Leases for the
 	// zone witness in every pass, which its RBAC must allow.
-	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1", "zone-2"}, DNSAddresses: []string{"127.0.0.1:5353"}, GossipAddress: "127.0.0.1:7946",
+	sp.Status = etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-1", "zone-2"}, DNSAddresses: []string{"192.0.2.53:5353"}, GossipAddress: "192.0.2.54:7946",
 		ObservedAt: &metav1.Time{Time: time.Now()}}
 	g.Expect(member.Client.Status().Update(ctx, sp)).To(Succeed())
 	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.SpokeObjectName, Namespace: ring},
@@ -292,6 +304,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.test"},
 			Expose: etcdfedv1.ExposeSpec{Type: etcdfedv1.ExposeNodePort}}}
 	g.Expect(hubCl.Client.Create(ctx, ec)).To(Succeed())
+	memberObj := etcdfedv1.MemberObjectName(ecNS, "main", "main-0")
 
 	g.Eventually(func(g Gomega) {
 		l := &coordinationv1.Lease{}
@@ -305,9 +318,9 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		s := &etcdfedv1.EtcdSpoke{}
 		g.Expect(member.Client.Get(ctx, client.ObjectKeyFromObject(sp), s)).To(Succeed())
 		g.Expect(s.Spec.ClusterName).To(Equal("member-1"), "the spoke's spec patched")
-		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main-0"}, &etcdfedv1.EtcdMember{})).To(Succeed())
-		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main-0-tls"}, &corev1.Secret{})).To(Succeed())
-		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main"}, &etcdfedv1.EtcdDNSZone{})).To(Succeed())
+		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: memberObj}, &etcdfedv1.EtcdMember{})).To(Succeed())
+		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: memberObj + "-tls"}, &corev1.Secret{})).To(Succeed())
+		g.Expect(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: etcdfedv1.RingObjectName(ecNS, "main")}, &etcdfedv1.EtcdDNSZone{})).To(Succeed())
 	}).Should(Succeed(), func() string { return statusOf(hubCl, ec) + log.String() })
 
 	g.Expect(hubCl.Client.Delete(ctx, ec)).To(Succeed())
@@ -320,7 +333,7 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 		var zones etcdfedv1.EtcdDNSZoneList
 		g.Expect(member.Client.List(ctx, &zones, client.InNamespace(ring))).To(Succeed())
 		g.Expect(zones.Items).To(BeEmpty())
-		g.Expect(apierrors.IsNotFound(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: "main-0-tls"}, &corev1.Secret{}))).To(BeTrue())
+		g.Expect(apierrors.IsNotFound(member.Client.Get(ctx, client.ObjectKey{Namespace: ring, Name: memberObj + "-tls"}, &corev1.Secret{}))).To(BeTrue())
 	}).Should(Succeed(), func() string { return log.String() })
 
 	for _, line := range strings.Split(log.String(), "\n") {

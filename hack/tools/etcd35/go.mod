@@ -1,14 +1,20 @@
-// Tools module for the etcd 3.5 server (bin/etcd-3.5.x), built from the Go
+// Tools module for the etcd 3.5 server (bin/etcd-3.5.x), etcdctl and etcdutl
+// (bin/etcdctl-3.5.x, bin/etcdutl-3.5.x: the etcd 3.5 image), built from the Go
 // module proxy at one pinned 3.5 release: the version upgrades start from.
 // Kept apart from hack/tools/etcd (3.6) and the main go.mod.
 module github.com/etcdfed/etcdfed/hack/tools/etcd35
 
 go 1.26.0
 
-require go.etcd.io/etcd/server/v3 v3.5.35
+require (
+	go.etcd.io/etcd/etcdctl/v3 v3.5.35
+	go.etcd.io/etcd/etcdutl/v3 v3.5.35
+	go.etcd.io/etcd/server/v3 v3.5.35
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bgentry/speakeasy v0.1.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-semver v0.3.0 // indirect
@@ -30,9 +36,11 @@ require (
 	github.com/inconshreveable/mousetrap v1.0.0 // indirect
 	github.com/jonboulle/clockwork v0.2.2 // indirect
 	github.com/json-iterator/go v1.1.11 // indirect
+	github.com/mattn/go-runewidth v0.0.9 // indirect
 	github.com/matttproud/golang_protobuf_extensions v1.0.1 // indirect
 	github.com/modern-go/concurrent v0.0.0-20180306012644-bacd9c7ef1dd // indirect
 	github.com/modern-go/reflect2 v1.0.1 // indirect
+	github.com/olekukonko/tablewriter v0.0.5 // indirect
 	github.com/prometheus/client_golang v1.11.1 // indirect
 	github.com/prometheus/client_model v0.2.0 // indirect
 	github.com/prometheus/common v0.26.0 // indirect
@@ -72,6 +80,7 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260803160001-6ac0973c030d // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	gopkg.in/cheggaaa/pb.v1 v1.0.28 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.0.0 // indirect
 	gopkg.in/yaml.v2 v2.4.0 // indirect
 	sigs.k8s.io/yaml v1.2.0 // indirect

@@ -39,7 +39,11 @@
 //     restartPolicy with kubelet's back-off (0, base, 2*base, ... max);
 //     terminationGracePeriodSeconds (SIGTERM, then SIGKILL);
 //   - status: phase, pod and host IP, conditions, container states,
-//     restart counts.
+//     restart counts;
+//   - securityContext (runAsUser, fsGroup, capabilities, seccomp, a
+//     read-only root) and resources are accepted and not enforced: every
+//     process runs as the agent's user, and a volume is a directory the
+//     agent owns, so no ownership change is needed for fsGroup.
 //
 // It also plays the controllers a kind cluster would run for these
 // objects: pvc-protection and pv-protection finalizers, and reclaiming

@@ -3,9 +3,9 @@ package pod
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
 
@@ -33,9 +33,13 @@ const (
 // with the exposed ports adv. etcd listens on the pod IP only (the local
 // environment runs every pod on its own loopback address of one host, where
 // 0.0.0.0 would collide); health probes use the plain-HTTP metrics listener.
-// Bootstrap flags are rendered only when spec.bootstrap is set.
+// Bootstrap flags are rendered only when spec.bootstrap is set. A flag
+// whose name depends on the etcd version is spelled the way the member's
+// version takes it (pkg/etcdversion.FlagName): etcd 3.7 refuses to start
+// with an --experimental-* name 3.6 graduated.
 func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 	scheme := spec.Scheme(m)
+	version := spec.EtcdVersion(m)
 	args := []string{
 		"--name=" + m.Spec.MemberName,
 		"--data-dir=" + DataDir,
@@ -62,8 +66,8 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 		"--heartbeat-interval="+strconv.Itoa(int(spec.HeartbeatMillis(m))),
 		"--election-timeout="+strconv.Itoa(int(spec.ElectionMillis(m))),
 	)
-	if !etcd35(m) {
-		args = append(args, "--max-learners=1") // 3.5 has no flag: one learner is its fixed limit
+	if name := etcdversion.FlagName(version, etcdversion.FlagMaxLearners); name != "" {
+		args = append(args, "--"+name+"=1") // 3.5 has no flag: one learner is its fixed limit
 	}
 	if q := m.Spec.Etcd.QuotaBackendBytes; q != nil {
 		args = append(args, "--quota-backend-bytes="+strconv.FormatInt(q.Value(), 10))
@@ -85,20 +89,16 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 			"--peer-trusted-ca-file="+CAFile,
 			"--peer-client-cert-auth=true",
 		)
-		if m.Spec.TLS.PeerSkipClientSANVerification {
-			if etcd35(m) {
-				args = append(args, "--experimental-peer-skip-client-san-verification=true")
-			} else {
-				args = append(args, "--peer-skip-client-san-verification=true")
-			}
+		if t := m.Spec.TLS; t.RequirePeerName && t.PeerName != "" {
+			// Peers only: the peer port (both ends of every peer
+			// connection) accepts a certificate only with the ring's
+			// peer name, which no client certificate carries. The same
+			// flag on etcd 3.5, 3.6 and 3.7.
+			args = append(args, "--peer-cert-allowed-hostname="+t.PeerName)
+		}
+		if name := etcdversion.FlagName(version, etcdversion.FlagPeerSkipClientSANVerification); m.Spec.TLS.PeerSkipClientSANVerification && name != "" {
+			args = append(args, "--"+name+"=true")
 		}
 	}
 	return args
-}
-
-// etcd35 reports whether the member runs etcd 3.5, whose flags differ from
-// 3.6's: no --max-learners (one learner is its fixed limit), and
-// --experimental-peer-skip-client-san-verification.
-func etcd35(m *etcdfedv1.EtcdMember) bool {
-	return strings.HasPrefix(m.Spec.Version, "3.5.")
 }

@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -32,6 +31,12 @@ const (
 	// VolumeStoreCredentials is the restore's store credentials Secret.
 	VolumeStoreCredentials = "store-credentials"
 )
+
+// HelperCommand is the helper binary the init containers run, found on the
+// helper image's PATH (/usr/local/bin/etcdfed-init in etcdfed's images; the
+// local node agent runs bin/etcdfed-init). It holds only what the init
+// containers need (cmd/etcdfed-init).
+const HelperCommand = "etcdfed-init"
 
 // EnvCAHash carries spec.tls.caHash into the etcd container while the
 // ring's CA is rotated, so that a change of it changes the pod.
@@ -58,7 +63,7 @@ const DefaultWaitDNSTimeout = 10 * time.Minute
 
 // Params are the inputs of Build besides the EtcdMember.
 type Params struct {
-	// HelperImage runs the wait-dns init container (the etcdfed CLI).
+	// HelperImage runs the init containers (HelperCommand).
 	HelperImage string
 	// WaitDNSTimeout is passed to wait-dns; 0 means DefaultWaitDNSTimeout.
 	WaitDNSTimeout time.Duration
@@ -97,7 +102,7 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 				Image:           p.HelperImage,
 				ImagePullPolicy: corev1.PullIfNotPresent,
 				Command: []string{
-					"etcdfed", "wait-dns",
+					HelperCommand, "wait-dns",
 					"--name", m.Spec.DNSName,
 					"--address", "$(" + EnvExpectedAddress + ")",
 					"--timeout", p.WaitDNSTimeout.String(),
@@ -116,15 +121,6 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 					{Name: "metrics", ContainerPort: spec.MetricsPort, Protocol: corev1.ProtocolTCP},
 				},
 				VolumeMounts: volumeMounts(m),
-				// /livez is a local read and passes on a learner and on a
-				// member without quorum; /readyz needs quorum and fails on a
-				// learner, which is not serving clients.
-				// Readiness every 2 s: a replacement member counts as a
-				// ready voter (full redundancy, the disruption budget) only
-				// once this passes after its promotion.
-				StartupProbe:   httpProbe("/livez", 2, 5, 300),
-				LivenessProbe:  httpProbe("/livez", 10, 15, 8),
-				ReadinessProbe: httpProbe("/readyz", 2, 5, 3),
 			}},
 			Volumes:                       volumes(m, p.ClaimName),
 			RestartPolicy:                 corev1.RestartPolicyAlways,
@@ -137,14 +133,12 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 			AutomountServiceAccountToken:  ptr.To(false),
 		},
 	}
-	if r := tpl.Resources; r != nil {
-		pod.Spec.Containers[0].Resources = *r.DeepCopy()
-	}
 	if c, v := prepareDataContainer(m, p); c != nil {
 		// After the DNS wait, right before etcd.
 		pod.Spec.InitContainers = append(pod.Spec.InitContainers, *c)
 		pod.Spec.Volumes = append(pod.Spec.Volumes, v...)
 	}
+	harden(m, &pod.Spec)
 	if h := m.Spec.TLS.CAHash; h != "" {
 		// etcd reads its trusted CA file only when it starts: a changed CA
 		// trust (a CA rotation step) is a new pod.
@@ -153,6 +147,27 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
 	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
 	return pod
+}
+
+// harden sets what a real kubelet needs of the pod beyond its commands:
+// the etcd container's probes and resources, the helpers' resources, and
+// the security contexts (security.go).
+func harden(m *etcdfedv1.EtcdMember, ps *corev1.PodSpec) {
+	ps.SecurityContext = podSecurityContext()
+	for i := range ps.InitContainers {
+		c := &ps.InitContainers[i]
+		c.Resources = spec.HelperResources()
+		c.SecurityContext = containerSecurityContext()
+	}
+	for i := range ps.Containers {
+		c := &ps.Containers[i]
+		if c.Name != ContainerEtcd {
+			continue
+		}
+		c.StartupProbe, c.LivenessProbe, c.ReadinessProbe = probes(m)
+		c.Resources = spec.EtcdResources(m)
+		c.SecurityContext = containerSecurityContext()
+	}
 }
 
 // prepareDataContainer is the init container that prepares the data
@@ -187,7 +202,7 @@ func prepareDataContainer(m *etcdfedv1.EtcdMember, p Params) (*corev1.Container,
 			}})
 		}
 	}
-	c.Command = append([]string{"etcdfed", "prepare-data"}, restore.Args(in)...)
+	c.Command = append([]string{HelperCommand, "prepare-data"}, restore.Args(in)...)
 	return c, vols
 }
 
@@ -244,20 +259,6 @@ func fieldEnv(name, path string) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{
 		FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path},
 	}}
-}
-
-func httpProbe(path string, period, timeout, failures int32) *corev1.Probe {
-	return &corev1.Probe{
-		ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
-			Path:   path,
-			Port:   intstr.FromInt32(spec.MetricsPort),
-			Scheme: corev1.URISchemeHTTP,
-		}},
-		PeriodSeconds:    period,
-		TimeoutSeconds:   timeout,
-		FailureThreshold: failures,
-		SuccessThreshold: 1,
-	}
 }
 
 func volumeMounts(m *etcdfedv1.EtcdMember) []corev1.VolumeMount {

@@ -7,5 +7,7 @@
 // agent implements, so the same pod runs on a real kubelet and locally:
 // command (its first element's basename names the binary), env with values
 // and downward-API fieldRefs, $(VAR) expansion, PVC and Secret volumes, init
-// containers and httpGet probes.
+// containers, httpGet and tcpSocket probes (probes.go). The security
+// contexts and resources (security.go) are what a real kubelet needs; the
+// node agent accepts them without enforcing them.
 package pod

@@ -160,7 +160,7 @@ func TestBuild(t *testing.T) {
 			TerminationGracePeriodSeconds: ptr.To[int64](60),
 		}
 	})
-	p := pod.Build(m, pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed:v1", ClaimName: "main-0-data-2", Advertised: spec.PodPorts})
+	p := pod.Build(m, pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed-init:v1", ClaimName: "main-0-data-2", Advertised: spec.PodPorts})
 
 	if p.Name != "main-0" || p.Namespace != "etcdfed-system" {
 		t.Errorf("pod %s/%s", p.Namespace, p.Name)
@@ -181,8 +181,8 @@ func TestBuild(t *testing.T) {
 		t.Fatalf("init containers %v", p.Spec.InitContainers)
 	}
 	ic := p.Spec.InitContainers[0]
-	wantInit := []string{"etcdfed", "wait-dns", "--name", "main-0.etcd.example.com", "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}
-	if ic.Name != "wait-dns" || ic.Image != "ghcr.io/etcdfed/etcdfed:v1" || !slices.Equal(ic.Command, wantInit) {
+	wantInit := []string{"etcdfed-init", "wait-dns", "--name", "main-0.etcd.example.com", "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}
+	if ic.Name != "wait-dns" || ic.Image != "ghcr.io/etcdfed/etcdfed-init:v1" || !slices.Equal(ic.Command, wantInit) {
 		t.Errorf("init container %s %s %v", ic.Name, ic.Image, ic.Command)
 	}
 	if len(ic.Env) != 1 || ic.Env[0].Name != "EXPECTED_ADDRESS" || ic.Env[0].ValueFrom.FieldRef.FieldPath != "status.podIP" {

@@ -19,7 +19,7 @@ import (
 // formed replace nothing; a member with neither a restore nor a cluster ID
 // has no such container.
 func TestRestoreInitContainer(t *testing.T) {
-	params := pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed:v0.1.0", ClaimName: "main-0-data-2", Advertised: spec.PodPorts}
+	params := pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed-init:v0.1.0", ClaimName: "main-0-data-2", Advertised: spec.PodPorts}
 	sha := strings.Repeat("ab", 32)
 	restored := member(func(m *etcdfedv1.EtcdMember) {
 		m.Spec.Bootstrap.Restore = &etcdfedv1.MemberRestore{
@@ -36,7 +36,7 @@ func TestRestoreInitContainer(t *testing.T) {
 		t.Fatalf("init containers %v, want wait-dns then prepare-data", names)
 	}
 	c := p.Spec.InitContainers[1]
-	if c.Image != params.HelperImage || c.Command[0] != "etcdfed" || c.Command[1] != "prepare-data" {
+	if c.Image != params.HelperImage || c.Command[0] != "etcdfed-init" || c.Command[1] != "prepare-data" {
 		t.Errorf("restore container runs %s %v", c.Image, c.Command)
 	}
 	for _, want := range []string{
@@ -84,7 +84,7 @@ func TestRestoreInitContainer(t *testing.T) {
 	}
 	checked := pod.Build(member(func(m *etcdfedv1.EtcdMember) { m.Spec.Bootstrap.ClusterID = "c1" }), params)
 	cc := checked.Spec.InitContainers[len(checked.Spec.InitContainers)-1]
-	if cc.Name != pod.ContainerPrepareData || !slices.Equal(cc.Command, []string{"etcdfed", "prepare-data", "--data-dir=" + pod.DataDir, "--cluster-id=c1"}) || len(cc.VolumeMounts) != 1 {
+	if cc.Name != pod.ContainerPrepareData || !slices.Equal(cc.Command, []string{"etcdfed-init", "prepare-data", "--data-dir=" + pod.DataDir, "--cluster-id=c1"}) || len(cc.VolumeMounts) != 1 {
 		t.Errorf("a formed member's data check: %s %v mounts %v", cc.Name, cc.Command, cc.VolumeMounts)
 	}
 	file := member(func(m *etcdfedv1.EtcdMember) {

@@ -6,7 +6,9 @@
 // writes.
 //
 // A PVC is deleted only when spec.storage.volumeReclaimPolicy is Delete,
-// and a retired one only once the new incarnation's pod runs. A PVC of the
+// and a retired one only once the new incarnation's pod runs; one labelled
+// kept (etcdfed.dev/kept: the hub swept its member and asked to keep it)
+// never. A PVC of the
 // current incarnation that vanished or was replaced (another UID than the
 // one reported in status) is never recreated silently: its data is gone and
 // only the hub may start a new incarnation.
@@ -107,7 +109,7 @@ func PlanRetired(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim, c
 		if c.Labels[etcdfedv1.LabelRetired] != "true" {
 			p.Retire = append(p.Retire, c.Name)
 		}
-		if spec.ReclaimPolicy(m) == etcdfedv1.VolumeDelete && currentPodRunning {
+		if spec.ReclaimPolicy(m) == etcdfedv1.VolumeDelete && currentPodRunning && c.Labels[etcdfedv1.LabelKept] != "true" {
 			p.Delete = append(p.Delete, c.Name)
 		}
 	}
@@ -117,15 +119,24 @@ func PlanRetired(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim, c
 }
 
 // PlanDeleted plans for every PVC of a deleted member: delete them all with
-// the Delete policy, otherwise label them retired.
+// the Delete policy, otherwise label them retired. A member the hub deleted
+// with its volumes to be kept (LabelKeepVolumes) deletes none, and its
+// volumes are labelled kept as they are retired (the write adds LabelKept).
 func PlanDeleted(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim) Plan {
 	var p Plan
+	keep := m.Labels[etcdfedv1.LabelKeepVolumes] == "true"
 	for i := range pvcs {
 		c := &pvcs[i]
 		if !spec.OwnedBy(m, c.Labels) || c.DeletionTimestamp != nil {
 			continue
 		}
-		if spec.ReclaimPolicy(m) == etcdfedv1.VolumeDelete {
+		if keep {
+			if c.Labels[etcdfedv1.LabelKept] != "true" {
+				p.Retire = append(p.Retire, c.Name)
+			}
+			continue
+		}
+		if spec.ReclaimPolicy(m) == etcdfedv1.VolumeDelete && c.Labels[etcdfedv1.LabelKept] != "true" {
 			p.Delete = append(p.Delete, c.Name)
 		} else if c.Labels[etcdfedv1.LabelRetired] != "true" {
 			p.Retire = append(p.Retire, c.Name)

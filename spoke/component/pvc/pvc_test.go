@@ -124,4 +124,18 @@ func TestPlanRetired(t *testing.T) {
 	if p := pvc.PlanDeleted(member(2, del), all); !slices.Equal(p.Delete, []string{"main-0-data-0", "main-0-data-1", "main-0-data-2"}) {
 		t.Errorf("deleted member, delete: %+v", p)
 	}
+	// Issue 24: a volume the hub asked to keep (its member swept after a
+	// recovery) is never deleted: not when its object is deleted, not when
+	// a later incarnation retires it, whatever the policy.
+	keep := func(m *etcdfedv1.EtcdMember) { m.Labels = map[string]string{etcdfedv1.LabelKeepVolumes: "true"} }
+	if p := pvc.PlanDeleted(member(2, del, keep), all); p.Delete != nil || !slices.Equal(p.Retire, []string{"main-0-data-0", "main-0-data-1", "main-0-data-2"}) {
+		t.Errorf("deleted member, delete, keep: %+v; want nothing deleted, every volume labelled", p)
+	}
+	kept := append(slices.Clone(all), claim("main-0-data-3", "3", func(c *corev1.PersistentVolumeClaim) { c.Labels[etcdfedv1.LabelKept] = "true" }))
+	if p := pvc.PlanRetired(member(4, del), kept, true); slices.Contains(p.Delete, "main-0-data-3") {
+		t.Errorf("a kept volume retired by a new incarnation: %+v", p)
+	}
+	if p := pvc.PlanDeleted(member(4, del), kept); slices.Contains(p.Delete, "main-0-data-3") {
+		t.Errorf("a kept volume deleted with its member: %+v", p)
+	}
 }

@@ -5,10 +5,12 @@ package spec
 import (
 	"strconv"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // FieldOwner is the field manager of every write the spoke makes.
@@ -30,6 +32,10 @@ const (
 	PeerPort          = etcdfedv1.DefaultPeerPort
 	MetricsPort int32 = 2381
 )
+
+// The names of the member's objects derive from the EtcdMember's name, which
+// carries the ring's namespace and name (etcdfedv1.MemberObjectName), or is
+// the member's name alone for an EtcdMember written before that scheme.
 
 // PodName is the name of the member's pod.
 func PodName(m *etcdfedv1.EtcdMember) string { return m.Name }
@@ -78,6 +84,16 @@ func StorageSize(m *etcdfedv1.EtcdMember) resource.Quantity {
 	return resource.MustParse(etcdfedv1.DefaultStorageSize)
 }
 
+// EtcdVersion is the etcd release the member runs (spec.version), whose
+// flags the spoke renders; the policy's default (the newest line) when it
+// is empty or not a release.
+func EtcdVersion(m *etcdfedv1.EtcdMember) etcdversion.Version {
+	if v, err := etcdversion.Parse(m.Spec.Version); err == nil {
+		return v
+	}
+	return etcdversion.Default()
+}
+
 // HeartbeatMillis returns spec.etcd.heartbeatIntervalMillis with its default.
 func HeartbeatMillis(m *etcdfedv1.EtcdMember) int32 {
 	if v := m.Spec.Etcd.HeartbeatIntervalMillis; v != nil {
@@ -95,12 +111,60 @@ func ElectionMillis(m *etcdfedv1.EtcdMember) int32 {
 }
 
 // TerminationGraceSeconds returns the pod template's grace period with its
-// default, 30.
+// default: long enough for etcd to stop cleanly after SIGTERM. A leader
+// first hands leadership to a follower, waiting up to etcd's request
+// timeout (5 s plus two election timeouts), then closes its database; the
+// default is 15 s plus two election timeouts, and never below 30 s.
 func TerminationGraceSeconds(m *etcdfedv1.EtcdMember) int64 {
 	if v := m.Spec.PodTemplate.TerminationGracePeriodSeconds; v != nil {
 		return *v
 	}
-	return 30
+	// Round the election timeouts up to whole seconds.
+	g := 15 + (2*int64(ElectionMillis(m))+999)/1000
+	return max(g, 30)
+}
+
+// Default requests of the init containers (wait-dns, prepare-data): small
+// and without limits, so that they never make the pod BestEffort and never
+// hold a node's capacity.
+const (
+	HelperCPURequest    = "10m"
+	HelperMemoryRequest = "32Mi"
+)
+
+// EtcdResources returns the etcd container's resources: the pod template's,
+// with etcdfedv1.DefaultEtcdCPURequest and DefaultEtcdMemoryRequest
+// requested for cpu and memory where neither a request nor a limit names
+// them (a limit alone makes the kubelet request as much), so the pod is
+// never BestEffort.
+func EtcdResources(m *etcdfedv1.EtcdMember) corev1.ResourceRequirements {
+	var r corev1.ResourceRequirements
+	if t := m.Spec.PodTemplate.Resources; t != nil {
+		r = *t.DeepCopy()
+	}
+	for name, def := range map[corev1.ResourceName]string{
+		corev1.ResourceCPU:    etcdfedv1.DefaultEtcdCPURequest,
+		corev1.ResourceMemory: etcdfedv1.DefaultEtcdMemoryRequest,
+	} {
+		_, req := r.Requests[name]
+		_, lim := r.Limits[name]
+		if req || lim {
+			continue
+		}
+		if r.Requests == nil {
+			r.Requests = corev1.ResourceList{}
+		}
+		r.Requests[name] = resource.MustParse(def)
+	}
+	return r
+}
+
+// HelperResources are the init containers' resources.
+func HelperResources() corev1.ResourceRequirements {
+	return corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse(HelperCPURequest),
+		corev1.ResourceMemory: resource.MustParse(HelperMemoryRequest),
+	}}
 }
 
 // Labels returns the labels of an object of the member: managed-by, cluster
@@ -119,12 +183,29 @@ func Labels(m *etcdfedv1.EtcdMember, component string, incarnation int64) map[st
 	return l
 }
 
-// SelectorLabels select every object of the member (all incarnations).
+// SelectorLabels select every object of the member (all incarnations): the
+// ring's UID and the member's name, and the EtcdMember's name when it is not
+// the member's (etcdfedv1.MemberObjectName). An EtcdMember named after the
+// member alone (written before that scheme) keeps the selector its objects
+// were created with, so that nothing of a running member changes.
 func SelectorLabels(m *etcdfedv1.EtcdMember) map[string]string {
-	return map[string]string{
+	l := map[string]string{
 		etcdfedv1.LabelClusterUID: m.Spec.Cluster.UID,
-		etcdfedv1.LabelMember:     m.Name,
+		etcdfedv1.LabelMember:     m.Spec.MemberName,
 	}
+	if m.Name != m.Spec.MemberName {
+		l[etcdfedv1.LabelMemberObject] = m.Name
+	}
+	return l
+}
+
+// MemberOfLabels is the EtcdMember an object labelled by SelectorLabels
+// belongs to ("" when the labels name none).
+func MemberOfLabels(labels map[string]string) string {
+	if o := labels[etcdfedv1.LabelMemberObject]; o != "" {
+		return o
+	}
+	return labels[etcdfedv1.LabelMember]
 }
 
 // PodSelector selects the member's pod of any incarnation (the Service's
@@ -146,11 +227,16 @@ func Incarnation(labels map[string]string) (int64, bool) {
 	return n, err == nil
 }
 
-// OwnedBy reports whether an object's labels say it belongs to the member's
-// EtcdCluster (same cluster UID and member). Objects of another EtcdCluster
-// with the same name are never touched.
+// OwnedBy reports whether an object's labels say it belongs to the member
+// (SelectorLabels: same cluster UID, member and EtcdMember). Objects of
+// another EtcdCluster, or of another EtcdMember, are never touched.
 func OwnedBy(m *etcdfedv1.EtcdMember, labels map[string]string) bool {
-	return labels[etcdfedv1.LabelClusterUID] == m.Spec.Cluster.UID && labels[etcdfedv1.LabelMember] == m.Name
+	for k, v := range SelectorLabels(m) {
+		if labels[k] != v {
+			return false
+		}
+	}
+	return labels[etcdfedv1.LabelMemberObject] == "" || labels[etcdfedv1.LabelMemberObject] == m.Name
 }
 
 // Ports are the peer and client ports a member advertises: 2380 and 2379

@@ -36,7 +36,9 @@ func TestValidate(t *testing.T) {
 		want string
 	}{
 		{"valid", member(), ""},
-		{"name differs", member(func(m *etcdfedv1.EtcdMember) { m.Name = "main-9" }), "must equal spec.memberName"},
+		{"name differs", member(func(m *etcdfedv1.EtcdMember) { m.Name = "main-9" }), `must be "default-main-0-`},
+		{"named by the scheme", member(func(m *etcdfedv1.EtcdMember) { m.Name = etcdfedv1.MemberObjectName("default", "main", "main-0") }), ""},
+		{"named by the scheme for another ring", member(func(m *etcdfedv1.EtcdMember) { m.Name = etcdfedv1.MemberObjectName("team-b", "main", "main-0") }), `must be "default-main-0-`},
 		{"not a pod name", member(func(m *etcdfedv1.EtcdMember) { m.Name, m.Spec.MemberName = "Main_0", "Main_0" }), "cannot name a pod"},
 		{"service name starts with digit", member(func(m *etcdfedv1.EtcdMember) {
 			m.Name, m.Spec.MemberName, m.Spec.Expose.Type = "0main", "0main", etcdfedv1.ExposeNodePort
@@ -86,5 +88,38 @@ func TestLabelsSkipLongClusterName(t *testing.T) {
 	m := member(func(m *etcdfedv1.EtcdMember) { m.Spec.Cluster.Name = strings.Repeat("a", 100) })
 	if _, ok := spec.Labels(m, spec.ComponentPod, 0)[etcdfedv1.LabelClusterName]; ok {
 		t.Error("a cluster name longer than a label value was used as a label")
+	}
+}
+
+// TestObjectsOfTwoEtcdMembersOfOneMember: the objects of an EtcdMember
+// named after the member alone (written before the naming scheme) keep
+// the labels they were created with, those of a scheme-named one carry its
+// name, and neither EtcdMember owns, or maps back to, the other's.
+func TestObjectsOfTwoEtcdMembersOfOneMember(t *testing.T) {
+	legacy := member()
+	scoped := member(func(m *etcdfedv1.EtcdMember) { m.Name = etcdfedv1.MemberObjectName("default", "main", "main-0") })
+	ll, sl := spec.Labels(legacy, spec.ComponentPod, 1), spec.Labels(scoped, spec.ComponentPod, 1)
+	if _, ok := ll[etcdfedv1.LabelMemberObject]; ok || ll[etcdfedv1.LabelMember] != "main-0" {
+		t.Errorf("legacy labels %v: want member main-0 and no %s", ll, etcdfedv1.LabelMemberObject)
+	}
+	if sl[etcdfedv1.LabelMember] != "main-0" || sl[etcdfedv1.LabelMemberObject] != scoped.Name {
+		t.Errorf("scoped labels %v: want member main-0 and %s %s", sl, etcdfedv1.LabelMemberObject, scoped.Name)
+	}
+	for _, tc := range []struct {
+		m      *etcdfedv1.EtcdMember
+		labels map[string]string
+		owns   bool
+	}{
+		{legacy, ll, true}, {scoped, sl, true}, {legacy, sl, false}, {scoped, ll, false},
+	} {
+		if got := spec.OwnedBy(tc.m, tc.labels); got != tc.owns {
+			t.Errorf("OwnedBy(%s, %v) = %v, want %v", tc.m.Name, tc.labels, got, tc.owns)
+		}
+	}
+	if got := spec.MemberOfLabels(ll); got != legacy.Name {
+		t.Errorf("MemberOfLabels(legacy) = %q", got)
+	}
+	if got := spec.MemberOfLabels(sl); got != scoped.Name {
+		t.Errorf("MemberOfLabels(scoped) = %q", got)
 	}
 }

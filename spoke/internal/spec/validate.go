@@ -16,8 +16,9 @@ import (
 // is reported, joined.
 func Validate(m *etcdfedv1.EtcdMember) error {
 	var errs []error
-	if m.Name != m.Spec.MemberName {
-		errs = append(errs, fmt.Errorf("metadata.name %q must equal spec.memberName %q: the pod, volume and Service are named after the member", m.Name, m.Spec.MemberName))
+	if c := m.Spec.Cluster; !etcdfedv1.IsMemberObjectName(m.Name, c.Namespace, c.Name, m.Spec.MemberName) {
+		errs = append(errs, fmt.Errorf("metadata.name %q must be %q (the member %q of EtcdCluster %s/%s) or, for an object written before that scheme, %q: the pod, volume and Service are named after it",
+			m.Name, etcdfedv1.MemberObjectName(c.Namespace, c.Name, m.Spec.MemberName), m.Spec.MemberName, c.Namespace, c.Name, m.Spec.MemberName))
 	}
 	if msgs := validation.IsDNS1123Label(m.Name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("name %q cannot name a pod: %s", m.Name, strings.Join(msgs, "; ")))

@@ -49,6 +49,10 @@ func run() error {
 	allowUpdate := flag.Bool("allow-update", false, "accept RFC 2136 updates signed with a -tsig-key")
 	sockets := flag.Int("udp-sockets", 0, "UDP sockets (0: GOMAXPROCS)")
 	metricsAddr := flag.String("metrics-addr", "", "serve Prometheus metrics on this address (empty: off)")
+	rrlRate := flag.Int("rate-limit", 0, "response-rate limit: UDP responses per second per client /24 (IPv6 /56); 0: off")
+	rrlSlip := flag.Int("rate-limit-slip", 2, "every Nth response over the limit is sent truncated; -1 drops all")
+	var rrlExempt listFlag
+	flag.Var(&rrlExempt, "rate-limit-exempt", "CIDR never rate limited (repeatable)")
 	verbose := flag.Bool("v", false, "log zone changes")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile to this file until exit")
 	flag.Parse()
@@ -66,7 +70,15 @@ func run() error {
 		return errors.New("give at least one -zone ORIGIN=FILE")
 	}
 
-	cfg := embedded.Config{Addr: *listen, AllowUpdate: *allowUpdate, UDPSockets: *sockets, Log: stderrLogger(*verbose)}
+	cfg := embedded.Config{Addr: *listen, AllowUpdate: *allowUpdate, UDPSockets: *sockets, Log: stderrLogger(*verbose),
+		RRL: embedded.RRLConfig{ResponsesPerSecond: *rrlRate, Slip: *rrlSlip}}
+	for _, a := range rrlExempt {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return fmt.Errorf("-rate-limit-exempt %q: %w", a, err)
+		}
+		cfg.RRL.Exempt = append(cfg.RRL.Exempt, p)
+	}
 	for _, a := range allow {
 		p, err := netip.ParsePrefix(a)
 		if err != nil {

@@ -1,0 +1,93 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+)
+
+// Names of the objects the hub writes in member clusters (rule 14). Every
+// ring's objects share one namespace in each member cluster (the ring
+// namespace), so each name carries the ring's namespace and name: two
+// EtcdClusters named alike in two namespaces never write the same object.
+//
+// The scheme, for a member of the EtcdCluster NAMESPACE/RING:
+//
+//	<namespace>-<member>-<hash>
+//
+// where hash is RingHash(namespace, ring): the first 40 bits of
+// SHA-256("NAMESPACE/RING"), as 8 characters of lowercase base32 (a-z,
+// 2-7). The hash, not the readable part, makes the name unique, so the
+// readable part may be cut: the whole name fits 63 characters (a
+// Service's name, which also names the pod's hostname), the namespace is
+// cut from its end first and left out when nothing of it fits or it does
+// not start with a letter (a Service name must). A member name too long
+// for even "<member>-<hash>" (over 54 characters) is cut to 54 and hashed
+// with the ring: "<member[:54]>-<RingHash(namespace, ring+"/"+member)>".
+//
+// The spoke derives the names of what it creates from the EtcdMember's
+// name: the pod and the Service are named like it, the PVC of incarnation
+// N is "<name>-data-N", the disruption budget is named like it; the hub
+// names a member's certificate Secret "<name>-tls" and its restore
+// credentials "<name>-store-credentials". The ring's EtcdDNSZone is
+// RingObjectName (the ring's name in place of the member's).
+//
+// Objects written before this scheme are named after the member alone
+// ("main-0", "main-0-tls", PVC "main-0-data-3") and the EtcdDNSZone after
+// the ring ("main"). The hub keeps using such a member's object for as long
+// as it exists (it finds objects by their labels, not their names), so a
+// running member keeps its pod, volume and Service: renaming any of them
+// would restart it. A member that gets a new object (it moves to another
+// member cluster, or is added) gets the new name. docs/architecture.md,
+// departure 34, explains why.
+
+// objectNameMax is the longest name the scheme gives: a Service's name is
+// a DNS-1035 label.
+const objectNameMax = 63
+
+// ringHashLen is the length of RingHash.
+const ringHashLen = 8
+
+var nameHashEncoding = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// RingHash is a stable short hash of an EtcdCluster's namespace and name,
+// 8 characters of [a-z2-7].
+func RingHash(namespace, name string) string {
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return nameHashEncoding.EncodeToString(sum[:5])[:ringHashLen]
+}
+
+// MemberObjectName is the name of a member's EtcdMember (and the stem of
+// its pod, Service, PVCs and Secrets) in a member cluster.
+func MemberObjectName(namespace, ring, member string) string {
+	return scopedName(namespace, ring, member)
+}
+
+// RingObjectName is the name of a ring's object that is one per member
+// cluster (its EtcdDNSZone).
+func RingObjectName(namespace, ring string) string {
+	return scopedName(namespace, ring, ring)
+}
+
+// IsMemberObjectName reports whether name is a valid name for the EtcdMember
+// of member in the ring namespace/ring: the scheme's, or the member's name
+// alone (an object written before the scheme).
+func IsMemberObjectName(name, namespace, ring, member string) bool {
+	return name == member || name == MemberObjectName(namespace, ring, member)
+}
+
+func scopedName(namespace, ring, base string) string {
+	h := RingHash(namespace, ring)
+	room := objectNameMax - len(h) - 1 // "-<hash>"
+	if len(base) > room {
+		return strings.TrimRight(base[:room], "-") + "-" + RingHash(namespace, ring+"/"+base)
+	}
+	name := base + "-" + h
+	if k := room - len(base) - 1; k > 0 { // "<namespace>-"
+		ns := strings.TrimRight(namespace[:min(k, len(namespace))], "-")
+		if ns != "" && ns[0] >= 'a' && ns[0] <= 'z' {
+			name = ns + "-" + name
+		}
+	}
+	return name
+}

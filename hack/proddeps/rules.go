@@ -1,0 +1,97 @@
+package main
+
+import (
+	"slices"
+	"strings"
+)
+
+// Module is etcdfed's module path.
+const Module = "github.com/etcdfed/etcdfed"
+
+// devPackages are etcdfed's packages (and everything below them) that
+// exist for tests or the local environment and never for a production
+// binary.
+var devPackages = []string{
+	"internal/localenv", // the local environment (process nodes, apiservers)
+	"internal/testenv",  // envtest and process fixtures
+	"internal/etcdtest", // etcd fixtures
+	"internal/s3test",   // S3 server fixture
+	"internal/snapshottest",
+	"internal/faultproxy", // fault injection
+	"internal/workload",   // the recorded workload of the scenarios
+	"internal/images",     // the image builder (dev tooling)
+	"test",
+	"hack",
+}
+
+// Forbidden says why a production binary must not link pkg, "" when it
+// may.
+func Forbidden(pkg string) string {
+	switch {
+	case pkg == "testing" || strings.HasPrefix(pkg, "testing/"):
+		return "the standard library's test framework"
+	case pkg == "net/http/httptest":
+		return "the standard library's HTTP test server"
+	case slices.Contains(strings.Split(pkg, "/"), "envtest"):
+		return "envtest starts test apiservers"
+	}
+	rel, ok := strings.CutPrefix(pkg, Module+"/")
+	if !ok {
+		return ""
+	}
+	for _, d := range devPackages {
+		if rel == d || strings.HasPrefix(rel, d+"/") {
+			return "etcdfed's test or dev code (" + d + ")"
+		}
+	}
+	// Fixtures elsewhere in the tree follow the naming rule: a package
+	// named *test or test* (spoke/internal/spoketest, testcerts, testetcd).
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
+	if strings.HasSuffix(base, "test") || strings.HasPrefix(base, "test") {
+		return "etcdfed's test fixtures (" + rel + ")"
+	}
+	return ""
+}
+
+// Finding is one forbidden package in a binary.
+type Finding struct {
+	Package string
+	Why     string
+	// Chain is the shortest import chain from the binary's main package.
+	Chain []string
+}
+
+// Check walks the import graph g from root and returns every forbidden
+// package with the shortest chain of imports that reaches it, in the
+// order found (breadth first, imports sorted).
+func Check(g map[string][]string, root string) []Finding {
+	parent := map[string]string{root: ""}
+	queue := []string{root}
+	var out []Finding
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		if why := Forbidden(p); why != "" {
+			out = append(out, Finding{Package: p, Why: why, Chain: chain(parent, p)})
+			continue // what it imports is reported through it
+		}
+		imps := slices.Clone(g[p])
+		slices.Sort(imps)
+		for _, i := range imps {
+			if _, seen := parent[i]; !seen {
+				parent[i] = p
+				queue = append(queue, i)
+			}
+		}
+	}
+	return out
+}
+
+func chain(parent map[string]string, p string) []string {
+	var c []string
+	for ; p != ""; p = parent[p] {
+		c = append(c, p)
+	}
+	slices.Reverse(c)
+	return c
+}

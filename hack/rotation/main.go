@@ -1,0 +1,206 @@
+// Command rotation picks the slice of the scenarios of test/multicluster
+// that this CI run runs, so that every scenario runs within a few runs
+// while one run stays within its time budget.
+//
+// The scenarios are every TestScenario* in test/multicluster (read from
+// the source, nothing is compiled) that -exclude does not match (the ones
+// `make failures` runs every time). They are packed, in name order, into
+// slices whose estimated time (estimates below, measured; a scenario not
+// listed counts defaultEstimate) stays within -budget; run number N runs
+// slice N mod the number of slices. N is -run, else the commit count of
+// HEAD (each new commit moves the rotation on by one).
+//
+// It prints the go test -run pattern of the slice on stdout, and on stderr
+// which scenarios run now, with their estimates, and which slices come
+// next, so a CI log says what ran and what did not.
+//
+// Usage: go run ./hack/rotation -exclude REGEXP [-budget 22m] [-run N] [-dir test/multicluster]
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// estimates are the scenarios' times in one `go test` run of a slice (the
+// local environment started once for the slice, `startup` once), rounded
+// up by about half from what they took on the project's shared 2-core
+// machine on 2026-11-26 (docs/measurements/ci-rotation.md); the ones not
+// measured yet are guesses of 3 to 4 minutes.
+var estimates = map[string]time.Duration{
+	"TestScenarioCARotation":             3 * time.Minute,
+	"TestScenarioConsumerCredentials":    3 * time.Minute,
+	"TestScenarioDefrag":                 3 * time.Minute, // 128 s
+	"TestScenarioDisruptionBudget":       1 * time.Minute, // 36 s
+	"TestScenarioDowngrade":              3 * time.Minute, // 114 s
+	"TestScenarioDowngrade37":            3 * time.Minute,
+	"TestScenarioMemberCertRotation":     3 * time.Minute, // 134 s
+	"TestScenarioNoSpace":                3 * time.Minute,
+	"TestScenarioQuorumLossAutomatic":    3 * time.Minute, // 98 s
+	"TestScenarioQuorumLossFromBackup":   4 * time.Minute,
+	"TestScenarioQuorumLossHubRestarted": 3 * time.Minute,
+	"TestScenarioQuorumLossRecovery":     3 * time.Minute,
+	"TestScenarioRestoreFromSnapshot":    3 * time.Minute,
+	"TestScenarioUpgrade":                6 * time.Minute, // 252 s
+}
+
+// defaultEstimate counts a scenario with no estimate yet.
+const defaultEstimate = 8 * time.Minute
+
+// startup is the time of one slice's go test beyond its scenarios: the
+// test binary built, the local environment started.
+const startup = 2 * time.Minute
+
+func main() {
+	exclude := flag.String("exclude", "", "scenarios not to rotate (a go test -run pattern: the ones run every time)")
+	budget := flag.Duration("budget", 22*time.Minute, "the most one slice may take, estimated")
+	run := flag.String("run", "", "this CI run's number (default: the commit count of HEAD)")
+	dir := flag.String("dir", "test/multicluster", "the package of the scenarios")
+	flag.Parse()
+	pattern, err := plan(os.Stderr, *dir, *exclude, *run, *budget)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "rotation:", err)
+		os.Exit(1)
+	}
+	fmt.Println(pattern)
+}
+
+func plan(log io.Writer, dir, exclude, run string, budget time.Duration) (string, error) {
+	names, err := scenarios(dir)
+	if err != nil {
+		return "", err
+	}
+	var skip *regexp.Regexp
+	if exclude != "" {
+		if skip, err = regexp.Compile(exclude); err != nil {
+			return "", fmt.Errorf("-exclude: %w", err)
+		}
+	}
+	var rotated []string
+	for _, n := range names {
+		if skip == nil || !skip.MatchString(n) {
+			rotated = append(rotated, n)
+		}
+	}
+	if len(rotated) == 0 {
+		return "", errors.New("no scenario to rotate")
+	}
+	n, err := runNumber(run)
+	if err != nil {
+		return "", err
+	}
+	slices := pack(rotated, budget)
+	i := n % len(slices)
+	fmt.Fprintf(log, "scenario rotation: %d scenarios besides those `make failures` runs, in %d slices of at most %s (estimated); run %d runs slice %d of %d:\n",
+		len(rotated), len(slices), budget, n, i+1, len(slices))
+	for _, s := range slices[i] {
+		fmt.Fprintf(log, "  now:  %s (~%s)\n", s, estimate(s))
+	}
+	for k := 1; k < len(slices); k++ {
+		j := (i + k) % len(slices)
+		fmt.Fprintf(log, "  run %d (slice %d): %s\n", n+k, j+1, strings.Join(slices[j], ", "))
+	}
+	return "^(" + strings.Join(slices[i], "|") + ")$", nil
+}
+
+// scenarios are the names of the TestScenario* functions in dir's test
+// files, sorted.
+func scenarios(dir string) ([]string, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	fset := token.NewFileSet()
+	for _, f := range files {
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range file.Decls {
+			if fn, ok := d.(*ast.FuncDecl); ok && fn.Recv == nil && strings.HasPrefix(fn.Name.Name, "TestScenario") {
+				out = append(out, fn.Name.Name)
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no TestScenario* in %s", dir)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// runNumber is run, or the commit count of HEAD.
+func runNumber(run string) (int, error) {
+	if run == "" {
+		out, err := exec.Command("git", "rev-list", "--count", "HEAD").Output()
+		if err != nil {
+			return 0, fmt.Errorf("no -run and no commit count (git rev-list --count HEAD): %w", err)
+		}
+		run = strings.TrimSpace(string(out))
+	}
+	n, err := strconv.Atoi(run)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("run number %q: want a count", run)
+	}
+	return n, nil
+}
+
+func estimate(name string) time.Duration {
+	if d, ok := estimates[name]; ok {
+		return d
+	}
+	return defaultEstimate
+}
+
+// pack splits names into as few slices as keep each within budget
+// (estimated, with startup), the longest scenarios first each into the
+// slice with the least so far; a scenario longer than the budget gets a
+// slice of its own. Each slice is in name order, the slices in the order
+// of their first names, so the plan depends only on the names and
+// estimates.
+func pack(names []string, budget time.Duration) [][]string {
+	byLength := append([]string(nil), names...)
+	sort.SliceStable(byLength, func(i, j int) bool { return estimate(byLength[i]) > estimate(byLength[j]) })
+	for k := 1; ; k++ {
+		slices := make([][]string, k)
+		used := make([]time.Duration, k)
+		fits := true
+		for _, n := range byLength {
+			best := 0
+			for i := range used {
+				if used[i] < used[best] {
+					best = i
+				}
+			}
+			if len(slices[best]) > 0 && startup+used[best]+estimate(n) > budget {
+				fits = false
+				if k < len(names) {
+					break
+				}
+			}
+			slices[best] = append(slices[best], n)
+			used[best] += estimate(n)
+		}
+		if fits || k >= len(names) {
+			for _, s := range slices {
+				sort.Strings(s)
+			}
+			sort.Slice(slices, func(i, j int) bool { return slices[i][0] < slices[j][0] })
+			return slices
+		}
+	}
+}

@@ -1,0 +1,215 @@
+// Package resolver points Go's DNS resolver at the DNS servers named in the
+// ETCDFED_DNS_SERVERS environment variable (comma-separated host:port).
+//
+// The local environment runs etcd as plain processes on one machine, where
+// the ring's DNS servers listen on loopback ports other than 53 and the
+// machine's /etc/resolv.conf must not be touched. Kubelet would give a pod
+// its cluster DNS; this package is the local stand-in. Without the variable
+// nothing changes and the binaries behave exactly as upstream's. The code
+// below the package clause is internal/resolverenv's, kept equal by that
+// package's tests.
+package resolver
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// EnvVar names the variable read by Install.
+const EnvVar = "ETCDFED_DNS_SERVERS"
+
+// Install replaces net.DefaultResolver when EnvVar is set.
+//
+// Each UDP query goes to every server at once and the first answer wins:
+// the servers are the spokes of several member clusters, and the point of
+// the ring is that some of them may be gone. A dead server's port refuses
+// (or a frozen one never answers) while a live one answers; sending to one
+// server at a time would make every lookup a gamble on which one comes up,
+// and a lost gamble costs the resolver's whole timeout. TCP (only after a
+// truncated answer) tries the servers in turn.
+func Install() {
+	servers := parse(os.Getenv(EnvVar))
+	if len(servers) == 0 {
+		return
+	}
+	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: dialer(servers)}
+}
+
+func dialer(servers []string) func(ctx context.Context, network, _ string) (net.Conn, error) {
+	return func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		if strings.HasPrefix(network, "udp") {
+			return dialFanout(ctx, &d, network, servers)
+		}
+		var err error
+		for _, server := range servers {
+			var c net.Conn
+			if c, err = d.DialContext(ctx, network, server); err == nil {
+				return c, nil
+			}
+		}
+		return nil, err
+	}
+}
+
+func parse(v string) []string {
+	var out []string
+	for _, s := range strings.Split(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// fanout is one UDP "connection" to several servers: a write goes to all,
+// a read returns the next datagram any of them sent. Errors of single
+// servers (a refused port) are dropped while another may still answer; the
+// read fails only when every server has failed, or at the deadline. It is a
+// net.PacketConn so that Go's resolver speaks datagrams over it.
+type fanout struct {
+	conns   []net.Conn
+	packets chan []byte
+	done    chan struct{}
+	once    sync.Once
+
+	mu       sync.Mutex
+	deadline time.Time
+	failed   int
+	lastErr  error
+	wake     chan struct{} // closed and replaced when failed changes
+}
+
+func dialFanout(ctx context.Context, d *net.Dialer, network string, servers []string) (net.Conn, error) {
+	f := &fanout{packets: make(chan []byte, 4*len(servers)), done: make(chan struct{}), wake: make(chan struct{})}
+	var err error
+	for _, s := range servers {
+		c, derr := d.DialContext(ctx, network, s)
+		if derr != nil {
+			err = derr
+			continue
+		}
+		f.conns = append(f.conns, c)
+	}
+	if len(f.conns) == 0 {
+		return nil, err
+	}
+	for _, c := range f.conns {
+		go f.receive(c)
+	}
+	return f, nil
+}
+
+// receive forwards c's datagrams until c fails or f is closed. A refused
+// port (ICMP port unreachable) fails one read and can be retried, but one
+// refusal is enough to tell that server is away for this query.
+func (f *fanout) receive(c net.Conn) {
+	for {
+		b := make([]byte, 64<<10)
+		n, err := c.Read(b)
+		if err != nil {
+			f.mu.Lock()
+			f.failed++
+			f.lastErr = err
+			close(f.wake)
+			f.wake = make(chan struct{})
+			f.mu.Unlock()
+			return
+		}
+		select {
+		case f.packets <- b[:n]:
+		case <-f.done:
+			return
+		}
+	}
+}
+
+func (f *fanout) Read(b []byte) (int, error) {
+	for {
+		f.mu.Lock()
+		deadline, wake := f.deadline, f.wake
+		allFailed := f.failed == len(f.conns)
+		lastErr := f.lastErr
+		f.mu.Unlock()
+		// Packets already received win over failures seen since.
+		select {
+		case p := <-f.packets:
+			return copy(b, p), nil
+		default:
+		}
+		if allFailed {
+			return 0, lastErr
+		}
+		var timeout <-chan time.Time
+		var timer *time.Timer
+		if !deadline.IsZero() {
+			timer = time.NewTimer(time.Until(deadline))
+			timeout = timer.C
+		}
+		var p []byte
+		var err error
+		select {
+		case p = <-f.packets:
+		case <-wake:
+		case <-timeout:
+			err = &net.OpError{Op: "read", Net: "udp", Err: os.ErrDeadlineExceeded}
+		case <-f.done:
+			err = net.ErrClosed
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if p != nil || err != nil {
+			return copy(b, p), err
+		}
+	}
+}
+
+func (f *fanout) Write(b []byte) (int, error) {
+	var errs []error
+	for _, c := range f.conns {
+		if _, err := c.Write(b); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == len(f.conns) {
+		return 0, errors.Join(errs...)
+	}
+	return len(b), nil
+}
+
+func (f *fanout) ReadFrom(b []byte) (int, net.Addr, error) {
+	n, err := f.Read(b)
+	return n, nil, err
+}
+
+func (f *fanout) WriteTo(b []byte, _ net.Addr) (int, error) { return f.Write(b) }
+
+func (f *fanout) Close() error {
+	f.once.Do(func() {
+		close(f.done)
+		for _, c := range f.conns {
+			_ = c.Close()
+		}
+	})
+	return nil
+}
+
+func (f *fanout) LocalAddr() net.Addr  { return f.conns[0].LocalAddr() }
+func (f *fanout) RemoteAddr() net.Addr { return f.conns[0].RemoteAddr() }
+
+func (f *fanout) SetDeadline(t time.Time) error {
+	f.mu.Lock()
+	f.deadline = t
+	f.mu.Unlock()
+	return nil
+}
+
+func (f *fanout) SetReadDeadline(t time.Time) error { return f.SetDeadline(t) }
+
+func (f *fanout) SetWriteDeadline(time.Time) error { return nil }

@@ -1,0 +1,227 @@
+package clients
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// etcdFrom is an etcd client built from a consumer Secret's data alone.
+func etcdFrom(t *testing.T, data map[string][]byte) *clientv3.Client {
+	t.Helper()
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data[etcdfedv1.ClientSecretKeyCA]) {
+		t.Fatal("no CA in the Secret")
+	}
+	pair, err := tls.X509KeyPair(data[etcdfedv1.ClientSecretKeyCert], data[etcdfedv1.ClientSecretKeyKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints: strings.Split(string(data[etcdfedv1.ClientSecretKeyEndpoints]), ","), DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+		TLS: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func denied(err error) bool {
+	return errors.Is(err, rpctypes.ErrPermissionDenied) || errors.Is(err, rpctypes.ErrUserNotFound) ||
+		(err != nil && strings.Contains(err.Error(), "permission denied"))
+}
+
+// TestConsumerRoles, against a real hub apiserver and a real etcd with
+// TLS: on a ring that ran without authentication (as an older hub left
+// it), the hub turns etcd authentication on with a user and role per
+// consumer while the declared consumers and a root certificate write, and
+// none of their writes fails. A ReadOnly consumer reads and cannot write; a ReadWrite one
+// with a keyPrefix writes under it and nowhere else; a Root one writes
+// anywhere; a certificate of the ring's CA that no spec.clients entry
+// declares (every certificate was root on the data before) reads and
+// writes nothing; the hub itself stays root. Removing the read-only
+// consumer deletes its user at once: its certificate, still valid, reads
+// nothing any more.
+func TestConsumerRoles(t *testing.T) {
+	cls := testenv.StartT(t, "hub")
+	hub := cls[0].Client
+	ctx := context.Background()
+	now := time.Now()
+	ca, err := pki.NewCA("ring", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, Name: "roles"})
+	if err := hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "main"}}
+	// A ring as an older hub ran it: consumers' Secrets, no etcd
+	// authentication (spec.tls.auth Disabled for the first pass).
+	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"},
+		TLS: etcdfedv1.TLSSpec{Auth: etcdfedv1.AuthDisabled},
+		Clients: []etcdfedv1.ClientSpec{
+			{Name: "reader", Role: etcdfedv1.ClientRoleReadOnly},
+			{Name: "writer", Role: etcdfedv1.ClientRoleReadWrite, KeyPrefix: "/app/"},
+			{Name: "admin", Role: etcdfedv1.ClientRoleRoot},
+		}}
+	if err := hub.Create(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	ec.Status.Endpoints = e.Endpoints()
+	ec.Status.ClusterID = "1"
+	if err := hub.Status().Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	// What the EtcdCluster reconciler keeps: the CA and the hub's own
+	// client certificate.
+	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.CASecretName(ec)}, Data: (&pki.Authority{Signer: ca}).Data()},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.HubClientSecretName(ec)}, Data: map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: hubLeaf.CertPEM, pki.KeyKey: hubLeaf.KeyPEM}},
+	} {
+		if err := hub.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Reconciler{Client: hub, Reader: hub}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
+	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
+	got := pass()
+	secret := func(name string) map[string][]byte {
+		sec := &corev1.Secret{}
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: "team-a", Name: "main-" + name + "-etcd-client"}, sec); err != nil {
+			t.Fatal(err)
+		}
+		return sec.Data
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	readerData := secret("reader")
+	reader, writer, admin := etcdFrom(t, readerData), etcdFrom(t, secret("writer")), etcdFrom(t, secret("admin"))
+
+	// Turning authentication on under the declared consumers' writes (and
+	// a root certificate's, as `etcdfed client-cert` gives) loses none.
+	root, err := ca.IssueClient(etcdfedv1.EtcdRootUser, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rootCli := etcdFrom(t, Data(ca.CertPEM, root, strings.Join(e.Endpoints(), ",")))
+	var writes, failures atomic.Int64
+	var lastErr atomic.Value
+	stopWrites := make(chan struct{})
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for i := 0; ; i++ {
+			select {
+			case <-stopWrites:
+				return
+			default:
+			}
+			for _, w := range []struct {
+				c   *clientv3.Client
+				key string
+			}{{writer, "/app/w"}, {admin, "/admin/w"}, {rootCli, "/root/w"}} {
+				if _, err := w.c.Put(cctx, fmt.Sprintf("%s%d", w.key, i), "v"); err != nil {
+					failures.Add(1)
+					lastErr.Store(err.Error())
+				} else {
+					writes.Add(1)
+				}
+			}
+		}
+	}()
+	for writes.Load() < 30 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	before := got.DeepCopy()
+	got.Spec.TLS.Auth = ""
+	if err := hub.Patch(ctx, got, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	got = pass()
+	at := writes.Load()
+	for writes.Load() < at+30 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	close(stopWrites)
+	<-wrote
+	if failures.Load() > 0 {
+		t.Errorf("turning authentication on failed %d of %d writes of declared consumers and root: %v", failures.Load(), writes.Load()+failures.Load(), lastErr.Load())
+	}
+	t.Logf("authentication turned on under %d writes of declared consumers and root, none failed", writes.Load())
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("ClientsReady %+v", c)
+	}
+	if _, err := admin.Put(cctx, "/seed", "v"); err != nil {
+		t.Fatalf("Root consumer: put: %v", err)
+	}
+	if _, err := reader.Get(cctx, "/seed"); err != nil {
+		t.Fatalf("ReadOnly consumer: get: %v", err)
+	}
+	if _, err := reader.Put(cctx, "/seed", "overwritten"); !denied(err) {
+		t.Fatalf("ReadOnly consumer: put = %v, want permission denied", err)
+	}
+	if _, err := writer.Put(cctx, "/app/k", "v"); err != nil {
+		t.Fatalf("ReadWrite consumer under its prefix: %v", err)
+	}
+	if _, err := writer.Put(cctx, "/other/k", "v"); !denied(err) {
+		t.Fatalf("ReadWrite consumer outside its prefix: %v, want permission denied", err)
+	}
+	stray, err := ca.IssueClient("stray", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	strayCli := etcdFrom(t, Data(ca.CertPEM, stray, strings.Join(e.Endpoints(), ",")))
+	if _, err := strayCli.Get(cctx, "/seed"); !denied(err) {
+		t.Fatalf("an undeclared certificate of the CA: get = %v, want permission denied", err)
+	}
+	hubCli := etcdFrom(t, Data(ca.CertPEM, hubLeaf, strings.Join(e.Endpoints(), ",")))
+	if _, err := hubCli.MemberList(cctx); err != nil {
+		t.Fatalf("the hub: member list: %v", err)
+	}
+	if _, err := hubCli.UserList(cctx); err != nil {
+		t.Fatalf("the hub is not root: %v", err)
+	}
+
+	// Revocation: the entry goes, the user with it.
+	before = got.DeepCopy()
+	got.Spec.Clients = got.Spec.Clients[1:]
+	if err := hub.Patch(ctx, got, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	pass()
+	if _, err := reader.Get(cctx, "/seed"); !denied(err) {
+		t.Fatalf("a removed consumer's certificate still reads: %v", err)
+	}
+	if _, err := writer.Put(cctx, "/app/k2", "v"); err != nil {
+		t.Fatalf("the remaining consumer lost its access: %v", err)
+	}
+}

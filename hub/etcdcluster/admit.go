@@ -1,0 +1,143 @@
+package etcdcluster
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mchandler "sigs.k8s.io/multicluster-runtime/pkg/handler"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/tenancy"
+)
+
+// Admission (rule 14): before a pass writes anything for an EtcdCluster,
+// the hub checks that its domain is its own and that its spec keeps to the
+// hub's tenancy policy. A refused EtcdCluster is not reconciled: nothing is
+// written for it anywhere (members it already has keep running as their
+// spokes run them), and its conditions say why, naming the EtcdCluster
+// that owns the domain or the field the policy refuses.
+
+// refusal is why a pass does not go on, with its reason.
+type refusal struct {
+	reason, message string
+}
+
+// Indexes of EtcdClusters in the hub's cache: the domain, and the domain
+// with every domain it lies inside (so that a pass reads only the rings
+// whose domain overlaps its own, not every ring).
+const (
+	indexDomain        = "etcdfed.dev/domain"
+	indexDomainParents = "etcdfed.dev/domain-and-parents"
+)
+
+func indexDomains(ctx context.Context, mgr mcmanager.Manager) error {
+	fi := mgr.GetLocalManager().GetFieldIndexer()
+	if err := fi.IndexField(ctx, &etcdfedv1.EtcdCluster{}, indexDomain, func(o client.Object) []string {
+		return []string{tenancy.Domain(o.(*etcdfedv1.EtcdCluster).Spec.DNS.Domain)}
+	}); err != nil {
+		return err
+	}
+	return fi.IndexField(ctx, &etcdfedv1.EtcdCluster{}, indexDomainParents, func(o client.Object) []string {
+		d := tenancy.Domain(o.(*etcdfedv1.EtcdCluster).Spec.DNS.Domain)
+		return append([]string{d}, tenancy.Parents(d)...)
+	})
+}
+
+// domainRivals are the EtcdClusters whose domain overlaps ec's: the same,
+// inside it, or one it lies inside.
+func (r *Reconciler) domainRivals(ctx context.Context, ec *etcdfedv1.EtcdCluster) ([]etcdfedv1.EtcdCluster, error) {
+	d := tenancy.Domain(ec.Spec.DNS.Domain)
+	var out []etcdfedv1.EtcdCluster
+	queries := []client.MatchingFields{{indexDomainParents: d}}
+	for _, p := range tenancy.Parents(d) {
+		queries = append(queries, client.MatchingFields{indexDomain: p})
+	}
+	for _, q := range queries {
+		var list etcdfedv1.EtcdClusterList
+		if err := r.hub().List(ctx, &list, q); err != nil {
+			return nil, fmt.Errorf("list EtcdClusters for their domains: %w", err)
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
+// admit returns the refusal of ec, nil when the pass may go on.
+func (r *Reconciler) admit(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*refusal, error) {
+	rings, err := r.domainRivals(ctx, ec)
+	if err != nil {
+		return nil, err
+	}
+	if c, refused := tenancy.DomainOwner(ec, rings); refused {
+		return &refusal{reason: etcdfedv1.ReasonDomainInUse, message: c.Error()}, nil
+	}
+	if err := r.Policy.CheckPods(ec); err != nil {
+		return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: "the hub's tenancy policy refuses: " + err.Error() + "; this EtcdCluster writes nothing until its spec complies"}, nil
+	}
+	return nil, nil
+}
+
+// setRefused writes a refusal into ec's conditions (Available and
+// Progressing False, Degraded True, each with the refusal's reason and
+// message) and records an event when it is new.
+func (r *Reconciler) setRefused(ec *etcdfedv1.EtcdCluster, f *refusal) {
+	prev := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
+	msg := truncate(f.message, 4000)
+	if prev == nil || prev.Reason != f.reason || prev.Message != msg {
+		r.event(ec, corev1.EventTypeWarning, f.reason, "Admit", "%s", msg)
+	}
+	gen := ec.Generation
+	setCondition(&ec.Status, gen, etcdfedv1.ConditionAvailable, false, f.reason, msg)
+	setCondition(&ec.Status, gen, etcdfedv1.ConditionProgressing, false, f.reason, msg)
+	setCondition(&ec.Status, gen, etcdfedv1.ConditionDegraded, true, f.reason, msg)
+}
+
+// mapDomainRivals maps a deleted EtcdCluster to the others whose domain
+// overlaps its own: one of them may now own it.
+func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+	return func(_ multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
+			gone, ok := obj.(*etcdfedv1.EtcdCluster)
+			if !ok {
+				return nil
+			}
+			rings, err := r.domainRivals(ctx, gone)
+			if err != nil {
+				return nil
+			}
+			var out []mcreconcile.Request
+			for i := range rings {
+				o := &rings[i]
+				if o.UID == gone.UID {
+					continue
+				}
+				if _, refused := tenancy.DomainOwner(o, []etcdfedv1.EtcdCluster{*gone}); refused {
+					out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}}, ClusterName: mcmanager.LocalCluster})
+				}
+			}
+			return out
+		})
+	}
+}
+
+// onDelete passes delete events only.
+func onDelete() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	}
+}

@@ -1,0 +1,65 @@
+package etcdcluster
+
+import (
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// A peer port for peers only. Every certificate of the ring comes from
+// its one CA, and etcd's peer port accepts any certificate the CA signed
+// (its address check passes a certificate without SANs, which is what a
+// client certificate is): a consumer's certificate would speak raft.
+// Every member certificate therefore carries the ring's peer name
+// (pki.PeerName) besides its own, and etcd's peer port requires it
+// (--peer-cert-allowed-hostname, the same flag on etcd 3.5, 3.6 and 3.7,
+// checked on both ends of every peer connection). No client certificate
+// has a SAN, so the TLS handshake refuses it.
+//
+// A ring that ran before is moved over without a moment where two members
+// distrust each other, in two rolls (one member at a time, the leader
+// last, as a CA rotation's):
+//
+//  1. The member certificates are reissued with the peer name (upkeep:
+//     etcd reads its certificate again on every handshake, but a Secret
+//     reaches a running pod late, so) and spec.tls.peerName is set, which
+//     restarts each member on a certificate that carries it.
+//  2. Once every member runs so, spec.tls.requirePeerName is set, which
+//     restarts each member requiring it. A restarted member refuses no
+//     peer: every peer presents the name since step 1.
+//
+// A new ring's members start with both (nothing runs before them); a
+// member added while step 1 is under way starts without the requirement
+// and is rolled with the others in step 2.
+
+// requirePeerName says whether a member's object requires the peer name:
+// once set, always; otherwise when every member of the ring runs with a
+// certificate that carries it (peersCarryName).
+func requirePeerName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, existing *etcdfedv1.EtcdMember) bool {
+	if existing != nil && existing.Spec.TLS.RequirePeerName {
+		return true
+	}
+	return peersCarryName(s, st)
+}
+
+// peersCarryName: every member of the ledger runs, or will start, with a
+// certificate carrying the peer name. A member whose object is absent from
+// its (visible) cluster has not started yet and starts with one; a member
+// whose cluster is not seen is not known to, so the answer is no.
+func peersCarryName(s *snapshot, st *etcdfedv1.EtcdClusterStatus) bool {
+	want := pki.PeerName(s.ec.Spec.DNS.Domain)
+	for i := range st.Members {
+		m := &st.Members[i]
+		cs := s.cluster(m.Cluster)
+		if !cs.visible() {
+			return false
+		}
+		obj := cs.members[m.Name]
+		if obj == nil || obj.Spec.Incarnation != m.Incarnation {
+			continue // created with the name
+		}
+		if obj.Spec.TLS.PeerName != want || obj.Status.ObservedGeneration != obj.Generation {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,41 @@
+package etcdcluster
+
+import (
+	"fmt"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/reports"
+)
+
+// checkReports validates what a member cluster reports before anything of
+// it is used (rule 14, hub/reports): the status of the ring's EtcdMembers
+// there (peer and client URLs, address) and of its EtcdSpoke (DNS and
+// gossip addresses, zones). A refused field is cleared in the snapshot's
+// copy, so that the pass treats it as not reported (a member without a
+// peer URL is not added nor founded, one without an address keeps its last
+// recorded record, a DNS server without an address is no name server),
+// and the refusal is kept in cs.rejected for Degraded, naming the
+// cluster, the object and the field. The expectations come from the
+// EtcdCluster (the member's DNS name, the TLS mode, the exposure), not
+// from the objects in the member cluster.
+func checkReports(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, allowLoopback bool) {
+	for name, obj := range cs.members {
+		exp := func(t etcdfedv1.ExposeType) bool { return ec.Spec.Expose.Type == t || obj.Spec.Expose.Type == t }
+		m := reports.Member{
+			DNSName: memberDNSName(ec, name), Domain: ec.Spec.DNS.Domain, TLS: ec.Spec.TLS.Mode.Enabled(),
+			NodePort: exp(etcdfedv1.ExposeNodePort), LoadBalancer: exp(etcdfedv1.ExposeLoadBalancer), AllowLoopback: allowLoopback,
+		}
+		st, rej := reports.MemberStatus(obj.Status, m)
+		obj.Status = st
+		for _, r := range rej {
+			cs.rejected = append(cs.rejected, fmt.Sprintf("member cluster %s reported for EtcdMember %s (member %s) %s; refused, not used", cs.name, obj.Name, name, r))
+		}
+	}
+	if cs.spoke != nil {
+		st, rej := reports.SpokeStatus(cs.spoke.Status, allowLoopback)
+		cs.spoke.Status = st
+		for _, r := range rej {
+			cs.rejected = append(cs.rejected, fmt.Sprintf("member cluster %s reported for its EtcdSpoke %s; refused, not used", cs.name, r))
+		}
+	}
+}

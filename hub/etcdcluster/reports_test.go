@@ -1,0 +1,127 @@
+package etcdcluster
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// reportFixture puts member-2 of s on a real apiserver: its EtcdSpoke and
+// its member's EtcdMember as s holds them, then status as report sets it
+// (what the member cluster writes), and reads the cluster back the way a
+// pass does (readCluster).
+func reportFixture(t *testing.T, s *snapshot, report func(m *etcdfedv1.EtcdMemberStatus, sp *etcdfedv1.EtcdSpokeStatus)) {
+	t.Helper()
+	api := testenv.Shared(t, "member-reports")
+	ns := testenv.NamespaceT(t, api, "ring")
+	ctx := context.Background()
+	cs := s.cluster("member-2")
+	obj := cs.members["main-1"].DeepCopy()
+	obj.Namespace, obj.ResourceVersion = ns, ""
+	spoke := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: etcdfedv1.SpokeObjectName}}
+	st := obj.Status
+	spokeSt := *cs.spoke.Status.DeepCopy()
+	spokeSt.DNSAddresses = []string{"10.0.2.53:53"}
+	for i := range st.Conditions {
+		st.Conditions[i].LastTransitionTime = metav1.NewTime(now)
+	}
+	report(&st, &spokeSt)
+	for _, o := range []client.Object{obj, spoke} {
+		if err := api.Client.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	obj.Status, spoke.Status = st, spokeSt
+	for _, o := range []client.Object{obj, spoke} {
+		if err := api.Client.Status().Update(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Reconciler{Tracker: liveness.NewTracker(nil), RingNamespace: ns}
+	cs.client, cs.spoke = api.Client, nil
+	cs.members, cs.zones, cs.secrets = map[string]*etcdfedv1.EtcdMember{}, map[string]*etcdfedv1.EtcdDNSZone{}, map[string]*corev1.Secret{}
+	if err := r.readCluster(ctx, s.ec, cs); err != nil {
+		t.Fatal(err)
+	}
+	if cs.members["main-1"] == nil || cs.spoke == nil {
+		t.Fatalf("read back members %v, spoke %v", keys(cs.members), cs.spoke)
+	}
+}
+
+// A member cluster that reports, for its member, a peer URL outside that
+// member's DNS name (a compromised cluster injecting a voter of its own at
+// bootstrap) and a DNS server on the link-local metadata address: neither
+// reaches the founding members' --initial-cluster nor the ring's records;
+// Degraded names the cluster, the object and the fields; the founding
+// waits for a good report. Before, the URL went into every founding
+// member's initial cluster.
+func TestBadPeerURLNeverReachesInitialCluster(t *testing.T) {
+	s := ring()
+	unformed(s)
+	if d := decide(s); d.plan.Action != membership.ActStartBootstrap {
+		t.Fatalf("with good reports: plan %s (%s), want StartBootstrap", d.plan.Action, d.plan.Reason)
+	}
+	const evil = "https://evil.example.com:2380"
+	reportFixture(t, s, func(m *etcdfedv1.EtcdMemberStatus, sp *etcdfedv1.EtcdSpokeStatus) {
+		m.PeerURL = evil
+		sp.DNSAddresses = []string{"169.254.169.254:53", "10.0.2.53:53"}
+	})
+	d := decide(s)
+	for _, w := range d.step.writes {
+		if b := w.want.Spec.Bootstrap; b != nil && strings.Contains(b.InitialCluster, "evil") {
+			t.Fatalf("%s founded with initial cluster %s", w.want.Spec.MemberName, b.InitialCluster)
+		}
+	}
+	if d.plan.Action == membership.ActStartBootstrap {
+		t.Errorf("plan %s (%s): founded without main-1's peer URL", d.plan.Action, d.plan.Reason)
+	}
+	for _, r := range d.dns.records {
+		if strings.Contains(strings.Join(r.Data, " "), "169.254.169.254") {
+			t.Errorf("record %s %s carries the refused DNS address", r.Name, r.Type)
+		}
+	}
+	st := computeStatus(s, d, applyResult{}, "")
+	c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded)
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != "ReportRejected" ||
+		!strings.Contains(c.Message, "member cluster member-2 reported for EtcdMember") || !strings.Contains(c.Message, "status.peerURL \""+evil+"\"") ||
+		!strings.Contains(c.Message, "status.dnsAddresses[0]") {
+		t.Errorf("Degraded %+v; want ReportRejected naming member-2, status.peerURL and status.dnsAddresses[0]", c)
+	}
+}
+
+// One member's address that does not parse stops nobody else's record:
+// the ring's record set is still built, with the member's last recorded
+// address. Before, the whole set failed to build and no record of the
+// ring was updated any more.
+func TestBadAddressStopsNoOtherRecord(t *testing.T) {
+	s := ring()
+	reportFixture(t, s, func(m *etcdfedv1.EtcdMemberStatus, _ *etcdfedv1.EtcdSpokeStatus) { m.Address = "not an address!" })
+	s.ec.Status.Members[0].Address = "10.0.1.10" // main-0 moved: its record must follow
+	s.cluster("member-1").members["main-0"].Status.Address = "10.0.1.10"
+	d := decide(s)
+	if d.dns.err != nil || d.dns.set == nil {
+		t.Fatalf("record set not built: %v", d.dns.err)
+	}
+	want := map[string]string{"main-0.main.etcd.test.": "10.0.1.10", "main-1.main.etcd.test.": "127.0.2.10", "main-2.main.etcd.test.": "127.0.3.10"}
+	for _, r := range d.dns.records {
+		if a, ok := want[r.Name]; ok && r.Type == "A" {
+			if strings.Join(r.Data, ",") != a {
+				t.Errorf("%s A %v, want %s", r.Name, r.Data, a)
+			}
+			delete(want, r.Name)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no A record for %v", want)
+	}
+}

@@ -1,0 +1,89 @@
+package etcdcluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+)
+
+// TestSweepGuard (issue 24): with no operation in flight the sweep used
+// to delete every object the ledger did not place, without asking etcd. A
+// stale ledger (the hub cluster's etcd restored from an old backup) then
+// deleted live voters, and their volumes under the Delete policy. Now an
+// object is swept only when etcd's quorate member list of the same pass
+// does not list it, and never when it may be a voter's last copy.
+func TestSweepGuard(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		given func(s *snapshot)
+		sweep []memberRef
+		kept  string
+	}{
+		{"a stale ledger places main-1 in member-3; it runs in member-2 as a voter: kept", func(s *snapshot) {
+			s.cluster("member-2").members["main-1"].Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+			s.ec.Status.Members[1].Cluster = "member-3"
+		}, nil, "main-1's object in member-2 (incarnation 2) is kept: etcd lists it as [2]"},
+		{"its ID unknown, etcd lists main-1 as a voter no other object runs: kept", func(s *snapshot) {
+			s.ec.Status.Members[1].Cluster = "member-3"
+		}, nil, "it may be that voter's last copy"},
+		{"its ID unknown, another object runs main-1's listed ID: swept", func(s *snapshot) {
+			old := s.cluster("member-2").members["main-1"].DeepCopy()
+			old.Spec.Incarnation = 1 // its status tells of incarnation 2: no ID known for 1
+			s.cluster("member-3").members["main-1"] = old
+			s.cluster("member-2").members["main-1"].Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
+		}, []memberRef{{cluster: "member-3", member: "main-1"}}, ""},
+		{"an old incarnation etcd no longer lists: swept", func(s *snapshot) {
+			old := s.cluster("member-2").members["main-1"].DeepCopy()
+			old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+			old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
+			s.cluster("member-3").members["main-1"] = old
+		}, []memberRef{{cluster: "member-3", member: "main-1"}}, ""},
+		{"etcd not answering with a quorum in this pass: nothing swept", func(s *snapshot) {
+			old := s.cluster("member-2").members["main-1"].DeepCopy()
+			old.Spec.Incarnation, old.Status.Incarnation = 1, 1
+			old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
+			s.cluster("member-3").members["main-1"] = old
+			s.etcd.Reachable = false
+		}, nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := ring()
+			tc.given(s)
+			sweep, kept := leftBehind(s, &s.ec.Status)
+			if !slices.Equal(sweep, tc.sweep) {
+				t.Errorf("sweep %v, want %v", sweep, tc.sweep)
+			}
+			if got := strings.Join(kept, "; "); (tc.kept == "") != (got == "") || !strings.Contains(got, tc.kept) {
+				t.Errorf("kept %q, want %q", got, tc.kept)
+			}
+		})
+	}
+}
+
+// TestDegradedSaysTheHubSeesAMinority: a hub that sees too few clusters to
+// declare any failed says so first in Degraded, and names a spoke that
+// abstains as a witness.
+func TestDegradedSaysTheHubSeesAMinority(t *testing.T) {
+	s := ring()
+	s.hubView = liveness.HubView{Seen: []string{"member-3"}, Unseen: []string{"member-1", "member-2"}}
+	s.cluster("member-3").spoke.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionGossipHealthy, Status: metav1.ConditionFalse,
+		Reason: etcdfedv1.ReasonGossipNoPeerAlive, Message: "gossip sees no peer alive (member-1, member-2 all dead to it)"}}
+	st := computeStatus(s, decide(s), applyResult{}, "")
+	c := condition(st, etcdfedv1.ConditionDegraded)
+	for _, want := range []string{
+		"the hub sees only member-3 of the 3 member clusters: member-1, member-2 may be alive and serving without it",
+		"the spoke of member-3 abstains as a witness of other clusters' failure: NoPeerAlive: gossip sees no peer alive",
+	} {
+		if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, want) {
+			t.Errorf("Degraded %s %q lacks %q", c.Status, c.Message, want)
+		}
+	}
+	if !strings.HasPrefix(c.Message, "the hub sees only") {
+		t.Errorf("Degraded does not say it first: %q", c.Message)
+	}
+}

@@ -1,0 +1,243 @@
+package registration
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/registry"
+)
+
+// Runner renews the hub's tokens in member clusters and writes each
+// registration's status on its Secret. It runs on the elected hub only
+// (a manager Runnable that needs leader election).
+type Runner struct {
+	// Client writes the registration Secrets (the hub cluster).
+	Client client.Client
+	// Reader lists them (the hub's cache of its namespace).
+	Reader client.Reader
+	// Namespace holds the registration Secrets.
+	Namespace string
+	// Registry tells whether each cluster is engaged.
+	Registry registry.Registry
+	// Tracker is the EtcdCluster controller's record of spoke Lease
+	// renewals on the hub's clock.
+	Tracker *liveness.Tracker
+	// StaleAfter: a spoke whose Lease the hub has not seen renewed for
+	// longer is SpokeStale.
+	StaleAfter time.Duration
+	// Interval between passes; default 5s.
+	Interval time.Duration
+	// RenewAfter is the part of a token's life after which it is renewed;
+	// default DefaultRenewAfter.
+	RenewAfter float64
+	// RequestTimeout bounds one TokenRequest; default 15s.
+	RequestTimeout time.Duration
+	// RetryAfter is the wait after a failed renewal; default 30s.
+	RetryAfter time.Duration
+	Log        logr.Logger
+	// Now is the clock; time.Now when nil.
+	Now func() time.Time
+
+	mu    sync.Mutex
+	state map[string]*renewal
+}
+
+type renewal struct {
+	lastErr string
+	next    time.Time
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// Start runs a pass every Interval until ctx ends.
+func (r *Runner) Start(ctx context.Context) error {
+	if r.Interval <= 0 {
+		r.Interval = 5 * time.Second
+	}
+	t := time.NewTicker(r.Interval)
+	defer t.Stop()
+	for {
+		r.Pass(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Pass renews what is due and reports every registration's status once.
+func (r *Runner) Pass(ctx context.Context) {
+	var list corev1.SecretList
+	if err := r.Reader.List(ctx, &list, client.InNamespace(r.Namespace), client.MatchingLabels{registry.KubeconfigSecretLabel: "true"}); err != nil {
+		r.Log.Error(err, "Listing member cluster registrations")
+		return
+	}
+	states := map[string]*registry.ClusterState{}
+	if clusters, err := r.Registry.List(ctx); err == nil {
+		for _, c := range clusters {
+			states[c.Name] = c.State
+		}
+	}
+	r.mu.Lock()
+	if r.state == nil {
+		r.state = map[string]*renewal{}
+	}
+	seen := map[string]bool{}
+	r.mu.Unlock()
+	for i := range list.Items {
+		sec := &list.Items[i]
+		if sec.DeletionTimestamp != nil {
+			continue
+		}
+		seen[sec.Name] = true
+		renewErr := r.renewIfDue(ctx, sec)
+		var lastSeen time.Time
+		if r.Tracker != nil {
+			lastSeen, _ = r.Tracker.LastSeen(sec.Name)
+		}
+		seenAt := 0.0
+		if !lastSeen.IsZero() {
+			seenAt = float64(lastSeen.Unix())
+		}
+		metricSpokeSeen.WithLabelValues(sec.Name).Set(seenAt)
+		r.report(ctx, sec, judge(states[sec.Name], lastSeen, r.now(), r.StaleAfter, renewErr))
+	}
+	r.mu.Lock()
+	for name := range r.state {
+		if !seen[name] {
+			delete(r.state, name)
+			forgetMetrics(name)
+		}
+	}
+	for name := range seen {
+		if r.state[name] == nil {
+			r.state[name] = &renewal{}
+		}
+	}
+	r.mu.Unlock()
+}
+
+// renewIfDue renews the Secret's token when it is due, and returns the
+// last renewal error ("" after a success, or when none was due).
+func (r *Runner) renewIfDue(ctx context.Context, sec *corev1.Secret) string {
+	tok := sec.Data[registry.TokenKey]
+	if sec.Annotations[AnnotationCredential] != CredentialServiceAccountToken || len(tok) == 0 {
+		return ""
+	}
+	r.mu.Lock()
+	st := r.state[sec.Name]
+	if st == nil {
+		st = &renewal{}
+		r.state[sec.Name] = st
+	}
+	r.mu.Unlock()
+	claims, err := ParseToken(string(tok))
+	if err != nil {
+		return err.Error()
+	}
+	metricCredentialExpiry.WithLabelValues(sec.Name).Set(float64(claims.Expiry.Unix()))
+	now := r.now()
+	if !RenewDue(claims, now, r.RenewAfter) || now.Before(st.next) {
+		return st.lastErr
+	}
+	log := r.Log.WithValues("cluster", sec.Name)
+	log.Info("Renewing the hub's token in the member cluster", "expires", claims.Expiry.UTC().Format(time.RFC3339))
+	fresh, err := r.renew(ctx, sec, claims)
+	if err == nil {
+		patched := sec.DeepCopy()
+		patched.Data[registry.TokenKey] = []byte(fresh)
+		err = r.Client.Patch(ctx, patched, client.MergeFromWithOptions(sec, client.MergeFromWithOptimisticLock{}))
+		if err != nil {
+			err = fmt.Errorf("store the new token in Secret %s/%s: %w", sec.Namespace, sec.Name, err)
+		}
+	}
+	if err != nil {
+		log.Error(err, "Renewing the hub's token failed; retrying", "after", r.retryAfter())
+		metricRenewals.WithLabelValues(sec.Name, "error").Inc()
+		st.lastErr, st.next = err.Error(), now.Add(r.retryAfter())
+		return st.lastErr
+	}
+	if c, err := ParseToken(fresh); err == nil {
+		metricCredentialExpiry.WithLabelValues(sec.Name).Set(float64(c.Expiry.Unix()))
+		log.Info("Renewed the hub's token in the member cluster", "expires", c.Expiry.UTC().Format(time.RFC3339))
+	}
+	metricRenewals.WithLabelValues(sec.Name, "ok").Inc()
+	st.lastErr, st.next = "", time.Time{}
+	return ""
+}
+
+func (r *Runner) retryAfter() time.Duration {
+	if r.RetryAfter > 0 {
+		return r.RetryAfter
+	}
+	return 30 * time.Second
+}
+
+// renew asks the member cluster for a new token of the same
+// ServiceAccount and lifetime, authenticated by the current one.
+func (r *Runner) renew(ctx context.Context, sec *corev1.Secret, c Claims) (string, error) {
+	cfg, err := registry.RESTConfig(sec)
+	if err != nil {
+		return "", err
+	}
+	cfg.Timeout = r.RequestTimeout
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	secs := int64(max(c.Lifetime(), MinLifetime).Seconds())
+	tr, err := cs.CoreV1().ServiceAccounts(c.Namespace).CreateToken(ctx, c.ServiceAccount,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("TokenRequest for %s/%s at %s: %w", c.Namespace, c.ServiceAccount, cfg.Host, err)
+	}
+	if tr.Status.Token == "" {
+		return "", fmt.Errorf("TokenRequest for %s/%s at %s: empty token", c.Namespace, c.ServiceAccount, cfg.Host)
+	}
+	return tr.Status.Token, nil
+}
+
+// report writes st on the Secret when it differs from what is there.
+func (r *Runner) report(ctx context.Context, sec *corev1.Secret, st Status) {
+	want := st.Annotations()
+	cur := map[string]string{}
+	for _, k := range []string{AnnotationEngaged, AnnotationSpoke, AnnotationProblem} {
+		if v, ok := sec.Annotations[k]; ok {
+			cur[k] = v
+		}
+	}
+	if maps.Equal(cur, want) {
+		return
+	}
+	r.Log.Info("Member cluster registration status changed", "cluster", sec.Name, "engaged", st.Engaged, "spoke", st.Spoke, "problem", st.Problem)
+	patched := sec.DeepCopy()
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	delete(patched.Annotations, AnnotationProblem)
+	maps.Copy(patched.Annotations, want)
+	patched.Annotations[AnnotationSince] = r.now().UTC().Format(time.RFC3339)
+	if err := r.Client.Patch(ctx, patched, client.MergeFrom(sec)); err != nil {
+		r.Log.Error(err, "Writing the registration status", "cluster", sec.Name)
+	}
+}

@@ -1,0 +1,183 @@
+package tenancy
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func ring(ns, name, uid, domain string, age time.Duration, members int) etcdfedv1.EtcdCluster {
+	ec := etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(uid), CreationTimestamp: metav1.NewTime(t0.Add(-age))}}
+	ec.Spec.DNS.Domain = domain
+	for range members {
+		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: name})
+	}
+	return ec
+}
+
+func TestDomainOwner(t *testing.T) {
+	demo := ring("default", "demo", "uid-b", "demo.etcdfed.test", time.Hour, 5)
+	for _, tc := range []struct {
+		name   string
+		ec     etcdfedv1.EtcdCluster
+		others []etcdfedv1.EtcdCluster
+		owner  string // namespace/name, "" when ec may serve
+		same   bool
+	}{
+		{"alone", demo, nil, "", false},
+		{"itself in the list", demo, []etcdfedv1.EtcdCluster{demo}, "", false},
+		{"another domain", ring("team-b", "demo", "uid-c", "demo.team-b.test", 0, 0), []etcdfedv1.EtcdCluster{demo}, "", false},
+		{"a newcomer with the same domain is refused", ring("team-c", "copy", "uid-a", "demo.etcdfed.test", 0, 0), []etcdfedv1.EtcdCluster{demo}, "default/demo", true},
+		{"the domain compared without case and trailing dot", ring("team-c", "copy", "uid-a", "Demo.Etcdfed.Test.", 0, 0), []etcdfedv1.EtcdCluster{demo}, "default/demo", true},
+		{"the first ring is never refused by a newcomer", demo, []etcdfedv1.EtcdCluster{ring("team-c", "copy", "uid-a", "demo.etcdfed.test", 0, 0)}, "", false},
+		{"a domain inside the first ring's", ring("team-c", "ns", "uid-a", "ns0.demo.etcdfed.test", 0, 0), []etcdfedv1.EtcdCluster{demo}, "default/demo", false},
+		{"a domain containing the first ring's", ring("team-c", "all", "uid-a", "etcdfed.test", 0, 0), []etcdfedv1.EtcdCluster{demo}, "default/demo", false},
+		{"a suffix that is not a subdomain", ring("team-c", "x", "uid-a", "xdemo.etcdfed.test", 0, 0), []etcdfedv1.EtcdCluster{demo}, "", false},
+		// Created in the same second: the smaller UID wins, both ways.
+		{"created at once, larger UID", ring("b", "r", "uid-2", "d.test", 0, 0), []etcdfedv1.EtcdCluster{ring("a", "r", "uid-1", "d.test", 0, 0)}, "a/r", true},
+		{"created at once, smaller UID", ring("a", "r", "uid-1", "d.test", 0, 0), []etcdfedv1.EtcdCluster{ring("b", "r", "uid-2", "d.test", 0, 0)}, "", false},
+		// A ring the hub began keeps its domain against one created in the
+		// same second with a smaller UID that the hub saw later.
+		{"a ring that has begun keeps its domain", ring("b", "r", "uid-2", "d.test", 0, 3), []etcdfedv1.EtcdCluster{ring("a", "r", "uid-1", "d.test", 0, 0)}, "", false},
+		{"the oldest of several owners is named", ring("c", "r", "uid-9", "d.test", 0, 0),
+			[]etcdfedv1.EtcdCluster{ring("b", "r", "uid-2", "d.test", time.Minute, 0), ring("a", "r", "uid-1", "d.test", time.Hour, 0)}, "a/r", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, refused := DomainOwner(&tc.ec, tc.others)
+			got := ""
+			if refused {
+				got = c.Owner.Namespace + "/" + c.Owner.Name
+			}
+			if got != tc.owner || (refused && c.Same != tc.same) {
+				t.Fatalf("owner %q (same %v), want %q (same %v)", got, c.Same, tc.owner, tc.same)
+			}
+			if refused && !strings.Contains(c.Error(), tc.owner) {
+				t.Errorf("message %q does not name %s", c.Error(), tc.owner)
+			}
+		})
+	}
+}
+
+func TestParents(t *testing.T) {
+	if got := strings.Join(Parents("a.b.c"), ","); got != "b.c,c" {
+		t.Errorf("Parents(a.b.c) = %s", got)
+	}
+	if got := Parents("c"); len(got) != 0 {
+		t.Errorf("Parents(c) = %v", got)
+	}
+}
+
+func TestCheckPods(t *testing.T) {
+	spec := func(f func(*etcdfedv1.EtcdClusterSpec)) *etcdfedv1.EtcdCluster {
+		ec := &etcdfedv1.EtcdCluster{}
+		f(&ec.Spec)
+		return ec
+	}
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		ec     *etcdfedv1.EtcdCluster
+		want   []string // substrings of the error; none: allowed
+	}{
+		{"the default image", Policy{}, spec(func(*etcdfedv1.EtcdClusterSpec) {}), nil},
+		{"an etcd release image", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.Image = "registry.k8s.io/etcd:3.6.16-0" }), nil},
+		{"an image of another registry", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.Image = "evil.example.com/etcd:3.6.16" }),
+			[]string{`spec.image "evil.example.com/etcd:3.6.16"`, "--allowed-image-prefixes"}},
+		{"a prefix that is not the repository", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.Image = "registry.k8s.io/etcd-evil:1" }), []string{"spec.image"}},
+		{"an image the operator allows", Policy{ImagePrefixes: []string{"mirror.corp/etcd:"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.Image = "mirror.corp/etcd:v3.6.16" }), nil},
+		{"the operator's list replaces the default", Policy{ImagePrefixes: []string{"mirror.corp/etcd:"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.Image = "registry.k8s.io/etcd:3.6.16-0" }), []string{"mirror.corp/etcd:"}},
+		{"any image", Policy{ImagePrefixes: []string{Any}}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.Image = "x/y:z" }), nil},
+		{"a priority class by default", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.PodTemplate.PriorityClassName = "system-node-critical" }),
+			[]string{`priorityClassName "system-node-critical"`, "none allowed", "--allowed-priority-classes"}},
+		{"an allowed priority class", Policy{PriorityClasses: []string{"etcd-high"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) { s.PodTemplate.PriorityClassName = "etcd-high" }), nil},
+		{"a toleration by default", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Tolerations = []corev1.Toleration{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists}}
+		}), []string{`tolerations[0] with key "node-role.kubernetes.io/control-plane"`, "--allowed-toleration-keys"}},
+		{"an allowed toleration key", Policy{TolerationKeys: []string{"dedicated"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Tolerations = []corev1.Toleration{{Key: "dedicated", Value: "etcd"}}
+		}), nil},
+		{"a toleration of every taint needs Any", Policy{TolerationKeys: []string{"dedicated"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+		}), []string{"tolerates every taint"}},
+		{"every violation is named", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.Image, s.PodTemplate.PriorityClassName = "x/etcd:1", "p"
+			s.PodTemplate.Tolerations = []corev1.Toleration{{Key: "a"}, {Key: "b"}}
+		}), []string{"spec.image", "priorityClassName", "tolerations[0]", "tolerations[1]"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.policy.CheckPods(tc.ec)
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("allowed")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("%q lacks %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestCheckStoreAndSource(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		store   etcdfedv1.BackupStore
+		refused string
+	}{
+		{"credentials named", Policy{}, etcdfedv1.BackupStore{URL: "s3://b/p", CredentialsSecretName: "creds"}, ""},
+		{"no credentials: the hub's identity", Policy{}, etcdfedv1.BackupStore{URL: "s3://b/p"}, "has no credentialsSecretName"},
+		{"no credentials, allowed", Policy{AmbientStoreCredentials: true}, etcdfedv1.BackupStore{URL: "gs://b"}, ""},
+		{"the hub's filesystem", Policy{}, etcdfedv1.BackupStore{URL: "file:///var/lib/backups"}, "hub's own filesystem"},
+		{"the hub's filesystem, allowed", Policy{AmbientStoreCredentials: true}, etcdfedv1.BackupStore{URL: "file:///var/lib/backups"}, ""},
+		{"an endpoint with a password, whatever the policy", Policy{AmbientStoreCredentials: true}, etcdfedv1.BackupStore{URL: "s3://b", CredentialsSecretName: "c",
+			S3: &etcdfedv1.S3StoreOptions{Endpoint: "https://u:p@minio:9000"}}, "carries a user or password"},
+		{"plain http without insecure", Policy{}, etcdfedv1.BackupStore{URL: "s3://b", CredentialsSecretName: "c", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://minio:9000"}}, "plain http"},
+		{"plain http, insecure", Policy{}, etcdfedv1.BackupStore{URL: "s3://b", CredentialsSecretName: "c", S3: &etcdfedv1.S3StoreOptions{Endpoint: "http://minio:9000", Insecure: true}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.policy.CheckStore("spec.backup.store", tc.store)
+			if (err == nil) != (tc.refused == "") || (err != nil && (!strings.Contains(err.Error(), tc.refused) || !errors.Is(err, ErrForbidden))) {
+				t.Errorf("CheckStore = %v, want refusal %q", err, tc.refused)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name    string
+		policy  Policy
+		source  string
+		refused bool
+	}{
+		{"none", Policy{}, "", false},
+		{"own namespace", Policy{}, "team-a/main", false},
+		{"another namespace", Policy{}, "team-b/main", true},
+		{"another namespace, listed", Policy{SourceNamespaces: []string{"team-b"}}, "team-b/main", false},
+		{"another namespace, not listed", Policy{SourceNamespaces: []string{"team-c"}}, "team-b/main", true},
+		{"any namespace", Policy{SourceNamespaces: []string{Any}}, "team-b/main", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.policy.CheckSource("team-a", tc.source)
+			if (err != nil) != tc.refused {
+				t.Errorf("CheckSource(%q) = %v, want refused %v", tc.source, err, tc.refused)
+			}
+			if err != nil && !strings.Contains(err.Error(), "--allowed-restore-source-namespaces") {
+				t.Errorf("%v does not say how to allow it", err)
+			}
+		})
+	}
+}

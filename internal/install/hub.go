@@ -1,0 +1,109 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// HubInstallOptions configure InstallHub.
+type HubInstallOptions struct {
+	HubOptions
+	// Hub is an admin REST config of the hub cluster.
+	Hub *rest.Config
+	// DryRun prints every object InstallHub would write, and writes
+	// nothing.
+	DryRun io.Writer
+	// Wait for the hub's Deployment to roll out, within Timeout.
+	Wait     bool
+	Timeout  time.Duration
+	Progress func(string)
+}
+
+// InstallHub installs or upgrades the hub in the hub cluster: the CRDs,
+// its namespace, RBAC and Deployment (unless External), the ring's gossip
+// key, and the RoleBindings in EtcdCluster namespaces. A second run with
+// the same options writes nothing.
+func InstallHub(ctx context.Context, o HubInstallOptions) error {
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 5 * time.Minute
+	}
+	for _, ns := range o.EtcdClusterNamespaces {
+		if !nameRE.MatchString(ns) {
+			return fmt.Errorf("namespace %q: want a DNS label", ns)
+		}
+	}
+	objs, err := RenderHub(o.HubOptions)
+	if err != nil {
+		return err
+	}
+	hub, err := newClient(o.Hub, "hub cluster")
+	if err != nil {
+		return err
+	}
+	for _, ns := range o.EtcdClusterNamespaces {
+		if err := hub.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
+			return fmt.Errorf("--etcdcluster-namespace %s: %w (create it first)", ns, err)
+		}
+	}
+	a := &applier{c: hub, cluster: "hub", dryRun: o.DryRun}
+	st, err := a.apply(ctx, objs)
+	if err != nil {
+		return err
+	}
+	if o.DryRun != nil {
+		_, err := fmt.Fprintf(o.DryRun, "---\n# hub: Secret %s/%s with the ring's gossip key (32 random bytes), unless it exists\n", Namespace, GossipSecret)
+		return err
+	}
+	if err := waitCRDs(ctx, hub, objs); err != nil {
+		return err
+	}
+	label := map[string]string{LabelHubInstall: "true"}
+	if _, err := gossipKey(ctx, hub, label, false); err != nil {
+		return err
+	}
+	gossip := &unstructured.Unstructured{}
+	gossip.SetAPIVersion("v1")
+	gossip.SetKind("Secret")
+	gossip.SetNamespace(Namespace)
+	gossip.SetName(GossipSecret)
+	pruned, err := a.prune(ctx, labels.SelectorFromSet(label), append(objs, gossip))
+	if err != nil {
+		return err
+	}
+	what := "CRDs, namespace, the hub's RBAC"
+	if !o.External {
+		what += " and Deployment"
+	}
+	msg := fmt.Sprintf("hub: %s (%s), the ring's gossip key", what, st)
+	if len(pruned) > 0 {
+		msg += "; removed " + strings.Join(pruned, ", ")
+	}
+	o.Progress(msg)
+	if o.External || !o.Wait {
+		return nil
+	}
+	start := time.Now()
+	var why string
+	err = poll(ctx, o.Timeout, func(ctx context.Context) (bool, error) {
+		var done bool
+		done, why = deploymentReady(ctx, hub, HubDeployment)
+		return done, nil
+	})
+	if err != nil {
+		return fmt.Errorf("hub: the Deployment %s/%s did not roll out within %s (%s)", Namespace, HubDeployment, o.Timeout, why)
+	}
+	o.Progress(fmt.Sprintf("hub: rolled out (%.1fs)", time.Since(start).Seconds()))
+	return nil
+}

@@ -1,0 +1,479 @@
+package install
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
+	"github.com/etcdfed/etcdfed/hub/registry"
+)
+
+// ErrHostsMembers is returned by Unjoin while the cluster hosts members
+// of a ring.
+var ErrHostsMembers = errors.New("install: the member cluster hosts members of a ring")
+
+// UnjoinOptions configure Unjoin.
+type UnjoinOptions struct {
+	// Name is the cluster's name in the hub.
+	Name string
+	// Hub and Member are admin REST configs of the two clusters.
+	Hub, Member *rest.Config
+	// DryRun prints what Unjoin would delete, and deletes nothing.
+	DryRun io.Writer
+	// Timeout bounds the wait for the spoke to stop.
+	Timeout  time.Duration
+	Progress func(string)
+}
+
+// Unjoin removes what Join created: the registration in the hub first (the
+// hub lets go of the cluster), the hub's ServiceAccount (its token stops
+// working), the spoke, what the spoke and the hub kept there for it (the
+// spoke's Leases and EtcdSpoke, the rings' DNS zones, certificates of
+// members gone), zone labels Join set, and the CRDs and the namespace
+// when nothing else is left in them. It never deletes a member's data (a
+// PersistentVolumeClaim) nor anything of a live member: while the cluster
+// hosts members of a ring it refuses (ErrHostsMembers) and says how to move
+// them away.
+func Unjoin(ctx context.Context, o UnjoinOptions) error {
+	if o.Progress == nil {
+		o.Progress = func(string) {}
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 2 * time.Minute
+	}
+	if !nameRE.MatchString(o.Name) {
+		return fmt.Errorf("cluster name %q: want a DNS label", o.Name)
+	}
+	hub, mem, err := hubAndMember(o.Hub, o.Member, o.Name)
+	if err != nil {
+		return err
+	}
+	if err := hostsMembers(ctx, hub, mem, o.Name); err != nil {
+		return err
+	}
+	del := &deleter{c: mem, cluster: o.Name, dryRun: o.DryRun}
+	hdel := &deleter{c: hub, cluster: "hub", dryRun: o.DryRun}
+
+	// 1. The registration: the hub disengages within a second or two.
+	reg := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: o.Name}, reg); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("read the registration of %s in the hub: %w", o.Name, err)
+	}
+	token := string(reg.Data[registry.TokenKey])
+	regU := &unstructured.Unstructured{}
+	regU.SetAPIVersion("v1")
+	regU.SetKind("Secret")
+	regU.SetNamespace(Namespace)
+	regU.SetName(o.Name)
+	if err := hdel.delete(ctx, regU); err != nil {
+		return err
+	}
+	// 2. What Join installed, the hub's ServiceAccount first: its tokens
+	// stop working at once, so nothing the hub still does reaches here.
+	sel := labels.SelectorFromSet(labels.Set{LabelJoinedAs: o.Name})
+	objs, err := labelled(ctx, mem, sel, kinds)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Name, err)
+	}
+	sort.SliceStable(objs, func(i, j int) bool {
+		return isHubAccount(objs[i]) && !isHubAccount(objs[j])
+	})
+	for _, obj := range objs {
+		if err := del.delete(ctx, obj); err != nil {
+			return err
+		}
+	}
+	// 3. The spoke stops, and the hub's token is refused (the apiserver
+	// caches a token's authentication for some seconds); then what the
+	// spoke and the hub kept here goes, with nobody left to write it again.
+	if o.DryRun == nil {
+		if err := waitNoSpokePods(ctx, mem, o.Timeout); err != nil {
+			return fmt.Errorf("%s: %w", o.Name, err)
+		}
+		if token != "" {
+			if err := waitRefused(ctx, mem, token, o.Timeout); err != nil {
+				return fmt.Errorf("%s: %w", o.Name, err)
+			}
+		}
+	}
+	leftovers, err := bookkeeping(ctx, mem)
+	if err != nil {
+		return fmt.Errorf("%s: %w", o.Name, err)
+	}
+	for _, obj := range leftovers {
+		if err := del.delete(ctx, obj); err != nil {
+			return err
+		}
+	}
+	// 4. Zone labels Join set.
+	if err := unlabelZones(ctx, mem, o.Name, o.DryRun); err != nil {
+		return err
+	}
+	// 5. The CRDs and the namespace, when nothing else uses them.
+	kept, err := del.sharedOnes(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	if o.DryRun != nil {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: unjoined (%d objects deleted)", o.Name, del.n+hdel.n)
+	if len(kept) > 0 {
+		msg += "; kept " + strings.Join(kept, "; ")
+	}
+	o.Progress(msg)
+	return nil
+}
+
+func isHubAccount(o *unstructured.Unstructured) bool {
+	return o.GetKind() == "ServiceAccount" && o.GetName() == hubmemberrbac.ServiceAccountName
+}
+
+// hostsMembers returns ErrHostsMembers, with what to do, while a ring has
+// members in the cluster (by the hub's records, or EtcdMembers there).
+func hostsMembers(ctx context.Context, hub, mem client.Client, name string) error {
+	hosted := map[string][]string{}
+	var rings etcdfedv1.EtcdClusterList
+	if err := hub.List(ctx, &rings); err != nil && !isNoMatch(err) {
+		return fmt.Errorf("list EtcdClusters in the hub: %w", err)
+	}
+	for _, ec := range rings.Items {
+		for _, m := range ec.Status.Members {
+			if m.Cluster == name {
+				k := ec.Namespace + "/" + ec.Name
+				hosted[k] = append(hosted[k], m.Name)
+			}
+		}
+	}
+	var members etcdfedv1.EtcdMemberList
+	if err := mem.List(ctx, &members); err != nil && !isNoMatch(err) {
+		return fmt.Errorf("%s: list EtcdMembers: %w", name, err)
+	}
+	for _, m := range members.Items {
+		k := m.Spec.Cluster.Namespace + "/" + m.Spec.Cluster.Name
+		if !slices.Contains(hosted[k], m.Spec.MemberName) {
+			hosted[k] = append(hosted[k], m.Spec.MemberName)
+		}
+	}
+	if len(hosted) == 0 {
+		return nil
+	}
+	var cordon []string
+	for k := range hosted {
+		ns, ring, _ := strings.Cut(k, "/")
+		cordon = append(cordon, fmt.Sprintf("kubectl -n %s patch etcdcluster %s --type json -p '[{\"op\":\"add\",\"path\":\"/spec/topology/cordonedClusters/-\",\"value\":%q}]'", ns, ring, name))
+	}
+	sort.Strings(cordon)
+	return fmt.Errorf("%w: %s hosts %s. Cordon it first, so the hub moves those members to other clusters one at a time:\n  %s\n(if spec.topology.cordonedClusters does not exist yet, add it with '{\"op\":\"add\",\"path\":\"/spec/topology/cordonedClusters\",\"value\":[%q]}'), wait until `etcdfed status` shows none of them there, then unjoin again",
+		ErrHostsMembers, name, strings.Join(sortedNames(hosted), "; "), strings.Join(cordon, "\n  "), name)
+}
+
+// isNoMatch: the cluster does not serve the kind (no CRDs).
+func isNoMatch(err error) bool {
+	return meta.IsNoMatchError(err) || apierrors.IsNotFound(err)
+}
+
+// sortedNames renders ring -> members for messages.
+func sortedNames(m map[string][]string) []string {
+	out := make([]string, 0, len(m))
+	for k, v := range m {
+		sort.Strings(v)
+		out = append(out, k+" ("+strings.Join(v, ", ")+")")
+	}
+	sort.Strings(out)
+	return out
+}
+
+// waitRefused waits until the member cluster no longer accepts token.
+func waitRefused(ctx context.Context, c client.Client, token string, timeout time.Duration) error {
+	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
+		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
+		if err := c.Create(ctx, tr); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		return !tr.Status.Authenticated, nil
+	})
+	if err != nil {
+		return fmt.Errorf("the hub's token still authenticates %s after its ServiceAccount was deleted", timeout)
+	}
+	return nil
+}
+
+// waitNoSpokePods waits until no spoke pod runs in the ring namespace.
+func waitNoSpokePods(ctx context.Context, c client.Client, timeout time.Duration) error {
+	var left int
+	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
+		var pods corev1.PodList
+		if err := c.List(ctx, &pods, client.InNamespace(Namespace), client.MatchingLabels{"app.kubernetes.io/name": SpokeDeployment}); err != nil {
+			return false, nil //nolint:nilerr // retried
+		}
+		left = len(pods.Items)
+		return left == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d spoke pods still there after %s", left, timeout)
+	}
+	return nil
+}
+
+// bookkeeping is what the spoke and the hub keep in a member cluster for
+// etcdfed, none of it a member's data: the spoke's EtcdSpoke and Leases,
+// the rings' DNS zones, and certificate Secrets the hub wrote (for members
+// that are gone: Unjoin runs only when none is there).
+func bookkeeping(ctx context.Context, c client.Client) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	add := func(list client.ObjectList, opts ...client.ListOption) error {
+		if err := c.List(ctx, list, append(opts, client.InNamespace(Namespace))...); err != nil {
+			if isNoMatch(err) {
+				return nil
+			}
+			return err
+		}
+		items, err := metaItems(list)
+		if err != nil {
+			return err
+		}
+		out = append(out, items...)
+		return nil
+	}
+	certs, _ := labels.NewRequirement(etcdfedv1.LabelClusterUID, selection.Exists, nil)
+	var leases coordinationv1.LeaseList
+	var errs []error
+	errs = append(errs,
+		add(&etcdfedv1.EtcdSpokeList{}),
+		add(&etcdfedv1.EtcdDNSZoneList{}),
+		add(&corev1.SecretList{}, client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*certs)}, client.MatchingLabels{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue}),
+	)
+	if err := c.List(ctx, &leases, client.InNamespace(Namespace)); err != nil {
+		errs = append(errs, err)
+	}
+	for i := range leases.Items {
+		// The spoke's liveness Lease and its leader election's.
+		if n := leases.Items[i].Name; n == etcdfedv1.SpokeObjectName || n == "etcdfed-spoke-leader" {
+			u, err := toUnstructured(&leases.Items[i])
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u)
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+func metaItems(list client.ObjectList) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	var errs []error
+	each := func(o client.Object) {
+		u, err := toUnstructured(o)
+		errs = append(errs, err)
+		if err == nil {
+			out = append(out, u)
+		}
+	}
+	switch l := list.(type) {
+	case *etcdfedv1.EtcdSpokeList:
+		for i := range l.Items {
+			each(&l.Items[i])
+		}
+	case *etcdfedv1.EtcdDNSZoneList:
+		for i := range l.Items {
+			each(&l.Items[i])
+		}
+	case *corev1.SecretList:
+		for i := range l.Items {
+			each(&l.Items[i])
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// unlabelZones removes the zone labels Join set on nodes.
+func unlabelZones(ctx context.Context, c client.Client, name string, dryRun io.Writer) error {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return fmt.Errorf("%s: list nodes: %w", name, err)
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.Annotations[AnnotationZoneSetBy] != name {
+			continue
+		}
+		if dryRun != nil {
+			fmt.Fprintf(dryRun, "# %s: Node %s loses label %s\n", name, n.Name, corev1.LabelTopologyZone)
+			continue
+		}
+		patched := n.DeepCopy()
+		delete(patched.Labels, corev1.LabelTopologyZone)
+		delete(patched.Annotations, AnnotationZoneSetBy)
+		if err := c.Patch(ctx, patched, client.MergeFrom(n)); err != nil {
+			return fmt.Errorf("%s: remove the zone label of node %s: %w", name, n.Name, err)
+		}
+	}
+	return nil
+}
+
+// deleter deletes objects of one cluster, or with dryRun prints them.
+type deleter struct {
+	c       client.Client
+	cluster string
+	dryRun  io.Writer
+	n       int
+}
+
+func (d *deleter) delete(ctx context.Context, o *unstructured.Unstructured) error {
+	if d.dryRun != nil {
+		_, err := fmt.Fprintf(d.dryRun, "# %s: delete %s\n", d.cluster, describe(o))
+		return err
+	}
+	err := d.c.Delete(ctx, o)
+	switch {
+	case err == nil:
+		d.n++
+	case apierrors.IsNotFound(err):
+	default:
+		return fmt.Errorf("%s: delete %s: %w", d.cluster, describe(o), err)
+	}
+	return nil
+}
+
+var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
+
+// sharedOnes deletes the CRDs and the namespace Join labelled when
+// nothing else is left in them and `hub install` did not install them
+// too; otherwise it only removes Join's label, and says what keeps them.
+func (d *deleter) sharedOnes(ctx context.Context, name string) ([]string, error) {
+	sel := labels.SelectorFromSet(labels.Set{LabelJoinedAs: name})
+	var kept []string
+	crds, err := labelled(ctx, d.c, sel, []schema.GroupVersionKind{crdGVK})
+	if err != nil {
+		return nil, err
+	}
+	remaining := 0
+	for _, k := range []client.ObjectList{&etcdfedv1.EtcdClusterList{}, &etcdfedv1.EtcdMemberList{}, &etcdfedv1.EtcdSpokeList{}, &etcdfedv1.EtcdDNSZoneList{}} {
+		if err := d.c.List(ctx, k); err != nil {
+			if isNoMatch(err) {
+				continue
+			}
+			return nil, err
+		}
+		remaining += len(itemsOf(k))
+	}
+	if len(crds) > 0 {
+		if remaining > 0 || crds[0].GetLabels()[LabelHubInstall] != "" {
+			kept = append(kept, fmt.Sprintf("the etcdfed CRDs (%d etcdfed objects remain, or the hub is installed here)", remaining))
+			for _, c := range crds {
+				if err := d.unlabel(ctx, c); err != nil {
+					return nil, err
+				}
+			}
+		} else {
+			for _, c := range crds {
+				if err := d.delete(ctx, c); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	nss, err := labelled(ctx, d.c, sel, []schema.GroupVersionKind{{Version: "v1", Kind: "Namespace"}})
+	if err != nil || len(nss) == 0 {
+		return kept, err
+	}
+	what, err := d.namespaceContents(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(what) > 0 || nss[0].GetLabels()[LabelHubInstall] != "" {
+		if nss[0].GetLabels()[LabelHubInstall] != "" {
+			what = append(what, "the hub is installed there")
+		}
+		kept = append(kept, fmt.Sprintf("namespace %s (%s)", Namespace, strings.Join(what, ", ")))
+		return kept, d.unlabel(ctx, nss[0])
+	}
+	return kept, d.delete(ctx, nss[0])
+}
+
+func itemsOf(l client.ObjectList) []any {
+	switch l := l.(type) {
+	case *etcdfedv1.EtcdClusterList:
+		return make([]any, len(l.Items))
+	case *etcdfedv1.EtcdMemberList:
+		return make([]any, len(l.Items))
+	case *etcdfedv1.EtcdSpokeList:
+		return make([]any, len(l.Items))
+	case *etcdfedv1.EtcdDNSZoneList:
+		return make([]any, len(l.Items))
+	}
+	return nil
+}
+
+// namespaceContents says what, not Join's, is left in the ring
+// namespace: above all volumes of members (their data), which Unjoin
+// never deletes.
+func (d *deleter) namespaceContents(ctx context.Context) ([]string, error) {
+	var what []string
+	var pvcs corev1.PersistentVolumeClaimList
+	if err := d.c.List(ctx, &pvcs, client.InNamespace(Namespace)); err != nil {
+		return nil, err
+	}
+	if n := len(pvcs.Items); n > 0 {
+		names := make([]string, 0, n)
+		for _, p := range pvcs.Items {
+			names = append(names, p.Name)
+		}
+		what = append(what, fmt.Sprintf("%d PersistentVolumeClaims, data of members that lived here: %s; delete them yourself once no ring needs them", n, strings.Join(names, " ")))
+	}
+	var pods corev1.PodList
+	if err := d.c.List(ctx, &pods, client.InNamespace(Namespace)); err != nil {
+		return nil, err
+	}
+	if n := len(pods.Items); n > 0 {
+		what = append(what, fmt.Sprintf("%d pods", n))
+	}
+	var secrets corev1.SecretList
+	if err := d.c.List(ctx, &secrets, client.InNamespace(Namespace)); err != nil {
+		return nil, err
+	}
+	if n := len(secrets.Items); n > 0 {
+		what = append(what, fmt.Sprintf("%d Secrets", n))
+	}
+	var svcs corev1.ServiceList
+	if err := d.c.List(ctx, &svcs, client.InNamespace(Namespace)); err != nil {
+		return nil, err
+	}
+	if n := len(svcs.Items); n > 0 {
+		what = append(what, fmt.Sprintf("%d Services", n))
+	}
+	return what, nil
+}
+
+// unlabel removes Join's label (the object stays).
+func (d *deleter) unlabel(ctx context.Context, o *unstructured.Unstructured) error {
+	if d.dryRun != nil {
+		_, err := fmt.Fprintf(d.dryRun, "# %s: keep %s, remove label %s\n", d.cluster, describe(o), LabelJoinedAs)
+		return err
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + LabelJoinedAs + `":null}}}`)
+	if err := d.c.Patch(ctx, o, client.RawPatch("application/merge-patch+json", patch)); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("%s: remove label %s from %s: %w", d.cluster, LabelJoinedAs, describe(o), err)
+	}
+	return nil
+}

@@ -1,0 +1,278 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/funcr"
+
+	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/internal/testenv"
+)
+
+// legacyCommit is the last commit whose hub and spoke name every object of
+// a member after the member alone ("main-0"), the scheme rings formed
+// before names carried the ring's namespace (ETCDFED_LEGACY_COMMIT
+// overrides it).
+const legacyCommit = "1b133dd"
+
+// legacyBinDir is a bin directory for the local environment whose hub and
+// spoke are switches: a script that runs the build of legacyCommit
+// (hub.old, spoke.old) until the file use-new-<name> exists beside it, and
+// this checkout's build (hub.new, spoke.new) after. The old hub does not
+// know this checkout's --allow-* flags: its script drops them.
+func legacyBinDir(t *testing.T) string {
+	t.Helper()
+	commit := legacyCommit
+	if c := os.Getenv("ETCDFED_LEGACY_COMMIT"); c != "" {
+		commit = c
+	}
+	dir := t.TempDir()
+	if err := testenv.FreshBinDir(dir); err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range []string{"hub", "spoke"} {
+		if err := os.Rename(filepath.Join(dir, b), filepath.Join(dir, b+".new")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := t.TempDir()
+	start := time.Now()
+	archive := exec.Command("sh", "-c", fmt.Sprintf("git -C %s archive %s | tar -x -C %s", shq(root), shq(commit), shq(src)))
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
+	}
+	for _, b := range []string{"hub", "spoke"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b+".old"), "./cmd/"+b)
+		cmd.Dir = src
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("build %s of %s: %v\n%s", b, commit, err, out)
+		}
+	}
+	t.Logf("built hub and spoke of %s in %.1fs", commit, time.Since(start).Seconds())
+	for _, b := range []string{"hub", "spoke"} {
+		script := fmt.Sprintf(`#!/bin/sh
+d=$(dirname "$0")
+if [ -e "$d/use-new-%[1]s" ]; then exec "$d/%[1]s.new" "$@"; fi
+for a do
+	shift
+	case "$a" in --allow-*) ;; *) set -- "$@" "$a" ;; esac
+done
+exec "$d/%[1]s.old" "$@"
+`, b)
+		if err := os.WriteFile(filepath.Join(dir, b), []byte(script), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// TestScenarioLegacyNamesAdopted: a ring formed by the hub and spokes of
+// legacyCommit (every object named after its member alone: EtcdMember
+// main-0, pod main-0, PVC main-0-data-N, Secret main-0-tls, EtcdDNSZone
+// main) keeps running, under a recorded workload, when the spokes and
+// then the hub are replaced by this checkout's: no pod is replaced or
+// restarted, no etcd member ID changes, the objects keep their names.
+// Then the new hub takes care of it (a scale-up adds members under the
+// new names beside the old ones), and a ring of the same name in another
+// namespace forms beside it.
+func TestScenarioLegacyNamesAdopted(t *testing.T) {
+	if os.Getenv("ETCDFED_SCENARIOS") != "1" {
+		t.Skip("a long scenario (builds the hub and spoke of an earlier commit; several minutes): run it with make scenarios (ETCDFED_SCENARIOS=1)")
+	}
+	testenv.SkipIfShort(t, "the local environment with the hub and spokes")
+	bin := legacyBinDir(t)
+	state, err := os.MkdirTemp("", "multicluster-legacy-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
+	env, err := localenv.Start(context.Background(), localenv.Config{
+		StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
+		BackoffBase: time.Second, BackoffMax: 5 * time.Second,
+		Log: funcr.New(func(prefix, args string) {
+			if verbose {
+				fmt.Fprintln(os.Stderr, prefix, args)
+			}
+		}, funcr.Options{}),
+	})
+	if err != nil {
+		t.Fatalf("local environment: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := env.Stop(); err != nil {
+			t.Logf("stop the environment: %v", err)
+		}
+		if t.Failed() {
+			t.Logf("kept for inspection: %s", state)
+			return
+		}
+		_ = os.RemoveAll(state)
+	})
+	topo, err := LocalTopology(env, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	hub := topo.Hub
+
+	// 1. Formed the old way.
+	legacy := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "legacy", Name: "main", Domain: "main.legacy.test", Replicas: 3, WantZones: "1/1/1"})
+	ec, err := legacy.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := string(ec.UID)
+	oldNames, err := RingObjectNames(ctx, topo, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range oldNames {
+		if member := n[strings.Index(n, "/")+1:]; !strings.HasPrefix(member, "main-") || strings.Count(member, "-") != 1 {
+			t.Fatalf("the old hub named an EtcdMember %s: not the legacy scheme (is %s before the naming change?)", n, legacyCommit)
+		}
+	}
+	podsBefore, err := RingPods(ctx, topo, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idsBefore, err := memberIDs(ctx, legacy.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("formed by %s: EtcdMembers %v", legacyCommit, oldNames)
+	w := startScenarioWorkload(ctx, t, legacy, "legacy")
+
+	// 2. The spokes, then the hub, replaced by this checkout's.
+	swap := func(names ...string) {
+		t.Helper()
+		for _, n := range names {
+			if err := env.StopComponent(n, 5*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, n := range names {
+			b := "spoke"
+			if n == "hub" {
+				b = "hub"
+			}
+			if err := os.WriteFile(filepath.Join(bin, "use-new-"+b), nil, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := env.StartComponent(n); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var spokes []string
+	for _, c := range env.State().MemberClusters {
+		spokes = append(spokes, "spoke-"+c.Name)
+	}
+	swap(spokes...)
+	t.Log("spokes replaced by this checkout's")
+	progress(ctx, t, w, 100, time.Minute)
+	swap("hub")
+	t.Log("hub replaced by this checkout's")
+	// The new hub has taken over once it has passed the ring: it records
+	// every pass's observation in status (observedGeneration of a changed
+	// spec is the sure sign).
+	if ec, err = legacy.Get(ctx, hub); err != nil {
+		t.Fatal(err)
+	}
+	ec.Spec.DNS.TTLSeconds = ptrTo[int32](6) // a change that rolls nothing: records only
+	if err := hub.Client.Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 2*time.Minute, "the new hub passing the ring (observedGeneration)", func(ctx context.Context) (string, error) {
+		got, err := legacy.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if got.Status.ObservedGeneration < got.Generation {
+			return fmt.Sprintf("observed %d of %d", got.Status.ObservedGeneration, got.Generation), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	progress(ctx, t, w, 200, time.Minute)
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: legacy.Namespace, Name: legacy.Name, Replicas: 3, Tolerant: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	podsAfter, err := RingPods(ctx, topo, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	samePods(t, "the legacy ring across the spoke and hub upgrades", podsBefore, podsAfter)
+	idsAfter, err := memberIDs(ctx, legacy.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(idsBefore, idsAfter) {
+		t.Errorf("etcd member IDs %v, now %v", idsBefore, idsAfter)
+	}
+	if names, err := RingObjectNames(ctx, topo, uid); err != nil || !slices.Equal(names, oldNames) {
+		t.Errorf("EtcdMembers %v (%v), want the old names %v kept", names, err, oldNames)
+	}
+	t.Logf("after both upgrades: %d pods unchanged, member IDs unchanged, Available (%s)", len(podsAfter), got.Status.MemberSummary)
+
+	// 3. The new hub grows the ring: new members get the new names.
+	if err := SetReplicas(ctx, hub, legacy, 5); err != nil {
+		t.Fatal(err)
+	}
+	grown, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: legacy.Namespace, Name: legacy.Name, Replicas: 5, Tolerant: true, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := RingObjectNames(ctx, topo, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var added []string
+	for _, n := range names {
+		if !slices.Contains(oldNames, n) {
+			added = append(added, n)
+		}
+	}
+	for _, m := range grown.Status.Members {
+		if slices.Contains(oldNames, m.Cluster+"/"+m.Name) {
+			continue
+		}
+		if want := m.Cluster + "/" + legacy.ObjectName(m.Name); !slices.Contains(added, want) {
+			t.Errorf("%s added as %v, want %s", m.Name, added, want)
+		}
+	}
+	t.Logf("scaled to 5: new EtcdMembers %v beside the old %v", added, oldNames)
+	samePods(t, "the legacy members while the ring grew", podsBefore, mustPods(ctx, t, topo, uid))
+
+	// 4. A ring of the same name in another namespace forms beside it.
+	twin := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "legacy-twin", Name: "main", Domain: "main.legacy-twin.test", Replicas: 3, WantZones: "1/1/1"})
+	w.Stop()
+	checkWorkload(ctx, t, w)
+	DeleteEtcdClusterSpec(ctx, t, topo, twin)
+	DeleteEtcdClusterSpec(ctx, t, topo, legacy)
+}
+
+func mustPods(ctx context.Context, t *testing.T, topo *Topology, uid string) map[string]podState {
+	t.Helper()
+	p, err := RingPods(ctx, topo, uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

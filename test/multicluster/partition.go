@@ -1,0 +1,547 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdcluster"
+	"github.com/etcdfed/etcdfed/internal/localenv"
+)
+
+// HubWithMinoritySpecInput partitions a 5-member ring placed 2/2/1 so
+// that the hub is left with the cluster of one member.
+type HubWithMinoritySpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Hold is how long the cut lasts: longer than every grace of the ring.
+	Hold time.Duration
+}
+
+// HubWithMinoritySpec cuts the network between {the hub, the member
+// cluster holding one member} and {the two clusters holding two each},
+// with etcd's leader moved to the majority first, for Hold, under a
+// recorded workload that writes through the majority's DNS names,
+// resolved by the majority clusters' own DNS servers (a client inside
+// them). The majority must keep serving, the hub must never force a new
+// cluster (no Recover, no spec.forceNewCluster, no QuorumRecovery event,
+// etcd's member list unchanged), and Degraded must say the hub sees only a
+// minority. After the heal the ring must be one ring of the same five
+// members (one cluster ID, the same IDs from every endpoint), ready and
+// tolerant, and the workload linearizable with nothing acknowledged lost
+// and every watch complete.
+//
+// A failure to keep the ring whole is reported (t.Error) and the scenario
+// goes on to the heal and the workload's check, so that a run on a hub
+// that forced shows what was lost.
+func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.Partition == nil || topo.DNSServerOf == nil {
+		t.Skip("HubWithMinoritySpec: the topology cannot partition, or does not name each cluster's DNS server")
+	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	count := membersPerCluster(ec)
+	var minority string
+	var majority []string
+	for c, n := range count {
+		if n == 1 {
+			minority = c
+		} else {
+			majority = append(majority, c)
+		}
+	}
+	sort.Strings(majority)
+	if minority == "" || len(majority) != 2 {
+		t.Fatalf("want a 2/2/1 ring over three clusters, have %v", count)
+	}
+	clusterID := ec.Status.ClusterID
+
+	// A client inside the majority: its members' names, resolved by the
+	// majority clusters' own DNS servers.
+	inside := in.Etcd.Client
+	inside.Endpoints, inside.DNSServers = nil, nil
+	for _, m := range ec.Status.Members {
+		if m.Cluster != minority {
+			inside.Endpoints = append(inside.Endpoints, memberURLOf(in.Etcd, m.Name))
+		}
+	}
+	for _, c := range majority {
+		inside.DNSServers = append(inside.DNSServers, topo.DNSServerOf[c])
+	}
+	w := StartWorkload(ctx, t, StartWorkloadInput{Client: inside, Prefix: fmt.Sprintf("hub-minority-%d/", time.Now().UnixNano()), WatchEachEndpoint: true})
+	progress(ctx, t, w, 50, 30*time.Second)
+	ec = moveLeaderInto(ctx, t, topo, in.Etcd, ec, majority[0])
+
+	groups := [][]string{{localenv.HubClusterName, minority}, majority}
+	if err := topo.Partition(ctx, localenv.Partition{Groups: groups}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	healed := false
+	t.Cleanup(func() {
+		if !healed {
+			_ = topo.HealPartition(context.Background())
+		}
+	})
+	t.Logf("partitioned: {%s} | {%s} for %s; the leader %s is in %s", strings.Join(groups[0], ", "), strings.Join(groups[1], ", "), in.Hold, ec.Status.Leader, majority[0])
+
+	// Through the hold: what the hub says, and whether it forces.
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	defer cancel()
+	var mu sync.Mutex
+	var degradedAt time.Duration
+	var degraded, forced string
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for hctx.Err() == nil {
+			gctx, gcancel := context.WithTimeout(hctx, 2*time.Second)
+			got, err := in.Etcd.Get(gctx, hub)
+			gcancel()
+			if err == nil {
+				mu.Lock()
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); degraded == "" && c != nil && c.Status == metav1.ConditionTrue &&
+					strings.Contains(c.Message, "sees only") && strings.Contains(c.Message, majority[0]) && strings.Contains(c.Message, majority[1]) {
+					degraded, degradedAt = c.Message, time.Since(cut)
+				}
+				if op := got.Status.Operation; forced == "" && op != nil && op.Type == etcdfedv1.OperationRecover {
+					forced = fmt.Sprintf("Recover from %s (%s) %.1fs after the cut", op.Member, op.Reason, time.Since(cut).Seconds())
+				}
+				mu.Unlock()
+			}
+			if obj := forcedObject(hctx, topo, minority, ec); obj != "" {
+				mu.Lock()
+				if forced == "" {
+					forced = fmt.Sprintf("%s %.1fs after the cut", obj, time.Since(cut).Seconds())
+				}
+				mu.Unlock()
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+	}()
+	// The majority keeps serving: writes acknowledged through the hold.
+	ackedAtCut := w.Acked()
+	for hctx.Err() == nil {
+		progress(ctx, t, w, 20, 30*time.Second)
+		sleepCtx(hctx, 5*time.Second)
+	}
+	wg.Wait()
+	duringHold := w.Acked() - ackedAtCut
+	gapHold, gapAt := w.MaxWriteGapAt()
+	t.Logf("through the %s cut: %d writes acknowledged by the majority; longest write gap so far %s (at %s)", in.Hold, duringHold, gapHold.Round(time.Millisecond), gapAt.Format(time.TimeOnly))
+	if forced != "" {
+		t.Errorf("the hub with the minority forced a new cluster: %s", forced)
+	}
+	if notes, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err != nil || len(notes) > 0 {
+		t.Errorf("QuorumRecovery events (the hub recovered a ring whose majority serves): %v %v", notes, err)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never said the hub sees only a minority (naming %v): %s", majority, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %.1fs after the cut: %s", degradedAt.Seconds(), degraded)
+	}
+	if got, err := memberIDs(ctx, inside); err != nil || fmt.Sprint(got) != fmt.Sprint(ids) {
+		t.Errorf("the majority's member list during the cut: %v (%v), was %v", got, err, ids)
+	}
+
+	if err := topo.HealPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	heal := time.Now()
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true, Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Error(err)
+	} else {
+		t.Logf("after the heal: ready and tolerant in %.1fs, %s", time.Since(heal).Seconds(), got.Status.ZoneSummary)
+		if got.Status.ClusterID != clusterID || fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+			t.Errorf("after the heal: cluster %s members %v, were %s %v", got.Status.ClusterID, incarnations(got), clusterID, want)
+		}
+	}
+	if err := oneRing(ctx, in.Etcd, clusterID, nil); err != nil {
+		t.Error(err)
+	}
+	if err := sameMembersEverywhere(ctx, in.Etcd, ids); err != nil {
+		t.Error(err)
+	}
+	progress(ctx, t, w, 50, time.Minute)
+	w.Stop()
+	gap, at := w.MaxWriteGapAt()
+	t.Logf("workload: %d writes acknowledged in all, longest gap %s (at %s)", w.Acked(), gap.Round(time.Millisecond), at.Format(time.TimeOnly))
+	checkWorkload(ctx, t, w)
+}
+
+// memberURLOf is a member's client URL by DNS name, as in m.Client.
+func memberURLOf(m *ManagedEtcd, member string) string {
+	for _, ep := range m.Client.Endpoints {
+		if strings.Contains(ep, "//"+member+".") {
+			return ep
+		}
+	}
+	return ""
+}
+
+// forcedObject names a member object of ec in cluster with
+// spec.forceNewCluster set ("" for none), read from the cluster's own
+// apiserver.
+func forcedObject(ctx context.Context, topo *Topology, cluster string, ec *etcdfedv1.EtcdCluster) string {
+	c := clusterNamed(topo, cluster)
+	if c == nil {
+		return ""
+	}
+	var list etcdfedv1.EtcdMemberList
+	lctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := c.Client.List(lctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+		return ""
+	}
+	for _, o := range list.Items {
+		if o.Spec.ForceNewCluster != "" {
+			return fmt.Sprintf("%s in %s with spec.forceNewCluster %q", o.Name, cluster, o.Spec.ForceNewCluster)
+		}
+	}
+	return ""
+}
+
+// sameMembersEverywhere waits up to a minute for every member endpoint to
+// answer a linearizable member list, and fails at once on one that names
+// other members than ids (name -> ID): a second ring, or a member that
+// joined or left. A member that has just come back may take a moment to
+// answer; that is not a split.
+func sameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
+	var split error
+	err := poll(ctx, time.Minute, "every member to answer with the same member list", func(ctx context.Context) (string, error) {
+		var waiting []string
+		for _, ep := range m.Client.Endpoints {
+			got, err := memberIDs(ctx, m.Client.Endpoint(ep))
+			if err != nil {
+				waiting = append(waiting, fmt.Sprintf("%s: %v", ep, err))
+				continue
+			}
+			if fmt.Sprint(got) != fmt.Sprint(ids) {
+				split = fmt.Errorf("%s lists %v, want %v", ep, got, ids)
+				return "", nil // stop: that is a failure already
+			}
+		}
+		slices.Sort(waiting)
+		return strings.Join(waiting, "; "), nil
+	})
+	if split != nil {
+		return split
+	}
+	return err
+}
+
+// conditionText is a condition as "Status Reason: Message".
+func conditionText(ec *etcdfedv1.EtcdCluster, typ string) string {
+	if ec == nil {
+		return "(no EtcdCluster)"
+	}
+	c := meta.FindStatusCondition(ec.Status.Conditions, typ)
+	if c == nil {
+		return "(no " + typ + ")"
+	}
+	return fmt.Sprintf("%s %s: %s", c.Status, c.Reason, c.Message)
+}
+
+// GossipBrokenSpecInput breaks one spoke's gossip and cuts the hub off
+// from the ring's other cluster.
+type GossipBrokenSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	// Etcd is a ring placed on two member clusters only
+	// (spec.topology.clusters), two members in one, one in the other.
+	Etcd *ManagedEtcd
+	// Hold is how long the cut lasts: longer than every grace.
+	Hold time.Duration
+}
+
+// GossipBrokenSpec restarts the spoke of the cluster holding two of the
+// ring's three members with a gossip Secret that does not exist (the key
+// missing: its gossip does not start), then cuts the network between {the
+// hub, that cluster} and {the ring's other cluster, the third member
+// cluster, outside the ring}, for Hold, under a recorded workload. The
+// spoke must say GossipHealthy=False, and the hub must count it as
+// abstaining: the other cluster is unknown, not failed, and nothing is
+// evacuated (no operation, etcd's member list unchanged), while Degraded
+// names the abstaining spoke. (A spoke without its key used to report
+// every peer dead, and with the hub seeing only that spoke it was the
+// majority of the witnesses: the other cluster was declared failed and
+// its member evacuated.) After the heal and the key's return the ring is
+// ready with the same members, and the workload linearizable.
+func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.Partition == nil || topo.RestartSpokeWith == nil {
+		t.Skip("GossipBrokenSpec: the topology cannot partition or restart a spoke with other flags")
+	}
+	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	count := membersPerCluster(ec)
+	var broken, other string
+	for c, n := range count {
+		if n == 2 {
+			broken = c
+		} else {
+			other = c
+		}
+	}
+	if broken == "" || other == "" || len(count) != 2 {
+		t.Fatalf("want a ring of 3 over two clusters (2/1), have %v", count)
+	}
+	var outside []string
+	for _, c := range topo.Members {
+		if c.Name != broken && c.Name != other {
+			outside = append(outside, c.Name)
+		}
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "gossip-broken")
+
+	// The spoke's gossip key Secret is missing: its gossip does not start.
+	if err := topo.RestartSpokeWith(ctx, broken, "--gossip-secret=etcdfed-gossip-missing"); err != nil {
+		t.Fatal(err)
+	}
+	restored := false
+	defer func() {
+		if !restored {
+			_ = topo.RestartSpokeWith(context.Background(), broken)
+		}
+	}()
+	var why string
+	if err := poll(ctx, 2*time.Minute, "the spoke of "+broken+" to say its gossip is not healthy", func(ctx context.Context) (string, error) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
+			return "", err
+		}
+		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonGossipNotRunning || len(sp.Status.GossipView) > 0 {
+			return fmt.Sprintf("GossipHealthy %v, view %v", c, sp.Status.GossipView), nil
+		}
+		why = c.Message
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the spoke of %s, restarted with a gossip Secret that does not exist: GossipHealthy=False: %s", broken, why)
+
+	groups := [][]string{{localenv.HubClusterName, broken}, append([]string{other}, outside...)}
+	if err := topo.Partition(ctx, localenv.Partition{Groups: groups}); err != nil {
+		t.Fatal(err)
+	}
+	cut := time.Now()
+	healed := false
+	defer func() {
+		if !healed {
+			_ = topo.HealPartition(context.Background())
+		}
+	}()
+	t.Logf("partitioned: {%s} | {%s} for %s", strings.Join(groups[0], ", "), strings.Join(groups[1], ", "), in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	defer cancel()
+	named := make(chan string, 1)
+	go func() {
+		seen := ""
+		for hctx.Err() == nil && seen == "" {
+			if got, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
+					strings.Contains(c.Message, "the spoke of "+broken+" abstains") && strings.Contains(c.Message, "member cluster "+other+" unknown") {
+					seen = fmt.Sprintf("%.1fs after the cut: %s", time.Since(cut).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	// etcd's member list through the hub's side (the broken cluster holds
+	// the quorum): nothing may change.
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	degraded := <-named
+	if moved != "" {
+		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
+	}
+	if n, err := HubEvents(ctx, hub, in.Etcd, etcdcluster.EventZoneFailed); err != nil || len(n) > 0 {
+		t.Errorf("ZoneFailed told on a broken spoke's word: %v %v", n, err)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never named the abstaining spoke of %s and %s unknown: %s", broken, other, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %s", degraded)
+	}
+	progress(ctx, t, w, 50, 30*time.Second)
+
+	if err := topo.HealPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	healed = true
+	if err := topo.RestartSpokeWith(ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	restored = true
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Timeout: 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	// Once gossip runs again the spoke witnesses again.
+	if err := poll(ctx, time.Minute, "the spoke of "+broken+" healthy again", func(ctx context.Context) (string, error) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
+			return "", err
+		}
+		if c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Sprintf("GossipHealthy %v", c), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Error(err)
+	}
+	t.Logf("nothing moved in %s; after the heal the same members, ready", in.Hold)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	t.Logf("workload: %d writes acknowledged, longest gap %s", w.Acked(), w.MaxWriteGap().Round(time.Millisecond))
+	checkWorkload(ctx, t, w)
+}
+
+// ringBefore reads the ring before a disruption: the EtcdCluster, each
+// member's cluster, incarnation and ID (incarnations), and etcd's member
+// list (name -> ID).
+func ringBefore(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd) (*etcdfedv1.EtcdCluster, map[string]string, map[string]string) {
+	t.Helper()
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, err := memberIDs(ctx, m.Client)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ec, incarnations(ec), ids
+}
+
+// membersPerCluster counts ec's members in each member cluster.
+func membersPerCluster(ec *etcdfedv1.EtcdCluster) map[string]int {
+	count := map[string]int{}
+	for _, m := range ec.Status.Members {
+		count[m.Cluster]++
+	}
+	return count
+}
+
+// patchSpec edits an EtcdCluster's spec with change and patches it.
+func patchSpec(ctx context.Context, hub *Cluster, m *ManagedEtcd, change func(*etcdfedv1.EtcdClusterSpec)) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	before := ec.DeepCopy()
+	change(&ec.Spec)
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
+}
+
+// RegistryDroppedSpecInput deletes a member cluster's kubeconfig Secret.
+type RegistryDroppedSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	// Cluster's kubeconfig Secret is deleted for Hold (longer than every
+	// grace), then created again.
+	Cluster string
+	Hold    time.Duration
+}
+
+// RegistryDroppedSpec (issue 24, related path) deletes the kubeconfig
+// Secret that registers Cluster with the hub, under a recorded workload,
+// for Hold: the cluster and its member run on, and the other spokes still
+// see it over gossip. The hub must keep the member where it is (no
+// operation, etcd's member list unchanged) and say why in Degraded. Before,
+// the hub evacuated a cluster that left the registry at once. With the
+// Secret back, the ring is ready with the same members.
+func RegistryDroppedSpec(ctx context.Context, in RegistryDroppedSpecInput) {
+	t := in.T
+	t.Helper()
+	topo, hub := in.Topology, in.Topology.Hub
+	if topo.HubNamespace == "" {
+		t.Skip("RegistryDroppedSpec: the topology does not say where the kubeconfig Secrets are")
+	}
+	_, want, ids := ringBefore(ctx, t, hub, in.Etcd)
+	sec, err := memberKubeconfigSecret(ctx, topo, in.Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "registry-dropped")
+	if err := hub.Client.Delete(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	deleted := time.Now()
+	back := false
+	recreate := func(ctx context.Context) error {
+		again := sec.DeepCopy()
+		again.ResourceVersion, again.UID, again.CreationTimestamp = "", "", metav1.Time{}
+		return hub.Client.Create(ctx, again)
+	}
+	defer func() {
+		if !back {
+			_ = recreate(context.Background())
+		}
+	}()
+	t.Logf("deleted the kubeconfig Secret registering %s, for %s", in.Cluster, in.Hold)
+	hctx, cancel := context.WithTimeout(ctx, in.Hold)
+	named := make(chan string, 1)
+	go func() {
+		seen := ""
+		for hctx.Err() == nil && seen == "" {
+			if got, err := in.Etcd.Get(hctx, hub); err == nil {
+				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && strings.Contains(c.Message, in.Cluster+" holds") && strings.Contains(c.Message, "no longer registered") {
+					seen = fmt.Sprintf("%.1fs after the deletion: %s", time.Since(deleted).Seconds(), c.Message)
+				}
+			}
+			sleepCtx(hctx, 500*time.Millisecond)
+		}
+		named <- seen
+	}()
+	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
+	cancel()
+	degraded := <-named
+	if moved != "" {
+		t.Errorf("the hub moved a member of a cluster that only left its registry: %s", moved)
+	}
+	if degraded == "" {
+		got, _ := in.Etcd.Get(ctx, hub)
+		t.Errorf("Degraded never said why %s's member stays: %s", in.Cluster, conditionText(got, etcdfedv1.ConditionDegraded))
+	} else {
+		t.Logf("Degraded %s", degraded)
+	}
+	if err := recreate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	back = true
+	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true, Timeout: 3 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(incarnations(got)) != fmt.Sprint(want) {
+		t.Errorf("members changed: %v, were %v", incarnations(got), want)
+	}
+	t.Logf("the Secret back: ready with the same members %.1fs after the deletion", time.Since(deleted).Seconds())
+	w.Stop()
+	checkWorkload(ctx, t, w)
+}

@@ -1,0 +1,81 @@
+package multicluster
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// TestScenarioHubWithMinority (issue 24): five members 2/2/1,
+// quorumLossRecovery Automatic, graces of 30 s; the network cut between
+// {the hub, the cluster of one member} and {the two clusters of two} for
+// 150 s, longer than every grace -> the majority serves through its own
+// DNS names, the hub forces nothing and says it sees only a minority;
+// after the heal one ring of the same five members, nothing lost.
+func TestScenarioHubWithMinority(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-minority", Name: "hmin", Domain: "hmin.etcd.test", Replicas: 5, WantZones: "2/2/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+			s.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
+		}})
+	deleteIfFailed(t, topo, etcd)
+	HubWithMinoritySpec(ctx, HubWithMinoritySpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 150 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// TestScenarioGossipBroken (issue 24): a ring of three on two member
+// clusters (2/1); the spoke of the cluster of two restarted without its
+// gossip key, then the network cut between {the hub, that cluster} and
+// {the other two} for 90 s -> the spoke says GossipHealthy=False, the hub
+// counts it as abstaining, nothing is evacuated, Degraded says why.
+func TestScenarioGossipBroken(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "gossip-broken", Name: "gbrk", Domain: "gbrk.etcd.test", Replicas: 3, WantZones: "2/1", NotTolerant: true,
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.Topology.Clusters = []string{"member-1", "member-2"}
+			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+		}})
+	deleteIfFailed(t, topo, etcd)
+	GossipBrokenSpec(ctx, GossipBrokenSpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 90 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// TestScenarioPendingRollHalts (issue 24, related path): a spec change
+// that leaves a pod Pending (a nodeSelector no node matches) halts the
+// rollout beyond the member grace instead of replacing the member; set
+// back, the rollout ends on the same members.
+func TestScenarioPendingRollHalts(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "pending-roll", Name: "pend", Domain: "pend.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.FailurePolicy.MemberGracePeriod = &pendingGrace }})
+	deleteIfFailed(t, topo, etcd)
+	PendingRollSpec(ctx, PendingRollSpecInput{T: t, Topology: topo, Etcd: etcd, MemberGrace: pendingGrace.Duration, Hold: 40 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// TestScenarioRegistryDropped (issue 24, related path): a member
+// cluster's kubeconfig Secret deleted for 70 s (graces 30 s) -> its
+// member stays (it was evacuated at once), Degraded says why; the Secret
+// back, the same members ready.
+func TestScenarioRegistryDropped(t *testing.T) {
+	topo := failureScenario(t)
+	ctx := context.Background()
+	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "registry-dropped", Name: "regd", Domain: "regd.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+		}})
+	deleteIfFailed(t, topo, etcd)
+	RegistryDroppedSpec(ctx, RegistryDroppedSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 70 * time.Second})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
