@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
 
+	"github.com/etcdfed/etcdfed/internal/images"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
@@ -51,6 +52,7 @@ var upFlags struct {
 	detach, supervise        bool
 	sharedSource             bool
 	nodes                    string
+	images                   string
 	timeout                  time.Duration
 }
 
@@ -90,6 +92,8 @@ func init() {
 		"pods connect from one shared address (127.0.0.1) even where root and iptables could give each its own, as on machines without them")
 	f.StringVar(&upFlags.nodes, "nodes", string(localenv.NodesProcess),
 		"how nodes run: process (pods as local processes, the default) or real (kubelet, containerd and runc per node, the hub and the spokes deployed in-cluster from config/; root, see docs/local-environment.md)")
+	f.StringVar(&upFlags.images, "images", "",
+		"with --nodes real: the directory `make images` wrote (OCI tarballs and images.txt) to import into every node; empty: up builds the same images itself (internal/images)")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)
@@ -100,10 +104,16 @@ func upConfig() (localenv.Config, error) {
 	if err != nil {
 		return localenv.Config{}, err
 	}
+	images := upFlags.images
+	if images != "" {
+		if images, err = filepath.Abs(images); err != nil {
+			return localenv.Config{}, err
+		}
+	}
 	return localenv.Config{
 		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
 		Members: upFlags.members, BinDir: bin, SharedSourceAddress: upFlags.sharedSource,
-		Nodes: localenv.NodeMode(upFlags.nodes),
+		Nodes: localenv.NodeMode(upFlags.nodes), ImagesDir: images,
 	}, nil
 }
 
@@ -121,6 +131,9 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	}
 	cfg, err := upConfig()
 	if err != nil {
+		return err
+	}
+	if err := realDemoVersion(cmd, cfg); err != nil {
 		return err
 	}
 	if err := enterRealNetwork(cfg); err != nil {
@@ -165,6 +178,21 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
 		}()
 	})
+}
+
+// realDemoVersion: real nodes run the etcd images `make images` builds
+// (the pinned 3.6 and 3.5 releases), so the demo EtcdCluster runs the
+// newest of them unless --etcd-version says otherwise.
+func realDemoVersion(cmd *cobra.Command, cfg localenv.Config) error {
+	if cfg.Nodes != localenv.NodesReal || cmd.Flags().Changed("etcd-version") {
+		return nil
+	}
+	v, err := images.ReadVersions(filepath.Dir(cfg.BinDir))
+	if err != nil {
+		return fmt.Errorf("real nodes: the etcd images' releases: %w", err)
+	}
+	upFlags.etcdVersion = strings.TrimPrefix(v.Etcd, "v")
+	return nil
 }
 
 // enterRealNetwork re-runs `dev up` in a network namespace of its own
@@ -214,6 +242,9 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 		args = append(args, "--shared-source-address")
 	}
 	args = append(args, "--nodes", string(cfg.Nodes))
+	if cfg.ImagesDir != "" {
+		args = append(args, "--images", cfg.ImagesDir)
+	}
 	sup := exec.Command(exe, args...)
 	sup.Stdout, sup.Stderr = logFile, logFile
 	sup.Env = append(os.Environ(), "ETCDFED_BIN_DIR="+cfg.BinDir)

@@ -75,7 +75,9 @@ func (e *Env) deployInCluster(ctx context.Context) error {
 		return err
 	}
 	e.progress("CoreDNS forwards "+strings.Join(e.cfg.RingDomains, ", ")+" to the spokes", true)
-	return nil
+	// EtcdClusters in default, as config/samples/hub_access.yaml grants
+	// (the demo's).
+	return e.GrantHub(ctx, "default")
 }
 
 // checkSpokeAddresses checks that every spoke's LoadBalancer address is
