@@ -133,6 +133,8 @@ func readImageList(dir string) ([]builtImage, error) {
 			// make images writes paths relative to the repository.
 			if _, err := os.Stat(file); err != nil {
 				file = filepath.Join(dir, filepath.Base(file))
+			} else if file, err = filepath.Abs(file); err != nil {
+				return nil, err
 			}
 		}
 		out = append(out, builtImage{Ref: fields[1], Archive: file})

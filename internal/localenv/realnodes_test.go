@@ -1,6 +1,9 @@
 package localenv
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -67,5 +70,36 @@ func TestCorefile(t *testing.T) {
 	}
 	if !strings.HasPrefix(full, base) {
 		t.Error("the forward block must come after the cluster's own server block")
+	}
+}
+
+// TestReadImageList: images.txt as `make images` writes it (paths relative
+// to the repository, or absolute), and a directory moved elsewhere: the
+// tarballs are then found beside images.txt.
+func TestReadImageList(t *testing.T) {
+	dir := t.TempDir()
+	for _, f := range []string{"hub.tar", "etcd-3.6.tar"} {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(f), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	list := "hub ghcr.io/etcdfed/hub:v1.2.3 out/images/hub.tar\n" +
+		"etcd-3.6 gcr.io/etcd-development/etcd:v3.6.16 " + filepath.Join(dir, "etcd-3.6.tar") + "\n\n"
+	if err := os.WriteFile(filepath.Join(dir, "images.txt"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readImageList(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []builtImage{
+		{Ref: "ghcr.io/etcdfed/hub:v1.2.3", Archive: filepath.Join(dir, "hub.tar")},
+		{Ref: "gcr.io/etcd-development/etcd:v3.6.16", Archive: filepath.Join(dir, "etcd-3.6.tar")},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("got %v, want %v", got, want)
+	}
+	if _, err := readImageList(t.TempDir()); err == nil || !strings.Contains(err.Error(), "make images") {
+		t.Fatalf("no images.txt: %v, want an error naming make images", err)
 	}
 }
