@@ -85,7 +85,8 @@ func startRealEnv(tb testing.TB, fx *envFixture, cfg localenv.Config) *localenv.
 		start := time.Now()
 		fx.env, fx.err = localenv.Start(context.Background(), cfg)
 		if fx.err == nil {
-			fmt.Fprintf(os.Stderr, "real-node environment ready in %.1fs (state in %s)\n", time.Since(start).Seconds(), fx.state)
+			s := fx.env.Status()
+			fmt.Fprintf(os.Stderr, "real-node environment ready in %.1fs (state in %s), %d MiB PSS (%d MiB RSS)\n", time.Since(start).Seconds(), fx.state, s.TotalPSS>>20, s.TotalRSS>>20)
 		}
 	})
 	if fx.err != nil {
@@ -216,6 +217,7 @@ func TestRealNodesRing(t *testing.T) {
 	}) {
 		t.FailNow()
 	}
+	logMemory(t, env, "with the 5-member ring")
 	t.Run("kubectl delete pod: a member, the leader, every member of one zone", func(t *testing.T) {
 		podsDeletedUnderLoad(ctx, t, topo, etcd)
 	})
@@ -241,6 +243,17 @@ func TestRealNodesRing(t *testing.T) {
 		RestoreFromSnapshotSpec(ctx, RestoreFromSnapshotSpecInput{T: t, Topology: topo, Source: etcd, S3: srv, Bucket: "real-restore",
 			Namespace: "real-restored", Name: "restored", Domain: "restored.etcd.test"})
 	})
+}
+
+// logMemory logs the environment's memory (every process it started, the
+// nodes' containers included: PSS, and RSS) and its largest parts.
+func logMemory(t *testing.T, env *localenv.Env, when string) {
+	s := env.Status()
+	var n int
+	for _, c := range s.Clusters {
+		n += len(c.Processes) + len(c.Pods)
+	}
+	t.Logf("real-node environment %s: %d processes, %d MiB PSS (%d MiB RSS)", when, n, s.TotalPSS>>20, s.TotalRSS>>20)
 }
 
 // podsDeletedUnderLoad deletes member pods one after the other under the
