@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/etcdfed/etcdfed/internal/localenv/proc"
 )
 
 // Hierarchies lists the mount points of every cgroup hierarchy this
@@ -142,29 +144,11 @@ func RemoveCgroup(rel string) error {
 	if err != nil {
 		return err
 	}
+	// Every process is gone already; the directories go deepest first
+	// (proc's, once per hierarchy).
 	var errs []error
 	for _, h := range hs {
-		root := filepath.Join(h, rel)
-		var dirs []string
-		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
-			if err == nil && d.IsDir() {
-				dirs = append(dirs, p)
-			}
-			return nil
-		})
-		for i := len(dirs) - 1; i >= 0; i-- {
-			var err error
-			for try := 0; try < 100; try++ {
-				if err = os.Remove(dirs[i]); err == nil || errors.Is(err, os.ErrNotExist) {
-					err = nil
-					break
-				}
-				time.Sleep(20 * time.Millisecond)
-			}
-			if err != nil {
-				errs = append(errs, fmt.Errorf("remove cgroup %s: %w", dirs[i], err))
-			}
-		}
+		errs = append(errs, proc.RemoveCgroupTree(filepath.Join(h, rel)))
 	}
 	return errors.Join(errs...)
 }
