@@ -267,25 +267,8 @@ func podsDeletedUnderLoad(ctx context.Context, t *testing.T, topo *Topology, etc
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victims []string
-	for _, m := range ec.Status.Members {
-		if m.Name != ec.Status.Leader {
-			victims = append(victims, m.Name)
-			break
-		}
-	}
-	victims = append(victims, ec.Status.Leader)
-	zone := ""
-	for _, m := range ec.Status.Members {
-		if m.Name == ec.Status.Leader {
-			zone = m.Zone
-		}
-	}
-	for _, m := range ec.Status.Members {
-		if m.Zone == zone {
-			victims = append(victims, m.Name)
-		}
-	}
+	victims := podVictims(ec.Status.Members, ec.Status.Leader)
+	t.Logf("deleting in turn: %v (leader %s)", victims, ec.Status.Leader)
 	for _, v := range victims {
 		if !t.Run(v, func(t *testing.T) {
 			PodDeletedSpec(ctx, PodDeletedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: v})
@@ -296,6 +279,40 @@ func podsDeletedUnderLoad(ctx context.Context, t *testing.T, topo *Topology, etc
 	}
 	w.Stop()
 	checkWorkload(ctx, t, w)
+}
+
+// podVictims picks whose pods podsDeletedUnderLoad deletes, each once: a
+// member outside the leader's zone and outside the zone deleted whole,
+// the leader, then every member of one zone other than the leader's (the
+// one with the most members; the leader's when it is the only one).
+func podVictims(members []etcdfedv1.MemberStatus, leader string) []string {
+	zoneOf := map[string]string{}
+	count := map[string]int{}
+	for _, m := range members {
+		zoneOf[m.Name] = m.Zone
+		count[m.Zone]++
+	}
+	lz := zoneOf[leader]
+	whole := lz
+	for z, n := range count {
+		if z != lz && (whole == lz || n > count[whole] || (n == count[whole] && z < whole)) {
+			whole = z
+		}
+	}
+	var out []string
+	for _, m := range members {
+		if m.Zone != lz && m.Zone != whole {
+			out = append(out, m.Name)
+			break
+		}
+	}
+	out = append(out, leader)
+	for _, m := range members {
+		if m.Zone == whole && !slices.Contains(out, m.Name) {
+			out = append(out, m.Name)
+		}
+	}
+	return out
 }
 
 // TestRealNodesPodStartup measures pod start to Ready on real nodes: a
@@ -391,4 +408,19 @@ func measurePodStartup(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 	}
 	slices.Sort(took)
 	t.Logf("%s: pod start to Ready, median of %d: %.1fs (min %.1fs, max %.1fs)", where, n, took[n/2].Seconds(), took[0].Seconds(), took[n-1].Seconds())
+}
+
+// TestPodVictims: each member once; 2/2/1 with the leader in a zone of
+// two: the single zone's member, the leader, the other zone of two.
+func TestPodVictims(t *testing.T) {
+	ms := []etcdfedv1.MemberStatus{{Name: "a", Zone: "z1"}, {Name: "b", Zone: "z1"}, {Name: "c", Zone: "z2"}, {Name: "d", Zone: "z2"}, {Name: "e", Zone: "z3"}}
+	for _, tc := range []struct{ leader, want string }{
+		{"a", "[e a c d]"},
+		{"e", "[c e a b]"}, // the leader alone in its zone
+		{"d", "[e d a b]"},
+	} {
+		if got := fmt.Sprint(podVictims(ms, tc.leader)); got != tc.want {
+			t.Errorf("leader %s: %s, want %s", tc.leader, got, tc.want)
+		}
+	}
 }
