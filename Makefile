@@ -41,23 +41,23 @@ images: ## Build the OCI image tarballs into out/images without Docker (hub, spo
 	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
 
 .PHONY: tools
-tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6 and 3.5, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw; only what is missing).
+tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6, 3.5 and 3.7, etcdctl, etcdutl, controller-gen, golangci-lint, versitygw, promtool; only what is missing).
 	hack/tools.sh
 
 # The tools each purpose runs, so that a first `make demo` builds only what
 # the demo runs, and `make test` not the generators and linters.
 .PHONY: tools-demo tools-test
-tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd, etcdctl).
+tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd 3.6 and 3.7, etcdctl).
 	hack/tools.sh --for demo
 tools-test: ## Build the tools the tests run (all but controller-gen and golangci-lint).
 	hack/tools.sh --for test
 
 .PHONY: system-deps
-system-deps: ## Install the Debian packages tests use (bind9, dnsutils, dnsperf, iptables) when missing.
+system-deps: ## Install the Debian packages tests use (bind9, bind9-utils, dnsutils, dnsperf, iptables, iproute2) when missing.
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/operations.md) from pkg/etcdversion.
+generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/upgrades.md) from pkg/etcdversion.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
 	$(GO) run ./hack/versionpolicy
@@ -67,7 +67,7 @@ generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images)
 
 .PHONY: verify
 verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
-	@git diff --exit-code -- api config Dockerfile docs/operations.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
+	@git diff --exit-code -- api config Dockerfile docs/upgrades.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
@@ -168,7 +168,7 @@ tenancy: tools-test system-deps build ## Tenancy on the local environment: same-
 # estimated, and picks slice ROTATION_RUN mod their number; ROTATION_RUN
 # defaults to the commit count of HEAD). It prints which run now and which
 # come next.
-ROTATION_BUDGET ?= 22m
+ROTATION_BUDGET ?= 10m
 ROTATION_RUN ?=
 .PHONY: rotation
 rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.

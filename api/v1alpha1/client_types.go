@@ -54,7 +54,7 @@ type ClientSpec struct {
 
 	// namespace of the Secret. Default (hub cluster only): the
 	// EtcdCluster's namespace. The hub must be allowed to write Secrets
-	// there (docs/operations.md, "Client credentials").
+	// there (docs/certificates.md, "Client credentials").
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`

@@ -39,7 +39,7 @@ const (
 // Reasons of EtcdMember's PeerConnections condition. The spoke sets them;
 // the hub names the False ones in EtcdCluster's Degraded and Progressing
 // conditions (Degraded's reason is then the first of them). Symptoms,
-// causes and fixes: docs/operations.md, "Troubleshooting".
+// causes and fixes: docs/troubleshooting.md.
 const (
 	// ReasonPeerCertificateUntrusted (False): etcd and a peer do not trust
 	// each other's certificate (signed by a CA the other does not trust, or

@@ -20,7 +20,7 @@ type EtcdClusterSpec struct {
 
 	// version is the etcd version every member runs, such as "3.7.3": a
 	// patch release of a minor version etcdfed runs (the version matrix in
-	// docs/operations.md lists them, the newest patch tested of each, and
+	// docs/upgrades.md lists them, the newest patch tested of each, and
 	// the patches refused with the reason and the release that fixes it). It changes one step at a time, as etcd
 	// upgrades and downgrades: within a minor version, one minor version up
 	// from a patch etcd supports the upgrade from, or one minor version

@@ -6,7 +6,7 @@ package v1alpha1
 // makes in one step are pkg/etcdversion's policy: the rules on
 // EtcdClusterSpec.Version are generated from it (make generate), the hub's
 // planner applies it again to the versions the members run, and the
-// version matrix in docs/operations.md is rendered from it. A patch
+// version matrix in docs/upgrades.md is rendered from it. A patch
 // release the policy accepts but whose image does not exist fails the
 // first member's pod and halts the rollout (Progressing reason
 // RolloutHalted).

@@ -192,7 +192,7 @@ func fencingConfirmation(ec *etcdfedv1.EtcdCluster, fenced []string, now time.Ti
 		for i, m := range must {
 			all[i] = m.Name
 		}
-		fmt.Fprintf(&b, "Fence them (docs/operations.md, \"Partitions, witnesses and fencing\"), then run again with --confirm-fenced %s", strings.Join(all, ","))
+		fmt.Fprintf(&b, "Fence them (docs/quorum-loss.md, \"Fencing before a recovery\"), then run again with --confirm-fenced %s", strings.Join(all, ","))
 		return nil, errors.New(b.String())
 	}
 	if len(fenced) == 0 {

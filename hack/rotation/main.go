@@ -55,6 +55,10 @@ var estimates = map[string]time.Duration{
 	"TestScenarioQuorumLossRecovery":     3 * time.Minute,
 	"TestScenarioRestoreFromSnapshot":    3 * time.Minute,
 	"TestScenarioUpgrade":                6 * time.Minute, // 252 s
+	"TestScenarioPendingRollHalts":       2 * time.Minute, // 82 s
+	"TestScenarioRegistryDropped":        2 * time.Minute, // 78 s
+	"TestScenarioInstall":                2 * time.Minute, // 82 s
+	"TestScenarioLegacyNamesAdopted":     4 * time.Minute,
 }
 
 // defaultEstimate counts a scenario with no estimate yet.

@@ -1,7 +1,7 @@
 // Command versionpolicy writes what pkg/etcdversion's policy decides into
 // the files that state it: the CRD rules on EtcdClusterSpec.Version (as
 // kubebuilder markers, which controller-gen then turns into the CRD) and
-// the version matrix in docs/operations.md. `make generate` runs it before
+// the version matrix in docs/upgrades.md. `make generate` runs it before
 // controller-gen; its test fails when either file is stale.
 //
 // Usage: go run ./hack/versionpolicy [-root DIR]
@@ -22,7 +22,7 @@ import (
 // Files it writes, relative to the repository root.
 const (
 	TypesFile = "api/v1alpha1/etcdcluster_types.go"
-	DocFile   = "docs/operations.md"
+	DocFile   = "docs/upgrades.md"
 )
 
 // versionField is the line of the field whose rules are generated.

@@ -294,6 +294,14 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 	for _, ref := range d.sweep {
 		cs := s.cluster(ref.cluster)
 		i := slices.IndexFunc(d.retain, func(rv retainedVolume) bool { return rv.ref == ref })
+		// An EtcdMember already being deleted (its spoke retiring the
+		// volume) was rewritten and named by an earlier pass: the event is
+		// said once, not on every pass until the spoke is done (a burst of
+		// the same event exhausts the recorder's budget for the
+		// EtcdCluster, and the next kept volume went unsaid).
+		if o := cs.members[ref.member]; o != nil && !o.DeletionTimestamp.IsZero() {
+			i = -1
+		}
 		if i >= 0 && d.retain[i].want != nil {
 			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[ref.member]), d.retain[i].want); err != nil {
 				errs = append(errs, fmt.Errorf("keep the volume of %s in %s before sweeping it: %w", ref.member, cs.name, err))

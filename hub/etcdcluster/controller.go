@@ -220,7 +220,7 @@ func (r *Reconciler) observeLease(name multicluster.ClusterName, obj client.Obje
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
 	}
-	gap, first, renewed := r.Tracker.ObserveLease(string(name), l.Spec.RenewTime.Time, holder)
+	gap, first, renewed := r.Tracker.ObserveLease(string(name), l.Spec.RenewTime.Time, holder, r.LeaseStaleAfter)
 	return renewed && (first || gap > r.LeaseStaleAfter)
 }
 

@@ -185,6 +185,9 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 	for _, verdict := range liveness.Judge(obs, s.now, r.LeaseStaleAfter, clusterGrace) {
 		s.byName[verdict.Cluster].verdict = verdict
 	}
+	for _, cs := range s.clusters {
+		cs.backSince, _ = r.Tracker.BackSince(cs.name)
+	}
 	// A fresh Lease going stale wakes the ring through the hub's staleness
 	// timer; only a grace period ending is the ring's own to schedule.
 	s.livenessChange, s.livenessChanges = liveness.NextGraceEnd(obs, s.now, r.LeaseStaleAfter, clusterGrace)
@@ -241,7 +244,7 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 			if lease.Spec.HolderIdentity != nil {
 				holder = *lease.Spec.HolderIdentity
 			}
-			r.Tracker.ObserveLease(cs.name, lease.Spec.RenewTime.Time, holder)
+			r.Tracker.ObserveLease(cs.name, lease.Spec.RenewTime.Time, holder, r.LeaseStaleAfter)
 		}
 	case !apierrors.IsNotFound(err):
 		return fmt.Errorf("read spoke Lease in %s: %w", cs.name, err)

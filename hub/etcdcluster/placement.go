@@ -246,6 +246,13 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		if m.LastTransitionTime != nil {
 			mm.ReadyChangedAt = m.LastTransitionTime.Time
 		}
+		if cs != nil && !mm.Ready && cs.backSince.After(mm.ReadyChangedAt) {
+			// A member that went unready while the hub could not see
+			// its cluster (cut off, with it, from the majority) is
+			// judged from when the cluster came back into view: it gets
+			// its whole grace to catch up before it counts as failed.
+			mm.ReadyChangedAt = cs.backSince
+		}
 		if cs != nil {
 			mm.ClusterVisible = cs.visible()
 			mm.DomainFailed = cs.verdict.State == liveness.Failed || (mm.ClusterVisible && cs.zoneFailed(m.Zone))

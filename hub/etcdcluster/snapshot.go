@@ -67,7 +67,10 @@ type clusterSnapshot struct {
 	registered bool
 	eligible   bool
 	verdict    liveness.Verdict
-	spoke      *etcdfedv1.EtcdSpoke
+	// backSince is when the hub saw the cluster's spoke Lease again after
+	// it had gone stale (zero: never out of view since the hub started).
+	backSince time.Time
+	spoke     *etcdfedv1.EtcdSpoke
 	// The objects the hub owns there for this EtcdCluster (ownedKinds), by
 	// object name.
 	members map[string]*etcdfedv1.EtcdMember

@@ -148,7 +148,7 @@ func (r *Reconciler) observeNodeLease(cluster string, l *coordinationv1.Lease) b
 	if l.Spec.HolderIdentity != nil {
 		holder = *l.Spec.HolderIdentity
 	}
-	gap, first, renewed := r.NodeTracker.ObserveLease(nodeKey(cluster, l.Name), l.Spec.RenewTime.Time, holder)
+	gap, first, renewed := r.NodeTracker.ObserveLease(nodeKey(cluster, l.Name), l.Spec.RenewTime.Time, holder, r.NodeStaleAfter)
 	return renewed && (first || gap > r.NodeStaleAfter)
 }
 

@@ -35,6 +35,9 @@ type entry struct {
 	renew    time.Time // the spoke's renewTime, only compared for change
 	holder   string
 	lastSeen time.Time // hub clock when a change was observed
+	// back is when the hub saw the Lease renewed after a gap longer than
+	// the staleness window (BackAfter): the cluster came back into view.
+	back time.Time
 }
 
 // NewTracker returns a tracker on the given clock (time.Now when nil).
@@ -54,7 +57,7 @@ func NewTracker(now func() time.Time) *Tracker {
 // sighting has a zero gap and renewed true. A caller compares the gap with
 // the staleness window to tell a cluster that comes back from one that
 // merely renewed.
-func (t *Tracker) ObserveLease(cluster string, renewTime time.Time, holder string) (gap time.Duration, first, renewed bool) {
+func (t *Tracker) ObserveLease(cluster string, renewTime time.Time, holder string, staleAfter time.Duration) (gap time.Duration, first, renewed bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	now := t.now()
@@ -62,11 +65,33 @@ func (t *Tracker) ObserveLease(cluster string, renewTime time.Time, holder strin
 	if ok && e.renew.Equal(renewTime) && e.holder == holder {
 		return 0, false, false
 	}
+	var back time.Time
 	if ok {
 		gap = now.Sub(e.lastSeen)
+		back = e.back
+		if gap > staleAfter {
+			back = now
+		}
 	}
-	t.entries[cluster] = &entry{renew: renewTime, holder: holder, lastSeen: now}
+	t.entries[cluster] = &entry{renew: renewTime, holder: holder, lastSeen: now, back: back}
 	return gap, !ok, true
+}
+
+// BackSince returns when the hub last saw cluster's Lease renewed after a
+// gap longer than the staleness window, that is when the cluster came
+// back into the hub's view (a partition healed, the cluster restarted);
+// false when it never went out of view since the hub first saw it. What
+// the hub recorded about the cluster's members while it could not see it
+// (a member unhealthy in etcd because it was cut off) counts from then
+// on, not from before: a member gets its whole grace in view.
+func (t *Tracker) BackSince(cluster string) (time.Time, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.entries[cluster]
+	if !ok || e.back.IsZero() {
+		return time.Time{}, false
+	}
+	return e.back, true
 }
 
 // Forget drops a cluster (unregistered).

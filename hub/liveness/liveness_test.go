@@ -13,17 +13,17 @@ func TestTrackerUsesHubClock(t *testing.T) {
 	now := t0
 	tr := NewTracker(func() time.Time { return now })
 	// The spoke's clock is an hour off; only the change matters.
-	if gap, first, renewed := tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1"); gap != 0 || !first || !renewed {
+	if gap, first, renewed := tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1", time.Minute); gap != 0 || !first || !renewed {
 		t.Errorf("first sighting: gap %s, first %v, renewed %v", gap, first, renewed)
 	}
 	now = now.Add(5 * time.Second)
-	if _, _, renewed := tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1"); renewed { // no renewal
+	if _, _, renewed := tr.ObserveLease("a", t0.Add(time.Hour), "spoke-1", time.Minute); renewed { // no renewal
 		t.Error("an unchanged Lease counted as a renewal")
 	}
 	if seen, _ := tr.LastSeen("a"); !seen.Equal(t0) {
 		t.Fatalf("unchanged lease moved lastSeen to %v", seen)
 	}
-	if gap, first, renewed := tr.ObserveLease("a", t0.Add(time.Hour+2*time.Second), "spoke-1"); gap != 5*time.Second || first || !renewed {
+	if gap, first, renewed := tr.ObserveLease("a", t0.Add(time.Hour+2*time.Second), "spoke-1", time.Minute); gap != 5*time.Second || first || !renewed {
 		t.Errorf("renewal after 5s on the hub's clock: gap %s, first %v, renewed %v", gap, first, renewed)
 	}
 	if seen, _ := tr.LastSeen("a"); !seen.Equal(now) {
@@ -305,5 +305,37 @@ func TestHubView(t *testing.T) {
 	}
 	if msg := ViewOf(obs(true, false, true), t0, stale).Message(); msg != "" {
 		t.Errorf("a hub with a majority says %q", msg)
+	}
+}
+
+// BackSince is when a Lease was seen renewed after a gap longer than the
+// staleness window; renewals within the window and a first sighting do
+// not move it.
+func TestTrackerBackSince(t *testing.T) {
+	now := t0
+	tr := NewTracker(func() time.Time { return now })
+	stale := 15 * time.Second
+	renew := t0
+	observe := func(after time.Duration) {
+		now = now.Add(after)
+		renew = renew.Add(after)
+		tr.ObserveLease("a", renew, "spoke-1", stale)
+	}
+	observe(0)
+	if at, ok := tr.BackSince("a"); ok {
+		t.Fatalf("first sighting counted as back at %v", at)
+	}
+	observe(2 * time.Second)
+	if _, ok := tr.BackSince("a"); ok {
+		t.Fatal("a renewal within the window counted as back")
+	}
+	observe(90 * time.Second) // a partition healed
+	back := now
+	if at, ok := tr.BackSince("a"); !ok || !at.Equal(back) {
+		t.Fatalf("after a 90s gap: back %v %v, want %v", at, ok, back)
+	}
+	observe(2 * time.Second)
+	if at, _ := tr.BackSince("a"); !at.Equal(back) {
+		t.Fatalf("a later renewal moved back to %v, want %v", at, back)
 	}
 }

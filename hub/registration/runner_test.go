@@ -126,7 +126,7 @@ func TestRenewAndReport(t *testing.T) {
 	}
 
 	// The spoke's Lease seen: Alive, and its time exported.
-	tracker.ObserveLease("member-1", time.Now(), "spoke-0")
+	tracker.ObserveLease("member-1", time.Now(), "spoke-0", time.Minute)
 	r.RenewAfter = registration.DefaultRenewAfter
 	r.Pass(ctx)
 	if s, _ := registration.StatusOf(get().Annotations); s.Spoke != registration.SpokeAlive {

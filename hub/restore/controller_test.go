@@ -66,7 +66,9 @@ func TestRestoreSourceLimitedToItsNamespace(t *testing.T) {
 	}, time.Minute, 200*time.Millisecond).Should(Succeed())
 
 	for name, source := range map[string]string{"from-team-c": "team-c/main", "from-own": ns + "/main"} {
-		ec := restoring(c, ns, name, etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: source})
+		// Unsigned fixtures (the snapshot MAC is TestRefusedSnapshots'):
+		// what this test checks is the namespace rule.
+		ec := restoring(c, ns, name, etcdfedv1.SnapshotSource{Store: spec, Object: etcdfedv1.SnapshotLatest, SourceCluster: source, AllowUnsigned: true})
 		Expect(c.Create(ctx, ec)).To(Succeed())
 		Eventually(func(g Gomega) {
 			got, cond := verified(g, c, client.ObjectKeyFromObject(ec))

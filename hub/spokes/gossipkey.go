@@ -24,7 +24,7 @@ import (
 // copy into every member cluster's ring namespace, where the spoke reads
 // it. Gossip is therefore encrypted by default, with a key no other
 // installation shares. A key is rotated by editing the hub's Secret
-// (docs/operations.md, "Gossip encryption"): the hub copies every change.
+// (docs/certificates.md, "Gossip encryption"): the hub copies every change.
 
 // gossipKeyLabels mark the hub's copies.
 func gossipKeyLabels() map[string]string {

@@ -14,7 +14,7 @@ import (
 
 // ReportKind and ReportVersion identify the JSON document `etcdfed drill
 // --json` prints. Fields are added within a version, never renamed or
-// removed; docs/operations.md documents them.
+// removed; docs/failures.md, "Drills", documents them.
 const (
 	ReportKind    = "DrillReport"
 	ReportVersion = 1

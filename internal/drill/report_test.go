@@ -26,7 +26,7 @@ func passingResult() *workload.Result {
 		Watches: []workload.WatchVerdict{{Watcher: "all endpoints", Expected: 98, Seen: 98, Covered: 200, LastAcked: 200}}}
 }
 
-// The JSON document keeps its field names (docs/operations.md documents
+// The JSON document keeps its field names (docs/failures.md documents
 // them): a renamed field breaks this test.
 func TestReportJSONFields(t *testing.T) {
 	tl := Timeline{Detected: ptr(at(3)), DetectedBy: "member cluster member-1 failed", FirstMove: ptr(at(33)), Evacuated: ptr(at(50)), Healed: ptr(at(80)),

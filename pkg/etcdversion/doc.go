@@ -10,5 +10,5 @@
 // the hub's upgrade planner (Step, Path), the spoke's flag rendering
 // (FlagName), the local environment's pinned builds (hack/tools.sh, checked
 // against Newest by this package's tests) and the version matrix in
-// docs/operations.md (Matrix). It imports nothing but the standard library.
+// docs/upgrades.md (Matrix). It imports nothing but the standard library.
 package etcdversion

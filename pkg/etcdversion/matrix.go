@@ -34,13 +34,13 @@ func TestedPath(test string) []Version {
 }
 
 // MatrixBegin and MatrixEnd delimit the generated matrix in
-// docs/operations.md.
+// docs/upgrades.md.
 const (
 	MatrixBegin = "<!-- BEGIN version matrix: generated from pkg/etcdversion by `make generate`; do not edit -->"
 	MatrixEnd   = "<!-- END version matrix -->"
 )
 
-// Matrix renders the version matrix (markdown) for docs/operations.md,
+// Matrix renders the version matrix (markdown) for docs/upgrades.md,
 // without the delimiters.
 func Matrix() string {
 	var b strings.Builder

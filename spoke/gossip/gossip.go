@@ -13,7 +13,7 @@
 // Secret etcdfed-gossip in the ring namespace); besides the key that
 // encrypts, the Secret may name keys that are accepted on receipt, which
 // is how a key is rotated without a moment where two spokes cannot read
-// each other (docs/operations.md, "Gossip encryption"). Keys accepted and
+// each other (docs/certificates.md, "Gossip encryption"). Keys accepted and
 // the key that encrypts change in place (memberlist's keyring); only
 // turning encryption on or off restarts memberlist.
 //

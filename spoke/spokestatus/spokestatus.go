@@ -365,7 +365,7 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 	enc := "UNENCRYPTED"
 	if len(key) > 0 {
 		// Fingerprints, so that a key rotation can be followed spoke by
-		// spoke (docs/operations.md, "Gossip encryption").
+		// spoke (docs/certificates.md, "Gossip encryption").
 		encrypts, accepts := r.Gossip.Keys()
 		enc = "encrypted with key " + encrypts
 		if len(accepts) > 0 {

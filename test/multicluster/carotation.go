@@ -121,6 +121,9 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	if err := ensureNamespace(ctx, remote, remoteNS); err != nil {
 		t.Fatal(err)
 	}
+	if err := grantHubSecrets(ctx, remote, remoteNS); err != nil {
+		t.Fatal(err)
+	}
 	remoteSpec := etcdfedv1.ClientSpec{Name: "remote", Cluster: remote.Name, Namespace: remoteNS}
 	if in.KubeAPIServer != "" {
 		remoteSpec.CAReload = etcdfedv1.CAReloadAtStart

@@ -56,6 +56,9 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 	if err := ensureNamespace(ctx, member, consumerNS); err != nil {
 		t.Fatal(err)
 	}
+	if err := grantHubSecrets(ctx, member, consumerNS); err != nil {
+		t.Fatal(err)
+	}
 	clients := []etcdfedv1.ClientSpec{
 		{Name: "kube-apiserver", Cluster: member.Name, Namespace: consumerNS, SecretName: "etcd-client"},
 		{Name: "app"}, // the hub cluster, the EtcdCluster's namespace
@@ -127,7 +130,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		roots.AppendCertsFromPEM(sec.Data[etcdfedv1.ClientSecretKeyCA])
 		for _, m := range ec.Status.Members {
 			obj := &etcdfedv1.EtcdMember{}
-			if err := memberCluster(t, topo, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: m.Name}, obj); err != nil {
+			if err := memberCluster(t, topo, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
 				t.Fatal(err)
 			}
 			for _, raw := range []string{obj.Status.ClientURL, obj.Status.PeerURL} {

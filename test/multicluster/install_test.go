@@ -203,7 +203,7 @@ func TestScenarioInstall(t *testing.T) {
 		if strings.Count(status, `"version": "3.6.16"`) != 3 || strings.Contains(status, `"error"`) {
 			t.Errorf("etcd endpoint status in the bundle:\n%s", status)
 		}
-		for _, want := range []string{"members/member-1/etcdmembers.yaml", "members/member-1/etcd/pods.yaml", "members/member-1/etcd/logs/main-0_etcd.log", "hub/events.yaml", "logs/hub.log"} {
+		for _, want := range []string{"members/member-1/etcdmembers.yaml", "members/member-1/etcd/pods.yaml", "members/member-1/etcd/logs/" + etcd.ObjectName("main-0") + "_etcd.log", "hub/events.yaml", "logs/hub.log"} {
 			if _, ok := files[want]; !ok {
 				t.Errorf("no %s in the bundle", want)
 			}

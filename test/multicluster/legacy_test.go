@@ -13,7 +13,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
@@ -28,7 +33,8 @@ const legacyCommit = "1b133dd"
 // spoke are switches: a script that runs the build of legacyCommit
 // (hub.old, spoke.old) until the file use-new-<name> exists beside it, and
 // this checkout's build (hub.new, spoke.new) after. The old hub does not
-// know this checkout's --allow-* flags: its script drops them.
+// know this checkout's --allow-* flags nor --metrics-secure (its metrics are
+// plain HTTP anyway): its script drops them.
 func legacyBinDir(t *testing.T) string {
 	t.Helper()
 	commit := legacyCommit
@@ -68,7 +74,7 @@ d=$(dirname "$0")
 if [ -e "$d/use-new-%[1]s" ]; then exec "$d/%[1]s.new" "$@"; fi
 for a do
 	shift
-	case "$a" in --allow-*) ;; *) set -- "$@" "$a" ;; esac
+	case "$a" in --allow-* | --metrics-secure*) ;; *) set -- "$@" "$a" ;; esac
 done
 exec "$d/%[1]s.old" "$@"
 `, b)
@@ -77,6 +83,42 @@ exec "$d/%[1]s.old" "$@"
 		}
 	}
 	return dir
+}
+
+// inlineRegistrationTokens writes each registration Secret's token into
+// its kubeconfig too, as registrations were before `etcdfed cluster join`
+// kept the token beside it (registry.TokenKey): the hub of legacyCommit
+// reads the kubeconfig alone and would reach the member clusters with no
+// credentials. This checkout's hub prefers the token key, so the swap to
+// it changes nothing.
+func inlineRegistrationTokens(ctx context.Context, t *testing.T, hub *Cluster) {
+	t.Helper()
+	var secrets corev1.SecretList
+	if err := hub.Client.List(ctx, &secrets, client.InNamespace(install.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range secrets.Items {
+		sec := &secrets.Items[i]
+		tok := sec.Data[registry.TokenKey]
+		if len(tok) == 0 || len(sec.Data[registry.KubeconfigSecretKey]) == 0 {
+			continue
+		}
+		kc, err := clientcmd.Load(sec.Data[registry.KubeconfigSecretKey])
+		if err != nil {
+			t.Fatalf("kubeconfig of %s: %v", sec.Name, err)
+		}
+		for _, ai := range kc.AuthInfos {
+			ai.Token = string(tok)
+		}
+		data, err := clientcmd.Write(*kc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sec.Data[registry.KubeconfigSecretKey] = data
+		if err := hub.Client.Update(ctx, sec); err != nil {
+			t.Fatalf("registration %s: %v", sec.Name, err)
+		}
+	}
 }
 
 func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
@@ -129,6 +171,7 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 	}
 	ctx := context.Background()
 	hub := topo.Hub
+	inlineRegistrationTokens(ctx, t, hub)
 
 	// 1. Formed the old way.
 	legacy := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "legacy", Name: "main", Domain: "main.legacy.test", Replicas: 3, WantZones: "1/1/1"})

@@ -406,7 +406,7 @@ func etcdfedRecover(ctx context.Context, bin string, hub *Cluster, m *ManagedEtc
 func checkVolumesKept(ctx context.Context, t testing.TB, topo *Topology, hub *Cluster, m *ManagedEtcd, victims []etcdfedv1.MemberStatus, oldInc map[string]int64) {
 	t.Helper()
 	for _, v := range victims {
-		claim := fmt.Sprintf("%s-data-%d", v.Name, oldInc[v.Name])
+		claim := fmt.Sprintf("%s-data-%d", m.ObjectName(v.Name), oldInc[v.Name])
 		pvc := &corev1.PersistentVolumeClaim{}
 		if err := memberCluster(t, topo, v.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: claim}, pvc); err != nil || pvc.DeletionTimestamp != nil {
 			t.Errorf("the volume %s of %s's old incarnation in %s: %v (deleting %v); want it kept", claim, v.Name, v.Cluster, err, pvc.DeletionTimestamp != nil)

@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdfed/etcdfed/internal/install"
 )
 
 // HandWrittenEtcd is an etcd cluster made of hand-written pods (no hub).
@@ -206,6 +209,25 @@ func ensureNamespace(ctx context.Context, c *Cluster, name string) error {
 		if err := c.OnNamespace(ctx, name); err != nil {
 			return fmt.Errorf("namespace %s in %s: %w", name, c.Name, err)
 		}
+	}
+	return nil
+}
+
+// grantHubSecrets lets the hub write consumer Secrets in namespace ns of
+// member cluster c, as docs/certificates.md tells a user to: the hub's
+// credentials in a member cluster (`etcdfed cluster join`) reach only the
+// ring namespace.
+func grantHubSecrets(ctx context.Context, c *Cluster, ns string) error {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-hub-clients", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"get", "create", "update", "delete"}}}}
+	if _, err := c.Clientset.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("role %s/%s in %s: %w", ns, role.Name, c.Name, err)
+	}
+	rb := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-hub-clients", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: install.Namespace, Name: "etcdfed-hub"}}}
+	if _, err := c.Clientset.RbacV1().RoleBindings(ns).Create(ctx, rb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("role binding %s/%s in %s: %w", ns, rb.Name, c.Name, err)
 	}
 	return nil
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // Versions of the scenarios: the paths pkg/etcdversion says are tested
-// (the version matrix in docs/operations.md lists them), each release one
+// (the version matrix in docs/upgrades.md lists them), each release one
 // hack/tools.sh builds (bin/etcd-3.5.x, bin/etcd, bin/etcd-3.7.x).
 var (
 	upgradePath     = etcdversion.TestedPath("TestScenarioUpgrade")

@@ -143,8 +143,10 @@ func TestHubPermissions(t *testing.T) {
 	ok("update a Secret in the EtcdCluster's namespace", as.Update(ctx, ca))
 	forbidden("delete a Secret in the EtcdCluster's namespace", as.Delete(ctx, ca))
 	forbidden("create a Secret in an unbound namespace", as.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: other}}))
-	// The gossip key: created once, updated by name. No other Secret of
-	// the hub's namespace (the kubeconfigs are the admin's) is updated.
+	// The gossip key: created once, then updated. The registration
+	// Secrets (kubeconfigs) are updated too: the hub renews the token
+	// `etcdfed cluster join` stored there (hub/registration). The hub
+	// deletes no Secret of its namespace.
 	gossip := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-gossip", Namespace: hubNS}, Data: map[string][]byte{"key": []byte("k")}}
 	ok("create the gossip key Secret in the hub's namespace", as.Create(ctx, gossip))
 	gossip.Data["accept"] = []byte("a")
@@ -154,7 +156,7 @@ func TestHubPermissions(t *testing.T) {
 		t.Fatal(err)
 	}
 	kubeconfig.Data["kubeconfig"] = []byte("y")
-	forbidden("update a kubeconfig Secret in the hub's namespace (the admin's)", as.Update(ctx, kubeconfig))
+	ok("update a registration Secret in the hub's namespace (its renewed token)", as.Update(ctx, kubeconfig))
 	forbidden("delete a Secret in the hub's namespace", as.Delete(ctx, kubeconfig))
 	ok("create an event in the EtcdCluster's namespace", as.Create(ctx, &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{Name: "main.1", Namespace: ecNS},

@@ -1,0 +1,55 @@
+package etcdcluster
+
+import (
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/membership"
+)
+
+// A member that went unready while the hub could not see its cluster (a
+// partition cut it off, with its cluster, from the hub and the majority)
+// is not replaced the moment the cluster comes back into view: its grace
+// counts from then. Seen in TestScenarioGossipBroken: a member cut off
+// for 90 s was replaced 24 s after the heal, "unhealthy since" 4 s after
+// the cut, while it was catching up.
+func TestMemberGraceCountsFromClusterBackInView(t *testing.T) {
+	grace := 30 * time.Second
+	unready := func(back time.Time) *snapshot {
+		s := ring()
+		s.ec.Spec.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: grace}
+		since := metav1.NewTime(now.Add(-2 * time.Minute))
+		m := &s.ec.Status.Members[2]
+		m.Ready, m.LastTransitionTime = false, &since
+		s.etcd.Members[2].Healthy = false
+		cs := s.cluster(m.Cluster)
+		obj := cs.members[m.Name]
+		meta := metav1.Condition{Type: etcdfedv1.ConditionMemberHealthy, Status: metav1.ConditionFalse, Reason: "Unhealthy", LastTransitionTime: since}
+		for i := range obj.Status.Conditions {
+			if obj.Status.Conditions[i].Type == meta.Type {
+				obj.Status.Conditions[i] = meta
+			}
+		}
+		cs.backSince = back
+		return s
+	}
+	replaces := func(s *snapshot) bool {
+		d := decide(s)
+		return d.plan.Action == membership.ActBegin && d.plan.Operation != nil && d.plan.Operation.Type == membership.OpReplace
+	}
+
+	if s := unready(time.Time{}); !replaces(s) {
+		d := decide(s)
+		t.Fatalf("a member unready for 2m in a cluster always in view (grace %s): plan %s (%s), want a Replace", grace, d.plan.Action, d.plan.Reason)
+	}
+	if s := unready(now.Add(-5 * time.Second)); replaces(s) {
+		t.Fatalf("a member unready since before its cluster came back into view 5s ago was replaced (grace %s)", grace)
+	}
+	if s := unready(now.Add(-grace - time.Second)); !replaces(s) {
+		d := decide(s)
+		t.Fatalf("back in view for longer than the grace and still unready: plan %s (%s), want a Replace", d.plan.Action, d.plan.Reason)
+	}
+}
