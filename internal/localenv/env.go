@@ -118,7 +118,11 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		}
 		e.slot = slot
 		st = newState(dir, slot.Slot, cfg)
-		e.progress("new environment in "+dir+fmt.Sprintf(" (addresses 127.%d.0.0/16)", slot.Slot), true)
+		where := fmt.Sprintf("addresses 127.%d.0.0/16", slot.Slot)
+		if cfg.Nodes == NodesReal {
+			where = "network namespace " + NetnsName(slot.Slot)
+		}
+		e.progress("new environment in "+dir+" ("+where+")", true)
 	case err != nil:
 		return nil, err
 	default:
