@@ -334,7 +334,8 @@ func (e *Env) startNode(ctx context.Context, n *realNode) error {
 	if err := waitFor(ctx, 10*time.Second, "the namespaces of "+s.Name, func() (bool, error) {
 		comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
 		if err != nil {
-			return false, fmt.Errorf("anchor of %s exited: %s", s.Name, tail(filepath.Join(s.LogDir(), "anchor.log"), 5))
+			_, _, exit := anchor.Info()
+			return false, fmt.Errorf("anchor of %s (pid %d) exited (%s): %s", s.Name, pid, exit, tail(filepath.Join(s.LogDir(), "anchor.log"), 5))
 		}
 		return strings.TrimSpace(string(comm)) == "sleep", nil
 	}); err != nil {

@@ -48,6 +48,13 @@ func (s *service) loop() {
 	first := true
 	for {
 		p, err := proc.Start(s.spec())
+		if err == nil {
+			// Before started is closed: Info gives the pid as soon as
+			// startService returns.
+			s.mu.Lock()
+			s.p = p
+			s.mu.Unlock()
+		}
 		if first {
 			first = false
 			s.startErr = err
