@@ -91,10 +91,19 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # The demo installs iptables when it can (root with apt-get) and runs
 # without it otherwise; `etcdfed dev up` says in its first line what the
 # environment could not do and what it does instead.
+# NODES=real: real nodes (kubelet, containerd and runc per node; the hub and
+# the spokes deployed in-cluster from config/), as root; see
+# docs/local-environment.md.
+NODES ?=
 .PHONY: demo
-demo: tools-demo build ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background).
+demo: tools-demo build $(if $(filter real,$(NODES)),realnode-deps) ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
 	hack/system-deps.sh demo
-	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(DETACH),--detach)
+	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(DETACH),--detach)
+
+.PHONY: realnode-deps
+realnode-deps: ## What real nodes run: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS besides the test tools (hack/tools.sh --for realnodes), runc and the CNI plugins (Debian).
+	hack/tools.sh --for realnodes
+	hack/system-deps.sh realnodes
 
 ##@ Test
 
@@ -165,6 +174,12 @@ ROTATION_RUN ?=
 rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.
 	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)'); \
 	$(MAKE) scenarios SCENARIOS="$$pattern"
+
+# REALNODES picks the real-node tests by name (a go test -run pattern).
+REALNODES ?= ^TestRealNodes
+.PHONY: test-realnodes
+test-realnodes: realnode-deps build ## The TestRealNodes* scenarios on real nodes (root): kubelet, containerd and runc per node, the hub and the spokes in-cluster from config/, each under a recorded workload (REALNODES to pick).
+	ETCDFED_REALNODES=1 $(GO) test -count=1 -timeout 100m -v -run '$(REALNODES)' ./test/multicluster
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

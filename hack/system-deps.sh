@@ -13,10 +13,19 @@
 # environment uses (iptables: pods get their own source address, zones can
 # be partitioned), and only as root with apt-get; otherwise, or when the
 # install fails, it says so and succeeds: the demo runs without it.
+#
+# `hack/system-deps.sh realnodes` (make demo NODES=real, make
+# test-realnodes) installs what the local environment's real nodes run
+# besides the tools hack/tools.sh builds: runc, the CNI plugins (bridge,
+# host-local, portmap, loopback in /usr/lib/cni), iptables (kube-proxy) and
+# iproute2 (network namespaces, veths, routes). Real nodes need root, so
+# this mode fails when it cannot install.
 set -euo pipefail
 
 for_demo=false
+for_realnodes=false
 [[ ${1:-} == demo ]] && for_demo=true
+[[ ${1:-} == realnodes ]] && for_realnodes=true
 for_images=false
 [[ ${1:-} == images ]] && for_images=true
 
@@ -32,6 +41,9 @@ declare -A pkgs=(
 if $for_demo; then
 	pkgs=([iptables]=iptables)
 fi
+if $for_realnodes; then
+	pkgs=([runc]=runc [iptables]=iptables [ip]=iproute2 [nsenter]=util-linux)
+fi
 if $for_images; then
 	pkgs=([containerd]=containerd [ctr]=containerd [runc]=runc)
 fi
@@ -42,6 +54,10 @@ for cmd in "${!pkgs[@]}"; do
 		missing+=("${pkgs[$cmd]}")
 	fi
 done
+# The CNI plugins are no commands on PATH: Debian puts them in /usr/lib/cni.
+if $for_realnodes && [[ ! -x /usr/lib/cni/bridge || ! -x /usr/lib/cni/host-local ]]; then
+	missing+=(containernetworking-plugins)
+fi
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 if $for_demo && { [[ $(id -u) -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; }; then

@@ -5,10 +5,13 @@
 #   hack/tools.sh                every tool (CI)
 #   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd, etcd37, etcdctl
 #   hack/tools.sh --for test     what `make test` runs: all but the generators and linters
+#   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
 #   hack/tools.sh TOOL...        those tools, one after the other
 #
 # Tools: kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw
-# promtool
+# promtool kubelet kube-scheduler kube-controller-manager kube-proxy containerd
+# (with ctr and the runc shim) coredns pause (the last seven: real nodes; the
+# single name `realnodes` builds them one after the other)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,6 +36,14 @@ VERSITYGW_VERSION=v1.8.0
 # promtool: `promtool test rules` on the shipped alerts (config/monitoring).
 # The module's v0.3xx.y versions are Prometheus 3.xx.y.
 PROMETHEUS_VERSION=v0.316.0
+# The local environment's real nodes (etcdfed dev up --nodes real): kubelet,
+# kube-scheduler, kube-controller-manager and kube-proxy come from
+# KUBE_VERSION above; containerd 2 because kubelet 1.36 refuses 1.x
+# (Debian 12 has 1.6); CoreDNS with the plugins a cluster DNS uses
+# (hack/tools/coredns). runc and the CNI plugins are Debian's
+# (hack/system-deps.sh realnodes).
+CONTAINERD_VERSION=v2.2.9
+COREDNS_VERSION=v1.14.7
 
 # have NAME WANT CMD...: true when bin/NAME exists and CMD's output holds WANT.
 have() {
@@ -59,6 +70,10 @@ typical() {
 	# promtool: 9.2 min of CPU in a cold build measured beside other
 	# engineers' runs (27 min of wall time there); about 6 on two free cores.
 	promtool) echo 360 ;;
+	# After kube-apiserver, whose packages they share (2026-11-26, both
+	# caches empty, load 10-19).
+	kubelet) echo 95 ;; kube-scheduler) echo 15 ;; kube-controller-manager) echo 50 ;; kube-proxy) echo 25 ;;
+	containerd) echo 170 ;; coredns) echo 150 ;;
 	*) echo 0 ;;
 	esac
 }
@@ -107,8 +122,9 @@ kube_ld() {
 	done
 	echo "$ld"
 }
-build_kube_apiserver() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver); }
-build_kubectl() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/kubectl" k8s.io/kubernetes/cmd/kubectl); }
+build_kube() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/$1" "k8s.io/kubernetes/cmd/$1"); }
+build_kube_apiserver() { build_kube kube-apiserver; }
+build_kubectl() { build_kube kubectl; }
 
 # The etcd builds carry one local change (internal/resolver: the ring's DNS
 # servers from ETCDFED_DNS_SERVERS). Its hash goes into the Git SHA that
@@ -144,6 +160,24 @@ build_promtool() {
 		-o "$bin/promtool" github.com/prometheus/prometheus/cmd/promtool)
 }
 
+containerd_ld="-s -w -X github.com/containerd/containerd/v2/version.Version=${CONTAINERD_VERSION} -X github.com/containerd/containerd/v2/version.Package=github.com/containerd/containerd/v2"
+# Static (no cgo): without the btrfs, devmapper and zfs snapshotters, which
+# need C libraries; the nodes use overlayfs.
+build_containerd() {
+	(cd "$root/hack/tools/containerd" && CGO_ENABLED=0 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$containerd_ld" -o "$bin/" \
+		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr)
+}
+build_coredns() {
+	(cd "$root/hack/tools/coredns" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=${COREDNS_VERSION}" -o "$bin/coredns" .)
+}
+# pause: the pod sandbox process (hack/tools/pause, in this module); a stamp
+# records the hash of its source.
+pause_sum() { sha256sum "$root/hack/tools/pause/main.go" | cut -c1-12; }
+build_pause() {
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/pause" ./hack/tools/pause)
+	pause_sum >"$bin/.pause.stamp"
+}
+
 ensure() {
 	case $1 in
 	kube-apiserver) have kube-apiserver "Kubernetes $KUBE_VERSION" "$bin/kube-apiserver" --version || step "$1" build_kube_apiserver ;;
@@ -157,6 +191,14 @@ ensure() {
 	golangci-lint) have golangci-lint "version ${GOLANGCI_LINT_VERSION#v}" "$bin/golangci-lint" version || step "$1" build_golangci_lint ;;
 	versitygw) have versitygw "Version  : $VERSITYGW_VERSION" "$bin/versitygw" --version || step "$1" build_versitygw ;;
 	promtool) have promtool "promtool, version ${PROMETHEUS_VERSION#v}" "$bin/promtool" --version || step "$1" build_promtool ;;
+	kubelet | kube-scheduler | kube-controller-manager | kube-proxy) have "$1" "Kubernetes $KUBE_VERSION" "$bin/$1" --version || step "$1" build_kube "$1" ;;
+	containerd)
+		{ have containerd " $CONTAINERD_VERSION" "$bin/containerd" --version &&
+			have ctr " $CONTAINERD_VERSION" "$bin/ctr" --version &&
+			have containerd-shim-runc-v2 " $CONTAINERD_VERSION" "$bin/containerd-shim-runc-v2" -v; } || step "$1" build_containerd ;;
+	coredns) have coredns "CoreDNS-${COREDNS_VERSION#v}" "$bin/coredns" -version || step "$1" build_coredns ;;
+	pause) { [[ -x "$bin/pause" ]] && stamped pause "$(pause_sum)"; } || step "$1" build_pause ;;
+	realnodes) for t in kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause; do ensure "$t"; done ;;
 	*) echo "unknown tool $1" >&2; exit 2 ;;
 	esac
 }
@@ -173,11 +215,12 @@ lane() {
 }
 
 # The tools of each lane, and of each purpose.
-kube_tools=(kube-apiserver kubectl)
-rest_tools=(etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw promtool)
+kube_tools=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager kube-proxy)
+rest_tools=(etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw promtool containerd coredns pause)
 declare -A purpose=(
 	[demo]="kube-apiserver etcd etcd37 etcdctl"
 	[test]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool"
+	[realnodes]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
 )
 
 want=""

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/repo"
 )
 
@@ -36,6 +37,14 @@ own loopback addresses. No Docker is needed; the binaries come from bin/
 func init() {
 	devCmd.PersistentFlags().StringVar(&devFlags.stateDir, "state-dir", defaultStateDir(),
 		"directory holding the environment's state (kubeconfigs, data, logs, pid files)")
+	// An environment of real nodes lives in a network namespace of its
+	// own: every dev command but up (which makes it) runs in it.
+	devCmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		if cmd == devUpCmd {
+			return nil
+		}
+		return localenv.JoinNetwork(devFlags.stateDir)
+	}
 	root.AddCommand(devCmd)
 }
 

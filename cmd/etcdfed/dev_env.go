@@ -45,7 +45,8 @@ func envName(cluster string) string {
 	return "ETCDFED_KUBECONFIG_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(cluster))
 }
 
-func printEnv(w io.Writer, st *localenv.State, ring []envVar) error {
+// envVars are the environment's variables (printEnv, dev shell).
+func envVars(st *localenv.State) []envVar {
 	vars := []envVar{
 		{"ETCDFED_STATE_DIR", st.Dir},
 		{"KUBECONFIG", st.KubeconfigPath(st.Hub.Name)},
@@ -53,8 +54,14 @@ func printEnv(w io.Writer, st *localenv.State, ring []envVar) error {
 	for _, c := range st.Clusters() {
 		vars = append(vars, envVar{envName(c.Name), st.KubeconfigPath(c.Name)})
 	}
-	vars = append(vars, envVar{"ETCDFED_DNS_SERVERS", strings.Join(st.DNSServers(), ",")})
-	for _, v := range vars {
+	return append(vars, envVar{"ETCDFED_DNS_SERVERS", strings.Join(st.DNSServers(), ",")})
+}
+
+func printEnv(w io.Writer, st *localenv.State, ring []envVar) error {
+	if st.Real() {
+		fmt.Fprintf(w, "# Real nodes: the clusters' addresses exist in network namespace %s only; run commands there with `etcdfed dev shell` (or `etcdfed dev shell -- CMD`).\n", localenv.NetnsName(st.Slot))
+	}
+	for _, v := range envVars(st) {
 		fmt.Fprintf(w, "export %s=%s\n", v.Name, shellQuote(v.Value))
 	}
 	if len(ring) == 0 {

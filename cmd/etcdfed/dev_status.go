@@ -66,7 +66,11 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 	if !s.Ready.IsZero() {
 		ready = fmt.Sprintf("ready since %s (started in %.1fs)", s.Ready.Format(time.TimeOnly), s.Ready.Sub(s.Started).Seconds())
 	}
-	fmt.Fprintf(out, "Environment %s: supervisor pid %d, %s, addresses 127.%d.0.0/16\n\n", s.StateDir, s.Supervisor.PID, ready, s.Slot)
+	where := fmt.Sprintf("addresses 127.%d.0.0/16", s.Slot)
+	if st.Real() {
+		where = "real nodes in network namespace " + localenv.NetnsName(s.Slot) + " (etcdfed dev shell enters it)"
+	}
+	fmt.Fprintf(out, "Environment %s: supervisor pid %d, %s, %s\n\n", s.StateDir, s.Supervisor.PID, ready, where)
 	if s.Partition != nil {
 		fmt.Fprintf(out, "Partitioned: %s (etcdfed dev partition --heal)\n\n", s.Partition)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
 
+	"github.com/etcdfed/etcdfed/internal/images"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
@@ -50,6 +51,8 @@ var upFlags struct {
 	etcdVersion              string
 	detach, supervise        bool
 	sharedSource             bool
+	nodes                    string
+	images                   string
 	timeout                  time.Duration
 }
 
@@ -87,6 +90,10 @@ func init() {
 	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
 	f.BoolVar(&upFlags.sharedSource, "shared-source-address", false,
 		"pods connect from one shared address (127.0.0.1) even where root and iptables could give each its own, as on machines without them")
+	f.StringVar(&upFlags.nodes, "nodes", string(localenv.NodesProcess),
+		"how nodes run: process (pods as local processes, the default) or real (kubelet, containerd and runc per node, the hub and the spokes deployed in-cluster from config/; root, see docs/local-environment.md)")
+	f.StringVar(&upFlags.images, "images", "",
+		"with --nodes real: the directory `make images` wrote (OCI tarballs and images.txt) to import into every node; empty: up builds the same images itself (internal/images)")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)
@@ -97,9 +104,16 @@ func upConfig() (localenv.Config, error) {
 	if err != nil {
 		return localenv.Config{}, err
 	}
+	images := upFlags.images
+	if images != "" {
+		if images, err = filepath.Abs(images); err != nil {
+			return localenv.Config{}, err
+		}
+	}
 	return localenv.Config{
 		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
 		Members: upFlags.members, BinDir: bin, SharedSourceAddress: upFlags.sharedSource,
+		Nodes: localenv.NodeMode(upFlags.nodes), ImagesDir: images,
 	}, nil
 }
 
@@ -117,6 +131,12 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	}
 	cfg, err := upConfig()
 	if err != nil {
+		return err
+	}
+	if err := realDemoVersion(cmd, cfg); err != nil {
+		return err
+	}
+	if err := enterRealNetwork(cfg); err != nil {
 		return err
 	}
 	if upFlags.detach && !upFlags.supervise {
@@ -160,6 +180,37 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	})
 }
 
+// realDemoVersion: real nodes run the etcd images `make images` builds
+// (the pinned 3.6 and 3.5 releases), so the demo EtcdCluster runs the
+// newest of them unless --etcd-version says otherwise.
+func realDemoVersion(cmd *cobra.Command, cfg localenv.Config) error {
+	if cfg.Nodes != localenv.NodesReal || cmd.Flags().Changed("etcd-version") {
+		return nil
+	}
+	v, err := images.ReadVersions(filepath.Dir(cfg.BinDir))
+	if err != nil {
+		return fmt.Errorf("real nodes: the etcd images' releases: %w", err)
+	}
+	upFlags.etcdVersion = strings.TrimPrefix(v.Etcd, "v")
+	return nil
+}
+
+// enterRealNetwork re-runs `dev up` in a network namespace of its own
+// when the environment runs real nodes (a new one asked with --nodes real,
+// or an existing state directory of real nodes); the detached supervisor
+// inherits it.
+func enterRealNetwork(cfg localenv.Config) error {
+	real := cfg.Nodes == localenv.NodesReal
+	if st, err := localenv.LoadState(cfg.StateDir); err == nil {
+		real = st.Real()
+	}
+	if !real {
+		return nil
+	}
+	_, err := localenv.EnterOwnNetwork(cfg.StateDir)
+	return err
+}
+
 func textLogger(w io.Writer) logr.Logger {
 	return funcr.New(func(prefix, args string) {
 		fmt.Fprintln(w, time.Now().Format("15:04:05.000"), prefix, args)
@@ -189,6 +240,10 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 		"--members", fmt.Sprint(cfg.Members)}
 	if cfg.SharedSourceAddress {
 		args = append(args, "--shared-source-address")
+	}
+	args = append(args, "--nodes", string(cfg.Nodes))
+	if cfg.ImagesDir != "" {
+		args = append(args, "--images", cfg.ImagesDir)
 	}
 	sup := exec.Command(exe, args...)
 	sup.Stdout, sup.Stderr = logFile, logFile

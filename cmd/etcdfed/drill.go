@@ -85,6 +85,13 @@ local environment's DNS when it runs this hub, else the system resolver.
 			if err != nil {
 				return err
 			}
+			// The hub of a local environment of real nodes: its clusters and
+			// pods are reached from its network namespace only.
+			if st, err := localenv.LoadState(f.stateDir); err == nil && st.Real() && sameHost(st.Hub.APIServer, cfg.Host) {
+				if err := localenv.JoinNetwork(f.stateDir); err != nil {
+					return err
+				}
+			}
 			name := f.cluster
 			if i := strings.Index(f.cluster, "/"); i >= 0 {
 				ns, name = f.cluster[:i], f.cluster[i+1:]

@@ -63,11 +63,46 @@ type Config struct {
 	// NodeLeaseDuration is the node Leases' duration (renewed every
 	// quarter of it); zero means kubelet's 40s.
 	NodeLeaseDuration time.Duration
+	// Nodes is how nodes run: NodesProcess (the node agent runs pods as
+	// local processes; the default) or NodesReal (kubelet, containerd and
+	// runc per node, the hub and the spokes in-cluster from config/; see
+	// realnodes.go). Applies to new state directories.
+	Nodes NodeMode
+	// RingDomains are the DNS domains every real-node cluster's CoreDNS
+	// forwards to the spokes (the step docs/kind.md tells users to do for
+	// their ring's domain); nil means DefaultRingDomains.
+	RingDomains []string
+	// ImagesDir holds the images real nodes get for etcdfed and etcd, as
+	// `make images` writes them (OCI tarballs and images.txt; they are
+	// imported into every node's containerd). "" means the environment
+	// builds them itself (internal/images, as `make images` does) into
+	// <state>/images/oci from SourceDir.
+	ImagesDir string
+	// SourceDir is the repository the images are built from; "" means
+	// BinDir's parent.
+	SourceDir string
 	// Progress receives what is starting and when it is ready.
 	Progress func(Event)
 	// Log receives the environment's and the node agents' logs.
 	Log logr.Logger
 }
+
+// NodeMode is how an environment's nodes run.
+type NodeMode string
+
+// Node modes.
+const (
+	// NodesProcess: one node agent per member cluster plays kubelet,
+	// scheduler and volume provisioner and runs pods as local processes.
+	NodesProcess NodeMode = "process"
+	// NodesReal: every node is kubelet, containerd and runc in network and
+	// mount namespaces of its own; the hub and the spokes run in-cluster.
+	NodesReal NodeMode = "real"
+)
+
+// DefaultRingDomains are the ring domains real-node clusters forward to the
+// spokes: the tests' (*.etcd.test) and the demo's (demo.etcdfed.test).
+var DefaultRingDomains = []string{"etcd.test", "etcdfed.test"}
 
 // Event is one step of starting or stopping.
 type Event struct {
@@ -117,6 +152,16 @@ func (c *Config) defaults() error {
 	}
 	if c.Log.GetSink() == nil {
 		c.Log = logr.Discard()
+	}
+	switch c.Nodes {
+	case "":
+		c.Nodes = NodesProcess
+	case NodesProcess, NodesReal:
+	default:
+		return fmt.Errorf("localenv: nodes %q: want %q or %q", c.Nodes, NodesProcess, NodesReal)
+	}
+	if c.RingDomains == nil {
+		c.RingDomains = DefaultRingDomains
 	}
 	return nil
 }

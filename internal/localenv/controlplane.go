@@ -54,6 +54,9 @@ func minimalEnv() []string {
 func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPlane, error) {
 	p := e.plan
 	ip := p.APIServer(c.Index).Addr()
+	if e.state.Real() {
+		ip = p.RealAPIServer(c.Index).Addr()
+	}
 	dir := e.state.clusterDir(c.Name)
 	if err := os.MkdirAll(filepath.Join(dir, "apiserver"), 0o755); err != nil {
 		return nil, err
@@ -92,10 +95,14 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 		cp.stop(0)
 		return nil, fmt.Errorf("kubelet client certificate: %w", err)
 	}
+	var realArgs []string
+	if e.state.Real() {
+		realArgs = e.realAPIServerArgs(c)
+	}
 	cp.apiserver, err = startService("apiserver-"+c.Name, func() proc.Spec {
 		return proc.Spec{
 			Name: "apiserver-" + c.Name, Path: filepath.Join(e.bin, "kube-apiserver"),
-			Args: []string{
+			Args: overrideFlags([]string{
 				"--etcd-servers=" + etcdURL,
 				"--bind-address=" + ip.String(),
 				fmt.Sprintf("--secure-port=%d", addr.APIServerPort),
@@ -119,7 +126,7 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 				"--disable-admission-plugins=ServiceAccount",
 				"--profiling=false",
 				"--v=0",
-			},
+			}, realArgs),
 			Env: minimalEnv(), Dir: dir,
 			LogPath: filepath.Join(e.state.logDir(), "apiserver-"+c.Name+".log"),
 			PIDFile: filepath.Join(e.state.pidDir(), "apiserver-"+c.Name+".pid"),
@@ -135,6 +142,32 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 		return nil, err
 	}
 	return cp, nil
+}
+
+// overrideFlags returns base with every --flag that over names replaced
+// by over's (and --disable-admission-plugins dropped when over enables
+// plugins: real nodes want every default admission plugin).
+func overrideFlags(base, over []string) []string {
+	name := func(f string) string {
+		if i := strings.Index(f, "="); i >= 0 {
+			return f[:i]
+		}
+		return f
+	}
+	drop := map[string]bool{}
+	for _, f := range over {
+		drop[name(f)] = true
+		if name(f) == "--enable-admission-plugins" {
+			drop["--disable-admission-plugins"] = true
+		}
+	}
+	out := make([]string, 0, len(base)+len(over))
+	for _, f := range base {
+		if !drop[name(f)] {
+			out = append(out, f)
+		}
+	}
+	return append(out, over...)
 }
 
 // waitReady polls the apiserver's /readyz until it answers ok.

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdfed/etcdfed/internal/localenv/addr"
 	"github.com/etcdfed/etcdfed/internal/localenv/nodeagent"
 	"github.com/etcdfed/etcdfed/internal/localenv/proc"
+	"github.com/etcdfed/etcdfed/internal/localenv/realnode"
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
@@ -52,6 +53,13 @@ type Env struct {
 	cgroot  string // this environment's cgroup
 	part    *partitioner
 	partErr error
+
+	// real holds each cluster's real-node parts (Config.Nodes =
+	// NodesReal); images are the images its nodes get.
+	real   map[string]*realCluster
+	images []builtImage
+	// imageTag tags etcdfed's images in images.
+	imageTag string
 
 	mu     sync.Mutex
 	planes map[string]*controlPlane
@@ -98,23 +106,27 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			return nil, fmt.Errorf("localenv: %s missing in %s: run `make tools`", b, bin)
 		}
 	}
-	e := &Env{cfg: cfg, bin: bin, log: cfg.Log, t0: time.Now(),
+	e := &Env{cfg: cfg, bin: bin, log: cfg.Log, t0: time.Now(), real: map[string]*realCluster{},
 		planes: map[string]*controlPlane{}, agents: map[string]*agentRun{}, comps: map[string]*compRun{}, failed: map[ZoneRef]Mode{}}
 
 	st, err := LoadState(dir)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		slot, err := addr.Acquire(cfg.Slot)
+		slot, err := acquireSlot(cfg.Slot)
 		if err != nil {
 			return nil, err
 		}
 		e.slot = slot
 		st = newState(dir, slot.Slot, cfg)
-		e.progress("new environment in "+dir+fmt.Sprintf(" (addresses 127.%d.0.0/16)", slot.Slot), true)
+		where := fmt.Sprintf("addresses 127.%d.0.0/16", slot.Slot)
+		if cfg.Nodes == NodesReal {
+			where = "network namespace " + NetnsName(slot.Slot)
+		}
+		e.progress("new environment in "+dir+" ("+where+")", true)
 	case err != nil:
 		return nil, err
 	default:
-		if e.slot, err = addr.Acquire(st.Slot); err != nil {
+		if e.slot, err = acquireSlot(st.Slot); err != nil {
 			return nil, fmt.Errorf("localenv: %s is in use (its slot %d is held by another process; is it running? `etcdfed dev down`): %w", dir, st.Slot, err)
 		}
 		e.progress(fmt.Sprintf("reusing the environment in %s (%d member clusters, %d zones each; topology flags apply to new state directories only)",
@@ -127,6 +139,12 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			_ = e.Stop()
 		}
 	}()
+	if st.Real() {
+		if err := e.startReal(ctx); err != nil {
+			return nil, err
+		}
+		return e, nil
+	}
 
 	// Whatever a crashed earlier run left behind goes first.
 	if killed, _ := proc.KillPIDFiles(st.pidDir()); len(killed) > 0 {
@@ -437,12 +455,15 @@ func (e *Env) Stop() error {
 		go func() { defer wg.Done(); e.stopAgent(n, false) }()
 	}
 	wg.Wait()
+	var errs []error
+	if e.state != nil && e.state.Real() {
+		errs = append(errs, e.stopReal())
+	}
 	for _, p := range planes {
 		wg.Add(1)
 		go func() { defer wg.Done(); p.stop(10 * time.Second) }()
 	}
 	wg.Wait()
-	var errs []error
 	if e.part != nil {
 		errs = append(errs, e.part.remove())
 	}
@@ -453,6 +474,10 @@ func (e *Env) Stop() error {
 	}
 	if e.cgroot != "" {
 		errs = append(errs, proc.RemoveCgroupTree(e.cgroot))
+	}
+	if e.state != nil && e.state.Real() {
+		// Every hierarchy (the nodes' pods live in the v1 controllers too).
+		errs = append(errs, realnode.RemoveCgroup(e.cgroupBase()))
 	}
 	e.slot.Release()
 	if e.state != nil {
@@ -523,7 +548,7 @@ func (e *Env) FailZone(ctx context.Context, name string, mode Mode) error {
 	if mode != ModeKill && mode != ModePartition {
 		return fmt.Errorf("localenv: unknown mode %q (kill or partition)", mode)
 	}
-	if mode == ModePartition && e.part == nil {
+	if mode == ModePartition && e.part == nil && !e.state.Real() {
 		return fmt.Errorf("localenv: partition unavailable: %w", e.partErr)
 	}
 	zones, err := e.state.Resolve(name)
@@ -610,6 +635,9 @@ func clusterPartitioned(c ClusterState, failed map[ZoneRef]Mode) bool {
 // reconcileFaults moves every member cluster from the faults in before to
 // the faults now recorded.
 func (e *Env) reconcileFaults(ctx context.Context, before map[ZoneRef]Mode) error {
+	if e.state.Real() {
+		return e.reconcileRealFaults(ctx, before)
+	}
 	now := e.Failed()
 	var errs []error
 	for _, c := range e.state.MemberClusters {
@@ -823,6 +851,15 @@ func (e *Env) Status() Status {
 				cs.Pods = append(cs.Pods, ps(p.Namespace+"/"+p.Pod+"/"+p.Container, p.PID, 0, "", p.PodIP+" "+p.Zone))
 			}
 		}
+		if rc := e.realCluster(c.Name); rc != nil {
+			procs, pods := e.realStatus(rc)
+			for _, p := range procs {
+				cs.Processes = append(cs.Processes, ps(p.Name, p.PID, p.Restarts, p.LastExit, p.Detail))
+			}
+			for _, p := range pods {
+				cs.Pods = append(cs.Pods, ps(p.Name, p.PID, 0, "", p.Detail))
+			}
+		}
 		s.Clusters = append(s.Clusters, cs)
 	}
 	sort.Slice(comps, func(i, j int) bool { return comps[i].spec.Name < comps[j].spec.Name })
@@ -863,6 +900,9 @@ func Cleanup(stateDir string) ([]proc.PIDRecord, error) {
 	errs = append(errs, removeChainIfRoot(st.Slot))
 	if fs, cerr := proc.Cgroup2Root(); cerr == nil {
 		errs = append(errs, proc.RemoveCgroupTree(filepath.Join(fs, fmt.Sprintf("etcdfed-%d", st.Slot))))
+	}
+	if st.Real() {
+		errs = append(errs, cleanupReal(st))
 	}
 	return killed, errors.Join(errs...)
 }

@@ -152,6 +152,9 @@ func (p *pki) kubeletServingCert(cluster string, nodeIPs []net.IP) (certFile, ke
 	return certFile, keyFile, err
 }
 
+// kubeletClientUser is the apiservers' user name towards kubelets.
+const kubeletClientUser = "kube-apiserver-kubelet-client"
+
 // kubeletClientCert returns the files of the client certificate every
 // apiserver presents to the node agents' kubelet endpoints, creating them
 // when absent.
@@ -163,7 +166,7 @@ func (p *pki) kubeletClientCert() (certFile, keyFile string, err error) {
 		return certFile, keyFile, nil
 	}
 	err = p.issue(certFile, keyFile, &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "kube-apiserver-kubelet-client"},
+		Subject:     pkix.Name{CommonName: kubeletClientUser},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
 	return certFile, keyFile, err

@@ -48,6 +48,13 @@ func (s *service) loop() {
 	first := true
 	for {
 		p, err := proc.Start(s.spec())
+		if err == nil {
+			// Before started is closed: Info gives the pid as soon as
+			// startService returns.
+			s.mu.Lock()
+			s.p = p
+			s.mu.Unlock()
+		}
 		if first {
 			first = false
 			s.startErr = err
@@ -124,6 +131,18 @@ func (s *service) Stop(grace time.Duration) {
 	s.mu.Unlock()
 	close(s.stopCh)
 	<-s.done
+}
+
+// halt stops the restarts and kills the process at once, without waiting
+// for it (Exited is closed once it is gone).
+func (s *service) halt() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return
+	}
+	s.stopping, s.grace = true, 0
+	close(s.stopCh)
 }
 
 // Exited is closed when the service gave up (no restart) or was stopped.

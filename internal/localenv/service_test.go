@@ -68,3 +68,23 @@ func TestServiceKill(t *testing.T) {
 		t.Errorf("restarts = %d, want 5", restarts)
 	}
 }
+
+// TestServicePIDOnStart: Info gives the process's pid as soon as
+// startService returns (a real node's restart read pid 0 there under load,
+// took its anchor for exited and left the node down).
+func TestServicePIDOnStart(t *testing.T) {
+	sleep := "/bin/sleep"
+	for i := range 100 {
+		s, err := startService("sleeper", func() proc.Spec {
+			return proc.Spec{Name: "sleeper", Path: sleep, Args: []string{"600"}}
+		}, false, logr.Discard())
+		if err != nil {
+			t.Skipf("cannot start %s: %v", sleep, err)
+		}
+		pid, _, _ := s.Info()
+		s.Stop(time.Second)
+		if pid == 0 {
+			t.Fatalf("start %d: Info gave no pid right after startService", i+1)
+		}
+	}
+}

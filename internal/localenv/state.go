@@ -26,6 +26,9 @@ type State struct {
 	Dir string `json:"-"`
 	// Members is the demo EtcdCluster's size.
 	Members int `json:"members"`
+	// Nodes is how the nodes run ("" in states written before real nodes
+	// existed: process).
+	Nodes NodeMode `json:"nodes,omitempty"`
 	// Hub is the hub cluster.
 	Hub ClusterState `json:"hub"`
 	// MemberClusters are the member clusters.
@@ -52,8 +55,11 @@ type ClusterState struct {
 	// Metrics and Health are the agent's metrics and health addresses.
 	Metrics string `json:"metrics"`
 	Health  string `json:"health"`
-	// Zones of a member cluster.
+	// Zones of a member cluster (with real nodes, the hub cluster has one
+	// too: its node runs the hub).
 	Zones []ZoneState `json:"zones,omitempty"`
+	// PodCIDR is the cluster's pod range (real nodes).
+	PodCIDR string `json:"podCIDR,omitempty"`
 }
 
 // ZoneState is one zone of a member cluster.
@@ -68,12 +74,18 @@ type ZoneState struct {
 type NodeState struct {
 	Name string `json:"name"`
 	IP   string `json:"ip"`
-	// PodIPFirst and PodIPLast bound the pod addresses of the node's zone.
-	PodIPFirst string `json:"podIPFirst"`
-	PodIPLast  string `json:"podIPLast"`
+	// PodIPFirst and PodIPLast bound the pod addresses of the node's zone
+	// (process nodes).
+	PodIPFirst string `json:"podIPFirst,omitempty"`
+	PodIPLast  string `json:"podIPLast,omitempty"`
+	// PodCIDR is the node's pod range (real nodes).
+	PodCIDR string `json:"podCIDR,omitempty"`
 }
 
 func newState(dir string, slot int, cfg Config) *State {
+	if cfg.Nodes == NodesReal {
+		return newRealState(dir, slot, cfg)
+	}
 	p := addr.Plan{Slot: slot}
 	cluster := func(name string, c int) ClusterState {
 		agent := p.Agent(c)
@@ -88,7 +100,7 @@ func newState(dir string, slot int, cfg Config) *State {
 		}
 	}
 	st := &State{Version: StateVersion, Slot: slot, Created: time.Now().UTC(), Dir: dir, Members: cfg.Members,
-		Hub: cluster(HubClusterName, 0)}
+		Nodes: NodesProcess, Hub: cluster(HubClusterName, 0)}
 	for i := 1; i <= cfg.Clusters; i++ {
 		cs := cluster(MemberClusterName(i), i)
 		cs.DNS = p.DNS(i).String()
@@ -111,6 +123,9 @@ func newState(dir string, slot int, cfg Config) *State {
 	}
 	return st
 }
+
+// Real reports whether the environment runs real nodes.
+func (s *State) Real() bool { return s.Nodes == NodesReal }
 
 // StatePath is the state file of a state directory.
 func StatePath(dir string) string { return filepath.Join(dir, "state.json") }

@@ -69,8 +69,12 @@ func (e *Env) RestartComponentWith(name string, args []string, grace time.Durati
 }
 
 // VolumeDir is the directory of a provisioned volume (PV name) in a member
-// cluster; "" when the cluster's node agent does not run.
+// cluster; "" when the cluster's node agent does not run (with real nodes:
+// when its apiserver does not answer, or the PV is no local volume).
 func (e *Env) VolumeDir(cluster, pvName string) string {
+	if e.state.Real() {
+		return e.realVolumeDir(cluster, pvName)
+	}
 	a := e.Agent(cluster)
 	if a == nil {
 		return ""

@@ -43,7 +43,7 @@ const (
 
 // Server is one running versitygw.
 type Server struct {
-	// Endpoint is http://127.0.0.1:PORT.
+	// Endpoint is http://127.0.0.1:PORT (or the host StartOn was given).
 	Endpoint string
 	// Dir is the posix backend's root: each bucket is a directory in it.
 	Dir     string
@@ -57,7 +57,12 @@ type Server struct {
 // Start runs versitygw over dir (created when missing) and waits until it
 // answers S3 requests. The process gets SIGKILL when the test binary dies
 // (parent-death signal), so it never outlives the test.
-func Start(ctx context.Context, dir string) (*Server, error) {
+func Start(ctx context.Context, dir string) (*Server, error) { return StartOn(ctx, dir, "127.0.0.1") }
+
+// StartOn is Start listening on host (an address of this machine's
+// network namespace, e.g. one pods of the local environment's real nodes
+// reach) instead of 127.0.0.1.
+func StartOn(ctx context.Context, dir, host string) (*Server, error) {
 	bin, err := binary()
 	if err != nil {
 		return nil, err
@@ -67,7 +72,7 @@ func Start(ctx context.Context, dir string) (*Server, error) {
 	}
 	var lastErr error
 	for range 3 { // a free port can be taken between probe and listen
-		s, err := start(ctx, bin, dir)
+		s, err := start(ctx, bin, dir, host)
 		if err == nil {
 			return s, nil
 		}
@@ -88,12 +93,12 @@ func binary() (string, error) {
 	return bin, nil
 }
 
-func start(ctx context.Context, bin, dir string) (*Server, error) {
-	port, err := freePort()
+func start(ctx context.Context, bin, dir, host string) (*Server, error) {
+	port, err := freePort(host)
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
 	logPath := filepath.Join(dir, fmt.Sprintf(".versitygw-%d.log", port))
 	logFile, err := os.Create(logPath)
 	if err != nil {
@@ -135,8 +140,8 @@ func start(ctx context.Context, bin, dir string) (*Server, error) {
 	}
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freePort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}
@@ -148,8 +153,14 @@ func freePort() (int, error) {
 // stops it when the test ends. Buckets are created up front.
 func StartT(t testing.TB, buckets ...string) *Server {
 	t.Helper()
+	return StartOnT(t, "127.0.0.1", buckets...)
+}
+
+// StartOnT is StartT listening on host (see StartOn).
+func StartOnT(t testing.TB, host string, buckets ...string) *Server {
+	t.Helper()
 	testenv.SkipIfShort(t, "versitygw (an S3-compatible server)")
-	s, err := Start(context.Background(), t.TempDir())
+	s, err := StartOn(context.Background(), t.TempDir(), host)
 	if err != nil {
 		t.Fatal(err)
 	}

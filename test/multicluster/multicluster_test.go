@@ -27,7 +27,16 @@ var fx struct {
 }
 
 func TestMain(m *testing.M) {
+	// TestRealNodes*: the binary re-runs itself in a network namespace of
+	// its own, where the real nodes' addresses live (realnodes_test.go).
+	if os.Getenv("ETCDFED_REALNODES") != "" {
+		if _, err := localenv.EnterOwnNetwork(""); err != nil {
+			fmt.Fprintln(os.Stderr, "real nodes:", err)
+			os.Exit(1)
+		}
+	}
 	code := m.Run()
+	stopRealFixtures(code != 0)
 	stopHubFixture(code != 0)
 	if fx.dns != nil {
 		fx.dns.Stop()

@@ -205,6 +205,11 @@ func ensureNamespace(ctx context.Context, c *Cluster, name string) error {
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("namespace %s in %s: %w", name, c.Name, err)
 	}
+	if c.OnNamespace != nil {
+		if err := c.OnNamespace(ctx, name); err != nil {
+			return fmt.Errorf("namespace %s in %s: %w", name, c.Name, err)
+		}
+	}
 	return nil
 }
 

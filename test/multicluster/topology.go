@@ -24,6 +24,11 @@ type Cluster struct {
 	// Client has the Kubernetes and etcdfed types.
 	Client    client.Client
 	Clientset kubernetes.Interface
+	// OnNamespace, when set, runs after a test created a namespace in this
+	// cluster (ensureNamespace): what the cluster needs there besides, for
+	// example the RoleBinding an in-cluster hub needs in every namespace
+	// holding EtcdClusters.
+	OnNamespace func(ctx context.Context, name string) error
 }
 
 // NewCluster connects to the cluster a kubeconfig file names.

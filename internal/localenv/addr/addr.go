@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 )
 
 // Limits of the plan.
@@ -131,6 +132,33 @@ func Acquire(slot int) (*Slot, error) {
 	return nil, errors.New("addr: every slot is in use")
 }
 
+// Inherit holds a slot whose listening socket this process inherited as
+// file f (a parent acquired it, then re-ran this program in another
+// network namespace: abstract sockets belong to the namespace they were
+// bound in, so the slot stays held machine-wide).
+func Inherit(slot int, f *os.File) (*Slot, error) {
+	l, err := net.FileListener(f)
+	_ = f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("addr: inherited slot %d: %w", slot, err)
+	}
+	if ul, ok := l.(*net.UnixListener); !ok || ul.Addr().String() != lockName(slot) {
+		_ = l.Close()
+		return nil, fmt.Errorf("addr: inherited socket is not the lock of slot %d", slot)
+	}
+	return newSlot(slot, l), nil
+}
+
+// File returns a duplicate of the slot's listening socket, to pass down
+// to a process that re-holds it with Inherit.
+func (s *Slot) File() (*os.File, error) {
+	ul, ok := s.l.(*net.UnixListener)
+	if !ok {
+		return nil, errors.New("addr: slot has no unix listener")
+	}
+	return ul.File()
+}
+
 func newSlot(slot int, l net.Listener) *Slot {
 	go func() { // answer Held's probes so they never fill the backlog
 		for {
@@ -153,3 +181,69 @@ func Held(slot int) bool {
 	_ = c.Close()
 	return true
 }
+
+// Real-node addresses. With real nodes every cluster lives in the
+// environment's own network namespace (created for it, so these ranges
+// never meet the machine's): nodes are network namespaces routed through
+// it, pods sit on each node's CNI bridge, and only loopback addresses are
+// used outside it. The plan mirrors the loopback one:
+//
+//	cluster c: 172.20.(16c).0/20
+//	  172.20.(16c).1           kube-apiserver (:6443), on the environment's loopback
+//	  172.20.(16c).128/26      load balancer addresses (LoadBalancer Services)
+//	  zone z: 172.20.(16c+z).0/24, node n at .(1+n)
+//	pods of cluster c: 10.(100+c).0.0/16; node n of zone z: 10.(100+c).(16z+n).0/24
+//	Services (every cluster): 10.0.0.0/24, cluster DNS 10.0.0.10
+const (
+	// RealServiceCIDR is every cluster's Service range.
+	RealServiceCIDR = "10.0.0.0/24"
+	// RealClusterDNS is the cluster DNS Service's address (kube-dns).
+	RealClusterDNS = "10.0.0.10"
+	// RealLBCount is how many load balancer addresses a cluster has.
+	RealLBCount = 64
+)
+
+func realIP(a, b, c, d int) netip.Addr {
+	return netip.AddrFrom4([4]byte{byte(a), byte(b), byte(c), byte(d)})
+}
+
+// RealCluster is cluster c's range of node, apiserver and load balancer
+// addresses.
+func (p Plan) RealCluster(c int) netip.Prefix { return netip.PrefixFrom(realIP(172, 20, 16*c, 0), 20) }
+
+// RealZone is zone z's node range.
+func (p Plan) RealZone(c, z int) netip.Prefix {
+	return netip.PrefixFrom(realIP(172, 20, 16*c+z, 0), 24)
+}
+
+// RealAPIServer is where cluster c's kube-apiserver listens.
+func (p Plan) RealAPIServer(c int) netip.AddrPort {
+	return netip.AddrPortFrom(realIP(172, 20, 16*c, 1), APIServerPort)
+}
+
+// RealNode is the InternalIP of node n (0-based) of zone z of cluster c.
+func (p Plan) RealNode(c, z, n int) netip.Addr { return realIP(172, 20, 16*c+z, 1+n) }
+
+// RealLB is load balancer address i (0-based) of cluster c.
+func (p Plan) RealLB(c, i int) netip.Addr { return realIP(172, 20, 16*c, 128+i) }
+
+// RealLBs is cluster c's range of load balancer addresses.
+func (p Plan) RealLBs(c int) netip.Prefix { return netip.PrefixFrom(realIP(172, 20, 16*c, 128), 26) }
+
+// RealPods is cluster c's pod range.
+func (p Plan) RealPods(c int) netip.Prefix { return netip.PrefixFrom(realIP(10, 100+c, 0, 0), 16) }
+
+// RealZonePods is the pod range of zone z's nodes.
+func (p Plan) RealZonePods(c, z int) netip.Prefix {
+	return netip.PrefixFrom(realIP(10, 100+c, 16*z, 0), 20)
+}
+
+// RealNodePods is node n's pod range (its CNI bridge's subnet).
+func (p Plan) RealNodePods(c, z, n int) netip.Prefix {
+	return netip.PrefixFrom(realIP(10, 100+c, 16*z+n, 0), 24)
+}
+
+// RealService is address i (0-based) of the environment's own services
+// on its network (a test's S3 server, say), reachable from every pod:
+// 172.21.0.(1+i), outside every cluster's range.
+func (p Plan) RealService(i int) netip.Addr { return realIP(172, 21, 0, 1+i) }

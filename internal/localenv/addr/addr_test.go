@@ -61,3 +61,47 @@ func TestAcquire(t *testing.T) {
 	}
 	c.Release()
 }
+
+func TestRealPlan(t *testing.T) {
+	p := Plan{Slot: 7}
+	for _, tc := range []struct{ got, want string }{
+		{p.RealCluster(2).String(), "172.20.32.0/20"},
+		{p.RealZone(2, 1).String(), "172.20.33.0/24"},
+		{p.RealAPIServer(0).String(), "172.20.0.1:6443"},
+		{p.RealNode(1, 2, 0).String(), "172.20.18.1"},
+		{p.RealLB(3, 0).String(), "172.20.48.128"},
+		{p.RealLBs(3).String(), "172.20.48.128/26"},
+		{p.RealPods(3).String(), "10.103.0.0/16"},
+		{p.RealZonePods(3, 2).String(), "10.103.32.0/20"},
+		{p.RealNodePods(3, 2, 1).String(), "10.103.33.0/24"},
+	} {
+		if tc.got != tc.want {
+			t.Errorf("got %s, want %s", tc.got, tc.want)
+		}
+	}
+	// Nodes, zones and load balancers inside their cluster; node pod
+	// ranges inside their zone's and cluster's; no two overlap.
+	seen := map[string]bool{}
+	for c := 0; c <= MaxMemberClusters; c++ {
+		for i := 0; i < RealLBCount; i++ {
+			if !p.RealCluster(c).Contains(p.RealLB(c, i)) || !p.RealLBs(c).Contains(p.RealLB(c, i)) || p.RealLBs(c).Contains(p.RealAPIServer(c).Addr()) {
+				t.Fatalf("load balancer %d of cluster %d at %s", i, c, p.RealLB(c, i))
+			}
+		}
+		for z := 1; z <= MaxZones; z++ {
+			if !p.RealCluster(c).Overlaps(p.RealZone(c, z)) || p.RealZone(c, z).Contains(p.RealLB(c, 0)) {
+				t.Fatalf("zone %d of cluster %d", z, c)
+			}
+			for n := 0; n < MaxNodesPerZone; n++ {
+				pods := p.RealNodePods(c, z, n)
+				if !p.RealZonePods(c, z).Overlaps(pods) || !p.RealPods(c).Overlaps(pods) || seen[pods.String()] {
+					t.Fatalf("pods of node %d/%d/%d: %s", c, z, n, pods)
+				}
+				seen[pods.String()] = true
+				if !p.RealZone(c, z).Contains(p.RealNode(c, z, n)) {
+					t.Fatalf("node %d/%d/%d at %s", c, z, n, p.RealNode(c, z, n))
+				}
+			}
+		}
+	}
+}
