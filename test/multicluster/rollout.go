@@ -284,14 +284,18 @@ func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID, restarts *
 			return s, err
 		}
 		for _, m := range list.Items {
-			if !slices.ContainsFunc(ec.Status.Members, func(ms etcdfedv1.MemberStatus) bool { return ms.Name == m.Name && ms.Cluster == c.Name }) {
+			// The object's name is the ring's scheme name
+			// (etcdfedv1.MemberObjectName), or the member's own for a
+			// ring written before it; the status names the member.
+			member := m.Spec.MemberName
+			if !slices.ContainsFunc(ec.Status.Members, func(ms etcdfedv1.MemberStatus) bool { return ms.Name == member && ms.Cluster == c.Name }) {
 				continue
 			}
 			if m.Spec.Image == in.Image {
-				s.onNew = append(s.onNew, m.Name)
+				s.onNew = append(s.onNew, member)
 			}
 			if why, blip := restarts.observe(ctx, c, &m); why != "" && !blip {
-				s.unsettled = append(s.unsettled, m.Name)
+				s.unsettled = append(s.unsettled, member)
 			}
 		}
 	}
