@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,14 +16,10 @@ import (
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
-// restartOn stops p with SIGTERM and starts it again on binary (a file of
-// bin/) on its own data.
-func (p *etcdProc) restartOn(t *testing.T, binary string) {
-	t.Helper()
+// stop stops p with SIGTERM and waits for it to exit.
+func (p *etcdProc) stop() {
 	_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	_, _ = p.cmd.Process.Wait()
-	p.bin = binary
-	p.start(t, "")
 }
 
 // versions is what a member's /version says: its release and the
@@ -61,33 +56,48 @@ func waitFor(t *testing.T, timeout time.Duration, what string, f func() string) 
 	t.Fatalf("%s: not within %s: %s", what, timeout, last)
 }
 
-// TestRollingUpgrade36To37 rolls three real members from etcd 3.6.16 to
-// 3.7.3 the way the hub does (docs/operations.md, "What the hub does"):
-// followers first, each stopped with SIGTERM and started on the new
-// release on its own data, and the leader last after leadership moved
-// away, under the recorded workload. Each restarted member must answer on
-// 3.7.3 before the next one goes; the cluster version must stay 3.6.0
-// while one member runs 3.6 and reach 3.7.0 after the last; and the
-// history must be linearizable with no acknowledged write lost and every
-// watch complete. It is the smallest form of the 3.6 to 3.7 step of
-// test/multicluster's TestScenarioUpgrade, without Kubernetes.
-func TestRollingUpgrade36To37(t *testing.T) {
-	const from, to, release = "3.6.", "3.7.3", "etcd-3.7.3"
+// rollingUpgrade is one rolling upgrade of real members under the
+// recorded workload.
+type rollingUpgrade struct {
+	// members, and the release (a file of bin/, "" for bin/etcd) they
+	// start on.
+	members int
+	start   string
+	// steps: each release (a file of bin/, "" for bin/etcd) the members
+	// are rolled to in turn, with the version it reports and the cluster
+	// version once every member runs it.
+	steps []rollStep
+	// down is how long each member stays stopped, as a pod's restart
+	// keeps it away (the others write meanwhile, and it catches up).
+	down time.Duration
+}
+
+type rollStep struct{ binary, version, cluster string }
+
+// run starts the members and rolls them through each step the way the
+// hub does (docs/operations.md, "What the hub does"): followers first,
+// each stopped with SIGTERM and started on the new release on its own
+// data, and the leader last after leadership moved to a member already
+// rolled, under the recorded workload. Each restarted member must answer
+// on the new release before the next one goes; the cluster version must
+// stay the old one while a member runs the old release and reach the new
+// one after the last; and the history must be linearizable with no
+// acknowledged write lost and every watch complete.
+func (u rollingUpgrade) run(t *testing.T) {
 	bin, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(bin, release)); err != nil {
-		t.Skipf("no bin/%s (hack/tools.sh etcd37 builds it)", release)
-	}
-	ps, cfg, c, _, _ := startLedCluster(t, 3)
-	ctx := context.Background()
-	for _, p := range ps {
-		v, err := versionOf(ctx, p)
-		if err != nil || !strings.HasPrefix(v.Server, from) {
-			t.Fatalf("%s runs %+v (%v), want etcd %sx: bin/etcd is the 3.6 release the roll starts from", p.name, v, err, from)
+	for _, b := range append([]rollStep{{binary: u.start}}, u.steps...) {
+		if b.binary == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(bin, b.binary)); err != nil {
+			t.Skipf("no bin/%s (hack/tools.sh builds it)", b.binary)
 		}
 	}
+	ps, cfg, c, _, _ := startLedClusterOn(t, u.members, u.start)
+	ctx := context.Background()
 	w, err := Run(ctx, Input{Client: cfg, Prefix: "test/", WatchEachEndpoint: true})
 	if err != nil {
 		t.Fatal(err)
@@ -115,81 +125,96 @@ func TestRollingUpgrade36To37(t *testing.T) {
 		return -1
 	}
 	progress()
-	l := leader()
-	if l < 0 {
-		t.Fatal("no leader")
-	}
-	var order []int
-	for i := range ps {
-		if i != l {
-			order = append(order, i)
+	for _, step := range u.steps {
+		release := step.binary
+		if release == "" {
+			release = "etcd"
 		}
-	}
-	order = append(order, l)
-	for n, i := range order {
-		if leader() == i {
-			// The hub moves leadership to an upgraded member first.
-			target := ps[order[0]]
-			sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			st, err := c.Status(sctx, target.client)
-			cancel()
-			if err != nil {
-				t.Fatal(err)
+		var old string
+		if v, err := versionOf(ctx, ps[0]); err == nil {
+			old = v.Cluster
+		}
+		l := leader()
+		if l < 0 {
+			t.Fatal("no leader")
+		}
+		var order []int
+		for i := range ps {
+			if i != l {
+				order = append(order, i)
 			}
-			lc, err := clientv3.New(clientv3.Config{Endpoints: []string{ps[i].client}})
-			if err != nil {
-				t.Fatal(err)
+		}
+		order = append(order, l)
+		for n, i := range order {
+			if leader() == i {
+				// The hub moves leadership to a rolled member first.
+				target := ps[order[0]]
+				sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				st, err := c.Status(sctx, target.client)
+				cancel()
+				if err != nil {
+					t.Fatal(err)
+				}
+				lc, err := clientv3.New(clientv3.Config{Endpoints: []string{ps[i].client}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				_, err = lc.MoveLeader(mctx, st.Header.MemberId)
+				cancel()
+				_ = lc.Close()
+				if err != nil {
+					t.Fatalf("moving leadership from %s to %s: %v", ps[i].name, target.name, err)
+				}
+				waitFor(t, 30*time.Second, "leadership away from "+ps[i].name, func() string {
+					if cur := leader(); cur == i || cur < 0 {
+						return fmt.Sprintf("leader %d", cur)
+					}
+					return ""
+				})
+				t.Logf("moved leadership from %s to %s", ps[i].name, target.name)
 			}
-			mctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			_, err = lc.MoveLeader(mctx, st.Header.MemberId)
-			cancel()
-			_ = lc.Close()
-			if err != nil {
-				t.Fatalf("moving leadership from %s to %s: %v", ps[i].name, target.name, err)
-			}
-			waitFor(t, 30*time.Second, "leadership away from "+ps[i].name, func() string {
-				if cur := leader(); cur == i || cur < 0 {
-					return fmt.Sprintf("leader %d", cur)
+			t.Logf("restarting %s on %s", ps[i].name, release)
+			ps[i].stop()
+			time.Sleep(u.down)
+			ps[i].bin = step.binary
+			ps[i].start(t, "")
+			waitFor(t, 60*time.Second, ps[i].name+" answers on "+step.version, func() string {
+				vctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel()
+				v, err := versionOf(vctx, ps[i])
+				if err != nil || v.Server != step.version {
+					return fmt.Sprintf("%+v, %v", v, err)
+				}
+				sctx, cancel2 := context.WithTimeout(ctx, 2*time.Second)
+				defer cancel2()
+				if _, err := c.Status(sctx, ps[i].client); err != nil {
+					return err.Error()
 				}
 				return ""
 			})
-			t.Logf("moved leadership from %s to %s", ps[i].name, target.name)
-		}
-		t.Logf("restarting %s on %s", ps[i].name, release)
-		ps[i].restartOn(t, release)
-		waitFor(t, 60*time.Second, ps[i].name+" answers on "+to, func() string {
-			vctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel()
-			v, err := versionOf(vctx, ps[i])
-			if err != nil || v.Server != to {
-				return fmt.Sprintf("%+v, %v", v, err)
-			}
-			sctx, cancel2 := context.WithTimeout(ctx, 2*time.Second)
-			defer cancel2()
-			if _, err := c.Status(sctx, ps[i].client); err != nil {
-				return err.Error()
-			}
-			return ""
-		})
-		progress()
-		if n < len(order)-1 {
-			// A member still on 3.6 holds the cluster version at 3.6.
-			for _, p := range ps {
-				if v, err := versionOf(ctx, p); err != nil || !strings.HasPrefix(v.Cluster, from) {
-					t.Errorf("after %d of %d members: %s says the cluster version is %+v (%v), want %sx", n+1, len(ps), p.name, v, err, from)
+			progress()
+			if n < len(order)-1 {
+				// A member still on the old release holds the cluster
+				// version.
+				for _, p := range ps {
+					if v, err := versionOf(ctx, p); err != nil || v.Cluster != old {
+						t.Errorf("after %d of %d members: %s says the cluster version is %+v (%v), want %s", n+1, len(ps), p.name, v, err, old)
+					}
 				}
 			}
 		}
-	}
-	waitFor(t, 30*time.Second, "every member on "+to+" with cluster version 3.7.0", func() string {
-		for _, p := range ps {
-			if v, err := versionOf(ctx, p); err != nil || v.Server != to || v.Cluster != "3.7.0" {
-				return fmt.Sprintf("%s: %+v, %v", p.name, v, err)
+		waitFor(t, 30*time.Second, "every member on "+step.version+" with cluster version "+step.cluster, func() string {
+			for _, p := range ps {
+				if v, err := versionOf(ctx, p); err != nil || v.Server != step.version || v.Cluster != step.cluster {
+					return fmt.Sprintf("%s: %+v, %v", p.name, v, err)
+				}
 			}
-		}
-		return ""
-	})
-	progress()
+			return ""
+		})
+		t.Logf("every member on %s, cluster version %s; %d puts acknowledged so far, longest write gap %s", step.version, step.cluster, w.Acked(), w.MaxWriteGap())
+		progress()
+	}
 	dir := os.Getenv("ETCDFED_KEEP_HISTORY")
 	if dir == "" {
 		dir = t.TempDir()
@@ -199,4 +224,22 @@ func TestRollingUpgrade36To37(t *testing.T) {
 	if err := r.Err(); err != nil {
 		t.Fatalf("workload check: %v", err)
 	}
+}
+
+// TestRollingUpgrade36To37 rolls three real members from etcd 3.6.16
+// (bin/etcd) to 3.7.3 as the hub does (rollingUpgrade.run), each
+// restarted at once.
+func TestRollingUpgrade36To37(t *testing.T) {
+	rollingUpgrade{members: 3, steps: []rollStep{{"etcd-3.7.3", "3.7.3", "3.7.0"}}}.run(t)
+}
+
+// TestRollingUpgrade35To36To37 is the path of test/multicluster's
+// TestScenarioUpgrade without Kubernetes: five real members formed on
+// etcd 3.5.35, rolled to 3.6.16 and then to 3.7.3, each member away for
+// 10 s as a pod restart keeps it.
+func TestRollingUpgrade35To36To37(t *testing.T) {
+	rollingUpgrade{members: 5, start: "etcd-3.5.35", down: 10 * time.Second, steps: []rollStep{
+		{"", "3.6.16", "3.6.0"},
+		{"etcd-3.7.3", "3.7.3", "3.7.0"},
+	}}.run(t)
 }
