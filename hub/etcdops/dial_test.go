@@ -10,7 +10,8 @@ import (
 
 // TestNewDoesNotWaitForAConnection: creating the hub's etcd client never
 // waits for a member (no grpc.WithBlock, which the etcd 3.7 client ignores
-// anyway: its creation is non-blocking, etcd #21942); the wait, and its
+// anyway: its creation is non-blocking,
+// https://github.com/etcd-io/etcd/pull/21942); the wait, and its
 // bound, is each call's own context. The member here accepts TCP
 // connections and never answers, as a frozen process does. A client whose
 // creation blocked would fail New after DialTimeout instead.

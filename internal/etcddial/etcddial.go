@@ -4,9 +4,11 @@
 //
 // Creating a client never waits for a connection: none of them passes
 // grpc.WithBlock, so with the etcd 3.6 client (grpc.DialContext without
-// it) as with the 3.7 one (grpc.NewClient; 3.7 ignores WithBlock, etcd
-// #21942) clientv3.New returns at once and the first call connects. What
-// bounds the waits is each call's context, one connection attempt
+// it) as with the 3.7 one (grpc.NewClient, which ignores WithBlock: "Make
+// the etcd client creation non-blocking", etcd #21832, in 3.7 by
+// https://github.com/etcd-io/etcd/pull/21942) clientv3.New returns at once
+// and the first call connects. What bounds the waits is each call's
+// context, one connection attempt
 // (Reconnect's connectTimeout) and the time between attempts
 // (MaxReconnectDelay). clientv3.Config.DialTimeout bounds no connection in
 // either client: 3.7 uses it for the auth token, the version check and

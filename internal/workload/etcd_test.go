@@ -40,11 +40,18 @@ func freePort(t *testing.T) int {
 // startCluster starts n etcd members forming one cluster.
 func startCluster(t *testing.T, n int) []*etcdProc {
 	t.Helper()
+	return startClusterOn(t, n, "")
+}
+
+// startClusterOn starts n members of binary (a file of bin/; "" for
+// bin/etcd) forming one cluster.
+func startClusterOn(t *testing.T, n int, binary string) []*etcdProc {
+	t.Helper()
 	testenv.SkipIfShort(t, "etcd processes")
 	var ps []*etcdProc
 	var initial []string
 	for i := range n {
-		p := &etcdProc{name: fmt.Sprintf("m%d", i), dir: t.TempDir(),
+		p := &etcdProc{name: fmt.Sprintf("m%d", i), dir: t.TempDir(), bin: binary,
 			peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
 		ps = append(ps, p)
 		initial = append(initial, p.name+"="+p.peer)
@@ -101,7 +108,14 @@ func (p *etcdProc) kill() {
 // for them all, and the leader's status and endpoint.
 func startLedCluster(t *testing.T, n int) ([]*etcdProc, ClientConfig, *clientv3.Client, *clientv3.StatusResponse, string) {
 	t.Helper()
-	ps := startCluster(t, n)
+	return startLedClusterOn(t, n, "")
+}
+
+// startLedClusterOn is startLedCluster on binary (a file of bin/; "" for
+// bin/etcd).
+func startLedClusterOn(t *testing.T, n int, binary string) ([]*etcdProc, ClientConfig, *clientv3.Client, *clientv3.StatusResponse, string) {
+	t.Helper()
+	ps := startClusterOn(t, n, binary)
 	cfg := ClientConfig{Endpoints: endpoints(ps)}
 	c, err := NewClient(cfg)
 	if err != nil {

@@ -31,6 +31,9 @@ type KVOutput struct {
 	// Revision is the revision an acknowledged put was applied at (its
 	// response header's revision).
 	Revision int64
+	// Initial marks the value a key held before the workload began (an
+	// earlier run with the same prefix left it): Recorder.Initial.
+	Initial bool
 }
 
 type kvState struct {
@@ -75,6 +78,9 @@ var KVModel = porcupine.Model{
 		if in.Op == OpPut {
 			if out.Unknown {
 				return fmt.Sprintf("put(%s, %s) -> ?", in.Key, in.Value)
+			}
+			if out.Initial {
+				return fmt.Sprintf("initially %s = %s @%d", in.Key, in.Value, out.Revision)
 			}
 			return fmt.Sprintf("put(%s, %s) @%d", in.Key, in.Value, out.Revision)
 		}

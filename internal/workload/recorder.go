@@ -60,6 +60,18 @@ func (r *Recorder) Put(ctx context.Context, c *clientv3.Client, client int, key,
 	return err
 }
 
+// Initial records that key held value (put at revision rev) before the
+// workload's first operation: a put (of client 0, for the visualization)
+// that returned before any other call, marked Initial. Stats leaves it
+// out; the lost-write and watch checks never see it (not one of Puts).
+func (r *Recorder) Initial(key, value string, rev int64) {
+	call := r.now()
+	r.mu.Lock()
+	r.ops = append(r.ops, porcupine.Operation{ClientId: 0, Input: KVInput{Op: OpPut, Key: key, Value: value},
+		Call: call, Return: call + 1, Output: KVOutput{Revision: rev, Initial: true}})
+	r.mu.Unlock()
+}
+
 // Get reads key through c (a linearizable read) and records it. A failed
 // read is not recorded: it has no effect and returned nothing.
 func (r *Recorder) Get(ctx context.Context, c *clientv3.Client, client int, key string) (string, bool, error) {
@@ -106,6 +118,9 @@ func (s Stats) String() string {
 func (r *Recorder) Stats() Stats {
 	var s Stats
 	for _, op := range r.Operations() {
+		if op.Output.(KVOutput).Initial {
+			continue
+		}
 		if op.Input.(KVInput).Op == OpPut {
 			s.Puts++
 			if op.Output.(KVOutput).Unknown {

@@ -142,6 +142,21 @@ func Run(ctx context.Context, in Input) (_ *Workload, err error) {
 		return nil, fmt.Errorf("read the start revision: %w", err)
 	}
 	start := resp.Header.Revision + 1
+	// The contended keys' values at that revision are where the model
+	// starts: an earlier run with the same prefix on this cluster left
+	// them, and the first get of a key may return one.
+	for k := range in.Keys {
+		key := fmt.Sprintf("%sk%d", in.Prefix, k)
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		kr, err := clients[0].Get(rctx, key, clientv3.WithRev(resp.Header.Revision))
+		rcancel()
+		if err != nil {
+			return nil, fmt.Errorf("read %s at the start revision: %w", key, err)
+		}
+		if len(kr.Kvs) > 0 {
+			in.Recorder.Initial(key, string(kr.Kvs[0].Value), kr.Kvs[0].ModRevision)
+		}
+	}
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
 	w := &Workload{Recorder: in.Recorder, in: in, done: make(chan struct{}), watchCancel: wcancel}

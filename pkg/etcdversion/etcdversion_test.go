@@ -2,6 +2,7 @@ package etcdversion
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"regexp"
 	"slices"
@@ -88,6 +89,37 @@ func TestPolicyInvariants(t *testing.T) {
 	}
 	if Default() != lines[len(lines)-1].Newest {
 		t.Errorf("Default %s is not the newest patch of the newest line", Default())
+	}
+}
+
+// Every fact of the policy that comes from etcd names where etcd says so
+// by a link: the known-bad ranges, the minimum patches of a minor step
+// (and etcd's blog post where there is one), the downgrades and the flags
+// 3.7 removed.
+func TestPolicySourcesAreLinks(t *testing.T) {
+	link := func(what, s string) {
+		t.Helper()
+		if !strings.HasPrefix(s, "https://") || strings.ContainsAny(s, " ()") {
+			t.Errorf("%s: source %q is not a link", what, s)
+		}
+	}
+	for _, l := range lines {
+		for _, b := range l.KnownBad {
+			link(fmt.Sprintf("%s..%s", b.First, b.Last), b.Source)
+		}
+		if l.UpgradeFrom != (Version{}) {
+			link(l.Minor.MinorString()+" UpgradeSource", l.UpgradeSource)
+		}
+		if l.UpgradeBlog != "" {
+			link(l.Minor.MinorString()+" UpgradeBlog", l.UpgradeBlog)
+		}
+		if l.Downgrade {
+			link(l.Minor.MinorString()+" DowngradeSource", l.DowngradeSource)
+		}
+	}
+	link("RemovedIn37", RemovedIn37Source)
+	if m := Matrix(); !strings.Contains(m, "]("+RemovedIn37Source+")") {
+		t.Errorf("the matrix does not link where etcd removed the --experimental-* flags:\n%s", m)
 	}
 }
 
@@ -308,5 +340,20 @@ func TestToolsPinTheNewestPatches(t *testing.T) {
 	}
 	if !slices.Equal([]string{pins["KUBE_VERSION"]}, KubernetesTested) {
 		t.Errorf("hack/tools.sh pins Kubernetes %s, the policy says %v is tested", pins["KUBE_VERSION"], KubernetesTested)
+	}
+	// `make demo` runs a ring on the default: the demo's tools build it
+	// (the tool of ETCD37_VERSION is etcd37, of ETCD_VERSION etcd).
+	demo := regexp.MustCompile(`(?m)^\s*\[demo\]="([^"]*)"`).FindStringSubmatch(string(b))
+	if demo == nil {
+		t.Fatal("hack/tools.sh has no [demo] purpose")
+	}
+	var tool string
+	for k, v := range pins {
+		if v == Default().String() && strings.HasPrefix(k, "ETCD") {
+			tool = strings.ToLower(strings.TrimSuffix(k, "_VERSION"))
+		}
+	}
+	if tool == "" || !slices.Contains(strings.Fields(demo[1]), tool) {
+		t.Errorf("hack/tools.sh --for demo builds %q, not the default %s (tool %q)", demo[1], Default(), tool)
 	}
 }

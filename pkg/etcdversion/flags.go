@@ -3,10 +3,9 @@ package etcdversion
 // Flags whose spelling depends on the etcd version. etcd 3.6 graduated the
 // --experimental-* flags to names without the prefix (the old names kept
 // working, deprecated) and etcd 3.7 removed the old names: a 3.7 process
-// given one does not start (etcd #19959; the 3.5 to 3.6 and 3.6 to 3.7
-// upgrade guides list each old and new name). etcdfed passes only the flags
-// in this table whose spelling differs between versions; every other flag
-// it passes has the same name in 3.5, 3.6 and 3.7.
+// given one does not start (RemovedIn37Source). etcdfed passes only the
+// flags in this table whose spelling differs between versions; every other
+// flag it passes has the same name in 3.5, 3.6 and 3.7.
 
 // Flag names an etcd setting by its name in the newest line.
 type Flag string
@@ -55,9 +54,14 @@ func FlagName(v Version, f Flag) string {
 	return name
 }
 
-// RemovedIn37 are the --experimental-* flags etcd 3.7 removed (etcd's 3.6 to
-// 3.7 upgrade guide, "Flags removed"). A 3.7 process given any of them does
-// not start. The flag tests check that the spoke never renders one for 3.7.
+// RemovedIn37Source is where etcd says 3.7 removed the --experimental-*
+// flags: CHANGELOG-3.7, v3.7.0, "Breaking Changes", "Removed all deprecated
+// experimental flags", etcd #19959.
+const RemovedIn37Source = "https://github.com/etcd-io/etcd/pull/19959"
+
+// RemovedIn37 are the --experimental-* flags etcd 3.7 removed
+// (RemovedIn37Source). A 3.7 process given any of them does not start. The
+// flag tests check that the spoke never renders one for 3.7.
 var RemovedIn37 = []string{
 	"experimental-bootstrap-defrag-threshold-megabytes",
 	"experimental-compact-hash-check-enabled",

@@ -68,6 +68,9 @@ func Matrix() string {
 			up = fmt.Sprintf("from %s, one minor version up", lines[i-1].Minor.MinorString())
 			if l.UpgradeFrom != (Version{}) {
 				up = fmt.Sprintf("from %s or later ([etcd's guide](%s): %s)", l.UpgradeFrom, l.UpgradeSource, l.UpgradeFromWhy)
+				if l.UpgradeBlog != "" {
+					up = fmt.Sprintf("from %s or later ([etcd's guide](%s), [etcd's blog](%s): %s)", l.UpgradeFrom, l.UpgradeSource, l.UpgradeBlog, l.UpgradeFromWhy)
+				}
 			}
 		}
 		down := "none"
@@ -98,7 +101,7 @@ func Matrix() string {
 
 	p("\nFlags whose name depends on the version (the spoke passes the one the\n")
 	p("member's version takes; etcd 3.7 refuses to start with a removed\n")
-	p("`--experimental-*` name):\n\n")
+	p("`--experimental-*` name, [etcd #19959](%s)):\n\n", RemovedIn37Source)
 	p("| setting |")
 	for _, l := range lines {
 		p(" %s |", l.Minor.MinorString())

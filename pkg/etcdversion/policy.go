@@ -23,6 +23,9 @@ type Line struct {
 	UpgradeFrom    Version
 	UpgradeFromWhy string
 	UpgradeSource  string
+	// UpgradeBlog, when set, is etcd's blog post on the problem the
+	// minimum patch avoids.
+	UpgradeBlog string
 	// Downgrade is true when etcd downgrades a ring from this line to the
 	// previous one (etcdctl downgrade enable <previous minor>), which the
 	// hub then follows; DowngradeSource is etcd's guide.
@@ -58,6 +61,9 @@ const forceNewClusterLearners = "--force-new-cluster does not clean up learners 
 const (
 	changelog35 = "https://github.com/etcd-io/etcd/blob/main/CHANGELOG/CHANGELOG-3.5.md"
 	changelog36 = "https://github.com/etcd-io/etcd/blob/main/CHANGELOG/CHANGELOG-3.6.md"
+	// zombieMembersBlog is etcd's account of the 'zombie members' of 3.5
+	// to 3.6 upgrades from 3.5.25 or older, and of the repair in 3.5.26.
+	zombieMembersBlog = "https://etcd.io/blog/2025/zombie_members_upgrade/"
 )
 
 // lines are the release lines etcdfed runs, oldest first, each one minor
@@ -87,6 +93,7 @@ var lines = []Line{
 		UpgradeFrom: MustParse("3.5.32"),
 		UpgradeFromWhy: "etcd's upgrade guide: 3.5.26 repairs 'zombie members' (members removed long ago that come back " +
 			"after the upgrade), and 3.5.24 to 3.5.32 fix further upgrade blockers",
+		UpgradeBlog:     zombieMembersBlog,
 		UpgradeSource:   "https://etcd.io/docs/v3.6/upgrades/upgrade_3_6/",
 		Downgrade:       true,
 		DowngradeSource: "https://etcd.io/docs/v3.7/downgrades/downgrade_3_6/",
