@@ -5,6 +5,7 @@
 #   hack/tools.sh                every tool (CI)
 #   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd, etcd37, etcdctl
 #   hack/tools.sh --for test     what `make test` runs: all but the generators and linters
+#   hack/tools.sh --for ci       what .ci/run needs every run: test's, the generators and linters
 #   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
 #   hack/tools.sh TOOL...        those tools, one after the other
 #
@@ -220,6 +221,7 @@ rest_tools=(etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint vers
 declare -A purpose=(
 	[demo]="kube-apiserver etcd etcd37 etcdctl"
 	[test]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool"
+	[ci]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool controller-gen golangci-lint"
 	[realnodes]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
 )
 
