@@ -299,12 +299,14 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 		cs := s.cluster(ref.cluster)
 		i := slices.IndexFunc(d.retain, func(rv retainedVolume) bool { return rv.ref == ref })
 		// An EtcdMember already being deleted (its spoke retiring the
-		// volume) was rewritten and named by an earlier pass: the event is
-		// said once, not on every pass until the spoke is done (a burst of
-		// the same event exhausts the recorder's budget for the
-		// EtcdCluster, and the next kept volume went unsaid).
+		// volume) was named by an earlier pass: the event is said once, not
+		// on every pass until the spoke is done (a burst of the same event
+		// exhausts the recorder's budget for the EtcdCluster, and the next
+		// kept volume went unsaid). Its keep-volumes rewrite still happens:
+		// an object deleted by anything else keeps its volume too.
+		deleting := false
 		if o := cs.members[ref.member]; o != nil && !o.DeletionTimestamp.IsZero() {
-			i = -1
+			deleting = true
 		}
 		if i >= 0 && d.retain[i].want != nil {
 			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[ref.member]), d.retain[i].want); err != nil {
@@ -316,7 +318,7 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 			errs = append(errs, err)
 			continue
 		}
-		if i >= 0 {
+		if i >= 0 && !deleting {
 			kept = append(kept, d.retain[i].note)
 		}
 	}
