@@ -86,8 +86,12 @@ func TestStoreRefusedByTheHubsPolicy(t *testing.T) {
 					Backup: &etcdfedv1.BackupSpec{Schedule: "@hourly", Store: etcdfedv1.BackupStore{URL: tc.url}}},
 			}
 			g.Expect(f.c.Create(ctx, ec)).To(Succeed())
+			// A merge patch, not an update: the refusal does not wait for
+			// etcd to form, so the hub may have written its condition
+			// already (an update would conflict with it).
+			before := ec.DeepCopy()
 			ec.Status.ClusterID = "abc"
-			g.Expect(f.c.Status().Update(ctx, ec)).To(Succeed())
+			g.Expect(f.c.Status().Patch(ctx, ec, client.MergeFrom(before))).To(Succeed())
 			g.Eventually(func(g Gomega) {
 				got := f.get(g, tc.name)
 				c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionBackupHealthy)

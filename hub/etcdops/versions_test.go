@@ -7,7 +7,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
@@ -34,9 +37,24 @@ func startRelease(t *testing.T, p *proc, binary, dataDir string) func() {
 	if err := testenv.StartProcess(cmd); err != nil {
 		t.Fatal(err)
 	}
+	// stop ends etcd the way a pod's deletion does, with SIGTERM: etcd
+	// commits its backend on the way out. A SIGKILL right after a
+	// downgrade's storage version was observed can lose the backend's last
+	// batch (status reads it before it is committed), and the older
+	// release then refuses the data: `version "3.7.0" is not supported`.
+	var once sync.Once
 	stop := func() {
-		_ = cmd.Process.Kill()
-		_, _ = cmd.Process.Wait()
+		once.Do(func() {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { _, _ = cmd.Process.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				_ = cmd.Process.Kill()
+				<-done
+			}
+		})
 	}
 	t.Cleanup(func() {
 		stop()
