@@ -24,6 +24,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
@@ -43,8 +44,9 @@ func TestPeerPortRefusesClientCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	v37 := etcdversion.NewestLine().Newest.String()
 	for _, v := range []struct{ binary, version string }{
-		{"etcd", "3.6.16"}, {"etcd-3.5.35", "3.5.35"}, {"etcd-3.7", "3.7.1"},
+		{"etcd", "3.6.16"}, {"etcd-3.5.35", "3.5.35"}, {"etcd-" + v37, v37},
 	} {
 		t.Run(v.version, func(t *testing.T) {
 			path := filepath.Join(bin, v.binary)
