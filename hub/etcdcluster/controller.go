@@ -269,26 +269,35 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	// next pass would decide from it, and waiting for the status event to
 	// come back costs a spec change a whole pass (read, observe, status
 	// write) before anything moves. The record is written first, as always.
-	var reuse *snapshot
-	for {
-		before := ec.DeepCopy()
-		result, s, chain, err := r.reconcileNormal(ctx, ec, &pt, reuse)
-		// The status of a pass that ran out of time is still written: it
-		// says so, and what did not answer.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
-		statusAt := time.Now()
-		written, perr := r.patchStatus(pctx, before, ec)
-		cancel()
-		pt.log(log, time.Since(statusAt))
-		if perr != nil {
-			return result, errors.Join(err, perr)
-		}
-		if err != nil || !chain || !written || reuse != nil || ctx.Err() != nil {
-			return result, err
-		}
-		reuse, pt = s, passTimes{start: time.Now(), chained: true}
-		metricPassesChained.Inc()
+	// The chain is one pass long: the second pass never chains, its next
+	// step waits for the next reconcile.
+	result, s, chain, err := r.pass(ctx, ec, &pt, nil)
+	if err != nil || !chain || ctx.Err() != nil {
+		return result, err
 	}
+	pt = passTimes{start: time.Now(), chained: true}
+	metricPassesChained.Inc()
+	result, _, _, err = r.pass(ctx, ec, &pt, s)
+	return result, err
+}
+
+// pass is one observe (or the reuse of one), decide, apply, and the status
+// write; chain is true when the pass only began an operation and its
+// status was written, so the next step may follow on the same snapshot.
+func (r *Reconciler) pass(ctx context.Context, ec *etcdfedv1.EtcdCluster, pt *passTimes, reuse *snapshot) (ctrl.Result, *snapshot, bool, error) {
+	before := ec.DeepCopy()
+	result, s, chain, err := r.reconcileNormal(ctx, ec, pt, reuse)
+	// The status of a pass that ran out of time is still written: it says
+	// so, and what did not answer.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), statusWriteTimeout)
+	statusAt := time.Now()
+	written, perr := r.patchStatus(pctx, before, ec)
+	cancel()
+	pt.log(ctrl.LoggerFrom(ctx), time.Since(statusAt))
+	if perr != nil {
+		return result, nil, false, errors.Join(err, perr)
+	}
+	return result, s, chain && written && reuse == nil, err
 }
 
 // passTimes is where a pass's time went, logged at V(1) as "Pass": the
