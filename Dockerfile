@@ -13,6 +13,7 @@
 #   etcdfed-init   ghcr.io/etcdfed/etcdfed-init:<version>     etcdfed-init
 #   etcd-3.6       gcr.io/etcd-development/etcd:v3.6.16       etcd, etcdctl, etcdutl
 #   etcd-3.5       gcr.io/etcd-development/etcd:v3.5.35       etcd, etcdctl, etcdutl
+#   etcd-3.7       gcr.io/etcd-development/etcd:v3.7.3        etcd, etcdctl, etcdutl
 #   etcdfed        ghcr.io/etcdfed/etcdfed:<version>          hub, spoke, etcdfed, etcdfed-init
 #
 # `docker build .` builds the last stage, etcdfed (hack/kind's image).
@@ -62,6 +63,16 @@ RUN --mount=type=cache,target=/go/pkg/mod \
     GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v3.5.35+resolver.${sha}" \
       -o /out/etcd-3.5/ ./cmd/etcd ./cmd/etcdctl go.etcd.io/etcd/etcdutl/v3
 
+# etcd v3.7.3 from hack/tools/etcd37: the repo's own build (hack/tools.sh).
+FROM src AS etcd-3.7-build
+ARG TARGETOS
+ARG TARGETARCH
+RUN --mount=type=cache,target=/go/pkg/mod \
+    --mount=type=cache,target=/root/.cache/go-build \
+    cd hack/tools/etcd37 && sha=$(sha256sum internal/resolver/resolver.go | cut -c1-12) && \
+    GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=v3.7.3+resolver.${sha}" \
+      -o /out/etcd-3.7/ ./cmd/etcd ./cmd/etcdctl go.etcd.io/etcd/etcdutl/v3
+
 # The base root (internal/images/base.go), with Debian's CA bundle.
 FROM --platform=$BUILDPLATFORM ${GO_IMAGE} AS rootfs
 RUN mkdir -p /rootfs/etc/ && chmod 755 /rootfs/etc/ \
@@ -105,6 +116,13 @@ CMD ["/usr/local/bin/etcd"]
 
 FROM base AS etcd-3.5
 COPY --from=etcd-3.5-build /out/etcd-3.5/etcd /out/etcd-3.5/etcdctl /out/etcd-3.5/etcdutl /usr/local/bin/
+WORKDIR /var/etcd/
+WORKDIR /var/lib/etcd/
+EXPOSE 2379/tcp 2380/tcp
+CMD ["/usr/local/bin/etcd"]
+
+FROM base AS etcd-3.7
+COPY --from=etcd-3.7-build /out/etcd-3.7/etcd /out/etcd-3.7/etcdctl /out/etcd-3.7/etcdutl /usr/local/bin/
 WORKDIR /var/etcd/
 WORKDIR /var/lib/etcd/
 EXPOSE 2379/tcp 2380/tcp

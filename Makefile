@@ -37,7 +37,7 @@ build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin
 # etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image).
 IMAGES ?=
 .PHONY: images
-images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
+images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.7, 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
 	$(GO) run ./hack/images build --version '$(VERSION)' --out out/images $(IMAGES)
 
 .PHONY: tools

@@ -18,7 +18,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
 
-	"github.com/etcdfed/etcdfed/internal/images"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
@@ -133,9 +132,6 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	if err != nil {
 		return err
 	}
-	if err := realDemoVersion(cmd, cfg); err != nil {
-		return err
-	}
 	if err := enterRealNetwork(cfg); err != nil {
 		return err
 	}
@@ -178,21 +174,6 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
 		}()
 	})
-}
-
-// realDemoVersion: real nodes run the etcd images `make images` builds
-// (the pinned 3.6 and 3.5 releases), so the demo EtcdCluster runs the
-// newest of them unless --etcd-version says otherwise.
-func realDemoVersion(cmd *cobra.Command, cfg localenv.Config) error {
-	if cfg.Nodes != localenv.NodesReal || cmd.Flags().Changed("etcd-version") {
-		return nil
-	}
-	v, err := images.ReadVersions(filepath.Dir(cfg.BinDir))
-	if err != nil {
-		return fmt.Errorf("real nodes: the etcd images' releases: %w", err)
-	}
-	upFlags.etcdVersion = strings.TrimPrefix(v.Etcd, "v")
-	return nil
 }
 
 // enterRealNetwork re-runs `dev up` in a network namespace of its own

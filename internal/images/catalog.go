@@ -72,9 +72,10 @@ var etcdPackages = []string{"./cmd/etcd", "./cmd/etcdctl", "go.etcd.io/etcd/etcd
 type Versions struct {
 	Etcd   string // ETCD_VERSION, v3.6.16
 	Etcd35 string // ETCD35_VERSION, v3.5.35
+	Etcd37 string // ETCD37_VERSION, v3.7.3
 }
 
-var pinRE = regexp.MustCompile(`(?m)^(ETCD_VERSION|ETCD35_VERSION)=(v[0-9]+\.[0-9]+\.[0-9]+)$`)
+var pinRE = regexp.MustCompile(`(?m)^(ETCD_VERSION|ETCD35_VERSION|ETCD37_VERSION)=(v[0-9]+\.[0-9]+\.[0-9]+)$`)
 
 // ReadVersions reads the pinned etcd releases from root/hack/tools.sh.
 func ReadVersions(root string) (Versions, error) {
@@ -89,10 +90,12 @@ func ReadVersions(root string) (Versions, error) {
 			v.Etcd = m[2]
 		case "ETCD35_VERSION":
 			v.Etcd35 = m[2]
+		case "ETCD37_VERSION":
+			v.Etcd37 = m[2]
 		}
 	}
-	if v.Etcd == "" || v.Etcd35 == "" {
-		return v, fmt.Errorf("hack/tools.sh pins no ETCD_VERSION or ETCD35_VERSION")
+	if v.Etcd == "" || v.Etcd35 == "" || v.Etcd37 == "" {
+		return v, fmt.Errorf("hack/tools.sh pins no ETCD_VERSION, ETCD35_VERSION or ETCD37_VERSION")
 	}
 	return v, nil
 }
@@ -136,6 +139,7 @@ func Catalog(tag string, v Versions) []Image {
 		own("etcdfed-init", "./cmd/etcdfed-init", true),
 		etcd(etcdRelease{Version: v.Etcd, Module: "hack/tools/etcd"}),
 		etcd(etcdRelease{Version: v.Etcd35, Module: "hack/tools/etcd35"}),
+		etcd(etcdRelease{Version: v.Etcd37, Module: "hack/tools/etcd37"}),
 		{
 			// hack/kind's one image: every etcdfed binary, no entrypoint
 			// (the manifests give the command). The Dockerfile's last

@@ -92,6 +92,9 @@ func TestImagesRunInContainerd(t *testing.T) {
 		{"etcd-3.5", []string{"etcd", "--version"}, []string{"etcd Version: " + strings.TrimPrefix(v.Etcd35, "v")}},
 		{"etcd-3.5", []string{"etcdctl", "version"}, []string{"etcdctl version: " + strings.TrimPrefix(v.Etcd35, "v")}},
 		{"etcd-3.5", []string{"etcdutl", "version"}, []string{"etcdutl version: " + strings.TrimPrefix(v.Etcd35, "v")}},
+		{"etcd-3.7", []string{"etcd", "--version"}, []string{"etcd Version: " + strings.TrimPrefix(v.Etcd37, "v")}},
+		{"etcd-3.7", []string{"etcdctl", "version"}, []string{"etcdctl version: " + strings.TrimPrefix(v.Etcd37, "v")}},
+		{"etcd-3.7", []string{"etcdutl", "version"}, []string{"etcdutl version: " + strings.TrimPrefix(v.Etcd37, "v")}},
 		// The official image's user and working directory.
 		{"etcd-3.6", []string{"etcdctl", "--help"}, []string{"etcdctl"}},
 		{"etcdfed-init", []string{"etcdfed-init", "--help"}, []string{"wait-dns", "prepare-data"}},
@@ -120,6 +123,7 @@ func TestImagesRunInContainerd(t *testing.T) {
 	}{
 		{"etcd-3.6", "0:0", "/var/lib/etcd/"},
 		{"etcd-3.5", "0:0", "/var/lib/etcd/"},
+		{"etcd-3.7", "0:0", "/var/lib/etcd/"},
 		{"hub", "65532:65532", "/"},
 		{"spoke", "65532:65532", "/"},
 		{"etcdfed-init", "65532:65532", "/"},
