@@ -20,7 +20,7 @@ import (
 // nodes have no registry to pull from):
 //
 //   - etcdfed's and etcd's images as `make images` builds them
-//     (internal/images: hub, spoke, etcdfed-init, etcd 3.6 and 3.5 laid out
+//     (internal/images: hub, spoke, etcdfed-init, etcd 3.7, 3.6 and 3.5 laid out
 //     like the official image), from Config.ImagesDir or built by the
 //     environment with the same code;
 //   - the cluster's own infrastructure, which stands in for images a
