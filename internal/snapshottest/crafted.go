@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"math/rand"
 	"os"
 	"path/filepath"
@@ -50,8 +51,8 @@ func BoltDB(t testing.TB, keys int) []byte {
 			rev := make([]byte, 17)
 			binary.BigEndian.PutUint64(rev, uint64(i))
 			rev[8] = '_'
-			kv := mvccpb.KeyValue{Key: []byte(fmt.Sprintf("k/%05d", i)), Value: []byte(strings.Repeat("v", 100)), CreateRevision: int64(i), ModRevision: int64(i), Version: 1}
-			v, err := kv.Marshal()
+			kv := &mvccpb.KeyValue{Key: []byte(fmt.Sprintf("k/%05d", i)), Value: []byte(strings.Repeat("v", 100)), CreateRevision: int64(i), ModRevision: int64(i), Version: 1}
+			v, err := proto.Marshal(kv)
 			if err != nil {
 				return err
 			}

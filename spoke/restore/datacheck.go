@@ -3,6 +3,7 @@ package restore
 import (
 	"errors"
 	"fmt"
+	"google.golang.org/protobuf/proto"
 	"io"
 	"io/fs"
 	"os"
@@ -59,14 +60,14 @@ func DataClusterID(dataDir string) (id uint64, ok bool, err error) {
 			}
 			return 0, false, fmt.Errorf("read WAL %s: %w", f.Name(), err)
 		}
-		if rec.Type != wal.MetadataType {
+		if rec.GetType() != wal.MetadataType {
 			continue
 		}
-		var md etcdserverpb.Metadata
-		if err := md.Unmarshal(rec.Data); err != nil {
+		md := &etcdserverpb.Metadata{}
+		if err := proto.Unmarshal(rec.GetData(), md); err != nil {
 			return 0, false, fmt.Errorf("WAL %s metadata: %w", f.Name(), err)
 		}
-		return md.ClusterID, true, nil
+		return md.GetClusterID(), true, nil
 	}
 	return 0, false, fmt.Errorf("WAL %s has no metadata record", f.Name())
 }
