@@ -673,18 +673,7 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 	if prog != nil {
 		t.Logf("held: Progressing=%s %s: %s", prog.Status, prog.Reason, prog.Message)
 	}
-	if err := poll(ctx, 30*time.Second, "event CARotationHeld", func(ctx context.Context) (string, error) {
-		evs := &corev1.EventList{}
-		if err := hub.Client.List(ctx, evs, client.InNamespace(ec.Namespace)); err != nil {
-			return err.Error(), nil
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == ec.Name && e.Reason == "CARotationHeld" {
-				return "", nil
-			}
-		}
-		return "not seen", nil
-	}); err != nil {
+	if _, err := WaitForHubEvent(ctx, WaitForHubEventInput{Hub: hub, Etcd: in.Etcd, Timeout: 30 * time.Second, Query: EventQuery{Reasons: []string{"CARotationHeld"}}}); err != nil {
 		t.Error(err)
 	}
 	// A hub restarted during the hold holds on: the new process reports
@@ -744,7 +733,7 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 	seen.held = time.Since(seen.heldAt)
 	t.Logf("answered the hold (held since %s) after %.1fs", held.Format(time.RFC3339), seen.held.Seconds())
 	// The hub says it took the answer, naming the hold it answered.
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, "CARotationContinued", held.Format(time.RFC3339))
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, "CARotationContinued", held.Format(time.RFC3339))
 	if err != nil {
 		t.Error(err)
 	} else {

@@ -113,46 +113,6 @@ func WaitForReplaced(ctx context.Context, in WaitForReplacedInput) (etcdfedv1.Me
 	return got, err
 }
 
-// HubEvents lists the messages of the events with reason on the
-// EtcdCluster in the hub, oldest first.
-func HubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string) ([]string, error) {
-	evs, err := ListHubEvents(ctx, hub, m)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range evs {
-		if e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out, nil
-}
-
-// WaitForHubEvent waits for an event with reason whose note contains
-// every string of want, and returns its note.
-func WaitForHubEvent(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, want ...string) (string, error) {
-	var note string
-	err := poll(ctx, time.Minute, fmt.Sprintf("event %s naming %v", reason, want), func(ctx context.Context) (string, error) {
-		notes, err := HubEvents(ctx, hub, m, reason)
-		if err != nil {
-			return "", err
-		}
-		for _, n := range notes {
-			all := true
-			for _, w := range want {
-				all = all && strings.Contains(n, w)
-			}
-			if all {
-				note = n
-				return "", nil
-			}
-		}
-		return fmt.Sprintf("%d %s events: %v", len(notes), reason, notes), nil
-	})
-	return note, err
-}
-
 // checkRecordFollows requires that the member's record resolves to its
 // current address on every ring DNS server but those of the clusters in
 // down (killed: their spokes serve nothing).
@@ -255,7 +215,7 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 	if em.Status.Volume.ClaimName == claim || em.Spec.Incarnation != got.Incarnation {
 		t.Errorf("the new incarnation runs on claim %s (incarnation %d), want a new claim for incarnation %d", em.Status.Volume.ClaimName, em.Spec.Incarnation, got.Incarnation)
 	}
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "volume")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "volume")
 	if err != nil {
 		t.Error(err)
 	}
@@ -300,12 +260,12 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	t.Logf("%s moved %.1fs after the cordon (grace %s): incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(d.start).Seconds(), in.MemberGrace,
 		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, in.Member, "takes new pods")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, in.Member, "takes new pods")
 	if err != nil {
 		t.Error(err)
 	}
 	t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
-	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member); err != nil {
+	if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member); err != nil {
 		t.Error(err)
 	}
 	d.heal(ctx, t, in)
@@ -445,7 +405,7 @@ func StartGivenUpSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	}
 	lost := time.Now()
 	t.Logf("cordoned the node(s) of %s, then deleted PVC %s and pod %s", cl.Name, em.Status.Volume.ClaimName, in.Member)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberStartGivenUp, in.Member, "has taken new pods")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberStartGivenUp, in.Member, "has taken new pods")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +519,7 @@ func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
 		t.Errorf("replaced after %s, before its grace of %s", took, in.MemberGrace)
 	}
 	checkRecordFollows(ctx, t, topo, in.Etcd, got)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "unhealthy since")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "unhealthy since")
 	if err != nil {
 		t.Error(err)
 	}
@@ -711,7 +671,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	})
 	t.Logf("killed %s with %d of %d members, the leader %s among them", victim, len(moved), replicas, ec.Status.Leader)
 	progress(ctx, t, w, 100, time.Minute)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, victim)
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, victim)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,11 +702,11 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 			t.Errorf("%s moved without a new incarnation: %+v (was %+v)", old.Name, m, old)
 		}
 		checkRecordFollows(ctx, t, topo, in.Etcd, m, victim)
-		if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, old.Name, victim); err != nil {
+		if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, old.Name, victim); err != nil {
 			t.Error(err)
 		}
 	}
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
@@ -776,7 +736,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	if back == 0 {
 		t.Errorf("no member moved back to %s", victim)
 	}
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneReturned, victim); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventZoneReturned, victim); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventZoneReturned, note)
@@ -899,7 +859,7 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 	if !wasNamed {
 		t.Errorf("Degraded never named %s while the hub could not reach it", in.Cluster)
 	}
-	if n, err := HubEvents(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed); err != nil || len(n) > 0 {
+	if n, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{etcdfedv1.EventZoneFailed}}); err != nil || len(n) > 0 {
 		t.Errorf("ZoneFailed told for a cluster cut off from the hub only: %v %v", n, err)
 	}
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true})

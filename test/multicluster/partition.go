@@ -145,7 +145,7 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	if forced != "" {
 		t.Errorf("the hub with the minority forced a new cluster: %s", forced)
 	}
-	if notes, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err != nil || len(notes) > 0 {
+	if notes, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{"QuorumRecovery"}}); err != nil || len(notes) > 0 {
 		t.Errorf("QuorumRecovery events (the hub recovered a ring whose majority serves): %v %v", notes, err)
 	}
 	if degraded == "" {
@@ -374,7 +374,7 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	if moved != "" {
 		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
 	}
-	if n, err := HubEvents(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed); err != nil || len(n) > 0 {
+	if n, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{etcdfedv1.EventZoneFailed}}); err != nil || len(n) > 0 {
 		t.Errorf("ZoneFailed told on a broken spoke's word: %v %v", n, err)
 	}
 	if degraded == "" {

@@ -163,10 +163,10 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 		if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeEnabled", res.Changed); err != nil {
 			t.Error(err)
 		}
-		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "DowngradeEnabled")
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, EventQuery{Reasons: []string{"DowngradeEnabled"}, RecordedSince: res.Changed})
 	}
 	if in.Backup != nil {
-		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "BackupRequested", "BackupSucceeded")
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, EventQuery{Reasons: []string{"BackupRequested", "BackupSucceeded"}, RecordedSince: res.Changed})
 	}
 	if snap != nil {
 		verifyUpgradeSnapshot(ctx, t, in, *snap, res)
@@ -381,14 +381,12 @@ func verifyUpgradeSnapshot(ctx context.Context, t testing.TB, in UpgradeSpecInpu
 	// has whole seconds, and its duration counts from the backup's start,
 	// before the stream).
 	var stored time.Time
-	evs, err := ListHubEvents(ctx, in.Topology.Hub, in.Etcd)
+	evs, err := ListHubEvents(ctx, in.Topology.Hub, in.Etcd, EventQuery{Reasons: []string{"BackupSucceeded"}, NoteHas: []string{snap.Location}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.Reason == "BackupSucceeded" && strings.Contains(e.Note, snap.Location) {
-			stored = e.First
-		}
+		stored = e.First
 	}
 	t.Logf("snapshot %s verified from the store (sha256 and database checked, revision %d, %d keys, storage version %q); stored %.1fs after the change; first member seen on %s %.1fs after the change",
 		key, info.Revision, info.TotalKeys, info.StorageVersion, stored.Sub(res.Changed).Seconds(), in.To, res.FirstOnNew.Sub(res.Changed).Seconds())
@@ -598,23 +596,6 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	checkWorkload(ctx, t, w)
 }
 
-// logHubEvents logs the hub's events with these reasons on the
-// EtcdCluster since start, in time order, with their time since start.
-func logHubEvents(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, start time.Time, reasons ...string) {
-	t.Helper()
-	evs, err := ListHubEvents(ctx, hub, m)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for _, e := range evs {
-		if e.First.Before(start.Add(-time.Second)) || !slices.Contains(reasons, e.Reason) {
-			continue
-		}
-		t.Logf("event at +%.1fs %s: %s", e.First.Sub(start).Seconds(), e.Reason, e.Note)
-	}
-}
-
 // setSpecVersion sets spec.version.
 func setSpecVersion(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, v string) {
 	t.Helper()
@@ -707,7 +688,7 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 	if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeCancelled", back); err != nil {
 		t.Error(err)
 	}
-	logHubEvents(ctx, t, hub, in.Etcd, start, "DowngradeEnabled", "DowngradeCancelled", "MemberRoll", "MemberRollDone")
+	logHubEvents(ctx, t, hub, in.Etcd, start, EventQuery{Reasons: []string{"DowngradeEnabled", "DowngradeCancelled", "MemberRoll", "MemberRollDone"}, RecordedSince: start})
 	got, err := in.Etcd.Get(ctx, hub)
 	if err != nil {
 		t.Fatal(err)
@@ -745,16 +726,7 @@ func downgradeCancelled(ctx context.Context, m *ManagedEtcd, minor string) (stri
 // waitForEventReason waits for an event with reason on the EtcdCluster
 // since start.
 func waitForEventReason(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, start time.Time) error {
-	return poll(ctx, 30*time.Second, "a "+reason+" event", func(ctx context.Context) (string, error) {
-		evs, err := ListHubEvents(ctx, hub, m)
-		if err != nil {
-			return "", err
-		}
-		for _, e := range evs {
-			if e.Reason == reason && !e.First.Before(start.Add(-time.Second)) {
-				return "", nil
-			}
-		}
-		return "none yet", nil
-	})
+	_, err := WaitForHubEvent(ctx, WaitForHubEventInput{Hub: hub, Etcd: m, Timeout: 30 * time.Second,
+		Query: EventQuery{Reasons: []string{reason}, RecordedSince: start}})
+	return err
 }

@@ -135,7 +135,7 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 	}
 	graceEnd := time.Since(start)
 	t.Logf("Degraded says %s failed %.1fs after the kill (zone grace %s): %s", zone, graceEnd.Seconds(), in.ZoneGrace, failed)
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, zone); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, zone); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventZoneFailed, note)
@@ -152,12 +152,12 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 		t.Errorf("%s replaced in its failed zone %s", victim.Name, victim.Zone)
 	}
 	checkRecordFollows(ctx, t, topo, in.Etcd, got)
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim.Name, zone); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim.Name, zone); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
 	}
-	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, victim.Name); err != nil {
+	if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, victim.Name); err != nil {
 		t.Error(err)
 	}
 	progress(ctx, t, w, 50, 30*time.Second)
