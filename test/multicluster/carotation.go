@@ -198,22 +198,18 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	if kas != nil {
 		hold = holdAndContinue(ctx, t, in, req, kas)
 	}
-	err = poll(ctx, in.Timeout, "the CA rotation completes", func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return err.Error(), nil
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "the CA rotation completes", Timeout: in.Timeout, Until: func(got *etcdfedv1.EtcdCluster) string {
 		cr := got.Status.CARotation
 		switch {
 		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req.RequestedAt):
-			return "not taken yet", nil
+			return "not taken yet"
 		case cr.Phase == etcdfedv1.CARotationRefused:
-			return "", fmt.Errorf("refused: %s", cr.Message)
+			return fmt.Sprintf("refused: %s", cr.Message)
 		case cr.Phase != etcdfedv1.CARotationCompleted:
-			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message), nil
+			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	took := time.Since(start)
 	samples := sampler.stop()
 	if err != nil {

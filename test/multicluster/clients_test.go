@@ -86,16 +86,12 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 	if got := string(sec.Data[etcdfedv1.ClientSecretKeyEndpoints]); got != strings.Join(ec.Status.Endpoints, ",") {
 		t.Fatalf("endpoints %q, want status.endpoints %v", got, ec.Status.Endpoints)
 	}
-	if err := poll(ctx, time.Minute, "ClientsReady=True", func(ctx context.Context) (string, error) {
-		ec, err := etcd.Get(ctx, topo.Hub)
-		if err != nil {
-			return "", err
-		}
+	if err := WaitForStatus(ctx, WaitForStatusInput{Hub: topo.Hub, Etcd: etcd, What: "ClientsReady=True", Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) || len(ec.Status.Clients) != len(clients) {
-			return clientsStatus(ec), nil
+			return clientsStatus(ec)
 		}
-		return "", nil
-	}); err != nil {
+		return ""
+	}}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -343,33 +343,25 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 	}
 	t.Logf("NOSPACE raised after the fill's put of value %s (outcome unknown of %v)", last, unknown)
 	var seen time.Time
-	err = poll(ctx, time.Minute, "NoSpaceAlarm=True naming a member", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "NoSpaceAlarm=True naming a member", Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionNoSpaceAlarm)
 		if c == nil || c.Status != metav1.ConditionTrue || len(ec.Status.Alarms) == 0 || ec.Status.Alarms[0].Member == "" {
-			return fmt.Sprintf("NoSpaceAlarm %+v, alarms %+v", c, ec.Status.Alarms), nil
+			return fmt.Sprintf("NoSpaceAlarm %+v, alarms %+v", c, ec.Status.Alarms)
 		}
 		seen = time.Now()
 		t.Logf("shown %.1fs after the first refused write: NoSpaceAlarm %s: %s", seen.Sub(raised).Seconds(), c.Reason, c.Message)
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 5*time.Minute, "NOSPACE cleared by the hub", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "NOSPACE cleared by the hub", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionNoSpaceAlarm)
 		if c == nil || c.Status != metav1.ConditionFalse || len(ec.Status.Alarms) > 0 || ec.Status.Operation != nil {
-			return describeEtcdCluster(ec, fmt.Sprintf("alarms %+v", ec.Status.Alarms)), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("alarms %+v", ec.Status.Alarms))
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -677,24 +677,15 @@ func CordonZoneSpec(ctx context.Context, in CordonZoneSpecInput) {
 	}
 	start := time.Now()
 	setCordon([]string{zone})
-	err = poll(ctx, 3*time.Minute, "no member left in cordoned zone "+zone, func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		for _, m := range got.Status.Members {
-			if m.Zone == zone {
-				return describeEtcdCluster(got, m.Name+" still in "+zone), nil
-			}
-		}
-		if int(got.Status.ReadyMembers) != replicas || got.Status.Operation != nil {
-			return describeEtcdCluster(got, fmt.Sprintf("%d ready", got.Status.ReadyMembers)), nil
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "no member left in cordoned zone " + zone, Timeout: 3 * time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
+		if why := evacuated(got, "zone "+zone, replicas, func(m etcdfedv1.MemberStatus) bool { return m.Zone == zone }); why != "" {
+			return why
 		}
 		if meta.IsStatusConditionTrue(got.Status.Conditions, etcdfedv1.ConditionFailureTolerant) {
-			return "FailureTolerant still True with a zone cordoned", nil
+			return "FailureTolerant still True with a zone cordoned"
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

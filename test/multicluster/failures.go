@@ -91,25 +91,21 @@ type WaitForReplacedInput struct {
 // with Replicas members and no operation in flight.
 func WaitForReplaced(ctx context.Context, in WaitForReplacedInput) (etcdfedv1.MemberStatus, error) {
 	var got etcdfedv1.MemberStatus
-	err := poll(ctx, orDefault(in.Timeout, 5*time.Minute), in.Old.Name+" replaced by a new incarnation", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, in.Hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: in.Hub, Etcd: in.Etcd, What: in.Old.Name + " replaced by a new incarnation", Timeout: orDefault(in.Timeout, 5*time.Minute), Until: func(ec *etcdfedv1.EtcdCluster) string {
 		m, ok := memberOf(ec, in.Old.Name)
 		switch {
 		case !ok:
-			return describeEtcdCluster(ec, in.Old.Name+" not in status"), nil
+			return describeEtcdCluster(ec, in.Old.Name+" not in status")
 		case m.Incarnation <= in.Old.Incarnation || m.ID == "" || m.ID == in.Old.ID:
-			return describeEtcdCluster(ec, fmt.Sprintf("%s incarnation %d ID %s", m.Name, m.Incarnation, m.ID)), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("%s incarnation %d ID %s", m.Name, m.Incarnation, m.ID))
 		case in.InCluster != "" && m.Cluster != in.InCluster, in.NotIn != "" && m.Cluster == in.NotIn:
-			return describeEtcdCluster(ec, fmt.Sprintf("%s in %s", m.Name, m.Cluster)), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("%s in %s", m.Name, m.Cluster))
 		case !m.Ready || int(ec.Status.ReadyMembers) != in.Replicas || len(ec.Status.Members) != in.Replicas || ec.Status.Operation != nil:
-			return describeEtcdCluster(ec, fmt.Sprintf("%d of %d ready", ec.Status.ReadyMembers, len(ec.Status.Members))), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("%d of %d ready", ec.Status.ReadyMembers, len(ec.Status.Members)))
 		}
 		got = m
-		return "", nil
-	})
+		return ""
+	}})
 	return got, err
 }
 
@@ -361,17 +357,13 @@ func cordonCluster(ctx context.Context, t testing.TB, cl *Cluster) func(on bool)
 func waitForClosedZone(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, old etcdfedv1.MemberStatus, start time.Time) {
 	t.Helper()
 	zone := fmt.Sprintf("%s/%s", old.Cluster, old.Zone)
-	err := poll(ctx, time.Minute, "Degraded saying no node of "+zone+" takes new pods", func(ctx context.Context) (string, error) {
-		ec, err := m.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "Degraded saying no node of " + zone + " takes new pods", Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
 		if c == nil || !strings.Contains(c.Message, "no node of "+zone+" takes new pods") {
-			return fmt.Sprintf("Degraded %v", c), nil
+			return fmt.Sprintf("Degraded %v", c)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,17 +593,13 @@ func moveLeaderInto(ctx context.Context, t testing.TB, topo *Topology, m *Manage
 	if _, err := c.MoveLeader(rctx, id); err != nil {
 		t.Fatalf("move leadership from %s to %s: %v", ec.Status.Leader, target, err)
 	}
-	err = poll(ctx, time.Minute, "the hub to report "+target+" leading", func(pctx context.Context) (string, error) {
-		got, err := m.Get(pctx, topo.Hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: topo.Hub, Etcd: m, What: "the hub to report " + target + " leading", Timeout: time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
 		if got.Status.Leader != target {
-			return "leader " + got.Status.Leader, nil
+			return "leader " + got.Status.Leader
 		}
 		ec = got
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -676,21 +664,9 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 		t.Fatal(err)
 	}
 	t.Logf("ZoneFailed %.1fs after the kill: %s", time.Since(start).Seconds(), note)
-	err = poll(ctx, 6*time.Minute, "every member moved out of "+victim, func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		for _, m := range ec.Status.Members {
-			if m.Cluster == victim {
-				return describeEtcdCluster(ec, m.Name+" still in "+victim), nil
-			}
-		}
-		if int(ec.Status.ReadyMembers) != replicas || ec.Status.Operation != nil {
-			return describeEtcdCluster(ec, fmt.Sprintf("%d ready", ec.Status.ReadyMembers)), nil
-		}
-		return "", nil
-	})
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "every member moved out of " + victim, Timeout: 6 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		return evacuated(ec, victim, replicas, func(m etcdfedv1.MemberStatus) bool { return m.Cluster == victim })
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -811,13 +787,7 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 		}
 	}()
 	sleepCtx(ctx, 3*time.Second) // the hub notices the new registration
-	if err := poll(ctx, time.Minute, "the hub connected through the proxy", func(context.Context) (string, error) {
-		ok, err := hubEngaged(topo.HubMetricsURL, in.Cluster)
-		if err != nil || !ok {
-			return fmt.Sprintf("engaged %v", ok), err
-		}
-		return "", nil
-	}); err != nil {
+	if err := WaitForHubEngaged(ctx, topo.HubMetricsURL, in.Cluster, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))}); err != nil {

@@ -471,17 +471,13 @@ func annotateFenced(ctx context.Context, hub *Cluster, m *ManagedEtcd, victims [
 // quorum lost (Available=False, QuorumLost) and returns the condition.
 func waitForQuorumLost(ctx context.Context, hub *Cluster, m *ManagedEtcd) (*metav1.Condition, error) {
 	var declared *metav1.Condition
-	err := poll(ctx, 5*time.Minute, "Available=False QuorumLost", func(ctx context.Context) (string, error) {
-		ec, err := m.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "Available=False QuorumLost", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
 		if c == nil || c.Reason != etcdfedv1.ReasonQuorumLost {
-			return fmt.Sprintf("Available %v", c), nil
+			return fmt.Sprintf("Available %v", c)
 		}
 		declared = c
-		return "", nil
-	})
+		return ""
+	}})
 	return declared, err
 }

@@ -463,20 +463,16 @@ func backupOnce(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd,
 		t.Fatal(err)
 	}
 	var snap etcdfedv1.BackupSnapshot
-	err = poll(ctx, 3*time.Minute, "the first backup", func(ctx context.Context) (string, error) {
-		ec, err := m.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "the first backup", Timeout: 3 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Status == metav1.ConditionFalse {
-			return "", fmt.Errorf("BackupHealthy=False %s: %s", c.Reason, c.Message)
+			return fmt.Sprintf("BackupHealthy=False %s: %s", c.Reason, c.Message)
 		}
 		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
-			return "no backup yet", nil
+			return "no backup yet"
 		}
 		snap = *ec.Status.Backup.LastSuccess
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

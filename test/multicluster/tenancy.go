@@ -10,7 +10,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -270,15 +269,7 @@ func DomainRefusedSpec(ctx context.Context, in DomainRefusedInput) {
 	if err := hub.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 2*time.Minute, "the refused ring deleted", func(ctx context.Context) (string, error) {
-		switch err := hub.Client.Get(ctx, client.ObjectKeyFromObject(dup), &etcdfedv1.EtcdCluster{}); {
-		case apierrors.IsNotFound(err):
-			return "", nil
-		case err != nil:
-			return "", err
-		}
-		return "still there", nil
-	}); err != nil {
+	if err := WaitForGone(ctx, hub, dup, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -100,13 +100,7 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 	if err := topo.StopNodeLeases(victim.Cluster, victim.Zone, false); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, time.Minute, "Degraded no longer naming "+zone, func(ctx context.Context) (string, error) {
-		c, err := degraded(ctx, hub, in.Etcd)
-		if err != nil || strings.Contains(c, "zone "+zone) {
-			return c, err
-		}
-		return "", nil
-	})
+	err = WaitForDegradedClear(ctx, hub, in.Etcd, "zone "+zone, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

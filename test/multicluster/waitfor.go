@@ -1,0 +1,189 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// The named waits on an EtcdCluster's status, on objects going away and
+// on the hub's connections. Each takes a timeout (a default when zero)
+// and fails saying what it waited for and what it saw last.
+
+// WaitForStatusInput is what WaitForStatus waits for.
+type WaitForStatusInput struct {
+	Hub  *Cluster
+	Etcd *ManagedEtcd
+	// What is awaited, said in the error ("ClientsReady=True").
+	What string
+	// Until says why the EtcdCluster read is not there yet, "" when it
+	// is. It sees every version read, in order.
+	Until func(ec *etcdfedv1.EtcdCluster) string
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForStatus reads the EtcdCluster until Until accepts it (the
+// version accepted is Until's last argument).
+func WaitForStatus(ctx context.Context, in WaitForStatusInput) error {
+	return poll(ctx, orDefault(in.Timeout, 2*time.Minute), "EtcdCluster "+in.Etcd.Namespace+"/"+in.Etcd.Name+": "+in.What, func(ctx context.Context) (string, error) {
+		ec, err := in.Etcd.Get(ctx, in.Hub)
+		if err != nil {
+			return "", err
+		}
+		return in.Until(ec), nil
+	})
+}
+
+// WaitForConditionInput names a condition of the EtcdCluster and what it
+// must say; an empty field accepts anything.
+type WaitForConditionInput struct {
+	Hub    *Cluster
+	Etcd   *ManagedEtcd
+	Type   string
+	Status metav1.ConditionStatus
+	Reason string
+	// MessageHas: the message contains every one of these.
+	MessageHas []string
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+func (in WaitForConditionInput) String() string {
+	s := in.Type
+	if in.Status != "" {
+		s += "=" + string(in.Status)
+	}
+	if in.Reason != "" {
+		s += " " + in.Reason
+	}
+	if len(in.MessageHas) > 0 {
+		s += fmt.Sprintf(" saying %q", in.MessageHas)
+	}
+	return s
+}
+
+// WaitForCondition waits until the EtcdCluster's condition is as asked,
+// and returns it with the EtcdCluster it was read from.
+func WaitForCondition(ctx context.Context, in WaitForConditionInput) (*metav1.Condition, *etcdfedv1.EtcdCluster, error) {
+	var c *metav1.Condition
+	var got *etcdfedv1.EtcdCluster
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: in.Hub, Etcd: in.Etcd, What: in.String(), Timeout: in.Timeout, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		got = ec
+		c = meta.FindStatusCondition(ec.Status.Conditions, in.Type)
+		switch {
+		case c == nil:
+			return "no " + in.Type
+		case in.Status != "" && c.Status != in.Status, in.Reason != "" && c.Reason != in.Reason:
+			return fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+		}
+		for _, w := range in.MessageHas {
+			if !strings.Contains(c.Message, w) {
+				return fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message)
+			}
+		}
+		return ""
+	}})
+	return c, got, err
+}
+
+// WaitForDegradedClear waits until Degraded is not True, or, with naming,
+// until its message no longer contains naming.
+func WaitForDegradedClear(ctx context.Context, hub *Cluster, m *ManagedEtcd, naming string, timeout time.Duration) error {
+	what := "Degraded not True"
+	if naming != "" {
+		what = fmt.Sprintf("Degraded no longer naming %q", naming)
+	}
+	return WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: what, Timeout: timeout, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, naming) {
+			return "Degraded: " + c.Message
+		}
+		return ""
+	}})
+}
+
+// WaitForOperationInput names an operation; an empty field accepts any.
+type WaitForOperationInput struct {
+	Hub  *Cluster
+	Etcd *ManagedEtcd
+	Type etcdfedv1.OperationType
+	Step string
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForOperation waits until the EtcdCluster records an operation as
+// asked, and returns it.
+func WaitForOperation(ctx context.Context, in WaitForOperationInput) (*etcdfedv1.MembershipOperation, error) {
+	what := "an operation in flight"
+	if in.Type != "" {
+		what = "a " + string(in.Type) + " in flight"
+	}
+	if in.Step != "" {
+		what += " at step " + in.Step
+	}
+	var op *etcdfedv1.MembershipOperation
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: in.Hub, Etcd: in.Etcd, What: what, Timeout: in.Timeout, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		op = ec.Status.Operation
+		switch {
+		case op == nil:
+			return "no operation"
+		case in.Type != "" && op.Type != in.Type, in.Step != "" && op.Step != in.Step:
+			return fmt.Sprintf("operation %s %s at %s", op.Type, op.Member, op.Step)
+		}
+		return ""
+	}})
+	return op, err
+}
+
+// WaitForGone waits until obj (its namespace and name) is not found in c.
+func WaitForGone(ctx context.Context, c *Cluster, obj client.Object, timeout time.Duration) error {
+	key := client.ObjectKeyFromObject(obj)
+	kind := fmt.Sprintf("%T", obj)
+	kind = kind[strings.LastIndexByte(kind, '.')+1:]
+	return poll(ctx, orDefault(timeout, 2*time.Minute), fmt.Sprintf("%s %s gone from %s", kind, key, c.Name), func(ctx context.Context) (string, error) {
+		switch err := c.Client.Get(ctx, key, obj.DeepCopyObject().(client.Object)); {
+		case apierrors.IsNotFound(err):
+			return "", nil
+		case err != nil:
+			return "", err
+		}
+		return "still there", nil
+	})
+}
+
+// WaitForHubEngaged waits until the hub's metrics say it has engaged the
+// member cluster (its connection through whatever stands between them is
+// up).
+func WaitForHubEngaged(ctx context.Context, metricsURL, cluster string, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, time.Minute), "the hub engaged with "+cluster, func(context.Context) (string, error) {
+		ok, err := hubEngaged(metricsURL, cluster)
+		if err != nil || !ok {
+			return fmt.Sprintf("engaged %v", ok), err
+		}
+		return "", nil
+	})
+}
+
+// evacuated says why the EtcdCluster has not moved its members out of
+// where (the members in picks): a member still there, fewer than replicas
+// ready, an operation in flight; "" when it has.
+func evacuated(ec *etcdfedv1.EtcdCluster, where string, replicas int, in func(etcdfedv1.MemberStatus) bool) string {
+	for _, m := range ec.Status.Members {
+		if in(m) {
+			return describeEtcdCluster(ec, m.Name+" still in "+where)
+		}
+	}
+	if int(ec.Status.ReadyMembers) != replicas || ec.Status.Operation != nil {
+		return describeEtcdCluster(ec, fmt.Sprintf("%d ready", ec.Status.ReadyMembers))
+	}
+	return ""
+}
