@@ -13,7 +13,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -242,13 +241,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := poll(ctx, time.Minute, "the removed client's Secret deleted", func(ctx context.Context) (string, error) {
-			err := member.Client.Get(ctx, client.ObjectKey{Namespace: consumerNS, Name: "etcd-client"}, &corev1.Secret{})
-			if apierrors.IsNotFound(err) {
-				return "", nil
-			}
-			return "still there", err
-		}); err != nil {
+		if err := WaitForGone(ctx, member, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: consumerNS, Name: "etcd-client"}}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -339,22 +339,18 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	// ring is regrowing (an Add in flight), when the hub's sweep of what
 	// they left behind must not wait for the operation: that operation
 	// cannot finish while they hold the new members' names.
-	must(poll(ctx, 2*time.Minute, "an Add in flight", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	must(WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "an Add in flight", Timeout: 2 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		op := ec.Status.Operation
 		switch {
 		case op != nil && op.Type == etcdfedv1.OperationAdd:
 			t.Logf("the clusters return during %s %s (step %s)", op.Type, op.Member, op.Step)
-			return "", nil
+			return ""
 		case op == nil && len(ec.Status.Members) == 3 && ec.Status.ReadyMembers == 3:
 			t.Logf("the ring regrew to 3 before the clusters returned: no operation in flight when they do")
-			return "", nil
+			return ""
 		}
-		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary), nil
-	}))
+		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary)
+	}}))
 	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))

@@ -209,23 +209,19 @@ func DomainRefusedSpec(ctx context.Context, in DomainRefusedInput) {
 	ownerName := owner.Namespace + "/" + owner.Name
 	start := time.Now()
 	var msg string
-	err = poll(ctx, time.Minute, "the second ring refused for "+ownerName+"'s domain", func(ctx context.Context) (string, error) {
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(dup), got); err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: &ManagedEtcd{Namespace: dup.Namespace, Name: dup.Name}, What: "the second ring refused for " + ownerName + "'s domain", Timeout: time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
 		for _, typ := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionProgressing, etcdfedv1.ConditionDegraded} {
 			c := meta.FindStatusCondition(got.Status.Conditions, typ)
 			if c == nil || c.Reason != etcdfedv1.ReasonDomainInUse || !strings.Contains(c.Message, ownerName) {
-				return fmt.Sprintf("%s: %+v", typ, c), nil
+				return fmt.Sprintf("%s: %+v", typ, c)
 			}
 			if want := metav1.ConditionStatus(map[bool]string{true: "True", false: "False"}[typ == etcdfedv1.ConditionDegraded]); c.Status != want {
-				return fmt.Sprintf("%s %s, want %s", typ, c.Status, want), nil
+				return fmt.Sprintf("%s %s, want %s", typ, c.Status, want)
 			}
 			msg = c.Message
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

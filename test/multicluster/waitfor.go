@@ -187,3 +187,15 @@ func evacuated(ec *etcdfedv1.EtcdCluster, where string, replicas int, in func(et
 	}
 	return ""
 }
+
+// WaitForSpoke reads the spoke's EtcdSpoke in c until until accepts it
+// ("" when it does; otherwise what it saw).
+func WaitForSpoke(ctx context.Context, c *Cluster, what string, timeout time.Duration, until func(*etcdfedv1.EtcdSpoke) string) error {
+	return poll(ctx, orDefault(timeout, time.Minute), "the spoke of "+c.Name+": "+what, func(ctx context.Context) (string, error) {
+		sp := &etcdfedv1.EtcdSpoke{}
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
+			return "", err
+		}
+		return until(sp), nil
+	})
+}
