@@ -6,9 +6,12 @@ import (
 	"strings"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -197,5 +200,65 @@ func WaitForSpoke(ctx context.Context, c *Cluster, what string, timeout time.Dur
 			return "", err
 		}
 		return until(sp), nil
+	})
+}
+
+// WaitForPodReplaced waits until the pod named in is a new one (not the
+// one with UID old) and Ready, and returns it.
+func WaitForPodReplaced(ctx context.Context, in WaitForPodInput, old types.UID) (*corev1.Pod, error) {
+	var got *corev1.Pod
+	err := poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("pod %s/%s in %s recreated and ready", in.Namespace, in.Name, in.Cluster.Name), func(ctx context.Context) (string, error) {
+		p, err := in.Cluster.Clientset.CoreV1().Pods(in.Namespace).Get(ctx, in.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "no pod", nil
+		case err != nil:
+			return "", err
+		case p.UID == old:
+			return "old pod still there", nil
+		case !PodReady(p):
+			return describePod(p), nil
+		}
+		got = p
+		return "", nil
+	})
+	return got, err
+}
+
+// WaitForLearner waits until etcd's member list (through c) has a learner.
+func WaitForLearner(ctx context.Context, c *clientv3.Client, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), "a learner in etcd", func(ctx context.Context) (string, error) {
+		lctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		resp, err := c.MemberList(lctx)
+		if err != nil {
+			return "", err
+		}
+		for _, m := range resp.Members {
+			if m.IsLearner {
+				return "", nil
+			}
+		}
+		return fmt.Sprintf("%d members, no learner", len(resp.Members)), nil
+	})
+}
+
+// WaitForRingGone waits until the EtcdCluster m is gone from the hub and
+// no member cluster holds an EtcdMember of it (its UID).
+func WaitForRingGone(ctx context.Context, topo *Topology, m *ManagedEtcd, uid types.UID, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), "EtcdCluster "+m.Name+" deleted with its members", func(ctx context.Context) (string, error) {
+		if _, err := m.Get(ctx, topo.Hub); !apierrors.IsNotFound(err) {
+			return fmt.Sprintf("EtcdCluster still there (%v)", err), nil
+		}
+		for _, c := range topo.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(uid)}); err != nil {
+				return "", err
+			}
+			if len(list.Items) > 0 {
+				return fmt.Sprintf("%d EtcdMembers left in %s", len(list.Items), c.Name), nil
+			}
+		}
+		return "", nil
 	})
 }
