@@ -635,22 +635,19 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 		}
 	}
 	var ec *etcdfedv1.EtcdCluster
-	err := poll(ctx, in.Timeout, "the CA rotation holds after Trusting", func(ctx context.Context) (string, error) {
-		var err error
-		if ec, err = in.Etcd.Get(ctx, hub); err != nil {
-			return err.Error(), nil
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "the CA rotation holds after Trusting", Timeout: in.Timeout, Until: func(got *etcdfedv1.EtcdCluster) string {
+		ec = got
 		cr := ec.Status.CARotation
 		switch {
 		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req.RequestedAt):
-			return "not taken yet", nil
+			return "not taken yet"
 		case cr.Phase != etcdfedv1.CARotationTrusting:
-			return "", fmt.Errorf("phase %s without a hold after Trusting (heldSince %v): %s", cr.Phase, cr.HeldSince, cr.Message)
+			return fmt.Sprintf("phase %s without a hold after Trusting (heldSince %v): %s", cr.Phase, cr.HeldSince, cr.Message)
 		case cr.HeldSince == nil:
-			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message), nil
+			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
