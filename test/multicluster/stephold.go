@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"sync"
 	"time"
 
@@ -60,7 +61,12 @@ type heldWrite struct {
 	// placeholder; a Replace's reads CreateObjects before its
 	// RemoveMember).
 	Begin bool
-	// Moved: the write changes the recorded step (or begins).
+	// Moved: the write changes the operation's record (a new step, a new
+	// message for it, a new member ID) or begins one. A write that carries
+	// the stored record unchanged (one of conditions, say) is not a record
+	// of the hub's: the Begin record's placeholder step read as a step
+	// would look like a jump two steps on, and an Add's first step,
+	// CreateObjects, differs from its Begin record only in its message.
 	Moved  bool
 	answer chan bool // true: allow
 }
@@ -187,7 +193,7 @@ func (h *stepHold) review(ctx context.Context, req *admissionv1.AdmissionRequest
 	switch {
 	case op != nil:
 		begin := prev == nil || prev.Type != op.Type || prev.Member != op.Member || prev.Incarnation != op.Incarnation || !prev.StartedAt.Equal(&op.StartedAt)
-		w = &heldWrite{Op: op.Type, Member: op.Member, Step: op.Step, Message: op.Message, Begin: begin, Moved: begin || prev.Step != op.Step}
+		w = &heldWrite{Op: op.Type, Member: op.Member, Step: op.Step, Message: op.Message, Begin: begin, Moved: begin || !reflect.DeepEqual(prev, op)}
 	case prev != nil:
 		// The write that ends the operation: no step.
 		w = &heldWrite{Op: prev.Type, Member: prev.Member, Moved: true}

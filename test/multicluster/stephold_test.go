@@ -100,6 +100,16 @@ func TestStepHold(t *testing.T) {
 		t.Errorf("stored operation after a refused write: %+v; want the begin record (CreateObjects)", op)
 	}
 
+	// A write that only changes the message is a new record.
+	waiting := at("CreateObjects")
+	waiting.Message = "member cluster member-1 is not visible; waiting to create ring-3 there"
+	w, done = held(waiting)
+	if w.Begin || !w.Moved || w.Step != "CreateObjects" || w.Message != waiting.Message {
+		t.Errorf("held %+v; want a new record of CreateObjects (its message changed)", w)
+	}
+	w.refuse()
+	<-done
+
 	// Allowed, it is stored.
 	w, done = held(at("AddLearner"))
 	w.allow()
@@ -108,6 +118,17 @@ func TestStepHold(t *testing.T) {
 	}
 	if op := stored(); op == nil || op.Step != "AddLearner" {
 		t.Errorf("stored operation after an allowed write: %+v; want AddLearner", op)
+	}
+
+	// A write that carries the stored record unchanged is handed over,
+	// not as a record.
+	w, done = held(at("AddLearner"))
+	if w.Moved || w.Begin {
+		t.Errorf("held %+v; want the stored record, unchanged", w)
+	}
+	w.allow()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 
 	// Another ring's writes are never held.
