@@ -108,7 +108,9 @@ func TestStepHold(t *testing.T) {
 		t.Errorf("held %+v; want a new record of CreateObjects (its message changed)", w)
 	}
 	w.refuse()
-	<-done
+	if err := <-done; !apierrors.IsForbidden(err) {
+		t.Errorf("refused write: %v; want Forbidden", err)
+	}
 
 	// Allowed, it is stored.
 	w, done = held(at("AddLearner"))
