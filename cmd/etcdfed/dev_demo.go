@@ -24,6 +24,7 @@ import (
 	"github.com/etcdfed/etcdfed/internal/clusterstatus"
 	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // The demo EtcdCluster `etcdfed dev up` creates in the hub.
@@ -179,11 +180,7 @@ func progressLine(ec *etcdfedv1.EtcdCluster) string {
 	// The spokes found in etcd's logs why members cannot connect.
 	if c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
 		slices.Contains(etcdfedv1.PeerConnectionProblems, c.Reason) {
-		msg := c.Message
-		if len(msg) > 700 {
-			msg = msg[:697] + "..."
-		}
-		parts = append(parts, "blocked: "+msg)
+		parts = append(parts, "blocked: "+text.Truncate(c.Message, 700))
 	}
 	return strings.Join(parts, ", ")
 }

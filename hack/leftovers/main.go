@@ -27,6 +27,7 @@ import (
 
 	"github.com/etcdfed/etcdfed/internal/localenv/proc"
 	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 func main() {
@@ -79,10 +80,7 @@ func unproven(bin string) []string {
 		}
 		cmd, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
 		line := strings.TrimSpace(strings.ReplaceAll(string(cmd), "\x00", " "))
-		if len(line) > 200 {
-			line = line[:200] + "..."
-		}
-		out = append(out, fmt.Sprintf("pid %d: %s", pid, line))
+		out = append(out, fmt.Sprintf("pid %d: %s", pid, text.Truncate(line, 203)))
 	}
 	return out
 }

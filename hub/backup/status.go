@@ -13,6 +13,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // maxMessage bounds condition and failure messages (the API allows 4096
@@ -30,7 +31,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 	prev := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
 	if out.snapshot == nil {
 		st.ConsecutiveFailures++
-		msg := truncate(out.err.Error(), maxMessage)
+		msg := truncateTrimmed(out.err.Error(), maxMessage)
 		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: out.reason, Message: msg, Trigger: d.Trigger, Request: d.Request}
 		log.Error(out.err, "Backup failed", "reason", out.reason, "consecutiveFailures", st.ConsecutiveFailures)
 		observeFailure(ec, out.reason)
@@ -60,7 +61,7 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBackupSucceeded, msg)
 	if out.pruneErr != nil {
 		observeFailure(ec, etcdfedv1.BackupReasonPruneFailed)
-		pmsg := truncate("stored "+s.Location+" but could not apply retention: "+out.pruneErr.Error(), maxMessage)
+		pmsg := truncateTrimmed("stored "+s.Location+" but could not apply retention: "+out.pruneErr.Error(), maxMessage)
 		st.LastFailure = &etcdfedv1.BackupFailure{Time: metav1.NewTime(r.now()), Reason: etcdfedv1.BackupReasonPruneFailed, Message: pmsg, Trigger: d.Trigger, Request: d.Request}
 		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventBackupPruneFailed, pmsg)
 		return condition(ec, metav1.ConditionFalse, etcdfedv1.BackupReasonPruneFailed, pmsg)
@@ -69,12 +70,12 @@ func (r *Reconciler) record(ctx context.Context, ec *etcdfedv1.EtcdCluster, st *
 }
 
 func condition(ec *etcdfedv1.EtcdCluster, status metav1.ConditionStatus, reason, msg string) *metav1.Condition {
-	return &metav1.Condition{Type: etcdfedv1.ConditionBackupHealthy, Status: status, Reason: reason, Message: truncate(msg, maxMessage), ObservedGeneration: ec.Generation}
+	return &metav1.Condition{Type: etcdfedv1.ConditionBackupHealthy, Status: status, Reason: reason, Message: truncateTrimmed(msg, maxMessage), ObservedGeneration: ec.Generation}
 }
 
 func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, note string) {
 	if r.Recorder != nil {
-		r.Recorder.Eventf(ec, nil, typ, reason, "Backup", "%s", truncate(note, 1000))
+		r.Recorder.Eventf(ec, nil, typ, reason, "Backup", "%s", truncateTrimmed(note, 1000))
 	}
 }
 
@@ -84,13 +85,8 @@ func equalStatus(a, b *etcdfedv1.EtcdCluster) bool {
 
 func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC()) }
 
-func truncate(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
+// truncateTrimmed is s without surrounding space, cut to n bytes.
+func truncateTrimmed(s string, n int) string { return text.Truncate(strings.TrimSpace(s), n) }
 
 // bytesText is a size for humans, such as 1.5 GiB.
 func bytesText(n int64) string {

@@ -30,6 +30,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Bounds of one pass.
@@ -209,7 +210,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 				res = r.reconcileOne(ctx, ec, ca, endpoints, t)
 			}
 			if why, refused := access.refused[c.Name]; refused && res.status.Ready {
-				res.status.Ready, res.status.Message = false, trim(why)
+				res.status.Ready, res.status.Message = false, text.Truncate(why, maxMessage)
 			}
 			statuses = append(statuses, res.status)
 			if !res.status.Ready {
@@ -285,7 +286,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	log := ctrl.LoggerFrom(ctx).WithValues("client", t.Name, "secret", t.String())
 	st := keepStatus(ec, t, "")
 	fail := func(err error) result {
-		st.Ready, st.Message = false, trim(err.Error())
+		st.Ready, st.Message = false, text.Truncate(err.Error(), maxMessage)
 		metricFailures.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
 		return result{status: st}
 	}
@@ -345,7 +346,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 // entry says (Refusal): nothing is read or written there.
 func (r *Reconciler) refuse(ec *etcdfedv1.EtcdCluster, t Target, why string) result {
 	st := keepStatus(ec, t, "")
-	st.Ready, st.Message = false, trim("refused: "+why)
+	st.Ready, st.Message = false, text.Truncate("refused: "+why, maxMessage)
 	metricFailures.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
 	return result{status: st}
 }
@@ -541,16 +542,11 @@ func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, action, forma
 }
 
 func condition(ec *etcdfedv1.EtcdCluster, s metav1.ConditionStatus, reason, msg string) *metav1.Condition {
-	return &metav1.Condition{Type: etcdfedv1.ConditionClientsReady, Status: s, Reason: reason, Message: trim(msg), ObservedGeneration: ec.Generation}
+	return &metav1.Condition{Type: etcdfedv1.ConditionClientsReady, Status: s, Reason: reason, Message: text.Truncate(msg, maxMessage), ObservedGeneration: ec.Generation}
 }
 
-func trim(s string) string {
-	const max = 1024
-	if len(s) > max {
-		return s[:max-3] + "..."
-	}
-	return s
-}
+// maxMessage bounds a client's status message.
+const maxMessage = 1024
 
 func ptrTime(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.UTC().Truncate(time.Second))

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Small conversions between the API's strings and the planners' values.
@@ -50,9 +52,6 @@ func orText(s, def string) string {
 	return s
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}
+// truncate is text.Truncate under the name this package's many callers
+// use.
+func truncate(s string, n int) string { return text.Truncate(s, n) }

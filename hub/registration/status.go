@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Annotations on a registration Secret.
@@ -94,8 +95,6 @@ func judge(state *registry.ClusterState, lastSeen, now time.Time, staleAfter tim
 		s.Problem += "renewing the credential: " + renewErr
 	}
 	const maxProblem = 512
-	if len(s.Problem) > maxProblem {
-		s.Problem = s.Problem[:maxProblem] + "..."
-	}
+	s.Problem = text.Truncate(s.Problem, maxProblem)
 	return s
 }

@@ -32,6 +32,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Bounds of reported values; longer ones are refused without parsing.
@@ -85,9 +86,7 @@ func (r Rejection) String() string {
 }
 
 func reject(field, value string, err error) Rejection {
-	if len(value) > MaxValueInMessage {
-		value = value[:MaxValueInMessage-3] + "..."
-	}
+	value = text.Truncate(value, MaxValueInMessage)
 	return Rejection{Field: field, Value: value, Err: err}
 }
 

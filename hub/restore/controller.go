@@ -23,6 +23,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
+	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
@@ -105,7 +106,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		if prev == nil || prev.Reason != reason {
 			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventSnapshotRefused, "%s: %v", reason, err)
 		}
-		cond := condition(ec, metav1.ConditionFalse, reason, truncate(err.Error(), 4000))
+		cond := condition(ec, metav1.ConditionFalse, reason, text.Truncate(err.Error(), 4000))
 		if perr := r.patchStatus(ctx, ec, nil, cond); perr != nil {
 			return ctrl.Result{}, perr
 		}
@@ -265,11 +266,4 @@ func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, format string
 	if r.Recorder != nil {
 		r.Recorder.Eventf(ec, nil, typ, reason, "Restore", format, args...)
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "..."
 }

@@ -17,6 +17,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/internal/workload"
 )
 
@@ -215,10 +216,10 @@ func (d *drill) statusLine() string {
 	if op := s.Operation; op != nil {
 		parts = append(parts, fmt.Sprintf("%s %s: %s", op.Type, op.Member, op.Step))
 	} else if s.Waiting != "" {
-		parts = append(parts, "waiting: "+short(s.Waiting, 80))
+		parts = append(parts, "waiting: "+text.Truncate(s.Waiting, 80))
 	}
 	if s.Degraded != "" {
-		parts = append(parts, "Degraded: "+short(s.Degraded, 100))
+		parts = append(parts, "Degraded: "+text.Truncate(s.Degraded, 100))
 	}
 	return strings.Join(parts, ", ")
 }

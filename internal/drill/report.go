@@ -9,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/internal/workload"
 )
 
@@ -240,7 +241,7 @@ func (r *Report) Text(w io.Writer) error {
 	if r.Mode == ModeCordon {
 		row("detected", t.Detected, "(a cordon is planned: no Degraded expected)")
 	} else {
-		row("detected", t.Detected, short(t.DetectedBy, 100))
+		row("detected", t.Detected, text.Truncate(t.DetectedBy, 100))
 		row("a member Degraded", t.MemberDegraded, "")
 	}
 	row("first member moved out", t.FirstMove, t.FirstMoveBy)
@@ -287,11 +288,4 @@ func (r *Report) Text(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func short(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
 }

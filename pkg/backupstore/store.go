@@ -18,6 +18,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Sentinel errors, so callers can say which part failed.
@@ -303,11 +304,7 @@ func (s *Store) ReadMetadata(ctx context.Context, key string) (Metadata, error) 
 // condition message.
 func describe(err error) string {
 	code := gcerrors.Code(err)
-	msg := err.Error()
-	const max = 1024
-	if len(msg) > max {
-		msg = msg[:max] + "..."
-	}
+	msg := text.Truncate(err.Error(), 1024)
 	if code == gcerrors.Unknown || code == gcerrors.OK {
 		return msg
 	}

@@ -38,6 +38,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Reasons of the Served condition.
@@ -237,9 +238,7 @@ func (r *Reconciler) stopServing(ctx context.Context, key types.NamespacedName) 
 }
 
 func setServed(z *etcdfedv1.EtcdDNSZone, status metav1.ConditionStatus, reason, msg string) {
-	if len(msg) > 32768 {
-		msg = msg[:32765] + "..."
-	}
+	msg = text.Truncate(msg, 32768)
 	meta.SetStatusCondition(&z.Status.Conditions, metav1.Condition{
 		Type: etcdfedv1.ConditionServed, Status: status, Reason: reason, Message: msg, ObservedGeneration: z.Generation,
 	})

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Finding is one kind of peer-connection failure seen in the log.
@@ -81,7 +82,7 @@ func Classify(log []byte) Diagnosis {
 			found[reason] = f
 		}
 		f.Count++
-		f.Detail, f.serving = truncate(detail, maxDetail), serving
+		f.Detail, f.serving = text.Truncate(detail, maxDetail), serving
 	}
 	for _, r := range etcdfedv1.PeerConnectionProblems {
 		if f := found[r]; f != nil {
@@ -144,13 +145,6 @@ func orUnknown(s string) string {
 		return "(unknown)"
 	}
 	return s
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 // causes says, per reason, what it means and how to fix it.

@@ -29,6 +29,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/etcddial"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // ErrBadCredentials wraps errors about the member's TLS Secret content.
@@ -104,7 +105,7 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 		v.LeaderID = hexID(st.Leader)
 	}
 	if len(st.Errors) > 0 {
-		v.Error = truncate(strings.Join(st.Errors, "; "), 1024)
+		v.Error = text.Truncate(strings.Join(st.Errors, "; "), 1024)
 	}
 	// The peer view is best effort: a member whose metrics cannot be read
 	// has no view (and is no zone witness), its status read stands.
@@ -220,10 +221,3 @@ func (c serverNameCreds) Clone() credentials.TransportCredentials {
 }
 
 func hexID(id uint64) string { return strconv.FormatUint(id, 16) }
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
-}

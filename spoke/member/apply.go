@@ -7,6 +7,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // apply carries out a decision: it records its events, then makes its
@@ -44,5 +45,5 @@ func (r *Reconciler) event(m *etcdfedv1.EtcdMember, e memberEvent) {
 	if r.Recorder == nil {
 		return
 	}
-	r.Recorder.Eventf(m, nil, e.typ, e.reason, e.reason, "%s", truncate(e.note, 1024))
+	r.Recorder.Eventf(m, nil, e.typ, e.reason, e.reason, "%s", text.Truncate(e.note, 1024))
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/component/pvc"
@@ -42,7 +43,7 @@ func computeStatus(s *snapshot, d *decision, out outcome) etcdfedv1.EtcdMemberSt
 
 func setCondition(st *etcdfedv1.EtcdMemberStatus, gen int64, t string, status metav1.ConditionStatus, reason, msg string) {
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: t, Status: status, Reason: reason, Message: truncate(msg, 32768), ObservedGeneration: gen,
+		Type: t, Status: status, Reason: reason, Message: text.Truncate(msg, 32768), ObservedGeneration: gen,
 	})
 }
 
@@ -78,7 +79,7 @@ func setEtcdView(st *etcdfedv1.EtcdMemberStatus, incarnation, quota int64, e etc
 		if st.Etcd == nil {
 			st.Etcd = &etcdfedv1.MemberEtcdView{}
 		}
-		st.Etcd.Error = truncate(e.err.Error(), 1024)
+		st.Etcd.Error = text.Truncate(e.err.Error(), 1024)
 	default:
 		if !etcdViewNews(st.Etcd, e.view, quota) {
 			return
@@ -295,13 +296,6 @@ func phaseOr(p, def string) string {
 		return def
 	}
 	return p
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
 }
 
 // setDisruption reports the member's budget and whether the node of its

@@ -105,32 +105,28 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 
 	// Watch the backups go by.
 	var seen []etcdfedv1.BackupSnapshot
-	err = poll(ctx, time.Duration(in.Backups)*time.Minute+3*time.Minute, fmt.Sprintf("%d scheduled backups", in.Backups), func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: fmt.Sprintf("%d scheduled backups", in.Backups), Timeout: time.Duration(in.Backups)*time.Minute + 3*time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		st := ec.Status.Backup
 		if st != nil && st.LastSuccess != nil && (len(seen) == 0 || seen[len(seen)-1].Location != st.LastSuccess.Location) {
 			s := *st.LastSuccess
 			if s.Member == ec.Status.Leader && ec.Status.ReadyMembers > 1 {
-				return "", fmt.Errorf("backup %s taken from the leader %s while %d members were ready", s.Location, s.Member, ec.Status.ReadyMembers)
+				return fmt.Sprintf("backup %s taken from the leader %s while %d members were ready", s.Location, s.Member, ec.Status.ReadyMembers)
 			}
 			seen = append(seen, s)
 			t.Logf("backup %d after %.0fs: revision %d, %d bytes, from %s in %s (leader %s)", len(seen), time.Since(enabled).Seconds(),
 				s.Revision, s.SizeBytes, s.Member, s.Duration.Duration, ec.Status.Leader)
 		}
 		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Status == metav1.ConditionFalse {
-			return "", fmt.Errorf("BackupHealthy=False %s: %s", c.Reason, c.Message)
+			return fmt.Sprintf("BackupHealthy=False %s: %s", c.Reason, c.Message)
 		}
 		if len(seen) < in.Backups {
-			return fmt.Sprintf("%d of %d backups", len(seen), in.Backups), nil
+			return fmt.Sprintf("%d of %d backups", len(seen), in.Backups)
 		}
 		if st.Retained != int32(in.Keep) {
-			return fmt.Sprintf("retained %d, want %d", st.Retained, in.Keep), nil
+			return fmt.Sprintf("retained %d, want %d", st.Retained, in.Keep)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	must(err)
 	for i := 1; i < len(seen); i++ {
 		if seen[i].Revision <= seen[i-1].Revision {
@@ -357,18 +353,14 @@ func UnreachableStoreSpec(ctx context.Context, in UnreachableStoreSpecInput) {
 		}
 		return nil
 	}
-	must(poll(ctx, 2*time.Minute, "BackupHealthy=False naming the store", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	must(WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "BackupHealthy=False naming the store", Timeout: 2 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		if err := unhealthy(ec); err != nil {
-			return err.Error(), nil
+			return err.Error()
 		}
 		t.Logf("store refusing: BackupHealthy=False %.1fs after backups were turned on: %s", time.Since(enabled).Seconds(),
 			meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy).Message)
-		return "", nil
-	}))
+		return ""
+	}}))
 
 	// Hanging: the ring is scaled while backup attempts hang on the store.
 	proxy.SetMode(faultproxy.BlackHole)
@@ -402,22 +394,18 @@ func UnreachableStoreSpec(ctx context.Context, in UnreachableStoreSpecInput) {
 	healed := time.Now()
 	token := "reachable-" + healed.UTC().Format("150405.000")
 	must(requestBackup(ctx, hub, in.Etcd, token))
-	must(poll(ctx, 2*time.Minute, "a backup once the store answers", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	must(WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "a backup once the store answers", Timeout: 2 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		st := ec.Status.Backup
 		if st == nil || st.LastRequest != token {
-			return "request not handled yet", nil
+			return "request not handled yet"
 		}
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
 		if st.LastSuccess == nil || st.LastSuccess.Request != token || c == nil || c.Status != metav1.ConditionTrue {
-			return "", fmt.Errorf("the request once the store answers failed: %+v, condition %v", st.LastFailure, c)
+			return fmt.Sprintf("the request once the store answers failed: %+v, condition %v", st.LastFailure, c)
 		}
 		t.Logf("store answering: backup at revision %d stored at %s %.1fs later (%d members)", st.LastSuccess.Revision, st.LastSuccess.Location, time.Since(healed).Seconds(), len(ec.Status.Members))
-		return "", nil
-	}))
+		return ""
+	}}))
 
 	ec, err = in.Etcd.Get(ctx, hub)
 	must(err)

@@ -198,22 +198,18 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	if kas != nil {
 		hold = holdAndContinue(ctx, t, in, req, kas)
 	}
-	err = poll(ctx, in.Timeout, "the CA rotation completes", func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return err.Error(), nil
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "the CA rotation completes", Timeout: in.Timeout, Until: func(got *etcdfedv1.EtcdCluster) string {
 		cr := got.Status.CARotation
 		switch {
 		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req.RequestedAt):
-			return "not taken yet", nil
+			return "not taken yet"
 		case cr.Phase == etcdfedv1.CARotationRefused:
-			return "", fmt.Errorf("refused: %s", cr.Message)
+			return fmt.Sprintf("refused: %s", cr.Message)
 		case cr.Phase != etcdfedv1.CARotationCompleted:
-			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message), nil
+			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	took := time.Since(start)
 	samples := sampler.stop()
 	if err != nil {
@@ -639,22 +635,19 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 		}
 	}
 	var ec *etcdfedv1.EtcdCluster
-	err := poll(ctx, in.Timeout, "the CA rotation holds after Trusting", func(ctx context.Context) (string, error) {
-		var err error
-		if ec, err = in.Etcd.Get(ctx, hub); err != nil {
-			return err.Error(), nil
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "the CA rotation holds after Trusting", Timeout: in.Timeout, Until: func(got *etcdfedv1.EtcdCluster) string {
+		ec = got
 		cr := ec.Status.CARotation
 		switch {
 		case cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req.RequestedAt):
-			return "not taken yet", nil
+			return "not taken yet"
 		case cr.Phase != etcdfedv1.CARotationTrusting:
-			return "", fmt.Errorf("phase %s without a hold after Trusting (heldSince %v): %s", cr.Phase, cr.HeldSince, cr.Message)
+			return fmt.Sprintf("phase %s without a hold after Trusting (heldSince %v): %s", cr.Phase, cr.HeldSince, cr.Message)
 		case cr.HeldSince == nil:
-			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message), nil
+			return fmt.Sprintf("phase %s, %d of %d members: %s", cr.Phase, cr.MembersDone, cr.MembersTotal, cr.Message)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -673,18 +666,7 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 	if prog != nil {
 		t.Logf("held: Progressing=%s %s: %s", prog.Status, prog.Reason, prog.Message)
 	}
-	if err := poll(ctx, 30*time.Second, "event CARotationHeld", func(ctx context.Context) (string, error) {
-		evs := &corev1.EventList{}
-		if err := hub.Client.List(ctx, evs, client.InNamespace(ec.Namespace)); err != nil {
-			return err.Error(), nil
-		}
-		for _, e := range evs.Items {
-			if e.InvolvedObject.Name == ec.Name && e.Reason == "CARotationHeld" {
-				return "", nil
-			}
-		}
-		return "not seen", nil
-	}); err != nil {
+	if _, err := WaitForHubEvent(ctx, WaitForHubEventInput{Hub: hub, Etcd: in.Etcd, Timeout: 30 * time.Second, Query: EventQuery{Reasons: []string{"CARotationHeld"}}}); err != nil {
 		t.Error(err)
 	}
 	// A hub restarted during the hold holds on: the new process reports
@@ -744,7 +726,7 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 	seen.held = time.Since(seen.heldAt)
 	t.Logf("answered the hold (held since %s) after %.1fs", held.Format(time.RFC3339), seen.held.Seconds())
 	// The hub says it took the answer, naming the hold it answered.
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, "CARotationContinued", held.Format(time.RFC3339))
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, "CARotationContinued", held.Format(time.RFC3339))
 	if err != nil {
 		t.Error(err)
 	} else {

@@ -6,9 +6,8 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // TestScenarioCARotation: the CA of a 3-member ring over three clusters is
@@ -28,16 +27,7 @@ func TestScenarioCARotation(t *testing.T) {
 	remote := CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd, KubeAPIServer: filepath.Join(hubFx.bin, "kube-apiserver"),
 		Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
-	err := poll(ctx, 2*time.Minute, "the consumer Secret in "+remote.Cluster.Name+" deleted with its EtcdCluster", func(ctx context.Context) (string, error) {
-		err := remote.Cluster.Client.Get(ctx, remote.Key, &corev1.Secret{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return "", nil
-		case err != nil:
-			return err.Error(), nil
-		}
-		return "still there", nil
-	})
+	err := WaitForGone(ctx, remote.Cluster, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Key.Namespace, Name: remote.Key.Name}}, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,10 +10,7 @@ import (
 // workload, with no pod restarted and no client request failed beyond one
 // election (MemberCertRotationSpec).
 func TestScenarioMemberCertRotation(t *testing.T) {
-	skipUnlessScenarios(t, "every member's certificate renewed by the hub under a recorded workload")
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "certs", Name: "certs", Domain: "certs.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	MemberCertRotationSpec(ctx, MemberCertRotationSpecInput{T: t, Topology: topo, Etcd: etcd})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{What: "every member's certificate renewed by the hub under a recorded workload", Ring: EtcdClusterSpecInput{Namespace: "certs", Name: "certs", Domain: "certs.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		MemberCertRotationSpec(ctx, MemberCertRotationSpecInput{T: t, Topology: topo, Etcd: etcd})
+	})
 }

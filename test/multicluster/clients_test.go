@@ -13,7 +13,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -86,16 +85,12 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 	if got := string(sec.Data[etcdfedv1.ClientSecretKeyEndpoints]); got != strings.Join(ec.Status.Endpoints, ",") {
 		t.Fatalf("endpoints %q, want status.endpoints %v", got, ec.Status.Endpoints)
 	}
-	if err := poll(ctx, time.Minute, "ClientsReady=True", func(ctx context.Context) (string, error) {
-		ec, err := etcd.Get(ctx, topo.Hub)
-		if err != nil {
-			return "", err
-		}
+	if err := WaitForStatus(ctx, WaitForStatusInput{Hub: topo.Hub, Etcd: etcd, What: "ClientsReady=True", Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) || len(ec.Status.Clients) != len(clients) {
-			return clientsStatus(ec), nil
+			return clientsStatus(ec)
 		}
-		return "", nil
-	}); err != nil {
+		return ""
+	}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -246,13 +241,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if err := poll(ctx, time.Minute, "the removed client's Secret deleted", func(ctx context.Context) (string, error) {
-			err := member.Client.Get(ctx, client.ObjectKey{Namespace: consumerNS, Name: "etcd-client"}, &corev1.Secret{})
-			if apierrors.IsNotFound(err) {
-				return "", nil
-			}
-			return "still there", err
-		}); err != nil {
+		if err := WaitForGone(ctx, member, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: consumerNS, Name: "etcd-client"}}, time.Minute); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -343,33 +343,25 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 	}
 	t.Logf("NOSPACE raised after the fill's put of value %s (outcome unknown of %v)", last, unknown)
 	var seen time.Time
-	err = poll(ctx, time.Minute, "NoSpaceAlarm=True naming a member", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "NoSpaceAlarm=True naming a member", Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionNoSpaceAlarm)
 		if c == nil || c.Status != metav1.ConditionTrue || len(ec.Status.Alarms) == 0 || ec.Status.Alarms[0].Member == "" {
-			return fmt.Sprintf("NoSpaceAlarm %+v, alarms %+v", c, ec.Status.Alarms), nil
+			return fmt.Sprintf("NoSpaceAlarm %+v, alarms %+v", c, ec.Status.Alarms)
 		}
 		seen = time.Now()
 		t.Logf("shown %.1fs after the first refused write: NoSpaceAlarm %s: %s", seen.Sub(raised).Seconds(), c.Reason, c.Message)
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 5*time.Minute, "NOSPACE cleared by the hub", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "NOSPACE cleared by the hub", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionNoSpaceAlarm)
 		if c == nil || c.Status != metav1.ConditionFalse || len(ec.Status.Alarms) > 0 || ec.Status.Operation != nil {
-			return describeEtcdCluster(ec, fmt.Sprintf("alarms %+v", ec.Status.Alarms)), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("alarms %+v", ec.Status.Alarms))
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -392,10 +384,11 @@ func NoSpaceSpec(ctx context.Context, in NoSpaceSpecInput) {
 	default:
 		t.Logf("the filled key holds value %s after the recovery (last acknowledged %s, outcome unknown %v)", got.Kvs[0].Value[:6], last, unknown)
 	}
-	events, err := hubEvents(ctx, hub, in.Etcd, raised)
+	evs, err := ListHubEvents(ctx, hub, in.Etcd, EventQuery{Since: raised})
 	if err != nil {
 		t.Fatal(err)
 	}
+	events := eventsByReason(evs)
 	for _, want := range []string{"Compacted", "MemberDefragmented", "AlarmDisarmed", "AlarmRaised", "AlarmCleared"} {
 		if len(events[want]) == 0 {
 			t.Errorf("no %s event (events seen: %v)", want, mapsKeys(events))
@@ -480,32 +473,15 @@ var defragNote = regexp.MustCompile(`^Defragmented (\S+) in (\S+);`)
 // defragEvents maps each member to the time etcd took to defragment it,
 // from the hub's MemberDefragmented events since start.
 func defragEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, start time.Time) (map[string]string, error) {
-	evs, err := hubEvents(ctx, hub, m, start)
+	notes, err := HubEventNotes(ctx, hub, m, EventQuery{Reasons: []string{"MemberDefragmented"}, Since: start})
 	if err != nil {
 		return nil, err
 	}
 	out := map[string]string{}
-	for _, note := range evs["MemberDefragmented"] {
+	for _, note := range notes {
 		if sm := defragNote.FindStringSubmatch(note); sm != nil {
 			out[sm[1]] = sm[2]
 		}
-	}
-	return out, nil
-}
-
-// hubEvents are the notes of the hub's events on the EtcdCluster since
-// start, by reason.
-func hubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, start time.Time) (map[string][]string, error) {
-	evs, err := ListHubEvents(ctx, hub, m)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string][]string{}
-	for _, e := range evs {
-		if e.Last.Before(start.Add(-time.Second)) {
-			continue
-		}
-		out[e.Reason] = append(out[e.Reason], e.Note)
 	}
 	return out, nil
 }

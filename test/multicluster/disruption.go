@@ -89,21 +89,17 @@ type WaitForDisruptInput struct {
 // returns its member.
 func WaitForDisrupt(ctx context.Context, in WaitForDisruptInput) (string, error) {
 	var member string
-	err := poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("a Disrupt operation at step %s %s", in.Step, in.Member), func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, in.Hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: in.Hub, Etcd: in.Etcd, What: fmt.Sprintf("a Disrupt operation at step %s %s", in.Step, in.Member), Timeout: orDefault(in.Timeout, 2*time.Minute), Until: func(ec *etcdfedv1.EtcdCluster) string {
 		op := ec.Status.Operation
 		if op == nil {
-			return "no operation", nil
+			return "no operation"
 		}
 		if op.Type != etcdfedv1.OperationDisrupt || op.Step != in.Step || (in.Member != "" && op.Member != in.Member) {
-			return fmt.Sprintf("operation %s of %s at %s: %s", op.Type, op.Member, op.Step, op.Message), nil
+			return fmt.Sprintf("operation %s of %s at %s: %s", op.Type, op.Member, op.Step, op.Message)
 		}
 		member = op.Member
-		return "", nil
-	})
+		return ""
+	}})
 	return member, err
 }
 

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -414,22 +413,7 @@ func PodDeletedSpec(ctx context.Context, in PodDeletedSpecInput) {
 	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, podName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 2*time.Minute, "pod "+podName+" recreated and ready", func(ctx context.Context) (string, error) {
-		p, err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, podName, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return "no pod", nil
-		}
-		if err != nil {
-			return "", err
-		}
-		if p.UID == pod.UID {
-			return "old pod still there", nil
-		}
-		if !PodReady(p) {
-			return describePod(p), nil
-		}
-		return "", nil
-	})
+	_, err = WaitForPodReplaced(ctx, WaitForPodInput{Cluster: cl, Namespace: etcdfedv1.DefaultRingNamespace, Name: podName}, pod.UID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -483,20 +467,7 @@ func HubRestartSpec(ctx context.Context, in HubRestartSpecInput) {
 	if err := SetReplicas(ctx, hub, in.Etcd, in.To); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 2*time.Minute, "a learner in etcd", func(ctx context.Context) (string, error) {
-		lctx, cancel := context.WithTimeout(ctx, time.Second)
-		defer cancel()
-		resp, err := c.MemberList(lctx)
-		if err != nil {
-			return "", err
-		}
-		for _, m := range resp.Members {
-			if m.IsLearner {
-				return "", nil
-			}
-		}
-		return fmt.Sprintf("%d members, no learner", len(resp.Members)), nil
-	})
+	err = WaitForLearner(ctx, c, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,21 +518,7 @@ func DeleteEtcdClusterSpec(ctx context.Context, t testing.TB, topo *Topology, m 
 	if err := topo.Hub.Client.Delete(ctx, ec); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 2*time.Minute, "EtcdCluster "+m.Name+" deleted with its members", func(ctx context.Context) (string, error) {
-		if _, err := m.Get(ctx, topo.Hub); !apierrors.IsNotFound(err) {
-			return fmt.Sprintf("EtcdCluster still there (%v)", err), nil
-		}
-		for _, c := range topo.Members {
-			var list etcdfedv1.EtcdMemberList
-			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
-				return "", err
-			}
-			if len(list.Items) > 0 {
-				return fmt.Sprintf("%d EtcdMembers left in %s", len(list.Items), c.Name), nil
-			}
-		}
-		return "", nil
-	})
+	err = WaitForRingGone(ctx, topo, m, ec.UID, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -677,24 +634,15 @@ func CordonZoneSpec(ctx context.Context, in CordonZoneSpecInput) {
 	}
 	start := time.Now()
 	setCordon([]string{zone})
-	err = poll(ctx, 3*time.Minute, "no member left in cordoned zone "+zone, func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		for _, m := range got.Status.Members {
-			if m.Zone == zone {
-				return describeEtcdCluster(got, m.Name+" still in "+zone), nil
-			}
-		}
-		if int(got.Status.ReadyMembers) != replicas || got.Status.Operation != nil {
-			return describeEtcdCluster(got, fmt.Sprintf("%d ready", got.Status.ReadyMembers)), nil
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "no member left in cordoned zone " + zone, Timeout: 3 * time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
+		if why := evacuated(got, "zone "+zone, replicas, func(m etcdfedv1.MemberStatus) bool { return m.Zone == zone }); why != "" {
+			return why
 		}
 		if meta.IsStatusConditionTrue(got.Status.Conditions, etcdfedv1.ConditionFailureTolerant) {
-			return "FailureTolerant still True with a zone cordoned", nil
+			return "FailureTolerant still True with a zone cordoned"
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

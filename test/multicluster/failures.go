@@ -91,66 +91,22 @@ type WaitForReplacedInput struct {
 // with Replicas members and no operation in flight.
 func WaitForReplaced(ctx context.Context, in WaitForReplacedInput) (etcdfedv1.MemberStatus, error) {
 	var got etcdfedv1.MemberStatus
-	err := poll(ctx, orDefault(in.Timeout, 5*time.Minute), in.Old.Name+" replaced by a new incarnation", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, in.Hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: in.Hub, Etcd: in.Etcd, What: in.Old.Name + " replaced by a new incarnation", Timeout: orDefault(in.Timeout, 5*time.Minute), Until: func(ec *etcdfedv1.EtcdCluster) string {
 		m, ok := memberOf(ec, in.Old.Name)
 		switch {
 		case !ok:
-			return describeEtcdCluster(ec, in.Old.Name+" not in status"), nil
+			return describeEtcdCluster(ec, in.Old.Name+" not in status")
 		case m.Incarnation <= in.Old.Incarnation || m.ID == "" || m.ID == in.Old.ID:
-			return describeEtcdCluster(ec, fmt.Sprintf("%s incarnation %d ID %s", m.Name, m.Incarnation, m.ID)), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("%s incarnation %d ID %s", m.Name, m.Incarnation, m.ID))
 		case in.InCluster != "" && m.Cluster != in.InCluster, in.NotIn != "" && m.Cluster == in.NotIn:
-			return describeEtcdCluster(ec, fmt.Sprintf("%s in %s", m.Name, m.Cluster)), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("%s in %s", m.Name, m.Cluster))
 		case !m.Ready || int(ec.Status.ReadyMembers) != in.Replicas || len(ec.Status.Members) != in.Replicas || ec.Status.Operation != nil:
-			return describeEtcdCluster(ec, fmt.Sprintf("%d of %d ready", ec.Status.ReadyMembers, len(ec.Status.Members))), nil
+			return describeEtcdCluster(ec, fmt.Sprintf("%d of %d ready", ec.Status.ReadyMembers, len(ec.Status.Members)))
 		}
 		got = m
-		return "", nil
-	})
+		return ""
+	}})
 	return got, err
-}
-
-// HubEvents lists the messages of the events with reason on the
-// EtcdCluster in the hub, oldest first.
-func HubEvents(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string) ([]string, error) {
-	evs, err := ListHubEvents(ctx, hub, m)
-	if err != nil {
-		return nil, err
-	}
-	var out []string
-	for _, e := range evs {
-		if e.Reason == reason {
-			out = append(out, e.Note)
-		}
-	}
-	return out, nil
-}
-
-// WaitForHubEvent waits for an event with reason whose note contains
-// every string of want, and returns its note.
-func WaitForHubEvent(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, want ...string) (string, error) {
-	var note string
-	err := poll(ctx, time.Minute, fmt.Sprintf("event %s naming %v", reason, want), func(ctx context.Context) (string, error) {
-		notes, err := HubEvents(ctx, hub, m, reason)
-		if err != nil {
-			return "", err
-		}
-		for _, n := range notes {
-			all := true
-			for _, w := range want {
-				all = all && strings.Contains(n, w)
-			}
-			if all {
-				note = n
-				return "", nil
-			}
-		}
-		return fmt.Sprintf("%d %s events: %v", len(notes), reason, notes), nil
-	})
-	return note, err
 }
 
 // checkRecordFollows requires that the member's record resolves to its
@@ -255,7 +211,7 @@ func VolumeLostSpec(ctx context.Context, in VolumeLostSpecInput) {
 	if em.Status.Volume.ClaimName == claim || em.Spec.Incarnation != got.Incarnation {
 		t.Errorf("the new incarnation runs on claim %s (incarnation %d), want a new claim for incarnation %d", em.Status.Volume.ClaimName, em.Spec.Incarnation, got.Incarnation)
 	}
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "volume")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "volume")
 	if err != nil {
 		t.Error(err)
 	}
@@ -300,12 +256,12 @@ func ZoneDrainedSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	t.Logf("%s moved %.1fs after the cordon (grace %s): incarnation %d -> %d, ID %s -> %s, now in %s/%s", in.Member, time.Since(d.start).Seconds(), in.MemberGrace,
 		old.Incarnation, got.Incarnation, old.ID, got.ID, got.Cluster, got.Zone)
 	checkRecordFollows(ctx, t, in.Topology, in.Etcd, got)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, in.Member, "takes new pods")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, in.Member, "takes new pods")
 	if err != nil {
 		t.Error(err)
 	}
 	t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
-	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member); err != nil {
+	if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member); err != nil {
 		t.Error(err)
 	}
 	d.heal(ctx, t, in)
@@ -401,17 +357,13 @@ func cordonCluster(ctx context.Context, t testing.TB, cl *Cluster) func(on bool)
 func waitForClosedZone(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, old etcdfedv1.MemberStatus, start time.Time) {
 	t.Helper()
 	zone := fmt.Sprintf("%s/%s", old.Cluster, old.Zone)
-	err := poll(ctx, time.Minute, "Degraded saying no node of "+zone+" takes new pods", func(ctx context.Context) (string, error) {
-		ec, err := m.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "Degraded saying no node of " + zone + " takes new pods", Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
 		if c == nil || !strings.Contains(c.Message, "no node of "+zone+" takes new pods") {
-			return fmt.Sprintf("Degraded %v", c), nil
+			return fmt.Sprintf("Degraded %v", c)
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -445,7 +397,7 @@ func StartGivenUpSpec(ctx context.Context, in ZoneDrainedSpecInput) {
 	}
 	lost := time.Now()
 	t.Logf("cordoned the node(s) of %s, then deleted PVC %s and pod %s", cl.Name, em.Status.Volume.ClaimName, in.Member)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberStartGivenUp, in.Member, "has taken new pods")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberStartGivenUp, in.Member, "has taken new pods")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -559,7 +511,7 @@ func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
 		t.Errorf("replaced after %s, before its grace of %s", took, in.MemberGrace)
 	}
 	checkRecordFollows(ctx, t, topo, in.Etcd, got)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "unhealthy since")
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, in.Member, "unhealthy since")
 	if err != nil {
 		t.Error(err)
 	}
@@ -641,17 +593,13 @@ func moveLeaderInto(ctx context.Context, t testing.TB, topo *Topology, m *Manage
 	if _, err := c.MoveLeader(rctx, id); err != nil {
 		t.Fatalf("move leadership from %s to %s: %v", ec.Status.Leader, target, err)
 	}
-	err = poll(ctx, time.Minute, "the hub to report "+target+" leading", func(pctx context.Context) (string, error) {
-		got, err := m.Get(pctx, topo.Hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: topo.Hub, Etcd: m, What: "the hub to report " + target + " leading", Timeout: time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
 		if got.Status.Leader != target {
-			return "leader " + got.Status.Leader, nil
+			return "leader " + got.Status.Leader
 		}
 		ec = got
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -711,26 +659,14 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	})
 	t.Logf("killed %s with %d of %d members, the leader %s among them", victim, len(moved), replicas, ec.Status.Leader)
 	progress(ctx, t, w, 100, time.Minute)
-	note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, victim)
+	note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, victim)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ZoneFailed %.1fs after the kill: %s", time.Since(start).Seconds(), note)
-	err = poll(ctx, 6*time.Minute, "every member moved out of "+victim, func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		for _, m := range ec.Status.Members {
-			if m.Cluster == victim {
-				return describeEtcdCluster(ec, m.Name+" still in "+victim), nil
-			}
-		}
-		if int(ec.Status.ReadyMembers) != replicas || ec.Status.Operation != nil {
-			return describeEtcdCluster(ec, fmt.Sprintf("%d ready", ec.Status.ReadyMembers)), nil
-		}
-		return "", nil
-	})
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "every member moved out of " + victim, Timeout: 6 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		return evacuated(ec, victim, replicas, func(m etcdfedv1.MemberStatus) bool { return m.Cluster == victim })
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -742,11 +678,11 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 			t.Errorf("%s moved without a new incarnation: %+v (was %+v)", old.Name, m, old)
 		}
 		checkRecordFollows(ctx, t, topo, in.Etcd, m, victim)
-		if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, old.Name, victim); err != nil {
+		if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, old.Name, victim); err != nil {
 			t.Error(err)
 		}
 	}
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
@@ -776,7 +712,7 @@ func ZoneKilledAndReturnedSpec(ctx context.Context, in ZoneKilledAndReturnedSpec
 	if back == 0 {
 		t.Errorf("no member moved back to %s", victim)
 	}
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneReturned, victim); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventZoneReturned, victim); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventZoneReturned, note)
@@ -851,13 +787,7 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 		}
 	}()
 	sleepCtx(ctx, 3*time.Second) // the hub notices the new registration
-	if err := poll(ctx, time.Minute, "the hub connected through the proxy", func(context.Context) (string, error) {
-		ok, err := hubEngaged(topo.HubMetricsURL, in.Cluster)
-		if err != nil || !ok {
-			return fmt.Sprintf("engaged %v", ok), err
-		}
-		return "", nil
-	}); err != nil {
+	if err := WaitForHubEngaged(ctx, topo.HubMetricsURL, in.Cluster, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(mustMembers(t, ctx, hub, in.Etcd))}); err != nil {
@@ -899,7 +829,7 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 	if !wasNamed {
 		t.Errorf("Degraded never named %s while the hub could not reach it", in.Cluster)
 	}
-	if n, err := HubEvents(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed); err != nil || len(n) > 0 {
+	if n, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{etcdfedv1.EventZoneFailed}}); err != nil || len(n) > 0 {
 		t.Errorf("ZoneFailed told for a cluster cut off from the hub only: %v %v", n, err)
 	}
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(want), Tolerant: true})

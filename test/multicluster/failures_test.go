@@ -16,15 +16,39 @@ import (
 	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
-// failureScenario skips a long failure scenario unless ETCDFED_SCENARIOS is set
-// (`make scenarios`): each takes minutes, and `make test` must stay under
-// 30 minutes on 2 cores.
-func failureScenario(t *testing.T) *Topology {
+// ringScenarioInput is a ring scenario's set-up.
+type ringScenarioInput struct {
+	// What the scenario does, said when it is skipped.
+	What string
+	// Topology starts (or reuses) the clusters: hubTopology when nil.
+	Topology func(t *testing.T) *Topology
+	// Ring is the EtcdCluster the scenario runs on (T and Topology are
+	// filled in).
+	Ring EtcdClusterSpecInput
+}
+
+// ringScenario is the preamble and the end every ring scenario shares: it
+// skips unless ETCDFED_SCENARIOS is set, takes the topology, creates the
+// ring and waits until it is ready (EtcdClusterSpec), has it deleted
+// without waiting if the test fails (deleteIfFailed: the next scenario has
+// the clusters to itself), runs the scenario and deletes the ring
+// (DeleteEtcdClusterSpec, which checks that its members go with it).
+func ringScenario(t *testing.T, in ringScenarioInput, scenario func(ctx context.Context, topo *Topology, etcd *ManagedEtcd)) {
 	t.Helper()
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("failure scenario (minutes): run `make scenarios` (ETCDFED_SCENARIOS=1)")
+	skipUnlessScenarios(t, in.What)
+	var topo *Topology
+	if in.Topology != nil {
+		topo = in.Topology(t)
+	} else {
+		topo = hubTopology(t)
 	}
-	return hubTopology(t)
+	ctx := context.Background()
+	ring := in.Ring
+	ring.T, ring.Topology = t, topo
+	etcd := EtcdClusterSpec(ctx, ring)
+	deleteIfFailed(t, topo, etcd)
+	scenario(ctx, topo, etcd)
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
 // deleteIfFailed deletes a failed scenario's EtcdCluster without waiting,
@@ -45,23 +69,17 @@ func deleteIfFailed(t *testing.T, topo *Topology, m *ManagedEtcd) {
 // member is replaced under the same name with a new incarnation in the
 // same cluster, DNS follows, MemberReplaced says why.
 func TestScenarioVolumeLost(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "volume-lost", Name: "vlost", Domain: "vlost.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	deleteIfFailed(t, topo, etcd)
-	VolumeLostSpec(ctx, VolumeLostSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "vlost-1"})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "volume-lost", Name: "vlost", Domain: "vlost.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		VolumeLostSpec(ctx, VolumeLostSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "vlost-1"})
+	})
 }
 
 // TestScenarioCrashLoop: a member whose etcd exits at every start, beyond
 // a short memberGracePeriod -> replaced under the same name.
 func TestScenarioCrashLoop(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "crash-loop", Name: "crash", Domain: "crash.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	deleteIfFailed(t, topo, etcd)
-	CrashLoopSpec(ctx, CrashLoopSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "crash-2", MemberGrace: 30 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "crash-loop", Name: "crash", Domain: "crash.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		CrashLoopSpec(ctx, CrashLoopSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "crash-2", MemberGrace: 30 * time.Second})
+	})
 }
 
 // TestScenarioZoneDrained: every node of a member's cluster cordoned and
@@ -69,12 +87,9 @@ func TestScenarioCrashLoop(t *testing.T) {
 // scheduled; after memberGracePeriod the member moves to another cluster
 // instead of being replaced in place; uncordoned -> back to 1/1/1.
 func TestScenarioZoneDrained(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-drained", Name: "drained", Domain: "drained.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	deleteIfFailed(t, topo, etcd)
-	ZoneDrainedSpec(ctx, ZoneDrainedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "drained-1", MemberGrace: 30 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "zone-drained", Name: "drained", Domain: "drained.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		ZoneDrainedSpec(ctx, ZoneDrainedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "drained-1", MemberGrace: 30 * time.Second})
+	})
 }
 
 // TestScenarioStartGivenUp: a member's volume lost while every node of
@@ -82,12 +97,9 @@ func TestScenarioZoneDrained(t *testing.T) {
 // memberGracePeriod the hub gives that start up and places the member in
 // another cluster; uncordoned -> back to 1/1/1.
 func TestScenarioStartGivenUp(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "start-given-up", Name: "giveup", Domain: "giveup.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	deleteIfFailed(t, topo, etcd)
-	StartGivenUpSpec(ctx, ZoneDrainedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "giveup-1", MemberGrace: 30 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "start-given-up", Name: "giveup", Domain: "giveup.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		StartGivenUpSpec(ctx, ZoneDrainedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "giveup-1", MemberGrace: 30 * time.Second})
+	})
 }
 
 // TestScenarioLeaderZoneKilledAndReturned: five members 2/2/1; etcd's
@@ -95,27 +107,21 @@ func TestScenarioStartGivenUp(t *testing.T) {
 // leader's zone, and the worst single failure: two voters lost at once)
 // -> evacuated after the zone grace; it returns -> rebalanced to 2/2/1.
 func TestScenarioLeaderZoneKilledAndReturned(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-returned", Name: "zret", Domain: "zret.etcd.test", Replicas: 5, WantZones: "2/2/1"})
-	deleteIfFailed(t, topo, etcd)
-	ZoneKilledAndReturnedSpec(ctx, ZoneKilledAndReturnedSpecInput{T: t, Topology: topo, Etcd: etcd, WantZones: "2/2/1"})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "zone-returned", Name: "zret", Domain: "zret.etcd.test", Replicas: 5, WantZones: "2/2/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		ZoneKilledAndReturnedSpec(ctx, ZoneKilledAndReturnedSpecInput{T: t, Topology: topo, Etcd: etcd, WantZones: "2/2/1"})
+	})
 }
 
 // TestScenarioHubPartitioned: the hub cut off from one member cluster
 // only (its spoke, the other spokes and the etcd peers still reach it),
 // past both grace periods -> nothing moves (rule 8).
 func TestScenarioHubPartitioned(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-partition", Name: "hpart", Domain: "hpart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	deleteIfFailed(t, topo, etcd)
-	if err := SetFailurePolicy(ctx, topo.Hub, etcd, 30*time.Second, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	HubPartitionSpec(ctx, HubPartitionSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 50 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "hub-partition", Name: "hpart", Domain: "hpart.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		if err := SetFailurePolicy(ctx, topo.Hub, etcd, 30*time.Second, 30*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		HubPartitionSpec(ctx, HubPartitionSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 50 * time.Second})
+	})
 }
 
 // TestScenarioHubDownZoneKilled: the hub stopped, then a member's cluster
@@ -123,12 +129,9 @@ func TestScenarioHubPartitioned(t *testing.T) {
 // moves past the zone grace; the hub started -> it evacuates; the cluster
 // returns -> tolerant again.
 func TestScenarioHubDownZoneKilled(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-down", Name: "hdown", Domain: "hdown.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	deleteIfFailed(t, topo, etcd)
-	HubDownZoneKillSpec(ctx, HubDownZoneKillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "hdown-0", Hold: 45 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "hub-down", Name: "hdown", Domain: "hdown.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		HubDownZoneKillSpec(ctx, HubDownZoneKillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "hdown-0", Hold: 45 * time.Second})
+	})
 }
 
 // zoneWitnessNodeLease and zoneWitnessNodeStale are the node Lease duration
@@ -147,20 +150,15 @@ const (
 // names it, its member is replaced in the free zone of the other cluster
 // after zoneGracePeriod, the ring ends with every member ready.
 func TestScenarioZoneOfMultiZoneClusterKilled(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("failure scenario (minutes): run `make scenarios` (ETCDFED_SCENARIOS=1)")
-	}
-	topo := multiZoneTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "zone-witness", Name: "zwit", Domain: "zwit.etcd.test", Replicas: 3, WantZones: "1/1/1",
+	ringScenario(t, ringScenarioInput{Topology: multiZoneTopology, Ring: EtcdClusterSpecInput{Namespace: "zone-witness", Name: "zwit", Domain: "zwit.etcd.test", Replicas: 3, WantZones: "1/1/1",
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 			// Only the zone witness may move the member: its own grace is
 			// far beyond the scenario.
 			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: time.Hour}
 			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: zoneWitnessGrace}
-		}})
-	ZoneOfMultiZoneClusterKilledSpec(ctx, ZoneOfMultiZoneClusterKilledSpecInput{T: t, Topology: topo, Etcd: etcd, NodeStaleAfter: zoneWitnessNodeStale, ZoneGrace: zoneWitnessGrace})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+		}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		ZoneOfMultiZoneClusterKilledSpec(ctx, ZoneOfMultiZoneClusterKilledSpecInput{T: t, Topology: topo, Etcd: etcd, NodeStaleAfter: zoneWitnessNodeStale, ZoneGrace: zoneWitnessGrace})
+	})
 }
 
 // multiZoneTopology starts, for one test, a local environment of two

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"slices"
-	"sort"
 	"strconv"
 	"testing"
 	"time"
@@ -20,13 +19,24 @@ import (
 // workload, and requires that the restarted hub resumes and finishes every
 // time. Each run kills the hub at every step of one Add and then of one
 // Replace: the hub restarted after one kill is killed again at the next
-// step. It reports, per step, the time from the kill until the operation
-// moved on. It is a drill (`make drill`, ETCDFED_DRILL=1; runs from
+// step. It is a drill (`make drill`, ETCDFED_DRILL=1; runs from
 // ETCDFED_DRILL_RUNS, default 1): `make test` already kills the hub once
-// mid scale-up (TestEtcdClusterLifecycle). The drill watches the
-// EtcdCluster and kills the hub as soon as the step is recorded (the hub
-// does not wait for it), and a step it could not kill the hub at is a
-// failure.
+// mid scale-up (TestEtcdClusterLifecycle).
+//
+// The kill is placed by a hook the drill installs in the hub's apiserver
+// (stepHold), not by watching: the hub takes a step, then records it in
+// the status, and the hook holds that status write while the drill kills
+// the hub, then refuses it. So each kill lands at the hub's first record
+// of the step (after the step's effect when the record is of a step taken,
+// before it when it is of a wait for the step) and before anything that
+// follows, whatever the step's speed (a Replace's first steps follow each
+// other within a fraction of a second: a watch sees them after the hub
+// has moved on). The first record of the restarted hub is held the same
+// way: the report gives where the new hub resumed, and how long after the
+// kill. The hub is killed at each step when it first records it, in
+// whatever order it does (the order is logged when it is not the
+// expected one). The drill fails when the operation ends without a record
+// of a step it was to kill the hub at (skipped).
 func TestHubRestartAtEveryStep(t *testing.T) {
 	if os.Getenv("ETCDFED_DRILL") == "" {
 		t.Skip("drill: kills the hub at every step of an add and a replace (several minutes per run); run `make drill`")
@@ -48,70 +58,15 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restart", Name: "restart", Domain: "restart.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "restart/", WatchEachEndpoint: true})
 
-	// Every version of the EtcdCluster, in order, from before the first
-	// operation is asked for: a step that passes in a fraction of a second
-	// is still seen, and the hub is killed within milliseconds of writing
-	// it (the hub itself never waits for the drill).
-	cw, err := newClusterWatch(ctx, topo.Hub, etcd.Namespace, etcd.Name)
+	hold, err := startStepHold(ctx, topo.Hub, etcd.Namespace, etcd.Name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cw.stop()
+	defer hold.stop()
 	addSteps := []string{"CreateObjects", "AddLearner", "StartMember", "Promote"}
 	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
-	order := map[string][]string{string(etcdfedv1.OperationAdd): addSteps, string(etcdfedv1.OperationReplace): replaceSteps}
-	resume := map[string][]time.Duration{}
-	var missed []string
-	// The first version an operation appears in is its Begin record,
-	// whose step is a placeholder (a Replace's reads CreateObjects before
-	// its RemoveMember): the operation is at a step from the next version
-	// on. The watch sees every version, so the first sighting is the Begin.
-	begun := map[string]bool{}
-	// killAt waits for the operation to reach step and kills the hub
-	// there; it returns how long the restarted hub took to move on.
-	killAt := func(op, step string) {
-		t.Helper()
-		var at string
-		err := cw.until(ctx, 2*time.Minute, op+" at "+step, func(ec *etcdfedv1.EtcdCluster) (string, error) {
-			o := ec.Status.Operation
-			if o == nil || string(o.Type) != op {
-				return "no " + op + " in flight", nil
-			}
-			if key := fmt.Sprint(o.Type, o.Member, o.Incarnation, o.StartedAt); !begun[key] {
-				begun[key] = true
-				return op + " begun", nil
-			}
-			if o.Step != step {
-				if i, j := slices.Index(order[op], o.Step), slices.Index(order[op], step); i > j && j >= 0 {
-					return "", fmt.Errorf("already at %s, past %s", o.Step, step)
-				}
-				return "at " + o.Step, nil
-			}
-			at = o.Member + "@" + o.Step
-			return "", nil
-		})
-		if err != nil {
-			missed = append(missed, op+"/"+step)
-			t.Logf("%s/%s: not caught (%v)", op, step, err)
-			return
-		}
-		if err := topo.KillHub(ctx); err != nil {
-			t.Fatal(err)
-		}
-		killed := time.Now()
-		err = cw.until(ctx, 3*time.Minute, "the restarted hub moves past "+step, func(ec *etcdfedv1.EtcdCluster) (string, error) {
-			if o := ec.Status.Operation; o != nil && o.Member+"@"+o.Step == at {
-				return "still " + at, nil
-			}
-			return "", nil
-		})
-		if err != nil {
-			t.Fatalf("hub killed at %s %s did not resume: %v", op, at, err)
-		}
-		d := time.Since(killed)
-		resume[op+"/"+step] = append(resume[op+"/"+step], d)
-		t.Logf("killed at %s %s: resumed after %.1fs", op, at, d.Seconds())
-	}
+	var kills []hubKill
+	var skipped []string
 	cordon := func(zones []string) {
 		t.Helper()
 		ec, err := etcd.Get(ctx, topo.Hub)
@@ -128,12 +83,12 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		// One Add (the first of 3 -> 5), the hub killed at each of its
 		// steps in turn: each restarted hub resumes and is killed again at
 		// the next step, then finishes.
-		if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
-			t.Fatal(err)
-		}
-		for _, step := range addSteps {
-			killAt(string(etcdfedv1.OperationAdd), step)
-		}
+		k, s := killAtEverySteps(ctx, t, hold, topo, etcdfedv1.OperationAdd, addSteps, func() {
+			if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
+				t.Fatal(err)
+			}
+		})
+		kills, skipped = append(kills, k...), append(skipped, s...)
 		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 5}); err != nil {
 			t.Fatal(err)
 		}
@@ -148,10 +103,8 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cordon([]string{ec.Status.Members[0].Zone})
-		for _, step := range replaceSteps {
-			killAt(string(etcdfedv1.OperationReplace), step)
-		}
+		k, s = killAtEverySteps(ctx, t, hold, topo, etcdfedv1.OperationReplace, replaceSteps, func() { cordon([]string{ec.Status.Members[0].Zone}) })
+		kills, skipped = append(kills, k...), append(skipped, s...)
 		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
 			t.Fatal(err)
 		}
@@ -161,24 +114,117 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		}
 		t.Logf("run %d of %d done", run+1, runs)
 	}
-	keys := make([]string, 0, len(resume))
-	for k := range resume {
-		keys = append(keys, k)
+	reportKills(t, kills)
+	if len(skipped) > 0 {
+		t.Errorf("steps the hub never recorded before the operation ended, so the drill could not kill it there (skipped): %v", skipped)
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		ds := resume[k]
-		slices.Sort(ds)
-		t.Logf("resume after a kill at %-22s %d runs: min %.1fs, median %.1fs, max %.1fs", k, len(ds), ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds())
-	}
-	if len(missed) > 0 {
-		t.Errorf("steps passed before the test could kill the hub there, although it watched for each (the watch ended and was listed again %d times): %v", cw.relistedTimes(), missed)
-	}
-	if len(resume) == 0 {
+	if len(kills) == 0 {
 		t.Errorf("no step was caught in %d runs", runs)
 	}
 	checkWorkload(ctx, t, w)
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// hubKill is one kill of the drill: the write held when the hub was
+// killed, and the restarted hub's first write.
+type hubKill struct {
+	Op           etcdfedv1.OperationType
+	Step, Member string // the step whose record was held at the kill
+	ResumedAt    string // the step of the new hub's first record ("" when it finished the operation)
+	Resumed      time.Duration
+}
+
+// killAtEverySteps arms the hold, starts the operation (start), and kills
+// the hub at the first record of each of steps: the first status write
+// that records the step is held, the hub killed, the write refused. Only
+// writes that change the operation's record count (the others carry the
+// stored record: a write of conditions only). The restarted hub's first
+// record is held too: where it resumed, and when. The hub may record the
+// steps in another order than steps (a restarted hub that does not see
+// the old member's cluster yet creates the new member before it deletes
+// the old one's object): the drill kills it at each step when it comes,
+// and logs the order. A step the hub never records before the operation
+// ends is returned as skipped.
+func killAtEverySteps(ctx context.Context, t *testing.T, hold *stepHold, topo *Topology, op etcdfedv1.OperationType, steps []string, start func()) (kills []hubKill, skipped []string) {
+	t.Helper()
+	hold.setArmed(true)
+	defer hold.setArmed(false)
+	start()
+	var killed *hubKill // the last kill, until the new hub's first record
+	var killedAt time.Time
+	var order []string // the steps in the order the hub first recorded them
+	finished := false
+	for (len(order) < len(steps) && !finished) || killed != nil {
+		w, err := hold.next(ctx, 3*time.Minute)
+		if err != nil {
+			if killed != nil {
+				t.Fatalf("the hub killed at %s %s@%s did not resume: %v", op, killed.Member, killed.Step, err)
+			}
+			t.Fatalf("%s: waiting to kill the hub at the steps it has not recorded yet (recorded %v of %v): %v", op, order, steps, err)
+		}
+		if w.Op != op || w.Begin || !w.Moved {
+			w.allow()
+			continue
+		}
+		if killed != nil {
+			killed.ResumedAt, killed.Resumed = w.Step, w.At.Sub(killedAt)
+			t.Logf("killed at %s %s@%s: the new hub's first record %.1fs after the kill: %s", op, killed.Member, killed.Step, killed.Resumed.Seconds(), w)
+			kills = append(kills, *killed)
+			killed = nil
+		}
+		switch {
+		case w.Step == "":
+			w.allow()
+			finished = true
+		case slices.Contains(steps, w.Step) && !slices.Contains(order, w.Step) && !finished:
+			if err := topo.KillHub(ctx); err != nil {
+				w.allow()
+				t.Fatal(err)
+			}
+			killedAt = time.Now()
+			w.refuse()
+			killed = &hubKill{Op: op, Step: w.Step, Member: w.Member}
+			order = append(order, w.Step)
+			t.Logf("killed the hub at %s while its record of it was held (%s)", w, killedAt.Sub(w.At).Round(time.Millisecond))
+		default:
+			w.allow()
+		}
+	}
+	for _, s := range steps {
+		if !slices.Contains(order, s) {
+			skipped = append(skipped, fmt.Sprintf("%s/%s", op, s))
+		}
+	}
+	if !slices.Equal(order, steps) {
+		t.Logf("%s: the hub first recorded the steps in the order %v (expected %v)", op, order, steps)
+	}
+	return kills, skipped
+}
+
+// reportKills logs, per step, the times from the kill to the new hub's
+// first write and the steps that write recorded.
+func reportKills(t *testing.T, kills []hubKill) {
+	t.Helper()
+	type row struct {
+		times []time.Duration
+		at    []string
+	}
+	rows := map[string]*row{}
+	var keys []string
+	for _, k := range kills {
+		key := string(k.Op) + "/" + k.Step
+		if rows[key] == nil {
+			rows[key] = &row{}
+			keys = append(keys, key)
+		}
+		rows[key].times = append(rows[key].times, k.Resumed)
+		rows[key].at = append(rows[key].at, orText(k.ResumedAt, "(finished)"))
+	}
+	for _, k := range keys {
+		ds := rows[k].times
+		slices.Sort(ds)
+		t.Logf("killed at %-22s %d runs: the new hub's first record after min %.1fs, median %.1fs, max %.1fs; it recorded %v", k, len(ds), ds[0].Seconds(), ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds(), rows[k].at)
+	}
 }
 
 // burnCPU keeps n goroutines spinning until stop is called: the drill's

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/internal/localenv"
@@ -240,16 +241,12 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 	if err := hub.Client.Update(ctx, ec); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 2*time.Minute, "the new hub passing the ring (observedGeneration)", func(ctx context.Context) (string, error) {
-		got, err := legacy.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	if err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: legacy, What: "the new hub passing the ring (observedGeneration)", Until: func(got *etcdfedv1.EtcdCluster) string {
 		if got.Status.ObservedGeneration < got.Generation {
-			return fmt.Sprintf("observed %d of %d", got.Status.ObservedGeneration, got.Generation), nil
+			return fmt.Sprintf("observed %d of %d", got.Status.ObservedGeneration, got.Generation)
 		}
-		return "", nil
-	}); err != nil {
+		return ""
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	progress(ctx, t, w, 200, time.Minute)

@@ -115,7 +115,7 @@ func runNemesisSchedule(ctx context.Context, t *testing.T, in NemesisSpecInput, 
 	if err != nil {
 		t.Fatalf("cluster ID %q: %v", clusterID, err)
 	}
-	recoveriesBefore, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery")
+	recoveriesBefore, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{"QuorumRecovery"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +173,7 @@ func runNemesisSchedule(ctx context.Context, t *testing.T, in NemesisSpecInput, 
 	for _, r := range trail.recovers {
 		violate("the hub forced a new cluster with no evidence that the lost voters cannot serve: %s", r)
 	}
-	if notes, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err == nil {
+	if notes, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{"QuorumRecovery"}}); err == nil {
 		if added := slices.DeleteFunc(notes, func(n string) bool { return slices.Contains(recoveriesBefore, n) }); len(added) > 0 {
 			violate("QuorumRecovery events during the schedule: %v", added)
 		}

@@ -162,16 +162,7 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 	back := time.Now()
 	t.Logf("%s answers again %.1fs after the disturbance began", in.Cluster, back.Sub(start).Seconds())
 	// The truth about the cluster: Degraded no longer names it.
-	err = poll(ctx, 3*time.Minute, "Degraded no longer naming "+in.Cluster, func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == "True" && strings.Contains(c.Message, in.Cluster+" ") {
-			return c.Message, nil
-		}
-		return "", nil
-	})
+	err = WaitForDegradedClear(ctx, hub, in.Etcd, in.Cluster+" ", 3*time.Minute)
 	if err != nil {
 		watch.stop()
 		probe.Stop()
@@ -180,16 +171,7 @@ func HubOutageSpec(ctx context.Context, in HubOutageSpecInput) {
 	seen := time.Since(back)
 	_, err = WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: in.Replicas, Timeout: 3 * time.Minute})
 	if err == nil {
-		err = poll(ctx, 3*time.Minute, "Degraded=False", func(ctx context.Context) (string, error) {
-			ec, err := in.Etcd.Get(ctx, hub)
-			if err != nil {
-				return "", err
-			}
-			if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == "True" {
-				return c.Message, nil
-			}
-			return "", nil
-		})
+		err = WaitForDegradedClear(ctx, hub, in.Etcd, "", 3*time.Minute)
 	}
 	settled := time.Since(back)
 	named, othersNotReady, truthful, samples := watch.stop()

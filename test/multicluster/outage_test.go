@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -55,17 +54,10 @@ func TestHubNeverFreezes(t *testing.T) {
 				if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
 					return err
 				}
-				err := poll(ctx, time.Minute, "a membership step in flight", func(ctx context.Context) (string, error) {
-					ec, err := etcd.Get(ctx, topo.Hub)
-					if err != nil {
-						return "", err
-					}
-					if op := ec.Status.Operation; op != nil {
-						t.Logf("stopping member-2's apiserver during %s %s at %s", op.Type, op.Member, op.Step)
-						return "", nil
-					}
-					return "no operation yet", nil
-				})
+				op, err := WaitForOperation(ctx, WaitForOperationInput{Hub: topo.Hub, Etcd: etcd, Timeout: time.Minute})
+				if err == nil {
+					t.Logf("stopping member-2's apiserver during %s %s at %s", op.Type, op.Member, op.Step)
+				}
 				if err != nil {
 					return err
 				}
@@ -102,13 +94,7 @@ func TestHubNeverFreezes(t *testing.T) {
 			}
 		}()
 		sleepCtx(ctx, 3*time.Second) // the hub notices the new registration
-		if err := poll(ctx, time.Minute, "the hub connected through the proxy", func(context.Context) (string, error) {
-			ok, err := hubEngaged(topo.HubMetricsURL, "member-2")
-			if err != nil || !ok {
-				return fmt.Sprintf("engaged %v", ok), err
-			}
-			return "", nil
-		}); err != nil {
+		if err := WaitForHubEngaged(ctx, topo.HubMetricsURL, "member-2", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		HubOutageSpec(ctx, HubOutageSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Replicas: 3, PassTimeout: hubPassTimeout,

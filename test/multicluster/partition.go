@@ -145,7 +145,7 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	if forced != "" {
 		t.Errorf("the hub with the minority forced a new cluster: %s", forced)
 	}
-	if notes, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err != nil || len(notes) > 0 {
+	if notes, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{"QuorumRecovery"}}); err != nil || len(notes) > 0 {
 		t.Errorf("QuorumRecovery events (the hub recovered a ring whose majority serves): %v %v", notes, err)
 	}
 	if degraded == "" {
@@ -322,17 +322,13 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 		}
 	}()
 	var why string
-	if err := poll(ctx, 2*time.Minute, "the spoke of "+broken+" to say its gossip is not healthy", func(ctx context.Context) (string, error) {
-		sp := &etcdfedv1.EtcdSpoke{}
-		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
-			return "", err
-		}
+	if err := WaitForSpoke(ctx, clusterNamed(topo, broken), "GossipHealthy=False "+etcdfedv1.ReasonGossipNotRunning+" and no gossip view", 2*time.Minute, func(sp *etcdfedv1.EtcdSpoke) string {
 		c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy)
 		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonGossipNotRunning || len(sp.Status.GossipView) > 0 {
-			return fmt.Sprintf("GossipHealthy %v, view %v", c, sp.Status.GossipView), nil
+			return fmt.Sprintf("GossipHealthy %v, view %v", c, sp.Status.GossipView)
 		}
 		why = c.Message
-		return "", nil
+		return ""
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +370,7 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	if moved != "" {
 		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
 	}
-	if n, err := HubEvents(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed); err != nil || len(n) > 0 {
+	if n, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{etcdfedv1.EventZoneFailed}}); err != nil || len(n) > 0 {
 		t.Errorf("ZoneFailed told on a broken spoke's word: %v %v", n, err)
 	}
 	if degraded == "" {
@@ -401,15 +397,11 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 		t.Errorf("members changed: %v, were %v", incarnations(got), want)
 	}
 	// Once gossip runs again the spoke witnesses again.
-	if err := poll(ctx, time.Minute, "the spoke of "+broken+" healthy again", func(ctx context.Context) (string, error) {
-		sp := &etcdfedv1.EtcdSpoke{}
-		if err := clusterNamed(topo, broken).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, sp); err != nil {
-			return "", err
-		}
+	if err := WaitForSpoke(ctx, clusterNamed(topo, broken), "GossipHealthy=True", time.Minute, func(sp *etcdfedv1.EtcdSpoke) string {
 		if c := meta.FindStatusCondition(sp.Status.Conditions, etcdfedv1.ConditionGossipHealthy); c == nil || c.Status != metav1.ConditionTrue {
-			return fmt.Sprintf("GossipHealthy %v", c), nil
+			return fmt.Sprintf("GossipHealthy %v", c)
 		}
-		return "", nil
+		return ""
 	}); err != nil {
 		t.Error(err)
 	}

@@ -17,17 +17,14 @@ import (
 // DNS names, the hub forces nothing and says it sees only a minority;
 // after the heal one ring of the same five members, nothing lost.
 func TestScenarioHubWithMinority(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "hub-minority", Name: "hmin", Domain: "hmin.etcd.test", Replicas: 5, WantZones: "2/2/1",
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "hub-minority", Name: "hmin", Domain: "hmin.etcd.test", Replicas: 5, WantZones: "2/2/1",
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
 			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
 			s.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
-		}})
-	deleteIfFailed(t, topo, etcd)
-	HubWithMinoritySpec(ctx, HubWithMinoritySpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 150 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+		}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		HubWithMinoritySpec(ctx, HubWithMinoritySpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 150 * time.Second})
+	})
 }
 
 // TestScenarioGossipBroken (issue 24): a ring of three on two member
@@ -36,9 +33,7 @@ func TestScenarioHubWithMinority(t *testing.T) {
 // {the other two} for 90 s -> the spoke says GossipHealthy=False, the hub
 // counts it as abstaining, nothing is evacuated, Degraded says why.
 func TestScenarioGossipBroken(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "gossip-broken", Name: "gbrk", Domain: "gbrk.etcd.test", Replicas: 3, WantZones: "2/1", NotTolerant: true,
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "gossip-broken", Name: "gbrk", Domain: "gbrk.etcd.test", Replicas: 3, WantZones: "2/1", NotTolerant: true,
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 			s.Topology.Clusters = []string{"member-1", "member-2"}
 			// The zone grace is what the abstaining witness is tested
@@ -51,10 +46,9 @@ func TestScenarioGossipBroken(t *testing.T) {
 			// TestMemberGraceCountsFromClusterBackInView).
 			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 2 * time.Minute}
 			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
-		}})
-	deleteIfFailed(t, topo, etcd)
-	GossipBrokenSpec(ctx, GossipBrokenSpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 90 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+		}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		GossipBrokenSpec(ctx, GossipBrokenSpecInput{T: t, Topology: topo, Etcd: etcd, Hold: 90 * time.Second})
+	})
 }
 
 // TestScenarioPendingRollHalts (issue 24, related path): a spec change
@@ -62,13 +56,10 @@ func TestScenarioGossipBroken(t *testing.T) {
 // rollout beyond the member grace instead of replacing the member; set
 // back, the rollout ends on the same members.
 func TestScenarioPendingRollHalts(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "pending-roll", Name: "pend", Domain: "pend.etcd.test", Replicas: 3, WantZones: "1/1/1",
-		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.FailurePolicy.MemberGracePeriod = &pendingGrace }})
-	deleteIfFailed(t, topo, etcd)
-	PendingRollSpec(ctx, PendingRollSpecInput{T: t, Topology: topo, Etcd: etcd, MemberGrace: pendingGrace.Duration, Hold: 40 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "pending-roll", Name: "pend", Domain: "pend.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.FailurePolicy.MemberGracePeriod = &pendingGrace }}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		PendingRollSpec(ctx, PendingRollSpecInput{T: t, Topology: topo, Etcd: etcd, MemberGrace: pendingGrace.Duration, Hold: 40 * time.Second})
+	})
 }
 
 // TestScenarioRegistryDropped (issue 24, related path): a member
@@ -76,14 +67,11 @@ func TestScenarioPendingRollHalts(t *testing.T) {
 // member stays (it was evacuated at once), Degraded says why; the Secret
 // back, the same members ready.
 func TestScenarioRegistryDropped(t *testing.T) {
-	topo := failureScenario(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "registry-dropped", Name: "regd", Domain: "regd.etcd.test", Replicas: 3, WantZones: "1/1/1",
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "registry-dropped", Name: "regd", Domain: "regd.etcd.test", Replicas: 3, WantZones: "1/1/1",
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
 			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
-		}})
-	deleteIfFailed(t, topo, etcd)
-	RegistryDroppedSpec(ctx, RegistryDroppedSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 70 * time.Second})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+		}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		RegistryDroppedSpec(ctx, RegistryDroppedSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 70 * time.Second})
+	})
 }

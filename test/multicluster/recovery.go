@@ -204,12 +204,12 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		// The killed clusters are out of sight, not known dead: nothing is
 		// forced until a fencing controller (here the test, which killed
 		// them) confirms them fenced.
-		if n, err := HubEvents(ctx, hub, in.Etcd, "QuorumRecovery"); err != nil || len(n) > 0 {
+		if n, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{"QuorumRecovery"}}); err != nil || len(n) > 0 {
 			t.Errorf("recovered before the lost members were confirmed fenced: %v %v", n, err)
 		}
 		must(annotateFenced(ctx, hub, in.Etcd, victims, "fencing controller (test)"))
 		t.Logf("fencing of %s, %s confirmed (annotation %s) %.1fs after the declaration", victims[0].Name, victims[1].Name, etcdfedv1.AnnotationFenced, time.Since(start).Seconds())
-		note, err := WaitForHubEvent(ctx, hub, in.Etcd, "QuorumRecovery", "recovering from "+survivor.Name, "automatic (failurePolicy.quorumLossRecovery: Automatic)")
+		note, err := waitForHubEventNote(ctx, hub, in.Etcd, "QuorumRecovery", "recovering from "+survivor.Name, "automatic (failurePolicy.quorumLossRecovery: Automatic)")
 		must(err)
 		t.Logf("recovering by itself (%.1fs after the declaration was seen): %s", time.Since(start).Seconds(), note)
 		for _, name := range []string{victims[0].Name, victims[1].Name, "freshest survivor: " + survivor.Name} {
@@ -411,7 +411,7 @@ func checkVolumesKept(ctx context.Context, t testing.TB, topo *Topology, hub *Cl
 		if err := memberCluster(t, topo, v.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: claim}, pvc); err != nil || pvc.DeletionTimestamp != nil {
 			t.Errorf("the volume %s of %s's old incarnation in %s: %v (deleting %v); want it kept", claim, v.Name, v.Cluster, err, pvc.DeletionTimestamp != nil)
 		}
-		note, err := WaitForHubEvent(ctx, hub, m, "VolumesRetained", v.Name+" incarnation "+fmt.Sprint(oldInc[v.Name])+" in "+v.Cluster, claim, "revision ")
+		note, err := waitForHubEventNote(ctx, hub, m, "VolumesRetained", v.Name+" incarnation "+fmt.Sprint(oldInc[v.Name])+" in "+v.Cluster, claim, "revision ")
 		if err != nil {
 			t.Error(err)
 			continue
@@ -471,17 +471,13 @@ func annotateFenced(ctx context.Context, hub *Cluster, m *ManagedEtcd, victims [
 // quorum lost (Available=False, QuorumLost) and returns the condition.
 func waitForQuorumLost(ctx context.Context, hub *Cluster, m *ManagedEtcd) (*metav1.Condition, error) {
 	var declared *metav1.Condition
-	err := poll(ctx, 5*time.Minute, "Available=False QuorumLost", func(ctx context.Context) (string, error) {
-		ec, err := m.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "Available=False QuorumLost", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionAvailable)
 		if c == nil || c.Reason != etcdfedv1.ReasonQuorumLost {
-			return fmt.Sprintf("Available %v", c), nil
+			return fmt.Sprintf("Available %v", c)
 		}
 		declared = c
-		return "", nil
-	})
+		return ""
+	}})
 	return declared, err
 }

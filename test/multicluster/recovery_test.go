@@ -15,14 +15,9 @@ import (
 // (QuorumLossRecoverySpec). It takes several minutes: `make scenarios`
 // runs it (ETCDFED_SCENARIOS=1).
 func TestScenarioQuorumLossRecovery(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover", Name: "rc", Domain: "rc.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "recover", Name: "rc", Domain: "rc.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
+	})
 }
 
 // TestScenarioQuorumLossHubRestarted: as TestScenarioQuorumLossRecovery,
@@ -31,14 +26,9 @@ func TestScenarioQuorumLossRecovery(t *testing.T) {
 // (and by the surviving spoke's gossip), so it still declares the loss and
 // recovers.
 func TestScenarioQuorumLossHubRestarted(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover-hub", Name: "rh", Domain: "rh.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), KillHubAfterLoss: true})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "recover-hub", Name: "rh", Domain: "rh.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), KillHubAfterLoss: true})
+	})
 }
 
 // TestScenarioQuorumLossAutomatic: as TestScenarioQuorumLossRecovery with

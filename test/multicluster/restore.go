@@ -339,22 +339,18 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	// ring is regrowing (an Add in flight), when the hub's sweep of what
 	// they left behind must not wait for the operation: that operation
 	// cannot finish while they hold the new members' names.
-	must(poll(ctx, 2*time.Minute, "an Add in flight", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	must(WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "an Add in flight", Timeout: 2 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		op := ec.Status.Operation
 		switch {
 		case op != nil && op.Type == etcdfedv1.OperationAdd:
 			t.Logf("the clusters return during %s %s (step %s)", op.Type, op.Member, op.Step)
-			return "", nil
+			return ""
 		case op == nil && len(ec.Status.Members) == 3 && ec.Status.ReadyMembers == 3:
 			t.Logf("the ring regrew to 3 before the clusters returned: no operation in flight when they do")
-			return "", nil
+			return ""
 		}
-		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary), nil
-	}))
+		return fmt.Sprintf("operation %+v, members %s", op, ec.Status.MemberSummary)
+	}}))
 	restored = true
 	for _, v := range victims {
 		must(topo.RestoreZone(ctx, v.Cluster))
@@ -463,20 +459,16 @@ func backupOnce(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd,
 		t.Fatal(err)
 	}
 	var snap etcdfedv1.BackupSnapshot
-	err = poll(ctx, 3*time.Minute, "the first backup", func(ctx context.Context) (string, error) {
-		ec, err := m.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "the first backup", Timeout: 3 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy); c != nil && c.Status == metav1.ConditionFalse {
-			return "", fmt.Errorf("BackupHealthy=False %s: %s", c.Reason, c.Message)
+			return fmt.Sprintf("BackupHealthy=False %s: %s", c.Reason, c.Message)
 		}
 		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
-			return "no backup yet", nil
+			return "no backup yet"
 		}
 		snap = *ec.Status.Backup.LastSuccess
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -305,23 +305,9 @@ func sampleRoll(ctx context.Context, in RollSpecInput, uid types.UID, restarts *
 // waitForLeaderMovedEvent waits for the hub's LeaderMoved event about
 // member, recorded on the EtcdCluster since start.
 func waitForLeaderMovedEvent(ctx context.Context, hub *Cluster, m *ManagedEtcd, member string, start time.Time) error {
-	return poll(ctx, 30*time.Second, "a LeaderMoved event from "+member, func(ctx context.Context) (string, error) {
-		evs, err := ListHubEvents(ctx, hub, m)
-		if err != nil {
-			return "", err
-		}
-		var seen []string
-		for _, e := range evs {
-			if e.Reason != "LeaderMoved" {
-				continue
-			}
-			if strings.HasPrefix(e.Note, "Moved leadership from "+member+" ") && !e.Last.Before(start.Add(-time.Second)) {
-				return "", nil
-			}
-			seen = append(seen, e.Note)
-		}
-		return fmt.Sprintf("LeaderMoved events: %v", seen), nil
-	})
+	_, err := WaitForHubEvent(ctx, WaitForHubEventInput{Hub: hub, Etcd: m, Timeout: 30 * time.Second,
+		Query: EventQuery{Reasons: []string{"LeaderMoved"}, NotePrefix: "Moved leadership from " + member + " ", Since: start}})
+	return err
 }
 
 func memberCluster(t testing.TB, topo *Topology, name string) *Cluster {

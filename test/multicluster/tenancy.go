@@ -10,7 +10,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -210,28 +209,24 @@ func DomainRefusedSpec(ctx context.Context, in DomainRefusedInput) {
 	ownerName := owner.Namespace + "/" + owner.Name
 	start := time.Now()
 	var msg string
-	err = poll(ctx, time.Minute, "the second ring refused for "+ownerName+"'s domain", func(ctx context.Context) (string, error) {
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(dup), got); err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: &ManagedEtcd{Namespace: dup.Namespace, Name: dup.Name}, What: "the second ring refused for " + ownerName + "'s domain", Timeout: time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
 		for _, typ := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionProgressing, etcdfedv1.ConditionDegraded} {
 			c := meta.FindStatusCondition(got.Status.Conditions, typ)
 			if c == nil || c.Reason != etcdfedv1.ReasonDomainInUse || !strings.Contains(c.Message, ownerName) {
-				return fmt.Sprintf("%s: %+v", typ, c), nil
+				return fmt.Sprintf("%s: %+v", typ, c)
 			}
 			if want := metav1.ConditionStatus(map[bool]string{true: "True", false: "False"}[typ == etcdfedv1.ConditionDegraded]); c.Status != want {
-				return fmt.Sprintf("%s %s, want %s", typ, c.Status, want), nil
+				return fmt.Sprintf("%s %s, want %s", typ, c.Status, want)
 			}
 			msg = c.Message
 		}
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("refused %.1fs after creation: %s", time.Since(start).Seconds(), msg)
-	if _, err := WaitForHubEvent(ctx, hub, &ManagedEtcd{Namespace: in.Namespace, Name: in.Name}, etcdfedv1.ReasonDomainInUse, ownerName); err != nil {
+	if _, err := waitForHubEventNote(ctx, hub, &ManagedEtcd{Namespace: in.Namespace, Name: in.Name}, etcdfedv1.ReasonDomainInUse, ownerName); err != nil {
 		t.Error(err)
 	}
 	got := &etcdfedv1.EtcdCluster{}
@@ -270,15 +265,7 @@ func DomainRefusedSpec(ctx context.Context, in DomainRefusedInput) {
 	if err := hub.Client.Delete(ctx, got); err != nil {
 		t.Fatal(err)
 	}
-	if err := poll(ctx, 2*time.Minute, "the refused ring deleted", func(ctx context.Context) (string, error) {
-		switch err := hub.Client.Get(ctx, client.ObjectKeyFromObject(dup), &etcdfedv1.EtcdCluster{}); {
-		case apierrors.IsNotFound(err):
-			return "", nil
-		case err != nil:
-			return "", err
-		}
-		return "still there", nil
-	}); err != nil {
+	if err := WaitForGone(ctx, hub, dup, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 }

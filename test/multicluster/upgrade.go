@@ -139,11 +139,7 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 	}
 	res := RollSpecSpec(ctx, RollSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.To), Timeout: in.Timeout,
 		Change: func(s *etcdfedv1.EtcdClusterSpec) { s.Version = in.To }, BeforeFirst: beforeFirst})
-	err = poll(ctx, time.Minute, "every member reports "+in.To+" and the cluster version "+minor, func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "every member reports " + in.To + " and the cluster version " + minor, Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		var off []string
 		for _, m := range ec.Status.Members {
 			if m.Version != in.To {
@@ -151,11 +147,11 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 			}
 		}
 		if len(off) > 0 || !strings.HasPrefix(ec.Status.ClusterVersion, minor+".") {
-			return fmt.Sprintf("members on another version: %v; cluster version %q", off, ec.Status.ClusterVersion), nil
+			return fmt.Sprintf("members on another version: %v; cluster version %q", off, ec.Status.ClusterVersion)
 		}
 		t.Logf("every member runs %s; cluster version %s", in.To, ec.Status.ClusterVersion)
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,10 +159,10 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 		if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeEnabled", res.Changed); err != nil {
 			t.Error(err)
 		}
-		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "DowngradeEnabled")
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, EventQuery{Reasons: []string{"DowngradeEnabled"}, RecordedSince: res.Changed})
 	}
 	if in.Backup != nil {
-		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, "BackupRequested", "BackupSucceeded")
+		logHubEvents(ctx, t, hub, in.Etcd, res.Changed, EventQuery{Reasons: []string{"BackupRequested", "BackupSucceeded"}, RecordedSince: res.Changed})
 	}
 	if snap != nil {
 		verifyUpgradeSnapshot(ctx, t, in, *snap, res)
@@ -197,17 +193,13 @@ func enableUpgradeBackup(ctx context.Context, t testing.TB, in UpgradeSpecInput)
 	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 2*time.Minute, "the first scheduled snapshot", func(ctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "the first scheduled snapshot", Timeout: 2 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		if st := ec.Status.Backup; st == nil || st.LastSuccess == nil || st.InProgress != nil {
-			return fmt.Sprintf("backup status %+v", st), nil
+			return fmt.Sprintf("backup status %+v", st)
 		}
 		t.Logf("backups on (%s): first snapshot %s, revision %d", store.URL, ec.Status.Backup.LastSuccess.Location, ec.Status.Backup.LastSuccess.Revision)
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,14 +373,12 @@ func verifyUpgradeSnapshot(ctx context.Context, t testing.TB, in UpgradeSpecInpu
 	// has whole seconds, and its duration counts from the backup's start,
 	// before the stream).
 	var stored time.Time
-	evs, err := ListHubEvents(ctx, in.Topology.Hub, in.Etcd)
+	evs, err := ListHubEvents(ctx, in.Topology.Hub, in.Etcd, EventQuery{Reasons: []string{"BackupSucceeded"}, NoteHas: []string{snap.Location}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range evs {
-		if e.Reason == "BackupSucceeded" && strings.Contains(e.Note, snap.Location) {
-			stored = e.First
-		}
+		stored = e.First
 	}
 	t.Logf("snapshot %s verified from the store (sha256 and database checked, revision %d, %d keys, storage version %q); stored %.1fs after the change; first member seen on %s %.1fs after the change",
 		key, info.Revision, info.TotalKeys, info.StorageVersion, stored.Sub(res.Changed).Seconds(), in.To, res.FirstOnNew.Sub(res.Changed).Seconds())
@@ -515,26 +505,22 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	start := time.Now()
 	setVersion(in.Broken)
 	var halted string
-	err = poll(ctx, 5*time.Minute, "Progressing=False RolloutHalted", func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "Progressing=False RolloutHalted", Timeout: 5 * time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
 		c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionProgressing)
 		if c == nil || c.Reason != etcdfedv1.ReasonRolloutHalted || got.Status.Operation == nil {
-			return fmt.Sprintf("Progressing %+v", c), nil
+			return fmt.Sprintf("Progressing %+v", c)
 		}
 		halted = got.Status.Operation.Member
 		if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, halted) || !strings.Contains(c.Message, "CreateContainerError") || !strings.Contains(c.Message, in.Broken) {
-			return "", fmt.Errorf("condition Progressing=%s %s: %q; want False, naming %s, its CreateContainerError and version %s", c.Status, c.Reason, c.Message, halted, in.Broken)
+			return fmt.Sprintf("condition Progressing=%s %s: %q; want False, naming %s, its CreateContainerError and version %s", c.Status, c.Reason, c.Message, halted, in.Broken)
 		}
 		d := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded)
 		if d == nil || d.Status != metav1.ConditionTrue || !strings.Contains(d.Message, "rollout halted: "+halted) {
-			return fmt.Sprintf("Degraded %+v", d), nil
+			return fmt.Sprintf("Degraded %+v", d)
 		}
 		t.Logf("halted %.1fs after the change: Progressing=False %s: %s", time.Since(start).Seconds(), c.Reason, c.Message)
-		return "", nil
-	})
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -598,23 +584,6 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	checkWorkload(ctx, t, w)
 }
 
-// logHubEvents logs the hub's events with these reasons on the
-// EtcdCluster since start, in time order, with their time since start.
-func logHubEvents(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, start time.Time, reasons ...string) {
-	t.Helper()
-	evs, err := ListHubEvents(ctx, hub, m)
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	for _, e := range evs {
-		if e.First.Before(start.Add(-time.Second)) || !slices.Contains(reasons, e.Reason) {
-			continue
-		}
-		t.Logf("event at +%.1fs %s: %s", e.First.Sub(start).Seconds(), e.Reason, e.Note)
-	}
-}
-
 // setSpecVersion sets spec.version.
 func setSpecVersion(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd, v string) {
 	t.Helper()
@@ -664,19 +633,15 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 	start := time.Now()
 	setSpecVersion(ctx, t, hub, in.Etcd, in.To)
 	var first string
-	err = poll(ctx, 10*time.Minute, "a member ready on "+in.To, func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "a member ready on " + in.To, Timeout: 10 * time.Minute, Until: func(got *etcdfedv1.EtcdCluster) string {
 		for _, m := range got.Status.Members {
 			if m.Version == in.To && m.Ready {
 				first = m.Name
-				return "", nil
+				return ""
 			}
 		}
-		return fmt.Sprintf("cluster version %s, operation %+v", got.Status.ClusterVersion, got.Status.Operation), nil
-	})
+		return fmt.Sprintf("cluster version %s, operation %+v", got.Status.ClusterVersion, got.Status.Operation)
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -707,7 +672,7 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 	if err := waitForEventReason(ctx, hub, in.Etcd, "DowngradeCancelled", back); err != nil {
 		t.Error(err)
 	}
-	logHubEvents(ctx, t, hub, in.Etcd, start, "DowngradeEnabled", "DowngradeCancelled", "MemberRoll", "MemberRollDone")
+	logHubEvents(ctx, t, hub, in.Etcd, start, EventQuery{Reasons: []string{"DowngradeEnabled", "DowngradeCancelled", "MemberRoll", "MemberRollDone"}, RecordedSince: start})
 	got, err := in.Etcd.Get(ctx, hub)
 	if err != nil {
 		t.Fatal(err)
@@ -745,16 +710,7 @@ func downgradeCancelled(ctx context.Context, m *ManagedEtcd, minor string) (stri
 // waitForEventReason waits for an event with reason on the EtcdCluster
 // since start.
 func waitForEventReason(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, start time.Time) error {
-	return poll(ctx, 30*time.Second, "a "+reason+" event", func(ctx context.Context) (string, error) {
-		evs, err := ListHubEvents(ctx, hub, m)
-		if err != nil {
-			return "", err
-		}
-		for _, e := range evs {
-			if e.Reason == reason && !e.First.Before(start.Add(-time.Second)) {
-				return "", nil
-			}
-		}
-		return "none yet", nil
-	})
+	_, err := WaitForHubEvent(ctx, WaitForHubEventInput{Hub: hub, Etcd: m, Timeout: 30 * time.Second,
+		Query: EventQuery{Reasons: []string{reason}, RecordedSince: start}})
+	return err
 }

@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,10 +14,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 // Every WaitForX polls until its condition holds or its timeout (or ctx)
@@ -344,143 +339,4 @@ func orDefault(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
-}
-
-// clusterWatch follows one EtcdCluster version by version, as the
-// apiserver stores them: a goroutine reads the watch into a queue as fast
-// as it comes (the apiserver never sees a slow reader), and until takes the
-// versions in order, so that a state lasting a fraction of a second is
-// seen within milliseconds of its write (the hub-kill drill kills the hub
-// at operation steps that pass that fast). Open it before what it is to
-// see starts; the version the last until stopped at carries over to the
-// next.
-type clusterWatch struct {
-	wc  client.WithWatch
-	sel []client.ListOption
-	cur *etcdfedv1.EtcdCluster
-
-	mu       sync.Mutex
-	queue    []*etcdfedv1.EtcdCluster
-	more     chan struct{} // signalled when the queue grows
-	relisted int           // times the watch ended and a list took over (versions in between unseen)
-	lastErr  error
-	cancel   context.CancelFunc
-}
-
-func newClusterWatch(ctx context.Context, hub *Cluster, ns, name string) (*clusterWatch, error) {
-	wc, err := client.NewWithWatch(hub.REST, client.Options{Scheme: hub.Client.Scheme()})
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	cw := &clusterWatch{wc: wc, sel: []client.ListOption{client.InNamespace(ns), client.MatchingFields{"metadata.name": name}},
-		more: make(chan struct{}, 1), cancel: cancel}
-	w, err := cw.open(ctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	go cw.run(ctx, w)
-	return cw, nil
-}
-
-func (cw *clusterWatch) stop() { cw.cancel() }
-
-func (cw *clusterWatch) relistedTimes() int {
-	cw.mu.Lock()
-	defer cw.mu.Unlock()
-	return cw.relisted
-}
-
-func (cw *clusterWatch) push(ec *etcdfedv1.EtcdCluster) {
-	cw.mu.Lock()
-	cw.queue = append(cw.queue, ec)
-	cw.mu.Unlock()
-	select {
-	case cw.more <- struct{}{}:
-	default:
-	}
-}
-
-// open lists the EtcdCluster (its current version, queued) and watches
-// from there.
-func (cw *clusterWatch) open(ctx context.Context) (watch.Interface, error) {
-	var list etcdfedv1.EtcdClusterList
-	if err := cw.wc.List(ctx, &list, cw.sel...); err != nil {
-		return nil, err
-	}
-	for i := range list.Items {
-		cw.push(&list.Items[i])
-	}
-	return cw.wc.Watch(ctx, &etcdfedv1.EtcdClusterList{}, append(cw.sel, &client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: list.ResourceVersion}})...)
-}
-
-// run queues every version the watch delivers; when the apiserver ends
-// the watch, it lists again and goes on.
-func (cw *clusterWatch) run(ctx context.Context, w watch.Interface) {
-	for {
-		for ev := range w.ResultChan() {
-			if ec, ok := ev.Object.(*etcdfedv1.EtcdCluster); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				cw.push(ec)
-			}
-		}
-		w.Stop()
-		for {
-			if ctx.Err() != nil {
-				return
-			}
-			var err error
-			if w, err = cw.open(ctx); err == nil {
-				break
-			}
-			cw.mu.Lock()
-			cw.lastErr = err
-			cw.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(defaultPoll):
-			}
-		}
-		cw.mu.Lock()
-		cw.relisted++
-		cw.mu.Unlock()
-	}
-}
-
-// until returns when cond returns "" for the current version or a later
-// one, and at once with cond's error.
-func (cw *clusterWatch) until(ctx context.Context, timeout time.Duration, what string, cond func(*etcdfedv1.EtcdCluster) (string, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	last := "nothing seen"
-	for {
-		if cw.cur != nil {
-			why, err := cond(cw.cur)
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			if why == "" {
-				return nil
-			}
-			last = why
-		}
-		cw.mu.Lock()
-		var next *etcdfedv1.EtcdCluster
-		if len(cw.queue) > 0 {
-			next, cw.queue = cw.queue[0], cw.queue[1:]
-		} else if cw.lastErr != nil {
-			last = cw.lastErr.Error()
-		}
-		cw.mu.Unlock()
-		if next != nil {
-			cw.cur = next
-			continue
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: not after %s (last: %s)", what, timeout, last)
-		case <-cw.more:
-		}
-	}
 }

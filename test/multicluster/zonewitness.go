@@ -100,13 +100,7 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 	if err := topo.StopNodeLeases(victim.Cluster, victim.Zone, false); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, time.Minute, "Degraded no longer naming "+zone, func(ctx context.Context) (string, error) {
-		c, err := degraded(ctx, hub, in.Etcd)
-		if err != nil || strings.Contains(c, "zone "+zone) {
-			return c, err
-		}
-		return "", nil
-	})
+	err = WaitForDegradedClear(ctx, hub, in.Etcd, "zone "+zone, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +129,7 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 	}
 	graceEnd := time.Since(start)
 	t.Logf("Degraded says %s failed %.1fs after the kill (zone grace %s): %s", zone, graceEnd.Seconds(), in.ZoneGrace, failed)
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, zone); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventZoneFailed, zone); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventZoneFailed, note)
@@ -152,12 +146,12 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 		t.Errorf("%s replaced in its failed zone %s", victim.Name, victim.Zone)
 	}
 	checkRecordFollows(ctx, t, topo, in.Etcd, got)
-	if note, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim.Name, zone); err != nil {
+	if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, victim.Name, zone); err != nil {
 		t.Error(err)
 	} else {
 		t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
 	}
-	if _, err := WaitForHubEvent(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, victim.Name); err != nil {
+	if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, victim.Name); err != nil {
 		t.Error(err)
 	}
 	progress(ctx, t, w, 50, 30*time.Second)
