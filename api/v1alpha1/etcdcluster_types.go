@@ -444,10 +444,10 @@ type MemberStatus struct {
 type OperationType string
 
 const (
-	OperationBootstrap  OperationType = "Bootstrap"
-	OperationAdd        OperationType = "Add"
-	OperationRemove     OperationType = "Remove"
-	OperationReplace    OperationType = "Replace"
+	OperationBootstrap OperationType = "Bootstrap"
+	OperationAdd       OperationType = "Add"
+	OperationRemove    OperationType = "Remove"
+	OperationReplace   OperationType = "Replace"
 	// OperationMove moves a live member make-before-break: its new
 	// incarnation joins as a learner beside the old one and is promoted
 	// (the ring has one voter more than replicas for a while), then
