@@ -230,12 +230,18 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		out.peerURL = obj.Status.PeerURL
 	case membership.ActStartMember:
 		// Start with "existing" and an initial cluster naming every current
-		// member (the learner under its own name).
+		// member (the learner under its own name). etcd matches the other
+		// entries by peer URL only, but reads one name with two URLs as one
+		// member: the old incarnation a Move keeps beside the learner, of
+		// the same name, is listed under its ID.
 		var pairs []string
 		for _, em := range s.etcd.Members {
 			name := em.Name
-			if em.ID == p.MemberID {
+			switch {
+			case em.ID == p.MemberID:
 				name = p.Member
+			case name == p.Member:
+				name = fmt.Sprintf("%s-%x", name, em.ID)
 			}
 			if name == "" || len(em.PeerURLs) == 0 {
 				continue

@@ -133,12 +133,15 @@ func failuresTolerated(e membership.Etcd) *int32 {
 // migration's progress.
 func pendingMoves(st *etcdfedv1.EtcdClusterStatus, p topology.Result) int32 {
 	n := int32(0)
+	planned := false
 	for _, s := range p.Steps {
 		if s.Action == topology.Move {
 			n++
+			planned = planned || (st.Operation != nil && s.Member == st.Operation.Member)
 		}
 	}
-	if op := st.Operation; op != nil && op.From != nil && op.To != nil && *op.From != *op.To &&
+	// The pass that begins a move planned it too.
+	if op := st.Operation; !planned && op != nil && op.From != nil && op.To != nil && *op.From != *op.To &&
 		(op.Type == etcdfedv1.OperationMove || op.Type == etcdfedv1.OperationReplace) {
 		n++
 	}
