@@ -16,11 +16,13 @@ import (
 )
 
 // TestHubRestartAtEveryStep kills the hub at each step of an Add (3 -> 5)
-// and of a Replace (a cordoned zone's member moved out), under a recorded
+// and of a Move (a cordoned zone's live member moved out make before
+// break, the step a migration takes for each member), under a recorded
 // workload, and requires that the restarted hub resumes and finishes every
 // time. Each run kills the hub at every step of one Add and then of one
-// Replace: the hub restarted after one kill is killed again at the next
-// step. It reports, per step, the time from the kill until the operation
+// Move: the hub restarted after one kill is killed again at the next
+// step. (The Move's MoveLeader step is taken only when the moved member
+// leads, so it is not in the list.) It reports, per step, the time from the kill until the operation
 // moved on. It is a drill (`make drill`, ETCDFED_DRILL=1; runs from
 // ETCDFED_DRILL_RUNS, default 1): `make test` already kills the hub once
 // mid scale-up (TestEtcdClusterLifecycle). The drill watches the
@@ -58,14 +60,14 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 	}
 	defer cw.stop()
 	addSteps := []string{"CreateObjects", "AddLearner", "StartMember", "Promote"}
-	replaceSteps := []string{"RemoveMember", "DeleteObject", "CreateObjects", "AddLearner", "StartMember", "Promote"}
-	order := map[string][]string{string(etcdfedv1.OperationAdd): addSteps, string(etcdfedv1.OperationReplace): replaceSteps}
+	moveSteps := []string{"CreateObjects", "AddLearner", "StartMember", "Promote", "RemoveMember", "DeleteObject"}
+	order := map[string][]string{string(etcdfedv1.OperationAdd): addSteps, string(etcdfedv1.OperationMove): moveSteps}
 	resume := map[string][]time.Duration{}
 	var missed []string
 	// The first version an operation appears in is its Begin record,
-	// whose step is a placeholder (a Replace's reads CreateObjects before
-	// its RemoveMember): the operation is at a step from the next version
-	// on. The watch sees every version, so the first sighting is the Begin.
+	// whose step is a placeholder (CreateObjects, recorded before the
+	// objects are written): the operation is at a step from the next
+	// version on. The watch sees every version, so the first sighting is the Begin.
 	begun := map[string]bool{}
 	// killAt waits for the operation to reach step and kills the hub
 	// there; it returns how long the restarted hub took to move on.
@@ -143,14 +145,15 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
 			t.Fatal(err)
 		}
-		// One Replace (a cordoned zone's member moved out), the same way.
+		// One Move (a cordoned zone's live member moved out, make before
+		// break), the same way.
 		ec, err := etcd.Get(ctx, topo.Hub)
 		if err != nil {
 			t.Fatal(err)
 		}
 		cordon([]string{ec.Status.Members[0].Zone})
-		for _, step := range replaceSteps {
-			killAt(string(etcdfedv1.OperationReplace), step)
+		for _, step := range moveSteps {
+			killAt(string(etcdfedv1.OperationMove), step)
 		}
 		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
 			t.Fatal(err)
