@@ -57,8 +57,15 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 		}
 		if own := m.DNSName; own != "" && own != memberDNSName(ec, m.Name) {
 			// The incarnation's own name, which its peers dial (its peer
-			// URL), for as long as it is the member's incarnation.
-			if dm, ok := memberRecord(s, domain, strings.TrimSuffix(own, "."+domain), addr, peer, cli); ok {
+			// URL), for as long as it is the member's incarnation. Never
+			// the old incarnation's address, which the ledger keeps until
+			// the new one reports its own: the learner's peers would dial
+			// the old member.
+			ownAddr := addr
+			if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationMove && op.Member == m.Name && ownAddr == op.FromAddress {
+				ownAddr = ""
+			}
+			if dm, ok := memberRecord(s, domain, strings.TrimSuffix(own, "."+domain), ownAddr, peer, cli); ok {
 				dm.NoSRV = true
 				spec.Members = append(spec.Members, dm)
 			}

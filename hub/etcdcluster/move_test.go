@@ -83,6 +83,9 @@ func TestMoveThroughDecide(t *testing.T) {
 	if got := aRecord(t, d, "main-2"); got != "127.0.3.10" {
 		t.Errorf("main-2 resolves to %q at the move's start, want the old 127.0.3.10", got)
 	}
+	if got := aRecord(t, d, own); got != "" {
+		t.Errorf("%s resolves to %q before the new incarnation has an address; the old one's would send its peers to the old member", own, got)
+	}
 
 	// Create: the new object runs under its own name; its certificate
 	// carries both.
@@ -138,6 +141,9 @@ func TestMoveThroughDecide(t *testing.T) {
 	d, st = pass(s)
 	if d.plan.Action != membership.ActPromote {
 		t.Fatalf("plan %s (%s), want Promote", d.plan.Action, d.plan.Reason)
+	}
+	if c := condition(st, etcdfedv1.ConditionFailureTolerant); c.Status != metav1.ConditionTrue {
+		t.Errorf("FailureTolerant %s (%s) with the old voter still in: want True", c.Status, c.Message)
 	}
 	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.3.10" || b != "127.0.4.10" {
 		t.Errorf("main-2 -> %q, %s -> %q; want the old incarnation's 127.0.3.10 and the new one's 127.0.4.10", a, own, b)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -154,6 +155,13 @@ func tolerance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Tolerance 
 	for _, m := range st.Members {
 		if em, ok := listed(s.etcd, &m); ok && !em.IsLearner {
 			current = append(current, topology.Member{Name: m.Name, Domain: topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)}, Healthy: em.Healthy})
+		}
+	}
+	if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationMove && op.From != nil {
+		// The old incarnation a Move keeps is a voter until it is removed.
+		if em, ok := listedID(s.etcd, parseID(op.MemberID)); ok && !em.IsLearner {
+			current = append(current, topology.Member{Name: op.Member + " (incarnation " + strconv.FormatInt(op.FromIncarnation, 10) + ")",
+				Domain: topology.Domain{Cluster: op.From.Cluster, Zone: topoZone(op.From.Cluster, op.From.Zone)}, Healthy: em.Healthy})
 		}
 	}
 	return topology.Evaluate(current)
