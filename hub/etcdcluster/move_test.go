@@ -13,6 +13,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
 // withFourthCluster adds member-4 (zone-4), eligible and seen, with no
@@ -198,4 +199,43 @@ func containsLabel(rdata, label string) bool {
 		}
 	}
 	return false
+}
+
+// A Move given up (the new incarnation could not start) hands the member
+// back to its old incarnation, which never left etcd: domain,
+// incarnation, ID, address and the name it runs under.
+func TestMoveGivenUpRecordsTheOldIncarnationAgain(t *testing.T) {
+	s := ring()
+	withFourthCluster(s)
+	st := s.ec.Status.DeepCopy()
+	from := etcdfedv1.FailureDomain{Cluster: "member-3", Zone: "zone-3"}
+	st.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMove, Member: "main-2", MemberID: "3", Incarnation: 4, FromIncarnation: 3,
+		FromAddress: "127.0.3.10", From: &from, To: &etcdfedv1.FailureDomain{Cluster: "member-4", Zone: "zone-4"}}
+	m := statusMember(st, "main-2")
+	m.Cluster, m.Zone, m.Incarnation, m.ID, m.Address, m.DNSName = "member-4", "zone-4", 4, "", "127.0.4.10", "main-2-i4.main.etcd.test"
+	recordStep(s, st, membership.Decision{Action: membership.ActFinish, Member: "main-2", MemberID: 3, GaveUp: true,
+		Assign: []membership.Assignment{{Member: "main-2", Domain: topology.Domain{Cluster: "member-3", Zone: topoZone("member-3", "zone-3")}, Incarnation: 3, ID: 3}}})
+	m = statusMember(st, "main-2")
+	if st.Operation != nil || m.Cluster != "member-3" || m.Zone != "zone-3" || m.Incarnation != 3 || m.ID != "3" || m.Address != "127.0.3.10" || m.DNSName != "" {
+		t.Errorf("after the move was given up: operation %+v, main-2 %+v; want it back in member-3 as incarnation 3 [3] at 127.0.3.10 under the stable name", st.Operation, m)
+	}
+}
+
+// The hub takes from a spoke only the URLs of the member's stable name
+// or of the object's incarnation's own name: not another incarnation's,
+// not any other name the object's spec may carry.
+func TestReportedDNSName(t *testing.T) {
+	ec := ring().ec
+	obj := &etcdfedv1.EtcdMember{Spec: etcdfedv1.EtcdMemberSpec{Incarnation: 7}}
+	for _, tc := range []struct{ spec, want string }{
+		{"main-1.main.etcd.test", "main-1.main.etcd.test"},
+		{"main-1-i7.main.etcd.test", "main-1-i7.main.etcd.test"},
+		{"main-1-i6.main.etcd.test", "main-1.main.etcd.test"},
+		{"evil.example.com", "main-1.main.etcd.test"},
+	} {
+		obj.Spec.DNSName = tc.spec
+		if got := reportedDNSName(ec, obj, "main-1"); got != tc.want {
+			t.Errorf("spec dnsName %s: expected %s, want %s", tc.spec, got, tc.want)
+		}
+	}
 }
