@@ -40,6 +40,7 @@ func TestRule13MoveBeginsMakeBeforeBreak(t *testing.T) {
 				}
 			},
 		}},
+		{"asked for by annotation: break before make, said", moving(dD, func(in *Input) { in.BreakBeforeMake = true }), []check{opRecorded(OpReplace, ActCreateObjects), reason("annotation etcdfed.dev/break-before-make")}},
 		{"moves paused: a live member's move waits", moving(dD, func(in *Input) { in.MovesPaused = true }), []check{action(ActWait), reason("paused"), reason("1 move(s) planned")}},
 		{"old incarnation does not answer: break before make, said", moving(dD, func(in *Input) { in.Etcd.Members[2].Healthy = false }), []check{
 			action(ActBegin), opRecorded(OpReplace, ActCreateObjects), reason("break before make"), reason("does not answer"),
@@ -127,6 +128,14 @@ func TestRule13MoveStepsNewFirstOldLast(t *testing.T) {
 			}
 		}}},
 		{"learner started: promote it (the ring gains a voter)", moving(learner(true)), []check{action(ActPromote), opRecorded(OpMove, ActPromote)}},
+		{"learner started but not answering yet: not promoted (a voter that does not answer would count as one down)", moving(func(in *Input) {
+			learner(true)(in)
+			in.Etcd.Members[3].Healthy = false
+		}), []check{action(ActWait), reason("to answer before it is promoted")}},
+		{"promoted but not answering: the old voter is not removed yet", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members[3].Healthy = false
+		}), []check{action(ActWait), opRecorded(OpMove, ActRemoveMember), reason("to answer before its old one is removed")}},
 		{"promoted, the old incarnation leads: leadership moves away from it", moving(func(in *Input) {
 			promoted(in)
 			in.Etcd.LeaderID = 3

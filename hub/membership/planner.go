@@ -9,6 +9,10 @@ import (
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
+// annotationBreakBeforeMake is etcdfedv1.AnnotationBreakBeforeMake (this
+// package imports nothing of the API), for the message.
+const annotationBreakBeforeMake = "etcdfed.dev/break-before-make"
+
 // Polling intervals for steps that wait on the outside world.
 const (
 	// pollJoin is for the steps of a joining member that wait on its own
@@ -250,6 +254,13 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 		if !em.Started() {
 			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to start", m.Name), 0, true
 		}
+		if op.Type == OpMove && !em.Healthy {
+			// A voter that does not answer yet would count as one down
+			// beside the old incarnation: a learner serves clients only
+			// once it has applied the entry that publishes it, seconds
+			// after the member list shows it started.
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted beside its old incarnation", m.Name), 0, true
+		}
 		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)}), 0, true
 	}
 	return Decision{}, em.ID, false
@@ -333,6 +344,11 @@ func continueMove(in Input, op Operation) Decision {
 		return d
 	}
 	op.NewMemberID = id
+	if em, ok := byID(in.Etcd, id); ok && !em.Healthy {
+		if _, oldListed := byID(in.Etcd, op.MemberID); oldListed {
+			return waitStep(op, ActRemoveMember, pollJoin, "waiting for %s's new incarnation %s to answer before its old one is removed", m.Name, describe(em))
+		}
+	}
 	if d, pending := removeFromEtcd(in, op); pending {
 		return d
 	}
@@ -378,6 +394,8 @@ func makeBeforeBreak(in Input, m Member, to topology.Domain) (string, bool) {
 		return fmt.Sprintf("%s's old incarnation %s does not answer", m.Name, describe(em)), false
 	case to.Cluster == m.Domain.Cluster:
 		return fmt.Sprintf("%s moves inside member cluster %s, which holds one object per member", m.Name, to.Cluster), false
+	case in.BreakBeforeMake:
+		return fmt.Sprintf("the EtcdCluster asks for it (annotation %s)", annotationBreakBeforeMake), false
 	}
 	return "", true
 }

@@ -17,6 +17,10 @@ type Input struct {
 	// MovesPaused is spec.topology.pauseMoves: no Move of a live member
 	// begins (the one in flight finishes).
 	MovesPaused bool
+	// BreakBeforeMake moves live members break before make (a Replace),
+	// as before rule 13: the annotation etcdfed.dev/break-before-make,
+	// for measuring the difference.
+	BreakBeforeMake bool
 	// MemberGrace is how long a member may be unhealthy before it is
 	// replaced.
 	MemberGrace time.Duration

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -23,8 +25,9 @@ type toleranceSampler struct {
 	mu sync.Mutex
 	// samples is the number of moments sampled; zero lists the ones with
 	// no failure tolerance, listFailed how often the member list did not
-	// answer (no sample).
-	samples, listFailed int
+	// answer and raced how often it changed during the sample (no sample
+	// either way).
+	samples, listFailed, raced int
 	zero                []string
 	minTol              int
 	maxVoters           int
@@ -51,31 +54,8 @@ func startToleranceSampler(ctx context.Context, t testing.TB, hub *Cluster, m *M
 		defer func() { _ = c.Close() }()
 		for sctx.Err() == nil {
 			at := time.Now()
-			s.sample(sctx, hub, m, func(ctx context.Context) (voters, healthy int, desc string, err error) {
-				lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-				defer cancel()
-				list, err := c.MemberList(lctx)
-				if err != nil {
-					return 0, 0, "", err
-				}
-				var parts []string
-				for _, mem := range list.Members {
-					if mem.IsLearner || len(mem.ClientURLs) == 0 {
-						continue
-					}
-					voters++
-					scctx, scancel := context.WithTimeout(ctx, 2*time.Second)
-					_, serr := c.Status(scctx, mem.ClientURLs[0])
-					scancel()
-					state := "ok"
-					if serr == nil {
-						healthy++
-					} else {
-						state = "down"
-					}
-					parts = append(parts, fmt.Sprintf("%s[%x]=%s", mem.Name, mem.ID, state))
-				}
-				return voters, healthy, strings.Join(parts, " "), nil
+			s.sample(sctx, hub, m, at, func(ctx context.Context) (voters, healthy int, desc string, err error) {
+				return sampleTolerance(ctx, c)
 			})
 			select {
 			case <-sctx.Done():
@@ -86,7 +66,75 @@ func startToleranceSampler(ctx context.Context, t testing.TB, hub *Cluster, m *M
 	return s
 }
 
-func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedEtcd, list func(context.Context) (int, int, string, error)) {
+// sampleTolerance is one consistent sample of etcd's own view: the member
+// list, every voter's status call (side by side, 1 s each), and the member
+// list again; a membership change in between makes it no sample
+// (errRaced), since a voter removed meanwhile would count as down.
+func sampleTolerance(ctx context.Context, c *clientv3.Client) (voters, healthy int, desc string, err error) {
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	list, err := c.MemberList(lctx)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	type answer struct {
+		name string
+		id   uint64
+		ok   bool
+	}
+	var wg sync.WaitGroup
+	answers := make(chan answer, len(list.Members))
+	for _, mem := range list.Members {
+		if mem.IsLearner || len(mem.ClientURLs) == 0 {
+			continue
+		}
+		voters++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sctx, scancel := context.WithTimeout(ctx, time.Second)
+			defer scancel()
+			_, serr := c.Status(sctx, mem.ClientURLs[0])
+			answers <- answer{mem.Name, mem.ID, serr == nil}
+		}()
+	}
+	wg.Wait()
+	close(answers)
+	var parts []string
+	for a := range answers {
+		state := "down"
+		if a.ok {
+			healthy++
+			state = "ok"
+		}
+		parts = append(parts, fmt.Sprintf("%s[%x]=%s", a.name, a.id, state))
+	}
+	slices.Sort(parts)
+	again, err := c.MemberList(lctx)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if !sameMembers(list.Members, again.Members) {
+		return 0, 0, "", errRaced
+	}
+	return voters, healthy, strings.Join(parts, " "), nil
+}
+
+var errRaced = errors.New("the member list changed during the sample")
+
+func sameMembers(a, b []*etcdserverpb.Member) bool {
+	key := func(ms []*etcdserverpb.Member) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, fmt.Sprintf("%x/%v", m.ID, m.IsLearner))
+		}
+		slices.Sort(out)
+		return out
+	}
+	return slices.Equal(key(a), key(b))
+}
+
+func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedEtcd, at time.Time, list func(context.Context) (int, int, string, error)) {
 	voters, healthy, desc, err := list(ctx)
 	ec := &etcdfedv1.EtcdCluster{}
 	gerr := hub.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, ec)
@@ -105,6 +153,10 @@ func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedE
 	if ctx.Err() != nil {
 		return
 	}
+	if errors.Is(err, errRaced) {
+		s.raced++
+		return
+	}
 	if err != nil {
 		s.listFailed++
 		return
@@ -114,7 +166,7 @@ func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedE
 	s.minTol = min(s.minTol, tol)
 	s.maxVoters = max(s.maxVoters, voters)
 	if tol <= 0 {
-		s.zero = append(s.zero, fmt.Sprintf("%s: %d voters, %d healthy: %s", now.Format("15:04:05.000"), voters, healthy, desc))
+		s.zero = append(s.zero, fmt.Sprintf("%s: %d voters, %d healthy: %s", at.Format("15:04:05.000"), voters, healthy, desc))
 	}
 }
 
@@ -137,6 +189,20 @@ func (s *toleranceSampler) finish() map[string]time.Duration {
 		out[k] = s.last[k].Sub(s.first[k])
 	}
 	return out
+}
+
+// setBreakBeforeMake sets the annotation etcdfed.dev/break-before-make.
+func setBreakBeforeMake(ctx context.Context, hub *Cluster, m *ManagedEtcd) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	before := ec.DeepCopy()
+	if ec.Annotations == nil {
+		ec.Annotations = map[string]string{}
+	}
+	ec.Annotations[etcdfedv1.AnnotationBreakBeforeMake] = "true"
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }
 
 // setAllowedClusters sets spec.topology.clusters.
@@ -183,10 +249,11 @@ type MigrateSpecInput struct {
 // moved make-before-break, one at a time, the leader last; failure
 // tolerance, sampled from etcd's own member list and every voter's status
 // call, is never 0; linearizable, nothing acknowledged lost, every watch
-// complete. Then, beside it, today's break-before-make move for
-// comparison: one member's pod deleted and its cluster cordoned (the old
-// incarnation dead), and the ring moved back into a From cluster. It
-// reports the longest write gap and the time per member moved of both.
+// complete. Then, beside it, the same kind of move break before make
+// (the annotation etcdfed.dev/break-before-make, the behaviour before
+// make-before-break moves): one member moved back into a From cluster. It
+// reports the longest write gap, the failure tolerance sampled and the
+// time per member moved of both.
 func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 	t := in.T
 	t.Helper()
@@ -215,8 +282,8 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 	ops := sampler.finish()
 	w.Stop()
 	gap, gapAt := w.MaxWriteGapAt()
-	t.Logf("make before break: %d members moved from %v to %v in %.1fs; longest gap between acknowledged writes %s (at %s); %d samples of etcd's member list, min failure tolerance %d, at most %d voters, member list unanswered %d times",
-		replicas, in.From, in.To, total.Seconds(), gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"), sampler.samples, sampler.minTol, sampler.maxVoters, sampler.listFailed)
+	t.Logf("make before break: %d members moved from %v to %v in %.1fs; longest gap between acknowledged writes %s (at %s); %d samples of etcd's member list, min failure tolerance %d, at most %d voters, member list unanswered %d times, changed during a sample %d times",
+		replicas, in.From, in.To, total.Seconds(), gap.Round(time.Millisecond), gapAt.Format("15:04:05.000"), sampler.samples, sampler.minTol, sampler.maxVoters, sampler.listFailed, sampler.raced)
 	var moved []string
 	for _, k := range sampler.ops {
 		t.Logf("  %s: %.1fs", k, ops[k].Seconds())
@@ -245,30 +312,12 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 		t.Logf("  %s in %s, incarnation %d, dnsName %q", m.Name, m.Cluster, m.Incarnation, m.DNSName)
 	}
 
-	// Break before make, for comparison: the old incarnation dead first.
+	// Break before make, for comparison: the same kind of move (one live
+	// member, allowed clusters changed), with the EtcdCluster asking for
+	// the old behaviour (annotation etcdfed.dev/break-before-make).
 	victim := got.Status.Members[0]
-	cl := clusterNamed(in.Topology, victim.Cluster)
-	if cl == nil {
-		t.Fatalf("no cluster %s", victim.Cluster)
-	}
 	w2 := startScenarioWorkload(ctx, t, in.Etcd, "migrate-bbm")
-	cordon := cordonCluster(ctx, t, cl)
-	cordon(true)
-	defer cordon(false)
-	if err := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Delete(ctx, in.Etcd.ObjectName(victim.Name), metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = poll(ctx, 2*time.Minute, victim.Name+" not ready", func(pctx context.Context) (string, error) {
-		ec, err := in.Etcd.Get(pctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if m, _ := memberOf(ec, victim.Name); m.Ready {
-			return "still ready", nil
-		}
-		return "", nil
-	})
-	if err != nil {
+	if err := setBreakBeforeMake(ctx, hub, in.Etcd); err != nil {
 		t.Fatal(err)
 	}
 	back := slices.Clone(in.To)
@@ -287,15 +336,15 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 	ops2 := sampler2.finish()
 	w2.Stop()
 	gap2, gapAt2 := w2.MaxWriteGapAt()
-	t.Logf("break before make (old incarnation of %s dead first): moved from %s to %s in %.1fs; longest gap between acknowledged writes %s (at %s); min failure tolerance %d over %d samples",
-		victim.Name, victim.Cluster, in.From[0], total.Seconds(), gap2.Round(time.Millisecond), gapAt2.Format("15:04:05.000"), sampler2.minTol, sampler2.samples)
+	t.Logf("break before make (annotation): %s moved from %s to %s in %.1fs; longest gap between acknowledged writes %s (at %s); min failure tolerance %d over %d samples (%d with none), at most %d voters",
+		victim.Name, victim.Cluster, in.From[0], total.Seconds(), gap2.Round(time.Millisecond), gapAt2.Format("15:04:05.000"), sampler2.minTol, sampler2.samples, len(sampler2.zero), sampler2.maxVoters)
 	sawReplace := false
 	for _, k := range sampler2.ops {
 		t.Logf("  %s: %.1fs", k, ops2[k].Seconds())
 		sawReplace = sawReplace || strings.HasPrefix(k, string(etcdfedv1.OperationReplace)+" ")
 	}
 	if !sawReplace {
-		t.Errorf("operations %v: want a Replace (break before make) for a member whose old incarnation is dead", sampler2.ops)
+		t.Errorf("operations %v: want a Replace (break before make), as the annotation asks", sampler2.ops)
 	}
 	checkWorkload(ctx, t, w2)
 }
