@@ -28,9 +28,9 @@ type toleranceSampler struct {
 	// answer and raced how often it changed during the sample (no sample
 	// either way).
 	samples, listFailed, raced int
-	zero                []string
-	minTol              int
-	maxVoters           int
+	zero                       []string
+	minTol                     int
+	maxVoters                  int
 	// ops are the operations seen, in order: key -> first and last seen.
 	ops   []string
 	first map[string]time.Time
