@@ -310,6 +310,14 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 	checkWorkload(ctx, t, w)
 	for _, m := range got.Status.Members {
 		t.Logf("  %s in %s, incarnation %d, dnsName %q", m.Name, m.Cluster, m.Incarnation, m.DNSName)
+		// The stable name clients use follows the new incarnation, and
+		// the incarnation's own name (its peer URL) serves it too.
+		checkRecordFollows(ctx, t, in.Topology, in.Etcd, m)
+		if m.DNSName == "" {
+			t.Errorf("%s moved make before break without a name of its own", m.Name)
+		} else if err := WaitForRecordResolves(ctx, WaitForRecordResolvesInput{Servers: in.Topology.DNSServers, Name: m.DNSName, Address: m.Address}); err != nil {
+			t.Errorf("%s's own name: %v", m.Name, err)
+		}
 	}
 
 	// Break before make, for comparison: the same kind of move (one live
