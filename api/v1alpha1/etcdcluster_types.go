@@ -508,6 +508,14 @@ type MembershipOperation struct {
 	// +kubebuilder:validation:MaxLength=253
 	FromAddress string `json:"fromAddress,omitempty"`
 
+	// fromDNSName is the DNS name the retired incarnation runs under when
+	// it is its own (status.members[].dnsName of an incarnation a Move
+	// added): its record stays, at fromAddress, while etcd lists the
+	// retired ID, since its peers and its client URL use that name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FromDNSName string `json:"fromDNSName,omitempty"`
+
 	// from is the failure domain a member leaves.
 	// +optional
 	From *FailureDomain `json:"from,omitempty"`

@@ -71,6 +71,12 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 			}
 		}
 	}
+	if own, addr, held := retiredOwnName(s, st); held {
+		if dm, ok := memberRecord(s, domain, strings.TrimSuffix(own, "."+domain), addr, etcdfedv1.DefaultPeerPort, etcdfedv1.DefaultClientPort); ok {
+			dm.NoSRV = true
+			spec.Members = append(spec.Members, dm)
+		}
+	}
 	for i, cs := range s.clusters {
 		if cs.spoke == nil {
 			continue
@@ -139,4 +145,26 @@ func moveHoldsStableName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member st
 		return op.FromAddress, true
 	}
 	return "", false
+}
+
+// retiredOwnName: an operation retires an incarnation that runs under its
+// own name (added by an earlier Move), and etcd still lists it (or did not
+// answer): that name keeps the incarnation's address, from, while the
+// ledger already names the new incarnation. Its peers dial it by that
+// name, and the hub reaches it there (to move leadership away).
+func retiredOwnName(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (name, from string, held bool) {
+	op := st.Operation
+	if op == nil || op.FromDNSName == "" || op.FromAddress == "" || op.FromDNSName == memberDNSName(s.ec, op.Member) {
+		return "", "", false
+	}
+	if m := statusMember(st, op.Member); m != nil && m.DNSName == op.FromDNSName {
+		return "", "", false // still the ledger's own incarnation (given back)
+	}
+	if !s.etcd.Reachable {
+		return op.FromDNSName, op.FromAddress, true
+	}
+	if _, listed := listedID(s.etcd, parseID(op.MemberID)); listed {
+		return op.FromDNSName, op.FromAddress, true
+	}
+	return "", "", false
 }

@@ -93,11 +93,13 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 	}
 	switch d.Action {
 	case membership.ActBegin:
-		if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationMove {
-			// The stable name keeps the old incarnation's address until
-			// its ID is removed (moveHoldsStableName).
+		if op := st.Operation; op != nil && op.MemberID != "" {
+			// The old incarnation's names keep its address until its ID
+			// is removed (moveHoldsStableName, retiredOwnName): the stable
+			// name during a Move, and its own name, if it has one, during
+			// any operation that retires it.
 			if m := statusMember(st, op.Member); m != nil {
-				op.FromAddress = m.Address
+				op.FromAddress, op.FromDNSName = m.Address, m.DNSName
 			}
 		}
 		recordAssignments(s, st, d.Assign)
@@ -125,21 +127,15 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 
 // giveBack records a member whose Move was given up as its old
 // incarnation again, which never left etcd: its domain, incarnation, ID,
-// address, and the DNS name it was started under (its object's, when its
-// cluster is in sight; the stable name otherwise).
-func giveBack(s *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation, assign []membership.Assignment) {
+// address, and the DNS name it was started under.
+func giveBack(_ *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation, assign []membership.Assignment) {
 	for _, a := range assign {
 		m := statusMember(st, a.Member)
 		if m == nil {
 			continue
 		}
 		m.Cluster, m.Zone, m.Incarnation, m.ID = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation, hexID(a.ID)
-		m.Address, m.DNSName = op.FromAddress, ""
-		if cs := s.cluster(a.Domain.Cluster); cs.visible() {
-			if obj := cs.members[a.Member]; obj != nil && obj.Spec.Incarnation == a.Incarnation && obj.Spec.DNSName != memberDNSName(s.ec, a.Member) {
-				m.DNSName = obj.Spec.DNSName
-			}
-		}
+		m.Address, m.DNSName = op.FromAddress, op.FromDNSName
 	}
 }
 
@@ -238,6 +234,7 @@ func fromAPIOperation(op *etcdfedv1.MembershipOperation) *membership.Operation {
 
 		FromIncarnation: op.FromIncarnation,
 		FromAddress:     op.FromAddress,
+		FromDNSName:     op.FromDNSName,
 	}
 	if op.From != nil {
 		out.From = &topology.Domain{Cluster: op.From.Cluster, Zone: topoZone(op.From.Cluster, op.From.Zone)}
@@ -262,6 +259,7 @@ func toAPIOperation(op *membership.Operation, message string) *etcdfedv1.Members
 
 		FromIncarnation: op.FromIncarnation,
 		FromAddress:     op.FromAddress,
+		FromDNSName:     op.FromDNSName,
 	}
 	if op.From != nil {
 		out.From = &etcdfedv1.FailureDomain{Cluster: op.From.Cluster, Zone: labelZone(op.From.Zone)}

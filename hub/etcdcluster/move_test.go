@@ -190,6 +190,28 @@ func TestMoveThroughDecide(t *testing.T) {
 			t.Errorf("after the move: an update of main-2 restarts it or renames it: %+v", u.want.Spec)
 		}
 	}
+
+	// main-2 moved again, break before make (annotation): the incarnation
+	// it retires runs under its own name, which keeps its address while
+	// etcd lists it (its peers and the hub dial it there). Found by
+	// TestScenarioMigrate: the name vanished at the Replace's start, and
+	// the hub could no longer reach the old incarnation, the leader, to
+	// move leadership away.
+	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationBreakBeforeMake: "true"}
+	s.ec.Spec.Topology.Clusters = []string{"member-1", "member-2", "member-3"}
+	s.cluster("member-3").eligible, cs4.eligible = true, false
+	d, st = pass(s)
+	if st.Operation == nil || st.Operation.Type != etcdfedv1.OperationReplace || st.Operation.FromDNSName != own+".main.etcd.test" {
+		t.Fatalf("plan %s (%s), operation %+v; want a Replace retiring main-2's incarnation under %s", d.plan.Action, d.plan.Reason, st.Operation, own)
+	}
+	if got := aRecord(t, d, own); got != "127.0.4.10" {
+		t.Errorf("%s resolves to %q while its incarnation is still in etcd, want 127.0.4.10", own, got)
+	}
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e membership.ListEntry) bool { return e.ID == 40 })
+	d, _ = pass(s)
+	if got := aRecord(t, d, own); got != "" {
+		t.Errorf("%s still resolves to %q once its incarnation left etcd", own, got)
+	}
 }
 
 func containsLabel(rdata, label string) bool {

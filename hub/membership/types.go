@@ -222,6 +222,7 @@ type Operation struct {
 	// the planner carries it, the reconciler reads it).
 	FromIncarnation int64
 	FromAddress     string
+	FromDNSName     string
 	From            *topology.Domain
 	To              *topology.Domain
 	Reason          string
