@@ -207,13 +207,7 @@ func setBreakBeforeMake(ctx context.Context, hub *Cluster, m *ManagedEtcd) error
 
 // setAllowedClusters sets spec.topology.clusters.
 func setAllowedClusters(ctx context.Context, hub *Cluster, m *ManagedEtcd, clusters []string) error {
-	ec, err := m.Get(ctx, hub)
-	if err != nil {
-		return err
-	}
-	before := ec.DeepCopy()
-	ec.Spec.Topology.Clusters = clusters
-	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
+	return patchSpec(ctx, hub, m, func(s *etcdfedv1.EtcdClusterSpec) { s.Topology.Clusters = clusters })
 }
 
 // waitPlacedIn waits until the ring is ready with replicas members, all
