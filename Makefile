@@ -115,7 +115,7 @@ test: tools-test system-deps build ## Run every test: unit, integration (real ap
 	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_PKGS) | $(GO) run ./hack/testsummary
 
 .PHONY: drill
-drill: tools-test system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a replace, DRILL_RUNS times (default 10) under CPU load.
+drill: tools-test system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a move (make before break), DRILL_RUNS times (default 10) under CPU load.
 	ETCDFED_DRILL=1 ETCDFED_DRILL_RUNS=$(or $(DRILL_RUNS),10) ETCDFED_DRILL_CPU_BURN=2 $(GO) test -count=1 -timeout 120m -v -run 'TestHubRestartAtEveryStep' ./test/multicluster
 
 # SCENARIOS picks scenarios by test name (a go test -run pattern).

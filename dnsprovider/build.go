@@ -66,6 +66,10 @@ type Member struct {
 	// PeerPort and ClientPort for the SRV records; 0 means 2380 and 2379.
 	PeerPort   int32
 	ClientPort int32
+	// NoSRV leaves the name out of the SRV records: the name of one
+	// incarnation (a member's second name while it moves), not a member
+	// clients discover.
+	NoSRV bool
 }
 
 // NameServer is one NS record of the zone. A name inside the domain needs
@@ -239,6 +243,9 @@ func Build(spec Spec) (*RecordSet, error) {
 		}
 		if peer < 1 || peer > 65535 || cl < 1 || cl > 65535 {
 			bad("%s: ports %d/%d out of range 1..65535", what, m.PeerPort, m.ClientPort)
+			continue
+		}
+		if m.NoSRV {
 			continue
 		}
 		add(server+"."+origin, "SRV", srv(peer, name))

@@ -102,6 +102,23 @@ func MemberDNSName(member, domain string) string {
 	return member + "." + strings.TrimSuffix(domain, ".")
 }
 
+// AnnotationBreakBeforeMake, set to "true" on an EtcdCluster, moves its
+// live members break before make, as etcdfed did before make-before-break
+// moves: the old incarnation removed first, the ring without failure
+// tolerance for the move. It exists to measure the difference beside a
+// Move (TestScenarioMigrate); nothing else needs it.
+const AnnotationBreakBeforeMake = "etcdfed.dev/break-before-make"
+
+// IncarnationDNSName is the DNS name of an incarnation added beside the
+// member's live one by a make-before-break Move, <member>-i<incarnation>.<domain>:
+// its peers reach it under this name for its whole life (its peer URL and
+// its advertised client URL), while clients keep the stable name, which
+// points at it once the old incarnation is removed. The "-i" keeps it apart
+// from every member name (<ring>-<ordinal>) of the domain's one ring.
+func IncarnationDNSName(member string, incarnation int64, domain string) string {
+	return fmt.Sprintf("%s-i%d.%s", member, incarnation, strings.TrimSuffix(domain, "."))
+}
+
 // MemberURL is <scheme>://<dnsName>:<port>, the form of every peer and
 // client URL etcdfed advertises.
 func MemberURL(mode TLSMode, dnsName string, port int32) string {

@@ -147,6 +147,16 @@ type TopologySpec struct {
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=253
 	CordonedClusters []string `json:"cordonedClusters,omitempty"`
+
+	// pauseMoves holds the placement's moves of live members (a migration
+	// to other clusters, a cordon, a rebalance): no new Move begins while
+	// it is true, and the one in flight finishes (stopping one half-way
+	// would leave the ring with a voter more, or a learner, for as long as
+	// the pause lasts). Replacing a dead member, scaling, rollouts and
+	// evacuating a failed domain are not held. status.pendingMoves says
+	// how many moves wait.
+	// +optional
+	PauseMoves bool `json:"pauseMoves,omitempty"`
 }
 
 // DNSSpec configures the per-member records.
@@ -384,10 +394,22 @@ type MemberStatus struct {
 
 	// address is the member's exposed address (IP or hostname), the one its
 	// DNS name resolves to. While a member is moved or replaced, it stays
-	// the old incarnation's address until the new incarnation reports one.
+	// the old incarnation's address until the new incarnation reports one
+	// (a Move keeps the old one's in operation.fromAddress for the stable
+	// name until the old incarnation is removed).
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	Address string `json:"address,omitempty"`
+
+	// dnsName is the DNS name this incarnation was started under, when it
+	// is not the member's stable name <member>.<domain>: an incarnation
+	// added beside the live old one by a Move is <member>-i<incarnation>.<domain>
+	// for its whole life (its peer URL, its advertised client URL). Clients
+	// keep using the stable name, which points at this incarnation once the
+	// old one is removed; its certificate carries both names.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	DNSName string `json:"dnsName,omitempty"`
 
 	// since is when the member took its current failure domain and
 	// incarnation.
@@ -418,14 +440,21 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;MoveLeader;Roll;Defrag;Disrupt;Recover;RotateCA
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;Move;MoveLeader;Roll;Defrag;Disrupt;Recover;RotateCA
 type OperationType string
 
 const (
-	OperationBootstrap  OperationType = "Bootstrap"
-	OperationAdd        OperationType = "Add"
-	OperationRemove     OperationType = "Remove"
-	OperationReplace    OperationType = "Replace"
+	OperationBootstrap OperationType = "Bootstrap"
+	OperationAdd       OperationType = "Add"
+	OperationRemove    OperationType = "Remove"
+	OperationReplace   OperationType = "Replace"
+	// OperationMove moves a live member make-before-break: its new
+	// incarnation joins as a learner beside the old one and is promoted
+	// (the ring has one voter more than replicas for a while), then
+	// leadership leaves the old incarnation, its ID is removed and its
+	// objects deleted. A move whose old incarnation is already dead is a
+	// Replace (break-before-make).
+	OperationMove       OperationType = "Move"
 	OperationMoveLeader OperationType = "MoveLeader"
 	// OperationRoll restarts one member on the EtcdCluster's current spec
 	// (image, version, etcd flags, pod template) on its own volume,
@@ -467,6 +496,26 @@ type MembershipOperation struct {
 	// +optional
 	Incarnation int64 `json:"incarnation,omitempty"`
 
+	// fromIncarnation is the incarnation a Move retires (and keeps, should
+	// the new one never start).
+	// +optional
+	FromIncarnation int64 `json:"fromIncarnation,omitempty"`
+
+	// fromAddress is the address of the incarnation a Move retires: the
+	// member's stable DNS name keeps pointing at it until its etcd ID is
+	// removed.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FromAddress string `json:"fromAddress,omitempty"`
+
+	// fromDNSName is the DNS name the retired incarnation runs under when
+	// it is its own (status.members[].dnsName of an incarnation a Move
+	// added): its record stays, at fromAddress, while etcd lists the
+	// retired ID, since its peers and its client URL use that name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	FromDNSName string `json:"fromDNSName,omitempty"`
+
 	// from is the failure domain a member leaves.
 	// +optional
 	From *FailureDomain `json:"from,omitempty"`
@@ -476,7 +525,10 @@ type MembershipOperation struct {
 	To *FailureDomain `json:"to,omitempty"`
 
 	// reason says why: ScaleUp, ScaleDown, Evacuate, Rebalance, Spread,
-	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace, CARotation.
+	// Replace, Bootstrap, SpecChanged, Fragmented, NoSpace, CARotation. For
+	// a placement move the type says how: Move (make before break) or
+	// Replace (break before make: the old incarnation was already dead,
+	// which the message says).
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	Reason string `json:"reason,omitempty"`
@@ -535,6 +587,19 @@ type EtcdClusterStatus struct {
 	// member's roll), if any.
 	// +optional
 	Operation *MembershipOperation `json:"operation,omitempty"`
+
+	// failuresTolerated is how many voting members etcd's own member list
+	// can lose, as of the last pass, and keep its quorum: healthy voters
+	// minus the quorum of all voters, never below 0. During a Move it
+	// counts the extra voter. Unset when etcd did not answer.
+	// +optional
+	FailuresTolerated *int32 `json:"failuresTolerated,omitempty"`
+
+	// pendingMoves is how many members the placement still wants moved
+	// (a migration's progress: every member of a cluster no longer
+	// allowed, one at a time), the one in flight included.
+	// +optional
+	PendingMoves int32 `json:"pendingMoves,omitempty"`
 
 	// lastIncarnation is the highest incarnation number handed out. Each new
 	// incarnation of any member takes the next number, so a retained volume

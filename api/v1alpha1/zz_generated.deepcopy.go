@@ -542,6 +542,11 @@ func (in *EtcdClusterStatus) DeepCopyInto(out *EtcdClusterStatus) {
 		*out = new(MembershipOperation)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.FailuresTolerated != nil {
+		in, out := &in.FailuresTolerated, &out.FailuresTolerated
+		*out = new(int32)
+		**out = **in
+	}
 	if in.Restore != nil {
 		in, out := &in.Restore, &out.Restore
 		*out = new(RestoreStatus)

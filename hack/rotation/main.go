@@ -60,6 +60,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioInstall":                2 * time.Minute, // 82 s
 	"TestScenarioLegacyNamesAdopted":     4 * time.Minute,
 	"TestScenarioGossipBroken":           3 * time.Minute, // 164 s
+	"TestScenarioMigrate":                4 * time.Minute, // 138 s, its own six-cluster environment
 }
 
 // defaultEstimate counts a scenario with no estimate yet.

@@ -281,7 +281,8 @@ func withEtcd(s *snapshot, renderErr error, f func(*etcdops.Client) error) error
 func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA) error {
 	var errs []error
 	for _, c := range d.certs {
-		errs = append(errs, r.writeMemberCert(ctx, s, s.cluster(c.cluster), ca, c.member))
+		cs := s.cluster(c.cluster)
+		errs = append(errs, r.writeMemberCert(ctx, s, cs, ca, c.member, objectDNSName(s.ec, cs.members[c.member], c.member)))
 	}
 	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
 	errs = append(errs, r.sweep(ctx, s, d))
@@ -337,7 +338,7 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 	for _, w := range writes {
 		cs := s.cluster(w.cluster)
 		if w.cert {
-			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName); err != nil {
+			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName, w.want.Spec.DNSName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -354,12 +355,13 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 }
 
 // writeMemberCert issues a member's certificate (server and client auth,
-// its DNS name as SAN) and writes its Secret next to its object.
-func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, member string) error {
+// its DNS names as SANs: memberCertNames) and writes its Secret next to
+// its object.
+func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, member, dnsName string) error {
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, r.now())
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member, dnsName)}, r.now())
 	if err != nil {
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}

@@ -188,7 +188,8 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 				errs = append(errs, fmt.Errorf("member cluster %s is not visible", m.Cluster))
 				continue
 			}
-			out.writes = append(out.writes, memberWrite{cluster: cs.name, want: desiredMember(s, st, m, cs.members[name]), cert: certDue(s, cs, name)})
+			want := desiredMember(s, st, m, cs.members[name])
+			out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, name, want.Spec.DNSName)})
 		}
 		out.err = errors.Join(errs...)
 	case membership.ActStartBootstrap:
@@ -229,12 +230,18 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		out.peerURL = obj.Status.PeerURL
 	case membership.ActStartMember:
 		// Start with "existing" and an initial cluster naming every current
-		// member (the learner under its own name).
+		// member (the learner under its own name). etcd matches the other
+		// entries by peer URL only, but reads one name with two URLs as one
+		// member: the old incarnation a Move keeps beside the learner, of
+		// the same name, is listed under its ID.
 		var pairs []string
 		for _, em := range s.etcd.Members {
 			name := em.Name
-			if em.ID == p.MemberID {
+			switch {
+			case em.ID == p.MemberID:
 				name = p.Member
+			case name == p.Member:
+				name = fmt.Sprintf("%s-%x", name, em.ID)
 			}
 			if name == "" || len(em.PeerURLs) == 0 {
 				continue
@@ -295,7 +302,7 @@ func (out *step) write(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member stri
 	}
 	// The certificate first: a Roll onto a changed CA trust restarts the
 	// pod on the Secret as it is then.
-	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, member)})
+	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, member, want.Spec.DNSName)})
 }
 
 // pkiDue: the CA to create (none yet), and the hub's client certificate
@@ -316,9 +323,10 @@ func pkiDue(s *snapshot) pkiWork {
 }
 
 // certDue: the member's certificate Secret in cs is missing, near expiry,
-// without the member's DNS name, or of another CA.
-func certDue(s *snapshot, cs *clusterSnapshot, member string) bool {
-	due, _ := certDueWhy(s, cs, member)
+// without the DNS names of the incarnation running under dnsName
+// (memberCertNames), or of another CA.
+func certDue(s *snapshot, cs *clusterSnapshot, member, dnsName string) bool {
+	due, _ := certDueWhy(s, cs, member, dnsName)
 	return due
 }
 
@@ -327,7 +335,7 @@ func certDue(s *snapshot, cs *clusterSnapshot, member string) bool {
 // the bundle (a CA rotation). Such a certificate is left to the member's
 // Roll while the member is to restart on the changed trust: the Roll
 // writes it just before the restart, one member at a time.
-func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bool) {
+func certDueWhy(s *snapshot, cs *clusterSnapshot, member, dnsName string) (due, caOnly bool) {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return false, false
 	}
@@ -335,7 +343,7 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, member string) (due, caOnly bo
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}
-	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, member), s.now)
+	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, member, dnsName), s.now)
 	// A problem of the certificate itself (missing, expiring, wrong name,
 	// of a CA the ring does not know) is fixed at once.
 	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)
@@ -359,7 +367,7 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 			continue // the membership step creates it
 		}
 		want := desiredMember(s, st, m, existing)
-		if due, caOnly := certDueWhy(s, cs, m.Name); due && (!caOnly || !restarts(existing, want)) {
+		if due, caOnly := certDueWhy(s, cs, m.Name, want.Spec.DNSName); due && (!caOnly || !restarts(existing, want)) {
 			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
 		}
 		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Spec.MemberName == m.Name }) {

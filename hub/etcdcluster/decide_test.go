@@ -81,7 +81,7 @@ func withTLS(t *testing.T, s *snapshot) *pki.CA {
 
 func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member string, at time.Time) {
 	t.Helper()
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member)}, at)
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member, "")}, at)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,22 +48,34 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 			peer = urlPort(obj.Status.PeerURL, peer)
 			cli = urlPort(obj.Status.ClientURL, cli)
 		}
-		if addr == "" {
-			continue
+		stable := addr
+		if from, held := moveHoldsStableName(s, st, m.Name); held {
+			stable = from
 		}
-		// The object's address was checked when it was read; one the
-		// ledger kept from before that check may not pass it, and one bad
-		// address must not stop every other member's record.
-		if reports.CheckAddress(addr, reports.Member{Domain: domain, LoadBalancer: true, AllowLoopback: s.allowLoopback}) != nil {
-			continue
+		if dm, ok := memberRecord(s, domain, m.Name, stable, peer, cli); ok {
+			spec.Members = append(spec.Members, dm)
 		}
-		dm := dnsprovider.Member{Name: m.Name, PeerPort: peer, ClientPort: cli}
-		if ip, err := netip.ParseAddr(addr); err == nil {
-			dm.Addresses = []netip.Addr{ip.Unmap()}
-		} else {
-			dm.Hostname = addr
+		if own := m.DNSName; own != "" && own != memberDNSName(ec, m.Name) {
+			// The incarnation's own name, which its peers dial (its peer
+			// URL), for as long as it is the member's incarnation. Never
+			// the old incarnation's address, which the ledger keeps until
+			// the new one reports its own: the learner's peers would dial
+			// the old member.
+			ownAddr := addr
+			if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationMove && op.Member == m.Name && ownAddr == op.FromAddress {
+				ownAddr = ""
+			}
+			if dm, ok := memberRecord(s, domain, strings.TrimSuffix(own, "."+domain), ownAddr, peer, cli); ok {
+				dm.NoSRV = true
+				spec.Members = append(spec.Members, dm)
+			}
 		}
-		spec.Members = append(spec.Members, dm)
+	}
+	if own, addr, held := retiredOwnName(s, st); held {
+		if dm, ok := memberRecord(s, domain, strings.TrimSuffix(own, "."+domain), addr, etcdfedv1.DefaultPeerPort, etcdfedv1.DefaultClientPort); ok {
+			dm.NoSRV = true
+			spec.Members = append(spec.Members, dm)
+		}
 	}
 	for i, cs := range s.clusters {
 		if cs.spoke == nil {
@@ -91,4 +103,68 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 		return nil, fmt.Errorf("DNS records for %s: %w", domain, err)
 	}
 	return set, nil
+}
+
+// memberRecord is the record of name (one label under domain) at addr, when
+// addr is known and passes the check of reported addresses.
+func memberRecord(s *snapshot, domain, name, addr string, peer, cli int32) (dnsprovider.Member, bool) {
+	if addr == "" {
+		return dnsprovider.Member{}, false
+	}
+	// The object's address was checked when it was read; one the ledger
+	// kept from before that check may not pass it, and one bad address
+	// must not stop every other member's record.
+	if reports.CheckAddress(addr, reports.Member{Domain: domain, LoadBalancer: true, AllowLoopback: s.allowLoopback}) != nil {
+		return dnsprovider.Member{}, false
+	}
+	dm := dnsprovider.Member{Name: name, PeerPort: peer, ClientPort: cli}
+	if ip, err := netip.ParseAddr(addr); err == nil {
+		dm.Addresses = []netip.Addr{ip.Unmap()}
+	} else {
+		dm.Hostname = addr
+	}
+	return dm, true
+}
+
+// moveHoldsStableName: a Move of member is in flight and its old
+// incarnation is still in etcd (or etcd did not answer: it may be), so the
+// member's stable name keeps the old incarnation's address, from. Peers
+// reach the old incarnation by that name; pointing it at the new one
+// before the old ID is removed would cut the old voter off (two voters
+// fewer, not one more). The new incarnation is reached by its own name
+// meanwhile.
+func moveHoldsStableName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (from string, held bool) {
+	op := st.Operation
+	if op == nil || op.Type != etcdfedv1.OperationMove || op.Member != member || op.FromAddress == "" {
+		return "", false
+	}
+	if !s.etcd.Reachable {
+		return op.FromAddress, true
+	}
+	if _, listed := listedID(s.etcd, parseID(op.MemberID)); listed {
+		return op.FromAddress, true
+	}
+	return "", false
+}
+
+// retiredOwnName: an operation retires an incarnation that runs under its
+// own name (added by an earlier Move), and etcd still lists it (or did not
+// answer): that name keeps the incarnation's address, from, while the
+// ledger already names the new incarnation. Its peers dial it by that
+// name, and the hub reaches it there (to move leadership away).
+func retiredOwnName(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (name, from string, held bool) {
+	op := st.Operation
+	if op == nil || op.FromDNSName == "" || op.FromAddress == "" || op.FromDNSName == memberDNSName(s.ec, op.Member) {
+		return "", "", false
+	}
+	if m := statusMember(st, op.Member); m != nil && m.DNSName == op.FromDNSName {
+		return "", "", false // still the ledger's own incarnation (given back)
+	}
+	if !s.etcd.Reachable {
+		return op.FromDNSName, op.FromAddress, true
+	}
+	if _, listed := listedID(s.etcd, parseID(op.MemberID)); listed {
+		return op.FromDNSName, op.FromAddress, true
+	}
+	return "", "", false
 }

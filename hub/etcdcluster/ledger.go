@@ -93,6 +93,15 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 	}
 	switch d.Action {
 	case membership.ActBegin:
+		if op := st.Operation; op != nil && op.MemberID != "" {
+			// The old incarnation's names keep its address until its ID
+			// is removed (moveHoldsStableName, retiredOwnName): the stable
+			// name during a Move, and its own name, if it has one, during
+			// any operation that retires it.
+			if m := statusMember(st, op.Member); m != nil {
+				op.FromAddress, op.FromDNSName = m.Address, m.DNSName
+			}
+		}
 		recordAssignments(s, st, d.Assign)
 	case membership.ActFinishBootstrap:
 		st.ClusterID = hexID(s.etcd.ClusterID)
@@ -107,6 +116,8 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 		}
 		if op != nil && op.Type == etcdfedv1.OperationRemove {
 			st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == op.Member })
+		} else if op != nil && op.Type == etcdfedv1.OperationMove && d.GaveUp {
+			giveBack(s, st, op, d.Assign)
 		} else if m := statusMember(st, d.Member); m != nil && d.MemberID != 0 {
 			m.ID = hexID(d.MemberID)
 		}
@@ -114,7 +125,22 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 	}
 }
 
-// recordAssignments places new incarnations (Bootstrap, Add, Replace).
+// giveBack records a member whose Move was given up as its old
+// incarnation again, which never left etcd: its domain, incarnation, ID,
+// address, and the DNS name it was started under.
+func giveBack(_ *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation, assign []membership.Assignment) {
+	for _, a := range assign {
+		m := statusMember(st, a.Member)
+		if m == nil {
+			continue
+		}
+		m.Cluster, m.Zone, m.Incarnation, m.ID = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation, hexID(a.ID)
+		m.Address, m.DNSName = op.FromAddress, op.FromDNSName
+	}
+}
+
+// recordAssignments places new incarnations (Bootstrap, Add, Replace,
+// Move); a Move's is served under its own DNS name.
 func recordAssignments(s *snapshot, st *etcdfedv1.EtcdClusterStatus, assign []membership.Assignment) {
 	now := metav1.NewTime(s.now)
 	for _, a := range assign {
@@ -124,6 +150,10 @@ func recordAssignments(s *snapshot, st *etcdfedv1.EtcdClusterStatus, assign []me
 			m = &st.Members[len(st.Members)-1]
 		}
 		m.Cluster, m.Zone, m.Incarnation = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation
+		m.DNSName = ""
+		if a.OwnName {
+			m.DNSName = etcdfedv1.IncarnationDNSName(a.Member, a.Incarnation, s.ec.Spec.DNS.Domain)
+		}
 		// The address stays: it is what the member's DNS name resolves to,
 		// and the old incarnation (maybe the leader, which the hub must
 		// reach to move leadership away) runs there until its ID is
@@ -201,6 +231,10 @@ func fromAPIOperation(op *etcdfedv1.MembershipOperation) *membership.Operation {
 		Reason:      op.Reason,
 		Step:        membership.Action(op.Step),
 		StartedAt:   op.StartedAt.Time,
+
+		FromIncarnation: op.FromIncarnation,
+		FromAddress:     op.FromAddress,
+		FromDNSName:     op.FromDNSName,
 	}
 	if op.From != nil {
 		out.From = &topology.Domain{Cluster: op.From.Cluster, Zone: topoZone(op.From.Cluster, op.From.Zone)}
@@ -222,6 +256,10 @@ func toAPIOperation(op *membership.Operation, message string) *etcdfedv1.Members
 		Step:        string(op.Step),
 		Message:     truncate(message, 1024),
 		StartedAt:   metav1.NewTime(op.StartedAt),
+
+		FromIncarnation: op.FromIncarnation,
+		FromAddress:     op.FromAddress,
+		FromDNSName:     op.FromDNSName,
 	}
 	if op.From != nil {
 		out.From = &etcdfedv1.FailureDomain{Cluster: op.From.Cluster, Zone: labelZone(op.From.Zone)}

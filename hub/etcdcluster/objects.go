@@ -27,11 +27,36 @@ func memberDNSName(ec *etcdfedv1.EtcdCluster, member string) string {
 	return etcdfedv1.MemberDNSName(member, ec.Spec.DNS.Domain)
 }
 
-// memberCertNames are the DNS SANs of a member's certificate: its own
-// name first (etcd's peer address check resolves them in order), then the
-// ring's peer name, which no client certificate carries.
-func memberCertNames(ec *etcdfedv1.EtcdCluster, member string) []string {
-	return []string{memberDNSName(ec, member), pki.PeerName(ec.Spec.DNS.Domain)}
+// memberCertNames are the DNS SANs of a member's certificate: the name
+// its incarnation was started under first (etcd's peer address check
+// resolves them in order), then the member's stable name when that is
+// another (an incarnation added by a Move: clients reach it by the stable
+// name once the old incarnation is gone), then the ring's peer name, which
+// no client certificate carries. dnsName "" is the stable name.
+func memberCertNames(ec *etcdfedv1.EtcdCluster, member, dnsName string) []string {
+	stable := memberDNSName(ec, member)
+	if dnsName == "" || dnsName == stable {
+		return []string{stable, pki.PeerName(ec.Spec.DNS.Domain)}
+	}
+	return []string{dnsName, stable, pki.PeerName(ec.Spec.DNS.Domain)}
+}
+
+// incarnationDNSName is the DNS name a recorded member's incarnation runs
+// under: its own (status.members[].dnsName, a Move's) or the stable one.
+func incarnationDNSName(ec *etcdfedv1.EtcdCluster, m *etcdfedv1.MemberStatus) string {
+	if m.DNSName != "" {
+		return m.DNSName
+	}
+	return memberDNSName(ec, m.Name)
+}
+
+// objectDNSName is the DNS name obj runs under, the stable name when obj
+// is nil.
+func objectDNSName(ec *etcdfedv1.EtcdCluster, obj *etcdfedv1.EtcdMember, member string) string {
+	if obj != nil && obj.Spec.DNSName != "" {
+		return obj.Spec.DNSName
+	}
+	return memberDNSName(ec, member)
 }
 
 // memberURL is a member's URL on port, by its DNS name.
@@ -64,7 +89,7 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 			Incarnation: m.Incarnation,
 			Image:       Image(ec),
 			Version:     ec.Spec.Version,
-			DNSName:     memberDNSName(ec, m.Name),
+			DNSName:     incarnationDNSName(ec, m),
 			Zone:        m.Zone,
 			Storage:     memberStorage(ec, m.Cluster),
 			Expose:      ec.Spec.Expose,

@@ -333,12 +333,22 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 	s.etcd = c.ObserveWith(ctx, etcdops.ObserveOptions{OutOfSight: outOfSightIDs(s, ledger, away)})
 	// A member the hub cannot reach but its spoke reports healthy is
 	// healthy: only the hub's path to it failed.
+	var objs []*etcdfedv1.EtcdMember
+	for _, m := range ledger.Members {
+		objs = append(objs, s.currentObject(ledger, m.Name))
+	}
+	if op := ledger.Operation; op != nil && op.Type == etcdfedv1.OperationMove && op.From != nil {
+		// The old incarnation a Move keeps until its ID is removed.
+		if cs := s.cluster(op.From.Cluster); cs.visible() {
+			objs = append(objs, cs.members[op.Member])
+		}
+	}
 	for i, em := range s.etcd.Members {
 		if em.Healthy {
 			continue
 		}
-		for _, m := range ledger.Members {
-			if obj := s.currentObject(ledger, m.Name); obj != nil && obj.Status.Etcd != nil && obj.Status.Etcd.ID == hexID(em.ID) &&
+		for _, obj := range objs {
+			if obj != nil && obj.Status.Etcd != nil && obj.Status.Etcd.ID == hexID(em.ID) &&
 				meta.IsStatusConditionTrue(obj.Status.Conditions, etcdfedv1.ConditionMemberHealthy) {
 				s.etcd.Members[i].Healthy = true
 			}

@@ -208,6 +208,8 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Now:             s.now,
 		Replicas:        int(ec.Spec.Replicas),
 		Automatic:       ec.Spec.FailurePolicy.Automatic == nil || *ec.Spec.FailurePolicy.Automatic,
+		MovesPaused:     ec.Spec.Topology.PauseMoves,
+		BreakBeforeMake: ec.Annotations[etcdfedv1.AnnotationBreakBeforeMake] == "true",
 		MemberGrace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
 		Bootstrapped:    st.ClusterID != "",
 		LastIncarnation: st.LastIncarnation,

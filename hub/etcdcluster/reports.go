@@ -22,7 +22,7 @@ func checkReports(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, allowLoopback 
 	for name, obj := range cs.members {
 		exp := func(t etcdfedv1.ExposeType) bool { return ec.Spec.Expose.Type == t || obj.Spec.Expose.Type == t }
 		m := reports.Member{
-			DNSName: memberDNSName(ec, name), Domain: ec.Spec.DNS.Domain, TLS: ec.Spec.TLS.Mode.Enabled(),
+			DNSName: reportedDNSName(ec, obj, name), Domain: ec.Spec.DNS.Domain, TLS: ec.Spec.TLS.Mode.Enabled(),
 			NodePort: exp(etcdfedv1.ExposeNodePort), LoadBalancer: exp(etcdfedv1.ExposeLoadBalancer), AllowLoopback: allowLoopback,
 		}
 		st, rej := reports.MemberStatus(obj.Status, m)
@@ -38,4 +38,15 @@ func checkReports(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, allowLoopback 
 			cs.rejected = append(cs.rejected, fmt.Sprintf("member cluster %s reported for its EtcdSpoke %s; refused, not used", cs.name, r))
 		}
 	}
+}
+
+// reportedDNSName is the DNS name the hub expects in the URLs obj's spoke
+// reports: the member's stable name, or the incarnation's own name when
+// the object runs under it (a Move's incarnation). Nothing else, whatever
+// the object's spec says: the names come from the EtcdCluster.
+func reportedDNSName(ec *etcdfedv1.EtcdCluster, obj *etcdfedv1.EtcdMember, member string) string {
+	if own := etcdfedv1.IncarnationDNSName(member, obj.Spec.Incarnation, ec.Spec.DNS.Domain); obj.Spec.DNSName == own {
+		return own
+	}
+	return memberDNSName(ec, member)
 }

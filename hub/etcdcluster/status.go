@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -29,6 +30,8 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setEndpoints(s, st)
 	tol := tolerance(s, st)
 	st.ZoneSummary = zoneSummary(tol)
+	st.FailuresTolerated = failuresTolerated(s.etcd)
+	st.PendingMoves = pendingMoves(st, d.placement)
 
 	gen := s.ec.Generation
 	// What the spokes found in etcd's own logs: why members cannot connect
@@ -103,12 +106,62 @@ func setEndpoints(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	}
 }
 
+// failuresTolerated is how many voters etcd's own member list can lose
+// and keep quorum: healthy voters minus the quorum of all voters, at
+// least 0; nil when etcd did not answer. It counts every voter etcd lists,
+// so a Move's extra voter counts (the ledger knows one incarnation per
+// member).
+func failuresTolerated(e membership.Etcd) *int32 {
+	if !e.Reachable {
+		return nil
+	}
+	voters, healthy := 0, 0
+	for _, m := range e.Members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		if m.Healthy {
+			healthy++
+		}
+	}
+	n := int32(max(0, healthy-(voters/2+1)))
+	return &n
+}
+
+// pendingMoves is how many members the placement still wants moved, the
+// Move or Replace in flight for a placement reason included: a
+// migration's progress.
+func pendingMoves(st *etcdfedv1.EtcdClusterStatus, p topology.Result) int32 {
+	n := int32(0)
+	planned := false
+	for _, s := range p.Steps {
+		if s.Action == topology.Move {
+			n++
+			planned = planned || (st.Operation != nil && s.Member == st.Operation.Member)
+		}
+	}
+	// The pass that begins a move planned it too.
+	if op := st.Operation; !planned && op != nil && op.From != nil && op.To != nil && *op.From != *op.To &&
+		(op.Type == etcdfedv1.OperationMove || op.Type == etcdfedv1.OperationReplace) {
+		n++
+	}
+	return n
+}
+
 // tolerance evaluates today's placement of the voters.
 func tolerance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Tolerance {
 	var current []topology.Member
 	for _, m := range st.Members {
 		if em, ok := listed(s.etcd, &m); ok && !em.IsLearner {
 			current = append(current, topology.Member{Name: m.Name, Domain: topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)}, Healthy: em.Healthy})
+		}
+	}
+	if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationMove && op.From != nil {
+		// The old incarnation a Move keeps is a voter until it is removed.
+		if em, ok := listedID(s.etcd, parseID(op.MemberID)); ok && !em.IsLearner {
+			current = append(current, topology.Member{Name: op.Member + " (incarnation " + strconv.FormatInt(op.FromIncarnation, 10) + ")",
+				Domain: topology.Domain{Cluster: op.From.Cluster, Zone: topoZone(op.From.Cluster, op.From.Zone)}, Healthy: em.Healthy})
 		}
 	}
 	return topology.Evaluate(current)

@@ -9,6 +9,10 @@ import (
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
+// annotationBreakBeforeMake is etcdfedv1.AnnotationBreakBeforeMake (this
+// package imports nothing of the API), for the message.
+const annotationBreakBeforeMake = "etcdfed.dev/break-before-make"
+
 // Polling intervals for steps that wait on the outside world.
 const (
 	// pollJoin is for the steps of a joining member that wait on its own
@@ -140,6 +144,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueRemove(in, op)
 	case OpReplace:
 		return continueReplace(in, op)
+	case OpMove:
+		return continueMove(in, op)
 	case OpRoll:
 		return continueRoll(in, op)
 	case OpDefrag:
@@ -207,39 +213,57 @@ func continueAdd(in Input, op Operation) Decision {
 	if !ok {
 		return Decision{Action: ActFinish, Reason: fmt.Sprintf("member %s is no longer assigned; add abandoned", op.Member)}
 	}
+	d, id, pending := join(in, op, m)
+	if pending {
+		return d
+	}
+	return Decision{Action: ActFinish, Member: m.Name, MemberID: id, Reason: fmt.Sprintf("%s joined as a voter", m.Name)}
+}
+
+// join walks the new incarnation of an Add, Replace or Move to a voter:
+// object, exposure, learner, start, promote. pending is false once it is a
+// voter, with its etcd ID.
+func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool) {
 	if !in.Etcd.Reachable {
-		return waitStep(op, op.Step, pollFast, "etcd does not answer (%s)", orUnknown(in.Etcd.Error))
+		return waitStep(op, op.Step, pollFast, "etcd does not answer (%s)", orUnknown(in.Etcd.Error)), 0, true
 	}
 	if d, given := giveUpStart(in, op, m); given {
-		return d
+		return d, 0, true
 	}
 	if m.Object == nil || m.Object.Incarnation < m.Incarnation {
 		if !m.ClusterVisible {
-			return waitStep(op, ActCreateObjects, pollSlow, "member cluster %s is not visible; waiting to create %s there", m.Domain.Cluster, m.Name)
+			return waitStep(op, ActCreateObjects, pollSlow, "member cluster %s is not visible; waiting to create %s there", m.Domain.Cluster, m.Name), 0, true
 		}
-		return step(op, ActCreateObjects, Decision{Members: []string{m.Name}, Domain: m.Domain, Reason: fmt.Sprintf("creating %s in %s", m.Name, m.Domain)})
+		return step(op, ActCreateObjects, Decision{Members: []string{m.Name}, Domain: m.Domain, Reason: fmt.Sprintf("creating %s in %s", m.Name, m.Domain)}), 0, true
 	}
 	if m.Object.PeerURL == "" || m.Object.StatusIncarnation != m.Incarnation {
-		return waitStep(op, ActAddLearner, pollJoin, "waiting for the spoke in %s to expose %s", m.Domain.Cluster, m.Name)
+		return waitStep(op, ActAddLearner, pollJoin, "waiting for the spoke in %s to expose %s", m.Domain.Cluster, m.Name), 0, true
 	}
 	em, found := byPeerURL(in.Etcd, m.Object.PeerURL)
 	if !found {
 		if l, busy := otherLearner(in.Etcd, 0); busy {
-			return waitStep(op, ActAddLearner, pollFast, "learner %s is still joining; one learner at a time", describe(l))
+			return waitStep(op, ActAddLearner, pollFast, "learner %s is still joining; one learner at a time", describe(l)), 0, true
 		}
-		return step(op, ActAddLearner, Decision{Member: m.Name, Reason: fmt.Sprintf("adding %s as a learner", m.Name)})
+		return step(op, ActAddLearner, Decision{Member: m.Name, Reason: fmt.Sprintf("adding %s as a learner", m.Name)}), 0, true
 	}
 	op.NewMemberID = em.ID
 	if m.Object.Bootstrap != "existing" {
-		return step(op, ActStartMember, Decision{Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("starting %s to join the cluster", m.Name)})
+		return step(op, ActStartMember, Decision{Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("starting %s to join the cluster", m.Name)}), 0, true
 	}
 	if em.IsLearner {
 		if !em.Started() {
-			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to start", m.Name)
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to start", m.Name), 0, true
 		}
-		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)})
+		if op.Type == OpMove && !em.Healthy {
+			// A voter that does not answer yet would count as one down
+			// beside the old incarnation: a learner serves clients only
+			// once it has applied the entry that publishes it, seconds
+			// after the member list shows it started.
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted beside its old incarnation", m.Name), 0, true
+		}
+		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)}), 0, true
 	}
-	return Decision{Action: ActFinish, Member: m.Name, MemberID: em.ID, Reason: fmt.Sprintf("%s joined as a voter", m.Name)}
+	return Decision{}, em.ID, false
 }
 
 // giveUpStart ends an Add (or the add half of a Replace) whose new
@@ -298,6 +322,82 @@ func continueReplace(in Input, op Operation) Decision {
 		}
 	}
 	return continueAdd(in, op)
+}
+
+// continueMove walks a make-before-break move (rule 13): the new
+// incarnation joins and is promoted beside the old one (join), then
+// leadership leaves the old incarnation, its ID is removed (removeFromEtcd)
+// and its object deleted. The ring has one voter more than replicas
+// between the promotion and the removal, never one fewer. A new
+// incarnation that cannot start where it was placed is given up and the
+// member is handed back to its old incarnation, which never left.
+func continueMove(in Input, op Operation) Decision {
+	m, ok := member(in, op.Member)
+	if !ok {
+		return Decision{Action: ActFinish, Reason: fmt.Sprintf("member %s is no longer assigned; move abandoned", op.Member)}
+	}
+	d, id, pending := join(in, op, m)
+	if pending {
+		if d.Action == ActFinish && d.GaveUp {
+			return giveBack(op, d.Reason)
+		}
+		return d
+	}
+	op.NewMemberID = id
+	if em, ok := byID(in.Etcd, id); ok && !em.Healthy {
+		if _, oldListed := byID(in.Etcd, op.MemberID); oldListed {
+			return waitStep(op, ActRemoveMember, pollJoin, "waiting for %s's new incarnation %s to answer before its old one is removed", m.Name, describe(em))
+		}
+	}
+	if d, pending := removeFromEtcd(in, op); pending {
+		return d
+	}
+	if op.From != nil {
+		if d, pending := deleteObject(in, op, *op.From); pending {
+			return d
+		}
+	}
+	return Decision{Action: ActFinish, Member: m.Name, MemberID: id, Reason: fmt.Sprintf("%s moved make-before-break to %s", m.Name, m.Domain)}
+}
+
+// giveBack ends a Move whose new incarnation could not start: the member
+// is recorded again as its old incarnation, which still serves (its
+// objects in the new domain are swept: the ledger no longer places it
+// there).
+func giveBack(op Operation, why string) Decision {
+	d := Decision{Action: ActFinish, Member: op.Member, MemberID: op.MemberID, GaveUp: true,
+		Reason: fmt.Sprintf("%s; the move is given up and %s stays in its old incarnation %d", why, op.Member, op.FromIncarnation)}
+	if op.From != nil {
+		d.Assign = []Assignment{{Member: op.Member, Domain: *op.From, Incarnation: op.FromIncarnation, ID: op.MemberID}}
+	}
+	return d
+}
+
+// makeBeforeBreak says whether a placement move of m to to can keep its
+// old incarnation until the new one is a voter, and when not, why: the old
+// incarnation must be alive (in etcd's list, started, answering, in a
+// cluster the hub sees whose domain is not declared failed), and the new
+// one in another member cluster (a member cluster holds one object per
+// member).
+func makeBeforeBreak(in Input, m Member, to topology.Domain) (string, bool) {
+	em, listed := byID(in.Etcd, m.ID)
+	switch {
+	case !listed:
+		return fmt.Sprintf("%s's old incarnation is not in etcd's member list", m.Name), false
+	case em.IsLearner:
+		return fmt.Sprintf("%s's old incarnation is a learner", m.Name), false
+	case m.DomainFailed:
+		return fmt.Sprintf("%s's failure domain %s was declared failed", m.Name, m.Domain), false
+	case !m.ClusterVisible:
+		return fmt.Sprintf("%s's member cluster %s is out of sight", m.Name, m.Domain.Cluster), false
+	case !em.Started() || !em.Healthy:
+		return fmt.Sprintf("%s's old incarnation %s does not answer", m.Name, describe(em)), false
+	case to.Cluster == m.Domain.Cluster:
+		return fmt.Sprintf("%s moves inside member cluster %s, which holds one object per member", m.Name, to.Cluster), false
+	case in.BreakBeforeMake:
+		return fmt.Sprintf("the EtcdCluster asks for it (annotation %s)", annotationBreakBeforeMake), false
+	}
+	return "", true
 }
 
 // removeFromEtcd moves leadership away and removes op.MemberID, gated on
@@ -428,7 +528,16 @@ func placementStep(in Input) Decision {
 	case topology.Move:
 		m, _ := member(in, s.Member)
 		from, to := s.From, s.To
-		return begin(in, Operation{Type: OpReplace, Member: s.Member, MemberID: m.ID, From: &from, To: &to, Reason: string(s.Reason)}, s.String())
+		op := Operation{Type: OpReplace, Member: s.Member, MemberID: m.ID, From: &from, To: &to, Reason: string(s.Reason)}
+		why, mbb := makeBeforeBreak(in, m, to)
+		if !mbb {
+			return begin(in, op, fmt.Sprintf("%s, break before make: %s", s, why))
+		}
+		if in.MovesPaused {
+			return wait(pollSlow, "moves are paused (spec.topology.pauseMoves): %s waits, %d move(s) planned", s, countMoves(in.Placement.Steps))
+		}
+		op.Type, op.FromIncarnation = OpMove, m.Incarnation
+		return begin(in, op, fmt.Sprintf("%s, make before break", s))
 	}
 	return wait(pollSlow, "unknown placement step %s", s)
 }
@@ -438,17 +547,28 @@ func begin(in Input, op Operation, why string) Decision {
 	op.StartedAt = in.Now
 	d := Decision{Action: ActBegin, Operation: &op, Member: op.Member, MemberID: op.MemberID, Reason: why}
 	switch op.Type {
-	case OpAdd, OpReplace:
+	case OpAdd, OpReplace, OpMove:
 		op.Incarnation = in.LastIncarnation + 1
 		op.Step = ActCreateObjects
 		d.Domain = *op.To
-		d.Assign = []Assignment{{Member: op.Member, Domain: *op.To, Incarnation: op.Incarnation}}
+		d.Assign = []Assignment{{Member: op.Member, Domain: *op.To, Incarnation: op.Incarnation, OwnName: op.Type == OpMove}}
 	case OpRemove:
 		op.Step = ActRemoveMember
 	case OpRoll:
 		op.Step = ActUpdateObject
 	}
 	return d
+}
+
+// countMoves is the number of Move steps of a placement.
+func countMoves(steps []topology.Step) int {
+	n := 0
+	for _, s := range steps {
+		if s.Action == topology.Move {
+			n++
+		}
+	}
+	return n
 }
 
 func step(op Operation, a Action, d Decision) Decision {

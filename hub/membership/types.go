@@ -14,6 +14,13 @@ type Input struct {
 	Replicas int
 	// Automatic is spec.failurePolicy.automatic: replace failed members.
 	Automatic bool
+	// MovesPaused is spec.topology.pauseMoves: no Move of a live member
+	// begins (the one in flight finishes).
+	MovesPaused bool
+	// BreakBeforeMake moves live members break before make (a Replace),
+	// as before rule 13: the annotation etcdfed.dev/break-before-make,
+	// for measuring the difference.
+	BreakBeforeMake bool
 	// MemberGrace is how long a member may be unhealthy before it is
 	// replaced.
 	MemberGrace time.Duration
@@ -210,11 +217,17 @@ type Operation struct {
 	MemberID    uint64 // the ID being removed (Remove, Replace)
 	NewMemberID uint64 // the ID of the member being added (Add, Replace), once known
 	Incarnation int64
-	From        *topology.Domain
-	To          *topology.Domain
-	Reason      string
-	Step        Action
-	StartedAt   time.Time
+	// FromIncarnation is the incarnation a Move retires, and FromAddress
+	// its address (the stable DNS name keeps it until its ID is removed;
+	// the planner carries it, the reconciler reads it).
+	FromIncarnation int64
+	FromAddress     string
+	FromDNSName     string
+	From            *topology.Domain
+	To              *topology.Domain
+	Reason          string
+	Step            Action
+	StartedAt       time.Time
 }
 
 // OpType is the kind of operation.
@@ -230,8 +243,17 @@ const (
 	// OpRemove removes a member (leadership moved away first).
 	OpRemove OpType = "Remove"
 	// OpReplace removes a member's etcd ID and adds a new incarnation under
-	// the same name, in the same or another failure domain.
+	// the same name, in the same or another failure domain: break before
+	// make, for a member whose old incarnation is dead (or, moved inside
+	// its own member cluster, cannot have a second object there).
 	OpReplace OpType = "Replace"
+	// OpMove moves a live member make-before-break (rule 13): its new
+	// incarnation, in another member cluster and under its own DNS name
+	// (Assignment.OwnName), joins as a learner and is promoted beside the
+	// old one; then leadership leaves the old incarnation (MemberID), its
+	// ID is removed and its object deleted. Failure tolerance never drops
+	// below what it was.
+	OpMove OpType = "Move"
 	// OpRoll restarts one member on the EtcdCluster's current spec (image,
 	// version, flags, pod template) on its own volume: leadership moved
 	// away first, done once the member is a ready voter again. A rollout
@@ -385,4 +407,10 @@ type Assignment struct {
 	Member      string
 	Domain      topology.Domain
 	Incarnation int64
+	// OwnName: the incarnation joins beside the member's live one (a
+	// Move), so it is served under its own DNS name, not the stable one.
+	OwnName bool
+	// ID is the incarnation's etcd ID when it is already known (a Move
+	// given up hands the member back to its old incarnation).
+	ID uint64
 }

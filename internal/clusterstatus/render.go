@@ -48,12 +48,31 @@ func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
 	if op := st.Operation; op != nil {
 		p.f("\nIn progress: %s %s (%s), step %s, for %s: %s\n", op.Type, op.Member, op.Reason, op.Step, age(now, op.StartedAt.Time), oneLine(op.Message))
 	}
+	renderMoves(p, ec)
 	renderCARotation(p, ec, now)
 	renderBackup(p, ec, now)
 	if len(st.Endpoints) > 0 {
 		p.f("\nEndpoints: %s\n", strings.Join(st.Endpoints, ","))
 	}
 	return p.err
+}
+
+// renderMoves prints the failure tolerance etcd's member list gives now and,
+// while members are to move (a migration), how many and whether moves are
+// paused.
+func renderMoves(p *printer, ec *etcdfedv1.EtcdCluster) {
+	st := ec.Status
+	if st.FailuresTolerated != nil {
+		p.f("\nFailure tolerance: %d voting member(s) can fail and etcd keeps its quorum\n", *st.FailuresTolerated)
+	}
+	switch {
+	case st.PendingMoves > 0 && ec.Spec.Topology.PauseMoves:
+		p.f("Moves: %d member(s) still to move, paused (spec.topology.pauseMoves); the one in flight finishes\n", st.PendingMoves)
+	case st.PendingMoves > 0:
+		p.f("Moves: %d member(s) still to move, one at a time, make before break\n", st.PendingMoves)
+	case ec.Spec.Topology.PauseMoves:
+		p.f("Moves: none planned; paused (spec.topology.pauseMoves)\n")
+	}
 }
 
 // renderCARotation prints a CA rotation under way (its phase, progress,

@@ -112,3 +112,40 @@ func TestRenderCARotation(t *testing.T) {
 		t.Errorf("a completed rotation printed:\n%s", b.String())
 	}
 }
+
+// A migration under way: the Move in flight, the moves left, whether they
+// are paused, and the failure tolerance etcd's member list gives now.
+func TestRenderMigration(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	since := metav1.NewTime(now.Add(-40 * time.Second))
+	one := int32(1)
+	ec := &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "main"},
+		Spec:       etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.example.com"}},
+		Status: etcdfedv1.EtcdClusterStatus{
+			Operation: &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMove, Member: "main-1", Reason: "Spread", Step: "Promote", StartedAt: since,
+				From: &etcdfedv1.FailureDomain{Cluster: "c1"}, To: &etcdfedv1.FailureDomain{Cluster: "c4"}},
+			FailuresTolerated: &one, PendingMoves: 3,
+		},
+	}
+	render := func() string {
+		var b bytes.Buffer
+		if err := Render(&b, ec, now); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	for _, want := range []string{
+		"In progress: Move main-1 (Spread), step Promote, for 40s",
+		"Failure tolerance: 1 voting member(s) can fail and etcd keeps its quorum",
+		"Moves: 3 member(s) still to move, one at a time, make before break",
+	} {
+		if out := render(); !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	ec.Spec.Topology.PauseMoves = true
+	if out := render(); !strings.Contains(out, "Moves: 3 member(s) still to move, paused (spec.topology.pauseMoves)") {
+		t.Errorf("paused moves not said:\n%s", out)
+	}
+}

@@ -594,8 +594,9 @@ type CordonZoneSpecInput struct {
 }
 
 // CordonZoneSpec cordons the zone of Member while a recorded workload runs:
-// the hub must move the member to another cluster (a replace under the
-// same name: remove the old ID, add a new incarnation elsewhere) and report
+// the hub must move the member to another cluster (a Move under the same
+// name, make before break: a new incarnation elsewhere joins and is
+// promoted, then the old ID is removed) and report
 // the placement no longer tolerant; after the cordon is lifted it must move
 // a member back until the placement is tolerant again. The history must be
 // linearizable with no acknowledged write lost and the watches complete

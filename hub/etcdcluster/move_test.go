@@ -1,0 +1,263 @@
+package etcdcluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// withFourthCluster adds member-4 (zone-4), eligible and seen, with no
+// member yet.
+func withFourthCluster(s *snapshot) {
+	seen := metav1.NewTime(now.Add(-time.Minute))
+	cs := &clusterSnapshot{name: "member-4", engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: "member-4", State: liveness.Alive},
+		spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-4"}, ObservedAt: &seen, DNSAddresses: []string{"127.0.4.53:53"}}},
+		members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
+	s.clusters = append(s.clusters, cs)
+	s.byName[cs.name] = cs
+}
+
+// aRecord is what name (one label under the ring's domain) resolves to in
+// the pass's record set, "" when it has no A record.
+func aRecord(t *testing.T, d *decision, name string) string {
+	t.Helper()
+	if d.dns.err != nil || d.dns.set == nil {
+		t.Fatalf("record set: %v", d.dns.err)
+	}
+	for _, r := range d.dns.set.Records() {
+		if r.Name == name+".main.etcd.test." && r.Type == "A" && len(r.Data) == 1 {
+			return r.Data[0]
+		}
+	}
+	return ""
+}
+
+// pass decides on s, then carries the ledger over as the next pass's
+// status (as the status patch would).
+func pass(s *snapshot) (*decision, etcdfedv1.EtcdClusterStatus) {
+	d := decide(s)
+	st := computeStatus(s, d, applyResult{}, "")
+	s.ec.Status = *st.DeepCopy()
+	return d, st
+}
+
+// A migration's Move through decide: the member cluster of main-2 is no
+// longer allowed, a fourth is. The new incarnation is written under its
+// own DNS name, with a certificate for both names; the stable name keeps
+// the old incarnation's address while etcd lists the old ID, the own name
+// serves the new one; once the old ID is gone the stable name follows the
+// new incarnation. The status counts the extra voter in failuresTolerated
+// and the move in pendingMoves.
+func TestMoveThroughDecide(t *testing.T) {
+	s := ring()
+	ca := withTLS(t, s)
+	withFourthCluster(s)
+	s.ec.Spec.Topology.Clusters = []string{"member-1", "member-2", "member-4"}
+	s.cluster("member-3").eligible = false
+	own := "main-2-i4"
+
+	d, st := pass(s)
+	op := st.Operation
+	if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationMove || op.Member != "main-2" || op.MemberID != "3" || op.FromAddress != "127.0.3.10" || op.FromIncarnation != 3 {
+		t.Fatalf("plan %s (%s), operation %+v; want a Move of main-2 from its live incarnation 3 [3] at 127.0.3.10", d.plan.Action, d.plan.Reason, op)
+	}
+	m := statusMember(&st, "main-2")
+	if m.Cluster != "member-4" || m.Incarnation != 4 || m.DNSName != own+".main.etcd.test" {
+		t.Fatalf("main-2 recorded as %+v, want member-4, incarnation 4, dnsName %s.main.etcd.test", m, own)
+	}
+	if c := condition(st, etcdfedv1.ConditionProgressing); c.Reason != string(etcdfedv1.OperationMove) {
+		t.Errorf("Progressing reason %s (%s), want Move", c.Reason, c.Message)
+	}
+	if st.PendingMoves != 1 || st.FailuresTolerated == nil || *st.FailuresTolerated != 1 {
+		t.Errorf("pendingMoves %d, failuresTolerated %v; want 1 and 1", st.PendingMoves, st.FailuresTolerated)
+	}
+	if got := aRecord(t, d, "main-2"); got != "127.0.3.10" {
+		t.Errorf("main-2 resolves to %q at the move's start, want the old 127.0.3.10", got)
+	}
+	if got := aRecord(t, d, own); got != "" {
+		t.Errorf("%s resolves to %q before the new incarnation has an address; the old one's would send its peers to the old member", own, got)
+	}
+
+	// Create: the new object runs under its own name; its certificate
+	// carries both.
+	d, _ = pass(s)
+	if d.plan.Action != membership.ActCreateObjects || len(d.step.writes) != 1 {
+		t.Fatalf("plan %s (%s), %d writes; want the new incarnation created", d.plan.Action, d.plan.Reason, len(d.step.writes))
+	}
+	w := d.step.writes[0]
+	if w.cluster != "member-4" || w.want.Spec.DNSName != own+".main.etcd.test" || w.want.Spec.Incarnation != 4 || !w.cert {
+		t.Fatalf("write %s %+v (cert %v), want main-2 incarnation 4 in member-4 under %s with a new certificate", w.cluster, w.want.Spec, w.cert, own)
+	}
+	names := memberCertNames(s.ec, "main-2", w.want.Spec.DNSName)
+	if !slices.Equal(names, []string{own + ".main.etcd.test", "main-2.main.etcd.test", pki.PeerName("main.etcd.test")}) {
+		t.Errorf("certificate names %v", names)
+	}
+
+	// The spoke writes the object and reports it; the hub checks the
+	// reported URLs against the incarnation's own name.
+	obj := w.want.DeepCopy()
+	obj.Generation = 1
+	peer, client := etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 2380), etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 2379)
+	obj.Status = etcdfedv1.EtcdMemberStatus{ObservedGeneration: 1, Incarnation: 4, PeerURL: peer, ClientURL: client, Address: "127.0.4.10"}
+	cs4 := s.cluster("member-4")
+	cs4.members["main-2"] = obj
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: "main-2", DNSNames: names}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := pki.MemberSecretName(obj.Name)
+	cs4.secrets[sec] = certSecret(s.ringNamespace, sec, memberCertLabels(s.ec, "main-2"), ca.CertPEM, leaf)
+	checkReports(s.ec, cs4, true)
+	if len(cs4.rejected) > 0 || cs4.members["main-2"].Status.PeerURL != peer {
+		t.Fatalf("own-name URLs refused: %v", cs4.rejected)
+	}
+	if due := certDue(s, cs4, "main-2", obj.Spec.DNSName); due {
+		t.Errorf("a certificate with both names is due again")
+	}
+
+	// Learner added: started with an initial cluster that names the old
+	// incarnation apart (one name with two URLs would be one member).
+	s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: 40, PeerURLs: []string{peer}, IsLearner: true})
+	d, _ = pass(s)
+	if d.plan.Action != membership.ActStartMember || len(d.step.writes) != 1 || d.step.writes[0].want.Spec.Bootstrap == nil {
+		t.Fatalf("plan %s (%s), want StartMember", d.plan.Action, d.plan.Reason)
+	}
+	oldPeer := s.etcd.Members[2].PeerURLs[0]
+	if ic := d.step.writes[0].want.Spec.Bootstrap.InitialCluster; !slices.Contains(strings.Split(ic, ","), "main-2="+peer) || !slices.Contains(strings.Split(ic, ","), "main-2-3="+oldPeer) {
+		t.Errorf("initial cluster %s, want main-2=%s and the old one as main-2-3=%s", ic, peer, oldPeer)
+	}
+	// Started beside the old voter: both names served.
+	s.etcd.Members[3] = membership.ListEntry{ID: 40, Name: "main-2", PeerURLs: []string{peer}, ClientURLs: []string{client}, IsLearner: true, Healthy: true}
+	obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialClusterState: etcdfedv1.InitialClusterExisting}
+	d, st = pass(s)
+	if d.plan.Action != membership.ActPromote {
+		t.Fatalf("plan %s (%s), want Promote", d.plan.Action, d.plan.Reason)
+	}
+	if c := condition(st, etcdfedv1.ConditionFailureTolerant); c.Status != metav1.ConditionTrue {
+		t.Errorf("FailureTolerant %s (%s) with the old voter still in: want True", c.Status, c.Message)
+	}
+	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.3.10" || b != "127.0.4.10" {
+		t.Errorf("main-2 -> %q, %s -> %q; want the old incarnation's 127.0.3.10 and the new one's 127.0.4.10", a, own, b)
+	}
+	for _, r := range d.dns.set.Records() {
+		if r.Type == "SRV" && slices.ContainsFunc(r.Data, func(x string) bool { return len(x) > 0 && containsLabel(x, own) }) {
+			t.Errorf("the incarnation's own name is in SRV %s: %v", r.Name, r.Data)
+		}
+	}
+
+	// Promoted: four voters, the old one still there; then it is removed.
+	s.etcd.Members[3].IsLearner = false
+	d, st = pass(s)
+	if d.plan.Action != membership.ActRemoveMember || d.plan.MemberID != 3 {
+		t.Fatalf("plan %s [%x] (%s), want the old ID 3 removed", d.plan.Action, d.plan.MemberID, d.plan.Reason)
+	}
+	if st.FailuresTolerated == nil || *st.FailuresTolerated != 1 {
+		t.Errorf("failuresTolerated %v with four healthy voters, want 1", st.FailuresTolerated)
+	}
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e membership.ListEntry) bool { return e.ID == 3 })
+	d, _ = pass(s)
+	if d.plan.Action != membership.ActDeleteObject || len(d.step.deletes) != 1 || d.step.deletes[0].cluster != "member-3" {
+		t.Fatalf("plan %s (%s), deletes %v; want the old object in member-3 deleted", d.plan.Action, d.plan.Reason, d.step.deletes)
+	}
+	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.4.10" || b != "127.0.4.10" {
+		t.Errorf("after the old ID is removed: main-2 -> %q, %s -> %q; want both at the new 127.0.4.10", a, own, b)
+	}
+	delete(s.cluster("member-3").members, "main-2")
+	d, st = pass(s)
+	if d.plan.Action != membership.ActFinish || st.Operation != nil || st.PendingMoves != 0 {
+		t.Fatalf("plan %s (%s), operation %+v, pendingMoves %d; want the move finished", d.plan.Action, d.plan.Reason, st.Operation, st.PendingMoves)
+	}
+	if m := statusMember(&st, "main-2"); m.ID != hexID(40) || m.DNSName != own+".main.etcd.test" {
+		t.Errorf("main-2 after the move: %+v", m)
+	}
+	// Later passes keep the incarnation's own name: no Roll, no restart.
+	d, _ = pass(s)
+	if d.plan.Action != membership.ActNone {
+		t.Errorf("after the move: plan %s (%s), want nothing", d.plan.Action, d.plan.Reason)
+	}
+	for _, u := range d.updates {
+		if u.want.Spec.DNSName != obj.Spec.DNSName || restarts(obj, u.want) {
+			t.Errorf("after the move: an update of main-2 restarts it or renames it: %+v", u.want.Spec)
+		}
+	}
+
+	// main-2 moved again, break before make (annotation): the incarnation
+	// it retires runs under its own name, which keeps its address while
+	// etcd lists it (its peers and the hub dial it there). Found by
+	// TestScenarioMigrate: the name vanished at the Replace's start, and
+	// the hub could no longer reach the old incarnation, the leader, to
+	// move leadership away.
+	s.ec.Annotations = map[string]string{etcdfedv1.AnnotationBreakBeforeMake: "true"}
+	s.ec.Spec.Topology.Clusters = []string{"member-1", "member-2", "member-3"}
+	s.cluster("member-3").eligible, cs4.eligible = true, false
+	d, st = pass(s)
+	if st.Operation == nil || st.Operation.Type != etcdfedv1.OperationReplace || st.Operation.FromDNSName != own+".main.etcd.test" {
+		t.Fatalf("plan %s (%s), operation %+v; want a Replace retiring main-2's incarnation under %s", d.plan.Action, d.plan.Reason, st.Operation, own)
+	}
+	if got := aRecord(t, d, own); got != "127.0.4.10" {
+		t.Errorf("%s resolves to %q while its incarnation is still in etcd, want 127.0.4.10", own, got)
+	}
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e membership.ListEntry) bool { return e.ID == 40 })
+	d, _ = pass(s)
+	if got := aRecord(t, d, own); got != "" {
+		t.Errorf("%s still resolves to %q once its incarnation left etcd", own, got)
+	}
+}
+
+func containsLabel(rdata, label string) bool {
+	for i := 0; i+len(label) <= len(rdata); i++ {
+		if rdata[i:i+len(label)] == label && (i == 0 || rdata[i-1] == ' ') && i+len(label) < len(rdata) && rdata[i+len(label)] == '.' {
+			return true
+		}
+	}
+	return false
+}
+
+// A Move given up (the new incarnation could not start) hands the member
+// back to its old incarnation, which never left etcd: domain,
+// incarnation, ID, address and the name it runs under.
+func TestMoveGivenUpRecordsTheOldIncarnationAgain(t *testing.T) {
+	s := ring()
+	withFourthCluster(s)
+	st := s.ec.Status.DeepCopy()
+	from := etcdfedv1.FailureDomain{Cluster: "member-3", Zone: "zone-3"}
+	st.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMove, Member: "main-2", MemberID: "3", Incarnation: 4, FromIncarnation: 3,
+		FromAddress: "127.0.3.10", From: &from, To: &etcdfedv1.FailureDomain{Cluster: "member-4", Zone: "zone-4"}}
+	m := statusMember(st, "main-2")
+	m.Cluster, m.Zone, m.Incarnation, m.ID, m.Address, m.DNSName = "member-4", "zone-4", 4, "", "127.0.4.10", "main-2-i4.main.etcd.test"
+	recordStep(s, st, membership.Decision{Action: membership.ActFinish, Member: "main-2", MemberID: 3, GaveUp: true,
+		Assign: []membership.Assignment{{Member: "main-2", Domain: topology.Domain{Cluster: "member-3", Zone: topoZone("member-3", "zone-3")}, Incarnation: 3, ID: 3}}})
+	m = statusMember(st, "main-2")
+	if st.Operation != nil || m.Cluster != "member-3" || m.Zone != "zone-3" || m.Incarnation != 3 || m.ID != "3" || m.Address != "127.0.3.10" || m.DNSName != "" {
+		t.Errorf("after the move was given up: operation %+v, main-2 %+v; want it back in member-3 as incarnation 3 [3] at 127.0.3.10 under the stable name", st.Operation, m)
+	}
+}
+
+// The hub takes from a spoke only the URLs of the member's stable name
+// or of the object's incarnation's own name: not another incarnation's,
+// not any other name the object's spec may carry.
+func TestReportedDNSName(t *testing.T) {
+	ec := ring().ec
+	obj := &etcdfedv1.EtcdMember{Spec: etcdfedv1.EtcdMemberSpec{Incarnation: 7}}
+	for _, tc := range []struct{ spec, want string }{
+		{"main-1.main.etcd.test", "main-1.main.etcd.test"},
+		{"main-1-i7.main.etcd.test", "main-1-i7.main.etcd.test"},
+		{"main-1-i6.main.etcd.test", "main-1.main.etcd.test"},
+		{"evil.example.com", "main-1.main.etcd.test"},
+	} {
+		obj.Spec.DNSName = tc.spec
+		if got := reportedDNSName(ec, obj, "main-1"); got != tc.want {
+			t.Errorf("spec dnsName %s: expected %s, want %s", tc.spec, got, tc.want)
+		}
+	}
+}
