@@ -85,7 +85,7 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		// One Add (the first of 3 -> 5), the hub killed at each of its
 		// steps in turn: each restarted hub resumes and is killed again at
 		// the next step, then finishes.
-		k, s := killAtEverySteps(ctx, t, hold, topo, etcdfedv1.OperationAdd, addSteps, func() {
+		k, s := killAtEverySteps(ctx, t, hold, topo, etcdfedv1.OperationAdd, addSteps, nil, func() {
 			if err := SetReplicas(ctx, topo.Hub, etcd, 5); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestHubRestartAtEveryStep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		k, s = killAtEverySteps(ctx, t, hold, topo, etcdfedv1.OperationMove, moveSteps, func() { cordon([]string{ec.Status.Members[0].Zone}) })
+		k, s = killAtEverySteps(ctx, t, hold, topo, etcdfedv1.OperationMove, moveSteps, []string{"DeleteObject"}, func() { cordon([]string{ec.Status.Members[0].Zone}) })
 		kills, skipped = append(kills, k...), append(skipped, s...)
 		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
 			t.Fatal(err)
@@ -147,8 +147,12 @@ type hubKill struct {
 // the old member's cluster yet creates the new member before it deletes
 // the old one's object): the drill kills it at each step when it comes,
 // and logs the order. A step the hub never records before the operation
-// ends is returned as skipped.
-func killAtEverySteps(ctx context.Context, t *testing.T, hold *stepHold, topo *Topology, op etcdfedv1.OperationType, steps []string, start func()) (kills []hubKill, skipped []string) {
+// ends is returned as skipped, unless it is in mayFold: a last step the
+// hub may take and end the operation with in one pass, so that no record
+// of it is ever written (a Move's DeleteObject after a kill at
+// RemoveMember: the restarted hub finds the old ID gone, deletes the old
+// objects and ends the Move). A folded step is logged.
+func killAtEverySteps(ctx context.Context, t *testing.T, hold *stepHold, topo *Topology, op etcdfedv1.OperationType, steps, mayFold []string, start func()) (kills []hubKill, skipped []string) {
 	t.Helper()
 	hold.setArmed(true)
 	defer hold.setArmed(false)
@@ -194,7 +198,11 @@ func killAtEverySteps(ctx context.Context, t *testing.T, hold *stepHold, topo *T
 		}
 	}
 	for _, s := range steps {
-		if !slices.Contains(order, s) {
+		switch {
+		case slices.Contains(order, s):
+		case slices.Contains(mayFold, s) && finished:
+			t.Logf("%s: the hub took %s and ended the operation in one pass (no record of it to kill at)", op, s)
+		default:
 			skipped = append(skipped, fmt.Sprintf("%s/%s", op, s))
 		}
 	}
