@@ -2,13 +2,9 @@ package multicluster
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr/funcr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -173,15 +169,8 @@ func multiZoneTopology(t *testing.T) *Topology {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := os.MkdirTemp("", "multicluster-zones-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
-	start := time.Now()
-	env, err := localenv.Start(context.Background(), localenv.Config{
-		StateDir: state, Clusters: 2, ZonesPerCluster: 2, NodesPerZone: 1, BinDir: bin,
-		BackoffBase: time.Second, BackoffMax: 5 * time.Second, NodeLeaseDuration: zoneWitnessNodeLease,
+	return ownEnvironment(t, "zones", "multi-zone local environment", localenv.Config{
+		Clusters: 2, ZonesPerCluster: 2, NodesPerZone: 1, BinDir: bin, NodeLeaseDuration: zoneWitnessNodeLease,
 		Components: func(st *localenv.State, bin string) []localenv.ComponentSpec {
 			specs := localenv.DefaultComponents(st, bin)
 			for i := range specs {
@@ -191,29 +180,5 @@ func multiZoneTopology(t *testing.T) *Topology {
 			}
 			return specs
 		},
-		Log: funcr.New(func(prefix, args string) {
-			if verbose {
-				fmt.Fprintln(os.Stderr, prefix, args)
-			}
-		}, funcr.Options{}),
 	})
-	if err != nil {
-		t.Fatalf("multi-zone local environment: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Logf("stop the multi-zone environment: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("kept for inspection: %s", state)
-			return
-		}
-		_ = os.RemoveAll(state)
-	})
-	t.Logf("multi-zone local environment ready in %.1fs (logs in %s)", time.Since(start).Seconds(), filepath.Join(state, "logs"))
-	topo, err := LocalTopology(env, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return topo
 }

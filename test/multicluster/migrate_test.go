@@ -2,13 +2,8 @@ package multicluster
 
 import (
 	"context"
-	"fmt"
 	"os"
-	"path/filepath"
 	"testing"
-	"time"
-
-	"github.com/go-logr/logr/funcr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/localenv"
@@ -50,38 +45,5 @@ func sixClusterTopology(t *testing.T) *Topology {
 	if err != nil {
 		t.Fatal(err)
 	}
-	state, err := os.MkdirTemp("", "multicluster-six-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
-	start := time.Now()
-	env, err := localenv.Start(context.Background(), localenv.Config{
-		StateDir: state, Clusters: 6, ZonesPerCluster: 1, BinDir: bin,
-		BackoffBase: time.Second, BackoffMax: 5 * time.Second,
-		Log: funcr.New(func(prefix, args string) {
-			if verbose {
-				fmt.Fprintln(os.Stderr, prefix, args)
-			}
-		}, funcr.Options{}),
-	})
-	if err != nil {
-		t.Fatalf("six-cluster local environment: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := env.Stop(); err != nil {
-			t.Logf("stop the six-cluster environment: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("kept for inspection: %s", state)
-			return
-		}
-		_ = os.RemoveAll(state)
-	})
-	t.Logf("six-cluster local environment ready in %.1fs (logs in %s)", time.Since(start).Seconds(), filepath.Join(state, "logs"))
-	topo, err := LocalTopology(env, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return topo
+	return ownEnvironment(t, "six", "six-cluster local environment", localenv.Config{Clusters: 6, ZonesPerCluster: 1, BinDir: bin})
 }
