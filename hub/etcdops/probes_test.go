@@ -108,6 +108,11 @@ func TestObserveWaitsForSilentMembersOnce(t *testing.T) {
 					gone = m.ID
 				}
 			}
+			// A follower freezes: a frozen leader would leave the others
+			// without one for an election.
+			if err := c.MakeFollower(ctx, c.Members[2]); err != nil {
+				t.Fatal(err)
+			}
 			c.Members[2].Pause(t)
 			opts := ObserveOptions{OutOfSight: map[uint64]bool{gone: outOfSight}}
 			// It answered before: the first observation asks it.
@@ -147,8 +152,15 @@ func TestObserveRemembersSilentMembers(t *testing.T) {
 	}
 	defer func() { _ = cl.Close() }()
 	cl.Probes = &ProbeMemory{}
-	c.Members[2].Stop()
 	ctx := context.Background()
+	// A follower stops: the leader's loss would leave the two others
+	// without a leader for an election, and unhealthy for that long (the
+	// first election, under load, can go to any member).
+	stopped := c.Members[2]
+	if err := c.MakeFollower(ctx, stopped); err != nil {
+		t.Fatal(err)
+	}
+	stopped.Stop()
 	e := cl.Observe(ctx)
 	if !e.Reachable {
 		t.Fatalf("two of three members up, etcd not reachable: %s", e.Error)
@@ -156,7 +168,7 @@ func TestObserveRemembersSilentMembers(t *testing.T) {
 	later := time.Now().Add(FailingProbeEvery)
 	for _, m := range e.Members {
 		want := probePlan{timeout: StatusTimeout}
-		if m.Name == c.Members[2].Name {
+		if m.Name == stopped.Name {
 			want = probePlan{background: StatusTimeout}
 			if m.Healthy {
 				t.Errorf("stopped member %s reported healthy", m.Name)

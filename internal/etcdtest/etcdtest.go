@@ -348,6 +348,36 @@ func (c *Cluster) Leader(ctx context.Context) (*Member, error) {
 	return nil, errors.New("no member says it leads")
 }
 
+// MakeFollower waits for a leader and, when m leads, hands leadership to
+// another running member, so that stopping or freezing m next costs the
+// ring no election (the first election, under load, can go to any member).
+func (c *Cluster) MakeFollower(ctx context.Context, m *Member) error {
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+		return err
+	}
+	leader, err := c.Leader(ctx)
+	if err != nil || leader != m {
+		return err
+	}
+	cl := c.NewClient(m.ClientURL)
+	for _, o := range c.Members {
+		if o == m || o.Stopped() {
+			continue
+		}
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		st, err := cl.Status(sctx, o.ClientURL)
+		if err == nil {
+			_, err = cl.MoveLeader(sctx, st.Header.MemberId)
+		}
+		cancel()
+		if err != nil {
+			return fmt.Errorf("etcdtest: move leadership from %s to %s: %w", m.Name, o.Name, err)
+		}
+		return c.WaitHealthy(ctx, 30*time.Second)
+	}
+	return fmt.Errorf("etcdtest: %s leads and no other member runs", m.Name)
+}
+
 // Stop kills one member's process by its pid.
 func (m *Member) Stop() {
 	if m.cmd == nil {
