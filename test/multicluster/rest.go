@@ -108,16 +108,11 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 		t.Fatal(err)
 	}
 	members := len(ready.Status.Members)
-	// Let the last pass after forming write its status.
-	sleepCtx(ctx, 5*time.Second)
-
 	clusters := append([]*Cluster{in.Topology.Hub}, in.Topology.Members...)
-	before := map[string]map[string]float64{}
-	for _, c := range clusters {
-		if before[c.Name], err = apiWrites(ctx, c); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// The window begins once forming has settled: the spokes' last reports
+	// of members that just turned ready, and the hub's passes they cause,
+	// come seconds after Available (under load, more than five).
+	before := settle(ctx, t, in, clusters)
 	// The counters are read at all: the hub's apiserver served the
 	// EtcdCluster's creation.
 	if before[in.Topology.Hub.Name]["etcdclusters"] == 0 {
@@ -175,6 +170,58 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	if limit := float64(members) * math.Ceil(in.Window.Minutes()/5); statusReports > limit {
 		t.Errorf("%.0f EtcdMember status reports in %s for %d members at rest; want at most %.0f (one per member in five minutes)", statusReports, in.Window, members, limit)
 	}
+}
+
+// settleQuiet is how long nothing may be written (and, with the hub's
+// metrics, no pass run) for forming to count as settled; settleWithin
+// bounds the wait: a hub that works on a clock never settles, and the
+// window that follows shows it.
+const (
+	settleQuiet  = 5 * time.Second
+	settleWithin = 90 * time.Second
+)
+
+// settle waits until, for settleQuiet, no apiserver of the topology served
+// an etcdfed.dev write and the hub ran no pass, or settleWithin passed, and
+// returns the write counts it ended with.
+func settle(ctx context.Context, t testing.TB, in AtRestSpecInput, clusters []*Cluster) map[string]map[string]float64 {
+	t.Helper()
+	read := func() (map[string]map[string]float64, float64) {
+		writes := map[string]map[string]float64{}
+		for _, c := range clusters {
+			w, err := apiWrites(ctx, c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writes[c.Name] = w
+		}
+		passes := 0.0
+		if in.Topology.HubMetricsURL != "" {
+			m, err := scrape(ctx, in.Topology.HubMetricsURL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			passes = m.sum("controller_runtime_reconcile_total", "controller", "etcdcluster")
+		}
+		return writes, passes
+	}
+	start := time.Now()
+	writes, passes := read()
+	quietSince := start
+	for time.Since(quietSince) < settleQuiet && time.Since(start) < settleWithin {
+		sleepCtx(ctx, time.Second)
+		w, p := read()
+		if p != passes || fmt.Sprint(w) != fmt.Sprint(writes) {
+			quietSince = time.Now()
+		}
+		writes, passes = w, p
+	}
+	if time.Since(quietSince) < settleQuiet {
+		t.Logf("forming did not settle within %s of Available; the window shows what keeps writing", settleWithin)
+	} else {
+		t.Logf("forming settled %s after Available (%s without a write or a pass)", time.Since(start).Round(100*time.Millisecond), settleQuiet)
+	}
+	return writes
 }
 
 // hubPassesAtRest: over the window the hub ran at most one pass per
