@@ -70,6 +70,10 @@ type Input struct {
 	PollInterval time.Duration
 	// Pause between two operations of one workload client; default 10ms.
 	Pause time.Duration
+	// To is, for RunMigrate only, the member clusters the ring moves to
+	// (spec.topology.clusters from then on); Zone, Mode, Duration and
+	// Faults are not used there.
+	To []string
 }
 
 // Run runs a zone-failure drill and returns its report. It returns an
@@ -77,18 +81,7 @@ type Input struct {
 // zone it failed is always restored before it returns. A drill that ran
 // but failed a check returns a report with Pass false and no error.
 func Run(ctx context.Context, in Input) (*Report, error) {
-	if in.Timeout == 0 {
-		in.Timeout = 10 * time.Minute
-	}
-	if in.PollInterval == 0 {
-		in.PollInterval = 250 * time.Millisecond
-	}
-	if in.Pause == 0 {
-		in.Pause = 10 * time.Millisecond
-	}
-	if in.Progress == nil {
-		in.Progress = func(string) {}
-	}
+	in.defaults()
 	if !slices.Contains(Modes, in.Mode) {
 		return nil, fmt.Errorf("%w: mode %q: want cordon, kill or partition", ErrBadInput, in.Mode)
 	}
@@ -124,6 +117,22 @@ func Run(ctx context.Context, in Input) (*Report, error) {
 	return d.run(ctx, workload.ClientConfig{Endpoints: ec.Status.Endpoints, DNSServers: in.DNSServers, TLS: tlsCfg})
 }
 
+// defaults fills what was left out.
+func (in *Input) defaults() {
+	if in.Timeout == 0 {
+		in.Timeout = 10 * time.Minute
+	}
+	if in.PollInterval == 0 {
+		in.PollInterval = 250 * time.Millisecond
+	}
+	if in.Pause == 0 {
+		in.Pause = 10 * time.Millisecond
+	}
+	if in.Progress == nil {
+		in.Progress = func(string) {}
+	}
+}
+
 // clientTLS issues a client certificate from the EtcdCluster's CA, as
 // `etcdfed client-cert` does.
 func clientTLS(ctx context.Context, hub client.Client, ec *etcdfedv1.EtcdCluster) (*tls.Config, error) {
@@ -145,6 +154,8 @@ type drill struct {
 	key  client.ObjectKey
 	plan Plan
 	t0   time.Time
+	// target: a migration's member clusters (nil for a zone failure).
+	target []string
 
 	mu      sync.Mutex
 	samples []Sample
@@ -206,13 +217,23 @@ func (d *drill) statusLine() string {
 	if !s.Available {
 		parts = append(parts, "NOT AVAILABLE")
 	}
-	inZone := 0
-	for _, m := range s.Members {
-		if d.in.Zone.Contains(m.Cluster, m.Zone) {
-			inZone++
+	if d.target != nil {
+		in := 0
+		for _, m := range s.Members {
+			if slices.Contains(d.target, m.Cluster) {
+				in++
+			}
 		}
+		parts = append(parts, fmt.Sprintf("%d of %d in %s", in, len(s.Members), strings.Join(d.target, ",")))
+	} else {
+		inZone := 0
+		for _, m := range s.Members {
+			if d.in.Zone.Contains(m.Cluster, m.Zone) {
+				inZone++
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d in %s", inZone, d.in.Zone))
 	}
-	parts = append(parts, fmt.Sprintf("%d in %s", inZone, d.in.Zone))
 	if op := s.Operation; op != nil {
 		parts = append(parts, fmt.Sprintf("%s %s: %s", op.Type, op.Member, op.Step))
 	} else if s.Waiting != "" {
@@ -260,22 +281,11 @@ func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report
 	go func() { defer close(sampled); d.sample(sctx) }()
 	defer func() { stopSampling(); <-sampled }()
 
-	d.setPhase("starting the workload")
-	prefix := fmt.Sprintf("etcdfed-drill/%s/", d.t0.UTC().Format("20060102T150405.000000000Z"))
-	w, err := workload.Run(ctx, workload.Input{Client: cfg, Prefix: prefix, Pause: in.Pause, WatchEachEndpoint: true, AllowWatchCompaction: in.AllowWatchCompaction})
+	w, prefix, err := d.startWorkload(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("start the workload: %w", err)
+		return nil, err
 	}
 	defer w.Stop()
-	d.mu.Lock()
-	d.w = w
-	d.mu.Unlock()
-	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = w.WaitForProgress(pctx, 50)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("the workload cannot write to the ring before the drill: %w", err)
-	}
 
 	// Fail the zone; from here on, every way out restores it.
 	d.setPhase(fmt.Sprintf("failing %s (%s)", in.Zone, in.Mode))
@@ -344,6 +354,28 @@ func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report
 	tl := Analyze(AnalyzeInput{Samples: samples, Zone: in.Zone, Plan: d.plan, Failed: failed, Restored: restored})
 	gap, gapAt := w.MaxWriteGapAt()
 	return d.report(tl, res, failed, restored, time.Now(), injected, gap, gapAt, prefix, notes), nil
+}
+
+// startWorkload starts the recorded workload under a prefix of its own
+// and waits until it has written.
+func (d *drill) startWorkload(ctx context.Context, cfg workload.ClientConfig) (*workload.Workload, string, error) {
+	d.setPhase("starting the workload")
+	prefix := fmt.Sprintf("etcdfed-drill/%s/", d.t0.UTC().Format("20060102T150405.000000000Z"))
+	w, err := workload.Run(ctx, workload.Input{Client: cfg, Prefix: prefix, Pause: d.in.Pause, WatchEachEndpoint: true, AllowWatchCompaction: d.in.AllowWatchCompaction})
+	if err != nil {
+		return nil, "", fmt.Errorf("start the workload: %w", err)
+	}
+	d.mu.Lock()
+	d.w = w
+	d.mu.Unlock()
+	pctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = w.WaitForProgress(pctx, 50)
+	cancel()
+	if err != nil {
+		w.Stop()
+		return nil, "", fmt.Errorf("the workload cannot write to the ring before the drill: %w", err)
+	}
+	return w, prefix, nil
 }
 
 // report builds the report of a drill that failed the zone at failed,

@@ -97,33 +97,11 @@ type Plan struct {
 // on, and only on a zone that holds members but not a quorum of them.
 func Preflight(ec *etcdfedv1.EtcdCluster, zone Zone, mode Mode, duration time.Duration) (Plan, error) {
 	key := ec.Namespace + "/" + ec.Name
-	notReady := func(format string, args ...any) (Plan, error) {
-		return Plan{}, fmt.Errorf("%w: EtcdCluster %s %s", ErrNotReady, key, fmt.Sprintf(format, args...))
+	if err := checkReady(ec); err != nil {
+		return Plan{}, err
 	}
 	st := ec.Status
 	replicas := int(ec.Spec.Replicas)
-	switch {
-	case ec.DeletionTimestamp != nil:
-		return notReady("is being deleted")
-	case st.ClusterID == "":
-		return notReady("has not formed yet")
-	case st.ObservedGeneration < ec.Generation:
-		return notReady("has a spec change the hub has not acted on yet (generation %d, observed %d)", ec.Generation, st.ObservedGeneration)
-	case st.Operation != nil:
-		return notReady("has a membership change in flight (%s %s, step %s): wait until it is done", st.Operation.Type, st.Operation.Member, st.Operation.Step)
-	}
-	for _, t := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionAllMembersReady} {
-		c := meta.FindStatusCondition(st.Conditions, t)
-		if c == nil {
-			return notReady("has no %s condition yet", t)
-		}
-		if c.Status != "True" {
-			return notReady("is not %s (%s: %s)", t, c.Reason, c.Message)
-		}
-	}
-	if int(st.ReadyMembers) != replicas || len(st.Members) != replicas {
-		return notReady("has %d ready of %d members (spec.replicas %d)", st.ReadyMembers, len(st.Members), replicas)
-	}
 	p := Plan{Replicas: replicas, Tolerant: meta.IsStatusConditionTrue(st.Conditions, etcdfedv1.ConditionFailureTolerant)}
 	var elsewhere []string
 	for _, m := range st.Members {
@@ -158,4 +136,38 @@ func Preflight(ec *etcdfedv1.EtcdCluster, zone Zone, mode Mode, duration time.Du
 		return Plan{}, fmt.Errorf("%w: EtcdCluster %s has failurePolicy.automatic=false, so the hub will not move the zone's members: give --duration to hold the failure for a fixed time", ErrBadInput, key)
 	}
 	return p, nil
+}
+
+// checkReady says why ec is not in a state a drill may start from:
+// Available with every member a ready voter, no membership change in
+// flight and the latest spec acted on.
+func checkReady(ec *etcdfedv1.EtcdCluster) error {
+	notReady := func(format string, args ...any) error {
+		return fmt.Errorf("%w: EtcdCluster %s/%s %s", ErrNotReady, ec.Namespace, ec.Name, fmt.Sprintf(format, args...))
+	}
+	st := ec.Status
+	replicas := int(ec.Spec.Replicas)
+	switch {
+	case ec.DeletionTimestamp != nil:
+		return notReady("is being deleted")
+	case st.ClusterID == "":
+		return notReady("has not formed yet")
+	case st.ObservedGeneration < ec.Generation:
+		return notReady("has a spec change the hub has not acted on yet (generation %d, observed %d)", ec.Generation, st.ObservedGeneration)
+	case st.Operation != nil:
+		return notReady("has a membership change in flight (%s %s, step %s): wait until it is done", st.Operation.Type, st.Operation.Member, st.Operation.Step)
+	}
+	for _, t := range []string{etcdfedv1.ConditionAvailable, etcdfedv1.ConditionAllMembersReady} {
+		c := meta.FindStatusCondition(st.Conditions, t)
+		if c == nil {
+			return notReady("has no %s condition yet", t)
+		}
+		if c.Status != "True" {
+			return notReady("is not %s (%s: %s)", t, c.Reason, c.Message)
+		}
+	}
+	if int(st.ReadyMembers) != replicas || len(st.Members) != replicas {
+		return notReady("has %d ready of %d members (spec.replicas %d)", st.ReadyMembers, len(st.Members), replicas)
+	}
+	return nil
 }

@@ -58,6 +58,10 @@ type Report struct {
 	Failures []string `json:"failures"`
 	// Notes are things worth knowing that did not fail the drill.
 	Notes []string `json:"notes"`
+	// Migration is a migration drill's own part (mode migrate; times are
+	// then seconds after the spec change, Zone is empty, ZoneMembers
+	// and ZoneClusters are the ring's members and clusters before it).
+	Migration *MigrationReport `json:"migration,omitempty"`
 }
 
 // Times are seconds after the failure began.
@@ -131,8 +135,12 @@ type Verdicts struct {
 	// Evacuated: the hub moved the zone's members while it was failed
 	// (required only without --duration).
 	Evacuated Verdict `json:"evacuated"`
-	// Healed: the ring healed after the restore.
+	// Healed: the ring healed after the restore (a migration: Available,
+	// and failure tolerant if it was, once moved).
 	Healed Verdict `json:"healed"`
+	// Tolerance (migrations only): etcd's own view never tolerated no
+	// failure while the ring moved, if it tolerated one before.
+	Tolerance *Verdict `json:"toleranceKept,omitempty"`
 }
 
 // LostWrites is the lost-write verdict.
@@ -221,6 +229,12 @@ func (r *Report) JSON(w io.Writer) error {
 // Text writes the report for a human.
 func (r *Report) Text(w io.Writer) error {
 	var b strings.Builder
+	if r.Migration != nil {
+		r.migrationText(&b)
+		r.verdictsText(&b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	held := fmt.Sprintf("until the hub had moved its members (%.1fs)", r.Duration)
 	if r.RequestedDuration > 0 {
 		held = fmt.Sprintf("for %s", time.Duration(r.RequestedDuration*float64(time.Second)))
@@ -258,8 +272,16 @@ func (r *Report) Text(w io.Writer) error {
 			fmt.Fprintf(&b, "  %s: %s -> %s (incarnation %d) at %.1fs\n", m.Member, m.From, m.To, m.Incarnation, m.At)
 		}
 	}
+	r.verdictsText(&b)
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// verdictsText writes the workload's numbers, the verdicts, the notes and
+// the result.
+func (r *Report) verdictsText(b *strings.Builder) {
 	wl := r.Workload
-	fmt.Fprintf(&b, "Workload: %d puts (%d acknowledged, %d unknown), %d gets, %d failed operations; longest gap between acknowledged writes %.3fs (from %.1fs).\n\n",
+	fmt.Fprintf(b, "Workload: %d puts (%d acknowledged, %d unknown), %d gets, %d failed operations; longest gap between acknowledged writes %.3fs (from %.1fs).\n\n",
 		wl.Puts, wl.AckedPuts, wl.UnknownPuts, wl.Gets, wl.FailedOps, wl.MaxWriteGap, wl.MaxWriteGapStart)
 	b.WriteString("Verdicts:\n")
 	v := r.Verdicts
@@ -268,24 +290,81 @@ func (r *Report) Text(w io.Writer) error {
 		if !x.Pass {
 			mark = "FAIL"
 		}
-		fmt.Fprintf(&b, "  %s  %-30s %s\n", mark, name, x.Detail)
+		fmt.Fprintf(b, "  %s  %-30s %s\n", mark, name, x.Detail)
 	}
 	line("linearizable", v.Linearizable)
 	line("no acknowledged write lost", v.LostWrites.Verdict)
 	line("watch complete and in order", v.Watch.Verdict)
 	for _, wr := range v.Watch.Watchers {
-		fmt.Fprintf(&b, "        %s: %d of %d seen, %d missed, %d duplicated, %d out of order, %d resumes\n", wr.Name, wr.Seen, wr.Expected, wr.Missed, wr.Duplicates, wr.OutOfOrder, wr.Resumes)
+		fmt.Fprintf(b, "        %s: %d of %d seen, %d missed, %d duplicated, %d out of order, %d resumes\n", wr.Name, wr.Seen, wr.Expected, wr.Missed, wr.Duplicates, wr.OutOfOrder, wr.Resumes)
 	}
-	line("members replaced", v.Evacuated)
-	line("ring healed", v.Healed)
+	if r.Migration != nil {
+		line("members moved", v.Evacuated)
+		line("ring Available once moved", v.Healed)
+		if v.Tolerance != nil {
+			line("failure tolerance kept", *v.Tolerance)
+		}
+	} else {
+		line("members replaced", v.Evacuated)
+		line("ring healed", v.Healed)
+	}
 	for _, n := range r.Notes {
-		fmt.Fprintf(&b, "Note: %s\n", n)
+		fmt.Fprintf(b, "Note: %s\n", n)
 	}
 	if r.Pass {
 		b.WriteString("\nResult: PASS\n")
 	} else {
-		fmt.Fprintf(&b, "\nResult: FAIL (%s)\n", strings.Join(r.Failures, "; "))
+		fmt.Fprintf(b, "\nResult: FAIL (%s)\n", strings.Join(r.Failures, "; "))
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+}
+
+// migrationText writes a migration drill's header, timeline, tolerance
+// and operations.
+func (r *Report) migrationText(b *strings.Builder) {
+	m := r.Migration
+	fmt.Fprintf(b, "Drill migrate of EtcdCluster %s: %d members (%s) moved from %s to %s with one spec change (spec.topology.clusters).\n\n",
+		r.Cluster, r.Replicas, strings.Join(m.Members, ", "), strings.Join(m.FromClusters, ", "), strings.Join(m.ToClusters, ", "))
+	b.WriteString("Timeline (seconds after the spec change):\n")
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	row := func(what string, at *float64, detail string) {
+		v := "-"
+		if at != nil {
+			v = fmt.Sprintf("%.1f", *at)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, v, detail)
+	}
+	t := r.Times
+	row("spec changed", ptr(0.0), fmt.Sprintf("(the patch took %.1fs)", t.Injected))
+	row("first member moved", t.FirstMove, t.FirstMoveBy)
+	row("every member moved", t.Evacuated, "every member a ready voter in the new clusters, nothing in flight")
+	row("ring Available", t.Healed, map[bool]string{true: "and failure tolerant", false: ""}[r.WasTolerant])
+	_ = tw.Flush()
+	fmt.Fprintf(b, "\nAvailability: not Available for %.1fs in total (longest %.1fs).\n", r.Availability.Unavailable, r.Availability.LongestUnavailable)
+	minTol := "-"
+	if m.MinFailuresTolerated != nil {
+		minTol = fmt.Sprint(*m.MinFailuresTolerated)
+	}
+	fmt.Fprintf(b, "Failure tolerance (etcd's member list and every voter's status): %d before, at least %s over %d samples, at most %d voters.\n",
+		m.FailuresToleratedBefore, minTol, m.ToleranceSamples, m.MaxVoters)
+	if len(m.Operations) == 0 {
+		b.WriteString("Operations: none.\n")
+	} else {
+		b.WriteString("Operations:\n")
+		for _, o := range m.Operations {
+			fmt.Fprintf(b, "  %s %s (%s) %s -> %s: began at %.1fs, %.1fs\n", o.Type, o.Member, o.Reason, orDash(o.From), orDash(o.To), o.Began, o.Seconds)
+		}
+	}
+	if len(r.Moves) > 0 {
+		b.WriteString("Members moved:\n")
+		for _, mv := range r.Moves {
+			fmt.Fprintf(b, "  %s: %s -> %s (incarnation %d) at %.1fs\n", mv.Member, mv.From, mv.To, mv.Incarnation, mv.At)
+		}
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
 }

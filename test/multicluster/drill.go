@@ -170,17 +170,26 @@ func drillCLI(ctx context.Context, t testing.TB, in DrillSpecInput, zone string)
 	if in.StateDir != "" {
 		args = append(args, "--state-dir", in.StateDir)
 	}
-	if len(in.Topology.DNSServers) > 0 {
-		args = append(args, "--dns-server", strings.Join(in.Topology.DNSServers, ","))
+	return runDrillCLI(ctx, t, in.Topology, in.Etcdfed, args)
+}
+
+// runDrillCLI runs `etcdfed` with args (a drill with --json) and the
+// topology's DNS servers, logs its progress (standard error) line by line,
+// and returns the report decoded from its standard output, with that
+// output. The command must exit 0: it exits non-zero when the drill failed.
+func runDrillCLI(ctx context.Context, t testing.TB, topo *Topology, etcdfed string, args []string) (*drill.Report, []byte) {
+	t.Helper()
+	if len(topo.DNSServers) > 0 {
+		args = append(args, "--dns-server", strings.Join(topo.DNSServers, ","))
 	}
-	cmd := exec.CommandContext(ctx, in.Etcdfed, args...)
+	cmd := exec.CommandContext(ctx, etcdfed, args...)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("running %s %s", in.Etcdfed, strings.Join(args, " "))
+	t.Logf("running %s %s", etcdfed, strings.Join(args, " "))
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -10,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/drill"
 )
 
 // toleranceSampler samples, every interval, the failure tolerance etcd's
@@ -54,8 +54,8 @@ func startToleranceSampler(ctx context.Context, t testing.TB, hub *Cluster, m *M
 		defer func() { _ = c.Close() }()
 		for sctx.Err() == nil {
 			at := time.Now()
-			s.sample(sctx, hub, m, at, func(ctx context.Context) (voters, healthy int, desc string, err error) {
-				return sampleTolerance(ctx, c)
+			s.sample(sctx, hub, m, at, func(ctx context.Context) (drill.Tolerance, error) {
+				return drill.SampleTolerance(ctx, c)
 			})
 			select {
 			case <-sctx.Done():
@@ -66,76 +66,8 @@ func startToleranceSampler(ctx context.Context, t testing.TB, hub *Cluster, m *M
 	return s
 }
 
-// sampleTolerance is one consistent sample of etcd's own view: the member
-// list, every voter's status call (side by side, 1 s each), and the member
-// list again; a membership change in between makes it no sample
-// (errRaced), since a voter removed meanwhile would count as down.
-func sampleTolerance(ctx context.Context, c *clientv3.Client) (voters, healthy int, desc string, err error) {
-	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	list, err := c.MemberList(lctx)
-	if err != nil {
-		return 0, 0, "", err
-	}
-	type answer struct {
-		name string
-		id   uint64
-		ok   bool
-	}
-	var wg sync.WaitGroup
-	answers := make(chan answer, len(list.Members))
-	for _, mem := range list.Members {
-		if mem.IsLearner || len(mem.ClientURLs) == 0 {
-			continue
-		}
-		voters++
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sctx, scancel := context.WithTimeout(ctx, time.Second)
-			defer scancel()
-			_, serr := c.Status(sctx, mem.ClientURLs[0])
-			answers <- answer{mem.Name, mem.ID, serr == nil}
-		}()
-	}
-	wg.Wait()
-	close(answers)
-	var parts []string
-	for a := range answers {
-		state := "down"
-		if a.ok {
-			healthy++
-			state = "ok"
-		}
-		parts = append(parts, fmt.Sprintf("%s[%x]=%s", a.name, a.id, state))
-	}
-	slices.Sort(parts)
-	again, err := c.MemberList(lctx)
-	if err != nil {
-		return 0, 0, "", err
-	}
-	if !sameMembers(list.Members, again.Members) {
-		return 0, 0, "", errRaced
-	}
-	return voters, healthy, strings.Join(parts, " "), nil
-}
-
-var errRaced = errors.New("the member list changed during the sample")
-
-func sameMembers(a, b []*etcdserverpb.Member) bool {
-	key := func(ms []*etcdserverpb.Member) []string {
-		var out []string
-		for _, m := range ms {
-			out = append(out, fmt.Sprintf("%x/%v", m.ID, m.IsLearner))
-		}
-		slices.Sort(out)
-		return out
-	}
-	return slices.Equal(key(a), key(b))
-}
-
-func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedEtcd, at time.Time, list func(context.Context) (int, int, string, error)) {
-	voters, healthy, desc, err := list(ctx)
+func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedEtcd, at time.Time, list func(context.Context) (drill.Tolerance, error)) {
+	tl, err := list(ctx)
 	ec := &etcdfedv1.EtcdCluster{}
 	gerr := hub.Client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Name}, ec)
 	now := time.Now()
@@ -153,7 +85,7 @@ func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedE
 	if ctx.Err() != nil {
 		return
 	}
-	if errors.Is(err, errRaced) {
+	if errors.Is(err, drill.ErrRaced) {
 		s.raced++
 		return
 	}
@@ -161,12 +93,12 @@ func (s *toleranceSampler) sample(ctx context.Context, hub *Cluster, m *ManagedE
 		s.listFailed++
 		return
 	}
-	tol := healthy - (voters/2 + 1)
+	tol := tl.Tolerated()
 	s.samples++
 	s.minTol = min(s.minTol, tol)
-	s.maxVoters = max(s.maxVoters, voters)
+	s.maxVoters = max(s.maxVoters, tl.Voters)
 	if tol <= 0 {
-		s.zero = append(s.zero, fmt.Sprintf("%s: %d voters, %d healthy: %s", at.Format("15:04:05.000"), voters, healthy, desc))
+		s.zero = append(s.zero, fmt.Sprintf("%s: %d voters, %d healthy: %s", at.Format("15:04:05.000"), tl.Voters, tl.Healthy, tl.Detail))
 	}
 }
 
@@ -191,8 +123,9 @@ func (s *toleranceSampler) finish() map[string]time.Duration {
 	return out
 }
 
-// setBreakBeforeMake sets the annotation etcdfed.dev/break-before-make.
-func setBreakBeforeMake(ctx context.Context, hub *Cluster, m *ManagedEtcd) error {
+// setBreakBeforeMake sets (on) or removes the annotation
+// etcdfed.dev/break-before-make.
+func setBreakBeforeMake(ctx context.Context, hub *Cluster, m *ManagedEtcd, on bool) error {
 	ec, err := m.Get(ctx, hub)
 	if err != nil {
 		return err
@@ -201,7 +134,11 @@ func setBreakBeforeMake(ctx context.Context, hub *Cluster, m *ManagedEtcd) error
 	if ec.Annotations == nil {
 		ec.Annotations = map[string]string{}
 	}
-	ec.Annotations[etcdfedv1.AnnotationBreakBeforeMake] = "true"
+	if on {
+		ec.Annotations[etcdfedv1.AnnotationBreakBeforeMake] = "true"
+	} else {
+		delete(ec.Annotations, etcdfedv1.AnnotationBreakBeforeMake)
+	}
 	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }
 
@@ -319,7 +256,7 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 	// the old behaviour (annotation etcdfed.dev/break-before-make).
 	victim := got.Status.Members[0]
 	w2 := startScenarioWorkload(ctx, t, in.Etcd, "migrate-bbm")
-	if err := setBreakBeforeMake(ctx, hub, in.Etcd); err != nil {
+	if err := setBreakBeforeMake(ctx, hub, in.Etcd, true); err != nil {
 		t.Fatal(err)
 	}
 	back := slices.Clone(in.To)
@@ -349,4 +286,88 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 		t.Errorf("operations %v: want a Replace (break before make), as the annotation asks", sampler2.ops)
 	}
 	checkWorkload(ctx, t, w2)
+	if err := setBreakBeforeMake(ctx, hub, in.Etcd, false); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// MigrateDrillSpecInput is a formed ring moved to To by `etcdfed drill
+// migrate`.
+type MigrateDrillSpecInput struct {
+	T        testing.TB
+	Topology *Topology
+	Etcd     *ManagedEtcd
+	To       []string
+	// Etcdfed is the etcdfed binary.
+	Etcdfed string
+}
+
+// MigrateDrillSpec runs `etcdfed drill migrate --json` to move the ring to
+// In.To, as a user would, and checks its report: passed, every member in
+// To, every operation a make-before-break Move, failure tolerance never
+// below one, one voter more than replicas at some moment, and the JSON
+// fields the docs name.
+func MigrateDrillSpec(ctx context.Context, in MigrateDrillSpecInput) *drill.Report {
+	t := in.T
+	t.Helper()
+	ec, err := in.Etcd.Get(ctx, in.Topology.Hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec, err = WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: in.Topology.Hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: int(ec.Spec.Replicas), Timeout: 2 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"drill", "migrate", "--kubeconfig", in.Topology.Hub.Kubeconfig, "--cluster", in.Etcd.Namespace + "/" + in.Etcd.Name,
+		"--to", strings.Join(in.To, ","), "--timeout", "10m", "--json", "--artifacts", ArtifactsDir(t.TempDir())}
+	rep, doc := runDrillCLI(ctx, t, in.Topology, in.Etcdfed, args)
+	m := rep.Migration
+	if m == nil || rep.Mode != drill.ModeMigrate || !rep.Pass {
+		t.Fatalf("report of a migration drill: mode %q, pass %t, migration %+v, failures %v", rep.Mode, rep.Pass, m, rep.Failures)
+	}
+	if !slices.Equal(m.ToClusters, in.To) || len(m.Members) != int(ec.Spec.Replicas) {
+		t.Errorf("report moves %v to %v, want the ring's %d members to %v", m.Members, m.ToClusters, ec.Spec.Replicas, in.To)
+	}
+	moved := 0
+	for _, o := range m.Operations {
+		if o.Type != string(etcdfedv1.OperationMove) {
+			t.Errorf("operation %+v during the drill: every member must move make before break", o)
+		}
+		moved++
+	}
+	outside := 0
+	for _, mem := range ec.Status.Members {
+		if !slices.Contains(in.To, mem.Cluster) {
+			outside++
+		}
+	}
+	if moved != outside {
+		t.Errorf("%d operations reported, want one per member outside %v (%d)", moved, in.To, outside)
+	}
+	if m.MinFailuresTolerated == nil || *m.MinFailuresTolerated < 1 || m.MaxVoters != int(ec.Spec.Replicas)+1 || m.ToleranceSamples == 0 {
+		t.Errorf("tolerance: min %v over %d samples, at most %d voters; want at least 1 and %d voters", m.MinFailuresTolerated, m.ToleranceSamples, m.MaxVoters, ec.Spec.Replicas+1)
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(doc, &fields); err != nil {
+		t.Fatal(err)
+	}
+	verdicts, _ := fields["verdicts"].(map[string]any)
+	mig, _ := fields["migration"].(map[string]any)
+	if fields["mode"] != "migrate" || verdicts["toleranceKept"] == nil || mig["minFailuresTolerated"] == nil || mig["operations"] == nil {
+		t.Errorf("report JSON lacks what the report says:\n%s", doc)
+	}
+	got, err := in.Etcd.Get(ctx, in.Topology.Hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mem := range got.Status.Members {
+		if !slices.Contains(in.To, mem.Cluster) {
+			t.Errorf("%s still in %s after the drill", mem.Name, mem.Cluster)
+		}
+	}
+	t.Logf("etcdfed drill migrate: %d member(s) moved to %v, every member moved %s after the spec change; failure tolerance %d before, at least %d over %d samples, at most %d voters; longest write gap %.3fs; %d puts acknowledged",
+		moved, in.To, fmtAt(rep.Times.Evacuated), m.FailuresToleratedBefore, *m.MinFailuresTolerated, m.ToleranceSamples, m.MaxVoters, rep.Workload.MaxWriteGap, rep.Workload.AckedPuts)
+	for _, o := range m.Operations {
+		t.Logf("  %s %s (%s) %s -> %s: %.1fs", o.Type, o.Member, o.Reason, o.From, o.To, o.Seconds)
+	}
+	return rep
 }

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"testing"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -16,7 +17,9 @@ import (
 // tolerance never 0 at any moment sampled from etcd's own member list,
 // linearizable, nothing acknowledged lost, every watch complete; beside
 // it, a break-before-make move of a member whose old incarnation is dead,
-// for comparison (MigrateSpec). Six member clusters, one zone each.
+// for comparison (MigrateSpec); then `etcdfed drill migrate` moves it
+// back, as a user would, and its report is checked (MigrateDrillSpec).
+// Six member clusters, one zone each.
 func TestScenarioMigrate(t *testing.T) {
 	if os.Getenv("ETCDFED_SCENARIOS") == "" {
 		t.Skip("failure scenario (minutes): run `make scenarios` (ETCDFED_SCENARIOS=1)")
@@ -32,6 +35,13 @@ func TestScenarioMigrate(t *testing.T) {
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Topology.Clusters = from }})
 	deleteIfFailed(t, topo, etcd)
 	MigrateSpec(ctx, MigrateSpecInput{T: t, Topology: topo, Etcd: etcd, From: from, To: to})
+	t.Run("etcdfed drill migrate back", func(t *testing.T) {
+		bin, err := freshBin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		MigrateDrillSpec(ctx, MigrateDrillSpecInput{T: t, Topology: topo, Etcd: etcd, To: from, Etcdfed: filepath.Join(bin, "etcdfed")})
+	})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
