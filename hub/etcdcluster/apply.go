@@ -222,7 +222,7 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 			_, done := operationReasons(membership.OpType(op.Type))
 			r.event(ec, corev1.EventTypeNormal, done, string(op.Type), "%s (%s) done after %s: %s",
 				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
-			if op.Type == etcdfedv1.OperationReplace {
+			if op.Type == etcdfedv1.OperationReplace || op.Type == etcdfedv1.OperationMove {
 				evidence, _ := r.evidence.take(ec.UID, op.Member, op.Incarnation)
 				e := replacedEvent(s, op, evidence)
 				r.event(ec, e.typ, e.reason, string(op.Type), "%s", e.message)

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -59,7 +60,8 @@ func (m *replaceEvidence) forget(ring types.UID) {
 
 // domainEvidence says why a failure domain is being left: the liveness
 // verdict of its cluster when failed (which witnesses saw what, since
-// when), a zone where no node takes pods, or the cordon that asks for it.
+// when), a zone where no node takes pods, the cordon that asks for it, or
+// spec.topology.clusters that no longer allows its cluster (a migration).
 func domainEvidence(s *snapshot, d topology.Domain) string {
 	for _, cs := range s.clusters {
 		if cs.name != d.Cluster {
@@ -84,16 +86,19 @@ func domainEvidence(s *snapshot, d topology.Domain) string {
 		return fmt.Sprintf("member cluster %s is cordoned (spec.topology.cordonedClusters)", d.Cluster)
 	case slices.Contains(tp.CordonedZones, d.Zone):
 		return fmt.Sprintf("zone %s is cordoned (spec.topology.cordonedZones)", d.Zone)
+	case len(tp.Clusters) > 0 && !slices.Contains(tp.Clusters, d.Cluster):
+		return fmt.Sprintf("member cluster %s is no longer allowed (spec.topology.clusters: %s)", d.Cluster, strings.Join(tp.Clusters, ", "))
 	}
 	return ""
 }
 
 // beginEvents are the events of an operation that begins: Evacuating for
 // a member moved out of its domain because that domain failed or was
-// cordoned. It also returns the evidence to keep for the replacement's
-// MemberReplaced event ("" when the operation is no replacement).
+// cordoned, break before make (Replace) or make before break (Move). It
+// also returns the evidence to keep for the MemberReplaced event at the
+// end ("" when the operation gives the member no new incarnation).
 func beginEvents(s *snapshot, op *membership.Operation, why string) (events []clusterEvent, evidence string) {
-	if op == nil || op.Type != membership.OpReplace {
+	if op == nil || op.Type != membership.OpReplace && op.Type != membership.OpMove {
 		return nil, ""
 	}
 	evidence = why
@@ -101,13 +106,18 @@ func beginEvents(s *snapshot, op *membership.Operation, why string) (events []cl
 		if e := domainEvidence(s, *op.From); e != "" {
 			evidence = fmt.Sprintf("%s: %s", why, e)
 		}
+		how := ""
+		if op.Type == membership.OpMove {
+			how = ", make before break"
+		}
 		events = append(events, clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventEvacuating, truncate(
-			fmt.Sprintf("Evacuating %s [%x] from %s to %s as incarnation %d: %s", op.Member, op.MemberID, op.From, domainString(op.To), op.Incarnation, evidence), maxEventNote)})
+			fmt.Sprintf("Evacuating %s [%x] from %s to %s as incarnation %d%s: %s", op.Member, op.MemberID, op.From, domainString(op.To), op.Incarnation, how, evidence), maxEventNote)})
 	}
 	return events, evidence
 }
 
-// replacedEvent is the MemberReplaced event of a replacement that ended.
+// replacedEvent is the MemberReplaced event of a replacement (Replace,
+// or a Move made before break) that ended.
 func replacedEvent(s *snapshot, op *etcdfedv1.MembershipOperation, evidence string) clusterEvent {
 	if evidence == "" {
 		evidence = fmt.Sprintf("reason %s (the evidence was kept by a hub that restarted since)", op.Reason)
@@ -119,9 +129,13 @@ func replacedEvent(s *snapshot, op *etcdfedv1.MembershipOperation, evidence stri
 	if op.To != nil {
 		to = op.To.Cluster + "/" + op.To.Zone
 	}
+	how := "replaced by"
+	if op.Type == etcdfedv1.OperationMove {
+		how = "moved make before break to"
+	}
 	return clusterEvent{corev1.EventTypeNormal, etcdfedv1.EventMemberReplaced, truncate(
-		fmt.Sprintf("%s replaced by incarnation %d: [%s] in %s -> [%s] in %s, %s after it began; why: %s",
-			op.Member, op.Incarnation, op.MemberID, from, op.NewMemberID, to, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), evidence), maxEventNote)}
+		fmt.Sprintf("%s %s incarnation %d: [%s] in %s -> [%s] in %s, %s after it began; why: %s",
+			op.Member, how, op.Incarnation, op.MemberID, from, op.NewMemberID, to, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), evidence), maxEventNote)}
 }
 
 // maxEventNote keeps a note within what the events API accepts (1 kB).

@@ -16,7 +16,8 @@ import (
 // A member moved out of a failed cluster is told as Evacuating with the
 // witnesses' evidence, and that evidence is what MemberReplaced tells at
 // the end; a replacement in place (lost volume, failing member) tells no
-// Evacuating but keeps its reason; a cordoned zone is named as such.
+// Evacuating but keeps its reason; a cordoned zone is named as such; a
+// Move (make before break) tells both too.
 func TestReplacementEvents(t *testing.T) {
 	s := ring()
 	s.ec.Spec.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
@@ -62,6 +63,28 @@ func TestReplacementEvents(t *testing.T) {
 	events, _ = beginEvents(s, op, "Move main-1 (Evacuate)")
 	if len(events) != 1 || !strings.Contains(events[0].message, "zone zone-2 is cordoned") {
 		t.Errorf("cordoned: %+v", events)
+	}
+
+	// A live member moved out of the cordoned zone, make before break:
+	// Evacuating says so, and MemberReplaced says it moved.
+	s.ec.Spec.Topology.CordonedZones = []string{"zone-2"}
+	move := *op
+	move.Type = membership.OpMove
+	events, evidence = beginEvents(s, &move, "Move main-1 (Evacuate)")
+	if len(events) != 1 || !strings.Contains(events[0].message, "as incarnation 4, make before break: Move main-1 (Evacuate): zone zone-2 is cordoned") {
+		t.Errorf("move: %+v", events)
+	}
+	apiMove := *api
+	apiMove.Type = etcdfedv1.OperationMove
+	if e := replacedEvent(s, &apiMove, evidence); e.reason != etcdfedv1.EventMemberReplaced || !strings.Contains(e.message, "main-1 moved make before break to incarnation 4: [ab] in member-2/zone-2 -> [cd]") {
+		t.Errorf("MemberReplaced of a move: %+v", e)
+	}
+
+	// A migration: the cluster no longer allowed is the evidence.
+	s.ec.Spec.Topology.CordonedZones = nil
+	s.ec.Spec.Topology.Clusters = []string{"member-1", "member-3"}
+	if events, _ = beginEvents(s, &move, "Move main-1 (Evacuate)"); len(events) != 1 || !strings.Contains(events[0].message, "member cluster member-2 is no longer allowed (spec.topology.clusters: member-1, member-3)") {
+		t.Errorf("migration: %+v", events)
 	}
 
 	var mem replaceEvidence

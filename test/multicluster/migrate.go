@@ -224,6 +224,18 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 			t.Errorf("operation %s during the migration: every member must move make before break", k)
 		}
 	}
+	for _, name := range moved {
+		// Each move is told: Evacuating with the evidence (the cluster
+		// no longer allowed), MemberReplaced once it is done.
+		if note, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventEvacuating, name, "make before break", "no longer allowed"); err != nil {
+			t.Error(err)
+		} else {
+			t.Logf("event %s: %s", etcdfedv1.EventEvacuating, note)
+		}
+		if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, name, "moved make before break"); err != nil {
+			t.Error(err)
+		}
+	}
 	if len(moved) != replicas {
 		t.Errorf("moves seen %v, want every one of the %d members moved once", moved, replicas)
 	} else if moved[len(moved)-1] != leader {
