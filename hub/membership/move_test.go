@@ -115,6 +115,13 @@ func TestRule13MoveStepsNewFirstOldLast(t *testing.T) {
 		}},
 		{"the old ID leading does not matter yet", moving(func(in *Input) { in.Etcd.LeaderID = 3 }), []check{action(ActCreateObjects)}},
 		{"exposed: added as a learner beside the old voter", moving(exposed), []check{action(ActAddLearner), opRecorded(OpMove, ActAddLearner)}},
+		{"the new cluster not visible yet at a later step (a restarted hub): the step recorded is kept", moving(func(in *Input) {
+			in.Operation.Step = ActPromote
+			in.Members[2].ClusterVisible = false
+		}), []check{action(ActWait), opRecorded(OpMove, ActPromote), reason("member cluster d is not visible (yet); Move of main-2 goes on at step Promote")}},
+		{"the new cluster not visible before its object: waiting to create it", moving(func(in *Input) {
+			in.Members[2].ClusterVisible = false
+		}), []check{action(ActWait), opRecorded(OpMove, ActCreateObjects), reason("waiting to create main-2 there")}},
 		{"another learner joining: one at a time", moving(func(in *Input) {
 			exposed(in)
 			in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 77, PeerURLs: []string{url("main-9")}, IsLearner: true})

@@ -232,6 +232,12 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 	}
 	if m.Object == nil || m.Object.Incarnation < m.Incarnation {
 		if !m.ClusterVisible {
+			// Not seeing the cluster says nothing of the object there: an
+			// operation past creating it (a hub that just restarted and has
+			// not engaged the cluster yet) keeps its recorded step.
+			if op.Step != "" && op.Step != ActBegin && op.Step != ActCreateObjects {
+				return waitStep(op, op.Step, pollSlow, "member cluster %s is not visible (yet); %s of %s goes on at step %s once it is", m.Domain.Cluster, op.Type, m.Name, op.Step), 0, true
+			}
 			return waitStep(op, ActCreateObjects, pollSlow, "member cluster %s is not visible; waiting to create %s there", m.Domain.Cluster, m.Name), 0, true
 		}
 		return step(op, ActCreateObjects, Decision{Members: []string{m.Name}, Domain: m.Domain, Reason: fmt.Sprintf("creating %s in %s", m.Name, m.Domain)}), 0, true
