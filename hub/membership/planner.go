@@ -260,12 +260,19 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 		if !em.Started() {
 			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to start", m.Name), 0, true
 		}
-		if op.Type == OpMove && !em.Healthy {
-			// A voter that does not answer yet would count as one down
-			// beside the old incarnation: a learner serves clients only
-			// once it has applied the entry that publishes it, seconds
-			// after the member list shows it started.
-			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted beside its old incarnation", m.Name), 0, true
+		if (op.Type == OpMove || op.Type == OpAdd) && !em.Healthy {
+			// A voter that does not answer yet would count as one down:
+			// beside the old incarnation of a Move, or as the fourth voter
+			// of three, which leaves a quorum of three and no failure
+			// tolerated. A learner serves clients only once it has applied
+			// the entry that publishes it, seconds after the member list
+			// shows it started. (A Replace's old ID is gone already: its
+			// promotion restores what the ring had, answering or not.)
+			beside := "beside its old incarnation"
+			if op.Type == OpAdd {
+				beside = "as a voter that counts"
+			}
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted %s", m.Name, beside), 0, true
 		}
 		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)}), 0, true
 	}

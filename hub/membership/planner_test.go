@@ -214,9 +214,16 @@ func TestRule4AddLearnerThenPromote(t *testing.T) {
 			in.Etcd.Members = append(in.Etcd.Members, learner)
 			m.Object.Bootstrap = "existing"
 		}), []check{action(ActWait), reason("waiting for learner main-3 to start")}},
-		{"learner running: promote", adding(func(in *Input, m *Member) {
+		{"learner running but not answering yet: not promoted (a fourth voter down leaves three of four and no tolerance)", adding(func(in *Input, m *Member) {
 			l := learner
 			l.Name = "main-3"
+			in.Etcd.Members = append(in.Etcd.Members, l)
+			m.Object.Bootstrap = "existing"
+		}), []check{action(ActWait), opRecorded(OpAdd, ActPromote), reason("waiting for learner main-3 to answer before it is promoted as a voter that counts")}},
+		{"learner running and answering: promote", adding(func(in *Input, m *Member) {
+			l := learner
+			l.Name = "main-3"
+			l.Healthy = true
 			in.Etcd.Members = append(in.Etcd.Members, l)
 			m.Object.Bootstrap = "existing"
 		}), []check{action(ActPromote), func(t *testing.T, d Decision) {
