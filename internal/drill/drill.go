@@ -343,14 +343,7 @@ func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report
 	stopSampling()
 	<-sampled
 
-	d.setPhase("checking the workload")
-	res := w.Check(ctx, in.Artifacts)
-	if err := d.cleanup(ctx, cfg, prefix); err != nil {
-		notes = append(notes, fmt.Sprintf("the workload's keys under %s were not deleted: %v", prefix, err))
-	}
-	d.mu.Lock()
-	samples := slices.Clone(d.samples)
-	d.mu.Unlock()
+	res, samples, notes := d.check(ctx, w, cfg, prefix, notes)
 	tl := Analyze(AnalyzeInput{Samples: samples, Zone: in.Zone, Plan: d.plan, Failed: failed, Restored: restored})
 	gap, gapAt := w.MaxWriteGapAt()
 	return d.report(tl, res, failed, restored, time.Now(), injected, gap, gapAt, prefix, notes), nil
@@ -376,6 +369,21 @@ func (d *drill) startWorkload(ctx context.Context, cfg workload.ClientConfig) (*
 		return nil, "", fmt.Errorf("the workload cannot write to the ring before the drill: %w", err)
 	}
 	return w, prefix, nil
+}
+
+// check checks the workload once sampling has stopped, deletes its keys
+// and returns its result with the samples taken; a cleanup that failed is
+// added to notes.
+func (d *drill) check(ctx context.Context, w *workload.Workload, cfg workload.ClientConfig, prefix string, notes []string) (*workload.Result, []Sample, []string) {
+	d.setPhase("checking the workload")
+	res := w.Check(ctx, d.in.Artifacts)
+	if err := d.cleanup(ctx, cfg, prefix); err != nil {
+		notes = append(notes, fmt.Sprintf("the workload's keys under %s were not deleted: %v", prefix, err))
+	}
+	d.mu.Lock()
+	samples := slices.Clone(d.samples)
+	d.mu.Unlock()
+	return res, samples, notes
 }
 
 // report builds the report of a drill that failed the zone at failed,

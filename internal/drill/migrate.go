@@ -277,14 +277,7 @@ func RunMigrate(ctx context.Context, in Input) (*Report, error) {
 	stopSampling()
 	<-sampled
 
-	d.setPhase("checking the workload")
-	res := w.Check(ctx, in.Artifacts)
-	if err := d.cleanup(ctx, cfg, prefix); err != nil {
-		notes = append(notes, fmt.Sprintf("the workload's keys under %s were not deleted: %v", prefix, err))
-	}
-	d.mu.Lock()
-	samples := slices.Clone(d.samples)
-	d.mu.Unlock()
+	res, samples, notes := d.check(ctx, w, cfg, prefix, notes)
 	tl := Analyze(AnalyzeInput{Samples: samples, Plan: d.plan, Failed: began})
 	var migrated, healed *time.Time
 	for _, s := range samples {

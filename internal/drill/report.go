@@ -242,14 +242,7 @@ func (r *Report) Text(w io.Writer) error {
 	fmt.Fprintf(&b, "Drill zone-failure of EtcdCluster %s: zone %s (%s) failed by %s, held %s.\n", r.Cluster, r.Zone, strings.Join(r.ZoneClusters, ", "), r.Mode, held)
 	fmt.Fprintf(&b, "The zone held %s of %d members.\n\n", strings.Join(r.ZoneMembers, ", "), r.Replicas)
 	b.WriteString("Timeline (seconds after the failure began):\n")
-	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
-	row := func(what string, at *float64, detail string) {
-		v := "-"
-		if at != nil {
-			v = fmt.Sprintf("%.1f", *at)
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, v, detail)
-	}
+	tw, row := timeline(&b)
 	t := r.Times
 	row("zone failed", ptr(0.0), fmt.Sprintf("(%s took %.1fs)", r.Mode, t.Injected))
 	if r.Mode == ModeCordon {
@@ -325,14 +318,7 @@ func (r *Report) migrationText(b *strings.Builder) {
 	fmt.Fprintf(b, "Drill migrate of EtcdCluster %s: %d members (%s) moved from %s to %s with one spec change (spec.topology.clusters).\n\n",
 		r.Cluster, r.Replicas, strings.Join(m.Members, ", "), strings.Join(m.FromClusters, ", "), strings.Join(m.ToClusters, ", "))
 	b.WriteString("Timeline (seconds after the spec change):\n")
-	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	row := func(what string, at *float64, detail string) {
-		v := "-"
-		if at != nil {
-			v = fmt.Sprintf("%.1f", *at)
-		}
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, v, detail)
-	}
+	tw, row := timeline(b)
 	t := r.Times
 	row("spec changed", ptr(0.0), fmt.Sprintf("(the patch took %.1fs)", t.Injected))
 	row("first member moved", t.FirstMove, t.FirstMoveBy)
@@ -359,6 +345,19 @@ func (r *Report) migrationText(b *strings.Builder) {
 		for _, mv := range r.Moves {
 			fmt.Fprintf(b, "  %s: %s -> %s (incarnation %d) at %.1fs\n", mv.Member, mv.From, mv.To, mv.Incarnation, mv.At)
 		}
+	}
+}
+
+// timeline is a table of the report's times: row adds one ("-" for a
+// time that did not come); flush the writer at the end.
+func timeline(b *strings.Builder) (*tabwriter.Writer, func(what string, at *float64, detail string)) {
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	return tw, func(what string, at *float64, detail string) {
+		v := "-"
+		if at != nil {
+			v = fmt.Sprintf("%.1f", *at)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", what, v, detail)
 	}
 }
 
