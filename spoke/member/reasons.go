@@ -3,7 +3,13 @@ package member
 import etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 
 // Condition reasons of EtcdMember, by condition type. Together with the type
-// and status they are the contract with the hub.
+// and status they are the contract with the hub. Reasons the hub acts on
+// are defined in the API and aliased here, except ContainerFailing
+// (PodReady=False: the etcd or prepare-data container cannot run, see
+// containerFailing), which status.go uses from the API directly.
+// PeerConnections' reasons are the API's (etcdfedv1.PeerConnectionProblems,
+// ReasonPeersReady, ReasonNoPeerErrors, ReasonEtcdLogUnavailable), chosen
+// by status.go and spoke/etcdlog.
 const (
 	// ReasonInvalidSpec (PodReady=False): the spec cannot be run; the
 	// message says why. Nothing was created or deleted for this generation

@@ -8,6 +8,7 @@
 // command (its first element's basename names the binary), env with values
 // and downward-API fieldRefs, $(VAR) expansion, PVC and Secret volumes, init
 // containers, httpGet and tcpSocket probes (probes.go). The security
-// contexts and resources (security.go) are what a real kubelet needs; the
-// node agent accepts them without enforcing them.
+// contexts (security.go) and the resources (harden, with spec's defaults)
+// are what a real kubelet needs; the node agent accepts them without
+// enforcing them.
 package pod
