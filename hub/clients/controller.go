@@ -106,7 +106,8 @@ func (r *Reconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller on the hub cluster's manager.
-// It wakes on spec and annotation changes and on changed endpoints; renewals are a
+// It wakes on spec and annotation changes, changed endpoints or cluster
+// ID, a step of a CA rotation and the start of a deletion; renewals are a
 // RequeueAfter it computes itself.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).

@@ -323,8 +323,9 @@ func (v HubView) Message() string {
 // observations, would change by the passage of time alone: a fresh Lease
 // going stale, or a cluster whose absence is corroborated reaching its
 // grace period. ok is false when no verdict changes without a new
-// observation. The hub schedules its next pass at that instant, so a stale
-// Lease is noticed when it goes stale, not at the next periodic pass.
+// observation. The hub no longer calls it: it wakes rings with NextStale
+// (one timer for every ring) and NextGraceEnd (per ring), which together
+// cover the same two instants; only tests use it.
 func NextChange(obs []Observation, now time.Time, staleAfter, grace time.Duration) (time.Duration, bool) {
 	var next time.Duration
 	found := false
