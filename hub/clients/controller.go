@@ -67,7 +67,8 @@ type ClusterClient interface {
 
 // Reconciler keeps the consumers' Secrets of EtcdClusters.
 type Reconciler struct {
-	// Client writes EtcdCluster status and the Secrets in the hub cluster.
+	// Client writes EtcdCluster status and finalizers, and the Secrets in
+	// the hub cluster.
 	Client client.Client
 	// Reader reads EtcdClusters and Secrets in the hub cluster, uncached.
 	Reader client.Reader

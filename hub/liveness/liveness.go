@@ -36,7 +36,8 @@ type entry struct {
 	holder   string
 	lastSeen time.Time // hub clock when a change was observed
 	// back is when the hub saw the Lease renewed after a gap longer than
-	// the staleness window (BackAfter): the cluster came back into view.
+	// the staleness window (ObserveLease's staleAfter): the cluster came
+	// back into view (BackSince).
 	back time.Time
 }
 
