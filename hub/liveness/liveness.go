@@ -22,7 +22,9 @@ import (
 )
 
 // Tracker remembers, per member cluster, when the hub last saw its spoke's
-// Lease change. It is fed by the Lease watch.
+// Lease change. It is fed by the Lease watch and by each pass's read of
+// the Lease; the hub keeps a second one, keyed "cluster/node", for node
+// Leases (zones.go).
 type Tracker struct {
 	mu      sync.Mutex
 	now     func() time.Time
