@@ -23,6 +23,9 @@
 //     starts (etcdfed-init prepare-data): a founding member's snapshot
 //     restored, a data directory of another etcd cluster refused.
 //   - app: wires everything into one controller-runtime manager (cmd/spoke).
+//   - internal/spec: the defaults, names, labels and spec checks every
+//     component agrees on; internal/spoketest, testcerts and testetcd are
+//     test helpers.
 //
 // The spoke never deletes a pod or a volume because the hub is unreachable or
 // because something looks odd: a spec it cannot run gets a condition with a

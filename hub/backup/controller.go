@@ -33,7 +33,8 @@ const runNow = time.Millisecond
 
 // Reconciler takes the backups of EtcdClusters in the hub cluster.
 type Reconciler struct {
-	// Client writes EtcdCluster status.
+	// Client writes EtcdCluster status and creates the ring's snapshot key
+	// Secret.
 	Client client.Client
 	// Reader reads EtcdClusters and Secrets uncached (the hub caches
 	// Secrets of its own namespace only).

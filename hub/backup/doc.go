@@ -6,8 +6,9 @@
 // (not inside) the EtcdCluster reconciler: a backup is read-only for the
 // ring, takes no part in the one-operation-at-a-time gate, and a store that
 // cannot be reached only sets BackupHealthy=False; nothing else waits for
-// it. It owns status.backup and the BackupHealthy condition and writes
-// nothing else.
+// it. It owns status.backup, the BackupHealthy condition and the ring's
+// snapshot key Secret (created with the first backup), and writes nothing
+// else.
 //
 // One reconcile: read the EtcdCluster, ask the pure Decide (schedule.go)
 // what is due, then either wait (RequeueAfter until the next run: no
@@ -16,7 +17,8 @@
 // leader only when no follower is healthy), stream its snapshot to a local
 // file while checking etcd's appended sha256, read the file like
 // `etcdutl snapshot status` (bbolt check, revision), upload it with a
-// metadata sidecar, and delete what retention no longer keeps. Status is
+// metadata sidecar signed with the ring's snapshot key, and delete what
+// retention no longer keeps. Status is
 // patched once per reconcile; events and metrics report each result.
 //
 // An on-demand snapshot is asked for with the etcdfed.dev/backup-requested

@@ -47,7 +47,8 @@ func failed(started time.Time, reason string, err error) outcome {
 }
 
 // run takes one backup of ec: store reachable, source chosen, snapshot
-// streamed and checked, uploaded, then pruned. Every step is bounded.
+// streamed and checked, its sidecar signed with the ring's snapshot key,
+// uploaded, then pruned. Every step is bounded.
 func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger etcdfedv1.BackupTrigger) outcome {
 	log := ctrl.LoggerFrom(ctx)
 	spec := ec.Spec.Backup

@@ -20,8 +20,9 @@ const (
 	ActStart Action = "Start"
 	// ActRun: a backup is recorded as in progress; take it.
 	ActRun Action = "Run"
-	// ActInvalid: the schedule cannot be parsed; nothing runs until the
-	// spec changes.
+	// ActInvalid: the hub's tenancy policy refuses the store, or the
+	// schedule cannot be parsed or never fires; nothing runs until the spec
+	// (or the policy) changes.
 	ActInvalid Action = "Invalid"
 )
 
@@ -66,8 +67,9 @@ type Decision struct {
 	Reason, Message string
 }
 
-// Decide says what a reconcile does. Order: a backup in progress is run
-// (a restarted hub takes it again); a new request is started whatever the
+// Decide says what a reconcile does. Order: a store the tenancy policy
+// refuses stops everything; a backup in progress is run (a restarted hub
+// takes it again); a new request is started whatever the
 // schedule says; otherwise the schedule (anchored on the last success, so
 // missed runs are one backup, not many) and the retry backoff after a
 // failure decide.

@@ -67,7 +67,8 @@ type ClusterClient interface {
 
 // Reconciler keeps the consumers' Secrets of EtcdClusters.
 type Reconciler struct {
-	// Client writes EtcdCluster status and the Secrets in the hub cluster.
+	// Client writes EtcdCluster status and finalizers, and the Secrets in
+	// the hub cluster.
 	Client client.Client
 	// Reader reads EtcdClusters and Secrets in the hub cluster, uncached.
 	Reader client.Reader
@@ -106,7 +107,8 @@ func (r *Reconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller on the hub cluster's manager.
-// It wakes on spec and annotation changes and on changed endpoints; renewals are a
+// It wakes on spec and annotation changes, changed endpoints or cluster
+// ID, a step of a CA rotation and the start of a deletion; renewals are a
 // RequeueAfter it computes itself.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).

@@ -117,8 +117,8 @@ const (
 	ActNone Action = "None"
 	// ActIssue: a new certificate (and key) must be issued and written.
 	ActIssue Action = "Issue"
-	// ActUpdate: the certificate is good; the endpoints or labels are
-	// rewritten.
+	// ActUpdate: the certificate is good; the CA bundle (a CA rotation)
+	// or the endpoints are rewritten.
 	ActUpdate Action = "Update"
 	// ActRefuse: a Secret of that name exists and the hub did not write
 	// it; it is never overwritten.

@@ -51,7 +51,9 @@ type AuthState struct {
 // AuthOp is one kind of change to etcd's authentication.
 type AuthOp string
 
-// Changes, in the order the hub makes them.
+// Changes. hub/clients' PlanAccess orders them: the hub's users and each
+// consumer's role, permissions, user and grants first, removed consumers'
+// users then roles next, Enable last; Disable comes alone.
 const (
 	AuthAddUser          AuthOp = "AddUser"
 	AuthAddRole          AuthOp = "AddRole"

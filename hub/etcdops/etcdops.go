@@ -1,8 +1,20 @@
-// Package etcdops performs the hub's reads and membership changes on one
-// etcd cluster through go.etcd.io/etcd/client/v3: the member list with each
-// member's health and the leader, add as learner, promote, remove and leader
-// transfer. Errors etcd uses to say "not yet" are mapped to sentinels the
-// reconciler turns into a requeue.
+// Package etcdops performs the hub's reads and changes on one etcd cluster
+// through go.etcd.io/etcd/client/v3:
+//
+//   - the observation (Observe): the member list with each member's health,
+//     sizes, version and raft index, the leader, the alarms, the cluster
+//     version and the downgrade state, members out of sight asked in the
+//     background (probes.go);
+//   - membership: add as learner, promote, remove, leader transfer;
+//   - maintenance (maintenance.go): defragment, compact, disarm NOSPACE;
+//   - versions (versions.go): enable and cancel a downgrade;
+//   - a snapshot stream from one member (snapshot.go);
+//   - authentication (auth.go): users, roles, turning it on and off, and
+//     ForRing, the hub's connection for its controllers beside the
+//     EtcdCluster reconciler.
+//
+// Errors etcd uses to say "not yet" are mapped to sentinels the reconciler
+// turns into a requeue.
 package etcdops
 
 import (

@@ -22,7 +22,9 @@ import (
 )
 
 // Tracker remembers, per member cluster, when the hub last saw its spoke's
-// Lease change. It is fed by the Lease watch.
+// Lease change. It is fed by the Lease watch and by each pass's read of
+// the Lease; the hub keeps a second one, keyed "cluster/node", for node
+// Leases (zones.go).
 type Tracker struct {
 	mu      sync.Mutex
 	now     func() time.Time
@@ -36,7 +38,8 @@ type entry struct {
 	holder   string
 	lastSeen time.Time // hub clock when a change was observed
 	// back is when the hub saw the Lease renewed after a gap longer than
-	// the staleness window (BackAfter): the cluster came back into view.
+	// the staleness window (ObserveLease's staleAfter): the cluster came
+	// back into view (BackSince).
 	back time.Time
 }
 
@@ -323,8 +326,9 @@ func (v HubView) Message() string {
 // observations, would change by the passage of time alone: a fresh Lease
 // going stale, or a cluster whose absence is corroborated reaching its
 // grace period. ok is false when no verdict changes without a new
-// observation. The hub schedules its next pass at that instant, so a stale
-// Lease is noticed when it goes stale, not at the next periodic pass.
+// observation. The hub no longer calls it: it wakes rings with NextStale
+// (one timer for every ring) and NextGraceEnd (per ring), which together
+// cover the same two instants; only tests use it.
 func NextChange(obs []Observation, now time.Time, staleAfter, grace time.Duration) (time.Duration, bool) {
 	var next time.Duration
 	found := false

@@ -116,7 +116,7 @@ func TestJudge(t *testing.T) {
 	}
 }
 
-// TestNextChange: the next pass is due when the oldest fresh Lease goes
+// TestNextChange: NextChange is the instant the oldest fresh Lease goes
 // stale or a corroborated absence reaches its grace, whichever is first;
 // and at that instant Judge's verdict has indeed changed.
 func TestNextChange(t *testing.T) {

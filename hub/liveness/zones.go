@@ -7,9 +7,9 @@ import (
 	"time"
 )
 
-// Zones inside a member cluster the hub sees (the wave-2 rule of
-// /work/shared/DESIGN.md, "failure detection"): a zone is failed only when
-// two independent signals agree, each measured on the hub's clock.
+// Zones inside a member cluster the hub sees (docs/architecture.md,
+// departure 18): a zone is failed only when two independent signals agree,
+// each measured on the hub's clock.
 //
 //  1. The zone's nodes: every node Lease of the zone (kube-node-lease, kept
 //     by kubelet) has gone unrenewed for NodeStaleAfter, as the hub saw

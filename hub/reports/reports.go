@@ -12,8 +12,8 @@
 //
 // Each check is a pure function of one reported value and what the hub
 // expects (the member's DNS name, the ring's TLS mode and exposure, the
-// ports etcdfed uses); Member and Spoke apply them to a whole status and
-// return it with every refused field cleared, and the rejections, each
+// ports etcdfed uses); MemberStatus and SpokeStatus apply them to a whole
+// status and return it with every refused field cleared, and the rejections, each
 // naming the field, the value (cut short) and why. The hub treats a
 // cleared field as not reported: it waits, keeps the last good value it
 // recorded, or leaves the member out; it never propagates the bad one,

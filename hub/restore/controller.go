@@ -32,7 +32,7 @@ import (
 const DefaultTimeout = 15 * time.Minute
 
 // Reconciler resolves and checks the snapshot of EtcdClusters founded
-// from one.
+// from one, or recovering from a backup.
 type Reconciler struct {
 	// Client writes EtcdCluster status.
 	Client client.Client

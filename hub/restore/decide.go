@@ -15,8 +15,9 @@ const (
 	// RetryTransient: the store did not answer, credentials are missing,
 	// no snapshot yet.
 	RetryTransient = 30 * time.Second
-	// RetryInvalid: the snapshot failed its check; only a change in the
-	// store (or a new EtcdCluster) helps.
+	// RetryInvalid: the snapshot failed its check or its authentication,
+	// or the tenancy policy forbids it; only a change in the store, the
+	// spec or the policy helps.
 	RetryInvalid = 5 * time.Minute
 )
 

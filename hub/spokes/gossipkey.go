@@ -70,9 +70,10 @@ func gossipData(d map[string][]byte) map[string][]byte {
 }
 
 // writeGossipKey brings the member cluster's copy in line with data. A
-// Secret of that name the hub did not write (no label) is left alone
-// unless it already holds the same key: an operator who distributed a key
-// by hand keeps it until the hub's Secret holds it too.
+// Secret of that name the hub did not write (no managed-by label) is left
+// alone: an operator who distributed a key by hand keeps it. It is never
+// adopted, not even once it holds the same data as the hub's Secret, so a
+// later change of the hub's Secret (a rotation) does not reach it.
 func writeGossipKey(ctx context.Context, c client.Client, r client.Reader, ns string, data map[string][]byte) error {
 	key := client.ObjectKey{Namespace: ns, Name: etcdfedv1.GossipSecretName}
 	cur := &corev1.Secret{}

@@ -17,8 +17,7 @@ import (
 // member apiservers: the hub creates the ring's gossip key once (32
 // random bytes, the same on every later pass), writes it into every
 // member cluster's ring namespace, follows an edit of its own Secret (a
-// rotation's accepted key), and leaves a Secret it did not write alone
-// unless it holds the same key.
+// rotation's accepted key), and leaves a Secret it did not write alone.
 func TestGossipKeyHandedToSpokes(t *testing.T) {
 	cls := testenv.StartT(t, "hub", "member-a", "member-b")
 	ctx := context.Background()

@@ -30,7 +30,8 @@ import (
 // when no event on their own object arrives.
 const resync = 15 * time.Second
 
-// Reconciler writes EtcdSpoke.spec in every member cluster.
+// Reconciler writes EtcdSpoke.spec, and the copy of the gossip key, in
+// every member cluster.
 type Reconciler struct {
 	Manager       mcmanager.Manager
 	Registry      registry.Registry

@@ -121,10 +121,10 @@ type Options struct {
 	SkipControllerNameValidation bool
 }
 
-// DefaultOptions returns the defaults of every option.
 // reconcileTimeout bounds every reconcile of the spoke's controllers.
 const reconcileTimeout = 30 * time.Second
 
+// DefaultOptions returns the defaults of every option.
 func DefaultOptions() Options {
 	return Options{
 		Namespace:              etcdfedv1.DefaultRingNamespace,

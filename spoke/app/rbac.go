@@ -2,16 +2,17 @@ package app
 
 // The spoke's permissions, generated into config/rbac/spoke/role.yaml (go
 // generate ./config/rbac/spoke). Everything namespaced is limited to the
-// ring namespace by a Role; nodes are read cluster-wide for zones;
-// TokenReviews and SubjectAccessReviews authenticate and authorize the
-// callers of /metrics (internal/metricsserve).
+// ring namespace by a Role; nodes are read cluster-wide (zones, and
+// whether a node is cordoned); TokenReviews and SubjectAccessReviews
+// authenticate and authorize the callers of /metrics (internal/metricsserve).
 //
-// Pods, PVCs, Services: the member components; pods/log: a bounded tail of
-// etcd's log while a member is not ready (spoke/etcdlog). Secrets: read the
-// members' TLS Secrets and the gossip key. Leases: the liveness Lease and leader
-// election. Events: both APIs (controller-runtime's recorder uses
-// events.k8s.io). etcdmembers/finalizers: owner references with
-// blockOwnerDeletion on pods and Services.
+// Pods, PVCs, Services, PodDisruptionBudgets: the member components;
+// pods/log: a bounded tail of etcd's log while a member is not ready
+// (spoke/etcdlog). Secrets: read the members' TLS Secrets and the gossip
+// key. Leases: the liveness Lease and leader election. Events: both APIs
+// (controller-runtime's recorder uses events.k8s.io).
+// etcdmembers/finalizers: owner references with blockOwnerDeletion on
+// pods, Services and PodDisruptionBudgets.
 //
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods/log,verbs=get

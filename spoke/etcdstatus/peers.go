@@ -108,8 +108,8 @@ func ParsePeers(r io.Reader, self string) (*etcdfedv1.MemberPeerView, error) {
 	}
 	slices.Sort(view.Active)
 	slices.Sort(view.Lost)
-	// The API bounds both lists (a ring has at most 9 members, 10 during a
-	// replacement).
+	// The API bounds both lists (a ring has at most 9 members, one more
+	// while a member is replaced or moved).
 	const maxPeers = 16
 	view.Active, view.Lost = view.Active[:min(len(view.Active), maxPeers)], view.Lost[:min(len(view.Lost), maxPeers)]
 	return view, nil

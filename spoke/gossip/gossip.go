@@ -3,9 +3,10 @@
 // after its member cluster; the ring tells each spoke which peer clusters it
 // can reach, and the spoke publishes that view in its EtcdSpoke status.
 //
-// The view is a witness for the hub (a zone is declared failed only when the
-// hub's own observation of a spoke's Lease is stale and a majority of the
-// other spokes' views agree). The spoke never acts on it.
+// The view is a witness for the hub (a member cluster is declared failed
+// only when the hub's own observation of its spoke's Lease is stale and a
+// majority of the other spokes' views agree, hub/liveness). The spoke never
+// acts on it.
 //
 // memberlist shares one encryption key among all members, so there is no
 // per-node identity: a node that has the key can claim any name. The hub
@@ -207,7 +208,8 @@ func (a *Agent) Changes() <-chan struct{} { return a.changes }
 
 // Configure starts the agent under name, or restarts it when name
 // changed or encryption is turned on or off, and joins seeds (host:port)
-// that are not alive members yet. key encrypts (empty: the ring runs
+// when they changed, alive members included (joinSeeds; the rejoin loop
+// joins them again every RejoinInterval). key encrypts (empty: the ring runs
 // unencrypted); accept are further keys accepted on receipt. A change of
 // key or accept on a running encrypted agent is made in place.
 func (a *Agent) Configure(name string, key []byte, seeds []string, accept ...[]byte) error {

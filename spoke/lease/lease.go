@@ -1,7 +1,7 @@
 // Package lease renews the spoke's liveness Lease (coordination.k8s.io,
 // named etcdfedv1.SpokeObjectName in the ring namespace). The hub measures
-// renewals on its own clock: it notes when it saw renewTime or the
-// resourceVersion change, never trusting the spoke's timestamps alone.
+// renewals on its own clock: it notes when it saw renewTime or the holder
+// change (liveness.Tracker), never trusting the spoke's timestamps alone.
 package lease
 
 import (

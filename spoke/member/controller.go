@@ -37,7 +37,8 @@ import (
 const DefaultStatusInterval = 10 * time.Second
 
 // JoiningStatusInterval is how often the etcd view is read while the
-// member's etcd gives none yet or runs as a learner: the hub is waiting on
+// member's etcd gives none yet (in its pod's first minute) or runs as a
+// learner: the hub is waiting on
 // it to promote, and a replacement's every second counts.
 const JoiningStatusInterval = time.Second
 
@@ -264,8 +265,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 
 // reconcileDelete runs when the hub deleted the EtcdMember: every owned
 // kind's delete hook disposes of its objects (deleteMember: the pod, the
-// Service and the disruption budget go; the volumes are deleted with the Delete policy and otherwise
-// labelled retired), then the finalizer goes.
+// Service and the disruption budget go; the volumes are deleted with the
+// Delete policy and otherwise labelled retired), then the finalizer goes.
 func (r *Reconciler) reconcileDelete(ctx context.Context, m *etcdfedv1.EtcdMember) (ctrl.Result, error) {
 	if !controllerutil.ContainsFinalizer(m, spec.Finalizer) {
 		return ctrl.Result{}, nil

@@ -3,7 +3,8 @@
 // pod disruption budget (components in spoke/component) and reports back
 // in one status patch per reconcile: conditions StorageReady, Exposed,
 // PodReady, MemberHealthy and PeerConnections with the reasons in
-// reasons.go, the pod, node, zone, address, advertised URLs, data volume,
+// reasons.go (those the hub acts on are defined in the API, and
+// PeerConnections' come from spoke/etcdlog), the pod, node, zone, address, advertised URLs, data volume,
 // the member's own etcd view, and its disruption (the budget as it
 // stands, a drain of its node asking for the ring's one disruption).
 //
@@ -13,18 +14,20 @@
 // and one pass that reads as snapshot -> decide -> apply -> status:
 //
 //   - observe (observe.go) builds a read-only snapshot (snapshot.go): the
-//     TLS Secret, the objects of every owned kind, the zone of the current
-//     pod's node, etcd's own view of the member and what its log says
-//     about its peers. It writes no object.
+//     TLS Secret, the objects of every owned kind, the current pod's node
+//     (its zone, and whether it is cordoned: a drain asking for the
+//     member's disruption), etcd's own view of the member and what its log
+//     says about its peers. It writes no object.
 //   - decide (decide.go) is pure: each component's decision (pvc.Decide,
-//     service.Decide, pod.Decide, budget.Decide, pvc.PlanRetired), the writes that carry
-//     them out in order, and the objects as they will stand.
+//     service.Decide, pod.Decide, budget.Decide, pvc.PlanRetired), the
+//     writes that carry them out in order, and the objects as they will
+//     stand.
 //   - apply (apply.go) makes the writes through the one writer of owned
 //     objects (owned.go). owned.go lists the owned kinds once (pod,
-//     Service, PodDisruptionBudget, PVC); the watches, observe, the writer and the delete path
-//     all use that list, and each kind has a delete hook. The writer
-//     deletes only the member's own objects, and a volume only with the
-//     Delete reclaim policy (mayDeleteVolume).
+//     Service, PodDisruptionBudget, PVC); the watches, observe, the writer
+//     and the delete path all use that list, and each kind has a delete
+//     hook. The writer deletes only the member's own objects, and a volume
+//     only with the Delete reclaim policy (mayDeleteVolume).
 //   - computeStatus (status.go) writes the whole status from the three,
 //     one setter per condition. A pass whose writes failed leaves the
 //     status as it was.

@@ -24,10 +24,11 @@ var failingReasons = map[string]bool{
 }
 
 // containerFailing says why the pod's etcd container, or its prepare-data
-// init container (a refused snapshot, data of another cluster), cannot run (its waiting reason and message, and how its last
-// run ended, with what it said), "" when neither is stuck. The hub halts a
-// rollout on it (PodReady reason ContainerFailing) and names the member of
-// a restore that fails.
+// init container (a refused snapshot, data of another cluster), cannot run
+// (its waiting reason and message, and how its last run ended, with what
+// it said), "" when neither is stuck. The hub halts a rollout on it
+// (PodReady reason ContainerFailing) and names the member of a restore
+// that fails.
 func containerFailing(p *corev1.Pod) string {
 	for _, cs := range p.Status.InitContainerStatuses {
 		if cs.Name != pod.ContainerPrepareData {

@@ -24,10 +24,11 @@ import (
 // Secret, the objects of every owned kind (from the cache; an object of the
 // member's name the cache does not show is looked up past it, so that a
 // volume is called lost, or a pod or volume created, only on the
-// apiserver's word), the zone of the current pod's node, etcd's own view of
-// the member and what its log says. It writes no object; it keeps the etcd and log readers' per-member state (a client, the
-// last read), dropping it when there is no pod to read. The etcd read and
-// the log read are bounded by the readers' timeouts.
+// apiserver's word), the current pod's node (its zone, and whether it is
+// cordoned), etcd's own view of the member and what its log says. It
+// writes no object; it keeps the etcd and log readers' per-member state (a
+// client, the last read), dropping it when there is no pod to read. The
+// etcd read and the log read are bounded by the readers' timeouts.
 func (r *Reconciler) observe(ctx context.Context, m *etcdfedv1.EtcdMember) (*snapshot, error) {
 	s := &snapshot{m: m}
 	if spec.TLSEnabled(m) {

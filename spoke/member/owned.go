@@ -131,8 +131,8 @@ func readClaims(ctx context.Context, c, live client.Reader, m *etcdfedv1.EtcdMem
 	return out, nil
 }
 
-// deleteIfOwned is the delete hook of the pod and the Service: the
-// member's own goes with it; another's, or one already being deleted, is
+// deleteIfOwned is the delete hook of the pod, the Service and the
+// PodDisruptionBudget: the member's own goes with it; another's, or one already being deleted, is
 // left alone.
 func deleteIfOwned(m *etcdfedv1.EtcdMember, objs []client.Object) []write {
 	var ws []write
@@ -218,9 +218,10 @@ var (
 
 // mayDeleteVolume is the one rule for deleting a member's data volume:
 // only with the Delete reclaim policy, never one labelled kept, and only a
-// volume of an earlier incarnation or of a member that is being deleted. The spoke never deletes
-// a volume on its own initiative; when to delete within this rule
-// (a retired volume once the new incarnation's pod runs) is pvc's plan.
+// volume of an earlier incarnation or of a member that is being deleted.
+// The spoke never deletes a volume on its own initiative; when to delete
+// within this rule (a retired volume once the new incarnation's pod runs)
+// is pvc's plan.
 func mayDeleteVolume(m *etcdfedv1.EtcdMember, c *corev1.PersistentVolumeClaim) bool {
 	if spec.ReclaimPolicy(m) != etcdfedv1.VolumeDelete || !spec.OwnedBy(m, c.Labels) || c.Labels[etcdfedv1.LabelKept] == "true" {
 		return false

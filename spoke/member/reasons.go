@@ -3,7 +3,13 @@ package member
 import etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 
 // Condition reasons of EtcdMember, by condition type. Together with the type
-// and status they are the contract with the hub.
+// and status they are the contract with the hub. Reasons the hub acts on
+// are defined in the API and aliased here, except ContainerFailing
+// (PodReady=False: the etcd or prepare-data container cannot run, see
+// containerFailing), which status.go uses from the API directly.
+// PeerConnections' reasons are the API's (etcdfedv1.PeerConnectionProblems,
+// ReasonPeersReady, ReasonNoPeerErrors, ReasonEtcdLogUnavailable), chosen
+// by status.go and spoke/etcdlog.
 const (
 	// ReasonInvalidSpec (PodReady=False): the spec cannot be run; the
 	// message says why. Nothing was created or deleted for this generation
@@ -43,7 +49,7 @@ const (
 	ReasonPodConflict         = "PodConflict"         // False: a pod of that name is not the member's.
 	ReasonPodCreated          = "PodCreated"          // False: the pod was just created.
 	ReasonPodTerminating      = "PodTerminating"      // False: the pod is being deleted (an old incarnation, or a terminated pod being replaced).
-	ReasonPodReplaced         = "PodReplaced"         // False: the hub changed the member spec (image, etcd flags, exposure, pod settings); the pod is deleted and recreated from it on the same volume.
+	ReasonPodReplaced         = "PodReplaced"         // False: the hub changed the member spec (image, version, etcd flags, TLS, exposure, pod settings); the pod is deleted and recreated from it on the same volume.
 	ReasonWaitingForDNS       = "WaitingForDNS"       // False: the wait-dns init container waits for the member's name to resolve to its address.
 	ReasonPodNotReady         = "NotReady"            // False: etcd runs but /readyz fails (no quorum, or still starting).
 	ReasonLearner             = "Learner"             // False: etcd runs as a learner, which is never ready for clients; it waits for promotion.

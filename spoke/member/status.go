@@ -253,10 +253,12 @@ func setMemberHealthy(st *etcdfedv1.EtcdMemberStatus, gen int64, e etcdRead) {
 }
 
 // setPeerConnections explains a member that is not ready from etcd's own
-// log: a peer certificate that does not name its source address,
-// certificates of another CA, a peer of another cluster, a peer name that
-// does not resolve. Without a running pod the condition goes; while the log
-// is not read (off, or not due) it stays as it was.
+// log (etcdlog.Diagnosis: the member removed from the cluster, a peer of
+// another cluster, certificates of another CA or expired, a peer
+// certificate that does not name its source address, a peer name that does
+// not resolve). A ready member's condition is True without a read; without
+// a running pod the condition goes; while the log is not read (off, or not
+// due) it stays as it was.
 func setPeerConnections(st *etcdfedv1.EtcdMemberStatus, gen int64, l logRead) {
 	switch l.state {
 	case logOff, logNotDue:

@@ -202,7 +202,7 @@ func syncDir(dir string) {
 	}
 }
 
-// Flag names of `etcdfed restore-snapshot`: Args renders them, BindFlags
+// Flag names of `etcdfed-init prepare-data`: Args renders them, BindFlags
 // reads them, so the pod the spoke builds and the command agree.
 const (
 	flagStoreURL       = "store-url"

@@ -2,8 +2,9 @@
 // ring namespace's one EtcdSpoke (named etcdfedv1.SpokeObjectName) if it is
 // absent, never writes its spec (the hub writes clusterName and
 // gossipPeers), starts and feeds the gossip agent from it, and writes the
-// status: version, the cluster's zones (from node labels), DNS and gossip
-// addresses, the gossip view (only while gossip runs), and whether that
+// status: version, the cluster's zones (from node labels) and those where
+// no node takes new pods, DNS and gossip addresses, the gossip view (only
+// while gossip runs), Ready (NoNodes until a node exists), and whether that
 // view may witness for the hub (GossipHealthy).
 package spokestatus
 
@@ -40,7 +41,7 @@ const (
 	ReasonReady                 = "Ready"                 // True: gossip runs (or is disabled) and the status is current.
 	ReasonWaitingForClusterName = "WaitingForClusterName" // False: neither --cluster-name nor spec.clusterName is set; gossip waits for a node name.
 	ReasonGossipKeyMissing      = "GossipKeyMissing"      // False: the gossip Secret or its key "key" is missing; gossip does not start.
-	ReasonGossipKeyInvalid      = "GossipKeyInvalid"      // False: the key is not 16, 24 or 32 bytes.
+	ReasonGossipKeyInvalid      = "GossipKeyInvalid"      // False: a key is not 16, 24 or 32 bytes, or the accepted keys are not whole keys of the key's size.
 	ReasonGossipError           = "GossipError"           // False: memberlist failed to start.
 	// False: the cluster has no nodes; the hub places nothing here. The hub
 	// acts on it: defined in the API.
@@ -81,8 +82,8 @@ type Reconciler struct {
 }
 
 // SetupWithManager registers the reconciler: the EtcdSpoke, the nodes
-// (their zones and whether they take pods), the gossip Secret and the gossip agent's changes all lead to the one
-// object.
+// (their zones and whether they take pods), the gossip Secret and the
+// gossip agent's changes all lead to the one object.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
 	toSpoke := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: r.Namespace, Name: etcdfedv1.SpokeObjectName}}}
@@ -376,7 +377,8 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 }
 
 // zones returns the distinct zone labels of the cluster's nodes, sorted,
-// and the number of nodes.
+// the zones where no node takes new pods (zoneStates), and the number of
+// nodes.
 func (r *Reconciler) zones(ctx context.Context) (zones, unschedulable []string, nodes int, err error) {
 	list := &corev1.NodeList{}
 	if err := r.Client.List(ctx, list); err != nil {

@@ -8,7 +8,7 @@
 // has no scale subresource, so it would never allow an eviction; an
 // integer minAvailable needs only the pods. The hub owns the ring's
 // budget; the spoke only renders its grant (docs/architecture.md,
-// departure 27).
+// departure 29).
 package budget
 
 import (
@@ -63,7 +63,9 @@ const (
 	Keep Action = "Keep"
 	// Create: the member has no budget yet.
 	Create Action = "Create"
-	// Update: the grant (or the selector, or the labels) changed.
+	// Update: the budget differs from Build's in the grant, a
+	// maxUnavailable set, the selector, the unhealthy-pod eviction policy
+	// or the labels.
 	Update Action = "Update"
 	// Conflict: a budget of the member's name is not the member's.
 	Conflict Action = "Conflict"

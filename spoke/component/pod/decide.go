@@ -26,9 +26,11 @@ const (
 	// volume. Only when a replacement can be created right away.
 	DeleteTerminated Action = "DeleteTerminated"
 	// Replace deletes a running pod built from an earlier EtcdMember spec
-	// (image, etcd flags, exposure or pod settings changed by the hub, which
-	// rolls such changes one member at a time); it is recreated from the
-	// current spec on the same volume.
+	// (image, version, etcd flags, TLS and CA trust, exposure or pod
+	// settings changed by the hub, which rolls such changes one member at a
+	// time; anything but spec.bootstrap and spec.disruption, see
+	// MemberSpecHash); it is recreated from the current spec on the same
+	// volume.
 	Replace Action = "Replace"
 	// Conflict: a pod of that name exists that the member does not own. It
 	// is left alone.

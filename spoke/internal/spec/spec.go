@@ -167,8 +167,10 @@ func HelperResources() corev1.ResourceRequirements {
 	}}
 }
 
-// Labels returns the labels of an object of the member: managed-by, cluster
-// name, namespace and UID, member, incarnation and component.
+// Labels returns the labels of an object of the member: SelectorLabels
+// (cluster UID, member, and the EtcdMember's name when it is not the
+// member's), managed-by, incarnation and component, and the cluster's name
+// and namespace when they are valid label values.
 func Labels(m *etcdfedv1.EtcdMember, component string, incarnation int64) map[string]string {
 	l := SelectorLabels(m)
 	l[etcdfedv1.LabelManagedBy] = etcdfedv1.ManagedByValue

@@ -11,9 +11,11 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
-// Validate checks what the CRD schema cannot: that the member's objects can
-// be named after it and that its DNS name is usable in URLs. Every problem
-// is reported, joined.
+// Validate checks what the CRD schema cannot: that metadata.name follows
+// the naming scheme (etcdfedv1.MemberObjectName, or the member's name for
+// an object written before it) and can name the pod and the Service, that
+// cluster.uid is a valid label value, that the DNS name is usable in URLs,
+// and that TLS names its Secret. Every problem is reported, joined.
 func Validate(m *etcdfedv1.EtcdMember) error {
 	var errs []error
 	if c := m.Spec.Cluster; !etcdfedv1.IsMemberObjectName(m.Name, c.Namespace, c.Name, m.Spec.MemberName) {

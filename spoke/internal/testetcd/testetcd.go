@@ -44,8 +44,10 @@ func FreeLoopbackIP(t testing.TB) string {
 }
 
 // Start runs a one-member etcd named name on ip with TLS from pair (nil:
-// plain HTTP), advertising https://<dnsName>:2380 and :2379; it waits for
-// /readyz and stops the process when the test ends.
+// plain HTTP), advertising ip itself on :2380 and :2379: there is no DNS
+// for dnsName, which Start does not use (the caller's client checks the
+// certificate against it as its TLS server name). It waits for /readyz
+// and stops the process when the test ends.
 func Start(t testing.TB, ip, name, dnsName string, pair *testcerts.Pair) *Etcd {
 	t.Helper()
 	testenv.SkipIfShort(t, "etcd")
