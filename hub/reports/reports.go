@@ -280,7 +280,13 @@ func SpokeStatus(st etcdfedv1.EtcdSpokeStatus, allowLoopback bool) (etcdfedv1.Et
 		}
 	}
 	st.Zones, out = checkList("status.zones", st.Zones, MaxZones, CheckZone, out)
-	st.UnschedulableZones, out = checkList("status.unschedulableZones", st.UnschedulableZones, MaxZones, CheckZone, out)
+	// The empty string stands for a cluster without zones there.
+	st.UnschedulableZones, out = checkList("status.unschedulableZones", st.UnschedulableZones, MaxZones, func(z string) error {
+		if z == "" {
+			return nil
+		}
+		return CheckZone(z)
+	}, out)
 	return st, out
 }
 

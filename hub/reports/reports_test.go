@@ -173,6 +173,11 @@ func TestSpokeStatus(t *testing.T) {
 	if got := strings.Join(fields, ","); got != "status.dnsAddresses[1],status.gossipAddress,status.zones[1],status.zones[2]" {
 		t.Errorf("rejected fields %s", got)
 	}
+	// A cluster without zones reports itself closed with the empty zone.
+	closed, rej := SpokeStatus(etcdfedv1.EtcdSpokeStatus{UnschedulableZones: []string{"", "not a zone!"}}, false)
+	if len(closed.UnschedulableZones) != 1 || closed.UnschedulableZones[0] != "" || len(rej) != 1 || rej[0].Field != "status.unschedulableZones[1]" {
+		t.Errorf("a cluster without zones, closed: %+v, rejections %v", closed.UnschedulableZones, rej)
+	}
 }
 
 // The fuzz targets: whatever a member cluster writes, a check never

@@ -98,6 +98,7 @@ func Decide(m *etcdfedv1.EtcdMember, cur *policyv1.PodDisruptionBudget) Decision
 	upd.Labels = want.Labels
 	upd.Spec.MinAvailable, upd.Spec.MaxUnavailable = want.Spec.MinAvailable, nil
 	upd.Spec.Selector = want.Spec.Selector
+	upd.Spec.UnhealthyPodEvictionPolicy = want.Spec.UnhealthyPodEvictionPolicy
 	return Decision{Action: Update, Object: upd, Message: message(m)}
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -32,6 +33,16 @@ func TestDecide(t *testing.T) {
 	d := Decide(member(true), closed)
 	if d.Action != Update || d.Object.Spec.MinAvailable.IntVal != 0 {
 		t.Fatalf("granted: %s %+v", d.Action, d.Object)
+	}
+	// A policy set by someone else is put back, and the update is then
+	// what the member wants: the next pass keeps it.
+	policy := closed.DeepCopy()
+	always := policyv1.AlwaysAllow
+	policy.Spec.UnhealthyPodEvictionPolicy = &always
+	if d := Decide(member(false), policy); d.Action != Update {
+		t.Fatalf("eviction policy changed by hand: %s", d.Action)
+	} else if again := Decide(member(false), d.Object); again.Action != Keep {
+		t.Fatalf("after the update of the eviction policy: %s, want Keep (every pass would write it again)", again.Action)
 	}
 	foreign := closed.DeepCopy()
 	foreign.Labels = nil
