@@ -71,9 +71,10 @@ func gossipData(d map[string][]byte) map[string][]byte {
 
 // writeGossipKey brings the member cluster's copy in line with data. A
 // Secret of that name the hub did not write (no managed-by label) is left
-// alone: an operator who distributed a key by hand keeps it. It is never
-// adopted, not even once it holds the same data as the hub's Secret, so a
-// later change of the hub's Secret (a rotation) does not reach it.
+// alone while it holds another key: an operator who distributed a key by
+// hand keeps it. Once it holds the same data as the hub's Secret (the
+// operator put that key into the hub's Secret, as the log line asks), the
+// hub takes it over by labelling it, so a later rotation reaches it.
 func writeGossipKey(ctx context.Context, c client.Client, r client.Reader, ns string, data map[string][]byte) error {
 	key := client.ObjectKey{Namespace: ns, Name: etcdfedv1.GossipSecretName}
 	cur := &corev1.Secret{}
@@ -88,6 +89,18 @@ func writeGossipKey(ctx context.Context, c client.Client, r client.Reader, ns st
 		return fmt.Errorf("read gossip key Secret: %w", err)
 	}
 	if maps.EqualFunc(gossipData(cur.Data), data, bytes.Equal) {
+		if cur.Labels[etcdfedv1.LabelManagedBy] == etcdfedv1.ManagedByValue {
+			return nil
+		}
+		upd := cur.DeepCopy()
+		if upd.Labels == nil {
+			upd.Labels = map[string]string{}
+		}
+		maps.Copy(upd.Labels, gossipKeyLabels())
+		if err := c.Update(ctx, upd); err != nil {
+			return fmt.Errorf("take over the gossip key Secret: %w", err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Took over a gossip key Secret written by hand: it holds the hub's key, and follows the hub's Secret from now on", "secret", key)
 		return nil
 	}
 	if cur.Labels[etcdfedv1.LabelManagedBy] != etcdfedv1.ManagedByValue {

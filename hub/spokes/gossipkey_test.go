@@ -17,7 +17,8 @@ import (
 // member apiservers: the hub creates the ring's gossip key once (32
 // random bytes, the same on every later pass), writes it into every
 // member cluster's ring namespace, follows an edit of its own Secret (a
-// rotation's accepted key), and leaves a Secret it did not write alone.
+// rotation's accepted key), leaves a Secret it did not write alone while
+// it holds another key, and takes it over once the hub's holds the same.
 func TestGossipKeyHandedToSpokes(t *testing.T) {
 	cls := testenv.StartT(t, "hub", "member-a", "member-b")
 	ctx := context.Background()
@@ -83,5 +84,31 @@ func TestGossipKeyHandedToSpokes(t *testing.T) {
 	write()
 	if got := copyOf(cls[1].Client); !bytes.Equal(got[etcdfedv1.GossipSecretAccept], next) {
 		t.Error("member-a's copy does not accept the rotation's new key")
+	}
+	if got := copyOf(cls[2].Client); len(got[etcdfedv1.GossipSecretAccept]) != 0 {
+		t.Error("the hub wrote into a key it did not write")
+	}
+
+	// The hand-over the log line asks for: the operator puts member-b's
+	// key into the hub's Secret; member-b's copy is then the hub's, and
+	// the next change of the hub's Secret reaches it.
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: "etcdfed-system", Name: etcdfedv1.GossipSecretName}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data = map[string][]byte{etcdfedv1.GossipSecretKey: human.Data[etcdfedv1.GossipSecretKey]}
+	if err := hub.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: "etcdfed-system", Name: etcdfedv1.GossipSecretName}, sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[etcdfedv1.GossipSecretAccept] = next
+	if err := hub.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	write()
+	if got := copyOf(cls[2].Client); !bytes.Equal(got[etcdfedv1.GossipSecretAccept], next) {
+		t.Error("member-b's copy, handed over, does not follow the hub's Secret")
 	}
 }
