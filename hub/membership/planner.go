@@ -289,18 +289,24 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 // that domain. Without this, the operation waited for a start that could
 // not come and held every other membership change back.
 func giveUpStart(in Input, op Operation, m Member) (Decision, bool) {
+	em, found := byID(in.Etcd, op.NewMemberID)
+	if !found && m.Object != nil && m.Object.PeerURL != "" && m.Object.StatusIncarnation == m.Incarnation {
+		em, found = byPeerURL(in.Etcd, m.Object.PeerURL)
+	}
+	learnerID := op.NewMemberID
+	if found {
+		learnerID = em.ID
+	}
 	var why string
-	switch {
+	switch other, wrong := startedAsAnother(m, learnerID); {
 	case m.DomainFailed:
 		why = fmt.Sprintf("%s was declared failed", m.Domain)
 	case m.DomainClosed && !op.StartedAt.IsZero() && in.Now.Sub(op.StartedAt) >= in.MemberGrace:
 		why = fmt.Sprintf("no node of %s has taken new pods for %s (the member grace) since the %s began", m.Domain, in.MemberGrace, op.Type)
+	case wrong:
+		why = fmt.Sprintf("its etcd runs as [%x], not as the learner [%x] added for it (it read the cluster's members from a peer that had not yet seen [%x] removed, and took that ID for its peer URL): it can never join as the learner", other, learnerID, other)
 	default:
 		return Decision{}, false
-	}
-	em, found := byID(in.Etcd, op.NewMemberID)
-	if !found && m.Object != nil && m.Object.PeerURL != "" && m.Object.StatusIncarnation == m.Incarnation {
-		em, found = byPeerURL(in.Etcd, m.Object.PeerURL)
 	}
 	if found && !em.IsLearner {
 		return Decision{}, false // a voter already: the operation finishes as usual
@@ -311,6 +317,22 @@ func giveUpStart(in Input, op Operation, m Member) (Decision, bool) {
 	}
 	return Decision{Action: ActFinish, Member: m.Name, GaveUp: true,
 		Reason: fmt.Sprintf("%s (incarnation %d) never started in %s: %s; it will be placed again elsewhere", m.Name, m.Incarnation, m.Domain, why)}, true
+}
+
+// startedAsAnother says whether the member's new incarnation, started to
+// join ("existing"), reports its own etcd running under an ID other than
+// learnerID, and which. etcd joining an existing cluster takes the ID its
+// peer URL has in the member list of the first peer that answers: a peer
+// cut off from the leader when a Replace removed the old ID under the same
+// URL still lists the old ID there, and the new process then runs as a
+// removed member, refused by every peer, for good.
+func startedAsAnother(m Member, learnerID uint64) (uint64, bool) {
+	o := m.Object
+	if o == nil || learnerID == 0 || o.StatusIncarnation != m.Incarnation || o.Bootstrap != "existing" ||
+		o.Etcd == nil || !o.Etcd.Answers || o.Etcd.ID == 0 || o.Etcd.ID == learnerID {
+		return 0, false
+	}
+	return o.Etcd.ID, true
 }
 
 func continueRemove(in Input, op Operation) Decision {

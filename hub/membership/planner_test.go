@@ -553,6 +553,34 @@ func TestGiveUpAStartThatCannotHappen(t *testing.T) {
 			withLearner(in)
 			in.Now = t0.Add(time.Hour)
 		}), []check{action(ActWait), gaveUp(false), reason("waiting for learner main-3 to start")}},
+		{"the new incarnation runs as the removed old ID (a stale peer's member list): the learner is removed", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			m.Object.Etcd = &EtcdView{ID: 0xbae, Answers: true}
+		}), []check{action(ActRemoveMember), opRecorded(OpAdd, ActRemoveMember), reason("its etcd runs as [bae], not as the learner [9]"), func(t *testing.T, d Decision) {
+			if d.MemberID != 9 {
+				t.Errorf("removes %x, want the learner 9", d.MemberID)
+			}
+		}}},
+		{"the new incarnation runs as another ID, its learner removed: the add ends, given up, to be placed again", adding(func(_ *Input, m *Member) {
+			m.Object.Etcd = &EtcdView{ID: 0xbae, Answers: true}
+		}), []check{action(ActFinish), gaveUp(true), reason("runs as [bae]")}},
+		{"the new incarnation runs as its learner: no give-up", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			m.Object.Etcd = &EtcdView{ID: 9, Answers: true}
+		}), []check{action(ActWait), gaveUp(false), reason("waiting for learner main-3 to start")}},
+		{"another ID from an etcd that does not answer now: no give-up", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			m.Object.Etcd = &EtcdView{ID: 0xbae}
+		}), []check{action(ActWait), gaveUp(false)}},
+		{"another ID reported for an older incarnation: no give-up", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			m.Object.StatusIncarnation = 3
+			m.Object.Etcd = &EtcdView{ID: 0xbae, Answers: true}
+		}), []check{gaveUp(false), func(t *testing.T, d Decision) {
+			if d.Action == ActRemoveMember {
+				t.Errorf("removed the learner on an old incarnation's report: %s", d.Reason)
+			}
+		}}},
 		{"replace whose target failed after the old incarnation was removed: given up", func() Input {
 			in := adding(func(_ *Input, m *Member) { m.DomainFailed, m.Object = true, nil })()
 			from := dB
