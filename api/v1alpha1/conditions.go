@@ -55,6 +55,12 @@ const (
 	// incarnation, or of a member dropped by a quorum-loss recovery. It
 	// must never run on that data again (fencing).
 	ReasonMemberRemoved = "MemberRemoved"
+	// ReasonJoinedAsAnotherMember (False): a member started to join runs
+	// under another member's ID: etcd took the ID that its peer URL had in
+	// the member list of the first peer that answered, a peer that had not
+	// yet seen that member removed. Its peers refuse it for good; the hub
+	// removes the learner added for it and places the member again.
+	ReasonJoinedAsAnotherMember = "JoinedAsAnotherMember"
 	// ReasonClusterIDMismatch (False): a peer belongs to another etcd
 	// cluster (data of another cluster, or two rings sharing names).
 	ReasonClusterIDMismatch = "ClusterIDMismatch"
@@ -76,6 +82,7 @@ const (
 // fundamental first (the order the hub reports them in).
 var PeerConnectionProblems = []string{
 	ReasonMemberRemoved,
+	ReasonJoinedAsAnotherMember,
 	ReasonClusterIDMismatch,
 	ReasonPeerCertificateUntrusted,
 	ReasonPeerCertificateNameMismatch,

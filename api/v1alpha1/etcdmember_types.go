@@ -242,7 +242,10 @@ type VolumeReference struct {
 
 // MemberEtcdView is what a member's own etcd says about itself.
 type MemberEtcdView struct {
-	// id is the member ID in hex.
+	// id is the member ID in hex, as its status read gives it; while the
+	// member does not answer, as its log gives it when it shows the member
+	// joined under another member's ID (PeerConnections
+	// JoinedAsAnotherMember).
 	// +optional
 	// +kubebuilder:validation:MaxLength=16
 	ID string `json:"id,omitempty"`

@@ -321,7 +321,8 @@ func giveUpStart(in Input, op Operation, m Member) (Decision, bool) {
 
 // startedAsAnother says whether the member's new incarnation, started to
 // join ("existing"), reports its own etcd running under an ID other than
-// learnerID, and which. etcd joining an existing cluster takes the ID its
+// learnerID (from a status read, or from its log when it does not answer:
+// spoke/etcdlog's JoinedAsAnotherMember), and which. etcd joining an existing cluster takes the ID its
 // peer URL has in the member list of the first peer that answers: a peer
 // cut off from the leader when a Replace removed the old ID under the same
 // URL still lists the old ID there, and the new process then runs as a
@@ -329,7 +330,7 @@ func giveUpStart(in Input, op Operation, m Member) (Decision, bool) {
 func startedAsAnother(m Member, learnerID uint64) (uint64, bool) {
 	o := m.Object
 	if o == nil || learnerID == 0 || o.StatusIncarnation != m.Incarnation || o.Bootstrap != "existing" ||
-		o.Etcd == nil || !o.Etcd.Answers || o.Etcd.ID == 0 || o.Etcd.ID == learnerID {
+		o.Etcd == nil || o.Etcd.ID == 0 || o.Etcd.ID == learnerID {
 		return 0, false
 	}
 	return o.Etcd.ID, true

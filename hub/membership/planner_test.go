@@ -568,9 +568,13 @@ func TestGiveUpAStartThatCannotHappen(t *testing.T) {
 			withLearner(in)
 			m.Object.Etcd = &EtcdView{ID: 9, Answers: true}
 		}), []check{action(ActWait), gaveUp(false), reason("waiting for learner main-3 to start")}},
-		{"another ID from an etcd that does not answer now: no give-up", adding(func(in *Input, m *Member) {
+		{"another ID read from the log of an etcd that does not answer: the learner is removed", adding(func(in *Input, m *Member) {
 			withLearner(in)
 			m.Object.Etcd = &EtcdView{ID: 0xbae}
+		}), []check{action(ActRemoveMember), reason("runs as [bae]")}},
+		{"no ID known for the new incarnation: no give-up", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			m.Object.Etcd = &EtcdView{}
 		}), []check{action(ActWait), gaveUp(false)}},
 		{"another ID reported for an older incarnation: no give-up", adding(func(in *Input, m *Member) {
 			withLearner(in)

@@ -22,6 +22,9 @@ type Finding struct {
 	Count int
 	// Detail describes the latest of them (peer, names, error), bounded.
 	Detail string
+	// RunsAs is, for JoinedAsAnotherMember, the member ID (hex) etcd runs
+	// under, from its log.
+	RunsAs string
 	// serving is true for a name mismatch of a peer's serving certificate
 	// against the host dialled (not of a client certificate against the
 	// source address): another cause, another fix.
@@ -51,6 +54,8 @@ type entry struct {
 	RemoteName   string   `json:"remote-peer-server-name"`
 	LocalCluster string   `json:"local-member-cluster-id"`
 	RemoteClstr  string   `json:"remote-peer-cluster-id"`
+	LocalMember  string   `json:"local-member-id"`
+	Mismatch     string   `json:"mismatch-member-id"`
 }
 
 var lookupRE = regexp.MustCompile(`lookup ([^ :]+)(?: on [^ ]+)?: (no such host|server misbehaving|i/o timeout)`)
@@ -83,6 +88,9 @@ func Classify(log []byte) Diagnosis {
 		}
 		f.Count++
 		f.Detail, f.serving = text.Truncate(detail, maxDetail), serving
+		if reason == etcdfedv1.ReasonJoinedAsAnotherMember {
+			f.RunsAs = e.LocalMember
+		}
 	}
 	for _, r := range etcdfedv1.PeerConnectionProblems {
 		if f := found[r]; f != nil {
@@ -98,6 +106,8 @@ func classifyLine(e entry) (reason, detail string, serving bool) {
 	switch {
 	case strings.Contains(errText, "the member has been permanently removed from the cluster"):
 		return etcdfedv1.ReasonMemberRemoved, "etcd stopped: " + errText, false
+	case strings.Contains(msg, "rejected Raft message to mismatch member") && e.LocalMember != "" && e.Mismatch != "":
+		return etcdfedv1.ReasonJoinedAsAnotherMember, fmt.Sprintf("etcd runs as member %s; its peers send this address messages for member %s", e.LocalMember, e.Mismatch), false
 	case strings.Contains(msg, "cluster ID mismatch"):
 		local, remote := e.LocalCluster, e.RemoteClstr
 		peer := e.RemotePeerID
@@ -153,6 +163,10 @@ var causes = map[string]struct{ cause, fix string }{
 		cause: "this member's etcd ID was removed from the cluster, and its peers refuse it: its data is of a replaced incarnation or of a member dropped by a quorum-loss recovery, and etcd stops on it (it is fenced)",
 		fix:   "never start it on this data again: the hub deletes the member's object here when it no longer holds the member, or gives it a new incarnation on a fresh volume; the volume is kept until you delete it",
 	},
+	etcdfedv1.ReasonJoinedAsAnotherMember: {
+		cause: "this member, started to join the cluster, runs under another member's ID: etcd took the ID its peer URL had in the member list of the first peer that answered, and that peer had not yet seen the member of that ID removed (a replacement under the same name while a peer was cut off from the leader); its peers refuse it for good",
+		fix:   "none by hand: the hub removes the learner added for this incarnation and places the member again as a new incarnation on a fresh volume",
+	},
 	etcdfedv1.ReasonClusterIDMismatch: {
 		cause: "a peer belongs to another etcd cluster: a data volume of another cluster or of an earlier bootstrap, or two rings sharing member names or addresses",
 		fix:   "give every ring its own DNS domain and addresses; a member whose data is of another cluster must be replaced by a new incarnation on an empty volume, never started on that data again",
@@ -169,6 +183,17 @@ var causes = map[string]struct{ cause, fix string }{
 		cause: "etcd cannot resolve a peer's DNS name",
 		fix:   "the ring's DNS must serve every member's record before its pod starts: check the EtcdDNSZone in each member cluster and that the spoke's DNS server answers, and that the pods' resolver reaches it (cluster DNS forwarding the ring's domain to the spokes)",
 	},
+}
+
+// RunsAs is the member ID (hex) etcd's log says it runs under when it
+// joined as another member (JoinedAsAnotherMember), "" otherwise.
+func (d Diagnosis) RunsAs() string {
+	for _, f := range d.Findings {
+		if f.Reason == etcdfedv1.ReasonJoinedAsAnotherMember {
+			return f.RunsAs
+		}
+	}
+	return ""
 }
 
 // servingMismatch is the name-mismatch text when a peer's serving

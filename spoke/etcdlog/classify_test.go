@@ -103,6 +103,9 @@ func TestClassifyLines(t *testing.T) {
 		{"own URL does not resolve at start",
 			`{"level":"error","msg":"failed to resolve URL Host","url":"https://main-3.etcd.test:2380","host":"main-3.etcd.test:2380","retry-interval":"1s","error":"lookup main-3.etcd.test on 127.1.0.2:1053: no such host"}`,
 			etcdfedv1.ReasonPeerNameUnresolved, "main-3.etcd.test: no such host"},
+		{"joined under a removed member's ID (the line of a nemesis run)",
+			`{"level":"warn","ts":"2026-11-26T23:30:07.165272Z","caller":"etcdserver/server.go:726","msg":"rejected Raft message to mismatch member","local-member-id":"bae111bbcd85ee30","mismatch-member-id":"2c5606393bc77cd7"}`,
+			etcdfedv1.ReasonJoinedAsAnotherMember, "etcd runs as member bae111bbcd85ee30; its peers send this address messages for member 2c5606393bc77cd7"},
 		{"a peer not started yet is not a cause",
 			`{"level":"warn","msg":"prober detected unhealthy status","remote-peer-id":"b2","error":"dial tcp 127.1.1.10:2380: connect: connection refused"}`,
 			"", ""},
@@ -127,6 +130,21 @@ func TestClassifyLines(t *testing.T) {
 				t.Errorf("message lacks %q:\n%s", tt.in, msg)
 			}
 		})
+	}
+}
+
+// RunsAs gives the ID a member that joined as another runs under, and
+// nothing otherwise.
+func TestDiagnosisRunsAs(t *testing.T) {
+	log := `{"level":"warn","msg":"failed to find remote peer in cluster","local-member-id":"bae111bbcd85ee30","remote-peer-id-stream-handler":"bae111bbcd85ee30","remote-peer-id-from":"773935baee5e13b4","cluster-id":"edc7a9974d0017a3"}
+{"level":"warn","msg":"rejected Raft message to mismatch member","local-member-id":"bae111bbcd85ee30","mismatch-member-id":"2c5606393bc77cd7"}
+{"level":"warn","msg":"failed to process Raft message","local-member-id":"bae111bbcd85ee30","error":"cannot process message to mismatch member"}
+`
+	if got := etcdlog.Classify([]byte(log)).RunsAs(); got != "bae111bbcd85ee30" {
+		t.Errorf("RunsAs %q, want bae111bbcd85ee30", got)
+	}
+	if got := etcdlog.Classify([]byte(`{"level":"warn","msg":"prober detected unhealthy status","remote-peer-id":"b2","error":"EOF"}` + "\n")).RunsAs(); got != "" {
+		t.Errorf("RunsAs %q of a log without the finding", got)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/component/service"
+	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"
 )
 
@@ -602,5 +603,28 @@ func TestEtcdViewWrittenOnNews(t *testing.T) {
 	setEtcdView(st, 1, etcdfedv1.DefaultQuotaBackendBytes, etcdRead{pod: &corev1.Pod{}, err: errors.New("deadline exceeded")})
 	if st.Etcd.Error == "" {
 		t.Error("a failed read is not reported")
+	}
+}
+
+// A member that joined under another member's ID answers no status read;
+// the ID its log shows is reported as status.etcd.id (the hub gives its
+// learner up on it), and a status read's ID is never overwritten.
+func TestRunsAsFromTheLog(t *testing.T) {
+	log := []byte(`{"level":"warn","msg":"rejected Raft message to mismatch member","local-member-id":"bae111bbcd85ee30","mismatch-member-id":"2c5606393bc77cd7"}` + "\n")
+	read := logRead{state: logWasRead, result: etcdlog.Result{Diagnosis: etcdlog.Classify(log)}}
+	st := &etcdfedv1.EtcdMemberStatus{Etcd: &etcdfedv1.MemberEtcdView{Error: "read status: context deadline exceeded"}}
+	setRunsAs(st, read)
+	if st.Etcd.ID != "bae111bbcd85ee30" {
+		t.Errorf("status.etcd.id %q, want the ID from the log", st.Etcd.ID)
+	}
+	answered := &etcdfedv1.EtcdMemberStatus{Etcd: &etcdfedv1.MemberEtcdView{ID: "2c5606393bc77cd7"}}
+	setRunsAs(answered, read)
+	if answered.Etcd.ID != "2c5606393bc77cd7" {
+		t.Errorf("a status read's ID replaced by the log's: %q", answered.Etcd.ID)
+	}
+	none := &etcdfedv1.EtcdMemberStatus{}
+	setRunsAs(none, logRead{state: logNotDue})
+	if none.Etcd != nil {
+		t.Errorf("an ID without a log read: %+v", none.Etcd)
 	}
 }

@@ -36,6 +36,7 @@ func computeStatus(s *snapshot, d *decision, out outcome) etcdfedv1.EtcdMemberSt
 	setPodReady(st, gen, m, d, out.pod)
 	setMemberHealthy(st, gen, s.etcd)
 	setPeerConnections(st, gen, s.log)
+	setRunsAs(st, s.log)
 	setDisruption(st, s, d, cur)
 	st.ObservedGeneration = gen
 	return *st
@@ -278,6 +279,25 @@ func setPeerConnections(st *etcdfedv1.EtcdMemberStatus, gen int64, l logRead) {
 		}
 		setCondition(st, gen, etcdfedv1.ConditionPeerConnections, status, reason, msg)
 	}
+}
+
+// setRunsAs fills status.etcd.id from etcd's log when its status read
+// gives none and the log shows it joined under another member's ID
+// (JoinedAsAnotherMember): such a member does not answer a status read,
+// and the ID it runs under is what tells the hub its learner can never
+// start.
+func setRunsAs(st *etcdfedv1.EtcdMemberStatus, l logRead) {
+	if l.state != logWasRead || l.result.Err != nil {
+		return
+	}
+	id := l.result.Diagnosis.RunsAs()
+	if id == "" || st.Etcd != nil && st.Etcd.ID != "" {
+		return
+	}
+	if st.Etcd == nil {
+		st.Etcd = &etcdfedv1.MemberEtcdView{}
+	}
+	st.Etcd.ID = id
 }
 
 // transitionEvents are the events of conditions a user sees change: a new
