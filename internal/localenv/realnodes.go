@@ -317,8 +317,10 @@ func (e *Env) startNode(ctx context.Context, n *realNode) error {
 	if err := os.MkdirAll(filepath.Join(s.Dir, "cni", "ipam"), 0o755); err != nil {
 		return err
 	}
-	if err := realnode.EnsureCgroup(filepath.Join(s.CgroupRoot, "system")); err != nil {
-		return err
+	// Fresh cgroups, never those of the node's last life (killed with
+	// cgroup.kill: see realnode.ResetCgroup).
+	if err := realnode.ResetCgroup(s.CgroupRoot, "system"); err != nil {
+		return fmt.Errorf("cgroups of %s: %w", s.Name, err)
 	}
 	anchor, err := startService(s.Name+"-anchor", s.AnchorSpec, false, e.log)
 	if err != nil {

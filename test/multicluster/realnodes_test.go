@@ -231,6 +231,12 @@ func TestRealNodesRing(t *testing.T) {
 		ZoneKilledAndReturnedSpec(ctx, ZoneKilledAndReturnedSpecInput{T: t, Topology: topo, Etcd: etcd, WantZones: "2/2/1"})
 	})
 	t.Run("etcdfed drill zone-failure --mode kill --json", func(t *testing.T) {
+		// From an idle ring, whatever the subtests before left in flight
+		// (the drill refuses to start otherwise).
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name,
+			Replicas: 5, Tolerant: true, Timeout: 10 * time.Minute}); err != nil {
+			t.Fatal(err)
+		}
 		DrillSpec(ctx, DrillSpecInput{T: t, Topology: topo, Etcd: etcd, Member: "real-1", Mode: drill.ModeKill,
 			Etcdfed: filepath.Join(bin, "etcdfed"), StateDir: env.State().Dir})
 	})
@@ -240,8 +246,12 @@ func TestRealNodesRing(t *testing.T) {
 			t.Fatal(err)
 		}
 		srv := s3test.StartOnT(t, addr.String(), "real-restore")
+		// Into the source's namespace: the hub allows a restore from
+		// another namespace's ring only with
+		// --allowed-restore-source-namespaces, which the install does not
+		// set (TestScenarioRestoreFromSnapshot restores in place too).
 		RestoreFromSnapshotSpec(ctx, RestoreFromSnapshotSpecInput{T: t, Topology: topo, Source: etcd, S3: srv, Bucket: "real-restore",
-			Namespace: "real-restored", Name: "restored", Domain: "restored.etcd.test"})
+			Namespace: etcd.Namespace, Name: "restored", Domain: "restored.etcd.test"})
 	})
 }
 

@@ -153,6 +153,27 @@ func RemoveCgroup(rel string) error {
 	return errors.Join(errs...)
 }
 
+// ResetCgroup gives cgroup rel a fresh start in every hierarchy: whatever
+// still runs there is killed, the directories are removed, and rel/sub
+// (each of subs) created anew, as a machine starting again finds its
+// cgroups. A node starting again must not reuse the cgroups of its last
+// life: once cgroup.kill killed a cgroup, this kernel (Linux 6.18) kills
+// every process later cloned into it with CLONE_INTO_CGROUP
+// (proc.Spec.Cgroup) at once, from the forking thread before the child
+// even execs (the child's cgroup kill sequence is not its parent's), so
+// the node's anchor died by SIGKILL with an empty log.
+func ResetCgroup(rel string, subs ...string) error {
+	if err := RemoveCgroup(rel); err != nil {
+		return err
+	}
+	for _, s := range subs {
+		if err := EnsureCgroup(filepath.Join(rel, s)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // CgroupPIDs lists the processes in cgroup rel and below (in the first
 // hierarchy that has it).
 func CgroupPIDs(rel string) []int {
