@@ -115,8 +115,20 @@ func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int
 	if exe, err := os.Executable(); err == nil {
 		self = exe
 	}
+	fmt.Fprint(out, demoHints(self, st))
+	return nil
+}
+
+// demoHints are the commands the demo suggests once its ring is ready.
+// With real nodes the hub's apiserver is reached from the environment's
+// network only, so etcdfed status runs inside it (dev shell).
+func demoHints(self string, st *localenv.State) string {
 	sd := shellQuote(st.Dir)
-	fmt.Fprintf(out, `
+	status := "%[1]s status %[3]s --kubeconfig %[4]s"
+	if st.Real() {
+		status = "%[1]s dev shell --state-dir %[2]s -- %[1]s status %[3]s --kubeconfig %[4]s"
+	}
+	return fmt.Sprintf(`
 Use it (names resolve through the ring's DNS, with a client certificate; your resolver is not touched):
   %[1]s dev etcdctl --state-dir %[2]s -- member list -w table
   %[1]s dev etcdctl --state-dir %[2]s -- put hello world
@@ -124,9 +136,8 @@ Use it (names resolve through the ring's DNS, with a client certificate; your re
 Drill a zone failure under a checked client workload, with a report (about 2.5 minutes: the zone grace is 2 minutes):
   %[1]s drill zone-failure --cluster %[5]s/%[3]s --zone zone-1 --mode kill --kubeconfig %[4]s
 Or by hand:
-  %[1]s dev fail-zone zone-1 --state-dir %[2]s; %[1]s status %[3]s --kubeconfig %[4]s
+  %[1]s dev fail-zone zone-1 --state-dir %[2]s; `+status+`
 `, self, sd, demoName, shellQuote(st.KubeconfigPath(localenv.HubClusterName)), demoNamespace)
-	return nil
 }
 
 // followCluster prints a line whenever the EtcdCluster's progress changes

@@ -239,3 +239,21 @@ func TestPartitionFlags(t *testing.T) {
 		}
 	}
 }
+
+// The demo's hints: with real nodes, etcdfed status runs inside the
+// environment's network (its hub is not reachable from the host's, and the
+// address may route off the machine); with process nodes, directly.
+func TestDemoHintsRunStatusWhereTheHubIs(t *testing.T) {
+	for _, tc := range []struct {
+		nodes localenv.NodeMode
+		want  string
+	}{
+		{localenv.NodesReal, "etcdfed dev shell --state-dir /s -- etcdfed status demo --kubeconfig "},
+		{localenv.NodesProcess, "; etcdfed status demo --kubeconfig "},
+	} {
+		got := demoHints("etcdfed", &localenv.State{Dir: "/s", Nodes: tc.nodes})
+		if !strings.Contains(got, tc.want) {
+			t.Errorf("nodes %q: hints lack %q:\n%s", tc.nodes, tc.want, got)
+		}
+	}
+}
