@@ -230,7 +230,7 @@ func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
 	case plan.Action == membership.ActWait:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
-	case st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
+	case plan.Action == membership.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
 		// Adopted, the originals kept until spec.adopt.retire: the plan
 		// says so (adopt.go).
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)

@@ -207,7 +207,7 @@ func startExternalEtcd(ctx context.Context, in externalEtcdInput) *externalEtcd 
 			<-exited
 			if t.Failed() {
 				if b, err := os.ReadFile(logf.Name()); err == nil {
-					t.Logf("log of %s (outside etcdfed), last lines:\n%s", n, tail(string(b), 40))
+					t.Logf("log of %s (outside etcdfed), last lines:\n%s", n, tail(string(b), 15))
 				}
 			}
 		})
@@ -369,8 +369,17 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	if got := joined.Status.ClusterID; got != hexID(clusterID) {
 		t.Errorf("status.clusterID %s, want the adopted cluster's %x", got, clusterID)
 	}
-	if c := meta.FindStatusCondition(joined.Status.Conditions, etcdfedv1.ConditionProgressing); c == nil || !strings.Contains(c.Message, "spec.adopt.retire") {
-		t.Errorf("Progressing does not say that retirement waits for spec.adopt.retire: %+v", c)
+	if err := poll(ctx, time.Minute, "Progressing saying that retirement waits for spec.adopt.retire", func(ctx context.Context) (string, error) {
+		got, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionProgressing); c == nil || !strings.Contains(c.Message, "spec.adopt.retire") {
+			return fmt.Sprintf("Progressing: %+v", c), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Error(err)
 	}
 	progress(ctx, t, w, 50, 30*time.Second)
 
