@@ -360,6 +360,8 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 		sampler.finish()
 		t.Fatal(err)
 	}
+	// The hub killed in the middle of a member's join resumes it.
+	killHubDuring(ctx, t, in.Topology, m, etcdfedv1.OperationAdd, "StartMember", "Promote")
 	joined, err := waitAdoption(ctx, hub, m, etcdfedv1.AdoptionJoined, in.Replicas, 10*time.Minute)
 	if err != nil {
 		sampler.finish()
@@ -388,6 +390,8 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 		sampler.finish()
 		t.Fatal(err)
 	}
+	// And in the middle of the retirements.
+	killHubDuring(ctx, t, in.Topology, m, etcdfedv1.OperationRetire)
 	done, err := waitAdoption(ctx, hub, m, etcdfedv1.AdoptionComplete, in.Replicas, 10*time.Minute)
 	if err != nil {
 		sampler.finish()
@@ -516,3 +520,38 @@ func waitRequirePeerName(ctx context.Context, topo *Topology, m *ManagedEtcd, re
 }
 
 func hexID(id uint64) string { return fmt.Sprintf("%x", id) }
+
+// killHubDuring SIGKILLs the hub as soon as status.operation is of type
+// typ (at one of steps, when given), and says which step it hit; the
+// scenario then waits for the operation's end as usual (the restarted hub
+// resumes it from status.operation and etcd's member list). Nothing when
+// the topology cannot kill the hub or the operation was not seen within
+// two minutes.
+func killHubDuring(ctx context.Context, t testing.TB, topo *Topology, m *ManagedEtcd, typ etcdfedv1.OperationType, steps ...string) {
+	t.Helper()
+	if topo.KillHub == nil {
+		t.Logf("the topology cannot kill the hub: no kill during %s", typ)
+		return
+	}
+	var at string
+	err := poll(ctx, 2*time.Minute, fmt.Sprintf("an operation %s %v", typ, steps), func(ctx context.Context) (string, error) {
+		ec, err := m.Get(ctx, topo.Hub)
+		if err != nil {
+			return "", err
+		}
+		op := ec.Status.Operation
+		if op == nil || op.Type != typ || (len(steps) > 0 && !slices.Contains(steps, op.Step)) {
+			return "not yet", nil
+		}
+		at = fmt.Sprintf("%s %s at step %s", op.Type, op.Member, op.Step)
+		return "", nil
+	})
+	if err != nil {
+		t.Logf("no hub kill: %v", err)
+		return
+	}
+	if err := topo.KillHub(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("killed the hub during %s", at)
+}
