@@ -5,16 +5,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
 	"math/big"
-	"net"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -27,22 +22,21 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/internal/resolverenv"
 )
 
-// externalCA is a CA of the test's own, as an existing etcd cluster's
-// (kubeadm's etcd/ca.crt and ca.key): nothing of etcdfed's pki made it.
-type externalCA struct {
-	cert    *x509.Certificate
-	key     *ecdsa.PrivateKey
-	certPEM []byte
-	keyPEM  []byte
-}
-
-func newExternalCA() (*externalCA, error) {
+// newExternalCA generates a CA of the test's own, as an existing etcd
+// cluster's (kubeadm's etcd/ca.crt and ca.key): an ECDSA key in SEC 1
+// form, made with crypto/x509 alone, not by etcdfed's pki (which only
+// loads it, as the hub does from the Secret, to issue the originals'
+// certificates).
+func newExternalCA(t testing.TB) *pki.CA {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcd-ca (outside etcdfed)"},
@@ -51,216 +45,45 @@ func newExternalCA() (*externalCA, error) {
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
-		return nil, err
+		t.Fatal(err)
 	}
-	return &externalCA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		keyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})}, nil
+	ca, err := pki.LoadCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ca
 }
 
-// issue signs a certificate for server and client use (etcd's peer
-// certificates are both) with the given SANs.
-func (ca *externalCA) issue(cn string, ips []net.IP, dns []string) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
-	if err != nil {
-		return nil, nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		IPAddresses: ips, DNSNames: dns,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, err
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-// clientTLS is a client configuration with a certificate of the CA.
-func (ca *externalCA) clientTLS(cn string) (*tls.Config, error) {
-	certPEM, keyPEM, err := ca.issue(cn, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(ca.cert)
-	return &tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
-}
-
-// externalEtcd is an etcd cluster started outside etcdfed: real etcd
-// processes (bin/etcd) on loopback, TLS on both ports with the test's own
-// CA, their resolver pointed at the ring's DNS servers (as a cluster that
-// is to be adopted must resolve the ring's names: its members dial the
-// new members' peer URLs).
-type externalEtcd struct {
-	ca        *externalCA
-	names     []string
-	clientURL []string
-	peerURL   []string
-	cmds      []*exec.Cmd
-	exited    []chan struct{}
-}
-
-type externalEtcdInput struct {
-	T          testing.TB
-	Members    int
-	DNSServers []string
-	// SkipClientSANVerification: peer connections come from addresses
-	// their certificates do not carry (loopback), as the ring's members
-	// are told with spec.tls.peerSkipClientSANVerification.
-	SkipClientSANVerification bool
-}
-
-// startExternalEtcd starts the cluster and waits until it answers; its
-// processes are killed when the test ends (by pid).
-func startExternalEtcd(ctx context.Context, in externalEtcdInput) *externalEtcd {
-	t := in.T
+// startExternalEtcd starts an etcd cluster outside etcdfed: real etcd
+// processes (bin/etcd, internal/etcdtest) on loopback, TLS on both ports
+// with the test's own CA, their resolver pointed at the ring's DNS
+// servers (a cluster to be adopted must resolve the ring's names: its
+// members dial the new members' peer URLs). skipSAN: peer connections
+// come from addresses their certificates do not carry (loopback), as the
+// ring's members are told with spec.tls.peerSkipClientSANVerification.
+func startExternalEtcd(t testing.TB, members int, dnsServers []string, skipSAN bool) *etcdtest.Cluster {
 	t.Helper()
-	bin, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
+	var extra []string
+	if skipSAN {
+		extra = append(extra, "--peer-skip-client-san-verification")
 	}
-	ca, err := newExternalCA()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	x := &externalEtcd{ca: ca}
-	for i := range in.Members {
-		x.names = append(x.names, fmt.Sprintf("orig-%d", i))
-		x.clientURL = append(x.clientURL, "https://"+freeLoopbackPort(t))
-		x.peerURL = append(x.peerURL, "https://"+freeLoopbackPort(t))
-	}
-	var initial []string
-	for i, n := range x.names {
-		initial = append(initial, n+"="+x.peerURL[i])
-	}
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, ca.certPEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for i, n := range x.names {
-		md := filepath.Join(dir, n)
-		if err := os.MkdirAll(md, 0o700); err != nil {
-			t.Fatal(err)
-		}
-		certPEM, keyPEM, err := ca.issue(n, []net.IP{net.ParseIP("127.0.0.1")}, []string{"localhost"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		certFile, keyFile := filepath.Join(md, "tls.crt"), filepath.Join(md, "tls.key")
-		if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args := []string{
-			"--name", n, "--data-dir", filepath.Join(md, "data"),
-			"--listen-client-urls", x.clientURL[i], "--advertise-client-urls", x.clientURL[i],
-			"--listen-peer-urls", x.peerURL[i], "--initial-advertise-peer-urls", x.peerURL[i],
-			"--initial-cluster", strings.Join(initial, ","), "--initial-cluster-state", "new", "--initial-cluster-token", "outside-etcdfed",
-			"--cert-file", certFile, "--key-file", keyFile, "--client-cert-auth", "--trusted-ca-file", caFile,
-			"--peer-cert-file", certFile, "--peer-key-file", keyFile, "--peer-client-cert-auth", "--peer-trusted-ca-file", caFile,
-		}
-		if in.SkipClientSANVerification {
-			args = append(args, "--peer-skip-client-san-verification")
-		}
-		cmd := exec.Command(filepath.Join(bin, "etcd"), args...)
-		cmd.Env = append(os.Environ(), "ETCDFED_DNS_SERVERS="+strings.Join(in.DNSServers, ","))
-		logf, err := os.Create(filepath.Join(dir, n+".log"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = logf, logf
-		if err := testenv.StartProcess(cmd); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan struct{})
-		go func() { _ = cmd.Wait(); _ = logf.Close(); close(exited) }()
-		x.cmds = append(x.cmds, cmd)
-		x.exited = append(x.exited, exited)
-		t.Cleanup(func() {
-			_ = cmd.Process.Kill()
-			<-exited
-			if t.Failed() {
-				if b, err := os.ReadFile(logf.Name()); err == nil {
-					t.Logf("log of %s (outside etcdfed), last lines:\n%s", n, tail(string(b), 15))
-				}
-			}
-		})
-	}
-	c := x.client(t)
-	defer func() { _ = c.Close() }()
-	if err := poll(ctx, time.Minute, "the etcd cluster outside etcdfed answers", func(ctx context.Context) (string, error) {
-		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		if _, err := c.Put(sctx, "adopt/ready", "1"); err != nil {
-			return err.Error(), nil
-		}
-		return "", nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	return x
+	return etcdtest.Start(t, etcdtest.Options{Members: members, Name: "orig", CA: newExternalCA(t), ExtraArgs: extra,
+		Env: []string{resolverenv.EnvVar + "=" + strings.Join(dnsServers, ",")}})
 }
 
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}
-
-func freeLoopbackPort(t testing.TB) string {
+// externalClientConfig reaches x (and extra endpoints) with x's client
+// certificate.
+func externalClientConfig(t testing.TB, x *etcdtest.Cluster, extra ...string) EtcdClientConfig {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	cfg, err := pki.ClientTLS(x.CA.CertPEM, x.Client)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
-}
-
-func (x *externalEtcd) clientConfig(t testing.TB, extra ...string) EtcdClientConfig {
-	t.Helper()
-	cfg, err := x.ca.clientTLS(etcdfedv1.EtcdRootUser)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return EtcdClientConfig{Endpoints: append(slices.Clone(x.clientURL), extra...), TLS: cfg}
-}
-
-func (x *externalEtcd) client(t testing.TB) *clientv3.Client {
-	t.Helper()
-	c, err := EtcdClient(x.clientConfig(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return EtcdClientConfig{Endpoints: append(x.Endpoints(), extra...), TLS: cfg}
 }
 
 // AdoptSpecInput is an etcd cluster outside etcdfed and the ring that
@@ -292,8 +115,11 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	x := startExternalEtcd(ctx, externalEtcdInput{T: t, Members: in.Originals, DNSServers: in.Topology.DNSServers, SkipClientSANVerification: !in.Topology.PeerSourceIsPodIP})
-	oc := x.client(t)
+	x := startExternalEtcd(t, in.Originals, in.Topology.DNSServers, !in.Topology.PeerSourceIsPodIP)
+	oc, err := EtcdClient(externalClientConfig(t, x))
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer func() { _ = oc.Close() }()
 	var clusterID uint64
 	for i := range in.Keys {
@@ -320,7 +146,7 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	for i := range in.Replicas {
 		ringEndpoints = append(ringEndpoints, fmt.Sprintf("https://%s:%d", MemberHost(fmt.Sprintf("%s-%d", in.Name, i), in.Domain), etcdfedv1.DefaultClientPort))
 	}
-	cfg := x.clientConfig(t, ringEndpoints...)
+	cfg := externalClientConfig(t, x, ringEndpoints...)
 	cfg.DNSServers = in.Topology.DNSServers
 	m := &ManagedEtcd{Namespace: in.Namespace, Name: in.Name, Domain: in.Domain, Client: cfg}
 	// No watcher per endpoint: the old endpoints end with their members.
@@ -331,7 +157,7 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 		t.Fatal(err)
 	}
 	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name + "-old-ca"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: x.ca.certPEM, corev1.TLSPrivateKeyKey: x.ca.keyPEM}}
+		Data: map[string][]byte{corev1.TLSCertKey: x.CA.CertPEM, corev1.TLSPrivateKeyKey: x.CA.KeyPEM}}
 	if err := hub.Client.Create(ctx, caSecret); err != nil {
 		t.Fatal(err)
 	}
@@ -344,7 +170,7 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 			TLS: etcdfedv1.TLSSpec{CASecretName: caSecret.Name, Auth: etcdfedv1.AuthDisabled,
 				PeerSkipClientSANVerification: !in.Topology.PeerSourceIsPodIP},
 			FailurePolicy: etcdfedv1.FailurePolicy{MemberGracePeriod: &metav1.Duration{Duration: 2 * time.Minute}, ZoneGracePeriod: &metav1.Duration{Duration: 30 * time.Second}},
-			Adopt:         &etcdfedv1.AdoptSpec{Endpoints: x.clientURL},
+			Adopt:         &etcdfedv1.AdoptSpec{Endpoints: x.Endpoints()},
 		},
 	}
 	sampler := startToleranceSampler(ctx, t, hub, m, 200*time.Millisecond)
