@@ -40,12 +40,14 @@ func adoptInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) memb
 }
 
 // originalsLeft: some original member of an adopted cluster is not
-// recorded as retired (or the originals are not recorded yet).
+// recorded as retired, or the cluster is not found yet. A found cluster
+// with no original recorded (the status was lost after the last
+// retirement, and rebuilt) has none left.
 func originalsLeft(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) bool {
 	if ec.Spec.Adopt == nil {
 		return false
 	}
-	if st.Adoption == nil || len(st.Adoption.Originals) == 0 {
+	if st.ClusterID == "" || st.Adoption == nil {
 		return true
 	}
 	return slices.ContainsFunc(st.Adoption.Originals, func(o etcdfedv1.AdoptedMember) bool { return o.Retired == nil })
@@ -130,7 +132,7 @@ func recordAdoption(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membershi
 	switch {
 	case st.ClusterID == "":
 		a.Phase = etcdfedv1.AdoptionConnecting
-	case len(a.Originals) > 0 && retired == len(a.Originals):
+	case retired == len(a.Originals):
 		a.Phase = etcdfedv1.AdoptionComplete
 	case retired > 0 || (s.ec.Spec.Adopt.Retire && voters >= replicas):
 		a.Phase = etcdfedv1.AdoptionRetiring

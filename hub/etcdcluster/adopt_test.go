@@ -108,8 +108,13 @@ func TestAdoptEndpoints(t *testing.T) {
 	if got := adoptEndpoints(&etcdfedv1.EtcdCluster{}, &etcdfedv1.EtcdClusterStatus{}); got != nil {
 		t.Errorf("no adoption: %v", got)
 	}
+	// Found, with no original recorded (the status rebuilt after the last
+	// retirement): nothing left to dial.
+	if got := adoptEndpoints(ec, &etcdfedv1.EtcdClusterStatus{ClusterID: "c1", Adoption: &etcdfedv1.AdoptionStatus{}}); got != nil {
+		t.Errorf("found with no originals: %v", got)
+	}
 	retired := metav1.Now()
-	st := &etcdfedv1.EtcdClusterStatus{Adoption: &etcdfedv1.AdoptionStatus{Originals: []etcdfedv1.AdoptedMember{
+	st := &etcdfedv1.EtcdClusterStatus{ClusterID: "c1", Adoption: &etcdfedv1.AdoptionStatus{Originals: []etcdfedv1.AdoptedMember{
 		{ID: "10", ClientURLs: []string{"https://127.0.0.2:2379"}, Retired: &retired}, {ID: "11", ClientURLs: []string{"https://127.0.0.1:2379"}},
 	}}}
 	if got, want := adoptEndpoints(ec, st), []string{"https://127.0.0.1:2379", "https://127.0.0.3:2379"}; !slices.Equal(got, want) {
