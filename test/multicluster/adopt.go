@@ -10,6 +10,7 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
@@ -98,6 +99,9 @@ type AdoptSpecInput struct {
 	Originals int
 	// Keys written before the adoption, checked after it.
 	Keys int
+	// Etcdfed is the CLI, whose status is checked in the Joined phase
+	// ("" skips it).
+	Etcdfed string
 }
 
 // AdoptSpec starts an etcd cluster outside etcdfed (its own CA, TLS,
@@ -208,6 +212,14 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 		return "", nil
 	}); err != nil {
 		t.Error(err)
+	}
+	if in.Etcdfed != "" {
+		out, err := exec.CommandContext(ctx, in.Etcdfed, "status", in.Name, "-n", in.Namespace, "--kubeconfig", hub.Kubeconfig).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "Adoption: Joined: 0/"+fmt.Sprint(in.Originals)+" retired") || !strings.Contains(string(out), "adopt\":{\"retire\":true}") {
+			t.Errorf("etcdfed status in the Joined phase (%v) does not show the adoption and how to retire:\n%s", err, out)
+		} else {
+			t.Logf("etcdfed status, joined:\n%s", out)
+		}
 	}
 	progress(ctx, t, w, 50, 30*time.Second)
 

@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 )
 
@@ -17,6 +18,7 @@ func TestScenarioAdopt(t *testing.T) {
 	skipUnlessScenarios(t, "adopting an etcd cluster started outside etcdfed")
 	topo := hubTopology(t)
 	ctx := context.Background()
-	etcd := AdoptSpec(ctx, AdoptSpecInput{T: t, Topology: topo, Namespace: "adopt", Name: "adopt", Domain: "adopt.etcd.test", Replicas: 5, Originals: 3, Keys: 500})
+	etcd := AdoptSpec(ctx, AdoptSpecInput{T: t, Topology: topo, Namespace: "adopt", Name: "adopt", Domain: "adopt.etcd.test", Replicas: 5, Originals: 3, Keys: 500,
+		Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
