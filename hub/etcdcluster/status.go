@@ -90,6 +90,14 @@ func setRoles(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 			ready++
 		}
 	}
+	if a := st.Adoption; st.Leader == "" && a != nil && s.etcd.Reachable {
+		// An adopted cluster's original member leads.
+		for _, o := range a.Originals {
+			if parseID(o.ID) == s.etcd.LeaderID && o.Retired == nil {
+				st.Leader = truncate(o.Name+" (original)", 63)
+			}
+		}
+	}
 	st.ReadyMembers = int32(ready)
 	st.MemberSummary = fmt.Sprintf("%d/%d", ready, s.ec.Spec.Replicas)
 }
