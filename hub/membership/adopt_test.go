@@ -117,6 +117,17 @@ func TestAdoption(t *testing.T) {
 			in.Members[0].ReadyChangedAt = t0
 			return in
 		}, []check{action(ActWait)}},
+		{"a learner joining the adopted cluster is promoted only once it answers", func() Input {
+			in := adopting()
+			in.Adopt.Retire = false
+			m := running("main-3", 0, dA, 4)
+			in.Members = append(in.Members, m)
+			learner := voter("main-3", 0x204)
+			learner.IsLearner, learner.Healthy = true, false
+			in.Etcd.Members = append(in.Etcd.Members, learner)
+			in.Operation = &Operation{Type: OpAdd, Member: "main-3", Incarnation: 4, Step: ActPromote, StartedAt: t0}
+			return in
+		}, []check{action(ActWait), opRecorded(OpAdd, ActPromote), reason("waiting for learner main-3 to answer")}},
 		{"all retired: no Retire, membership as placed", func() Input {
 			in := adopting()
 			in.Etcd.Members = in.Etcd.Members[3:]

@@ -279,6 +279,13 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 			// after the member list shows it started.
 			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted beside its old incarnation", m.Name), 0, true
 		}
+		if in.Adopt.Wanted && !em.Healthy {
+			// The same while an adopted cluster grows: each promotion
+			// raises the quorum, and one of a voter that does not answer
+			// yet costs a failure tolerated (TestScenarioAdopt sampled
+			// none for a second after two quick promotions).
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted into the adopted cluster", m.Name), 0, true
+		}
 		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)}), 0, true
 	}
 	return Decision{}, em.ID, false
