@@ -183,9 +183,13 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 		sampler.finish()
 		t.Fatalf("create the adopting EtcdCluster: %v", err)
 	}
-	if tt, ok := t.(*testing.T); ok {
-		deleteIfFailed(tt, in.Topology, m)
-	}
+	t.Cleanup(func() {
+		// A failed adoption's EtcdCluster goes without waiting, so that
+		// the next scenario has the clusters to itself.
+		if ec, err := m.Get(context.Background(), hub); err == nil && t.Failed() {
+			_ = hub.Client.Delete(context.Background(), ec)
+		}
+	})
 	if _, err := WaitForHubEvent(ctx, WaitForHubEventInput{Hub: hub, Etcd: m, Query: EventQuery{Reasons: []string{etcdfedv1.EventAdopted}, NoteHas: []string{hexID(clusterID)}}}); err != nil {
 		sampler.finish()
 		t.Fatal(err)
