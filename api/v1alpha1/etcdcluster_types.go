@@ -6,6 +6,10 @@ import (
 )
 
 // EtcdClusterSpec is the desired state of one global etcd cluster.
+// +kubebuilder:validation:XValidation:rule="has(self.adopt) == has(oldSelf.adopt)",message="spec.adopt cannot be added or removed after creation: a ring is either founded by etcdfed or adopted from a running cluster, and an adopted ring keeps the record of its original members"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || !has(self.bootstrap)",message="spec.adopt and spec.bootstrap exclude each other: an adopted cluster keeps its own data, it is not founded from a snapshot"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || (has(self.tls) && has(self.tls.caSecretName) && size(self.tls.caSecretName) > 0 && (!has(self.tls.mode) || self.tls.mode == 'Enabled'))",message="spec.adopt needs spec.tls.caSecretName: a Secret with the existing cluster's CA certificate and key (tls.crt, tls.key), which becomes the ring's CA so that the original members trust the new ones"
+// +kubebuilder:validation:XValidation:rule="!has(self.adopt) || (has(self.tls) && has(self.tls.auth))",message="spec.adopt needs spec.tls.auth set explicitly: Enabled turns etcd authentication on in the adopted cluster, and clients of the old endpoints whose certificate's common name is neither root nor a spec.clients user lose access; Disabled leaves authentication as it is"
 // +kubebuilder:validation:XValidation:rule="has(self.bootstrap) == has(oldSelf.bootstrap)",message="spec.bootstrap cannot be added or removed after creation: it says how the cluster was founded"
 // +kubebuilder:validation:XValidation:rule="(has(self.tls) && has(self.tls.caSecretName)) == (has(oldSelf.tls) && has(oldSelf.tls.caSecretName)) && (!(has(self.tls) && has(self.tls.caSecretName)) || self.tls.caSecretName == oldSelf.tls.caSecretName)",message="tls.caSecretName cannot be set, changed or removed after creation: members would stop trusting each other at once; a generated CA is rotated with etcdfed rotate-ca"
 type EtcdClusterSpec struct {
@@ -91,6 +95,14 @@ type EtcdClusterSpec struct {
 	// +optional
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.bootstrap is immutable: it says how the cluster was founded"
 	Bootstrap *ClusterBootstrap `json:"bootstrap,omitempty"`
+
+	// adopt takes over a running etcd cluster that etcdfed did not create
+	// instead of founding a new one (AdoptSpec): etcdfed's members join it
+	// one at a time, and its original members are removed once
+	// adopt.retire is set. Set at creation only; needs spec.tls.caSecretName
+	// (the existing cluster's CA) and an explicit spec.tls.auth.
+	// +optional
+	Adopt *AdoptSpec `json:"adopt,omitempty"`
 
 	// backup takes scheduled snapshots into an object store. Unset: no
 	// scheduled backups (on-demand ones need it too, for the store).
@@ -440,7 +452,7 @@ type MemberStatus struct {
 
 // OperationType is the kind of operation: a membership change, or the
 // restart of one member on a changed spec (Roll).
-// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;Move;MoveLeader;Roll;Defrag;Disrupt;Recover;RotateCA
+// +kubebuilder:validation:Enum=Bootstrap;Add;Remove;Replace;Move;MoveLeader;Roll;Defrag;Disrupt;Recover;RotateCA;Retire
 type OperationType string
 
 const (
@@ -671,6 +683,9 @@ type EtcdClusterStatus struct {
 	// A consumed request is never acted on again.
 	// +optional
 	LastRecoveryRequest *RecoveryRequestStatus `json:"lastRecoveryRequest,omitempty"`
+	// adoption reports the adoption of an existing cluster (spec.adopt).
+	// +optional
+	Adoption *AdoptionStatus `json:"adoption,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member
@@ -692,6 +707,7 @@ type EtcdClusterStatus struct {
 // +kubebuilder:printcolumn:name="Compaction",type=string,JSONPath=`.spec.etcd.autoCompactionMode`,priority=1,description="etcd --auto-compaction-mode"
 // +kubebuilder:printcolumn:name="Retention",type=string,JSONPath=`.spec.etcd.autoCompactionRetention`,priority=1,description="etcd --auto-compaction-retention"
 // +kubebuilder:printcolumn:name="Last Backup",type=date,JSONPath=`.status.backup.lastSuccess.time`,priority=1,description="When the newest stored snapshot was taken"
+// +kubebuilder:printcolumn:name="Adoption",type=string,JSONPath=`.status.adoption.summary`,priority=1,description="Originals retired and etcdfed members joined (spec.adopt)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EtcdCluster struct {
 	metav1.TypeMeta   `json:",inline"`

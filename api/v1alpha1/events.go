@@ -55,6 +55,12 @@ const (
 	EventLeaderMoved = "LeaderMoved"
 	// EventMemberRemoved: a member was removed from etcd.
 	EventMemberRemoved = "MemberRemoved"
+	// EventAdopted: the hub reached an existing cluster to adopt
+	// (spec.adopt) and recorded its original members.
+	EventAdopted = "Adopted"
+	// EventMemberRetired: an original member of an adopted cluster was
+	// removed from etcd (spec.adopt.retire).
+	EventMemberRetired = "MemberRetired"
 	// EventBackupRequested: a snapshot was asked for before a version
 	// change.
 	EventBackupRequested = "BackupRequested"

@@ -61,6 +61,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioLegacyNamesAdopted":     4 * time.Minute,
 	"TestScenarioGossipBroken":           3 * time.Minute, // 164 s
 	"TestScenarioMigrate":                4 * time.Minute, // 138 s, its own six-cluster environment
+	"TestScenarioAdopt":                  3 * time.Minute, // 76 s on the shared environment (first run)
 }
 
 // defaultEstimate counts a scenario with no estimate yet.

@@ -158,6 +158,10 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 	case membership.ActGrantDisruption, membership.ActAwaitReturn:
 		err = errors.Join(err, r.disruptionStep(ctx, s, ca, d))
 	case membership.ActFinishBootstrap:
+		if ec.Spec.Adopt != nil {
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventAdopted, "Adopt", "Found the running etcd cluster %s to adopt, with %d original member(s); etcdfed's members join it one at a time", d.ledger.ClusterID, len(s.etcd.Members))
+			break
+		}
 		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBootstrapped, "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
 	case membership.ActAddLearner:
 		err = withEtcd(s, err, func(c *etcdops.Client) (err error) {
@@ -179,7 +183,9 @@ func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca
 		}
 	case membership.ActRemoveMember:
 		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Remove(ctx, p.MemberID) })
-		if err == nil {
+		if err == nil && p.Operation != nil && p.Operation.Type == membership.OpRetire {
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRetired, "Retire", "Retired original member %s [%x]: removed from etcd", p.Member, p.MemberID)
+		} else if err == nil {
 			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRemoved, "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
 		}
 	case membership.ActDeleteObject:

@@ -156,6 +156,7 @@ func decide(s *snapshot) *decision {
 		if a := d.plan.Action; a == membership.ActFinish || a == membership.ActFinishBootstrap {
 			d.ended = st.Operation
 		}
+		recordAdoption(s, st, d.plan)
 		recordStep(s, st, d.plan)
 		d.requestRefused = recordRecoveryRequest(s, st, d.plan)
 		recordCARotation(s, st, d.plan)

@@ -58,6 +58,9 @@ var (
 	metricVoters = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_voting_members", Help: "Voting members of the EtcdCluster in etcd (learners and members not yet added aside); quorum is half of them plus one.",
 	}, labelsNN)
+	metricAdoption = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_adoption_originals", Help: "Original members of an adopted cluster (spec.adopt), by state: serving (still in etcd) or retired.",
+	}, []string{"namespace", "name", "state"})
 	metricGrace = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_member_grace_period_seconds", Help: "spec.failurePolicy.memberGracePeriod: how long a member may be not ready before the hub replaces it.",
 	}, labelsNN)
@@ -76,6 +79,7 @@ var (
 )
 
 func init() {
+	metrics.Registry.MustRegister(metricAdoption)
 	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
 		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricCARotationHeld, metricZoneState,
 		metricVoters, metricGrace, metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry)
@@ -107,6 +111,16 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 		metricSteps.WithLabelValues(ec.Namespace, ec.Name, string(a), result).Inc()
 	}
 	recordMaintenanceMetrics(ec, st)
+	if a := st.Adoption; a != nil {
+		retired := 0
+		for _, o := range a.Originals {
+			if o.Retired != nil {
+				retired++
+			}
+		}
+		metricAdoption.WithLabelValues(ec.Namespace, ec.Name, "serving").Set(float64(len(a.Originals) - retired))
+		metricAdoption.WithLabelValues(ec.Namespace, ec.Name, "retired").Set(float64(retired))
+	}
 	if cr := st.CARotation; cr != nil {
 		for _, p := range []etcdfedv1.CARotationPhase{etcdfedv1.CARotationTrusting, etcdfedv1.CARotationReissuing, etcdfedv1.CARotationDropping, etcdfedv1.CARotationCompleted, etcdfedv1.CARotationRefused} {
 			val := 0.0
@@ -133,6 +147,7 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	}
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricCARotation.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricAdoption.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricCARotationDone.DeleteLabelValues(ec.Namespace, ec.Name)
 	metricCARotationHeld.DeleteLabelValues(ec.Namespace, ec.Name)
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})

@@ -44,6 +44,7 @@ func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*s
 			return nil, fmt.Errorf("certificates: %w", err)
 		}
 		s.pki = p
+		s.pki.adoptClient, s.pki.adoptClientErr = r.observeAdoptClient(ctx, ec)
 	}
 	s.took.pki = lap()
 	if err := r.observeClusters(ctx, s); err != nil {
@@ -295,7 +296,7 @@ func eligible(ec *etcdfedv1.EtcdCluster, name string, l map[string]string, sel l
 // the recorded members' endpoints.
 func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 	ledger := withAdoptedMembers(s)
-	if ledger.ClusterID == "" && !anyBootstrapStarted(s) {
+	if ledger.ClusterID == "" && !anyBootstrapStarted(s) && s.ec.Spec.Adopt == nil {
 		// No founding member may run etcd yet: dialling names that do not
 		// resolve would only cost a timeout per reconcile.
 		s.etcd = membership.Etcd{Error: "not bootstrapped: no member has been started yet"}
@@ -310,6 +311,13 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 	var tlsCfg *clientTLS
 	if s.ec.Spec.TLS.Mode.Enabled() {
 		leaf := s.pki.hubClientLeaf()
+		if s.ec.Spec.Adopt != nil && (s.pki.adoptClient != nil || s.pki.adoptClientErr != nil) {
+			if s.pki.adoptClientErr != nil {
+				s.etcd = membership.Etcd{Error: s.pki.adoptClientErr.Error()}
+				return
+			}
+			leaf = s.pki.adoptClient
+		}
 		if leaf == nil {
 			s.etcd = membership.Etcd{Error: "the hub has no client certificate from the CA yet"}
 			return
@@ -463,6 +471,8 @@ func clientEndpoints(s *snapshot, ledger *etcdfedv1.EtcdClusterStatus, away map[
 		}
 		out = append(out, memberURL(s.ec, m.Name, etcdfedv1.DefaultClientPort))
 	}
+	// An adopted cluster's original members, until they are retired.
+	out = append(out, adoptEndpoints(s.ec, ledger)...)
 	sort.Strings(out)
 	return slices.Compact(out)
 }

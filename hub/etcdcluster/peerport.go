@@ -46,6 +46,12 @@ func requirePeerName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, existing *etc
 // its (visible) cluster has not started yet and starts with one; a member
 // whose cluster is not seen is not known to, so the answer is no.
 func peersCarryName(s *snapshot, st *etcdfedv1.EtcdClusterStatus) bool {
+	if originalsLeft(s.ec, st) {
+		// An adopted cluster's original members present certificates of
+		// the same CA without the peer name: required, it would cut them
+		// off. The requirement follows the last one's retirement.
+		return false
+	}
 	want := pki.PeerName(s.ec.Spec.DNS.Domain)
 	for i := range st.Members {
 		m := &st.Members[i]

@@ -222,6 +222,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Restore:         restoreInput(ec, st),
 	}
 	in.CA = caRotationInput(s, st)
+	in.Adopt = adoptInput(ec, st)
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
 	}

@@ -125,6 +125,11 @@ type pkiSnapshot struct {
 	// hubClient is the Secret of the hub's etcd client certificate, nil
 	// when missing.
 	hubClient *corev1.Secret
+	// adoptClient is the client certificate of spec.adopt.clientSecretName,
+	// which the hub uses instead of its own (nil: none named), and
+	// adoptClientErr why it could not be read.
+	adoptClient    *pki.Leaf
+	adoptClientErr error
 }
 
 // authority is the CA Secret's content, nil when there is no CA yet.

@@ -90,6 +90,14 @@ func setRoles(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 			ready++
 		}
 	}
+	if a := st.Adoption; st.Leader == "" && a != nil && s.etcd.Reachable {
+		// An adopted cluster's original member leads.
+		for _, o := range a.Originals {
+			if parseID(o.ID) == s.etcd.LeaderID && o.Retired == nil {
+				st.Leader = truncate(o.Name+" (original)", 63)
+			}
+		}
+	}
 	st.ReadyMembers = int32(ready)
 	st.MemberSummary = fmt.Sprintf("%d/%d", ready, s.ec.Spec.Replicas)
 }
@@ -229,6 +237,10 @@ func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.
 	case op != nil:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
 	case plan.Action == membership.ActWait:
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
+	case plan.Action == membership.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
+		// Adopted, the originals kept until spec.adopt.retire: the plan
+		// says so (adopt.go).
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
 	default:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonIdle, "membership matches the placement and every member runs the current spec")

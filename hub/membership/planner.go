@@ -73,6 +73,9 @@ func next(in Input) Decision {
 		return continueOp(in, *in.Operation)
 	}
 	if !in.Bootstrapped {
+		if in.Adopt.Wanted {
+			return beginAdoption(in)
+		}
 		return beginBootstrap(in)
 	}
 	if !in.Etcd.Reachable {
@@ -98,10 +101,23 @@ func next(in Input) Decision {
 	// fragmented database is defragmented when nothing else is to do; a
 	// node drain is granted only when nothing at all is to do; a held CA
 	// rotation is said last.
+	// An adopted cluster's original members are retired once the
+	// placement is done (adopt.go); its wait, or the note that retirement
+	// waits for spec.adopt.retire, is said only when nothing else is to do.
+	rd, retiring := Decision{}, false
+	if d.Action == ActNone {
+		if rd, retiring = retireStep(in); retiring && rd.Action == ActBegin {
+			return rd
+		}
+	}
 	if nd, ok := noSpaceStep(in); ok {
 		return nd
 	}
-	return caHoldStep(in, disruptionStep(in, defragStep(in, caRotationStep(in, rollStep(in, d)))))
+	out := caHoldStep(in, disruptionStep(in, defragStep(in, caRotationStep(in, rollStep(in, d)))))
+	if retiring && out.Action == ActNone {
+		return rd
+	}
+	return out
 }
 
 // beginBootstrap records the founding placement, or adopts a cluster that
@@ -156,6 +172,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueRecover(in, op)
 	case OpRotateCA:
 		return continueRotateCA(in, op)
+	case OpRetire:
+		return continueRetire(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }
@@ -273,6 +291,13 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 				beside = "as a voter that counts"
 			}
 			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted %s", m.Name, beside), 0, true
+		}
+		if in.Adopt.Wanted && !em.Healthy {
+			// The same while an adopted cluster grows: each promotion
+			// raises the quorum, and one of a voter that does not answer
+			// yet costs a failure tolerated (TestScenarioAdopt sampled
+			// none for a second after two quick promotions).
+			return waitStep(op, ActPromote, pollJoin, "waiting for learner %s to answer before it is promoted into the adopted cluster", m.Name), 0, true
 		}
 		return step(op, ActPromote, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollJoin, Reason: fmt.Sprintf("promoting learner %s", m.Name)}), 0, true
 	}
@@ -492,7 +517,7 @@ func foreignMembers(in Input) (Decision, bool) {
 	}
 	var foreign []string
 	for _, em := range in.Etcd.Members {
-		if known[em.ID] {
+		if known[em.ID] || in.Adopt.Original(em.ID) {
 			continue
 		}
 		if slices.ContainsFunc(em.PeerURLs, func(u string) bool { return urls[u] }) {

@@ -60,6 +60,8 @@ type Input struct {
 	Restore Restore
 	// CA is the state of a CA rotation (carotation.go).
 	CA CARotation
+	// Adopt is the adoption of a running cluster (adopt.go).
+	Adopt Adopt
 }
 
 // Restore is the founding snapshot's state (spec.bootstrap.fromSnapshot).

@@ -49,6 +49,7 @@ func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
 		p.f("\nIn progress: %s %s (%s), step %s, for %s: %s\n", op.Type, op.Member, op.Reason, op.Step, age(now, op.StartedAt.Time), oneLine(op.Message))
 	}
 	renderMoves(p, ec)
+	renderAdoption(p, ec, now)
 	renderCARotation(p, ec, now)
 	renderBackup(p, ec, now)
 	if len(st.Endpoints) > 0 {

@@ -149,3 +149,36 @@ func TestRenderMigration(t *testing.T) {
 		t.Errorf("paused moves not said:\n%s", out)
 	}
 }
+
+func TestRenderAdoption(t *testing.T) {
+	now := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+	retired := metav1.NewTime(now.Add(-30 * time.Second))
+	ec := &etcdfedv1.EtcdCluster{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "main"},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "etcd.example.com"},
+			Adopt: &etcdfedv1.AdoptSpec{Endpoints: []string{"https://10.0.0.1:2379"}}},
+		Status: etcdfedv1.EtcdClusterStatus{Adoption: &etcdfedv1.AdoptionStatus{
+			Phase: etcdfedv1.AdoptionJoined, Summary: "Joined: 1/2 retired, 3/3 joined", Message: "adopted: set spec.adopt.retire",
+			Originals: []etcdfedv1.AdoptedMember{
+				{Name: "node-a", ID: "10", ClientURLs: []string{"https://10.0.0.1:2379"}, Retired: &retired},
+				{Name: "node-b", ID: "11", ClientURLs: []string{"https://10.0.0.2:2379"}},
+			},
+		}},
+	}
+	var b bytes.Buffer
+	if err := Render(&b, ec, now); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range []string{
+		"Adoption: Joined: 1/2 retired, 3/3 joined",
+		"  adopted: set spec.adopt.retire",
+		"original node-a [10] https://10.0.0.1:2379: retired 30s ago",
+		"original node-b [11] https://10.0.0.2:2379: serving, old endpoint works until it is retired",
+		`kubectl patch etcdcluster main -n default --type merge -p '{"spec":{"adopt":{"retire":true}}}'`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

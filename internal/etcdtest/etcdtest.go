@@ -45,6 +45,9 @@ type Options struct {
 	// Binary is the etcd of bin/ the members run (default etcd, such as
 	// etcd-3.7.3 for another release hack/tools.sh builds).
 	Binary string
+	// Env is added to every member's environment (such as
+	// ETCDFED_DNS_SERVERS, so that members resolve a ring's names).
+	Env []string
 }
 
 // Member is one etcd process.
@@ -61,6 +64,7 @@ type Member struct {
 	DataDir string
 	dir     string
 	binary  string
+	env     []string
 	args    []string
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -104,7 +108,7 @@ func Start(t testing.TB, o Options) *Cluster {
 	}
 	var initial []string
 	for i := range o.Members {
-		m := &Member{Name: fmt.Sprintf("%s-%d", o.Name, i), dir: t.TempDir(), binary: o.Binary}
+		m := &Member{Name: fmt.Sprintf("%s-%d", o.Name, i), dir: t.TempDir(), binary: o.Binary, env: o.Env}
 		m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
 		m.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
 		m.DataDir = filepath.Join(m.dir, "data")
@@ -181,6 +185,9 @@ func (c *Cluster) startMember(m *Member) {
 	}
 	m.cmd = exec.Command(filepath.Join(bin, binary), m.args...)
 	m.cmd.Stdout, m.cmd.Stderr = logf, logf
+	if len(m.env) > 0 {
+		m.cmd.Env = append(os.Environ(), m.env...)
+	}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
