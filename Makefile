@@ -57,7 +57,7 @@ system-deps: ## Install the Debian packages tests use (bind9, bind9-utils, dnsut
 	hack/system-deps.sh
 
 .PHONY: generate
-generate: ## Generate deepcopy code, CRDs, the Dockerfile (from internal/images), and the spec.version rules and version matrix (docs/upgrades.md) from pkg/etcdversion.
+generate: ## Generate deepcopy code, CRDs, the Dockerfile (from dev/images), and the spec.version rules and version matrix (docs/upgrades.md) from pkg/etcdversion.
 	hack/tools.sh controller-gen
 	$(BIN)/controller-gen object:headerFile="" paths=./api/...
 	$(GO) run ./hack/versionpolicy
@@ -142,7 +142,7 @@ test-alerts: ## The shipped alerts' unit tests (promtool test rules) and the das
 .PHONY: test-images
 test-images: ## Build every image, load it into a private containerd (Debian's, installed when missing) and run each one's binaries with ctr run.
 	hack/system-deps.sh images
-	ETCDFED_IMAGES_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestImagesRunInContainerd$$' ./internal/images
+	ETCDFED_IMAGES_TEST=1 $(GO) test -count=1 -timeout 30m -v -run '^TestImagesRunInContainerd$$' ./dev/images
 
 # Random fault schedules over a 5-member ring (issue 24): NEMESIS_SEED
 # (default: from the clock, printed with the line that replays it),

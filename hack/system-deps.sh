@@ -5,7 +5,7 @@
 # and stops none it did not install.
 #
 # `hack/system-deps.sh images` installs containerd and runc, which run the
-# images `make images` builds (internal/images' test starts a private
+# images `make images` builds (dev/images' test starts a private
 # containerd; the package's own service is never started, see policy-rc.d
 # below).
 #

@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 func withBackup(ns string, b etcdfedv1.BackupSpec) *etcdfedv1.EtcdCluster {

@@ -8,7 +8,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 func withDefrag(ns string, d etcdfedv1.DefragmentationSpec) *etcdfedv1.EtcdCluster {

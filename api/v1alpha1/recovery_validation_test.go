@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // failurePolicy.quorumLossRecovery takes Manual or Automatic, and

@@ -8,7 +8,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 func fromSnapshot(object, source string) *etcdfedv1.ClusterBootstrap {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 

@@ -20,9 +20,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/clusterstatus"
-	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
 	"github.com/etcdfed/etcdfed/internal/text"
 )

@@ -3,7 +3,7 @@ package main
 import (
 	"context"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // ringEnv returns the ring part of `etcdfed dev env`: ETCDCTL_ENDPOINTS

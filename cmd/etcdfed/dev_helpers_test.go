@@ -7,8 +7,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
-	"github.com/etcdfed/etcdfed/internal/localenv/proc"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv/proc"
 )
 
 func clientFor(t *testing.T, kubeconfig string) kubernetes.Interface {

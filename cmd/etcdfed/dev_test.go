@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
-	"github.com/etcdfed/etcdfed/internal/testenv"
-	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv/testproc"
 )
 
 // TestDevUpStatusDown drives the CLI as a user does after `make build`:

@@ -18,7 +18,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
@@ -92,7 +92,7 @@ func init() {
 	f.StringVar(&upFlags.nodes, "nodes", string(localenv.NodesProcess),
 		"how nodes run: process (pods as local processes, the default) or real (kubelet, containerd and runc per node, the hub and the spokes deployed in-cluster from config/; root, see docs/local-environment.md)")
 	f.StringVar(&upFlags.images, "images", "",
-		"with --nodes real: the directory `make images` wrote (OCI tarballs and images.txt) to import into every node; empty: up builds the same images itself (internal/images)")
+		"with --nodes real: the directory `make images` wrote (OCI tarballs and images.txt) to import into every node; empty: up builds the same images itself (dev/images)")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)

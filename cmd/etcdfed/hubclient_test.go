@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/faultproxy"
+	"github.com/etcdfed/etcdfed/dev/faultproxy"
 )
 
 // TestHubCommandsFailOnHungApiserver: a hub apiserver that accepts

@@ -1,5 +1,5 @@
 // Command images builds etcdfed's container images without a Docker daemon
-// (internal/images), loads them into a containerd, and renders the
+// (dev/images), loads them into a containerd, and renders the
 // Dockerfile that builds the same images with docker.
 //
 //	go run ./hack/images build [--version V] [--out out/images] [IMAGE...]
@@ -26,7 +26,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/images"
+	"github.com/etcdfed/etcdfed/dev/images"
 )
 
 func main() {

@@ -38,9 +38,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 

@@ -2,8 +2,8 @@
 // and stops those it can prove a test run started: `make test` runs it
 // before the tests.
 //
-// Proof is a record in internal/testenv/testproc: every process a test binary
-// starts through internal/testenv is recorded (pid and kernel start time)
+// Proof is a record in dev/testenv/testproc: every process a test binary
+// starts through dev/testenv is recorded (pid and kernel start time)
 // in a directory named after the test binary (its pid and start time).
 // When that test binary is gone and a recorded process still runs with the
 // same start time, the process is a leftover of that run: it is reported
@@ -25,8 +25,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/etcdfed/etcdfed/internal/localenv/proc"
-	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
+	"github.com/etcdfed/etcdfed/dev/localenv/proc"
+	"github.com/etcdfed/etcdfed/dev/testenv/testproc"
 	"github.com/etcdfed/etcdfed/internal/text"
 )
 

@@ -9,17 +9,13 @@ import (
 const Module = "github.com/etcdfed/etcdfed"
 
 // devPackages are etcdfed's packages (and everything below them) that
-// exist for tests or the local environment and never for a production
-// binary.
+// exist for tests, drills or the local environment and never for a
+// production binary: the dev/ tier as a whole (the local environment, the
+// image builder, the nemesis, the test fixtures), the recorded workload
+// (the drills' and the scenarios'), the tests and the build tooling.
 var devPackages = []string{
-	"internal/localenv", // the local environment (process nodes, apiservers)
-	"internal/testenv",  // envtest and process fixtures
-	"internal/etcdtest", // etcd fixtures
-	"internal/s3test",   // S3 server fixture
-	"internal/snapshottest",
-	"internal/faultproxy", // fault injection
-	"internal/workload",   // the recorded workload of the scenarios
-	"internal/images",     // the image builder (dev tooling)
+	"dev",
+	"internal/workload",
 	"test",
 	"hack",
 }

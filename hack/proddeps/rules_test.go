@@ -19,11 +19,11 @@ func TestForbidden(t *testing.T) {
 		{"sigs.k8s.io/controller-runtime/pkg/client", false},
 		// client-go's typed clients import it themselves: not ours to ban.
 		{"k8s.io/client-go/testing", false},
-		{Module + "/internal/localenv", true},
-		{Module + "/internal/localenv/nodeagent", true},
-		{Module + "/internal/testenv/testproc", true},
+		{Module + "/dev/localenv", true},
+		{Module + "/dev/localenv/nodeagent", true},
+		{Module + "/dev/testenv/testproc", true},
 		{Module + "/internal/workload", true},
-		{Module + "/internal/images", true},
+		{Module + "/dev/images", true},
 		{Module + "/spoke/internal/spoketest", true},
 		{Module + "/spoke/internal/testcerts", true},
 		{Module + "/test/multicluster", true},
@@ -41,19 +41,19 @@ func TestForbidden(t *testing.T) {
 
 func TestCheckShortestChain(t *testing.T) {
 	g := map[string][]string{
-		"main":                       {"a", "b", "fmt"},
-		"a":                          {"c"},
-		"b":                          {Module + "/internal/testenv"},
-		"c":                          {Module + "/internal/testenv", "testing"},
-		Module + "/internal/testenv": {"testing"},
-		"testing":                    nil,
-		"fmt":                        nil,
+		"main":                  {"a", "b", "fmt"},
+		"a":                     {"c"},
+		"b":                     {Module + "/dev/testenv"},
+		"c":                     {Module + "/dev/testenv", "testing"},
+		Module + "/dev/testenv": {"testing"},
+		"testing":               nil,
+		"fmt":                   nil,
 	}
 	got := Check(g, "main")
 	if len(got) != 2 {
 		t.Fatalf("Check = %+v; want testenv and testing", got)
 	}
-	if got[0].Package != Module+"/internal/testenv" || !slices.Equal(got[0].Chain, []string{"main", "b", Module + "/internal/testenv"}) {
+	if got[0].Package != Module+"/dev/testenv" || !slices.Equal(got[0].Chain, []string{"main", "b", Module + "/dev/testenv"}) {
 		t.Errorf("first finding %+v; want testenv through b", got[0])
 	}
 	if got[1].Package != "testing" || !slices.Equal(got[1].Chain, []string{"main", "a", "c", "testing"}) {

@@ -24,11 +24,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/s3test"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
-	"github.com/etcdfed/etcdfed/internal/s3test"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )

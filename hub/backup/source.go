@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // ErrNoSource: no member can serve a snapshot.
@@ -18,11 +18,11 @@ var ErrNoSource = errors.New("backup: no healthy member to take a snapshot from"
 // the choice is stable; the leader only when no follower is healthy (a
 // one-member cluster, or followers down: a backup then matters most).
 // Members named in avoid (one being removed or replaced) are never chosen.
-func PickSource(e membership.Etcd, avoid ...string) (membership.ListEntry, error) {
+func PickSource(e planner.Etcd, avoid ...string) (planner.ListEntry, error) {
 	if !e.Reachable {
-		return membership.ListEntry{}, fmt.Errorf("%w: etcd does not answer: %s", ErrNoSource, e.Error)
+		return planner.ListEntry{}, fmt.Errorf("%w: etcd does not answer: %s", ErrNoSource, e.Error)
 	}
-	var followers, leaders []membership.ListEntry
+	var followers, leaders []planner.ListEntry
 	var skipped []string
 	for _, m := range e.Members {
 		switch {
@@ -45,10 +45,10 @@ func PickSource(e membership.Etcd, avoid ...string) (membership.ListEntry, error
 	case len(leaders) > 0:
 		return leaders[0], nil
 	}
-	return membership.ListEntry{}, fmt.Errorf("%w (skipped: %s)", ErrNoSource, strings.Join(skipped, ", "))
+	return planner.ListEntry{}, fmt.Errorf("%w (skipped: %s)", ErrNoSource, strings.Join(skipped, ", "))
 }
 
-func describeMember(m membership.ListEntry) string {
+func describeMember(m planner.ListEntry) string {
 	if m.Name != "" {
 		return m.Name
 	}

@@ -18,8 +18,8 @@ import (
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 // clusterClients hands out real member clusters by name (the

@@ -10,12 +10,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // Adoption of a running etcd cluster (spec.adopt; the planner's side is
-// hub/membership/adopt.go). The reconciler's part is small: the hub's etcd
+// hub/planner/adopt.go). The reconciler's part is small: the hub's etcd
 // client also dials spec.adopt.endpoints while an original member behind
 // them is not retired (adoptEndpoints), with the certificate of
 // spec.adopt.clientSecretName when one is given (observeAdoptClient); the
@@ -25,12 +25,12 @@ import (
 // certificate does not carry it, is a peer (peersCarryName).
 
 // adoptInput is the planner's view of spec.adopt and status.adoption.
-func adoptInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Adopt {
+func adoptInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) planner.Adopt {
 	a := ec.Spec.Adopt
 	if a == nil {
-		return membership.Adopt{}
+		return planner.Adopt{}
 	}
-	in := membership.Adopt{Wanted: true, Endpoints: a.Endpoints, Retire: a.Retire}
+	in := planner.Adopt{Wanted: true, Endpoints: a.Endpoints, Retire: a.Retire}
 	if st.Adoption != nil {
 		for _, o := range st.Adoption.Originals {
 			in.Originals = append(in.Originals, parseID(o.ID))
@@ -93,7 +93,7 @@ func sameURL(a, b string) bool {
 // every member etcd lists then, none of them etcdfed's), each marked
 // retired once a quorate member list no longer has it, and the phase,
 // summary and message.
-func recordAdoption(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membership.Decision) {
+func recordAdoption(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) {
 	if s.ec.Spec.Adopt == nil {
 		return
 	}
@@ -101,7 +101,7 @@ func recordAdoption(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membershi
 		st.Adoption = &etcdfedv1.AdoptionStatus{}
 	}
 	a := st.Adoption
-	if len(a.Originals) == 0 && plan.Action == membership.ActFinishBootstrap && s.etcd.Reachable {
+	if len(a.Originals) == 0 && plan.Action == planner.ActFinishBootstrap && s.etcd.Reachable {
 		for _, em := range s.etcd.Members {
 			if recordedID(st, em.ID) {
 				continue

@@ -8,7 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 func adoptingEC(retire bool) *etcdfedv1.EtcdCluster {
@@ -18,8 +18,8 @@ func adoptingEC(retire bool) *etcdfedv1.EtcdCluster {
 	return ec
 }
 
-func origEntry(name string, id uint64, n string) membership.ListEntry {
-	return membership.ListEntry{ID: id, Name: name, ClientURLs: []string{"https://127.0.0." + n + ":2379"}, PeerURLs: []string{"https://127.0.0." + n + ":2380"}, Healthy: true}
+func origEntry(name string, id uint64, n string) planner.ListEntry {
+	return planner.ListEntry{ID: id, Name: name, ClientURLs: []string{"https://127.0.0." + n + ":2379"}, PeerURLs: []string{"https://127.0.0." + n + ":2380"}, Healthy: true}
 }
 
 // The originals are recorded once, when the running cluster is found;
@@ -27,14 +27,14 @@ func origEntry(name string, id uint64, n string) membership.ListEntry {
 // no longer has it; the phase follows.
 func TestRecordAdoption(t *testing.T) {
 	now := time.Date(2026, 11, 26, 23, 0, 0, 0, time.UTC)
-	origs := []membership.ListEntry{origEntry("orig-0", 0x10, "1"), origEntry("orig-1", 0x11, "2"), origEntry("orig-2", 0x12, "3")}
-	managed := []membership.ListEntry{{ID: 0x20, Name: "main-0"}, {ID: 0x21, Name: "main-1"}, {ID: 0x22, Name: "main-2"}}
+	origs := []planner.ListEntry{origEntry("orig-0", 0x10, "1"), origEntry("orig-1", 0x11, "2"), origEntry("orig-2", 0x12, "3")}
+	managed := []planner.ListEntry{{ID: 0x20, Name: "main-0"}, {ID: 0x21, Name: "main-1"}, {ID: 0x22, Name: "main-2"}}
 	ledgerMembers := []etcdfedv1.MemberStatus{{Name: "main-0", ID: "20"}, {Name: "main-1", ID: "21"}, {Name: "main-2", ID: "22"}}
 
 	// Found: every member etcd lists is an original.
-	s := &snapshot{ec: adoptingEC(false), now: now, etcd: membership.Etcd{Reachable: true, ClusterID: 0xc1, Members: origs}}
+	s := &snapshot{ec: adoptingEC(false), now: now, etcd: planner.Etcd{Reachable: true, ClusterID: 0xc1, Members: origs}}
 	st := &etcdfedv1.EtcdClusterStatus{}
-	recordAdoption(s, st, membership.Decision{Action: membership.ActFinishBootstrap, Reason: "adopting"})
+	recordAdoption(s, st, planner.Decision{Action: planner.ActFinishBootstrap, Reason: "adopting"})
 	if a := st.Adoption; a == nil || len(a.Originals) != 3 || a.Originals[1].ID != "11" || a.Originals[1].Name != "orig-1" || a.Phase != etcdfedv1.AdoptionConnecting {
 		t.Fatalf("after the find: %+v", st.Adoption)
 	}
@@ -44,35 +44,35 @@ func TestRecordAdoption(t *testing.T) {
 	s.etcd.Members = append(slices.Clone(origs), managed...)
 	s.etcd.Members[5].IsLearner = true
 	st.Members = ledgerMembers
-	recordAdoption(s, st, membership.Decision{Action: membership.ActPromote, Reason: "promoting learner main-2"})
+	recordAdoption(s, st, planner.Decision{Action: planner.ActPromote, Reason: "promoting learner main-2"})
 	if a := st.Adoption; len(a.Originals) != 3 || a.Phase != etcdfedv1.AdoptionJoining || a.Summary != "Joining: 0/3 retired, 2/3 joined" || a.Message != "promoting learner main-2" {
 		t.Fatalf("joining: %+v", a)
 	}
 
 	// Joined, retire not asked.
 	s.etcd.Members[5].IsLearner = false
-	recordAdoption(s, st, membership.Decision{Action: membership.ActNone, Reason: "set spec.adopt.retire"})
+	recordAdoption(s, st, planner.Decision{Action: planner.ActNone, Reason: "set spec.adopt.retire"})
 	if a := st.Adoption; a.Phase != etcdfedv1.AdoptionJoined {
 		t.Fatalf("joined: %+v", a)
 	}
 
 	// Another cluster answering (a wrong endpoint) retires nothing.
 	s.ec = adoptingEC(true)
-	s.etcd = membership.Etcd{Reachable: true, ClusterID: 0xbad, Members: managed}
-	recordAdoption(s, st, membership.Decision{})
+	s.etcd = planner.Etcd{Reachable: true, ClusterID: 0xbad, Members: managed}
+	recordAdoption(s, st, planner.Decision{})
 	if a := st.Adoption; slices.ContainsFunc(a.Originals, func(o etcdfedv1.AdoptedMember) bool { return o.Retired != nil }) {
 		t.Fatalf("originals retired on another cluster's member list: %+v", a)
 	}
 	// Silent etcd retires nothing either.
-	s.etcd = membership.Etcd{Error: "timeout"}
-	recordAdoption(s, st, membership.Decision{})
+	s.etcd = planner.Etcd{Error: "timeout"}
+	recordAdoption(s, st, planner.Decision{})
 	if a := st.Adoption; slices.ContainsFunc(a.Originals, func(o etcdfedv1.AdoptedMember) bool { return o.Retired != nil }) {
 		t.Fatalf("originals retired while etcd was silent: %+v", a)
 	}
 
 	// orig-0 removed: retired, its endpoint no longer dialled.
-	s.etcd = membership.Etcd{Reachable: true, ClusterID: 0xc1, Members: append(slices.Clone(origs[1:]), managed...)}
-	recordAdoption(s, st, membership.Decision{})
+	s.etcd = planner.Etcd{Reachable: true, ClusterID: 0xc1, Members: append(slices.Clone(origs[1:]), managed...)}
+	recordAdoption(s, st, planner.Decision{})
 	if a := st.Adoption; a.Phase != etcdfedv1.AdoptionRetiring || a.Originals[0].Retired == nil || a.Originals[1].Retired != nil {
 		t.Fatalf("retiring: %+v", a)
 	}
@@ -86,7 +86,7 @@ func TestRecordAdoption(t *testing.T) {
 	// All gone: complete, no endpoint of the originals, peers may require
 	// the peer name again.
 	s.etcd.Members = managed
-	recordAdoption(s, st, membership.Decision{})
+	recordAdoption(s, st, planner.Decision{})
 	if a := st.Adoption; a.Phase != etcdfedv1.AdoptionComplete || a.Summary != "Complete: 3/3 retired, 3/3 joined" {
 		t.Fatalf("complete: %+v", a)
 	}

@@ -7,7 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // A member that went unready while the hub could not see its cluster (a
@@ -38,7 +38,7 @@ func TestMemberGraceCountsFromClusterBackInView(t *testing.T) {
 	}
 	replaces := func(s *snapshot) bool {
 		d := decide(s)
-		return d.plan.Action == membership.ActBegin && d.plan.Operation != nil && d.plan.Operation.Type == membership.OpReplace
+		return d.plan.Action == planner.ActBegin && d.plan.Operation != nil && d.plan.Operation.Type == planner.OpReplace
 	}
 
 	if s := unready(time.Time{}); !replaces(s) {

@@ -12,8 +12,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // CA rotation (membership/carotation.go plans it): the CA Secret holds the
@@ -24,8 +24,8 @@ import (
 // status.caRotation records the phase.
 
 // caRotationInput is what the planner needs of a CA rotation.
-func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) membership.CARotation {
-	var in membership.CARotation
+func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) planner.CARotation {
+	var in planner.CARotation
 	cr := st.CARotation
 	if cr != nil && cr.Phase.InProgress() {
 		in.Phase = string(cr.Phase)
@@ -152,11 +152,11 @@ func clientWhere(c etcdfedv1.ClientStatus) string {
 // RotateCA operation's start changes the phase (before the CA Secret is
 // written: rule 3), the planner completes or refuses it, and every pass
 // counts the members that run what the phase needs.
-func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decision) {
+func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.Decision) {
 	now := metav1.NewTime(s.now)
 	a := s.pki.authority()
 	switch {
-	case d.Action == membership.ActBegin && d.Operation != nil && d.Operation.Type == membership.OpRotateCA:
+	case d.Action == planner.ActBegin && d.Operation != nil && d.Operation.Type == planner.OpRotateCA:
 		cr := st.CARotation
 		if cr == nil || !cr.Phase.InProgress() {
 			cr = &etcdfedv1.CARotationStatus{StartedAt: &now}
@@ -168,10 +168,10 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership
 			}
 			st.CARotation = cr
 		}
-		phase := map[membership.Action]etcdfedv1.CARotationPhase{
-			membership.ActAddCA:    etcdfedv1.CARotationTrusting,
-			membership.ActSwitchCA: etcdfedv1.CARotationReissuing,
-			membership.ActDropCA:   etcdfedv1.CARotationDropping,
+		phase := map[planner.Action]etcdfedv1.CARotationPhase{
+			planner.ActAddCA:    etcdfedv1.CARotationTrusting,
+			planner.ActSwitchCA: etcdfedv1.CARotationReissuing,
+			planner.ActDropCA:   etcdfedv1.CARotationDropping,
 		}[d.Operation.Step]
 		if cr.Phase != phase {
 			cr.Phase, cr.PhaseStartedAt = phase, &now
@@ -179,16 +179,16 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership
 				cr.ContinuedAt = &now
 			}
 		}
-	case d.Action == membership.ActHoldCARotation && st.CARotation != nil:
+	case d.Action == planner.ActHoldCARotation && st.CARotation != nil:
 		if st.CARotation.HeldSince == nil {
 			st.CARotation.HeldSince = &now
 		}
-	case d.Action == membership.ActRefuseCARotation:
+	case d.Action == planner.ActRefuseCARotation:
 		st.CARotation = &etcdfedv1.CARotationStatus{Phase: etcdfedv1.CARotationRefused, Message: truncate(d.Reason, 1024)}
 		if req, ok := caRotationRequest(s.ec); ok {
 			st.CARotation.RequestedAt = &metav1.Time{Time: req}
 		}
-	case d.Action == membership.ActCompleteCARotation && st.CARotation != nil:
+	case d.Action == planner.ActCompleteCARotation && st.CARotation != nil:
 		st.CARotation.Phase, st.CARotation.CompletedAt, st.CARotation.PhaseStartedAt = etcdfedv1.CARotationCompleted, &now, &now
 		st.CARotation.Message = truncate(d.Reason, 1024)
 	}
@@ -225,25 +225,25 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership
 // applyCAChange writes one change of the CA Secret (a RotateCA step),
 // with the Secret's resourceVersion as read: two writers never both store
 // a new CA. A change already made is not made again.
-func (r *Reconciler) applyCAChange(ctx context.Context, s *snapshot, step membership.Action) error {
+func (r *Reconciler) applyCAChange(ctx context.Context, s *snapshot, step planner.Action) error {
 	a, sec := s.pki.auth, s.pki.caSecret
 	if a == nil || sec == nil {
 		return fmt.Errorf("CA rotation: no CA Secret read")
 	}
 	var next *pki.Authority
 	switch {
-	case step == membership.ActAddCA && !a.Rotating():
+	case step == planner.ActAddCA && !a.Rotating():
 		ca, err := pki.NewCA(fmt.Sprintf("etcdfed %s/%s CA %s", s.ec.Namespace, s.ec.Name, s.now.UTC().Format("2006-01-02")), r.now())
 		if err != nil {
 			return fmt.Errorf("CA rotation: create the new CA: %w", err)
 		}
 		next = a.BeginRotation(ca)
-	case step == membership.ActSwitchCA && a.Next != nil:
+	case step == planner.ActSwitchCA && a.Next != nil:
 		var err error
 		if next, err = a.SwitchSigner(); err != nil {
 			return err
 		}
-	case step == membership.ActDropCA && a.Rotating() && a.Next == nil:
+	case step == planner.ActDropCA && a.Rotating() && a.Next == nil:
 		next = a.DropPrevious()
 	default:
 		return nil
@@ -261,11 +261,11 @@ func (r *Reconciler) applyCAChange(ctx context.Context, s *snapshot, step member
 
 // caChangeEvent is the event of a change of the CA Secret: its reason and
 // message.
-func caChangeEvent(step membership.Action, before, after *pki.Authority) (string, string) {
+func caChangeEvent(step planner.Action, before, after *pki.Authority) (string, string) {
 	switch step {
-	case membership.ActAddCA:
+	case planner.ActAddCA:
 		return etcdfedv1.EventCARotationAddCA, fmt.Sprintf("Stored the new CA %s beside %s; members restart one at a time to trust both", pki.Describe(after.Next.Cert), pki.Describe(before.Signer.Cert))
-	case membership.ActSwitchCA:
+	case planner.ActSwitchCA:
 		return etcdfedv1.EventCARotationSwitchCA, fmt.Sprintf("The new CA %s issues; members restart one at a time with its certificates, %s stays trusted", pki.Describe(after.Signer.Cert), pki.Describe(before.Signer.Cert))
 	}
 	return etcdfedv1.EventCARotationDropCA, fmt.Sprintf("Dropped the old CA %s; members restart one at a time to trust %s alone", pki.Describe(before.Previous), pki.Describe(after.Signer.Cert))

@@ -8,8 +8,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // rotating puts a TLS ring in a CA rotation: the CA Secret holds auth,
@@ -79,7 +79,7 @@ func TestDecideCARotation(t *testing.T) {
 			},
 			check: func(t *testing.T, o outcome) {
 				op := o.st.Operation
-				if o.d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(membership.ActAddCA) {
+				if o.d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(planner.ActAddCA) {
 					t.Fatalf("plan %s (%s), operation %+v; want RotateCA at AddCA", o.d.plan.Action, o.d.plan.Reason, op)
 				}
 				cr := o.st.CARotation
@@ -100,7 +100,7 @@ func TestDecideCARotation(t *testing.T) {
 				return nil
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActNone || o.st.Operation != nil {
+				if o.d.plan.Action != planner.ActNone || o.st.Operation != nil {
 					t.Errorf("plan %s (%s); want nothing", o.d.plan.Action, o.d.plan.Reason)
 				}
 			},
@@ -132,7 +132,7 @@ func TestDecideCARotation(t *testing.T) {
 					t.Errorf("%d member certificates rewritten by the upkeep; want none (each Roll writes its member's)", len(o.d.certs))
 				}
 				op := o.st.Operation
-				if o.d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRoll || op.Member != "main-1" || op.Reason != etcdfedv1.ReasonCARotation {
+				if o.d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationRoll || op.Member != "main-1" || op.Reason != etcdfedv1.ReasonCARotation {
 					t.Fatalf("plan %s (%s), operation %+v; want a Roll of main-1, reason CARotation", o.d.plan.Action, o.d.plan.Reason, op)
 				}
 				if cr := o.st.CARotation; cr.MembersDone != 0 || cr.MembersTotal != 3 || cr.NewCA == "" {
@@ -144,11 +144,11 @@ func TestDecideCARotation(t *testing.T) {
 			name: "a Roll of the rotation writes the member's certificate (bundle in ca.crt) before its object (the new caHash)",
 			given: func(t *testing.T, s *snapshot) *pki.Authority {
 				a := rotating(t, s, etcdfedv1.CARotationTrusting, trusting, false)
-				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: etcdfedv1.ReasonCARotation, Step: string(membership.ActUpdateObject)})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: etcdfedv1.ReasonCARotation, Step: string(planner.ActUpdateObject)})
 				return a
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActUpdateObject || len(o.d.step.writes) != 1 {
+				if o.d.plan.Action != planner.ActUpdateObject || len(o.d.step.writes) != 1 {
 					t.Fatalf("plan %s (%s), %d writes; want UpdateObject of main-1", o.d.plan.Action, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				w := o.d.step.writes[0]
@@ -166,7 +166,7 @@ func TestDecideCARotation(t *testing.T) {
 				return a
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActWait || !strings.Contains(o.d.plan.Reason, "client apiserver (member-1/kube-system/main-apiserver-etcd-client)") {
+				if o.d.plan.Action != planner.ActWait || !strings.Contains(o.d.plan.Reason, "client apiserver (member-1/kube-system/main-apiserver-etcd-client)") {
 					t.Errorf("plan %s (%s); want a wait naming the consumer", o.d.plan.Action, o.d.plan.Reason)
 				}
 				if cr := o.st.CARotation; cr.MembersDone != 3 {
@@ -183,7 +183,7 @@ func TestDecideCARotation(t *testing.T) {
 				return a
 			},
 			check: func(t *testing.T, o outcome) {
-				if op := o.st.Operation; op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(membership.ActSwitchCA) || o.st.CARotation.Phase != etcdfedv1.CARotationReissuing {
+				if op := o.st.Operation; op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(planner.ActSwitchCA) || o.st.CARotation.Phase != etcdfedv1.CARotationReissuing {
 					t.Errorf("operation %+v, caRotation %+v; want SwitchCA, phase Reissuing", op, o.st.CARotation)
 				}
 			},
@@ -215,7 +215,7 @@ func TestDecideCARotation(t *testing.T) {
 				return rotating(t, s, etcdfedv1.CARotationDropping, dropped, true)
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActCompleteCARotation || o.st.CARotation.Phase != etcdfedv1.CARotationCompleted || o.st.CARotation.CompletedAt == nil {
+				if o.d.plan.Action != planner.ActCompleteCARotation || o.st.CARotation.Phase != etcdfedv1.CARotationCompleted || o.st.CARotation.CompletedAt == nil {
 					t.Errorf("plan %s (%s), caRotation %+v; want Completed", o.d.plan.Action, o.d.plan.Reason, o.st.CARotation)
 				}
 				if c := condition(o.st, etcdfedv1.ConditionProgressing); c.Reason == etcdfedv1.ReasonCARotation {
@@ -263,7 +263,7 @@ func TestDecideCARotationHold(t *testing.T) {
 	heldCheck := func(t *testing.T, o outcome2, since time.Time) {
 		t.Helper()
 		cr := o.st.CARotation
-		if o.d.plan.Action != membership.ActHoldCARotation || o.st.Operation != nil {
+		if o.d.plan.Action != planner.ActHoldCARotation || o.st.Operation != nil {
 			t.Fatalf("plan %s (%s), operation %+v; want the hold", o.d.plan.Action, o.d.plan.Reason, o.st.Operation)
 		}
 		if cr.Phase != etcdfedv1.CARotationTrusting || !cr.HoldAfterTrusting || cr.HeldSince == nil || !cr.HeldSince.Time.Equal(since) || cr.ContinuedAt != nil {
@@ -320,7 +320,7 @@ func TestDecideCARotationHold(t *testing.T) {
 			},
 			check: func(t *testing.T, o outcome2) {
 				op, cr := o.st.Operation, o.st.CARotation
-				if op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(membership.ActSwitchCA) {
+				if op == nil || op.Type != etcdfedv1.OperationRotateCA || op.Step != string(planner.ActSwitchCA) {
 					t.Fatalf("plan %s (%s), operation %+v; want SwitchCA", o.d.plan.Action, o.d.plan.Reason, op)
 				}
 				if cr.Phase != etcdfedv1.CARotationReissuing || cr.ContinuedAt == nil || cr.HeldSince == nil {
@@ -348,7 +348,7 @@ func TestDecideCARotationHold(t *testing.T) {
 				atHold(t, s, etcdfedv1.CARotationRequest{RequestedAt: requested.Add(time.Minute), HoldAfterTrusting: true}, "", false)
 			},
 			check: func(t *testing.T, o outcome2) {
-				if op := o.st.Operation; op == nil || op.Step != string(membership.ActSwitchCA) || o.st.CARotation.HoldAfterTrusting || o.st.CARotation.HeldSince != nil {
+				if op := o.st.Operation; op == nil || op.Step != string(planner.ActSwitchCA) || o.st.CARotation.HoldAfterTrusting || o.st.CARotation.HeldSince != nil {
 					t.Errorf("operation %+v, caRotation %+v; want SwitchCA, no hold", op, o.st.CARotation)
 				}
 			},

@@ -32,7 +32,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
@@ -399,7 +399,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	// wrote nothing but the operation's record: what its upkeep wrote (a
 	// CA, certificates, records) is not in the observation, and deciding
 	// on it again would write it twice.
-	chain = d.plan.Action == membership.ActBegin && passProblem == "" && d.upkeepIdle(s)
+	chain = d.plan.Action == planner.ActBegin && passProblem == "" && d.upkeepIdle(s)
 	return ctrl.Result{RequeueAfter: requeue}, s, chain, nil
 }
 
@@ -415,14 +415,14 @@ const notYetRetry = time.Second
 // requeueAfter: a step taken is checked soon; a wait or a poll comes back
 // when the planner says; etcd saying "not yet" in notYetRetry; a quiet ring within
 // resyncPeriod.
-func requeueAfter(plan membership.Decision, res applyResult) time.Duration {
+func requeueAfter(plan planner.Decision, res applyResult) time.Duration {
 	after := resyncPeriod
 	switch plan.Action {
-	case "", membership.ActNone, membership.ActWait:
+	case "", planner.ActNone, planner.ActWait:
 		if plan.RequeueAfter > 0 {
 			after = min(after, plan.RequeueAfter)
 		}
-	case membership.ActBegin:
+	case planner.ActBegin:
 		after = soon
 	default:
 		after = min(after, max(soon, plan.RequeueAfter))

@@ -13,8 +13,8 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -30,7 +30,7 @@ type decision struct {
 	placement    topology.Result
 	placementErr error
 	// plan is the planner's answer: the one step of the one operation.
-	plan membership.Decision
+	plan planner.Decision
 	// ended is the operation this pass's step ends, for its event.
 	ended *etcdfedv1.MembershipOperation
 	// step is plan rendered into the objects and etcd calls it needs.
@@ -152,8 +152,8 @@ func decide(s *snapshot) *decision {
 
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {
-		d.plan = membership.Next(plannerInput(s, st, d.placement))
-		if a := d.plan.Action; a == membership.ActFinish || a == membership.ActFinishBootstrap {
+		d.plan = planner.Next(plannerInput(s, st, d.placement))
+		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
 			d.ended = st.Operation
 		}
 		recordAdoption(s, st, d.plan)
@@ -174,10 +174,10 @@ func decide(s *snapshot) *decision {
 }
 
 // renderStep turns the planner's step into objects and etcd calls.
-func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decision) step {
+func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner.Decision) step {
 	var out step
 	switch p.Action {
-	case membership.ActCreateObjects:
+	case planner.ActCreateObjects:
 		var errs []error
 		for _, name := range p.Members {
 			m := statusMember(st, name)
@@ -193,7 +193,7 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 			out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, name, want.Spec.DNSName)})
 		}
 		out.err = errors.Join(errs...)
-	case membership.ActStartBootstrap:
+	case planner.ActStartBootstrap:
 		// Bootstrap "new" with the whole founding cluster on every founding
 		// member at once (rule 2).
 		var pairs []string
@@ -222,14 +222,14 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 				out.writes[n].storeCredentials = true
 			}
 		}
-	case membership.ActAddLearner:
+	case planner.ActAddLearner:
 		obj := s.currentObject(st, p.Member)
 		if obj == nil || obj.Status.PeerURL == "" {
 			out.err = fmt.Errorf("%s has no peer URL", p.Member)
 			return out
 		}
 		out.peerURL = obj.Status.PeerURL
-	case membership.ActStartMember:
+	case planner.ActStartMember:
 		// Start with "existing" and an initial cluster naming every current
 		// member (the learner under its own name). etcd matches the other
 		// entries by peer URL only, but reads one name with two URLs as one
@@ -253,11 +253,11 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		}
 		slices.Sort(pairs)
 		out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID)})
-	case membership.ActUpdateObject, membership.ActGrantDisruption, membership.ActAwaitReturn:
+	case planner.ActUpdateObject, planner.ActGrantDisruption, planner.ActAwaitReturn:
 		out.write(s, st, p.Member, nil)
-	case membership.ActForceNewCluster, membership.ActClearForceNewCluster:
-		out.writeForceNewCluster(s, st, p.Member, p.Action == membership.ActForceNewCluster)
-	case membership.ActMoveLeader, membership.ActPromote:
+	case planner.ActForceNewCluster, planner.ActClearForceNewCluster:
+		out.writeForceNewCluster(s, st, p.Member, p.Action == planner.ActForceNewCluster)
+	case planner.ActMoveLeader, planner.ActPromote:
 		for _, em := range s.etcd.Members {
 			if em.ID == s.etcd.LeaderID {
 				out.leaderURLs = em.ClientURLs
@@ -266,14 +266,14 @@ func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p membership.Decis
 		if len(out.leaderURLs) == 0 {
 			out.err = fmt.Errorf("%w: leader's client URL unknown", etcdops.ErrUnhealthyCluster)
 		}
-	case membership.ActDefragment:
+	case planner.ActDefragment:
 		if em, ok := listedID(s.etcd, p.MemberID); ok {
 			out.memberURLs = em.ClientURLs
 		}
 		if len(out.memberURLs) == 0 {
 			out.err = fmt.Errorf("%s has no client URL in etcd's member list", p.Member)
 		}
-	case membership.ActDeleteObject:
+	case planner.ActDeleteObject:
 		// A cluster out of sight keeps the object; the sweep deletes it
 		// when the cluster is back.
 		if cs := s.cluster(p.From.Cluster); cs.visible() && cs.members[p.Member] != nil {

@@ -15,8 +15,8 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/hub/registry"
 )
 
@@ -38,7 +38,7 @@ func ring() *snapshot {
 		ms := etcdfedv1.MemberStatus{Name: name, Cluster: c, Zone: zone, Incarnation: int64(i + 1), ID: hexID(uint64(i + 1)), Ready: true, Address: addr, LastTransitionTime: &seen}
 		ec.Status.Members = append(ec.Status.Members, ms)
 		peer, client := memberURL(ec, name, etcdfedv1.DefaultPeerPort), memberURL(ec, name, etcdfedv1.DefaultClientPort)
-		s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: uint64(i + 1), Name: name, PeerURLs: []string{peer}, ClientURLs: []string{client}, Healthy: true})
+		s.etcd.Members = append(s.etcd.Members, planner.ListEntry{ID: uint64(i + 1), Name: name, PeerURLs: []string{peer}, ClientURLs: []string{client}, Healthy: true})
 		cs := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke:   &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen, DNSAddresses: []string{fmt.Sprintf("127.0.%d.53:53", i+1)}}},
 			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
@@ -121,7 +121,7 @@ func TestDecide(t *testing.T) {
 		{
 			name: "a steady ring: nothing to do, every condition good",
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActNone || len(o.d.step.writes)+len(o.d.updates)+len(o.d.sweep)+len(o.d.certs) != 0 {
+				if o.d.plan.Action != planner.ActNone || len(o.d.step.writes)+len(o.d.updates)+len(o.d.sweep)+len(o.d.certs) != 0 {
 					t.Errorf("plan %s (%s), %d writes, %d updates, %d sweeps, %d certs; want nothing", o.d.plan.Action, o.d.plan.Reason,
 						len(o.d.step.writes), len(o.d.updates), len(o.d.sweep), len(o.d.certs))
 				}
@@ -151,7 +151,7 @@ func TestDecide(t *testing.T) {
 			given: func(_ *testing.T, s *snapshot) { s.ec.Spec.Replicas = 5 },
 			check: func(t *testing.T, o outcome) {
 				op := o.st.Operation
-				if o.d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationAdd || op.Member != "main-3" || op.Step != string(membership.ActCreateObjects) {
+				if o.d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationAdd || op.Member != "main-3" || op.Step != string(planner.ActCreateObjects) {
 					t.Fatalf("plan %s, operation %+v; want Add main-3 recorded at CreateObjects", o.d.plan.Action, op)
 				}
 				if len(o.d.step.writes) != 0 {
@@ -172,10 +172,10 @@ func TestDecide(t *testing.T) {
 				s.ec.Status.Members = append(s.ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-3", Cluster: "member-1", Zone: "zone-1", Incarnation: 4})
 				s.ec.Status.LastIncarnation = 4
 				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationAdd, Member: "main-3", Incarnation: 4,
-					To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}, Step: string(membership.ActCreateObjects)})
+					To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}, Step: string(planner.ActCreateObjects)})
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActCreateObjects || len(o.d.step.writes) != 1 {
+				if o.d.plan.Action != planner.ActCreateObjects || len(o.d.step.writes) != 1 {
 					t.Fatalf("plan %s (%s) with %d writes; want CreateObjects of main-3", o.d.plan.Action, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				w := o.d.step.writes[0]
@@ -189,7 +189,7 @@ func TestDecide(t *testing.T) {
 			given: func(_ *testing.T, s *snapshot) { s.ec.Spec.Version = "3.6.15" },
 			check: func(t *testing.T, o outcome) {
 				op := o.st.Operation
-				if o.d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRoll || op.Member != "main-1" {
+				if o.d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationRoll || op.Member != "main-1" {
 					t.Fatalf("plan %s (%s), operation %+v; want a Roll of main-1 (main-0 leads: last)", o.d.plan.Action, o.d.plan.Reason, op)
 				}
 				if len(o.d.step.writes)+len(o.d.updates) != 0 {
@@ -205,10 +205,10 @@ func TestDecide(t *testing.T) {
 			name: "a Roll in flight writes the new spec to its member only",
 			given: func(_ *testing.T, s *snapshot) {
 				s.ec.Spec.Version = "3.6.15"
-				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: membership.ReasonSpecChanged, Step: string(membership.ActUpdateObject)})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: planner.ReasonSpecChanged, Step: string(planner.ActUpdateObject)})
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActUpdateObject || len(o.d.step.writes) != 1 {
+				if o.d.plan.Action != planner.ActUpdateObject || len(o.d.step.writes) != 1 {
 					t.Fatalf("plan %s (%s) with %d writes; want UpdateObject of main-1", o.d.plan.Action, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				w := o.d.step.writes[0]
@@ -224,16 +224,16 @@ func TestDecide(t *testing.T) {
 			name: "the leader's Roll moves leadership away first",
 			given: func(_ *testing.T, s *snapshot) {
 				s.ec.Spec.Image = "registry.k8s.io/etcd:3.6.16-0"
-				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-0", Reason: membership.ReasonSpecChanged, Step: string(membership.ActUpdateObject)})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-0", Reason: planner.ReasonSpecChanged, Step: string(planner.ActUpdateObject)})
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActMoveLeader || o.d.plan.TransfereeID != 2 || len(o.d.step.writes) != 0 {
+				if o.d.plan.Action != planner.ActMoveLeader || o.d.plan.TransfereeID != 2 || len(o.d.step.writes) != 0 {
 					t.Fatalf("plan %s to %x (%s), %d writes; want MoveLeader to 2 and nothing written", o.d.plan.Action, o.d.plan.TransfereeID, o.d.plan.Reason, len(o.d.step.writes))
 				}
 				if !slices.Equal(o.d.step.leaderURLs, []string{"http://main-0.main.etcd.test:2379"}) {
 					t.Errorf("leader reached at %v", o.d.step.leaderURLs)
 				}
-				if o.st.Operation == nil || o.st.Operation.Step != string(membership.ActMoveLeader) {
+				if o.st.Operation == nil || o.st.Operation.Step != string(planner.ActMoveLeader) {
 					t.Errorf("operation %+v; want its step MoveLeader recorded", o.st.Operation)
 				}
 			},
@@ -244,7 +244,7 @@ func TestDecide(t *testing.T) {
 				s.cluster("member-3").members["main-2"].Spec.Bootstrap.InitialClusterState = etcdfedv1.InitialClusterNew
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActNone || len(o.d.updates) != 1 {
+				if o.d.plan.Action != planner.ActNone || len(o.d.updates) != 1 {
 					t.Fatalf("plan %s (%s), %d updates; want one update and no operation", o.d.plan.Action, o.d.plan.Reason, len(o.d.updates))
 				}
 				if u := o.d.updates[0]; u.want.Spec.MemberName != "main-2" || u.want.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
@@ -301,7 +301,7 @@ func TestDecide(t *testing.T) {
 			given: func(_ *testing.T, s *snapshot) {
 				s.cluster("member-3").members["main-1"] = s.cluster("member-2").members["main-1"].DeepCopy()
 				s.ec.Spec.Version = "3.6.15"
-				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: membership.ReasonSpecChanged, Step: string(membership.ActUpdateObject)})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: planner.ReasonSpecChanged, Step: string(planner.ActUpdateObject)})
 			},
 			check: func(t *testing.T, o outcome) {
 				if len(o.d.sweep) != 0 {
@@ -326,8 +326,8 @@ func TestDecide(t *testing.T) {
 					s.ec.Status.Members[i+1].Incarnation, s.ec.Status.Members[i+1].ID = int64(5+i), hexID(uint64(0x22+i))
 				}
 				s.etcd.Members = s.etcd.Members[:1]
-				s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: 0x22, Name: "main-1", Healthy: true}, membership.ListEntry{ID: 0x23, IsLearner: true})
-				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationAdd, Member: "main-2", Incarnation: 6, NewMemberID: hexID(0x23), Reason: "ScaleUp", Step: string(membership.ActPromote)})
+				s.etcd.Members = append(s.etcd.Members, planner.ListEntry{ID: 0x22, Name: "main-1", Healthy: true}, planner.ListEntry{ID: 0x23, IsLearner: true})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationAdd, Member: "main-2", Incarnation: 6, NewMemberID: hexID(0x23), Reason: "ScaleUp", Step: string(planner.ActPromote)})
 			},
 			check: func(t *testing.T, o outcome) {
 				want := []memberRef{{cluster: "member-2", member: "main-1"}, {cluster: "member-3", member: "main-2"}}
@@ -342,7 +342,7 @@ func TestDecide(t *testing.T) {
 				obj := s.cluster("member-2").members["main-1"]
 				obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(2)}
 				s.ec.Status.Members[1].Cluster, s.ec.Status.Members[1].Zone, s.ec.Status.Members[1].Incarnation = "member-3", "zone-3", 4
-				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationReplace, Member: "main-1", MemberID: hexID(2), Incarnation: 4, Reason: "ZoneFailed", Step: string(membership.ActBegin)})
+				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationReplace, Member: "main-1", MemberID: hexID(2), Incarnation: 4, Reason: "ZoneFailed", Step: string(planner.ActBegin)})
 			},
 			check: func(t *testing.T, o outcome) {
 				if slices.Contains(o.d.sweep, memberRef{cluster: "member-2", member: "main-1"}) {
@@ -363,7 +363,7 @@ func TestDecide(t *testing.T) {
 				if c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "member cluster member-2 unknown: Lease stale for 20s; hub not connected since 2026-11-22T11:59:20Z: dial tcp") {
 					t.Errorf("Degraded %s: %s", c.Status, c.Message)
 				}
-				if o.d.plan.Action != membership.ActNone || len(o.st.Members) != 3 {
+				if o.d.plan.Action != planner.ActNone || len(o.st.Members) != 3 {
 					t.Errorf("plan %s (%s), %d members; a partial view moves nothing", o.d.plan.Action, o.d.plan.Reason, len(o.st.Members))
 				}
 			},
@@ -371,10 +371,10 @@ func TestDecide(t *testing.T) {
 		{
 			name: "etcd does not answer: no step, readiness kept, Available false",
 			given: func(_ *testing.T, s *snapshot) {
-				s.etcd = membership.Etcd{Error: "no answer within 2s"}
+				s.etcd = planner.Etcd{Error: "no answer within 2s"}
 			},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActWait || o.st.ReadyMembers != 3 {
+				if o.d.plan.Action != planner.ActWait || o.st.ReadyMembers != 3 {
 					t.Errorf("plan %s, %d ready; want a wait with the recorded readiness kept", o.d.plan.Action, o.st.ReadyMembers)
 				}
 				if c := condition(o.st, etcdfedv1.ConditionAvailable); c.Status != metav1.ConditionFalse || c.Reason != etcdfedv1.ReasonNoQuorum {
@@ -404,7 +404,7 @@ func TestDecide(t *testing.T) {
 				if o.d.pki.createCA || o.d.pki.issueHubClient || !slices.Equal(o.d.certs, []memberRef{{cluster: "member-2", member: "main-1"}}) {
 					t.Errorf("pki %+v, certificates due %v; want main-1's only", o.d.pki, o.d.certs)
 				}
-				if o.d.plan.Action != membership.ActNone || len(o.d.updates) != 0 {
+				if o.d.plan.Action != planner.ActNone || len(o.d.updates) != 0 {
 					t.Errorf("plan %s, %d updates; a renewal is upkeep, not an operation", o.d.plan.Action, len(o.d.updates))
 				}
 			},
@@ -426,14 +426,14 @@ func TestDecide(t *testing.T) {
 				s.ec.Spec.Replicas = 5
 				s.ec.Status.Members = append(s.ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-3", Cluster: "member-1", Zone: "zone-1", Incarnation: 4})
 				inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationAdd, Member: "main-3", Incarnation: 4,
-					To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}, Step: string(membership.ActAddLearner)})
+					To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}, Step: string(planner.ActAddLearner)})
 				obj := desiredMember(s, &s.ec.Status, statusMember(&s.ec.Status, "main-3"), nil)
 				obj.Status = etcdfedv1.EtcdMemberStatus{PeerURL: "http://main-3.main.etcd.test:2380", Incarnation: 4}
 				s.cluster("member-1").members["main-3"] = obj
 			},
 			result: applyResult{learnerID: 0x99},
 			check: func(t *testing.T, o outcome) {
-				if o.d.plan.Action != membership.ActAddLearner || o.d.step.peerURL != "http://main-3.main.etcd.test:2380" {
+				if o.d.plan.Action != planner.ActAddLearner || o.d.step.peerURL != "http://main-3.main.etcd.test:2380" {
 					t.Fatalf("plan %s (%s), peer URL %q", o.d.plan.Action, o.d.plan.Reason, o.d.step.peerURL)
 				}
 				if m := statusMember(&o.st, "main-3"); m == nil || m.ID != "99" || o.st.Operation.NewMemberID != "99" {
@@ -496,7 +496,7 @@ func TestRolloutThroughDecide(t *testing.T) {
 			restarting = ""
 		}
 		switch d.plan.Action {
-		case membership.ActNone:
+		case planner.ActNone:
 			t.Logf("rolled in %d passes: %v", pass, order)
 			if len(order) != 3 || order[2] != leader {
 				t.Fatalf("rolled %v; want every member once, the leader %s last", order, leader)
@@ -512,9 +512,9 @@ func TestRolloutThroughDecide(t *testing.T) {
 				t.Errorf("Progressing %s after the rollout", c.Reason)
 			}
 			return
-		case membership.ActMoveLeader:
+		case planner.ActMoveLeader:
 			s.etcd.LeaderID = d.plan.TransfereeID
-		case membership.ActUpdateObject:
+		case planner.ActUpdateObject:
 			if len(d.step.writes) != 1 {
 				t.Fatalf("pass %d: %d objects written at once", pass, len(d.step.writes))
 			}

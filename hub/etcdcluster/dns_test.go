@@ -3,7 +3,7 @@ package etcdcluster
 import (
 	"testing"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -38,10 +38,10 @@ func TestMovedMemberKeepsItsRecordUntilTheNewOneHasAnAddress(t *testing.T) {
 	}
 	resolves("main-1", "10.0.0.1")
 
-	recordStep(v, &v.ec.Status, membership.Decision{
-		Action:    membership.ActBegin,
-		Operation: &membership.Operation{Type: "Replace", Member: "main-1"},
-		Assign:    []membership.Assignment{{Member: "main-1", Domain: topology.Domain{Cluster: "member-2", Zone: "zone-2"}, Incarnation: 5}},
+	recordStep(v, &v.ec.Status, planner.Decision{
+		Action:    planner.ActBegin,
+		Operation: &planner.Operation{Type: "Replace", Member: "main-1"},
+		Assign:    []planner.Assignment{{Member: "main-1", Domain: topology.Domain{Cluster: "member-2", Zone: "zone-2"}, Incarnation: 5}},
 	})
 	resolves("main-1", "10.0.0.1")
 }

@@ -11,7 +11,7 @@
 //     writes nothing; a cluster that does not answer is unknown.
 //   - decide (decide.go) is pure: it brings the ledger (ledger.go:
 //     status.members and status.operation) up to date, asks pkg/topology
-//     for the placement and hub/membership for the one next step of the one
+//     for the placement and hub/planner for the one next step of the one
 //     operation (membership changes, rolls, defragmentation, disruption
 //     grants, quorum recovery and CA rotation alike; placement.go builds
 //     their inputs), records that step, renders it into objects and etcd

@@ -12,7 +12,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -97,8 +97,8 @@ func domainEvidence(s *snapshot, d topology.Domain) string {
 // cordoned, break before make (Replace) or make before break (Move). It
 // also returns the evidence to keep for the MemberReplaced event at the
 // end ("" when the operation gives the member no new incarnation).
-func beginEvents(s *snapshot, op *membership.Operation, why string) (events []clusterEvent, evidence string) {
-	if op == nil || op.Type != membership.OpReplace && op.Type != membership.OpMove {
+func beginEvents(s *snapshot, op *planner.Operation, why string) (events []clusterEvent, evidence string) {
+	if op == nil || op.Type != planner.OpReplace && op.Type != planner.OpMove {
 		return nil, ""
 	}
 	evidence = why
@@ -107,7 +107,7 @@ func beginEvents(s *snapshot, op *membership.Operation, why string) (events []cl
 			evidence = fmt.Sprintf("%s: %s", why, e)
 		}
 		how := ""
-		if op.Type == membership.OpMove {
+		if op.Type == planner.OpMove {
 			how = ", make before break"
 		}
 		events = append(events, clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventEvacuating, truncate(

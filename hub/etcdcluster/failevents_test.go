@@ -9,7 +9,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -23,7 +23,7 @@ func TestReplacementEvents(t *testing.T) {
 	s.ec.Spec.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
 	s.cluster("member-2").verdict = liveness.Verdict{Cluster: "member-2", State: liveness.Failed, Reason: "spoke Lease last renewed 35s ago and member-1, member-3 see it gone"}
 	from, to := topology.Domain{Cluster: "member-2", Zone: "zone-2"}, topology.Domain{Cluster: "member-1", Zone: "zone-1"}
-	op := &membership.Operation{Type: membership.OpReplace, Member: "main-1", MemberID: 0xab, Incarnation: 4, From: &from, To: &to, Reason: string(topology.Evacuate)}
+	op := &planner.Operation{Type: planner.OpReplace, Member: "main-1", MemberID: 0xab, Incarnation: 4, From: &from, To: &to, Reason: string(topology.Evacuate)}
 	events, evidence := beginEvents(s, op, "Move main-1 from member-2/zone-2 to member-1/zone-1 (Evacuate)")
 	if len(events) != 1 || events[0].reason != etcdfedv1.EventEvacuating || events[0].typ != "Warning" {
 		t.Fatalf("evacuation: %+v", events)
@@ -49,12 +49,12 @@ func TestReplacementEvents(t *testing.T) {
 
 	// In place: no Evacuating, the planner's reason kept.
 	same := topology.Domain{Cluster: "member-3", Zone: "zone-3"}
-	events, evidence = beginEvents(s, &membership.Operation{Type: membership.OpReplace, Member: "main-2", From: &same, To: &same, Reason: "Replace"}, "main-2 lost its data volume")
+	events, evidence = beginEvents(s, &planner.Operation{Type: planner.OpReplace, Member: "main-2", From: &same, To: &same, Reason: "Replace"}, "main-2 lost its data volume")
 	if len(events) != 0 || evidence != "main-2 lost its data volume" {
 		t.Errorf("in place: %+v %q", events, evidence)
 	}
 	// Not a replacement: nothing.
-	if events, evidence = beginEvents(s, &membership.Operation{Type: membership.OpAdd, Member: "main-3", To: &same}, "scale up"); len(events) != 0 || evidence != "" {
+	if events, evidence = beginEvents(s, &planner.Operation{Type: planner.OpAdd, Member: "main-3", To: &same}, "scale up"); len(events) != 0 || evidence != "" {
 		t.Errorf("add: %+v %q", events, evidence)
 	}
 	// Cordoned.
@@ -69,7 +69,7 @@ func TestReplacementEvents(t *testing.T) {
 	// Evacuating says so, and MemberReplaced says it moved.
 	s.ec.Spec.Topology.CordonedZones = []string{"zone-2"}
 	move := *op
-	move.Type = membership.OpMove
+	move.Type = planner.OpMove
 	events, evidence = beginEvents(s, &move, "Move main-1 (Evacuate)")
 	if len(events) != 1 || !strings.Contains(events[0].message, "as incarnation 4, make before break: Move main-1 (Evacuate): zone zone-2 is cordoned") {
 		t.Errorf("move: %+v", events)

@@ -18,10 +18,10 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dnsprovider"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
 	"github.com/etcdfed/etcdfed/hub/registry"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 // The hub remembers, per ring, the record set it last pushed to an RFC 2136

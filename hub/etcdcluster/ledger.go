@@ -6,7 +6,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -87,12 +87,12 @@ func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 // recordStep records the planner's decision before apply carries it out:
 // the operation with its step (rule 3: recorded before it is made), a new
 // operation's assignments, and the end of an operation.
-func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decision) {
+func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.Decision) {
 	if d.Operation != nil {
 		st.Operation = toAPIOperation(d.Operation, d.Reason)
 	}
 	switch d.Action {
-	case membership.ActBegin:
+	case planner.ActBegin:
 		if op := st.Operation; op != nil && op.MemberID != "" {
 			// The old incarnation's names keep its address until its ID
 			// is removed (moveHoldsStableName, retiredOwnName): the stable
@@ -103,10 +103,10 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 			}
 		}
 		recordAssignments(s, st, d.Assign)
-	case membership.ActFinishBootstrap:
+	case planner.ActFinishBootstrap:
 		st.ClusterID = hexID(s.etcd.ClusterID)
 		st.Operation = nil
-	case membership.ActFinish:
+	case planner.ActFinish:
 		op := st.Operation
 		recordNoSpaceRecovery(s, st, op)
 		if op != nil && restoringFromBackup(st, op.Member) && s.etcd.ClusterID != 0 {
@@ -128,7 +128,7 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d membership.Decis
 // giveBack records a member whose Move was given up as its old
 // incarnation again, which never left etcd: its domain, incarnation, ID,
 // address, and the DNS name it was started under.
-func giveBack(_ *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation, assign []membership.Assignment) {
+func giveBack(_ *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation, assign []planner.Assignment) {
 	for _, a := range assign {
 		m := statusMember(st, a.Member)
 		if m == nil {
@@ -141,7 +141,7 @@ func giveBack(_ *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.Member
 
 // recordAssignments places new incarnations (Bootstrap, Add, Replace,
 // Move); a Move's is served under its own DNS name.
-func recordAssignments(s *snapshot, st *etcdfedv1.EtcdClusterStatus, assign []membership.Assignment) {
+func recordAssignments(s *snapshot, st *etcdfedv1.EtcdClusterStatus, assign []planner.Assignment) {
 	now := metav1.NewTime(s.now)
 	for _, a := range assign {
 		m := statusMember(st, a.Member)
@@ -182,17 +182,17 @@ func recordApplied(st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult
 }
 
 // listed is the member's entry in etcd's member list, by its recorded ID.
-func listed(e membership.Etcd, m *etcdfedv1.MemberStatus) (membership.ListEntry, bool) {
+func listed(e planner.Etcd, m *etcdfedv1.MemberStatus) (planner.ListEntry, bool) {
 	id := parseID(m.ID)
 	if id == 0 {
-		return membership.ListEntry{}, false
+		return planner.ListEntry{}, false
 	}
 	for _, em := range e.Members {
 		if em.ID == id {
 			return em, true
 		}
 	}
-	return membership.ListEntry{}, false
+	return planner.ListEntry{}, false
 }
 
 func recordedID(st *etcdfedv1.EtcdClusterStatus, id uint64) bool {
@@ -221,15 +221,15 @@ func sortMembers(ms []etcdfedv1.MemberStatus) {
 	slices.SortFunc(ms, func(a, b etcdfedv1.MemberStatus) int { return topology.CompareNames(a.Name, b.Name) })
 }
 
-func fromAPIOperation(op *etcdfedv1.MembershipOperation) *membership.Operation {
-	out := &membership.Operation{
-		Type:        membership.OpType(op.Type),
+func fromAPIOperation(op *etcdfedv1.MembershipOperation) *planner.Operation {
+	out := &planner.Operation{
+		Type:        planner.OpType(op.Type),
 		Member:      op.Member,
 		MemberID:    parseID(op.MemberID),
 		NewMemberID: parseID(op.NewMemberID),
 		Incarnation: op.Incarnation,
 		Reason:      op.Reason,
-		Step:        membership.Action(op.Step),
+		Step:        planner.Action(op.Step),
 		StartedAt:   op.StartedAt.Time,
 
 		FromIncarnation: op.FromIncarnation,
@@ -245,7 +245,7 @@ func fromAPIOperation(op *etcdfedv1.MembershipOperation) *membership.Operation {
 	return out
 }
 
-func toAPIOperation(op *membership.Operation, message string) *etcdfedv1.MembershipOperation {
+func toAPIOperation(op *planner.Operation, message string) *etcdfedv1.MembershipOperation {
 	out := &etcdfedv1.MembershipOperation{
 		Type:        etcdfedv1.OperationType(op.Type),
 		Member:      op.Member,

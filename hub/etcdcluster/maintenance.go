@@ -16,13 +16,13 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // Members' databases: their sizes in status.members, etcd's alarms in
 // status.alarms and the NoSpaceAlarm and CorruptAlarm conditions, and the
 // Defrag operation's two etcd calls (the planner decides it:
-// hub/membership/defrag.go).
+// hub/planner/defrag.go).
 
 var (
 	metricDBSize = prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -47,10 +47,10 @@ func init() {
 // maintenancePolicy is spec.defragmentation with its defaults, whether a
 // scheduled run is due, and when the last NOSPACE recovery ended without
 // disarming the alarm raised now.
-func maintenancePolicy(s *snapshot, st *etcdfedv1.EtcdClusterStatus) membership.Maintenance {
+func maintenancePolicy(s *snapshot, st *etcdfedv1.EtcdClusterStatus) planner.Maintenance {
 	ec := s.ec
 	spec := ec.Spec.Defragmentation
-	p := membership.Maintenance{
+	p := planner.Maintenance{
 		AutoDefrag:           spec.Automatic == nil || *spec.Automatic,
 		MinFragmentedPercent: int64(etcdfedv1.DefaultDefragMinFragmentedPercent),
 		MinReclaimable:       100 << 20,
@@ -125,7 +125,7 @@ func nextScheduledDefrag(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterSta
 // recordScheduledDefrag keeps status.defragmentation: a due run is done
 // when the planner has nothing left to do (every member with free pages
 // worth giving back defragmented), and when the next is due.
-func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membership.Decision) {
+func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) {
 	next, ok := nextScheduledDefrag(s.ec, st)
 	if !ok {
 		st.Defragmentation = nil
@@ -134,7 +134,7 @@ func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan me
 	if st.Defragmentation == nil {
 		st.Defragmentation = &etcdfedv1.DefragmentationStatus{}
 	}
-	if !s.now.Before(next) && (plan.Action == membership.ActNone || plan.Action == membership.ActHoldCARotation) && st.Operation == nil {
+	if !s.now.Before(next) && (plan.Action == planner.ActNone || plan.Action == planner.ActHoldCARotation) && st.Operation == nil {
 		now := metav1.NewTime(s.now)
 		st.Defragmentation.LastScheduled = &now
 		next, _ = nextScheduledDefrag(s.ec, st)
@@ -146,7 +146,7 @@ func recordScheduledDefrag(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan me
 // recordNoSpaceRecovery notes, when a NOSPACE recovery ends with the alarm
 // still raised, when it ended: the next one is NoSpaceRetry later.
 func recordNoSpaceRecovery(s *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.MembershipOperation) {
-	if op == nil || op.Type != etcdfedv1.OperationDefrag || op.Reason != membership.ReasonNoSpace {
+	if op == nil || op.Type != etcdfedv1.OperationDefrag || op.Reason != planner.ReasonNoSpace {
 		return
 	}
 	now := metav1.NewTime(s.now)
@@ -185,7 +185,7 @@ func alarmMessage(st *etcdfedv1.EtcdClusterStatus, typ string) string {
 		s := fmt.Sprintf("%s since %s", a.Member, a.Since.UTC().Format(time.RFC3339))
 		if a.LastRecovery != nil {
 			s += fmt.Sprintf(" (compaction and defragmentation at %s could not free enough; next try at %s)",
-				a.LastRecovery.UTC().Format(time.RFC3339), a.LastRecovery.Add(membership.NoSpaceRetry).UTC().Format(time.RFC3339))
+				a.LastRecovery.UTC().Format(time.RFC3339), a.LastRecovery.Add(planner.NoSpaceRetry).UTC().Format(time.RFC3339))
 		}
 		on = append(on, s)
 	}
@@ -229,8 +229,8 @@ func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decis
 	ec, p := s.ec, d.plan
 	return withEtcd(s, d.step.err, func(c *etcdops.Client) error {
 		switch p.Action {
-		case membership.ActDefragment:
-			if p.Operation != nil && p.Operation.Reason == membership.ReasonNoSpace {
+		case planner.ActDefragment:
+			if p.Operation != nil && p.Operation.Reason == planner.ReasonNoSpace {
 				rev, err := c.CompactCurrent(ctx)
 				if err != nil {
 					return err
@@ -239,7 +239,7 @@ func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decis
 			}
 			before := ""
 			if m := statusMember(d.ledger, p.Member); m != nil {
-				before = fmt.Sprintf("; its database file was %s, %s in use", membership.Bytes(m.DBSize), membership.Bytes(m.DBSizeInUse))
+				before = fmt.Sprintf("; its database file was %s, %s in use", planner.Bytes(m.DBSize), planner.Bytes(m.DBSizeInUse))
 			}
 			ctrl.LoggerFrom(ctx).Info("Defragmenting", "member", p.Member)
 			took, err := c.Defragment(ctx, d.step.memberURLs)
@@ -249,7 +249,7 @@ func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decis
 			}
 			metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "ok").Observe(took.Seconds())
 			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberDefragmented, "Defragment", "Defragmented %s in %s%s", p.Member, took.Round(time.Millisecond), before)
-		case membership.ActDisarm:
+		case planner.ActDisarm:
 			if err := c.DisarmNoSpace(ctx); err != nil {
 				return err
 			}
@@ -289,11 +289,11 @@ func forgetMaintenanceMetrics(ec *etcdfedv1.EtcdCluster) {
 }
 
 // listedID is etcd's member list entry of id.
-func listedID(e membership.Etcd, id uint64) (membership.ListEntry, bool) {
+func listedID(e planner.Etcd, id uint64) (planner.ListEntry, bool) {
 	for _, em := range e.Members {
 		if id != 0 && em.ID == id {
 			return em, true
 		}
 	}
-	return membership.ListEntry{}, false
+	return planner.ListEntry{}, false
 }

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // sizes gives every member of ring() its database sizes in MiB and the
@@ -32,8 +32,8 @@ func TestDecideMaintenance(t *testing.T) {
 		sizes(s, 400, 20)
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
-		if d.plan.Action != membership.ActBegin || st.Operation == nil || st.Operation.Type != etcdfedv1.OperationDefrag || st.Operation.Member != "main-1" ||
-			st.Operation.Reason != membership.ReasonFragmented || st.Operation.Step != string(membership.ActDefragment) {
+		if d.plan.Action != planner.ActBegin || st.Operation == nil || st.Operation.Type != etcdfedv1.OperationDefrag || st.Operation.Member != "main-1" ||
+			st.Operation.Reason != planner.ReasonFragmented || st.Operation.Step != string(planner.ActDefragment) {
 			t.Fatalf("plan %s (%s), operation %+v; want a Defrag of main-1 begun", d.plan.Action, d.plan.Reason, st.Operation)
 		}
 		for _, m := range st.Members {
@@ -48,9 +48,9 @@ func TestDecideMaintenance(t *testing.T) {
 	t.Run("a Defrag at its step: rendered with the member's client URL", func(t *testing.T) {
 		s := ring()
 		sizes(s, 400, 20)
-		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationDefrag, Member: "main-1", Reason: membership.ReasonFragmented, Step: string(membership.ActDefragment)})
+		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationDefrag, Member: "main-1", Reason: planner.ReasonFragmented, Step: string(planner.ActDefragment)})
 		d := decide(s)
-		if d.plan.Action != membership.ActDefragment || d.step.err != nil || len(d.step.memberURLs) != 1 || d.step.memberURLs[0] != s.etcd.Members[1].ClientURLs[0] {
+		if d.plan.Action != planner.ActDefragment || d.step.err != nil || len(d.step.memberURLs) != 1 || d.step.memberURLs[0] != s.etcd.Members[1].ClientURLs[0] {
 			t.Fatalf("plan %s (%s), urls %v, err %v", d.plan.Action, d.plan.Reason, d.step.memberURLs, d.step.err)
 		}
 	})
@@ -59,18 +59,18 @@ func TestDecideMaintenance(t *testing.T) {
 		sizes(s, 400, 20)
 		q := resource.MustParse("500Mi")
 		s.ec.Spec.Defragmentation = etcdfedv1.DefragmentationSpec{MinFragmentedPercent: ptr.To[int32](50), MinReclaimable: &q}
-		if d := decide(s); d.plan.Action != membership.ActNone {
+		if d := decide(s); d.plan.Action != planner.ActNone {
 			t.Errorf("plan %s (%s), want None", d.plan.Action, d.plan.Reason)
 		}
 		s.ec.Spec.Defragmentation = etcdfedv1.DefragmentationSpec{Automatic: ptr.To(false)}
-		if d := decide(s); d.plan.Action != membership.ActNone {
+		if d := decide(s); d.plan.Action != planner.ActNone {
 			t.Errorf("automatic false: plan %s (%s), want None", d.plan.Action, d.plan.Reason)
 		}
 	})
 	t.Run("NOSPACE raised: recorded with its member and since when, conditions, Degraded, the recovery begins", func(t *testing.T) {
 		s := ring()
 		sizes(s, 2048, 2000)
-		s.etcd.Alarms = []membership.Alarm{{MemberID: 2, Type: membership.AlarmNoSpace}}
+		s.etcd.Alarms = []planner.Alarm{{MemberID: 2, Type: planner.AlarmNoSpace}}
 		earlier := metav1.NewTime(now.Add(-time.Minute))
 		s.ec.Status.Alarms = []etcdfedv1.AlarmStatus{{Type: etcdfedv1.AlarmNoSpace, Member: "main-1", MemberID: "2", Since: earlier}}
 		d := decide(s)
@@ -88,27 +88,27 @@ func TestDecideMaintenance(t *testing.T) {
 		if c := condition(st, etcdfedv1.ConditionDegraded); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "alarm NOSPACE on main-1") {
 			t.Errorf("Degraded %s %s: %s", c.Status, c.Reason, c.Message)
 		}
-		if op := st.Operation; op == nil || op.Type != etcdfedv1.OperationDefrag || op.Reason != membership.ReasonNoSpace || op.Step != string(membership.ActCompact) {
+		if op := st.Operation; op == nil || op.Type != etcdfedv1.OperationDefrag || op.Reason != planner.ReasonNoSpace || op.Step != string(planner.ActCompact) {
 			t.Errorf("operation %+v; want a NoSpace recovery begun", op)
 		}
 	})
 	t.Run("a NOSPACE recovery that could not disarm: the time noted, shown, not begun again", func(t *testing.T) {
 		s := ring()
 		sizes(s, 2048, 2040)
-		s.etcd.Alarms = []membership.Alarm{{MemberID: 2, Type: membership.AlarmNoSpace}}
+		s.etcd.Alarms = []planner.Alarm{{MemberID: 2, Type: planner.AlarmNoSpace}}
 		s.ec.Status.Alarms = []etcdfedv1.AlarmStatus{{Type: etcdfedv1.AlarmNoSpace, Member: "main-1", MemberID: "2", Since: metav1.NewTime(now.Add(-time.Hour))}}
-		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationDefrag, Member: "main-2", Reason: membership.ReasonNoSpace, Step: string(membership.ActDefragment)})
+		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationDefrag, Member: "main-2", Reason: planner.ReasonNoSpace, Step: string(planner.ActDefragment)})
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
-		if d.plan.Action != membership.ActFinish || st.Operation != nil || st.Alarms[0].LastRecovery == nil || !st.Alarms[0].LastRecovery.Time.Equal(now) {
+		if d.plan.Action != planner.ActFinish || st.Operation != nil || st.Alarms[0].LastRecovery == nil || !st.Alarms[0].LastRecovery.Time.Equal(now) {
 			t.Fatalf("plan %s (%s), operation %+v, alarms %+v", d.plan.Action, d.plan.Reason, st.Operation, st.Alarms)
 		}
-		if c := condition(st, etcdfedv1.ConditionNoSpaceAlarm); !strings.Contains(c.Message, "could not free enough; next try at "+now.Add(membership.NoSpaceRetry).Format(time.RFC3339)) {
+		if c := condition(st, etcdfedv1.ConditionNoSpaceAlarm); !strings.Contains(c.Message, "could not free enough; next try at "+now.Add(planner.NoSpaceRetry).Format(time.RFC3339)) {
 			t.Errorf("NoSpaceAlarm: %s", c.Message)
 		}
 		s.ec.Status = st
 		s.ec.Status.Operation = nil
-		if d := decide(s); d.plan.Action != membership.ActNone {
+		if d := decide(s); d.plan.Action != planner.ActNone {
 			t.Errorf("the pass after: plan %s (%s), want None until the retry", d.plan.Action, d.plan.Reason)
 		}
 	})
@@ -138,7 +138,7 @@ func TestDecideMaintenance(t *testing.T) {
 		sizes(s, 60, 40)
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
-		if st.Operation == nil || st.Operation.Reason != membership.ReasonScheduled || st.Operation.Member != "main-1" {
+		if st.Operation == nil || st.Operation.Reason != planner.ReasonScheduled || st.Operation.Member != "main-1" {
 			t.Fatalf("plan %s (%s), operation %+v; want a Scheduled Defrag of main-1", d.plan.Action, d.plan.Reason, st.Operation)
 		}
 		if st.Defragmentation == nil || st.Defragmentation.LastScheduled != nil || st.Defragmentation.NextScheduled == nil || !st.Defragmentation.NextScheduled.Time.Before(now) {
@@ -154,7 +154,7 @@ func TestDecideMaintenance(t *testing.T) {
 			t.Errorf("defragmentation status %+v; want the run done now, the next on 2026-11-29 03:00", st.Defragmentation)
 		}
 		s.ec.Status = st
-		if d := decide(s); d.plan.Action != membership.ActNone {
+		if d := decide(s); d.plan.Action != planner.ActNone {
 			t.Errorf("after the run: plan %s (%s)", d.plan.Action, d.plan.Reason)
 		}
 	})

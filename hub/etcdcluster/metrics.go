@@ -8,8 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 var (
@@ -103,7 +103,7 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 	if d.placement.Current.Members > 0 {
 		metricZoneFailures.WithLabelValues(ec.Namespace, ec.Name).Set(float64(d.placement.Current.ZoneFailures))
 	}
-	if a := d.plan.Action; a != "" && a != membership.ActNone && a != membership.ActWait && a != membership.ActHoldCARotation {
+	if a := d.plan.Action; a != "" && a != planner.ActNone && a != planner.ActWait && a != planner.ActHoldCARotation {
 		result := "ok"
 		if res.stepErr != nil {
 			result = "error"

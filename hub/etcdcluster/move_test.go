@@ -11,8 +11,8 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -68,7 +68,7 @@ func TestMoveThroughDecide(t *testing.T) {
 
 	d, st := pass(s)
 	op := st.Operation
-	if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationMove || op.Member != "main-2" || op.MemberID != "3" || op.FromAddress != "127.0.3.10" || op.FromIncarnation != 3 {
+	if d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationMove || op.Member != "main-2" || op.MemberID != "3" || op.FromAddress != "127.0.3.10" || op.FromIncarnation != 3 {
 		t.Fatalf("plan %s (%s), operation %+v; want a Move of main-2 from its live incarnation 3 [3] at 127.0.3.10", d.plan.Action, d.plan.Reason, op)
 	}
 	m := statusMember(&st, "main-2")
@@ -91,7 +91,7 @@ func TestMoveThroughDecide(t *testing.T) {
 	// Create: the new object runs under its own name; its certificate
 	// carries both.
 	d, _ = pass(s)
-	if d.plan.Action != membership.ActCreateObjects || len(d.step.writes) != 1 {
+	if d.plan.Action != planner.ActCreateObjects || len(d.step.writes) != 1 {
 		t.Fatalf("plan %s (%s), %d writes; want the new incarnation created", d.plan.Action, d.plan.Reason, len(d.step.writes))
 	}
 	w := d.step.writes[0]
@@ -127,9 +127,9 @@ func TestMoveThroughDecide(t *testing.T) {
 
 	// Learner added: started with an initial cluster that names the old
 	// incarnation apart (one name with two URLs would be one member).
-	s.etcd.Members = append(s.etcd.Members, membership.ListEntry{ID: 40, PeerURLs: []string{peer}, IsLearner: true})
+	s.etcd.Members = append(s.etcd.Members, planner.ListEntry{ID: 40, PeerURLs: []string{peer}, IsLearner: true})
 	d, _ = pass(s)
-	if d.plan.Action != membership.ActStartMember || len(d.step.writes) != 1 || d.step.writes[0].want.Spec.Bootstrap == nil {
+	if d.plan.Action != planner.ActStartMember || len(d.step.writes) != 1 || d.step.writes[0].want.Spec.Bootstrap == nil {
 		t.Fatalf("plan %s (%s), want StartMember", d.plan.Action, d.plan.Reason)
 	}
 	oldPeer := s.etcd.Members[2].PeerURLs[0]
@@ -137,10 +137,10 @@ func TestMoveThroughDecide(t *testing.T) {
 		t.Errorf("initial cluster %s, want main-2=%s and the old one as main-2-3=%s", ic, peer, oldPeer)
 	}
 	// Started beside the old voter: both names served.
-	s.etcd.Members[3] = membership.ListEntry{ID: 40, Name: "main-2", PeerURLs: []string{peer}, ClientURLs: []string{client}, IsLearner: true, Healthy: true}
+	s.etcd.Members[3] = planner.ListEntry{ID: 40, Name: "main-2", PeerURLs: []string{peer}, ClientURLs: []string{client}, IsLearner: true, Healthy: true}
 	obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialClusterState: etcdfedv1.InitialClusterExisting}
 	d, st = pass(s)
-	if d.plan.Action != membership.ActPromote {
+	if d.plan.Action != planner.ActPromote {
 		t.Fatalf("plan %s (%s), want Promote", d.plan.Action, d.plan.Reason)
 	}
 	if c := condition(st, etcdfedv1.ConditionFailureTolerant); c.Status != metav1.ConditionTrue {
@@ -158,15 +158,15 @@ func TestMoveThroughDecide(t *testing.T) {
 	// Promoted: four voters, the old one still there; then it is removed.
 	s.etcd.Members[3].IsLearner = false
 	d, st = pass(s)
-	if d.plan.Action != membership.ActRemoveMember || d.plan.MemberID != 3 {
+	if d.plan.Action != planner.ActRemoveMember || d.plan.MemberID != 3 {
 		t.Fatalf("plan %s [%x] (%s), want the old ID 3 removed", d.plan.Action, d.plan.MemberID, d.plan.Reason)
 	}
 	if st.FailuresTolerated == nil || *st.FailuresTolerated != 1 {
 		t.Errorf("failuresTolerated %v with four healthy voters, want 1", st.FailuresTolerated)
 	}
-	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e membership.ListEntry) bool { return e.ID == 3 })
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e planner.ListEntry) bool { return e.ID == 3 })
 	d, _ = pass(s)
-	if d.plan.Action != membership.ActDeleteObject || len(d.step.deletes) != 1 || d.step.deletes[0].cluster != "member-3" {
+	if d.plan.Action != planner.ActDeleteObject || len(d.step.deletes) != 1 || d.step.deletes[0].cluster != "member-3" {
 		t.Fatalf("plan %s (%s), deletes %v; want the old object in member-3 deleted", d.plan.Action, d.plan.Reason, d.step.deletes)
 	}
 	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.4.10" || b != "127.0.4.10" {
@@ -174,7 +174,7 @@ func TestMoveThroughDecide(t *testing.T) {
 	}
 	delete(s.cluster("member-3").members, "main-2")
 	d, st = pass(s)
-	if d.plan.Action != membership.ActFinish || st.Operation != nil || st.PendingMoves != 0 {
+	if d.plan.Action != planner.ActFinish || st.Operation != nil || st.PendingMoves != 0 {
 		t.Fatalf("plan %s (%s), operation %+v, pendingMoves %d; want the move finished", d.plan.Action, d.plan.Reason, st.Operation, st.PendingMoves)
 	}
 	if m := statusMember(&st, "main-2"); m.ID != hexID(40) || m.DNSName != own+".main.etcd.test" {
@@ -182,7 +182,7 @@ func TestMoveThroughDecide(t *testing.T) {
 	}
 	// Later passes keep the incarnation's own name: no Roll, no restart.
 	d, _ = pass(s)
-	if d.plan.Action != membership.ActNone {
+	if d.plan.Action != planner.ActNone {
 		t.Errorf("after the move: plan %s (%s), want nothing", d.plan.Action, d.plan.Reason)
 	}
 	for _, u := range d.updates {
@@ -207,7 +207,7 @@ func TestMoveThroughDecide(t *testing.T) {
 	if got := aRecord(t, d, own); got != "127.0.4.10" {
 		t.Errorf("%s resolves to %q while its incarnation is still in etcd, want 127.0.4.10", own, got)
 	}
-	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e membership.ListEntry) bool { return e.ID == 40 })
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e planner.ListEntry) bool { return e.ID == 40 })
 	d, _ = pass(s)
 	if got := aRecord(t, d, own); got != "" {
 		t.Errorf("%s still resolves to %q once its incarnation left etcd", own, got)
@@ -235,8 +235,8 @@ func TestMoveGivenUpRecordsTheOldIncarnationAgain(t *testing.T) {
 		FromAddress: "127.0.3.10", From: &from, To: &etcdfedv1.FailureDomain{Cluster: "member-4", Zone: "zone-4"}}
 	m := statusMember(st, "main-2")
 	m.Cluster, m.Zone, m.Incarnation, m.ID, m.Address, m.DNSName = "member-4", "zone-4", 4, "", "127.0.4.10", "main-2-i4.main.etcd.test"
-	recordStep(s, st, membership.Decision{Action: membership.ActFinish, Member: "main-2", MemberID: 3, GaveUp: true,
-		Assign: []membership.Assignment{{Member: "main-2", Domain: topology.Domain{Cluster: "member-3", Zone: topoZone("member-3", "zone-3")}, Incarnation: 3, ID: 3}}})
+	recordStep(s, st, planner.Decision{Action: planner.ActFinish, Member: "main-2", MemberID: 3, GaveUp: true,
+		Assign: []planner.Assignment{{Member: "main-2", Domain: topology.Domain{Cluster: "member-3", Zone: topoZone("member-3", "zone-3")}, Incarnation: 3, ID: 3}}})
 	m = statusMember(st, "main-2")
 	if st.Operation != nil || m.Cluster != "member-3" || m.Zone != "zone-3" || m.Incarnation != 3 || m.ID != "3" || m.Address != "127.0.3.10" || m.DNSName != "" {
 		t.Errorf("after the move was given up: operation %+v, main-2 %+v; want it back in member-3 as incarnation 3 [3] at 127.0.3.10 under the stable name", st.Operation, m)

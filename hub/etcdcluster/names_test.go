@@ -6,8 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // legacyRing is ring() as a hub before the naming scheme wrote it: every
@@ -74,7 +74,7 @@ func TestObjectsOfSameNamedRingsDiffer(t *testing.T) {
 func TestRingWrittenBeforeTheSchemeIsKeptAsItIs(t *testing.T) {
 	s := legacyRing(t)
 	d := decide(s)
-	if d.plan.Action != membership.ActNone || len(d.step.writes)+len(d.updates)+len(d.sweep)+len(d.certs) != 0 || !d.upkeepIdle(s) {
+	if d.plan.Action != planner.ActNone || len(d.step.writes)+len(d.updates)+len(d.sweep)+len(d.certs) != 0 || !d.upkeepIdle(s) {
 		t.Fatalf("plan %s (%s), %d writes, %d updates, %d sweeps, %d certs, upkeep idle %v; want nothing written",
 			d.plan.Action, d.plan.Reason, len(d.step.writes), len(d.updates), len(d.sweep), len(d.certs), d.upkeepIdle(s))
 	}
@@ -98,7 +98,7 @@ func TestRingWrittenBeforeTheSchemeIsKeptAsItIs(t *testing.T) {
 	s.ec.Status.Members = append(s.ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-3", Cluster: "member-1", Zone: "zone-1", Incarnation: 4})
 	s.ec.Status.LastIncarnation = 4
 	op := etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationAdd, Member: "main-3", Incarnation: 4,
-		To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}, Step: string(membership.ActCreateObjects), StartedAt: metav1.NewTime(now)}
+		To: &etcdfedv1.FailureDomain{Cluster: "member-1", Zone: "zone-1"}, Step: string(planner.ActCreateObjects), StartedAt: metav1.NewTime(now)}
 	s.ec.Status.Operation = &op
 	d = decide(s)
 	if len(d.step.writes) != 1 {

@@ -21,8 +21,8 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // observe builds the pass's snapshot and writes nothing. Member clusters
@@ -299,13 +299,13 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 	if ledger.ClusterID == "" && !anyBootstrapStarted(s) && s.ec.Spec.Adopt == nil {
 		// No founding member may run etcd yet: dialling names that do not
 		// resolve would only cost a timeout per reconcile.
-		s.etcd = membership.Etcd{Error: "not bootstrapped: no member has been started yet"}
+		s.etcd = planner.Etcd{Error: "not bootstrapped: no member has been started yet"}
 		return
 	}
 	away := outOfSight(s, ledger)
 	endpoints := clientEndpoints(s, ledger, away)
 	if len(endpoints) == 0 {
-		s.etcd = membership.Etcd{Error: "no member has a client URL yet"}
+		s.etcd = planner.Etcd{Error: "no member has a client URL yet"}
 		return
 	}
 	var tlsCfg *clientTLS
@@ -313,13 +313,13 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		leaf := s.pki.hubClientLeaf()
 		if s.ec.Spec.Adopt != nil && (s.pki.adoptClient != nil || s.pki.adoptClientErr != nil) {
 			if s.pki.adoptClientErr != nil {
-				s.etcd = membership.Etcd{Error: s.pki.adoptClientErr.Error()}
+				s.etcd = planner.Etcd{Error: s.pki.adoptClientErr.Error()}
 				return
 			}
 			leaf = s.pki.adoptClient
 		}
 		if leaf == nil {
-			s.etcd = membership.Etcd{Error: "the hub has no client certificate from the CA yet"}
+			s.etcd = planner.Etcd{Error: "the hub has no client certificate from the CA yet"}
 			return
 		}
 		// The whole bundle: during a CA rotation members serve
@@ -327,14 +327,14 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		bundle := s.pki.bundle()
 		cfg, err := pki.ClientTLS(bundle, leaf)
 		if err != nil {
-			s.etcd = membership.Etcd{Error: err.Error()}
+			s.etcd = planner.Etcd{Error: err.Error()}
 			return
 		}
 		tlsCfg = &clientTLS{cfg: cfg, fingerprint: fingerprint(leaf.CertPEM, bundle)}
 	}
 	c, err := r.etcd.get(s.ec.UID, endpoints, tlsCfg)
 	if err != nil {
-		s.etcd = membership.Etcd{Error: err.Error()}
+		s.etcd = planner.Etcd{Error: err.Error()}
 		return
 	}
 	s.etcdClient = c

@@ -9,7 +9,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 func withPeerCondition(s *snapshot, cluster, member string, status metav1.ConditionStatus, reason, msg string) {
@@ -25,7 +25,7 @@ func TestStatusNamesPeerConnectionCauses(t *testing.T) {
 	withPeerCondition(s, "member-1", "main-0", metav1.ConditionFalse, etcdfedv1.ReasonPeerCertificateNameMismatch, "san cause. Fix: skip it.")
 	withPeerCondition(s, "member-2", "main-1", metav1.ConditionFalse, etcdfedv1.ReasonPeerCertificateNameMismatch, "second san message")
 	withPeerCondition(s, "member-3", "main-2", metav1.ConditionFalse, etcdfedv1.ReasonClusterIDMismatch, "other cluster. Fix: new incarnation.")
-	s.etcd = membership.Etcd{Error: "no answer within 2s"} // the members cannot reach each other
+	s.etcd = planner.Etcd{Error: "no answer within 2s"} // the members cannot reach each other
 	st := computeStatus(s, decide(s), applyResult{}, "")
 
 	deg := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded)

@@ -4,8 +4,8 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // A ring that ran before members required the peer name: its member
@@ -34,7 +34,7 @@ func TestPeerNameMigration(t *testing.T) {
 	if len(d.certs) != 3 {
 		t.Errorf("certificates due %v, want every member's (they lack the peer name)", d.certs)
 	}
-	if d.plan.Action != membership.ActBegin || d.plan.Operation == nil || d.plan.Operation.Type != membership.OpRoll {
+	if d.plan.Action != planner.ActBegin || d.plan.Operation == nil || d.plan.Operation.Type != planner.OpRoll {
 		t.Fatalf("plan %s (%s), want a Roll to the peer name", d.plan.Action, d.plan.Reason)
 	}
 	for _, m := range s.ec.Status.Members {

@@ -12,12 +12,12 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
 // What the two pure planners are given: pkg/topology the failure domains
-// and the members in them, hub/membership the ledger joined with the
+// and the members in them, hub/planner the ledger joined with the
 // objects and etcd's view.
 
 // noZonePrefix marks the single pseudo-zone of a member cluster whose nodes
@@ -57,7 +57,7 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 		}
 		d := topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)}
 		counts[d]++
-		if found && m.LastTransitionTime != nil && membership.FailedBeyondGrace(m.Ready, m.LastTransitionTime.Time, em.Healthy, s.now, grace) {
+		if found && m.LastTransitionTime != nil && planner.FailedBeyondGrace(m.Ready, m.LastTransitionTime.Time, em.Healthy, s.now, grace) {
 			failedIn[d] = true
 		}
 		in.Members = append(in.Members, topology.Member{Name: m.Name, Domain: d, Healthy: em.Healthy || em.ID == 0})
@@ -202,9 +202,9 @@ func unknownDomain(d topology.Domain, members int) topology.DomainInfo {
 
 // plannerInput joins the ledger with the objects and etcd for the
 // membership planner.
-func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topology.Result) membership.Input {
+func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topology.Result) planner.Input {
 	ec := s.ec
-	in := membership.Input{
+	in := planner.Input{
 		Now:             s.now,
 		Replicas:        int(ec.Spec.Replicas),
 		Automatic:       ec.Spec.FailurePolicy.Automatic == nil || *ec.Spec.FailurePolicy.Automatic,
@@ -238,7 +238,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 	fenced, _ := fencedMembers(ec, st, s.now)
 	for _, m := range st.Members {
 		cs := s.cluster(m.Cluster)
-		mm := membership.Member{
+		mm := planner.Member{
 			Fenced:      fenced[m.Name],
 			Name:        m.Name,
 			Domain:      topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)},
@@ -275,8 +275,8 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 }
 
 // plannerObject is what the planner needs of a member's EtcdMember object.
-func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus, obj *etcdfedv1.EtcdMember) *membership.Object {
-	o := &membership.Object{
+func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus, obj *etcdfedv1.EtcdMember) *planner.Object {
+	o := &planner.Object{
 		Incarnation:       obj.Spec.Incarnation,
 		PeerURL:           obj.Status.PeerURL,
 		StatusIncarnation: obj.Status.Incarnation,

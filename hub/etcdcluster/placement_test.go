@@ -9,7 +9,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -26,7 +26,7 @@ func threeZoneView() *snapshot {
 		zone := "zone-" + c[len(c)-1:]
 		id := uint64(i + 1)
 		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: "main-" + c[len(c)-1:], Cluster: c, Zone: zone, ID: hexID(id), Ready: true})
-		v.etcd.Members = append(v.etcd.Members, membership.ListEntry{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
+		v.etcd.Members = append(v.etcd.Members, planner.ListEntry{ID: id, Name: "main-" + c[len(c)-1:], Healthy: true})
 		cv := &clusterSnapshot{name: c, engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: c, State: liveness.Alive},
 			spoke: &etcdfedv1.EtcdSpoke{Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{zone}, ObservedAt: &seen}}}
 		v.clusters = append(v.clusters, cv)

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // Quorum-loss recovery, the hub's side: what the planner needs to declare
@@ -25,8 +25,8 @@ const maxRequestSkew = time.Minute
 // grace and the policy from the spec, and the request from the annotation:
 // a request already consumed (status.lastRecoveryRequest) or dated in the
 // future is no request (recoveryRequest).
-func quorumInput(ec *etcdfedv1.EtcdCluster, now time.Time) membership.QuorumInput {
-	q := membership.QuorumInput{
+func quorumInput(ec *etcdfedv1.EtcdCluster, now time.Time) planner.QuorumInput {
+	q := planner.QuorumInput{
 		Grace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
 		Automatic: ec.Spec.FailurePolicy.QuorumLossRecovery == etcdfedv1.QuorumLossRecoveryAutomatic,
 		LostSince: lostSince(ec),
@@ -36,7 +36,7 @@ func quorumInput(ec *etcdfedv1.EtcdCluster, now time.Time) membership.QuorumInpu
 	case note != "":
 		q.RequestError = note
 	case r != nil:
-		q.Request = &membership.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
+		q.Request = &planner.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
 	}
 	return q
 }
@@ -86,7 +86,7 @@ func futureDated(r etcdfedv1.RecoveryRequest, now time.Time) string {
 // pass: accepted when the plan begins a Recover from it, refused when it
 // is dated in the future. It returns the refusal's message ("" for none)
 // for an event, when newly refused.
-func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan membership.Decision) string {
+func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) string {
 	r, note := recoveryRequest(s.ec, s.now)
 	if r == nil {
 		return ""
@@ -97,7 +97,7 @@ func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan me
 	case note != "":
 		st.LastRecoveryRequest = &etcdfedv1.RecoveryRequestStatus{UID: r.UID, RequestedAt: &requested, Outcome: etcdfedv1.RecoveryRequestRefused, Message: truncate(note, 2048), At: &at}
 		return note
-	case plan.Action == membership.ActBegin && plan.Request == r.UID:
+	case plan.Action == planner.ActBegin && plan.Request == r.UID:
 		st.LastRecoveryRequest = &etcdfedv1.RecoveryRequestStatus{UID: r.UID, RequestedAt: &requested, Outcome: etcdfedv1.RecoveryRequestAccepted, Message: truncate(plan.Reason, 2048), At: &at}
 	}
 	return ""
@@ -154,7 +154,7 @@ func fencedMembers(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, n
 // or False because etcd sees no leader or answers with errors (without
 // quorum etcd 3.6 answers its status with "etcdserver: no leader"). A read
 // that failed (Unreachable, NoPod) is not an answer.
-func etcdView(obj *etcdfedv1.EtcdMember) *membership.EtcdView {
+func etcdView(obj *etcdfedv1.EtcdMember) *planner.EtcdView {
 	v := obj.Status.Etcd
 	if v == nil || obj.Status.Incarnation != obj.Spec.Incarnation {
 		return nil
@@ -162,7 +162,7 @@ func etcdView(obj *etcdfedv1.EtcdMember) *membership.EtcdView {
 	c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionMemberHealthy)
 	answers := c != nil && c.ObservedGeneration == obj.Generation &&
 		(c.Reason == etcdfedv1.ReasonMemberHealthy || c.Reason == etcdfedv1.ReasonMemberNoLeader || c.Reason == etcdfedv1.ReasonMemberAlarm)
-	return &membership.EtcdView{ID: parseID(v.ID), RaftIndex: v.RaftIndex, Answers: answers && v.ID != ""}
+	return &planner.EtcdView{ID: parseID(v.ID), RaftIndex: v.RaftIndex, Answers: answers && v.ID != ""}
 }
 
 // forceNewClusterToken is the value of spec.forceNewCluster for the
@@ -193,8 +193,8 @@ func (out *step) writeForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStat
 // loss of quorum, "" when it does not. It says what happens next: the
 // members to fence first, then a human runs `etcdfed recover`, or, with
 // quorumLossRecovery Automatic, the hub recovers by itself.
-func quorumLostMessage(in membership.Input) string {
-	q := membership.AssessQuorum(in)
+func quorumLostMessage(in planner.Input) string {
+	q := planner.AssessQuorum(in)
 	if !q.Declared {
 		return ""
 	}
@@ -215,8 +215,8 @@ func quorumLostMessage(in membership.Input) string {
 
 // quorumLossStatus is status.quorumLoss: what AssessQuorum found, while
 // the quorum is lost; nil otherwise.
-func quorumLossStatus(in membership.Input) *etcdfedv1.QuorumLossStatus {
-	q := membership.AssessQuorum(in)
+func quorumLossStatus(in planner.Input) *etcdfedv1.QuorumLossStatus {
+	q := planner.AssessQuorum(in)
 	if !q.Lost {
 		return nil
 	}
@@ -228,7 +228,7 @@ func quorumLossStatus(in membership.Input) *etcdfedv1.QuorumLossStatus {
 	for _, sv := range q.Survivors {
 		out.Survivors = append(out.Survivors, etcdfedv1.QuorumMember{Name: sv.Name, ID: hexID(sv.ID), Cluster: sv.Cluster, RaftIndex: sv.RaftIndex})
 	}
-	lost := func(vs []membership.LostVoter) []etcdfedv1.QuorumMember {
+	lost := func(vs []planner.LostVoter) []etcdfedv1.QuorumMember {
 		var out []etcdfedv1.QuorumMember
 		for _, v := range vs {
 			out = append(out, etcdfedv1.QuorumMember{Name: v.Name, ID: hexID(v.ID), Cluster: v.Cluster, Why: truncate(v.Why, 1024)})

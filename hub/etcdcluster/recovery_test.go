@@ -9,7 +9,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // lostRing is unfencedRing() with main-1 and main-2 confirmed fenced
@@ -27,7 +27,7 @@ func lostRing() *snapshot {
 // for ten minutes (beyond the 5-minute default grace).
 func unfencedRing() *snapshot {
 	s := ring()
-	s.etcd = membership.Etcd{Error: "context deadline exceeded"}
+	s.etcd = planner.Etcd{Error: "context deadline exceeded"}
 	for _, c := range []string{"member-2", "member-3"} {
 		s.cluster(c).verdict = liveness.Verdict{Cluster: c, State: liveness.Failed}
 	}
@@ -58,7 +58,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 				t.Errorf("message %q lacks %q", c.Message, want)
 			}
 		}
-		if d.plan.Action != membership.ActWait || st.Operation != nil {
+		if d.plan.Action != planner.ActWait || st.Operation != nil {
 			t.Errorf("no request: plan %s, operation %+v; want a wait and nothing recorded", d.plan.Action, st.Operation)
 		}
 	})
@@ -81,7 +81,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 			t.Errorf("message %q asks a human to recover a ring the hub recovers by itself", c.Message)
 		}
 		op := d.ledger.Operation
-		if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || !strings.Contains(d.plan.Reason, "automatic") {
+		if d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || !strings.Contains(d.plan.Reason, "automatic") {
 			t.Fatalf("plan %s (%s), operation %+v; want Begin Recover from main-0, automatic", d.plan.Action, d.plan.Reason, op)
 		}
 	})
@@ -100,7 +100,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		s.ec.Annotations[etcdfedv1.AnnotationRecover] = etcdfedv1.RecoveryRequest{RequestedAt: now.Add(-time.Second), UID: "req-1"}.String()
 		d := decide(s)
 		op := d.ledger.Operation
-		if d.plan.Action != membership.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || op.MemberID != hexID(1) {
+		if d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationRecover || op.Member != "main-0" || op.MemberID != hexID(1) {
 			t.Fatalf("plan %s (%s), operation %+v", d.plan.Action, d.plan.Reason, op)
 		}
 		if len(d.step.writes) != 0 {
@@ -112,7 +112,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 			t.Fatalf("lastRecoveryRequest %+v, want req-1 accepted", r)
 		}
 		s.ec.Status.LastRecoveryRequest = d.ledger.LastRecoveryRequest
-		if d := decide(s); d.plan.Action == membership.ActBegin {
+		if d := decide(s); d.plan.Action == planner.ActBegin {
 			t.Errorf("a consumed request began a second recovery: %s", d.plan.Reason)
 		}
 	})
@@ -125,7 +125,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		s.ec.Spec.FailurePolicy.QuorumLossRecovery = etcdfedv1.QuorumLossRecoveryAutomatic
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
-		if d.plan.Action == membership.ActBegin || d.ledger.Operation != nil {
+		if d.plan.Action == planner.ActBegin || d.ledger.Operation != nil {
 			t.Fatalf("forced: plan %s (%s), operation %+v", d.plan.Action, d.plan.Reason, d.ledger.Operation)
 		}
 		c := condition(st, etcdfedv1.ConditionAvailable)
@@ -146,7 +146,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		s.ec.Annotations[etcdfedv1.AnnotationFenced] = etcdfedv1.FencingConfirmation{Members: []etcdfedv1.FencedMember{{Name: "main-1"}, {Name: "main-2"}}, ConfirmedAt: now.Add(-time.Hour)}.String()
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
-		if d.plan.Action == membership.ActBegin {
+		if d.plan.Action == planner.ActBegin {
 			t.Fatalf("forced on a stale confirmation: %s", d.plan.Reason)
 		}
 		if c := condition(st, etcdfedv1.ConditionDegraded); !strings.Contains(c.Message, "made before the quorum was lost") {
@@ -158,7 +158,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		s := lostRing()
 		s.ec.Annotations[etcdfedv1.AnnotationFenced] = etcdfedv1.FencingConfirmation{Members: []etcdfedv1.FencedMember{{Name: "main-1", ID: "77"}, {Name: "main-2"}}, ConfirmedAt: now}.String()
 		s.ec.Annotations[etcdfedv1.AnnotationRecover] = etcdfedv1.RecoveryRequest{RequestedAt: now, UID: "req-2"}.String()
-		if d := decide(s); d.plan.Action == membership.ActBegin || !strings.Contains(d.plan.Reason, "--confirm-fenced main-1") {
+		if d := decide(s); d.plan.Action == planner.ActBegin || !strings.Contains(d.plan.Reason, "--confirm-fenced main-1") {
 			t.Fatalf("plan %s (%s)", d.plan.Action, d.plan.Reason)
 		}
 	})
@@ -170,7 +170,7 @@ func TestQuorumLossRecovery(t *testing.T) {
 		s := lostRing()
 		s.ec.Annotations[etcdfedv1.AnnotationRecover] = etcdfedv1.RecoveryRequest{RequestedAt: now.Add(time.Hour), UID: "req-future"}.String()
 		d := decide(s)
-		if d.plan.Action == membership.ActBegin {
+		if d.plan.Action == planner.ActBegin {
 			t.Fatalf("a future-dated request began a recovery: %s", d.plan.Reason)
 		}
 		r := d.ledger.LastRecoveryRequest
@@ -180,16 +180,16 @@ func TestQuorumLossRecovery(t *testing.T) {
 		// An hour later the date has passed; the request stays consumed.
 		s.ec.Status.LastRecoveryRequest = r
 		s.now = now.Add(2 * time.Hour)
-		if d := decide(s); d.plan.Action == membership.ActBegin {
+		if d := decide(s); d.plan.Action == planner.ActBegin {
 			t.Errorf("the refused request armed a recovery once its date passed: %s", d.plan.Reason)
 		}
 	})
 
 	t.Run("ForceNewCluster writes the flag on the survivor only, and etcd is dialled through it", func(t *testing.T) {
 		s := lostRing()
-		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", MemberID: hexID(1), Step: string(membership.ActBegin)})
+		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", MemberID: hexID(1), Step: string(planner.ActBegin)})
 		d := decide(s)
-		if d.plan.Action != membership.ActForceNewCluster || len(d.step.writes) != 1 {
+		if d.plan.Action != planner.ActForceNewCluster || len(d.step.writes) != 1 {
 			t.Fatalf("plan %s (%s), %d writes", d.plan.Action, d.plan.Reason, len(d.step.writes))
 		}
 		w := d.step.writes[0]
@@ -206,16 +206,16 @@ func TestQuorumLossRecovery(t *testing.T) {
 
 	t.Run("the flag is kept by the upkeep and cleared once etcd answers as the survivor alone", func(t *testing.T) {
 		s := lostRing()
-		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", MemberID: hexID(1), Step: string(membership.ActForceNewCluster)})
+		inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", MemberID: hexID(1), Step: string(planner.ActForceNewCluster)})
 		s.cluster("member-1").members["main-0"].Spec.ForceNewCluster = "recover-x"
 		d := decide(s)
-		if d.plan.Action != membership.ActWait || len(d.updates) != 0 {
+		if d.plan.Action != planner.ActWait || len(d.updates) != 0 {
 			t.Fatalf("etcd down: plan %s, upkeep updates %d; want a wait and the flag left alone", d.plan.Action, len(d.updates))
 		}
-		s.etcd = membership.Etcd{Reachable: true, LeaderID: 1, ClusterID: 0xc1, Members: s.etcd.Members}
-		s.etcd.Members = []membership.ListEntry{{ID: 1, Name: "main-0", PeerURLs: []string{memberURL(s.ec, "main-0", 2380)}, Healthy: true}}
+		s.etcd = planner.Etcd{Reachable: true, LeaderID: 1, ClusterID: 0xc1, Members: s.etcd.Members}
+		s.etcd.Members = []planner.ListEntry{{ID: 1, Name: "main-0", PeerURLs: []string{memberURL(s.ec, "main-0", 2380)}, Healthy: true}}
 		d = decide(s)
-		if d.plan.Action != membership.ActClearForceNewCluster || len(d.step.writes) != 1 || d.step.writes[0].want.Spec.ForceNewCluster != "" {
+		if d.plan.Action != planner.ActClearForceNewCluster || len(d.step.writes) != 1 || d.step.writes[0].want.Spec.ForceNewCluster != "" {
 			t.Fatalf("plan %s (%s), writes %+v", d.plan.Action, d.plan.Reason, d.step.writes)
 		}
 		var names []string

@@ -11,9 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // reportFixture puts member-2 of s on a real apiserver: its EtcdSpoke and
@@ -68,7 +68,7 @@ func reportFixture(t *testing.T, s *snapshot, report func(m *etcdfedv1.EtcdMembe
 func TestBadPeerURLNeverReachesInitialCluster(t *testing.T) {
 	s := ring()
 	unformed(s)
-	if d := decide(s); d.plan.Action != membership.ActStartBootstrap {
+	if d := decide(s); d.plan.Action != planner.ActStartBootstrap {
 		t.Fatalf("with good reports: plan %s (%s), want StartBootstrap", d.plan.Action, d.plan.Reason)
 	}
 	const evil = "https://evil.example.com:2380"
@@ -82,7 +82,7 @@ func TestBadPeerURLNeverReachesInitialCluster(t *testing.T) {
 			t.Fatalf("%s founded with initial cluster %s", w.want.Spec.MemberName, b.InitialCluster)
 		}
 	}
-	if d.plan.Action == membership.ActStartBootstrap {
+	if d.plan.Action == planner.ActStartBootstrap {
 		t.Errorf("plan %s (%s): founded without main-1's peer URL", d.plan.Action, d.plan.Reason)
 	}
 	for _, r := range d.dns.records {

@@ -15,12 +15,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // Founding from a snapshot, the EtcdCluster reconciler's side: hub/restore
 // resolves and checks the snapshot into status.restore; the planner waits
-// for it (membership.Restore); StartBootstrap hands every founding member
+// for it (planner.Restore); StartBootstrap hands every founding member
 // that one object with its sha256 (spec.bootstrap.restore) and copies the
 // store's credentials next to it, the way member certificates are copied.
 
@@ -70,13 +70,13 @@ func restoreStore(ec *etcdfedv1.EtcdCluster) *etcdfedv1.BackupStore {
 // restoreInput is the planner's view of the snapshot to restore: the
 // founding one, or the one a recovery from a backup asked for (checked
 // after the request).
-func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) membership.Restore {
-	var r membership.Restore
+func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) planner.Restore {
+	var r planner.Restore
 	switch req := backupRecovery(ec); {
 	case fromSnapshot(ec) != nil && st.ClusterID == "":
-		r = membership.Restore{Wanted: true, Verified: st.Restore != nil}
+		r = planner.Restore{Wanted: true, Verified: st.Restore != nil}
 	case req != nil:
-		r = membership.Restore{Wanted: true, Verified: st.Restore != nil && !st.Restore.VerifiedAt.Time.Before(req.RequestedAt)}
+		r = planner.Restore{Wanted: true, Verified: st.Restore != nil && !st.Restore.VerifiedAt.Time.Before(req.RequestedAt)}
 	default:
 		return r
 	}
@@ -169,7 +169,7 @@ func bootstrapToken(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
 // flight.
 func restoringFromBackup(st *etcdfedv1.EtcdClusterStatus, member string) bool {
 	op := st.Operation
-	return op != nil && op.Type == etcdfedv1.OperationRecover && op.Reason == membership.ReasonFromBackup && op.Member == member
+	return op != nil && op.Type == etcdfedv1.OperationRecover && op.Reason == planner.ReasonFromBackup && op.Member == member
 }
 
 // restoreEnded: member's restore is over. The cluster formed (its ID is

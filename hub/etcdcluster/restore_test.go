@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // unformed makes s a ring before etcd formed: the founding members'
@@ -20,13 +20,13 @@ func unformed(s *snapshot) {
 	for i := range s.ec.Status.Members {
 		s.ec.Status.Members[i].ID = ""
 	}
-	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationBootstrap, Step: string(membership.ActCreateObjects), StartedAt: metav1.NewTime(now)}
+	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationBootstrap, Step: string(planner.ActCreateObjects), StartedAt: metav1.NewTime(now)}
 	for _, cs := range s.clusters {
 		for _, o := range cs.members {
 			o.Spec.Bootstrap = nil
 		}
 	}
-	s.etcd = membership.Etcd{Error: "no member started"}
+	s.etcd = planner.Etcd{Error: "no member started"}
 }
 
 // founding is ring() before etcd formed, founded from a snapshot in an S3
@@ -54,7 +54,7 @@ func founding(verified bool) *snapshot {
 func TestStartBootstrapFromSnapshot(t *testing.T) {
 	s := founding(true)
 	d := decide(s)
-	if d.plan.Action != membership.ActStartBootstrap || d.step.err != nil {
+	if d.plan.Action != planner.ActStartBootstrap || d.step.err != nil {
 		t.Fatalf("plan %s (%s), step error %v; want StartBootstrap", d.plan.Action, d.plan.Reason, d.step.err)
 	}
 	if len(d.step.writes) != 3 {
@@ -99,7 +99,7 @@ func TestStartBootstrapFromSnapshot(t *testing.T) {
 	unverified.ec.Status.Operation = nil
 	unverified.ec.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionSnapshotVerified, Status: metav1.ConditionFalse, Reason: etcdfedv1.SnapshotReasonInvalid, Message: "sha256 mismatch"}}
 	d = decide(unverified)
-	if d.plan.Action != membership.ActWait || len(d.step.writes) != 0 || !strings.Contains(d.plan.Reason, "SnapshotInvalid: sha256 mismatch") {
+	if d.plan.Action != planner.ActWait || len(d.step.writes) != 0 || !strings.Contains(d.plan.Reason, "SnapshotInvalid: sha256 mismatch") {
 		t.Errorf("unverified snapshot: plan %s (%s), %d writes; want a wait naming the refusal", d.plan.Action, d.plan.Reason, len(d.step.writes))
 	}
 
@@ -162,14 +162,14 @@ func recoveringFromBackup() *snapshot {
 	s.ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "@hourly", Store: etcdfedv1.BackupStore{URL: "file:///backups"}}
 	s.ec.Status.Restore = &etcdfedv1.RestoreStatus{Object: "default/main/c1/20261122T110000.000Z-rev50.db", SHA256: strings.Repeat("ef", 32), Revision: 50,
 		RevisionBump: etcdfedv1.DefaultRestoreRevisionBump, VerifiedAt: metav1.NewTime(at.Add(time.Second))}
-	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", Incarnation: 4, Reason: membership.ReasonFromBackup,
-		Step: string(membership.ActCreateObjects), StartedAt: metav1.NewTime(at.Add(2 * time.Second))}
+	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRecover, Member: "main-0", Incarnation: 4, Reason: planner.ReasonFromBackup,
+		Step: string(planner.ActCreateObjects), StartedAt: metav1.NewTime(at.Add(2 * time.Second))}
 	s.ec.Status.LastIncarnation = 4
 	m := statusMember(&s.ec.Status, "main-0")
 	m.Incarnation, m.ID = 4, ""
 	obj := s.cluster(m.Cluster).members["main-0"]
 	obj.Spec.Incarnation, obj.Status.Incarnation, obj.Spec.Bootstrap = 4, 4, nil
-	s.etcd = membership.Etcd{Error: "context deadline exceeded"}
+	s.etcd = planner.Etcd{Error: "context deadline exceeded"}
 	return s
 }
 
@@ -180,7 +180,7 @@ func recoveringFromBackup() *snapshot {
 func TestRecoveryFromBackupSteps(t *testing.T) {
 	s := recoveringFromBackup()
 	d := decide(s)
-	if d.plan.Action != membership.ActStartBootstrap || d.step.err != nil || len(d.step.writes) != 1 {
+	if d.plan.Action != planner.ActStartBootstrap || d.step.err != nil || len(d.step.writes) != 1 {
 		t.Fatalf("plan %s (%s), error %v, %d writes; want the seed started", d.plan.Action, d.plan.Reason, d.step.err, len(d.step.writes))
 	}
 	b := d.step.writes[0].want.Spec.Bootstrap
@@ -195,11 +195,11 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 	}
 
 	s = recoveringFromBackup()
-	s.ec.Status.Operation.Step = string(membership.ActStartBootstrap)
+	s.ec.Status.Operation.Step = string(planner.ActStartBootstrap)
 	seed := s.cluster(statusMember(&s.ec.Status, "main-0").Cluster).members["main-0"]
 	seed.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
 	peer := memberURL(s.ec, "main-0", etcdfedv1.DefaultPeerPort)
-	s.etcd = membership.Etcd{Reachable: true, LeaderID: 0x77, ClusterID: 0xdd, Members: []membership.ListEntry{{ID: 0x77, Name: "main-0", PeerURLs: []string{peer}, Healthy: true}}}
+	s.etcd = planner.Etcd{Reachable: true, LeaderID: 0x77, ClusterID: 0xdd, Members: []planner.ListEntry{{ID: 0x77, Name: "main-0", PeerURLs: []string{peer}, Healthy: true}}}
 	// While it restores, the seed is not fenced to the old cluster's ID.
 	if want := desiredMember(s, &s.ec.Status, statusMember(&s.ec.Status, "main-0"), seed); want.Spec.Bootstrap.ClusterID != "" {
 		t.Errorf("the restoring seed is fenced to cluster %q, the old one", want.Spec.Bootstrap.ClusterID)
@@ -216,7 +216,7 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 		t.Errorf("restore store %+v, want spec.backup's", st)
 	}
 	d = decide(s)
-	if d.plan.Action != membership.ActFinish {
+	if d.plan.Action != planner.ActFinish {
 		t.Fatalf("plan %s (%s), want Finish", d.plan.Action, d.plan.Reason)
 	}
 	if d.ledger.ClusterID != "dd" || d.ledger.Operation != nil {

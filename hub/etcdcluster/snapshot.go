@@ -9,8 +9,8 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/hub/registry"
 )
 
@@ -32,7 +32,7 @@ type snapshot struct {
 	// pki is the CA and the hub's client certificate (TLS only).
 	pki pkiSnapshot
 	// etcd is etcd's own view: member list, health, leader.
-	etcd membership.Etcd
+	etcd planner.Etcd
 	// etcdClient reaches etcd, for apply; nil when etcd was not dialled.
 	etcdClient *etcdops.Client
 	// hubView is which of the ring's clusters the hub sees (rule 8): a hub

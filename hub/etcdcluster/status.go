@@ -12,7 +12,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -119,7 +119,7 @@ func setEndpoints(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 // least 0; nil when etcd did not answer. It counts every voter etcd lists,
 // so a Move's extra voter counts (the ledger knows one incarnation per
 // member).
-func failuresTolerated(e membership.Etcd) *int32 {
+func failuresTolerated(e planner.Etcd) *int32 {
 	if !e.Reachable {
 		return nil
 	}
@@ -189,7 +189,7 @@ func setCondition(st *etcdfedv1.EtcdClusterStatus, generation int64, typ string,
 }
 
 // setAvailable: etcd answers with a leader.
-func setAvailable(st *etcdfedv1.EtcdClusterStatus, gen int64, e membership.Etcd) {
+func setAvailable(st *etcdfedv1.EtcdClusterStatus, gen int64, e planner.Etcd) {
 	switch {
 	case st.ClusterID == "":
 		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonNotBootstrapped, "etcd has not formed yet: "+e.Error)
@@ -228,7 +228,7 @@ func notReadyMembers(st *etcdfedv1.EtcdClusterStatus) []string {
 // roll, defragmentation, disruption grant, recovery, CA rotation step), or
 // what the next one waits for; either ends with the first peer-connection
 // cause when there is one, since it holds the change up.
-func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision, peerProblems []string) {
+func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan planner.Decision, peerProblems []string) {
 	blocked := ""
 	if len(peerProblems) > 0 {
 		blocked = "; blocked: " + peerProblems[0]
@@ -236,9 +236,9 @@ func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.
 	switch op := st.Operation; {
 	case op != nil:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
-	case plan.Action == membership.ActWait:
+	case plan.Action == planner.ActWait:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
-	case plan.Action == membership.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
+	case plan.Action == planner.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
 		// Adopted, the originals kept until spec.adopt.retire: the plan
 		// says so (adopt.go).
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
@@ -293,7 +293,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if res.dnsErr != nil {
 		out = append(out, "DNS: "+res.dnsErr.Error())
 	}
-	if d.plan.Action == membership.ActWait && st.Operation == nil && st.ClusterID != "" {
+	if d.plan.Action == planner.ActWait && st.Operation == nil && st.ClusterID != "" {
 		out = append(out, d.plan.Reason)
 	}
 	if d.plan.Halted {

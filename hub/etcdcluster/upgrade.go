@@ -11,16 +11,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
-// Version changes (see hub/membership/upgrade.go): what the planner needs
+// Version changes (see hub/planner/upgrade.go): what the planner needs
 // of spec.backup and of the member objects, the versions recorded in
 // status, and the two steps only a version change takes.
 
 // backupInput is spec.backup and its status as the planner's Backup.
-func backupInput(ec *etcdfedv1.EtcdCluster) membership.Backup {
-	var b membership.Backup
+func backupInput(ec *etcdfedv1.EtcdCluster) planner.Backup {
+	var b planner.Backup
 	if ec.Spec.Backup == nil || ec.Spec.Backup.Suspend {
 		return b
 	}
@@ -82,9 +82,9 @@ func recordVersions(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 // while members' running versions differ from spec.version, else Roll.
 // The message's suffix counts the members that run spec.version.
 func rollReason(s *snapshot) (reason, suffix string) {
-	c, changing := membership.Versions(membership.Input{Version: s.ec.Spec.Version, Etcd: s.etcd})
+	c, changing := planner.Versions(planner.Input{Version: s.ec.Spec.Version, Etcd: s.etcd})
 	if !changing {
-		return string(membership.OpRoll), ""
+		return string(planner.OpRoll), ""
 	}
 	reason = etcdfedv1.ReasonUpgrading
 	if c.Down {
@@ -114,7 +114,7 @@ func (r *Reconciler) requestBackup(ctx context.Context, ec *etcdfedv1.EtcdCluste
 // setProgressing: a Roll while versions differ is Upgrading or
 // Downgrading; a halted rollout is Progressing=False RolloutHalted; a
 // downgrade etcd refused is Progressing=False DowngradeRefused.
-func setVersionProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64, plan membership.Decision, res applyResult) {
+func setVersionProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64, plan planner.Decision, res applyResult) {
 	op := st.Operation
 	if op == nil || op.Type != etcdfedv1.OperationRoll {
 		return
@@ -122,12 +122,12 @@ func setVersionProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64,
 	switch {
 	case plan.Halted:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonRolloutHalted, plan.Reason)
-	case plan.Action == membership.ActEnableDowngrade && res.stepErr != nil:
+	case plan.Action == planner.ActEnableDowngrade && res.stepErr != nil:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonDowngradeRefused,
 			fmt.Sprintf("no member is restarted: %v; set spec.version back to the cluster's version", res.stepErr))
 	default:
 		reason, suffix := rollReason(s)
-		if reason == string(membership.OpRoll) {
+		if reason == string(planner.OpRoll) {
 			return
 		}
 		c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing)

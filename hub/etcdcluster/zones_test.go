@@ -13,7 +13,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -51,7 +51,7 @@ func twoByTwoView() *snapshot {
 		name := "main-" + string(rune('0'+i))
 		id := uint64(i + 1)
 		ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: name, Cluster: p.cluster, Zone: p.zone, ID: hexID(id), Incarnation: 1, Ready: true})
-		v.etcd.Members = append(v.etcd.Members, membership.ListEntry{ID: id, Name: name, Healthy: true, PeerURLs: []string{"https://" + name + ".etcd.test:2380"}})
+		v.etcd.Members = append(v.etcd.Members, planner.ListEntry{ID: id, Name: name, Healthy: true, PeerURLs: []string{"https://" + name + ".etcd.test:2380"}})
 		var active []string
 		for j := range place {
 			if j != i {
@@ -200,10 +200,10 @@ func TestZoneWitness(t *testing.T) {
 			}
 			d := decide(v)
 			if tc.move {
-				if op := d.plan.Operation; d.plan.Action != membership.ActBegin || op == nil || op.Type != membership.OpReplace || op.Member != "main-0" || op.Reason != string(topology.Evacuate) {
+				if op := d.plan.Operation; d.plan.Action != planner.ActBegin || op == nil || op.Type != planner.OpReplace || op.Member != "main-0" || op.Reason != string(topology.Evacuate) {
 					t.Fatalf("planner %s %+v, want a Replace of main-0 begun (Evacuate)", d.plan.Action, op)
 				}
-			} else if d.plan.Action == membership.ActBegin {
+			} else if d.plan.Action == planner.ActBegin {
 				t.Fatalf("planner began %+v; nothing may move", d.plan.Operation)
 			}
 			st := computeStatus(v, d, applyResult{}, "")
@@ -228,7 +228,7 @@ func TestZoneWitnessKeepsAFailedZoneWhileItsMemberLeaves(t *testing.T) {
 	}
 	judgeZones(v, &v.ec.Status, testNodeStale, testZoneGrace)
 	d := decide(v)
-	if d.plan.Action != membership.ActBegin {
+	if d.plan.Action != planner.ActBegin {
 		t.Fatalf("planner %s (%s), want Begin", d.plan.Action, d.plan.Reason)
 	}
 	// The next pass: the status as Begin wrote it.

@@ -10,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // BenchmarkDefrag320MiB: a 3-member etcd where 320 MiB were written,
@@ -78,11 +78,11 @@ func BenchmarkDefrag320MiB(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer func() { _ = ops.Close() }()
-	var e membership.Etcd
+	var e planner.Etcd
 	eventually(b, "every member's file fragmented", func() error {
 		e = ops.Observe(ctx)
 		for _, m := range e.Members {
-			if !(membership.Maintenance{MinFragmentedPercent: 45, MinReclaimable: 100 << 20}).Fragmented(m) {
+			if !(planner.Maintenance{MinFragmentedPercent: 45, MinReclaimable: 100 << 20}).Fragmented(m) {
 				return fmt.Errorf("%s: file %d, in use %d", m.Name, m.DBSize, m.DBSizeInUse)
 			}
 		}
@@ -97,8 +97,8 @@ func BenchmarkDefrag320MiB(b *testing.B) {
 	var total, worst, worstGap time.Duration
 	for range b.N {
 		// Followers first, the leader last after moving leadership away.
-		order := []membership.ListEntry{}
-		var leader membership.ListEntry
+		order := []planner.ListEntry{}
+		var leader planner.ListEntry
 		for _, m := range e.Members {
 			if m.ID == e.LeaderID {
 				leader = m
@@ -146,7 +146,7 @@ func BenchmarkDefrag320MiB(b *testing.B) {
 			for _, o := range after.Members {
 				if o.ID == m.ID {
 					b.Logf("%s: file %s -> %s in %s; longest write gap meanwhile %s",
-						m.Name, membership.Bytes(size), membership.Bytes(o.DBSize), took.Round(time.Millisecond), gap.Round(time.Millisecond))
+						m.Name, planner.Bytes(size), planner.Bytes(o.DBSize), took.Round(time.Millisecond), gap.Round(time.Millisecond))
 				}
 			}
 			total += took

@@ -33,7 +33,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/internal/etcddial"
 )
 
@@ -121,29 +121,29 @@ type ObserveOptions struct {
 
 // Observe reads the member list (linearizable: it needs a quorum) and asks
 // every started member for its status, in parallel.
-func (c *Client) Observe(ctx context.Context) membership.Etcd {
+func (c *Client) Observe(ctx context.Context) planner.Etcd {
 	return c.ObserveWith(ctx, ObserveOptions{})
 }
 
 // ObserveWith is Observe with what the caller knows (ObserveOptions).
-func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membership.Etcd {
+func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) planner.Etcd {
 	began := time.Now()
 	lctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	resp, err := c.c.MemberList(lctx)
 	listTook := time.Since(began)
 	if err != nil {
-		return membership.Etcd{Error: describe(err)}
+		return planner.Etcd{Error: describe(err)}
 	}
-	out := membership.Etcd{Reachable: true, ClusterID: resp.Header.ClusterId}
-	out.Members = make([]membership.ListEntry, len(resp.Members))
+	out := planner.Etcd{Reachable: true, ClusterID: resp.Header.ClusterId}
+	out.Members = make([]planner.ListEntry, len(resp.Members))
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
 	took := make([]string, len(resp.Members))
-	downgrades := make([]membership.Downgrade, len(resp.Members))
+	downgrades := make([]planner.Downgrade, len(resp.Members))
 	listed := make(map[uint64]bool, len(resp.Members))
 	for i, m := range resp.Members {
-		out.Members[i] = membership.ListEntry{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
+		out.Members[i] = planner.ListEntry{ID: m.ID, Name: m.Name, PeerURLs: slices.Clone(m.PeerURLs), ClientURLs: slices.Clone(m.ClientURLs), IsLearner: m.IsLearner}
 		listed[m.ID] = true
 		if len(m.ClientURLs) == 0 {
 			continue
@@ -177,7 +177,7 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) membershi
 				leaders[i] = st.Leader
 				out.Members[i].Version, out.Members[i].RaftIndex, out.Members[i].StorageVersion = st.Version, st.RaftIndex, st.StorageVersion
 				if di := st.DowngradeInfo; di != nil {
-					downgrades[i] = membership.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
+					downgrades[i] = planner.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
 				}
 			}
 			c.Probes.record(m.ID, answered, start)

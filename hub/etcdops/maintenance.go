@@ -11,7 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // DefragTimeout bounds one member's defragmentation as the hub waits for
@@ -33,19 +33,19 @@ func statusErrors(errs []string) bool {
 }
 
 // alarms reads the raised alarms; ok is false when etcd did not answer.
-func (c *Client) alarms(ctx context.Context) ([]membership.Alarm, bool) {
+func (c *Client) alarms(ctx context.Context) ([]planner.Alarm, bool) {
 	ctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	resp, err := c.c.AlarmList(ctx)
 	if err != nil {
 		return nil, false
 	}
-	var out []membership.Alarm
+	var out []planner.Alarm
 	for _, a := range resp.Alarms {
 		if a.Alarm == pb.AlarmType_NONE {
 			continue
 		}
-		out = append(out, membership.Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
+		out = append(out, planner.Alarm{MemberID: a.MemberID, Type: a.Alarm.String()})
 	}
 	return out, true
 }

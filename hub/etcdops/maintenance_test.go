@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // TestNoSpaceCompactDefragDisarm fills a real 3-member etcd with a 16 MiB
@@ -42,7 +42,7 @@ func TestNoSpaceCompactDefragDisarm(t *testing.T) {
 	defer func() { _ = ops.Close() }()
 
 	e := ops.Observe(ctx)
-	if !e.Reachable || !e.AlarmsKnown || !hasAlarm(e, membership.AlarmNoSpace) {
+	if !e.Reachable || !e.AlarmsKnown || !hasAlarm(e, planner.AlarmNoSpace) {
 		t.Fatalf("after filling: reachable %v, alarms known %v, alarms %+v (%s)", e.Reachable, e.AlarmsKnown, e.Alarms, e.Error)
 	}
 	for _, m := range e.Members {
@@ -50,7 +50,7 @@ func TestNoSpaceCompactDefragDisarm(t *testing.T) {
 			t.Errorf("%s under NOSPACE: healthy %v (want true: an alarm is not ill health), db %d, in use %d, quota %d", m.Name, m.Healthy, m.DBSize, m.DBSizeInUse, m.DBSizeQuota)
 		}
 	}
-	t.Logf("NOSPACE raised; member 0: file %s, %s in use", membership.Bytes(e.Members[0].DBSize), membership.Bytes(e.Members[0].DBSizeInUse))
+	t.Logf("NOSPACE raised; member 0: file %s, %s in use", planner.Bytes(e.Members[0].DBSize), planner.Bytes(e.Members[0].DBSizeInUse))
 
 	rev, err := ops.CompactCurrent(ctx)
 	if err != nil {
@@ -63,7 +63,7 @@ func TestNoSpaceCompactDefragDisarm(t *testing.T) {
 	// size may lag until their next write, and NOSPACE allows none): the
 	// defragmentation below is what shrinks every file.
 	compacted := ops.Observe(ctx)
-	t.Logf("compacted to revision %d; member 0: file %s, %s in use", rev, membership.Bytes(compacted.Members[0].DBSize), membership.Bytes(compacted.Members[0].DBSizeInUse))
+	t.Logf("compacted to revision %d; member 0: file %s, %s in use", rev, planner.Bytes(compacted.Members[0].DBSize), planner.Bytes(compacted.Members[0].DBSizeInUse))
 	for _, m := range compacted.Members {
 		took, err := ops.Defragment(ctx, m.ClientURLs)
 		if err != nil {
@@ -73,14 +73,14 @@ func TestNoSpaceCompactDefragDisarm(t *testing.T) {
 	}
 	after := ops.Observe(ctx)
 	for i, m := range after.Members {
-		t.Logf("%s: file %s -> %s, %s in use", m.Name, membership.Bytes(e.Members[i].DBSize), membership.Bytes(m.DBSize), membership.Bytes(m.DBSizeInUse))
+		t.Logf("%s: file %s -> %s, %s in use", m.Name, planner.Bytes(e.Members[i].DBSize), planner.Bytes(m.DBSize), planner.Bytes(m.DBSizeInUse))
 	}
 	for i, m := range after.Members {
 		if m.DBSize*2 > e.Members[i].DBSize {
 			t.Errorf("%s: file %d after compaction and defragmentation, %d before", m.Name, m.DBSize, e.Members[i].DBSize)
 		}
 	}
-	if !hasAlarm(after, membership.AlarmNoSpace) {
+	if !hasAlarm(after, planner.AlarmNoSpace) {
 		t.Fatal("NOSPACE went away before it was disarmed")
 	}
 	if err := ops.DisarmNoSpace(ctx); err != nil {
@@ -94,7 +94,7 @@ func TestNoSpaceCompactDefragDisarm(t *testing.T) {
 	}
 }
 
-func hasAlarm(e membership.Etcd, typ string) bool {
+func hasAlarm(e planner.Etcd, typ string) bool {
 	for _, a := range e.Alarms {
 		if a.Type == typ {
 			return true

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
 )
 
 // How a member is asked for its status, by what is remembered of it: a

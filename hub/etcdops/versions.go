@@ -11,13 +11,13 @@ import (
 	"go.etcd.io/etcd/api/v3/version"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // observeVersions sets the cluster version (the leader's /version, the one
 // place etcd reports it) and the downgrade state the leader reported in its
 // status. Both stay empty when the leader did not answer.
-func (c *Client) observeVersions(ctx context.Context, out *membership.Etcd, downgrades []membership.Downgrade) {
+func (c *Client) observeVersions(ctx context.Context, out *planner.Etcd, downgrades []planner.Downgrade) {
 	for i, m := range out.Members {
 		if m.ID != out.LeaderID || m.Version == "" {
 			continue

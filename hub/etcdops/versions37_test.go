@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // startRelease runs binary (bin/etcd or bin/etcd-3.5.35) as a one-member

@@ -32,8 +32,8 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/faultproxy"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/faultproxy"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // sourceFunc lets the test change the registrations while the provider runs.

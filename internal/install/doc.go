@@ -13,6 +13,6 @@
 // what Join created, and refuses while the cluster hosts members of a
 // ring.
 //
-// The local environment (internal/localenv) runs Hub and Join on every
+// The local environment (dev/localenv) runs Hub and Join on every
 // start, with the hub and the spokes as local processes (External modes).
 package install

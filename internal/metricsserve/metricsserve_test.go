@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	hubrbac "github.com/etcdfed/etcdfed/config/rbac/hub"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/internal/metricsserve"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }

@@ -14,7 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // etcdProc is one real etcd member on loopback.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 

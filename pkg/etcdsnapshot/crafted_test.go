@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/snapshottest"
+	"github.com/etcdfed/etcdfed/dev/snapshottest"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )

@@ -23,8 +23,8 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	spokerbac "github.com/etcdfed/etcdfed/config/rbac/spoke"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dnsprovider"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"

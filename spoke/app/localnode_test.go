@@ -18,10 +18,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/localenv/addr"
+	"github.com/etcdfed/etcdfed/dev/localenv/nodeagent"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dnsprovider"
-	"github.com/etcdfed/etcdfed/internal/localenv/addr"
-	"github.com/etcdfed/etcdfed/internal/localenv/nodeagent"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 )

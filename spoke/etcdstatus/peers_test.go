@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 )
 

@@ -16,9 +16,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
-	"github.com/etcdfed/etcdfed/internal/s3test"
-	"github.com/etcdfed/etcdfed/internal/snapshottest"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/s3test"
+	"github.com/etcdfed/etcdfed/dev/snapshottest"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 	"github.com/etcdfed/etcdfed/spoke/restore"
 )

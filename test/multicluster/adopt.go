@@ -23,8 +23,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 )
 
@@ -60,7 +60,7 @@ func newExternalCA(t testing.TB) *pki.CA {
 }
 
 // startExternalEtcd starts an etcd cluster outside etcdfed: real etcd
-// processes (bin/etcd, internal/etcdtest) on loopback, TLS on both ports
+// processes (bin/etcd, dev/etcdtest) on loopback, TLS on both ports
 // with the test's own CA, their resolver pointed at the ring's DNS
 // servers (a cluster to be adopted must resolve the ring's names: its
 // members dial the new members' peer URLs). skipSAN: peer connections

@@ -20,10 +20,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/faultproxy"
+	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
-	"github.com/etcdfed/etcdfed/internal/faultproxy"
-	"github.com/etcdfed/etcdfed/internal/s3test"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )

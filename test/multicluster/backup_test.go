@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/dev/s3test"
 )
 
 // TestEtcdClusterBackups: scheduled backups of a 3-member EtcdCluster run

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
 )
 
 // BenchmarkQuorumLossRecovery: a three-member ring over three clusters

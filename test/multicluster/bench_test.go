@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
 )
 
 // Benchmarks of the hub on the local environment (hub + 3 member clusters

@@ -17,7 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/membership"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // DefragSpecInput configures DefragSpec.
@@ -112,7 +112,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 		t.Fatal("no leader reported by etcd")
 	}
 	for _, m := range mapsKeys(before) {
-		t.Logf("before: %s file %s, %s in use", m, membership.Bytes(before[m].DBSize), membership.Bytes(before[m].DBSizeInUse))
+		t.Logf("before: %s file %s, %s in use", m, planner.Bytes(before[m].DBSize), planner.Bytes(before[m].DBSizeInUse))
 	}
 
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "defrag/", WatchEachEndpoint: true})
@@ -172,7 +172,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 			case err != nil:
 				left = append(left, fmt.Sprintf("%s: %v", name, err))
 			case st.DbSize*2 > before[name].DBSize:
-				left = append(left, fmt.Sprintf("%s: file %s", name, membership.Bytes(st.DbSize)))
+				left = append(left, fmt.Sprintf("%s: file %s", name, planner.Bytes(st.DbSize)))
 			default:
 				after[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
 			}
@@ -247,7 +247,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 		gap := acks.longestGap(win[0], win[1])
 		a := after[m]
 		t.Logf("defragmented %s: etcd took %s, the operation about %.1fs; file %s -> %s (%s in use); longest gap between acknowledged writes meanwhile %s",
-			m, orText(events[m], "?"), win[1].Sub(win[0]).Seconds(), membership.Bytes(before[m].DBSize), membership.Bytes(a.DBSize), membership.Bytes(a.DBSizeInUse), gap.Round(time.Millisecond))
+			m, orText(events[m], "?"), win[1].Sub(win[0]).Seconds(), planner.Bytes(before[m].DBSize), planner.Bytes(a.DBSize), planner.Bytes(a.DBSizeInUse), gap.Round(time.Millisecond))
 		if events[m] == "" {
 			t.Errorf("no MemberDefragmented event for %s", m)
 		}

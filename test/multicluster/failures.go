@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/faultproxy"
+	"github.com/etcdfed/etcdfed/dev/faultproxy"
 )
 
 // Failure scenarios (issue "Failures and drills"): each damages one

@@ -12,8 +12,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/localenv"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // A second local environment runs the real hub and one real spoke per

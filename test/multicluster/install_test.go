@@ -19,10 +19,10 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/config/monitoring"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/internal/install"
-	"github.com/etcdfed/etcdfed/internal/localenv"
 	"github.com/etcdfed/etcdfed/internal/supportbundle"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 // labelled is what an install left in a cluster under the label key

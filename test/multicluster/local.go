@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // LocalTopology is the topology of a local environment. The ring's DNS is

@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // One local environment (hub + 3 member clusters, one zone each) and the

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/nemesis"
+	"github.com/etcdfed/etcdfed/dev/nemesis"
 )
 
 // TestNemesis (issue 24; `make nemesis`): a ring of five members over

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/faultproxy"
+	"github.com/etcdfed/etcdfed/dev/faultproxy"
 )
 
 // HubProbe samples the hub's metrics while a scenario runs and keeps the

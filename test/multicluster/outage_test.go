@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/faultproxy"
+	"github.com/etcdfed/etcdfed/dev/faultproxy"
 )
 
 // hubPassTimeout is cmd/hub's reconcile deadline.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // ownEnvironment starts a local environment of one test's own from cfg

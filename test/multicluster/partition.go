@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // HubWithMinoritySpecInput partitions a 5-member ring placed 2/2/1 so

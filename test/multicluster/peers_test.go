@@ -10,8 +10,8 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // sharedSourceTopology starts a local environment of its own for one test:

@@ -3,7 +3,7 @@ package multicluster
 import (
 	"context"
 
-	"github.com/etcdfed/etcdfed/internal/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // RealTopology is the topology of a local environment of real nodes

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 

@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/dev/s3test"
 )
 
 // TestScenarioRestoreFromSnapshot: a ring backed up to a real S3 server

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/s3test"
+	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 

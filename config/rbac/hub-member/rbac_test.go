@@ -18,7 +18,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }

@@ -26,7 +26,7 @@ import (
 	hubrbac "github.com/etcdfed/etcdfed/config/rbac/hub"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
 	"github.com/etcdfed/etcdfed/config/rbac/manifest"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/etcdfed/etcdfed/internal/testenv/testproc"
+	"github.com/etcdfed/etcdfed/dev/testenv/testproc"
 )
 
 // InstallHint tells how to get the Debian packages the DNS tests need.

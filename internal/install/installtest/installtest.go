@@ -7,8 +7,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/internal/install"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 )
 
 // Clusters starts one fresh apiserver per name, without the etcdfed

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"

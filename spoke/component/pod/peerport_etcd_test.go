@@ -21,9 +21,9 @@ import (
 	"go.uber.org/zap"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/internal/etcdtest"
-	"github.com/etcdfed/etcdfed/internal/testenv"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/internal/spec"

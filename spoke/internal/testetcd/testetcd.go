@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/localenv/addr"
-	"github.com/etcdfed/etcdfed/internal/testenv"
+	"github.com/etcdfed/etcdfed/dev/localenv/addr"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/spoke/internal/testcerts"
 )
 
@@ -31,7 +31,7 @@ type Etcd struct {
 
 // FreeLoopbackIP returns a loopback address no one else uses: it holds a
 // slot of the local environment's address plan (127.<slot>.0.0/16, see
-// internal/localenv/addr) until the test ends, so it never collides with a
+// dev/localenv/addr) until the test ends, so it never collides with a
 // running environment or another test. Linux routes all of 127/8 to lo.
 func FreeLoopbackIP(t testing.TB) string {
 	t.Helper()

@@ -1,0 +1,85 @@
+package localenv
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdfed/etcdfed/dev/localenv/addr"
+)
+
+// HubZoneName is the zone of the hub cluster's node (real nodes only: the
+// hub runs in-cluster there). It is no failure domain of any ring.
+const HubZoneName = "hub"
+
+// newRealState lays out an environment of real nodes (addr's real plan):
+// apiservers, nodes and load balancers on the environment's own network,
+// and a node in the hub cluster too, for the hub's pod. A member
+// cluster's agent address is its spoke's load balancer address (the first
+// of the cluster's pool), where its DNS and gossip are reached.
+func newRealState(dir string, slot int, cfg Config) *State {
+	p := addr.Plan{Slot: slot}
+	cluster := func(name string, c, zones, nodes int) ClusterState {
+		cs := ClusterState{
+			Name: name, Index: c,
+			APIServer:  "https://" + p.RealAPIServer(c).String(),
+			Kubeconfig: filepath.Join("kubeconfigs", name+".yaml"),
+			CIDR:       p.RealCluster(c).String(),
+			PodCIDR:    p.RealPods(c).String(),
+		}
+		for z := 1; z <= zones; z++ {
+			zs := ZoneState{Name: ZoneName(c, z, zones), Index: z, CIDR: p.RealZone(c, z).String()}
+			if c == 0 {
+				zs.Name = HubZoneName
+			}
+			for n := 0; n < nodes; n++ {
+				name := fmt.Sprintf("%s-%s-node-%d", cs.Name, zs.Name, n)
+				if c == 0 {
+					name = fmt.Sprintf("%s-node-%d", cs.Name, n)
+				}
+				zs.Nodes = append(zs.Nodes, NodeState{Name: name, IP: p.RealNode(c, z, n).String(), PodCIDR: p.RealNodePods(c, z, n).String()})
+			}
+			cs.Zones = append(cs.Zones, zs)
+		}
+		return cs
+	}
+	st := &State{Version: StateVersion, Slot: slot, Created: time.Now().UTC(), Dir: dir, Members: cfg.Members,
+		Nodes: NodesReal, Hub: cluster(HubClusterName, 0, 1, 1)}
+	for i := 1; i <= cfg.Clusters; i++ {
+		cs := cluster(MemberClusterName(i), i, cfg.ZonesPerCluster, cfg.NodesPerZone)
+		lb := p.RealLB(i, 0)
+		cs.AgentAddress = lb.String()
+		cs.DNS = netip.AddrPortFrom(lb, 53).String()
+		cs.Gossip = netip.AddrPortFrom(lb, addr.GossipPort).String()
+		st.MemberClusters = append(st.MemberClusters, cs)
+	}
+	return st
+}
+
+// realNodes lists every node of every cluster (the hub's first).
+func (s *State) realNodes() []nodeRef {
+	var out []nodeRef
+	for _, c := range s.Clusters() {
+		for _, z := range c.Zones {
+			for i, n := range z.Nodes {
+				out = append(out, nodeRef{Cluster: c, Zone: z, Node: n, Index: i})
+			}
+		}
+	}
+	return out
+}
+
+// nodeRef is one node with its cluster and zone.
+type nodeRef struct {
+	Cluster ClusterState
+	Zone    ZoneState
+	Node    NodeState
+	Index   int
+}
+
+// link is the name of the node's veth end in the environment's network
+// (at most 15 characters).
+func (r nodeRef) link() string {
+	return fmt.Sprintf("en%d-%d-%d", r.Cluster.Index, r.Zone.Index, r.Index)
+}

@@ -1,0 +1,179 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+// The originals of an adopted cluster: orig-0..2, IDs 0x100..0x102, led
+// by orig-1 unless a case says otherwise.
+func originals() []ListEntry {
+	return []ListEntry{voter("orig-0", 0x100), voter("orig-1", 0x101), voter("orig-2", 0x102)}
+}
+
+// adopting is a cluster adopted with three originals and joined by
+// etcdfed's three members, all voters; retire set.
+// etcdfed's members have higher IDs than the originals, so that picking
+// the lowest healthy voter would pick an original.
+func adopting() Input {
+	in := steady()
+	in.Etcd.LeaderID = 0x101
+	in.Members = []Member{running("main-0", 0x201, dA, 1), running("main-1", 0x202, dB, 2), running("main-2", 0x203, dC, 3)}
+	in.Etcd.Members = append(originals(), voter("main-0", 0x201), voter("main-1", 0x202), voter("main-2", 0x203))
+	in.Adopt = Adopt{Wanted: true, Endpoints: []string{"https://10.0.0.1:2379"}, Originals: []uint64{0x100, 0x101, 0x102}, Retire: true}
+	return in
+}
+
+func removing(id uint64) check {
+	return func(t *testing.T, d Decision) {
+		t.Helper()
+		if d.MemberID != id {
+			t.Errorf("member ID = %x (%s), want %x", d.MemberID, d.Reason, id)
+		}
+	}
+}
+
+func TestAdoption(t *testing.T) {
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"never founds a cluster: waits while the existing one does not answer", func() Input {
+			in := Input{Now: t0, Replicas: 3, Adopt: Adopt{Wanted: true, Endpoints: []string{"https://10.0.0.1:2379"}}}
+			in.Placement.Target = []topology.Member{{Name: "main-0", Domain: dA}, {Name: "main-1", Domain: dB}, {Name: "main-2", Domain: dC}}
+			in.Etcd.Error = "context deadline exceeded"
+			return in
+		}, []check{action(ActWait), reason("does not answer at https://10.0.0.1:2379"), reason("nothing is founded")}},
+		{"records the running cluster as found, with no Bootstrap", func() Input {
+			in := Input{Now: t0, Replicas: 3, Adopt: Adopt{Wanted: true}}
+			in.Placement.Target = []topology.Member{{Name: "main-0", Domain: dA}}
+			in.Etcd = Etcd{Reachable: true, ClusterID: 0xabc, LeaderID: 0x101, Members: originals()}
+			return in
+		}, []check{action(ActFinishBootstrap), reason("adopting the running etcd cluster abc with 3 original member(s)")}},
+		{"originals are not foreign: the placement adds etcdfed's first member", func() Input {
+			in := Input{Now: t0, Replicas: 3, Automatic: true, Bootstrapped: true, Adopt: Adopt{Wanted: true, Originals: []uint64{0x100, 0x101, 0x102}}}
+			in.Etcd = Etcd{Reachable: true, LeaderID: 0x101, Members: originals()}
+			in.Placement.Steps = []topology.Step{{Action: topology.Add, Member: "main-0", To: dA}}
+			return in
+		}, []check{action(ActBegin), opRecorded(OpAdd, ActCreateObjects)}},
+		{"a member neither original nor etcdfed's is still foreign", func() Input {
+			in := adopting()
+			in.Etcd.Members = append(in.Etcd.Members, voter("stranger", 0x999))
+			return in
+		}, []check{action(ActWait), reason("etcd has members etcdfed does not manage: stranger")}},
+		{"retire not asked: nothing to do, and it says how to ask", func() Input {
+			in := adopting()
+			in.Adopt.Retire = false
+			return in
+		}, []check{action(ActNone), reason("set spec.adopt.retire")}},
+		{"retires a follower first, never the leader first", adopting, []check{
+			action(ActBegin), opRecorded(OpRetire, ActRemoveMember), removing(0x100), reason("retiring original member orig-0"),
+		}},
+		{"the leader is retired last", func() Input {
+			in := adopting()
+			in.Etcd.Members = append([]ListEntry{voter("orig-1", 0x101)}, in.Etcd.Members[3:]...)
+			return in
+		}, []check{action(ActBegin), removing(0x101)}},
+		{"not while etcdfed's members are fewer than replicas", func() Input {
+			in := adopting()
+			in.Members = in.Members[:2]
+			in.Etcd.Members = in.Etcd.Members[:5]
+			return in
+		}, []check{func(t *testing.T, d Decision) {
+			if d.Action == ActBegin && d.Operation != nil && d.Operation.Type == OpRetire {
+				t.Errorf("began %s with two of three etcdfed members", d.Reason)
+			}
+		}}},
+		{"not while one of etcdfed's members is a learner", func() Input {
+			in := adopting()
+			in.Etcd.Members[5].IsLearner = true
+			return in
+		}, []check{func(t *testing.T, d Decision) {
+			if d.Operation != nil && d.Operation.Type == OpRetire {
+				t.Errorf("began %s beside a learner", d.Reason)
+			}
+		}}},
+		{"not while one of etcdfed's members is unhealthy", func() Input {
+			in := adopting()
+			in.Etcd.Members[4].Healthy = false
+			in.Members[1].Ready = false
+			in.Members[1].ReadyChangedAt = t0
+			return in
+		}, []check{action(ActWait), reason("not retiring original members yet: main-1 is not a ready, healthy voter")}},
+		{"not on a partial view: a member cluster out of sight", func() Input {
+			in := adopting()
+			in.Unseen = []string{"c: not visible"}
+			return in
+		}, []check{action(ActWait), reason("not every eligible member cluster is seen")}},
+		{"not when the removal would cost the quorum", func() Input {
+			in := adopting()
+			for i := range 3 {
+				in.Etcd.Members[i].Healthy = false
+			}
+			in.Etcd.Members[3].Healthy = false
+			in.Members[0].Ready = false
+			in.Members[0].ReadyChangedAt = t0
+			return in
+		}, []check{action(ActWait)}},
+		{"a learner joining the adopted cluster is promoted only once it answers", func() Input {
+			in := adopting()
+			in.Adopt.Retire = false
+			m := running("main-3", 0, dA, 4)
+			in.Members = append(in.Members, m)
+			learner := voter("main-3", 0x204)
+			learner.IsLearner, learner.Healthy = true, false
+			in.Etcd.Members = append(in.Etcd.Members, learner)
+			in.Operation = &Operation{Type: OpAdd, Member: "main-3", Incarnation: 4, Step: ActPromote, StartedAt: t0}
+			return in
+		}, []check{action(ActWait), opRecorded(OpAdd, ActPromote), reason("waiting for learner main-3 to answer")}},
+		{"all retired: no Retire, membership as placed", func() Input {
+			in := adopting()
+			in.Etcd.Members = in.Etcd.Members[3:]
+			in.Etcd.LeaderID = 0x201
+			return in
+		}, []check{action(ActNone), reason("membership matches the placement")}},
+	})
+}
+
+func TestContinueRetire(t *testing.T) {
+	inRetire := func(id uint64, mut func(*Input)) func() Input {
+		return func() Input {
+			in := adopting()
+			in.Operation = &Operation{Type: OpRetire, Member: "orig", MemberID: id, Reason: ReasonAdoption, Step: ActRemoveMember, StartedAt: t0}
+			if mut != nil {
+				mut(&in)
+			}
+			return in
+		}
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"removes a follower", inRetire(0x100, nil), []check{action(ActRemoveMember), removing(0x100)}},
+		{"the leader hands over to an etcdfed voter, never to an original", inRetire(0x101, nil), []check{
+			action(ActMoveLeader), func(t *testing.T, d Decision) {
+				if d.TransfereeID != 0x201 {
+					t.Errorf("transferee %x, want etcdfed's main-0 [201], never an original", d.TransfereeID)
+				}
+			},
+		}},
+		{"the transferee skips an unhealthy etcdfed voter", inRetire(0x101, func(in *Input) {
+			// main-0 answers no status call but its spoke still reports it
+			// ready: not a transferee; the gate waits instead.
+			in.Etcd.Members[3].Healthy = false
+		}), []check{action(ActWait), reason("main-0 is not a ready, healthy voter")}},
+		{"gone from etcd: finished (a hub killed after the removal resumes here)", inRetire(0x100, func(in *Input) {
+			in.Etcd.Members = in.Etcd.Members[1:]
+		}), []check{action(ActFinish), reason("retired")}},
+		{"etcd silent: waits, keeps the step", inRetire(0x100, func(in *Input) {
+			in.Etcd = Etcd{Error: "timeout"}
+		}), []check{action(ActWait), opRecorded(OpRetire, ActRemoveMember)}},
+		{"an etcdfed member failed since it began: waits", inRetire(0x100, func(in *Input) {
+			in.Etcd.Members[5].Healthy = false
+		}), []check{action(ActWait), opRecorded(OpRetire, ActRemoveMember), reason("main-2 is not a ready, healthy voter")}},
+	})
+}

@@ -1,0 +1,290 @@
+package planner
+
+import (
+	"testing"
+
+	"github.com/etcdfed/etcdfed/pkg/topology"
+)
+
+var dD = topology.Domain{Cluster: "d", Zone: "zd"}
+
+// surgeURL is the peer URL of an incarnation served under its own name.
+func surgeURL(name string) string { return "https://" + name + "-i4.etcd.example.com:2380" }
+
+// Rule 13: a placement move of a live member is make-before-break; only
+// a dead old incarnation (or a move inside one member cluster) is moved
+// break-before-make, and the decision says which and why.
+func TestRule13MoveBeginsMakeBeforeBreak(t *testing.T) {
+	moving := func(to topology.Domain, mut func(in *Input)) func() Input {
+		return func() Input {
+			in := steady()
+			in.Placement.Steps = []topology.Step{{Action: topology.Move, Member: "main-2", From: dC, To: to, Reason: topology.Spread}}
+			mut(&in)
+			return in
+		}
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"a live member moves make before break, under its own name", moving(dD, func(*Input) {}), []check{
+			action(ActBegin), opRecorded(OpMove, ActCreateObjects), reason("make before break"),
+			func(t *testing.T, d Decision) {
+				op := d.Operation
+				if op.MemberID != 3 || op.FromIncarnation != 3 || op.Incarnation != 4 || *op.From != dC || *op.To != dD || op.Reason != string(topology.Spread) {
+					t.Errorf("op = %+v", op)
+				}
+				if len(d.Assign) != 1 || !d.Assign[0].OwnName || d.Assign[0].Domain != dD || d.Assign[0].Incarnation != 4 {
+					t.Errorf("assign = %+v, want main-2 incarnation 4 in d under its own name", d.Assign)
+				}
+			},
+		}},
+		{"asked for by annotation: break before make, said", moving(dD, func(in *Input) { in.BreakBeforeMake = true }), []check{opRecorded(OpReplace, ActCreateObjects), reason("annotation etcdfed.dev/break-before-make")}},
+		{"moves paused: a live member's move waits", moving(dD, func(in *Input) { in.MovesPaused = true }), []check{action(ActWait), reason("paused"), reason("1 move(s) planned")}},
+		{"old incarnation does not answer: break before make, said", moving(dD, func(in *Input) { in.Etcd.Members[2].Healthy = false }), []check{
+			action(ActBegin), opRecorded(OpReplace, ActCreateObjects), reason("break before make"), reason("does not answer"),
+			func(t *testing.T, d Decision) {
+				if d.Assign[0].OwnName {
+					t.Errorf("a Replace's incarnation takes the stable name: %+v", d.Assign)
+				}
+			},
+		}},
+		{"paused does not hold a dead member's move", moving(dD, func(in *Input) { in.Etcd.Members[2].Healthy = false; in.MovesPaused = true }), []check{action(ActBegin), opRecorded(OpReplace, ActCreateObjects)}},
+		{"old domain declared failed: break before make", moving(dD, func(in *Input) { in.Members[2].DomainFailed = true }), []check{opRecorded(OpReplace, ActCreateObjects), reason("declared failed")}},
+		{"old cluster out of sight: break before make", moving(dD, func(in *Input) { in.Members[2].ClusterVisible = false }), []check{opRecorded(OpReplace, ActCreateObjects), reason("out of sight")}},
+		{"old incarnation not in etcd: break before make", moving(dD, func(in *Input) { in.Members[2].ID = 0 }), []check{opRecorded(OpReplace, ActCreateObjects), reason("not in etcd's member list")}},
+		{"inside one member cluster: break before make (one object per member there)", moving(topology.Domain{Cluster: "c", Zone: "zc2"}, func(*Input) {}), []check{
+			opRecorded(OpReplace, ActCreateObjects), reason("inside member cluster c"),
+		}},
+		{"a drained zone whose pod still runs: make before break", moving(dD, func(in *Input) { in.Members[2].DomainClosed = true }), []check{opRecorded(OpMove, ActCreateObjects)}},
+	})
+}
+
+// Rule 13: the steps of a Move in flight. The new incarnation joins and is
+// promoted while the old one is still a voter; only then is leadership
+// moved and the old ID removed, and its object deleted last.
+func TestRule13MoveStepsNewFirstOldLast(t *testing.T) {
+	// moving is main-2 moved from c (incarnation 3, ID 3) to d
+	// (incarnation 4, under its own name), at the start of the walk.
+	moving := func(mut func(in *Input)) func() Input {
+		return func() Input {
+			in := steady()
+			from, to := dC, dD
+			in.Operation = &Operation{Type: OpMove, Member: "main-2", MemberID: 3, Incarnation: 4, FromIncarnation: 3, From: &from, To: &to, Reason: "Spread", Step: ActCreateObjects, StartedAt: t0}
+			in.LastIncarnation = 4
+			m := running("main-2", 0, dD, 4)
+			m.Object = nil
+			m.StaleIn = []string{"c"}
+			in.Members[2] = m
+			mut(&in)
+			return in
+		}
+	}
+	exposed := func(in *Input) {
+		in.Members[2].Object = &Object{Incarnation: 4, StatusIncarnation: 4, PeerURL: surgeURL("main-2")}
+	}
+	learner := func(started bool) func(in *Input) {
+		return func(in *Input) {
+			exposed(in)
+			in.Members[2].Object.Bootstrap = "existing"
+			e := ListEntry{ID: 40, PeerURLs: []string{surgeURL("main-2")}, IsLearner: true, Healthy: started}
+			if started {
+				e.Name = "main-2"
+			}
+			in.Etcd.Members = append(in.Etcd.Members, e)
+		}
+	}
+	promoted := func(in *Input) {
+		learner(true)(in)
+		in.Etcd.Members[3].IsLearner = false
+		in.Members[2].ID = 40
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"no object yet: the new incarnation is created first, the old ID stays", moving(func(*Input) {}), []check{
+			action(ActCreateObjects), opRecorded(OpMove, ActCreateObjects),
+			func(t *testing.T, d Decision) {
+				if d.Domain != dD {
+					t.Errorf("domain = %v, want %v", d.Domain, dD)
+				}
+			},
+		}},
+		{"the old ID leading does not matter yet", moving(func(in *Input) { in.Etcd.LeaderID = 3 }), []check{action(ActCreateObjects)}},
+		{"exposed: added as a learner beside the old voter", moving(exposed), []check{action(ActAddLearner), opRecorded(OpMove, ActAddLearner)}},
+		{"the new cluster not visible yet at a later step (a restarted hub): the step recorded is kept", moving(func(in *Input) {
+			in.Operation.Step = ActPromote
+			in.Members[2].ClusterVisible = false
+		}), []check{action(ActWait), opRecorded(OpMove, ActPromote), reason("member cluster d is not visible (yet); Move of main-2 goes on at step Promote")}},
+		{"the new cluster not visible before its object: waiting to create it", moving(func(in *Input) {
+			in.Members[2].ClusterVisible = false
+		}), []check{action(ActWait), opRecorded(OpMove, ActCreateObjects), reason("waiting to create main-2 there")}},
+		{"another learner joining: one at a time", moving(func(in *Input) {
+			exposed(in)
+			in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 77, PeerURLs: []string{url("main-9")}, IsLearner: true})
+		}), []check{action(ActWait), reason("one learner at a time")}},
+		{"learner listed, not started: start it with existing", moving(func(in *Input) {
+			learner(false)(in)
+			in.Members[2].Object.Bootstrap = ""
+		}), []check{action(ActStartMember), func(t *testing.T, d Decision) {
+			if d.MemberID != 40 || d.Operation.NewMemberID != 40 {
+				t.Errorf("member ID = %d (op %d), want the learner 40", d.MemberID, d.Operation.NewMemberID)
+			}
+		}}},
+		{"learner started: promote it (the ring gains a voter)", moving(learner(true)), []check{action(ActPromote), opRecorded(OpMove, ActPromote)}},
+		{"learner started but not answering yet: not promoted (a voter that does not answer would count as one down)", moving(func(in *Input) {
+			learner(true)(in)
+			in.Etcd.Members[3].Healthy = false
+		}), []check{action(ActWait), reason("to answer before it is promoted")}},
+		{"promoted but not answering: the old voter is not removed yet", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members[3].Healthy = false
+		}), []check{action(ActWait), opRecorded(OpMove, ActRemoveMember), reason("to answer before its old one is removed")}},
+		{"promoted, the old incarnation leads: leadership moves away from it", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.LeaderID = 3
+		}), []check{action(ActMoveLeader), func(t *testing.T, d Decision) {
+			if d.MemberID != 3 || d.TransfereeID == 3 || d.TransfereeID == 0 {
+				t.Errorf("moving leadership from %d to %d, want from 3 to another voter", d.MemberID, d.TransfereeID)
+			}
+		}}},
+		{"promoted: the old ID is removed", moving(promoted), []check{action(ActRemoveMember), opRecorded(OpMove, ActRemoveMember), func(t *testing.T, d Decision) {
+			if d.MemberID != 3 {
+				t.Errorf("removing %d, want the old ID 3", d.MemberID)
+			}
+		}}},
+		{"promoted, another voter down: removing the old one keeps quorum of the four", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members[0].Healthy = false
+		}), []check{action(ActRemoveMember)}},
+		{"old ID removed: its object is deleted last", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members = append(in.Etcd.Members[:2], in.Etcd.Members[3])
+		}), []check{action(ActDeleteObject), opRecorded(OpMove, ActDeleteObject), func(t *testing.T, d Decision) {
+			if d.From.Cluster != "c" {
+				t.Errorf("from = %v", d.From)
+			}
+		}}},
+		{"old object gone: the move is done, the new ID recorded", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members = append(in.Etcd.Members[:2], in.Etcd.Members[3])
+			in.Members[2].StaleIn = nil
+		}), []check{action(ActFinish), reason("make-before-break"), func(t *testing.T, d Decision) {
+			if d.MemberID != 40 || d.GaveUp {
+				t.Errorf("finish = %+v, want the new ID 40", d)
+			}
+		}}},
+		{"new domain failed with the learner in etcd: the learner goes, the old voter stays", moving(func(in *Input) {
+			learner(true)(in)
+			in.Members[2].DomainFailed = true
+		}), []check{action(ActRemoveMember), func(t *testing.T, d Decision) {
+			if d.MemberID != 40 {
+				t.Errorf("removing %d, want the learner 40 (never the old voter 3)", d.MemberID)
+			}
+		}}},
+		{"new domain failed, no learner: the member is handed back to its old incarnation", moving(func(in *Input) {
+			exposed(in)
+			in.Members[2].DomainFailed = true
+		}), []check{action(ActFinish), reason("given up"), func(t *testing.T, d Decision) {
+			if !d.GaveUp || d.MemberID != 3 || len(d.Assign) != 1 || d.Assign[0].Domain != dC || d.Assign[0].Incarnation != 3 || d.Assign[0].ID != 3 {
+				t.Errorf("finish = %+v, want main-2 given back to c, incarnation 3, ID 3", d)
+			}
+		}}},
+	})
+}
+
+// TestMoveNeverDropsTolerance walks a Move of a live member through a
+// small model of etcd (each decision applied as etcd and the spoke would)
+// and samples, after every step, the voters etcd lists: never fewer
+// healthy voters than the three it started with, and at most four.
+func TestMoveNeverDropsTolerance(t *testing.T) {
+	for _, leader := range []uint64{1, 3} {
+		in := steady()
+		in.Etcd.LeaderID = leader
+		in.Placement.Steps = []topology.Step{{Action: topology.Move, Member: "main-2", From: dC, To: dD, Reason: topology.Evacuate}}
+		var kinds []Action
+		for i := 0; i < 30; i++ {
+			d := Next(in)
+			kinds = append(kinds, d.Action)
+			applyModel(t, &in, d)
+			voters := 0
+			for _, m := range in.Etcd.Members {
+				if !m.IsLearner && m.Healthy {
+					voters++
+				}
+			}
+			if voters < 3 || voters > 4 {
+				t.Fatalf("leader %d: after %s, %d healthy voters (steps %v)", leader, d.Action, voters, kinds)
+			}
+			if d.Action == ActFinish {
+				break
+			}
+		}
+		if in.Operation != nil || len(in.Etcd.Members) != 3 || in.Members[2].Domain != dD {
+			t.Fatalf("leader %d: not finished after %v: op %+v, members %+v", leader, kinds, in.Operation, in.Etcd.Members)
+		}
+		t.Logf("leader %d: %v", leader, kinds)
+	}
+}
+
+// applyModel carries a decision out on the model: the ledger, etcd's
+// member list and the objects, as the reconciler, etcd and the spoke do.
+func applyModel(t *testing.T, in *Input, d Decision) {
+	t.Helper()
+	if d.Operation != nil {
+		op := *d.Operation
+		in.Operation = &op
+	}
+	m := &in.Members[2]
+	switch d.Action {
+	case ActBegin:
+		for _, a := range d.Assign {
+			m.Domain, m.Incarnation, m.ID, m.Object = a.Domain, a.Incarnation, 0, nil
+			m.StaleIn = []string{dC.Cluster}
+			in.LastIncarnation = a.Incarnation
+		}
+		in.Placement.Steps = nil
+	case ActCreateObjects:
+		m.Object = &Object{Incarnation: m.Incarnation, StatusIncarnation: m.Incarnation, PeerURL: surgeURL(m.Name)}
+	case ActAddLearner:
+		in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 40, PeerURLs: []string{m.Object.PeerURL}, IsLearner: true})
+		m.ID = 40
+	case ActStartMember:
+		m.Object.Bootstrap = "existing"
+		for i := range in.Etcd.Members {
+			if in.Etcd.Members[i].ID == 40 {
+				in.Etcd.Members[i].Name, in.Etcd.Members[i].Healthy = m.Name, true
+			}
+		}
+	case ActPromote:
+		for i := range in.Etcd.Members {
+			if in.Etcd.Members[i].ID == d.MemberID {
+				in.Etcd.Members[i].IsLearner = false
+			}
+		}
+	case ActMoveLeader:
+		in.Etcd.LeaderID = d.TransfereeID
+	case ActRemoveMember:
+		if d.MemberID == in.Etcd.LeaderID {
+			t.Fatalf("removing the leader %d", d.MemberID)
+		}
+		var keep []ListEntry
+		for _, e := range in.Etcd.Members {
+			if e.ID != d.MemberID {
+				keep = append(keep, e)
+			}
+		}
+		in.Etcd.Members = keep
+	case ActDeleteObject:
+		m.StaleIn = nil
+	case ActFinish:
+		in.Operation = nil
+		m.ID = d.MemberID
+	case ActWait:
+	default:
+		t.Fatalf("unexpected action %s (%s)", d.Action, d.Reason)
+	}
+}
