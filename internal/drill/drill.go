@@ -276,10 +276,8 @@ func (d *drill) waitFor(ctx context.Context, from time.Time, timeout time.Durati
 
 func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report, err error) {
 	in := d.in
-	sctx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() { defer close(sampled); d.sample(sctx) }()
-	defer func() { stopSampling(); <-sampled }()
+	stopSampling := d.startSampling(ctx)
+	defer stopSampling()
 
 	w, prefix, err := d.startWorkload(ctx, cfg)
 	if err != nil {
@@ -341,12 +339,21 @@ func (d *drill) run(ctx context.Context, cfg workload.ClientConfig) (rep *Report
 		cancel()
 	}
 	stopSampling()
-	<-sampled
 
 	res, samples, notes := d.check(ctx, w, cfg, prefix, notes)
 	tl := Analyze(AnalyzeInput{Samples: samples, Zone: in.Zone, Plan: d.plan, Failed: failed, Restored: restored})
 	gap, gapAt := w.MaxWriteGapAt()
 	return d.report(tl, res, failed, restored, time.Now(), injected, gap, gapAt, prefix, notes), nil
+}
+
+// startSampling reads the EtcdCluster in the background (sample) until
+// the stop it returns is called; stop waits for the sampler, and calling it
+// again does nothing.
+func (d *drill) startSampling(ctx context.Context) (stop func()) {
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); d.sample(sctx) }()
+	return func() { cancel(); <-done }
 }
 
 // startWorkload starts the recorded workload under a prefix of its own

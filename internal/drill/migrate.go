@@ -230,10 +230,8 @@ func RunMigrate(ctx context.Context, in Input) (*Report, error) {
 	cfg := workload.ClientConfig{Endpoints: ec.Status.Endpoints, DNSServers: in.DNSServers, TLS: tlsCfg}
 	d := &drill{in: in, key: key, t0: time.Now(), target: slices.Clone(in.To), plan: Plan{Members: plan.Members, Clusters: plan.From, Replicas: plan.Replicas, Tolerant: plan.Tolerant}}
 
-	sctx, stopSampling := context.WithCancel(ctx)
-	sampled := make(chan struct{})
-	go func() { defer close(sampled); d.sample(sctx) }()
-	defer func() { stopSampling(); <-sampled }()
+	stopSampling := d.startSampling(ctx)
+	defer stopSampling()
 
 	w, prefix, err := d.startWorkload(ctx, cfg)
 	if err != nil {
@@ -275,7 +273,6 @@ func RunMigrate(ctx context.Context, in Input) (*Report, error) {
 	}
 	cancel()
 	stopSampling()
-	<-sampled
 
 	res, samples, notes := d.check(ctx, w, cfg, prefix, notes)
 	tl := Analyze(AnalyzeInput{Samples: samples, Plan: d.plan, Failed: began})
