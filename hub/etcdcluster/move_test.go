@@ -121,7 +121,7 @@ func TestMoveThroughDecide(t *testing.T) {
 	if len(cs4.rejected) > 0 || cs4.members["main-2"].Status.PeerURL != peer {
 		t.Fatalf("own-name URLs refused: %v", cs4.rejected)
 	}
-	if due := certDue(s, cs4, "main-2", obj.Spec.DNSName); due {
+	if due := certDue(s, cs4, obj); due {
 		t.Errorf("a certificate with both names is due again")
 	}
 

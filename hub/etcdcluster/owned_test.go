@@ -131,7 +131,7 @@ func TestOwnedObjects(t *testing.T) {
 		if len(cs.members) != 1 || cs.members["a-0"] == nil || len(cs.secrets) != 1 || len(cs.zones) != 1 {
 			t.Fatalf("listed members %v, secrets %v, zones %v; want a-0, its Secret and the zone", keys(cs.members), keys(cs.secrets), keys(cs.zones))
 		}
-		if objs := memberObjects(cs, "a-0"); len(objs) != 2 {
+		if objs := memberObjects(cs, memberRef{cluster: "member", member: "a-0"}); len(objs) != 2 {
 			t.Errorf("a-0 owns %d objects, want its EtcdMember and its Secret", len(objs))
 		}
 		if err := deleteAllOwned(ctx, c, ns, ours.ec.UID, "member"); err != nil {
