@@ -314,6 +314,9 @@ func TestMoveInsideOneClusterThroughDecide(t *testing.T) {
 	s.ec.Spec.Topology.CordonedZones = []string{"member-3/zone-3"}
 	own := "main-2-i4"
 
+	if st := s.ec.Status.DeepCopy(); func() bool { recordObservations(s, st); return statusMember(st, "main-2").Object != oldName }() {
+		t.Errorf("status main-2 does not name its object %s", oldName)
+	}
 	d, st := pass(s)
 	op := st.Operation
 	if d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationMove || op.Member != "main-2" || op.MemberID != "3" || op.FromIncarnation != 3 ||
@@ -376,8 +379,8 @@ func TestMoveInsideOneClusterThroughDecide(t *testing.T) {
 	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.3.10" || b != "127.0.3.20" {
 		t.Errorf("main-2 -> %q, %s -> %q; want the old incarnation's 127.0.3.10 and the new one's 127.0.3.20", a, own, b)
 	}
-	if m := statusMember(&st, "main-2"); m.Zone != "zone-3b" || m.Address != "127.0.3.20" {
-		t.Errorf("status main-2 %+v, want zone-3b at the new object's address", m)
+	if m := statusMember(&st, "main-2"); m.Zone != "zone-3b" || m.Address != "127.0.3.20" || m.Object != wantName {
+		t.Errorf("status main-2 %+v, want zone-3b at the new object's address, object %s", m, wantName)
 	}
 
 	// Promoted: the old ID goes; its object stays until then.
@@ -416,7 +419,7 @@ func TestMoveInsideOneClusterThroughDecide(t *testing.T) {
 	if d.plan.Action != planner.ActFinish || st.Operation != nil {
 		t.Fatalf("plan %s (%s), operation %+v; want the move finished", d.plan.Action, d.plan.Reason, st.Operation)
 	}
-	if m := statusMember(&st, "main-2"); m.ID != hexID(40) || m.Cluster != "member-3" || m.Zone != "zone-3b" || m.Incarnation != 4 || m.DNSName != own+".main.etcd.test" {
+	if m := statusMember(&st, "main-2"); m.ID != hexID(40) || m.Cluster != "member-3" || m.Zone != "zone-3b" || m.Incarnation != 4 || m.DNSName != own+".main.etcd.test" || m.Object != wantName {
 		t.Errorf("main-2 after the move: %+v", m)
 	}
 	d, _ = pass(s)
