@@ -79,7 +79,9 @@ func MoveInsideClusterSpec(ctx context.Context, in MoveInsideClusterSpecInput) {
 
 	w := startScenarioWorkload(ctx, t, in.Etcd, "intrazone")
 	sampler := startToleranceSampler(ctx, t, hub, in.Etcd, 200*time.Millisecond)
-	defer func() { _ = patchSpec(context.Background(), hub, in.Etcd, func(s *etcdfedv1.EtcdClusterSpec) { s.Topology.CordonedZones = nil }) }()
+	defer func() {
+		_ = patchSpec(context.Background(), hub, in.Etcd, func(s *etcdfedv1.EtcdClusterSpec) { s.Topology.CordonedZones = nil })
+	}()
 	names := map[int64]string{}
 	prev := mover
 	for i, hop := range []struct{ cordon, to string }{{from, free}, {free, from}} {
