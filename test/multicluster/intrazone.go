@@ -130,15 +130,7 @@ func MoveInsideClusterSpec(ctx context.Context, in MoveInsideClusterSpecInput) {
 	if moves == 0 {
 		t.Errorf("no Move of %s seen (operations %v)", mover.Name, sampler.ops)
 	}
-	if sampler.samples == 0 {
-		t.Errorf("no sample of etcd's member list")
-	}
-	for _, z := range sampler.zero {
-		t.Errorf("no failure tolerance at %s", z)
-	}
-	if sampler.maxVoters != replicas+1 {
-		t.Errorf("at most %d voters sampled, want %d (the surge voter of the move)", sampler.maxVoters, replicas+1)
-	}
+	sampler.checkMadeBeforeBreak(t, replicas)
 	if _, err := waitForHubEventNote(ctx, hub, in.Etcd, etcdfedv1.EventMemberReplaced, mover.Name, "moved make before break"); err != nil {
 		t.Error(err)
 	}
