@@ -95,8 +95,12 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # the spokes deployed in-cluster from config/), as root; see
 # docs/local-environment.md.
 NODES ?=
+# The project's binaries build beside the tools: on a new machine the
+# kube-apiserver build alone holds one of the two lanes for most of the wait.
 .PHONY: demo
-demo: tools-demo build $(if $(filter real,$(NODES)),realnode-deps) ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
+demo: ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
+	$(MAKE) --no-print-directory -j2 tools-demo build
+	$(if $(filter real,$(NODES)),$(MAKE) --no-print-directory realnode-deps)
 	hack/system-deps.sh demo
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(DETACH),--detach)
 

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,7 +20,6 @@ import (
 	"github.com/etcdfed/etcdfed/dnsprovider/rfc2136"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // applyResult is what apply did, for the status.
@@ -121,147 +119,6 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 	}
 	wg.Wait()
 	return errors.Join(errs...)
-}
-
-// applyStep takes the one step.
-func (r *Reconciler) applyStep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA, res *applyResult) {
-	ec, p := s.ec, d.plan
-	if p.Action != "" && p.Action != planner.ActNone && p.Action != planner.ActWait && p.Action != planner.ActHoldCARotation {
-		ctrl.LoggerFrom(ctx).Info("Step", "action", p.Action, "member", p.Member, "reason", p.Reason)
-	} else if p.Action == planner.ActWait || p.Action == planner.ActHoldCARotation {
-		ctrl.LoggerFrom(ctx).V(1).Info("Waiting", "reason", p.Reason, "requeueAfter", p.RequeueAfter)
-	}
-	err := d.step.err
-	if d.requestRefused != "" && (ec.Status.LastRecoveryRequest == nil || d.ledger.LastRecoveryRequest == nil || ec.Status.LastRecoveryRequest.UID != d.ledger.LastRecoveryRequest.UID) {
-		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventRecoveryRequestRefused, "Recover", "%s", d.requestRefused)
-	}
-	switch p.Action {
-	case "", planner.ActNone, planner.ActWait:
-	case planner.ActBegin:
-		begin, _ := operationReasons(p.Operation.Type)
-		r.event(ec, corev1.EventTypeNormal, begin, string(p.Operation.Type), "%s", p.Reason)
-		if cr := ec.Status.CARotation; p.Operation.Type == planner.OpRotateCA && p.Operation.Step == planner.ActSwitchCA &&
-			cr != nil && cr.HeldSince != nil && cr.ContinuedAt == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationContinued, "RotateCA", "The CA rotation held since %s goes on (the request answered the hold): the new CA issues from now on",
-				cr.HeldSince.UTC().Format(time.RFC3339))
-		}
-		events, evidence := beginEvents(s, p.Operation, p.Reason)
-		for _, e := range events {
-			r.event(ec, e.typ, e.reason, string(p.Operation.Type), "%s", e.message)
-		}
-		if evidence != "" {
-			r.evidence.put(ec.UID, p.Operation.Member, p.Operation.Incarnation, evidence)
-		}
-	case planner.ActCreateObjects, planner.ActStartBootstrap, planner.ActStartMember, planner.ActUpdateObject,
-		planner.ActForceNewCluster, planner.ActClearForceNewCluster:
-		err = errors.Join(err, r.writeMembers(ctx, s, ca, d.step.writes))
-	case planner.ActGrantDisruption, planner.ActAwaitReturn:
-		err = errors.Join(err, r.disruptionStep(ctx, s, ca, d))
-	case planner.ActFinishBootstrap:
-		if ec.Spec.Adopt != nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventAdopted, "Adopt", "Found the running etcd cluster %s to adopt, with %d original member(s); etcdfed's members join it one at a time", d.ledger.ClusterID, len(s.etcd.Members))
-			break
-		}
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBootstrapped, "Bootstrap", "etcd cluster %s formed with %d members", d.ledger.ClusterID, len(s.etcd.Members))
-	case planner.ActAddLearner:
-		err = withEtcd(s, err, func(c *etcdops.Client) (err error) {
-			res.learnerID, err = c.AddLearner(ctx, d.step.peerURL)
-			return err
-		})
-		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventLearnerAdded, "AddLearner", "Added %s [%x] as a learner", p.Member, res.learnerID)
-		}
-	case planner.ActPromote:
-		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Promote(ctx, d.step.leaderURLs, p.MemberID) })
-		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberPromoted, "Promote", "%s is a voting member", p.Member)
-		}
-	case planner.ActMoveLeader:
-		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.MoveLeader(ctx, d.step.leaderURLs, p.TransfereeID) })
-		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventLeaderMoved, "MoveLeader", "Moved leadership from %s to [%x]", p.Member, p.TransfereeID)
-		}
-	case planner.ActRemoveMember:
-		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.Remove(ctx, p.MemberID) })
-		if err == nil && p.Operation != nil && p.Operation.Type == planner.OpRetire {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRetired, "Retire", "Retired original member %s [%x]: removed from etcd", p.Member, p.MemberID)
-		} else if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRemoved, "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
-		}
-	case planner.ActDeleteObject:
-		err = errors.Join(err, r.deleteMembers(ctx, s, d.step.deletes))
-	case planner.ActRequestBackup:
-		err = errors.Join(err, r.requestBackup(ctx, ec, p.BackupRequest))
-		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventBackupRequested, "RequestBackup", "Asked for snapshot %s before the version change to %s", p.BackupRequest, ec.Spec.Version)
-		}
-	case planner.ActEnableDowngrade:
-		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.EnableDowngrade(ctx, p.DowngradeTo) })
-		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventDowngradeEnabled, "EnableDowngrade", "Enabled etcd's downgrade to %s (cluster version was %s)", p.DowngradeTo, s.etcd.ClusterVersion)
-		} else {
-			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventDowngradeRefused, "EnableDowngrade", "etcd refused the downgrade to %s: %v", p.DowngradeTo, err)
-		}
-	case planner.ActCancelDowngrade:
-		err = withEtcd(s, err, func(c *etcdops.Client) error { return c.CancelDowngrade(ctx) })
-		if err == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventDowngradeCancelled, "CancelDowngrade", "Cancelled etcd's downgrade to %s: spec.version is %s (cluster version was %s)", s.etcd.Downgrade.Target, ec.Spec.Version, s.etcd.ClusterVersion)
-		}
-	case planner.ActDefragment, planner.ActDisarm:
-		err = r.applyMaintenance(ctx, s, d)
-	case planner.ActAddCA, planner.ActSwitchCA, planner.ActDropCA:
-		err = errors.Join(err, r.applyCAChange(ctx, s, p.Action))
-	case planner.ActCompleteCARotation:
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationCompleted, "CompleteCARotation", "CA rotation complete: every member and consumer holds a certificate of %s and trusts it alone", pki.Describe(s.pki.ca.Cert))
-	case planner.ActRefuseCARotation:
-		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventCARotationRefused, "RotateCA", "CA rotation refused: %s", p.Reason)
-	case planner.ActHoldCARotation:
-		if cr := ec.Status.CARotation; cr == nil || cr.HeldSince == nil {
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationHeld, "HoldCARotation", "%s", p.Reason)
-		}
-	case planner.ActFinish:
-		if op := d.ended; op != nil && p.GaveUp {
-			r.evidence.take(ec.UID, op.Member, op.Incarnation) // no MemberReplaced to tell it
-			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventMemberStartGivenUp, string(op.Type), "%s (%s) given up after %s: %s",
-				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
-		} else if op != nil {
-			_, done := operationReasons(planner.OpType(op.Type))
-			r.event(ec, corev1.EventTypeNormal, done, string(op.Type), "%s (%s) done after %s: %s",
-				op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
-			if op.Type == etcdfedv1.OperationReplace || op.Type == etcdfedv1.OperationMove {
-				evidence, _ := r.evidence.take(ec.UID, op.Member, op.Incarnation)
-				e := replacedEvent(s, op, evidence)
-				r.event(ec, e.typ, e.reason, string(op.Type), "%s", e.message)
-			}
-		}
-	default:
-		err = fmt.Errorf("unknown action %q", p.Action)
-	}
-	switch {
-	case err == nil:
-	case notYet(err):
-		res.notYet = err // etcd saying "not yet" is a wait, not a failure
-	default:
-		res.stepErr = err
-	}
-}
-
-// operationReasons are the reasons of the events at an operation's start
-// and at its end.
-func operationReasons(t planner.OpType) (begin, done string) {
-	switch t {
-	case planner.OpRoll:
-		return etcdfedv1.EventMemberRoll, etcdfedv1.EventMemberRollDone
-	case planner.OpDefrag:
-		return etcdfedv1.EventDefragmentation, etcdfedv1.EventDefragmentationDone
-	case planner.OpDisrupt:
-		return etcdfedv1.EventDisruptionGrant, etcdfedv1.EventDisruptionGrantDone
-	case planner.OpRecover:
-		return etcdfedv1.EventQuorumRecovery, etcdfedv1.EventQuorumRecoveryDone
-	case planner.OpRotateCA:
-		return etcdfedv1.EventCARotation, etcdfedv1.EventCARotationDone
-	}
-	return etcdfedv1.EventMembershipChange, etcdfedv1.EventMembershipChangeDone
 }
 
 func notYet(err error) bool {

@@ -53,3 +53,29 @@ func TestMemberGraceCountsFromClusterBackInView(t *testing.T) {
 		t.Fatalf("back in view for longer than the grace and still unready: plan %s (%s), want a Replace", d.plan.Action, d.plan.Reason)
 	}
 }
+
+// A promotion starts a member's grace clock afresh: a Move's new
+// incarnation, never ready as a learner, is judged as a silent voter from
+// when it became one (the planner then gives the Move up), not from when
+// it was placed, which a long catch-up would already have spent.
+func TestPromotionStartsTheGraceClock(t *testing.T) {
+	placed := metav1.NewTime(now.Add(-10 * time.Minute))
+	for _, c := range []struct {
+		role etcdfedv1.MemberRole
+		want time.Time
+	}{
+		{etcdfedv1.RoleLearner, now},          // promoted since the last pass
+		{etcdfedv1.RoleFollower, placed.Time}, // a voter already: its clock runs on
+		{etcdfedv1.RoleUnknown, placed.Time},  // not known to be a learner
+	} {
+		s := ring()
+		m := &s.ec.Status.Members[2]
+		m.Ready, m.LastTransitionTime, m.Role = false, &placed, c.role
+		s.etcd.Members[2].Healthy = false
+		st := s.ec.Status.DeepCopy()
+		recordObservations(s, st)
+		if got := st.Members[2].LastTransitionTime.Time; !got.Equal(c.want) {
+			t.Errorf("last recorded role %s, a silent voter now: readiness clock from %s, want %s", c.role, got.Format(time.RFC3339), c.want.Format(time.RFC3339))
+		}
+	}
+}

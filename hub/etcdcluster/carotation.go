@@ -225,7 +225,8 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.De
 // applyCAChange writes one change of the CA Secret (a RotateCA step),
 // with the Secret's resourceVersion as read: two writers never both store
 // a new CA. A change already made is not made again.
-func (r *Reconciler) applyCAChange(ctx context.Context, s *snapshot, step planner.Action) error {
+func (r *Reconciler) applyCAChange(ctx context.Context, t *taking) error {
+	s, step := t.s, t.d.plan.Action
 	a, sec := s.pki.auth, s.pki.caSecret
 	if a == nil || sec == nil {
 		return fmt.Errorf("CA rotation: no CA Secret read")

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider"
-	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
@@ -172,112 +170,6 @@ func decide(s *snapshot) *decision {
 	d.retain = retainVolumes(s, d.sweep)
 	d.spentCredentials = spentStoreCredentials(s)
 	return d
-}
-
-// renderStep turns the planner's step into objects and etcd calls.
-func renderStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner.Decision) step {
-	var out step
-	switch p.Action {
-	case planner.ActCreateObjects:
-		var errs []error
-		for _, name := range p.Members {
-			m := statusMember(st, name)
-			if m == nil {
-				continue
-			}
-			cs := s.cluster(m.Cluster)
-			if !cs.visible() {
-				errs = append(errs, fmt.Errorf("member cluster %s is not visible", m.Cluster))
-				continue
-			}
-			want := desiredMember(s, st, m, heldObject(st, cs, m))
-			out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, want)})
-		}
-		out.err = errors.Join(errs...)
-	case planner.ActStartBootstrap:
-		// Bootstrap "new" with the whole founding cluster on every founding
-		// member at once (rule 2).
-		var pairs []string
-		for _, name := range p.Members {
-			obj := s.currentObject(st, name)
-			if obj == nil || obj.Status.PeerURL == "" {
-				out.err = fmt.Errorf("founding member %s has no peer URL yet", name)
-				return out
-			}
-			pairs = append(pairs, name+"="+obj.Status.PeerURL)
-		}
-		b := &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterNew, Token: bootstrapToken(s, st)}
-		for _, name := range p.Members {
-			// Founded from a snapshot (or recovered from a backup): every
-			// member restores the one status.restore recorded.
-			r, err := memberRestore(s, st, name)
-			if err != nil {
-				out.err = err
-				return out
-			}
-			mb := b.DeepCopy()
-			mb.Restore = r
-			n := len(out.writes)
-			out.write(s, st, name, mb)
-			if len(out.writes) > n && r != nil && r.Store.CredentialsSecretName != "" {
-				out.writes[n].storeCredentials = true
-			}
-		}
-	case planner.ActAddLearner:
-		obj := s.currentObject(st, p.Member)
-		if obj == nil || obj.Status.PeerURL == "" {
-			out.err = fmt.Errorf("%s has no peer URL", p.Member)
-			return out
-		}
-		out.peerURL = obj.Status.PeerURL
-	case planner.ActStartMember:
-		// Start with "existing" and an initial cluster naming every current
-		// member (the learner under its own name). etcd matches the other
-		// entries by peer URL only, but reads one name with two URLs as one
-		// member: the old incarnation a Move keeps beside the learner, of
-		// the same name, is listed under its ID.
-		var pairs []string
-		for _, em := range s.etcd.Members {
-			name := em.Name
-			switch {
-			case em.ID == p.MemberID:
-				name = p.Member
-			case name == p.Member:
-				name = fmt.Sprintf("%s-%x", name, em.ID)
-			}
-			if name == "" || len(em.PeerURLs) == 0 {
-				continue
-			}
-			for _, u := range em.PeerURLs {
-				pairs = append(pairs, name+"="+u)
-			}
-		}
-		slices.Sort(pairs)
-		out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID)})
-	case planner.ActUpdateObject, planner.ActGrantDisruption, planner.ActAwaitReturn:
-		out.write(s, st, p.Member, nil)
-	case planner.ActForceNewCluster, planner.ActClearForceNewCluster:
-		out.writeForceNewCluster(s, st, p.Member, p.Action == planner.ActForceNewCluster)
-	case planner.ActMoveLeader, planner.ActPromote:
-		for _, em := range s.etcd.Members {
-			if em.ID == s.etcd.LeaderID {
-				out.leaderURLs = em.ClientURLs
-			}
-		}
-		if len(out.leaderURLs) == 0 {
-			out.err = fmt.Errorf("%w: leader's client URL unknown", etcdops.ErrUnhealthyCluster)
-		}
-	case planner.ActDefragment:
-		if em, ok := listedID(s.etcd, p.MemberID); ok {
-			out.memberURLs = em.ClientURLs
-		}
-		if len(out.memberURLs) == 0 {
-			out.err = fmt.Errorf("%s has no client URL in etcd's member list", p.Member)
-		}
-	case planner.ActDeleteObject:
-		out.deletes = append(out.deletes, retiredObjects(s, st, p)...)
-	}
-	return out
 }
 
 // write adds a recorded member's object in its cluster, with the current

@@ -6,7 +6,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
@@ -22,11 +21,11 @@ func grantsDisruption(st *etcdfedv1.EtcdClusterStatus, member string) bool {
 
 // disruptionStep writes the member's object with the grant opened
 // (GrantDisruption) or closed (AwaitReturn), and records the transition.
-func (r *Reconciler) disruptionStep(ctx context.Context, s *snapshot, ca *pki.CA, d *decision) error {
-	if err := r.writeMembers(ctx, s, ca, d.step.writes); err != nil {
+func (r *Reconciler) disruptionStep(ctx context.Context, t *taking) error {
+	if err := r.applyWrites(ctx, t); err != nil {
 		return err
 	}
-	p := d.plan
+	s, p := t.s, t.d.plan
 	if prev := s.ec.Status.Operation; prev != nil && prev.Step != string(p.Action) {
 		switch p.Action {
 		case planner.ActGrantDisruption:

@@ -8,6 +8,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/hub/reports"
 )
 
@@ -48,11 +49,19 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 			peer = urlPort(obj.Status.PeerURL, peer)
 			cli = urlPort(obj.Status.ClientURL, cli)
 		}
-		stable := addr
-		if from, held := moveHoldsStableName(s, st, m.Name); held {
+		stable, stablePeer, stableCli := addr, peer, cli
+		if from, old, held := moveHoldsStableName(s, st, m.Name); held {
+			// The old incarnation's address, and its ports as etcd lists
+			// them (a NodePort exposure gives each incarnation its own).
 			stable = from
+			if len(old.PeerURLs) > 0 {
+				stablePeer = urlPort(old.PeerURLs[0], stablePeer)
+			}
+			if len(old.ClientURLs) > 0 {
+				stableCli = urlPort(old.ClientURLs[0], stableCli)
+			}
 		}
-		if dm, ok := memberRecord(s, domain, m.Name, stable, peer, cli); ok {
+		if dm, ok := memberRecord(s, domain, m.Name, stable, stablePeer, stableCli); ok {
 			spec.Members = append(spec.Members, dm)
 		}
 		if own := m.DNSName; own != "" && own != memberDNSName(ec, m.Name) {
@@ -132,19 +141,20 @@ func memberRecord(s *snapshot, domain, name, addr string, peer, cli int32) (dnsp
 // reach the old incarnation by that name; pointing it at the new one
 // before the old ID is removed would cut the old voter off (two voters
 // fewer, not one more). The new incarnation is reached by its own name
-// meanwhile.
-func moveHoldsStableName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (from string, held bool) {
+// meanwhile. old is the old incarnation's entry in etcd's member list
+// (zero when etcd did not answer): its URLs give the stable name's ports.
+func moveHoldsStableName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (from string, old planner.ListEntry, held bool) {
 	op := st.Operation
 	if op == nil || op.Type != etcdfedv1.OperationMove || op.Member != member || op.FromAddress == "" {
-		return "", false
+		return "", old, false
 	}
 	if !s.etcd.Reachable {
-		return op.FromAddress, true
+		return op.FromAddress, old, true
 	}
-	if _, listed := listedID(s.etcd, parseID(op.MemberID)); listed {
-		return op.FromAddress, true
+	if em, listed := listedID(s.etcd, parseID(op.MemberID)); listed {
+		return op.FromAddress, em, true
 	}
-	return "", false
+	return "", old, false
 }
 
 // retiredOwnName: an operation retires an incarnation that runs under its

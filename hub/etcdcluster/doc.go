@@ -15,11 +15,11 @@
 //     operation (membership changes, rolls, defragmentation, disruption
 //     grants, quorum recovery and CA rotation alike; placement.go builds
 //     their inputs), records that step, renders it into objects and etcd
-//     calls, and lists the upkeep: certificates due, DNS records wanted
+//     calls (its entry in the action table, actions.go), and lists the upkeep: certificates due, DNS records wanted
 //     (dns.go), member object changes that restart nothing, objects left
 //     behind.
 //   - apply (apply.go) carries the decision out: certificates, DNS zones,
-//     the step, the upkeep, every object through the one owned-object
+//     the step (taken by its entry in actions.go), the upkeep, every object through the one owned-object
 //     writer (owned.go, with the one list of owned kinds that the sweep and
 //     deletion use too).
 //   - computeStatus (status.go) writes the whole status from the snapshot,

@@ -107,7 +107,7 @@ func beginEvents(s *snapshot, op *planner.Operation, why string) (events []clust
 			evidence = fmt.Sprintf("%s: %s", why, e)
 		}
 		how := ""
-		if op.Type == planner.OpMove {
+		if op.Type == planner.OpMove && !strings.Contains(why, "make before break") {
 			how = ", make before break"
 		}
 		events = append(events, clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventEvacuating, truncate(

@@ -74,6 +74,11 @@ func TestReplacementEvents(t *testing.T) {
 	if len(events) != 1 || !strings.Contains(events[0].message, "as incarnation 4, make before break: Move main-1 (Evacuate): zone zone-2 is cordoned") {
 		t.Errorf("move: %+v", events)
 	}
+	// The planner's reason of a Move already says how: said once.
+	events, _ = beginEvents(s, &move, "Move main-1 (Evacuate), make before break")
+	if len(events) != 1 || strings.Count(events[0].message, "make before break") != 1 {
+		t.Errorf("move with the planner's reason: %+v", events)
+	}
 	apiMove := *api
 	apiMove.Type = etcdfedv1.OperationMove
 	if e := replacedEvent(s, &apiMove, evidence); e.reason != etcdfedv1.EventMemberReplaced || !strings.Contains(e.message, "main-1 moved make before break to incarnation 4: [ab] in member-2/zone-2 -> [cd]") {

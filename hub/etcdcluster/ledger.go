@@ -69,7 +69,11 @@ func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 		if !s.etcd.Reachable {
 			continue // unknown: keep the last readiness, do not start grace clocks
 		}
-		if ready != m.Ready || m.LastTransitionTime == nil {
+		// A promotion starts the clock afresh: a voter that never answered
+		// as one is judged from when it became one, not from when its
+		// incarnation was placed (a learner is never ready).
+		promoted := found && !em.IsLearner && m.Role == etcdfedv1.RoleLearner
+		if ready != m.Ready || m.LastTransitionTime == nil || promoted {
 			m.Ready = ready
 			t := metav1.NewTime(s.now)
 			m.LastTransitionTime = &t

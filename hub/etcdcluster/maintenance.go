@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
@@ -222,41 +221,41 @@ func (r *Reconciler) alarmEvents(ec *etcdfedv1.EtcdCluster, before, after []etcd
 	}
 }
 
-// applyMaintenance takes a Defrag operation's etcd steps: a member's
-// defragmentation (after a compaction to the current revision in a NOSPACE
-// recovery), and the disarming of NOSPACE.
-func (r *Reconciler) applyMaintenance(ctx context.Context, s *snapshot, d *decision) error {
-	ec, p := s.ec, d.plan
-	return withEtcd(s, d.step.err, func(c *etcdops.Client) error {
-		switch p.Action {
-		case planner.ActDefragment:
-			if p.Operation != nil && p.Operation.Reason == planner.ReasonNoSpace {
-				rev, err := c.CompactCurrent(ctx)
-				if err != nil {
-					return err
-				}
-				r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCompacted, "Compact", "Compacted to revision %d to recover from NOSPACE", rev)
-			}
-			before := ""
-			if m := statusMember(d.ledger, p.Member); m != nil {
-				before = fmt.Sprintf("; its database file was %s, %s in use", planner.Bytes(m.DBSize), planner.Bytes(m.DBSizeInUse))
-			}
-			ctrl.LoggerFrom(ctx).Info("Defragmenting", "member", p.Member)
-			took, err := c.Defragment(ctx, d.step.memberURLs)
-			if err != nil {
-				metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "error").Observe(took.Seconds())
-				return err
-			}
-			metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "ok").Observe(took.Seconds())
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberDefragmented, "Defragment", "Defragmented %s in %s%s", p.Member, took.Round(time.Millisecond), before)
-		case planner.ActDisarm:
-			if err := c.DisarmNoSpace(ctx); err != nil {
-				return err
-			}
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventAlarmDisarmed, "DisarmAlarm", "Disarmed NOSPACE after compaction and defragmentation")
+// applyDefragment takes a Defrag operation's step on one member: its
+// defragmentation, after a compaction to the current revision in a NOSPACE
+// recovery.
+func (r *Reconciler) applyDefragment(ctx context.Context, t *taking) error {
+	ec, p, c := t.s.ec, t.d.plan, t.etcd
+	if p.Operation != nil && p.Operation.Reason == planner.ReasonNoSpace {
+		rev, err := c.CompactCurrent(ctx)
+		if err != nil {
+			return err
 		}
-		return nil
-	})
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCompacted, "Compact", "Compacted to revision %d to recover from NOSPACE", rev)
+	}
+	before := ""
+	if m := statusMember(t.d.ledger, p.Member); m != nil {
+		before = fmt.Sprintf("; its database file was %s, %s in use", planner.Bytes(m.DBSize), planner.Bytes(m.DBSizeInUse))
+	}
+	ctrl.LoggerFrom(ctx).Info("Defragmenting", "member", p.Member)
+	took, err := c.Defragment(ctx, t.d.step.memberURLs)
+	if err != nil {
+		metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "error").Observe(took.Seconds())
+		return err
+	}
+	metricDefrag.WithLabelValues(ec.Namespace, ec.Name, "ok").Observe(took.Seconds())
+	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberDefragmented, "Defragment", "Defragmented %s in %s%s", p.Member, took.Round(time.Millisecond), before)
+	return nil
+}
+
+// applyDisarm disarms NOSPACE once the members are compacted and
+// defragmented.
+func (r *Reconciler) applyDisarm(ctx context.Context, t *taking) error {
+	if err := t.etcd.DisarmNoSpace(ctx); err != nil {
+		return err
+	}
+	r.event(t.s.ec, corev1.EventTypeNormal, etcdfedv1.EventAlarmDisarmed, "DisarmAlarm", "Disarmed NOSPACE after compaction and defragmentation")
+	return nil
 }
 
 // recordMaintenanceMetrics exports the members' sizes and the alarms.

@@ -9,7 +9,6 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 var (
@@ -103,7 +102,7 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 	if d.placement.Current.Members > 0 {
 		metricZoneFailures.WithLabelValues(ec.Namespace, ec.Name).Set(float64(d.placement.Current.ZoneFailures))
 	}
-	if a := d.plan.Action; a != "" && a != planner.ActNone && a != planner.ActWait && a != planner.ActHoldCARotation {
+	if a := d.plan.Action; !idleAction(a) {
 		result := "ok"
 		if res.stepErr != nil {
 			result = "error"

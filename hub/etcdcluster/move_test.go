@@ -107,7 +107,10 @@ func TestMoveThroughDecide(t *testing.T) {
 	// reported URLs against the incarnation's own name.
 	obj := w.want.DeepCopy()
 	obj.Generation = 1
-	peer, client := etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 2380), etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 2379)
+	// Ports of its own, as a NodePort exposure gives each incarnation
+	// (the old one was exposed on the default ports).
+	obj.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+	peer, client := etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 32380), etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 32379)
 	obj.Status = etcdfedv1.EtcdMemberStatus{ObservedGeneration: 1, Incarnation: 4, PeerURL: peer, ClientURL: client, Address: "127.0.4.10"}
 	cs4 := s.cluster("member-4")
 	cs4.members["main-2"] = obj
@@ -121,6 +124,7 @@ func TestMoveThroughDecide(t *testing.T) {
 	if len(cs4.rejected) > 0 || cs4.members["main-2"].Status.PeerURL != peer {
 		t.Fatalf("own-name URLs refused: %v", cs4.rejected)
 	}
+	obj.Spec.Expose.Type = w.want.Spec.Expose.Type // the spec as written: no roll
 	if due := certDue(s, cs4, obj); due {
 		t.Errorf("a certificate with both names is due again")
 	}
@@ -154,6 +158,9 @@ func TestMoveThroughDecide(t *testing.T) {
 			t.Errorf("the incarnation's own name is in SRV %s: %v", r.Name, r.Data)
 		}
 	}
+	if got := srvPorts(d, "main-2"); !slices.Equal(got, []string{"2379", "2380"}) {
+		t.Errorf("main-2's SRV ports %v while the name holds the old incarnation; want the old one's 2379 and 2380 (etcd's member list), not the new one's", got)
+	}
 
 	// Promoted: four voters, the old one still there; then it is removed.
 	s.etcd.Members[3].IsLearner = false
@@ -171,6 +178,9 @@ func TestMoveThroughDecide(t *testing.T) {
 	}
 	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.4.10" || b != "127.0.4.10" {
 		t.Errorf("after the old ID is removed: main-2 -> %q, %s -> %q; want both at the new 127.0.4.10", a, own, b)
+	}
+	if got := srvPorts(d, "main-2"); !slices.Equal(got, []string{"32379", "32380"}) {
+		t.Errorf("main-2's SRV ports %v after the old ID is removed; want the new incarnation's 32379 and 32380", got)
 	}
 	delete(s.cluster("member-3").members, "main-2")
 	d, st = pass(s)
@@ -212,6 +222,24 @@ func TestMoveThroughDecide(t *testing.T) {
 	if got := aRecord(t, d, own); got != "" {
 		t.Errorf("%s still resolves to %q once its incarnation left etcd", own, got)
 	}
+}
+
+// srvPorts are the ports the SRV records give member (one label), sorted.
+func srvPorts(d *decision, member string) []string {
+	var out []string
+	for _, r := range d.dns.set.Records() {
+		if r.Type != "SRV" {
+			continue
+		}
+		for _, x := range r.Data {
+			// priority weight port target
+			if f := strings.Fields(x); len(f) == 4 && strings.HasPrefix(f[3], member+".") {
+				out = append(out, f[2])
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 func containsLabel(rdata, label string) bool {

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"testing"
+	"time"
 
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
@@ -163,6 +164,35 @@ func TestRule13MoveStepsNewFirstOldLast(t *testing.T) {
 			promoted(in)
 			in.Etcd.Members[3].Healthy = false
 		}), []check{action(ActWait), opRecorded(OpMove, ActRemoveMember), reason("to answer before its old one is removed")}},
+		{"promoted, silent within the grace: still waiting, the give-up said", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members[3].Healthy = false
+			in.Members[2].Ready, in.Members[2].ReadyChangedAt = false, t0.Add(-time.Minute)
+		}), []check{action(ActWait), reason("given up if silent for 5m0s after its promotion")}},
+		{"promoted, silent for the grace: the NEW ID is removed, the old voter stays", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members[3].Healthy = false
+			in.Members[2].Ready, in.Members[2].ReadyChangedAt = false, t0.Add(-6*time.Minute)
+		}), []check{action(ActRemoveMember), opRecorded(OpMove, ActRemoveMember), reason("the move is given up"), func(t *testing.T, d Decision) {
+			if d.MemberID != 40 {
+				t.Errorf("removing %d, want the silent new voter 40 (never the old voter 3)", d.MemberID)
+			}
+		}}},
+		{"promoted, silent for the grace, two other voters down: not removed without quorum", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.Members[3].Healthy = false
+			in.Etcd.Members[0].Healthy, in.Etcd.Members[1].Healthy = false, false
+			in.Members[2].Ready, in.Members[2].ReadyChangedAt = false, t0.Add(-6*time.Minute)
+		}), []check{action(ActWait), reason("not removing it")}},
+		{"the silent new voter removed: the member is handed back to its old incarnation", moving(func(in *Input) {
+			exposed(in)
+			in.Members[2].Object.Bootstrap = "existing"
+			in.Operation.Step, in.Operation.NewMemberID = ActRemoveMember, 40
+		}), []check{action(ActFinish), reason("never answered after its promotion"), func(t *testing.T, d Decision) {
+			if !d.GaveUp || d.MemberID != 3 || len(d.Assign) != 1 || d.Assign[0].Domain != dC || d.Assign[0].Incarnation != 3 || d.Assign[0].ID != 3 {
+				t.Errorf("finish = %+v, want main-2 given back to c, incarnation 3, ID 3", d)
+			}
+		}}},
 		{"promoted, the old incarnation leads: leadership moves away from it", moving(func(in *Input) {
 			promoted(in)
 			in.Etcd.LeaderID = 3

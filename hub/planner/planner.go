@@ -397,6 +397,9 @@ func continueMove(in Input, op Operation) Decision {
 	if !ok {
 		return Decision{Action: ActFinish, Reason: fmt.Sprintf("member %s is no longer assigned; move abandoned", op.Member)}
 	}
+	if d, given := giveUpSilentVoter(in, op, m); given {
+		return d
+	}
 	d, id, pending := join(in, op, m)
 	if pending {
 		if d.Action == ActFinish && d.GaveUp {
@@ -407,7 +410,17 @@ func continueMove(in Input, op Operation) Decision {
 	op.NewMemberID = id
 	if em, ok := byID(in.Etcd, id); ok && !em.Healthy {
 		if _, oldListed := byID(in.Etcd, op.MemberID); oldListed {
-			return waitStep(op, ActRemoveMember, pollJoin, "waiting for %s's new incarnation %s to answer before its old one is removed", m.Name, describe(em))
+			if FailedBeyondGrace(m.Ready, m.ReadyChangedAt, em.Healthy, in.Now, in.MemberGrace) {
+				// Promoted, and silent for the member grace since: four
+				// voters with one silent tolerate no failure. Its ID goes;
+				// the old incarnation, which never left, stays.
+				if ok, q := keepsQuorum(in.Etcd, em.ID); !ok {
+					return waitStep(op, ActRemoveMember, pollSlow, "%s's new incarnation %s has not answered since %s (grace %s); not removing it: %s", m.Name, describe(em), m.ReadyChangedAt.UTC().Format(time.RFC3339), in.MemberGrace, q)
+				}
+				return step(op, ActRemoveMember, Decision{Member: m.Name, MemberID: em.ID,
+					Reason: fmt.Sprintf("removing %s's new incarnation %s: promoted, it has not answered since %s (grace %s); the move is given up and its old incarnation %d stays", m.Name, describe(em), m.ReadyChangedAt.UTC().Format(time.RFC3339), in.MemberGrace, op.FromIncarnation)})
+			}
+			return waitStep(op, ActRemoveMember, pollJoin, "waiting for %s's new incarnation %s to answer before its old one is removed (it is given up if silent for %s after its promotion)", m.Name, describe(em), in.MemberGrace)
 		}
 	}
 	if d, pending := removeFromEtcd(in, op); pending {
@@ -419,6 +432,24 @@ func continueMove(in Input, op Operation) Decision {
 		}
 	}
 	return Decision{Action: ActFinish, Member: m.Name, MemberID: id, Reason: fmt.Sprintf("%s moved make-before-break to %s", m.Name, m.Domain)}
+}
+
+// giveUpSilentVoter ends a Move whose new incarnation was removed from
+// etcd after its promotion because it never answered (continueMove): its
+// ID recorded, gone from etcd's list, and the old incarnation still
+// listed. Only this step removes a Move's new ID; the member is handed
+// back to its old incarnation.
+func giveUpSilentVoter(in Input, op Operation, m Member) (Decision, bool) {
+	if op.Step != ActRemoveMember || op.NewMemberID == 0 || !in.Etcd.Reachable {
+		return Decision{}, false
+	}
+	if _, listed := byID(in.Etcd, op.NewMemberID); listed {
+		return Decision{}, false
+	}
+	if _, oldListed := byID(in.Etcd, op.MemberID); !oldListed {
+		return Decision{}, false
+	}
+	return giveBack(op, fmt.Sprintf("%s's new incarnation %d [%x] never answered after its promotion and was removed", m.Name, op.Incarnation, op.NewMemberID)), true
 }
 
 // giveBack ends a Move whose new incarnation could not start: the member
