@@ -423,6 +423,17 @@ type MemberStatus struct {
 	// +kubebuilder:validation:MaxLength=253
 	DNSName string `json:"dnsName,omitempty"`
 
+	// object is the name of the EtcdMember that runs this incarnation in
+	// its member cluster (its pod, Service and certificate Secret are named
+	// after it): <namespace>-<member>-<hash>, or
+	// <namespace>-<member>-i<incarnation>-<hash> for an incarnation a Move
+	// added beside the old one in the same member cluster, or the member's
+	// name alone for an object written before that scheme. Empty until the
+	// object exists.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Object string `json:"object,omitempty"`
+
 	// since is when the member took its current failure domain and
 	// incarnation.
 	// +optional

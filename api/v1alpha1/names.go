@@ -3,6 +3,7 @@ package v1alpha1
 import (
 	"crypto/sha256"
 	"encoding/base32"
+	"strconv"
 	"strings"
 )
 
@@ -40,6 +41,15 @@ import (
 // would restart it. A member that gets a new object (it moves to another
 // member cluster, or is added) gets the new name. docs/architecture.md,
 // departure 34, explains why.
+//
+// A member moved make before break between two zones of one member
+// cluster (a Move) has two EtcdMembers there for a while: the new
+// incarnation N joins beside the old one, whose object keeps its name. The
+// new object is IncarnationObjectName, "<namespace>-<member>-i<N>-<hash>"
+// (the same scheme with "<member>-i<N>", as its DNS name
+// <member>-i<N>.<domain>), and serves the member for its life; a later
+// move inside the cluster takes the scheme's name again, which is free by
+// then (departure 43).
 
 // objectNameMax is the longest name the scheme gives: a Service's name is
 // a DNS-1035 label.
@@ -63,6 +73,16 @@ func MemberObjectName(namespace, ring, member string) string {
 	return scopedName(namespace, ring, member)
 }
 
+// IncarnationObjectName is the name of the EtcdMember of a member's
+// incarnation inc created beside another object of the member in the same
+// member cluster (a Move inside it): the scheme's name of "<member>-i<inc>"
+// (the readable part cut, never the suffix, to fit 63 characters).
+func IncarnationObjectName(namespace, ring, member string, inc int64) string {
+	return scopedNameKeeping(namespace, ring, member, incarnationSuffix(inc))
+}
+
+func incarnationSuffix(inc int64) string { return "-i" + strconv.FormatInt(inc, 10) }
+
 // RingObjectName is the name of a ring's object that is one per member
 // cluster (its EtcdDNSZone).
 func RingObjectName(namespace, ring string) string {
@@ -70,10 +90,29 @@ func RingObjectName(namespace, ring string) string {
 }
 
 // IsMemberObjectName reports whether name is a valid name for the EtcdMember
-// of member in the ring namespace/ring: the scheme's, or the member's name
-// alone (an object written before the scheme).
+// of member in the ring namespace/ring: the scheme's, the member's name
+// alone (an object written before the scheme), or an incarnation's
+// (IncarnationObjectName, whichever incarnation the object holds now).
 func IsMemberObjectName(name, namespace, ring, member string) bool {
-	return name == member || name == MemberObjectName(namespace, ring, member)
+	if name == member || name == MemberObjectName(namespace, ring, member) {
+		return true
+	}
+	inc, ok := nameIncarnation(name)
+	return ok && name == IncarnationObjectName(namespace, ring, member, inc)
+}
+
+// nameIncarnation reads N from a name "...-i<N>-<hash>".
+func nameIncarnation(name string) (int64, bool) {
+	if len(name) < ringHashLen+1 || name[len(name)-ringHashLen-1] != '-' {
+		return 0, false
+	}
+	rest := name[:len(name)-ringHashLen-1]
+	i := strings.LastIndex(rest, "-i")
+	if i < 0 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(rest[i+2:], 10, 64)
+	return n, err == nil && n > 0
 }
 
 func scopedName(namespace, ring, base string) string {
@@ -90,4 +129,15 @@ func scopedName(namespace, ring, base string) string {
 		}
 	}
 	return name
+}
+
+// scopedNameKeeping is scopedName of base+suffix with the suffix kept
+// whole when the readable part must be cut.
+func scopedNameKeeping(namespace, ring, base, suffix string) string {
+	h := RingHash(namespace, ring)
+	room := objectNameMax - len(h) - 1 - len(suffix)
+	if len(base) > room {
+		return strings.TrimRight(base[:room], "-") + suffix + "-" + RingHash(namespace, ring+"/"+base+suffix)
+	}
+	return scopedName(namespace, ring, base+suffix)
 }

@@ -1,6 +1,7 @@
 package v1alpha1_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -82,9 +83,51 @@ func TestIsMemberObjectName(t *testing.T) {
 		{etcdfedv1.MemberObjectName("team-b", "demo", "demo-0"), false},
 		{etcdfedv1.MemberObjectName("default", "demo", "demo-1"), false},
 		{"demo-1", false},
+		// A Move inside one member cluster: the new incarnation's object.
+		{etcdfedv1.IncarnationObjectName("default", "demo", "demo-0", 4), true},
+		{etcdfedv1.IncarnationObjectName("default", "demo", "demo-0", 12345), true},
+		{etcdfedv1.IncarnationObjectName("default", "demo", "demo-1", 4), false},
+		{etcdfedv1.IncarnationObjectName("team-b", "demo", "demo-0", 4), false},
+		{"default-demo-0-i0-" + etcdfedv1.RingHash("default", "demo"), false},
+		{"default-demo-0-ix-" + etcdfedv1.RingHash("default", "demo"), false},
 	} {
 		if got := etcdfedv1.IsMemberObjectName(tc.name, "default", "demo", "demo-0"); got != tc.want {
 			t.Errorf("IsMemberObjectName(%q) = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// An incarnation's object name (a Move inside one member cluster) is the
+// scheme's with "-i<N>" after the member, fits 63 characters with its
+// suffix whole, differs from the scheme's name and from every other
+// incarnation's, and is recognised as the member's whatever its length.
+func TestIncarnationObjectName(t *testing.T) {
+	h := etcdfedv1.RingHash("default", "demo")
+	if got, want := etcdfedv1.IncarnationObjectName("default", "demo", "demo-0", 4), "default-demo-0-i4-"+h; got != want {
+		t.Errorf("IncarnationObjectName = %q, want %q", got, want)
+	}
+	longNS, longRing := strings.Repeat("a", 63), strings.Repeat("b", 60)
+	seen := map[string]bool{}
+	for _, r := range []struct{ ns, ring, member string }{
+		{"default", "demo", "demo-0"}, {longNS, "demo", "demo-10"}, {"x", longRing, longRing + "-2"}, {"x", longRing, longRing + "-12"},
+	} {
+		base := etcdfedv1.MemberObjectName(r.ns, r.ring, r.member)
+		seen[base] = true
+		for _, inc := range []int64{4, 5, 123456789} {
+			name := etcdfedv1.IncarnationObjectName(r.ns, r.ring, r.member, inc)
+			if msgs := validation.IsDNS1035Label(name); len(msgs) > 0 {
+				t.Errorf("%q: %v", name, msgs)
+			}
+			if !strings.Contains(name, "-i"+strconv.FormatInt(inc, 10)+"-") {
+				t.Errorf("%q does not say its incarnation %d", name, inc)
+			}
+			if seen[name] {
+				t.Errorf("%q given twice", name)
+			}
+			seen[name] = true
+			if !etcdfedv1.IsMemberObjectName(name, r.ns, r.ring, r.member) {
+				t.Errorf("IsMemberObjectName(%q, %s/%s %s) = false", name, r.ns, r.ring, r.member)
+			}
 		}
 	}
 }

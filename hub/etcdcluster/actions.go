@@ -215,8 +215,8 @@ func renderCreateObjects(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner
 			errs = append(errs, fmt.Errorf("member cluster %s is not visible", m.Cluster))
 			continue
 		}
-		want := desiredMember(s, st, m, cs.members[name])
-		out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, name, want.Spec.DNSName)})
+		want := desiredMember(s, st, m, heldObject(st, cs, m))
+		out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, want)})
 	}
 	out.err = errors.Join(errs...)
 	return out
@@ -304,14 +304,12 @@ func (r *Reconciler) applyWrites(ctx context.Context, t *taking) error {
 	return r.writeMembers(ctx, t.s, t.ca, t.d.step.writes)
 }
 
-// DeleteObject: a cluster out of sight keeps the object; the sweep deletes
-// it when the cluster is back.
-func renderDeleteObject(s *snapshot, _ *etcdfedv1.EtcdClusterStatus, p planner.Decision) step {
-	var out step
-	if cs := s.cluster(p.From.Cluster); cs.visible() && cs.members[p.Member] != nil {
-		out.deletes = append(out.deletes, memberRef{cluster: cs.name, member: p.Member})
-	}
-	return out
+// DeleteObject: the objects the step retires (retiredObjects: of a Move
+// inside one member cluster, the old incarnation's beside the new one's);
+// a cluster out of sight keeps them, the sweep deletes them when it is
+// back.
+func renderDeleteObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner.Decision) step {
+	return step{deletes: retiredObjects(s, st, p)}
 }
 
 func (r *Reconciler) applyDeletes(ctx context.Context, t *taking) error {

@@ -145,7 +145,8 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 	var errs []error
 	for _, c := range d.certs {
 		cs := s.cluster(c.cluster)
-		errs = append(errs, r.writeMemberCert(ctx, s, cs, ca, c.member, objectDNSName(s.ec, cs.members[c.member], c.member)))
+		obj := cs.refObject(c)
+		errs = append(errs, r.writeMemberCert(ctx, s, cs, ca, c.member, certObjectName(s.ec, cs, c.member, obj), objectDNSName(s.ec, obj, c.member)))
 	}
 	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
 	errs = append(errs, r.sweep(ctx, s, d))
@@ -169,11 +170,11 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 		// kept volume went unsaid). Its keep-volumes rewrite still happens:
 		// an object deleted by anything else keeps its volume too.
 		deleting := false
-		if o := cs.members[ref.member]; o != nil && !o.DeletionTimestamp.IsZero() {
+		if o := cs.refObject(ref); o != nil && !o.DeletionTimestamp.IsZero() {
 			deleting = true
 		}
 		if i >= 0 && d.retain[i].want != nil {
-			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[ref.member]), d.retain[i].want); err != nil {
+			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.refObject(ref)), d.retain[i].want); err != nil {
 				errs = append(errs, fmt.Errorf("keep the volume of %s in %s before sweeping it: %w", ref.member, cs.name, err))
 				continue
 			}
@@ -201,7 +202,7 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 	for _, w := range writes {
 		cs := s.cluster(w.cluster)
 		if w.cert {
-			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName, w.want.Spec.DNSName); err != nil {
+			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName, w.want.Name, w.want.Spec.DNSName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
@@ -212,15 +213,17 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 				continue
 			}
 		}
-		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.members[w.want.Spec.MemberName]), w.want))
+		// The object of that name: a Move inside the cluster writes the new
+		// incarnation's beside the old one's.
+		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.object(w.want.Spec.MemberName, w.want.Name)), w.want))
 	}
 	return errors.Join(errs...)
 }
 
 // writeMemberCert issues a member's certificate (server and client auth,
 // its DNS names as SANs: memberCertNames) and writes its Secret next to
-// its object.
-func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, member, dnsName string) error {
+// its object, the EtcdMember named object.
+func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, member, object, dnsName string) error {
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
@@ -228,7 +231,7 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if err != nil {
 		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
 	}
-	name := pki.MemberSecretName(memberObjectName(s.ec, cs, member))
+	name := pki.MemberSecretName(object)
 	bundle := s.pki.bundle()
 	if s.pki.ca == nil {
 		bundle = ca.CertPEM // created in this pass
@@ -243,15 +246,15 @@ func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memb
 	var errs []error
 	for _, ref := range refs {
 		cs := s.cluster(ref.cluster)
-		objs := memberObjects(cs, ref.member)
+		objs := memberObjects(cs, ref)
 		if len(objs) == 0 {
 			continue
 		}
-		inc := ""
-		if o := cs.members[ref.member]; o != nil {
-			inc = fmt.Sprint(o.Spec.Incarnation)
+		inc, name := "", ""
+		if o := cs.refObject(ref); o != nil {
+			inc, name = fmt.Sprint(o.Spec.Incarnation), o.Name
 		}
-		ctrl.LoggerFrom(ctx).Info("Deleting member object", "member", ref.member, "cluster", ref.cluster, "incarnation", inc)
+		ctrl.LoggerFrom(ctx).Info("Deleting member object", "member", ref.member, "cluster", ref.cluster, "incarnation", inc, "object", name)
 		errs = append(errs, deleteOwned(ctx, cs.client, cs.name, objs...))
 	}
 	return errors.Join(errs...)

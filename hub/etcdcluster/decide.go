@@ -118,8 +118,9 @@ type memberWrite struct {
 	storeCredentials bool
 }
 
-// memberRef names a member in a member cluster.
-type memberRef struct{ cluster, member string }
+// memberRef names a member in a member cluster, and object one of its
+// EtcdMembers there ("" for its current one: clusterSnapshot.refObject).
+type memberRef struct{ cluster, member, object string }
 
 // pkiWork is the hub's own certificate material to write.
 type pkiWork struct {
@@ -185,13 +186,13 @@ func (out *step) write(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member stri
 		out.err = errors.Join(out.err, fmt.Errorf("member cluster %s is not visible", m.Cluster))
 		return
 	}
-	want := desiredMember(s, st, m, cs.members[member])
+	want := desiredMember(s, st, m, heldObject(st, cs, m))
 	if b != nil {
 		want.Spec.Bootstrap = b
 	}
 	// The certificate first: a Roll onto a changed CA trust restarts the
 	// pod on the Secret as it is then.
-	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, member, want.Spec.DNSName)})
+	out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, want)})
 }
 
 // pkiDue: the CA to create (none yet), and the hub's client certificate
@@ -211,11 +212,34 @@ func pkiDue(s *snapshot) pkiWork {
 	return w
 }
 
-// certDue: the member's certificate Secret in cs is missing, near expiry,
-// without the DNS names of the incarnation running under dnsName
-// (memberCertNames), or of another CA.
-func certDue(s *snapshot, cs *clusterSnapshot, member, dnsName string) bool {
-	due, _ := certDueWhy(s, cs, member, dnsName)
+// retiredObjects are the EtcdMembers an ActDeleteObject deletes in
+// p.From's cluster: the member's object there or, when a Move inside that
+// cluster keeps the new incarnation's object beside it, the objects of the
+// other incarnations (the new one stays). A cluster out of sight keeps
+// them; the sweep deletes them when it is back.
+func retiredObjects(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner.Decision) []memberRef {
+	cs := s.cluster(p.From.Cluster)
+	if !cs.visible() || cs.members[p.Member] == nil {
+		return nil
+	}
+	m := statusMember(st, p.Member)
+	if m == nil || !movesInside(st, p.Member, cs.name) {
+		return []memberRef{{cluster: cs.name, member: p.Member}}
+	}
+	var out []memberRef
+	for _, o := range cs.objectsOf(p.Member) {
+		if o.Spec.Incarnation != m.Incarnation {
+			out = append(out, memberRef{cluster: cs.name, member: p.Member, object: o.Name})
+		}
+	}
+	return out
+}
+
+// certDue: the certificate Secret of want (a member's EtcdMember as the
+// hub would write it) in cs is missing, near expiry, without the DNS names
+// of the incarnation (memberCertNames), or of another CA.
+func certDue(s *snapshot, cs *clusterSnapshot, want *etcdfedv1.EtcdMember) bool {
+	due, _ := certDueWhy(s, cs, want)
 	return due
 }
 
@@ -224,15 +248,15 @@ func certDue(s *snapshot, cs *clusterSnapshot, member, dnsName string) bool {
 // the bundle (a CA rotation). Such a certificate is left to the member's
 // Roll while the member is to restart on the changed trust: the Roll
 // writes it just before the restart, one member at a time.
-func certDueWhy(s *snapshot, cs *clusterSnapshot, member, dnsName string) (due, caOnly bool) {
+func certDueWhy(s *snapshot, cs *clusterSnapshot, want *etcdfedv1.EtcdMember) (due, caOnly bool) {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return false, false
 	}
-	sec := cs.secrets[pki.MemberSecretName(memberObjectName(s.ec, cs, member))]
+	sec := cs.secrets[pki.MemberSecretName(want.Name)]
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}
-	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, member, dnsName), s.now)
+	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, want.Spec.MemberName, want.Spec.DNSName), s.now)
 	// A problem of the certificate itself (missing, expiring, wrong name,
 	// of a CA the ring does not know) is fixed at once.
 	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)
@@ -256,7 +280,7 @@ func memberUpkeep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, stp step) (certs
 			continue // the membership step creates it
 		}
 		want := desiredMember(s, st, m, existing)
-		if due, caOnly := certDueWhy(s, cs, m.Name, want.Spec.DNSName); due && (!caOnly || !restarts(existing, want)) {
+		if due, caOnly := certDueWhy(s, cs, want); due && (!caOnly || !restarts(existing, want)) {
 			certs = append(certs, memberRef{cluster: cs.name, member: m.Name})
 		}
 		if slices.ContainsFunc(stp.writes, func(w memberWrite) bool { return w.want.Spec.MemberName == m.Name }) {
@@ -291,29 +315,43 @@ func leftBehind(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (out []memberRef, 
 		}
 		for _, name := range slices.Sorted(maps.Keys(ownedMembers(cs))) {
 			m := statusMember(st, name)
-			if m != nil && m.Cluster == cs.name {
-				continue
+			here := m != nil && m.Cluster == cs.name
+			objs := cs.objectsOf(name)
+			if len(objs) == 0 {
+				objs = []*etcdfedv1.EtcdMember{nil} // its Secrets alone
 			}
-			if st.Operation != nil && !staleIncarnation(s, st, cs.members[name], m) {
-				continue
+			for _, obj := range objs {
+				// The member's current object in the cluster that holds it
+				// stays; its other objects there (an old incarnation a Move
+				// inside the cluster keeps, a new one given up) are left
+				// behind like those in other clusters.
+				if here && (obj == nil || obj == cs.members[name]) {
+					continue
+				}
+				if st.Operation != nil && !staleIncarnation(s, st, obj, m) {
+					continue
+				}
+				if why := sweepGuard(s, cs, name, obj); why != "" {
+					kept = append(kept, why)
+					continue
+				}
+				ref := memberRef{cluster: cs.name, member: name}
+				if obj != nil && obj != cs.members[name] {
+					ref.object = obj.Name
+				}
+				out = append(out, ref)
 			}
-			if why := sweepGuard(s, cs, name); why != "" {
-				kept = append(kept, why)
-				continue
-			}
-			out = append(out, memberRef{cluster: cs.name, member: name})
 		}
 	}
 	return out, kept
 }
 
-// sweepGuard says why member's objects in cs, left behind by the ledger,
-// must not be swept ("" when they may): etcd lists the ID the object's
-// current incarnation runs as; or its ID is unknown and etcd lists a voter
-// of its name that no other object is known to run (this may be its last
-// copy).
-func sweepGuard(s *snapshot, cs *clusterSnapshot, member string) string {
-	obj := cs.members[member]
+// sweepGuard says why member's object obj in cs, left behind by the
+// ledger, must not be swept ("" when it may): etcd lists the ID the
+// object's current incarnation runs as; or its ID is unknown and etcd
+// lists a voter of its name that no other object is known to run (this
+// may be its last copy).
+func sweepGuard(s *snapshot, cs *clusterSnapshot, member string, obj *etcdfedv1.EtcdMember) string {
 	if obj == nil {
 		return "" // a certificate Secret alone runs nothing
 	}
@@ -346,7 +384,7 @@ func runBy(s *snapshot, id uint64) bool {
 		if !cs.visible() {
 			continue
 		}
-		for _, o := range cs.members {
+		for _, o := range cs.allObjects() {
 			if runsAs(o) == id {
 				return true
 			}
@@ -374,7 +412,7 @@ type retainedVolume struct {
 func retainVolumes(s *snapshot, sweep []memberRef) []retainedVolume {
 	var out []retainedVolume
 	for _, ref := range sweep {
-		obj := s.cluster(ref.cluster).members[ref.member]
+		obj := s.cluster(ref.cluster).refObject(ref)
 		if obj == nil {
 			continue
 		}

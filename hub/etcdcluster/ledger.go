@@ -54,6 +54,9 @@ func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 		if obj != nil && obj.Spec.Incarnation == m.Incarnation && obj.Status.Address != "" {
 			m.Address = obj.Status.Address
 		}
+		if obj != nil && obj.Spec.Incarnation == m.Incarnation {
+			m.Object = obj.Name
+		}
 		em, found := listed(s.etcd, m)
 		if !found && m.ID == "" && obj != nil && obj.Status.PeerURL != "" && obj.Status.Incarnation == m.Incarnation {
 			for _, e := range s.etcd.Members {
@@ -139,7 +142,7 @@ func giveBack(_ *snapshot, st *etcdfedv1.EtcdClusterStatus, op *etcdfedv1.Member
 			continue
 		}
 		m.Cluster, m.Zone, m.Incarnation, m.ID = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation, hexID(a.ID)
-		m.Address, m.DNSName = op.FromAddress, op.FromDNSName
+		m.Address, m.DNSName, m.Object = op.FromAddress, op.FromDNSName, "" // named again by recordObservations
 	}
 }
 
@@ -154,7 +157,7 @@ func recordAssignments(s *snapshot, st *etcdfedv1.EtcdClusterStatus, assign []pl
 			m = &st.Members[len(st.Members)-1]
 		}
 		m.Cluster, m.Zone, m.Incarnation = a.Domain.Cluster, labelZone(a.Domain.Zone), a.Incarnation
-		m.DNSName = ""
+		m.DNSName, m.Object = "", "" // its object is named once it exists (recordObservations)
 		if a.OwnName {
 			m.DNSName = etcdfedv1.IncarnationDNSName(a.Member, a.Incarnation, s.ec.Spec.DNS.Domain)
 		}

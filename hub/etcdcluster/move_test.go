@@ -125,7 +125,7 @@ func TestMoveThroughDecide(t *testing.T) {
 		t.Fatalf("own-name URLs refused: %v", cs4.rejected)
 	}
 	obj.Spec.Expose.Type = w.want.Spec.Expose.Type // the spec as written: no roll
-	if due := certDue(s, cs4, "main-2", obj.Spec.DNSName); due {
+	if due := certDue(s, cs4, obj); due {
 		t.Errorf("a certificate with both names is due again")
 	}
 
@@ -287,5 +287,232 @@ func TestReportedDNSName(t *testing.T) {
 		if got := reportedDNSName(ec, obj, "main-1"); got != tc.want {
 			t.Errorf("spec dnsName %s: expected %s, want %s", tc.spec, got, tc.want)
 		}
+	}
+}
+
+// withSecondZone gives member-3 a second zone, zone-3b, free: a move of
+// main-2 out of zone-3 stays inside member-3.
+func withSecondZone(s *snapshot) {
+	cs := s.cluster("member-3")
+	cs.spoke.Status.Zones = []string{"zone-3", "zone-3b"}
+	cs.nodes = map[string]nodeSeen{"node-3": {zone: "zone-3", lastSeen: now.Add(-time.Second)}, "node-3b": {zone: "zone-3b", lastSeen: now.Add(-time.Second)}}
+}
+
+// spokeWrites carries a write of main-2's new incarnation out as the spoke
+// would: the object stored beside the old one, reported with its own
+// name's URLs and address, its certificate Secret next to it.
+func spokeWrites(t *testing.T, s *snapshot, ca *pki.CA, w memberWrite, addr string) (*etcdfedv1.EtcdMember, string) {
+	t.Helper()
+	cs := s.cluster(w.cluster)
+	obj := w.want.DeepCopy()
+	obj.Generation = 1
+	peer, client := etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 2380), etcdfedv1.MemberURL(etcdfedv1.TLSEnabled, obj.Spec.DNSName, 2379)
+	obj.Status = etcdfedv1.EtcdMemberStatus{ObservedGeneration: 1, Incarnation: obj.Spec.Incarnation, PeerURL: peer, ClientURL: client, Address: addr, Zone: obj.Spec.Zone,
+		Conditions: []metav1.Condition{
+			{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionTrue, Reason: "Ready"},
+			{Type: etcdfedv1.ConditionMemberHealthy, Status: metav1.ConditionTrue, Reason: "Healthy"},
+		}}
+	cs.add(obj)
+	cs.settle(&s.ec.Status)
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: obj.Spec.MemberName, DNSNames: memberCertNames(s.ec, obj.Spec.MemberName, obj.Spec.DNSName)}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := pki.MemberSecretName(obj.Name)
+	cs.secrets[sec] = certSecret(s.ringNamespace, sec, memberCertLabels(s.ec, obj.Spec.MemberName), ca.CertPEM, leaf)
+	return obj, peer
+}
+
+// A Move between two zones of one member cluster through decide (issue
+// 30: every move of a live member make before break). The new incarnation
+// gets an EtcdMember of its own beside the old one's (the spoke names the
+// pod, PVC, Service and the hub the certificate Secret after it); every
+// step writes the new object, never the old; after the old ID is removed
+// the old object and its Secret alone are deleted; the member is served by
+// the new object from then on, and a later move inside the cluster takes
+// the scheme's name again.
+func TestMoveInsideOneClusterThroughDecide(t *testing.T) {
+	s := ring()
+	ca := withTLS(t, s)
+	withSecondZone(s)
+	cs := s.cluster("member-3")
+	old := cs.members["main-2"]
+	oldName, oldSecret := old.Name, pki.MemberSecretName(old.Name)
+	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(3)}
+	s.ec.Spec.Topology.CordonedZones = []string{"member-3/zone-3"}
+	own := "main-2-i4"
+
+	if st := s.ec.Status.DeepCopy(); func() bool { recordObservations(s, st); return statusMember(st, "main-2").Object != oldName }() {
+		t.Errorf("status main-2 does not name its object %s", oldName)
+	}
+	d, st := pass(s)
+	op := st.Operation
+	if d.plan.Action != planner.ActBegin || op == nil || op.Type != etcdfedv1.OperationMove || op.Member != "main-2" || op.MemberID != "3" || op.FromIncarnation != 3 ||
+		op.From.Cluster != "member-3" || op.To.Cluster != "member-3" || op.To.Zone != "zone-3b" {
+		t.Fatalf("plan %s (%s), operation %+v; want a Move of main-2 from member-3/zone-3 to member-3/zone-3b", d.plan.Action, d.plan.Reason, op)
+	}
+
+	// Create: an object of its own, beside the old one, under its own DNS
+	// name, with its own certificate; the old one is not written.
+	d, _ = pass(s)
+	if d.plan.Action != planner.ActCreateObjects || len(d.step.writes) != 1 {
+		t.Fatalf("plan %s (%s), %d writes; want the new incarnation created", d.plan.Action, d.plan.Reason, len(d.step.writes))
+	}
+	w := d.step.writes[0]
+	wantName := etcdfedv1.IncarnationObjectName("default", "main", "main-2", 4)
+	if w.cluster != "member-3" || w.want.Name != wantName || w.want.Spec.Incarnation != 4 || w.want.Spec.Zone != "zone-3b" || w.want.Spec.DNSName != own+".main.etcd.test" || !w.cert {
+		t.Fatalf("write %s %s %+v (cert %v); want main-2 incarnation 4 in member-3/zone-3b as %s under %s, with a certificate", w.cluster, w.want.Name, w.want.Spec, w.cert, wantName, own)
+	}
+	if w.want.Spec.TLS.SecretName != pki.MemberSecretName(wantName) {
+		t.Errorf("new object's Secret %s, want its own %s", w.want.Spec.TLS.SecretName, pki.MemberSecretName(wantName))
+	}
+	if due := certDue(s, cs, old); due {
+		t.Errorf("the old incarnation's certificate is due (the new one's names must not go into its Secret)")
+	}
+	obj, peer := spokeWrites(t, s, ca, w, "127.0.3.20")
+	if cs.members["main-2"] != obj || len(cs.objectsOf("main-2")) != 2 {
+		t.Fatalf("member-3 holds %d objects of main-2, current %s; want the new one current, the old beside it", len(cs.objectsOf("main-2")), cs.members["main-2"].Name)
+	}
+
+	// Learner, start: the new object is the one written.
+	s.etcd.Members = append(s.etcd.Members, planner.ListEntry{ID: 40, PeerURLs: []string{peer}, IsLearner: true})
+	d, _ = pass(s)
+	if d.plan.Action != planner.ActStartMember || len(d.step.writes) != 1 || d.step.writes[0].want.Name != wantName {
+		t.Fatalf("plan %s (%s), writes %d; want StartMember on %s", d.plan.Action, d.plan.Reason, len(d.step.writes), wantName)
+	}
+	obj.Spec.Bootstrap = d.step.writes[0].want.Spec.Bootstrap
+	s.etcd.Members[3] = planner.ListEntry{ID: 40, Name: "main-2", PeerURLs: []string{peer}, ClientURLs: []string{obj.Status.ClientURL}, IsLearner: true, Healthy: true}
+	obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(40)}
+	d, st = pass(s)
+	if d.plan.Action != planner.ActPromote {
+		t.Fatalf("plan %s (%s), want Promote", d.plan.Action, d.plan.Reason)
+	}
+	noOldWrite := func(d *decision) {
+		t.Helper()
+		for _, u := range append(append([]memberWrite{}, d.updates...), d.step.writes...) {
+			if u.want.Name == oldName {
+				t.Errorf("the old incarnation's object %s is written: %+v", oldName, u.want.Spec)
+			}
+		}
+		for _, c := range d.certs {
+			if c.member == "main-2" && cs.refObject(c) == old {
+				t.Errorf("the old incarnation's certificate is renewed during the move")
+			}
+		}
+	}
+	noOldWrite(d)
+	if len(d.sweep) != 0 {
+		t.Errorf("sweep %v while etcd lists both incarnations", d.sweep)
+	}
+	if a, b := aRecord(t, d, "main-2"), aRecord(t, d, own); a != "127.0.3.10" || b != "127.0.3.20" {
+		t.Errorf("main-2 -> %q, %s -> %q; want the old incarnation's 127.0.3.10 and the new one's 127.0.3.20", a, own, b)
+	}
+	if m := statusMember(&st, "main-2"); m.Zone != "zone-3b" || m.Address != "127.0.3.20" || m.Object != wantName {
+		t.Errorf("status main-2 %+v, want zone-3b at the new object's address, object %s", m, wantName)
+	}
+
+	// Promoted: the old ID goes; its object stays until then.
+	s.etcd.Members[3].IsLearner = false
+	d, st = pass(s)
+	if d.plan.Action != planner.ActRemoveMember || d.plan.MemberID != 3 {
+		t.Fatalf("plan %s [%x] (%s), want the old ID 3 removed", d.plan.Action, d.plan.MemberID, d.plan.Reason)
+	}
+	if st.FailuresTolerated == nil || *st.FailuresTolerated != 1 {
+		t.Errorf("failuresTolerated %v with four healthy voters, want 1", st.FailuresTolerated)
+	}
+	noOldWrite(d)
+	if len(d.sweep) != 0 || len(d.step.deletes) != 0 {
+		t.Errorf("sweep %v, deletes %v before the old ID is removed", d.sweep, d.step.deletes)
+	}
+
+	// Old ID removed: the old object, and its Secret alone, are deleted.
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e planner.ListEntry) bool { return e.ID == 3 })
+	d, _ = pass(s)
+	if d.plan.Action != planner.ActDeleteObject || len(d.step.deletes) != 1 || d.step.deletes[0] != (memberRef{cluster: "member-3", member: "main-2", object: oldName}) {
+		t.Fatalf("plan %s (%s), deletes %v; want the old object %s deleted", d.plan.Action, d.plan.Reason, d.step.deletes, oldName)
+	}
+	for _, ref := range append(append([]memberRef{}, d.step.deletes...), d.sweep...) {
+		for _, o := range memberObjects(cs, ref) {
+			if n := o.GetName(); n != oldName && n != oldSecret {
+				t.Errorf("deleting %v deletes %s %s; only the old incarnation's object and Secret may go", ref, kindOf(o), n)
+			}
+		}
+	}
+	if got := memberObjects(cs, d.step.deletes[0]); len(got) != 2 {
+		t.Errorf("deleting the old object deletes %d objects, want it and its Secret", len(got))
+	}
+	cs.others["main-2"] = nil
+	delete(cs.secrets, oldSecret)
+	d, st = pass(s)
+	if d.plan.Action != planner.ActFinish || st.Operation != nil {
+		t.Fatalf("plan %s (%s), operation %+v; want the move finished", d.plan.Action, d.plan.Reason, st.Operation)
+	}
+	if m := statusMember(&st, "main-2"); m.ID != hexID(40) || m.Cluster != "member-3" || m.Zone != "zone-3b" || m.Incarnation != 4 || m.DNSName != own+".main.etcd.test" || m.Object != wantName {
+		t.Errorf("main-2 after the move: %+v", m)
+	}
+	d, _ = pass(s)
+	if d.plan.Action != planner.ActNone || len(d.sweep) != 0 {
+		t.Errorf("after the move: plan %s (%s), sweep %v; want nothing", d.plan.Action, d.plan.Reason, d.sweep)
+	}
+	for _, u := range d.updates {
+		if u.want.Name != wantName || restarts(obj, u.want) {
+			t.Errorf("after the move: an update %s restarts or renames main-2: %+v", u.want.Name, u.want.Spec)
+		}
+	}
+
+	// Moved back inside the cluster: the third incarnation takes the
+	// scheme's name again (free now), beside the i4 object.
+	s.ec.Spec.Topology.CordonedZones = []string{"member-3/zone-3b"}
+	d, _ = pass(s)
+	if d.plan.Action != planner.ActBegin || s.ec.Status.Operation == nil || s.ec.Status.Operation.Type != etcdfedv1.OperationMove {
+		t.Fatalf("plan %s (%s); want a Move back to zone-3", d.plan.Action, d.plan.Reason)
+	}
+	d, _ = pass(s)
+	if d.plan.Action != planner.ActCreateObjects || len(d.step.writes) != 1 || d.step.writes[0].want.Name != oldName || d.step.writes[0].want.Spec.Incarnation != 5 {
+		t.Fatalf("plan %s (%s), writes %v; want incarnation 5 created as %s", d.plan.Action, d.plan.Reason, d.step.writes, oldName)
+	}
+}
+
+// A Move inside one member cluster given up (its new incarnation could
+// not start): the member is its old incarnation again, whose object is the
+// member's current one though the new one's is of a later incarnation;
+// the new one is swept once the operation is over, never the old one.
+func TestMoveInsideOneClusterGivenUpKeepsTheOldObject(t *testing.T) {
+	s := ring()
+	withSecondZone(s)
+	cs := s.cluster("member-3")
+	old := cs.members["main-2"]
+	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(3)}
+	m := statusMember(&s.ec.Status, "main-2")
+	gone := *m
+	gone.Zone, gone.Incarnation, gone.DNSName = "zone-3b", 4, "main-2-i4.main.etcd.test"
+	s.ec.Status.LastIncarnation = 4
+	fresh := desiredMember(s, &s.ec.Status, &gone, nil)
+	fresh.Status.Incarnation = 4
+	fresh.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(40)} // its learner, removed
+	if fresh.Name == old.Name {
+		t.Fatalf("the new incarnation's object is named like the old one's, %s", old.Name)
+	}
+	cs.add(fresh)
+	cs.settle(&s.ec.Status)
+	if cs.members["main-2"] != old {
+		t.Fatalf("current object of main-2 is %s (incarnation %d), want the old one the ledger records", cs.members["main-2"].Name, cs.members["main-2"].Spec.Incarnation)
+	}
+	d, st := pass(s)
+	if d.plan.Action != planner.ActNone {
+		t.Errorf("plan %s (%s), want nothing", d.plan.Action, d.plan.Reason)
+	}
+	if len(d.sweep) != 1 || d.sweep[0] != (memberRef{cluster: "member-3", member: "main-2", object: fresh.Name}) {
+		t.Errorf("sweep %v, want the given-up object %s alone", d.sweep, fresh.Name)
+	}
+	if m := statusMember(&st, "main-2"); m.Zone != "zone-3" || m.Incarnation != 3 || m.Address != "127.0.3.10" {
+		t.Errorf("status main-2 %+v, want its old incarnation", m)
+	}
+	// With an operation in flight, the old incarnation etcd lists is never
+	// swept, the given-up one not before the operation ends.
+	busy := s.ec.Status.DeepCopy()
+	busy.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-0", MemberID: "1"}
+	if sweep, _ := leftBehind(s, busy); len(sweep) != 0 {
+		t.Errorf("sweep %v with an operation in flight", sweep)
 	}
 }

@@ -59,6 +59,42 @@ func objectDNSName(ec *etcdfedv1.EtcdCluster, obj *etcdfedv1.EtcdMember, member 
 	return memberDNSName(ec, member)
 }
 
+// newObjectName names a new EtcdMember of m's recorded incarnation in cs:
+// the scheme's name (etcdfedv1.MemberObjectName), or, while cs holds
+// another object of the member under that name (a Move inside the cluster
+// keeps its old incarnation beside the new one), the incarnation's own
+// (etcdfedv1.IncarnationObjectName). A later move inside the cluster takes
+// the scheme's name again: the old object is gone by then.
+func newObjectName(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, m *etcdfedv1.MemberStatus) string {
+	name := etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)
+	if o := cs.object(m.Name, name); o != nil && o.Spec.Incarnation != m.Incarnation {
+		return etcdfedv1.IncarnationObjectName(ec.Namespace, ec.Name, m.Name, m.Incarnation)
+	}
+	return name
+}
+
+// heldObject is the EtcdMember a recorded member's incarnation is written
+// to in cs: the member's current object there, unless that is of another
+// incarnation that a Move inside the cluster keeps beside the new one;
+// then nil, and the new incarnation gets an object of its own
+// (newObjectName). (A Replace rewrites the object in place: its old ID is
+// gone from etcd first.)
+func heldObject(st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot, m *etcdfedv1.MemberStatus) *etcdfedv1.EtcdMember {
+	o := cs.members[m.Name]
+	if o != nil && o.Spec.Incarnation != m.Incarnation && movesInside(st, m.Name, cs.name) {
+		return nil
+	}
+	return o
+}
+
+// movesInside: the operation in flight moves member make before break
+// between two domains of the cluster.
+func movesInside(st *etcdfedv1.EtcdClusterStatus, member, cluster string) bool {
+	op := st.Operation
+	return op != nil && op.Type == etcdfedv1.OperationMove && op.Member == member &&
+		op.From != nil && op.To != nil && op.From.Cluster == cluster && op.To.Cluster == cluster
+}
+
 // memberURL is a member's URL on port, by its DNS name.
 func memberURL(ec *etcdfedv1.EtcdCluster, member string, port int32) string {
 	return etcdfedv1.MemberURL(ec.Spec.TLS.Mode, memberDNSName(ec, member), port)
@@ -71,13 +107,13 @@ func memberURL(ec *etcdfedv1.EtcdCluster, member string, port int32) string {
 //
 // The object keeps the name of existing (written before the naming scheme,
 // it may be the member's name alone); a new object is named by the scheme
-// (etcdfedv1.MemberObjectName).
+// (newObjectName).
 func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus, existing *etcdfedv1.EtcdMember) *etcdfedv1.EtcdMember {
 	ec := s.ec
 	labels := ownerLabels(ec)
 	labels[etcdfedv1.LabelMember] = m.Name
 	labels[etcdfedv1.LabelIncarnation] = strconv.FormatInt(m.Incarnation, 10)
-	name := etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)
+	name := newObjectName(ec, s.cluster(m.Cluster), m)
 	if existing != nil {
 		name = existing.Name
 	}

@@ -267,6 +267,7 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 	if err := listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs); err != nil {
 		return err
 	}
+	cs.settle(&ec.Status)
 	checkReports(ec, cs, r.AllowLoopbackAddresses)
 	sort.Strings(cs.rejected)
 	return nil
@@ -346,9 +347,10 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		objs = append(objs, s.currentObject(ledger, m.Name))
 	}
 	if op := ledger.Operation; op != nil && op.Type == etcdfedv1.OperationMove && op.From != nil {
-		// The old incarnation a Move keeps until its ID is removed.
+		// The old incarnation a Move keeps until its ID is removed (beside
+		// the new one's when it moves inside its cluster).
 		if cs := s.cluster(op.From.Cluster); cs.visible() {
-			objs = append(objs, cs.members[op.Member])
+			objs = append(objs, cs.incarnation(op.Member, op.FromIncarnation))
 		}
 	}
 	for i, em := range s.etcd.Members {
@@ -381,7 +383,7 @@ func withAdoptedMembers(s *snapshot) *etcdfedv1.EtcdClusterStatus {
 // was lost).
 func anyBootstrapStarted(s *snapshot) bool {
 	for _, cs := range s.clusters {
-		for _, obj := range cs.members {
+		for _, obj := range cs.allObjects() {
 			if obj.Spec.Bootstrap != nil {
 				return true
 			}

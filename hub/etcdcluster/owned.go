@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
 // ownedKind is a kind of object the hub writes into member clusters for an
@@ -67,12 +68,10 @@ func listOwned(ctx context.Context, c client.Reader, ns string, uid types.UID, c
 			switch o := it.(type) {
 			case *etcdfedv1.EtcdMember:
 				// By member name, whatever the object's name: the scheme's
-				// (MemberObjectName), or the member's alone for an object
-				// written before it, which the hub keeps using.
-				name := o.Spec.MemberName
-				if prev := cs.members[name]; prev == nil || preferObject(o, prev) {
-					cs.members[name] = o
-				}
+				// (MemberObjectName), an incarnation's, or the member's
+				// alone for an object written before the scheme, which the
+				// hub keeps using.
+				cs.add(o)
 			case *corev1.Secret:
 				cs.secrets[o.Name] = o
 			case *etcdfedv1.EtcdDNSZone:
@@ -83,10 +82,12 @@ func listOwned(ctx context.Context, c client.Reader, ns string, uid types.UID, c
 	return nil
 }
 
-// preferObject: of two EtcdMembers of one member in one cluster (the hub
-// writes one; two are left only by a hand or a bug), the one of the later
-// incarnation counts, then the one named by the scheme. The other is not
-// seen, and never written.
+// preferObject: of two EtcdMembers of one member in one cluster (a Move
+// inside the cluster keeps its old incarnation's beside the new one), the
+// one of the later incarnation is the member's current object, then the
+// one named by the scheme; settle prefers the one of the incarnation the
+// ledger records. The other is kept in others: deleted by the Move's last
+// step or swept, never written.
 func preferObject(a, b *etcdfedv1.EtcdMember) bool {
 	if a.Spec.Incarnation != b.Spec.Incarnation {
 		return a.Spec.Incarnation > b.Spec.Incarnation
@@ -124,18 +125,45 @@ func zoneObject(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) *etcdfedv1.EtcdD
 	return nil
 }
 
-// memberObjects are the owned objects of one member in a cluster.
-func memberObjects(cs *clusterSnapshot, member string) []client.Object {
+// memberObjects are the owned objects ref names in a cluster: its
+// EtcdMember and the member's Secrets there, but those named after
+// another of the member's EtcdMembers, which stays (a Move inside the
+// cluster deletes the old incarnation's object and keeps the new one's).
+func memberObjects(cs *clusterSnapshot, ref memberRef) []client.Object {
 	var out []client.Object
-	if o := cs.members[member]; o != nil {
-		out = append(out, o)
+	obj := cs.refObject(ref)
+	if obj != nil {
+		out = append(out, obj)
+	}
+	staying := map[string]bool{}
+	for _, o := range cs.objectsOf(ref.member) {
+		if o != obj {
+			for _, n := range objectSecretNames(o.Name) {
+				staying[n] = true
+			}
+		}
 	}
 	for _, o := range cs.secrets {
-		if o.Labels[etcdfedv1.LabelMember] == member {
+		if o.Labels[etcdfedv1.LabelMember] == ref.member && !staying[o.Name] {
 			out = append(out, o)
 		}
 	}
 	return out
+}
+
+// objectSecretNames are the Secrets the hub names after an EtcdMember:
+// its certificate and its copy of a restore store's credentials.
+func objectSecretNames(object string) []string {
+	return []string{pki.MemberSecretName(object), StoreCredentialsSecretName(object)}
+}
+
+// certObjectName is the name of the EtcdMember whose certificate Secret
+// is written for member in cs: obj's, or the member's current one's.
+func certObjectName(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, member string, obj *etcdfedv1.EtcdMember) string {
+	if obj != nil {
+		return obj.Name
+	}
+	return memberObjectName(ec, cs, member)
 }
 
 // ownedMembers lists the member names that own objects in a cluster.

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -12,6 +13,9 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
+	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
 // The one owned-object writer against a real apiserver: create, leave
@@ -131,7 +135,7 @@ func TestOwnedObjects(t *testing.T) {
 		if len(cs.members) != 1 || cs.members["a-0"] == nil || len(cs.secrets) != 1 || len(cs.zones) != 1 {
 			t.Fatalf("listed members %v, secrets %v, zones %v; want a-0, its Secret and the zone", keys(cs.members), keys(cs.secrets), keys(cs.zones))
 		}
-		if objs := memberObjects(cs, "a-0"); len(objs) != 2 {
+		if objs := memberObjects(cs, memberRef{cluster: "member", member: "a-0"}); len(objs) != 2 {
 			t.Errorf("a-0 owns %d objects, want its EtcdMember and its Secret", len(objs))
 		}
 		if err := deleteAllOwned(ctx, c, ns, ours.ec.UID, "member"); err != nil {
@@ -152,6 +156,101 @@ func keys[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {
 		out = append(out, k)
+	}
+	return out
+}
+
+// A Move between two zones of one member cluster against a real
+// apiserver: the hub's step writes the new incarnation's EtcdMember and
+// certificate Secret beside the old ones (never over them), observe files
+// both under the member (the new one current), and the Move's last step
+// deletes the old object and its Secret alone.
+func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
+	c := testenv.StartT(t, "member")[0].Client
+	ctx := context.Background()
+	ns := "etcdfed-system"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	s := ring()
+	ca := withTLS(t, s)
+	withSecondZone(s)
+	s.ringNamespace = ns
+	s.ec.Spec.Topology.CordonedZones = []string{"member-3/zone-3"}
+	cs := s.cluster("member-3")
+	cs.client = c
+	r := &Reconciler{}
+	observe := func() {
+		t.Helper()
+		cs.members, cs.others, cs.secrets, cs.zones = map[string]*etcdfedv1.EtcdMember{}, nil, map[string]*corev1.Secret{}, map[string]*etcdfedv1.EtcdDNSZone{}
+		if err := listOwned(ctx, c, ns, s.ec.UID, cs); err != nil {
+			t.Fatal(err)
+		}
+		cs.settle(&s.ec.Status)
+	}
+	// main-2's incarnation 3 as the hub wrote it.
+	cs.members, cs.secrets = map[string]*etcdfedv1.EtcdMember{}, map[string]*corev1.Secret{}
+	m := statusMember(&s.ec.Status, "main-2")
+	if err := r.writeMembers(ctx, s, ca, []memberWrite{{cluster: "member-3", want: desiredMember(s, &s.ec.Status, m, nil), cert: true}}); err != nil {
+		t.Fatal(err)
+	}
+	observe()
+	old := cs.members["main-2"]
+	oldSecret := cs.secrets[pki.MemberSecretName(old.Name)]
+	if old == nil || oldSecret == nil {
+		t.Fatalf("incarnation 3 not written: %v %v", keys(cs.members), keys(cs.secrets))
+	}
+
+	if d, _ := pass(s); d.plan.Action != planner.ActBegin || s.ec.Status.Operation == nil || s.ec.Status.Operation.Type != etcdfedv1.OperationMove {
+		t.Fatalf("plan %s (%s), want a Move inside member-3", d.plan.Action, d.plan.Reason)
+	}
+	d, _ := pass(s)
+	if d.plan.Action != planner.ActCreateObjects {
+		t.Fatalf("plan %s (%s), want CreateObjects", d.plan.Action, d.plan.Reason)
+	}
+	if err := r.writeMembers(ctx, s, ca, d.step.writes); err != nil {
+		t.Fatal(err)
+	}
+	newName := etcdfedv1.IncarnationObjectName(s.ec.Namespace, s.ec.Name, "main-2", 4)
+	now := &etcdfedv1.EtcdMember{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), now); err != nil {
+		t.Fatal(err)
+	}
+	if now.ResourceVersion != old.ResourceVersion || now.Spec.Incarnation != 3 || now.Spec.Zone != "zone-3" {
+		t.Errorf("the old incarnation's object %s was written over: incarnation %d in %s (resourceVersion %s -> %s)", old.Name, now.Spec.Incarnation, now.Spec.Zone, old.ResourceVersion, now.ResourceVersion)
+	}
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(oldSecret), sec); err != nil || sec.ResourceVersion != oldSecret.ResourceVersion {
+		t.Errorf("the old incarnation's certificate Secret was written over (%v)", err)
+	}
+	observe()
+	cur := cs.members["main-2"]
+	if cur == nil || cur.Name != newName || cur.Spec.Incarnation != 4 || cur.Spec.Zone != "zone-3b" || len(cs.others["main-2"]) != 1 || cs.others["main-2"][0].Name != old.Name {
+		t.Fatalf("observed main-2 in member-3: %s, current %s; want %s (incarnation 4) beside %s", objectNames(cs.objectsOf("main-2")), cur.Name, newName, old.Name)
+	}
+	if cs.secrets[pki.MemberSecretName(newName)] == nil {
+		t.Fatalf("the new incarnation's certificate Secret %s is missing: %v", pki.MemberSecretName(newName), keys(cs.secrets))
+	}
+
+	// The Move's last step: the old object and its Secret go, the new stay.
+	refs := retiredObjects(s, &s.ec.Status, planner.Decision{Action: planner.ActDeleteObject, Member: "main-2",
+		From: topology.Domain{Cluster: "member-3", Zone: "zone-3"}, Operation: &planner.Operation{Type: planner.OpMove}})
+	if err := r.deleteMembers(ctx, s, refs); err != nil {
+		t.Fatal(err)
+	}
+	observe()
+	if cur := cs.members["main-2"]; cur == nil || cur.Name != newName || len(cs.others["main-2"]) != 0 {
+		t.Errorf("after the old object's deletion: main-2's objects %s; want %s alone", objectNames(cs.objectsOf("main-2")), newName)
+	}
+	if got := keys(cs.secrets); len(got) != 1 || got[0] != pki.MemberSecretName(newName) {
+		t.Errorf("Secrets left %v, want %s alone", got, pki.MemberSecretName(newName))
+	}
+}
+
+func objectNames(objs []*etcdfedv1.EtcdMember) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o.Name+" (incarnation "+strconv.FormatInt(o.Spec.Incarnation, 10)+")")
 	}
 	return out
 }

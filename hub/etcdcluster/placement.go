@@ -262,6 +262,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 			mm.DomainClosed = mm.ClusterVisible && cs.zoneClosed(m.Zone)
 			if obj := cs.members[m.Name]; obj != nil && mm.ClusterVisible {
 				mm.Object = plannerObject(s, st, &m, obj)
+				mm.Superseded = slices.ContainsFunc(cs.others[m.Name], func(o *etcdfedv1.EtcdMember) bool { return o.Spec.Incarnation < m.Incarnation })
 			}
 		}
 		for _, other := range s.clusters {
@@ -288,6 +289,7 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		o.Bootstrap = string(obj.Spec.Bootstrap.InitialClusterState)
 	}
 	o.Etcd, o.ForceNewCluster = etcdView(obj), obj.Spec.ForceNewCluster
+	o.NamedAfterMember = obj.Name == obj.Spec.MemberName
 	if c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionStorageReady); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == etcdfedv1.ReasonVolumeLost {
 		o.VolumeLost = true

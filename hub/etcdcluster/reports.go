@@ -19,7 +19,8 @@ import (
 // EtcdCluster (the member's DNS name, the TLS mode, the exposure), not
 // from the objects in the member cluster.
 func checkReports(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, allowLoopback bool) {
-	for name, obj := range cs.members {
+	for _, obj := range cs.allObjects() {
+		name := obj.Spec.MemberName
 		exp := func(t etcdfedv1.ExposeType) bool { return ec.Spec.Expose.Type == t || obj.Spec.Expose.Type == t }
 		m := reports.Member{
 			DNSName: reportedDNSName(ec, obj, name), Domain: ec.Spec.DNS.Domain, TLS: ec.Spec.TLS.Mode.Enabled(),

@@ -1,6 +1,8 @@
 package etcdcluster
 
 import (
+	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -71,9 +73,14 @@ type clusterSnapshot struct {
 	// it had gone stale (zero: never out of view since the hub started).
 	backSince time.Time
 	spoke     *etcdfedv1.EtcdSpoke
-	// The objects the hub owns there for this EtcdCluster (ownedKinds), by
-	// object name.
+	// The objects the hub owns there for this EtcdCluster (ownedKinds):
+	// members by member name (the member's current object there,
+	// clusterSnapshot.add and settle), the others by object name.
 	members map[string]*etcdfedv1.EtcdMember
+	// others are a member's other EtcdMembers in the cluster, by member
+	// name: the old incarnation a Move inside the cluster keeps beside the
+	// new one until its ID is removed, or one left behind there (swept).
+	others  map[string][]*etcdfedv1.EtcdMember
 	zones   map[string]*etcdfedv1.EtcdDNSZone
 	secrets map[string]*corev1.Secret
 	readErr error
@@ -164,6 +171,93 @@ func (p pkiSnapshot) hubClientLeaf() *pki.Leaf {
 }
 
 func (s *snapshot) cluster(name string) *clusterSnapshot { return s.byName[name] }
+
+// add files an EtcdMember of the cluster under its member: the preferred
+// one (preferObject) is the member's current object, the others are kept
+// beside it.
+func (c *clusterSnapshot) add(o *etcdfedv1.EtcdMember) {
+	name := o.Spec.MemberName
+	prev := c.members[name]
+	if prev != nil && preferObject(prev, o) {
+		prev, o = o, prev
+	}
+	c.members[name] = o
+	if prev != nil {
+		if c.others == nil {
+			c.others = map[string][]*etcdfedv1.EtcdMember{}
+		}
+		c.others[name] = append(c.others[name], prev)
+	}
+}
+
+// settle makes the object of the incarnation ledger records in this
+// cluster the member's current one when the cluster holds it beside
+// another (a Move given up hands the member back to its old incarnation,
+// whose object is older than the new one's).
+func (c *clusterSnapshot) settle(ledger *etcdfedv1.EtcdClusterStatus) {
+	for _, m := range ledger.Members {
+		cur := c.members[m.Name]
+		if m.Cluster != c.name || cur == nil || cur.Spec.Incarnation == m.Incarnation {
+			continue
+		}
+		others := c.others[m.Name]
+		if i := slices.IndexFunc(others, func(o *etcdfedv1.EtcdMember) bool { return o.Spec.Incarnation == m.Incarnation }); i >= 0 {
+			c.members[m.Name], others[i] = others[i], cur
+		}
+	}
+}
+
+// objectsOf are every EtcdMember of member in the cluster, its current one
+// first.
+func (c *clusterSnapshot) objectsOf(member string) []*etcdfedv1.EtcdMember {
+	if c == nil {
+		return nil
+	}
+	cur := c.members[member]
+	if cur == nil {
+		return nil
+	}
+	return append([]*etcdfedv1.EtcdMember{cur}, c.others[member]...)
+}
+
+// allObjects are every EtcdMember of the cluster.
+func (c *clusterSnapshot) allObjects() []*etcdfedv1.EtcdMember {
+	var out []*etcdfedv1.EtcdMember
+	for _, name := range slices.Sorted(maps.Keys(c.members)) {
+		out = append(out, c.objectsOf(name)...)
+	}
+	return out
+}
+
+// object is member's EtcdMember named name in the cluster, nil when none.
+func (c *clusterSnapshot) object(member, name string) *etcdfedv1.EtcdMember {
+	for _, o := range c.objectsOf(member) {
+		if o.Name == name {
+			return o
+		}
+	}
+	return nil
+}
+
+// incarnation is member's EtcdMember of incarnation inc in the cluster,
+// nil when none.
+func (c *clusterSnapshot) incarnation(member string, inc int64) *etcdfedv1.EtcdMember {
+	for _, o := range c.objectsOf(member) {
+		if o.Spec.Incarnation == inc {
+			return o
+		}
+	}
+	return nil
+}
+
+// refObject is the EtcdMember ref names: its object, or the member's
+// current one when it names none.
+func (c *clusterSnapshot) refObject(ref memberRef) *etcdfedv1.EtcdMember {
+	if ref.object == "" {
+		return c.members[ref.member]
+	}
+	return c.object(ref.member, ref.object)
+}
 
 // currentObject is the object of a member's current incarnation as recorded
 // in ledger, when its cluster is visible. The object may still be of an

@@ -9,6 +9,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // TestSweepGuard (issue 24): with no operation in flight the sweep used
@@ -43,6 +44,14 @@ func TestSweepGuard(t *testing.T) {
 			old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x11)}
 			s.cluster("member-3").members["main-1"] = old
 		}, []memberRef{{cluster: "member-3", member: "main-1"}}, ""},
+		// Two objects of main-2 in member-3 (a Move inside it): the one
+		// beside the recorded incarnation's is judged on its own.
+		{"beside the recorded incarnation in its cluster, an old incarnation etcd still lists: kept", func(s *snapshot) {
+			besideInMember3(s, 3)
+		}, nil, "main-2's object in member-3 (incarnation 3) is kept: etcd lists it as [3]"},
+		{"beside the recorded incarnation in its cluster, an old incarnation etcd no longer lists: swept, the recorded one stays", func(s *snapshot) {
+			besideInMember3(s, 0x33)
+		}, []memberRef{{cluster: "member-3", member: "main-2", object: "default-main-2-rbxv5pka"}}, ""},
 		{"etcd not answering with a quorum in this pass: nothing swept", func(s *snapshot) {
 			old := s.cluster("member-2").members["main-1"].DeepCopy()
 			old.Spec.Incarnation, old.Status.Incarnation = 1, 1
@@ -86,4 +95,22 @@ func TestDegradedSaysTheHubSeesAMinority(t *testing.T) {
 	if !strings.HasPrefix(c.Message, "the hub sees only") {
 		t.Errorf("Degraded does not say it first: %q", c.Message)
 	}
+}
+
+// besideInMember3 records main-2 as incarnation 4 in member-3/zone-3b,
+// running as [40] under an object of its own, beside its incarnation 3's
+// object there, which runs as oldID.
+func besideInMember3(s *snapshot, oldID uint64) {
+	withSecondZone(s)
+	cs := s.cluster("member-3")
+	old := cs.members["main-2"]
+	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(oldID)}
+	m := statusMember(&s.ec.Status, "main-2")
+	m.Zone, m.Incarnation, m.ID, m.DNSName = "zone-3b", 4, hexID(40), "main-2-i4.main.etcd.test"
+	s.ec.Status.LastIncarnation = 4
+	fresh := desiredMember(s, &s.ec.Status, m, nil)
+	fresh.Status.Incarnation, fresh.Status.Etcd = 4, &etcdfedv1.MemberEtcdView{ID: hexID(40)}
+	cs.add(fresh)
+	cs.settle(&s.ec.Status)
+	s.etcd.Members = append(s.etcd.Members, planner.ListEntry{ID: 40, Name: "main-2", Healthy: true})
 }

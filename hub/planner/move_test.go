@@ -7,7 +7,10 @@ import (
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
-var dD = topology.Domain{Cluster: "d", Zone: "zd"}
+var (
+	dD  = topology.Domain{Cluster: "d", Zone: "zd"}
+	dC2 = topology.Domain{Cluster: "c", Zone: "zc2"}
+)
 
 // surgeURL is the peer URL of an incarnation served under its own name.
 func surgeURL(name string) string { return "https://" + name + "-i4.etcd.example.com:2380" }
@@ -55,8 +58,25 @@ func TestRule13MoveBeginsMakeBeforeBreak(t *testing.T) {
 		{"old domain declared failed: break before make", moving(dD, func(in *Input) { in.Members[2].DomainFailed = true }), []check{opRecorded(OpReplace, ActCreateObjects), reason("declared failed")}},
 		{"old cluster out of sight: break before make", moving(dD, func(in *Input) { in.Members[2].ClusterVisible = false }), []check{opRecorded(OpReplace, ActCreateObjects), reason("out of sight")}},
 		{"old incarnation not in etcd: break before make", moving(dD, func(in *Input) { in.Members[2].ID = 0 }), []check{opRecorded(OpReplace, ActCreateObjects), reason("not in etcd's member list")}},
-		{"inside one member cluster: break before make (one object per member there)", moving(topology.Domain{Cluster: "c", Zone: "zc2"}, func(*Input) {}), []check{
-			opRecorded(OpReplace, ActCreateObjects), reason("inside member cluster c"),
+		{"inside one member cluster (another zone of it): make before break, under its own name", moving(dC2, func(*Input) {}), []check{
+			action(ActBegin), opRecorded(OpMove, ActCreateObjects), reason("make before break"),
+			func(t *testing.T, d Decision) {
+				if op := d.Operation; op.MemberID != 3 || op.FromIncarnation != 3 || op.Incarnation != 4 || *op.From != dC || *op.To != dC2 {
+					t.Errorf("op = %+v", op)
+				}
+				if len(d.Assign) != 1 || !d.Assign[0].OwnName || d.Assign[0].Domain != dC2 {
+					t.Errorf("assign = %+v, want main-2 incarnation 4 in c/zc2 under its own name", d.Assign)
+				}
+			},
+		}},
+		{"inside one member cluster, its object named after the member alone: break before make, said", moving(dC2, func(in *Input) { in.Members[2].Object.NamedAfterMember = true }), []check{
+			opRecorded(OpReplace, ActCreateObjects), reason("named after the member alone"),
+		}},
+		{"inside one member cluster, the old incarnation dead: break before make", moving(dC2, func(in *Input) { in.Etcd.Members[2].Healthy = false }), []check{
+			opRecorded(OpReplace, ActCreateObjects), reason("does not answer"),
+		}},
+		{"another member cluster, its object named after the member alone: make before break (another cluster's Service)", moving(dD, func(in *Input) { in.Members[2].Object.NamedAfterMember = true }), []check{
+			opRecorded(OpMove, ActCreateObjects),
 		}},
 		{"a drained zone whose pod still runs: make before break", moving(dD, func(in *Input) { in.Members[2].DomainClosed = true }), []check{opRecorded(OpMove, ActCreateObjects)}},
 	})
@@ -226,15 +246,92 @@ func TestRule13MoveStepsNewFirstOldLast(t *testing.T) {
 	})
 }
 
+// Rule 13 inside one member cluster: the new incarnation's object is
+// created beside the old one's (the hub's view: Object is the new one,
+// Superseded says the old one is still there); once the old ID is removed
+// the old object, not the new, is deleted, and the move finishes only when
+// it is gone.
+func TestRule13MoveInsideOneClusterDeletesTheOldObjectLast(t *testing.T) {
+	moving := func(mut func(in *Input)) func() Input {
+		return func() Input {
+			in := steady()
+			from, to := dC, dC2
+			in.Operation = &Operation{Type: OpMove, Member: "main-2", MemberID: 3, Incarnation: 4, FromIncarnation: 3, From: &from, To: &to, Reason: "Evacuate", Step: ActCreateObjects, StartedAt: t0}
+			in.LastIncarnation = 4
+			m := running("main-2", 0, dC2, 4)
+			// The hub's current object is still the old incarnation's.
+			m.Object = &Object{Incarnation: 3, StatusIncarnation: 3, Bootstrap: "existing", PeerURL: url("main-2"), Healthy: true}
+			in.Members[2] = m
+			mut(&in)
+			return in
+		}
+	}
+	created := func(in *Input) {
+		in.Members[2].Object = &Object{Incarnation: 4, StatusIncarnation: 4, Bootstrap: "existing", PeerURL: surgeURL("main-2"), Healthy: true}
+		in.Members[2].Superseded = true
+	}
+	promoted := func(in *Input) {
+		created(in)
+		in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 40, Name: "main-2", PeerURLs: []string{surgeURL("main-2")}, Healthy: true})
+		in.Members[2].ID = 40
+	}
+	removed := func(in *Input) {
+		promoted(in)
+		in.Etcd.Members = append(in.Etcd.Members[:2], in.Etcd.Members[3])
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"only the old object there: the new incarnation's is created", moving(func(*Input) {}), []check{
+			action(ActCreateObjects), opRecorded(OpMove, ActCreateObjects),
+			func(t *testing.T, d Decision) {
+				if d.Domain != dC2 {
+					t.Errorf("domain = %v, want %v", d.Domain, dC2)
+				}
+			},
+		}},
+		{"promoted: the old ID is removed, not an object", moving(promoted), []check{action(ActRemoveMember), func(t *testing.T, d Decision) {
+			if d.MemberID != 3 {
+				t.Errorf("removing %d, want the old ID 3", d.MemberID)
+			}
+		}}},
+		{"old ID removed, the old object still beside the new: it is deleted", moving(removed), []check{action(ActDeleteObject), opRecorded(OpMove, ActDeleteObject), func(t *testing.T, d Decision) {
+			if d.From != dC {
+				t.Errorf("from = %v, want the old domain %v", d.From, dC)
+			}
+		}}},
+		{"old object gone, the new one stays: the move is done", moving(func(in *Input) {
+			removed(in)
+			in.Members[2].Superseded = false
+		}), []check{action(ActFinish), reason("make-before-break"), func(t *testing.T, d Decision) {
+			if d.MemberID != 40 || d.GaveUp {
+				t.Errorf("finish = %+v, want the new ID 40", d)
+			}
+		}}},
+		{"the cluster out of sight at the last step (the hub sees no object there): it waits at its step, nothing deleted blind", moving(func(in *Input) {
+			removed(in)
+			in.Operation.Step = ActDeleteObject
+			in.Members[2].ClusterVisible, in.Members[2].Object, in.Members[2].Superseded = false, nil, false
+		}), []check{action(ActWait), opRecorded(OpMove, ActDeleteObject)}},
+	})
+}
+
 // TestMoveNeverDropsTolerance walks a Move of a live member through a
 // small model of etcd (each decision applied as etcd and the spoke would)
 // and samples, after every step, the voters etcd lists: never fewer
 // healthy voters than the three it started with, and at most four.
 func TestMoveNeverDropsTolerance(t *testing.T) {
-	for _, leader := range []uint64{1, 3} {
+	// To another member cluster, and to another zone of the same one.
+	for _, c := range []struct {
+		to     topology.Domain
+		leader uint64
+	}{{dD, 1}, {dD, 3}, {dC2, 1}, {dC2, 3}} {
+		leader := c.leader
 		in := steady()
 		in.Etcd.LeaderID = leader
-		in.Placement.Steps = []topology.Step{{Action: topology.Move, Member: "main-2", From: dC, To: dD, Reason: topology.Evacuate}}
+		in.Placement.Steps = []topology.Step{{Action: topology.Move, Member: "main-2", From: dC, To: c.to, Reason: topology.Evacuate}}
 		var kinds []Action
 		for i := 0; i < 30; i++ {
 			d := Next(in)
@@ -253,10 +350,10 @@ func TestMoveNeverDropsTolerance(t *testing.T) {
 				break
 			}
 		}
-		if in.Operation != nil || len(in.Etcd.Members) != 3 || in.Members[2].Domain != dD {
-			t.Fatalf("leader %d: not finished after %v: op %+v, members %+v", leader, kinds, in.Operation, in.Etcd.Members)
+		if in.Operation != nil || len(in.Etcd.Members) != 3 || in.Members[2].Domain != c.to || in.Members[2].Superseded || in.Members[2].Object == nil || in.Members[2].Object.Incarnation != 4 {
+			t.Fatalf("to %v, leader %d: not finished after %v: op %+v, members %+v, main-2 %+v", c.to, leader, kinds, in.Operation, in.Etcd.Members, in.Members[2])
 		}
-		t.Logf("leader %d: %v", leader, kinds)
+		t.Logf("to %v, leader %d: %v", c.to, leader, kinds)
 	}
 }
 
@@ -272,12 +369,21 @@ func applyModel(t *testing.T, in *Input, d Decision) {
 	switch d.Action {
 	case ActBegin:
 		for _, a := range d.Assign {
-			m.Domain, m.Incarnation, m.ID, m.Object = a.Domain, a.Incarnation, 0, nil
-			m.StaleIn = []string{dC.Cluster}
+			if a.Domain.Cluster == m.Domain.Cluster {
+				// Inside the cluster: the old object is the hub's current
+				// one there until the new one is written.
+				m.Domain, m.Incarnation, m.ID = a.Domain, a.Incarnation, 0
+			} else {
+				m.Domain, m.Incarnation, m.ID, m.Object = a.Domain, a.Incarnation, 0, nil
+				m.StaleIn = []string{dC.Cluster}
+			}
 			in.LastIncarnation = a.Incarnation
 		}
 		in.Placement.Steps = nil
 	case ActCreateObjects:
+		// Beside an old object in the same cluster (the hub writes the new
+		// incarnation's under a name of its own).
+		m.Superseded = m.Object != nil && m.Object.Incarnation < m.Incarnation
 		m.Object = &Object{Incarnation: m.Incarnation, StatusIncarnation: m.Incarnation, PeerURL: surgeURL(m.Name)}
 	case ActAddLearner:
 		in.Etcd.Members = append(in.Etcd.Members, ListEntry{ID: 40, PeerURLs: []string{m.Object.PeerURL}, IsLearner: true})
@@ -309,7 +415,11 @@ func applyModel(t *testing.T, in *Input, d Decision) {
 		}
 		in.Etcd.Members = keep
 	case ActDeleteObject:
-		m.StaleIn = nil
+		if d.From.Cluster == m.Domain.Cluster {
+			m.Superseded = false
+		} else {
+			m.StaleIn = nil
+		}
 	case ActFinish:
 		in.Operation = nil
 		m.ID = d.MemberID

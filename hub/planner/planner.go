@@ -468,9 +468,11 @@ func giveBack(op Operation, why string) Decision {
 // makeBeforeBreak says whether a placement move of m to to can keep its
 // old incarnation until the new one is a voter, and when not, why: the old
 // incarnation must be alive (in etcd's list, started, answering, in a
-// cluster the hub sees whose domain is not declared failed), and the new
-// one in another member cluster (a member cluster holds one object per
-// member).
+// cluster the hub sees whose domain is not declared failed). A move inside
+// one member cluster gives the new incarnation an object of its own there,
+// beside the old one's, unless the old object is named after the member
+// alone (written before the naming scheme: its Service would select the
+// new pod too).
 func makeBeforeBreak(in Input, m Member, to topology.Domain) (string, bool) {
 	em, listed := byID(in.Etcd, m.ID)
 	switch {
@@ -484,8 +486,8 @@ func makeBeforeBreak(in Input, m Member, to topology.Domain) (string, bool) {
 		return fmt.Sprintf("%s's member cluster %s is out of sight", m.Name, m.Domain.Cluster), false
 	case !em.Started() || !em.Healthy:
 		return fmt.Sprintf("%s's old incarnation %s does not answer", m.Name, describe(em)), false
-	case to.Cluster == m.Domain.Cluster:
-		return fmt.Sprintf("%s moves inside member cluster %s, which holds one object per member", m.Name, to.Cluster), false
+	case to.Cluster == m.Domain.Cluster && m.Object != nil && m.Object.NamedAfterMember:
+		return fmt.Sprintf("%s moves inside member cluster %s, where its object is named after the member alone (written before the naming scheme): its Service would select the new incarnation's pod too", m.Name, to.Cluster), false
 	case in.BreakBeforeMake:
 		return fmt.Sprintf("the EtcdCluster asks for it (annotation %s)", annotationBreakBeforeMake), false
 	}
@@ -519,14 +521,20 @@ func removeFromEtcd(in Input, op Operation) (Decision, bool) {
 }
 
 // deleteObject deletes the member's object in from's cluster when that
-// cluster is visible and still holds one. A cluster the hub cannot see
-// keeps its object: the reconciler sweeps it when the cluster returns.
+// cluster is visible and still holds one: of a Move inside the member's
+// cluster, the old incarnation's beside the new one's (Superseded). A
+// cluster the hub cannot see keeps its object: the reconciler sweeps it
+// when the cluster returns.
 func deleteObject(in Input, op Operation, from topology.Domain) (Decision, bool) {
 	m, ok := member(in, op.Member)
 	if !ok {
 		return Decision{}, false
 	}
-	here := m.Domain.Cluster == from.Cluster && m.Object != nil && m.ClusterVisible
+	held := m.Object != nil
+	if op.Type == OpMove {
+		held = m.Superseded
+	}
+	here := m.Domain.Cluster == from.Cluster && held && m.ClusterVisible
 	if here || slices.Contains(m.StaleIn, from.Cluster) {
 		return step(op, ActDeleteObject, Decision{Member: op.Member, From: from, Reason: fmt.Sprintf("deleting %s's object in %s (its volume is kept)", op.Member, from.Cluster)}), true
 	}

@@ -164,6 +164,11 @@ type Member struct {
 	// StaleIn lists visible clusters other than Domain's that still hold an
 	// EtcdMember object of this member (left behind by a move).
 	StaleIn []string
+	// Superseded is true when Domain's cluster, visible, holds an
+	// EtcdMember of an older incarnation of this member beside Object: a
+	// Move inside the cluster keeps its old incarnation's until its ID is
+	// removed, then deletes it.
+	Superseded bool
 }
 
 // Object is what the planner needs of a member's EtcdMember object.
@@ -210,6 +215,11 @@ type Object struct {
 	Etcd *EtcdView
 	// ForceNewCluster is the object's spec.forceNewCluster.
 	ForceNewCluster string
+	// NamedAfterMember is true for an object written before the naming
+	// scheme, named after the member alone: its spoke's Service and
+	// disruption budget select every pod of the member in the cluster, so
+	// a second incarnation beside it there would be selected too.
+	NamedAfterMember bool
 }
 
 // Operation is the operation in flight, as recorded in status.operation.
@@ -246,11 +256,12 @@ const (
 	OpRemove OpType = "Remove"
 	// OpReplace removes a member's etcd ID and adds a new incarnation under
 	// the same name, in the same or another failure domain: break before
-	// make, for a member whose old incarnation is dead (or, moved inside
-	// its own member cluster, cannot have a second object there).
+	// make, for a member whose old incarnation is dead (or whose object
+	// there, named after the member alone, cannot have a second beside it).
 	OpReplace OpType = "Replace"
 	// OpMove moves a live member make-before-break (rule 13): its new
-	// incarnation, in another member cluster and under its own DNS name
+	// incarnation, in another member cluster or another zone of the same
+	// one (an object of its own there), under its own DNS name
 	// (Assignment.OwnName), joins as a learner and is promoted beside the
 	// old one; then leadership leaves the old incarnation (MemberID), its
 	// ID is removed and its object deleted. Failure tolerance never drops

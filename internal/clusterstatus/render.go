@@ -25,13 +25,13 @@ func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
 	}
 	p.f("\n")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tCLUSTER\tZONE\tROLE\tREADY\tADDRESS\tETCD ID\tINCARNATION\tSINCE")
+	fmt.Fprintln(tw, "MEMBER\tCLUSTER\tZONE\tROLE\tREADY\tADDRESS\tETCD ID\tINCARNATION\tSINCE\tOBJECT")
 	for _, m := range st.Members {
 		since := "-"
 		if m.Since != nil {
 			since = age(now, m.Since.Time)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\n", m.Name, orDash(m.Cluster), orDash(m.Zone), orDash(string(m.Role)), m.Ready, orDash(m.Address), orDash(m.ID), m.Incarnation, since)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%s\t%s\t%d\t%s\t%s\n", m.Name, orDash(m.Cluster), orDash(m.Zone), orDash(string(m.Role)), m.Ready, orDash(m.Address), orDash(m.ID), m.Incarnation, since, orDash(m.Object))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

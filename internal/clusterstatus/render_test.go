@@ -20,7 +20,7 @@ func TestRender(t *testing.T) {
 		Status: etcdfedv1.EtcdClusterStatus{
 			ClusterID: "abc", MemberSummary: "3/3", ZoneSummary: "3 (1/1/1)", Leader: "main-0",
 			Members: []etcdfedv1.MemberStatus{
-				{Name: "main-0", ID: "8e9e05c52164694d", Cluster: "c1", Zone: "zone-a", Role: etcdfedv1.RoleLeader, Ready: true, Address: "127.0.10.2", Incarnation: 1, Since: &since},
+				{Name: "main-0", ID: "8e9e05c52164694d", Cluster: "c1", Zone: "zone-a", Role: etcdfedv1.RoleLeader, Ready: true, Address: "127.0.10.2", Incarnation: 1, Since: &since, Object: "default-main-0-i1-abcdefgh"},
 				{Name: "main-1", Cluster: "c2", Role: etcdfedv1.RoleLearner},
 			},
 			Conditions: []metav1.Condition{{Type: "Available", Status: "True", Reason: "Quorate", Message: "etcd abc\nhas a leader", LastTransitionTime: since}},
@@ -36,7 +36,7 @@ func TestRender(t *testing.T) {
 	for _, want := range []string{
 		"EtcdCluster default/main: 3 replicas",
 		"leader main-0",
-		"main-0  c1       zone-a  Leader   true   127.0.10.2  8e9e05c52164694d  1            90s",
+		"main-0  c1       zone-a  Leader   true   127.0.10.2  8e9e05c52164694d  1            90s    default-main-0-i1-abcdefgh",
 		"main-1  c2       -       Learner  false  -",
 		"Available  True    Quorate  90s  etcd abc has a leader",
 		"In progress: Add main-1 (ScaleUp), step Promote",

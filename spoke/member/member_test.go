@@ -792,3 +792,63 @@ func TestTwoRingsWithOneMemberName(t *testing.T) {
 	e.g.Expect(lc.DeletionTimestamp).To(BeNil())
 	e.g.Expect(meta.FindStatusCondition(e.get(legacy).Status.Conditions, etcdfedv1.ConditionStorageReady).Reason).NotTo(Equal("VolumeConflict"))
 }
+
+// TestTwoIncarnationsOfOneMemberInOneCluster: a Move between two zones of
+// one member cluster keeps the old incarnation's EtcdMember (the scheme's
+// name) and adds the new one's under a name of its own
+// (etcdfedv1.IncarnationObjectName). The spoke runs both side by side:
+// each has its own pod, Service and volume named after its object, each
+// Service selects its own pod only, and deleting the old object (the
+// Move's last step) leaves the new incarnation's pod, Service and volume
+// alone.
+func TestTwoIncarnationsOfOneMemberInOneCluster(t *testing.T) {
+	e := start(t)
+	oldName, newName := etcdfedv1.MemberObjectName("hub", "main", "main-0"), etcdfedv1.IncarnationObjectName("hub", "main", "main-0", 4)
+	incarnation := func(name string, inc int64, zone, dnsName string) func(*etcdfedv1.EtcdMember) {
+		return func(m *etcdfedv1.EtcdMember) {
+			m.Spec.MemberName, m.Spec.Incarnation, m.Spec.Zone, m.Spec.DNSName = "main-0", inc, zone, dnsName
+			m.Spec.TLS.SecretName = name + "-tls"
+			m.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+		}
+	}
+	old, _ := e.runningMember(oldName, incarnation(oldName, 3, "zone-a", "main-0."+domain))
+	nw, _ := e.runningMember(newName, incarnation(newName, 4, "zone-b", "main-0-i4."+domain))
+	e.g.Expect(e.get(old).Status.PeerURL).To(HavePrefix("https://main-0." + domain + ":"))
+	e.g.Expect(e.get(nw).Status.PeerURL).To(HavePrefix("https://main-0-i4." + domain + ":"))
+	newPod, err := e.pod(newName)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	for _, o := range []struct {
+		name string
+		inc  int64
+	}{{oldName, 3}, {newName, 4}} {
+		svc := &corev1.Service{}
+		e.g.Expect(e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: o.name}, svc)).To(Succeed())
+		pods := &corev1.PodList{}
+		e.g.Expect(e.c.List(e.ctx, pods, client.InNamespace(e.ns), client.MatchingLabels(svc.Spec.Selector))).To(Succeed())
+		e.g.Expect(pods.Items).To(HaveLen(1), "Service %s selects %d pods", o.name, len(pods.Items))
+		e.g.Expect(pods.Items[0].Name).To(Equal(o.name))
+		_, err := e.pvc(fmt.Sprintf("%s-data-%d", o.name, o.inc))
+		e.g.Expect(err).NotTo(HaveOccurred())
+	}
+
+	e.g.Expect(e.c.Delete(e.ctx, old)).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		err := e.c.Get(e.ctx, client.ObjectKeyFromObject(old), &etcdfedv1.EtcdMember{})
+		g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+		c, err := e.pvc(oldName + "-data-3")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
+	}).Should(Succeed())
+	err = e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: oldName}, &corev1.Service{})
+	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue(), "the old incarnation's Service remains")
+	e.eventually(nw, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady))
+	p, err := e.pod(newName)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(p.UID).To(Equal(newPod.UID))
+	e.g.Expect(p.DeletionTimestamp).To(BeNil())
+	e.g.Expect(e.c.Get(e.ctx, types.NamespacedName{Namespace: e.ns, Name: newName}, &corev1.Service{})).To(Succeed())
+	c, err := e.pvc(newName + "-data-4")
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(c.Labels).NotTo(HaveKey(etcdfedv1.LabelRetired))
+	e.g.Expect(c.DeletionTimestamp).To(BeNil())
+}

@@ -123,6 +123,22 @@ func (s *toleranceSampler) finish() map[string]time.Duration {
 	return out
 }
 
+// checkMadeBeforeBreak requires of a finished sampler what moves made
+// before break give: samples taken, none without failure tolerance, and
+// the surge voter (replicas+1 voters) seen.
+func (s *toleranceSampler) checkMadeBeforeBreak(t testing.TB, replicas int) {
+	t.Helper()
+	if s.samples == 0 {
+		t.Errorf("no sample of etcd's member list")
+	}
+	for _, z := range s.zero {
+		t.Errorf("no failure tolerance at %s", z)
+	}
+	if s.maxVoters != replicas+1 {
+		t.Errorf("at most %d voters sampled, want %d (the surge voter of each move)", s.maxVoters, replicas+1)
+	}
+}
+
 // setBreakBeforeMake sets (on) or removes the annotation
 // etcdfed.dev/break-before-make.
 func setBreakBeforeMake(ctx context.Context, hub *Cluster, m *ManagedEtcd, on bool) error {
@@ -241,15 +257,7 @@ func MigrateSpec(ctx context.Context, in MigrateSpecInput) {
 	} else if moved[len(moved)-1] != leader {
 		t.Logf("the leader at the start, %s, was not moved last (%v): leadership may have changed during the migration", leader, moved)
 	}
-	if sampler.samples == 0 {
-		t.Errorf("no sample of etcd's member list")
-	}
-	for _, z := range sampler.zero {
-		t.Errorf("no failure tolerance at %s", z)
-	}
-	if sampler.maxVoters != replicas+1 {
-		t.Errorf("at most %d voters sampled, want %d (the surge voter of each move)", sampler.maxVoters, replicas+1)
-	}
+	sampler.checkMadeBeforeBreak(t, replicas)
 	checkWorkload(ctx, t, w)
 	for _, m := range got.Status.Members {
 		t.Logf("  %s in %s, incarnation %d, dnsName %q", m.Name, m.Cluster, m.Incarnation, m.DNSName)

@@ -39,6 +39,12 @@ func TestValidate(t *testing.T) {
 		{"name differs", member(func(m *etcdfedv1.EtcdMember) { m.Name = "main-9" }), `must be "default-main-0-`},
 		{"named by the scheme", member(func(m *etcdfedv1.EtcdMember) { m.Name = etcdfedv1.MemberObjectName("default", "main", "main-0") }), ""},
 		{"named by the scheme for another ring", member(func(m *etcdfedv1.EtcdMember) { m.Name = etcdfedv1.MemberObjectName("team-b", "main", "main-0") }), `must be "default-main-0-`},
+		{"an incarnation's own name (a move inside the member cluster)", member(func(m *etcdfedv1.EtcdMember) {
+			m.Name = etcdfedv1.IncarnationObjectName("default", "main", "main-0", 4)
+		}), ""},
+		{"an incarnation's name of another member", member(func(m *etcdfedv1.EtcdMember) {
+			m.Name = etcdfedv1.IncarnationObjectName("default", "main", "main-1", 4)
+		}), `must be "default-main-0-`},
 		{"not a pod name", member(func(m *etcdfedv1.EtcdMember) { m.Name, m.Spec.MemberName = "Main_0", "Main_0" }), "cannot name a pod"},
 		{"service name starts with digit", member(func(m *etcdfedv1.EtcdMember) {
 			m.Name, m.Spec.MemberName, m.Spec.Expose.Type = "0main", "0main", etcdfedv1.ExposeNodePort

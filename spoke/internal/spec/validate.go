@@ -12,15 +12,17 @@ import (
 )
 
 // Validate checks what the CRD schema cannot: that metadata.name follows
-// the naming scheme (etcdfedv1.MemberObjectName, or the member's name for
-// an object written before it) and can name the pod and the Service, that
+// the naming scheme (etcdfedv1.MemberObjectName, an incarnation's
+// etcdfedv1.IncarnationObjectName, or the member's name for an object
+// written before it) and can name the pod and the Service, that
 // cluster.uid is a valid label value, that the DNS name is usable in URLs,
 // and that TLS names its Secret. Every problem is reported, joined.
 func Validate(m *etcdfedv1.EtcdMember) error {
 	var errs []error
 	if c := m.Spec.Cluster; !etcdfedv1.IsMemberObjectName(m.Name, c.Namespace, c.Name, m.Spec.MemberName) {
-		errs = append(errs, fmt.Errorf("metadata.name %q must be %q (the member %q of EtcdCluster %s/%s) or, for an object written before that scheme, %q: the pod, volume and Service are named after it",
-			m.Name, etcdfedv1.MemberObjectName(c.Namespace, c.Name, m.Spec.MemberName), m.Spec.MemberName, c.Namespace, c.Name, m.Spec.MemberName))
+		errs = append(errs, fmt.Errorf("metadata.name %q must be %q (the member %q of EtcdCluster %s/%s), an incarnation's own name such as %q (a move inside the member cluster) or, for an object written before that scheme, %q: the pod, volume and Service are named after it",
+			m.Name, etcdfedv1.MemberObjectName(c.Namespace, c.Name, m.Spec.MemberName), m.Spec.MemberName, c.Namespace, c.Name,
+			etcdfedv1.IncarnationObjectName(c.Namespace, c.Name, m.Spec.MemberName, max(m.Spec.Incarnation, 1)), m.Spec.MemberName))
 	}
 	if msgs := validation.IsDNS1123Label(m.Name); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("name %q cannot name a pod: %s", m.Name, strings.Join(msgs, "; ")))
