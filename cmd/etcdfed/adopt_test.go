@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -321,22 +322,41 @@ func TestAdoptCommand(t *testing.T) {
 	go func() { _ = mgr.Start(mctx) }()
 	key := client.ObjectKey{Namespace: ns, Name: "ring"}
 	wantID := strconv.FormatUint(st.Header.ClusterId, 16)
-	deadline := time.Now().Add(time.Minute)
-	for {
-		ec := &etcdfedv1.EtcdCluster{}
-		if err := api.Client.Get(ctx, key, ec); err != nil {
-			t.Fatal(err)
-		}
+	found := waitStatus(t, api.Client, key, "the cluster "+wantID+" found", func(ec *etcdfedv1.EtcdCluster) bool {
 		a := ec.Status.Adoption
-		if ec.Status.ClusterID == wantID && a != nil && len(a.Originals) == 1 && a.Originals[0].Name == "orig-0" {
-			t.Logf("the hub found cluster %s: adoption %s (%s)", ec.Status.ClusterID, a.Summary, a.Message)
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the hub did not find the cluster %s to adopt: status %+v", wantID, ec.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
+		return ec.Status.ClusterID == wantID && a != nil && len(a.Originals) == 1 && a.Originals[0].Name == "orig-0"
+	})
+	t.Logf("the hub found cluster %s: adoption %s (%s)", found.Status.ClusterID, found.Status.Adoption.Summary, found.Status.Adoption.Message)
+
+	// The originals run 3.6.16; a ring on 3.5.35 cannot join them: held
+	// in Connecting, saying who runs what and what to set, until
+	// spec.version is set so.
+	heldArgs := replace("--etcd-version", "3.5.35", "--domain", "held.etcd.test")
+	heldArgs[1] = "held"
+	if out, err := run(heldArgs...); err != nil {
+		t.Fatalf("adopt held: %v\n%s", err, out)
 	}
+	heldKey := client.ObjectKey{Namespace: ns, Name: "held"}
+	waitStatus(t, api.Client, heldKey, "held in Connecting", func(ec *etcdfedv1.EtcdCluster) bool {
+		a, deg := ec.Status.Adoption, meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded)
+		return a != nil && a.Phase == etcdfedv1.AdoptionConnecting && ec.Status.ClusterID == "" &&
+			strings.Contains(a.Message, "adopting held: etcdfed's members on spec.version 3.5.35 cannot join the running cluster: orig-0 [") &&
+			strings.Contains(a.Message, "runs 3.6.16") && strings.Contains(a.Message, "set spec.version to 3.6.16") &&
+			deg != nil && deg.Status == metav1.ConditionTrue && strings.Contains(deg.Message, "adopting held")
+	})
+	held := &etcdfedv1.EtcdCluster{}
+	if err := api.Client.Get(ctx, heldKey, held); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("held: %s", held.Status.Adoption.Message)
+	before := held.DeepCopy()
+	held.Spec.Version = "3.6.16"
+	if err := api.Client.Patch(ctx, held, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
+	waitStatus(t, api.Client, heldKey, "found once spec.version fits", func(ec *etcdfedv1.EtcdCluster) bool {
+		return ec.Status.ClusterID == wantID && ec.Status.Adoption != nil && ec.Status.Adoption.Phase != etcdfedv1.AdoptionConnecting
+	})
 
 	// Again: the EtcdCluster exists; the Secrets of other names are not
 	// written either.
@@ -362,6 +382,25 @@ func TestAdoptCommand(t *testing.T) {
 	}
 	if out, err := run("adopt", "ring", "--retire"); err == nil || !strings.Contains(err.Error(), "already retires its originals") {
 		t.Fatalf("--retire twice: %v\n%s", err, out)
+	}
+}
+
+// waitStatus polls the EtcdCluster key for a minute until ok.
+func waitStatus(t *testing.T, c client.Client, key client.ObjectKey, what string, ok func(*etcdfedv1.EtcdCluster) bool) *etcdfedv1.EtcdCluster {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ec := &etcdfedv1.EtcdCluster{}
+		if err := c.Get(context.Background(), key, ec); err != nil {
+			t.Fatal(err)
+		}
+		if ok(ec) {
+			return ec
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after a minute: status %+v", what, ec.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
