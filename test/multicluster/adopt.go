@@ -234,7 +234,8 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	}
 	if in.Etcdfed != "" {
 		out, err := exec.CommandContext(ctx, in.Etcdfed, "status", in.Name, "-n", in.Namespace, "--kubeconfig", hub.Kubeconfig).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "Adoption: Joined: 0/"+fmt.Sprint(in.Originals)+" retired") || !strings.Contains(string(out), "adopt\":{\"retire\":true}") {
+		if err != nil || !strings.Contains(string(out), "Adoption: Joined: 0/"+fmt.Sprint(in.Originals)+" retired") || !strings.Contains(string(out), "adopt\":{\"retire\":true}") ||
+			!strings.Contains(string(out), "etcdfed adopt "+in.Name+" -n "+in.Namespace+" --retire") {
 			t.Errorf("etcdfed status in the Joined phase (%v) does not show the adoption and how to retire:\n%s", err, out)
 		} else {
 			t.Logf("etcdfed status, joined:\n%s", out)
