@@ -74,7 +74,9 @@ func beginAdoption(in Input) Decision {
 // spec.version (etcd refuses a member older than the cluster version), or
 // on a version from which spec.version is not one step of etcd's upgrade
 // rules (pkg/etcdversion.Step, as for a change of spec.version: the next
-// minor only from a recent enough patch, one minor at a time). It waits,
+// minor only from a recent enough patch, one minor at a time), or on a
+// release that would not survive a restart after the joins
+// (etcdversion.PromotionReplay). It waits,
 // Halted, naming each original with what it runs and the version to set;
 // held is false when the versions fit. When no original reports its
 // version it waits for one to.
@@ -84,6 +86,7 @@ func versionHold(in Input) (Decision, bool) {
 		return Decision{}, false // the apiserver's rules on spec.version judge it
 	}
 	var running []etcdversion.Version
+	var upgrade etcdversion.Version // a patch the originals must run first
 	var bad []string
 	why := map[string]bool{}
 	var whys []string
@@ -103,6 +106,10 @@ func versionHold(in Input) (Decision, bool) {
 		if rule := joinRule(v, target); rule != "" {
 			note(fmt.Sprintf("%s runs %s", describe(em), em.Version), rule)
 		}
+		if b := etcdversion.PromotionReplay; b.Affects(v) {
+			upgrade = b.Fixed
+			note(fmt.Sprintf("%s runs %s", describe(em), em.Version), b.Why)
+		}
 	}
 	if cv, ok := etcdversion.ParseLoose(in.Etcd.ClusterVersion); ok && cv.Major == target.Major && cv.Minor > target.Minor {
 		note("etcd's cluster version is "+in.Etcd.ClusterVersion, joinRule(cv, target))
@@ -113,8 +120,13 @@ func versionHold(in Input) (Decision, bool) {
 	if len(bad) == 0 {
 		return Decision{}, false
 	}
+	advice := versionAdvice(running)
+	if upgrade != (etcdversion.Version{}) {
+		newest, _ := etcdversion.Newest(upgrade)
+		advice = fmt.Sprintf("upgrade the originals (outside etcdfed) to %s or later (%s is the newest %s etcdfed runs) first", upgrade, newest, upgrade.MinorString())
+	}
 	d := wait(pollSlow, "adopting held: etcdfed's members on spec.version %s cannot join the running cluster: %s (%s); %s. Nothing is recorded or joined until then",
-		in.Version, strings.Join(bad, ", "), strings.Join(whys, "; "), versionAdvice(running))
+		in.Version, strings.Join(bad, ", "), strings.Join(whys, "; "), advice)
 	d.Halted = true
 	return d, true
 }

@@ -228,6 +228,11 @@ func TestAdoptionVersions(t *testing.T) {
 		{"a mixed cluster mid upgrade: the newest minor that every original accepts", func() Input { return found("3.5.35", "3.5.35", "3.6.16", "3.6.16") }, []check{
 			action(ActWait), halt(true), reason("orig-1 [101] runs 3.6.16, orig-2 [102] runs 3.6.16"), reason("set spec.version to 3.6.16"),
 		}},
+		{"originals on a 3.6 patch that cannot replay a promotion", func() Input { return found("3.6.16", "3.6.16", "3.6.2", "3.6.16") }, []check{
+			action(ActWait), halt(true), reason("orig-1 [101] runs 3.6.2 (a member before 3.6.4 that replays a learner's promotion fails to start (etcd #20387)"),
+			reason("upgrade the originals (outside etcdfed) to 3.6.4 or later (3.6.16 is the newest 3.6 etcdfed runs) first"),
+		}},
+		{"3.6.4 replays it", func() Input { return found("3.6.16", "3.6.4", "3.6.4", "3.6.4") }, []check{action(ActFinishBootstrap)}},
 		{"originals on a minor etcdfed does not know", func() Input { return found("3.7.3", "3.8.1", "3.8.1", "3.8.1") }, []check{
 			action(ActWait), halt(true), reason("orig-0 [100] runs 3.8.1"), reason("etcdfed runs etcd up to 3.7 and cannot join originals on 3.8.1: adopt them with a newer etcdfed"),
 		}},
