@@ -3,6 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -31,6 +37,7 @@ import (
 // client certificate of it, and the same of another CA.
 type adoptFiles struct {
 	caCert, caKey, otherCACert, otherCAKey, rootCert, rootKey, otherClientCert, otherClientKey, leafAsCA, garbage, missing string
+	rsaCACert, rsaCAKey, rsaRootCert, rsaRootKey                                                                           string
 	ca                                                                                                                     *pki.CA
 }
 
@@ -54,6 +61,26 @@ func writeAdoptFiles(t *testing.T) adoptFiles {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// kubeadm's etcd CA: RSA 2048, its key in PKCS #1 ("RSA PRIVATE KEY").
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "etcd-ca"}, NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &rsaKey.PublicKey, rsaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaCA, err := pki.LoadCA(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(rsaKey)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rsaRoot, err := rsaCA.IssueClient("root", now)
+	if err != nil {
+		t.Fatal(err)
+	}
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -67,9 +94,11 @@ func writeAdoptFiles(t *testing.T) adoptFiles {
 		otherCACert: write("other-ca.crt", other.CertPEM), otherCAKey: write("other-ca.key", other.KeyPEM),
 		rootCert: write("root.crt", rootLeaf.CertPEM), rootKey: write("root.key", rootLeaf.KeyPEM),
 		otherClientCert: write("other-root.crt", otherLeaf.CertPEM), otherClientKey: write("other-root.key", otherLeaf.KeyPEM),
-		leafAsCA: write("leaf-as-ca.key", rootLeaf.KeyPEM),
-		garbage:  write("garbage", []byte("not PEM at all\n")),
-		missing:  filepath.Join(dir, "no-such-file"),
+		leafAsCA:  write("leaf-as-ca.key", rootLeaf.KeyPEM),
+		garbage:   write("garbage", []byte("not PEM at all\n")),
+		missing:   filepath.Join(dir, "no-such-file"),
+		rsaCACert: write("rsa-ca.crt", rsaCA.CertPEM), rsaCAKey: write("rsa-ca.key", rsaCA.KeyPEM),
+		rsaRootCert: write("rsa-root.crt", rsaRoot.CertPEM), rsaRootKey: write("rsa-root.key", rsaRoot.KeyPEM),
 	}
 }
 
@@ -90,6 +119,9 @@ func TestAdoptFlags(t *testing.T) {
 	}{
 		{"good", nil, nil},
 		{"good, with a root client certificate", func(f *adoptFlags) { f.clientCert, f.clientKey = files.rootCert, files.rootKey }, nil},
+		{"good, kubeadm's RSA CA (PKCS #1 key) and a root certificate of it", func(f *adoptFlags) {
+			f.caCert, f.caKey, f.clientCert, f.clientKey = files.rsaCACert, files.rsaCAKey, files.rsaRootCert, files.rsaRootKey
+		}, nil},
 		{"no endpoint", func(f *adoptFlags) { f.endpoints = nil }, []string{"--endpoints is required"}},
 		{"plain http", func(f *adoptFlags) { f.endpoints = []string{"http://10.0.0.5:2379"} }, []string{`--endpoints "http://10.0.0.5:2379": must be https://`, "serve TLS"}},
 		{"a path", func(f *adoptFlags) { f.endpoints = []string{"https://10.0.0.5:2379/v3"} }, []string{`--endpoints "https://10.0.0.5:2379/v3": must be an https:// URL`}},
