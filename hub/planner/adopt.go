@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -142,7 +143,7 @@ func joinRule(running, target etcdversion.Version) string {
 		return fmt.Sprintf("spec.version %s is an older minor version than %s, and etcd refuses a member older than its cluster version", target, running.MinorString())
 	}
 	if err := etcdversion.Step(running, target); err != nil {
-		if se, ok := err.(*etcdversion.StepError); ok {
+		if se := (*etcdversion.StepError)(nil); errors.As(err, &se) {
 			return se.Why
 		}
 		return strings.TrimPrefix(err.Error(), etcdversion.ErrUnsupported.Error()+": ")
