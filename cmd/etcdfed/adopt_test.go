@@ -198,6 +198,26 @@ func TestAdoptFlags(t *testing.T) {
 	}
 }
 
+// cliAPIServer starts a real apiserver for a command's test, with a
+// namespace (its name prefixed) and a kubeconfig file for --kubeconfig.
+func cliAPIServer(t *testing.T, name, nsPrefix string) (api *testenv.Cluster, ns, kubeconfig string) {
+	t.Helper()
+	api = testenv.StartT(t, name)[0]
+	ns, err := api.CreateNamespace(context.Background(), nsPrefix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kc, err := api.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig = filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return api, ns, kubeconfig
+}
+
 // noMemberClusters is a hub with no member cluster registered.
 type noMemberClusters struct{}
 
@@ -213,20 +233,8 @@ func (noMemberClusters) List(context.Context) ([]registry.MemberCluster, error) 
 // --dry-run prints the objects and writes nothing; --retire sets
 // spec.adopt.retire, and is refused where there is nothing to retire.
 func TestAdoptCommand(t *testing.T) {
-	api := testenv.StartT(t, "cli-adopt")[0]
+	api, ns, kubeconfig := cliAPIServer(t, "cli-adopt", "adopt")
 	ctx := context.Background()
-	ns, err := api.CreateNamespace(ctx, "adopt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := api.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	files := writeAdoptFiles(t)
 	e := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "orig", CA: files.ca})
 	rootLeaf, err := e.EnableAuth(ctx)

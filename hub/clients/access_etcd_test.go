@@ -88,28 +88,7 @@ func TestConsumerRoles(t *testing.T) {
 			{Name: "writer", Role: etcdfedv1.ClientRoleReadWrite, KeyPrefix: "/app/"},
 			{Name: "admin", Role: etcdfedv1.ClientRoleRoot},
 		}}
-	if err := hub.Create(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	ec.Status.Endpoints = e.Endpoints()
-	ec.Status.ClusterID = "1"
-	if err := hub.Status().Update(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	// What the EtcdCluster reconciler keeps: the CA and the hub's own
-	// client certificate.
-	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sec := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.CASecretName(ec)}, Data: (&pki.Authority{Signer: ca}).Data()},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.HubClientSecretName(ec)}, Data: map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: hubLeaf.CertPEM, pki.KeyKey: hubLeaf.KeyPEM}},
-	} {
-		if err := hub.Create(ctx, sec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hubLeaf := ringOver(t, hub, ec, e, ca)
 	r := &Reconciler{Client: hub, Reader: hub}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
 	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
@@ -256,27 +235,8 @@ func TestAdoptedRingWithAuthOn(t *testing.T) {
 		TLS:     etcdfedv1.TLSSpec{CASecretName: "old-ca", Auth: etcdfedv1.AuthEnabled},
 		Adopt:   &etcdfedv1.AdoptSpec{Endpoints: e.Endpoints(), ClientSecretName: "old-root"},
 		Clients: []etcdfedv1.ClientSpec{{Name: "app", Role: etcdfedv1.ClientRoleReadWrite, KeyPrefix: "/app/"}}}
-	if err := hub.Create(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	ec.Status.Endpoints = e.Endpoints()
-	ec.Status.ClusterID = "1"
-	if err := hub.Status().Update(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sec := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "etcd", Name: "old-ca"}, Data: map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "etcd", Name: "old-root"}, Data: map[string][]byte{pki.KeyCert: root.CertPEM, pki.KeyKey: root.KeyPEM}},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "etcd", Name: pki.HubClientSecretName(ec)}, Data: map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: hubLeaf.CertPEM, pki.KeyKey: hubLeaf.KeyPEM}},
-	} {
-		if err := hub.Create(ctx, sec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hubLeaf := ringOver(t, hub, ec, e, ca, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "etcd", Name: "old-root"},
+		Data: map[string][]byte{pki.KeyCert: root.CertPEM, pki.KeyKey: root.KeyPEM}})
 	r := &Reconciler{Client: hub, Reader: hub}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "etcd", Name: "main"}}
 	got := reconcilePass(t, r, hub, req, false)
@@ -304,4 +264,34 @@ func TestAdoptedRingWithAuthOn(t *testing.T) {
 	if err != nil || !as.Enabled {
 		t.Fatalf("authentication after the pass: %+v, %v", as, err)
 	}
+}
+
+// ringOver creates ec as a ring formed over the etcd e (status.endpoints
+// e's, a cluster ID) with what the EtcdCluster reconciler keeps: the CA
+// Secret and the hub's own client certificate, which it returns; and the
+// extra Secrets.
+func ringOver(t *testing.T, hub client.Client, ec *etcdfedv1.EtcdCluster, e *etcdtest.Cluster, ca *pki.CA, extra ...*corev1.Secret) *pki.Leaf {
+	t.Helper()
+	ctx := context.Background()
+	if err := hub.Create(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	ec.Status.Endpoints = e.Endpoints()
+	ec.Status.ClusterID = "1"
+	if err := hub.Status().Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range append([]*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: pki.CASecretName(ec)}, Data: (&pki.Authority{Signer: ca}).Data()},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: pki.HubClientSecretName(ec)}, Data: map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: hubLeaf.CertPEM, pki.KeyKey: hubLeaf.KeyPEM}},
+	}, extra...) {
+		if err := hub.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hubLeaf
 }
