@@ -423,6 +423,12 @@ func TestAdoptCommand(t *testing.T) {
 	if out, err := run("adopt", "ring", "--retire"); err == nil || !strings.Contains(err.Error(), "already retires its originals") {
 		t.Fatalf("--retire twice: %v\n%s", err, out)
 	}
+	// --wait follows the phases and gives up after --timeout, saying where
+	// the adoption stands (no member cluster here: it never completes).
+	if out, err := run("adopt", "held", "--retire", "--wait", "--timeout", "3s"); err == nil || !strings.Contains(err.Error(), "adoption of "+ns+"/held not finished after") ||
+		!strings.Contains(out, "0/1 retired, 0/3 joined") {
+		t.Fatalf("--retire --wait: %v\n%s", err, out)
+	}
 }
 
 // waitStatus polls the EtcdCluster key for a minute until ok.
