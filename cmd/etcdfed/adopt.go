@@ -24,7 +24,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
@@ -45,12 +47,12 @@ type adoptFlags struct {
 // adoptCreateFlags name the flags that only creation takes, for the
 // refusal of --retire beside them.
 var adoptCreateFlags = []string{"endpoints", "ca-cert", "ca-key", "client-cert", "client-key", "replicas", "etcd-version", "domain",
-	"clusters", "auth", "peer-skip-client-san-verification", "retire-when-joined", "ca-secret", "client-secret", "dry-run"}
+	"clusters", "auth", "peer-skip-client-san-verification", "retire-when-joined", "ca-secret", "client-secret", "dry-run", "check-etcd"}
 
 func init() {
 	var hub hubFlags
 	var f adoptFlags
-	var retire, wait, dryRun bool
+	var retire, wait, dryRun, checkEtcd bool
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "adopt NAME --endpoints URL,... --ca-cert FILE --ca-key FILE --etcd-version V --domain D --auth Enabled|Disabled",
@@ -81,6 +83,13 @@ promoted), keeping its data and cluster ID (docs/adoption.md).
   --etcd-version               the version the originals run (or the next
                                minor): the hub checks it against what they
                                report before anything joins.
+
+--check-etcd also dials the endpoints from where the command runs, as the
+hub will, and refuses an adoption the hub would stall on: the cluster does
+not answer, has authentication on while no root client certificate is
+given, or runs a version spec.version cannot join (the hub's own check,
+docs/adoption.md). Without it nothing is dialled: the hub, not this
+machine, must reach the endpoints.
 
 Everything is checked before anything is written: the files are read and
 parsed, each key must match its certificate, the CA must be a CA, the client
@@ -137,6 +146,11 @@ which sets spec.adopt.retire (--retire-when-joined sets it at creation).`,
 				if err != nil {
 					return err
 				}
+				if checkEtcd {
+					if err := objs.checkEtcd(cmd.Context(), out); err != nil {
+						return err
+					}
+				}
 				if err := objs.create(cmd.Context(), c, dryRun, out); err != nil || dryRun {
 					return err
 				}
@@ -168,6 +182,7 @@ which sets spec.adopt.retire (--retire-when-joined sets it at creation).`,
 	fs.BoolVar(&f.retireNow, "retire-when-joined", false, "Retire the originals as soon as every etcdfed member is a voter (spec.adopt.retire at creation).")
 	fs.StringVar(&f.caSecret, "ca-secret", "", "Name of the CA Secret to create (default NAME-adopted-ca).")
 	fs.StringVar(&f.clientSecret, "client-secret", "", "Name of the client certificate's Secret to create (default NAME-adopt-client).")
+	fs.BoolVar(&checkEtcd, "check-etcd", false, "Before writing anything, dial the endpoints from here as the hub will (the client certificate, or one issued now from the CA for etcdfed-hub) and refuse what the hub would stall on: no answer, authentication on without a root client certificate, originals on a version spec.version cannot join.")
 	fs.BoolVar(&dryRun, "dry-run", false, "Check everything, the apiserver's validation included, and print the objects instead of creating them.")
 	fs.BoolVar(&retire, "retire", false, "Retire the originals of the adoption NAME under way (sets spec.adopt.retire).")
 	fs.BoolVar(&wait, "wait", false, "Follow the adoption until it is Joined (with --retire or --retire-when-joined: Complete).")
@@ -415,6 +430,63 @@ func (o adoptObjects) create(ctx context.Context, c client.Client, dryRun bool, 
 	if !o.ec.Spec.Adopt.Retire {
 		fmt.Fprintf(out, "Follow it with `etcdfed status %s -n %s`; once Joined and your clients have the ring's endpoints, `etcdfed adopt %s -n %s --retire`.\n",
 			o.ec.Name, o.ec.Namespace, o.ec.Name, o.ec.Namespace)
+	}
+	return nil
+}
+
+// checkEtcd dials the endpoints as the hub will (the client certificate
+// given, else one issued now from the CA for the hub's user), reads
+// etcd's member list and versions (the hub's own observation) and whether
+// authentication is on, and says why the hub would stall, nil when it
+// would not.
+func (o adoptObjects) checkEtcd(ctx context.Context, out io.Writer) error {
+	ca, err := pki.LoadCA(o.ca.Data[pki.KeyCert], o.ca.Data[pki.KeyKey])
+	if err != nil {
+		return err
+	}
+	leaf, given := (*pki.Leaf)(nil), o.client != nil
+	if given {
+		leaf = &pki.Leaf{CertPEM: o.client.Data[pki.KeyCert], KeyPEM: o.client.Data[pki.KeyKey]}
+	} else if leaf, err = ca.IssueClient(etcdfedv1.EtcdHubUser, time.Now()); err != nil {
+		return err
+	}
+	user := pki.CommonName(leaf.CertPEM)
+	tlsCfg, err := pki.ClientTLS(ca.CertPEM, leaf)
+	if err != nil {
+		return err
+	}
+	c, err := etcdops.New(etcdops.Config{Endpoints: o.ec.Spec.Adopt.Endpoints, TLS: tlsCfg})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	e := c.Observe(ctx)
+	if !e.Reachable {
+		return fmt.Errorf("nothing written: --check-etcd: the existing cluster does not answer at %s as etcd user %s: %s", strings.Join(o.ec.Spec.Adopt.Endpoints, ", "), user, e.Error)
+	}
+	var versions []string
+	for _, m := range e.Members {
+		versions = append(versions, fmt.Sprintf("%s runs %s", m.Name, orName(m.Version, "(no answer)")))
+	}
+	fmt.Fprintf(out, "Reached etcd cluster %x as etcd user %s: %d member(s), %s.\n", e.ClusterID, user, len(e.Members), strings.Join(versions, ", "))
+	auth, err := c.ReadAuth(ctx)
+	switch {
+	case err != nil && (strings.Contains(err.Error(), "user name not found") || strings.Contains(err.Error(), "permission denied")):
+		if !given {
+			return fmt.Errorf("nothing written: --check-etcd: the existing cluster has authentication on, and the hub's own certificate (user %s) is no user there: give --client-cert and --client-key of a user with the root role, such as root", user)
+		}
+		return fmt.Errorf("nothing written: --check-etcd: the existing cluster has authentication on, and --client-cert's user %s may not read its users (%w): give the certificate of a user with the root role, such as root", user, err)
+	case err != nil:
+		return fmt.Errorf("nothing written: --check-etcd: read the cluster's authentication as etcd user %s: %w", user, err)
+	case auth.Enabled && o.ec.Spec.TLS.Auth == etcdfedv1.AuthDisabled:
+		fmt.Fprintf(out, "Authentication is on in the existing cluster; --auth Disabled turns it off once the hub reaches it.\n")
+	case auth.Enabled:
+		fmt.Fprintf(out, "Authentication is on in the existing cluster; %s holds the root role.\n", user)
+	}
+	if why, halted := planner.AdoptionVersions(o.ec.Spec.Version, e); why != "" && halted {
+		return fmt.Errorf("nothing written: --check-etcd: %s", why)
 	}
 	return nil
 }

@@ -299,6 +299,9 @@ func TestAdoptCommand(t *testing.T) {
 		"--client-cert", files.rootCert, "--client-key", files.rootKey, "--etcd-version", "3.6.16", "--domain", "ring.etcd.test", "--auth", "Enabled", "--replicas", "3"}
 	with := func(extra ...string) []string { return append(append([]string{}, base...), extra...) }
 	replace := func(flagValues ...string) []string {
+		if len(flagValues)%2 != 0 {
+			t.Fatalf("replace %v: flags and values in pairs", flagValues)
+		}
 		args := with()
 		for j := 0; j < len(flagValues); j += 2 {
 			for i := range args {
@@ -322,6 +325,27 @@ func TestAdoptCommand(t *testing.T) {
 	}
 	nothingWritten(t, "a domain the apiserver refuses")
 
+	// --check-etcd, as the hub will dial: authentication on and no client
+	// certificate given; a version the hub would hold. Nothing written.
+	var noClient []string
+	for i := 0; i < len(base); i++ {
+		if base[i] == "--client-cert" || base[i] == "--client-key" {
+			i++
+			continue
+		}
+		noClient = append(noClient, base[i])
+	}
+	if out, err := run(append(noClient, "--check-etcd")...); err == nil ||
+		!strings.Contains(err.Error(), "nothing written: --check-etcd: the existing cluster has authentication on, and the hub's own certificate (user etcdfed-hub) is no user there: give --client-cert") {
+		t.Fatalf("--check-etcd without a client certificate on a cluster with authentication on: %v\n%s", err, out)
+	}
+	nothingWritten(t, "--check-etcd, authentication on")
+	if out, err := run(append(replace("--etcd-version", "3.5.35"), "--check-etcd")...); err == nil ||
+		!strings.Contains(err.Error(), "nothing written: --check-etcd: adopting held: etcdfed's members on spec.version 3.5.35 cannot join") {
+		t.Fatalf("--check-etcd with a version the originals do not take: %v\n%s", err, out)
+	}
+	nothingWritten(t, "--check-etcd, version")
+
 	// --dry-run: the objects printed, nothing written.
 	out, err := run(with("--dry-run")...)
 	if err != nil {
@@ -339,12 +363,13 @@ func TestAdoptCommand(t *testing.T) {
 		t.Fatalf("--retire of no ring: %v\n%s", err, out)
 	}
 
-	// The adoption, read by the hub.
-	out, err = run(base...)
+	// The adoption, checked from here first, read by the hub.
+	out, err = run(with("--check-etcd")...)
 	if err != nil {
 		t.Fatalf("adopt: %v\n%s", err, out)
 	}
-	for _, want := range []string{"Created Secret " + ns + "/ring-adopted-ca", "etcd user root", "Created EtcdCluster " + ns + "/ring adopting " + e.Endpoints()[0], "--retire"} {
+	for _, want := range []string{"Reached etcd cluster " + strconv.FormatUint(st.Header.ClusterId, 16) + " as etcd user root: 1 member(s), orig-0 runs 3.6.16",
+		"Authentication is on in the existing cluster; root holds the root role", "Created Secret " + ns + "/ring-adopted-ca", "etcd user root", "Created EtcdCluster " + ns + "/ring adopting " + e.Endpoints()[0], "--retire"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}

@@ -318,3 +318,15 @@ func managedTransferee(in Input) (uint64, bool) {
 	}
 	return best, best != 0
 }
+
+// AdoptionVersions is versionHold for a caller outside a pass (etcdfed
+// adopt --check-etcd, before anything is written): reason is "" when
+// etcdfed's members on version can join the cluster e; halted says it is
+// a hold only a change ends, not a wait for the originals' versions.
+func AdoptionVersions(version string, e Etcd) (reason string, halted bool) {
+	d, held := versionHold(Input{Version: version, Etcd: e})
+	if !held {
+		return "", false
+	}
+	return d.Reason, d.Halted
+}

@@ -110,10 +110,11 @@ type AdoptSpecInput struct {
 	// (spec.adopt.clientSecretName) and spec.tls.auth is Enabled; the
 	// workload and the test's clients are root.
 	AuthOn bool
-	// ThroughCommand creates the adoption with `etcdfed adopt` (files for
-	// the CA and the client certificate, as an administrator has them) and
-	// retires the originals with `etcdfed adopt --retire`, instead of
-	// writing the objects; Etcdfed is required.
+	// ThroughCommand creates the adoption with `etcdfed adopt
+	// --check-etcd` (files for the CA and the client certificate, as an
+	// administrator has them; the test reaches the originals as the hub
+	// does) and retires the originals with `etcdfed adopt --retire`,
+	// instead of writing the objects; Etcdfed is required.
 	ThroughCommand bool
 }
 
@@ -343,7 +344,8 @@ func createAdoption(ctx context.Context, t testing.TB, in AdoptSpecInput, m *Man
 		}
 		args := []string{"adopt", in.Name, "-n", in.Namespace, "--kubeconfig", hub.Kubeconfig, "--endpoints", strings.Join(spec.Adopt.Endpoints, ","),
 			"--ca-cert", filepath.Join(dir, "ca.crt"), "--ca-key", filepath.Join(dir, "ca.key"), "--etcd-version", spec.Version, "--domain", spec.DNS.Domain,
-			"--replicas", fmt.Sprint(spec.Replicas), "--auth", string(spec.TLS.Auth), fmt.Sprintf("--peer-skip-client-san-verification=%t", spec.TLS.PeerSkipClientSANVerification)}
+			"--replicas", fmt.Sprint(spec.Replicas), "--auth", string(spec.TLS.Auth), fmt.Sprintf("--peer-skip-client-san-verification=%t", spec.TLS.PeerSkipClientSANVerification),
+			"--check-etcd"}
 		if in.AuthOn {
 			args = append(args, "--client-cert", filepath.Join(dir, "client.crt"), "--client-key", filepath.Join(dir, "client.key"))
 		}
