@@ -34,11 +34,15 @@ type AdoptSpec struct {
 	Endpoints []string `json:"endpoints"`
 
 	// clientSecretName names a Secret in the EtcdCluster's namespace with
-	// tls.crt and tls.key: the client certificate the hub uses on the
-	// existing cluster instead of one it issues itself from the CA. Set it
-	// when the existing cluster has etcd authentication on and the hub's
-	// own user (etcdfed-hub) does not exist there: the certificate's user
-	// must hold the root role. Unset: the hub issues its own from the CA.
+	// tls.crt and tls.key: the client certificate of the CA the hub uses
+	// on this ring instead of one it issues itself, for every call to etcd
+	// (membership, consumers' users and roles, backups) while it is set.
+	// Set it when the existing cluster has etcd authentication on and the
+	// hub's own user (etcdfed-hub) does not exist there: the certificate's
+	// common name must be a user with the root role (such as root); with
+	// spec.tls.auth Enabled the hub then adds etcdfed-hub as root itself.
+	// Unset: the hub issues its own from the CA. etcdfed adopt
+	// --client-cert writes it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=253
 	ClientSecretName string `json:"clientSecretName,omitempty"`

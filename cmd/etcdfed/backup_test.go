@@ -27,20 +27,8 @@ import (
 // where the snapshot went; a store that cannot be written makes it fail
 // with the reason; an EtcdCluster without spec.backup is refused up front.
 func TestBackupCommand(t *testing.T) {
-	api := testenv.StartT(t, "cli-backup")[0]
+	api, ns, kubeconfig := cliAPIServer(t, "cli-backup", "cli")
 	ctx := context.Background()
-	ns, err := api.CreateNamespace(ctx, "cli")
-	if err != nil {
-		t.Fatal(err)
-	}
-	kc, err := api.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
 	testenv.StartManager(t, api, "", func(mgr ctrl.Manager) error {
 		// file:// stores: the hub's filesystem, allowed here.
 		return (&backup.Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), ScratchDir: t.TempDir(),

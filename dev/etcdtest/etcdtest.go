@@ -472,3 +472,31 @@ func (c *Cluster) WriteTLS(m *Member, caPEM []byte, leaf *pki.Leaf) {
 		}
 	}
 }
+
+// EnableAuth turns etcd authentication on in a TLS cluster as an
+// administrator does: user root (no password: a client certificate's
+// common name names the user) with the root role, then auth enable. From
+// then on c.Client, and so NewClient, is root's client certificate, which
+// it returns; the certificate it replaces (etcdtest-client, a user etcd
+// does not know) reads and writes nothing.
+func (c *Cluster) EnableAuth(ctx context.Context) (*pki.Leaf, error) {
+	if c.CA == nil {
+		return nil, errors.New("etcdtest: authentication needs TLS (Options.CA)")
+	}
+	cl := c.NewClient()
+	if _, err := cl.UserAddWithOptions(ctx, "root", "", &clientv3.UserAddOptions{NoPassword: true}); err != nil {
+		return nil, fmt.Errorf("etcdtest: add user root: %w", err)
+	}
+	if _, err := cl.UserGrantRole(ctx, "root", "root"); err != nil {
+		return nil, fmt.Errorf("etcdtest: grant root the root role: %w", err)
+	}
+	if _, err := cl.AuthEnable(ctx); err != nil {
+		return nil, fmt.Errorf("etcdtest: auth enable: %w", err)
+	}
+	leaf, err := c.CA.IssueClient("root", time.Now())
+	if err != nil {
+		return nil, err
+	}
+	c.Client = leaf
+	return leaf, nil
+}

@@ -88,28 +88,7 @@ func TestConsumerRoles(t *testing.T) {
 			{Name: "writer", Role: etcdfedv1.ClientRoleReadWrite, KeyPrefix: "/app/"},
 			{Name: "admin", Role: etcdfedv1.ClientRoleRoot},
 		}}
-	if err := hub.Create(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	ec.Status.Endpoints = e.Endpoints()
-	ec.Status.ClusterID = "1"
-	if err := hub.Status().Update(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	// What the EtcdCluster reconciler keeps: the CA and the hub's own
-	// client certificate.
-	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, now)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, sec := range []*corev1.Secret{
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.CASecretName(ec)}, Data: (&pki.Authority{Signer: ca}).Data()},
-		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: pki.HubClientSecretName(ec)}, Data: map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: hubLeaf.CertPEM, pki.KeyKey: hubLeaf.KeyPEM}},
-	} {
-		if err := hub.Create(ctx, sec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	hubLeaf := ringOver(t, hub, ec, e, ca)
 	r := &Reconciler{Client: hub, Reader: hub}
 	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
 	pass := func() *etcdfedv1.EtcdCluster { t.Helper(); return reconcilePass(t, r, hub, req, false) }
@@ -224,4 +203,95 @@ func TestConsumerRoles(t *testing.T) {
 	if _, err := writer.Put(cctx, "/app/k2", "v"); err != nil {
 		t.Fatalf("the remaining consumer lost its access: %v", err)
 	}
+}
+
+// TestAdoptedRingWithAuthOn, against a real hub apiserver and a real etcd
+// with its own CA and authentication already on (root only), as an
+// adopted cluster is (spec.adopt with clientSecretName, root's client
+// certificate): the hub's certificate (etcdfed-hub) is no user there, so
+// the hub reaches etcd's users through the adopted cluster's root
+// certificate, adds its own user as root and a consumer's user and role,
+// keeps authentication on, and ClientsReady is True. It was stuck at
+// "etcd's users and roles not checked: permission denied" (the hub
+// dialled with its own certificate alone).
+func TestAdoptedRingWithAuthOn(t *testing.T) {
+	hub := testenv.StartT(t, "hub")[0].Client
+	ctx := context.Background()
+	now := time.Now()
+	ca, err := pki.NewCA("existing etcd CA", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, Name: "orig"})
+	root, err := e.EnableAuth(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "etcd"}}); err != nil {
+		t.Fatal(err)
+	}
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "etcd", Name: "main"}}
+	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"},
+		TLS:     etcdfedv1.TLSSpec{CASecretName: "old-ca", Auth: etcdfedv1.AuthEnabled},
+		Adopt:   &etcdfedv1.AdoptSpec{Endpoints: e.Endpoints(), ClientSecretName: "old-root"},
+		Clients: []etcdfedv1.ClientSpec{{Name: "app", Role: etcdfedv1.ClientRoleReadWrite, KeyPrefix: "/app/"}}}
+	hubLeaf := ringOver(t, hub, ec, e, ca, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "etcd", Name: "old-root"},
+		Data: map[string][]byte{pki.KeyCert: root.CertPEM, pki.KeyKey: root.KeyPEM}})
+	r := &Reconciler{Client: hub, Reader: hub}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "etcd", Name: "main"}}
+	got := reconcilePass(t, r, hub, req, false)
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c == nil || c.Status != metav1.ConditionTrue {
+		t.Fatalf("ClientsReady %+v", c)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	hubCli := etcdFrom(t, Data(ca.CertPEM, hubLeaf, strings.Join(e.Endpoints(), ",")))
+	if _, err := hubCli.UserList(cctx); err != nil {
+		t.Fatalf("the hub's own certificate is not root: %v", err)
+	}
+	sec := &corev1.Secret{}
+	if err := hub.Get(ctx, client.ObjectKey{Namespace: "etcd", Name: "main-app-etcd-client"}, sec); err != nil {
+		t.Fatal(err)
+	}
+	app := etcdFrom(t, sec.Data)
+	if _, err := app.Put(cctx, "/app/k", "v"); err != nil {
+		t.Fatalf("the consumer under its prefix: %v", err)
+	}
+	if _, err := app.Put(cctx, "/other/k", "v"); !denied(err) {
+		t.Fatalf("the consumer outside its prefix: %v, want permission denied", err)
+	}
+	as, err := e.NewClient().AuthStatus(cctx)
+	if err != nil || !as.Enabled {
+		t.Fatalf("authentication after the pass: %+v, %v", as, err)
+	}
+}
+
+// ringOver creates ec as a ring formed over the etcd e (status.endpoints
+// e's, a cluster ID) with what the EtcdCluster reconciler keeps: the CA
+// Secret and the hub's own client certificate, which it returns; and the
+// extra Secrets.
+func ringOver(t *testing.T, hub client.Client, ec *etcdfedv1.EtcdCluster, e *etcdtest.Cluster, ca *pki.CA, extra ...*corev1.Secret) *pki.Leaf {
+	t.Helper()
+	ctx := context.Background()
+	if err := hub.Create(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	ec.Status.Endpoints = e.Endpoints()
+	ec.Status.ClusterID = "1"
+	if err := hub.Status().Update(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range append([]*corev1.Secret{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: pki.CASecretName(ec)}, Data: (&pki.Authority{Signer: ca}).Data()},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: pki.HubClientSecretName(ec)}, Data: map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: hubLeaf.CertPEM, pki.KeyKey: hubLeaf.KeyPEM}},
+	}, extra...) {
+		if err := hub.Create(ctx, sec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return hubLeaf
 }

@@ -191,7 +191,11 @@ func (c *Client) ApplyAuth(ctx context.Context, ch AuthChange) error {
 // ForRing connects to an EtcdCluster's members through status.endpoints
 // with the hub's own client certificate (the Secret pki.HubClientSecretName
 // the EtcdCluster reconciler keeps), for the hub's controllers beside the
-// reconciler (backups, consumers' access). The caller closes it.
+// reconciler (backups, consumers' access). An adopted ring with
+// spec.adopt.clientSecretName is dialled with that certificate instead,
+// as the reconciler dials it: on a cluster that had authentication on
+// before etcdfed, the hub's own user exists only once the hub, as that
+// certificate's root user, has added it. The caller closes it.
 func ForRing(ctx context.Context, r client.Reader, ec *etcdfedv1.EtcdCluster) (*Client, error) {
 	if len(ec.Status.Endpoints) == 0 {
 		return nil, errors.New("etcd has no client endpoints yet (status.endpoints is empty)")
@@ -203,8 +207,17 @@ func ForRing(ctx context.Context, r client.Reader, ec *etcdfedv1.EtcdCluster) (*
 		if err := r.Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: name}, sec); err != nil {
 			return nil, fmt.Errorf("read the hub's etcd client certificate %s/%s: %w", ec.Namespace, name, err)
 		}
+		leaf := &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]}
+		if a := ec.Spec.Adopt; a != nil && a.ClientSecretName != "" {
+			name = a.ClientSecretName
+			adopt := &corev1.Secret{}
+			if err := r.Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: name}, adopt); err != nil {
+				return nil, fmt.Errorf("read the client certificate %s/%s named in spec.adopt.clientSecretName: %w", ec.Namespace, name, err)
+			}
+			leaf = &pki.Leaf{CertPEM: adopt.Data[pki.KeyCert], KeyPEM: adopt.Data[pki.KeyKey]}
+		}
 		var err error
-		tlsCfg, err = pki.ClientTLS(sec.Data[pki.KeyCA], &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]})
+		tlsCfg, err = pki.ClientTLS(sec.Data[pki.KeyCA], leaf)
 		if err != nil {
 			return nil, fmt.Errorf("hub client certificate %s/%s: %w", ec.Namespace, name, err)
 		}

@@ -1,9 +1,12 @@
 package planner
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // Adoption of a running etcd cluster that etcdfed did not create
@@ -55,12 +58,124 @@ func beginAdoption(in Input) Decision {
 	if len(in.Etcd.Members) == 0 {
 		return wait(pollFast, "adopting: the existing cluster answered with an empty member list")
 	}
+	if d, held := versionHold(in); held {
+		return d
+	}
 	var names []string
 	for _, m := range in.Etcd.Members {
 		names = append(names, describe(m))
 	}
 	return Decision{Action: ActFinishBootstrap, Reason: fmt.Sprintf("adopting the running etcd cluster %x with %d original member(s): %s",
 		in.Etcd.ClusterID, len(in.Etcd.Members), strings.Join(names, ", "))}
+}
+
+// versionHold holds the adoption before anything is recorded while
+// etcdfed's members, on spec.version, could not join the running cluster:
+// an original (or etcd's cluster version) on a newer minor than
+// spec.version (etcd refuses a member older than the cluster version), or
+// on a version from which spec.version is not one step of etcd's upgrade
+// rules (pkg/etcdversion.Step, as for a change of spec.version: the next
+// minor only from a recent enough patch, one minor at a time), or on a
+// release that would not survive a restart after the joins
+// (etcdversion.PromotionReplay). It waits,
+// Halted, naming each original with what it runs and the version to set;
+// held is false when the versions fit. When no original reports its
+// version it waits for one to.
+func versionHold(in Input) (Decision, bool) {
+	target, err := etcdversion.Parse(in.Version)
+	if err != nil {
+		return Decision{}, false // the apiserver's rules on spec.version judge it
+	}
+	var running []etcdversion.Version
+	var upgrade etcdversion.Version // a patch the originals must run first
+	var bad []string
+	why := map[string]bool{}
+	var whys []string
+	note := func(what, rule string) {
+		bad = append(bad, what)
+		if !why[rule] {
+			why[rule] = true
+			whys = append(whys, rule)
+		}
+	}
+	for _, em := range in.Etcd.Members {
+		v, ok := etcdversion.ParseLoose(em.Version)
+		if !ok {
+			continue
+		}
+		running = append(running, v)
+		if rule := joinRule(v, target); rule != "" {
+			note(fmt.Sprintf("%s runs %s", describe(em), em.Version), rule)
+		}
+		if b := etcdversion.PromotionReplay; b.Affects(v) {
+			upgrade = b.Fixed
+			note(fmt.Sprintf("%s runs %s", describe(em), em.Version), b.Why)
+		}
+	}
+	if cv, ok := etcdversion.ParseLoose(in.Etcd.ClusterVersion); ok && cv.Major == target.Major && cv.Minor > target.Minor {
+		note("etcd's cluster version is "+in.Etcd.ClusterVersion, joinRule(cv, target))
+	}
+	if len(running) == 0 {
+		return wait(pollFast, "adopting: no original member reported its etcd version yet (its status call); waiting to check it against spec.version %s before anything joins", in.Version), true
+	}
+	if len(bad) == 0 {
+		return Decision{}, false
+	}
+	advice := versionAdvice(running)
+	if upgrade != (etcdversion.Version{}) {
+		newest, _ := etcdversion.Newest(upgrade)
+		advice = fmt.Sprintf("upgrade the originals (outside etcdfed) to %s or later (%s is the newest %s etcdfed runs) first", upgrade, newest, upgrade.MinorString())
+	}
+	d := wait(pollSlow, "adopting held: etcdfed's members on spec.version %s cannot join the running cluster: %s (%s); %s. Nothing is recorded or joined until then",
+		in.Version, strings.Join(bad, ", "), strings.Join(whys, "; "), advice)
+	d.Halted = true
+	return d, true
+}
+
+// joinRule is the rule a member on target breaks by joining a member on
+// running, "" when it may join: the same minor version; one minor newer
+// where etcd supports the upgrade from running.
+func joinRule(running, target etcdversion.Version) string {
+	switch {
+	case running.Major == target.Major && running.Minor == target.Minor:
+		return ""
+	case running.Major == target.Major && running.Minor > target.Minor:
+		return fmt.Sprintf("spec.version %s is an older minor version than %s, and etcd refuses a member older than its cluster version", target, running.MinorString())
+	}
+	if err := etcdversion.Step(running, target); err != nil {
+		if se := (*etcdversion.StepError)(nil); errors.As(err, &se) {
+			return se.Why
+		}
+		return strings.TrimPrefix(err.Error(), etcdversion.ErrUnsupported.Error()+": ")
+	}
+	return ""
+}
+
+// versionAdvice says what to set spec.version to: the newest patch
+// etcdfed runs of the originals' newest minor, or else of their oldest,
+// that every original accepts; or, when none fits, to upgrade the
+// originals first.
+func versionAdvice(running []etcdversion.Version) string {
+	newest := slices.MaxFunc(running, etcdversion.Version.Compare)
+	oldest := slices.MinFunc(running, etcdversion.Version.Compare)
+	for _, from := range []etcdversion.Version{newest, oldest} {
+		v, ok := etcdversion.Newest(from)
+		if !ok {
+			continue
+		}
+		if !slices.ContainsFunc(running, func(r etcdversion.Version) bool { return joinRule(r, v) != "" }) {
+			return fmt.Sprintf("set spec.version to %s (the newest %s etcdfed runs), which every original accepts; later change it one step at a time as usual", v, v.MinorString())
+		}
+	}
+	if last := etcdversion.NewestLine(); newest.Compare(last.Newest) > 0 {
+		return fmt.Sprintf("etcdfed runs etcd up to %s and cannot join originals on %s: adopt them with a newer etcdfed", last.Minor.MinorString(), newest)
+	}
+	on := oldest.String()
+	if oldest != newest {
+		on += " to " + newest.String()
+	}
+	return fmt.Sprintf("no version etcdfed runs can join originals on %s: upgrade the originals (outside etcdfed) to %s first, then set spec.version to it",
+		on, etcdversion.Oldest().Newest)
 }
 
 // originalsLeft are the originals etcd still lists, in removal order:
@@ -202,4 +317,16 @@ func managedTransferee(in Input) (uint64, bool) {
 		}
 	}
 	return best, best != 0
+}
+
+// AdoptionVersions is versionHold for a caller outside a pass (etcdfed
+// adopt --check-etcd, before anything is written): reason is "" when
+// etcdfed's members on version can join the cluster e; halted says it is
+// a hold only a change ends, not a wait for the originals' versions.
+func AdoptionVersions(version string, e Etcd) (reason string, halted bool) {
+	d, held := versionHold(Input{Version: version, Etcd: e})
+	if !held {
+		return "", false
+	}
+	return d.Reason, d.Halted
 }

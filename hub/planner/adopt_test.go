@@ -177,3 +177,67 @@ func TestContinueRetire(t *testing.T) {
 		}), []check{action(ActWait), opRecorded(OpRetire, ActRemoveMember), reason("main-2 is not a ready, healthy voter")}},
 	})
 }
+
+// found is the running cluster to adopt, as first reached, its originals
+// reporting versions (one each, in order; "" for one that did not
+// answer), spec.version want.
+func found(want string, versions ...string) Input {
+	in := Input{Now: t0, Replicas: 3, Version: want, Adopt: Adopt{Wanted: true, Endpoints: []string{"https://10.0.0.1:2379"}}}
+	in.Placement.Target = []topology.Member{{Name: "main-0", Domain: dA}}
+	in.Etcd = Etcd{Reachable: true, ClusterID: 0xabc, LeaderID: 0x101, Members: originals()}
+	for i, v := range versions {
+		in.Etcd.Members[i].Version = v
+	}
+	return in
+}
+
+// The originals' versions against spec.version, before anything is
+// recorded: a version etcdfed's members cannot join holds the adoption
+// (Halted, so Degraded says it too), naming each original with what it
+// runs, etcd's rule, and the spec.version to set.
+func TestAdoptionVersions(t *testing.T) {
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"the same patch", func() Input { return found("3.6.16", "3.6.16", "3.6.16", "3.6.16") }, []check{action(ActFinishBootstrap)}},
+		{"another patch of the same minor", func() Input { return found("3.6.16", "3.6.8", "3.6.8", "3.6.8") }, []check{action(ActFinishBootstrap)}},
+		{"the next minor from a patch etcd upgrades from", func() Input { return found("3.6.16", "3.5.35", "3.5.32", "3.5.35") }, []check{action(ActFinishBootstrap)}},
+		{"one original did not answer: the others judge", func() Input { return found("3.6.16", "3.6.16", "", "3.6.16") }, []check{action(ActFinishBootstrap)}},
+		{"none answered: waits to check", func() Input { return found("3.6.16") }, []check{
+			action(ActWait), halt(false), reason("no original member reported its etcd version yet"),
+		}},
+		{"the next minor from too old a patch", func() Input { return found("3.6.16", "3.5.35", "3.5.20", "3.5.35") }, []check{
+			action(ActWait), halt(true), reason("adopting held: etcdfed's members on spec.version 3.6.16 cannot join the running cluster: orig-1 [101] runs 3.5.20 (moving to 3.6 needs every member on 3.5.32 or later"),
+			reason("set spec.version to 3.5.35 (the newest 3.5 etcdfed runs)"),
+		}},
+		{"two minors up", func() Input { return found("3.7.3", "3.5.35", "3.5.35", "3.5.35") }, []check{
+			action(ActWait), halt(true), reason("orig-0 [100] runs 3.5.35, orig-1 [101] runs 3.5.35, orig-2 [102] runs 3.5.35 (etcd upgrades one minor version at a time)"),
+			reason("set spec.version to 3.5.35"),
+		}},
+		{"spec.version a minor below the originals", func() Input { return found("3.6.16", "3.7.3", "3.7.3", "3.7.3") }, []check{
+			action(ActWait), halt(true), reason("spec.version 3.6.16 is an older minor version than 3.7, and etcd refuses a member older than its cluster version"),
+			reason("set spec.version to 3.7.3"),
+		}},
+		{"the cluster version says so when the originals' own do not", func() Input {
+			in := found("3.5.35", "3.6.16")
+			in.Etcd.ClusterVersion = "3.6.0"
+			return in
+		}, []check{action(ActWait), halt(true), reason("orig-0 [100] runs 3.6.16, etcd's cluster version is 3.6.0"), reason("set spec.version to 3.6.16")}},
+		{"a mixed cluster mid upgrade: the newest minor that every original accepts", func() Input { return found("3.5.35", "3.5.35", "3.6.16", "3.6.16") }, []check{
+			action(ActWait), halt(true), reason("orig-1 [101] runs 3.6.16, orig-2 [102] runs 3.6.16"), reason("set spec.version to 3.6.16"),
+		}},
+		{"originals on a 3.6 patch that cannot replay a promotion", func() Input { return found("3.6.16", "3.6.16", "3.6.2", "3.6.16") }, []check{
+			action(ActWait), halt(true), reason("orig-1 [101] runs 3.6.2 (a member before 3.6.4 that replays a learner's promotion fails to start (etcd #20387)"),
+			reason("upgrade the originals (outside etcdfed) to 3.6.4 or later (3.6.16 is the newest 3.6 etcdfed runs) first"),
+		}},
+		{"3.6.4 replays it", func() Input { return found("3.6.16", "3.6.4", "3.6.4", "3.6.4") }, []check{action(ActFinishBootstrap)}},
+		{"originals on a minor etcdfed does not know", func() Input { return found("3.7.3", "3.8.1", "3.8.1", "3.8.1") }, []check{
+			action(ActWait), halt(true), reason("orig-0 [100] runs 3.8.1"), reason("etcdfed runs etcd up to 3.7 and cannot join originals on 3.8.1: adopt them with a newer etcdfed"),
+		}},
+		{"originals too old for any version etcdfed runs", func() Input { return found("3.5.35", "3.3.27", "3.3.27", "3.3.27") }, []check{
+			action(ActWait), halt(true), reason("orig-0 [100] runs 3.3.27"), reason("upgrade the originals (outside etcdfed) to 3.5.35 first"),
+		}},
+	})
+}

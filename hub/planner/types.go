@@ -400,7 +400,8 @@ type Decision struct {
 	RequeueAfter time.Duration
 	// Halted is set with an ActWait that only a change of spec can end (a
 	// member that does not come up on the new version, a downgrade etcd
-	// refuses): the rollout stops, nothing else is restarted.
+	// refuses, an adoption whose originals run a version spec.version
+	// cannot join): the rollout stops, nothing else is restarted.
 	Halted bool
 	// GaveUp is set with the ActFinish of an Add or Replace whose new
 	// incarnation could not start where it was placed (giveUpStart): the

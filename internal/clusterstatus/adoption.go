@@ -29,7 +29,8 @@ func renderAdoption(p *printer, ec *etcdfedv1.EtcdCluster, now time.Time) {
 	}
 	switch a.Phase {
 	case etcdfedv1.AdoptionJoined:
-		p.f("  next: move clients to the endpoints below, then: kubectl patch etcdcluster %s -n %s --type merge -p '{\"spec\":{\"adopt\":{\"retire\":true}}}'\n", ec.Name, ec.Namespace)
+		p.f("  next: move clients to the endpoints below, then: etcdfed adopt %s -n %s --retire (or kubectl patch etcdcluster %s -n %s --type merge -p '{\"spec\":{\"adopt\":{\"retire\":true}}}')\n",
+			ec.Name, ec.Namespace, ec.Name, ec.Namespace)
 	case etcdfedv1.AdoptionJoining, etcdfedv1.AdoptionConnecting:
 		if ec.Spec.Adopt.Retire {
 			p.f("  the originals are retired once every etcdfed member is a ready voter (spec.adopt.retire)\n")

@@ -175,7 +175,7 @@ func TestRenderAdoption(t *testing.T) {
 		"  adopted: set spec.adopt.retire",
 		"original node-a [10] https://10.0.0.1:2379: retired 30s ago",
 		"original node-b [11] https://10.0.0.2:2379: serving, old endpoint works until it is retired",
-		`kubectl patch etcdcluster main -n default --type merge -p '{"spec":{"adopt":{"retire":true}}}'`,
+		`etcdfed adopt main -n default --retire (or kubectl patch etcdcluster main -n default --type merge -p '{"spec":{"adopt":{"retire":true}}}')`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

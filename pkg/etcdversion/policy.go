@@ -163,9 +163,25 @@ func badFor(v Version) (Bad, bool) {
 		return Bad{}, false
 	}
 	for _, b := range l.KnownBad {
-		if v.Compare(b.First) >= 0 && v.Compare(b.Last) <= 0 {
+		if b.Affects(v) {
 			return b, true
 		}
 	}
 	return Bad{}, false
+}
+
+// Affects reports whether v is one of b's releases.
+func (b Bad) Affects(v Version) bool { return v.Compare(b.First) >= 0 && v.Compare(b.Last) <= 0 }
+
+// PromotionReplay is the bug of an adopted cluster's original members
+// (members etcdfed never runs, so not a KnownBad of theirs): on these
+// releases a member that replays a learner's promotion from its log fails
+// to start, and etcdfed adds every member of its own as a learner and
+// promotes it, so an original restarted during an adoption would not
+// come back. An adoption holds on originals that run them.
+var PromotionReplay = Bad{
+	First: MustParse("3.6.0"), Last: MustParse("3.6.3"), Fixed: MustParse("3.6.4"),
+	Why: "a member before 3.6.4 that replays a learner's promotion fails to start (etcd #20387), and etcdfed joins its members " +
+		"as learners and promotes them: an original restarted during the adoption would not come back",
+	Source: changelog36 + "#v364",
 }

@@ -10,7 +10,9 @@ import (
 	"encoding/pem"
 	"fmt"
 	"math/big"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -102,6 +104,18 @@ type AdoptSpecInput struct {
 	// Etcdfed is the CLI, whose status is checked in the Joined phase
 	// ("" skips it).
 	Etcdfed string
+	// AuthOn turns etcd authentication on in the cluster outside etcdfed
+	// before the adoption (user root with the root role, as an
+	// administrator does): the hub is given root's client certificate
+	// (spec.adopt.clientSecretName) and spec.tls.auth is Enabled; the
+	// workload and the test's clients are root.
+	AuthOn bool
+	// ThroughCommand creates the adoption with `etcdfed adopt
+	// --check-etcd` (files for the CA and the client certificate, as an
+	// administrator has them; the test reaches the originals as the hub
+	// does) and retires the originals with `etcdfed adopt --retire`,
+	// instead of writing the objects; Etcdfed is required.
+	ThroughCommand bool
 }
 
 // AdoptSpec starts an etcd cluster outside etcdfed (its own CA, TLS,
@@ -120,6 +134,13 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	t.Helper()
 	hub := in.Topology.Hub
 	x := startExternalEtcd(t, in.Originals, in.Topology.DNSServers, !in.Topology.PeerSourceIsPodIP)
+	if in.AuthOn {
+		// From here x.Client is root's certificate: the workload's and
+		// every client's of the test.
+		if _, err := x.EnableAuth(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 	oc, err := EtcdClient(externalClientConfig(t, x))
 	if err != nil {
 		t.Fatal(err)
@@ -160,26 +181,21 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	if err := ensureNamespace(ctx, hub, in.Namespace); err != nil {
 		t.Fatal(err)
 	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name + "-old-ca"}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{corev1.TLSCertKey: x.CA.CertPEM, corev1.TLSPrivateKeyKey: x.CA.KeyPEM}}
-	if err := hub.Client.Create(ctx, caSecret); err != nil {
-		t.Fatal(err)
+	spec := etcdfedv1.EtcdClusterSpec{
+		Replicas: int32(in.Replicas),
+		Version:  "3.6.16",
+		DNS:      etcdfedv1.DNSSpec{Domain: in.Domain, TTLSeconds: ptrTo[int32](5)},
+		TLS: etcdfedv1.TLSSpec{CASecretName: in.Name + "-old-ca", Auth: etcdfedv1.AuthDisabled,
+			PeerSkipClientSANVerification: !in.Topology.PeerSourceIsPodIP},
+		FailurePolicy: etcdfedv1.FailurePolicy{MemberGracePeriod: &metav1.Duration{Duration: 2 * time.Minute}, ZoneGracePeriod: &metav1.Duration{Duration: 30 * time.Second}},
+		Adopt:         &etcdfedv1.AdoptSpec{Endpoints: x.Endpoints()},
 	}
-	ec := &etcdfedv1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name},
-		Spec: etcdfedv1.EtcdClusterSpec{
-			Replicas: int32(in.Replicas),
-			Version:  "3.6.16",
-			DNS:      etcdfedv1.DNSSpec{Domain: in.Domain, TTLSeconds: ptrTo[int32](5)},
-			TLS: etcdfedv1.TLSSpec{CASecretName: caSecret.Name, Auth: etcdfedv1.AuthDisabled,
-				PeerSkipClientSANVerification: !in.Topology.PeerSourceIsPodIP},
-			FailurePolicy: etcdfedv1.FailurePolicy{MemberGracePeriod: &metav1.Duration{Duration: 2 * time.Minute}, ZoneGracePeriod: &metav1.Duration{Duration: 30 * time.Second}},
-			Adopt:         &etcdfedv1.AdoptSpec{Endpoints: x.Endpoints()},
-		},
+	if in.AuthOn {
+		spec.TLS.Auth = etcdfedv1.AuthEnabled
 	}
 	sampler := startToleranceSampler(ctx, t, hub, m, 200*time.Millisecond)
 	start := time.Now()
-	if err := hub.Client.Create(ctx, ec); err != nil {
+	if err := createAdoption(ctx, t, in, m, x, spec); err != nil {
 		sampler.finish()
 		t.Fatalf("create the adopting EtcdCluster: %v", err)
 	}
@@ -219,7 +235,8 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	}
 	if in.Etcdfed != "" {
 		out, err := exec.CommandContext(ctx, in.Etcdfed, "status", in.Name, "-n", in.Namespace, "--kubeconfig", hub.Kubeconfig).CombinedOutput()
-		if err != nil || !strings.Contains(string(out), "Adoption: Joined: 0/"+fmt.Sprint(in.Originals)+" retired") || !strings.Contains(string(out), "adopt\":{\"retire\":true}") {
+		if err != nil || !strings.Contains(string(out), "Adoption: Joined: 0/"+fmt.Sprint(in.Originals)+" retired") || !strings.Contains(string(out), "adopt\":{\"retire\":true}") ||
+			!strings.Contains(string(out), "etcdfed adopt "+in.Name+" -n "+in.Namespace+" --retire") {
 			t.Errorf("etcdfed status in the Joined phase (%v) does not show the adoption and how to retire:\n%s", err, out)
 		} else {
 			t.Logf("etcdfed status, joined:\n%s", out)
@@ -228,7 +245,7 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	progress(ctx, t, w, 50, 30*time.Second)
 
 	retireStart := time.Now()
-	if err := patchSpec(ctx, hub, m, func(s *etcdfedv1.EtcdClusterSpec) { s.Adopt.Retire = true }); err != nil {
+	if err := retireOriginals(ctx, t, in, m); err != nil {
 		sampler.finish()
 		t.Fatal(err)
 	}
@@ -295,6 +312,9 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	if len(after.Members) != in.Replicas {
 		t.Errorf("%d members after the adoption, want %d", len(after.Members), in.Replicas)
 	}
+	if in.AuthOn {
+		checkAdoptedAuth(ctx, t, rc)
+	}
 	checkWorkload(ctx, t, w)
 
 	// The originals are gone, so the members require the ring's peer name
@@ -306,6 +326,92 @@ func AdoptSpec(ctx context.Context, in AdoptSpecInput) *ManagedEtcd {
 	t.Logf("members require the ring's peer name %.1fs after the last original's retirement", time.Since(peerStart).Seconds())
 	m.Client = EtcdClientConfig{Endpoints: done.Status.Endpoints, DNSServers: in.Topology.DNSServers, TLS: cfg.TLS}
 	return m
+}
+
+// createAdoption writes the CA Secret, the root client certificate's
+// Secret (AuthOn) and the adopting EtcdCluster of spec, or has `etcdfed
+// adopt` write them from files (ThroughCommand; the spec's DNS TTL and
+// failure policy, which the command does not set, patched in at once).
+func createAdoption(ctx context.Context, t testing.TB, in AdoptSpecInput, m *ManagedEtcd, x *etcdtest.Cluster, spec etcdfedv1.EtcdClusterSpec) error {
+	hub := in.Topology.Hub
+	if in.ThroughCommand {
+		dir := t.TempDir()
+		files := map[string][]byte{"ca.crt": x.CA.CertPEM, "ca.key": x.CA.KeyPEM, "client.crt": x.Client.CertPEM, "client.key": x.Client.KeyPEM}
+		for name, b := range files {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o600); err != nil {
+				return err
+			}
+		}
+		args := []string{"adopt", in.Name, "-n", in.Namespace, "--kubeconfig", hub.Kubeconfig, "--endpoints", strings.Join(spec.Adopt.Endpoints, ","),
+			"--ca-cert", filepath.Join(dir, "ca.crt"), "--ca-key", filepath.Join(dir, "ca.key"), "--etcd-version", spec.Version, "--domain", spec.DNS.Domain,
+			"--replicas", fmt.Sprint(spec.Replicas), "--auth", string(spec.TLS.Auth), fmt.Sprintf("--peer-skip-client-san-verification=%t", spec.TLS.PeerSkipClientSANVerification),
+			"--check-etcd"}
+		if in.AuthOn {
+			args = append(args, "--client-cert", filepath.Join(dir, "client.crt"), "--client-key", filepath.Join(dir, "client.key"))
+		}
+		out, err := exec.CommandContext(ctx, in.Etcdfed, args...).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("etcdfed %s: %w\n%s", strings.Join(args, " "), err, out)
+		}
+		t.Logf("etcdfed adopt:\n%s", out)
+		return patchSpec(ctx, hub, m, func(s *etcdfedv1.EtcdClusterSpec) {
+			s.DNS.TTLSeconds, s.FailurePolicy = spec.DNS.TTLSeconds, spec.FailurePolicy
+		})
+	}
+	secrets := []*corev1.Secret{{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: spec.TLS.CASecretName}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{corev1.TLSCertKey: x.CA.CertPEM, corev1.TLSPrivateKeyKey: x.CA.KeyPEM}}}
+	if in.AuthOn {
+		spec.Adopt.ClientSecretName = in.Name + "-old-root"
+		secrets = append(secrets, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: spec.Adopt.ClientSecretName}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: x.Client.CertPEM, corev1.TLSPrivateKeyKey: x.Client.KeyPEM}})
+	}
+	for _, sec := range secrets {
+		if err := hub.Client.Create(ctx, sec); err != nil {
+			return err
+		}
+	}
+	return hub.Client.Create(ctx, &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name}, Spec: spec})
+}
+
+// retireOriginals sets spec.adopt.retire, or has `etcdfed adopt --retire`
+// set it (ThroughCommand).
+func retireOriginals(ctx context.Context, t testing.TB, in AdoptSpecInput, m *ManagedEtcd) error {
+	if !in.ThroughCommand {
+		return patchSpec(ctx, in.Topology.Hub, m, func(s *etcdfedv1.EtcdClusterSpec) { s.Adopt.Retire = true })
+	}
+	out, err := exec.CommandContext(ctx, in.Etcdfed, "adopt", in.Name, "-n", in.Namespace, "--kubeconfig", in.Topology.Hub.Kubeconfig, "--retire").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("etcdfed adopt --retire: %w\n%s", err, out)
+	}
+	t.Logf("etcdfed adopt --retire:\n%s", out)
+	return nil
+}
+
+// checkAdoptedAuth: authentication is still on after an adoption of a
+// cluster that had it on, and the hub added its own user as root through
+// root's certificate (spec.adopt.clientSecretName), so that its
+// controllers beside the reconciler (consumers' access, backups) get in.
+func checkAdoptedAuth(ctx context.Context, t testing.TB, c *clientv3.Client) {
+	t.Helper()
+	if err := poll(ctx, time.Minute, "etcd authentication on, the hub's user a root", func(ctx context.Context) (string, error) {
+		as, err := c.AuthStatus(ctx)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if !as.Enabled {
+			return "", fmt.Errorf("etcd authentication is off after the adoption of a cluster that had it on (spec.tls.auth Enabled)")
+		}
+		u, err := c.UserGet(ctx, etcdfedv1.EtcdHubUser)
+		if err != nil {
+			return fmt.Sprintf("user %s: %v", etcdfedv1.EtcdHubUser, err), nil
+		}
+		if !slices.Contains(u.Roles, "root") {
+			return fmt.Sprintf("user %s has roles %v", etcdfedv1.EtcdHubUser, u.Roles), nil
+		}
+		return "", nil
+	}); err != nil {
+		t.Error(err)
+	}
 }
 
 // waitAdoption waits until status.adoption is in phase with replicas

@@ -22,3 +22,21 @@ func TestScenarioAdopt(t *testing.T) {
 		Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
+
+// TestScenarioAdoptWithAuth: the same with etcd authentication already on
+// in the cluster outside etcdfed (user root, as its administrator set it
+// up; the workload runs as root), adopted through `etcdfed adopt` from
+// files (the CA, root's client certificate: spec.adopt.clientSecretName)
+// with spec.tls.auth Enabled, and retired through `etcdfed adopt
+// --retire`: the same cluster ID, every key present, failure tolerance
+// never 0, linearizable, nothing acknowledged lost, every watch complete,
+// the originals gone, authentication still on and the hub's own user
+// added as root.
+func TestScenarioAdoptWithAuth(t *testing.T) {
+	skipUnlessScenarios(t, "adopting an etcd cluster with authentication on, through etcdfed adopt")
+	topo := hubTopology(t)
+	ctx := context.Background()
+	etcd := AdoptSpec(ctx, AdoptSpecInput{T: t, Topology: topo, Namespace: "adopt-auth", Name: "adoptauth", Domain: "adoptauth.etcd.test", Replicas: 3, Originals: 3, Keys: 500,
+		Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), AuthOn: true, ThroughCommand: true})
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
