@@ -190,10 +190,15 @@ func (r *Reconciler) applyFinish(_ context.Context, t *taking) error {
 		_, done := operationReasons(planner.OpType(op.Type))
 		r.event(ec, corev1.EventTypeNormal, done, string(op.Type), "%s (%s) done after %s: %s",
 			op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
-		if op.Type == etcdfedv1.OperationReplace || op.Type == etcdfedv1.OperationMove {
+		switch op.Type {
+		case etcdfedv1.OperationReplace, etcdfedv1.OperationMove:
 			evidence, _ := r.evidence.take(ec.UID, op.Member, op.Incarnation)
 			e := replacedEvent(s, op, evidence)
 			r.event(ec, e.typ, e.reason, string(op.Type), "%s", e.message)
+		case etcdfedv1.OperationRetire:
+			// Told at the end, by whichever hub ends it: a hub killed
+			// right after the removal never sends its event.
+			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRetired, "Retire", "Retired original member %s [%s]: removed from etcd", op.Member, op.MemberID)
 		}
 	}
 	return nil
@@ -386,11 +391,7 @@ func (r *Reconciler) applyRemoveMember(ctx context.Context, t *taking) error {
 	if err := t.etcd.Remove(ctx, p.MemberID); err != nil {
 		return err
 	}
-	if p.Operation != nil && p.Operation.Type == planner.OpRetire {
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRetired, "Retire", "Retired original member %s [%x]: removed from etcd", p.Member, p.MemberID)
-	} else {
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRemoved, "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
-	}
+	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRemoved, "Remove", "Removed %s [%x] from etcd", p.Member, p.MemberID)
 	return nil
 }
 

@@ -1,14 +1,21 @@
 package etcdcluster
 
 import (
+	"context"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
@@ -89,4 +96,29 @@ func plannerActions(t *testing.T) []planner.Action {
 		}
 	}
 	return out
+}
+
+// An original's retirement is told when its Retire ends, by whichever hub
+// ends it: a hub killed right after the removal never sent the event of
+// its step (TestScenarioAdopt missed one of three after a hub kill).
+func TestRetireToldAtItsEnd(t *testing.T) {
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Recorder: rec}
+	s := ring()
+	started := metav1.NewTime(now.Add(-3 * time.Second))
+	op := &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRetire, Member: "orig-0", MemberID: "ab12", Reason: planner.ReasonAdoption, StartedAt: started}
+	d := &decision{plan: planner.Decision{Action: planner.ActFinish, Reason: "original member orig-0 [ab12] retired"}, ended: op}
+	if err := r.applyFinish(context.Background(), &taking{s: s, d: d}); err != nil {
+		t.Fatal(err)
+	}
+	close(rec.Events)
+	var got []string
+	for e := range rec.Events {
+		got = append(got, e)
+	}
+	if !slices.ContainsFunc(got, func(e string) bool {
+		return strings.Contains(e, etcdfedv1.EventMemberRetired) && strings.Contains(e, "Retired original member orig-0 [ab12]")
+	}) {
+		t.Errorf("events at the Retire's end: %q; want MemberRetired naming orig-0 [ab12]", got)
+	}
 }
