@@ -41,27 +41,29 @@ import (
 // machine on 2026-11-26 (docs/measurements/ci-rotation.md); the ones not
 // measured yet are guesses of 3 to 4 minutes.
 var estimates = map[string]time.Duration{
-	"TestScenarioCARotation":             3 * time.Minute,
-	"TestScenarioConsumerCredentials":    3 * time.Minute,
-	"TestScenarioDefrag":                 3 * time.Minute, // 128 s
-	"TestScenarioDisruptionBudget":       1 * time.Minute, // 36 s
-	"TestScenarioDowngrade":              3 * time.Minute, // 114 s
-	"TestScenarioDowngrade37":            3 * time.Minute,
-	"TestScenarioMemberCertRotation":     3 * time.Minute, // 134 s
-	"TestScenarioNoSpace":                3 * time.Minute,
-	"TestScenarioQuorumLossAutomatic":    3 * time.Minute, // 98 s
-	"TestScenarioQuorumLossFromBackup":   4 * time.Minute,
-	"TestScenarioQuorumLossHubRestarted": 3 * time.Minute,
-	"TestScenarioQuorumLossRecovery":     3 * time.Minute,
-	"TestScenarioRestoreFromSnapshot":    3 * time.Minute,
-	"TestScenarioUpgrade":                6 * time.Minute, // 252 s
-	"TestScenarioPendingRollHalts":       2 * time.Minute, // 82 s
-	"TestScenarioRegistryDropped":        2 * time.Minute, // 78 s
-	"TestScenarioInstall":                2 * time.Minute, // 82 s
-	"TestScenarioLegacyNamesAdopted":     4 * time.Minute,
-	"TestScenarioGossipBroken":           3 * time.Minute, // 164 s
-	"TestScenarioMigrate":                4 * time.Minute, // 138 s, its own six-cluster environment
-	"TestScenarioAdopt":                  3 * time.Minute, // 76 s on the shared environment (first run)
+	"TestScenarioCARotation":              3 * time.Minute,
+	"TestScenarioConsumerCredentials":     3 * time.Minute,
+	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
+	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
+	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
+	"TestScenarioDowngrade37":             3 * time.Minute,
+	"TestScenarioMemberCertRotation":      3 * time.Minute, // 134 s
+	"TestScenarioNoSpace":                 3 * time.Minute,
+	"TestScenarioQuorumLossAutomatic":     3 * time.Minute, // 98 s
+	"TestScenarioQuorumLossFromBackup":    4 * time.Minute,
+	"TestScenarioQuorumLossHubRestarted":  3 * time.Minute,
+	"TestScenarioQuorumLossRecovery":      3 * time.Minute,
+	"TestScenarioRestoreFromSnapshot":     3 * time.Minute,
+	"TestScenarioUpgrade":                 6 * time.Minute, // 252 s
+	"TestScenarioPendingRollHalts":        2 * time.Minute, // 82 s
+	"TestScenarioRegistryDropped":         2 * time.Minute, // 78 s
+	"TestScenarioInstall":                 2 * time.Minute, // 82 s
+	"TestScenarioLegacyNamesAdopted":      4 * time.Minute,
+	"TestScenarioGossipBroken":            3 * time.Minute, // 164 s
+	"TestScenarioMigrate":                 4 * time.Minute, // 138 s, its own six-cluster environment
+	"TestScenarioAdopt":                   3 * time.Minute, // 76 s on the shared environment (first run)
+	"TestScenarioAdoptWithAuth":           3 * time.Minute, // about 110 s
+	"TestScenarioMoveInsideMemberCluster": 3 * time.Minute, // 75 s, its own two-cluster, four-zone environment
 }
 
 // defaultEstimate counts a scenario with no estimate yet.
