@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,12 +31,8 @@ import (
 // All under the recorded workload (linearizable, no acknowledged write
 // lost, watchers complete, no failed request beyond one election).
 func TestScenarioConsumerCredentials(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") != "1" {
-		t.Skip("a long scenario (about 2 minutes): run it with make scenarios (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "consumers", Name: "cc", Domain: "cc.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	ctx, topo, etcd := setUpRing(t, ringScenarioInput{What: "consumers added, renewed and removed under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "consumers", Name: "cc", Domain: "cc.etcd.test", Replicas: 3, WantZones: "1/1/1"}})
 	formed, err := etcd.Get(ctx, topo.Hub)
 	if err != nil {
 		t.Fatal(err)
