@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -258,6 +259,37 @@ func WaitForRingGone(ctx context.Context, topo *Topology, m *ManagedEtcd, uid ty
 			if len(list.Items) > 0 {
 				return fmt.Sprintf("%d EtcdMembers left in %s", len(list.Items), c.Name), nil
 			}
+		}
+		return "", nil
+	})
+}
+
+// WaitForHubMetricInput names a series of the hub's metrics and the value
+// it must have.
+type WaitForHubMetricInput struct {
+	// URL is the hub's /metrics.
+	URL string
+	// What is awaited, said in the error.
+	What   string
+	Metric string
+	// Labels are name, value pairs the series must carry (the sum of the
+	// series that match is compared).
+	Labels []string
+	Want   float64
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForHubMetric waits until the sum of the metric's series that carry
+// the labels equals Want.
+func WaitForHubMetric(ctx context.Context, in WaitForHubMetricInput) error {
+	return poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("%s (%s%v = %s)", in.What, in.Metric, in.Labels, strconv.FormatFloat(in.Want, 'f', -1, 64)), func(ctx context.Context) (string, error) {
+		m, err := scrape(ctx, in.URL)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if got := m.sum(in.Metric, in.Labels...); got != in.Want {
+			return strconv.FormatFloat(got, 'f', -1, 64), nil
 		}
 		return "", nil
 	})
