@@ -3,7 +3,6 @@ package multicluster
 import (
 	"context"
 	"crypto/x509"
-	"fmt"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -220,20 +219,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Its certificate, still valid, reads nothing from now on.
-		if err := poll(ctx, time.Minute, "the removed consumer's etcd user deleted", func(ctx context.Context) (string, error) {
-			cli, err := EtcdClient(cfg)
-			if err != nil {
-				return "", err
-			}
-			defer cli.Close()
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			_, err = cli.Get(rctx, "consumers/", clientv3.WithCountOnly())
-			if err != nil && (strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "user name not found")) {
-				return "", nil
-			}
-			return fmt.Sprintf("still served (%v)", err), nil
-		}); err != nil {
+		if err := WaitForUserRefused(ctx, cfg, "the removed consumer's", "consumers/", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if err := WaitForGone(ctx, member, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: consumerNS, Name: "etcd-client"}}, time.Minute); err != nil {
