@@ -226,6 +226,26 @@ func WaitForPodReplaced(ctx context.Context, in WaitForPodInput, old types.UID) 
 	return got, err
 }
 
+// WaitForRestarts waits until the pod's container has restarted at least
+// n times (a crash loop), and returns its restart count.
+func WaitForRestarts(ctx context.Context, in WaitForPodInput, container string, n int32) (int32, error) {
+	var restarts int32
+	err := poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("pod %s/%s in %s: %s restarted %d times", in.Namespace, in.Name, in.Cluster.Name, container, n), func(ctx context.Context) (string, error) {
+		p, err := in.Cluster.Clientset.CoreV1().Pods(in.Namespace).Get(ctx, in.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == container && cs.RestartCount >= n {
+				restarts = cs.RestartCount
+				return "", nil
+			}
+		}
+		return describePod(p), nil
+	})
+	return restarts, err
+}
+
 // WaitForLearner waits until etcd's member list (through c) has a learner.
 func WaitForLearner(ctx context.Context, c *clientv3.Client, timeout time.Duration) error {
 	return poll(ctx, orDefault(timeout, 2*time.Minute), "a learner in etcd", func(ctx context.Context) (string, error) {
@@ -327,4 +347,36 @@ func WaitForEveryMemberStatus(ctx context.Context, m *ManagedEtcd, what string, 
 		return "", nil
 	})
 	return got, err
+}
+
+// ConditionSeen is what WatchForCondition saw: the condition as asked and
+// when it was read, or no condition if it never came.
+type ConditionSeen struct {
+	Condition *metav1.Condition
+	At        time.Time
+}
+
+// Since says when the condition came, after what happened at from, and
+// its message ("%.1fs after <what>: <message>"); "" if it never came.
+func (s ConditionSeen) Since(from time.Time, what string) string {
+	if s.Condition == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.1fs after %s: %s", s.At.Sub(from).Seconds(), what, s.Condition.Message)
+}
+
+// WatchForCondition runs WaitForCondition in the background (until the
+// condition is as asked, in.Timeout passes or ctx ends: give the hold it
+// watches) and sends what it saw, once.
+func WatchForCondition(ctx context.Context, in WaitForConditionInput) <-chan ConditionSeen {
+	seen := make(chan ConditionSeen, 1)
+	go func() {
+		c, _, err := WaitForCondition(ctx, in)
+		if err != nil {
+			seen <- ConditionSeen{}
+			return
+		}
+		seen <- ConditionSeen{Condition: c, At: time.Now()}
+	}()
+	return seen
 }
