@@ -357,9 +357,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
 	returned := time.Now()
-	must(poll(ctx, 5*time.Minute, "the old incarnations fenced", func(ctx context.Context) (string, error) {
-		return oldIncarnationsLeft(ctx, t, topo, victims, oldInc), nil
-	}))
+	must(WaitForFenced(ctx, WaitForFencedInput{T: t, Topology: topo, Victims: victims, OldIncarnations: oldInc, Timeout: 5 * time.Minute}))
 	t.Logf("old incarnations' objects and pods gone %.1fs after the clusters returned", time.Since(returned).Seconds())
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
 	must(err)
