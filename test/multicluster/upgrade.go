@@ -323,6 +323,30 @@ func downgradeEnabled(ctx context.Context, m *ManagedEtcd, minor string, skip []
 	return strings.Join(off, "; "), err
 }
 
+// WaitForDowngradeCancelled waits until every member runs ready on back,
+// with no operation in flight and the cluster version at back's minor,
+// and etcd reports the downgrade cancelled (downgradeCancelled; timeout:
+// 10 minutes when zero).
+func WaitForDowngradeCancelled(ctx context.Context, hub *Cluster, m *ManagedEtcd, back string, timeout time.Duration) error {
+	minor := minorOf(back)
+	return poll(ctx, orDefault(timeout, 10*time.Minute), "the downgrade cancelled and every member on "+back, func(ctx context.Context) (string, error) {
+		got, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		var off []string
+		for _, mem := range got.Status.Members {
+			if mem.Version != back || !mem.Ready {
+				off = append(off, fmt.Sprintf("%s (%s, ready %v)", mem.Name, mem.Version, mem.Ready))
+			}
+		}
+		if len(off) > 0 || got.Status.Operation != nil || !strings.HasPrefix(got.Status.ClusterVersion, minor+".") {
+			return fmt.Sprintf("members %v, operation %+v, cluster version %s", off, got.Status.Operation, got.Status.ClusterVersion), nil
+		}
+		return downgradeCancelled(ctx, m, minor)
+	})
+}
+
 // eachMemberStatus asks every member in etcd's member list but those in
 // skip for its status, at its first client URL.
 func eachMemberStatus(ctx context.Context, m *ManagedEtcd, skip []string, f func(name string, st *clientv3.StatusResponse, err error)) error {
@@ -556,21 +580,8 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(ec.Status.Members), Timeout: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 5*time.Minute, "the rollout back to "+in.Good+" done", func(ctx context.Context) (string, error) {
-		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.Good)}, ec.UID, nil)
-		if err != nil {
-			return "", err
-		}
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if len(s.onNew) != len(got.Status.Members) || len(s.unsettled) > 0 || got.Status.Operation != nil {
-			return fmt.Sprintf("on %s: %v; unsettled %v; operation %+v", in.Good, s.onNew, s.unsettled, got.Status.Operation), nil
-		}
-		return "", nil
-	})
-	if err != nil {
+	if _, err := WaitForRolled(ctx, WaitForRolledInput{Roll: RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.Good)}, UID: ec.UID,
+		NoOperation: true, Timeout: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	idsAfter, err := memberIDs(ctx, in.Etcd.Client)
@@ -649,23 +660,7 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 	back := time.Now()
 	setSpecVersion(ctx, t, hub, in.Etcd, in.Back)
 	minor := minorOf(in.Back)
-	err = poll(ctx, 10*time.Minute, "the downgrade cancelled and every member on "+in.Back, func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		var off []string
-		for _, m := range got.Status.Members {
-			if m.Version != in.Back || !m.Ready {
-				off = append(off, fmt.Sprintf("%s (%s, ready %v)", m.Name, m.Version, m.Ready))
-			}
-		}
-		if len(off) > 0 || got.Status.Operation != nil || !strings.HasPrefix(got.Status.ClusterVersion, minor+".") {
-			return fmt.Sprintf("members %v, operation %+v, cluster version %s", off, got.Status.Operation, got.Status.ClusterVersion), nil
-		}
-		return downgradeCancelled(ctx, in.Etcd, minor)
-	})
-	if err != nil {
+	if err := WaitForDowngradeCancelled(ctx, hub, in.Etcd, in.Back, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("downgrade given up: etcd reports no downgrade, cluster and storage versions %s.0, every member on %s, %.1fs after spec.version was set back", minor, in.Back, time.Since(back).Seconds())

@@ -114,6 +114,16 @@ func WaitForDegradedClear(ctx context.Context, hub *Cluster, m *ManagedEtcd, nam
 	}})
 }
 
+// WaitForDegradedSays waits until Degraded is True saying want, and
+// returns its message.
+func WaitForDegradedSays(ctx context.Context, hub *Cluster, m *ManagedEtcd, want string, timeout time.Duration) (string, error) {
+	c, _, err := WaitForCondition(ctx, WaitForConditionInput{Hub: hub, Etcd: m, Type: etcdfedv1.ConditionDegraded, Status: metav1.ConditionTrue, MessageHas: []string{want}, Timeout: timeout})
+	if err != nil {
+		return "", err
+	}
+	return c.Message, nil
+}
+
 // WaitForOperationInput names an operation; an empty field accepts any.
 type WaitForOperationInput struct {
 	Hub  *Cluster
@@ -379,4 +389,43 @@ func WatchForCondition(ctx context.Context, in WaitForConditionInput) <-chan Con
 		seen <- ConditionSeen{Condition: c, At: time.Now()}
 	}()
 	return seen
+}
+
+// WaitForMembersConditionInput names a ring (its UID), how many members
+// it has, and a condition every one of its EtcdMembers must carry.
+type WaitForMembersConditionInput struct {
+	Topology *Topology
+	UID      types.UID
+	Members  int
+	Type     string
+	Status   metav1.ConditionStatus
+	Reason   string
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForMembersCondition waits until the member clusters hold exactly
+// Members EtcdMembers of the ring, each with the condition as asked.
+func WaitForMembersCondition(ctx context.Context, in WaitForMembersConditionInput) error {
+	what := fmt.Sprintf("every EtcdMember's %s=%s %s", in.Type, in.Status, in.Reason)
+	return poll(ctx, orDefault(in.Timeout, 2*time.Minute), what, func(ctx context.Context) (string, error) {
+		n := 0
+		for _, c := range in.Topology.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(in.UID)}); err != nil {
+				return "", err
+			}
+			for _, m := range list.Items {
+				pc := meta.FindStatusCondition(m.Status.Conditions, in.Type)
+				if pc == nil || pc.Status != in.Status || pc.Reason != in.Reason {
+					return fmt.Sprintf("%s in %s: %s %v", m.Name, c.Name, in.Type, pc), nil
+				}
+				n++
+			}
+		}
+		if n != in.Members {
+			return fmt.Sprintf("%d of %d members", n, in.Members), nil
+		}
+		return "", nil
+	})
 }
