@@ -175,7 +175,7 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	if err := oneRing(ctx, in.Etcd, clusterID, nil); err != nil {
 		t.Error(err)
 	}
-	if err := sameMembersEverywhere(ctx, in.Etcd, ids); err != nil {
+	if err := WaitForSameMembersEverywhere(ctx, in.Etcd, ids); err != nil {
 		t.Error(err)
 	}
 	progress(ctx, t, w, 50, time.Minute)
@@ -217,12 +217,12 @@ func forcedObject(ctx context.Context, topo *Topology, cluster string, ec *etcdf
 	return ""
 }
 
-// sameMembersEverywhere waits up to a minute for every member endpoint to
-// answer a linearizable member list, and fails at once on one that names
-// other members than ids (name -> ID): a second ring, or a member that
-// joined or left. A member that has just come back may take a moment to
-// answer; that is not a split.
-func sameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
+// WaitForSameMembersEverywhere waits up to a minute for every member
+// endpoint to answer a linearizable member list, and fails at once on one
+// that names other members than ids (name -> ID): a second ring, or a
+// member that joined or left. A member that has just come back may take a
+// moment to answer; that is not a split.
+func WaitForSameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
 	var split error
 	err := poll(ctx, time.Minute, "every member to answer with the same member list", func(ctx context.Context) (string, error) {
 		var waiting []string

@@ -130,7 +130,7 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 			snap = snapshotBeforeFirst(ctx, t, in, changed, look)
 		}
 		if down {
-			onNew := beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
+			onNew := WaitForBeforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
 				return downgradeEnabled(ctx, in.Etcd, minor, onNew)
 			})
 			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 (members already on the new spec, not asked: %v) %.1fs after the change",
@@ -215,7 +215,7 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	hub := in.Topology.Hub
 	prefix := "before-version-" + in.To + "-"
 	var request string
-	beforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context, _ []string) (string, error) {
+	WaitForBeforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context, _ []string) (string, error) {
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
@@ -258,7 +258,7 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	}
 	resumed := time.Now()
 	var snap etcdfedv1.BackupSnapshot
-	beforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context, _ []string) (string, error) {
+	WaitForBeforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context, _ []string) (string, error) {
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
@@ -278,13 +278,13 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	return &snap
 }
 
-// beforeFirstMember polls cond until it holds, and fails the test if a
-// member is seen on the new spec before it does. Each round looks at the
+// WaitForBeforeFirstMember polls cond until it holds, and fails the test
+// if a member is seen on the new spec before it does. Each round looks at the
 // members before it asks cond (which is told the members already on the
 // new spec, restarting or restarted, whose own state it may leave out),
 // so a member seen on the new spec while cond still did not hold did
 // restart first.
-func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) (onNew []string) {
+func WaitForBeforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) (onNew []string) {
 	t.Helper()
 	err := poll(ctx, 3*time.Minute, what+" before any member restarts", func(ctx context.Context) (string, error) {
 		s, err := look(ctx)
