@@ -935,7 +935,7 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 		}
 	}
 	queries, dnsFailures := 0, []string{}
-	for time.Since(start) < in.Hold {
+	if err := HoldFor(ctx, in.Hold-time.Since(start), time.Second, func(ctx context.Context) error {
 		for _, srv := range servers {
 			for _, m := range ec.Status.Members {
 				qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -948,9 +948,11 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 			}
 		}
 		if ids2, err := memberIDs(ctx, in.Etcd.Client); err == nil && fmt.Sprint(ids2) != fmt.Sprint(ids) {
-			t.Fatalf("etcd's member list changed with the hub stopped: %v, was %v", ids2, ids)
+			return fmt.Errorf("etcd's member list changed with the hub stopped: %v, was %v", ids2, ids)
 		}
-		sleepCtx(ctx, time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	objsAfter, err := objects(ctx)
 	if err != nil {

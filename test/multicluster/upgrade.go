@@ -474,16 +474,17 @@ func RefusedVersionSpec(ctx context.Context, in RefusedVersionSpecInput) {
 		t.Fatalf("spec.version %s -> %s: got %v; want it refused as invalid with %q", ec.Spec.Version, in.To, err, in.Want)
 	}
 	t.Logf("spec.version %s -> %s refused: %v", ec.Spec.Version, in.To, err)
-	deadline := time.Now().Add(in.Watch)
-	for time.Now().Before(deadline) {
+	if err := HoldFor(ctx, in.Watch, time.Second, func(ctx context.Context) error {
 		got, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if got.Spec.Version != ec.Spec.Version || got.Generation != ec.Generation || got.Status.Operation != nil {
-			t.Fatalf("after the refusal: version %s, generation %d -> %d, operation %+v", got.Spec.Version, ec.Generation, got.Generation, got.Status.Operation)
+			return fmt.Errorf("after the refusal: version %s, generation %d -> %d, operation %+v", got.Spec.Version, ec.Generation, got.Generation, got.Status.Operation)
 		}
-		sleepCtx(ctx, time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if after := objects(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("member objects or pods changed after the refusal:\nbefore %v\nafter  %v", before, after)
@@ -551,19 +552,19 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	// Through Hold, only the halted member is on the broken version, and
 	// the others stay ready voters.
 	image := VersionImage(in.Broken)
-	deadline := time.Now().Add(in.Hold)
-	for time.Now().Before(deadline) {
+	if err := HoldFor(ctx, in.Hold, time.Second, func(ctx context.Context) error {
 		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: image}, ec.UID, nil)
-		if err != nil {
-			t.Fatal(err)
+		switch {
+		case err != nil:
+			return err
+		case !slices.Equal(s.onNew, []string{halted}):
+			return fmt.Errorf("members on %s: %v; want only the halted %s", in.Broken, s.onNew, halted)
+		case !slices.Equal(s.unsettled, []string{halted}):
+			return fmt.Errorf("members not ready on their spec: %v; want only the halted %s", s.unsettled, halted)
 		}
-		if !slices.Equal(s.onNew, []string{halted}) {
-			t.Fatalf("members on %s: %v; want only the halted %s", in.Broken, s.onNew, halted)
-		}
-		if !slices.Equal(s.unsettled, []string{halted}) {
-			t.Fatalf("members not ready on their spec: %v; want only the halted %s", s.unsettled, halted)
-		}
-		sleepCtx(ctx, time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	got, err := in.Etcd.Get(ctx, hub)
 	if err != nil {

@@ -50,6 +50,21 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func(ctx
 	return nil
 }
 
+// HoldFor runs check every `every` for d (each check given ctx) and
+// returns the first error check gives (what broke the hold), nil when
+// none did through d: the counterpart of a WaitForX, for a state that must
+// last rather than one that must come.
+func HoldFor(ctx context.Context, d, every time.Duration, check func(ctx context.Context) error) error {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if err := check(ctx); err != nil {
+			return err
+		}
+		sleepCtx(ctx, every)
+	}
+	return nil
+}
+
 // WaitForClusterReadyInput is the input of WaitForClusterReady.
 type WaitForClusterReadyInput struct {
 	Cluster *Cluster
