@@ -181,4 +181,3 @@ func degraded(ctx context.Context, hub *Cluster, m *ManagedEtcd) (string, error)
 	}
 	return c.Message, nil
 }
-
