@@ -88,7 +88,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	// leader: the one to go last.
 	before := map[string]etcdfedv1.MemberStatus{}
 	var leader string
-	statuses, err := WaitForEveryMemberStatus(ctx, in.Etcd, "answered", time.Minute, nil)
+	statuses, err := WaitForEveryMemberStatus(ctx, in.Etcd, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -326,24 +326,17 @@ func WaitForHubMetric(ctx context.Context, in WaitForHubMetricInput) error {
 }
 
 // WaitForEveryMemberStatus asks every member in etcd's member list for
-// its status until each answers and accept (nil: any answer) takes every
-// answer ("" when it does, otherwise why not), and returns those answers
+// its status until each answers in one round, and returns those answers
 // by member name (timeout: a minute when zero).
-func WaitForEveryMemberStatus(ctx context.Context, m *ManagedEtcd, what string, timeout time.Duration, accept func(name string, st *clientv3.StatusResponse) string) (map[string]*clientv3.StatusResponse, error) {
+func WaitForEveryMemberStatus(ctx context.Context, m *ManagedEtcd, timeout time.Duration) (map[string]*clientv3.StatusResponse, error) {
 	var got map[string]*clientv3.StatusResponse
-	err := poll(ctx, orDefault(timeout, time.Minute), "every member's etcd status "+what, func(ctx context.Context) (string, error) {
+	err := poll(ctx, orDefault(timeout, time.Minute), "every member's etcd status", func(ctx context.Context) (string, error) {
 		round := map[string]*clientv3.StatusResponse{}
 		var not []string
 		err := eachMemberStatus(ctx, m, nil, func(name string, st *clientv3.StatusResponse, err error) {
 			if err != nil {
 				not = append(not, fmt.Sprintf("%s: %v", name, err))
 				return
-			}
-			if accept != nil {
-				if why := accept(name, st); why != "" {
-					not = append(not, name+": "+why)
-					return
-				}
 			}
 			round[name] = st
 		})
