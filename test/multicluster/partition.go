@@ -134,10 +134,10 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	}()
 	// The majority keeps serving: writes acknowledged through the hold.
 	ackedAtCut := w.Acked()
-	for hctx.Err() == nil {
+	_ = HoldFor(hctx, in.Hold-time.Since(cut), 5*time.Second, func(context.Context) error {
 		progress(ctx, t, w, 20, 30*time.Second)
-		sleepCtx(hctx, 5*time.Second)
-	}
+		return nil
+	})
 	wg.Wait()
 	duringHold := w.Acked() - ackedAtCut
 	gapHold, gapAt := w.MaxWriteGapAt()
