@@ -88,12 +88,7 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	cancel()
 	// Markers acknowledged well before the first backup, to check its
 	// revision against.
-	must(poll(ctx, 30*time.Second, "markers for 3s", func(context.Context) (string, error) {
-		if acked := markers.snapshot(); len(acked) > 0 && time.Since(acked[0].at) > 3*time.Second {
-			return "", nil
-		}
-		return "not yet", nil
-	}))
+	must(markers.WaitForAckedFor(ctx, 3*time.Second, 30*time.Second))
 
 	ec, err := in.Etcd.Get(ctx, hub)
 	must(err)
@@ -186,12 +181,7 @@ func BackupsUnderLoadSpec(ctx context.Context, in BackupsUnderLoadSpecInput) {
 	// ring had when it was taken (checked once markers went on for a
 	// while after the newest).
 	last := seen[len(seen)-1]
-	must(poll(ctx, 30*time.Second, "a marker acknowledged after the newest backup ended", func(context.Context) (string, error) {
-		if acked := markers.snapshot(); len(acked) > 0 && acked[len(acked)-1].at.After(last.Time.Add(time.Second+last.Duration.Duration+applySlack)) {
-			return "", nil
-		}
-		return "none yet", nil
-	}))
+	must(markers.WaitForAckedAfter(ctx, "the newest backup ended", last.Time.Add(time.Second+last.Duration.Duration+applySlack), 30*time.Second))
 	markers.stop()
 	for i, s := range seen {
 		checkBackupRevision(t, i+1, s, markers.snapshot())
@@ -277,6 +267,36 @@ func startMarkers(ctx context.Context, t testing.TB, cfg EtcdClientConfig) *mark
 		}
 	}()
 	return m
+}
+
+// WaitForAckedFor waits until the first marker was acknowledged more
+// than d ago (timeout: 30 s when zero).
+func (m *markerWriter) WaitForAckedFor(ctx context.Context, d, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 30*time.Second), fmt.Sprintf("markers acknowledged for %s", d), func(context.Context) (string, error) {
+		acked := m.snapshot()
+		if len(acked) == 0 {
+			return "no marker acknowledged", nil
+		}
+		if since := time.Since(acked[0].at); since <= d {
+			return fmt.Sprintf("the first acknowledged %s ago", since.Round(time.Millisecond)), nil
+		}
+		return "", nil
+	})
+}
+
+// WaitForAckedAfter waits until a marker was acknowledged after at (what
+// it is, for the message; timeout: 30 s when zero).
+func (m *markerWriter) WaitForAckedAfter(ctx context.Context, what string, at time.Time, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 30*time.Second), "a marker acknowledged after "+what+" ("+at.Format(time.TimeOnly)+")", func(context.Context) (string, error) {
+		acked := m.snapshot()
+		if len(acked) == 0 {
+			return "no marker acknowledged", nil
+		}
+		if last := acked[len(acked)-1].at; !last.After(at) {
+			return "the last acknowledged at " + last.Format(time.TimeOnly), nil
+		}
+		return "", nil
+	})
 }
 
 func (m *markerWriter) snapshot() []marker {
@@ -365,12 +385,7 @@ func UnreachableStoreSpec(ctx context.Context, in UnreachableStoreSpecInput) {
 	// Hanging: the ring is scaled while backup attempts hang on the store.
 	proxy.SetMode(faultproxy.BlackHole)
 	s := startBackupSampler(ctx, t, hub, in.Etcd, earlier)
-	must(poll(ctx, time.Minute, "a backup attempt hanging on the store", func(ctx context.Context) (string, error) {
-		if s.hanging.Load() == 0 {
-			return "no attempt in progress yet", nil
-		}
-		return "", nil
-	}))
+	must(s.WaitForHanging(ctx, time.Minute))
 	start := time.Now()
 	ScaleUnderLoadSpec(ctx, ScaleUnderLoadSpecInput{T: t, Topology: in.Topology, Etcd: in.Etcd, Sizes: []int{in.To}})
 	scaled := time.Since(start)
@@ -439,6 +454,17 @@ type backupSampler struct {
 	hanging atomic.Int64
 	cancel  context.CancelFunc
 	done    chan backupSamples
+}
+
+// WaitForHanging waits until the sampler has seen a backup attempt in
+// progress (hanging on the store; timeout: a minute when zero).
+func (s *backupSampler) WaitForHanging(ctx context.Context, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, time.Minute), "a backup attempt hanging on the store", func(context.Context) (string, error) {
+		if s.hanging.Load() == 0 {
+			return "no attempt in progress yet", nil
+		}
+		return "", nil
+	})
 }
 
 // backupSamples is what a backupSampler saw.

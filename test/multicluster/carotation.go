@@ -91,25 +91,7 @@ func CARotationSpec(ctx context.Context, in CARotationSpecInput) ConsumerSecret 
 	// pod ready here first, so that a member briefly not ready when the
 	// sampling starts is known for a pod that was ready.
 	restarts := newRestartWatch()
-	if err := poll(ctx, 2*time.Minute, "every member's cluster ID observed and its pod ready", func(ctx context.Context) (string, error) {
-		for _, m := range ec.Status.Members {
-			c := memberClusterOrNil(in.Topology, m.Cluster)
-			if c == nil {
-				return "no cluster " + m.Cluster, nil
-			}
-			obj := &etcdfedv1.EtcdMember{}
-			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
-				return err.Error(), nil
-			}
-			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
-				return m.Name + ": cluster ID not in its spec yet", nil
-			}
-			if why, _ := restarts.observe(ctx, c, obj); why != "" {
-				return m.Name + ": " + why, nil
-			}
-		}
-		return "", nil
-	}); err != nil {
+	if err := WaitForClusterIDObserved(ctx, in.Topology, ec, restarts, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 
@@ -435,6 +417,32 @@ type credentialReloader struct {
 	lastErr        atomic.Value
 }
 
+// WaitForClusterIDObserved waits until every member of ec (its status)
+// has the cluster ID and initialClusterState existing in its EtcdMember's
+// spec.bootstrap and the restart watch has seen its pod ready on that
+// generation (timeout: 2 minutes when zero).
+func WaitForClusterIDObserved(ctx context.Context, topo *Topology, ec *etcdfedv1.EtcdCluster, restarts *restartWatch, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), "every member's cluster ID observed and its pod ready", func(ctx context.Context) (string, error) {
+		for _, m := range ec.Status.Members {
+			c := memberClusterOrNil(topo, m.Cluster)
+			if c == nil {
+				return "no cluster " + m.Cluster, nil
+			}
+			obj := &etcdfedv1.EtcdMember{}
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.MemberObjectName(ec.Namespace, ec.Name, m.Name)}, obj); err != nil {
+				return err.Error(), nil
+			}
+			if obj.Spec.Bootstrap == nil || obj.Spec.Bootstrap.ClusterID == "" || obj.Spec.Bootstrap.InitialClusterState != etcdfedv1.InitialClusterExisting {
+				return m.Name + ": cluster ID not in its spec yet", nil
+			}
+			if why, _ := restarts.observe(ctx, c, obj); why != "" {
+				return m.Name + ": " + why, nil
+			}
+		}
+		return "", nil
+	})
+}
+
 func startCredentialReloader(ctx context.Context, t testing.TB, c *Cluster, key client.ObjectKey) *credentialReloader {
 	t.Helper()
 	r := &credentialReloader{}
@@ -677,17 +685,9 @@ func holdAndContinue(ctx context.Context, t testing.TB, in CARotationSpecInput, 
 		if err := in.Topology.KillHub(ctx); err != nil {
 			t.Fatal(err)
 		}
-		want := float64(ec.Status.CARotation.HeldSince.Unix())
-		if err := poll(ctx, 2*time.Minute, "the restarted hub holds the rotation since the same time", func(ctx context.Context) (string, error) {
-			m, err := scrape(ctx, in.Topology.HubMetricsURL)
-			if err != nil {
-				return err.Error(), nil
-			}
-			if got := m.sum("etcdfed_cluster_ca_rotation_held_since_timestamp_seconds", "namespace", ec.Namespace, "name", ec.Name); got != want {
-				return fmt.Sprintf("held since %.0f, want %.0f", got, want), nil
-			}
-			return "", nil
-		}); err != nil {
+		if err := WaitForHubMetric(ctx, WaitForHubMetricInput{URL: in.Topology.HubMetricsURL, What: "the restarted hub holds the rotation since the same time",
+			Metric: "etcdfed_cluster_ca_rotation_held_since_timestamp_seconds", Labels: []string{"namespace", ec.Namespace, "name", ec.Name},
+			Want: float64(ec.Status.CARotation.HeldSince.Unix()), Timeout: 2 * time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("hub killed during the hold: the restarted hub held on (same heldSince) %.1fs later", time.Since(killed).Seconds())

@@ -20,14 +20,13 @@ import (
 // is deleted and the consumer Secret the hub wrote in a member cluster
 // goes with it.
 func TestScenarioCARotation(t *testing.T) {
-	skipUnlessScenarios(t, "the ring's CA rotated in three phases, every member restarted three times, under a recorded workload")
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "carot", Name: "carot", Domain: "carot.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	remote := CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd, KubeAPIServer: filepath.Join(hubFx.bin, "kube-apiserver"),
-		Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
-	err := WaitForGone(ctx, remote.Cluster, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Key.Namespace, Name: remote.Key.Name}}, 2*time.Minute)
+	var remote ConsumerSecret
+	ringScenario(t, ringScenarioInput{What: "the ring's CA rotated in three phases, every member restarted three times, under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "carot", Name: "carot", Domain: "carot.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		remote = CARotationSpec(ctx, CARotationSpecInput{T: t, Topology: topo, Etcd: etcd, KubeAPIServer: filepath.Join(hubFx.bin, "kube-apiserver"),
+			Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
+	})
+	err := WaitForGone(context.Background(), remote.Cluster, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: remote.Key.Namespace, Name: remote.Key.Name}}, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}

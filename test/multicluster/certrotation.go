@@ -8,11 +8,13 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
@@ -84,34 +86,12 @@ func MemberCertRotationSpec(ctx context.Context, in MemberCertRotationSpecInput)
 		}
 		placed := time.Now()
 		expiringSerial := certSerial(t, expiring.CertPEM)
-		var renewed string
-		err = poll(ctx, 2*time.Minute, "the hub renews "+m.Name+"'s expiring certificate", func(ctx context.Context) (string, error) {
-			sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			s := certSerial(t, sec.Data[pki.KeyCert])
-			if s == original || s == expiringSerial {
-				return "serial " + s, nil
-			}
-			renewed = s
-			return "", nil
-		})
+		renewed, err := WaitForCertRenewed(ctx, t, secrets, name, m.Name+"'s", []string{original, expiringSerial}, 2*time.Minute)
 		if err != nil {
 			t.Fatal(err)
 		}
 		renewedAt := time.Now()
-		err = poll(ctx, 2*time.Minute, m.Name+" serves its renewed certificate", func(ctx context.Context) (string, error) {
-			s, err := servedSerial(ctx, in, m.Name)
-			if err != nil {
-				return err.Error(), nil
-			}
-			if s != renewed {
-				return "serves " + s + ", renewed " + renewed, nil
-			}
-			return "", nil
-		})
-		if err != nil {
+		if err := WaitForServedSerial(ctx, in, m.Name, renewed, 2*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("%s: expiring certificate placed; the hub renewed it %.1fs later; etcd served the renewed one %.1fs after that", m.Name, renewedAt.Sub(placed).Seconds(), time.Since(renewedAt).Seconds())
@@ -156,6 +136,41 @@ func certSerial(t testing.TB, certPEM []byte) string {
 
 // servedSerial is the serial of the certificate a member serves on a new
 // client connection.
+// WaitForCertRenewed waits until the certificate in the Secret name
+// (whose it is, for the message) has a serial other than old's, and
+// returns it (timeout: 2 minutes when zero).
+func WaitForCertRenewed(ctx context.Context, t testing.TB, secrets typedcorev1.SecretInterface, name, whose string, old []string, timeout time.Duration) (string, error) {
+	var renewed string
+	err := poll(ctx, orDefault(timeout, 2*time.Minute), "the hub renews "+whose+" expiring certificate", func(ctx context.Context) (string, error) {
+		sec, err := secrets.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		s := certSerial(t, sec.Data[pki.KeyCert])
+		if slices.Contains(old, s) {
+			return "serial " + s, nil
+		}
+		renewed = s
+		return "", nil
+	})
+	return renewed, err
+}
+
+// WaitForServedSerial waits until the member serves the certificate with
+// the serial (timeout: 2 minutes when zero).
+func WaitForServedSerial(ctx context.Context, in MemberCertRotationSpecInput, member, serial string, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), member+" serves its renewed certificate", func(ctx context.Context) (string, error) {
+		s, err := servedSerial(ctx, in, member)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if s != serial {
+			return "serves " + s + ", renewed " + serial, nil
+		}
+		return "", nil
+	})
+}
+
 func servedSerial(ctx context.Context, in MemberCertRotationSpecInput, member string) (string, error) {
 	cfg := in.Etcd.Client.TLS.Clone()
 	host := MemberHost(member, in.Etcd.Domain)

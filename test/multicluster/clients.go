@@ -304,9 +304,19 @@ func (a *ConsumerAPIServer) start(ctx context.Context) error {
 	a.mu.Lock()
 	a.cmd, a.exited = cmd, exited
 	a.mu.Unlock()
+	if err := a.WaitForReady(ctx, exited, 2*time.Minute); err != nil {
+		data, _ := os.ReadFile(a.log)
+		return fmt.Errorf("%w\nlog (last 3000 bytes):\n%s", err, tailBytes(data, 3000))
+	}
+	return nil
+}
+
+// WaitForReady waits until the apiserver answers /readyz with 200, or
+// fails once exited is closed (timeout: 2 minutes when zero).
+func (a *ConsumerAPIServer) WaitForReady(ctx context.Context, exited <-chan struct{}, timeout time.Duration) error {
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // the consumer apiserver's self-signed serving cert
 	defer hc.CloseIdleConnections()
-	err := poll(ctx, 2*time.Minute, "consumer kube-apiserver ready", func(ctx context.Context) (string, error) {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), "consumer kube-apiserver ready", func(ctx context.Context) (string, error) {
 		select {
 		case <-exited:
 			return "", fmt.Errorf("exited")
@@ -324,11 +334,6 @@ func (a *ConsumerAPIServer) start(ctx context.Context) error {
 		}
 		return "", nil
 	})
-	if err != nil {
-		data, _ := os.ReadFile(a.log)
-		return fmt.Errorf("%w\nlog (last 3000 bytes):\n%s", err, tailBytes(data, 3000))
-	}
-	return nil
 }
 
 // Restart stops the apiserver and starts it again on the files as they
@@ -526,4 +531,24 @@ func setClients(ctx context.Context, hub *Cluster, m *ManagedEtcd, clients []etc
 	before := ec.DeepCopy()
 	ec.Spec.Clients = clients
 	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
+}
+
+// WaitForUserRefused waits until a read of key through cfg (whose
+// credentials, for the message) is refused because the etcd user is gone
+// or has no permission (timeout: a minute when zero).
+func WaitForUserRefused(ctx context.Context, cfg EtcdClientConfig, whose, key string, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, time.Minute), whose+" etcd user deleted", func(ctx context.Context) (string, error) {
+		cli, err := EtcdClient(cfg)
+		if err != nil {
+			return "", err
+		}
+		defer cli.Close()
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err = cli.Get(rctx, key, clientv3.WithCountOnly())
+		if err != nil && (strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "user name not found")) {
+			return "", nil
+		}
+		return fmt.Sprintf("still served (%v)", err), nil
+	})
 }

@@ -3,9 +3,7 @@ package multicluster
 import (
 	"context"
 	"crypto/x509"
-	"fmt"
 	"net/url"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -32,12 +30,8 @@ import (
 // All under the recorded workload (linearizable, no acknowledged write
 // lost, watchers complete, no failed request beyond one election).
 func TestScenarioConsumerCredentials(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") != "1" {
-		t.Skip("a long scenario (about 2 minutes): run it with make scenarios (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "consumers", Name: "cc", Domain: "cc.etcd.test", Replicas: 3, WantZones: "1/1/1"})
+	ctx, topo, etcd := setUpRing(t, ringScenarioInput{What: "consumers added, renewed and removed under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "consumers", Name: "cc", Domain: "cc.etcd.test", Replicas: 3, WantZones: "1/1/1"}})
 	formed, err := etcd.Get(ctx, topo.Hub)
 	if err != nil {
 		t.Fatal(err)
@@ -225,20 +219,7 @@ func TestScenarioConsumerCredentials(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Its certificate, still valid, reads nothing from now on.
-		if err := poll(ctx, time.Minute, "the removed consumer's etcd user deleted", func(ctx context.Context) (string, error) {
-			cli, err := EtcdClient(cfg)
-			if err != nil {
-				return "", err
-			}
-			defer cli.Close()
-			rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			defer cancel()
-			_, err = cli.Get(rctx, "consumers/", clientv3.WithCountOnly())
-			if err != nil && (strings.Contains(err.Error(), "permission denied") || strings.Contains(err.Error(), "user name not found")) {
-				return "", nil
-			}
-			return fmt.Sprintf("still served (%v)", err), nil
-		}); err != nil {
+		if err := WaitForUserRefused(ctx, cfg, "the removed consumer's", "consumers/", time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		if err := WaitForGone(ctx, member, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: consumerNS, Name: "etcd-client"}}, time.Minute); err != nil {

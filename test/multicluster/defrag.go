@@ -88,25 +88,15 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	// leader: the one to go last.
 	before := map[string]etcdfedv1.MemberStatus{}
 	var leader string
-	err = poll(ctx, time.Minute, "every member's status", func(ctx context.Context) (string, error) {
-		var not []string
-		err := eachMemberStatus(ctx, in.Etcd, nil, func(name string, st *clientv3.StatusResponse, err error) {
-			if err != nil {
-				not = append(not, fmt.Sprintf("%s: %v", name, err))
-				return
-			}
-			if st.Leader == st.Header.MemberId {
-				leader = name
-			}
-			before[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
-		})
-		if err != nil {
-			return err.Error(), nil
-		}
-		return strings.Join(not, "; "), nil
-	})
+	statuses, err := WaitForEveryMemberStatus(ctx, in.Etcd, time.Minute)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for name, st := range statuses {
+		if st.Leader == st.Header.MemberId {
+			leader = name
+		}
+		before[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
 	}
 	if leader == "" {
 		t.Fatal("no leader reported by etcd")
@@ -161,30 +151,7 @@ func DefragSpec(ctx context.Context, in DefragSpecInput) {
 	// Done when etcd (not the hub's status, which is as of its last pass)
 	// reports every member's file under half its size before, and the
 	// ring is ready.
-	after := map[string]etcdfedv1.MemberStatus{}
-	err = poll(ctx, 10*time.Minute, "every member defragmented", func(ctx context.Context) (string, error) {
-		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before), Timeout: 5 * time.Second}); err != nil {
-			return err.Error(), nil
-		}
-		var left []string
-		err := eachMemberStatus(ctx, in.Etcd, nil, func(name string, st *clientv3.StatusResponse, err error) {
-			switch {
-			case err != nil:
-				left = append(left, fmt.Sprintf("%s: %v", name, err))
-			case st.DbSize*2 > before[name].DBSize:
-				left = append(left, fmt.Sprintf("%s: file %s", name, planner.Bytes(st.DbSize)))
-			default:
-				after[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
-			}
-		})
-		if err != nil {
-			return err.Error(), nil
-		}
-		if len(left) > 0 {
-			return "not yet under half their size (etcd): " + strings.Join(left, ", "), nil
-		}
-		return "", nil
-	})
+	after, err := WaitForDefragmented(ctx, hub, in.Etcd, before, 10*time.Minute)
 	took := time.Since(start)
 	stop()
 	sampling.Wait()
@@ -412,6 +379,38 @@ func setDefragAutomatic(ctx context.Context, t testing.TB, hub *Cluster, m *Mana
 	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// WaitForDefragmented waits until the ring is ready with as many members
+// as before and etcd (not the hub's status, which is as of its last pass)
+// reports every member's file under half its size in before, and returns
+// the members' files then (timeout: 10 minutes when zero).
+func WaitForDefragmented(ctx context.Context, hub *Cluster, m *ManagedEtcd, before map[string]etcdfedv1.MemberStatus, timeout time.Duration) (map[string]etcdfedv1.MemberStatus, error) {
+	after := map[string]etcdfedv1.MemberStatus{}
+	err := poll(ctx, orDefault(timeout, 10*time.Minute), "every member defragmented", func(ctx context.Context) (string, error) {
+		if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: m.Namespace, Name: m.Name, Replicas: len(before), Timeout: 5 * time.Second}); err != nil {
+			return err.Error(), nil
+		}
+		var left []string
+		err := eachMemberStatus(ctx, m, nil, func(name string, st *clientv3.StatusResponse, err error) {
+			switch {
+			case err != nil:
+				left = append(left, fmt.Sprintf("%s: %v", name, err))
+			case st.DbSize*2 > before[name].DBSize:
+				left = append(left, fmt.Sprintf("%s: file %s", name, planner.Bytes(st.DbSize)))
+			default:
+				after[name] = etcdfedv1.MemberStatus{Name: name, DBSize: st.DbSize, DBSizeInUse: st.DbSizeInUse}
+			}
+		})
+		if err != nil {
+			return err.Error(), nil
+		}
+		if len(left) > 0 {
+			return "not yet under half their size (etcd): " + strings.Join(left, ", "), nil
+		}
+		return "", nil
+	})
+	return after, err
 }
 
 func putRetry(ctx context.Context, c *clientv3.Client, key, value string) error {

@@ -38,16 +38,14 @@ func TestScenarioDefrag(t *testing.T) {
 // hub shows it and clears it by itself, under the recorded workload
 // (NoSpaceSpec).
 func TestScenarioNoSpace(t *testing.T) {
-	skipUnlessScenarios(t, "a ring filled to its quota until NOSPACE, recovered by the hub under a recorded workload")
-	topo := hubTopology(t)
-	ctx := context.Background()
 	quota := resource.MustParse("32Mi")
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "nospace", Name: "nospace", Domain: "nospace.etcd.test", Replicas: 3, WantZones: "1/1/1",
-		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
-			s.Etcd.QuotaBackendBytes = &quota
-			s.Etcd.AutoCompactionMode, s.Etcd.AutoCompactionRetention = etcdfedv1.AutoCompactionRevision, "1000"
-		}})
-	NoSpaceSpec(ctx, NoSpaceSpecInput{T: t, Topology: topo, Etcd: etcd,
-		Flags: []string{"--quota-backend-bytes=33554432", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"}})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{What: "a ring filled to its quota until NOSPACE, recovered by the hub under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "nospace", Name: "nospace", Domain: "nospace.etcd.test", Replicas: 3, WantZones: "1/1/1",
+			Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+				s.Etcd.QuotaBackendBytes = &quota
+				s.Etcd.AutoCompactionMode, s.Etcd.AutoCompactionRetention = etcdfedv1.AutoCompactionRevision, "1000"
+			}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		NoSpaceSpec(ctx, NoSpaceSpecInput{T: t, Topology: topo, Etcd: etcd,
+			Flags: []string{"--quota-backend-bytes=33554432", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"}})
+	})
 }

@@ -479,20 +479,7 @@ func CrashLoopSpec(ctx context.Context, in CrashLoopSpecInput) {
 		t.Fatal(err)
 	}
 	t.Logf("replaced %s's database with garbage and deleted its pod", in.Member)
-	restarts := int32(0)
-	err = poll(ctx, 2*time.Minute, in.Member+" crash-looping", func(ctx context.Context) (string, error) {
-		p, err := pods.Get(ctx, in.Etcd.ObjectName(in.Member), metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		for _, cs := range p.Status.ContainerStatuses {
-			if cs.Name == "etcd" && cs.RestartCount >= 2 {
-				restarts = cs.RestartCount
-				return "", nil
-			}
-		}
-		return describePod(p), nil
-	})
+	restarts, err := WaitForRestarts(ctx, WaitForPodInput{Cluster: cl, Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Etcd.ObjectName(in.Member), Timeout: 2 * time.Minute}, "etcd", 2)
 	if err != nil {
 		// The hub may already have replaced it (a fast grace): that is
 		// judged below; only an etcd that keeps running is a setup failure.
@@ -800,23 +787,14 @@ func HubPartitionSpec(ctx context.Context, in HubPartitionSpecInput) {
 	start := time.Now()
 	t.Logf("the hub's path to %s cut (black hole) for %s", in.Cluster, in.Hold)
 	hctx, cancel := context.WithTimeout(ctx, in.Hold)
-	named := make(chan bool, 1)
-	go func() {
-		seen := false
-		for hctx.Err() == nil && !seen {
-			if ec, err := in.Etcd.Get(hctx, hub); err == nil {
-				if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue && strings.Contains(c.Message, in.Cluster) {
-					seen = true
-					t.Logf("Degraded after %.1fs: %s", time.Since(start).Seconds(), c.Message)
-				}
-			}
-			sleepCtx(hctx, 500*time.Millisecond)
-		}
-		named <- seen
-	}()
+	named := WatchForCondition(hctx, WaitForConditionInput{Hub: hub, Etcd: in.Etcd, Type: etcdfedv1.ConditionDegraded, Status: metav1.ConditionTrue, MessageHas: []string{in.Cluster}, Timeout: in.Hold})
 	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
 	cancel()
-	wasNamed := <-named
+	seen := <-named
+	wasNamed := seen.Condition != nil
+	if wasNamed {
+		t.Logf("Degraded after %.1fs: %s", seen.At.Sub(start).Seconds(), seen.Condition.Message)
+	}
 	progress(ctx, t, w, 50, 30*time.Second)
 	proxy.SetMode(faultproxy.Forward)
 	if err := restore(ctx); err != nil {
@@ -957,7 +935,7 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 		}
 	}
 	queries, dnsFailures := 0, []string{}
-	for time.Since(start) < in.Hold {
+	if err := HoldFor(ctx, in.Hold-time.Since(start), time.Second, func(ctx context.Context) error {
 		for _, srv := range servers {
 			for _, m := range ec.Status.Members {
 				qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -970,9 +948,11 @@ func HubDownZoneKillSpec(ctx context.Context, in HubDownZoneKillSpecInput) {
 			}
 		}
 		if ids2, err := memberIDs(ctx, in.Etcd.Client); err == nil && fmt.Sprint(ids2) != fmt.Sprint(ids) {
-			t.Fatalf("etcd's member list changed with the hub stopped: %v, was %v", ids2, ids)
+			return fmt.Errorf("etcd's member list changed with the hub stopped: %v, was %v", ids2, ids)
 		}
-		sleepCtx(ctx, time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	objsAfter, err := objects(ctx)
 	if err != nil {

@@ -31,6 +31,18 @@ type ringScenarioInput struct {
 // (DeleteEtcdClusterSpec, which checks that its members go with it).
 func ringScenario(t *testing.T, in ringScenarioInput, scenario func(ctx context.Context, topo *Topology, etcd *ManagedEtcd)) {
 	t.Helper()
+	ctx, topo, etcd := setUpRing(t, in)
+	scenario(ctx, topo, etcd)
+	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// setUpRing is ringScenario's preamble alone, for a scenario that ends
+// the ring itself (deletes it, or checks what goes with it): it skips
+// unless ETCDFED_SCENARIOS is set, takes the topology, creates the ring,
+// waits until it is ready and has it deleted without waiting if the test
+// fails.
+func setUpRing(t *testing.T, in ringScenarioInput) (context.Context, *Topology, *ManagedEtcd) {
+	t.Helper()
 	skipUnlessScenarios(t, in.What)
 	var topo *Topology
 	if in.Topology != nil {
@@ -43,8 +55,7 @@ func ringScenario(t *testing.T, in ringScenarioInput, scenario func(ctx context.
 	ring.T, ring.Topology = t, topo
 	etcd := EtcdClusterSpec(ctx, ring)
 	deleteIfFailed(t, topo, etcd)
-	scenario(ctx, topo, etcd)
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	return ctx, topo, etcd
 }
 
 // deleteIfFailed deletes a failed scenario's EtcdCluster without waiting,

@@ -296,7 +296,7 @@ func WaitForWholeRing(ctx context.Context, in WaitForWholeRingInput) (*etcdfedv1
 		if err := oneRing(ctx, m, ec.Status.ClusterID, nil); err != nil {
 			return "", err
 		}
-		if err := sameMembersEverywhere(ctx, m, ids); err != nil {
+		if err := WaitForSameMembersEverywhere(ctx, m, ids); err != nil {
 			return err.Error(), nil
 		}
 		return "", nil

@@ -134,10 +134,10 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	}()
 	// The majority keeps serving: writes acknowledged through the hold.
 	ackedAtCut := w.Acked()
-	for hctx.Err() == nil {
+	_ = HoldFor(hctx, in.Hold-time.Since(cut), 5*time.Second, func(context.Context) error {
 		progress(ctx, t, w, 20, 30*time.Second)
-		sleepCtx(hctx, 5*time.Second)
-	}
+		return nil
+	})
 	wg.Wait()
 	duringHold := w.Acked() - ackedAtCut
 	gapHold, gapAt := w.MaxWriteGapAt()
@@ -175,7 +175,7 @@ func HubWithMinoritySpec(ctx context.Context, in HubWithMinoritySpecInput) {
 	if err := oneRing(ctx, in.Etcd, clusterID, nil); err != nil {
 		t.Error(err)
 	}
-	if err := sameMembersEverywhere(ctx, in.Etcd, ids); err != nil {
+	if err := WaitForSameMembersEverywhere(ctx, in.Etcd, ids); err != nil {
 		t.Error(err)
 	}
 	progress(ctx, t, w, 50, time.Minute)
@@ -217,12 +217,12 @@ func forcedObject(ctx context.Context, topo *Topology, cluster string, ec *etcdf
 	return ""
 }
 
-// sameMembersEverywhere waits up to a minute for every member endpoint to
-// answer a linearizable member list, and fails at once on one that names
-// other members than ids (name -> ID): a second ring, or a member that
-// joined or left. A member that has just come back may take a moment to
-// answer; that is not a split.
-func sameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
+// WaitForSameMembersEverywhere waits up to a minute for every member
+// endpoint to answer a linearizable member list, and fails at once on one
+// that names other members than ids (name -> ID): a second ring, or a
+// member that joined or left. A member that has just come back may take a
+// moment to answer; that is not a split.
+func WaitForSameMembersEverywhere(ctx context.Context, m *ManagedEtcd, ids map[string]string) error {
 	var split error
 	err := poll(ctx, time.Minute, "every member to answer with the same member list", func(ctx context.Context) (string, error) {
 		var waiting []string
@@ -348,25 +348,13 @@ func GossipBrokenSpec(ctx context.Context, in GossipBrokenSpecInput) {
 	t.Logf("partitioned: {%s} | {%s} for %s", strings.Join(groups[0], ", "), strings.Join(groups[1], ", "), in.Hold)
 	hctx, cancel := context.WithTimeout(ctx, in.Hold)
 	defer cancel()
-	named := make(chan string, 1)
-	go func() {
-		seen := ""
-		for hctx.Err() == nil && seen == "" {
-			if got, err := in.Etcd.Get(hctx, hub); err == nil {
-				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && c.Status == metav1.ConditionTrue &&
-					strings.Contains(c.Message, "the spoke of "+broken+" abstains") && strings.Contains(c.Message, "member cluster "+other+" unknown") {
-					seen = fmt.Sprintf("%.1fs after the cut: %s", time.Since(cut).Seconds(), c.Message)
-				}
-			}
-			sleepCtx(hctx, 500*time.Millisecond)
-		}
-		named <- seen
-	}()
+	named := WatchForCondition(hctx, WaitForConditionInput{Hub: hub, Etcd: in.Etcd, Type: etcdfedv1.ConditionDegraded, Status: metav1.ConditionTrue,
+		MessageHas: []string{"the spoke of " + broken + " abstains", "member cluster " + other + " unknown"}, Timeout: in.Hold})
 	// etcd's member list through the hub's side (the broken cluster holds
 	// the quorum): nothing may change.
 	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
 	cancel()
-	degraded := <-named
+	degraded := (<-named).Since(cut, "the cut")
 	if moved != "" {
 		t.Errorf("the hub moved a member on a broken spoke's word: %s", moved)
 	}
@@ -496,22 +484,11 @@ func RegistryDroppedSpec(ctx context.Context, in RegistryDroppedSpecInput) {
 	}()
 	t.Logf("deleted the kubeconfig Secret registering %s, for %s", in.Cluster, in.Hold)
 	hctx, cancel := context.WithTimeout(ctx, in.Hold)
-	named := make(chan string, 1)
-	go func() {
-		seen := ""
-		for hctx.Err() == nil && seen == "" {
-			if got, err := in.Etcd.Get(hctx, hub); err == nil {
-				if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionDegraded); c != nil && strings.Contains(c.Message, in.Cluster+" holds") && strings.Contains(c.Message, "no longer registered") {
-					seen = fmt.Sprintf("%.1fs after the deletion: %s", time.Since(deleted).Seconds(), c.Message)
-				}
-			}
-			sleepCtx(hctx, 500*time.Millisecond)
-		}
-		named <- seen
-	}()
+	named := WatchForCondition(hctx, WaitForConditionInput{Hub: hub, Etcd: in.Etcd, Type: etcdfedv1.ConditionDegraded,
+		MessageHas: []string{in.Cluster + " holds", "no longer registered"}, Timeout: in.Hold})
 	moved := nothingMoves(hctx, hub, in.Etcd, want, ids)
 	cancel()
-	degraded := <-named
+	degraded := (<-named).Since(deleted, "the deletion")
 	if moved != "" {
 		t.Errorf("the hub moved a member of a cluster that only left its registry: %s", moved)
 	}

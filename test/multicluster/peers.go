@@ -109,26 +109,8 @@ func PeerRejectionSpec(ctx context.Context, in PeerRejectionSpecInput) *ManagedE
 		}
 	}
 	// Every member's own condition says so.
-	err = poll(ctx, time.Minute, "every EtcdMember's PeerConnections names the cause", func(ctx context.Context) (string, error) {
-		n := 0
-		for _, c := range in.Topology.Members {
-			var list etcdfedv1.EtcdMemberList
-			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID)}); err != nil {
-				return "", err
-			}
-			for _, m := range list.Items {
-				pc := meta.FindStatusCondition(m.Status.Conditions, etcdfedv1.ConditionPeerConnections)
-				if pc == nil || pc.Status != metav1.ConditionFalse || pc.Reason != etcdfedv1.ReasonPeerCertificateNameMismatch {
-					return fmt.Sprintf("%s in %s: PeerConnections %v", m.Name, c.Name, pc), nil
-				}
-				n++
-			}
-		}
-		if n != in.Replicas {
-			return fmt.Sprintf("%d of %d members", n, in.Replicas), nil
-		}
-		return "", nil
-	})
+	err = WaitForMembersCondition(ctx, WaitForMembersConditionInput{Topology: in.Topology, UID: got.UID, Members: in.Replicas,
+		Type: etcdfedv1.ConditionPeerConnections, Status: metav1.ConditionFalse, Reason: etcdfedv1.ReasonPeerCertificateNameMismatch, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

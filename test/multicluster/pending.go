@@ -2,6 +2,7 @@ package multicluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -51,8 +52,8 @@ func PendingRollSpec(ctx context.Context, in PendingRollSpecInput) {
 	// Beyond the grace: halted, nothing replaced, the others on the old spec.
 	var halted string
 	hctx, cancel := context.WithTimeout(ctx, in.MemberGrace+in.Hold)
-	moved := ""
-	for hctx.Err() == nil && moved == "" {
+	err := HoldFor(hctx, in.MemberGrace+in.Hold, time.Second, func(hctx context.Context) error {
+		var moved string
 		got, err := in.Etcd.Get(hctx, hub)
 		if err == nil {
 			if op := got.Status.Operation; op != nil && op.Type != etcdfedv1.OperationRoll {
@@ -68,11 +69,14 @@ func PendingRollSpec(ctx context.Context, in PendingRollSpecInput) {
 		if got, err := memberIDs(hctx, in.Etcd.Client); err == nil && fmt.Sprint(got) != fmt.Sprint(ids) {
 			moved = fmt.Sprintf("etcd members %v, were %v", got, ids)
 		}
-		sleepCtx(hctx, time.Second)
-	}
+		if moved != "" {
+			return errors.New(moved)
+		}
+		return nil
+	})
 	cancel()
-	if moved != "" {
-		t.Errorf("a member whose pod could not be scheduled was replaced: %s", moved)
+	if err != nil {
+		t.Errorf("a member whose pod could not be scheduled was replaced: %v", err)
 	}
 	if halted == "" {
 		got, _ := in.Etcd.Get(ctx, hub)

@@ -137,17 +137,7 @@ func TestRealNodesPodRuns(t *testing.T) {
 	if _, err := cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var got *corev1.Pod
-	err = poll(ctx, 2*time.Minute, "pod default/pause ready", func(ctx context.Context) (string, error) {
-		got, err = cs.CoreV1().Pods("default").Get(ctx, "pause", metav1.GetOptions{})
-		if err != nil {
-			return "", err
-		}
-		if !PodReady(got) {
-			return string(got.Status.Phase), nil
-		}
-		return "", nil
-	})
+	got, err := WaitForPodReady(ctx, WaitForPodInput{Cluster: &Cluster{Name: "member-1", Clientset: cs}, Namespace: "default", Name: "pause", Timeout: 2 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,6 +348,7 @@ func measurePodStartup(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 		t.Fatal(err)
 	}
 	var took []time.Duration
+	c := &Cluster{Name: where, Clientset: cs}
 	for i := range n {
 		name := fmt.Sprintf("etcd-%d", i)
 		pod := &corev1.Pod{
@@ -383,22 +374,15 @@ func measurePodStartup(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 		if err != nil {
 			t.Fatal(err)
 		}
-		var ready time.Time
-		err = poll(ctx, 2*time.Minute, "pod "+name+" ready", func(ctx context.Context) (string, error) {
-			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil {
-				return "", err
-			}
-			for _, c := range p.Status.Conditions {
-				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
-					ready = c.LastTransitionTime.Time
-					return "", nil
-				}
-			}
-			return describePod(p), nil
-		})
+		p, err := WaitForPodReady(ctx, WaitForPodInput{Cluster: c, Namespace: ns, Name: name, Timeout: 2 * time.Minute})
 		if err != nil {
 			t.Fatal(err)
+		}
+		var ready time.Time
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodReady {
+				ready = c.LastTransitionTime.Time
+			}
 		}
 		d := ready.Sub(created.CreationTimestamp.Time)
 		took = append(took, d)
@@ -406,13 +390,7 @@ func measurePodStartup(ctx context.Context, t *testing.T, cs kubernetes.Interfac
 		if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if err := poll(ctx, 2*time.Minute, "pod "+name+" gone", func(ctx context.Context) (string, error) {
-			_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) {
-				return "", nil
-			}
-			return "still there", err
-		}); err != nil {
+		if err := WaitForPodGone(ctx, WaitForPodInput{Cluster: c, Namespace: ns, Name: name, Timeout: 2 * time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}

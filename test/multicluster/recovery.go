@@ -188,16 +188,8 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 	wdone := make(chan struct{})
 	go func() {
 		defer close(wdone)
-		base := w.Acked()
-		for {
-			if w.Acked() > base {
-				writable <- time.Since(start)
-				return
-			}
-			if wctx.Err() != nil {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
+		if w.WaitForProgress(wctx, 1) == nil {
+			writable <- time.Since(start)
 		}
 	}()
 	if in.Automatic {
@@ -264,22 +256,8 @@ func QuorumLossRecoverySpec(ctx context.Context, in QuorumLossRecoverySpecInput)
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
 	returned := time.Now()
-	must(poll(ctx, 10*time.Minute, "the old incarnations fenced and the ring whole", func(ctx context.Context) (string, error) {
-		if err := oneRing(ctx, in.Etcd, clusterID, goneIDs); err != nil {
-			return "", err // a split or a rejoin is a failure at once
-		}
-		if left := oldIncarnationsLeft(ctx, t, topo, victims, oldInc); left != "" {
-			return left, nil
-		}
-		ec, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAllMembersReady) || ec.Status.Operation != nil {
-			return "members " + ec.Status.MemberSummary + " " + ec.Status.ZoneSummary, nil
-		}
-		return "", nil
-	}))
+	must(WaitForFenced(ctx, WaitForFencedInput{T: t, Topology: topo, Victims: victims, OldIncarnations: oldInc,
+		Whole: in.Etcd, ClusterID: clusterID, GoneIDs: goneIDs, Timeout: 10 * time.Minute}))
 	must(oneRing(ctx, in.Etcd, clusterID, goneIDs))
 	t.Logf("old incarnations fenced (objects gone, never in the member list, one cluster ID from every endpoint) and the ring whole %.1fs after the clusters returned", time.Since(returned).Seconds())
 	checkVolumesKept(ctx, t, topo, hub, in.Etcd, victims, oldInc)
@@ -330,6 +308,53 @@ func etcdRevision(ctx context.Context, cfg EtcdClientConfig) (int64, error) {
 		return 0, fmt.Errorf("read the revision: %w", err)
 	}
 	return resp.Header.Revision, nil
+}
+
+// WaitForFencedInput names the members of a quorum loss whose clusters
+// came back, and, with Whole, the ring they must not rejoin.
+type WaitForFencedInput struct {
+	T        testing.TB
+	Topology *Topology
+	// Victims are the lost members, OldIncarnations their incarnations
+	// before the loss.
+	Victims         []etcdfedv1.MemberStatus
+	OldIncarnations map[string]int64
+	// Whole, when set: the ring must also be whole again (AllMembersReady,
+	// no operation in flight) with one cluster ID (ClusterID) from every
+	// endpoint and none of GoneIDs in any member list (oneRing).
+	Whole     *ManagedEtcd
+	ClusterID string
+	GoneIDs   map[string]bool
+	// Timeout: 5 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForFenced waits until the old incarnations' objects and pods are
+// gone from the returned clusters (oldIncarnationsLeft) and, with Whole,
+// the ring is whole.
+func WaitForFenced(ctx context.Context, in WaitForFencedInput) error {
+	what := "the old incarnations fenced"
+	if in.Whole != nil {
+		what += " and the ring whole"
+	}
+	return poll(ctx, orDefault(in.Timeout, 5*time.Minute), what, func(ctx context.Context) (string, error) {
+		if in.Whole != nil {
+			if err := oneRing(ctx, in.Whole, in.ClusterID, in.GoneIDs); err != nil {
+				return "", err // a split or a rejoin is a failure at once
+			}
+		}
+		if left := oldIncarnationsLeft(ctx, in.T, in.Topology, in.Victims, in.OldIncarnations); left != "" || in.Whole == nil {
+			return left, nil
+		}
+		ec, err := in.Whole.Get(ctx, in.Topology.Hub)
+		if err != nil {
+			return "", err
+		}
+		if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAllMembersReady) || ec.Status.Operation != nil {
+			return "members " + ec.Status.MemberSummary + " " + ec.Status.ZoneSummary, nil
+		}
+		return "", nil
+	})
 }
 
 // oldIncarnationsLeft says which object or pod of an old incarnation

@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -38,15 +37,10 @@ func TestScenarioQuorumLossHubRestarted(t *testing.T) {
 // clusters' members fenced, the ring back to three, the returning clusters
 // fenced, their volumes kept despite the Delete reclaim policy.
 func TestScenarioQuorumLossAutomatic(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
 	// With the Delete reclaim policy: the old incarnations' volumes must be
 	// kept all the same once their clusters come back.
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "recover-auto", Name: "ra", Domain: "ra.etcd.test", Replicas: 3, WantZones: "1/1/1",
-		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete }})
-	QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), Automatic: true})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "recover-auto", Name: "ra", Domain: "ra.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete }}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		QuorumLossRecoverySpec(ctx, QuorumLossRecoverySpecInput{T: t, Topology: topo, Etcd: etcd, Etcdfed: filepath.Join(hubFx.bin, "etcdfed"), Automatic: true})
+	})
 }

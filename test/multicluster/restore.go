@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -93,21 +94,9 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 			Bootstrap: &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Store: store, Object: badKey}}},
 	}
 	must(hub.Client.Create(ctx, bad))
-	must(poll(ctx, 2*time.Minute, "the renamed, corrupted snapshot refused", func(ctx context.Context) (string, error) {
-		got := &etcdfedv1.EtcdCluster{}
-		if err := hub.Client.Get(ctx, client.ObjectKeyFromObject(bad), got); err != nil {
-			return "", err
-		}
-		c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionSnapshotVerified)
-		if c == nil || c.Status != metav1.ConditionFalse {
-			return fmt.Sprintf("SnapshotVerified %v", c), nil
-		}
-		if c.Reason != etcdfedv1.SnapshotReasonUnauthenticated || got.Status.Restore != nil {
-			return "", fmt.Errorf("renamed, corrupted snapshot: SnapshotVerified %s (%s), status.restore %+v", c.Reason, c.Message, got.Status.Restore)
-		}
-		t.Logf("renamed, corrupted snapshot refused: %s", c.Message)
-		return "", nil
-	}))
+	refused, err := WaitForSnapshotRefused(ctx, hub, &ManagedEtcd{Namespace: bad.Namespace, Name: bad.Name}, etcdfedv1.SnapshotReasonUnauthenticated, 2*time.Minute)
+	must(err)
+	t.Logf("renamed, corrupted snapshot refused: %s", refused.Message)
 	must(hub.Client.Get(ctx, client.ObjectKeyFromObject(bad), bad))
 	for _, c := range in.Topology.Members {
 		var list etcdfedv1.EtcdMemberList
@@ -138,31 +127,7 @@ func RestoreFromSnapshotSpec(ctx context.Context, in RestoreFromSnapshotSpecInpu
 	// Once each member ran on its restored data, its object no longer
 	// restores and the copy of the store's credentials next to it is gone
 	// (before, it stayed for the ring's life).
-	must(poll(ctx, 2*time.Minute, "the restore's copies of the store credentials deleted", func(ctx context.Context) (string, error) {
-		var left []string
-		for _, c := range in.Topology.Members {
-			var list etcdfedv1.EtcdMemberList
-			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID)}); err != nil {
-				return "", err
-			}
-			for _, m := range list.Items {
-				if b := m.Spec.Bootstrap; b != nil && b.Restore != nil {
-					if b.Restore.SHA256 != r.SHA256 || b.Restore.Object != key {
-						return "", fmt.Errorf("%s in %s restores %s (sha256 %s), want %s (sha256 %s)", m.Name, c.Name, b.Restore.Object, b.Restore.SHA256, key, r.SHA256)
-					}
-					left = append(left, c.Name+"/"+m.Name+" still restores")
-				}
-			}
-			var secs corev1.SecretList
-			if err := c.Client.List(ctx, &secs, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(got.UID), etcdfedv1.LabelComponent: "store-credentials"}); err != nil {
-				return "", err
-			}
-			for _, s := range secs.Items {
-				left = append(left, c.Name+"/"+s.Name)
-			}
-		}
-		return strings.Join(left, ", "), nil
-	}))
+	must(WaitForRestoreCleared(ctx, in.Topology, got.UID, key, r.SHA256, 2*time.Minute))
 
 	// Every marker acknowledged at or below the snapshot's revision, with
 	// its value; none after.
@@ -357,9 +322,7 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 		t.Logf("restored member cluster %s", v.Cluster)
 	}
 	returned := time.Now()
-	must(poll(ctx, 5*time.Minute, "the old incarnations fenced", func(ctx context.Context) (string, error) {
-		return oldIncarnationsLeft(ctx, t, topo, victims, oldInc), nil
-	}))
+	must(WaitForFenced(ctx, WaitForFencedInput{T: t, Topology: topo, Victims: victims, OldIncarnations: oldInc, Timeout: 5 * time.Minute}))
 	t.Logf("old incarnations' objects and pods gone %.1fs after the clusters returned", time.Since(returned).Seconds())
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: 3, Timeout: 10 * time.Minute})
 	must(err)
@@ -473,4 +436,56 @@ func backupOnce(ctx context.Context, t testing.TB, hub *Cluster, m *ManagedEtcd,
 		t.Fatal(err)
 	}
 	return snap
+}
+
+// WaitForSnapshotRefused waits until the EtcdCluster m, bootstrapped from
+// a snapshot, says SnapshotVerified=False with the reason and has no
+// status.restore, and returns the condition (timeout: 2 minutes when
+// zero).
+func WaitForSnapshotRefused(ctx context.Context, hub *Cluster, m *ManagedEtcd, reason string, timeout time.Duration) (*metav1.Condition, error) {
+	var refused *metav1.Condition
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "the snapshot refused (SnapshotVerified=False " + reason + ")", Timeout: orDefault(timeout, 2*time.Minute), Until: func(ec *etcdfedv1.EtcdCluster) string {
+		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionSnapshotVerified)
+		if c == nil || c.Status != metav1.ConditionFalse {
+			return fmt.Sprintf("SnapshotVerified %v", c)
+		}
+		if c.Reason != reason || ec.Status.Restore != nil {
+			return fmt.Sprintf("SnapshotVerified %s (%s), status.restore %+v", c.Reason, c.Message, ec.Status.Restore)
+		}
+		refused = c
+		return ""
+	}})
+	return refused, err
+}
+
+// WaitForRestoreCleared waits until no EtcdMember of the ring (its UID)
+// still restores (each restored the object key with the sha256) and the
+// copies of the store's credentials beside them are gone (timeout: 2
+// minutes when zero).
+func WaitForRestoreCleared(ctx context.Context, topo *Topology, uid types.UID, key, sha256 string, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), "the restore's copies of the store credentials deleted", func(ctx context.Context) (string, error) {
+		var left []string
+		for _, c := range topo.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(uid)}); err != nil {
+				return "", err
+			}
+			for _, m := range list.Items {
+				if b := m.Spec.Bootstrap; b != nil && b.Restore != nil {
+					if b.Restore.SHA256 != sha256 || b.Restore.Object != key {
+						return "", fmt.Errorf("%s in %s restores %s (sha256 %s), want %s (sha256 %s)", m.Name, c.Name, b.Restore.Object, b.Restore.SHA256, key, sha256)
+					}
+					left = append(left, c.Name+"/"+m.Name+" still restores")
+				}
+			}
+			var secs corev1.SecretList
+			if err := c.Client.List(ctx, &secs, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(uid), etcdfedv1.LabelComponent: "store-credentials"}); err != nil {
+				return "", err
+			}
+			for _, s := range secs.Items {
+				left = append(left, c.Name+"/"+s.Name)
+			}
+		}
+		return strings.Join(left, ", "), nil
+	})
 }

@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -14,13 +13,10 @@ import (
 // EtcdCluster from the latest snapshot (RestoreFromSnapshotSpec). It takes
 // a few minutes: `make scenarios` runs it (ETCDFED_SCENARIOS=1).
 func TestScenarioRestoreFromSnapshot(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("a long scenario (a few minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
+	// The spec deletes the source itself (and the restored ring).
+	ctx, topo, source := setUpRing(t, ringScenarioInput{What: "a ring backed up to S3, deleted and restored from its latest snapshot",
+		Ring: EtcdClusterSpecInput{Namespace: "restore", Name: "old", Domain: "old.etcd.test", Replicas: 3, WantZones: "1/1/1"}})
 	srv := s3test.StartT(t, "ring-restore")
-	source := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "restore", Name: "old", Domain: "old.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	RestoreFromSnapshotSpec(ctx, RestoreFromSnapshotSpecInput{T: t, Topology: topo, Source: source, S3: srv, Bucket: "ring-restore",
 		Namespace: "restore", Name: "new", Domain: "new.etcd.test"})
 }
@@ -30,13 +26,9 @@ func TestScenarioRestoreFromSnapshot(t *testing.T) {
 // `etcdfed recover --from-backup latest` (QuorumLossFromBackupSpec). Several
 // minutes: `make scenarios` runs it (ETCDFED_SCENARIOS=1).
 func TestScenarioQuorumLossFromBackup(t *testing.T) {
-	if os.Getenv("ETCDFED_SCENARIOS") == "" {
-		t.Skip("a long failure scenario (several minutes): run it with `make scenarios` (ETCDFED_SCENARIOS=1)")
-	}
-	topo := hubTopology(t)
-	ctx := context.Background()
-	srv := s3test.StartT(t, "ring-frombackup")
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "frombackup", Name: "fb", Domain: "fb.etcd.test", Replicas: 3, WantZones: "1/1/1"})
-	QuorumLossFromBackupSpec(ctx, QuorumLossFromBackupSpecInput{T: t, Topology: topo, Etcd: etcd, S3: srv, Bucket: "ring-frombackup", Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{What: "two of three member clusters killed for good, the ring recovered from its latest backup",
+		Ring: EtcdClusterSpecInput{Namespace: "frombackup", Name: "fb", Domain: "fb.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		srv := s3test.StartT(t, "ring-frombackup")
+		QuorumLossFromBackupSpec(ctx, QuorumLossFromBackupSpecInput{T: t, Topology: topo, Etcd: etcd, S3: srv, Bucket: "ring-frombackup", Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
+	})
 }

@@ -104,16 +104,7 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	// the restart watch has seen every member's pod ready (so that a
 	// member briefly not ready later is known for a pod that was ready).
 	restarts := newRestartWatch()
-	if err := poll(ctx, 2*time.Minute, "every member's pod ready", func(ctx context.Context) (string, error) {
-		s, err := sampleRoll(ctx, in, ec.UID, restarts)
-		if err != nil {
-			return err.Error(), nil
-		}
-		if len(s.unsettled) > 0 {
-			return fmt.Sprintf("unsettled: %v", s.unsettled), nil
-		}
-		return "", nil
-	}); err != nil {
+	if err := WaitForRollSettled(ctx, in, ec.UID, restarts, 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	sctx, stopSampling := context.WithCancel(ctx)
@@ -143,25 +134,10 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	if in.BeforeFirst != nil {
 		in.BeforeFirst(ctx, start, func(ctx context.Context) (rollSample, error) { return sampleRoll(ctx, in, ec.UID, nil) })
 	}
-	var after *etcdfedv1.EtcdCluster
 	if in.Timeout == 0 {
 		in.Timeout = 5 * time.Minute
 	}
-	err = poll(ctx, in.Timeout, "every member rolled to "+in.Image, func(ctx context.Context) (string, error) {
-		got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(before.Status.Members), Timeout: 5 * time.Second})
-		if err != nil {
-			return err.Error(), nil
-		}
-		s, err := sampleRoll(ctx, in, ec.UID, nil)
-		if err != nil {
-			return "", err
-		}
-		if len(s.onNew) != len(got.Status.Members) || len(s.unsettled) > 0 {
-			return fmt.Sprintf("on the new image: %v; unsettled: %v", s.onNew, s.unsettled), nil
-		}
-		after = got
-		return "", nil
-	})
+	after, err := WaitForRolled(ctx, WaitForRolledInput{Roll: in, UID: ec.UID, Replicas: len(before.Status.Members), Timeout: in.Timeout})
 	stopSampling()
 	sampling.Wait()
 	if err != nil {
@@ -262,6 +238,68 @@ func restartingAt(samples []rollSample, from, to time.Time) string {
 		return "while no member was seen restarting"
 	}
 	return fmt.Sprintf("while %v restarted", seen)
+}
+
+// WaitForRollSettled waits until every member of the roll's ring runs
+// ready on its spec (no member unsettled in sampleRoll; restarts, when
+// given, sees every pod ready; timeout: 2 minutes when zero).
+func WaitForRollSettled(ctx context.Context, in RollSpecInput, uid types.UID, restarts *restartWatch, timeout time.Duration) error {
+	return poll(ctx, orDefault(timeout, 2*time.Minute), "every member's pod ready", func(ctx context.Context) (string, error) {
+		s, err := sampleRoll(ctx, in, uid, restarts)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if len(s.unsettled) > 0 {
+			return fmt.Sprintf("unsettled: %v", s.unsettled), nil
+		}
+		return "", nil
+	})
+}
+
+// WaitForRolledInput says what a finished roll looks like.
+type WaitForRolledInput struct {
+	// Roll names the ring and the image every member must run on.
+	Roll RollSpecInput
+	UID  types.UID
+	// Replicas, when set: the hub must report the ring ready with that
+	// many members (WaitForEtcdClusterReady) at each look.
+	Replicas int
+	// NoOperation: no operation in flight either.
+	NoOperation bool
+	// Timeout: 5 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForRolled waits until every member of the ring runs on the image,
+// none unsettled (sampleRoll), and returns the EtcdCluster then.
+func WaitForRolled(ctx context.Context, in WaitForRolledInput) (*etcdfedv1.EtcdCluster, error) {
+	hub, m := in.Roll.Topology.Hub, in.Roll.Etcd
+	var after *etcdfedv1.EtcdCluster
+	err := poll(ctx, orDefault(in.Timeout, 5*time.Minute), "every member rolled to "+in.Roll.Image, func(ctx context.Context) (string, error) {
+		var got *etcdfedv1.EtcdCluster
+		if in.Replicas > 0 {
+			ready, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: m.Namespace, Name: m.Name, Replicas: in.Replicas, Timeout: 5 * time.Second})
+			if err != nil {
+				return err.Error(), nil
+			}
+			got = ready
+		}
+		s, err := sampleRoll(ctx, in.Roll, in.UID, nil)
+		if err != nil {
+			return "", err
+		}
+		if got == nil {
+			if got, err = m.Get(ctx, hub); err != nil {
+				return "", err
+			}
+		}
+		if len(s.onNew) != len(got.Status.Members) || len(s.unsettled) > 0 || in.NoOperation && got.Status.Operation != nil {
+			return fmt.Sprintf("on the new image: %v; unsettled: %v; operation %+v", s.onNew, s.unsettled, got.Status.Operation), nil
+		}
+		after = got
+		return "", nil
+	})
+	return after, err
 }
 
 // sampleRoll looks at the hub's status and the members' objects once;

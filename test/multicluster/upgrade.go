@@ -130,7 +130,7 @@ func UpgradeSpec(ctx context.Context, in UpgradeSpecInput) RollResult {
 			snap = snapshotBeforeFirst(ctx, t, in, changed, look)
 		}
 		if down {
-			onNew := beforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
+			onNew := WaitForBeforeFirstMember(ctx, t, look, "etcd's downgrade enabled to "+minor+" and every member's storage version "+minor+".0", func(ctx context.Context, onNew []string) (string, error) {
 				return downgradeEnabled(ctx, in.Etcd, minor, onNew)
 			})
 			t.Logf("etcd's downgrade enabled to %s and every member's storage version %s.0 (members already on the new spec, not asked: %v) %.1fs after the change",
@@ -215,7 +215,7 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	hub := in.Topology.Hub
 	prefix := "before-version-" + in.To + "-"
 	var request string
-	beforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context, _ []string) (string, error) {
+	WaitForBeforeFirstMember(ctx, t, look, "the hub asking for a snapshot "+prefix+"...", func(ctx context.Context, _ []string) (string, error) {
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
@@ -258,7 +258,7 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	}
 	resumed := time.Now()
 	var snap etcdfedv1.BackupSnapshot
-	beforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context, _ []string) (string, error) {
+	WaitForBeforeFirstMember(ctx, t, look, "snapshot "+request+" stored", func(ctx context.Context, _ []string) (string, error) {
 		ec, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
 			return "", err
@@ -278,13 +278,13 @@ func snapshotBeforeFirst(ctx context.Context, t testing.TB, in UpgradeSpecInput,
 	return &snap
 }
 
-// beforeFirstMember polls cond until it holds, and fails the test if a
-// member is seen on the new spec before it does. Each round looks at the
+// WaitForBeforeFirstMember polls cond until it holds, and fails the test
+// if a member is seen on the new spec before it does. Each round looks at the
 // members before it asks cond (which is told the members already on the
 // new spec, restarting or restarted, whose own state it may leave out),
 // so a member seen on the new spec while cond still did not hold did
 // restart first.
-func beforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) (onNew []string) {
+func WaitForBeforeFirstMember(ctx context.Context, t testing.TB, look func(context.Context) (rollSample, error), what string, cond func(ctx context.Context, onNew []string) (string, error)) (onNew []string) {
 	t.Helper()
 	err := poll(ctx, 3*time.Minute, what+" before any member restarts", func(ctx context.Context) (string, error) {
 		s, err := look(ctx)
@@ -321,6 +321,30 @@ func downgradeEnabled(ctx context.Context, m *ManagedEtcd, minor string, skip []
 		}
 	})
 	return strings.Join(off, "; "), err
+}
+
+// WaitForDowngradeCancelled waits until every member runs ready on back,
+// with no operation in flight and the cluster version at back's minor,
+// and etcd reports the downgrade cancelled (downgradeCancelled; timeout:
+// 10 minutes when zero).
+func WaitForDowngradeCancelled(ctx context.Context, hub *Cluster, m *ManagedEtcd, back string, timeout time.Duration) error {
+	minor := minorOf(back)
+	return poll(ctx, orDefault(timeout, 10*time.Minute), "the downgrade cancelled and every member on "+back, func(ctx context.Context) (string, error) {
+		got, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		var off []string
+		for _, mem := range got.Status.Members {
+			if mem.Version != back || !mem.Ready {
+				off = append(off, fmt.Sprintf("%s (%s, ready %v)", mem.Name, mem.Version, mem.Ready))
+			}
+		}
+		if len(off) > 0 || got.Status.Operation != nil || !strings.HasPrefix(got.Status.ClusterVersion, minor+".") {
+			return fmt.Sprintf("members %v, operation %+v, cluster version %s", off, got.Status.Operation, got.Status.ClusterVersion), nil
+		}
+		return downgradeCancelled(ctx, m, minor)
+	})
 }
 
 // eachMemberStatus asks every member in etcd's member list but those in
@@ -450,16 +474,17 @@ func RefusedVersionSpec(ctx context.Context, in RefusedVersionSpecInput) {
 		t.Fatalf("spec.version %s -> %s: got %v; want it refused as invalid with %q", ec.Spec.Version, in.To, err, in.Want)
 	}
 	t.Logf("spec.version %s -> %s refused: %v", ec.Spec.Version, in.To, err)
-	deadline := time.Now().Add(in.Watch)
-	for time.Now().Before(deadline) {
+	if err := HoldFor(ctx, in.Watch, time.Second, func(ctx context.Context) error {
 		got, err := in.Etcd.Get(ctx, hub)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if got.Spec.Version != ec.Spec.Version || got.Generation != ec.Generation || got.Status.Operation != nil {
-			t.Fatalf("after the refusal: version %s, generation %d -> %d, operation %+v", got.Spec.Version, ec.Generation, got.Generation, got.Status.Operation)
+			return fmt.Errorf("after the refusal: version %s, generation %d -> %d, operation %+v", got.Spec.Version, ec.Generation, got.Generation, got.Status.Operation)
 		}
-		sleepCtx(ctx, time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if after := objects(); fmt.Sprint(after) != fmt.Sprint(before) {
 		t.Errorf("member objects or pods changed after the refusal:\nbefore %v\nafter  %v", before, after)
@@ -527,19 +552,19 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	// Through Hold, only the halted member is on the broken version, and
 	// the others stay ready voters.
 	image := VersionImage(in.Broken)
-	deadline := time.Now().Add(in.Hold)
-	for time.Now().Before(deadline) {
+	if err := HoldFor(ctx, in.Hold, time.Second, func(ctx context.Context) error {
 		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: image}, ec.UID, nil)
-		if err != nil {
-			t.Fatal(err)
+		switch {
+		case err != nil:
+			return err
+		case !slices.Equal(s.onNew, []string{halted}):
+			return fmt.Errorf("members on %s: %v; want only the halted %s", in.Broken, s.onNew, halted)
+		case !slices.Equal(s.unsettled, []string{halted}):
+			return fmt.Errorf("members not ready on their spec: %v; want only the halted %s", s.unsettled, halted)
 		}
-		if !slices.Equal(s.onNew, []string{halted}) {
-			t.Fatalf("members on %s: %v; want only the halted %s", in.Broken, s.onNew, halted)
-		}
-		if !slices.Equal(s.unsettled, []string{halted}) {
-			t.Fatalf("members not ready on their spec: %v; want only the halted %s", s.unsettled, halted)
-		}
-		sleepCtx(ctx, time.Second)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	got, err := in.Etcd.Get(ctx, hub)
 	if err != nil {
@@ -556,21 +581,8 @@ func HaltedUpgradeSpec(ctx context.Context, in HaltedUpgradeSpecInput) {
 	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Etcd.Namespace, Name: in.Etcd.Name, Replicas: len(ec.Status.Members), Timeout: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, 5*time.Minute, "the rollout back to "+in.Good+" done", func(ctx context.Context) (string, error) {
-		s, err := sampleRoll(ctx, RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.Good)}, ec.UID, nil)
-		if err != nil {
-			return "", err
-		}
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		if len(s.onNew) != len(got.Status.Members) || len(s.unsettled) > 0 || got.Status.Operation != nil {
-			return fmt.Sprintf("on %s: %v; unsettled %v; operation %+v", in.Good, s.onNew, s.unsettled, got.Status.Operation), nil
-		}
-		return "", nil
-	})
-	if err != nil {
+	if _, err := WaitForRolled(ctx, WaitForRolledInput{Roll: RollSpecInput{Topology: in.Topology, Etcd: in.Etcd, Image: VersionImage(in.Good)}, UID: ec.UID,
+		NoOperation: true, Timeout: 5 * time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	idsAfter, err := memberIDs(ctx, in.Etcd.Client)
@@ -649,23 +661,7 @@ func AbandonedDowngradeSpec(ctx context.Context, in AbandonedDowngradeSpecInput)
 	back := time.Now()
 	setSpecVersion(ctx, t, hub, in.Etcd, in.Back)
 	minor := minorOf(in.Back)
-	err = poll(ctx, 10*time.Minute, "the downgrade cancelled and every member on "+in.Back, func(ctx context.Context) (string, error) {
-		got, err := in.Etcd.Get(ctx, hub)
-		if err != nil {
-			return "", err
-		}
-		var off []string
-		for _, m := range got.Status.Members {
-			if m.Version != in.Back || !m.Ready {
-				off = append(off, fmt.Sprintf("%s (%s, ready %v)", m.Name, m.Version, m.Ready))
-			}
-		}
-		if len(off) > 0 || got.Status.Operation != nil || !strings.HasPrefix(got.Status.ClusterVersion, minor+".") {
-			return fmt.Sprintf("members %v, operation %+v, cluster version %s", off, got.Status.Operation, got.Status.ClusterVersion), nil
-		}
-		return downgradeCancelled(ctx, in.Etcd, minor)
-	})
-	if err != nil {
+	if err := WaitForDowngradeCancelled(ctx, hub, in.Etcd, in.Back, 10*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("downgrade given up: etcd reports no downgrade, cluster and storage versions %s.0, every member on %s, %.1fs after spec.version was set back", minor, in.Back, time.Since(back).Seconds())

@@ -32,11 +32,13 @@ var (
 // naming it and why, touching nothing else, until the version is set
 // back. Long: `make scenarios` runs it.
 func TestScenarioUpgrade(t *testing.T) {
-	skipUnlessScenarios(t, "a 5-member ring upgraded from etcd 3.5 to 3.6 to 3.7 under a recorded workload")
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "upgrade", Name: "upgrade", Domain: "upgrade.etcd.test",
-		Replicas: 5, WantZones: "2/2/1", Version: upgradePath[0].String()})
+	ringScenario(t, ringScenarioInput{What: "a 5-member ring upgraded from etcd 3.5 to 3.6 to 3.7 under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "upgrade", Name: "upgrade", Domain: "upgrade.etcd.test", Replicas: 5, WantZones: "2/2/1", Version: upgradePath[0].String()}},
+		func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) { upgradeScenario(ctx, t, topo, etcd) })
+}
+
+// upgradeScenario is TestScenarioUpgrade on its ring.
+func upgradeScenario(ctx context.Context, t *testing.T, topo *Topology, etcd *ManagedEtcd) {
 	srv := s3test.StartT(t, "upgrade-backups")
 	backup := func() *UpgradeBackup {
 		return &UpgradeBackup{Store: srv.Store("upgrade-backups", "hub", ""), Credentials: srv.Credentials(), Hold: 10 * time.Second,
@@ -62,7 +64,6 @@ func TestScenarioUpgrade(t *testing.T) {
 		broken.Patch = 99
 		HaltedUpgradeSpec(ctx, HaltedUpgradeSpecInput{T: t, Topology: topo, Etcd: etcd, Broken: broken.String(), Good: last.String(), Hold: 20 * time.Second})
 	})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
 // TestScenarioDowngrade37 downgrades a 5-member ring over three clusters
@@ -73,20 +74,18 @@ func TestScenarioUpgrade(t *testing.T) {
 // refused with the step to take first, before anything moves. Long:
 // `make scenarios` runs it.
 func TestScenarioDowngrade37(t *testing.T) {
-	skipUnlessScenarios(t, "a 5-member ring downgraded from etcd 3.7 to 3.6 under a recorded workload")
-	topo := hubTopology(t)
-	ctx := context.Background()
 	from, to := downgrade37Path[0], downgrade37Path[1]
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "downgrade37", Name: "downgrade37", Domain: "downgrade37.etcd.test",
-		Replicas: 5, WantZones: "2/2/1", Version: from.String()})
-	t.Run("a downgrade of two minors is refused with the step to take first", func(t *testing.T) {
-		RefusedVersionSpec(ctx, RefusedVersionSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom,
-			Want: "etcd downgrades one minor version at a time: change spec.version to " + to.String() + " first", Watch: 10 * time.Second})
-	})
-	t.Run(fmt.Sprintf("%s to %s by etcd's downgrade procedure, one member at a time, leader last, under load", from.MinorString(), to.MinorString()), func(t *testing.T) {
-		UpgradeSpec(ctx, UpgradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: to.String(), Timeout: 15 * time.Minute})
-	})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{What: "a 5-member ring downgraded from etcd 3.7 to 3.6 under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "downgrade37", Name: "downgrade37", Domain: "downgrade37.etcd.test", Replicas: 5, WantZones: "2/2/1", Version: from.String()}},
+		func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+			t.Run("a downgrade of two minors is refused with the step to take first", func(t *testing.T) {
+				RefusedVersionSpec(ctx, RefusedVersionSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom,
+					Want: "etcd downgrades one minor version at a time: change spec.version to " + to.String() + " first", Watch: 10 * time.Second})
+			})
+			t.Run(fmt.Sprintf("%s to %s by etcd's downgrade procedure, one member at a time, leader last, under load", from.MinorString(), to.MinorString()), func(t *testing.T) {
+				UpgradeSpec(ctx, UpgradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: to.String(), Timeout: 15 * time.Minute})
+			})
+		})
 }
 
 // TestScenarioDowngrade downgrades a 5-member ring over three clusters
@@ -98,20 +97,18 @@ func TestScenarioDowngrade37(t *testing.T) {
 // etcd and rolled back.
 // Long: `make scenarios` runs it.
 func TestScenarioDowngrade(t *testing.T) {
-	skipUnlessScenarios(t, "a 5-member ring downgraded from etcd 3.6 to 3.5 under a recorded workload")
-	topo := hubTopology(t)
-	ctx := context.Background()
-	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "downgrade", Name: "downgrade", Domain: "downgrade.etcd.test",
-		Replicas: 5, WantZones: "2/2/1", Version: upgradeTo})
-	t.Run("a downgrade of two minors is refused before anything moves", func(t *testing.T) {
-		RefusedVersionSpec(ctx, RefusedVersionSpecInput{T: t, Topology: topo, Etcd: etcd, To: "3.4.37",
-			Want: "etcd downgrades one minor version at a time", Watch: 10 * time.Second})
-	})
-	t.Run("a downgrade set back after its first member is cancelled", func(t *testing.T) {
-		AbandonedDowngradeSpec(ctx, AbandonedDowngradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom, Back: upgradeTo})
-	})
-	t.Run("3.6 to 3.5 by etcd's downgrade procedure, one member at a time, leader last, under load", func(t *testing.T) {
-		UpgradeSpec(ctx, UpgradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom, Timeout: 15 * time.Minute})
-	})
-	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+	ringScenario(t, ringScenarioInput{What: "a 5-member ring downgraded from etcd 3.6 to 3.5 under a recorded workload",
+		Ring: EtcdClusterSpecInput{Namespace: "downgrade", Name: "downgrade", Domain: "downgrade.etcd.test", Replicas: 5, WantZones: "2/2/1", Version: upgradeTo}},
+		func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+			t.Run("a downgrade of two minors is refused before anything moves", func(t *testing.T) {
+				RefusedVersionSpec(ctx, RefusedVersionSpecInput{T: t, Topology: topo, Etcd: etcd, To: "3.4.37",
+					Want: "etcd downgrades one minor version at a time", Watch: 10 * time.Second})
+			})
+			t.Run("a downgrade set back after its first member is cancelled", func(t *testing.T) {
+				AbandonedDowngradeSpec(ctx, AbandonedDowngradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom, Back: upgradeTo})
+			})
+			t.Run("3.6 to 3.5 by etcd's downgrade procedure, one member at a time, leader last, under load", func(t *testing.T) {
+				UpgradeSpec(ctx, UpgradeSpecInput{T: t, Topology: topo, Etcd: etcd, To: upgradeFrom, Timeout: 15 * time.Minute})
+			})
+		})
 }

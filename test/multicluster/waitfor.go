@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -111,6 +112,16 @@ func WaitForDegradedClear(ctx context.Context, hub *Cluster, m *ManagedEtcd, nam
 		}
 		return ""
 	}})
+}
+
+// WaitForDegradedSays waits until Degraded is True saying want, and
+// returns its message.
+func WaitForDegradedSays(ctx context.Context, hub *Cluster, m *ManagedEtcd, want string, timeout time.Duration) (string, error) {
+	c, _, err := WaitForCondition(ctx, WaitForConditionInput{Hub: hub, Etcd: m, Type: etcdfedv1.ConditionDegraded, Status: metav1.ConditionTrue, MessageHas: []string{want}, Timeout: timeout})
+	if err != nil {
+		return "", err
+	}
+	return c.Message, nil
 }
 
 // WaitForOperationInput names an operation; an empty field accepts any.
@@ -225,6 +236,26 @@ func WaitForPodReplaced(ctx context.Context, in WaitForPodInput, old types.UID) 
 	return got, err
 }
 
+// WaitForRestarts waits until the pod's container has restarted at least
+// n times (a crash loop), and returns its restart count.
+func WaitForRestarts(ctx context.Context, in WaitForPodInput, container string, n int32) (int32, error) {
+	var restarts int32
+	err := poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("pod %s/%s in %s: %s restarted %d times", in.Namespace, in.Name, in.Cluster.Name, container, n), func(ctx context.Context) (string, error) {
+		p, err := in.Cluster.Clientset.CoreV1().Pods(in.Namespace).Get(ctx, in.Name, metav1.GetOptions{})
+		if err != nil {
+			return "", err
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name == container && cs.RestartCount >= n {
+				restarts = cs.RestartCount
+				return "", nil
+			}
+		}
+		return describePod(p), nil
+	})
+	return restarts, err
+}
+
 // WaitForLearner waits until etcd's member list (through c) has a learner.
 func WaitForLearner(ctx context.Context, c *clientv3.Client, timeout time.Duration) error {
 	return poll(ctx, orDefault(timeout, 2*time.Minute), "a learner in etcd", func(ctx context.Context) (string, error) {
@@ -258,6 +289,135 @@ func WaitForRingGone(ctx context.Context, topo *Topology, m *ManagedEtcd, uid ty
 			if len(list.Items) > 0 {
 				return fmt.Sprintf("%d EtcdMembers left in %s", len(list.Items), c.Name), nil
 			}
+		}
+		return "", nil
+	})
+}
+
+// WaitForHubMetricInput names a series of the hub's metrics and the value
+// it must have.
+type WaitForHubMetricInput struct {
+	// URL is the hub's /metrics.
+	URL string
+	// What is awaited, said in the error.
+	What   string
+	Metric string
+	// Labels are name, value pairs the series must carry (the sum of the
+	// series that match is compared).
+	Labels []string
+	Want   float64
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForHubMetric waits until the sum of the metric's series that carry
+// the labels equals Want.
+func WaitForHubMetric(ctx context.Context, in WaitForHubMetricInput) error {
+	return poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("%s (%s%v = %s)", in.What, in.Metric, in.Labels, strconv.FormatFloat(in.Want, 'f', -1, 64)), func(ctx context.Context) (string, error) {
+		m, err := scrape(ctx, in.URL)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if got := m.sum(in.Metric, in.Labels...); got != in.Want {
+			return strconv.FormatFloat(got, 'f', -1, 64), nil
+		}
+		return "", nil
+	})
+}
+
+// WaitForEveryMemberStatus asks every member in etcd's member list for
+// its status until each answers in one round, and returns those answers
+// by member name (timeout: a minute when zero).
+func WaitForEveryMemberStatus(ctx context.Context, m *ManagedEtcd, timeout time.Duration) (map[string]*clientv3.StatusResponse, error) {
+	var got map[string]*clientv3.StatusResponse
+	err := poll(ctx, orDefault(timeout, time.Minute), "every member's etcd status", func(ctx context.Context) (string, error) {
+		round := map[string]*clientv3.StatusResponse{}
+		var not []string
+		err := eachMemberStatus(ctx, m, nil, func(name string, st *clientv3.StatusResponse, err error) {
+			if err != nil {
+				not = append(not, fmt.Sprintf("%s: %v", name, err))
+				return
+			}
+			round[name] = st
+		})
+		if err != nil {
+			return err.Error(), nil
+		}
+		if len(not) > 0 {
+			return strings.Join(not, "; "), nil
+		}
+		got = round
+		return "", nil
+	})
+	return got, err
+}
+
+// ConditionSeen is what WatchForCondition saw: the condition as asked and
+// when it was read, or no condition if it never came.
+type ConditionSeen struct {
+	Condition *metav1.Condition
+	At        time.Time
+}
+
+// Since says when the condition came, after what happened at from, and
+// its message ("%.1fs after <what>: <message>"); "" if it never came.
+func (s ConditionSeen) Since(from time.Time, what string) string {
+	if s.Condition == nil {
+		return ""
+	}
+	return fmt.Sprintf("%.1fs after %s: %s", s.At.Sub(from).Seconds(), what, s.Condition.Message)
+}
+
+// WatchForCondition runs WaitForCondition in the background (until the
+// condition is as asked, in.Timeout passes or ctx ends: give the hold it
+// watches) and sends what it saw, once.
+func WatchForCondition(ctx context.Context, in WaitForConditionInput) <-chan ConditionSeen {
+	seen := make(chan ConditionSeen, 1)
+	go func() {
+		c, _, err := WaitForCondition(ctx, in)
+		if err != nil {
+			seen <- ConditionSeen{}
+			return
+		}
+		seen <- ConditionSeen{Condition: c, At: time.Now()}
+	}()
+	return seen
+}
+
+// WaitForMembersConditionInput names a ring (its UID), how many members
+// it has, and a condition every one of its EtcdMembers must carry.
+type WaitForMembersConditionInput struct {
+	Topology *Topology
+	UID      types.UID
+	Members  int
+	Type     string
+	Status   metav1.ConditionStatus
+	Reason   string
+	// Timeout: 2 minutes when zero.
+	Timeout time.Duration
+}
+
+// WaitForMembersCondition waits until the member clusters hold exactly
+// Members EtcdMembers of the ring, each with the condition as asked.
+func WaitForMembersCondition(ctx context.Context, in WaitForMembersConditionInput) error {
+	what := fmt.Sprintf("every EtcdMember's %s=%s %s", in.Type, in.Status, in.Reason)
+	return poll(ctx, orDefault(in.Timeout, 2*time.Minute), what, func(ctx context.Context) (string, error) {
+		n := 0
+		for _, c := range in.Topology.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(in.UID)}); err != nil {
+				return "", err
+			}
+			for _, m := range list.Items {
+				pc := meta.FindStatusCondition(m.Status.Conditions, in.Type)
+				if pc == nil || pc.Status != in.Status || pc.Reason != in.Reason {
+					return fmt.Sprintf("%s in %s: %s %v", m.Name, c.Name, in.Type, pc), nil
+				}
+				n++
+			}
+		}
+		if n != in.Members {
+			return fmt.Sprintf("%d of %d members", n, in.Members), nil
 		}
 		return "", nil
 	})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -45,6 +46,21 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func(ctx
 	})
 	if err != nil {
 		return fmt.Errorf("%s: not after %s (last: %s): %w", what, timeout, last, err)
+	}
+	return nil
+}
+
+// HoldFor runs check every `every` for d (each check given ctx) and
+// returns the first error check gives (what broke the hold), nil when
+// none did through d: the counterpart of a WaitForX, for a state that must
+// last rather than one that must come.
+func HoldFor(ctx context.Context, d, every time.Duration, check func(ctx context.Context) error) error {
+	end := time.Now().Add(d)
+	for time.Now().Before(end) {
+		if err := check(ctx); err != nil {
+			return err
+		}
+		sleepCtx(ctx, every)
 	}
 	return nil
 }
@@ -138,6 +154,20 @@ func WaitForPodReady(ctx context.Context, in WaitForPodInput) (*corev1.Pod, erro
 		return "", nil
 	})
 	return pod, err
+}
+
+// WaitForPodGone waits until the pod is not found.
+func WaitForPodGone(ctx context.Context, in WaitForPodInput) error {
+	return poll(ctx, orDefault(in.Timeout, 2*time.Minute), fmt.Sprintf("pod %s/%s in %s gone", in.Namespace, in.Name, in.Cluster.Name), func(ctx context.Context) (string, error) {
+		p, err := in.Cluster.Clientset.CoreV1().Pods(in.Namespace).Get(ctx, in.Name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
+			return "", nil
+		case err != nil:
+			return "", err
+		}
+		return "still there: " + describePod(p), nil
+	})
 }
 
 func describePod(p *corev1.Pod) string {

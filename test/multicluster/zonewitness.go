@@ -2,7 +2,6 @@ package multicluster
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +80,7 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 		}
 	})
 	start := time.Now()
-	if _, err := waitDegradedSays(ctx, hub, in.Etcd, "zone "+zone+" unknown", 2*time.Minute); err != nil {
+	if _, err := WaitForDegradedSays(ctx, hub, in.Etcd, "zone "+zone+" unknown", 2*time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("control: Degraded says %s is unknown %.1fs after its node Leases stopped", zone, time.Since(start).Seconds())
@@ -117,13 +116,13 @@ func ZoneOfMultiZoneClusterKilledSpec(ctx context.Context, in ZoneOfMultiZoneClu
 			_ = topo.RestoreZone(context.Background(), victim.Zone)
 		}
 	})
-	named, err := waitDegradedSays(ctx, hub, in.Etcd, "zone "+zone, 2*time.Minute)
+	named, err := WaitForDegradedSays(ctx, hub, in.Etcd, "zone "+zone, 2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
 	detected := time.Since(start)
 	t.Logf("Degraded named %s %.1fs after the kill: %s", zone, detected.Seconds(), named)
-	failed, err := waitDegradedSays(ctx, hub, in.Etcd, "zone "+zone+" failed", in.ZoneGrace+2*time.Minute)
+	failed, err := WaitForDegradedSays(ctx, hub, in.Etcd, "zone "+zone+" failed", in.ZoneGrace+2*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,22 +180,4 @@ func degraded(ctx context.Context, hub *Cluster, m *ManagedEtcd) (string, error)
 		return "", nil
 	}
 	return c.Message, nil
-}
-
-// waitDegradedSays waits until Degraded's message contains want and
-// returns the message.
-func waitDegradedSays(ctx context.Context, hub *Cluster, m *ManagedEtcd, want string, timeout time.Duration) (string, error) {
-	var msg string
-	err := poll(ctx, timeout, fmt.Sprintf("Degraded saying %q", want), func(ctx context.Context) (string, error) {
-		c, err := degraded(ctx, hub, m)
-		if err != nil {
-			return "", err
-		}
-		if !strings.Contains(c, want) {
-			return "Degraded: " + c, nil
-		}
-		msg = c
-		return "", nil
-	})
-	return msg, err
 }
