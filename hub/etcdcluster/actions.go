@@ -220,7 +220,7 @@ func renderCreateObjects(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner
 			errs = append(errs, fmt.Errorf("member cluster %s is not visible", m.Cluster))
 			continue
 		}
-		want := desiredMember(s, st, m, heldObject(st, cs, m))
+		want := desiredMember(s, st, m, heldObject(s, st, cs, m))
 		out.writes = append(out.writes, memberWrite{cluster: cs.name, want: want, cert: certDue(s, cs, want)})
 	}
 	out.err = errors.Join(errs...)

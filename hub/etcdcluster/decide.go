@@ -186,7 +186,7 @@ func (out *step) write(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member stri
 		out.err = errors.Join(out.err, fmt.Errorf("member cluster %s is not visible", m.Cluster))
 		return
 	}
-	want := desiredMember(s, st, m, heldObject(st, cs, m))
+	want := desiredMember(s, st, m, heldObject(s, st, cs, m))
 	if b != nil {
 		want.Spec.Bootstrap = b
 	}

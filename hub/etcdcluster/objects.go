@@ -75,16 +75,43 @@ func newObjectName(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, m *etcdfedv1.
 
 // heldObject is the EtcdMember a recorded member's incarnation is written
 // to in cs: the member's current object there, unless that is of another
-// incarnation that a Move inside the cluster keeps beside the new one;
-// then nil, and the new incarnation gets an object of its own
-// (newObjectName). (A Replace rewrites the object in place: its old ID is
-// gone from etcd first.)
-func heldObject(st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot, m *etcdfedv1.MemberStatus) *etcdfedv1.EtcdMember {
+// incarnation that a Move inside the cluster keeps beside the new one, or
+// that a fencing confirmation names (fencedObject); then nil, and the new
+// incarnation gets an object of its own (newObjectName), and the old one
+// is swept with its volume kept. (A Replace rewrites the object in place:
+// its old ID was removed from a quorate etcd first, which holds its data.)
+func heldObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot, m *etcdfedv1.MemberStatus) *etcdfedv1.EtcdMember {
 	o := cs.members[m.Name]
-	if o != nil && o.Spec.Incarnation != m.Incarnation && movesInside(st, m.Name, cs.name) {
+	if o != nil && o.Spec.Incarnation != m.Incarnation && (movesInside(st, m.Name, cs.name) || fencedObject(s.ec, o)) {
 		return nil
 	}
 	return o
+}
+
+// fencedObject: o runs an incarnation that the EtcdCluster's fencing
+// confirmation (annotation etcdfed.dev/fenced) names, by its member and,
+// when the confirmation gives one, its etcd ID. Such an incarnation was
+// stopped for a quorum-loss recovery, not removed from a quorate etcd: its
+// volume may hold writes the recovered ring lacks. Rewritten in place to a
+// new incarnation, its spoke would delete that volume by the Delete
+// reclaim policy once the new pod runs; beside a new object, it is swept
+// with its volume kept (VolumesRetained) like one in another cluster.
+func fencedObject(ec *etcdfedv1.EtcdCluster, o *etcdfedv1.EtcdMember) bool {
+	v, ok := ec.Annotations[etcdfedv1.AnnotationFenced]
+	if !ok {
+		return false
+	}
+	f, err := etcdfedv1.ParseFencingConfirmation(v)
+	if err != nil {
+		return true // unreadable: the cautious side, its volume kept
+	}
+	id := runsAs(o)
+	for _, fm := range f.Members {
+		if fm.Name == o.Spec.MemberName && (fm.ID == "" || id == 0 || parseID(fm.ID) == id) {
+			return true
+		}
+	}
+	return false
 }
 
 // movesInside: the operation in flight moves member make before break

@@ -114,3 +114,59 @@ func besideInMember3(s *snapshot, oldID uint64) {
 	cs.settle(&s.ec.Status)
 	s.etcd.Members = append(s.etcd.Members, planner.ListEntry{ID: 40, Name: "main-2", Healthy: true})
 }
+
+// A member whose incarnation a fencing confirmation names (stopped for a
+// quorum-loss recovery) comes back under an object of its own in the same
+// cluster: rewritten in place, its spoke would delete the fenced
+// incarnation's volume by the Delete policy once the new pod runs (seen in
+// TestScenarioQuorumLossAutomatic); beside the new object, the old one is
+// swept with its volume kept. Without a confirmation, or with one naming
+// another incarnation, a new incarnation is written in place as before.
+func TestFencedIncarnationGetsAnObjectOfItsOwn(t *testing.T) {
+	s := ring()
+	st := s.ec.Status.DeepCopy()
+	m := statusMember(st, "main-2")
+	cs := s.cluster(m.Cluster)
+	old := cs.members["main-2"]
+	old.Status.Incarnation = old.Spec.Incarnation
+	if old.Status.Etcd == nil {
+		old.Status.Etcd = &etcdfedv1.MemberEtcdView{}
+	}
+	old.Status.Etcd.ID = "3"
+	m.Incarnation = old.Spec.Incarnation + 1
+	fence := func(id string) {
+		f := etcdfedv1.FencingConfirmation{Members: []etcdfedv1.FencedMember{{Name: "main-2", ID: id}}, ConfirmedAt: now}
+		s.ec.Annotations = map[string]string{etcdfedv1.AnnotationFenced: f.String()}
+	}
+
+	if got := heldObject(s, st, cs, m); got != old {
+		t.Fatalf("no fencing confirmation: written to %v, want the old object %s in place", got, old.Name)
+	}
+	fence("ffff")
+	if got := heldObject(s, st, cs, m); got != old {
+		t.Fatalf("a confirmation of another incarnation [ffff]: written to %v, want the old object in place", got)
+	}
+	for _, id := range []string{"3", ""} {
+		fence(id)
+		if got := heldObject(s, st, cs, m); got != nil {
+			t.Fatalf("fenced as [%s]: written to %s, want an object of its own", id, got.Name)
+		}
+		if want := desiredMember(s, st, m, nil); want.Name == old.Name || want.Spec.Incarnation != m.Incarnation {
+			t.Fatalf("fenced as [%s]: new object %s incarnation %d, want a name other than %s", id, want.Name, want.Spec.Incarnation, old.Name)
+		}
+	}
+
+	// Once the new object is there, the fenced one is swept, its volume
+	// kept (etcd does not list [3]).
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e planner.ListEntry) bool { return e.ID == 3 })
+	neu := desiredMember(s, st, m, nil)
+	cs.add(neu)
+	cs.settle(st)
+	sweep, kept := leftBehind(s, st)
+	if len(sweep) != 1 || sweep[0].object != old.Name || len(kept) != 0 {
+		t.Fatalf("sweep %+v (kept %q), want the fenced object %s alone", sweep, kept, old.Name)
+	}
+	if rv := retainVolumes(s, sweep); len(rv) != 1 || rv[0].want == nil || rv[0].want.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeRetain {
+		t.Fatalf("retained %+v, want the fenced object rewritten with Retain before its deletion", rv)
+	}
+}
