@@ -170,12 +170,13 @@ tenancy: tools-test system-deps build ## Tenancy on the local environment: same-
 # runs one after `make failures`, so that every scenario runs within a few
 # CI runs (hack/rotation packs them into slices of at most ROTATION_BUDGET,
 # estimated, and picks slice ROTATION_RUN mod their number; ROTATION_RUN
-# defaults to the commit count of HEAD). It prints which run now and which
-# come next.
+# defaults to a number read from HEAD's commit hash, and .ci/run passes
+# one independent of its real-node choice). It prints which run now and
+# which come next.
 ROTATION_BUDGET ?= 10m
 ROTATION_RUN ?=
 .PHONY: rotation
-rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: the commit count); prints which run now and which next.
+rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: from the commit hash); prints which run now and which next.
 	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)'); \
 	$(MAKE) scenarios SCENARIOS="$$pattern"
 

@@ -7,8 +7,13 @@
 // `make failures` runs every time). They are packed, in name order, into
 // slices whose estimated time (estimates below, measured; a scenario not
 // listed counts defaultEstimate) stays within -budget; run number N runs
-// slice N mod the number of slices. N is -run, else the commit count of
-// HEAD (each new commit moves the rotation on by one).
+// slice N mod the number of slices. N is -run, else a number read from
+// HEAD's commit hash (its first 12 hex digits). A commit count would be a
+// worse key: submissions that add a multiple of the slice count in commits
+// land on the same slice every time, and one slice (the real-node runs,
+// keyed the same way in .ci/run) never ran across two submissions that
+// added 60 commits each. A hash lands on every slice with equal chance,
+// whatever the submissions' sizes.
 //
 // It prints the go test -run pattern of the slice on stdout, and on stderr
 // which scenarios run now, with their estimates, and which slices come
@@ -76,7 +81,7 @@ const startup = 2 * time.Minute
 func main() {
 	exclude := flag.String("exclude", "", "scenarios not to rotate (a go test -run pattern: the ones run every time)")
 	budget := flag.Duration("budget", 22*time.Minute, "the most one slice may take, estimated")
-	run := flag.String("run", "", "this CI run's number (default: the commit count of HEAD)")
+	run := flag.String("run", "", "this CI run's number (default: read from HEAD's commit hash)")
 	dir := flag.String("dir", "test/multicluster", "the package of the scenarios")
 	flag.Parse()
 	pattern, err := plan(os.Stderr, *dir, *exclude, *run, *budget)
@@ -152,20 +157,34 @@ func scenarios(dir string) ([]string, error) {
 	return out, nil
 }
 
-// runNumber is run, or the commit count of HEAD.
+// runNumber is run, or the number HEAD's commit hash gives (runFromHash).
 func runNumber(run string) (int, error) {
 	if run == "" {
-		out, err := exec.Command("git", "rev-list", "--count", "HEAD").Output()
+		out, err := exec.Command("git", "rev-parse", "HEAD").Output()
 		if err != nil {
-			return 0, fmt.Errorf("no -run and no commit count (git rev-list --count HEAD): %w", err)
+			return 0, fmt.Errorf("no -run and no commit (git rev-parse HEAD): %w", err)
 		}
-		run = strings.TrimSpace(string(out))
+		return runFromHash(strings.TrimSpace(string(out)))
 	}
 	n, err := strconv.Atoi(run)
 	if err != nil || n < 0 {
 		return 0, fmt.Errorf("run number %q: want a count", run)
 	}
 	return n, nil
+}
+
+// runFromHash reads the first 12 hex digits of a commit hash as a number
+// (.ci/run does the same in bash to choose between real nodes and the
+// nemesis).
+func runFromHash(hash string) (int, error) {
+	if len(hash) < 12 {
+		return 0, fmt.Errorf("commit hash %q: want at least 12 hex digits", hash)
+	}
+	n, err := strconv.ParseInt(hash[:12], 16, 64)
+	if err != nil {
+		return 0, fmt.Errorf("commit hash %q: %w", hash, err)
+	}
+	return int(n), nil
 }
 
 func estimate(name string) time.Duration {

@@ -95,3 +95,32 @@ func TestPackOversized(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// The run number comes from the commit hash, so that submissions of any
+// size reach every slice; a malformed hash is an error, not slice 0.
+func TestRunFromHash(t *testing.T) {
+	for _, tc := range []struct {
+		hash string
+		want int
+		bad  bool
+	}{
+		{hash: "19edc62a0b1c" + "ffff", want: 0x19edc62a0b1c},
+		{hash: "000000000003", want: 3},
+		{hash: "19edc62", bad: true},
+		{hash: "zz9edc62a0b1c", bad: true},
+	} {
+		got, err := runFromHash(tc.hash)
+		if tc.bad {
+			if err == nil {
+				t.Errorf("runFromHash(%q) = %d, want an error", tc.hash, got)
+			}
+			continue
+		}
+		if err != nil || got != tc.want {
+			t.Errorf("runFromHash(%q) = %d, %v; want %d", tc.hash, got, err, tc.want)
+		}
+	}
+	if _, err := runNumber(""); err != nil {
+		t.Fatalf("runNumber from this checkout's HEAD: %v", err)
+	}
+}
