@@ -3,7 +3,9 @@ package backupstore
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
@@ -24,33 +26,43 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
-// hasAny: creds holds at least one of keys (a Secret meant for this store).
-func hasAny(creds map[string][]byte, keys ...string) bool {
-	for _, k := range keys {
-		if len(creds[k]) > 0 {
-			return true
+// present lists the keys creds holds (never their values), for messages.
+func present(creds map[string][]byte) string {
+	var keys []string
+	for k, v := range creds {
+		if len(v) > 0 {
+			keys = append(keys, k)
 		}
 	}
-	return false
+	if len(keys) == 0 {
+		return "no keys"
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ", ")
 }
 
 func value(creds map[string][]byte, key string) string {
 	return strings.TrimSpace(string(creds[key]))
 }
 
-func openS3(ctx context.Context, loc Location, opts *etcdfedv1.S3StoreOptions, creds map[string][]byte) (*blob.Bucket, error) {
+func openS3(ctx context.Context, loc Location, opts *etcdfedv1.S3StoreOptions, fromSecret bool, creds map[string][]byte) (*blob.Bucket, error) {
 	if opts == nil {
 		opts = &etcdfedv1.S3StoreOptions{}
+	}
+	if opts.Endpoint != "" {
+		if _, err := ParseEndpoint(opts.Endpoint); err != nil {
+			return nil, err
+		}
 	}
 	region := opts.Region
 	if region == "" {
 		region = etcdfedv1.DefaultS3Region
 	}
 	var cfg aws.Config
-	if hasAny(creds, etcdfedv1.BackupSecretAWSAccessKeyID, etcdfedv1.BackupSecretAWSSecretAccessKey) {
+	if fromSecret {
 		id, secret := value(creds, etcdfedv1.BackupSecretAWSAccessKeyID), value(creds, etcdfedv1.BackupSecretAWSSecretAccessKey)
 		if id == "" || secret == "" {
-			return nil, fmt.Errorf("%w: an s3 store needs both %s and %s", ErrCredentials, etcdfedv1.BackupSecretAWSAccessKeyID, etcdfedv1.BackupSecretAWSSecretAccessKey)
+			return nil, fmt.Errorf("%w: an s3 store's credentials Secret needs both %s and %s (it has %s); a named Secret is never completed with the process's own identity", ErrCredentials, etcdfedv1.BackupSecretAWSAccessKeyID, etcdfedv1.BackupSecretAWSSecretAccessKey, present(creds))
 		}
 		cfg = aws.Config{
 			Region:      region,
@@ -85,9 +97,16 @@ func openS3(ctx context.Context, loc Location, opts *etcdfedv1.S3StoreOptions, c
 	return b, nil
 }
 
-func openGCS(ctx context.Context, loc Location, creds map[string][]byte) (*blob.Bucket, error) {
+func openGCS(ctx context.Context, loc Location, fromSecret bool, creds map[string][]byte) (*blob.Bucket, error) {
 	var ts gcp.TokenSource
-	if key := creds[etcdfedv1.BackupSecretGCPServiceAccount]; len(key) > 0 {
+	if fromSecret {
+		key := creds[etcdfedv1.BackupSecretGCPServiceAccount]
+		if len(key) == 0 {
+			return nil, fmt.Errorf("%w: a gs store's credentials Secret needs %s (it has %s); a named Secret is never completed with the process's own identity", ErrCredentials, etcdfedv1.BackupSecretGCPServiceAccount, present(creds))
+		}
+		if err := checkServiceAccount(key); err != nil {
+			return nil, err
+		}
 		c, err := google.CredentialsFromJSONWithType(ctx, key, google.ServiceAccount, "https://www.googleapis.com/auth/devstorage.read_write")
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s: %w", ErrCredentials, etcdfedv1.BackupSecretGCPServiceAccount, err)
@@ -111,20 +130,29 @@ func openGCS(ctx context.Context, loc Location, creds map[string][]byte) (*blob.
 	return b, nil
 }
 
-func openAzure(ctx context.Context, loc Location, creds map[string][]byte) (*blob.Bucket, error) {
+func openAzure(ctx context.Context, loc Location, fromSecret bool, creds map[string][]byte) (*blob.Bucket, error) {
 	account := value(creds, etcdfedv1.BackupSecretAzureAccount)
-	if account == "" {
+	key, sas := value(creds, etcdfedv1.BackupSecretAzureKey), value(creds, etcdfedv1.BackupSecretAzureSASToken)
+	switch {
+	case fromSecret && (account == "" || key == "" && sas == ""):
+		return nil, fmt.Errorf("%w: an azblob store's credentials Secret needs %s with %s or %s (it has %s); a named Secret is never completed with the process's own identity or account", ErrCredentials, etcdfedv1.BackupSecretAzureAccount, etcdfedv1.BackupSecretAzureKey, etcdfedv1.BackupSecretAzureSASToken, present(creds))
+	case !fromSecret:
 		account = os.Getenv(etcdfedv1.BackupSecretAzureAccount)
+		if account == "" {
+			return nil, fmt.Errorf("%w: an azblob store without a credentials Secret needs %s in the process's environment", ErrCredentials, etcdfedv1.BackupSecretAzureAccount)
+		}
 	}
-	if account == "" {
-		return nil, fmt.Errorf("%w: an azblob store needs %s (in the credentials Secret or the hub's environment)", ErrCredentials, etcdfedv1.BackupSecretAzureAccount)
+	containerURL, err := AzureContainerURL(account, loc.Bucket)
+	if err != nil {
+		return nil, err
 	}
-	containerURL := fmt.Sprintf("https://%s.blob.core.windows.net/%s", account, loc.Bucket)
-	var (
-		c   *container.Client
-		err error
-	)
-	switch key, sas := value(creds, etcdfedv1.BackupSecretAzureKey), value(creds, etcdfedv1.BackupSecretAzureSASToken); {
+	if sas != "" {
+		if _, err := url.ParseQuery(strings.TrimPrefix(sas, "?")); err != nil || strings.ContainsAny(sas, "#/ ") {
+			return nil, fmt.Errorf("%w: %s is not a SAS query string (key=value&...)", ErrCredentials, etcdfedv1.BackupSecretAzureSASToken)
+		}
+	}
+	var c *container.Client
+	switch {
 	case key != "":
 		var cred *azblob.SharedKeyCredential
 		if cred, err = azblob.NewSharedKeyCredential(account, key); err == nil {
@@ -132,7 +160,7 @@ func openAzure(ctx context.Context, loc Location, creds map[string][]byte) (*blo
 		}
 	case sas != "":
 		c, err = container.NewClientWithNoCredential(containerURL+"?"+strings.TrimPrefix(sas, "?"), nil)
-	default:
+	default: // no Secret (a Secret without a key or SAS token was refused above)
 		var cred *azidentity.DefaultAzureCredential
 		if cred, err = azidentity.NewDefaultAzureCredential(nil); err == nil {
 			c, err = container.NewClient(containerURL, cred, nil)

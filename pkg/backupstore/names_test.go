@@ -83,14 +83,23 @@ func TestParseURL(t *testing.T) {
 		{in: "s3://bucket", want: Location{Scheme: "s3", Bucket: "bucket"}},
 		{in: "s3://bucket/", want: Location{Scheme: "s3", Bucket: "bucket"}},
 		{in: "s3://bucket/a/b/", want: Location{Scheme: "s3", Bucket: "bucket", Prefix: "a/b"}},
-		{in: "gs://b/p", want: Location{Scheme: "gs", Bucket: "b", Prefix: "p"}},
-		{in: "azblob://c/p", want: Location{Scheme: "azblob", Bucket: "c", Prefix: "p"}},
+		{in: "gs://bkt/p", want: Location{Scheme: "gs", Bucket: "bkt", Prefix: "p"}},
+		{in: "azblob://cnt/p", want: Location{Scheme: "azblob", Bucket: "cnt", Prefix: "p"}},
 		{in: "file:///var/backups/", want: Location{Scheme: "file", Dir: "/var/backups"}},
 		{in: "file://relative/x", wantErr: true},
 		{in: "s3:///p", wantErr: true},
 		{in: "s3://b/p?region=x", wantErr: true},
 		{in: "http://b/p", wantErr: true},
 		{in: "s3://user:pw@b/p", wantErr: true},
+		// Buckets and prefixes as the CRD describes them, for specs stored
+		// before its rules and for EtcdMembers a spoke reads.
+		{in: "s3://bucket:443/p", wantErr: true},
+		{in: "s3://Bucket/p", wantErr: true},
+		{in: "s3://b/p", wantErr: true},
+		{in: "s3://bucket/a/../b", wantErr: true},
+		{in: "s3://bucket/a/%2e%2e/b", wantErr: true},
+		{in: "s3://bucket/a b", wantErr: true},
+		{in: "azblob://[::1]/p", wantErr: true},
 	} {
 		got, err := ParseURL(tc.in)
 		if (err != nil) != tc.wantErr || (err == nil && got != tc.want) {

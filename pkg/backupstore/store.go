@@ -62,7 +62,18 @@ func ParseURL(raw string) (Location, error) {
 		if u.Host == "" {
 			return Location{}, fmt.Errorf("%w: %q has no bucket", ErrInvalidStore, raw)
 		}
-		return Location{Scheme: u.Scheme, Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}, nil
+		if !bucketName.MatchString(u.Host) {
+			return Location{}, fmt.Errorf("%w: %q: bucket %q is not 3-63 lowercase letters, digits, '.', '_' or '-'", ErrInvalidStore, raw, u.Host)
+		}
+		prefix := strings.Trim(u.Path, "/")
+		if prefix != "" {
+			for _, seg := range strings.Split(prefix, "/") {
+				if !prefixSegment.MatchString(seg) || seg == "." || seg == ".." {
+					return Location{}, fmt.Errorf("%w: %q: prefix segment %q is not letters, digits and ._~=+@- (nor '.' or '..')", ErrInvalidStore, raw, seg)
+				}
+			}
+		}
+		return Location{Scheme: u.Scheme, Bucket: u.Host, Prefix: prefix}, nil
 	case "file":
 		if u.Host != "" || !path.IsAbs(u.Path) {
 			return Location{}, fmt.Errorf("%w: %q: a file store needs an absolute path, file:///dir", ErrInvalidStore, raw)
@@ -90,22 +101,34 @@ type Store struct {
 	bucket *blob.Bucket
 }
 
-// Open opens the store of spec with credentials (the data of the Secret
-// spec.credentialsSecretName names; nil for the process's own
-// credentials). It does not contact the store; Check does.
+// Open opens the store of spec with credentials: the data of the Secret
+// spec.credentialsSecretName names. A store whose spec names a Secret (or
+// that is given credentials) uses those and only those: a Secret without
+// the keys its store needs is ErrCredentials, never completed with the
+// process's own identity. Only a spec that names no Secret, opened with
+// nil credentials, uses the process's own (ambient) identity: its
+// environment, instance role or workload identity; whether a spec may ask
+// for that is the caller's policy (hub/tenancy). Account names and
+// endpoints are checked (ErrCredentials, ErrInvalidStore) so that no
+// field points the store's credentials at another host. It does not
+// contact the store; Check does.
 func Open(ctx context.Context, spec etcdfedv1.BackupStore, creds map[string][]byte) (*Store, error) {
 	loc, err := ParseURL(spec.URL)
 	if err != nil {
 		return nil, err
 	}
+	if spec.S3 != nil && loc.Scheme != "s3" {
+		return nil, fmt.Errorf("%w: s3 options on a %s:// store", ErrInvalidStore, loc.Scheme)
+	}
+	fromSecret := spec.CredentialsSecretName != "" || creds != nil
 	var b *blob.Bucket
 	switch loc.Scheme {
 	case "s3":
-		b, err = openS3(ctx, loc, spec.S3, creds)
+		b, err = openS3(ctx, loc, spec.S3, fromSecret, creds)
 	case "gs":
-		b, err = openGCS(ctx, loc, creds)
+		b, err = openGCS(ctx, loc, fromSecret, creds)
 	case "azblob":
-		b, err = openAzure(ctx, loc, creds)
+		b, err = openAzure(ctx, loc, fromSecret, creds)
 	case "file":
 		b, err = openFile(loc)
 	}

@@ -229,10 +229,10 @@ func TestIncompleteCredentials(t *testing.T) {
 		spec  etcdfedv1.BackupStore
 		creds map[string][]byte
 	}{
-		{etcdfedv1.BackupStore{URL: "s3://b"}, map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id")}},
-		{etcdfedv1.BackupStore{URL: "s3://b"}, map[string][]byte{etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("s")}},
-		{etcdfedv1.BackupStore{URL: "gs://b"}, map[string][]byte{etcdfedv1.BackupSecretGCPServiceAccount: []byte("{not json")}},
-		{etcdfedv1.BackupStore{URL: "azblob://c"}, map[string][]byte{etcdfedv1.BackupSecretAzureKey: []byte("a2V5")}},
+		{etcdfedv1.BackupStore{URL: "s3://bkt"}, map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id")}},
+		{etcdfedv1.BackupStore{URL: "s3://bkt"}, map[string][]byte{etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("s")}},
+		{etcdfedv1.BackupStore{URL: "gs://bkt"}, map[string][]byte{etcdfedv1.BackupSecretGCPServiceAccount: []byte("{not json")}},
+		{etcdfedv1.BackupStore{URL: "azblob://cnt"}, map[string][]byte{etcdfedv1.BackupSecretAzureKey: []byte("a2V5")}},
 	} {
 		t.Setenv(etcdfedv1.BackupSecretAzureAccount, "")
 		if _, err := backupstore.Open(context.Background(), tc.spec, tc.creds); !errors.Is(err, backupstore.ErrCredentials) {
