@@ -129,23 +129,23 @@ type Ring struct {
 }
 
 type member struct {
-	id         uint64
-	name       string // published name: "" until it first started
+	id   uint64
+	name string // published name: "" until it first started
 	// pendingName and pendingClientURLs wait to be published (the member
 	// runs and has not reached the leader yet).
 	pendingName       string
 	pendingClientURLs []string
-	peerURLs   []string
-	clientURLs []string // published with the name
-	learner    bool
-	caughtUp   bool
-	startedAt  time.Time
-	running    bool
-	paused     bool
-	group      int
-	applied    uint64
-	dbSize     int64
-	dbInUse    int64
+	peerURLs          []string
+	clientURLs        []string // published with the name
+	learner           bool
+	caughtUp          bool
+	startedAt         time.Time
+	running           bool
+	paused            bool
+	group             int
+	applied           uint64
+	dbSize            int64
+	dbInUse           int64
 
 	tls        *tls.Config
 	listenAddr string

@@ -142,7 +142,7 @@ func (simCreds) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "etcdsim"}
 }
 func (s simCreds) Clone() credentials.TransportCredentials { return s }
-func (simCreds) OverrideServerName(string) error         { return nil }
+func (simCreds) OverrideServerName(string) error           { return nil }
 
 // chanListener is a net.Listener fed by the members' accept loops.
 type chanListener struct {
