@@ -2,11 +2,16 @@ package etcdsim
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/binary"
+	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"go.etcd.io/etcd/client/pkg/v3/types"
 	"google.golang.org/grpc/metadata"
 )
 
@@ -55,11 +60,12 @@ func (clusterService) MemberAdd(ctx context.Context, req *pb.MemberAddRequest) (
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range req.PeerURLs {
-		if !validPeerURL(u) {
-			return nil, rpctypes.ErrGRPCMemberBadURLs
-		}
+	urls, err := types.NewURLs(req.PeerURLs)
+	if err != nil {
+		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
+	// etcd's member ID: the peer URLs and the second of the request.
+	id := memberID(urls.StringSlice(), time.Now())
 	r.mu.Lock()
 	if err := r.auth.adminPermitted(ci.commonName); err != nil {
 		r.mu.Unlock()
@@ -71,7 +77,7 @@ func (clusterService) MemberAdd(ctx context.Context, req *pb.MemberAddRequest) (
 		r.mu.Unlock()
 		return nil, rpctypes.ErrGRPCMemberNotEnoughStarted
 	}
-	if len(voters) > 1 && r.reach(m) < quorum(len(voters)+1) {
+	if len(voters) > 1 && r.activeVoters(m) < quorum(len(voters)+1) {
 		r.mu.Unlock()
 		return nil, rpctypes.ErrGRPCUnhealthy
 	}
@@ -81,6 +87,12 @@ func (clusterService) MemberAdd(ctx context.Context, req *pb.MemberAddRequest) (
 	}
 	defer r.mu.Unlock()
 	// etcd's ValidateConfigurationChange, when the entry applies.
+	switch {
+	case r.removed[id]:
+		return nil, rpctypes.ErrGRPCMemberNotFound
+	case r.find(id) != nil:
+		return nil, rpctypes.ErrGRPCMemberExist
+	}
 	learners := 0
 	for _, o := range r.members {
 		for _, u := range o.peerURLs {
@@ -95,10 +107,9 @@ func (clusterService) MemberAdd(ctx context.Context, req *pb.MemberAddRequest) (
 	if req.IsLearner && learners+1 > r.opts.MaxLearners {
 		return nil, rpctypes.ErrGRPCTooManyLearners
 	}
-	nm := &member{id: r.newID(), peerURLs: slices.Clone(req.PeerURLs), learner: req.IsLearner, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2}
-	for r.find(nm.id) != nil || r.removed[nm.id] {
-		nm.id = r.newID()
-	}
+	// A member that joins reports no storage version (etcd 3.6 sets it
+	// on members that bootstrapped the cluster only).
+	nm := &member{id: id, peerURLs: urls.StringSlice(), learner: req.IsLearner, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2}
 	r.members = append(r.members, nm)
 	r.commitLocked()
 	r.electLocked() // a voter added down may cost the leader its quorum
@@ -123,6 +134,16 @@ func readyToAddVoter(voters []*member) bool {
 		return true
 	}
 	return started >= quorum(n)
+}
+
+// memberID is etcd's computeMemberID for a member added through the API
+// (no cluster name): sha1 of the sorted peer URLs and the Unix second.
+func memberID(peerURLs []string, now time.Time) uint64 {
+	us := slices.Sorted(slices.Values(peerURLs))
+	b := []byte(strings.Join(us, ""))
+	b = append(b, []byte(fmt.Sprintf("%d", now.Unix()))...)
+	h := sha1.Sum(b)
+	return binary.BigEndian.Uint64(h[:8])
 }
 
 func (clusterService) MemberRemove(ctx context.Context, req *pb.MemberRemoveRequest) (*pb.MemberRemoveResponse, error) {
@@ -155,7 +176,7 @@ func (clusterService) MemberRemove(ctx context.Context, req *pb.MemberRemoveRequ
 			return nil, rpctypes.ErrGRPCMemberNotEnoughStarted
 		}
 		down := target == nil || (target != m && !connected(m, target))
-		if !down && r.reach(m)-1 < 1+(len(r.voters())-1)/2 {
+		if !down && r.activeVoters(m)-1 < 1+(len(r.voters())-1)/2 {
 			r.mu.Unlock()
 			return nil, rpctypes.ErrGRPCUnhealthy
 		}
@@ -187,10 +208,8 @@ func (clusterService) MemberUpdate(ctx context.Context, req *pb.MemberUpdateRequ
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range req.PeerURLs {
-		if !validPeerURL(u) {
-			return nil, rpctypes.ErrGRPCMemberBadURLs
-		}
+	if _, err := types.NewURLs(req.PeerURLs); err != nil {
+		return nil, rpctypes.ErrGRPCMemberBadURLs
 	}
 	r.mu.Lock()
 	err = r.auth.adminPermitted(ci.commonName)

@@ -47,6 +47,9 @@
 // the 5 s "recently active" window etcd's health checks use (the
 // simulation looks at who is connected now). A member that removes itself
 // answers "etcdserver: server stopped", one of the two answers etcd gives.
+// A member that joined reports no storage version until it has run 4 s
+// and applied an entry, then the cluster's (etcd 3.6 passes through
+// "3.5.0" on the way, for a time of its own).
 //
 // Test and bench code only: production binaries never import dev/
 // (hack/proddeps).

@@ -58,7 +58,7 @@ func wantErr(t *testing.T, err, want error) {
 // clientv3: a learner added, refused promotion until started and in sync,
 // promoted, a voter removed, leadership moved.
 func TestMembershipLifecycle(t *testing.T) {
-	_, r := newSim(t, RingOptions{Size: 3, Seed: 1, CatchUp: -1})
+	_, r := newSim(t, RingOptions{Size: 3, Seed: 1, CatchUp: -1, HealthInterval: -1})
 	cl := simClient(t, nil, r.Endpoints()...)
 	ctx := ctxT(t, 30*time.Second)
 
@@ -79,8 +79,12 @@ func TestMembershipLifecycle(t *testing.T) {
 	}
 	_, err = cl.MemberAddAsLearner(ctx, []string{"http://other.etcdsim.invalid:2380"})
 	wantErr(t, err, rpctypes.ErrGRPCTooManyLearners)
+	// The same peer URL in the same second: etcd derives the member ID
+	// from both, and checks IDs before peer URLs and the learner count.
 	_, err = cl.MemberAddAsLearner(ctx, []string{"http://new.etcdsim.invalid:2380"})
-	wantErr(t, err, rpctypes.ErrGRPCPeerURLExist) // etcd checks peer URLs before the learner count
+	if !errors.Is(err, rpctypes.Error(rpctypes.ErrGRPCMemberExist)) {
+		wantErr(t, err, rpctypes.ErrGRPCPeerURLExist) // the second changed
+	}
 	_, err = cl.MemberPromote(ctx, id)
 	wantErr(t, err, rpctypes.ErrGRPCLearnerNotReady)
 
@@ -150,7 +154,7 @@ func TestMembershipLifecycle(t *testing.T) {
 // started voters than a quorum, and a voter added but never started
 // counts as not started.
 func TestStrictReconfigCheck(t *testing.T) {
-	_, r := newSim(t, RingOptions{Size: 1, Seed: 2})
+	_, r := newSim(t, RingOptions{Size: 1, Seed: 2, HealthInterval: -1})
 	cl := simClient(t, nil, r.Endpoints()...)
 	ctx := ctxT(t, 30*time.Second)
 	// 1 started of 2: allowed (etcd's restore case), then the ring has no
@@ -191,7 +195,7 @@ func TestStrictReconfigCheck(t *testing.T) {
 // quorum time out ("etcdserver: request timed out"), Status says "no
 // leader", a stopped member refuses connections, and all comes back.
 func TestQuorumLoss(t *testing.T) {
-	_, r := newSim(t, RingOptions{Size: 3, Seed: 3, RequestTimeout: 300 * time.Millisecond})
+	_, r := newSim(t, RingOptions{Size: 3, Seed: 3, RequestTimeout: 300 * time.Millisecond, HealthInterval: -1})
 	ms := r.Members()
 	cl := simClient(t, nil, ms[0].ClientURLs[0])
 	ctx := ctxT(t, 30*time.Second)
@@ -275,7 +279,7 @@ func TestTLSAndAuth(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.CertPEM)
 	srvTLS := &tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}
-	_, r := newSim(t, RingOptions{Size: 3, Seed: 5, TLS: srvTLS})
+	_, r := newSim(t, RingOptions{Size: 3, Seed: 5, TLS: srvTLS, HealthInterval: -1})
 	client := func(cn string) (*clientv3.Client, *tls.Config) {
 		l, err := ca.IssueClient(cn, time.Now())
 		if err != nil {
@@ -359,5 +363,31 @@ func TestAlarms(t *testing.T) {
 	}
 	if _, err := cl.Put(ctx, "k", "v"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestJustStartedRefusesChanges: as etcd, a ring counts a peer active
+// only once connected for HealthInterval, so a ring just created (or a
+// member just restarted) refuses membership changes for that long.
+func TestJustStartedRefusesChanges(t *testing.T) {
+	_, r := newSim(t, RingOptions{Size: 3, Seed: 7, HealthInterval: 300 * time.Millisecond})
+	cl := simClient(t, nil, r.Endpoints()[0])
+	ctx := ctxT(t, 30*time.Second)
+	_, err := cl.MemberAddAsLearner(ctx, []string{"http://x.etcdsim.invalid:2380"})
+	wantErr(t, err, rpctypes.ErrGRPCUnhealthy)
+	waitUntil(t, func() bool {
+		_, err := cl.MemberAddAsLearner(ctx, []string{"http://x.etcdsim.invalid:2380"})
+		return err == nil
+	})
+}
+
+func waitUntil(t *testing.T, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -16,9 +16,11 @@ func httpHandler() http.Handler {
 			return
 		}
 		r.mu.Lock()
-		v := map[string]string{"etcdserver": r.opts.Version, "etcdcluster": r.opts.ClusterVersion}
+		v := map[string]string{"etcdserver": r.opts.Version, "etcdcluster": r.opts.ClusterVersion, "storage": r.storageVersionLocked(m)}
 		r.mu.Unlock()
-		_ = m
+		if v["storage"] == "" {
+			v["storage"] = "unknown"
+		}
 		writeJSON(w, http.StatusOK, v)
 	})
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, req *http.Request) {

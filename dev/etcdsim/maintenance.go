@@ -39,7 +39,7 @@ func (maintenanceService) Status(ctx context.Context, req *pb.StatusRequest) (*p
 		RaftAppliedIndex: m.applied,
 		DbSizeInUse:      m.dbInUse,
 		IsLearner:        m.learner,
-		StorageVersion:   r.opts.StorageVersion,
+		StorageVersion:   r.storageVersionLocked(m),
 		DbSizeQuota:      DefaultQuotaBytes,
 		DowngradeInfo:    &pb.DowngradeInfo{Enabled: r.downgrade.Enabled, TargetVersion: r.downgrade.TargetVersion},
 	}

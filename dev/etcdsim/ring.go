@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +26,10 @@ const (
 	DefaultStorageVersion = "3.6.0"
 	// DefaultQuotaBytes is etcd's default backend quota (2 GiB).
 	DefaultQuotaBytes = 2 * 1024 * 1024 * 1024
+	// DefaultHealthInterval is etcd's HealthInterval: a peer counts as
+	// active for the strict reconfiguration checks only once it has been
+	// connected this long.
+	DefaultHealthInterval = 5 * time.Second
 	// DefaultRequestTimeout is how long a call that needs a quorum waits
 	// for one before "etcdserver: request timed out": etcd's 5 s plus two
 	// election timeouts of 1 s.
@@ -72,6 +75,12 @@ type RingOptions struct {
 	// RequestTimeout bounds a call waiting for a quorum
 	// (DefaultRequestTimeout when 0).
 	RequestTimeout time.Duration
+	// HealthInterval is how long a peer must have been connected to count
+	// as active in MemberAdd's and MemberRemove's checks
+	// (DefaultHealthInterval when 0; negative: at once). A ring just
+	// created or a member just started refuses changes that long, as
+	// etcd does.
+	HealthInterval time.Duration
 	// Version, ClusterVersion, StorageVersion reported (defaults above).
 	Version, ClusterVersion, StorageVersion string
 }
@@ -140,12 +149,19 @@ type member struct {
 	learner           bool
 	caughtUp          bool
 	startedAt         time.Time
-	running           bool
-	paused            bool
-	group             int
-	applied           uint64
-	dbSize            int64
-	dbInUse           int64
+	// activeSince: when it last came up or changed partition.
+	activeSince time.Time
+	running     bool
+	paused      bool
+	group       int
+	applied     uint64
+	// storageVersion it reports: a member that joined has none until
+	// storageVersionLocked finds it set.
+	storageVersion string
+	// startIndex is the committed index when it last started.
+	startIndex uint64
+	dbSize     int64
+	dbInUse    int64
 
 	tls        *tls.Config
 	listenAddr string
@@ -170,6 +186,9 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 	}
 	if o.MaxLearners == 0 {
 		o.MaxLearners = 1
+	}
+	if o.HealthInterval == 0 {
+		o.HealthInterval = DefaultHealthInterval
 	}
 	if o.RequestTimeout == 0 {
 		o.RequestTimeout = DefaultRequestTimeout
@@ -198,7 +217,7 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 		if spec.PeerURL == "" {
 			spec.PeerURL = "http://" + spec.Name + ".etcdsim.invalid:2380"
 		}
-		m := &member{id: r.newID(), peerURLs: []string{spec.PeerURL}, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2}
+		m := &member{id: r.newID(), peerURLs: []string{spec.PeerURL}, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2, storageVersion: o.StorageVersion}
 		r.members = append(r.members, m)
 		if err := r.startLocked(m, StartOptions{Name: spec.Name, ListenAddr: spec.ListenAddr, ClientURL: spec.ClientURL, TLS: spec.TLS}); err != nil {
 			r.Close()
@@ -343,7 +362,8 @@ func (r *Ring) startLocked(m *member, o StartOptions) error {
 	}
 	m.ln, m.tls, m.listenAddr = ln, cfg, ln.Addr().String()
 	m.conns = map[net.Conn]struct{}{}
-	m.running, m.paused, m.startedAt = true, false, time.Now()
+	m.running, m.paused, m.startedAt, m.activeSince = true, false, time.Now(), time.Now()
+	m.startIndex = r.index
 	if m.name == "" {
 		if o.Name == "" {
 			o.Name = fmt.Sprintf("%s-%x", r.opts.Name, m.id)
@@ -446,6 +466,7 @@ func (r *Ring) setPaused(id uint64, p bool) error {
 		return fmt.Errorf("pause %x: not running", id)
 	}
 	m.paused = p
+	m.activeSince = time.Now()
 	r.electLocked()
 	return nil
 }
@@ -466,7 +487,9 @@ func (r *Ring) Partition(groups ...[]uint64) error {
 		}
 	}
 	for _, m := range r.members {
-		m.group = next[m.id]
+		if m.group != next[m.id] {
+			m.group, m.activeSince = next[m.id], time.Now()
+		}
 	}
 	r.electLocked()
 	return nil
@@ -544,6 +567,39 @@ func (r *Ring) voters() []*member {
 
 func quorum(n int) int { return n/2 + 1 }
 
+// activeFor: m sees v as an active peer, connected for HealthInterval
+// (etcd's transport ActiveSince); m itself always counts.
+func (r *Ring) activeFor(m, v *member) bool {
+	if v == m {
+		return true
+	}
+	if !connected(m, v) {
+		return false
+	}
+	if r.opts.HealthInterval < 0 {
+		return true
+	}
+	return time.Since(later(m.activeSince, v.activeSince)) >= r.opts.HealthInterval
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// activeVoters counts the voters m sees active (etcd's numConnectedSince).
+func (r *Ring) activeVoters(m *member) int {
+	n := 0
+	for _, v := range r.voters() {
+		if r.activeFor(m, v) {
+			n++
+		}
+	}
+	return n
+}
+
 // reach counts the voters m is connected to, itself included.
 func (r *Ring) reach(m *member) int {
 	n := 0
@@ -615,6 +671,20 @@ func (r *Ring) inSyncLocked(m *member) bool {
 		m.caughtUp = true
 	}
 	return m.caughtUp
+}
+
+// storageVersionInterval is etcd's monitorVersionInterval: every 4 s a
+// member writes the storage version, which a member that joined can do
+// only once it applied an entry of its own (before, "missing term
+// information").
+const storageVersionInterval = 4 * time.Second
+
+// storageVersionLocked is what m reports as its storage version.
+func (r *Ring) storageVersionLocked(m *member) string {
+	if m.storageVersion == "" && m.running && m.applied > m.startIndex && time.Since(m.startedAt) >= storageVersionInterval {
+		m.storageVersion = r.opts.StorageVersion
+	}
+	return m.storageVersion
 }
 
 // commitLocked appends one entry to the log.
@@ -726,13 +796,4 @@ func (r *Ring) activateAlarmLocked(a *pb.AlarmMember) bool {
 	r.alarms = append(r.alarms, &pb.AlarmMember{MemberID: a.MemberID, Alarm: a.Alarm})
 	r.commitLocked()
 	return true
-}
-
-func validPeerURL(u string) bool {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok || (scheme != "http" && scheme != "https" && scheme != "unix" && scheme != "unixs") {
-		return false
-	}
-	_, port, err := net.SplitHostPort(rest)
-	return err == nil && port != "" && !strings.ContainsAny(rest, "/?#")
 }
