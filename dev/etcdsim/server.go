@@ -44,7 +44,9 @@ func NewServer() *Server {
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
 		grpc.MaxRecvMsgSize(1536*1024+512*1024),
-		grpc.ReadBufferSize(16*1024), grpc.WriteBufferSize(16*1024),
+		// Small buffers, the write buffer released when idle: a fleet holds
+		// thousands of idle connections.
+		grpc.ReadBufferSize(4*1024), grpc.WriteBufferSize(4*1024), grpc.SharedWriteBuffer(true),
 	)
 	pb.RegisterClusterServer(s.grpc, clusterService{})
 	pb.RegisterMaintenanceServer(s.grpc, maintenanceService{})
