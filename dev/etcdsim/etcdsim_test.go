@@ -5,9 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -390,4 +392,104 @@ func waitUntil(t *testing.T, ok func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// TestForceNewCluster: after losing two of three voters for good, the
+// survivor restarted as --force-new-cluster leads alone with the same
+// cluster ID and keys, and the lost members' IDs stay removed.
+func TestForceNewCluster(t *testing.T) {
+	s, r := newSim(t, RingOptions{Size: 3, Seed: 8, HealthInterval: -1})
+	ms := r.Members()
+	ctx := ctxT(t, 30*time.Second)
+	if _, err := simClient(t, nil, ms[0].ClientURLs[0]).Put(ctx, "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[1:] {
+		if err := r.StopMember(m.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.ForceNewCluster(ms[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	// The survivor comes back at its address: a client that knew it
+	// reconnects.
+	cl := simClient(t, nil, ms[0].ClientURLs[0])
+	list, err := cl.MemberList(ctx)
+	if err != nil || len(list.Members) != 1 || list.Header.ClusterId != r.ClusterID() {
+		t.Fatalf("member list after forcing %v, %v", list, err)
+	}
+	get, err := cl.Get(ctx, "k")
+	if err != nil || len(get.Kvs) != 1 {
+		t.Fatalf("get after forcing %v, %v", get, err)
+	}
+	_, err = cl.MemberRemove(ctx, ms[1].ID)
+	wantErr(t, err, rpctypes.ErrGRPCMemberNotFound)
+	if _, ok := r.MemberByPeerURL(ms[0].PeerURLs[0]); !ok {
+		t.Fatal("the survivor is not found by its peer URL")
+	}
+	r.Close()
+	if n := len(s.rings); n != 0 {
+		t.Fatalf("%d rings left in the server after Close", n)
+	}
+}
+
+// TestFixedAddressesAndTxn: members on given loopback addresses with
+// advertised client URLs of the caller's choosing (a DNS name), a
+// restart at the same address, and a transaction as a workload makes it.
+func TestFixedAddressesAndTxn(t *testing.T) {
+	addrs := []string{"127.0.0.1:" + strconv.Itoa(freePort(t)), "127.0.0.1:" + strconv.Itoa(freePort(t)), "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	var specs []MemberSpec
+	for i, a := range addrs {
+		specs = append(specs, MemberSpec{Name: fmt.Sprintf("m%d", i), ListenAddr: a, ClientURL: fmt.Sprintf("http://m%d.ring.example:2379", i), PeerURL: fmt.Sprintf("http://m%d.ring.example:2380", i)})
+	}
+	_, r := newSim(t, RingOptions{Members: specs, Seed: 9})
+	ctx := ctxT(t, 30*time.Second)
+	cl := simClient(t, nil, "http://"+addrs[1])
+	list, err := cl.MemberList(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range list.Members {
+		if !strings.HasSuffix(m.ClientURLs[0], ".ring.example:2379") {
+			t.Fatalf("advertised %v", m.ClientURLs)
+		}
+	}
+	id := r.Members()[1].ID
+	if err := r.StopMember(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.StartMember(id, StartOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// A read (clientv3 retries it) while the client finds its connection
+	// gone and dials again.
+	if _, err := cl.Get(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	put, err := cl.Put(ctx, "k", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	txn, err := cl.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision("k"), "=", put.Header.Revision)).
+		Then(clientv3.OpPut("k", "v2")).Else(clientv3.OpGet("k")).Commit()
+	if err != nil || !txn.Succeeded || txn.Header.Revision != put.Header.Revision+1 {
+		t.Fatalf("txn %v, %v", txn, err)
+	}
+	txn, err = cl.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision("k"), "=", put.Header.Revision)).
+		Then(clientv3.OpPut("k", "v3")).Else(clientv3.OpGet("k")).Commit()
+	if err != nil || txn.Succeeded || txn.Header.Revision != put.Header.Revision+1 ||
+		string(txn.Responses[0].GetResponseRange().Kvs[0].Value) != "v2" {
+		t.Fatalf("failed txn %v, %v", txn, err)
+	}
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -159,7 +159,8 @@ func cmpInt(a, b int64, r pb.Compare_CompareResult) bool {
 	return false
 }
 
-// writes reports whether a transaction's chosen branch writes.
+// writes reports whether a transaction branch writes (a nested
+// transaction: either of its branches).
 func writes(ops []*pb.RequestOp) bool {
 	for _, op := range ops {
 		switch o := op.Request.(type) {
@@ -174,15 +175,18 @@ func writes(ops []*pb.RequestOp) bool {
 	return false
 }
 
-// txn runs a transaction at revision rev (the one its writes get).
-func (s *store) txn(q *pb.TxnRequest, rev int64) *pb.TxnResponse {
-	ok := true
-	for _, c := range q.Compare {
+func (s *store) compareAll(cs []*pb.Compare) bool {
+	for _, c := range cs {
 		if !s.compare(c) {
-			ok = false
-			break
+			return false
 		}
 	}
+	return true
+}
+
+// txn runs a transaction at revision rev (the one its writes get).
+func (s *store) txn(q *pb.TxnRequest, rev int64) *pb.TxnResponse {
+	ok := s.compareAll(q.Compare)
 	ops := q.Failure
 	if ok {
 		ops = q.Success
@@ -308,7 +312,10 @@ func (kvService) Txn(ctx context.Context, req *pb.TxnRequest) (*pb.TxnResponse, 
 			return nil, err
 		}
 	}
-	w := writes(req.Success) || writes(req.Failure)
+	w := writes(req.Failure)
+	if r.kv.compareAll(req.Compare) {
+		w = writes(req.Success)
+	}
 	if w && r.noSpaceLocked() {
 		return nil, rpctypes.ErrGRPCNoSpace
 	}

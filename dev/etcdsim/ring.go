@@ -210,6 +210,10 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 		removed: map[uint64]bool{}, kv: newStore(), auth: newAuthStore(), changed: make(chan struct{}),
 		downgrade: &pb.DowngradeInfo{}}
 	r.clusterID = r.newID()
+	// Every listener first, then the ring's state under its lock, then
+	// the accept loops: a client that dials a fixed address early finds
+	// a whole ring or nothing.
+	var opened []*listening
 	for i, spec := range o.Members {
 		if spec.Name == "" {
 			spec.Name = fmt.Sprintf("%s-%d", o.Name, i)
@@ -217,19 +221,26 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 		if spec.PeerURL == "" {
 			spec.PeerURL = "http://" + spec.Name + ".etcdsim.invalid:2380"
 		}
-		m := &member{id: r.newID(), peerURLs: []string{spec.PeerURL}, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2, storageVersion: o.StorageVersion}
-		r.members = append(r.members, m)
-		if err := r.startLocked(m, StartOptions{Name: spec.Name, ListenAddr: spec.ListenAddr, ClientURL: spec.ClientURL, TLS: spec.TLS}); err != nil {
-			r.Close()
+		m := &member{id: r.newID(), peerURLs: []string{spec.PeerURL}, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2,
+			storageVersion: o.StorageVersion, caughtUp: true}
+		l, err := r.listen(m, StartOptions{Name: spec.Name, ListenAddr: spec.ListenAddr, ClientURL: spec.ClientURL, TLS: spec.TLS})
+		if err != nil {
+			for _, l := range opened {
+				_ = l.ln.Close()
+			}
 			return nil, err
 		}
-		m.caughtUp = true
+		r.members = append(r.members, m)
+		opened = append(opened, l)
 	}
+	r.mu.Lock()
 	// A new cluster: bootstrap entries, one per member, then the first
 	// election and every member publishing its name.
 	r.index = uint64(len(r.members))
 	r.term = 1
-	r.mu.Lock()
+	for i, m := range r.members {
+		r.attachLocked(m, opened[i])
+	}
 	r.electLocked()
 	r.mu.Unlock()
 	s.mu.Lock()
@@ -318,10 +329,17 @@ func (r *Ring) StartMember(id uint64, o StartOptions) (MemberInfo, error) {
 		return MemberInfo{}, fmt.Errorf("start %x: already running", id)
 	}
 	r.mu.Unlock()
-	if err := r.startLocked(m, o); err != nil {
+	l, err := r.listen(m, o)
+	if err != nil {
 		return MemberInfo{}, err
 	}
 	r.mu.Lock()
+	if r.closed || m.running || r.find(id) == nil {
+		r.mu.Unlock()
+		_ = l.ln.Close()
+		return MemberInfo{}, fmt.Errorf("start %x: ring closed, member removed or started meanwhile", id)
+	}
+	r.attachLocked(m, l)
 	r.electLocked()
 	r.mu.Unlock()
 	for _, mi := range r.Members() {
@@ -332,9 +350,16 @@ func (r *Ring) StartMember(id uint64, o StartOptions) (MemberInfo, error) {
 	return MemberInfo{}, fmt.Errorf("start %x: %w", id, ErrUnknownMember)
 }
 
-// startLocked opens m's listener; the name is published by electLocked.
-// Not under r.mu (it listens), but m is not running, so nothing serves it.
-func (r *Ring) startLocked(m *member, o StartOptions) error {
+// listening is a member's listener opened, not serving yet.
+type listening struct {
+	ln        net.Listener
+	cfg       *tls.Config
+	name      string
+	clientURL string
+}
+
+// listen opens m's listener (m does not run: nothing else touches it).
+func (r *Ring) listen(m *member, o StartOptions) (*listening, error) {
 	addr := o.ListenAddr
 	if addr == "" {
 		addr = m.listenAddr
@@ -352,35 +377,35 @@ func (r *Ring) startLocked(m *member, o StartOptions) error {
 	cfg = serverTLS(cfg)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return fmt.Errorf("listen for member %x: %w", m.id, err)
+		return nil, fmt.Errorf("listen for member %x: %w", m.id, err)
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		_ = ln.Close()
-		return errors.New("etcdsim: ring closed")
+	l := &listening{ln: ln, cfg: cfg, name: o.Name, clientURL: o.ClientURL}
+	if l.name == "" {
+		l.name = fmt.Sprintf("%s-%x", r.opts.Name, m.id)
 	}
-	m.ln, m.tls, m.listenAddr = ln, cfg, ln.Addr().String()
-	m.conns = map[net.Conn]struct{}{}
-	m.running, m.paused, m.startedAt, m.activeSince = true, false, time.Now(), time.Now()
-	m.startIndex = r.index
-	if m.name == "" {
-		if o.Name == "" {
-			o.Name = fmt.Sprintf("%s-%x", r.opts.Name, m.id)
-		}
-		m.pendingName = o.Name
+	if l.clientURL == "" {
 		scheme := "http"
 		if cfg != nil {
 			scheme = "https"
 		}
-		u := o.ClientURL
-		if u == "" {
-			u = scheme + "://" + m.listenAddr
-		}
-		m.pendingClientURLs = []string{u}
+		l.clientURL = scheme + "://" + ln.Addr().String()
 	}
-	go r.acceptLoop(m, ln, cfg)
-	return nil
+	return l, nil
+}
+
+// attachLocked makes m run on l; its name and client URL are published
+// once it reaches the leader (electLocked), the first time only.
+func (r *Ring) attachLocked(m *member, l *listening) {
+	m.ln, m.tls, m.listenAddr = l.ln, l.cfg, l.ln.Addr().String()
+	m.connMu.Lock()
+	m.conns = map[net.Conn]struct{}{}
+	m.connMu.Unlock()
+	m.running, m.paused, m.startedAt, m.activeSince = true, false, time.Now(), time.Now()
+	m.startIndex = r.index
+	if m.name == "" {
+		m.pendingName, m.pendingClientURLs = l.name, []string{l.clientURL}
+	}
+	go r.acceptLoop(m, l.ln, l.cfg)
 }
 
 func (r *Ring) acceptLoop(m *member, ln net.Listener, cfg *tls.Config) {
@@ -533,12 +558,11 @@ func (r *Ring) SetDBSize(id uint64, size, inUse int64) error {
 	return nil
 }
 
-// Close stops every member; the ring stays in the server's list but
-// answers nothing.
+// Close stops every member and forgets the ring.
 func (r *Ring) Close() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	if r.closed {
+		r.mu.Unlock()
 		return
 	}
 	for _, m := range r.members {
@@ -547,6 +571,60 @@ func (r *Ring) Close() {
 	r.closed = true
 	r.leader = 0
 	r.notifyLocked()
+	r.mu.Unlock()
+	r.srv.mu.Lock()
+	r.srv.rings = slices.DeleteFunc(r.srv.rings, func(o *Ring) bool { return o == r })
+	r.srv.mu.Unlock()
+}
+
+// MemberByPeerURL finds a member by one of its peer URLs (as a spoke
+// knows the member it runs).
+func (r *Ring) MemberByPeerURL(peerURL string) (MemberInfo, bool) {
+	for _, m := range r.Members() {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			return m, true
+		}
+	}
+	return MemberInfo{}, false
+}
+
+// ForceNewCluster restarts a member as etcd --force-new-cluster does:
+// every other member leaves the membership (they are stopped, and their
+// IDs count as removed), the member is the only voter and leads, in a new
+// term; the cluster ID and the keys stay. The member is started (at its
+// last address) if it was not running.
+func (r *Ring) ForceNewCluster(id uint64) error {
+	r.mu.Lock()
+	m := r.find(id)
+	if m == nil {
+		r.mu.Unlock()
+		return fmt.Errorf("force new cluster from %x: %w", id, ErrUnknownMember)
+	}
+	r.stopLocked(m)
+	r.mu.Unlock()
+	l, err := r.listen(m, StartOptions{})
+	if err != nil {
+		return fmt.Errorf("force new cluster from %x: %w", id, err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed || m.running {
+		_ = l.ln.Close()
+		return fmt.Errorf("force new cluster from %x: ring closed or member started meanwhile", id)
+	}
+	for _, o := range r.members {
+		if o != m {
+			r.stopLocked(o)
+			r.removed[o.id] = true
+		}
+	}
+	r.members = []*member{m}
+	m.learner, m.caughtUp, m.group = false, true, 0
+	r.attachLocked(m, l)
+	r.leader = 0
+	r.index++ // the forced configuration
+	r.electLocked()
+	return nil
 }
 
 // --- the raft-like model (all under r.mu) ---
