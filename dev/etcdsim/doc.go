@@ -1,0 +1,56 @@
+// Package etcdsim simulates etcd clusters ("rings") in process, for the
+// hub's scale tests, the way kwok simulates kubelets: one process holds a
+// thousand rings of five members, each member answering on a loopback
+// listener of its own through the etcd v3 gRPC API the hub calls
+// (go.etcd.io/etcd/client/v3 cannot tell it from etcd for those calls;
+// TestSimulatedEtcdAgreesWithEtcd checks it side by side with bin/etcd).
+//
+// One Server holds one gRPC server and one HTTP server for every ring;
+// each member's listener does the TLS handshake with the ring's (or the
+// member's) tls.Config and hands the connection over with the member it
+// came to, and every call is routed by it. A member costs a listener, an
+// accept goroutine and a few hundred bytes of state.
+//
+// Simulated, as etcd 3.6 does it:
+//   - Cluster: MemberList (linearizable or not), MemberAdd (as a learner
+//     or a voter), MemberRemove, MemberUpdate, MemberPromote, with etcd's
+//     strict reconfiguration checks and its errors (too many learners,
+//     learner not in sync, not enough started members, unhealthy cluster,
+//     peer URL exists, member not found, not a learner);
+//   - Maintenance: Status (leader, raft term and index, sizes, quota,
+//     versions, errors "etcdserver: no leader" and alarms), Alarm (list,
+//     activate, deactivate), MoveLeader (to the leader only, never to a
+//     learner), Defragment, Downgrade (validate, enable, cancel);
+//   - KV: Range, Put, DeleteRange, Txn, Compact on a latest-version-only
+//     map, enough for health checks, probes and small workloads;
+//   - Auth: users (a client certificate's common name), roles,
+//     permissions, enable and disable, and the checks etcd makes with
+//     authentication on;
+//   - HTTP /version and /health on the client port;
+//   - a raft-like membership model under one mutex per ring: random member
+//     and cluster IDs (deterministic with RingOptions.Seed), learners that
+//     catch up after a delay or on command (CatchUp), a leader kept while
+//     it reaches a quorum of voters and otherwise the first voter that
+//     does, a term and an index that advance, members added but not yet
+//     started (no name, no client URLs in the member list), and failures
+//     on command: StopMember (the listener refuses, connections close),
+//     PauseMember (a frozen process: calls hang), Partition (members
+//     reach only their group), RaiseAlarm, SetDBSize. A call that needs a
+//     quorum and finds none waits for it and fails after RequestTimeout
+//     with "etcdserver: request timed out", or with the caller's deadline.
+//
+// Not simulated: data replication (a ring has one key space that every
+// member serves, with no history), real raft (no elections with timeouts,
+// no log, no snapshots: the leader changes at once when it must), peer
+// traffic (peer URLs are names nothing listens on), watches, leases,
+// Snapshot, Hash and HashKV (Unimplemented), passwords and tokens, and
+// the 5 s "recently active" window etcd's health checks use (the
+// simulation looks at who is connected now). A member that removes itself
+// answers "etcdserver: server stopped", one of the two answers etcd gives.
+// A member that joined reports no storage version until it has run 4 s
+// and applied an entry, then the cluster's (etcd 3.6 passes through
+// "3.5.0" on the way, for a time of its own).
+//
+// Test and bench code only: production binaries never import dev/
+// (hack/proddeps).
+package etcdsim
