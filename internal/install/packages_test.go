@@ -101,6 +101,29 @@ func TestPackagesRenderTheKnobs(t *testing.T) {
 	for _, n := range []string{"cluster join (NodePort, log level 2)", "cluster join (LoadBalancer)"} {
 		checkSpokeHA(t, n, r[n])
 	}
+	checkHubHA(t, find(r["samples/install/hub"], "Deployment", "etcdfed-hub"), find(r["samples/install/hub"], "PodDisruptionBudget", "etcdfed-hub"))
+	if n, _, _ := unstructured.NestedFieldNoCopy(find(r["hub install (debug, no leader election, metrics, operator)"], "Deployment", "etcdfed-hub").Object, "spec", "replicas"); fmt.Sprint(n) != "1" {
+		t.Errorf("hub without leader election: replicas %v, want 1", n)
+	}
+}
+
+// checkHubHA: the hub runs two replicas (leader and warm standby), apart
+// on nodes and zones, under a disruption budget.
+func checkHubHA(t *testing.T, d, pdb *unstructured.Unstructured) {
+	t.Helper()
+	if n, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); fmt.Sprint(n) != "2" {
+		t.Errorf("hub replicas %v, want 2", n)
+	}
+	if args, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers"); !strings.Contains(fmt.Sprint(args), "--leader-elect=true") {
+		t.Errorf("hub without --leader-elect=true: %v", args)
+	}
+	terms, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	if s := fmt.Sprint(terms); !strings.Contains(s, "kubernetes.io/hostname") || !strings.Contains(s, "topology.kubernetes.io/zone") {
+		t.Errorf("hub anti-affinity %v", terms)
+	}
+	if n, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable"); fmt.Sprint(n) != "1" {
+		t.Errorf("hub PodDisruptionBudget minAvailable %v", n)
+	}
 }
 
 // checkSpokeHA: a member cluster's spoke runs two replicas rolled one at
