@@ -136,7 +136,9 @@ func Collect(ctx context.Context, c client.Reader, hubNamespace, source string) 
 	if err := add(WhatGossipKey, "", client.ObjectKey{Namespace: hubNamespace, Name: etcdfedv1.GossipSecretName}, false); err != nil {
 		return nil, err
 	}
-	sort.Slice(b.Secrets, func(i, j int) bool { return less(b.Secrets[i].Namespace, b.Secrets[i].Name, b.Secrets[j].Namespace, b.Secrets[j].Name) })
+	sort.Slice(b.Secrets, func(i, j int) bool {
+		return less(b.Secrets[i].Namespace, b.Secrets[i].Name, b.Secrets[j].Namespace, b.Secrets[j].Name)
+	})
 	sort.Slice(b.Manifest.Items, func(i, j int) bool {
 		x, y := b.Manifest.Items[i], b.Manifest.Items[j]
 		return less(x.Namespace, x.Name, y.Namespace, y.Name)
