@@ -22,6 +22,7 @@ import (
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/internal/escrow"
+	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
@@ -175,6 +176,15 @@ func TestExportImportBetweenHubs(t *testing.T) {
 
 	if res, err := escrow.Import(ctx, to, opened, false, false); err != nil || len(res.Unchanged) != 4 || len(res.Created)+len(res.Overwritten) != 0 {
 		t.Errorf("second import: %+v, %v", res, err)
+	}
+
+	// The documented order: import, then `etcdfed hub install`, which
+	// keeps the escrowed gossip key (and so every member cluster's).
+	if err := install.InstallHub(ctx, install.HubInstallOptions{Hub: cs[1].Config, HubOptions: install.HubOptions{External: true}}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := escrow.Import(ctx, to, opened, false, false); err != nil || len(res.Unchanged) != 4 {
+		t.Errorf("import after hub install: %+v, %v: hub install changed an escrowed Secret", res, err)
 	}
 
 	// The new hub made a gossip key of its own, and a CA is gone: the
