@@ -84,6 +84,8 @@ type Reconciler struct {
 	served map[types.NamespacedName]string
 }
 
+var _ manager.LeaderElectionRunnable = (*loader)(nil)
+
 // SetupWithManager registers the reconciler. Any zone's change re-runs every
 // zone of the namespace, so that a domain conflict resolves when the winner
 // goes away.
@@ -104,10 +106,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Bu
 	if err := b.Complete(r); err != nil {
 		return err
 	}
-	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		r.load(ctx, mgr)
-		return nil
-	})); err != nil {
+	if err := mgr.Add(&loader{r: r, mgr: mgr}); err != nil {
 		return fmt.Errorf("add zone loader: %w", err)
 	}
 	if r.Elected != nil {
@@ -123,9 +122,24 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Bu
 // readiness.
 func (r *Reconciler) Loaded() bool { return r.loaded.Load() }
 
+// loader runs load on every replica, leader or not (a bare RunnableFunc
+// would run on the leader only).
+type loader struct {
+	r   *Reconciler
+	mgr ctrl.Manager
+}
+
+// NeedLeaderElection: every replica loads its zones.
+func (*loader) NeedLeaderElection() bool { return false }
+
+func (l *loader) Start(ctx context.Context) error {
+	l.r.load(ctx, l.mgr)
+	return nil
+}
+
 // load rebuilds the served zones from the EtcdDNSZone objects once the
 // cache has synced (retried until it lists them), then releases the
-// server. It runs on every replica (a RunnableFunc needs no election).
+// server.
 func (r *Reconciler) load(ctx context.Context, mgr ctrl.Manager) {
 	log := mgr.GetLogger().WithName("dnszone")
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
@@ -178,6 +192,13 @@ type leaderPass struct{ r *Reconciler }
 func (*leaderPass) NeedLeaderElection() bool { return true }
 
 func (p *leaderPass) Start(ctx context.Context) error {
+	// The manager starts its leader's runnables before it closes
+	// Elected: wait for it, or the status writes would still be skipped.
+	select {
+	case <-p.r.Elected:
+	case <-ctx.Done():
+		return nil
+	}
 	list := &etcdfedv1.EtcdDNSZoneList{}
 	if err := p.r.Client.List(ctx, list); err != nil {
 		return nil //nolint:nilerr // every later change is written anyway

@@ -46,7 +46,8 @@ func TestReplicaAnswersOnlyFromLoadedZones(t *testing.T) {
 	const domain = "replicas.etcd.test"
 	z := &etcdfedv1.EtcdDNSZone{
 		ObjectMeta: metav1.ObjectMeta{Name: "replicas", Namespace: ns},
-		Spec:       etcdfedv1.EtcdDNSZoneSpec{Domain: domain, Records: records(t, domain, "10.0.0.1")},
+		Spec: etcdfedv1.EtcdDNSZoneSpec{Domain: domain, Records: records(t, domain, "10.0.0.1"),
+			Cluster: etcdfedv1.ClusterReference{Name: "replicas", Namespace: "hub", UID: "uid-r"}},
 	}
 	g.Expect(c.Create(ctx, z)).To(Succeed())
 	g.Eventually(func(g Gomega) {
