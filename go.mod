@@ -3,6 +3,7 @@ module github.com/etcdfed/etcdfed
 go 1.26.3
 
 require (
+	filippo.io/age v1.2.1
 	github.com/Azure/azure-sdk-for-go/sdk/azidentity v1.14.1
 	github.com/Azure/azure-sdk-for-go/sdk/storage/azblob v1.8.0
 	github.com/anishathalye/porcupine v1.3.1

@@ -33,6 +33,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/backup"
@@ -226,7 +227,12 @@ func run(ctx context.Context, o options) error {
 		provider.Source = files
 	}
 
-	mgr, err := mcmanager.New(cfg, provider, manager.Options{
+	// The provider (passed hidden behind passiveProvider, so that the
+	// manager does not start it among the leader's runnables) runs on
+	// every replica: a standby engages the member clusters and fills
+	// their caches like the leader, so that it reconciles within a pass
+	// of taking the Lease instead of after a cold start.
+	mgr, err := mcmanager.New(cfg, passiveProvider{provider}, manager.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
 		HealthProbeBindAddress:  o.probeAddr,
@@ -254,6 +260,11 @@ func run(ctx context.Context, o options) error {
 	}
 	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	reg := provider
+	if err := mgr.GetLocalManager().Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+		return provider.Start(ctx, mgr)
+	})}); err != nil {
+		return fmt.Errorf("registry provider: %w", err)
+	}
 
 	policy := tenancy.Policy{
 		AmbientStoreCredentials: o.ambientStore,
@@ -346,3 +357,21 @@ func envOr(key, def string) string {
 	}
 	return def
 }
+
+// passiveProvider is the registry provider without its Start, which the
+// multicluster manager would add as a leader-only runnable; run adds it
+// as everyReplica instead.
+type passiveProvider struct{ p *registry.Provider }
+
+func (pp passiveProvider) Get(ctx context.Context, name multicluster.ClusterName) (cluster.Cluster, error) {
+	return pp.p.Get(ctx, name)
+}
+
+func (pp passiveProvider) IndexField(ctx context.Context, obj client.Object, field string, extract client.IndexerFunc) error {
+	return pp.p.IndexField(ctx, obj, field, extract)
+}
+
+// everyReplica runs a runnable on every replica, leader or standby.
+type everyReplica struct{ manager.Runnable }
+
+func (everyReplica) NeedLeaderElection() bool { return false }

@@ -62,6 +62,11 @@ type Config struct {
 	RRL RRLConfig
 	// Log receives start, stop and zone change messages.
 	Log logr.Logger
+	// Hold makes Start bind the sockets without answering: queries wait in
+	// the sockets' queues (a resolver times out and asks another server)
+	// until Release, so a server that is still loading its zones never
+	// answers REFUSED for a zone it is about to serve.
+	Hold bool
 }
 
 // Server is an authoritative DNS server for any number of zones, each a
@@ -83,6 +88,7 @@ type Server struct {
 	mu      sync.Mutex
 	started bool
 	stopped bool
+	held    bool
 	addr    netip.AddrPort
 	udp     []*net.UDPConn
 	tcp     net.Listener
@@ -170,6 +176,17 @@ func (s *Server) Start() error {
 		return fmt.Errorf("embedded: listen on %s: %w", s.cfg.Addr, err)
 	}
 	s.started = true
+	if s.cfg.Hold {
+		s.held = true
+		s.log.Info("Listening for DNS, holding queries until released", "addr", s.addr.String())
+		return nil
+	}
+	s.serveLocked()
+	return nil
+}
+
+// serveLocked starts the serving goroutines; s.mu is held.
+func (s *Server) serveLocked() {
 	for i, c := range s.udp {
 		s.wg.Add(1)
 		go s.serveUDP(c, s.metrics.udp[i])
@@ -177,7 +194,27 @@ func (s *Server) Start() error {
 	s.wg.Add(1)
 	go s.acceptTCP(s.tcp)
 	s.log.Info("Serving DNS", "addr", s.addr.String(), "udpSockets", len(s.udp))
-	return nil
+}
+
+// Release starts answering on a server started with Config.Hold: the
+// queries queued meanwhile are answered from the zones set by then. It is
+// a no-op on a server that already answers, is stopped or not started.
+func (s *Server) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.started || s.stopped || !s.held {
+		return
+	}
+	s.held = false
+	s.serveLocked()
+}
+
+// Serving reports whether the server answers queries: started, not held,
+// not stopped.
+func (s *Server) Serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started && !s.held && !s.stopped
 }
 
 // listen binds every socket on one port; with port 0 the TCP listener

@@ -49,6 +49,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioCARotation":              3 * time.Minute,
 	"TestScenarioConsumerCredentials":     3 * time.Minute,
 	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
+	"TestScenarioSpokeRestartDNS":         4 * time.Minute, // estimate: a 3-member ring, two spoke restarts and a kill, each waited ready
 	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":             3 * time.Minute,

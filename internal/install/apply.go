@@ -164,6 +164,7 @@ func number(v any) (float64, bool) {
 // look through by label.
 var kinds = []schema.GroupVersionKind{
 	{Group: "apps", Version: "v1", Kind: "Deployment"},
+	{Group: "policy", Version: "v1", Kind: "PodDisruptionBudget"},
 	{Version: "v1", Kind: "Service"},
 	{Version: "v1", Kind: "ConfigMap"},
 	{Version: "v1", Kind: "Secret"},

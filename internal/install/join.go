@@ -185,6 +185,7 @@ func Join(ctx context.Context, o JoinOptions) error {
 	lbPending := !mo.External && (mo.Expose == "" || mo.Expose == ExposeLoadBalancer) && mo.Advertise == ""
 	if lbPending && dry {
 		mo.Advertise, lbPending = "<the Service's LoadBalancer address>", false
+		mo.GossipAdvertise = "<the gossip Service's LoadBalancer address>"
 	}
 	objs, err := RenderMember(mo)
 	if err != nil {
@@ -203,7 +204,10 @@ func Join(ctx context.Context, o JoinOptions) error {
 		if first, err = o.applyMember(ctx, ma, mem, append(some, gossip)); err != nil {
 			return err
 		}
-		if mo.Advertise, err = waitLoadBalancer(ctx, mem, o.Timeout, o.Progress); err != nil {
+		if mo.Advertise, err = waitLoadBalancer(ctx, mem, SpokeService, "DNS", o.Timeout, o.Progress); err != nil {
+			return fmt.Errorf("%s: %w", o.Name, err)
+		}
+		if mo.GossipAdvertise, err = waitLoadBalancer(ctx, mem, SpokeGossipService, "gossip", o.Timeout, o.Progress); err != nil {
 			return fmt.Errorf("%s: %w", o.Name, err)
 		}
 		if objs, err = RenderMember(mo); err != nil {
@@ -444,13 +448,14 @@ func redact(sec *unstructured.Unstructured, note string) {
 	_ = unstructured.SetNestedMap(sec.Object, data, "data")
 }
 
-// waitLoadBalancer waits for the spoke Service's LoadBalancer address.
-func waitLoadBalancer(ctx context.Context, mem client.Client, timeout time.Duration, progress func(string)) (string, error) {
-	progress("waiting for the spoke Service's LoadBalancer address (other clusters reach DNS and gossip there)")
+// waitLoadBalancer waits for the LoadBalancer address of one of the
+// spoke's Services (name), where other clusters reach what (DNS, gossip).
+func waitLoadBalancer(ctx context.Context, mem client.Client, name, what string, timeout time.Duration, progress func(string)) (string, error) {
+	progress(fmt.Sprintf("waiting for the LoadBalancer address of the Service %s (other clusters reach the spoke's %s there)", name, what))
 	var addr string
 	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
 		svc := &corev1.Service{}
-		if err := mem.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: SpokeService}, svc); err != nil {
+		if err := mem.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, svc); err != nil {
 			return false, nil //nolint:nilerr // retried
 		}
 		for _, in := range svc.Status.LoadBalancer.Ingress {
@@ -463,7 +468,7 @@ func waitLoadBalancer(ctx context.Context, mem client.Client, timeout time.Durat
 		return addr != "", nil
 	})
 	if err != nil {
-		return "", fmt.Errorf("the Service %s/%s got no LoadBalancer address within %s: the cluster may have no LoadBalancer; give --advertise-address, or --spoke-expose NodePort", Namespace, SpokeService, timeout)
+		return "", fmt.Errorf("the Service %s/%s got no LoadBalancer address within %s: the cluster may have no LoadBalancer; give --advertise-address (and --gossip-advertise-address), or --spoke-expose NodePort", Namespace, name, timeout)
 	}
 	if ip := net.ParseIP(addr); ip == nil && strings.Contains(addr, ":") {
 		return "", fmt.Errorf("LoadBalancer address %q: not a host", addr)

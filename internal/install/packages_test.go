@@ -20,6 +20,7 @@ import (
 	spokerbac "github.com/etcdfed/etcdfed/config/rbac/spoke"
 	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/internal/install/installtest"
+	"github.com/etcdfed/etcdfed/spoke/app"
 )
 
 // renderings are the install packages as users render them (the samples
@@ -96,6 +97,89 @@ func TestPackagesRenderTheKnobs(t *testing.T) {
 	}
 	if svc := find(r["cluster join (NodePort, log level 2)"], "Service", "etcdfed-spoke"); svc.Object["spec"].(map[string]any)["type"] != "NodePort" {
 		t.Errorf("spoke Service %v", svc.Object["spec"])
+	}
+	for _, n := range []string{"cluster join (NodePort, log level 2)", "cluster join (LoadBalancer)"} {
+		checkSpokeHA(t, n, r[n])
+	}
+	checkHubHA(t, find(r["samples/install/hub"], "Deployment", "etcdfed-hub"), find(r["samples/install/hub"], "PodDisruptionBudget", "etcdfed-hub"))
+	if n, _, _ := unstructured.NestedFieldNoCopy(find(r["hub install (debug, no leader election, metrics, operator)"], "Deployment", "etcdfed-hub").Object, "spec", "replicas"); fmt.Sprint(n) != "1" {
+		t.Errorf("hub without leader election: replicas %v, want 1", n)
+	}
+}
+
+// checkHubHA: the hub runs two replicas (leader and warm standby), apart
+// on nodes and zones, under a disruption budget.
+func checkHubHA(t *testing.T, d, pdb *unstructured.Unstructured) {
+	t.Helper()
+	if n, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); fmt.Sprint(n) != "2" {
+		t.Errorf("hub replicas %v, want 2", n)
+	}
+	if args, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers"); !strings.Contains(fmt.Sprint(args), "--leader-elect=true") {
+		t.Errorf("hub without --leader-elect=true: %v", args)
+	}
+	terms, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	if s := fmt.Sprint(terms); !strings.Contains(s, "kubernetes.io/hostname") || !strings.Contains(s, "topology.kubernetes.io/zone") {
+		t.Errorf("hub anti-affinity %v", terms)
+	}
+	if n, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable"); fmt.Sprint(n) != "1" {
+		t.Errorf("hub PodDisruptionBudget minAvailable %v", n)
+	}
+}
+
+// checkSpokeHA: a member cluster's spoke runs two replicas rolled one at
+// a time with a surge, apart on nodes and zones, under a disruption
+// budget; DNS goes to every replica, gossip only to the leader.
+func checkSpokeHA(t *testing.T, name string, objs []*unstructured.Unstructured) {
+	t.Helper()
+	var d, pdb, dnsSvc, gossipSvc *unstructured.Unstructured
+	for _, o := range objs {
+		switch o.GetKind() + "/" + o.GetName() {
+		case "Deployment/etcdfed-spoke":
+			d = o
+		case "PodDisruptionBudget/etcdfed-spoke":
+			pdb = o
+		case "Service/" + install.SpokeService:
+			dnsSvc = o
+		case "Service/" + install.SpokeGossipService:
+			gossipSvc = o
+		}
+	}
+	if d == nil || pdb == nil || dnsSvc == nil || gossipSvc == nil {
+		t.Fatalf("%s: spoke Deployment %v, PodDisruptionBudget %v, DNS Service %v, gossip Service %v", name, d != nil, pdb != nil, dnsSvc != nil, gossipSvc != nil)
+	}
+	if n, _, _ := unstructured.NestedFieldNoCopy(d.Object, "spec", "replicas"); fmt.Sprint(n) != "2" {
+		t.Errorf("%s: spoke replicas %v, want 2", name, n)
+	}
+	strategy, _, _ := unstructured.NestedMap(d.Object, "spec", "strategy")
+	if fmt.Sprint(strategy) != "map[rollingUpdate:map[maxSurge:1 maxUnavailable:0] type:RollingUpdate]" {
+		t.Errorf("%s: spoke strategy %v", name, strategy)
+	}
+	terms, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "affinity", "podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution")
+	if s := fmt.Sprint(terms); !strings.Contains(s, "kubernetes.io/hostname") || !strings.Contains(s, "topology.kubernetes.io/zone") {
+		t.Errorf("%s: spoke anti-affinity %v", name, terms)
+	}
+	if n, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable"); fmt.Sprint(n) != "1" {
+		t.Errorf("%s: spoke PodDisruptionBudget minAvailable %v", name, n)
+	}
+	portNames := func(svc *unstructured.Unstructured) string {
+		ports, _, _ := unstructured.NestedSlice(svc.Object, "spec", "ports")
+		var out []string
+		for _, p := range ports {
+			out = append(out, fmt.Sprint(p.(map[string]any)["name"]))
+		}
+		return strings.Join(out, ",")
+	}
+	if got := portNames(dnsSvc); got != "dns-udp,dns-tcp" {
+		t.Errorf("%s: DNS Service ports %s", name, got)
+	}
+	if got := portNames(gossipSvc); got != "gossip-udp,gossip-tcp" {
+		t.Errorf("%s: gossip Service ports %s", name, got)
+	}
+	if sel, _, _ := unstructured.NestedStringMap(dnsSvc.Object, "spec", "selector"); len(sel) != 1 {
+		t.Errorf("%s: DNS Service selector %v: want every replica", name, sel)
+	}
+	if sel, _, _ := unstructured.NestedStringMap(gossipSvc.Object, "spec", "selector"); sel[app.LabelLeader] != "true" {
+		t.Errorf("%s: gossip Service selector %v: want the leader (%s)", name, sel, app.LabelLeader)
 	}
 }
 

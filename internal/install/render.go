@@ -43,8 +43,10 @@ const (
 	// HubDeployment and SpokeDeployment are config/'s Deployments.
 	HubDeployment   = "etcdfed-hub"
 	SpokeDeployment = "etcdfed-spoke"
-	// SpokeService is the spoke's DNS and gossip Service.
+	// SpokeService is the spoke's DNS Service (every ready replica).
 	SpokeService = "etcdfed-spoke"
+	// SpokeGossipService is the spoke's gossip Service (the leader).
+	SpokeGossipService = "etcdfed-spoke-gossip"
 	// SpokeConfigMap holds a member cluster's spoke flags.
 	SpokeConfigMap = "etcdfed-spoke"
 )
@@ -331,8 +333,8 @@ subjects:
 
 // Spoke exposures.
 const (
-	// ExposeLoadBalancer: one LoadBalancer Service for DNS and gossip,
-	// advertised at its address (config/spoke).
+	// ExposeLoadBalancer: a LoadBalancer Service for DNS and one for
+	// gossip, each advertised at its address (config/spoke).
 	ExposeLoadBalancer = "LoadBalancer"
 	// ExposeNodePort: fixed NodePorts on every node, advertised at the
 	// node's IP (component spoke-nodeport).
@@ -350,9 +352,14 @@ type MemberOptions struct {
 	// Expose is ExposeLoadBalancer (default) or ExposeNodePort.
 	Expose string
 	// Advertise is the host other clusters reach the spoke's DNS (port
-	// 53) and gossip (port 7946) at; with ExposeLoadBalancer and none
-	// given, Join waits for the Service's address.
+	// 53) at, and its gossip (port 7946) unless GossipAdvertise is set;
+	// with ExposeLoadBalancer and none given, Join waits for the DNS
+	// Service's address.
 	Advertise string
+	// GossipAdvertise is the host other clusters reach the spoke's gossip
+	// at (port 7946), when not Advertise: with ExposeLoadBalancer and
+	// Advertise not given, Join waits for the gossip Service's address.
+	GossipAdvertise string
 	// HelperImage is what member pods run their init containers from;
 	// the knobs' etcdfed-init image when empty.
 	HelperImage string
@@ -392,9 +399,13 @@ func RenderMember(o MemberOptions) ([]*unstructured.Unstructured, error) {
 	}
 	values := []string{"CLUSTER_NAME=" + o.Name, "HELPER_IMAGE=" + helper, "GOSSIP_PROFILE=" + profile}
 	if o.Advertise != "" {
+		gossip := o.GossipAdvertise
+		if gossip == "" {
+			gossip = o.Advertise
+		}
 		values = append(values,
 			"DNS_ADVERTISE_ADDRESS="+net.JoinHostPort(o.Advertise, "53"),
-			"GOSSIP_ADVERTISE="+net.JoinHostPort(o.Advertise, "7946"))
+			"GOSSIP_ADVERTISE="+net.JoinHostPort(gossip, "7946"))
 	}
 	ov.kust.ConfigMapGenerator = append(ov.kust.ConfigMapGenerator, types.ConfigMapArgs{GeneratorArgs: types.GeneratorArgs{
 		Namespace: Namespace, Name: SpokeConfigMap, Behavior: "merge",

@@ -8,8 +8,15 @@
 // and PodDisruptionBudgets with etcdfed's managed-by label; Secrets;
 // etcdfed objects) plus the Nodes, cluster-wide and read-only (their zone
 // labels, and whether they are cordoned). The EtcdMember and EtcdSpoke
-// reconcilers, the Lease and gossip run on the elected leader only; every
-// replica serves DNS.
+// reconcilers, the liveness Lease, gossip, every status write and the
+// leader's pod label (LabelLeader, which the gossip Service selects) run
+// on the elected leader only. Every replica serves DNS from zones it
+// rebuilds from the EtcdDNSZone objects when it starts, and is ready only
+// once they are loaded (spoke/dnszone).
+//
+// Gossip is the leader's alone: a gossip node names its member cluster,
+// and two replicas of one cluster under the same name would take each
+// other's place in every peer's view.
 package app
 
 import (
@@ -174,8 +181,9 @@ type Spoke struct {
 	// Gossip is the gossip agent (nil when disabled).
 	Gossip *gossip.Agent
 
-	etcd *etcdstatus.Reader
-	log  logr.Logger
+	etcd  *etcdstatus.Reader
+	zones *dnszone.Reconciler
+	log   logr.Logger
 }
 
 // New builds the spoke. It binds the DNS server's sockets right away, so
@@ -249,7 +257,10 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 
 	var dnsAddrs []string
 	if o.DNSListen != "" {
-		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, RRL: o.DNSRateLimit, Log: log.WithName("dns")})
+		// Held until the zones are rebuilt from the EtcdDNSZone objects
+		// (dnszone.Reconciler.Load): a restarted replica answers nothing
+		// rather than REFUSED while the other replica serves.
+		srv, err := embedded.New(embedded.Config{Addr: o.DNSListen, RRL: o.DNSRateLimit, Log: log.WithName("dns"), Hold: true})
 		if err != nil {
 			return nil, fmt.Errorf("spoke: DNS server: %w", err)
 		}
@@ -270,7 +281,12 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 				dnsAddrs = []string{a.String()}
 			}
 		}
-		if err := (&dnszone.Reconciler{Client: mgr.GetClient(), Server: srv, Addresses: dnsAddrs}).SetupWithManager(mgr); err != nil {
+		zones := &dnszone.Reconciler{Client: mgr.GetClient(), Server: srv, Addresses: dnsAddrs}
+		if o.LeaderElection {
+			zones.Elected = mgr.Elected()
+		}
+		s.zones = zones
+		if err := zones.SetupWithManager(mgr); err != nil {
 			_ = srv.Stop()
 			return nil, fmt.Errorf("spoke: EtcdDNSZone controller: %w", err)
 		}
@@ -312,6 +328,18 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		return nil, fmt.Errorf("spoke: lease: %w", err)
 	}
 
+	// In a pod with leader election: the gossip Service follows the leader
+	// (LabelLeader).
+	if pod := os.Getenv("POD_NAME"); pod != "" && o.LeaderElection {
+		for _, leader := range []bool{false, true} {
+			if err := mgr.Add(&leaderLabel{c: mgr.GetClient(), reader: mgr.GetAPIReader(), namespace: o.Namespace,
+				pod: pod, leader: leader, log: log.WithName("leader-label")}); err != nil {
+				s.stopDNS()
+				return nil, fmt.Errorf("spoke: leader label: %w", err)
+			}
+		}
+	}
+
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		s.stopDNS()
 		return nil, err
@@ -329,6 +357,9 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		if err := mgr.AddReadyzCheck("dns", func(*http.Request) error {
 			if s.DNS.Addr() == (netip.AddrPort{}) {
 				return errors.New("DNS server not listening")
+			}
+			if !s.zones.Loaded() || !s.DNS.Serving() {
+				return errors.New("DNS zones not loaded yet")
 			}
 			return nil
 		}); err != nil {

@@ -10,8 +10,15 @@
 // objects name the same domain, the older one is served and the other gets
 // Served=False with reason DomainConflict.
 //
-// The reconciler does not need leader election: every replica of the spoke
-// serves DNS.
+// Every replica of the spoke serves DNS, the elected leader only writes
+// status. A replica that starts rebuilds its zones from the EtcdDNSZone
+// objects of the member cluster before it answers a query (Load): its
+// server is started held (embedded.Config.Hold) and released once every
+// zone is loaded, and it is ready (Loaded) only from then, so a spoke
+// restart or rollout never answers REFUSED for a zone it is about to
+// serve while the other replica answers. The leader writes the Served
+// condition of every zone when it is elected (a leader-only runnable
+// enqueues them all) and on every change after.
 package dnszone
 
 import (
@@ -20,6 +27,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/miekg/dns"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -32,8 +41,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider"
@@ -58,25 +70,160 @@ type Reconciler struct {
 	Server *embedded.Server
 	// Addresses are where the server is reached (for messages).
 	Addresses []string
+	// Elected is closed once this replica leads (manager.Elected): status
+	// is written only then. Nil: always (one replica, no election).
+	Elected <-chan struct{}
+
+	loaded atomic.Bool
+	// elected carries every zone to the controller when this replica
+	// becomes the leader, so that it writes their status.
+	elected chan event.TypedGenericEvent[*etcdfedv1.EtcdDNSZone]
 
 	mu sync.Mutex
 	// served maps an EtcdDNSZone to the origin it serves.
 	served map[types.NamespacedName]string
 }
 
+var _ manager.LeaderElectionRunnable = (*loader)(nil)
+
 // SetupWithManager registers the reconciler. Any zone's change re-runs every
 // zone of the namespace, so that a domain conflict resolves when the winner
 // goes away.
+//
+// It also adds the loader (Load, on every replica) and, with Elected set,
+// the leader's status pass (every zone enqueued once elected).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, opts ...func(*builder.Builder)) error {
+	r.elected = make(chan event.TypedGenericEvent[*etcdfedv1.EtcdDNSZone])
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("etcddnszone").
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		For(&etcdfedv1.EtcdDNSZone{}).
-		Watches(&etcdfedv1.EtcdDNSZone{}, handler.EnqueueRequestsFromMapFunc(r.allZones))
+		Watches(&etcdfedv1.EtcdDNSZone{}, handler.EnqueueRequestsFromMapFunc(r.allZones)).
+		WatchesRawSource(source.Channel(r.elected, &handler.TypedEnqueueRequestForObject[*etcdfedv1.EtcdDNSZone]{}))
 	for _, o := range opts {
 		o(b)
 	}
-	return b.Complete(r)
+	if err := b.Complete(r); err != nil {
+		return err
+	}
+	if err := mgr.Add(&loader{r: r, mgr: mgr}); err != nil {
+		return fmt.Errorf("add zone loader: %w", err)
+	}
+	if r.Elected != nil {
+		if err := mgr.Add(&leaderPass{r: r}); err != nil {
+			return fmt.Errorf("add leader status pass: %w", err)
+		}
+	}
+	return nil
+}
+
+// Loaded reports whether every EtcdDNSZone the member cluster held when
+// the replica started is served and the server answers: the replica's
+// readiness.
+func (r *Reconciler) Loaded() bool { return r.loaded.Load() }
+
+// loader runs load on every replica, leader or not (a bare RunnableFunc
+// would run on the leader only).
+type loader struct {
+	r   *Reconciler
+	mgr ctrl.Manager
+}
+
+// NeedLeaderElection: every replica loads its zones.
+func (*loader) NeedLeaderElection() bool { return false }
+
+func (l *loader) Start(ctx context.Context) error {
+	l.r.load(ctx, l.mgr)
+	return nil
+}
+
+// load rebuilds the served zones from the EtcdDNSZone objects once the
+// cache has synced (retried until it lists them), then releases the
+// server.
+func (r *Reconciler) load(ctx context.Context, mgr ctrl.Manager) {
+	log := mgr.GetLogger().WithName("dnszone")
+	if !mgr.GetCache().WaitForCacheSync(ctx) {
+		return
+	}
+	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
+		n, err := r.Load(ctx)
+		if err == nil {
+			log.Info("Zones loaded, answering DNS", "objects", n, "zones", len(r.Server.Zones()))
+			return
+		}
+		log.Error(err, "Loading zones, retrying", "after", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+	}
+}
+
+// Load serves every EtcdDNSZone of the namespaces the client sees (as
+// Reconcile would, status written only by the leader), then releases the
+// server and marks the replica loaded. It returns how many objects it
+// read.
+func (r *Reconciler) Load(ctx context.Context) (int, error) {
+	list := &etcdfedv1.EtcdDNSZoneList{}
+	if err := r.Client.List(ctx, list); err != nil {
+		return 0, fmt.Errorf("list EtcdDNSZones: %w", err)
+	}
+	var errs []error
+	for i := range list.Items {
+		req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
+		if _, err := r.Reconcile(ctx, req); err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return len(list.Items), err
+	}
+	r.Server.Release()
+	r.loaded.Store(true)
+	return len(list.Items), nil
+}
+
+// leaderPass enqueues every zone once this replica is elected, so that
+// the new leader writes the status the old one may have left stale.
+type leaderPass struct{ r *Reconciler }
+
+// NeedLeaderElection: the pass runs once elected.
+func (*leaderPass) NeedLeaderElection() bool { return true }
+
+func (p *leaderPass) Start(ctx context.Context) error {
+	// The manager starts its leader's runnables before it closes
+	// Elected: wait for it, or the status writes would still be skipped.
+	select {
+	case <-p.r.Elected:
+	case <-ctx.Done():
+		return nil
+	}
+	list := &etcdfedv1.EtcdDNSZoneList{}
+	if err := p.r.Client.List(ctx, list); err != nil {
+		return nil //nolint:nilerr // every later change is written anyway
+	}
+	for i := range list.Items {
+		select {
+		case p.r.elected <- event.TypedGenericEvent[*etcdfedv1.EtcdDNSZone]{Object: &list.Items[i]}:
+		case <-ctx.Done():
+			return nil
+		}
+	}
+	return nil
+}
+
+// leading reports whether this replica writes status.
+func (r *Reconciler) leading() bool {
+	if r.Elected == nil {
+		return true
+	}
+	select {
+	case <-r.Elected:
+		return true
+	default:
+		return false
+	}
 }
 
 func (r *Reconciler) allZones(ctx context.Context, o client.Object) []reconcile.Request {
@@ -245,7 +392,7 @@ func setServed(z *etcdfedv1.EtcdDNSZone, status metav1.ConditionStatus, reason, 
 }
 
 func (r *Reconciler) patchStatus(ctx context.Context, z, before *etcdfedv1.EtcdDNSZone) error {
-	if equality.Semantic.DeepEqual(before.Status, z.Status) {
+	if !r.leading() || equality.Semantic.DeepEqual(before.Status, z.Status) {
 		return nil
 	}
 	if err := r.Client.Status().Patch(ctx, z, client.MergeFrom(before), client.FieldOwner(FieldOwner)); err != nil && !apierrors.IsNotFound(err) {
