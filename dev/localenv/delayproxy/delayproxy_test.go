@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -224,4 +225,25 @@ func BenchmarkRoundTrip(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkAccuracy20ms: how close a TCP round trip through a 20ms link
+// comes to 20ms (reported as the median's and the 99th percentile's
+// excess over 20ms).
+func BenchmarkAccuracy20ms(b *testing.B) {
+	target := echoTCP(b)
+	rt := Route{Name: "a>b/tcp", Target: target}
+	_, ports := start(b, map[Route]Link{rt: {RTT: 20 * time.Millisecond}})
+	c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ResetTimer()
+	ds := rtts(b, c, b.N)
+	b.StopTimer()
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[0]-20*time.Millisecond)/1e6, "ms-min-excess")
+	b.ReportMetric(float64(ds[len(ds)/2]-20*time.Millisecond)/1e6, "ms-median-excess")
+	b.ReportMetric(float64(ds[len(ds)*99/100]-20*time.Millisecond)/1e6, "ms-p99-excess")
 }
