@@ -31,6 +31,7 @@ own loopback addresses. No Docker is needed; the binaries come from bin/
   etcdfed dev fail-zone zone-2      kill a zone (or --mode partition, as root)
   etcdfed dev restore-zone zone-2
   etcdfed dev partition --groups 'hub,member-3|member-1,member-2'   (as root; --heal)
+  etcdfed dev latency set three-regions   distance between zones and clusters (as root; none)
   etcdfed dev down                  stop everything (the state stays for the next up)`,
 }
 

@@ -74,6 +74,10 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 	if s.Partition != nil {
 		fmt.Fprintf(out, "Partitioned: %s (etcdfed dev partition --heal)\n\n", s.Partition)
 	}
+	if s.Distance != nil {
+		printDistance(out, s.Distance)
+		fmt.Fprintln(out)
+	}
 	failed := map[string][]string{}
 	for _, f := range s.Failed {
 		failed[f.Cluster] = append(failed[f.Cluster], f.Zone+" ("+string(f.Mode)+")")

@@ -52,6 +52,7 @@ var upFlags struct {
 	sharedSource             bool
 	nodes                    string
 	images                   string
+	latency                  string
 	timeout                  time.Duration
 }
 
@@ -93,6 +94,8 @@ func init() {
 		"how nodes run: process (pods as local processes, the default) or real (kubelet, containerd and runc per node, the hub and the spokes deployed in-cluster from config/; root, see docs/local-environment.md)")
 	f.StringVar(&upFlags.images, "images", "",
 		"with --nodes real: the directory `make images` wrote (OCI tarballs and images.txt) to import into every node; empty: up builds the same images itself (dev/images)")
+	f.StringVar(&upFlags.latency, "latency", "",
+		"distance between zones and member clusters from the start: none, one-region, three-regions, or links like 'zone-1:zone-2=20ms/5ms/0.1%' (see etcdfed dev latency --help); empty keeps the one state.json recorded (root, process nodes)")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)
@@ -109,10 +112,18 @@ func upConfig() (localenv.Config, error) {
 			return localenv.Config{}, err
 		}
 	}
+	var dist *localenv.Distance
+	if upFlags.latency != "" {
+		d, err := localenv.ParseDistance(upFlags.latency)
+		if err != nil {
+			return localenv.Config{}, fmt.Errorf("--latency: %w", err)
+		}
+		dist = &d
+	}
 	return localenv.Config{
 		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
 		Members: upFlags.members, BinDir: bin, SharedSourceAddress: upFlags.sharedSource,
-		Nodes: localenv.NodeMode(upFlags.nodes), ImagesDir: images,
+		Nodes: localenv.NodeMode(upFlags.nodes), ImagesDir: images, Distance: dist,
 	}, nil
 }
 
@@ -225,6 +236,9 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 	args = append(args, "--nodes", string(cfg.Nodes))
 	if cfg.ImagesDir != "" {
 		args = append(args, "--images", cfg.ImagesDir)
+	}
+	if cfg.Distance != nil {
+		args = append(args, "--latency", cfg.Distance.String())
 	}
 	sup := exec.Command(exe, args...)
 	sup.Stdout, sup.Stderr = logFile, logFile

@@ -81,6 +81,11 @@ type Config struct {
 	// SourceDir is the repository the images are built from; "" means
 	// BinDir's parent.
 	SourceDir string
+	// Distance is the distance between the environment's units from the
+	// start (see Distance); nil keeps the one state.json recorded (none
+	// in a new state directory). Process nodes only; needs what
+	// partitions need (root, iptables, cgroup v2).
+	Distance *Distance
 	// Progress receives what is starting and when it is ready.
 	Progress func(Event)
 	// Log receives the environment's and the node agents' logs.

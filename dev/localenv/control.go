@@ -77,7 +77,8 @@ func controlSocket(dir string) string {
 
 // Supervise runs an environment until ctx is done or a client asks it to
 // shut down: it records itself in run/supervisor.json, serves the control
-// socket (status, fail-zone, restore-zone, shutdown), starts the
+// socket (status, fail-zone, restore-zone, partition, distance,
+// shutdown), starts the
 // environment, calls ready, and stops everything on the way out.
 func Supervise(ctx context.Context, cfg Config, ready func(*Env)) (err error) {
 	dir, err := filepath.Abs(cfg.StateDir)
@@ -266,6 +267,34 @@ func (s *controlServer) mux() *http.ServeMux {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 		}
 	})
+	m.HandleFunc("GET /distance", func(w http.ResponseWriter, _ *http.Request) {
+		env := s.getEnv(w)
+		if env == nil {
+			return
+		}
+		st := env.distanceStatus()
+		if st == nil {
+			st = &DistanceStatus{Spec: PresetNone}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(st)
+	})
+	m.HandleFunc("POST /distance", func(w http.ResponseWriter, r *http.Request) {
+		env := s.getEnv(w)
+		if env == nil {
+			return
+		}
+		d, err := ParseDistance(r.URL.Query().Get("spec"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		s.faults.Lock()
+		defer s.faults.Unlock()
+		if err := env.SetDistance(r.Context(), d); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	})
 	m.HandleFunc("POST /shutdown", func(w http.ResponseWriter, _ *http.Request) {
 		if s.shutdown == nil {
 			http.Error(w, "this environment is run by the process that started it (a test), not by a supervisor: it stops when that process is done", http.StatusConflict)
@@ -359,6 +388,17 @@ func (c *Client) Partition(ctx context.Context, p Partition) error {
 // HealPartition heals it (Env.HealPartition).
 func (c *Client) HealPartition(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/heal-partition", nil, nil)
+}
+
+// SetDistance sets the distance between units (Env.SetDistance).
+func (c *Client) SetDistance(ctx context.Context, d Distance) error {
+	return c.do(ctx, http.MethodPost, "/distance", url.Values{"spec": {d.String()}}, nil)
+}
+
+// Distance returns the distance in place.
+func (c *Client) Distance(ctx context.Context) (DistanceStatus, error) {
+	var s DistanceStatus
+	return s, c.do(ctx, http.MethodGet, "/distance", nil, &s)
 }
 
 // partitionQuery and partitionFromQuery carry a Partition in the CLI's

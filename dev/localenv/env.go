@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
+	"github.com/etcdfed/etcdfed/dev/localenv/delayproxy"
 	"github.com/etcdfed/etcdfed/dev/localenv/nodeagent"
 	"github.com/etcdfed/etcdfed/dev/localenv/proc"
 	"github.com/etcdfed/etcdfed/dev/localenv/realnode"
@@ -68,6 +69,13 @@ type Env struct {
 	failed map[ZoneRef]Mode
 	// partition is the partition into groups in place (partition.go).
 	partition Partition
+	// distMu serialises distance changes; dist is the distance in place,
+	// distPairs its resolved pairs, delay the proxy that makes it
+	// (distance.go).
+	distMu    sync.Mutex
+	dist      Distance
+	distPairs []distancePair
+	delay     *delayproxy.Proxy
 	ready     time.Time
 	stopped   bool
 }
@@ -140,6 +148,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		}
 	}()
 	if st.Real() {
+		if d := cfg.Distance; d != nil && !d.IsZero() {
+			return nil, fmt.Errorf("%w: distance is made for process nodes only; real nodes have none yet (docs/local-environment.md)", ErrBadDistance)
+		}
 		if err := e.startReal(ctx); err != nil {
 			return nil, err
 		}
@@ -159,6 +170,9 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	}
 	if why := e.SharedSourceAddress(); why != "" {
 		e.warn(why)
+	}
+	if err := e.startDistance(ctx); err != nil {
+		return nil, err
 	}
 	if e.pki, err = loadOrCreatePKI(st.pkiDir()); err != nil {
 		return nil, fmt.Errorf("localenv: pki: %w", err)
@@ -467,6 +481,9 @@ func (e *Env) Stop() error {
 	if e.part != nil {
 		errs = append(errs, e.part.remove())
 	}
+	if e.delay != nil {
+		e.delay.Close()
+	}
 	if e.state != nil {
 		if _, err := proc.KillPIDFiles(e.state.pidDir()); err != nil {
 			errs = append(errs, err)
@@ -759,6 +776,9 @@ type Status struct {
 	Failed     []FailedZone    `json:"failed,omitempty"`
 	// Partition is the partition into groups in place, if any.
 	Partition *Partition `json:"partition,omitempty"`
+	// Distance is the distance between units in place, if any
+	// (distance.go).
+	Distance *DistanceStatus `json:"distance,omitempty"`
 	// Partitions is "" when ModePartition is available, else why not.
 	Partitions string `json:"partitions,omitempty"`
 	// SharedSourceAddress is "" when pods connect from their own address,
@@ -827,6 +847,7 @@ func (e *Env) Status() Status {
 		s.Partitions = e.partErr.Error()
 	}
 	s.SharedSourceAddress = e.SharedSourceAddress()
+	s.Distance = e.distanceStatus()
 	ps := func(name string, pid, restarts int, lastExit, detail string) ProcessStatus {
 		p := ProcessStatus{Name: name, PID: pid, Restarts: restarts, LastExit: lastExit, Detail: detail}
 		if pid != 0 {
@@ -878,7 +899,8 @@ func removeChainIfRoot(slot int) error {
 	if _, err := iptablesPath(); err != nil {
 		return nil //nolint:nilerr // no iptables: no chain
 	}
-	return errors.Join(removeChain("filter", "OUTPUT", fmt.Sprintf("ETCDFED-%d", slot)), removeChain("nat", "POSTROUTING", snatChain(slot)))
+	return errors.Join(removeChain("filter", "OUTPUT", fmt.Sprintf("ETCDFED-%d", slot)), removeChain("nat", "POSTROUTING", snatChain(slot)),
+		removeChain("nat", "OUTPUT", delayChain(slot)))
 }
 
 // Cleanup removes whatever an environment left behind without a process

@@ -42,9 +42,12 @@ type partitioner struct {
 	// snat is the nat chain that gives every pod its address as source
 	// (see AttachPod).
 	snat string
-	mark uint32
-	cgfs string // cgroup2 mount point, to make paths relative
-	mu   sync.Mutex
+	// delay is the nat chain that sends traffic between units at a
+	// distance to the delay proxy (distance.go).
+	delay string
+	mark  uint32
+	cgfs  string // cgroup2 mount point, to make paths relative
+	mu    sync.Mutex
 }
 
 // partitionMark is the SO_MARK of node agent traffic.
@@ -69,7 +72,7 @@ func newPartitioner(slot int, cgfs string) (*partitioner, error) {
 	if _, err := iptablesPath(); err != nil {
 		return nil, err
 	}
-	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), mark: partitionMark, cgfs: cgfs}
+	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), delay: delayChain(slot), mark: partitionMark, cgfs: cgfs}
 	if err := p.reset(); err != nil {
 		return nil, err
 	}
@@ -90,8 +93,20 @@ func runIPTables(args ...string) (string, error) {
 
 func snatChain(slot int) string { return fmt.Sprintf("ETCDFED-SNAT-%d", slot) }
 
+func delayChain(slot int) string { return fmt.Sprintf("ETCDFED-DELAY-%d", slot) }
+
 // reset creates the chains (empty but for the exemptions) and the jumps.
 func (p *partitioner) reset() error {
+	if _, err := runIPTables("-t", "nat", "-N", p.delay); err != nil {
+		if out, err := runIPTables("-t", "nat", "-F", p.delay); err != nil {
+			return fmt.Errorf("iptables: flush nat %s: %w: %s", p.delay, err, out)
+		}
+	}
+	if _, err := runIPTables("-t", "nat", "-C", "OUTPUT", "-o", "lo", "-j", p.delay); err != nil {
+		if out, err := runIPTables("-t", "nat", "-I", "OUTPUT", "-o", "lo", "-j", p.delay); err != nil {
+			return fmt.Errorf("iptables: jump to nat %s: %w: %s", p.delay, err, out)
+		}
+	}
 	if _, err := runIPTables("-t", "nat", "-N", p.snat); err != nil {
 		if out, err := runIPTables("-t", "nat", "-F", p.snat); err != nil {
 			return fmt.Errorf("iptables: flush nat %s: %w: %s", p.snat, err, out)
@@ -121,10 +136,14 @@ func (p *partitioner) apply(drops []dropRule) error {
 	if out, err := runIPTables("-F", p.chain); err != nil {
 		return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 	}
-	rules := [][]string{
-		{"-d", "127.0.0.1/32", "-j", "RETURN"},
-		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"},
+	rules := [][]string{{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"}}
+	// Connections redirected to the delay proxy (distance.go) reach this
+	// chain with the destination 127.0.0.1: they are matched on their
+	// original destination, before 127.0.0.1 is let through.
+	for _, d := range drops {
+		rules = append(rules, d.redirectedArgs(p.cgfs))
 	}
+	rules = append(rules, []string{"-d", "127.0.0.1/32", "-j", "RETURN"})
 	for _, d := range drops {
 		rules = append(rules, d.args(p.cgfs))
 	}
@@ -168,7 +187,7 @@ func (p *partitioner) snatRule(ip netip.Addr, cgroup string) []string {
 
 // remove deletes the jumps and the chains.
 func (p *partitioner) remove() error {
-	return errors.Join(removeChain("filter", "OUTPUT", p.chain), removeChain("nat", "POSTROUTING", p.snat))
+	return errors.Join(removeChain("filter", "OUTPUT", p.chain), removeChain("nat", "POSTROUTING", p.snat), removeChain("nat", "OUTPUT", p.delay))
 }
 
 func removeChain(table, from, chain string) error {

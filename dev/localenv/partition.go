@@ -236,6 +236,23 @@ func (r dropRule) args(cgfs string) []string {
 	return append(out, "-d", r.cidr, "-j", "DROP")
 }
 
+// redirectedArgs renders the rule for connections the delay proxy's
+// REDIRECT (distance.go) turned towards 127.0.0.1: matched on their
+// original destination, in the direction that opens them (the replies
+// of a connection whose opening passed belong to it).
+func (r dropRule) redirectedArgs(cgfs string) []string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(r.cgroup, cgfs), "/")
+	out := []string{"-m", "cgroup"}
+	if r.notFrom {
+		out = append(out, "!")
+	}
+	out = append(out, "--path", rel, "-m", "conntrack", "--ctstate", "DNAT", "--ctdir", "ORIGINAL")
+	if r.notTo {
+		out = append(out, "!")
+	}
+	return append(out, "--ctorigdst", r.cidr, "-j", "DROP")
+}
+
 // partitionRules are the DROP rules of the isolated units (FailZone's
 // ModePartition: nothing leaves, nothing enters), then of the groups
 // (every unit of a group to every unit of every other group), then of

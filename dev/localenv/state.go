@@ -33,6 +33,10 @@ type State struct {
 	Hub ClusterState `json:"hub"`
 	// MemberClusters are the member clusters.
 	MemberClusters []ClusterState `json:"memberClusters"`
+	// Distance is the distance between units set last (`dev up
+	// --latency`, `dev latency set`, Env.SetDistance), in its text form;
+	// the next start sets it again.
+	Distance *Distance `json:"distance,omitempty"`
 }
 
 // ClusterState describes one cluster.

@@ -30,10 +30,15 @@ const (
 	KillHub Kind = "kill-hub"
 	// StopHub stops the hub for the hold, then starts it.
 	StopHub Kind = "stop-hub"
+	// Distance puts distance (round trips, jitter, loss) between units
+	// for the hold (localenv.Env.SetDistance), then none again.
+	Distance Kind = "distance"
 )
 
-// Kinds lists every kind, in the order summaries show them.
-var Kinds = []Kind{Partition, OneWay, KillCluster, KillHub, StopHub}
+// Kinds lists every kind, in the order summaries show them. A new kind
+// goes last: weighted draws walk this order, so that a profile without
+// the new kind draws what it drew before.
+var Kinds = []Kind{Partition, OneWay, KillCluster, KillHub, StopHub, Distance}
 
 // Topology names the units faults act on.
 type Topology struct {
@@ -95,8 +100,14 @@ type Profile struct {
 
 var weights = map[Kind]int{Partition: 35, OneWay: 15, KillCluster: 25, KillHub: 10, StopHub: 15}
 
+// wanWeights add distance to weights.
+var wanWeights = map[Kind]int{Partition: 30, OneWay: 10, KillCluster: 20, KillHub: 10, StopHub: 10, Distance: 20}
+
 // Profiles: Full for `make nemesis`, CI for the seeded run of .ci/run
-// (fewer faults, shorter long holds, still beyond the grace).
+// (fewer faults, shorter long holds, still beyond the grace), WAN as Full
+// with distance between units among the faults. Full and CI draw no
+// distance, so that their seeds give the schedules they gave before
+// distance existed.
 var (
 	Full = Profile{Name: "full", Grace: 30 * time.Second, MaxFaults: 3,
 		Short: [2]time.Duration{5 * time.Second, 25 * time.Second}, Long: [2]time.Duration{45 * time.Second, 90 * time.Second}, LongShare: 0.5,
@@ -104,6 +115,9 @@ var (
 	CI = Profile{Name: "ci", Grace: 30 * time.Second, MaxFaults: 2,
 		Short: [2]time.Duration{5 * time.Second, 20 * time.Second}, Long: [2]time.Duration{45 * time.Second, 55 * time.Second}, LongShare: 0.5,
 		AutomaticShare: 0.4, MaxKilled: 2, Weights: weights}
+	WAN = Profile{Name: "wan", Grace: 30 * time.Second, MaxFaults: 3,
+		Short: [2]time.Duration{5 * time.Second, 25 * time.Second}, Long: [2]time.Duration{45 * time.Second, 90 * time.Second}, LongShare: 0.5,
+		AutomaticShare: 0.4, MaxKilled: 2, Weights: wanWeights}
 )
 
 // ProfileNamed returns the profile of that name ("" is Full).
@@ -113,8 +127,10 @@ func ProfileNamed(name string) (Profile, error) {
 		return Full, nil
 	case CI.Name:
 		return CI, nil
+	case WAN.Name:
+		return WAN, nil
 	}
-	return Profile{}, fmt.Errorf("nemesis: no profile %q (full or ci)", name)
+	return Profile{}, fmt.Errorf("nemesis: no profile %q (full, ci or wan)", name)
 }
 
 // Fault is one fault of a schedule.
@@ -127,6 +143,8 @@ type Fault struct {
 	Cut localenv.Partition
 	// Cluster is the member cluster of KillCluster.
 	Cluster string
+	// Distance is the distance of Distance.
+	Distance localenv.Distance
 }
 
 // End is when the fault is healed.
@@ -151,6 +169,8 @@ func (f Fault) What() string {
 		return f.Cut.String() // "one-way a>b; one-way c>d"
 	case KillCluster:
 		return string(f.Kind) + " " + f.Cluster
+	case Distance:
+		return string(f.Kind) + " " + f.Distance.String()
 	}
 	return string(f.Kind)
 }
@@ -268,6 +288,8 @@ func (s Schedule) draw(rng *rand.Rand, topo Topology, at time.Duration) Fault {
 		f.Cut = drawOneWay(rng, topo)
 	case KillCluster:
 		f.Cluster = topo.Clusters[rng.IntN(len(topo.Clusters))].Name
+	case Distance:
+		f.Distance = drawDistance(rng, topo)
 	}
 	for {
 		var after time.Duration
@@ -297,7 +319,7 @@ func conflicts(f, g Fault, all []Fault, maxKilled int) bool {
 	cut := func(k Kind) bool { return k == Partition || k == OneWay }
 	hub := func(k Kind) bool { return k == KillHub || k == StopHub }
 	switch {
-	case cut(f.Kind) && cut(g.Kind), hub(f.Kind) && hub(g.Kind):
+	case cut(f.Kind) && cut(g.Kind), hub(f.Kind) && hub(g.Kind), f.Kind == Distance && g.Kind == Distance:
 		return true
 	case f.Kind == KillCluster && g.Kind == KillCluster:
 		if f.Cluster == g.Cluster {
@@ -405,4 +427,34 @@ func canonical(topo Topology, groups [][]string) [][]string {
 	}
 	slices.SortFunc(groups, func(a, b []string) int { return order[a[0]] - order[b[0]] })
 	return groups
+}
+
+// drawDistance draws a distance: a preset (a third of the time), or one
+// or two links between member clusters or the hub and a member cluster,
+// of 5 to 150ms round trip, a tenth of it as jitter, and a loss of 0 to
+// 1% half the time.
+func drawDistance(rng *rand.Rand, topo Topology) localenv.Distance {
+	if rng.Float64() < 1.0/3 {
+		return localenv.Distance{Preset: []string{localenv.PresetOneRegion, localenv.PresetThreeRegions}[rng.IntN(2)]}
+	}
+	units := []string{topo.Hub}
+	for _, c := range topo.Clusters {
+		units = append(units, c.Name)
+	}
+	var d localenv.Distance
+	for n := 1 + rng.IntN(2); len(d.Links) < n; {
+		a, b := units[rng.IntN(len(units))], units[rng.IntN(len(units))]
+		if a == b || slices.ContainsFunc(d.Links, func(l localenv.PairLink) bool {
+			return (l.A == a && l.B == b) || (l.A == b && l.B == a)
+		}) {
+			continue
+		}
+		rtt := time.Duration(5+rng.IntN(146)) * time.Millisecond
+		l := localenv.PairLink{A: a, B: b, Link: localenv.Link{RTT: rtt, Jitter: rtt / 10}}
+		if rng.Float64() < 0.5 {
+			l.Loss = float64(rng.IntN(11)) / 1000
+		}
+		d.Links = append(d.Links, l)
+	}
+	return d
 }

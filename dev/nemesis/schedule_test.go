@@ -1,11 +1,15 @@
 package nemesis
 
 import (
+	"crypto/sha256"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // three is the local environment of TestNemesis: the hub and three
@@ -39,7 +43,7 @@ func TestGenerateIsReproducible(t *testing.T) {
 // well formed (two groups or more, no unit twice, never a zone beside
 // its own cluster; one-way cuts between units apart).
 func TestGenerateKeepsItsRules(t *testing.T) {
-	for _, p := range []Profile{Full, CI} {
+	for _, p := range []Profile{Full, CI, WAN} {
 		for seed := range uint64(50) {
 			for i := range 10 {
 				s := Generate(seed, i, three, p)
@@ -56,7 +60,7 @@ func checkSchedule(t *testing.T, s Schedule) {
 	t.Helper()
 	// Replay the events: the state after each must be legal, and empty
 	// at the end.
-	cut, hub := -1, -1
+	cut, hub, dist := -1, -1, -1
 	killed := map[string]int{}
 	for _, e := range s.Events() {
 		f := s.Faults[e.Fault]
@@ -65,6 +69,19 @@ func checkSchedule(t *testing.T, s Schedule) {
 			cut = -1
 		case e.Heal && f.Kind == StopHub:
 			hub = -1
+		case e.Heal && f.Kind == Distance:
+			dist = -1
+		case f.Kind == Distance:
+			if dist >= 0 {
+				t.Fatalf("two distances at once:\n%s", s)
+			}
+			dist = e.Fault
+			if f.Distance.IsZero() {
+				t.Fatalf("a zero distance:\n%s", s)
+			}
+			if back, err := localenv.ParseDistance(f.Distance.String()); err != nil || back.String() != f.Distance.String() {
+				t.Fatalf("distance %s does not read back: %v", f.Distance, err)
+			}
 		case e.Heal && f.Kind == KillCluster:
 			delete(killed, f.Cluster)
 		case f.Kind == Partition || f.Kind == OneWay:
@@ -93,7 +110,7 @@ func checkSchedule(t *testing.T, s Schedule) {
 			t.Fatalf("fault %d held %s:\n%s", e.Fault, f.Hold, s)
 		}
 	}
-	if cut >= 0 || hub >= 0 || len(killed) > 0 {
+	if cut >= 0 || hub >= 0 || dist >= 0 || len(killed) > 0 {
 		t.Fatalf("not healed at the end (cut %d, hub %d, killed %v):\n%s", cut, hub, killed, s)
 	}
 }
@@ -171,9 +188,12 @@ func TestGenerateDrawsEveryShape(t *testing.T) {
 		}
 	}
 	for _, k := range Kinds {
-		if kinds[k] == 0 {
+		if kinds[k] == 0 && Full.Weights[k] > 0 {
 			t.Errorf("no %s in 100 schedules", k)
 		}
+	}
+	if kinds[Distance] > 0 {
+		t.Errorf("profile full drew %d distances", kinds[Distance])
 	}
 	for name, n := range map[string]int{"hold within the grace": within, "hold beyond the grace": beyond, "Automatic schedule": automatic,
 		"partition naming the hub": hub, "partition naming a zone": zone, "partition into three groups": three3} {
@@ -208,4 +228,53 @@ func TestEvents(t *testing.T) {
 	if s.Duration() != 13*time.Second {
 		t.Errorf("duration %s", s.Duration())
 	}
+}
+
+// Distance came after seeds were printed by runs: profiles full and ci
+// still draw, seed for seed, the schedules they drew before it (a digest
+// of 200 schedules each, taken before the kind existed).
+func TestExistingSeedsDrawAsBefore(t *testing.T) {
+	for p, want := range map[string]string{Full.Name: "0ed7c2d504da13df", CI.Name: "8e9768da0fc43b7a"} {
+		prof, _ := ProfileNamed(p)
+		h := sha256.New()
+		for seed := range uint64(20) {
+			for i := range 10 {
+				fmt.Fprintln(h, Generate(seed, i, three, prof).String())
+			}
+		}
+		if got := fmt.Sprintf("%x", h.Sum(nil)[:8]); got != want {
+			t.Errorf("profile %s draws other schedules than before: digest %s, want %s", p, got, want)
+		}
+	}
+}
+
+// Profile wan draws distances: presets and links of its own, with and
+// without loss.
+func TestWANDrawsDistances(t *testing.T) {
+	var presets, links, lossy int
+	for seed := range uint64(5) {
+		for i := range 20 {
+			for _, f := range Generate(seed, i, three, WAN).Faults {
+				if f.Kind != Distance {
+					continue
+				}
+				if f.Distance.Preset != "" {
+					presets++
+				}
+				for _, l := range f.Distance.Links {
+					links++
+					if l.Loss > 0 {
+						lossy++
+					}
+					if l.RTT < 5*time.Millisecond || l.RTT > 150*time.Millisecond {
+						t.Errorf("link %s:%s of %s", l.A, l.B, l.RTT)
+					}
+				}
+			}
+		}
+	}
+	if presets == 0 || links == 0 || lossy == 0 {
+		t.Errorf("in 100 wan schedules: %d presets, %d links, %d with loss", presets, links, lossy)
+	}
+	t.Log(Generate(1, 0, three, WAN))
 }

@@ -68,6 +68,9 @@ func (s Summary) String() string {
 	var kinds []string
 	total := 0
 	for _, k := range Kinds {
+		if k == Distance && faults[k] == 0 {
+			continue // profiles without distance read as before it existed
+		}
 		total += faults[k]
 		part := fmt.Sprintf("%s %d", k, faults[k])
 		if k != KillHub && faults[k] > 0 {

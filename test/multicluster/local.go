@@ -32,6 +32,7 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	t.CanPartition = env.CanPartition()
 	if t.CanPartition == nil {
 		t.Partition, t.HealPartition = env.Partition, env.HealPartition
+		t.SetDistance = env.SetDistance
 	}
 	// As root with iptables the environment gives every pod its own
 	// source address (the same mechanism as partitions); otherwise, or in

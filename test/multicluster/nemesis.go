@@ -230,6 +230,11 @@ func injectFault(ctx context.Context, topo *Topology, f nemesis.Fault) error {
 		return topo.KillHub(ctx)
 	case nemesis.StopHub:
 		return topo.StopHub(ctx)
+	case nemesis.Distance:
+		if topo.SetDistance == nil {
+			return fmt.Errorf("fault %s: this environment cannot put distance between units", f.Kind)
+		}
+		return topo.SetDistance(ctx, f.Distance)
 	}
 	return fmt.Errorf("unknown fault %q", f.Kind)
 }
@@ -242,6 +247,10 @@ func healFault(ctx context.Context, topo *Topology, f nemesis.Fault) error {
 		return topo.RestoreZone(ctx, f.Cluster)
 	case nemesis.StopHub:
 		return topo.StartHub(ctx)
+	case nemesis.Distance:
+		// Schedules start at zero distance (the environment of
+		// TestNemesis has none) and return to it.
+		return topo.SetDistance(ctx, localenv.Distance{})
 	}
 	return nil
 }

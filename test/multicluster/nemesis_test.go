@@ -20,7 +20,8 @@ import (
 // three member clusters (2/2/1), graces of 30 s, run through
 // NEMESIS_SCHEDULES (default 20) fault schedules drawn from NEMESIS_SEED
 // (default: from the clock; printed first, with the line that replays
-// it) with NEMESIS_PROFILE (full, the default, or ci): partitions of any
+// it) with NEMESIS_PROFILE (full, the default, ci, or wan: full with
+// distance between units among the faults): partitions of any
 // shape between the hub, the clusters and their zones, one-way cuts,
 // member clusters killed and returned, the hub killed or stopped, each
 // held within or beyond the graces, some schedules with

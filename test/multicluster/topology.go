@@ -97,6 +97,10 @@ type Topology struct {
 	// cannot (localenv.Env.Partition).
 	Partition     func(ctx context.Context, p localenv.Partition) error
 	HealPartition func(ctx context.Context) error
+	// SetDistance puts distance (round trips, jitter, loss) between
+	// units; the zero Distance removes it. Nil when the environment
+	// cannot (localenv.Env.SetDistance).
+	SetDistance func(ctx context.Context, d localenv.Distance) error
 	// RestartSpokeWith restarts a member cluster's spoke with extra flags
 	// added to its own (none: its own again). Nil when the topology
 	// cannot.

@@ -1,0 +1,249 @@
+package delayproxy
+
+import (
+	"bufio"
+	"encoding/binary"
+	"io"
+	"net"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// echoTCP serves an echo on 127.0.0.1; it returns its address.
+func echoTCP(t testing.TB) netip.AddrPort {
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); _ = c.Close() }()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).AddrPort()
+}
+
+func echoUDP(t testing.TB) netip.AddrPort {
+	c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	go func() {
+		buf := make([]byte, 2048)
+		for {
+			n, from, err := c.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				return
+			}
+			_, _ = c.WriteToUDPAddrPort(buf[:n], from)
+		}
+	}()
+	return c.LocalAddr().(*net.UDPAddr).AddrPort()
+}
+
+func start(t testing.TB, routes map[Route]Link) (*Proxy, map[Route]uint16) {
+	p := New(0, logr.Discard())
+	t.Cleanup(p.Close)
+	ports, err := p.Set(routes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, ports
+}
+
+// rtt measures n round trips of a small message over c.
+func rtts(t testing.TB, c net.Conn, n int) []time.Duration {
+	var out []time.Duration
+	msg, back := []byte("ping"), make([]byte, 4)
+	for range n {
+		t0 := time.Now()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, back); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, time.Since(t0))
+	}
+	return out
+}
+
+// A TCP round trip through a route takes the link's round trip, within
+// its jitter; changing the link changes the connection already open; a
+// close travels through.
+func TestTCPRoundTrip(t *testing.T) {
+	target := echoTCP(t)
+	rt := Route{Name: "a>b/tcp", Target: target}
+	p, ports := start(t, map[Route]Link{rt: {RTT: 20 * time.Millisecond, Jitter: 4 * time.Millisecond}})
+	c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, d := range rtts(t, c, 10) {
+		if d < 16*time.Millisecond || d > 60*time.Millisecond {
+			t.Errorf("round trip %s, want 20ms ± 4ms (and some scheduling)", d)
+		}
+	}
+	if _, err := p.Set(map[Route]Link{rt: {RTT: 60 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rtts(t, c, 3) {
+		if d < 60*time.Millisecond {
+			t.Errorf("round trip %s after the link became 60ms", d)
+		}
+	}
+	if _, err := p.Set(map[Route]Link{rt: {}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range rtts(t, c, 3) {
+		if d > 20*time.Millisecond {
+			t.Errorf("round trip %s at zero distance", d)
+		}
+	}
+	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+		t.Errorf("after our FIN the echo's close came back as %d, %v", n, err)
+	}
+}
+
+// Jitter never reorders bytes: a stream of numbered records arrives in
+// order, whatever each chunk's delay.
+func TestTCPJitterKeepsOrder(t *testing.T) {
+	target := echoTCP(t)
+	rt := Route{Name: "a>b/tcp", Target: target}
+	_, ports := start(t, map[Route]Link{rt: {RTT: 10 * time.Millisecond, Jitter: 10 * time.Millisecond, Loss: 0.05}})
+	c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 20000
+	go func() {
+		w := bufio.NewWriter(c)
+		for i := range uint32(n) {
+			_ = binary.Write(w, binary.BigEndian, i)
+			if i%500 == 0 {
+				_ = w.Flush()
+				time.Sleep(time.Millisecond)
+			}
+		}
+		_ = w.Flush()
+	}()
+	r := bufio.NewReader(c)
+	for i := range uint32(n) {
+		var got uint32
+		if err := binary.Read(r, binary.BigEndian, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got != i {
+			t.Fatalf("record %d arrived as %d", i, got)
+		}
+	}
+}
+
+// UDP: each datagram is delayed both ways; with loss some never come
+// back.
+func TestUDP(t *testing.T) {
+	target := echoUDP(t)
+	rt := Route{Name: "a>b/udp", UDP: true, Target: target}
+	p, ports := start(t, map[Route]Link{rt: {RTT: 20 * time.Millisecond}})
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 16)
+	for range 5 {
+		t0 := time.Now()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(t0); d < 20*time.Millisecond || d > 60*time.Millisecond {
+			t.Errorf("UDP round trip %s, want 20ms", d)
+		}
+	}
+	if _, err := p.Set(map[Route]Link{rt: {Loss: 0.5}}); err != nil {
+		t.Fatal(err)
+	}
+	back := 0
+	for range 200 {
+		_, _ = c.Write([]byte("ping"))
+	}
+	for {
+		_ = c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		if _, err := c.Read(buf); err != nil {
+			break
+		}
+		back++
+	}
+	// Each datagram survives both ways with probability 1/4: 50 of 200.
+	if back < 20 || back > 90 {
+		t.Errorf("%d of 200 datagrams came back through 50%% loss each way, want about 50", back)
+	}
+}
+
+// BenchmarkRoundTrip: a small request's round trip directly and through
+// a route at zero distance (the proxy's own cost).
+func BenchmarkRoundTrip(b *testing.B) {
+	target := echoTCP(b)
+	rt := Route{Name: "a>b/tcp", Target: target}
+	_, ports := start(b, map[Route]Link{rt: {}})
+	for _, bc := range []struct {
+		name string
+		addr netip.AddrPort
+	}{{"direct", target}, {"proxied-0ms", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt])}} {
+		b.Run(bc.name, func(b *testing.B) {
+			c, err := net.Dial("tcp4", bc.addr.String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			msg, back := []byte("ping"), make([]byte, 4)
+			b.ResetTimer()
+			for range b.N {
+				_, _ = c.Write(msg)
+				if _, err := io.ReadFull(c, back); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAccuracy20ms: how close a TCP round trip through a 20ms link
+// comes to 20ms (reported as the median's and the 99th percentile's
+// excess over 20ms).
+func BenchmarkAccuracy20ms(b *testing.B) {
+	target := echoTCP(b)
+	rt := Route{Name: "a>b/tcp", Target: target}
+	_, ports := start(b, map[Route]Link{rt: {RTT: 20 * time.Millisecond}})
+	c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.ResetTimer()
+	ds := rtts(b, c, b.N)
+	b.StopTimer()
+	slices.Sort(ds)
+	b.ReportMetric(float64(ds[0]-20*time.Millisecond)/1e6, "ms-min-excess")
+	b.ReportMetric(float64(ds[len(ds)/2]-20*time.Millisecond)/1e6, "ms-median-excess")
+	b.ReportMetric(float64(ds[len(ds)*99/100]-20*time.Millisecond)/1e6, "ms-p99-excess")
+}
