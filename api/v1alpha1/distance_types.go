@@ -115,9 +115,9 @@ type RoundTrip struct {
 	P99Micros int64 `json:"p99Micros"`
 
 	// observedAt is when the hub recorded these values. The hub records
-	// a new value only when it differs enough to matter (more than a
-	// quarter and more than 10 ms), so the status does not move with a
-	// link's jitter.
+	// a new value only when it differs enough to matter (the median or
+	// the p99 by more than a quarter, and by more than 10 ms and 40 ms
+	// respectively), so the status does not move with a link's jitter.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
 }

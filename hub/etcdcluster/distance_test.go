@@ -102,7 +102,7 @@ func TestRoundTripsAtRestWriteNothing(t *testing.T) {
 		return computeStatus(s, decide(s), applyResult{}, "")
 	}
 	st1 := pass(nil, now, 42, 0)
-	st2 := pass(&st1, now.Add(time.Minute), 42, 4000) // 4 ms of jitter
+	st2 := pass(&st1, now.Add(time.Minute), 42, 9000) // 9 ms of jitter
 	if !equality.Semantic.DeepEqual(st1.RoundTrips, st2.RoundTrips) || !equality.Semantic.DeepEqual(st1.Timing, st2.Timing) {
 		t.Errorf("jitter moved the status:\n%v %+v\n%v %+v", st1.RoundTrips, st1.Timing, st2.RoundTrips, st2.Timing)
 	}

@@ -4,10 +4,10 @@
 //
 //   - Window keeps the last round trips a spoke measured to one peer
 //     (memberlist's probes) and gives their median and p99.
-//   - Significant is the one hysteresis rule: a round trip is published
-//     again (by the spoke) or recorded again (by the hub) only when it
-//     moved by more than a quarter and more than SignificantMicros, so a
-//     link's jitter writes nothing.
+//   - Moved is the one hysteresis rule of round trips: one is published
+//     again (by the spoke) or recorded again (by the hub) only when its
+//     median or p99 moved by more than a quarter and more than 10 ms (the
+//     median) or 40 ms (the p99), so a link's jitter writes nothing.
 //   - Matrix merges the spokes' reports into the ring's matrix, keeping an
 //     entry that did not move enough.
 //   - Choose derives heartbeat and election timeout from the matrix

@@ -25,7 +25,7 @@ type Report struct {
 //
 //   - a reported pair new to the matrix is recorded at now;
 //   - a reported pair already recorded keeps its recorded values and time
-//     unless its median or p99 moved significantly (Significant), when it
+//     unless its median or p99 moved significantly (Moved), when it
 //     is recorded anew at now;
 //   - a recorded pair nobody reports now (its spoke stale, or its probes
 //     not yet in) keeps its last values: the distance between two
@@ -55,7 +55,7 @@ func Matrix(prev []etcdfedv1.RoundTrip, reports []Report, clusters []string, now
 				continue
 			}
 			k := key{r.From, p.Cluster}
-			if old, ok := out[k]; ok && !Significant(old.MedianMicros, p.MedianMicros) && !Significant(old.P99Micros, p.P99Micros) {
+			if old, ok := out[k]; ok && !Moved(old.MedianMicros, old.P99Micros, p.MedianMicros, p.P99Micros) {
 				continue
 			}
 			t := at

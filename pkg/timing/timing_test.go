@@ -162,12 +162,12 @@ func TestMatrix(t *testing.T) {
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t1), at(rt("b", "a", 1, 2), t1)}},
 		{name: "jitter keeps the recorded entry and its time",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)},
-			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 0.4, 9), peer("c", 95, 110)}}},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 0.4, 39), peer("c", 95, 125)}}},
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)}},
 		{name: "a change that matters is recorded anew",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)},
-			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 1, 15), peer("c", 80, 120)}}},
-			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 15), t1), at(rt("a", "c", 80, 120), t1)}},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 12, 15), peer("c", 80, 135)}}},
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 12, 15), t1), at(rt("a", "c", 80, 135), t1)}},
 		{name: "an entry nobody reports now is kept; one of a cluster that left is dropped",
 			prev: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "gone", 1, 2), t0), at(rt("gone", "a", 1, 2), t0)},
 			want: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0)}},
@@ -181,21 +181,23 @@ func TestMatrix(t *testing.T) {
 	}
 }
 
-func TestSignificant(t *testing.T) {
+func TestMoved(t *testing.T) {
 	for _, tc := range []struct {
-		old, new int64
-		want     bool
+		name                                 string
+		oldMedian, oldP99, newMedian, newP99 int64
+		want                                 bool
 	}{
-		{300, 300, false},
-		{300, 9_000, false},     // loopback jitter: under 10 ms
-		{300, 10_400, true},     // over 10 ms and over a quarter
-		{80_000, 99_000, false}, // under a quarter
-		{80_000, 101_000, true},
-		{80_000, 59_000, true},
-		{0, 10_001, true},
+		{"the same", 300, 300, 300, 300, false},
+		{"loopback, a few stalled probes", 300, 500, 400, 35_000, false},
+		{"loopback, many stalled probes", 300, 500, 400, 41_000, true},
+		{"loopback, the median moves 10 ms", 300, 500, 10_400, 12_000, true},
+		{"a region away, under a quarter", 80_000, 90_000, 99_000, 110_000, false},
+		{"a region away, the median over a quarter", 80_000, 90_000, 101_000, 110_000, true},
+		{"a region away, the p99 over a quarter and 40 ms", 80_000, 90_000, 85_000, 140_000, true},
+		{"nearer", 80_000, 90_000, 59_000, 70_000, true},
 	} {
-		if got := timing.Significant(tc.old, tc.new); got != tc.want {
-			t.Errorf("Significant(%d, %d) = %v, want %v", tc.old, tc.new, got, tc.want)
+		if got := timing.Moved(tc.oldMedian, tc.oldP99, tc.newMedian, tc.newP99); got != tc.want {
+			t.Errorf("%s: Moved = %v, want %v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -10,9 +10,15 @@ import (
 // profile, and ten of its wan profile.
 const WindowSize = 128
 
-// SignificantMicros is the least change of a round trip that is published
-// or recorded again (10 ms), whatever its fraction.
-const SignificantMicros int64 = 10_000
+// The least changes of a round trip that are published (by the spoke) or
+// recorded (by the hub) again, whatever their fraction: 10 ms of the
+// median, 40 ms of the p99. The p99 of a window on a busy machine moves
+// with a few stalled probes; under 40 ms its change cannot move a derived
+// heartbeat (p99 plus a quarter) by more than the 50 ms Choose applies.
+const (
+	SignificantMedianMicros int64 = 10_000
+	SignificantP99Micros    int64 = 40_000
+)
 
 // Window keeps the last WindowSize round trips to one peer. Not safe for
 // concurrent use.
@@ -52,13 +58,18 @@ func rank(n, p int) int {
 	return min(max(r, 1), n) - 1
 }
 
-// Significant says whether a round trip that moved from old to new (in
-// microseconds) should be published or recorded again: it moved by more
-// than a quarter of the old value and by more than SignificantMicros.
-func Significant(old, new int64) bool {
+// Moved says whether a round trip whose median and p99 went from old to
+// new (in microseconds) is published or recorded again: one of them moved
+// by more than a quarter of its old value and by more than its least
+// change (SignificantMedianMicros, SignificantP99Micros).
+func Moved(oldMedian, oldP99, newMedian, newP99 int64) bool {
+	return moved(oldMedian, newMedian, SignificantMedianMicros) || moved(oldP99, newP99, SignificantP99Micros)
+}
+
+func moved(old, new, least int64) bool {
 	d := new - old
 	if d < 0 {
 		d = -d
 	}
-	return d > SignificantMicros && 4*d > old
+	return d > least && 4*d > old
 }

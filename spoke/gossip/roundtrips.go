@@ -17,7 +17,7 @@ import (
 // and the TCP fallback are not reported, memberlist.PingDelegate). The
 // agent keeps a window of the last probes per peer (timing.Window) and
 // publishes its median and p99 when they first have MinRoundTripSamples,
-// and then only when one of them moved significantly (timing.Significant),
+// and then only when one of them moved significantly (timing.Moved),
 // signalling a change as the view does: the EtcdSpoke status is rewritten
 // for a distance that changed, not for every probe.
 
@@ -60,7 +60,7 @@ func (a *Agent) observeRoundTrip(peerName string, rtt time.Duration) {
 	if n < MinRoundTripSamples {
 		return
 	}
-	if old := r.published; old != nil && !timing.Significant(old.MedianMicros, median) && !timing.Significant(old.P99Micros, p99) {
+	if old := r.published; old != nil && !timing.Moved(old.MedianMicros, old.P99Micros, median, p99) {
 		return
 	}
 	t := metav1.NewTime(a.now()).Rfc3339Copy()
