@@ -66,18 +66,13 @@ func Choose(in Input) etcdfedv1.TimingStatus {
 	}
 
 	hb, el, why := derive(in)
-	// Hysteresis against what runs: only a change that matters rolls.
-	if p := in.Previous; p != nil {
-		// The election timeout follows the heartbeat: it changes only
-		// with it.
-		if !changes(p.HeartbeatIntervalMillis, hb) {
-			hb, el = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
+	// Hysteresis against what runs: only a change that matters rolls. The
+	// election timeout follows the heartbeat: it changes only with it.
+	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) {
+		if p.HeartbeatIntervalMillis != hb || p.ElectionTimeoutMillis != el {
+			why += fmt.Sprintf("; keeping %d/%d: the derived %d/%d differs too little to roll the ring", p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis, hb, el)
 		}
-		if p.HeartbeatIntervalMillis == hb && p.ElectionTimeoutMillis == el && p.Source == etcdfedv1.TimingSourceAuto && !explicit {
-			// Nothing changed enough: keep the whole status, message
-			// included, so that the status does not move.
-			return *p
-		}
+		hb, el = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
 	}
 	st := etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: why}
 	if !explicit {
