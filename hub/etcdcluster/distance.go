@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"fmt"
 	"slices"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -51,4 +52,16 @@ func voterClusters(st *etcdfedv1.EtcdClusterStatus) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// timingEvent is the TimingChanged event's message when the values etcd
+// runs with changed between before and after ("" otherwise: a first
+// choice, or only the message changed).
+func timingEvent(before, after *etcdfedv1.TimingStatus) string {
+	if before == nil || after == nil ||
+		(before.HeartbeatIntervalMillis == after.HeartbeatIntervalMillis && before.ElectionTimeoutMillis == after.ElectionTimeoutMillis) {
+		return ""
+	}
+	return fmt.Sprintf("heartbeat %d -> %d ms, election timeout %d -> %d ms (%s): %s; members roll onto it one at a time",
+		before.HeartbeatIntervalMillis, after.HeartbeatIntervalMillis, before.ElectionTimeoutMillis, after.ElectionTimeoutMillis, after.Source, after.Message)
 }

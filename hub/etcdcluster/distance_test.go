@@ -146,3 +146,24 @@ func TestBadRoundTripReportRefused(t *testing.T) {
 		t.Errorf("Degraded %+v, want the refusal of member-1's status.roundTrips[1]", c)
 	}
 }
+
+// TimingChanged is told when the values change, not for a first choice
+// nor for a new message alone.
+func TestTimingEvent(t *testing.T) {
+	v := func(hb, el int32, msg string) *etcdfedv1.TimingStatus {
+		return &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: msg}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *etcdfedv1.TimingStatus
+		want          string
+	}{
+		{"first choice", nil, v(100, 1000, "a"), ""},
+		{"only the message", v(100, 1000, "a"), v(100, 1000, "b"), ""},
+		{"changed", v(100, 1000, "a"), v(250, 2500, "max p99 200 ms"), "heartbeat 100 -> 250 ms, election timeout 1000 -> 2500 ms (Auto): max p99 200 ms"},
+	} {
+		if got := timingEvent(tc.before, tc.after); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
