@@ -47,7 +47,9 @@ func (a *Agent) observeRoundTrip(peerName string, rtt time.Duration) {
 	roundTripSeconds.WithLabelValues(peerName).Observe(rtt.Seconds())
 	a.peersMu.Lock()
 	defer a.peersMu.Unlock()
-	if peerName == a.self {
+	if p := a.peers[peerName]; peerName == a.self || p == nil || !p.alive {
+		// A late ack of a peer declared dead would start its window
+		// again before it is back.
 		return
 	}
 	r := a.rtts[peerName]
