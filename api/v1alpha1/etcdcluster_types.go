@@ -624,6 +624,20 @@ type EtcdClusterStatus struct {
 	// +optional
 	PendingMoves int32 `json:"pendingMoves,omitempty"`
 
+	// roundTrips is the matrix of round trips between the ring's member
+	// clusters, from their spokes' reports (EtcdSpoke status.roundTrips),
+	// sorted by from and to. An entry changes only when the round trip
+	// changes enough to matter.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=1024
+	RoundTrips []RoundTrip `json:"roundTrips,omitempty"`
+
+	// timing is the heartbeat interval and election timeout etcd runs with
+	// (spec.etcd.timing), and why.
+	// +optional
+	Timing *TimingStatus `json:"timing,omitempty"`
+
 	// lastIncarnation is the highest incarnation number handed out. Each new
 	// incarnation of any member takes the next number, so a retained volume
 	// of an earlier life is never mistaken for a new one.

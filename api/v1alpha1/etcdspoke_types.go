@@ -113,6 +113,17 @@ type EtcdSpokeStatus struct {
 	// +kubebuilder:validation:MaxItems=128
 	GossipView []GossipPeerStatus `json:"gossipView,omitempty"`
 
+	// roundTrips are the round trips from this spoke to each peer spoke,
+	// measured by gossip's probes (median and p99 over the last probes).
+	// An entry is published again only when it changes enough to matter.
+	// The hub validates them and keeps the ring's matrix (EtcdCluster
+	// status.roundTrips).
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=128
+	RoundTrips []PeerRoundTrip `json:"roundTrips,omitempty"`
+
 	// observedAt is when the spoke wrote this status.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`

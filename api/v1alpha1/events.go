@@ -61,6 +61,10 @@ const (
 	// EventMemberRetired: an original member of an adopted cluster was
 	// removed from etcd (spec.adopt.retire).
 	EventMemberRetired = "MemberRetired"
+	// EventTimingChanged: the heartbeat interval or election timeout
+	// etcd runs with changed (status.timing, rule 15); the members roll
+	// onto it one at a time.
+	EventTimingChanged = "TimingChanged"
 	// EventBackupRequested: a snapshot was asked for before a version
 	// change.
 	EventBackupRequested = "BackupRequested"

@@ -119,6 +119,21 @@ type EtcdConfig struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=32
 	AutoCompactionRetention string `json:"autoCompactionRetention,omitempty"`
+
+	// timing says where the heartbeat interval and the election timeout
+	// come from: Auto (the default) derives them from the round trips
+	// measured between the voters' member clusters (EtcdCluster
+	// status.roundTrips, following etcd's tuning guide: heartbeat about
+	// the largest p99 round trip with a margin for jitter, at least 100;
+	// election timeout 10 times the heartbeat, at least 1000), and changes
+	// them by a roll only when the difference matters; at zero distance
+	// they are etcd's defaults. Manual uses etcd's defaults (100 and 1000)
+	// where no value is given. heartbeatIntervalMillis and
+	// electionTimeoutMillis, when given, always win. EtcdCluster
+	// status.timing says what was chosen and why. Ignored on an
+	// EtcdMember: the hub writes the values it chose.
+	// +optional
+	Timing TimingMode `json:"timing,omitempty"`
 }
 
 // VolumeReclaimPolicy says what happens to the data volume of a member

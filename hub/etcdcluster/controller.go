@@ -386,9 +386,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		}
 		requeue = time.Second
 	}
-	alarmsBefore := ec.Status.Alarms
+	alarmsBefore, timingBefore := ec.Status.Alarms, ec.Status.Timing
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
+	if msg := timingEvent(timingBefore, ec.Status.Timing); msg != "" {
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventTimingChanged, "Observe", "%s", truncate(msg, maxEventNote))
+	}
 	recordMetrics(ec, &ec.Status, d, res)
 	recordZoneMetrics(ec, s)
 	recordCertificateMetrics(ec, s)

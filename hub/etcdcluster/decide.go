@@ -148,6 +148,7 @@ func decide(s *snapshot) *decision {
 	adoptLostMembers(s, st)
 	recordObservations(s, st)
 	recordVersions(s, st)
+	recordDistance(s, st)
 
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {

@@ -10,7 +10,8 @@
 //     is founded from a snapshot, the store's credentials (restore.go). It
 //     writes nothing; a cluster that does not answer is unknown.
 //   - decide (decide.go) is pure: it brings the ledger (ledger.go:
-//     status.members and status.operation) up to date, asks pkg/topology
+//     status.members and status.operation) up to date, and the ring's
+//     round-trip matrix and etcd timing (distance.go, pkg/timing), asks pkg/topology
 //     for the placement and hub/planner for the one next step of the one
 //     operation (membership changes, rolls, defragmentation, disruption
 //     grants, quorum recovery and CA rotation alike; placement.go builds

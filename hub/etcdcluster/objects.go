@@ -9,6 +9,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 // The objects the hub wants, rendered by pure functions from the
@@ -156,7 +157,7 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 			Zone:        m.Zone,
 			Storage:     memberStorage(ec, m.Cluster),
 			Expose:      ec.Spec.Expose,
-			Etcd:        ec.Spec.Etcd,
+			Etcd:        timing.Render(ec.Spec.Etcd, st.Timing),
 			TLS: etcdfedv1.MemberTLS{
 				Mode:                          ec.Spec.TLS.Mode,
 				PeerSkipClientSANVerification: ec.Spec.TLS.PeerSkipClientSANVerification,

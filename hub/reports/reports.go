@@ -287,7 +287,58 @@ func SpokeStatus(st etcdfedv1.EtcdSpokeStatus, allowLoopback bool) (etcdfedv1.Et
 		}
 		return CheckZone(z)
 	}, out)
+	st.RoundTrips, out = checkRoundTrips(st.RoundTrips, out)
 	return st, out
+}
+
+// CheckRoundTrip checks one round trip a spoke reports to a peer (rule
+// 15): the peer named as a member cluster is (a DNS subdomain), 0 <=
+// median <= p99 <= etcdfedv1.MaxRoundTripMicros, at least one sample. A
+// refused entry is left out of the ring's matrix; the others are used.
+func CheckRoundTrip(r etcdfedv1.PeerRoundTrip) error {
+	switch {
+	case r.Cluster == "":
+		return errors.New("no peer cluster")
+	case len(r.Cluster) > validation.DNS1123SubdomainMaxLength:
+		return fmt.Errorf("peer cluster %w (%d characters, at most %d)", errTooLong, len(r.Cluster), validation.DNS1123SubdomainMaxLength)
+	case len(validation.IsDNS1123Subdomain(r.Cluster)) > 0:
+		return fmt.Errorf("peer cluster %q is not a member cluster name: %s", text.Truncate(r.Cluster, MaxValueInMessage), strings.Join(validation.IsDNS1123Subdomain(r.Cluster), "; "))
+	case r.MedianMicros < 0 || r.P99Micros < 0:
+		return fmt.Errorf("a negative round trip (median %d, p99 %d µs)", r.MedianMicros, r.P99Micros)
+	case r.P99Micros > etcdfedv1.MaxRoundTripMicros:
+		return fmt.Errorf("p99 %d µs is over %d µs", r.P99Micros, etcdfedv1.MaxRoundTripMicros)
+	case r.MedianMicros > r.P99Micros:
+		return fmt.Errorf("median %d µs is over the p99 %d µs", r.MedianMicros, r.P99Micros)
+	case r.Samples < 1:
+		return fmt.Errorf("%d samples", r.Samples)
+	}
+	return nil
+}
+
+// checkRoundTrips keeps the round trips CheckRoundTrip accepts, at most
+// etcdfedv1.MaxRoundTrips, each peer once (a repeated peer is refused
+// every time: which of them would be true?).
+func checkRoundTrips(list []etcdfedv1.PeerRoundTrip, out []Rejection) ([]etcdfedv1.PeerRoundTrip, []Rejection) {
+	seen := map[string]int{}
+	for _, r := range list {
+		seen[r.Cluster]++
+	}
+	var ok []etcdfedv1.PeerRoundTrip
+	for i, r := range list {
+		f := fmt.Sprintf("status.roundTrips[%d]", i)
+		v := fmt.Sprintf("%s median=%d p99=%d samples=%d", r.Cluster, r.MedianMicros, r.P99Micros, r.Samples)
+		switch err := CheckRoundTrip(r); {
+		case i >= etcdfedv1.MaxRoundTrips:
+			out = append(out, reject(f, v, fmt.Errorf("more than %d entries", etcdfedv1.MaxRoundTrips)))
+		case err != nil:
+			out = append(out, reject(f, v, err))
+		case seen[r.Cluster] > 1:
+			out = append(out, reject(f, v, errors.New("the peer is reported more than once")))
+		default:
+			ok = append(ok, r)
+		}
+	}
+	return ok, out
 }
 
 // checkList keeps the entries of list that check accepts, at most max of

@@ -1,6 +1,7 @@
 package reports
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"strings"
@@ -326,6 +327,81 @@ func FuzzSpokeStatus(f *testing.F) {
 			if z != zone || CheckZone(z) != nil {
 				t.Fatalf("kept the zone %q", z)
 			}
+		}
+	})
+}
+
+// A spoke's round trips (rule 15): a bad entry is refused and named, the
+// others are kept.
+func TestSpokeStatusRoundTrips(t *testing.T) {
+	good := etcdfedv1.PeerRoundTrip{Cluster: "member-2", MedianMicros: 800, P99Micros: 1500, Samples: 20}
+	bad := func(f func(*etcdfedv1.PeerRoundTrip)) etcdfedv1.PeerRoundTrip {
+		r := good
+		r.Cluster = "member-3"
+		f(&r)
+		return r
+	}
+	for _, tc := range []struct {
+		name string
+		rt   etcdfedv1.PeerRoundTrip
+		want string // "" accepted, else a word of the error
+	}{
+		{"good", good, ""},
+		{"zero distance", etcdfedv1.PeerRoundTrip{Cluster: "member-3", Samples: 1}, ""},
+		{"negative", bad(func(r *etcdfedv1.PeerRoundTrip) { r.MedianMicros = -1 }), "negative"},
+		{"median over p99", bad(func(r *etcdfedv1.PeerRoundTrip) { r.MedianMicros = 2000 }), "over the p99"},
+		{"over a minute", bad(func(r *etcdfedv1.PeerRoundTrip) { r.P99Micros = etcdfedv1.MaxRoundTripMicros + 1 }), "is over"},
+		{"no samples", bad(func(r *etcdfedv1.PeerRoundTrip) { r.Samples = 0 }), "samples"},
+		{"no cluster", bad(func(r *etcdfedv1.PeerRoundTrip) { r.Cluster = "" }), "no peer"},
+		{"not a cluster name", bad(func(r *etcdfedv1.PeerRoundTrip) { r.Cluster = "Member 3!" }), "not a member cluster name"},
+		{"a long name", bad(func(r *etcdfedv1.PeerRoundTrip) { r.Cluster = strings.Repeat("a", 254) }), "too long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			other := etcdfedv1.PeerRoundTrip{Cluster: "member-9", MedianMicros: 1, P99Micros: 2, Samples: 5}
+			out, rej := SpokeStatus(etcdfedv1.EtcdSpokeStatus{RoundTrips: []etcdfedv1.PeerRoundTrip{other, tc.rt}}, false)
+			if tc.want == "" {
+				if len(rej) != 0 || len(out.RoundTrips) != 2 {
+					t.Errorf("refused %v, kept %v", rej, out.RoundTrips)
+				}
+				return
+			}
+			if len(rej) != 1 || rej[0].Field != "status.roundTrips[1]" || !strings.Contains(rej[0].Err.Error(), tc.want) {
+				t.Fatalf("rejections %v, want one of status.roundTrips[1] saying %q", rej, tc.want)
+			}
+			if len(out.RoundTrips) != 1 || out.RoundTrips[0] != other {
+				t.Errorf("kept %v, want only the good entry", out.RoundTrips)
+			}
+		})
+	}
+	// A peer reported twice: both refused.
+	out, rej := SpokeStatus(etcdfedv1.EtcdSpokeStatus{RoundTrips: []etcdfedv1.PeerRoundTrip{good, good}}, false)
+	if len(out.RoundTrips) != 0 || len(rej) != 2 {
+		t.Errorf("a repeated peer: kept %v, refused %v", out.RoundTrips, rej)
+	}
+	// More than the bound: the rest refused.
+	var many []etcdfedv1.PeerRoundTrip
+	for i := range etcdfedv1.MaxRoundTrips + 2 {
+		r := good
+		r.Cluster = fmt.Sprintf("member-%d", i)
+		many = append(many, r)
+	}
+	out, rej = SpokeStatus(etcdfedv1.EtcdSpokeStatus{RoundTrips: many}, false)
+	if len(out.RoundTrips) != etcdfedv1.MaxRoundTrips || len(rej) != 2 {
+		t.Errorf("%d entries: kept %d, refused %d", len(many), len(out.RoundTrips), len(rej))
+	}
+}
+
+func FuzzCheckRoundTrip(f *testing.F) {
+	f.Add("member-2", int64(800), int64(1500), int32(20))
+	f.Add("", int64(-1), int64(0), int32(0))
+	f.Add("a..b", int64(2), int64(1), int32(1))
+	f.Fuzz(func(t *testing.T, cluster string, median, p99 int64, samples int32) {
+		r := etcdfedv1.PeerRoundTrip{Cluster: cluster, MedianMicros: median, P99Micros: p99, Samples: samples}
+		if CheckRoundTrip(r) != nil {
+			return
+		}
+		if median < 0 || median > p99 || p99 > etcdfedv1.MaxRoundTripMicros || samples < 1 || cluster == "" || len(cluster) > 253 || strings.ContainsAny(cluster, " /:\x00") {
+			t.Errorf("accepted %+v", r)
 		}
 	})
 }

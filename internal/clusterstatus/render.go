@@ -52,6 +52,7 @@ func Render(w io.Writer, ec *etcdfedv1.EtcdCluster, now time.Time) error {
 	renderAdoption(p, ec, now)
 	renderCARotation(p, ec, now)
 	renderBackup(p, ec, now)
+	renderDistance(p, ec, now)
 	if len(st.Endpoints) > 0 {
 		p.f("\nEndpoints: %s\n", strings.Join(st.Endpoints, ","))
 	}

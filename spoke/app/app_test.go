@@ -319,6 +319,22 @@ func TestThreeSpokesGossip(t *testing.T) {
 	}).Should(Succeed())
 	t.Logf("ring formed (all three EtcdSpoke views alive) %v after the hub wrote the peers", time.Since(formedFrom).Round(time.Millisecond))
 
+	// Each spoke publishes its round trip to each peer, measured by real
+	// probes on loopback (rule 15).
+	g.Eventually(func(g Gomega) {
+		for _, n := range names {
+			rts := spokeOf(g, n).Status.RoundTrips
+			g.Expect(rts).To(HaveLen(len(names)-1), "%s's round trips", n)
+			for _, r := range rts {
+				g.Expect(r.Cluster).NotTo(Equal(n))
+				g.Expect(r.Samples).To(BeNumerically(">=", gossip.MinRoundTripSamples))
+				g.Expect(r.MedianMicros).To(BeNumerically(">", 0))
+				g.Expect(r.P99Micros).To(BeNumerically(">=", r.MedianMicros))
+			}
+		}
+	}).WithTimeout(time.Minute).Should(Succeed())
+	t.Logf("round trips in EtcdSpoke status %v after the ring formed: %+v", time.Since(formedFrom).Round(time.Millisecond), spokeOf(g, "cluster-a").Status.RoundTrips)
+
 	lease := func(n string) time.Time {
 		l := &coordinationv1.Lease{}
 		if err := admin.Get(ctx, types.NamespacedName{Namespace: ns[n], Name: etcdfedv1.SpokeObjectName}, l); err != nil {

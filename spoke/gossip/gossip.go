@@ -28,6 +28,11 @@
 //	       loopback (the local environment).
 //
 // ProbeInterval, ProbeTimeout and SuspicionMult override the profile.
+//
+// Every direct probe also measures the round trip to its peer
+// (roundtrips.go): the spoke publishes a window's median and p99 per peer
+// in its EtcdSpoke status, and the hub derives etcd's timing from them
+// (rule 15, pkg/timing).
 package gossip
 
 import (
@@ -188,6 +193,8 @@ type Agent struct {
 	peersMu sync.Mutex
 	self    string
 	peers   map[string]*peer
+	// rtts are the round trips to each peer alive (roundtrips.go).
+	rtts map[string]*roundTrips
 	// joinedAt is when this run first saw a peer alive (zero: never).
 	joinedAt time.Time
 	// startedAt is when this run started.
@@ -200,7 +207,7 @@ func New(cfg Config) *Agent {
 	if cfg.RejoinInterval == 0 {
 		cfg.RejoinInterval = DefaultRejoinInterval
 	}
-	return &Agent{cfg: cfg, changes: make(chan struct{}, 1), peers: map[string]*peer{}, now: time.Now}
+	return &Agent{cfg: cfg, changes: make(chan struct{}, 1), peers: map[string]*peer{}, rtts: map[string]*roundTrips{}, now: time.Now}
 }
 
 // Changes signals (coalesced) every change of the view.
@@ -330,6 +337,7 @@ func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	}
 	mc.Name = name
 	mc.Events = &events{a: a}
+	mc.Ping = &pings{a: a}
 	mc.Logger = log.New(&logWriter{log: a.cfg.Log.WithName("memberlist")}, "", 0)
 	if len(key) > 0 {
 		kr, err := memberlist.NewKeyring(cloneKeys(accept), slices.Clone(key))
@@ -342,6 +350,7 @@ func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	}
 	a.peersMu.Lock()
 	a.self, a.peers, a.joinedAt, a.startedAt = name, map[string]*peer{}, time.Time{}, a.now()
+	a.rtts = map[string]*roundTrips{}
 	a.peersMu.Unlock()
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -373,6 +382,7 @@ func (a *Agent) stopRun(r *run) {
 	_ = r.ml.Shutdown()
 	a.peersMu.Lock()
 	a.peers, a.joinedAt, a.startedAt = map[string]*peer{}, time.Time{}, time.Time{}
+	a.rtts = map[string]*roundTrips{}
 	a.peersMu.Unlock()
 	a.signal()
 }
@@ -465,6 +475,11 @@ func (a *Agent) setPeer(n *memberlist.Node, alive bool) {
 		return
 	}
 	a.peers[n.Name] = &peer{alive: alive, since: a.now(), addr: n.Address()}
+	if !alive {
+		// A peer that comes back starts a new window: its old round trips
+		// may be of another path.
+		delete(a.rtts, n.Name)
+	}
 	if alive && a.joinedAt.IsZero() {
 		a.joinedAt = a.now()
 	}

@@ -3,7 +3,8 @@
 // absent, never writes its spec (the hub writes clusterName and
 // gossipPeers), starts and feeds the gossip agent from it, and writes the
 // status: version, the cluster's zones (from node labels) and those where
-// no node takes new pods, DNS and gossip addresses, the gossip view (only
+// no node takes new pods, DNS and gossip addresses, the gossip view and
+// the round trips to each peer (rule 15; only
 // while gossip runs), Ready (NoNodes until a node exists), and whether that
 // view may witness for the hub (GossipHealthy).
 package spokestatus
@@ -232,7 +233,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		status, reason, msg = metav1.ConditionFalse, ReasonNoNodes, "the cluster has no nodes yet; the hub places no member here until it has"
 	}
 	setReady(s, status, reason, msg)
-	st.GossipAddress, st.GossipView = "", nil
+	st.GossipAddress, st.GossipView, st.RoundTrips = "", nil, nil
 	var joined, started time.Time
 	if r.Gossip != nil {
 		joined, started = r.Gossip.Joined()
@@ -242,6 +243,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// nothing had seen.
 			st.GossipAddress = r.Gossip.Address()
 			st.GossipView = r.Gossip.View(r.expectedPeers(s))
+			// Published only when they moved significantly (rule 15).
+			st.RoundTrips = r.Gossip.RoundTrips()
 		}
 	}
 	ghStatus, ghReason, ghMsg := gossipHealth(r.Gossip != nil, reason, msg, st.GossipView, joined, started)

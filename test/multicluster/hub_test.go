@@ -164,12 +164,16 @@ func TestEtcdClusterLifecycle(t *testing.T) {
 }
 
 // TestEtcdClusterBootstrapFive: five members over three zones are placed
-// 2/2/1 and survive the loss of any one zone; at rest, the ring costs no
-// writes from the hub.
+// 2/2/1 and survive the loss of any one zone; at zero distance the hub
+// measures the round trips and keeps etcd's default timing; at rest, the
+// ring costs no writes from the hub.
 func TestEtcdClusterBootstrapFive(t *testing.T) {
 	topo := hubTopology(t)
 	ctx := context.Background()
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "five", Name: "five", Domain: "five.etcd.test", Replicas: 5, WantZones: "2/2/1"})
+	t.Run("zero distance: round trips measured, etcd's default timing", func(t *testing.T) {
+		ZeroDistanceTimingSpec(ctx, ZeroDistanceTimingSpecInput{T: t, Topology: topo, Etcd: etcd})
+	})
 	t.Run("at rest the hub writes nothing", func(t *testing.T) {
 		AtRestSpec(ctx, AtRestSpecInput{T: t, Topology: topo, Etcd: etcd, Window: 30 * time.Second})
 	})

@@ -1,0 +1,67 @@
+package etcdcluster
+
+import (
+	"fmt"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/timing"
+)
+
+// recordDistance brings the ring's round-trip matrix and the etcd timing
+// chosen from it up to date in the ledger (rule 15, pkg/timing). The
+// matrix is fed by the spokes of the ring's clusters (eligible or holding
+// a member) that are visible, whose gossip may witness (GossipHealthy)
+// and whose report the hub accepted (checkReports); an entry changes only
+// when its round trip changed significantly, so a ring at rest writes
+// nothing. The timing is chosen from the round trips between the voters'
+// clusters, with hysteresis against what was chosen before; desiredMember
+// renders it into every member's etcd flags (timing.Render), and a change
+// is rolled like any change of spec.etcd (planner rollStep, leader last).
+func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	var clusters []string
+	var reports []timing.Report
+	for _, cs := range s.clusters {
+		if !cs.eligible && !hasMembers(st, cs.name) {
+			continue
+		}
+		clusters = append(clusters, cs.name)
+		if cs.visible() && cs.spoke != nil && gossipAbstains(cs.spoke) == "" {
+			reports = append(reports, timing.Report{From: cs.name, RoundTrips: cs.spoke.Status.RoundTrips})
+		}
+	}
+	if m := timing.Matrix(st.RoundTrips, reports, clusters, s.now); !equality.Semantic.DeepEqual(m, st.RoundTrips) {
+		st.RoundTrips = m
+	}
+	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voterClusters(st), Matrix: st.RoundTrips, Previous: st.Timing})
+	if st.Timing == nil || *st.Timing != t {
+		st.Timing = &t
+	}
+}
+
+// voterClusters are the member clusters of the recorded members that are
+// not learners, sorted, each once.
+func voterClusters(st *etcdfedv1.EtcdClusterStatus) []string {
+	var out []string
+	for _, m := range st.Members {
+		if m.Cluster != "" && m.Role != etcdfedv1.RoleLearner {
+			out = append(out, m.Cluster)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// timingEvent is the TimingChanged event's message when the values etcd
+// runs with changed between before and after ("" otherwise: a first
+// choice, or only the message changed).
+func timingEvent(before, after *etcdfedv1.TimingStatus) string {
+	if before == nil || after == nil ||
+		(before.HeartbeatIntervalMillis == after.HeartbeatIntervalMillis && before.ElectionTimeoutMillis == after.ElectionTimeoutMillis) {
+		return ""
+	}
+	return fmt.Sprintf("heartbeat %d -> %d ms, election timeout %d -> %d ms (%s): %s; members roll onto it one at a time",
+		before.HeartbeatIntervalMillis, after.HeartbeatIntervalMillis, before.ElectionTimeoutMillis, after.ElectionTimeoutMillis, after.Source, after.Message)
+}

@@ -1,0 +1,169 @@
+package etcdcluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/planner"
+)
+
+// withRoundTrips makes every spoke of s report a round trip to every other
+// cluster: p99Ms between member-1 and member-3 (both ways), loopback's
+// 0.3 ms elsewhere; jitter adds microseconds to every value.
+func withRoundTrips(s *snapshot, p99Ms float64, jitter int64) {
+	for _, cs := range s.clusters {
+		var rts []etcdfedv1.PeerRoundTrip
+		for _, o := range s.clusters {
+			if o == cs {
+				continue
+			}
+			p99 := int64(300)
+			if (cs.name == "member-1" && o.name == "member-3") || (cs.name == "member-3" && o.name == "member-1") {
+				p99 = int64(p99Ms * 1000)
+			}
+			rts = append(rts, etcdfedv1.PeerRoundTrip{Cluster: o.name, MedianMicros: p99*4/5 + jitter, P99Micros: p99 + jitter, Samples: 100})
+		}
+		cs.spoke.Status.RoundTrips = rts
+	}
+}
+
+// TestTimingFromRoundTrips: the hub keeps the matrix from its spokes'
+// reports and chooses etcd's timing from it; at zero distance the ring
+// keeps etcd's defaults and nothing rolls; far apart, the chosen values
+// reach the members' objects through a Roll, followers first.
+func TestTimingFromRoundTrips(t *testing.T) {
+	t.Run("zero distance: etcd's defaults, nothing rolls", func(t *testing.T) {
+		s := ring()
+		withRoundTrips(s, 0.3, 0)
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		if got := st.Timing; got == nil || got.HeartbeatIntervalMillis != 100 || got.ElectionTimeoutMillis != 1000 || got.Source != etcdfedv1.TimingSourceAuto {
+			t.Fatalf("timing %+v, want 100/1000 Auto", got)
+		}
+		if len(st.RoundTrips) != 6 {
+			t.Errorf("matrix of %d entries, want 6: %v", len(st.RoundTrips), st.RoundTrips)
+		}
+		if d.plan.Action != planner.ActNone {
+			t.Errorf("plan %s (%s), want None", d.plan.Action, d.plan.Reason)
+		}
+		want := desiredMember(s, d.ledger, &d.ledger.Members[0], nil)
+		if want.Spec.Etcd.HeartbeatIntervalMillis != nil || want.Spec.Etcd.ElectionTimeoutMillis != nil {
+			t.Errorf("defaults rendered explicitly: %+v", want.Spec.Etcd)
+		}
+	})
+	t.Run("200 ms between two voters' clusters: 250/2500, rolled followers first", func(t *testing.T) {
+		s := ring()
+		withRoundTrips(s, 200, 0)
+		d := decide(s)
+		st := computeStatus(s, d, applyResult{}, "")
+		if got := st.Timing; got == nil || got.HeartbeatIntervalMillis != 250 || got.ElectionTimeoutMillis != 2500 ||
+			!strings.Contains(got.Message, "200 ms (member-1 to member-3)") {
+			t.Fatalf("timing %+v, want 250/2500 from 200 ms between member-1 and member-3", got)
+		}
+		if d.plan.Action != planner.ActBegin || d.plan.Operation == nil || d.plan.Operation.Type != planner.OpRoll || d.plan.Operation.Member != "main-1" {
+			t.Fatalf("plan %s %+v (%s), want the Roll of main-1 (a follower)", d.plan.Action, d.plan.Operation, d.plan.Reason)
+		}
+		want := desiredMember(s, d.ledger, &d.ledger.Members[1], nil)
+		if hb, el := want.Spec.Etcd.HeartbeatIntervalMillis, want.Spec.Etcd.ElectionTimeoutMillis; hb == nil || *hb != 250 || el == nil || *el != 2500 {
+			t.Errorf("rendered etcd settings %+v, want 250/2500", want.Spec.Etcd)
+		}
+		if want.Spec.Etcd.Timing != "" {
+			t.Errorf("timing %q rendered into the member", want.Spec.Etcd.Timing)
+		}
+	})
+	t.Run("Manual: defaults whatever the distance", func(t *testing.T) {
+		s := ring()
+		s.ec.Spec.Etcd.Timing = etcdfedv1.TimingManual
+		withRoundTrips(s, 200, 0)
+		d := decide(s)
+		if got := d.ledger.Timing; got == nil || got.HeartbeatIntervalMillis != 100 || got.Source != etcdfedv1.TimingSourceManual || d.plan.Action != planner.ActNone {
+			t.Errorf("timing %+v, plan %s, want 100/1000 Manual and nothing to do", got, d.plan.Action)
+		}
+	})
+}
+
+// TestRoundTripsAtRestWriteNothing: spokes whose reports only jitter leave
+// the status as the pass before wrote it (no write at rest), and a report
+// of a real change is recorded.
+func TestRoundTripsAtRestWriteNothing(t *testing.T) {
+	pass := func(prev *etcdfedv1.EtcdClusterStatus, at time.Time, p99Ms float64, jitter int64) etcdfedv1.EtcdClusterStatus {
+		s := ring()
+		s.now = at
+		if prev != nil {
+			s.ec.Status = *prev.DeepCopy()
+		}
+		withRoundTrips(s, p99Ms, jitter)
+		return computeStatus(s, decide(s), applyResult{}, "")
+	}
+	st1 := pass(nil, now, 42, 0)
+	st2 := pass(&st1, now.Add(time.Minute), 42, 9000) // 9 ms of jitter
+	if !equality.Semantic.DeepEqual(st1.RoundTrips, st2.RoundTrips) || !equality.Semantic.DeepEqual(st1.Timing, st2.Timing) {
+		t.Errorf("jitter moved the status:\n%v %+v\n%v %+v", st1.RoundTrips, st1.Timing, st2.RoundTrips, st2.Timing)
+	}
+	st3 := pass(&st2, now.Add(2*time.Minute), 300, 0)
+	if st3.Timing.HeartbeatIntervalMillis != 400 {
+		t.Errorf("after a change to 300 ms: timing %+v, want heartbeat 400", st3.Timing)
+	}
+	i := slices.IndexFunc(st3.RoundTrips, func(r etcdfedv1.RoundTrip) bool { return r.From == "member-1" && r.To == "member-3" })
+	if i < 0 || st3.RoundTrips[i].P99Micros != 300_000 || !st3.RoundTrips[i].ObservedAt.Time.Equal(now.Add(2*time.Minute)) {
+		t.Errorf("matrix after the change: %v", st3.RoundTrips)
+	}
+}
+
+// TestBadRoundTripReportRefused: a spoke's round trip the hub's checks
+// refuse (hub/reports) is not used: it does not enter the matrix nor the
+// timing, and Degraded says which cluster reported what.
+func TestBadRoundTripReportRefused(t *testing.T) {
+	s := ring()
+	withRoundTrips(s, 0.3, 0)
+	cs := s.cluster("member-1")
+	// A negative median would make member-1 to member-3 look far in
+	// nothing, and a p99 of 50 s would pin the ring's timing at its limits.
+	cs.spoke.Status.RoundTrips = []etcdfedv1.PeerRoundTrip{
+		{Cluster: "member-2", MedianMicros: 200, P99Micros: 300, Samples: 100},
+		{Cluster: "member-3", MedianMicros: 60_000_001, P99Micros: 60_000_001, Samples: 100},
+	}
+	for _, c := range s.clusters {
+		checkReports(s.ec, c, s.allowLoopback)
+	}
+	st := computeStatus(s, decide(s), applyResult{}, "")
+	for _, r := range st.RoundTrips {
+		if r.From == "member-1" && r.To == "member-3" {
+			t.Errorf("the refused entry reached the matrix: %+v", r)
+		}
+	}
+	if st.Timing == nil || st.Timing.HeartbeatIntervalMillis != 100 {
+		t.Errorf("timing %+v, want etcd's default heartbeat", st.Timing)
+	}
+	c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded)
+	if c == nil || c.Reason != etcdfedv1.ReasonReportRejected || !strings.Contains(c.Message, "member cluster member-1") || !strings.Contains(c.Message, "status.roundTrips[1]") {
+		t.Errorf("Degraded %+v, want the refusal of member-1's status.roundTrips[1]", c)
+	}
+}
+
+// TimingChanged is told when the values change, not for a first choice
+// nor for a new message alone.
+func TestTimingEvent(t *testing.T) {
+	v := func(hb, el int32, msg string) *etcdfedv1.TimingStatus {
+		return &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: msg}
+	}
+	for _, tc := range []struct {
+		name          string
+		before, after *etcdfedv1.TimingStatus
+		want          string
+	}{
+		{"first choice", nil, v(100, 1000, "a"), ""},
+		{"only the message", v(100, 1000, "a"), v(100, 1000, "b"), ""},
+		{"changed", v(100, 1000, "a"), v(250, 2500, "max p99 200 ms"), "heartbeat 100 -> 250 ms, election timeout 1000 -> 2500 ms (Auto): max p99 200 ms"},
+	} {
+		if got := timingEvent(tc.before, tc.after); (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

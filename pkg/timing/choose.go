@@ -1,0 +1,222 @@
+package timing
+
+import (
+	"fmt"
+	"slices"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// Bounds and steps of the chosen values, in milliseconds.
+const (
+	// HeartbeatStep: a derived heartbeat is rounded up to a multiple.
+	HeartbeatStep int32 = 50
+	// MaxHeartbeat is the API's bound of heartbeatIntervalMillis; ten
+	// times it is etcd's limit of the election timeout.
+	MaxHeartbeat int32 = 5000
+	// MaxElection is etcd's limit of --election-timeout.
+	MaxElection int32 = 50000
+	// ElectionFactor: the election timeout is ten heartbeats (the tuning
+	// guide's advice; etcd's defaults are 100 and 1000).
+	ElectionFactor int32 = 10
+	// ChangeMillis is the least change of a derived value that is applied
+	// (with more than a quarter of the old value): anything smaller is not
+	// worth a roll.
+	ChangeMillis int32 = 50
+)
+
+// Input is what Choose needs.
+type Input struct {
+	// Etcd is the EtcdCluster's spec.etcd.
+	Etcd etcdfedv1.EtcdConfig
+	// Voters are the member clusters of the ring's voters (repeats and
+	// order do not matter).
+	Voters []string
+	// Matrix is the ring's round-trip matrix (status.roundTrips).
+	Matrix []etcdfedv1.RoundTrip
+	// Previous is what was chosen before (status.timing), nil at first.
+	Previous *etcdfedv1.TimingStatus
+}
+
+// Choose returns the heartbeat interval and election timeout etcd runs
+// with, their source and why. Explicit values in spec.etcd win; with
+// timing Manual a missing one is etcd's default; with Auto (or unset) it
+// is derived from the largest p99 round trip between two different voter
+// clusters, and kept at Previous's value unless it differs by more than a
+// quarter and more than ChangeMillis. When the voters span several
+// clusters but no round trip between them is known yet, Previous is kept
+// (etcd's defaults without one): no measurement, no change.
+func Choose(in Input) etcdfedv1.TimingStatus {
+	specHB, specEl := in.Etcd.HeartbeatIntervalMillis, in.Etcd.ElectionTimeoutMillis
+	explicit := specHB != nil || specEl != nil
+	if in.Etcd.Timing == etcdfedv1.TimingManual {
+		st := etcdfedv1.TimingStatus{
+			HeartbeatIntervalMillis: valueOr(specHB, etcdfedv1.DefaultHeartbeatIntervalMillis),
+			ElectionTimeoutMillis:   valueOr(specEl, etcdfedv1.DefaultElectionTimeoutMillis),
+			Source:                  etcdfedv1.TimingSourceManual,
+			Message:                 "timing Manual: etcd's defaults where spec.etcd gives no value",
+		}
+		if explicit {
+			st.Source, st.Message = etcdfedv1.TimingSourceSpec, "timing Manual: "+given(specHB, specEl)+"; etcd's default for the other"
+			if specHB != nil && specEl != nil {
+				st.Message = "timing Manual: " + given(specHB, specEl)
+			}
+		}
+		return st
+	}
+
+	hb, el, why := derive(in)
+	// Hysteresis against what runs: only a change that matters rolls. The
+	// election timeout follows the heartbeat: it changes only with it.
+	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) {
+		if p.HeartbeatIntervalMillis != hb || p.ElectionTimeoutMillis != el {
+			why += fmt.Sprintf("; keeping %d/%d: the derived %d/%d differs too little to roll the ring", p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis, hb, el)
+		}
+		hb, el = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
+	}
+	st := etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: why}
+	if !explicit {
+		return st
+	}
+	// A value given wins; the other stays derived, within what etcd and
+	// the API's rule accept (election timeout at least 5 heartbeats).
+	st.Source = etcdfedv1.TimingSourceSpec
+	switch {
+	case specHB != nil && specEl != nil:
+		st.HeartbeatIntervalMillis, st.ElectionTimeoutMillis = *specHB, *specEl
+		st.Message = given(specHB, specEl)
+		return st
+	case specHB != nil:
+		st.HeartbeatIntervalMillis = *specHB
+		st.ElectionTimeoutMillis = min(max(el, 5**specHB), MaxElection)
+	default:
+		st.ElectionTimeoutMillis = *specEl
+		st.HeartbeatIntervalMillis = max(min(hb, *specEl/5), 1)
+	}
+	st.Message = given(specHB, specEl) + "; the other derived: " + why
+	return st
+}
+
+// derive is the Auto rule without hysteresis.
+func derive(in Input) (hb, el int32, why string) {
+	voters := map[string]bool{}
+	for _, v := range in.Voters {
+		voters[v] = true
+	}
+	var worst *etcdfedv1.RoundTrip
+	for i := range in.Matrix {
+		e := &in.Matrix[i]
+		if e.From == e.To || !voters[e.From] || !voters[e.To] {
+			continue
+		}
+		if worst == nil || e.P99Micros > worst.P99Micros {
+			worst = e
+		}
+	}
+	hb, el = etcdfedv1.DefaultHeartbeatIntervalMillis, etcdfedv1.DefaultElectionTimeoutMillis
+	if worst == nil {
+		if len(voters) > 1 && in.Previous != nil {
+			return in.Previous.HeartbeatIntervalMillis, in.Previous.ElectionTimeoutMillis,
+				fmt.Sprintf("no round trip measured yet between the voters' clusters (%s); keeping the values chosen before", names(voters))
+		}
+		if len(voters) > 1 {
+			return hb, el, fmt.Sprintf("no round trip measured yet between the voters' clusters (%s); etcd's defaults", names(voters))
+		}
+		return hb, el, "the voters share one member cluster: etcd's defaults"
+	}
+	// p99 plus a quarter for jitter, rounded up to the step (integer
+	// arithmetic in microseconds, so the result is exact).
+	want := worst.P99Micros + worst.P99Micros/4
+	stepMicros := int64(HeartbeatStep) * 1000
+	steps := (want + stepMicros - 1) / stepMicros
+	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
+		steps = d
+	}
+	hb = max(int32(steps)*HeartbeatStep, etcdfedv1.DefaultHeartbeatIntervalMillis)
+	el = electionFor(hb)
+	why = fmt.Sprintf("max p99 round trip between voters %s (%s to %s); heartbeat p99+25%% in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
+		millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, etcdfedv1.DefaultHeartbeatIntervalMillis, ElectionFactor, etcdfedv1.DefaultElectionTimeoutMillis)
+	return hb, el, why
+}
+
+// electionFor is the election timeout of heartbeat hb: ten heartbeats,
+// at least etcd's default, at most etcd's limit.
+func electionFor(hb int32) int32 {
+	return min(max(ElectionFactor*hb, etcdfedv1.DefaultElectionTimeoutMillis), MaxElection)
+}
+
+// changes: a derived value moving from old to new is applied.
+func changes(old, new int32) bool {
+	d := new - old
+	if d < 0 {
+		d = -d
+	}
+	return d > ChangeMillis && 4*d > old
+}
+
+func valueOr(p *int32, def int32) int32 {
+	if p != nil {
+		return *p
+	}
+	return def
+}
+
+func given(hb, el *int32) string {
+	switch {
+	case hb != nil && el != nil:
+		return fmt.Sprintf("spec.etcd gives heartbeatIntervalMillis %d and electionTimeoutMillis %d", *hb, *el)
+	case hb != nil:
+		return fmt.Sprintf("spec.etcd gives heartbeatIntervalMillis %d", *hb)
+	}
+	return fmt.Sprintf("spec.etcd gives electionTimeoutMillis %d", *el)
+}
+
+func names(set map[string]bool) string {
+	var out []string
+	for n := range set {
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	s := ""
+	for i, n := range out {
+		if i > 0 {
+			s += ", "
+		}
+		s += n
+	}
+	return s
+}
+
+// millis formats microseconds as milliseconds, with one decimal below 10.
+func millis(us int64) string {
+	if us < 10_000 {
+		return fmt.Sprintf("%.1f ms", float64(us)/1000)
+	}
+	return fmt.Sprintf("%d ms", (us+500)/1000)
+}
+
+// Render returns the etcd settings an EtcdMember runs with: spec.etcd with
+// the chosen values, written only where they differ from what the spec
+// already says (a value etcd's default stays unset, so that a ring at
+// zero distance renders exactly as before timing existed and nothing
+// rolls), and timing cleared (the hub resolves it). t nil: spec as is.
+func Render(spec etcdfedv1.EtcdConfig, t *etcdfedv1.TimingStatus) etcdfedv1.EtcdConfig {
+	out := spec
+	out.Timing = ""
+	if t == nil {
+		return out
+	}
+	out.HeartbeatIntervalMillis = pick(spec.HeartbeatIntervalMillis, t.HeartbeatIntervalMillis, etcdfedv1.DefaultHeartbeatIntervalMillis)
+	out.ElectionTimeoutMillis = pick(spec.ElectionTimeoutMillis, t.ElectionTimeoutMillis, etcdfedv1.DefaultElectionTimeoutMillis)
+	return out
+}
+
+func pick(spec *int32, chosen, def int32) *int32 {
+	if spec != nil && *spec == chosen {
+		return spec
+	}
+	if spec == nil && chosen == def {
+		return nil
+	}
+	return &chosen
+}

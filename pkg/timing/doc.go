@@ -1,0 +1,29 @@
+// Package timing turns measured round trips between member clusters into
+// etcd's heartbeat interval and election timeout (rule 15). It is pure: no
+// client, no clock (the caller passes the time), no randomness.
+//
+//   - Window keeps the last round trips a spoke measured to one peer
+//     (memberlist's probes) and gives their median and p99.
+//   - Moved is the one hysteresis rule of round trips: one is published
+//     again (by the spoke) or recorded again (by the hub) only when its
+//     median or p99 moved by more than a quarter and more than 10 ms (the
+//     median) or 40 ms (the p99), so a link's jitter writes nothing.
+//   - Matrix merges the spokes' reports into the ring's matrix, keeping an
+//     entry that did not move enough.
+//   - Choose derives heartbeat and election timeout from the matrix
+//     following etcd's tuning guide
+//     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat
+//     about the largest round trip between members (here the largest p99
+//     between the voters' clusters, plus a quarter for jitter, in steps of
+//     50 ms, never below etcd's default 100 ms), the election timeout ten
+//     times the heartbeat (never below etcd's default 1000 ms, never above
+//     etcd's limit 50000 ms). A chosen value changes only when the new one
+//     differs by more than a quarter and more than 50 ms, so a jittering
+//     link does not roll the ring. At zero distance it yields exactly
+//     etcd's defaults, 100 and 1000.
+//
+// The round trips are those of the spokes' gossip (UDP ping and ack
+// between the spoke pods), not of etcd's own peer traffic: the same
+// network path between member clusters in the usual deployment, without
+// the members' own load.
+package timing

@@ -1,0 +1,79 @@
+package timing
+
+import (
+	"cmp"
+	"slices"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+)
+
+// Report is one spoke's round trips to its peers, as the hub accepted them
+// (validated, from a fresh spoke of one of the ring's clusters).
+type Report struct {
+	// From is the spoke's member cluster.
+	From string
+	// RoundTrips are its round trips to each peer.
+	RoundTrips []etcdfedv1.PeerRoundTrip
+}
+
+// Matrix merges reports into the ring's matrix prev, for the ring's
+// member clusters only (sorted by from and to, at most
+// etcdfedv1.MaxRoundTripMatrix entries):
+//
+//   - a reported pair new to the matrix is recorded at now;
+//   - a reported pair already recorded keeps its recorded values and time
+//     unless its median or p99 moved significantly (Moved), when it
+//     is recorded anew at now;
+//   - a recorded pair nobody reports now (its spoke stale, or its probes
+//     not yet in) keeps its last values: the distance between two
+//     clusters outlives a spoke's restart;
+//   - a pair with a cluster no longer in clusters is dropped.
+//
+// So at rest, with only jitter, the result equals prev.
+func Matrix(prev []etcdfedv1.RoundTrip, reports []Report, clusters []string, now time.Time) []etcdfedv1.RoundTrip {
+	in := map[string]bool{}
+	for _, c := range clusters {
+		in[c] = true
+	}
+	type key struct{ from, to string }
+	out := map[key]etcdfedv1.RoundTrip{}
+	for _, e := range prev {
+		if in[e.From] && in[e.To] && e.From != e.To {
+			out[key{e.From, e.To}] = e
+		}
+	}
+	at := metav1.NewTime(now).Rfc3339Copy()
+	for _, r := range reports {
+		if !in[r.From] {
+			continue
+		}
+		for _, p := range r.RoundTrips {
+			if !in[p.Cluster] || p.Cluster == r.From {
+				continue
+			}
+			k := key{r.From, p.Cluster}
+			if old, ok := out[k]; ok && !Moved(old.MedianMicros, old.P99Micros, p.MedianMicros, p.P99Micros) {
+				continue
+			}
+			t := at
+			out[k] = etcdfedv1.RoundTrip{From: r.From, To: p.Cluster, MedianMicros: p.MedianMicros, P99Micros: p.P99Micros, ObservedAt: &t}
+		}
+	}
+	res := make([]etcdfedv1.RoundTrip, 0, len(out))
+	for _, e := range out {
+		res = append(res, e)
+	}
+	slices.SortFunc(res, func(a, b etcdfedv1.RoundTrip) int {
+		return cmp.Or(cmp.Compare(a.From, b.From), cmp.Compare(a.To, b.To))
+	})
+	if len(res) > etcdfedv1.MaxRoundTripMatrix {
+		res = res[:etcdfedv1.MaxRoundTripMatrix]
+	}
+	if len(res) == 0 {
+		return nil
+	}
+	return res
+}

@@ -1,0 +1,238 @@
+package timing_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/timing"
+)
+
+func rt(from, to string, medianMs, p99Ms float64) etcdfedv1.RoundTrip {
+	return etcdfedv1.RoundTrip{From: from, To: to, MedianMicros: int64(medianMs * 1000), P99Micros: int64(p99Ms * 1000)}
+}
+
+// ring is a symmetric matrix between member-1..3 with the given p99
+// between member-1 and member-3 and 0.3 ms elsewhere (loopback).
+func ring(p99Ms13 float64) []etcdfedv1.RoundTrip {
+	var out []etcdfedv1.RoundTrip
+	for _, p := range [][2]string{{"member-1", "member-2"}, {"member-1", "member-3"}, {"member-2", "member-3"}} {
+		v := 0.3
+		if p == [2]string{"member-1", "member-3"} {
+			v = p99Ms13
+		}
+		out = append(out, rt(p[0], p[1], v*0.8, v), rt(p[1], p[0], v*0.8, v))
+	}
+	return out
+}
+
+var voters3 = []string{"member-1", "member-2", "member-3"}
+
+func auto(hb, el int32) *etcdfedv1.TimingStatus {
+	return &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: "before"}
+}
+
+func TestChoose(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		in          timing.Input
+		hb, el      int32
+		source      etcdfedv1.TimingSource
+		msgContains string
+	}{
+		{name: "zero distance (loopback) yields exactly etcd's defaults", in: timing.Input{Voters: voters3, Matrix: ring(0.3)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "max p99 round trip between voters 0.3 ms"},
+		{name: "voters in one cluster: defaults", in: timing.Input{Voters: []string{"member-1", "member-1"}},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "share one member cluster"},
+		{name: "not measured yet: defaults", in: timing.Input{Voters: voters3},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "no round trip measured yet"},
+		{name: "not measured (any more): the values chosen before stay", in: timing.Input{Voters: voters3, Previous: auto(400, 4000)},
+			hb: 400, el: 4000, source: etcdfedv1.TimingSourceAuto, msgContains: "keeping the values chosen before"},
+		{name: "42 ms stays under the default heartbeat", in: timing.Input{Voters: voters3, Matrix: ring(42)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "max p99 round trip between voters 42 ms (member-1 to member-3)"},
+		{name: "200 ms: heartbeat 250, election 2500", in: timing.Input{Voters: voters3, Matrix: ring(200)},
+			hb: 250, el: 2500, source: etcdfedv1.TimingSourceAuto, msgContains: "200 ms (member-1 to member-3)"},
+		{name: "a pair with a cluster without voters does not count", in: timing.Input{Voters: []string{"member-1", "member-2"}, Matrix: ring(200)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "0.3 ms (member-1 to member-2)"},
+		{name: "10 s: capped at etcd's limits", in: timing.Input{Voters: voters3, Matrix: ring(10000)},
+			hb: 5000, el: 50000, source: etcdfedv1.TimingSourceAuto},
+		{name: "Manual: etcd's defaults whatever the distance", in: timing.Input{Etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual}, Voters: voters3, Matrix: ring(200)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceManual},
+		{name: "Manual with a heartbeat given", in: timing.Input{Etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual, HeartbeatIntervalMillis: ptr.To[int32](150)}, Voters: voters3, Matrix: ring(200)},
+			hb: 150, el: 1000, source: etcdfedv1.TimingSourceSpec},
+		{name: "explicit values win over Auto", in: timing.Input{Etcd: etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](120), ElectionTimeoutMillis: ptr.To[int32](900)}, Voters: voters3, Matrix: ring(200), Previous: auto(250, 2500)},
+			hb: 120, el: 900, source: etcdfedv1.TimingSourceSpec, msgContains: "spec.etcd gives heartbeatIntervalMillis 120 and electionTimeoutMillis 900"},
+		{name: "explicit heartbeat, election derived", in: timing.Input{Etcd: etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150)}, Voters: voters3, Matrix: ring(200)},
+			hb: 150, el: 2500, source: etcdfedv1.TimingSourceSpec, msgContains: "the other derived"},
+		{name: "explicit heartbeat at zero distance: election stays etcd's default", in: timing.Input{Etcd: etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150)}, Voters: voters3, Matrix: ring(0.3)},
+			hb: 150, el: 1000, source: etcdfedv1.TimingSourceSpec},
+		{name: "explicit election, heartbeat derived but at most a fifth of it", in: timing.Input{Etcd: etcdfedv1.EtcdConfig{ElectionTimeoutMillis: ptr.To[int32](1000)}, Voters: voters3, Matrix: ring(400)},
+			hb: 200, el: 1000, source: etcdfedv1.TimingSourceSpec},
+		// Hysteresis.
+		{name: "a change of 50 ms does not roll", in: timing.Input{Voters: voters3, Matrix: ring(210), Previous: auto(250, 2500)},
+			hb: 250, el: 2500, source: etcdfedv1.TimingSourceAuto, msgContains: "keeping 250/2500: the derived 300/3000 differs too little"},
+		{name: "jitter across the step at the default does not roll", in: timing.Input{Voters: voters3, Matrix: ring(81), Previous: auto(100, 1000)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "keeping 100/1000: the derived 150/1500 differs too little"},
+		{name: "a change that matters rolls", in: timing.Input{Voters: voters3, Matrix: ring(300), Previous: auto(250, 2500)},
+			hb: 400, el: 4000, source: etcdfedv1.TimingSourceAuto, msgContains: "300 ms"},
+		{name: "measured at last: the message says so, the values stay", in: timing.Input{Voters: voters3, Matrix: ring(0.3), Previous: &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, Source: etcdfedv1.TimingSourceAuto, Message: "no round trip measured yet"}},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "max p99 round trip between voters 0.3 ms"},
+		{name: "back to zero distance goes back to the defaults", in: timing.Input{Voters: voters3, Matrix: ring(0.3), Previous: auto(400, 4000)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Choose(tc.in)
+			if got.HeartbeatIntervalMillis != tc.hb || got.ElectionTimeoutMillis != tc.el || got.Source != tc.source {
+				t.Errorf("got %d/%d %s (%s), want %d/%d %s", got.HeartbeatIntervalMillis, got.ElectionTimeoutMillis, got.Source, got.Message, tc.hb, tc.el, tc.source)
+			}
+			if !strings.Contains(got.Message, tc.msgContains) {
+				t.Errorf("message %q does not say %q", got.Message, tc.msgContains)
+			}
+			if got.ElectionTimeoutMillis < 5*got.HeartbeatIntervalMillis || got.ElectionTimeoutMillis > timing.MaxElection {
+				t.Errorf("%d/%d: etcd refuses an election timeout below 5 heartbeats or above %d", got.HeartbeatIntervalMillis, got.ElectionTimeoutMillis, timing.MaxElection)
+			}
+			if len(got.Message) > 1024 {
+				t.Errorf("message of %d characters; the API allows 1024", len(got.Message))
+			}
+		})
+	}
+}
+
+// Choose is stable: what it chose, fed back as Previous with the same
+// matrix, is chosen again unchanged (the status does not move at rest).
+func TestChooseIsAFixedPoint(t *testing.T) {
+	for _, p99 := range []float64{0.3, 42, 81, 99, 200, 333, 2000, 10000} {
+		in := timing.Input{Voters: voters3, Matrix: ring(p99)}
+		first := timing.Choose(in)
+		in.Previous = &first
+		if again := timing.Choose(in); again != first {
+			t.Errorf("p99 %v ms: chose %+v, then %+v", p99, first, again)
+		}
+	}
+}
+
+func TestRender(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		spec   etcdfedv1.EtcdConfig
+		chosen *etcdfedv1.TimingStatus
+		hb, el *int32
+	}{
+		{name: "defaults chosen render as unset: a ring at zero distance does not roll", chosen: auto(100, 1000)},
+		{name: "no timing: the spec", spec: etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150)}, hb: ptr.To[int32](150)},
+		{name: "derived values are written", chosen: auto(250, 2500), hb: ptr.To[int32](250), el: ptr.To[int32](2500)},
+		{name: "an explicit default stays written", spec: etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](100), Timing: etcdfedv1.TimingManual},
+			chosen: &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, Source: etcdfedv1.TimingSourceSpec}, hb: ptr.To[int32](100)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Render(tc.spec, tc.chosen)
+			want := tc.spec
+			want.Timing, want.HeartbeatIntervalMillis, want.ElectionTimeoutMillis = "", tc.hb, tc.el
+			if !equality.Semantic.DeepEqual(got, want) {
+				t.Errorf("got %+v, want %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestMatrix(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	t1 := t0.Add(time.Minute)
+	at := func(e etcdfedv1.RoundTrip, when time.Time) etcdfedv1.RoundTrip {
+		m := metav1.NewTime(when)
+		e.ObservedAt = &m
+		return e
+	}
+	peer := func(c string, medianMs, p99Ms float64) etcdfedv1.PeerRoundTrip {
+		return etcdfedv1.PeerRoundTrip{Cluster: c, MedianMicros: int64(medianMs * 1000), P99Micros: int64(p99Ms * 1000), Samples: 50}
+	}
+	clusters := []string{"a", "b", "c"}
+	for _, tc := range []struct {
+		name    string
+		prev    []etcdfedv1.RoundTrip
+		reports []timing.Report
+		want    []etcdfedv1.RoundTrip
+	}{
+		{name: "nothing reported, nothing recorded"},
+		{name: "first reports are recorded, sorted; self and clusters outside the ring are not",
+			reports: []timing.Report{{From: "b", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 1, 2), peer("b", 1, 1), peer("x", 1, 1)}}, {From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 1, 2)}}, {From: "x", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 1, 2)}}},
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t1), at(rt("b", "a", 1, 2), t1)}},
+		{name: "jitter keeps the recorded entry and its time",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 0.4, 39), peer("c", 95, 125)}}},
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)}},
+		{name: "a change that matters is recorded anew",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 12, 15), peer("c", 80, 135)}}},
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 12, 15), t1), at(rt("a", "c", 80, 135), t1)}},
+		{name: "an entry nobody reports now is kept; one of a cluster that left is dropped",
+			prev: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "gone", 1, 2), t0), at(rt("gone", "a", 1, 2), t0)},
+			want: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Matrix(tc.prev, tc.reports, clusters, t1)
+			if !equality.Semantic.DeepEqual(got, tc.want) {
+				t.Errorf("got\n%v\nwant\n%v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestMoved(t *testing.T) {
+	for _, tc := range []struct {
+		name                                 string
+		oldMedian, oldP99, newMedian, newP99 int64
+		want                                 bool
+	}{
+		{"the same", 300, 300, 300, 300, false},
+		{"loopback, a few stalled probes", 300, 500, 400, 35_000, false},
+		{"loopback, many stalled probes", 300, 500, 400, 41_000, true},
+		{"loopback, the median moves 10 ms", 300, 500, 10_400, 12_000, true},
+		{"a region away, under a quarter", 80_000, 90_000, 99_000, 110_000, false},
+		{"a region away, the median over a quarter", 80_000, 90_000, 101_000, 110_000, true},
+		{"a region away, the p99 over a quarter and 40 ms", 80_000, 90_000, 85_000, 140_000, true},
+		{"nearer", 80_000, 90_000, 59_000, 70_000, true},
+	} {
+		if got := timing.Moved(tc.oldMedian, tc.oldP99, tc.newMedian, tc.newP99); got != tc.want {
+			t.Errorf("%s: Moved = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+func TestWindow(t *testing.T) {
+	var w timing.Window
+	if m, p, n := w.Stats(); m != 0 || p != 0 || n != 0 {
+		t.Fatalf("empty window: %d %d %d", m, p, n)
+	}
+	w.Add(3 * time.Millisecond)
+	w.Add(time.Millisecond)
+	w.Add(2 * time.Millisecond)
+	if m, p, n := w.Stats(); m != 2000 || p != 3000 || n != 3 {
+		t.Errorf("3 samples: median %d p99 %d n %d, want 2000 3000 3", m, p, n)
+	}
+	// A full window: one stray probe does not set p99, two do.
+	w = timing.Window{}
+	for range timing.WindowSize - 1 {
+		w.Add(time.Millisecond)
+	}
+	w.Add(time.Second)
+	if m, p, n := w.Stats(); m != 1000 || p != 1000 || n != timing.WindowSize {
+		t.Errorf("one stray: median %d p99 %d n %d", m, p, n)
+	}
+	w.Add(time.Second) // overwrites the oldest 1 ms
+	if _, p, n := w.Stats(); p != 1_000_000 || n != timing.WindowSize {
+		t.Errorf("two strays: p99 %d n %d, want 1000000", p, n)
+	}
+	// The window forgets: WindowSize newer probes replace the strays.
+	for range timing.WindowSize {
+		w.Add(5 * time.Millisecond)
+	}
+	if m, p, _ := w.Stats(); m != 5000 || p != 5000 {
+		t.Errorf("after a full window of 5 ms: median %d p99 %d", m, p)
+	}
+}

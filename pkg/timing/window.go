@@ -1,0 +1,75 @@
+package timing
+
+import (
+	"slices"
+	"time"
+)
+
+// WindowSize is how many probes a Window keeps: with memberlist probing
+// one peer at a time, about two minutes of a three-cluster ring's local
+// profile, and ten of its wan profile.
+const WindowSize = 128
+
+// The least changes of a round trip that are published (by the spoke) or
+// recorded (by the hub) again, whatever their fraction: 10 ms of the
+// median, 40 ms of the p99. The p99 of a window on a busy machine moves
+// with a few stalled probes; under 40 ms its change cannot move a derived
+// heartbeat (p99 plus a quarter) by more than the 50 ms Choose applies.
+const (
+	SignificantMedianMicros int64 = 10_000
+	SignificantP99Micros    int64 = 40_000
+)
+
+// Window keeps the last WindowSize round trips to one peer. Not safe for
+// concurrent use.
+type Window struct {
+	samples []time.Duration
+	next    int
+}
+
+// Add records one round trip; a negative one counts as zero.
+func (w *Window) Add(rtt time.Duration) {
+	rtt = max(rtt, 0)
+	if len(w.samples) < WindowSize {
+		w.samples = append(w.samples, rtt)
+		return
+	}
+	w.samples[w.next] = rtt
+	w.next = (w.next + 1) % WindowSize
+}
+
+// Stats returns the median and the 99th percentile (nearest rank: with
+// WindowSize samples, the second largest, so that one stray probe does not
+// set it) in microseconds, and the number of samples. Zero values without
+// samples.
+func (w *Window) Stats() (medianMicros, p99Micros int64, n int) {
+	n = len(w.samples)
+	if n == 0 {
+		return 0, 0, 0
+	}
+	s := slices.Clone(w.samples)
+	slices.Sort(s)
+	return s[rank(n, 50)].Microseconds(), s[rank(n, 99)].Microseconds(), n
+}
+
+// rank is the nearest-rank index of percentile p among n sorted values.
+func rank(n, p int) int {
+	r := (n*p + 99) / 100 // ceil(n*p/100)
+	return min(max(r, 1), n) - 1
+}
+
+// Moved says whether a round trip whose median and p99 went from old to
+// new (in microseconds) is published or recorded again: one of them moved
+// by more than a quarter of its old value and by more than its least
+// change (SignificantMedianMicros, SignificantP99Micros).
+func Moved(oldMedian, oldP99, newMedian, newP99 int64) bool {
+	return moved(oldMedian, newMedian, SignificantMedianMicros) || moved(oldP99, newP99, SignificantP99Micros)
+}
+
+func moved(old, new, least int64) bool {
+	d := new - old
+	if d < 0 {
+		d = -d
+	}
+	return d > least && 4*d > old
+}
