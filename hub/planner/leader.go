@@ -80,11 +80,8 @@ func leaderStep(in Input, d Decision) Decision {
 		}
 	}
 	ld := topology.DecideLeader(li)
-	if op := in.Operation; op != nil && op.Type == OpMoveLeader {
-		ld.Reason, ld.MoveTo = topology.LeaderMove, ""
-		if d.Action != ActFinish {
-			ld.Message = d.Reason
-		}
+	if op := in.Operation; op != nil && op.Type == OpMoveLeader && d.Action != ActFinish && !ld.InPlace {
+		ld.Reason, ld.MoveTo, ld.Message = topology.LeaderMove, "", d.Reason
 	}
 	d.Leader = &ld
 	if ld.MoveTo == "" {

@@ -190,8 +190,8 @@ func DecideLeader(in LeaderInput) LeaderDecision {
 	if !in.LastMoved.IsZero() {
 		if left := in.LastMoved.Add(in.Policy.MinInterval).Sub(in.Now); left > 0 {
 			out.Reason, out.RequeueAfter = LeaderRateLimited, left
-			out.Message = fmt.Sprintf("%s; leadership was moved at %s, the next move not before %s later (at most one per %s)",
-				where, in.LastMoved.UTC().Format(time.RFC3339), left.Truncate(time.Second), in.Policy.MinInterval)
+			out.Message = fmt.Sprintf("%s; leadership was moved at %s, the next move not before %s (at most one per %s)",
+				where, in.LastMoved.UTC().Format(time.RFC3339), in.LastMoved.Add(in.Policy.MinInterval).UTC().Format(time.RFC3339), in.Policy.MinInterval)
 			return out
 		}
 	}
