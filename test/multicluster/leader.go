@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
@@ -75,6 +77,11 @@ func LeaderPlacementSpec(ctx context.Context, in LeaderPlacementSpecInput) {
 	t.Logf("leader back in %s %.1fs after it was moved out: %s", in.Zone, time.Since(start).Seconds(), note)
 	progress(ctx, t, w, 50, 30*time.Second)
 
+	// A planned stop of the leader (its pod deleted: SIGTERM with the
+	// pod's grace): the write gap it costs, and leadership back in the
+	// preferred zone afterwards.
+	leaderPodDeleted(ctx, t, in, inPreferred)
+
 	// The preferred zone killed: a failover elsewhere, its members
 	// evacuated; nothing may lead there meanwhile.
 	start = time.Now()
@@ -135,4 +142,52 @@ func membersIn(ec *etcdfedv1.EtcdCluster, cluster string) int {
 		}
 	}
 	return n
+}
+
+// leaderPodDeleted deletes the leader's pod under a workload of its own
+// and logs the longest write gap around it; the leader must be back in
+// the preferred zone once the pod is back.
+func leaderPodDeleted(ctx context.Context, t testing.TB, in LeaderPlacementSpecInput, inPreferred func(*etcdfedv1.EtcdCluster) string) {
+	t.Helper()
+	hub := in.Topology.Hub
+	ec, err := in.Etcd.Get(ctx, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := ec.Status.Leader
+	var cl *Cluster
+	for _, m := range ec.Status.Members {
+		for _, c := range in.Topology.Members {
+			if m.Name == leader && c.Name == m.Cluster {
+				cl = c
+			}
+		}
+	}
+	if cl == nil {
+		t.Fatalf("leader %q in no member cluster of the topology", leader)
+	}
+	w := startScenarioWorkload(ctx, t, in.Etcd, "leader-pod-deleted")
+	podName := in.Etcd.ObjectName(leader)
+	pods := cl.Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace)
+	pod, err := pods.Get(ctx, podName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := pods.Delete(ctx, podName, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitForPodReplaced(ctx, WaitForPodInput{Cluster: cl, Namespace: etcdfedv1.DefaultRingNamespace, Name: podName}, pod.UID); err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "the leader in " + in.Zone + " after its pod was deleted", Timeout: 2 * time.Minute, Until: inPreferred}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := in.Etcd.Get(ctx, hub)
+	progress(ctx, t, w, 50, 30*time.Second)
+	w.Stop()
+	gap, at := w.MaxWriteGapAt()
+	t.Logf("leader %s's pod deleted: pod back and %s leading in %s %.1fs later; longest write gap %s, began %.2fs after the deletion",
+		leader, got.Status.Leader, in.Zone, time.Since(start).Seconds(), gap.Round(time.Millisecond), at.Sub(start).Seconds())
+	checkWorkload(ctx, t, w)
 }
