@@ -177,6 +177,20 @@ func leaderPodDeleted(ctx context.Context, t testing.TB, in LeaderPlacementSpecI
 	if err := pods.Delete(ctx, podName, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// etcd's own shutdown (SIGTERM) hands leadership to the voter it is
+	// best connected to; the hub reports whom.
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "a leader other than " + leader, Timeout: time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		if ec.Status.Leader == leader || ec.Status.Leader == "" {
+			return "leader " + orNone(ec.Status.Leader)
+		}
+		return ""
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec, err := in.Etcd.Get(ctx, hub); err == nil {
+		t.Logf("%s's pod deleted: %s leads %.1fs later (as the hub saw it)", leader, ec.Status.Leader, time.Since(start).Seconds())
+	}
 	if _, err := WaitForPodReplaced(ctx, WaitForPodInput{Cluster: cl, Namespace: etcdfedv1.DefaultRingNamespace, Name: podName}, pod.UID); err != nil {
 		t.Fatal(err)
 	}
@@ -189,5 +203,15 @@ func leaderPodDeleted(ctx context.Context, t testing.TB, in LeaderPlacementSpecI
 	gap, at := w.MaxWriteGapAt()
 	t.Logf("leader %s's pod deleted: pod back and %s leading in %s %.1fs later; longest write gap %s, began %.2fs after the deletion",
 		leader, got.Status.Leader, in.Zone, time.Since(start).Seconds(), gap.Round(time.Millisecond), at.Sub(start).Seconds())
+	for _, f := range w.Failures() {
+		t.Logf("failed %.2fs after the deletion: %s", f.Call.Sub(start).Seconds(), f)
+	}
 	checkWorkload(ctx, t, w)
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
 }
