@@ -122,6 +122,10 @@ type EtcdClusterSpec struct {
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:XValidation:rule="self.all(c, self.exists_one(d, (has(d.commonName) && size(d.commonName) > 0 ? d.commonName : d.name) == (has(c.commonName) && size(c.commonName) > 0 ? c.commonName : c.name)))",message="every consumer needs its own etcd user: commonName (default name) must be unique among spec.clients"
 	Clients []ClientSpec `json:"clients,omitempty"`
+	// leader says where the ring's leader should be (LeaderSpec). Unset:
+	// where etcd's elections put it. Changing it restarts nothing.
+	// +optional
+	Leader *LeaderSpec `json:"leader,omitempty"`
 }
 
 // TopologySpec selects the member clusters that may host members.
@@ -711,6 +715,10 @@ type EtcdClusterStatus struct {
 	// adoption reports the adoption of an existing cluster (spec.adopt).
 	// +optional
 	Adoption *AdoptionStatus `json:"adoption,omitempty"`
+	// leaderPlacement says where the leader is, where spec.leader wants
+	// it, and why it is or is not moved.
+	// +optional
+	LeaderPlacement *LeaderPlacementStatus `json:"leaderPlacement,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -53,6 +53,15 @@ const (
 	// EventLeaderMoved: leadership moved off a member about to restart
 	// or leave.
 	EventLeaderMoved = "LeaderMoved"
+	// EventLeaderPlacement: a MoveLeader operation began, to move
+	// leadership where spec.leader wants it.
+	EventLeaderPlacement = "LeaderPlacement"
+	// EventLeaderPlacementDone: the MoveLeader operation ended (the
+	// target leads, or it was abandoned, and why).
+	EventLeaderPlacementDone = "LeaderPlacementDone"
+	// EventLeaderPlaced: etcd moved leadership where spec.leader wants
+	// it (from which member to which).
+	EventLeaderPlaced = "LeaderPlaced"
 	// EventMemberRemoved: a member was removed from etcd.
 	EventMemberRemoved = "MemberRemoved"
 	// EventAdopted: the hub reached an existing cluster to adopt

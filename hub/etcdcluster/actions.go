@@ -73,10 +73,12 @@ var actions = map[planner.Action]action{
 	planner.ActFinishBootstrap:      {apply: (*Reconciler).applyFinishBootstrap},
 
 	// etcd's membership.
-	planner.ActAddLearner:   {render: renderAddLearner, apply: (*Reconciler).applyAddLearner, etcd: true},
-	planner.ActPromote:      {render: renderLeaderURLs, apply: (*Reconciler).applyPromote, etcd: true},
-	planner.ActMoveLeader:   {render: renderLeaderURLs, apply: (*Reconciler).applyMoveLeader, etcd: true},
-	planner.ActRemoveMember: {apply: (*Reconciler).applyRemoveMember, etcd: true},
+	planner.ActAddLearner: {render: renderAddLearner, apply: (*Reconciler).applyAddLearner, etcd: true},
+	planner.ActPromote:    {render: renderLeaderURLs, apply: (*Reconciler).applyPromote, etcd: true},
+	planner.ActMoveLeader: {render: renderLeaderURLs, apply: (*Reconciler).applyMoveLeader, etcd: true},
+	// The leader's placement (leader.go).
+	planner.ActTransferLeadership: {render: renderLeaderURLs, apply: (*Reconciler).applyTransferLeadership, etcd: true},
+	planner.ActRemoveMember:       {apply: (*Reconciler).applyRemoveMember, etcd: true},
 
 	// Versions.
 	planner.ActRequestBackup:      {apply: (*Reconciler).applyRequestBackup},
@@ -95,11 +97,12 @@ var actions = map[planner.Action]action{
 // and at its end, by operation type; a type not listed is a membership
 // change.
 var operationEvents = map[planner.OpType]struct{ begin, done string }{
-	planner.OpRoll:     {etcdfedv1.EventMemberRoll, etcdfedv1.EventMemberRollDone},
-	planner.OpDefrag:   {etcdfedv1.EventDefragmentation, etcdfedv1.EventDefragmentationDone},
-	planner.OpDisrupt:  {etcdfedv1.EventDisruptionGrant, etcdfedv1.EventDisruptionGrantDone},
-	planner.OpRecover:  {etcdfedv1.EventQuorumRecovery, etcdfedv1.EventQuorumRecoveryDone},
-	planner.OpRotateCA: {etcdfedv1.EventCARotation, etcdfedv1.EventCARotationDone},
+	planner.OpRoll:       {etcdfedv1.EventMemberRoll, etcdfedv1.EventMemberRollDone},
+	planner.OpDefrag:     {etcdfedv1.EventDefragmentation, etcdfedv1.EventDefragmentationDone},
+	planner.OpDisrupt:    {etcdfedv1.EventDisruptionGrant, etcdfedv1.EventDisruptionGrantDone},
+	planner.OpRecover:    {etcdfedv1.EventQuorumRecovery, etcdfedv1.EventQuorumRecoveryDone},
+	planner.OpRotateCA:   {etcdfedv1.EventCARotation, etcdfedv1.EventCARotationDone},
+	planner.OpMoveLeader: {etcdfedv1.EventLeaderPlacement, etcdfedv1.EventLeaderPlacementDone},
 }
 
 // operationReasons are the reasons of the events at an operation's start

@@ -161,6 +161,7 @@ func decide(s *snapshot) *decision {
 		d.requestRefused = recordRecoveryRequest(s, st, d.plan)
 		recordCARotation(s, st, d.plan)
 		recordScheduledDefrag(s, st, d.plan)
+		recordLeader(s, st, d.plan)
 		d.step = renderStep(s, st, d.plan)
 	}
 

@@ -110,6 +110,7 @@ func recordMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, d
 		metricSteps.WithLabelValues(ec.Namespace, ec.Name, string(a), result).Inc()
 	}
 	recordMaintenanceMetrics(ec, st)
+	recordLeaderMetrics(ec, st)
 	if a := st.Adoption; a != nil {
 		retired := 0
 		for _, o := range a.Originals {
@@ -152,6 +153,8 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	metricSteps.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	metricPassDeadline.DeleteLabelValues(ec.Namespace, ec.Name)
 	forgetMaintenanceMetrics(ec)
+	metricLeaderMoves.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	metricLeaderInPlace.DeleteLabelValues(ec.Namespace, ec.Name)
 }
 
 // recordMemberMetrics exports each member's placement, role and

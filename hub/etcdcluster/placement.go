@@ -46,7 +46,7 @@ func labelZone(zone string) string {
 // keeps its members and gets no new ones (rule 8).
 func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input {
 	ec := s.ec
-	in := topology.Input{Replicas: int(ec.Spec.Replicas), NamePrefix: ec.Name + "-"}
+	in := topology.Input{Replicas: int(ec.Spec.Replicas), NamePrefix: ec.Name + "-", Prefer: leaderPlaces(ec)}
 	counts := map[topology.Domain]int{}
 	grace := durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute)
 	failedIn := map[topology.Domain]bool{} // a member failed there beyond its grace
@@ -223,6 +223,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 	}
 	in.CA = caRotationInput(s, st)
 	in.Adopt = adoptInput(ec, st)
+	in.Leader = leaderInput(ec, st)
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
 	}

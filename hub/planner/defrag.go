@@ -298,7 +298,7 @@ func awaitMember(in Input, op Operation, m Member, em ListEntry) (Decision, bool
 // then the defragmentation.
 func defragment(in Input, op Operation, m Member, em ListEntry) Decision {
 	if em.ID == in.Etcd.LeaderID && voters(in.Etcd) > 1 {
-		if to, ok := transferee(in.Etcd, em.ID); ok {
+		if to, ok := transferee(in, em.ID); ok {
 			return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before defragmenting it", describe(em))})
 		}
 		return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em))

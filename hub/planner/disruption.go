@@ -120,7 +120,7 @@ func continueDisrupt(in Input, op Operation) Decision {
 		return Decision{Action: ActFinish, Member: m.Name, MemberID: m.ID, Reason: fmt.Sprintf("the ring is not fully healthy (%s): %s's disruption grant is withdrawn before it was used", why, m.Name)}
 	}
 	if em.ID == in.Etcd.LeaderID {
-		if to, ok := transferee(in.Etcd, em.ID); ok {
+		if to, ok := transferee(in, em.ID); ok {
 			return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before its disruption", describe(em))})
 		}
 		if voters(in.Etcd) > 1 {

@@ -9,8 +9,12 @@
 // change's backup and downgrade steps, upgrade.go), defragmentation
 // (Defrag, defrag.go), a node drain's disruption grant (Disrupt,
 // disruption.go), quorum-loss recovery (Recover, recovery.go and
-// recovery_backup.go) and the steps of a CA rotation (RotateCA,
-// carotation.go).
+// recovery_backup.go), the steps of a CA rotation (RotateCA,
+// carotation.go) and the move of leadership where spec.leader wants it
+// (MoveLeader, leader.go: pkg/topology's DecideLeader with its
+// hysteresis, begun only when nothing else is to do and every member is
+// a ready voter; the planned moves of leadership of the other operations
+// hand it to a voter in the preferred place).
 //
 // It implements the membership rules of the design:
 //

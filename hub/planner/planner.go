@@ -31,7 +31,7 @@ const (
 // (graceWake): a member whose pod cannot even be scheduled changes nothing
 // that would wake the ring by itself.
 func Next(in Input) Decision {
-	return graceWake(in, next(in))
+	return graceWake(in, leaderStep(in, next(in)))
 }
 
 // graceWake shortens the requeue of a decision that takes no step to the
@@ -174,6 +174,8 @@ func continueOp(in Input, op Operation) Decision {
 		return continueRotateCA(in, op)
 	case OpRetire:
 		return continueRetire(in, op)
+	case OpMoveLeader:
+		return continueMoveLeader(in, op)
 	}
 	return Decision{Action: ActFinish, Reason: fmt.Sprintf("unknown operation %q dropped", op.Type)}
 }
@@ -508,7 +510,7 @@ func removeFromEtcd(in Input, op Operation) (Decision, bool) {
 		return Decision{}, false
 	}
 	if in.Etcd.LeaderID == em.ID {
-		to, ok := transferee(in.Etcd, em.ID)
+		to, ok := transferee(in, em.ID)
 		if !ok {
 			return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em)), true
 		}
@@ -656,6 +658,8 @@ func begin(in Input, op Operation, why string) Decision {
 		op.Step = ActRemoveMember
 	case OpRoll:
 		op.Step = ActUpdateObject
+	case OpMoveLeader:
+		op.Step = ActTransferLeadership
 	}
 	return d
 }
@@ -716,16 +720,37 @@ func keepsQuorum(e Etcd, id uint64) (bool, string) {
 	return true, ""
 }
 
-// transferee picks the healthy started voter with the lowest ID other than
-// id (deterministic; etcd catches it up before the transfer completes).
-func transferee(e Etcd, id uint64) (uint64, bool) {
+// transferee picks the new leader when id must lose leadership (a roll, a
+// drain, a removal): a healthy started voter other than id, in the first
+// of spec.leader's preferred places that holds one, then the lowest ID
+// (deterministic; etcd catches it up before the transfer completes).
+func transferee(in Input, id uint64) (uint64, bool) {
+	rank := func(cand uint64) int {
+		pol := in.Leader.Policy
+		if pol.Placement != topology.LeaderPreferred {
+			return 0
+		}
+		for _, m := range in.Members {
+			if m.ID != cand {
+				continue
+			}
+			for i, p := range pol.Preferred {
+				if p.Matches(m.Domain) {
+					return i
+				}
+			}
+		}
+		return len(pol.Preferred)
+	}
 	var best uint64
-	for _, m := range e.Members {
+	bestRank := 0
+	for _, m := range in.Etcd.Members {
 		if m.ID == id || m.IsLearner || !m.Healthy || !m.Started() {
 			continue
 		}
-		if best == 0 || m.ID < best {
-			best = m.ID
+		r := rank(m.ID)
+		if best == 0 || r < bestRank || (r == bestRank && m.ID < best) {
+			best, bestRank = m.ID, r
 		}
 	}
 	return best, best != 0

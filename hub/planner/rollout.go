@@ -126,7 +126,7 @@ func continueRoll(in Input, op Operation) Decision {
 			return d
 		}
 		if found && em.ID == in.Etcd.LeaderID {
-			if to, ok := transferee(in.Etcd, em.ID); ok {
+			if to, ok := transferee(in, em.ID); ok {
 				return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before restarting it", describe(em))})
 			}
 			if voters(in.Etcd) > 1 {

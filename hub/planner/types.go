@@ -62,6 +62,8 @@ type Input struct {
 	CA CARotation
 	// Adopt is the adoption of a running cluster (adopt.go).
 	Adopt Adopt
+	// Leader is the leader's placement (leader.go).
+	Leader LeaderInput
 }
 
 // Restore is the founding snapshot's state (spec.bootstrap.fromSnapshot).
@@ -414,6 +416,9 @@ type Decision struct {
 	// Request is the UID of the recovery request a Recover begins from
 	// (ActBegin): consumed, it is never acted on again.
 	Request string
+	// Leader is the leader placement's answer this pass (leader.go), for
+	// the status; nil when not decided.
+	Leader *topology.LeaderDecision
 }
 
 // Assignment places one incarnation of a member in a domain.

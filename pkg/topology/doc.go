@@ -40,10 +40,12 @@
 //  7. spread evenly over zones, then clusters, then domains (7 members over
 //     three zones are 3/2/2, not 3/3/1);
 //  8. keep the leader when an equally good alternative exists;
-//  9. prefer domains that sort first (cluster, then zone), so that ties are
+//  9. prefer the leader's preferred places (Input.Prefer), first ones
+//     first (with 5 members over 3 zones, a preferred zone holds 2);
+//  10. prefer domains that sort first (cluster, then zone), so that ties are
 //     broken the same way every time.
 //
-// Criteria 1, 2 and 5 to 9 are the cost levels of a min-cost flow from
+// Criteria 1, 2 and 5 to 10 are the cost levels of a min-cost flow from
 // zones through domains to clusters, where a member kept in place is free
 // and one placed anew costs a move; 3 and 4 are constraints on that flow
 // ("the k largest zones hold at most as many members as the cluster can

@@ -17,6 +17,7 @@ const (
 	costClusterSpread        // convex in members per cluster
 	costDomainSpread         // convex in members per domain
 	costLeader               // a non-leader kept: keeps the leader when all else ties
+	costPrefer               // a member outside the leader's preferred places (Input.Prefer)
 	costOrder                // prefer domains that sort first: a stable tie-break
 	costLevels
 )

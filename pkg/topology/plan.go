@@ -23,6 +23,7 @@ type model struct {
 	replicas int
 	prefix   string
 	leader   string
+	prefer   []Place
 	members  []Member // sorted by name
 	domains  []domain // sorted by cluster, then zone
 	zones    []string // sorted
@@ -50,6 +51,7 @@ func newModel(in Input) (*model, error) {
 		replicas: in.Replicas,
 		prefix:   in.NamePrefix,
 		leader:   in.Leader,
+		prefer:   in.Prefer,
 		members:  slices.Clone(in.Members),
 		domains:  make([]domain, 0, len(in.Domains)+len(in.Members)),
 	}
@@ -290,9 +292,21 @@ func (m *model) domainCosts(i int, unit []cost) []cost {
 			u[costFallback] = 1
 		}
 		u[costDomainSpread] = int32(n)
+		u[costPrefer] = m.preferRank(d.Domain)
 		u[costOrder] = int32(i)
 	}
 	return unit
+}
+
+// preferRank is the index of the first of the leader's preferred places
+// that holds d, len(prefer) when none does.
+func (m *model) preferRank(d Domain) int32 {
+	for i, p := range m.prefer {
+		if p.Matches(d) {
+			return int32(i)
+		}
+	}
+	return int32(len(m.prefer))
 }
 
 // setLimits sets the capacities that express the zone and cluster

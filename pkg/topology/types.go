@@ -105,6 +105,12 @@ type Input struct {
 	// Leader is the name of the current leader; empty (or a name not in
 	// Members) means unknown.
 	Leader string
+	// Prefer lists the leader's preferred places, most wanted first
+	// (spec.leader.preferred). When everything above ties, members go to
+	// the domains of the first places: with 5 members over 3 zones
+	// (2/2/1), a preferred zone holds 2, so a leader there needs one
+	// vote from another zone. It never moves a member by itself.
+	Prefer []Place
 }
 
 // Action is the kind of a Step.
