@@ -70,7 +70,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioAdopt":                   3 * time.Minute, // 76 s on the shared environment (first run)
 	"TestScenarioAdoptWithAuth":           3 * time.Minute, // about 110 s
 	"TestScenarioMoveInsideMemberCluster": 3 * time.Minute, // 75 s, its own two-cluster, four-zone environment
-	"TestScenarioLeaderPlacement":         5 * time.Minute, // 202 s
+	"TestScenarioLeaderPlacement":         5 * time.Minute, // 113 to 202 s
 }
 
 // defaultEstimate counts a scenario with no estimate yet.

@@ -62,23 +62,7 @@ func leaderStep(in Input, d Decision) Decision {
 		Unhealthy:    ringUnhealthy(in),
 		Busy:         busy(in, d),
 	}
-	ids := map[uint64]Member{}
-	for _, m := range in.Members {
-		if m.ID != 0 {
-			ids[m.ID] = m
-		}
-	}
-	for _, em := range in.Etcd.Members {
-		m, ok := ids[em.ID]
-		if !ok {
-			continue
-		}
-		li.Members = append(li.Members, topology.LeaderMember{Name: m.Name, Domain: m.Domain, Voter: !em.IsLearner,
-			Ready: m.Ready && em.Healthy && em.Started() && !em.IsLearner})
-		if em.ID == in.Etcd.LeaderID && in.Etcd.Reachable {
-			li.Leader = m.Name
-		}
-	}
+	li.Members, li.Leader = leaderMembers(in)
 	ld := topology.DecideLeader(li)
 	if op := in.Operation; op != nil && op.Type == OpMoveLeader && d.Action != ActFinish && !ld.InPlace {
 		ld.Reason, ld.MoveTo, ld.Message = topology.LeaderMove, "", d.Reason
@@ -95,6 +79,57 @@ func leaderStep(in Input, d Decision) Decision {
 	nd := begin(in, Operation{Type: OpMoveLeader, Member: m.Name, MemberID: m.ID, To: &to, Reason: string(in.Leader.Policy.Placement)}, ld.Message)
 	nd.Leader = &ld
 	return nd
+}
+
+// leaderMembers are etcd's members as leader placement sees them, and
+// the leader's name ("" when unknown).
+func leaderMembers(in Input) (out []topology.LeaderMember, leader string) {
+	ids := map[uint64]Member{}
+	for _, m := range in.Members {
+		if m.ID != 0 {
+			ids[m.ID] = m
+		}
+	}
+	for _, em := range in.Etcd.Members {
+		m, ok := ids[em.ID]
+		if !ok {
+			continue
+		}
+		out = append(out, topology.LeaderMember{Name: m.Name, Domain: m.Domain, Voter: !em.IsLearner,
+			Ready: m.Ready && em.Healthy && em.Started() && !em.IsLearner})
+		if em.ID == in.Etcd.LeaderID && in.Etcd.Reachable {
+			leader = m.Name
+		}
+	}
+	return out, leader
+}
+
+// transferee picks the new leader when id must lose leadership (a roll, a
+// drain, a removal): the first healthy started voter other than id where
+// spec.leader wants the leader (topology.WantedLeaders, id counted not
+// ready), else the one with the lowest ID (deterministic; etcd catches it
+// up before the transfer completes).
+func transferee(in Input, id uint64) (uint64, bool) {
+	ok := func(e ListEntry) bool { return e.ID != id && !e.IsLearner && e.Healthy && e.Started() }
+	members, _ := leaderMembers(in)
+	for i := range members {
+		if m, _ := member(in, members[i].Name); m.ID == id {
+			members[i].Ready = false
+		}
+	}
+	for _, name := range topology.WantedLeaders(topology.LeaderInput{Policy: in.Leader.Policy, Members: members, RoundTrip: in.Leader.RoundTrip}) {
+		m, _ := member(in, name)
+		if e, listed := byID(in.Etcd, m.ID); listed && ok(e) {
+			return e.ID, true
+		}
+	}
+	var best uint64
+	for _, e := range in.Etcd.Members {
+		if ok(e) && (best == 0 || e.ID < best) {
+			best = e.ID
+		}
+	}
+	return best, best != 0
 }
 
 // ringUnhealthy says why the leader may not be moved for its placement

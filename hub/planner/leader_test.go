@@ -150,14 +150,39 @@ func reasonOfLeader(sub string) check {
 }
 
 // TestLeaderPlacementKeptByPlannedMoves: a member that leads and must
-// restart (a roll) or be drained hands leadership to a voter in the
-// preferred place, not to the lowest ID.
+// restart (a roll; a drain and a removal pick the same way) hands
+// leadership to a voter where spec.leader wants the leader, not to the
+// lowest ID.
 func TestLeaderPlacementKeptByPlannedMoves(t *testing.T) {
-	in := wantsLeaderIn("zc")
-	in.Members[0].Object.Outdated = true
-	in.Operation = &Operation{Type: OpRoll, Member: "main-0", Reason: ReasonSpecChanged, Step: ActUpdateObject, StartedAt: t0}
-	d := Next(in)
-	if d.Action != ActMoveLeader || d.TransfereeID != 3 {
-		t.Errorf("got %s to [%x] (%s), want MoveLeader to main-2 [3], in the preferred zone", d.Action, d.TransfereeID, d.Reason)
+	rtt := func(ms map[[2]string]int) topology.RoundTrip {
+		return func(from, to string) (time.Duration, bool) {
+			v, ok := ms[[2]string{from, to}]
+			return time.Duration(v) * time.Millisecond, ok
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		leader LeaderInput
+		want   uint64
+	}{
+		{"no spec.leader: the lowest ID", LeaderInput{}, 2},
+		{"preferred zone zc", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "zc"}}}}, 3},
+		{"preferred: the leaving member's own zone, then zc", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "za"}, {Cluster: "c"}}}}, 3},
+		{"preferred nowhere ready: the lowest ID", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "zz"}}}}, 2},
+		{"auto without measurements: the lowest ID", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderAuto}}, 2},
+		{"auto: the nearest quorum", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderAuto},
+			// From c: a (3 ms) and b (40 ms): quorum 2 of 3 needs one
+			// other, 3 ms. From b: 40 ms.
+			RoundTrip: rtt(map[[2]string]int{{"a", "b"}: 40, {"a", "c"}: 3, {"b", "c"}: 45})}, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			in := rolled("main-0")
+			in.Leader = tc.leader
+			in.Operation = &Operation{Type: OpRoll, Member: "main-0", Reason: ReasonSpecChanged, Step: ActUpdateObject, StartedAt: t0}
+			d := Next(in)
+			if d.Action != ActMoveLeader || d.TransfereeID != tc.want {
+				t.Errorf("got %s to [%x] (%s), want MoveLeader to [%x]", d.Action, d.TransfereeID, d.Reason, tc.want)
+			}
+		})
 	}
 }

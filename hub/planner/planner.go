@@ -720,42 +720,6 @@ func keepsQuorum(e Etcd, id uint64) (bool, string) {
 	return true, ""
 }
 
-// transferee picks the new leader when id must lose leadership (a roll, a
-// drain, a removal): a healthy started voter other than id, in the first
-// of spec.leader's preferred places that holds one, then the lowest ID
-// (deterministic; etcd catches it up before the transfer completes).
-func transferee(in Input, id uint64) (uint64, bool) {
-	rank := func(cand uint64) int {
-		pol := in.Leader.Policy
-		if pol.Placement != topology.LeaderPreferred {
-			return 0
-		}
-		for _, m := range in.Members {
-			if m.ID != cand {
-				continue
-			}
-			for i, p := range pol.Preferred {
-				if p.Matches(m.Domain) {
-					return i
-				}
-			}
-		}
-		return len(pol.Preferred)
-	}
-	var best uint64
-	bestRank := 0
-	for _, m := range in.Etcd.Members {
-		if m.ID == id || m.IsLearner || !m.Healthy || !m.Started() {
-			continue
-		}
-		r := rank(m.ID)
-		if best == 0 || r < bestRank || (r == bestRank && m.ID < best) {
-			best, bestRank = m.ID, r
-		}
-	}
-	return best, best != 0
-}
-
 func otherLearner(e Etcd, except uint64) (ListEntry, bool) {
 	for _, m := range e.Members {
 		if m.IsLearner && m.ID != except {

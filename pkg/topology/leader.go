@@ -200,6 +200,21 @@ func DecideLeader(in LeaderInput) LeaderDecision {
 	return out
 }
 
+// WantedLeaders lists the ready voters leadership is wanted on, most
+// wanted first; nil when the policy wants nothing in particular, Auto
+// lacks measurements, or no wanted place holds a ready voter. A member
+// that must lose leadership (a roll, a drain) is passed not ready.
+func WantedLeaders(in LeaderInput) []string {
+	if in.Policy.Placement == "" || in.Policy.Placement == LeaderNone {
+		return nil
+	}
+	w := wanted(in)
+	if w.why != "" {
+		return nil
+	}
+	return w.members
+}
+
 func leaderMember(in LeaderInput) (LeaderMember, bool) {
 	for _, m := range in.Members {
 		if m.Name == in.Leader && in.Leader != "" {
