@@ -80,8 +80,8 @@ func leaderPlaces(ec *etcdfedv1.EtcdCluster) []topology.Place {
 }
 
 // leaderInput is the planner's leader input: the policy, the recorded
-// times, and the round-trip matrix. roundTrips is nil until the spokes'
-// measurements are wired in (then Auto does nothing, and says so).
+// times, and the round-trip matrix (status.roundTrips; with none measured
+// Auto does nothing, and says so).
 func leaderInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) planner.LeaderInput {
 	in := planner.LeaderInput{Policy: leaderPolicy(ec), RoundTrip: roundTrips(ec, st)}
 	if lp := st.LeaderPlacement; lp != nil {
@@ -95,10 +95,33 @@ func leaderInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) pla
 	return in
 }
 
-// roundTrips is the measured matrix between member clusters, nil when
-// none is measured.
-func roundTrips(_ *etcdfedv1.EtcdCluster, _ *etcdfedv1.EtcdClusterStatus) topology.RoundTrip {
-	return nil
+// roundTrips is the ring's measured matrix between member clusters
+// (status.roundTrips, kept by the hub from the spokes' reports), nil when
+// none is measured. A pair reads the median either way: the spoke of
+// either end may have measured it, and a probe's round trip is the same
+// path both ways.
+func roundTrips(_ *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) topology.RoundTrip {
+	return roundTripsOf(st.RoundTrips)
+}
+
+// roundTripsOf turns a matrix into the lookup leader placement reads.
+func roundTripsOf(matrix []etcdfedv1.RoundTrip) topology.RoundTrip {
+	if len(matrix) == 0 {
+		return nil
+	}
+	median := make(map[[2]string]time.Duration, 2*len(matrix))
+	for _, e := range matrix {
+		d := time.Duration(e.MedianMicros) * time.Microsecond
+		for _, k := range [][2]string{{e.From, e.To}, {e.To, e.From}} {
+			if old, ok := median[k]; !ok || d > old {
+				median[k] = d // both ends measured: the longer counts
+			}
+		}
+	}
+	return func(from, to string) (time.Duration, bool) {
+		d, ok := median[[2]string{from, to}]
+		return d, ok
+	}
 }
 
 // recordLeader records the leader's placement as this pass decided it

@@ -109,3 +109,46 @@ func TestLeaderReasonsAreTheAPIs(t *testing.T) {
 		t.Errorf("planner's %q is not the API's %q", planner.OpMoveLeader, etcdfedv1.OperationMoveLeader)
 	}
 }
+
+// Auto reads the round trips the spokes measured: without them it moves
+// nothing and says so; with them it takes leadership to a member of the
+// clusters whose nearest quorum is closest (member-2 and member-3, 5 ms
+// apart, against member-1's 30 ms to its nearest).
+func TestLeaderAutoReadsTheMatrix(t *testing.T) {
+	s := ring()
+	s.ec.Spec.Leader = &etcdfedv1.LeaderSpec{Placement: etcdfedv1.LeaderPlacementAuto, SettleSeconds: ptr.To[int32](10)}
+	pass := func(want planner.Action) *etcdfedv1.EtcdClusterStatus {
+		t.Helper()
+		d := decide(s)
+		if d.plan.Action != want {
+			t.Fatalf("at %s: action %s (%s), want %s", s.now.Sub(now), d.plan.Action, d.plan.Reason, want)
+		}
+		st := computeStatus(s, d, applyResult{}, "")
+		s.ec.Status = st
+		return &st
+	}
+	st := pass(planner.ActNone)
+	if lp := st.LeaderPlacement; lp == nil || lp.Reason != etcdfedv1.LeaderReasonNoMeasurements {
+		t.Fatalf("no round trips: leaderPlacement = %+v, want NoMeasurements", lp)
+	}
+
+	ms := func(from string, to map[string]int64) {
+		for c, millis := range to {
+			s.byName[from].spoke.Status.RoundTrips = append(s.byName[from].spoke.Status.RoundTrips,
+				etcdfedv1.PeerRoundTrip{Cluster: c, MedianMicros: millis * 1000, P99Micros: millis * 1200, Samples: 20})
+		}
+	}
+	ms("member-1", map[string]int64{"member-2": 30, "member-3": 40})
+	ms("member-2", map[string]int64{"member-1": 30, "member-3": 5})
+	ms("member-3", map[string]int64{"member-1": 40, "member-2": 5})
+	s.now = now.Add(time.Second)
+	st = pass(planner.ActNone)
+	if len(st.RoundTrips) == 0 {
+		t.Fatalf("the spokes' round trips were not kept in status.roundTrips")
+	}
+	s.now = now.Add(12 * time.Second)
+	st = pass(planner.ActBegin)
+	if op := st.Operation; op == nil || op.Type != etcdfedv1.OperationMoveLeader || (op.Member != "main-1" && op.Member != "main-2") {
+		t.Fatalf("operation = %+v, want MoveLeader to main-1 or main-2 (the clusters 5 ms apart)", st.Operation)
+	}
+}
