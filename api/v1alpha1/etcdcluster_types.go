@@ -175,12 +175,14 @@ type TopologySpec struct {
 type DNSSpec struct {
 	// domain is the DNS zone of this etcd cluster. Member <name> is reachable
 	// as <name>.<domain>, and SRV records under the domain let clients use
-	// --discovery-srv. Immutable: every client's endpoint list is built from
-	// it.
+	// --discovery-srv. At least two labels. The hub's operator may limit
+	// the domains a namespace can use (hub flag --allowed-domains).
+	// Immutable: every client's endpoint list is built from it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="domain must be a lowercase DNS name such as etcd.example.com (letters, digits, '-' and '.')"
+	// +kubebuilder:validation:XValidation:rule="self.contains('.')",message="domain must have at least two labels, such as etcd.example.com: a single-label domain (com, local) would hold every name under it and keep every other ring out"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="domain is immutable: clients' endpoint lists are built from it; create a new EtcdCluster to change it"
 	Domain string `json:"domain"`
 

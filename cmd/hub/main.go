@@ -93,6 +93,7 @@ type options struct {
 	imagePrefixes    commaList
 	priorityClasses  commaList
 	tolerationKeys   commaList
+	domains          commaList
 	allowLoopback    bool
 	unsafeKubeconfig bool
 	renewAfter       float64
@@ -136,6 +137,8 @@ func main() {
 		"PriorityClasses (comma-separated, repeatable; * for any) spec.podTemplate.priorityClassName may name. Default: none.")
 	flag.Var(&o.tolerationKeys, "allowed-toleration-keys",
 		"Taint keys (comma-separated, repeatable; * for any, and for a toleration without a key) spec.podTemplate.tolerations may tolerate. Default: none.")
+	flag.Var(&o.domains, "allowed-domains",
+		"NAMESPACE=DOMAIN pairs (comma-separated, repeatable; NAMESPACE * for namespaces without their own; DOMAIN * for any): an EtcdCluster's spec.dns.domain must equal or lie inside a domain its namespace is given, or it is refused (PolicyViolation), and a ring refused so holds no domain against others. Default: none, every domain first come first served (a ring that has begun keeps its domain).")
 	flag.BoolVar(&o.allowLoopback, "allow-loopback-member-addresses", false,
 		"Accept loopback addresses (127.0.0.0/8, ::1) in what spokes report (member addresses, DNS server addresses, gossip addresses). Only for a local environment where every pod runs on the loopback network.")
 	flag.BoolVar(&o.unsafeKubeconfig, "allow-unsafe-kubeconfigs", false,
@@ -255,7 +258,12 @@ func run(ctx context.Context, o options) error {
 	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	reg := provider
 
+	domains, err := tenancy.ParseDomains(o.domains)
+	if err != nil {
+		return fmt.Errorf("--allowed-domains: %w", err)
+	}
 	policy := tenancy.Policy{
+		Domains:                 domains,
 		AmbientStoreCredentials: o.ambientStore,
 		SourceNamespaces:        o.sourceNamespaces,
 		ImagePrefixes:           o.imagePrefixes,

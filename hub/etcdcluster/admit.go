@@ -80,7 +80,10 @@ func (r *Reconciler) admit(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*ref
 	if err != nil {
 		return nil, err
 	}
-	if c, refused := tenancy.DomainOwner(ec, rings); refused {
+	if err := r.Policy.CheckDomain(ec); err != nil {
+		return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: "the hub's tenancy policy refuses: " + err.Error() + "; this EtcdCluster writes nothing (delete it and create it with another domain)"}, nil
+	}
+	if c, refused := tenancy.DomainOwner(ec, rings, r.Policy); refused {
 		return &refusal{reason: etcdfedv1.ReasonDomainInUse, message: c.Error()}, nil
 	}
 	if err := r.Policy.CheckPods(ec); err != nil {
@@ -104,8 +107,9 @@ func (r *Reconciler) setRefused(ec *etcdfedv1.EtcdCluster, f *refusal) {
 	setCondition(&ec.Status, gen, etcdfedv1.ConditionDegraded, true, f.reason, msg)
 }
 
-// mapDomainRivals maps a deleted EtcdCluster to the others whose domain
-// overlaps its own: one of them may now own it.
+// mapDomainRivals maps a deleted EtcdCluster, or one that stopped holding
+// its domain, to the refused others whose domain overlaps its own: one of
+// them may now own it.
 func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 	return func(_ multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
@@ -123,7 +127,9 @@ func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Ob
 				if o.UID == gone.UID {
 					continue
 				}
-				if _, refused := tenancy.DomainOwner(o, []etcdfedv1.EtcdCluster{*gone}); refused {
+				// Every overlapping ring that is refused itself: the one
+				// gone (or no longer holding) may have been its owner.
+				if tenancy.Refused(o) {
 					out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}}, ClusterName: mcmanager.LocalCluster})
 				}
 			}
@@ -132,12 +138,19 @@ func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Ob
 	}
 }
 
-// onDelete passes delete events only.
-func onDelete() predicate.Predicate {
+// onDomainHoldChange passes deletes, and updates that change whether an
+// EtcdCluster holds its domain against others (it began, or the hub
+// refused or stopped refusing it): a ring it kept from its domain may now
+// have it.
+func onDomainHoldChange() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
+			n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
+			return ok1 && ok2 && (tenancy.Claimed(o) != tenancy.Claimed(n) || tenancy.Refused(o) != tenancy.Refused(n))
+		},
 	}
 }

@@ -43,6 +43,12 @@ type Policy struct {
 	// tolerate (Any: every key, and a toleration without a key, which
 	// tolerates every taint). Empty: none. Flag --allowed-toleration-keys.
 	TolerationKeys []string
+	// Domains are the DNS domains the EtcdClusters of each namespace may
+	// use: namespace to suffixes, spec.dns.domain equal to one or inside
+	// one. The entry Any applies to namespaces without their own. Empty:
+	// every domain, first come first served (DomainOwner). Flag
+	// --allowed-domains.
+	Domains map[string][]string
 }
 
 // allows: value is in list, or list holds Any.
