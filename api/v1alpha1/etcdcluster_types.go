@@ -699,6 +699,17 @@ type EtcdClusterStatus struct {
 	// adoption reports the adoption of an existing cluster (spec.adopt).
 	// +optional
 	Adoption *AdoptionStatus `json:"adoption,omitempty"`
+
+	// caFingerprint is the SHA-256 (hex) of the public key of the CA
+	// named in spec.tls.caSecretName, as the hub last read it. The hub
+	// refuses a ring of another namespace whose CA has the same key,
+	// unless its operator allows shared CAs: the hub issues certificates
+	// from a ring's CA (the members', its own root client, spec.clients),
+	// and a CA shared across namespaces would make each namespace's
+	// certificates trusted by the other's rings.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CAFingerprint string `json:"caFingerprint,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -94,6 +94,7 @@ type options struct {
 	priorityClasses  commaList
 	tolerationKeys   commaList
 	domains          commaList
+	sharedCA         bool
 	allowLoopback    bool
 	unsafeKubeconfig bool
 	renewAfter       float64
@@ -139,6 +140,8 @@ func main() {
 		"Taint keys (comma-separated, repeatable; * for any, and for a toleration without a key) spec.podTemplate.tolerations may tolerate. Default: none.")
 	flag.Var(&o.domains, "allowed-domains",
 		"NAMESPACE=DOMAIN pairs (comma-separated, repeatable; NAMESPACE * for namespaces without their own; DOMAIN * for any): an EtcdCluster's spec.dns.domain must equal or lie inside a domain its namespace is given, or it is refused (PolicyViolation), and a ring refused so holds no domain against others. Default: none, every domain first come first served (a ring that has begun keeps its domain).")
+	flag.BoolVar(&o.sharedCA, "allow-shared-ca", false,
+		"Let EtcdClusters of different namespaces use the same CA (the same key in spec.tls.caSecretName). Off: the ring whose namespace came second is refused (PolicyViolation): the hub issues certificates from a ring's CA (its own root client, spec.clients), so a shared CA makes one namespace's certificates trusted by the other's rings.")
 	flag.BoolVar(&o.allowLoopback, "allow-loopback-member-addresses", false,
 		"Accept loopback addresses (127.0.0.0/8, ::1) in what spokes report (member addresses, DNS server addresses, gossip addresses). Only for a local environment where every pod runs on the loopback network.")
 	flag.BoolVar(&o.unsafeKubeconfig, "allow-unsafe-kubeconfigs", false,
@@ -264,6 +267,7 @@ func run(ctx context.Context, o options) error {
 	}
 	policy := tenancy.Policy{
 		Domains:                 domains,
+		SharedCA:                o.sharedCA,
 		AmbientStoreCredentials: o.ambientStore,
 		SourceNamespaces:        o.sourceNamespaces,
 		ImagePrefixes:           o.imagePrefixes,

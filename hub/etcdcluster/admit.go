@@ -19,6 +19,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
@@ -55,6 +56,47 @@ func indexDomains(ctx context.Context, mgr mcmanager.Manager) error {
 	})
 }
 
+// indexCAFingerprint indexes EtcdClusters by status.caFingerprint, the key
+// of the CA named in spec.tls.caSecretName (admit: a CA shared across
+// namespaces).
+const indexCAFingerprint = "etcdfed.dev/ca-fingerprint"
+
+func indexCAs(ctx context.Context, mgr mcmanager.Manager) error {
+	return mgr.GetLocalManager().GetFieldIndexer().IndexField(ctx, &etcdfedv1.EtcdCluster{}, indexCAFingerprint, func(o client.Object) []string {
+		if fp := o.(*etcdfedv1.EtcdCluster).Status.CAFingerprint; fp != "" {
+			return []string{fp}
+		}
+		return nil
+	})
+}
+
+// userCAFingerprint is the key fingerprint of the CA ec names in
+// spec.tls.caSecretName, read uncached; "" when it names none, TLS is off,
+// or the Secret cannot be read yet (the pass's observation says why).
+func (r *Reconciler) userCAFingerprint(ctx context.Context, ec *etcdfedv1.EtcdCluster) string {
+	if ec.Spec.TLS.CASecretName == "" || !ec.Spec.TLS.Mode.Enabled() {
+		return ""
+	}
+	sec := &corev1.Secret{}
+	if err := r.hubReader().Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: ec.Spec.TLS.CASecretName}, sec); err != nil {
+		return ""
+	}
+	a, err := pki.LoadAuthority(sec.Data)
+	if err != nil {
+		return ""
+	}
+	return pki.KeyFingerprint(a.Signer.Cert)
+}
+
+// caRivals are the EtcdClusters that recorded the CA key fingerprint fp.
+func (r *Reconciler) caRivals(ctx context.Context, fp string) ([]etcdfedv1.EtcdCluster, error) {
+	var list etcdfedv1.EtcdClusterList
+	if err := r.hub().List(ctx, &list, client.MatchingFields{indexCAFingerprint: fp}); err != nil {
+		return nil, fmt.Errorf("list EtcdClusters for their CA: %w", err)
+	}
+	return list.Items, nil
+}
+
 // domainRivals are the EtcdClusters whose domain overlaps ec's: the same,
 // inside it, or one it lies inside.
 func (r *Reconciler) domainRivals(ctx context.Context, ec *etcdfedv1.EtcdCluster) ([]etcdfedv1.EtcdCluster, error) {
@@ -86,6 +128,15 @@ func (r *Reconciler) admit(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*ref
 	if c, refused := tenancy.DomainOwner(ec, rings, r.Policy); refused {
 		return &refusal{reason: etcdfedv1.ReasonDomainInUse, message: c.Error()}, nil
 	}
+	if fp := r.userCAFingerprint(ctx, ec); fp != "" && !r.Policy.SharedCA {
+		rivals, err := r.caRivals(ctx, fp)
+		if err != nil {
+			return nil, err
+		}
+		if c, refused := tenancy.CAOwner(ec, fp, rivals, r.Policy); refused {
+			return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: c.Error()}, nil
+		}
+	}
 	if err := r.Policy.CheckPods(ec); err != nil {
 		return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: "the hub's tenancy policy refuses: " + err.Error() + "; this EtcdCluster writes nothing until its spec complies"}, nil
 	}
@@ -108,8 +159,8 @@ func (r *Reconciler) setRefused(ec *etcdfedv1.EtcdCluster, f *refusal) {
 }
 
 // mapDomainRivals maps a deleted EtcdCluster, or one that stopped holding
-// its domain, to the refused others whose domain overlaps its own: one of
-// them may now own it.
+// its domain, to the refused others whose domain overlaps its own or whose
+// CA has its CA's key: one of them may now have it.
 func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 	return func(_ multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
@@ -120,6 +171,11 @@ func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Ob
 			rings, err := r.domainRivals(ctx, gone)
 			if err != nil {
 				return nil
+			}
+			if fp := gone.Status.CAFingerprint; fp != "" {
+				if more, err := r.caRivals(ctx, fp); err == nil {
+					rings = append(rings, more...)
+				}
 			}
 			var out []mcreconcile.Request
 			for i := range rings {

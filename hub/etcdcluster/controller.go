@@ -153,6 +153,9 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if err := indexDomains(context.Background(), mgr); err != nil {
 		return fmt.Errorf("index EtcdClusters by domain: %w", err)
 	}
+	if err := indexCAs(context.Background(), mgr); err != nil {
+		return fmt.Errorf("index EtcdClusters by CA: %w", err)
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).

@@ -49,6 +49,12 @@ type Policy struct {
 	// every domain, first come first served (DomainOwner). Flag
 	// --allowed-domains.
 	Domains map[string][]string
+	// SharedCA lets rings of different namespaces use the same CA (the
+	// same key in their spec.tls.caSecretName): the hub issues every
+	// certificate of a ring from its CA (its own root client, spec.clients),
+	// so a shared CA makes each namespace's certificates trusted by the
+	// other's rings. Flag --allow-shared-ca.
+	SharedCA bool
 }
 
 // allows: value is in list, or list holds Any.
