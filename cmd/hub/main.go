@@ -21,9 +21,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -188,28 +186,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("hub kubeconfig: %w", err)
 	}
 	scheme := scheme.New()
-	// Member-cluster caches hold the ring namespace only, and a read of a
-	// kind no controller watches fails at once instead of starting an
-	// informer and waiting for it to sync: nothing in the hub may wait on
-	// a member cluster without a bound. Two exceptions for the zone
-	// witness, each as narrow as it goes: Leases also in kube-node-lease
-	// (kubelet's node Leases), and Nodes as metadata only (their zone
-	// label; never their status). No managedFields are kept.
-	memberCache := cluster.Options{
-		Scheme: scheme,
-		Cache: cache.Options{
-			DefaultNamespaces:           map[string]cache.Config{o.ringNamespace: {}},
-			ReaderFailOnMissingInformer: true,
-			DefaultTransform:            cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				// Of the Secrets, only the certificates the hub writes.
-				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue})},
-				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{
-					o.ringNamespace: {}, corev1.NamespaceNodeLease: {},
-				}},
-			},
-		},
-	}
+	// Member-cluster caches: the ring namespace only, etcdfed's own
+	// objects only, bounded (registry.MemberCacheOptions).
+	memberCache := registry.MemberCacheOptions(scheme, o.ringNamespace)
 	provider := &registry.Provider{
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
