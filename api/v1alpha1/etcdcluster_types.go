@@ -179,12 +179,14 @@ type TopologySpec struct {
 type DNSSpec struct {
 	// domain is the DNS zone of this etcd cluster. Member <name> is reachable
 	// as <name>.<domain>, and SRV records under the domain let clients use
-	// --discovery-srv. Immutable: every client's endpoint list is built from
-	// it.
+	// --discovery-srv. At least two labels. The hub's operator may limit
+	// the domains a namespace can use (hub flag --allowed-domains).
+	// Immutable: every client's endpoint list is built from it.
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=200
 	// +kubebuilder:validation:XValidation:rule="self.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$')",message="domain must be a lowercase DNS name such as etcd.example.com (letters, digits, '-' and '.')"
+	// +kubebuilder:validation:XValidation:rule="self.contains('.')",message="domain must have at least two labels, such as etcd.example.com: a single-label domain (com, local) would hold every name under it and keep every other ring out"
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="domain is immutable: clients' endpoint lists are built from it; create a new EtcdCluster to change it"
 	Domain string `json:"domain"`
 
@@ -719,6 +721,17 @@ type EtcdClusterStatus struct {
 	// it, and why it is or is not moved.
 	// +optional
 	LeaderPlacement *LeaderPlacementStatus `json:"leaderPlacement,omitempty"`
+
+	// caFingerprint is the SHA-256 (hex) of the public key of the CA
+	// named in spec.tls.caSecretName, as the hub last read it. The hub
+	// refuses a ring of another namespace whose CA has the same key,
+	// unless its operator allows shared CAs: the hub issues certificates
+	// from a ring's CA (the members', its own root client, spec.clients),
+	// and a CA shared across namespaces would make each namespace's
+	// certificates trusted by the other's rings.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	CAFingerprint string `json:"caFingerprint,omitempty"`
 }
 
 // EtcdCluster is one etcd cluster whose members live in several member

@@ -21,9 +21,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -94,6 +92,8 @@ type options struct {
 	imagePrefixes    commaList
 	priorityClasses  commaList
 	tolerationKeys   commaList
+	domains          commaList
+	sharedCA         bool
 	allowLoopback    bool
 	unsafeKubeconfig bool
 	renewAfter       float64
@@ -137,6 +137,10 @@ func main() {
 		"PriorityClasses (comma-separated, repeatable; * for any) spec.podTemplate.priorityClassName may name. Default: none.")
 	flag.Var(&o.tolerationKeys, "allowed-toleration-keys",
 		"Taint keys (comma-separated, repeatable; * for any, and for a toleration without a key) spec.podTemplate.tolerations may tolerate. Default: none.")
+	flag.Var(&o.domains, "allowed-domains",
+		"NAMESPACE=DOMAIN pairs (comma-separated, repeatable; NAMESPACE * for namespaces without their own; DOMAIN * for any): an EtcdCluster's spec.dns.domain must equal or lie inside a domain its namespace is given, or it is refused (PolicyViolation), and a ring refused so holds no domain against others. Default: none, every domain first come first served (a ring that has begun keeps its domain).")
+	flag.BoolVar(&o.sharedCA, "allow-shared-ca", false,
+		"Let EtcdClusters of different namespaces use the same CA (the same key in spec.tls.caSecretName). Off: the ring whose namespace came second is refused (PolicyViolation): the hub issues certificates from a ring's CA (its own root client, spec.clients), so a shared CA makes one namespace's certificates trusted by the other's rings.")
 	flag.BoolVar(&o.allowLoopback, "allow-loopback-member-addresses", false,
 		"Accept loopback addresses (127.0.0.0/8, ::1) in what spokes report (member addresses, DNS server addresses, gossip addresses). Only for a local environment where every pod runs on the loopback network.")
 	flag.BoolVar(&o.unsafeKubeconfig, "allow-unsafe-kubeconfigs", false,
@@ -183,28 +187,9 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("hub kubeconfig: %w", err)
 	}
 	scheme := scheme.New()
-	// Member-cluster caches hold the ring namespace only, and a read of a
-	// kind no controller watches fails at once instead of starting an
-	// informer and waiting for it to sync: nothing in the hub may wait on
-	// a member cluster without a bound. Two exceptions for the zone
-	// witness, each as narrow as it goes: Leases also in kube-node-lease
-	// (kubelet's node Leases), and Nodes as metadata only (their zone
-	// label; never their status). No managedFields are kept.
-	memberCache := cluster.Options{
-		Scheme: scheme,
-		Cache: cache.Options{
-			DefaultNamespaces:           map[string]cache.Config{o.ringNamespace: {}},
-			ReaderFailOnMissingInformer: true,
-			DefaultTransform:            cache.TransformStripManagedFields(),
-			ByObject: map[client.Object]cache.ByObject{
-				// Of the Secrets, only the certificates the hub writes.
-				&corev1.Secret{}: {Label: labels.SelectorFromSet(labels.Set{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue})},
-				&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{
-					o.ringNamespace: {}, corev1.NamespaceNodeLease: {},
-				}},
-			},
-		},
-	}
+	// Member-cluster caches: the ring namespace only, etcdfed's own
+	// objects only, bounded (registry.MemberCacheOptions).
+	memberCache := registry.MemberCacheOptions(scheme, o.ringNamespace)
 	provider := &registry.Provider{
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
@@ -266,7 +251,13 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("registry provider: %w", err)
 	}
 
+	domains, err := tenancy.ParseDomains(o.domains)
+	if err != nil {
+		return fmt.Errorf("--allowed-domains: %w", err)
+	}
 	policy := tenancy.Policy{
+		Domains:                 domains,
+		SharedCA:                o.sharedCA,
 		AmbientStoreCredentials: o.ambientStore,
 		SourceNamespaces:        o.sourceNamespaces,
 		ImagePrefixes:           o.imagePrefixes,

@@ -131,7 +131,7 @@ func (p *Provider) read(ctx context.Context) (*state, error) {
 func (p *Provider) transferError(err error) error {
 	msg := err.Error()
 	switch {
-	case strings.Contains(msg, "bad xfr rcode: 9"), errors.Is(err, dns.ErrAuth), errors.Is(err, dns.ErrSig), errors.Is(err, dns.ErrSecret), errors.Is(err, dns.ErrTime):
+	case strings.Contains(msg, "bad xfr rcode: 9"), errors.Is(err, dns.ErrAuth), errors.Is(err, dns.ErrSig), errors.Is(err, dns.ErrSecret), errors.Is(err, dns.ErrTime), errors.Is(err, dns.ErrNoSig):
 		return fmt.Errorf("%w: AXFR of %s from %s with key %s (%s): check the key name, algorithm and secret, and the zone's allow-transfer", ErrTSIG, p.zone, p.cfg.Server, p.key, p.alg)
 	case strings.Contains(msg, "bad xfr rcode: 5"):
 		return fmt.Errorf("rfc2136: AXFR of %s from %s refused: allow transfers for key %s", p.zone, p.cfg.Server, p.key)
@@ -419,6 +419,12 @@ func (p *Provider) send(ctx context.Context, domain string, ch Changes, ownTXT [
 			return fmt.Errorf("%w: update of %s at %s with key %s: %w", ErrTSIG, p.zone, p.cfg.Server, p.key, err)
 		}
 		return fmt.Errorf("rfc2136: update %s at %s: %w", p.zone, p.cfg.Server, err)
+	}
+	// The client verifies a TSIG only when the answer carries one: an
+	// answer without one (from anyone on the path) would otherwise count
+	// as the server's.
+	if r.IsTsig() == nil {
+		return fmt.Errorf("%w: the answer to the update of %s from %s (%s) is not signed: it did not come from a server holding key %s", ErrTSIG, p.zone, p.cfg.Server, dns.RcodeToString[r.Rcode], p.key)
 	}
 	switch r.Rcode {
 	case dns.RcodeSuccess:

@@ -19,6 +19,7 @@ import (
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
@@ -55,6 +56,47 @@ func indexDomains(ctx context.Context, mgr mcmanager.Manager) error {
 	})
 }
 
+// indexCAFingerprint indexes EtcdClusters by status.caFingerprint, the key
+// of the CA named in spec.tls.caSecretName (admit: a CA shared across
+// namespaces).
+const indexCAFingerprint = "etcdfed.dev/ca-fingerprint"
+
+func indexCAs(ctx context.Context, mgr mcmanager.Manager) error {
+	return mgr.GetLocalManager().GetFieldIndexer().IndexField(ctx, &etcdfedv1.EtcdCluster{}, indexCAFingerprint, func(o client.Object) []string {
+		if fp := o.(*etcdfedv1.EtcdCluster).Status.CAFingerprint; fp != "" {
+			return []string{fp}
+		}
+		return nil
+	})
+}
+
+// userCAFingerprint is the key fingerprint of the CA ec names in
+// spec.tls.caSecretName, read uncached; "" when it names none, TLS is off,
+// or the Secret cannot be read yet (the pass's observation says why).
+func (r *Reconciler) userCAFingerprint(ctx context.Context, ec *etcdfedv1.EtcdCluster) string {
+	if ec.Spec.TLS.CASecretName == "" || !ec.Spec.TLS.Mode.Enabled() {
+		return ""
+	}
+	sec := &corev1.Secret{}
+	if err := r.hubReader().Get(ctx, client.ObjectKey{Namespace: ec.Namespace, Name: ec.Spec.TLS.CASecretName}, sec); err != nil {
+		return ""
+	}
+	a, err := pki.LoadAuthority(sec.Data)
+	if err != nil {
+		return ""
+	}
+	return pki.KeyFingerprint(a.Signer.Cert)
+}
+
+// caRivals are the EtcdClusters that recorded the CA key fingerprint fp.
+func (r *Reconciler) caRivals(ctx context.Context, fp string) ([]etcdfedv1.EtcdCluster, error) {
+	var list etcdfedv1.EtcdClusterList
+	if err := r.hub().List(ctx, &list, client.MatchingFields{indexCAFingerprint: fp}); err != nil {
+		return nil, fmt.Errorf("list EtcdClusters for their CA: %w", err)
+	}
+	return list.Items, nil
+}
+
 // domainRivals are the EtcdClusters whose domain overlaps ec's: the same,
 // inside it, or one it lies inside.
 func (r *Reconciler) domainRivals(ctx context.Context, ec *etcdfedv1.EtcdCluster) ([]etcdfedv1.EtcdCluster, error) {
@@ -80,8 +122,20 @@ func (r *Reconciler) admit(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*ref
 	if err != nil {
 		return nil, err
 	}
-	if c, refused := tenancy.DomainOwner(ec, rings); refused {
+	if err := r.Policy.CheckDomain(ec); err != nil {
+		return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: "the hub's tenancy policy refuses: " + err.Error() + "; this EtcdCluster writes nothing (delete it and create it with another domain)"}, nil
+	}
+	if c, refused := tenancy.DomainOwner(ec, rings, r.Policy); refused {
 		return &refusal{reason: etcdfedv1.ReasonDomainInUse, message: c.Error()}, nil
+	}
+	if fp := r.userCAFingerprint(ctx, ec); fp != "" && !r.Policy.SharedCA {
+		rivals, err := r.caRivals(ctx, fp)
+		if err != nil {
+			return nil, err
+		}
+		if c, refused := tenancy.CAOwner(ec, fp, rivals, r.Policy); refused {
+			return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: c.Error()}, nil
+		}
 	}
 	if err := r.Policy.CheckPods(ec); err != nil {
 		return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: "the hub's tenancy policy refuses: " + err.Error() + "; this EtcdCluster writes nothing until its spec complies"}, nil
@@ -104,8 +158,9 @@ func (r *Reconciler) setRefused(ec *etcdfedv1.EtcdCluster, f *refusal) {
 	setCondition(&ec.Status, gen, etcdfedv1.ConditionDegraded, true, f.reason, msg)
 }
 
-// mapDomainRivals maps a deleted EtcdCluster to the others whose domain
-// overlaps its own: one of them may now own it.
+// mapDomainRivals maps a deleted EtcdCluster, or one that stopped holding
+// its domain, to the refused others whose domain overlaps its own or whose
+// CA has its CA's key: one of them may now have it.
 func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 	return func(_ multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
@@ -117,13 +172,20 @@ func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Ob
 			if err != nil {
 				return nil
 			}
+			if fp := gone.Status.CAFingerprint; fp != "" {
+				if more, err := r.caRivals(ctx, fp); err == nil {
+					rings = append(rings, more...)
+				}
+			}
 			var out []mcreconcile.Request
 			for i := range rings {
 				o := &rings[i]
 				if o.UID == gone.UID {
 					continue
 				}
-				if _, refused := tenancy.DomainOwner(o, []etcdfedv1.EtcdCluster{*gone}); refused {
+				// Every overlapping ring that is refused itself: the one
+				// gone (or no longer holding) may have been its owner.
+				if tenancy.Refused(o) {
 					out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}}, ClusterName: mcmanager.LocalCluster})
 				}
 			}
@@ -132,12 +194,19 @@ func (r *Reconciler) mapDomainRivals() mchandler.TypedEventHandlerFunc[client.Ob
 	}
 }
 
-// onDelete passes delete events only.
-func onDelete() predicate.Predicate {
+// onDomainHoldChange passes deletes, and updates that change whether an
+// EtcdCluster holds its domain against others (it began, or the hub
+// refused or stopped refusing it): a ring it kept from its domain may now
+// have it.
+func onDomainHoldChange() predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
-		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return true },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
+			n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
+			return ok1 && ok2 && (tenancy.Claimed(o) != tenancy.Claimed(n) || tenancy.Refused(o) != tenancy.Refused(n))
+		},
 	}
 }

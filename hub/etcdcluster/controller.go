@@ -153,11 +153,15 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if err := indexDomains(context.Background(), mgr); err != nil {
 		return fmt.Errorf("index EtcdClusters by domain: %w", err)
 	}
+	if err := indexCAs(context.Background(), mgr); err != nil {
+		return fmt.Errorf("index EtcdClusters by CA: %w", err)
+	}
 	return mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
-		// A deleted EtcdCluster may leave its domain to one refused for it.
-		Watches(&etcdfedv1.EtcdCluster{}, r.mapDomainRivals(), mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false), mcbuilder.WithPredicates(onDelete())).
+		// A deleted EtcdCluster, or one refused itself, may leave its
+		// domain to one refused for it.
+		Watches(&etcdfedv1.EtcdCluster{}, r.mapDomainRivals(), mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false), mcbuilder.WithPredicates(onDomainHoldChange())).
 		Watches(&etcdfedv1.EtcdMember{}, r.mapByClusterLabel(), member, mcbuilder.WithPredicates(memberNews())).
 		Watches(&etcdfedv1.EtcdDNSZone{}, r.mapByClusterLabel(), member).
 		// Member certificate Secrets: watched so the cache holds them (a

@@ -12,6 +12,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
@@ -32,6 +33,7 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	st.ZoneSummary = zoneSummary(tol)
 	st.FailuresTolerated = failuresTolerated(s.etcd)
 	st.PendingMoves = pendingMoves(st, d.placement)
+	st.CAFingerprint = userCAFingerprint(s)
 
 	gen := s.ec.Generation
 	// What the spokes found in etcd's own logs: why members cannot connect
@@ -448,4 +450,14 @@ func zoneSummary(t topology.Tolerance) string {
 		parts[i] = fmt.Sprint(c)
 	}
 	return fmt.Sprintf("%d (%s)", len(counts), strings.Join(parts, "/"))
+}
+
+// userCAFingerprint is the key fingerprint of the CA the spec names in
+// spec.tls.caSecretName, for status.caFingerprint (admit refuses another
+// namespace's ring with the same key); "" for a CA the hub generated.
+func userCAFingerprint(s *snapshot) string {
+	if s.ec.Spec.TLS.CASecretName == "" || s.pki.ca == nil {
+		return ""
+	}
+	return pki.KeyFingerprint(s.pki.ca.Cert)
 }

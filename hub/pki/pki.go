@@ -10,6 +10,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -330,3 +331,12 @@ func CommonName(certPEM []byte) string {
 
 // Equal reports whether two PEM blobs hold the same bytes.
 func Equal(a, b []byte) bool { return bytes.Equal(bytes.TrimSpace(a), bytes.TrimSpace(b)) }
+
+// KeyFingerprint is the SHA-256 (hex) of a certificate's public key: two
+// CA certificates with the same fingerprint sign for each other (a leaf
+// one issued verifies against the other when the names match), so rings
+// are compared by key, not by certificate.
+func KeyFingerprint(cert *x509.Certificate) string {
+	sum := sha256.Sum256(cert.RawSubjectPublicKeyInfo)
+	return hex.EncodeToString(sum[:])
+}

@@ -156,7 +156,7 @@ func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src
 		return nil, etcdfedv1.SnapshotReasonStoreUnreachable, fmt.Errorf("scratch directory: %w", err)
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
-	accept, err := r.authenticator(ctx, src, key)
+	accept, err := r.authenticator(ctx, ec.Namespace, src, key)
 	if err != nil {
 		return nil, reasonOf(err), err
 	}
@@ -176,7 +176,14 @@ func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src
 // it (Source.Owner), and that the sidecar names that EtcdCluster. With
 // AllowUnsigned a missing key or MAC is let through (logged), a MAC that
 // does not check is still refused.
-func (r *Reconciler) authenticator(ctx context.Context, src Source, key string) (func(backupstore.Metadata) error, error) {
+func (r *Reconciler) authenticator(ctx context.Context, namespace string, src Source, key string) (func(backupstore.Metadata) error, error) {
+	// The key resolved (latest: a listing's newest) is checked like a key
+	// the spec names.
+	if owner, ok := keyOwner(key); ok {
+		if err := r.Policy.CheckOwner(namespace, "the object "+key+" (NAMESPACE/NAME/...)", owner); err != nil {
+			return nil, err
+		}
+	}
 	ns, name, ok := src.Owner(key)
 	if !ok {
 		return nil, fmt.Errorf("%w: %s is not under NAMESPACE/NAME/ and no sourceCluster names the EtcdCluster that wrote it", backupstore.ErrUnauthenticated, key)
@@ -192,6 +199,9 @@ func (r *Reconciler) authenticator(ctx context.Context, src Source, key string) 
 	}
 	log := ctrl.LoggerFrom(ctx)
 	return func(md backupstore.Metadata) error {
+		if err := AllowedSidecar(r.Policy, namespace, key, md); err != nil {
+			return err
+		}
 		if md.Namespace != ns || md.Name != name {
 			if src.AllowUnsigned && md.MAC == "" {
 				log.Info("Restoring an unsigned snapshot (allowUnsigned)", "object", key, "sidecarRing", md.Namespace+"/"+md.Name)
@@ -221,6 +231,8 @@ func (r *Reconciler) authenticator(ctx context.Context, src Source, key string) 
 // reasonOf maps a store or check error to a SnapshotVerified reason.
 func reasonOf(err error) string {
 	switch {
+	case errors.Is(err, tenancy.ErrForbidden):
+		return etcdfedv1.SnapshotReasonForbidden
 	case errors.Is(err, backupstore.ErrUnauthenticated):
 		return etcdfedv1.SnapshotReasonUnauthenticated
 	case errors.Is(err, etcdsnapshot.ErrInvalid):

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -281,4 +282,119 @@ func TestDecide(t *testing.T) {
 	if Retry(etcdfedv1.SnapshotReasonInvalid) != RetryInvalid || Retry(etcdfedv1.SnapshotReasonStoreUnreachable) != RetryTransient {
 		t.Error("retry intervals")
 	}
+}
+
+// TestRestoreCannotReadAnotherNamespaceThroughObjectKey: the namespaces a
+// restore may read are checked against every name of the snapshot's
+// owner, not only sourceCluster. Before, with sourceCluster empty,
+// object: VICTIM/main/<id>/<time>.db made the hub read the victim's
+// snapshot key, check the victim's MAC and record the victim's data as
+// this ring's founding snapshot; a store URL under the victim's prefix,
+// or an unsigned snapshot with allowUnsigned, got there too. Each is
+// refused as ForbiddenByHubPolicy naming the victim's namespace, before
+// anything is downloaded; the ring's own snapshot still restores.
+func TestRestoreCannotReadAnotherNamespaceThroughObjectKey(t *testing.T) {
+	RegisterTestingT(t)
+	c, ns := start(t, tenancy.Policy{})
+	victim := testenv.NamespaceT(t, testenv.Shared(t, "restore"), "victim")
+	srv := s3test.StartT(t, "backups")
+	spec := srv.Store("backups", "", "s3-credentials")
+	now := time.Now()
+	theirs := snapshottest.StoreSigned(t, spec, srv.Credentials(), victim, "main", "1111111111111111", now.Add(-time.Hour), 20, snapshotKey(t, c, victim, "main"))
+	theirsUnsigned := snapshottest.Store(t, spec, srv.Credentials(), victim, "main", "1111111111111111", now.Add(-2*time.Hour), 20)
+	mine := snapshottest.StoreSigned(t, spec, srv.Credentials(), ns, "main", "2222222222222222", now.Add(-time.Hour), 20, snapshotKey(t, c, ns, "main"))
+	ctx := context.Background()
+	for _, name := range []string{"s3-credentials"} {
+		Expect(c.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Data: srv.Credentials()})).To(Succeed())
+	}
+	underVictim := srv.Store("backups", victim, "s3-credentials")
+	relative := func(key string) string { return strings.TrimPrefix(key, victim+"/") }
+
+	for _, tc := range []struct {
+		name, object, says string
+		src                etcdfedv1.SnapshotSource
+	}{
+		{"key under the victim, no sourceCluster", "r-key", "in namespace " + victim, etcdfedv1.SnapshotSource{Store: spec, Object: theirs.Key}},
+		{"key under the victim, own sourceCluster, unsigned allowed", "r-key-own-source", "in namespace " + victim, etcdfedv1.SnapshotSource{Store: spec, Object: theirsUnsigned.Key, SourceCluster: ns + "/main", AllowUnsigned: true}},
+		// The key's first segment is no namespace of this ring's; the
+		// victim's sidecar, read next, would say whose it is.
+		{"store under the victim's prefix, unsigned allowed", "r-prefix", "in namespace main", etcdfedv1.SnapshotSource{Store: underVictim, Object: relative(theirsUnsigned.Key), SourceCluster: ns + "/main", AllowUnsigned: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			RegisterTestingT(t)
+			ec := restoring(c, ns, tc.object, tc.src)
+			Expect(c.Create(ctx, ec)).To(Succeed())
+			Eventually(func(g Gomega) {
+				got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+				g.Expect(got.Status.Restore).To(BeNil(), "the victim's snapshot was taken as this ring's")
+				g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+				g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonForbidden), cond.Message)
+				g.Expect(cond.Message).To(ContainSubstring(tc.says))
+			}, time.Minute, 200*time.Millisecond).Should(Succeed())
+		})
+	}
+	ec := restoring(c, ns, "r-own", etcdfedv1.SnapshotSource{Store: spec, Object: mine.Key})
+	Expect(c.Create(ctx, ec)).To(Succeed())
+	Eventually(func(g Gomega) {
+		got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+		g.Expect(got.Status.Restore.SHA256).To(Equal(mine.Info.SHA256))
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+}
+
+// Every name of a snapshot's owner is checked against the policy: the
+// source cluster, the key's NAMESPACE/NAME/ and, once read, the sidecar.
+func TestAllowedChecksEveryNameOfTheOwner(t *testing.T) {
+	p := tenancy.Policy{SourceNamespaces: []string{"shared"}}
+	store := etcdfedv1.BackupStore{URL: "s3://backups", CredentialsSecretName: "s"}
+	for _, tc := range []struct {
+		name string
+		src  Source
+		ok   bool
+	}{
+		{"own key", Source{Store: store, Object: "mine/main/1/x.db"}, true},
+		{"own latest", Source{Store: store, Object: etcdfedv1.SnapshotLatest, SourceCluster: "mine/main"}, true},
+		{"allowed namespace's key", Source{Store: store, Object: "shared/main/1/x.db"}, true},
+		{"another namespace's key", Source{Store: store, Object: "team-b/main/1/x.db"}, false},
+		{"another namespace's key, own source", Source{Store: store, Object: "team-b/main/1/x.db", SourceCluster: "mine/main"}, false},
+		{"own key, another source", Source{Store: store, Object: "mine/main/1/x.db", SourceCluster: "team-b/main"}, false},
+		{"a key without the layout", Source{Store: store, Object: "x.db", SourceCluster: "mine/main"}, true},
+	} {
+		if err := tc.src.Allowed(p, "mine"); (err == nil) != tc.ok {
+			t.Errorf("%s: %v, want allowed %v", tc.name, err, tc.ok)
+		}
+	}
+	for _, tc := range []struct {
+		md backupstore.Metadata
+		ok bool
+	}{
+		{backupstore.Metadata{Namespace: "mine", Name: "main"}, true},
+		{backupstore.Metadata{Namespace: "shared", Name: "main"}, true},
+		{backupstore.Metadata{Namespace: "team-b", Name: "main"}, false},
+	} {
+		if err := AllowedSidecar(p, "mine", "mine/main/1/x.db", tc.md); (err == nil) != tc.ok {
+			t.Errorf("sidecar of %s/%s: %v, want allowed %v", tc.md.Namespace, tc.md.Name, err, tc.ok)
+		}
+	}
+}
+
+// FuzzSourceOwner: a spec the policy lets a ring of namespace "mine"
+// restore is authenticated as an EtcdCluster of "mine": however the key
+// and the source cluster are written, the namespace whose snapshot key
+// checks the snapshot is one the policy allowed.
+func FuzzSourceOwner(f *testing.F) {
+	for _, s := range []string{"a/b/c/x.db", "mine/main/1/x.db", "mine//c/x.db", "/mine/b/x.db", "x.db", "a/b", "a/b/"} {
+		f.Add(s, "")
+		f.Add(s, "mine/main")
+		f.Add(s, "a/b")
+	}
+	f.Fuzz(func(t *testing.T, key, source string) {
+		src := Source{Store: etcdfedv1.BackupStore{URL: "s3://backups", CredentialsSecretName: "s"}, Object: key, SourceCluster: source}
+		if src.Allowed(tenancy.Policy{}, "mine") != nil {
+			return
+		}
+		if ns, _, ok := src.Owner(key); ok && ns != "mine" {
+			t.Fatalf("key %q, source %q: allowed for namespace mine, authenticated as namespace %q's", key, source, ns)
+		}
+	})
 }

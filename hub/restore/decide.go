@@ -8,6 +8,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
+	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
 // Retry intervals after a failed resolution.
@@ -42,11 +43,10 @@ type Source struct {
 func (s Source) Owner(key string) (namespace, name string, ok bool) {
 	src := s.SourceCluster
 	if src == "" {
-		parts := strings.SplitN(key, "/", 3)
-		if len(parts) < 3 {
+		var ok bool
+		if src, ok = keyOwner(key); !ok {
 			return "", "", false
 		}
-		src = parts[0] + "/" + parts[1]
 	}
 	namespace, name, ok = strings.Cut(src, "/")
 	return namespace, name, ok && namespace != "" && name != ""
@@ -54,10 +54,39 @@ func (s Source) Owner(key string) (namespace, name string, ok bool) {
 
 // Allowed says whether the hub's tenancy policy lets an EtcdCluster of
 // namespace restore from src: its store (no credentials: the hub's own
-// identity; file://: the hub's filesystem) and its source cluster (another
-// namespace's snapshots). The error wraps tenancy.ErrForbidden.
+// identity; file://: the hub's filesystem), its source cluster and the
+// namespace its object's key lies under (another namespace's snapshots,
+// however named). The sidecar's own namespace is checked once it is read
+// (AllowedSidecar). The error wraps tenancy.ErrForbidden.
 func (src Source) Allowed(p tenancy.Policy, namespace string) error {
-	return errors.Join(p.CheckStore(src.StoreField, src.Store), p.CheckSource(namespace, src.SourceCluster))
+	errs := []error{p.CheckStore(src.StoreField, src.Store), p.CheckSource(namespace, src.SourceCluster)}
+	if src.Object != etcdfedv1.SnapshotLatest {
+		if owner, ok := keyOwner(src.Object); ok {
+			errs = append(errs, p.CheckOwner(namespace, "the object "+src.Object+" (NAMESPACE/NAME/...)", owner))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// AllowedSidecar says whether the policy lets an EtcdCluster of namespace
+// restore a snapshot whose sidecar names the EtcdCluster md.Namespace/
+// md.Name: a store under another prefix, or an object key that does not
+// follow the layout, still holds the other ring's sidecar.
+func AllowedSidecar(p tenancy.Policy, namespace, key string, md backupstore.Metadata) error {
+	if md.Namespace == "" {
+		return nil
+	}
+	return p.CheckOwner(namespace, "the snapshot "+key+" (its sidecar names EtcdCluster "+md.Namespace+"/"+md.Name+")", md.Namespace+"/"+md.Name)
+}
+
+// keyOwner is NAMESPACE/NAME of a key laid out as a store keeps a ring's
+// snapshots, NAMESPACE/NAME/...; ok is false for a shorter key.
+func keyOwner(key string) (string, bool) {
+	parts := strings.SplitN(key, "/", 3)
+	if len(parts) < 3 || parts[0] == "" || parts[1] == "" {
+		return "", false
+	}
+	return parts[0] + "/" + parts[1], true
 }
 
 // Decide says whether a snapshot of ec must be resolved, and which. The

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
@@ -47,6 +50,67 @@ func before(a, b *etcdfedv1.EtcdCluster) bool {
 	return a.UID < b.UID
 }
 
+// CheckDomain says whether the policy lets ec serve its domain: never a
+// single-label domain (com, local: every name under it would be the
+// ring's; the CRD refuses one, this covers objects stored before it did),
+// and with Domains set, only a domain equal to or inside one of the
+// suffixes its namespace is given.
+func (p Policy) CheckDomain(ec *etcdfedv1.EtcdCluster) error {
+	d := Domain(ec.Spec.DNS.Domain)
+	if !strings.Contains(d, ".") {
+		return fmt.Errorf("%w: spec.dns.domain %q is a single label: a ring's domain needs at least two (such as etcd.example.com), or one ring would hold every name under it", ErrForbidden, d)
+	}
+	if len(p.Domains) == 0 {
+		return nil
+	}
+	suffixes, ok := p.Domains[ec.Namespace]
+	if !ok {
+		suffixes = p.Domains[Any]
+	}
+	for _, s := range suffixes {
+		if s = Domain(s); s == Any || d == s || strings.HasSuffix(d, "."+s) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: spec.dns.domain %s is not inside a domain namespace %s may use (%s); the hub's operator gives namespaces domains with --allowed-domains", ErrForbidden, d, ec.Namespace, listOrNone(suffixes))
+}
+
+// ParseDomains reads --allowed-domains: NAMESPACE=DOMAIN pairs.
+func ParseDomains(pairs []string) (map[string][]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	out := map[string][]string{}
+	for _, p := range pairs {
+		ns, d, ok := strings.Cut(p, "=")
+		d = Domain(strings.TrimSpace(d))
+		if ns = strings.TrimSpace(ns); !ok || ns == "" || d == "" {
+			return nil, fmt.Errorf("%q: want NAMESPACE=DOMAIN", p)
+		}
+		if d != Any && !strings.Contains(d, ".") {
+			return nil, fmt.Errorf("%q: %s is a single label; give namespaces domains of at least two labels", p, d)
+		}
+		out[ns] = append(out[ns], d)
+	}
+	return out, nil
+}
+
+// Claimed says whether the hub began ec's ring: it recorded members or an
+// etcd cluster ID. Such a ring keeps its domain.
+func Claimed(ec *etcdfedv1.EtcdCluster) bool { return claimed(ec) }
+
+// Refused says whether the hub refused ec for its current generation.
+func Refused(ec *etcdfedv1.EtcdCluster) bool { return refused(ec) }
+
+// refused: the hub refused o for its current generation (a domain another
+// ring holds, or the policy): it writes nothing, so it holds no domain
+// against anyone. Only the hub writes status.
+func refused(o *etcdfedv1.EtcdCluster) bool {
+	c := meta.FindStatusCondition(o.Status.Conditions, etcdfedv1.ConditionDegraded)
+	return c != nil && c.Status == metav1.ConditionTrue && c.ObservedGeneration == o.Generation &&
+		(c.Reason == etcdfedv1.ReasonDomainInUse || c.Reason == etcdfedv1.ReasonPolicyViolation)
+}
+
 // DomainConflict is the EtcdCluster whose domain keeps ec from serving
 // its own.
 type DomainConflict struct {
@@ -70,13 +134,21 @@ func (c DomainConflict) Error() string {
 // other EtcdClusters in rings whose domain overlaps ec's and which come
 // before ec. ok is false when ec may serve its domain. rings may include
 // ec (by UID) and EtcdClusters being deleted: those still serve their
-// domain until they are gone.
-func DomainOwner(ec *etcdfedv1.EtcdCluster, rings []etcdfedv1.EtcdCluster) (DomainConflict, bool) {
+// domain until they are gone. A ring that has not begun holds no domain
+// it may not use (p.CheckDomain), nor one while the hub refuses it (its
+// Degraded condition says DomainInUse or PolicyViolation): a squatter
+// that never forms, or that another ring's domain keeps from forming,
+// blocks nobody. A ring that has begun keeps its domain whatever the
+// policy says now: it is serving, and only its deletion frees the names.
+func DomainOwner(ec *etcdfedv1.EtcdCluster, rings []etcdfedv1.EtcdCluster, p Policy) (DomainConflict, bool) {
 	mine := Domain(ec.Spec.DNS.Domain)
 	var best *etcdfedv1.EtcdCluster
 	for i := range rings {
 		o := &rings[i]
 		if o.UID == ec.UID || !overlap(mine, Domain(o.Spec.DNS.Domain)) || !before(o, ec) {
+			continue
+		}
+		if !claimed(o) && (refused(o) || p.CheckDomain(o) != nil) {
 			continue
 		}
 		if best == nil || before(o, best) {

@@ -43,6 +43,18 @@ type Policy struct {
 	// tolerate (Any: every key, and a toleration without a key, which
 	// tolerates every taint). Empty: none. Flag --allowed-toleration-keys.
 	TolerationKeys []string
+	// Domains are the DNS domains the EtcdClusters of each namespace may
+	// use: namespace to suffixes, spec.dns.domain equal to one or inside
+	// one. The entry Any applies to namespaces without their own. Empty:
+	// every domain, first come first served (DomainOwner). Flag
+	// --allowed-domains.
+	Domains map[string][]string
+	// SharedCA lets rings of different namespaces use the same CA (the
+	// same key in their spec.tls.caSecretName): the hub issues every
+	// certificate of a ring from its CA (its own root client, spec.clients),
+	// so a shared CA makes each namespace's certificates trusted by the
+	// other's rings. Flag --allow-shared-ca.
+	SharedCA bool
 }
 
 // allows: value is in list, or list holds Any.
@@ -133,9 +145,19 @@ func (p Policy) CheckSource(namespace, sourceCluster string) error {
 	if sourceCluster == "" {
 		return nil
 	}
-	ns, _, _ := strings.Cut(sourceCluster, "/")
+	return p.CheckOwner(namespace, "bootstrap.fromSnapshot.sourceCluster "+sourceCluster, sourceCluster)
+}
+
+// CheckOwner says whether a restore of an EtcdCluster in namespace may
+// read a snapshot that owner (NAMESPACE/NAME of the EtcdCluster that wrote
+// it, or a NAMESPACE alone) owns, however the spec named it: what says
+// where the owner was read (the source cluster, the object's key, the
+// snapshot's sidecar), for the message. The ring's own namespace always,
+// another only when the policy lists it.
+func (p Policy) CheckOwner(namespace, what, owner string) error {
+	ns, _, _ := strings.Cut(owner, "/")
 	if ns == namespace || allows(p.SourceNamespaces, ns) {
 		return nil
 	}
-	return fmt.Errorf("%w: bootstrap.fromSnapshot.sourceCluster %s is in namespace %s, not this EtcdCluster's (%s); the hub's operator allows other namespaces with --allowed-restore-source-namespaces", ErrForbidden, sourceCluster, ns, namespace)
+	return fmt.Errorf("%w: %s is in namespace %s, not this EtcdCluster's (%s); the hub's operator allows other namespaces with --allowed-restore-source-namespaces", ErrForbidden, what, ns, namespace)
 }

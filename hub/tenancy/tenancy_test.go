@@ -52,7 +52,7 @@ func TestDomainOwner(t *testing.T) {
 			[]etcdfedv1.EtcdCluster{ring("b", "r", "uid-2", "d.test", time.Minute, 0), ring("a", "r", "uid-1", "d.test", time.Hour, 0)}, "a/r", true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, refused := DomainOwner(&tc.ec, tc.others)
+			c, refused := DomainOwner(&tc.ec, tc.others, Policy{})
 			got := ""
 			if refused {
 				got = c.Owner.Namespace + "/" + c.Owner.Name
@@ -64,6 +64,84 @@ func TestDomainOwner(t *testing.T) {
 				t.Errorf("message %q does not name %s", c.Error(), tc.owner)
 			}
 		})
+	}
+}
+
+// refusedRing is a ring the hub refused for its current generation.
+func refusedRing(ec etcdfedv1.EtcdCluster, reason string) etcdfedv1.EtcdCluster {
+	ec.Generation = 2
+	ec.Status.Conditions = []metav1.Condition{{Type: etcdfedv1.ConditionDegraded, Status: metav1.ConditionTrue, Reason: reason, ObservedGeneration: 2}}
+	return ec
+}
+
+// TestSquattingRingHoldsNoDomain: a ring that has not begun holds no
+// domain it may not use, nor one while the hub refuses it. Before, the
+// oldest ring with an overlapping domain won, formed or not: one tenant's
+// EtcdCluster for example.com (refused by the policy, or kept from forming
+// by a ring already serving a.example.com) blocked every later ring under
+// example.com for good. A ring that has begun keeps its domain.
+func TestSquattingRingHoldsNoDomain(t *testing.T) {
+	policy := Policy{Domains: map[string][]string{"team-a": {"a.example.com"}, "team-b": {"b.example.com"}}}
+	squat := ring("team-a", "squat", "uid-1", "example.com", time.Hour, 0)
+	late := ring("team-b", "late", "uid-2", "etcd.b.example.com", 0, 0)
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		ec     etcdfedv1.EtcdCluster
+		others []etcdfedv1.EtcdCluster
+		owner  string
+	}{
+		{"a squatter outside its namespace's domains", policy, late, []etcdfedv1.EtcdCluster{squat}, ""},
+		{"the same squatter without a policy (first come)", Policy{}, late, []etcdfedv1.EtcdCluster{squat}, "team-a/squat"},
+		{"a squatter the hub refused for a domain in use", Policy{}, late, []etcdfedv1.EtcdCluster{refusedRing(squat, etcdfedv1.ReasonDomainInUse)}, ""},
+		{"a squatter the hub refused by policy", Policy{}, late, []etcdfedv1.EtcdCluster{refusedRing(squat, etcdfedv1.ReasonPolicyViolation)}, ""},
+		{"a refusal of an older generation still holds", Policy{}, late, []etcdfedv1.EtcdCluster{func() etcdfedv1.EtcdCluster {
+			r := refusedRing(squat, etcdfedv1.ReasonDomainInUse)
+			r.Generation = 3
+			return r
+		}()}, "team-a/squat"},
+		{"a single-label squatter stored before the CRD rule", Policy{}, late, []etcdfedv1.EtcdCluster{ring("team-a", "com", "uid-1", "com", time.Hour, 0)}, ""},
+		{"a ring that has begun keeps its domain whatever the policy", policy, late, []etcdfedv1.EtcdCluster{ring("team-a", "squat", "uid-1", "example.com", time.Hour, 3)}, "team-a/squat"},
+		{"a ring inside its namespace's domains holds it", policy, ring("team-b", "late", "uid-2", "etcd.b.example.com", 0, 0),
+			[]etcdfedv1.EtcdCluster{ring("team-b", "first", "uid-1", "etcd.b.example.com", time.Hour, 0)}, "team-b/first"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, refused := DomainOwner(&tc.ec, tc.others, tc.policy)
+			got := ""
+			if refused {
+				got = c.Owner.Namespace + "/" + c.Owner.Name
+			}
+			if got != tc.owner {
+				t.Fatalf("owner %q, want %q", got, tc.owner)
+			}
+		})
+	}
+}
+
+func TestCheckDomain(t *testing.T) {
+	policy := Policy{Domains: map[string][]string{"team-a": {"a.example.com", "Shared.Example.COM."}, Any: {"etcd.example.com"}}}
+	for _, tc := range []struct {
+		policy    Policy
+		ns, d     string
+		wantError string
+	}{
+		{Policy{}, "x", "com", "single label"},
+		{Policy{}, "x", "com.", "single label"},
+		{Policy{}, "x", "anything.example.org", ""},
+		{policy, "team-a", "a.example.com", ""},
+		{policy, "team-a", "ring.a.example.com", ""},
+		{policy, "team-a", "ring.shared.example.com", ""},
+		{policy, "team-a", "xa.example.com", "not inside a domain namespace team-a may use"},
+		{policy, "team-a", "example.com", "--allowed-domains"},
+		{policy, "team-b", "ring.etcd.example.com", ""},
+		{policy, "team-b", "ring.a.example.com", "namespace team-b"},
+		{Policy{Domains: map[string][]string{"team-a": {"a.example.com"}}}, "team-b", "ring.b.example.com", "none allowed"},
+	} {
+		ec := ring(tc.ns, "r", "uid", tc.d, 0, 0)
+		err := tc.policy.CheckDomain(&ec)
+		if (err == nil) != (tc.wantError == "") || (err != nil && !strings.Contains(err.Error(), tc.wantError)) {
+			t.Errorf("%s in %s: %v, want %q", tc.d, tc.ns, err, tc.wantError)
+		}
 	}
 }
 
