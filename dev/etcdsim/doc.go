@@ -5,11 +5,14 @@
 // (go.etcd.io/etcd/client/v3 cannot tell it from etcd for those calls;
 // TestSimulatedEtcdAgreesWithEtcd checks it side by side with bin/etcd).
 //
-// One Server holds one gRPC server and one HTTP server for every ring;
-// each member's listener does the TLS handshake with the ring's (or the
-// member's) tls.Config and hands the connection over with the member it
-// came to, and every call is routed by it. A member costs a listener, an
-// accept goroutine and a few hundred bytes of state.
+// A Server holds any number of rings. Each member has a listener and a
+// gRPC server of its own (a member that applies its own removal stops
+// gracefully: its clients get GOAWAY, as from etcd); one HTTP server
+// serves every member's /version and /health. A member's listener does
+// the TLS handshake with the ring's (or the member's) tls.Config and
+// hands the connection over with the member it came to; every call is
+// routed by it. A member at rest costs two goroutines and about 17 KB of
+// RSS (BenchmarkFleetMemory: 1000 rings of 3 in 49 MiB).
 //
 // Simulated, as etcd 3.6 does it:
 //   - Cluster: MemberList (linearizable or not), MemberAdd (as a learner
