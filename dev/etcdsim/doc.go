@@ -38,9 +38,10 @@
 //     started (no name, no client URLs in the member list), and failures
 //     on command: StopMember (the listener refuses, connections close),
 //     PauseMember (a frozen process: calls hang), Partition (members
-//     reach only their group), RaiseAlarm, SetDBSize. A call that needs a
-//     quorum and finds none waits for it and fails after RequestTimeout
-//     with "etcdserver: request timed out", or with the caller's deadline.
+//     reach only their group), RaiseAlarm, SetDBSize, ForceNewCluster. A
+//     call that needs a leader and finds none waits for one and fails
+//     after RequestTimeout (7 s) with codes.DeadlineExceeded, or at the
+//     caller's deadline, as etcd does.
 //
 // Not simulated: data replication (a ring has one key space that every
 // member serves, with no history), real raft (no elections with timeouts,

@@ -14,6 +14,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -803,12 +804,16 @@ func (r *Ring) leaderOf(m *member) uint64 {
 	return l.id
 }
 
-// errTimeout is what etcd answers a call that found no quorum in time.
-var errTimeout = rpctypes.ErrGRPCTimeout
+// errNoLeaderTimeout is what etcd answers a proposal or a linearizable
+// read that found no leader within its request timeout: raft takes no
+// proposal without a leader, so the server's own deadline expires.
+var errNoLeaderTimeout = status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 
 // waitQuorum waits until m reaches a leader (a proposal or a linearizable
 // read can be served), at most RequestTimeout, and returns with r.mu
-// held when it succeeds.
+// held when it succeeds. (etcd's "request timed out" comes from a
+// proposal a leader took and could not commit; here a leader always
+// commits at once.)
 func (r *Ring) waitQuorum(ctx context.Context, m *member) error {
 	timer := time.NewTimer(r.opts.RequestTimeout)
 	defer timer.Stop()
@@ -828,7 +833,7 @@ func (r *Ring) waitQuorum(ctx context.Context, m *member) error {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case <-timer.C:
-			return errTimeout
+			return errNoLeaderTimeout
 		}
 	}
 }
