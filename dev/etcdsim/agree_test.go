@@ -293,7 +293,43 @@ func runSequence(t *testing.T, s *side) []step {
 	rm, err = leader.MemberRemove(ctx, downID)
 	record("remove the voter that is down", pbOf(rm), err)
 	l4, err := leader.MemberList(ctx)
-	record("member list at the end", pbOf(l4), err)
+	record("member list with two voters", pbOf(l4), err)
+
+	// Quorum lost: one of the two voters stops; the other finds itself
+	// without a leader (etcd: after an election timeout).
+	var other uint64
+	for _, m := range l4.Members {
+		if m.ClientURLs[0] != leaderURL {
+			other = m.ID
+		}
+	}
+	s.stop(other)
+	waitFor(ctx, t, "the survivor to lose its leader", func() bool {
+		st, err := leader.Status(ctx, leaderURL)
+		return err == nil && st.Leader == 0
+	})
+	st, err = leader.Status(ctx, leaderURL)
+	record("status without quorum", pbOf(st), err)
+	if err == nil {
+		out = append(out, step{Name: "status errors without quorum", Got: fmt.Sprint(st.Errors)})
+	}
+	short := func(d time.Duration) context.Context {
+		c, cancel := context.WithTimeout(ctx, d)
+		t.Cleanup(cancel)
+		return c
+	}
+	_, err = leader.MemberList(short(3 * time.Second))
+	record("member list without quorum", nil, err)
+	_, err = leader.MemberList(short(3*time.Second), clientv3.WithSerializable())
+	record("serializable member list without quorum", nil, err)
+	_, err = leader.Get(short(3*time.Second), "k", clientv3.WithSerializable())
+	record("serializable get without quorum", nil, err)
+	_, err = leader.Put(short(10*time.Second), "k", "v")
+	record("put without quorum", nil, err)
+	_, err = leader.MemberAddAsLearner(short(10*time.Second), []string{s.peerURL()})
+	record("add a learner without quorum", nil, err)
+	_, err = leader.AlarmList(short(3 * time.Second))
+	record("alarm list without quorum", nil, err)
 	return out
 }
 

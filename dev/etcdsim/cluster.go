@@ -190,7 +190,9 @@ func (clusterService) MemberRemove(ctx context.Context, req *pb.MemberRemoveRequ
 	if target == nil {
 		return nil, rpctypes.ErrGRPCMemberNotFound
 	}
-	r.stopAfterLocked(target, time.Second)
+	// A member stops gracefully when it applies its own removal: its
+	// clients get GOAWAY and go elsewhere, calls under way finish.
+	r.stopGracefullyLocked(target)
 	r.members = slices.DeleteFunc(r.members, func(o *member) bool { return o == target })
 	r.removed[target.id] = true
 	r.commitLocked()

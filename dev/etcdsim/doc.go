@@ -5,11 +5,14 @@
 // (go.etcd.io/etcd/client/v3 cannot tell it from etcd for those calls;
 // TestSimulatedEtcdAgreesWithEtcd checks it side by side with bin/etcd).
 //
-// One Server holds one gRPC server and one HTTP server for every ring;
-// each member's listener does the TLS handshake with the ring's (or the
-// member's) tls.Config and hands the connection over with the member it
-// came to, and every call is routed by it. A member costs a listener, an
-// accept goroutine and a few hundred bytes of state.
+// A Server holds any number of rings. Each member has a listener and a
+// gRPC server of its own (a member that applies its own removal stops
+// gracefully: its clients get GOAWAY, as from etcd); one HTTP server
+// serves every member's /version and /health. A member's listener does
+// the TLS handshake with the ring's (or the member's) tls.Config and
+// hands the connection over with the member it came to; every call is
+// routed by it. A member at rest costs two goroutines and about 17 KB of
+// RSS (BenchmarkFleetMemory: 1000 rings of 3 in 49 MiB).
 //
 // Simulated, as etcd 3.6 does it:
 //   - Cluster: MemberList (linearizable or not), MemberAdd (as a learner
@@ -35,9 +38,10 @@
 //     started (no name, no client URLs in the member list), and failures
 //     on command: StopMember (the listener refuses, connections close),
 //     PauseMember (a frozen process: calls hang), Partition (members
-//     reach only their group), RaiseAlarm, SetDBSize. A call that needs a
-//     quorum and finds none waits for it and fails after RequestTimeout
-//     with "etcdserver: request timed out", or with the caller's deadline.
+//     reach only their group), RaiseAlarm, SetDBSize, ForceNewCluster. A
+//     call that needs a leader and finds none waits for one and fails
+//     after RequestTimeout (7 s) with codes.DeadlineExceeded, or at the
+//     caller's deadline, as etcd does.
 //
 // Not simulated: data replication (a ring has one key space that every
 // member serves, with no history), real raft (no elections with timeouts,

@@ -18,6 +18,10 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
@@ -232,8 +236,20 @@ func TestQuorumLoss(t *testing.T) {
 	if err := r.Partition([]uint64{ms[0].ID}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = cl.Put(ctx, "k", "v")
-	wantErr(t, err, rpctypes.ErrGRPCTimeout)
+	// Raft takes no proposal without a leader: etcd's own request
+	// deadline expires (codes.DeadlineExceeded), and clientv3 tries again
+	// until the caller's deadline.
+	if _, err = cl.Put(ctxT(t, time.Second), "k", "v"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("put without a leader: %v", err)
+	}
+	cc, err := grpc.NewClient(ms[0].ListenAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cc.Close() }()
+	if _, err := pb.NewKVClient(cc).Put(ctx, &pb.PutRequest{Key: []byte("k")}); status.Code(err) != codes.DeadlineExceeded {
+		t.Fatalf("put without a leader, one attempt: %v", err)
+	}
 	if err := r.Partition(); err != nil {
 		t.Fatal(err)
 	}

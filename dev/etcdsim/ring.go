@@ -13,6 +13,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
 
@@ -164,6 +166,8 @@ type member struct {
 	dbInUse    int64
 
 	tls        *tls.Config
+	grpcS      *grpc.Server
+	grpcL      *chanListener
 	listenAddr string
 	ln         net.Listener
 	conns      map[net.Conn]struct{}
@@ -402,19 +406,21 @@ func (r *Ring) attachLocked(m *member, l *listening) {
 	m.connMu.Unlock()
 	m.running, m.paused, m.startedAt, m.activeSince = true, false, time.Now(), time.Now()
 	m.startIndex = r.index
+	m.grpcS, m.grpcL = newGRPC(), newChanListener()
+	go func(gs *grpc.Server, l *chanListener) { _ = gs.Serve(l) }(m.grpcS, m.grpcL)
 	if m.name == "" {
 		m.pendingName, m.pendingClientURLs = l.name, []string{l.clientURL}
 	}
-	go r.acceptLoop(m, l.ln, l.cfg)
+	go r.acceptLoop(m, l.ln, l.cfg, m.grpcL)
 }
 
-func (r *Ring) acceptLoop(m *member, ln net.Listener, cfg *tls.Config) {
+func (r *Ring) acceptLoop(m *member, ln net.Listener, cfg *tls.Config, grpcL *chanListener) {
 	for {
 		c, err := ln.Accept()
 		if err != nil {
 			return
 		}
-		go r.srv.serveConn(r, m, c, cfg)
+		go r.srv.serveConn(r, m, c, cfg, grpcL)
 	}
 }
 
@@ -431,31 +437,43 @@ func (m *member) track(c net.Conn) bool {
 
 // stopLocked closes m's listener and every connection it accepted, as a
 // process that dies.
-func (r *Ring) stopLocked(m *member) { r.stopAfterLocked(m, 0) }
+func (r *Ring) stopLocked(m *member) {
+	if conns, gs := r.detachLocked(m); gs != nil {
+		for c := range conns {
+			_ = c.Close()
+		}
+		go gs.Stop()
+	}
+}
 
-// stopAfterLocked stops m now; its open connections close after linger
-// (so that an answer it is sending still goes out).
-func (r *Ring) stopAfterLocked(m *member, linger time.Duration) {
+// stopGracefullyLocked stops m as etcd stops a member that applied its own
+// removal: the listener closes, gRPC clients get GOAWAY (the calls under
+// way, such as the removal itself, answer first), HTTP connections close.
+func (r *Ring) stopGracefullyLocked(m *member) {
+	if conns, gs := r.detachLocked(m); gs != nil {
+		go func() {
+			gs.GracefulStop()
+			for c := range conns {
+				_ = c.Close()
+			}
+		}()
+	}
+}
+
+func (r *Ring) detachLocked(m *member) (map[net.Conn]struct{}, *grpc.Server) {
 	if !m.running {
-		return
+		return nil, nil
 	}
 	m.running, m.paused = false, false
 	_ = m.ln.Close()
-	m.ln = nil
+	_ = m.grpcL.Close()
+	gs := m.grpcS
+	m.ln, m.grpcS, m.grpcL = nil, nil, nil
 	m.connMu.Lock()
 	conns := m.conns
 	m.conns = nil
 	m.connMu.Unlock()
-	closeAll := func() {
-		for c := range conns {
-			_ = c.Close()
-		}
-	}
-	if linger == 0 {
-		closeAll()
-		return
-	}
-	time.AfterFunc(linger, closeAll)
+	return conns, gs
 }
 
 // StopMember kills a member's "process": its listener refuses, its
@@ -786,12 +804,16 @@ func (r *Ring) leaderOf(m *member) uint64 {
 	return l.id
 }
 
-// errTimeout is what etcd answers a call that found no quorum in time.
-var errTimeout = rpctypes.ErrGRPCTimeout
+// errNoLeaderTimeout is what etcd answers a proposal or a linearizable
+// read that found no leader within its request timeout: raft takes no
+// proposal without a leader, so the server's own deadline expires.
+var errNoLeaderTimeout = status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
 
 // waitQuorum waits until m reaches a leader (a proposal or a linearizable
 // read can be served), at most RequestTimeout, and returns with r.mu
-// held when it succeeds.
+// held when it succeeds. (etcd's "request timed out" comes from a
+// proposal a leader took and could not commit; here a leader always
+// commits at once.)
 func (r *Ring) waitQuorum(ctx context.Context, m *member) error {
 	timer := time.NewTimer(r.opts.RequestTimeout)
 	defer timer.Stop()
@@ -811,7 +833,7 @@ func (r *Ring) waitQuorum(ctx context.Context, m *member) error {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
 		case <-timer.C:
-			return errTimeout
+			return errNoLeaderTimeout
 		}
 	}
 }

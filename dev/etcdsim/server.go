@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,14 +19,14 @@ import (
 	"google.golang.org/grpc/peer"
 )
 
-// Server hosts any number of simulated rings in this process: one gRPC
-// server and one HTTP server for all of them. Every simulated member has a
-// listener of its own; a connection it accepts is handed to the shared
-// servers carrying the member it came to, and each call is routed by it.
+// Server hosts any number of simulated rings in this process. Every
+// simulated member has a listener and a gRPC server of its own (so that
+// a member stopping gracefully sends its clients GOAWAY, as etcd does); one
+// HTTP server serves /version and /health for all of them. A connection a
+// member accepts carries the member it came to, and every call is routed
+// by it.
 type Server struct {
-	grpc  *grpc.Server
 	http  *http.Server
-	grpcL *chanListener
 	httpL *chanListener
 
 	mu     sync.Mutex
@@ -34,24 +35,9 @@ type Server struct {
 	wg     sync.WaitGroup
 }
 
-// NewServer starts the shared servers. Close stops them and every ring.
+// NewServer starts the shared HTTP server. Close stops it and every ring.
 func NewServer() *Server {
-	s := &Server{grpcL: newChanListener(), httpL: newChanListener()}
-	// As etcd's own gRPC server: pings every 5 s at most, and the
-	// message sizes etcd accepts by default.
-	s.grpc = grpc.NewServer(
-		grpc.Creds(simCreds{}),
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
-		grpc.MaxRecvMsgSize(1536*1024+512*1024),
-		// Small buffers, the write buffer released when idle: a fleet holds
-		// thousands of idle connections.
-		grpc.ReadBufferSize(4*1024), grpc.WriteBufferSize(4*1024), grpc.SharedWriteBuffer(true),
-	)
-	pb.RegisterClusterServer(s.grpc, clusterService{})
-	pb.RegisterMaintenanceServer(s.grpc, maintenanceService{})
-	pb.RegisterKVServer(s.grpc, kvService{})
-	pb.RegisterAuthServer(s.grpc, authService{})
+	s := &Server{httpL: newChanListener()}
 	s.http = &http.Server{
 		Handler:           httpHandler(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -62,13 +48,31 @@ func NewServer() *Server {
 			return ctx
 		},
 	}
-	s.wg.Add(2)
-	go func() { defer s.wg.Done(); _ = s.grpc.Serve(s.grpcL) }()
+	s.wg.Add(1)
 	go func() { defer s.wg.Done(); _ = s.http.Serve(s.httpL) }()
 	return s
 }
 
-// Close stops every ring's members and the shared servers.
+// newGRPC is one member's gRPC server, as etcd's: pings every 5 s at
+// most, the message sizes etcd accepts by default.
+func newGRPC() *grpc.Server {
+	g := grpc.NewServer(
+		grpc.Creds(simCreds{}),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * time.Hour, Timeout: 20 * time.Second}),
+		grpc.MaxRecvMsgSize(1536*1024+512*1024),
+		// Small buffers, the write buffer released when idle: a fleet holds
+		// thousands of idle connections.
+		grpc.ReadBufferSize(4*1024), grpc.WriteBufferSize(4*1024), grpc.SharedWriteBuffer(true),
+	)
+	pb.RegisterClusterServer(g, clusterService{})
+	pb.RegisterMaintenanceServer(g, maintenanceService{})
+	pb.RegisterKVServer(g, kvService{})
+	pb.RegisterAuthServer(g, authService{})
+	return g
+}
+
+// Close stops every ring's members and the shared server.
 func (s *Server) Close() {
 	s.mu.Lock()
 	if s.closed {
@@ -76,12 +80,11 @@ func (s *Server) Close() {
 		return
 	}
 	s.closed = true
-	rings := s.rings
+	rings := slices.Clone(s.rings)
 	s.mu.Unlock()
 	for _, r := range rings {
 		r.Close()
 	}
-	s.grpc.Stop()
 	_ = s.http.Close()
 	s.wg.Wait()
 }
@@ -187,8 +190,9 @@ func (l *chanListener) push(c net.Conn) bool {
 const http2Preface = "PRI * HTTP/2.0"
 
 // serveConn completes the TLS handshake, tells gRPC from HTTP/1 and hands
-// the connection to the shared server. It runs on its own goroutine.
-func (s *Server) serveConn(r *Ring, m *member, raw net.Conn, tlsCfg *tls.Config) {
+// the connection to the member's gRPC server (through grpcL) or the shared
+// HTTP server. It runs on its own goroutine.
+func (s *Server) serveConn(r *Ring, m *member, raw net.Conn, tlsCfg *tls.Config, grpcL *chanListener) {
 	c := raw
 	info := &connInfo{ring: r, member: m, CommonAuthInfo: credentials.CommonAuthInfo{SecurityLevel: credentials.NoSecurity}}
 	_ = raw.SetDeadline(time.Now().Add(10 * time.Second))
@@ -219,7 +223,7 @@ func (s *Server) serveConn(r *Ring, m *member, raw net.Conn, tlsCfg *tls.Config)
 	}
 	l := s.httpL
 	if string(head) == http2Preface {
-		l = s.grpcL
+		l = grpcL
 	}
 	if !l.push(sc) {
 		_ = c.Close()
