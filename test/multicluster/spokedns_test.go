@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 )
@@ -91,8 +92,11 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 			if replicas == 1 {
 				return spokeA
 			}
+			// The liveness Lease, which only the leader renews, under the
+			// replica's --identity (the election Lease's holder is the
+			// host name and a random suffix).
 			l := &coordinationv1.Lease{}
-			if err := member.Client.Get(ctx, client.ObjectKey{Namespace: localenv.RingNamespace, Name: "etcdfed-spoke-leader"}, l); err != nil || l.Spec.HolderIdentity == nil {
+			if err := member.Client.Get(ctx, client.ObjectKey{Namespace: localenv.RingNamespace, Name: etcdfedv1.SpokeObjectName}, l); err != nil || l.Spec.HolderIdentity == nil {
 				return ""
 			}
 			return *l.Spec.HolderIdentity
