@@ -117,6 +117,7 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 				if l := leader(ctx); len(order) == 2 && order[0] == l {
 					order[0], order[1] = order[1], order[0]
 				}
+				t.Logf("rolling %v (the leader last)", order)
 				for _, n := range order {
 					if err := env.RestartComponentWith(n, args[n], 5*time.Second); err != nil {
 						return err
@@ -132,6 +133,7 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 				if !slices.Contains(names, l) {
 					return fmt.Errorf("no replica leads (Lease holder %q)", l)
 				}
+				t.Logf("killing %s, the leading replica", l)
 				if _, err := env.KillComponent(l, false); err != nil {
 					return err
 				}
