@@ -129,9 +129,27 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 				return nil
 			},
 			Kill: func(ctx context.Context) error {
-				l := leader(ctx)
-				if !slices.Contains(names, l) {
-					return fmt.Errorf("no replica leads (Lease holder %q)", l)
+				// The leader as of now: the holder of a renewal made after
+				// this step began (the rollout may just have moved the
+				// Lease).
+				since := time.Now()
+				var l string
+				if err := poll(ctx, time.Minute, "a renewal of the liveness Lease", func(ctx context.Context) (string, error) {
+					if replicas == 1 {
+						l = spokeA
+						return "", nil
+					}
+					lease := &coordinationv1.Lease{}
+					if err := member.Client.Get(ctx, client.ObjectKey{Namespace: localenv.RingNamespace, Name: etcdfedv1.SpokeObjectName}, lease); err != nil {
+						return "", err
+					}
+					if lease.Spec.RenewTime == nil || lease.Spec.HolderIdentity == nil || !lease.Spec.RenewTime.After(since) || !slices.Contains(names, *lease.Spec.HolderIdentity) {
+						return "no renewal since the step began", nil
+					}
+					l = *lease.Spec.HolderIdentity
+					return "", nil
+				}); err != nil {
+					return err
 				}
 				t.Logf("killing %s, the leading replica", l)
 				if _, err := env.KillComponent(l, false); err != nil {
