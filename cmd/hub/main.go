@@ -214,9 +214,10 @@ func run(ctx context.Context, o options) error {
 
 	// The provider (passed hidden behind passiveProvider, so that the
 	// manager does not start it among the leader's runnables) runs on
-	// every replica: a standby engages the member clusters and fills
-	// their caches like the leader, so that it reconciles within a pass
-	// of taking the Lease instead of after a cold start.
+	// every replica: a standby engages the member clusters and opens the
+	// informers the controllers watch (warm.go) like the leader, so that
+	// it reconciles within a pass of taking the Lease instead of after a
+	// cold start.
 	mgr, err := mcmanager.New(cfg, passiveProvider{provider}, manager.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
@@ -246,9 +247,15 @@ func run(ctx context.Context, o options) error {
 	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	reg := provider
 	if err := mgr.GetLocalManager().Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
-		return provider.Start(ctx, mgr)
+		return provider.Start(ctx, warmingAware{mgr})
 	})}); err != nil {
 		return fmt.Errorf("registry provider: %w", err)
+	}
+	if err := mgr.GetLocalManager().Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
+		warm(ctx, mgr.GetLocalManager(), "hub", localKinds())
+		return nil
+	})}); err != nil {
+		return fmt.Errorf("warm the hub cluster's informers: %w", err)
 	}
 
 	domains, err := tenancy.ParseDomains(o.domains)

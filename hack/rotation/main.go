@@ -49,7 +49,8 @@ var estimates = map[string]time.Duration{
 	"TestScenarioCARotation":              3 * time.Minute,
 	"TestScenarioConsumerCredentials":     3 * time.Minute,
 	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
-	"TestScenarioSpokeRestartDNS":         4 * time.Minute, // estimate: a 3-member ring, two spoke restarts and a kill, each waited ready
+	"TestScenarioSpokeRestartDNS":         2 * time.Minute, // 61 s
+	"TestScenarioHubStandbyWarm":          1 * time.Minute, // estimate: a second hub process engaging three clusters
 	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":             3 * time.Minute,

@@ -158,6 +158,10 @@ func checkSpokeHA(t *testing.T, name string, objs []*unstructured.Unstructured) 
 	if s := fmt.Sprint(terms); !strings.Contains(s, "kubernetes.io/hostname") || !strings.Contains(s, "topology.kubernetes.io/zone") {
 		t.Errorf("%s: spoke anti-affinity %v", name, terms)
 	}
+	cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+	if s, _, _ := unstructured.NestedFieldNoCopy(cs[0].(map[string]any), "lifecycle", "preStop", "sleep", "seconds"); fmt.Sprint(s) != "5" {
+		t.Errorf("%s: spoke preStop sleep %v, want 5 s of DNS answers while the endpoint goes", name, s)
+	}
 	if n, _, _ := unstructured.NestedFieldNoCopy(pdb.Object, "spec", "minAvailable"); fmt.Sprint(n) != "1" {
 		t.Errorf("%s: spoke PodDisruptionBudget minAvailable %v", name, n)
 	}

@@ -22,7 +22,8 @@ const LabelLeader = "etcdfed.dev/spoke-leader"
 // leaderLabel keeps LabelLeader on the leader's pod only. Every replica
 // removes it from its own pod when it starts (a container restarted after
 // it lost the Lease keeps its pod, and its labels); the leader, once
-// elected, sets it on its own pod and removes it from any other.
+// elected and every leaderRecheck while it leads, sets it on its own pod
+// and removes it from any other.
 type leaderLabel struct {
 	c         client.Client
 	reader    client.Reader
@@ -36,17 +37,30 @@ type leaderLabel struct {
 // clearing one at once.
 func (l *leaderLabel) NeedLeaderElection() bool { return l.leader }
 
+// leaderRecheck is how often the leader checks that the label is on its
+// pod alone: the replica's own clearing at start may land after the
+// leader set it (both start with the process), and anyone may edit a
+// pod's labels.
+const leaderRecheck = 10 * time.Second
+
 func (l *leaderLabel) Start(ctx context.Context) error {
-	for delay := 200 * time.Millisecond; ; delay = min(2*delay, 10*time.Second) {
+	delay := 200 * time.Millisecond
+	for {
 		err := l.apply(ctx)
-		if err == nil {
+		next := delay
+		switch {
+		case err != nil:
+			l.log.Error(err, "Labelling the spoke's pod, retrying", "leader", l.leader, "after", delay)
+			delay = min(2*delay, 10*time.Second)
+		case !l.leader:
 			return nil
+		default:
+			delay, next = 200*time.Millisecond, leaderRecheck
 		}
-		l.log.Error(err, "Labelling the spoke's pod, retrying", "leader", l.leader, "after", delay)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(delay):
+		case <-time.After(next):
 		}
 	}
 }
@@ -69,7 +83,6 @@ func (l *leaderLabel) apply(ctx context.Context) error {
 			}
 		}
 	}
-	l.log.Info("Labelled this pod as the leader", "pod", l.pod, "label", LabelLeader)
 	return nil
 }
 

@@ -145,6 +145,7 @@ func (r *Reconciler) load(ctx context.Context, mgr ctrl.Manager) {
 	if !mgr.GetCache().WaitForCacheSync(ctx) {
 		return
 	}
+	ctx = ctrl.LoggerInto(ctx, log)
 	for delay := 100 * time.Millisecond; ; delay = min(2*delay, 5*time.Second) {
 		n, err := r.Load(ctx)
 		if err == nil {
@@ -162,22 +163,21 @@ func (r *Reconciler) load(ctx context.Context, mgr ctrl.Manager) {
 
 // Load serves every EtcdDNSZone of the namespaces the client sees (as
 // Reconcile would, status written only by the leader), then releases the
-// server and marks the replica loaded. It returns how many objects it
-// read.
+// server and marks the replica loaded. It fails only when it cannot list
+// the zones: a zone that fails its pass (records that do not validate, a
+// status write refused) is logged and left to the controller's retries,
+// and never keeps the replica from answering for the others. It returns
+// how many objects it read.
 func (r *Reconciler) Load(ctx context.Context) (int, error) {
 	list := &etcdfedv1.EtcdDNSZoneList{}
 	if err := r.Client.List(ctx, list); err != nil {
 		return 0, fmt.Errorf("list EtcdDNSZones: %w", err)
 	}
-	var errs []error
 	for i := range list.Items {
 		req := ctrl.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])}
 		if _, err := r.Reconcile(ctx, req); err != nil && !errors.Is(err, reconcile.TerminalError(nil)) {
-			errs = append(errs, err)
+			ctrl.LoggerFrom(ctx).Error(err, "Loading a zone failed, the controller retries it", "zone", req.NamespacedName)
 		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return len(list.Items), err
 	}
 	r.Server.Release()
 	r.loaded.Store(true)

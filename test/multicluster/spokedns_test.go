@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 )
@@ -91,8 +92,11 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 			if replicas == 1 {
 				return spokeA
 			}
+			// The liveness Lease, which only the leader renews, under the
+			// replica's --identity (the election Lease's holder is the
+			// host name and a random suffix).
 			l := &coordinationv1.Lease{}
-			if err := member.Client.Get(ctx, client.ObjectKey{Namespace: localenv.RingNamespace, Name: "etcdfed-spoke-leader"}, l); err != nil || l.Spec.HolderIdentity == nil {
+			if err := member.Client.Get(ctx, client.ObjectKey{Namespace: localenv.RingNamespace, Name: etcdfedv1.SpokeObjectName}, l); err != nil || l.Spec.HolderIdentity == nil {
 				return ""
 			}
 			return *l.Spec.HolderIdentity
@@ -113,6 +117,7 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 				if l := leader(ctx); len(order) == 2 && order[0] == l {
 					order[0], order[1] = order[1], order[0]
 				}
+				t.Logf("rolling %v (the leader last)", order)
 				for _, n := range order {
 					if err := env.RestartComponentWith(n, args[n], 5*time.Second); err != nil {
 						return err
@@ -124,10 +129,29 @@ func TestScenarioSpokeRestartDNS(t *testing.T) {
 				return nil
 			},
 			Kill: func(ctx context.Context) error {
-				l := leader(ctx)
-				if !slices.Contains(names, l) {
-					return fmt.Errorf("no replica leads (Lease holder %q)", l)
+				// The leader as of now: the holder of a renewal made after
+				// this step began (the rollout may just have moved the
+				// Lease).
+				since := time.Now()
+				var l string
+				if err := poll(ctx, time.Minute, "a renewal of the liveness Lease", func(ctx context.Context) (string, error) {
+					if replicas == 1 {
+						l = spokeA
+						return "", nil
+					}
+					lease := &coordinationv1.Lease{}
+					if err := member.Client.Get(ctx, client.ObjectKey{Namespace: localenv.RingNamespace, Name: etcdfedv1.SpokeObjectName}, lease); err != nil {
+						return "", err
+					}
+					if lease.Spec.RenewTime == nil || lease.Spec.HolderIdentity == nil || !lease.Spec.RenewTime.After(since) || !slices.Contains(names, *lease.Spec.HolderIdentity) {
+						return "no renewal since the step began", nil
+					}
+					l = *lease.Spec.HolderIdentity
+					return "", nil
+				}); err != nil {
+					return err
 				}
+				t.Logf("killing %s, the leading replica", l)
 				if _, err := env.KillComponent(l, false); err != nil {
 					return err
 				}
