@@ -489,13 +489,24 @@ func (e *Env) applyDistance(ctx context.Context, d Distance) error {
 	if err := replaceChain("nat", e.part.delay, rules); err != nil {
 		return err
 	}
-	e.dist, e.distPairs = d, pairs
 	var errs []error
+	now := map[string]bool{}
 	for _, p := range pairs {
-		if !p.link.IsZero() && !before[p.name()] {
-			errs = append(errs, e.resetConnections(ctx, p), e.forgetGossip(p))
+		if !p.link.IsZero() {
+			now[p.name()] = true
+			if !before[p.name()] {
+				errs = append(errs, e.resetConnections(ctx, p), e.forgetGossip(p))
+			}
 		}
 	}
+	// Gossip between spokes now at zero distance goes direct again, not
+	// through a retired route.
+	for _, p := range e.distPairs {
+		if before[p.name()] && !now[p.name()] {
+			errs = append(errs, e.forgetGossip(p))
+		}
+	}
+	e.dist, e.distPairs = d, pairs
 	e.progress("distance: "+d.String(), true)
 	return errors.Join(errs...)
 }
