@@ -150,8 +150,9 @@ test-images: ## Build every image, load it into a private containerd (Debian's, 
 
 # Random fault schedules over a 5-member ring (issue 24): NEMESIS_SEED
 # (default: from the clock, printed with the line that replays it),
-# NEMESIS_SCHEDULES (default 20), NEMESIS_PROFILE (full, or ci: fewer and
-# shorter faults), NEMESIS_ONLY (schedule indexes to replay, e.g. 3,7).
+# NEMESIS_SCHEDULES (default 20), NEMESIS_PROFILE (full, ci: fewer and
+# shorter faults, or wan: full with distance between units among the
+# faults), NEMESIS_ONLY (schedule indexes to replay, e.g. 3,7).
 NEMESIS_SCHEDULES ?= 20
 .PHONY: nemesis
 nemesis: tools-test system-deps build ## Random fault schedules from a seed (partitions of any shape, one-way cuts, cluster and hub kills) over a 5-member ring, each under the recorded workload and a leader watch; NEMESIS_SEED replays a run.

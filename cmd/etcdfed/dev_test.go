@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -256,4 +257,24 @@ func TestDemoHintsRunStatusWhereTheHubIs(t *testing.T) {
 			t.Errorf("nodes %q: hints lack %q:\n%s", tc.nodes, tc.want, got)
 		}
 	}
+}
+
+// etcdfed dev latency set and dev up --latency refuse a bad distance
+// before they ask the environment anything (none runs here).
+func TestLatencyRefusesBadInput(t *testing.T) {
+	for _, args := range [][]string{
+		{"dev", "latency", "set", "two-regions"},
+		{"dev", "latency", "set", "zone-1:zone-2=20"},
+		{"dev", "up", "--latency", "zone-1:zone-2=20ms/30ms"},
+	} {
+		var out bytes.Buffer
+		root.SetArgs(append(args, "--state-dir", t.TempDir()))
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err := root.Execute()
+		if !errors.Is(err, localenv.ErrBadDistance) {
+			t.Errorf("etcdfed %s: %v, want a bad distance", strings.Join(args, " "), err)
+		}
+	}
+	upFlags.latency = ""
 }

@@ -451,7 +451,8 @@ func (e *Env) Distance() Distance {
 
 // applyDistance resolves d, sets the proxy's routes and replaces the
 // nat chain's rules in one iptables-restore (atomic), then resets the
-// connections of pairs newly at a distance.
+// TCP connections of pairs newly at a distance and forgets their
+// spokes' gossip flow.
 func (e *Env) applyDistance(ctx context.Context, d Distance) error {
 	pairs, err := e.state.resolveDistance(d, e.cgroot)
 	if err != nil {
@@ -488,13 +489,24 @@ func (e *Env) applyDistance(ctx context.Context, d Distance) error {
 	if err := replaceChain("nat", e.part.delay, rules); err != nil {
 		return err
 	}
-	e.dist, e.distPairs = d, pairs
 	var errs []error
+	now := map[string]bool{}
 	for _, p := range pairs {
-		if !p.link.IsZero() && !before[p.name()] {
-			errs = append(errs, e.resetConnections(ctx, p))
+		if !p.link.IsZero() {
+			now[p.name()] = true
+			if !before[p.name()] {
+				errs = append(errs, e.resetConnections(ctx, p), e.forgetGossip(p))
+			}
 		}
 	}
+	// Gossip between spokes now at zero distance goes direct again, not
+	// through a retired route.
+	for _, p := range e.distPairs {
+		if before[p.name()] && !now[p.name()] {
+			errs = append(errs, e.forgetGossip(p))
+		}
+	}
+	e.dist, e.distPairs = d, pairs
 	e.progress("distance: "+d.String(), true)
 	return errors.Join(errs...)
 }
@@ -544,6 +556,23 @@ func (e *Env) resetConnections(ctx context.Context, p distancePair) error {
 		return nil
 	})
 	return errors.Join(errs...)
+}
+
+// forgetGossip forgets the gossip flow from p's sender's spoke to p's
+// destination's (UDP from port 7946 to port 7946, which never pauses
+// long enough to end): its next datagram meets the rules in place.
+func (e *Env) forgetGossip(p distancePair) error {
+	from, ok1 := e.state.Cluster(p.from.Name)
+	to, ok2 := e.state.Cluster(p.to.Name)
+	if !ok1 || !ok2 || from.Gossip == "" || to.Gossip == "" {
+		return nil
+	}
+	a, err1 := netip.ParseAddrPort(from.Gossip)
+	b, err2 := netip.ParseAddrPort(to.Gossip)
+	if err1 != nil || err2 != nil {
+		return nil //nolint:nilerr // no gossip address, no flow
+	}
+	return forgetUDPFlow(a, b)
 }
 
 // distanceStatus is the distance in place for Status.

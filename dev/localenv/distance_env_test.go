@@ -196,8 +196,14 @@ func TestDistance(t *testing.T) {
 	_, err = ask(at("pa"), "UDP "+m2.DNS+" 1")
 	g.Expect(err).To(HaveOccurred(), "pa's datagram crossed the partition")
 	g.Expect(pings(g, "pa", "pa2", 1)).To(HaveLen(1), "inside a group")
+	// A one-way cut stops one direction only, replies included.
+	g.Expect(env.Partition(ctx, localenv.Partition{OneWay: []localenv.Cut{{From: "member-2", To: "member-1"}}})).To(Succeed())
+	_, err = ask(at("pc"), "TCP "+at("pa")+" 1")
+	g.Expect(err).To(HaveOccurred(), "pc reached pa through the one-way cut")
+	g.Expect(slices.Min(pings(g, "pa", "pc", 3))).To(BeNumerically(">=", 20*time.Millisecond), "pa to pc, its replies crossing the one-way cut")
 	g.Expect(env.HealPartition(ctx)).To(Succeed())
 	g.Expect(slices.Min(pings(g, "pa", "pc", 3))).To(BeNumerically(">=", 20*time.Millisecond))
+	g.Expect(slices.Min(pings(g, "pc", "pa", 3))).To(BeNumerically(">=", 20*time.Millisecond))
 	// And FailZone's isolation too.
 	g.Expect(env.FailZone(ctx, "zone-2a", localenv.ModePartition)).To(Succeed())
 	_, err = ask(at("pa"), "TCP "+at("pc")+" 1")

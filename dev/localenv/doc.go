@@ -6,7 +6,10 @@
 // processes when their binaries exist, and fault injection: a zone or a
 // whole member cluster can be killed (processes killed, apiserver stopped
 // when the whole cluster goes) or partitioned (iptables rules on the zone's
-// or cluster's loopback block, matched per cgroup; root only).
+// or cluster's loopback block, matched per cgroup; root only), and
+// distance between zones and clusters (round trip, jitter, loss; see
+// Distance): their traffic redirected through a delaying proxy
+// (package delayproxy) by nat rules matched the same way.
 //
 // Start an environment with Start and stop it with Env.Stop; `etcdfed dev
 // up` runs the same thing under a supervisor (Supervise) that serves a

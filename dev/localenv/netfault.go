@@ -136,10 +136,20 @@ func (p *partitioner) apply(drops []dropRule) error {
 	if out, err := runIPTables("-F", p.chain); err != nil {
 		return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 	}
-	rules := [][]string{{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"}}
-	// Connections redirected to the delay proxy (distance.go) reach this
-	// chain with the destination 127.0.0.1: they are matched on their
-	// original destination, before 127.0.0.1 is let through.
+	proxy := fmt.Sprintf("0x%x", proxyMark)
+	rules := [][]string{
+		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"},
+		// The delay proxy's own connections (distance.go), both ways:
+		// the connection it stands in for was judged when it was
+		// opened (below), and the proxy dials from the sender's address,
+		// so without this the peer's replies would meet rules a reply
+		// to 127.0.0.1 never meets.
+		{"-m", "mark", "--mark", proxy, "-j", "CONNMARK", "--set-mark", proxy},
+		{"-m", "connmark", "--mark", proxy, "-j", "RETURN"},
+	}
+	// Connections redirected to the delay proxy reach this chain with the
+	// destination 127.0.0.1: they are matched on their original
+	// destination, before 127.0.0.1 is let through.
 	for _, d := range drops {
 		rules = append(rules, d.redirectedArgs(p.cgfs))
 	}

@@ -96,8 +96,12 @@ func New(mark uint32, log logr.Logger) *Proxy {
 
 type route struct {
 	Route
-	link     atomic.Pointer[Link]
-	port     uint16
+	link atomic.Pointer[Link]
+	port uint16
+	// active: the route is one of Set's; a retired one serves what it
+	// still holds at zero distance. Guarded by Proxy.mu, as are port,
+	// tcp and udp.
+	active   bool
 	tcp      net.Listener
 	udp      *net.UDPConn
 	inFlight atomic.Int64
@@ -110,9 +114,11 @@ type route struct {
 }
 
 // Set makes routes the proxy's routes: new ones get a port on
-// 127.0.0.1, kept ones take their new link, and the listeners of the
-// others close (their connections and flows go on, at zero distance). It
-// returns every route's port.
+// 127.0.0.1, kept ones take their new link, and the others retire: their
+// link becomes zero, a TCP route stops listening (its connections go on,
+// at zero distance), a UDP route serves its flows on at zero distance
+// (and takes its port back should it return). It returns the port of
+// every route of routes.
 func (p *Proxy) Set(routes map[Route]Link) (map[Route]uint16, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -121,10 +127,13 @@ func (p *Proxy) Set(routes map[Route]Link) (map[Route]uint16, error) {
 	}
 	var errs []error
 	for k, r := range p.routes {
-		if _, ok := routes[k]; !ok {
+		if _, ok := routes[k]; !ok && r.active {
 			r.link.Store(&Link{})
-			r.stopListening()
-			delete(p.routes, k)
+			r.active = false
+			if r.tcp != nil {
+				_ = r.tcp.Close()
+				r.tcp = nil
+			}
 		}
 	}
 	ports := map[Route]uint16{}
@@ -135,15 +144,17 @@ func (p *Proxy) Set(routes map[Route]Link) (map[Route]uint16, error) {
 		}
 		r := p.routes[k]
 		if r == nil {
-			var err error
-			if r, err = p.listen(k); err != nil {
-				errs = append(errs, err)
-				continue
-			}
+			r = &route{Route: k, conns: map[*pipe]struct{}{}, flows: map[netip.AddrPort]*flow{}}
+			r.link.Store(&Link{})
 			p.routes[k] = r
+		}
+		if err := p.listen(r); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		l := l
 		r.link.Store(&l)
+		r.active = true
 		ports[k] = r.port
 	}
 	return ports, errors.Join(errs...)
@@ -155,6 +166,9 @@ func (p *Proxy) Routes() []RouteStatus {
 	defer p.mu.Unlock()
 	out := make([]RouteStatus, 0, len(p.routes))
 	for k, r := range p.routes {
+		if !r.active {
+			continue
+		}
 		r.mu.Lock()
 		n := len(r.conns) + len(r.flows)
 		r.mu.Unlock()
@@ -181,38 +195,39 @@ func (p *Proxy) Close() {
 	p.routes = map[Route]*route{}
 	p.mu.Unlock()
 	for _, r := range routes {
-		r.stopListening()
+		if r.tcp != nil {
+			_ = r.tcp.Close()
+		}
 		r.closeAll()
 	}
 }
 
-func (p *Proxy) listen(k Route) (*route, error) {
-	r := &route{Route: k, conns: map[*pipe]struct{}{}, flows: map[netip.AddrPort]*flow{}}
-	r.link.Store(&Link{})
-	if k.UDP {
+// listen opens r's socket unless it has one: a UDP route keeps its
+// socket (and port) for its life, a TCP route gets a new listener when it
+// returns.
+func (p *Proxy) listen(r *route) error {
+	if r.UDP {
+		if r.udp != nil {
+			return nil
+		}
 		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 		if err != nil {
-			return nil, fmt.Errorf("delayproxy: listen for %s: %w", k.Name, err)
+			return fmt.Errorf("delayproxy: listen for %s: %w", r.Name, err)
 		}
 		r.udp, r.port = c, uint16(c.LocalAddr().(*net.UDPAddr).Port)
 		go p.serveUDP(r)
-		return r, nil
+		return nil
+	}
+	if r.tcp != nil {
+		return nil
 	}
 	l, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
-		return nil, fmt.Errorf("delayproxy: listen for %s: %w", k.Name, err)
+		return fmt.Errorf("delayproxy: listen for %s: %w", r.Name, err)
 	}
 	r.tcp, r.port = l, uint16(l.Addr().(*net.TCPAddr).Port)
-	go p.serveTCP(r)
-	return r, nil
-}
-
-func (r *route) stopListening() {
-	if r.tcp != nil {
-		_ = r.tcp.Close()
-	}
-	// A UDP route's socket is also its flows' way back: it closes with
-	// them (closeAll), and until then serves on at zero distance.
+	go p.serveTCP(r, l)
+	return nil
 }
 
 func (r *route) closeAll() {
@@ -264,9 +279,9 @@ func originalDst(c *net.TCPConn) (netip.AddrPort, error) {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{b[4], b[5], b[6], b[7]}), uint16(b[2])<<8|uint16(b[3])), nil
 }
 
-func (p *Proxy) serveTCP(r *route) {
+func (p *Proxy) serveTCP(r *route, l net.Listener) {
 	for {
-		c, err := r.tcp.Accept()
+		c, err := l.Accept()
 		if err != nil {
 			return
 		}

@@ -247,3 +247,60 @@ func BenchmarkAccuracy20ms(b *testing.B) {
 	b.ReportMetric(float64(ds[len(ds)/2]-20*time.Millisecond)/1e6, "ms-median-excess")
 	b.ReportMetric(float64(ds[len(ds)*99/100]-20*time.Millisecond)/1e6, "ms-p99-excess")
 }
+
+// A retired UDP route serves its flow on at zero distance and keeps its
+// port when it returns (a conntrack entry redirected to it still finds
+// it); a retired TCP route stops listening; Close ends everything.
+func TestRetiredRoutes(t *testing.T) {
+	target := echoUDP(t)
+	ru := Route{Name: "a>b/udp", UDP: true, Target: target}
+	rt := Route{Name: "a>b/tcp", Target: echoTCP(t)}
+	p, ports := start(t, map[Route]Link{ru: {RTT: 20 * time.Millisecond}, rt: {RTT: 20 * time.Millisecond}})
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[ru])))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func() time.Duration {
+		t0 := time.Now()
+		if _, err := c.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 8)); err != nil {
+			t.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	if d := roundTrip(); d < 20*time.Millisecond {
+		t.Errorf("UDP round trip %s at 20ms", d)
+	}
+	if _, err := p.Set(nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := roundTrip(); d > 15*time.Millisecond {
+		t.Errorf("UDP round trip %s on a retired route", d)
+	}
+	if len(p.Routes()) != 0 {
+		t.Errorf("retired routes listed: %v", p.Routes())
+	}
+	if _, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String()); err == nil {
+		t.Error("a retired TCP route still accepts")
+	}
+	again, err := p.Set(map[Route]Link{ru: {RTT: 30 * time.Millisecond}, rt: {RTT: 30 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[ru] != ports[ru] {
+		t.Errorf("the UDP route came back on port %d, not %d", again[ru], ports[ru])
+	}
+	if d := roundTrip(); d < 30*time.Millisecond {
+		t.Errorf("UDP round trip %s once back at 30ms", d)
+	}
+	p.Close()
+	_, _ = c.Write([]byte("ping"))
+	_ = c.SetReadDeadline(time.Now().Add(200 * time.Millisecond))
+	if _, err := c.Read(make([]byte, 8)); err == nil {
+		t.Error("a closed proxy answered")
+	}
+}
