@@ -35,7 +35,14 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	if m := timing.Matrix(st.RoundTrips, reports, clusters, s.now); !equality.Semantic.DeepEqual(m, st.RoundTrips) {
 		st.RoundTrips = m
 	}
-	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voterClusters(st), Matrix: st.RoundTrips, Previous: st.Timing})
+	voters := voterClusters(st)
+	if len(voters) == 0 {
+		// Before the first members are recorded (a new ring), the
+		// clusters it may be placed in: it is founded on the timing of
+		// its distance rather than rolled onto it right after.
+		voters = clusters
+	}
+	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: st.Timing})
 	if st.Timing == nil || *st.Timing != t {
 		st.Timing = &t
 	}
