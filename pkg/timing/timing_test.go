@@ -52,7 +52,7 @@ func TestChoose(t *testing.T) {
 		{name: "not measured yet: defaults", in: timing.Input{Voters: voters3},
 			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "no round trip measured yet"},
 		{name: "not measured (any more): the values chosen before stay", in: timing.Input{Voters: voters3, Previous: auto(400, 4000)},
-			hb: 400, el: 4000, source: etcdfedv1.TimingSourceAuto, msgContains: "keeping the values chosen before"},
+			hb: 400, el: 4000, source: etcdfedv1.TimingSourceAuto, msgContains: "the values stay as they are"},
 		{name: "42 ms stays under the default heartbeat", in: timing.Input{Voters: voters3, Matrix: ring(42)},
 			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "max p99 round trip between voters 42 ms (member-1 to member-3)"},
 		{name: "200 ms: heartbeat 250, election 2500", in: timing.Input{Voters: voters3, Matrix: ring(200)},
@@ -104,10 +104,14 @@ func TestChoose(t *testing.T) {
 }
 
 // Choose is stable: what it chose, fed back as Previous with the same
-// matrix, is chosen again unchanged (the status does not move at rest).
+// matrix (or none yet), is chosen again unchanged, message included (the
+// status does not move at rest).
 func TestChooseIsAFixedPoint(t *testing.T) {
-	for _, p99 := range []float64{0.3, 42, 81, 99, 200, 333, 2000, 10000} {
+	for _, p99 := range []float64{-1, 0.3, 42, 81, 99, 200, 333, 2000, 10000} {
 		in := timing.Input{Voters: voters3, Matrix: ring(p99)}
+		if p99 < 0 {
+			in.Matrix = nil // nothing measured yet
+		}
 		first := timing.Choose(in)
 		in.Previous = &first
 		if again := timing.Choose(in); again != first {
