@@ -240,3 +240,17 @@ func TestWindow(t *testing.T) {
 		t.Errorf("after a full window of 5 ms: median %d p99 %d", m, p)
 	}
 }
+
+// BenchmarkWindowAddStats is the spoke's cost per gossip probe: one sample
+// in a full window, then its median and p99.
+func BenchmarkWindowAddStats(b *testing.B) {
+	var w timing.Window
+	for i := range timing.WindowSize {
+		w.Add(time.Duration(i) * time.Microsecond)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w.Add(time.Duration(i%1000) * time.Microsecond)
+		w.Stats()
+	}
+}
