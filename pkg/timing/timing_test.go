@@ -219,6 +219,24 @@ func TestWindow(t *testing.T) {
 	if m, p, n := w.Stats(); m != 2000 || p != 3000 || n != 3 {
 		t.Errorf("3 samples: median %d p99 %d n %d, want 2000 3000 3", m, p, n)
 	}
+	// From TrimFrom samples, one stalled probe does not set the p99, two
+	// do; below, the largest is the p99.
+	w = timing.Window{}
+	for range timing.TrimFrom - 2 {
+		w.Add(time.Millisecond)
+	}
+	w.Add(time.Second)
+	if _, p, n := w.Stats(); p != 1_000_000 || n != timing.TrimFrom-1 {
+		t.Errorf("%d samples with one stall: p99 %d, want the stall", n, p)
+	}
+	w.Add(time.Millisecond)
+	if _, p, n := w.Stats(); p != 1000 || n != timing.TrimFrom {
+		t.Errorf("%d samples with one stall: p99 %d, want 1000", n, p)
+	}
+	w.Add(time.Second)
+	if _, p, _ := w.Stats(); p != 1_000_000 {
+		t.Errorf("two stalls: p99 %d, want 1000000", p)
+	}
 	// A full window: one stray probe does not set p99, two do.
 	w = timing.Window{}
 	for range timing.WindowSize - 1 {

@@ -22,8 +22,9 @@ import (
 // for a distance that changed, not for every probe.
 
 // MinRoundTripSamples is how many probes a peer's window holds before its
-// round trip is published.
-const MinRoundTripSamples = 5
+// round trip is published: enough for the p99 to leave out one stalled
+// probe (timing.TrimFrom).
+const MinRoundTripSamples = timing.TrimFrom
 
 // roundTrips is the window of one peer and what was last published of it.
 type roundTrips struct {
