@@ -72,3 +72,17 @@ func timingEvent(before, after *etcdfedv1.TimingStatus) string {
 	return fmt.Sprintf("heartbeat %d -> %d ms, election timeout %d -> %d ms (%s): %s; members roll onto it one at a time",
 		before.HeartbeatIntervalMillis, after.HeartbeatIntervalMillis, before.ElectionTimeoutMillis, after.ElectionTimeoutMillis, after.Source, after.Message)
 }
+
+// roundTripsChanged lists the entries of after that are not in before, as
+// "from->to median/p99 µs", for the log.
+func roundTripsChanged(before, after []etcdfedv1.RoundTrip) []string {
+	var out []string
+	for _, a := range after {
+		if !slices.ContainsFunc(before, func(b etcdfedv1.RoundTrip) bool {
+			return b.From == a.From && b.To == a.To && b.MedianMicros == a.MedianMicros && b.P99Micros == a.P99Micros
+		}) {
+			out = append(out, fmt.Sprintf("%s->%s %d/%d µs", a.From, a.To, a.MedianMicros, a.P99Micros))
+		}
+	}
+	return out
+}
