@@ -69,7 +69,7 @@ func (a *Agent) observeRoundTrip(peerName string, rtt time.Duration) {
 	t := metav1.NewTime(a.now()).Rfc3339Copy()
 	r.published = &etcdfedv1.PeerRoundTrip{Cluster: peerName, MedianMicros: min(median, etcdfedv1.MaxRoundTripMicros),
 		P99Micros: min(p99, etcdfedv1.MaxRoundTripMicros), Samples: int32(n), ObservedAt: &t}
-	a.cfg.Log.V(1).Info("Gossip round trip changed", "peer", peerName, "median", time.Duration(median)*time.Microsecond, "p99", time.Duration(p99)*time.Microsecond, "samples", n)
+	a.cfg.Log.Info("Gossip round trip published", "peer", peerName, "median", time.Duration(median)*time.Microsecond, "p99", time.Duration(p99)*time.Microsecond, "samples", n)
 	a.signal()
 }
 
