@@ -390,9 +390,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		}
 		requeue = time.Second
 	}
-	alarmsBefore, timingBefore := ec.Status.Alarms, ec.Status.Timing
+	alarmsBefore, timingBefore, roundTripsBefore := ec.Status.Alarms, ec.Status.Timing, ec.Status.RoundTrips
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
+	if changed := roundTripsChanged(roundTripsBefore, ec.Status.RoundTrips); len(changed) > 0 {
+		ctrl.LoggerFrom(ctx).V(1).Info("Round trips recorded", "changed", changed)
+	}
 	if msg := timingEvent(timingBefore, ec.Status.Timing); msg != "" {
 		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventTimingChanged, "Observe", "%s", truncate(msg, maxEventNote))
 	}

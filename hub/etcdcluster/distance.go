@@ -35,7 +35,14 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	if m := timing.Matrix(st.RoundTrips, reports, clusters, s.now); !equality.Semantic.DeepEqual(m, st.RoundTrips) {
 		st.RoundTrips = m
 	}
-	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voterClusters(st), Matrix: st.RoundTrips, Previous: st.Timing})
+	voters := voterClusters(st)
+	if len(voters) == 0 {
+		// Before the first members are recorded (a new ring), the
+		// clusters it may be placed in: it is founded on the timing of
+		// its distance rather than rolled onto it right after.
+		voters = clusters
+	}
+	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: st.Timing})
 	if st.Timing == nil || *st.Timing != t {
 		st.Timing = &t
 	}
@@ -64,4 +71,18 @@ func timingEvent(before, after *etcdfedv1.TimingStatus) string {
 	}
 	return fmt.Sprintf("heartbeat %d -> %d ms, election timeout %d -> %d ms (%s): %s; members roll onto it one at a time",
 		before.HeartbeatIntervalMillis, after.HeartbeatIntervalMillis, before.ElectionTimeoutMillis, after.ElectionTimeoutMillis, after.Source, after.Message)
+}
+
+// roundTripsChanged lists the entries of after that are not in before, as
+// "from->to median/p99 µs", for the log.
+func roundTripsChanged(before, after []etcdfedv1.RoundTrip) []string {
+	var out []string
+	for _, a := range after {
+		if !slices.ContainsFunc(before, func(b etcdfedv1.RoundTrip) bool {
+			return b.From == a.From && b.To == a.To && b.MedianMicros == a.MedianMicros && b.P99Micros == a.P99Micros
+		}) {
+			out = append(out, fmt.Sprintf("%s->%s %d/%d µs", a.From, a.To, a.MedianMicros, a.P99Micros))
+		}
+	}
+	return out
 }

@@ -77,6 +77,26 @@ func TestTimingFromRoundTrips(t *testing.T) {
 			t.Errorf("timing %q rendered into the member", want.Spec.Etcd.Timing)
 		}
 	})
+	t.Run("a new ring is founded on the timing of its clusters' distance", func(t *testing.T) {
+		s := ring()
+		s.ec.Status = etcdfedv1.EtcdClusterStatus{}
+		for _, cs := range s.clusters {
+			cs.members = map[string]*etcdfedv1.EtcdMember{}
+		}
+		s.etcd = planner.Etcd{}
+		withRoundTrips(s, 200, 0)
+		d := decide(s)
+		if got := d.ledger.Timing; got == nil || got.HeartbeatIntervalMillis != 250 {
+			t.Fatalf("timing %+v before any member, want 250 from the eligible clusters' distance", got)
+		}
+		if len(d.ledger.Members) == 0 {
+			t.Fatalf("no member recorded: plan %s (%s)", d.plan.Action, d.plan.Reason)
+		}
+		want := desiredMember(s, d.ledger, &d.ledger.Members[0], nil)
+		if hb := want.Spec.Etcd.HeartbeatIntervalMillis; hb == nil || *hb != 250 {
+			t.Errorf("a founding member renders %+v, want heartbeat 250", want.Spec.Etcd)
+		}
+	})
 	t.Run("Manual: defaults whatever the distance", func(t *testing.T) {
 		s := ring()
 		s.ec.Spec.Etcd.Timing = etcdfedv1.TimingManual

@@ -115,12 +115,14 @@ func derive(in Input) (hb, el int32, why string) {
 	}
 	hb, el = etcdfedv1.DefaultHeartbeatIntervalMillis, etcdfedv1.DefaultElectionTimeoutMillis
 	if worst == nil {
-		if len(voters) > 1 && in.Previous != nil {
-			return in.Previous.HeartbeatIntervalMillis, in.Previous.ElectionTimeoutMillis,
-				fmt.Sprintf("no round trip measured yet between the voters' clusters (%s); keeping the values chosen before", names(voters))
-		}
 		if len(voters) > 1 {
-			return hb, el, fmt.Sprintf("no round trip measured yet between the voters' clusters (%s); etcd's defaults", names(voters))
+			// One message with or without Previous: the status must not
+			// move from one pass to the next while nothing is measured.
+			why = fmt.Sprintf("no round trip measured yet between the voters' clusters (%s): the values stay as they are (etcd's defaults for a new ring)", names(voters))
+			if p := in.Previous; p != nil {
+				return p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis, why
+			}
+			return hb, el, why
 		}
 		return hb, el, "the voters share one member cluster: etcd's defaults"
 	}

@@ -52,7 +52,7 @@ func TestChoose(t *testing.T) {
 		{name: "not measured yet: defaults", in: timing.Input{Voters: voters3},
 			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "no round trip measured yet"},
 		{name: "not measured (any more): the values chosen before stay", in: timing.Input{Voters: voters3, Previous: auto(400, 4000)},
-			hb: 400, el: 4000, source: etcdfedv1.TimingSourceAuto, msgContains: "keeping the values chosen before"},
+			hb: 400, el: 4000, source: etcdfedv1.TimingSourceAuto, msgContains: "the values stay as they are"},
 		{name: "42 ms stays under the default heartbeat", in: timing.Input{Voters: voters3, Matrix: ring(42)},
 			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "max p99 round trip between voters 42 ms (member-1 to member-3)"},
 		{name: "200 ms: heartbeat 250, election 2500", in: timing.Input{Voters: voters3, Matrix: ring(200)},
@@ -104,10 +104,14 @@ func TestChoose(t *testing.T) {
 }
 
 // Choose is stable: what it chose, fed back as Previous with the same
-// matrix, is chosen again unchanged (the status does not move at rest).
+// matrix (or none yet), is chosen again unchanged, message included (the
+// status does not move at rest).
 func TestChooseIsAFixedPoint(t *testing.T) {
-	for _, p99 := range []float64{0.3, 42, 81, 99, 200, 333, 2000, 10000} {
+	for _, p99 := range []float64{-1, 0.3, 42, 81, 99, 200, 333, 2000, 10000} {
 		in := timing.Input{Voters: voters3, Matrix: ring(p99)}
+		if p99 < 0 {
+			in.Matrix = nil // nothing measured yet
+		}
 		first := timing.Choose(in)
 		in.Previous = &first
 		if again := timing.Choose(in); again != first {
@@ -215,6 +219,24 @@ func TestWindow(t *testing.T) {
 	if m, p, n := w.Stats(); m != 2000 || p != 3000 || n != 3 {
 		t.Errorf("3 samples: median %d p99 %d n %d, want 2000 3000 3", m, p, n)
 	}
+	// From TrimFrom samples, one stalled probe does not set the p99, two
+	// do; below, the largest is the p99.
+	w = timing.Window{}
+	for range timing.TrimFrom - 2 {
+		w.Add(time.Millisecond)
+	}
+	w.Add(time.Second)
+	if _, p, n := w.Stats(); p != 1_000_000 || n != timing.TrimFrom-1 {
+		t.Errorf("%d samples with one stall: p99 %d, want the stall", n, p)
+	}
+	w.Add(time.Millisecond)
+	if _, p, n := w.Stats(); p != 1000 || n != timing.TrimFrom {
+		t.Errorf("%d samples with one stall: p99 %d, want 1000", n, p)
+	}
+	w.Add(time.Second)
+	if _, p, _ := w.Stats(); p != 1_000_000 {
+		t.Errorf("two stalls: p99 %d, want 1000000", p)
+	}
 	// A full window: one stray probe does not set p99, two do.
 	w = timing.Window{}
 	for range timing.WindowSize - 1 {
@@ -234,5 +256,19 @@ func TestWindow(t *testing.T) {
 	}
 	if m, p, _ := w.Stats(); m != 5000 || p != 5000 {
 		t.Errorf("after a full window of 5 ms: median %d p99 %d", m, p)
+	}
+}
+
+// BenchmarkWindowAddStats is the spoke's cost per gossip probe: one sample
+// in a full window, then its median and p99.
+func BenchmarkWindowAddStats(b *testing.B) {
+	var w timing.Window
+	for i := range timing.WindowSize {
+		w.Add(time.Duration(i) * time.Microsecond)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		w.Add(time.Duration(i%1000) * time.Microsecond)
+		w.Stats()
 	}
 }

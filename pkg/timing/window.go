@@ -38,10 +38,16 @@ func (w *Window) Add(rtt time.Duration) {
 	w.next = (w.next + 1) % WindowSize
 }
 
-// Stats returns the median and the 99th percentile (nearest rank: with
-// WindowSize samples, the second largest, so that one stray probe does not
-// set it) in microseconds, and the number of samples. Zero values without
-// samples.
+// TrimFrom is the number of samples from which the p99 leaves out the
+// largest one.
+const TrimFrom = 10
+
+// Stats returns the median and the 99th percentile in microseconds, and
+// the number of samples; zero values without samples. The p99 is the
+// nearest rank (with WindowSize samples, the second largest), and from
+// TrimFrom samples on never the largest: one probe stalled on a busy
+// machine (a pause of the spoke, not of the network) does not set it,
+// two do.
 func (w *Window) Stats() (medianMicros, p99Micros int64, n int) {
 	n = len(w.samples)
 	if n == 0 {
@@ -49,7 +55,11 @@ func (w *Window) Stats() (medianMicros, p99Micros int64, n int) {
 	}
 	s := slices.Clone(w.samples)
 	slices.Sort(s)
-	return s[rank(n, 50)].Microseconds(), s[rank(n, 99)].Microseconds(), n
+	r := rank(n, 99)
+	if n >= TrimFrom {
+		r = min(r, n-2)
+	}
+	return s[rank(n, 50)].Microseconds(), s[r].Microseconds(), n
 }
 
 // rank is the nearest-rank index of percentile p among n sorted values.

@@ -22,8 +22,9 @@ import (
 // for a distance that changed, not for every probe.
 
 // MinRoundTripSamples is how many probes a peer's window holds before its
-// round trip is published.
-const MinRoundTripSamples = 5
+// round trip is published: enough for the p99 to leave out one stalled
+// probe (timing.TrimFrom).
+const MinRoundTripSamples = timing.TrimFrom
 
 // roundTrips is the window of one peer and what was last published of it.
 type roundTrips struct {
@@ -68,7 +69,7 @@ func (a *Agent) observeRoundTrip(peerName string, rtt time.Duration) {
 	t := metav1.NewTime(a.now()).Rfc3339Copy()
 	r.published = &etcdfedv1.PeerRoundTrip{Cluster: peerName, MedianMicros: min(median, etcdfedv1.MaxRoundTripMicros),
 		P99Micros: min(p99, etcdfedv1.MaxRoundTripMicros), Samples: int32(n), ObservedAt: &t}
-	a.cfg.Log.V(1).Info("Gossip round trip changed", "peer", peerName, "median", time.Duration(median)*time.Microsecond, "p99", time.Duration(p99)*time.Microsecond, "samples", n)
+	a.cfg.Log.Info("Gossip round trip published", "peer", peerName, "median", time.Duration(median)*time.Microsecond, "p99", time.Duration(p99)*time.Microsecond, "samples", n)
 	a.signal()
 }
 
