@@ -46,6 +46,8 @@ func renderings(t *testing.T) map[string][]*unstructured.Unstructured {
 	add("cluster join (NodePort, log level 2)", objs, err)
 	objs, err = install.RenderMember(install.MemberOptions{Name: "member-2", Advertise: "198.51.100.7", Knobs: install.Knobs{ImageRepository: "registry.example/etcdfed", ImageTag: "v2"}})
 	add("cluster join (LoadBalancer)", objs, err)
+	objs, err = install.RenderMember(install.MemberOptions{Name: "member-3", Advertise: "198.51.100.8", Knobs: install.Knobs{NoLeaderElection: true}})
+	add("cluster join (no leader election)", objs, err)
 	return out
 }
 
@@ -102,6 +104,15 @@ func TestPackagesRenderTheKnobs(t *testing.T) {
 		checkSpokeHA(t, n, r[n])
 	}
 	checkHubHA(t, find(r["samples/install/hub"], "Deployment", "etcdfed-hub"), find(r["samples/install/hub"], "PodDisruptionBudget", "etcdfed-hub"))
+	// Without election: one spoke, and gossip to it (no replica labels
+	// itself the leader).
+	nle := r["cluster join (no leader election)"]
+	if n, _, _ := unstructured.NestedFieldNoCopy(find(nle, "Deployment", "etcdfed-spoke").Object, "spec", "replicas"); fmt.Sprint(n) != "1" {
+		t.Errorf("spoke without leader election: replicas %v, want 1", n)
+	}
+	if sel, _, _ := unstructured.NestedStringMap(find(nle, "Service", install.SpokeGossipService).Object, "spec", "selector"); len(sel) != 1 || sel[app.LabelLeader] != "" {
+		t.Errorf("gossip Service without leader election selects %v: want every replica", sel)
+	}
 	if n, _, _ := unstructured.NestedFieldNoCopy(find(r["hub install (debug, no leader election, metrics, operator)"], "Deployment", "etcdfed-hub").Object, "spec", "replicas"); fmt.Sprint(n) != "1" {
 		t.Errorf("hub without leader election: replicas %v, want 1", n)
 	}
