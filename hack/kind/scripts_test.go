@@ -215,16 +215,21 @@ func TestScripts(t *testing.T) {
 		if env["ETCDFED_SPOKE_DNS_ADVERTISE_ADDRESS"] != "$(HOST_IP):30053" || env["ETCDFED_SPOKE_GOSSIP_ADVERTISE"] != "$(HOST_IP):30946" {
 			t.Errorf("%s: spoke env %v", m, ctr.Env)
 		}
-		svc := &corev1.Service{}
-		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, svc); err != nil {
-			t.Fatal(err)
-		}
-		if svc.Spec.Type != corev1.ServiceTypeNodePort || len(svc.Spec.Ports) != 4 {
-			t.Errorf("%s: spoke Service %s with ports %+v", m, svc.Spec.Type, svc.Spec.Ports)
-		}
-		for _, p := range svc.Spec.Ports {
-			if want := map[string]int32{"dns": 30053, "gossip": 30946}[strings.Split(p.Name, "-")[0]]; p.NodePort != want {
-				t.Errorf("%s: port %s has node port %d, want %d", m, p.Name, p.NodePort, want)
+		// DNS on a Service to every ready replica, gossip on one to the
+		// leader, both on NodePorts of the node's IP.
+		for name, want := range map[string]string{"etcdfed-spoke": "dns", "etcdfed-spoke-gossip": "gossip"} {
+			svc := &corev1.Service{}
+			if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
+				t.Fatal(err)
+			}
+			if svc.Spec.Type != corev1.ServiceTypeNodePort || len(svc.Spec.Ports) != 2 {
+				t.Errorf("%s: Service %s %s with ports %+v", m, name, svc.Spec.Type, svc.Spec.Ports)
+			}
+			for _, p := range svc.Spec.Ports {
+				kind := strings.Split(p.Name, "-")[0]
+				if wantPort := map[string]int32{"dns": 30053, "gossip": 30946}[kind]; kind != want || p.NodePort != wantPort {
+					t.Errorf("%s: Service %s port %s has node port %d, want a %s port on %d", m, name, p.Name, p.NodePort, want, wantPort)
+				}
 			}
 		}
 		cm := &corev1.ConfigMap{}
