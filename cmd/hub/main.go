@@ -120,7 +120,7 @@ func main() {
 	flag.DurationVar(&o.memberAPITimeout, "member-api-timeout", 15*time.Second, "Timeout of each request to a member cluster's apiserver.")
 	flag.StringVar(&o.backupScratchDir, "backup-scratch-dir", os.TempDir(),
 		"Directory where snapshots are held between the stream from a member and the upload; it needs room for the largest database.")
-	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once.")
+	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once; one namespace runs one at a time, so a tenant with a slow store holds one of them.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,13 +45,45 @@ type Reconciler struct {
 	// ScratchDir holds snapshots between the stream and the upload.
 	// Default: os.TempDir(). It needs room for the largest database.
 	ScratchDir string
-	// MaxConcurrentBackups bounds backups running at once. Default 2.
+	// MaxConcurrentBackups bounds backups running at once. Default 2. One
+	// namespace runs one backup at a time.
 	MaxConcurrentBackups int
 	// Policy is the hub's tenancy policy: a store without credentials (the
 	// hub's own identity) or a file:// store only when it allows them.
 	Policy tenancy.Policy
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
+
+	// running counts the backups running per namespace (one tenant's
+	// rings): each namespace runs one at a time, so a tenant whose store
+	// is slow holds one worker, never all of them.
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+// BusyRetry is when a backup due in a namespace that is already running
+// one is tried again.
+const BusyRetry = 2 * time.Second
+
+// enter reserves the namespace's one running backup; false when it is
+// taken.
+func (r *Reconciler) enter(ns string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[ns] {
+		return false
+	}
+	if r.running == nil {
+		r.running = map[string]bool{}
+	}
+	r.running[ns] = true
+	return true
+}
+
+func (r *Reconciler) leave(ns string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, ns)
 }
 
 func (r *Reconciler) now() time.Time {
@@ -128,7 +161,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		st.NextScheduleTime = timePtr(d.Next)
 		res = ctrl.Result{RequeueAfter: runNow}
 	case ActRun:
+		// One backup at a time per namespace: the workers are shared by
+		// every tenant, and a backup holds one for up to its timeout.
+		if !r.enter(ec.Namespace) {
+			log.V(1).Info("Waiting: a backup of another EtcdCluster of this namespace is running")
+			return ctrl.Result{RequeueAfter: BusyRetry}, nil
+		}
 		out := r.run(ctx, ec, d.Trigger)
+		r.leave(ec.Namespace)
 		newCond = r.record(ctx, ec, &st, d, out)
 		after := Decide(Input{Now: r.now(), Schedule: ec.Spec.Backup.Schedule, Suspend: ec.Spec.Backup.Suspend, Status: st,
 			Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]), Formed: ec.Status.ClusterID != "",

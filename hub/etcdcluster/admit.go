@@ -122,7 +122,10 @@ func (r *Reconciler) admit(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*ref
 	if err != nil {
 		return nil, err
 	}
-	if err := r.Policy.CheckDomain(ec); err != nil {
+	// A ring that has begun keeps its domain (and its management) whatever
+	// the domain policy says now: refusing it would leave running members
+	// unrepaired. Only rings that have not begun are held to it.
+	if err := r.Policy.CheckDomain(ec); err != nil && !tenancy.Claimed(ec) {
 		return &refusal{reason: etcdfedv1.ReasonPolicyViolation, message: "the hub's tenancy policy refuses: " + err.Error() + "; this EtcdCluster writes nothing (delete it and create it with another domain)"}, nil
 	}
 	if c, refused := tenancy.DomainOwner(ec, rings, r.Policy); refused {

@@ -102,6 +102,13 @@ func TestCASharedAcrossNamespacesRefused(t *testing.T) {
 	if msg := refusal(first); msg != "" {
 		t.Fatalf("the first ring was refused: %s", msg)
 	}
+	// The first ring has formed (as the hub records once etcd has), so it
+	// comes first whatever the creation times (one-second resolution).
+	before := first.DeepCopy()
+	first.Status.ClusterID = "c0ffee"
+	if err := api.Client.Status().Patch(ctx, first, client.MergeFrom(before)); err != nil {
+		t.Fatal(err)
+	}
 	waitCached(t, mgr, first)
 
 	second := pass(create("tenant", "main"))
@@ -122,7 +129,8 @@ func TestCASharedAcrossNamespacesRefused(t *testing.T) {
 	}
 }
 
-// waitCached waits until the hub's cache holds ec's status.caFingerprint.
+// waitCached waits until the hub's cache holds ec's status.caFingerprint
+// and clusterID.
 func waitCached(t *testing.T, mgr mcmanager.Manager, ec *etcdfedv1.EtcdCluster) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -130,7 +138,7 @@ func waitCached(t *testing.T, mgr mcmanager.Manager, ec *etcdfedv1.EtcdCluster) 
 		var list etcdfedv1.EtcdClusterList
 		if err := mgr.GetLocalManager().GetClient().List(context.Background(), &list, client.MatchingFields{indexCAFingerprint: ec.Status.CAFingerprint}); err == nil {
 			for _, o := range list.Items {
-				if o.UID == ec.UID {
+				if o.UID == ec.UID && o.Status.ClusterID == ec.Status.ClusterID {
 					return
 				}
 			}

@@ -259,3 +259,41 @@ func TestCheckStoreAndSource(t *testing.T) {
 		})
 	}
 }
+
+func TestCAOwner(t *testing.T) {
+	withCA := func(ec etcdfedv1.EtcdCluster, fp string) etcdfedv1.EtcdCluster {
+		ec.Status.CAFingerprint = fp
+		return ec
+	}
+	victim := withCA(ring("victim", "main", "uid-1", "a.test", time.Hour, 3), "fp")
+	tenant := ring("tenant", "main", "uid-2", "b.test", 0, 0)
+	for _, tc := range []struct {
+		name   string
+		policy Policy
+		ec     etcdfedv1.EtcdCluster
+		rings  []etcdfedv1.EtcdCluster
+		owner  string
+	}{
+		{"another namespace's ring has the key", Policy{}, tenant, []etcdfedv1.EtcdCluster{victim}, "victim/main"},
+		{"shared CAs allowed", Policy{SharedCA: true}, tenant, []etcdfedv1.EtcdCluster{victim}, ""},
+		{"the same namespace", Policy{}, ring("victim", "other", "uid-3", "c.test", 0, 0), []etcdfedv1.EtcdCluster{victim}, ""},
+		{"another key", Policy{}, tenant, []etcdfedv1.EtcdCluster{withCA(victim, "other")}, ""},
+		{"the ring that had it first is never refused", Policy{}, victim, []etcdfedv1.EtcdCluster{withCA(tenant, "fp")}, ""},
+		{"a refused ring that never began holds no CA", Policy{}, tenant,
+			[]etcdfedv1.EtcdCluster{refusedRing(withCA(ring("victim", "main", "uid-1", "a.test", time.Hour, 0), "fp"), etcdfedv1.ReasonPolicyViolation)}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, refused := CAOwner(&tc.ec, "fp", tc.rings, tc.policy)
+			got := ""
+			if refused {
+				got = c.Owner.Namespace + "/" + c.Owner.Name
+				if !strings.Contains(c.Error(), "--allow-shared-ca") {
+					t.Errorf("message %q does not name the flag", c.Error())
+				}
+			}
+			if got != tc.owner {
+				t.Fatalf("owner %q, want %q", got, tc.owner)
+			}
+		})
+	}
+}

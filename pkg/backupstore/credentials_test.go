@@ -165,12 +165,15 @@ func TestAzureAccountNameCannotPointAtAnotherHost(t *testing.T) {
 }
 
 // TestStoreEndpointsValidated: an S3 endpoint is http(s)://HOST[:PORT],
-// nothing else; a Google service account key sends its signed assertion
+// nothing else, and never a cloud metadata address (169.254.169.254 hands
+// its instance's identity to whoever asks, and the store's error text
+// lands in the tenant's status); a Google service account key sends its signed assertion
 // only to Google's token endpoint. Before, a service account whose
 // token_uri named any host made the hub post there and use what came
 // back, and an endpoint with a path, query or user passed Open.
 func TestStoreEndpointsValidated(t *testing.T) {
-	for _, ep := range []string{"ftp://h", "https://", "https://u:p@h", "https://h/path", "https://h?x=1", "https://h#f", "h:9000", "https://h:99999"} {
+	for _, ep := range []string{"ftp://h", "https://", "https://u:p@h", "https://h/path", "https://h?x=1", "https://h#f", "h:9000", "https://h:99999",
+		"http://169.254.169.254", "http://[fe80::1]:80", "http://[fd00:ec2::254]", "http://0.0.0.0:9000"} {
 		spec := etcdfedv1.BackupStore{URL: "s3://bucket", CredentialsSecretName: "s", S3: &etcdfedv1.S3StoreOptions{Endpoint: ep}}
 		creds := map[string][]byte{etcdfedv1.BackupSecretAWSAccessKeyID: []byte("id"), etcdfedv1.BackupSecretAWSSecretAccessKey: []byte("s")}
 		if _, err := backupstore.Open(context.Background(), spec, creds); !errors.Is(err, backupstore.ErrInvalidStore) {

@@ -2,6 +2,7 @@ package backupstore
 
 import (
 	"encoding/json"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func FuzzParseURL(f *testing.F) {
 // query or fragment.
 func FuzzParseEndpoint(f *testing.F) {
 	for _, s := range []string{"https://minio.example.com:9000", "http://127.0.0.1:9000/", "https://u:p@h", "https://h/p", "https://h?x", "https://h#f",
-		"https://[::1]:9000", "https://h:0", "https://h:", "ftp://h", "https:h", "https://%68"} {
+		"https://[::1]:9000", "http://169.254.169.254", "http://[fe80::1%25eth0]:80", "https://h:0", "https://h:", "ftp://h", "https:h", "https://%68"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, raw string) {
@@ -62,6 +63,9 @@ func FuzzParseEndpoint(f *testing.F) {
 		if (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" || u.User != nil || (u.Path != "" && u.Path != "/") ||
 			u.RawQuery != "" || u.Fragment != "" || strings.ContainsAny(u.Host, "/@#?% ") {
 			t.Fatalf("%q passed as %#v", raw, u)
+		}
+		if ip, err := netip.ParseAddr(u.Hostname()); err == nil && (ip.IsLinkLocalUnicast() || ip.IsUnspecified()) {
+			t.Fatalf("%q passed: %s is a metadata-service-class address", raw, ip)
 		}
 		again, err := url.Parse(strings.TrimSuffix(raw, "/"))
 		if err != nil || again.Host != u.Host {

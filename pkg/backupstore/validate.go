@@ -3,6 +3,7 @@ package backupstore
 import (
 	"encoding/json"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strconv"
@@ -41,6 +42,9 @@ func AzureContainerURL(account, container string) (string, error) {
 	return "https://" + account + AzureBlobSuffix + "/" + container, nil
 }
 
+// awsMetadataV6 is the instance metadata service's IPv6 address on AWS.
+var awsMetadataV6 = netip.MustParseAddr("fd00:ec2::254")
+
 // ParseEndpoint checks an S3-compatible endpoint (spec s3.endpoint):
 // http or https, a host with an optional port, nothing else (no user, no
 // path, no query, no fragment).
@@ -62,6 +66,12 @@ func ParseEndpoint(raw string) (*url.URL, error) {
 		return bad("it has a path, query or fragment")
 	case strings.ContainsAny(u.Hostname(), "%/@ "):
 		return bad("the host has characters no host name has")
+	}
+	// 169.254.169.254 and fd00:ec2::254 answer for the cloud identity of
+	// whoever asks, and the store's error text lands in the spec author's
+	// status: the hub is never pointed there.
+	if ip, err := netip.ParseAddr(u.Hostname()); err == nil && (ip.IsLinkLocalUnicast() || ip.IsUnspecified() || ip.IsMulticast() || ip == awsMetadataV6) {
+		return bad("a link-local, unspecified or multicast address, such as a cloud metadata service's")
 	}
 	if p := u.Port(); p != "" {
 		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
