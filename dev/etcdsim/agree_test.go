@@ -279,6 +279,11 @@ func runSequence(t *testing.T, s *side) []step {
 	record("auth status", pbOf(as), err)
 	df, err := leader.Defragment(ctx, leaderURL)
 	record("defragment", pbOf(df), err)
+	// The leader joined: its storage version settles when etcd's monitor
+	// (every 4 s) finds the schema; wait for it rather than race it.
+	waitFor(ctx, t, "the joined leader's storage version", func() bool {
+		return strings.Contains(httpVersion(ctx, leaderURL), "storage="+DefaultStorageVersion+" ")
+	})
 	out = append(out, step{Name: "/version", Got: httpVersion(ctx, leaderURL)})
 
 	// Strict reconfiguration: with one of three voters down, a learner
