@@ -330,3 +330,27 @@ func TestAnswerEndsFlow(t *testing.T) {
 		t.Errorf("%d flows open after 20 answered queries", n)
 	}
 }
+
+// A connection closed by either side leaves nothing behind in the proxy.
+func TestClosedConnectionsLeaveNothing(t *testing.T) {
+	rt := Route{Name: "a>b/tcp", Target: echoTCP(t)}
+	p, ports := start(t, map[Route]Link{rt: {RTT: 2 * time.Millisecond}})
+	for i := range 20 {
+		c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtts(t, c, 1)
+		if i%2 == 0 {
+			_ = c.(*net.TCPConn).SetLinger(0) // a reset
+		}
+		_ = c.Close()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for p.Routes()[0].Open > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.Routes()[0].Open; n > 0 {
+		t.Errorf("%d connections open after 20 closed", n)
+	}
+}
