@@ -83,6 +83,12 @@ var devLatencyShowCmd = &cobra.Command{
 			return err
 		}
 		printDistance(cmd.OutOrStdout(), &s)
+		if len(s.Routes) > 0 {
+			fmt.Fprintln(cmd.OutOrStdout(), "Proxy routes (open connections or flows):")
+			for _, r := range s.Routes {
+				fmt.Fprintln(cmd.OutOrStdout(), "  "+r)
+			}
+		}
 		return nil
 	},
 }

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 	"github.com/etcdfed/etcdfed/dev/localenv/delayproxy"
 )
 
@@ -375,7 +376,7 @@ func tcpRoute(p distancePair) delayproxy.Route {
 }
 
 func udpRoute(p distancePair, ep netip.AddrPort) delayproxy.Route {
-	return delayproxy.Route{Name: p.name() + "/udp/" + ep.String(), UDP: true, Target: ep}
+	return delayproxy.Route{Name: p.name() + "/udp/" + ep.String(), UDP: true, Target: ep, AnswerEnds: ep.Port() == addr.DNSPort}
 }
 
 // distanceRules are the nat rules of pairs, given the proxy's ports:
@@ -418,6 +419,9 @@ type DistanceStatus struct {
 	Links []string `json:"links,omitempty"`
 	// Proxied counts the connections and UDP flows through the proxy.
 	Proxied int `json:"proxied,omitempty"`
+	// Routes are the proxy's routes with their open connections or
+	// flows ("member-1>member-2/tcp 12").
+	Routes []string `json:"routes,omitempty"`
 }
 
 // SetDistance sets the distance between the environment's units,
@@ -591,6 +595,7 @@ func (e *Env) distanceStatus() *DistanceStatus {
 	if e.delay != nil {
 		for _, r := range e.delay.Routes() {
 			s.Proxied += r.Open
+			s.Routes = append(s.Routes, fmt.Sprintf("%s %d", r.Name, r.Open))
 		}
 	}
 	return s

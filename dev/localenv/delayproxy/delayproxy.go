@@ -33,8 +33,15 @@ const (
 	// MinRTO is Linux's smallest retransmission timeout: what a lost
 	// segment costs at least.
 	MinRTO = 200 * time.Millisecond
-	// FlowIdle is how long a UDP flow lives without a datagram.
-	FlowIdle    = 2 * time.Minute
+	// FlowIdle is how long a UDP flow lives without a datagram (as
+	// conntrack's UDP timeout).
+	FlowIdle = 30 * time.Second
+	// MaxFlows bounds the UDP flows of one route; a datagram that would
+	// open one more is dropped, as a full table would.
+	MaxFlows = 1024
+	// MaxDatagram is the largest datagram a flow passes back (DNS over
+	// UDP with EDNS stays under 4096 bytes, memberlist under 1400).
+	MaxDatagram = 16 << 10
 	dialTimeout = 10 * time.Second
 )
 
@@ -77,6 +84,10 @@ type Route struct {
 	// Target is where the route sends: required for UDP; for TCP zero
 	// means the connection's original destination (SO_ORIGINAL_DST).
 	Target netip.AddrPort
+	// AnswerEnds: a UDP flow ends once its answer is passed back, as a
+	// DNS query does (its client sends the next from a new port); the
+	// flow does not hold a socket and a goroutine for FlowIdle.
+	AnswerEnds bool
 }
 
 // Proxy serves routes.
@@ -500,6 +511,9 @@ func (p *Proxy) flowFor(r *route, from netip.AddrPort, draw func() (time.Duratio
 	if f := r.flows[from]; f != nil {
 		return f, nil
 	}
+	if len(r.flows) >= MaxFlows {
+		return nil, fmt.Errorf("%d flows already", MaxFlows)
+	}
 	lc := net.ListenConfig{Control: p.control}
 	pc, err := lc.ListenPacket(context.Background(), "udp4", netip.AddrPortFrom(from.Addr(), 0).String())
 	if err != nil {
@@ -517,7 +531,7 @@ func (p *Proxy) flowFor(r *route, from netip.AddrPort, draw func() (time.Duratio
 			}
 			r.mu.Unlock()
 		}()
-		buf := make([]byte, 64<<10)
+		buf := make([]byte, MaxDatagram)
 		for {
 			_ = up.SetReadDeadline(time.Now().Add(FlowIdle))
 			n, src, err := up.ReadFromUDPAddrPort(buf)
@@ -534,6 +548,9 @@ func (p *Proxy) flowFor(r *route, from netip.AddrPort, draw func() (time.Duratio
 			f.last.Store(time.Now().UnixNano())
 			if d, ok := draw(); ok {
 				later(r, buf[:n], d, func(b []byte) { _, _ = r.udp.WriteToUDPAddrPort(b, from) })
+			}
+			if r.AnswerEnds {
+				return
 			}
 		}
 	}()

@@ -304,3 +304,53 @@ func TestRetiredRoutes(t *testing.T) {
 		t.Error("a closed proxy answered")
 	}
 }
+
+// A DNS-like route's flow ends with its answer: queries from ever new
+// ports hold nothing once answered.
+func TestAnswerEndsFlow(t *testing.T) {
+	rt := Route{Name: "a>b/udp/dns", UDP: true, Target: echoUDP(t), AnswerEnds: true}
+	p, ports := start(t, map[Route]Link{rt: {RTT: 2 * time.Millisecond}})
+	for range 20 {
+		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt])))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = c.Write([]byte("query"))
+		_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		if _, err := c.Read(make([]byte, 16)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.Close()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for p.Routes()[0].Open > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.Routes()[0].Open; n > 0 {
+		t.Errorf("%d flows open after 20 answered queries", n)
+	}
+}
+
+// A connection closed by either side leaves nothing behind in the proxy.
+func TestClosedConnectionsLeaveNothing(t *testing.T) {
+	rt := Route{Name: "a>b/tcp", Target: echoTCP(t)}
+	p, ports := start(t, map[Route]Link{rt: {RTT: 2 * time.Millisecond}})
+	for i := range 20 {
+		c, err := net.Dial("tcp4", netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), ports[rt]).String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtts(t, c, 1)
+		if i%2 == 0 {
+			_ = c.(*net.TCPConn).SetLinger(0) // a reset
+		}
+		_ = c.Close()
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for p.Routes()[0].Open > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := p.Routes()[0].Open; n > 0 {
+		t.Errorf("%d connections open after 20 closed", n)
+	}
+}
