@@ -217,6 +217,10 @@ func TestScripts(t *testing.T) {
 		}
 		// DNS on a Service to every ready replica, gossip on one to the
 		// leader, both on NodePorts of the node's IP.
+		svc := &corev1.Service{} // the DNS Service, which CoreDNS forwards to
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-spoke"}, svc); err != nil {
+			t.Fatal(err)
+		}
 		for name, want := range map[string]string{"etcdfed-spoke": "dns", "etcdfed-spoke-gossip": "gossip"} {
 			svc := &corev1.Service{}
 			if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: name}, svc); err != nil {
