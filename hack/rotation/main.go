@@ -72,6 +72,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioAdoptWithAuth":           3 * time.Minute, // about 110 s
 	"TestScenarioMoveInsideMemberCluster": 3 * time.Minute, // 75 s, its own two-cluster, four-zone environment
 	"TestScenarioLeaderPlacement":         5 * time.Minute, // 113 to 202 s
+	"TestScenarioTimingAuto":              5 * time.Minute, // guess: a 3-member ring, 150 ms put live, a roll
 }
 
 // defaultEstimate counts a scenario with no estimate yet.
