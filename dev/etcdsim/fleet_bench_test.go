@@ -63,7 +63,7 @@ func BenchmarkFleetMemory(b *testing.B) {
 				go func() {
 					defer func() { <-sem; wg.Done() }()
 					cc, err := grpc.NewClient(m.ListenAddr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-						grpc.WithReadBufferSize(4096), grpc.WithWriteBufferSize(4096), grpc.WithSharedWriteBuffer(true))
+						grpc.WithReadBufferSize(4096), grpc.WithWriteBufferSize(4096))
 					if err == nil {
 						ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 						var st *pb.StatusResponse

@@ -63,7 +63,7 @@ func newGRPC() *grpc.Server {
 		grpc.MaxRecvMsgSize(1536*1024+512*1024),
 		// Small buffers, the write buffer released when idle: a fleet holds
 		// thousands of idle connections.
-		grpc.ReadBufferSize(4*1024), grpc.WriteBufferSize(4*1024), grpc.SharedWriteBuffer(true),
+		grpc.ReadBufferSize(4*1024), grpc.WriteBufferSize(4*1024),
 	)
 	pb.RegisterClusterServer(g, clusterService{})
 	pb.RegisterMaintenanceServer(g, maintenanceService{})

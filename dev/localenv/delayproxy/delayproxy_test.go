@@ -3,6 +3,7 @@ package delayproxy
 import (
 	"bufio"
 	"encoding/binary"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
@@ -114,7 +115,7 @@ func TestTCPRoundTrip(t *testing.T) {
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := c.Read(make([]byte, 1)); n != 0 || err != io.EOF {
+	if n, err := c.Read(make([]byte, 1)); n != 0 || !errors.Is(err, io.EOF) {
 		t.Errorf("after our FIN the echo's close came back as %d, %v", n, err)
 	}
 }
