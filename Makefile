@@ -105,9 +105,17 @@ demo: ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by 
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(DETACH),--detach)
 
 .PHONY: realnode-deps
-realnode-deps: ## What real nodes run: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS besides the test tools (hack/tools.sh --for realnodes), runc and the CNI plugins (Debian).
+realnode-deps: ## What real nodes run: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS besides the test tools (hack/tools.sh --for realnodes), runc and the CNI plugins (Debian); the image builder's Go modules downloaded on the host's network.
 	hack/tools.sh --for realnodes
 	hack/system-deps.sh realnodes
+	@# The real-node environment builds its images (dev/images) inside its
+	@# network namespace, where the Go module proxy cannot be reached: the
+	@# modules of every etcd release it builds (etcdctl and etcdutl too, which
+	@# hack/tools.sh does not build) are downloaded here first. On a new
+	@# machine the image build failed without this ("dial udp ...: network
+	@# is unreachable").
+	@echo ">> Go modules of the image builder's etcd releases (hack/tools/etcd, etcd35, etcd37)"
+	@for m in hack/tools/etcd hack/tools/etcd35 hack/tools/etcd37; do (cd $$m && $(GO) mod download) || exit 1; done
 
 ##@ Test
 
