@@ -96,10 +96,10 @@ func (w *podWorker) runContainer(c *ctr) bool {
 		select {
 		case <-p.Done():
 		case <-w.ctx.Done():
-			w.stopProcess(p, w.grace())
+			w.stopProcess(p, w.runPreStop(c, w.grace()))
 		case g := <-c.kill:
 			killReason = "liveness or startup probe failed"
-			w.stopProcess(p, g)
+			w.stopProcess(p, w.runPreStop(c, g))
 		}
 		stopProbes()
 		code, sig, at := p.Exit()

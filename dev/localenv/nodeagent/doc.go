@@ -37,7 +37,9 @@
 //     exec probes run against the pod IP (startup gates liveness and
 //     readiness; liveness failures restart; readiness sets Ready);
 //     restartPolicy with kubelet's back-off (0, base, 2*base, ... max);
-//     terminationGracePeriodSeconds (SIGTERM, then SIGKILL);
+//     terminationGracePeriodSeconds (an exec preStop hook first, within
+//     the grace, then SIGTERM, then SIGKILL; kubelet's 2 s extension
+//     when the hook used the grace up);
 //   - status: phase, pod and host IP, conditions, container states,
 //     restart counts;
 //   - securityContext (runAsUser, fsGroup, capabilities, seccomp, a
