@@ -170,9 +170,10 @@ func (a *Agent) followLog(ctx context.Context, w http.ResponseWriter, path strin
 			return
 		case <-t.C:
 		}
-		if p, err := a.pods.Pods(ns).Get(name); err != nil || p.UID != uid {
-			return
-		}
+		// Once the pod is gone, what its last run wrote before is still
+		// sent (a stopping process's last lines), then the stream ends.
+		p, err := a.pods.Pods(ns).Get(name)
+		gone := err != nil || p.UID != uid
 		f, err := os.Open(path)
 		if err != nil {
 			return
@@ -180,6 +181,9 @@ func (a *Agent) followLog(ctx context.Context, w http.ResponseWriter, path strin
 		chunk, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, offset, maxLogRead), maxLogRead))
 		_ = f.Close()
 		if err != nil || len(chunk) == 0 {
+			if gone {
+				return
+			}
 			continue
 		}
 		offset += int64(len(chunk))
@@ -192,7 +196,7 @@ func (a *Agent) followLog(ctx context.Context, w http.ResponseWriter, path strin
 			writeBudget(w, lines[:i], budget)
 			return
 		}
-		if !writeBudget(w, lines, budget) {
+		if !writeBudget(w, lines, budget) || gone {
 			return
 		}
 		if flusher != nil {
