@@ -56,9 +56,12 @@
 //
 // A target reached from the current members gives at most one step per
 // member: Remove (ScaleDown), Add (ScaleUp, lowest free ordinal after
-// Input.NamePrefix) or Move (an etcd replace: remove the member and add a
-// new incarnation under the same name elsewhere; Evacuate, Rebalance or
-// Spread). Domains only lose or only gain members, so no step overfills a
+// Input.NamePrefix) or Move (the member goes elsewhere under its stable
+// name; Evacuate, Rebalance or Spread). A Move says where, not how: the hub
+// runs it make before break when the old incarnation lives (a new
+// incarnation added as a learner and promoted, then the old one removed:
+// the planner's Move operation) and break before make otherwise (its
+// Replace operation); docs/architecture.md, departure 43, says when each. Domains only lose or only gain members, so no step overfills a
 // domain. Steps are ordered: unhealthy members removed, then unhealthy
 // members moved, then additions, then healthy members moved, then healthy
 // members removed; within a group, members of unschedulable domains first
