@@ -66,9 +66,10 @@ generate: ## Generate deepcopy code, CRDs, the Dockerfile (from dev/images), and
 	$(GO) run ./hack/images dockerfile --out Dockerfile
 
 .PHONY: verify
-verify: generate verify-deps ## Check generated files are current, production binaries free of test code, gofmt, go vet, golangci-lint.
+verify: generate verify-deps ## Check generated files are current, production binaries free of test code, no compiled binary committed, gofmt, go vet, golangci-lint.
 	@git diff --exit-code -- api config Dockerfile docs/upgrades.md || { echo "generated files are stale: run make generate and commit"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [[ -z "$$out" ]] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@out=$$(git ls-files -z | xargs -0 grep -l -m1 -P '\A\x7fELF' 2>/dev/null || true); [[ -z "$$out" ]] || { echo "compiled binaries are committed (git rm --cached them):"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
