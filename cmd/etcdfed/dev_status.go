@@ -70,7 +70,8 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 	if st.Real() {
 		where = "real nodes in network namespace " + localenv.NetnsName(s.Slot) + " (etcdfed dev shell enters it)"
 	}
-	fmt.Fprintf(out, "Environment %s: supervisor pid %d, %s, %s\n\n", s.StateDir, s.Supervisor.PID, ready, where)
+	fmt.Fprintf(out, "Environment %s: supervisor pid %d, %s, %s\n", s.StateDir, s.Supervisor.PID, ready, where)
+	fmt.Fprintf(out, "Nodes: %s\n\n", nodeModeLine(st))
 	if s.Partition != nil {
 		fmt.Fprintf(out, "Partitioned: %s (etcdfed dev partition --heal)\n\n", s.Partition)
 	}

@@ -278,3 +278,57 @@ func TestLatencyRefusesBadInput(t *testing.T) {
 	}
 	upFlags.latency = ""
 }
+
+// A node mode asked with --nodes that the state directory does not hold is
+// refused, with the two commands that do what was meant; nothing starts.
+func TestDevUpRefusesAnotherNodeMode(t *testing.T) {
+	t.Cleanup(func() {
+		upFlags.nodes = string(localenv.NodesProcess)
+		devUpCmd.Flags().Lookup("nodes").Changed = false
+	})
+	for _, tc := range []struct {
+		has   localenv.NodeMode
+		asked string
+	}{
+		{"", "real"}, // a state written before real nodes existed holds process nodes
+		{localenv.NodesProcess, "real"},
+		{localenv.NodesReal, "process"},
+	} {
+		dir := t.TempDir()
+		data, err := json.Marshal(localenv.State{Version: localenv.StateVersion, Nodes: tc.has})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(localenv.StatePath(dir), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		root.SetArgs([]string{"dev", "up", "--nodes", tc.asked, "--state-dir", dir})
+		root.SetOut(&out)
+		root.SetErr(&out)
+		err = root.Execute()
+		if err == nil {
+			t.Fatalf("dev up --nodes %s on a state of %q nodes: no error", tc.asked, tc.has)
+		}
+		for _, want := range []string{"--nodes " + tc.asked + ": the environment in " + dir, "dev down --purge", "dev up --nodes " + tc.asked + " --state-dir"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("dev up --nodes %s on %q nodes: error %q lacks %q", tc.asked, tc.has, err, want)
+			}
+		}
+		if _, err := os.Stat(filepath.Join(dir, "logs")); err == nil {
+			t.Errorf("dev up --nodes %s on %q nodes started something (logs/ exists)", tc.asked, tc.has)
+		}
+	}
+	// The mode the state holds, asked again, is no refusal: the check
+	// passes it on (what follows needs a running environment, not tested
+	// here).
+	dir := t.TempDir()
+	data, _ := json.Marshal(localenv.State{Version: localenv.StateVersion, Nodes: localenv.NodesReal})
+	_ = os.WriteFile(localenv.StatePath(dir), data, 0o644)
+	if err := checkNodeMode(dir, localenv.NodesReal); err != nil {
+		t.Errorf("the same mode refused: %v", err)
+	}
+	if err := checkNodeMode(t.TempDir(), localenv.NodesReal); err != nil {
+		t.Errorf("a new state directory refused: %v", err)
+	}
+}

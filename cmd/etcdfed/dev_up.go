@@ -132,6 +132,11 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 	if err := checkDemoVersion(upFlags.etcdVersion); err != nil {
 		return err
 	}
+	if cmd.Flags().Changed("nodes") {
+		if err := checkNodeMode(devFlags.stateDir, localenv.NodeMode(upFlags.nodes)); err != nil {
+			return err
+		}
+	}
 	if c, err := localenv.Connect(devFlags.stateDir); err == nil {
 		if upFlags.supervise {
 			return fmt.Errorf("already running under pid %d", c.Info.PID)
@@ -185,6 +190,26 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 			fmt.Fprintln(out, "Running in the foreground: Ctrl-C stops everything.")
 		}()
 	})
+}
+
+// checkNodeMode refuses a node mode asked with --nodes that the state
+// directory, running or not, does not hold: a state directory keeps the
+// mode it was made with, and reusing it silently would run the other mode
+// (a `make demo NODES=real` after a `make demo` once brought the process
+// nodes back, saying nothing of the mode asked).
+func checkNodeMode(stateDir string, asked localenv.NodeMode) error {
+	st, err := localenv.LoadState(stateDir)
+	if err != nil {
+		return nil // a new state directory takes the mode asked
+	}
+	has := st.NodeMode()
+	if has == asked {
+		return nil
+	}
+	return fmt.Errorf("--nodes %s: the environment in %s runs %s nodes, and a state directory keeps the mode it was made with; "+
+		"start %s nodes beside it with another directory (etcdfed dev up --nodes %s --state-dir %s-%s), "+
+		"or replace it, its rings included (etcdfed dev down --purge --state-dir %s, then dev up again)",
+		asked, stateDir, has, asked, asked, shellQuote(stateDir), asked, shellQuote(stateDir))
 }
 
 // enterRealNetwork re-runs `dev up` in a network namespace of its own
@@ -335,6 +360,7 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 	if took > 0 {
 		fmt.Fprintf(out, "\nThe local environment is ready (%.1fs). State: %s\n", took.Seconds(), st.Dir)
 	}
+	fmt.Fprintf(out, "  nodes: %s\n", nodeModeLine(st))
 	fmt.Fprintf(out, "  %-10s %-26s %s\n", st.Hub.Name, st.Hub.APIServer, st.KubeconfigPath(st.Hub.Name))
 	for _, c := range st.MemberClusters {
 		var zones []string
@@ -374,4 +400,13 @@ func withTimeout(ctx context.Context, d time.Duration) (context.Context, context
 		ctx = context.Background()
 	}
 	return context.WithTimeout(ctx, d)
+}
+
+// nodeModeLine says how the environment's nodes run, for the summary and
+// `dev status`.
+func nodeModeLine(st *localenv.State) string {
+	if st.Real() {
+		return "real (kubelet, containerd and runc per node; the hub and the spokes in-cluster)"
+	}
+	return "process (pods as local processes under a node agent; the hub and the spokes as local processes)"
 }

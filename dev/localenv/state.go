@@ -131,6 +131,15 @@ func newState(dir string, slot int, cfg Config) *State {
 // Real reports whether the environment runs real nodes.
 func (s *State) Real() bool { return s.Nodes == NodesReal }
 
+// NodeMode is how the environment's nodes run (process for states
+// written before real nodes existed).
+func (s *State) NodeMode() NodeMode {
+	if s.Nodes == "" {
+		return NodesProcess
+	}
+	return s.Nodes
+}
+
 // StatePath is the state file of a state directory.
 func StatePath(dir string) string { return filepath.Join(dir, "state.json") }
 
