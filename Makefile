@@ -94,16 +94,18 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # environment could not do and what it does instead.
 # NODES=real: real nodes (kubelet, containerd and runc per node; the hub and
 # the spokes deployed in-cluster from config/), as root; see
-# docs/local-environment.md.
+# docs/local-environment.md. Their images are built here, on the host's
+# network and before `dev up` starts its deadline: built inside it, a cold
+# first run on a new machine was killed at the deadline.
 NODES ?=
 # The project's binaries build beside the tools: on a new machine the
 # kube-apiserver build alone holds one of the two lanes for most of the wait.
 .PHONY: demo
 demo: ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
 	$(MAKE) --no-print-directory -j2 tools-demo build
-	$(if $(filter real,$(NODES)),$(MAKE) --no-print-directory realnode-deps)
+	$(if $(filter real,$(NODES)),$(MAKE) --no-print-directory realnode-deps images)
 	hack/system-deps.sh demo
-	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(DETACH),--detach)
+	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(filter real,$(NODES)),--images out/images) $(if $(DETACH),--detach)
 
 .PHONY: realnode-deps
 realnode-deps: ## What real nodes run: kubelet, scheduler, controller manager, kube-proxy, containerd, CoreDNS besides the test tools (hack/tools.sh --for realnodes), runc and the CNI plugins (Debian); the image builder's Go modules downloaded on the host's network.
