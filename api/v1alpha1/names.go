@@ -40,7 +40,7 @@ import (
 // running member keeps its pod, volume and Service: renaming any of them
 // would restart it. A member that gets a new object (it moves to another
 // member cluster, or is added) gets the new name. docs/architecture.md,
-// departure 34, explains why.
+// "DNS and names", explains why.
 //
 // A member moved make before break between two zones of one member
 // cluster (a Move) has two EtcdMembers there for a while: the new
@@ -49,7 +49,7 @@ import (
 // (the same scheme with "<member>-i<N>", as its DNS name
 // <member>-i<N>.<domain>), and serves the member for its life; a later
 // move inside the cluster takes the scheme's name again, which is free by
-// then (departure 43).
+// then (docs/architecture.md, "Membership changes").
 
 // objectNameMax is the longest name the scheme gives: a Service's name is
 // a DNS-1035 label.

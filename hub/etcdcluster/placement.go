@@ -128,7 +128,8 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 // out: it is cordoned, or spec.topology.clusters (with no selector) does
 // not name it. A cluster the hub no longer finds in its registry, or that
 // no longer matches the selector, did not leave by a change of the spec:
-// its members stay unless it is declared failed (departure 17).
+// its members stay unless it is declared failed (docs/architecture.md:
+// a partial view never moves a member).
 func leftDeliberately(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) bool {
 	t := ec.Spec.Topology
 	switch {

@@ -8,7 +8,7 @@ import (
 )
 
 // Zones inside a member cluster the hub sees (docs/architecture.md,
-// departure 18): a zone is failed only when two independent signals agree,
+// "Failure domains and placement"): a zone is failed only when two independent signals agree,
 // each measured on the hub's clock.
 //
 //  1. The zone's nodes: every node Lease of the zone (kube-node-lease, kept

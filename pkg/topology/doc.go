@@ -61,8 +61,9 @@
 // runs it make before break when the old incarnation lives (a new
 // incarnation added as a learner and promoted, then the old one removed:
 // the planner's Move operation) and break before make otherwise (its
-// Replace operation); docs/architecture.md, departure 43, says when each. Domains only lose or only gain members, so no step overfills a
-// domain. Steps are ordered: unhealthy members removed, then unhealthy
+// Replace operation); docs/architecture.md ("Membership changes") says
+// when each. Domains only lose or only gain members, so no step overfills
+// a domain. Steps are ordered: unhealthy members removed, then unhealthy
 // members moved, then additions, then healthy members moved, then healthy
 // members removed; within a group, members of unschedulable domains first
 // and the leader last. Because the target

@@ -199,7 +199,7 @@ type StartConsumerAPIServerInput struct {
 // at start, and the certificate and key at each new connection (etcd's
 // transport.TLSInfo). Its resolver cannot be pointed at the ring's DNS
 // servers (a real cluster's CoreDNS forwards the ring's domain,
-// docs/architecture.md departure 6), so it runs in a private mount
+// docs/architecture.md, "DNS and names"), so it runs in a private mount
 // namespace whose /etc/hosts holds the members' names as the ring's DNS
 // servers answer them, rewritten in place when an answer changes. Needs
 // root (unshare, mount); skips otherwise.

@@ -8,7 +8,7 @@
 // has no scale subresource, so it would never allow an eviction; an
 // integer minAvailable needs only the pods. The hub owns the ring's
 // budget; the spoke only renders its grant (docs/architecture.md,
-// departure 29).
+// "Operations on a running ring").
 package budget
 
 import (
