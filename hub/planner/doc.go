@@ -4,7 +4,10 @@
 // placement pkg/topology wants) to the ONE next step of the ONE operation in
 // flight. Every change the hub makes to a running ring is an operation of
 // this planner, recorded in status.operation before it is taken: the
-// membership changes (Bootstrap, Add, Remove, Replace), the rolling
+// membership changes (Bootstrap, Add, Remove, Replace, and Move: make
+// before break, a new incarnation promoted before the old one leaves), the
+// retirement of an adopted cluster's original members (Retire, adopt.go),
+// the rolling
 // restart of a member on a changed spec (Roll, rollout.go; a version
 // change's backup and downgrade steps, upgrade.go), defragmentation
 // (Defrag, defrag.go), a node drain's disruption grant (Disrupt,
