@@ -51,6 +51,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
 	"TestScenarioSpokeRestartDNS":         2 * time.Minute, // 61 s
 	"TestScenarioHubStandbyWarm":          1 * time.Minute, // estimate: a second hub process engaging three clusters
+	"TestScenarioHubFailover":             5 * time.Minute, // guess: a 3-member ring, two Moves, a Lease expiry
 	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":             3 * time.Minute,

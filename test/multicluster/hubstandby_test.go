@@ -29,30 +29,8 @@ func TestScenarioHubStandbyWarm(t *testing.T) {
 	topo := hubTopology(t)
 	env := hubFx.env
 	ctx := context.Background()
-	args, err := env.ComponentArgs("hub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if slices.Contains(args, "--leader-elect=false") {
-		t.Fatal("the environment's hub runs without leader election")
-	}
-	hubEnv, err := env.ComponentEnv("hub")
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := env.State()
-	b4 := netip.MustParseAddr(st.Hub.AgentAddress).As4()
-	b4[3]++
-	standby := netip.AddrFrom4(b4)
-	metrics := netip.AddrPortFrom(standby, addr.AgentMetricsPort).String()
-	args = append(slices.Clone(args), "--metrics-bind-address="+metrics,
-		"--health-probe-bind-address="+netip.AddrPortFrom(standby, addr.AgentHealthPort).String())
-	if err := env.AddComponent(localenv.ComponentSpec{Name: "hub-standby", Path: filepath.Join(hubFx.bin, "hub"), Cluster: localenv.HubClusterName, Args: args, Env: hubEnv}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = env.StopComponent("hub-standby", 5*time.Second) })
 	start := time.Now()
-	url := "http://" + metrics + "/metrics"
+	url := addStandbyHub(t, env, "hub-standby", 1)
 	for _, m := range topo.Members {
 		if err := WaitForHubEngaged(ctx, url, m.Name, time.Minute); err != nil {
 			t.Fatalf("the standby hub: %v", err)
@@ -73,7 +51,7 @@ func TestScenarioHubStandbyWarm(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(st.Dir, "logs", "hub-standby.log")
+	logPath := filepath.Join(env.State().Dir, "logs", "hub-standby.log")
 	if err := poll(ctx, time.Minute, "the standby's informers warm in every member cluster", func(context.Context) (string, error) {
 		raw, err := os.ReadFile(logPath)
 		if err != nil {
@@ -96,6 +74,36 @@ func TestScenarioHubStandbyWarm(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// addStandbyHub runs a second hub process beside the environment's (the
+// Deployment's second replica: the same flags, leader election on), its
+// metrics and health on the hub's agent address plus offset, and stops it
+// when the test ends. It returns the standby's metrics URL.
+func addStandbyHub(t *testing.T, env *localenv.Env, name string, offset byte) string {
+	t.Helper()
+	args, err := env.ComponentArgs("hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(args, "--leader-elect=false") {
+		t.Fatal("the environment's hub runs without leader election")
+	}
+	hubEnv, err := env.ComponentEnv("hub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b4 := netip.MustParseAddr(env.State().Hub.AgentAddress).As4()
+	b4[3] += offset
+	standby := netip.AddrFrom4(b4)
+	metrics := netip.AddrPortFrom(standby, addr.AgentMetricsPort).String()
+	args = append(slices.Clone(args), "--metrics-bind-address="+metrics,
+		"--health-probe-bind-address="+netip.AddrPortFrom(standby, addr.AgentHealthPort).String())
+	if err := env.AddComponent(localenv.ComponentSpec{Name: name, Path: filepath.Join(hubFx.bin, "hub"), Cluster: localenv.HubClusterName, Args: args, Env: hubEnv}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.StopComponent(name, 5*time.Second) })
+	return "http://" + metrics + "/metrics"
 }
 
 // metricValue reads one sample (its name with labels, as exposed) from a
