@@ -52,6 +52,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioSpokeRestartDNS":         2 * time.Minute, // 61 s
 	"TestScenarioHubStandbyWarm":          1 * time.Minute, // estimate: a second hub process engaging three clusters
 	"TestScenarioHubFailover":             5 * time.Minute, // guess: a 3-member ring, two Moves, a Lease expiry
+	"TestScenarioHubStaleRestore":         7 * time.Minute, // guess: a Move, a Replace, the hub's store restored, 2 minutes watched
 	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":             3 * time.Minute,
