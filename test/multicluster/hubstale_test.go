@@ -204,4 +204,3 @@ func objectIncarnation(ctx context.Context, topo *Topology, key string) int64 {
 	}
 	return 0
 }
-
