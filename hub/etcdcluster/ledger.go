@@ -48,8 +48,14 @@ func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 // it changed, address. A member etcd no longer lists, with no operation
 // about it, was removed outside etcdfed and is forgotten (rule 1).
 func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	coverIncarnations(s, st)
 	for i := range st.Members {
 		m := &st.Members[i]
+		if s.etcd.Reachable && !inOperation(st, m.Name) {
+			if _, found := listed(s.etcd, m); !found && m.ID != "" {
+				rebindToRunningObject(s, st, m)
+			}
+		}
 		obj := s.currentObject(st, m.Name)
 		if obj != nil && obj.Spec.Incarnation == m.Incarnation && obj.Status.Address != "" {
 			m.Address = obj.Status.Address
@@ -88,6 +94,57 @@ func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 			_, found := listed(s.etcd, &m)
 			return !found
 		})
+	}
+}
+
+// coverIncarnations raises status.lastIncarnation to every incarnation an
+// object of the ring holds in a visible cluster: a record older than the
+// objects (the hub cluster's store restored from a backup taken before a
+// Move or a Replace) would otherwise number the next incarnation as one
+// that exists, and name its volume as that incarnation's.
+func coverIncarnations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for _, o := range cs.allObjects() {
+			st.LastIncarnation = max(st.LastIncarnation, o.Spec.Incarnation)
+		}
+	}
+}
+
+// rebindToRunningObject records member m as the incarnation that runs it
+// now, when the record is older than the ring: etcd no longer lists the
+// recorded ID, but lists a member of m's name under an ID no record
+// holds, and an object of m in a visible cluster reports (its spoke's
+// view of etcd) that it runs as that ID. This is how a stale record (the
+// hub cluster's store restored to before a Move or a Replace) catches up
+// with the ring instead of forgetting the member as removed outside
+// etcdfed, after which its live incarnation would be a member etcdfed
+// does not manage. The record follows the objects and etcd (rule 1);
+// nothing is written to the ring.
+func rebindToRunningObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus) {
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for _, obj := range cs.objectsOf(m.Name) {
+			id := runsAs(obj)
+			if id == 0 || recordedID(st, id) {
+				continue
+			}
+			if em, ok := listedID(s.etcd, id); !ok || em.Name != m.Name {
+				continue
+			}
+			m.ID, m.Cluster, m.Zone, m.Incarnation = hexID(id), cs.name, obj.Spec.Zone, obj.Spec.Incarnation
+			m.Object, m.Address, m.DNSName = obj.Name, obj.Status.Address, ""
+			if stable := m.Name + "." + s.ec.Spec.DNS.Domain; obj.Spec.DNSName != "" && obj.Spec.DNSName != stable {
+				m.DNSName = obj.Spec.DNSName
+			}
+			m.Role, m.Ready, m.LastTransitionTime = "", false, nil // judged afresh below, its grace from now
+			st.LastIncarnation = max(st.LastIncarnation, obj.Spec.Incarnation)
+			return
+		}
 	}
 }
 

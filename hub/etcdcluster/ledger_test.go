@@ -1,0 +1,81 @@
+package etcdcluster
+
+import (
+	"strings"
+	"testing"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/planner"
+)
+
+// TestStaleRecordCatchesUp (issue 36, a stale hub never harms a ring): the
+// hub cluster's store restored to before main-1 was replaced in member-2
+// (its volume lost: incarnation 5, etcd ID [21], the same object). The
+// record says incarnation 2, ID [2], which etcd no longer lists, and
+// lastIncarnation 3. The pass must record main-1 as the incarnation that
+// runs it (the object whose spoke reports [21], which etcd lists under
+// main-1's name), raise lastIncarnation past every incarnation an object
+// holds, and begin nothing: before, it forgot main-1 as removed outside
+// etcdfed and then stopped on "etcd has members etcdfed does not manage"
+// for good, with a record that would number the next incarnation 4 or 5
+// again.
+func TestStaleRecordCatchesUp(t *testing.T) {
+	s := ring()
+	moved := s.cluster("member-2").members["main-1"]
+	moved.Spec.Incarnation = 5
+	moved.Status.Incarnation, moved.Status.Address = 5, "127.0.2.11"
+	moved.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(0x21)}
+	for i, e := range s.etcd.Members {
+		if e.Name == "main-1" {
+			s.etcd.Members[i] = planner.ListEntry{ID: 0x21, Name: "main-1", PeerURLs: e.PeerURLs, ClientURLs: e.ClientURLs, Healthy: true}
+		}
+	}
+
+	d := decide(s)
+	m := statusMember(d.ledger, "main-1")
+	if m == nil {
+		t.Fatalf("main-1 forgotten: the record has %v", incarnationsOf(d.ledger))
+	}
+	if m.Cluster != "member-2" || m.Incarnation != 5 || m.ID != hexID(0x21) || m.Zone != "zone-2" || m.Object != moved.Name || m.Address != "127.0.2.11" {
+		t.Errorf("main-1 recorded as %s/%s incarnation %d ID %s object %q address %s, want member-2/zone-2 incarnation 5 ID %s object %s address 127.0.2.11",
+			m.Cluster, m.Zone, m.Incarnation, m.ID, m.Object, m.Address, hexID(0x21), moved.Name)
+	}
+	if d.ledger.LastIncarnation < 5 {
+		t.Errorf("lastIncarnation %d, below incarnation 5 that member-2 holds", d.ledger.LastIncarnation)
+	}
+	if d.ledger.Operation != nil {
+		t.Errorf("the stale record began %s %s", d.ledger.Operation.Type, d.ledger.Operation.Member)
+	}
+	if strings.Contains(d.plan.Reason, "does not manage") {
+		t.Errorf("the planner stops: %s", d.plan.Reason)
+	}
+	if len(d.sweep) > 0 {
+		t.Errorf("the pass sweeps %v", d.sweep)
+	}
+}
+
+// A member whose recorded ID etcd no longer lists, with no object running
+// a listed ID of its name, is still forgotten as removed outside etcdfed
+// (rule 1): the catch-up needs the spoke's word and etcd's.
+func TestStaleRecordWithoutARunningObjectIsForgotten(t *testing.T) {
+	s := ring()
+	for i, e := range s.etcd.Members {
+		if e.Name == "main-1" {
+			s.etcd.Members = append(s.etcd.Members[:i], s.etcd.Members[i+1:]...)
+			break
+		}
+	}
+	st := s.ec.Status.DeepCopy()
+	recordObservations(s, st)
+	if m := statusMember(st, "main-1"); m != nil {
+		t.Errorf("main-1, which etcd no longer lists, is still recorded: %+v", *m)
+	}
+}
+
+func incarnationsOf(st *etcdfedv1.EtcdClusterStatus) []string {
+	var out []string
+	for _, m := range st.Members {
+		out = append(out, m.Name+"@"+m.Cluster)
+	}
+	return out
+}
