@@ -92,10 +92,17 @@ func TestScenarioHubFailover(t *testing.T) {
 		}
 	}
 
-	// 1. The leader killed at the Move's AddLearner record.
-	if v, _ := metricValue(hubURL, leaderSample); v != "1" {
-		t.Fatalf("the environment's hub does not lead (leader_election_master_status %q)", v)
+	// Which replica leads is the Lease's business (the two may start
+	// together); the other is the standby.
+	urls := map[string]string{"hub": hubURL, "hub-failover": standbyURL}
+	leader := leadingHub(ctx, t, urls)
+	standby := "hub"
+	if leader == "hub" {
+		standby = "hub-failover"
 	}
+	t.Logf("%s leads, %s is the standby", leader, standby)
+
+	// 1. The leader killed at the Move's AddLearner record.
 	hold.setArmed(true)
 	zone := zoneOf(0)
 	cordon([]string{zone})
@@ -113,11 +120,11 @@ func TestScenarioHubFailover(t *testing.T) {
 			h.allow()
 			t.Fatalf("read the hub's Lease: %v", err)
 		}
-		if _, err := env.KillComponent("hub", false); err != nil {
+		if _, err := env.KillComponent(leader, false); err != nil {
 			h.allow()
 			t.Fatal(err)
 		}
-		if err := env.StopComponent("hub", 0); err != nil { // no restart: the pod is gone
+		if err := env.StopComponent(leader, 0); err != nil { // no restart: the pod is gone
 			t.Fatal(err)
 		}
 		h.refuse()
@@ -126,7 +133,7 @@ func TestScenarioHubFailover(t *testing.T) {
 	}
 	killedAt := time.Now()
 	expires := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
-	leading := waitLeading(ctx, t, standbyURL, time.Minute)
+	leading := waitLeading(ctx, t, urls[standby], time.Minute)
 	first, err := hold.next(ctx, 2*time.Minute)
 	if err != nil {
 		t.Fatalf("the standby made no record of the Move after the kill: %v", err)
@@ -145,13 +152,14 @@ func TestScenarioHubFailover(t *testing.T) {
 		t.Errorf("member 0 is still in the cordoned zone %s after the Move", zone)
 	}
 
-	// 2. A rollout: the environment's hub comes back (the new pod, the
+	// 2. A rollout: the killed replica comes back (the new pod, the
 	// standby now), then the leader is stopped on purpose during a Move.
-	if err := env.StartComponent("hub"); err != nil {
+	leader, standby = standby, leader
+	if err := env.StartComponent(standby); err != nil {
 		t.Fatal(err)
 	}
 	for _, m := range topo.Members {
-		if err := WaitForHubEngaged(ctx, hubURL, m.Name, 2*time.Minute); err != nil {
+		if err := WaitForHubEngaged(ctx, urls[standby], m.Name, 2*time.Minute); err != nil {
 			t.Fatalf("the restarted hub: %v", err)
 		}
 	}
@@ -170,13 +178,13 @@ func TestScenarioHubFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	stopAt := time.Now()
-	if err := env.StopComponent("hub-failover", 30*time.Second); err != nil {
+	if err := env.StopComponent(leader, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
-	leading = waitLeading(ctx, t, hubURL, time.Minute)
+	leading = waitLeading(ctx, t, urls[standby], time.Minute)
 	t.Logf("hub rolled: the leader stopped %.1fs after SIGTERM; the other hub led %.1fs after SIGTERM", stopped.Sub(stopAt).Seconds(), leading.Sub(stopAt).Seconds())
-	if err := env.StartComponent("hub-failover"); err != nil { // the rollout's second new pod
+	if err := env.StartComponent(leader); err != nil { // the rollout's second new pod
 		t.Fatal(err)
 	}
 	settle()
@@ -194,6 +202,29 @@ func TestScenarioHubFailover(t *testing.T) {
 }
 
 const leaderSample = `leader_election_master_status{name="etcdfed-hub"}`
+
+// leadingHub waits until exactly one of the hubs (component name to
+// metrics URL) says it leads, and returns its name.
+func leadingHub(ctx context.Context, t *testing.T, urls map[string]string) string {
+	t.Helper()
+	var leader string
+	if err := poll(ctx, time.Minute, "one hub leads", func(context.Context) (string, error) {
+		var leading []string
+		for name, url := range urls {
+			if v, err := metricValue(url, leaderSample); err == nil && v == "1" {
+				leading = append(leading, name)
+			}
+		}
+		if len(leading) != 1 {
+			return fmt.Sprintf("leading: %v", leading), nil
+		}
+		leader = leading[0]
+		return "", nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return leader
+}
 
 // waitLeading polls a hub's metrics every 100 ms until it says it leads,
 // and returns when it first did.
