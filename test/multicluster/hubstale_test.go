@@ -24,8 +24,8 @@ import (
 // it observes before it acts and never deletes, replaces or forces
 // anything on the strength of those records. For two minutes after the
 // hub is back, sampled every 500 ms: etcd's member list (names and IDs)
-// is unchanged, no EtcdMember object and no member pod of the ring is
-// deleted or replaced (same UIDs). Then the ring is Ready and failure
+// is unchanged, no EtcdMember object or volume of the ring is deleted or
+// replaced (same UIDs, same incarnations). Then the ring is Ready and failure
 // tolerant with its status matching etcd's own member list, its
 // lastIncarnation at least every incarnation the member clusters hold,
 // and the recorded workload is linearizable, nothing lost.
@@ -64,8 +64,18 @@ func TestScenarioHubStaleRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	setCordon([]string{ec.Status.Members[0].Zone})
-	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3}); err != nil {
+	zone := ec.Status.Members[0].Zone
+	setCordon([]string{zone})
+	if err := poll(ctx, 3*time.Minute, "the Move out of "+zone+" ends", func(context.Context) (string, error) {
+		ec, err := etcd.Get(ctx, topo.Hub)
+		if err != nil {
+			return "", err
+		}
+		if ec.Status.Operation != nil || ec.Status.Members[0].Zone == zone {
+			return fmt.Sprintf("%s in %s, operation %v", ec.Status.Members[0].Name, ec.Status.Members[0].Zone, ec.Status.Operation), nil
+		}
+		return "", nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	setCordon(nil)
@@ -134,7 +144,7 @@ func TestScenarioHubStaleRestore(t *testing.T) {
 		samples++
 		time.Sleep(500 * time.Millisecond)
 	}
-	t.Logf("for 2 minutes after the restore (%d samples) etcd's members and the ring's objects and pods stayed as they were", samples)
+	t.Logf("for 2 minutes after the restore (%d samples) etcd's members and the ring's objects and volumes stayed as they were", samples)
 
 	// The ring reconciled to its real membership.
 	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: etcd.Namespace, Name: etcd.Name, Replicas: 3, Tolerant: true}); err != nil {
@@ -168,8 +178,12 @@ func TestScenarioHubStaleRestore(t *testing.T) {
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
 }
 
-// ringObjects lists a ring's EtcdMember objects and their pods in every
-// member cluster, keyed "Kind cluster/name", with their UIDs.
+// ringObjects lists a ring's EtcdMember objects and their volumes in
+// every member cluster, keyed "Kind cluster/name", with their UIDs (and an
+// EtcdMember's incarnation): what a hub must never delete or replace on
+// the strength of a stale record. A pod may restart (a roll onto a changed
+// spec restarts it on its volume); an object or a volume replaced is a
+// member lost.
 func ringObjects(ctx context.Context, topo *Topology, uid string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, cl := range topo.Members {
@@ -178,10 +192,12 @@ func ringObjects(ctx context.Context, topo *Topology, uid string) (map[string]st
 			return nil, fmt.Errorf("list EtcdMembers in %s: %w", cl.Name, err)
 		}
 		for _, em := range ems.Items {
-			out["EtcdMember "+cl.Name+"/"+em.Name] = string(em.UID)
-			var pod corev1.Pod
-			if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: em.Namespace, Name: em.Name}, &pod); err == nil {
-				out["Pod "+cl.Name+"/"+pod.Name] = string(pod.UID)
+			out["EtcdMember "+cl.Name+"/"+em.Name] = fmt.Sprintf("%s incarnation %d", em.UID, em.Spec.Incarnation)
+			if v := em.Status.Volume; v.ClaimName != "" {
+				var pvc corev1.PersistentVolumeClaim
+				if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: em.Namespace, Name: v.ClaimName}, &pvc); err == nil {
+					out["PersistentVolumeClaim "+cl.Name+"/"+pvc.Name] = string(pvc.UID)
+				}
 			}
 		}
 	}
