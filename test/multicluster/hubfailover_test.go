@@ -274,14 +274,14 @@ func drainHeld(h *stepHold) {
 
 // toleranceWatch samples a ring's failure tolerance as the hub reports it.
 type toleranceWatch struct {
-	mu     sync.Mutex
-	bad    []string
-	n      int
+	mu  sync.Mutex
+	bad []string
+	n   int
 	// zoneless counts samples whose FailureTolerant (a zone's loss) was
 	// False: expected while a cordon leaves fewer zones than members need.
 	zoneless int
-	cancel context.CancelFunc
-	done   chan struct{}
+	cancel   context.CancelFunc
+	done     chan struct{}
 }
 
 // watchTolerance samples the EtcdCluster every 250 ms until stop: a sample
