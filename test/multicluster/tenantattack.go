@@ -3,14 +3,21 @@ package multicluster
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -139,7 +146,7 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 			says   string
 		}{
 			{"a credentials Secret without the store's keys", s3store("no-keys"), etcdfedv1.BackupReasonCredentials, etcdfedv1.BackupSecretAWSAccessKeyID},
-			{"no credentials Secret (the hub's own identity)", s3store(""), etcdfedv1.BackupReasonForbidden, "--allow-ambient-store-credentials"},
+			{"no credentials Secret (the hub's own identity)", s3store(""), etcdfedv1.BackupReasonForbidden, "has no credentialsSecretName"},
 			{"a file:// store (the hub's filesystem)", etcdfedv1.BackupStore{URL: "file:///etc"}, etcdfedv1.BackupReasonForbidden, "file:///etc"},
 			{"an s3.endpoint at the cloud metadata address", metadata, etcdfedv1.BackupReasonInvalidSpec, "169.254.169.254"},
 			{"an Azure account name pointing at another host", etcdfedv1.BackupStore{URL: "azblob://backups", CredentialsSecretName: "foreign-account"}, etcdfedv1.BackupReasonCredentials, "attacker.example/"},
@@ -250,6 +257,59 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 		must(WaitForGone(ctx, hub, sq, 2*time.Minute))
 	})
 
+	t.Run("the hub's backup workers", func(t *testing.T) {
+		// Two rings of the attacker back up to a store that holds every
+		// upload: they hold one of the hub's two backup workers (one
+		// backup per namespace), and the victim's backup still runs.
+		small := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: in.Attacker, Name: "small", Domain: "small." + in.Attacker + "." + tenantParent, Replicas: 1, NotTolerant: true})
+		defer DeleteEtcdClusterSpec(ctx, t, topo, small)
+		endpoint, stalled := holdingStore(t, in.S3)
+		slow := in.S3.Store(in.Bucket, in.Attacker, "own-credentials")
+		slow.S3.Endpoint = endpoint
+		for _, m := range []*ManagedEtcd{attacker, small} {
+			must(setBackup(ctx, hub, m, slow, "slow-"+m.Name))
+		}
+		must(poll(ctx, time.Minute, "the attacker's uploads held", func(context.Context) (string, error) {
+			if n := stalled.Load(); n < 1 {
+				return fmt.Sprintf("%d uploads held", n), nil
+			}
+			return "", nil
+		}))
+		token := fmt.Sprintf("victim-%d", time.Now().UnixNano())
+		must(requestBackup(ctx, hub, victim, token))
+		start := time.Now()
+		must(WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: victim, What: "the victim's backup " + token + " stored while the attacker's store holds its uploads", Until: func(ec *etcdfedv1.EtcdCluster) string {
+			b := ec.Status.Backup
+			if b == nil || b.LastRequest != token || b.LastSuccess == nil || b.LastSuccess.Request != token {
+				return fmt.Sprintf("backup status %+v", b)
+			}
+			return ""
+		}}))
+		if n := stalled.Load(); n != 1 {
+			t.Errorf("%d of the attacker's uploads held at once, want 1 (one backup per namespace)", n)
+		}
+		t.Logf("the victim's backup stored %.1fs after its request, while the attacker's store held %d upload", time.Since(start).Seconds(), stalled.Load())
+
+		// Its one member's cluster alone serves the small ring's zone:
+		// the other clusters' spokes refuse its names.
+		ec, err := small.Get(ctx, hub)
+		must(err)
+		host := ec.Status.Members[0].Cluster
+		name := dns.Fqdn(MemberHost(ec.Status.Members[0].Name, small.Domain))
+		for _, c := range topo.Members {
+			var zones etcdfedv1.EtcdDNSZoneList
+			must(c.Client.List(ctx, &zones, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}))
+			_, lerr := lookup(ctx, topo.DNSServerOf[c.Name], name, dns.TypeA)
+			switch {
+			case c.Name == host && (len(zones.Items) != 1 || lerr != nil):
+				t.Errorf("%s hosts %s/%s's member: %d zones, lookup of %s: %v", c.Name, small.Namespace, small.Name, len(zones.Items), name, lerr)
+			case c.Name != host && (len(zones.Items) != 0 || !errors.Is(lerr, errRefused)):
+				t.Errorf("%s hosts none of %s/%s's members: %d zones, lookup of %s: %v, want none and REFUSED", c.Name, small.Namespace, small.Name, len(zones.Items), name, lerr)
+			}
+		}
+		t.Logf("%s/%s's zone is served by %s alone", small.Namespace, small.Name, host)
+	})
+
 	// The victim is untouched: the same members and pods, its data, its
 	// workload.
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: in.Victim, Name: victim.Name, Replicas: 3, Tolerant: true})
@@ -293,15 +353,18 @@ func requestBackupRefused(ctx context.Context, t testing.TB, hub *Cluster, m *Ma
 	if err := hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
 		t.Fatalf("store %s: %v", store.URL, err)
 	}
+	gen := ec.Generation
 	var msg string
+	// A store the policy refuses is refused before any request is taken
+	// (the request waits for a spec that complies); one it allows is
+	// tried, and fails, for the request.
 	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: m, What: "backup " + token + " refused (" + reason + ")", Until: func(ec *etcdfedv1.EtcdCluster) string {
-		b := ec.Status.Backup
-		if b == nil || b.LastRequest != token {
-			return "request " + token + " not taken yet"
-		}
 		c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
-		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != reason || !strings.Contains(c.Message, says) {
+		if c == nil || c.ObservedGeneration < gen || c.Status != metav1.ConditionFalse || c.Reason != reason || !strings.Contains(c.Message, says) {
 			return fmt.Sprintf("BackupHealthy %+v", c)
+		}
+		if reason != etcdfedv1.BackupReasonForbidden && (ec.Status.Backup == nil || ec.Status.Backup.LastRequest != token) {
+			return "request " + token + " not taken yet"
 		}
 		msg = c.Message
 		return ""
@@ -399,4 +462,49 @@ func copyObject(ctx context.Context, t testing.TB, srv *s3test.Server, bucket, s
 			t.Fatalf("put %s: %v", k.to, err)
 		}
 	}
+}
+
+// holdingStore is srv behind a proxy that passes reads and holds every
+// upload until the test ends, counting those it holds: a tenant's store
+// that answers its check and then is slow.
+func holdingStore(t testing.TB, srv *s3test.Server) (endpoint string, held *atomic.Int32) {
+	t.Helper()
+	target, err := url.Parse(srv.Endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := httputil.NewSingleHostReverseProxy(target)
+	release := make(chan struct{})
+	held = &atomic.Int32{}
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPut || r.Method == http.MethodPost {
+			held.Add(1)
+			defer held.Add(-1)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+			http.Error(w, "slow store", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() { close(release); hs.Close() })
+	return hs.URL, held
+}
+
+// setBackup turns m's backups on into store (a yearly schedule: the first
+// backup at once), with token as a backup request.
+func setBackup(ctx context.Context, hub *Cluster, m *ManagedEtcd, store etcdfedv1.BackupStore, token string) error {
+	ec, err := m.Get(ctx, hub)
+	if err != nil {
+		return err
+	}
+	before := ec.DeepCopy()
+	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
+	if ec.Annotations == nil {
+		ec.Annotations = map[string]string{}
+	}
+	ec.Annotations[etcdfedv1.AnnotationBackupRequested] = token
+	return hub.Client.Patch(ctx, ec, client.MergeFrom(before))
 }
