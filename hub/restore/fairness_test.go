@@ -66,5 +66,5 @@ func TestSlowStoreOfOneTenantDoesNotStallAnotherRestore(t *testing.T) {
 		_, cond := verified(g, api.Client, client.ObjectKeyFromObject(other))
 		g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonNotFound), cond.Message)
 	}).WithTimeout(45*time.Second).WithPolling(500*time.Millisecond).Should(Succeed(), "the other tenant's restore was not resolved while the slow store held %d requests", held.Load())
-	g.Consistently(held.Load).WithTimeout(5 * time.Second).Should(BeNumerically("==", 1), "the slow tenant held more than one worker")
+	g.Consistently(held.Load).WithTimeout(5*time.Second).Should(BeNumerically("==", 1), "the slow tenant held more than one worker")
 }
