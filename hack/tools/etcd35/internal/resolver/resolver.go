@@ -37,7 +37,14 @@ func Install() {
 	if len(servers) == 0 {
 		return
 	}
-	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: dialer(servers)}
+	net.DefaultResolver = NewResolver(servers)
+}
+
+// NewResolver is a resolver asking servers (host:port) as Install's does:
+// each UDP query to all of them, the first answer that is not REFUSED
+// wins.
+func NewResolver(servers []string) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: dialer(servers)}
 }
 
 func dialer(servers []string) func(ctx context.Context, network, _ string) (net.Conn, error) {
