@@ -138,7 +138,7 @@ func TestMemberClusterCannotMakeTheHubHoldAnyNumber(t *testing.T) {
 		}
 	}
 	const max = 5
-	for i := range 3 { // listed
+	for i := range max + 2 { // listed: more than the bound
 		if err := member.Client.Create(ctx, zone(i)); err != nil {
 			t.Fatal(err)
 		}
@@ -158,7 +158,7 @@ func TestMemberClusterCannotMakeTheHubHoldAnyNumber(t *testing.T) {
 	if !c.GetCache().WaitForCacheSync(sctx) {
 		t.Fatal("member cache not synced")
 	}
-	for i := 3; i < 3*max; i++ { // watched
+	for i := max + 2; i < 3*max; i++ { // watched
 		if err := member.Client.Create(ctx, zone(i)); err != nil {
 			t.Fatal(err)
 		}
