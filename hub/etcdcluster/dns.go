@@ -116,19 +116,16 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 }
 
 // servesZone: cs serves the ring's zone (holds its EtcdDNSZone and is one
-// of its name servers) because it hosts one of the ring's members (the
-// ledger st places one there, or an object of the ring is there: a member
-// moving away, one left behind) or the ring names it (spec.topology lists
-// it by name, or its clusterSelector selects it). A member cluster that
-// hosts none of a ring's members and is not named for it answers nothing
-// for the ring (its spoke refuses the zone's names), so a hostile member
-// cluster can point at itself only the names of rings it already holds
-// members of. Clients and peers check the member's name in its
-// certificate besides; with tls.mode Disabled this is all that stands.
+// of its name servers) because the ledger st places one of the ring's
+// members there, or the operation in flight moves one from or to it, or
+// the ring names it (spec.topology lists it by name, or its
+// clusterSelector selects it). Objects a member cluster holds do not count:
+// it could make them. A member cluster that hosts none of a ring's members
+// and is not named for it gets nothing of the ring's zone and its spoke
+// refuses the zone's names, so a resolver that follows the zone's NS
+// records never asks it. Clients and peers check the member's name in its
+// certificate besides; with tls.mode Disabled that is gone.
 func servesZone(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot) bool {
-	if len(cs.members) > 0 || len(cs.others) > 0 {
-		return true
-	}
 	if st == nil {
 		st = &s.ec.Status
 	}
@@ -136,6 +133,9 @@ func servesZone(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapsho
 		if m.Cluster == cs.name {
 			return true
 		}
+	}
+	if op := st.Operation; op != nil && (op.From != nil && op.From.Cluster == cs.name || op.To != nil && op.To.Cluster == cs.name) {
+		return true
 	}
 	topo := s.ec.Spec.Topology
 	return slices.Contains(topo.Clusters, cs.name) || topo.ClusterSelector != nil && cs.eligible

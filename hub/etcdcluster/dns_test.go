@@ -90,6 +90,18 @@ func TestZoneServedOnlyWhereTheRingIs(t *testing.T) {
 	if got := nameServers(s); len(got) != 4 {
 		t.Errorf("member-4 selected by clusterSelector: name servers %v, want four", got)
 	}
+	s.ec.Spec.Topology.ClusterSelector = nil
+	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMove, Member: "main-0", From: &etcdfedv1.FailureDomain{Cluster: "member-4", Zone: "zone-4"}}
+	if got := nameServers(s); len(got) != 4 {
+		t.Errorf("a member moving away from member-4: name servers %v, want four", got)
+	}
+	// An object of the ring a member cluster made itself makes it no
+	// name server: the cluster could make it.
+	s.ec.Status.Operation = nil
+	s.byName["member-4"].members = map[string]*etcdfedv1.EtcdMember{"main-0": s.clusters[0].members["main-0"].DeepCopy()}
+	if got := nameServers(s); !slices.Equal(got, hosting) {
+		t.Errorf("member-4 holding an EtcdMember of the ring the ledger does not place there: name servers %v, want %v", got, hosting)
+	}
 }
 
 // A member cluster that no longer hosts any of a ring's members (and is
