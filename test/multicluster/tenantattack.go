@@ -160,6 +160,7 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 	})
 
 	t.Run("the victim's snapshot restored into the attacker's namespace", func(t *testing.T) {
+		must := fatalOnError(t)
 		own := in.S3.Store(in.Bucket, "hub", "own-credentials")
 		// The victim's snapshot copied under the attacker's own key: the
 		// key names the attacker, the sidecar still names the victim.
@@ -199,6 +200,7 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 	})
 
 	t.Run("the victim's names", func(t *testing.T) {
+		must := fatalOnError(t)
 		// The CRD refuses a single-label domain before the hub sees it.
 		single := squatter(in.Attacker, "tld", "test", topo)
 		if err := hub.Client.Create(ctx, single); err == nil || !strings.Contains(err.Error(), "at least two labels") {
@@ -233,6 +235,7 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 	})
 
 	t.Run("the victim's trust: a ring on a copy of its CA", func(t *testing.T) {
+		must := fatalOnError(t)
 		must(createSecret(ctx, hub, in.Attacker, "copied-ca", caData))
 		sq := squatter(in.Attacker, "copyca", "copyca."+in.Attacker+"."+tenantParent, topo)
 		sq.Spec.TLS.CASecretName = "copied-ca"
@@ -258,6 +261,7 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 	})
 
 	t.Run("the hub's backup workers", func(t *testing.T) {
+		must := fatalOnError(t)
 		// Two rings of the attacker back up to a store that holds every
 		// upload: they hold one of the hub's two backup workers (one
 		// backup per namespace), and the victim's backup still runs.
