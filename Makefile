@@ -172,7 +172,7 @@ nemesis: tools-test system-deps build ## Random fault schedules from a seed (par
 # this hub and spokes without a restart (a scenario: builds 1b133dd).
 # Trust (issue 37): a tenant tries every path of the threat model against
 # another tenant's ring, with the hub restarted under a shared hub's
-# policy (a scenario, about 6 minutes).
+# policy (a scenario: 77 s on the shared machine, 2026-11-28).
 TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted|TestTenantCannotReachAnotherTenant)$$
 .PHONY: tenancy
 tenancy: tools-test system-deps build ## Tenancy on the local environment: same-named rings side by side, a domain refused, a ring of the old object names upgraded in place, a tenant refused every path to another's ring.
