@@ -173,9 +173,12 @@ nemesis: tools-test system-deps build ## Random fault schedules from a seed (par
 # Tenancy (issue 26): two same-named rings side by side and a domain
 # refused (also in `make test`), and a ring of the old names adopted by
 # this hub and spokes without a restart (a scenario: builds 1b133dd).
-TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted)$$
+# Trust (issue 37): a tenant tries every path of the threat model against
+# another tenant's ring, with the hub restarted under a shared hub's
+# policy (a scenario: 77 s on the shared machine, 2026-11-28).
+TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted|TestTenantCannotReachAnotherTenant)$$
 .PHONY: tenancy
-tenancy: tools-test system-deps build ## Tenancy on the local environment: same-named rings side by side, a domain refused, a ring of the old object names upgraded in place.
+tenancy: tools-test system-deps build ## Tenancy on the local environment: same-named rings side by side, a domain refused, a ring of the old object names upgraded in place, a tenant refused every path to another's ring.
 	$(MAKE) scenarios SCENARIOS='$(TENANCY_SCENARIOS)'
 
 # The scenarios `make failures` does not run, a slice per run: .ci/run

@@ -133,7 +133,10 @@ type TopologySpec struct {
 	// clusters lists member clusters by name (the name of their kubeconfig
 	// Secret on the hub). A member cluster is eligible when it is listed here
 	// or matches clusterSelector; when both are empty, every registered member
-	// cluster is eligible.
+	// cluster is eligible. The ring's DNS zone is served by the member
+	// clusters that host its members and by those listed or selected here:
+	// list every cluster whose pods resolve the ring's names through their
+	// own spoke.
 	// +optional
 	// +listType=set
 	// +kubebuilder:validation:MaxItems=64

@@ -81,6 +81,9 @@ type options struct {
 	memberAPITimeout time.Duration
 	backupScratchDir string
 	maxBackups       int
+	maxBackupTime    time.Duration
+	maxRestores      int
+	maxMemberObjects int
 	workers          int
 	// clientsOtherNamespaces lets spec.clients write Secrets outside the
 	// EtcdCluster's namespace.
@@ -121,6 +124,12 @@ func main() {
 	flag.StringVar(&o.backupScratchDir, "backup-scratch-dir", os.TempDir(),
 		"Directory where snapshots are held between the stream from a member and the upload; it needs room for the largest database.")
 	flag.IntVar(&o.maxBackups, "max-concurrent-backups", 2, "Backups (of different EtcdClusters) taken at once; one namespace runs one at a time, so a tenant with a slow store holds one of them.")
+	flag.DurationVar(&o.maxBackupTime, "max-backup-timeout", backup.DefaultMaxTimeout,
+		"The longest one backup may take, whatever its spec.backup.timeout (up to 24h) says: a backup holds one of --max-concurrent-backups while it runs, so a tenant's slow store holds it no longer than this.")
+	flag.IntVar(&o.maxRestores, "max-concurrent-restores", restore.DefaultMaxConcurrentRestores,
+		"Snapshots of bootstrap.fromSnapshot (and recoveries from a backup) resolved at once; one namespace resolves one at a time, so a tenant with a slow store holds one of them.")
+	flag.IntVar(&o.maxMemberObjects, "max-member-cluster-objects", registry.DefaultMaxObjects,
+		"Objects of each kind (EtcdMembers, EtcdDNSZones, Secrets, Leases, Nodes) the hub caches of one member cluster at most; a member cluster holding more (a hostile one can label any number as etcdfed's) has the rest ignored, with an error logged. Raise it above the EtcdMembers one member cluster hosts.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
@@ -189,7 +198,7 @@ func run(ctx context.Context, o options) error {
 	scheme := scheme.New()
 	// Member-cluster caches: the ring namespace only, etcdfed's own
 	// objects only, bounded (registry.MemberCacheOptions).
-	memberCache := registry.MemberCacheOptions(scheme, o.ringNamespace)
+	memberCache := registry.MemberCacheOptions(scheme, o.ringNamespace, o.maxMemberObjects)
 	provider := &registry.Provider{
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
@@ -294,16 +303,18 @@ func run(ctx context.Context, o options) error {
 		Recorder:             mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-backup"),
 		ScratchDir:           o.backupScratchDir,
 		MaxConcurrentBackups: o.maxBackups,
+		MaxTimeout:           o.maxBackupTime,
 		Policy:               policy,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("backup controller: %w", err)
 	}
 	if err := (&restore.Reconciler{
-		Client:     mgr.GetLocalManager().GetClient(),
-		Reader:     mgr.GetLocalManager().GetAPIReader(),
-		Recorder:   mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
-		ScratchDir: o.backupScratchDir,
-		Policy:     policy,
+		Client:                mgr.GetLocalManager().GetClient(),
+		Reader:                mgr.GetLocalManager().GetAPIReader(),
+		Recorder:              mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
+		ScratchDir:            o.backupScratchDir,
+		Policy:                policy,
+		MaxConcurrentRestores: o.maxRestores,
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("restore controller: %w", err)
 	}

@@ -48,6 +48,10 @@ type Reconciler struct {
 	// MaxConcurrentBackups bounds backups running at once. Default 2. One
 	// namespace runs one backup at a time.
 	MaxConcurrentBackups int
+	// MaxTimeout bounds one backup whatever spec.backup.timeout says (a
+	// backup holds one of the shared workers while it runs). Default
+	// DefaultMaxTimeout.
+	MaxTimeout time.Duration
 	// Policy is the hub's tenancy policy: a store without credentials (the
 	// hub's own identity) or a file:// store only when it allows them.
 	Policy tenancy.Policy

@@ -106,3 +106,44 @@ func TestSlowStoreOfOneTenantDoesNotStallAnother(t *testing.T) {
 	}).WithTimeout(90 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
 	g.Expect(stalled.Load()).To(BeNumerically("==", 1), "the slow tenant held more than one worker")
 }
+
+// TestBackupTimeBoundedByTheHub: a tenant's spec.backup.timeout of 24 h
+// on a store that holds every upload holds one of the hub's shared backup
+// workers for no longer than the hub's bound (--max-backup-timeout), and
+// the failure says so (issue 37, "one tenant starves the hub's workers":
+// before, the tenant's own timeout was the only bound).
+func TestBackupTimeBoundedByTheHub(t *testing.T) {
+	g := NewWithT(t)
+	ctx := context.Background()
+	api := testenv.StartT(t, "hub")[0]
+	ns := testenv.NamespaceT(t, api, "slow")
+	testenv.StartManager(t, api, "", func(mgr ctrl.Manager) error {
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), ScratchDir: t.TempDir(), MaxTimeout: 5 * time.Second, Policy: tenancy.Policy{}}
+		return r.SetupWithManager(mgr)
+	})
+	e := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "bounded"})
+	st, err := e.NewClient().Status(ctx, e.Members[0].ClientURL)
+	g.Expect(err).NotTo(HaveOccurred())
+	srv := s3test.StartT(t, "backups")
+	endpoint, stalled := stallingStore(t, srv)
+	g.Expect(api.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s3"}, Data: srv.Credentials()})).To(Succeed())
+	store := srv.Store("backups", "slow", "s3")
+	store.S3.Endpoint = endpoint
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "a"},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "a." + ns + ".etcd.test"},
+			TLS: etcdfedv1.TLSSpec{Mode: etcdfedv1.TLSDisabled}}}
+	g.Expect(api.Client.Create(ctx, ec)).To(Succeed())
+	ec.Status.ClusterID = strconv.FormatUint(st.Header.ClusterId, 16)
+	ec.Status.Endpoints = e.Endpoints()
+	g.Expect(api.Client.Status().Update(ctx, ec)).To(Succeed())
+	ec.Spec.Backup = &etcdfedv1.BackupSpec{Schedule: yearly, Store: store, Timeout: &metav1.Duration{Duration: 24 * time.Hour}}
+	g.Expect(api.Client.Update(ctx, ec)).To(Succeed())
+	g.Eventually(stalled.Load).WithTimeout(time.Minute).Should(BeNumerically(">=", 1))
+	g.Eventually(func(g Gomega) {
+		got := &etcdfedv1.EtcdCluster{}
+		g.Expect(api.Client.Get(ctx, client.ObjectKeyFromObject(ec), got)).To(Succeed())
+		g.Expect(got.Status.Backup).NotTo(BeNil())
+		g.Expect(got.Status.Backup.LastFailure).NotTo(BeNil(), "the upload held for 24 h still holds the worker")
+		g.Expect(got.Status.Backup.LastFailure.Message).To(ContainSubstring("--max-backup-timeout"))
+	}).WithTimeout(45 * time.Second).WithPolling(500 * time.Millisecond).Should(Succeed())
+}

@@ -28,6 +28,28 @@ const (
 	pruneTimeout      = 2 * time.Minute
 )
 
+// DefaultMaxTimeout is the hub's bound on one backup when
+// Reconciler.MaxTimeout is zero (spec.backup.timeout allows up to 24 h).
+const DefaultMaxTimeout = time.Hour
+
+// timeout is how long one backup of spec may take: spec.backup.timeout
+// (default etcdfedv1.DefaultBackupTimeout) within MaxTimeout; bounded when
+// MaxTimeout cut it.
+func (r *Reconciler) timeout(spec *etcdfedv1.BackupSpec) (d time.Duration, bounded bool) {
+	d, _ = time.ParseDuration(etcdfedv1.DefaultBackupTimeout)
+	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
+		d = spec.Timeout.Duration
+	}
+	limit := r.MaxTimeout
+	if limit <= 0 {
+		limit = DefaultMaxTimeout
+	}
+	if d > limit {
+		return limit, true
+	}
+	return d, false
+}
+
 // outcome is the result of one backup.
 type outcome struct {
 	started  time.Time
@@ -49,17 +71,22 @@ func failed(started time.Time, reason string, err error) outcome {
 // run takes one backup of ec: store reachable, source chosen, snapshot
 // streamed and checked, its sidecar signed with the ring's snapshot key,
 // uploaded, then pruned. Every step is bounded.
-func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger etcdfedv1.BackupTrigger) outcome {
+//
+// spec.backup.timeout bounds it, within the hub's own bound (MaxTimeout):
+// the tenant's store holds one of the hub's shared workers for as long as
+// the backup runs.
+func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger etcdfedv1.BackupTrigger) (o outcome) {
 	log := ctrl.LoggerFrom(ctx)
 	spec := ec.Spec.Backup
 	started := r.now()
-	timeout := etcdfedv1.DefaultBackupTimeout
-	d, _ := time.ParseDuration(timeout)
-	if spec.Timeout != nil && spec.Timeout.Duration > 0 {
-		d = spec.Timeout.Duration
-	}
+	d, bounded := r.timeout(spec)
 	ctx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
+	defer func() {
+		if o.err != nil && bounded && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			o.err = fmt.Errorf("%w (the hub bounds a backup to %s, --max-backup-timeout, below spec.backup.timeout %s)", o.err, d, spec.Timeout.Duration)
+		}
+	}()
 
 	// The store first: no snapshot is taken for a store that cannot take it.
 	var creds map[string][]byte

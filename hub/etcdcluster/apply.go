@@ -90,7 +90,9 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 }
 
 // applyDNS writes the record set into every member cluster the hub can see
-// (each spoke serves it) and to the RFC 2136 server when one is configured.
+// that serves the ring's zone (servesZone; each spoke serves it), deletes
+// it from those that no longer do, and sends it to the RFC 2136 server
+// when one is configured.
 func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error {
 	if s.ec.Spec.DNS.RFC2136 == nil {
 		r.forgetDNS(s.ec.UID) // published there before, maybe
@@ -105,6 +107,16 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 	var wg sync.WaitGroup
 	for i, cs := range s.clusters {
 		if !cs.visible() {
+			continue
+		}
+		if !servesZone(s, w.ledger, cs) {
+			if len(cs.zones) > 0 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					errs[i] = deleteOwned(ctx, cs.client, cs.name, zoneObjects(cs)...)
+				}()
+			}
 			continue
 		}
 		wg.Add(1)

@@ -67,8 +67,8 @@ type decision struct {
 
 // upkeepIdle: the decision's upkeep writes nothing, on s: no CA or
 // certificate to issue, no member object to update or sweep, no spent
-// store credentials to delete, and every visible cluster already serving
-// the record set.
+// store credentials to delete, every visible cluster that serves the
+// ring's zone already serving the record set, and no other holding it.
 func (d *decision) upkeepIdle(s *snapshot) bool {
 	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
@@ -78,6 +78,12 @@ func (d *decision) upkeepIdle(s *snapshot) bool {
 	}
 	for _, cs := range s.clusters {
 		if !cs.visible() {
+			continue
+		}
+		if !servesZone(s, d.dns.ledger, cs) {
+			if len(cs.zones) > 0 {
+				return false // a zone to delete
+			}
 			continue
 		}
 		want := desiredZone(s, cs, d.dns.records)
@@ -133,6 +139,9 @@ type dnsWork struct {
 	set     *dnsprovider.RecordSet
 	records []etcdfedv1.DNSRecord
 	err     error
+	// ledger is the ledger the set was built from: which clusters serve
+	// the zone (servesZone).
+	ledger *etcdfedv1.EtcdClusterStatus
 }
 
 // decide is the pass's one decision. Order: bring the ledger up to date,

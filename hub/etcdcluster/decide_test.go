@@ -572,6 +572,27 @@ func TestUpkeepIdle(t *testing.T) {
 			withTLS(t, s)
 			serving(s)
 		}, true},
+		// Issue 37, "every member cluster answers for every ring": a
+		// cluster hosting none of the ring's members, and not named for
+		// it, gets no zone, and one it holds is deleted.
+		{"a cluster hosting no member has no zone", func(_ *testing.T, s *snapshot) {
+			serving(s)
+			withFourthCluster(s)
+		}, true},
+		{"a cluster hosting no member holds the zone", func(_ *testing.T, s *snapshot) {
+			withFourthCluster(s)
+			serving(s)
+		}, false},
+		{"a cluster named in spec.topology.clusters without the zone", func(_ *testing.T, s *snapshot) {
+			serving(s)
+			withFourthCluster(s)
+			s.ec.Spec.Topology.Clusters = []string{"member-1", "member-2", "member-3", "member-4"}
+		}, false},
+		{"a cluster holding an object of the ring it made itself, no ledger member: no zone", func(_ *testing.T, s *snapshot) {
+			serving(s)
+			withFourthCluster(s)
+			s.byName["member-4"].others = map[string][]*etcdfedv1.EtcdMember{"main-0": {s.clusters[0].members["main-0"].DeepCopy()}}
+		}, true},
 		{"a member certificate missing", func(t *testing.T, s *snapshot) {
 			withTLS(t, s)
 			serving(s)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -12,22 +13,22 @@ import (
 	"github.com/etcdfed/etcdfed/hub/reports"
 )
 
-// wantedRecords is the record set of the ledger's members, as every member
-// cluster serves it (an EtcdDNSZone in each) and an RFC 2136 server
-// receives it. A member's record keeps its last known address while its
+// wantedRecords is the record set of the ledger's members, as the member
+// clusters that serve the ring's zone serve it (an EtcdDNSZone in each,
+// servesZone) and an RFC 2136 server receives it. A member's record keeps its last known address while its
 // cluster is out of sight or it is being moved: the record of a member
 // still in the cluster is never deleted.
 func wantedRecords(s *snapshot, st *etcdfedv1.EtcdClusterStatus) dnsWork {
 	set, err := buildRecordSet(s, st)
 	if err != nil || set == nil {
-		return dnsWork{err: err}
+		return dnsWork{err: err, ledger: st}
 	}
 	recs := set.Records()
 	records := make([]etcdfedv1.DNSRecord, len(recs))
 	for i, rec := range recs {
 		records[i] = etcdfedv1.DNSRecord{Name: rec.Name, Type: rec.Type, TTL: rec.TTL, Data: rec.Data}
 	}
-	return dnsWork{set: set, records: records}
+	return dnsWork{set: set, records: records, ledger: st}
 }
 
 // buildRecordSet returns nil when nothing can be served yet (no spoke has
@@ -87,7 +88,7 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 		}
 	}
 	for i, cs := range s.clusters {
-		if cs.spoke == nil {
+		if cs.spoke == nil || !servesZone(s, st, cs) {
 			continue
 		}
 		ns := dnsprovider.NameServer{Name: fmt.Sprintf("ns%d.%s", i, domain)}
@@ -112,6 +113,32 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 		return nil, fmt.Errorf("DNS records for %s: %w", domain, err)
 	}
 	return set, nil
+}
+
+// servesZone: cs serves the ring's zone (holds its EtcdDNSZone and is one
+// of its name servers) because the ledger st places one of the ring's
+// members there, or the operation in flight moves one from or to it, or
+// the ring names it (spec.topology lists it by name, or its
+// clusterSelector selects it). Objects a member cluster holds do not count:
+// it could make them. A member cluster that hosts none of a ring's members
+// and is not named for it gets nothing of the ring's zone and its spoke
+// refuses the zone's names, so a resolver that follows the zone's NS
+// records never asks it. Clients and peers check the member's name in its
+// certificate besides; with tls.mode Disabled that is gone.
+func servesZone(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot) bool {
+	if st == nil {
+		st = &s.ec.Status
+	}
+	for _, m := range st.Members {
+		if m.Cluster == cs.name {
+			return true
+		}
+	}
+	if op := st.Operation; op != nil && (op.From != nil && op.From.Cluster == cs.name || op.To != nil && op.To.Cluster == cs.name) {
+		return true
+	}
+	topo := s.ec.Spec.Topology
+	return slices.Contains(topo.Clusters, cs.name) || topo.ClusterSelector != nil && cs.eligible
 }
 
 // memberRecord is the record of name (one label under domain) at addr, when

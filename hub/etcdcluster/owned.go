@@ -125,6 +125,15 @@ func zoneObject(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) *etcdfedv1.EtcdD
 	return nil
 }
 
+// zoneObjects are the ring's EtcdDNSZones in cs (whatever their names).
+func zoneObjects(cs *clusterSnapshot) []client.Object {
+	var out []client.Object
+	for _, name := range slices.Sorted(maps.Keys(cs.zones)) {
+		out = append(out, cs.zones[name])
+	}
+	return out
+}
+
 // memberObjects are the owned objects ref names in a cluster: its
 // EtcdMember and the member's Secrets there, but those named after
 // another of the member's EtcdMembers, which stays (a Move inside the

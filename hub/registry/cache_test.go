@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -61,7 +62,7 @@ func TestMemberClusterCannotFillTheHubsCache(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	c, err := cluster.New(member.Config, func(o *cluster.Options) { *o = MemberCacheOptions(testenv.Scheme(), ns) })
+	c, err := cluster.New(member.Config, func(o *cluster.Options) { *o = MemberCacheOptions(testenv.Scheme(), ns, 0) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,4 +119,82 @@ func keys(m map[string]string) []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// TestMemberClusterCannotMakeTheHubHoldAnyNumber: a member cluster may
+// label as many objects as it likes as etcdfed's own; the hub caches at
+// most its bound of each kind, whether they come with the first list or
+// later through the watch (issue 37: before, the filter and the trimming
+// bounded each object, not their number).
+func TestMemberClusterCannotMakeTheHubHoldAnyNumber(t *testing.T) {
+	member := testenv.StartT(t, "member")[0]
+	ctx := context.Background()
+	ns := testenv.NamespaceT(t, member, "ring")
+	zone := func(i int) *etcdfedv1.EtcdDNSZone {
+		return &etcdfedv1.EtcdDNSZone{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("zone-%d", i),
+				Labels: map[string]string{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelClusterUID: fmt.Sprintf("0b5f7d1e-0000-4000-8000-%012d", i)}},
+			Spec: etcdfedv1.EtcdDNSZoneSpec{Cluster: etcdfedv1.ClusterReference{Name: "main", Namespace: "default", UID: "u"}, Domain: fmt.Sprintf("r%d.etcd.example.com", i)},
+		}
+	}
+	const max = 5
+	for i := range max + 2 { // listed: more than the bound
+		if err := member.Client.Create(ctx, zone(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := cluster.New(member.Config, func(o *cluster.Options) { *o = MemberCacheOptions(testenv.Scheme(), ns, max) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	go func() { _ = c.Start(cctx) }()
+	if _, err := c.GetCache().GetInformer(cctx, &etcdfedv1.EtcdDNSZone{}); err != nil {
+		t.Fatal(err)
+	}
+	sctx, scancel := context.WithTimeout(cctx, 30*time.Second)
+	defer scancel()
+	if !c.GetCache().WaitForCacheSync(sctx) {
+		t.Fatal("member cache not synced")
+	}
+	for i := max + 2; i < 3*max; i++ { // watched
+		if err := member.Client.Create(ctx, zone(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// An update of a held object, made after every create: once the
+	// cache shows it, it has seen every create's event.
+	held := &etcdfedv1.EtcdDNSZone{}
+	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: "zone-0"}, held); err != nil {
+		t.Fatal(err)
+	}
+	held.Spec.Domain = "moved.etcd.example.com"
+	if err := member.Client.Update(ctx, held); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var zones etcdfedv1.EtcdDNSZoneList
+		if err := c.GetClient().List(ctx, &zones, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		seen := false
+		for _, z := range zones.Items {
+			seen = seen || z.Name == "zone-0" && z.Spec.Domain == "moved.etcd.example.com"
+		}
+		if len(zones.Items) > max {
+			t.Fatalf("the hub's cache holds %d EtcdDNSZones of the member cluster's %d, bound %d", len(zones.Items), 3*max, max)
+		}
+		if seen {
+			if len(zones.Items) != max {
+				t.Fatalf("the hub's cache holds %d EtcdDNSZones, want the bound, %d", len(zones.Items), max)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the update of a held object never reached the cache (%d held)", len(zones.Items))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,6 +19,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -48,8 +50,44 @@ type Reconciler struct {
 	// Policy is the hub's tenancy policy: which stores and source
 	// clusters an EtcdCluster may restore from.
 	Policy tenancy.Policy
+	// MaxConcurrentRestores bounds resolutions running at once; default
+	// DefaultMaxConcurrentRestores. One namespace resolves one at a time.
+	MaxConcurrentRestores int
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
+
+	// running marks the namespaces (one tenant's rings) resolving a
+	// snapshot now: each resolves one at a time, so a tenant whose store
+	// holds every download occupies one worker for Timeout, never all.
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+// DefaultMaxConcurrentRestores is MaxConcurrentRestores' default.
+const DefaultMaxConcurrentRestores = 2
+
+// BusyRetry is when a resolution due in a namespace already resolving
+// another is tried again.
+const BusyRetry = 2 * time.Second
+
+// enter reserves the namespace's one resolution; false when it is taken.
+func (r *Reconciler) enter(ns string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.running[ns] {
+		return false
+	}
+	if r.running == nil {
+		r.running = map[string]bool{}
+	}
+	r.running[ns] = true
+	return true
+}
+
+func (r *Reconciler) leave(ns string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.running, ns)
 }
 
 func (r *Reconciler) now() time.Time {
@@ -67,10 +105,14 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Timeout <= 0 {
 		r.Timeout = DefaultTimeout
 	}
+	if r.MaxConcurrentRestores <= 0 {
+		r.MaxConcurrentRestores = DefaultMaxConcurrentRestores
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("etcdcluster-restore").
 		// The spec (founding) and the annotations (a recovery's request).
 		For(&etcdfedv1.EtcdCluster{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentRestores}).
 		Complete(r)
 }
 
@@ -89,6 +131,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
+	// One resolution at a time per namespace: the workers are shared by
+	// every tenant, and a resolution holds one for up to Timeout.
+	if !r.enter(ec.Namespace) {
+		log.V(1).Info("Waiting: a snapshot of another EtcdCluster of this namespace is being resolved")
+		return ctrl.Result{RequeueAfter: BusyRetry}, nil
+	}
+	defer r.leave(ec.Namespace)
 	var st *etcdfedv1.RestoreStatus
 	reason := etcdfedv1.SnapshotReasonNoStore
 	if err == nil {

@@ -141,3 +141,66 @@ func TestCopiesMatch(t *testing.T) {
 		}
 	}
 }
+
+// refusing answers every query with REFUSED at once, as a spoke does for a
+// ring whose zone its member cluster does not serve.
+func refusing(t *testing.T) string {
+	t.Helper()
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		_ = w.WriteMsg(new(dns.Msg).SetRcode(r, dns.RcodeRefused))
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// slow answers like serve, after delay.
+func slow(t *testing.T, name, addr string, delay time.Duration) string {
+	t.Helper()
+	live := serve(t, name, addr)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		time.Sleep(delay)
+		in, err := dns.Exchange(r, live)
+		if err != nil {
+			return
+		}
+		_ = w.WriteMsg(in)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return pc.LocalAddr().String()
+}
+
+// TestRefusalIsNoAnswer: a spoke whose member cluster does not serve a
+// ring's zone answers REFUSED, at once; a server that serves it answers a
+// little later. Every lookup gets the answer (before, the first datagram
+// won: the refusal, and the lookup failed). With every server refusing,
+// the lookup fails at once.
+func TestRefusalIsNoAnswer(t *testing.T) {
+	live := slow(t, "m-0.ring.etcd.test", "127.0.0.9", 20*time.Millisecond)
+	r := &net.Resolver{PreferGo: true, Dial: dialer([]string{refusing(t), live, refusing(t)})}
+	for i := range 10 {
+		ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+		addrs, err := r.LookupHost(ctx, "m-0.ring.etcd.test")
+		cancel()
+		if err != nil || len(addrs) != 1 || addrs[0] != "127.0.0.9" {
+			t.Fatalf("lookup %d: %v %v, want 127.0.0.9 from the server that serves the zone", i, addrs, err)
+		}
+	}
+	r = &net.Resolver{PreferGo: true, Dial: dialer([]string{refusing(t), refusing(t)})}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if addrs, err := r.LookupHost(ctx, "m-0.ring.etcd.test"); err == nil {
+		t.Fatalf("every server refuses, yet the lookup answered %v", addrs)
+	} else if ctx.Err() != nil {
+		t.Fatalf("every server refuses, and the lookup waited for the deadline: %v", err)
+	}
+}

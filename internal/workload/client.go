@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -12,26 +11,19 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/etcdfed/etcdfed/internal/etcddial"
+	"github.com/etcdfed/etcdfed/internal/resolverenv"
 )
 
 // Resolver returns a resolver that asks the given DNS servers (host:port)
-// in turn, or the system resolver when there are none.
+// as the local environment's processes do (resolverenv): each query to
+// all of them, the first answer that is not REFUSED wins, so a spoke that
+// does not serve the ring's zone, or one that is down, costs nothing; the
+// system resolver when there are none.
 func Resolver(servers []string) *net.Resolver {
 	if len(servers) == 0 {
 		return net.DefaultResolver
 	}
-	var next atomic.Uint32
-	return &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-		var d net.Dialer
-		var err error
-		for range servers {
-			var c net.Conn
-			if c, err = d.DialContext(ctx, network, servers[int(next.Add(1))%len(servers)]); err == nil {
-				return c, nil
-			}
-		}
-		return nil, err
-	}}
+	return resolverenv.NewResolver(servers)
 }
 
 // ClientConfig says how to reach an etcd cluster.

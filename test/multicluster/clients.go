@@ -10,10 +10,12 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"os/exec"
@@ -410,7 +412,14 @@ func consumerHosts(ctx context.Context, dnsServers []string, endpoints string) (
 		if err != nil {
 			return "", fmt.Errorf("endpoint %q in the Secret: %w", ep, err)
 		}
-		addrs, err := lookup(ctx, dnsServers[0], dns.Fqdn(u.Hostname()), dns.TypeA)
+		var addrs []netip.Addr
+		err = errRefused
+		for _, srv := range dnsServers {
+			// The first server that serves the ring's zone.
+			if addrs, err = lookup(ctx, srv, dns.Fqdn(u.Hostname()), dns.TypeA); !errors.Is(err, errRefused) {
+				break
+			}
+		}
 		if err != nil {
 			return "", fmt.Errorf("resolve %s through the ring's DNS: %w", u.Hostname(), err)
 		}

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/etcdfed/etcdfed/dev/localenv"
@@ -58,6 +59,23 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	t.StartHub = func(context.Context) error { return env.StartComponent("hub") }
 	t.VolumeDir = env.VolumeDir
 	defaults := map[string][]string{}
+	t.RestartHubWith = func(_ context.Context, drop []string, extra ...string) error {
+		if _, ok := defaults["hub"]; !ok {
+			args, err := env.ComponentArgs("hub")
+			if err != nil {
+				return err
+			}
+			defaults["hub"] = args
+		}
+		var args []string
+		for _, a := range defaults["hub"] {
+			name, _, _ := strings.Cut(a, "=")
+			if !slices.Contains(drop, name) {
+				args = append(args, a)
+			}
+		}
+		return env.RestartComponentWith("hub", append(args, extra...), 5*time.Second)
+	}
 	t.RestartSpokeWith = func(_ context.Context, cluster string, extra ...string) error {
 		name := "spoke-" + cluster
 		if _, ok := defaults[name]; !ok {

@@ -113,6 +113,10 @@ type Topology struct {
 	// to zero); StartHub starts it again. Nil when the topology cannot.
 	StopHub  func(ctx context.Context) error
 	StartHub func(ctx context.Context) error
+	// RestartHubWith restarts the hub with its own flags less those named
+	// in drop (by their name, "--flag") and with extra added; nil drop and
+	// no extra: its own flags again. Nil when the topology cannot.
+	RestartHubWith func(ctx context.Context, drop []string, extra ...string) error
 	// VolumeDir is the directory holding a PV's data in a member cluster,
 	// for scenarios that damage a member's data. Nil when the topology
 	// cannot reach volumes.

@@ -226,8 +226,11 @@ type WaitForRecordResolvesInput struct {
 	Timeout time.Duration
 }
 
-// WaitForRecordResolves waits until every server answers the name's A (or
-// AAAA) query with exactly the address.
+// WaitForRecordResolves waits until every server that serves the name's
+// zone answers its A (or AAAA) query with exactly the address, and at
+// least one does. A server that refuses the zone (REFUSED: its member
+// cluster hosts none of the ring's members and is not named for it, so
+// the hub gave it no zone) is not asked again.
 func WaitForRecordResolves(ctx context.Context, in WaitForRecordResolvesInput) error {
 	want, err := netip.ParseAddr(in.Address)
 	if err != nil {
@@ -241,18 +244,29 @@ func WaitForRecordResolves(ctx context.Context, in WaitForRecordResolvesInput) e
 		return errors.New("WaitForRecordResolves: no DNS servers")
 	}
 	return poll(ctx, orDefault(in.Timeout, time.Minute), fmt.Sprintf("%s resolves to %s", in.Name, in.Address), func(ctx context.Context) (string, error) {
+		served := 0
 		for _, srv := range in.Servers {
 			got, err := lookup(ctx, srv, dns.Fqdn(in.Name), qtype)
+			if errors.Is(err, errRefused) {
+				continue
+			}
 			if err != nil {
 				return "", fmt.Errorf("%s: %w", srv, err)
 			}
 			if len(got) != 1 || got[0] != want {
 				return fmt.Sprintf("%s answers %v", srv, got), nil
 			}
+			served++
+		}
+		if served == 0 {
+			return fmt.Sprintf("every server of %v refuses the zone", in.Servers), nil
 		}
 		return "", nil
 	})
 }
+
+// errRefused: the server does not serve the name's zone.
+var errRefused = errors.New("rcode REFUSED: the server does not serve the zone")
 
 func lookup(ctx context.Context, server, name string, qtype uint16) ([]netip.Addr, error) {
 	m := new(dns.Msg)
@@ -261,6 +275,9 @@ func lookup(ctx context.Context, server, name string, qtype uint16) ([]netip.Add
 	resp, _, err := c.ExchangeContext(ctx, m, server)
 	if err != nil {
 		return nil, err
+	}
+	if resp.Rcode == dns.RcodeRefused {
+		return nil, errRefused
 	}
 	if resp.Rcode != dns.RcodeSuccess {
 		return nil, fmt.Errorf("rcode %s", dns.RcodeToString[resp.Rcode])

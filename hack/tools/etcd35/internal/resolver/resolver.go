@@ -37,7 +37,14 @@ func Install() {
 	if len(servers) == 0 {
 		return
 	}
-	net.DefaultResolver = &net.Resolver{PreferGo: true, Dial: dialer(servers)}
+	net.DefaultResolver = NewResolver(servers)
+}
+
+// NewResolver is a resolver asking servers (host:port) as Install's does:
+// each UDP query to all of them, the first answer that is not REFUSED
+// wins.
+func NewResolver(servers []string) *net.Resolver {
+	return &net.Resolver{PreferGo: true, Dial: dialer(servers)}
 }
 
 func dialer(servers []string) func(ctx context.Context, network, _ string) (net.Conn, error) {
@@ -70,8 +77,11 @@ func parse(v string) []string {
 // fanout is one UDP "connection" to several servers: a write goes to all,
 // a read returns the next datagram any of them sent. Errors of single
 // servers (a refused port) are dropped while another may still answer; the
-// read fails only when every server has failed, or at the deadline. It is a
-// net.PacketConn so that Go's resolver speaks datagrams over it.
+// read fails only when every server has failed, or at the deadline. An
+// answer with rcode REFUSED (a spoke whose member cluster does not serve
+// the ring's zone) counts as that server's failure too, and is returned
+// only when no server gave another answer. It is a net.PacketConn so that
+// Go's resolver speaks datagrams over it.
 type fanout struct {
 	conns   []net.Conn
 	packets chan []byte
@@ -82,7 +92,17 @@ type fanout struct {
 	deadline time.Time
 	failed   int
 	lastErr  error
+	refusal  []byte        // the last REFUSED answer, returned when all failed
 	wake     chan struct{} // closed and replaced when failed changes
+}
+
+// rcodeRefused is DNS's REFUSED in the low four bits of a message's
+// fourth byte.
+const rcodeRefused = 5
+
+// isRefusal: b is a DNS response with rcode REFUSED.
+func isRefusal(b []byte) bool {
+	return len(b) >= 4 && b[2]&0x80 != 0 && b[3]&0x0f == rcodeRefused
 }
 
 func dialFanout(ctx context.Context, d *net.Dialer, network string, servers []string) (net.Conn, error) {
@@ -112,6 +132,16 @@ func (f *fanout) receive(c net.Conn) {
 	for {
 		b := make([]byte, 64<<10)
 		n, err := c.Read(b)
+		if err == nil && isRefusal(b[:n]) {
+			// This server does not serve the name: another may.
+			f.mu.Lock()
+			f.failed++
+			f.refusal = b[:n]
+			close(f.wake)
+			f.wake = make(chan struct{})
+			f.mu.Unlock()
+			return
+		}
 		if err != nil {
 			f.mu.Lock()
 			f.failed++
@@ -134,7 +164,7 @@ func (f *fanout) Read(b []byte) (int, error) {
 		f.mu.Lock()
 		deadline, wake := f.deadline, f.wake
 		allFailed := f.failed == len(f.conns)
-		lastErr := f.lastErr
+		lastErr, refusal := f.lastErr, f.refusal
 		f.mu.Unlock()
 		// Packets already received win over failures seen since.
 		select {
@@ -143,6 +173,9 @@ func (f *fanout) Read(b []byte) (int, error) {
 		default:
 		}
 		if allFailed {
+			if refusal != nil {
+				return copy(b, refusal), nil
+			}
 			return 0, lastErr
 		}
 		var timeout <-chan time.Time
