@@ -118,8 +118,8 @@ func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.
 // servesZone: cs serves the ring's zone (holds its EtcdDNSZone and is one
 // of its name servers) because the ledger st places one of the ring's
 // members there, or the operation in flight moves one from or to it, or
-// the ring names it (spec.topology lists it by name, or its
-// clusterSelector selects it). Objects a member cluster holds do not count:
+// the ring names it (spec.topology lists it by name, its clusterSelector
+// selects it, or a consumer of spec.clients runs there). Objects a member cluster holds do not count:
 // it could make them. A member cluster that hosts none of a ring's members
 // and is not named for it gets nothing of the ring's zone and its spoke
 // refuses the zone's names, so a resolver that follows the zone's NS
@@ -136,6 +136,11 @@ func servesZone(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapsho
 	}
 	if op := st.Operation; op != nil && (op.From != nil && op.From.Cluster == cs.name || op.To != nil && op.To.Cluster == cs.name) {
 		return true
+	}
+	for _, c := range s.ec.Spec.Clients {
+		if c.Cluster == cs.name {
+			return true // a declared consumer resolves the ring's names there
+		}
 	}
 	topo := s.ec.Spec.Topology
 	return slices.Contains(topo.Clusters, cs.name) || topo.ClusterSelector != nil && cs.eligible

@@ -91,6 +91,13 @@ func TestZoneServedOnlyWhereTheRingIs(t *testing.T) {
 		t.Errorf("member-4 selected by clusterSelector: name servers %v, want four", got)
 	}
 	s.ec.Spec.Topology.ClusterSelector = nil
+	// A declared consumer runs in member-4: it resolves the ring's names
+	// through its cluster's spoke.
+	s.ec.Spec.Clients = []etcdfedv1.ClientSpec{{Name: "apiserver", Cluster: "member-4"}}
+	if got := nameServers(s); len(got) != 4 {
+		t.Errorf("a consumer declared in member-4: name servers %v, want four", got)
+	}
+	s.ec.Spec.Clients = nil
 	s.ec.Status.Operation = &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMove, Member: "main-0", From: &etcdfedv1.FailureDomain{Cluster: "member-4", Zone: "zone-4"}}
 	if got := nameServers(s); len(got) != 4 {
 		t.Errorf("a member moving away from member-4: name servers %v, want four", got)
