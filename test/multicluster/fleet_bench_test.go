@@ -69,19 +69,19 @@ func BenchmarkFleet(b *testing.B) {
 
 type fleetReport struct {
 	rings, clusters, zones, members int
-	available                      time.Duration
-	rest                           fleetRest
-	latency                        []time.Duration
-	restart                        time.Duration
-	restartReconciles              float64
-	lost                           string
-	lostRings                      int
-	repair                         []time.Duration
-	unrepaired                     int
-	lossCPU                        float64
-	lossRSSMax                     uint64
-	lossQueueMax                   float64
-	lossWindow                     time.Duration
+	available                       time.Duration
+	rest                            fleetRest
+	latency                         []time.Duration
+	restart                         time.Duration
+	restartReconciles               float64
+	lost                            string
+	lostRings                       int
+	repair                          []time.Duration
+	unrepaired                      int
+	lossCPU                         float64
+	lossRSSMax                      uint64
+	lossQueueMax                    float64
+	lossWindow                      time.Duration
 }
 
 type fleetRest struct {
