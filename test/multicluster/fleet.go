@@ -34,7 +34,7 @@ type SimFleet struct {
 // with zones zones each, the first real of them with the real spoke, the
 // others simulated in this process, and the hub. It is stopped when tb
 // ends (its state kept with ETCDFED_KEEP_STATE or a failure).
-func startSimFleet(tb testing.TB, clusters, zones, real int) *SimFleet {
+func startSimFleet(tb testing.TB, clusters, zones, real int, hubArgs ...string) *SimFleet {
 	tb.Helper()
 	testenv.SkipIfShort(tb, "a local environment with simulated member clusters (kube-apiservers, the hub)")
 	bin, err := freshBin()
@@ -62,9 +62,15 @@ func startSimFleet(tb testing.TB, clusters, zones, real int) *SimFleet {
 		// The hub, and the real spoke in the real clusters only: the
 		// simulated clusters' spokes run in this process.
 		Components: func(st *localenv.State, binDir string) []localenv.ComponentSpec {
-			return slices.DeleteFunc(localenv.DefaultComponents(st, binDir), func(c localenv.ComponentSpec) bool {
+			comps := slices.DeleteFunc(localenv.DefaultComponents(st, binDir), func(c localenv.ComponentSpec) bool {
 				return c.Name != "hub" && !realNames[c.Cluster]
 			})
+			for i := range comps {
+				if comps[i].Name == "hub" {
+					comps[i].Args = append(comps[i].Args, hubArgs...)
+				}
+			}
+			return comps
 		},
 	})
 	if err != nil {

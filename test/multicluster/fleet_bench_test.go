@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -36,6 +37,9 @@ import (
 //   - the hub killed and restarted: the time until every ring was
 //     reconciled once (the new process's etcdcluster reconciles reach the
 //     ring count with its queue empty);
+//   - with FLEET_LIMIT=n the hub runs with --max-fleet-disruptions=n,
+//     and the loss below reports the most rings seen with a limited
+//     operation in flight at once;
 //   - one member cluster lost, the one hosting members of the share of
 //     rings nearest FLEET_LOSS_SHARE (default 0.3): for each ring it hosted,
 //     the time until the ring is failure tolerant again with no member
@@ -62,8 +66,12 @@ func BenchmarkFleet(b *testing.B) {
 	if clusters > localenv.DefaultClusters && clusters > 15 {
 		b.Fatalf("FLEET_CLUSTERS=%d: the local environment holds at most 15 member clusters", clusters)
 	}
+	limit := 0
+	if os.Getenv("FLEET_LIMIT") != "" {
+		limit = envIntB(b, "FLEET_LIMIT", 0)
+	}
 	for range b.N {
-		runFleet(b, rings, clusters, zones, samples, share, rest)
+		runFleet(b, rings, clusters, zones, samples, share, rest, limit)
 	}
 }
 
@@ -82,6 +90,11 @@ type fleetReport struct {
 	lossRSSMax                      uint64
 	lossQueueMax                    float64
 	lossWindow                      time.Duration
+	limit                           int
+	// lossInFlightMax: the most rings seen with a limited operation
+	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
+	lossInFlightMax int
+	lossWaited      int // rings seen waiting for the fleet limit
 }
 
 type fleetRest struct {
@@ -94,14 +107,18 @@ type fleetRest struct {
 	statusReports, spokeStats float64
 }
 
-func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration) {
-	f := startSimFleet(b, clusters, zones, 0)
+func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration, limit int) {
+	var hubArgs []string
+	if limit > 0 {
+		hubArgs = append(hubArgs, fmt.Sprintf("--max-fleet-disruptions=%d", limit))
+	}
+	f := startSimFleet(b, clusters, zones, 0, hubArgs...)
 	ctx := context.Background()
 	const ns = "fleet"
 	if err := ensureNamespace(ctx, f.Topo.Hub, ns); err != nil {
 		b.Fatal(err)
 	}
-	rep := fleetReport{rings: rings, clusters: clusters, zones: zones}
+	rep := fleetReport{rings: rings, clusters: clusters, zones: zones, limit: limit}
 	names := make([]string, 0, clusters)
 	for _, c := range f.Topo.Members {
 		names = append(names, c.Name)
@@ -161,7 +178,7 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		}
 	}
 	rep.lost, rep.lostRings = best, len(hosts[best])
-	rep.repair, rep.unrepaired, rep.lossCPU, rep.lossRSSMax, rep.lossQueueMax, rep.lossWindow = fleetLoss(ctx, b, f, ns, best, hosts[best])
+	rep.repair, rep.unrepaired, rep.lossCPU, rep.lossRSSMax, rep.lossQueueMax, rep.lossWindow, rep.lossInFlightMax, rep.lossWaited = fleetLoss(ctx, b, f, ns, best, hosts[best])
 	out := rep.markdown()
 	b.Log("\n" + out)
 	if p := os.Getenv("FLEET_OUT"); p != "" {
@@ -337,7 +354,7 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) 
 // fleetLoss loses a member cluster and measures, for each ring it hosted,
 // the time until it is failure tolerant again without it, and the hub's
 // CPU (s/s), peak RSS and peak queue meanwhile.
-func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string) ([]time.Duration, int, float64, uint64, float64, time.Duration) {
+func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string) ([]time.Duration, int, float64, uint64, float64, time.Duration, int, int) {
 	b.Helper()
 	pid := fleetHubPID(b, f)
 	cpu0 := procCPU(pid)
@@ -374,18 +391,27 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 		pending[n] = true
 	}
 	var repair []time.Duration
+	inFlightMax, waited := 0, map[string]bool{}
 	timeout := envDurB(b, "FLEET_LOSS_TIMEOUT", 15*time.Minute)
 	lastLog := time.Now()
 	for len(pending) > 0 && time.Since(start) < timeout {
 		var list etcdfedv1.EtcdClusterList
 		if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err == nil {
+			n := 0
 			for i := range list.Items {
 				ec := &list.Items[i]
+				if op := ec.Status.Operation; op != nil && fleetLimited[op.Type] {
+					n++
+				}
+				if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdfedv1.ReasonWaitingForFleetLimit {
+					waited[ec.Name] = true
+				}
 				if pending[ec.Name] && tolerantAway(ec, lost) {
 					delete(pending, ec.Name)
 					repair = append(repair, time.Since(start))
 				}
 			}
+			inFlightMax = max(inFlightMax, n)
 		}
 		if time.Since(lastLog) > 30*time.Second {
 			lastLog = time.Now()
@@ -399,7 +425,14 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 	slices.Sort(repair)
 	mu.Lock()
 	defer mu.Unlock()
-	return repair, len(pending), cpu, rss, queue, window
+	return repair, len(pending), cpu, rss, queue, window, inFlightMax, len(waited)
+}
+
+// fleetLimited are the operation types the hub's fleet limit counts
+// (hub/etcdcluster fleetlimit.go).
+var fleetLimited = map[etcdfedv1.OperationType]bool{
+	etcdfedv1.OperationReplace: true, etcdfedv1.OperationMove: true, etcdfedv1.OperationRoll: true,
+	etcdfedv1.OperationDisrupt: true, etcdfedv1.OperationDefrag: true,
 }
 
 func pct(d []time.Duration, q float64) string {
@@ -431,6 +464,11 @@ func (r fleetReport) markdown() string {
 	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
 	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))
 	row("→ hub CPU s/s, peak RSS MiB, peak queue during the repair", fmt.Sprintf("%.3f, %d, %.0f", r.lossCPU, r.lossRSSMax>>20, r.lossQueueMax))
+	lim := "none"
+	if r.limit > 0 {
+		lim = strconv.Itoa(r.limit)
+	}
+	row("→ fleet limit; most rings with a disruptive operation in flight at once; rings seen waiting for it", fmt.Sprintf("%s; %d; %d", lim, r.lossInFlightMax, r.lossWaited))
 	return sb.String()
 }
 
