@@ -3,6 +3,7 @@ package simcluster
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
@@ -69,6 +70,18 @@ type hosted struct {
 	zone        string
 	started     time.Time
 	running     bool
+	// spec is what the process runs: the spec without its bootstrap and
+	// disruption grant (a change of anything else replaces the pod).
+	spec string
+}
+
+// runSpec is the part of the spec a pod runs: the real spoke replaces
+// the pod when it changes (and the hub's Roll waits for that).
+func runSpec(m *etcdfedv1.EtcdMember) string {
+	s := m.Spec.DeepCopy()
+	s.Bootstrap, s.Disruption = nil, nil
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func newMemberReconciler(c *Cluster, mgr manager.Manager, etcd *etcdstatus.Reader) *memberReconciler {
@@ -243,6 +256,11 @@ func (r *memberReconciler) pass(ctx context.Context, m *etcdfedv1.EtcdMember) ti
 		delete(r.hosted, key)
 		h = nil
 	}
+	if h != nil && h.running && h.spec != runSpec(m) {
+		// A changed spec: the pod is replaced on the same volume, its
+		// process restarts as the same member.
+		r.stopLocked(h)
+	}
 	r.mu.Unlock()
 	if st.Incarnation != m.Spec.Incarnation {
 		st.Etcd = nil
@@ -291,8 +309,13 @@ func (r *memberReconciler) pass(ctx context.Context, m *etcdfedv1.EtcdMember) ti
 		return noPod(etcdfedv1.ReasonContainerFailing, err.Error())
 	}
 	if h == nil || !h.running {
-		ring, id, err := r.c.fleet.memberFor(m, st.PeerURL)
-		if err != nil {
+		var ring *etcdsim.Ring
+		var id uint64
+		if h != nil {
+			// The same incarnation again (a replaced pod): the same
+			// member on its data.
+			ring, id = h.ring, h.id
+		} else if ring, id, err = r.c.fleet.memberFor(m, st.PeerURL); err != nil {
 			return noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
 		}
 		so := etcdsim.StartOptions{Name: m.Spec.MemberName, ListenAddr: net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)),
@@ -300,7 +323,7 @@ func (r *memberReconciler) pass(ctx context.Context, m *etcdfedv1.EtcdMember) ti
 		if _, err := ring.StartMember(id, so); err != nil {
 			return noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
 		}
-		h = &hosted{incarnation: m.Spec.Incarnation, uid: m.Spec.Cluster.UID, ring: ring, id: id, ip: ip, zone: zone, started: time.Now(), running: true}
+		h = &hosted{incarnation: m.Spec.Incarnation, uid: m.Spec.Cluster.UID, ring: ring, id: id, ip: ip, zone: zone, started: time.Now(), running: true, spec: runSpec(m)}
 		r.mu.Lock()
 		r.hosted[key] = h
 		r.mu.Unlock()

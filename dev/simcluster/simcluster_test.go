@@ -1,9 +1,13 @@
 package simcluster
 
 import (
+	"bufio"
 	"context"
+	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -60,6 +64,14 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 		ips = append(ips, net.IP(hostIn(zone, byte(h)).AsSlice()))
 	}
 	ca, err := pki.NewCA("simcluster-test", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubLeaf, err := ca.IssueClient("root", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubTLS, err := pki.ClientTLS(ca.CertPEM, hubLeaf)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,15 +165,21 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 		}
 	}
 
+	// A Roll's spec change: the member restarts (its connections close)
+	// and reports the new generation ready.
+	m0 := get("m0")
+	watch := simClientConn(t, m0.Status.Address, hubTLS)
+	m0.Spec.PodTemplate.Annotations = map[string]string{"roll": "1"}
+	if err := c.Update(ctx, m0); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("m0's process restarted on the new spec", func() bool { return watch.closed() })
+	waitFor("m0 ready on the new spec", func() bool {
+		m := get("m0")
+		return m.Status.ObservedGeneration == m.Generation && ready("m0")
+	})
+
 	// The hub's client adds a learner, as for a replacement.
-	hubLeaf, err := ca.IssueClient("root", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	hubTLS, err := pki.ClientTLS(ca.CertPEM, hubLeaf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var eps []string
 	for _, n := range names {
 		eps = append(eps, "https://"+net.JoinHostPort(get(n).Status.Address, "2379"))
@@ -222,4 +240,45 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 			t.Fatalf("member %s runs after its cluster was lost", mi.Name)
 		}
 	}
+}
+
+// connWatch is a raw connection to a member's client port: it closes when
+// the member's process stops.
+type connWatch struct{ done chan struct{} }
+
+func (w *connWatch) closed() bool {
+	select {
+	case <-w.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func simClientConn(t *testing.T, addr string, cfg *tls.Config) *connWatch {
+	t.Helper()
+	conn, err := tls.Dial("tcp", net.JoinHostPort(addr, "2379"), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	// One request on a connection kept alive: the connection then lives
+	// as long as the member's process.
+	if _, err := conn.Write([]byte("GET /version HTTP/1.1\r\nHost: member\r\n\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	w := &connWatch{done: make(chan struct{})}
+	go func() {
+		buf := make([]byte, 1)
+		_, _ = br.Read(buf)
+		close(w.done)
+	}()
+	return w
 }
