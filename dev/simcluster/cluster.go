@@ -10,7 +10,16 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
+	"github.com/etcdfed/etcdfed/spoke/etcdlog"
+	"github.com/etcdfed/etcdfed/spoke/member"
 
 	"github.com/etcdfed/etcdfed/internal/install"
 	"github.com/etcdfed/etcdfed/spoke/app"
@@ -49,7 +58,13 @@ type Config struct {
 	// StatusInterval is how often a running member's etcd view is read
 	// (default the real spoke's, 10 s).
 	StatusInterval time.Duration
-	Log            logr.Logger
+	// Real selects the EtcdMembers this cluster runs for real: the real
+	// spoke's EtcdMember reconciler (spoke/member) makes their volume,
+	// Service and pod, which the environment's node agent runs with real
+	// etcd; every other EtcdMember is simulated. Nil: all simulated. So
+	// a real ring and simulated ones share member clusters.
+	Real func(*etcdfedv1.EtcdMember) bool
+	Log  logr.Logger
 }
 
 // Cluster is a running simulated member cluster's spoke.
@@ -91,7 +106,27 @@ func Start(ctx context.Context, fleet *Fleet, cfg Config) (*Cluster, error) {
 	o.Log = cfg.Log.WithName(cfg.Name)
 	o.MemberController = func(mgr manager.Manager, etcd *etcdstatus.Reader) error {
 		c.rec = newMemberReconciler(c, mgr, etcd)
-		return c.rec.setup(mgr)
+		if err := c.rec.setup(mgr); err != nil {
+			return err
+		}
+		if cfg.Real == nil {
+			return nil
+		}
+		cs, err := kubernetes.NewForConfig(cfg.REST)
+		if err != nil {
+			return fmt.Errorf("clientset: %w", err)
+		}
+		real := cfg.Real
+		onlyReal := predicate.NewPredicateFuncs(func(o client.Object) bool {
+			m, ok := o.(*etcdfedv1.EtcdMember)
+			return !ok || real(m)
+		})
+		return (&member.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+			Recorder: mgr.GetEventRecorder("etcdfed-spoke"), Etcd: etcd,
+			HelperImage: o.HelperImage, WaitDNSTimeout: o.WaitDNSTimeout, StatusInterval: o.MemberStatusInterval,
+			Logs: &etcdlog.Reader{Pods: cs.CoreV1(), Container: pod.ContainerEtcd, Interval: o.EtcdLogInterval, Timeout: o.EtcdLogTimeout},
+		}).SetupWithManager(context.Background(), mgr, func(b *builder.Builder) { b.WithEventFilter(onlyReal) })
 	}
 	s, err := app.New(cfg.REST, o)
 	if err != nil {

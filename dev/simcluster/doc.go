@@ -31,7 +31,11 @@
 // hosts, as a member cluster that loses power; the caller stops the
 // apiserver (localenv FailZone). Real and simulated clusters mix in one
 // environment: the clusters without a simulated spoke run the real spoke
-// process and real etcd, and a ring lives on one kind or the other.
+// process and real etcd. Real and simulated rings also share clusters:
+// the EtcdMembers Config.Real selects are run by the real spoke's
+// EtcdMember reconciler in the same spoke (volume, Service, pod, which
+// the environment's node agent runs with real etcd), the others are
+// simulated; a ring is all real or all simulated.
 //
 // Not simulated: pods, volumes, Services and disruption budgets (no
 // object but the EtcdMember is written), etcd's log (PeerConnections is

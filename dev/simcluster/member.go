@@ -96,7 +96,10 @@ func newMemberReconciler(c *Cluster, mgr manager.Manager, etcd *etcdstatus.Reade
 func (r *memberReconciler) setup(mgr manager.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("etcdmember-"+r.c.cfg.Name).
-		For(&etcdfedv1.EtcdMember{}, builder.WithPredicates(predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		For(&etcdfedv1.EtcdMember{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			m, ok := o.(*etcdfedv1.EtcdMember)
+			return !ok || r.c.cfg.Real == nil || !r.c.cfg.Real(m)
+		}), predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			o, n := e.ObjectOld, e.ObjectNew
 			return o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
 				!maps.Equal(o.GetLabels(), n.GetLabels()) || !slices.Equal(o.GetFinalizers(), n.GetFinalizers())
