@@ -139,7 +139,9 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 		return meta.IsStatusConditionTrue(m.Status.Conditions, etcdfedv1.ConditionPodReady) && m.Status.Etcd != nil && m.Status.Etcd.Peers != nil
 	}
 	for _, n := range names {
-		waitFor(n+" ready", func() bool { return ready(n) })
+		// Ready, and its view written again once the last founding
+		// member started (a peer found is news).
+		waitFor(n+" ready with two active peers", func() bool { return ready(n) && len(get(n).Status.Etcd.Peers.Active) == 2 })
 	}
 	r := fleet.Ring(ref.UID)
 	if r == nil || r.Leader() == 0 {
