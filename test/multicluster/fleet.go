@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/tools/clientcmd"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/simcluster"
 	"github.com/etcdfed/etcdfed/dev/testenv"
@@ -32,9 +33,26 @@ type SimFleet struct {
 
 // startSimFleet starts a local environment of clusters member clusters
 // with zones zones each, the first real of them with the real spoke, the
-// others simulated in this process, and the hub. It is stopped when tb
-// ends (its state kept with ETCDFED_KEEP_STATE or a failure).
+// others simulated in this process, and the hub (with hubArgs added). It
+// is stopped when tb ends (its state kept with ETCDFED_KEEP_STATE or a
+// failure).
 func startSimFleet(tb testing.TB, clusters, zones, real int, hubArgs ...string) *SimFleet {
+	return startSimFleetWith(tb, simFleetOptions{Clusters: clusters, Zones: zones, RealClusters: real, HubArgs: hubArgs})
+}
+
+// simFleetOptions shape a simulated fleet.
+type simFleetOptions struct {
+	Clusters, Zones int
+	// RealClusters: member-1..RealClusters run the real spoke process.
+	RealClusters int
+	// RealNamespaces: the rings of these hub namespaces run real etcd
+	// in the simulated clusters too (simcluster.Config.Real).
+	RealNamespaces []string
+	HubArgs        []string
+}
+
+func startSimFleetWith(tb testing.TB, o simFleetOptions) *SimFleet {
+	clusters, zones, real, hubArgs := o.Clusters, o.Zones, o.RealClusters, o.HubArgs
 	tb.Helper()
 	testenv.SkipIfShort(tb, "a local environment with simulated member clusters (kube-apiservers, the hub)")
 	bin, err := freshBin()
@@ -115,11 +133,18 @@ func startSimFleet(tb testing.TB, clusters, zones, real int, hubArgs ...string) 
 				seeds = append(seeds, o.Gossip)
 			}
 		}
-		sc, err := simcluster.Start(context.Background(), f.Fleet, simcluster.Config{
+		scfg := simcluster.Config{
 			Name: c.Name, REST: cfg, Namespace: localenv.RingNamespace,
 			DNSListen: c.DNS, GossipBind: c.Gossip, GossipSeeds: seeds, Zones: zs,
 			Log: log.WithName("sim"),
-		})
+		}
+		if len(o.RealNamespaces) > 0 {
+			realNS := slices.Clone(o.RealNamespaces)
+			scfg.Real = func(m *etcdfedv1.EtcdMember) bool {
+				return slices.Contains(realNS, m.Labels[etcdfedv1.LabelClusterNamespace])
+			}
+		}
+		sc, err := simcluster.Start(context.Background(), f.Fleet, scfg)
 		if err != nil {
 			tb.Fatal(err)
 		}
