@@ -23,6 +23,12 @@ func simRing(ns, name string, replicas int32, clusters []string) *etcdfedv1.Etcd
 			DNS: etcdfedv1.DNSSpec{Domain: name + "." + ns + ".fleet.test", TTLSeconds: ptrTo[int32](5)},
 			// Simulated members have no peer traffic to check.
 			TLS: etcdfedv1.TLSSpec{PeerSkipClientSANVerification: true},
+			// Manual timing: Auto would follow the round trips the
+			// simulated spokes' gossip measures, and a dozen memberlist
+			// agents in one busy test process measure hundreds of ms
+			// (194 to 312 ms p99 in the first 100-ring run), which rolled
+			// every ring onto longer timeouts, twice.
+			Etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual},
 		},
 	}
 	ec.Spec.Topology.Clusters = clusters
