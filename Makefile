@@ -220,6 +220,19 @@ SCALE_OUT ?= $(CURDIR)/hub-scale.md
 bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClusters (default 10,25,50), table in SCALE_OUT.
 	ETCDFED_SCALE_RINGS=$(SCALE_RINGS) ETCDFED_SCALE_OUT=$(SCALE_OUT) $(GO) test -run '^$$' -bench 'BenchmarkHubScale$$' -benchtime 1x -timeout 60m -v ./test/multicluster
 
+# The hub over simulated member clusters (dev/simcluster): FLEET_RINGS rings
+# of 3 and 5 members over FLEET_CLUSTERS clusters (at most 15), report in
+# FLEET_OUT; FLEET_LIMIT=n runs the hub with --max-fleet-disruptions=n. Run it
+# under the machine's heavy lock.
+FLEET_RINGS ?= 100
+FLEET_CLUSTERS ?= 10
+FLEET_LIMIT ?=
+FLEET_OUT ?= $(CURDIR)/out/bench-fleet.md
+.PHONY: bench-fleet
+bench-fleet: tools-test system-deps ## Fleet benchmark on simulated member clusters: FLEET_RINGS rings (default 100) over FLEET_CLUSTERS (default 10); Available, spec change, hub restart, a cluster lost; report in FLEET_OUT.
+	@mkdir -p $(dir $(FLEET_OUT))
+	FLEET_RINGS=$(FLEET_RINGS) FLEET_CLUSTERS=$(FLEET_CLUSTERS) FLEET_LIMIT=$(FLEET_LIMIT) FLEET_OUT=$(FLEET_OUT) $(GO) test -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 120m -v ./test/multicluster
+
 # The same benchmark before the hub's scale fixes (BEFORE, default a4959c0,
 # in a temporary git worktree) and on this tree, one after the other on this
 # machine, merged into one table in COMPARE_OUT (see

@@ -69,6 +69,12 @@ const (
 	// ReasonWaiting (Progressing=False): an operation is due but waits for a
 	// precondition; the message says which.
 	ReasonWaiting = "Waiting"
+	// ReasonWaitingForFleetLimit (Progressing=False): the ring's next
+	// operation restarts, replaces or moves a member, and the hub's
+	// fleet-wide limit on such operations in flight
+	// (--max-fleet-disruptions) is reached; the message names the rings
+	// that hold it. The ring tries again every few seconds.
+	ReasonWaitingForFleetLimit = "WaitingForFleetLimit"
 	// ReasonAsExpected (Degraded=False): nothing needs attention.
 	ReasonAsExpected = "AsExpected"
 	// ReasonProblems (Degraded=True): the message lists what needs

@@ -85,6 +85,7 @@ type options struct {
 	maxRestores      int
 	maxMemberObjects int
 	workers          int
+	fleetDisruptions int
 	// clientsOtherNamespaces lets spec.clients write Secrets outside the
 	// EtcdCluster's namespace.
 	clientsOtherNamespaces bool
@@ -132,6 +133,8 @@ func main() {
 		"Objects of each kind (EtcdMembers, EtcdDNSZones, Secrets, Leases, Nodes) the hub caches of one member cluster at most; a member cluster holding more (a hostile one can label any number as etcdfed's) has the rest ignored, with an error logged. Raise it above the EtcdMembers one member cluster hosts.")
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
+	flag.IntVar(&o.fleetDisruptions, "max-fleet-disruptions", 0,
+		"Rings that may have a disruptive operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once, across every EtcdCluster of this hub: a version roll or the evacuation of a lost member cluster over hundreds of rings restarts or replaces this many members at a time. A ring over the limit waits (Progressing=False, reason WaitingForFleetLimit). 0: no limit.")
 	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
 		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.Float64Var(&o.renewAfter, "member-token-renew-after", registration.DefaultRenewAfter,
@@ -293,6 +296,7 @@ func run(ctx context.Context, o options) error {
 		NodeStaleAfter:          o.nodeStaleAfter,
 		Recorder:                mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
 		MaxConcurrentReconciles: o.workers,
+		MaxFleetDisruptions:     o.fleetDisruptions,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)

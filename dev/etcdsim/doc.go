@@ -31,7 +31,8 @@
 //   - Auth: users (a client certificate's common name), roles,
 //     permissions, enable and disable, and the checks etcd makes with
 //     authentication on;
-//   - HTTP /version and /health on the client port;
+//   - HTTP /version, /health and /metrics (only etcd_network_active_peers,
+//     the peer view spoke/etcdstatus reads) on the client port;
 //   - a raft-like membership model under one mutex per ring: initial
 //     member and cluster IDs random (deterministic with RingOptions.Seed),
 //     added members' IDs as etcd computes them (peer URLs and the second:
@@ -42,7 +43,9 @@
 //     catch up after a delay or on command (CatchUp), a leader kept while
 //     it reaches a quorum of voters and otherwise the first voter that
 //     does, a term and an index that advance, members added but not yet
-//     started (no name, no client URLs in the member list), and failures
+//     started (no name, no client URLs in the member list), founding
+//     members that start late (MemberSpec.Stopped: no leader until a
+//     quorum of them runs), and failures
 //     on command: StopMember (the listener refuses, connections close),
 //     PauseMember (a frozen process: calls hang), Partition (members
 //     reach only their group), RaiseAlarm, SetDBSize, ForceNewCluster. A

@@ -2,7 +2,10 @@ package etcdsim
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
 )
 
 // httpHandler serves what etcd's client port serves over HTTP/1 and the
@@ -40,6 +43,31 @@ func httpHandler() http.Handler {
 		default:
 			writeJSON(w, http.StatusOK, map[string]string{"health": "true", "reason": ""})
 		}
+	})
+	// The peer view the spoke reads (spoke/etcdstatus): rafthttp's gauge
+	// etcd_network_active_peers, 1 for a peer the member is connected to,
+	// 0 for one it lost; a peer that never ran has no series yet.
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, req *http.Request) {
+		r, m, ok := httpMember(w, req)
+		if !ok {
+			return
+		}
+		var b strings.Builder
+		b.WriteString("# TYPE etcd_network_active_peers gauge\n")
+		r.mu.Lock()
+		for _, o := range r.members {
+			if o == m || (o.name == "" && !o.running) {
+				continue
+			}
+			v := 0
+			if connected(m, o) {
+				v = 1
+			}
+			fmt.Fprintf(&b, "etcd_network_active_peers{Local=%q,Remote=%q} %d\n", strconv.FormatUint(m.id, 16), strconv.FormatUint(o.id, 16), v)
+		}
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(b.String()))
 	})
 	return mux
 }

@@ -54,6 +54,12 @@ type MemberSpec struct {
 	ClientURL string
 	// TLS overrides RingOptions.TLS for this member.
 	TLS *tls.Config
+	// Stopped: a founding member whose process has not started yet (etcd
+	// lists it, without a name or client URLs, until it starts and
+	// publishes them); StartMember starts it. The ring has no leader
+	// until a quorum of its founding members runs, as a new etcd
+	// cluster waits for its peers.
+	Stopped bool
 }
 
 // RingOptions shape a simulated ring.
@@ -227,10 +233,17 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 		}
 		m := &member{id: r.newID(), peerURLs: []string{spec.PeerURL}, dbSize: emptyDBSize, dbInUse: emptyDBSize / 2,
 			storageVersion: o.StorageVersion, caughtUp: true}
+		if spec.Stopped {
+			r.members = append(r.members, m)
+			opened = append(opened, nil)
+			continue
+		}
 		l, err := r.listen(m, StartOptions{Name: spec.Name, ListenAddr: spec.ListenAddr, ClientURL: spec.ClientURL, TLS: spec.TLS})
 		if err != nil {
 			for _, l := range opened {
-				_ = l.ln.Close()
+				if l != nil {
+					_ = l.ln.Close()
+				}
 			}
 			return nil, err
 		}
@@ -243,7 +256,9 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 	r.index = uint64(len(r.members))
 	r.term = 1
 	for i, m := range r.members {
-		r.attachLocked(m, opened[i])
+		if opened[i] != nil {
+			r.attachLocked(m, opened[i])
+		}
 	}
 	r.electLocked()
 	r.mu.Unlock()

@@ -47,6 +47,7 @@ import (
 // measured yet are guesses of 3 to 4 minutes.
 var estimates = map[string]time.Duration{
 	"TestScenarioCARotation":              3 * time.Minute,
+	"TestScenarioFleetClusterLoss":        12 * time.Minute, // estimate, not run yet: an environment of its own (four apiservers), 51 rings formed, 2 min member grace, repairs 5 at a time
 	"TestScenarioConsumerCredentials":     3 * time.Minute,
 	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
 	"TestScenarioSpokeRestartDNS":         2 * time.Minute, // 61 s

@@ -82,6 +82,10 @@ type Reconciler struct {
 	// Policy is the hub's tenancy policy: what an EtcdCluster's spec may
 	// choose for pods in every member cluster (admit.go).
 	Policy tenancy.Policy
+	// MaxFleetDisruptions bounds how many rings may have a disruptive
+	// operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once
+	// (fleetlimit.go); 0: no limit.
+	MaxFleetDisruptions int
 
 	etcd     clientCache
 	verdicts verdictMemory
@@ -91,6 +95,7 @@ type Reconciler struct {
 	staleCh  chan event.TypedGenericEvent[string]
 	nodes    nodeZones
 	names    ringNames
+	fleet    *fleetLimit
 }
 
 func (r *Reconciler) now() time.Time {
@@ -119,6 +124,9 @@ func (r *Reconciler) hubReader() client.Reader { return r.Manager.GetLocalManage
 func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if r.LeaseStaleAfter == 0 {
 		r.LeaseStaleAfter = DefaultLeaseStaleAfter
+	}
+	if r.fleet == nil {
+		r.fleet = newFleetLimit(r.MaxFleetDisruptions)
 	}
 	if r.RingNamespace == "" {
 		r.RingNamespace = etcdfedv1.DefaultRingNamespace
@@ -370,6 +378,19 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	for _, e := range events {
 		r.event(ec, e.typ, e.reason, "Observe", "%s", e.message)
 	}
+	if err := r.fleet.seed(func() ([]etcdfedv1.EtcdCluster, error) {
+		var list etcdfedv1.EtcdClusterList
+		err := r.hub().List(ctx, &list)
+		return list.Items, err
+	}); err != nil {
+		return ctrl.Result{}, nil, false, err
+	}
+	s.fleetMax, s.fleetAdmit = 0, nil
+	if r.fleet != nil && r.fleet.max > 0 {
+		uid := ec.UID
+		s.fleetMax = r.fleet.max
+		s.fleetAdmit = func(what string) (bool, []string) { return r.fleet.admit(uid, what) }
+	}
 	d := decide(s)
 	applyAt := time.Now()
 	res := r.apply(ctx, s, d)
@@ -392,6 +413,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	}
 	alarmsBefore, timingBefore, roundTripsBefore := ec.Status.Alarms, ec.Status.Timing, ec.Status.RoundTrips
 	ec.Status = computeStatus(s, d, res, passProblem)
+	r.fleet.observe(ec)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	if changed := roundTripsChanged(roundTripsBefore, ec.Status.RoundTrips); len(changed) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Round trips recorded", "changed", changed)

@@ -31,6 +31,8 @@ type decision struct {
 	plan planner.Decision
 	// ended is the operation this pass's step ends, for its event.
 	ended *etcdfedv1.MembershipOperation
+	// fleetWait: the plan waits for the fleet-wide limit (gateFleet).
+	fleetWait bool
 	// step is plan rendered into the objects and etcd calls it needs.
 	step step
 
@@ -162,6 +164,7 @@ func decide(s *snapshot) *decision {
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {
 		d.plan = planner.Next(plannerInput(s, st, d.placement))
+		d.plan, d.fleetWait = gateFleet(d.plan, s.ec.Namespace+"/"+s.ec.Name, s.fleetMax, s.fleetAdmit)
 		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
 			d.ended = st.Operation
 		}

@@ -72,6 +72,7 @@ func (r *Reconciler) forgetMemory(uid types.UID) {
 	r.verdicts.forget(uid)
 	r.evidence.forget(uid)
 	r.forgetDNS(uid)
+	r.fleet.forget(uid)
 }
 
 // forgetDNS drops the record set last pushed to RFC 2136 for a ring.

@@ -21,8 +21,12 @@ import (
 // clusters' clients, the etcd client) to carry out the decision.
 type snapshot struct {
 	// ec is the EtcdCluster as read at the start of the pass.
-	ec  *etcdfedv1.EtcdCluster
-	now time.Time
+	ec *etcdfedv1.EtcdCluster
+	// fleetAdmit reserves a place under the fleet-wide limit of fleetMax
+	// disruptive operations (fleetlimit.go); nil: no limit.
+	fleetAdmit func(what string) (bool, []string)
+	fleetMax   int
+	now        time.Time
 	// ringNamespace is where the hub's objects live in member clusters.
 	ringNamespace string
 	// allowLoopback: loopback addresses are good addresses (the local

@@ -47,6 +47,9 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	st.QuorumLoss = quorumLossStatus(pin)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(st, gen, d.plan, peerProblems)
+	if d.fleetWait && st.Operation == nil {
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaitingForFleetLimit, d.plan.Reason)
+	}
 	setVersionProgress(s, st, gen, d.plan, res)
 	setCARotationProgress(st, gen)
 	// What member clusters reported and the hub refused (checkReports).

@@ -126,6 +126,13 @@ type Options struct {
 	// SkipControllerNameValidation lets tests run several spokes in one
 	// process.
 	SkipControllerNameValidation bool
+
+	// MemberController, when set, is set up in place of the EtcdMember
+	// reconciler (spoke/member), with the manager and the spoke's etcd
+	// status reader: the simulated member clusters of the hub's scale
+	// benchmarks (dev/simcluster) run everything else of the spoke as it
+	// is and play the members without pods. cmd/spoke never sets it.
+	MemberController func(mgr manager.Manager, etcd *etcdstatus.Reader) error
 }
 
 // reconcileTimeout bounds every reconcile of the spoke's controllers.
@@ -240,7 +247,11 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 	}
 
 	ctx := context.Background()
-	if err := (&member.Reconciler{
+	if o.MemberController != nil {
+		if err := o.MemberController(mgr, s.etcd); err != nil {
+			return nil, fmt.Errorf("spoke: EtcdMember controller: %w", err)
+		}
+	} else if err := (&member.Reconciler{
 		Client:         mgr.GetClient(),
 		APIReader:      mgr.GetAPIReader(),
 		Scheme:         mgr.GetScheme(),

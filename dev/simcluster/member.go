@@ -1,0 +1,406 @@
+package simcluster
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdsim"
+	"github.com/etcdfed/etcdfed/spoke/component/budget"
+	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
+	"github.com/etcdfed/etcdfed/spoke/member"
+)
+
+// The real spoke's contract (spoke/internal/spec, spoke/member): its
+// finalizer and field owner, the ports a PodIP member advertises.
+const (
+	finalizer  = "etcdfed.dev/spoke"
+	fieldOwner = "etcdfed-spoke"
+	peerPort   = 2380
+	clientPort = 2379
+	// viewRefresh: a view that moved only in its counters is written
+	// once in five minutes (spoke/member etcdViewRefresh).
+	viewRefresh = 5 * time.Minute
+)
+
+// memberReconciler plays the EtcdMember reconciler of a spoke without
+// pods: a simulated etcd member per EtcdMember.
+type memberReconciler struct {
+	c        *Cluster
+	client   client.Client
+	etcd     *etcdstatus.Reader
+	interval time.Duration
+
+	mu     sync.Mutex
+	hosted map[types.NamespacedName]*hosted
+	// used addresses per zone, by host byte.
+	used map[string]map[byte]types.NamespacedName
+}
+
+// hosted is a member's "pod": the simulated member its process runs as.
+type hosted struct {
+	incarnation int64
+	uid         string
+	ring        *etcdsim.Ring
+	id          uint64
+	ip          netip.Addr
+	zone        string
+	started     time.Time
+	running     bool
+	// spec is what the process runs: the spec without its bootstrap and
+	// disruption grant (a change of anything else replaces the pod).
+	spec string
+}
+
+// runSpec is the part of the spec a pod runs: the real spoke replaces
+// the pod when it changes (and the hub's Roll waits for that).
+func runSpec(m *etcdfedv1.EtcdMember) string {
+	s := m.Spec.DeepCopy()
+	s.Bootstrap, s.Disruption = nil, nil
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func newMemberReconciler(c *Cluster, mgr manager.Manager, etcd *etcdstatus.Reader) *memberReconciler {
+	iv := c.cfg.StatusInterval
+	if iv == 0 {
+		iv = member.DefaultStatusInterval
+	}
+	return &memberReconciler{c: c, client: mgr.GetClient(), etcd: etcd, interval: iv,
+		hosted: map[types.NamespacedName]*hosted{}, used: map[string]map[byte]types.NamespacedName{}}
+}
+
+func (r *memberReconciler) setup(mgr manager.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("etcdmember-"+r.c.cfg.Name).
+		For(&etcdfedv1.EtcdMember{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			m, ok := o.(*etcdfedv1.EtcdMember)
+			return !ok || r.c.cfg.Real == nil || !r.c.cfg.Real(m)
+		}), predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return o.GetGeneration() != n.GetGeneration() || !o.GetDeletionTimestamp().Equal(n.GetDeletionTimestamp()) ||
+				!maps.Equal(o.GetLabels(), n.GetLabels()) || !slices.Equal(o.GetFinalizers(), n.GetFinalizers())
+		}})).
+		Complete(r)
+}
+
+func (r *memberReconciler) runningCount() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, h := range r.hosted {
+		if h.running {
+			n++
+		}
+	}
+	return n
+}
+
+// stopAll stops every hosted member's process.
+func (r *memberReconciler) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, h := range r.hosted {
+		r.stopLocked(h)
+	}
+}
+
+func (r *memberReconciler) stopLocked(h *hosted) {
+	if h.running && h.ring != nil {
+		_ = h.ring.StopMember(h.id)
+	}
+	h.running = false
+}
+
+// drop stops the member's process and frees its address.
+func (r *memberReconciler) drop(key types.NamespacedName) {
+	r.mu.Lock()
+	h := r.hosted[key]
+	if h != nil {
+		r.stopLocked(h)
+		delete(r.hosted, key)
+		for zone, used := range r.used {
+			for host, k := range used {
+				if k == key {
+					delete(r.used[zone], host)
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	r.etcd.Forget(key.String())
+	if h != nil {
+		r.c.fleet.forget(h.uid)
+	}
+}
+
+// address is the member's address in its zone's block, kept across its
+// incarnations (a pod's IP changes with every pod; nothing here relies on
+// it staying).
+func (r *memberReconciler) address(key types.NamespacedName, zone string) (netip.Addr, string, error) {
+	z := r.c.cfg.Zones[0]
+	for _, cand := range r.c.cfg.Zones {
+		if cand.Name == zone {
+			z = cand
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	used := r.used[z.Name]
+	if used == nil {
+		used = map[byte]types.NamespacedName{}
+		r.used[z.Name] = used
+	}
+	for host, k := range used {
+		if k == key {
+			return hostIn(z.CIDR, host), z.Name, nil
+		}
+	}
+	for host := FirstHost; host <= 254; host++ {
+		if _, taken := used[byte(host)]; !taken {
+			used[byte(host)] = key
+			return hostIn(z.CIDR, byte(host)), z.Name, nil
+		}
+	}
+	return netip.Addr{}, z.Name, fmt.Errorf("zone %s: no address left in %s", z.Name, z.CIDR)
+}
+
+func hostIn(p netip.Prefix, host byte) netip.Addr {
+	b := p.Masked().Addr().As4()
+	b[3] = host
+	return netip.AddrFrom4(b)
+}
+
+// Reconcile is one pass over an EtcdMember, as spoke/member's: gone or
+// deleting: the process stops and the finalizer goes; otherwise the
+// process runs when spec.bootstrap says it may, and the status reports it.
+func (r *memberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	m := &etcdfedv1.EtcdMember{}
+	if err := r.client.Get(ctx, req.NamespacedName, m); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.drop(req.NamespacedName)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("get EtcdMember: %w", err)
+	}
+	if !m.DeletionTimestamp.IsZero() {
+		r.drop(req.NamespacedName)
+		if controllerutil.ContainsFinalizer(m, finalizer) {
+			patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+			controllerutil.RemoveFinalizer(m, finalizer)
+			if err := r.client.Patch(ctx, m, patch, client.FieldOwner(fieldOwner)); err != nil && !apierrors.IsNotFound(err) {
+				return ctrl.Result{}, fmt.Errorf("remove finalizer: %w", err)
+			}
+		}
+		return ctrl.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(m, finalizer) {
+		patch := client.MergeFromWithOptions(m.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		controllerutil.AddFinalizer(m, finalizer)
+		if err := r.client.Patch(ctx, m, patch, client.FieldOwner(fieldOwner)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	before := m.DeepCopy()
+	next := r.pass(ctx, m)
+	if equality.Semantic.DeepEqual(before.Status, m.Status) {
+		return ctrl.Result{RequeueAfter: next}, nil
+	}
+	patch := client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})
+	if err := r.client.Status().Patch(ctx, m, patch, client.FieldOwner(fieldOwner)); err != nil {
+		if apierrors.IsConflict(err) {
+			return ctrl.Result{RequeueAfter: time.Second}, nil
+		}
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, fmt.Errorf("patch EtcdMember status: %w", err)
+	}
+	return ctrl.Result{RequeueAfter: next}, nil
+}
+
+// pass runs the member and computes its status into m; it returns when
+// to look again.
+func (r *memberReconciler) pass(ctx context.Context, m *etcdfedv1.EtcdMember) time.Duration {
+	key := client.ObjectKeyFromObject(m)
+	st := &m.Status
+	gen := m.Generation
+	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	}
+	r.mu.Lock()
+	h := r.hosted[key]
+	if h != nil && h.incarnation != m.Spec.Incarnation {
+		// A new incarnation: the old pod is deleted with its process.
+		r.stopLocked(h)
+		delete(r.hosted, key)
+		h = nil
+	}
+	if h != nil && h.running && h.spec != runSpec(m) {
+		// A changed spec: the pod is replaced on the same volume, its
+		// process restarts as the same member.
+		r.stopLocked(h)
+	}
+	r.mu.Unlock()
+	if st.Incarnation != m.Spec.Incarnation {
+		st.Etcd = nil
+	}
+	st.Incarnation = m.Spec.Incarnation
+	st.ObservedGeneration = gen
+	st.Disruption = &etcdfedv1.MemberDisruptionStatus{Budget: budget.Name(m)}
+	claim := fmt.Sprintf("%s-data-%d", m.Name, m.Spec.Incarnation)
+	st.Volume = etcdfedv1.VolumeReference{ClaimName: claim, UID: "sim-" + string(m.UID) + "-" + strconv.FormatInt(m.Spec.Incarnation, 10)}
+	set(etcdfedv1.ConditionStorageReady, metav1.ConditionTrue, member.ReasonBound, "simulated volume "+claim+" is bound")
+	mode := m.Spec.TLS.Mode
+	st.PeerURL = etcdfedv1.MemberURL(mode, m.Spec.DNSName, peerPort)
+	st.ClientURL = etcdfedv1.MemberURL(mode, m.Spec.DNSName, clientPort)
+	noPod := func(reason, msg string) time.Duration {
+		st.PodName, st.PodIP, st.NodeName, st.Zone, st.Address = "", "", "", "", ""
+		set(etcdfedv1.ConditionExposed, metav1.ConditionFalse, member.ReasonWaitingForPodIP, "the address is the pod IP, known once the pod runs")
+		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, reason, msg)
+		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonNoPod, "no running pod of the current incarnation")
+		meta.RemoveStatusCondition(&st.Conditions, etcdfedv1.ConditionPeerConnections)
+		return 2 * time.Second
+	}
+
+	var target etcdstatus.Target
+	var soTLS *tls.Config
+	if mode.Enabled() {
+		sec := &corev1.Secret{}
+		if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.TLS.SecretName}, sec); err != nil {
+			if apierrors.IsNotFound(err) {
+				return noPod(member.ReasonTLSSecretMissing, fmt.Sprintf("Secret %s does not exist", m.Spec.TLS.SecretName))
+			}
+			return noPod(member.ReasonTLSSecretMissing, err.Error())
+		}
+		cfg, err := serverTLS(sec.Data["ca.crt"], sec.Data["tls.crt"], sec.Data["tls.key"])
+		if err != nil {
+			return noPod(member.ReasonTLSSecretInvalid, err.Error())
+		}
+		target = etcdstatus.Target{ServerName: m.Spec.DNSName, CA: sec.Data["ca.crt"], Cert: sec.Data["tls.crt"], Key: sec.Data["tls.key"], Version: sec.ResourceVersion}
+		soTLS = cfg
+	}
+	if m.Spec.Bootstrap == nil {
+		return noPod(member.ReasonWaitingForBootstrap, "spec.bootstrap is unset: no pod is created until the hub says how etcd starts")
+	}
+
+	ip, zone, err := r.address(key, m.Spec.Zone)
+	if err != nil {
+		return noPod(etcdfedv1.ReasonContainerFailing, err.Error())
+	}
+	if h == nil || !h.running {
+		var ring *etcdsim.Ring
+		var id uint64
+		if h != nil {
+			// The same incarnation again (a replaced pod): the same
+			// member on its data.
+			ring, id = h.ring, h.id
+		} else if ring, id, err = r.c.fleet.memberFor(m, st.PeerURL); err != nil {
+			return noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
+		}
+		so := etcdsim.StartOptions{Name: m.Spec.MemberName, ListenAddr: net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)),
+			ClientURL: st.ClientURL, TLS: soTLS}
+		if _, err := ring.StartMember(id, so); err != nil {
+			return noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
+		}
+		h = &hosted{incarnation: m.Spec.Incarnation, uid: m.Spec.Cluster.UID, ring: ring, id: id, ip: ip, zone: zone, started: time.Now(), running: true, spec: runSpec(m)}
+		r.mu.Lock()
+		r.hosted[key] = h
+		r.mu.Unlock()
+	}
+	st.PodName, st.PodIP, st.Zone, st.Address = m.Name, ip.String(), zone, ip.String()
+	st.NodeName = r.nodeIn(ctx, zone)
+	set(etcdfedv1.ConditionExposed, metav1.ConditionTrue, member.ReasonExposed,
+		fmt.Sprintf("PodIP exposure: address %s, peer URL %s, client URL %s", st.Address, st.PeerURL, st.ClientURL))
+
+	target.Endpoint = fmt.Sprintf("%s://%s", mode.URLScheme(), net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)))
+	view, err := r.etcd.Read(ctx, key.String(), target)
+	next := r.interval
+	switch {
+	case err != nil:
+		if st.Etcd == nil {
+			st.Etcd = &etcdfedv1.MemberEtcdView{}
+		}
+		st.Etcd.Error = err.Error()
+		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonUnreachable, err.Error())
+		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodNotReady, "etcd runs but is not ready (/readyz)")
+		if time.Since(h.started) < time.Minute {
+			next = member.JoiningStatusInterval
+		}
+		return next
+	case viewNews(st.Etcd, view, m.QuotaBytes()):
+		st.Etcd = view
+	}
+	switch {
+	case view.Error != "":
+		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonAlarm, view.Error)
+	case view.LeaderID == "":
+		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonNoLeader, fmt.Sprintf("member %s answers but sees no leader", view.ID))
+	default:
+		role := "voter"
+		if view.IsLearner {
+			role = "learner"
+		}
+		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionTrue, member.ReasonHealthy, fmt.Sprintf("member %s (%s) sees leader %s at raft term %d", view.ID, role, view.LeaderID, view.RaftTerm))
+	}
+	switch {
+	case view.IsLearner:
+		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonLearner, "etcd runs as a learner and waits for promotion")
+		next = member.JoiningStatusInterval
+	case view.LeaderID == "":
+		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodNotReady, "etcd runs but is not ready (/readyz)")
+		next = min(next, 2*time.Second)
+	default:
+		set(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady, fmt.Sprintf("pod %s is ready on node %s", st.PodName, st.NodeName))
+		set(etcdfedv1.ConditionPeerConnections, metav1.ConditionTrue, etcdfedv1.ReasonPeersReady,
+			"etcd is ready, so it reaches a quorum of its peers (its log is read only while it is not ready)")
+	}
+	return next
+}
+
+// nodeIn is a node of the zone (the local environment's node agent keeps
+// them), "" when none.
+func (r *memberReconciler) nodeIn(ctx context.Context, zone string) string {
+	var nodes corev1.NodeList
+	if err := r.client.List(ctx, &nodes, client.MatchingLabels{corev1.LabelTopologyZone: zone}); err != nil || len(nodes.Items) == 0 {
+		return ""
+	}
+	return nodes.Items[0].Name
+}
+
+// viewNews is spoke/member's rule for writing a new etcd view: its first,
+// anything but the counters changed, sizes moved as a size policy acts on,
+// or the last written is older than viewRefresh.
+func viewNews(old, cur *etcdfedv1.MemberEtcdView, quota int64) bool {
+	if old == nil || cur == nil || old.ObservedAt == nil || cur.ObservedAt == nil {
+		return true
+	}
+	a, b := *old, *cur
+	a.RaftIndex, a.Revision, a.DBSize, a.DBSizeInUse, a.ObservedAt, a.Peers = 0, 0, 0, 0, nil, nil
+	b.RaftIndex, b.Revision, b.DBSize, b.DBSizeInUse, b.ObservedAt, b.Peers = 0, 0, 0, 0, nil, nil
+	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || etcdfedv1.SizeNews(old, cur, quota) ||
+		cur.ObservedAt.Sub(old.ObservedAt.Time) >= viewRefresh
+}

@@ -1,0 +1,497 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+)
+
+// BenchmarkFleet measures one real hub over a fleet of simulated member
+// clusters (dev/simcluster: real apiservers and the real spoke's EtcdSpoke,
+// Lease, gossip and DNS, etcd members simulated by dev/etcdsim):
+// FLEET_RINGS rings (default 100), alternately of 3 and 5 members, over
+// FLEET_CLUSTERS member clusters (default 10; ring i may use the k+1
+// clusters from i modulo the count, k its size, so that a lost cluster
+// can be replaced), FLEET_ZONES zones each (default: enough addresses).
+//
+//   - the time until every ring is Available (and failure tolerant);
+//   - at rest (FLEET_REST, default 30s, after 10s of settling): the hub's
+//     reconciles, CPU and RSS, requests per second served by the hub
+//     cluster and the member clusters, etcdfed.dev writes to the hub cluster
+//     and (other than the spokes' status reports) to member clusters;
+//   - spec change to EtcdMember latency at rest (FLEET_SAMPLES, default
+//     20, on as many rings in turn);
+//   - the hub killed and restarted: the time until every ring was
+//     reconciled once (the new process's etcdcluster reconciles reach the
+//     ring count with its queue empty);
+//   - with FLEET_LIMIT=n the hub runs with --max-fleet-disruptions=n,
+//     and the loss below reports the most rings seen with a limited
+//     operation in flight at once;
+//   - one member cluster lost, the one hosting members of the share of
+//     rings nearest FLEET_LOSS_SHARE (default 0.3): for each ring it hosted,
+//     the time until the ring is failure tolerant again with no member
+//     there (p50, p99, max), and meanwhile the hub's CPU, RSS and queue.
+//
+// It asserts nothing about speed; the markdown report goes to the log and
+// to FLEET_OUT when set.
+func BenchmarkFleet(b *testing.B) {
+	rings := envIntB(b, "FLEET_RINGS", 100)
+	clusters := envIntB(b, "FLEET_CLUSTERS", 10)
+	samples := envIntB(b, "FLEET_SAMPLES", 20)
+	share := 0.3
+	if v := os.Getenv("FLEET_LOSS_SHARE"); v != "" {
+		var err error
+		if share, err = strconv.ParseFloat(v, 64); err != nil {
+			b.Fatalf("FLEET_LOSS_SHARE=%q: %v", v, err)
+		}
+	}
+	rest := envDurB(b, "FLEET_REST", 30*time.Second)
+	// 245 member addresses per zone; the busiest cluster holds about
+	// (k+1)/clusters of the rings' members.
+	perCluster := rings * 5 / clusters
+	zones := envIntB(b, "FLEET_ZONES", max(1, int(math.Ceil(float64(perCluster)/200))))
+	if clusters > localenv.DefaultClusters && clusters > 15 {
+		b.Fatalf("FLEET_CLUSTERS=%d: the local environment holds at most 15 member clusters", clusters)
+	}
+	limit := 0
+	if os.Getenv("FLEET_LIMIT") != "" {
+		limit = envIntB(b, "FLEET_LIMIT", 0)
+	}
+	for range b.N {
+		runFleet(b, rings, clusters, zones, samples, share, rest, limit)
+	}
+}
+
+type fleetReport struct {
+	rings, clusters, zones, members int
+	available                       time.Duration
+	rest                            fleetRest
+	latency                         []time.Duration
+	restart                         time.Duration
+	restartReconciles               float64
+	lost                            string
+	lostRings                       int
+	repair                          []time.Duration
+	unrepaired                      int
+	lossCPU                         float64
+	lossRSSMax                      uint64
+	lossQueueMax                    float64
+	lossWindow                      time.Duration
+	limit                           int
+	// lossInFlightMax: the most rings seen with a limited operation
+	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
+	lossInFlightMax int
+	lossWaited      int // rings seen waiting for the fleet limit
+}
+
+type fleetRest struct {
+	window                    time.Duration
+	reconcilesPerSec, cpu     float64
+	rss                       uint64
+	hubReqs                   float64
+	memberReqs                []float64
+	hubWrites, memberWrites   float64
+	statusReports, spokeStats float64
+}
+
+func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration, limit int) {
+	var hubArgs []string
+	if limit > 0 {
+		hubArgs = append(hubArgs, fmt.Sprintf("--max-fleet-disruptions=%d", limit))
+	}
+	f := startSimFleet(b, clusters, zones, 0, hubArgs...)
+	ctx := context.Background()
+	const ns = "fleet"
+	if err := ensureNamespace(ctx, f.Topo.Hub, ns); err != nil {
+		b.Fatal(err)
+	}
+	rep := fleetReport{rings: rings, clusters: clusters, zones: zones, limit: limit}
+	names := make([]string, 0, clusters)
+	for _, c := range f.Topo.Members {
+		names = append(names, c.Name)
+	}
+	slices.Sort(names)
+	start := time.Now()
+	for i := range rings {
+		k := 3 + 2*(i%2)
+		var eligible []string
+		for j := range k + 1 {
+			eligible = append(eligible, localenv.MemberClusterName(1+(i+j)%clusters))
+		}
+		rep.members += k
+		if err := f.Topo.Hub.Client.Create(ctx, simRing(ns, fmt.Sprintf("ring%d", i), int32(k), eligible)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := waitFleet(ctx, f, ns, rings, 30*time.Minute, ""); err != nil {
+		b.Fatal(err)
+	}
+	rep.available = time.Since(start)
+	b.Logf("%d rings Available and failure tolerant after %s", rings, rep.available.Round(time.Second))
+	sleepCtx(ctx, 10*time.Second)
+	rep.rest = measureFleetRest(ctx, b, f, rest)
+	b.Logf("at rest: %+v", rep.rest)
+	rep.latency = fleetSpecChanges(ctx, b, f, ns, rings, samples)
+	if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
+		b.Fatal(err)
+	}
+
+	// The hub restarted.
+	rep.restart, rep.restartReconciles = fleetHubRestart(ctx, b, f, rings)
+	b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles)", rep.restart.Round(time.Millisecond), rep.restartReconciles)
+	if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
+		b.Fatal(err)
+	}
+
+	// One member cluster lost.
+	var list etcdfedv1.EtcdClusterList
+	if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	hosts := map[string][]string{}
+	for _, ec := range list.Items {
+		seen := map[string]bool{}
+		for _, m := range ec.Status.Members {
+			if !seen[m.Cluster] {
+				seen[m.Cluster] = true
+				hosts[m.Cluster] = append(hosts[m.Cluster], ec.Name)
+			}
+		}
+	}
+	best := ""
+	for _, n := range names {
+		if best == "" || math.Abs(float64(len(hosts[n]))/float64(rings)-share) < math.Abs(float64(len(hosts[best]))/float64(rings)-share) {
+			best = n
+		}
+	}
+	rep.lost, rep.lostRings = best, len(hosts[best])
+	rep.repair, rep.unrepaired, rep.lossCPU, rep.lossRSSMax, rep.lossQueueMax, rep.lossWindow, rep.lossInFlightMax, rep.lossWaited = fleetLoss(ctx, b, f, ns, best, hosts[best])
+	out := rep.markdown()
+	b.Log("\n" + out)
+	if p := os.Getenv("FLEET_OUT"); p != "" {
+		if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+			b.Error(err)
+		}
+	}
+	if rep.unrepaired > 0 {
+		b.Errorf("%d rings not failure tolerant again", rep.unrepaired)
+	}
+}
+
+// waitFleet waits until n rings of ns are ready and failure tolerant with
+// no member in away.
+func waitFleet(ctx context.Context, f *SimFleet, ns string, n int, timeout time.Duration, away string) error {
+	last := time.Time{}
+	return poll(ctx, timeout, fmt.Sprintf("%d rings ready", n), func(ctx context.Context) (string, error) {
+		var list etcdfedv1.EtcdClusterList
+		if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+			return "", err
+		}
+		var waiting []string
+		for i := range list.Items {
+			if !tolerantAway(&list.Items[i], away) {
+				waiting = append(waiting, list.Items[i].Name)
+			}
+		}
+		if len(list.Items) < n || len(waiting) > 0 {
+			msg := fmt.Sprintf("%d of %d ready", len(list.Items)-len(waiting), n)
+			if time.Since(last) > 30*time.Second {
+				last = time.Now()
+				fmt.Fprintf(os.Stderr, "%s %s; first waiting: %v\n", time.Now().UTC().Format(time.TimeOnly), msg, waiting[:min(5, len(waiting))])
+			}
+			return msg, nil
+		}
+		return "", nil
+	})
+}
+
+func fleetHubPID(tb testing.TB, f *SimFleet) int {
+	tb.Helper()
+	for _, c := range f.Env.Status().Components {
+		if c.Name == "hub" && c.PID != 0 {
+			return c.PID
+		}
+	}
+	tb.Fatal("no hub process")
+	return 0
+}
+
+func measureFleetRest(ctx context.Context, b *testing.B, f *SimFleet, window time.Duration) fleetRest {
+	b.Helper()
+	pid := fleetHubPID(b, f)
+	all := append([]*Cluster{f.Topo.Hub}, f.Topo.Members...)
+	reqs := func() []apiCounts {
+		out := make([]apiCounts, len(all))
+		for i, c := range all {
+			var err error
+			if out[i], err = apiRequestCounts(ctx, c); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return out
+	}
+	m0, err := scrape(ctx, f.Topo.HubMetricsURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cpu0, r0, t0 := procCPU(pid), reqs(), time.Now()
+	sleepCtx(ctx, window)
+	r1, cpu1, s := reqs(), procCPU(pid), time.Since(t0).Seconds()
+	m1, err := scrape(ctx, f.Topo.HubMetricsURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := fleetRest{window: window, cpu: (cpu1 - cpu0) / s, rss: procRSS(pid),
+		reconcilesPerSec: (m1.sum("controller_runtime_reconcile_total", "controller", "etcdcluster") - m0.sum("controller_runtime_reconcile_total", "controller", "etcdcluster")) / s}
+	for i := range all {
+		d := func(f func(apiCounts) float64) float64 { return f(r1[i]) - f(r0[i]) }
+		if i == 0 {
+			out.hubReqs = d(func(a apiCounts) float64 { return a.total }) / s
+			out.hubWrites = d(func(a apiCounts) float64 { return a.writes })
+			continue
+		}
+		out.memberReqs = append(out.memberReqs, d(func(a apiCounts) float64 { return a.total })/s)
+		out.statusReports += d(func(a apiCounts) float64 { return a.statusReports })
+		out.spokeStats += d(func(a apiCounts) float64 { return a.spokeStatus })
+		out.memberWrites += d(func(a apiCounts) float64 { return a.writes - a.statusReports - a.spokeStatus })
+	}
+	return out
+}
+
+// fleetSpecChanges changes a pod template annotation on samples rings in
+// turn (each at rest) and measures until one of its EtcdMembers carries it.
+func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string, rings, samples int) []time.Duration {
+	b.Helper()
+	var out []time.Duration
+	for k := range samples {
+		name := fmt.Sprintf("ring%d", (k*7)%rings)
+		ec := &etcdfedv1.EtcdCluster{}
+		err := poll(ctx, 2*time.Minute, name+" at rest", func(ctx context.Context) (string, error) {
+			if err := f.Topo.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ec); err != nil {
+				return "", err
+			}
+			if !ringReady(ec) || ec.Status.ObservedGeneration != ec.Generation {
+				return describeEtcdCluster(ec, "not at rest"), nil
+			}
+			return "", nil
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mc := f.member(ec.Status.Members[0].Cluster)
+		mark := fmt.Sprintf("fleet-%d", k)
+		if ec.Spec.PodTemplate.Annotations == nil {
+			ec.Spec.PodTemplate.Annotations = map[string]string{}
+		}
+		ec.Spec.PodTemplate.Annotations["bench.etcdfed.dev/mark"] = mark
+		start := time.Now()
+		if err := f.Topo.Hub.Client.Update(ctx, ec); err != nil {
+			b.Fatal(err)
+		}
+		err = pollFast(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+			var list etcdfedv1.EtcdMemberList
+			if err := mc.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+				return false, err
+			}
+			return len(list.Items) > 0 && list.Items[0].Spec.PodTemplate.Annotations["bench.etcdfed.dev/mark"] == mark, nil
+		})
+		if err != nil {
+			b.Fatalf("spec change on %s: %v", name, err)
+		}
+		out = append(out, time.Since(start))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// fleetHubRestart kills the hub and measures until the new process has
+// reconciled every ring once: its etcdcluster reconciles reach the ring
+// count and its queue is empty (every ring was queued at its start).
+func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) (time.Duration, float64) {
+	b.Helper()
+	old := fleetHubPID(b, f)
+	start := time.Now()
+	if _, err := f.Env.KillComponent("hub", true); err != nil {
+		b.Fatal(err)
+	}
+	var total float64
+	err := pollFast(ctx, 10*time.Minute, func(ctx context.Context) (bool, error) {
+		pid := 0
+		for _, c := range f.Env.Status().Components {
+			if c.Name == "hub" {
+				pid = c.PID
+			}
+		}
+		if pid == 0 || pid == old {
+			return false, nil
+		}
+		m, err := scrape(ctx, f.Topo.HubMetricsURL)
+		if err != nil {
+			return false, err
+		}
+		total = m.sum("controller_runtime_reconcile_total", "controller", "etcdcluster")
+		return total >= float64(rings) && m.sum("workqueue_depth", "name", "etcdcluster") == 0, nil
+	})
+	if err != nil {
+		b.Fatalf("hub restart: %v", err)
+	}
+	return time.Since(start), total
+}
+
+// fleetLoss loses a member cluster and measures, for each ring it hosted,
+// the time until it is failure tolerant again without it, and the hub's
+// CPU (s/s), peak RSS and peak queue meanwhile.
+func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string) ([]time.Duration, int, float64, uint64, float64, time.Duration, int, int) {
+	b.Helper()
+	pid := fleetHubPID(b, f)
+	cpu0 := procCPU(pid)
+	start := time.Now()
+	b.Logf("losing %s (members of %d rings) at %s", lost, len(affected), start.UTC().Format(time.TimeOnly))
+	if err := f.LoseCluster(ctx, lost); err != nil {
+		b.Fatal(err)
+	}
+	var mu sync.Mutex
+	var rss uint64
+	var queue float64
+	stop := make(chan struct{})
+	go func() {
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+			}
+			r := procRSS(pid)
+			m, err := scrape(ctx, f.Topo.HubMetricsURL)
+			mu.Lock()
+			rss = max(rss, r)
+			if err == nil {
+				queue = max(queue, m.sum("workqueue_depth", "name", "etcdcluster"))
+			}
+			mu.Unlock()
+		}
+	}()
+	pending := map[string]bool{}
+	for _, n := range affected {
+		pending[n] = true
+	}
+	var repair []time.Duration
+	inFlightMax, waited := 0, map[string]bool{}
+	timeout := envDurB(b, "FLEET_LOSS_TIMEOUT", 15*time.Minute)
+	lastLog := time.Now()
+	for len(pending) > 0 && time.Since(start) < timeout {
+		var list etcdfedv1.EtcdClusterList
+		if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err == nil {
+			n := 0
+			for i := range list.Items {
+				ec := &list.Items[i]
+				if op := ec.Status.Operation; op != nil && fleetLimited[op.Type] {
+					n++
+				}
+				if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdfedv1.ReasonWaitingForFleetLimit {
+					waited[ec.Name] = true
+				}
+				if pending[ec.Name] && tolerantAway(ec, lost) {
+					delete(pending, ec.Name)
+					repair = append(repair, time.Since(start))
+				}
+			}
+			inFlightMax = max(inFlightMax, n)
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			lastLog = time.Now()
+			fmt.Fprintf(os.Stderr, "%s loss of %s: %d of %d rings tolerant again\n", time.Now().UTC().Format(time.TimeOnly), lost, len(repair), len(affected))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	close(stop)
+	window := time.Since(start)
+	cpu := (procCPU(pid) - cpu0) / window.Seconds()
+	slices.Sort(repair)
+	mu.Lock()
+	defer mu.Unlock()
+	return repair, len(pending), cpu, rss, queue, window, inFlightMax, len(waited)
+}
+
+// fleetLimited are the operation types the hub's fleet limit counts
+// (hub/etcdcluster fleetlimit.go).
+var fleetLimited = map[etcdfedv1.OperationType]bool{
+	etcdfedv1.OperationReplace: true, etcdfedv1.OperationMove: true, etcdfedv1.OperationRoll: true,
+	etcdfedv1.OperationDisrupt: true, etcdfedv1.OperationDefrag: true,
+}
+
+func pct(d []time.Duration, q float64) string {
+	if len(d) == 0 {
+		return "n/a"
+	}
+	return d[min(len(d)-1, int(q*float64(len(d))))].Round(time.Millisecond).String()
+}
+
+func (r fleetReport) markdown() string {
+	var sb strings.Builder
+	var mr []string
+	for _, v := range r.rest.memberReqs {
+		mr = append(mr, fmt.Sprintf("%.1f", v))
+	}
+	fmt.Fprintf(&sb, "| figure | %d rings (%d members) over %d simulated clusters (%d zone(s) each) |\n|---|---|\n", r.rings, r.members, r.clusters, r.zones)
+	row := func(k, v string) { fmt.Fprintf(&sb, "| %s | %s |\n", k, v) }
+	row("time until all Available and failure tolerant", r.available.Round(time.Second).String())
+	row(fmt.Sprintf("spec change → EtcdMember p50 / p99 / max (%d at rest)", len(r.latency)), pct(r.latency, 0.5)+" / "+pct(r.latency, 0.99)+" / "+pct(r.latency, 1))
+	row(fmt.Sprintf("at rest (%s): hub reconciles/s", r.rest.window), fmt.Sprintf("%.2f", r.rest.reconcilesPerSec))
+	row("at rest: hub CPU s/s, RSS MiB", fmt.Sprintf("%.3f, %d", r.rest.cpu, r.rest.rss>>20))
+	row("at rest: hub cluster API req/s", fmt.Sprintf("%.1f", r.rest.hubReqs))
+	row("at rest: member cluster API req/s (each)", strings.Join(mr, " / "))
+	row("at rest: etcdfed.dev writes to the hub cluster (window)", fmt.Sprintf("%.0f", r.rest.hubWrites))
+	row("at rest: etcdfed.dev writes to member clusters other than spoke status (window)", fmt.Sprintf("%.0f", r.rest.memberWrites))
+	row("at rest: EtcdMember / EtcdSpoke status writes by the spokes (window)", fmt.Sprintf("%.0f / %.0f", r.rest.statusReports, r.rest.spokeStats))
+	row("hub restart → every ring reconciled once", fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
+	row("cluster lost", fmt.Sprintf("%s, hosting members of %d rings (%.0f%%)", r.lost, r.lostRings, 100*float64(r.lostRings)/float64(r.rings)))
+	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
+	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))
+	row("→ hub CPU s/s, peak RSS MiB, peak queue during the repair", fmt.Sprintf("%.3f, %d, %.0f", r.lossCPU, r.lossRSSMax>>20, r.lossQueueMax))
+	lim := "none"
+	if r.limit > 0 {
+		lim = strconv.Itoa(r.limit)
+	}
+	row("→ fleet limit; most rings with a disruptive operation in flight at once; rings seen waiting for it", fmt.Sprintf("%s; %d; %d", lim, r.lossInFlightMax, r.lossWaited))
+	return sb.String()
+}
+
+func envIntB(tb testing.TB, name string, def int) int {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		tb.Fatalf("%s=%q: want a positive number", name, v)
+	}
+	return n
+}
+
+func envDurB(tb testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		tb.Fatalf("%s=%q: %v", name, v, err)
+	}
+	return d
+}
