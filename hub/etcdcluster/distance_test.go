@@ -11,6 +11,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 // withRoundTrips makes every spoke of s report a round trip to every other
@@ -34,27 +35,28 @@ func withRoundTrips(s *snapshot, p99Ms float64, jitter int64) {
 }
 
 // TestTimingFromRoundTrips: the hub keeps the matrix from its spokes'
-// reports and chooses etcd's timing from it; at zero distance the ring
-// keeps etcd's defaults and nothing rolls; far apart, the chosen values
-// reach the members' objects through a Roll, followers first.
+// reports and chooses etcd's timing from it; at zero distance Auto's
+// floors (below etcd's defaults: a ring founded on the defaults rolls once
+// onto them); far apart, the chosen values reach the members' objects
+// through a Roll, followers first.
 func TestTimingFromRoundTrips(t *testing.T) {
-	t.Run("zero distance: etcd's defaults, nothing rolls", func(t *testing.T) {
+	t.Run("zero distance: Auto's floors, rolled followers first", func(t *testing.T) {
 		s := ring()
 		withRoundTrips(s, 0.3, 0)
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
-		if got := st.Timing; got == nil || got.HeartbeatIntervalMillis != 100 || got.ElectionTimeoutMillis != 1000 || got.Source != etcdfedv1.TimingSourceAuto {
-			t.Fatalf("timing %+v, want 100/1000 Auto", got)
+		if got := st.Timing; got == nil || got.HeartbeatIntervalMillis != timing.MinHeartbeat || got.ElectionTimeoutMillis != timing.MinElection || got.Source != etcdfedv1.TimingSourceAuto {
+			t.Fatalf("timing %+v, want %d/%d Auto", got, timing.MinHeartbeat, timing.MinElection)
 		}
 		if len(st.RoundTrips) != 6 {
 			t.Errorf("matrix of %d entries, want 6: %v", len(st.RoundTrips), st.RoundTrips)
 		}
-		if d.plan.Action != planner.ActNone {
-			t.Errorf("plan %s (%s), want None", d.plan.Action, d.plan.Reason)
+		if d.plan.Action != planner.ActBegin || d.plan.Operation == nil || d.plan.Operation.Type != planner.OpRoll {
+			t.Errorf("plan %s %+v (%s), want a Roll onto the floors", d.plan.Action, d.plan.Operation, d.plan.Reason)
 		}
 		want := desiredMember(s, d.ledger, &d.ledger.Members[0], nil)
-		if want.Spec.Etcd.HeartbeatIntervalMillis != nil || want.Spec.Etcd.ElectionTimeoutMillis != nil {
-			t.Errorf("defaults rendered explicitly: %+v", want.Spec.Etcd)
+		if hb, el := want.Spec.Etcd.HeartbeatIntervalMillis, want.Spec.Etcd.ElectionTimeoutMillis; hb == nil || *hb != timing.MinHeartbeat || el == nil || *el != timing.MinElection {
+			t.Errorf("rendered etcd settings %+v, want the floors", want.Spec.Etcd)
 		}
 	})
 	t.Run("200 ms between two voters' clusters: 250/2500, rolled followers first", func(t *testing.T) {
@@ -127,8 +129,8 @@ func TestRoundTripsAtRestWriteNothing(t *testing.T) {
 		t.Errorf("jitter moved the status:\n%v %+v\n%v %+v", st1.RoundTrips, st1.Timing, st2.RoundTrips, st2.Timing)
 	}
 	st3 := pass(&st2, now.Add(2*time.Minute), 300, 0)
-	if st3.Timing.HeartbeatIntervalMillis != 400 {
-		t.Errorf("after a change to 300 ms: timing %+v, want heartbeat 400", st3.Timing)
+	if st3.Timing.HeartbeatIntervalMillis != 380 {
+		t.Errorf("after a change to 300 ms: timing %+v, want heartbeat 380", st3.Timing)
 	}
 	i := slices.IndexFunc(st3.RoundTrips, func(r etcdfedv1.RoundTrip) bool { return r.From == "member-1" && r.To == "member-3" })
 	if i < 0 || st3.RoundTrips[i].P99Micros != 300_000 || !st3.RoundTrips[i].ObservedAt.Time.Equal(now.Add(2*time.Minute)) {
@@ -158,8 +160,8 @@ func TestBadRoundTripReportRefused(t *testing.T) {
 			t.Errorf("the refused entry reached the matrix: %+v", r)
 		}
 	}
-	if st.Timing == nil || st.Timing.HeartbeatIntervalMillis != 100 {
-		t.Errorf("timing %+v, want etcd's default heartbeat", st.Timing)
+	if st.Timing == nil || st.Timing.HeartbeatIntervalMillis != timing.MinHeartbeat {
+		t.Errorf("timing %+v, want the floor of zero distance, %d", st.Timing, timing.MinHeartbeat)
 	}
 	c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded)
 	if c == nil || c.Reason != etcdfedv1.ReasonReportRejected || !strings.Contains(c.Message, "member cluster member-1") || !strings.Contains(c.Message, "status.roundTrips[1]") {

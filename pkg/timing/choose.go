@@ -10,14 +10,23 @@ import (
 // Bounds and steps of the chosen values, in milliseconds.
 const (
 	// HeartbeatStep: a derived heartbeat is rounded up to a multiple.
-	HeartbeatStep int32 = 50
+	HeartbeatStep int32 = 10
+	// MinHeartbeat and MinElection are the floors of Auto: below etcd's
+	// defaults (100 and 1000), so that a ring tens of milliseconds wide
+	// fails over in a fraction of the default's second or two, and above
+	// what a loaded machine stalls for (docs/measurements/wan.md: a
+	// 10-minute run at 20 ms with 10 ms jitter under CPU load saw no
+	// spurious election at 30/300).
+	MinHeartbeat int32 = 30
+	MinElection  int32 = 300
 	// MaxHeartbeat is the API's bound of heartbeatIntervalMillis; ten
 	// times it is etcd's limit of the election timeout.
 	MaxHeartbeat int32 = 5000
 	// MaxElection is etcd's limit of --election-timeout.
 	MaxElection int32 = 50000
 	// ElectionFactor: the election timeout is ten heartbeats (the tuning
-	// guide's advice; etcd's defaults are 100 and 1000).
+	// guide's advice: at least ten round trips; etcd's defaults are 100
+	// and 1000).
 	ElectionFactor int32 = 10
 	// ChangeMillis is the least change of a derived value that is applied
 	// (with more than a quarter of the old value): anything smaller is not
@@ -134,17 +143,17 @@ func derive(in Input) (hb, el int32, why string) {
 	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
 		steps = d
 	}
-	hb = max(int32(steps)*HeartbeatStep, etcdfedv1.DefaultHeartbeatIntervalMillis)
+	hb = max(int32(steps)*HeartbeatStep, MinHeartbeat)
 	el = electionFor(hb)
 	why = fmt.Sprintf("max p99 round trip between voters %s (%s to %s); heartbeat p99+25%% in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
-		millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, etcdfedv1.DefaultHeartbeatIntervalMillis, ElectionFactor, etcdfedv1.DefaultElectionTimeoutMillis)
+		millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
 	return hb, el, why
 }
 
 // electionFor is the election timeout of heartbeat hb: ten heartbeats,
-// at least etcd's default, at most etcd's limit.
+// at least MinElection, at most etcd's limit.
 func electionFor(hb int32) int32 {
-	return min(max(ElectionFactor*hb, etcdfedv1.DefaultElectionTimeoutMillis), MaxElection)
+	return min(max(ElectionFactor*hb, MinElection), MaxElection)
 }
 
 // changes: a derived value moving from old to new is applied.

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 // WaitForRoundTripsInput says which ring's matrix to wait for.
@@ -58,10 +59,9 @@ type ZeroDistanceTimingSpecInput struct {
 }
 
 // ZeroDistanceTimingSpec: on loopback (zero distance), the hub measures a
-// round trip between every two member clusters of the ring, chooses
-// etcd's defaults (100 and 1000 ms, source Auto) and renders no timing
-// flag into any EtcdMember, so that a ring that ran before rule 15 does
-// not roll.
+// round trip between every two member clusters of the ring, chooses Auto's
+// floors (timing.MinHeartbeat and timing.MinElection, source Auto) and
+// renders them into every EtcdMember.
 func ZeroDistanceTimingSpec(ctx context.Context, in ZeroDistanceTimingSpecInput) {
 	t := in.T
 	t.Helper()
@@ -77,16 +77,16 @@ func ZeroDistanceTimingSpec(ctx context.Context, in ZeroDistanceTimingSpecInput)
 	tm := ec.Status.Timing
 	t.Logf("round trips between %v in status %v after the ring was ready; timing %d/%d %s: %s", clusters, time.Since(start).Round(100*time.Millisecond),
 		tm.HeartbeatIntervalMillis, tm.ElectionTimeoutMillis, tm.Source, tm.Message)
-	if tm.HeartbeatIntervalMillis != etcdfedv1.DefaultHeartbeatIntervalMillis || tm.ElectionTimeoutMillis != etcdfedv1.DefaultElectionTimeoutMillis || tm.Source != etcdfedv1.TimingSourceAuto {
-		t.Errorf("timing at zero distance %+v, want etcd's defaults from Auto", tm)
+	if tm.HeartbeatIntervalMillis != timing.MinHeartbeat || tm.ElectionTimeoutMillis != timing.MinElection || tm.Source != etcdfedv1.TimingSourceAuto {
+		t.Errorf("timing at zero distance %+v, want Auto's floors %d/%d", tm, timing.MinHeartbeat, timing.MinElection)
 	}
 	for _, m := range ec.Status.Members {
 		obj := &etcdfedv1.EtcdMember{}
 		if err := memberCluster(t, in.Topology, m.Cluster).Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: in.Etcd.ObjectName(m.Name)}, obj); err != nil {
 			t.Fatal(err)
 		}
-		if e := obj.Spec.Etcd; e.HeartbeatIntervalMillis != nil || e.ElectionTimeoutMillis != nil || e.Timing != "" {
-			t.Errorf("EtcdMember of %s renders timing at zero distance: %+v", m.Name, e)
+		if e := obj.Spec.Etcd; deref(e.HeartbeatIntervalMillis) != fmt.Sprint(timing.MinHeartbeat) || deref(e.ElectionTimeoutMillis) != fmt.Sprint(timing.MinElection) || e.Timing != "" {
+			t.Errorf("EtcdMember of %s renders %s/%s (timing %q) at zero distance, want %d/%d", m.Name, deref(e.HeartbeatIntervalMillis), deref(e.ElectionTimeoutMillis), e.Timing, timing.MinHeartbeat, timing.MinElection)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 // TimingAutoSpecInput names the ring and the round trip put between its
@@ -27,7 +28,7 @@ type TimingAutoSpecInput struct {
 }
 
 // TimingAutoSpec: a ring with spec.etcd.timing Auto (the default) at zero
-// distance runs etcd's defaults; a round trip put live between its member
+// distance runs Auto's floors; a round trip put live between its member
 // clusters is measured by the spokes, the hub chooses a longer heartbeat
 // and election timeout (status.timing) and rolls them onto every member
 // (its EtcdMember and a process started after the choice); from the
@@ -47,8 +48,8 @@ func TimingAutoSpec(ctx context.Context, in TimingAutoSpecInput) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if tm := ec.Status.Timing; tm == nil || tm.HeartbeatIntervalMillis != etcdfedv1.DefaultHeartbeatIntervalMillis || tm.ElectionTimeoutMillis != etcdfedv1.DefaultElectionTimeoutMillis {
-		t.Fatalf("at zero distance status.timing = %+v, want etcd's defaults", tm)
+	if tm := ec.Status.Timing; tm == nil || tm.HeartbeatIntervalMillis != timing.MinHeartbeat || tm.ElectionTimeoutMillis != timing.MinElection {
+		t.Fatalf("at zero distance status.timing = %+v, want Auto's floors %d/%d", tm, timing.MinHeartbeat, timing.MinElection)
 	}
 	w := startScenarioWorkload(ctx, t, in.Etcd, "timing-auto")
 
