@@ -144,6 +144,34 @@ func BenchmarkWAN(b *testing.B) {
 
 	var rows []WANRow
 	var leaders []WANLeaders
+	var failover, sweepLines, soakLines []string
+	write := func(final bool) {
+		var md strings.Builder
+		fmt.Fprintf(&md, "bench-wan %s, %d puts per client and cell, zones %s (preferred %s), load average %s at the start, %s now, %.0f s\n\n",
+			time.Now().UTC().Format("2006-01-02 15:04 MST"), writes, strings.Join(w.zones, ", "), w.preferred, load0, loadAvg(), time.Since(start).Seconds())
+		if !final {
+			md.WriteString("(incomplete: the run goes on or failed)\n\n")
+		}
+		md.WriteString(WANTable(names, rows, leaders))
+		if len(failover) > 0 {
+			fmt.Fprintf(&md, "\nLeader's zone lost (SIGKILL of its two members) at %s, longest gap between acknowledged writes:\n\n| system | gap | |\n| --- | --- | --- |\n%s\n", failoverAt, strings.Join(failover, "\n"))
+		}
+		if len(sweepLines) > 0 {
+			fmt.Fprintf(&md, "\nBare etcd at %s, leader's zone lost, by timing (heartbeat/election ms): gaps of each run\n\n| timing | gaps |\n| --- | --- |\n%s\n", failoverAt, strings.Join(sweepLines, "\n"))
+		}
+		if len(soakLines) > 0 {
+			md.WriteString("\n" + strings.Join(soakLines, "\n") + "\n")
+		}
+		if final {
+			fmt.Fprint(os.Stderr, md.String())
+		}
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
 	for _, d := range distances {
 		w.setDistance(ctx, localenv.Link{RTT: d})
 		w.settle(ctx, auto)
@@ -164,9 +192,9 @@ func BenchmarkWAN(b *testing.B) {
 		}
 		leaders = append(leaders, l)
 		fmt.Fprintf(os.Stderr, "bench-wan: %s done\n%s", d, WANTable(names, rows[len(rows)-len(w.zones):], leaders[len(leaders)-1:]))
+		write(false)
 	}
 
-	var failover []string
 	if failoverAt >= 0 {
 		w.setDistance(ctx, localenv.Link{RTT: failoverAt})
 		w.settle(ctx, auto)
@@ -177,8 +205,8 @@ func BenchmarkWAN(b *testing.B) {
 			fmt.Sprintf("| bare etcd, etcd's defaults 100/1000 | %s | %s |", gapBare.Round(time.Millisecond), noteBare),
 			fmt.Sprintf("| etcdfed Auto (%s) | %s | %s |", timingA, gapAuto.Round(time.Millisecond), noteAuto),
 			fmt.Sprintf("\nratio etcdfed Auto / bare: %.2f (goal <= 0.5)", float64(gapAuto)/float64(gapBare)))
+		write(false)
 	}
-	var sweepLines []string
 	if failoverAt >= 0 {
 		for i, tm := range sweep {
 			c := w.startBare(ctx, i+1, tm)
@@ -189,33 +217,13 @@ func BenchmarkWAN(b *testing.B) {
 			}
 			c.stop()
 			sweepLines = append(sweepLines, fmt.Sprintf("| %s | %s |", tm, strings.Join(gaps, ", ")))
+			write(false)
 		}
 	}
-	var soakLines []string
 	if soak {
 		soakLines = w.soak(ctx, auto, soakFor)
 	}
-
-	var md strings.Builder
-	fmt.Fprintf(&md, "bench-wan %s, %d puts per client and cell, zones %s (preferred %s), load average %s at the start, %s at the end, %.0f s\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), writes, strings.Join(w.zones, ", "), w.preferred, load0, loadAvg(), time.Since(start).Seconds())
-	md.WriteString(WANTable(names, rows, leaders))
-	if len(failover) > 0 {
-		fmt.Fprintf(&md, "\nLeader's zone lost (SIGKILL of its two members) at %s, longest gap between acknowledged writes:\n\n| system | gap | |\n| --- | --- | --- |\n%s\n", failoverAt, strings.Join(failover, "\n"))
-	}
-	if len(sweepLines) > 0 {
-		fmt.Fprintf(&md, "\nBare etcd at %s, leader's zone lost, by timing (heartbeat/election ms): gaps of each run\n\n| timing | gaps |\n| --- | --- |\n%s\n", failoverAt, strings.Join(sweepLines, "\n"))
-	}
-	if len(soakLines) > 0 {
-		md.WriteString("\n" + strings.Join(soakLines, "\n") + "\n")
-	}
-	fmt.Fprint(os.Stderr, md.String())
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		b.Fatal(err)
-	}
-	if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
-		b.Fatal(err)
-	}
+	write(true)
 	fmt.Fprintf(os.Stderr, "bench-wan: written to %s\n", out)
 }
 
