@@ -255,6 +255,18 @@ type wanBare struct {
 	timing WANTiming
 }
 
+// memberEndpoints is a member's client URL in the EtcdCluster's status
+// (members replaced since the ring was created included).
+func memberEndpoints(ec *etcdfedv1.EtcdCluster, name string) []string {
+	var out []string
+	for _, ep := range ec.Status.Endpoints {
+		if strings.Contains(ep, "//"+name+".") {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
 func envOr(k, def string) string {
 	if v := os.Getenv(k); v != "" {
 		return v
@@ -282,7 +294,7 @@ func (w *wanBench) managed(name string, m *ManagedEtcd) wanSystem {
 			c.Endpoints = nil
 			for _, ms := range ec.Status.Members {
 				if ms.Zone == zone {
-					c.Endpoints = append(c.Endpoints, managedMemberClient(m, ms.Name).Endpoints...)
+					c.Endpoints = append(c.Endpoints, memberEndpoints(ec, ms.Name)...)
 				}
 			}
 			return c
@@ -637,7 +649,12 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 	}
 	var probesA, probesB []probe
 	for _, ms := range ec.Status.Members {
-		probesA = append(probesA, probe{ms.Name, managedMemberClient(auto, ms.Name)})
+		cfg := auto.Client
+		cfg.Endpoints = memberEndpoints(ec, ms.Name)
+		if len(cfg.Endpoints) == 0 {
+			b.Fatalf("no endpoint of %s in %v", ms.Name, ec.Status.Endpoints)
+		}
+		probesA = append(probesA, probe{ms.Name, cfg})
 	}
 	for _, m := range bare.bare.c.Members {
 		probesB = append(probesB, probe{m.Name, EtcdClientConfig{Endpoints: []string{m.ClientURL}}})
