@@ -191,7 +191,7 @@ func BenchmarkWAN(b *testing.B) {
 			rows = append(rows, WANRow{Distance: d, Zone: z, Note: note, Cells: cells[z]})
 		}
 		leaders = append(leaders, l)
-		fmt.Fprintf(os.Stderr, "bench-wan: %s done\n%s", d, WANTable(names, rows[len(rows)-len(w.zones):], leaders[len(leaders)-1:]))
+		fmt.Fprintf(os.Stderr, "bench-wan: %s %s done\n%s", time.Now().UTC().Format(time.TimeOnly), d, WANTable(names, rows[len(rows)-len(w.zones):], leaders[len(leaders)-1:]))
 		write(false)
 	}
 
@@ -386,7 +386,7 @@ func (w *wanBench) setDistance(ctx context.Context, link localenv.Link) {
 		w.b.Fatal(err)
 	}
 	w.b.Cleanup(func() { _ = w.topo.SetDistance(context.Background(), localenv.Distance{}) })
-	fmt.Fprintf(os.Stderr, "bench-wan: distance %s\n", d)
+	fmt.Fprintf(os.Stderr, "bench-wan: %s distance %s\n", time.Now().UTC().Format(time.TimeOnly), d)
 }
 
 // settle waits for the spokes to measure the distance and the hub to act
@@ -404,6 +404,19 @@ func (w *wanBench) settle(ctx context.Context, auto *ManagedEtcd) {
 		for _, m := range ec.Status.Members {
 			if !m.Ready || m.Role == etcdfedv1.RoleLearner {
 				return fmt.Sprintf("member %s not a ready voter", m.Name)
+			}
+		}
+		// The chosen timing runs on every member (a roll onto it done).
+		if tm := ec.Status.Timing; tm != nil && (tm.HeartbeatIntervalMillis != etcdfedv1.DefaultHeartbeatIntervalMillis || tm.ElectionTimeoutMillis != etcdfedv1.DefaultElectionTimeoutMillis) {
+			for _, m := range ec.Status.Members {
+				c := memberCluster(w.b, w.topo, m.Cluster)
+				why, err := rolledOnto(ctx, c, auto, m.Name, *tm, time.Time{})
+				if err != nil {
+					return err.Error()
+				}
+				if why != "" {
+					return m.Name + ": " + why
+				}
 			}
 		}
 		return ""
