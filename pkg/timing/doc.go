@@ -15,14 +15,14 @@
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat
 //     about the largest round trip between members (here the largest p99
 //     between the voters' clusters, plus a quarter for jitter, in steps of
-//     10 ms, never below MinHeartbeat, 30 ms), the election timeout ten
-//     times the heartbeat (never below MinElection, 300 ms, never above
+//     10 ms, never below MinHeartbeat, 50 ms), the election timeout ten
+//     times the heartbeat (never below MinElection, 500 ms, never above
 //     etcd's limit 50000 ms). The floors lie below etcd's defaults (100
 //     and 1000): they were chosen from failovers and a stability run at
 //     20 ms (docs/measurements/wan.md). A chosen value changes only when
-//     the new one differs by more than a quarter and more than 50 ms, so
+//     the new one differs by more than a quarter and by at least 50 ms, so
 //     a jittering link does not roll the ring. At zero distance it yields
-//     the floors, 30 and 300; without a measurement, etcd's defaults.
+//     the floors, 50 and 500; without a measurement, etcd's defaults.
 //
 // The round trips are those of the spokes' gossip (UDP ping and ack
 // between the spoke pods), not of etcd's own peer traffic: the same

@@ -57,8 +57,9 @@ import (
 //
 // ETCDFED_WAN_SOAK=1 adds a stability run (ETCDFED_WAN_SOAK_FOR, default
 // 10m) at 20 ms with 10 ms jitter under CPU load (two busy processes, one
-// per core): leader changes of etcdfed Auto and of a bare etcd at Auto's
-// floors, both under a steady write load.
+// per core): leader changes of etcdfed Auto and of bare etcds at the
+// ETCDFED_WAN_SOAK_BARE timings (default 30/300,50/500,100/1000), all at
+// once under a steady write load.
 //
 // The markdown goes to ETCDFED_WAN_OUT (default out/bench-wan.md). It
 // measures; it asserts nothing about speed.
@@ -94,6 +95,13 @@ func BenchmarkWAN(b *testing.B) {
 		b.Fatalf("ETCDFED_WAN_SWEEP_RUNS %q: want a number of at least 1", os.Getenv("ETCDFED_WAN_SWEEP_RUNS"))
 	}
 	soak := os.Getenv("ETCDFED_WAN_SOAK") == "1"
+	soakBare, err := ParseWANTimings(envOr("ETCDFED_WAN_SOAK_BARE", "30/300,50/500,100/1000"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(soakBare) > 4 {
+		b.Fatalf("ETCDFED_WAN_SOAK_BARE: at most 4 timings")
+	}
 	soakFor, err := time.ParseDuration(envOr("ETCDFED_WAN_SOAK_FOR", "10m"))
 	if err != nil {
 		b.Fatal(err)
@@ -221,7 +229,7 @@ func BenchmarkWAN(b *testing.B) {
 		}
 	}
 	if soak {
-		soakLines = w.soak(ctx, auto, soakFor)
+		soakLines = w.soak(ctx, auto, soakFor, soakBare)
 	}
 	write(true)
 	fmt.Fprintf(os.Stderr, "bench-wan: written to %s\n", out)
@@ -639,10 +647,11 @@ func (w *wanBench) failoverManaged(ctx context.Context, m *ManagedEtcd) (time.Du
 }
 
 // soak runs, at 20 ms with 10 ms jitter and two busy processes, the Auto
-// ring and a bare etcd at Auto's floors under a steady write load for
-// soakFor, and counts their leader changes (raft term increments and
-// leaders seen).
-func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Duration) []string {
+// ring and a bare etcd at each of bareTimings under a steady write load
+// for soakFor, all at once, and counts their leader changes (raft term
+// increments and leaders seen; the Auto ring's include the hub's moves
+// of leadership back to the preferred zone).
+func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Duration, bareTimings []WANTiming) []string {
 	b := w.b
 	w.setDistance(ctx, localenv.Link{RTT: 20 * time.Millisecond, Jitter: 10 * time.Millisecond})
 	w.settle(ctx, auto)
@@ -651,8 +660,13 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 		b.Fatal(err)
 	}
 	floor := WANTiming{int(ec.Status.Timing.HeartbeatIntervalMillis), int(ec.Status.Timing.ElectionTimeoutMillis)}
-	bare := w.startBare(ctx, 5, floor)
-	defer bare.stop()
+	var bares []wanSystem
+	for i, tm := range bareTimings {
+		s := w.startBare(ctx, i+1, tm)
+		s.name = "bare etcd " + tm.String()
+		defer s.stop()
+		bares = append(bares, s)
+	}
 	autoSys := w.managed("etcdfed Auto", auto)
 
 	// Members' status endpoints, fixed for the run.
@@ -660,7 +674,8 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 		name string
 		cfg  EtcdClientConfig
 	}
-	var probesA, probesB []probe
+	var probesA []probe
+	probesB := make([][]probe, len(bares))
 	for _, ms := range ec.Status.Members {
 		cfg := auto.Client
 		cfg.Endpoints = memberEndpoints(ec, ms.Name)
@@ -669,8 +684,10 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 		}
 		probesA = append(probesA, probe{ms.Name, cfg})
 	}
-	for _, m := range bare.bare.c.Members {
-		probesB = append(probesB, probe{m.Name, EtcdClientConfig{Endpoints: []string{m.ClientURL}}})
+	for i, bs := range bares {
+		for _, m := range bs.bare.c.Members {
+			probesB[i] = append(probesB[i], probe{m.Name, EtcdClientConfig{Endpoints: []string{m.ClientURL}}})
+		}
 	}
 	type tally struct {
 		term0, term uint64
@@ -713,19 +730,28 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 		}
 		return out
 	}
-	clientsA, clientsB := open(probesA), open(probesB)
+	clientsA := open(probesA)
+	clientsB := make([]map[string]*clientv3.Client, len(bares))
+	tb := make([]*tally, len(bares))
+	for i := range bares {
+		clientsB[i] = open(probesB[i])
+		tb[i] = &tally{leaders: map[uint64]bool{}}
+	}
 	defer func() {
-		for _, c := range clientsA {
-			_ = c.Close()
-		}
-		for _, c := range clientsB {
-			_ = c.Close()
+		for _, cs := range append(clientsB, clientsA) {
+			for _, c := range cs {
+				_ = c.Close()
+			}
 		}
 	}()
 	ta := &tally{leaders: map[uint64]bool{}}
-	tb := &tally{leaders: map[uint64]bool{}}
-	look(ctx, probesA, clientsA, ta)
-	look(ctx, probesB, clientsB, tb)
+	lookAll := func() {
+		look(ctx, probesA, clientsA, ta)
+		for i := range bares {
+			look(ctx, probesB[i], clientsB[i], tb[i])
+		}
+	}
+	lookAll()
 
 	// CPU load: one busy process per core.
 	var burners []*exec.Cmd
@@ -749,7 +775,7 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	puts := map[string][2]int{}
-	for _, s := range []wanSystem{autoSys, bare} {
+	for _, s := range append([]wanSystem{autoSys}, bares...) {
 		for _, z := range w.zones {
 			cfg := s.zone(ctx, z)
 			wg.Add(1)
@@ -780,12 +806,10 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 	}
 	for sctx.Err() == nil {
 		sleepCtx(sctx, time.Second)
-		look(ctx, probesA, clientsA, ta)
-		look(ctx, probesB, clientsB, tb)
+		lookAll()
 	}
 	wg.Wait()
-	look(ctx, probesA, clientsA, ta)
-	look(ctx, probesB, clientsB, tb)
+	lookAll()
 	load1 := loadAvg()
 	line := func(name string, tm string, t *tally) string {
 		p := puts[name]
@@ -797,7 +821,9 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 		"| system | timing | raft term increments | leaders seen | leader changes seen | puts | status misses |",
 		"| --- | --- | --- | --- | --- | --- | --- |",
 		line("etcdfed Auto", floor.String()+" (Auto)", ta),
-		line("bare etcd", floor.String(), tb),
+	}
+	for i, bs := range bares {
+		out = append(out, line(bs.name, bs.bare.timing.String(), tb[i]))
 	}
 	fmt.Fprintln(os.Stderr, strings.Join(out, "\n"))
 	return out
