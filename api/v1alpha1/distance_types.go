@@ -31,7 +31,7 @@ type TimingMode string
 const (
 	// TimingAuto derives them from the round trips measured between the
 	// voters' member clusters (status.roundTrips), following etcd's tuning
-	// guide, with floors of 30 and 300 ms (below etcd's defaults, for a
+	// guide, with floors of 50 and 500 ms (below etcd's defaults, for a
 	// faster failover); at zero distance they are the floors, before any
 	// measurement etcd's defaults (100 and 1000 ms). The default.
 	TimingAuto TimingMode = "Auto"

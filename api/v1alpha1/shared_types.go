@@ -124,8 +124,8 @@ type EtcdConfig struct {
 	// come from: Auto (the default) derives them from the round trips
 	// measured between the voters' member clusters (EtcdCluster
 	// status.roundTrips, following etcd's tuning guide: heartbeat about
-	// the largest p99 round trip with a margin for jitter, at least 30;
-	// election timeout 10 times the heartbeat, at least 300), and changes
+	// the largest p99 round trip with a margin for jitter, at least 50;
+	// election timeout 10 times the heartbeat, at least 500), and changes
 	// them by a roll only when the difference matters; at zero distance
 	// they are those floors, before any round trip is measured etcd's
 	// defaults. Manual uses etcd's defaults (100 and 1000)
