@@ -13,11 +13,11 @@ const (
 	HeartbeatStep int32 = 10
 	// MinHeartbeat and MinElection are the floors of Auto: below etcd's
 	// defaults (100 and 1000), so that a ring tens of milliseconds wide
-	// fails over in a fraction of the default's second or two, and above
-	// what a loaded machine stalls for (docs/measurements/wan.md: a
-	// a failover at 20 ms in 0.57 to 0.76 s against 1.0 to 1.2 s on etcd's
-	// defaults; 30/300, faster still, lost its leader several times in a
-	// 10-minute run at 20 ms with 10 ms jitter under CPU load).
+	// fails over faster than on the defaults' second or two
+	// (docs/measurements/wan.md: a bare etcd at 50/500 failed over at
+	// 20 ms in 0.57 to 0.76 s against 1.0 to 1.2 s on etcd's defaults;
+	// 30/300, faster still, lost its leader several times in a 10-minute
+	// run at 20 ms with 10 ms jitter under CPU load).
 	MinHeartbeat int32 = 50
 	MinElection  int32 = 500
 	// MaxHeartbeat is the API's bound of heartbeatIntervalMillis; ten
