@@ -244,6 +244,31 @@ COMPARE_OUT ?= $(CURDIR)/out/bench-scale-compare.md
 bench-scale-compare: tools-test system-deps ## Hub scale benchmark of BEFORE (default a4959c0) and of this tree in one run, one before/after table in COMPARE_OUT.
 	BEFORE=$(BEFORE) SCALE_RINGS=$(SCALE_RINGS) AFTER_EXTRA_RINGS=$(AFTER_EXTRA_RINGS) OUT=$(COMPARE_OUT) hack/bench-scale-compare.sh
 
+# A 5-member ring 2/2/1 over three zones at WAN_DISTANCES ms between zones
+# (the local environment's delaying proxy): write latency per client zone
+# for etcdfed (Auto timing, leader placement), etcdfed with etcd's default
+# timing and a bare etcd of the same shape through the same proxy; the
+# leader's zone lost at WAN_FAILOVER ms (etcdfed Auto against bare etcd,
+# and bare etcd at the WAN_SWEEP timings); WAN_SOAK=1 adds a stability run
+# of WAN_SOAK_FOR at 20 ms +- 10 ms under CPU load (etcdfed Auto and bare
+# etcds at the WAN_SOAK_BARE timings). Markdown in WAN_OUT.
+# Starts the local environment: run it under the machine's heavy lock.
+WAN_DISTANCES ?= 0,10,20,40
+WAN_WRITES ?= 200
+WAN_FAILOVER ?= 20
+WAN_FAILOVER_RUNS ?= 2
+WAN_SWEEP ?= 100/1000,50/500,30/300
+WAN_SWEEP_RUNS ?= 2
+WAN_SOAK ?=
+WAN_SOAK_FOR ?= 10m
+WAN_SOAK_BARE ?= 30/300,40/400,50/500,100/1000
+WAN_OUT ?= $(CURDIR)/out/bench-wan.md
+.PHONY: bench-wan
+bench-wan: tools-test system-deps ## WAN benchmark: write latency per client zone at WAN_DISTANCES ms (etcdfed Auto, etcdfed default, bare etcd), the leader's zone lost, WAN_SOAK=1 a 10-min stability run; table in WAN_OUT.
+	ETCDFED_WAN=1 ETCDFED_WAN_DISTANCES=$(WAN_DISTANCES) ETCDFED_WAN_WRITES=$(WAN_WRITES) ETCDFED_WAN_FAILOVER=$(WAN_FAILOVER) ETCDFED_WAN_FAILOVER_RUNS=$(WAN_FAILOVER_RUNS) \
+	ETCDFED_WAN_SWEEP=$(WAN_SWEEP) ETCDFED_WAN_SWEEP_RUNS=$(WAN_SWEEP_RUNS) ETCDFED_WAN_SOAK=$(WAN_SOAK) ETCDFED_WAN_SOAK_FOR=$(WAN_SOAK_FOR) ETCDFED_WAN_SOAK_BARE=$(WAN_SOAK_BARE) \
+	ETCDFED_WAN_OUT=$(WAN_OUT) $(GO) test -run '^$$' -bench 'BenchmarkWAN$$' -benchtime 1x -timeout 90m -v ./test/multicluster
+
 .PHONY: bench-dns
 bench-dns: system-deps ## dnsperf against the embedded DNS server and BIND9 serving the same zone.
 	hack/bench-dns.sh

@@ -31,8 +31,9 @@ type TimingMode string
 const (
 	// TimingAuto derives them from the round trips measured between the
 	// voters' member clusters (status.roundTrips), following etcd's tuning
-	// guide; at zero distance they are etcd's defaults (100 and 1000 ms).
-	// The default.
+	// guide, never below etcd's defaults (100 and 1000 ms), which are also
+	// what a ring at zero distance, or before any measurement, runs. The
+	// default.
 	TimingAuto TimingMode = "Auto"
 	// TimingManual uses etcd's defaults (100 and 1000 ms) unless
 	// heartbeatIntervalMillis or electionTimeoutMillis are given.

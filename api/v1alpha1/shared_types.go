@@ -126,8 +126,9 @@ type EtcdConfig struct {
 	// status.roundTrips, following etcd's tuning guide: heartbeat about
 	// the largest p99 round trip with a margin for jitter, at least 100;
 	// election timeout 10 times the heartbeat, at least 1000), and changes
-	// them by a roll only when the difference matters; at zero distance
-	// they are etcd's defaults. Manual uses etcd's defaults (100 and 1000)
+	// them by a roll only when the difference matters; at zero distance,
+	// and before any round trip is measured, they are etcd's defaults.
+	// Manual uses etcd's defaults (100 and 1000)
 	// where no value is given. heartbeatIntervalMillis and
 	// electionTimeoutMillis, when given, always win. EtcdCluster
 	// status.timing says what was chosen and why. Ignored on an

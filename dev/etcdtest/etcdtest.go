@@ -48,6 +48,15 @@ type Options struct {
 	// Env is added to every member's environment (such as
 	// ETCDFED_DNS_SERVERS, so that members resolve a ring's names).
 	Env []string
+	// Hosts, when set, give member i its own address Hosts[i] (a loopback
+	// address such as a local environment's zone block), on which it
+	// listens on etcd's own ports 2379 and 2380. Plain HTTP only.
+	Hosts []string
+	// Cgroups, when set, start member i's process in the cgroup v2
+	// directory Cgroups[i] (created when missing; "" for none), so that
+	// rules matched on a cgroup (a local environment's distance or
+	// partition) apply to it from its first packet.
+	Cgroups []string
 }
 
 // Member is one etcd process.
@@ -65,6 +74,7 @@ type Member struct {
 	dir     string
 	binary  string
 	env     []string
+	cgroup  string
 	args    []string
 	cmd     *exec.Cmd
 	done    chan struct{}
@@ -92,6 +102,12 @@ func Start(t testing.TB, o Options) *Cluster {
 	if o.Name == "" {
 		o.Name = "etcd"
 	}
+	if (len(o.Hosts) > 0 && len(o.Hosts) != o.Members) || (len(o.Cgroups) > 0 && len(o.Cgroups) != o.Members) {
+		t.Fatalf("etcdtest: %d members, %d hosts, %d cgroups: give one per member or none", o.Members, len(o.Hosts), len(o.Cgroups))
+	}
+	if len(o.Hosts) > 0 && o.CA != nil {
+		t.Fatal("etcdtest: Hosts works with plain HTTP only")
+	}
 	scheme := "http"
 	if o.CA != nil {
 		scheme = "https"
@@ -109,8 +125,16 @@ func Start(t testing.TB, o Options) *Cluster {
 	var initial []string
 	for i := range o.Members {
 		m := &Member{Name: fmt.Sprintf("%s-%d", o.Name, i), dir: t.TempDir(), binary: o.Binary, env: o.Env}
-		m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
-		m.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
+		if len(o.Hosts) > 0 {
+			m.PeerURL = fmt.Sprintf("%s://%s:2380", scheme, o.Hosts[i])
+			m.ClientURL = fmt.Sprintf("%s://%s:2379", scheme, o.Hosts[i])
+		} else {
+			m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
+			m.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
+		}
+		if len(o.Cgroups) > 0 {
+			m.cgroup = o.Cgroups[i]
+		}
 		m.DataDir = filepath.Join(m.dir, "data")
 		initial = append(initial, m.Name+"="+m.PeerURL)
 		c.Members = append(c.Members, m)
@@ -189,15 +213,30 @@ func (c *Cluster) startMember(m *Member) {
 		m.cmd.Env = append(os.Environ(), m.env...)
 	}
 	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if m.cgroup != "" {
+		if err := os.MkdirAll(m.cgroup, 0o755); err != nil {
+			t.Fatalf("etcdtest: cgroup of %s: %v", m.Name, err)
+		}
+		fd, err := syscall.Open(m.cgroup, syscall.O_DIRECTORY|syscall.O_RDONLY, 0)
+		if err != nil {
+			t.Fatalf("etcdtest: cgroup of %s: %v", m.Name, err)
+		}
+		defer func() { _ = syscall.Close(fd) }()
+		m.cmd.SysProcAttr.UseCgroupFD, m.cmd.SysProcAttr.CgroupFD = true, fd
+	}
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	m.done = make(chan struct{})
 	cmd, done := m.cmd, m.done
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
+	cgroup := m.cgroup
 	t.Cleanup(func() {
 		_ = cmd.Process.Kill()
 		<-done
+		if cgroup != "" {
+			_ = os.Remove(cgroup) // empty now; a cgroup with processes stays
+		}
 		if t.Failed() {
 			b, _ := os.ReadFile(filepath.Join(m.dir, "etcd.log"))
 			t.Logf("%s log (tail):\n%s", m.Name, tail(string(b), 3000))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -540,6 +541,23 @@ func (e *Env) Agent(cluster string) *nodeagent.Agent {
 
 // CanPartition returns nil when ModePartition works here, else why not.
 func (e *Env) CanPartition() error { return e.partErr }
+
+// UnitCgroup returns the cgroup v2 directory and the address block of a
+// unit (a member cluster or a zone; partition.go): a process started in a
+// cgroup below the directory, listening on an address of the block, is
+// inside the unit for partitions and distances, as the unit's pods are
+// (benchmarks run plain etcd processes there as a baseline). Process
+// nodes with cgroups only.
+func (e *Env) UnitCgroup(name string) (dir, cidr string, err error) {
+	if e.cgroot == "" {
+		return "", "", fmt.Errorf("localenv: no cgroups here: %w", e.partErr)
+	}
+	u, ok := e.state.unit(name, e.cgroot)
+	if !ok || name == HubClusterName {
+		return "", "", fmt.Errorf("localenv: no member cluster or zone %q (units: %s)", name, strings.Join(e.state.unitNames(), ", "))
+	}
+	return u.Cgroup, u.CIDR, nil
+}
 
 // SharedSourceAddress returns "" when every pod connects to its peers
 // from its own pod IP, as on a real node. Otherwise every pod's

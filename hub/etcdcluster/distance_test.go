@@ -11,6 +11,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 // withRoundTrips makes every spoke of s report a round trip to every other
@@ -127,8 +128,8 @@ func TestRoundTripsAtRestWriteNothing(t *testing.T) {
 		t.Errorf("jitter moved the status:\n%v %+v\n%v %+v", st1.RoundTrips, st1.Timing, st2.RoundTrips, st2.Timing)
 	}
 	st3 := pass(&st2, now.Add(2*time.Minute), 300, 0)
-	if st3.Timing.HeartbeatIntervalMillis != 400 {
-		t.Errorf("after a change to 300 ms: timing %+v, want heartbeat 400", st3.Timing)
+	if st3.Timing.HeartbeatIntervalMillis != 380 {
+		t.Errorf("after a change to 300 ms: timing %+v, want heartbeat 380", st3.Timing)
 	}
 	i := slices.IndexFunc(st3.RoundTrips, func(r etcdfedv1.RoundTrip) bool { return r.From == "member-1" && r.To == "member-3" })
 	if i < 0 || st3.RoundTrips[i].P99Micros != 300_000 || !st3.RoundTrips[i].ObservedAt.Time.Equal(now.Add(2*time.Minute)) {
@@ -158,8 +159,8 @@ func TestBadRoundTripReportRefused(t *testing.T) {
 			t.Errorf("the refused entry reached the matrix: %+v", r)
 		}
 	}
-	if st.Timing == nil || st.Timing.HeartbeatIntervalMillis != 100 {
-		t.Errorf("timing %+v, want etcd's default heartbeat", st.Timing)
+	if st.Timing == nil || st.Timing.HeartbeatIntervalMillis != timing.MinHeartbeat {
+		t.Errorf("timing %+v, want the floor of zero distance, %d", st.Timing, timing.MinHeartbeat)
 	}
 	c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionDegraded)
 	if c == nil || c.Reason != etcdfedv1.ReasonReportRejected || !strings.Contains(c.Message, "member cluster member-1") || !strings.Contains(c.Message, "status.roundTrips[1]") {

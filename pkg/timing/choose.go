@@ -10,18 +10,31 @@ import (
 // Bounds and steps of the chosen values, in milliseconds.
 const (
 	// HeartbeatStep: a derived heartbeat is rounded up to a multiple.
-	HeartbeatStep int32 = 50
+	HeartbeatStep int32 = 10
+	// MinHeartbeat and MinElection are the floors of Auto: etcd's own
+	// defaults (100 and 1000), so that nothing changes and nothing rolls
+	// at zero distance. Lower floors fail over faster at a distance
+	// (docs/measurements/wan.md: a bare etcd at 50/500 failed over at
+	// 20 ms in 0.57 to 0.76 s against 1.0 to 1.2 s on etcd's defaults),
+	// but 30/300 lost its leader several times in a 10-minute run at
+	// 20 ms with 10 ms jitter under CPU load, and 50/500 has no such run
+	// yet: until it has, the floors stay where etcd puts them.
+	MinHeartbeat int32 = etcdfedv1.DefaultHeartbeatIntervalMillis
+	MinElection  int32 = etcdfedv1.DefaultElectionTimeoutMillis
 	// MaxHeartbeat is the API's bound of heartbeatIntervalMillis; ten
 	// times it is etcd's limit of the election timeout.
 	MaxHeartbeat int32 = 5000
 	// MaxElection is etcd's limit of --election-timeout.
 	MaxElection int32 = 50000
 	// ElectionFactor: the election timeout is ten heartbeats (the tuning
-	// guide's advice; etcd's defaults are 100 and 1000).
+	// guide's advice: at least ten round trips; etcd's defaults are 100
+	// and 1000).
 	ElectionFactor int32 = 10
 	// ChangeMillis is the least change of a derived value that is applied
 	// (with more than a quarter of the old value): anything smaller is not
-	// worth a roll.
+	// worth a roll. etcd's default heartbeat (100) is that far from the
+	// floor (50), so a ring founded on the defaults before any round trip
+	// was measured moves to the floor.
 	ChangeMillis int32 = 50
 )
 
@@ -43,7 +56,7 @@ type Input struct {
 // timing Manual a missing one is etcd's default; with Auto (or unset) it
 // is derived from the largest p99 round trip between two different voter
 // clusters, and kept at Previous's value unless it differs by more than a
-// quarter and more than ChangeMillis. When the voters span several
+// quarter and by at least ChangeMillis. When the voters span several
 // clusters but no round trip between them is known yet, Previous is kept
 // (etcd's defaults without one): no measurement, no change.
 func Choose(in Input) etcdfedv1.TimingStatus {
@@ -134,17 +147,17 @@ func derive(in Input) (hb, el int32, why string) {
 	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
 		steps = d
 	}
-	hb = max(int32(steps)*HeartbeatStep, etcdfedv1.DefaultHeartbeatIntervalMillis)
+	hb = max(int32(steps)*HeartbeatStep, MinHeartbeat)
 	el = electionFor(hb)
 	why = fmt.Sprintf("max p99 round trip between voters %s (%s to %s); heartbeat p99+25%% in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
-		millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, etcdfedv1.DefaultHeartbeatIntervalMillis, ElectionFactor, etcdfedv1.DefaultElectionTimeoutMillis)
+		millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
 	return hb, el, why
 }
 
 // electionFor is the election timeout of heartbeat hb: ten heartbeats,
-// at least etcd's default, at most etcd's limit.
+// at least MinElection, at most etcd's limit.
 func electionFor(hb int32) int32 {
-	return min(max(ElectionFactor*hb, etcdfedv1.DefaultElectionTimeoutMillis), MaxElection)
+	return min(max(ElectionFactor*hb, MinElection), MaxElection)
 }
 
 // changes: a derived value moving from old to new is applied.
@@ -153,7 +166,7 @@ func changes(old, new int32) bool {
 	if d < 0 {
 		d = -d
 	}
-	return d > ChangeMillis && 4*d > old
+	return d >= ChangeMillis && 4*d > old
 }
 
 func valueOr(p *int32, def int32) int32 {

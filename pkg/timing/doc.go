@@ -15,12 +15,14 @@
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat
 //     about the largest round trip between members (here the largest p99
 //     between the voters' clusters, plus a quarter for jitter, in steps of
-//     50 ms, never below etcd's default 100 ms), the election timeout ten
-//     times the heartbeat (never below etcd's default 1000 ms, never above
-//     etcd's limit 50000 ms). A chosen value changes only when the new one
-//     differs by more than a quarter and more than 50 ms, so a jittering
-//     link does not roll the ring. At zero distance it yields exactly
-//     etcd's defaults, 100 and 1000.
+//     10 ms, never below MinHeartbeat, 100 ms), the election timeout ten
+//     times the heartbeat (never below MinElection, 1000 ms, never above
+//     etcd's limit 50000 ms). The floors are etcd's defaults: lower ones
+//     fail over faster at a distance, but their stability under load is
+//     not measured yet (docs/measurements/wan.md). A chosen value changes
+//     only when the new one differs by more than a quarter and by at least
+//     50 ms, so a jittering link does not roll the ring. At zero distance
+//     and without a measurement it yields etcd's defaults.
 //
 // The round trips are those of the spokes' gossip (UDP ping and ack
 // between the spoke pods), not of etcd's own peer traffic: the same

@@ -1,0 +1,845 @@
+package multicluster
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/localenv"
+)
+
+// BenchmarkWAN (`make bench-wan`, ETCDFED_WAN=1): a 5-member ring placed
+// 2/2/1 over the three single-zone member clusters of the local
+// environment, at each round trip of ETCDFED_WAN_DISTANCES (ms, default
+// 0,10,20,40) between every two zones, put with the delaying proxy
+// (Env.SetDistance, per pair of zones). Three systems side by side, in one
+// environment and one run:
+//
+//   - "etcdfed Auto": an EtcdCluster with spec.etcd.timing Auto and
+//     spec.leader preferring the zone of the last member cluster (one of
+//     the two 2-member zones);
+//   - "etcdfed default": an EtcdCluster with timing Manual (etcd's 100/1000)
+//     and no leader placement (the leader where elections put it);
+//   - "bare etcd": five plain etcd processes (bin/etcd, plain HTTP, etcd's
+//     defaults), placed as the first ring, each in a cgroup below its
+//     zone's and on an address of its zone's block, so the same proxy
+//     rules delay them.
+//
+// Per distance and client zone it writes ETCDFED_WAN_WRITES (default 200)
+// puts one after the other from a client in that zone writing through its
+// nearest endpoints (the members in its own zone: the client process sits
+// at zero distance from every zone, so a client whose endpoints are its
+// zone's members pays exactly what a client inside the zone would), all
+// zones at once, and reports p50 and p99.
+//
+// Then, at ETCDFED_WAN_FAILOVER ms (default 20; "none" skips): the leader's
+// zone lost (SIGKILL of its two members), etcdfed Auto against the bare
+// etcd with default timing, each with its leader in the preferred zone,
+// ETCDFED_WAN_FAILOVER_RUNS times each (default 2);
+// the longest gap between acknowledged writes of open-loop writers in the
+// two other zones (a put every 10 ms, 2 s deadline). And a sweep of bare
+// etcd failovers at ETCDFED_WAN_SWEEP timings (default
+// 100/1000,50/500,30/300, ETCDFED_WAN_SWEEP_RUNS each, default 2), the
+// measurement behind Auto's floors.
+//
+// ETCDFED_WAN_SOAK=1 adds a stability run (ETCDFED_WAN_SOAK_FOR, default
+// 10m) at 20 ms with 10 ms jitter under CPU load (two busy processes, one
+// per core): leader changes of etcdfed Auto and of bare etcds at the
+// ETCDFED_WAN_SOAK_BARE timings (default 30/300,40/400,50/500,100/1000), all at
+// once under a steady write load.
+//
+// The markdown goes to ETCDFED_WAN_OUT (default out/bench-wan.md). It
+// measures; it asserts nothing about speed.
+func BenchmarkWAN(b *testing.B) {
+	if os.Getenv("ETCDFED_WAN") == "" {
+		b.Skip("BenchmarkWAN runs with ETCDFED_WAN=1 (make bench-wan)")
+	}
+	distances, err := ParseWANDistances(envOr("ETCDFED_WAN_DISTANCES", "0,10,20,40"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	writes, err := strconv.Atoi(envOr("ETCDFED_WAN_WRITES", "200"))
+	if err != nil || writes < 10 {
+		b.Fatalf("ETCDFED_WAN_WRITES %q: want a number of at least 10", os.Getenv("ETCDFED_WAN_WRITES"))
+	}
+	var failoverAt time.Duration = -1
+	if v := envOr("ETCDFED_WAN_FAILOVER", "20"); v != "none" {
+		d, err := ParseWANDistances(v)
+		if err != nil || len(d) != 1 {
+			b.Fatalf("ETCDFED_WAN_FAILOVER %q: want one distance in ms or none", v)
+		}
+		failoverAt = d[0]
+	}
+	failoverRuns, err := strconv.Atoi(envOr("ETCDFED_WAN_FAILOVER_RUNS", "2"))
+	if err != nil || failoverRuns < 1 {
+		b.Fatalf("ETCDFED_WAN_FAILOVER_RUNS %q: want a number of at least 1", os.Getenv("ETCDFED_WAN_FAILOVER_RUNS"))
+	}
+	sweep, err := ParseWANTimings(envOr("ETCDFED_WAN_SWEEP", "100/1000,50/500,30/300"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(sweep) > 4 {
+		b.Fatalf("ETCDFED_WAN_SWEEP: at most 4 timings (each bare etcd has its own addresses)")
+	}
+	sweepRuns, err := strconv.Atoi(envOr("ETCDFED_WAN_SWEEP_RUNS", "2"))
+	if err != nil || sweepRuns < 1 {
+		b.Fatalf("ETCDFED_WAN_SWEEP_RUNS %q: want a number of at least 1", os.Getenv("ETCDFED_WAN_SWEEP_RUNS"))
+	}
+	soak := os.Getenv("ETCDFED_WAN_SOAK") == "1"
+	soakBare, err := ParseWANTimings(envOr("ETCDFED_WAN_SOAK_BARE", "30/300,40/400,50/500,100/1000"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(soakBare) > 4 {
+		b.Fatalf("ETCDFED_WAN_SOAK_BARE: at most 4 timings")
+	}
+	soakFor, err := time.ParseDuration(envOr("ETCDFED_WAN_SOAK_FOR", "10m"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := envOr("ETCDFED_WAN_OUT", filepath.Join("..", "..", "out", "bench-wan.md"))
+
+	topo := hubTopology(b)
+	env := hubFx.env
+	if topo.SetDistance == nil || len(topo.Members) != 3 {
+		b.Skip("BenchmarkWAN needs distance (root, iptables, cgroup v2) and three member clusters")
+	}
+	ctx := context.Background()
+	start := time.Now()
+	w := &wanBench{b: b, topo: topo, env: env, writes: writes}
+	for _, c := range topo.Members {
+		zs, err := c.Zones(ctx)
+		if err != nil || len(zs) != 1 {
+			b.Fatalf("zones of %s: %v %v (want one)", c.Name, zs, err)
+		}
+		w.zones = append(w.zones, zs[0])
+		w.zoneOf = append(w.zoneOf, c.Name)
+	}
+	w.preferred = w.zones[len(w.zones)-1]
+	fmt.Fprintf(os.Stderr, "bench-wan: zones %v, preferred %s, distances %v, %d writes per cell\n", w.zones, w.preferred, distances, writes)
+
+	auto := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: b, Topology: topo, Namespace: "wan-auto", Name: "auto", Domain: "auto.wan.test", Replicas: 5, WantZones: "2/2/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.Leader = &etcdfedv1.LeaderSpec{Preferred: []etcdfedv1.LeaderPreference{{Zone: w.preferred}}, SettleSeconds: ptrTo[int32](5), MinIntervalSeconds: ptrTo[int32](10)}
+		}})
+	def := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: b, Topology: topo, Namespace: "wan-default", Name: "default", Domain: "default.wan.test", Replicas: 5, WantZones: "2/2/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Etcd.Timing = etcdfedv1.TimingManual }})
+	ecA, err := auto.Get(ctx, topo.Hub)
+	if err != nil {
+		b.Fatal(err)
+	}
+	perZone := map[string]int{}
+	for _, m := range ecA.Status.Members {
+		perZone[m.Zone]++
+	}
+	if perZone[w.preferred] != 2 {
+		b.Fatalf("the preferred zone %s holds %d members of %s, want 2", w.preferred, perZone[w.preferred], ecA.Status.ZoneSummary)
+	}
+	w.shape = perZone
+	bare := w.startBare(ctx, 0, WANTiming{100, 1000})
+	systems := []wanSystem{w.managed("etcdfed Auto", auto), w.managed("etcdfed default", def), bare}
+	names := []string{"etcdfed Auto", "etcdfed default", "bare etcd"}
+	load0 := loadAvg()
+
+	var rows []WANRow
+	var leaders []WANLeaders
+	var failover, sweepLines, soakLines []string
+	write := func(final bool) {
+		var md strings.Builder
+		fmt.Fprintf(&md, "bench-wan %s, %d puts per client and cell, zones %s (preferred %s), load average %s at the start, %s now, %.0f s\n\n",
+			time.Now().UTC().Format("2006-01-02 15:04 MST"), writes, strings.Join(w.zones, ", "), w.preferred, load0, loadAvg(), time.Since(start).Seconds())
+		if !final {
+			md.WriteString("(incomplete: the run goes on or failed)\n\n")
+		}
+		md.WriteString(WANTable(names, rows, leaders))
+		if len(failover) > 0 {
+			fmt.Fprintf(&md, "\nLeader's zone lost (SIGKILL of its two members) at %s, longest gap between acknowledged writes:\n\n| system | gap | |\n| --- | --- | --- |\n%s\n", failoverAt, strings.Join(failover, "\n"))
+		}
+		if len(sweepLines) > 0 {
+			fmt.Fprintf(&md, "\nBare etcd at %s, leader's zone lost, by timing (heartbeat/election ms): gaps of each run\n\n| timing | gaps |\n| --- | --- |\n%s\n", failoverAt, strings.Join(sweepLines, "\n"))
+		}
+		if len(soakLines) > 0 {
+			md.WriteString("\n" + strings.Join(soakLines, "\n") + "\n")
+		}
+		if final {
+			fmt.Fprint(os.Stderr, md.String())
+		}
+		if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+			b.Fatal(err)
+		}
+		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if failoverAt >= 0 {
+		w.setDistance(ctx, localenv.Link{RTT: failoverAt})
+		w.settle(ctx, auto)
+		var sumBare, sumAuto time.Duration
+		for r := 1; r <= failoverRuns; r++ {
+			if r > 1 {
+				w.settle(ctx, auto)
+			}
+			gapBare, noteBare := w.failoverBare(ctx, bare.bare, r)
+			timingA := systems[0].where(ctx)
+			gapAuto, noteAuto := w.failoverManaged(ctx, auto)
+			sumBare, sumAuto = sumBare+gapBare, sumAuto+gapAuto
+			failover = append(failover,
+				fmt.Sprintf("| bare etcd, etcd's defaults 100/1000 (run %d) | %s | %s |", r, gapBare.Round(time.Millisecond), noteBare),
+				fmt.Sprintf("| etcdfed Auto, leader in %s (run %d) | %s | %s |", timingA, r, gapAuto.Round(time.Millisecond), noteAuto))
+			write(false)
+		}
+		failover = append(failover, fmt.Sprintf("\nratio of the means, etcdfed Auto / bare: %.2f (goal <= 0.5)", float64(sumAuto)/float64(sumBare)))
+		write(false)
+	}
+	if failoverAt >= 0 {
+		for i, tm := range sweep {
+			c := w.startBare(ctx, i+1, tm)
+			var gaps []string
+			for r := 0; r < sweepRuns; r++ {
+				g, _ := w.failoverBare(ctx, c.bare, r+2)
+				gaps = append(gaps, g.Round(time.Millisecond).String())
+			}
+			c.stop()
+			sweepLines = append(sweepLines, fmt.Sprintf("| %s | %s |", tm, strings.Join(gaps, ", ")))
+			write(false)
+		}
+	}
+	if soak {
+		soakLines = w.soak(ctx, auto, soakFor, soakBare)
+	}
+	// The table last: the failover and the stability run decide Auto's
+	// floors, so they go first when the heavy lock leaves little time.
+	for _, d := range distances {
+		w.setDistance(ctx, localenv.Link{RTT: d})
+		w.settle(ctx, auto)
+		l := WANLeaders{Distance: d}
+		cells := map[string][]WANCell{}
+		for _, s := range systems {
+			l.Where = append(l.Where, s.where(ctx))
+			for i, c := range w.measure(ctx, s) {
+				cells[w.zones[i]] = append(cells[w.zones[i]], c)
+			}
+		}
+		for _, z := range w.zones {
+			note := fmt.Sprintf("%d members", w.shape[z])
+			if z == w.preferred {
+				note = "preferred, " + note
+			}
+			rows = append(rows, WANRow{Distance: d, Zone: z, Note: note, Cells: cells[z]})
+		}
+		leaders = append(leaders, l)
+		fmt.Fprintf(os.Stderr, "bench-wan: %s %s done\n%s", time.Now().UTC().Format(time.TimeOnly), d, WANTable(names, rows[len(rows)-len(w.zones):], leaders[len(leaders)-1:]))
+		write(false)
+	}
+
+	write(true)
+	fmt.Fprintf(os.Stderr, "bench-wan: written to %s\n", out)
+}
+
+type wanBench struct {
+	b         *testing.B
+	topo      *Topology
+	env       *localenv.Env
+	writes    int
+	zones     []string // one per member cluster, in order
+	zoneOf    []string // the member cluster of zones[i]
+	preferred string
+	shape     map[string]int
+}
+
+// wanSystem is a ring the bench writes to.
+type wanSystem struct {
+	name string
+	// zone returns the client config of the members in a zone.
+	zone func(ctx context.Context, zone string) EtcdClientConfig
+	// where says where the leader is and with which timing.
+	where func(ctx context.Context) string
+	bare  *wanBare
+	stop  func()
+}
+
+type wanBare struct {
+	c      *etcdtest.Cluster
+	zoneOf []string // zone of c.Members[i]
+	timing WANTiming
+}
+
+// memberEndpoints is a member's client URL in the EtcdCluster's status
+// (members replaced since the ring was created included).
+func memberEndpoints(ec *etcdfedv1.EtcdCluster, name string) []string {
+	var out []string
+	for _, ep := range ec.Status.Endpoints {
+		if strings.Contains(ep, "//"+name+".") {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	return strings.Join(strings.Fields(string(b))[:3], " ")
+}
+
+func (w *wanBench) managed(name string, m *ManagedEtcd) wanSystem {
+	return wanSystem{
+		name: name,
+		zone: func(ctx context.Context, zone string) EtcdClientConfig {
+			ec, err := m.Get(ctx, w.topo.Hub)
+			if err != nil {
+				w.b.Fatal(err)
+			}
+			c := m.Client
+			c.Endpoints = nil
+			for _, ms := range ec.Status.Members {
+				if ms.Zone == zone {
+					c.Endpoints = append(c.Endpoints, memberEndpoints(ec, ms.Name)...)
+				}
+			}
+			return c
+		},
+		where: func(ctx context.Context) string {
+			ec, err := m.Get(ctx, w.topo.Hub)
+			if err != nil {
+				return err.Error()
+			}
+			zone := "?"
+			for _, ms := range ec.Status.Members {
+				if ms.Name == ec.Status.Leader {
+					zone = ms.Zone
+				}
+			}
+			tm := "?"
+			if t := ec.Status.Timing; t != nil {
+				tm = fmt.Sprintf("%d/%d", t.HeartbeatIntervalMillis, t.ElectionTimeoutMillis)
+			}
+			return zone + ", " + tm
+		},
+	}
+}
+
+// startBare starts five plain etcd processes shaped as w.shape, member i
+// of zone z on the address .(200+10*set+i) of z's block, in a cgroup
+// below z's.
+func (w *wanBench) startBare(ctx context.Context, set int, tm WANTiming) wanSystem {
+	b := w.b
+	var hosts, cgroups, zoneOf []string
+	for _, z := range w.zones {
+		dir, cidr, err := w.env.UnitCgroup(z)
+		if err != nil {
+			b.Fatal(err)
+		}
+		p, err := netip.ParsePrefix(cidr)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := 0; i < w.shape[z]; i++ {
+			a := p.Addr().As4()
+			a[3] = byte(200 + 10*set + i)
+			hosts = append(hosts, netip.AddrFrom4(a).String())
+			cgroups = append(cgroups, filepath.Join(dir, fmt.Sprintf("bench-bare%d-%d", set, i)))
+			zoneOf = append(zoneOf, z)
+		}
+	}
+	c := etcdtest.Start(b, etcdtest.Options{Members: len(hosts), Name: fmt.Sprintf("bare%d", set), Hosts: hosts, Cgroups: cgroups,
+		ExtraArgs: []string{fmt.Sprintf("--heartbeat-interval=%d", tm.Heartbeat), fmt.Sprintf("--election-timeout=%d", tm.Election)}})
+	bare := &wanBare{c: c, zoneOf: zoneOf, timing: tm}
+	return wanSystem{
+		name: "bare etcd",
+		bare: bare,
+		zone: func(_ context.Context, zone string) EtcdClientConfig {
+			var cfg EtcdClientConfig
+			for i, m := range c.Members {
+				if zoneOf[i] == zone {
+					cfg.Endpoints = append(cfg.Endpoints, m.ClientURL)
+				}
+			}
+			return cfg
+		},
+		where: func(ctx context.Context) string {
+			l, err := c.Leader(ctx)
+			if err != nil {
+				return err.Error()
+			}
+			return zoneOf[slices.Index(c.Members, l)] + ", " + tm.String()
+		},
+		stop: func() {
+			for _, m := range c.Members {
+				m.Stop()
+			}
+		},
+	}
+}
+
+// setDistance puts link between every two zones (zero: none).
+func (w *wanBench) setDistance(ctx context.Context, link localenv.Link) {
+	var d localenv.Distance
+	if !link.IsZero() {
+		for i, a := range w.zones {
+			for _, z := range w.zones[i+1:] {
+				d.Links = append(d.Links, localenv.PairLink{A: a, B: z, Link: link})
+			}
+		}
+	}
+	if err := w.topo.SetDistance(ctx, d); err != nil {
+		w.b.Fatal(err)
+	}
+	w.b.Cleanup(func() { _ = w.topo.SetDistance(context.Background(), localenv.Distance{}) })
+	fmt.Fprintf(os.Stderr, "bench-wan: %s distance %s\n", time.Now().UTC().Format(time.TimeOnly), d)
+}
+
+// settle waits for the spokes to measure the distance and the hub to act
+// on it: 20 s, then the Auto ring ready with no operation in flight and
+// its leader in place.
+func (w *wanBench) settle(ctx context.Context, auto *ManagedEtcd) {
+	sleepCtx(ctx, 20*time.Second)
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: w.topo.Hub, Etcd: auto, What: "ring ready, nothing in flight, leader in place", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
+		switch lp := ec.Status.LeaderPlacement; {
+		case ec.Status.Operation != nil:
+			return fmt.Sprintf("operation %s of %s", ec.Status.Operation.Type, ec.Status.Operation.Member)
+		case lp == nil || !lp.InPlace:
+			return fmt.Sprintf("leader placement %+v", lp)
+		}
+		for _, m := range ec.Status.Members {
+			if !m.Ready || m.Role == etcdfedv1.RoleLearner {
+				return fmt.Sprintf("member %s not a ready voter", m.Name)
+			}
+		}
+		// The chosen timing runs on every member (a roll onto it done).
+		if tm := ec.Status.Timing; tm != nil && (tm.HeartbeatIntervalMillis != etcdfedv1.DefaultHeartbeatIntervalMillis || tm.ElectionTimeoutMillis != etcdfedv1.DefaultElectionTimeoutMillis) {
+			for _, m := range ec.Status.Members {
+				c := memberCluster(w.b, w.topo, m.Cluster)
+				why, err := rolledOnto(ctx, c, auto, m.Name, *tm, time.Time{})
+				if err != nil {
+					return err.Error()
+				}
+				if why != "" {
+					return m.Name + ": " + why
+				}
+			}
+		}
+		return ""
+	}})
+	if err != nil {
+		w.b.Fatal(err)
+	}
+}
+
+// measure writes w.writes puts from a client in each zone at once (its
+// nearest endpoints) and returns the cells in the order of w.zones.
+func (w *wanBench) measure(ctx context.Context, s wanSystem) []WANCell {
+	out := make([]WANCell, len(w.zones))
+	var wg sync.WaitGroup
+	for i, z := range w.zones {
+		cfg := s.zone(ctx, z)
+		if len(cfg.Endpoints) == 0 {
+			w.b.Fatalf("%s: no member in %s", s.name, z)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c, err := EtcdClient(cfg)
+			if err != nil {
+				out[i].Errors = w.writes
+				return
+			}
+			defer func() { _ = c.Close() }()
+			val := strings.Repeat("v", 256)
+			var lat []time.Duration
+			for n := -5; n < w.writes; n++ {
+				pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				t0 := time.Now()
+				_, err := c.Put(pctx, fmt.Sprintf("/bench-wan/%s/%d", z, n), val)
+				d := time.Since(t0)
+				cancel()
+				switch {
+				case n < 0: // warm-up: connections, leader known
+				case err != nil:
+					out[i].Errors++
+				default:
+					lat = append(lat, d)
+				}
+			}
+			slices.Sort(lat)
+			out[i].P50, out[i].P99, out[i].Writes = Percentile(lat, 50), Percentile(lat, 99), len(lat)
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+// openLoop puts one write every 10 ms (alternating between cfgs), each
+// with a 2 s deadline, until ctx ends; it returns the acknowledgement
+// times.
+func openLoop(ctx context.Context, cfgs []EtcdClientConfig) func() []time.Time {
+	var mu sync.Mutex
+	var acks []time.Time
+	var wg sync.WaitGroup
+	var clients []*clientv3.Client
+	for _, cfg := range cfgs {
+		if c, err := EtcdClient(cfg); err == nil {
+			clients = append(clients, c)
+		}
+	}
+	done := make(chan struct{})
+	if len(clients) == 0 {
+		close(done)
+		return func() []time.Time { return nil }
+	}
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			c := clients[n%len(clients)]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				pctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+				defer cancel()
+				if _, err := c.Put(pctx, fmt.Sprintf("/bench-wan/failover/%d", n), "x"); err == nil {
+					mu.Lock()
+					acks = append(acks, time.Now())
+					mu.Unlock()
+				}
+			}()
+		}
+	}()
+	return func() []time.Time {
+		<-done
+		wg.Wait()
+		for _, c := range clients {
+			_ = c.Close()
+		}
+		return acks
+	}
+}
+
+// survivors are the client configs of the zones other than the preferred
+// one.
+func (w *wanBench) survivors(ctx context.Context, s wanSystem) []EtcdClientConfig {
+	var out []EtcdClientConfig
+	for _, z := range w.zones {
+		if z != w.preferred {
+			out = append(out, s.zone(ctx, z))
+		}
+	}
+	return out
+}
+
+// failoverBare moves the bare etcd's leader into the preferred zone,
+// SIGKILLs both its members there under the open-loop writers, and
+// returns the longest write gap; the two are started again after.
+func (w *wanBench) failoverBare(ctx context.Context, bare *wanBare, run int) (time.Duration, string) {
+	b := w.b
+	c := bare.c
+	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	var victims []*etcdtest.Member
+	for i, m := range c.Members {
+		if bare.zoneOf[i] == w.preferred {
+			victims = append(victims, m)
+		}
+	}
+	if err := moveBareLeader(ctx, c, victims[0]); err != nil {
+		b.Fatal(err)
+	}
+	sys := wanSystem{zone: func(_ context.Context, zone string) EtcdClientConfig {
+		var cfg EtcdClientConfig
+		for i, m := range c.Members {
+			if bare.zoneOf[i] == zone {
+				cfg.Endpoints = append(cfg.Endpoints, m.ClientURL)
+			}
+		}
+		return cfg
+	}}
+	gap, note := w.failover(ctx, w.survivors(ctx, sys), func() {
+		var wg sync.WaitGroup
+		for _, m := range victims {
+			wg.Add(1)
+			go func() { defer wg.Done(); m.Stop() }()
+		}
+		wg.Wait()
+	})
+	for _, m := range victims {
+		c.Restart(m)
+	}
+	if err := c.WaitHealthy(ctx, time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "bench-wan: bare etcd %s failover %d: gap %s (%s)\n", bare.timing, run, gap, note)
+	return gap, note
+}
+
+// moveBareLeader makes to the leader (MoveLeader from the current one).
+func moveBareLeader(ctx context.Context, c *etcdtest.Cluster, to *etcdtest.Member) error {
+	return poll(ctx, time.Minute, "leadership moved to "+to.Name, func(ctx context.Context) (string, error) {
+		l, err := c.Leader(ctx)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if l == to {
+			return "", nil
+		}
+		cli := c.NewClient(l.ClientURL)
+		defer func() { _ = cli.Close() }()
+		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		st, err := cli.Status(sctx, to.ClientURL)
+		if err != nil {
+			return err.Error(), nil
+		}
+		if _, err := cli.MoveLeader(sctx, st.Header.MemberId); err != nil {
+			return err.Error(), nil
+		}
+		return "moved, checking", nil
+	})
+}
+
+// failover runs the open-loop writers on cfgs for 3 s, calls kill, and
+// 10 s later returns the longest gap between acknowledged writes from a
+// second before the kill on.
+func (w *wanBench) failover(ctx context.Context, cfgs []EtcdClientConfig, kill func()) (time.Duration, string) {
+	lctx, cancel := context.WithCancel(ctx)
+	stop := openLoop(lctx, cfgs)
+	sleepCtx(ctx, 3*time.Second)
+	killed := time.Now()
+	kill()
+	sleepCtx(ctx, 10*time.Second)
+	end := time.Now()
+	cancel()
+	acks := stop()
+	gap, at := LongestGap(acks, killed.Add(-time.Second), end)
+	return gap, fmt.Sprintf("%d writes acknowledged; the gap began %.3f s after the kill", len(acks), at.Sub(killed).Seconds())
+}
+
+// failoverManaged kills the preferred zone (localenv kill: its pods
+// SIGKILLed) with the leader there, measures the gap, and restores it.
+func (w *wanBench) failoverManaged(ctx context.Context, m *ManagedEtcd) (time.Duration, string) {
+	b := w.b
+	sys := w.managed("", m)
+	cfgs := w.survivors(ctx, sys)
+	gap, note := w.failover(ctx, cfgs, func() {
+		if err := w.topo.FailZone(ctx, w.preferred, "kill"); err != nil {
+			b.Fatal(err)
+		}
+	})
+	if err := w.topo.RestoreZone(ctx, w.preferred); err != nil {
+		b.Fatal(err)
+	}
+	fmt.Fprintf(os.Stderr, "bench-wan: etcdfed failover: gap %s (%s)\n", gap, note)
+	return gap, note
+}
+
+// soak runs, at 20 ms with 10 ms jitter and two busy processes, the Auto
+// ring and a bare etcd at each of bareTimings under a steady write load
+// for soakFor, all at once, and counts their leader changes (raft term
+// increments and leaders seen; the Auto ring's include the hub's moves
+// of leadership back to the preferred zone).
+func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Duration, bareTimings []WANTiming) []string {
+	b := w.b
+	w.setDistance(ctx, localenv.Link{RTT: 20 * time.Millisecond, Jitter: 10 * time.Millisecond})
+	w.settle(ctx, auto)
+	ec, err := auto.Get(ctx, w.topo.Hub)
+	if err != nil {
+		b.Fatal(err)
+	}
+	floor := WANTiming{int(ec.Status.Timing.HeartbeatIntervalMillis), int(ec.Status.Timing.ElectionTimeoutMillis)}
+	var bares []wanSystem
+	for i, tm := range bareTimings {
+		s := w.startBare(ctx, i+1, tm)
+		s.name = "bare etcd " + tm.String()
+		defer s.stop()
+		bares = append(bares, s)
+	}
+	autoSys := w.managed("etcdfed Auto", auto)
+
+	// Members' status endpoints, fixed for the run.
+	type probe struct {
+		name string
+		cfg  EtcdClientConfig
+	}
+	var probesA []probe
+	probesB := make([][]probe, len(bares))
+	for _, ms := range ec.Status.Members {
+		cfg := auto.Client
+		cfg.Endpoints = memberEndpoints(ec, ms.Name)
+		if len(cfg.Endpoints) == 0 {
+			b.Fatalf("no endpoint of %s in %v", ms.Name, ec.Status.Endpoints)
+		}
+		probesA = append(probesA, probe{ms.Name, cfg})
+	}
+	for i, bs := range bares {
+		for _, m := range bs.bare.c.Members {
+			probesB[i] = append(probesB[i], probe{m.Name, EtcdClientConfig{Endpoints: []string{m.ClientURL}}})
+		}
+	}
+	type tally struct {
+		term0, term uint64
+		leaders     map[uint64]bool
+		changes     int
+		last        uint64
+		misses      int
+	}
+	look := func(ctx context.Context, ps []probe, clients map[string]*clientv3.Client, t *tally) {
+		for _, p := range ps {
+			c := clients[p.name]
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := c.Status(sctx, p.cfg.Endpoints[0])
+			cancel()
+			if err != nil {
+				t.misses++
+				continue
+			}
+			if t.term0 == 0 {
+				t.term0 = st.RaftTerm
+			}
+			t.term = max(t.term, st.RaftTerm)
+			if st.Leader != 0 {
+				if t.last != 0 && st.Leader != t.last {
+					t.changes++
+				}
+				t.last = st.Leader
+				t.leaders[st.Leader] = true
+			}
+		}
+	}
+	open := func(ps []probe) map[string]*clientv3.Client {
+		out := map[string]*clientv3.Client{}
+		for _, p := range ps {
+			c, err := EtcdClient(p.cfg)
+			if err != nil {
+				b.Fatal(err)
+			}
+			out[p.name] = c
+		}
+		return out
+	}
+	clientsA := open(probesA)
+	clientsB := make([]map[string]*clientv3.Client, len(bares))
+	tb := make([]*tally, len(bares))
+	for i := range bares {
+		clientsB[i] = open(probesB[i])
+		tb[i] = &tally{leaders: map[uint64]bool{}}
+	}
+	defer func() {
+		for _, cs := range append(clientsB, clientsA) {
+			for _, c := range cs {
+				_ = c.Close()
+			}
+		}
+	}()
+	ta := &tally{leaders: map[uint64]bool{}}
+	lookAll := func() {
+		look(ctx, probesA, clientsA, ta)
+		for i := range bares {
+			look(ctx, probesB[i], clientsB[i], tb[i])
+		}
+	}
+	lookAll()
+
+	// CPU load: one busy process per core.
+	var burners []*exec.Cmd
+	for range 2 {
+		cmd := exec.Command("sha256sum", "/dev/zero")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		burners = append(burners, cmd)
+	}
+	defer func() {
+		for _, c := range burners {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	load0 := loadAvg()
+	sctx, cancel := context.WithTimeout(ctx, soakFor)
+	defer cancel()
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	puts := map[string][2]int{}
+	for _, s := range append([]wanSystem{autoSys}, bares...) {
+		for _, z := range w.zones {
+			cfg := s.zone(ctx, z)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c, err := EtcdClient(cfg)
+				if err != nil {
+					return
+				}
+				defer func() { _ = c.Close() }()
+				ok, bad := 0, 0
+				for n := 0; sctx.Err() == nil; n++ {
+					pctx, pcancel := context.WithTimeout(sctx, 2*time.Second)
+					if _, err := c.Put(pctx, fmt.Sprintf("/bench-wan/soak/%s/%d", z, n%1000), "soak"); err == nil {
+						ok++
+					} else if sctx.Err() == nil {
+						bad++
+					}
+					pcancel()
+					sleepCtx(sctx, 20*time.Millisecond)
+				}
+				mu.Lock()
+				p := puts[s.name]
+				puts[s.name] = [2]int{p[0] + ok, p[1] + bad}
+				mu.Unlock()
+			}()
+		}
+	}
+	for sctx.Err() == nil {
+		sleepCtx(sctx, time.Second)
+		lookAll()
+	}
+	wg.Wait()
+	lookAll()
+	load1 := loadAvg()
+	line := func(name string, tm string, t *tally) string {
+		p := puts[name]
+		return fmt.Sprintf("| %s | %s | %d | %d | %d | %d acknowledged, %d failed | %d |", name, tm, t.term-t.term0, len(t.leaders), t.changes, p[0], p[1], t.misses)
+	}
+	out := []string{
+		fmt.Sprintf("Stability run: %s at 20 ms ± 10 ms between zones, two busy processes (sha256sum /dev/zero), load average %s at the start of the load, %s at the end; a put every 20 ms after the last from a client in each zone, status of every member every second:", soakFor, load0, load1),
+		"",
+		"| system | timing | raft term increments | leaders seen | leader changes seen | puts | status misses |",
+		"| --- | --- | --- | --- | --- | --- | --- |",
+		line("etcdfed Auto", floor.String()+" (Auto)", ta),
+	}
+	for i, bs := range bares {
+		out = append(out, line(bs.name, bs.bare.timing.String(), tb[i]))
+	}
+	fmt.Fprintln(os.Stderr, strings.Join(out, "\n"))
+	return out
+}

@@ -1,0 +1,96 @@
+package multicluster
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseWANDistances(t *testing.T) {
+	got, err := ParseWANDistances("0, 10,20ms,40")
+	if err != nil || !slices.Equal(got, []time.Duration{0, 10 * time.Millisecond, 20 * time.Millisecond, 40 * time.Millisecond}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	for _, bad := range []string{"", "10,10", "-1", "2000", "10s", "a"} {
+		if _, err := ParseWANDistances(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseWANTimings(t *testing.T) {
+	got, err := ParseWANTimings("100/1000, 30/300")
+	if err != nil || !slices.Equal(got, []WANTiming{{100, 1000}, {30, 300}}) {
+		t.Errorf("got %v, %v", got, err)
+	}
+	if got, err := ParseWANTimings("none"); err != nil || got != nil {
+		t.Errorf("none: %v %v", got, err)
+	}
+	for _, bad := range []string{"100", "100/400", "0/0", "100/60000", "x/y"} {
+		if _, err := ParseWANTimings(bad); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 200; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		p    float64
+		want time.Duration
+	}{{50, 100 * time.Millisecond}, {99, 198 * time.Millisecond}, {100, 200 * time.Millisecond}, {0.1, time.Millisecond}} {
+		if got := Percentile(d, tc.p); got != tc.want {
+			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Error("no samples: want 0")
+	}
+	if got := Percentile([]time.Duration{7}, 99); got != 7 {
+		t.Errorf("one sample: %v", got)
+	}
+}
+
+func TestLongestGap(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 20, 0, 0, 0, time.UTC)
+	at := func(msec int) time.Time { return t0.Add(time.Duration(msec) * time.Millisecond) }
+	acks := []time.Time{at(300), at(100), at(200), at(1500), at(1600), at(5000)}
+	gap, from := LongestGap(acks, at(0), at(2000))
+	if gap != 1200*time.Millisecond || !from.Equal(at(300)) {
+		t.Errorf("gap %v from %v, want 1.2s from +300ms", gap, from.Sub(t0))
+	}
+	// No acknowledgement at all: the whole window.
+	if gap, _ := LongestGap(nil, at(0), at(800)); gap != 800*time.Millisecond {
+		t.Errorf("empty: %v", gap)
+	}
+	// The window's end counts: writes that stopped before it.
+	if gap, from := LongestGap([]time.Time{at(10)}, at(0), at(900)); gap != 890*time.Millisecond || !from.Equal(at(10)) {
+		t.Errorf("trailing gap %v from %v", gap, from.Sub(t0))
+	}
+}
+
+func TestWANTable(t *testing.T) {
+	got := WANTable([]string{"A", "B"}, []WANRow{
+		{Distance: 20 * time.Millisecond, Zone: "zone-3a", Note: "preferred", Cells: []WANCell{{P50: 41500 * time.Microsecond, P99: 120 * time.Millisecond, Writes: 200}, {P50: time.Millisecond, P99: 2 * time.Millisecond, Writes: 200, Errors: 1}}},
+		{Distance: 0, Zone: "zone-1a", Cells: []WANCell{{}}},
+	}, []WANLeaders{{Distance: 20 * time.Millisecond, Where: []string{"zone-3a 30/300"}}})
+	want := `| distance | client zone | A p50 / p99 ms | B p50 / p99 ms |
+| --- | --- | --- | --- |
+| 20.0 | zone-3a (preferred) | 41.5 / 120 | 1.0 / 2.0 (1 err) |
+| 0.0 | zone-1a | - | - |
+
+| distance | A: leader, timing | B: leader, timing |
+| --- | --- | --- |
+| 20.0 | zone-3a 30/300 | - |
+`
+	if got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if !strings.HasSuffix(got, "\n") {
+		t.Error("no final newline")
+	}
+}
