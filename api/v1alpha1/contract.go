@@ -69,6 +69,15 @@ const (
 	// ReasonWaiting (Progressing=False): an operation is due but waits for a
 	// precondition; the message says which.
 	ReasonWaiting = "Waiting"
+	// ReasonTakingOver (Progressing=True): a rebuilt hub takes over the
+	// running ring of this namespace and name from the member clusters
+	// (status.takeOver); nothing is founded meanwhile.
+	ReasonTakingOver = "TakingOver"
+	// ReasonTakeOverHeld (Progressing=False): a running ring of this
+	// namespace and name was found in the member clusters, but the hub
+	// may not take it over yet; the message says why. Nothing is founded,
+	// written or changed meanwhile.
+	ReasonTakeOverHeld = "TakeOverHeld"
 	// ReasonAsExpected (Degraded=False): nothing needs attention.
 	ReasonAsExpected = "AsExpected"
 	// ReasonProblems (Degraded=True): the message lists what needs

@@ -308,7 +308,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
 	}
 	now := r.now()
-	d := Plan(a, string(ec.UID), t, endpoints, found, now)
+	d := Plan(a, string(ec.RingUID()), t, endpoints, found, now)
 	notAfter := d.NotAfter
 	data := cur.Data
 	switch d.Action {
@@ -432,7 +432,7 @@ func wantLabels(ec *etcdfedv1.EtcdCluster, t Target, have map[string]string) map
 		out[k] = v
 	}
 	out[etcdfedv1.LabelManagedBy] = etcdfedv1.ManagedByValue
-	out[etcdfedv1.LabelClusterUID] = string(ec.UID)
+	out[etcdfedv1.LabelClusterUID] = string(ec.RingUID())
 	out[etcdfedv1.LabelClusterName] = ec.Name
 	out[etcdfedv1.LabelClusterNamespace] = ec.Namespace
 	out[etcdfedv1.LabelClient] = t.Name
@@ -485,7 +485,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		}
 		return fmt.Errorf("removed client %s (%s): read Secret: %w", t.Name, t, err)
 	}
-	if cur.Labels[etcdfedv1.LabelClusterUID] != string(ec.UID) {
+	if cur.Labels[etcdfedv1.LabelClusterUID] != string(ec.RingUID()) {
 		return nil // not ours: left alone
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleting the Secret of a removed client", "client", t.Name, "secret", t.String())

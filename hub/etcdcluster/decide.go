@@ -145,6 +145,14 @@ type dnsWork struct {
 func decide(s *snapshot) *decision {
 	d := &decision{ledger: s.ec.Status.DeepCopy()}
 	st := d.ledger
+	// A running ring of this name found in the member clusters is taken
+	// over, or the pass holds: nothing is founded, written or changed
+	// (takeover.go).
+	if f := findTakeOver(s); f.phase != "" {
+		recordTakeOver(s, st, f)
+		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+		return d
+	}
 	adoptLostMembers(s, st)
 	recordObservations(s, st)
 	recordVersions(s, st)
@@ -153,6 +161,9 @@ func decide(s *snapshot) *decision {
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {
 		d.plan = planner.Next(plannerInput(s, st, d.placement))
+		if msg := takeOverMismatch(s, st); msg != "" {
+			d.plan = planner.Decision{Action: planner.ActWait, Reason: msg, RequeueAfter: takeOverRetry}
+		}
 		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
 			d.ended = st.Operation
 		}
@@ -203,7 +214,9 @@ func pkiDue(s *snapshot) pkiWork {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return pkiWork{}
 	}
-	w := pkiWork{createCA: s.pki.ca == nil}
+	// A ring taken over keeps its CA: a new one would not be trusted by
+	// its members (findTakeOver holds while it is missing).
+	w := pkiWork{createCA: s.pki.ca == nil && s.ec.Status.TakeOver == nil}
 	switch hc := s.pki.hubClient; {
 	case w.createCA || hc == nil || s.pki.hubClientLeaf() == nil:
 		w.issueHubClient = true
