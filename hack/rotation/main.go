@@ -51,6 +51,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
 	"TestScenarioSpokeRestartDNS":         2 * time.Minute, // 61 s
 	"TestScenarioHubStandbyWarm":          1 * time.Minute, // estimate: a second hub process engaging three clusters
+	"TestScenarioHubLost":                 8 * time.Minute, // estimate: its own environment (four clusters), a backup, the hub cluster rebuilt, a cluster killed and replaced, a restore
 	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":             3 * time.Minute,
