@@ -152,6 +152,10 @@ func decide(s *snapshot) *decision {
 		recordTakeOver(s, st, f)
 		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
 		return d
+	} else if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
+		// Held before (a member cluster not read yet), nothing to take
+		// over now: the ring is this EtcdCluster's own.
+		st.TakeOver = nil
 	}
 	adoptLostMembers(s, st)
 	recordObservations(s, st)
@@ -216,7 +220,7 @@ func pkiDue(s *snapshot) pkiWork {
 	}
 	// A ring taken over keeps its CA: a new one would not be trusted by
 	// its members (findTakeOver holds while it is missing).
-	w := pkiWork{createCA: s.pki.ca == nil && s.ec.Status.TakeOver == nil}
+	w := pkiWork{createCA: s.pki.ca == nil && s.ec.RingUID() == s.ec.UID}
 	switch hc := s.pki.hubClient; {
 	case w.createCA || hc == nil || s.pki.hubClientLeaf() == nil:
 		w.issueHubClient = true

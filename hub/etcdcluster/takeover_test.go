@@ -63,6 +63,12 @@ func TestFindTakeOver(t *testing.T) {
 		{"objects of this EtcdCluster's own UID: its own ring", func(s *snapshot) {
 			s.clusters[0].members["main-0"] = s.clusters[0].foreign.members["uid-1"][0]
 		}, "", ""},
+		{"held before, nothing found now: a new ring", func(s *snapshot) {
+			for _, cs := range s.clusters {
+				cs.foreign = nil
+			}
+			s.ec.Status.TakeOver = &etcdfedv1.TakeOverStatus{Phase: etcdfedv1.TakeOverHeld, Message: "member cluster(s) member-3 not read yet"}
+		}, "", ""},
 		{"a spec.adopt ring never takes over", func(s *snapshot) { s.ec.Spec.Adopt = &etcdfedv1.AdoptSpec{Endpoints: []string{"https://x:2379"}} }, "", ""},
 		{"a ring with a cluster ID never takes over", func(s *snapshot) { s.ec.Status.ClusterID = "c9" }, "", ""},
 	} {
@@ -145,5 +151,27 @@ func TestTakeOverClusterIDMismatch(t *testing.T) {
 	d2 := decide(s2)
 	if d2.plan.Action != planner.ActWait || !strings.Contains(d2.plan.Reason, "cluster ID c2") || d2.ledger.ClusterID != "" {
 		t.Fatalf("plan %s (%s), clusterID %q", d2.plan.Action, d2.plan.Reason, d2.ledger.ClusterID)
+	}
+}
+
+// A new ring held once (a member cluster not read yet at the hub's
+// start) founds itself once every cluster is read and nothing is found:
+// the hold is cleared and the CA created.
+func TestTakeOverHeldThenNewRing(t *testing.T) {
+	s := rebuilt()
+	s.ec.Spec.TLS.Mode = etcdfedv1.TLSEnabled
+	for _, cs := range s.clusters {
+		cs.foreign = nil
+	}
+	s.clusters[2].engaged = false
+	d := decide(s)
+	if d.ledger.TakeOver == nil || d.ledger.TakeOver.Phase != etcdfedv1.TakeOverHeld || d.pki.createCA || d.plan.Action != planner.ActWait {
+		t.Fatalf("a cluster not read: takeOver %+v, createCA %v, plan %s", d.ledger.TakeOver, d.pki.createCA, d.plan.Action)
+	}
+	s.ec.Status = *d.ledger
+	s.clusters[2].engaged = true
+	d = decide(s)
+	if d.ledger.TakeOver != nil || !d.pki.createCA {
+		t.Fatalf("every cluster read, nothing found: takeOver %+v, createCA %v, plan %s (%s)", d.ledger.TakeOver, d.pki.createCA, d.plan.Action, d.plan.Reason)
 	}
 }
