@@ -175,3 +175,34 @@ func TestTakeOverHeldThenNewRing(t *testing.T) {
 		t.Fatalf("every cluster read, nothing found: takeOver %+v, createCA %v, plan %s (%s)", d.ledger.TakeOver, d.pki.createCA, d.plan.Action, d.plan.Reason)
 	}
 }
+
+// The pass between the record and the adoption, with TLS: the hub has no
+// client certificate yet (it was lost with the hub cluster), so etcd is
+// not reached; the pass issues the certificate from the imported CA and
+// writes nothing of the ring (no member object, no sweep, no CA).
+func TestTakeOverBeforeEtcdAnswers(t *testing.T) {
+	s := rebuilt()
+	tls := ring()
+	withTLS(t, tls)
+	s.ec.Spec.TLS.Mode, s.pki = etcdfedv1.TLSEnabled, tls.pki
+	s.pki.hubClient = nil
+	d := decide(s)
+	if d.ledger.TakeOver == nil || d.ledger.TakeOver.Phase != etcdfedv1.TakeOverTakingOver || len(d.ledger.TakeOver.Reissued) != 1 {
+		t.Fatalf("takeOver %+v", d.ledger.TakeOver)
+	}
+	s2 := ring()
+	withTLS(t, s2)
+	s2.ec.UID, s2.ec.Status = "uid-2", computeStatus(s, d, applyResult{}, "")
+	s2.pki.hubClient = nil
+	s2.etcd = planner.Etcd{Error: "the hub has no client certificate from the CA yet"}
+	d2 := decide(s2)
+	if d2.plan.Action != planner.ActWait || d2.ledger.ClusterID != "" || !d2.pki.issueHubClient || d2.pki.createCA {
+		t.Fatalf("plan %s (%s), clusterID %q, pki %+v", d2.plan.Action, d2.plan.Reason, d2.ledger.ClusterID, d2.pki)
+	}
+	if len(d2.step.writes) > 0 || len(d2.updates) > 0 || len(d2.sweep) > 0 || len(d2.certs) > 0 {
+		t.Errorf("writes before etcd answers: step %d, updates %d, sweep %d, certs %d", len(d2.step.writes), len(d2.updates), len(d2.sweep), len(d2.certs))
+	}
+	if len(d2.ledger.Members) != 3 {
+		t.Errorf("members read back: %+v", d2.ledger.Members)
+	}
+}
