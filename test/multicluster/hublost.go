@@ -87,6 +87,9 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 		// Backups on from the start (the manifest's), yearly: the first is
 		// taken at once, no other during the test.
 		s.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
+		// A consumer whose Secret lives in the hub cluster: lost with it,
+		// reissued by the new hub.
+		s.Clients = []etcdfedv1.ClientSpec{{Name: "app"}}
 	}
 	ring := EtcdClusterSpec(ctx, in.Ring)
 	old, err := ring.Get(ctx, hub)
@@ -100,6 +103,9 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 		return ""
 	}}))
 	t.Logf("backup before the loss at revision %d: %s", snap.Revision, snap.Location)
+	appSecret := ring.Name + "-app-etcd-client"
+	appBefore, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: hub, Namespace: ns, Name: appSecret})
+	must(err)
 	// The manifest, as a GitOps repository holds it.
 	manifest := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: old.Namespace, Name: old.Name}, Spec: *old.Spec.DeepCopy()}
 
@@ -178,6 +184,24 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 		}
 		t.Logf("event %s: %s", reason, note)
 	}
+	if !slices.ContainsFunc(to.Reissued, func(s string) bool { return strings.Contains(s, "spec.clients app") }) {
+		t.Errorf("takeOver.reissued %q does not name the consumer app", to.Reissued)
+	}
+	// The consumer's Secret, lost with the hub cluster, reissued from the
+	// imported CA; etcd's user was never lost: it reads and writes.
+	appAfter, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: hub, Namespace: ns, Name: appSecret, Until: func(data map[string][]byte) string {
+		if string(data[etcdfedv1.ClientSecretKeyCert]) == string(appBefore.Data[etcdfedv1.ClientSecretKeyCert]) {
+			return "the old certificate"
+		}
+		return ""
+	}})
+	must(err)
+	app := consumerClient(t, appAfter.Data, topo.DNSServers)
+	actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = app.Put(actx, "hub-lost/app", "after the take-over")
+	acancel()
+	must(err)
+	t.Logf("consumer app: its Secret reissued by the new hub, and it writes with it")
 	// Nothing of the ring changed: members, pods, IDs, the raft term.
 	progress(ctx, t, w, 100, time.Minute)
 	after := membersLife(ctx, t, topo, taken)
