@@ -305,7 +305,7 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	case err != nil:
 		return fail(fmt.Errorf("read Secret: %w", err))
 	default:
-		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
+		found = &Found{Owner: ownerOf(ec, cur.Labels[etcdfedv1.LabelClusterUID]), Data: cur.Data}
 	}
 	now := r.now()
 	d := Plan(a, string(ec.RingUID()), t, endpoints, found, now)
@@ -485,7 +485,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		}
 		return fmt.Errorf("removed client %s (%s): read Secret: %w", t.Name, t, err)
 	}
-	if cur.Labels[etcdfedv1.LabelClusterUID] != string(ec.RingUID()) {
+	if ownerOf(ec, cur.Labels[etcdfedv1.LabelClusterUID]) != string(ec.RingUID()) {
 		return nil // not ours: left alone
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleting the Secret of a removed client", "client", t.Name, "secret", t.String())
@@ -655,4 +655,15 @@ func ownerRefs(ec *etcdfedv1.EtcdCluster, t Target, have []metav1.OwnerReference
 		return out
 	}
 	return append(out, metav1.OwnerReference{APIVersion: etcdfedv1.GroupVersion.String(), Kind: "EtcdCluster", Name: ec.Name, UID: ec.UID})
+}
+
+// ownerOf is the owner a Secret's LabelClusterUID names, as Plan
+// compares it with the ring's UID (EtcdCluster.RingUID): a Secret written
+// under this EtcdCluster's own UID before it took a running ring over
+// (status.takeOver) is the ring's too.
+func ownerOf(ec *etcdfedv1.EtcdCluster, label string) string {
+	if label == string(ec.UID) {
+		return string(ec.RingUID())
+	}
+	return label
 }
