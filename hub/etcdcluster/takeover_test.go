@@ -1,11 +1,17 @@
 package etcdcluster
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/liveness"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
@@ -204,5 +210,64 @@ func TestTakeOverBeforeEtcdAnswers(t *testing.T) {
 	}
 	if len(d2.ledger.Members) != 3 {
 		t.Errorf("members read back: %+v", d2.ledger.Members)
+	}
+}
+
+// Against a real apiserver: a rebuilt hub's EtcdCluster (a new UID) finds
+// the running ring's objects by namespace and name (listRing), not
+// another ring's, records the founding UID, and then lists them under it.
+func TestListRingAgainstAnAPIServer(t *testing.T) {
+	c := testenv.StartT(t, "member")[0].Client
+	ctx := context.Background()
+	ns := "etcdfed-system"
+	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+		t.Fatal(err)
+	}
+	founder := ring()
+	founder.ringNamespace = ns
+	other := ring()
+	other.ringNamespace, other.ec.UID, other.ec.Namespace = ns, "uid-9", "other"
+	for _, s := range []*snapshot{founder, other} {
+		for _, m := range s.ec.Status.Members {
+			obj := desiredMember(s, &s.ec.Status, &m, nil)
+			obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID), ClusterID: "c1"}
+			if err := writeOwned(ctx, c, s.ec.UID, "member", nil, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := writeOwned(ctx, c, s.ec.UID, "member", nil, desiredZone(s, nil, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rebuiltEC := founder.ec.DeepCopy()
+	rebuiltEC.UID, rebuiltEC.Status = "uid-2", etcdfedv1.EtcdClusterStatus{}
+	list := func(ec *etcdfedv1.EtcdCluster) *clusterSnapshot {
+		t.Helper()
+		cs := &clusterSnapshot{name: "member-1", engaged: true, registered: true, eligible: true, verdict: liveness.Verdict{Cluster: "member-1", State: liveness.Alive},
+			members: map[string]*etcdfedv1.EtcdMember{}, zones: map[string]*etcdfedv1.EtcdDNSZone{}, secrets: map[string]*corev1.Secret{}}
+		var err error
+		if seeksTakeOver(ec) {
+			err = listRing(ctx, c, ns, ec, cs)
+		} else {
+			err = listOwned(ctx, c, ns, ec.RingUID(), cs)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cs
+	}
+	cs := list(rebuiltEC)
+	if len(cs.members) != 0 || cs.foreign == nil || len(cs.foreign.members["uid-1"]) != 3 || len(cs.foreign.zones["uid-1"]) != 1 || len(cs.foreign.uids()) != 1 {
+		t.Fatalf("listRing: own %d, foreign %v", len(cs.members), cs.foreign.uids())
+	}
+	s := &snapshot{ec: rebuiltEC, now: now, ringNamespace: ns, clusters: []*clusterSnapshot{cs}, byName: map[string]*clusterSnapshot{"member-1": cs}}
+	f := findTakeOver(s)
+	if f.phase != etcdfedv1.TakeOverTakingOver || f.ringUID != "uid-1" || f.clusterID != "c1" {
+		t.Fatalf("finding %+v", f)
+	}
+	recordTakeOver(s, &rebuiltEC.Status, f)
+	cs = list(rebuiltEC)
+	if len(cs.members) != 3 || len(cs.zones) != 1 || cs.foreign != nil {
+		t.Errorf("under the ring's UID: %d members, %d zones, foreign %v", len(cs.members), len(cs.zones), cs.foreign.uids())
 	}
 }
