@@ -84,24 +84,23 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 		if userSpec != nil {
 			userSpec(s)
 		}
-		// Backups on from the start (the manifest's), yearly: the first is
-		// taken at once, no other during the test.
-		s.Backup = &etcdfedv1.BackupSpec{Schedule: "0 0 1 1 *", Store: store}
 		// A consumer whose Secret lives in the hub cluster: lost with it,
 		// reissued by the new hub.
 		s.Clients = []etcdfedv1.ClientSpec{{Name: "app"}}
 	}
 	ring := EtcdClusterSpec(ctx, in.Ring)
+	// A key the backup must hold, then backups on (yearly: the first at
+	// once, no other during the test), as the manifest says from now on.
+	cl, err := EtcdClient(ring.Client)
+	must(err)
+	defer cl.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+	_, err = cl.Put(pctx, "hub-lost/before-backup", "kept")
+	pcancel()
+	must(err)
+	snap := backupOnce(ctx, t, hub, ring, store, nil)
 	old, err := ring.Get(ctx, hub)
 	must(err)
-	var snap etcdfedv1.BackupSnapshot
-	must(WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: ring, What: "the first backup", Timeout: 3 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
-		if ec.Status.Backup == nil || ec.Status.Backup.LastSuccess == nil {
-			return "no backup yet"
-		}
-		snap = *ec.Status.Backup.LastSuccess
-		return ""
-	}}))
 	t.Logf("backup before the loss at revision %d: %s", snap.Revision, snap.Location)
 	appSecret := ring.Name + "-app-etcd-client"
 	appBefore, err := WaitForClientSecret(ctx, WaitForClientSecretInput{Cluster: hub, Namespace: ns, Name: appSecret})
@@ -122,9 +121,6 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	}
 
 	w := startScenarioWorkload(ctx, t, ring, "hub-lost")
-	cl, err := EtcdClient(ring.Client)
-	must(err)
-	defer cl.Close()
 	before := membersLife(ctx, t, topo, old)
 	term, ids := raftTerm(ctx, t, cl), etcdIDs(ctx, t, cl)
 
@@ -263,7 +259,7 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	object := strings.TrimPrefix(snap.Location, "s3://"+in.Bucket+"/hub/")
 	source := &etcdfedv1.SnapshotSource{Store: store, Object: object, SourceCluster: ns + "/" + ring.Name}
 	nokey := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nokey"},
-		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: manifest.Spec.Version, DNS: etcdfedv1.DNSSpec{Domain: "nokey." + in.Ring.Domain},
+		Spec: etcdfedv1.EtcdClusterSpec{Replicas: 1, Version: manifest.Spec.Version, DNS: etcdfedv1.DNSSpec{Domain: "nokey.etcd.test"},
 			TLS: manifest.Spec.TLS, Bootstrap: &etcdfedv1.ClusterBootstrap{FromSnapshot: source}}}
 	must(hub.Client.Create(ctx, nokey))
 	refused, err := WaitForSnapshotRefused(ctx, hub, &ManagedEtcd{Namespace: ns, Name: nokey.Name}, etcdfedv1.SnapshotReasonUnauthenticated, 2*time.Minute)
@@ -276,14 +272,24 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	saved.ResourceVersion, saved.UID = "", types.UID("")
 	must(hub.Client.Create(ctx, saved))
 	restoreAt := time.Now()
-	back := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: ns, Name: "restored", Domain: "restored." + in.Ring.Domain, Replicas: 3, Version: in.Ring.Version, NotTolerant: true,
+	back := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: ns, Name: "restored", Domain: "restored.etcd.test", Replicas: 3, Version: in.Ring.Version, NotTolerant: true,
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: source} }})
 	rb, err := back.Get(ctx, hub)
 	must(err)
 	if r := rb.Status.Restore; r == nil || r.Revision != snap.Revision || r.SourceClusterID != old.Status.ClusterID {
 		t.Errorf("status.restore %+v, want the backup at revision %d of cluster %s", rb.Status.Restore, snap.Revision, old.Status.ClusterID)
 	}
-	t.Logf("the backup from before the loss restored into %s %.1fs after its creation (revision %d)", back.Name, time.Since(restoreAt).Seconds(), snap.Revision)
+	rcl, err := EtcdClient(back.Client)
+	must(err)
+	defer rcl.Close()
+	gctx, gcancel := context.WithTimeout(ctx, 10*time.Second)
+	kept, err := rcl.Get(gctx, "hub-lost/before-backup")
+	gcancel()
+	must(err)
+	if len(kept.Kvs) != 1 || string(kept.Kvs[0].Value) != "kept" {
+		t.Errorf("the restored ring does not hold the key written before the backup: %v", kept.Kvs)
+	}
+	t.Logf("the backup from before the loss restored into %s %.1fs after its creation (revision %d, the key written before it there)", back.Name, time.Since(restoreAt).Seconds(), snap.Revision)
 	DeleteEtcdClusterSpec(ctx, t, topo, back)
 }
 
