@@ -75,6 +75,15 @@ const (
 	// (--max-fleet-disruptions) is reached; the message names the rings
 	// that hold it. The ring tries again every few seconds.
 	ReasonWaitingForFleetLimit = "WaitingForFleetLimit"
+	// ReasonTakingOver (Progressing=True): a rebuilt hub takes over the
+	// running ring of this namespace and name from the member clusters
+	// (status.takeOver); nothing is founded meanwhile.
+	ReasonTakingOver = "TakingOver"
+	// ReasonTakeOverHeld (Progressing=False): a running ring of this
+	// namespace and name was found in the member clusters, but the hub
+	// may not take it over yet; the message says why. Nothing is founded,
+	// written or changed meanwhile.
+	ReasonTakeOverHeld = "TakeOverHeld"
 	// ReasonAsExpected (Degraded=False): nothing needs attention.
 	ReasonAsExpected = "AsExpected"
 	// ReasonProblems (Degraded=True): the message lists what needs

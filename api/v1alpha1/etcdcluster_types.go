@@ -720,6 +720,12 @@ type EtcdClusterStatus struct {
 	// adoption reports the adoption of an existing cluster (spec.adopt).
 	// +optional
 	Adoption *AdoptionStatus `json:"adoption,omitempty"`
+	// takeOver reports a running ring taken over from the member
+	// clusters by a rebuilt hub (the same manifest applied to a new hub
+	// cluster): the ring's identity found there, the members taken over,
+	// and what was reissued.
+	// +optional
+	TakeOver *TakeOverStatus `json:"takeOver,omitempty"`
 	// leaderPlacement says where the leader is, where spec.leader wants
 	// it, and why it is or is not moved.
 	// +optional

@@ -67,6 +67,17 @@ const (
 	// EventAdopted: the hub reached an existing cluster to adopt
 	// (spec.adopt) and recorded its original members.
 	EventAdopted = "Adopted"
+	// EventTakeOverFound: a rebuilt hub found the running ring of this
+	// EtcdCluster's namespace and name in the member clusters and
+	// recorded it as this EtcdCluster's (status.takeOver).
+	EventTakeOverFound = "TakeOverFound"
+	// EventTakeOverHeld (Warning): objects of a running ring were found
+	// but the hub may not take it over yet; the message says why.
+	EventTakeOverHeld = "TakeOverHeld"
+	// EventTakenOver: etcd answered with the ring's cluster ID; the
+	// members were taken over as they run (none restarted), and what was
+	// reissued.
+	EventTakenOver = "TakenOver"
 	// EventMemberRetired: an original member of an adopted cluster was
 	// removed from etcd (spec.adopt.retire).
 	EventMemberRetired = "MemberRetired"

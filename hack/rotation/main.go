@@ -54,6 +54,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioHubStandbyWarm":          1 * time.Minute, // estimate: a second hub process engaging three clusters
 	"TestScenarioHubFailover":             5 * time.Minute, // guess: a 3-member ring, two Moves, a Lease expiry
 	"TestScenarioHubStaleRestore":         7 * time.Minute, // guess: a Move, a Replace, the hub's store restored, 2 minutes watched
+	"TestScenarioHubLost":                 8 * time.Minute, // estimate: its own environment (four clusters), a backup, the hub cluster rebuilt, a cluster killed and replaced, a restore
 	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":             3 * time.Minute,

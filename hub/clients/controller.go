@@ -305,10 +305,10 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	case err != nil:
 		return fail(fmt.Errorf("read Secret: %w", err))
 	default:
-		found = &Found{Owner: cur.Labels[etcdfedv1.LabelClusterUID], Data: cur.Data}
+		found = &Found{Owner: ownerOf(ec, cur.Labels[etcdfedv1.LabelClusterUID]), Data: cur.Data}
 	}
 	now := r.now()
-	d := Plan(a, string(ec.UID), t, endpoints, found, now)
+	d := Plan(a, string(ec.RingUID()), t, endpoints, found, now)
 	notAfter := d.NotAfter
 	data := cur.Data
 	switch d.Action {
@@ -432,7 +432,7 @@ func wantLabels(ec *etcdfedv1.EtcdCluster, t Target, have map[string]string) map
 		out[k] = v
 	}
 	out[etcdfedv1.LabelManagedBy] = etcdfedv1.ManagedByValue
-	out[etcdfedv1.LabelClusterUID] = string(ec.UID)
+	out[etcdfedv1.LabelClusterUID] = string(ec.RingUID())
 	out[etcdfedv1.LabelClusterName] = ec.Name
 	out[etcdfedv1.LabelClusterNamespace] = ec.Namespace
 	out[etcdfedv1.LabelClient] = t.Name
@@ -485,7 +485,7 @@ func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster
 		}
 		return fmt.Errorf("removed client %s (%s): read Secret: %w", t.Name, t, err)
 	}
-	if cur.Labels[etcdfedv1.LabelClusterUID] != string(ec.UID) {
+	if ownerOf(ec, cur.Labels[etcdfedv1.LabelClusterUID]) != string(ec.RingUID()) {
 		return nil // not ours: left alone
 	}
 	ctrl.LoggerFrom(ctx).Info("Deleting the Secret of a removed client", "client", t.Name, "secret", t.String())
@@ -655,4 +655,15 @@ func ownerRefs(ec *etcdfedv1.EtcdCluster, t Target, have []metav1.OwnerReference
 		return out
 	}
 	return append(out, metav1.OwnerReference{APIVersion: etcdfedv1.GroupVersion.String(), Kind: "EtcdCluster", Name: ec.Name, UID: ec.UID})
+}
+
+// ownerOf is the owner a Secret's LabelClusterUID names, as Plan
+// compares it with the ring's UID (EtcdCluster.RingUID): a Secret written
+// under this EtcdCluster's own UID before it took a running ring over
+// (status.takeOver) is the ring's too.
+func ownerOf(ec *etcdfedv1.EtcdCluster, label string) string {
+	if label == string(ec.UID) {
+		return string(ec.RingUID())
+	}
+	return label
 }

@@ -287,7 +287,7 @@ func renderStartMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p planner.D
 		}
 	}
 	slices.Sort(pairs)
-	out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.UID)})
+	out.write(s, st, p.Member, &etcdfedv1.BootstrapSpec{InitialCluster: strings.Join(pairs, ","), InitialClusterState: etcdfedv1.InitialClusterExisting, Token: string(s.ec.RingUID())})
 	return out
 }
 
@@ -327,6 +327,10 @@ func (r *Reconciler) applyDeletes(ctx context.Context, t *taking) error {
 // FinishBootstrap: the cluster formed (or was found to adopt).
 func (r *Reconciler) applyFinishBootstrap(_ context.Context, t *taking) error {
 	ec := t.s.ec
+	if t := t.d.ledger.TakeOver; t != nil && t.Phase == etcdfedv1.TakeOverComplete {
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventTakenOver, "TakeOver", "%s; members %s; reissued: %s", t.Message, strings.Join(t.Members, ", "), orNone(strings.Join(t.Reissued, "; ")))
+		return nil
+	}
 	if ec.Spec.Adopt != nil {
 		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventAdopted, "Adopt", "Found the running etcd cluster %s to adopt, with %d original member(s); etcdfed's members join it one at a time", t.d.ledger.ClusterID, len(t.s.etcd.Members))
 		return nil

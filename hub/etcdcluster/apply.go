@@ -82,7 +82,7 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 			bundle = ca.CertPEM
 		}
 		want := certSecret(ec.Namespace, pki.HubClientSecretName(ec), ownerLabels(ec), bundle, leaf)
-		if err := writeOwned(ctx, r.hub(), ec.UID, "the hub", present(s.pki.hubClient), want); err != nil {
+		if err := writeOwned(ctx, r.hub(), ec.RingUID(), "the hub", present(s.pki.hubClient), want); err != nil {
 			return ca, err
 		}
 	}
@@ -123,7 +123,7 @@ func (r *Reconciler) applyDNS(ctx context.Context, s *snapshot, w dnsWork) error
 		go func() {
 			defer wg.Done()
 			want := desiredZone(s, cs, w.records)
-			errs[i] = writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.zones[want.Name]), want)
+			errs[i] = writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.zones[want.Name]), want)
 		}()
 	}
 	if rfc := s.ec.Spec.DNS.RFC2136; rfc != nil {
@@ -186,7 +186,7 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 			deleting = true
 		}
 		if i >= 0 && d.retain[i].want != nil {
-			if err := writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.refObject(ref)), d.retain[i].want); err != nil {
+			if err := writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.refObject(ref)), d.retain[i].want); err != nil {
 				errs = append(errs, fmt.Errorf("keep the volume of %s in %s before sweeping it: %w", ref.member, cs.name, err))
 				continue
 			}
@@ -227,7 +227,7 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 		}
 		// The object of that name: a Move inside the cluster writes the new
 		// incarnation's beside the old one's.
-		errs = append(errs, writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.object(w.want.Spec.MemberName, w.want.Name)), w.want))
+		errs = append(errs, writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.object(w.want.Spec.MemberName, w.want.Name)), w.want))
 	}
 	return errors.Join(errs...)
 }
@@ -249,7 +249,7 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 		bundle = ca.CertPEM // created in this pass
 	}
 	want := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), bundle, leaf)
-	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[name]), want)
+	return writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.secrets[name]), want)
 }
 
 // deleteMembers deletes members' objects (EtcdMember and every Secret of

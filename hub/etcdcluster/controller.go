@@ -411,9 +411,10 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		}
 		requeue = time.Second
 	}
-	alarmsBefore, timingBefore, roundTripsBefore := ec.Status.Alarms, ec.Status.Timing, ec.Status.RoundTrips
+	alarmsBefore, timingBefore, roundTripsBefore, takeOverBefore := ec.Status.Alarms, ec.Status.Timing, ec.Status.RoundTrips, ec.Status.TakeOver
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.fleet.observe(ec)
+	r.takeOverEvents(ec, takeOverBefore)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	if changed := roundTripsChanged(roundTripsBefore, ec.Status.RoundTrips); len(changed) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Round trips recorded", "changed", changed)
@@ -512,11 +513,11 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 			continue
 		}
 		c := cl.GetClient()
-		if err := deleteAllOwned(ctx, c, r.RingNamespace, ec.UID, mc.Name); err != nil {
+		if err := deleteAllOwned(ctx, c, r.RingNamespace, ec.RingUID(), mc.Name); err != nil {
 			errs = append(errs, err)
 		}
 		var left etcdfedv1.EtcdMemberList
-		if err := c.List(ctx, &left, client.InNamespace(r.RingNamespace), ownedSelector(ec.UID)); err == nil && len(left.Items) > 0 {
+		if err := c.List(ctx, &left, client.InNamespace(r.RingNamespace), ownedSelector(ec.RingUID())); err == nil && len(left.Items) > 0 {
 			pending = append(pending, mc.Name)
 		}
 	}

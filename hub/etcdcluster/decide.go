@@ -156,6 +156,18 @@ type dnsWork struct {
 func decide(s *snapshot) *decision {
 	d := &decision{ledger: s.ec.Status.DeepCopy()}
 	st := d.ledger
+	// A running ring of this name found in the member clusters is taken
+	// over, or the pass holds: nothing is founded, written or changed
+	// (takeover.go).
+	if f := findTakeOver(s); f.phase != "" {
+		recordTakeOver(s, st, f)
+		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+		return d
+	} else if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
+		// Held before (a member cluster not read yet), nothing to take
+		// over now: the ring is this EtcdCluster's own.
+		st.TakeOver = nil
+	}
 	adoptLostMembers(s, st)
 	recordObservations(s, st)
 	recordVersions(s, st)
@@ -164,6 +176,9 @@ func decide(s *snapshot) *decision {
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {
 		d.plan = planner.Next(plannerInput(s, st, d.placement))
+		if msg := takeOverMismatch(s, st); msg != "" {
+			d.plan = planner.Decision{Action: planner.ActWait, Reason: msg, RequeueAfter: takeOverRetry}
+		}
 		d.plan, d.fleetWait = gateFleet(d.plan, s.ec.Namespace+"/"+s.ec.Name, s.fleetMax, s.fleetAdmit)
 		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
 			d.ended = st.Operation
@@ -215,7 +230,9 @@ func pkiDue(s *snapshot) pkiWork {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return pkiWork{}
 	}
-	w := pkiWork{createCA: s.pki.ca == nil}
+	// A ring taken over keeps its CA: a new one would not be trusted by
+	// its members (findTakeOver holds while it is missing).
+	w := pkiWork{createCA: s.pki.ca == nil && s.ec.RingUID() == s.ec.UID}
 	switch hc := s.pki.hubClient; {
 	case w.createCA || hc == nil || s.pki.hubClientLeaf() == nil:
 		w.issueHubClient = true

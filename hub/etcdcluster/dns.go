@@ -36,7 +36,7 @@ func wantedRecords(s *snapshot, st *etcdfedv1.EtcdClusterStatus) dnsWork {
 func buildRecordSet(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (*dnsprovider.RecordSet, error) {
 	ec := s.ec
 	domain := strings.TrimSuffix(ec.Spec.DNS.Domain, ".")
-	spec := dnsprovider.Spec{Domain: domain, Owner: string(ec.UID), TLS: ec.Spec.TLS.Mode.Enabled(), TTL: etcdfedv1.DefaultDNSTTLSeconds}
+	spec := dnsprovider.Spec{Domain: domain, Owner: string(ec.RingUID()), TLS: ec.Spec.TLS.Mode.Enabled(), TTL: etcdfedv1.DefaultDNSTTLSeconds}
 	if ec.Spec.DNS.TTLSeconds != nil {
 		spec.TTL = *ec.Spec.DNS.TTLSeconds
 	}

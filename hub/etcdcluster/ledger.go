@@ -170,6 +170,7 @@ func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.Decision
 	case planner.ActFinishBootstrap:
 		st.ClusterID = hexID(s.etcd.ClusterID)
 		st.Operation = nil
+		recordTakeOverDone(s, st)
 	case planner.ActFinish:
 		op := st.Operation
 		recordNoSpaceRecovery(s, st, op)

@@ -148,7 +148,7 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	obj := &etcdfedv1.EtcdMember{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: name, Labels: labels},
 		Spec: etcdfedv1.EtcdMemberSpec{
-			Cluster:     etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.UID)},
+			Cluster:     etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.RingUID())},
 			MemberName:  m.Name,
 			Incarnation: m.Incarnation,
 			Image:       Image(ec),
@@ -234,7 +234,7 @@ func desiredZone(s *snapshot, cs *clusterSnapshot, records []etcdfedv1.DNSRecord
 	return &etcdfedv1.EtcdDNSZone{
 		ObjectMeta: metav1.ObjectMeta{Namespace: s.ringNamespace, Name: name, Labels: ownerLabels(ec)},
 		Spec: etcdfedv1.EtcdDNSZoneSpec{
-			Cluster: etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.UID)},
+			Cluster: etcdfedv1.ClusterReference{Name: ec.Name, Namespace: ec.Namespace, UID: string(ec.RingUID())},
 			Domain:  strings.TrimSuffix(ec.Spec.DNS.Domain, "."),
 			Records: records,
 		},

@@ -264,7 +264,11 @@ func (r *Reconciler) readCluster(ctx context.Context, ec *etcdfedv1.EtcdCluster,
 			return err
 		}
 	}
-	if err := listOwned(ctx, cs.client, r.RingNamespace, ec.UID, cs); err != nil {
+	if seeksTakeOver(ec) {
+		if err := listRing(ctx, cs.client, r.RingNamespace, ec, cs); err != nil {
+			return err
+		}
+	} else if err := listOwned(ctx, cs.client, r.RingNamespace, ec.RingUID(), cs); err != nil {
 		return err
 	}
 	cs.settle(&ec.Status)

@@ -42,7 +42,7 @@ func ownerLabels(ec *etcdfedv1.EtcdCluster) map[string]string {
 	return map[string]string{
 		etcdfedv1.LabelClusterName:      ec.Name,
 		etcdfedv1.LabelClusterNamespace: ec.Namespace,
-		etcdfedv1.LabelClusterUID:       string(ec.UID),
+		etcdfedv1.LabelClusterUID:       string(ec.RingUID()),
 		etcdfedv1.LabelManagedBy:        etcdfedv1.ManagedByValue,
 	}
 }

@@ -151,7 +151,7 @@ func storeCredentialsSecret(s *snapshot, cs *clusterSnapshot, member string) *co
 // credentials, through the one writer of owned objects.
 func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs *clusterSnapshot, member string) error {
 	want := storeCredentialsSecret(s, cs, member)
-	return writeOwned(ctx, cs.client, s.ec.UID, cs.name, present(cs.secrets[want.Name]), want)
+	return writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.secrets[want.Name]), want)
 }
 
 // bootstrapToken is the --initial-cluster-token of the members a step
@@ -160,9 +160,9 @@ func (r *Reconciler) writeStoreCredentials(ctx context.Context, s *snapshot, cs 
 // so the new cluster never takes the old one's messages for its own.
 func bootstrapToken(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
 	if op := st.Operation; op != nil && op.Type == etcdfedv1.OperationRecover {
-		return string(s.ec.UID) + "-" + forceNewClusterToken(st)
+		return string(s.ec.RingUID()) + "-" + forceNewClusterToken(st)
 	}
-	return string(s.ec.UID)
+	return string(s.ec.RingUID())
 }
 
 // restoringFromBackup: member is the seed of a recovery from a backup in

@@ -88,6 +88,10 @@ type clusterSnapshot struct {
 	zones   map[string]*etcdfedv1.EtcdDNSZone
 	secrets map[string]*corev1.Secret
 	readErr error
+	// foreign are the objects of a ring of this namespace and name under
+	// another UID, read while the ring may be taken over (takeover.go);
+	// nil otherwise.
+	foreign *foreignObjects
 	// rejected are the refused fields of what the cluster reported
 	// (checkReports), one message each, sorted.
 	rejected []string

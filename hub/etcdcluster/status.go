@@ -239,6 +239,14 @@ func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan planner.Dec
 		blocked = "; blocked: " + peerProblems[0]
 	}
 	switch op := st.Operation; {
+	case op == nil && st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld:
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonTakeOverHeld, st.TakeOver.Message)
+	case op == nil && st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverTakingOver:
+		msg := st.TakeOver.Message
+		if plan.Action == planner.ActWait && plan.Reason != "" && plan.Reason != msg {
+			msg += "; " + plan.Reason
+		}
+		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, etcdfedv1.ReasonTakingOver, truncate(msg, 1024))
 	case op != nil:
 		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
 	case plan.Action == planner.ActWait:

@@ -126,6 +126,19 @@ func beginBootstrap(in Input) Decision {
 	if in.Etcd.Reachable && len(in.Etcd.Members) > 0 {
 		return Decision{Action: ActFinishBootstrap, Reason: "etcd already has members: adopting the formed cluster"}
 	}
+	// Members' objects with no operation recorded: the hub's record was
+	// lost, or a rebuilt hub takes a running ring over. Their cluster
+	// formed, or may have: it is adopted once etcd answers, never founded
+	// again over them while it does not.
+	var started []string
+	for _, m := range in.Members {
+		if m.Object != nil && m.Object.Bootstrap != "" {
+			started = append(started, m.Name)
+		}
+	}
+	if len(started) > 0 {
+		return wait(pollFast, "the objects of %s exist with no operation recorded (the hub's record lost, or a running ring taken over): waiting for etcd to answer through them to adopt it, never founding a second cluster over them: %s", strings.Join(started, ", "), orUnknown(in.Etcd.Error))
+	}
 	if in.Restore.Wanted && !in.Restore.Verified {
 		// No member before the snapshot is chosen and checked: all of them
 		// restore the same one, and a bad one founds nothing.

@@ -156,6 +156,12 @@ func TestRule2Bootstrap(t *testing.T) {
 			in.Etcd = Etcd{Reachable: true, Members: []ListEntry{voter("main-0", 1), voter("main-1", 2), {ID: 3, PeerURLs: []string{url("main-2")}}}}
 			return in
 		}, []check{action(ActFinishBootstrap), reason("2 of 3")}},
+		{"status lost, members' objects there, etcd not answering: wait, never found again", func() Input {
+			in := fresh()
+			in.Members = []Member{running("main-0", 1, dA, 1), running("main-1", 2, dB, 2), running("main-2", 3, dC, 3)}
+			in.Etcd = Etcd{Error: "no client certificate yet"}
+			return in
+		}, []check{action(ActWait), reason("never founding a second cluster"), reason("main-0, main-1, main-2")}},
 		{"status lost, etcd formed: adopt, never found a second cluster", func() Input {
 			in := fresh()
 			in.Etcd = Etcd{Reachable: true, Members: []ListEntry{voter("main-0", 1)}}

@@ -21,6 +21,15 @@ import (
 // topology. what names it in messages ("six-cluster local environment").
 func ownEnvironment(t *testing.T, name, what string, cfg localenv.Config) *Topology {
 	t.Helper()
+	topo, _ := ownEnvironmentWithEnv(t, name, what, cfg)
+	return topo
+}
+
+// ownEnvironmentWithEnv is ownEnvironment, with the environment itself
+// for a test that acts on it beyond the topology (destroys its hub
+// cluster).
+func ownEnvironmentWithEnv(t *testing.T, name, what string, cfg localenv.Config) (*Topology, *localenv.Env) {
+	t.Helper()
 	state, err := os.MkdirTemp("", "multicluster-"+name+"-")
 	if err != nil {
 		t.Fatal(err)
@@ -53,5 +62,5 @@ func ownEnvironment(t *testing.T, name, what string, cfg localenv.Config) *Topol
 	if err != nil {
 		t.Fatal(err)
 	}
-	return topo
+	return topo, env
 }
