@@ -389,7 +389,7 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdClus
 	if err != nil {
 		return pending("etcd's users and roles not checked: %v", err)
 	}
-	plan := PlanAccess(Grants(ec), have, on)
+	plan := PlanAccess(Grants(ec), MemberUsers(ec), have, on)
 	for _, ch := range plan.Changes {
 		log.Info("Changing etcd's authentication", "change", ch.String())
 		if err := cli.ApplyAuth(ctx, ch); err != nil {
@@ -411,6 +411,10 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdClus
 		return res
 	}
 	res.summary = "; etcd authentication is on, each consumer with its role"
+	for _, m := range slices.Sorted(maps.Keys(plan.MembersLeftAlone)) {
+		log.Info("Member's etcd user left alone", "member", m, "why", plan.MembersLeftAlone[m])
+		res.summary += "; member " + m + ": " + plan.MembersLeftAlone[m]
+	}
 	if len(plan.Refused) > 0 {
 		var msgs []string
 		for _, name := range slices.Sorted(maps.Keys(plan.Refused)) {
