@@ -107,8 +107,9 @@ func (r *Reconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller on the hub cluster's manager.
-// It wakes on spec and annotation changes, changed endpoints or cluster
-// ID, a step of a CA rotation and the start of a deletion; renewals are a
+// It wakes on spec and annotation changes, changed endpoints, members
+// (their etcd users) or cluster ID, a step of a CA rotation and the start
+// of a deletion; renewals are a
 // RequeueAfter it computes itself.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -120,6 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
 				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
 				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID ||
+					!slices.Equal(MemberUsers(o), MemberUsers(n)) ||
 					caPhase(o) != caPhase(n) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
 			}},
 		))).
