@@ -238,4 +238,10 @@ const (
 	// etcdfed-client-<name>: the hub manages the users that hold one, and
 	// no other.
 	EtcdClientRolePrefix = "etcdfed-client-"
+	// EtcdMemberRole marks the etcd user of each member of the ring (its
+	// certificate's common name, the member's name), which also holds the
+	// root role: the member's preStop hook moves leadership off it with
+	// MoveLeader, which etcd allows root alone. The hub manages the users
+	// that hold it, and deletes one when its member leaves the ring.
+	EtcdMemberRole = "etcdfed-member"
 )

@@ -75,7 +75,12 @@ func prestop(ctx context.Context, in prestopInput, report func(string, ...any)) 
 		return err
 	}
 	defer self.Close()
-	st, err := self.Status(ctx, in.endpoint)
+	// A member that cannot say within statusTimeout whether it leads (its
+	// DNS name already gone, as when the whole ring is deleted) is left to
+	// etcd's own shutdown: waiting longer only delays the stop.
+	sctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	st, err := self.Status(sctx, in.endpoint)
+	cancel()
 	if err != nil {
 		return fmt.Errorf("read status: %w", err)
 	}
@@ -130,6 +135,11 @@ func prestop(ctx context.Context, in prestopInput, report func(string, ...any)) 
 		}
 	}
 }
+
+// statusTimeout bounds the first question to this member (does it lead?).
+// A ring deleted whole stopped every member's pod 10 s late (the hook's
+// whole --timeout) while the members' names no longer resolved.
+const statusTimeout = 2 * time.Second
 
 // candidate is a voter leadership may go to.
 type candidate struct {

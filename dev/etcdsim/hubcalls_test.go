@@ -151,7 +151,7 @@ func TestHubClientOnSimulatedRing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		plan := clients.PlanAccess(nil, have, true)
+		plan := clients.PlanAccess(nil, nil, have, true)
 		if have.Enabled && len(plan.Changes) == 0 {
 			return
 		}

@@ -295,3 +295,109 @@ func ringOver(t *testing.T, hub client.Client, ec *etcdfedv1.EtcdCluster, e *etc
 	}
 	return hubLeaf
 }
+
+// memberClient is an etcd client with a member's certificate (its common
+// name the member's name), as the member's preStop hook dials its etcd.
+func memberClient(t *testing.T, ca *pki.CA, name string, endpoint string) *clientv3.Client {
+	t.Helper()
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: name, DNSNames: []string{"localhost"}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return etcdFrom(t, Data(ca.CertPEM, leaf, endpoint))
+}
+
+// TestMemberMovesLeadershipWithAuthOn, against a real hub apiserver and a
+// real 3-member etcd with TLS: once the hub turned authentication on, the
+// leading member's own certificate moves leadership off it (MoveLeader,
+// what its preStop hook does before etcd's SIGTERM), which etcd allows
+// root alone; before, the hook was refused ("user name not found") and
+// etcd's own shutdown moved leadership only after it stopped serving
+// clients. A member removed from the ring loses its user at once.
+func TestMemberMovesLeadershipWithAuthOn(t *testing.T) {
+	hub := testenv.StartT(t, "hub")[0].Client
+	ctx := context.Background()
+	ca, err := pki.NewCA("ring", time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := etcdtest.Start(t, etcdtest.Options{Members: 3, CA: ca, Name: "main"})
+	if err := hub.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a"}}); err != nil {
+		t.Fatal(err)
+	}
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "main"}}
+	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"}}
+	hubLeaf := ringOver(t, hub, ec, e, ca)
+	setMembers := func(names ...string) {
+		t.Helper()
+		ec.Status.Members = nil
+		for _, n := range names {
+			ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: n})
+		}
+		if err := hub.Status().Update(ctx, ec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMembers("main-0", "main-1", "main-2")
+	r := &Reconciler{Client: hub, Reader: hub}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: "team-a", Name: "main"}}
+	got := reconcilePass(t, r, hub, req, false)
+	if c := meta.FindStatusCondition(got.Status.Conditions, etcdfedv1.ConditionClientsReady); c != nil && c.Status == metav1.ConditionFalse {
+		t.Fatalf("ClientsReady %+v", c)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if as, err := etcdFrom(t, Data(ca.CertPEM, hubLeaf, strings.Join(e.Endpoints(), ","))).AuthStatus(cctx); err != nil || !as.Enabled {
+		t.Fatalf("authentication after the pass: %+v, %v", as, err)
+	}
+	for range 2 {
+		leader, err := e.Leader(cctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		self := memberClient(t, ca, leader.Name, leader.ClientURL)
+		var to *etcdtest.Member
+		for _, m := range e.Members {
+			if m != leader {
+				to = m
+				break
+			}
+		}
+		st, err := self.Status(cctx, to.ClientURL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := self.MoveLeader(cctx, st.Header.MemberId); err != nil {
+			t.Fatalf("%s's own certificate: move leadership to %s: %v", leader.Name, to.Name, err)
+		}
+		if now, err := e.Leader(cctx); err != nil || now != to {
+			t.Fatalf("leader after the move: %v, %v; want %s", now, err, to.Name)
+		}
+		t.Logf("%s's own certificate moved leadership to %s", leader.Name, to.Name)
+	}
+	// A member's certificate is root, a stray one of the CA nothing.
+	if _, err := memberClient(t, ca, "main-1", e.Endpoints()[0]).Put(cctx, "/k", "v"); err != nil {
+		t.Fatalf("a member's certificate: put: %v", err)
+	}
+	if _, err := memberClient(t, ca, "stray", e.Endpoints()[0]).Get(cctx, "/k"); !denied(err) {
+		t.Fatalf("a stray member certificate: get = %v, want denied", err)
+	}
+
+	// main-2 leaves the ring: its certificate, still valid, is refused.
+	got.Status.Members = nil
+	ec = got
+	setMembers("main-0", "main-1")
+	reconcilePass(t, r, hub, req, false)
+	leader, err := e.Leader(cctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := memberClient(t, ca, "main-2", leader.ClientURL)
+	st, err := gone.Status(cctx, e.Members[0].ClientURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gone.MoveLeader(cctx, st.Header.MemberId); !denied(err) {
+		t.Fatalf("a removed member's certificate: MoveLeader = %v, want denied", err)
+	}
+}

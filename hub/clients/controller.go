@@ -107,8 +107,9 @@ func (r *Reconciler) now() time.Time {
 }
 
 // SetupWithManager registers the controller on the hub cluster's manager.
-// It wakes on spec and annotation changes, changed endpoints or cluster
-// ID, a step of a CA rotation and the start of a deletion; renewals are a
+// It wakes on spec and annotation changes, changed endpoints, members
+// (their etcd users) or cluster ID, a step of a CA rotation and the start
+// of a deletion; renewals are a
 // RequeueAfter it computes itself.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
@@ -120,6 +121,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
 				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
 				return ok1 && ok2 && (!slices.Equal(o.Status.Endpoints, n.Status.Endpoints) || o.Status.ClusterID != n.Status.ClusterID ||
+					!slices.Equal(MemberUsers(o), MemberUsers(n)) ||
 					caPhase(o) != caPhase(n) || o.DeletionTimestamp.IsZero() != n.DeletionTimestamp.IsZero())
 			}},
 		))).
@@ -389,7 +391,7 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdClus
 	if err != nil {
 		return pending("etcd's users and roles not checked: %v", err)
 	}
-	plan := PlanAccess(Grants(ec), have, on)
+	plan := PlanAccess(Grants(ec), MemberUsers(ec), have, on)
 	for _, ch := range plan.Changes {
 		log.Info("Changing etcd's authentication", "change", ch.String())
 		if err := cli.ApplyAuth(ctx, ch); err != nil {
@@ -411,6 +413,10 @@ func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdClus
 		return res
 	}
 	res.summary = "; etcd authentication is on, each consumer with its role"
+	for _, m := range slices.Sorted(maps.Keys(plan.MembersLeftAlone)) {
+		log.Info("Member's etcd user left alone", "member", m, "why", plan.MembersLeftAlone[m])
+		res.summary += "; member " + m + ": " + plan.MembersLeftAlone[m]
+	}
 	if len(plan.Refused) > 0 {
 		var msgs []string
 		for _, name := range slices.Sorted(maps.Keys(plan.Refused)) {

@@ -70,8 +70,9 @@ var reservedSuffixes = []string{"-ca", "-hub-client", "-snapshot-key", "-etcd-cl
 
 // Refusal says why a consumer's Secret may not go where its entry says,
 // "" when it may: another namespace than the EtcdCluster's unless the
-// policy allows it, the ring namespace of a member cluster, or a name the
-// hub keeps for its own Secrets.
+// policy allows it, the ring namespace of a member cluster, a common name
+// that is a member's (IsMemberName: that etcd user is root), or a name
+// the hub keeps for its own Secrets.
 func Refusal(ec *etcdfedv1.EtcdCluster, c etcdfedv1.ClientSpec, t Target, p Policy) string {
 	if t.Namespace != ec.Namespace && !p.OtherNamespaces {
 		where := "the hub cluster"
@@ -82,6 +83,9 @@ func Refusal(ec *etcdfedv1.EtcdCluster, c etcdfedv1.ClientSpec, t Target, p Poli
 	}
 	if t.Cluster != "" && p.RingNamespace != "" && t.Namespace == p.RingNamespace {
 		return fmt.Sprintf("namespace %s of member cluster %s is the ring namespace, which holds the hub's own objects: choose another", t.Namespace, t.Cluster)
+	}
+	if IsMemberName(ec, t.CommonName) {
+		return fmt.Sprintf("commonName %s is, or may become, a member's name (%s-<ordinal>): a member's certificate is an etcd user with the root role (its preStop hook moves leadership), and a consumer of that name would share it; set another commonName", t.CommonName, ec.Name)
 	}
 	if t.SecretName != defaultSecretName(ec, c.Name) {
 		for _, suf := range reservedSuffixes {

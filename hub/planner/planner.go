@@ -31,7 +31,41 @@ const (
 // (graceWake): a member whose pod cannot even be scheduled changes nothing
 // that would wake the ring by itself.
 func Next(in Input) Decision {
-	return graceWake(in, leaderStep(in, next(in)))
+	return clusterVersionWake(in, graceWake(in, leaderStep(in, next(in))))
+}
+
+// clusterVersionWake brings a decision that takes no step back within
+// pollFast while every member runs spec.version and etcd's cluster
+// version is still of another minor: etcd's leader raises it (or, at the
+// end of a downgrade, lowers it) seconds after the last member of a
+// version change restarts, and nothing else wakes the ring to read it
+// then. Without it status.clusterVersion stayed on the old minor after a
+// roll, for up to resyncPeriod (five minutes), unless another event came.
+func clusterVersionWake(in Input, d Decision) Decision {
+	if d.Action != ActNone && d.Action != ActWait && d.Action != "" {
+		return d
+	}
+	if !ClusterVersionSettling(in) {
+		return d
+	}
+	if d.RequeueAfter <= 0 || pollFast < d.RequeueAfter {
+		d.RequeueAfter = pollFast
+	}
+	return d
+}
+
+// ClusterVersionSettling says whether every member etcd lists runs
+// spec.version while etcd's cluster version is of another minor (etcd has
+// yet to move it after a version change).
+func ClusterVersionSettling(in Input) bool {
+	if in.Version == "" || in.Etcd.ClusterVersion == "" || !in.Etcd.Reachable {
+		return false
+	}
+	c, changing := Versions(in)
+	if changing || c.Total == 0 || c.Total != len(in.Etcd.Members) {
+		return false
+	}
+	return minorOf(in.Etcd.ClusterVersion) != minorOf(in.Version)
 }
 
 // graceWake shortens the requeue of a decision that takes no step to the

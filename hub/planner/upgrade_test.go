@@ -241,3 +241,46 @@ func TestVersions(t *testing.T) {
 		t.Error("compareVersions orders numbers, not strings")
 	}
 }
+
+// After the last member of a version change restarts, etcd moves its
+// cluster version seconds later and nothing wakes the ring to read it:
+// a decision that takes no step comes back within pollFast until the
+// cluster version is of spec.version's minor (status.clusterVersion
+// stayed on the old minor for up to five minutes after a roll).
+func TestClusterVersionWake(t *testing.T) {
+	after := func(within time.Duration) check {
+		return func(t *testing.T, d Decision) {
+			t.Helper()
+			if d.RequeueAfter <= 0 || d.RequeueAfter > within {
+				t.Errorf("requeue after %s (%s %s), want within %s", d.RequeueAfter, d.Action, d.Reason, within)
+			}
+		}
+	}
+	noWake := func(t *testing.T, d Decision) {
+		t.Helper()
+		if d.RequeueAfter > 0 && d.RequeueAfter <= pollFast {
+			t.Errorf("requeue after %s (%s %s): a ring at rest polled", d.RequeueAfter, d.Action, d.Reason)
+		}
+	}
+	upgraded := func(cluster string) func() Input {
+		return func() Input {
+			in := versions(rolled(), "3.7.3", "3.7.3", "3.7.3", "3.7.3")
+			in.Etcd.ClusterVersion = cluster
+			return in
+		}
+	}
+	run(t, []struct {
+		name   string
+		input  func() Input
+		checks []check
+	}{
+		{"every member on 3.7, cluster version still 3.6", upgraded("3.6.0"), []check{action(ActNone), after(pollFast)}},
+		{"every member on 3.7, cluster version 3.7", upgraded("3.7.0"), []check{action(ActNone), noWake}},
+		{"downgraded to 3.5, cluster version still 3.6", func() Input {
+			in := versions(rolled(), "3.5.35", "3.5.35", "3.5.35", "3.5.35")
+			in.Etcd.ClusterVersion = "3.6.0"
+			return in
+		}, []check{action(ActNone), after(pollFast)}},
+		{"cluster version unknown", upgraded(""), []check{action(ActNone), noWake}},
+	})
+}

@@ -178,7 +178,10 @@ func TestMemberOnLocalNode(t *testing.T) {
 
 	pod := &corev1.Pod{}
 	g.Expect(c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "main-0"}, pod)).To(Succeed())
-	g.Expect(pod.Status.InitContainerStatuses).To(HaveLen(1))
-	g.Expect(pod.Status.InitContainerStatuses[0].State.Terminated).NotTo(BeNil())
-	g.Expect(pod.Status.InitContainerStatuses[0].State.Terminated.ExitCode).To(BeZero())
+	// wait-dns, then install-helper (the preStop hook's etcdfed-init).
+	g.Expect(pod.Status.InitContainerStatuses).To(HaveLen(2))
+	for _, st := range pod.Status.InitContainerStatuses {
+		g.Expect(st.State.Terminated).NotTo(BeNil(), st.Name)
+		g.Expect(st.State.Terminated.ExitCode).To(BeZero(), st.Name)
+	}
 }

@@ -388,8 +388,14 @@ func checkPodShape(t *testing.T, p *corev1.Pod, m *etcdfedv1.EtcdMember) {
 		corev1.VolumeMount{Name: "data", MountPath: "/var/lib/etcd"},
 		corev1.VolumeMount{Name: "tls", MountPath: "/etc/etcd/tls", ReadOnly: true},
 	))
-	g.Expect(p.Spec.Volumes[0].PersistentVolumeClaim.ClaimName).To(Equal(fmt.Sprintf("%s-data-%d", m.Name, m.Spec.Incarnation)))
-	g.Expect(p.Spec.Volumes[1].Secret.SecretName).To(Equal(m.Spec.TLS.SecretName))
+	vols := map[string]corev1.VolumeSource{}
+	for _, v := range p.Spec.Volumes {
+		vols[v.Name] = v.VolumeSource
+	}
+	g.Expect(vols["data"].PersistentVolumeClaim).NotTo(BeNil())
+	g.Expect(vols["data"].PersistentVolumeClaim.ClaimName).To(Equal(fmt.Sprintf("%s-data-%d", m.Name, m.Spec.Incarnation)))
+	g.Expect(vols["tls"].Secret).NotTo(BeNil())
+	g.Expect(vols["tls"].Secret.SecretName).To(Equal(m.Spec.TLS.SecretName))
 	g.Expect(p.Spec.Affinity.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions[0].Values).To(Equal([]string{m.Spec.Zone}))
 }
 

@@ -270,12 +270,30 @@ func podsDeletedUnderLoad(ctx context.Context, t *testing.T, topo *Topology, etc
 	victims := podVictims(ec.Status.Members, ec.Status.Leader)
 	t.Logf("deleting in turn: %v (leader %s)", victims, ec.Status.Leader)
 	for _, v := range victims {
+		// The leader's etcd must no longer lead at SIGTERM: its pod's
+		// preStop hook moved leadership first (read from its own log).
+		var logs *etcdLog
+		if v == ec.Status.Leader {
+			for _, m := range ec.Status.Members {
+				if m.Name == v {
+					logs = followEtcdLog(ctx, t, memberCluster(t, topo, m.Cluster), etcd.ObjectName(v))
+				}
+			}
+		}
+		start := time.Now()
 		if !t.Run(v, func(t *testing.T) {
 			PodDeletedSpec(ctx, PodDeletedSpecInput{T: t, Topology: topo, Etcd: etcd, Member: v})
 			progress(ctx, t, w, 20, 30*time.Second)
 		}) {
 			break
 		}
+		if logs != nil {
+			checkStoppedAsFollower(t, "leader "+v+"'s pod deleted", logs.wait(30*time.Second))
+		}
+		// The workload keeps its longest gap only: it is this deletion's
+		// when it began after it.
+		gap, at := w.MaxWriteGapAt()
+		t.Logf("%s's pod deleted: longest write gap of the workload so far %s, began %.2fs after this deletion", v, gap.Round(time.Millisecond), at.Sub(start).Seconds())
 	}
 	w.Stop()
 	checkWorkload(ctx, t, w)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -26,8 +27,15 @@ const (
 	// refuses data of another cluster (spec.bootstrap.clusterID) and
 	// restores an empty one from a snapshot (spec.bootstrap.restore).
 	ContainerPrepareData = "prepare-data"
-	VolumeData           = "data"
-	VolumeTLS            = "tls"
+	// ContainerInstallHelper copies the helper binary into VolumeHelper,
+	// where the etcd container's preStop hook runs it (etcd's image holds
+	// no etcdfed-init).
+	ContainerInstallHelper = "install-helper"
+	VolumeData             = "data"
+	VolumeTLS              = "tls"
+	// VolumeHelper is an emptyDir holding the helper binary for the etcd
+	// container's preStop hook.
+	VolumeHelper = "helper"
 	// VolumeStoreCredentials is the restore's store credentials Secret.
 	VolumeStoreCredentials = "store-credentials"
 )
@@ -37,6 +45,13 @@ const (
 // local node agent runs bin/etcdfed-init). It holds only what the init
 // containers need (cmd/etcdfed-init).
 const HelperCommand = "etcdfed-init"
+
+// HelperMountPath is where VolumeHelper is mounted (both containers);
+// HelperPath is the helper binary in it.
+const (
+	HelperMountPath = "/etcdfed/helper"
+	HelperPath      = HelperMountPath + "/" + HelperCommand
+)
 
 // EnvCAHash carries spec.tls.caHash into the etcd container while the
 // ring's CA is rotated, so that a change of it changes the pod.
@@ -108,6 +123,12 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 					"--timeout", p.WaitDNSTimeout.String(),
 				},
 				Env: []corev1.EnvVar{expectedAddressEnv(m, p.LoadBalancerAddress)},
+			}, {
+				Name:            ContainerInstallHelper,
+				Image:           p.HelperImage,
+				ImagePullPolicy: corev1.PullIfNotPresent,
+				Command:         []string{HelperCommand, "install", HelperPath},
+				VolumeMounts:    []corev1.VolumeMount{{Name: VolumeHelper, MountPath: HelperMountPath}},
 			}},
 			Containers: []corev1.Container{{
 				Name:            ContainerEtcd,
@@ -121,6 +142,7 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 					{Name: "metrics", ContainerPort: spec.MetricsPort, Protocol: corev1.ProtocolTCP},
 				},
 				VolumeMounts: volumeMounts(m),
+				Lifecycle:    &corev1.Lifecycle{PreStop: preStop(m, p.Advertised)},
 			}},
 			Volumes:                       volumes(m, p.ClaimName),
 			RestartPolicy:                 corev1.RestartPolicyAlways,
@@ -261,8 +283,25 @@ func fieldEnv(name, path string) corev1.EnvVar {
 	}}
 }
 
+// preStop is the etcd container's preStop hook: when the member leads,
+// leadership moves to another voter before etcd receives SIGTERM (a pod
+// deletion, a drain, a roll, a move), so that etcd's own shutdown, which
+// first stops serving clients and only then transfers leadership, never
+// leaves the ring without a leader that serves. Bounded to a third of the
+// grace (at most 10 s): SIGTERM follows within the grace either way.
+// Kubelet expands no $(VAR) in a hook: the endpoint is the member's
+// advertised client URL, whose DNS name its certificate carries.
+func preStop(m *etcdfedv1.EtcdMember, adv spec.Ports) *corev1.LifecycleHandler {
+	timeout := min(time.Duration(spec.TerminationGraceSeconds(m))*time.Second/3, 10*time.Second)
+	cmd := []string{HelperPath, "prestop", "--endpoint", spec.ClientURL(m, adv), "--timeout", timeout.String()}
+	if spec.TLSEnabled(m) {
+		cmd = append(cmd, "--ca", CAFile, "--cert", CertFile, "--key", KeyFile)
+	}
+	return &corev1.LifecycleHandler{Exec: &corev1.ExecAction{Command: cmd}}
+}
+
 func volumeMounts(m *etcdfedv1.EtcdMember) []corev1.VolumeMount {
-	vm := []corev1.VolumeMount{{Name: VolumeData, MountPath: DataMountPath}}
+	vm := []corev1.VolumeMount{{Name: VolumeData, MountPath: DataMountPath}, {Name: VolumeHelper, MountPath: HelperMountPath, ReadOnly: true}}
 	if spec.TLSEnabled(m) {
 		vm = append(vm, corev1.VolumeMount{Name: VolumeTLS, MountPath: TLSMountPath, ReadOnly: true})
 	}
@@ -272,6 +311,8 @@ func volumeMounts(m *etcdfedv1.EtcdMember) []corev1.VolumeMount {
 func volumes(m *etcdfedv1.EtcdMember, claim string) []corev1.Volume {
 	v := []corev1.Volume{{Name: VolumeData, VolumeSource: corev1.VolumeSource{
 		PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim},
+	}}, {Name: VolumeHelper, VolumeSource: corev1.VolumeSource{
+		EmptyDir: &corev1.EmptyDirVolumeSource{SizeLimit: ptr.To(resource.MustParse("128Mi"))},
 	}}}
 	if spec.TLSEnabled(m) {
 		v = append(v, corev1.Volume{Name: VolumeTLS, VolumeSource: corev1.VolumeSource{

@@ -177,8 +177,12 @@ func TestBuild(t *testing.T) {
 		t.Errorf("annotations %v", p.Annotations)
 	}
 
-	if len(p.Spec.InitContainers) != 1 {
+	if len(p.Spec.InitContainers) != 2 {
 		t.Fatalf("init containers %v", p.Spec.InitContainers)
+	}
+	if ih := p.Spec.InitContainers[1]; ih.Name != pod.ContainerInstallHelper || ih.Image != "ghcr.io/etcdfed/etcdfed-init:v1" ||
+		!slices.Equal(ih.Command, []string{"etcdfed-init", "install", pod.HelperPath}) {
+		t.Errorf("install-helper container %s %s %v", ih.Name, ih.Image, ih.Command)
 	}
 	ic := p.Spec.InitContainers[0]
 	wantInit := []string{"etcdfed-init", "wait-dns", "--name", "main-0.etcd.example.com", "--address", "$(EXPECTED_ADDRESS)", "--timeout", "10m0s"}
@@ -414,5 +418,34 @@ func TestGrantedDisruptionRestartsNothing(t *testing.T) {
 	closed := member(func(m *etcdfedv1.EtcdMember) { m.Spec.Disruption = &etcdfedv1.MemberDisruption{} })
 	if pod.MemberSpecHash(closed) != pod.MemberSpecHash(before) || pod.MemberSpecHash(formedGranted) != pod.MemberSpecHash(before) {
 		t.Error("spec.disruption moves the member-spec hash")
+	}
+}
+
+// The etcd container's preStop hook runs the helper the install-helper
+// init container copied into the shared volume, against the member's
+// advertised client URL (no $(VAR): kubelet expands none in hooks), with
+// the member's TLS files, bounded below the grace.
+func TestBuildPreStop(t *testing.T) {
+	m := member()
+	p := pod.Build(m, pod.Params{HelperImage: "ghcr.io/etcdfed/etcdfed-init:v1", ClaimName: "main-0-data-1", Advertised: spec.PodPorts})
+	c := p.Spec.Containers[0]
+	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil {
+		t.Fatalf("etcd container lifecycle %+v, want an exec preStop hook", c.Lifecycle)
+	}
+	want := []string{pod.HelperPath, "prestop", "--endpoint", spec.ClientURL(m, spec.PodPorts), "--timeout", "10s",
+		"--ca", pod.CAFile, "--cert", pod.CertFile, "--key", pod.KeyFile}
+	if got := c.Lifecycle.PreStop.Exec.Command; !slices.Equal(got, want) {
+		t.Errorf("preStop %v, want %v", got, want)
+	}
+	mounted := func(c corev1.Container) bool {
+		for _, vm := range c.VolumeMounts {
+			if vm.Name == pod.VolumeHelper && vm.MountPath == pod.HelperMountPath {
+				return true
+			}
+		}
+		return false
+	}
+	if !mounted(c) || !mounted(p.Spec.InitContainers[1]) {
+		t.Errorf("the helper volume is not mounted at %s in both the etcd and the install-helper containers", pod.HelperMountPath)
 	}
 }

@@ -32,10 +32,10 @@ func TestRestoreInitContainer(t *testing.T) {
 	for _, c := range p.Spec.InitContainers {
 		names = append(names, c.Name)
 	}
-	if !slices.Equal(names, []string{pod.ContainerWaitDNS, pod.ContainerPrepareData}) {
-		t.Fatalf("init containers %v, want wait-dns then prepare-data", names)
+	if !slices.Equal(names, []string{pod.ContainerWaitDNS, pod.ContainerInstallHelper, pod.ContainerPrepareData}) {
+		t.Fatalf("init containers %v, want wait-dns, install-helper then prepare-data", names)
 	}
-	c := p.Spec.InitContainers[1]
+	c := p.Spec.InitContainers[2]
 	if c.Image != params.HelperImage || c.Command[0] != "etcdfed-init" || c.Command[1] != "prepare-data" {
 		t.Errorf("restore container runs %s %v", c.Image, c.Command)
 	}
@@ -74,8 +74,8 @@ func TestRestoreInitContainer(t *testing.T) {
 		t.Errorf("bootstrap switched to existing with its cluster ID: %s (%s), want Keep", d.Action, d.Message)
 	}
 	fp := pod.Build(formed, params)
-	if !slices.Contains(fp.Spec.InitContainers[1].Command, "--cluster-id=8e9e05c52164694d") {
-		t.Errorf("formed member's prepare-data %v does not check the cluster ID", fp.Spec.InitContainers[1].Command)
+	if !slices.Contains(fp.Spec.InitContainers[2].Command, "--cluster-id=8e9e05c52164694d") {
+		t.Errorf("formed member's prepare-data %v does not check the cluster ID", fp.Spec.InitContainers[2].Command)
 	}
 
 	plain := pod.Build(member(), params)
@@ -91,7 +91,7 @@ func TestRestoreInitContainer(t *testing.T) {
 		m.Spec.Bootstrap.Restore = &etcdfedv1.MemberRestore{Store: etcdfedv1.BackupStore{URL: "file:///backups"}, Object: "a.db", SHA256: sha, RevisionBump: 1}
 	})
 	fp = pod.Build(file, params)
-	if len(fp.Spec.InitContainers[1].VolumeMounts) != 1 || slices.ContainsFunc(fp.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == pod.VolumeStoreCredentials }) {
-		t.Errorf("a store without credentials mounts %v, volumes %v", fp.Spec.InitContainers[1].VolumeMounts, fp.Spec.Volumes)
+	if len(fp.Spec.InitContainers[2].VolumeMounts) != 1 || slices.ContainsFunc(fp.Spec.Volumes, func(v corev1.Volume) bool { return v.Name == pod.VolumeStoreCredentials }) {
+		t.Errorf("a store without credentials mounts %v, volumes %v", fp.Spec.InitContainers[2].VolumeMounts, fp.Spec.Volumes)
 	}
 }

@@ -88,8 +88,8 @@ func TestPodSecurityAndResources(t *testing.T) {
 		Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 	}
 	all := append(append([]corev1.Container{}, p.Spec.InitContainers...), p.Spec.Containers...)
-	if len(all) != 3 {
-		t.Fatalf("containers %d, want wait-dns, prepare-data, etcd", len(all))
+	if len(all) != 4 {
+		t.Fatalf("containers %d, want wait-dns, install-helper, prepare-data, etcd", len(all))
 	}
 	for _, c := range all {
 		if d := cmp.Diff(wantCtr, c.SecurityContext); d != "" {
