@@ -6,8 +6,11 @@
 
 ETCDFED_KIND_PREFIX=${ETCDFED_KIND_PREFIX:-etcdfed}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# The image the manifests in hack/kind name; change it there too.
-IMAGE=etcdfed:dev
+# The image up.sh installs the hub and the spokes with: `make images`'s
+# all-in-one etcdfed image (dev/images' catalog), loaded into every cluster
+# from out/images with `kind load image-archive`.
+IMAGE=ghcr.io/etcdfed/etcdfed:dev
+IMAGES_DIR=$REPO/out/images
 # The ring namespace in member clusters and the hub's namespace in the hub.
 NS=etcdfed-system
 HUB=${ETCDFED_KIND_PREFIX}-hub
@@ -16,6 +19,19 @@ MEMBER_PREFIX=${ETCDFED_KIND_PREFIX}-member-
 EC_NAME=main
 EC_NAMESPACE=default
 RING_DOMAIN=etcd.kind.local
+# The sample's etcd image (its spec.version, dev/images' etcd-<minor>).
+SAMPLE_ETCD_IMAGE=etcd-3.7
+# The kind release the scripts are written and checked against
+# (hack/tools.sh kind builds it into bin/), and whose node image layout
+# node-image.sh follows.
+KIND_VERSION=v0.33.0
+
+# default_node_image: the node image node-image.sh builds and the scripts
+# use unless KIND_NODE_IMAGE says otherwise: the Kubernetes version
+# hack/tools.sh pins.
+default_node_image() {
+	printf 'etcdfed/kind-node:%s' "$(sed -n 's/^KUBE_VERSION=//p' "$REPO/hack/tools.sh")"
+}
 
 log() { printf '%s\n' "$*" >&2; }
 step() { printf '\n==> %s\n' "$*" >&2; }
