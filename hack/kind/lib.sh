@@ -50,6 +50,19 @@ need() {
 	((${#missing[@]} == 0)) || die "missing on PATH: ${missing[*]} (see docs/kind.md, Prerequisites)"
 }
 
+# caps_missing: true on a Linux host whose capability bounding set lacks
+# capabilities the kernel knows (seen on a Firecracker VM without
+# CAP_SYS_RESOURCE): Docker's privileged containers then need
+# hack/kind/runc-caps.sh (dockerd.sh), and the nodes' containerd must not
+# lower a pod's oom_score_adj below its own (up.sh).
+caps_missing() {
+	[[ $(uname -s) == Linux && -r /proc/self/status ]] || return 1
+	local bnd last
+	bnd=$((16#$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)))
+	last=$(cat /proc/sys/kernel/cap_last_cap 2>/dev/null || echo 40)
+	((bnd != (1 << (last + 1)) - 1))
+}
+
 ctx() { printf 'kind-%s' "$1"; }
 
 # k CLUSTER ARGS...: kubectl against one kind cluster.

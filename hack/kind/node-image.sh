@@ -39,7 +39,8 @@ CONTAINERD_VERSION=v2.3.4
 RUNC_VERSION=v1.4.3
 CRICTL_VERSION=v1.36.0
 CNI_PLUGINS_VERSION=v1.9.1
-LOCAL_PATH_VERSION=v0.0.34
+# kind pins v0.0.34; the Go module proxy serves v0.0.30 only.
+LOCAL_PATH_VERSION=v0.0.30
 DEBIAN_SUITE=bookworm
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 # kind's base image: images/base/Dockerfile's clean-install list (without
@@ -184,9 +185,15 @@ install -m 0755 "$bits/cni-$CNI_PLUGINS_VERSION"/{host-local,loopback,ptp,portma
 chroot "$r" containerd --version >/dev/null
 chroot "$r" runc --version >/dev/null
 base=etcdfed/kind-base:$inputs
-tar -C "$r" --numeric-owner -c . | docker import \
-	--change 'ENV container=docker' --change 'STOPSIGNAL SIGRTMIN+3' \
-	--change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' - "$base" >/dev/null
+# The imported root filesystem is also the layer under the preloaded
+# images (rootfs_image), which must not inherit systemd's stop signal.
+rootfs_image=etcdfed/kind-rootfs:$inputs
+tar -C "$r" --numeric-owner -c . | docker import - "$rootfs_image" >/dev/null
+# docker import and commit take no STOPSIGNAL (Docker 20.10); a build
+# from stdin without a context adds it (systemd shuts down on SIGRTMIN+3,
+# as kind's base image says).
+printf 'FROM %s\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]\n' "$rootfs_image" | DOCKER_BUILDKIT=0 docker build -q -t "$base" - >/dev/null 2>&1 ||
+	die "docker build of the base image's STOPSIGNAL failed"
 rm -rf "$r"
 log "Base image $base"
 
@@ -202,11 +209,11 @@ images=()
 component() {
 	local tag=$1 entrypoint=$2 c spec
 	shift 2
-	c=$(docker create "$base" /bin/true)
+	c=$(docker create "$rootfs_image" /bin/true)
 	for spec in "$@"; do
-		docker cp "${spec%%:*}" "$c:${spec#*:}"
+		docker cp -L "${spec%%:*}" "$c:${spec#*:}"
 	done
-	docker commit --change "ENTRYPOINT $entrypoint" --change 'CMD []' --change 'STOPSIGNAL SIGTERM' "$c" "$tag" >/dev/null
+	docker commit --change "ENTRYPOINT $entrypoint" "$c" "$tag" >/dev/null
 	docker rm "$c" >/dev/null
 	images+=("$tag")
 	log "  $tag"
@@ -235,7 +242,7 @@ step "Node image $image (kind's pkg/build/nodeimage layout)"
 build_container=etcdfed-kind-build-$$
 docker run -d --entrypoint=sleep --name="$build_container" --security-opt seccomp=unconfined "$base" infinity >/dev/null
 for b in kubeadm kubelet kubectl; do
-	docker cp "bin/$b" "$build_container:/usr/bin/$b"
+	docker cp -L "bin/$b" "$build_container:/usr/bin/$b"
 	docker exec "$build_container" chmod +x "/usr/bin/$b"
 	docker exec "$build_container" chown root:root "/usr/bin/$b"
 done
@@ -248,6 +255,8 @@ docker exec "$build_container" bash -c 'for i in $(seq 50); do [ -S /run/contain
 	die "containerd did not start in the build container"
 docker save "${images[@]}" | docker exec -i "$build_container" \
 	ctr --namespace=k8s.io images import --label=io.cri-containerd.pinned=pinned --all-platforms --no-unpack --digests - >/dev/null
+# ctr names an untagged manifest of docker save's archive import-<date>.
+docker exec "$build_container" bash -c 'ctr --namespace=k8s.io images list -q | grep "^import-" | xargs -r ctr --namespace=k8s.io images rm' >/dev/null
 docker exec "$build_container" ctr --namespace=k8s.io images list -q | grep -v '^sha256:' | sed 's/^/  imported /' >&2
 docker exec "$build_container" pkill containerd
 docker exec "$build_container" bash -c 'for i in $(seq 50); do pgrep -x containerd >/dev/null || exit 0; sleep 0.2; done; exit 1' || true
@@ -257,5 +266,6 @@ docker commit \
 	--change "LABEL dev.etcdfed.kind-node.inputs=$inputs dev.etcdfed.kind-node.kind=$KIND_VERSION" \
 	"$build_container" "$image" >/dev/null
 docker rmi "${images[@]}" >/dev/null
+docker rmi "$rootfs_image" >/dev/null
 docker image ls "etcdfed/kind-base" -q --filter "before=$base" | xargs -r docker rmi >/dev/null 2>&1 || true
 log "Built $image in $((SECONDS - start))s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"

@@ -97,13 +97,14 @@ if ((build)); then
 	go run ./hack/images build --version dev --out "$IMAGES_DIR" etcdfed "$SAMPLE_ETCD_IMAGE"
 fi
 # archive NAME: the tarball of image NAME in out/images (images.txt: name,
-# reference, file).
+# reference, file relative to the repository).
 archive() { awk -v n="$1" '$1 == n { print $3 }' "$IMAGES_DIR/images.txt" 2>/dev/null; }
 archives=()
 for n in etcdfed "$SAMPLE_ETCD_IMAGE"; do
 	a=$(archive "$n")
-	[[ -n $a && -f $IMAGES_DIR/$a ]] || die "no $n image in $IMAGES_DIR: run without --skip-build (or make images IMAGES='etcdfed $SAMPLE_ETCD_IMAGE')"
-	archives+=("$IMAGES_DIR/$a")
+	[[ -n $a && $a != /* ]] && a=$REPO/$a
+	[[ -n $a && -f $a ]] || die "no $n image in $IMAGES_DIR: run without --skip-build (or make images IMAGES='etcdfed $SAMPLE_ETCD_IMAGE')"
+	archives+=("$a")
 done
 image_id=sha256:$(sha256sum "${archives[0]}" | cut -c1-64)
 
@@ -135,6 +136,12 @@ create_cluster() {
 				# Kubelet 1.35 and later refuse a cgroup v1 host unless told
 				# otherwise; kind passes the host's cgroups to its nodes.
 				printf '%s\n' "kubeadmConfigPatches:" "- |" "  kind: KubeletConfiguration" "  failCgroupV1: false"
+			fi
+			if caps_missing; then
+				# Without CAP_SYS_RESOURCE no process may lower its
+				# oom_score_adj: containerd keeps the pods' at or above its
+				# own, as kind configures it for rootless nodes.
+				printf '%s\n' "containerdConfigPatches:" "- |-" '  [plugins."io.containerd.grpc.v1.cri"]' "    restrict_oom_score_adj = true"
 			fi
 			echo "nodes:"
 			echo "- role: control-plane${labels}"
