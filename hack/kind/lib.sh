@@ -10,7 +10,7 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 # all-in-one etcdfed image (dev/images' catalog), loaded into every cluster
 # from out/images with `kind load image-archive`.
 IMAGE=ghcr.io/etcdfed/etcdfed:dev
-IMAGES_DIR=$REPO/out/images
+IMAGES_DIR=${ETCDFED_KIND_IMAGES_DIR:-$REPO/out/images}
 # The ring namespace in member clusters and the hub's namespace in the hub.
 NS=etcdfed-system
 HUB=${ETCDFED_KIND_PREFIX}-hub
