@@ -25,7 +25,8 @@
 #     local-path provisioner and its helper.
 # The result is cached: the image carries a label with the hash of its
 # inputs, and a run finding that label current does nothing. The root
-# filesystem and the built binaries are cached in bin/kind-node/.
+# filesystem and the built binaries are cached in bin/kind-node/
+# (ETCDFED_KIND_NODE_CACHE to put them elsewhere).
 # Needs root (debootstrap, chroot), Docker, Go; hack/system-deps.sh kind
 # installs the Debian packages.
 set -euo pipefail
@@ -65,7 +66,7 @@ start=$SECONDS
 kube_version=$(sed -n 's/^KUBE_VERSION=//p' hack/tools.sh)
 [[ -n $kube_version ]] || die "no KUBE_VERSION in hack/tools.sh"
 image=${KIND_NODE_IMAGE:-$(default_node_image)}
-cache=$REPO/bin/kind-node
+cache=${ETCDFED_KIND_NODE_CACHE:-$REPO/bin/kind-node}
 bits=$cache/bits
 mkdir -p "$bits"
 
