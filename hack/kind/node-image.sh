@@ -195,22 +195,39 @@ tar -C "$r" --numeric-owner -c . | docker import - "$rootfs_image" >/dev/null
 # as kind's base image says).
 printf 'FROM %s\nENV container=docker\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]\n' "$rootfs_image" | DOCKER_BUILDKIT=0 docker build -q -t "$base" - >/dev/null 2>&1 ||
 	die "docker build of the base image's STOPSIGNAL failed"
-rm -rf "$r"
+# A slim layer for the control plane's images: the C library the
+# binaries of hack/tools.sh link against, CA certificates and /tmp, so the
+# node unpacks a few megabytes, not the root filesystem, before its first
+# pod (the sandbox) starts.
+s=$tmp/slim
+mkdir -p "$s/tmp" "$s/etc/ssl/certs" "$s/usr/local/bin"
+chmod 1777 "$s/tmp"
+for lib in /lib64/ld-linux-x86-64.so.2 /lib/x86_64-linux-gnu/libc.so.6 /lib/x86_64-linux-gnu/libresolv.so.2; do
+	mkdir -p "$s$(dirname "$lib")"
+	chroot "$r" cat "$lib" >"$s$lib" # the file, through the root fs's own links
+	chmod 0755 "$s$lib"
+done
+cp "$r/etc/ssl/certs/ca-certificates.crt" "$s/etc/ssl/certs/"
+cp "$r/etc/nsswitch.conf" "$r/etc/passwd" "$r/etc/group" "$s/etc/"
+slim_image=etcdfed/kind-slim:$inputs
+tar -C "$s" --numeric-owner -c . | docker import - "$slim_image" >/dev/null
+rm -rf "$r" "$s"
 log "Base image $base"
 
 # ---------------------------------------------------------------------------
-# The images the node preloads, each a layer of files over the base (whose
-# layer the node's containerd then holds once).
+# The images the node preloads, each a layer of files over the slim layer
+# or, for those that run other programs (iptables, sh), the root
+# filesystem's layer, which the node's containerd then holds once.
 step "The images kubeadm, the CNI and the storage manifests need"
 mapfile -t required < <(bin/kubeadm config images list --kubernetes-version "$kube_version")
 sandbox=$(sed -n 's/^ *sandbox_image = "\(.*\)"/\1/p' "$f/etc/containerd/config.toml")
 [[ -n $sandbox ]] || die "no sandbox_image in kind's containerd config"
 images=()
-# component TAG ENTRYPOINT FILE:DEST...: TAG, the base with FILEs added.
+# component FROM TAG ENTRYPOINT FILE:DEST...: TAG, FROM with FILEs added.
 component() {
-	local tag=$1 entrypoint=$2 c spec
-	shift 2
-	c=$(docker create "$rootfs_image" /bin/true)
+	local from=$1 tag=$2 entrypoint=$3 c spec
+	shift 3
+	c=$(docker create "$from" /bin/true)
 	for spec in "$@"; do
 		docker cp -L "${spec%%:*}" "$c:${spec#*:}"
 	done
@@ -223,17 +240,20 @@ for ref in "${required[@]}" "$sandbox"; do
 	name=${ref%:*}
 	name=${name##*/}
 	case $name in
-	kube-apiserver | kube-controller-manager | kube-scheduler | kube-proxy | etcd)
-		component "$ref" '[]' "bin/$name:/usr/local/bin/$name" ;;
-	coredns) component "$ref" '["/coredns"]' bin/coredns:/coredns ;;
-	pause) component "$ref" '["/pause"]' bin/pause:/pause ;;
+	kube-apiserver | kube-controller-manager | kube-scheduler | etcd)
+		component "$slim_image" "$ref" '[]' "bin/$name:/usr/local/bin/$name" ;;
+	# kube-proxy runs iptables: the whole root filesystem.
+	kube-proxy) component "$rootfs_image" "$ref" '[]' "bin/$name:/usr/local/bin/$name" ;;
+	coredns) component "$slim_image" "$ref" '["/coredns"]' bin/coredns:/coredns ;;
+	pause) component "$slim_image" "$ref" '["/pause"]' bin/pause:/pause ;;
 	*) die "no image source for $ref (kubeadm config images list)" ;;
 	esac
 done
-component "$kindnetd_image" '["/bin/kindnetd"]' hack/kind/kindnetd.sh:/bin/kindnetd bin/kubectl:/usr/local/bin/kubectl
-component "$provisioner_image" '["/usr/local/bin/local-path-provisioner"]' \
+component "$rootfs_image" "$kindnetd_image" '["/bin/kindnetd"]' hack/kind/kindnetd.sh:/bin/kindnetd bin/kubectl:/usr/local/bin/kubectl
+component "$slim_image" "$provisioner_image" '["/usr/local/bin/local-path-provisioner"]' \
 	"$bits/local-path-provisioner-$LOCAL_PATH_VERSION/local-path-provisioner:/usr/local/bin/local-path-provisioner"
-component "$helper_image" '[]' "$REPO/hack/kind/README.md:/README.kind-etcdfed.md"
+# The helper runs the provisioner's setup and teardown shell scripts.
+component "$rootfs_image" "$helper_image" '[]' "$REPO/hack/kind/README.md:/README.kind-etcdfed.md"
 
 # ---------------------------------------------------------------------------
 # kind's pkg/build/nodeimage buildImage: a build container of the base,
@@ -267,6 +287,6 @@ docker commit \
 	--change "LABEL dev.etcdfed.kind-node.inputs=$inputs dev.etcdfed.kind-node.kind=$KIND_VERSION" \
 	"$build_container" "$image" >/dev/null
 docker rmi "${images[@]}" >/dev/null
-docker rmi "$rootfs_image" >/dev/null
+docker rmi "$rootfs_image" "$slim_image" >/dev/null
 docker image ls "etcdfed/kind-base" -q --filter "before=$base" | xargs -r docker rmi >/dev/null 2>&1 || true
 log "Built $image in $((SECONDS - start))s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
