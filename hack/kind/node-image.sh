@@ -229,7 +229,10 @@ component() {
 	shift 3
 	c=$(docker create "$from" /bin/true)
 	for spec in "$@"; do
-		docker cp -L "${spec%%:*}" "$c:${spec#*:}"
+		docker cp -L "${spec%%:*}" "$c:${spec#*:}" || {
+			docker rm "$c" >/dev/null
+			die "cannot copy ${spec%%:*} into $tag"
+		}
 	done
 	docker commit --change "ENTRYPOINT $entrypoint" "$c" "$tag" >/dev/null
 	docker rm "$c" >/dev/null
