@@ -284,6 +284,7 @@ docker exec "$build_container" bash -c 'ctr --namespace=k8s.io images list -q | 
 docker exec "$build_container" ctr --namespace=k8s.io images list -q | grep -v '^sha256:' | sed 's/^/  imported /' >&2
 docker exec "$build_container" pkill containerd
 docker exec "$build_container" bash -c 'for i in $(seq 50); do pgrep -x containerd >/dev/null || exit 0; sleep 0.2; done; exit 1' || true
+old_image=$(docker image inspect -f '{{ .Id }}' "$image" 2>/dev/null || true)
 docker commit \
 	--change 'ENTRYPOINT [ "/usr/local/bin/entrypoint", "/sbin/init" ]' \
 	--change 'ENV HTTP_PROXY="" HTTPS_PROXY="" NO_PROXY=""' \
@@ -291,5 +292,7 @@ docker commit \
 	"$build_container" "$image" >/dev/null
 docker rmi "${images[@]}" >/dev/null
 docker rmi "$rootfs_image" "$slim_image" >/dev/null
+# The image this one replaces, and the bases only it used.
+[[ -n $old_image ]] && { docker rmi "$old_image" >/dev/null 2>&1 || true; }
 docker image ls "etcdfed/kind-base" -q --filter "before=$base" | xargs -r docker rmi >/dev/null 2>&1 || true
 log "Built $image in $((SECONDS - start))s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
