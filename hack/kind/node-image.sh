@@ -76,11 +76,6 @@ hack/tools.sh kubeadm kubelet kubectl kube-apiserver kube-controller-manager kub
 step "kind $KIND_VERSION's node image builder (Go module proxy)"
 kind_dir=$(go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | awk -F'"' '$2 == "Dir" { print $4 }')
 [[ -d $kind_dir/images/base/files ]] || die "no images/base/files in the kind module at $kind_dir"
-kconst() { go run ./hack/kind/kindconst "$kind_dir/pkg/build/nodeimage" "$1"; }
-kindnetd_image=$(kconst kindnetdImage)
-provisioner_image=$(kconst storageProvisionerImage)
-helper_image=$(kconst storageHelperImage)
-log "kindnetd $kindnetd_image, storage $provisioner_image and $helper_image"
 
 # go_bit NAME VERSION CGO TAGS LDFLAGS PKG...: go install PKG@VERSION into
 # bin/kind-node/bits/NAME-VERSION/ once.
@@ -132,6 +127,14 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
+
+# kind's manifests and image names, read from the kind module's source.
+go build -o "$tmp/kindconst" ./hack/kind/kindconst
+kconst() { "$tmp/kindconst" "$kind_dir/pkg/build/nodeimage" "$1"; }
+kindnetd_image=$(kconst kindnetdImage)
+provisioner_image=$(kconst storageProvisionerImage)
+helper_image=$(kconst storageHelperImage)
+log "kindnetd $kindnetd_image, storage $provisioner_image and $helper_image"
 
 # ---------------------------------------------------------------------------
 rootfs_tar=$cache/rootfs-$DEBIAN_SUITE-$(echo "$BASE_PACKAGES" | sha256sum | cut -c1-12).tar
