@@ -201,6 +201,22 @@ REALNODES ?= ^TestRealNodes
 test-realnodes: realnode-deps build ## The TestRealNodes* scenarios on real nodes (root): kubelet, containerd and runc per node, the hub and the spokes in-cluster from config/, each under a recorded workload (REALNODES to pick).
 	ETCDFED_REALNODES=1 $(GO) test -count=1 -timeout 100m -v -run '$(REALNODES)' ./test/multicluster
 
+# kind: the node image built here (no registry), then up.sh, the zone
+# failure under the recorded workload and down.sh (hack/kind, docs/kind.md).
+.PHONY: kind-deps
+kind-deps: ## What hack/kind needs here: Docker's engine, debootstrap, libseccomp-dev (Debian), kind, kubeadm and kubectl (hack/tools.sh), a running dockerd.
+	hack/system-deps.sh kind
+	hack/tools.sh kind kubeadm kubectl
+	hack/kind/dockerd.sh
+
+.PHONY: kind-image
+kind-image: kind-deps ## Build the kind node image (Kubernetes as hack/tools.sh pins it) without any registry; cached (hack/kind/node-image.sh).
+	hack/kind/node-image.sh
+
+.PHONY: test-kind
+test-kind: kind-image build ## On kind (root, Docker): hack/kind/up.sh from nothing, TestKindZoneFailure under the recorded workload, hack/kind/down.sh leaving nothing.
+	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 $(GO) test -count=1 -timeout 70m -v -run '^TestKind' ./test/multicluster
+
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).
 	$(GO) test -short -json $(TESTFLAGS) ./... | $(GO) run ./hack/testsummary

@@ -9,6 +9,10 @@
 # containerd; the package's own service is never started, see policy-rc.d
 # below).
 #
+# `hack/system-deps.sh kind` installs Docker's engine (Debian's docker.io,
+# not started: hack/kind/dockerd.sh or the host's service starts it),
+# debootstrap and libseccomp-dev, which hack/kind/node-image.sh needs.
+#
 # `hack/system-deps.sh demo` (make demo) installs only what the local
 # environment uses (iptables: pods get their own source address, zones can
 # be partitioned), and only as root with apt-get; otherwise, or when the
@@ -28,6 +32,11 @@ for_realnodes=false
 [[ ${1:-} == realnodes ]] && for_realnodes=true
 for_images=false
 [[ ${1:-} == images ]] && for_images=true
+# kind: the Docker engine kind runs its nodes in, debootstrap for the node
+# image's root filesystem, and libseccomp's headers for runc's build
+# (hack/kind/node-image.sh).
+for_kind=false
+[[ ${1:-} == kind ]] && for_kind=true
 
 # command -> Debian package
 declare -A pkgs=(
@@ -47,6 +56,9 @@ fi
 if $for_images; then
 	pkgs=([containerd]=containerd [ctr]=containerd [runc]=runc)
 fi
+if $for_kind; then
+	pkgs=([dockerd]=docker.io [debootstrap]=debootstrap)
+fi
 
 missing=()
 for cmd in "${!pkgs[@]}"; do
@@ -57,6 +69,9 @@ done
 # The CNI plugins are no commands on PATH: Debian puts them in /usr/lib/cni.
 if $for_realnodes && [[ ! -x /usr/lib/cni/bridge || ! -x /usr/lib/cni/host-local ]]; then
 	missing+=(containernetworking-plugins)
+fi
+if $for_kind && [[ ! -e /usr/include/seccomp.h ]]; then
+	missing+=(libseccomp-dev)
 fi
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 

@@ -9,7 +9,10 @@
 #   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
 #   hack/tools.sh TOOL...        those tools, one after the other
 #
-# Tools: kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw
+# kubeadm and kind: the kind node image (hack/kind/node-image.sh, make
+# kind-image) and the kind scripts (hack/kind).
+#
+# Tools: kube-apiserver kubectl kubeadm kind etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw
 # promtool kubelet kube-scheduler kube-controller-manager kube-proxy containerd
 # (with ctr and the runc shim) coredns pause (the last seven: real nodes; the
 # single name `realnodes` builds them one after the other)
@@ -45,6 +48,8 @@ PROMETHEUS_VERSION=v0.316.0
 # (hack/system-deps.sh realnodes).
 CONTAINERD_VERSION=v2.2.9
 COREDNS_VERSION=v1.14.7
+# kind, for hack/kind (the release hack/kind/lib.sh names).
+KIND_VERSION=$(sed -n 's/^KIND_VERSION=//p' "$root/hack/kind/lib.sh")
 
 # have NAME WANT CMD...: true when bin/NAME exists and CMD's output holds WANT.
 have() {
@@ -71,6 +76,7 @@ typical() {
 	# promtool: 9.2 min of CPU in a cold build measured beside other
 	# engineers' runs (27 min of wall time there); about 6 on two free cores.
 	promtool) echo 360 ;;
+	kubeadm) echo 60 ;; kind) echo 20 ;;
 	# After kube-apiserver, whose packages they share (2026-11-26, both
 	# caches empty, load 10-19).
 	kubelet) echo 95 ;; kube-scheduler) echo 15 ;; kube-controller-manager) echo 50 ;; kube-proxy) echo 25 ;;
@@ -126,6 +132,7 @@ kube_ld() {
 build_kube() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/$1" "k8s.io/kubernetes/cmd/$1"); }
 build_kube_apiserver() { build_kube kube-apiserver; }
 build_kubectl() { build_kube kubectl; }
+build_kind() { GOBIN=$bin CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"; }
 
 # The etcd builds carry one local change (internal/resolver: the ring's DNS
 # servers from ETCDFED_DNS_SERVERS). Its hash goes into the Git SHA that
@@ -192,6 +199,8 @@ ensure() {
 	golangci-lint) have golangci-lint "version ${GOLANGCI_LINT_VERSION#v}" "$bin/golangci-lint" version || step "$1" build_golangci_lint ;;
 	versitygw) have versitygw "Version  : $VERSITYGW_VERSION" "$bin/versitygw" --version || step "$1" build_versitygw ;;
 	promtool) have promtool "promtool, version ${PROMETHEUS_VERSION#v}" "$bin/promtool" --version || step "$1" build_promtool ;;
+	kind) have kind "kind $KIND_VERSION " "$bin/kind" version || step "$1" build_kind ;;
+	kubeadm) have kubeadm "$KUBE_VERSION" "$bin/kubeadm" version -o short || step "$1" build_kube "$1" ;;
 	kubelet | kube-scheduler | kube-controller-manager | kube-proxy) have "$1" "Kubernetes $KUBE_VERSION" "$bin/$1" --version || step "$1" build_kube "$1" ;;
 	containerd)
 		{ have containerd " $CONTAINERD_VERSION" "$bin/containerd" --version &&

@@ -20,7 +20,6 @@ need docker kind
 clusters=$(kind_clusters)
 if [[ -z $clusters ]]; then
 	log "No kind clusters named ${ETCDFED_KIND_PREFIX}-hub or ${MEMBER_PREFIX}<i>: nothing to delete"
-	exit 0
 fi
 for c in $clusters; do
 	# A paused node (hack/kind/fail-zone.sh) cannot be removed until it
@@ -33,3 +32,14 @@ for c in $clusters; do
 	step "Deleting $c"
 	kind delete cluster --name "$c"
 done
+
+# kind creates the docker network "kind" and never deletes it; once no
+# container is left on it (no other kind cluster either), it goes too.
+if [[ -z $(kind get clusters 2>/dev/null) ]] && docker network inspect kind >/dev/null 2>&1; then
+	if [[ $(docker network inspect -f '{{ len .Containers }}' kind) == 0 ]]; then
+		docker network rm kind >/dev/null
+		log "Deleted the docker network kind"
+	else
+		log "The docker network kind still has containers; it stays"
+	fi
+fi

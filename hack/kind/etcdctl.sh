@@ -8,9 +8,9 @@
 #   hack/kind/etcdctl.sh get hello
 #   hack/kind/etcdctl.sh endpoint status -w table
 #
-# The certificate is issued with the `etcdfed` CLI when it is on PATH (go
-# build -o ~/bin/ ./cmd/etcdfed), else with the etcdfed:dev image on the
-# docker network "kind". It lands in the Secret <name>-etcdctl next to the
+# The certificate is issued with the `etcdfed` CLI: $ETCDFED, else etcdfed
+# on PATH, else bin/etcdfed (up.sh builds it there, and so does this
+# script when it is missing). It lands in the Secret <name>-etcdctl next to the
 # EtcdCluster, which the pod mounts.
 set -euo pipefail
 
@@ -39,13 +39,21 @@ if [[ -z $image ]]; then
 	image=gcr.io/etcd-development/etcd:v$(ec '{.spec.version}')
 fi
 
-if command -v etcdfed >/dev/null 2>&1; then
-	etcdfed client-cert "$EC_NAME" -n "$EC_NAMESPACE" --context "$(ctx "$HUB")" --out "$tmp/certs" >/dev/null
+etcdfed=${ETCDFED:-}
+if [[ -z $etcdfed ]]; then
+	if command -v etcdfed >/dev/null 2>&1; then
+		etcdfed=etcdfed
+	elif [[ -x $REPO/bin/etcdfed ]]; then
+		etcdfed=$REPO/bin/etcdfed # up.sh builds it there
+	fi
+fi
+if [[ -n $etcdfed ]]; then
+	"$etcdfed" client-cert "$EC_NAME" -n "$EC_NAMESPACE" --context "$(ctx "$HUB")" --out "$tmp/certs" >/dev/null
 else
-	need docker
-	kind get kubeconfig --internal --name "$HUB" >"$tmp/kubeconfig"
-	docker run --rm --network kind --user "$(id -u):$(id -g)" -v "$tmp:/work" "$IMAGE" \
-		etcdfed client-cert "$EC_NAME" -n "$EC_NAMESPACE" --kubeconfig /work/kubeconfig --out /work/certs >/dev/null
+	need go
+	log "Building the etcdfed CLI into bin/ (or put one on PATH, or set ETCDFED)"
+	(cd "$REPO" && go build -o bin/etcdfed ./cmd/etcdfed)
+	"$REPO/bin/etcdfed" client-cert "$EC_NAME" -n "$EC_NAMESPACE" --context "$(ctx "$HUB")" --out "$tmp/certs" >/dev/null
 fi
 k "$HUB" -n "$EC_NAMESPACE" create secret generic "$EC_NAME-etcdctl" \
 	--from-file=ca.crt="$tmp/certs/ca.crt" --from-file=client.crt="$tmp/certs/client.crt" --from-file=client.key="$tmp/certs/client.key" \

@@ -6,8 +6,11 @@
 
 ETCDFED_KIND_PREFIX=${ETCDFED_KIND_PREFIX:-etcdfed}
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-# The image the manifests in hack/kind name; change it there too.
-IMAGE=etcdfed:dev
+# The image up.sh installs the hub and the spokes with: `make images`'s
+# all-in-one etcdfed image (dev/images' catalog), loaded into every cluster
+# from out/images with `kind load image-archive`.
+IMAGE=ghcr.io/etcdfed/etcdfed:dev
+IMAGES_DIR=${ETCDFED_KIND_IMAGES_DIR:-$REPO/out/images}
 # The ring namespace in member clusters and the hub's namespace in the hub.
 NS=etcdfed-system
 HUB=${ETCDFED_KIND_PREFIX}-hub
@@ -16,6 +19,19 @@ MEMBER_PREFIX=${ETCDFED_KIND_PREFIX}-member-
 EC_NAME=main
 EC_NAMESPACE=default
 RING_DOMAIN=etcd.kind.local
+# The sample's etcd image (its spec.version, dev/images' etcd-<minor>).
+SAMPLE_ETCD_IMAGE=etcd-3.7
+# The kind release the scripts are written and checked against
+# (hack/tools.sh kind builds it into bin/), and whose node image layout
+# node-image.sh follows.
+KIND_VERSION=v0.33.0
+
+# default_node_image: the node image node-image.sh builds and the scripts
+# use unless KIND_NODE_IMAGE says otherwise: the Kubernetes version
+# hack/tools.sh pins.
+default_node_image() {
+	printf 'etcdfed/kind-node:%s' "$(sed -n 's/^KUBE_VERSION=//p' "$REPO/hack/tools.sh")"
+}
 
 log() { printf '%s\n' "$*" >&2; }
 step() { printf '\n==> %s\n' "$*" >&2; }
@@ -32,6 +48,19 @@ need() {
 		command -v "$c" >/dev/null 2>&1 || missing+=("$c")
 	done
 	((${#missing[@]} == 0)) || die "missing on PATH: ${missing[*]} (see docs/kind.md, Prerequisites)"
+}
+
+# caps_missing: true on a Linux host whose capability bounding set lacks
+# capabilities the kernel knows (seen on a Firecracker VM without
+# CAP_SYS_RESOURCE): Docker's privileged containers then need
+# hack/kind/runc-caps.sh (dockerd.sh), and the nodes' containerd must not
+# lower a pod's oom_score_adj below its own (up.sh).
+caps_missing() {
+	[[ $(uname -s) == Linux && -r /proc/self/status ]] || return 1
+	local bnd last
+	bnd=$((16#$(awk '/^CapBnd:/ { print $2 }' /proc/self/status)))
+	last=$(cat /proc/sys/kernel/cap_last_cap 2>/dev/null || echo 40)
+	((bnd != (1 << (last + 1)) - 1))
 }
 
 ctx() { printf 'kind-%s' "$1"; }

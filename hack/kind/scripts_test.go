@@ -15,6 +15,7 @@ package kind_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"maps"
 	"os"
@@ -89,21 +90,20 @@ case "$1 $2" in
 "delete cluster") grep -vx -- "$name" "$d/clusters" >"$d/clusters.new" || true; mv "$d/clusters.new" "$d/clusters" ;;
 "get kubeconfig") cat "$d/internal-$name" ;;
 "get nodes") echo "$name-control-plane" ;;
-"load docker-image") ;;
+"load image-archive") ;;
 *) echo "fake kind: unexpected: $*" >&2; exit 1 ;;
 esac
 `
 
 const fakeDocker = `#!/usr/bin/env bash
-# docker, faked: images have the ID $FAKE_IMAGE_ID; a node's state is in
-# $FAKE_DIR/state-<node> (running when absent).
+# docker, faked: a node's state is in $FAKE_DIR/state-<node> (running when
+# absent).
 set -euo pipefail
 d=$FAKE_DIR
 echo "docker $*" >>"$d/calls"
 state() { cat "$d/state-$1" 2>/dev/null || echo running; }
 case $1 in
-info | build | run) ;;
-image) echo "$FAKE_IMAGE_ID" ;;
+info | run) ;;
 inspect)
 	node=${!#}
 	case $3 in
@@ -133,6 +133,8 @@ for f in ca.crt client.crt client.key; do echo "fake $f" >"$out/$f"; done
 `
 
 type world struct {
+	// images stands for out/images: make images' images.txt and tarballs.
+	images   string
 	t        *testing.T
 	root     string
 	dir      string
@@ -168,7 +170,7 @@ func TestScripts(t *testing.T) {
 	go func() { defer wg.Done(); w.fakeControllers(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	out := w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3")
+	out := w.run("hack/kind/up.sh", "--skip-build", "--members", "2", "--replicas", "3")
 	hub := w.clusters["etcdfed-hub"].Client
 	bg := context.Background()
 
@@ -183,7 +185,11 @@ func TestScripts(t *testing.T) {
 		}
 	}
 	calls := w.calls()
-	for _, c := range []string{"docker build", "kind load docker-image etcdfed:dev --name etcdfed-hub", "kind load docker-image etcdfed:dev --name etcdfed-member-2"} {
+	for _, c := range []string{
+		"kind load image-archive " + w.images + "/etcdfed.tar --name etcdfed-hub",
+		"kind load image-archive " + w.images + "/etcd-3.7.tar --name etcdfed-hub",
+		"kind load image-archive " + w.images + "/etcdfed.tar --name etcdfed-member-2",
+	} {
 		if !strings.Contains(calls, c) {
 			t.Errorf("no call %q in:\n%s", c, calls)
 		}
@@ -205,7 +211,7 @@ func TestScripts(t *testing.T) {
 			t.Fatal(err)
 		}
 		ctr := dep.Spec.Template.Spec.Containers[0]
-		if ctr.Image != "etcdfed:dev" || ctr.Command[0] != "/usr/local/bin/spoke" || dep.Spec.Template.Annotations["etcdfed.dev/image-id"] != "sha256:0001" {
+		if ctr.Image != kindImage || ctr.Command[0] != "/usr/local/bin/spoke" || dep.Spec.Template.Annotations["etcdfed.dev/image-id"] != w.imageID() {
 			t.Errorf("%s: spoke image %s, command %v, annotations %v", m, ctr.Image, ctr.Command, dep.Spec.Template.Annotations)
 		}
 		env := map[string]string{}
@@ -237,7 +243,7 @@ func TestScripts(t *testing.T) {
 			}
 		}
 		cm := &corev1.ConfigMap{}
-		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: ctr.EnvFrom[0].ConfigMapRef.Name}, cm); err != nil || cm.Data["CLUSTER_NAME"] != m || cm.Data["GOSSIP_PROFILE"] != "lan" || cm.Data["HELPER_IMAGE"] != "etcdfed:dev" {
+		if err := c.Get(bg, client.ObjectKey{Namespace: ns, Name: ctr.EnvFrom[0].ConfigMapRef.Name}, cm); err != nil || cm.Data["CLUSTER_NAME"] != m || cm.Data["GOSSIP_PROFILE"] != "lan" || cm.Data["HELPER_IMAGE"] != kindImage {
 			t.Errorf("%s: the spoke's ConfigMap %v (%v)", m, cm.Data, err)
 		}
 		sec := &corev1.Secret{}
@@ -266,7 +272,7 @@ func TestScripts(t *testing.T) {
 	if err := hub.Get(bg, client.ObjectKey{Namespace: ns, Name: "etcdfed-hub"}, dep); err != nil {
 		t.Fatal(err)
 	}
-	if img := dep.Spec.Template.Spec.Containers[0].Image; img != "etcdfed:dev" {
+	if img := dep.Spec.Template.Spec.Containers[0].Image; img != kindImage {
 		t.Errorf("hub image %s", img)
 	}
 	if err := hub.Get(bg, client.ObjectKey{Namespace: "default", Name: "etcdfed-hub"}, &metav1.PartialObjectMetadata{TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"}}); err != nil {
@@ -349,7 +355,7 @@ func TestScripts(t *testing.T) {
 
 	// Again: nothing changes, nothing restarts.
 	gens := w.generations()
-	w.run("hack/kind/up.sh", "--members", "2", "--replicas", "3")
+	w.run("hack/kind/up.sh", "--skip-build", "--members", "2", "--replicas", "3")
 	if after := w.generations(); !equalMaps(gens, after) {
 		t.Errorf("a second run changed Deployments: generations %v, then %v", gens, after)
 	}
@@ -385,7 +391,7 @@ func TestScripts(t *testing.T) {
 		t.Errorf("after fail-zone --stop: node %s", s)
 	}
 	gens = w.generations()
-	w.env = append(w.env, "FAKE_IMAGE_ID=sha256:0002")
+	w.writeImages("image 2") // make images built a new etcdfed image
 	out = w.run("hack/kind/restore-zone.sh")
 	if !strings.Contains(out, "re-running hack/kind/up.sh") {
 		t.Errorf("restore-zone.sh after --stop did not re-run up.sh:\n%s", out)
@@ -429,6 +435,8 @@ func newWorld(t *testing.T, names ...string) *world {
 		}
 	})
 	w := &world{t: t, root: root, dir: t.TempDir(), clusters: map[string]*testenv.Cluster{}}
+	w.images = filepath.Join(w.dir, "images")
+	w.writeImages("image 1")
 	kubeconfig := clientcmdapi.NewConfig()
 	for i, c := range cs {
 		name := names[i]
@@ -473,7 +481,8 @@ func newWorld(t *testing.T, names ...string) *world {
 		"KUBECONFIG="+filepath.Join(w.dir, "kubeconfig"),
 		"HOME="+w.dir, // kubectl's discovery cache
 		"FAKE_DIR="+w.dir,
-		"FAKE_IMAGE_ID=sha256:0001",
+		"ETCDFED_KIND_IMAGES_DIR="+w.images,
+		"KIND_NODE_IMAGE=kindest/node:v1.36.3",
 		"REAL_ETCDFED="+filepath.Join(w.dir, "real-etcdfed"),
 		"ETCDFED_KIND_PREFIX=etcdfed",
 		"ETCDFED_KIND_TIMEOUT=2m",
@@ -655,6 +664,36 @@ func (w *world) exec(script string, args ...string) (string, error) {
 	out, err := cmd.CombinedOutput()
 	w.t.Logf("%s %s: %.1fs", script, strings.Join(args, " "), time.Since(start).Seconds())
 	return string(out), err
+}
+
+// kindImage is the image up.sh installs (make images' etcdfed image).
+const kindImage = "ghcr.io/etcdfed/etcdfed:dev"
+
+// writeImages writes what make images leaves in out/images: images.txt
+// and the tarballs, the etcdfed one holding content.
+func (w *world) writeImages(content string) {
+	w.t.Helper()
+	if err := os.MkdirAll(w.images, 0o755); err != nil {
+		w.t.Fatal(err)
+	}
+	list := "etcdfed " + kindImage + " " + filepath.Join(w.images, "etcdfed.tar") + "\n" +
+		"etcd-3.7 gcr.io/etcd-development/etcd:v3.7.3 " + filepath.Join(w.images, "etcd-3.7.tar") + "\n"
+	for name, data := range map[string]string{"images.txt": list, "etcdfed.tar": content, "etcd-3.7.tar": "etcd"} {
+		if err := os.WriteFile(filepath.Join(w.images, name), []byte(data), 0o644); err != nil {
+			w.t.Fatal(err)
+		}
+	}
+}
+
+// imageID is the ID up.sh stamps into the hub's and the spokes' pod
+// templates: the etcdfed tarball's digest.
+func (w *world) imageID() string {
+	w.t.Helper()
+	b, err := os.ReadFile(filepath.Join(w.images, "etcdfed.tar"))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return fmt.Sprintf("sha256:%x", sha256.Sum256(b))
 }
 
 func (w *world) calls() string {

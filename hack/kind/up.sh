@@ -21,11 +21,12 @@ Usage: hack/kind/up.sh [--members N] [--replicas N] [--workers N] [--skip-build]
   --members N    member clusters, one zone each (default 3)
   --replicas N   etcd members of the sample EtcdCluster: 1, 3, 5, 7 or 9 (default 5)
   --workers N    worker nodes per member cluster besides the control plane (default 0)
-  --skip-build   use the etcdfed:dev image already in Docker
+  --skip-build   use the images already in out/images (make images)
   --no-sample    stop before creating the sample EtcdCluster
 
 Environment: ETCDFED_KIND_PREFIX (default etcdfed) prefixes every cluster
-name; KIND_NODE_IMAGE picks the kind node image; ETCDFED_KIND_TIMEOUT is how
+name; KIND_NODE_IMAGE picks the kind node image (default: the one
+hack/kind/node-image.sh builds here); ETCDFED_KIND_TIMEOUT is how
 long to wait for the EtcdCluster to become Available (default 20m); ETCDFED
 is the etcdfed CLI to run (default: etcdfed on PATH, else built into bin/).
 EOF
@@ -89,12 +90,32 @@ trap 'rm -rf "$tmp"' EXIT
 
 # ---------------------------------------------------------------------------
 if ((build)); then
-	step "Building $IMAGE"
-	version=$(git describe --tags --always --dirty 2>/dev/null || echo dev)
-	docker build --build-arg VERSION="$version" -t "$IMAGE" .
+	# dev/images builds OCI image tarballs without Docker (no registry
+	# needed): the all-in-one etcdfed image and the sample's etcd image.
+	step "Building $IMAGE and the etcd image (make images IMAGES='etcdfed $SAMPLE_ETCD_IMAGE')"
+	need go
+	go run ./hack/images build --version dev --out "$IMAGES_DIR" etcdfed "$SAMPLE_ETCD_IMAGE"
 fi
-docker image inspect "$IMAGE" >/dev/null 2>&1 || die "image $IMAGE not found: run without --skip-build"
-image_id=$(docker image inspect -f '{{.Id}}' "$IMAGE")
+# archive NAME: the tarball of image NAME in out/images (images.txt: name,
+# reference, file relative to the repository).
+archive() { awk -v n="$1" '$1 == n { print $3 }' "$IMAGES_DIR/images.txt" 2>/dev/null; }
+archives=()
+for n in etcdfed "$SAMPLE_ETCD_IMAGE"; do
+	a=$(archive "$n")
+	[[ -n $a && $a != /* ]] && a=$REPO/$a
+	[[ -n $a && -f $a ]] || die "no $n image in $IMAGES_DIR: run without --skip-build (or make images IMAGES='etcdfed $SAMPLE_ETCD_IMAGE')"
+	archives+=("$a")
+done
+image_id=sha256:$(sha256sum "${archives[0]}" | cut -c1-64)
+
+# The kind node image: KIND_NODE_IMAGE when set (kind pulls it), else the
+# one hack/kind/node-image.sh builds here without a registry (cached: it
+# returns at once when the image is current).
+if [[ -z ${KIND_NODE_IMAGE:-} ]]; then
+	KIND_NODE_IMAGE=$(default_node_image)
+	step "Kind node image $KIND_NODE_IMAGE (hack/kind/node-image.sh)"
+	"$REPO/hack/kind/node-image.sh"
+fi
 
 # ---------------------------------------------------------------------------
 # create_cluster NAME ZONE WORKERS: a kind cluster whose nodes all carry
@@ -111,6 +132,17 @@ create_cluster() {
 		{
 			echo "kind: Cluster"
 			echo "apiVersion: kind.x-k8s.io/v1alpha4"
+			if [[ $(uname -s) == Linux && $(stat -fc %T /sys/fs/cgroup 2>/dev/null) != cgroup2fs ]]; then
+				# Kubelet 1.35 and later refuse a cgroup v1 host unless told
+				# otherwise; kind passes the host's cgroups to its nodes.
+				printf '%s\n' "kubeadmConfigPatches:" "- |" "  kind: KubeletConfiguration" "  failCgroupV1: false"
+			fi
+			if caps_missing; then
+				# Without CAP_SYS_RESOURCE no process may lower its
+				# oom_score_adj: containerd keeps the pods' at or above its
+				# own, as kind configures it for rootless nodes.
+				printf '%s\n' "containerdConfigPatches:" "- |-" '  [plugins."io.containerd.grpc.v1.cri"]' "    restrict_oom_score_adj = true"
+			fi
 			echo "nodes:"
 			echo "- role: control-plane${labels}"
 			local w
@@ -118,10 +150,7 @@ create_cluster() {
 				echo "- role: worker${labels}"
 			done
 		} >"$cfg"
-		local args=(create cluster --name "$name" --config "$cfg" --wait 180s)
-		if [[ -n ${KIND_NODE_IMAGE:-} ]]; then
-			args+=(--image "$KIND_NODE_IMAGE")
-		fi
+		local args=(create cluster --name "$name" --config "$cfg" --wait 180s --image "$KIND_NODE_IMAGE")
 		log "Creating cluster $name${zone:+ (zone $zone)}"
 		kind "${args[@]}"
 	fi
@@ -138,9 +167,11 @@ for i in "${!member_names[@]}"; do
 	create_cluster "${member_names[$i]}" "zone-$((i + 1))" "$workers"
 done
 
-step "Loading $IMAGE into every cluster"
+step "Loading $IMAGE and the etcd image into every cluster (kind load image-archive)"
 for c in "$HUB" "${member_names[@]}"; do
-	kind load docker-image "$IMAGE" --name "$c"
+	for a in "${archives[@]}"; do
+		kind load image-archive "$a" --name "$c"
+	done
 done
 
 # restart_on_new_image CLUSTER DEPLOYMENT: a new image under the same tag
