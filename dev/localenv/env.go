@@ -164,7 +164,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := e.setupCgroups(); err != nil {
 		e.log.Info("Running without cgroups", "why", err.Error())
 	}
-	e.part, e.partErr = newPartitioner(st.Slot, e.cgfs, st.openerMarks(e.cgroot))
+	e.part, e.partErr = newPartitioner(st.Slot, e.cgfs)
 	if e.part == nil {
 		_ = removeChainIfRoot(st.Slot)
 	}
@@ -684,14 +684,12 @@ func (e *Env) reconcileFaults(ctx context.Context, before map[ZoneRef]Mode) erro
 		var isolated []partitionUnit
 		for _, c := range e.state.MemberClusters {
 			if clusterPartitioned(c, now) {
-				u, _ := e.state.unit(c.Name, e.cgroot)
-				isolated = append(isolated, u)
+				isolated = append(isolated, partitionUnit{Name: c.Name, CIDR: c.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name)})
 				continue
 			}
 			for _, z := range c.Zones {
 				if now[ZoneRef{c.Name, z.Name}] == ModePartition {
-					u, _ := e.state.unit(z.Name, e.cgroot)
-					isolated = append(isolated, u)
+					isolated = append(isolated, partitionUnit{Name: z.Name, CIDR: z.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name, z.Name)})
 				}
 			}
 		}

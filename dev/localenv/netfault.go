@@ -26,22 +26,12 @@ import (
 //	-m cgroup   --path G -d BLOCK' -j DROP    # G's processes reach nothing of BLOCK'
 //
 // Source addresses cannot be used: a connection between two loopback
-// addresses is sourced from 127.0.0.1 unless the client binds, and a
-// reply reaches these rules addressed to 127.0.0.1 (the pods' SNAT is
-// undone before them). So every new connection is marked (CONNMARK) with
-// the unit that opened it, and the replies of a connection opened by a
-// unit on one side of a cut to an address on the other are dropped too:
-//
-//	-m connmark --mark UNIT -m conntrack --ctdir REPLY --ctorigdst BLOCK' -j DROP
-//
-// A real partition drops both directions of every connection that
-// crosses it; before these rules the accepting side's packets still
-// reached the opener (a connection half cut), which a real network never
-// does. (A one-way cut is a stateful firewall rule: the replies of the
-// connections To opens to From pass.) The node agent marks its own
-// sockets (SO_MARK) and is let through both ways, as a kubelet inside the
-// zone would be. Everything is dropped silently (no RST), as a real
-// partition does: clients see timeouts, not refusals.
+// addresses is sourced from 127.0.0.1 unless the client binds. For the same
+// reason replies (to 127.0.0.1) are let through; every connection still has
+// one direction dropped. The node agent marks its own sockets (SO_MARK) and
+// is let through, as a kubelet inside the zone would be. Both directions are
+// dropped silently (no RST), as a real partition does: clients see
+// timeouts, not refusals.
 //
 // The same machinery gives pods real source addresses: a SNAT rule per pod
 // cgroup in the nat chain ETCDFED-SNAT-<slot> (AttachPod). Filter rules see
@@ -57,9 +47,6 @@ type partitioner struct {
 	delay string
 	mark  uint32
 	cgfs  string // cgroup2 mount point, to make paths relative
-	// marks mark each new connection with the unit that opened it (for
-	// the cuts' reply rules: partition.go).
-	marks []markRule
 	mu    sync.Mutex
 }
 
@@ -75,7 +62,7 @@ func iptablesPath() (string, error) {
 	return "", errors.New("iptables not found (install the iptables package; `make system-deps` does)")
 }
 
-func newPartitioner(slot int, cgfs string, marks []markRule) (*partitioner, error) {
+func newPartitioner(slot int, cgfs string) (*partitioner, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("partitions need root (iptables rules and cgroups); `--mode kill` works without")
 	}
@@ -85,7 +72,7 @@ func newPartitioner(slot int, cgfs string, marks []markRule) (*partitioner, erro
 	if _, err := iptablesPath(); err != nil {
 		return nil, err
 	}
-	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), delay: delayChain(slot), mark: partitionMark, cgfs: cgfs, marks: marks}
+	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), delay: delayChain(slot), mark: partitionMark, cgfs: cgfs}
 	if err := p.reset(); err != nil {
 		return nil, err
 	}
@@ -150,12 +137,8 @@ func (p *partitioner) apply(drops []dropRule) error {
 		return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 	}
 	proxy := fmt.Sprintf("0x%x", proxyMark)
-	agent := markArg(agentConnMark, clusterMarkMask)
 	rules := [][]string{
-		// The node agents' connections, both ways: they are outside
-		// every cut, as a kubelet's own link to its node would be.
-		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "CONNMARK", "--set-xmark", agent},
-		{"-m", "connmark", "--mark", agent, "-j", "RETURN"},
+		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"},
 		// The delay proxy's own connections (distance.go), both ways:
 		// the connection it stands in for was judged when it was
 		// opened (below), and the proxy dials from the sender's address,
@@ -164,26 +147,15 @@ func (p *partitioner) apply(drops []dropRule) error {
 		{"-m", "mark", "--mark", proxy, "-j", "CONNMARK", "--set-mark", proxy},
 		{"-m", "connmark", "--mark", proxy, "-j", "RETURN"},
 	}
-	// Every new connection is marked with the unit that opens it.
-	for _, m := range p.marks {
-		rules = append(rules, m.args(p.cgfs))
-	}
 	// Connections redirected to the delay proxy reach this chain with the
-	// destination 127.0.0.1, and replies with the opener's 127.0.0.1:
-	// they are matched on their original destination (and the opener's
-	// mark), before 127.0.0.1 is let through.
+	// destination 127.0.0.1: they are matched on their original
+	// destination, before 127.0.0.1 is let through.
 	for _, d := range drops {
-		if d.reply {
-			rules = append(rules, d.replyArgs())
-		} else {
-			rules = append(rules, d.redirectedArgs(p.cgfs))
-		}
+		rules = append(rules, d.redirectedArgs(p.cgfs))
 	}
 	rules = append(rules, []string{"-d", "127.0.0.1/32", "-j", "RETURN"})
 	for _, d := range drops {
-		if !d.reply {
-			rules = append(rules, d.args(p.cgfs))
-		}
+		rules = append(rules, d.args(p.cgfs))
 	}
 	for _, r := range rules {
 		if out, err := runIPTables(append([]string{"-A", p.chain}, r...)...); err != nil {
