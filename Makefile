@@ -176,7 +176,7 @@ nemesis: tools-test system-deps build ## Random fault schedules from a seed (par
 # Trust (issue 37): a tenant tries every path of the threat model against
 # another tenant's ring, with the hub restarted under a shared hub's
 # policy (a scenario: 77 s on the shared machine, 2026-11-28).
-TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted|TestTenantCannotReachAnotherTenant)$$
+TENANCY_SCENARIOS := ^(TestTenantsSideBySide|TestScenarioLegacyNamesAdopted|TestScenarioTenantCannotReachAnotherTenant)$$
 .PHONY: tenancy
 tenancy: tools-test system-deps build ## Tenancy on the local environment: same-named rings side by side, a domain refused, a ring of the old object names upgraded in place, a tenant refused every path to another's ring.
 	$(MAKE) scenarios SCENARIOS='$(TENANCY_SCENARIOS)'

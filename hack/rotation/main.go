@@ -46,38 +46,39 @@ import (
 // machine on 2026-11-26 (docs/measurements/ci-rotation.md); the ones not
 // measured yet are guesses of 3 to 4 minutes.
 var estimates = map[string]time.Duration{
-	"TestScenarioCARotation":              3 * time.Minute,
-	"TestScenarioFleetClusterLoss":        12 * time.Minute, // estimate, not run yet: an environment of its own (four apiservers), 51 rings formed, 2 min member grace, repairs 5 at a time
-	"TestScenarioConsumerCredentials":     3 * time.Minute,
-	"TestScenarioDefrag":                  3 * time.Minute, // 128 s
-	"TestScenarioSpokeRestartDNS":         2 * time.Minute, // 61 s
-	"TestScenarioHubStandbyWarm":          1 * time.Minute, // estimate: a second hub process engaging three clusters
-	"TestScenarioHubFailover":             5 * time.Minute, // guess: a 3-member ring, two Moves, a Lease expiry
-	"TestScenarioHubStaleRestore":         7 * time.Minute, // guess: a Move, a Replace, the hub's store restored, 2 minutes watched
-	"TestScenarioHubLost":                 8 * time.Minute, // estimate: its own environment (four clusters), a backup, the hub cluster rebuilt, a cluster killed and replaced, a restore
-	"TestScenarioDisruptionBudget":        1 * time.Minute, // 36 s
-	"TestScenarioDowngrade":               3 * time.Minute, // 114 s
-	"TestScenarioDowngrade37":             3 * time.Minute,
-	"TestScenarioMemberCertRotation":      3 * time.Minute, // 134 s
-	"TestScenarioNoSpace":                 3 * time.Minute,
-	"TestScenarioQuorumLossAutomatic":     3 * time.Minute, // 98 s
-	"TestScenarioQuorumLossFromBackup":    4 * time.Minute,
-	"TestScenarioQuorumLossHubRestarted":  3 * time.Minute,
-	"TestScenarioQuorumLossRecovery":      3 * time.Minute,
-	"TestScenarioRestoreFromSnapshot":     3 * time.Minute,
-	"TestScenarioUpgrade":                 6 * time.Minute, // 252 s
-	"TestScenarioPendingRollHalts":        2 * time.Minute, // 82 s
-	"TestScenarioRegistryDropped":         2 * time.Minute, // 78 s
-	"TestScenarioInstall":                 2 * time.Minute, // 82 s
-	"TestScenarioLegacyNamesAdopted":      4 * time.Minute,
-	"TestScenarioGossipBroken":            3 * time.Minute, // 164 s
-	"TestScenarioMigrate":                 4 * time.Minute, // 138 s, its own six-cluster environment
-	"TestScenarioAdopt":                   3 * time.Minute, // 76 s on the shared environment (first run)
-	"TestScenarioAdoptWithAuth":           3 * time.Minute, // about 110 s
-	"TestScenarioMoveInsideMemberCluster": 3 * time.Minute, // 75 s, its own two-cluster, four-zone environment
-	"TestScenarioLeaderPlacement":         5 * time.Minute, // 113 to 202 s
-	"TestScenarioTimingAuto":              5 * time.Minute, // guess: a 3-member ring, 150 ms put live, a roll
-	"TestScenarioPlannedNoGap":            2 * time.Minute, // 77 s (delete, drain, a 3-member 3.6->3.7 roll at 10 ms; 187 s with the binaries built and the environment started)
+	"TestScenarioCARotation":                     3 * time.Minute,
+	"TestScenarioFleetClusterLoss":               12 * time.Minute, // estimate, not run yet: an environment of its own (four apiservers), 51 rings formed, 2 min member grace, repairs 5 at a time
+	"TestScenarioConsumerCredentials":            3 * time.Minute,
+	"TestScenarioDefrag":                         3 * time.Minute, // 128 s
+	"TestScenarioSpokeRestartDNS":                2 * time.Minute, // 61 s
+	"TestScenarioHubStandbyWarm":                 1 * time.Minute, // estimate: a second hub process engaging three clusters
+	"TestScenarioHubFailover":                    5 * time.Minute, // guess: a 3-member ring, two Moves, a Lease expiry
+	"TestScenarioTenantCannotReachAnotherTenant": 2 * time.Minute, // 77 s, the hub restarted twice
+	"TestScenarioHubStaleRestore":                7 * time.Minute, // guess: a Move, a Replace, the hub's store restored, 2 minutes watched
+	"TestScenarioHubLost":                        8 * time.Minute, // estimate: its own environment (four clusters), a backup, the hub cluster rebuilt, a cluster killed and replaced, a restore
+	"TestScenarioDisruptionBudget":               1 * time.Minute, // 36 s
+	"TestScenarioDowngrade":                      3 * time.Minute, // 114 s
+	"TestScenarioDowngrade37":                    3 * time.Minute,
+	"TestScenarioMemberCertRotation":             3 * time.Minute, // 134 s
+	"TestScenarioNoSpace":                        3 * time.Minute,
+	"TestScenarioQuorumLossAutomatic":            3 * time.Minute, // 98 s
+	"TestScenarioQuorumLossFromBackup":           4 * time.Minute,
+	"TestScenarioQuorumLossHubRestarted":         3 * time.Minute,
+	"TestScenarioQuorumLossRecovery":             3 * time.Minute,
+	"TestScenarioRestoreFromSnapshot":            3 * time.Minute,
+	"TestScenarioUpgrade":                        6 * time.Minute, // 252 s
+	"TestScenarioPendingRollHalts":               2 * time.Minute, // 82 s
+	"TestScenarioRegistryDropped":                2 * time.Minute, // 78 s
+	"TestScenarioInstall":                        2 * time.Minute, // 82 s
+	"TestScenarioLegacyNamesAdopted":             4 * time.Minute,
+	"TestScenarioGossipBroken":                   3 * time.Minute, // 164 s
+	"TestScenarioMigrate":                        4 * time.Minute, // 138 s, its own six-cluster environment
+	"TestScenarioAdopt":                          3 * time.Minute, // 76 s on the shared environment (first run)
+	"TestScenarioAdoptWithAuth":                  3 * time.Minute, // about 110 s
+	"TestScenarioMoveInsideMemberCluster":        3 * time.Minute, // 75 s, its own two-cluster, four-zone environment
+	"TestScenarioLeaderPlacement":                5 * time.Minute, // 113 to 202 s
+	"TestScenarioTimingAuto":                     5 * time.Minute, // guess: a 3-member ring, 150 ms put live, a roll
+	"TestScenarioPlannedNoGap":                   2 * time.Minute, // 77 s (delete, drain, a 3-member 3.6->3.7 roll at 10 ms; 187 s with the binaries built and the environment started)
 }
 
 // defaultEstimate counts a scenario with no estimate yet.

@@ -8,7 +8,7 @@ import (
 	"github.com/etcdfed/etcdfed/dev/s3test"
 )
 
-// TestTenantCannotReachAnotherTenant: on the local environment, with the
+// TestScenarioTenantCannotReachAnotherTenant: on the local environment, with the
 // hub run under a shared hub's tenancy policy, a tenant tries each path of
 // issue 37 against another tenant's ring in turn (the hub's identity
 // through a store, the other's snapshot restored however it is named, the
@@ -17,7 +17,7 @@ import (
 // nothing; the other ring keeps its members, pods, data and recorded
 // workload. A scenario (the hub restarted twice, three rings): `make
 // tenancy` runs it (ETCDFED_SCENARIOS=1).
-func TestTenantCannotReachAnotherTenant(t *testing.T) {
+func TestScenarioTenantCannotReachAnotherTenant(t *testing.T) {
 	if os.Getenv("ETCDFED_SCENARIOS") == "" {
 		t.Skip("a scenario (minutes, the hub restarted with other flags): run `make tenancy` (ETCDFED_SCENARIOS=1)")
 	}
