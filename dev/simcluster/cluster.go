@@ -29,7 +29,8 @@ import (
 )
 
 // Zone is one zone of a simulated cluster: the members placed there get
-// addresses from its block (hosts FirstHost..254 of the /24).
+// addresses from its block (hosts 254 down to FirstHost of the /24; the
+// node agent's real pods take theirs from FirstHost up).
 type Zone struct {
 	Name string
 	CIDR netip.Prefix

@@ -157,8 +157,8 @@ func (r *memberReconciler) drop(key types.NamespacedName) {
 	}
 }
 
-// address is the member's address in its zone's block, kept across its
-// incarnations (a pod's IP changes with every pod; nothing here relies on
+// address is the member's address in its zone's block (the highest free
+// host), kept across its incarnations (a pod's IP changes with every pod; nothing here relies on
 // it staying).
 func (r *memberReconciler) address(key types.NamespacedName, zone string) (netip.Addr, string, error) {
 	z := r.c.cfg.Zones[0]
@@ -179,7 +179,10 @@ func (r *memberReconciler) address(key types.NamespacedName, zone string) (netip
 			return hostIn(z.CIDR, host), z.Name, nil
 		}
 	}
-	for host := FirstHost; host <= 254; host++ {
+	// From the top of the block down: the node agent gives real pods of
+	// the same zone addresses from the bottom (FirstHost) up, so real and
+	// simulated rings on one cluster meet only when the zone is full.
+	for host := 254; host >= FirstHost; host-- {
 		if _, taken := used[byte(host)]; !taken {
 			used[byte(host)] = key
 			return hostIn(z.CIDR, byte(host)), z.Name, nil
