@@ -77,8 +77,9 @@ type Cluster struct {
 	cancel context.CancelFunc
 	done   chan error
 
-	mu   sync.Mutex
-	lost bool
+	mu      sync.Mutex
+	lost    bool
+	stopErr error
 }
 
 // Start runs the simulated spoke of one member cluster until Lose or Stop.
@@ -159,7 +160,19 @@ func (c *Cluster) Lose() {
 	c.mu.Unlock()
 	c.rec.stopAll()
 	c.cancel()
-	<-c.done
+	if err := <-c.done; err != nil && !errors.Is(err, context.Canceled) {
+		c.mu.Lock()
+		c.stopErr = err
+		c.mu.Unlock()
+	}
+}
+
+// StopErr is the error the simulated spoke stopped with when it was lost,
+// other than its cancellation (nil while it runs).
+func (c *Cluster) StopErr() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stopErr
 }
 
 // Stop stops the spoke and every member it hosts (the end of a test).

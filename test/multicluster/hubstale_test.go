@@ -170,7 +170,7 @@ func TestScenarioHubStaleRestore(t *testing.T) {
 			}
 		}
 	}
-	if int64(ec.Status.LastIncarnation) < maxInc {
+	if ec.Status.LastIncarnation < maxInc {
 		t.Errorf("status.lastIncarnation %d is below incarnation %d that a member cluster holds: a new member could reuse its number and volume name", ec.Status.LastIncarnation, maxInc)
 	}
 	w.Stop()
@@ -215,7 +215,7 @@ func objectIncarnation(ctx context.Context, topo *Topology, key string) int64 {
 		}
 		var em etcdfedv1.EtcdMember
 		if err := cl.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: name}, &em); err == nil {
-			return int64(em.Spec.Incarnation)
+			return em.Spec.Incarnation
 		}
 	}
 	return 0
