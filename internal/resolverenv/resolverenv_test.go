@@ -203,4 +203,21 @@ func TestRefusalIsNoAnswer(t *testing.T) {
 	} else if ctx.Err() != nil {
 		t.Fatalf("every server refuses, and the lookup waited for the deadline: %v", err)
 	}
+	// One server refuses and another is silent (cut off by a partition):
+	// the refusal is the answer after a short grace, not after the
+	// resolver's deadline. Waiting for the silent one held etcd's peer
+	// checks until a new member's peers timed it out, and it never joined.
+	silent, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = silent.Close() })
+	r = &net.Resolver{PreferGo: true, Dial: dialer([]string{refusing(t), silent.LocalAddr().String()})}
+	ctx2, cancel2 := context.WithTimeout(t.Context(), 3*time.Second)
+	defer cancel2()
+	if addrs, err := r.LookupHost(ctx2, "m-0.ring.etcd.test"); err == nil {
+		t.Fatalf("one server refuses and one is silent, yet the lookup answered %v", addrs)
+	} else if ctx2.Err() != nil {
+		t.Fatalf("one server refuses and one is silent, and the lookup waited for the deadline: %v", err)
+	}
 }

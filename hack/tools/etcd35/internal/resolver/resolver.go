@@ -80,7 +80,10 @@ func parse(v string) []string {
 // read fails only when every server has failed, or at the deadline. An
 // answer with rcode REFUSED (a spoke whose member cluster does not serve
 // the ring's zone) counts as that server's failure too, and is returned
-// only when no server gave another answer. It is a net.PacketConn so that
+// when no server gave another answer, or none did within refusalGrace of
+// the first refusal: a server that stays silent (cut off by a partition)
+// must not hold every lookup a refusal answers until the deadline (it
+// held etcd's peer checks long enough that a new member never joined). It is a net.PacketConn so that
 // Go's resolver speaks datagrams over it.
 type fanout struct {
 	conns   []net.Conn
@@ -88,13 +91,18 @@ type fanout struct {
 	done    chan struct{}
 	once    sync.Once
 
-	mu       sync.Mutex
-	deadline time.Time
-	failed   int
-	lastErr  error
-	refusal  []byte        // the last REFUSED answer, returned when all failed
-	wake     chan struct{} // closed and replaced when failed changes
+	mu        sync.Mutex
+	deadline  time.Time
+	failed    int
+	lastErr   error
+	refusal   []byte        // the last REFUSED answer
+	refusalAt time.Time     // when the first REFUSED answer came
+	wake      chan struct{} // closed and replaced when failed changes
 }
+
+// refusalGrace is how long after the first REFUSED answer another server
+// may still give a real one before the refusal is the answer.
+const refusalGrace = 200 * time.Millisecond
 
 // rcodeRefused is DNS's REFUSED in the low four bits of a message's
 // fourth byte.
@@ -136,6 +144,9 @@ func (f *fanout) receive(c net.Conn) {
 			// This server does not serve the name: another may.
 			f.mu.Lock()
 			f.failed++
+			if f.refusal == nil {
+				f.refusalAt = time.Now()
+			}
 			f.refusal = b[:n]
 			close(f.wake)
 			f.wake = make(chan struct{})
@@ -164,7 +175,7 @@ func (f *fanout) Read(b []byte) (int, error) {
 		f.mu.Lock()
 		deadline, wake := f.deadline, f.wake
 		allFailed := f.failed == len(f.conns)
-		lastErr, refusal := f.lastErr, f.refusal
+		lastErr, refusal, refusalAt := f.lastErr, f.refusal, f.refusalAt
 		f.mu.Unlock()
 		// Packets already received win over failures seen since.
 		select {
@@ -178,6 +189,16 @@ func (f *fanout) Read(b []byte) (int, error) {
 			}
 			return 0, lastErr
 		}
+		var grace <-chan time.Time
+		var graceTimer *time.Timer
+		if refusal != nil {
+			wait := time.Until(refusalAt.Add(refusalGrace))
+			if wait <= 0 {
+				return copy(b, refusal), nil
+			}
+			graceTimer = time.NewTimer(wait)
+			grace = graceTimer.C
+		}
 		var timeout <-chan time.Time
 		var timer *time.Timer
 		if !deadline.IsZero() {
@@ -189,6 +210,7 @@ func (f *fanout) Read(b []byte) (int, error) {
 		select {
 		case p = <-f.packets:
 		case <-wake:
+		case <-grace:
 		case <-timeout:
 			err = &net.OpError{Op: "read", Net: "udp", Err: os.ErrDeadlineExceeded}
 		case <-f.done:
@@ -196,6 +218,9 @@ func (f *fanout) Read(b []byte) (int, error) {
 		}
 		if timer != nil {
 			timer.Stop()
+		}
+		if graceTimer != nil {
+			graceTimer.Stop()
 		}
 		if p != nil || err != nil {
 			return copy(b, p), err
