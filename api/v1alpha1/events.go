@@ -78,6 +78,10 @@ const (
 	// members were taken over as they run (none restarted), and what was
 	// reissued.
 	EventTakenOver = "TakenOver"
+	// EventTakeOverKeyless (Warning): a ring was taken over without its
+	// CA's key (a rotation was asked for): the CA its members run on is
+	// stored without the key until the rotation replaces it.
+	EventTakeOverKeyless = "TakeOverKeyless"
 	// EventMemberRetired: an original member of an adopted cluster was
 	// removed from etcd (spec.adopt.retire).
 	EventMemberRetired = "MemberRetired"

@@ -48,6 +48,12 @@ which answers that hold (it copies heldSince into the request); the rotation
 goes on with Reissuing. status.caRotation shows the phase and progress;
 Progressing=True with reason CARotation while it runs.
 
+A hub rebuilt without the escrow (etcdfed hub import) holds the take-over of a
+running ring whose CA Secret it lacks (status.takeOver, phase Held). rotate-ca
+is then the way on: the hub takes the ring over on the CA its members trust,
+stored without its key, reaches etcd with a member's certificate, and the
+rotation moves every member, the hub and every consumer onto a new CA.
+
 The command sets the annotation ` + etcdfedv1.AnnotationRotateCA + `; with --wait it
 follows the rotation until it completes, or until it holds.`,
 		Example: `  etcdfed rotate-ca main -n team-a --wait
@@ -154,7 +160,10 @@ func caRotationRefusal(ec *etcdfedv1.EtcdCluster) error {
 		return fmt.Errorf("EtcdCluster %s runs without TLS (spec.tls.mode: Disabled): there is no CA to rotate", name)
 	case ec.Spec.TLS.CASecretName != "":
 		return fmt.Errorf("EtcdCluster %s uses the CA you provide in Secret %s (spec.tls.caSecretName): etcdfed rotates only a CA it generated", name, ec.Spec.TLS.CASecretName)
-	case ec.Status.ClusterID == "":
+	case ec.Status.ClusterID == "" && (ec.Status.TakeOver == nil || ec.Status.TakeOver.Phase != etcdfedv1.TakeOverHeld):
+		// A take-over held for the CA's key is the exception: the request
+		// lets the hub take the ring over on the CA its members trust and
+		// rotate it onto a new one.
 		return fmt.Errorf("EtcdCluster %s has not formed yet", name)
 	case ec.Status.CARotation != nil && ec.Status.CARotation.Phase.InProgress():
 		return fmt.Errorf("EtcdCluster %s is already rotating its CA (phase %s, %d of %d members done)", name, ec.Status.CARotation.Phase, ec.Status.CARotation.MembersDone, ec.Status.CARotation.MembersTotal)

@@ -34,6 +34,14 @@ func TestCARotationRefusal(t *testing.T) {
 		{"no TLS", ring(func(ec *etcdfedv1.EtcdCluster) { ec.Spec.TLS.Mode = etcdfedv1.TLSDisabled }), "without TLS"},
 		{"a CA the user provides", ring(func(ec *etcdfedv1.EtcdCluster) { ec.Spec.TLS.CASecretName = "mine" }), "Secret mine"},
 		{"not formed", ring(func(ec *etcdfedv1.EtcdCluster) { ec.Status.ClusterID = "" }), "has not formed"},
+		{"a take-over held for the CA's key", ring(func(ec *etcdfedv1.EtcdCluster) {
+			ec.Status.ClusterID = ""
+			ec.Status.TakeOver = &etcdfedv1.TakeOverStatus{Phase: etcdfedv1.TakeOverHeld}
+		}), ""},
+		{"a take-over under way", ring(func(ec *etcdfedv1.EtcdCluster) {
+			ec.Status.ClusterID = ""
+			ec.Status.TakeOver = &etcdfedv1.TakeOverStatus{Phase: etcdfedv1.TakeOverTakingOver}
+		}), "has not formed"},
 		{"already rotating", ring(func(ec *etcdfedv1.EtcdCluster) {
 			ec.Status.CARotation = &etcdfedv1.CARotationStatus{Phase: etcdfedv1.CARotationReissuing, MembersDone: 1, MembersTotal: 3}
 		}), "already rotating its CA (phase Reissuing, 1 of 3"},

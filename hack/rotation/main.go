@@ -56,6 +56,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioTenantCannotReachAnotherTenant": 2 * time.Minute, // 77 s, the hub restarted twice
 	"TestScenarioHubStaleRestore":                7 * time.Minute, // guess: a Move, a Replace, the hub's store restored, 2 minutes watched
 	"TestScenarioHubLost":                        8 * time.Minute, // estimate: its own environment (four clusters), a backup, the hub cluster rebuilt, a cluster killed and replaced, a restore
+	"TestScenarioHubLostWithoutEscrow":           8 * time.Minute, // estimate: its own environment (three clusters), the hub cluster rebuilt without the escrow, a take-over held, then a CA rotation of three phases
 	"TestScenarioDisruptionBudget":               1 * time.Minute, // 36 s
 	"TestScenarioDowngrade":                      3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":                    3 * time.Minute,

@@ -317,6 +317,9 @@ func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster
 	case ActRefuse:
 		return fail(errors.New(d.Reason))
 	case ActIssue:
+		if !ca.CanSign() {
+			return fail(fmt.Errorf("waiting for a CA that issues (%s): the ring was taken over without its CA's key, and this Secret is issued from the new CA once the rotation reaches Reissuing", d.Reason))
+		}
 		leaf, err := ca.IssueClientFor(t.CommonName, t.Lifetime, now)
 		if err != nil {
 			return fail(err)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,6 +72,21 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 			return nil, fmt.Errorf("create CA Secret %s/%s: %w", sec.Namespace, sec.Name, err)
 		}
 		ctrl.LoggerFrom(ctx).Info("Created the CA", "secret", sec.Name)
+	}
+	if w.keepCA != nil {
+		// The CA a ring taken over without its key runs on, stored without
+		// it: create only, as any CA.
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ec.Namespace, Name: pki.CASecretName(ec), Labels: ownerLabels(ec)},
+			Type:       corev1.SecretTypeTLS,
+			Data:       (&pki.Authority{Signer: w.keepCA}).Data(),
+		}
+		if err := r.hub().Create(ctx, sec); err != nil {
+			return nil, fmt.Errorf("create CA Secret %s/%s without the CA's key: %w", sec.Namespace, sec.Name, err)
+		}
+		ctrl.LoggerFrom(ctx).Info("Stored the taken-over ring's CA without its key", "secret", sec.Name, "ca", pki.Describe(w.keepCA.Cert))
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventTakeOverKeyless, "TakeOver", "The CA %s the members run on is stored without its key (Secret %s); the rotation asked for moves the ring onto a new CA, one member restart at a time", pki.Describe(w.keepCA.Cert), sec.Name)
+		return w.keepCA, nil
 	}
 	if w.issueHubClient && ca != nil {
 		leaf, err := ca.IssueClient("etcdfed-hub", r.now())
@@ -239,17 +255,40 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
-	leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: memberCertNames(s.ec, member, dnsName)}, r.now())
-	if err != nil {
-		return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
-	}
 	name := pki.MemberSecretName(object)
+	leaf, err := memberLeaf(s, cs, ca, name, member, dnsName, r.now())
+	if err != nil {
+		return err
+	}
 	bundle := s.pki.bundle()
 	if s.pki.ca == nil {
 		bundle = ca.CertPEM // created in this pass
 	}
 	want := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), bundle, leaf)
 	return writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.secrets[name]), want)
+}
+
+// memberLeaf is the certificate a member's Secret gets: a new one of ca,
+// or, when ca's key is not held (a ring taken over without it), the one
+// the Secret holds, if ca signed it and it is good: the Trusting phase
+// of the rotation that follows only changes what the member trusts.
+func memberLeaf(s *snapshot, cs *clusterSnapshot, ca *pki.CA, secret, member, dnsName string, now time.Time) (*pki.Leaf, error) {
+	names := memberCertNames(s.ec, member, dnsName)
+	if ca.CanSign() {
+		leaf, err := ca.IssueMember(pki.MemberRequest{Member: member, DNSNames: names}, now)
+		if err != nil {
+			return nil, fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
+		}
+		return leaf, nil
+	}
+	sec := cs.secrets[secret]
+	if sec == nil {
+		return nil, fmt.Errorf("certificate of %s in %s: no Secret %s to keep, and the ring's CA key is not held (taken over without it): the member waits for the new CA to issue (CA rotation, phase Reissuing)", member, cs.name, secret)
+	}
+	if renew, why := ca.NeedsRenewal(sec.Data[pki.KeyCert], names, now); renew {
+		return nil, fmt.Errorf("certificate of %s in %s: %s, and the ring's CA key is not held (taken over without it): the member waits for the new CA to issue (CA rotation, phase Reissuing)", member, cs.name, why)
+	}
+	return &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]}, nil
 }
 
 // deleteMembers deletes members' objects (EtcdMember and every Secret of

@@ -119,6 +119,12 @@ func consumersPending(s *snapshot, st *etcdfedv1.EtcdClusterStatus) string {
 	if a == nil {
 		return "the ring has no CA yet"
 	}
+	if a.Keyless() {
+		// Nothing was issued from the CA the ring was taken over on, and
+		// nothing can be: the hub's and every consumer's certificate come
+		// from the new CA once it issues (Reissuing waits for them).
+		return ""
+	}
 	var out []string
 	if w := pkiDue(s); w.issueHubClient {
 		out = append(out, "the hub's client certificate")

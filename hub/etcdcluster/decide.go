@@ -133,6 +133,9 @@ type memberRef struct{ cluster, member, object string }
 // pkiWork is the hub's own certificate material to write.
 type pkiWork struct {
 	createCA, issueHubClient bool
+	// keepCA is the CA a ring taken over without its key runs on
+	// (runningCA), to store as the keyless CA Secret.
+	keepCA *pki.CA
 }
 
 // dnsWork is the record set to serve: set nil when nothing can be served
@@ -231,8 +234,21 @@ func pkiDue(s *snapshot) pkiWork {
 		return pkiWork{}
 	}
 	// A ring taken over keeps its CA: a new one would not be trusted by
-	// its members (findTakeOver holds while it is missing).
+	// its members (findTakeOver holds while it is missing, unless a
+	// rotation was asked for: then the CA the members run on is stored
+	// without its key, and the rotation replaces it).
 	w := pkiWork{createCA: s.pki.ca == nil && s.ec.RingUID() == s.ec.UID}
+	if s.pki.ca == nil && !w.createCA {
+		if _, asked := caRotationRequest(s.ec); asked {
+			w.keepCA, _ = runningCA(memberCertSecrets(s))
+		}
+		return w
+	}
+	if s.pki.authority().Keyless() {
+		// Nothing issues before the rotation's Reissuing: the hub reaches
+		// etcd with a member's certificate meanwhile (borrowedLeaf).
+		return w
+	}
 	switch hc := s.pki.hubClient; {
 	case w.createCA || hc == nil || s.pki.hubClientLeaf() == nil:
 		w.issueHubClient = true
@@ -284,6 +300,11 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, want *etcdfedv1.EtcdMember) (d
 		return false, false
 	}
 	sec := cs.secrets[pki.MemberSecretName(want.Name)]
+	if s.pki.ca == nil && s.ec.RingUID() != s.ec.UID {
+		// A ring taken over: nothing is written before its CA is stored
+		// (pkiDue), the members run on what they hold.
+		return false, false
+	}
 	if s.pki.ca == nil || sec == nil {
 		return true, false
 	}

@@ -255,6 +255,6 @@ func certSecret(ns, name string, labels map[string]string, bundle []byte, leaf *
 func memberCertLabels(ec *etcdfedv1.EtcdCluster, member string) map[string]string {
 	l := ownerLabels(ec)
 	l[etcdfedv1.LabelMember] = member
-	l[etcdfedv1.LabelComponent] = "tls"
+	l[etcdfedv1.LabelComponent] = memberCertComponent
 	return l
 }

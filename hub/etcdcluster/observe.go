@@ -316,6 +316,9 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 	var tlsCfg *clientTLS
 	if s.ec.Spec.TLS.Mode.Enabled() {
 		leaf := s.pki.hubClientLeaf()
+		if leaf == nil {
+			leaf = borrowedLeaf(s)
+		}
 		if s.ec.Spec.Adopt != nil && (s.pki.adoptClient != nil || s.pki.adoptClientErr != nil) {
 			if s.pki.adoptClientErr != nil {
 				s.etcd = planner.Etcd{Error: s.pki.adoptClientErr.Error()}

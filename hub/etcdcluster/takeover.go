@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"context"
+	"encoding/pem"
 	"fmt"
 	"maps"
 	"slices"
@@ -63,6 +64,9 @@ func ringSelector(ec *etcdfedv1.EtcdCluster) client.MatchingLabels {
 type foreignObjects struct {
 	members map[types.UID][]*etcdfedv1.EtcdMember
 	zones   map[types.UID][]*etcdfedv1.EtcdDNSZone
+	// secrets are the members' certificate Secrets: a take-over without
+	// the CA's key reads the CA the ring runs on from them (runningCA).
+	secrets map[types.UID][]*corev1.Secret
 }
 
 func (f *foreignObjects) uids() []types.UID {
@@ -81,8 +85,9 @@ func (f *foreignObjects) uids() []types.UID {
 
 // listRing lists the ring's objects by namespace and name (seeksTakeOver):
 // those of ec's UID are sorted into cs as listOwned does, the others kept
-// as foreign. Secrets are not listed: a take-over reads the members and
-// their zone; their Secrets are found under the ring's UID once recorded.
+// as foreign. Of the foreign Secrets only the members' certificates are
+// kept (runningCA reads the ring's CA from them); the rest are found under
+// the ring's UID once the take-over is recorded.
 func listRing(ctx context.Context, c client.Reader, ns string, ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot) error {
 	sel := ringSelector(ec)
 	ms := &etcdfedv1.EtcdMemberList{}
@@ -94,7 +99,7 @@ func listRing(ctx context.Context, c client.Reader, ns string, ec *etcdfedv1.Etc
 		return fmt.Errorf("list EtcdDNSZones in %s: %w", cs.name, err)
 	}
 	own := string(ec.UID)
-	f := &foreignObjects{members: map[types.UID][]*etcdfedv1.EtcdMember{}, zones: map[types.UID][]*etcdfedv1.EtcdDNSZone{}}
+	f := &foreignObjects{members: map[types.UID][]*etcdfedv1.EtcdMember{}, zones: map[types.UID][]*etcdfedv1.EtcdDNSZone{}, secrets: map[types.UID][]*corev1.Secret{}}
 	for i := range ms.Items {
 		o := &ms.Items[i]
 		if uid := o.Labels[etcdfedv1.LabelClusterUID]; uid != own {
@@ -111,16 +116,23 @@ func listRing(ctx context.Context, c client.Reader, ns string, ec *etcdfedv1.Etc
 		}
 		cs.zones[o.Name] = o
 	}
-	if len(f.members)+len(f.zones) > 0 {
-		cs.foreign = f
-	}
-	// Secrets of ec's own UID, as listOwned reads them.
+	// Secrets of the ring's name: ec's own, as listOwned reads them, and
+	// the running ring's certificates.
 	secs := &corev1.SecretList{}
-	if err := c.List(ctx, secs, client.InNamespace(ns), ownedSelector(ec.UID)); err != nil {
+	if err := c.List(ctx, secs, client.InNamespace(ns), sel); err != nil {
 		return fmt.Errorf("list Secrets in %s: %w", cs.name, err)
 	}
 	for i := range secs.Items {
-		cs.secrets[secs.Items[i].Name] = &secs.Items[i]
+		o := &secs.Items[i]
+		switch uid := o.Labels[etcdfedv1.LabelClusterUID]; {
+		case uid == own:
+			cs.secrets[o.Name] = o
+		case o.Labels[etcdfedv1.LabelComponent] == memberCertComponent:
+			f.secrets[types.UID(uid)] = append(f.secrets[types.UID(uid)], o)
+		}
+	}
+	if len(f.members)+len(f.zones) > 0 {
+		cs.foreign = f
 	}
 	return nil
 }
@@ -236,11 +248,25 @@ func findTakeOver(s *snapshot) takeOverFinding {
 	if len(unread) > 0 {
 		return held("the running ring %s (EtcdCluster UID %s) was found; member cluster(s) %s not read yet: the hub takes it over once it has read every registered member cluster", ring, uid, strings.Join(unread, ", "))
 	}
+	keyless := ""
 	if s.ec.Spec.TLS.Mode.Enabled() && s.pki.ca == nil {
-		return held("the running ring %s (EtcdCluster UID %s) was found, but its CA Secret %s/%s is not in this hub cluster: import the hub escrow first (etcdfed hub import); without the CA's key the hub cannot reach the members, and taking a ring over onto a new CA is not built", ring, uid, s.ec.Namespace, pki.CASecretName(s.ec))
+		if _, asked := caRotationRequest(s.ec); !asked {
+			return held("the running ring %s (EtcdCluster UID %s) was found, but its CA Secret %s/%s is not in this hub cluster: import the hub escrow (etcdfed hub import), or, if the CA's key is lost, run `etcdfed rotate-ca %s -n %s`: the hub then takes the ring over on the CA its members trust and rotates it onto a new CA, one member restart at a time", ring, uid, s.ec.Namespace, pki.CASecretName(s.ec), s.ec.Name, s.ec.Namespace)
+		}
+		var secrets []*corev1.Secret
+		for _, cs := range s.clusters {
+			if cs.foreign != nil {
+				secrets = append(secrets, cs.foreign.secrets[uid]...)
+			}
+		}
+		ca, problem := runningCA(secrets)
+		if problem != "" {
+			return held("the running ring %s (EtcdCluster UID %s) was found without its CA Secret in this hub cluster, and a rotation onto a new CA was asked for, but %s", ring, uid, problem)
+		}
+		keyless = fmt.Sprintf("; its CA's key is not in this hub: the ring keeps its CA %s until the rotation asked for (etcdfed rotate-ca) moves it onto a new one", pki.Describe(ca.Cert))
 	}
 	f.phase = etcdfedv1.TakeOverTakingOver
-	f.message = fmt.Sprintf("taking over the running ring %s (EtcdCluster UID %s, etcd cluster %s) from its members %s", ring, uid, orNone(f.clusterID), strings.Join(f.members, ", "))
+	f.message = fmt.Sprintf("taking over the running ring %s (EtcdCluster UID %s, etcd cluster %s) from its members %s%s", ring, uid, orNone(f.clusterID), strings.Join(f.members, ", "), keyless)
 	return f
 }
 
@@ -267,9 +293,13 @@ func recordTakeOver(s *snapshot, st *etcdfedv1.EtcdClusterStatus, f takeOverFind
 
 // reissuedOnTakeOver lists what the new hub issues anew: its own etcd
 // client certificate, and the Secrets of spec.clients that lived in the
-// hub cluster (the clients controller issues them from the CA).
+// hub cluster (the clients controller issues them from the CA); without
+// the CA's key, the CA itself (a rotation).
 func reissuedOnTakeOver(s *snapshot) []string {
 	var out []string
+	if s.ec.Spec.TLS.Mode.Enabled() && s.pki.ca == nil {
+		out = append(out, "the ring's CA (its key was not in this hub): a rotation onto a new CA, every member restarted three times, one at a time; certificates of the new CA for the hub, the members and spec.clients")
+	}
 	if s.ec.Spec.TLS.Mode.Enabled() && s.pki.hubClient == nil {
 		out = append(out, "the hub's etcd client certificate (Secret "+pki.HubClientSecretName(s.ec)+")")
 	}
@@ -297,6 +327,80 @@ func recordTakeOverDone(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	}
 	t.Members = firstN(t.Members, 32)
 	t.Message = truncate(fmt.Sprintf("took over etcd cluster %s with %d member(s) as they run: none restarted, replaced or renamed", st.ClusterID, len(st.Members)), 1024)
+}
+
+// memberCertComponent is the component label of a member's certificate
+// Secret (memberCertLabels).
+const memberCertComponent = "tls"
+
+// runningCA is the CA a running ring's members run on, read from their
+// certificate Secrets (the certificate of ca.crt that signed tls.crt):
+// what a hub that takes the ring over without the CA's key keeps trusting
+// until a rotation replaces it. problem says why there is none to keep.
+func runningCA(secrets []*corev1.Secret) (ca *pki.CA, problem string) {
+	var found []*pki.CA
+	for _, sec := range secrets {
+		issuer := pki.IssuerIn(sec.Data[pki.KeyCA], sec.Data[pki.KeyCert])
+		if issuer == nil || slices.ContainsFunc(found, func(c *pki.CA) bool { return c.Cert.Equal(issuer) }) {
+			continue
+		}
+		c, err := pki.LoadCACert(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: issuer.Raw}))
+		if err != nil {
+			continue
+		}
+		found = append(found, c)
+	}
+	switch len(found) {
+	case 0:
+		return nil, "no member's certificate Secret in the member clusters holds a certificate and the CA that signed it"
+	case 1:
+		return found[0], ""
+	}
+	names := make([]string, len(found))
+	for i, c := range found {
+		names[i] = pki.Describe(c.Cert)
+	}
+	return nil, fmt.Sprintf("the members' certificates are of %d CAs (%s): the ring was rotating its CA when its hub was lost; only the escrow can take it over (etcdfed hub import)", len(found), strings.Join(names, ", "))
+}
+
+// memberCertSecrets are the members' certificate Secrets of the ring in
+// the clusters the hub reads, by cluster and name.
+func memberCertSecrets(s *snapshot) []*corev1.Secret {
+	var out []*corev1.Secret
+	for _, cs := range s.clusters {
+		if !cs.visible() {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(cs.secrets)) {
+			if sec := cs.secrets[name]; sec.Labels[etcdfedv1.LabelComponent] == memberCertComponent {
+				out = append(out, sec)
+			}
+		}
+	}
+	return out
+}
+
+// borrowedLeaf is the client certificate the hub reaches etcd with while
+// the ring's CA key is not held and nothing issued the hub's own: a
+// member's (its certificate serves client authentication too, and with
+// authentication on its name is an etcd user with the role
+// etcdfed-member), the
+// first good one of the bundle's CAs. nil when there is none.
+func borrowedLeaf(s *snapshot) *pki.Leaf {
+	a := s.pki.authority()
+	if !a.Keyless() {
+		return nil
+	}
+	for _, sec := range memberCertSecrets(s) {
+		if a.Issuer(sec.Data[pki.KeyCert]) == nil {
+			continue
+		}
+		if renew, _ := a.Signer.NeedsRenewal(sec.Data[pki.KeyCert], nil, s.now); renew {
+			continue
+		}
+		return &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]}
+	}
+	return nil
 }
 
 // takeOverMismatch says why etcd's answer is not the ring recorded by the

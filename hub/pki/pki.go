@@ -45,13 +45,22 @@ const ReasonOtherCA = "signed by another CA"
 // ErrInvalidCA says the CA material cannot sign.
 var ErrInvalidCA = errors.New("pki: invalid CA")
 
-// CA is a certificate authority that can sign.
+// ErrNoCAKey says the CA's private key is not held: a ring taken over by
+// a rebuilt hub without its escrow keeps trusting the CA it runs on, but
+// nothing can be issued from it (LoadCACert).
+var ErrNoCAKey = errors.New("pki: the CA's private key is not held")
+
+// CA is a certificate authority that can sign, or, with Key nil, the
+// certificate of one whose key is not held (LoadCACert).
 type CA struct {
 	Cert    *x509.Certificate
 	Key     crypto.Signer
 	CertPEM []byte
 	KeyPEM  []byte
 }
+
+// CanSign reports whether the CA's key is held.
+func (ca *CA) CanSign() bool { return ca != nil && ca.Key != nil }
 
 // NewCA creates a self-signed ECDSA P-256 CA named after commonName.
 func NewCA(commonName string, now time.Time) (*CA, error) {
@@ -98,6 +107,25 @@ func LoadCA(certPEM, keyPEM []byte) (*CA, error) {
 		return nil, fmt.Errorf("%w: key cannot sign", ErrInvalidCA)
 	}
 	return &CA{Cert: cert, Key: signer, CertPEM: certPEM, KeyPEM: keyPEM}, nil
+}
+
+// LoadCACert parses a CA certificate whose key is not held: the CA a
+// running ring's members trust, read from their own Secrets by a hub that
+// takes the ring over without the escrow. It verifies and describes
+// certificates; issuing from it fails with ErrNoCAKey.
+func LoadCACert(certPEM []byte) (*CA, error) {
+	b, _ := pem.Decode(certPEM)
+	if b == nil || b.Type != "CERTIFICATE" {
+		return nil, fmt.Errorf("%w: no PEM certificate", ErrInvalidCA)
+	}
+	cert, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidCA, err)
+	}
+	if !cert.IsCA || cert.KeyUsage&x509.KeyUsageCertSign == 0 {
+		return nil, fmt.Errorf("%w: certificate %q is not a CA (basic constraints CA:TRUE and keyCertSign needed)", ErrInvalidCA, cert.Subject.CommonName)
+	}
+	return &CA{Cert: cert, CertPEM: pem.EncodeToMemory(b)}, nil
 }
 
 // Leaf is an issued certificate with its key, in PEM.
@@ -168,6 +196,9 @@ func (ca *CA) issue(tmpl *x509.Certificate, now time.Time) (*Leaf, error) {
 }
 
 func (ca *CA) issueFor(tmpl *x509.Certificate, lifetime time.Duration, now time.Time) (*Leaf, error) {
+	if !ca.CanSign() {
+		return nil, fmt.Errorf("sign certificate for %q with CA %q: %w", tmpl.Subject.CommonName, ca.Cert.Subject.CommonName, ErrNoCAKey)
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generate key: %w", err)

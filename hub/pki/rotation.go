@@ -22,6 +22,12 @@ const (
 	KeyPreviousCert = "previous.crt"
 )
 
+// KeyKeyless marks a CA Secret whose tls.crt is a CA without its key
+// (tls.key empty): a ring taken over without the escrow, whose members
+// trust that CA until a rotation (asked for at the take-over) replaces
+// it. Its value says why.
+const KeyKeyless = "ca.keyless"
+
 // Authority is the content of a CA Secret: the CA that issues, and during
 // a rotation the CA trusted beside it.
 type Authority struct {
@@ -38,7 +44,16 @@ type Authority struct {
 
 // LoadAuthority reads a CA Secret's data.
 func LoadAuthority(data map[string][]byte) (*Authority, error) {
-	signer, err := LoadCA(data[KeyCert], data[KeyKey])
+	var signer *CA
+	var err error
+	if len(data[KeyKeyless]) > 0 {
+		if len(data[KeyKey]) > 0 {
+			return nil, fmt.Errorf("%w: %s is set and %s holds a key", ErrInvalidCA, KeyKeyless, KeyKey)
+		}
+		signer, err = LoadCACert(data[KeyCert])
+	} else {
+		signer, err = LoadCA(data[KeyCert], data[KeyKey])
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +82,9 @@ func LoadAuthority(data map[string][]byte) (*Authority, error) {
 // Data renders the authority as a CA Secret's data.
 func (a *Authority) Data() map[string][]byte {
 	d := map[string][]byte{KeyCert: a.Signer.CertPEM, KeyKey: a.Signer.KeyPEM}
+	if !a.Signer.CanSign() {
+		d[KeyKey], d[KeyKeyless] = []byte{}, []byte(KeylessReason)
+	}
 	if a.Next != nil {
 		d[KeyNextCert], d[KeyNextKey] = a.Next.CertPEM, a.Next.KeyPEM
 	}
@@ -75,6 +93,12 @@ func (a *Authority) Data() map[string][]byte {
 	}
 	return d
 }
+
+// KeylessReason is the value of KeyKeyless the hub writes.
+const KeylessReason = "taken over without the CA's key: the ring is rotated onto a new CA"
+
+// Keyless reports whether the issuing CA's key is not held.
+func (a *Authority) Keyless() bool { return a != nil && !a.Signer.CanSign() }
 
 // Rotating reports whether a CA is trusted beside the signer.
 func (a *Authority) Rotating() bool { return a.Next != nil || a.Previous != nil }
