@@ -35,6 +35,7 @@ func HubLostWithoutEscrowSpec(ctx context.Context, in HubLostSpecInput) {
 	must := fatalOnError(t)
 	ns := in.Ring.Namespace
 	in.Ring.T, in.Ring.Topology = t, topo
+	must(ensureNamespace(ctx, hub, ns))
 	in.Ring.Spec = func(s *etcdfedv1.EtcdClusterSpec) { s.Clients = []etcdfedv1.ClientSpec{{Name: "workload"}} }
 	ring := EtcdClusterSpec(ctx, in.Ring)
 	old, err := ring.Get(ctx, hub)
@@ -55,7 +56,9 @@ func HubLostWithoutEscrowSpec(ctx context.Context, in HubLostSpecInput) {
 	cfg.TLS = creds.tlsConfig()
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: cfg, Prefix: "hub-lost-keyless/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
-	cl, err := EtcdClient(ring.Client)
+	// The test's own client follows the workload consumer's Secret too: a
+	// certificate of the old CA is refused once it is dropped.
+	cl, err := EtcdClient(cfg)
 	must(err)
 	defer cl.Close()
 	ids := etcdIDs(ctx, t, cl)
@@ -70,6 +73,8 @@ func HubLostWithoutEscrowSpec(ctx context.Context, in HubLostSpecInput) {
 	for _, m := range topo.Members {
 		runCLI(ctx, t, in.Etcdfed, "cluster", "join", m.Name, "--kubeconfig", in.HubKubeconfig, "--kubeconfig-member", in.MemberKubeconfig(m.Name), "--spoke", "external")
 	}
+	// What the manifests hold besides the ring: its namespace.
+	must(ensureNamespace(ctx, hub, ns))
 	appliedAt := time.Now()
 	must(hub.Client.Create(ctx, manifest.DeepCopy()))
 
