@@ -143,8 +143,8 @@ type TimingStatus struct {
 	// +kubebuilder:validation:MaxLength=16
 	Source TimingSource `json:"source"`
 
-	// message says why, such as "max p99 round trip between voters 42 ms
-	// (member-1 to member-3)".
+	// message says why, such as "max round trip between voters median
+	// 40 ms, p99 42 ms (member-1 to member-3); ...".
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`

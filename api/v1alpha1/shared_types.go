@@ -123,8 +123,9 @@ type EtcdConfig struct {
 	// timing says where the heartbeat interval and the election timeout
 	// come from: Auto (the default) derives them from the round trips
 	// measured between the voters' member clusters (EtcdCluster
-	// status.roundTrips, following etcd's tuning guide: heartbeat about
-	// the largest p99 round trip with a margin for jitter, at least 100;
+	// status.roundTrips, following etcd's tuning guide: heartbeat 1.5
+	// median round trips with a quarter of the jitter (p99 minus median)
+	// as a margin, over the worst pair of voters' clusters, at least 100;
 	// election timeout 10 times the heartbeat, at least 1000), and changes
 	// them by a roll only when the difference matters; at zero distance,
 	// and before any round trip is measured, they are etcd's defaults.

@@ -2,8 +2,13 @@ package localenv
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
+
+	"github.com/etcdfed/etcdfed/dev/localenv/proc"
 )
 
 // StopComponent stops a component (for example "hub") and keeps it
@@ -80,4 +85,38 @@ func (e *Env) VolumeDir(cluster, pvName string) string {
 		return ""
 	}
 	return a.VolumeDir(pvName)
+}
+
+// SetComponentPath sets the executable a component runs from its next
+// start on, kept for its later restarts: how a test rolls it to a new
+// build, as a Deployment's rollout to a new image does. The running
+// process is left alone. It returns the executable set before.
+func (e *Env) SetComponentPath(name, path string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	run, ok := e.comps[name]
+	if !ok {
+		return "", fmt.Errorf("no component %q", name)
+	}
+	prev := run.spec.Path
+	run.spec.Path = path
+	return prev, nil
+}
+
+// ComponentExecutable is the executable the component's running process
+// was started from (its /proc/<pid>/exe, the same process as its pid
+// file names), for a test to check a rollout.
+func (e *Env) ComponentExecutable(name string) (string, error) {
+	rec, err := proc.ReadPIDFile(filepath.Join(e.state.pidDir(), name+".pid"))
+	if err != nil {
+		return "", fmt.Errorf("component %s: %w", name, err)
+	}
+	if proc.StartTicks(rec.PID) != rec.StartTicks {
+		return "", fmt.Errorf("component %s: pid %d is no longer the process its pid file names", name, rec.PID)
+	}
+	exe, err := os.Readlink(filepath.Join("/proc", strconv.Itoa(rec.PID), "exe"))
+	if err != nil {
+		return "", fmt.Errorf("component %s (pid %d): %w", name, rec.PID, err)
+	}
+	return exe, nil
 }

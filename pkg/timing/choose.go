@@ -54,8 +54,9 @@ type Input struct {
 // Choose returns the heartbeat interval and election timeout etcd runs
 // with, their source and why. Explicit values in spec.etcd win; with
 // timing Manual a missing one is etcd's default; with Auto (or unset) it
-// is derived from the largest p99 round trip between two different voter
-// clusters, and kept at Previous's value unless it differs by more than a
+// is derived from the round trips between two different voter clusters
+// (the largest of wanted: 1.5 medians and a quarter of the jitter), and
+// kept at Previous's value unless it differs by more than a
 // quarter and by at least ChangeMillis. When the voters span several
 // clusters but no round trip between them is known yet, Previous is kept
 // (etcd's defaults without one): no measurement, no change.
@@ -122,7 +123,7 @@ func derive(in Input) (hb, el int32, why string) {
 		if e.From == e.To || !voters[e.From] || !voters[e.To] {
 			continue
 		}
-		if worst == nil || e.P99Micros > worst.P99Micros {
+		if worst == nil || wanted(e) > wanted(worst) {
 			worst = e
 		}
 	}
@@ -139,9 +140,10 @@ func derive(in Input) (hb, el int32, why string) {
 		}
 		return hb, el, "the voters share one member cluster: etcd's defaults"
 	}
-	// p99 plus a quarter for jitter, rounded up to the step (integer
-	// arithmetic in microseconds, so the result is exact).
-	want := worst.P99Micros + worst.P99Micros/4
+	// The tuning guide's heartbeat (up to 1.5 round trips) with a margin
+	// for jitter, rounded up to the step (integer arithmetic in
+	// microseconds, so the result is exact).
+	want := wanted(worst)
 	stepMicros := int64(HeartbeatStep) * 1000
 	steps := (want + stepMicros - 1) / stepMicros
 	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
@@ -149,9 +151,22 @@ func derive(in Input) (hb, el int32, why string) {
 	}
 	hb = max(int32(steps)*HeartbeatStep, MinHeartbeat)
 	el = electionFor(hb)
-	why = fmt.Sprintf("max p99 round trip between voters %s (%s to %s); heartbeat p99+25%% in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
-		millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
+	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median) in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
+		millis(worst.MedianMicros), millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
 	return hb, el, why
+}
+
+// wanted is the heartbeat a round trip asks for, in microseconds: one
+// and a half medians (the upper end of etcd's tuning guide, "0.5 to 1.5
+// times the round trip") and a quarter of the p99's excess over the
+// median for the link's jitter. The median carries the distance: a few
+// probes stalled on a loaded machine (a pause of the prober, not of the
+// network) move the p99 but not the median, and count for a quarter
+// only. A clean link (p99 a quarter above the median) asks for 1.25 x
+// its p99.
+func wanted(e *etcdfedv1.RoundTrip) int64 {
+	m, p := max(e.MedianMicros, 0), max(e.P99Micros, 0)
+	return m + m/2 + max(p-m, 0)/4
 }
 
 // electionFor is the election timeout of heartbeat hb: ten heartbeats,

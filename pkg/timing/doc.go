@@ -7,14 +7,16 @@
 //   - Moved is the one hysteresis rule of round trips: one is published
 //     again (by the spoke) or recorded again (by the hub) only when its
 //     median or p99 moved by more than a quarter and more than 10 ms (the
-//     median) or 40 ms (the p99), so a link's jitter writes nothing.
+//     median) or 200 ms (the p99), so a link's jitter, or a loaded
+//     prober's stalled probes, write nothing.
 //   - Matrix merges the spokes' reports into the ring's matrix, keeping an
 //     entry that did not move enough.
 //   - Choose derives heartbeat and election timeout from the matrix
 //     following etcd's tuning guide
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat
-//     about the largest round trip between members (here the largest p99
-//     between the voters' clusters, plus a quarter for jitter, in steps of
+//     up to 1.5 round trips between members (here 1.5 medians between
+//     the voters' clusters plus a quarter of the p99's excess over the
+//     median for jitter, the largest over the pairs, in steps of
 //     10 ms, never below MinHeartbeat, 100 ms), the election timeout ten
 //     times the heartbeat (never below MinElection, 1000 ms, never above
 //     etcd's limit 50000 ms). The floors are etcd's defaults: lower ones

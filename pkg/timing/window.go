@@ -12,12 +12,14 @@ const WindowSize = 128
 
 // The least changes of a round trip that are published (by the spoke) or
 // recorded (by the hub) again, whatever their fraction: 10 ms of the
-// median, 40 ms of the p99. The p99 of a window on a busy machine moves
-// with a few stalled probes; under 40 ms its change cannot move a derived
-// heartbeat (p99 plus a quarter) by more than the 50 ms Choose applies.
+// median, 200 ms of the p99. The p99 of a window on a busy machine moves
+// by hundreds of milliseconds with a few stalled probes; a derived
+// heartbeat counts a quarter of it (wanted), so under 200 ms its change
+// cannot move the heartbeat by the 50 ms Choose applies, and the status
+// is not written for it.
 const (
 	SignificantMedianMicros int64 = 10_000
-	SignificantP99Micros    int64 = 40_000
+	SignificantP99Micros    int64 = 200_000
 )
 
 // Window keeps the last WindowSize round trips to one peer. Not safe for

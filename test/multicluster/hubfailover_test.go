@@ -3,6 +3,8 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // TestScenarioHubFailover: two hubs (the Deployment's two replicas, leader
@@ -23,7 +26,8 @@ import (
 //   - killed (SIGKILL, no restart) at the Move's AddLearner record, its
 //     record refused: the Lease is not released, so the standby takes it
 //     when it expires, and its first pass resumes the Move;
-//   - stopped on purpose at the next Move (a rollout to a new image: the
+//   - stopped on purpose at the next Move (a rollout to a new image, the hub
+//     built again with another version stamped: the
 //     old pod gets SIGTERM, a new one starts and becomes the standby): the
 //     leader hands the Lease over as it stops, and the other hub resumes
 //     at once.
@@ -52,6 +56,11 @@ func TestScenarioHubFailover(t *testing.T) {
 	// Whatever happens below, the environment's hub runs again at the end
 	// and leads once the standby is stopped (t.Cleanup runs last-in first).
 	t.Cleanup(func() { _ = env.StartComponent("hub") })
+	// The new image of the rollout below: the hub built again with another
+	// version stamped, built while the first part runs.
+	newImage := make(chan error, 1)
+	newHub := filepath.Join(t.TempDir(), "hub")
+	go func() { newImage <- buildHubVersion(newHub, "hub-failover-rollout") }()
 
 	etcd := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "failover", Name: "failover", Domain: "failover.etcd.test", Replicas: 3, WantZones: "1/1/1"})
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "failover/", WatchEachEndpoint: true})
@@ -168,8 +177,20 @@ func TestScenarioHubFailover(t *testing.T) {
 	}
 	settle(0, zone)
 
-	// 2. A rollout: the killed replica comes back (the new pod, the
-	// standby now), then the leader is stopped on purpose during a Move.
+	// 2. A rollout to a new image: the killed replica comes back from the
+	// new build (the new pod, the standby now), then the leader is stopped
+	// on purpose during a Move and its replacement starts from the new
+	// build too.
+	if err := <-newImage; err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{leader, standby} {
+		prev, err := env.SetComponentPath(name, newHub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = env.SetComponentPath(name, prev) })
+	}
 	leader, standby = standby, leader
 	if err := env.StartComponent(standby); err != nil {
 		t.Fatal(err)
@@ -204,6 +225,12 @@ func TestScenarioHubFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	settle(1, zone)
+	for _, name := range []string{leader, standby} {
+		if exe, err := env.ComponentExecutable(name); err != nil || exe != newHub {
+			t.Errorf("after the rollout, hub replica %s runs %q (%v), not the new build %s", name, exe, err, newHub)
+		}
+	}
+	t.Logf("both hub replicas run the new build after the rollout")
 
 	tol.stop()
 	if bad := tol.drops(); len(bad) > 0 {
@@ -338,4 +365,19 @@ func (tw *toleranceWatch) samples() int {
 	tw.mu.Lock()
 	defer tw.mu.Unlock()
 	return tw.n
+}
+
+// buildHubVersion builds the hub into path with version stamped: another
+// image of the same code.
+func buildHubVersion(path, version string) error {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("go", "build", "-o", path, "-ldflags", "-X github.com/etcdfed/etcdfed/internal/version.Version="+version, "./cmd/hub")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build the hub's new image: %w\n%s", err, out)
+	}
+	return nil
 }
