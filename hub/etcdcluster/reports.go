@@ -17,11 +17,11 @@ import (
 // and the refusal is kept in cs.rejected for Degraded, naming the
 // cluster, the object and the field. The expectations come from the
 // EtcdCluster (the member's DNS name, the TLS mode, the exposure), not
-// from the objects in the member cluster.
+// from the objects in the member cluster (reportedExposure).
 func checkReports(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, allowLoopback bool) {
 	for _, obj := range cs.allObjects() {
 		name := obj.Spec.MemberName
-		exp := func(t etcdfedv1.ExposeType) bool { return ec.Spec.Expose.Type == t || obj.Spec.Expose.Type == t }
+		exp := reportedExposure(ec, obj)
 		m := reports.Member{
 			DNSName: reportedDNSName(ec, obj, name), Domain: ec.Spec.DNS.Domain, TLS: ec.Spec.TLS.Mode.Enabled(),
 			NodePort: exp(etcdfedv1.ExposeNodePort), LoadBalancer: exp(etcdfedv1.ExposeLoadBalancer), AllowLoopback: allowLoopback,
@@ -50,4 +50,18 @@ func reportedDNSName(ec *etcdfedv1.EtcdCluster, obj *etcdfedv1.EtcdMember, membe
 		return own
 	}
 	return memberDNSName(ec, member)
+}
+
+// reportedExposure says which exposure types a report of obj may be
+// checked under: spec.expose of the EtcdCluster, what the hub writes into
+// every object. The object's own spec.expose is written in the member
+// cluster, which may change it: it widens the check (any port with
+// NodePort, a hostname with LoadBalancer) only while a Roll is in flight,
+// when members not rolled yet still run the exposure the hub wrote
+// before (a change of spec.expose is rolled one member at a time).
+func reportedExposure(ec *etcdfedv1.EtcdCluster, obj *etcdfedv1.EtcdMember) func(etcdfedv1.ExposeType) bool {
+	rolling := ec.Status.Operation != nil && ec.Status.Operation.Type == etcdfedv1.OperationRoll
+	return func(t etcdfedv1.ExposeType) bool {
+		return ec.Spec.Expose.Type == t || (rolling && obj.Spec.Expose.Type == t)
+	}
 }

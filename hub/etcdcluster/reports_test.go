@@ -125,3 +125,41 @@ func TestBadAddressStopsNoOtherRecord(t *testing.T) {
 		t.Errorf("no A record for %v", want)
 	}
 }
+
+// A member cluster that rewrites its own EtcdMember's spec.expose to
+// NodePort or LoadBalancer, on a ring exposed by pod IP, gains nothing:
+// its member's URLs on ports of its choosing and an address that is a
+// hostname are refused, because the expectations come from the
+// EtcdCluster. Only while a Roll is in flight (an exposure change reaches
+// the members one at a time) does the object's own type count. Before,
+// the object's type always widened the check.
+func TestReportChecksIgnoreMemberClusterExposure(t *testing.T) {
+	s := ring()
+	cs := s.cluster("member-2")
+	obj := cs.members["main-1"]
+	obj.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+	obj.Status.PeerURL = memberURL(s.ec, "main-1", 31380)
+	checkReports(s.ec, cs, true)
+	if obj.Status.PeerURL != "" || len(cs.rejected) != 1 || !strings.Contains(cs.rejected[0], "status.peerURL") {
+		t.Errorf("a node port under the object's own NodePort: peer URL %q, rejected %v; want it refused", obj.Status.PeerURL, cs.rejected)
+	}
+
+	cs.rejected = nil
+	obj.Spec.Expose.Type = etcdfedv1.ExposeLoadBalancer
+	obj.Status.PeerURL, obj.Status.Address = memberURL(s.ec, "main-1", etcdfedv1.DefaultPeerPort), "metadata.google.internal"
+	checkReports(s.ec, cs, true)
+	if obj.Status.Address != "" || len(cs.rejected) != 1 || !strings.Contains(cs.rejected[0], "status.address") {
+		t.Errorf("a hostname under the object's own LoadBalancer: address %q, rejected %v; want it refused", obj.Status.Address, cs.rejected)
+	}
+
+	// An exposure change being rolled: a member not rolled yet reports
+	// under the type the hub wrote before.
+	cs.rejected = nil
+	inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-0"})
+	obj.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+	obj.Status.PeerURL, obj.Status.Address = memberURL(s.ec, "main-1", 31380), "127.0.2.10"
+	checkReports(s.ec, cs, true)
+	if obj.Status.PeerURL == "" || len(cs.rejected) != 0 {
+		t.Errorf("during a Roll, a member on its former NodePort exposure refused: %v", cs.rejected)
+	}
+}
