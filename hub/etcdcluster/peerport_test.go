@@ -98,3 +98,23 @@ func TestPeerNameMigration(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerNameHeldWhileClusterOutOfSight (issue 37, low): a ring whose
+// members require the peer name loses sight of member-3 (failed, or a
+// hostile cluster that stops its spoke). A member created now (main-2's
+// replacement in member-4) must require the name as well: before, the
+// partial view answered "not every member carries it", and the new
+// member's peer port accepted any certificate of the CA, a consumer's
+// too, for as long as member-3 stayed away.
+func TestPeerNameHeldWhileClusterOutOfSight(t *testing.T) {
+	s := ring()
+	withTLS(t, s)
+	withFourthCluster(s)
+	s.cluster("member-3").engaged = false
+	m := s.ec.Status.Members[2]
+	m.Cluster, m.Zone, m.Incarnation = "member-4", "zone-4", 4
+	want := desiredMember(s, &s.ec.Status, &m, nil)
+	if !want.Spec.TLS.RequirePeerName || want.Spec.TLS.PeerName != pki.PeerName(s.ec.Spec.DNS.Domain) {
+		t.Errorf("a member created while member-3 is out of sight: peerName %q require %v; want both", want.Spec.TLS.PeerName, want.Spec.TLS.RequirePeerName)
+	}
+}
