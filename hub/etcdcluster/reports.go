@@ -10,7 +10,8 @@ import (
 // checkReports validates what a member cluster reports before anything of
 // it is used (rule 14, hub/reports): the status of the ring's EtcdMembers
 // there (peer and client URLs, address) and of its EtcdSpoke (DNS and
-// gossip addresses, zones). A refused field is cleared in the snapshot's
+// gossip addresses, zones, also against the zones its registration
+// names: reports.RegisteredZones). A refused field is cleared in the snapshot's
 // copy, so that the pass treats it as not reported (a member without a
 // peer URL is not added nor founded, one without an address keeps its last
 // recorded record, a DNS server without an address is no name server),
@@ -34,6 +35,8 @@ func checkReports(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, allowLoopback 
 	}
 	if cs.spoke != nil {
 		st, rej := reports.SpokeStatus(cs.spoke.Status, allowLoopback)
+		st, zoneRej := reports.SpokeZones(st, reports.RegisteredZones(cs.labels))
+		rej = append(rej, zoneRej...)
 		cs.spoke.Status = st
 		for _, r := range rej {
 			cs.rejected = append(cs.rejected, fmt.Sprintf("member cluster %s reported for its EtcdSpoke %s; refused, not used", cs.name, r))

@@ -163,3 +163,40 @@ func TestReportChecksIgnoreMemberClusterExposure(t *testing.T) {
 		t.Errorf("during a Roll, a member on its former NodePort exposure refused: %v", cs.rejected)
 	}
 }
+
+// TestReportedZonesOutsideRegistration (issue 37, low: reported zones
+// steering placement unchecked): member-2 is registered with zone-2
+// (registration label zone.etcdfed.dev/zone-2); its spoke reports two more
+// zones, and one of them as unschedulable. The extra zones are refused
+// (ReportRejected) and are no failure domains of the placement: a cluster
+// that invents zones would otherwise draw more members of a ring into
+// itself than its real zones spread. Before, every zone a spoke reported
+// was a domain.
+func TestReportedZonesOutsideRegistration(t *testing.T) {
+	s := ring()
+	cs := s.cluster("member-2")
+	cs.labels = map[string]string{etcdfedv1.LabelRegisteredZonePrefix + "zone-2": "", "env": "prod"}
+	cs.spoke.Status.Zones = []string{"zone-2", "zone-2b", "zone-2c"}
+	cs.spoke.Status.UnschedulableZones = []string{"zone-2c"}
+	checkReports(s.ec, cs, true)
+	if got := cs.spoke.Status.Zones; len(got) != 1 || got[0] != "zone-2" || len(cs.spoke.Status.UnschedulableZones) != 0 {
+		t.Errorf("zones %v, unschedulable %v after the check; want [zone-2] and none", got, cs.spoke.Status.UnschedulableZones)
+	}
+	if len(cs.rejected) != 3 || !strings.Contains(strings.Join(cs.rejected, "\n"), `status.zones[1] "zone-2b": not a zone the cluster is registered with (zone-2)`) {
+		t.Errorf("rejected %v; want zone-2b, zone-2c and the unschedulable zone-2c named", cs.rejected)
+	}
+	for _, d := range placementInput(s, &s.ec.Status).Domains {
+		if d.Domain.Cluster == "member-2" && d.Domain.Zone != "zone-2" {
+			t.Errorf("placement domain %s/%s of a zone member-2 is not registered with", d.Domain.Cluster, d.Domain.Zone)
+		}
+	}
+
+	// A cluster that registers no zone reports what its nodes carry.
+	s = ring()
+	cs = s.cluster("member-2")
+	cs.spoke.Status.Zones = []string{"zone-2", "zone-2b"}
+	checkReports(s.ec, cs, true)
+	if len(cs.spoke.Status.Zones) != 2 || len(cs.rejected) != 0 {
+		t.Errorf("no zone registered: zones %v, rejected %v; want both, none refused", cs.spoke.Status.Zones, cs.rejected)
+	}
+}
