@@ -186,8 +186,8 @@ func TestReportedZonesOutsideRegistration(t *testing.T) {
 		t.Errorf("rejected %v; want zone-2b, zone-2c and the unschedulable zone-2c named", cs.rejected)
 	}
 	for _, d := range placementInput(s, &s.ec.Status).Domains {
-		if d.Domain.Cluster == "member-2" && d.Domain.Zone != "zone-2" {
-			t.Errorf("placement domain %s/%s of a zone member-2 is not registered with", d.Domain.Cluster, d.Domain.Zone)
+		if d.Cluster == "member-2" && d.Zone != "zone-2" {
+			t.Errorf("placement domain %s/%s of a zone member-2 is not registered with", d.Cluster, d.Zone)
 		}
 	}
 

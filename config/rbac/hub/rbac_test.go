@@ -255,7 +255,6 @@ func TestHubAdmissionPolicies(t *testing.T) {
 	if err := as.Update(ctx, ecSecret); err != nil {
 		t.Errorf("update of a Secret in an EtcdCluster's namespace: %v", err)
 	}
-
 }
 
 // TestHubRunsWithItsRBAC runs the real hub binary with nothing but the
