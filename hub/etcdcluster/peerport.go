@@ -52,20 +52,32 @@ func requirePeerName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, existing *etc
 // it too: before, peersCarryName answered no on the partial view, and
 // the replacement's peer port took any certificate of the CA for as long
 // as the cluster stayed away. Not while an adopted cluster's originals
-// remain (they present no peer name).
+// remain (they present no peer name), nor while a member the hub sees
+// runs without the name: the flag is read from objects in member
+// clusters, and one that set it on its own object in the middle of step 1
+// must not roll the requirement onto members whose peers lack the name.
 func ringRequires(s *snapshot, st *etcdfedv1.EtcdClusterStatus) bool {
 	if originalsLeft(s.ec, st) {
 		return false
 	}
+	want := pki.PeerName(s.ec.Spec.DNS.Domain)
+	required := false
 	for i := range st.Members {
 		m := &st.Members[i]
-		if cs := s.cluster(m.Cluster); cs.visible() {
-			if obj := cs.members[m.Name]; obj != nil && obj.Spec.Incarnation == m.Incarnation && obj.Spec.TLS.RequirePeerName {
-				return true
-			}
+		cs := s.cluster(m.Cluster)
+		if !cs.visible() {
+			continue
 		}
+		obj := cs.members[m.Name]
+		if obj == nil || obj.Spec.Incarnation != m.Incarnation {
+			continue // created with the name
+		}
+		if obj.Spec.TLS.PeerName != want || obj.Status.ObservedGeneration != obj.Generation {
+			return false
+		}
+		required = required || obj.Spec.TLS.RequirePeerName
 	}
-	return false
+	return required
 }
 
 // peersCarryName: every member of the ledger runs, or will start, with a

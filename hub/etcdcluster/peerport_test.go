@@ -117,4 +117,12 @@ func TestPeerNameHeldWhileClusterOutOfSight(t *testing.T) {
 	if !want.Spec.TLS.RequirePeerName || want.Spec.TLS.PeerName != pki.PeerName(s.ec.Spec.DNS.Domain) {
 		t.Errorf("a member created while member-3 is out of sight: peerName %q require %v; want both", want.Spec.TLS.PeerName, want.Spec.TLS.RequirePeerName)
 	}
+
+	// In the middle of step 1 (main-0 runs without the name), member-2
+	// sets the requirement on its own object: it rolls onto nobody.
+	obj0 := s.cluster("member-1").members["main-0"]
+	obj0.Spec.TLS.PeerName, obj0.Spec.TLS.RequirePeerName = "", false
+	if want := desiredMember(s, &s.ec.Status, &s.ec.Status.Members[0], obj0); want.Spec.TLS.RequirePeerName {
+		t.Error("main-0 required the peer name on member-2's word, while it runs without it")
+	}
 }
