@@ -134,4 +134,11 @@ const (
 	LabelManagedBy = "app.kubernetes.io/managed-by"
 	// ManagedByValue is the value of LabelManagedBy.
 	ManagedByValue = "etcdfed"
+	// LabelRegisteredZonePrefix, on a member cluster's registration
+	// Secret in the hub (etcdfed cluster join --label
+	// zone.etcdfed.dev/eu-west-1a=), registers a zone of the cluster: the
+	// label zone.etcdfed.dev/<zone> registers <zone>. A cluster with such
+	// labels may report those zones only; a zone its spoke reports
+	// outside them is refused (ReportRejected) and steers nothing.
+	LabelRegisteredZonePrefix = "zone.etcdfed.dev/"
 )

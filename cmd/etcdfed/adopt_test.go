@@ -379,7 +379,7 @@ func TestAdoptCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := (&etcdcluster.Reconciler{Manager: mgr, Registry: noMemberClusters{}}).SetupWithManager(mgr); err != nil {
+	if err := (&etcdcluster.Reconciler{Manager: mgr, Registry: noMemberClusters{}, AllowLoopbackAddresses: true}).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	mctx, stop := context.WithCancel(ctx)

@@ -173,7 +173,7 @@ ConfigMap: for a spoke run outside the cluster (the local environment).`,
 	f.StringVar(&o.GossipAdvertise, "gossip-advertise-address", "", "Host other clusters reach the spoke's gossip (port 7946) at, the gossip Service etcdfed-spoke-gossip (default: --advertise-address, or the gossip Service's address, waited for).")
 	f.StringVar(&o.HelperImage, "helper-image", "", "Image member pods run their init containers from (default: <repository>/etcdfed-init:<tag>, or --image).")
 	f.StringVar(&o.GossipProfile, "gossip-profile", "wan", "Gossip timing: wan (across zones and regions, detects a dead spoke in 30-40s) or lan (one site, about 5s).")
-	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label of the registration (EtcdCluster spec.topology.clusterSelector selects by them); repeatable.")
+	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label of the registration (EtcdCluster spec.topology.clusterSelector selects by them; zone.etcdfed.dev/ZONE= registers a zone of the cluster, and the hub then refuses zones its spoke reports outside those registered); repeatable.")
 	f.StringVar(&o.ZoneLabel, "zone-label", "", "For a cluster that is one zone and whose nodes carry no topology.kubernetes.io/zone label: label every node with this zone (unjoin removes it).")
 	f.DurationVar(&o.TokenLifetime, "token-lifetime", install.DefaultTokenLifetime, "Lifetime of the hub's token (at least 10m); the hub renews it after a third, so it may be away for two thirds before the credential lapses.")
 	f.BoolVar(&dryRun, "dry-run", false, "Print every object join would write, and write nothing.")

@@ -96,6 +96,7 @@ type options struct {
 	imagePrefixes    commaList
 	priorityClasses  commaList
 	tolerationKeys   commaList
+	podAnnotations   commaList
 	domains          commaList
 	sharedCA         bool
 	allowLoopback    bool
@@ -149,6 +150,8 @@ func main() {
 		"PriorityClasses (comma-separated, repeatable; * for any) spec.podTemplate.priorityClassName may name. Default: none.")
 	flag.Var(&o.tolerationKeys, "allowed-toleration-keys",
 		"Taint keys (comma-separated, repeatable; * for any, and for a toleration without a key) spec.podTemplate.tolerations may tolerate. Default: none.")
+	flag.Var(&o.podAnnotations, "allowed-pod-annotations",
+		"Annotation keys, or prefixes ending in '/' or '.' (comma-separated, repeatable; * for any), spec.podTemplate.annotations may hold; they reach every member pod. Default: none (an EtcdCluster with another is refused, PolicyViolation).")
 	flag.Var(&o.domains, "allowed-domains",
 		"NAMESPACE=DOMAIN pairs (comma-separated, repeatable; NAMESPACE * for namespaces without their own; DOMAIN * for any): an EtcdCluster's spec.dns.domain must equal or lie inside a domain its namespace is given, or it is refused (PolicyViolation), and a ring refused so holds no domain against others. Default: none, every domain first come first served (a ring that has begun keeps its domain).")
 	flag.BoolVar(&o.sharedCA, "allow-shared-ca", false,
@@ -282,6 +285,7 @@ func run(ctx context.Context, o options) error {
 		ImagePrefixes:           o.imagePrefixes,
 		PriorityClasses:         o.priorityClasses,
 		TolerationKeys:          o.tolerationKeys,
+		PodAnnotations:          o.podAnnotations,
 	}
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{

@@ -71,6 +71,8 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 // (--allow-loopback-member-addresses); and the environment is one
 // developer's machine, whose file:// stores (its filesystem) are the
 // documented way to try backups here (--allow-ambient-store-credentials).
+// And one key prefix of pod annotations, bench.etcdfed.dev/, the mark the
+// benchmarks roll members with (--allowed-pod-annotations).
 // The kubeconfig Secrets it registers are self-contained (certificates
 // inline, no exec plugin): they pass the hub's check as they are.
 func hubArgs(st *State) []string {
@@ -87,6 +89,7 @@ func hubArgs(st *State) []string {
 		"--zap-log-level=debug",
 		"--allow-loopback-member-addresses",
 		"--allow-ambient-store-credentials",
+		"--allowed-pod-annotations=bench.etcdfed.dev/",
 	}
 }
 

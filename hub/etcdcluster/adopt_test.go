@@ -1,13 +1,18 @@
 package etcdcluster
 
 import (
+	"context"
+	"net"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
@@ -119,5 +124,109 @@ func TestAdoptEndpoints(t *testing.T) {
 	}}}
 	if got, want := adoptEndpoints(ec, st), []string{"https://127.0.0.1:2379", "https://127.0.0.3:2379"}; !slices.Equal(got, want) {
 		t.Errorf("got %v, want %v (a trailing slash is the same URL)", got, want)
+	}
+}
+
+// adoptingRing is ring() before anything was found: spec.adopt naming
+// endpoint, TLS on, no member, no object.
+func adoptingRing(t *testing.T, endpoint string) *snapshot {
+	t.Helper()
+	s := ring()
+	withTLS(t, s)
+	s.ec.Spec.Adopt = &etcdfedv1.AdoptSpec{Endpoints: []string{endpoint}}
+	s.ec.Status = etcdfedv1.EtcdClusterStatus{}
+	for _, cs := range s.clusters {
+		clear(cs.members)
+	}
+	s.etcd = planner.Etcd{}
+	return s
+}
+
+// listener is a TCP server on loopback that answers every connection
+// with text and counts them.
+func listener(t *testing.T, text string) (addr string, conns *atomic.Int32) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	conns = &atomic.Int32{}
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conns.Add(1)
+			_, _ = c.Write([]byte(text))
+			_ = c.Close()
+		}
+	}()
+	return l.Addr().String(), conns
+}
+
+// TestAdoptEndpointsDialPolicy (issue 37, low: spec fields that make the
+// hub dial any host, with the error text in status). spec.adopt.endpoints
+// names any host its author likes. A loopback endpoint, on a hub that does
+// not allow loopback addresses, is never dialled (the same policy as
+// member reports: link-local addresses such as the cloud metadata
+// service's, unspecified, multicast are refused likewise, after name
+// resolution); and when the hub may dial it, what the host answered, and
+// where the name led, stays out of the status: the adoption's message
+// says what kind of failure it was (etcdErrorSummary). Before, the hub
+// connected to any address.
+func TestAdoptEndpointsDialPolicy(t *testing.T) {
+	addr, conns := listener(t, "HTTP/1.1 401 Unauthorized\r\nWww-Authenticate: internal-realm\r\n\r\n")
+	endpoint := "https://" + addr
+	ctx := context.Background()
+
+	r := &Reconciler{AllowLoopbackAddresses: false}
+	s := adoptingRing(t, endpoint)
+	r.observeEtcd(ctx, s)
+	r.etcd.drop(s.ec.UID)
+	if n := conns.Load(); n != 0 {
+		t.Errorf("the hub connected %d time(s) to a loopback endpoint it does not allow", n)
+	}
+	if s.etcd.Reachable {
+		t.Fatalf("reachable through a refused endpoint")
+	}
+
+	r = &Reconciler{AllowLoopbackAddresses: true}
+	s = adoptingRing(t, endpoint)
+	r.observeEtcd(ctx, s)
+	r.etcd.drop(s.ec.UID)
+	if conns.Load() == 0 {
+		t.Fatalf("with loopback allowed, the endpoint was not dialled (%s)", s.etcd.Error)
+	}
+	d := decide(s)
+	st := computeStatus(s, d, applyResult{}, "")
+	for _, c := range st.Conditions {
+		for _, leak := range []string{"tls:", "first record", "internal-realm", "transport", "dial tcp"} {
+			if strings.Contains(c.Message, leak) {
+				t.Errorf("%s says %q, quoting the dial's own text (%q)", c.Type, c.Message, leak)
+			}
+		}
+	}
+	if c := condition(st, etcdfedv1.ConditionProgressing); !strings.Contains(c.Message, "adopting: the existing cluster does not answer") {
+		t.Errorf("Progressing %s: %s; want the adoption waiting, with the failure's kind", c.Reason, c.Message)
+	}
+}
+
+// The kinds etcdErrorSummary tells apart; none quotes the text it got.
+func TestEtcdErrorSummary(t *testing.T) {
+	for raw, want := range map[string]string{
+		"":                    "",
+		"no answer within 2s": "no answer within 2s",
+		`rpc error: code = Unavailable desc = connection error: desc = "transport: Error while dialing: dial tcp 10.1.2.3:2379: connect: connection refused"`: "connection refused",
+		`dial tcp: lookup db.internal on 10.0.0.10:53: no such host`:                                                                                          "does not resolve",
+		`transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority`:                        "TLS handshake failed",
+		`rpc error: code = Unimplemented desc = unknown service etcdserverpb.Cluster (internal billing API v2)`:                                               "did not answer as etcd",
+		etcdops.ErrDialRefused.Error() + ": 169.254.169.254:2379: a link-local address":                                                                       "dial policy",
+	} {
+		got := etcdErrorSummary(raw)
+		if !strings.Contains(got, want) || (raw != want && (strings.Contains(got, "10.") || strings.Contains(got, "internal") || strings.Contains(got, "169.254"))) {
+			t.Errorf("summary of %q: %q, want the kind %q and none of its text", raw, got, want)
+		}
 	}
 }

@@ -56,6 +56,10 @@ type decision struct {
 	// reclaim policy (their spoke then keeps their volumes), and what
 	// each volume holds, for the event that names them.
 	retain []retainedVolume
+	// notAdopted names the clusters not eligible for the ring whose
+	// objects a rebuild of the record left out (adoptLostMembers), for
+	// Degraded.
+	notAdopted []string
 	// sweepKept says why objects left behind are kept (etcd still lists
 	// them, or may), for Degraded.
 	sweepKept []string
@@ -171,7 +175,7 @@ func decide(s *snapshot) *decision {
 		// over now: the ring is this EtcdCluster's own.
 		st.TakeOver = nil
 	}
-	adoptLostMembers(s, st)
+	d.notAdopted = adoptLostMembers(s, st)
 	recordObservations(s, st)
 	recordVersions(s, st)
 	recordDistance(s, st)

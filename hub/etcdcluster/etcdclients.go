@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/hex"
+	"errors"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/reports"
 )
 
 // clientCache keeps one etcd client per EtcdCluster, replaced when the
@@ -90,9 +93,11 @@ type clientTLS struct {
 	fingerprint string
 }
 
-func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS) (*etcdops.Client, error) {
+// get is the ring uid's client for endpoints, dialled with t (nil: plain
+// HTTP) and checkAddr (nil: every address; the hub's is dialPolicy).
+func (c *clientCache) get(uid types.UID, endpoints []string, t *clientTLS, checkAddr func(netip.Addr) error) (*etcdops.Client, error) {
 	key := strings.Join(endpoints, ",")
-	cfg := etcdops.Config{Endpoints: endpoints}
+	cfg := etcdops.Config{Endpoints: endpoints, CheckAddr: checkAddr}
 	if t != nil {
 		key += "|" + t.fingerprint
 		cfg.TLS = t.cfg
@@ -151,4 +156,23 @@ func fingerprint(parts ...[]byte) string {
 		h.Write(p)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// awsMetadataV6 is the instance metadata service's IPv6 address on AWS.
+var awsMetadataV6 = netip.MustParseAddr("fd00:ec2::254")
+
+// dialPolicy is what the hub refuses to dial for a ring (rule 14): the
+// addresses hub/reports refuses in a member's report (unspecified,
+// multicast, link-local such as the cloud metadata service's
+// 169.254.169.254, broadcast; loopback unless the hub runs with
+// --allow-loopback-member-addresses) and fd00:ec2::254. It holds for every
+// endpoint, the members' DNS names and spec.adopt.endpoints alike, after
+// name resolution: a name that resolves there is refused too.
+func dialPolicy(allowLoopback bool) func(netip.Addr) error {
+	return func(ip netip.Addr) error {
+		if ip.Unmap() == awsMetadataV6 {
+			return errors.New("a cloud metadata service's address")
+		}
+		return reports.CheckIP(ip, allowLoopback)
+	}
 }

@@ -13,19 +13,19 @@ func TestClientCacheClosesIdleClients(t *testing.T) {
 	clock := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	c := clientCache{idleAfter: 2 * time.Minute, now: func() time.Time { return clock }}
 	// Endpoints nobody serves: the client does not dial until used.
-	a, err := c.get("a", []string{"http://127.0.0.1:1"}, nil)
+	a, err := c.get("a", []string{"http://127.0.0.1:1"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.get("b", []string{"http://127.0.0.1:2"}, nil); err != nil {
+	if _, err := c.get("b", []string{"http://127.0.0.1:2"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	clock = clock.Add(90 * time.Second)
-	if again, _ := c.get("a", []string{"http://127.0.0.1:1"}, nil); again != a {
+	if again, _ := c.get("a", []string{"http://127.0.0.1:1"}, nil, nil); again != a {
 		t.Fatal("a client used 90s ago was replaced")
 	}
 	clock = clock.Add(60 * time.Second) // b idle 150s, a 60s
-	if _, err := c.get("a", []string{"http://127.0.0.1:1"}, nil); err != nil {
+	if _, err := c.get("a", []string{"http://127.0.0.1:1"}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := c.clients["b"]; ok {

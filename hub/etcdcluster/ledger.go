@@ -1,7 +1,10 @@
 package etcdcluster
 
 import (
+	"fmt"
+	"maps"
 	"slices"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -19,15 +22,28 @@ import (
 
 // adoptLostMembers rebuilds status.members from the objects when the hub's
 // record is empty but objects exist (status lost, or restored without it).
-// The highest incarnation of each member wins.
-func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+// The highest incarnation of each member wins. Only clusters eligible for
+// the ring (spec.topology) count: objects in any other cluster are not
+// taken into the record, whatever incarnation they claim (a member
+// cluster the ring does not allow could otherwise name itself the home of
+// any member); they are returned, one line per cluster, for Degraded. An
+// etcd member running there then has no record, and the planner stops on
+// it (foreignMembers) rather than guess.
+func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (notAdopted []string) {
 	if len(st.Members) > 0 {
-		return
+		return nil
 	}
 	best := map[string]*etcdfedv1.EtcdMember{}
 	where := map[string]string{}
 	for _, cs := range s.clusters {
 		if !cs.visible() {
+			continue
+		}
+		if !cs.eligible {
+			if len(cs.members) > 0 {
+				notAdopted = append(notAdopted, fmt.Sprintf("member cluster %s holds objects of %s, but the ring's spec.topology does not allow it: not taken into the rebuilt record of members",
+					cs.name, strings.Join(slices.Sorted(maps.Keys(cs.members)), ", ")))
+			}
 			continue
 		}
 		for name, obj := range cs.members {
@@ -41,6 +57,7 @@ func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 		st.LastIncarnation = max(st.LastIncarnation, obj.Spec.Incarnation)
 	}
 	sortMembers(st.Members)
+	return notAdopted
 }
 
 // recordObservations updates the record of each member from etcd and the

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
 )
@@ -78,4 +80,36 @@ func incarnationsOf(st *etcdfedv1.EtcdClusterStatus) []string {
 		out = append(out, m.Name+"@"+m.Cluster)
 	}
 	return out
+}
+
+// TestLostRecordIgnoresIneligibleClusters (issue 37, low): the record of
+// members lost, and a member cluster the ring's spec.topology does not
+// allow holds an EtcdMember of main-2 with a higher incarnation than the
+// real one (a hostile cluster, or one left by a deliberate move). The
+// rebuilt record takes main-2 from member-3, where the ring may live;
+// member-4's object is not adopted, and Degraded names member-4. Before,
+// the highest incarnation anywhere won: member-4 became main-2's home.
+func TestLostRecordIgnoresIneligibleClusters(t *testing.T) {
+	s := ring()
+	withFourthCluster(s)
+	s.ec.Spec.Topology.Clusters = []string{"member-1", "member-2", "member-3"}
+	cs4 := s.cluster("member-4")
+	cs4.eligible = false
+	squat := s.cluster("member-3").members["main-2"].DeepCopy()
+	squat.Name, squat.Spec.Incarnation, squat.Status.Incarnation = "squat", 9, 9
+	cs4.members["main-2"] = squat
+	s.ec.Status.Members = nil
+
+	d := decide(s)
+	m := statusMember(d.ledger, "main-2")
+	if m == nil || m.Cluster != "member-3" || m.Incarnation != 3 {
+		t.Fatalf("main-2 rebuilt as %+v; want member-3, incarnation 3", m)
+	}
+	if len(d.ledger.Members) != 3 {
+		t.Errorf("rebuilt record %v; want main-0, main-1, main-2", incarnationsOf(d.ledger))
+	}
+	st := computeStatus(s, d, applyResult{}, "")
+	if c := condition(st, etcdfedv1.ConditionDegraded); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "member cluster member-4 holds objects of main-2") {
+		t.Errorf("Degraded %s %s: %s; want member-4's objects named", c.Status, c.Reason, c.Message)
+	}
 }

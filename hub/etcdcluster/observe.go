@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -340,7 +341,7 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 		}
 		tlsCfg = &clientTLS{cfg: cfg, fingerprint: fingerprint(leaf.CertPEM, bundle)}
 	}
-	c, err := r.etcd.get(s.ec.UID, endpoints, tlsCfg)
+	c, err := r.etcd.get(s.ec.UID, endpoints, tlsCfg, dialPolicy(r.AllowLoopbackAddresses))
 	if err != nil {
 		s.etcd = planner.Etcd{Error: err.Error()}
 		return
@@ -373,7 +374,39 @@ func (r *Reconciler) observeEtcd(ctx context.Context, s *snapshot) {
 	}
 	if !s.etcd.Reachable {
 		ctrl.LoggerFrom(ctx).V(1).Info("etcd not reachable", "endpoints", endpoints, "error", s.etcd.Error)
+		if len(adoptEndpoints(s.ec, ledger)) > 0 {
+			s.etcd.Error = etcdErrorSummary(s.etcd.Error)
+		}
 	}
+}
+
+// etcdErrorSummary is what status says of an error reaching etcd while
+// the hub dials the endpoints a spec names (spec.adopt.endpoints, hosts
+// the spec's author chose): the kind of failure, never its text, which
+// quotes the addresses a name resolved to and what the host answered (the
+// hub is nobody's probe of its own network, rule 14). The text is in the
+// hub's log ("etcd not reachable", verbosity 1).
+func etcdErrorSummary(raw string) string {
+	has := func(subs ...string) bool {
+		return slices.ContainsFunc(subs, func(sub string) bool { return strings.Contains(raw, sub) })
+	}
+	switch {
+	case raw == "":
+		return ""
+	case has(etcdops.ErrDialRefused.Error()):
+		return "an endpoint's address is refused by the hub's dial policy (link-local, unspecified, multicast or broadcast; loopback unless the hub allows it); details in the hub's log"
+	case has("no answer within"):
+		return raw // etcdops' own words: nothing of the host's
+	case has("connection refused"):
+		return "connection refused; details in the hub's log"
+	case has("no such host", "server misbehaving"):
+		return "an endpoint's name does not resolve; details in the hub's log"
+	case has("deadline exceeded", "i/o timeout", "timed out"):
+		return "no answer in time; details in the hub's log"
+	case has("tls:", "x509:", "certificate", "handshake"):
+		return "the TLS handshake failed (the endpoint's certificate, or the hub's client certificate of spec.tls.caSecretName, not accepted); details in the hub's log"
+	}
+	return "the endpoints did not answer as etcd; details in the hub's log"
 }
 
 // withAdoptedMembers is the status as read, with members adopted from the

@@ -32,13 +32,52 @@ import (
 // and is rolled with the others in step 2.
 
 // requirePeerName says whether a member's object requires the peer name:
-// once set, always; otherwise when every member of the ring runs with a
-// certificate that carries it (peersCarryName).
+// once set, always; once the ring has moved over (ringRequires), for
+// every member, whichever cluster the hub cannot see; otherwise when
+// every member of the ring runs with a certificate that carries it
+// (peersCarryName).
 func requirePeerName(s *snapshot, st *etcdfedv1.EtcdClusterStatus, existing *etcdfedv1.EtcdMember) bool {
 	if existing != nil && existing.Spec.TLS.RequirePeerName {
 		return true
 	}
-	return peersCarryName(s, st)
+	return ringRequires(s, st) || peersCarryName(s, st)
+}
+
+// ringRequires: step 2 has begun, so every member of the ring carries the
+// peer name (step 2 begins only once every member runs with it, and every
+// member made since is created with it): a member of the ledger, in a
+// cluster the hub sees, runs an object of its recorded incarnation that
+// requires the name. From then on a member created while some cluster is
+// out of sight (a Replace after a cluster failed, most of all) requires
+// it too: before, peersCarryName answered no on the partial view, and
+// the replacement's peer port took any certificate of the CA for as long
+// as the cluster stayed away. Not while an adopted cluster's originals
+// remain (they present no peer name), nor while a member the hub sees
+// runs without the name: the flag is read from objects in member
+// clusters, and one that set it on its own object in the middle of step 1
+// must not roll the requirement onto members whose peers lack the name.
+func ringRequires(s *snapshot, st *etcdfedv1.EtcdClusterStatus) bool {
+	if originalsLeft(s.ec, st) {
+		return false
+	}
+	want := pki.PeerName(s.ec.Spec.DNS.Domain)
+	required := false
+	for i := range st.Members {
+		m := &st.Members[i]
+		cs := s.cluster(m.Cluster)
+		if !cs.visible() {
+			continue
+		}
+		obj := cs.members[m.Name]
+		if obj == nil || obj.Spec.Incarnation != m.Incarnation {
+			continue // created with the name
+		}
+		if obj.Spec.TLS.PeerName != want || obj.Status.ObservedGeneration != obj.Generation {
+			return false
+		}
+		required = required || obj.Spec.TLS.RequirePeerName
+	}
+	return required
 }
 
 // peersCarryName: every member of the ledger runs, or will start, with a

@@ -98,3 +98,31 @@ func TestPeerNameMigration(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerNameHeldWhileClusterOutOfSight (issue 37, low): a ring whose
+// members require the peer name loses sight of member-3 (failed, or a
+// hostile cluster that stops its spoke). A member created now (main-2's
+// replacement in member-4) must require the name as well: before, the
+// partial view answered "not every member carries it", and the new
+// member's peer port accepted any certificate of the CA, a consumer's
+// too, for as long as member-3 stayed away.
+func TestPeerNameHeldWhileClusterOutOfSight(t *testing.T) {
+	s := ring()
+	withTLS(t, s)
+	withFourthCluster(s)
+	s.cluster("member-3").engaged = false
+	m := s.ec.Status.Members[2]
+	m.Cluster, m.Zone, m.Incarnation = "member-4", "zone-4", 4
+	want := desiredMember(s, &s.ec.Status, &m, nil)
+	if !want.Spec.TLS.RequirePeerName || want.Spec.TLS.PeerName != pki.PeerName(s.ec.Spec.DNS.Domain) {
+		t.Errorf("a member created while member-3 is out of sight: peerName %q require %v; want both", want.Spec.TLS.PeerName, want.Spec.TLS.RequirePeerName)
+	}
+
+	// In the middle of step 1 (main-0 runs without the name), member-2
+	// sets the requirement on its own object: it rolls onto nobody.
+	obj0 := s.cluster("member-1").members["main-0"]
+	obj0.Spec.TLS.PeerName, obj0.Spec.TLS.RequirePeerName = "", false
+	if want := desiredMember(s, &s.ec.Status, &s.ec.Status.Members[0], obj0); want.Spec.TLS.RequirePeerName {
+		t.Error("main-0 required the peer name on member-2's word, while it runs without it")
+	}
+}

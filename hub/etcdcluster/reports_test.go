@@ -125,3 +125,78 @@ func TestBadAddressStopsNoOtherRecord(t *testing.T) {
 		t.Errorf("no A record for %v", want)
 	}
 }
+
+// A member cluster that rewrites its own EtcdMember's spec.expose to
+// NodePort or LoadBalancer, on a ring exposed by pod IP, gains nothing:
+// its member's URLs on ports of its choosing and an address that is a
+// hostname are refused, because the expectations come from the
+// EtcdCluster. Only while a Roll is in flight (an exposure change reaches
+// the members one at a time) does the object's own type count. Before,
+// the object's type always widened the check.
+func TestReportChecksIgnoreMemberClusterExposure(t *testing.T) {
+	s := ring()
+	cs := s.cluster("member-2")
+	obj := cs.members["main-1"]
+	obj.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+	obj.Status.PeerURL = memberURL(s.ec, "main-1", 31380)
+	checkReports(s.ec, cs, true)
+	if obj.Status.PeerURL != "" || len(cs.rejected) != 1 || !strings.Contains(cs.rejected[0], "status.peerURL") {
+		t.Errorf("a node port under the object's own NodePort: peer URL %q, rejected %v; want it refused", obj.Status.PeerURL, cs.rejected)
+	}
+
+	cs.rejected = nil
+	obj.Spec.Expose.Type = etcdfedv1.ExposeLoadBalancer
+	obj.Status.PeerURL, obj.Status.Address = memberURL(s.ec, "main-1", etcdfedv1.DefaultPeerPort), "metadata.google.internal"
+	checkReports(s.ec, cs, true)
+	if obj.Status.Address != "" || len(cs.rejected) != 1 || !strings.Contains(cs.rejected[0], "status.address") {
+		t.Errorf("a hostname under the object's own LoadBalancer: address %q, rejected %v; want it refused", obj.Status.Address, cs.rejected)
+	}
+
+	// An exposure change being rolled: a member not rolled yet reports
+	// under the type the hub wrote before.
+	cs.rejected = nil
+	inFlight(s, etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-0"})
+	obj.Spec.Expose.Type = etcdfedv1.ExposeNodePort
+	obj.Status.PeerURL, obj.Status.Address = memberURL(s.ec, "main-1", 31380), "127.0.2.10"
+	checkReports(s.ec, cs, true)
+	if obj.Status.PeerURL == "" || len(cs.rejected) != 0 {
+		t.Errorf("during a Roll, a member on its former NodePort exposure refused: %v", cs.rejected)
+	}
+}
+
+// TestReportedZonesOutsideRegistration (issue 37, low: reported zones
+// steering placement unchecked): member-2 is registered with zone-2
+// (registration label zone.etcdfed.dev/zone-2); its spoke reports two more
+// zones, and one of them as unschedulable. The extra zones are refused
+// (ReportRejected) and are no failure domains of the placement: a cluster
+// that invents zones would otherwise draw more members of a ring into
+// itself than its real zones spread. Before, every zone a spoke reported
+// was a domain.
+func TestReportedZonesOutsideRegistration(t *testing.T) {
+	s := ring()
+	cs := s.cluster("member-2")
+	cs.labels = map[string]string{etcdfedv1.LabelRegisteredZonePrefix + "zone-2": "", "env": "prod"}
+	cs.spoke.Status.Zones = []string{"zone-2", "zone-2b", "zone-2c"}
+	cs.spoke.Status.UnschedulableZones = []string{"zone-2c"}
+	checkReports(s.ec, cs, true)
+	if got := cs.spoke.Status.Zones; len(got) != 1 || got[0] != "zone-2" || len(cs.spoke.Status.UnschedulableZones) != 0 {
+		t.Errorf("zones %v, unschedulable %v after the check; want [zone-2] and none", got, cs.spoke.Status.UnschedulableZones)
+	}
+	if len(cs.rejected) != 3 || !strings.Contains(strings.Join(cs.rejected, "\n"), `status.zones[1] "zone-2b": not a zone the cluster is registered with (zone-2)`) {
+		t.Errorf("rejected %v; want zone-2b, zone-2c and the unschedulable zone-2c named", cs.rejected)
+	}
+	for _, d := range placementInput(s, &s.ec.Status).Domains {
+		if d.Cluster == "member-2" && d.Zone != "zone-2" {
+			t.Errorf("placement domain %s/%s of a zone member-2 is not registered with", d.Cluster, d.Zone)
+		}
+	}
+
+	// A cluster that registers no zone reports what its nodes carry.
+	s = ring()
+	cs = s.cluster("member-2")
+	cs.spoke.Status.Zones = []string{"zone-2", "zone-2b"}
+	checkReports(s.ec, cs, true)
+	if len(cs.spoke.Status.Zones) != 2 || len(cs.rejected) != 0 {
+		t.Errorf("no zone registered: zones %v, rejected %v; want both, none refused", cs.spoke.Status.Zones, cs.rejected)
+	}
+}

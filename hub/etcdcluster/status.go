@@ -371,6 +371,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 			}
 		}
 	}
+	out = append(out, d.notAdopted...)
 	out = append(out, d.sweepKept...)
 	if notReady := notReadyMembers(st); st.ClusterID != "" && len(notReady) > 0 {
 		out = append(out, "members not ready: "+strings.Join(notReady, ", "))

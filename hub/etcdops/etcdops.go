@@ -22,8 +22,11 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -69,7 +72,17 @@ type Config struct {
 	Endpoints []string
 	// TLS is nil for plain HTTP.
 	TLS *tls.Config
+	// CheckAddr, when set, is asked about every address a connection is
+	// about to be made to, after name resolution: an error refuses the
+	// connection before a packet is sent (ErrDialRefused). The hub
+	// refuses so the addresses no ring may make it dial (an endpoint a
+	// spec names is any host its author chose).
+	CheckAddr func(netip.Addr) error
 }
+
+// ErrDialRefused: CheckAddr refused the address a connection was to be
+// made to.
+var ErrDialRefused = errors.New("etcdops: address refused by the hub's dial policy")
 
 // Client talks to one etcd cluster.
 type Client struct {
@@ -83,7 +96,11 @@ type Client struct {
 
 // New connects (lazily: the first call dials).
 func New(cfg Config) (*Client, error) {
-	c, err := clientv3.New(clientConfig(cfg.Endpoints, cfg.TLS))
+	cc := clientConfig(cfg.Endpoints, cfg.TLS)
+	if cfg.CheckAddr != nil {
+		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(checkedDialer(cfg.CheckAddr)))
+	}
+	c, err := clientv3.New(cc)
 	if err != nil {
 		return nil, fmt.Errorf("create etcd client for %v: %w", cfg.Endpoints, err)
 	}
@@ -100,6 +117,24 @@ func clientConfig(endpoints []string, tlsCfg *tls.Config) clientv3.Config {
 		AutoSyncInterval:     0,
 		Logger:               zap.NewNop(),
 		DialOptions:          []grpc.DialOption{etcddial.Reconnect(DialTimeout)},
+	}
+}
+
+// checkedDialer dials TCP, refusing an address check refuses once the
+// name is resolved (net.Dialer.Control sees each address tried).
+func checkedDialer(check func(netip.Addr) error) func(context.Context, string) (net.Conn, error) {
+	d := net.Dialer{Control: func(_, address string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrDialRefused, address, err)
+		}
+		if err := check(ap.Addr()); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrDialRefused, address, err)
+		}
+		return nil
+	}}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -288,6 +289,43 @@ func SpokeStatus(st etcdfedv1.EtcdSpokeStatus, allowLoopback bool) (etcdfedv1.Et
 		return CheckZone(z)
 	}, out)
 	st.RoundTrips, out = checkRoundTrips(st.RoundTrips, out)
+	return st, out
+}
+
+// RegisteredZones are the zones a cluster's registration labels register
+// (etcdfedv1.LabelRegisteredZonePrefix), sorted; nil when it registers
+// none (then every zone the spoke reports is taken, as checked by
+// CheckZone).
+func RegisteredZones(labels map[string]string) []string {
+	var out []string
+	for k := range labels {
+		if z, ok := strings.CutPrefix(k, etcdfedv1.LabelRegisteredZonePrefix); ok && z != "" {
+			out = append(out, z)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// SpokeZones returns st with the zones (and unschedulable zones) outside
+// registered dropped, and a rejection for each; st as it is when
+// registered is empty. A zone the member cluster was not registered with
+// must not steer placement: it would be a failure domain of its own, so
+// the ring could put more members in that one cluster than its real
+// zones allow.
+func SpokeZones(st etcdfedv1.EtcdSpokeStatus, registered []string) (etcdfedv1.EtcdSpokeStatus, []Rejection) {
+	if len(registered) == 0 {
+		return st, nil
+	}
+	var out []Rejection
+	inRegistration := func(z string) error {
+		if z == "" || slices.Contains(registered, z) {
+			return nil
+		}
+		return fmt.Errorf("not a zone the cluster is registered with (%s)", strings.Join(registered, ", "))
+	}
+	st.Zones, out = checkList("status.zones", st.Zones, MaxZones, inRegistration, out)
+	st.UnschedulableZones, out = checkList("status.unschedulableZones", st.UnschedulableZones, MaxZones, inRegistration, out)
 	return st, out
 }
 

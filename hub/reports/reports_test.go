@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -402,6 +403,30 @@ func FuzzCheckRoundTrip(f *testing.F) {
 		}
 		if median < 0 || median > p99 || p99 > etcdfedv1.MaxRoundTripMicros || samples < 1 || cluster == "" || len(cluster) > 253 || strings.ContainsAny(cluster, " /:\x00") {
 			t.Errorf("accepted %+v", r)
+		}
+	})
+}
+
+// FuzzSpokeZones: whatever zones a spoke reports against the registration
+// labels, every zone kept is registered (or the cluster registers none),
+// none is rewritten, and each dropped one has its rejection.
+func FuzzSpokeZones(f *testing.F) {
+	f.Add("zone.etcdfed.dev/eu-west-1a", "eu-west-1a", "eu-west-1b")
+	f.Add("env", "a", "")
+	f.Fuzz(func(t *testing.T, label, z1, z2 string) {
+		registered := RegisteredZones(map[string]string{label: ""})
+		in := etcdfedv1.EtcdSpokeStatus{Zones: []string{z1, z2}, UnschedulableZones: []string{z2}}
+		out, rej := SpokeZones(*in.DeepCopy(), registered)
+		for _, z := range append(slices.Clone(out.Zones), out.UnschedulableZones...) {
+			if len(registered) > 0 && z != "" && !slices.Contains(registered, z) {
+				t.Fatalf("kept %q outside the registered %v", z, registered)
+			}
+			if z != z1 && z != z2 {
+				t.Fatalf("rewrote a zone into %q", z)
+			}
+		}
+		if dropped := len(in.Zones) + len(in.UnschedulableZones) - len(out.Zones) - len(out.UnschedulableZones); dropped != len(rej) {
+			t.Fatalf("%d zones dropped, %d rejections", dropped, len(rej))
 		}
 	})
 }

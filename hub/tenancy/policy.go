@@ -3,6 +3,7 @@ package tenancy
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"slices"
 	"strings"
@@ -43,6 +44,14 @@ type Policy struct {
 	// tolerate (Any: every key, and a toleration without a key, which
 	// tolerates every taint). Empty: none. Flag --allowed-toleration-keys.
 	TolerationKeys []string
+	// PodAnnotations are what spec.podTemplate.annotations may hold: a key
+	// equal to an entry, or, for an entry ending in '/' or '.', starting
+	// with it (prometheus.io/ allows prometheus.io/scrape); Any: every
+	// key. Empty: none. Annotations reach every member pod in every member
+	// cluster, and some make the node or the cluster act on the pod
+	// (AppArmor and seccomp profiles, the autoscaler's safe-to-evict,
+	// sidecar injection). Flag --allowed-pod-annotations.
+	PodAnnotations []string
 	// Domains are the DNS domains the EtcdClusters of each namespace may
 	// use: namespace to suffixes, spec.dns.domain equal to one or inside
 	// one. The entry Any applies to namespaces without their own. Empty:
@@ -93,7 +102,20 @@ func (p Policy) CheckPods(ec *etcdfedv1.EtcdCluster) error {
 			errs = append(errs, fmt.Errorf("spec.podTemplate.tolerations[%d] with %s is not allowed (%s); the hub's operator allows keys with --allowed-toleration-keys", i, what, listOrNone(p.TolerationKeys)))
 		}
 	}
+	for _, k := range slices.Sorted(maps.Keys(tpl.Annotations)) {
+		if !allowsKey(p.PodAnnotations, k) {
+			errs = append(errs, fmt.Errorf("spec.podTemplate.annotations key %q is not allowed (%s); the hub's operator allows keys or prefixes with --allowed-pod-annotations", k, listOrNone(p.PodAnnotations)))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// allowsKey: key is in list, starts with an entry of list that ends in
+// '/' or '.', or list holds Any.
+func allowsKey(list []string, key string) bool {
+	return allows(list, key) || slices.ContainsFunc(list, func(e string) bool {
+		return (strings.HasSuffix(e, "/") || strings.HasSuffix(e, ".")) && strings.HasPrefix(key, e)
+	})
 }
 
 func listOrNone(l []string) string {

@@ -186,6 +186,23 @@ func TestCheckPods(t *testing.T) {
 		{"a toleration of every taint needs Any", Policy{TolerationKeys: []string{"dedicated"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
 			s.PodTemplate.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
 		}), []string{"tolerates every taint"}},
+		// Issue 37 (low): before, any annotation reached every member
+		// pod in every member cluster.
+		{"a pod annotation by default", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Annotations = map[string]string{"container.apparmor.security.beta.kubernetes.io/etcd": "unconfined"}
+		}), []string{`annotations key "container.apparmor.security.beta.kubernetes.io/etcd"`, "none allowed", "--allowed-pod-annotations"}},
+		{"an allowed annotation prefix", Policy{PodAnnotations: []string{"prometheus.io/"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Annotations = map[string]string{"prometheus.io/scrape": "true", "prometheus.io/port": "2381"}
+		}), nil},
+		{"an allowed annotation key, and one beside it", Policy{PodAnnotations: []string{"team.example.com/owner"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Annotations = map[string]string{"team.example.com/owner": "a", "team.example.com/owner-x": "b"}
+		}), []string{`"team.example.com/owner-x"`}},
+		{"a prefix is no suffix", Policy{PodAnnotations: []string{"prometheus.io/"}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Annotations = map[string]string{"evil.prometheus.io/x": "1"}
+		}), []string{`"evil.prometheus.io/x"`}},
+		{"any annotation", Policy{PodAnnotations: []string{Any}}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
+			s.PodTemplate.Annotations = map[string]string{"sidecar.istio.io/inject": "true"}
+		}), nil},
 		{"every violation is named", Policy{}, spec(func(s *etcdfedv1.EtcdClusterSpec) {
 			s.Image, s.PodTemplate.PriorityClassName = "x/etcd:1", "p"
 			s.PodTemplate.Tolerations = []corev1.Toleration{{Key: "a"}, {Key: "b"}}

@@ -151,7 +151,7 @@ func TestHubPermissions(t *testing.T) {
 	ok("create the gossip key Secret in the hub's namespace", as.Create(ctx, gossip))
 	gossip.Data["accept"] = []byte("a")
 	ok("update the gossip key Secret", as.Update(ctx, gossip))
-	kubeconfig := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "member-x", Namespace: hubNS}, Data: map[string][]byte{"kubeconfig": []byte("x")}}
+	kubeconfig := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "member-x", Namespace: hubNS, Labels: map[string]string{registrationLabel: "true"}}, Data: map[string][]byte{"kubeconfig": []byte("x")}}
 	if err := cl.Client.Create(ctx, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
@@ -178,6 +178,83 @@ func TestHubPermissions(t *testing.T) {
 	forbidden("list EtcdMembers", as.List(ctx, &etcdfedv1.EtcdMemberList{}))
 	forbidden("list ConfigMaps", as.List(ctx, &corev1.ConfigMapList{}))
 	forbidden("list nodes", as.List(ctx, &corev1.NodeList{}))
+}
+
+// registrationLabel marks a registration Secret (hub/registry).
+const registrationLabel = "sigs.k8s.io/multicluster-runtime-kubeconfig"
+
+// TestHubAdmissionPolicies (issue 37, low: RBAC leftovers): what RBAC
+// cannot narrow, admission_policy.yaml does. In its own namespace the hub
+// updates registration Secrets (and cannot take the label off one), the
+// gossip key and the Secrets it made for a ring, and no other Secret.
+// Before, the Role let it rewrite every Secret of its namespace.
+func TestHubAdmissionPolicies(t *testing.T) {
+	cl := testenv.Shared(t, "hub-rbac")
+	ctx := context.Background()
+	hubNS := testenv.NamespaceT(t, cl, "hub")
+	ecNS := testenv.NamespaceT(t, cl, "ec")
+	install(t, cl, hubNS, ecNS)
+	user, err := cl.Env.AddUser(saUser(hubNS, hubrbac.ServiceAccountName), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := client.New(user.Config(), client.Options{Scheme: testenv.Scheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := func(name string, labels map[string]string) *corev1.Secret {
+		t.Helper()
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: hubNS, Labels: labels}, Data: map[string][]byte{"k": []byte("v")}}
+		if err := cl.Client.Create(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	update := func(s *corev1.Secret, change func(*corev1.Secret)) error {
+		cur := &corev1.Secret{}
+		if err := as.Get(ctx, client.ObjectKeyFromObject(s), cur); err != nil {
+			return err
+		}
+		cur.Data["k"] = []byte(time.Now().String())
+		if change != nil {
+			change(cur)
+		}
+		return as.Update(ctx, cur)
+	}
+	other := secret("webhook-cert", nil)
+	// The policy takes effect once the apiserver has loaded it.
+	g := NewWithT(t)
+	g.Eventually(func() error { return update(other, nil) }, 30*time.Second, 200*time.Millisecond).Should(
+		WithTransform(apierrors.IsForbidden, BeTrue()), "update of a Secret of the hub's namespace that is not the hub's")
+	if err := update(other, func(s *corev1.Secret) { s.Labels = map[string]string{registrationLabel: "true"} }); !apierrors.IsForbidden(err) {
+		t.Errorf("labelling another Secret a registration: %v, want Forbidden", err)
+	}
+	reg := secret("member-x", map[string]string{registrationLabel: "true"})
+	if err := update(reg, nil); err != nil {
+		t.Errorf("update of a registration Secret (its renewed token): %v", err)
+	}
+	if err := update(reg, func(s *corev1.Secret) { delete(s.Labels, registrationLabel) }); !apierrors.IsForbidden(err) {
+		t.Errorf("taking the registration label off: %v, want Forbidden", err)
+	}
+	if err := update(secret("etcdfed-gossip", nil), nil); err != nil {
+		t.Errorf("update of the gossip key: %v", err)
+	}
+	ring := secret("main-ca", map[string]string{"etcdfed.dev/cluster-uid": "uid-1"})
+	if err := update(ring, nil); err != nil {
+		t.Errorf("update of a ring's CA Secret in the hub's namespace: %v", err)
+	}
+	if err := update(ring, func(s *corev1.Secret) { s.Labels["etcdfed.dev/cluster-uid"] = "uid-2" }); !apierrors.IsForbidden(err) {
+		t.Errorf("moving a ring's Secret to another ring: %v, want Forbidden", err)
+	}
+	// In an EtcdCluster's namespace the Role of that namespace decides.
+	ecSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "main-ca", Namespace: ecNS}, Data: map[string][]byte{"k": []byte("v")}}
+	if err := as.Create(ctx, ecSecret); err != nil {
+		t.Fatal(err)
+	}
+	ecSecret.Data["k"] = []byte("w")
+	if err := as.Update(ctx, ecSecret); err != nil {
+		t.Errorf("update of a Secret in an EtcdCluster's namespace: %v", err)
+	}
 }
 
 // TestHubRunsWithItsRBAC runs the real hub binary with nothing but the

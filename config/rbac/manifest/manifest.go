@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"sort"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,7 +51,7 @@ func Load(files fs.FS, defaultNS, namespace string) ([]client.Object, error) {
 }
 
 // Decode decodes a multi-document YAML file of ServiceAccounts, Secrets,
-// Roles, ClusterRoles and their bindings, strictly: an unknown field is an
+// Roles, ClusterRoles, ValidatingAdmissionPolicies and their bindings, strictly: an unknown field is an
 // error.
 func Decode(data []byte) ([]client.Object, error) {
 	var out []client.Object
@@ -79,6 +80,10 @@ func Decode(data []byte) ([]client.Object, error) {
 			obj = &rbacv1.ClusterRole{}
 		case "ClusterRoleBinding":
 			obj = &rbacv1.ClusterRoleBinding{}
+		case "ValidatingAdmissionPolicy":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicy{}
+		case "ValidatingAdmissionPolicyBinding":
+			obj = &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
 		default:
 			return nil, fmt.Errorf("unexpected kind %q", meta.Kind)
 		}
@@ -141,5 +146,10 @@ func relocate(obj client.Object, defaultNS, ns string) {
 		o.Name += suffix
 		o.RoleRef.Name += suffix
 		subjects(o.Subjects)
+	case *admissionregistrationv1.ValidatingAdmissionPolicy:
+		o.Name += suffix
+	case *admissionregistrationv1.ValidatingAdmissionPolicyBinding:
+		o.Name += suffix
+		o.Spec.PolicyName += suffix
 	}
 }
