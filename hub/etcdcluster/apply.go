@@ -73,7 +73,7 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 		ctrl.LoggerFrom(ctx).Info("Created the CA", "secret", sec.Name)
 	}
 	if w.issueHubClient && ca != nil {
-		leaf, err := ca.IssueClient("etcdfed-hub", r.now())
+		leaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, r.now())
 		if err != nil {
 			return ca, fmt.Errorf("issue the hub's client certificate: %w", err)
 		}
