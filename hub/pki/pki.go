@@ -32,8 +32,8 @@ const (
 
 // Validity of issued certificates and when they are renewed.
 const (
-	CAValidity     = 10 * 365 * 24 * time.Hour
-	LeafValidity   = 365 * 24 * time.Hour
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	LeafValidity = 365 * 24 * time.Hour
 	// ClientValidity is the life of a client certificate IssueClient
 	// makes: the hub's own (its etcd user has the root role; the hub
 	// renews it when a third is left, RenewalTime) and the
@@ -46,8 +46,8 @@ const (
 	// client-cert --duration`'s default and bound.
 	DefaultAdminClientValidity = 24 * time.Hour
 	MaxAdminClientValidity     = ClientValidity
-	RenewBefore    = 30 * 24 * time.Hour
-	backdateIssued = 5 * time.Minute // tolerate clock skew between clusters
+	RenewBefore                = 30 * 24 * time.Hour
+	backdateIssued             = 5 * time.Minute // tolerate clock skew between clusters
 )
 
 // ReasonOtherCA is NeedsRenewal's reason for a certificate another CA
