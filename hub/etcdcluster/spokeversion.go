@@ -32,7 +32,7 @@ func setSpokeVersions(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64) {
 	}
 	var skewed, unknown, ok []string
 	for _, cs := range s.clusters {
-		if cs.spoke == nil || cs.spoke.Status.Version == "" || !(cs.eligible || hasMembers(st, cs.name)) {
+		if cs.spoke == nil || cs.spoke.Status.Version == "" || (!cs.eligible && !hasMembers(st, cs.name)) {
 			continue
 		}
 		v := truncate(cs.spoke.Status.Version, 64)
