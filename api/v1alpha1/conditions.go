@@ -16,6 +16,28 @@ const (
 	// ConditionFailureTolerant: today's placement survives the loss of any
 	// one zone with quorum.
 	ConditionFailureTolerant = "FailureTolerant"
+	// ConditionSpokeVersions: every spoke of the ring's member clusters
+	// runs a version the hub supports beside its own (the spoke's
+	// EtcdSpoke status.version): the hub's minor version or one minor
+	// older, of the same major; a spoke newer than the hub is not
+	// supported (upgrade the hub first). Not set until a spoke reports its
+	// version.
+	ConditionSpokeVersions = "SpokeVersions"
+)
+
+// Reasons of EtcdCluster's SpokeVersions condition.
+const (
+	// ReasonSpokeVersionsSupported (True): every reporting spoke is within
+	// the supported skew.
+	ReasonSpokeVersionsSupported = "SpokeVersionsSupported"
+	// ReasonSpokeVersionSkewed (False): at least one spoke is outside it;
+	// the message names each cluster, its version and what to upgrade.
+	// The hub records an event of the same reason when this begins.
+	ReasonSpokeVersionSkewed = "SpokeVersionSkewed"
+	// ReasonSpokeVersionUnknown (Unknown): a spoke or the hub runs a
+	// development build (not vMAJOR.MINOR.PATCH) that differs from the
+	// other, so the skew cannot be judged.
+	ReasonSpokeVersionUnknown = "SpokeVersionUnknown"
 )
 
 // Condition types of EtcdMember.

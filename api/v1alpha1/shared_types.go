@@ -52,6 +52,7 @@ const (
 )
 
 // ExposeSpec says how members are reached across member clusters.
+// +kubebuilder:validation:XValidation:rule="!has(self.loadBalancerSourceRanges) || (has(self.type) && self.type == 'LoadBalancer')",message="loadBalancerSourceRanges needs type LoadBalancer"
 type ExposeSpec struct {
 	// type is how each member is exposed: PodIP (default; pod networks are
 	// routable between member clusters), NodePort or LoadBalancer.
@@ -63,6 +64,61 @@ type ExposeSpec struct {
 	// +optional
 	// +kubebuilder:validation:MaxProperties=32
 	ServiceAnnotations map[string]string `json:"serviceAnnotations,omitempty"`
+
+	// loadBalancerSourceRanges are the CIDRs (such as 203.0.113.0/24 or
+	// 2001:db8::/48) that may reach a member's LoadBalancer Service, on
+	// both ports; the cloud's load balancer drops everything else. Set it
+	// to the addresses the other member clusters' nodes leave from (their
+	// NAT gateways or node ranges), the hub's, and the clients'. Empty:
+	// the load balancer accepts every source (its default). Only with
+	// type LoadBalancer; copied to each Service's
+	// spec.loadBalancerSourceRanges.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="each loadBalancerSourceRanges entry must be a CIDR such as 203.0.113.0/24 or 2001:db8::/48"
+	LoadBalancerSourceRanges []string `json:"loadBalancerSourceRanges,omitempty"`
+
+	// networkPolicy, when set, makes the spoke write a NetworkPolicy for
+	// each member's pod (named after the member) that admits its peer port
+	// from the ring's members only (their published addresses, the ring's
+	// other pods in the same cluster, and peerSourceRanges) and its client
+	// and metrics ports from clientSourceRanges only. Every other port and
+	// source is refused. It takes effect only where the cluster's network
+	// plugin enforces NetworkPolicy. Unset: no NetworkPolicy is written
+	// (and one written before is deleted).
+	// +optional
+	NetworkPolicy *MemberNetworkPolicy `json:"networkPolicy,omitempty"`
+}
+
+// MemberNetworkPolicy lists who may reach a member's pod besides its peers.
+type MemberNetworkPolicy struct {
+	// peerSourceRanges are CIDRs admitted to the peer port besides the
+	// members' published addresses (/32 or /128 each, from the ring's DNS
+	// zone) and the ring's own pods in the same cluster. Needed where peers
+	// reach a member from another address than the one they publish: with
+	// LoadBalancer exposure (a member publishes its load balancer's
+	// address but connects from its node or NAT gateway), or behind NAT.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="each peerSourceRanges entry must be a CIDR such as 10.8.0.0/16 or fd00::/64"
+	PeerSourceRanges []string `json:"peerSourceRanges,omitempty"`
+
+	// clientSourceRanges are the CIDRs admitted to the client port (2379)
+	// and the metrics port (2381): the ring's consumers, the hub's
+	// cluster (it manages etcd through the client port), the spoke's pods
+	// (they read each member's status) and the monitoring system. At
+	// least one; 0.0.0.0/0 and ::/0 admit everyone.
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=49
+	// +kubebuilder:validation:items:XValidation:rule="isCIDR(self)",message="each clientSourceRanges entry must be a CIDR such as 10.0.0.0/8 or fd00::/64"
+	ClientSourceRanges []string `json:"clientSourceRanges"`
 }
 
 // AutoCompactionMode is etcd's --auto-compaction-mode.

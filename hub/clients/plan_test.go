@@ -21,15 +21,15 @@ func TestPlan(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaf, err := ca.IssueClient("app", now)
+	leaf, err := ca.IssueClientFor("app", pki.LeafValidity, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	foreign, err := other.IssueClient("app", now)
+	foreign, err := other.IssueClientFor("app", pki.LeafValidity, now)
 	if err != nil {
 		t.Fatal(err)
 	}
-	renamed, err := ca.IssueClient("app-2", now)
+	renamed, err := ca.IssueClientFor("app-2", pki.LeafValidity, now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +163,7 @@ func TestPlanLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	year, err := ca.IssueClient("app", now)
+	year, err := ca.IssueClientFor("app", pki.LeafValidity, now)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -89,7 +89,7 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 		return w.keepCA, nil
 	}
 	if w.issueHubClient && ca != nil {
-		leaf, err := ca.IssueClient("etcdfed-hub", r.now())
+		leaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, r.now())
 		if err != nil {
 			return ca, fmt.Errorf("issue the hub's client certificate: %w", err)
 		}

@@ -43,6 +43,10 @@ const Finalizer = "etcdfed.dev/members"
 
 // Reconciler reconciles EtcdCluster objects in the hub cluster.
 type Reconciler struct {
+	// Version is the hub's version, judged against each spoke's reported
+	// version (the SpokeVersions condition); empty: this build's
+	// (internal/version).
+	Version string
 	// Manager is the multicluster manager: the local cluster is the hub,
 	// provider clusters are the member clusters.
 	Manager mcmanager.Manager
@@ -412,10 +416,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		requeue = time.Second
 	}
 	alarmsBefore, timingBefore, roundTripsBefore, takeOverBefore := ec.Status.Alarms, ec.Status.Timing, ec.Status.RoundTrips, ec.Status.TakeOver
+	skewBefore := spokeVersionsSkewed(&ec.Status)
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.fleet.observe(ec)
 	r.takeOverEvents(ec, takeOverBefore)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
+	r.spokeVersionEvent(ec, skewBefore)
 	if changed := roundTripsChanged(roundTripsBefore, ec.Status.RoundTrips); len(changed) > 0 {
 		ctrl.LoggerFrom(ctx).V(1).Info("Round trips recorded", "changed", changed)
 	}

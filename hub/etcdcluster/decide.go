@@ -232,7 +232,8 @@ func (out *step) write(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member stri
 }
 
 // pkiDue: the CA to create (none yet), and the hub's client certificate
-// to issue (none, near expiry, or of another CA).
+// to issue (none, near expiry, issued for longer than pki.ClientValidity,
+// or of another CA).
 func pkiDue(s *snapshot) pkiWork {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return pkiWork{}
@@ -258,7 +259,10 @@ func pkiDue(s *snapshot) pkiWork {
 		w.issueHubClient = true
 	default:
 		renew, _ := s.pki.ca.NeedsRenewal(hc.Data[pki.KeyCert], nil, s.now)
-		w.issueHubClient = renew || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle())
+		// One issued for longer than ClientValidity (a year, before) is
+		// replaced at once: the hub's user is etcd's root.
+		life, _ := pki.Lifetime(hc.Data[pki.KeyCert])
+		w.issueHubClient = renew || life > pki.ClientValidity+time.Hour || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle())
 	}
 	return w
 }

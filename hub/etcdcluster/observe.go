@@ -31,7 +31,7 @@ import (
 // answer is unknown for the pass (rule 8), never a reason to stop. An error
 // means the hub could not read its own cluster (the registry, the CA).
 func (r *Reconciler) observe(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*snapshot, error) {
-	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, allowLoopback: r.AllowLoopbackAddresses, byName: map[string]*clusterSnapshot{}}
+	s := &snapshot{ec: ec, now: r.now(), ringNamespace: r.RingNamespace, allowLoopback: r.AllowLoopbackAddresses, hubVersion: r.hubVersion(), byName: map[string]*clusterSnapshot{}}
 	mark := time.Now()
 	lap := func() time.Duration {
 		now := time.Now()

@@ -32,6 +32,9 @@ type snapshot struct {
 	// allowLoopback: loopback addresses are good addresses (the local
 	// environment; hub/reports).
 	allowLoopback bool
+	// hubVersion is the hub's own version, judged against each spoke's
+	// (spokeversion.go); "" leaves the SpokeVersions condition as it was.
+	hubVersion string
 	// clusters are the registered member clusters in the registry's order.
 	clusters []*clusterSnapshot
 	byName   map[string]*clusterSnapshot

@@ -22,7 +22,7 @@ import (
 // result tells, then everything derived (roles, counts, endpoints, zone
 // summary, quorum loss) and one small setter per condition (Available,
 // AllMembersReady, Progressing with the version and CA rotation progress,
-// Degraded, FailureTolerant, the alarm conditions). passProblem is set when the pass ran out of
+// Degraded, FailureTolerant, the alarm conditions, SpokeVersions). passProblem is set when the pass ran out of
 // its deadline.
 func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string) etcdfedv1.EtcdClusterStatus {
 	st := d.ledger.DeepCopy()
@@ -66,6 +66,7 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setDegraded(st, gen, degradedReason, slices.Concat(peerProblems, rejected, problems(s, st, d, res, passProblem)))
 	setFailureTolerant(st, gen, tol)
 	setAlarmConditions(s, st, gen)
+	setSpokeVersions(s, st, gen)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
 		st.ObservedGeneration = gen
 	}

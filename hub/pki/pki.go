@@ -32,10 +32,22 @@ const (
 
 // Validity of issued certificates and when they are renewed.
 const (
-	CAValidity     = 10 * 365 * 24 * time.Hour
-	LeafValidity   = 365 * 24 * time.Hour
-	RenewBefore    = 30 * 24 * time.Hour
-	backdateIssued = 5 * time.Minute // tolerate clock skew between clusters
+	CAValidity   = 10 * 365 * 24 * time.Hour
+	LeafValidity = 365 * 24 * time.Hour
+	// ClientValidity is the life of a client certificate IssueClient
+	// makes: the hub's own (its etcd user has the root role; the hub
+	// renews it when a third is left, RenewalTime) and the
+	// administrators' of `etcdfed client-cert` (at most
+	// MaxAdminClientValidity). No revocation reaches a certificate of
+	// the root user (etcd cannot delete root while authentication is
+	// on); a short life bounds what a stolen one is worth.
+	ClientValidity = 7 * 24 * time.Hour
+	// DefaultAdminClientValidity and MaxAdminClientValidity: `etcdfed
+	// client-cert --duration`'s default and bound.
+	DefaultAdminClientValidity = 24 * time.Hour
+	MaxAdminClientValidity     = ClientValidity
+	RenewBefore                = 30 * 24 * time.Hour
+	backdateIssued             = 5 * time.Minute // tolerate clock skew between clusters
 )
 
 // ReasonOtherCA is NeedsRenewal's reason for a certificate another CA
@@ -169,11 +181,11 @@ func (ca *CA) IssueMember(req MemberRequest, now time.Time) (*Leaf, error) {
 }
 
 // IssueClient issues a client-auth certificate for commonName (the etcd user
-// name when etcd auth uses certificate CNs), valid LeafValidity. It carries
+// name when etcd auth uses certificate CNs), valid ClientValidity. It carries
 // no SAN: it can never pass as a member on a peer port that requires the
 // ring's peer name (PeerName).
 func (ca *CA) IssueClient(commonName string, now time.Time) (*Leaf, error) {
-	return ca.IssueClientFor(commonName, LeafValidity, now)
+	return ca.IssueClientFor(commonName, ClientValidity, now)
 }
 
 // IssueClientFor is IssueClient valid for lifetime (capped at the CA's own
@@ -253,6 +265,21 @@ func (ca *CA) NeedsRenewal(certPEM []byte, wantDNS []string, now time.Time) (boo
 		return true, "DNS names changed"
 	}
 	return false, ""
+}
+
+// Lifetime is how long the first certificate of certPEM is valid
+// (NotAfter less NotBefore, so with the backdating); ok is false when
+// there is none.
+func Lifetime(certPEM []byte) (d time.Duration, ok bool) {
+	block, _ := pem.Decode(certPEM)
+	if block == nil {
+		return 0, false
+	}
+	cert, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		return 0, false
+	}
+	return cert.NotAfter.Sub(cert.NotBefore), true
 }
 
 // NotAfter returns the expiry of the first certificate of certPEM; ok is

@@ -31,6 +31,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +59,7 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 	"github.com/etcdfed/etcdfed/spoke/lease"
 	"github.com/etcdfed/etcdfed/spoke/member"
+	"github.com/etcdfed/etcdfed/spoke/netpolicy"
 	"github.com/etcdfed/etcdfed/spoke/spokestatus"
 )
 
@@ -224,6 +226,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 				&corev1.PersistentVolumeClaim{}: {Label: managed},
 				&corev1.Service{}:               {Label: managed},
 				&policyv1.PodDisruptionBudget{}: {Label: managed},
+				&networkingv1.NetworkPolicy{}:   {Label: managed},
 			},
 		},
 		LeaderElection:                o.LeaderElection,
@@ -264,6 +267,10 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 			Interval: o.EtcdLogInterval, Timeout: o.EtcdLogTimeout},
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return nil, fmt.Errorf("spoke: EtcdMember controller: %w", err)
+	}
+
+	if err := (&netpolicy.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("spoke: NetworkPolicy controller: %w", err)
 	}
 
 	var dnsAddrs []string

@@ -9,6 +9,7 @@ package service
 import (
 	"fmt"
 	"maps"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -52,6 +53,10 @@ func Build(m *etcdfedv1.EtcdMember) *corev1.Service {
 			},
 		},
 	}
+	if t == etcdfedv1.ExposeLoadBalancer {
+		// CEL refuses them with another type; the apiserver too.
+		svc.Spec.LoadBalancerSourceRanges = slices.Clone(m.Spec.Expose.LoadBalancerSourceRanges)
+	}
 	return svc
 }
 
@@ -74,6 +79,7 @@ func Merge(cur, desired *corev1.Service) bool {
 	cur.Spec.Selector = desired.Spec.Selector
 	cur.Spec.PublishNotReadyAddresses = desired.Spec.PublishNotReadyAddresses
 	cur.Spec.ExternalTrafficPolicy = desired.Spec.ExternalTrafficPolicy
+	cur.Spec.LoadBalancerSourceRanges = desired.Spec.LoadBalancerSourceRanges
 	ports := make([]corev1.ServicePort, 0, len(desired.Spec.Ports))
 	for _, p := range desired.Spec.Ports {
 		for _, old := range cur.Spec.Ports {

@@ -24,6 +24,8 @@ const (
 	ComponentData = "data"
 	ComponentPod  = "pod"
 	ComponentPeer = "peer"
+	// ComponentNetworkPolicy labels a member's NetworkPolicy.
+	ComponentNetworkPolicy = "network-policy"
 )
 
 // Ports etcd listens on inside the pod.
