@@ -153,6 +153,8 @@ type MemberTLS struct {
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || !has(self.storage.keepVolumesBefore) || self.storage.keepVolumesBefore <= self.incarnation",message="storage.keepVolumesBefore is at most the incarnation: it keeps volumes of earlier incarnations"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.storage) || !has(oldSelf.storage.keepVolumesBefore) || (has(self.storage) && has(self.storage.keepVolumesBefore) && self.storage.keepVolumesBefore >= oldSelf.storage.keepVolumesBefore)",message="storage.keepVolumesBefore never goes down: a volume kept stays kept"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) && ((has(self.tls.mode) && self.tls.mode == 'Disabled') || (has(self.tls.secretName) && size(self.tls.secretName) > 0))",message="tls.secretName is required when TLS is enabled"
 type EtcdMemberSpec struct {
 	// cluster is the EtcdCluster this member belongs to. Immutable.
