@@ -358,4 +358,9 @@ const (
 	// BackupReasonPruneFailed: the snapshot was stored but older ones could
 	// not be deleted, so retention is not being applied.
 	BackupReasonPruneFailed = "PruneFailed"
+	// BackupReasonInsufficientSpace: the hub's scratch directory
+	// (--backup-scratch-dir) has less free space than the source member's
+	// database file plus a 64 MiB margin; nothing was streamed. The
+	// message names the bytes needed and available.
+	BackupReasonInsufficientSpace = "InsufficientSpace"
 )

@@ -91,7 +91,22 @@ type MemberStorage struct {
 	// deleted member: Retain (default) or Delete.
 	// +optional
 	VolumeReclaimPolicy VolumeReclaimPolicy `json:"volumeReclaimPolicy,omitempty"`
+
+	// keepVolumesBefore keeps the volumes of every incarnation below this
+	// one whatever volumeReclaimPolicy says: the spoke labels them
+	// etcdfed.dev/retired and etcdfed.dev/kept and never deletes them, not
+	// even when the member is deleted; only a human does. The hub sets it
+	// to the new incarnation on the seed of a recovery from a backup: the
+	// seed's earlier volume may hold writes newer than the backup. Unset
+	// or 0: none is kept beyond the policy.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	KeepVolumesBefore int64 `json:"keepVolumesBefore,omitempty"`
 }
+
+// KeepsVolume says whether a volume of incarnation inc is kept whatever
+// the reclaim policy (keepVolumesBefore).
+func (s MemberStorage) KeepsVolume(inc int64) bool { return inc < s.KeepVolumesBefore }
 
 // MemberTLS names the member's certificate Secret.
 type MemberTLS struct {
@@ -138,6 +153,8 @@ type MemberTLS struct {
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.
+// +kubebuilder:validation:XValidation:rule="!has(self.storage) || !has(self.storage.keepVolumesBefore) || self.storage.keepVolumesBefore <= self.incarnation",message="storage.keepVolumesBefore is at most the incarnation: it keeps volumes of earlier incarnations"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.storage) || !has(oldSelf.storage.keepVolumesBefore) || (has(self.storage) && has(self.storage.keepVolumesBefore) && self.storage.keepVolumesBefore >= oldSelf.storage.keepVolumesBefore)",message="storage.keepVolumesBefore never goes down: a volume kept stays kept"
 // +kubebuilder:validation:XValidation:rule="has(self.tls) && ((has(self.tls.mode) && self.tls.mode == 'Disabled') || (has(self.tls.secretName) && size(self.tls.secretName) > 0))",message="tls.secretName is required when TLS is enabled"
 type EtcdMemberSpec struct {
 	// cluster is the EtcdCluster this member belongs to. Immutable.

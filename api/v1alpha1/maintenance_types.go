@@ -24,8 +24,8 @@ const (
 type DefragmentationSpec struct {
 	// automatic lets the hub defragment a member whose database is
 	// fragmented beyond both thresholds below. Default true. A NOSPACE
-	// alarm is recovered (compaction, defragmentation, alarm disarm) even
-	// when this is false.
+	// alarm is recovered (compaction as far as noSpaceCompaction allows,
+	// defragmentation, alarm disarm) even when this is false.
 	// +optional
 	Automatic *bool `json:"automatic,omitempty"`
 
@@ -55,7 +55,40 @@ type DefragmentationSpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^@(yearly|annually|monthly|weekly|daily|midnight|hourly)$') || self.matches('^@every ([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || self.matches('^ *(([*?]|([0-5]?[0-9])(-([0-5]?[0-9]))?)(/[1-9][0-9]*)?(,([*?]|([0-5]?[0-9])(-([0-5]?[0-9]))?)(/[1-9][0-9]*)?)*) +(([*?]|([01]?[0-9]|2[0-3])(-([01]?[0-9]|2[0-3]))?)(/[1-9][0-9]*)?(,([*?]|([01]?[0-9]|2[0-3])(-([01]?[0-9]|2[0-3]))?)(/[1-9][0-9]*)?)*) +(([*?]|(0?[1-9]|[12][0-9]|3[01])(-(0?[1-9]|[12][0-9]|3[01]))?)(/[1-9][0-9]*)?(,([*?]|(0?[1-9]|[12][0-9]|3[01])(-(0?[1-9]|[12][0-9]|3[01]))?)(/[1-9][0-9]*)?)*) +(([*?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/[1-9][0-9]*)?(,([*?]|(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec))(-(0?[1-9]|1[0-2]|(?i:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)))?)(/[1-9][0-9]*)?)*) +(([*?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/[1-9][0-9]*)?(,([*?]|([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat))(-([0-6]|(?i:sun|mon|tue|wed|thu|fri|sat)))?)(/[1-9][0-9]*)?)*) *$')",message="schedule must be cron syntax: five fields 'minute hour day-of-month month day-of-week' such as '0 */6 * * *' (minute 0-59, hour 0-23, day 1-31, month 1-12 or jan-dec, weekday 0-6 or sun-sat), or @hourly, @daily, @weekly, @monthly, @yearly, or '@every 30m'"
 	// +kubebuilder:validation:XValidation:rule="!self.matches('^@every ([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+$') || duration(self.substring(7)) >= duration('1m')",message="@every needs an interval of at least 1m"
 	Schedule string `json:"schedule,omitempty"`
+
+	// noSpaceCompaction is how far the hub may compact the key space when
+	// it recovers a NOSPACE alarm (compaction, every member defragmented,
+	// alarm disarmed). Compaction drops every revision of every key older
+	// than the revision compacted to: reads and watches at those revisions
+	// fail with "required revision has been compacted", and that history
+	// cannot be brought back. Retention (the default) compacts no further
+	// than spec.etcd's auto-compaction keeps anyway: with
+	// autoCompactionMode revision, to the current revision minus
+	// autoCompactionRetention; with periodic or no auto-compaction, the hub
+	// compacts nothing and only defragments. When that cannot bring every
+	// member's file under 90% of its quota, the alarm stays raised and the
+	// NoSpaceAlarm condition (reason CompactionNeedsConsent) says to set
+	// this field, delete keys, or raise spec.etcd.quotaBackendBytes.
+	// CurrentRevision is consent to compact to the current revision, as
+	// etcd's own NOSPACE recovery procedure does: all history is dropped,
+	// the latest value of every key is kept.
+	// +optional
+	// +kubebuilder:validation:Enum=Retention;CurrentRevision
+	NoSpaceCompaction NoSpaceCompaction `json:"noSpaceCompaction,omitempty"`
 }
+
+// NoSpaceCompaction is how far a NOSPACE recovery may compact
+// (spec.defragmentation.noSpaceCompaction).
+type NoSpaceCompaction string
+
+const (
+	// NoSpaceCompactionRetention: no further than spec.etcd's
+	// auto-compaction retention (the default).
+	NoSpaceCompactionRetention NoSpaceCompaction = "Retention"
+	// NoSpaceCompactionCurrentRevision: to the current revision (consent
+	// to drop all history).
+	NoSpaceCompactionCurrentRevision NoSpaceCompaction = "CurrentRevision"
+)
 
 // DefragmentationStatus reports scheduled defragmentation.
 type DefragmentationStatus struct {
@@ -102,10 +135,12 @@ type AlarmStatus struct {
 	Since metav1.Time `json:"since"`
 
 	// lastRecovery is when the hub last finished a recovery of this
-	// NOSPACE alarm (compaction, every member defragmented) that could not
-	// disarm it because the data in use is above the quota. The hub tries
-	// again 10 minutes later; delete keys or raise
-	// spec.etcd.quotaBackendBytes.
+	// NOSPACE alarm (compaction as far as spec.defragmentation.
+	// noSpaceCompaction allows, every member defragmented) that could not
+	// disarm it because the data kept is above the quota. The hub tries
+	// again 10 minutes later; delete keys, raise
+	// spec.etcd.quotaBackendBytes, or consent to compaction to the current
+	// revision (spec.defragmentation.noSpaceCompaction: CurrentRevision).
 	// +optional
 	LastRecovery *metav1.Time `json:"lastRecovery,omitempty"`
 }
@@ -121,4 +156,10 @@ const (
 	// conditions. While etcd does not answer, they keep their last value.
 	ReasonAlarmRaised = "AlarmRaised"
 	ReasonNoAlarm     = "NoAlarm"
+	// ReasonCompactionNeedsConsent (NoSpaceAlarm True): the ring is out of
+	// space, and a recovery that compacted no further than the configured
+	// retention could not free enough. Set spec.defragmentation.
+	// noSpaceCompaction: CurrentRevision (consent to drop history), delete
+	// keys, or raise spec.etcd.quotaBackendBytes.
+	ReasonCompactionNeedsConsent = "CompactionNeedsConsent"
 )

@@ -40,6 +40,8 @@ func TestDefragmentationValidation(t *testing.T) {
 		{Schedule: "0 3 * * sun"},
 		{Schedule: "@weekly"},
 		{Schedule: "@every 12h", Automatic: ptr.To(false)},
+		{NoSpaceCompaction: etcdfedv1.NoSpaceCompactionRetention},
+		{NoSpaceCompaction: etcdfedv1.NoSpaceCompactionCurrentRevision},
 	} {
 		if err := apiserver.Client.Create(ctx, withDefrag(ns, d)); err != nil {
 			t.Errorf("defragmentation %+v rejected: %v", d, err)
@@ -59,6 +61,7 @@ func TestDefragmentationValidation(t *testing.T) {
 		{"reclaimable 1Ti", etcdfedv1.DefragmentationSpec{MinReclaimable: qty("1Ti")}, "minReclaimable must be between 1Mi and 100Gi"},
 		{"schedule not cron", etcdfedv1.DefragmentationSpec{Schedule: "sundays at 3"}, "schedule must be cron syntax"},
 		{"schedule minute 60", etcdfedv1.DefragmentationSpec{Schedule: "60 3 * * *"}, "schedule must be cron syntax"},
+		{"noSpaceCompaction not a policy", etcdfedv1.DefragmentationSpec{NoSpaceCompaction: "Always"}, `supported values: "Retention", "CurrentRevision"`},
 		{"schedule every 10s", etcdfedv1.DefragmentationSpec{Schedule: "@every 10s"}, "@every needs an interval of at least 1m"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

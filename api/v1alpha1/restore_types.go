@@ -194,4 +194,9 @@ const (
 	// SnapshotReasonNoStore: a recovery from a backup was asked of an
 	// EtcdCluster without spec.backup (the store to restore from).
 	SnapshotReasonNoStore = "NoBackupStore"
+	// SnapshotReasonInsufficientSpace: the hub's scratch directory
+	// (--backup-scratch-dir) has less free space than the snapshot's size
+	// plus a 64 MiB margin; nothing was downloaded. The message names the
+	// bytes needed and available; retried.
+	SnapshotReasonInsufficientSpace = "InsufficientSpace"
 )

@@ -228,16 +228,23 @@ func TestEtcdMemberValidation(t *testing.T) {
 			m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=https://main-0.etcd.example.com:2380", InitialClusterState: "fresh", Token: "t"}
 		}, want: `spec.bootstrap.initialClusterState: Unsupported value: "fresh"`},
 		{name: "incarnation goes down", update: func(m *etcdfedv1.EtcdMember) { m.Spec.Incarnation = 0 }, want: "incarnation never goes down"},
+		{name: "keepVolumesBefore negative", create: func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.KeepVolumesBefore = -1 }, want: "should be greater than or equal to 0"},
+		{name: "keepVolumesBefore above the incarnation", create: func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.KeepVolumesBefore = 2 }, want: "storage.keepVolumesBefore is at most the incarnation"},
+		{name: "keepVolumesBefore dropped", create: func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.KeepVolumesBefore = 1 },
+			update: func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.KeepVolumesBefore = 0 }, want: "storage.keepVolumesBefore never goes down"},
 		{name: "member renamed", update: func(m *etcdfedv1.EtcdMember) { m.Spec.MemberName = "main-1" }, want: "memberName is immutable"},
 		{name: "moved to another cluster uid", update: func(m *etcdfedv1.EtcdMember) { m.Spec.Cluster.UID = "another" }, want: "cluster.uid is immutable"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			obj := validMember(ns)
-			if tc.create != nil {
+			if tc.create != nil && tc.update == nil {
 				tc.create(obj)
 				wantInvalid(t, apiserver.Client.Create(ctx, obj), tc.want)
 				return
+			}
+			if tc.create != nil {
+				tc.create(obj)
 			}
 			if err := apiserver.Client.Create(ctx, obj); err != nil {
 				t.Fatalf("create: %v", err)

@@ -26,6 +26,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 )
 
 // runNow requeues at once: a backup recorded as in progress is taken by
@@ -45,6 +46,9 @@ type Reconciler struct {
 	// ScratchDir holds snapshots between the stream and the upload.
 	// Default: os.TempDir(). It needs room for the largest database.
 	ScratchDir string
+	// FreeSpace reads the free space of ScratchDir's filesystem before a
+	// snapshot is streamed there; nil: diskspace.Available (statfs).
+	FreeSpace diskspace.Free
 	// MaxConcurrentBackups bounds backups running at once. Default 2. One
 	// namespace runs one backup at a time.
 	MaxConcurrentBackups int

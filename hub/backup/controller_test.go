@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +32,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
 
@@ -56,11 +59,18 @@ func start(t *testing.T) *fixture {
 
 func startWith(t *testing.T, p tenancy.Policy) *fixture {
 	t.Helper()
+	return startFree(t, p, nil)
+}
+
+// startFree is startWith with the free space of the scratch directory
+// read by free (nil: statfs).
+func startFree(t *testing.T, p tenancy.Policy, free diskspace.Free) *fixture {
+	t.Helper()
 	api := testenv.Shared(t, "backup")
 	ns := testenv.NamespaceT(t, api, "backup")
 	f := &fixture{api: api, c: api.Client, ns: ns, scratch: t.TempDir()}
 	testenv.StartManager(t, api, ns, func(mgr ctrl.Manager) error {
-		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("backup-test"), ScratchDir: f.scratch, Policy: p}
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("backup-test"), ScratchDir: f.scratch, Policy: p, FreeSpace: free}
 		return r.SetupWithManager(mgr)
 	})
 	return f
@@ -408,6 +418,39 @@ func TestUnreachableStore(t *testing.T) {
 	g.Expect(ec.Status.Backup.LastSuccess).NotTo(BeNil(), "failure: %+v", ec.Status.Backup.LastFailure)
 	g.Expect(ec.Status.Backup.ConsecutiveFailures).To(BeZero())
 	g.Expect(healthy(ec).Status).To(Equal(metav1.ConditionTrue))
+}
+
+// TestScratchSpaceChecked: a backup whose source member's database file
+// (plus the margin) does not fit in the free space of the hub's scratch
+// directory fails InsufficientSpace before anything is streamed, naming
+// the bytes needed and available; nothing is left in the scratch
+// directory or the store. With room, the next request succeeds. The free
+// space is the statfs seam's; the real statfs is TestRealFilesystem's
+// (pkg/diskspace).
+func TestScratchSpaceChecked(t *testing.T) {
+	var free atomic.Int64
+	free.Store(1 << 20)
+	f := startFree(t, tenancy.Policy{AmbientStoreCredentials: true}, func(string) (int64, error) { return free.Load(), nil })
+	e := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "tight"})
+	putKeys(t, e, "k/", 100)
+	storeDir := t.TempDir()
+	f.ring(t, "tight", e, etcdfedv1.BackupSpec{Schedule: yearly, Store: etcdfedv1.BackupStore{URL: "file://" + storeDir}})
+	ec := f.waitBackup(t, "tight", "")
+	g := NewWithT(t)
+	g.Expect(ec.Status.Backup.LastSuccess).To(BeNil())
+	fail := ec.Status.Backup.LastFailure
+	g.Expect(fail.Reason).To(Equal(etcdfedv1.BackupReasonInsufficientSpace), fail.Message)
+	g.Expect(fail.Message).To(MatchRegexp(`needs [0-9]+ bytes .* free on the filesystem of %s, 1048576 bytes \(1.0 MiB\) are available`, regexp.QuoteMeta(f.scratch)))
+	g.Expect(healthy(ec).Reason).To(Equal(etcdfedv1.BackupReasonInsufficientSpace))
+	scratchEmpty(g, f.scratch)
+	stored, _ := filepath.Glob(filepath.Join(storeDir, "*", "*", "*", "*"))
+	g.Expect(stored).To(BeEmpty())
+
+	free.Store(1 << 40)
+	f.request(t, "tight", "room")
+	ec = f.waitBackup(t, "tight", "room")
+	g.Expect(ec.Status.Backup.LastSuccess).NotTo(BeNil(), "failure: %+v", ec.Status.Backup.LastFailure)
+	scratchEmpty(g, f.scratch)
 }
 
 // TestCorruptedSnapshotRefused flips one bit of the snapshot on its way

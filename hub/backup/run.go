@@ -18,6 +18,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
 
@@ -128,6 +129,18 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
 	}
 	clusterID := strconv.FormatUint(view.ClusterID, 16)
+
+	// Room in the scratch directory for a snapshot of the source's
+	// database file (a snapshot is about its size), before anything is
+	// streamed.
+	if err := diskspace.Check(r.FreeSpace, r.ScratchDir, src.DBSize+diskspace.Margin,
+		fmt.Sprintf("a snapshot of %s (database file %d bytes) in the hub's scratch directory (--backup-scratch-dir, with a %d-byte margin)", src.Name, src.DBSize, diskspace.Margin)); err != nil {
+		reason := etcdfedv1.BackupReasonSnapshotFailed
+		if errors.Is(err, diskspace.ErrInsufficient) {
+			reason = etcdfedv1.BackupReasonInsufficientSpace
+		}
+		return failed(started, reason, err)
+	}
 
 	// Stream, check, upload.
 	path := filepath.Join(r.ScratchDir, fmt.Sprintf("etcdfed-%s-%s-%d.db", ec.Namespace, ec.Name, started.UnixNano()))

@@ -98,6 +98,9 @@ func domainEvidence(s *snapshot, d topology.Domain) string {
 // also returns the evidence to keep for the MemberReplaced event at the
 // end ("" when the operation gives the member no new incarnation).
 func beginEvents(s *snapshot, op *planner.Operation, why string) (events []clusterEvent, evidence string) {
+	if op != nil && op.Type == planner.OpRecover && op.Reason == planner.ReasonFromBackup {
+		return []clusterEvent{seedVolumeKept(s, op)}, ""
+	}
 	if op == nil || op.Type != planner.OpReplace && op.Type != planner.OpMove {
 		return nil, ""
 	}
@@ -146,4 +149,27 @@ func domainString(d *topology.Domain) string {
 		return "-"
 	}
 	return d.String()
+}
+
+// seedVolumeKept is the VolumesRetained event of a recovery from a backup:
+// the seed's volumes of earlier incarnations may hold writes newer than
+// the backup, and are kept whatever spec.storage.volumeReclaimPolicy says
+// (its object's spec.storage.keepVolumesBefore, desiredMember).
+func seedVolumeKept(s *snapshot, op *planner.Operation) clusterEvent {
+	claim := "its earlier volumes"
+	if cs := s.cluster(domainCluster(op.To)); cs != nil {
+		if o := cs.members[op.Member]; o != nil && o.Status.Volume.ClaimName != "" {
+			claim = fmt.Sprintf("its volume %s/%s in %s (incarnation %d)", o.Namespace, o.Status.Volume.ClaimName, op.To.Cluster, o.Status.Incarnation)
+		}
+	}
+	return clusterEvent{corev1.EventTypeWarning, etcdfedv1.EventVolumesRetained, truncate(fmt.Sprintf(
+		"Recovering from a backup into %s as incarnation %d: %s may hold writes newer than the backup and is kept, labelled %s=true, whatever spec.storage.volumeReclaimPolicy says; delete it once you no longer need its data",
+		op.Member, op.Incarnation, claim, etcdfedv1.LabelKept), maxEventNote)}
+}
+
+func domainCluster(d *topology.Domain) string {
+	if d == nil {
+		return ""
+	}
+	return d.Cluster
 }

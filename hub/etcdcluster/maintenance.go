@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -53,6 +54,9 @@ func maintenancePolicy(s *snapshot, st *etcdfedv1.EtcdClusterStatus) planner.Mai
 		AutoDefrag:           spec.Automatic == nil || *spec.Automatic,
 		MinFragmentedPercent: int64(etcdfedv1.DefaultDefragMinFragmentedPercent),
 		MinReclaimable:       100 << 20,
+		// History is the user's data: compaction beyond the configured
+		// retention needs their consent.
+		NoSpaceCompactToCurrent: spec.NoSpaceCompaction == etcdfedv1.NoSpaceCompactionCurrentRevision,
 	}
 	if spec.MinFragmentedPercent != nil {
 		p.MinFragmentedPercent = int64(*spec.MinFragmentedPercent)
@@ -167,11 +171,25 @@ func setAlarmConditions(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64)
 		{etcdfedv1.ConditionCorruptAlarm, etcdfedv1.AlarmCorrupt, "members' data disagree; etcd refuses writes until a human repairs the ring"},
 	} {
 		if msg := alarmMessage(st, c.typ); msg != "" {
+			if c.typ == etcdfedv1.AlarmNoSpace && recoveryFailed(st) && s.ec.Spec.Defragmentation.NoSpaceCompaction != etcdfedv1.NoSpaceCompactionCurrentRevision {
+				setCondition(st, gen, c.cond, true, etcdfedv1.ReasonCompactionNeedsConsent, msg+": "+c.effect+
+					"; the ring is out of space: compaction within the configured retention (spec.etcd.autoCompactionMode/autoCompactionRetention) and defragmentation could not free enough."+
+					" Set spec.defragmentation.noSpaceCompaction: CurrentRevision to let the hub compact to the current revision (every older revision is dropped), delete keys, or raise spec.etcd.quotaBackendBytes")
+				continue
+			}
 			setCondition(st, gen, c.cond, true, etcdfedv1.ReasonAlarmRaised, msg+": "+c.effect)
 			continue
 		}
 		setCondition(st, gen, c.cond, false, etcdfedv1.ReasonNoAlarm, "no "+c.typ+" alarm raised")
 	}
+}
+
+// recoveryFailed: a NOSPACE recovery ended without disarming the alarm
+// raised now.
+func recoveryFailed(st *etcdfedv1.EtcdClusterStatus) bool {
+	return slices.ContainsFunc(st.Alarms, func(a etcdfedv1.AlarmStatus) bool {
+		return a.Type == etcdfedv1.AlarmNoSpace && a.LastRecovery != nil
+	})
 }
 
 // alarmMessage is "NOSPACE on main-1 since 2026-...", "" when none.
@@ -222,16 +240,21 @@ func (r *Reconciler) alarmEvents(ec *etcdfedv1.EtcdCluster, before, after []etcd
 }
 
 // applyDefragment takes a Defrag operation's step on one member: its
-// defragmentation, after a compaction to the current revision in a NOSPACE
-// recovery.
+// defragmentation, after a compaction in a NOSPACE recovery as far as
+// noSpaceKeep allows.
 func (r *Reconciler) applyDefragment(ctx context.Context, t *taking) error {
 	ec, p, c := t.s.ec, t.d.plan, t.etcd
 	if p.Operation != nil && p.Operation.Reason == planner.ReasonNoSpace {
-		rev, err := c.CompactCurrent(ctx)
-		if err != nil {
-			return err
+		keep, ok, why := noSpaceKeep(ec)
+		if ok {
+			rev, compacted, err := c.CompactKeeping(ctx, keep)
+			if err != nil {
+				return err
+			}
+			if compacted {
+				r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCompacted, "Compact", "Compacted to revision %d to recover from NOSPACE (%s)", rev, why)
+			}
 		}
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventCompacted, "Compact", "Compacted to revision %d to recover from NOSPACE", rev)
 	}
 	before := ""
 	if m := statusMember(t.d.ledger, p.Member); m != nil {
@@ -248,13 +271,35 @@ func (r *Reconciler) applyDefragment(ctx context.Context, t *taking) error {
 	return nil
 }
 
+// noSpaceKeep is how many of the latest revisions a NOSPACE recovery's
+// compaction keeps (ok false: it compacts nothing), and why. Without the
+// user's consent (spec.defragmentation.noSpaceCompaction:
+// CurrentRevision) it compacts no further than etcd's own auto-compaction
+// would: the retention in revisions when autoCompactionMode is revision;
+// nothing under a periodic retention (which revision a duration ago was
+// is not known to the hub) or without auto-compaction.
+func noSpaceKeep(ec *etcdfedv1.EtcdCluster) (keep int64, ok bool, why string) {
+	if ec.Spec.Defragmentation.NoSpaceCompaction == etcdfedv1.NoSpaceCompactionCurrentRevision {
+		return 0, true, "to the current revision, as spec.defragmentation.noSpaceCompaction allows"
+	}
+	e := ec.Spec.Etcd
+	if e.AutoCompactionMode != etcdfedv1.AutoCompactionRevision {
+		return 0, false, "no compaction beyond the configured retention"
+	}
+	n, err := strconv.ParseInt(e.AutoCompactionRetention, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, false, "no compaction beyond the configured retention"
+	}
+	return n, true, fmt.Sprintf("keeping the last %d revisions, spec.etcd.autoCompactionRetention", n)
+}
+
 // applyDisarm disarms NOSPACE once the members are compacted and
 // defragmented.
 func (r *Reconciler) applyDisarm(ctx context.Context, t *taking) error {
 	if err := t.etcd.DisarmNoSpace(ctx); err != nil {
 		return err
 	}
-	r.event(t.s.ec, corev1.EventTypeNormal, etcdfedv1.EventAlarmDisarmed, "DisarmAlarm", "Disarmed NOSPACE after compaction and defragmentation")
+	r.event(t.s.ec, corev1.EventTypeNormal, etcdfedv1.EventAlarmDisarmed, "DisarmAlarm", "Disarmed NOSPACE after compaction (as far as spec.defragmentation.noSpaceCompaction allows) and defragmentation")
 	return nil
 }
 

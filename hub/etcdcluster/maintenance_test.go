@@ -103,8 +103,15 @@ func TestDecideMaintenance(t *testing.T) {
 		if d.plan.Action != planner.ActFinish || st.Operation != nil || st.Alarms[0].LastRecovery == nil || !st.Alarms[0].LastRecovery.Time.Equal(now) {
 			t.Fatalf("plan %s (%s), operation %+v, alarms %+v", d.plan.Action, d.plan.Reason, st.Operation, st.Alarms)
 		}
-		if c := condition(st, etcdfedv1.ConditionNoSpaceAlarm); !strings.Contains(c.Message, "could not free enough; next try at "+now.Add(planner.NoSpaceRetry).Format(time.RFC3339)) {
-			t.Errorf("NoSpaceAlarm: %s", c.Message)
+		if c := condition(st, etcdfedv1.ConditionNoSpaceAlarm); !strings.Contains(c.Message, "could not free enough; next try at "+now.Add(planner.NoSpaceRetry).Format(time.RFC3339)) ||
+			c.Reason != etcdfedv1.ReasonCompactionNeedsConsent || !strings.Contains(c.Message, "the ring is out of space") || !strings.Contains(c.Message, "Set spec.defragmentation.noSpaceCompaction: CurrentRevision") {
+			t.Errorf("NoSpaceAlarm %s: %s; want the consent to compact asked for", c.Reason, c.Message)
+		}
+		consented := ring()
+		consented.ec.Spec.Defragmentation.NoSpaceCompaction = etcdfedv1.NoSpaceCompactionCurrentRevision
+		consented.etcd, consented.ec.Status = s.etcd, *st.DeepCopy()
+		if c := condition(computeStatus(consented, decide(consented), applyResult{}, ""), etcdfedv1.ConditionNoSpaceAlarm); c.Reason != etcdfedv1.ReasonAlarmRaised || strings.Contains(c.Message, "noSpaceCompaction") {
+			t.Errorf("with consent given, NoSpaceAlarm %s: %s; want AlarmRaised without asking for it", c.Reason, c.Message)
 		}
 		s.ec.Status = st
 		s.ec.Status.Operation = nil

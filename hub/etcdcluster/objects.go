@@ -177,6 +177,16 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		obj.Spec.TLS.PeerName = pki.PeerName(ec.Spec.DNS.Domain)
 		obj.Spec.TLS.RequirePeerName = requirePeerName(s, st, existing)
 	}
+	// The seed of a recovery from a backup is rewritten in place to a new
+	// incarnation: its earlier volumes may hold writes newer than the
+	// backup, so its spoke keeps them whatever the reclaim policy. Kept on
+	// the object once set (an older incarnation's volume stays kept).
+	if restoringFromBackup(st, m.Name) {
+		obj.Spec.Storage.KeepVolumesBefore = m.Incarnation
+	}
+	if existing != nil && existing.Spec.Storage.KeepVolumesBefore > obj.Spec.Storage.KeepVolumesBefore {
+		obj.Spec.Storage.KeepVolumesBefore = existing.Spec.Storage.KeepVolumesBefore
+	}
 	if grantsDisruption(st, m.Name) {
 		obj.Spec.Disruption = &etcdfedv1.MemberDisruption{Allowed: true}
 	}

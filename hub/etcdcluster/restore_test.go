@@ -6,10 +6,12 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
+	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
 // unformed makes s a ring before etcd formed: the founding members'
@@ -227,5 +229,46 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 	}
 	if want := desiredMember(s, d.ledger, &d.ledger.Members[0], seed); want.Spec.Bootstrap.ClusterID != "dd" {
 		t.Errorf("after the recovery the seed is fenced to %q, want the new cluster dd", want.Spec.Bootstrap.ClusterID)
+	}
+}
+
+// The seed of a recovery from a backup under the Delete reclaim policy:
+// its object, rewritten in place to the new incarnation, keeps every
+// earlier incarnation's volume (spec.storage.keepVolumesBefore, which its
+// spoke honours: TestRecoverySeedKeepsItsVolume in spoke/member), still
+// after the recovery; the begin event names the volume kept. Other
+// members' objects are not marked.
+func TestRecoverySeedVolumeKept(t *testing.T) {
+	s := recoveringFromBackup()
+	s.ec.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete
+	m := statusMember(&s.ec.Status, "main-0")
+	seed := s.cluster(m.Cluster).members["main-0"]
+	seed.Spec.Incarnation, seed.Status.Incarnation = 1, 1
+	seed.Status.Volume.ClaimName = seed.Name + "-data-1"
+	d := decide(s)
+	if d.plan.Action != planner.ActCreateObjects || d.step.err != nil || len(d.step.writes) != 1 {
+		t.Fatalf("plan %s (%s), error %v, %d writes; want the seed's new incarnation written", d.plan.Action, d.plan.Reason, d.step.err, len(d.step.writes))
+	}
+	want := d.step.writes[0].want
+	if want.Spec.Incarnation != 4 || want.Spec.Storage.KeepVolumesBefore != 4 || want.Spec.Storage.VolumeReclaimPolicy != etcdfedv1.VolumeDelete {
+		t.Errorf("seed written as incarnation %d, storage %+v; want incarnation 4 keeping the volumes of 1-3 under the Delete policy", want.Spec.Incarnation, want.Spec.Storage)
+	}
+	if other := desiredMember(s, &s.ec.Status, statusMember(&s.ec.Status, "main-1"), s.cluster(statusMember(&s.ec.Status, "main-1").Cluster).members["main-1"]); other.Spec.Storage.KeepVolumesBefore != 0 {
+		t.Errorf("main-1 keeps volumes before %d; only the seed's are kept", other.Spec.Storage.KeepVolumesBefore)
+	}
+	// After the recovery: still kept.
+	seed.Spec = want.Spec
+	s.ec.Status.Operation = nil
+	if got := desiredMember(s, &s.ec.Status, m, seed); got.Spec.Storage.KeepVolumesBefore != 4 {
+		t.Errorf("after the recovery the seed keeps volumes before %d, want 4", got.Spec.Storage.KeepVolumesBefore)
+	}
+
+	s = recoveringFromBackup()
+	seed = s.cluster(m.Cluster).members["main-0"]
+	seed.Status.Volume.ClaimName, seed.Status.Incarnation = seed.Name+"-data-3", 3
+	events, _ := beginEvents(s, &planner.Operation{Type: planner.OpRecover, Reason: planner.ReasonFromBackup, Member: "main-0", Incarnation: 4, To: &topology.Domain{Cluster: m.Cluster, Zone: m.Zone}}, "why")
+	if len(events) != 1 || events[0].reason != etcdfedv1.EventVolumesRetained || events[0].typ != corev1.EventTypeWarning ||
+		!strings.Contains(events[0].message, seed.Name+"-data-3") || !strings.Contains(events[0].message, "newer than the backup") {
+		t.Errorf("begin events %+v; want VolumesRetained naming %s-data-3", events, seed.Name)
 	}
 }

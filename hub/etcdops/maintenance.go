@@ -75,19 +75,35 @@ func (c *Client) Defragment(ctx context.Context, clientURLs []string) (time.Dura
 // database (physical). A revision already compacted is success. It
 // returns the revision.
 func (c *Client) CompactCurrent(ctx context.Context) (int64, error) {
+	rev, _, err := c.CompactKeeping(ctx, 0)
+	return rev, err
+}
+
+// CompactKeeping compacts to the current revision minus keep (the last
+// keep revisions stay readable), as a physical compaction like
+// CompactCurrent. It returns the revision compacted to and whether there
+// was one to compact to (none when the ring has at most keep+1
+// revisions). A revision already compacted is success.
+func (c *Client) CompactKeeping(ctx context.Context, keep int64) (int64, bool, error) {
+	if keep < 0 {
+		return 0, false, fmt.Errorf("compact keeping %d revisions: a negative count", keep)
+	}
 	ctx, cancel := context.WithTimeout(ctx, RequestTimeout)
 	defer cancel()
 	// A serializable read would do, but the revision must be one the
 	// cluster agrees on: a linearizable Get of a key that need not exist.
 	resp, err := c.c.Get(ctx, "\x00etcdfed-compact-probe", clientv3.WithCountOnly())
 	if err != nil {
-		return 0, fmt.Errorf("read the current revision: %w", err)
+		return 0, false, fmt.Errorf("read the current revision: %w", err)
 	}
-	rev := resp.Header.Revision
+	rev := resp.Header.Revision - keep
+	if rev <= 1 {
+		return rev, false, nil
+	}
 	if _, err := c.c.Compact(ctx, rev, clientv3.WithCompactPhysical()); err != nil && !errors.Is(err, rpctypes.ErrCompacted) {
-		return rev, fmt.Errorf("compact to revision %d: %w", rev, err)
+		return rev, false, fmt.Errorf("compact to revision %d: %w", rev, err)
 	}
-	return rev, nil
+	return rev, true, nil
 }
 
 // DisarmNoSpace disarms every NOSPACE alarm.

@@ -24,12 +24,15 @@ import (
 //     run is due.
 //   - reason NoSpace: the recovery of a NOSPACE alarm (etcd refuses writes
 //     once a member's file reaches its quota), as etcd's documentation
-//     describes it: compact to the current revision, defragment every
-//     member (in name order), then disarm the alarm, once every member's
-//     file is back under 90% of its quota. When compaction and
-//     defragmentation cannot get there (the data in use is above the
-//     quota), the operation ends without disarming, and the next try is
-//     NoSpaceRetry later; a human deletes keys or raises the quota.
+//     describes it: compact, defragment every member (in name order), then
+//     disarm the alarm, once every member's file is back under 90% of its
+//     quota. The compaction goes no further than the user's configured
+//     retention unless the user consented to compaction to the current
+//     revision (Maintenance.NoSpaceCompactToCurrent): history is data.
+//     When compaction and defragmentation cannot get there (the data kept
+//     is above the quota), the operation ends without disarming, and the
+//     next try is NoSpaceRetry later; a human deletes keys, raises the
+//     quota or consents to compaction to the current revision.
 
 // OpDefrag defragments members' databases, one member at a time.
 const OpDefrag OpType = "Defrag"
@@ -45,9 +48,9 @@ const (
 const (
 	// ActCompact is the first step of a NOSPACE recovery as recorded when
 	// it begins: the compaction is still to be done. It is done together
-	// with the first ActDefragment (compaction to the current revision is
-	// repeated before every member's defragmentation in a NOSPACE
-	// recovery; repeating it is harmless).
+	// with the first ActDefragment (the compaction, as far as the policy
+	// allows, is repeated before every member's defragmentation in a
+	// NOSPACE recovery; repeating it is harmless).
 	ActCompact Action = "Compact"
 	// ActDefragment: Defragment the member Decision.MemberID (compacting
 	// first when the operation's reason is NoSpace).
@@ -84,6 +87,11 @@ type Maintenance struct {
 	// NoSpaceLastRecovery is when the last NOSPACE recovery ended without
 	// disarming the alarm raised now (zero: none did).
 	NoSpaceLastRecovery time.Time
+	// NoSpaceCompactToCurrent: the user consented to compaction to the
+	// current revision in a NOSPACE recovery (spec.defragmentation.
+	// noSpaceCompaction: CurrentRevision); otherwise the hub compacts no
+	// further than the configured auto-compaction retention.
+	NoSpaceCompactToCurrent bool
 	// ScheduledDue: a scheduled run (spec.defragmentation.schedule) is due:
 	// every member whose file has free pages worth giving back
 	// (reclaimable) is defragmented, whatever the thresholds and
@@ -189,7 +197,7 @@ func noSpaceStep(in Input) (Decision, bool) {
 		return wait(pollFast, "NOSPACE alarm on %s: its recovery (compaction, every member defragmented, alarm disarmed) waits until every member is a ready voter: %s", on, why), true
 	}
 	return begin(in, Operation{Type: OpDefrag, Reason: ReasonNoSpace, Step: ActCompact},
-		fmt.Sprintf("NOSPACE alarm on %s: compacting, defragmenting every member, then disarming the alarm", on)), true
+		fmt.Sprintf("NOSPACE alarm on %s: %s, defragmenting every member, then disarming the alarm", on, noSpaceCompaction(in.Maintenance))), true
 }
 
 func continueDefrag(in Input, op Operation) Decision {
@@ -272,8 +280,12 @@ func continueNoSpace(in Input, op Operation) Decision {
 		}
 	}
 	if len(over) > 0 {
-		return Decision{Action: ActFinish, Reason: fmt.Sprintf("compaction and defragmentation left too little room to disarm NOSPACE (%s); delete keys or raise spec.etcd.quotaBackendBytes; next try in %s",
-			strings.Join(over, "; "), NoSpaceRetry)}
+		remedy := "delete keys or raise spec.etcd.quotaBackendBytes"
+		if !in.Maintenance.NoSpaceCompactToCurrent {
+			remedy = "set spec.defragmentation.noSpaceCompaction: CurrentRevision to compact away the history the retention keeps, delete keys, or raise spec.etcd.quotaBackendBytes"
+		}
+		return Decision{Action: ActFinish, Reason: fmt.Sprintf("%s and defragmentation left too little room to disarm NOSPACE (%s); %s; next try in %s",
+			noSpaceCompaction(in.Maintenance), strings.Join(over, "; "), remedy, NoSpaceRetry)}
 	}
 	op.Member = ""
 	return step(op, ActDisarm, Decision{RequeueAfter: pollFast, Reason: "every member compacted and defragmented below 90% of its quota: disarming NOSPACE"})
@@ -305,10 +317,18 @@ func defragment(in Input, op Operation, m Member, em ListEntry) Decision {
 	}
 	what := "defragmenting"
 	if op.Reason == ReasonNoSpace {
-		what = "compacting to the current revision and defragmenting"
+		what = noSpaceCompaction(in.Maintenance) + " and defragmenting"
 	}
 	return step(op, ActDefragment, Decision{Member: m.Name, MemberID: em.ID, RequeueAfter: pollFast,
 		Reason: fmt.Sprintf("%s %s (database file %s, %s in use)", what, m.Name, Bytes(em.DBSize), Bytes(em.DBSizeInUse))})
+}
+
+// noSpaceCompaction says how far a NOSPACE recovery compacts.
+func noSpaceCompaction(p Maintenance) string {
+	if p.NoSpaceCompactToCurrent {
+		return "compacting to the current revision (consented)"
+	}
+	return "compacting no further than the configured retention"
 }
 
 // leaderLast orders members by name, the leader last.

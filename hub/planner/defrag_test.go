@@ -209,7 +209,12 @@ func TestNoSpaceRecovery(t *testing.T) {
 		checks []check
 	}{
 		{"NOSPACE raised: the recovery begins, compaction first", func() Input { return noSpace(quota(sized(full, full, full))) },
-			[]check{action(ActBegin), opRecorded(OpDefrag, ActCompact), reason("NOSPACE alarm on main-1: compacting, defragmenting every member")}},
+			[]check{action(ActBegin), opRecorded(OpDefrag, ActCompact), reason("NOSPACE alarm on main-1: compacting no further than the configured retention, defragmenting every member")}},
+		{"NOSPACE raised with consent: compaction to the current revision said", func() Input {
+			in := noSpace(quota(sized(full, full, full)))
+			in.Maintenance.NoSpaceCompactToCurrent = true
+			return in
+		}, []check{action(ActBegin), opRecorded(OpDefrag, ActCompact), reason("NOSPACE alarm on main-1: compacting to the current revision (consented), defragmenting every member")}},
 		{"NOSPACE goes before a rollout", func() Input {
 			in := noSpace(quota(sized(full, full, full)))
 			in.Members[1].Object.Outdated = true
@@ -236,7 +241,7 @@ func TestNoSpaceRecovery(t *testing.T) {
 			in := noSpaceRecovering(quota(sized(full, full, full)), ActMoveLeader, "main-0")
 			in.Etcd.LeaderID = 2
 			return in
-		}, []check{action(ActDefragment), opRecorded(OpDefrag, ActDefragment), actsOn("main-0", 1), reason("compacting to the current revision and defragmenting main-0")}},
+		}, []check{action(ActDefragment), opRecorded(OpDefrag, ActDefragment), actsOn("main-0", 1), reason("compacting no further than the configured retention and defragmenting main-0")}},
 		{"main-0 done: the next by name, though its in-use size shows nothing freed yet", func() Input {
 			return noSpaceRecovering(quota(sized(small, full, full)), ActDefragment, "main-0")
 		}, []check{action(ActDefragment), actsOn("main-1", 2), operationNames("main-1")}},
@@ -253,7 +258,13 @@ func TestNoSpaceRecovery(t *testing.T) {
 		{"disarm not taken yet: again", func() Input { return noSpaceRecovering(quota(sized(small, small, small)), ActDisarm, "") },
 			[]check{action(ActDisarm)}},
 		{"the data in use is above the quota: end without disarming", func() Input { return noSpaceRecovering(quota(sized(full, full, full)), ActDefragment, "main-2") },
-			[]check{action(ActFinish), reason("too little room to disarm NOSPACE"), reason("main-1: 64.0 MiB file, 63.0 MiB in use, quota 64.0 MiB")}},
+			[]check{action(ActFinish), reason("too little room to disarm NOSPACE"), reason("main-1: 64.0 MiB file, 63.0 MiB in use, quota 64.0 MiB"),
+				reason("set spec.defragmentation.noSpaceCompaction: CurrentRevision")}},
+		{"... with consent given: the remedy is keys or quota", func() Input {
+			in := noSpaceRecovering(quota(sized(full, full, full)), ActDefragment, "main-2")
+			in.Maintenance.NoSpaceCompactToCurrent = true
+			return in
+		}, []check{action(ActFinish), reason("compacting to the current revision (consented) and defragmentation left too little room"), reason("; delete keys or raise spec.etcd.quotaBackendBytes")}},
 		{"the alarm is gone: done", func() Input {
 			in := noSpaceRecovering(quota(sized(small, small, small)), ActDisarm, "")
 			in.Etcd.Alarms = nil

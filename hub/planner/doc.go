@@ -47,8 +47,9 @@
 // spec.defragmentation's thresholds (or, on a schedule, has free pages),
 // only while every member is a ready voter and nothing else is due,
 // followers first and the leader last after leadership moves away; a
-// NOSPACE alarm is recovered (compaction, every member defragmented, the
-// alarm disarmed) before a rollout.
+// NOSPACE alarm is recovered (compaction no further than the configured
+// retention unless the user consented to more, every member
+// defragmented, the alarm disarmed) before a rollout.
 //
 // The reconciler (hub/etcdcluster) observes, calls Next, carries out the
 // decision and records the result; nothing here talks to etcd or

@@ -17,7 +17,10 @@ import (
 //     incarnation in its domain.
 //  2. CreateObjects: the seed's object with the new incarnation; its spoke
 //     deletes the old incarnation's pod before the new one may start
-//     (same pod name), and gives it a new volume.
+//     (same pod name), and gives it a new volume. The old volume may hold
+//     writes newer than the backup: the object keeps it whatever the
+//     reclaim policy (spec.storage.keepVolumesBefore, labelled
+//     etcdfed.dev/kept; hub/etcdcluster desiredMember).
 //  3. StartBootstrap: the seed alone as the initial cluster, state new, a
 //     new token, restored from the checked snapshot (revision bumped and
 //     marked compacted): a new one-member etcd cluster under the same
@@ -64,7 +67,7 @@ func beginRecoveryFromBackup(in Input, q QuorumLoss, req RecoveryRequest) Decisi
 	op.To = &d
 	return Decision{Action: ActBegin, Operation: &op, Member: seed.Name, Domain: d, Request: req.UID,
 		Assign: []Assignment{{Member: seed.Name, Domain: d, Incarnation: inc}},
-		Reason: fmt.Sprintf("recovering from backup %s (requested at %s): %s restarts as incarnation %d restored from the snapshot, a new one-member cluster; %s",
+		Reason: fmt.Sprintf("recovering from backup %s (requested at %s): %s restarts as incarnation %d restored from the snapshot, a new one-member cluster, its earlier volume kept; %s",
 			req.FromBackup, req.RequestedAt.UTC().Format(time.RFC3339), seed.Name, inc, q.Message())}
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
 
@@ -45,6 +46,9 @@ type Reconciler struct {
 	// ScratchDir holds the downloaded snapshot while it is checked.
 	// Default: os.TempDir().
 	ScratchDir string
+	// FreeSpace reads the free space of ScratchDir's filesystem before a
+	// snapshot is downloaded there; nil: diskspace.Available (statfs).
+	FreeSpace diskspace.Free
 	// Timeout bounds one resolution; default DefaultTimeout.
 	Timeout time.Duration
 	// Policy is the hub's tenancy policy: which stores and source
@@ -209,7 +213,17 @@ func (r *Reconciler) resolve(ctx context.Context, ec *etcdfedv1.EtcdCluster, src
 	if err != nil {
 		return nil, reasonOf(err), err
 	}
-	info, md, err := store.FetchAccepted(ctx, key, filepath.Join(dir, "snapshot.db"), accept)
+	// Room for the snapshot is checked once its size is known (from the
+	// sidecar, after it is authenticated) and before any byte of it is
+	// written.
+	fits := func(md backupstore.Metadata) error {
+		if err := accept(md); err != nil {
+			return err
+		}
+		return diskspace.Check(r.FreeSpace, dir, md.SizeBytes+diskspace.Margin,
+			fmt.Sprintf("checking snapshot %s (%d bytes) in the hub's scratch directory (--backup-scratch-dir, with a %d-byte margin)", store.Location(key), md.SizeBytes, diskspace.Margin))
+	}
+	info, md, err := store.FetchAccepted(ctx, key, filepath.Join(dir, "snapshot.db"), fits)
 	if err != nil {
 		return nil, reasonOf(err), err
 	}
@@ -290,6 +304,8 @@ func reasonOf(err error) string {
 		return etcdfedv1.SnapshotReasonNotFound
 	case errors.Is(err, backupstore.ErrCredentials):
 		return etcdfedv1.SnapshotReasonCredentials
+	case errors.Is(err, diskspace.ErrInsufficient):
+		return etcdfedv1.SnapshotReasonInsufficientSpace
 	}
 	return etcdfedv1.SnapshotReasonStoreUnreachable
 }

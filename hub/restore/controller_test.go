@@ -2,9 +2,11 @@ package restore
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,6 +24,7 @@ import (
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
@@ -397,4 +401,61 @@ func FuzzSourceOwner(f *testing.F) {
 			t.Fatalf("key %q, source %q: allowed for namespace mine, authenticated as namespace %q's", key, source, ns)
 		}
 	})
+}
+
+// TestScratchSpaceChecked: a snapshot larger than the free space of the
+// hub's scratch directory (plus the margin) is refused before it is
+// downloaded: SnapshotVerified=False InsufficientSpace naming the bytes
+// needed and available, the scratch directory left empty, status.restore
+// unset; with room it is verified. The free space is the statfs seam's;
+// the real statfs is TestRealFilesystem's (pkg/diskspace).
+func TestScratchSpaceChecked(t *testing.T) {
+	RegisterTestingT(t)
+	api := testenv.Shared(t, "restore")
+	ns := testenv.NamespaceT(t, api, "restore")
+	scratch := t.TempDir()
+	var free atomic.Int64
+	testenv.StartManager(t, api, ns, func(mgr ctrl.Manager) error {
+		r := &Reconciler{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("restore-test"), ScratchDir: scratch,
+			Policy:    tenancy.Policy{AmbientStoreCredentials: true},
+			FreeSpace: func(string) (int64, error) { return free.Load(), nil }}
+		return r.SetupWithManager(mgr)
+	})
+	c := api.Client
+	root := t.TempDir()
+	spec := etcdfedv1.BackupStore{URL: "file://" + root}
+	key := snapshotKey(t, c, ns, "main")
+	good := snapshottest.StoreSigned(t, spec, nil, ns, "main", "1111111111111111", time.Now(), 30, key)
+	need := good.Info.Size + diskspace.Margin
+	free.Store(need - 1)
+	ctx := context.Background()
+	ec := restoring(c, ns, "small-scratch", etcdfedv1.SnapshotSource{Store: spec, Object: good.Key})
+	Expect(c.Create(ctx, ec)).To(Succeed())
+	Eventually(func(g Gomega) {
+		got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+		g.Expect(cond.Status).To(Equal(metav1.ConditionFalse))
+		g.Expect(cond.Reason).To(Equal(etcdfedv1.SnapshotReasonInsufficientSpace), cond.Message)
+		g.Expect(cond.Message).To(ContainSubstring(fmt.Sprintf("needs %d bytes", need)))
+		g.Expect(cond.Message).To(ContainSubstring(fmt.Sprintf("%d bytes (", need-1)))
+		g.Expect(got.Status.Restore).To(BeNil())
+	}, time.Minute, 200*time.Millisecond).Should(Succeed())
+	entries, err := os.ReadDir(scratch)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(entries).To(BeEmpty())
+
+	free.Store(need)
+	// The refusal is retried (30 s); an annotation change brings it forward.
+	Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur := &etcdfedv1.EtcdCluster{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(ec), cur); err != nil {
+			return err
+		}
+		cur.Annotations = map[string]string{"test/retry": "now"}
+		return c.Update(ctx, cur)
+	})).To(Succeed())
+	Eventually(func(g Gomega) {
+		got, cond := verified(g, c, client.ObjectKeyFromObject(ec))
+		g.Expect(cond.Status).To(Equal(metav1.ConditionTrue), cond.Message)
+		g.Expect(got.Status.Restore.SHA256).To(Equal(good.Info.SHA256))
+	}, 2*time.Minute, 200*time.Millisecond).Should(Succeed())
 }

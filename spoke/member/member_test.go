@@ -474,6 +474,52 @@ func TestIncarnationBump(t *testing.T) {
 	}
 }
 
+// TestRecoverySeedKeepsItsVolume: the seed of a recovery from a backup
+// (the hub raises its incarnation and sets spec.storage.keepVolumesBefore
+// to it) under the Delete policy: once the new pod runs, the earlier
+// volume, which may hold writes newer than the backup, is labelled retired
+// and kept and is not deleted; deleting the member later leaves it too.
+func TestRecoverySeedKeepsItsVolume(t *testing.T) {
+	e := start(t)
+	m, node := e.runningMember("main-1", func(m *etcdfedv1.EtcdMember) { m.Spec.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete })
+	old, _ := e.pod("main-1")
+	e.update(m, func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Incarnation = 1
+		m.Spec.Storage.KeepVolumesBefore = 1
+		bootstrap(m, etcdfedv1.InitialClusterNew, "https://"+m.Spec.DNSName+":2380")
+		m.Spec.Bootstrap.Restore = &etcdfedv1.MemberRestore{Store: etcdfedv1.BackupStore{URL: "file:///b"}, Object: "x.db", SHA256: strings.Repeat("a", 64), RevisionBump: 1}
+	})
+	e.finishDeletion("main-1", old.UID)
+	e.g.Eventually(func(g Gomega) {
+		p, err := e.pod("main-1")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(p.UID).NotTo(Equal(old.UID))
+	}).Should(Succeed())
+	e.kubelet("main-1", node, "10.1.0.2", "10.0.0.1", true)
+	e.eventually(m, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady),
+		func(g Gomega, m *etcdfedv1.EtcdMember) { g.Expect(m.Status.Incarnation).To(Equal(int64(1))) })
+	kept := func(g Gomega) {
+		c, err := e.pvc("main-1-data-0")
+		g.Expect(err).NotTo(HaveOccurred(), "the seed's earlier volume is gone")
+		g.Expect(c.DeletionTimestamp).To(BeNil(), "the seed's earlier volume is being deleted")
+		g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelRetired, "true"))
+		g.Expect(c.Labels).To(HaveKeyWithValue(etcdfedv1.LabelKept, "true"))
+	}
+	e.g.Eventually(kept).Should(Succeed())
+	// The Delete policy's retirement had its chance: a few more passes.
+	e.g.Consistently(kept, 3*time.Second, 200*time.Millisecond).Should(Succeed())
+
+	e.g.Expect(e.c.Delete(context.Background(), e.get(m))).To(Succeed())
+	e.g.Eventually(func(g Gomega) {
+		c, err := e.pvc("main-1-data-1")
+		if !apierrors.IsNotFound(err) {
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(c.DeletionTimestamp).NotTo(BeNil(), "the current volume goes by the Delete policy")
+		}
+	}).Should(Succeed())
+	kept(e.g)
+}
+
 // TestBootstrapRefusedForALaterIncarnation: state new on a member that had
 // an earlier incarnation would found a second cluster; no pod.
 func TestBootstrapRefusedForALaterIncarnation(t *testing.T) {

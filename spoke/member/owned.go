@@ -226,6 +226,9 @@ func mayDeleteVolume(m *etcdfedv1.EtcdMember, c *corev1.PersistentVolumeClaim) b
 	if spec.ReclaimPolicy(m) != etcdfedv1.VolumeDelete || !spec.OwnedBy(m, c.Labels) || c.Labels[etcdfedv1.LabelKept] == "true" {
 		return false
 	}
+	if inc, ok := spec.Incarnation(c.Labels); ok && m.Spec.Storage.KeepsVolume(inc) {
+		return false // spec.storage.keepVolumesBefore
+	}
 	if !m.DeletionTimestamp.IsZero() {
 		return true
 	}
@@ -282,6 +285,9 @@ func (r *Reconciler) writeOwned(ctx context.Context, m *etcdfedv1.EtcdMember, w 
 		}
 		patched.Labels[etcdfedv1.LabelRetired] = "true"
 		if m.Labels[etcdfedv1.LabelKeepVolumes] == "true" && !m.DeletionTimestamp.IsZero() {
+			patched.Labels[etcdfedv1.LabelKept] = "true"
+		}
+		if inc, ok := spec.Incarnation(c.Labels); ok && m.Spec.Storage.KeepsVolume(inc) {
 			patched.Labels[etcdfedv1.LabelKept] = "true"
 		}
 		if err := r.Client.Patch(ctx, patched, client.MergeFrom(c), client.FieldOwner(spec.FieldOwner)); err != nil && !apierrors.IsNotFound(err) {

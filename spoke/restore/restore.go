@@ -27,6 +27,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 )
 
@@ -54,7 +55,21 @@ type Input struct {
 	// ClusterID, when set (hex), is the etcd cluster the member belongs to:
 	// data of another cluster is refused.
 	ClusterID string
+	// FreeSpace reads the free space of the data directory's volume before
+	// anything is downloaded (RestoreNeed); nil: diskspace.Available
+	// (statfs). Not a flag: a seam for tests.
+	FreeSpace diskspace.Free
 }
+
+// walSegment is the size etcd preallocates for its first WAL file in a
+// restored data directory.
+const walSegment = 64 << 20
+
+// RestoreNeed is the free space a restore of a snapshot of size bytes
+// needs on the data directory's volume: the download, the restored
+// database (a copy of it), the first WAL file etcd preallocates, and
+// diskspace.Margin.
+func RestoreNeed(size int64) int64 { return 2*size + walSegment + diskspace.Margin }
 
 // restores says whether in asks for a restore (not only a check).
 func (in Input) restores() bool { return in.Object != "" }
@@ -121,11 +136,15 @@ func Run(ctx context.Context, in Input, report func(string)) (Result, error) {
 	// The sidecar must describe the snapshot the hub verified before
 	// anything is downloaded, and the bytes must be those (the sha256 is
 	// compared before the database is opened).
+	// Room for the restore is checked before any byte is written, against
+	// the size of the snapshot the hub verified.
 	info, _, err := store.FetchAccepted(ctx, in.Object, download, func(md backupstore.Metadata) error {
 		if md.SHA256 != in.SHA256 {
 			return fmt.Errorf("snapshot %s: its sidecar says sha256 %s, the hub verified %s: %w", store.Location(in.Object), md.SHA256, in.SHA256, ErrMismatch)
 		}
-		return nil
+		return diskspace.Check(in.FreeSpace, parent, RestoreNeed(md.SizeBytes),
+			fmt.Sprintf("restoring it (%d bytes: the download, the restored database, etcd's first %d-byte WAL file and a %d-byte margin)",
+				md.SizeBytes, walSegment, diskspace.Margin))
 	})
 	if err != nil {
 		return Result{}, fmt.Errorf("snapshot %s: %w", store.Location(in.Object), err)

@@ -19,6 +19,7 @@ import (
 	"github.com/etcdfed/etcdfed/dev/etcdtest"
 	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/dev/snapshottest"
+	"github.com/etcdfed/etcdfed/pkg/diskspace"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
 	"github.com/etcdfed/etcdfed/spoke/restore"
 )
@@ -173,6 +174,53 @@ func TestRestoreRefusesBadSnapshots(t *testing.T) {
 			t.Errorf("the existing data directory was written into: %v", entries)
 		}
 	})
+}
+
+// TestRestoreChecksFreeSpace: a restore whose volume has less free space
+// than RestoreNeed (the download, the restored database, etcd's first WAL
+// file, a margin) is refused before anything is written, naming the bytes
+// needed and available; with exactly that much it restores. The free
+// space is the statfs seam's (a real small filesystem needs root); the
+// real statfs is TestRealFilesystem's (pkg/diskspace), and every other
+// restore here runs with it.
+func TestRestoreChecksFreeSpace(t *testing.T) {
+	root := t.TempDir()
+	spec := etcdfedv1.BackupStore{URL: "file://" + root}
+	st := storeSnapshot(t, spec, nil, 50)
+	need := restore.RestoreNeed(st.Info.Size)
+	ctx := context.Background()
+	quiet := func(string) {}
+	for _, tc := range []struct {
+		name string
+		free int64
+		ok   bool
+	}{{"one byte short", need - 1, false}, {"exactly enough", need, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			volume := t.TempDir()
+			dataDir := filepath.Join(volume, "data")
+			in := input(spec, st, dataDir, "http://127.0.0.1:1")
+			var asked string
+			in.FreeSpace = func(path string) (int64, error) { asked = path; return tc.free, nil }
+			_, err := restore.Run(ctx, in, quiet)
+			if asked != volume {
+				t.Errorf("free space read of %q, want the data directory's volume %s", asked, volume)
+			}
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("with %d bytes free (need %d): %v", tc.free, need, err)
+				}
+				return
+			}
+			if !errors.Is(err, diskspace.ErrInsufficient) || !strings.Contains(err.Error(), fmt.Sprintf("needs %d bytes", need)) ||
+				!strings.Contains(err.Error(), fmt.Sprintf("%d bytes (", tc.free)) || !strings.Contains(err.Error(), "nothing was written") {
+				t.Fatalf("Run with %d bytes free (need %d) = %v; want a refusal naming both", tc.free, need, err)
+			}
+			if entries, err := os.ReadDir(volume); err != nil || len(entries) != 0 {
+				t.Errorf("a refused restore left %v in the volume (%v)", entries, err)
+			}
+			t.Logf("refused: %v", err)
+		})
+	}
 }
 
 // The command line the spoke renders reads back as the same input.

@@ -36,7 +36,11 @@ func TestScenarioDefrag(t *testing.T) {
 // TestScenarioNoSpace: a ring with a 32 MiB quota and auto-compaction
 // settings (checked on the pods) is filled until etcd raises NOSPACE; the
 // hub shows it and clears it by itself, under the recorded workload
-// (NoSpaceSpec).
+// (NoSpaceSpec). The fill's revisions are fewer than the retention (1000),
+// so the ring consents to compaction to the current revision
+// (spec.defragmentation.noSpaceCompaction: CurrentRevision); without it
+// the hub compacts no further than the retention and the alarm stays
+// (TestNoSpaceCompactionConsent in hub/etcdcluster on a real etcd).
 func TestScenarioNoSpace(t *testing.T) {
 	quota := resource.MustParse("32Mi")
 	ringScenario(t, ringScenarioInput{What: "a ring filled to its quota until NOSPACE, recovered by the hub under a recorded workload",
@@ -44,6 +48,7 @@ func TestScenarioNoSpace(t *testing.T) {
 			Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 				s.Etcd.QuotaBackendBytes = &quota
 				s.Etcd.AutoCompactionMode, s.Etcd.AutoCompactionRetention = etcdfedv1.AutoCompactionRevision, "1000"
+				s.Defragmentation.NoSpaceCompaction = etcdfedv1.NoSpaceCompactionCurrentRevision
 			}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
 		NoSpaceSpec(ctx, NoSpaceSpecInput{T: t, Topology: topo, Etcd: etcd,
 			Flags: []string{"--quota-backend-bytes=33554432", "--auto-compaction-mode=revision", "--auto-compaction-retention=1000"}})

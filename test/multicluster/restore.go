@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -339,6 +340,20 @@ func QuorumLossFromBackupSpec(ctx context.Context, in QuorumLossFromBackupSpecIn
 	w2 := StartWorkload(ctx, t, StartWorkloadInput{Client: in.Etcd.Client, Prefix: "afterbackup/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w2)
 	checkWorkload(ctx, t, w2)
+
+	// The seed's volume of before the recovery may hold writes newer than
+	// the backup: kept and labelled, whatever the reclaim policy (the
+	// scenario's ring has Delete), now that its new pod runs.
+	oldClaim := in.Etcd.ObjectName(seed.Name) + "-data-" + strconv.FormatInt(oldInc[seed.Name], 10)
+	pvc, err := memberCluster(t, topo, seed.Cluster).Clientset.CoreV1().PersistentVolumeClaims(etcdfedv1.DefaultRingNamespace).Get(ctx, oldClaim, metav1.GetOptions{})
+	switch {
+	case err != nil:
+		t.Errorf("the seed's volume of before the recovery, %s in %s: %v", oldClaim, seed.Cluster, err)
+	case pvc.DeletionTimestamp != nil || pvc.Labels[etcdfedv1.LabelKept] != "true":
+		t.Errorf("the seed's volume of before the recovery, %s: deletion %v, labels %v; want it kept", oldClaim, pvc.DeletionTimestamp, pvc.Labels)
+	default:
+		t.Logf("the seed's volume of before the recovery is kept: %s in %s, labels %v", oldClaim, seed.Cluster, pvc.Labels)
+	}
 }
 
 // checkPointInTime reads the markers from c and checks that it holds a

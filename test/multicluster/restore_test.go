@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/s3test"
 )
 
@@ -27,7 +28,9 @@ func TestScenarioRestoreFromSnapshot(t *testing.T) {
 // minutes: `make scenarios` runs it (ETCDFED_SCENARIOS=1).
 func TestScenarioQuorumLossFromBackup(t *testing.T) {
 	ringScenario(t, ringScenarioInput{What: "two of three member clusters killed for good, the ring recovered from its latest backup",
-		Ring: EtcdClusterSpecInput{Namespace: "frombackup", Name: "fb", Domain: "fb.etcd.test", Replicas: 3, WantZones: "1/1/1"}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		Ring: EtcdClusterSpecInput{Namespace: "frombackup", Name: "fb", Domain: "fb.etcd.test", Replicas: 3, WantZones: "1/1/1",
+			// The seed's earlier volume must survive the Delete policy.
+			Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Storage.VolumeReclaimPolicy = etcdfedv1.VolumeDelete }}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
 		srv := s3test.StartT(t, "ring-frombackup")
 		QuorumLossFromBackupSpec(ctx, QuorumLossFromBackupSpecInput{T: t, Topology: topo, Etcd: etcd, S3: srv, Bucket: "ring-frombackup", Etcdfed: filepath.Join(hubFx.bin, "etcdfed")})
 	})

@@ -97,7 +97,10 @@ type Plan struct {
 // PlanRetired plans for the member's PVCs of earlier incarnations: label
 // each retired, and with the Delete policy delete them once the current
 // incarnation's pod runs. PVCs of the current or a later incarnation, and
-// PVCs without the member's labels, are never touched.
+// PVCs without the member's labels, are never touched. One of an
+// incarnation below spec.storage.keepVolumesBefore (the seed of a
+// recovery from a backup) is labelled retired and kept (the write adds
+// LabelKept), never deleted.
 func PlanRetired(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim, currentPodRunning bool) Plan {
 	var p Plan
 	for i := range pvcs {
@@ -106,8 +109,12 @@ func PlanRetired(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim, c
 		if !ok || !spec.OwnedBy(m, c.Labels) || inc >= m.Spec.Incarnation || c.DeletionTimestamp != nil {
 			continue
 		}
-		if c.Labels[etcdfedv1.LabelRetired] != "true" {
+		keep := m.Spec.Storage.KeepsVolume(inc)
+		if c.Labels[etcdfedv1.LabelRetired] != "true" || (keep && c.Labels[etcdfedv1.LabelKept] != "true") {
 			p.Retire = append(p.Retire, c.Name)
+		}
+		if keep {
+			continue
 		}
 		if spec.ReclaimPolicy(m) == etcdfedv1.VolumeDelete && currentPodRunning && c.Labels[etcdfedv1.LabelKept] != "true" {
 			p.Delete = append(p.Delete, c.Name)
@@ -121,7 +128,8 @@ func PlanRetired(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim, c
 // PlanDeleted plans for every PVC of a deleted member: delete them all with
 // the Delete policy, otherwise label them retired. A member the hub deleted
 // with its volumes to be kept (LabelKeepVolumes) deletes none, and its
-// volumes are labelled kept as they are retired (the write adds LabelKept).
+// volumes are labelled kept as they are retired (the write adds LabelKept);
+// so are volumes of incarnations below spec.storage.keepVolumesBefore.
 func PlanDeleted(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim) Plan {
 	var p Plan
 	keep := m.Labels[etcdfedv1.LabelKeepVolumes] == "true"
@@ -130,7 +138,7 @@ func PlanDeleted(m *etcdfedv1.EtcdMember, pvcs []corev1.PersistentVolumeClaim) P
 		if !spec.OwnedBy(m, c.Labels) || c.DeletionTimestamp != nil {
 			continue
 		}
-		if keep {
+		if inc, ok := spec.Incarnation(c.Labels); keep || (ok && m.Spec.Storage.KeepsVolume(inc)) {
 			if c.Labels[etcdfedv1.LabelKept] != "true" {
 				p.Retire = append(p.Retire, c.Name)
 			}
