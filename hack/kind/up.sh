@@ -152,7 +152,9 @@ create_cluster() {
 		} >"$cfg"
 		local args=(create cluster --name "$name" --config "$cfg" --wait 180s --image "$KIND_NODE_IMAGE")
 		log "Creating cluster $name${zone:+ (zone $zone)}"
+		local t0=$SECONDS
 		kind "${args[@]}"
+		log "Cluster $name Ready in $((SECONDS - t0))s (kind create cluster)"
 	fi
 	if [[ -n $zone ]]; then
 		# kind sets the labels at creation; this also fixes a cluster
@@ -290,6 +292,7 @@ fi
 step "Creating EtcdCluster $EC_NAMESPACE/$EC_NAME ($replicas members over ${#member_names[@]} zones)"
 sed -e "s/^  replicas: [0-9]*\$/  replicas: $replicas/" config/samples/etcdcluster.yaml | k "$HUB" apply -f -
 log "Waiting up to $timeout for it to become Available (the first run pulls the etcd image on every node)"
+t0=$SECONDS
 if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.etcdfed.dev/$EC_NAME" --timeout="$timeout"; then
 	log ""
 	log "The EtcdCluster is not Available yet. Its status:"
@@ -304,7 +307,7 @@ if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.et
 	exit 1
 fi
 
-step "Ready"
+step "Ready: $EC_NAMESPACE/$EC_NAME Available $((SECONDS - t0))s after its creation"
 k "$HUB" get etcdclusters.etcdfed.dev -A -o wide
 cat >&2 <<EOF
 
