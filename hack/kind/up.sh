@@ -163,6 +163,27 @@ create_cluster() {
 	fi
 }
 
+# Disk: each new node copies the node image's /var (its preloaded images,
+# about 0.8 GB) into its own volume and unpacks images as pods start; four
+# single-node clusters with the ring took about 7 GB here. Refuse early
+# rather than fail in the middle of `kind load` with "no space left on
+# device" (docs/kind.md, When it fails).
+# About 1.7 GB was measured per node here; 2 GB leaves a margin.
+NODE_DISK_MB=2048
+new_nodes=0
+cluster_exists "$HUB" || new_nodes=$((new_nodes + 1))
+for m in "${member_names[@]}"; do
+	cluster_exists "$m" || new_nodes=$((new_nodes + 1 + workers))
+done
+root_dir=$(docker info -f '{{ .DockerRootDir }}' 2>/dev/null || true)
+if ((new_nodes > 0)) && [[ -n $root_dir && -d $root_dir && -z ${ETCDFED_KIND_SKIP_DISK_CHECK:-} ]]; then
+	free_mb=$(df -Pm "$root_dir" | awk 'NR == 2 { print $4 }')
+	need_mb=$((new_nodes * NODE_DISK_MB))
+	if [[ -n $free_mb ]] && ((free_mb < need_mb)); then
+		die "$new_nodes new kind nodes need about $((need_mb / 1024)) GB free under Docker's $root_dir, and $((free_mb / 1024)) GB are free: free some (ETCDFED_KIND_SKIP_DISK_CHECK=1 to try anyway)"
+	fi
+fi
+
 step "Creating kind clusters: $HUB and ${member_names[*]}"
 create_cluster "$HUB" "" 0
 for i in "${!member_names[@]}"; do
