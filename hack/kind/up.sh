@@ -165,11 +165,12 @@ create_cluster() {
 
 # Disk: each new node copies the node image's /var (its preloaded images,
 # about 0.8 GB) into its own volume and unpacks images as pods start; four
-# single-node clusters with the ring took about 7 GB here. Refuse early
+# single-node clusters with the ring took about 10 GB here. Refuse early
 # rather than fail in the middle of `kind load` with "no space left on
 # device" (docs/kind.md, When it fails).
-# About 1.7 GB was measured per node here; 2 GB leaves a margin.
-NODE_DISK_MB=2048
+# About 2.4 GB per node was measured here (10.9 GB for four single-node
+# clusters with the ring, the node image included).
+NODE_DISK_MB=2560
 new_nodes=0
 cluster_exists "$HUB" || new_nodes=$((new_nodes + 1))
 for m in "${member_names[@]}"; do
