@@ -78,5 +78,23 @@ overrides=$(
 EOF
 )
 k "$HUB" -n "$EC_NAMESPACE" delete pod "$pod" --ignore-not-found --wait >/dev/null
-k "$HUB" -n "$EC_NAMESPACE" run "$pod" --rm -i --quiet --restart=Never --image "$image" \
-	--override-type=strategic --overrides "$overrides" --command -- /usr/local/bin/etcdctl "$@"
+# Not `kubectl run -i --rm`: when etcdctl ends before kubectl attaches,
+# kubectl falls back to the pod's log and may print the output twice
+# (seen on kind: `get` printed its value twice). Run the pod to its end,
+# then print its log once.
+k "$HUB" -n "$EC_NAMESPACE" run "$pod" --quiet --restart=Never --image "$image" \
+	--override-type=strategic --overrides "$overrides" --command -- /usr/local/bin/etcdctl "$@" >/dev/null
+trap 'rm -rf "$tmp"; k "$HUB" -n "$EC_NAMESPACE" delete pod "$pod" --ignore-not-found --wait=false >/dev/null 2>&1 || true' EXIT
+phase=""
+wait_s=${ETCDFED_KIND_ETCDCTL_TIMEOUT:-150}
+for ((i = 0; i < wait_s * 2; i++)); do
+	phase=$(k "$HUB" -n "$EC_NAMESPACE" get pod "$pod" -o jsonpath='{.status.phase}' 2>/dev/null || true)
+	[[ $phase == Succeeded || $phase == Failed ]] && break
+	sleep 0.5
+done
+k "$HUB" -n "$EC_NAMESPACE" logs "$pod"
+case $phase in
+Succeeded) ;;
+Failed) exit "$(k "$HUB" -n "$EC_NAMESPACE" get pod "$pod" -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}' 2>/dev/null || echo 1)" ;;
+*) die "the etcdctl pod did not finish within ${wait_s}s (phase '$phase'): kubectl --context $(ctx "$HUB") -n $EC_NAMESPACE describe pod $pod" ;;
+esac

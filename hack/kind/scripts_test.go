@@ -486,6 +486,8 @@ func newWorld(t *testing.T, names ...string) *world {
 		"REAL_ETCDFED="+filepath.Join(w.dir, "real-etcdfed"),
 		"ETCDFED_KIND_PREFIX=etcdfed",
 		"ETCDFED_KIND_TIMEOUT=2m",
+		// No kubelet runs etcdctl.sh's pod here: do not wait for it.
+		"ETCDFED_KIND_ETCDCTL_TIMEOUT=1",
 	)
 	return w
 }

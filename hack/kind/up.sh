@@ -152,7 +152,9 @@ create_cluster() {
 		} >"$cfg"
 		local args=(create cluster --name "$name" --config "$cfg" --wait 180s --image "$KIND_NODE_IMAGE")
 		log "Creating cluster $name${zone:+ (zone $zone)}"
+		local t0=$SECONDS
 		kind "${args[@]}"
+		log "Cluster $name Ready in $((SECONDS - t0))s (kind create cluster)"
 	fi
 	if [[ -n $zone ]]; then
 		# kind sets the labels at creation; this also fixes a cluster
@@ -160,6 +162,28 @@ create_cluster() {
 		k "$name" label nodes --all "topology.kubernetes.io/zone=$zone" --overwrite >/dev/null
 	fi
 }
+
+# Disk: each new node copies the node image's /var (its preloaded images,
+# about 0.8 GB) into its own volume and unpacks images as pods start; four
+# single-node clusters with the ring took about 10 GB here. Refuse early
+# rather than fail in the middle of `kind load` with "no space left on
+# device" (docs/kind.md, When it fails).
+# About 2.4 GB per node was measured here (10.9 GB for four single-node
+# clusters with the ring, the node image included).
+NODE_DISK_MB=2560
+new_nodes=0
+cluster_exists "$HUB" || new_nodes=$((new_nodes + 1))
+for m in "${member_names[@]}"; do
+	cluster_exists "$m" || new_nodes=$((new_nodes + 1 + workers))
+done
+root_dir=$(docker info -f '{{ .DockerRootDir }}' 2>/dev/null || true)
+if ((new_nodes > 0)) && [[ -n $root_dir && -d $root_dir && -z ${ETCDFED_KIND_SKIP_DISK_CHECK:-} ]]; then
+	free_mb=$(df -Pm "$root_dir" | awk 'NR == 2 { print $4 }')
+	need_mb=$((new_nodes * NODE_DISK_MB))
+	if [[ -n $free_mb ]] && ((free_mb < need_mb)); then
+		die "$new_nodes new kind nodes need about $((need_mb / 1024)) GB free under Docker's $root_dir, and $((free_mb / 1024)) GB are free: free some (ETCDFED_KIND_SKIP_DISK_CHECK=1 to try anyway)"
+	fi
+fi
 
 step "Creating kind clusters: $HUB and ${member_names[*]}"
 create_cluster "$HUB" "" 0
@@ -290,6 +314,7 @@ fi
 step "Creating EtcdCluster $EC_NAMESPACE/$EC_NAME ($replicas members over ${#member_names[@]} zones)"
 sed -e "s/^  replicas: [0-9]*\$/  replicas: $replicas/" config/samples/etcdcluster.yaml | k "$HUB" apply -f -
 log "Waiting up to $timeout for it to become Available (the first run pulls the etcd image on every node)"
+t0=$SECONDS
 if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.etcdfed.dev/$EC_NAME" --timeout="$timeout"; then
 	log ""
 	log "The EtcdCluster is not Available yet. Its status:"
@@ -304,7 +329,7 @@ if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.et
 	exit 1
 fi
 
-step "Ready"
+step "Ready: $EC_NAMESPACE/$EC_NAME Available $((SECONDS - t0))s after its creation"
 k "$HUB" get etcdclusters.etcdfed.dev -A -o wide
 cat >&2 <<EOF
 

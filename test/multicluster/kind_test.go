@@ -236,7 +236,8 @@ func kindMemory(ctx context.Context, t *testing.T) string {
 // zones, restore-zone.sh starts it again and the ring becomes failure
 // tolerant again. The workload must be linearizable with nothing
 // acknowledged lost and every watch complete; down.sh must leave no
-// container, network, volume or kubeconfig context behind.
+// container, network, volume, kubeconfig context, host bridge or iptables
+// rule of the kind network behind.
 func TestKindZoneFailure(t *testing.T) {
 	skipUnlessKind(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 65*time.Minute)
@@ -277,6 +278,7 @@ func TestKindZoneFailure(t *testing.T) {
 		t.Fatalf("After up.sh: %s", kindMembers(ec))
 	}
 	t.Logf("Memory of the four clusters with the ring: %s", kindMemory(ctx, t))
+	kindNet := kindNetworkOf(ctx, t)
 
 	// etcdctl.sh, as docs/kind.md shows it.
 	if err := kindRun(ctx, t, "hack/kind/etcdctl.sh", "put", "kind-test", "written-by-etcdctl.sh"); err != nil {
@@ -304,10 +306,16 @@ func TestKindZoneFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	tlsCfg := kindClientTLS(t, certs)
+	// No watcher per endpoint: on kind a member is exposed on a NodePort
+	// of its node, and a member replaced into another cluster gets that
+	// cluster's next free NodePort, so its endpoint of the start
+	// (main-N.etcd.kind.local:<old port>) never answers again (the first
+	// run here: three of five endpoints changed ports, and their watchers
+	// stopped there). The watcher over all endpoints must still see every
+	// acknowledged put, in order.
 	w := StartWorkload(ctx, t, StartWorkloadInput{
-		Client:            EtcdClientConfig{Endpoints: ec.Status.Endpoints, DNSServers: dns, TLS: tlsCfg},
-		Prefix:            "/kind-zone-failure/",
-		WatchEachEndpoint: true,
+		Client: EtcdClientConfig{Endpoints: ec.Status.Endpoints, DNSServers: dns, TLS: tlsCfg},
+		Prefix: "/kind-zone-failure/",
 	})
 	waitForWorkloadProgress(ctx, t, w)
 
@@ -348,6 +356,9 @@ func TestKindZoneFailure(t *testing.T) {
 			kindCondition(ec, etcdfedv1.ConditionFailureTolerant)
 	})
 	checkWorkload(ctx, t, w)
+	if end, err := kindEtcdCluster(ctx, t); err == nil {
+		t.Logf("Endpoints at the start %v, at the end %v", ec.Status.Endpoints, end.Status.Endpoints)
+	}
 
 	downStart := time.Now()
 	if err := kindRun(ctx, t, "hack/kind/down.sh"); err != nil {
@@ -355,9 +366,69 @@ func TestKindZoneFailure(t *testing.T) {
 	}
 	downed = true
 	t.Logf("down.sh in %.0fs", time.Since(downStart).Seconds())
-	if left := kindLeftovers(ctx, t, volumes); len(left) > 0 {
+	left := kindLeftovers(ctx, t, volumes)
+	left = append(left, kindNet.leftovers(ctx, t)...)
+	if len(left) > 0 {
 		t.Fatalf("down.sh left behind: %v", left)
 	}
+}
+
+// kindNetwork is the docker network "kind" as up.sh left it: its bridge
+// on the host and its subnets, which Docker's iptables rules name.
+type kindNetwork struct {
+	bridge  string
+	subnets []string
+}
+
+func kindNetworkOf(ctx context.Context, t *testing.T) kindNetwork {
+	t.Helper()
+	out, err := kindOutput(ctx, t, "docker", "network", "inspect", "-f", "{{.Id}}{{range .IPAM.Config}} {{.Subnet}}{{end}}", "kind")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(out)
+	if len(f) < 2 || len(f[0]) < 12 {
+		t.Fatalf("docker network inspect kind: %q", out)
+	}
+	n := kindNetwork{bridge: "br-" + f[0][:12], subnets: f[1:]}
+	t.Logf("The docker network kind: bridge %s, subnets %v", n.bridge, n.subnets)
+	return n
+}
+
+// leftovers lists the host's bridge of the network and every iptables
+// rule (filter and nat; IPv4, and IPv6 when ip6tables-save runs) that
+// names the bridge or a subnet of it.
+func (n kindNetwork) leftovers(ctx context.Context, t *testing.T) []string {
+	t.Helper()
+	var left []string
+	if _, err := kindOutput(ctx, t, "ip", "link", "show", n.bridge); err == nil {
+		left = append(left, "host interface "+n.bridge)
+	}
+	for _, save := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := kindOutput(ctx, t, save)
+		if err != nil {
+			if save == "iptables-save" {
+				left = append(left, err.Error())
+			}
+			continue
+		}
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "#") {
+				continue
+			}
+			if strings.Contains(line, n.bridge) {
+				left = append(left, save+": "+line)
+				continue
+			}
+			for _, s := range n.subnets {
+				if strings.Contains(line, s) {
+					left = append(left, save+": "+line)
+					break
+				}
+			}
+		}
+	}
+	return left
 }
 
 func kindClientTLS(t *testing.T, dir string) *tls.Config {
