@@ -264,9 +264,17 @@ func (a *Agent) Refusals(name string) (int, string) {
 // checked against it from now on.
 func (a *Agent) SetIdentity(id *Identity) {
 	if id != nil {
-		id = &Identity{Key: id.Key, Peers: clonePeers(id.Peers)}
+		id = &Identity{Key: bytes.Clone(id.Key), Peers: clonePeers(id.Peers)}
+	}
+	if sameIdentity(a.ids.get(), id) {
+		return
 	}
 	a.ids.set(id)
+	if id == nil {
+		a.cfg.Log.Info("WARNING: gossip identity removed: names are no longer checked")
+	} else {
+		a.cfg.Log.Info("Gossip identity installed", "identity", Fingerprint(id.Key.Public().(ed25519.PublicKey)), "identities", len(id.Peers))
+	}
 	if r := a.cur.Load(); r != nil {
 		go a.refreshMeta(r)
 	}
@@ -325,4 +333,30 @@ func (a *Agent) LocalMeta() []byte {
 		return nil
 	}
 	return bytes.Clone(r.ml.LocalNode().Meta)
+}
+
+func sameIdentity(a, b *Identity) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	if !bytes.Equal(a.Key, b.Key) || len(a.Peers) != len(b.Peers) {
+		return false
+	}
+	for n, k := range a.Peers {
+		if !bytes.Equal(k, b.Peers[n]) {
+			return false
+		}
+	}
+	return true
+}
+
+// IdentityInfo returns the fingerprint of the public key this agent signs
+// its name with and how many identities it checks peers against ("", 0
+// without an identity).
+func (a *Agent) IdentityInfo() (string, int) {
+	id := a.ids.get()
+	if id == nil || len(id.Key) != ed25519.PrivateKeySize {
+		return "", 0
+	}
+	return Fingerprint(id.Key.Public().(ed25519.PublicKey)), len(id.Peers)
 }
