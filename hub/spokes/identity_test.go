@@ -18,8 +18,7 @@ import (
 )
 
 // TestGossipIdentitiesIssuedRevokedRotated (issue 37, gossip names bound
-// to clusters), against a real hub apiserver and two real member
-// apiservers: the hub issues each registered cluster its own gossip
+// to clusters), against a real apiserver: the hub issues each registered cluster its own gossip
 // identity (the private key in that cluster's copy only, the public key in
 // the table every copy holds), keeps it over passes, issues a new one when
 // a copy no longer matches; when member-b is no longer registered (what
@@ -28,17 +27,21 @@ import (
 // spoke reports holding the previous one; at the end member-b is left with
 // a key and an identity nobody accepts.
 func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
-	cls := testenv.StartT(t, "hub", "member-a", "member-b")
+	// One apiserver (frugal): the hub's namespace and one ring namespace
+	// per member cluster stand for the three clusters.
+	c := testenv.StartT(t, "hub-and-members")[0].Client
 	ctx := context.Background()
-	for _, c := range cls {
-		if err := c.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-system"}}); err != nil {
+	nsOf := map[string]string{"hub": "etcdfed-hub", "member-a": "ring-a", "member-b": "ring-b"}
+	for _, ns := range nsOf {
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	hubC := cls[0].Client
 	rec := events.NewFakeRecorder(100)
-	r := &Reconciler{RingNamespace: "etcdfed-system", HubNamespace: "etcdfed-system", HubClient: hubC, HubReader: hubC, Recorder: rec}
-	members := map[string]client.Client{"member-a": cls[1].Client, "member-b": cls[2].Client}
+	reconcilerOf := func(cluster string) *Reconciler {
+		return &Reconciler{RingNamespace: nsOf[cluster], HubNamespace: nsOf["hub"], HubClient: c, HubReader: c, Recorder: rec}
+	}
+	r := reconcilerOf("hub")
 	reports := map[string]*etcdfedv1.GossipKeysStatus{}
 	pass := func(registered ...string) {
 		t.Helper()
@@ -57,15 +60,15 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 			if err := r.rotate(ctx, hub, rep); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.syncGossip(ctx, hub, name, members[name], members[name]); err != nil {
+			if err := reconcilerOf(name).syncGossip(ctx, hub, name, c, c); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	get := func(c client.Client) *corev1.Secret {
+	get := func(where string) *corev1.Secret {
 		t.Helper()
 		sec := &corev1.Secret{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: "etcdfed-system", Name: etcdfedv1.GossipSecretName}, sec); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: nsOf[where], Name: etcdfedv1.GossipSecretName}, sec); err != nil {
 			t.Fatal(err)
 		}
 		return sec
@@ -78,9 +81,9 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 		}
 		return tb
 	}
-	identityOf := func(c client.Client) ed25519.PublicKey {
+	identityOf := func(where string) ed25519.PublicKey {
 		t.Helper()
-		k, err := gossip.PrivateKey(get(c).Data[etcdfedv1.GossipSecretIdentity])
+		k, err := gossip.PrivateKey(get(where).Data[etcdfedv1.GossipSecretIdentity])
 		if err != nil {
 			t.Fatalf("the copy holds no identity: %v", err)
 		}
@@ -100,13 +103,13 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 
 	// 1. Issued: each cluster its own, the table in every copy.
 	pass("member-a", "member-b")
-	hub := get(hubC)
+	hub := get("hub")
 	tb := tableOf(hub)
 	if len(tb) != 2 {
 		t.Fatalf("the hub's table holds %d identities, want 2", len(tb))
 	}
-	for name, c := range members {
-		if !bytes.Equal(identityOf(c), tb[name]) {
+	for _, name := range []string{"member-a", "member-b"} {
+		if !bytes.Equal(identityOf(name), tb[name]) {
 			t.Errorf("%s's copy holds an identity the table does not name for it", name)
 		}
 	}
@@ -118,12 +121,12 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 	}
 	rv := hub.ResourceVersion
 	pass("member-a", "member-b")
-	if get(hubC).ResourceVersion != rv {
+	if get("hub").ResourceVersion != rv {
 		t.Error("a second pass changed the hub's Secret")
 	}
 	// A table reaches a copy at that cluster's next pass.
-	for name, c := range members {
-		if !bytes.Equal(get(c).Data[etcdfedv1.GossipSecretPeers], hub.Data[etcdfedv1.GossipSecretPeers]) {
+	for _, name := range []string{"member-a", "member-b"} {
+		if !bytes.Equal(get(name).Data[etcdfedv1.GossipSecretPeers], hub.Data[etcdfedv1.GossipSecretPeers]) {
 			t.Errorf("%s's copy holds another table", name)
 		}
 	}
@@ -132,14 +135,14 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 	}
 
 	// 2. A copy that no longer matches the table gets a new identity.
-	cp := get(members["member-b"])
+	cp := get("member-b")
 	cp.Data[etcdfedv1.GossipSecretIdentity] = bytes.Repeat([]byte{3}, 32)
-	if err := members["member-b"].Update(ctx, cp); err != nil {
+	if err := c.Update(ctx, cp); err != nil {
 		t.Fatal(err)
 	}
 	pass("member-a", "member-b")
-	tb2 := tableOf(get(hubC))
-	if bytes.Equal(tb2["member-b"], tb["member-b"]) || !bytes.Equal(identityOf(members["member-b"]), tb2["member-b"]) {
+	tb2 := tableOf(get("hub"))
+	if bytes.Equal(tb2["member-b"], tb["member-b"]) || !bytes.Equal(identityOf("member-b"), tb2["member-b"]) {
 		t.Error("member-b's broken copy did not get a new identity matching the table")
 	}
 	if !bytes.Equal(tb2["member-a"], tb["member-a"]) {
@@ -148,14 +151,14 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 	drain()
 
 	// 3. member-b unjoined: revoked, and the key rotated.
-	oldKey := get(hubC).Data[etcdfedv1.GossipSecretKey]
-	bIdentity := identityOf(members["member-b"])
+	oldKey := get("hub").Data[etcdfedv1.GossipSecretKey]
+	bIdentity := identityOf("member-b")
 	pass("member-a")
-	hub = get(hubC)
+	hub = get("hub")
 	if _, ok := tableOf(hub)["member-b"]; ok {
 		t.Fatal("member-b's identity is still in the table")
 	}
-	if _, ok := tableOf(get(members["member-a"]))["member-b"]; ok {
+	if _, ok := tableOf(get("member-a"))["member-b"]; ok {
 		t.Error("member-a's copy still names member-b")
 	}
 	newKey := hub.Data[etcdfedv1.GossipSecretAccept]
@@ -170,41 +173,41 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 	}
 	// No report from member-a's spoke yet: the rotation waits.
 	pass("member-a")
-	if h := get(hubC); h.Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationAccepting || !strings.Contains(h.Annotations[AnnotationGossipRotationWaiting], "member-a") {
+	if h := get("hub"); h.Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationAccepting || !strings.Contains(h.Annotations[AnnotationGossipRotationWaiting], "member-a") {
 		t.Fatalf("the rotation did not wait for member-a: %v", h.Annotations)
 	}
 	oldFP, newFP := gossip.Fingerprint(oldKey), gossip.Fingerprint(newKey)
 	reports["member-a"] = &etcdfedv1.GossipKeysStatus{Encrypts: oldFP, Accepts: []string{newFP}}
 	pass("member-a")
-	hub = get(hubC)
+	hub = get("hub")
 	if hub.Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationSwitching || !bytes.Equal(hub.Data[etcdfedv1.GossipSecretKey], newKey) || !bytes.Equal(hub.Data[etcdfedv1.GossipSecretAccept], oldKey) {
 		t.Fatalf("not switched: %v", hub.Annotations)
 	}
-	if cp := get(members["member-a"]); !bytes.Equal(cp.Data[etcdfedv1.GossipSecretKey], newKey) {
+	if cp := get("member-a"); !bytes.Equal(cp.Data[etcdfedv1.GossipSecretKey], newKey) {
 		t.Error("member-a's copy does not encrypt with the new key")
 	}
 	pass("member-a") // member-a still reports the old key encrypting
-	if get(hubC).Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationSwitching {
+	if get("hub").Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationSwitching {
 		t.Fatal("the old key was dropped before every spoke encrypts with the new one")
 	}
 	reports["member-a"] = &etcdfedv1.GossipKeysStatus{Encrypts: newFP, Accepts: []string{oldFP}}
 	pass("member-a")
-	hub = get(hubC)
+	hub = get("hub")
 	if len(hub.Data[etcdfedv1.GossipSecretAccept]) != 0 || len(hub.Annotations) != 0 {
 		t.Fatalf("rotation not completed: accept %d bytes, annotations %v", len(hub.Data[etcdfedv1.GossipSecretAccept]), hub.Annotations)
 	}
-	if cp := get(members["member-a"]); len(cp.Data[etcdfedv1.GossipSecretAccept]) != 0 || !bytes.Equal(cp.Data[etcdfedv1.GossipSecretKey], newKey) {
+	if cp := get("member-a"); len(cp.Data[etcdfedv1.GossipSecretAccept]) != 0 || !bytes.Equal(cp.Data[etcdfedv1.GossipSecretKey], newKey) {
 		t.Error("member-a's copy still accepts the old key")
 	}
 	if got := drain(); strings.Join(got, ",") != etcdfedv1.EventGossipKeyRotationSwitched+","+etcdfedv1.EventGossipKeyRotationCompleted {
 		t.Errorf("events %v", got)
 	}
 	// What member-b kept is accepted nowhere.
-	left := get(members["member-b"])
+	left := get("member-b")
 	if !bytes.Equal(left.Data[etcdfedv1.GossipSecretKey], oldKey) {
 		t.Error("member-b's copy changed after it left")
 	}
-	for n, k := range tableOf(get(members["member-a"])) {
+	for n, k := range tableOf(get("member-a")) {
 		if bytes.Equal(k, bIdentity) {
 			t.Errorf("member-b's identity is in member-a's table as %s", n)
 		}

@@ -8,8 +8,10 @@
 // majority of the other spokes' views agree, hub/liveness). The spoke never
 // acts on it.
 //
-// memberlist shares one encryption key among all members, so there is no
-// per-node identity: a node that has the key can claim any name. The hub
+// memberlist shares one encryption key among all members, so the key is
+// no per-node identity; names are bound to clusters by identities the hub
+// issues (identity.go): each spoke signs its name, and refuses names not
+// signed by their cluster. The hub
 // generates the key of its ring of spokes and hands it to every spoke (the
 // Secret etcdfed-gossip in the ring namespace); besides the key that
 // encrypts, the Secret may name keys that are accepted on receipt, which
