@@ -203,6 +203,9 @@ const (
 	// its gossip node metadata with it. The hub issues it and keeps only
 	// its public key (GossipSecretPeers).
 	GossipSecretIdentity = "identity"
+	// ComponentGossipKey is the etcdfed.dev/component label of the hub's
+	// copies of the gossip Secret in member clusters.
+	ComponentGossipKey = "gossip-key"
 )
 
 // Annotations on the hub's gossip Secret: the key rotation the hub runs

@@ -51,7 +51,7 @@ import (
 
 // gossipKeyLabels mark the hub's copies.
 func gossipKeyLabels() map[string]string {
-	return map[string]string{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelComponent: "gossip-key"}
+	return map[string]string{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelComponent: etcdfedv1.ComponentGossipKey}
 }
 
 // AnnotationGossipRotationWaiting says, on the hub's Secret, which spokes a

@@ -268,6 +268,9 @@ func bookkeeping(ctx context.Context, c client.Client) ([]*unstructured.Unstruct
 		add(&etcdfedv1.EtcdSpokeList{}),
 		add(&etcdfedv1.EtcdDNSZoneList{}),
 		add(&corev1.SecretList{}, client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*certs)}, client.MatchingLabels{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue}),
+		// The hub's copy of the gossip key, with this cluster's gossip
+		// identity: revoked by now, and no use to anyone here.
+		add(&corev1.SecretList{}, client.MatchingLabels{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelComponent: etcdfedv1.ComponentGossipKey}),
 	)
 	if err := c.List(ctx, &leases, client.InNamespace(Namespace)); err != nil {
 		errs = append(errs, err)
