@@ -247,3 +247,46 @@ func TestRemovedClusterRefused(t *testing.T) {
 		t.Error("cluster-a and cluster-b lost each other")
 	}
 }
+
+// TestTablesArriveOneByOne: the hub issues identities cluster by cluster,
+// so at first each spoke's table lacks the clusters issued after it (and
+// refuses them). Once every table is whole, every spoke counts every
+// other alive.
+func TestTablesArriveOneByOne(t *testing.T) {
+	if testing.Short() {
+		t.Skip("forms a ring on loopback (about 10s); run without -short")
+	}
+	k := key(t)
+	keys, table := identities(t, "cluster-a", "cluster-b", "cluster-c")
+	partial := func(names ...string) map[string]ed25519.PublicKey {
+		out := map[string]ed25519.PublicKey{}
+		for _, n := range names {
+			out[n] = table[n]
+		}
+		return out
+	}
+	a := signedAgent(t, "cluster-a", keys["cluster-a"], partial("cluster-a"), k, nil)
+	seed := []string{a.Address()}
+	b := signedAgent(t, "cluster-b", keys["cluster-b"], partial("cluster-a", "cluster-b"), k, seed)
+	c := signedAgent(t, "cluster-c", keys["cluster-c"], table, k, []string{a.Address(), b.Address()})
+	time.Sleep(2 * time.Second)
+	if isAlive(a, "cluster-b") || isAlive(b, "cluster-c") {
+		t.Fatal("a spoke counted a cluster its table does not hold")
+	}
+	a.SetIdentity(&gossip.Identity{Key: keys["cluster-a"], Peers: table})
+	b.SetIdentity(&gossip.Identity{Key: keys["cluster-b"], Peers: table})
+	took := waitFor(t, 30*time.Second, "every spoke counts every other alive", func() bool {
+		for _, ag := range []*gossip.Agent{a, b, c} {
+			for _, n := range []string{"cluster-a", "cluster-b", "cluster-c"} {
+				if name, _ := ag.Running(); name != n && !isAlive(ag, n) {
+					return false
+				}
+			}
+		}
+		return true
+	})
+	t.Logf("whole %v after the tables were", took.Round(time.Millisecond))
+	never(t, 4*time.Second, "a peer went stale while every spoke runs", func() bool {
+		return !isAlive(a, "cluster-b") || !isAlive(a, "cluster-c") || !isAlive(c, "cluster-a") || !isAlive(b, "cluster-c")
+	})
+}
