@@ -216,7 +216,7 @@ func New(cfg Config) *Agent {
 		cfg.RejoinInterval = DefaultRejoinInterval
 	}
 	a := &Agent{cfg: cfg, changes: make(chan struct{}, 1), peers: map[string]*peer{}, rtts: map[string]*roundTrips{}, now: time.Now}
-	a.ids = identities{now: a.now, staleAfter: StaleAfter(cfg.RejoinInterval), last: map[string]seen{}, refused: map[string]int{}, lastErr: map[string]string{}}
+	a.ids = identities{now: a.now, staleAfter: StaleAfter(cfg.RejoinInterval), last: map[string]seen{}, refused: map[string]int{}, lastErr: map[string]string{}, onFresh: a.signal}
 	return a
 }
 
@@ -487,7 +487,9 @@ func (a *Agent) checkStale() {
 		}
 	}
 	slices.Sort(stale)
-	changed := !slices.Equal(stale, a.staleNames)
+	// A peer that went fresh and stale again since the last check leaves
+	// the set unchanged, but the view reported meanwhile counted it.
+	changed := !slices.Equal(stale, a.staleNames) || a.ids.takeFreshened()
 	a.staleNames = stale
 	a.peersMu.Unlock()
 	if changed {

@@ -166,6 +166,22 @@ type identities struct {
 	refused map[string]int
 	// lastErr is the last refusal per name.
 	lastErr map[string]string
+	// onFresh is called (without blocking, under memberlist's locks) when
+	// a peer that was not counted becomes countable: the view changed
+	// without any memberlist event.
+	onFresh func()
+	// freshened: onFresh was called since the last takeFreshened.
+	freshened bool
+}
+
+// takeFreshened reports whether a peer became countable since the last
+// call.
+func (s *identities) takeFreshened() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f := s.freshened
+	s.freshened = false
+	return f
 }
 
 type seen struct {
@@ -224,7 +240,15 @@ func (s *identities) checkLocked(n *memberlist.Node) error {
 	case ok && counter < l.counter:
 		return fmt.Errorf("%w: %d < %d", ErrReplayed, counter, l.counter)
 	case !ok || counter > l.counter:
-		s.last[n.Name] = seen{counter: counter, at: s.now(), pub: string(pub)}
+		now := s.now()
+		wasFresh := ok && now.Before(l.at.Add(s.staleAfter))
+		s.last[n.Name] = seen{counter: counter, at: now, pub: string(pub)}
+		if !wasFresh {
+			s.freshened = true
+			if s.onFresh != nil {
+				s.onFresh()
+			}
+		}
 	}
 	return nil
 }

@@ -290,3 +290,61 @@ func TestTablesArriveOneByOne(t *testing.T) {
 		return !isAlive(a, "cluster-b") || !isAlive(a, "cluster-c") || !isAlive(c, "cluster-a") || !isAlive(b, "cluster-c")
 	})
 }
+
+// TestViewChangeSignalledWhenIdentityArrives: the spoke writes its view
+// into EtcdSpoke status only when the agent signals a change. Spokes that
+// formed the ring before the hub's identities reached them install them
+// while their peers are alive in memberlist: the peers are not counted
+// until a signed counter of theirs arrives, which no memberlist event
+// announces. The view read at the last signal must count them again (in
+// the local environment the spokes' status said "no peer alive" for good,
+// and every witness abstained).
+func TestViewChangeSignalledWhenIdentityArrives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("forms a ring on loopback (about 5s); run without -short")
+	}
+	k := key(t)
+	keys, table := identities(t, "cluster-a", "cluster-b")
+	// Rejoin rarely, so that only the signal can tell the status.
+	mk := func() *gossip.Agent {
+		ag := gossip.New(gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal, RejoinInterval: time.Minute, Log: logr.Discard()})
+		t.Cleanup(ag.Stop)
+		return ag
+	}
+	a, b := mk(), mk()
+	if err := a.Configure("cluster-a", k, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Configure("cluster-b", k, []string{a.Address()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "ring formed without identities", func() bool { return isAlive(a, "cluster-b") })
+	// What a status reconciler would write: the view at each signal.
+	reported := make(chan bool, 100)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-a.Changes():
+				reported <- isAlive(a, "cluster-b")
+			}
+		}
+	}()
+	a.SetIdentity(&gossip.Identity{Key: keys["cluster-a"], Peers: table})
+	b.SetIdentity(&gossip.Identity{Key: keys["cluster-b"], Peers: table})
+	last := false
+	for end := time.After(5 * time.Second); ; {
+		select {
+		case last = <-reported:
+			continue
+		case <-end:
+		}
+		break
+	}
+	if !last {
+		t.Error("the last view reported after the identities arrived does not count cluster-b alive")
+	}
+}
