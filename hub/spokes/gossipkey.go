@@ -397,7 +397,7 @@ func writeGossipKey(ctx context.Context, c client.Client, r client.Reader, ns st
 		return fmt.Errorf("update gossip key Secret: %w", err)
 	}
 	if !managed {
-		ctrl.LoggerFrom(ctx).Info("Took over a gossip key Secret written by hand: it holds the hub's key, and follows the hub's Secret from now on", "secret", key)
+		ctrl.LoggerFrom(ctx).Info("Took over a gossip key Secret the hub did not write (etcdfed cluster join's, or one written by hand): it holds the hub's key, and follows the hub's Secret from now on", "secret", key)
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).Info("Updated the spokes' gossip key and identities", "secret", key)
