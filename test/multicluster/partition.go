@@ -628,6 +628,11 @@ func PartitionHealSpec(ctx context.Context, in PartitionHealSpecInput) {
 	} else {
 		t.Logf("heal -> ready and FailureTolerant in %.1fs: %s", tolerantIn.Seconds(), got.Status.ZoneSummary)
 	}
+	if evs, err := ListHubEvents(ctx, hub, in.Etcd, EventQuery{Reasons: []string{etcdfedv1.EventMemberRejoinRestart}, RecordedSince: heal}); err == nil {
+		for _, e := range evs {
+			t.Logf("%.1fs after the heal: %s: %s", e.First.Sub(heal).Seconds(), e.Reason, e.Note)
+		}
+	}
 	sleepCtx(ctx, 10*time.Second)
 	mcancel()
 	if moved := <-movedc; moved != "" {
