@@ -182,10 +182,9 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) planner.E
 			}
 			c.Probes.record(m.ID, answered, answered && st.Leader == 0, start)
 			if answered && st.Leader == 0 {
+				// Zero without memory: judged as before, from when it
+				// went unready.
 				out.Members[i].LeaderlessSince = c.Probes.leaderlessSince(m.ID)
-				if out.Members[i].LeaderlessSince.IsZero() {
-					out.Members[i].LeaderlessSince = start // no memory
-				}
 			}
 			took[i] = fmt.Sprintf("%x %s answered=%t timeout=%s", m.ID, time.Since(start).Round(time.Millisecond), answered, plan.timeout)
 		}()
