@@ -579,9 +579,12 @@ func PartitionHealSpec(ctx context.Context, in PartitionHealSpecInput) {
 
 	inside := in.Etcd.Client
 	inside.Endpoints, inside.DNSServers = nil, nil
+	var cutMember string
 	for _, m := range ec.Status.Members {
 		if m.Cluster != in.Cut {
 			inside.Endpoints = append(inside.Endpoints, memberURLOf(in.Etcd, m.Name))
+		} else {
+			cutMember = m.Name
 		}
 	}
 	for _, c := range majority {
@@ -616,6 +619,10 @@ func PartitionHealSpec(ctx context.Context, in PartitionHealSpecInput) {
 	}
 	healed = true
 	heal := time.Now()
+	// When the cut-off member hears a leader again, as etcd itself says
+	// (its status, asked at its own endpoint every 200 ms).
+	rejoinedc := make(chan time.Duration, 1)
+	go func() { rejoinedc <- hearsLeader(ctx, in.Etcd, cutMember, heal) }()
 	// From the heal on: nothing moves (watched until the ring is
 	// tolerant, and a grace beyond).
 	mctx, mcancel := context.WithCancel(ctx)
@@ -627,6 +634,11 @@ func PartitionHealSpec(ctx context.Context, in PartitionHealSpecInput) {
 		t.Error(err)
 	} else {
 		t.Logf("heal -> ready and FailureTolerant in %.1fs: %s", tolerantIn.Seconds(), got.Status.ZoneSummary)
+	}
+	if d := <-rejoinedc; d > 0 {
+		t.Logf("heal -> %s (%s's member) names a leader in its status: %.1fs", cutMember, in.Cut, d.Seconds())
+	} else {
+		t.Logf("%s (%s's member) named no leader in its status after the heal", cutMember, in.Cut)
 	}
 	if evs, err := ListHubEvents(ctx, hub, in.Etcd, EventQuery{Reasons: []string{etcdfedv1.EventMemberRejoinRestart}, RecordedSince: heal}); err == nil {
 		for _, e := range evs {
@@ -652,4 +664,26 @@ func PartitionHealSpec(ctx context.Context, in PartitionHealSpecInput) {
 	gap, at := w.MaxWriteGapAt()
 	t.Logf("workload: %d writes acknowledged in all, longest gap %s (at %s)", w.Acked(), gap.Round(time.Millisecond), at.Format(time.TimeOnly))
 	checkWorkload(ctx, t, w)
+}
+
+// hearsLeader asks member's own endpoint for its status every 200 ms, up
+// to three minutes, and returns how long after from it first named a
+// leader (0 if it did not).
+func hearsLeader(ctx context.Context, m *ManagedEtcd, member string, from time.Time) time.Duration {
+	ep := memberURLOf(m, member)
+	c, err := EtcdClient(m.Client.Endpoint(ep))
+	if err != nil {
+		return 0
+	}
+	defer func() { _ = c.Close() }()
+	for time.Since(from) < 3*time.Minute && ctx.Err() == nil {
+		sctx, cancel := context.WithTimeout(ctx, time.Second)
+		st, err := c.Status(sctx, ep)
+		cancel()
+		if err == nil && st.Leader != 0 {
+			return time.Since(from)
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
+	}
+	return 0
 }
