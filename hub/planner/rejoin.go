@@ -38,12 +38,19 @@ func rejoinRestartEvery(grace time.Duration) time.Duration { return 2 * grace }
 
 // unhealthySince is when a member's grace starts: when it went unready
 // as recorded, or, for one that answers without a leader, when it was
-// first seen doing so, whichever is later.
+// first seen doing so, or when the hub last asked its spoke to restart it
+// in place (a restart gives the member its grace anew: after a heal the
+// member cut off with the hub has been leaderless since the cut, and the
+// restart itself takes it out of sight for seconds), whichever is latest.
 func unhealthySince(m Member, em ListEntry) time.Time {
-	if em.LeaderlessSince.After(m.ReadyChangedAt) {
-		return em.LeaderlessSince
+	since := m.ReadyChangedAt
+	if em.LeaderlessSince.After(since) {
+		since = em.LeaderlessSince
 	}
-	return m.ReadyChangedAt
+	if m.Object != nil && m.Object.RestartRequestedAt.After(since) {
+		since = m.Object.RestartRequestedAt
+	}
+	return since
 }
 
 // restartRejoining restarts in place the first voter that has answered

@@ -58,8 +58,15 @@ func TestRejoiningMember(t *testing.T) {
 			in.Members[2].Object.RestartRequestedAt = t0.Add(-time.Hour)
 		}), []check{action(ActRestartMember)}},
 		{"its grace counts from when it answered so: not replaced within it", rejoining(time.Minute, func(in *Input) {
-			in.Members[2].Object.RestartRequestedAt = t0.Add(-50 * time.Second)
+			in.Members[2].Object.RestartRequestedAt = t0.Add(-2 * time.Minute)
 		}), []check{action(ActNone), requeue(4 * time.Minute)}},
+		{"its grace counts from the restart asked after that: not replaced within it", rejoining(time.Minute, func(in *Input) {
+			in.Members[2].Object.RestartRequestedAt = t0.Add(-50 * time.Second)
+		}), []check{action(ActNone), requeue(4*time.Minute + 10*time.Second)}},
+		{"restarted, out of sight while it starts: its grace counts from the restart, not from the cut", rejoining(10*time.Minute, func(in *Input) {
+			in.Etcd.Members[2].LeaderlessSince = time.Time{}
+			in.Members[2].Object.RestartRequestedAt = t0.Add(-10 * time.Second)
+		}), []check{action(ActNone)}},
 		{"still leaderless a grace after: replaced", rejoining(10*time.Minute, func(in *Input) {
 			in.Members[2].Object.RestartRequestedAt = t0.Add(-9 * time.Minute)
 		}), []check{action(ActBegin), opRecorded(OpReplace, ActCreateObjects), reason("answers but has named no leader since")}},
