@@ -24,10 +24,15 @@ const ActRestartMember Action = "RestartMember"
 
 const (
 	// RejoinRestartAfter is how long a member answers without a leader,
-	// while the ring has one, before it is restarted in place: several
-	// election timeouts, so that a member that rejoins by itself (a
-	// fresh connection, a heartbeat) is left alone.
-	RejoinRestartAfter = 3 * time.Second
+	// while the ring has one, before it is restarted in place: two
+	// election timeouts at etcd's defaults (a member names no leader
+	// only after an election timeout without hearing one, and a member
+	// whose peer connections work hears the leader's next heartbeat), so
+	// that a member that rejoins by itself is left alone. After a cut of
+	// more than a few seconds TCP's backoff keeps the old connections
+	// silent for longer than this (docs/measurements/partitions.md: 3 s
+	// here cost 3 s of every heal, 2026-11-28).
+	RejoinRestartAfter = 2 * time.Second
 )
 
 // rejoinRestartEvery is the least time between two restarts of one
