@@ -148,6 +148,13 @@ const (
 	// etcd ID, new volume) under the same name, with why it was replaced
 	// and the evidence recorded when the replacement began.
 	EventMemberReplaced = "MemberReplaced"
+	// EventMemberRejoinRestart: a member that answers but has heard no
+	// leader for a while, although the ring has one, is restarted in
+	// place (same incarnation, same data): after a network partition
+	// heals, etcd's peer streams can stay on connections that the cut
+	// left half-open until TCP's retransmission backoff ends (up to
+	// minutes); a restart opens new ones (AnnotationRestart).
+	EventMemberRejoinRestart = "MemberRejoinRestart"
 	// EventMemberStartGivenUp (Warning): an Add or Replace whose new
 	// incarnation could not start where it was placed ended without it;
 	// the member is placed again elsewhere.

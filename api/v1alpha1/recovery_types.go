@@ -31,6 +31,16 @@ const AnnotationRecover = "etcdfed.dev/recover"
 // the hub cannot see.
 const AnnotationFenced = "etcdfed.dev/fenced"
 
+// AnnotationRestart, on an EtcdMember, asks its spoke to restart the
+// member's pod in place (the same incarnation on the same volume): its
+// value is a token the hub chooses, copied onto the pod the spoke
+// creates, and a pod that does not carry the member's token is replaced
+// once. The hub sets it on a member that answers but has heard no
+// leader for a while although the ring has one (EventMemberRejoinRestart):
+// after a partition heals, etcd's peer streams can stay on half-open
+// connections until TCP's retransmission backoff ends.
+const AnnotationRestart = "etcdfed.dev/restart"
+
 // FencingConfirmation is the value of AnnotationFenced.
 // +kubebuilder:object:generate=false
 type FencingConfirmation struct {

@@ -181,12 +181,12 @@ func TestDistanceRules(t *testing.T) {
 func TestPartitionRulesSeeRedirectedConnections(t *testing.T) {
 	r := dropRule{cgroup: "/sys/fs/cgroup/etcdfed-7/member-1", cidr: "127.7.32.0/20"}
 	if got, want := strings.Join(r.redirectedArgs("/sys/fs/cgroup"), " "),
-		"-m cgroup --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL --ctorigdst 127.7.32.0/20 -j DROP"; got != want {
+		"-m cgroup --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL --ctorigdst 127.7.32.0/20 -j MARK --set-xmark 0x800000/0x800000"; got != want {
 		t.Errorf("redirected:\n%s\nwant\n%s", got, want)
 	}
 	iso := dropRule{cgroup: "/sys/fs/cgroup/etcdfed-7/member-1", notFrom: true, cidr: "127.7.16.0/20", notTo: true}
 	if got, want := strings.Join(iso.redirectedArgs("/sys/fs/cgroup"), " "),
-		"-m cgroup ! --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL ! --ctorigdst 127.7.16.0/20 -j DROP"; got != want {
+		"-m cgroup ! --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL ! --ctorigdst 127.7.16.0/20 -j MARK --set-xmark 0x800000/0x800000"; got != want {
 		t.Errorf("isolated:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -165,7 +165,7 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 	if err := e.setupCgroups(); err != nil {
 		e.log.Info("Running without cgroups", "why", err.Error())
 	}
-	e.part, e.partErr = newPartitioner(st.Slot, e.cgfs)
+	e.part, e.partErr = newPartitioner(st.Slot, e.cgfs, st.openerMarks(e.cgroot))
 	if e.part == nil {
 		_ = removeChainIfRoot(st.Slot)
 	}
@@ -702,12 +702,14 @@ func (e *Env) reconcileFaults(ctx context.Context, before map[ZoneRef]Mode) erro
 		var isolated []partitionUnit
 		for _, c := range e.state.MemberClusters {
 			if clusterPartitioned(c, now) {
-				isolated = append(isolated, partitionUnit{Name: c.Name, CIDR: c.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name)})
+				u, _ := e.state.unit(c.Name, e.cgroot)
+				isolated = append(isolated, u)
 				continue
 			}
 			for _, z := range c.Zones {
 				if now[ZoneRef{c.Name, z.Name}] == ModePartition {
-					isolated = append(isolated, partitionUnit{Name: z.Name, CIDR: z.CIDR, Cgroup: filepath.Join(e.cgroot, c.Name, z.Name)})
+					u, _ := e.state.unit(z.Name, e.cgroot)
+					isolated = append(isolated, u)
 				}
 			}
 		}
@@ -918,7 +920,7 @@ func removeChainIfRoot(slot int) error {
 		return nil //nolint:nilerr // no iptables: no chain
 	}
 	return errors.Join(removeChain("filter", "OUTPUT", fmt.Sprintf("ETCDFED-%d", slot)), removeChain("nat", "POSTROUTING", snatChain(slot)),
-		removeChain("nat", "OUTPUT", delayChain(slot)))
+		removeChain("nat", "OUTPUT", delayChain(slot)), removeChain("filter", "INPUT", inputChain(slot)))
 }
 
 // Cleanup removes whatever an environment left behind without a process

@@ -17,21 +17,36 @@ import (
 // the cgroup of the process that created each socket; a partitioned zone
 // or cluster is a loopback block plus a cgroup:
 //
-//	-m cgroup   --path G ! -d BLOCK -j DROP   # the zone's processes reach nothing outside it
-//	-m cgroup ! --path G   -d BLOCK -j DROP   # nothing outside reaches into it
+//	-m cgroup   --path G ! -d BLOCK -j LOSE   # the zone's processes reach nothing outside it
+//	-m cgroup ! --path G   -d BLOCK -j LOSE   # nothing outside reaches into it
 //
 // and a partition into groups (partition.go) is one rule per pair of units
 // of different groups:
 //
-//	-m cgroup   --path G -d BLOCK' -j DROP    # G's processes reach nothing of BLOCK'
+//	-m cgroup   --path G -d BLOCK' -j LOSE    # G's processes reach nothing of BLOCK'
+//
+// LOSE marks the packet lost (lostMark); the chain ETCDFED-IN-<slot>,
+// jumped to from INPUT, drops it there: on the receive path, after it
+// left its sender, as a real network loses packets (a drop in the
+// sender's OUTPUT would be a local error its TCP retries at once).
 //
 // Source addresses cannot be used: a connection between two loopback
-// addresses is sourced from 127.0.0.1 unless the client binds. For the same
-// reason replies (to 127.0.0.1) are let through; every connection still has
-// one direction dropped. The node agent marks its own sockets (SO_MARK) and
-// is let through, as a kubelet inside the zone would be. Both directions are
-// dropped silently (no RST), as a real partition does: clients see
-// timeouts, not refusals.
+// addresses is sourced from 127.0.0.1 unless the client binds, and a
+// reply reaches these rules addressed to 127.0.0.1 (the pods' SNAT is
+// undone before them). So every new connection is marked (CONNMARK) with
+// the unit that opened it, and the replies of a connection opened by a
+// unit on one side of a cut to an address on the other are lost too:
+//
+//	-m connmark --mark UNIT -m conntrack --ctdir REPLY --ctorigdst BLOCK' -j LOSE
+//
+// A real partition loses both directions of every connection that
+// crosses it; before these rules the accepting side's packets still
+// reached the opener (a connection half cut), which a real network never
+// does. (A one-way cut is a stateful firewall rule: the replies of the
+// connections To opens to From pass.) The node agent marks its own
+// sockets (SO_MARK) and is let through both ways, as a kubelet inside the
+// zone would be. Everything is lost silently (no RST), as a real
+// partition does: clients see timeouts, not refusals.
 //
 // The same machinery gives pods real source addresses: a SNAT rule per pod
 // cgroup in the nat chain ETCDFED-SNAT-<slot> (AttachPod). Filter rules see
@@ -45,8 +60,14 @@ type partitioner struct {
 	// delay is the nat chain that sends traffic between units at a
 	// distance to the delay proxy (distance.go).
 	delay string
+	// input is the filter chain, jumped to from INPUT for loopback
+	// traffic, that drops the packets the cuts marked lost (lostMark).
+	input string
 	mark  uint32
 	cgfs  string // cgroup2 mount point, to make paths relative
+	// marks mark each new connection with the unit that opened it (for
+	// the cuts' reply rules: partition.go).
+	marks []markRule
 	mu    sync.Mutex
 }
 
@@ -62,7 +83,7 @@ func iptablesPath() (string, error) {
 	return "", errors.New("iptables not found (install the iptables package; `make system-deps` does)")
 }
 
-func newPartitioner(slot int, cgfs string) (*partitioner, error) {
+func newPartitioner(slot int, cgfs string, marks []markRule) (*partitioner, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("partitions need root (iptables rules and cgroups); `--mode kill` works without")
 	}
@@ -72,7 +93,7 @@ func newPartitioner(slot int, cgfs string) (*partitioner, error) {
 	if _, err := iptablesPath(); err != nil {
 		return nil, err
 	}
-	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), delay: delayChain(slot), mark: partitionMark, cgfs: cgfs}
+	p := &partitioner{chain: fmt.Sprintf("ETCDFED-%d", slot), snat: snatChain(slot), delay: delayChain(slot), input: inputChain(slot), mark: partitionMark, cgfs: cgfs, marks: marks}
 	if err := p.reset(); err != nil {
 		return nil, err
 	}
@@ -92,6 +113,24 @@ func runIPTables(args ...string) (string, error) {
 }
 
 func snatChain(slot int) string { return fmt.Sprintf("ETCDFED-SNAT-%d", slot) }
+
+func inputChain(slot int) string { return fmt.Sprintf("ETCDFED-IN-%d", slot) }
+
+// lostMark is the packet mark (a bit of it) of a packet a cut loses: set
+// in the sender's OUTPUT chain (where the sender's cgroup and the
+// connection's opener are known), the packet is dropped on the receive
+// path (INPUT, the chain ETCDFED-IN-<slot>), after it left its sender.
+// A packet dropped in the sender's own OUTPUT chain never counts as sent:
+// the sender's TCP sees a local error and tries again at once with every
+// new write, so the first write after a heal gets through; a packet lost
+// on the way counts as in flight, and the sender's retransmissions back
+// off as over a real cut (issue 35: a heal measured with the OUTPUT drop
+// was easier than a real network's). A packet mark set in OUTPUT stays
+// with the packet through loopback to INPUT.
+const lostMark = 0x00800000
+
+// loseArgs is the target of a cut's rules: mark the packet lost.
+var loseArgs = []string{"-j", "MARK", "--set-xmark", markArg(lostMark, lostMark)}
 
 func delayChain(slot int) string { return fmt.Sprintf("ETCDFED-DELAY-%d", slot) }
 
@@ -117,6 +156,19 @@ func (p *partitioner) reset() error {
 			return fmt.Errorf("iptables: jump to nat %s: %w: %s", p.snat, err, out)
 		}
 	}
+	if _, err := runIPTables("-N", p.input); err != nil {
+		if out, err := runIPTables("-F", p.input); err != nil {
+			return fmt.Errorf("iptables: flush %s: %w: %s", p.input, err, out)
+		}
+	}
+	if out, err := runIPTables("-A", p.input, "-m", "mark", "--mark", markArg(lostMark, lostMark), "-j", "DROP"); err != nil {
+		return fmt.Errorf("iptables: drop lost packets in %s: %w: %s", p.input, err, out)
+	}
+	if _, err := runIPTables("-C", "INPUT", "-i", "lo", "-j", p.input); err != nil {
+		if out, err := runIPTables("-I", "INPUT", "-i", "lo", "-j", p.input); err != nil {
+			return fmt.Errorf("iptables: jump to %s: %w: %s", p.input, err, out)
+		}
+	}
 	if _, err := runIPTables("-N", p.chain); err != nil {
 		if out, err := runIPTables("-F", p.chain); err != nil {
 			return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
@@ -137,8 +189,12 @@ func (p *partitioner) apply(drops []dropRule) error {
 		return fmt.Errorf("iptables: flush %s: %w: %s", p.chain, err, out)
 	}
 	proxy := fmt.Sprintf("0x%x", proxyMark)
+	agent := markArg(agentConnMark, clusterMarkMask)
 	rules := [][]string{
-		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "RETURN"},
+		// The node agents' connections, both ways: they are outside
+		// every cut, as a kubelet's own link to its node would be.
+		{"-m", "mark", "--mark", fmt.Sprintf("0x%x", p.mark), "-j", "CONNMARK", "--set-xmark", agent},
+		{"-m", "connmark", "--mark", agent, "-j", "RETURN"},
 		// The delay proxy's own connections (distance.go), both ways:
 		// the connection it stands in for was judged when it was
 		// opened (below), and the proxy dials from the sender's address,
@@ -147,15 +203,26 @@ func (p *partitioner) apply(drops []dropRule) error {
 		{"-m", "mark", "--mark", proxy, "-j", "CONNMARK", "--set-mark", proxy},
 		{"-m", "connmark", "--mark", proxy, "-j", "RETURN"},
 	}
+	// Every new connection is marked with the unit that opens it.
+	for _, m := range p.marks {
+		rules = append(rules, m.args(p.cgfs))
+	}
 	// Connections redirected to the delay proxy reach this chain with the
-	// destination 127.0.0.1: they are matched on their original
-	// destination, before 127.0.0.1 is let through.
+	// destination 127.0.0.1, and replies with the opener's 127.0.0.1:
+	// they are matched on their original destination (and the opener's
+	// mark), before 127.0.0.1 is let through.
 	for _, d := range drops {
-		rules = append(rules, d.redirectedArgs(p.cgfs))
+		if d.reply {
+			rules = append(rules, d.replyArgs())
+		} else {
+			rules = append(rules, d.redirectedArgs(p.cgfs))
+		}
 	}
 	rules = append(rules, []string{"-d", "127.0.0.1/32", "-j", "RETURN"})
 	for _, d := range drops {
-		rules = append(rules, d.args(p.cgfs))
+		if !d.reply {
+			rules = append(rules, d.args(p.cgfs))
+		}
 	}
 	for _, r := range rules {
 		if out, err := runIPTables(append([]string{"-A", p.chain}, r...)...); err != nil {
@@ -197,12 +264,17 @@ func (p *partitioner) snatRule(ip netip.Addr, cgroup string) []string {
 
 // remove deletes the jumps and the chains.
 func (p *partitioner) remove() error {
-	return errors.Join(removeChain("filter", "OUTPUT", p.chain), removeChain("nat", "POSTROUTING", p.snat), removeChain("nat", "OUTPUT", p.delay))
+	return errors.Join(removeChain("filter", "OUTPUT", p.chain), removeChain("nat", "POSTROUTING", p.snat), removeChain("nat", "OUTPUT", p.delay),
+		removeChain("filter", "INPUT", p.input))
 }
 
 func removeChain(table, from, chain string) error {
+	iface := "-o" // OUTPUT, POSTROUTING
+	if from == "INPUT" {
+		iface = "-i"
+	}
 	for {
-		if _, err := runIPTables("-t", table, "-D", from, "-o", "lo", "-j", chain); err != nil {
+		if _, err := runIPTables("-t", table, "-D", from, iface, "lo", "-j", chain); err != nil {
 			break
 		}
 	}

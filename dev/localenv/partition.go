@@ -105,29 +105,84 @@ func ParseCut(s string) (Cut, error) {
 // ErrBadPartition says a partition cannot be made as given.
 var ErrBadPartition = errors.New("localenv: bad partition")
 
-// partitionUnit is one unit's loopback block and cgroup.
+// partitionUnit is one unit's loopback block and cgroup, and the
+// connection mark of the connections its processes open.
 type partitionUnit struct {
 	Name   string
 	CIDR   string
 	Cgroup string // absolute cgroup directory
+	// Mark and MarkMask: a connection one of the unit's processes opened
+	// carries Mark in the bits MarkMask of its conntrack mark (openerMarks).
+	Mark, MarkMask uint32
 }
+
+// Connection marks say which unit opened a connection, so that a cut can
+// drop the replies too: a reply travels to the opener's address, which
+// the kernel has translated back to 127.0.0.1 by the time the filter
+// rules see it (the pods' SNAT), so neither its destination nor its
+// sender's cgroup (the accepting side's) names the opener. The top byte
+// is the member cluster's index (1 for the first; hubMarkCluster for the
+// hub cluster), the next the zone's (1 for the first; 0 for the
+// cluster's own processes: apiserver, spoke). agentConnMark marks the
+// node agents' connections, which no cut touches.
+const (
+	unitMarkMask    uint32 = 0xffff0000
+	clusterMarkMask uint32 = 0xff000000
+	hubMarkCluster  uint32 = 0xfe
+	agentConnMark   uint32 = 0xff000000
+)
+
+func clusterMark(i int) uint32         { return uint32(i+1) << 24 }
+func zoneMark(i, j int) uint32         { return clusterMark(i) | uint32(j+1)<<16 }
+func hubMark() uint32                  { return hubMarkCluster << 24 }
+func markArg(mark, mask uint32) string { return fmt.Sprintf("0x%x/0x%x", mark, mask) }
 
 // unit resolves a unit name (cgroot is the environment's cgroup).
 func (s *State) unit(name, cgroot string) (partitionUnit, bool) {
 	if name == HubClusterName {
-		return partitionUnit{Name: name, CIDR: s.Hub.CIDR, Cgroup: filepath.Join(cgroot, s.Hub.Name)}, true
+		return partitionUnit{Name: name, CIDR: s.Hub.CIDR, Cgroup: filepath.Join(cgroot, s.Hub.Name), Mark: hubMark(), MarkMask: clusterMarkMask}, true
 	}
-	for _, c := range s.MemberClusters {
+	for i, c := range s.MemberClusters {
 		if c.Name == name {
-			return partitionUnit{Name: name, CIDR: c.CIDR, Cgroup: filepath.Join(cgroot, c.Name)}, true
+			return partitionUnit{Name: name, CIDR: c.CIDR, Cgroup: filepath.Join(cgroot, c.Name), Mark: clusterMark(i), MarkMask: clusterMarkMask}, true
 		}
-		for _, z := range c.Zones {
+		for j, z := range c.Zones {
 			if z.Name == name {
-				return partitionUnit{Name: name, CIDR: z.CIDR, Cgroup: filepath.Join(cgroot, c.Name, z.Name)}, true
+				return partitionUnit{Name: name, CIDR: z.CIDR, Cgroup: filepath.Join(cgroot, c.Name, z.Name), Mark: zoneMark(i, j), MarkMask: unitMarkMask}, true
 			}
 		}
 	}
 	return partitionUnit{}, false
+}
+
+// openerMarks are the rules that mark each new connection with the unit
+// of the process that opened it (the innermost: a zone's before its
+// cluster's), for the cuts' reply rules. Pure; deterministic order.
+func (s *State) openerMarks(cgroot string) []markRule {
+	var out []markRule
+	for i, c := range s.MemberClusters {
+		for j, z := range c.Zones {
+			out = append(out, markRule{cgroup: filepath.Join(cgroot, c.Name, z.Name), mark: zoneMark(i, j)})
+		}
+	}
+	for i, c := range s.MemberClusters {
+		out = append(out, markRule{cgroup: filepath.Join(cgroot, c.Name), mark: clusterMark(i)})
+	}
+	return append(out, markRule{cgroup: filepath.Join(cgroot, s.Hub.Name), mark: hubMark()})
+}
+
+// markRule marks the new connections a cgroup's processes open.
+type markRule struct {
+	cgroup string // absolute
+	mark   uint32
+}
+
+// args renders the rule for iptables: only a connection no rule marked
+// yet (its first packet) is marked.
+func (r markRule) args(cgfs string) []string {
+	rel := strings.TrimPrefix(strings.TrimPrefix(r.cgroup, cgfs), "/")
+	return []string{"-m", "conntrack", "--ctstate", "NEW", "-m", "connmark", "--mark", markArg(0, unitMarkMask),
+		"-m", "cgroup", "--path", rel, "-j", "CONNMARK", "--set-xmark", markArg(r.mark, unitMarkMask)}
 }
 
 // unitNames lists every unit name, for error messages.
@@ -213,12 +268,32 @@ func overlaps(a, b string) bool {
 
 // dropRule drops packets sent by the sockets of a cgroup (or, with
 // notFrom, of every other cgroup) to a block (or, with notTo, to anything
-// outside it).
+// outside it). A reply rule drops instead the replies of the connections
+// a unit opened (its mark; with notFrom, any other unit or none) to a
+// block (with notTo, outside it): what the accepting side sends back.
 type dropRule struct {
 	cgroup  string // absolute
 	notFrom bool
 	cidr    string
 	notTo   bool
+	// reply: mark and mask name the opener instead of cgroup.
+	reply      bool
+	mark, mask uint32
+}
+
+// replyArgs renders a reply rule for iptables: matched on the
+// connection's mark and original destination (before a REDIRECT to the
+// delay proxy, so the same rule holds at a distance).
+func (r dropRule) replyArgs() []string {
+	out := []string{"-m", "connmark"}
+	if r.notFrom {
+		out = append(out, "!")
+	}
+	out = append(out, "--mark", markArg(r.mark, r.mask), "-m", "conntrack", "--ctdir", "REPLY")
+	if r.notTo {
+		out = append(out, "!")
+	}
+	return append(append(out, "--ctorigdst", r.cidr), loseArgs...)
 }
 
 // args renders the rule for iptables, with cgroup paths relative to the
@@ -233,7 +308,7 @@ func (r dropRule) args(cgfs string) []string {
 	if r.notTo {
 		out = append(out, "!")
 	}
-	return append(out, "-d", r.cidr, "-j", "DROP")
+	return append(append(out, "-d", r.cidr), loseArgs...)
 }
 
 // redirectedArgs renders the rule for connections the delay proxy's
@@ -250,13 +325,15 @@ func (r dropRule) redirectedArgs(cgfs string) []string {
 	if r.notTo {
 		out = append(out, "!")
 	}
-	return append(out, "--ctorigdst", r.cidr, "-j", "DROP")
+	return append(append(out, "--ctorigdst", r.cidr), loseArgs...)
 }
 
 // partitionRules are the DROP rules of the isolated units (FailZone's
-// ModePartition: nothing leaves, nothing enters), then of the groups
-// (every unit of a group to every unit of every other group), then of
-// the one-way cuts. Pure; deterministic order.
+// ModePartition: nothing leaves, nothing enters, replies included), then
+// of the groups (every unit of a group to every unit of every other
+// group, and the replies of the connections it opened to them), then of
+// the one-way cuts (the opener's packets only: a one-way cut is a
+// stateful firewall rule). Pure; deterministic order.
 func partitionRules(isolated []partitionUnit, p resolvedPartition) []dropRule {
 	var out []dropRule
 	iso := slices.Clone(isolated)
@@ -265,6 +342,10 @@ func partitionRules(isolated []partitionUnit, p resolvedPartition) []dropRule {
 		out = append(out,
 			dropRule{cgroup: u.Cgroup, cidr: u.CIDR, notTo: true},
 			dropRule{cgroup: u.Cgroup, notFrom: true, cidr: u.CIDR},
+			// What answers the unit's connections from outside, and what
+			// the unit answers to connections from outside.
+			dropRule{reply: true, mark: u.Mark, mask: u.MarkMask, cidr: u.CIDR, notTo: true},
+			dropRule{reply: true, mark: u.Mark, mask: u.MarkMask, notFrom: true, cidr: u.CIDR},
 		)
 	}
 	for i, g := range p.groups {
@@ -274,7 +355,10 @@ func partitionRules(isolated []partitionUnit, p resolvedPartition) []dropRule {
 			}
 			for _, u := range g {
 				for _, v := range h {
-					out = append(out, dropRule{cgroup: u.Cgroup, cidr: v.CIDR})
+					// u's packets to v, and v's answers to the
+					// connections u opened: a cut drops both ways.
+					out = append(out, dropRule{cgroup: u.Cgroup, cidr: v.CIDR},
+						dropRule{reply: true, mark: u.Mark, mask: u.MarkMask, cidr: v.CIDR})
 				}
 			}
 		}

@@ -73,6 +73,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioInstall":                        2 * time.Minute, // 82 s
 	"TestScenarioLegacyNamesAdopted":             4 * time.Minute,
 	"TestScenarioGossipBroken":                   3 * time.Minute, // 164 s
+	"TestScenarioPartitionHealed":                3 * time.Minute, // 91 s on the shared environment, 166 s with the binaries built and the environment started
 	"TestScenarioMigrate":                        4 * time.Minute, // 138 s, its own six-cluster environment
 	"TestScenarioAdopt":                          3 * time.Minute, // 76 s on the shared environment (first run)
 	"TestScenarioAdoptWithAuth":                  3 * time.Minute, // about 110 s

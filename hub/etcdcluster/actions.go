@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
@@ -71,6 +72,7 @@ var actions = map[planner.Action]action{
 	planner.ActAwaitReturn:          {render: renderWrite, apply: (*Reconciler).disruptionStep},
 	planner.ActDeleteObject:         {render: renderDeleteObject, apply: (*Reconciler).applyDeletes},
 	planner.ActFinishBootstrap:      {apply: (*Reconciler).applyFinishBootstrap},
+	planner.ActRestartMember:        {apply: (*Reconciler).applyRestartMember},
 
 	// etcd's membership.
 	planner.ActAddLearner: {render: renderAddLearner, apply: (*Reconciler).applyAddLearner, etcd: true},
@@ -458,5 +460,35 @@ func (r *Reconciler) applyHoldCARotation(_ context.Context, t *taking) error {
 	if cr := t.s.ec.Status.CARotation; cr == nil || cr.HeldSince == nil {
 		r.event(t.s.ec, corev1.EventTypeNormal, etcdfedv1.EventCARotationHeld, "HoldCARotation", "%s", t.d.plan.Reason)
 	}
+	return nil
+}
+
+// RestartMember: the member's object carries a new restart token (the
+// hub's clock), and its spoke replaces the pod once, on the same volume
+// (planner/rejoin.go).
+func (r *Reconciler) applyRestartMember(ctx context.Context, t *taking) error {
+	s, p := t.s, t.d.plan
+	var obj *etcdfedv1.EtcdMember
+	var cs *clusterSnapshot
+	for _, m := range t.d.ledger.Members {
+		if m.Name == p.Member {
+			if cs = s.cluster(m.Cluster); cs != nil {
+				obj = cs.members[m.Name]
+			}
+		}
+	}
+	if obj == nil || cs == nil || cs.client == nil {
+		return fmt.Errorf("restart %s: its object is not in sight", p.Member)
+	}
+	token := r.now().UTC().Format(time.RFC3339Nano)
+	patched := obj.DeepCopy()
+	if patched.Annotations == nil {
+		patched.Annotations = map[string]string{}
+	}
+	patched.Annotations[etcdfedv1.AnnotationRestart] = token
+	if err := cs.client.Patch(ctx, patched, client.MergeFrom(obj)); err != nil {
+		return fmt.Errorf("ask the spoke of %s to restart %s: %w", cs.name, p.Member, err)
+	}
+	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventMemberRejoinRestart, "RestartMember", "%s", p.Reason)
 	return nil
 }

@@ -292,6 +292,9 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	}
 	o.Etcd, o.ForceNewCluster = etcdView(obj), obj.Spec.ForceNewCluster
 	o.NamedAfterMember = obj.Name == obj.Spec.MemberName
+	if at, err := time.Parse(time.RFC3339Nano, obj.Annotations[etcdfedv1.AnnotationRestart]); err == nil {
+		o.RestartRequestedAt = at
+	}
 	if c := meta.FindStatusCondition(obj.Status.Conditions, etcdfedv1.ConditionStorageReady); c != nil &&
 		c.Status == metav1.ConditionFalse && c.Reason == etcdfedv1.ReasonVolumeLost {
 		o.VolumeLost = true

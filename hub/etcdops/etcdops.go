@@ -195,8 +195,8 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) planner.E
 					bctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), plan.background)
 					defer cancel()
 					at := time.Now()
-					_, answered := c.askStatus(bctx, m)
-					c.Probes.record(m.ID, answered, at)
+					st, answered := c.askStatus(bctx, m)
+					c.Probes.record(m.ID, answered, answered && st.Leader == 0, at)
 				}()
 			}
 			if plan.timeout == 0 {
@@ -215,7 +215,12 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) planner.E
 					downgrades[i] = planner.Downgrade{Enabled: di.Enabled, Target: di.TargetVersion}
 				}
 			}
-			c.Probes.record(m.ID, answered, start)
+			c.Probes.record(m.ID, answered, answered && st.Leader == 0, start)
+			if answered && st.Leader == 0 {
+				// Zero without memory: judged as before, from when it
+				// went unready.
+				out.Members[i].LeaderlessSince = c.Probes.leaderlessSince(m.ID)
+			}
 			took[i] = fmt.Sprintf("%x %s answered=%t timeout=%s", m.ID, time.Since(start).Round(time.Millisecond), answered, plan.timeout)
 		}()
 	}

@@ -41,6 +41,9 @@ type probe struct {
 	lastAsked time.Time
 	// inFlight: a background request has not returned yet.
 	inFlight bool
+	// leaderlessSince: since when every status answer named no leader
+	// (zero once one named a leader, or a request went unanswered).
+	leaderlessSince time.Time
 }
 
 // probePlan is how a member is asked for its status: by the pass, with
@@ -98,8 +101,9 @@ func (m *ProbeMemory) plan(id uint64, now time.Time, outOfSight, learner bool) p
 	return pl
 }
 
-// record notes the outcome of a status request made at now.
-func (m *ProbeMemory) record(id uint64, ok bool, now time.Time) {
+// record notes the outcome of a status request made at now: answered
+// (ok), and if so whether the answer named no leader.
+func (m *ProbeMemory) record(id uint64, ok, leaderless bool, now time.Time) {
 	if m == nil {
 		return
 	}
@@ -110,7 +114,24 @@ func (m *ProbeMemory) record(id uint64, ok bool, now time.Time) {
 	}
 	p := m.probes[id]
 	p.failing, p.lastAsked, p.inFlight = !ok, now, false
+	switch {
+	case !ok || !leaderless:
+		p.leaderlessSince = time.Time{}
+	case p.leaderlessSince.IsZero():
+		p.leaderlessSince = now
+	}
 	m.probes[id] = p
+}
+
+// leaderlessSince is since when member id has answered every status
+// request without naming a leader (zero: it named one, or did not answer).
+func (m *ProbeMemory) leaderlessSince(id uint64) time.Time {
+	if m == nil {
+		return time.Time{}
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.probes[id].leaderlessSince
 }
 
 // forget drops members no longer in the member list.

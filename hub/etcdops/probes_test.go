@@ -62,23 +62,48 @@ func TestProbeMemory(t *testing.T) {
 	if got := m.plan(1, t0.Add(time.Hour), false, true); got != (probePlan{}) {
 		t.Errorf("request in flight: %+v, want nothing", got)
 	}
-	m.record(1, true, t0.Add(time.Second))
+	m.record(1, true, false, t0.Add(time.Second))
 	if got := m.plan(1, t0.Add(2*time.Second), false, true); got.timeout != StatusTimeout {
 		t.Errorf("answered in the background: %+v, want the pass to ask it", got)
 	}
-	m.record(1, false, t0.Add(3*time.Second))
+	m.record(1, false, false, t0.Add(3*time.Second))
 	if got := m.plan(1, t0.Add(3*time.Second+FailingProbeEvery), false, false); got.background == 0 {
 		t.Errorf("failed in the pass: %+v, want a background request once due", got)
 	}
-	m.record(2, false, t0)
+	m.record(2, false, false, t0)
 	m.forget(map[uint64]bool{1: true})
 	if got := m.plan(2, t0.Add(time.Second), false, false); got.timeout != StatusTimeout {
 		t.Errorf("forgotten member: %+v, want the pass to ask it", got)
 	}
 	var none *ProbeMemory
-	none.record(3, false, t0)
+	none.record(3, false, false, t0)
 	if got := none.plan(3, t0, false, true); got.timeout != StatusTimeout {
 		t.Errorf("nil memory: %+v", got)
+	}
+}
+
+// A member answering without a leader is leaderless since its first such
+// answer, until it names a leader or does not answer (issue 35: the hub
+// judges a member cut off from its peers from when it answers so, not
+// from when it went unready).
+func TestProbeMemoryLeaderlessSince(t *testing.T) {
+	t0 := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	var m ProbeMemory
+	for i, step := range []struct {
+		ok, leaderless bool
+		want           time.Time
+	}{
+		{true, false, time.Time{}},
+		{true, true, t0.Add(time.Second)},
+		{true, true, t0.Add(time.Second)},
+		{false, false, time.Time{}},
+		{true, true, t0.Add(4 * time.Second)},
+		{true, false, time.Time{}},
+	} {
+		m.record(1, step.ok, step.leaderless, t0.Add(time.Duration(i)*time.Second))
+		if got := m.leaderlessSince(1); !got.Equal(step.want) {
+			t.Errorf("step %d (answered %t, leaderless %t): leaderless since %v, want %v", i, step.ok, step.leaderless, got, step.want)
+		}
 	}
 }
 
@@ -121,7 +146,7 @@ func TestObserveWaitsForSilentMembersOnce(t *testing.T) {
 				t.Fatal("a silent member is still asked by the pass")
 			}
 			// As if that request were old enough for the next to be due.
-			cl.Probes.record(gone, false, time.Now().Add(-OutOfSightProbeEvery))
+			cl.Probes.record(gone, false, false, time.Now().Add(-OutOfSightProbeEvery))
 			start := time.Now()
 			e := cl.ObserveWith(ctx, opts)
 			took := time.Since(start)

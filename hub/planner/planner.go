@@ -91,13 +91,16 @@ func graceEnds(in Input) (time.Duration, bool) {
 		if !listed || em.IsLearner || m.Ready || em.Healthy || !m.ClusterVisible || m.ReadyChangedAt.IsZero() {
 			continue
 		}
-		left := m.ReadyChangedAt.Add(in.MemberGrace).Sub(in.Now)
+		left := unhealthySince(m, em).Add(in.MemberGrace).Sub(in.Now)
 		if left <= 0 {
 			continue
 		}
 		if !found || left < first {
 			first, found = left, true
 		}
+	}
+	if left, ok := rejoinEnds(in); ok && (!found || left < first) {
+		first, found = left, true
 	}
 	return first, found
 }
@@ -119,6 +122,9 @@ func next(in Input) Decision {
 		return wait(pollFast, "etcd does not answer (%s); no membership change without etcd's member list", orUnknown(in.Etcd.Error))
 	}
 	if d, ok := foreignMembers(in); ok {
+		return d
+	}
+	if d, ok := restartRejoining(in); ok {
 		return d
 	}
 	if d, ok := replaceFailed(in); ok {
@@ -640,11 +646,12 @@ func replaceFailed(in Input) (Decision, bool) {
 			continue
 		}
 		lost := m.Object != nil && m.Object.VolumeLost && m.ClusterVisible
-		failed := m.ClusterVisible && !m.DomainFailed && !m.DomainClosed && FailedBeyondGrace(m.Ready, m.ReadyChangedAt, em.Healthy, in.Now, in.MemberGrace)
+		since := unhealthySince(m, em)
+		failed := m.ClusterVisible && !m.DomainFailed && !m.DomainClosed && FailedBeyondGrace(m.Ready, since, em.Healthy, in.Now, in.MemberGrace)
 		if !lost && !failed {
 			continue
 		}
-		why := fmt.Sprintf("%s has been unhealthy since %s (grace %s): %s", m.Name, m.ReadyChangedAt.UTC().Format(time.RFC3339), in.MemberGrace, unhealthyEvidence(m, em))
+		why := fmt.Sprintf("%s has been unhealthy since %s (grace %s): %s", m.Name, since.UTC().Format(time.RFC3339), in.MemberGrace, unhealthyEvidence(m, em))
 		if lost {
 			why = fmt.Sprintf("%s lost its data volume", m.Name)
 		}

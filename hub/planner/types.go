@@ -122,6 +122,12 @@ type ListEntry struct {
 	// size, the part of it in use, and its quota, in bytes, from the
 	// member's last status answer (0 when unknown).
 	DBSize, DBSizeInUse, DBSizeQuota int64
+	// LeaderlessSince is set when the member answered the hub's status
+	// request without naming a leader: since when it has answered every
+	// request so (the hub's clock; zero when it named a leader or did not
+	// answer). Its process runs on its data; it is only out of touch with
+	// its peers.
+	LeaderlessSince time.Time
 }
 
 // Started reports whether the member has published its name, i.e. its
@@ -189,6 +195,9 @@ type Object struct {
 	// VolumeLost is true when the spoke reports the incarnation's volume
 	// gone (its data is lost; only a new incarnation can help).
 	VolumeLost bool
+	// RestartRequestedAt is when the hub last asked the spoke to restart
+	// the member's pod in place (ActRestartMember); zero when never.
+	RestartRequestedAt time.Time
 	// Outdated is true when the object's spec differs from what the
 	// EtcdCluster's spec wants in a way that restarts the pod (image,
 	// version, etcd flags, pod template, storage, exposure): the member

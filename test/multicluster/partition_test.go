@@ -2,12 +2,14 @@ package multicluster
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/localenv"
 )
 
 // TestScenarioHubWithMinority (issue 24): five members 2/2/1,
@@ -73,5 +75,31 @@ func TestScenarioRegistryDropped(t *testing.T) {
 			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
 		}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
 		RegistryDroppedSpec(ctx, RegistryDroppedSpecInput{T: t, Topology: topo, Etcd: etcd, Cluster: "member-2", Hold: 70 * time.Second})
+	})
+}
+
+// TestScenarioPartitionHealed (issue 35, "heal to tolerant fast"): three
+// members 1/1/1, graces of 30 s, 10 ms between the member clusters; the
+// network cut between {the hub, member-3} and {member-1, member-2} for
+// 60 s, twice the member grace -> after the heal no member is replaced
+// (member-3's member only lost its peers) and the ring is FailureTolerant
+// again (the time from the heal is logged); nothing lost.
+func TestScenarioPartitionHealed(t *testing.T) {
+	ringScenario(t, ringScenarioInput{Ring: EtcdClusterSpecInput{Namespace: "partition-heal", Name: "pheal", Domain: "pheal.etcd.test", Replicas: 3, WantZones: "1/1/1",
+		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
+			s.FailurePolicy.MemberGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+			s.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
+		}}}, func(ctx context.Context, topo *Topology, etcd *ManagedEtcd) {
+		// PARTITION_HEAL_DISTANCE replaces the distance (localenv's
+		// syntax; "none" for zero distance), to compare.
+		text := "member-1:member-2=10ms,member-1:member-3=10ms,member-2:member-3=10ms"
+		if v := os.Getenv("PARTITION_HEAL_DISTANCE"); v != "" {
+			text = v
+		}
+		d, err := localenv.ParseDistance(text)
+		if err != nil {
+			t.Fatal(err)
+		}
+		PartitionHealSpec(ctx, PartitionHealSpecInput{T: t, Topology: topo, Etcd: etcd, Distance: d, Cut: "member-3", Hold: 60 * time.Second})
 	})
 }

@@ -168,6 +168,10 @@ func Build(m *etcdfedv1.EtcdMember, p Params) *corev1.Pod {
 	}
 	pod.Annotations[AnnotationSpecHash] = SpecHash(&pod.Spec)
 	pod.Annotations[AnnotationMemberSpecHash] = MemberSpecHash(m)
+	if token := m.Annotations[etcdfedv1.AnnotationRestart]; token != "" {
+		// The hub's last restart request this pod answers (Decide).
+		pod.Annotations[etcdfedv1.AnnotationRestart] = token
+	}
 	return pod
 }
 

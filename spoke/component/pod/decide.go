@@ -29,8 +29,9 @@ const (
 	// (image, version, etcd flags, TLS and CA trust, exposure or pod
 	// settings changed by the hub, which rolls such changes one member at a
 	// time; anything but spec.bootstrap and spec.disruption, see
-	// MemberSpecHash); it is recreated from the current spec on the same
-	// volume.
+	// MemberSpecHash), or one the hub asked to restart
+	// (etcdfedv1.AnnotationRestart, once per token); it is recreated from
+	// the current spec on the same volume.
 	Replace Action = "Replace"
 	// Conflict: a pod of that name exists that the member does not own. It
 	// is left alone.
@@ -89,6 +90,12 @@ func Decide(m *etcdfedv1.EtcdMember, pod *corev1.Pod, desired *corev1.Pod, block
 			return Decision{Action: Keep, Message: fmt.Sprintf("pod %s is %s and is kept until a replacement can start: %s", pod.Name, pod.Status.Phase, blocker.Message)}
 		}
 		return Decision{Action: DeleteTerminated, Message: fmt.Sprintf("pod %s is %s (%s) and will not run again", pod.Name, pod.Status.Phase, pod.Status.Reason)}
+	}
+	if token := m.Annotations[etcdfedv1.AnnotationRestart]; token != "" && pod.Annotations[etcdfedv1.AnnotationRestart] != token && desired != nil {
+		// The hub asked for a restart in place (a member that hears no
+		// leader after a partition healed): the pod is replaced once per
+		// request; the one created next carries the token.
+		return Decision{Action: Replace, Message: fmt.Sprintf("pod %s restarted at the hub's request %q (%s): the member answered but heard no leader", pod.Name, token, etcdfedv1.AnnotationRestart)}
 	}
 	if desired == nil {
 		return Decision{Action: Keep}

@@ -449,3 +449,49 @@ func TestBuildPreStop(t *testing.T) {
 		t.Errorf("the helper volume is not mounted at %s in both the etcd and the install-helper containers", pod.HelperMountPath)
 	}
 }
+
+// The hub's restart request (etcdfedv1.AnnotationRestart, issue 35: a
+// member that hears no leader after a partition healed): a running pod
+// without the member's token is replaced once; the pod built next
+// carries it and is kept; a new token replaces it again; nothing is
+// replaced while no pod could be created in its place.
+func TestRestartRequest(t *testing.T) {
+	params := pod.Params{ClaimName: "main-0-data-2", Advertised: spec.PodPorts}
+	asked := func(token string) *etcdfedv1.EtcdMember {
+		return member(func(m *etcdfedv1.EtcdMember) {
+			m.Annotations = map[string]string{etcdfedv1.AnnotationRestart: token}
+		})
+	}
+	running := func(m *etcdfedv1.EtcdMember) *corev1.Pod {
+		p := pod.Build(m, params)
+		p.Status.Phase = corev1.PodRunning
+		return p
+	}
+	block := &pod.Blocker{Reason: "WaitingForBootstrap", Message: "no bootstrap"}
+	for _, tc := range []struct {
+		name    string
+		m       *etcdfedv1.EtcdMember
+		pod     *corev1.Pod
+		blocked bool
+		want    pod.Action
+	}{
+		{"no request", member(), running(member()), false, pod.Keep},
+		{"asked, pod from before", asked("t1"), running(member()), false, pod.Replace},
+		{"asked, pod built after the request", asked("t1"), running(asked("t1")), false, pod.Keep},
+		{"asked again", asked("t2"), running(asked("t1")), false, pod.Replace},
+		{"asked, no pod could be created", asked("t1"), running(member()), true, pod.Keep},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			desired, blocker := pod.Build(tc.m, params), (*pod.Blocker)(nil)
+			if tc.blocked {
+				desired, blocker = nil, block
+			}
+			if got := pod.Decide(tc.m, tc.pod, desired, blocker); got.Action != tc.want {
+				t.Errorf("Decide = %s (%s); want %s", got.Action, got.Message, tc.want)
+			}
+		})
+	}
+	if pod.MemberSpecHash(asked("t1")) != pod.MemberSpecHash(member()) || pod.Build(asked("t1"), params).Annotations[pod.AnnotationSpecHash] != pod.Build(member(), params).Annotations[pod.AnnotationSpecHash] {
+		t.Error("the restart token moves a spec hash: every pod would be outdated by it")
+	}
+}
