@@ -497,10 +497,16 @@ const DefaultMaxConcurrentReconciles = 8
 // etcdClientIdle is how long a ring's etcd client stays open unused.
 const etcdClientIdle = 2 * time.Minute
 
+// deletePendingRetry is the next delete pass while member clusters still
+// hold the ring's objects: the spokes' deletions wake the hub as well, a
+// cluster coming back does not.
+const deletePendingRetry = 15 * time.Second
+
 // reconcileDelete deletes the EtcdCluster's objects in every member cluster
 // the hub can reach. Volumes stay (the spoke retains them unless the policy
-// says Delete). A member cluster the hub cannot reach keeps the finalizer:
-// nothing is abandoned silently.
+// says Delete). A member cluster the hub cannot reach, or one its ledger
+// places members in that is not registered, keeps the finalizer: nothing
+// is abandoned silently.
 func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdCluster) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	if !controllerutil.ContainsFinalizer(ec, Finalizer) {
@@ -512,6 +518,18 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 	}
 	var pending []string
 	var errs []error
+	// A cluster that holds members of the ring but is not registered now
+	// (its kubeconfig Secret deleted or being re-created) keeps the
+	// finalizer too: its members would be abandoned silently.
+	registered := map[string]bool{}
+	for _, mc := range clusters {
+		registered[mc.Name] = true
+	}
+	for _, name := range ledgerClusters(&ec.Status) {
+		if !registered[name] {
+			pending = append(pending, name+" (not registered)")
+		}
+	}
 	for _, mc := range clusters {
 		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name))
 		if err != nil {
@@ -532,7 +550,7 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 	}
 	if len(pending) > 0 {
 		log.Info("Waiting for member clusters before removing the finalizer; remove it by hand to abandon their members", "clusters", pending)
-		return ctrl.Result{RequeueAfter: resyncPeriod}, nil
+		return ctrl.Result{RequeueAfter: deletePendingRetry}, nil
 	}
 	r.forget(client.ObjectKeyFromObject(ec))
 	controllerutil.RemoveFinalizer(ec, Finalizer)

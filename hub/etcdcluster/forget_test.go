@@ -146,6 +146,37 @@ func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 			t.Errorf("deleted ring %s: the hub still holds its last pushed record set", ec.Name)
 		}
 	})
+	t.Run("a cluster holding members but not registered keeps the finalizer", func(t *testing.T) {
+		// The ring's ledger places a member in member-9, whose kubeconfig
+		// Secret is gone (or being re-created): deleting the ring must not
+		// abandon it there.
+		ec, _ := published(t, "f")
+		ec.Status.Members = []etcdfedv1.MemberStatus{{Name: "f-0", Cluster: "member-9", Zone: "zone-9", Incarnation: 1}}
+		if err := api.Client.Status().Update(ctx, ec); err != nil {
+			t.Fatal(err)
+		}
+		if err := api.Client.Delete(ctx, ec); err != nil {
+			t.Fatal(err)
+		}
+		res, err := r.Reconcile(ctx, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ec)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &etcdfedv1.EtcdCluster{}
+		if err := api.Client.Get(ctx, client.ObjectKeyFromObject(ec), got); err != nil {
+			t.Fatalf("%s gone while member-9 holds its member: %v", ec.Name, err)
+		}
+		if len(got.Finalizers) == 0 || res.RequeueAfter == 0 || res.RequeueAfter > time.Minute {
+			t.Fatalf("finalizers %v, requeue after %s: want the finalizer kept and a pass within a minute", got.Finalizers, res.RequeueAfter)
+		}
+		// Abandoned by hand, as the log says.
+		before := got.DeepCopy()
+		got.Finalizers = nil
+		if err := api.Client.Patch(ctx, got, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+		gone(t, got)
+	})
 	t.Run("finalizer removed by hand", func(t *testing.T) {
 		keep, _ := published(t, "keep")
 		ec, _ := published(t, "b")
