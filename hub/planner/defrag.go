@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -379,16 +380,5 @@ func memberNames(ms []Member) string {
 	return strings.Join(out, ", ")
 }
 
-// Bytes formats a size for people: "312.4 MiB".
-func Bytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 4; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
-}
+// Bytes formats a size for people: "312.4 MiB" (text.Bytes).
+func Bytes(n int64) string { return text.Bytes(n) }

@@ -1,6 +1,9 @@
 package text
 
-import "unicode/utf8"
+import (
+	"fmt"
+	"unicode/utf8"
+)
 
 // Ellipsis ends a truncated string.
 const Ellipsis = "..."
@@ -27,4 +30,18 @@ func runeStart(s string, at int) int {
 		at--
 	}
 	return at
+}
+
+// Bytes formats a size for people: "312.4 MiB".
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for v := n / unit; v >= unit && exp < 4; v /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }

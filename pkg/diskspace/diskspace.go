@@ -9,6 +9,8 @@ package diskspace
 import (
 	"errors"
 	"fmt"
+
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Margin is added to every need: room for the filesystem's own metadata,
@@ -33,7 +35,7 @@ type Shortage struct {
 
 func (s *Shortage) Error() string {
 	return fmt.Sprintf("%s needs %d bytes (%s) free on the filesystem of %s, %d bytes (%s) are available; nothing was written: free space there or give it a larger volume",
-		s.What, s.Need, human(s.Need), s.Path, s.Available, human(s.Available))
+		s.What, s.Need, text.Bytes(s.Need), s.Path, s.Available, text.Bytes(s.Available))
 }
 
 // Unwrap makes a Shortage an ErrInsufficient.
@@ -54,18 +56,4 @@ func Check(free Free, path string, need int64, what string) error {
 		return &Shortage{Path: path, What: what, Need: need, Available: avail}
 	}
 	return nil
-}
-
-// human formats a size for people: "312.4 MiB".
-func human(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for v := n / unit; v >= unit && exp < 4; v /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
 }
