@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
@@ -81,8 +82,8 @@ up returns once it is ready; etcdfed dev down stops it.`,
 
 func init() {
 	f := devUpCmd.Flags()
-	f.IntVar(&upFlags.clusters, "clusters", localenv.DefaultClusters, "number of member clusters (1-15)")
-	f.IntVar(&upFlags.zones, "zones-per-cluster", localenv.DefaultZonesPerCluster, "zones in each member cluster (1-15)")
+	f.IntVar(&upFlags.clusters, "clusters", localenv.DefaultClusters, fmt.Sprintf("number of member clusters (1-%d)", addr.MaxMemberClusters))
+	f.IntVar(&upFlags.zones, "zones-per-cluster", localenv.DefaultZonesPerCluster, fmt.Sprintf("zones in each member cluster (1-%d)", addr.MaxZones))
 	f.IntVar(&upFlags.members, "members", localenv.DefaultMembers, "members of the demo EtcdCluster the hub forms (0: none)")
 	f.StringVar(&upFlags.etcdVersion, "etcd-version", etcdversion.Default().String(),
 		"etcd release of the demo EtcdCluster (spec.version); the local nodes run bin/etcd-<release> or bin/etcd, which hack/tools.sh builds for "+testedReleases())

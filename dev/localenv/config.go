@@ -30,9 +30,9 @@ const (
 type Config struct {
 	// StateDir holds everything the environment owns. Required.
 	StateDir string
-	// Clusters is the number of member clusters (1..15).
+	// Clusters is the number of member clusters (1..addr.MaxMemberClusters, 31).
 	Clusters int
-	// ZonesPerCluster is the number of zones in each member cluster (1..15).
+	// ZonesPerCluster is the number of zones in each member cluster (1..addr.MaxZones, 7).
 	ZonesPerCluster int
 	// NodesPerZone is the number of nodes per zone (1..9).
 	NodesPerZone int

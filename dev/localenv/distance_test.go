@@ -148,14 +148,14 @@ func TestDistanceRules(t *testing.T) {
 	}
 	want := []string{
 		"-m mark --mark 0x6566 -j RETURN",
-		"-m cgroup --path etcdfed-7/member-1/zone-1a -d 127.7.33.0/24 -j RETURN",
-		"-m cgroup --path etcdfed-7/member-2/zone-2a -d 127.7.17.0/24 -j RETURN",
-		"-p udp -m cgroup --path etcdfed-7/member-1 -d 127.7.32.2/32 --dport 1053 -j REDIRECT --to-ports 40001",
-		"-p udp -m cgroup --path etcdfed-7/member-1 -d 127.7.32.2/32 --dport 7946 -j REDIRECT --to-ports 40002",
-		"-p tcp -m cgroup --path etcdfed-7/member-1 -d 127.7.32.0/20 -j REDIRECT --to-ports 40000",
-		"-p udp -m cgroup --path etcdfed-7/member-2 -d 127.7.16.2/32 --dport 1053 -j REDIRECT --to-ports 40004",
-		"-p udp -m cgroup --path etcdfed-7/member-2 -d 127.7.16.2/32 --dport 7946 -j REDIRECT --to-ports 40005",
-		"-p tcp -m cgroup --path etcdfed-7/member-2 -d 127.7.16.0/20 -j REDIRECT --to-ports 40003",
+		"-m cgroup --path etcdfed-7/member-1/zone-1a -d 127.7.17.0/24 -j RETURN",
+		"-m cgroup --path etcdfed-7/member-2/zone-2a -d 127.7.9.0/24 -j RETURN",
+		"-p udp -m cgroup --path etcdfed-7/member-1 -d 127.7.16.2/32 --dport 1053 -j REDIRECT --to-ports 40001",
+		"-p udp -m cgroup --path etcdfed-7/member-1 -d 127.7.16.2/32 --dport 7946 -j REDIRECT --to-ports 40002",
+		"-p tcp -m cgroup --path etcdfed-7/member-1 -d 127.7.16.0/21 -j REDIRECT --to-ports 40000",
+		"-p udp -m cgroup --path etcdfed-7/member-2 -d 127.7.8.2/32 --dport 1053 -j REDIRECT --to-ports 40004",
+		"-p udp -m cgroup --path etcdfed-7/member-2 -d 127.7.8.2/32 --dport 7946 -j REDIRECT --to-ports 40005",
+		"-p tcp -m cgroup --path etcdfed-7/member-2 -d 127.7.8.0/21 -j REDIRECT --to-ports 40003",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("rules:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
@@ -179,14 +179,14 @@ func TestDistanceRules(t *testing.T) {
 // original destination, before 127.0.0.1 (where a redirected connection
 // goes) is let through.
 func TestPartitionRulesSeeRedirectedConnections(t *testing.T) {
-	r := dropRule{cgroup: "/sys/fs/cgroup/etcdfed-7/member-1", cidr: "127.7.32.0/20"}
+	r := dropRule{cgroup: "/sys/fs/cgroup/etcdfed-7/member-1", cidr: "127.7.16.0/21"}
 	if got, want := strings.Join(r.redirectedArgs("/sys/fs/cgroup"), " "),
-		"-m cgroup --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL --ctorigdst 127.7.32.0/20 -j MARK --set-xmark 0x800000/0x800000"; got != want {
+		"-m cgroup --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL --ctorigdst 127.7.16.0/21 -j MARK --set-xmark 0x800000/0x800000"; got != want {
 		t.Errorf("redirected:\n%s\nwant\n%s", got, want)
 	}
-	iso := dropRule{cgroup: "/sys/fs/cgroup/etcdfed-7/member-1", notFrom: true, cidr: "127.7.16.0/20", notTo: true}
+	iso := dropRule{cgroup: "/sys/fs/cgroup/etcdfed-7/member-1", notFrom: true, cidr: "127.7.8.0/21", notTo: true}
 	if got, want := strings.Join(iso.redirectedArgs("/sys/fs/cgroup"), " "),
-		"-m cgroup ! --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL ! --ctorigdst 127.7.16.0/20 -j MARK --set-xmark 0x800000/0x800000"; got != want {
+		"-m cgroup ! --path etcdfed-7/member-1 -m conntrack --ctstate DNAT --ctdir ORIGINAL ! --ctorigdst 127.7.8.0/21 -j MARK --set-xmark 0x800000/0x800000"; got != want {
 		t.Errorf("isolated:\n%s\nwant\n%s", got, want)
 	}
 }

@@ -25,14 +25,14 @@ func TestRealState(t *testing.T) {
 		t.Fatalf("hub zones: %+v", st.Hub.Zones)
 	}
 	m := st.MemberClusters[1]
-	if m.APIServer != "https://172.20.32.1:6443" || m.DNS != "172.20.32.128:53" || m.Gossip != "172.20.32.128:7946" || m.AgentAddress != "172.20.32.128" {
+	if m.APIServer != "https://172.20.16.1:6443" || m.DNS != "172.20.16.128:53" || m.Gossip != "172.20.16.128:7946" || m.AgentAddress != "172.20.16.128" {
 		t.Fatalf("member-2: %+v", m)
 	}
 	n := m.Zones[1].Nodes[1]
-	if m.Zones[1].Name != "zone-2b" || n.Name != "member-2-zone-2b-node-1" || n.IP != "172.20.34.2" || n.PodCIDR != "10.102.33.0/24" {
+	if m.Zones[1].Name != "zone-2b" || n.Name != "member-2-zone-2b-node-1" || n.IP != "172.20.18.2" || n.PodCIDR != "10.102.33.0/24" {
 		t.Fatalf("member-2 zone-2b node 1: %s %+v", m.Zones[1].Name, n)
 	}
-	if got := strings.Join(st.DNSServers(), ","); got != "172.20.16.128:53,172.20.32.128:53" {
+	if got := strings.Join(st.DNSServers(), ","); got != "172.20.8.128:53,172.20.16.128:53" {
 		t.Errorf("DNS servers %s", got)
 	}
 	refs := st.realNodes()
@@ -62,8 +62,8 @@ func TestCorefile(t *testing.T) {
 	if strings.Contains(base, "etcdfed BEGIN") || !strings.Contains(base, "kubernetes cluster.local in-addr.arpa ip6.arpa") {
 		t.Errorf("without spokes:\n%s", base)
 	}
-	full := corefile([]string{"etcd.test", "etcdfed.test."}, []string{"10.0.0.57:53", "172.20.32.128:53"}, "sequential")
-	for _, want := range []string{"# etcdfed BEGIN", "etcd.test:53 etcdfed.test:53 {", "forward . 10.0.0.57:53 172.20.32.128:53 {", "policy sequential", "# etcdfed END"} {
+	full := corefile([]string{"etcd.test", "etcdfed.test."}, []string{"10.0.0.57:53", "172.20.16.128:53"}, "sequential")
+	for _, want := range []string{"# etcdfed BEGIN", "etcd.test:53 etcdfed.test:53 {", "forward . 10.0.0.57:53 172.20.16.128:53 {", "policy sequential", "# etcdfed END"} {
 		if !strings.Contains(full, want) {
 			t.Errorf("lacks %q:\n%s", want, full)
 		}

@@ -17,6 +17,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 )
 
 // BenchmarkFleet measures one real hub over a fleet of simulated member
@@ -63,8 +64,11 @@ func BenchmarkFleet(b *testing.B) {
 	// (k+1)/clusters of the rings' members.
 	perCluster := rings * 5 / clusters
 	zones := envIntB(b, "FLEET_ZONES", max(1, int(math.Ceil(float64(perCluster)/200))))
-	if clusters > localenv.DefaultClusters && clusters > 15 {
-		b.Fatalf("FLEET_CLUSTERS=%d: the local environment holds at most 15 member clusters", clusters)
+	if clusters > addr.MaxMemberClusters {
+		b.Fatalf("FLEET_CLUSTERS=%d: the local environment holds at most %d member clusters", clusters, addr.MaxMemberClusters)
+	}
+	if zones > addr.MaxZones {
+		b.Fatalf("FLEET_ZONES=%d: the local environment holds at most %d zones per cluster (%d rings over %d clusters need more clusters)", zones, addr.MaxZones, rings, clusters)
 	}
 	limit := 0
 	if os.Getenv("FLEET_LIMIT") != "" {

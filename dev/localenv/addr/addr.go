@@ -1,15 +1,15 @@
 // Package addr is the local environment's address plan: every environment
 // owns one slot, the loopback block 127.<slot>.0.0/16, and inside it every
-// cluster owns a /20 and every zone a /24, so that a zone or a whole
+// cluster owns a /21 and every zone a /24, so that a zone or a whole
 // cluster is one CIDR (which is what the partition rules match on).
 //
-//	cluster c (0 = hub, 1..15 = member clusters): 127.S.(16c).0/20
-//	  infrastructure /24 127.S.(16c).0/24:
+//	cluster c (0 = hub, 1..31 = member clusters): 127.S.(8c).0/21
+//	  infrastructure /24 127.S.(8c).0/24:
 //	    .1  kube-apiserver (:6443) and the etcd behind it (:2379, :2380)
 //	    .2  the cluster's agent address: the spoke's DNS (:1053), gossip
 //	        (:7946), metrics (:8080) and health (:8081); in the hub
 //	        cluster the hub's metrics and health
-//	  zone z (1..15) /24 127.S.(16c+z).0/24:
+//	  zone z (1..7) /24 127.S.(8c+z).0/24:
 //	    .1-.9    node InternalIPs (the node agent's kubelet endpoint :10250)
 //	    .10-.254 pod IPs
 //
@@ -29,8 +29,8 @@ import (
 const (
 	MinSlot           = 1
 	MaxSlot           = 250
-	MaxMemberClusters = 15
-	MaxZones          = 15
+	MaxMemberClusters = 31
+	MaxZones          = clusterSpan - 1
 	MaxNodesPerZone   = 9
 	FirstPodHost      = 10
 	LastPodHost       = 254
@@ -50,6 +50,13 @@ const (
 	KubeletPort = 10250
 )
 
+// clusterSpan is how many /24s (third octets) one cluster owns: its
+// infrastructure /24 and one per zone. Eight (a /21) gives 31 member
+// clusters of up to 7 zones each in one slot's /16: a fleet of 20 member
+// clusters fits, and no environment of the project's uses more than 3
+// zones in one cluster.
+const clusterSpan = 8
+
 // ErrSlotTaken says another environment holds the slot.
 var ErrSlotTaken = errors.New("addr: slot in use by another local environment")
 
@@ -57,7 +64,7 @@ var ErrSlotTaken = errors.New("addr: slot in use by another local environment")
 type Plan struct{ Slot int }
 
 func (p Plan) ip(c, third, host int) netip.Addr {
-	return netip.AddrFrom4([4]byte{127, byte(p.Slot), byte(16*c + third), byte(host)})
+	return netip.AddrFrom4([4]byte{127, byte(p.Slot), byte(clusterSpan*c + third), byte(host)})
 }
 
 // Prefix is the whole slot, 127.S.0.0/16.
@@ -65,8 +72,8 @@ func (p Plan) Prefix() netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{127, byte(p.Slot), 0, 0}), 16)
 }
 
-// Cluster is the /20 of cluster c.
-func (p Plan) Cluster(c int) netip.Prefix { return netip.PrefixFrom(p.ip(c, 0, 0), 20) }
+// Cluster is the /21 of cluster c.
+func (p Plan) Cluster(c int) netip.Prefix { return netip.PrefixFrom(p.ip(c, 0, 0), 21) }
 
 // Zone is the /24 of zone z (1-based) of cluster c.
 func (p Plan) Zone(c, z int) netip.Prefix { return netip.PrefixFrom(p.ip(c, z, 0), 24) }
@@ -188,10 +195,10 @@ func Held(slot int) bool {
 // it, pods sit on each node's CNI bridge, and only loopback addresses are
 // used outside it. The plan mirrors the loopback one:
 //
-//	cluster c: 172.20.(16c).0/20
-//	  172.20.(16c).1           kube-apiserver (:6443), on the environment's loopback
-//	  172.20.(16c).128/26      load balancer addresses (LoadBalancer Services)
-//	  zone z: 172.20.(16c+z).0/24, node n at .(1+n)
+//	cluster c: 172.20.(8c).0/21
+//	  172.20.(8c).1            kube-apiserver (:6443), on the environment's loopback
+//	  172.20.(8c).128/26       load balancer addresses (LoadBalancer Services)
+//	  zone z: 172.20.(8c+z).0/24, node n at .(1+n)
 //	pods of cluster c: 10.(100+c).0.0/16; node n of zone z: 10.(100+c).(16z+n).0/24
 //	Services (every cluster): 10.0.0.0/24, cluster DNS 10.0.0.10
 const (
@@ -209,26 +216,30 @@ func realIP(a, b, c, d int) netip.Addr {
 
 // RealCluster is cluster c's range of node, apiserver and load balancer
 // addresses.
-func (p Plan) RealCluster(c int) netip.Prefix { return netip.PrefixFrom(realIP(172, 20, 16*c, 0), 20) }
+func (p Plan) RealCluster(c int) netip.Prefix {
+	return netip.PrefixFrom(realIP(172, 20, clusterSpan*c, 0), 21)
+}
 
 // RealZone is zone z's node range.
 func (p Plan) RealZone(c, z int) netip.Prefix {
-	return netip.PrefixFrom(realIP(172, 20, 16*c+z, 0), 24)
+	return netip.PrefixFrom(realIP(172, 20, clusterSpan*c+z, 0), 24)
 }
 
 // RealAPIServer is where cluster c's kube-apiserver listens.
 func (p Plan) RealAPIServer(c int) netip.AddrPort {
-	return netip.AddrPortFrom(realIP(172, 20, 16*c, 1), APIServerPort)
+	return netip.AddrPortFrom(realIP(172, 20, clusterSpan*c, 1), APIServerPort)
 }
 
 // RealNode is the InternalIP of node n (0-based) of zone z of cluster c.
-func (p Plan) RealNode(c, z, n int) netip.Addr { return realIP(172, 20, 16*c+z, 1+n) }
+func (p Plan) RealNode(c, z, n int) netip.Addr { return realIP(172, 20, clusterSpan*c+z, 1+n) }
 
 // RealLB is load balancer address i (0-based) of cluster c.
-func (p Plan) RealLB(c, i int) netip.Addr { return realIP(172, 20, 16*c, 128+i) }
+func (p Plan) RealLB(c, i int) netip.Addr { return realIP(172, 20, clusterSpan*c, 128+i) }
 
 // RealLBs is cluster c's range of load balancer addresses.
-func (p Plan) RealLBs(c int) netip.Prefix { return netip.PrefixFrom(realIP(172, 20, 16*c, 128), 26) }
+func (p Plan) RealLBs(c int) netip.Prefix {
+	return netip.PrefixFrom(realIP(172, 20, clusterSpan*c, 128), 26)
+}
 
 // RealPods is cluster c's pod range.
 func (p Plan) RealPods(c int) netip.Prefix { return netip.PrefixFrom(realIP(10, 100+c, 0, 0), 16) }

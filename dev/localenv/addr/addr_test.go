@@ -9,14 +9,14 @@ func TestPlan(t *testing.T) {
 	p := Plan{Slot: 7}
 	for _, tc := range []struct{ got, want string }{
 		{p.Prefix().String(), "127.7.0.0/16"},
-		{p.Cluster(0).String(), "127.7.0.0/20"},
-		{p.Cluster(2).String(), "127.7.32.0/20"},
-		{p.Zone(2, 1).String(), "127.7.33.0/24"},
-		{p.APIServer(2).String(), "127.7.32.1:6443"},
+		{p.Cluster(0).String(), "127.7.0.0/21"},
+		{p.Cluster(2).String(), "127.7.16.0/21"},
+		{p.Zone(2, 1).String(), "127.7.17.0/24"},
+		{p.APIServer(2).String(), "127.7.16.1:6443"},
 		{p.APIEtcd(0).String(), "127.7.0.1:2379"},
-		{p.DNS(3).String(), "127.7.48.2:1053"},
-		{p.Gossip(3).String(), "127.7.48.2:7946"},
-		{p.Node(1, 2, 0).String(), "127.7.18.1"},
+		{p.DNS(3).String(), "127.7.24.2:1053"},
+		{p.Gossip(3).String(), "127.7.24.2:7946"},
+		{p.Node(1, 2, 0).String(), "127.7.10.1"},
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got %s, want %s", tc.got, tc.want)
@@ -32,6 +32,13 @@ func TestPlan(t *testing.T) {
 		if c > 0 && p.Cluster(c).Overlaps(p.Cluster(c-1)) {
 			t.Fatalf("clusters %d and %d overlap", c, c-1)
 		}
+		if !p.Prefix().Contains(p.Zone(c, MaxZones).Addr()) {
+			t.Fatalf("zone %d of cluster %d outside the slot's /16", MaxZones, c)
+		}
+	}
+	// A fleet of 20 member clusters fits one slot.
+	if MaxMemberClusters < 20 {
+		t.Fatalf("MaxMemberClusters %d: a fleet of 20 member clusters does not fit", MaxMemberClusters)
 	}
 }
 
@@ -65,12 +72,12 @@ func TestAcquire(t *testing.T) {
 func TestRealPlan(t *testing.T) {
 	p := Plan{Slot: 7}
 	for _, tc := range []struct{ got, want string }{
-		{p.RealCluster(2).String(), "172.20.32.0/20"},
-		{p.RealZone(2, 1).String(), "172.20.33.0/24"},
+		{p.RealCluster(2).String(), "172.20.16.0/21"},
+		{p.RealZone(2, 1).String(), "172.20.17.0/24"},
 		{p.RealAPIServer(0).String(), "172.20.0.1:6443"},
-		{p.RealNode(1, 2, 0).String(), "172.20.18.1"},
-		{p.RealLB(3, 0).String(), "172.20.48.128"},
-		{p.RealLBs(3).String(), "172.20.48.128/26"},
+		{p.RealNode(1, 2, 0).String(), "172.20.10.1"},
+		{p.RealLB(3, 0).String(), "172.20.24.128"},
+		{p.RealLBs(3).String(), "172.20.24.128/26"},
 		{p.RealPods(3).String(), "10.103.0.0/16"},
 		{p.RealZonePods(3, 2).String(), "10.103.32.0/20"},
 		{p.RealNodePods(3, 2, 1).String(), "10.103.33.0/24"},

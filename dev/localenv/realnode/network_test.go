@@ -34,16 +34,16 @@ func TestCutRules(t *testing.T) {
 		},
 	}, {
 		name: "cluster",
-		cut:  Cut{Name: "member-2", Links: []string{"en2-1-0"}, Local: []netip.Prefix{netip.MustParsePrefix("172.20.32.1/32"), netip.MustParsePrefix("172.20.32.128/26")}},
+		cut:  Cut{Name: "member-2", Links: []string{"en2-1-0"}, Local: []netip.Prefix{netip.MustParsePrefix("172.20.16.1/32"), netip.MustParsePrefix("172.20.16.128/26")}},
 		want: map[string][]string{
-			"FORWARD": {"-i en2-1-0 -j ETCDFED-CUT-1-FWD-OUT", "-o en2-1-0 -j ETCDFED-CUT-1-FWD-IN", "-d 172.20.32.1/32 -j ETCDFED-CUT-1-FROM-OUTSIDE", "-d 172.20.32.128/26 -j ETCDFED-CUT-1-FROM-OUTSIDE"},
-			"INPUT":   {"-i en2-1-0 -j ETCDFED-CUT-1-TO-OUTSIDE", "-d 172.20.32.1/32 -j ETCDFED-CUT-1-FROM-OUTSIDE", "-d 172.20.32.128/26 -j ETCDFED-CUT-1-FROM-OUTSIDE"},
+			"FORWARD": {"-i en2-1-0 -j ETCDFED-CUT-1-FWD-OUT", "-o en2-1-0 -j ETCDFED-CUT-1-FWD-IN", "-d 172.20.16.1/32 -j ETCDFED-CUT-1-FROM-OUTSIDE", "-d 172.20.16.128/26 -j ETCDFED-CUT-1-FROM-OUTSIDE"},
+			"INPUT":   {"-i en2-1-0 -j ETCDFED-CUT-1-TO-OUTSIDE", "-d 172.20.16.1/32 -j ETCDFED-CUT-1-FROM-OUTSIDE", "-d 172.20.16.128/26 -j ETCDFED-CUT-1-FROM-OUTSIDE"},
 			"OUTPUT":  {"-o en2-1-0 -j ETCDFED-CUT-1-FROM-LOCAL"},
 		},
 		chains: map[string][]string{
 			"FROM-OUTSIDE": {"-i en2-1-0 -j RETURN", "-j DROP"},
-			"TO-OUTSIDE":   {"-d 172.20.32.1/32 -j RETURN", "-d 172.20.32.128/26 -j RETURN", "-j DROP"},
-			"FROM-LOCAL":   {"-s 172.20.32.1/32 -j RETURN", "-s 172.20.32.128/26 -j RETURN", "-j DROP"},
+			"TO-OUTSIDE":   {"-d 172.20.16.1/32 -j RETURN", "-d 172.20.16.128/26 -j RETURN", "-j DROP"},
+			"FROM-LOCAL":   {"-s 172.20.16.1/32 -j RETURN", "-s 172.20.16.128/26 -j RETURN", "-j DROP"},
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ func testNode(t *testing.T) *Node {
 		Name: "member-1-zone-1-node-0", Cluster: "member-1", Zone: "zone-1",
 		Labels: map[string]string{"topology.kubernetes.io/zone": "zone-1", "topology.kubernetes.io/region": "member-1"},
 		Dir:    dir, Netns: "etcdfed-3-en1-1-0", Link: "en1-1-0",
-		IP: netip.MustParseAddr("172.20.17.1"), PodCIDR: netip.MustParsePrefix("10.101.16.0/24"), ClusterCIDR: netip.MustParsePrefix("10.101.0.0/16"),
+		IP: netip.MustParseAddr("172.20.9.1"), PodCIDR: netip.MustParsePrefix("10.101.16.0/24"), ClusterCIDR: netip.MustParsePrefix("10.101.0.0/16"),
 		ClusterDNS: netip.MustParseAddr("10.0.0.10"), ClusterDomain: "cluster.local",
 		CgroupRoot: "etcdfed-3/member-1/nodes/member-1-zone-1-node-0", Cgroup2Root: "/sys/fs/cgroup/unified",
 		BinDir: "/repo/bin", Runc: "/usr/sbin/runc", CAFile: "/state/pki/ca.crt",
@@ -51,7 +51,7 @@ func TestNodeConfig(t *testing.T) {
 	for k, want := range map[string]any{
 		"failCgroupV1": false, "cgroupDriver": "cgroupfs", "cgroupRoot": "/" + n.CgroupRoot,
 		"containerRuntimeEndpoint": "unix://" + Root + "/containerd/containerd.sock",
-		"address":                  "172.20.17.1", "podLogsDir": Root + "/pods", "nodeLeaseDurationSeconds": float64(20),
+		"address":                  "172.20.9.1", "podLogsDir": Root + "/pods", "nodeLeaseDurationSeconds": float64(20),
 		"imageGCHighThresholdPercent": float64(100),
 	} {
 		if kubelet[k] != want {
