@@ -391,9 +391,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	}
 	s.fleetMax, s.fleetAdmit = 0, nil
 	if r.fleet != nil && r.fleet.max > 0 {
-		uid := ec.UID
+		uid, ns := ec.UID, ec.Namespace
 		s.fleetMax = r.fleet.max
-		s.fleetAdmit = func(what string) (bool, []string) { return r.fleet.admit(uid, what) }
+		s.fleetAdmit = func(req fleetRequest) fleetAnswer { return r.fleet.admit(uid, ns, req) }
 	}
 	d := decide(s)
 	applyAt := time.Now()

@@ -2,11 +2,14 @@ package etcdcluster
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
@@ -23,10 +26,26 @@ import (
 // always finish. A recovery from quorum loss, membership changes that
 // restart nothing (Add, Remove, Bootstrap) and leadership moves are not
 // limited.
+//
+// The rings that wait form one queue, and a place that frees goes to the
+// head of it, not to whichever ring's pass comes first: by priority (a
+// ring that lost a member, whose Replace restores its failure tolerance,
+// before one that moves a member, before a planned disruption, a roll and
+// a defragmentation: fleetPriority), then to the namespace with the fewest
+// operations in flight (so one tenant's roll of a hundred rings does not
+// hold every place while another tenant's rings wait), then by how long
+// the ring has waited. A ring's Progressing message says where it stands
+// ("place 3 of 45 in the queue"). A ring that stops asking (its pass no longer
+// plans a limited operation, or it was deleted) leaves the queue after
+// fleetWaiterStale.
 
 // fleetLimitRetry is how soon a ring that waits for the fleet limit looks
 // again.
 const fleetLimitRetry = 2 * time.Second
+
+// fleetWaiterStale is how long a waiting ring keeps its place in the queue
+// without asking again: a few of its passes (fleetLimitRetry) apart.
+const fleetWaiterStale = 5 * fleetLimitRetry
 
 // limitedOps are the operation types the fleet limit counts: each
 // restarts, replaces or moves a member, or stops it for a while.
@@ -35,22 +54,65 @@ var limitedOps = map[planner.OpType]bool{
 	planner.OpDisrupt: true, planner.OpDefrag: true,
 }
 
+// fleetPriority orders the queue of rings that wait for the limit, lowest
+// first: a Replace restores a ring that lost a member (it tolerates one
+// failure fewer until it ends), a Move evacuates a member from where it
+// cannot stay, a Disrupt is a planned stop a user asked for, a Roll
+// applies a spec change, and a Defrag can always wait.
+var fleetPriority = map[planner.OpType]int{
+	planner.OpReplace: 0, planner.OpMove: 1, planner.OpDisrupt: 2,
+	planner.OpRoll: 3, planner.OpDefrag: 4,
+}
+
 func limited(t etcdfedv1.OperationType) bool { return limitedOps[planner.OpType(t)] }
+
+// fleetRequest is one ring's ask for a place under the limit.
+type fleetRequest struct {
+	// what names the operation for the other rings' status:
+	// "namespace/name Type member".
+	what string
+	// priority orders the queue (fleetPriority).
+	priority int
+}
+
+// fleetAnswer is the limit's answer to a fleetRequest.
+type fleetAnswer struct {
+	ok bool
+	// With !ok: the operations in flight (sorted), this ring's place in
+	// the queue (1-based) and how many rings wait.
+	held              []string
+	position, waiting int
+}
+
+// fleetHolder is a ring with a limited operation in flight.
+type fleetHolder struct {
+	namespace, what string
+}
+
+// fleetWaiter is a ring in the queue.
+type fleetWaiter struct {
+	namespace   string
+	req         fleetRequest
+	since, seen time.Time
+}
 
 // fleetLimit counts the rings with a limited operation in flight, from
 // every ring's status as its passes record it (seeded from the hub's
 // cache of EtcdClusters before the first admission, so a restarted hub
-// does not admit past the limit while rings are still unread).
+// does not admit past the limit while rings are still unread), and queues
+// the rings that wait.
 type fleetLimit struct {
 	max int
+	now func() time.Time
 
 	mu       sync.Mutex
 	seeded   bool
-	inFlight map[types.UID]string // ring -> "namespace/name Type member"
+	inFlight map[types.UID]fleetHolder
+	waiting  map[types.UID]*fleetWaiter
 }
 
 func newFleetLimit(max int) *fleetLimit {
-	return &fleetLimit{max: max, inFlight: map[types.UID]string{}}
+	return &fleetLimit{max: max, now: time.Now, inFlight: map[types.UID]fleetHolder{}, waiting: map[types.UID]*fleetWaiter{}}
 }
 
 // seed records every ring's operation once, from list (the hub's cache).
@@ -92,10 +154,13 @@ func (f *fleetLimit) observe(ec *etcdfedv1.EtcdCluster) {
 
 func (f *fleetLimit) observeLocked(ec *etcdfedv1.EtcdCluster) {
 	if op := ec.Status.Operation; op != nil && limited(op.Type) && ec.DeletionTimestamp.IsZero() {
-		f.inFlight[ec.UID] = fmt.Sprintf("%s/%s %s %s", ec.Namespace, ec.Name, op.Type, op.Member)
+		f.inFlight[ec.UID] = fleetHolder{namespace: ec.Namespace, what: fmt.Sprintf("%s/%s %s %s", ec.Namespace, ec.Name, op.Type, op.Member)}
+		delete(f.waiting, ec.UID)
+		f.exportLocked()
 		return
 	}
 	delete(f.inFlight, ec.UID)
+	f.exportLocked()
 }
 
 // forget drops a deleted ring.
@@ -105,51 +170,119 @@ func (f *fleetLimit) forget(uid types.UID) {
 	}
 	f.mu.Lock()
 	delete(f.inFlight, uid)
+	delete(f.waiting, uid)
+	f.exportLocked()
 	f.mu.Unlock()
 }
 
-// admit reserves a place for ring uid's new operation (what names it):
-// true when there is no limit, the ring holds a place already, or one is
-// free; else false with the rings in flight, for the status.
-func (f *fleetLimit) admit(uid types.UID, what string) (bool, []string) {
+// admit reserves a place for ring uid (of namespace) for the operation
+// req names: yes when there is no limit, the ring holds a place already,
+// or a place is free and no ring ahead of it in the queue waits for it;
+// else the ring joins (or keeps) its place in the queue.
+func (f *fleetLimit) admit(uid types.UID, namespace string, req fleetRequest) fleetAnswer {
 	if f == nil || f.max <= 0 {
-		return true, nil
+		return fleetAnswer{ok: true}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.inFlight[uid]; ok || len(f.inFlight) < f.max {
-		f.inFlight[uid] = what
-		return true, nil
+	defer f.exportLocked()
+	now := f.now()
+	if _, ok := f.inFlight[uid]; ok {
+		f.inFlight[uid] = fleetHolder{namespace: namespace, what: req.what}
+		delete(f.waiting, uid)
+		return fleetAnswer{ok: true}
+	}
+	for id, w := range f.waiting {
+		if now.Sub(w.seen) > fleetWaiterStale {
+			delete(f.waiting, id)
+		}
+	}
+	w := f.waiting[uid]
+	if w == nil {
+		w = &fleetWaiter{namespace: namespace, since: now}
+		f.waiting[uid] = w
+	}
+	w.req, w.seen = req, now
+	queue := f.queueLocked()
+	pos := slices.Index(queue, uid)
+	if pos < f.max-len(f.inFlight) {
+		f.inFlight[uid] = fleetHolder{namespace: namespace, what: req.what}
+		delete(f.waiting, uid)
+		return fleetAnswer{ok: true}
 	}
 	held := make([]string, 0, len(f.inFlight))
-	for _, v := range f.inFlight {
-		held = append(held, v)
+	for _, h := range f.inFlight {
+		held = append(held, h.what)
 	}
 	sort.Strings(held)
-	return false, held
+	return fleetAnswer{held: held, position: pos + 1, waiting: len(queue)}
 }
+
+// queueLocked is the waiting rings in the order places go to them.
+func (f *fleetLimit) queueLocked() []types.UID {
+	perNamespace := map[string]int{}
+	for _, h := range f.inFlight {
+		perNamespace[h.namespace]++
+	}
+	queue := make([]types.UID, 0, len(f.waiting))
+	for id := range f.waiting {
+		queue = append(queue, id)
+	}
+	sort.Slice(queue, func(i, j int) bool {
+		a, b := f.waiting[queue[i]], f.waiting[queue[j]]
+		switch {
+		case a.req.priority != b.req.priority:
+			return a.req.priority < b.req.priority
+		case perNamespace[a.namespace] != perNamespace[b.namespace]:
+			return perNamespace[a.namespace] < perNamespace[b.namespace]
+		case !a.since.Equal(b.since):
+			return a.since.Before(b.since)
+		}
+		return queue[i] < queue[j]
+	})
+	return queue
+}
+
+// exportLocked sets the limit's gauges.
+func (f *fleetLimit) exportLocked() {
+	metricFleetInFlight.Set(float64(len(f.inFlight)))
+	metricFleetWaiting.Set(float64(len(f.waiting)))
+}
+
+var (
+	metricFleetInFlight = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "etcdfed_hub_fleet_disruptions_in_flight", Help: "Rings of this hub with a disruptive operation in flight under --max-fleet-disruptions.",
+	})
+	metricFleetWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "etcdfed_hub_fleet_disruptions_waiting", Help: "Rings of this hub waiting for a place under --max-fleet-disruptions.",
+	})
+)
+
+func init() { metrics.Registry.MustRegister(metricFleetInFlight, metricFleetWaiting) }
 
 // gateFleet turns the beginning of a limited operation the fleet limit
 // does not admit into a wait (what admit answers is the only input not
 // in the plan). It returns the plan and whether it now waits for the
 // limit.
-func gateFleet(plan planner.Decision, ring string, max int, admit func(what string) (bool, []string)) (planner.Decision, bool) {
+func gateFleet(plan planner.Decision, ring string, max int, admit func(fleetRequest) fleetAnswer) (planner.Decision, bool) {
 	if admit == nil || plan.Action != planner.ActBegin || plan.Operation == nil || !limitedOps[plan.Operation.Type] {
 		return plan, false
 	}
-	what := fmt.Sprintf("%s %s %s", ring, plan.Operation.Type, plan.Operation.Member)
-	ok, held := admit(what)
-	if ok {
+	a := admit(fleetRequest{
+		what:     fmt.Sprintf("%s %s %s", ring, plan.Operation.Type, plan.Operation.Member),
+		priority: fleetPriority[plan.Operation.Type],
+	})
+	if a.ok {
 		return plan, false
 	}
-	shown := held
+	shown := a.held
 	if len(shown) > 5 {
-		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(held)-5))
+		shown = append(shown[:5:5], fmt.Sprintf("and %d more", len(a.held)-5))
 	}
 	return planner.Decision{
 		Action: planner.ActWait,
-		Reason: fmt.Sprintf("%s of %s (%s) waits for the fleet-wide limit of %d disruptive operations in flight: %v",
-			plan.Operation.Type, plan.Operation.Member, plan.Reason, max, shown),
+		Reason: fmt.Sprintf("%s of %s (%s) waits for the fleet-wide limit of %d disruptive operations in flight (place %d of %d in the queue): %v",
+			plan.Operation.Type, plan.Operation.Member, plan.Reason, max, a.position, a.waiting, shown),
 		RequeueAfter: fleetLimitRetry,
 	}, true
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,7 +31,8 @@ func TestFleetLimitAcrossRings(t *testing.T) {
 		s.ec.Name, s.ec.UID = name, types.UID("uid-"+name)
 		given(s)
 		uid := s.ec.UID
-		s.fleetMax, s.fleetAdmit = fl.max, func(what string) (bool, []string) { return fl.admit(uid, what) }
+		ns := s.ec.Namespace
+		s.fleetMax, s.fleetAdmit = fl.max, func(req fleetRequest) fleetAnswer { return fl.admit(uid, ns, req) }
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
 		ec := s.ec.DeepCopy()
@@ -95,10 +97,107 @@ func TestFleetLimitSeededFromCache(t *testing.T) {
 	if err := fl.seed(func() ([]etcdfedv1.EtcdCluster, error) { return []etcdfedv1.EtcdCluster{held}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if ok, holders := fl.admit("uid-other", "db/other Roll main-1"); ok || len(holders) != 1 || !strings.Contains(holders[0], "db/held Replace held-2") {
+	if a := fl.admit("uid-other", "db", fleetRequest{what: "db/other Roll main-1"}); a.ok || len(a.held) != 1 || !strings.Contains(a.held[0], "db/held Replace held-2") {
+		ok, holders := a.ok, a.held
 		t.Fatalf("admitted %v past a limit of 1 held by a recorded Replace (holders %v)", ok, holders)
 	}
-	if ok, _ := fl.admit("uid-held", "db/held Replace held-2"); !ok {
+	if a := fl.admit("uid-held", "db", fleetRequest{what: "db/held Replace held-2"}); !a.ok {
 		t.Fatal("the ring that holds the place was refused its own operation")
+	}
+}
+
+// TestFleetQueueOrder: the places that free go to the head of the queue,
+// not to whichever ring asks first: a ring that lost a member (Replace)
+// before a roll that waited longer, then the namespace with fewer
+// operations in flight, then the ring that waited longest; each waiting
+// ring is told its place; a ring that stops asking leaves the queue.
+func TestFleetQueueOrder(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fl := newFleetLimit(2)
+	fl.now = func() time.Time { return now }
+	ask := func(ns, name string, op planner.OpType) fleetAnswer {
+		t.Helper()
+		return fl.admit(types.UID(ns+"/"+name), ns, fleetRequest{what: ns + "/" + name + " " + string(op), priority: fleetPriority[op]})
+	}
+	end := func(ns, name string) {
+		fl.observe(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}})
+	}
+	// Team a's rolls take both places.
+	for _, n := range []string{"r1", "r2"} {
+		if a := ask("a", n, planner.OpRoll); !a.ok {
+			t.Fatalf("a/%s refused with the limit free: %+v", n, a)
+		}
+	}
+	// Queue, in the order they ask: a/r3 (roll), b/r1 (roll), a/x (a lost
+	// member), b/r2 (roll), each a second apart.
+	order := []struct {
+		ns, name string
+		op       planner.OpType
+	}{{"a", "r3", planner.OpRoll}, {"b", "r1", planner.OpRoll}, {"a", "x", planner.OpReplace}, {"b", "r2", planner.OpRoll}}
+	for _, w := range order {
+		now = now.Add(time.Second)
+		if a := ask(w.ns, w.name, w.op); a.ok {
+			t.Fatalf("%s/%s admitted past a full limit", w.ns, w.name)
+		}
+	}
+	// Places: a/x (Replace) first; then among the rolls, team b's (no
+	// operation in flight) before team a's; b/r1 before b/r2 (it waited
+	// longer).
+	want := map[string]int{"a/x": 1, "b/r1": 2, "b/r2": 3, "a/r3": 4}
+	for _, w := range order {
+		if a := ask(w.ns, w.name, w.op); a.ok || a.position != want[w.ns+"/"+w.name] || a.waiting != 4 {
+			t.Errorf("%s/%s: %+v, want place %d of 4", w.ns, w.name, a, want[w.ns+"/"+w.name])
+		}
+	}
+	// One place frees: the roll that asks first does not take it; the
+	// Replace does.
+	end("a", "r1")
+	if a := ask("a", "r3", planner.OpRoll); a.ok {
+		t.Fatal("a/r3's roll took the freed place ahead of a/x's Replace")
+	}
+	if a := ask("b", "r2", planner.OpRoll); a.ok {
+		t.Fatal("b/r2's roll took the freed place ahead of a/x's Replace")
+	}
+	if a := ask("a", "x", planner.OpReplace); !a.ok {
+		t.Fatalf("a/x's Replace, at the head of the queue, refused a free place: %+v", a)
+	}
+	// a/x's Replace ends: one place, team a holds the other (a/r2). Team
+	// b has nothing in flight, so its rolls go ahead of a/r3, which waited
+	// longer.
+	end("a", "x")
+	if a := ask("a", "r3", planner.OpRoll); a.ok || a.position != 3 {
+		t.Fatalf("a/r3: %+v, want place 3 behind b/r1 and b/r2 (team a holds a place, team b none)", a)
+	}
+	if a := ask("b", "r1", planner.OpRoll); !a.ok {
+		t.Fatalf("b/r1 refused the free place at the head of the queue: %+v", a)
+	}
+	// Team a's roll ends, team b holds one place: a/r3 is ahead of b/r2.
+	end("a", "r2")
+	if a := ask("b", "r2", planner.OpRoll); a.ok || a.position != 2 {
+		t.Fatalf("b/r2: %+v, want place 2 behind a/r3 (team b holds a place, team a none)", a)
+	}
+	if a := ask("a", "r3", planner.OpRoll); !a.ok {
+		t.Fatalf("a/r3 refused the free place at the head of the queue: %+v", a)
+	}
+	end("b", "r1")
+	if a := ask("b", "r2", planner.OpRoll); !a.ok {
+		t.Fatalf("b/r2 refused a free place: %+v", a)
+	}
+	// A waiter that stops asking leaves the queue: c/z asks once with the
+	// limit full (a/r3, b/r2), then never again; after fleetWaiterStale a
+	// later ring is not held behind it.
+	if a := ask("c", "z", planner.OpReplace); a.ok || a.position != 1 || a.waiting != 1 {
+		t.Fatalf("c/z: %+v, want place 1 of 1 with the limit full", a)
+	}
+	end("a", "r3")
+	if a := ask("c", "soon", planner.OpDefrag); a.ok || a.position != 2 {
+		t.Fatalf("c/soon: %+v, want place 2 behind c/z, which asked %s ago", a, time.Duration(0))
+	}
+	now = now.Add(fleetWaiterStale + time.Second)
+	if a := ask("c", "soon", planner.OpDefrag); !a.ok {
+		t.Fatalf("c/soon refused behind a waiter that stopped asking %s ago: %+v", fleetWaiterStale+time.Second, a)
+	}
+	if len(fl.waiting) != 0 {
+		t.Errorf("queue after the stale waiter left: %v", fl.waiting)
 	}
 }

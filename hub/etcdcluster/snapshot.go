@@ -24,7 +24,7 @@ type snapshot struct {
 	ec *etcdfedv1.EtcdCluster
 	// fleetAdmit reserves a place under the fleet-wide limit of fleetMax
 	// disruptive operations (fleetlimit.go); nil: no limit.
-	fleetAdmit func(what string) (bool, []string)
+	fleetAdmit func(fleetRequest) fleetAnswer
 	fleetMax   int
 	now        time.Time
 	// ringNamespace is where the hub's objects live in member clusters.
