@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/allowlist"
 )
 
 // Domain is spec.dns.domain as compared: lower case, no trailing dot.
@@ -72,7 +73,7 @@ func (p Policy) CheckDomain(ec *etcdfedv1.EtcdCluster) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: spec.dns.domain %s is not inside a domain namespace %s may use (%s); the hub's operator gives namespaces domains with --allowed-domains", ErrForbidden, d, ec.Namespace, listOrNone(suffixes))
+	return fmt.Errorf("%w: spec.dns.domain %s is not inside a domain namespace %s may use (%s); the hub's operator gives namespaces domains with --allowed-domains", ErrForbidden, d, ec.Namespace, allowlist.String(suffixes))
 }
 
 // ParseDomains reads --allowed-domains: NAMESPACE=DOMAIN pairs.

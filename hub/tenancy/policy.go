@@ -9,10 +9,11 @@ import (
 	"strings"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/allowlist"
 )
 
 // Any, in an allow list, allows every value.
-const Any = "*"
+const Any = allowlist.Any
 
 // DefaultImagePrefixes are the images spec.image may name when the hub's
 // operator lists none: etcd's own releases, from its two registries.
@@ -66,11 +67,6 @@ type Policy struct {
 	SharedCA bool
 }
 
-// allows: value is in list, or list holds Any.
-func allows(list []string, value string) bool {
-	return slices.Contains(list, Any) || slices.Contains(list, value)
-}
-
 // CheckPods says what of ec's pod settings the policy refuses, each
 // naming the field, the value and the flag that would allow it (nil when
 // everything is allowed).
@@ -86,43 +82,28 @@ func (p Policy) CheckPods(ec *etcdfedv1.EtcdCluster) error {
 		}
 	}
 	tpl := ec.Spec.PodTemplate
-	if pc := tpl.PriorityClassName; pc != "" && !allows(p.PriorityClasses, pc) {
-		errs = append(errs, fmt.Errorf("spec.podTemplate.priorityClassName %q is not allowed (%s); the hub's operator allows it with --allowed-priority-classes", pc, listOrNone(p.PriorityClasses)))
+	if pc := tpl.PriorityClassName; pc != "" && !allowlist.Allows(p.PriorityClasses, pc) {
+		errs = append(errs, fmt.Errorf("spec.podTemplate.priorityClassName %q is not allowed (%s); the hub's operator allows it with --allowed-priority-classes", pc, allowlist.String(p.PriorityClasses)))
 	}
 	for i, t := range tpl.Tolerations {
 		key := t.Key
 		if key == "" {
 			key = Any // tolerates every taint
 		}
-		if !allows(p.TolerationKeys, key) {
+		if !allowlist.Allows(p.TolerationKeys, key) {
 			what := fmt.Sprintf("key %q", t.Key)
 			if t.Key == "" {
 				what = "no key (it tolerates every taint)"
 			}
-			errs = append(errs, fmt.Errorf("spec.podTemplate.tolerations[%d] with %s is not allowed (%s); the hub's operator allows keys with --allowed-toleration-keys", i, what, listOrNone(p.TolerationKeys)))
+			errs = append(errs, fmt.Errorf("spec.podTemplate.tolerations[%d] with %s is not allowed (%s); the hub's operator allows keys with --allowed-toleration-keys", i, what, allowlist.String(p.TolerationKeys)))
 		}
 	}
 	for _, k := range slices.Sorted(maps.Keys(tpl.Annotations)) {
-		if !allowsKey(p.PodAnnotations, k) {
-			errs = append(errs, fmt.Errorf("spec.podTemplate.annotations key %q is not allowed (%s); the hub's operator allows keys or prefixes with --allowed-pod-annotations", k, listOrNone(p.PodAnnotations)))
+		if !allowlist.AllowsKey(p.PodAnnotations, k) {
+			errs = append(errs, fmt.Errorf("spec.podTemplate.annotations key %q is not allowed (%s); the hub's operator allows keys or prefixes with --allowed-pod-annotations", k, allowlist.String(p.PodAnnotations)))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// allowsKey: key is in list, starts with an entry of list that ends in
-// '/' or '.', or list holds Any.
-func allowsKey(list []string, key string) bool {
-	return allows(list, key) || slices.ContainsFunc(list, func(e string) bool {
-		return (strings.HasSuffix(e, "/") || strings.HasSuffix(e, ".")) && strings.HasPrefix(key, e)
-	})
-}
-
-func listOrNone(l []string) string {
-	if len(l) == 0 {
-		return "none allowed"
-	}
-	return "allowed: " + strings.Join(l, ", ")
 }
 
 // ErrForbidden wraps every refusal of a store or a source.
@@ -178,7 +159,7 @@ func (p Policy) CheckSource(namespace, sourceCluster string) error {
 // another only when the policy lists it.
 func (p Policy) CheckOwner(namespace, what, owner string) error {
 	ns, _, _ := strings.Cut(owner, "/")
-	if ns == namespace || allows(p.SourceNamespaces, ns) {
+	if ns == namespace || allowlist.Allows(p.SourceNamespaces, ns) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s is in namespace %s, not this EtcdCluster's (%s); the hub's operator allows other namespaces with --allowed-restore-source-namespaces", ErrForbidden, what, ns, namespace)

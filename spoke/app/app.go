@@ -52,6 +52,7 @@ import (
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
 	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/version"
+	"github.com/etcdfed/etcdfed/pkg/allowlist"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/dnszone"
 	"github.com/etcdfed/etcdfed/spoke/etcdlog"
@@ -74,6 +75,12 @@ type Options struct {
 	HelperImage string
 	// WaitDNSTimeout bounds one run of wait-dns.
 	WaitDNSTimeout time.Duration
+	// AllowedPodAnnotations are the keys, or prefixes ending in '/' or
+	// '.', members' spec.podTemplate.annotations may hold in this member
+	// cluster ("*": every key); a member asking for another gets PodReady
+	// False, RefusedByPolicy, and nothing created or deleted
+	// (member.PodPolicy).
+	AllowedPodAnnotations []string
 	// MemberStatusInterval is how often a running member's etcd view is
 	// refreshed; EtcdStatusTimeout bounds one read.
 	MemberStatusInterval time.Duration
@@ -146,6 +153,7 @@ func DefaultOptions() Options {
 		Namespace:              etcdfedv1.DefaultRingNamespace,
 		HelperImage:            version.Image("etcdfed-init"),
 		WaitDNSTimeout:         10 * time.Minute,
+		AllowedPodAnnotations:  []string{allowlist.Any},
 		MemberStatusInterval:   member.DefaultStatusInterval,
 		EtcdStatusTimeout:      etcdstatus.DefaultTimeout,
 		EtcdLogInterval:        etcdlog.DefaultInterval,
@@ -262,6 +270,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 		Etcd:           s.etcd,
 		HelperImage:    o.HelperImage,
 		WaitDNSTimeout: o.WaitDNSTimeout,
+		PodPolicy:      member.PodPolicy{Annotations: o.AllowedPodAnnotations},
 		StatusInterval: o.MemberStatusInterval,
 		Logs: &etcdlog.Reader{Pods: cs.CoreV1(), Container: pod.ContainerEtcd,
 			Interval: o.EtcdLogInterval, Timeout: o.EtcdLogTimeout},

@@ -61,6 +61,9 @@ type Reconciler struct {
 	HelperImage string
 	// WaitDNSTimeout is passed to wait-dns; 0: pod.DefaultWaitDNSTimeout.
 	WaitDNSTimeout time.Duration
+	// PodPolicy is what this cluster's operator lets members' pods hold;
+	// its zero value checks nothing.
+	PodPolicy PodPolicy
 	// StatusInterval is how often a running member's etcd view is
 	// refreshed; 0: DefaultStatusInterval.
 	StatusInterval time.Duration
@@ -205,8 +208,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 	// A spec that cannot work stops here: a condition says why and
 	// nothing is created or deleted.
 	if err := spec.Validate(m); err != nil {
-		setInvalidSpec(&m.Status, m.Generation, err)
+		setInvalidSpec(&m.Status, m.Generation, ReasonInvalidSpec, err)
 		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("invalid EtcdMember spec: %w", err))
+	}
+	if err := r.PodPolicy.Check(m); err != nil {
+		setInvalidSpec(&m.Status, m.Generation, ReasonRefusedByPolicy, err)
+		return ctrl.Result{}, reconcile.TerminalError(fmt.Errorf("EtcdMember spec refused by this member cluster's policy: %w", err))
 	}
 	return r.reconcileNormal(ctx, m)
 }

@@ -50,7 +50,7 @@ type env struct {
 	ca  *testcerts.CA
 }
 
-func start(t *testing.T) *env {
+func start(t *testing.T, opts ...func(*app.Options)) *env {
 	t.Helper()
 	cl := testenv.Shared(t, "spoke-member")
 	ns := testenv.NamespaceT(t, cl, "member")
@@ -62,6 +62,9 @@ func start(t *testing.T) *env {
 	o.LeaderElection = false
 	o.MemberStatusInterval = time.Second
 	o.EtcdStatusTimeout = time.Second
+	for _, opt := range opts {
+		opt(&o)
+	}
 	spoketest.Run(t, cl.Config, o)
 	g := NewWithT(t)
 	g.SetDefaultEventuallyTimeout(timeout)
@@ -562,6 +565,57 @@ func TestInvalidSpecDeletesNothing(t *testing.T) {
 	e.eventually(n, observed, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonBootstrapMismatch))
 	_, err = e.pod("main-4")
 	e.g.Expect(apierrors.IsNotFound(err)).To(BeTrue())
+}
+
+// TestPodPolicyRefusesAnnotations: a spoke whose member cluster allows
+// only prometheus.io/ annotations on member pods runs a member whose
+// template carries prometheus.io/scrape, and refuses one asking for a
+// sidecar injection, whatever the hub allowed: PodReady=False
+// RefusedByPolicy naming the key and the spoke's flag, the running pod and
+// its volume kept, observedGeneration at the last spec it ran; a new
+// member asking for it gets no pod. Taking the annotation away again lets
+// the member run on.
+func TestPodPolicyRefusesAnnotations(t *testing.T) {
+	e := start(t, func(o *app.Options) { o.AllowedPodAnnotations = []string{"prometheus.io/"} })
+	m, _ := e.runningMember("main-3", func(m *etcdfedv1.EtcdMember) {
+		m.Spec.PodTemplate.Annotations = map[string]string{"prometheus.io/scrape": "true"}
+	})
+	p, _ := e.pod("main-3")
+	e.g.Expect(p.Annotations).To(HaveKeyWithValue("prometheus.io/scrape", "true"))
+	gen := m.Generation
+	e.update(m, func(m *etcdfedv1.EtcdMember) {
+		m.Spec.PodTemplate.Annotations["sidecar.istio.io/inject"] = "true"
+	})
+	got := e.eventually(m, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonRefusedByPolicy))
+	msg := cond(got, etcdfedv1.ConditionPodReady).Message
+	e.g.Expect(msg).To(ContainSubstring(`"sidecar.istio.io/inject"`))
+	e.g.Expect(msg).To(ContainSubstring("--allowed-pod-annotations"))
+	e.g.Expect(msg).NotTo(ContainSubstring("prometheus.io/scrape\""), "an allowed key is not named")
+	e.g.Expect(got.Status.ObservedGeneration).To(Equal(gen), "observedGeneration stays at the last spec the spoke ran")
+	e.g.Consistently(func(g Gomega) {
+		after, err := e.pod("main-3")
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(after.UID).To(Equal(p.UID))
+		g.Expect(after.DeletionTimestamp).To(BeNil())
+		g.Expect(after.Annotations).NotTo(HaveKey("sidecar.istio.io/inject"))
+	}, 2*time.Second, 100*time.Millisecond).Should(Succeed())
+	_, err := e.pvc("main-3-data-0")
+	e.g.Expect(err).NotTo(HaveOccurred())
+
+	// A new member asking for it: no pod.
+	n := e.member("main-4", func(m *etcdfedv1.EtcdMember) {
+		m.Spec.PodTemplate.Annotations = map[string]string{"sidecar.istio.io/inject": "true"}
+	})
+	e.secret(n)
+	e.eventually(n, haveCondition(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonRefusedByPolicy))
+	e.g.Consistently(func() bool { _, err := e.pod("main-4"); return apierrors.IsNotFound(err) }, time.Second, 100*time.Millisecond).Should(BeTrue())
+
+	// The annotation taken away: the member's spec is run again.
+	m = e.get(m)
+	e.update(m, func(m *etcdfedv1.EtcdMember) { delete(m.Spec.PodTemplate.Annotations, "sidecar.istio.io/inject") })
+	e.eventually(m, observed, func(g Gomega, m *etcdfedv1.EtcdMember) {
+		g.Expect(cond(m, etcdfedv1.ConditionPodReady).Reason).NotTo(Equal(member.ReasonRefusedByPolicy))
+	})
 }
 
 // TestNodePortMember: node ports are advertised, the node IP is the

@@ -15,6 +15,12 @@ const (
 	// message says why. Nothing was created or deleted for this generation
 	// and an existing pod is left as it was.
 	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonRefusedByPolicy (PodReady=False): the spoke's own policy
+	// (PodPolicy, the flags its member cluster's operator set) refuses the
+	// member's pod settings; the message names each and the flag. As with
+	// InvalidSpec nothing is created or deleted and an existing pod is
+	// left as it was.
+	ReasonRefusedByPolicy = "RefusedByPolicy"
 
 	// ReasonBudgetChanged (event): the member's PodDisruptionBudget was
 	// opened for the hub's one disruption grant, or closed again.

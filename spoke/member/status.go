@@ -48,9 +48,11 @@ func setCondition(st *etcdfedv1.EtcdMemberStatus, gen int64, t string, status me
 	})
 }
 
-// setInvalidSpec: the spec cannot be run; nothing else changes.
-func setInvalidSpec(st *etcdfedv1.EtcdMemberStatus, gen int64, err error) {
-	setCondition(st, gen, etcdfedv1.ConditionPodReady, metav1.ConditionFalse, ReasonInvalidSpec, err.Error())
+// setInvalidSpec: the spec cannot be run (reason ReasonInvalidSpec) or
+// this cluster's policy refuses it (ReasonRefusedByPolicy); nothing else
+// changes.
+func setInvalidSpec(st *etcdfedv1.EtcdMemberStatus, gen int64, reason string, err error) {
+	setCondition(st, gen, etcdfedv1.ConditionPodReady, metav1.ConditionFalse, reason, err.Error())
 }
 
 // setStorageReady sets StorageReady and, for a volume the member may run
