@@ -15,7 +15,7 @@ const Module = "github.com/etcdfed/etcdfed"
 // (the drills' and the scenarios'), the tests and the build tooling.
 var devPackages = []string{
 	"dev",
-	"internal/workload",
+	"dev/workload",
 	"test",
 	"hack",
 }
