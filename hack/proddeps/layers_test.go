@@ -23,7 +23,7 @@ func TestFloor(t *testing.T) {
 		{"hack/proddeps", FloorDev},
 		// A fixture is dev tooling wherever it sits.
 		{"spoke/internal/testetcd", FloorDev},
-		{"dnsprovider/internal/dnstest", FloorDev},
+		{"pkg/internal/snapshottest", FloorDev},
 		{"cmd/hub", FloorMain},
 		{"newfolder/x", -1},
 	} {
