@@ -36,7 +36,7 @@ func TestFloor(t *testing.T) {
 func TestCheckLayers(t *testing.T) {
 	m := func(rel string) string { return Module + "/" + rel }
 	g := map[string][]string{
-		m("internal/drill"):      {m("hub/pki"), m("internal/text"), "fmt"},
+		m("internal/status"):     {m("hub/pki"), m("internal/text"), "fmt"},
 		m("internal/text"):       {"strings"},
 		m("hub/pki"):             {m("api/v1alpha1")},
 		m("cli/install"):         {m("hub/registry"), m("internal/scheme")},
@@ -49,7 +49,7 @@ func TestCheckLayers(t *testing.T) {
 		"example.com/other":      {m("hub/pki")},
 	}
 	want := []string{
-		"internal/drill (base) imports hub/pki (components)",
+		"internal/status (base) imports hub/pki (components)",
 		"newfolder/x (no floor: add its folder to Floor) imports internal/text (base)",
 		"pkg/backupstore (base) imports dev/s3test (dev)",
 		"spoke/member (components) imports cli/install (cli)",
