@@ -74,10 +74,12 @@ verify: generate verify-deps ## Check generated files are current, production bi
 	hack/tools.sh golangci-lint
 	$(BIN)/golangci-lint run ./...
 
-# hack/proddeps: hub, spoke and etcdfed-init must not link testing,
+# hack/proddeps: no import runs up a floor (base: api, config, pkg,
+# internal, dnsprovider; components: hub, spoke; cli; dev, test, hack and
+# fixtures; cmd), and hub, spoke and etcdfed-init must not link testing,
 # envtest, etcdfed's fixtures or the local environment.
 .PHONY: verify-deps
-verify-deps: ## Fail when a production binary (hub, spoke, etcdfed-init) links test or dev code; prints the import chain.
+verify-deps: ## Fail when an import runs up a floor (internal/ importing hub/, ...) or a production binary (hub, spoke, etcdfed-init) links test or dev code; prints the import chain.
 	$(GO) run ./hack/proddeps
 
 ##@ Run

@@ -3,7 +3,7 @@
 // (components/*), the install samples and the monitoring files. `etcdfed
 // hub install` and `etcdfed cluster join` render these same files with
 // kustomize's Go API, so what they apply is what `kubectl apply -k` of the
-// same overlay applies (internal/install).
+// same overlay applies (cli/install).
 package config
 
 import "embed"

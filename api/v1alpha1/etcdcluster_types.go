@@ -76,7 +76,8 @@ type EtcdClusterSpec struct {
 	// +optional
 	Etcd EtcdConfig `json:"etcd,omitempty"`
 
-	// tls configures peer and client TLS. On by default.
+	// tls configures peer and client TLS, and etcd's authentication of
+	// clients by their certificates. Both on by default.
 	// +optional
 	TLS TLSSpec `json:"tls,omitempty"`
 
@@ -286,7 +287,8 @@ type StorageOverride struct {
 	StorageClassName *string `json:"storageClassName,omitempty"`
 }
 
-// TLSSpec configures peer and client TLS.
+// TLSSpec configures peer and client TLS, and etcd's authentication of
+// clients by their certificates (auth).
 type TLSSpec struct {
 	// mode is Enabled (default) or Disabled. Immutable.
 	// +optional

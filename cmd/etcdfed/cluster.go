@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/cli/install"
 )
 
 var clusterCmd = &cobra.Command{

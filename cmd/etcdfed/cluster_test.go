@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/hub/registration"
-	"github.com/etcdfed/etcdfed/internal/install"
 )
 
 // TestClusterCommandsRefuseBadFlags: bad input is refused before anything

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/etcdfed/etcdfed/dev/drill"
 	"github.com/etcdfed/etcdfed/dev/localenv"
-	"github.com/etcdfed/etcdfed/internal/drill"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 )
 

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdfed/etcdfed/dev/drill"
 	"github.com/etcdfed/etcdfed/dev/localenv"
-	"github.com/etcdfed/etcdfed/internal/drill"
 )
 
 func TestLocalZoneName(t *testing.T) {

@@ -8,8 +8,8 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdfed/etcdfed/internal/escrow"
-	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/cli/escrow"
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/internal/scheme"
 )
 

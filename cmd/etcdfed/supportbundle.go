@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/client-go/rest"
 
-	"github.com/etcdfed/etcdfed/internal/supportbundle"
+	"github.com/etcdfed/etcdfed/cli/supportbundle"
 )
 
 func init() {

@@ -4,7 +4,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/cli/install"
 )
 
 // ComponentSpec is a process the environment runs besides apiservers and

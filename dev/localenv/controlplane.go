@@ -17,9 +17,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 	"github.com/etcdfed/etcdfed/dev/localenv/proc"
-	"github.com/etcdfed/etcdfed/internal/install"
 )
 
 // controlPlane is one cluster's etcd and kube-apiserver.
@@ -226,7 +226,7 @@ func tail(path string, lines int) string {
 // register installs etcdfed into the clusters with the commands a user
 // runs on real clusters: `etcdfed hub install --hub external` in the hub
 // cluster, then `etcdfed cluster join --spoke external` for every member
-// cluster (internal/install), the hub and the spokes being local processes
+// cluster (cli/install), the hub and the spokes being local processes
 // here. Each member cluster is registered in the hub the way join does it:
 // a kubeconfig Secret with a short-lived token of the hub's least-privilege
 // ServiceAccount, which the hub renews. On a reused state directory it

@@ -16,13 +16,13 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/internal/version"
 )
 
 // The in-cluster deployment of the hub and the spokes is what a user does
 // on real clusters: `etcdfed hub install` in the hub cluster, then
-// `etcdfed cluster join` for every member cluster (internal/install, the
+// `etcdfed cluster join` for every member cluster (cli/install, the
 // same code), with the manifests of config/ rendered with kustomize, the
 // images the nodes were given, and the spoke exposed through its
 // LoadBalancer Service (the cloud controller gives it an address). Then

@@ -11,5 +11,5 @@
 //
 // Generate and the Summary are pure; test/multicluster's TestNemesis
 // runs the schedules on the local environment under the recorded
-// workload and the leader watch of internal/workload.
+// workload and the leader watch of dev/workload.
 package nemesis

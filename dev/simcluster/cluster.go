@@ -21,7 +21,7 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/member"
 
-	"github.com/etcdfed/etcdfed/internal/install"
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 	"github.com/etcdfed/etcdfed/spoke/gossip"

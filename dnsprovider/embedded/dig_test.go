@@ -10,7 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/etcdfed/etcdfed/dnsprovider/internal/dnstest"
+	"github.com/etcdfed/etcdfed/dev/dnstest"
 )
 
 // digCase runs dig and checks its output for every want pattern and

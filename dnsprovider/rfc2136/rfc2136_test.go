@@ -11,9 +11,9 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/etcdfed/etcdfed/dev/dnstest"
 	"github.com/etcdfed/etcdfed/dnsprovider"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
-	"github.com/etcdfed/etcdfed/dnsprovider/internal/dnstest"
 	"github.com/etcdfed/etcdfed/dnsprovider/rfc2136"
 )
 

@@ -11,11 +11,10 @@ const Module = "github.com/etcdfed/etcdfed"
 // devPackages are etcdfed's packages (and everything below them) that
 // exist for tests, drills or the local environment and never for a
 // production binary: the dev/ tier as a whole (the local environment, the
-// image builder, the nemesis, the test fixtures), the recorded workload
-// (the drills' and the scenarios'), the tests and the build tooling.
+// image builder, the nemesis, the drills, the recorded workload, the test
+// fixtures), the tests and the build tooling.
 var devPackages = []string{
 	"dev",
-	"internal/workload",
 	"test",
 	"hack",
 }
@@ -40,13 +39,19 @@ func Forbidden(pkg string) string {
 			return "etcdfed's test or dev code (" + d + ")"
 		}
 	}
-	// Fixtures elsewhere in the tree follow the naming rule: a package
-	// named *test or test* (spoke/internal/spoketest, testcerts, testetcd).
-	base := rel[strings.LastIndexByte(rel, '/')+1:]
-	if strings.HasSuffix(base, "test") || strings.HasPrefix(base, "test") {
+	if isFixture(rel) {
 		return "etcdfed's test fixtures (" + rel + ")"
 	}
 	return ""
+}
+
+// isFixture says whether one of etcdfed's packages (rel is its path below
+// the module) is a test fixture by the naming rule that fixtures outside
+// dev/ follow: a package named *test or test* (spoke/internal/spoketest,
+// testcerts, testetcd).
+func isFixture(rel string) bool {
+	base := rel[strings.LastIndexByte(rel, '/')+1:]
+	return strings.HasSuffix(base, "test") || strings.HasPrefix(base, "test")
 }
 
 // Finding is one forbidden package in a binary.

@@ -1,10 +1,10 @@
 // Package liveness decides whether a member cluster is alive, unknown or
 // failed, by membership rule 8 as restated in wave 3: a cluster is failed
-// only when the hub's own observation of its spoke Lease is stale,
-// measured on the hub's clock (not the time the spoke wrote), AND a
-// majority of ALL the other witnesses (the spokes of the ring's other
-// eligible clusters, and of clusters holding its members), each seen fresh
-// by the hub, report it gone. A witness the hub does not see, or whose
+// only when the hub's own observation of its spoke Lease has been stale
+// for the grace period, measured on the hub's clock (not the time the
+// spoke wrote), AND a majority of ALL the other witnesses (the spokes of
+// the ring's other eligible clusters, and of clusters holding its
+// members), each seen fresh by the hub, report it gone. A witness the hub does not see, or whose
 // gossip is not healthy (not running, no key, never joined, no peer alive),
 // counts in that majority's denominator but does not vote: it abstains.
 // Everything short of that is "unknown", and the hub does not act on

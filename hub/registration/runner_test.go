@@ -16,12 +16,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/etcdfed/etcdfed/cli/install"
+	"github.com/etcdfed/etcdfed/dev/installtest"
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
-	"github.com/etcdfed/etcdfed/internal/install"
-	"github.com/etcdfed/etcdfed/internal/install/installtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }

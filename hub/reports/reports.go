@@ -6,15 +6,20 @@
 // into the ring's DNS records served by every spoke, its client URL into
 // the hub's etcd endpoints, a spoke's DNS addresses into every ring's NS
 // glue, its gossip address into every other spoke's gossip peers, its
-// zones into placement and other members' objects. A member cluster that
-// is compromised, or a spoke with a bug, must not reach further than its
-// own members through them.
+// zones and unschedulable zones into placement and other members'
+// objects, its round trips to the other spokes into the ring's round-trip
+// matrix, from which timing and the leader's place are chosen (rules 15
+// and 16). A member cluster that is compromised, or a spoke with a bug,
+// must not reach further than its own members through them.
 //
 // Each check is a pure function of one reported value and what the hub
 // expects (the member's DNS name, the ring's TLS mode and exposure, the
-// ports etcdfed uses); MemberStatus and SpokeStatus apply them to a whole
-// status and return it with every refused field cleared, and the rejections, each
-// naming the field, the value (cut short) and why. The hub treats a
+// ports etcdfed uses, the zones the cluster was registered with);
+// MemberStatus, SpokeStatus and SpokeZones apply them to a whole status
+// and return it with every refused field cleared (a refused entry of a
+// list dropped), and the rejections, each naming the field, the value
+// (cut short) and why. TestPackageDocNamesEveryCheckedField keeps the
+// list of fields above equal to the fields checked. The hub treats a
 // cleared field as not reported: it waits, keeps the last good value it
 // recorded, or leaves the member out; it never propagates the bad one,
 // and one member's bad report never holds up the others.

@@ -1,6 +1,6 @@
 // Package multicluster is the end-to-end harness: scenarios written as
 // XSpec(ctx, input) functions over shared WaitForX helpers. Disruptive
-// scenarios run the recorded client workload of internal/workload and check
+// scenarios run the recorded client workload of dev/workload and check
 // it in one call (checkWorkload): linearizable (porcupine), no acknowledged
 // write lost, every watch complete and in order.
 //

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/drill"
+	"github.com/etcdfed/etcdfed/dev/drill"
 )
 
 // DrillSpecInput runs one zone-failure drill.

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/etcdfed/etcdfed/internal/drill"
+	"github.com/etcdfed/etcdfed/dev/drill"
 )
 
 // TestDrillZoneFailure runs `etcdfed drill zone-failure --json` (the

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/workload"
+	"github.com/etcdfed/etcdfed/dev/workload"
 )
 
 // ElectionWatch checks the promise for operations that restart

@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/cli/install"
+	"github.com/etcdfed/etcdfed/cli/supportbundle"
 	"github.com/etcdfed/etcdfed/config/monitoring"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/testenv"
-	"github.com/etcdfed/etcdfed/internal/install"
-	"github.com/etcdfed/etcdfed/internal/supportbundle"
 )
 
 // labelled is what an install left in a cluster under the label key

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/drill"
+	"github.com/etcdfed/etcdfed/dev/drill"
 )
 
 // toleranceSampler samples, every interval, the failure tolerance etcd's

@@ -21,7 +21,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/nemesis"
-	"github.com/etcdfed/etcdfed/internal/workload"
+	"github.com/etcdfed/etcdfed/dev/workload"
 )
 
 // NemesisSpecInput runs fault schedules drawn from a seed on a ring.

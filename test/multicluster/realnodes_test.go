@@ -20,11 +20,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/drill"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/localenv/realnode"
 	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/dev/testenv"
-	"github.com/etcdfed/etcdfed/internal/drill"
 )
 
 // skipUnlessReal skips a test unless real nodes were asked for

@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdfed/etcdfed/internal/workload"
+	"github.com/etcdfed/etcdfed/dev/workload"
 )
 
-// The recorded client workload lives in internal/workload (etcdfed drill
+// The recorded client workload lives in dev/workload (etcdfed drill
 // runs it too); these names keep the scenarios short.
 type (
 	// EtcdClientConfig says how to reach an etcd cluster.

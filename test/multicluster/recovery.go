@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/internal/workload"
+	"github.com/etcdfed/etcdfed/dev/workload"
 )
 
 // QuorumLossRecoverySpecInput is the input of QuorumLossRecoverySpec.

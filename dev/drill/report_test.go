@@ -12,7 +12,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdfed/etcdfed/internal/workload"
+	"github.com/etcdfed/etcdfed/dev/workload"
 )
 
 func testDrill(mode Mode, duration time.Duration) *drill {

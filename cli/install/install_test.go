@@ -18,11 +18,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/cli/install"
+	"github.com/etcdfed/etcdfed/dev/installtest"
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
-	"github.com/etcdfed/etcdfed/internal/install"
-	"github.com/etcdfed/etcdfed/internal/install/installtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }

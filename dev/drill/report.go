@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/etcdfed/etcdfed/dev/workload"
 	"github.com/etcdfed/etcdfed/internal/text"
-	"github.com/etcdfed/etcdfed/internal/workload"
 )
 
 // ReportKind and ReportVersion identify the JSON document `etcdfed drill

@@ -1,5 +1,5 @@
 // Package installtest starts real apiservers for tests of what
-// internal/install installs: fresh ones without the etcdfed CRDs (the
+// cli/install installs: fresh ones without the etcdfed CRDs (the
 // install brings them), and a hub with one member cluster joined.
 package installtest
 
@@ -7,8 +7,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/dev/testenv"
-	"github.com/etcdfed/etcdfed/internal/install"
 )
 
 // Clusters starts one fresh apiserver per name, without the etcdfed

@@ -15,11 +15,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/etcdfed/etcdfed/cli/install"
 	hubrbac "github.com/etcdfed/etcdfed/config/rbac/hub"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
 	spokerbac "github.com/etcdfed/etcdfed/config/rbac/spoke"
-	"github.com/etcdfed/etcdfed/internal/install"
-	"github.com/etcdfed/etcdfed/internal/install/installtest"
+	"github.com/etcdfed/etcdfed/dev/installtest"
 	"github.com/etcdfed/etcdfed/spoke/app"
 )
 
