@@ -47,7 +47,9 @@ func TestComputeStatus(t *testing.T) {
 			}},
 		{name: "wait after an invalid spec was fixed: Unknown again", healthy: cond(metav1.ConditionFalse, etcdfedv1.BackupReasonInvalidSpec),
 			d: Decision{Action: ActWait, Reason: etcdfedv1.BackupReasonPending},
-			check: func(t *testing.T, p passStatus) { wantCond(t, p, metav1.ConditionUnknown, etcdfedv1.BackupReasonPending) }},
+			check: func(t *testing.T, p passStatus) {
+				wantCond(t, p, metav1.ConditionUnknown, etcdfedv1.BackupReasonPending)
+			}},
 		{name: "invalid: terminal, no next run", status: etcdfedv1.BackupStatus{NextScheduleTime: &metav1.Time{Time: now}},
 			d: Decision{Action: ActInvalid, Reason: etcdfedv1.BackupReasonInvalidSpec, Message: "schedule"},
 			check: func(t *testing.T, p passStatus) {
@@ -96,7 +98,7 @@ func TestComputeStatus(t *testing.T) {
 				}
 			}},
 		{name: "a new request came during the run: started at once", status: inProgress, request: "r2", out: okRun,
-			d: Decision{Action: ActRun, Trigger: etcdfedv1.BackupTriggerRequest, Request: "r1"},
+			d:     Decision{Action: ActRun, Trigger: etcdfedv1.BackupTriggerRequest, Request: "r1"},
 			check: func(t *testing.T, p passStatus) { wantNext(t, p, runNow) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
