@@ -121,7 +121,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// Reconcile is one pass over one EtcdCluster's backups.
+// Reconcile is one pass over one EtcdCluster's backups: read it
+// (uncached), then observe, decide (Decide), apply (take the backup the
+// decision runs) and the status, computed and written once.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, ec); err != nil {
@@ -139,64 +141,66 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 		return ctrl.Result{}, r.reconcileDisabled(ctx, ec)
 	}
 
-	st := etcdfedv1.BackupStatus{}
+	s := r.observe(ec)
+	d := Decide(s.input)
+	out, busy := r.apply(ctx, s, d)
+	if busy {
+		return ctrl.Result{RequeueAfter: BusyRetry}, nil
+	}
+	st := computeStatus(s, d, out, r.now())
+	r.report(ctx, s, d, out, st)
+	recordDue(ec, st.backup)
+	if err := r.patchStatus(ctx, ec, st.backup, st.cond); err != nil {
+		return ctrl.Result{}, errors.Join(err, st.terminal)
+	}
+	if st.terminal != nil {
+		return ctrl.Result{}, st.terminal
+	}
+	return ctrl.Result{RequeueAfter: st.requeueAfter}, nil
+}
+
+// apply takes the backup the decision runs (ActRun), nothing else; busy
+// when the namespace's one running backup is taken (BusyRetry).
+func (r *Reconciler) apply(ctx context.Context, s *snapshot, d Decision) (out *outcome, busy bool) {
+	if d.Action != ActRun {
+		return nil, false
+	}
+	// One backup at a time per namespace: the workers are shared by every
+	// tenant, and a backup holds one for up to its timeout.
+	if !r.enter(s.ec.Namespace) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Waiting: a backup of another EtcdCluster of this namespace is running")
+		return nil, true
+	}
+	defer r.leave(s.ec.Namespace)
+	o := r.run(ctx, s.ec, d.Trigger)
+	return &o, false
+}
+
+// snapshot is what one pass read of one EtcdCluster's backups.
+type snapshot struct {
+	ec *etcdfedv1.EtcdCluster
+	// status is status.backup as read (a copy: the pass's new one starts
+	// from it).
+	status etcdfedv1.BackupStatus
+	// healthy is BackupHealthy as read, nil when unset.
+	healthy *metav1.Condition
+	// input is what Decide looks at.
+	input Input
+}
+
+// observe reads what Decide needs: the spec, status.backup, a request,
+// whether etcd formed and whether the hub's policy allows the store.
+func (r *Reconciler) observe(ec *etcdfedv1.EtcdCluster) *snapshot {
+	s := &snapshot{ec: ec, healthy: meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)}
 	if ec.Status.Backup != nil {
-		st = *ec.Status.Backup.DeepCopy()
+		s.status = *ec.Status.Backup.DeepCopy()
 	}
-	d := Decide(Input{
+	s.input = Input{
 		Now: r.now(), Schedule: ec.Spec.Backup.Schedule, Suspend: ec.Spec.Backup.Suspend,
-		Status: st, Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]),
+		Status: *s.status.DeepCopy(), Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]),
 		Formed: ec.Status.ClusterID != "", Refused: r.Policy.CheckStore("spec.backup.store", ec.Spec.Backup.Store),
-	})
-	cond := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionBackupHealthy)
-	var newCond *metav1.Condition
-	var res ctrl.Result
-	var retErr error
-	switch d.Action {
-	case ActInvalid:
-		newCond = condition(ec, metav1.ConditionFalse, d.Reason, d.Message)
-		st.NextScheduleTime = nil
-		retErr = reconcile.TerminalError(errors.New(d.Message))
-	case ActWait:
-		st.NextScheduleTime = timePtr(d.Next)
-		if cond == nil || cond.Status == metav1.ConditionUnknown || cond.Reason == etcdfedv1.BackupReasonInvalidSpec {
-			newCond = condition(ec, metav1.ConditionUnknown, d.Reason, d.Message)
-		}
-		res = ctrl.Result{RequeueAfter: d.RequeueAfter}
-	case ActStart:
-		log.Info("Starting backup", "trigger", d.Trigger, "request", d.Request)
-		st.InProgress = &etcdfedv1.BackupInProgress{StartedAt: metav1.NewTime(r.now()), Trigger: d.Trigger, Request: d.Request}
-		st.NextScheduleTime = timePtr(d.Next)
-		res = ctrl.Result{RequeueAfter: runNow}
-	case ActRun:
-		// One backup at a time per namespace: the workers are shared by
-		// every tenant, and a backup holds one for up to its timeout.
-		if !r.enter(ec.Namespace) {
-			log.V(1).Info("Waiting: a backup of another EtcdCluster of this namespace is running")
-			return ctrl.Result{RequeueAfter: BusyRetry}, nil
-		}
-		out := r.run(ctx, ec, d.Trigger)
-		r.leave(ec.Namespace)
-		newCond = r.record(ctx, ec, &st, d, out)
-		after := Decide(Input{Now: r.now(), Schedule: ec.Spec.Backup.Schedule, Suspend: ec.Spec.Backup.Suspend, Status: st,
-			Request: normalizeRequest(ec.Annotations[etcdfedv1.AnnotationBackupRequested]), Formed: ec.Status.ClusterID != "",
-			Refused: r.Policy.CheckStore("spec.backup.store", ec.Spec.Backup.Store)})
-		st.NextScheduleTime = timePtr(after.Next)
-		switch after.Action {
-		case ActWait:
-			res = ctrl.Result{RequeueAfter: after.RequeueAfter}
-		case ActStart, ActRun:
-			res = ctrl.Result{RequeueAfter: runNow}
-		}
 	}
-	recordDue(ec, st)
-	if err := r.patchStatus(ctx, ec, st, newCond); err != nil {
-		return ctrl.Result{}, errors.Join(err, retErr)
-	}
-	if retErr != nil {
-		return ctrl.Result{}, retErr
-	}
-	return res, nil
+	return s
 }
 
 // reconcileDisabled removes the condition and any backup in progress when

@@ -10,16 +10,20 @@
 // snapshot key Secret (created with the first backup), and writes nothing
 // else.
 //
-// One reconcile: read the EtcdCluster, ask the pure Decide (schedule.go)
-// what is due, then either wait (RequeueAfter until the next run: no
-// goroutine or timer per ring), record a backup as in progress, or run the
-// recorded backup (run.go): pick a healthy follower (PickSource, the
-// leader only when no follower is healthy), stream its snapshot to a local
-// file while checking etcd's appended sha256, read the file like
-// `etcdutl snapshot status` (bbolt check, revision), upload it with a
-// metadata sidecar signed with the ring's snapshot key, and delete what
-// retention no longer keeps. Status is
-// patched once per reconcile; events and metrics report each result.
+// One reconcile reads the EtcdCluster and runs the hub's skeleton: observe
+// (the spec, status.backup, a request, whether etcd formed, whether the
+// policy allows the store), the pure Decide (schedule.go) on that
+// snapshot, apply, then the status computed once (status.go: status.backup,
+// BackupHealthy, the next pass) and patched once. Decide says wait
+// (RequeueAfter until the next run: no goroutine or timer per ring),
+// record a backup as in progress, or run the recorded backup; apply runs
+// only that (run.go): pick a healthy follower (PickSource, the leader
+// only when no follower is healthy), stream its snapshot to a local file
+// while checking etcd's appended sha256, read the file like `etcdutl
+// snapshot status` (bbolt check, revision), upload it with a metadata
+// sidecar signed with the ring's snapshot key, and delete what retention
+// no longer keeps. After a backup the schedule is decided again on the
+// new status; events and metrics report each result.
 //
 // An on-demand snapshot is asked for with the etcdfed.dev/backup-requested
 // annotation (etcdfed backup NAME); its value is handled once and recorded

@@ -17,6 +17,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 	"github.com/etcdfed/etcdfed/pkg/diskspace"
 	"github.com/etcdfed/etcdfed/pkg/etcdsnapshot"
@@ -71,13 +72,13 @@ func failed(started time.Time, reason string, err error) outcome {
 
 // run takes one backup of ec: store reachable, source chosen, snapshot
 // streamed and checked, its sidecar signed with the ring's snapshot key,
-// uploaded, then pruned. Every step is bounded.
+// uploaded, then pruned. Every step is bounded; the first that fails ends
+// the backup with its reason.
 //
 // spec.backup.timeout bounds it, within the hub's own bound (MaxTimeout):
 // the tenant's store holds one of the hub's shared workers for as long as
 // the backup runs.
 func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger etcdfedv1.BackupTrigger) (o outcome) {
-	log := ctrl.LoggerFrom(ctx)
 	spec := ec.Spec.Backup
 	started := r.now()
 	d, bounded := r.timeout(spec)
@@ -90,6 +91,47 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 	}()
 
 	// The store first: no snapshot is taken for a store that cannot take it.
+	store, reason, err := r.openStore(ctx, ec)
+	if err != nil {
+		return failed(started, reason, err)
+	}
+	defer func() { _ = store.Close() }()
+	etcd, src, err := r.source(ctx, ec)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
+	}
+	defer func() { _ = etcd.Close() }()
+	if reason, err := r.checkScratch(src.member); err != nil {
+		return failed(started, reason, err)
+	}
+	path := filepath.Join(r.ScratchDir, fmt.Sprintf("etcdfed-%s-%s-%d.db", ec.Namespace, ec.Name, started.UnixNano()))
+	defer func() { _ = os.Remove(path) }()
+	snap, reason, err := r.stream(ctx, etcd, src, path)
+	if err != nil {
+		return failed(started, reason, err)
+	}
+	key, size, err := r.upload(ctx, ec, store, snap, trigger)
+	if err != nil {
+		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
+	}
+	out := outcome{started: started, duration: r.now().Sub(started), snapshot: &etcdfedv1.BackupSnapshot{
+		Time: metav1Time(snap.taken), Revision: snap.info.Revision, SizeBytes: size, Location: store.Location(key),
+		Member: src.member.Name, Hash: snap.info.HashHex(), Trigger: trigger,
+	}}
+	out.snapshot.Duration.Duration = out.duration.Round(time.Millisecond)
+
+	// Prune: its own bound, so a slow listing never fails the backup itself.
+	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), pruneTimeout)
+	defer pcancel()
+	dir := backupstore.ClusterDir(ec.Namespace, ec.Name, snap.clusterID)
+	out.pruned, out.retained, out.pruneErr = store.Prune(pctx, dir, retention(spec.Retention), r.now())
+	return out
+}
+
+// openStore opens spec.backup.store with its credentials and checks that
+// it answers; on failure, the reason says why.
+func (r *Reconciler) openStore(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*backupstore.Store, string, error) {
+	spec := ec.Spec.Backup
 	var creds map[string][]byte
 	if name := spec.Store.CredentialsSecretName; name != "" {
 		sec, err := r.readSecret(ctx, ec, name)
@@ -97,28 +139,39 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 			if apierrors.IsNotFound(err) {
 				err = fmt.Errorf("credentials Secret %s/%s not found", ec.Namespace, name)
 			}
-			return failed(started, etcdfedv1.BackupReasonCredentials, err)
+			return nil, etcdfedv1.BackupReasonCredentials, err
 		}
 		creds = sec.Data
 	}
 	store, err := backupstore.Open(ctx, spec.Store, creds)
 	if err != nil {
-		return failed(started, storeReason(err), err)
+		return nil, storeReason(err), err
 	}
-	defer func() { _ = store.Close() }()
 	cctx, ccancel := context.WithTimeout(ctx, storeCheckTimeout)
 	err = store.Check(cctx)
 	ccancel()
 	if err != nil {
-		return failed(started, etcdfedv1.BackupReasonStoreUnreachable, err)
+		_ = store.Close()
+		return nil, etcdfedv1.BackupReasonStoreUnreachable, err
 	}
+	return store, "", nil
+}
 
-	// The source: a healthy follower.
+// sourceMember is the member a snapshot is streamed from, and the ring as
+// seen when it was chosen.
+type sourceMember struct {
+	member planner.ListEntry
+	view   planner.Etcd
+}
+
+// source connects to the ring and picks the member to stream from: a
+// healthy follower (PickSource), never the member an operation is
+// changing.
+func (r *Reconciler) source(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*etcdops.Client, sourceMember, error) {
 	etcd, err := etcdops.ForRing(ctx, r.Reader, ec)
 	if err != nil {
-		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
+		return nil, sourceMember{}, err
 	}
-	defer func() { _ = etcd.Close() }()
 	view := etcd.Observe(ctx)
 	var avoid []string
 	if op := ec.Status.Operation; op != nil && op.Member != "" {
@@ -126,31 +179,46 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 	}
 	src, err := PickSource(view, avoid...)
 	if err != nil {
-		return failed(started, etcdfedv1.BackupReasonNoHealthyMember, err)
+		_ = etcd.Close()
+		return nil, sourceMember{}, err
 	}
-	clusterID := strconv.FormatUint(view.ClusterID, 16)
+	return etcd, sourceMember{member: src, view: view}, nil
+}
 
-	// Room in the scratch directory for a snapshot of the source's
-	// database file (a snapshot is about its size), before anything is
-	// streamed.
-	if err := diskspace.Check(r.FreeSpace, r.ScratchDir, src.DBSize+diskspace.Margin,
-		fmt.Sprintf("a snapshot of %s (database file %d bytes) in the hub's scratch directory (--backup-scratch-dir, with a %d-byte margin)", src.Name, src.DBSize, diskspace.Margin)); err != nil {
-		reason := etcdfedv1.BackupReasonSnapshotFailed
-		if errors.Is(err, diskspace.ErrInsufficient) {
-			reason = etcdfedv1.BackupReasonInsufficientSpace
-		}
-		return failed(started, reason, err)
+// checkScratch makes sure the scratch directory has room for a snapshot
+// of the source's database file (a snapshot is about its size), before
+// anything is streamed.
+func (r *Reconciler) checkScratch(src planner.ListEntry) (string, error) {
+	err := diskspace.Check(r.FreeSpace, r.ScratchDir, src.DBSize+diskspace.Margin,
+		fmt.Sprintf("a snapshot of %s (database file %d bytes) in the hub's scratch directory (--backup-scratch-dir, with a %d-byte margin)", src.Name, src.DBSize, diskspace.Margin))
+	switch {
+	case err == nil:
+		return "", nil
+	case errors.Is(err, diskspace.ErrInsufficient):
+		return etcdfedv1.BackupReasonInsufficientSpace, err
 	}
+	return etcdfedv1.BackupReasonSnapshotFailed, err
+}
 
-	// Stream, check, upload.
-	path := filepath.Join(r.ScratchDir, fmt.Sprintf("etcdfed-%s-%s-%d.db", ec.Namespace, ec.Name, started.UnixNano()))
-	defer func() { _ = os.Remove(path) }()
-	log.Info("Taking snapshot", "member", src.Name, "leader", src.ID == view.LeaderID)
-	taken := r.now()
-	var info etcdsnapshot.Info
-	sinfo, err := etcd.Snapshot(ctx, src.ClientURLs, func(stream io.Reader, revisionBefore int64) error {
+// streamed is a snapshot saved in the scratch directory and checked.
+type streamed struct {
+	path  string
+	taken time.Time
+	info  etcdsnapshot.Info
+	// memberID is the ID of the member that served it.
+	memberID  uint64
+	clusterID string
+	src       planner.ListEntry
+}
+
+// stream saves the source's snapshot to path while checking etcd's
+// appended sha256, and reads it as `etcdutl snapshot status` does.
+func (r *Reconciler) stream(ctx context.Context, etcd *etcdops.Client, src sourceMember, path string) (streamed, string, error) {
+	ctrl.LoggerFrom(ctx).Info("Taking snapshot", "member", src.member.Name, "leader", src.member.ID == src.view.LeaderID)
+	out := streamed{path: path, taken: r.now(), clusterID: strconv.FormatUint(src.view.ClusterID, 16), src: src.member}
+	sinfo, err := etcd.Snapshot(ctx, src.member.ClientURLs, func(stream io.Reader, revisionBefore int64) error {
 		var err error
-		info, err = etcdsnapshot.Save(stream, path, revisionBefore)
+		out.info, err = etcdsnapshot.Save(stream, path, revisionBefore)
 		return err
 	})
 	if err != nil {
@@ -158,36 +226,34 @@ func (r *Reconciler) run(ctx context.Context, ec *etcdfedv1.EtcdCluster, trigger
 		if errors.Is(err, etcdsnapshot.ErrInvalid) {
 			reason = etcdfedv1.BackupReasonVerificationFailed
 		}
-		return failed(started, reason, fmt.Errorf("snapshot from %s: %w", src.Name, err))
+		return streamed{}, reason, fmt.Errorf("snapshot from %s: %w", src.member.Name, err)
 	}
-	dir := backupstore.ClusterDir(ec.Namespace, ec.Name, clusterID)
-	key := backupstore.SnapshotKey(dir, taken, info.Revision)
+	out.memberID = sinfo.MemberID
+	return out, "", nil
+}
+
+// upload signs the snapshot's metadata sidecar with the ring's snapshot
+// key and uploads both; it returns the snapshot's key and stored size.
+func (r *Reconciler) upload(ctx context.Context, ec *etcdfedv1.EtcdCluster, store *backupstore.Store, snap streamed, trigger etcdfedv1.BackupTrigger) (string, int64, error) {
+	dir := backupstore.ClusterDir(ec.Namespace, ec.Name, snap.clusterID)
+	key := backupstore.SnapshotKey(dir, snap.taken, snap.info.Revision)
+	info := snap.info
 	md := backupstore.Metadata{
-		Namespace: ec.Namespace, Name: ec.Name, UID: string(ec.UID), ClusterID: clusterID,
-		Member: src.Name, MemberID: strconv.FormatUint(sinfo.MemberID, 16),
+		Namespace: ec.Namespace, Name: ec.Name, UID: string(ec.UID), ClusterID: snap.clusterID,
+		Member: snap.src.Name, MemberID: strconv.FormatUint(snap.memberID, 16),
 		Revision: info.Revision, Hash: info.HashHex(), TotalKeys: info.TotalKeys, StorageVersion: info.StorageVersion,
-		SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: taken.UTC(), Trigger: string(trigger),
+		SHA256: info.SHA256, SizeBytes: info.Size, TakenAt: snap.taken.UTC(), Trigger: string(trigger),
 	}
 	mk, err := r.snapshotKey(ctx, ec)
 	if err != nil {
-		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
+		return "", 0, err
 	}
 	md.Sign(key, mk)
-	size, err := store.Upload(ctx, key, path, md)
+	size, err := store.Upload(ctx, key, snap.path, md)
 	if err != nil {
-		return failed(started, etcdfedv1.BackupReasonUploadFailed, err)
+		return "", 0, err
 	}
-	out := outcome{started: started, duration: r.now().Sub(started), snapshot: &etcdfedv1.BackupSnapshot{
-		Time: metav1Time(taken), Revision: info.Revision, SizeBytes: size, Location: store.Location(key),
-		Member: src.Name, Hash: info.HashHex(), Trigger: trigger,
-	}}
-	out.snapshot.Duration.Duration = out.duration.Round(time.Millisecond)
-
-	// Prune: its own bound, so a slow listing never fails the backup itself.
-	pctx, pcancel := context.WithTimeout(context.WithoutCancel(ctx), pruneTimeout)
-	defer pcancel()
-	out.pruned, out.retained, out.pruneErr = store.Prune(pctx, dir, retention(spec.Retention), r.now())
-	return out
+	return key, size, nil
 }
 
 // retention resolves the spec's retention with its default.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -29,8 +28,6 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/etcdops"
-	"github.com/etcdfed/etcdfed/hub/pki"
-	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Bounds of one pass.
@@ -128,13 +125,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// result is one consumer's outcome in this pass.
-type result struct {
-	status  etcdfedv1.ClientStatus
-	renewAt time.Time
-}
-
-// Reconcile is one pass over one EtcdCluster's consumers.
+// Reconcile is one pass over one EtcdCluster's consumers: read it
+// (uncached), the finalizer, then observe, decide, apply and the status,
+// written once, with the next pass.
 func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl.Result, error) {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := r.Reader.Get(ctx, req.NamespacedName, ec); err != nil {
@@ -151,288 +144,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (ctrl
 	if err := r.ensureFinalizer(ctx, ec); err != nil {
 		return ctrl.Result{}, err
 	}
-	if len(ec.Spec.Clients) == 0 && len(ec.Status.Clients) == 0 && meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionClientsReady) == nil &&
-		!ec.Spec.TLS.Mode.Enabled() {
+	if idle(ec) {
 		return ctrl.Result{}, nil
 	}
-
-	var statuses []etcdfedv1.ClientStatus
-	var cond *metav1.Condition
-	next := r.now().Add(Resync)
-	// Entries removed from spec: delete their Secrets (only the hub's).
-	var removeErrs []string
-	for _, st := range ec.Status.Clients {
-		if slices.ContainsFunc(ec.Spec.Clients, func(c etcdfedv1.ClientSpec) bool { return c.Name == st.Name }) {
-			continue
-		}
-		if err := r.deleteSecret(ctx, ec, Target{Name: st.Name, Cluster: st.Cluster, Namespace: st.Namespace, SecretName: st.SecretName}); err != nil {
-			removeErrs = append(removeErrs, err.Error())
-			statuses = append(statuses, st)
-			next = r.now().Add(retryAfter)
-			continue
-		}
-		forgetMetrics(ec.Namespace, ec.Name, []string{st.Name})
-	}
-
-	// etcd's users and roles, and authentication: a removed consumer's
-	// user goes in this pass, whatever happens to its Secret.
-	access := r.reconcileAccess(ctx, ec)
-	if access.retry {
-		next = minTime(next, r.now().Add(retryAfter))
-	}
-
-	switch {
-	case len(ec.Spec.Clients) == 0:
-		switch {
-		case len(removeErrs) > 0:
-			cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonFailed, strings.Join(removeErrs, "; "))
-		case access.cond != nil && access.cond.Status == metav1.ConditionFalse:
-			// Without consumers ClientsReady only says what went wrong.
-			cond = access.cond
-		}
-	case !ec.Spec.TLS.Mode.Enabled():
-		cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonTLSDisabled, "the ring runs without TLS (spec.tls.mode: Disabled): consumers need no certificate; no Secret is written")
-		next = r.now().Add(Resync)
-	default:
-		ca, endpoints, why := r.inputs(ctx, ec)
-		if why != "" {
-			cond = condition(ec, metav1.ConditionUnknown, etcdfedv1.ClientReasonPending, why)
-			next = r.now().Add(retryAfter)
-			for _, c := range ec.Spec.Clients {
-				t := TargetOf(ec, c)
-				statuses = append(statuses, keepStatus(ec, t, why))
-			}
-			break
-		}
-		var failed []string
-		for _, c := range ec.Spec.Clients {
-			t := TargetOf(ec, c)
-			var res result
-			if why := Refusal(ec, c, t, r.Policy); why != "" {
-				res = r.refuse(ec, t, why)
-			} else {
-				res = r.reconcileOne(ctx, ec, ca, endpoints, t)
-			}
-			if why, refused := access.refused[c.Name]; refused && res.status.Ready {
-				res.status.Ready, res.status.Message = false, text.Truncate(why, maxMessage)
-			}
-			statuses = append(statuses, res.status)
-			if !res.status.Ready {
-				failed = append(failed, fmt.Sprintf("%s (%s): %s", res.status.Name, TargetOf(ec, c), res.status.Message))
-				next = minTime(next, r.now().Add(retryAfter))
-			} else if !res.renewAt.IsZero() {
-				next = minTime(next, res.renewAt)
-			}
-		}
-		failed = append(failed, removeErrs...)
-		switch {
-		case len(failed) > 0:
-			cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonFailed, strings.Join(failed, "; "))
-		case access.cond != nil:
-			cond = access.cond
-		default:
-			cond = condition(ec, metav1.ConditionTrue, etcdfedv1.ClientReasonReady, fmt.Sprintf("%d client Secret(s) hold a valid certificate of the ring's CA and the current endpoints%s", len(statuses), access.summary))
-		}
-	}
-	if err := r.patchStatus(ctx, ec, statuses, cond); err != nil {
+	s := r.observe(ctx, ec)
+	defer s.close()
+	d := decide(s)
+	a := r.apply(ctx, s, d)
+	st := computeStatus(s, d, a)
+	if err := r.patchStatus(ctx, ec, st.clients, st.cond); err != nil {
 		return ctrl.Result{}, err
 	}
-	if caPhase(ec).InProgress() {
-		// The CA Secret changes during a rotation without an event here,
-		// and the rotation waits for every consumer's Secret.
-		next = minTime(next, r.now().Add(rotationPoll))
-	}
-	after := max(next.Sub(r.now()), time.Second)
-	return ctrl.Result{RequeueAfter: after}, nil
-}
-
-// inputs reads the CA Secret and the endpoints, or says what is missing.
-func (r *Reconciler) inputs(ctx context.Context, ec *etcdfedv1.EtcdCluster) (*pki.Authority, string, string) {
-	if len(ec.Status.Endpoints) == 0 {
-		return nil, "", "waiting for the ring's endpoints (status.endpoints)"
-	}
-	ca, err := pki.ReadAuthority(ctx, r.Reader, ec)
-	if err != nil {
-		return nil, "", fmt.Sprintf("waiting for the ring's CA: %v", err)
-	}
-	return ca, Endpoints(ec), ""
-}
-
-// keepStatus is a consumer's status carried over while nothing can be
-// checked.
-func keepStatus(ec *etcdfedv1.EtcdCluster, t Target, why string) etcdfedv1.ClientStatus {
-	st := etcdfedv1.ClientStatus{Name: t.Name, Cluster: t.Cluster, Namespace: t.Namespace, SecretName: t.SecretName, Message: why}
-	for _, old := range ec.Status.Clients {
-		if old.Name == t.Name && old.Cluster == t.Cluster && old.Namespace == t.Namespace && old.SecretName == t.SecretName {
-			st.NotAfter, st.IssuedAt = old.NotAfter, old.IssuedAt
-		}
-	}
-	return st
-}
-
-func (r *Reconciler) cluster(ctx context.Context, name string) (client.Client, client.Reader, error) {
-	if name == "" {
-		return r.Client, r.Reader, nil
-	}
-	if r.Clusters == nil {
-		return nil, nil, fmt.Errorf("member cluster %q is not known to the hub", name)
-	}
-	cl, err := r.Clusters.GetCluster(ctx, multicluster.ClusterName(name))
-	if err != nil {
-		return nil, nil, fmt.Errorf("member cluster %q is not connected: %w", name, err)
-	}
-	return cl.GetClient(), cl.GetAPIReader(), nil
-}
-
-// reconcileOne brings one consumer's Secret up to date.
-func (r *Reconciler) reconcileOne(ctx context.Context, ec *etcdfedv1.EtcdCluster, a *pki.Authority, endpoints string, t Target) result {
-	ca := a.Signer
-	log := ctrl.LoggerFrom(ctx).WithValues("client", t.Name, "secret", t.String())
-	st := keepStatus(ec, t, "")
-	fail := func(err error) result {
-		st.Ready, st.Message = false, text.Truncate(err.Error(), maxMessage)
-		metricFailures.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
-		return result{status: st}
-	}
-	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
-	defer cancel()
-	w, rd, err := r.cluster(ctx, t.Cluster)
-	if err != nil {
-		return fail(err)
-	}
-	cur := &corev1.Secret{}
-	var found *Found
-	switch err := rd.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.SecretName}, cur); {
-	case apierrors.IsNotFound(err):
-	case err != nil:
-		return fail(fmt.Errorf("read Secret: %w", err))
-	default:
-		found = &Found{Owner: ownerOf(ec, cur.Labels[etcdfedv1.LabelClusterUID]), Data: cur.Data}
-	}
-	now := r.now()
-	d := Plan(a, string(ec.RingUID()), t, endpoints, found, now)
-	notAfter := d.NotAfter
-	data := cur.Data
-	switch d.Action {
-	case ActRefuse:
-		return fail(errors.New(d.Reason))
-	case ActIssue:
-		if !ca.CanSign() {
-			return fail(fmt.Errorf("waiting for a CA that issues (%s): the ring was taken over without its CA's key, and this Secret is issued from the new CA once the rotation reaches Reissuing", d.Reason))
-		}
-		leaf, err := ca.IssueClientFor(t.CommonName, t.Lifetime, now)
-		if err != nil {
-			return fail(err)
-		}
-		data = Data(a.Bundle(), leaf, endpoints)
-		notAfter = expiry(leaf.CertPEM)
-		log.Info("Issuing client certificate", "reason", d.Reason, "notAfter", notAfter)
-	case ActUpdate:
-		data = Data(a.Bundle(), &pki.Leaf{CertPEM: cur.Data[etcdfedv1.ClientSecretKeyCert], KeyPEM: cur.Data[etcdfedv1.ClientSecretKeyKey]}, endpoints)
-		log.Info("Updating client Secret", "reason", d.Reason)
-	}
-	if d.Action == ActIssue || d.Action == ActUpdate || !equality.Semantic.DeepEqual(cur.Labels, wantLabels(ec, t, cur.Labels)) ||
-		!equality.Semantic.DeepEqual(cur.OwnerReferences, ownerRefs(ec, t, cur.OwnerReferences)) {
-		if err := writeSecret(ctx, w, ec, t, found != nil, cur, data); err != nil {
-			return fail(err)
-		}
-	}
-	if d.Action == ActIssue {
-		st.IssuedAt = ptrTime(now)
-		metricIssued.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientCertificateIssued, "Issue", "Issued the client certificate of %s in Secret %s (%s), valid until %s", t.Name, t.String(), d.Reason, notAfter.UTC().Format(time.RFC3339))
-	}
-	st.Ready, st.Message = true, ""
-	st.CAHash = CAHash(data)
-	st.NotAfter = ptrTime(notAfter)
-	metricExpiry.WithLabelValues(ec.Namespace, ec.Name, t.Name).Set(float64(notAfter.Unix()))
-	return result{status: st, renewAt: RenewAt(data[etcdfedv1.ClientSecretKeyCert])}
-}
-
-// refuse is the result of a consumer whose Secret may not go where its
-// entry says (Refusal): nothing is read or written there.
-func (r *Reconciler) refuse(ec *etcdfedv1.EtcdCluster, t Target, why string) result {
-	st := keepStatus(ec, t, "")
-	st.Ready, st.Message = false, text.Truncate("refused: "+why, maxMessage)
-	metricFailures.WithLabelValues(ec.Namespace, ec.Name, t.Name).Inc()
-	return result{status: st}
-}
-
-// accessResult is the outcome of one pass over etcd's authentication.
-type accessResult struct {
-	// cond, when set, is the ClientsReady condition access asks for (it
-	// could not be brought in line); nil when it is.
-	cond *metav1.Condition
-	// refused consumers (their user is a human's), by spec.clients name.
-	refused map[string]string
-	// summary is appended to a True condition's message.
-	summary string
-	// retry asks for the next pass soon.
-	retry bool
-}
-
-// reconcileAccess keeps etcd's users, roles and authentication in line
-// with spec.clients and spec.tls.auth (access.go).
-func (r *Reconciler) reconcileAccess(ctx context.Context, ec *etcdfedv1.EtcdCluster) accessResult {
-	if !ec.Spec.TLS.Mode.Enabled() {
-		return accessResult{}
-	}
-	on := ec.Spec.TLS.AuthOn()
-	pending := func(format string, args ...any) accessResult {
-		return accessResult{retry: true, cond: condition(ec, metav1.ConditionUnknown, etcdfedv1.ClientReasonPending, fmt.Sprintf(format, args...))}
-	}
-	if ec.Status.ClusterID == "" || len(ec.Status.Endpoints) == 0 {
-		return pending("waiting for the ring to form before etcd's users and roles are set")
-	}
-	log := ctrl.LoggerFrom(ctx)
-	cli, err := r.etcd(ctx, ec)
-	if err != nil {
-		return pending("etcd's users and roles not checked: %v", err)
-	}
-	defer func() { _ = cli.Close() }()
-	have, err := cli.ReadAuth(ctx)
-	if err != nil {
-		return pending("etcd's users and roles not checked: %v", err)
-	}
-	plan := PlanAccess(Grants(ec), MemberUsers(ec), have, on)
-	for _, ch := range plan.Changes {
-		log.Info("Changing etcd's authentication", "change", ch.String())
-		if err := cli.ApplyAuth(ctx, ch); err != nil {
-			return accessResult{retry: true, refused: plan.Refused,
-				cond: condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonAccessFailed, fmt.Sprintf("etcd's authentication not in line with spec.clients: %v", err))}
-		}
-		switch ch.Op {
-		case etcdops.AuthDeleteUser:
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientAccessRevoked, "Revoke", "Deleted etcd user %s: its consumer is no longer in spec.clients (its certificate reads and writes nothing from now on)", ch.User)
-		case etcdops.AuthEnable:
-			r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventEtcdAuthEnabled, "EnableAuth", "Turned etcd authentication on: %d consumer(s) with their roles, the hub as root", len(ec.Spec.Clients))
-		case etcdops.AuthDisable:
-			r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventEtcdAuthDisabled, "DisableAuth", "Turned etcd authentication off (spec.tls.auth: Disabled): every certificate of the ring's CA is root on the data")
-		}
-	}
-	res := accessResult{refused: plan.Refused}
-	if !on {
-		res.summary = "; etcd authentication is off (spec.tls.auth: Disabled)"
-		return res
-	}
-	res.summary = "; etcd authentication is on, each consumer with its role"
-	for _, m := range slices.Sorted(maps.Keys(plan.MembersLeftAlone)) {
-		log.Info("Member's etcd user left alone", "member", m, "why", plan.MembersLeftAlone[m])
-		res.summary += "; member " + m + ": " + plan.MembersLeftAlone[m]
-	}
-	if len(plan.Refused) > 0 {
-		var msgs []string
-		for _, name := range slices.Sorted(maps.Keys(plan.Refused)) {
-			msgs = append(msgs, name+": "+plan.Refused[name])
-		}
-		enabled := "on"
-		if !have.Enabled {
-			enabled = "not turned on while a consumer would lose its access"
-		}
-		res.cond = condition(ec, metav1.ConditionFalse, etcdfedv1.ClientReasonAccessFailed, fmt.Sprintf("etcd authentication %s; %s", enabled, strings.Join(msgs, "; ")))
-		res.retry = true
-	}
-	return res
+	return ctrl.Result{RequeueAfter: st.after(r.now())}, nil
 }
 
 func wantLabels(ec *etcdfedv1.EtcdCluster, t Target, have map[string]string) map[string]string {
@@ -469,39 +192,6 @@ func writeSecret(ctx context.Context, c client.Client, ec *etcdfedv1.EtcdCluster
 	if err := c.Update(ctx, upd); err != nil {
 		return fmt.Errorf("update Secret: %w", err)
 	}
-	return nil
-}
-
-// deleteSecret deletes a removed consumer's Secret if the hub wrote it, in
-// a member cluster. In the hub cluster the hub's Role may not delete
-// Secrets (config/rbac/hub: it never deletes one next to the CA), so the
-// Secret is left for a human, with an event.
-func (r *Reconciler) deleteSecret(ctx context.Context, ec *etcdfedv1.EtcdCluster, t Target) error {
-	if t.Cluster == "" {
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientSecretLeft, "Delete", "Client %s was removed; its Secret %s in the hub cluster is left in place (the hub deletes no Secret there): delete it by hand", t.Name, t)
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, clusterTimeout)
-	defer cancel()
-	w, rd, err := r.cluster(ctx, t.Cluster)
-	if err != nil {
-		return fmt.Errorf("removed client %s (%s): %w", t.Name, t, err)
-	}
-	cur := &corev1.Secret{}
-	if err := rd.Get(ctx, client.ObjectKey{Namespace: t.Namespace, Name: t.SecretName}, cur); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("removed client %s (%s): read Secret: %w", t.Name, t, err)
-	}
-	if ownerOf(ec, cur.Labels[etcdfedv1.LabelClusterUID]) != string(ec.RingUID()) {
-		return nil // not ours: left alone
-	}
-	ctrl.LoggerFrom(ctx).Info("Deleting the Secret of a removed client", "client", t.Name, "secret", t.String())
-	if err := w.Delete(ctx, cur, client.Preconditions{UID: &cur.UID}); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("removed client %s (%s): delete Secret: %w", t.Name, t, err)
-	}
-	r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventClientSecretDeleted, "Delete", "Deleted the Secret %s of removed client %s", t, t.Name)
 	return nil
 }
 
@@ -550,25 +240,6 @@ func (r *Reconciler) event(ec *etcdfedv1.EtcdCluster, typ, reason, action, forma
 		return
 	}
 	r.Recorder.Eventf(ec, nil, typ, reason, action, format, args...)
-}
-
-func condition(ec *etcdfedv1.EtcdCluster, s metav1.ConditionStatus, reason, msg string) *metav1.Condition {
-	return &metav1.Condition{Type: etcdfedv1.ConditionClientsReady, Status: s, Reason: reason, Message: text.Truncate(msg, maxMessage), ObservedGeneration: ec.Generation}
-}
-
-// maxMessage bounds a client's status message.
-const maxMessage = 1024
-
-func ptrTime(t time.Time) *metav1.Time {
-	mt := metav1.NewTime(t.UTC().Truncate(time.Second))
-	return &mt
-}
-
-func minTime(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 // ManagerClusters adapts the multicluster manager to Clusters.
@@ -635,7 +306,9 @@ func (r *Reconciler) reconcileDelete(ctx context.Context, ec *etcdfedv1.EtcdClus
 			}
 			continue
 		}
-		if err := r.deleteSecret(ctx, ec, t); err != nil {
+		rm := removal{removedView: removedView{secretView: r.readSecret(ctx, t)}}
+		rm.action = removalOf(ec, rm.secretView)
+		if err := removalError(rm, r.applyRemoval(ctx, ec, rm)); err != nil {
 			errs = append(errs, err)
 		}
 	}

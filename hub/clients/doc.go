@@ -14,12 +14,17 @@
 // finalizer (FinalizerClients, while a consumer's Secret is in a member
 // cluster), and writes nothing else of the EtcdCluster.
 //
-// One reconcile: read the EtcdCluster (uncached), delete the Secrets of
-// entries removed from spec.clients (only the hub's, only in member
-// clusters), bring etcd's users and roles in line (PlanAccess), read the
-// CA and each consumer's Secret where it lives (uncached, bounded), refuse
-// a place the policy forbids (Refusal), ask the pure Plan (plan.go) what
-// each needs (issue, update the CA bundle or the endpoints, nothing, or
-// refuse a Secret the hub did not write), write, patch the status once,
-// and requeue for the earliest renewal.
+// One reconcile reads the EtcdCluster (uncached), sets the finalizer,
+// then runs the hub's skeleton. observe (observe.go) reads everything
+// into a snapshot, each read bounded: the Secrets of entries removed from
+// spec.clients (only in member clusters), etcd's users and roles, the CA
+// and the endpoints, each consumer's Secret where it lives (none where
+// Refusal forbids the place). decide (decide.go) turns the snapshot alone
+// into the pass's writes: a removed Secret deleted only when it is the
+// hub's, etcd's changes (PlanAccess), what each consumer's Secret needs
+// (Plan: issue, update the CA bundle or the endpoints, nothing, or refuse
+// a Secret the hub did not write). apply (apply.go) makes those writes and
+// decides nothing. computeStatus (status.go) builds status.clients, the
+// one ClientsReady condition and the next pass (the earliest renewal,
+// sooner after a failure or a wait) once; the status is patched once.
 package clients
