@@ -190,12 +190,17 @@ tenancy: tools-test system-deps build ## Tenancy on the local environment: same-
 # defaults to a number read from HEAD's commit hash, and .ci/run passes
 # one independent of its real-node choice). It prints which run now and
 # which come next.
+# With ROTATION_LEDGER (.ci/run: bin/ci-ledger, kept with bin/'s cache)
+# the slice whose scenarios passed longest ago runs, and a slice that
+# passed is recorded there.
 ROTATION_BUDGET ?= 10m
 ROTATION_RUN ?=
+ROTATION_LEDGER ?=
 .PHONY: rotation
-rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: from the commit hash); prints which run now and which next.
-	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)'); \
-	$(MAKE) scenarios SCENARIOS="$$pattern"
+rotation: tools-test system-deps build ## One slice of the scenarios outside `make failures`, rotating by ROTATION_RUN (default: from the commit hash) or, with ROTATION_LEDGER, the slice that passed longest ago; prints which run now and which next.
+	pattern=$$($(GO) run ./hack/rotation -exclude '$(FAILURE_SCENARIOS)' -budget $(ROTATION_BUDGET) -run '$(ROTATION_RUN)' -ledger '$(ROTATION_LEDGER)'); \
+	$(MAKE) scenarios SCENARIOS="$$pattern" && \
+	if [ -n '$(ROTATION_LEDGER)' ]; then $(GO) run ./hack/rotation -ledger '$(ROTATION_LEDGER)' -passed "$$pattern"; fi
 
 # REALNODES picks the real-node tests by name (a go test -run pattern).
 REALNODES ?= ^TestRealNodes

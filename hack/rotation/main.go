@@ -15,11 +15,26 @@
 // added 60 commits each. A hash lands on every slice with equal chance,
 // whatever the submissions' sizes.
 //
+// A hash can still pass a slice over many runs in a row. With -ledger FILE
+// (.ci/run keeps it in bin/, which CI caches between runs) the choice
+// reads what earlier runs passed: the slice whose scenarios passed longest
+// ago runs (a scenario that never passed counts oldest; the hash breaks
+// ties), so no slice waits more runs than there are slices; `-passed
+// PATTERN` records a slice's scenarios after they passed. -mode prints
+// which long mode .ci/run takes, "realnodes" or "nemesis": with a ledger,
+// real nodes when they never passed or after three passes of the other
+// (-passed-mode records one); without, the hash's h%4==3 as before. A
+// cold cache has no ledger and falls back to the hash.
+//
 // It prints the go test -run pattern of the slice on stdout, and on stderr
 // which scenarios run now, with their estimates, and which slices come
 // next, so a CI log says what ran and what did not.
 //
-// Usage: go run ./hack/rotation -exclude REGEXP [-budget 22m] [-run N] [-dir test/multicluster]
+// Usage: go run ./hack/rotation -exclude REGEXP [-budget 22m] [-run N] [-dir test/multicluster] [-ledger FILE]
+//
+//	go run ./hack/rotation -ledger FILE -passed PATTERN
+//	go run ./hack/rotation -ledger FILE [-run N] -mode
+//	go run ./hack/rotation -ledger FILE -passed-mode MODE
 package main
 
 import (
@@ -34,6 +49,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -95,16 +111,59 @@ func main() {
 	budget := flag.Duration("budget", 22*time.Minute, "the most one slice may take, estimated")
 	run := flag.String("run", "", "this CI run's number (default: read from HEAD's commit hash)")
 	dir := flag.String("dir", "test/multicluster", "the package of the scenarios")
+	ledgerPath := flag.String("ledger", "", "file of what earlier runs passed (kept between CI runs); empty or missing: choose by -run alone")
+	passed := flag.String("passed", "", "record in -ledger that the scenarios of this pattern (as printed) passed, and exit")
+	mode := flag.Bool("mode", false, "print the long mode this run takes (realnodes or nemesis), and exit")
+	passedMode := flag.String("passed-mode", "", "record in -ledger that this mode's run passed, and exit")
 	flag.Parse()
-	pattern, err := plan(os.Stderr, *dir, *exclude, *run, *budget)
-	if err != nil {
+	if err := do(*exclude, *budget, *run, *dir, *ledgerPath, *passed, *mode, *passedMode); err != nil {
 		fmt.Fprintln(os.Stderr, "rotation:", err)
 		os.Exit(1)
 	}
-	fmt.Println(pattern)
 }
 
-func plan(log io.Writer, dir, exclude, run string, budget time.Duration) (string, error) {
+func do(exclude string, budget time.Duration, run, dir, ledgerPath, passed string, mode bool, passedMode string) error {
+	now := time.Now()
+	switch {
+	case passed != "" || passedMode != "":
+		if ledgerPath == "" {
+			return errors.New("-passed and -passed-mode need -ledger")
+		}
+		var lines []string
+		for _, n := range patternNames(passed) {
+			lines = append(lines, fmt.Sprintf("scenario %s %d", n, now.Unix()))
+		}
+		if passedMode != "" {
+			if passedMode != modeRealNodes && passedMode != modeNemesis {
+				return fmt.Errorf("-passed-mode %q: want %s or %s", passedMode, modeRealNodes, modeNemesis)
+			}
+			lines = append(lines, fmt.Sprintf("mode %s %d", passedMode, now.Unix()))
+		}
+		return appendLedger(ledgerPath, lines)
+	}
+	led, err := readLedger(ledgerPath)
+	if err != nil {
+		return err
+	}
+	if mode {
+		n, err := runNumber(run)
+		if err != nil {
+			return err
+		}
+		m, why := chooseMode(led, n)
+		fmt.Fprintf(os.Stderr, "long mode: %s (%s)\n", m, why)
+		fmt.Println(m)
+		return nil
+	}
+	pattern, err := plan(os.Stderr, dir, exclude, run, budget, led)
+	if err != nil {
+		return err
+	}
+	fmt.Println(pattern)
+	return nil
+}
+
+func plan(log io.Writer, dir, exclude, run string, budget time.Duration, led *ledger) (string, error) {
 	names, err := scenarios(dir)
 	if err != nil {
 		return "", err
@@ -129,9 +188,9 @@ func plan(log io.Writer, dir, exclude, run string, budget time.Duration) (string
 		return "", err
 	}
 	slices := pack(rotated, budget)
-	i := n % len(slices)
-	fmt.Fprintf(log, "scenario rotation: %d scenarios besides those `make failures` runs, in %d slices of at most %s (estimated); run %d runs slice %d of %d:\n",
-		len(rotated), len(slices), budget, n, i+1, len(slices))
+	i, why := chooseSlice(slices, n, led)
+	fmt.Fprintf(log, "scenario rotation: %d scenarios besides those `make failures` runs, in %d slices of at most %s (estimated); run %d runs slice %d of %d (%s):\n",
+		len(rotated), len(slices), budget, n, i+1, len(slices), why)
 	for _, s := range slices[i] {
 		fmt.Fprintf(log, "  now:  %s (~%s)\n", s, estimate(s))
 	}
@@ -243,4 +302,135 @@ func pack(names []string, budget time.Duration) [][]string {
 			return slices
 		}
 	}
+}
+
+// The long modes of a CI run (.ci/run).
+const (
+	modeRealNodes = "realnodes"
+	modeNemesis   = "nemesis"
+)
+
+// ledger is what earlier CI runs passed: the last pass of each scenario,
+// and the modes passed, oldest first. Its file holds one line per pass,
+// "scenario NAME UNIX" or "mode MODE UNIX", appended.
+type ledger struct {
+	scenario map[string]time.Time
+	modes    []string
+}
+
+// readLedger reads path; nil without a path or a file.
+func readLedger(path string) (*ledger, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read the ledger: %w", err)
+	}
+	led := &ledger{scenario: map[string]time.Time{}}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) != 3 {
+			continue // a line cut short by a run that died while appending
+		}
+		sec, err := strconv.ParseInt(f[2], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "scenario":
+			if t := time.Unix(sec, 0); t.After(led.scenario[f[1]]) {
+				led.scenario[f[1]] = t
+			}
+		case "mode":
+			led.modes = append(led.modes, f[1])
+		}
+	}
+	return led, nil
+}
+
+// appendLedger appends lines to path, creating it (and its directory).
+func appendLedger(path string, lines []string) error {
+	if len(lines) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("ledger directory: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("open the ledger: %w", err)
+	}
+	_, werr := f.WriteString(strings.Join(lines, "\n") + "\n")
+	return errors.Join(werr, f.Close())
+}
+
+// patternNames are the scenario names of a pattern plan printed,
+// "^(A|B)$".
+func patternNames(pattern string) []string {
+	p := strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(pattern), "^("), ")$")
+	var out []string
+	for _, n := range strings.Split(p, "|") {
+		if n != "" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// chooseSlice is the slice this run takes: without a ledger, n modulo the
+// count; with one, the slice whose scenarios' oldest pass is oldest (never
+// passed: oldest of all), ties going to the first from n modulo the count
+// on.
+func chooseSlice(slices [][]string, n int, led *ledger) (int, string) {
+	start := n % len(slices)
+	if led == nil {
+		return start, "no ledger: chosen by the run number"
+	}
+	oldest := func(s []string) time.Time {
+		var o time.Time
+		for k, name := range s {
+			if t := led.scenario[name]; k == 0 || t.Before(o) {
+				o = t
+			}
+		}
+		return o
+	}
+	best := start
+	for k := 1; k < len(slices); k++ {
+		j := (start + k) % len(slices)
+		if oldest(slices[j]).Before(oldest(slices[best])) {
+			best = j
+		}
+	}
+	if t := oldest(slices[best]); !t.IsZero() {
+		return best, "ledger: its scenarios passed longest ago, the oldest at " + t.UTC().Format(time.RFC3339)
+	}
+	return best, "ledger: a scenario of it never passed"
+}
+
+// chooseMode is the long mode this run takes: with a ledger, real nodes
+// when they never passed or the other mode passed three times since; else
+// real nodes when n%4 == 3.
+func chooseMode(led *ledger, n int) (string, string) {
+	if led == nil {
+		if n%4 == 3 {
+			return modeRealNodes, "no ledger: the run number's n%4 == 3"
+		}
+		return modeNemesis, "no ledger: the run number's n%4 != 3"
+	}
+	since := 0
+	for k := len(led.modes) - 1; k >= 0 && led.modes[k] != modeRealNodes; k-- {
+		since++
+	}
+	switch {
+	case !slices.Contains(led.modes, modeRealNodes):
+		return modeRealNodes, "ledger: real nodes never passed"
+	case since >= 3:
+		return modeRealNodes, fmt.Sprintf("ledger: %d passes of the nemesis since real nodes last passed", since)
+	}
+	return modeNemesis, fmt.Sprintf("ledger: %d of 3 passes of the nemesis since real nodes last passed", since)
 }

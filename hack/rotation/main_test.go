@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"regexp"
 	"slices"
@@ -39,7 +40,7 @@ func TestEveryScenarioRuns(t *testing.T) {
 	var nSlices int
 	for run := 0; ; run++ {
 		var log bytes.Buffer
-		pattern, err := plan(&log, "../../test/multicluster", exclude, itoa(run), budget)
+		pattern, err := plan(&log, "../../test/multicluster", exclude, itoa(run), budget, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -122,5 +123,119 @@ func TestRunFromHash(t *testing.T) {
 	}
 	if _, err := runNumber(""); err != nil {
 		t.Fatalf("runNumber from this checkout's HEAD: %v", err)
+	}
+}
+
+// With a ledger, every slice runs within as many runs as there are
+// slices, whatever the run numbers: here the same run number every time,
+// which without a ledger runs one slice for ever. A slice that failed (not
+// recorded) runs again.
+func TestLedgerRunsEverySlice(t *testing.T) {
+	exclude := failureScenarios(t)
+	path := t.TempDir() + "/ledger"
+	if err := os.WriteFile(path, nil, 0o644); err != nil { // an empty ledger: nothing passed yet
+		t.Fatal(err)
+	}
+	ran := map[string]bool{}
+	var first string
+	var nSlices int
+	for k := 0; ; k++ {
+		led, err := readLedger(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var log bytes.Buffer
+		pattern, err := plan(&log, "../../test/multicluster", exclude, "7", 22*time.Minute, led)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k == 0 {
+			first = pattern
+			nSlices = strings.Count(log.String(), "(slice ") + 1
+			if !strings.Contains(log.String(), "never passed") {
+				t.Errorf("the first run with an empty ledger does not say why:\n%s", log.String())
+			}
+			// The first slice fails: not recorded, so it runs again.
+			if again, _ := plan(io.Discard, "../../test/multicluster", exclude, "7", 22*time.Minute, led); again != pattern {
+				t.Fatalf("a slice that did not pass was not chosen again: %s then %s", pattern, again)
+			}
+		}
+		if ran[pattern] {
+			break
+		}
+		ran[pattern] = true
+		if err := appendLedger(path, passedLines(pattern, time.Unix(int64(1000+k), 0))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(ran) != nSlices {
+		t.Fatalf("%d of %d slices ran before one came round again", len(ran), nSlices)
+	}
+	// The next one is the slice that passed longest ago: the first.
+	led, _ := readLedger(path)
+	if again, _ := plan(io.Discard, "../../test/multicluster", exclude, "7", 22*time.Minute, led); again != first {
+		t.Errorf("after every slice passed, the rotation took %s, want the oldest %s", again, first)
+	}
+}
+
+func passedLines(pattern string, at time.Time) []string {
+	var lines []string
+	for _, n := range patternNames(pattern) {
+		lines = append(lines, "scenario "+n+" "+strconv.FormatInt(at.Unix(), 10))
+	}
+	return lines
+}
+
+// The long mode: real nodes when they never passed, then after three
+// passes of the nemesis; without a ledger, n%4 == 3.
+func TestChooseMode(t *testing.T) {
+	for _, tc := range []struct {
+		modes []string
+		want  string
+	}{
+		{nil, modeRealNodes},
+		{[]string{modeNemesis, modeNemesis, modeNemesis, modeNemesis}, modeRealNodes},
+		{[]string{modeRealNodes}, modeNemesis},
+		{[]string{modeRealNodes, modeNemesis, modeNemesis}, modeNemesis},
+		{[]string{modeRealNodes, modeNemesis, modeNemesis, modeNemesis}, modeRealNodes},
+	} {
+		if got, why := chooseMode(&ledger{modes: tc.modes}, 0); got != tc.want {
+			t.Errorf("modes %v: %s (%s), want %s", tc.modes, got, why, tc.want)
+		}
+	}
+	for n, want := range []string{modeNemesis, modeNemesis, modeNemesis, modeRealNodes} {
+		if got, _ := chooseMode(nil, n); got != want {
+			t.Errorf("no ledger, run %d: %s, want %s", n, got, want)
+		}
+	}
+}
+
+// The ledger's file: what do records reads back, a torn line ignored.
+func TestLedgerFile(t *testing.T) {
+	path := t.TempDir() + "/bin/ledger"
+	if led, err := readLedger(path); err != nil || led != nil {
+		t.Fatalf("no file: %v, %v; want no ledger", led, err)
+	}
+	if err := do("", time.Minute, "", "", path, "^(TestScenarioA|TestScenarioB)$", false, modeNemesis); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.WriteString("scenario TestScenarioC")
+	_ = f.Close()
+	led, err := readLedger(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if led.scenario["TestScenarioA"].IsZero() || led.scenario["TestScenarioB"].IsZero() || !led.scenario["TestScenarioC"].IsZero() {
+		t.Errorf("scenarios read back: %v", led.scenario)
+	}
+	if !slices.Equal(led.modes, []string{modeNemesis}) {
+		t.Errorf("modes read back: %v", led.modes)
+	}
+	if err := do("", time.Minute, "", "", path, "", false, "kind"); err == nil {
+		t.Error("an unknown mode was recorded")
 	}
 }
