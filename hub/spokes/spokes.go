@@ -1,7 +1,9 @@
 // Package spokes is the hub's reconciler for EtcdSpoke objects: it tells
 // every spoke its member cluster's name and the gossip addresses of the
 // other spokes, so the gossip ring forms across clusters without anyone
-// seeding it by hand, and hands every spoke the ring's gossip key
+// seeding it by hand, and hands every spoke the ring's gossip key, its
+// cluster's gossip identity and the table of every registered cluster's,
+// revoking a removed cluster's identity and rotating the key after it
 // (gossipkey.go).
 package spokes
 
@@ -14,6 +16,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	mcbuilder "sigs.k8s.io/multicluster-runtime/pkg/builder"
@@ -42,6 +45,9 @@ type Reconciler struct {
 	HubNamespace string
 	HubClient    client.Client
 	HubReader    client.Reader
+	// Recorder records the gossip identities' and the key rotation's
+	// events on the hub's gossip Secret; nil records none.
+	Recorder events.EventRecorder
 	// AllowLoopback accepts loopback gossip addresses (the local
 	// environment); any other address a spoke reports must be a unicast
 	// IP:port (hub/reports) to reach the other spokes.
@@ -79,19 +85,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, spoke); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if r.HubReader != nil {
-		data, err := r.hubGossipKey(ctx)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if err := writeGossipKey(ctx, cl.GetClient(), cl.GetAPIReader(), r.RingNamespace, data); err != nil {
-			return ctrl.Result{}, fmt.Errorf("gossip key in %s: %w", req.ClusterName, err)
-		}
-	}
-	peers, err := r.peers(ctx, req.ClusterName)
+	regs, err := r.Registry.List(ctx)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if r.HubReader != nil {
+		if err := r.gossip(ctx, regs, string(req.ClusterName), cl.GetClient(), cl.GetAPIReader()); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	peers := r.peers(ctx, regs, req.ClusterName)
 	want := etcdfedv1.EtcdSpokeSpec{ClusterName: string(req.ClusterName), GossipPeers: peers}
 	if equality.Semantic.DeepEqual(spoke.Spec, want) {
 		return ctrl.Result{RequeueAfter: resync}, nil
@@ -108,12 +111,51 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
 
-// peers are the gossip addresses the other registered spokes report.
-func (r *Reconciler) peers(ctx context.Context, self multicluster.ClusterName) ([]etcdfedv1.GossipPeer, error) {
-	regs, err := r.Registry.List(ctx)
+// gossip revokes the identities of clusters no longer registered, steps
+// the key rotation, and brings cluster's copy of the key, its identity and
+// the table in line (gossipkey.go).
+func (r *Reconciler) gossip(ctx context.Context, regs []registry.MemberCluster, cluster string, c client.Client, rd client.Reader) error {
+	hub, err := r.hubGossipSecret(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
+	names := make([]string, 0, len(regs))
+	for _, mc := range regs {
+		names = append(names, mc.Name)
+	}
+	if err := r.revoke(ctx, hub, names); err != nil {
+		return err
+	}
+	if err := r.rotate(ctx, hub, r.gossipReports(ctx, regs)); err != nil {
+		return err
+	}
+	if err := r.syncGossip(ctx, hub, cluster, c, rd); err != nil {
+		return fmt.Errorf("gossip key in %s: %w", cluster, err)
+	}
+	return nil
+}
+
+// gossipReports are the keys every registered spoke reports installed
+// (nil: none, or its cluster is out of reach).
+func (r *Reconciler) gossipReports(ctx context.Context, regs []registry.MemberCluster) map[string]*etcdfedv1.GossipKeysStatus {
+	out := make(map[string]*etcdfedv1.GossipKeysStatus, len(regs))
+	for _, mc := range regs {
+		out[mc.Name] = nil
+		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name))
+		if err != nil {
+			continue
+		}
+		s := &etcdfedv1.EtcdSpoke{}
+		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
+			continue
+		}
+		out[mc.Name] = s.Status.GossipKeys
+	}
+	return out
+}
+
+// peers are the gossip addresses the other registered spokes report.
+func (r *Reconciler) peers(ctx context.Context, regs []registry.MemberCluster, self multicluster.ClusterName) []etcdfedv1.GossipPeer {
 	var out []etcdfedv1.GossipPeer
 	for _, mc := range regs {
 		if mc.Name == string(self) {
@@ -138,5 +180,5 @@ func (r *Reconciler) peers(ctx context.Context, self multicluster.ClusterName) (
 		}
 	}
 	slices.SortFunc(out, func(a, b etcdfedv1.GossipPeer) int { return strings.Compare(a.Cluster, b.Cluster) })
-	return out, nil
+	return out
 }

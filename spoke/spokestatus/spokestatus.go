@@ -58,6 +58,14 @@ const GossipKeyField = etcdfedv1.GossipSecretKey
 // new one.
 const GossipAcceptField = etcdfedv1.GossipSecretAccept
 
+// GossipIdentityField holds this cluster's gossip identity (an ed25519
+// seed) and GossipPeersField the table of every registered cluster's
+// public key; both written by the hub (spoke/gossip, identity.go).
+const (
+	GossipIdentityField = etcdfedv1.GossipSecretIdentity
+	GossipPeersField    = etcdfedv1.GossipSecretPeers
+)
+
 // FieldOwner is the field manager of the spoke's writes.
 const FieldOwner = "etcdfed-spoke"
 
@@ -233,7 +241,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		status, reason, msg = metav1.ConditionFalse, ReasonNoNodes, "the cluster has no nodes yet; the hub places no member here until it has"
 	}
 	setReady(s, status, reason, msg)
-	st.GossipAddress, st.GossipView, st.RoundTrips = "", nil, nil
+	st.GossipAddress, st.GossipView, st.RoundTrips, st.GossipKeys = "", nil, nil, nil
 	var joined, started time.Time
 	if r.Gossip != nil {
 		joined, started = r.Gossip.Joined()
@@ -245,6 +253,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			st.GossipView = r.Gossip.View(r.expectedPeers(s))
 			// Published only when they moved significantly (rule 15).
 			st.RoundTrips = r.Gossip.RoundTrips()
+			// What is installed, for the hub's key rotation.
+			encrypts, accepts := r.Gossip.Keys()
+			identity, identities := r.Gossip.IdentityInfo()
+			st.GossipKeys = &etcdfedv1.GossipKeysStatus{Encrypts: encrypts, Accepts: accepts, Identity: identity, Identities: int32(identities)}
 		}
 	}
 	ghStatus, ghReason, ghMsg := gossipHealth(r.Gossip != nil, reason, msg, st.GossipView, joined, started)
@@ -333,8 +345,8 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 	}
 	var key []byte
 	var accept [][]byte
+	sec := &corev1.Secret{}
 	if r.GossipSecret != "" {
-		sec := &corev1.Secret{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.GossipSecret}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
 				return metav1.ConditionFalse, ReasonGossipKeyMissing, fmt.Sprintf("gossip Secret %s does not exist; gossip does not start", r.GossipSecret), nil
@@ -354,6 +366,19 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			}
 		}
 	}
+	var id *gossip.Identity
+	if seed := sec.Data[GossipIdentityField]; len(seed) > 0 {
+		k, err := gossip.PrivateKey(seed)
+		if err != nil {
+			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %q: %v", r.GossipSecret, GossipIdentityField, err), nil
+		}
+		peers, err := gossip.ParsePeers(sec.Data[GossipPeersField])
+		if err != nil {
+			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %q: %v", r.GossipSecret, GossipPeersField, err), nil
+		}
+		id = &gossip.Identity{Key: k, Peers: peers}
+	}
+	r.Gossip.SetIdentity(id)
 	seeds := slices.Clone(r.GossipSeeds)
 	for _, p := range s.Spec.GossipPeers {
 		if p.Cluster != name {
@@ -367,6 +392,10 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
 	}
 	enc := "UNENCRYPTED"
+	names := "names unchecked: no identity from the hub"
+	if fp, n := r.Gossip.IdentityInfo(); fp != "" {
+		names = fmt.Sprintf("identity %s, checking %d", fp, n)
+	}
 	if len(key) > 0 {
 		// Fingerprints, so that a key rotation can be followed spoke by
 		// spoke (docs/certificates.md, "Gossip encryption").
@@ -376,7 +405,7 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			enc += ", accepting " + strings.Join(accepts, ", ")
 		}
 	}
-	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s)", name, r.Gossip.Address(), enc), nil
+	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s; %s)", name, r.Gossip.Address(), enc, names), nil
 }
 
 // zones returns the distinct zone labels of the cluster's nodes, sorted,
