@@ -430,8 +430,10 @@ func (a *Agent) Address() string {
 }
 
 // View returns every peer the agent knows of (seen alive at some point, or
-// named in expected), sorted by cluster name, without this spoke itself.
-// Peers never seen are reported dead without a since time.
+// named in expected), sorted by cluster name, without this spoke itself
+// and without the peers whose names it cannot check (Unverifiable: it
+// abstains on them, identity.go). Peers never seen are reported dead
+// without a since time.
 func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
 	a.peersMu.Lock()
 	defer a.peersMu.Unlock()
@@ -445,6 +447,9 @@ func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
 	delete(names, a.self)
 	out := make([]etcdfedv1.GossipPeerStatus, 0, len(names))
 	for _, n := range slices.Sorted(maps.Keys(names)) {
+		if a.ids.unverifiable(n) != "" {
+			continue
+		}
 		ps := etcdfedv1.GossipPeerStatus{Cluster: n}
 		if p := a.peers[n]; p != nil {
 			since := p.since
@@ -482,7 +487,7 @@ func (a *Agent) checkStale() {
 	a.peersMu.Lock()
 	var stale []string
 	for n, p := range a.peers {
-		if n != a.self && p.alive && !a.counted(n, p) {
+		if n != a.self && p.alive && !a.counted(n, p) && a.ids.unverifiable(n) == "" {
 			stale = append(stale, n)
 		}
 	}
@@ -494,7 +499,7 @@ func (a *Agent) checkStale() {
 	a.peersMu.Unlock()
 	if changed {
 		if len(stale) > 0 {
-			a.cfg.Log.Info("Gossip peers alive but not counted: no new signed identity from them lately, or not in the table", "peers", stale)
+			a.cfg.Log.Info("Gossip peers alive but not counted: no new signed identity from them lately", "peers", stale)
 		}
 		a.signal()
 	}
@@ -512,8 +517,8 @@ func (a *Agent) Joined() (joined, started time.Time) {
 	return a.joinedAt, a.startedAt
 }
 
-// AliveCount returns how many peers (not counting this spoke) are alive and
-// dead.
+// AliveCount returns how many peers (not counting this spoke, nor the
+// peers it abstains on) are alive and dead.
 func (a *Agent) AliveCount() (alive, dead int) {
 	a.peersMu.Lock()
 	defer a.peersMu.Unlock()
@@ -523,7 +528,7 @@ func (a *Agent) AliveCount() (alive, dead int) {
 func (a *Agent) countLocked() (alive, dead int) {
 	for n, p := range a.peers {
 		switch {
-		case n == a.self:
+		case n == a.self, a.ids.unverifiable(n) != "":
 		case a.counted(n, p):
 			alive++
 		default:

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,19 @@ import (
 //     replay a node's last metadata (memberlist gossips it to everyone), so
 //     a replay keeps a dead node alive for that long at most. No clock is
 //     compared across clusters.
+//
+// A name the spoke cannot check is abstained on, never counted either
+// way: a name not in its table (a cluster registered after the table this
+// spoke holds, or an identity the hub could not hand over yet), or any
+// name while its table is empty (not loaded). Such a name is left out of
+// the view the spoke reports (View), so the hub reads it as a witness
+// that says nothing of that cluster, neither alive nor dead
+// (hub/liveness): an unverifiable name never becomes evidence that a
+// cluster failed. A name in the table is checked: no fresh counter signed
+// with its key (a forgery, a replay gone stale, or the node really gone)
+// is dead, as memberlist's own failure detection says. Abstaining depends
+// on the spoke's table only, never on what a peer sends, so no member
+// cluster can make the witnesses abstain on another cluster's name.
 //
 // What a member cluster can therefore do: speak as itself, with its own
 // key. It cannot speak as another cluster (alive or dead), and a cluster
@@ -251,6 +265,49 @@ func (s *identities) checkLocked(n *memberlist.Node) error {
 		}
 	}
 	return nil
+}
+
+// Reasons a spoke abstains on a name (Unverifiable).
+const (
+	AbstainNotInTable = "not in this spoke's table of identities"
+	AbstainNoTable    = "this spoke has no table of identities yet"
+)
+
+// unverifiable says why name cannot be checked ("" when it can, or when
+// names are not checked at all: no identity).
+func (s *identities) unverifiable(name string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.id == nil:
+		return ""
+	case len(s.id.Peers) == 0:
+		return AbstainNoTable
+	}
+	if _, ok := s.id.Peers[name]; !ok {
+		return AbstainNotInTable
+	}
+	return ""
+}
+
+// Unverifiable returns the peers (known to memberlist or named in
+// expected, this spoke excluded) whose names this spoke cannot check, each
+// with the reason: View leaves them out, the spoke abstains on them.
+func (a *Agent) Unverifiable(expected []string) map[string]string {
+	a.peersMu.Lock()
+	names := slices.Collect(maps.Keys(a.peers))
+	self := a.self
+	a.peersMu.Unlock()
+	out := map[string]string{}
+	for _, n := range append(names, expected...) {
+		if n == self {
+			continue
+		}
+		if why := a.ids.unverifiable(n); why != "" {
+			out[n] = why
+		}
+	}
+	return out
 }
 
 // fresh reports whether name may be counted alive: always without an

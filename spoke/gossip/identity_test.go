@@ -348,3 +348,73 @@ func TestViewChangeSignalledWhenIdentityArrives(t *testing.T) {
 		t.Error("the last view reported after the identities arrived does not count cluster-b alive")
 	}
 }
+
+// viewOf is a's view as the spoke reports it: name -> alive, for the
+// peers named; expected as the spoke passes them (spec.gossipPeers).
+func viewOf(a *gossip.Agent, expected ...string) map[string]bool {
+	out := map[string]bool{}
+	for _, p := range a.View(expected) {
+		out[p.Cluster] = p.Alive
+	}
+	return out
+}
+
+// TestWitnessAbstainsOnNameItCannotCheck (issue 37; what reverted the
+// first merge of gossip identities): in TestScenarioHubPartitioned the
+// hub issued cluster member-2's identity 42 s after the others, the other
+// spokes' tables did not hold it yet, they refused its name and reported
+// it dead, and the hub, cut off from member-2 only, replaced a live
+// member on that evidence. A spoke must abstain on a name it cannot
+// check (not in its table, or no table at all): neither alive nor dead
+// in the view it reports, whether memberlist knows the peer or the hub
+// named it as expected. A name it can check stays evidence both ways: a
+// peer in its table that stops is reported dead, one signed with another
+// key is not counted alive.
+func TestWitnessAbstainsOnNameItCannotCheck(t *testing.T) {
+	if testing.Short() {
+		t.Skip("forms a ring on loopback (about 10s); run without -short")
+	}
+	k := key(t)
+	keys, table := identities(t, "cluster-a", "cluster-b", "cluster-c", "cluster-d")
+	older := maps.Clone(table)
+	delete(older, "cluster-d") // cluster-a's table predates cluster-d
+	a := signedAgent(t, "cluster-a", keys["cluster-a"], older, k, nil)
+	seed := []string{a.Address()}
+	b := signedAgent(t, "cluster-b", keys["cluster-b"], table, k, seed)
+	c := signedAgent(t, "cluster-c", keys["cluster-c"], table, k, seed)
+	signedAgent(t, "cluster-d", keys["cluster-d"], table, k, seed)
+	// A spoke that holds its identity but no table yet.
+	e := signedAgent(t, "cluster-e", keys["cluster-a"], nil, k, seed)
+	expected := []string{"cluster-a", "cluster-b", "cluster-c", "cluster-d"}
+	waitFor(t, 30*time.Second, "ring formed", func() bool {
+		v := viewOf(a, expected...)
+		return v["cluster-b"] && v["cluster-c"] && viewOf(b, expected...)["cluster-d"]
+	})
+	never(t, 3*time.Second, "a spoke reported a name it cannot check, alive or dead", func() bool {
+		_, reportsD := viewOf(a, expected...)["cluster-d"]
+		return reportsD || len(viewOf(e, expected...)) > 0
+	})
+	if why := a.Unverifiable(expected)["cluster-d"]; why != gossip.AbstainNotInTable {
+		t.Errorf("cluster-a abstains on cluster-d because %q, want %q", why, gossip.AbstainNotInTable)
+	}
+	if why := e.Unverifiable(expected)["cluster-b"]; why != gossip.AbstainNoTable {
+		t.Errorf("a spoke without a table abstains on cluster-b because %q, want %q", why, gossip.AbstainNoTable)
+	}
+	// Once cluster-a's table holds cluster-d, it witnesses it.
+	a.SetIdentity(&gossip.Identity{Key: keys["cluster-a"], Peers: table})
+	waitFor(t, 30*time.Second, "cluster-d counted once cluster-a's table holds it", func() bool { return viewOf(a, expected...)["cluster-d"] })
+
+	// A name it can check is still evidence: cluster-c stops, and a
+	// member speaking as cluster-c with another key does not make
+	// cluster-a abstain or count it alive.
+	c.Stop()
+	waitFor(t, 30*time.Second, "cluster-c reported dead", func() bool {
+		alive, reported := viewOf(a, expected...)["cluster-c"]
+		return reported && !alive
+	})
+	signedAgent(t, "cluster-c", keys["cluster-d"], table, k, []string{a.Address(), b.Address()})
+	never(t, 4*time.Second, "a forged cluster-c made cluster-a abstain or count it alive", func() bool {
+		alive, reported := viewOf(a, expected...)["cluster-c"]
+		return !reported || alive
+	})
+}
