@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -36,12 +38,23 @@ import (
 // it generates, writes into that cluster's copy only (key "identity"), and
 // whose public key it keeps in the table of its own Secret (key "peers");
 // every copy holds the table, and every spoke refuses a name that is not
-// in it or not signed with its key (spoke/gossip, identity.go). A cluster
-// whose copy no longer matches the table gets a new identity.
+// in it or not signed with its key, and abstains on a name not in it as a
+// witness (spoke/gossip, identity.go). A cluster whose copy no longer
+// matches the table gets a new identity.
+//
+// Identities are issued to every registered cluster at once: a pass over
+// any cluster's EtcdSpoke also tries every registered cluster that has no
+// identity in the table yet (syncCopies). An identity enters the table
+// only once its cluster's copy holds it, so a cluster the hub cannot
+// write to is in no spoke's table (they abstain on its name) instead of
+// in every table with a key it does not hold (they would count it dead).
+// Whenever the table or the key changes, the same pass writes every
+// registered cluster's copy, so that no spoke keeps an old table for a
+// resync period.
 //
 // When a cluster is no longer registered (`etcdfed cluster unjoin`
 // deletes its registration), the hub takes its identity out of the table
-// (every spoke stops counting it at the next pass over its cluster) and
+// (every copy gets the table without it in the same pass) and
 // rotates the key in three steps, each taken once every registered spoke
 // reports (EtcdSpoke status.gossipKeys) that it holds the previous one:
 // the new key accepted, then encrypting with the old one accepted, then
@@ -290,46 +303,174 @@ func (r *Reconciler) rotate(ctx context.Context, sec *corev1.Secret, spokes map[
 	return nil
 }
 
-// identity returns the private key (seed) of cluster's gossip identity:
-// the one its copy holds when it matches the table, otherwise a new one,
-// whose public key replaces the table's entry first (a copy that is not
-// written after is replaced again at the next pass).
-func (r *Reconciler) identity(ctx context.Context, sec *corev1.Secret, cluster string, cur *corev1.Secret) ([]byte, error) {
-	t, err := table(sec)
-	if err != nil {
-		return nil, err
-	}
-	if cur != nil {
-		if k, err := gossip.PrivateKey(cur.Data[etcdfedv1.GossipSecretIdentity]); err == nil && bytes.Equal(k.Public().(ed25519.PublicKey), t[cluster]) {
-			return k.Seed(), nil
-		}
-	}
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		return nil, fmt.Errorf("generate a gossip identity: %w", err)
-	}
-	_, replaced := t[cluster]
-	t[cluster] = pub
-	upd := sec.DeepCopy()
-	if upd.Data == nil {
-		upd.Data = map[string][]byte{}
-	}
-	upd.Data[etcdfedv1.GossipSecretPeers] = gossip.FormatPeers(t)
-	ctrl.LoggerFrom(ctx).Info("Issuing a gossip identity", "cluster", cluster, "identity", gossip.Fingerprint(pub), "replacing", replaced)
-	if err := r.updateHub(ctx, upd); err != nil {
-		return nil, err
-	}
-	*sec = *upd
-	msg := fmt.Sprintf("cluster %s: gossip identity %s issued", cluster, gossip.Fingerprint(pub))
-	if replaced {
-		msg += " (its copy no longer held the identity of the table)"
-	}
-	r.event(sec, corev1.EventTypeNormal, etcdfedv1.EventGossipIdentityIssued, "Issue", msg)
-	return priv.Seed(), nil
+// copyTimeout bounds a pass's read and write of the copy in a cluster
+// other than the one whose EtcdSpoke it reconciles: a cluster the hub is
+// cut off from holds the pass for that long at most.
+const copyTimeout = 5 * time.Second
+
+// gossipTarget is a registered member cluster whose copy a pass reads and
+// writes (in namespace, the ring namespace).
+type gossipTarget struct {
+	name      string
+	client    client.Client
+	reader    client.Reader
+	namespace string
+	// timeout bounds its read and write (0: the pass's own deadline).
+	timeout time.Duration
 }
 
-// gossipCopy is what cluster's copy holds: the hub's keys, the cluster's
-// identity and the table.
+// copyState is what a pass found in a target's copy.
+type copyState struct {
+	// seed is the private key of the cluster's identity, when its copy
+	// holds one that the table names for it.
+	seed []byte
+	// foreign: a Secret the hub did not write, holding another key; left
+	// alone, and no identity is issued into it.
+	foreign bool
+	err     error
+}
+
+// readCopy reads tg's copy and tells whether it holds tg's identity as the
+// table t names it.
+func readCopy(ctx context.Context, tg gossipTarget, hub *corev1.Secret, t map[string]ed25519.PublicKey) copyState {
+	key := client.ObjectKey{Namespace: tg.namespace, Name: etcdfedv1.GossipSecretName}
+	cur := &corev1.Secret{}
+	switch err := tg.reader.Get(ctx, key, cur); {
+	case apierrors.IsNotFound(err):
+		return copyState{}
+	case err != nil:
+		return copyState{err: fmt.Errorf("read gossip key Secret: %w", err)}
+	case cur.Labels[etcdfedv1.LabelManagedBy] != etcdfedv1.ManagedByValue && !maps.EqualFunc(gossipData(cur.Data), gossipData(hub.Data), bytes.Equal):
+		ctrl.LoggerFrom(ctx).Info("Leaving a gossip key Secret the hub did not write; put the same key into the hub's Secret to hand it over", "cluster", tg.name, "secret", key)
+		return copyState{foreign: true}
+	}
+	if k, err := gossip.PrivateKey(cur.Data[etcdfedv1.GossipSecretIdentity]); err == nil && bytes.Equal(k.Public().(ed25519.PublicKey), t[tg.name]) {
+		return copyState{seed: k.Seed()}
+	}
+	return copyState{}
+}
+
+// eachTarget runs f for every target at once, each under its own timeout.
+func eachTarget(ctx context.Context, tgs []gossipTarget, f func(context.Context, int, gossipTarget)) {
+	var wg sync.WaitGroup
+	for i, tg := range tgs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := ctx
+			if tg.timeout > 0 {
+				var cancel context.CancelFunc
+				c, cancel = context.WithTimeout(ctx, tg.timeout)
+				defer cancel()
+			}
+			f(c, i, tg)
+		}()
+	}
+	wg.Wait()
+}
+
+// syncCopies is one pass over the copies of tgs: it issues an identity to
+// every target whose copy holds none that the table names for it, then
+// brings every copy in line with the hub's Secret. Issuing goes copy
+// first: a new identity is written into its cluster's copy (with the
+// table it had, plus itself), and only the identities so handed over
+// enter the hub's table, in one write. A cluster the hub cannot reach
+// therefore never appears in the others' tables with a key it does not
+// hold: they abstain on its name (spoke/gossip) until it does. When the
+// table changed, every registered cluster's copy gets it in the same pass
+// (more: how to reach the registered clusters not in tgs), so that no
+// spoke holds an old table for a resync period. It returns the errors of
+// the targets, by cluster.
+func (r *Reconciler) syncCopies(ctx context.Context, hub *corev1.Secret, tgs []gossipTarget, more func([]string) []gossipTarget) (map[string]error, error) {
+	t, err := table(hub)
+	if err != nil {
+		return nil, err
+	}
+	states := make([]copyState, len(tgs))
+	eachTarget(ctx, tgs, func(ctx context.Context, i int, tg gossipTarget) { states[i] = readCopy(ctx, tg, hub, t) })
+
+	// Issue: every target reached whose copy holds no identity of the table.
+	pubs := make([]ed25519.PublicKey, len(tgs))
+	eachTarget(ctx, tgs, func(ctx context.Context, i int, tg gossipTarget) {
+		st := &states[i]
+		if st.err != nil || st.foreign || st.seed != nil {
+			return
+		}
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			st.err = fmt.Errorf("generate a gossip identity: %w", err)
+			return
+		}
+		own := maps.Clone(t)
+		own[tg.name] = pub
+		data := gossipCopy(hub, priv.Seed())
+		data[etcdfedv1.GossipSecretPeers] = gossip.FormatPeers(own)
+		ctrl.LoggerFrom(ctx).Info("Issuing a gossip identity", "cluster", tg.name, "identity", gossip.Fingerprint(pub), "replacing", t[tg.name] != nil)
+		if err := writeGossipKey(ctx, tg.client, tg.reader, tg.namespace, data); err != nil {
+			st.err = err
+			return
+		}
+		pubs[i], st.seed = pub, priv.Seed()
+	})
+	var issued []string
+	for i, pub := range pubs {
+		if pub != nil {
+			_, replaced := t[tgs[i].name]
+			t[tgs[i].name] = pub
+			msg := fmt.Sprintf("cluster %s: gossip identity %s issued", tgs[i].name, gossip.Fingerprint(pub))
+			if replaced {
+				msg += " (its copy no longer held the identity of the table)"
+			}
+			issued = append(issued, msg)
+		}
+	}
+	if len(issued) > 0 {
+		upd := hub.DeepCopy()
+		if upd.Data == nil {
+			upd.Data = map[string][]byte{}
+		}
+		upd.Data[etcdfedv1.GossipSecretPeers] = gossip.FormatPeers(t)
+		if err := r.updateHub(ctx, upd); err != nil {
+			// The copies hold identities the table does not name: the
+			// next pass issues them again.
+			return nil, err
+		}
+		*hub = *upd
+		for _, msg := range issued {
+			r.event(hub, corev1.EventTypeNormal, etcdfedv1.EventGossipIdentityIssued, "Issue", msg)
+		}
+		// Every other registered cluster's copy gets the new table now.
+		var done []string
+		for _, tg := range tgs {
+			done = append(done, tg.name)
+		}
+		if more != nil {
+			rest := more(done)
+			restStates := make([]copyState, len(rest))
+			eachTarget(ctx, rest, func(ctx context.Context, i int, tg gossipTarget) { restStates[i] = readCopy(ctx, tg, hub, t) })
+			tgs, states = append(slices.Clone(tgs), rest...), append(states, restStates...)
+		}
+	}
+
+	// Bring every copy with an identity in line with the hub's Secret.
+	eachTarget(ctx, tgs, func(ctx context.Context, i int, tg gossipTarget) {
+		st := &states[i]
+		if st.err != nil || st.seed == nil {
+			return
+		}
+		st.err = writeGossipKey(ctx, tg.client, tg.reader, tg.namespace, gossipCopy(hub, st.seed))
+	})
+	errs := map[string]error{}
+	for i, st := range states {
+		if st.err != nil {
+			errs[tgs[i].name] = st.err
+		}
+	}
+	return errs, nil
+}
+
+// gossipCopy is what a cluster's copy holds: the hub's keys, the
+// cluster's identity and the table.
 func gossipCopy(hub *corev1.Secret, seed []byte) map[string][]byte {
 	out := gossipData(hub.Data)
 	out[etcdfedv1.GossipSecretIdentity] = bytes.Clone(seed)
@@ -337,27 +478,6 @@ func gossipCopy(hub *corev1.Secret, seed []byte) map[string][]byte {
 		out[etcdfedv1.GossipSecretPeers] = bytes.Clone(p)
 	}
 	return out
-}
-
-// syncGossip brings one member cluster's copy in line with the hub's
-// Secret, issuing the cluster's identity when it has none that matches.
-func (r *Reconciler) syncGossip(ctx context.Context, hub *corev1.Secret, cluster string, c client.Client, rd client.Reader) error {
-	key := client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.GossipSecretName}
-	cur := &corev1.Secret{}
-	switch err := rd.Get(ctx, key, cur); {
-	case apierrors.IsNotFound(err):
-		cur = nil
-	case err != nil:
-		return fmt.Errorf("read gossip key Secret: %w", err)
-	case cur.Labels[etcdfedv1.LabelManagedBy] != etcdfedv1.ManagedByValue && !maps.EqualFunc(gossipData(cur.Data), gossipData(hub.Data), bytes.Equal):
-		ctrl.LoggerFrom(ctx).Info("Leaving a gossip key Secret the hub did not write; put the same key into the hub's Secret to hand it over", "secret", key)
-		return nil
-	}
-	seed, err := r.identity(ctx, hub, cluster, cur)
-	if err != nil {
-		return err
-	}
-	return writeGossipKey(ctx, c, rd, r.RingNamespace, gossipCopy(hub, seed))
 }
 
 // writeGossipKey brings the member cluster's copy in line with data. A

@@ -4,16 +4,20 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 )
 
@@ -38,29 +42,18 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 		}
 	}
 	rec := events.NewFakeRecorder(100)
-	reconcilerOf := func(cluster string) *Reconciler {
-		return &Reconciler{RingNamespace: nsOf[cluster], HubNamespace: nsOf["hub"], HubClient: c, HubReader: c, Recorder: rec}
+	r := &Reconciler{HubNamespace: nsOf["hub"], HubClient: c, HubReader: c, Recorder: rec}
+	reach := reachIn(c, nsOf)
+	// report is what cluster's spoke reports installed (EtcdSpoke
+	// status.gossipKeys), which the rotation waits for.
+	report := func(cluster string, keys *etcdfedv1.GossipKeysStatus) {
+		t.Helper()
+		reportKeys(t, c, nsOf[cluster], keys)
 	}
-	r := reconcilerOf("hub")
-	reports := map[string]*etcdfedv1.GossipKeysStatus{}
 	pass := func(registered ...string) {
 		t.Helper()
 		for _, name := range registered {
-			hub, err := r.hubGossipSecret(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := r.revoke(ctx, hub, registered); err != nil {
-				t.Fatal(err)
-			}
-			rep := map[string]*etcdfedv1.GossipKeysStatus{}
-			for _, n := range registered {
-				rep[n] = reports[n]
-			}
-			if err := r.rotate(ctx, hub, rep); err != nil {
-				t.Fatal(err)
-			}
-			if err := reconcilerOf(name).syncGossip(ctx, hub, name, c, c); err != nil {
+			if err := r.gossip(ctx, registeredAs(registered...), reach(ctx, []string{name})[0], reach); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -124,7 +117,7 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 	if get("hub").ResourceVersion != rv {
 		t.Error("a second pass changed the hub's Secret")
 	}
-	// A table reaches a copy at that cluster's next pass.
+	// Every copy holds the whole table.
 	for _, name := range []string{"member-a", "member-b"} {
 		if !bytes.Equal(get(name).Data[etcdfedv1.GossipSecretPeers], hub.Data[etcdfedv1.GossipSecretPeers]) {
 			t.Errorf("%s's copy holds another table", name)
@@ -177,7 +170,7 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 		t.Fatalf("the rotation did not wait for member-a: %v", h.Annotations)
 	}
 	oldFP, newFP := gossip.Fingerprint(oldKey), gossip.Fingerprint(newKey)
-	reports["member-a"] = &etcdfedv1.GossipKeysStatus{Encrypts: oldFP, Accepts: []string{newFP}}
+	report("member-a", &etcdfedv1.GossipKeysStatus{Encrypts: oldFP, Accepts: []string{newFP}})
 	pass("member-a")
 	hub = get("hub")
 	if hub.Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationSwitching || !bytes.Equal(hub.Data[etcdfedv1.GossipSecretKey], newKey) || !bytes.Equal(hub.Data[etcdfedv1.GossipSecretAccept], oldKey) {
@@ -190,7 +183,7 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 	if get("hub").Annotations[etcdfedv1.AnnotationGossipRotationPhase] != etcdfedv1.GossipRotationSwitching {
 		t.Fatal("the old key was dropped before every spoke encrypts with the new one")
 	}
-	reports["member-a"] = &etcdfedv1.GossipKeysStatus{Encrypts: newFP, Accepts: []string{oldFP}}
+	report("member-a", &etcdfedv1.GossipKeysStatus{Encrypts: newFP, Accepts: []string{oldFP}})
 	pass("member-a")
 	hub = get("hub")
 	if len(hub.Data[etcdfedv1.GossipSecretAccept]) != 0 || len(hub.Annotations) != 0 {
@@ -211,6 +204,153 @@ func TestGossipIdentitiesIssuedRevokedRotated(t *testing.T) {
 		if bytes.Equal(k, bIdentity) {
 			t.Errorf("member-b's identity is in member-a's table as %s", n)
 		}
+	}
+}
+
+// reachIn reaches each cluster of nsOf as a ring namespace of one
+// apiserver (c), as gossipTargets reaches engaged member clusters; a
+// cluster not in nsOf is not engaged.
+func reachIn(c client.Client, nsOf map[string]string) func(context.Context, []string) []gossipTarget {
+	return func(_ context.Context, names []string) []gossipTarget {
+		var out []gossipTarget
+		for _, n := range names {
+			if ns, ok := nsOf[n]; ok {
+				out = append(out, gossipTarget{name: n, client: c, reader: c, namespace: ns, timeout: copyTimeout})
+			}
+		}
+		return out
+	}
+}
+
+func registeredAs(names ...string) []registry.MemberCluster {
+	var out []registry.MemberCluster
+	for _, n := range names {
+		out = append(out, registry.MemberCluster{Name: n})
+	}
+	return out
+}
+
+// reportKeys writes the EtcdSpoke of ns with status.gossipKeys, as the
+// spoke does.
+func reportKeys(t *testing.T, c client.Client, ns string, keys *etcdfedv1.GossipKeysStatus) {
+	t.Helper()
+	ctx := context.Background()
+	sp := &etcdfedv1.EtcdSpoke{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, sp)
+	if apierrors.IsNotFound(err) {
+		sp = &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: etcdfedv1.SpokeObjectName}}
+		err = c.Create(ctx, sp)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp.Status.GossipKeys = keys
+	if err := c.Status().Update(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIdentitiesIssuedToEveryClusterAtOnce (issue 37; what reverted the
+// first merge of gossip identities): the hub issued a cluster's identity
+// only in the pass over that cluster's own EtcdSpoke, and the others'
+// copies got the table at their own next pass. In
+// TestScenarioHubPartitioned member-2's came 42 s after the others', its
+// peers' spokes refused its name meanwhile, and the hub replaced a live
+// member. Now one pass, over any cluster's EtcdSpoke, issues an identity
+// to every registered cluster it reaches and hands every copy the whole
+// table; an identity enters the table only once its cluster's copy holds
+// it, so a cluster the hub could not write to is in no table (the spokes
+// abstain on its name) rather than in every table with a key it lacks;
+// and an identity issued again reaches every other copy in the same pass.
+func TestIdentitiesIssuedToEveryClusterAtOnce(t *testing.T) {
+	c := testenv.StartT(t, "hub-and-members")[0].Client
+	ctx := context.Background()
+	nsOf := map[string]string{"hub": "etcdfed-hub", "member-a": "ring-a", "member-b": "ring-b", "member-c": "ring-c",
+		// member-e is engaged, but its ring namespace does not exist:
+		// its copy cannot be written.
+		"member-e": "ring-e"}
+	for n, ns := range nsOf {
+		if n == "member-e" {
+			continue
+		}
+		if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := &Reconciler{HubNamespace: nsOf["hub"], HubClient: c, HubReader: c}
+	reach := reachIn(c, nsOf)
+	// member-d is registered but not engaged (reach leaves it out).
+	regs := registeredAs("member-a", "member-b", "member-c", "member-d", "member-e")
+	passOver := func(cluster string) {
+		t.Helper()
+		if err := r.gossip(ctx, regs, reach(ctx, []string{cluster})[0], reach); err != nil {
+			t.Fatal(err)
+		}
+	}
+	copyOf := func(cluster string) (ed25519.PublicKey, map[string]ed25519.PublicKey) {
+		t.Helper()
+		sec := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: nsOf[cluster], Name: etcdfedv1.GossipSecretName}, sec); err != nil {
+			t.Fatalf("%s's copy: %v", cluster, err)
+		}
+		tb, err := gossip.ParsePeers(sec.Data[etcdfedv1.GossipSecretPeers])
+		if err != nil {
+			t.Fatal(err)
+		}
+		k, err := gossip.PrivateKey(sec.Data[etcdfedv1.GossipSecretIdentity])
+		if err != nil {
+			t.Fatalf("%s's copy holds no identity: %v", cluster, err)
+		}
+		return k.Public().(ed25519.PublicKey), tb
+	}
+	hubTable := func() map[string]ed25519.PublicKey {
+		t.Helper()
+		sec := &corev1.Secret{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: nsOf["hub"], Name: etcdfedv1.GossipSecretName}, sec); err != nil {
+			t.Fatal(err)
+		}
+		tb, err := gossip.ParsePeers(sec.Data[etcdfedv1.GossipSecretPeers])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tb
+	}
+	members := []string{"member-a", "member-b", "member-c"}
+
+	// One pass, over member-a's EtcdSpoke only.
+	passOver("member-a")
+	tb := hubTable()
+	if got := slices.Sorted(maps.Keys(tb)); !slices.Equal(got, members) {
+		t.Fatalf("after one pass the hub's table names %v, want %v", got, members)
+	}
+	for _, n := range members {
+		id, copyTable := copyOf(n)
+		if !bytes.Equal(id, tb[n]) {
+			t.Errorf("%s's copy holds an identity the table does not name for it", n)
+		}
+		if got := slices.Sorted(maps.Keys(copyTable)); !slices.Equal(got, members) {
+			t.Errorf("%s's copy names %v, want %v", n, got, members)
+		}
+	}
+
+	// member-c's copy lost its identity: the pass over member-c's
+	// EtcdSpoke issues it again, and member-b's copy holds the new key
+	// at once, not at member-b's next pass.
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: nsOf["member-c"], Name: etcdfedv1.GossipSecretName}, sec); err != nil {
+		t.Fatal(err)
+	}
+	delete(sec.Data, etcdfedv1.GossipSecretIdentity)
+	if err := c.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	passOver("member-c")
+	cID, _ := copyOf("member-c")
+	if bytes.Equal(cID, tb["member-c"]) || !bytes.Equal(hubTable()["member-c"], cID) {
+		t.Fatal("member-c's copy without its identity was not issued a new one in the table")
+	}
+	if _, bTable := copyOf("member-b"); !bytes.Equal(bTable["member-c"], cID) {
+		t.Error("member-b's copy still holds member-c's old key after the pass that issued the new one")
 	}
 }
 

@@ -8,10 +8,13 @@
 package spokes
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -52,6 +55,11 @@ type Reconciler struct {
 	// environment); any other address a spoke reports must be a unicast
 	// IP:port (hub/reports) to reach the other spokes.
 	AllowLoopback bool
+
+	// tried is when a pass last tried to hand each cluster without an
+	// identity its own from another cluster's pass (mayTry).
+	triedMu sync.Mutex
+	tried   map[string]time.Time
 }
 
 // SetupWithManager watches EtcdSpoke in member clusters only.
@@ -90,7 +98,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		return ctrl.Result{}, err
 	}
 	if r.HubReader != nil {
-		if err := r.gossip(ctx, regs, string(req.ClusterName), cl.GetClient(), cl.GetAPIReader()); err != nil {
+		self := gossipTarget{name: string(req.ClusterName), client: cl.GetClient(), reader: cl.GetAPIReader(), namespace: r.RingNamespace}
+		if err := r.gossip(ctx, regs, self, r.gossipTargets); err != nil {
 			return ctrl.Result{}, err
 		}
 	}
@@ -112,13 +121,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 }
 
 // gossip revokes the identities of clusters no longer registered, steps
-// the key rotation, and brings cluster's copy of the key, its identity and
-// the table in line (gossipkey.go).
-func (r *Reconciler) gossip(ctx context.Context, regs []registry.MemberCluster, cluster string, c client.Client, rd client.Reader) error {
+// the key rotation, and brings the copies of the key, the identities and
+// the table in line (gossipkey.go): self's copy, and in the same pass
+// every registered cluster without an identity in the table (so that
+// identities are issued to every registered cluster at once, whichever
+// EtcdSpoke is reconciled), and every registered cluster's when the key
+// or the table changed; reach gives the registered clusters of names
+// that the hub reaches (gossipTargets). An error in another cluster is
+// logged, not returned: that cluster's own pass retries it.
+func (r *Reconciler) gossip(ctx context.Context, regs []registry.MemberCluster, self gossipTarget, reach func(context.Context, []string) []gossipTarget) error {
 	hub, err := r.hubGossipSecret(ctx)
 	if err != nil {
 		return err
 	}
+	before := maps.Clone(hub.Data)
 	names := make([]string, 0, len(regs))
 	for _, mc := range regs {
 		names = append(names, mc.Name)
@@ -126,30 +142,102 @@ func (r *Reconciler) gossip(ctx context.Context, regs []registry.MemberCluster, 
 	if err := r.revoke(ctx, hub, names); err != nil {
 		return err
 	}
-	if err := r.rotate(ctx, hub, r.gossipReports(ctx, regs)); err != nil {
+	if err := r.rotate(ctx, hub, gossipReports(ctx, names, reach)); err != nil {
 		return err
 	}
-	if err := r.syncGossip(ctx, hub, cluster, c, rd); err != nil {
-		return fmt.Errorf("gossip key in %s: %w", cluster, err)
+	t, err := table(hub)
+	if err != nil {
+		return err
+	}
+	changed := !maps.EqualFunc(before, hub.Data, bytes.Equal)
+	r.forgetTried(names)
+	var others []string
+	for _, n := range names {
+		if _, issued := t[n]; n != self.name && (changed || !issued && r.mayTry(n)) {
+			others = append(others, n)
+		}
+	}
+	more := func(done []string) []gossipTarget {
+		var rest []string
+		for _, n := range names {
+			if !slices.Contains(done, n) {
+				rest = append(rest, n)
+			}
+		}
+		return reach(ctx, rest)
+	}
+	errs, err := r.syncCopies(ctx, hub, append([]gossipTarget{self}, reach(ctx, others)...), more)
+	if err != nil {
+		return err
+	}
+	for n, err := range errs {
+		if n != self.name {
+			ctrl.LoggerFrom(ctx).Info("Gossip key and identity not handed over yet", "cluster", n, "error", err.Error())
+		}
+	}
+	if err := errs[self.name]; err != nil {
+		return fmt.Errorf("gossip key in %s: %w", self.name, err)
 	}
 	return nil
 }
 
-// gossipReports are the keys every registered spoke reports installed
-// (nil: none, or its cluster is out of reach).
-func (r *Reconciler) gossipReports(ctx context.Context, regs []registry.MemberCluster) map[string]*etcdfedv1.GossipKeysStatus {
-	out := make(map[string]*etcdfedv1.GossipKeysStatus, len(regs))
-	for _, mc := range regs {
-		out[mc.Name] = nil
-		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(mc.Name))
+// forgetTried drops what mayTry remembers of clusters no longer
+// registered.
+func (r *Reconciler) forgetTried(registered []string) {
+	r.triedMu.Lock()
+	defer r.triedMu.Unlock()
+	for n := range r.tried {
+		if !slices.Contains(registered, n) {
+			delete(r.tried, n)
+		}
+	}
+}
+
+// gossipTargets are the registered clusters of names the hub reaches (a
+// cluster not engaged is left out), each bounded by copyTimeout.
+func (r *Reconciler) gossipTargets(ctx context.Context, names []string) []gossipTarget {
+	var out []gossipTarget
+	for _, n := range names {
+		cl, err := r.Manager.GetCluster(ctx, multicluster.ClusterName(n))
 		if err != nil {
 			continue
 		}
+		out = append(out, gossipTarget{name: n, client: cl.GetClient(), reader: cl.GetAPIReader(), namespace: r.RingNamespace, timeout: copyTimeout})
+	}
+	return out
+}
+
+// mayTry says whether a pass over another cluster's EtcdSpoke may try to
+// hand cluster its identity now: at most once per resync, so that a
+// cluster the hub is cut off from does not hold every pass for
+// copyTimeout.
+func (r *Reconciler) mayTry(cluster string) bool {
+	r.triedMu.Lock()
+	defer r.triedMu.Unlock()
+	now := time.Now()
+	if last, ok := r.tried[cluster]; ok && now.Sub(last) < resync {
+		return false
+	}
+	if r.tried == nil {
+		r.tried = map[string]time.Time{}
+	}
+	r.tried[cluster] = now
+	return true
+}
+
+// gossipReports are the keys every registered spoke reports installed
+// (nil: none, or its cluster is out of reach).
+func gossipReports(ctx context.Context, names []string, reach func(context.Context, []string) []gossipTarget) map[string]*etcdfedv1.GossipKeysStatus {
+	out := make(map[string]*etcdfedv1.GossipKeysStatus, len(names))
+	for _, n := range names {
+		out[n] = nil
+	}
+	for _, tg := range reach(ctx, names) {
 		s := &etcdfedv1.EtcdSpoke{}
-		if err := cl.GetClient().Get(ctx, client.ObjectKey{Namespace: r.RingNamespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
+		if err := tg.client.Get(ctx, client.ObjectKey{Namespace: tg.namespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
 			continue
 		}
-		out[mc.Name] = s.Status.GossipKeys
+		out[tg.name] = s.Status.GossipKeys
 	}
 	return out
 }
