@@ -87,7 +87,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	log := ctrl.LoggerFrom(ctx).WithValues("cluster", req.ClusterName)
 	cl, err := r.Manager.GetCluster(ctx, req.ClusterName)
 	if err != nil {
-		return ctrl.Result{RequeueAfter: resync}, nil // disengaged meanwhile
+		return r.notEngaged(ctx, req.ClusterName), nil
 	}
 	spoke := &etcdfedv1.EtcdSpoke{}
 	if err := cl.GetClient().Get(ctx, req.NamespacedName, spoke); err != nil {
@@ -118,6 +118,28 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		return ctrl.Result{}, fmt.Errorf("update EtcdSpoke in %s: %w", req.ClusterName, err)
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
+}
+
+// engagingRetry is how soon a pass over a registered cluster that is not
+// engaged (yet) comes back.
+const engagingRetry = time.Second
+
+// notEngaged is the result of a pass over a cluster the manager does not
+// hand out. The registry starts a cluster's sources before it hands the
+// cluster out, so the first events of a cluster being engaged arrive
+// while it is not yet: such a pass comes back within engagingRetry (it
+// waited a whole resync: in the local environment member-2's first pass
+// came 15 s late, then hung on a cut path, and its gossip identity 42 s
+// after the others'). A cluster no longer registered is done with.
+func (r *Reconciler) notEngaged(ctx context.Context, cluster multicluster.ClusterName) ctrl.Result {
+	regs, err := r.Registry.List(ctx)
+	if err != nil {
+		return ctrl.Result{RequeueAfter: resync}
+	}
+	if slices.ContainsFunc(regs, func(mc registry.MemberCluster) bool { return mc.Name == string(cluster) }) {
+		return ctrl.Result{RequeueAfter: engagingRetry}
+	}
+	return ctrl.Result{}
 }
 
 // gossip revokes the identities of clusters no longer registered, steps
