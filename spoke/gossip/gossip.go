@@ -10,8 +10,10 @@
 //
 // memberlist shares one encryption key among all members, so the key is
 // no per-node identity; names are bound to clusters by identities the hub
-// issues (identity.go): each spoke signs its name, and refuses names not
-// signed by their cluster. The hub
+// issues (identity.go): each spoke signs its name, refuses names not
+// signed by their cluster, and abstains on names it cannot check (not in
+// its table): they are left out of its view, neither alive nor dead for
+// the hub. The hub
 // generates the key of its ring of spokes and hands it to every spoke (the
 // Secret etcdfed-gossip in the ring namespace); besides the key that
 // encrypts, the Secret may name keys that are accepted on receipt, which
