@@ -124,6 +124,11 @@ type EtcdSpokeStatus struct {
 	// +kubebuilder:validation:MaxItems=128
 	RoundTrips []PeerRoundTrip `json:"roundTrips,omitempty"`
 
+	// gossipKeys are the gossip keys and the identity this spoke's gossip
+	// has installed (fingerprints); absent while gossip does not run.
+	// +optional
+	GossipKeys *GossipKeysStatus `json:"gossipKeys,omitempty"`
+
 	// observedAt is when the spoke wrote this status.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
@@ -187,4 +192,74 @@ const (
 	// the other: a rotation's new key before it encrypts, or its old key
 	// until every spoke encrypts with the new one.
 	GossipSecretAccept = "accept"
+	// GossipSecretPeers holds the table of gossip identities: one line per
+	// registered member cluster, "name base64-ed25519-public-key". In the
+	// hub's Secret it is the table the hub keeps; every copy holds it, and
+	// a spoke refuses gossip from a name not in it or not signed with its
+	// key (spoke/gossip, docs/certificates.md "Gossip identities").
+	GossipSecretPeers = "peers"
+	// GossipSecretIdentity holds, in a member cluster's copy only, that
+	// cluster's ed25519 private key (the 32-byte seed): the spoke signs
+	// its gossip node metadata with it. The hub issues it and keeps only
+	// its public key (GossipSecretPeers).
+	GossipSecretIdentity = "identity"
+	// ComponentGossipKey is the etcdfed.dev/component label of the hub's
+	// copies of the gossip Secret in member clusters.
+	ComponentGossipKey = "gossip-key"
 )
+
+// Annotations on the hub's gossip Secret: the key rotation the hub runs
+// when a member cluster leaves (hub/spokes).
+const (
+	// AnnotationGossipRotationPending names why a rotation is due (the
+	// clusters removed since the last one), while none runs yet.
+	AnnotationGossipRotationPending = "etcdfed.dev/gossip-rotation-pending"
+	// AnnotationGossipRotationPhase is the running rotation's phase:
+	// GossipRotationAccepting or GossipRotationSwitching.
+	AnnotationGossipRotationPhase = "etcdfed.dev/gossip-rotation-phase"
+	// AnnotationGossipRotationReason is why the running rotation started.
+	AnnotationGossipRotationReason = "etcdfed.dev/gossip-rotation-reason"
+)
+
+// Phases of a gossip key rotation.
+const (
+	// GossipRotationAccepting: the hub's Secret encrypts with the old key
+	// and accepts the new one; the hub waits until every registered
+	// spoke reports the new key accepted.
+	GossipRotationAccepting = "Accepting"
+	// GossipRotationSwitching: the new key encrypts, the old one is still
+	// accepted; the hub waits until every registered spoke encrypts with
+	// the new key, then drops the old one.
+	GossipRotationSwitching = "Switching"
+)
+
+// GossipKeysStatus is what a spoke's gossip has installed, by fingerprint
+// (the first 8 hex digits of a key's sha256): the hub steps a key
+// rotation on it.
+type GossipKeysStatus struct {
+	// encrypts is the fingerprint of the key gossip encrypts with; empty
+	// when gossip runs unencrypted.
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	Encrypts string `json:"encrypts,omitempty"`
+
+	// accepts are the fingerprints of the further keys accepted on
+	// receipt.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=8
+	Accepts []string `json:"accepts,omitempty"`
+
+	// identity is the fingerprint of the public key this spoke signs its
+	// gossip name with; empty when it has no identity (names unchecked).
+	// +optional
+	// +kubebuilder:validation:MaxLength=8
+	Identity string `json:"identity,omitempty"`
+
+	// identities is how many clusters' identities this spoke checks its
+	// peers against.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Identities int32 `json:"identities,omitempty"`
+}

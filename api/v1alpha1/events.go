@@ -204,6 +204,29 @@ const (
 	EventSnapshotRefused = "SnapshotRefused"
 )
 
+// Events the hub records on its gossip Secret (etcdfed-gossip in the
+// hub's namespace): member clusters' gossip identities and the key
+// rotation that follows a cluster's removal (hub/spokes).
+const (
+	// EventGossipIdentityIssued: a member cluster got a new gossip
+	// identity (its first, or one replacing a copy that no longer matched
+	// the hub's table).
+	EventGossipIdentityIssued = "GossipIdentityIssued"
+	// EventGossipIdentityRevoked: a member cluster is no longer registered;
+	// its identity left the table every spoke checks names against, and a
+	// key rotation is due.
+	EventGossipIdentityRevoked = "GossipIdentityRevoked"
+	// EventGossipKeyRotationStarted: the hub's Secret accepts a new key
+	// beside the old one (phase Accepting).
+	EventGossipKeyRotationStarted = "GossipKeyRotationStarted"
+	// EventGossipKeyRotationSwitched: every spoke accepts the new key;
+	// it now encrypts, the old one is still accepted (phase Switching).
+	EventGossipKeyRotationSwitched = "GossipKeyRotationSwitched"
+	// EventGossipKeyRotationCompleted: every spoke encrypts with the new
+	// key; the old one is dropped.
+	EventGossipKeyRotationCompleted = "GossipKeyRotationCompleted"
+)
+
 // EventKubeconfigRefused (Warning) is recorded by the hub on a member
 // cluster's kubeconfig Secret that it refuses to use (an unsafe
 // kubeconfig); the message says what to change.

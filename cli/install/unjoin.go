@@ -87,6 +87,12 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	if err := hdel.delete(ctx, regU); err != nil {
 		return err
 	}
+	// 1b. The hub, seeing the registration gone, revokes the cluster's
+	// gossip identity and rotates the gossip key (hub/spokes): whatever
+	// the cluster kept, it can no longer speak in the spokes' gossip.
+	if o.DryRun == nil {
+		o.Progress(waitGossipRevoked(ctx, hub, o.Name, o.Timeout))
+	}
 	// 2. What Join installed, the hub's ServiceAccount first: its tokens
 	// stop working at once, so nothing the hub still does reaches here.
 	sel := labels.SelectorFromSet(labels.Set{LabelJoinedAs: o.Name})
@@ -262,6 +268,9 @@ func bookkeeping(ctx context.Context, c client.Client) ([]*unstructured.Unstruct
 		add(&etcdfedv1.EtcdSpokeList{}),
 		add(&etcdfedv1.EtcdDNSZoneList{}),
 		add(&corev1.SecretList{}, client.MatchingLabelsSelector{Selector: labels.NewSelector().Add(*certs)}, client.MatchingLabels{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue}),
+		// The hub's copy of the gossip key, with this cluster's gossip
+		// identity: revoked by now, and no use to anyone here.
+		add(&corev1.SecretList{}, client.MatchingLabels{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue, etcdfedv1.LabelComponent: etcdfedv1.ComponentGossipKey}),
 	)
 	if err := c.List(ctx, &leases, client.InNamespace(Namespace)); err != nil {
 		errs = append(errs, err)
@@ -476,4 +485,33 @@ func (d *deleter) unlabel(ctx context.Context, o *unstructured.Unstructured) err
 		return fmt.Errorf("%s: remove label %s from %s: %w", d.cluster, LabelJoinedAs, describe(o), err)
 	}
 	return nil
+}
+
+// waitGossipRevoked waits until the hub's gossip identity table no longer
+// names cluster, and says what happened (a warning when the hub did not
+// revoke in time: unjoin goes on, and the hub revokes once it runs).
+func waitGossipRevoked(ctx context.Context, hub client.Client, cluster string, timeout time.Duration) string {
+	named := func(ctx context.Context) (bool, error) {
+		sec := &corev1.Secret{}
+		if err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: GossipSecret}, sec); err != nil {
+			return false, err
+		}
+		for _, line := range strings.Split(string(sec.Data[etcdfedv1.GossipSecretPeers]), "\n") {
+			if name, _, _ := strings.Cut(strings.TrimSpace(line), " "); name == cluster {
+				return true, nil
+			}
+		}
+		return false, nil
+	}
+	if ok, err := named(ctx); err != nil || !ok {
+		return fmt.Sprintf("%s: no gossip identity to revoke (the hub issued none)", cluster)
+	}
+	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
+		ok, err := named(ctx)
+		return err == nil && !ok, nil
+	})
+	if err != nil {
+		return fmt.Sprintf("WARNING: %s: the hub has not revoked its gossip identity after %s (is the hub running?); it does at its next pass, then rotates the gossip key", cluster, timeout)
+	}
+	return fmt.Sprintf("%s: the hub revoked its gossip identity; the gossip key rotation follows (kubectl -n %s get secret %s -o jsonpath='{.metadata.annotations}')", cluster, Namespace, GossipSecret)
 }

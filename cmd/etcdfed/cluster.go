@@ -190,7 +190,10 @@ func init() {
 	cmd := &cobra.Command{
 		Use:   "unjoin NAME --kubeconfig-member FILE",
 		Short: "Remove a member cluster from the hub and what join installed there",
-		Long: `unjoin deletes the hub's registration of NAME, then in the member cluster the
+		Long: `unjoin deletes the hub's registration of NAME and waits for the hub to revoke
+NAME's gossip identity (the hub then rotates the spokes' gossip key, so that
+what NAME kept lets it neither join the gossip ring nor speak as any cluster
+there), then deletes in the member cluster the
 hub's ServiceAccount (its token stops working), the spoke, what the spoke and
 the hub kept there for etcdfed (the spoke's Leases and EtcdSpoke, the rings'
 DNS zones, certificates of members gone), the zone labels join set, and the

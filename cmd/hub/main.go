@@ -336,7 +336,8 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("clients controller: %w", err)
 	}
 	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace, AllowLoopback: o.allowLoopback,
-		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader()}).SetupWithManager(mgr); err != nil {
+		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader(),
+		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-spokes")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
 	}
 	if len(o.memberFiles) == 0 {

@@ -2,6 +2,7 @@ package app_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/rand"
 	"net/netip"
 	"os"
@@ -246,9 +247,25 @@ func TestThreeSpokesGossip(t *testing.T) {
 	if err := admin.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
+	// Each cluster's gossip identity, and the table of all three, as the
+	// hub hands them out (hub/spokes).
+	ids, table := map[string]ed25519.PrivateKey{}, map[string]ed25519.PublicKey{}
+	for _, n := range names {
+		pub, priv, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[n], table[n] = priv, pub
+	}
 	for _, n := range names {
 		ns[n] = testenv.NamespaceT(t, cl, n)
-		gossipKey(t, admin, ns[n], key)
+		if err := admin.Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "gossip-key", Namespace: ns[n]},
+			Data: map[string][]byte{etcdfedv1.GossipSecretKey: key, etcdfedv1.GossipSecretIdentity: ids[n].Seed(),
+				etcdfedv1.GossipSecretPeers: gossip.FormatPeers(table)},
+		}); err != nil {
+			t.Fatal(err)
+		}
 		o := app.DefaultOptions()
 		o.Namespace = ns[n]
 		o.DNSListen = ""
@@ -318,6 +335,14 @@ func TestThreeSpokesGossip(t *testing.T) {
 		}
 	}).Should(Succeed())
 	t.Logf("ring formed (all three EtcdSpoke views alive) %v after the hub wrote the peers", time.Since(formedFrom).Round(time.Millisecond))
+	// Each spoke signs with its identity and checks the three.
+	for _, n := range names {
+		gk := spokeOf(g, n).Status.GossipKeys
+		g.Expect(gk).NotTo(BeNil())
+		g.Expect(gk.Identity).To(Equal(gossip.Fingerprint(table[n])), n)
+		g.Expect(gk.Identities).To(Equal(int32(3)), n)
+		g.Expect(gk.Encrypts).To(Equal(gossip.Fingerprint(key)), n)
+	}
 
 	// Each spoke publishes its round trip to each peer, measured by real
 	// probes on loopback (rule 15).

@@ -8,8 +8,12 @@
 // majority of the other spokes' views agree, hub/liveness). The spoke never
 // acts on it.
 //
-// memberlist shares one encryption key among all members, so there is no
-// per-node identity: a node that has the key can claim any name. The hub
+// memberlist shares one encryption key among all members, so the key is
+// no per-node identity; names are bound to clusters by identities the hub
+// issues (identity.go): each spoke signs its name, refuses names not
+// signed by their cluster, and abstains on names it cannot check (not in
+// its table): they are left out of its view, neither alive nor dead for
+// the hub. The hub
 // generates the key of its ring of spokes and hands it to every spoke (the
 // Secret etcdfed-gossip in the ring namespace); besides the key that
 // encrypts, the Secret may name keys that are accepted on receipt, which
@@ -200,6 +204,12 @@ type Agent struct {
 	// startedAt is when this run started.
 	startedAt time.Time
 	now       func() time.Time
+
+	// ids checks peers' names (identity.go).
+	ids identities
+	// staleNames are the peers memberlist has alive that the last check
+	// found stale, to signal a change when the set changes.
+	staleNames []string
 }
 
 // New returns an agent that is not yet running.
@@ -207,7 +217,20 @@ func New(cfg Config) *Agent {
 	if cfg.RejoinInterval == 0 {
 		cfg.RejoinInterval = DefaultRejoinInterval
 	}
-	return &Agent{cfg: cfg, changes: make(chan struct{}, 1), peers: map[string]*peer{}, rtts: map[string]*roundTrips{}, now: time.Now}
+	a := &Agent{cfg: cfg, changes: make(chan struct{}, 1), peers: map[string]*peer{}, rtts: map[string]*roundTrips{}, now: time.Now}
+	a.ids = identities{now: a.now, staleAfter: StaleAfter(cfg.RejoinInterval), last: map[string]seen{}, refused: map[string]int{}, lastErr: map[string]string{}, onFresh: a.signal}
+	return a
+}
+
+// StaleAfter is how long a peer with an identity is counted alive after
+// the last new signed counter of it arrived: three rejoin intervals (the
+// peer signs again every interval, and every interval exchanges state with
+// every seed).
+func StaleAfter(rejoin time.Duration) time.Duration {
+	if rejoin <= 0 {
+		rejoin = DefaultRejoinInterval
+	}
+	return 3 * rejoin
 }
 
 // Changes signals (coalesced) every change of the view.
@@ -338,6 +361,8 @@ func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	mc.Name = name
 	mc.Events = &events{a: a}
 	mc.Ping = &pings{a: a}
+	mc.Delegate = &delegate{a: a, name: name}
+	mc.Alive = &alives{a: a, name: name}
 	mc.Logger = log.New(&logWriter{log: a.cfg.Log.WithName("memberlist")}, "", 0)
 	if len(key) > 0 {
 		kr, err := memberlist.NewKeyring(cloneKeys(accept), slices.Clone(key))
@@ -359,7 +384,10 @@ func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	r := &run{ml: ml, kr: mc.Keyring, name: name, addr: ml.LocalNode().Address(), key: slices.Clone(key), accept: cloneKeys(accept),
 		stop: make(chan struct{}), done: make(chan struct{})}
 	a.cur.Store(r)
-	a.cfg.Log.Info("Gossip started", "node", name, "address", r.addr, "encrypted", len(key) > 0, "settings", Settings(mc))
+	a.cfg.Log.Info("Gossip started", "node", name, "address", r.addr, "encrypted", len(key) > 0, "identity", a.ids.get() != nil, "settings", Settings(mc))
+	if a.ids.get() == nil {
+		a.cfg.Log.Info("WARNING: gossip runs without an identity: names are not checked, and any holder of the key can speak as any cluster")
+	}
 	go a.rejoinLoop(r.stop, r.done)
 	return r, nil
 }
@@ -404,8 +432,10 @@ func (a *Agent) Address() string {
 }
 
 // View returns every peer the agent knows of (seen alive at some point, or
-// named in expected), sorted by cluster name, without this spoke itself.
-// Peers never seen are reported dead without a since time.
+// named in expected), sorted by cluster name, without this spoke itself
+// and without the peers whose names it cannot check (Unverifiable: it
+// abstains on them, identity.go). Peers never seen are reported dead
+// without a since time.
 func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
 	a.peersMu.Lock()
 	defer a.peersMu.Unlock()
@@ -419,15 +449,62 @@ func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
 	delete(names, a.self)
 	out := make([]etcdfedv1.GossipPeerStatus, 0, len(names))
 	for _, n := range slices.Sorted(maps.Keys(names)) {
+		if a.ids.unverifiable(n) != "" {
+			continue
+		}
 		ps := etcdfedv1.GossipPeerStatus{Cluster: n}
 		if p := a.peers[n]; p != nil {
+			since := p.since
 			ps.Alive = p.alive
-			t := metav1.NewTime(p.since).Rfc3339Copy()
+			if p.alive {
+				fresh, staleAt := a.ids.fresh(n)
+				if !fresh {
+					ps.Alive = false
+					if staleAt.After(since) {
+						since = staleAt
+					}
+				}
+			}
+			t := metav1.NewTime(since).Rfc3339Copy()
 			ps.Since = &t
 		}
 		out = append(out, ps)
 	}
 	return out
+}
+
+// counted: memberlist has the peer alive, and its identity (when names
+// are checked) is known and fresh.
+func (a *Agent) counted(name string, p *peer) bool {
+	if !p.alive {
+		return false
+	}
+	ok, _ := a.ids.fresh(name)
+	return ok
+}
+
+// checkStale signals a change when the set of peers memberlist has alive
+// but that are not counted (stale or unknown identity) changed.
+func (a *Agent) checkStale() {
+	a.peersMu.Lock()
+	var stale []string
+	for n, p := range a.peers {
+		if n != a.self && p.alive && !a.counted(n, p) && a.ids.unverifiable(n) == "" {
+			stale = append(stale, n)
+		}
+	}
+	slices.Sort(stale)
+	// A peer that went fresh and stale again since the last check leaves
+	// the set unchanged, but the view reported meanwhile counted it.
+	changed := !slices.Equal(stale, a.staleNames) || a.ids.takeFreshened()
+	a.staleNames = stale
+	a.peersMu.Unlock()
+	if changed {
+		if len(stale) > 0 {
+			a.cfg.Log.Info("Gossip peers alive but not counted: no new signed identity from them lately", "peers", stale)
+		}
+		a.signal()
+	}
 }
 
 // Joined returns when this run of gossip first saw a peer alive, and when
@@ -442,8 +519,8 @@ func (a *Agent) Joined() (joined, started time.Time) {
 	return a.joinedAt, a.startedAt
 }
 
-// AliveCount returns how many peers (not counting this spoke) are alive and
-// dead.
+// AliveCount returns how many peers (not counting this spoke, nor the
+// peers it abstains on) are alive and dead.
 func (a *Agent) AliveCount() (alive, dead int) {
 	a.peersMu.Lock()
 	defer a.peersMu.Unlock()
@@ -453,8 +530,8 @@ func (a *Agent) AliveCount() (alive, dead int) {
 func (a *Agent) countLocked() (alive, dead int) {
 	for n, p := range a.peers {
 		switch {
-		case n == a.self:
-		case p.alive:
+		case n == a.self, a.ids.unverifiable(n) != "":
+		case a.counted(n, p):
 			alive++
 		default:
 			dead++
@@ -506,7 +583,11 @@ func (a *Agent) rejoinLoop(stop <-chan struct{}, done chan<- struct{}) {
 		case <-stop:
 			return
 		case <-t.C:
+			if r := a.cur.Load(); r != nil {
+				a.refreshMeta(r)
+			}
 			a.joinSeeds()
+			a.checkStale()
 		}
 	}
 }

@@ -21,17 +21,22 @@ func TestGossipHealth(t *testing.T) {
 		enabled         bool
 		readyReason     string
 		view            []etcdfedv1.GossipPeerStatus
+		abstains        map[string]string
 		joined, started time.Time
 		status          metav1.ConditionStatus
 		reason, says    string
 	}{
-		{"disabled", false, ReasonReady, nil, time.Time{}, time.Time{}, metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, "gossip is disabled"},
-		{"key missing", true, ReasonGossipKeyMissing, nil, time.Time{}, time.Time{}, metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, "the key"},
-		{"never joined", true, ReasonReady, dead, time.Time{}, t0, metav1.ConditionFalse, etcdfedv1.ReasonGossipNeverJoined, "has never reached a peer (b, c all dead to it)"},
-		{"joined, now alone", true, ReasonReady, dead, t0, t0, metav1.ConditionFalse, etcdfedv1.ReasonGossipNoPeerAlive, "cannot tell its own cut from every peer's death"},
-		{"one peer alive", true, ReasonReady, oneAlive, t0, t0, metav1.ConditionTrue, etcdfedv1.ReasonGossipHealthy, "gossip sees 1 of 2 peers alive (b)"},
+		{"disabled", false, ReasonReady, nil, nil, time.Time{}, time.Time{}, metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, "gossip is disabled"},
+		{"key missing", true, ReasonGossipKeyMissing, nil, nil, time.Time{}, time.Time{}, metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, "the key"},
+		{"never joined", true, ReasonReady, dead, nil, time.Time{}, t0, metav1.ConditionFalse, etcdfedv1.ReasonGossipNeverJoined, "has never reached a peer (b, c all dead to it)"},
+		{"joined, now alone", true, ReasonReady, dead, nil, t0, t0, metav1.ConditionFalse, etcdfedv1.ReasonGossipNoPeerAlive, "cannot tell its own cut from every peer's death"},
+		{"one peer alive", true, ReasonReady, oneAlive, nil, t0, t0, metav1.ConditionTrue, etcdfedv1.ReasonGossipHealthy, "gossip sees 1 of 2 peers alive (b)"},
+		{"one peer alive, one name it cannot check", true, ReasonReady, oneAlive, map[string]string{"d": "not in this spoke's table of identities"}, t0, t0, metav1.ConditionTrue, etcdfedv1.ReasonGossipHealthy,
+			"gossip sees 1 of 2 peers alive (b); abstains on d (not in this spoke's table of identities): neither alive nor dead to the hub"},
+		{"only names it cannot check", true, ReasonReady, []etcdfedv1.GossipPeerStatus{}, map[string]string{"b": "this spoke has no table of identities yet"}, t0, t0, metav1.ConditionFalse, etcdfedv1.ReasonGossipNoPeerAlive,
+			"abstains on b (this spoke has no table of identities yet)"},
 	} {
-		status, reason, msg := gossipHealth(tc.enabled, tc.readyReason, "the key is missing", tc.view, tc.joined, tc.started)
+		status, reason, msg := gossipHealth(tc.enabled, tc.readyReason, "the key is missing", tc.view, tc.abstains, tc.joined, tc.started)
 		if status != tc.status || reason != tc.reason || !strings.Contains(msg, tc.says) {
 			t.Errorf("%s: %s %s %q, want %s %s with %q", tc.name, status, reason, msg, tc.status, tc.reason, tc.says)
 		}

@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -57,6 +58,14 @@ const GossipKeyField = etcdfedv1.GossipSecretKey
 // before it encrypts, or its old key until every spoke encrypts with the
 // new one.
 const GossipAcceptField = etcdfedv1.GossipSecretAccept
+
+// GossipIdentityField holds this cluster's gossip identity (an ed25519
+// seed) and GossipPeersField the table of every registered cluster's
+// public key; both written by the hub (spoke/gossip, identity.go).
+const (
+	GossipIdentityField = etcdfedv1.GossipSecretIdentity
+	GossipPeersField    = etcdfedv1.GossipSecretPeers
+)
 
 // FieldOwner is the field manager of the spoke's writes.
 const FieldOwner = "etcdfed-spoke"
@@ -233,8 +242,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		status, reason, msg = metav1.ConditionFalse, ReasonNoNodes, "the cluster has no nodes yet; the hub places no member here until it has"
 	}
 	setReady(s, status, reason, msg)
-	st.GossipAddress, st.GossipView, st.RoundTrips = "", nil, nil
+	st.GossipAddress, st.GossipView, st.RoundTrips, st.GossipKeys = "", nil, nil, nil
 	var joined, started time.Time
+	var abstains map[string]string
 	if r.Gossip != nil {
 		joined, started = r.Gossip.Joined()
 		if _, running := r.Gossip.Running(); running {
@@ -242,12 +252,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			// reported every expected peer dead, a witness's vote that
 			// nothing had seen.
 			st.GossipAddress = r.Gossip.Address()
+			// Names it cannot check are left out: it abstains on them.
 			st.GossipView = r.Gossip.View(r.expectedPeers(s))
+			abstains = r.Gossip.Unverifiable(r.expectedPeers(s))
 			// Published only when they moved significantly (rule 15).
 			st.RoundTrips = r.Gossip.RoundTrips()
+			// What is installed, for the hub's key rotation.
+			encrypts, accepts := r.Gossip.Keys()
+			identity, identities := r.Gossip.IdentityInfo()
+			st.GossipKeys = &etcdfedv1.GossipKeysStatus{Encrypts: encrypts, Accepts: accepts, Identity: identity, Identities: int32(identities)}
 		}
 	}
-	ghStatus, ghReason, ghMsg := gossipHealth(r.Gossip != nil, reason, msg, st.GossipView, joined, started)
+	ghStatus, ghReason, ghMsg := gossipHealth(r.Gossip != nil, reason, msg, st.GossipView, abstains, joined, started)
 	meta.SetStatusCondition(&s.Status.Conditions, metav1.Condition{
 		Type: etcdfedv1.ConditionGossipHealthy, Status: ghStatus, Reason: ghReason, Message: ghMsg, ObservedGeneration: s.Generation,
 	})
@@ -263,11 +279,21 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // inside, its own cut and every peer's death look the same. enabled is
 // whether the spoke runs gossip at all; readyReason and readyMsg are the
 // Ready condition's (why gossip does not run); view is the view reported
-// (nil when gossip does not run); joined is when this run first saw a
+// (nil when gossip does not run); unverifiable are the peers left out of
+// it because their names cannot be checked, with why (the spoke abstains
+// on each; spoke/gossip, identity.go); joined is when this run first saw a
 // peer alive (zero: never), started when it started (zero: not running).
 // Pure.
-func gossipHealth(enabled bool, readyReason, readyMsg string, view []etcdfedv1.GossipPeerStatus, joined, started time.Time) (metav1.ConditionStatus, string, string) {
+func gossipHealth(enabled bool, readyReason, readyMsg string, view []etcdfedv1.GossipPeerStatus, unverifiable map[string]string, joined, started time.Time) (metav1.ConditionStatus, string, string) {
 	const abstains = "; this spoke abstains as a witness of other clusters' failure"
+	var on []string
+	for _, n := range slices.Sorted(maps.Keys(unverifiable)) {
+		on = append(on, n+" ("+unverifiable[n]+")")
+	}
+	abstainsOn := ""
+	if len(on) > 0 {
+		abstainsOn = "; abstains on " + strings.Join(on, ", ") + ": neither alive nor dead to the hub"
+	}
 	switch {
 	case !enabled:
 		return metav1.ConditionFalse, etcdfedv1.ReasonGossipNotRunning, "gossip is disabled" + abstains
@@ -288,12 +314,12 @@ func gossipHealth(enabled bool, readyReason, readyMsg string, view []etcdfedv1.G
 	}
 	switch {
 	case len(alive) > 0:
-		return metav1.ConditionTrue, etcdfedv1.ReasonGossipHealthy, fmt.Sprintf("gossip sees %d of %d peers alive (%s)", len(alive), len(names), strings.Join(alive, ", "))
+		return metav1.ConditionTrue, etcdfedv1.ReasonGossipHealthy, fmt.Sprintf("gossip sees %d of %d peers alive (%s)%s", len(alive), len(names), strings.Join(alive, ", "), abstainsOn)
 	case joined.IsZero():
-		return metav1.ConditionFalse, etcdfedv1.ReasonGossipNeverJoined, fmt.Sprintf("gossip runs since %s but has never reached a peer (%s): its seeds are unreachable, firewalled, or use another key%s",
-			started.UTC().Format(time.RFC3339), orNone(names), abstains)
+		return metav1.ConditionFalse, etcdfedv1.ReasonGossipNeverJoined, fmt.Sprintf("gossip runs since %s but has never reached a peer (%s): its seeds are unreachable, firewalled, or use another key%s%s",
+			started.UTC().Format(time.RFC3339), orNone(names), abstainsOn, abstains)
 	}
-	return metav1.ConditionFalse, etcdfedv1.ReasonGossipNoPeerAlive, fmt.Sprintf("gossip sees no peer alive (%s): it cannot tell its own cut from every peer's death%s", orNone(names), abstains)
+	return metav1.ConditionFalse, etcdfedv1.ReasonGossipNoPeerAlive, fmt.Sprintf("gossip sees no peer alive (%s): it cannot tell its own cut from every peer's death%s%s", orNone(names), abstainsOn, abstains)
 }
 
 func orNone(names []string) string {
@@ -333,8 +359,8 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 	}
 	var key []byte
 	var accept [][]byte
+	sec := &corev1.Secret{}
 	if r.GossipSecret != "" {
-		sec := &corev1.Secret{}
 		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: r.GossipSecret}, sec); err != nil {
 			if apierrors.IsNotFound(err) {
 				return metav1.ConditionFalse, ReasonGossipKeyMissing, fmt.Sprintf("gossip Secret %s does not exist; gossip does not start", r.GossipSecret), nil
@@ -354,6 +380,25 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			}
 		}
 	}
+	var id *gossip.Identity
+	if seed := sec.Data[GossipIdentityField]; len(seed) > 0 {
+		k, err := gossip.PrivateKey(seed)
+		if err != nil {
+			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %q: %v", r.GossipSecret, GossipIdentityField, err), nil
+		}
+		peers, err := gossip.ParsePeers(sec.Data[GossipPeersField])
+		if err != nil {
+			if fp, _ := r.Gossip.IdentityInfo(); fp == "" {
+				// Speak as this cluster, but with no table to check the
+				// others against: abstain on every name rather than go
+				// on counting names unchecked.
+				r.Gossip.SetIdentity(&gossip.Identity{Key: k})
+			}
+			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %q: %v", r.GossipSecret, GossipPeersField, err), nil
+		}
+		id = &gossip.Identity{Key: k, Peers: peers}
+	}
+	r.Gossip.SetIdentity(id)
 	seeds := slices.Clone(r.GossipSeeds)
 	for _, p := range s.Spec.GossipPeers {
 		if p.Cluster != name {
@@ -367,6 +412,10 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
 	}
 	enc := "UNENCRYPTED"
+	names := "names unchecked: no identity from the hub"
+	if fp, n := r.Gossip.IdentityInfo(); fp != "" {
+		names = fmt.Sprintf("identity %s, checking %d", fp, n)
+	}
 	if len(key) > 0 {
 		// Fingerprints, so that a key rotation can be followed spoke by
 		// spoke (docs/certificates.md, "Gossip encryption").
@@ -376,7 +425,7 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			enc += ", accepting " + strings.Join(accepts, ", ")
 		}
 	}
-	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s)", name, r.Gossip.Address(), enc), nil
+	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s; %s)", name, r.Gossip.Address(), enc, names), nil
 }
 
 // zones returns the distinct zone labels of the cluster's nodes, sorted,
