@@ -141,7 +141,7 @@ func main() {
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	flag.IntVar(&o.fleetDisruptions, "max-fleet-disruptions", 0,
-		"Rings that may have a disruptive operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once, across every EtcdCluster of this hub: a version roll or the evacuation of a lost member cluster over hundreds of rings restarts or replaces this many members at a time. A ring over the limit waits (Progressing=False, reason WaitingForFleetLimit). 0: no limit.")
+		"Rings that may have a disruptive operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once, across every EtcdCluster of this hub (of its shard, with --shard: each shard has its own limit): a version roll or the evacuation of a lost member cluster over hundreds of rings restarts or replaces this many members at a time. A ring over the limit waits (Progressing=False, reason WaitingForFleetLimit). 0: no limit.")
 	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
 		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.Float64Var(&o.renewAfter, "member-token-renew-after", registration.DefaultRenewAfter,
