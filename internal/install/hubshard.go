@@ -61,8 +61,11 @@ func shardHub(objs []*unstructured.Unstructured, s HubShard) error {
 			}
 		}
 		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
-		if err != nil || len(containers) == 0 {
-			return fmt.Errorf("hub Deployment: no containers (%v)", err)
+		if err != nil {
+			return fmt.Errorf("read hub Deployment's containers: %w", err)
+		}
+		if len(containers) == 0 {
+			return fmt.Errorf("hub Deployment %s has no container", HubDeployment)
 		}
 		c := containers[0].(map[string]any)
 		args, _ := c["args"].([]any)
