@@ -309,6 +309,7 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 		TolerationKeys:          o.tolerationKeys,
 		PodAnnotations:          o.podAnnotations,
 	}
+	sh.Export()
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
 		Policy:                  policy,

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -119,5 +120,20 @@ func TestReaderLetsGoOfOtherShards(t *testing.T) {
 	got := &etcdfedv1.EtcdCluster{}
 	if err := api.Client.Get(ctx, client.ObjectKeyFromObject(other), got); err != nil || !slices.Contains(got.Finalizers, clients.FinalizerClients) {
 		t.Fatalf("the clients controller of shard a released shard b's deleted ring: finalizers %v, read %v", got.Finalizers, err)
+	}
+}
+
+func TestExport(t *testing.T) {
+	s, err := Parse("a", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Export()
+	if got := testutil.ToFloat64(metricInfo.WithLabelValues("a", "etcdfed.dev/shard=a")); got != 1 {
+		t.Fatalf("etcdfed_hub_shard_info{shard=a} = %v, want 1", got)
+	}
+	Shard{}.Export()
+	if n := testutil.CollectAndCount(metricInfo); n != 1 {
+		t.Fatalf("%d series after the unsharded hub's export, want 1", n)
 	}
 }
