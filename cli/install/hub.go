@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -52,6 +51,17 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Shard.Name == "" && !o.External && o.DryRun == nil {
+		// The unsharded hub owns every ring: beside shards' hubs, two
+		// hubs would act on the same rings.
+		shards, err := shardDeployments(ctx, hub)
+		if err != nil {
+			return err
+		}
+		if len(shards) > 0 {
+			return fmt.Errorf("hub: hub shards are installed (Deployments %s): install with --shard NAME, or delete them first", strings.Join(shards, ", "))
+		}
+	}
 	for _, ns := range o.EtcdClusterNamespaces {
 		if err := hub.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
 			return fmt.Errorf("--etcdcluster-namespace %s: %w (create it first)", ns, err)
@@ -78,9 +88,19 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	gossip.SetKind("Secret")
 	gossip.SetNamespace(Namespace)
 	gossip.SetName(GossipSecret)
-	pruned, err := a.prune(ctx, labels.SelectorFromSet(label), append(objs, gossip))
+	// What no shard wrote, and this shard's own: never another shard's.
+	// A shard's install prunes the unsharded hub's Deployment, which it
+	// replaces.
+	pruned, err := a.prune(ctx, noShard(), append(objs, gossip))
 	if err != nil {
 		return err
+	}
+	if o.Shard.Name != "" {
+		more, err := a.prune(ctx, ofShard(o.Shard.Name), objs)
+		if err != nil {
+			return err
+		}
+		pruned = append(pruned, more...)
 	}
 	what := "CRDs, namespace, the hub's RBAC"
 	if !o.External {
@@ -98,11 +118,11 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	var why string
 	err = poll(ctx, o.Timeout, func(ctx context.Context) (bool, error) {
 		var done bool
-		done, why = deploymentReady(ctx, hub, HubDeployment)
+		done, why = deploymentReady(ctx, hub, o.Shard.deployment())
 		return done, nil
 	})
 	if err != nil {
-		return fmt.Errorf("hub: the Deployment %s/%s did not roll out within %s (%s)", Namespace, HubDeployment, o.Timeout, why)
+		return fmt.Errorf("hub: the Deployment %s/%s did not roll out within %s (%s)", Namespace, o.Shard.deployment(), o.Timeout, why)
 	}
 	o.Progress(fmt.Sprintf("hub: rolled out (%.1fs)", time.Since(start).Seconds()))
 	return nil

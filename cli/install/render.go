@@ -283,6 +283,9 @@ type HubOptions struct {
 	// EtcdClusterNamespaces get a RoleBinding that lets the hub keep its
 	// Secrets and events there (config/samples/hub_access.yaml).
 	EtcdClusterNamespaces []string
+	// Shard, when named, makes the hub Deployment the shard's,
+	// etcdfed-hub-NAME, beside the other shards' (docs/install.md).
+	Shard HubShard
 }
 
 // RenderHub returns the objects of the hub cluster's install.
@@ -328,7 +331,11 @@ subjects:
   namespace: %s
 `, ns, Namespace)))
 	}
-	return ov.render()
+	objs, err := ov.render()
+	if err != nil || o.Shard.Name == "" || o.External {
+		return objs, err
+	}
+	return objs, shardHub(objs, o.Shard)
 }
 
 // Spoke exposures.

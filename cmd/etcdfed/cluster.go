@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/etcdfed/etcdfed/cli/install"
+	"github.com/etcdfed/etcdfed/hub/shard"
 )
 
 var clusterCmd = &cobra.Command{
@@ -133,7 +134,16 @@ refuses a member kubeconfig that skips TLS verification, and a server
 already registered under another name.
 
 --spoke external installs everything but the spoke's Deployment, Service and
-ConfigMap: for a spoke run outside the cluster (the local environment).`,
+ConfigMap: for a spoke run outside the cluster (the local environment).
+
+--shard NAME installs the hub of one shard of the rings, beside the others
+on the same member clusters, spokes, gossip and DNS: its Deployment is
+etcdfed-hub-NAME, its leader-election Lease etcdfed-hub-NAME, and it owns
+the EtcdClusters --shard-selector selects (by default those labelled
+etcdfed.dev/shard=NAME). The first shard's install replaces the unsharded
+hub's Deployment; another shard's leaves the others alone. Label every
+ring for a shard first: a ring no shard selects is served by none. Give the
+fleet's duties (--fleet-duties) to one shard.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name, o.Knobs = args[0], kn.get()
@@ -298,10 +308,22 @@ and events there. It waits until the hub runs. A second run with the same
 flags changes nothing; --dry-run prints every object and writes nothing.
 
 --hub external installs everything but the Deployment: for a hub run outside
-the cluster (the local environment).`,
+the cluster (the local environment).
+
+--shard NAME installs the hub of one shard of the rings, beside the others
+on the same member clusters, spokes, gossip and DNS: its Deployment is
+etcdfed-hub-NAME, its leader-election Lease etcdfed-hub-NAME, and it owns
+the EtcdClusters --shard-selector selects (by default those labelled
+etcdfed.dev/shard=NAME). The first shard's install replaces the unsharded
+hub's Deployment; another shard's leaves the others alone. Label every
+ring for a shard first: a ring no shard selects is served by none. Give the
+fleet's duties (--fleet-duties) to one shard.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Knobs = kn.get()
+			if _, err := shard.Parse(o.Shard.Name, o.Shard.Selector); err != nil {
+				return err
+			}
 			switch mode {
 			case "deploy":
 			case "external":
@@ -329,6 +351,9 @@ the cluster (the local environment).`,
 	f.BoolVar(&dryRun, "dry-run", false, "Print every object install would write, and write nothing.")
 	f.BoolVar(&o.Wait, "wait", true, "Wait until the hub's Deployment has rolled out.")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long to wait.")
+	f.StringVar(&o.Shard.Name, "shard", "", "Install the hub of this shard of the rings (Deployment and Lease etcdfed-hub-NAME) beside the other shards' hubs; empty: one hub owns every ring.")
+	f.StringVar(&o.Shard.Selector, "shard-selector", "", "Label selector over EtcdClusters choosing the shard's rings (the hub's --shard-selector); empty: etcdfed.dev/shard=NAME. Shards' selectors must not overlap.")
+	f.BoolVar(&o.Shard.FleetDuties, "fleet-duties", true, "With --shard: this shard's hub also keeps the EtcdSpokes' gossip peers and the registration Secrets' tokens (the hub's --fleet-duties); give them to one shard, false on the others.")
 	kn.bind(f)
 	hubCmd.AddCommand(cmd)
 	root.AddCommand(hubCmd)

@@ -41,6 +41,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/restore"
+	"github.com/etcdfed/etcdfed/hub/shard"
 	"github.com/etcdfed/etcdfed/hub/spokes"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 	"github.com/etcdfed/etcdfed/internal/metricsserve"
@@ -102,6 +103,11 @@ type options struct {
 	allowLoopback    bool
 	unsafeKubeconfig bool
 	renewAfter       float64
+	// The hub's shard of the rings (hub/shard), and whether it runs the
+	// duties that concern every ring at once.
+	shardName     string
+	shardSelector string
+	fleetDuties   bool
 }
 
 func main() {
@@ -135,7 +141,7 @@ func main() {
 	flag.IntVar(&o.workers, "max-concurrent-reconciles", etcdcluster.DefaultMaxConcurrentReconciles,
 		"EtcdClusters reconciled at once (passes of one EtcdCluster never overlap). Passes mostly wait on etcd and apiservers; raise it for hundreds of rings, so that every ring is visited soon after a hub restart.")
 	flag.IntVar(&o.fleetDisruptions, "max-fleet-disruptions", 0,
-		"Rings that may have a disruptive operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once, across every EtcdCluster of this hub: a version roll or the evacuation of a lost member cluster over hundreds of rings restarts or replaces this many members at a time. A ring over the limit waits (Progressing=False, reason WaitingForFleetLimit, its place in the queue); places go to a ring that lost a member first, then moves, disruptions, rolls and defragmentation, the namespace with fewest in flight, the longest waiting. 0: no limit.")
+		"Rings that may have a disruptive operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once, across every EtcdCluster of this hub (of its shard, with --shard: each shard has its own limit): a version roll or the evacuation of a lost member cluster over hundreds of rings restarts or replaces this many members at a time. A ring over the limit waits (Progressing=False, reason WaitingForFleetLimit, its place in the queue); places go to a ring that lost a member first, then moves, disruptions, rolls and defragmentation, the namespace with fewest in flight, the longest waiting. 0: no limit.")
 	flag.BoolVar(&o.clientsOtherNamespaces, "allow-client-secrets-in-other-namespaces", false,
 		"Let spec.clients[].namespace name a namespace other than the EtcdCluster's own (in the hub or a member cluster). Off: every EtcdCluster author reaches only the namespace they write the EtcdCluster in.")
 	flag.Float64Var(&o.renewAfter, "member-token-renew-after", registration.DefaultRenewAfter,
@@ -160,6 +166,12 @@ func main() {
 		"Accept loopback addresses (127.0.0.0/8, ::1) in what spokes report (member addresses, DNS server addresses, gossip addresses). Only for a local environment where every pod runs on the loopback network.")
 	flag.BoolVar(&o.unsafeKubeconfig, "allow-unsafe-kubeconfigs", false,
 		"Engage member clusters whose kubeconfig Secret runs an exec or auth-provider plugin, skips TLS verification, talks plain http, or reads files of the hub's filesystem. Off: such a Secret is refused with an event on it and the reason in every EtcdCluster's Degraded condition.")
+	flag.StringVar(&o.shardName, "shard", os.Getenv("ETCDFED_SHARD"),
+		"Name of this hub's shard of the rings, when several hubs share the member clusters, spokes, gossip and DNS (env ETCDFED_SHARD): its leader-election Lease is etcdfed-hub-NAME. Without --shard-selector the shard owns the EtcdClusters labelled etcdfed.dev/shard=NAME; empty: one hub owns every ring.")
+	flag.StringVar(&o.shardSelector, "shard-selector", os.Getenv("ETCDFED_SHARD_SELECTOR"),
+		"Label selector over EtcdClusters (e.g. etcdfed.dev/shard=a, or team in (x,y)) choosing the rings this hub owns (env ETCDFED_SHARD_SELECTOR). The hub writes, deletes and releases nothing of another ring; change a ring's labels to move it to another shard. The selectors of the shards must not overlap.")
+	flag.BoolVar(&o.fleetDuties, "fleet-duties", true,
+		"Run the duties that concern every ring at once: the EtcdSpokes' gossip peers and key in the member clusters, and the registration Secrets' tokens and annotations. With shards, give them to one shard's hub (false on the others); both running them is harmless, none lets the registration tokens expire.")
 	// Sub-second timestamps: the steps of one membership change are often
 	// less than a second apart.
 	zapOpts := zap.Options{Development: false, TimeEncoder: zapcore.RFC3339NanoTimeEncoder}
@@ -189,13 +201,18 @@ func main() {
 		os.Exit(2)
 	}
 
-	if err := run(ctrl.SetupSignalHandler(), o); err != nil {
+	sh, err := shard.Parse(o.shardName, o.shardSelector)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "hub: %v\n", err)
+		os.Exit(2)
+	}
+	if err := run(ctrl.SetupSignalHandler(), o, sh); err != nil {
 		ctrl.Log.Error(err, "Hub stopped")
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, o options) error {
+func run(ctx context.Context, o options, sh shard.Shard) error {
 	log := ctrl.Log.WithName("hub")
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -234,11 +251,12 @@ func run(ctx context.Context, o options) error {
 	// it reconciles within a pass of taking the Lease instead of after a
 	// cold start.
 	mgr, err := mcmanager.New(cfg, passiveProvider{provider}, manager.Options{
-		Scheme:                  scheme,
-		Metrics:                 metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
-		HealthProbeBindAddress:  o.probeAddr,
-		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "etcdfed-hub",
+		Scheme:                 scheme,
+		Metrics:                metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
+		HealthProbeBindAddress: o.probeAddr,
+		LeaderElection:         o.leaderElect,
+		// One Lease per shard: each shard's hub has its own leader.
+		LeaderElectionID:        sh.Lease(),
 		LeaderElectionNamespace: o.namespace,
 		// A hub stopped on purpose (a rollout, a drain) hands the lease
 		// over at once instead of making its successor wait out the lease
@@ -248,7 +266,11 @@ func run(ctx context.Context, o options) error {
 		// Secrets are cached in the hub's namespace only (the kubeconfig
 		// Secrets of the member clusters); CA, client and TSIG Secrets in
 		// EtcdCluster namespaces are read uncached, so the hub needs no
-		// cluster-wide list/watch on Secrets.
+		// cluster-wide list/watch on Secrets. EtcdClusters are cached
+		// whatever the shard: a domain or CA held by another shard's ring
+		// must still count as held (admit), and a ring missing from a
+		// filtered cache would read as deleted; the controllers let go of
+		// other shards' rings when they read them (hub/shard).
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
 		}},
@@ -287,6 +309,7 @@ func run(ctx context.Context, o options) error {
 		TolerationKeys:          o.tolerationKeys,
 		PodAnnotations:          o.podAnnotations,
 	}
+	sh.Export()
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
 		Policy:                  policy,
@@ -301,13 +324,18 @@ func run(ctx context.Context, o options) error {
 		Recorder:                mgr.GetLocalManager().GetEventRecorder("etcdfed-hub"),
 		MaxConcurrentReconciles: o.workers,
 		MaxFleetDisruptions:     o.fleetDisruptions,
+		Owns:                    sh.Owns,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)
 	}
+	// The controllers beside the EtcdCluster one read each ring before they
+	// act on it: through shardReader, another shard's ring is NotFound to
+	// them, which each takes as nothing to do (hub/shard).
+	shardReader := shard.Reader{Reader: mgr.GetLocalManager().GetAPIReader(), Shard: sh}
 	if err := (&backup.Reconciler{
 		Client:               mgr.GetLocalManager().GetClient(),
-		Reader:               mgr.GetLocalManager().GetAPIReader(),
+		Reader:               shardReader,
 		Recorder:             mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-backup"),
 		ScratchDir:           o.backupScratchDir,
 		MaxConcurrentBackups: o.maxBackups,
@@ -318,7 +346,7 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := (&restore.Reconciler{
 		Client:                mgr.GetLocalManager().GetClient(),
-		Reader:                mgr.GetLocalManager().GetAPIReader(),
+		Reader:                shardReader,
 		Recorder:              mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-restore"),
 		ScratchDir:            o.backupScratchDir,
 		Policy:                policy,
@@ -328,19 +356,21 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := (&clients.Reconciler{
 		Client:   mgr.GetLocalManager().GetClient(),
-		Reader:   mgr.GetLocalManager().GetAPIReader(),
+		Reader:   shardReader,
 		Clusters: clients.ManagerClusters{Manager: mgr},
 		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-clients"),
 		Policy:   clients.Policy{OtherNamespaces: o.clientsOtherNamespaces, RingNamespace: o.ringNamespace},
 	}).SetupWithManager(mgr.GetLocalManager()); err != nil {
 		return fmt.Errorf("clients controller: %w", err)
 	}
-	if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace, AllowLoopback: o.allowLoopback,
+	if !o.fleetDuties {
+		log.Info("Leaving the fleet's duties (EtcdSpokes, registration Secrets) to another shard's hub", "shard", sh.String())
+	} else if err := (&spokes.Reconciler{Manager: mgr, Registry: reg, RingNamespace: o.ringNamespace, HubNamespace: o.namespace, AllowLoopback: o.allowLoopback,
 		HubClient: mgr.GetLocalManager().GetClient(), HubReader: mgr.GetLocalManager().GetAPIReader(),
 		Recorder: mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-spokes")}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdSpoke controller: %w", err)
 	}
-	if len(o.memberFiles) == 0 {
+	if len(o.memberFiles) == 0 && o.fleetDuties {
 		// Registration Secrets: renew the tokens `etcdfed cluster join`
 		// stored, and say on each Secret how the cluster stands.
 		if err := mgr.GetLocalManager().Add(&registration.Runner{
@@ -362,7 +392,7 @@ func run(ctx context.Context, o options) error {
 	if err := mgr.GetLocalManager().AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
-	log.Info("Starting hub", "version", version.String(), "namespace", o.namespace, "ringNamespace", o.ringNamespace, "memberFiles", len(o.memberFiles))
+	log.Info("Starting hub", "version", version.String(), "shard", sh.String(), "lease", sh.Lease(), "namespace", o.namespace, "ringNamespace", o.ringNamespace, "memberFiles", len(o.memberFiles))
 	if err := mgr.Start(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}

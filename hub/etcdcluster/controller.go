@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -90,6 +91,9 @@ type Reconciler struct {
 	// operation (Replace, Move, Roll, Disrupt, Defrag) in flight at once
 	// (fleetlimit.go); 0: no limit.
 	MaxFleetDisruptions int
+	// Owns says whether a ring is of this hub's shard (hub/shard); nil:
+	// every ring. A ring it does not own is let go at its first read.
+	Owns func(*etcdfedv1.EtcdCluster) bool
 
 	etcd     clientCache
 	verdicts verdictMemory
@@ -254,6 +258,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if r.Owns != nil && !r.Owns(ec) {
+		r.forget(req.NamespacedName) // another shard's: write, delete and release nothing
+		return ctrl.Result{}, nil
+	}
 	pt.read = time.Since(pt.start)
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))
 	ctx = ctrl.LoggerInto(ctx, log)
@@ -385,7 +393,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	if err := r.fleet.seed(func() ([]etcdfedv1.EtcdCluster, error) {
 		var list etcdfedv1.EtcdClusterList
 		err := r.hub().List(ctx, &list)
-		return list.Items, err
+		return slices.DeleteFunc(list.Items, func(ec etcdfedv1.EtcdCluster) bool { return r.Owns != nil && !r.Owns(&ec) }), err
 	}); err != nil {
 		return ctrl.Result{}, nil, false, err
 	}

@@ -164,6 +164,8 @@ type EtcdClusterSpecInput struct {
 	Version string
 	// Spec, when set, edits the spec before the EtcdCluster is created.
 	Spec func(*etcdfedv1.EtcdClusterSpec)
+	// Labels of the EtcdCluster (a hub shard's selector chooses by them).
+	Labels map[string]string
 	// NotTolerant: the placement cannot survive a zone's loss (a ring on
 	// two single-zone clusters); FailureTolerant is not waited for.
 	NotTolerant bool
@@ -184,7 +186,7 @@ func EtcdClusterSpec(ctx context.Context, in EtcdClusterSpecInput) *ManagedEtcd 
 		in.Version = "3.6.16"
 	}
 	ec := &etcdfedv1.EtcdCluster{
-		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name},
+		ObjectMeta: metav1.ObjectMeta{Namespace: in.Namespace, Name: in.Name, Labels: in.Labels},
 		Spec: etcdfedv1.EtcdClusterSpec{
 			Replicas: int32(in.Replicas),
 			Version:  in.Version,
