@@ -161,6 +161,7 @@ type dnsWork struct {
 // objects left behind and the volumes kept for them, spent store
 // credentials).
 func decide(s *snapshot) *decision {
+	s.asks = readRequests(s.ec)
 	d := &decision{ledger: s.ec.Status.DeepCopy()}
 	st := d.ledger
 	// A running ring of this name found in the member clusters is taken
@@ -244,7 +245,7 @@ func pkiDue(s *snapshot) pkiWork {
 	// without its key, and the rotation replaces it).
 	w := pkiWork{createCA: s.pki.ca == nil && s.ec.RingUID() == s.ec.UID}
 	if s.pki.ca == nil && !w.createCA {
-		if _, asked := caRotationRequest(s.ec); asked {
+		if _, asked := caRotationRequest(s.requests()); asked {
 			w.keepCA, _ = runningCA(memberCertSecrets(s))
 		}
 		return w

@@ -219,8 +219,8 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 		Version:         ec.Spec.Version,
 		Backup:          backupInput(ec),
 		Maintenance:     maintenancePolicy(s, st),
-		Quorum:          quorumInput(ec, s.now),
-		Restore:         restoreInput(ec, st),
+		Quorum:          quorumInput(s.requests(), ec, s.now),
+		Restore:         restoreInput(ec, s.requests(), st),
 	}
 	in.CA = caRotationInput(s, st)
 	in.Adopt = adoptInput(ec, st)
@@ -237,7 +237,7 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 			in.Unseen = append(in.Unseen, cs.name+": its spoke has not reported zones and nodes")
 		}
 	}
-	fenced, _ := fencedMembers(ec, st, s.now)
+	fenced, _ := fencedMembers(s.requests(), ec, st, s.now)
 	for _, m := range st.Members {
 		cs := s.cluster(m.Cluster)
 		mm := planner.Member{

@@ -25,20 +25,20 @@ const maxRequestSkew = time.Minute
 // grace and the policy from the spec, and the request from the annotation:
 // a request already consumed (status.lastRecoveryRequest) or dated in the
 // future is no request (recoveryRequest).
-func quorumInput(ec *etcdfedv1.EtcdCluster, now time.Time) planner.QuorumInput {
-	q := planner.QuorumInput{
+func quorumInput(q *requests, ec *etcdfedv1.EtcdCluster, now time.Time) planner.QuorumInput {
+	in := planner.QuorumInput{
 		Grace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
 		Automatic: ec.Spec.FailurePolicy.QuorumLossRecovery == etcdfedv1.QuorumLossRecoveryAutomatic,
 		LostSince: lostSince(ec),
 	}
-	r, note := recoveryRequest(ec, now)
+	r, note := recoveryRequest(q, ec, now)
 	switch {
 	case note != "":
-		q.RequestError = note
+		in.RequestError = note
 	case r != nil:
-		q.Request = &planner.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
+		in.Request = &planner.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
 	}
-	return q
+	return in
 }
 
 // lostSince is when etcd stopped answering with a leader (Available's last
@@ -51,19 +51,19 @@ func lostSince(ec *etcdfedv1.EtcdCluster) time.Time {
 	return time.Time{}
 }
 
-// recoveryRequest is the request annotation's request when it may be acted
-// on; otherwise note says why not ("" with no request at all): it cannot
-// be read, it was consumed already, or it is dated in the future (refused:
-// refusedRequest records it, so that it never arms a recovery later).
-func recoveryRequest(ec *etcdfedv1.EtcdCluster, now time.Time) (*etcdfedv1.RecoveryRequest, string) {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]
-	if !ok {
+// recoveryRequest is q's recovery request when it may be acted on;
+// otherwise note says why not ("" with no request at all): it cannot be
+// read, it was consumed already (ec's status.lastRecoveryRequest), or it
+// is dated in the future (refused: refusedRequest records it, so that it
+// never arms a recovery later).
+func recoveryRequest(q *requests, ec *etcdfedv1.EtcdCluster, now time.Time) (*etcdfedv1.RecoveryRequest, string) {
+	if q.recoverErr != nil {
+		return nil, "recovery request not read: " + q.recoverErr.Error()
+	}
+	if q.recover == nil {
 		return nil, ""
 	}
-	r, err := etcdfedv1.ParseRecoveryRequest(v)
-	if err != nil {
-		return nil, "recovery request not read: " + err.Error()
-	}
+	r := *q.recover
 	if last := ec.Status.LastRecoveryRequest; last != nil && last.UID == r.UID {
 		return nil, ""
 	}
@@ -87,7 +87,7 @@ func futureDated(r etcdfedv1.RecoveryRequest, now time.Time) string {
 // is dated in the future. It returns the refusal's message ("" for none)
 // for an event, when newly refused.
 func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) string {
-	r, note := recoveryRequest(s.ec, s.now)
+	r, note := recoveryRequest(s.requests(), s.ec, s.now)
 	if r == nil {
 		return ""
 	}
@@ -108,15 +108,14 @@ func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan pl
 // the quorum was lost (allowing for the writer's clock), not dated in the
 // future, and naming the recorded etcd ID when it names one. note says why
 // the annotation counts for nothing, "" when it counts or is absent.
-func fencedMembers(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, now time.Time) (map[string]string, string) {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationFenced]
-	if !ok {
+func fencedMembers(q *requests, ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, now time.Time) (map[string]string, string) {
+	if q.fencedErr != nil {
+		return nil, "fencing confirmation not read: " + q.fencedErr.Error()
+	}
+	if q.fenced == nil {
 		return nil, ""
 	}
-	f, err := etcdfedv1.ParseFencingConfirmation(v)
-	if err != nil {
-		return nil, "fencing confirmation not read: " + err.Error()
-	}
+	f := *q.fenced
 	since := lostSince(ec)
 	switch {
 	case since.IsZero():

@@ -315,10 +315,10 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	}
 	// A recovery request or fencing confirmation the hub does not act on
 	// says why.
-	if _, note := recoveryRequest(s.ec, s.now); note != "" {
+	if _, note := recoveryRequest(s.requests(), s.ec, s.now); note != "" {
 		out = append(out, note)
 	}
-	if _, note := fencedMembers(s.ec, st, s.now); note != "" {
+	if _, note := fencedMembers(s.requests(), s.ec, st, s.now); note != "" {
 		out = append(out, note)
 	}
 	for _, cs := range s.clusters {

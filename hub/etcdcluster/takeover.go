@@ -250,7 +250,7 @@ func findTakeOver(s *snapshot) takeOverFinding {
 	}
 	keyless := ""
 	if s.ec.Spec.TLS.Mode.Enabled() && s.pki.ca == nil {
-		if _, asked := caRotationRequest(s.ec); !asked {
+		if _, asked := caRotationRequest(s.requests()); !asked {
 			return held("the running ring %s (EtcdCluster UID %s) was found, but its CA Secret %s/%s is not in this hub cluster: import the hub escrow (etcdfed hub import), or, if the CA's key is lost, run `etcdfed rotate-ca %s -n %s`: the hub then takes the ring over on the CA its members trust and rotates it onto a new CA, one member restart at a time", ring, uid, s.ec.Namespace, pki.CASecretName(s.ec), s.ec.Name, s.ec.Namespace)
 		}
 		var secrets []*corev1.Secret
