@@ -269,12 +269,12 @@ func caChangeEvent(step planner.Action, before, after *pki.Authority) (string, s
 	return etcdfedv1.EventCARotationDropCA, fmt.Sprintf("Dropped the old CA %s; members restart one at a time to trust %s alone", pki.Describe(before.Previous), pki.Describe(after.Signer.Cert))
 }
 
-// setCARotationProgress: while a CA rotation is under way, Progressing
-// says so (reason CARotation) with its phase and progress.
-func setCARotationProgress(st *etcdfedv1.EtcdClusterStatus, gen int64) {
+// caRotationProgress: while a CA rotation is under way, Progressing says
+// so (reason CARotation) with its phase and progress (ok).
+func caRotationProgress(st *etcdfedv1.EtcdClusterStatus) (conditionValue, bool) {
 	cr := st.CARotation
 	if cr == nil || !cr.Phase.InProgress() {
-		return
+		return conditionValue{}, false
 	}
 	msg := fmt.Sprintf("CA rotation, phase %s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
 	if cr.HeldSince != nil && cr.ContinuedAt == nil {
@@ -285,5 +285,5 @@ func setCARotationProgress(st *etcdfedv1.EtcdClusterStatus, gen int64) {
 	} else if cr.Message != "" {
 		msg += "; " + cr.Message
 	}
-	setCondition(st, gen, etcdfedv1.ConditionProgressing, true, etcdfedv1.ReasonCARotation, msg)
+	return conditionValue{true, etcdfedv1.ReasonCARotation, msg}, true
 }

@@ -29,6 +29,10 @@ type decision struct {
 	placementErr error
 	// plan is the planner's answer: the one step of the one operation.
 	plan planner.Decision
+	// quorum is the planner's verdict on the quorum, on the ledger as
+	// this pass leaves it (a Recover from a backup begun places its seed
+	// anew), for Available and status.quorumLoss.
+	quorum quorumVerdict
 	// ended is the operation this pass's step ends, for its event.
 	ended *etcdfedv1.MembershipOperation
 	// fleetWait: the plan waits for the fleet-wide limit (gateFleet).
@@ -170,6 +174,7 @@ func decide(s *snapshot) *decision {
 	if f := findTakeOver(s); f.phase != "" {
 		recordTakeOver(s, st, f)
 		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+		d.quorum = assessQuorum(s, st)
 		return d
 	} else if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
 		// Held before (a member cluster not read yet), nothing to take
@@ -200,6 +205,7 @@ func decide(s *snapshot) *decision {
 		d.step = renderStep(s, st, d.plan)
 	}
 
+	d.quorum = assessQuorum(s, st)
 	d.pki = pkiDue(s)
 	d.dns = wantedRecords(s, st)
 	d.certs, d.updates = memberUpkeep(s, st, d.step)

@@ -237,7 +237,16 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 			in.Unseen = append(in.Unseen, cs.name+": its spoke has not reported zones and nodes")
 		}
 	}
-	fenced, _ := fencedMembers(s.requests(), ec, st, s.now)
+	in.Members = plannerMembers(s, st)
+	return in
+}
+
+// plannerMembers is the planner's view of each recorded member: the
+// ledger joined with the member's objects, its cluster's verdicts and
+// the fencing confirmation.
+func plannerMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []planner.Member {
+	var out []planner.Member
+	fenced, _ := fencedMembers(s.requests(), s.ec, st, s.now)
 	for _, m := range st.Members {
 		cs := s.cluster(m.Cluster)
 		mm := planner.Member{
@@ -272,9 +281,9 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 				mm.StaleIn = append(mm.StaleIn, other.name)
 			}
 		}
-		in.Members = append(in.Members, mm)
+		out = append(out, mm)
 	}
-	return in
+	return out
 }
 
 // plannerObject is what the planner needs of a member's EtcdMember object.

@@ -188,23 +188,42 @@ func (out *step) writeForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStat
 	}
 }
 
+// quorumVerdict is the planner's verdict on the ring's quorum
+// (planner.AssessQuorum) with the quorum input it judged on.
+type quorumVerdict struct {
+	loss planner.QuorumLoss
+	in   planner.QuorumInput
+}
+
+// assessQuorum judges the quorum on the ledger st.
+func assessQuorum(s *snapshot, st *etcdfedv1.EtcdClusterStatus) quorumVerdict {
+	in := planner.Input{
+		Now:          s.now,
+		Bootstrapped: st.ClusterID != "",
+		Etcd:         s.etcd,
+		Quorum:       quorumInput(s.requests(), s.ec, s.now),
+		Members:      plannerMembers(s, st),
+	}
+	return quorumVerdict{loss: planner.AssessQuorum(in), in: in.Quorum}
+}
+
 // quorumLostMessage is Available's message while the planner declares the
 // loss of quorum, "" when it does not. It says what happens next: the
 // members to fence first, then a human runs `etcdfed recover`, or, with
 // quorumLossRecovery Automatic, the hub recovers by itself.
-func quorumLostMessage(in planner.Input) string {
-	q := planner.AssessQuorum(in)
+func quorumLostMessage(v quorumVerdict) string {
+	q, in := v.loss, v.in
 	if !q.Declared {
 		return ""
 	}
 	_, survivor := q.Freshest()
 	var next string
 	switch {
-	case !q.Proven() && in.Quorum.Automatic:
+	case !q.Proven() && in.Automatic:
 		next = "no new cluster is forced while a lost voter may still serve: " + q.FenceHint() + "; then the hub recovers by itself (failurePolicy.quorumLossRecovery: Automatic)"
 	case !q.Proven():
 		next = "before a recovery, " + q.FenceHint()
-	case survivor && in.Quorum.Automatic:
+	case survivor && in.Automatic:
 		next = "recovering from the freshest survivor by itself (failurePolicy.quorumLossRecovery: Automatic)"
 	default:
 		next = "recover with `etcdfed recover`"
@@ -214,14 +233,14 @@ func quorumLostMessage(in planner.Input) string {
 
 // quorumLossStatus is status.quorumLoss: what AssessQuorum found, while
 // the quorum is lost; nil otherwise.
-func quorumLossStatus(in planner.Input) *etcdfedv1.QuorumLossStatus {
-	q := planner.AssessQuorum(in)
+func quorumLossStatus(v quorumVerdict) *etcdfedv1.QuorumLossStatus {
+	q := v.loss
 	if !q.Lost {
 		return nil
 	}
 	out := &etcdfedv1.QuorumLossStatus{}
-	if !in.Quorum.LostSince.IsZero() {
-		t := metav1.NewTime(in.Quorum.LostSince)
+	if !v.in.LostSince.IsZero() {
+		t := metav1.NewTime(v.in.LostSince)
 		out.Since = &t
 	}
 	for _, sv := range q.Survivors {
