@@ -287,3 +287,20 @@ func caRotationProgress(st *etcdfedv1.EtcdClusterStatus) (conditionValue, bool) 
 	}
 	return conditionValue{true, etcdfedv1.ReasonCARotation, msg}, true
 }
+
+// caRotation is the feature of a CA rotation (etcdfed.dev/rotate-ca):
+// the planner's CARotation input, status.caRotation recorded, and
+// Progressing's CARotation (caRotationProgress).
+type caRotation struct{ s *snapshot }
+
+func (f *caRotation) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *caRotation) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.CA = caRotationInput(f.s, st)
+}
+
+func (f *caRotation) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	recordCARotation(f.s, st, d.plan)
+}
+
+func (f *caRotation) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

@@ -29,6 +29,9 @@ type decision struct {
 	placementErr error
 	// plan is the planner's answer: the one step of the one operation.
 	plan planner.Decision
+	// features are the pass's features (features.go), built once from
+	// the snapshot.
+	features *features
 	// quorum is the planner's verdict on the quorum, on the ledger as
 	// this pass leaves it (a Recover from a backup begun places its seed
 	// anew), for Available and status.quorumLoss.
@@ -166,7 +169,7 @@ type dnsWork struct {
 // credentials).
 func decide(s *snapshot) *decision {
 	s.asks = readRequests(s.ec)
-	d := &decision{ledger: s.ec.Status.DeepCopy()}
+	d := &decision{ledger: s.ec.Status.DeepCopy(), features: newFeatures(s)}
 	st := d.ledger
 	// A running ring of this name found in the member clusters is taken
 	// over, or the pass holds: nothing is founded, written or changed
@@ -174,21 +177,18 @@ func decide(s *snapshot) *decision {
 	if f := findTakeOver(s); f.phase != "" {
 		recordTakeOver(s, st, f)
 		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
-		d.quorum = assessQuorum(s, st)
+		d.quorum = d.features.recovery.assess(st)
 		return d
 	} else if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
 		// Held before (a member cluster not read yet), nothing to take
 		// over now: the ring is this EtcdCluster's own.
 		st.TakeOver = nil
 	}
-	d.notAdopted = adoptLostMembers(s, st)
-	recordObservations(s, st)
-	recordVersions(s, st)
-	recordDistance(s, st)
+	d.features.observe(st, d)
 
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {
-		d.plan = planner.Next(plannerInput(s, st, d.placement))
+		d.plan = planner.Next(d.features.plannerInput(st, d.placement))
 		if msg := takeOverMismatch(s, st); msg != "" {
 			d.plan = planner.Decision{Action: planner.ActWait, Reason: msg, RequeueAfter: takeOverRetry}
 		}
@@ -196,16 +196,11 @@ func decide(s *snapshot) *decision {
 		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
 			d.ended = st.Operation
 		}
-		recordAdoption(s, st, d.plan)
-		recordStep(s, st, d.plan)
-		d.requestRefused = recordRecoveryRequest(s, st, d.plan)
-		recordCARotation(s, st, d.plan)
-		recordScheduledDefrag(s, st, d.plan)
-		recordLeader(s, st, d.plan)
+		d.features.record(st, d)
 		d.step = renderStep(s, st, d.plan)
 	}
 
-	d.quorum = assessQuorum(s, st)
+	d.quorum = d.features.recovery.assess(st)
 	d.pki = pkiDue(s)
 	d.dns = wantedRecords(s, st)
 	d.certs, d.updates = memberUpkeep(s, st, d.step)

@@ -21,18 +21,76 @@ import (
 // before it is refused.
 const maxRequestSkew = time.Minute
 
+// recovery is the feature of quorum-loss recovery: the recovery request
+// (etcdfed.dev/recover) judged once a pass, the planner's Quorum input
+// and each member's fencing (etcdfed.dev/fenced), the request's outcome
+// recorded (status.lastRecoveryRequest), the planner's verdict on the
+// quorum (assess: status.quorumLoss, and Available's QuorumLost through
+// quorumLostMessage), and Degraded's note on a request not acted on.
+type recovery struct {
+	s *snapshot
+	// request is the recovery request when it may be acted on; note says
+	// why not, "" with no request at all (recoveryRequest).
+	request *etcdfedv1.RecoveryRequest
+	note    string
+}
+
+func newRecovery(s *snapshot) *recovery {
+	r, note := recoveryRequest(s.requests(), s.ec, s.now)
+	return &recovery{s: s, request: r, note: note}
+}
+
+func (f *recovery) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *recovery) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Quorum = f.quorumInput()
+	f.fence(in.Members, st)
+}
+
+// record records the request's outcome; d.requestRefused is the message
+// of a request refused now, for its event.
+func (f *recovery) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	d.requestRefused = f.recordRequest(st, d.plan)
+}
+
+func (f *recovery) status(st *etcdfedv1.EtcdClusterStatus, d *decision, _ applyResult) {
+	st.QuorumLoss = quorumLossStatus(d.quorum)
+}
+
+// fence sets each member's confirmation of its fencing, by the ledger st.
+func (f *recovery) fence(members []planner.Member, st *etcdfedv1.EtcdClusterStatus) {
+	fenced, _ := fencedMembers(f.s.requests(), f.s.ec, st, f.s.now)
+	for i := range members {
+		members[i].Fenced = fenced[members[i].Name]
+	}
+}
+
+// assess judges the quorum on the ledger st.
+func (f *recovery) assess(st *etcdfedv1.EtcdClusterStatus) quorumVerdict {
+	s := f.s
+	in := planner.Input{
+		Now:          s.now,
+		Bootstrapped: st.ClusterID != "",
+		Etcd:         s.etcd,
+		Quorum:       f.quorumInput(),
+		Members:      plannerMembers(s, st),
+	}
+	f.fence(in.Members, st)
+	return quorumVerdict{loss: planner.AssessQuorum(in), in: in.Quorum}
+}
+
 // quorumInput reads the loss's start from the Available condition, the
 // grace and the policy from the spec, and the request from the annotation:
 // a request already consumed (status.lastRecoveryRequest) or dated in the
 // future is no request (recoveryRequest).
-func quorumInput(q *requests, ec *etcdfedv1.EtcdCluster, now time.Time) planner.QuorumInput {
+func (f *recovery) quorumInput() planner.QuorumInput {
+	ec := f.s.ec
 	in := planner.QuorumInput{
 		Grace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
 		Automatic: ec.Spec.FailurePolicy.QuorumLossRecovery == etcdfedv1.QuorumLossRecoveryAutomatic,
 		LostSince: lostSince(ec),
 	}
-	r, note := recoveryRequest(q, ec, now)
-	switch {
+	switch r, note := f.request, f.note; {
 	case note != "":
 		in.RequestError = note
 	case r != nil:
@@ -82,12 +140,12 @@ func futureDated(r etcdfedv1.RecoveryRequest, now time.Time) string {
 		r.UID, r.RequestedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 }
 
-// recordRecoveryRequest records in the ledger a request consumed by this
-// pass: accepted when the plan begins a Recover from it, refused when it
-// is dated in the future. It returns the refusal's message ("" for none)
-// for an event, when newly refused.
-func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) string {
-	r, note := recoveryRequest(s.requests(), s.ec, s.now)
+// recordRequest records in the ledger a request consumed by this pass:
+// accepted when the plan begins a Recover from it, refused when it is
+// dated in the future. It returns the refusal's message ("" for none) for
+// an event, when newly refused.
+func (f *recovery) recordRequest(st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) string {
+	s, r, note := f.s, f.request, f.note
 	if r == nil {
 		return ""
 	}
@@ -193,18 +251,6 @@ func (out *step) writeForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStat
 type quorumVerdict struct {
 	loss planner.QuorumLoss
 	in   planner.QuorumInput
-}
-
-// assessQuorum judges the quorum on the ledger st.
-func assessQuorum(s *snapshot, st *etcdfedv1.EtcdClusterStatus) quorumVerdict {
-	in := planner.Input{
-		Now:          s.now,
-		Bootstrapped: st.ClusterID != "",
-		Etcd:         s.etcd,
-		Quorum:       quorumInput(s.requests(), s.ec, s.now),
-		Members:      plannerMembers(s, st),
-	}
-	return quorumVerdict{loss: planner.AssessQuorum(in), in: in.Quorum}
 }
 
 // quorumLostMessage is Available's message while the planner declares the

@@ -233,3 +233,17 @@ func (r *Reconciler) deleteStoreCredentials(ctx context.Context, s *snapshot, re
 	}
 	return errors.Join(errs...)
 }
+
+// restore is the feature of founding from a snapshot or recovering from
+// a backup: the planner's Restore input. status.restore is hub/restore's;
+// a restore's end is recorded with the operation's (recordStep).
+type restore struct{ s *snapshot }
+
+func (f *restore) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *restore) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Restore = restoreInput(f.s.ec, f.s.requests(), st)
+}
+
+func (f *restore) record(*etcdfedv1.EtcdClusterStatus, *decision)              {}
+func (f *restore) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

@@ -26,13 +26,9 @@ import (
 // its deadline.
 func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string) etcdfedv1.EtcdClusterStatus {
 	st := d.ledger.DeepCopy()
-	recordApplied(st, d, res)
-	setRoles(s, st)
-	setEndpoints(s, st)
+	d.features.status(st, d, res)
 	tol := tolerance(s, st)
 	st.ZoneSummary = zoneSummary(tol)
-	st.FailuresTolerated = failuresTolerated(s.etcd)
-	st.PendingMoves = pendingMoves(st, d.placement)
 	st.CAFingerprint = userCAFingerprint(s)
 
 	gen := s.ec.Generation
@@ -335,7 +331,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	}
 	// A recovery request or fencing confirmation the hub does not act on
 	// says why.
-	if _, note := recoveryRequest(s.requests(), s.ec, s.now); note != "" {
+	if note := d.features.recovery.note; note != "" {
 		out = append(out, note)
 	}
 	if _, note := fencedMembers(s.requests(), s.ec, st, s.now); note != "" {

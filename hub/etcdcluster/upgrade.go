@@ -133,3 +133,23 @@ func rollProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Dec
 		return conditionValue{true, reason, message + suffix}, true
 	}
 }
+
+// upgrade is the feature of spec.version: the running versions recorded,
+// the version and the backup taken before a version change in the
+// planner's input, and Progressing's Upgrading or Downgrading
+// (rollProgress).
+type upgrade struct{ s *snapshot }
+
+func (f *upgrade) observe(st *etcdfedv1.EtcdClusterStatus, _ *decision) {
+	recordVersions(f.s, st)
+}
+
+func (f *upgrade) input(in *planner.Input, _ *etcdfedv1.EtcdClusterStatus) {
+	in.Version = f.s.ec.Spec.Version
+	in.Backup = backupInput(f.s.ec)
+}
+
+// record: nothing; a Roll is membership's operation.
+func (f *upgrade) record(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *upgrade) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}
