@@ -194,3 +194,9 @@ func (f *adoption) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
 // status: nothing beyond status.adoption, recorded; setRoles names an
 // original that leads.
 func (f *adoption) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}
+
+// adoptionWaits: adopted, the originals kept until spec.adopt.retire; the
+// plan (nothing to do) says so, and Progressing says it as a wait.
+func adoptionWaits(st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) bool {
+	return plan.Action == planner.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined
+}

@@ -193,7 +193,7 @@ func decide(s *snapshot) *decision {
 			d.plan = planner.Decision{Action: planner.ActWait, Reason: msg, RequeueAfter: takeOverRetry}
 		}
 		d.plan, d.fleetWait = gateFleet(d.plan, s.ec.Namespace+"/"+s.ec.Name, s.fleetMax, s.fleetAdmit)
-		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
+		if actions[d.plan.Action].ends {
 			d.ended = st.Operation
 		}
 		d.features.record(st, d)

@@ -134,7 +134,7 @@ func (f *fleetLimit) admit(uid types.UID, what string) (bool, []string) {
 // in the plan). It returns the plan and whether it now waits for the
 // limit.
 func gateFleet(plan planner.Decision, ring string, max int, admit func(what string) (bool, []string)) (planner.Decision, bool) {
-	if admit == nil || plan.Action != planner.ActBegin || plan.Operation == nil || !limitedOps[plan.Operation.Type] {
+	if admit == nil || !actions[plan.Action].begins || plan.Operation == nil || !limitedOps[plan.Operation.Type] {
 		return plan, false
 	}
 	what := fmt.Sprintf("%s %s %s", ring, plan.Operation.Type, plan.Operation.Member)

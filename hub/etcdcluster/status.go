@@ -260,17 +260,13 @@ func operationProgress(st *etcdfedv1.EtcdClusterStatus, plan planner.Decision, p
 		return conditionValue{false, etcdfedv1.ReasonTakeOverHeld, st.TakeOver.Message}
 	case op == nil && st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverTakingOver:
 		msg := st.TakeOver.Message
-		if plan.Action == planner.ActWait && plan.Reason != "" && plan.Reason != msg {
+		if actions[plan.Action].waits && plan.Reason != "" && plan.Reason != msg {
 			msg += "; " + plan.Reason
 		}
 		return conditionValue{true, etcdfedv1.ReasonTakingOver, truncate(msg, 1024)}
 	case op != nil:
 		return conditionValue{true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked)}
-	case plan.Action == planner.ActWait:
-		return conditionValue{false, etcdfedv1.ReasonWaiting, plan.Reason + blocked}
-	case plan.Action == planner.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
-		// Adopted, the originals kept until spec.adopt.retire: the plan
-		// says so (adopt.go).
+	case actions[plan.Action].waits, adoptionWaits(st, plan):
 		return conditionValue{false, etcdfedv1.ReasonWaiting, plan.Reason + blocked}
 	default:
 		return conditionValue{false, etcdfedv1.ReasonIdle, "membership matches the placement and every member runs the current spec"}
@@ -323,7 +319,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if res.dnsErr != nil {
 		out = append(out, "DNS: "+res.dnsErr.Error())
 	}
-	if d.plan.Action == planner.ActWait && st.Operation == nil && st.ClusterID != "" {
+	if actions[d.plan.Action].waits && st.Operation == nil && st.ClusterID != "" {
 		out = append(out, d.plan.Reason)
 	}
 	if d.plan.Halted {
