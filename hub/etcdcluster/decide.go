@@ -160,12 +160,13 @@ type dnsWork struct {
 	ledger *etcdfedv1.EtcdClusterStatus
 }
 
-// decide is the pass's one decision. Order: bring the ledger up to date,
-// place, plan the one step and record it (with what a recovery request, a
-// CA rotation and a scheduled defragmentation keep in status), render it,
-// then the upkeep against the ledger as this pass leaves it (the hub's
-// certificates, DNS records, member certificates and object updates,
-// objects left behind and the volumes kept for them, spent store
+// decide is the pass's one decision. Order: read the request annotations,
+// hold for a ring to take over, bring the ledger up to date (every
+// feature's observe), place, plan the one step from every feature's input
+// and record it (every feature's record), render it, judge the quorum on
+// the ledger as this pass leaves it, then the upkeep against that ledger
+// (the hub's certificates, DNS records, member certificates and object
+// updates, objects left behind and the volumes kept for them, spent store
 // credentials).
 func decide(s *snapshot) *decision {
 	s.asks = readRequests(s.ec)
@@ -174,15 +175,9 @@ func decide(s *snapshot) *decision {
 	// A running ring of this name found in the member clusters is taken
 	// over, or the pass holds: nothing is founded, written or changed
 	// (takeover.go).
-	if f := findTakeOver(s); f.phase != "" {
-		recordTakeOver(s, st, f)
-		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+	if holdForTakeOver(s, st, d) {
 		d.quorum = d.features.recovery.assess(st)
 		return d
-	} else if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
-		// Held before (a member cluster not read yet), nothing to take
-		// over now: the ring is this EtcdCluster's own.
-		st.TakeOver = nil
 	}
 	d.features.observe(st, d)
 

@@ -16,9 +16,11 @@ import (
 // The ledger is the part of status the hub decides on and keeps across
 // passes: status.members (who is where, which incarnation and etcd ID,
 // ready since when), status.operation (the one operation in flight, rule
-// 3), status.clusterID and status.lastIncarnation. decide brings it up to
-// date with what the pass observed, then records the step it takes; apply
-// adds what only the step's result tells (a new learner's ID).
+// 3), status.clusterID and status.lastIncarnation, and each feature's
+// record (features.go). decide writes it only through the features (and
+// the hold for a take-over): each brings its part up to date with what the
+// pass observed, then records the step taken; computeStatus adds what
+// only the step's result tells (a new learner's ID: membership.status).
 
 // membership is the core feature: the ledger's members (who is where,
 // which incarnation and etcd ID, ready since when) and the one operation

@@ -16,6 +16,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // Take-over of a running ring by a rebuilt hub (rule 17; status.takeOver).
@@ -275,6 +276,22 @@ func orNone(s string) string {
 		return "not recorded"
 	}
 	return s
+}
+
+// holdForTakeOver records a running ring of this name found in the member
+// clusters (findTakeOver) and makes d's plan a wait on it: the pass holds.
+// Without one, a hold recorded before (a member cluster not read yet)
+// ends: the ring is this EtcdCluster's own.
+func holdForTakeOver(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision) bool {
+	if f := findTakeOver(s); f.phase != "" {
+		recordTakeOver(s, st, f)
+		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+		return true
+	}
+	if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
+		st.TakeOver = nil
+	}
+	return false
 }
 
 // recordTakeOver records a finding in the ledger: Held with its message,
