@@ -35,19 +35,11 @@ type action struct {
 	// idle: no step is taken (the ring waits); logged at V(1), not
 	// counted in etcdfed_cluster_steps_total.
 	idle bool
-	// waits: the planner waits for something it names (plan.Reason), for
-	// Progressing and Degraded.
-	waits bool
-	// asPlanned: the next pass comes when the planner says
-	// (plan.RequeueAfter), within the resync period; any other step is
-	// checked soon.
-	asPlanned bool
-	// begins: an operation begins (recorded, nothing else done), its
-	// first step may follow on the same observation (chain), and the
-	// fleet-wide limit gates it.
-	begins bool
-	// ends: the operation in flight ends, for its event (d.ended).
-	ends bool
+	// waits: the planner names what it waits for (Progressing, Degraded).
+	// asPlanned: the next pass comes at plan.RequeueAfter (else soon).
+	// begins: an operation begins (the fleet-wide limit gates it; its
+	// first step may chain). ends: the operation in flight ends (d.ended).
+	waits, asPlanned, begins, ends bool
 }
 
 // taking is one step being taken: the pass's snapshot and decision, the CA
