@@ -195,13 +195,13 @@ func decide(s *snapshot) *decision {
 		d.step = renderStep(s, st, d.plan)
 	}
 
-	d.quorum = d.features.recovery.assess(st)
 	d.pki = pkiDue(s)
 	d.dns = wantedRecords(s, st)
 	d.certs, d.updates = memberUpkeep(s, st, d.step)
 	d.sweep, d.sweepKept = leftBehind(s, st)
 	d.retain = retainVolumes(s, d.sweep)
 	d.spentCredentials = spentStoreCredentials(s)
+	d.quorum = d.features.recovery.assess(st)
 	return d
 }
 

@@ -36,7 +36,6 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	// to their peers (EtcdMember PeerConnections=False).
 	peerReason, peerProblems := peerConnectionProblems(s)
 	setAvailable(st, gen, s.etcd, quorumLostMessage(d.quorum))
-	st.QuorumLoss = quorumLossStatus(d.quorum)
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
 	setProgressing(s, st, gen, d, res, peerProblems)
 	// What member clusters reported and the hub refused (checkReports).
