@@ -35,6 +35,11 @@ type action struct {
 	// idle: no step is taken (the ring waits); logged at V(1), not
 	// counted in etcdfed_cluster_steps_total.
 	idle bool
+	// waits: the planner names what it waits for (Progressing, Degraded).
+	// asPlanned: the next pass comes at plan.RequeueAfter (else soon).
+	// begins: an operation begins (the fleet-wide limit gates it; its
+	// first step may chain). ends: the operation in flight ends (d.ended).
+	waits, asPlanned, begins, ends bool
 }
 
 // taking is one step being taken: the pass's snapshot and decision, the CA
@@ -51,11 +56,11 @@ type taking struct {
 // actions is every planner action the hub takes: "" is no decision (the
 // placement failed).
 var actions = map[planner.Action]action{
-	"":                {idle: true},
-	planner.ActNone:   {idle: true},
-	planner.ActWait:   {idle: true},
-	planner.ActBegin:  {apply: (*Reconciler).applyBegin},
-	planner.ActFinish: {apply: (*Reconciler).applyFinish},
+	"":                {idle: true, asPlanned: true},
+	planner.ActNone:   {idle: true, asPlanned: true},
+	planner.ActWait:   {idle: true, asPlanned: true, waits: true},
+	planner.ActBegin:  {apply: (*Reconciler).applyBegin, begins: true},
+	planner.ActFinish: {apply: (*Reconciler).applyFinish, ends: true},
 	planner.ActHoldCARotation: {
 		idle:  true,
 		apply: (*Reconciler).applyHoldCARotation,
@@ -71,7 +76,7 @@ var actions = map[planner.Action]action{
 	planner.ActGrantDisruption:      {render: renderWrite, apply: (*Reconciler).disruptionStep},
 	planner.ActAwaitReturn:          {render: renderWrite, apply: (*Reconciler).disruptionStep},
 	planner.ActDeleteObject:         {render: renderDeleteObject, apply: (*Reconciler).applyDeletes},
-	planner.ActFinishBootstrap:      {apply: (*Reconciler).applyFinishBootstrap},
+	planner.ActFinishBootstrap:      {apply: (*Reconciler).applyFinishBootstrap, ends: true},
 	planner.ActRestartMember:        {apply: (*Reconciler).applyRestartMember},
 
 	// etcd's membership.

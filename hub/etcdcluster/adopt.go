@@ -176,3 +176,27 @@ func (r *Reconciler) observeAdoptClient(ctx context.Context, ec *etcdfedv1.EtcdC
 	}
 	return &pki.Leaf{CertPEM: sec.Data[pki.KeyCert], KeyPEM: sec.Data[pki.KeyKey]}, nil
 }
+
+// adoption is the feature of spec.adopt: the running cluster's originals
+// recorded and retired (status.adoption), the planner's Adopt input.
+type adoption struct{ s *snapshot }
+
+func (f *adoption) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *adoption) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Adopt = adoptInput(f.s.ec, st)
+}
+
+func (f *adoption) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	recordAdoption(f.s, st, d.plan)
+}
+
+// status: nothing beyond status.adoption, recorded; setRoles names an
+// original that leads.
+func (f *adoption) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}
+
+// adoptionWaits: adopted, the originals kept until spec.adopt.retire; the
+// plan (nothing to do) says so, and Progressing says it as a wait.
+func adoptionWaits(st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) bool {
+	return plan.Action == planner.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined
+}

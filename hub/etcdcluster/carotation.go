@@ -31,7 +31,7 @@ func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) planner.CARot
 		in.Phase = string(cr.Phase)
 	}
 	if in.Phase == "" {
-		if req, ok := caRotationRequest(s.ec); ok && (cr == nil || cr.RequestedAt == nil || req.After(cr.RequestedAt.Time)) {
+		if req, ok := caRotationRequest(s.requests()); ok && (cr == nil || cr.RequestedAt == nil || req.After(cr.RequestedAt.Time)) {
 			in.Requested = true
 			in.Refusal = caRotationRefusal(s)
 		}
@@ -41,7 +41,7 @@ func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) planner.CARot
 	}
 	if in.Phase != "" {
 		in.ConsumersPending = consumersPending(s, st)
-		in.HoldRequested, in.Continued = caHoldRequest(s.ec, cr)
+		in.HoldRequested, in.Continued = caHoldRequest(s.requests(), cr)
 		in.Consumers, in.AtStart = consumersToRestart(s.ec, st)
 		in.ContinueCommand = fmt.Sprintf("etcdfed rotate-ca %s -n %s --continue", s.ec.Name, s.ec.Namespace)
 	}
@@ -53,13 +53,9 @@ func caRotationInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) planner.CARot
 // Trusting, and whether it answers the hold under way (its continueHold
 // is cr.heldSince). A request that is not cr's, or does not parse, asks
 // nothing.
-func caHoldRequest(ec *etcdfedv1.EtcdCluster, cr *etcdfedv1.CARotationStatus) (hold, continued bool) {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationRotateCA]
-	if !ok || cr == nil || cr.RequestedAt == nil {
-		return false, false
-	}
-	req, err := etcdfedv1.ParseCARotationRequest(v)
-	if err != nil || !req.RequestedAt.UTC().Truncate(time.Second).Equal(cr.RequestedAt.Time) {
+func caHoldRequest(q *requests, cr *etcdfedv1.CARotationStatus) (hold, continued bool) {
+	req := q.rotateCA
+	if req == nil || cr == nil || cr.RequestedAt == nil || !req.RequestedAt.UTC().Truncate(time.Second).Equal(cr.RequestedAt.Time) {
 		return false, false
 	}
 	continued = req.ContinueHold != nil && cr.HeldSince != nil && req.ContinueHold.UTC().Truncate(time.Second).Equal(cr.HeldSince.Time.UTC().Truncate(time.Second))
@@ -83,18 +79,13 @@ func consumersToRestart(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStat
 	return all, atStart
 }
 
-// caRotationRequest is the time of the rotation request on ec, if any (a
-// value that does not parse is no request: the CLI writes it).
-func caRotationRequest(ec *etcdfedv1.EtcdCluster) (time.Time, bool) {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationRotateCA]
-	if !ok {
+// caRotationRequest is the time of the rotation request q holds, if any
+// (a value that does not parse is no request: the CLI writes it).
+func caRotationRequest(q *requests) (time.Time, bool) {
+	if q.rotateCA == nil {
 		return time.Time{}, false
 	}
-	req, err := etcdfedv1.ParseCARotationRequest(v)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return req.RequestedAt.UTC().Truncate(time.Second), true
+	return q.rotateCA.RequestedAt.UTC().Truncate(time.Second), true
 }
 
 // caRotationRefusal says why a rotation cannot be done, "" when it can.
@@ -166,7 +157,7 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.De
 		cr := st.CARotation
 		if cr == nil || !cr.Phase.InProgress() {
 			cr = &etcdfedv1.CARotationStatus{StartedAt: &now}
-			if req, ok := caRotationRequest(s.ec); ok {
+			if req, ok := caRotationRequest(s.requests()); ok {
 				cr.RequestedAt = &metav1.Time{Time: req}
 			}
 			if a != nil {
@@ -191,7 +182,7 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.De
 		}
 	case d.Action == planner.ActRefuseCARotation:
 		st.CARotation = &etcdfedv1.CARotationStatus{Phase: etcdfedv1.CARotationRefused, Message: truncate(d.Reason, 1024)}
-		if req, ok := caRotationRequest(s.ec); ok {
+		if req, ok := caRotationRequest(s.requests()); ok {
 			st.CARotation.RequestedAt = &metav1.Time{Time: req}
 		}
 	case d.Action == planner.ActCompleteCARotation && st.CARotation != nil:
@@ -211,7 +202,7 @@ func recordCARotation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.De
 		}
 	}
 	if cr.Phase == etcdfedv1.CARotationTrusting {
-		hold, _ := caHoldRequest(s.ec, cr)
+		hold, _ := caHoldRequest(s.requests(), cr)
 		_, atStart := consumersToRestart(s.ec, st)
 		cr.HoldAfterTrusting = hold || len(atStart) > 0
 	}
@@ -278,12 +269,12 @@ func caChangeEvent(step planner.Action, before, after *pki.Authority) (string, s
 	return etcdfedv1.EventCARotationDropCA, fmt.Sprintf("Dropped the old CA %s; members restart one at a time to trust %s alone", pki.Describe(before.Previous), pki.Describe(after.Signer.Cert))
 }
 
-// setCARotationProgress: while a CA rotation is under way, Progressing
-// says so (reason CARotation) with its phase and progress.
-func setCARotationProgress(st *etcdfedv1.EtcdClusterStatus, gen int64) {
+// caRotationProgress: while a CA rotation is under way, Progressing says
+// so (reason CARotation) with its phase and progress (ok).
+func caRotationProgress(st *etcdfedv1.EtcdClusterStatus) (conditionValue, bool) {
 	cr := st.CARotation
 	if cr == nil || !cr.Phase.InProgress() {
-		return
+		return conditionValue{}, false
 	}
 	msg := fmt.Sprintf("CA rotation, phase %s: %d of %d members done", cr.Phase, cr.MembersDone, cr.MembersTotal)
 	if cr.HeldSince != nil && cr.ContinuedAt == nil {
@@ -294,5 +285,22 @@ func setCARotationProgress(st *etcdfedv1.EtcdClusterStatus, gen int64) {
 	} else if cr.Message != "" {
 		msg += "; " + cr.Message
 	}
-	setCondition(st, gen, etcdfedv1.ConditionProgressing, true, etcdfedv1.ReasonCARotation, msg)
+	return conditionValue{true, etcdfedv1.ReasonCARotation, msg}, true
 }
+
+// caRotation is the feature of a CA rotation (etcdfed.dev/rotate-ca):
+// the planner's CARotation input, status.caRotation recorded, and
+// Progressing's CARotation (caRotationProgress).
+type caRotation struct{ s *snapshot }
+
+func (f *caRotation) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *caRotation) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.CA = caRotationInput(f.s, st)
+}
+
+func (f *caRotation) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	recordCARotation(f.s, st, d.plan)
+}
+
+func (f *caRotation) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

@@ -446,7 +446,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	// wrote nothing but the operation's record: what its upkeep wrote (a
 	// CA, certificates, records) is not in the observation, and deciding
 	// on it again would write it twice.
-	chain = d.plan.Action == planner.ActBegin && passProblem == "" && d.upkeepIdle(s)
+	chain = actions[d.plan.Action].begins && passProblem == "" && d.upkeepIdle(s)
 	return ctrl.Result{RequeueAfter: requeue}, s, chain, nil
 }
 
@@ -464,12 +464,12 @@ const notYetRetry = time.Second
 // resyncPeriod.
 func requeueAfter(plan planner.Decision, res applyResult) time.Duration {
 	after := resyncPeriod
-	switch plan.Action {
-	case "", planner.ActNone, planner.ActWait:
+	switch a := actions[plan.Action]; {
+	case a.asPlanned:
 		if plan.RequeueAfter > 0 {
 			after = min(after, plan.RequeueAfter)
 		}
-	case planner.ActBegin:
+	case a.begins:
 		after = soon
 	default:
 		after = min(after, max(soon, plan.RequeueAfter))

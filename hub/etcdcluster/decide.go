@@ -29,6 +29,13 @@ type decision struct {
 	placementErr error
 	// plan is the planner's answer: the one step of the one operation.
 	plan planner.Decision
+	// features are the pass's features (features.go), built once from
+	// the snapshot.
+	features *features
+	// quorum is the planner's verdict on the quorum, on the ledger as
+	// this pass leaves it (a Recover from a backup begun places its seed
+	// anew), for Available and status.quorumLoss.
+	quorum quorumVerdict
 	// ended is the operation this pass's step ends, for its event.
 	ended *etcdfedv1.MembershipOperation
 	// fleetWait: the plan waits for the fleet-wide limit (gateFleet).
@@ -153,49 +160,38 @@ type dnsWork struct {
 	ledger *etcdfedv1.EtcdClusterStatus
 }
 
-// decide is the pass's one decision. Order: bring the ledger up to date,
-// place, plan the one step and record it (with what a recovery request, a
-// CA rotation and a scheduled defragmentation keep in status), render it,
-// then the upkeep against the ledger as this pass leaves it (the hub's
-// certificates, DNS records, member certificates and object updates,
-// objects left behind and the volumes kept for them, spent store
+// decide is the pass's one decision. Order: read the request annotations,
+// hold for a ring to take over, bring the ledger up to date (every
+// feature's observe), place, plan the one step from every feature's input
+// and record it (every feature's record), render it, judge the quorum on
+// the ledger as this pass leaves it, then the upkeep against that ledger
+// (the hub's certificates, DNS records, member certificates and object
+// updates, objects left behind and the volumes kept for them, spent store
 // credentials).
 func decide(s *snapshot) *decision {
-	d := &decision{ledger: s.ec.Status.DeepCopy()}
+	s.asks = readRequests(s.ec)
+	d := &decision{ledger: s.ec.Status.DeepCopy(), features: newFeatures(s)}
 	st := d.ledger
 	// A running ring of this name found in the member clusters is taken
 	// over, or the pass holds: nothing is founded, written or changed
 	// (takeover.go).
-	if f := findTakeOver(s); f.phase != "" {
-		recordTakeOver(s, st, f)
-		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+	if holdForTakeOver(s, st, d) {
+		d.quorum = d.features.recovery.assess(st)
 		return d
-	} else if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
-		// Held before (a member cluster not read yet), nothing to take
-		// over now: the ring is this EtcdCluster's own.
-		st.TakeOver = nil
 	}
-	d.notAdopted = adoptLostMembers(s, st)
-	recordObservations(s, st)
-	recordVersions(s, st)
-	recordDistance(s, st)
+	d.features.observe(st, d)
 
 	d.placement, d.placementErr = topology.Plan(placementInput(s, st))
 	if d.placementErr == nil {
-		d.plan = planner.Next(plannerInput(s, st, d.placement))
+		d.plan = planner.Next(d.features.plannerInput(st, d.placement))
 		if msg := takeOverMismatch(s, st); msg != "" {
 			d.plan = planner.Decision{Action: planner.ActWait, Reason: msg, RequeueAfter: takeOverRetry}
 		}
 		d.plan, d.fleetWait = gateFleet(d.plan, s.ec.Namespace+"/"+s.ec.Name, s.fleetMax, s.fleetAdmit)
-		if a := d.plan.Action; a == planner.ActFinish || a == planner.ActFinishBootstrap {
+		if actions[d.plan.Action].ends {
 			d.ended = st.Operation
 		}
-		recordAdoption(s, st, d.plan)
-		recordStep(s, st, d.plan)
-		d.requestRefused = recordRecoveryRequest(s, st, d.plan)
-		recordCARotation(s, st, d.plan)
-		recordScheduledDefrag(s, st, d.plan)
-		recordLeader(s, st, d.plan)
+		d.features.record(st, d)
 		d.step = renderStep(s, st, d.plan)
 	}
 
@@ -205,6 +201,7 @@ func decide(s *snapshot) *decision {
 	d.sweep, d.sweepKept = leftBehind(s, st)
 	d.retain = retainVolumes(s, d.sweep)
 	d.spentCredentials = spentStoreCredentials(s)
+	d.quorum = d.features.recovery.assess(st)
 	return d
 }
 
@@ -244,7 +241,7 @@ func pkiDue(s *snapshot) pkiWork {
 	// without its key, and the rotation replaces it).
 	w := pkiWork{createCA: s.pki.ca == nil && s.ec.RingUID() == s.ec.UID}
 	if s.pki.ca == nil && !w.createCA {
-		if _, asked := caRotationRequest(s.ec); asked {
+		if _, asked := caRotationRequest(s.requests()); asked {
 			w.keepCA, _ = runningCA(memberCertSecrets(s))
 		}
 		return w

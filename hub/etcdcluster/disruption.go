@@ -36,3 +36,31 @@ func (r *Reconciler) disruptionStep(ctx context.Context, t *taking) error {
 	}
 	return nil
 }
+
+// disruption is the feature of the ring's one disruption budget: the
+// disruption each member's spoke asks for, in the planner's input. A
+// grant is the operation membership records.
+type disruption struct{ s *snapshot }
+
+func (f *disruption) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+// input adds to each member's object the disruption its spoke asks for
+// (its drained node), for the incarnation the object runs.
+func (f *disruption) input(in *planner.Input, _ *etcdfedv1.EtcdClusterStatus) {
+	for i := range in.Members {
+		mm := &in.Members[i]
+		if mm.Object == nil {
+			continue
+		}
+		obj := f.s.cluster(mm.Domain.Cluster).members[mm.Name]
+		if dr := obj.Status.Disruption; dr != nil && dr.Requested && obj.Status.Incarnation == obj.Spec.Incarnation {
+			mm.Object.DisruptionRequested, mm.Object.DisruptionReason = true, dr.Reason
+			if dr.Since != nil {
+				mm.Object.DisruptionRequestedSince = dr.Since.Time
+			}
+		}
+	}
+}
+
+func (f *disruption) record(*etcdfedv1.EtcdClusterStatus, *decision)              {}
+func (f *disruption) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

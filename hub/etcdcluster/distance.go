@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
@@ -86,3 +87,17 @@ func roundTripsChanged(before, after []etcdfedv1.RoundTrip) []string {
 	}
 	return out
 }
+
+// distance is the feature of rule 15: the round-trip matrix and the etcd
+// timing chosen from it, recorded from the spokes' reports. The planner
+// sees it through the members' outdated specs (a Roll) and the leader's
+// placement.
+type distance struct{ s *snapshot }
+
+func (f *distance) observe(st *etcdfedv1.EtcdClusterStatus, _ *decision) {
+	recordDistance(f.s, st)
+}
+
+func (f *distance) input(*planner.Input, *etcdfedv1.EtcdClusterStatus)          {}
+func (f *distance) record(*etcdfedv1.EtcdClusterStatus, *decision)              {}
+func (f *distance) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

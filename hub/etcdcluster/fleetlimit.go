@@ -265,7 +265,7 @@ func init() { metrics.Registry.MustRegister(metricFleetInFlight, metricFleetWait
 // in the plan). It returns the plan and whether it now waits for the
 // limit.
 func gateFleet(plan planner.Decision, ring string, max int, admit func(fleetRequest) fleetAnswer) (planner.Decision, bool) {
-	if admit == nil || plan.Action != planner.ActBegin || plan.Operation == nil || !limitedOps[plan.Operation.Type] {
+	if admit == nil || !actions[plan.Action].begins || plan.Operation == nil || !limitedOps[plan.Operation.Type] {
 		return plan, false
 	}
 	a := admit(fleetRequest{

@@ -192,3 +192,19 @@ func recordLeaderMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterSta
 	}
 	metricLeaderInPlace.WithLabelValues(ec.Namespace, ec.Name).Set(in)
 }
+
+// leader is the feature of spec.leader (rule 16): the planner's leader
+// input and status.leaderPlacement recorded.
+type leader struct{ s *snapshot }
+
+func (f *leader) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *leader) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Leader = leaderInput(f.s.ec, st)
+}
+
+func (f *leader) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	recordLeader(f.s, st, d.plan)
+}
+
+func (f *leader) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

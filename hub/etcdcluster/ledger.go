@@ -16,9 +16,44 @@ import (
 // The ledger is the part of status the hub decides on and keeps across
 // passes: status.members (who is where, which incarnation and etcd ID,
 // ready since when), status.operation (the one operation in flight, rule
-// 3), status.clusterID and status.lastIncarnation. decide brings it up to
-// date with what the pass observed, then records the step it takes; apply
-// adds what only the step's result tells (a new learner's ID).
+// 3), status.clusterID and status.lastIncarnation, and each feature's
+// record (features.go). decide writes it only through the features (and
+// the hold for a take-over): each brings its part up to date with what the
+// pass observed, then records the step taken; computeStatus adds what
+// only the step's result tells (a new learner's ID: membership.status).
+
+// membership is the core feature: the ledger's members (who is where,
+// which incarnation and etcd ID, ready since when) and the one operation
+// in flight. It records what the pass observed of them, gives the planner
+// the members joined with their objects and etcd (input, placement.go),
+// records the planner's step, and derives the members' roles, the
+// endpoints and the counts of the status.
+type membership struct{ s *snapshot }
+
+// observe rebuilds a lost record of members from their objects and
+// brings every member's record up to date (adoptLostMembers,
+// recordObservations).
+func (f *membership) observe(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	d.notAdopted = adoptLostMembers(f.s, st)
+	recordObservations(f.s, st)
+}
+
+// record records the planner's step (recordStep).
+func (f *membership) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	recordStep(f.s, st, d.plan)
+}
+
+// status adds what only the step's result tells (recordApplied), then
+// the roles, the leader, the ready counts, the endpoints, the failures
+// etcd tolerates and the moves the placement still wants.
+func (f *membership) status(st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult) {
+	s := f.s
+	recordApplied(st, d, res)
+	setRoles(s, st)
+	setEndpoints(s, st)
+	st.FailuresTolerated = failuresTolerated(s.etcd)
+	st.PendingMoves = pendingMoves(st, d.placement)
+}
 
 // adoptLostMembers rebuilds status.members from the objects when the hub's
 // record is empty but objects exist (status lost, or restored without it).

@@ -341,3 +341,21 @@ func listedID(e planner.Etcd, id uint64) (planner.ListEntry, bool) {
 	}
 	return planner.ListEntry{}, false
 }
+
+// maintenance is the feature of spec.defragmentation and etcd's alarms:
+// the planner's Maintenance policy, status.defragmentation recorded (the
+// databases and alarms are recorded with the members:
+// recordObservations), and the alarm conditions (setAlarmConditions).
+type maintenance struct{ s *snapshot }
+
+func (f *maintenance) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *maintenance) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Maintenance = maintenancePolicy(f.s, st)
+}
+
+func (f *maintenance) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	recordScheduledDefrag(f.s, st, d.plan)
+}
+
+func (f *maintenance) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

@@ -83,7 +83,7 @@ func newObjectName(ec *etcdfedv1.EtcdCluster, cs *clusterSnapshot, m *etcdfedv1.
 // its old ID was removed from a quorate etcd first, which holds its data.)
 func heldObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapshot, m *etcdfedv1.MemberStatus) *etcdfedv1.EtcdMember {
 	o := cs.members[m.Name]
-	if o != nil && o.Spec.Incarnation != m.Incarnation && (movesInside(st, m.Name, cs.name) || fencedObject(s.ec, o)) {
+	if o != nil && o.Spec.Incarnation != m.Incarnation && (movesInside(st, m.Name, cs.name) || fencedObject(s.requests(), o)) {
 		return nil
 	}
 	return o
@@ -97,14 +97,13 @@ func heldObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, cs *clusterSnapsho
 // new incarnation, its spoke would delete that volume by the Delete
 // reclaim policy once the new pod runs; beside a new object, it is swept
 // with its volume kept (VolumesRetained) like one in another cluster.
-func fencedObject(ec *etcdfedv1.EtcdCluster, o *etcdfedv1.EtcdMember) bool {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationFenced]
-	if !ok {
-		return false
-	}
-	f, err := etcdfedv1.ParseFencingConfirmation(v)
-	if err != nil {
+func fencedObject(q *requests, o *etcdfedv1.EtcdMember) bool {
+	if q.fencedErr != nil {
 		return true // unreadable: the cautious side, its volume kept
+	}
+	f := q.fenced
+	if f == nil {
+		return false
 	}
 	id := runsAs(o)
 	for _, fm := range f.Members {

@@ -201,30 +201,20 @@ func unknownDomain(d topology.Domain, members int) topology.DomainInfo {
 	return topology.DomainInfo{Domain: d, Capacity: members}
 }
 
-// plannerInput joins the ledger with the objects and etcd for the
-// membership planner.
-func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topology.Result) planner.Input {
-	ec := s.ec
-	in := planner.Input{
-		Now:             s.now,
-		Replicas:        int(ec.Spec.Replicas),
-		Automatic:       ec.Spec.FailurePolicy.Automatic == nil || *ec.Spec.FailurePolicy.Automatic,
-		MovesPaused:     ec.Spec.Topology.PauseMoves,
-		BreakBeforeMake: ec.Annotations[etcdfedv1.AnnotationBreakBeforeMake] == "true",
-		MemberGrace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
-		Bootstrapped:    st.ClusterID != "",
-		LastIncarnation: st.LastIncarnation,
-		Etcd:            s.etcd,
-		Placement:       placement,
-		Version:         ec.Spec.Version,
-		Backup:          backupInput(ec),
-		Maintenance:     maintenancePolicy(s, st),
-		Quorum:          quorumInput(ec, s.now),
-		Restore:         restoreInput(ec, st),
-	}
-	in.CA = caRotationInput(s, st)
-	in.Adopt = adoptInput(ec, st)
-	in.Leader = leaderInput(ec, st)
+// input is the membership planner's input: the spec's replicas and
+// failure policy, the ledger's members joined with their objects and
+// etcd, the operation in flight, and the clusters not seen.
+func (f *membership) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	s, ec := f.s, f.s.ec
+	in.Now = s.now
+	in.Replicas = int(ec.Spec.Replicas)
+	in.Automatic = ec.Spec.FailurePolicy.Automatic == nil || *ec.Spec.FailurePolicy.Automatic
+	in.MovesPaused = ec.Spec.Topology.PauseMoves
+	in.BreakBeforeMake = ec.Annotations[etcdfedv1.AnnotationBreakBeforeMake] == "true"
+	in.MemberGrace = durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute)
+	in.Bootstrapped = st.ClusterID != ""
+	in.LastIncarnation = st.LastIncarnation
+	in.Etcd = s.etcd
 	if op := st.Operation; op != nil {
 		in.Operation = fromAPIOperation(op)
 	}
@@ -237,11 +227,16 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 			in.Unseen = append(in.Unseen, cs.name+": its spoke has not reported zones and nodes")
 		}
 	}
-	fenced, _ := fencedMembers(ec, st, s.now)
+	in.Members = plannerMembers(s, st)
+}
+
+// plannerMembers is the planner's view of each recorded member: the
+// ledger joined with the member's objects and its cluster's verdicts.
+func plannerMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []planner.Member {
+	var out []planner.Member
 	for _, m := range st.Members {
 		cs := s.cluster(m.Cluster)
 		mm := planner.Member{
-			Fenced:      fenced[m.Name],
 			Name:        m.Name,
 			Domain:      topology.Domain{Cluster: m.Cluster, Zone: topoZone(m.Cluster, m.Zone)},
 			Incarnation: m.Incarnation,
@@ -272,9 +267,9 @@ func plannerInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, placement topolo
 				mm.StaleIn = append(mm.StaleIn, other.name)
 			}
 		}
-		in.Members = append(in.Members, mm)
+		out = append(out, mm)
 	}
-	return in
+	return out
 }
 
 // plannerObject is what the planner needs of a member's EtcdMember object.
@@ -308,12 +303,6 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 			o.OutdatedTrust = !restarts(same, want)
 		}
 		o.Failing, o.Pending = podFailing(obj), podPending(obj)
-	}
-	if dr := obj.Status.Disruption; dr != nil && dr.Requested && obj.Status.Incarnation == obj.Spec.Incarnation {
-		o.DisruptionRequested, o.DisruptionReason = true, dr.Reason
-		if dr.Since != nil {
-			o.DisruptionRequestedSince = dr.Since.Time
-		}
 	}
 	return o
 }

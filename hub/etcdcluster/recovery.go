@@ -21,24 +21,82 @@ import (
 // before it is refused.
 const maxRequestSkew = time.Minute
 
+// recovery is the feature of quorum-loss recovery: the recovery request
+// (etcdfed.dev/recover) judged once a pass, the planner's Quorum input
+// and each member's fencing (etcdfed.dev/fenced), the request's outcome
+// recorded (status.lastRecoveryRequest), the planner's verdict on the
+// quorum (assess: status.quorumLoss, and Available's QuorumLost through
+// quorumLostMessage), and Degraded's note on a request not acted on.
+type recovery struct {
+	s *snapshot
+	// request is the recovery request when it may be acted on; note says
+	// why not, "" with no request at all (recoveryRequest).
+	request *etcdfedv1.RecoveryRequest
+	note    string
+}
+
+func newRecovery(s *snapshot) *recovery {
+	r, note := recoveryRequest(s.requests(), s.ec, s.now)
+	return &recovery{s: s, request: r, note: note}
+}
+
+func (f *recovery) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *recovery) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Quorum = f.quorumInput()
+	f.fence(in.Members, st)
+}
+
+// record records the request's outcome; d.requestRefused is the message
+// of a request refused now, for its event.
+func (f *recovery) record(st *etcdfedv1.EtcdClusterStatus, d *decision) {
+	d.requestRefused = f.recordRequest(st, d.plan)
+}
+
+func (f *recovery) status(st *etcdfedv1.EtcdClusterStatus, d *decision, _ applyResult) {
+	st.QuorumLoss = quorumLossStatus(d.quorum)
+}
+
+// fence sets each member's confirmation of its fencing, by the ledger st.
+func (f *recovery) fence(members []planner.Member, st *etcdfedv1.EtcdClusterStatus) {
+	fenced, _ := fencedMembers(f.s.requests(), f.s.ec, st, f.s.now)
+	for i := range members {
+		members[i].Fenced = fenced[members[i].Name]
+	}
+}
+
+// assess judges the quorum on the ledger st.
+func (f *recovery) assess(st *etcdfedv1.EtcdClusterStatus) quorumVerdict {
+	s := f.s
+	in := planner.Input{
+		Now:          s.now,
+		Bootstrapped: st.ClusterID != "",
+		Etcd:         s.etcd,
+		Quorum:       f.quorumInput(),
+		Members:      plannerMembers(s, st),
+	}
+	f.fence(in.Members, st)
+	return quorumVerdict{loss: planner.AssessQuorum(in), in: in.Quorum}
+}
+
 // quorumInput reads the loss's start from the Available condition, the
 // grace and the policy from the spec, and the request from the annotation:
 // a request already consumed (status.lastRecoveryRequest) or dated in the
 // future is no request (recoveryRequest).
-func quorumInput(ec *etcdfedv1.EtcdCluster, now time.Time) planner.QuorumInput {
-	q := planner.QuorumInput{
+func (f *recovery) quorumInput() planner.QuorumInput {
+	ec := f.s.ec
+	in := planner.QuorumInput{
 		Grace:     durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute),
 		Automatic: ec.Spec.FailurePolicy.QuorumLossRecovery == etcdfedv1.QuorumLossRecoveryAutomatic,
 		LostSince: lostSince(ec),
 	}
-	r, note := recoveryRequest(ec, now)
-	switch {
+	switch r, note := f.request, f.note; {
 	case note != "":
-		q.RequestError = note
+		in.RequestError = note
 	case r != nil:
-		q.Request = &planner.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
+		in.Request = &planner.RecoveryRequest{FromMember: r.FromMember, FromBackup: r.FromBackup, RequestedAt: r.RequestedAt, UID: r.UID}
 	}
-	return q
+	return in
 }
 
 // lostSince is when etcd stopped answering with a leader (Available's last
@@ -51,19 +109,19 @@ func lostSince(ec *etcdfedv1.EtcdCluster) time.Time {
 	return time.Time{}
 }
 
-// recoveryRequest is the request annotation's request when it may be acted
-// on; otherwise note says why not ("" with no request at all): it cannot
-// be read, it was consumed already, or it is dated in the future (refused:
-// refusedRequest records it, so that it never arms a recovery later).
-func recoveryRequest(ec *etcdfedv1.EtcdCluster, now time.Time) (*etcdfedv1.RecoveryRequest, string) {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]
-	if !ok {
+// recoveryRequest is q's recovery request when it may be acted on;
+// otherwise note says why not ("" with no request at all): it cannot be
+// read, it was consumed already (ec's status.lastRecoveryRequest), or it
+// is dated in the future (refused: refusedRequest records it, so that it
+// never arms a recovery later).
+func recoveryRequest(q *requests, ec *etcdfedv1.EtcdCluster, now time.Time) (*etcdfedv1.RecoveryRequest, string) {
+	if q.recoverErr != nil {
+		return nil, "recovery request not read: " + q.recoverErr.Error()
+	}
+	if q.recover == nil {
 		return nil, ""
 	}
-	r, err := etcdfedv1.ParseRecoveryRequest(v)
-	if err != nil {
-		return nil, "recovery request not read: " + err.Error()
-	}
+	r := *q.recover
 	if last := ec.Status.LastRecoveryRequest; last != nil && last.UID == r.UID {
 		return nil, ""
 	}
@@ -82,12 +140,12 @@ func futureDated(r etcdfedv1.RecoveryRequest, now time.Time) string {
 		r.UID, r.RequestedAt.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339))
 }
 
-// recordRecoveryRequest records in the ledger a request consumed by this
-// pass: accepted when the plan begins a Recover from it, refused when it
-// is dated in the future. It returns the refusal's message ("" for none)
-// for an event, when newly refused.
-func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) string {
-	r, note := recoveryRequest(s.ec, s.now)
+// recordRequest records in the ledger a request consumed by this pass:
+// accepted when the plan begins a Recover from it, refused when it is
+// dated in the future. It returns the refusal's message ("" for none) for
+// an event, when newly refused.
+func (f *recovery) recordRequest(st *etcdfedv1.EtcdClusterStatus, plan planner.Decision) string {
+	s, r, note := f.s, f.request, f.note
 	if r == nil {
 		return ""
 	}
@@ -108,15 +166,14 @@ func recordRecoveryRequest(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan pl
 // the quorum was lost (allowing for the writer's clock), not dated in the
 // future, and naming the recorded etcd ID when it names one. note says why
 // the annotation counts for nothing, "" when it counts or is absent.
-func fencedMembers(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, now time.Time) (map[string]string, string) {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationFenced]
-	if !ok {
+func fencedMembers(q *requests, ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus, now time.Time) (map[string]string, string) {
+	if q.fencedErr != nil {
+		return nil, "fencing confirmation not read: " + q.fencedErr.Error()
+	}
+	if q.fenced == nil {
 		return nil, ""
 	}
-	f, err := etcdfedv1.ParseFencingConfirmation(v)
-	if err != nil {
-		return nil, "fencing confirmation not read: " + err.Error()
-	}
+	f := *q.fenced
 	since := lostSince(ec)
 	switch {
 	case since.IsZero():
@@ -189,23 +246,30 @@ func (out *step) writeForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStat
 	}
 }
 
+// quorumVerdict is the planner's verdict on the ring's quorum
+// (planner.AssessQuorum) with the quorum input it judged on.
+type quorumVerdict struct {
+	loss planner.QuorumLoss
+	in   planner.QuorumInput
+}
+
 // quorumLostMessage is Available's message while the planner declares the
 // loss of quorum, "" when it does not. It says what happens next: the
 // members to fence first, then a human runs `etcdfed recover`, or, with
 // quorumLossRecovery Automatic, the hub recovers by itself.
-func quorumLostMessage(in planner.Input) string {
-	q := planner.AssessQuorum(in)
+func quorumLostMessage(v quorumVerdict) string {
+	q, in := v.loss, v.in
 	if !q.Declared {
 		return ""
 	}
 	_, survivor := q.Freshest()
 	var next string
 	switch {
-	case !q.Proven() && in.Quorum.Automatic:
+	case !q.Proven() && in.Automatic:
 		next = "no new cluster is forced while a lost voter may still serve: " + q.FenceHint() + "; then the hub recovers by itself (failurePolicy.quorumLossRecovery: Automatic)"
 	case !q.Proven():
 		next = "before a recovery, " + q.FenceHint()
-	case survivor && in.Quorum.Automatic:
+	case survivor && in.Automatic:
 		next = "recovering from the freshest survivor by itself (failurePolicy.quorumLossRecovery: Automatic)"
 	default:
 		next = "recover with `etcdfed recover`"
@@ -215,14 +279,14 @@ func quorumLostMessage(in planner.Input) string {
 
 // quorumLossStatus is status.quorumLoss: what AssessQuorum found, while
 // the quorum is lost; nil otherwise.
-func quorumLossStatus(in planner.Input) *etcdfedv1.QuorumLossStatus {
-	q := planner.AssessQuorum(in)
+func quorumLossStatus(v quorumVerdict) *etcdfedv1.QuorumLossStatus {
+	q := v.loss
 	if !q.Lost {
 		return nil
 	}
 	out := &etcdfedv1.QuorumLossStatus{}
-	if !in.Quorum.LostSince.IsZero() {
-		t := metav1.NewTime(in.Quorum.LostSince)
+	if !v.in.LostSince.IsZero() {
+		t := metav1.NewTime(v.in.LostSince)
 		out.Since = &t
 	}
 	for _, sv := range q.Survivors {

@@ -40,28 +40,23 @@ func fromSnapshot(ec *etcdfedv1.EtcdCluster) *etcdfedv1.SnapshotSource {
 	return nil
 }
 
-// backupRecovery is the request to recover from a backup, nil when none
+// backupRecovery is q's request to recover from a backup, nil when none
 // (or the annotation cannot be read: quorumInput reports that).
-func backupRecovery(ec *etcdfedv1.EtcdCluster) *etcdfedv1.RecoveryRequest {
-	v, ok := ec.Annotations[etcdfedv1.AnnotationRecover]
-	if !ok {
+func backupRecovery(q *requests) *etcdfedv1.RecoveryRequest {
+	if q.recover == nil || q.recover.FromBackup == "" {
 		return nil
 	}
-	r, err := etcdfedv1.ParseRecoveryRequest(v)
-	if err != nil || r.FromBackup == "" {
-		return nil
-	}
-	return &r
+	return q.recover
 }
 
 // restoreStore is the store a restore reads from: spec.bootstrap's while
 // the cluster is founded from a snapshot, spec.backup's for a recovery
-// from a backup; nil when neither applies.
-func restoreStore(ec *etcdfedv1.EtcdCluster) *etcdfedv1.BackupStore {
+// from a backup (q's request); nil when neither applies.
+func restoreStore(ec *etcdfedv1.EtcdCluster, q *requests) *etcdfedv1.BackupStore {
 	if src := fromSnapshot(ec); src != nil && ec.Status.ClusterID == "" {
 		return &src.Store
 	}
-	if backupRecovery(ec) != nil && ec.Spec.Backup != nil {
+	if backupRecovery(q) != nil && ec.Spec.Backup != nil {
 		return &ec.Spec.Backup.Store
 	}
 	return nil
@@ -70,9 +65,9 @@ func restoreStore(ec *etcdfedv1.EtcdCluster) *etcdfedv1.BackupStore {
 // restoreInput is the planner's view of the snapshot to restore: the
 // founding one, or the one a recovery from a backup asked for (checked
 // after the request).
-func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) planner.Restore {
+func restoreInput(ec *etcdfedv1.EtcdCluster, q *requests, st *etcdfedv1.EtcdClusterStatus) planner.Restore {
 	var r planner.Restore
-	switch req := backupRecovery(ec); {
+	switch req := backupRecovery(q); {
 	case fromSnapshot(ec) != nil && st.ClusterID == "":
 		r = planner.Restore{Wanted: true, Verified: st.Restore != nil}
 	case req != nil:
@@ -89,7 +84,7 @@ func restoreInput(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterStatus) pl
 // observeRestore reads the store's credentials Secret from the hub while
 // the cluster is being founded from a snapshot; nothing otherwise.
 func (r *Reconciler) observeRestore(ctx context.Context, ec *etcdfedv1.EtcdCluster) restoreSnapshot {
-	store := restoreStore(ec)
+	store := restoreStore(ec, readRequests(ec))
 	if store == nil || store.CredentialsSecretName == "" {
 		return restoreSnapshot{}
 	}
@@ -113,7 +108,7 @@ func StoreCredentialsSecretName(objectName string) string { return objectName + 
 // snapshot status.restore recorded; nil when the cluster is neither
 // founded from a snapshot nor recovered from a backup.
 func memberRestore(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) (*etcdfedv1.MemberRestore, error) {
-	src := restoreStore(s.ec)
+	src := restoreStore(s.ec, s.requests())
 	if src == nil {
 		return nil, nil
 	}
@@ -238,3 +233,17 @@ func (r *Reconciler) deleteStoreCredentials(ctx context.Context, s *snapshot, re
 	}
 	return errors.Join(errs...)
 }
+
+// restore is the feature of founding from a snapshot or recovering from
+// a backup: the planner's Restore input. status.restore is hub/restore's;
+// a restore's end is recorded with the operation's (recordStep).
+type restore struct{ s *snapshot }
+
+func (f *restore) observe(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *restore) input(in *planner.Input, st *etcdfedv1.EtcdClusterStatus) {
+	in.Restore = restoreInput(f.s.ec, f.s.requests(), st)
+}
+
+func (f *restore) record(*etcdfedv1.EtcdClusterStatus, *decision)              {}
+func (f *restore) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

@@ -211,10 +211,10 @@ func TestRecoveryFromBackupSteps(t *testing.T) {
 	founded := recoveringFromBackup()
 	founded.ec.Spec.Bootstrap = &etcdfedv1.ClusterBootstrap{FromSnapshot: &etcdfedv1.SnapshotSource{Store: etcdfedv1.BackupStore{URL: "file:///old"}, Object: "x.db"}}
 	founded.ec.Status.Restore.VerifiedAt = metav1.NewTime(now.Add(-time.Hour))
-	if r := restoreInput(founded.ec, &founded.ec.Status); !r.Wanted || r.Verified {
+	if r := restoreInput(founded.ec, readRequests(founded.ec), &founded.ec.Status); !r.Wanted || r.Verified {
 		t.Errorf("founded from a snapshot, recovering from a backup: %+v, want the request's snapshot awaited", r)
 	}
-	if st := restoreStore(founded.ec); st == nil || st.URL != "file:///backups" {
+	if st := restoreStore(founded.ec, readRequests(founded.ec)); st == nil || st.URL != "file:///backups" {
 		t.Errorf("restore store %+v, want spec.backup's", st)
 	}
 	d = decide(s)

@@ -57,6 +57,9 @@ type snapshot struct {
 	// took is how long each part of the observation took, for the pass's
 	// debug line.
 	took observeTimes
+	// asks are the ring's request annotations as decide read them
+	// (requests.go).
+	asks *requests
 }
 
 // observeTimes are the durations of a pass's observation, by source.

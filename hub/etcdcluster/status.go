@@ -26,32 +26,18 @@ import (
 // its deadline.
 func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string) etcdfedv1.EtcdClusterStatus {
 	st := d.ledger.DeepCopy()
-	recordApplied(st, d, res)
-	setRoles(s, st)
-	setEndpoints(s, st)
+	d.features.status(st, d, res)
 	tol := tolerance(s, st)
 	st.ZoneSummary = zoneSummary(tol)
-	st.FailuresTolerated = failuresTolerated(s.etcd)
-	st.PendingMoves = pendingMoves(st, d.placement)
 	st.CAFingerprint = userCAFingerprint(s)
 
 	gen := s.ec.Generation
 	// What the spokes found in etcd's own logs: why members cannot connect
 	// to their peers (EtcdMember PeerConnections=False).
 	peerReason, peerProblems := peerConnectionProblems(s)
-	setAvailable(st, gen, s.etcd)
-	pin := plannerInput(s, d.ledger, d.placement)
-	if msg := quorumLostMessage(pin); msg != "" {
-		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonQuorumLost, msg)
-	}
-	st.QuorumLoss = quorumLossStatus(pin)
+	setAvailable(st, gen, s.etcd, quorumLostMessage(d.quorum))
 	setAllMembersReady(st, gen, int(s.ec.Spec.Replicas))
-	setProgressing(st, gen, d.plan, peerProblems)
-	if d.fleetWait && st.Operation == nil {
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaitingForFleetLimit, d.plan.Reason)
-	}
-	setVersionProgress(s, st, gen, d.plan, res)
-	setCARotationProgress(st, gen)
+	setProgressing(s, st, gen, d, res, peerProblems)
 	// What member clusters reported and the hub refused (checkReports).
 	var rejected []string
 	for _, cs := range s.clusters {
@@ -194,9 +180,12 @@ func setCondition(st *etcdfedv1.EtcdClusterStatus, generation int64, typ string,
 	})
 }
 
-// setAvailable: etcd answers with a leader.
-func setAvailable(st *etcdfedv1.EtcdClusterStatus, gen int64, e planner.Etcd) {
+// setAvailable: etcd answers with a leader. quorumLost is the message of
+// the loss of quorum the planner declares ("" for none).
+func setAvailable(st *etcdfedv1.EtcdClusterStatus, gen int64, e planner.Etcd, quorumLost string) {
 	switch {
+	case quorumLost != "":
+		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonQuorumLost, quorumLost)
 	case st.ClusterID == "":
 		setCondition(st, gen, etcdfedv1.ConditionAvailable, false, etcdfedv1.ReasonNotBootstrapped, "etcd has not formed yet: "+e.Error)
 	case e.Reachable && e.LeaderID != 0:
@@ -230,34 +219,56 @@ func notReadyMembers(st *etcdfedv1.EtcdClusterStatus) []string {
 	return out
 }
 
+// conditionValue is a condition's status, reason and message before it
+// is set.
+type conditionValue struct {
+	status          bool
+	reason, message string
+}
+
 // setProgressing: the operation in flight (of any type: membership change,
 // roll, defragmentation, disruption grant, recovery, CA rotation step), or
 // what the next one waits for; either ends with the first peer-connection
-// cause when there is one, since it holds the change up.
-func setProgressing(st *etcdfedv1.EtcdClusterStatus, gen int64, plan planner.Decision, peerProblems []string) {
+// cause when there is one, since it holds the change up. A wait for the
+// fleet-wide limit says so; a Roll that changes the version says how far
+// it is (rollProgress), and a CA rotation under way its phase
+// (caRotationProgress).
+func setProgressing(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64, d *decision, res applyResult, peerProblems []string) {
+	c := operationProgress(st, d.plan, peerProblems)
+	if d.fleetWait && st.Operation == nil {
+		c = conditionValue{false, etcdfedv1.ReasonWaitingForFleetLimit, d.plan.Reason}
+	}
+	if v, ok := rollProgress(s, st, d.plan, res, truncate(c.message, 32000)); ok {
+		c = v
+	}
+	if v, ok := caRotationProgress(st); ok {
+		c = v
+	}
+	setCondition(st, gen, etcdfedv1.ConditionProgressing, c.status, c.reason, c.message)
+}
+
+// operationProgress is Progressing for the operation in flight or the
+// wait for the next one.
+func operationProgress(st *etcdfedv1.EtcdClusterStatus, plan planner.Decision, peerProblems []string) conditionValue {
 	blocked := ""
 	if len(peerProblems) > 0 {
 		blocked = "; blocked: " + peerProblems[0]
 	}
 	switch op := st.Operation; {
 	case op == nil && st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonTakeOverHeld, st.TakeOver.Message)
+		return conditionValue{false, etcdfedv1.ReasonTakeOverHeld, st.TakeOver.Message}
 	case op == nil && st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverTakingOver:
 		msg := st.TakeOver.Message
-		if plan.Action == planner.ActWait && plan.Reason != "" && plan.Reason != msg {
+		if actions[plan.Action].waits && plan.Reason != "" && plan.Reason != msg {
 			msg += "; " + plan.Reason
 		}
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, etcdfedv1.ReasonTakingOver, truncate(msg, 1024))
+		return conditionValue{true, etcdfedv1.ReasonTakingOver, truncate(msg, 1024)}
 	case op != nil:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked))
-	case plan.Action == planner.ActWait:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
-	case plan.Action == planner.ActNone && st.Adoption != nil && st.Adoption.Phase == etcdfedv1.AdoptionJoined:
-		// Adopted, the originals kept until spec.adopt.retire: the plan
-		// says so (adopt.go).
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonWaiting, plan.Reason+blocked)
+		return conditionValue{true, string(op.Type), fmt.Sprintf("%s %s (%s), step %s: %s%s", op.Type, op.Member, op.Reason, op.Step, op.Message, blocked)}
+	case actions[plan.Action].waits, adoptionWaits(st, plan):
+		return conditionValue{false, etcdfedv1.ReasonWaiting, plan.Reason + blocked}
 	default:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonIdle, "membership matches the placement and every member runs the current spec")
+		return conditionValue{false, etcdfedv1.ReasonIdle, "membership matches the placement and every member runs the current spec"}
 	}
 }
 
@@ -307,7 +318,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	if res.dnsErr != nil {
 		out = append(out, "DNS: "+res.dnsErr.Error())
 	}
-	if d.plan.Action == planner.ActWait && st.Operation == nil && st.ClusterID != "" {
+	if actions[d.plan.Action].waits && st.Operation == nil && st.ClusterID != "" {
 		out = append(out, d.plan.Reason)
 	}
 	if d.plan.Halted {
@@ -315,10 +326,10 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	}
 	// A recovery request or fencing confirmation the hub does not act on
 	// says why.
-	if _, note := recoveryRequest(s.ec, s.now); note != "" {
+	if note := d.features.recovery.note; note != "" {
 		out = append(out, note)
 	}
-	if _, note := fencedMembers(s.ec, st, s.now); note != "" {
+	if _, note := fencedMembers(s.requests(), s.ec, st, s.now); note != "" {
 		out = append(out, note)
 	}
 	for _, cs := range s.clusters {

@@ -16,6 +16,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 // Take-over of a running ring by a rebuilt hub (rule 17; status.takeOver).
@@ -250,7 +251,7 @@ func findTakeOver(s *snapshot) takeOverFinding {
 	}
 	keyless := ""
 	if s.ec.Spec.TLS.Mode.Enabled() && s.pki.ca == nil {
-		if _, asked := caRotationRequest(s.ec); !asked {
+		if _, asked := caRotationRequest(s.requests()); !asked {
 			return held("the running ring %s (EtcdCluster UID %s) was found, but its CA Secret %s/%s is not in this hub cluster: import the hub escrow (etcdfed hub import), or, if the CA's key is lost, run `etcdfed rotate-ca %s -n %s`: the hub then takes the ring over on the CA its members trust and rotates it onto a new CA, one member restart at a time", ring, uid, s.ec.Namespace, pki.CASecretName(s.ec), s.ec.Name, s.ec.Namespace)
 		}
 		var secrets []*corev1.Secret
@@ -275,6 +276,22 @@ func orNone(s string) string {
 		return "not recorded"
 	}
 	return s
+}
+
+// holdForTakeOver records a running ring of this name found in the member
+// clusters (findTakeOver) and makes d's plan a wait on it: the pass holds.
+// Without one, a hold recorded before (a member cluster not read yet)
+// ends: the ring is this EtcdCluster's own.
+func holdForTakeOver(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision) bool {
+	if f := findTakeOver(s); f.phase != "" {
+		recordTakeOver(s, st, f)
+		d.plan = planner.Decision{Action: planner.ActWait, Reason: f.message, RequeueAfter: takeOverRetry}
+		return true
+	}
+	if st.TakeOver != nil && st.TakeOver.Phase == etcdfedv1.TakeOverHeld {
+		st.TakeOver = nil
+	}
+	return false
 }
 
 // recordTakeOver records a finding in the ledger: Held with its message,

@@ -110,27 +110,46 @@ func (r *Reconciler) requestBackup(ctx context.Context, ec *etcdfedv1.EtcdCluste
 	return nil
 }
 
-// setVersionProgress refines Progressing for a version change, after
-// setProgressing: a Roll while versions differ is Upgrading or
+// rollProgress is Progressing for a version change (ok), refining message
+// (the operation's): a Roll while versions differ is Upgrading or
 // Downgrading; a halted rollout is Progressing=False RolloutHalted; a
 // downgrade etcd refused is Progressing=False DowngradeRefused.
-func setVersionProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, gen int64, plan planner.Decision, res applyResult) {
+func rollProgress(s *snapshot, st *etcdfedv1.EtcdClusterStatus, plan planner.Decision, res applyResult, message string) (conditionValue, bool) {
 	op := st.Operation
 	if op == nil || op.Type != etcdfedv1.OperationRoll {
-		return
+		return conditionValue{}, false
 	}
 	switch {
 	case plan.Halted:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonRolloutHalted, plan.Reason)
+		return conditionValue{false, etcdfedv1.ReasonRolloutHalted, plan.Reason}, true
 	case plan.Action == planner.ActEnableDowngrade && res.stepErr != nil:
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, false, etcdfedv1.ReasonDowngradeRefused,
-			fmt.Sprintf("no member is restarted: %v; set spec.version back to the cluster's version", res.stepErr))
+		return conditionValue{false, etcdfedv1.ReasonDowngradeRefused,
+			fmt.Sprintf("no member is restarted: %v; set spec.version back to the cluster's version", res.stepErr)}, true
 	default:
 		reason, suffix := rollReason(s)
 		if reason == string(planner.OpRoll) {
-			return
+			return conditionValue{}, false
 		}
-		c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing)
-		setCondition(st, gen, etcdfedv1.ConditionProgressing, true, reason, c.Message+suffix)
+		return conditionValue{true, reason, message + suffix}, true
 	}
 }
+
+// upgrade is the feature of spec.version: the running versions recorded,
+// the version and the backup taken before a version change in the
+// planner's input, and Progressing's Upgrading or Downgrading
+// (rollProgress).
+type upgrade struct{ s *snapshot }
+
+func (f *upgrade) observe(st *etcdfedv1.EtcdClusterStatus, _ *decision) {
+	recordVersions(f.s, st)
+}
+
+func (f *upgrade) input(in *planner.Input, _ *etcdfedv1.EtcdClusterStatus) {
+	in.Version = f.s.ec.Spec.Version
+	in.Backup = backupInput(f.s.ec)
+}
+
+// record: nothing; a Roll is membership's operation.
+func (f *upgrade) record(*etcdfedv1.EtcdClusterStatus, *decision) {}
+
+func (f *upgrade) status(*etcdfedv1.EtcdClusterStatus, *decision, applyResult) {}

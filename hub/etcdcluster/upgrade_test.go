@@ -46,8 +46,7 @@ func TestVersionProgress(t *testing.T) {
 			}
 			s := &snapshot{ec: &etcdfedv1.EtcdCluster{Spec: etcdfedv1.EtcdClusterSpec{Version: tc.version}}, etcd: e}
 			st := &etcdfedv1.EtcdClusterStatus{Operation: &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "main-1", Reason: "SpecChanged"}}
-			setProgressing(st, 1, tc.plan, nil)
-			setVersionProgress(s, st, 1, tc.plan, tc.res)
+			setProgressing(s, st, 1, &decision{plan: tc.plan}, tc.res, nil)
 			c := meta.FindStatusCondition(st.Conditions, etcdfedv1.ConditionProgressing)
 			if c.Status != tc.status || c.Reason != tc.reason || !strings.Contains(c.Message, tc.want) {
 				t.Errorf("Progressing=%s %s %q; want %s %s containing %q", c.Status, c.Reason, c.Message, tc.status, tc.reason, tc.want)
