@@ -298,9 +298,6 @@ func (s *State) links(d Distance) (map[[2]string]Link, error) {
 // most specific first. Zero links are kept: an explicit zero between
 // two zones keeps them near while their clusters are far apart.
 func (s *State) resolveDistance(d Distance, cgroot string) ([]distancePair, error) {
-	if s.Real() && !d.IsZero() {
-		return nil, fmt.Errorf("%w: distance is made for process nodes only; real nodes (network namespaces) have none yet (docs/local-environment.md)", ErrBadDistance)
-	}
 	links, err := s.links(d)
 	if err != nil {
 		return nil, err
@@ -462,6 +459,9 @@ func (e *Env) applyDistance(ctx context.Context, d Distance) error {
 	if err != nil {
 		return err
 	}
+	if e.state.Real() {
+		return e.applyRealDistance(ctx, d, pairs)
+	}
 	if d.IsZero() && e.delay == nil {
 		e.dist, e.distPairs = d, pairs
 		return nil
@@ -614,7 +614,7 @@ func (e *Env) startDistance(ctx context.Context) error {
 		}
 		return nil
 	}
-	if e.part == nil {
+	if e.part == nil && !e.state.Real() {
 		if explicit {
 			return fmt.Errorf("localenv: distance %s unavailable: %w", d, e.partErr)
 		}
