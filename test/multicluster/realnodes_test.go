@@ -161,7 +161,7 @@ var ringEnv envFixture
 // the spokes in-cluster, serves its control socket (for `etcdfed drill`)
 // and returns its topology and the bin directory (hub, spoke and etcdfed
 // freshly built, the images made from them).
-func realTopology(t *testing.T) (*Topology, *localenv.Env, string) {
+func realTopology(t testing.TB) (*Topology, *localenv.Env, string) {
 	t.Helper()
 	skipUnlessReal(t)
 	bin, err := freshBin()
