@@ -23,7 +23,9 @@ import (
 // has no netem qdisc, so distance is made in user space: the process
 // node mode sends a unit's traffic for another unit through a delaying
 // proxy (package delayproxy) with iptables REDIRECT rules matched by the
-// sender's cgroup and the destination's block.
+// sender's cgroup and the destination's block; real nodes through a
+// transparent one chosen by the sender's and the destination's blocks
+// (realdistance.go).
 //
 // A distance is a preset, links of its own, or both (links win over the
 // preset's for the same pair); its text form is what `etcdfed dev up
