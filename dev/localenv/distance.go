@@ -430,7 +430,8 @@ type DistanceStatus struct {
 // and now lie at a distance are reset, as a route change would, and
 // reconnect through the proxy. The distance is recorded in state.json:
 // the next start of the environment keeps it. Needs what partitions need
-// (root, iptables, cgroup v2); process nodes only.
+// (root, iptables; cgroup v2 with process nodes; real nodes: see
+// realdistance.go).
 func (e *Env) SetDistance(ctx context.Context, d Distance) error {
 	e.distMu.Lock()
 	defer e.distMu.Unlock()
