@@ -98,7 +98,9 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # the spokes deployed in-cluster from config/), as root; see
 # docs/local-environment.md. Their images are built here, on the host's
 # network and before `dev up` starts its deadline: built inside it, a cold
-# first run on a new machine was killed at the deadline.
+# first run on a new machine was killed at the deadline. `make scenarios`,
+# `make failures` and `make nemesis` take NODES=real too: the tests on the
+# hub topology run on real nodes (ETCDFED_NODES=real; realnode-deps first).
 NODES ?=
 # The project's binaries build beside the tools: on a new machine the
 # kube-apiserver build alone holds one of the two lanes for most of the wait.
@@ -139,7 +141,7 @@ drill: tools-test system-deps build ## Drills too long for `make test`: the hub 
 SCENARIOS ?= ^TestScenario
 .PHONY: scenarios
 scenarios: tools-test system-deps build ## Every scenario too long for `make test` (failures, upgrades, defragmentation, certificates, backups, recovery), each under a recorded workload (SCENARIOS to pick).
-	ETCDFED_SCENARIOS=1 $(GO) test -count=1 -timeout 120m -v -run '$(SCENARIOS)' ./test/multicluster
+	ETCDFED_SCENARIOS=1 ETCDFED_NODES='$(NODES)' $(GO) test -count=1 -timeout 120m -v -run '$(SCENARIOS)' ./test/multicluster
 
 # The failure scenarios (issue 13's list) and one run of the hub-kill
 # drill: about 20 minutes, run by .ci/run after `make test`.
@@ -165,11 +167,12 @@ test-images: ## Build every image, load it into a private containerd (Debian's, 
 # (default: from the clock, printed with the line that replays it),
 # NEMESIS_SCHEDULES (default 20), NEMESIS_PROFILE (full, ci: fewer and
 # shorter faults, or wan: full with distance between units among the
-# faults), NEMESIS_ONLY (schedule indexes to replay, e.g. 3,7).
+# faults), NEMESIS_ONLY (schedule indexes to replay, e.g. 3,7), NODES=real
+# (as root: the same ring on real nodes, as `make scenarios NODES=real`).
 NEMESIS_SCHEDULES ?= 20
 .PHONY: nemesis
 nemesis: tools-test system-deps build ## Random fault schedules from a seed (partitions of any shape, one-way cuts, cluster and hub kills) over a 5-member ring, each under the recorded workload and a leader watch; NEMESIS_SEED replays a run.
-	ETCDFED_NEMESIS=1 NEMESIS_SEED='$(NEMESIS_SEED)' NEMESIS_SCHEDULES='$(NEMESIS_SCHEDULES)' NEMESIS_PROFILE='$(NEMESIS_PROFILE)' NEMESIS_ONLY='$(NEMESIS_ONLY)' \
+	ETCDFED_NEMESIS=1 ETCDFED_NODES='$(NODES)' NEMESIS_SEED='$(NEMESIS_SEED)' NEMESIS_SCHEDULES='$(NEMESIS_SCHEDULES)' NEMESIS_PROFILE='$(NEMESIS_PROFILE)' NEMESIS_ONLY='$(NEMESIS_ONLY)' \
 		$(GO) test -count=1 -timeout 240m -v -run '^TestNemesis$$' ./test/multicluster
 
 # Tenancy (issue 26): two same-named rings side by side and a domain

@@ -28,8 +28,10 @@ Each direction is delayed by half the round trip, plus or minus half the
 jitter (bytes are never reordered); a lost TCP segment costs a retransmission
 timeout (200ms or the round trip), a lost datagram is dropped. A pair of
 zones wins over the pair of their clusters. TCP between the units and UDP to
-the spokes' DNS (:1053) and gossip (:7946) are delayed. Needs root and
-iptables (as partitions do); process nodes only.`
+the spokes' DNS (:1053; :53 with real nodes) and gossip (:7946) are
+delayed. Needs root and iptables (as partitions do). With real nodes the
+same distance applies to what the nodes and pods send, chosen by their
+address blocks (docs/local-environment.md).`
 
 var devLatencyCmd = &cobra.Command{
 	Use:   "latency",

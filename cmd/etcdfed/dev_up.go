@@ -96,7 +96,7 @@ func init() {
 	f.StringVar(&upFlags.images, "images", "",
 		"with --nodes real: the directory `make images` wrote (OCI tarballs and images.txt) to import into every node; empty: up builds the same images itself (dev/images)")
 	f.StringVar(&upFlags.latency, "latency", "",
-		"distance between zones and member clusters from the start: none, one-region, three-regions, or links like 'zone-1:zone-2=20ms/5ms/0.1%' (see etcdfed dev latency --help); empty keeps the one state.json recorded (root, process nodes)")
+		"distance between zones and member clusters from the start: none, one-region, three-regions, or links like 'zone-1:zone-2=20ms/5ms/0.1%' (see etcdfed dev latency --help); empty keeps the one state.json recorded (root)")
 	f.BoolVar(&upFlags.supervise, "supervise", false, "run as the background supervisor (used by --detach)")
 	_ = f.MarkHidden("supervise")
 	devCmd.AddCommand(devUpCmd)

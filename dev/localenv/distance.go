@@ -23,7 +23,9 @@ import (
 // has no netem qdisc, so distance is made in user space: the process
 // node mode sends a unit's traffic for another unit through a delaying
 // proxy (package delayproxy) with iptables REDIRECT rules matched by the
-// sender's cgroup and the destination's block.
+// sender's cgroup and the destination's block; real nodes through a
+// transparent one chosen by the sender's and the destination's blocks
+// (realdistance.go).
 //
 // A distance is a preset, links of its own, or both (links win over the
 // preset's for the same pair); its text form is what `etcdfed dev up
@@ -298,9 +300,6 @@ func (s *State) links(d Distance) (map[[2]string]Link, error) {
 // most specific first. Zero links are kept: an explicit zero between
 // two zones keeps them near while their clusters are far apart.
 func (s *State) resolveDistance(d Distance, cgroot string) ([]distancePair, error) {
-	if s.Real() && !d.IsZero() {
-		return nil, fmt.Errorf("%w: distance is made for process nodes only; real nodes (network namespaces) have none yet (docs/local-environment.md)", ErrBadDistance)
-	}
 	links, err := s.links(d)
 	if err != nil {
 		return nil, err
@@ -431,7 +430,8 @@ type DistanceStatus struct {
 // and now lie at a distance are reset, as a route change would, and
 // reconnect through the proxy. The distance is recorded in state.json:
 // the next start of the environment keeps it. Needs what partitions need
-// (root, iptables, cgroup v2); process nodes only.
+// (root, iptables; cgroup v2 with process nodes; real nodes: see
+// realdistance.go).
 func (e *Env) SetDistance(ctx context.Context, d Distance) error {
 	e.distMu.Lock()
 	defer e.distMu.Unlock()
@@ -461,6 +461,9 @@ func (e *Env) applyDistance(ctx context.Context, d Distance) error {
 	pairs, err := e.state.resolveDistance(d, e.cgroot)
 	if err != nil {
 		return err
+	}
+	if e.state.Real() {
+		return e.applyRealDistance(ctx, d, pairs)
 	}
 	if d.IsZero() && e.delay == nil {
 		e.dist, e.distPairs = d, pairs
@@ -614,7 +617,7 @@ func (e *Env) startDistance(ctx context.Context) error {
 		}
 		return nil
 	}
-	if e.part == nil {
+	if e.part == nil && !e.state.Real() {
 		if explicit {
 			return fmt.Errorf("localenv: distance %s unavailable: %w", d, e.partErr)
 		}

@@ -3,6 +3,7 @@ package localenv
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -205,4 +206,82 @@ func sortedRoutes(m map[delayproxy.Route]Link) []delayproxy.Route {
 		}
 	}
 	return out
+}
+
+// The rules of a distance with real nodes (slot 7, two member clusters
+// of two zones, a node each): the proxy's own connections and flows
+// first, then zone pairs before cluster pairs by their node and pod
+// ranges, an explicit zero as a RETURN in both tables, TCP by TPROXY for
+// the destination's blocks, UDP by REDIRECT for its spoke's DNS and
+// gossip on its first load balancer address.
+func TestRealDistanceRules(t *testing.T) {
+	st := newState("/state", 7, Config{Clusters: 2, ZonesPerCluster: 2, NodesPerZone: 1, Nodes: NodesReal})
+	d, err := ParseDistance("member-1:member-2=20ms/2ms,zone-1a:zone-2a=0s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, err := st.resolveDistance(d, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[delayproxy.Route]uint16{}
+	for i, r := range sortedRoutes(distanceRoutes(pairs)) {
+		ports[r] = uint16(40000 + i)
+	}
+	mangle, nat := realDistanceRules(pairs, ports, st.realBlocks)
+	join := func(rs [][]string) string {
+		var out []string
+		for _, r := range rs {
+			out = append(out, strings.Join(r, " "))
+		}
+		return strings.Join(out, "\n")
+	}
+	tp := func(from, to string, port int) string {
+		return fmt.Sprintf("-p tcp -s %s -d %s -j TPROXY --on-ip 127.0.0.1 --on-port %d --tproxy-mark 0x6567", from, to, port)
+	}
+	wantMangle := []string{
+		"-p tcp -m socket --transparent -j MARK --set-mark 0x6567",
+		"-p udp -m socket --transparent -j MARK --set-mark 0x6567",
+		"-m mark --mark 0x6567 -j RETURN",
+		"-s 172.20.17.0/24 -d 172.20.33.0/24 -j RETURN",
+		"-s 172.20.17.0/24 -d 10.102.16.0/24 -j RETURN",
+		"-s 10.101.16.0/24 -d 172.20.33.0/24 -j RETURN",
+		"-s 10.101.16.0/24 -d 10.102.16.0/24 -j RETURN",
+		"-s 172.20.33.0/24 -d 172.20.17.0/24 -j RETURN",
+		"-s 172.20.33.0/24 -d 10.101.16.0/24 -j RETURN",
+		"-s 10.102.16.0/24 -d 172.20.17.0/24 -j RETURN",
+		"-s 10.102.16.0/24 -d 10.101.16.0/24 -j RETURN",
+		tp("172.20.16.0/20", "172.20.32.0/20", 40000),
+		tp("172.20.16.0/20", "10.102.0.0/16", 40000),
+		tp("10.101.0.0/16", "172.20.32.0/20", 40000),
+		tp("10.101.0.0/16", "10.102.0.0/16", 40000),
+		tp("172.20.32.0/20", "172.20.16.0/20", 40003),
+		tp("172.20.32.0/20", "10.101.0.0/16", 40003),
+		tp("10.102.0.0/16", "172.20.16.0/20", 40003),
+		tp("10.102.0.0/16", "10.101.0.0/16", 40003),
+	}
+	if got, want := join(mangle), strings.Join(wantMangle, "\n"); got != want {
+		t.Errorf("mangle:\n%s\nwant:\n%s", got, want)
+	}
+	wantNat := []string{
+		"-s 172.20.17.0/24 -d 172.20.33.0/24 -j RETURN",
+		"-s 172.20.17.0/24 -d 10.102.16.0/24 -j RETURN",
+		"-s 10.101.16.0/24 -d 172.20.33.0/24 -j RETURN",
+		"-s 10.101.16.0/24 -d 10.102.16.0/24 -j RETURN",
+		"-s 172.20.33.0/24 -d 172.20.17.0/24 -j RETURN",
+		"-s 172.20.33.0/24 -d 10.101.16.0/24 -j RETURN",
+		"-s 10.102.16.0/24 -d 172.20.17.0/24 -j RETURN",
+		"-s 10.102.16.0/24 -d 10.101.16.0/24 -j RETURN",
+		"-p udp -s 172.20.16.0/20 -d 172.20.32.128/32 --dport 53 -j REDIRECT --to-ports 40001",
+		"-p udp -s 172.20.16.0/20 -d 172.20.32.128/32 --dport 7946 -j REDIRECT --to-ports 40002",
+		"-p udp -s 10.101.0.0/16 -d 172.20.32.128/32 --dport 53 -j REDIRECT --to-ports 40001",
+		"-p udp -s 10.101.0.0/16 -d 172.20.32.128/32 --dport 7946 -j REDIRECT --to-ports 40002",
+		"-p udp -s 172.20.32.0/20 -d 172.20.16.128/32 --dport 53 -j REDIRECT --to-ports 40004",
+		"-p udp -s 172.20.32.0/20 -d 172.20.16.128/32 --dport 7946 -j REDIRECT --to-ports 40005",
+		"-p udp -s 10.102.0.0/16 -d 172.20.16.128/32 --dport 53 -j REDIRECT --to-ports 40004",
+		"-p udp -s 10.102.0.0/16 -d 172.20.16.128/32 --dport 7946 -j REDIRECT --to-ports 40005",
+	}
+	if got, want := join(nat), strings.Join(wantNat, "\n"); got != want {
+		t.Errorf("nat:\n%s\nwant:\n%s", got, want)
+	}
 }

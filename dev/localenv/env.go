@@ -149,9 +149,6 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 		}
 	}()
 	if st.Real() {
-		if d := cfg.Distance; d != nil && !d.IsZero() {
-			return nil, fmt.Errorf("%w: distance is made for process nodes only; real nodes have none yet (docs/local-environment.md)", ErrBadDistance)
-		}
 		if err := e.startReal(ctx); err != nil {
 			return nil, err
 		}

@@ -373,7 +373,7 @@ func partitionRules(isolated []partitionUnit, p resolvedPartition) []dropRule {
 // cuts, replacing the partition in place (if any); zones failed with
 // FailZone stay as they are. Root only. HealPartition undoes it.
 func (e *Env) Partition(ctx context.Context, p Partition) error {
-	if e.part == nil {
+	if e.part == nil && !e.state.Real() {
 		return fmt.Errorf("localenv: partition unavailable: %w", e.partErr)
 	}
 	if p.IsZero() {

@@ -58,7 +58,7 @@ func (e *Env) reconcileRealFaults(ctx context.Context, before map[ZoneRef]Mode) 
 			errs = append(errs, nerrs...)
 		}
 	}
-	errs = append(errs, realnode.ApplyCuts(e.realCuts(now)))
+	errs = append(errs, realnode.ApplyCuts(e.realCuts(now)), e.applyRealPartition())
 	return errors.Join(errs...)
 }
 

@@ -63,6 +63,9 @@ func (e *Env) startReal(ctx context.Context) error {
 	if err := e.startRealNetwork(); err != nil {
 		return err
 	}
+	if err := e.startDistance(ctx); err != nil {
+		return err
+	}
 	if err := e.buildImages(ctx); err != nil {
 		return err
 	}

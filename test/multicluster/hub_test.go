@@ -81,6 +81,9 @@ func stopHubFixture(failed bool) {
 func hubTopology(tb testing.TB) *Topology {
 	tb.Helper()
 	testenv.SkipIfShort(tb, "the local environment with the hub and spokes (kube-apiservers, node agents, etcd)")
+	if realNodesAsked() {
+		return realHubTopology(tb)
+	}
 	hubFx.once.Do(func() {
 		state, err := os.MkdirTemp("", "multicluster-hub-")
 		if err != nil {
@@ -178,4 +181,26 @@ func TestEtcdClusterBootstrapFive(t *testing.T) {
 		AtRestSpec(ctx, AtRestSpecInput{T: t, Topology: topo, Etcd: etcd, Window: 30 * time.Second})
 	})
 	DeleteEtcdClusterSpec(ctx, t, topo, etcd)
+}
+
+// realNodesAsked: ETCDFED_NODES=real (make nemesis NODES=real, make
+// scenarios NODES=real) runs the tests on hubTopology on real nodes
+// (kubelet, containerd and runc per node, the hub and the spokes
+// in-cluster): the same topology (three member clusters of one zone),
+// from the real-node fixture of realnodes_test.go.
+func realNodesAsked() bool { return os.Getenv("ETCDFED_NODES") == "real" }
+
+// realHubTopology is hubTopology on real nodes: the real-node ring
+// environment, its control socket and fresh binaries, recorded in hubFx
+// for the tests that fail zones through the CLI (bin, state). hubFx.env
+// stays nil: the real-node fixture stops its environment itself, and the
+// tests that reach for the process environment's components are for
+// process nodes only.
+func realHubTopology(tb testing.TB) *Topology {
+	tb.Helper()
+	topo, env, bin := realTopology(tb)
+	hubFx.once.Do(func() {
+		hubFx.topo, hubFx.bin, hubFx.state = topo, bin, env.State().Dir
+	})
+	return topo
 }

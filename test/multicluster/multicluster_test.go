@@ -27,9 +27,10 @@ var fx struct {
 }
 
 func TestMain(m *testing.M) {
-	// TestRealNodes*: the binary re-runs itself in a network namespace of
+	// TestRealNodes*, and every test on hubTopology with
+	// ETCDFED_NODES=real: the binary re-runs itself in a network namespace of
 	// its own, where the real nodes' addresses live (realnodes_test.go).
-	if os.Getenv("ETCDFED_REALNODES") != "" {
+	if os.Getenv("ETCDFED_REALNODES") != "" || realNodesAsked() {
 		if _, err := localenv.EnterOwnNetwork(""); err != nil {
 			fmt.Fprintln(os.Stderr, "real nodes:", err)
 			os.Exit(1)

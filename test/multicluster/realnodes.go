@@ -11,7 +11,9 @@ import (
 // from config/; the ring's DNS is the spokes' (their load balancer
 // addresses); pods connect from their own addresses. Killing the hub
 // deletes its pod (its Deployment starts another); stopping it scales the
-// Deployment to zero. Namespaces the tests create in the hub cluster get
+// Deployment to zero. Partitions of any shape and distance are made in
+// the environment's network namespace, by the units' address blocks.
+// Namespaces the tests create in the hub cluster get
 // the RoleBinding config/samples/hub_access.yaml gives default.
 func RealTopology(env *localenv.Env) (*Topology, error) {
 	st := env.State()
@@ -29,6 +31,10 @@ func RealTopology(env *localenv.Env) (*Topology, error) {
 	}
 	t.RestoreZone = env.RestoreZone
 	t.CanPartition = env.CanPartition()
+	if t.CanPartition == nil {
+		t.Partition, t.HealPartition = env.Partition, env.HealPartition
+		t.SetDistance = env.SetDistance
+	}
 	t.PeerSourceIsPodIP = true
 	t.StopMemberAPIServer = env.StopAPIServer
 	t.StartMemberAPIServer = env.StartAPIServer

@@ -161,7 +161,7 @@ var ringEnv envFixture
 // the spokes in-cluster, serves its control socket (for `etcdfed drill`)
 // and returns its topology and the bin directory (hub, spoke and etcdfed
 // freshly built, the images made from them).
-func realTopology(t *testing.T) (*Topology, *localenv.Env, string) {
+func realTopology(t testing.TB) (*Topology, *localenv.Env, string) {
 	t.Helper()
 	skipUnlessReal(t)
 	bin, err := freshBin()
@@ -208,6 +208,12 @@ func TestRealNodesRing(t *testing.T) {
 		t.FailNow()
 	}
 	logMemory(t, env, "with the 5-member ring")
+	t.Run("distance between member pods", func(t *testing.T) {
+		distanceBetweenPods(ctx, t, topo, env, etcd)
+	})
+	t.Run("the leader's pod deleted at 10ms between clusters", func(t *testing.T) {
+		leaderPodDeletedAtDistance(ctx, t, topo, env, etcd, "member-1:member-2=10ms,member-1:member-3=10ms,member-2:member-3=10ms")
+	})
 	t.Run("kubectl delete pod: a member, the leader, every member of one zone", func(t *testing.T) {
 		podsDeletedUnderLoad(ctx, t, topo, etcd)
 	})

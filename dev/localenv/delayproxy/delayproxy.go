@@ -94,6 +94,8 @@ type Route struct {
 type Proxy struct {
 	mark uint32
 	log  logr.Logger
+	// transparent: see NewTransparent.
+	transparent bool
 
 	mu     sync.Mutex
 	routes map[Route]*route
@@ -103,6 +105,26 @@ type Proxy struct {
 // New returns a proxy whose own sockets carry mark (SO_MARK; 0: none).
 func New(mark uint32, log logr.Logger) *Proxy {
 	return &Proxy{mark: mark, log: log, routes: map[Route]*route{}}
+}
+
+// NewTransparent returns a proxy for traffic that passes through this
+// network namespace rather than starting in it (the real-node
+// environment's network, which routes between nodes): TCP reaches it by
+// an iptables TPROXY rule (mangle PREROUTING, --on-ip 127.0.0.1) and
+// keeps its destination as the accepted connection's local address; UDP
+// reaches it by a REDIRECT rule (nat PREROUTING), which sends it to the
+// address of the interface it came in on, so UDP routes listen on every
+// address. Its sockets are IP_TRANSPARENT: it dials a destination from
+// the sender's address, which is not one of this namespace's, and the
+// caller routes the replies to its sockets (an iptables `-m socket
+// --transparent` rule marking them, and a policy route of that mark to
+// the local table). A destination that is an address of this namespace
+// (an apiserver) is dialed from the proxy's own address: a reply to a
+// foreign address would be routed away from it.
+func NewTransparent(mark uint32, log logr.Logger) *Proxy {
+	p := New(mark, log)
+	p.transparent = true
+	return p
 }
 
 type route struct {
@@ -221,7 +243,11 @@ func (p *Proxy) listen(r *route) error {
 		if r.udp != nil {
 			return nil
 		}
-		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		ip := net.IPv4(127, 0, 0, 1)
+		if p.transparent {
+			ip = net.IPv4zero
+		}
+		c, err := net.ListenUDP("udp4", &net.UDPAddr{IP: ip})
 		if err != nil {
 			return fmt.Errorf("delayproxy: listen for %s: %w", r.Name, err)
 		}
@@ -232,10 +258,16 @@ func (p *Proxy) listen(r *route) error {
 	if r.tcp != nil {
 		return nil
 	}
-	l, err := net.ListenTCP("tcp4", &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	var lc net.ListenConfig
+	if p.transparent {
+		// TPROXY delivers only to a transparent listener.
+		lc.Control = p.control
+	}
+	ln, err := lc.Listen(context.Background(), "tcp4", "127.0.0.1:0")
 	if err != nil {
 		return fmt.Errorf("delayproxy: listen for %s: %w", r.Name, err)
 	}
+	l := ln.(*net.TCPListener)
 	r.tcp, r.port = l, uint16(l.Addr().(*net.TCPAddr).Port)
 	go p.serveTCP(r, l)
 	return nil
@@ -258,16 +290,35 @@ func (r *route) closeAll() {
 	}
 }
 
-// control marks the proxy's own sockets.
+// control marks the proxy's own sockets, and makes them transparent in
+// a transparent proxy.
 func (p *Proxy) control(_, _ string, rc syscall.RawConn) error {
-	if p.mark == 0 {
-		return nil
-	}
 	var serr error
 	err := rc.Control(func(fd uintptr) {
-		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(p.mark))
+		if p.mark != 0 {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_MARK, int(p.mark))
+		}
+		if p.transparent && serr == nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_TRANSPARENT, 1)
+		}
 	})
 	return errors.Join(err, serr)
+}
+
+// isLocal reports whether a is an address of this network namespace.
+func isLocal(a netip.Addr) bool {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return false
+	}
+	for _, ia := range addrs {
+		if n, ok := ia.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == a {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // originalDst is a redirected connection's destination before the
@@ -302,6 +353,11 @@ func (p *Proxy) serveTCP(r *route, l net.Listener) {
 
 func (p *Proxy) forwardTCP(r *route, c *net.TCPConn) {
 	dst := r.Target
+	if !dst.IsValid() && p.transparent {
+		// TPROXY: the connection was accepted at its own destination.
+		dst = c.LocalAddr().(*net.TCPAddr).AddrPort()
+		dst = netip.AddrPortFrom(dst.Addr().Unmap(), dst.Port())
+	}
 	if !dst.IsValid() {
 		var err error
 		if dst, err = originalDst(c); err != nil {
@@ -312,6 +368,9 @@ func (p *Proxy) forwardTCP(r *route, c *net.TCPConn) {
 	}
 	from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
 	d := net.Dialer{Timeout: dialTimeout, Control: p.control, LocalAddr: &net.TCPAddr{IP: from.AsSlice()}}
+	if p.transparent && isLocal(dst.Addr()) {
+		d.LocalAddr = nil
+	}
 	u, err := d.Dial("tcp4", dst.String())
 	if err != nil {
 		// The peer refused, or is gone: so is the client's connection.

@@ -95,7 +95,14 @@ func Sysctl(netns, key, value string) error {
 // namespace: sockets fn opens, and files under /proc/sys/net it writes,
 // belong to that namespace. The thread is discarded afterwards.
 func InNetns(name string, fn func() error) error {
-	f, err := os.Open(NetnsPath(name))
+	return InNetnsPath(NetnsPath(name), fn)
+}
+
+// InNetnsPath is InNetns for a namespace named by its path (a bind mount
+// or /proc/PID/ns/net).
+func InNetnsPath(path string, fn func() error) error {
+	name := path
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("open network namespace %s: %w", name, err)
 	}
