@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv/proc"
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dev/testenv/testproc"
 	"github.com/etcdfed/etcdfed/pkg/etcdversion"
@@ -94,11 +95,11 @@ func TestDevUpStatusDown(t *testing.T) {
 		t.Fatalf("%s has no etcd-%s: run hack/tools.sh etcd37", bin, etcdversion.Default())
 	}
 	for _, c := range []string{"hub", "member-1"} {
-		pid, err := os.ReadFile(filepath.Join(state, "run", "pids", "etcd-"+c+".pid"))
+		rec, err := proc.ReadPIDFile(filepath.Join(localenv.PIDDir(state), "etcd-"+c+".pid"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		exe, err := os.Readlink("/proc/" + strings.TrimSpace(string(pid)) + "/exe")
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(rec.PID) + "/exe")
 		if err != nil {
 			t.Fatal(err)
 		}
