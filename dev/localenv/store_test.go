@@ -1,8 +1,10 @@
 package localenv
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,5 +35,21 @@ func TestStoreEtcd(t *testing.T) {
 	}
 	if got := (&State{}).StoreBinary(); got != "etcd" {
 		t.Errorf("a state written before StoreEtcd runs %q, want etcd", got)
+	}
+}
+
+// A bin directory without the store's binary is refused before anything
+// starts, naming the binary (a demo bin/ has etcd-3.7.3 and no etcd).
+func TestStartRefusesAMissingStore(t *testing.T) {
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "kube-apiserver"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bin, "etcd"), nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Start(context.Background(), Config{StateDir: filepath.Join(t.TempDir(), "state"), BinDir: bin, StoreEtcd: "etcd-3.7.3"})
+	if err == nil || !strings.Contains(err.Error(), "etcd-3.7.3 (the apiservers' store) missing") {
+		t.Fatalf("Start with no etcd-3.7.3 in its bin directory: %v, want the store's binary named missing", err)
 	}
 }
