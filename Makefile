@@ -47,8 +47,12 @@ tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6, 
 # The tools each purpose runs, so that a first `make demo` builds only what
 # the demo runs, and `make test` not the generators and linters.
 .PHONY: tools-demo tools-test
-tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd 3.6 and 3.7, etcdctl).
+# The demo ring and the apiservers' stores run one etcd build, the default
+# release's (3.7); a demo of another release (DEMO_FLAGS='--etcd-version
+# ...') builds the other releases too.
+tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd 3.7, etcdctl).
 	hack/tools.sh --for demo
+	$(if $(findstring --etcd-version,$(DEMO_FLAGS)),hack/tools.sh etcd etcd35)
 tools-test: ## Build the tools the tests run (all but controller-gen and golangci-lint).
 	hack/tools.sh --for test
 

@@ -3,11 +3,13 @@
 # it is missing or reports another version.
 #
 #   hack/tools.sh                every tool (CI)
-#   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd, etcd37, etcdctl
+#   hack/tools.sh --for demo     what `make demo` runs: kube-apiserver, etcd37 (the demo ring's and
+#                                the apiservers' store: dev up runs both on one build), etcdctl
 #   hack/tools.sh --for test     what `make test` runs: all but the generators and linters
 #   hack/tools.sh --for ci       what .ci/run needs every run: test's, the generators and linters
 #   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
 #   hack/tools.sh TOOL...        those tools, one after the other
+#   hack/tools.sh [--for P] --plan  print the two lanes the build would run, build nothing
 #
 # kubeadm and kind: the kind node image (hack/kind/node-image.sh, make
 # kind-image) and the kind scripts (hack/kind).
@@ -99,15 +101,26 @@ step() {
 	else
 		echo ">> building $name"
 	fi
-	"$@" &
+	local cpu
+	cpu=$(mktemp)
+	# times, in the build's subshell once the build is done: the CPU time
+	# (user and system) of everything the build ran.
+	("$@" && times >"$cpu") &
 	local pid=$!
 	while ! wait_for "$pid" 30; do
 		local el=$((SECONDS - start)) left=""
 		((typ > el)) && left=", about $(((typ - el + 30) / 60)) min left"
 		echo ">> still building $name: $((el / 60))m$((el % 60))s$left"
 	done
-	wait "$pid"
-	echo ">> built $name in $((SECONDS - start))s"
+	wait "$pid" || { rm -f "$cpu"; return 1; }
+	echo ">> built $name in $((SECONDS - start))s ($(cpu_seconds <"$cpu") CPU-seconds)"
+	rm -f "$cpu"
+}
+
+# cpu_seconds: the user plus system seconds of the children in bash's
+# `times` output (its second line, "1m2.500s 0m3.250s"), rounded.
+cpu_seconds() {
+	sed -n 2p | awk '{ t = 0; for (i = 1; i <= 2; i++) { split($i, a, /[ms]/); t += a[1] * 60 + a[2] } printf "%d", t + 0.5 }'
 }
 
 # wait_for PID SECONDS: true once PID has exited (within SECONDS), false
@@ -121,6 +134,11 @@ wait_for() {
 	! kill -0 "$1" 2>/dev/null
 }
 
+# No tool is debugged from bin/: the compiler generates no DWARF for it
+# (the linker's -w drops it from most anyway), which took 8.5% off a cold
+# compile of etcd 3.7 (docs/measurements/first-run.md, 2026-11-29).
+nodwarf=-gcflags=all=-dwarf=false
+
 kube_ld() {
 	local ld="-s -w" p
 	for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -129,10 +147,10 @@ kube_ld() {
 	done
 	echo "$ld"
 }
-build_kube() { (cd "$root/hack/tools/kube" && go build -trimpath -ldflags "$(kube_ld)" -o "$bin/$1" "k8s.io/kubernetes/cmd/$1"); }
+build_kube() { (cd "$root/hack/tools/kube" && go build -trimpath "$nodwarf" -ldflags "$(kube_ld)" -o "$bin/$1" "k8s.io/kubernetes/cmd/$1"); }
 build_kube_apiserver() { build_kube kube-apiserver; }
 build_kubectl() { build_kube kubectl; }
-build_kind() { GOBIN=$bin CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"; }
+build_kind() { GOBIN=$bin CGO_ENABLED=0 go install -trimpath "$nodwarf" -ldflags "-s -w" "sigs.k8s.io/kind@$KIND_VERSION"; }
 
 # The etcd builds carry one local change (internal/resolver: the ring's DNS
 # servers from ETCDFED_DNS_SERVERS). Its hash goes into the Git SHA that
@@ -142,29 +160,29 @@ ETCD_SHA="${ETCD_VERSION}+resolver.$(resolver_sum etcd)"
 ETCD35_SHA="${ETCD35_VERSION}+resolver.$(resolver_sum etcd35)"
 ETCD37_SHA="${ETCD37_VERSION}+resolver.$(resolver_sum etcd37)"
 etcd_ld="-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD_SHA}"
-build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
-build_etcd37() { (cd "$root/hack/tools/etcd37" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD37_SHA}" -o "$bin/etcd-${ETCD37_VERSION#v}" ./cmd/etcd); }
-build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
+build_etcd() { (cd "$root/hack/tools/etcd" && go build -trimpath "$nodwarf" -ldflags "$etcd_ld" -o "$bin/etcd" ./cmd/etcd); }
+build_etcd37() { (cd "$root/hack/tools/etcd37" && go build -trimpath "$nodwarf" -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD37_SHA}" -o "$bin/etcd-${ETCD37_VERSION#v}" ./cmd/etcd); }
+build_etcd35() { (cd "$root/hack/tools/etcd35" && go build -trimpath "$nodwarf" -ldflags "-s -w -X go.etcd.io/etcd/api/v3/version.GitSHA=${ETCD35_SHA}" -o "$bin/etcd-${ETCD35_VERSION#v}" ./cmd/etcd); }
 # etcdctl's `version` prints no Git SHA: a stamp file records the resolver
 # it was built with.
 build_etcdctl() {
-	(cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdctl" ./cmd/etcdctl)
+	(cd "$root/hack/tools/etcd" && go build -trimpath "$nodwarf" -ldflags "$etcd_ld" -o "$bin/etcdctl" ./cmd/etcdctl)
 	echo "$ETCD_SHA" >"$bin/.etcdctl.stamp"
 }
-build_etcdutl() { (cd "$root/hack/tools/etcd" && go build -trimpath -ldflags "$etcd_ld" -o "$bin/etcdutl" go.etcd.io/etcd/etcdutl/v3); }
-build_controller_gen() { (cd "$root/hack/tools/dev" && go build -trimpath -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen); }
+build_etcdutl() { (cd "$root/hack/tools/etcd" && go build -trimpath "$nodwarf" -ldflags "$etcd_ld" -o "$bin/etcdutl" go.etcd.io/etcd/etcdutl/v3); }
+build_controller_gen() { (cd "$root/hack/tools/dev" && go build -trimpath "$nodwarf" -o "$bin/controller-gen" sigs.k8s.io/controller-tools/cmd/controller-gen); }
 build_golangci_lint() {
-	(cd "$root/hack/tools/dev" && go build -trimpath -ldflags "-X main.version=${GOLANGCI_LINT_VERSION#v}" \
+	(cd "$root/hack/tools/dev" && go build -trimpath "$nodwarf" -ldflags "-X main.version=${GOLANGCI_LINT_VERSION#v}" \
 		-o "$bin/golangci-lint" github.com/golangci/golangci-lint/v2/cmd/golangci-lint)
 }
 
 build_versitygw() {
-	(cd "$root/hack/tools/s3" && go build -trimpath -ldflags "-s -w -X main.Version=${VERSITYGW_VERSION} -X main.Build=${VERSITYGW_VERSION} -X main.BuildTime=1970-01-01T00:00:00Z" \
+	(cd "$root/hack/tools/s3" && go build -trimpath "$nodwarf" -ldflags "-s -w -X main.Version=${VERSITYGW_VERSION} -X main.Build=${VERSITYGW_VERSION} -X main.BuildTime=1970-01-01T00:00:00Z" \
 		-o "$bin/versitygw" github.com/versity/versitygw/cmd/versitygw)
 }
 
 build_promtool() {
-	(cd "$root/hack/tools/prometheus" && go build -trimpath -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" \
+	(cd "$root/hack/tools/prometheus" && go build -trimpath "$nodwarf" -ldflags "-s -w -X github.com/prometheus/common/version.Version=${PROMETHEUS_VERSION#v}" \
 		-o "$bin/promtool" github.com/prometheus/prometheus/cmd/promtool)
 }
 
@@ -172,17 +190,17 @@ containerd_ld="-s -w -X github.com/containerd/containerd/v2/version.Version=${CO
 # Static (no cgo): without the btrfs, devmapper and zfs snapshotters, which
 # need C libraries; the nodes use overlayfs.
 build_containerd() {
-	(cd "$root/hack/tools/containerd" && CGO_ENABLED=0 go build -trimpath -tags "no_btrfs no_devmapper no_zfs" -ldflags "$containerd_ld" -o "$bin/" \
+	(cd "$root/hack/tools/containerd" && CGO_ENABLED=0 go build -trimpath "$nodwarf" -tags "no_btrfs no_devmapper no_zfs" -ldflags "$containerd_ld" -o "$bin/" \
 		github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2 github.com/containerd/containerd/v2/cmd/ctr)
 }
 build_coredns() {
-	(cd "$root/hack/tools/coredns" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=${COREDNS_VERSION}" -o "$bin/coredns" .)
+	(cd "$root/hack/tools/coredns" && CGO_ENABLED=0 go build -trimpath "$nodwarf" -ldflags "-s -w -X github.com/coredns/coredns/coremain.GitCommit=${COREDNS_VERSION}" -o "$bin/coredns" .)
 }
 # pause: the pod sandbox process (hack/tools/pause, in this module); a stamp
 # records the hash of its source.
 pause_sum() { sha256sum "$root/hack/tools/pause/main.go" | cut -c1-12; }
 build_pause() {
-	(cd "$root" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$bin/pause" ./hack/tools/pause)
+	(cd "$root" && CGO_ENABLED=0 go build -trimpath "$nodwarf" -ldflags "-s -w" -o "$bin/pause" ./hack/tools/pause)
 	pause_sum >"$bin/.pause.stamp"
 }
 
@@ -224,11 +242,20 @@ lane() {
 	)
 }
 
-# The tools of each lane, and of each purpose.
-kube_tools=(kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager kube-proxy)
-rest_tools=(etcd etcd35 etcd37 etcdctl etcdutl controller-gen golangci-lint versitygw promtool containerd coredns pause)
+# The tools in groups that build one after the other in one lane, because
+# the later ones reuse the first one's compiled packages (kubectl and the
+# node binaries after kube-apiserver, etcdctl and etcdutl after etcd,
+# golangci-lint after controller-gen).
+groups=(
+	"kube-apiserver kubectl kubelet kube-scheduler kube-controller-manager kube-proxy"
+	"etcd etcdctl etcdutl" etcd35 etcd37 "controller-gen golangci-lint"
+	versitygw promtool containerd coredns pause
+)
+# The tools of each purpose. The demo builds one etcd server: `etcdfed dev
+# up` runs its ring and the apiservers' stores on the default release's
+# (pkg/etcdversion's test checks it is the default's tool).
 declare -A purpose=(
-	[demo]="kube-apiserver etcd etcd37 etcdctl"
+	[demo]="kube-apiserver etcd37 etcdctl"
 	[test]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool"
 	[ci]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool controller-gen golangci-lint"
 	[realnodes]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
@@ -240,6 +267,11 @@ if [[ ${1:-} == --for ]]; then
 	want=" ${purpose[$2]} "
 	shift 2
 fi
+plan=""
+if [[ ${1:-} == --plan ]]; then
+	plan=1
+	shift
+fi
 if [[ $# -gt 0 ]]; then
 	for t in "$@"; do ensure "$t"; done
 	exit 0
@@ -249,23 +281,46 @@ fi
 only() {
 	local t
 	for t in "$@"; do
-		[[ -z $want || $want == *" $t "* ]] && echo "$t"
+		if [[ -z $want || $want == *" $t "* ]]; then echo "$t"; fi
 	done
 }
 
-# Every tool: two lanes side by side. A cold build is half module downloads,
-# which wait on the network, not the CPU; with the Kubernetes builds in one
-# lane and the rest in the other, one lane's downloads overlap the other's
-# compiles. The module cache locks what both lanes fetch.
+# Two lanes side by side, the longest group first: each group, longest
+# (by its typical cold build) first, goes to the lane with less work so
+# far, so that kube-apiserver, the longest build, starts at once and the
+# rest fills the other lane. Each build compiles on both cores itself; the
+# second lane keeps them busy while a build waits on its downloads or on
+# its single-threaded link.
+lanes=("" "")
+load=(0 0)
+while read -r cost g; do
+	[[ -n $g ]] || continue
+	l=0
+	((load[1] < load[0])) && l=1
+	lanes[l]+=" $g"
+	load[l]=$((load[l] + cost))
+done < <(for g in "${groups[@]}"; do
+	# shellcheck disable=SC2086 # one tool name per word
+	ts=$(only $g | tr '\n' ' ')
+	c=0
+	for t in $ts; do c=$((c + $(typical "$t"))); done
+	if [[ -n $ts ]]; then echo "$c $ts"; fi
+done | sort -s -k1,1nr)
+
+if [[ -n $plan ]]; then
+	echo "lane1:${lanes[0]} (typically ${load[0]}s cold)"
+	echo "lane2:${lanes[1]} (typically ${load[1]}s cold)"
+	exit 0
+fi
 start=$SECONDS
-# shellcheck disable=SC2046 # one tool name per word
-lane kube $(only "${kube_tools[@]}") &
-kube=$!
-# shellcheck disable=SC2046
-lane rest $(only "${rest_tools[@]}") &
-rest=$!
+# shellcheck disable=SC2086 # one tool name per word
+lane lane1 ${lanes[0]} &
+one=$!
+# shellcheck disable=SC2086
+lane lane2 ${lanes[1]} &
+two=$!
 failed=0
-wait "$kube" || failed=1
-wait "$rest" || failed=1
+wait "$one" || failed=1
+wait "$two" || failed=1
 [[ $failed == 0 ]] || { echo "tools: a build failed (see above)" >&2; exit 1; }
 echo ">> tools ready in $((SECONDS - start))s"

@@ -15,8 +15,10 @@ import (
 	"time"
 
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/localenv/proc"
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dev/testenv/testproc"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // TestDevUpStatusDown drives the CLI as a user does after `make build`:
@@ -83,6 +85,26 @@ func TestDevUpStatusDown(t *testing.T) {
 		cancel()
 		if err != nil {
 			t.Fatalf("%s not usable through its kubeconfig: %v", c, err)
+		}
+	}
+
+	// The apiservers store in the etcd build the demo ring runs (the
+	// default release's), so that a first `make demo` builds one etcd.
+	wantStore := filepath.Join(bin, localenv.StoreEtcd(bin, etcdversion.Default().String()))
+	if filepath.Base(wantStore) == "etcd" {
+		t.Fatalf("%s has no etcd-%s: run hack/tools.sh etcd37", bin, etcdversion.Default())
+	}
+	for _, c := range []string{"hub", "member-1"} {
+		rec, err := proc.ReadPIDFile(filepath.Join(localenv.PIDDir(state), "etcd-"+c+".pid"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		exe, err := os.Readlink("/proc/" + strconv.Itoa(rec.PID) + "/exe")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := evalSymlinks(t, exe), evalSymlinks(t, wantStore); got != want {
+			t.Errorf("the store of %s runs %s, want %s (the demo ring's etcd)", c, got, want)
 		}
 	}
 
@@ -331,4 +353,13 @@ func TestDevUpRefusesAnotherNodeMode(t *testing.T) {
 	if err := checkNodeMode(t.TempDir(), localenv.NodesReal); err != nil {
 		t.Errorf("a new state directory refused: %v", err)
 	}
+}
+
+func evalSymlinks(t *testing.T, path string) string {
+	t.Helper()
+	p, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

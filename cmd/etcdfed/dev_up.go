@@ -124,7 +124,10 @@ func upConfig() (localenv.Config, error) {
 	return localenv.Config{
 		StateDir: devFlags.stateDir, Clusters: upFlags.clusters, ZonesPerCluster: upFlags.zones,
 		Members: upFlags.members, BinDir: bin, SharedSourceAddress: upFlags.sharedSource,
-		Nodes: localenv.NodeMode(upFlags.nodes), ImagesDir: images, Distance: dist,
+		// The apiservers store in the etcd the demo ring runs: a first
+		// `make demo` builds one etcd.
+		StoreEtcd: localenv.StoreEtcd(bin, upFlags.etcdVersion),
+		Nodes:     localenv.NodeMode(upFlags.nodes), ImagesDir: images, Distance: dist,
 	}, nil
 }
 

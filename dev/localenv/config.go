@@ -2,6 +2,7 @@ package localenv
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -42,6 +43,12 @@ type Config struct {
 	// BinDir holds kube-apiserver, etcd and the binaries pods and
 	// components run; "" means testenv.BinDir().
 	BinDir string
+	// StoreEtcd is the etcd binary in BinDir the clusters' apiservers
+	// store in; "" means "etcd". `etcdfed dev up` passes the one its ring
+	// runs (StoreEtcd), so that the demo needs one etcd build, not two.
+	// Applies to new state directories: a store keeps the release that
+	// wrote it.
+	StoreEtcd string
 	// Slot is the address slot (127.<slot>.0.0/16); 0 means the state's
 	// slot, or for a new state the lowest free one.
 	Slot int
@@ -104,6 +111,17 @@ const (
 	// mount namespaces of its own; the hub and the spokes run in-cluster.
 	NodesReal NodeMode = "real"
 )
+
+// StoreEtcd is the binary in binDir a ring of etcd release runs on a
+// process node, chosen as the node agent chooses it: etcd-<release> when
+// binDir has it (hack/tools.sh builds etcd-3.7.3 and etcd-3.5.35 beside
+// etcd), else etcd. Config.StoreEtcd takes it.
+func StoreEtcd(binDir, release string) string {
+	if release != "" && executable(filepath.Join(binDir, "etcd-"+release)) {
+		return "etcd-" + release
+	}
+	return "etcd"
+}
 
 // DefaultRingDomains are the ring domains real-node clusters forward to the
 // spokes: the tests' (*.etcd.test) and the demo's (demo.etcdfed.test).

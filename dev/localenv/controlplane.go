@@ -68,7 +68,7 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 	var err error
 	cp.etcd, err = startService("etcd-"+c.Name, func() proc.Spec {
 		return proc.Spec{
-			Name: "etcd-" + c.Name, Path: filepath.Join(e.bin, "etcd"),
+			Name: "etcd-" + c.Name, Path: filepath.Join(e.bin, e.state.StoreBinary()),
 			Args: []string{
 				"--name=" + c.Name, "--data-dir=" + filepath.Join(dir, "etcd"),
 				"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,

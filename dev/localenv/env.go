@@ -110,10 +110,8 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			return nil, err
 		}
 	}
-	for _, b := range []string{"kube-apiserver", "etcd"} {
-		if !executable(filepath.Join(bin, b)) {
-			return nil, fmt.Errorf("localenv: %s missing in %s: run `make tools`", b, bin)
-		}
+	if !executable(filepath.Join(bin, "kube-apiserver")) {
+		return nil, fmt.Errorf("localenv: kube-apiserver missing in %s: run `make tools`", bin)
 	}
 	e := &Env{cfg: cfg, bin: bin, log: cfg.Log, t0: time.Now(), real: map[string]*realCluster{},
 		planes: map[string]*controlPlane{}, agents: map[string]*agentRun{}, comps: map[string]*compRun{}, failed: map[ZoneRef]Mode{}}
@@ -142,6 +140,10 @@ func Start(ctx context.Context, cfg Config) (_ *Env, err error) {
 			dir, len(st.MemberClusters), len(st.MemberClusters[0].Zones)), true)
 	}
 	e.state, e.plan = st, e.slot.Plan
+	if b := st.StoreBinary(); !executable(filepath.Join(bin, b)) {
+		e.slot.Release()
+		return nil, fmt.Errorf("localenv: %s (the apiservers' store) missing in %s: run `make tools`", b, bin)
+	}
 	defer func() {
 		if err != nil {
 			e.progress("start failed, stopping what was started", false)

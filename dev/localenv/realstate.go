@@ -44,7 +44,7 @@ func newRealState(dir string, slot int, cfg Config) *State {
 		}
 		return cs
 	}
-	st := &State{Version: StateVersion, Slot: slot, Created: time.Now().UTC(), Dir: dir, Members: cfg.Members,
+	st := &State{Version: StateVersion, Slot: slot, Created: time.Now().UTC(), Dir: dir, Members: cfg.Members, StoreEtcd: cfg.StoreEtcd,
 		Nodes: NodesReal, Hub: cluster(HubClusterName, 0, 1, 1)}
 	for i := 1; i <= cfg.Clusters; i++ {
 		cs := cluster(MemberClusterName(i), i, cfg.ZonesPerCluster, cfg.NodesPerZone)

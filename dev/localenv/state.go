@@ -29,6 +29,9 @@ type State struct {
 	// Nodes is how the nodes run ("" in states written before real nodes
 	// existed: process).
 	Nodes NodeMode `json:"nodes,omitempty"`
+	// StoreEtcd is the etcd binary the apiservers' stores run
+	// (Config.StoreEtcd; "" in states written before it: etcd).
+	StoreEtcd string `json:"storeEtcd,omitempty"`
 	// Hub is the hub cluster.
 	Hub ClusterState `json:"hub"`
 	// MemberClusters are the member clusters.
@@ -103,7 +106,7 @@ func newState(dir string, slot int, cfg Config) *State {
 			Health:       netip.AddrPortFrom(agent, addr.AgentHealthPort).String(),
 		}
 	}
-	st := &State{Version: StateVersion, Slot: slot, Created: time.Now().UTC(), Dir: dir, Members: cfg.Members,
+	st := &State{Version: StateVersion, Slot: slot, Created: time.Now().UTC(), Dir: dir, Members: cfg.Members, StoreEtcd: cfg.StoreEtcd,
 		Nodes: NodesProcess, Hub: cluster(HubClusterName, 0)}
 	for i := 1; i <= cfg.Clusters; i++ {
 		cs := cluster(MemberClusterName(i), i)
@@ -130,6 +133,15 @@ func newState(dir string, slot int, cfg Config) *State {
 
 // Real reports whether the environment runs real nodes.
 func (s *State) Real() bool { return s.Nodes == NodesReal }
+
+// StoreBinary is the etcd binary (in the bin directory) the apiservers'
+// stores run: StoreEtcd, or etcd for states written before it.
+func (s *State) StoreBinary() string {
+	if s.StoreEtcd == "" {
+		return "etcd"
+	}
+	return s.StoreEtcd
+}
 
 // NodeMode is how the environment's nodes run (process for states
 // written before real nodes existed).

@@ -356,4 +356,11 @@ func TestToolsPinTheNewestPatches(t *testing.T) {
 	if tool == "" || !slices.Contains(strings.Fields(demo[1]), tool) {
 		t.Errorf("hack/tools.sh --for demo builds %q, not the default %s (tool %q)", demo[1], Default(), tool)
 	}
+	// One etcd server build: the ring and the apiservers' stores run the
+	// default's (localenv.StoreEtcd), so a first `make demo` builds no other.
+	for _, other := range []string{"etcd", "etcd35", "etcd37"} {
+		if other != tool && slices.Contains(strings.Fields(demo[1]), other) {
+			t.Errorf("hack/tools.sh --for demo builds %s besides the default's %s: a cold first run pays for a second etcd", other, tool)
+		}
+	}
 }
