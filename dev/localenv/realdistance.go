@@ -59,7 +59,7 @@ const (
 	// tproxyMark marks the packets the proxy takes; tproxyTable is the
 	// routing table that mark looks up.
 	tproxyMark  uint32 = 0x6567
-	tproxyTable        = 0x6567
+	tproxyTable int    = 0x6567
 )
 
 // realBlocks are a unit's addresses with real nodes: a cluster's block

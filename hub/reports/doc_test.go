@@ -50,7 +50,7 @@ func inWords(name string) string {
 	var b strings.Builder
 	for i, r := range name {
 		upper := r >= 'A' && r <= 'Z'
-		if upper && i > 0 && !(name[i-1] >= 'A' && name[i-1] <= 'Z') {
+		if upper && i > 0 && (name[i-1] < 'A' || name[i-1] > 'Z') {
 			b.WriteByte(' ')
 		}
 		b.WriteRune(r)
