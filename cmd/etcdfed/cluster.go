@@ -135,15 +135,7 @@ already registered under another name.
 
 --spoke external installs everything but the spoke's Deployment, Service and
 ConfigMap: for a spoke run outside the cluster (the local environment).
-
---shard NAME installs the hub of one shard of the rings, beside the others
-on the same member clusters, spokes, gossip and DNS: its Deployment is
-etcdfed-hub-NAME, its leader-election Lease etcdfed-hub-NAME, and it owns
-the EtcdClusters --shard-selector selects (by default those labelled
-etcdfed.dev/shard=NAME). The first shard's install replaces the unsharded
-hub's Deployment; another shard's leaves the others alone. Label every
-ring for a shard first: a ring no shard selects is served by none. Give the
-fleet's duties (--fleet-duties) to one shard.`,
+`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name, o.Knobs = args[0], kn.get()

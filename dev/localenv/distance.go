@@ -453,6 +453,24 @@ func (e *Env) Distance() Distance {
 	return e.dist
 }
 
+// setDelayRoutes gives the delaying proxy the routes of pairs (none when
+// d is zero) and returns the pairs at a distance before (by name) and the
+// proxy's ports; both node modes begin their distance with it.
+func (e *Env) setDelayRoutes(d Distance, pairs []distancePair) (map[string]bool, map[delayproxy.Route]uint16, error) {
+	before := map[string]bool{}
+	for _, p := range e.distPairs {
+		if !p.link.IsZero() {
+			before[p.name()] = true
+		}
+	}
+	routes := distanceRoutes(pairs)
+	if d.IsZero() {
+		routes = nil
+	}
+	ports, err := e.delay.Set(routes)
+	return before, ports, err
+}
+
 // applyDistance resolves d, sets the proxy's routes and replaces the
 // nat chain's rules in one iptables-restore (atomic), then resets the
 // TCP connections of pairs newly at a distance and forgets their
@@ -475,17 +493,7 @@ func (e *Env) applyDistance(ctx context.Context, d Distance) error {
 	if e.delay == nil {
 		e.delay = delayproxy.New(proxyMark, e.log.WithName("delayproxy"))
 	}
-	before := map[string]bool{}
-	for _, p := range e.distPairs {
-		if !p.link.IsZero() {
-			before[p.name()] = true
-		}
-	}
-	routes := distanceRoutes(pairs)
-	if d.IsZero() {
-		routes = nil
-	}
-	ports, err := e.delay.Set(routes)
+	before, ports, err := e.setDelayRoutes(d, pairs)
 	if err != nil {
 		return err
 	}

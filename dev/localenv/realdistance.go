@@ -174,17 +174,7 @@ func (e *Env) applyRealDistance(ctx context.Context, d Distance, pairs []distanc
 		}
 		e.delay = delayproxy.NewTransparent(proxyMark, e.log.WithName("delayproxy"))
 	}
-	before := map[string]bool{}
-	for _, p := range e.distPairs {
-		if !p.link.IsZero() {
-			before[p.name()] = true
-		}
-	}
-	routes := distanceRoutes(pairs)
-	if d.IsZero() {
-		routes = nil
-	}
-	ports, err := e.delay.Set(routes)
+	before, ports, err := e.setDelayRoutes(d, pairs)
 	if err != nil {
 		return err
 	}
