@@ -295,7 +295,16 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 		if err != nil {
 			b.Fatal(err)
 		}
-		mc := f.member(ec.Status.Members[0].Cluster)
+		// The spec change reaches the ring's first EtcdMember the roll
+		// writes, whichever cluster holds it (a roll takes one member at
+		// a time: waiting for one chosen member measured the whole roll
+		// when that member came last).
+		var clusters []string
+		for _, m := range ec.Status.Members {
+			if !slices.Contains(clusters, m.Cluster) {
+				clusters = append(clusters, m.Cluster)
+			}
+		}
 		mark := fmt.Sprintf("fleet-%d", k)
 		if ec.Spec.PodTemplate.Annotations == nil {
 			ec.Spec.PodTemplate.Annotations = map[string]string{}
@@ -306,11 +315,18 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 			b.Fatal(err)
 		}
 		err = pollFast(ctx, time.Minute, func(ctx context.Context) (bool, error) {
-			var list etcdfedv1.EtcdMemberList
-			if err := mc.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
-				return false, err
+			for _, c := range clusters {
+				var list etcdfedv1.EtcdMemberList
+				if err := f.member(c).Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+					return false, err
+				}
+				for _, m := range list.Items {
+					if m.Spec.PodTemplate.Annotations["bench.etcdfed.dev/mark"] == mark {
+						return true, nil
+					}
+				}
 			}
-			return len(list.Items) > 0 && list.Items[0].Spec.PodTemplate.Annotations["bench.etcdfed.dev/mark"] == mark, nil
+			return false, nil
 		})
 		if err != nil {
 			b.Fatalf("spec change on %s: %v", name, err)
