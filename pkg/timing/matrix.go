@@ -25,8 +25,9 @@ type Report struct {
 //
 //   - a reported pair new to the matrix is recorded at now;
 //   - a reported pair already recorded keeps its recorded values and time
-//     unless its median or p99 moved significantly (Moved), when it
-//     is recorded anew at now;
+//     unless its median moved significantly, or its p99 did and the pair
+//     was recorded P99Hold ago or more (recordAgain), when it is recorded
+//     anew at now;
 //   - a recorded pair nobody reports now (its spoke stale, or its probes
 //     not yet in) keeps its last values: the distance between two
 //     clusters outlives a spoke's restart;
@@ -55,7 +56,7 @@ func Matrix(prev []etcdfedv1.RoundTrip, reports []Report, clusters []string, now
 				continue
 			}
 			k := key{r.From, p.Cluster}
-			if old, ok := out[k]; ok && !Moved(old.MedianMicros, old.P99Micros, p.MedianMicros, p.P99Micros) {
+			if old, ok := out[k]; ok && !recordAgain(old, p, now) {
 				continue
 			}
 			t := at
@@ -76,4 +77,26 @@ func Matrix(prev []etcdfedv1.RoundTrip, reports []Report, clusters []string, now
 		return nil
 	}
 	return res
+}
+
+// P99Hold is how long a recorded pair keeps its values when only its p99
+// moved. A loaded prober's p99 swings by hundreds of ms from one window to
+// the next while its median stays (seen with twenty simulated spokes in
+// one busy process: median 9 ms, p99 150 to 400 ms); every recorded swing
+// is a status write and a pass for every ring with voters across the
+// pair, and the hub's queue never emptied after a restart. A move of the
+// median, which a real change of distance is, is recorded at once.
+const P99Hold = 5 * time.Minute
+
+// recordAgain says whether a recorded pair is recorded anew with what a
+// spoke reports now: its median moved significantly, or its p99 did and
+// the pair was recorded at least P99Hold before now.
+func recordAgain(old etcdfedv1.RoundTrip, p etcdfedv1.PeerRoundTrip, now time.Time) bool {
+	if moved(old.MedianMicros, p.MedianMicros, SignificantMedianMicros) {
+		return true
+	}
+	if !moved(old.P99Micros, p.P99Micros, SignificantP99Micros) {
+		return false
+	}
+	return old.ObservedAt == nil || now.Sub(old.ObservedAt.Time) >= P99Hold
 }
