@@ -33,9 +33,11 @@ const legacyCommit = "1b133dd"
 // legacyBinDir is a bin directory for the local environment whose hub and
 // spoke are switches: a script that runs the build of legacyCommit
 // (hub.old, spoke.old) until the file use-new-<name> exists beside it, and
-// this checkout's build (hub.new, spoke.new) after. The old hub does not
-// know this checkout's --allow-* flags nor --metrics-secure (its metrics are
-// plain HTTP anyway): its script drops them.
+// this checkout's build (hub.new, spoke.new) after. The old binaries do
+// not know every flag the local environment passes today (--allow-*,
+// --allowed-pod-annotations, --metrics-secure, and whatever comes next):
+// the script keeps only the flags the old binary's own -help lists, and
+// says on stderr (the component's log) which it dropped.
 func legacyBinDir(t *testing.T) string {
 	t.Helper()
 	commit := legacyCommit
@@ -61,29 +63,135 @@ func legacyBinDir(t *testing.T) string {
 	if out, err := archive.CombinedOutput(); err != nil {
 		t.Fatalf("git archive %s: %v\n%s", commit, err, out)
 	}
-	for _, b := range []string{"hub", "spoke"} {
+	for _, b := range []string{"hub", "spoke", "etcdfed"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, b+".old"), "./cmd/"+b)
 		cmd.Dir = src
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Fatalf("build %s of %s: %v\n%s", b, commit, err, out)
 		}
 	}
-	t.Logf("built hub and spoke of %s in %.1fs", commit, time.Since(start).Seconds())
+	t.Logf("built hub, spoke and etcdfed of %s in %.1fs", commit, time.Since(start).Seconds())
+	if err := legacyCLISwitch(dir); err != nil {
+		t.Fatal(err)
+	}
 	for _, b := range []string{"hub", "spoke"} {
+		known, err := definedFlags(filepath.Join(dir, b+".old"))
+		if err != nil {
+			t.Fatalf("flags of the %s of %s: %v", b, commit, err)
+		}
 		script := fmt.Sprintf(`#!/bin/sh
 d=$(dirname "$0")
 if [ -e "$d/use-new-%[1]s" ]; then exec "$d/%[1]s.new" "$@"; fi
 for a do
 	shift
-	case "$a" in --allow-* | --metrics-secure*) ;; *) set -- "$@" "$a" ;; esac
+	case "$a" in
+	%[2]s) set -- "$@" "$a" ;;
+	-*) echo "legacy switch: dropped $a (the old %[1]s does not define it)" >&2 ;;
+	*) set -- "$@" "$a" ;;
+	esac
 done
 exec "$d/%[1]s.old" "$@"
-`, b)
+`, b, shellFlagPattern(known))
 		if err := os.WriteFile(filepath.Join(dir, b), []byte(script), 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
 	return dir
+}
+
+// legacyCLISwitch makes dir/etcdfed run the old CLI for the commands only
+// it has: the old spoke's member pods run their init containers as
+// `etcdfed wait-dns` and `etcdfed prepare-data` (since moved to
+// etcdfed-init), and the local environment's nodes run every image's
+// command from this bin directory. In a real cluster those pods keep the
+// old image; here they would find this checkout's CLI, which no longer
+// has those commands.
+func legacyCLISwitch(dir string) error {
+	cur := filepath.Join(dir, "etcdfed")
+	oldCmds, err := cliCommands(filepath.Join(dir, "etcdfed.old"))
+	if err != nil {
+		return err
+	}
+	newCmds, err := cliCommands(cur)
+	if err != nil {
+		return err
+	}
+	var only []string
+	for _, c := range oldCmds {
+		if !slices.Contains(newCmds, c) {
+			only = append(only, c)
+		}
+	}
+	if len(only) == 0 {
+		return os.Remove(filepath.Join(dir, "etcdfed.old"))
+	}
+	if err := os.Rename(cur, cur+".new"); err != nil {
+		return err
+	}
+	script := fmt.Sprintf(`#!/bin/sh
+d=$(dirname "$0")
+case "$1" in %s) exec "$d/etcdfed.old" "$@" ;; esac
+exec "$d/etcdfed.new" "$@"
+`, strings.Join(only, " | "))
+	return os.WriteFile(cur, []byte(script), 0o755)
+}
+
+// cliCommands are the commands a cobra CLI's --help lists.
+func cliCommands(bin string) ([]string, error) {
+	out, err := exec.Command(bin, "--help").CombinedOutput()
+	if err != nil {
+		return nil, fmt.Errorf("%s --help: %w\n%s", bin, err, out)
+	}
+	var cmds []string
+	in := false
+	for _, line := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(line, "Available Commands:"):
+			in = true
+		case in && strings.TrimSpace(line) == "":
+			in = false
+		case in:
+			cmds = append(cmds, strings.Fields(line)[0])
+		}
+	}
+	if len(cmds) == 0 {
+		return nil, fmt.Errorf("%s --help listed no commands:\n%s", bin, out)
+	}
+	return cmds, nil
+}
+
+// definedFlags are the flag names a binary's -help lists: the standard
+// flag package's "  -name value" lines and pflag's "  -n, --name type".
+func definedFlags(bin string) ([]string, error) {
+	out, _ := exec.Command(bin, "-help").CombinedOutput() // -help exits 0 or 2; the listing is what counts
+	var names []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "-") {
+			continue
+		}
+		for _, f := range strings.Fields(line) {
+			if !strings.HasPrefix(f, "-") {
+				break
+			}
+			names = append(names, strings.TrimRight(strings.TrimLeft(f, "-"), ","))
+		}
+	}
+	if len(names) == 0 {
+		return nil, fmt.Errorf("%s -help listed no flags:\n%s", bin, out)
+	}
+	return names, nil
+}
+
+// shellFlagPattern is a sh case pattern matching each of names as -name
+// or --name, alone or with =value.
+func shellFlagPattern(names []string) string {
+	var alts []string
+	for _, n := range names {
+		for _, dash := range []string{"-", "--"} {
+			alts = append(alts, dash+n, dash+n+"=*")
+		}
+	}
+	return strings.Join(alts, " | ")
 }
 
 // inlineRegistrationTokens writes each registration Secret's token into
