@@ -74,6 +74,11 @@ const (
 	// EventTakeOverHeld (Warning): objects of a running ring were found
 	// but the hub may not take it over yet; the message says why.
 	EventTakeOverHeld = "TakeOverHeld"
+	// EventShardConflict (Warning): the ring is of this hub's shard and
+	// also of another live hub's (their selectors overlap, or one of them
+	// is the unsharded hub): neither acts on it; the message names the
+	// other shard and its hub.
+	EventShardConflict = "ShardConflict"
 	// EventTakenOver: etcd answered with the ring's cluster ID; the
 	// members were taken over as they run (none restarted), and what was
 	// reissued.

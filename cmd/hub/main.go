@@ -21,7 +21,10 @@ import (
 	"time"
 
 	"go.uber.org/zap/zapcore"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -271,8 +274,14 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 		// must still count as held (admit), and a ring missing from a
 		// filtered cache would read as deleted; the controllers let go of
 		// other shards' rings when they read them (hub/shard).
+		// The hubs' shard claims (hub/shard): Leases of the hub's namespace
+		// with the claim label.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {Namespaces: map[string]cache.Config{o.namespace: {}}},
+			&coordinationv1.Lease{}: {
+				Namespaces: map[string]cache.Config{o.namespace: {}},
+				Label:      labels.SelectorFromSet(labels.Set{shard.ClaimLabel: "true"}),
+			},
 		}},
 	})
 	if err != nil {
@@ -310,6 +319,18 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 		PodAnnotations:          o.podAnnotations,
 	}
 	sh.Export()
+	// The leader claims the shard; every ring is checked against the other
+	// hubs' claims before it is acted on (hub/shard, claims.go).
+	claims := &shard.Claims{
+		Shard:     sh,
+		Client:    mgr.GetLocalManager().GetClient(),
+		Namespace: o.namespace,
+		Identity:  hubIdentity(),
+		Log:       log.WithName("shard"),
+	}
+	if err := mgr.GetLocalManager().Add(claims); err != nil {
+		return fmt.Errorf("shard claim: %w", err)
+	}
 	tracker := liveness.NewTracker(nil)
 	rec := &etcdcluster.Reconciler{
 		Policy:                  policy,
@@ -325,6 +346,7 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 		MaxConcurrentReconciles: o.workers,
 		MaxFleetDisruptions:     o.fleetDisruptions,
 		Owns:                    sh.Owns,
+		Claims:                  claims,
 	}
 	if err := rec.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("EtcdCluster controller: %w", err)
@@ -332,7 +354,7 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 	// The controllers beside the EtcdCluster one read each ring before they
 	// act on it: through shardReader, another shard's ring is NotFound to
 	// them, which each takes as nothing to do (hub/shard).
-	shardReader := shard.Reader{Reader: mgr.GetLocalManager().GetAPIReader(), Shard: sh}
+	shardReader := shard.Reader{Reader: mgr.GetLocalManager().GetAPIReader(), Shard: sh, Claims: claims}
 	if err := (&backup.Reconciler{
 		Client:               mgr.GetLocalManager().GetClient(),
 		Reader:               shardReader,
@@ -397,6 +419,16 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 		return err
 	}
 	return nil
+}
+
+// hubIdentity names this hub process in its shard claim: the host (the
+// pod's name in a cluster) and a random suffix, as leader election does.
+func hubIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "hub"
+	}
+	return host + "_" + string(uuid.NewUUID())
 }
 
 func envOr(key, def string) string {

@@ -26,7 +26,7 @@ func memberKinds() []client.Object {
 }
 
 func localKinds() []client.Object {
-	return []client.Object{&etcdfedv1.EtcdCluster{}}
+	return []client.Object{&etcdfedv1.EtcdCluster{}, &coordinationv1.Lease{}}
 }
 
 // warmingAware engages a member cluster with the manager, then opens the

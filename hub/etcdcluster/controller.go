@@ -35,6 +35,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/hub/shard"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
 )
 
@@ -94,6 +95,9 @@ type Reconciler struct {
 	// Owns says whether a ring is of this hub's shard (hub/shard); nil:
 	// every ring. A ring it does not own is let go at its first read.
 	Owns func(*etcdfedv1.EtcdCluster) bool
+	// Claims, when set, holds a ring of the shard that another live hub's
+	// shard selects too: neither hub acts on it (hub/shard, claims.go).
+	Claims *shard.Claims
 
 	etcd     clientCache
 	verdicts verdictMemory
@@ -104,6 +108,8 @@ type Reconciler struct {
 	nodes    nodeZones
 	names    ringNames
 	fleet    *fleetLimit
+	// shardHolds: rings held for a shard overlap, and why (shardhold.go).
+	shardHolds sync.Map
 }
 
 func (r *Reconciler) now() time.Time {
@@ -261,6 +267,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 	if r.Owns != nil && !r.Owns(ec) {
 		r.forget(req.NamespacedName) // another shard's: write, delete and release nothing
 		return ctrl.Result{}, nil
+	}
+	if r.Claims != nil {
+		h := r.Claims.Conflict(ctx, ec)
+		r.shardHeld(ec, h)
+		if h.Why != "" {
+			// Two hubs' shards select it, or this hub's claim is not
+			// read back yet: write, delete and release nothing.
+			r.forget(req.NamespacedName)
+			ctrl.LoggerFrom(ctx).V(1).Info("Held for the shards", "etcdcluster", klog.KObj(ec), "why", h.Why)
+			return ctrl.Result{RequeueAfter: shardHoldRetry}, nil
+		}
 	}
 	pt.read = time.Since(pt.start)
 	log := ctrl.LoggerFrom(ctx).WithValues("etcdcluster", klog.KObj(ec))

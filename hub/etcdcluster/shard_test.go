@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -19,6 +21,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/shard"
 )
 
 // TestShardLetsGoOfOtherShardsRings: the hub of shard a (Owns selects
@@ -145,5 +148,109 @@ func waitDomainCached(t *testing.T, mgr mcmanager.Manager, ec *etcdfedv1.EtcdClu
 			t.Fatalf("the hub's cache never showed %s/%s with its domain", ec.Namespace, ec.Name)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestShardOverlapHoldsTheRing: the hubs of shards a (team=x) and b (team
+// in (x,y)) each claim their shard against a real apiserver. A ring
+// labelled team=x is of both: shard a's hub writes nothing to it (no
+// finalizer, no status) and tells why once (ShardConflict, naming shard b
+// and its hub); once shard b's hub releases its claim, the next pass takes
+// the ring on. Without the claims (today's hub before them) shard a's hub
+// acted on a ring shard b's hub acted on too.
+func TestShardOverlapHoldsTheRing(t *testing.T) {
+	api := testenv.StartT(t, "hub")[0]
+	ctx := context.Background()
+	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := indexDomains(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := indexCAs(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(mctx) }()
+	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
+		t.Fatal("hub cache not synced")
+	}
+	for _, ns := range []string{"shards", "etcdfed-system"} {
+		if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a, err := shard.Parse("a", "team=x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := shard.Parse("b", "team in (x,y)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimsA := &shard.Claims{Shard: a, Client: api.Client, Namespace: "etcdfed-system", Identity: "hub-a"}
+	claimsB := &shard.Claims{Shard: b, Client: api.Client, Namespace: "etcdfed-system", Identity: "hub-b"}
+	for _, c := range []*shard.Claims{claimsA, claimsB} {
+		if err := c.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := events.NewFakeRecorder(10)
+	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, PassTimeout: 30 * time.Second, ClusterReadTimeout: 3 * time.Second,
+		Owns: a.Owns, Claims: claimsA, Recorder: rec}
+	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "shards", Name: "both", Labels: map[string]string{"team": "x"}},
+		Spec: *ring().ec.Spec.DeepCopy()}
+	ec.Spec.DNS.Domain = "both.etcd.test"
+	if err := api.Client.Create(ctx, ec); err != nil {
+		t.Fatal(err)
+	}
+	pass := func() (*etcdfedv1.EtcdCluster, reconcile.Result) {
+		t.Helper()
+		res, err := r.Reconcile(ctx, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ec)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := &etcdfedv1.EtcdCluster{}
+		if err := api.Client.Get(ctx, client.ObjectKeyFromObject(ec), got); err != nil {
+			t.Fatal(err)
+		}
+		return got, res
+	}
+	rv := ec.ResourceVersion
+	for range 2 {
+		got, res := pass()
+		if got.ResourceVersion != rv || len(got.Finalizers) > 0 {
+			t.Fatalf("shard a's hub acted on a ring shard b claims too: resourceVersion %s -> %s, finalizers %v", rv, got.ResourceVersion, got.Finalizers)
+		}
+		if res.RequeueAfter == 0 {
+			t.Fatal("a held ring is not looked at again")
+		}
+	}
+	if e := drain(rec); len(e) != 1 || !strings.Contains(e[0], etcdfedv1.EventShardConflict) || !strings.Contains(e[0], `shard "b" (team in (x,y))`) || !strings.Contains(e[0], "hub-b") {
+		t.Fatalf("events over two held passes: %q, want one ShardConflict naming shard b and its hub", e)
+	}
+	if err := claimsB.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := pass(); !slices.Contains(got.Finalizers, Finalizer) {
+		t.Fatalf("shard b's claim released, shard a's hub still holds the ring: finalizers %v", got.Finalizers)
+	}
+	if e := drain(rec); len(e) != 1 || !strings.Contains(e[0], "acts on it again") {
+		t.Fatalf("events after the release: %q, want the hold's end", e)
+	}
+}
+
+func drain(rec *events.FakeRecorder) []string {
+	var out []string
+	for {
+		select {
+		case e := <-rec.Events:
+			out = append(out, e)
+		default:
+			return out
+		}
 	}
 }

@@ -22,3 +22,10 @@ func (s Shard) Export() {
 	}
 	metricInfo.WithLabelValues(s.Name, sel).Set(1)
 }
+
+var metricConflicts = prometheus.NewGauge(prometheus.GaugeOpts{
+	Name: "etcdfed_hub_shard_conflicts",
+	Help: "Rings this hub's shard owns but does not act on, because a live claim of another hub's shard selects them too (or this hub's own claim is not read back yet); each such ring has a ShardConflict event.",
+})
+
+func init() { metrics.Registry.MustRegister(metricConflicts) }

@@ -103,6 +103,14 @@ func (s Shard) String() string {
 type Reader struct {
 	client.Reader
 	Shard Shard
+	// Claims, when set, hides also a ring of the shard that another hub's
+	// live claim selects too (Claims.Conflict): neither hub acts on it.
+	Claims *Claims
+}
+
+// owns: the ring is the shard's and no other hub claims it.
+func (r Reader) owns(ctx context.Context, ec *etcdfedv1.EtcdCluster) bool {
+	return r.Shard.Owns(ec) && (r.Claims == nil || r.Claims.Conflict(ctx, ec).Why == "")
 }
 
 var etcdClusterResource = schema.GroupResource{Group: etcdfedv1.GroupVersion.Group, Resource: "etcdclusters"}
@@ -112,7 +120,7 @@ func (r Reader) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 	if err := r.Reader.Get(ctx, key, obj, opts...); err != nil {
 		return err
 	}
-	if ec, ok := obj.(*etcdfedv1.EtcdCluster); ok && !r.Shard.Owns(ec) {
+	if ec, ok := obj.(*etcdfedv1.EtcdCluster); ok && !r.owns(ctx, ec) {
 		*ec = etcdfedv1.EtcdCluster{}
 		return apierrors.NewNotFound(etcdClusterResource, key.Name)
 	}
@@ -124,10 +132,10 @@ func (r Reader) List(ctx context.Context, list client.ObjectList, opts ...client
 	if err := r.Reader.List(ctx, list, opts...); err != nil {
 		return err
 	}
-	if l, ok := list.(*etcdfedv1.EtcdClusterList); ok && r.Shard.Sharded() {
+	if l, ok := list.(*etcdfedv1.EtcdClusterList); ok && (r.Shard.Sharded() || r.Claims != nil) {
 		kept := l.Items[:0]
 		for i := range l.Items {
-			if r.Shard.Owns(&l.Items[i]) {
+			if r.owns(ctx, &l.Items[i]) {
 				kept = append(kept, l.Items[i])
 			}
 		}

@@ -46,7 +46,7 @@ package hubrbac
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=create
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;create;update
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch;create;update;delete
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=etcdfed-system,resources=events,verbs=create;patch
 

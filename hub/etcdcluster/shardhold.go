@@ -1,0 +1,31 @@
+package etcdcluster
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/shard"
+)
+
+// shardHoldRetry is the next look at a ring held for a shard conflict (or
+// for this hub's own claim, written within a second of its start).
+const shardHoldRetry = 2 * time.Second
+
+// shardHeld tells, once per reason, that the ring is held because another
+// hub's shard selects it too, and that such a hold ended. The wait for
+// this hub's own claim at its start is not told: it lasts a pass.
+func (r *Reconciler) shardHeld(ec *etcdfedv1.EtcdCluster, h shard.Hold) {
+	ring := types.NamespacedName{Namespace: ec.Namespace, Name: ec.Name}
+	prev, held := r.shardHolds.Load(ring)
+	switch {
+	case h.Overlap && (!held || prev.(string) != h.Why):
+		r.shardHolds.Store(ring, h.Why)
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventShardConflict, "ShardConflict", "%s", h.Why)
+	case !h.Overlap && held && h.Why == "":
+		r.shardHolds.Delete(ring)
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventShardConflict, "ShardConflict", "No other hub's shard selects the ring any more: this hub acts on it again")
+	}
+}
