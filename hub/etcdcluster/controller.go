@@ -276,6 +276,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req mcreconcile.Request) (ct
 			// read back yet: write, delete and release nothing.
 			r.forget(req.NamespacedName)
 			ctrl.LoggerFrom(ctx).V(1).Info("Held for the shards", "etcdcluster", klog.KObj(ec), "why", h.Why)
+			if !h.Overlap {
+				return ctrl.Result{RequeueAfter: claimWaitRetry}, nil
+			}
 			return ctrl.Result{RequeueAfter: shardHoldRetry}, nil
 		}
 	}

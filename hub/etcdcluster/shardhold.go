@@ -10,9 +10,14 @@ import (
 	"github.com/etcdfed/etcdfed/hub/shard"
 )
 
-// shardHoldRetry is the next look at a ring held for a shard conflict (or
-// for this hub's own claim, written within a second of its start).
-const shardHoldRetry = 2 * time.Second
+// shardHoldRetry is the next look at a ring held for a shard overlap;
+// claimWaitRetry at one held for this hub's own claim, which its leader
+// writes as it starts (a standby that just took over must not lose
+// seconds to it).
+const (
+	shardHoldRetry = 2 * time.Second
+	claimWaitRetry = 200 * time.Millisecond
+)
 
 // shardHeld tells, once per reason, that the ring is held because another
 // hub's shard selects it too, and that such a hold ended. The wait for

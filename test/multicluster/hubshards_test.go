@@ -34,7 +34,11 @@ import (
 // from its status. Nothing of either ring is deleted (every EtcdMember,
 // EtcdDNSZone and Secret in every member cluster keeps its UID), no member
 // pod restarts, no etcd member ID changes, both rings stay Available and
-// tolerant, and the workload is linearizable with nothing lost.
+// tolerant, and the workload is linearizable with nothing lost. Last, a
+// third hub whose selector overlaps shard a's: neither acts on the rings
+// both select (a ShardConflict event on each, etcdfed_hub_shard_conflicts
+// 2 on both hubs, a scale-up left undone) until hub c stops, when hub a
+// scales the ring.
 func TestScenarioHubShards(t *testing.T) {
 	skipUnlessScenarios(t, "two hub shards, a ring moved between them")
 	topo := hubTopology(t)
@@ -148,6 +152,64 @@ func TestScenarioHubShards(t *testing.T) {
 			}
 		}
 	}
+	if t.Failed() {
+		return
+	}
+
+	// A third hub whose selector overlaps shard a's: both rings (now of
+	// shard a) are of shards a and c. Neither hub acts on them: each
+	// tells why, counts them, and writes nothing to them; once hub c
+	// stops (its claim released), hub a acts on them again.
+	overlap := time.Now()
+	urlC := addShardHub(t, env, "hub-shard-c", 4, "--shard=c", "--shard-selector="+shard.Label+" in (a,c)", "--fleet-duties=false")
+	for _, u := range []string{urlA, urlC} {
+		if err := poll(ctx, time.Minute, u+" holds both rings for the overlap", func(context.Context) (string, error) {
+			v, err := metricValue(u, "etcdfed_hub_shard_conflicts")
+			if err != nil || v != "2" {
+				return fmt.Sprintf("etcdfed_hub_shard_conflicts %q (%v)", v, err), nil
+			}
+			return "", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ring := range []*ManagedEtcd{ringA, ringB} {
+		note, err := waitForHubEventNote(ctx, topo.Hub, ring, etcdfedv1.EventShardConflict, `shard "c"`, "neither does")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s held %.1fs after hub c started: %s", ring.Name, time.Since(overlap).Seconds(), note)
+	}
+	// Held: a spec change is acted on by neither hub.
+	ecA, err = ringA.Get(ctx, topo.Hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rv := ecA.ResourceVersion
+	scaled := ecA.DeepCopy()
+	scaled.Spec.Replicas = 5
+	if err := topo.Hub.Client.Patch(ctx, scaled, client.MergeFrom(ecA)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Second)
+	held, err := ringA.Get(ctx, topo.Hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if held.Status.ObservedGeneration == held.Generation || len(held.Status.Members) != 3 {
+		t.Fatalf("a ring two shards hold was acted on: observedGeneration %d of %d, %d members (resourceVersion %s before the patch)", held.Status.ObservedGeneration, held.Generation, len(held.Status.Members), rv)
+	}
+	if err := env.StopComponent("hub-shard-c", 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	released := time.Now()
+	if _, err := waitForHubEventNote(ctx, topo.Hub, ringA, etcdfedv1.EventShardConflict, "acts on it again"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: topo.Hub, Namespace: "shards", Name: "sha", Replicas: 5, Tolerant: true}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("hub c stopped: hub a took ring sha on again and scaled it to 5 members %.1fs later", time.Since(released).Seconds())
 }
 
 // ringState is what a ring's move must not change: its pods, its etcd
