@@ -11,10 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -33,26 +30,13 @@ import (
 func TestGoneRingLeavesNoDNSMemory(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
-	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ns := "rings"
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 		t.Fatal(err)
 	}
 	// The hub's cache with its domain indexes: a pass reads rival rings
 	// there (admit.go).
-	if err := indexDomains(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	mctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mctx) }()
-	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
-		t.Fatal("hub cache not synced")
-	}
+	mgr := startHubManager(t, api)
 	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, PassTimeout: 30 * time.Second, ClusterReadTimeout: 3 * time.Second}
 	pass := func(t *testing.T, ec *etcdfedv1.EtcdCluster) {
 		t.Helper()

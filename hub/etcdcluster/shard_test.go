@@ -13,8 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -38,23 +36,7 @@ import (
 func TestShardLetsGoOfOtherShardsRings(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
-	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexDomains(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := indexCAs(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	mctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mctx) }()
-	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
-		t.Fatal("hub cache not synced")
-	}
+	mgr := startHubManager(t, api)
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shards"}}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,23 +143,7 @@ func waitDomainCached(t *testing.T, mgr mcmanager.Manager, ec *etcdfedv1.EtcdClu
 func TestShardOverlapHoldsTheRing(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
-	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexDomains(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := indexCAs(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	mctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mctx) }()
-	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
-		t.Fatal("hub cache not synced")
-	}
+	mgr := startHubManager(t, api)
 	for _, ns := range []string{"shards", "etcdfed-system"} {
 		if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
 			t.Fatal(err)

@@ -11,8 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
@@ -35,23 +33,7 @@ import (
 func TestCASharedAcrossNamespacesRefused(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
-	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexDomains(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := indexCAs(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	mctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mctx) }()
-	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
-		t.Fatal("hub cache not synced")
-	}
+	mgr := startHubManager(t, api)
 	ca, err := pki.NewCA("company-ca", time.Now())
 	if err != nil {
 		t.Fatal(err)
