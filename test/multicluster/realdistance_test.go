@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -176,7 +177,7 @@ func distanceBetweenPods(ctx context.Context, t *testing.T, topo *Topology, env 
 // deletes the leader's pod under the recorded workload (its preStop hook
 // moves leadership first), logging the longest write gap; then sets the
 // distance back to none.
-func leaderPodDeletedAtDistance(ctx context.Context, t *testing.T, topo *Topology, env *localenv.Env, etcd *ManagedEtcd, dist string) {
+func leaderPodDeletedAtDistance(ctx context.Context, t *testing.T, topo *Topology, env *localenv.Env, etcd *ManagedEtcd, dist string, roundTrip time.Duration) {
 	d, err := localenv.ParseDistance(dist)
 	if err != nil {
 		t.Fatal(err)
@@ -194,6 +195,7 @@ func leaderPodDeletedAtDistance(ctx context.Context, t *testing.T, topo *Topolog
 	if err != nil {
 		t.Fatal(err)
 	}
+	spokesSeeDistance(ctx, t, topo, etcd, roundTrip)
 	w := StartWorkload(ctx, t, StartWorkloadInput{Client: etcd.Client, Prefix: "real-leader-far/", WatchEachEndpoint: true})
 	waitForWorkloadProgress(ctx, t, w)
 	calm, _ := w.MaxWriteGapAt()
@@ -216,4 +218,37 @@ func leaderPodDeletedAtDistance(ctx context.Context, t *testing.T, topo *Topolog
 		d, leader, back.Seconds(), gap.Round(time.Millisecond), at.Sub(start).Seconds(), calm.Round(time.Millisecond))
 	w.Stop()
 	checkWorkload(ctx, t, w)
+}
+
+// spokesSeeDistance waits until every round trip between member clusters
+// in the ring's status (the spokes' gossip probes, from which the hub
+// chooses the ring's timing) has a median of at least 80% of roundTrip:
+// the distance reaches the spokes' traffic too, not only the members'.
+func spokesSeeDistance(ctx context.Context, t *testing.T, topo *Topology, etcd *ManagedEtcd, roundTrip time.Duration) {
+	t.Helper()
+	start := time.Now()
+	var seen []string
+	err := poll(ctx, 3*time.Minute, fmt.Sprintf("every round trip in %s's status at %s or more", etcd.Name, roundTrip*8/10), func(ctx context.Context) (string, error) {
+		ec, err := etcd.Get(ctx, topo.Hub)
+		if err != nil {
+			return err.Error(), nil
+		}
+		seen = seen[:0]
+		short := ""
+		for _, r := range ec.Status.RoundTrips {
+			med := time.Duration(r.MedianMicros) * time.Microsecond
+			seen = append(seen, fmt.Sprintf("%s->%s %s", r.From, r.To, med))
+			if med < roundTrip*8/10 && short == "" {
+				short = fmt.Sprintf("%s->%s median %s", r.From, r.To, med)
+			}
+		}
+		if len(ec.Status.RoundTrips) == 0 {
+			return "no round trips in status", nil
+		}
+		return short, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the spokes measured the distance %.1fs after it was set: %s", time.Since(start).Seconds(), strings.Join(seen, ", "))
 }

@@ -212,7 +212,7 @@ func TestRealNodesRing(t *testing.T) {
 		distanceBetweenPods(ctx, t, topo, env, etcd)
 	})
 	t.Run("the leader's pod deleted at 10ms between clusters", func(t *testing.T) {
-		leaderPodDeletedAtDistance(ctx, t, topo, env, etcd, "member-1:member-2=10ms,member-1:member-3=10ms,member-2:member-3=10ms")
+		leaderPodDeletedAtDistance(ctx, t, topo, env, etcd, "member-1:member-2=10ms,member-1:member-3=10ms,member-2:member-3=10ms", 10*time.Millisecond)
 	})
 	t.Run("kubectl delete pod: a member, the leader, every member of one zone", func(t *testing.T) {
 		podsDeletedUnderLoad(ctx, t, topo, etcd)
