@@ -199,7 +199,7 @@ func (o *JoinOptions) installMember(ctx context.Context, hub, mem client.Client)
 		pruned = append(pruned, legacy)
 	}
 	what := "CRDs, ring namespace, the hub's ServiceAccount and RBAC, the gossip key"
-	if !o.MemberOptions.External {
+	if !o.External {
 		what += ", the spoke"
 	}
 	msg := fmt.Sprintf("%s: %s (%s)", o.Name, what, st)
