@@ -97,9 +97,6 @@ func MemberName(domain, member string) string {
 // ownership record. Bad input gives an error wrapping ErrInvalid that names
 // every problem.
 func Build(spec Spec) (*RecordSet, error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-
 	if spec.Domain == "" {
 		return nil, fmt.Errorf("%w: domain is empty", ErrInvalid)
 	}
@@ -107,133 +104,145 @@ func Build(spec Spec) (*RecordSet, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	ttl := spec.TTL
-	if ttl == 0 {
-		ttl = DefaultTTL
+	b := &builder{origin: origin, ttl: spec.TTL}
+	if b.ttl == 0 {
+		b.ttl = DefaultTTL
 	}
-	if ttl < 0 {
-		bad("TTL %d out of range 1..%d", spec.TTL, MaxTTL)
+	if b.ttl < 0 {
+		b.bad("TTL %d out of range 1..%d", spec.TTL, MaxTTL)
 	}
 	negTTL := spec.NegativeTTL
 	if negTTL == 0 {
-		negTTL = ttl
+		negTTL = b.ttl
 	}
 	if negTTL < 0 {
-		bad("negative TTL %d out of range 1..%d", spec.NegativeTTL, MaxTTL)
+		b.bad("negative TTL %d out of range 1..%d", spec.NegativeTTL, MaxTTL)
 	}
 	if err := checkOwner(spec.Owner); err != nil {
-		bad("%w", err)
+		b.bad("%w", err)
 	}
 	if len(spec.NameServers) == 0 {
-		bad("no name servers: give at least one (for example ns1.%s with its address)", origin)
+		b.bad("no name servers: give at least one (for example ns1.%s with its address)", origin)
 	}
 	if len(spec.Members) == 0 {
-		bad("no members")
+		b.bad("no members")
 	}
+	nsNames := b.nameServers(spec.NameServers)
+	b.members(spec.Members, spec.TLS, nsNames)
+	if len(b.errs) > 0 {
+		return nil, fmt.Errorf("%w for domain %s: %w", ErrInvalid, origin, errors.Join(b.errs...))
+	}
+	return b.seal(spec, nsNames, negTTL)
+}
 
-	var recs []Record
-	add := func(name, typ string, data ...string) {
-		for i := range recs {
-			if recs[i].Name == name && recs[i].Type == typ {
-				recs[i].Data = append(recs[i].Data, data...)
-				return
-			}
-		}
-		recs = append(recs, Record{Name: name, Type: typ, TTL: ttl, Data: data})
-	}
-	addAddrs := func(what, name string, addrs []netip.Addr) {
-		var v4, v6 int
-		for _, a := range addrs {
-			switch {
-			case !a.IsValid():
-				bad("%s: invalid address", what)
-			case a.Is4() || a.Is4In6():
-				v4++
-				add(name, "A", a.Unmap().String())
-			default:
-				if a.Zone() != "" {
-					bad("%s: address %s has a zone", what, a)
-					continue
-				}
-				v6++
-				add(name, "AAAA", a.String())
-			}
-		}
-		if v4 > 1 || v6 > 1 {
-			bad("%s: %d IPv4 and %d IPv6 addresses; at most one of each (etcd needs one address per name)", what, v4, v6)
-		}
-	}
+// builder collects the records of one Build, and every problem it finds.
+type builder struct {
+	origin string
+	ttl    int32
+	recs   []Record
+	errs   []error
+}
 
-	// Name servers and glue.
+// bad records a problem.
+func (b *builder) bad(format string, args ...any) {
+	b.errs = append(b.errs, fmt.Errorf(format, args...))
+}
+
+// add adds data to the RRset of name and type.
+func (b *builder) add(name, typ string, data ...string) {
+	for i := range b.recs {
+		if b.recs[i].Name == name && b.recs[i].Type == typ {
+			b.recs[i].Data = append(b.recs[i].Data, data...)
+			return
+		}
+	}
+	b.recs = append(b.recs, Record{Name: name, Type: typ, TTL: b.ttl, Data: data})
+}
+
+// addAddrs adds the A and AAAA records of name: at most one of each.
+func (b *builder) addAddrs(what, name string, addrs []netip.Addr) {
+	var v4, v6 int
+	for _, a := range addrs {
+		switch {
+		case !a.IsValid():
+			b.bad("%s: invalid address", what)
+		case a.Is4() || a.Is4In6():
+			v4++
+			b.add(name, "A", a.Unmap().String())
+		default:
+			if a.Zone() != "" {
+				b.bad("%s: address %s has a zone", what, a)
+				continue
+			}
+			v6++
+			b.add(name, "AAAA", a.String())
+		}
+	}
+	if v4 > 1 || v6 > 1 {
+		b.bad("%s: %d IPv4 and %d IPv6 addresses; at most one of each (etcd needs one address per name)", what, v4, v6)
+	}
+}
+
+// nameServers checks the name servers, adds the glue of those inside the
+// zone, and returns their names.
+func (b *builder) nameServers(nss []NameServer) []string {
 	var nsNames []string
-	for i, ns := range spec.NameServers {
+	for i, ns := range nss {
 		what := fmt.Sprintf("name server %d (%s)", i, ns.Name)
 		name := strings.ToLower(dns.Fqdn(ns.Name))
 		if ns.Name == "" {
-			bad("%s: name is empty", what)
+			b.bad("%s: name is empty", what)
 			continue
 		}
 		if err := checkName(name); err != nil {
-			bad("%s: %w", what, err)
+			b.bad("%s: %w", what, err)
 			continue
 		}
 		if slices.Contains(nsNames, name) {
-			bad("%s: listed twice", what)
+			b.bad("%s: listed twice", what)
 			continue
 		}
 		nsNames = append(nsNames, name)
-		inZone := dns.IsSubDomain(origin, name)
+		inZone := dns.IsSubDomain(b.origin, name)
 		switch {
-		case inZone && name == origin:
-			bad("%s: a name server cannot be the zone apex", what)
+		case inZone && name == b.origin:
+			b.bad("%s: a name server cannot be the zone apex", what)
 		case inZone && len(ns.Addresses) == 0:
-			bad("%s: inside %s, so it needs glue addresses", what, origin)
+			b.bad("%s: inside %s, so it needs glue addresses", what, b.origin)
 		case !inZone && len(ns.Addresses) > 0:
-			bad("%s: outside %s, so it cannot carry glue addresses", what, origin)
+			b.bad("%s: outside %s, so it cannot carry glue addresses", what, b.origin)
 		case inZone:
-			addAddrs(what, name, ns.Addresses)
+			b.addAddrs(what, name, ns.Addresses)
 		}
 	}
+	return nsNames
+}
 
-	// Members.
+// members checks the members and adds each one's address records (or
+// CNAME) and its peer and client SRV entries (TLS: the -ssl names).
+func (b *builder) members(ms []Member, tls bool, nsNames []string) {
 	server, client := SRVServer, SRVClient
-	if spec.TLS {
+	if tls {
 		server, client = SRVServerTLS, SRVClientTLS
 	}
 	seen := map[string]bool{}
-	for i, m := range spec.Members {
+	for i, m := range ms {
 		what := fmt.Sprintf("member %d (%s)", i, m.Name)
 		if _, ok := dns.IsDomainName(m.Name); !ok || m.Name == "" || strings.Contains(m.Name, ".") || strings.ToLower(m.Name) != m.Name || strings.HasPrefix(m.Name, "_") {
-			bad("%s: name must be one lowercase DNS label", what)
+			b.bad("%s: name must be one lowercase DNS label", what)
 			continue
 		}
-		name := MemberName(origin, m.Name)
+		name := MemberName(b.origin, m.Name)
 		if err := checkName(name); err != nil {
-			bad("%s: %w", what, err)
+			b.bad("%s: %w", what, err)
 			continue
 		}
 		if seen[name] || slices.Contains(nsNames, name) {
-			bad("%s: name used twice", what)
+			b.bad("%s: name used twice", what)
 			continue
 		}
 		seen[name] = true
-		switch {
-		case len(m.Addresses) > 0 && m.Hostname != "":
-			bad("%s: give addresses or a hostname, not both", what)
-		case len(m.Addresses) == 0 && m.Hostname == "":
-			bad("%s: no address: give IPv4/IPv6 addresses or a hostname", what)
-		case m.Hostname != "":
-			target := strings.ToLower(dns.Fqdn(m.Hostname))
-			if err := checkName(target); err != nil {
-				bad("%s: hostname %q: %w", what, m.Hostname, err)
-			} else if target == name {
-				bad("%s: hostname points at the member's own name", what)
-			} else {
-				add(name, "CNAME", target)
-			}
-		default:
-			addAddrs(what, name, m.Addresses)
-		}
+		b.memberAddress(what, name, m)
 		peer, cl := m.PeerPort, m.ClientPort
 		if peer == 0 {
 			peer = DefaultPeerPort
@@ -242,20 +251,42 @@ func Build(spec Spec) (*RecordSet, error) {
 			cl = DefaultClientPort
 		}
 		if peer < 1 || peer > 65535 || cl < 1 || cl > 65535 {
-			bad("%s: ports %d/%d out of range 1..65535", what, m.PeerPort, m.ClientPort)
+			b.bad("%s: ports %d/%d out of range 1..65535", what, m.PeerPort, m.ClientPort)
 			continue
 		}
 		if m.NoSRV {
 			continue
 		}
-		add(server+"."+origin, "SRV", srv(peer, name))
-		add(client+"."+origin, "SRV", srv(cl, name))
+		b.add(server+"."+b.origin, "SRV", srv(peer, name))
+		b.add(client+"."+b.origin, "SRV", srv(cl, name))
 	}
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("%w for domain %s: %w", ErrInvalid, origin, errors.Join(errs...))
-	}
+}
 
-	// Ownership.
+// memberAddress adds a member's A and AAAA records, or its CNAME.
+func (b *builder) memberAddress(what, name string, m Member) {
+	switch {
+	case len(m.Addresses) > 0 && m.Hostname != "":
+		b.bad("%s: give addresses or a hostname, not both", what)
+	case len(m.Addresses) == 0 && m.Hostname == "":
+		b.bad("%s: no address: give IPv4/IPv6 addresses or a hostname", what)
+	case m.Hostname != "":
+		target := strings.ToLower(dns.Fqdn(m.Hostname))
+		if err := checkName(target); err != nil {
+			b.bad("%s: hostname %q: %w", what, m.Hostname, err)
+		} else if target == name {
+			b.bad("%s: hostname points at the member's own name", what)
+		} else {
+			b.add(name, "CNAME", target)
+		}
+	default:
+		b.addAddrs(what, name, m.Addresses)
+	}
+}
+
+// seal adds the ownership record, the NS RRset and the SOA (its serial
+// spec.Serial, or derived from the content) to checked records.
+func (b *builder) seal(spec Spec, nsNames []string, negTTL int32) (*RecordSet, error) {
+	origin, ttl, recs := b.origin, b.ttl, b.recs
 	var keys []RRsetKey
 	for _, r := range recs {
 		keys = append(keys, RRsetKey{r.Name, dns.StringToType[r.Type]})

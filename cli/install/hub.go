@@ -51,21 +51,8 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	if err != nil {
 		return err
 	}
-	if o.Shard.Name == "" && !o.External && o.DryRun == nil {
-		// The unsharded hub owns every ring: beside shards' hubs, two
-		// hubs would act on the same rings.
-		shards, err := shardDeployments(ctx, hub)
-		if err != nil {
-			return err
-		}
-		if len(shards) > 0 {
-			return fmt.Errorf("hub: hub shards are installed (Deployments %s): install with --shard NAME, or delete them first", strings.Join(shards, ", "))
-		}
-	}
-	for _, ns := range o.EtcdClusterNamespaces {
-		if err := hub.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
-			return fmt.Errorf("--etcdcluster-namespace %s: %w (create it first)", ns, err)
-		}
+	if err := o.preflight(ctx, hub); err != nil {
+		return err
 	}
 	a := &applier{c: hub, cluster: "hub", dryRun: o.DryRun}
 	st, err := a.apply(ctx, objs)
@@ -83,24 +70,9 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	if _, err := gossipKey(ctx, hub, label, false); err != nil {
 		return err
 	}
-	gossip := &unstructured.Unstructured{}
-	gossip.SetAPIVersion("v1")
-	gossip.SetKind("Secret")
-	gossip.SetNamespace(Namespace)
-	gossip.SetName(GossipSecret)
-	// What no shard wrote, and this shard's own: never another shard's.
-	// A shard's install prunes the unsharded hub's Deployment, which it
-	// replaces.
-	pruned, err := a.prune(ctx, noShard(), append(objs, gossip))
+	pruned, err := o.prune(ctx, a, objs)
 	if err != nil {
 		return err
-	}
-	if o.Shard.Name != "" {
-		more, err := a.prune(ctx, ofShard(o.Shard.Name), objs)
-		if err != nil {
-			return err
-		}
-		pruned = append(pruned, more...)
 	}
 	what := "CRDs, namespace, the hub's RBAC"
 	if !o.External {
@@ -114,9 +86,60 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	if o.External || !o.Wait {
 		return nil
 	}
+	return o.waitRollout(ctx, hub)
+}
+
+// preflight checks what must hold before anything is written: an
+// unsharded hub is not installed beside shards' hubs (two hubs would act
+// on the same rings), and the EtcdCluster namespaces exist.
+func (o *HubInstallOptions) preflight(ctx context.Context, hub client.Client) error {
+	if o.Shard.Name == "" && !o.External && o.DryRun == nil {
+		shards, err := shardDeployments(ctx, hub)
+		if err != nil {
+			return err
+		}
+		if len(shards) > 0 {
+			return fmt.Errorf("hub: hub shards are installed (Deployments %s): install with --shard NAME, or delete them first", strings.Join(shards, ", "))
+		}
+	}
+	for _, ns := range o.EtcdClusterNamespaces {
+		if err := hub.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); err != nil {
+			return fmt.Errorf("--etcdcluster-namespace %s: %w (create it first)", ns, err)
+		}
+	}
+	return nil
+}
+
+// prune deletes what an earlier install applied and this one no longer
+// renders: what no shard wrote, and this shard's own, never another
+// shard's. A shard's install prunes the unsharded hub's Deployment, which
+// it replaces.
+func (o *HubInstallOptions) prune(ctx context.Context, a *applier, objs []*unstructured.Unstructured) ([]string, error) {
+	gossip := &unstructured.Unstructured{}
+	gossip.SetAPIVersion("v1")
+	gossip.SetKind("Secret")
+	gossip.SetNamespace(Namespace)
+	gossip.SetName(GossipSecret)
+	pruned, err := a.prune(ctx, noShard(), append(objs, gossip))
+	if err != nil {
+		return nil, err
+	}
+	if o.Shard.Name != "" {
+		more, err := a.prune(ctx, ofShard(o.Shard.Name), objs)
+		if err != nil {
+			return nil, err
+		}
+		pruned = append(pruned, more...)
+	}
+	return pruned, nil
+}
+
+// waitRollout waits, within o.Timeout, until the hub's Deployment has
+// rolled out.
+func (o *HubInstallOptions) waitRollout(ctx context.Context, hub client.Client) error {
 	start := time.Now()
 	var why string
-	err = poll(ctx, o.Timeout, func(ctx context.Context) (bool, error) {
+	err := poll(ctx, o.Timeout, func(ctx context.Context) (bool, error) {
 		var done bool
 		done, why = deploymentReady(ctx, hub, o.Shard.deployment())
 		return done, nil

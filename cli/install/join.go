@@ -6,16 +6,12 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/url"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
-	authenticationv1 "k8s.io/api/authentication/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,14 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-
-	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
 )
@@ -139,36 +129,96 @@ func Join(ctx context.Context, o JoinOptions) error {
 	if len(ca) == 0 {
 		return fmt.Errorf("the member kubeconfig names no CA for %s: the hub needs one to verify the apiserver", o.Member.Host)
 	}
-	dry := o.DryRun != nil
+	existing, err := o.preflight(ctx, hub, mem)
+	if err != nil {
+		return err
+	}
+	if err := o.installMember(ctx, hub, mem); err != nil {
+		return err
+	}
+	if err := o.register(ctx, hub, memCS, existing, ca); err != nil {
+		return err
+	}
+	if o.DryRun != nil || !o.Wait {
+		return nil
+	}
+	return o.wait(ctx, hub, mem)
+}
 
-	// Preflight: nothing is written until these pass.
+// preflight checks what must hold before join writes anything but zone
+// labels: the hub is installed, the member cluster's apiserver is not
+// registered under another name, and its nodes' zones are usable (nodes
+// without one labelled with --zone-label). It returns the existing
+// registration of o.Name (nil when none).
+func (o *JoinOptions) preflight(ctx context.Context, hub, mem client.Client) (*corev1.Secret, error) {
 	if err := hub.Get(ctx, client.ObjectKey{Name: Namespace}, &corev1.Namespace{}); err != nil {
 		if apierrors.IsNotFound(err) {
-			return fmt.Errorf("the hub cluster has no namespace %s: run `etcdfed hub install` first", Namespace)
+			return nil, fmt.Errorf("the hub cluster has no namespace %s: run `etcdfed hub install` first", Namespace)
 		}
-		return fmt.Errorf("hub cluster (apiserver %s): %w", o.Hub.Host, err)
+		return nil, fmt.Errorf("hub cluster (apiserver %s): %w", o.Hub.Host, err)
 	}
 	existing, others, err := registrations(ctx, hub, o.Name)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for _, other := range others {
 		if cfg, err := registry.RESTConfig(other); err == nil && cfg.Host == o.MemberServer {
-			return fmt.Errorf("%s is already registered as %q: unjoin that name first, or join under it", o.MemberServer, other.Name)
+			return nil, fmt.Errorf("%s is already registered as %q: unjoin that name first, or join under it", o.MemberServer, other.Name)
 		}
 	}
-	zones, err := o.checkZones(ctx, mem, dry)
+	zones, err := o.checkZones(ctx, mem, o.DryRun != nil)
+	if err != nil {
+		return nil, err
+	}
+	o.Progress(fmt.Sprintf("%s: %s, zones %s", o.Name, o.Member.Host, zones))
+	return existing, nil
+}
+
+// installMember applies etcdfed's objects in the member cluster (CRDs,
+// the ring namespace, the hub's ServiceAccount and RBAC, the gossip key,
+// the spoke unless external) and prunes what an earlier join applied and
+// this one no longer renders.
+func (o *JoinOptions) installMember(ctx context.Context, hub, mem client.Client) error {
+	dry := o.DryRun != nil
+	gossip, err := o.gossipSecret(ctx, hub)
 	if err != nil {
 		return err
 	}
-	o.Progress(fmt.Sprintf("%s: %s, zones %s", o.Name, o.Member.Host, zones))
-
-	// The member cluster.
 	ma := &applier{c: mem, cluster: o.Name, dryRun: o.DryRun}
-	sel := labels.SelectorFromSet(labels.Set{LabelJoinedAs: o.Name})
-	key, err := gossipKey(ctx, hub, map[string]string{LabelHubInstall: "true"}, dry)
+	objs, st, err := o.applyMemberObjects(ctx, ma, mem, gossip)
 	if err != nil {
 		return err
+	}
+	pruned, err := ma.prune(ctx, labels.SelectorFromSet(labels.Set{LabelJoinedAs: o.Name}), objs)
+	if err != nil {
+		return err
+	}
+	if legacy, err := removeLegacyToken(ctx, mem, dry); err != nil {
+		return fmt.Errorf("%s: %w", o.Name, err)
+	} else if legacy != "" {
+		pruned = append(pruned, legacy)
+	}
+	what := "CRDs, ring namespace, the hub's ServiceAccount and RBAC, the gossip key"
+	if !o.External {
+		what += ", the spoke"
+	}
+	msg := fmt.Sprintf("%s: %s (%s)", o.Name, what, st)
+	if len(pruned) > 0 {
+		msg += "; removed " + strings.Join(pruned, ", ")
+	}
+	if !dry {
+		o.Progress(msg)
+	}
+	return nil
+}
+
+// gossipSecret is the member cluster's copy of the ring's gossip key, read
+// from the hub (redacted in a dry run).
+func (o *JoinOptions) gossipSecret(ctx context.Context, hub client.Client) (*unstructured.Unstructured, error) {
+	dry := o.DryRun != nil
+	key, err := gossipKey(ctx, hub, map[string]string{LabelHubInstall: "true"}, dry)
+	if err != nil {
+		return nil, err
 	}
 	gossip, err := toUnstructured(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: GossipSecret, Namespace: Namespace, Labels: map[string]string{LabelJoinedAs: o.Name}},
@@ -176,11 +226,21 @@ func Join(ctx context.Context, o JoinOptions) error {
 		Data:       map[string][]byte{GossipKeyKey: key},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if dry {
 		redact(gossip, "<the ring's gossip key, from the hub's Secret "+Namespace+"/"+GossipSecret+">")
 	}
+	return gossip, nil
+}
+
+// applyMemberObjects renders and applies the member cluster's objects and
+// gossip. When the spoke advertises its Services' LoadBalancer addresses,
+// not known yet, everything but the spoke goes first, then the spoke
+// rendered with the addresses the Services got. It returns the objects
+// applied last (the set to prune against) and what applying did.
+func (o *JoinOptions) applyMemberObjects(ctx context.Context, ma *applier, mem client.Client, gossip *unstructured.Unstructured) ([]*unstructured.Unstructured, applied, error) {
+	dry := o.DryRun != nil
 	mo := o.MemberOptions
 	lbPending := !mo.External && (mo.Expose == "" || mo.Expose == ExposeLoadBalancer) && mo.Advertise == ""
 	if lbPending && dry {
@@ -189,7 +249,7 @@ func Join(ctx context.Context, o JoinOptions) error {
 	}
 	objs, err := RenderMember(mo)
 	if err != nil {
-		return err
+		return nil, applied{}, err
 	}
 	var first applied
 	if lbPending {
@@ -202,75 +262,24 @@ func Join(ctx context.Context, o JoinOptions) error {
 			}
 		}
 		if first, err = o.applyMember(ctx, ma, mem, append(some, gossip)); err != nil {
-			return err
+			return nil, applied{}, err
 		}
 		if mo.Advertise, err = waitLoadBalancer(ctx, mem, SpokeService, "DNS", o.Timeout, o.Progress); err != nil {
-			return fmt.Errorf("%s: %w", o.Name, err)
+			return nil, applied{}, fmt.Errorf("%s: %w", o.Name, err)
 		}
 		if mo.GossipAdvertise, err = waitLoadBalancer(ctx, mem, SpokeGossipService, "gossip", o.Timeout, o.Progress); err != nil {
-			return fmt.Errorf("%s: %w", o.Name, err)
+			return nil, applied{}, fmt.Errorf("%s: %w", o.Name, err)
 		}
 		if objs, err = RenderMember(mo); err != nil {
-			return err
+			return nil, applied{}, err
 		}
 	}
 	objs = append(objs, gossip)
 	st, err := o.applyMember(ctx, ma, mem, objs)
 	if err != nil {
-		return err
+		return nil, applied{}, err
 	}
-	st = first.then(st)
-	pruned, err := ma.prune(ctx, sel, objs)
-	if err != nil {
-		return err
-	}
-	if legacy, err := removeLegacyToken(ctx, mem, dry); err != nil {
-		return fmt.Errorf("%s: %w", o.Name, err)
-	} else if legacy != "" {
-		pruned = append(pruned, legacy)
-	}
-	what := "CRDs, ring namespace, the hub's ServiceAccount and RBAC, the gossip key"
-	if !mo.External {
-		what += ", the spoke"
-	}
-	msg := fmt.Sprintf("%s: %s (%s)", o.Name, what, st)
-	if len(pruned) > 0 {
-		msg += "; removed " + strings.Join(pruned, ", ")
-	}
-	if !dry {
-		o.Progress(msg)
-	}
-
-	// The registration in the hub.
-	token, minted, err := o.credential(ctx, memCS, existing, dry)
-	if err != nil {
-		return err
-	}
-	reg, err := o.registration(ca, token)
-	if err != nil {
-		return err
-	}
-	if dry {
-		redact(reg, "<a token of ServiceAccount "+Namespace+"/"+hubmemberrbac.ServiceAccountName+", minted by join>")
-	}
-	ha := &applier{c: hub, cluster: "hub", dryRun: o.DryRun}
-	rst, err := ha.apply(ctx, []*unstructured.Unstructured{reg})
-	if err != nil {
-		return err
-	}
-	if dry {
-		return nil
-	}
-	cred := "kept the hub's token"
-	if minted {
-		c, _ := registration.ParseToken(token)
-		cred = fmt.Sprintf("minted a token for the hub (expires %s; the hub renews it)", c.Expiry.UTC().Format(time.RFC3339))
-	}
-	o.Progress(fmt.Sprintf("%s: registered in the hub as Secret %s/%s (%s); %s", o.Name, Namespace, o.Name, rst, cred))
-	if !o.Wait {
-		return nil
-	}
-	return o.wait(ctx, hub, mem)
+	return objs, first.then(st), nil
 }
 
 // applyMember applies objs in the member cluster and waits for its CRDs.
@@ -283,37 +292,6 @@ func (o *JoinOptions) applyMember(ctx context.Context, ma *applier, mem client.C
 		return st, nil
 	}
 	return st, waitCRDs(ctx, mem, objs)
-}
-
-// registrations returns the registration Secret of name (nil when none)
-// and every other one.
-func registrations(ctx context.Context, hub client.Client, name string) (*corev1.Secret, []*corev1.Secret, error) {
-	var list corev1.SecretList
-	if err := hub.List(ctx, &list, client.InNamespace(Namespace), client.MatchingLabels{registry.KubeconfigSecretLabel: "true"}); err != nil {
-		return nil, nil, fmt.Errorf("list the hub's registrations: %w", err)
-	}
-	var mine *corev1.Secret
-	var others []*corev1.Secret
-	for i := range list.Items {
-		if list.Items[i].Name == name {
-			mine = &list.Items[i]
-		} else {
-			others = append(others, &list.Items[i])
-		}
-	}
-	if mine == nil {
-		// A Secret of that name without the label is not a registration,
-		// but Join must not overwrite it blindly either.
-		sec := &corev1.Secret{}
-		err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, sec)
-		switch {
-		case err == nil && sec.Labels[LabelJoinedAs] == "":
-			return nil, nil, fmt.Errorf("the hub's namespace already holds a Secret %s that is not a registration: pick another name", name)
-		case err != nil && !apierrors.IsNotFound(err):
-			return nil, nil, fmt.Errorf("read Secret %s/%s in the hub: %w", Namespace, name, err)
-		}
-	}
-	return mine, others, nil
 }
 
 // checkZones reports the member cluster's zones, and with ZoneLabel labels
@@ -372,246 +350,4 @@ func (o *JoinOptions) checkZones(ctx context.Context, mem client.Client, dry boo
 		parts = append(parts, fmt.Sprintf("%s (%d nodes)", name, count[z]))
 	}
 	return strings.Join(parts, ", "), nil
-}
-
-// credential returns the hub's token: the registration's current one while
-// it still authenticates as the hub's ServiceAccount, has at least a third
-// of its life left and was asked for with this lifetime, else a new one.
-func (o *JoinOptions) credential(ctx context.Context, cs kubernetes.Interface, existing *corev1.Secret, dry bool) (token string, minted bool, err error) {
-	if existing != nil && existing.Annotations[AnnotationTokenLifetime] == o.TokenLifetime.String() {
-		cur := string(existing.Data[registry.TokenKey])
-		if c, err := registration.ParseToken(cur); err == nil && !registration.RenewDue(c, time.Now(), 2.0/3) {
-			if ok, err := authenticates(ctx, cs, cur); err != nil {
-				return "", false, err
-			} else if ok {
-				return cur, false, nil
-			}
-		}
-	}
-	if dry {
-		return "", true, nil
-	}
-	secs := int64(o.TokenLifetime.Seconds())
-	tr, err := cs.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, hubmemberrbac.ServiceAccountName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
-	if err != nil {
-		return "", false, fmt.Errorf("%s: mint a token for the hub (TokenRequest): %w", o.Name, err)
-	}
-	return tr.Status.Token, true, nil
-}
-
-// authenticates asks the member cluster whether token is the hub's
-// ServiceAccount's (TokenReview).
-func authenticates(ctx context.Context, cs kubernetes.Interface, token string) (bool, error) {
-	tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-	if err != nil {
-		return false, fmt.Errorf("check the hub's token (TokenReview): %w", err)
-	}
-	return tr.Status.Authenticated && tr.Status.User.Username == "system:serviceaccount:"+Namespace+":"+hubmemberrbac.ServiceAccountName, nil
-}
-
-// registration is the hub's registration Secret for the cluster: a
-// kubeconfig naming the server and its CA (no credentials), and the token.
-func (o *JoinOptions) registration(ca []byte, token string) (*unstructured.Unstructured, error) {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters[o.Name] = &clientcmdapi.Cluster{Server: o.MemberServer, CertificateAuthorityData: ca, TLSServerName: o.Member.ServerName}
-	kc.AuthInfos[hubmemberrbac.ServiceAccountName] = &clientcmdapi.AuthInfo{}
-	kc.Contexts[o.Name] = &clientcmdapi.Context{Cluster: o.Name, AuthInfo: hubmemberrbac.ServiceAccountName, Namespace: Namespace}
-	kc.CurrentContext = o.Name
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		return nil, err
-	}
-	lbl := map[string]string{}
-	maps.Copy(lbl, o.Labels)
-	lbl[registry.KubeconfigSecretLabel] = "true"
-	lbl[LabelJoinedAs] = o.Name
-	return toUnstructured(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: Namespace, Labels: lbl, Annotations: map[string]string{
-			registration.AnnotationCredential: registration.CredentialServiceAccountToken,
-			AnnotationTokenLifetime:           o.TokenLifetime.String(),
-		}},
-		Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{registry.KubeconfigSecretKey: data, registry.TokenKey: []byte(token)},
-	})
-}
-
-// redact replaces every data value of a Secret with note (for printing).
-func redact(sec *unstructured.Unstructured, note string) {
-	data, _, _ := unstructured.NestedMap(sec.Object, "data")
-	for k := range data {
-		if k == registry.KubeconfigSecretKey {
-			continue // a kubeconfig without credentials
-		}
-		data[k] = note
-	}
-	_ = unstructured.SetNestedMap(sec.Object, data, "data")
-}
-
-// waitLoadBalancer waits for the LoadBalancer address of one of the
-// spoke's Services (name), where other clusters reach what (DNS, gossip).
-func waitLoadBalancer(ctx context.Context, mem client.Client, name, what string, timeout time.Duration, progress func(string)) (string, error) {
-	progress(fmt.Sprintf("waiting for the LoadBalancer address of the Service %s (other clusters reach the spoke's %s there)", name, what))
-	var addr string
-	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
-		svc := &corev1.Service{}
-		if err := mem.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, svc); err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			if in.IP != "" {
-				addr = in.IP
-			} else if in.Hostname != "" {
-				addr = in.Hostname
-			}
-		}
-		return addr != "", nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("the Service %s/%s got no LoadBalancer address within %s: the cluster may have no LoadBalancer; give --advertise-address (and --gossip-advertise-address), or --spoke-expose NodePort", Namespace, name, timeout)
-	}
-	if ip := net.ParseIP(addr); ip == nil && strings.Contains(addr, ":") {
-		return "", fmt.Errorf("LoadBalancer address %q: not a host", addr)
-	}
-	return addr, nil
-}
-
-// wait waits until the spoke is rolled out and alive and the hub reports
-// the cluster engaged and the spoke alive, with a line per step and one
-// every 15 seconds while it waits.
-func (o *JoinOptions) wait(ctx context.Context, hub, mem client.Client) error {
-	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
-	defer cancel()
-	type step struct {
-		what string
-		done func(ctx context.Context) (bool, string)
-	}
-	var firstRenew *time.Time
-	steps := []step{}
-	if !o.External {
-		steps = append(steps, step{"the spoke rolled out", func(ctx context.Context) (bool, string) {
-			return deploymentReady(ctx, mem, SpokeDeployment)
-		}})
-	}
-	steps = append(steps,
-		step{"the spoke renews its Lease", func(ctx context.Context) (bool, string) {
-			t, err := spokeRenewTime(ctx, mem)
-			if err != nil {
-				return false, err.Error()
-			}
-			if firstRenew == nil {
-				firstRenew = &t
-				return false, "Lease " + Namespace + "/spoke renewed at " + t.UTC().Format(time.RFC3339) + "; waiting for the next renewal"
-			}
-			return !t.Equal(*firstRenew), ""
-		}},
-		step{"the hub engaged the cluster and sees its spoke", func(ctx context.Context) (bool, string) {
-			sec := &corev1.Secret{}
-			if err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: o.Name}, sec); err != nil {
-				return false, err.Error()
-			}
-			s, ok := registration.StatusOf(sec.Annotations)
-			if !ok {
-				return false, "the hub has not reported on this registration yet: is the hub running? (kubectl -n " + Namespace + " logs deploy/" + HubDeployment + ")"
-			}
-			why := fmt.Sprintf("the hub reports engaged=%v, spoke %s", s.Engaged, s.Spoke)
-			if s.Problem != "" {
-				why += ": " + s.Problem
-			}
-			return s.Engaged && s.Spoke == registration.SpokeAlive, why
-		}},
-	)
-	start := time.Now()
-	for _, s := range steps {
-		last := time.Now()
-		var why string
-		err := poll(ctx, o.Timeout, func(ctx context.Context) (bool, error) {
-			var done bool
-			done, why = s.done(ctx)
-			if !done && time.Since(last) >= 15*time.Second {
-				last = time.Now()
-				o.Progress(fmt.Sprintf("%s: still waiting for %s (%s)", o.Name, s.what, why))
-			}
-			return done, nil
-		})
-		if err != nil {
-			return fmt.Errorf("%s: %s did not happen within %s (%s)", o.Name, s.what, o.Timeout, why)
-		}
-		o.Progress(fmt.Sprintf("%s: %s (%.1fs)", o.Name, s.what, time.Since(start).Seconds()))
-	}
-	return nil
-}
-
-func poll(ctx context.Context, timeout time.Duration, f func(ctx context.Context) (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t := time.NewTicker(500 * time.Millisecond)
-	defer t.Stop()
-	for {
-		done, err := f(ctx)
-		if done || err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-t.C:
-		}
-	}
-}
-
-// deploymentReady reports whether a Deployment in the ring namespace has
-// rolled out its current template, and if not, what it waits for.
-func deploymentReady(ctx context.Context, c client.Client, name string) (bool, string) {
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, d); err != nil {
-		return false, err.Error()
-	}
-	want := ptr.Deref(d.Spec.Replicas, 1)
-	s := d.Status
-	if s.ObservedGeneration >= d.Generation && s.UpdatedReplicas >= want && s.AvailableReplicas >= want && s.Replicas == s.UpdatedReplicas {
-		return true, ""
-	}
-	return false, fmt.Sprintf("Deployment %s: %d of %d updated, %d available (kubectl -n %s describe deploy/%s)", name, s.UpdatedReplicas, want, s.AvailableReplicas, Namespace, name)
-}
-
-// spokeRenewTime reads the renewTime of the spoke's liveness Lease.
-func spokeRenewTime(ctx context.Context, c client.Client) (time.Time, error) {
-	l := &coordinationv1.Lease{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: etcdfedv1.SpokeObjectName}, l); err != nil {
-		if apierrors.IsNotFound(err) {
-			return time.Time{}, errors.New("the spoke has not created its Lease " + Namespace + "/" + etcdfedv1.SpokeObjectName + " yet")
-		}
-		return time.Time{}, err
-	}
-	if l.Spec.RenewTime == nil {
-		return time.Time{}, errors.New("the spoke's Lease has no renewTime yet")
-	}
-	return l.Spec.RenewTime.Time, nil
-}
-
-// legacyTokenSecret is the long-lived token Secret of the hub's
-// ServiceAccount that installs before `etcdfed cluster join` applied
-// (config/rbac/hub-member's token_secret.yaml).
-const legacyTokenSecret = "etcdfed-hub-token"
-
-// removeLegacyToken deletes that Secret, which holds a token that never
-// expires, when it is there; it returns what it removed.
-func removeLegacyToken(ctx context.Context, c client.Client, dry bool) (string, error) {
-	sec := &corev1.Secret{}
-	err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: legacyTokenSecret}, sec)
-	switch {
-	case apierrors.IsNotFound(err):
-		return "", nil
-	case err != nil:
-		return "", fmt.Errorf("read Secret %s/%s: %w", Namespace, legacyTokenSecret, err)
-	case sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != hubmemberrbac.ServiceAccountName:
-		return "", nil
-	case dry:
-		return "", nil
-	}
-	if err := c.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
-		return "", fmt.Errorf("delete the long-lived token Secret %s/%s: %w", Namespace, legacyTokenSecret, err)
-	}
-	return "Secret " + Namespace + "/" + legacyTokenSecret + " (a token that never expired, of an earlier install)", nil
 }

@@ -10,14 +10,12 @@ import (
 	"strings"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -72,11 +70,45 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	}
 	del := &deleter{c: mem, cluster: o.Name, dryRun: o.DryRun}
 	hdel := &deleter{c: hub, cluster: "hub", dryRun: o.DryRun}
+	token, err := o.deregister(ctx, hub, hdel)
+	if err != nil {
+		return err
+	}
+	if err := o.removeInstalled(ctx, mem, del); err != nil {
+		return err
+	}
+	if err := o.removeBookkeeping(ctx, mem, del, token); err != nil {
+		return err
+	}
+	// Zone labels Join set.
+	if err := unlabelZones(ctx, mem, o.Name, o.DryRun); err != nil {
+		return err
+	}
+	// The CRDs and the namespace, when nothing else uses them.
+	kept, err := del.sharedOnes(ctx, o.Name)
+	if err != nil {
+		return err
+	}
+	if o.DryRun != nil {
+		return nil
+	}
+	msg := fmt.Sprintf("%s: unjoined (%d objects deleted)", o.Name, del.n+hdel.n)
+	if len(kept) > 0 {
+		msg += "; kept " + strings.Join(kept, "; ")
+	}
+	o.Progress(msg)
+	return nil
+}
 
-	// 1. The registration: the hub disengages within a second or two.
+// deregister deletes the cluster's registration in the hub, and returns
+// the hub's token it held. The hub disengages within a second or two and,
+// seeing the registration gone, revokes the cluster's gossip identity and
+// rotates the gossip key (hub/spokes): whatever the cluster kept, it can no
+// longer speak in the spokes' gossip. deregister waits for that.
+func (o *UnjoinOptions) deregister(ctx context.Context, hub client.Client, hdel *deleter) (string, error) {
 	reg := &corev1.Secret{}
 	if err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: o.Name}, reg); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("read the registration of %s in the hub: %w", o.Name, err)
+		return "", fmt.Errorf("read the registration of %s in the hub: %w", o.Name, err)
 	}
 	token := string(reg.Data[registry.TokenKey])
 	regU := &unstructured.Unstructured{}
@@ -85,16 +117,18 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	regU.SetNamespace(Namespace)
 	regU.SetName(o.Name)
 	if err := hdel.delete(ctx, regU); err != nil {
-		return err
+		return "", err
 	}
-	// 1b. The hub, seeing the registration gone, revokes the cluster's
-	// gossip identity and rotates the gossip key (hub/spokes): whatever
-	// the cluster kept, it can no longer speak in the spokes' gossip.
 	if o.DryRun == nil {
 		o.Progress(waitGossipRevoked(ctx, hub, o.Name, o.Timeout))
 	}
-	// 2. What Join installed, the hub's ServiceAccount first: its tokens
-	// stop working at once, so nothing the hub still does reaches here.
+	return token, nil
+}
+
+// removeInstalled deletes what Join installed in the member cluster, the
+// hub's ServiceAccount first: its tokens stop working at once, so nothing
+// the hub still does reaches here.
+func (o *UnjoinOptions) removeInstalled(ctx context.Context, mem client.Client, del *deleter) error {
 	sel := labels.SelectorFromSet(labels.Set{LabelJoinedAs: o.Name})
 	objs, err := labelled(ctx, mem, sel, kinds)
 	if err != nil {
@@ -108,9 +142,14 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 			return err
 		}
 	}
-	// 3. The spoke stops, and the hub's token is refused (the apiserver
-	// caches a token's authentication for some seconds); then what the
-	// spoke and the hub kept here goes, with nobody left to write it again.
+	return nil
+}
+
+// removeBookkeeping waits until the spoke has stopped and the hub's token
+// is refused (the apiserver caches a token's authentication for some
+// seconds), then deletes what the spoke and the hub kept in the member
+// cluster, with nobody left to write it again.
+func (o *UnjoinOptions) removeBookkeeping(ctx context.Context, mem client.Client, del *deleter, token string) error {
 	if o.DryRun == nil {
 		if err := waitNoSpokePods(ctx, mem, o.Timeout); err != nil {
 			return fmt.Errorf("%s: %w", o.Name, err)
@@ -130,23 +169,6 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 			return err
 		}
 	}
-	// 4. Zone labels Join set.
-	if err := unlabelZones(ctx, mem, o.Name, o.DryRun); err != nil {
-		return err
-	}
-	// 5. The CRDs and the namespace, when nothing else uses them.
-	kept, err := del.sharedOnes(ctx, o.Name)
-	if err != nil {
-		return err
-	}
-	if o.DryRun != nil {
-		return nil
-	}
-	msg := fmt.Sprintf("%s: unjoined (%d objects deleted)", o.Name, del.n+hdel.n)
-	if len(kept) > 0 {
-		msg += "; kept " + strings.Join(kept, "; ")
-	}
-	o.Progress(msg)
 	return nil
 }
 
@@ -207,38 +229,6 @@ func sortedNames(m map[string][]string) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// waitRefused waits until the member cluster no longer accepts token.
-func waitRefused(ctx context.Context, c client.Client, token string, timeout time.Duration) error {
-	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
-		tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}
-		if err := c.Create(ctx, tr); err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		return !tr.Status.Authenticated, nil
-	})
-	if err != nil {
-		return fmt.Errorf("the hub's token still authenticates %s after its ServiceAccount was deleted", timeout)
-	}
-	return nil
-}
-
-// waitNoSpokePods waits until no spoke pod runs in the ring namespace.
-func waitNoSpokePods(ctx context.Context, c client.Client, timeout time.Duration) error {
-	var left int
-	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
-		var pods corev1.PodList
-		if err := c.List(ctx, &pods, client.InNamespace(Namespace), client.MatchingLabels{"app.kubernetes.io/name": SpokeDeployment}); err != nil {
-			return false, nil //nolint:nilerr // retried
-		}
-		left = len(pods.Items)
-		return left == 0, nil
-	})
-	if err != nil {
-		return fmt.Errorf("%d spoke pods still there after %s", left, timeout)
-	}
-	return nil
 }
 
 // bookkeeping is what the spoke and the hub keep in a member cluster for
@@ -338,180 +328,4 @@ func unlabelZones(ctx context.Context, c client.Client, name string, dryRun io.W
 		}
 	}
 	return nil
-}
-
-// deleter deletes objects of one cluster, or with dryRun prints them.
-type deleter struct {
-	c       client.Client
-	cluster string
-	dryRun  io.Writer
-	n       int
-}
-
-func (d *deleter) delete(ctx context.Context, o *unstructured.Unstructured) error {
-	if d.dryRun != nil {
-		_, err := fmt.Fprintf(d.dryRun, "# %s: delete %s\n", d.cluster, describe(o))
-		return err
-	}
-	err := d.c.Delete(ctx, o)
-	switch {
-	case err == nil:
-		d.n++
-	case apierrors.IsNotFound(err):
-	default:
-		return fmt.Errorf("%s: delete %s: %w", d.cluster, describe(o), err)
-	}
-	return nil
-}
-
-var crdGVK = schema.GroupVersionKind{Group: "apiextensions.k8s.io", Version: "v1", Kind: "CustomResourceDefinition"}
-
-// sharedOnes deletes the CRDs and the namespace Join labelled when
-// nothing else is left in them and `hub install` did not install them
-// too; otherwise it only removes Join's label, and says what keeps them.
-func (d *deleter) sharedOnes(ctx context.Context, name string) ([]string, error) {
-	sel := labels.SelectorFromSet(labels.Set{LabelJoinedAs: name})
-	var kept []string
-	crds, err := labelled(ctx, d.c, sel, []schema.GroupVersionKind{crdGVK})
-	if err != nil {
-		return nil, err
-	}
-	remaining := 0
-	for _, k := range []client.ObjectList{&etcdfedv1.EtcdClusterList{}, &etcdfedv1.EtcdMemberList{}, &etcdfedv1.EtcdSpokeList{}, &etcdfedv1.EtcdDNSZoneList{}} {
-		if err := d.c.List(ctx, k); err != nil {
-			if isNoMatch(err) {
-				continue
-			}
-			return nil, err
-		}
-		remaining += len(itemsOf(k))
-	}
-	if len(crds) > 0 {
-		if remaining > 0 || crds[0].GetLabels()[LabelHubInstall] != "" {
-			kept = append(kept, fmt.Sprintf("the etcdfed CRDs (%d etcdfed objects remain, or the hub is installed here)", remaining))
-			for _, c := range crds {
-				if err := d.unlabel(ctx, c); err != nil {
-					return nil, err
-				}
-			}
-		} else {
-			for _, c := range crds {
-				if err := d.delete(ctx, c); err != nil {
-					return nil, err
-				}
-			}
-		}
-	}
-	nss, err := labelled(ctx, d.c, sel, []schema.GroupVersionKind{{Version: "v1", Kind: "Namespace"}})
-	if err != nil || len(nss) == 0 {
-		return kept, err
-	}
-	what, err := d.namespaceContents(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if len(what) > 0 || nss[0].GetLabels()[LabelHubInstall] != "" {
-		if nss[0].GetLabels()[LabelHubInstall] != "" {
-			what = append(what, "the hub is installed there")
-		}
-		kept = append(kept, fmt.Sprintf("namespace %s (%s)", Namespace, strings.Join(what, ", ")))
-		return kept, d.unlabel(ctx, nss[0])
-	}
-	return kept, d.delete(ctx, nss[0])
-}
-
-func itemsOf(l client.ObjectList) []any {
-	switch l := l.(type) {
-	case *etcdfedv1.EtcdClusterList:
-		return make([]any, len(l.Items))
-	case *etcdfedv1.EtcdMemberList:
-		return make([]any, len(l.Items))
-	case *etcdfedv1.EtcdSpokeList:
-		return make([]any, len(l.Items))
-	case *etcdfedv1.EtcdDNSZoneList:
-		return make([]any, len(l.Items))
-	}
-	return nil
-}
-
-// namespaceContents says what, not Join's, is left in the ring
-// namespace: above all volumes of members (their data), which Unjoin
-// never deletes.
-func (d *deleter) namespaceContents(ctx context.Context) ([]string, error) {
-	var what []string
-	var pvcs corev1.PersistentVolumeClaimList
-	if err := d.c.List(ctx, &pvcs, client.InNamespace(Namespace)); err != nil {
-		return nil, err
-	}
-	if n := len(pvcs.Items); n > 0 {
-		names := make([]string, 0, n)
-		for _, p := range pvcs.Items {
-			names = append(names, p.Name)
-		}
-		what = append(what, fmt.Sprintf("%d PersistentVolumeClaims, data of members that lived here: %s; delete them yourself once no ring needs them", n, strings.Join(names, " ")))
-	}
-	var pods corev1.PodList
-	if err := d.c.List(ctx, &pods, client.InNamespace(Namespace)); err != nil {
-		return nil, err
-	}
-	if n := len(pods.Items); n > 0 {
-		what = append(what, fmt.Sprintf("%d pods", n))
-	}
-	var secrets corev1.SecretList
-	if err := d.c.List(ctx, &secrets, client.InNamespace(Namespace)); err != nil {
-		return nil, err
-	}
-	if n := len(secrets.Items); n > 0 {
-		what = append(what, fmt.Sprintf("%d Secrets", n))
-	}
-	var svcs corev1.ServiceList
-	if err := d.c.List(ctx, &svcs, client.InNamespace(Namespace)); err != nil {
-		return nil, err
-	}
-	if n := len(svcs.Items); n > 0 {
-		what = append(what, fmt.Sprintf("%d Services", n))
-	}
-	return what, nil
-}
-
-// unlabel removes Join's label (the object stays).
-func (d *deleter) unlabel(ctx context.Context, o *unstructured.Unstructured) error {
-	if d.dryRun != nil {
-		_, err := fmt.Fprintf(d.dryRun, "# %s: keep %s, remove label %s\n", d.cluster, describe(o), LabelJoinedAs)
-		return err
-	}
-	patch := []byte(`{"metadata":{"labels":{"` + LabelJoinedAs + `":null}}}`)
-	if err := d.c.Patch(ctx, o, client.RawPatch("application/merge-patch+json", patch)); client.IgnoreNotFound(err) != nil {
-		return fmt.Errorf("%s: remove label %s from %s: %w", d.cluster, LabelJoinedAs, describe(o), err)
-	}
-	return nil
-}
-
-// waitGossipRevoked waits until the hub's gossip identity table no longer
-// names cluster, and says what happened (a warning when the hub did not
-// revoke in time: unjoin goes on, and the hub revokes once it runs).
-func waitGossipRevoked(ctx context.Context, hub client.Client, cluster string, timeout time.Duration) string {
-	named := func(ctx context.Context) (bool, error) {
-		sec := &corev1.Secret{}
-		if err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: GossipSecret}, sec); err != nil {
-			return false, err
-		}
-		for _, line := range strings.Split(string(sec.Data[etcdfedv1.GossipSecretPeers]), "\n") {
-			if name, _, _ := strings.Cut(strings.TrimSpace(line), " "); name == cluster {
-				return true, nil
-			}
-		}
-		return false, nil
-	}
-	if ok, err := named(ctx); err != nil || !ok {
-		return fmt.Sprintf("%s: no gossip identity to revoke (the hub issued none)", cluster)
-	}
-	err := poll(ctx, timeout, func(ctx context.Context) (bool, error) {
-		ok, err := named(ctx)
-		return err == nil && !ok, nil
-	})
-	if err != nil {
-		return fmt.Sprintf("WARNING: %s: the hub has not revoked its gossip identity after %s (is the hub running?); it does at its next pass, then rotates the gossip key", cluster, timeout)
-	}
-	return fmt.Sprintf("%s: the hub revoked its gossip identity; the gossip key rotation follows (kubectl -n %s get secret %s -o jsonpath='{.metadata.annotations}')", cluster, Namespace, GossipSecret)
 }

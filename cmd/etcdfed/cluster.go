@@ -139,22 +139,13 @@ ConfigMap: for a spoke run outside the cluster (the local environment).
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Name, o.Knobs = args[0], kn.get()
-			switch spokeMode {
-			case "deploy":
-			case "external":
-				o.External = true
-			default:
-				return fmt.Errorf("--spoke %q: want deploy or external", spokeMode)
-			}
-			o.Labels = map[string]string{}
-			for _, l := range labels {
-				k, v, ok := strings.Cut(l, "=")
-				if !ok || k == "" {
-					return fmt.Errorf("--label %q: want KEY=VALUE", l)
-				}
-				o.Labels[k] = v
-			}
 			var err error
+			if o.External, err = externalSpoke(spokeMode); err != nil {
+				return err
+			}
+			if o.Labels, err = parseLabels(labels); err != nil {
+				return err
+			}
 			if o.Hub, o.Member, err = hubAndMember(hub, member); err != nil {
 				return err
 			}
@@ -183,6 +174,31 @@ ConfigMap: for a spoke run outside the cluster (the local environment).
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long to wait for each step.")
 	kn.bind(f)
 	clusterCmd.AddCommand(cmd)
+}
+
+// externalSpoke reads --spoke: deploy (the spoke runs in the member
+// cluster) or external.
+func externalSpoke(mode string) (bool, error) {
+	switch mode {
+	case "deploy":
+		return false, nil
+	case "external":
+		return true, nil
+	}
+	return false, fmt.Errorf("--spoke %q: want deploy or external", mode)
+}
+
+// parseLabels reads the --label KEY=VALUE flags.
+func parseLabels(labels []string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, l := range labels {
+		k, v, ok := strings.Cut(l, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--label %q: want KEY=VALUE", l)
+		}
+		out[k] = v
+	}
+	return out, nil
 }
 
 func init() {

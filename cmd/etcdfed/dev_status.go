@@ -61,6 +61,8 @@ func init() {
 
 func mib(b uint64) string { return fmt.Sprintf("%d MiB", (b+512*1024)>>20) }
 
+// printStatus prints the environment's status: a summary, the member
+// clusters, and every process with its memory.
 func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 	ready := "starting"
 	if !s.Ready.IsZero() {
@@ -79,6 +81,21 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 		printDistance(out, s.Distance)
 		fmt.Fprintln(out)
 	}
+	printEnvClusters(out, st, s)
+	fmt.Fprintln(out)
+	n := printProcesses(out, s)
+	fmt.Fprintf(out, "\n%d processes, %s in total (PSS; RSS %s)\n", n, mib(s.TotalPSS), mib(s.TotalRSS))
+	switch {
+	case s.SharedSourceAddress != "":
+		fmt.Fprintf(out, "Note: %s\n", s.SharedSourceAddress)
+	case s.Partitions != "":
+		fmt.Fprintf(out, "Partitions unavailable: %s\n", s.Partitions)
+	}
+}
+
+// printEnvClusters prints a table of the clusters: apiserver, up, zones,
+// failed zones, DNS.
+func printEnvClusters(out io.Writer, st *localenv.State, s localenv.Status) {
 	failed := map[string][]string{}
 	for _, f := range s.Failed {
 		failed[f.Cluster] = append(failed[f.Cluster], f.Zone+" ("+string(f.Mode)+")")
@@ -100,9 +117,12 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 			dash(strings.Join(failed[c.Name], ",")), dash(c.DNS))
 	}
 	_ = tw.Flush()
+}
 
-	fmt.Fprintln(out)
-	tw = tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+// printProcesses prints a table of the processes: the supervisor, each
+// cluster's, the components, then the pods by name. It returns how many.
+func printProcesses(out io.Writer, s localenv.Status) int {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROCESS\tPID\tRESTARTS\tRSS\tPSS\tDETAIL")
 	row := func(p localenv.ProcessStatus) {
 		pid := fmt.Sprint(p.PID)
@@ -140,13 +160,7 @@ func printStatus(out io.Writer, st *localenv.State, s localenv.Status) {
 		n++
 	}
 	_ = tw.Flush()
-	fmt.Fprintf(out, "\n%d processes, %s in total (PSS; RSS %s)\n", n, mib(s.TotalPSS), mib(s.TotalRSS))
-	switch {
-	case s.SharedSourceAddress != "":
-		fmt.Fprintf(out, "Note: %s\n", s.SharedSourceAddress)
-	case s.Partitions != "":
-		fmt.Fprintf(out, "Partitions unavailable: %s\n", s.Partitions)
-	}
+	return n
 }
 
 func dash(s string) string {

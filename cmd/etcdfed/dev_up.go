@@ -256,20 +256,7 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 		return err
 	}
 	defer logFile.Close()
-	args := []string{"dev", "up", "--supervise", "--state-dir", cfg.StateDir,
-		"--clusters", fmt.Sprint(cfg.Clusters), "--zones-per-cluster", fmt.Sprint(cfg.ZonesPerCluster),
-		"--members", fmt.Sprint(cfg.Members)}
-	if cfg.SharedSourceAddress {
-		args = append(args, "--shared-source-address")
-	}
-	args = append(args, "--nodes", string(cfg.Nodes))
-	if cfg.ImagesDir != "" {
-		args = append(args, "--images", cfg.ImagesDir)
-	}
-	if cfg.Distance != nil {
-		args = append(args, "--latency", cfg.Distance.String())
-	}
-	sup := exec.Command(exe, args...)
+	sup := exec.Command(exe, supervisorArgs(cfg)...)
 	sup.Stdout, sup.Stderr = logFile, logFile
 	sup.Env = append(os.Environ(), "ETCDFED_BIN_DIR="+cfg.BinDir)
 	sup.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -288,21 +275,7 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 		return err
 	}
 	defer rf.Close()
-	rd := bufio.NewReader(rf)
-	var partial string
-	follow := func() {
-		for {
-			line, err := rd.ReadString('\n')
-			partial += line
-			if err != nil {
-				return
-			}
-			if strings.HasPrefix(partial, "[") {
-				fmt.Fprint(out, partial)
-			}
-			partial = ""
-		}
-	}
+	follow := (&progressLines{rd: bufio.NewReader(rf), out: out}).follow
 	deadline := time.After(upFlags.timeout)
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
@@ -337,6 +310,49 @@ func detach(cmd *cobra.Command, cfg localenv.Config) error {
 			return fmt.Errorf("the environment was not ready after %s; see %s", upFlags.timeout, logPath)
 		case <-tick.C:
 		}
+	}
+}
+
+// supervisorArgs are the arguments of `etcdfed dev up --supervise` for
+// cfg.
+func supervisorArgs(cfg localenv.Config) []string {
+	args := []string{"dev", "up", "--supervise", "--state-dir", cfg.StateDir,
+		"--clusters", fmt.Sprint(cfg.Clusters), "--zones-per-cluster", fmt.Sprint(cfg.ZonesPerCluster),
+		"--members", fmt.Sprint(cfg.Members)}
+	if cfg.SharedSourceAddress {
+		args = append(args, "--shared-source-address")
+	}
+	args = append(args, "--nodes", string(cfg.Nodes))
+	if cfg.ImagesDir != "" {
+		args = append(args, "--images", cfg.ImagesDir)
+	}
+	if cfg.Distance != nil {
+		args = append(args, "--latency", cfg.Distance.String())
+	}
+	return args
+}
+
+// progressLines copies the progress lines ("[...") of the supervisor's
+// log to out as they are written.
+type progressLines struct {
+	rd      *bufio.Reader
+	out     io.Writer
+	partial string
+}
+
+// follow copies the complete lines written since it last ran; a line
+// still being written waits for the next time.
+func (p *progressLines) follow() {
+	for {
+		line, err := p.rd.ReadString('\n')
+		p.partial += line
+		if err != nil {
+			return
+		}
+		if strings.HasPrefix(p.partial, "[") {
+			fmt.Fprint(p.out, p.partial)
+		}
+		p.partial = ""
 	}
 }
 

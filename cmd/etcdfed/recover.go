@@ -19,12 +19,16 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
+// recoverCmd holds the flags of `etcdfed recover`.
+type recoverCmd struct {
+	hub                                   hubFlags
+	fromMember, fromBackup, confirmFenced string
+	allowUnsigned, wait                   bool
+	timeout                               time.Duration
+}
+
 func init() {
-	var hub hubFlags
-	var fromMember, fromBackup, confirmFenced string
-	var allowUnsigned bool
-	var wait bool
-	var timeout time.Duration
+	var r recoverCmd
 	cmd := &cobra.Command{
 		Use:   "recover NAME --confirm-fenced MEMBERS",
 		Short: "Recover an EtcdCluster that lost its quorum, from a surviving member or a backup",
@@ -72,51 +76,55 @@ follows the recovery until the ring answers again with a leader.`,
   etcdfed recover main -n team-a --from-member main-0 --confirm-fenced main-1,main-2
   etcdfed recover main -n team-a --from-backup latest --confirm-fenced main-1,main-2 --wait`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			fenced, err := splitNames(confirmFenced)
-			if err != nil {
-				return err
-			}
-			c, ns, err := hub.client()
-			if err != nil {
-				return err
-			}
-			key := client.ObjectKey{Namespace: ns, Name: args[0]}
-			now := time.Now().UTC().Truncate(time.Second)
-			req := etcdfedv1.RecoveryRequest{FromMember: fromMember, FromBackup: fromBackup, AllowUnsigned: allowUnsigned, RequestedAt: now, UID: string(uuid.NewUUID())}
-			out := cmd.OutOrStdout()
-			confirmed, err := requestRecovery(cmd.Context(), c, key, req, fenced, now)
-			if err != nil {
-				return err
-			}
-			from := "the freshest survivor"
-			switch {
-			case fromMember != "":
-				from = fromMember
-			case fromBackup != "":
-				from = "backup " + fromBackup
-			}
-			if len(confirmed) > 0 {
-				fmt.Fprintf(out, "Confirmed fenced: %s.\n", strings.Join(confirmed, ", "))
-			}
-			fmt.Fprintf(out, "Requested recovery of EtcdCluster %s from %s (request %s at %s).\n", key, from, req.UID, req.RequestedAt.Format(time.RFC3339))
-			if !wait {
-				return nil
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			return waitRecovered(ctx, c, key, time.Second, out)
-		},
+		RunE: r.run,
 	}
-	hub.bind(cmd.Flags())
-	cmd.Flags().StringVar(&fromMember, "from-member", "", "The surviving member to recover from (default: the one with the highest raft index).")
-	cmd.Flags().StringVar(&fromBackup, "from-backup", "", "Recover from a snapshot in spec.backup.store instead of a survivor: latest, or an object key.")
-	cmd.Flags().BoolVar(&allowUnsigned, "allow-unsigned", false, "With --from-backup: restore a snapshot whose sidecar has no MAC the ring's snapshot key checks (one written before etcdfed signed snapshots).")
+	r.hub.bind(cmd.Flags())
+	cmd.Flags().StringVar(&r.fromMember, "from-member", "", "The surviving member to recover from (default: the one with the highest raft index).")
+	cmd.Flags().StringVar(&r.fromBackup, "from-backup", "", "Recover from a snapshot in spec.backup.store instead of a survivor: latest, or an object key.")
+	cmd.Flags().BoolVar(&r.allowUnsigned, "allow-unsigned", false, "With --from-backup: restore a snapshot whose sidecar has no MAC the ring's snapshot key checks (one written before etcdfed signed snapshots).")
 	cmd.MarkFlagsMutuallyExclusive("from-member", "from-backup")
-	cmd.Flags().StringVar(&confirmFenced, "confirm-fenced", "", "Confirm that these members (comma separated: every member the hub lists as to be fenced) are stopped for good or cut off, so that forcing a new cluster splits nothing.")
-	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the ring answers with a leader again.")
-	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Minute, "With --wait: give up waiting after this long.")
+	cmd.Flags().StringVar(&r.confirmFenced, "confirm-fenced", "", "Confirm that these members (comma separated: every member the hub lists as to be fenced) are stopped for good or cut off, so that forcing a new cluster splits nothing.")
+	cmd.Flags().BoolVar(&r.wait, "wait", false, "Wait until the ring answers with a leader again.")
+	cmd.Flags().DurationVar(&r.timeout, "timeout", 15*time.Minute, "With --wait: give up waiting after this long.")
 	root.AddCommand(cmd)
+}
+
+// run records the fencing confirmation and the recovery request, and with
+// --wait follows the recovery until the ring has a leader again.
+func (r *recoverCmd) run(cmd *cobra.Command, args []string) error {
+	fenced, err := splitNames(r.confirmFenced)
+	if err != nil {
+		return err
+	}
+	c, ns, err := r.hub.client()
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: ns, Name: args[0]}
+	now := time.Now().UTC().Truncate(time.Second)
+	req := etcdfedv1.RecoveryRequest{FromMember: r.fromMember, FromBackup: r.fromBackup, AllowUnsigned: r.allowUnsigned, RequestedAt: now, UID: string(uuid.NewUUID())}
+	out := cmd.OutOrStdout()
+	confirmed, err := requestRecovery(cmd.Context(), c, key, req, fenced, now)
+	if err != nil {
+		return err
+	}
+	from := "the freshest survivor"
+	switch {
+	case r.fromMember != "":
+		from = r.fromMember
+	case r.fromBackup != "":
+		from = "backup " + r.fromBackup
+	}
+	if len(confirmed) > 0 {
+		fmt.Fprintf(out, "Confirmed fenced: %s.\n", strings.Join(confirmed, ", "))
+	}
+	fmt.Fprintf(out, "Requested recovery of EtcdCluster %s from %s (request %s at %s).\n", key, from, req.UID, req.RequestedAt.Format(time.RFC3339))
+	if !r.wait {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), r.timeout)
+	defer cancel()
+	return waitRecovered(ctx, c, key, time.Second, out)
 }
 
 // splitNames reads a comma-separated list of member names.

@@ -12,10 +12,15 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
+// rotateCACmd holds the flags of `etcdfed rotate-ca`.
+type rotateCACmd struct {
+	hub              hubFlags
+	wait, hold, cont bool
+	timeout          time.Duration
+}
+
 func init() {
-	var hub hubFlags
-	var wait, hold, cont bool
-	var timeout time.Duration
+	var r rotateCACmd
 	cmd := &cobra.Command{
 		Use:   "rotate-ca NAME",
 		Short: "Replace the CA of an EtcdCluster, with no moment where two members distrust each other",
@@ -61,42 +66,46 @@ follows the rotation until it completes, or until it holds.`,
   # restart the consumers that read their CA only at start, then:
   etcdfed rotate-ca main -n team-a --continue --wait`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := hub.client()
-			if err != nil {
-				return err
-			}
-			key := client.ObjectKey{Namespace: ns, Name: args[0]}
-			out := cmd.OutOrStdout()
-			var req etcdfedv1.CARotationRequest
-			if cont {
-				if hold {
-					return fmt.Errorf("--continue answers a hold under way; --hold-after-trusting asks for one in a new rotation: not both")
-				}
-				if req, err = continueCARotation(cmd.Context(), c, key); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "Answered the hold of the CA rotation of EtcdCluster %s (held since %s); it goes on with Reissuing.\n", key, req.ContinueHold.Format(time.RFC3339))
-			} else {
-				if req, err = requestCARotation(cmd.Context(), c, key, time.Now(), hold); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "Requested a CA rotation of EtcdCluster %s (request at %s).\n", key, req.RequestedAt.Format(time.RFC3339))
-			}
-			if !wait {
-				return nil
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
-			defer cancel()
-			return waitCARotated(ctx, c, key, req.RequestedAt, !cont, time.Second, out)
-		},
+		RunE: r.run,
 	}
-	hub.bind(cmd.Flags())
-	cmd.Flags().BoolVar(&hold, "hold-after-trusting", false, "Hold the rotation after its Trusting phase (every member and consumer Secret trusts both CAs) until `etcdfed rotate-ca NAME --continue`, to restart consumers that read their CA only at start.")
-	cmd.Flags().BoolVar(&cont, "continue", false, "Answer the hold of the rotation under way: the consumers that read their CA only at start were restarted.")
-	cmd.Flags().BoolVar(&wait, "wait", false, "Wait until the rotation completes (or holds after Trusting).")
-	cmd.Flags().DurationVar(&timeout, "timeout", 30*time.Minute, "With --wait: give up waiting after this long.")
+	r.hub.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&r.hold, "hold-after-trusting", false, "Hold the rotation after its Trusting phase (every member and consumer Secret trusts both CAs) until `etcdfed rotate-ca NAME --continue`, to restart consumers that read their CA only at start.")
+	cmd.Flags().BoolVar(&r.cont, "continue", false, "Answer the hold of the rotation under way: the consumers that read their CA only at start were restarted.")
+	cmd.Flags().BoolVar(&r.wait, "wait", false, "Wait until the rotation completes (or holds after Trusting).")
+	cmd.Flags().DurationVar(&r.timeout, "timeout", 30*time.Minute, "With --wait: give up waiting after this long.")
 	root.AddCommand(cmd)
+}
+
+// run requests a CA rotation (or, with --continue, answers its hold), and
+// with --wait follows it until it completes or holds.
+func (r *rotateCACmd) run(cmd *cobra.Command, args []string) error {
+	c, ns, err := r.hub.client()
+	if err != nil {
+		return err
+	}
+	key := client.ObjectKey{Namespace: ns, Name: args[0]}
+	out := cmd.OutOrStdout()
+	var req etcdfedv1.CARotationRequest
+	if r.cont {
+		if r.hold {
+			return fmt.Errorf("--continue answers a hold under way; --hold-after-trusting asks for one in a new rotation: not both")
+		}
+		if req, err = continueCARotation(cmd.Context(), c, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Answered the hold of the CA rotation of EtcdCluster %s (held since %s); it goes on with Reissuing.\n", key, req.ContinueHold.Format(time.RFC3339))
+	} else {
+		if req, err = requestCARotation(cmd.Context(), c, key, time.Now(), r.hold); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Requested a CA rotation of EtcdCluster %s (request at %s).\n", key, req.RequestedAt.Format(time.RFC3339))
+	}
+	if !r.wait {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), r.timeout)
+	defer cancel()
+	return waitCARotated(ctx, c, key, req.RequestedAt, !r.cont, time.Second, out)
 }
 
 // requestCARotation sets the request annotation, unless a rotation is

@@ -79,6 +79,66 @@ func StartBIND(t testing.TB, keys []Key, zones []Zone) *BIND {
 	named := RequireTool(t, "named")
 	dir := t.TempDir()
 	port := FreePort(t)
+	conf := namedConf(t, dir, port, keys, zones)
+	confFile := filepath.Join(dir, "named.conf")
+	if err := os.WriteFile(confFile, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	logFile, err := os.Create(filepath.Join(dir, "named.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(named, "-g", "-4", "-n", "1", "-c", confFile)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// It dies with the test binary, even one killed by its timeout.
+	if err := testproc.Start(cmd); err != nil {
+		t.Fatalf("start named: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		logFile.Close()
+	})
+	b := &BIND{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir}
+	b.waitAnswering(t, zones, done)
+	return b
+}
+
+// waitAnswering waits until named answers for the first zone (bounded,
+// not timed); it fails the test when named exits (done closed) or never
+// answers.
+func (b *BIND) waitAnswering(t testing.TB, zones []Zone, done <-chan struct{}) {
+	t.Helper()
+	probe := "."
+	if len(zones) > 0 {
+		probe = zones[0].Origin
+	}
+	c := &dns.Client{Timeout: 500 * time.Millisecond}
+	for i := 0; ; i++ {
+		select {
+		case <-done:
+			log, _ := os.ReadFile(filepath.Join(b.Dir, "named.log"))
+			t.Fatalf("named exited:\n%s", log)
+		default:
+		}
+		m := new(dns.Msg).SetQuestion(probe, dns.TypeSOA)
+		if r, _, err := c.Exchange(m, b.Addr); err == nil && r.Rcode == dns.RcodeSuccess {
+			return
+		}
+		if i == 200 {
+			log, _ := os.ReadFile(filepath.Join(b.Dir, "named.log"))
+			t.Fatalf("named did not answer on %s:\n%s", b.Addr, log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// namedConf is named's configuration: authoritative only, on port of
+// 127.0.0.1, with the keys and the zones (their files written into dir).
+func namedConf(t testing.TB, dir string, port int, keys []Key, zones []Zone) string {
+	t.Helper()
 	var conf strings.Builder
 	fmt.Fprintf(&conf, `options {
 	directory %q;
@@ -113,51 +173,7 @@ controls { };
 		}
 		conf.WriteString("};\n")
 	}
-	confFile := filepath.Join(dir, "named.conf")
-	if err := os.WriteFile(confFile, []byte(conf.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	logFile, err := os.Create(filepath.Join(dir, "named.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(named, "-g", "-4", "-n", "1", "-c", confFile)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	// It dies with the test binary, even one killed by its timeout.
-	if err := testproc.Start(cmd); err != nil {
-		t.Fatalf("start named: %v", err)
-	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-done
-		logFile.Close()
-	})
-	b := &BIND{Addr: fmt.Sprintf("127.0.0.1:%d", port), Dir: dir}
-	// Wait until named answers for the first zone (bounded, not timed).
-	probe := "."
-	if len(zones) > 0 {
-		probe = zones[0].Origin
-	}
-	c := &dns.Client{Timeout: 500 * time.Millisecond}
-	for i := 0; ; i++ {
-		select {
-		case <-done:
-			log, _ := os.ReadFile(filepath.Join(dir, "named.log"))
-			t.Fatalf("named exited:\n%s", log)
-		default:
-		}
-		m := new(dns.Msg).SetQuestion(probe, dns.TypeSOA)
-		if r, _, err := c.Exchange(m, b.Addr); err == nil && r.Rcode == dns.RcodeSuccess {
-			return b
-		}
-		if i == 200 {
-			log, _ := os.ReadFile(filepath.Join(dir, "named.log"))
-			t.Fatalf("named did not answer on %s:\n%s", b.Addr, log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	return conf.String()
 }
 
 // FreePort returns a loopback port that was free for both TCP and UDP.

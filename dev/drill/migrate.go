@@ -213,21 +213,10 @@ func RunMigrate(ctx context.Context, in Input) (*Report, error) {
 	}
 	in.defaults()
 	key := client.ObjectKey{Namespace: in.Namespace, Name: in.Name}
-	ec := &etcdfedv1.EtcdCluster{}
-	if err := in.Hub.Get(ctx, key, ec); err != nil {
-		return nil, fmt.Errorf("get EtcdCluster %s: %w", key, err)
-	}
-	plan, err := PreflightMigrate(ec, in.To)
+	plan, cfg, err := preflightMigrate(ctx, in, key)
 	if err != nil {
 		return nil, err
 	}
-	tlsCfg := in.TLS
-	if tlsCfg == nil && ec.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
-		if tlsCfg, err = clientTLS(ctx, in.Hub, ec); err != nil {
-			return nil, err
-		}
-	}
-	cfg := workload.ClientConfig{Endpoints: ec.Status.Endpoints, DNSServers: in.DNSServers, TLS: tlsCfg}
 	d := &drill{in: in, key: key, t0: time.Now(), target: slices.Clone(in.To), plan: Plan{Members: plan.Members, Clusters: plan.From, Replicas: plan.Replicas, Tolerant: plan.Tolerant}}
 
 	stopSampling := d.startSampling(ctx)
@@ -276,32 +265,66 @@ func RunMigrate(ctx context.Context, in Input) (*Report, error) {
 
 	res, samples, notes := d.check(ctx, w, cfg, prefix, notes)
 	tl := Analyze(AnalyzeInput{Samples: samples, Plan: d.plan, Failed: began})
-	var migrated, healed *time.Time
-	for _, s := range samples {
-		if s.At.Before(began) {
-			continue
-		}
-		if migrated == nil && Migrated(s, in.To) {
-			migrated = ptr(s.At)
-		}
-		if migrated != nil && healed == nil && Migrated(s, in.To) && s.Available && (s.Tolerant || !plan.Tolerant) {
-			healed = ptr(s.At)
-		}
-	}
+	migrated, healed := migrationTimes(samples, began, in.To, plan.Tolerant)
 	tl.Evacuated, tl.Healed = migrated, healed
 	gap, gapAt := w.MaxWriteGapAt()
 	r := d.report(tl, res, began, time.Time{}, time.Now(), injected, gap, gapAt, prefix, notes)
 	r.Mode, r.Zone, r.ZoneMembers, r.ZoneClusters = ModeMigrate, "", plan.Members, plan.From
 	r.Duration, r.RequestedDuration = 0, 0
-	m := &MigrationReport{FromClusters: plan.From, ToClusters: slices.Clone(in.To), AllowedClustersBefore: plan.AllowedBefore, Members: plan.Members,
+	r.Migration = migrationReport(plan, in.To, before, tol, samples, began)
+	d.migrationVerdicts(r, before, migrated, healed, began, tol)
+	return r, nil
+}
+
+// preflightMigrate reads the EtcdCluster key and checks that it may move
+// to in.To (PreflightMigrate); it returns the plan and how the workload
+// reaches the ring.
+func preflightMigrate(ctx context.Context, in Input, key client.ObjectKey) (MigratePlan, workload.ClientConfig, error) {
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := in.Hub.Get(ctx, key, ec); err != nil {
+		return MigratePlan{}, workload.ClientConfig{}, fmt.Errorf("get EtcdCluster %s: %w", key, err)
+	}
+	plan, err := PreflightMigrate(ec, in.To)
+	if err != nil {
+		return MigratePlan{}, workload.ClientConfig{}, err
+	}
+	tlsCfg := in.TLS
+	if tlsCfg == nil && ec.Spec.TLS.Mode != etcdfedv1.TLSDisabled {
+		if tlsCfg, err = clientTLS(ctx, in.Hub, ec); err != nil {
+			return MigratePlan{}, workload.ClientConfig{}, err
+		}
+	}
+	return plan, workload.ClientConfig{Endpoints: ec.Status.Endpoints, DNSServers: in.DNSServers, TLS: tlsCfg}, nil
+}
+
+// migrationTimes are, in the samples from began on, the first that is
+// Migrated to to (migrated), and the first after it where the ring is also
+// Available and, when it tolerated a failure before, tolerates one again
+// (healed); nil when never.
+func migrationTimes(samples []Sample, began time.Time, to []string, tolerant bool) (migrated, healed *time.Time) {
+	for _, s := range samples {
+		if s.At.Before(began) {
+			continue
+		}
+		if migrated == nil && Migrated(s, to) {
+			migrated = ptr(s.At)
+		}
+		if migrated != nil && healed == nil && Migrated(s, to) && s.Available && (s.Tolerant || !tolerant) {
+			healed = ptr(s.At)
+		}
+	}
+	return migrated, healed
+}
+
+// migrationReport is what the report says of the migration alone.
+func migrationReport(plan MigratePlan, to []string, before Tolerance, tol *toleranceLog, samples []Sample, began time.Time) *MigrationReport {
+	m := &MigrationReport{FromClusters: plan.From, ToClusters: slices.Clone(to), AllowedClustersBefore: plan.AllowedBefore, Members: plan.Members,
 		FailuresToleratedBefore: before.Tolerated(), MinFailuresTolerated: tol.min, ToleranceSamples: tol.samples, NoToleranceAt: tol.none,
 		MaxVoters: tol.maxVoters, Operations: operations(samples, began)}
 	if m.NoToleranceAt == nil {
 		m.NoToleranceAt = []string{}
 	}
-	r.Migration = m
-	d.migrationVerdicts(r, before, migrated, healed, began, tol)
-	return r, nil
+	return m
 }
 
 // migrationVerdicts replaces a zone failure's last two verdicts with a

@@ -94,7 +94,10 @@ type Plan struct {
 // duration (0: until the hub has moved the zone's members), and why not.
 // A drill starts only from a ring that is Available with every member a
 // ready voter, no membership change in flight and the latest spec acted
-// on, and only on a zone that holds members but not a quorum of them.
+// on, and only on a zone that holds members but not a quorum of them. A
+// cordon drill needs a zone not cordoned already; a failure held until the
+// hub has moved the members (duration 0, not a cordon) needs a ring whose
+// failurePolicy.automatic is not false.
 func Preflight(ec *etcdfedv1.EtcdCluster, zone Zone, mode Mode, duration time.Duration) (Plan, error) {
 	key := ec.Namespace + "/" + ec.Name
 	if err := checkReady(ec); err != nil {

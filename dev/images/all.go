@@ -68,6 +68,28 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 	if err := os.MkdirAll(ownBin, 0o755); err != nil {
 		return nil, err
 	}
+	if err := buildBinaries(ctx, o, sel, ownBin, logf); err != nil {
+		return nil, err
+	}
+	var results []Result
+	var list strings.Builder
+	for _, img := range sel {
+		r, err := assemble(img, o, ownBin)
+		if err != nil {
+			return nil, err
+		}
+		results = append(results, r)
+		fmt.Fprintf(&list, "%s %s %s\n", img.Name, img.Ref, r.File)
+		logf("%-13s %-42s %5.1f MiB tarball, %5.1f MiB of files, %d layers, %.1fs",
+			img.Name, img.Ref, mib(r.TarSize), mib(r.FilesSize), r.Layers, r.Took.Seconds())
+	}
+	return results, os.WriteFile(filepath.Join(o.Out, "images.txt"), []byte(list.String()), 0o644)
+}
+
+// buildBinaries builds the binaries of the images sel into ownBin:
+// etcdfed's with GoBuildFlags, each etcd release's (into ownBin/<image>)
+// from its tools module with EtcdLDFlags.
+func buildBinaries(ctx context.Context, o Options, sel []Image, ownBin string, logf func(string, ...any)) error {
 	goBuild := func(dir, out string, flags []string, pkgs ...string) error {
 		t := time.Now()
 		args := append(append([]string{"build"}, flags...), "-o", out+string(filepath.Separator))
@@ -86,7 +108,7 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 	}
 	if pkgs := ownPackages(sel); len(pkgs) > 0 {
 		if err := goBuild(o.Root, ownBin, GoBuildFlags(o.Version), pkgs...); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, img := range sel {
@@ -97,61 +119,59 @@ func BuildAll(ctx context.Context, o Options) ([]Result, error) {
 		dir := filepath.Join(o.Root, r.Module)
 		sum, err := fileSHA256(filepath.Join(dir, "internal", "resolver", "resolver.go"))
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if err := goBuild(dir, filepath.Join(ownBin, img.Name), []string{"-trimpath", "-ldflags", EtcdLDFlags(r.Version, sum[:12])}, etcdPackages...); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	var results []Result
-	var list strings.Builder
-	for _, img := range sel {
-		t := time.Now()
-		in := Inputs{Binaries: map[string]string{}, Arch: o.Arch}
-		for _, b := range img.Binaries {
-			p := filepath.Join(ownBin, filepath.Base(b.Package))
-			if img.etcd != nil {
-				p = filepath.Join(ownBin, img.Name, b.Name)
-			}
-			if err := checkStatic(p); err != nil {
-				return nil, fmt.Errorf("image %s: %w", img.Name, err)
-			}
-			in.Binaries[b.Name] = p
+	return nil
+}
+
+// assemble builds img from the static binaries in ownBin and writes it as
+// o.Out/<name>.tar; the result says its sizes and layers.
+func assemble(img Image, o Options, ownBin string) (Result, error) {
+	t := time.Now()
+	in := Inputs{Binaries: map[string]string{}, Arch: o.Arch}
+	for _, b := range img.Binaries {
+		p := filepath.Join(ownBin, filepath.Base(b.Package))
+		if img.etcd != nil {
+			p = filepath.Join(ownBin, img.Name, b.Name)
 		}
-		im, err := Build(img, in)
-		if err != nil {
-			return nil, err
+		if err := checkStatic(p); err != nil {
+			return Result{}, fmt.Errorf("image %s: %w", img.Name, err)
 		}
-		file := filepath.Join(o.Out, img.Name+".tar")
-		if err := WriteTar(file, img.Ref, im); err != nil {
-			return nil, fmt.Errorf("image %s: %w", img.Name, err)
-		}
-		r := Result{Image: img, File: file, Took: time.Since(t)}
-		st, err := os.Stat(file)
-		if err != nil {
-			return nil, err
-		}
-		r.TarSize = st.Size()
-		m, err := im.Manifest()
-		if err != nil {
-			return nil, err
-		}
-		r.Layers = len(m.Layers)
-		tree, err := Tree(im)
-		if err != nil {
-			return nil, err
-		}
-		for _, l := range tree {
-			var size int64
-			_, _ = fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &size)
-			r.FilesSize += size
-		}
-		results = append(results, r)
-		fmt.Fprintf(&list, "%s %s %s\n", img.Name, img.Ref, file)
-		logf("%-13s %-42s %5.1f MiB tarball, %5.1f MiB of files, %d layers, %.1fs",
-			img.Name, img.Ref, mib(r.TarSize), mib(r.FilesSize), r.Layers, r.Took.Seconds())
+		in.Binaries[b.Name] = p
 	}
-	return results, os.WriteFile(filepath.Join(o.Out, "images.txt"), []byte(list.String()), 0o644)
+	im, err := Build(img, in)
+	if err != nil {
+		return Result{}, err
+	}
+	file := filepath.Join(o.Out, img.Name+".tar")
+	if err := WriteTar(file, img.Ref, im); err != nil {
+		return Result{}, fmt.Errorf("image %s: %w", img.Name, err)
+	}
+	r := Result{Image: img, File: file, Took: time.Since(t)}
+	st, err := os.Stat(file)
+	if err != nil {
+		return Result{}, err
+	}
+	r.TarSize = st.Size()
+	m, err := im.Manifest()
+	if err != nil {
+		return Result{}, err
+	}
+	r.Layers = len(m.Layers)
+	tree, err := Tree(im)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, l := range tree {
+		var size int64
+		_, _ = fmt.Sscanf(l[strings.LastIndexByte(l, ' ')+1:], "%d", &size)
+		r.FilesSize += size
+	}
+	return r, nil
 }
 
 func mib(n int64) float64 { return float64(n) / (1 << 20) }

@@ -1,10 +1,12 @@
 package localenv
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/etcdfed/etcdfed/cli/install"
+	"github.com/etcdfed/etcdfed/dev/localenv/proc"
 )
 
 // ComponentSpec is a process the environment runs besides apiservers and
@@ -134,4 +136,43 @@ func joinComma(s []string) string {
 		out += v
 	}
 	return out
+}
+
+func (e *Env) startComponent(spec ComponentSpec) error {
+	svc, err := startService(spec.Name, func() proc.Spec {
+		return proc.Spec{
+			Name: spec.Name, Path: spec.Path, Args: spec.Args,
+			Env:     append(minimalEnv(), spec.Env...),
+			Dir:     e.state.Dir,
+			LogPath: filepath.Join(e.state.logDir(), spec.Name+".log"),
+			PIDFile: filepath.Join(e.state.pidDir(), spec.Name+".pid"),
+			Cgroup:  e.cgroupDir(spec.Cluster, "infra"),
+		}
+	}, true, e.log)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.comps[spec.Name] = &compRun{spec: spec, svc: svc}
+	e.mu.Unlock()
+	return nil
+}
+
+// KillComponent SIGKILLs a component (for example "hub"). With restartNow
+// false that is a crash, and the component is restarted after its back-off
+// (doubling while it keeps dying within a minute of starting); with
+// restartNow true it is a pod deleted and replaced, restarted at once. It
+// returns the pid killed.
+func (e *Env) KillComponent(name string, restartNow bool) (int, error) {
+	e.mu.Lock()
+	run, ok := e.comps[name]
+	e.mu.Unlock()
+	if !ok {
+		return 0, fmt.Errorf("no component %q", name)
+	}
+	pid := run.svc.Kill(restartNow)
+	if pid == 0 {
+		return 0, fmt.Errorf("component %q is not running", name)
+	}
+	return pid, nil
 }

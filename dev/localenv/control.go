@@ -210,91 +210,36 @@ func (s *controlServer) getEnv(w http.ResponseWriter) *Env {
 
 func (s *controlServer) mux() *http.ServeMux {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /status", func(w http.ResponseWriter, _ *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(env.Status())
-	})
-	m.HandleFunc("POST /fail-zone", func(w http.ResponseWriter, r *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
-		s.faults.Lock()
-		defer s.faults.Unlock()
-		if err := env.FailZone(r.Context(), r.URL.Query().Get("name"), Mode(r.URL.Query().Get("mode"))); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
-	})
-	m.HandleFunc("POST /restore-zone", func(w http.ResponseWriter, r *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
-		s.faults.Lock()
-		defer s.faults.Unlock()
-		if err := env.RestoreZone(r.Context(), r.URL.Query().Get("name")); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
-	})
-	m.HandleFunc("POST /partition", func(w http.ResponseWriter, r *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
+	m.HandleFunc("GET /status", s.read(func(env *Env) any { return env.Status() }))
+	m.HandleFunc("POST /fail-zone", s.fault(func(env *Env, r *http.Request) error {
+		return env.FailZone(r.Context(), r.URL.Query().Get("name"), Mode(r.URL.Query().Get("mode")))
+	}))
+	m.HandleFunc("POST /restore-zone", s.fault(func(env *Env, r *http.Request) error {
+		return env.RestoreZone(r.Context(), r.URL.Query().Get("name"))
+	}))
+	m.HandleFunc("POST /partition", s.fault(func(env *Env, r *http.Request) error {
 		p, err := partitionFromQuery(r.URL.Query())
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return err
 		}
-		s.faults.Lock()
-		defer s.faults.Unlock()
-		if err := env.Partition(r.Context(), p); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
+		return env.Partition(r.Context(), p)
+	}))
+	m.HandleFunc("POST /heal-partition", s.fault(func(env *Env, r *http.Request) error {
+		return env.HealPartition(r.Context())
+	}))
+	m.HandleFunc("GET /distance", s.read(func(env *Env) any {
+		if st := env.distanceStatus(); st != nil {
+			return st
 		}
-	})
-	m.HandleFunc("POST /heal-partition", func(w http.ResponseWriter, r *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
-		s.faults.Lock()
-		defer s.faults.Unlock()
-		if err := env.HealPartition(r.Context()); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
-	})
-	m.HandleFunc("GET /distance", func(w http.ResponseWriter, _ *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
-		st := env.distanceStatus()
-		if st == nil {
-			st = &DistanceStatus{Spec: PresetNone}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(st)
-	})
-	m.HandleFunc("POST /distance", func(w http.ResponseWriter, r *http.Request) {
-		env := s.getEnv(w)
-		if env == nil {
-			return
-		}
+		return &DistanceStatus{Spec: PresetNone}
+	}))
+	m.HandleFunc("POST /distance", s.fault(func(env *Env, r *http.Request) error {
 		d, err := ParseDistance(r.URL.Query().Get("spec"))
 		if err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-			return
+			return err
 		}
-		s.faults.Lock()
-		defer s.faults.Unlock()
-		if err := env.SetDistance(r.Context(), d); err != nil {
-			http.Error(w, err.Error(), http.StatusBadRequest)
-		}
-	})
+		return env.SetDistance(r.Context(), d)
+	}))
 	m.HandleFunc("POST /shutdown", func(w http.ResponseWriter, _ *http.Request) {
 		if s.shutdown == nil {
 			http.Error(w, "this environment is run by the process that started it (a test), not by a supervisor: it stops when that process is done", http.StatusConflict)
@@ -304,6 +249,35 @@ func (s *controlServer) mux() *http.ServeMux {
 		w.WriteHeader(http.StatusAccepted)
 	})
 	return m
+}
+
+// read serves what get returns of the running environment, as JSON.
+func (s *controlServer) read(get func(*Env) any) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		env := s.getEnv(w)
+		if env == nil {
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(get(env))
+	}
+}
+
+// fault serves a change of the running environment's faults (zones,
+// partitions, distance), one at a time; an error is answered with 400
+// Bad Request.
+func (s *controlServer) fault(change func(*Env, *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		env := s.getEnv(w)
+		if env == nil {
+			return
+		}
+		s.faults.Lock()
+		defer s.faults.Unlock()
+		if err := change(env, r); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		}
+	}
 }
 
 // ErrNotRunning says no supervisor runs the environment.

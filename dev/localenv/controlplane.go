@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,86 +54,37 @@ func minimalEnv() []string {
 // until the apiserver is ready.
 func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPlane, error) {
 	p := e.plan
-	ip := p.APIServer(c.Index).Addr()
-	if e.state.Real() {
-		ip = p.RealAPIServer(c.Index).Addr()
+	pl := planeLayout{
+		dir:     e.state.clusterDir(c.Name),
+		cgroup:  e.cgroupDir(c.Name, "infra"),
+		ip:      p.APIServer(c.Index).Addr(),
+		etcdURL: "http://" + p.APIEtcd(c.Index).String(),
+		peerURL: "http://" + p.APIEtcdPeer(c.Index).String(),
 	}
-	dir := e.state.clusterDir(c.Name)
-	if err := os.MkdirAll(filepath.Join(dir, "apiserver"), 0o755); err != nil {
+	if e.state.Real() {
+		pl.ip = p.RealAPIServer(c.Index).Addr()
+	}
+	if err := os.MkdirAll(filepath.Join(pl.dir, "apiserver"), 0o755); err != nil {
 		return nil, err
 	}
-	cg := e.cgroupDir(c.Name, "infra")
-	etcdURL := "http://" + p.APIEtcd(c.Index).String()
-	peerURL := "http://" + p.APIEtcdPeer(c.Index).String()
 	cp := &controlPlane{}
 	var err error
-	cp.etcd, err = startService("etcd-"+c.Name, func() proc.Spec {
-		return proc.Spec{
-			Name: "etcd-" + c.Name, Path: filepath.Join(e.bin, e.state.StoreBinary()),
-			Args: []string{
-				"--name=" + c.Name, "--data-dir=" + filepath.Join(dir, "etcd"),
-				"--listen-client-urls=" + etcdURL, "--advertise-client-urls=" + etcdURL,
-				"--listen-peer-urls=" + peerURL, "--initial-advertise-peer-urls=" + peerURL,
-				"--initial-cluster=" + c.Name + "=" + peerURL,
-				"--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=2147483648",
-			},
-			Env: minimalEnv(), Dir: dir,
-			LogPath: filepath.Join(e.state.logDir(), "etcd-"+c.Name+".log"),
-			PIDFile: filepath.Join(e.state.pidDir(), "etcd-"+c.Name+".pid"),
-			Cgroup:  cg,
-		}
-	}, true, e.log)
+	cp.etcd, err = startService("etcd-"+c.Name, func() proc.Spec { return e.storeSpec(c, pl) }, true, e.log)
 	if err != nil {
 		return nil, err
 	}
-	certFile, keyFile, err := e.pki.servingCert(c.Name, ip.AsSlice())
-	if err != nil {
+	if pl.certFile, pl.keyFile, err = e.pki.servingCert(c.Name, pl.ip.AsSlice()); err != nil {
 		cp.stop(0)
 		return nil, fmt.Errorf("serving certificate of %s: %w", c.Name, err)
 	}
-	kubeletCert, kubeletKey, err := e.pki.kubeletClientCert()
-	if err != nil {
+	if pl.kubeletCert, pl.kubeletKey, err = e.pki.kubeletClientCert(); err != nil {
 		cp.stop(0)
 		return nil, fmt.Errorf("kubelet client certificate: %w", err)
 	}
-	var realArgs []string
 	if e.state.Real() {
-		realArgs = e.realAPIServerArgs(c)
+		pl.realArgs = e.realAPIServerArgs(c)
 	}
-	cp.apiserver, err = startService("apiserver-"+c.Name, func() proc.Spec {
-		return proc.Spec{
-			Name: "apiserver-" + c.Name, Path: filepath.Join(e.bin, "kube-apiserver"),
-			Args: overrideFlags([]string{
-				"--etcd-servers=" + etcdURL,
-				"--bind-address=" + ip.String(),
-				fmt.Sprintf("--secure-port=%d", addr.APIServerPort),
-				"--cert-dir=" + filepath.Join(dir, "apiserver"),
-				"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
-				"--client-ca-file=" + e.pki.caFile,
-				"--service-account-issuer=" + c.APIServer,
-				"--service-account-key-file=" + e.pki.saPub,
-				"--service-account-signing-key-file=" + e.pki.saKey,
-				"--service-cluster-ip-range=10.0.0.0/24",
-				"--authorization-mode=RBAC",
-				// pods/log: the node agents serve kubelet's container log
-				// endpoint on each node's InternalIP (a loopback address).
-				"--kubelet-preferred-address-types=InternalIP",
-				"--kubelet-certificate-authority=" + e.pki.caFile,
-				"--kubelet-client-certificate=" + kubeletCert,
-				"--kubelet-client-key=" + kubeletKey,
-				"--allow-privileged=true",
-				// No controller manager runs: no token controller, so no
-				// ServiceAccount admission (as envtest).
-				"--disable-admission-plugins=ServiceAccount",
-				"--profiling=false",
-				"--v=0",
-			}, realArgs),
-			Env: minimalEnv(), Dir: dir,
-			LogPath: filepath.Join(e.state.logDir(), "apiserver-"+c.Name+".log"),
-			PIDFile: filepath.Join(e.state.pidDir(), "apiserver-"+c.Name+".pid"),
-			Cgroup:  cg,
-		}
-	}, true, e.log)
+	cp.apiserver, err = startService("apiserver-"+c.Name, func() proc.Spec { return e.apiserverSpec(c, pl) }, true, e.log)
 	if err != nil {
 		cp.stop(0)
 		return nil, err
@@ -142,6 +94,74 @@ func (e *Env) startControlPlane(ctx context.Context, c ClusterState) (*controlPl
 		return nil, err
 	}
 	return cp, nil
+}
+
+// planeLayout is where one cluster's control plane lives: its directory,
+// cgroup, addresses, and the apiserver's certificates and extra flags.
+type planeLayout struct {
+	dir, cgroup             string
+	ip                      netip.Addr
+	etcdURL, peerURL        string
+	certFile, keyFile       string
+	kubeletCert, kubeletKey string
+	realArgs                []string
+}
+
+// storeSpec is the process of cluster c's apiserver store: a one-member
+// etcd without fsync.
+func (e *Env) storeSpec(c ClusterState, pl planeLayout) proc.Spec {
+	dir, cg := pl.dir, pl.cgroup
+	return proc.Spec{
+		Name: "etcd-" + c.Name, Path: filepath.Join(e.bin, e.state.StoreBinary()),
+		Args: []string{
+			"--name=" + c.Name, "--data-dir=" + filepath.Join(dir, "etcd"),
+			"--listen-client-urls=" + pl.etcdURL, "--advertise-client-urls=" + pl.etcdURL,
+			"--listen-peer-urls=" + pl.peerURL, "--initial-advertise-peer-urls=" + pl.peerURL,
+			"--initial-cluster=" + c.Name + "=" + pl.peerURL,
+			"--unsafe-no-fsync", "--log-level=warn", "--quota-backend-bytes=2147483648",
+		},
+		Env: minimalEnv(), Dir: dir,
+		LogPath: filepath.Join(e.state.logDir(), "etcd-"+c.Name+".log"),
+		PIDFile: filepath.Join(e.state.pidDir(), "etcd-"+c.Name+".pid"),
+		Cgroup:  cg,
+	}
+}
+
+// apiserverSpec is the process of cluster c's kube-apiserver.
+func (e *Env) apiserverSpec(c ClusterState, pl planeLayout) proc.Spec {
+	dir, cg := pl.dir, pl.cgroup
+	return proc.Spec{
+		Name: "apiserver-" + c.Name, Path: filepath.Join(e.bin, "kube-apiserver"),
+		Args: overrideFlags([]string{
+			"--etcd-servers=" + pl.etcdURL,
+			"--bind-address=" + pl.ip.String(),
+			fmt.Sprintf("--secure-port=%d", addr.APIServerPort),
+			"--cert-dir=" + filepath.Join(dir, "apiserver"),
+			"--tls-cert-file=" + pl.certFile, "--tls-private-key-file=" + pl.keyFile,
+			"--client-ca-file=" + e.pki.caFile,
+			"--service-account-issuer=" + c.APIServer,
+			"--service-account-key-file=" + e.pki.saPub,
+			"--service-account-signing-key-file=" + e.pki.saKey,
+			"--service-cluster-ip-range=10.0.0.0/24",
+			"--authorization-mode=RBAC",
+			// pods/log: the node agents serve kubelet's container log
+			// endpoint on each node's InternalIP (a loopback address).
+			"--kubelet-preferred-address-types=InternalIP",
+			"--kubelet-certificate-authority=" + e.pki.caFile,
+			"--kubelet-client-certificate=" + pl.kubeletCert,
+			"--kubelet-client-key=" + pl.kubeletKey,
+			"--allow-privileged=true",
+			// No controller manager runs: no token controller, so no
+			// ServiceAccount admission (as envtest).
+			"--disable-admission-plugins=ServiceAccount",
+			"--profiling=false",
+			"--v=0",
+		}, pl.realArgs),
+		Env: minimalEnv(), Dir: dir,
+		LogPath: filepath.Join(e.state.logDir(), "apiserver-"+c.Name+".log"),
+		PIDFile: filepath.Join(e.state.pidDir(), "apiserver-"+c.Name+".pid"),
+		Cgroup:  cg,
+	}
 }
 
 // overrideFlags returns base with every --flag that over names replaced
@@ -274,5 +294,47 @@ func (e *Env) writeKubeconfigs() error {
 			}
 		}
 	}
+	return nil
+}
+
+// StopAPIServer kills a member cluster's apiserver and its etcd as a crash
+// would. Pods, the node agent and the cluster's components keep running
+// (and keep retrying the apiserver), as in a real control-plane outage.
+func (e *Env) StopAPIServer(name string) error {
+	if _, ok := e.state.Cluster(name); !ok || name == HubClusterName {
+		return fmt.Errorf("localenv: no member cluster %q", name)
+	}
+	e.mu.Lock()
+	cp := e.planes[name]
+	delete(e.planes, name)
+	e.mu.Unlock()
+	if cp == nil {
+		return fmt.Errorf("localenv: the apiserver of %s is not running", name)
+	}
+	cp.stop(0)
+	return nil
+}
+
+// StartAPIServer starts a member cluster's apiserver stopped by
+// StopAPIServer again, on the same address and data, and waits until it is
+// ready.
+func (e *Env) StartAPIServer(ctx context.Context, name string) error {
+	c, ok := e.state.Cluster(name)
+	if !ok || name == HubClusterName {
+		return fmt.Errorf("localenv: no member cluster %q", name)
+	}
+	e.mu.Lock()
+	running := e.planes[name] != nil
+	e.mu.Unlock()
+	if running {
+		return fmt.Errorf("localenv: the apiserver of %s is running", name)
+	}
+	cp, err := e.startControlPlane(ctx, c)
+	if err != nil {
+		return err
+	}
+	e.mu.Lock()
+	e.planes[name] = cp
+	e.mu.Unlock()
 	return nil
 }

@@ -284,3 +284,15 @@ func removeChain(table, from, chain string) error {
 	}
 	return nil
 }
+
+// removeChainIfRoot removes a partition chain a crashed run may have left.
+func removeChainIfRoot(slot int) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if _, err := iptablesPath(); err != nil {
+		return nil //nolint:nilerr // no iptables: no chain
+	}
+	return errors.Join(removeChain("filter", "OUTPUT", fmt.Sprintf("ETCDFED-%d", slot)), removeChain("nat", "POSTROUTING", snatChain(slot)),
+		removeChain("nat", "OUTPUT", delayChain(slot)), removeChain("filter", "INPUT", inputChain(slot)))
+}

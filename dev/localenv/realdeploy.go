@@ -184,3 +184,35 @@ func (e *Env) GrantHub(ctx context.Context, ns string) error {
 func granted(rb rbacv1.RoleBinding) bool {
 	return rb.Name == "etcdfed-hub" && rb.Namespace != install.Namespace && rb.RoleRef.Name == "etcdfed-hub-etcdcluster-namespace"
 }
+
+// KillHubPods deletes the in-cluster hub's pods at once (grace 0), as a
+// node losing it would; its Deployment starts a new one.
+func (e *Env) KillHubPods(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(e.pki.restConfig(e.state.Hub.APIServer))
+	if err != nil {
+		return err
+	}
+	return cs.CoreV1().Pods(RingNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptrTo[int64](0)},
+		metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=etcdfed-hub"})
+}
+
+// ScaleHub sets the in-cluster hub's replicas (0 stops it, as a user
+// scales it down) and, for 1, waits until it is available again.
+func (e *Env) ScaleHub(ctx context.Context, replicas int) error {
+	if _, err := e.kubectl(ctx, HubClusterName, nil, "-n", RingNamespace, "scale", "deployment/etcdfed-hub", fmt.Sprintf("--replicas=%d", replicas)); err != nil {
+		return err
+	}
+	if replicas == 0 {
+		cs, err := kubernetes.NewForConfig(e.pki.restConfig(e.state.Hub.APIServer))
+		if err != nil {
+			return err
+		}
+		return waitFor(ctx, 2*time.Minute, "the hub's pods gone", func() (bool, error) {
+			pods, err := cs.CoreV1().Pods(RingNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=etcdfed-hub"})
+			return err == nil && len(pods.Items) == 0, nil
+		})
+	}
+	return e.waitDeployment(ctx, e.state.Hub, RingNamespace, "etcdfed-hub", 3*time.Minute)
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -2,14 +2,17 @@ package localenv
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/etcdfed/etcdfed/dev/images"
 	"github.com/etcdfed/etcdfed/dev/localenv/realnode"
@@ -153,4 +156,43 @@ func fileDigest(path string) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// ctr runs ctr against a node's containerd in the CRI namespace, in the
+// node's namespaces (anchor is its anchor's pid).
+func (e *Env) ctr(ctx context.Context, s *realnode.Node, anchor int, args ...string) (string, error) {
+	path, argv := s.NodeCommand(anchor, append([]string{filepath.Join(e.bin, "ctr"), "--address", s.ContainerdSocket(), "--namespace", "k8s.io"}, args...)...)
+	cmd := exec.CommandContext(ctx, path, argv...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// loadImages waits for the node's containerd and imports every image the
+// environment built that it does not have yet.
+func (e *Env) loadImages(ctx context.Context, s *realnode.Node, anchor int) error {
+	if err := waitFor(ctx, time.Minute, "containerd of "+s.Name, func() (bool, error) {
+		_, err := e.ctr(ctx, s, anchor, "version")
+		return err == nil, nil
+	}); err != nil {
+		return fmt.Errorf("%w: %s", err, tail(filepath.Join(s.LogDir(), "containerd.log"), 10))
+	}
+	// The archives this containerd imported already, by digest.
+	record := filepath.Join(s.Dir, "imported-images")
+	have, _ := os.ReadFile(record)
+	for _, img := range e.images {
+		key := img.Digest + " " + img.Ref
+		if strings.Contains("\n"+string(have), "\n"+key+"\n") {
+			continue
+		}
+		if out, err := e.ctr(ctx, s, anchor, "images", "import", "--local", img.Archive); err != nil {
+			return fmt.Errorf("import %s into %s: %w: %s", img.Ref, s.Name, err, out)
+		}
+		have = append(have, []byte(key+"\n")...)
+		if err := os.WriteFile(record, have, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

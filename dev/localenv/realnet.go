@@ -3,6 +3,7 @@ package localenv
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"strconv"
 	"sync"
@@ -141,4 +142,16 @@ func cleanupReal(st *State) error {
 	}
 	errs = append(errs, realnode.DeleteNetns(NetnsName(st.Slot)))
 	return errors.Join(errs...)
+}
+
+// ServiceAddress returns address i of the environment's own services
+// (real nodes only): put on the environment's network, reachable from
+// every pod of every cluster and from this process, for a server a test
+// runs beside the clusters (an S3 store).
+func (e *Env) ServiceAddress(i int) (netip.Addr, error) {
+	if !e.state.Real() {
+		return netip.Addr{}, errors.New("localenv: service addresses exist with real nodes only")
+	}
+	a := e.plan.RealService(i)
+	return a, realnode.AddLocalAddr(a)
 }

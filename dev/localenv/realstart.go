@@ -128,3 +128,49 @@ func (e *Env) startRealClusterAll(ctx context.Context, c ClusterState) error {
 	e.progress(c.Name+": scheduler, controller manager and nodes started", true)
 	return e.installAddons(ctx, c)
 }
+
+// stopRealCluster stops a cluster's nodes, cloud controller, scheduler and
+// controller manager (its apiserver is the caller's).
+func (e *Env) stopRealCluster(rc *realCluster) {
+	var wg sync.WaitGroup
+	for _, n := range rc.nodes {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.killNode(n) }()
+	}
+	wg.Wait()
+	if rc.cloudStop != nil {
+		rc.cloudStop()
+		<-rc.cloudDone
+	}
+	for _, s := range []*service{rc.sched, rc.kcm} {
+		if s != nil {
+			s.Stop(5 * time.Second)
+		}
+	}
+}
+
+// stopReal stops everything real nodes added and removes the node
+// namespaces and the environment's cgroups.
+func (e *Env) stopReal() error {
+	e.mu.Lock()
+	rcs := make([]*realCluster, 0, len(e.real))
+	for _, rc := range e.real {
+		rcs = append(rcs, rc)
+	}
+	e.real = map[string]*realCluster{}
+	e.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, rc := range rcs {
+		wg.Add(1)
+		go func() { defer wg.Done(); e.stopRealCluster(rc) }()
+	}
+	wg.Wait()
+	var errs []error
+	for _, r := range e.state.realNodes() {
+		errs = append(errs, realnode.DeleteNetns(nodeNetnsPrefix(e.state.Slot)+r.link()))
+	}
+	// The environment's own namespace: its name goes, the namespace itself
+	// with the last process in it.
+	errs = append(errs, realnode.DeleteNetns(NetnsName(e.state.Slot)))
+	return errors.Join(errs...)
+}

@@ -1,12 +1,19 @@
 package localenv
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
+	"github.com/etcdfed/etcdfed/dev/localenv/realnode"
 )
 
 // HubZoneName is the zone of the hub cluster's node (real nodes only: the
@@ -82,4 +89,59 @@ type nodeRef struct {
 // (at most 15 characters).
 func (r nodeRef) link() string {
 	return fmt.Sprintf("en%d-%d-%d", r.Cluster.Index, r.Zone.Index, r.Index)
+}
+
+// realStatus lists a real cluster's processes: scheduler and controller
+// manager, each node's own processes (anchor, containerd, kubelet,
+// kube-proxy), and every other process in a node's cgroup (shims, pause,
+// the containers' processes) as pods, named by their command.
+func (e *Env) realStatus(rc *realCluster) (procs, pods []ProcessStatus) {
+	for _, s := range []*service{rc.sched, rc.kcm} {
+		if s != nil {
+			pid, r, le := s.Info()
+			procs = append(procs, ProcessStatus{Name: s.name, PID: pid, Restarts: r, LastExit: le})
+		}
+	}
+	for _, n := range rc.nodes {
+		n.mu.Lock()
+		svcs, killed := n.svcs, n.killed
+		n.mu.Unlock()
+		own := map[int]bool{}
+		for _, s := range svcs {
+			pid, r, le := s.Info()
+			own[pid] = true
+			procs = append(procs, ProcessStatus{Name: s.name, PID: pid, Restarts: r, LastExit: le, Detail: n.spec.Zone})
+		}
+		if killed {
+			procs = append(procs, ProcessStatus{Name: n.spec.Name, Detail: "killed"})
+			continue
+		}
+		for _, pid := range realnode.CgroupPIDs(n.spec.CgroupRoot) {
+			if own[pid] {
+				continue
+			}
+			comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+			pods = append(pods, ProcessStatus{Name: strings.TrimSpace(string(comm)), PID: pid, Detail: n.spec.Name})
+		}
+	}
+	return procs, pods
+}
+
+// realVolumeDir is the directory of a local volume, read from its PV.
+func (e *Env) realVolumeDir(cluster, pvName string) string {
+	c, ok := e.state.Cluster(cluster)
+	if !ok {
+		return ""
+	}
+	cs, err := kubernetes.NewForConfig(e.pki.restConfig(c.APIServer))
+	if err != nil {
+		return ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pv, err := cs.CoreV1().PersistentVolumes().Get(ctx, pvName, metav1.GetOptions{})
+	if err != nil || pv.Spec.Local == nil {
+		return ""
+	}
+	return pv.Spec.Local.Path
 }

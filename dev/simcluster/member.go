@@ -249,139 +249,195 @@ func (r *memberReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctr
 // to look again.
 func (r *memberReconciler) pass(ctx context.Context, m *etcdfedv1.EtcdMember) time.Duration {
 	key := client.ObjectKeyFromObject(m)
-	st := &m.Status
-	gen := m.Generation
-	set := func(t string, s metav1.ConditionStatus, reason, msg string) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: t, Status: s, Reason: reason, Message: msg, ObservedGeneration: gen})
+	s := memberStatus{st: &m.Status, gen: m.Generation}
+	st := s.st
+	h := r.current(key, m)
+	s.fromSpec(m)
+
+	target, soTLS, reason, msg := r.tlsOf(ctx, m)
+	if reason != "" {
+		return s.noPod(reason, msg)
 	}
+	if m.Spec.Bootstrap == nil {
+		return s.noPod(member.ReasonWaitingForBootstrap, "spec.bootstrap is unset: no pod is created until the hub says how etcd starts")
+	}
+	ip, zone, err := r.address(key, m.Spec.Zone)
+	if err != nil {
+		return s.noPod(etcdfedv1.ReasonContainerFailing, err.Error())
+	}
+	if h == nil || !h.running {
+		if h, err = r.start(m, h, ip, zone, soTLS); err != nil {
+			return s.noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
+		}
+	}
+	st.PodName, st.PodIP, st.Zone, st.Address = m.Name, ip.String(), zone, ip.String()
+	st.NodeName = r.nodeIn(ctx, zone)
+	s.set(etcdfedv1.ConditionExposed, metav1.ConditionTrue, member.ReasonExposed,
+		fmt.Sprintf("PodIP exposure: address %s, peer URL %s, client URL %s", st.Address, st.PeerURL, st.ClientURL))
+
+	target.Endpoint = fmt.Sprintf("%s://%s", m.Spec.TLS.Mode.URLScheme(), net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)))
+	view, err := r.etcd.Read(ctx, key.String(), target)
+	if err != nil {
+		if st.Etcd == nil {
+			st.Etcd = &etcdfedv1.MemberEtcdView{}
+		}
+		st.Etcd.Error = err.Error()
+		s.set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonUnreachable, err.Error())
+		s.set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodNotReady, "etcd runs but is not ready (/readyz)")
+		if time.Since(h.started) < time.Minute {
+			return member.JoiningStatusInterval
+		}
+		return r.interval
+	}
+	if viewNews(st.Etcd, view, m.QuotaBytes()) {
+		st.Etcd = view
+	}
+	s.health(view)
+	return s.readiness(view, r.interval)
+}
+
+// current is the member's hosted process for this incarnation, nil when
+// none: the process of an older incarnation is stopped and forgotten (its
+// pod deleted), that of a changed spec stopped (its pod replaced on the
+// same volume, to restart as the same member).
+func (r *memberReconciler) current(key types.NamespacedName, m *etcdfedv1.EtcdMember) *hosted {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	h := r.hosted[key]
 	if h != nil && h.incarnation != m.Spec.Incarnation {
-		// A new incarnation: the old pod is deleted with its process.
 		r.stopLocked(h)
 		delete(r.hosted, key)
 		h = nil
 	}
 	if h != nil && h.running && h.spec != runSpec(m) {
-		// A changed spec: the pod is replaced on the same volume, its
-		// process restarts as the same member.
 		r.stopLocked(h)
 	}
+	return h
+}
+
+// tlsOf reads the member's TLS Secret (TLS on): the target to read
+// etcd's view with and the simulated member's server configuration. A
+// reason says why the pod cannot start.
+func (r *memberReconciler) tlsOf(ctx context.Context, m *etcdfedv1.EtcdMember) (target etcdstatus.Target, cfg *tls.Config, reason, msg string) {
+	if !m.Spec.TLS.Mode.Enabled() {
+		return target, nil, "", ""
+	}
+	sec := &corev1.Secret{}
+	if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.TLS.SecretName}, sec); err != nil {
+		if apierrors.IsNotFound(err) {
+			return target, nil, member.ReasonTLSSecretMissing, fmt.Sprintf("Secret %s does not exist", m.Spec.TLS.SecretName)
+		}
+		return target, nil, member.ReasonTLSSecretMissing, err.Error()
+	}
+	cfg, err := serverTLS(sec.Data["ca.crt"], sec.Data["tls.crt"], sec.Data["tls.key"])
+	if err != nil {
+		return target, nil, member.ReasonTLSSecretInvalid, err.Error()
+	}
+	target = etcdstatus.Target{ServerName: m.Spec.DNSName, CA: sec.Data["ca.crt"], Cert: sec.Data["tls.crt"], Key: sec.Data["tls.key"], Version: sec.ResourceVersion}
+	return target, cfg, "", ""
+}
+
+// start starts the member's process on ip: h's member again on its data
+// (a replaced pod of the same incarnation), else a member of the fleet's
+// ring for m.
+func (r *memberReconciler) start(m *etcdfedv1.EtcdMember, h *hosted, ip netip.Addr, zone string, cfg *tls.Config) (*hosted, error) {
+	var ring *etcdsim.Ring
+	var id uint64
+	if h != nil {
+		ring, id = h.ring, h.id
+	} else {
+		var err error
+		if ring, id, err = r.c.fleet.memberFor(m, m.Status.PeerURL); err != nil {
+			return nil, err
+		}
+	}
+	so := etcdsim.StartOptions{Name: m.Spec.MemberName, ListenAddr: net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)),
+		ClientURL: m.Status.ClientURL, TLS: cfg}
+	if _, err := ring.StartMember(id, so); err != nil {
+		return nil, err
+	}
+	h = &hosted{incarnation: m.Spec.Incarnation, uid: m.Spec.Cluster.UID, ring: ring, id: id, ip: ip, zone: zone, started: time.Now(), running: true, spec: runSpec(m)}
+	r.mu.Lock()
+	r.hosted[client.ObjectKeyFromObject(m)] = h
 	r.mu.Unlock()
+	return h, nil
+}
+
+// memberStatus is the status a pass computes, its conditions at the
+// generation the pass read.
+type memberStatus struct {
+	st  *etcdfedv1.EtcdMemberStatus
+	gen int64
+}
+
+func (s memberStatus) set(t string, c metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(&s.st.Conditions, metav1.Condition{Type: t, Status: c, Reason: reason, Message: msg, ObservedGeneration: s.gen})
+}
+
+// fromSpec sets what the status takes from the spec alone: the
+// incarnation, the bound simulated volume, the disruption budget and the
+// member's URLs.
+func (s memberStatus) fromSpec(m *etcdfedv1.EtcdMember) {
+	st := s.st
 	if st.Incarnation != m.Spec.Incarnation {
 		st.Etcd = nil
 	}
 	st.Incarnation = m.Spec.Incarnation
-	st.ObservedGeneration = gen
+	st.ObservedGeneration = s.gen
 	st.Disruption = &etcdfedv1.MemberDisruptionStatus{Budget: budget.Name(m)}
 	claim := fmt.Sprintf("%s-data-%d", m.Name, m.Spec.Incarnation)
 	st.Volume = etcdfedv1.VolumeReference{ClaimName: claim, UID: "sim-" + string(m.UID) + "-" + strconv.FormatInt(m.Spec.Incarnation, 10)}
-	set(etcdfedv1.ConditionStorageReady, metav1.ConditionTrue, member.ReasonBound, "simulated volume "+claim+" is bound")
+	s.set(etcdfedv1.ConditionStorageReady, metav1.ConditionTrue, member.ReasonBound, "simulated volume "+claim+" is bound")
 	mode := m.Spec.TLS.Mode
 	st.PeerURL = etcdfedv1.MemberURL(mode, m.Spec.DNSName, peerPort)
 	st.ClientURL = etcdfedv1.MemberURL(mode, m.Spec.DNSName, clientPort)
-	noPod := func(reason, msg string) time.Duration {
-		st.PodName, st.PodIP, st.NodeName, st.Zone, st.Address = "", "", "", "", ""
-		set(etcdfedv1.ConditionExposed, metav1.ConditionFalse, member.ReasonWaitingForPodIP, "the address is the pod IP, known once the pod runs")
-		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, reason, msg)
-		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonNoPod, "no running pod of the current incarnation")
-		meta.RemoveStatusCondition(&st.Conditions, etcdfedv1.ConditionPeerConnections)
-		return 2 * time.Second
-	}
+}
 
-	var target etcdstatus.Target
-	var soTLS *tls.Config
-	if mode.Enabled() {
-		sec := &corev1.Secret{}
-		if err := r.client.Get(ctx, client.ObjectKey{Namespace: m.Namespace, Name: m.Spec.TLS.SecretName}, sec); err != nil {
-			if apierrors.IsNotFound(err) {
-				return noPod(member.ReasonTLSSecretMissing, fmt.Sprintf("Secret %s does not exist", m.Spec.TLS.SecretName))
-			}
-			return noPod(member.ReasonTLSSecretMissing, err.Error())
-		}
-		cfg, err := serverTLS(sec.Data["ca.crt"], sec.Data["tls.crt"], sec.Data["tls.key"])
-		if err != nil {
-			return noPod(member.ReasonTLSSecretInvalid, err.Error())
-		}
-		target = etcdstatus.Target{ServerName: m.Spec.DNSName, CA: sec.Data["ca.crt"], Cert: sec.Data["tls.crt"], Key: sec.Data["tls.key"], Version: sec.ResourceVersion}
-		soTLS = cfg
-	}
-	if m.Spec.Bootstrap == nil {
-		return noPod(member.ReasonWaitingForBootstrap, "spec.bootstrap is unset: no pod is created until the hub says how etcd starts")
-	}
+// noPod says the member has no running pod, and why; it returns when to
+// look again.
+func (s memberStatus) noPod(reason, msg string) time.Duration {
+	st := s.st
+	st.PodName, st.PodIP, st.NodeName, st.Zone, st.Address = "", "", "", "", ""
+	s.set(etcdfedv1.ConditionExposed, metav1.ConditionFalse, member.ReasonWaitingForPodIP, "the address is the pod IP, known once the pod runs")
+	s.set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, reason, msg)
+	s.set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonNoPod, "no running pod of the current incarnation")
+	meta.RemoveStatusCondition(&st.Conditions, etcdfedv1.ConditionPeerConnections)
+	return 2 * time.Second
+}
 
-	ip, zone, err := r.address(key, m.Spec.Zone)
-	if err != nil {
-		return noPod(etcdfedv1.ReasonContainerFailing, err.Error())
-	}
-	if h == nil || !h.running {
-		var ring *etcdsim.Ring
-		var id uint64
-		if h != nil {
-			// The same incarnation again (a replaced pod): the same
-			// member on its data.
-			ring, id = h.ring, h.id
-		} else if ring, id, err = r.c.fleet.memberFor(m, st.PeerURL); err != nil {
-			return noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
-		}
-		so := etcdsim.StartOptions{Name: m.Spec.MemberName, ListenAddr: net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)),
-			ClientURL: st.ClientURL, TLS: soTLS}
-		if _, err := ring.StartMember(id, so); err != nil {
-			return noPod(etcdfedv1.ReasonContainerFailing, "etcd cannot start: "+err.Error())
-		}
-		h = &hosted{incarnation: m.Spec.Incarnation, uid: m.Spec.Cluster.UID, ring: ring, id: id, ip: ip, zone: zone, started: time.Now(), running: true, spec: runSpec(m)}
-		r.mu.Lock()
-		r.hosted[key] = h
-		r.mu.Unlock()
-	}
-	st.PodName, st.PodIP, st.Zone, st.Address = m.Name, ip.String(), zone, ip.String()
-	st.NodeName = r.nodeIn(ctx, zone)
-	set(etcdfedv1.ConditionExposed, metav1.ConditionTrue, member.ReasonExposed,
-		fmt.Sprintf("PodIP exposure: address %s, peer URL %s, client URL %s", st.Address, st.PeerURL, st.ClientURL))
-
-	target.Endpoint = fmt.Sprintf("%s://%s", mode.URLScheme(), net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)))
-	view, err := r.etcd.Read(ctx, key.String(), target)
-	next := r.interval
-	switch {
-	case err != nil:
-		if st.Etcd == nil {
-			st.Etcd = &etcdfedv1.MemberEtcdView{}
-		}
-		st.Etcd.Error = err.Error()
-		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonUnreachable, err.Error())
-		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodNotReady, "etcd runs but is not ready (/readyz)")
-		if time.Since(h.started) < time.Minute {
-			next = member.JoiningStatusInterval
-		}
-		return next
-	case viewNews(st.Etcd, view, m.QuotaBytes()):
-		st.Etcd = view
-	}
+// health sets MemberHealthy from etcd's view of the member.
+func (s memberStatus) health(view *etcdfedv1.MemberEtcdView) {
 	switch {
 	case view.Error != "":
-		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonAlarm, view.Error)
+		s.set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonAlarm, view.Error)
 	case view.LeaderID == "":
-		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonNoLeader, fmt.Sprintf("member %s answers but sees no leader", view.ID))
+		s.set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionFalse, member.ReasonNoLeader, fmt.Sprintf("member %s answers but sees no leader", view.ID))
 	default:
 		role := "voter"
 		if view.IsLearner {
 			role = "learner"
 		}
-		set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionTrue, member.ReasonHealthy, fmt.Sprintf("member %s (%s) sees leader %s at raft term %d", view.ID, role, view.LeaderID, view.RaftTerm))
+		s.set(etcdfedv1.ConditionMemberHealthy, metav1.ConditionTrue, member.ReasonHealthy, fmt.Sprintf("member %s (%s) sees leader %s at raft term %d", view.ID, role, view.LeaderID, view.RaftTerm))
 	}
+}
+
+// readiness sets PodReady (and, ready, PeerConnections) from etcd's view
+// of the member, and returns when to look again (next, or sooner while
+// the member joins or has no leader).
+func (s memberStatus) readiness(view *etcdfedv1.MemberEtcdView, next time.Duration) time.Duration {
 	switch {
 	case view.IsLearner:
-		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonLearner, "etcd runs as a learner and waits for promotion")
-		next = member.JoiningStatusInterval
+		s.set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonLearner, "etcd runs as a learner and waits for promotion")
+		return member.JoiningStatusInterval
 	case view.LeaderID == "":
-		set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodNotReady, "etcd runs but is not ready (/readyz)")
-		next = min(next, 2*time.Second)
+		s.set(etcdfedv1.ConditionPodReady, metav1.ConditionFalse, member.ReasonPodNotReady, "etcd runs but is not ready (/readyz)")
+		return min(next, 2*time.Second)
 	default:
-		set(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady, fmt.Sprintf("pod %s is ready on node %s", st.PodName, st.NodeName))
-		set(etcdfedv1.ConditionPeerConnections, metav1.ConditionTrue, etcdfedv1.ReasonPeersReady,
+		s.set(etcdfedv1.ConditionPodReady, metav1.ConditionTrue, member.ReasonReady, fmt.Sprintf("pod %s is ready on node %s", s.st.PodName, s.st.NodeName))
+		s.set(etcdfedv1.ConditionPeerConnections, metav1.ConditionTrue, etcdfedv1.ReasonPeersReady,
 			"etcd is ready, so it reaches a quorum of its peers (its log is read only while it is not ready)")
+		return next
 	}
-	return next
 }
 
 // nodeIn is a node of the zone (the local environment's node agent keeps

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -95,52 +96,7 @@ func Start(ctx context.Context, opts Options, names ...string) ([]*Cluster, erro
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			// Data and certificates live in this binary's run directory,
-			// so that what a killed test binary leaves is found and
-			// removed by the next `make test`.
-			dir, err := os.MkdirTemp(own, "cluster-"+name+"-")
-			if err != nil {
-				errs[i] = fmt.Errorf("start apiserver %s: %w", name, err)
-				return
-			}
-			env := &envtest.Environment{
-				BinaryAssetsDirectory:    bin,
-				ControlPlaneStartTimeout: opts.StartTimeout,
-				ControlPlaneStopTimeout:  time.Minute,
-				ErrorIfCRDPathMissing:    true,
-			}
-			api := env.ControlPlane.GetAPIServer()
-			api.Path, api.CertDir = filepath.Join(wrap, "kube-apiserver"), filepath.Join(dir, "apiserver")
-			env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(wrap, "etcd"), DataDir: filepath.Join(dir, "etcd")}
-			for _, d := range []string{api.CertDir, env.ControlPlane.Etcd.DataDir} {
-				if err := os.MkdirAll(d, 0o700); err != nil {
-					errs[i] = fmt.Errorf("start apiserver %s: %w", name, err)
-					return
-				}
-			}
-			if !opts.WithoutCRDs {
-				for _, c := range crds {
-					env.CRDs = append(env.CRDs, c.DeepCopy())
-				}
-			}
-			var cfg *rest.Config
-			// envtest forks etcd and kube-apiserver inside Start: fork
-			// from a thread that never exits (see package testproc).
-			testproc.OnFixedThread(func() { cfg, err = env.Start() })
-			if err != nil {
-				_ = os.RemoveAll(dir)
-				errs[i] = fmt.Errorf("start apiserver %s: %w", name, err)
-				return
-			}
-			cfg.QPS, cfg.Burst = 200, 400
-			c := &Cluster{Name: name, Env: env, Config: cfg, dir: dir}
-			c.Client, err = client.New(cfg, client.Options{Scheme: Scheme()})
-			if err != nil {
-				_ = c.Stop()
-				errs[i] = fmt.Errorf("client for %s: %w", name, err)
-				return
-			}
-			clusters[i] = c
+			clusters[i], errs[i] = startOne(name, opts, bin, wrap, own, crds)
 		}()
 	}
 	wg.Wait()
@@ -153,6 +109,53 @@ func Start(ctx context.Context, opts Options, names ...string) ([]*Cluster, erro
 		return nil, err
 	}
 	return clusters, nil
+}
+
+// startOne starts the apiserver name, its etcd's data and its
+// certificates in a new directory below own, through the wrappers in wrap.
+func startOne(name string, opts Options, bin, wrap, own string, crds []*apiextensionsv1.CustomResourceDefinition) (*Cluster, error) {
+	// Data and certificates live in this binary's run directory, so that
+	// what a killed test binary leaves is found and removed by the next
+	// `make test`.
+	dir, err := os.MkdirTemp(own, "cluster-"+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("start apiserver %s: %w", name, err)
+	}
+	env := &envtest.Environment{
+		BinaryAssetsDirectory:    bin,
+		ControlPlaneStartTimeout: opts.StartTimeout,
+		ControlPlaneStopTimeout:  time.Minute,
+		ErrorIfCRDPathMissing:    true,
+	}
+	api := env.ControlPlane.GetAPIServer()
+	api.Path, api.CertDir = filepath.Join(wrap, "kube-apiserver"), filepath.Join(dir, "apiserver")
+	env.ControlPlane.Etcd = &envtest.Etcd{Path: filepath.Join(wrap, "etcd"), DataDir: filepath.Join(dir, "etcd")}
+	for _, d := range []string{api.CertDir, env.ControlPlane.Etcd.DataDir} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("start apiserver %s: %w", name, err)
+		}
+	}
+	if !opts.WithoutCRDs {
+		for _, c := range crds {
+			env.CRDs = append(env.CRDs, c.DeepCopy())
+		}
+	}
+	var cfg *rest.Config
+	// envtest forks etcd and kube-apiserver inside Start: fork
+	// from a thread that never exits (see package testproc).
+	testproc.OnFixedThread(func() { cfg, err = env.Start() })
+	if err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("start apiserver %s: %w", name, err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	c := &Cluster{Name: name, Env: env, Config: cfg, dir: dir}
+	c.Client, err = client.New(cfg, client.Options{Scheme: Scheme()})
+	if err != nil {
+		_ = c.Stop()
+		return nil, fmt.Errorf("client for %s: %w", name, err)
+	}
+	return c, nil
 }
 
 // Stop stops the apiserver and its etcd and removes their data.

@@ -313,9 +313,17 @@ func CheckLeaders(in LeaderCheckInput) LeaderVerdict {
 			}
 		}
 	}
-	// Two cluster IDs with a leader at one moment: answers sorted by
-	// start; every earlier answer starting within the widest bracket plus
-	// Together could be near.
+	v.twoClusters(s, in.Together)
+	v.Spans = leaderSpans(s)
+	v.twoLeaders(in.Overlap)
+	return v
+}
+
+// twoClusters finds two cluster IDs with a leader at one moment (answers
+// within together of each other). The answers are sorted by start; every
+// earlier answer starting within the widest bracket plus together could
+// be near.
+func (v *LeaderVerdict) twoClusters(s []LeaderSample, together time.Duration) {
 	var led []LeaderSample
 	for _, a := range s {
 		if a.Leader != 0 {
@@ -327,9 +335,9 @@ func CheckLeaders(in LeaderCheckInput) LeaderVerdict {
 		widest = max(widest, a.To.Sub(a.From))
 	}
 	for j, b := range led {
-		for i := j - 1; i >= 0 && b.From.Sub(led[i].From) <= widest+in.Together; i-- {
+		for i := j - 1; i >= 0 && b.From.Sub(led[i].From) <= widest+together; i-- {
 			a := led[i]
-			if a.ClusterID == b.ClusterID || gapBetween(a, b) > in.Together {
+			if a.ClusterID == b.ClusterID || gapBetween(a, b) > together {
 				continue
 			}
 			if v.TwoClustersCount++; len(v.TwoClusters) < maxListed {
@@ -337,8 +345,12 @@ func CheckLeaders(in LeaderCheckInput) LeaderVerdict {
 			}
 		}
 	}
-	// Leaderships: one span per (cluster, member, term); a leader of a
-	// term leads from its election until it steps down, without a break.
+}
+
+// leaderSpans are the leaderships the answers show, first seen first: one
+// span per (cluster, member, term); a leader of a term leads from its
+// election until it steps down, without a break.
+func leaderSpans(s []LeaderSample) []LeaderSpan {
 	type key struct{ cluster, member, term uint64 }
 	spans := map[key]*LeaderSpan{}
 	for _, a := range s {
@@ -367,27 +379,33 @@ func CheckLeaders(in LeaderCheckInput) LeaderVerdict {
 			sp.LastSeen = a.To
 		}
 	}
+	var out []LeaderSpan
 	for _, sp := range spans {
-		v.Spans = append(v.Spans, *sp)
+		out = append(out, *sp)
 	}
-	slices.SortFunc(v.Spans, func(a, b LeaderSpan) int {
+	slices.SortFunc(out, func(a, b LeaderSpan) int {
 		if c := a.FirstSeen.Compare(b.FirstSeen); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Target.String(), b.Target.String())
 	})
+	return out
+}
+
+// twoLeaders finds two members that claim to lead at once, for longer than
+// overlap.
+func (v *LeaderVerdict) twoLeaders(overlap time.Duration) {
 	for i, a := range v.Spans {
 		for _, b := range v.Spans[i+1:] {
 			if a.ClusterID == b.ClusterID && a.Member == b.Member {
 				continue // one member, two terms: one after the other
 			}
 			both := minTime(a.To, b.To).Sub(maxTime(a.From, b.From))
-			if both > in.Overlap {
+			if both > overlap {
 				v.TwoLeaders = append(v.TwoLeaders, LeaderOverlap{A: a, B: b, Both: both})
 			}
 		}
 	}
-	return v
 }
 
 // gapBetween is the time between two answers' brackets (0 when they

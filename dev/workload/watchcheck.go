@@ -164,11 +164,23 @@ type keyValue struct{ key, value string }
 func CheckWatch(in WatchCheckInput) WatchVerdict {
 	log := in.Log
 	v := WatchVerdict{Watcher: log.Name, Events: len(log.Events), Compactions: log.Compactions, Resumes: log.Resumes, CompactionAllowed: in.AllowCompaction}
+	acked, attempted := v.ackedPuts(in.Puts, log.Start)
+	v.Expected = len(acked)
+	delivered, seenRev := v.checkEvents(log, acked, attempted)
+	v.account(acked, delivered, seenRev, log.Compactions)
+	v.Incomplete = in.RequireComplete && len(v.NotReached) > 0
+	return v
+}
+
+// ackedPuts returns the acknowledged puts at or after the watch's start,
+// by revision (two at one revision are a mismatch), and every put
+// attempted, by key and value.
+func (v *WatchVerdict) ackedPuts(puts []PutRecord, start int64) (map[int64]PutRecord, map[keyValue][]PutRecord) {
 	acked := map[int64]PutRecord{}
 	attempted := map[keyValue][]PutRecord{}
-	for _, p := range in.Puts {
+	for _, p := range puts {
 		attempted[keyValue{p.Key, p.Value}] = append(attempted[keyValue{p.Key, p.Value}], p)
-		if !p.Acked || p.Revision < log.Start {
+		if !p.Acked || p.Revision < start {
 			continue
 		}
 		if q, dup := acked[p.Revision]; dup {
@@ -178,11 +190,17 @@ func CheckWatch(in WatchCheckInput) WatchVerdict {
 		acked[p.Revision] = p
 		v.LastAcked = max(v.LastAcked, p.Revision)
 	}
-	v.Expected = len(acked)
+	return acked, attempted
+}
 
+// checkEvents checks the stream's events: none twice, in order, each an
+// acknowledged put at its revision or a put attempted without an answer.
+// It returns the revisions of acknowledged puts delivered, and every
+// revision seen; v.Covered is the highest.
+func (v *WatchVerdict) checkEvents(log WatchLog, acked map[int64]PutRecord, attempted map[keyValue][]PutRecord) (delivered, seenRev map[int64]bool) {
 	seen := map[keyRev]bool{}
-	seenRev := map[int64]bool{}
-	delivered := map[int64]bool{}
+	seenRev = map[int64]bool{}
+	delivered = map[int64]bool{}
 	lastOfKey := map[string]int64{}
 	var last int64
 	for _, ev := range log.Events {
@@ -236,9 +254,14 @@ func CheckWatch(in WatchCheckInput) WatchVerdict {
 		}
 	}
 	v.Covered = last
+	return delivered, seenRev
+}
 
+// account sorts every acknowledged put into seen, compacted away, not
+// reached, or missed.
+func (v *WatchVerdict) account(acked map[int64]PutRecord, delivered, seenRev map[int64]bool, compactions []Compaction) {
 	compacted := func(rev int64) bool {
-		for _, c := range log.Compactions {
+		for _, c := range compactions {
 			if rev >= c.From && rev < c.To {
 				return true
 			}
@@ -264,6 +287,4 @@ func CheckWatch(in WatchCheckInput) WatchVerdict {
 			v.Missed = append(v.Missed, r)
 		}
 	}
-	v.Incomplete = in.RequireComplete && len(v.NotReached) > 0
-	return v
 }

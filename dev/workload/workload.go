@@ -87,27 +87,7 @@ func (f Failure) String() string {
 // (acknowledged writes must survive), and watchers on the prefix from the
 // revision before the first put (watch completeness), until Stop.
 func Run(ctx context.Context, in Input) (_ *Workload, err error) {
-	if in.Clients == 0 {
-		in.Clients = 4
-	}
-	if in.Keys == 0 {
-		in.Keys = 4
-	}
-	if in.Prefix == "" {
-		in.Prefix = "workload/"
-	}
-	if in.OpTimeout == 0 {
-		in.OpTimeout = 2 * time.Second
-	}
-	if in.WatchSettle == 0 {
-		in.WatchSettle = time.Minute
-	}
-	if in.CheckTimeout == 0 {
-		in.CheckTimeout = 2 * time.Minute
-	}
-	if in.Recorder == nil {
-		in.Recorder = NewRecorder()
-	}
+	in.defaults()
 	if len(in.Client.Endpoints) == 0 {
 		return nil, errors.New("workload: no endpoints")
 	}
@@ -133,29 +113,9 @@ func Run(ctx context.Context, in Input) (_ *Workload, err error) {
 			return nil, err
 		}
 	}
-	// Watchers start at the revision after the current one: every put of
-	// the workload comes later.
-	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-	resp, err := clients[0].Get(rctx, in.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
-	rcancel()
+	start, err := startRevision(ctx, clients[0], in)
 	if err != nil {
-		return nil, fmt.Errorf("read the start revision: %w", err)
-	}
-	start := resp.Header.Revision + 1
-	// The contended keys' values at that revision are where the model
-	// starts: an earlier run with the same prefix on this cluster left
-	// them, and the first get of a key may return one.
-	for k := range in.Keys {
-		key := fmt.Sprintf("%sk%d", in.Prefix, k)
-		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
-		kr, err := clients[0].Get(rctx, key, clientv3.WithRev(resp.Header.Revision))
-		rcancel()
-		if err != nil {
-			return nil, fmt.Errorf("read %s at the start revision: %w", key, err)
-		}
-		if len(kr.Kvs) > 0 {
-			in.Recorder.Initial(key, string(kr.Kvs[0].Value), kr.Kvs[0].ModRevision)
-		}
+		return nil, err
 	}
 
 	wctx, wcancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -191,6 +151,58 @@ func Run(ctx context.Context, in Input) (_ *Workload, err error) {
 	}
 	go func() { wg.Wait(); close(w.done) }()
 	return w, nil
+}
+
+// defaults fills in what in leaves unset.
+func (in *Input) defaults() {
+	if in.Clients == 0 {
+		in.Clients = 4
+	}
+	if in.Keys == 0 {
+		in.Keys = 4
+	}
+	if in.Prefix == "" {
+		in.Prefix = "workload/"
+	}
+	if in.OpTimeout == 0 {
+		in.OpTimeout = 2 * time.Second
+	}
+	if in.WatchSettle == 0 {
+		in.WatchSettle = time.Minute
+	}
+	if in.CheckTimeout == 0 {
+		in.CheckTimeout = 2 * time.Minute
+	}
+	if in.Recorder == nil {
+		in.Recorder = NewRecorder()
+	}
+}
+
+// startRevision is the revision the watchers start at, the one after the
+// current: every put of the workload comes later. The contended keys'
+// values before it are where the model starts (recorded in in.Recorder):
+// an earlier run with the same prefix on this cluster left them, and the
+// first get of a key may return one.
+func startRevision(ctx context.Context, c *clientv3.Client, in Input) (int64, error) {
+	rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+	resp, err := c.Get(rctx, in.Prefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	rcancel()
+	if err != nil {
+		return 0, fmt.Errorf("read the start revision: %w", err)
+	}
+	for k := range in.Keys {
+		key := fmt.Sprintf("%sk%d", in.Prefix, k)
+		rctx, rcancel := context.WithTimeout(ctx, 30*time.Second)
+		kr, err := c.Get(rctx, key, clientv3.WithRev(resp.Header.Revision))
+		rcancel()
+		if err != nil {
+			return 0, fmt.Errorf("read %s at the start revision: %w", key, err)
+		}
+		if len(kr.Kvs) > 0 {
+			in.Recorder.Initial(key, string(kr.Kvs[0].Value), kr.Kvs[0].ModRevision)
+		}
+	}
+	return resp.Header.Revision + 1, nil
 }
 
 func (w *Workload) client(ctx context.Context, id int, c *clientv3.Client) {

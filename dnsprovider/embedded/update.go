@@ -32,95 +32,151 @@ func (s *Server) update(req *dns.Msg, tsig *dns.TSIG) *dns.Msg {
 		return rcode(dns.RcodeNotAuth)
 	}
 	origin := z.origin
-	cur := map[dnsprovider.RRsetKey][]dns.RR{}
+	cur, order := z.keyedRRsets()
+	if rc := checkPrerequisites(req.Answer, origin, cur); rc != dns.RcodeSuccess {
+		return rcode(rc)
+	}
+	if rc := prescan(req.Ns, origin); rc != dns.RcodeSuccess {
+		return rcode(rc)
+	}
+	work, soaChanged := applyUpdates(req.Ns, z, cur)
+	recs := flatten(work, order)
+	next, err := dnsprovider.ParseRecords(origin, recs)
+	if err != nil {
+		s.log.Info("Refusing update", "zone", origin, "reason", err.Error())
+		return rcode(dns.RcodeRefused)
+	}
+	if next.Equal(z.set) {
+		return rcode(dns.RcodeSuccess)
+	}
+	if !soaChanged {
+		if next, err = bumpSerial(origin, recs, z.soa); err != nil {
+			return rcode(dns.RcodeServerFailure)
+		}
+	}
+	nz, err := compileZone(next)
+	if err != nil {
+		s.log.Info("Refusing update", "zone", origin, "reason", err.Error())
+		return rcode(dns.RcodeRefused)
+	}
+	s.swap(func(zones map[string]*zone) { zones[nz.wire] = nz })
+	s.log.V(1).Info("Updated zone", "zone", origin, "serial", next.Serial(), "key", tsig.Hdr.Name)
+	return rcode(dns.RcodeSuccess)
+}
+
+// keyedRRsets are a zone's records by name and type.
+type keyedRRsets map[dnsprovider.RRsetKey][]dns.RR
+
+// keyedRRsets returns the zone's RRsets and their keys in the zone's order.
+func (z *zone) keyedRRsets() (keyedRRsets, []dnsprovider.RRsetKey) {
+	cur := keyedRRsets{}
 	var order []dnsprovider.RRsetKey
 	for _, rs := range z.set.RRsets() {
 		k := dnsprovider.RRsetKey{Name: rs.Name, Type: rs.Type}
 		cur[k] = rs.RRs
 		order = append(order, k)
 	}
-	inUse := func(name string) bool {
-		for k := range cur {
-			if k.Name == name {
-				return true
-			}
-		}
-		return false
-	}
+	return cur, order
+}
 
-	// Prerequisites (RFC 2136 section 3.2).
-	valueDep := map[dnsprovider.RRsetKey][]dns.RR{}
-	for _, rr := range req.Answer {
+// inUse says whether any RRset of cur has name.
+func (cur keyedRRsets) inUse(name string) bool {
+	for k := range cur {
+		if k.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// checkPrerequisites checks the prerequisite section against the zone's
+// RRsets (RFC 2136 section 3.2) and returns the rcode of the first one
+// that fails, dns.RcodeSuccess when all hold.
+func checkPrerequisites(prereqs []dns.RR, origin string, cur keyedRRsets) int {
+	valueDep := keyedRRsets{}
+	for _, rr := range prereqs {
 		h := rr.Header()
 		name := strings.ToLower(h.Name)
 		if h.Ttl != 0 {
-			return rcode(dns.RcodeFormatError)
+			return dns.RcodeFormatError
 		}
 		if !dns.IsSubDomain(origin, name) {
-			return rcode(dns.RcodeNotZone)
+			return dns.RcodeNotZone
 		}
 		k := dnsprovider.RRsetKey{Name: name, Type: h.Rrtype}
 		switch h.Class {
 		case dns.ClassANY:
 			if h.Rdlength != 0 {
-				return rcode(dns.RcodeFormatError)
+				return dns.RcodeFormatError
 			}
 			if h.Rrtype == dns.TypeANY {
-				if !inUse(name) {
-					return rcode(dns.RcodeNameError)
+				if !cur.inUse(name) {
+					return dns.RcodeNameError
 				}
 			} else if cur[k] == nil {
-				return rcode(dns.RcodeNXRrset)
+				return dns.RcodeNXRrset
 			}
 		case dns.ClassNONE:
 			if h.Rdlength != 0 {
-				return rcode(dns.RcodeFormatError)
+				return dns.RcodeFormatError
 			}
 			if h.Rrtype == dns.TypeANY {
-				if inUse(name) {
-					return rcode(dns.RcodeYXDomain)
+				if cur.inUse(name) {
+					return dns.RcodeYXDomain
 				}
 			} else if cur[k] != nil {
-				return rcode(dns.RcodeYXRrset)
+				return dns.RcodeYXRrset
 			}
 		case dns.ClassINET:
 			valueDep[k] = append(valueDep[k], rr)
 		default:
-			return rcode(dns.RcodeFormatError)
+			return dns.RcodeFormatError
 		}
 	}
 	for k, want := range valueDep {
 		if !sameRRs(cur[k], want) {
-			return rcode(dns.RcodeNXRrset)
+			return dns.RcodeNXRrset
 		}
 	}
+	return dns.RcodeSuccess
+}
 
-	// Prescan of the update section (section 3.4.1).
-	for _, rr := range req.Ns {
+// prescan checks the update section before anything is applied (RFC 2136
+// section 3.4.1) and returns the rcode of the first record at fault,
+// dns.RcodeSuccess when none is.
+func prescan(updates []dns.RR, origin string) int {
+	for _, rr := range updates {
 		h := rr.Header()
 		if !dns.IsSubDomain(origin, strings.ToLower(h.Name)) {
-			return rcode(dns.RcodeNotZone)
+			return dns.RcodeNotZone
 		}
 		switch h.Class {
 		case dns.ClassINET:
 			if isMeta(h.Rrtype) || h.Rrtype == dns.TypeANY {
-				return rcode(dns.RcodeFormatError)
+				return dns.RcodeFormatError
 			}
 		case dns.ClassANY:
 			if h.Ttl != 0 || h.Rdlength != 0 || (isMeta(h.Rrtype) && h.Rrtype != dns.TypeANY) {
-				return rcode(dns.RcodeFormatError)
+				return dns.RcodeFormatError
 			}
 		case dns.ClassNONE:
 			if h.Ttl != 0 || isMeta(h.Rrtype) || h.Rrtype == dns.TypeANY {
-				return rcode(dns.RcodeFormatError)
+				return dns.RcodeFormatError
 			}
 		default:
-			return rcode(dns.RcodeFormatError)
+			return dns.RcodeFormatError
 		}
 	}
+	return dns.RcodeSuccess
+}
 
-	// Apply to a working copy (section 3.4.2).
-	work := map[dnsprovider.RRsetKey][]dns.RR{}
+// applyUpdates applies the update section to a working copy of the
+// zone's RRsets (RFC 2136 section 3.4.2) and returns it, and whether an
+// update set a newer SOA. The apex SOA and NS are never deleted, the last
+// apex NS never removed.
+func applyUpdates(updates []dns.RR, z *zone, cur keyedRRsets) (keyedRRsets, bool) {
+	origin := z.origin
+	work := keyedRRsets{}
 	for k, v := range cur {
 		work[k] = v
 	}
@@ -128,7 +184,7 @@ func (s *Server) update(req *dns.Msg, tsig *dns.TSIG) *dns.Msg {
 		return k.Name == origin && (k.Type == dns.TypeSOA || k.Type == dns.TypeNS)
 	}
 	soaChanged := false
-	for _, rr := range req.Ns {
+	for _, rr := range updates {
 		h := rr.Header()
 		name := strings.ToLower(h.Name)
 		k := dnsprovider.RRsetKey{Name: name, Type: h.Rrtype}
@@ -193,8 +249,12 @@ func (s *Server) update(req *dns.Msg, tsig *dns.TSIG) *dns.Msg {
 			}
 		}
 	}
+	return work, soaChanged
+}
 
-	// Back to flat records, keeping the original order for stability.
+// flatten turns RRsets back into flat records, in the original order
+// (for stability), new RRsets after.
+func flatten(work keyedRRsets, order []dnsprovider.RRsetKey) []dnsprovider.Record {
 	var recs []dnsprovider.Record
 	seen := map[dnsprovider.RRsetKey]bool{}
 	emit := func(k dnsprovider.RRsetKey) {
@@ -215,45 +275,30 @@ func (s *Server) update(req *dns.Msg, tsig *dns.TSIG) *dns.Msg {
 	for k := range work {
 		emit(k)
 	}
-	next, err := dnsprovider.ParseRecords(origin, recs)
-	if err != nil {
-		s.log.Info("Refusing update", "zone", origin, "reason", err.Error())
-		return rcode(dns.RcodeRefused)
-	}
-	if next.Equal(z.set) {
-		return rcode(dns.RcodeSuccess)
-	}
-	if !soaChanged {
-		// Bump the serial (RFC 1982 arithmetic, never 0).
-		for i := range recs {
-			if recs[i].Type == "SOA" {
-				soa := dns.Copy(z.soa).(*dns.SOA)
-				soa.Serial++
-				if soa.Serial == 0 {
-					soa.Serial = 1
-				}
-				recs[i].Data = []string{strings.TrimPrefix(soa.String(), soa.Header().String())}
+	return recs
+}
+
+// bumpSerial sets the SOA of recs to cur's serial plus one (RFC 1982
+// arithmetic, never 0) and parses recs again.
+func bumpSerial(origin string, recs []dnsprovider.Record, cur *dns.SOA) (*dnsprovider.RecordSet, error) {
+	for i := range recs {
+		if recs[i].Type == "SOA" {
+			soa := dns.Copy(cur).(*dns.SOA)
+			soa.Serial++
+			if soa.Serial == 0 {
+				soa.Serial = 1
 			}
-		}
-		if next, err = dnsprovider.ParseRecords(origin, recs); err != nil {
-			return rcode(dns.RcodeServerFailure)
+			recs[i].Data = []string{strings.TrimPrefix(soa.String(), soa.Header().String())}
 		}
 	}
-	nz, err := compileZone(next)
-	if err != nil {
-		s.log.Info("Refusing update", "zone", origin, "reason", err.Error())
-		return rcode(dns.RcodeRefused)
-	}
-	s.swap(func(zones map[string]*zone) { zones[nz.wire] = nz })
-	s.log.V(1).Info("Updated zone", "zone", origin, "serial", next.Serial(), "key", tsig.Hdr.Name)
-	return rcode(dns.RcodeSuccess)
+	return dnsprovider.ParseRecords(origin, recs)
 }
 
 func isMeta(t uint16) bool {
 	return t == dns.TypeOPT || t == 0 || t >= 128 && t <= 255
 }
 
-func hasOtherThan(work map[dnsprovider.RRsetKey][]dns.RR, name string, t uint16) bool {
+func hasOtherThan(work keyedRRsets, name string, t uint16) bool {
 	for k, v := range work {
 		if k.Name == name && k.Type != t && len(v) > 0 {
 			return true

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -18,14 +17,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/multicluster-runtime/pkg/multicluster"
-
-	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 var (
@@ -353,240 +349,7 @@ func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) {
 	p.loaded = true
 }
 
-func (m *member) stop() {
-	if m.cancel != nil {
-		m.cancel()
-	}
-	m.cl, m.cancel, m.engaged = nil, nil, false
-}
-
-// attempt creates the cluster, starts its cache and engages it, all within
-// EngageTimeout; on failure everything it started is stopped.
-func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, token *tokenHolder) {
-	log := p.Log.WithValues("cluster", reg.Name)
-	clusterCtx, cancel := context.WithCancel(ctx)
-	cl, probe, err := p.engage(clusterCtx, aware, reg, token)
-	now := p.now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m, ok := p.members[reg.Name]
-	if !ok || m.gen != gen {
-		cancel() // deregistered or changed meanwhile
-		return
-	}
-	m.attempting = false
-	if err != nil && m.engaged {
-		// A refresh that failed: Engage may already have moved the
-		// controllers off the old connection, so drop it and connect anew.
-		cancel()
-		m.stop()
-		metricEngaged.WithLabelValues(reg.Name).Set(0)
-		m.since = now
-	}
-	if err != nil {
-		cancel()
-		refused := errors.Is(err, ErrUnsafeKubeconfig)
-		if m.lastErr == nil || m.lastErr.Error() != err.Error() {
-			if refused {
-				log.Error(err, "Member cluster not engaged: its kubeconfig Secret is refused; change the Secret", "secret", reg.Secret.Namespace+"/"+reg.Secret.Name)
-				if p.Recorder != nil {
-					p.Recorder.Eventf(reg.Secret, nil, corev1.EventTypeWarning, etcdfedv1.EventKubeconfigRefused, "Engage", "%s", err.Error())
-				}
-			} else {
-				log.Info("Member cluster not engaged; retrying", "error", err.Error())
-			}
-		}
-		if m.engaged || m.attempts == 0 {
-			m.since = now
-		}
-		m.attempts++
-		m.lastErr = err
-		metricEngageFailures.WithLabelValues(reg.Name).Inc()
-		m.next = now.Add(backoff(m.attempts, p.RetryMax))
-		if refused {
-			// Only a changed Secret helps, and a change starts anew.
-			m.next = now.Add(refusedRetry)
-		}
-		return
-	}
-	if m.engaged {
-		log.Info("Member cluster reconnected after its apiserver came back")
-		m.cancel() // the controllers moved to the new cluster in Engage
-	} else {
-		log.Info("Member cluster engaged", "afterAttempts", m.attempts)
-		m.since = now
-	}
-	m.cl, m.cancel, m.engaged, m.attempts, m.lastErr, m.probe, m.failingFrom = cl, cancel, true, 0, nil, probe, time.Time{}
-	metricEngaged.WithLabelValues(reg.Name).Set(1)
-}
-
-func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration, token *tokenHolder) (cluster.Cluster, *discovery.DiscoveryClient, error) {
-	if len(reg.Kubeconfig) == 0 {
-		return nil, nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
-	}
-	if reg.Secret != nil && !p.AllowUnsafeKubeconfigs {
-		if err := CheckKubeconfig(reg.Kubeconfig); err != nil {
-			return nil, nil, fmt.Errorf("kubeconfig Secret %s/%s: %w", reg.Secret.Namespace, reg.Secret.Name, err)
-		}
-	}
-	cfg, err := clientcmd.RESTConfigFromKubeConfig(reg.Kubeconfig)
-	if err != nil {
-		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
-	}
-	if token != nil {
-		useToken(cfg, "")
-		cfg.Wrap(token.wrap)
-	}
-	for _, opt := range p.RESTOptions {
-		if err := opt(cfg); err != nil {
-			return nil, nil, fmt.Errorf("kubeconfig: %w", err)
-		}
-	}
-	probe, err := preflight(cfg, p.PreflightTimeout)
-	if err != nil {
-		return nil, nil, err
-	}
-	cl, err := cluster.New(cfg, p.ClusterOptions...)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create client: %w", err)
-	}
-	p.mu.RLock()
-	idx := slices.Clone(p.indexers)
-	p.mu.RUnlock()
-	for _, i := range idx {
-		if err := cl.GetFieldIndexer().IndexField(ctx, i.obj, i.field, i.extract); err != nil {
-			return nil, nil, fmt.Errorf("index %s: %w", i.field, err)
-		}
-	}
-	go func() {
-		if err := cl.Start(ctx); err != nil && ctx.Err() == nil {
-			p.Log.Error(err, "Member cluster cache stopped", "cluster", reg.Name)
-		}
-	}()
-	done := make(chan error, 1)
-	go func() { done <- aware.Engage(ctx, multicluster.ClusterName(reg.Name), cl) }()
-	t := time.NewTimer(p.EngageTimeout)
-	defer t.Stop()
-	select {
-	case err := <-done:
-		if err != nil {
-			return nil, nil, fmt.Errorf("engage: %w", err)
-		}
-		return cl, probe, nil
-	case <-t.C:
-		return nil, nil, fmt.Errorf("caches not synced within %s: the apiserver answers discovery but not lists or watches", p.EngageTimeout)
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
-	}
-}
-
-// preflight checks within timeout that the apiserver answers and serves
-// etcdfed's API, so an attempt against a dead or empty cluster fails fast
-// and says why.
-func preflight(cfg *rest.Config, timeout time.Duration) (*discovery.DiscoveryClient, error) {
-	c := rest.CopyConfig(cfg)
-	c.Timeout = timeout
-	dc, err := discovery.NewDiscoveryClientForConfig(c)
-	if err != nil {
-		return nil, fmt.Errorf("apiserver %s: %w", cfg.Host, err)
-	}
-	if _, err := dc.ServerResourcesForGroupVersion(etcdfedv1.GroupVersion.String()); err != nil {
-		return nil, fmt.Errorf("apiserver %s does not serve %s (not answering, or the CRDs are not installed): %w", cfg.Host, etcdfedv1.GroupVersion, err)
-	}
-	return dc, nil
-}
-
-// checkHealth probes an engaged cluster's apiserver. Once it answers again
-// after failing for RefreshAfter or longer, the cluster is reconnected
-// with fresh lists, the old connection kept until the new one is engaged.
-func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, dc *discovery.DiscoveryClient, token *tokenHolder) {
-	_, err := dc.ServerVersion()
-	now := p.now()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	m, ok := p.members[reg.Name]
-	if !ok || m.gen != gen {
-		return
-	}
-	m.probing = false
-	switch {
-	case err != nil:
-		if m.failingFrom.IsZero() {
-			m.failingFrom = now
-			p.Log.Info("Member cluster apiserver not answering", "cluster", reg.Name, "error", err.Error())
-		}
-	case !m.failingFrom.IsZero() && now.Sub(m.failingFrom) >= p.RefreshAfter && !m.attempting:
-		p.Log.Info("Member cluster apiserver answers again; reconnecting", "cluster", reg.Name, "after", now.Sub(m.failingFrom).Truncate(time.Second).String())
-		m.failingFrom = time.Time{}
-		m.attempting = true
-		go p.attempt(ctx, aware, reg, gen, token)
-	default:
-		m.failingFrom = time.Time{}
-	}
-}
-
-// refusedRetry: a refused kubeconfig is checked again this often (a
-// changed Secret is retried at once).
-const refusedRetry = 10 * time.Minute
-
-// backoff: 250ms, 500ms, 1s, 2s, ... capped at max.
-func backoff(attempts int, max time.Duration) time.Duration {
-	d := 250 * time.Millisecond
-	for i := 1; i < attempts && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
-
 func hash(b []byte) string {
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:8])
 }
-
-// tokenHolder is a registration's current bearer token, set on every
-// request of the cluster's clients, so a renewed token takes effect
-// without a new client or cache.
-type tokenHolder struct {
-	mu    sync.RWMutex
-	token string
-}
-
-// newTokenHolder returns nil for a registration without a token.
-func newTokenHolder(token []byte) *tokenHolder {
-	if len(token) == 0 {
-		return nil
-	}
-	return &tokenHolder{token: string(token)}
-}
-
-// set replaces the token and reports whether it changed.
-func (t *tokenHolder) set(token []byte) bool {
-	if t == nil || len(token) == 0 {
-		return false
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.token == string(token) {
-		return false
-	}
-	t.token = string(token)
-	return true
-}
-
-func (t *tokenHolder) get() string {
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return t.token
-}
-
-func (t *tokenHolder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		req = req.Clone(req.Context())
-		req.Header.Set("Authorization", "Bearer "+t.get())
-		return rt.RoundTrip(req)
-	})
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }

@@ -41,32 +41,15 @@ package gossip
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log"
-	"maps"
-	"net"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/hashicorp/memberlist"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-)
-
-// Profiles.
-const (
-	ProfileWAN   = "wan"
-	ProfileLAN   = "lan"
-	ProfileLocal = "local"
 )
 
 // Label is put on every gossip packet so that the ring never merges with
@@ -80,87 +63,6 @@ const DefaultRejoinInterval = 10 * time.Second
 
 // ErrBadKey is returned for an encryption key of the wrong size.
 var ErrBadKey = errors.New("gossip: the encryption key must be 16, 24 or 32 bytes (AES-128, -192, -256)")
-
-// Config configures an Agent.
-type Config struct {
-	// BindAddr is the host:port to listen on (UDP and TCP); port 0 picks one.
-	BindAddr string
-	// AdvertiseAddr is the host:port other spokes reach this one on; empty:
-	// the bound address (or, when bound to 0.0.0.0, a private IP).
-	AdvertiseAddr string
-	// Profile is wan (default), lan or local.
-	Profile string
-	// ProbeInterval, ProbeTimeout and SuspicionMult override the profile
-	// when not zero.
-	ProbeInterval time.Duration
-	ProbeTimeout  time.Duration
-	SuspicionMult int
-	// RejoinInterval: 0 means DefaultRejoinInterval.
-	RejoinInterval time.Duration
-	// Log receives the agent's and memberlist's messages.
-	Log logr.Logger
-}
-
-// MemberlistConfig returns memberlist's configuration for the profile with
-// the overrides applied.
-func (c Config) MemberlistConfig() (*memberlist.Config, error) {
-	var mc *memberlist.Config
-	switch c.Profile {
-	case "", ProfileWAN:
-		mc = memberlist.DefaultWANConfig()
-	case ProfileLAN:
-		mc = memberlist.DefaultLANConfig()
-	case ProfileLocal:
-		mc = memberlist.DefaultLocalConfig()
-	default:
-		return nil, fmt.Errorf("gossip: unknown profile %q (wan, lan or local)", c.Profile)
-	}
-	if c.ProbeInterval > 0 {
-		mc.ProbeInterval = c.ProbeInterval
-	}
-	if c.ProbeTimeout > 0 {
-		mc.ProbeTimeout = c.ProbeTimeout
-	}
-	if c.SuspicionMult > 0 {
-		mc.SuspicionMult = c.SuspicionMult
-	}
-	host, port, err := splitHostPort(c.BindAddr)
-	if err != nil {
-		return nil, fmt.Errorf("gossip: bind address: %w", err)
-	}
-	mc.BindAddr, mc.BindPort, mc.AdvertisePort = host, port, port
-	if c.AdvertiseAddr != "" {
-		host, port, err := splitHostPort(c.AdvertiseAddr)
-		if err != nil {
-			return nil, fmt.Errorf("gossip: advertise address: %w", err)
-		}
-		mc.AdvertiseAddr, mc.AdvertisePort = host, port
-	}
-	// A spoke that restarts on another address (a new pod IP) takes its
-	// name back as soon as its old self is declared dead, instead of after
-	// GossipToTheDeadTime.
-	mc.DeadNodeReclaimTime = mc.ProbeInterval
-	mc.Label = Label
-	return mc, nil
-}
-
-// Settings describes the effective memberlist settings, for logs and notes.
-func Settings(mc *memberlist.Config) string {
-	return fmt.Sprintf("probeInterval=%s probeTimeout=%s suspicionMult=%d gossipInterval=%s pushPullInterval=%s tcpTimeout=%s indirectChecks=%d deadNodeReclaimTime=%s",
-		mc.ProbeInterval, mc.ProbeTimeout, mc.SuspicionMult, mc.GossipInterval, mc.PushPullInterval, mc.TCPTimeout, mc.IndirectChecks, mc.DeadNodeReclaimTime)
-}
-
-func splitHostPort(s string) (string, int, error) {
-	host, p, err := net.SplitHostPort(s)
-	if err != nil {
-		return "", 0, err
-	}
-	port, err := strconv.Atoi(p)
-	if err != nil || port < 0 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port in %q", s)
-	}
-	return host, port, nil
-}
 
 type peer struct {
 	alive bool
@@ -289,70 +191,6 @@ func (a *Agent) Configure(name string, key []byte, seeds []string, accept ...[]b
 	return nil
 }
 
-// rekey installs key as the one that encrypts and accept beside it, then
-// removes every other key (a key is installed before it is used, and
-// removed after it is no longer).
-func rekey(kr *memberlist.Keyring, key []byte, accept [][]byte) error {
-	for _, k := range append([][]byte{key}, accept...) {
-		if err := kr.AddKey(k); err != nil {
-			return err
-		}
-	}
-	if err := kr.UseKey(key); err != nil {
-		return err
-	}
-	for _, k := range kr.GetKeys() {
-		if !bytes.Equal(k, key) && !slices.ContainsFunc(accept, func(a []byte) bool { return bytes.Equal(a, k) }) {
-			if err := kr.RemoveKey(k); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-func sameKeys(a, b [][]byte) bool {
-	return len(a) == len(b) && !slices.ContainsFunc(a, func(k []byte) bool {
-		return !slices.ContainsFunc(b, func(o []byte) bool { return bytes.Equal(o, k) })
-	})
-}
-
-func cloneKeys(ks [][]byte) [][]byte {
-	var out [][]byte
-	for _, k := range ks {
-		out = append(out, slices.Clone(k))
-	}
-	return out
-}
-
-// Fingerprint names a key without revealing it: the first 8 hex digits of
-// its sha256, "" for none.
-func Fingerprint(key []byte) string {
-	if len(key) == 0 {
-		return ""
-	}
-	s := sha256.Sum256(key)
-	return hex.EncodeToString(s[:4])
-}
-
-func fingerprints(keys [][]byte) []string {
-	var out []string
-	for _, k := range keys {
-		out = append(out, Fingerprint(k))
-	}
-	return out
-}
-
-// Keys returns the fingerprints of the key that encrypts and of the keys
-// accepted beside it, as installed.
-func (a *Agent) Keys() (encrypts string, accepts []string) {
-	r := a.cur.Load()
-	if r == nil {
-		return "", nil
-	}
-	return Fingerprint(r.key), fingerprints(r.accept)
-}
-
 func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	mc, err := a.cfg.MemberlistConfig()
 	if err != nil {
@@ -431,142 +269,6 @@ func (a *Agent) Address() string {
 	return ""
 }
 
-// View returns every peer the agent knows of (seen alive at some point, or
-// named in expected), sorted by cluster name, without this spoke itself
-// and without the peers whose names it cannot check (Unverifiable: it
-// abstains on them, identity.go). Peers never seen are reported dead
-// without a since time.
-func (a *Agent) View(expected []string) []etcdfedv1.GossipPeerStatus {
-	a.peersMu.Lock()
-	defer a.peersMu.Unlock()
-	names := map[string]bool{}
-	for n := range a.peers {
-		names[n] = true
-	}
-	for _, n := range expected {
-		names[n] = true
-	}
-	delete(names, a.self)
-	out := make([]etcdfedv1.GossipPeerStatus, 0, len(names))
-	for _, n := range slices.Sorted(maps.Keys(names)) {
-		if a.ids.unverifiable(n) != "" {
-			continue
-		}
-		ps := etcdfedv1.GossipPeerStatus{Cluster: n}
-		if p := a.peers[n]; p != nil {
-			since := p.since
-			ps.Alive = p.alive
-			if p.alive {
-				fresh, staleAt := a.ids.fresh(n)
-				if !fresh {
-					ps.Alive = false
-					if staleAt.After(since) {
-						since = staleAt
-					}
-				}
-			}
-			t := metav1.NewTime(since).Rfc3339Copy()
-			ps.Since = &t
-		}
-		out = append(out, ps)
-	}
-	return out
-}
-
-// counted: memberlist has the peer alive, and its identity (when names
-// are checked) is known and fresh.
-func (a *Agent) counted(name string, p *peer) bool {
-	if !p.alive {
-		return false
-	}
-	ok, _ := a.ids.fresh(name)
-	return ok
-}
-
-// checkStale signals a change when the set of peers memberlist has alive
-// but that are not counted (stale or unknown identity) changed.
-func (a *Agent) checkStale() {
-	a.peersMu.Lock()
-	var stale []string
-	for n, p := range a.peers {
-		if n != a.self && p.alive && !a.counted(n, p) && a.ids.unverifiable(n) == "" {
-			stale = append(stale, n)
-		}
-	}
-	slices.Sort(stale)
-	// A peer that went fresh and stale again since the last check leaves
-	// the set unchanged, but the view reported meanwhile counted it.
-	changed := !slices.Equal(stale, a.staleNames) || a.ids.takeFreshened()
-	a.staleNames = stale
-	a.peersMu.Unlock()
-	if changed {
-		if len(stale) > 0 {
-			a.cfg.Log.Info("Gossip peers alive but not counted: no new signed identity from them lately", "peers", stale)
-		}
-		a.signal()
-	}
-}
-
-// Joined returns when this run of gossip first saw a peer alive, and when
-// it started; joined is zero while it has never reached one, started zero
-// when gossip does not run.
-func (a *Agent) Joined() (joined, started time.Time) {
-	if a.cur.Load() == nil {
-		return time.Time{}, time.Time{}
-	}
-	a.peersMu.Lock()
-	defer a.peersMu.Unlock()
-	return a.joinedAt, a.startedAt
-}
-
-// AliveCount returns how many peers (not counting this spoke, nor the
-// peers it abstains on) are alive and dead.
-func (a *Agent) AliveCount() (alive, dead int) {
-	a.peersMu.Lock()
-	defer a.peersMu.Unlock()
-	return a.countLocked()
-}
-
-func (a *Agent) countLocked() (alive, dead int) {
-	for n, p := range a.peers {
-		switch {
-		case n == a.self, a.ids.unverifiable(n) != "":
-		case a.counted(n, p):
-			alive++
-		default:
-			dead++
-		}
-	}
-	return alive, dead
-}
-
-func (a *Agent) setPeer(n *memberlist.Node, alive bool) {
-	a.peersMu.Lock()
-	defer a.peersMu.Unlock()
-	if n.Name == a.self {
-		return
-	}
-	p := a.peers[n.Name]
-	if p != nil && p.alive == alive {
-		p.addr = n.Address()
-		return
-	}
-	a.peers[n.Name] = &peer{alive: alive, since: a.now(), addr: n.Address()}
-	if !alive {
-		// A peer that comes back starts a new window: its old round trips
-		// may be of another path.
-		delete(a.rtts, n.Name)
-	}
-	if alive && a.joinedAt.IsZero() {
-		a.joinedAt = a.now()
-	}
-	a.cfg.Log.Info("Gossip peer changed", "peer", n.Name, "address", n.Address(), "alive", alive)
-	alivePeers, deadPeers := a.countLocked()
-	peersGauge.WithLabelValues("alive").Set(float64(alivePeers))
-	peersGauge.WithLabelValues("dead").Set(float64(deadPeers))
-	a.signal()
-}
-
 func (a *Agent) signal() {
 	select {
 	case a.changes <- struct{}{}:
@@ -615,34 +317,4 @@ func (a *Agent) joinSeeds() {
 	if n, err := r.ml.Join(todo); err != nil {
 		a.cfg.Log.V(1).Info("Joining gossip seeds", "seeds", todo, "reached", n, "error", err.Error())
 	}
-}
-
-type events struct{ a *Agent }
-
-func (e *events) NotifyJoin(n *memberlist.Node)   { e.a.setPeer(n, true) }
-func (e *events) NotifyLeave(n *memberlist.Node)  { e.a.setPeer(n, false) }
-func (e *events) NotifyUpdate(n *memberlist.Node) { e.a.setPeer(n, true) }
-
-// logWriter turns memberlist's "[LEVEL] memberlist: msg" lines into logr
-// messages: DEBUG at V(2), INFO at V(1), WARN and ERR at V(0).
-type logWriter struct{ log logr.Logger }
-
-func (w *logWriter) Write(p []byte) (int, error) {
-	line := strings.TrimSpace(string(p))
-	level, msg, ok := strings.Cut(line, " ")
-	if !ok {
-		level, msg = "", line
-	}
-	msg = strings.TrimPrefix(msg, "memberlist: ")
-	switch level {
-	case "[DEBUG]":
-		w.log.V(2).Info(msg)
-	case "[INFO]":
-		w.log.V(1).Info(msg)
-	case "[WARN]", "[ERR]", "[ERROR]":
-		w.log.Info(msg, "level", strings.Trim(level, "[]"))
-	default:
-		w.log.Info(line)
-	}
-	return len(p), nil
 }

@@ -9,14 +9,12 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
@@ -43,14 +41,6 @@ const (
 	// KubeletVersion is what the nodes report.
 	KubeletVersion = "v1.36.3-etcdfed-local"
 )
-
-// IPRange is an inclusive range of IPv4 addresses.
-type IPRange struct{ First, Last netip.Addr }
-
-// Contains reports whether a is in the range.
-func (r IPRange) Contains(a netip.Addr) bool {
-	return a.Is4() && r.First.Compare(a) <= 0 && a.Compare(r.Last) <= 0
-}
 
 // PodNetwork gives pods their own source address.
 type PodNetwork interface {
@@ -246,27 +236,70 @@ func (a *Agent) Client() kubernetes.Interface { return a.cs }
 // every process the agent started has exited: with the agent's shutdown
 // grace after a normal stop, at once after Crash.
 func (a *Agent) Run(ctx context.Context) error {
-	a.mu.Lock()
-	if a.running {
-		a.mu.Unlock()
-		return errors.New("nodeagent: already running")
+	if err := a.markRunning(); err != nil {
+		return err
 	}
-	a.running, a.crashed = true, false
-	a.mu.Unlock()
-	defer func() {
-		a.mu.Lock()
-		a.running = false
-		a.mu.Unlock()
-	}()
-
+	defer a.markStopped()
 	for _, d := range []string{a.cfg.StateDir, a.cfg.PIDDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("nodeagent: %w", err)
 		}
 	}
-	// The apiserver may still be starting (or restarting after a zone
-	// failure): retry registration until it answers.
-	if err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	if !a.registerUntilUp(ctx) {
+		return nil // ctx done before the apiserver answered: nothing runs yet
+	}
+
+	factory := a.watchObjects()
+	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopInformers()
+	factory.Start(infCtx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			a.log.Info("Cache did not sync", "type", typ.String())
+		}
+	}
+
+	a.reserveKnownIPs()
+	if a.cfg.Kubelet != nil {
+		if err := a.serveKubelet(infCtx); err != nil {
+			return err
+		}
+	}
+	loops := a.runLoops(ctx)
+	a.log.Info("Node agent running", "cluster", a.cfg.ClusterName, "nodes", len(a.nodes))
+
+	<-ctx.Done()
+	a.queue.ShutDown()
+	loops.Wait()
+	a.stopAllWorkers()
+	stopInformers()
+	factory.Shutdown()
+	return nil
+}
+
+// markRunning marks the agent running, or fails when it runs already.
+func (a *Agent) markRunning() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.running {
+		return errors.New("nodeagent: already running")
+	}
+	a.running, a.crashed = true, false
+	return nil
+}
+
+// markStopped marks the agent no longer running.
+func (a *Agent) markStopped() {
+	a.mu.Lock()
+	a.running = false
+	a.mu.Unlock()
+}
+
+// registerUntilUp registers the nodes and the storage class, retrying
+// while the apiserver is still starting (or restarting after a zone
+// failure). It returns false when ctx was done first.
+func (a *Agent) registerUntilUp(ctx context.Context) bool {
+	err := wait.PollUntilContextCancel(ctx, 500*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if err := a.registerNodes(ctx); err != nil {
 			a.log.V(1).Info("Registering nodes", "err", err.Error())
 			return false, nil
@@ -276,10 +309,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			return false, nil
 		}
 		return true, nil
-	}); err != nil {
-		return nil //nolint:nilerr // ctx done before the apiserver answered: nothing runs yet
-	}
+	})
+	return err == nil
+}
 
+// watchObjects sets up the agent's listers and work queue on a new
+// informer factory, not started: a pod, claim or volume that changes
+// queues its key; a node that changes queues the pods waiting for one
+// (scheduling waits on nodes).
+func (a *Agent) watchObjects() informers.SharedInformerFactory {
 	factory := informers.NewSharedInformerFactory(a.cs, 30*time.Second)
 	podInf := factory.Core().V1().Pods()
 	pvcInf := factory.Core().V1().PersistentVolumeClaims()
@@ -299,29 +337,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	_, _ = podInf.Informer().AddEventHandler(enqueue("pod"))
 	_, _ = pvcInf.Informer().AddEventHandler(enqueue("pvc"))
 	_, _ = pvInf.Informer().AddEventHandler(enqueue("pv"))
-	// Scheduling waits on nodes; a node change may make a pod schedulable.
 	_, _ = factory.Core().V1().Nodes().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { a.enqueuePending() },
 		UpdateFunc: func(any, any) { a.enqueuePending() },
 	})
+	return factory
+}
 
-	infCtx, stopInformers := context.WithCancel(context.WithoutCancel(ctx))
-	defer stopInformers()
-	factory.Start(infCtx.Done())
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			a.log.Info("Cache did not sync", "type", typ.String())
-		}
-	}
-
-	a.reserveKnownIPs()
-	if a.cfg.Kubelet != nil {
-		if err := a.serveKubelet(infCtx); err != nil {
-			return err
-		}
-	}
-
-	var loops sync.WaitGroup
+// runLoops starts the agent's loops until ctx is done: two workers on the
+// queue, the disruption budgets, the nodes' heartbeat and Leases, and the
+// resync.
+func (a *Agent) runLoops(ctx context.Context) *sync.WaitGroup {
+	loops := &sync.WaitGroup{}
 	for range 2 {
 		loops.Add(1)
 		go func() {
@@ -335,15 +362,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	go func() { defer loops.Done(); a.heartbeat(ctx) }()
 	go func() { defer loops.Done(); a.renewNodeLeases(ctx) }()
 	go func() { defer loops.Done(); a.resync(ctx) }()
-	a.log.Info("Node agent running", "cluster", a.cfg.ClusterName, "nodes", len(a.nodes))
-
-	<-ctx.Done()
-	a.queue.ShutDown()
-	loops.Wait()
-	a.stopAllWorkers()
-	stopInformers()
-	factory.Shutdown()
-	return nil
+	return loops
 }
 
 // Crash makes the next stop of Run kill every process at once and write
@@ -383,70 +402,6 @@ func (a *Agent) stopAllWorkers() {
 	a.mu.Unlock()
 }
 
-func (a *Agent) processNext(ctx context.Context) bool {
-	key, quit := a.queue.Get()
-	if quit {
-		return false
-	}
-	defer a.queue.Done(key)
-	kind, rest, _ := strings.Cut(key, "/")
-	var err error
-	switch kind {
-	case "pod":
-		err = a.syncPod(ctx, rest)
-	case "pvc":
-		err = a.syncPVC(ctx, rest)
-	case "pv":
-		err = a.syncPV(ctx, rest)
-	}
-	if err != nil && ctx.Err() == nil {
-		a.log.V(1).Info("Sync failed, retrying", "key", key, "err", err.Error())
-		a.queue.AddRateLimited(key)
-		return true
-	}
-	a.queue.Forget(key)
-	return true
-}
-
-// resync re-examines every pod periodically: pending pods whose
-// constraints may now be met, pods whose volumes' Secrets changed.
-func (a *Agent) resync(ctx context.Context) {
-	t := time.NewTicker(5 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		pods, _ := a.pods.List(everything)
-		for _, p := range pods {
-			if p.Spec.NodeName == "" || a.ownsNode(p.Spec.NodeName) {
-				a.queue.Add("pod/" + p.Namespace + "/" + p.Name)
-			}
-		}
-		a.sweepIPs()
-		pvs, _ := a.pvs.List(everything)
-		for _, pv := range pvs {
-			if pv.Annotations[annProvisionedBy] == a.cfg.Provisioner {
-				a.queue.Add("pv/" + pv.Name)
-			}
-		}
-	}
-}
-
-func (a *Agent) enqueuePending() {
-	if a.pods == nil || a.queue == nil {
-		return
-	}
-	pods, _ := a.pods.List(everything)
-	for _, p := range pods {
-		if p.Spec.NodeName == "" {
-			a.queue.Add("pod/" + p.Namespace + "/" + p.Name)
-		}
-	}
-}
-
 func (a *Agent) ownsNode(name string) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -462,230 +417,6 @@ func (a *Agent) node(name string) (nodeState, bool) {
 		return nodeState{}, false
 	}
 	return *n, true
-}
-
-// syncPod drives one pod: schedule it, start or update its worker, or stop
-// the worker of a pod that is gone.
-func (a *Agent) syncPod(ctx context.Context, key string) error {
-	ns, name, _ := strings.Cut(key, "/")
-	pod, err := a.pods.Pods(ns).Get(name)
-	if apierrors.IsNotFound(err) {
-		// Gone from the API (force-deleted, or deleted by us): stop what
-		// still runs for it at once.
-		for _, w := range a.workersFor(ns, name, "") {
-			a.dropWorker(w)
-			go w.halt(0)
-		}
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	// A worker for an older pod with the same name.
-	for _, w := range a.workersFor(ns, name, pod.UID) {
-		a.dropWorker(w)
-		go w.halt(0)
-	}
-	if pod.Spec.NodeName == "" {
-		if pod.Spec.SchedulerName != "" && pod.Spec.SchedulerName != corev1.DefaultSchedulerName {
-			return nil
-		}
-		return a.schedule(ctx, pod)
-	}
-	n, ok := a.node(pod.Spec.NodeName)
-	if !ok || n.failed {
-		return nil
-	}
-	a.mu.Lock()
-	if a.crashed || ctx.Err() != nil {
-		a.mu.Unlock()
-		return nil
-	}
-	w := a.workers[pod.UID]
-	if w == nil {
-		if pod.DeletionTimestamp == nil && (pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed) {
-			a.mu.Unlock()
-			return nil // finished before we (re)started: nothing to run
-		}
-		w = newPodWorker(a, pod, n)
-		a.workers[pod.UID] = w
-		a.wg.Add(1)
-		go func() {
-			defer a.wg.Done()
-			w.run()
-		}()
-	}
-	a.mu.Unlock()
-	w.update(pod)
-	return nil
-}
-
-func (a *Agent) workersFor(ns, name string, exceptUID types.UID) []*podWorker {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	var out []*podWorker
-	for uid, w := range a.workers {
-		if w.ns == ns && w.name == name && uid != exceptUID {
-			out = append(out, w)
-		}
-	}
-	return out
-}
-
-// dropWorker forgets a worker (it halts on its own).
-func (a *Agent) dropWorker(w *podWorker) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.workers[w.uid] == w {
-		delete(a.workers, w.uid)
-	}
-}
-
-// reserveKnownIPs keeps the addresses the pods on our nodes had, so that
-// after a restart every pod gets its own address back and no new pod takes
-// it first.
-func (a *Agent) reserveKnownIPs() {
-	pods, _ := a.pods.List(everything)
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for _, p := range pods {
-		n, ok := a.nodes[p.Spec.NodeName]
-		if !ok || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
-		}
-		if ip, err := netip.ParseAddr(p.Status.PodIP); err == nil && n.PodIPs.Contains(ip) {
-			if _, used := a.ips[ip]; !used {
-				a.ips[ip] = p.UID
-			}
-		}
-	}
-}
-
-// sweepIPs frees the addresses of pods that no longer exist.
-func (a *Agent) sweepIPs() {
-	pods, _ := a.pods.List(everything)
-	live := map[types.UID]bool{}
-	for _, p := range pods {
-		live[p.UID] = true
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for ip, uid := range a.ips {
-		if _, running := a.workers[uid]; !running && !live[uid] {
-			delete(a.ips, ip)
-		}
-	}
-}
-
-// allocateIP returns the pod's IP: the one in want when it is in the range
-// and free (a restarted agent keeps pods on their addresses), else the
-// lowest free one.
-func (a *Agent) allocateIP(uid types.UID, r IPRange, want string) (netip.Addr, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if w, err := netip.ParseAddr(want); err == nil && r.Contains(w) {
-		if owner, used := a.ips[w]; !used || owner == uid {
-			a.ips[w] = uid
-			return w, nil
-		}
-	}
-	for ip := r.First; r.Contains(ip); ip = ip.Next() {
-		if owner, used := a.ips[ip]; !used || owner == uid {
-			a.ips[ip] = uid
-			return ip, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("no free pod IP in %s-%s", r.First, r.Last)
-}
-
-func (a *Agent) releaseIP(uid types.UID, ip netip.Addr) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.ips[ip] == uid {
-		delete(a.ips, ip)
-	}
-}
-
-// FailZone simulates the loss of a zone: its processes are killed at once,
-// its nodes report Ready=Unknown with the unreachable taints, and nothing
-// runs or is scheduled there until RestoreZone. Node updates are best
-// effort (the zone's control plane may be gone too).
-func (a *Agent) FailZone(ctx context.Context, zone string) error {
-	var halted []*podWorker
-	a.mu.Lock()
-	found := false
-	for _, n := range a.nodes {
-		if n.Zone == zone {
-			n.failed, found = true, true
-		}
-	}
-	for uid, w := range a.workers {
-		if w.node.Zone == zone {
-			halted = append(halted, w)
-			delete(a.workers, uid)
-		}
-	}
-	a.mu.Unlock()
-	if !found {
-		return fmt.Errorf("nodeagent: no node in zone %q", zone)
-	}
-	a.log.Info("Failing zone", "zone", zone, "pods", len(halted))
-	var wg sync.WaitGroup
-	for _, w := range halted {
-		wg.Add(1)
-		go func() { defer wg.Done(); w.halt(0) }()
-	}
-	wg.Wait()
-	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	return a.updateNodes(uctx, zone)
-}
-
-// RestoreZone brings a failed zone back: nodes Ready, taints removed, and
-// the pods bound there start again (their restart counts go up, as after a
-// node reboot).
-func (a *Agent) RestoreZone(ctx context.Context, zone string) error {
-	a.mu.Lock()
-	found := false
-	for _, n := range a.nodes {
-		if n.Zone == zone {
-			n.failed, found = false, true
-		}
-	}
-	a.mu.Unlock()
-	if !found {
-		return fmt.Errorf("nodeagent: no node in zone %q", zone)
-	}
-	a.log.Info("Restoring zone", "zone", zone)
-	err := a.updateNodes(ctx, zone)
-	if a.pods != nil && a.queue != nil {
-		pods, _ := a.pods.List(everything)
-		for _, p := range pods {
-			if n, ok := a.node(p.Spec.NodeName); ok && n.Zone == zone {
-				a.queue.Add("pod/" + p.Namespace + "/" + p.Name)
-			}
-		}
-		a.enqueuePending()
-	}
-	return err
-}
-
-// FailedZones lists the zones currently failed.
-func (a *Agent) FailedZones() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	set := map[string]bool{}
-	for _, n := range a.nodes {
-		if n.failed {
-			set[n.Zone] = true
-		}
-	}
-	out := make([]string, 0, len(set))
-	for z := range set {
-		out = append(out, z)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // ProcessInfo describes one running container process.

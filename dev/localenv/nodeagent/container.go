@@ -47,86 +47,20 @@ func (w *podWorker) runContainer(c *ctr) bool {
 		if w.ctx.Err() != nil {
 			return false
 		}
-		spec, err := w.command(c)
-		if err != nil {
-			reason := reasonCreateContainerError
-			var ce *configError
-			if errors.As(err, &ce) {
-				reason = ce.reason
-			}
-			w.setState(c, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}})
-			w.log.Info("Cannot start container", "container", c.spec.Name, "reason", reason, "err", err.Error())
-			if !w.waitCtx(w.a.cfg.BackoffBase) {
-				return false
-			}
-			continue
-		}
-		w.mu.Lock()
-		if c.ran {
-			c.restarts++
-		}
-		c.ran = true
-		restarts := c.restarts
-		w.mu.Unlock()
-		writeLogHeader(spec.LogPath, fmt.Sprintf("--- %s: start %d (%s) ---", time.Now().Format(time.RFC3339Nano), restarts, strings.Join(append([]string{spec.Path}, spec.Args...), " ")))
-		p, err := proc.Start(spec)
-		if err != nil {
-			w.setState(c, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonRunContainerError, Message: err.Error()}})
+		p, spec := w.startContainer(c)
+		if p == nil {
 			if !w.waitCtx(w.a.cfg.BackoffBase) {
 				return false
 			}
 			continue
 		}
 		started := metav1.NewTime(p.Started())
-		w.mu.Lock()
-		c.pid = p.PID()
-		c.binary = spec.Path
-		c.ready = false
-		c.started = c.spec.StartupProbe == nil
-		c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
-		w.mu.Unlock()
-		w.markDirty()
-		w.log.V(1).Info("Started container", "container", c.spec.Name, "pid", p.PID())
-
-		probeCtx, stopProbes := contextWithCancel(w.ctx)
-		if !c.init {
-			go w.probeLoop(probeCtx, c, spec)
-		}
-		killReason := ""
-		select {
-		case <-p.Done():
-		case <-w.ctx.Done():
-			w.stopProcess(p, w.runPreStop(c, w.grace()))
-		case g := <-c.kill:
-			killReason = "liveness or startup probe failed"
-			w.stopProcess(p, w.runPreStop(c, g))
-		}
-		stopProbes()
-		code, sig, at := p.Exit()
-		term := &corev1.ContainerStateTerminated{ExitCode: int32(code), StartedAt: started, FinishedAt: metav1.NewTime(at),
-			ContainerID: fmt.Sprintf("local://%d", p.PID()), Reason: "Completed"}
-		if code != 0 {
-			term.Reason = "Error"
-			term.Message = killReason
-			if term.Message == "" && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
-				term.Message = logTail(spec.LogPath)
-			}
-		}
-		if sig != "" {
-			if s, ok := signalNumber(sig); ok {
-				term.Signal = int32(s)
-			}
-		}
-		w.mu.Lock()
-		c.pid, c.ready, c.started = 0, false, false
-		c.state = corev1.ContainerState{Terminated: term}
-		w.mu.Unlock()
-		w.markDirty()
+		killReason := w.runUntilExit(c, p, spec, started)
+		term := w.recordExit(c, p, spec, started, killReason)
 		if w.ctx.Err() != nil {
 			return false
 		}
-		w.log.Info("Container exited", "container", c.spec.Name, "exitCode", code, "signal", sig)
-
+		code := term.ExitCode
 		restart := policy == corev1.RestartPolicyAlways || (policy == corev1.RestartPolicyOnFailure && code != 0)
 		if c.init && code == 0 {
 			return true
@@ -134,31 +68,126 @@ func (w *podWorker) runContainer(c *ctr) bool {
 		if !restart {
 			return !c.init
 		}
-		// Kubelet's back-off: the first restart is immediate, then base,
-		// doubling to max; a container that ran for twice max is forgiven.
-		w.mu.Lock()
-		if at.Sub(started.Time) > 2*w.a.cfg.BackoffMax {
-			c.backoffN = 0
-		}
-		delay := time.Duration(0)
-		if c.backoffN > 0 {
-			delay = w.a.cfg.BackoffBase << (c.backoffN - 1)
-			if delay > w.a.cfg.BackoffMax || delay <= 0 {
-				delay = w.a.cfg.BackoffMax
-			}
-		}
-		c.backoffN++
-		c.last = corev1.ContainerState{Terminated: term}
-		if delay > 0 {
-			c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonCrashLoopBackOff,
-				Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.spec.Name, w.name, w.ns, w.uid)}}
-		}
-		w.mu.Unlock()
-		w.markDirty()
-		if !w.waitCtx(delay) {
+		if !w.waitCtx(w.backOff(c, term)) {
 			return false
 		}
 	}
+}
+
+// startContainer starts c's process, counting a restart when it ran
+// before. When it cannot, it says why in c's waiting state and returns a
+// nil process.
+func (w *podWorker) startContainer(c *ctr) (*proc.Process, proc.Spec) {
+	spec, err := w.command(c)
+	if err != nil {
+		reason := reasonCreateContainerError
+		var ce *configError
+		if errors.As(err, &ce) {
+			reason = ce.reason
+		}
+		w.setState(c, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: err.Error()}})
+		w.log.Info("Cannot start container", "container", c.spec.Name, "reason", reason, "err", err.Error())
+		return nil, spec
+	}
+	w.mu.Lock()
+	if c.ran {
+		c.restarts++
+	}
+	c.ran = true
+	restarts := c.restarts
+	w.mu.Unlock()
+	writeLogHeader(spec.LogPath, fmt.Sprintf("--- %s: start %d (%s) ---", time.Now().Format(time.RFC3339Nano), restarts, strings.Join(append([]string{spec.Path}, spec.Args...), " ")))
+	p, err := proc.Start(spec)
+	if err != nil {
+		w.setState(c, corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonRunContainerError, Message: err.Error()}})
+		return nil, spec
+	}
+	return p, spec
+}
+
+// runUntilExit marks c running, probes it (not an init container) and
+// waits until its process exits: on its own, stopped with the pod, or
+// killed by a failed probe (then it returns why).
+func (w *podWorker) runUntilExit(c *ctr, p *proc.Process, spec proc.Spec, started metav1.Time) (killReason string) {
+	w.mu.Lock()
+	c.pid = p.PID()
+	c.binary = spec.Path
+	c.ready = false
+	c.started = c.spec.StartupProbe == nil
+	c.state = corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: started}}
+	w.mu.Unlock()
+	w.markDirty()
+	w.log.V(1).Info("Started container", "container", c.spec.Name, "pid", p.PID())
+
+	probeCtx, stopProbes := contextWithCancel(w.ctx)
+	defer stopProbes()
+	if !c.init {
+		go w.probeLoop(probeCtx, c, spec)
+	}
+	select {
+	case <-p.Done():
+	case <-w.ctx.Done():
+		w.stopProcess(p, w.runPreStop(c, w.grace()))
+	case g := <-c.kill:
+		killReason = "liveness or startup probe failed"
+		w.stopProcess(p, w.runPreStop(c, g))
+	}
+	return killReason
+}
+
+// recordExit sets c's terminated state from its exited process, as
+// kubelet reports it, and returns it.
+func (w *podWorker) recordExit(c *ctr, p *proc.Process, spec proc.Spec, started metav1.Time, killReason string) *corev1.ContainerStateTerminated {
+	code, sig, at := p.Exit()
+	term := &corev1.ContainerStateTerminated{ExitCode: int32(code), StartedAt: started, FinishedAt: metav1.NewTime(at),
+		ContainerID: fmt.Sprintf("local://%d", p.PID()), Reason: "Completed"}
+	if code != 0 {
+		term.Reason = "Error"
+		term.Message = killReason
+		if term.Message == "" && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			term.Message = logTail(spec.LogPath)
+		}
+	}
+	if sig != "" {
+		if s, ok := signalNumber(sig); ok {
+			term.Signal = int32(s)
+		}
+	}
+	w.mu.Lock()
+	c.pid, c.ready, c.started = 0, false, false
+	c.state = corev1.ContainerState{Terminated: term}
+	w.mu.Unlock()
+	w.markDirty()
+	if w.ctx.Err() == nil {
+		w.log.Info("Container exited", "container", c.spec.Name, "exitCode", code, "signal", sig)
+	}
+	return term
+}
+
+// backOff is how long c waits before its restart, as kubelet's back-off:
+// the first restart is immediate, then base, doubling to max; a container
+// that ran for twice max is forgiven. A wait shows as CrashLoopBackOff.
+func (w *podWorker) backOff(c *ctr, term *corev1.ContainerStateTerminated) time.Duration {
+	w.mu.Lock()
+	defer w.markDirty()
+	defer w.mu.Unlock()
+	if term.FinishedAt.Sub(term.StartedAt.Time) > 2*w.a.cfg.BackoffMax {
+		c.backoffN = 0
+	}
+	delay := time.Duration(0)
+	if c.backoffN > 0 {
+		delay = w.a.cfg.BackoffBase << (c.backoffN - 1)
+		if delay > w.a.cfg.BackoffMax || delay <= 0 {
+			delay = w.a.cfg.BackoffMax
+		}
+	}
+	c.backoffN++
+	c.last = corev1.ContainerState{Terminated: term}
+	if delay > 0 {
+		c.state = corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reasonCrashLoopBackOff,
+			Message: fmt.Sprintf("back-off %s restarting failed container=%s pod=%s_%s(%s)", delay, c.spec.Name, w.name, w.ns, w.uid)}}
+	}
+	return delay
 }
 
 func (w *podWorker) stopProcess(p *proc.Process, grace time.Duration) {

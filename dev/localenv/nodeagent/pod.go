@@ -2,12 +2,10 @@ package nodeagent
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"time"
 
@@ -350,68 +348,6 @@ func (w *podWorker) prepareLoop() bool {
 	}
 }
 
-func (w *podWorker) setVolumesErr(msg string) {
-	w.mu.Lock()
-	changed := w.volumesErr != msg
-	w.volumesErr = msg
-	w.mu.Unlock()
-	if changed {
-		if msg != "" {
-			w.log.Info("Pod not ready to start", "why", msg)
-		}
-		w.markDirty()
-	}
-}
-
-// statusLoop writes the pod status whenever it changed, until the worker
-// is done.
-func (w *podWorker) statusLoop() {
-	defer close(w.flushed)
-	var last *corev1.PodStatus
-	retry := time.NewTimer(time.Hour)
-	defer retry.Stop()
-	for {
-		select {
-		case <-w.dirty:
-		case <-retry.C:
-		case <-w.done:
-			return
-		}
-		w.mu.Lock()
-		noWrites := w.noWrites
-		w.mu.Unlock()
-		if noWrites {
-			continue
-		}
-		st := w.status()
-		if last != nil && reflect.DeepEqual(*last, st) {
-			continue
-		}
-		if err := w.writeStatus(st); err != nil {
-			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-				continue // gone, or another pod by this name: syncPod stops us
-			}
-			w.log.V(1).Info("Writing pod status failed, retrying", "err", err.Error())
-			retry.Reset(time.Second)
-			continue
-		}
-		last = &st
-		// Coalesce bursts of changes.
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
-func (w *podWorker) writeStatus(st corev1.PodStatus) error {
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": w.uid}, "status": st})
-	if err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err = w.a.cs.CoreV1().Pods(w.ns).Patch(ctx, w.name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
-	return err
-}
-
 // processes lists the pod's running processes.
 func (w *podWorker) processes() []ProcessInfo {
 	w.mu.Lock()
@@ -444,63 +380,4 @@ func (w *podWorker) waitCtx(d time.Duration) bool {
 // pidFile names the pid file of a container process.
 func (w *podWorker) pidFile(c *ctr) string {
 	return filepath.Join(w.a.cfg.PIDDir, fmt.Sprintf("pod-%s-%s.pid", w.uid, c.spec.Name))
-}
-
-// cgroup is the pod's own cgroup (below its zone's), "" without cgroups.
-func (w *podWorker) cgroup() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.podCgroup
-}
-
-// setupNetwork creates the pod's cgroup and attaches its address, before
-// any of its processes starts.
-func (w *podWorker) setupNetwork(ip netip.Addr) error {
-	if w.a.cfg.Cgroup == nil {
-		return nil
-	}
-	zone := w.a.cfg.Cgroup(w.node.Zone)
-	if zone == "" {
-		return nil
-	}
-	dir := filepath.Join(zone, "pod-"+string(w.uid))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("pod cgroup: %w", err)
-	}
-	w.mu.Lock()
-	w.podCgroup = dir
-	hostNetwork := w.pod.Spec.HostNetwork
-	attached := w.attached
-	w.mu.Unlock()
-	if w.a.cfg.Network == nil || hostNetwork || attached {
-		return nil
-	}
-	if err := w.a.cfg.Network.AttachPod(ip, dir); err != nil {
-		return fmt.Errorf("pod network: %w", err)
-	}
-	w.mu.Lock()
-	w.attached = true
-	w.mu.Unlock()
-	return nil
-}
-
-// teardownNetwork undoes setupNetwork once every process is gone.
-func (w *podWorker) teardownNetwork() {
-	w.mu.Lock()
-	dir, ip, attached := w.podCgroup, w.ip, w.attached
-	w.attached = false
-	w.mu.Unlock()
-	if dir == "" {
-		return
-	}
-	if attached {
-		w.a.cfg.Network.DetachPod(ip, dir)
-	}
-	for try := 0; try < 50; try++ { // EBUSY until the last process is reaped
-		if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	w.log.Info("Could not remove the pod's cgroup", "cgroup", dir)
 }

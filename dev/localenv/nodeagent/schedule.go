@@ -25,77 +25,19 @@ func (a *Agent) schedule(ctx context.Context, pod *corev1.Pod) error {
 	if err != nil {
 		return fmt.Errorf("list nodes: %w", err)
 	}
-	// Claims and the topology their bound volumes demand.
-	var unbound []*corev1.PersistentVolumeClaim
-	var volumeTerms []*corev1.NodeSelector
-	for _, v := range pod.Spec.Volumes {
-		if v.PersistentVolumeClaim == nil {
-			continue
-		}
-		pvc, err := a.pvcs.PersistentVolumeClaims(pod.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
-		if apierrors.IsNotFound(err) {
-			return a.unschedulable(ctx, pod, fmt.Sprintf("persistentvolumeclaim %q not found", v.PersistentVolumeClaim.ClaimName))
-		}
-		if err != nil {
-			return err
-		}
-		if pvc.DeletionTimestamp != nil {
-			return a.unschedulable(ctx, pod, fmt.Sprintf("persistentvolumeclaim %q is being deleted", pvc.Name))
-		}
-		if pvc.Spec.VolumeName == "" {
-			if why := a.canProvision(ctx, pvc); why != "" {
-				return a.unschedulable(ctx, pod, why)
-			}
-			unbound = append(unbound, pvc)
-			continue
-		}
-		pv, err := a.pvs.Get(pvc.Spec.VolumeName)
-		if err != nil {
-			return a.unschedulable(ctx, pod, fmt.Sprintf("persistentvolume %q of claim %q: %v", pvc.Spec.VolumeName, pvc.Name, err))
-		}
-		if pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
-			volumeTerms = append(volumeTerms, pv.Spec.NodeAffinity.Required)
-		}
+	unbound, volumeTerms, why, err := a.claimsOf(ctx, pod)
+	if err != nil {
+		return err
 	}
-
-	counts := a.podsPerNode()
-	var fits []*corev1.Node
-	reasons := map[string]int{}
-	for i := range nodes.Items {
-		node := &nodes.Items[i]
-		st, ours := a.node(node.Name)
-		if !ours {
-			continue
-		}
-		if st.failed {
-			reasons["node(s) were unreachable (zone failed)"]++
-			continue
-		}
-		if ok, why := nodeMatches(pod, node); !ok {
-			reasons[why]++
-			continue
-		}
-		volOK := true
-		for _, term := range volumeTerms {
-			if ok, _ := selectorMatches(term, node); !ok {
-				volOK = false
-			}
-		}
-		if !volOK {
-			reasons["node(s) had volume node affinity conflict"]++
-			continue
-		}
-		fits = append(fits, node)
+	if why != "" {
+		return a.unschedulable(ctx, pod, why)
 	}
+	fits, why := a.fittingNodes(pod, nodes.Items, volumeTerms)
 	if len(fits) == 0 {
-		var parts []string
-		for why, n := range reasons {
-			parts = append(parts, fmt.Sprintf("%d %s", n, why))
-		}
-		sort.Strings(parts)
-		return a.unschedulable(ctx, pod, fmt.Sprintf("0/%d nodes are available: %s.", len(nodes.Items), strings.Join(parts, ", ")))
+		return a.unschedulable(ctx, pod, why)
 	}
 	// Spread: the node with the fewest pods, then by name.
+	counts := a.podsPerNode()
 	sort.Slice(fits, func(i, j int) bool {
 		if counts[fits[i].Name] != counts[fits[j].Name] {
 			return counts[fits[i].Name] < counts[fits[j].Name]
@@ -121,6 +63,86 @@ func (a *Agent) schedule(ctx context.Context, pod *corev1.Pod) error {
 		return fmt.Errorf("bind pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	return nil
+}
+
+// claimsOf reads the pod's claims: the unbound ones (to provision in the
+// chosen node's zone) and the node topology their bound volumes demand.
+// why says, as the scheduler would, why a claim keeps the pod from
+// scheduling at all.
+func (a *Agent) claimsOf(ctx context.Context, pod *corev1.Pod) (unbound []*corev1.PersistentVolumeClaim, volumeTerms []*corev1.NodeSelector, why string, err error) {
+	for _, v := range pod.Spec.Volumes {
+		if v.PersistentVolumeClaim == nil {
+			continue
+		}
+		pvc, err := a.pvcs.PersistentVolumeClaims(pod.Namespace).Get(v.PersistentVolumeClaim.ClaimName)
+		if apierrors.IsNotFound(err) {
+			return nil, nil, fmt.Sprintf("persistentvolumeclaim %q not found", v.PersistentVolumeClaim.ClaimName), nil
+		}
+		if err != nil {
+			return nil, nil, "", err
+		}
+		if pvc.DeletionTimestamp != nil {
+			return nil, nil, fmt.Sprintf("persistentvolumeclaim %q is being deleted", pvc.Name), nil
+		}
+		if pvc.Spec.VolumeName == "" {
+			if why := a.canProvision(ctx, pvc); why != "" {
+				return nil, nil, why, nil
+			}
+			unbound = append(unbound, pvc)
+			continue
+		}
+		pv, err := a.pvs.Get(pvc.Spec.VolumeName)
+		if err != nil {
+			return nil, nil, fmt.Sprintf("persistentvolume %q of claim %q: %v", pvc.Spec.VolumeName, pvc.Name, err), nil
+		}
+		if pv.Spec.NodeAffinity != nil && pv.Spec.NodeAffinity.Required != nil {
+			volumeTerms = append(volumeTerms, pv.Spec.NodeAffinity.Required)
+		}
+	}
+	return unbound, volumeTerms, "", nil
+}
+
+// fittingNodes returns the agent's nodes the pod fits on: not failed,
+// matching the pod's node selection and its volumes' topology. When none
+// does, it says why, per node, as the scheduler does.
+func (a *Agent) fittingNodes(pod *corev1.Pod, nodes []corev1.Node, volumeTerms []*corev1.NodeSelector) ([]*corev1.Node, string) {
+	var fits []*corev1.Node
+	reasons := map[string]int{}
+	for i := range nodes {
+		node := &nodes[i]
+		st, ours := a.node(node.Name)
+		if !ours {
+			continue
+		}
+		if st.failed {
+			reasons["node(s) were unreachable (zone failed)"]++
+			continue
+		}
+		if ok, why := nodeMatches(pod, node); !ok {
+			reasons[why]++
+			continue
+		}
+		volOK := true
+		for _, term := range volumeTerms {
+			if ok, _ := selectorMatches(term, node); !ok {
+				volOK = false
+			}
+		}
+		if !volOK {
+			reasons["node(s) had volume node affinity conflict"]++
+			continue
+		}
+		fits = append(fits, node)
+	}
+	if len(fits) > 0 {
+		return fits, ""
+	}
+	var parts []string
+	for why, n := range reasons {
+		parts = append(parts, fmt.Sprintf("%d %s", n, why))
+	}
+	sort.Strings(parts)
+	return nil, fmt.Sprintf("0/%d nodes are available: %s.", len(nodes), strings.Join(parts, ", "))
 }
 
 func (a *Agent) podsPerNode() map[string]int {

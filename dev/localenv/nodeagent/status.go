@@ -1,10 +1,16 @@
 package nodeagent
 
 import (
+	"context"
+	"encoding/json"
+	"reflect"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // status computes the pod status from the worker's state. Call without
@@ -101,4 +107,66 @@ func (w *podWorker) containerStatus(c *ctr) corev1.ContainerStatus {
 		cs.ContainerID = c.state.Terminated.ContainerID
 	}
 	return cs
+}
+
+func (w *podWorker) setVolumesErr(msg string) {
+	w.mu.Lock()
+	changed := w.volumesErr != msg
+	w.volumesErr = msg
+	w.mu.Unlock()
+	if changed {
+		if msg != "" {
+			w.log.Info("Pod not ready to start", "why", msg)
+		}
+		w.markDirty()
+	}
+}
+
+// statusLoop writes the pod status whenever it changed, until the worker
+// is done.
+func (w *podWorker) statusLoop() {
+	defer close(w.flushed)
+	var last *corev1.PodStatus
+	retry := time.NewTimer(time.Hour)
+	defer retry.Stop()
+	for {
+		select {
+		case <-w.dirty:
+		case <-retry.C:
+		case <-w.done:
+			return
+		}
+		w.mu.Lock()
+		noWrites := w.noWrites
+		w.mu.Unlock()
+		if noWrites {
+			continue
+		}
+		st := w.status()
+		if last != nil && reflect.DeepEqual(*last, st) {
+			continue
+		}
+		if err := w.writeStatus(st); err != nil {
+			if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+				continue // gone, or another pod by this name: syncPod stops us
+			}
+			w.log.V(1).Info("Writing pod status failed, retrying", "err", err.Error())
+			retry.Reset(time.Second)
+			continue
+		}
+		last = &st
+		// Coalesce bursts of changes.
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func (w *podWorker) writeStatus(st corev1.PodStatus) error {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"uid": w.uid}, "status": st})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err = w.a.cs.CoreV1().Pods(w.ns).Patch(ctx, w.name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	return err
 }

@@ -163,9 +163,36 @@ func (c *Cloud) loadBalancers(ctx context.Context, s cloudSnapshot) {
 			ready[n.Name] = true
 		}
 	}
+	lbs, used := c.heldAddresses(s.svcs)
+	wanted := map[netip.Addr]bool{}
+	for _, svc := range lbs {
+		addr, ok := c.addressOf(svc, used)
+		if !ok {
+			continue
+		}
+		wanted[addr] = true
+		c.publish(ctx, svc, addr)
+		c.route(addr, c.pickNode(svc, s.slices, ready))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for a := range c.routes {
+		if !wanted[a] {
+			_ = IP("route", "del", a.String()+"/32")
+			delete(c.routes, a)
+		}
+	}
+}
+
+// heldAddresses returns the LoadBalancer Services, oldest first, and the
+// pool's addresses they hold, by holder ("namespace/name"): each keeps
+// the one its status shows, and an address a Service asks for
+// (spec.loadBalancerIP, as a reserved one on a cloud) goes to it when it
+// is in the pool and free.
+func (c *Cloud) heldAddresses(svcs []*corev1.Service) ([]*corev1.Service, map[netip.Addr]string) {
 	used := map[netip.Addr]string{}
 	var lbs []*corev1.Service
-	for _, svc := range s.svcs {
+	for _, svc := range svcs {
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
 			continue
 		}
@@ -182,8 +209,6 @@ func (c *Cloud) loadBalancers(ctx context.Context, s cloudSnapshot) {
 		return lbs[i].CreationTimestamp.Before(&lbs[j].CreationTimestamp) ||
 			lbs[i].CreationTimestamp.Equal(&lbs[j].CreationTimestamp) && lbs[i].Namespace+"/"+lbs[i].Name < lbs[j].Namespace+"/"+lbs[j].Name
 	})
-	// spec.loadBalancerIP: an address asked for (as a reserved one is on a
-	// cloud) goes to its Service first, when it is in the pool and free.
 	for _, svc := range lbs {
 		key := svc.Namespace + "/" + svc.Name
 		if want, err := netip.ParseAddr(svc.Spec.LoadBalancerIP); err == nil && c.inPool(want) {
@@ -197,46 +222,42 @@ func (c *Cloud) loadBalancers(ctx context.Context, s cloudSnapshot) {
 			}
 		}
 	}
-	wanted := map[netip.Addr]bool{}
-	for _, svc := range lbs {
-		key := svc.Namespace + "/" + svc.Name
-		var addr netip.Addr
-		for a, owner := range used {
-			if owner == key {
-				addr = a
-			}
+	return lbs, used
+}
+
+// addressOf is the address svc holds in used, else the first free one of
+// the pool, then held by it; false when none is left.
+func (c *Cloud) addressOf(svc *corev1.Service, used map[netip.Addr]string) (netip.Addr, bool) {
+	key := svc.Namespace + "/" + svc.Name
+	var addr netip.Addr
+	for a, owner := range used {
+		if owner == key {
+			addr = a
 		}
-		if !addr.IsValid() {
-			for _, a := range c.LBs {
-				if _, taken := used[a]; !taken {
-					addr = a
-					used[a] = key
-					break
-				}
-			}
-			if !addr.IsValid() {
-				c.Log.Info("No load balancer address left", "service", key)
-				continue
-			}
-		}
-		wanted[addr] = true
-		if len(svc.Status.LoadBalancer.Ingress) != 1 || svc.Status.LoadBalancer.Ingress[0].IP != addr.String() {
-			cp := svc.DeepCopy()
-			mode := corev1.LoadBalancerIPModeVIP
-			cp.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}
-			if _, err := c.Client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
-				c.Log.Error(err, "Setting the load balancer address failed", "service", key)
-			}
-		}
-		c.route(addr, c.pickNode(svc, s.slices, ready))
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for a := range c.routes {
-		if !wanted[a] {
-			_ = IP("route", "del", a.String()+"/32")
-			delete(c.routes, a)
+	if addr.IsValid() {
+		return addr, true
+	}
+	for _, a := range c.LBs {
+		if _, taken := used[a]; !taken {
+			used[a] = key
+			return a, true
 		}
+	}
+	c.Log.Info("No load balancer address left", "service", key)
+	return netip.Addr{}, false
+}
+
+// publish writes addr into svc's status, unless it is there already.
+func (c *Cloud) publish(ctx context.Context, svc *corev1.Service, addr netip.Addr) {
+	if len(svc.Status.LoadBalancer.Ingress) == 1 && svc.Status.LoadBalancer.Ingress[0].IP == addr.String() {
+		return
+	}
+	cp := svc.DeepCopy()
+	mode := corev1.LoadBalancerIPModeVIP
+	cp.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: addr.String(), IPMode: &mode}}
+	if _, err := c.Client.CoreV1().Services(svc.Namespace).UpdateStatus(ctx, cp, metav1.UpdateOptions{}); err != nil && !apierrors.IsConflict(err) {
+		c.Log.Error(err, "Setting the load balancer address failed", "service", svc.Namespace+"/"+svc.Name)
 	}
 }
 

@@ -72,56 +72,19 @@ func run() error {
 
 	cfg := embedded.Config{Addr: *listen, AllowUpdate: *allowUpdate, UDPSockets: *sockets, Log: stderrLogger(*verbose),
 		RRL: embedded.RRLConfig{ResponsesPerSecond: *rrlRate, Slip: *rrlSlip}}
-	for _, a := range rrlExempt {
-		p, err := netip.ParsePrefix(a)
-		if err != nil {
-			return fmt.Errorf("-rate-limit-exempt %q: %w", a, err)
-		}
-		cfg.RRL.Exempt = append(cfg.RRL.Exempt, p)
-	}
-	for _, a := range allow {
-		p, err := netip.ParsePrefix(a)
-		if err != nil {
-			return fmt.Errorf("-transfer-allow %q: %w", a, err)
-		}
-		cfg.TransferAllow = append(cfg.TransferAllow, p)
-	}
-	for _, k := range keys {
-		parts := strings.SplitN(k, ":", 3)
-		if len(parts) != 3 {
-			return fmt.Errorf("-tsig-key %q: want NAME:ALGORITHM:SECRET", k)
-		}
-		cfg.TSIGKeys = append(cfg.TSIGKeys, embedded.TSIGKey{Name: parts[0], Algorithm: parts[1], Secret: parts[2]})
+	if err := addLists(&cfg, rrlExempt, allow, keys); err != nil {
+		return err
 	}
 	srv, err := embedded.New(cfg)
 	if err != nil {
 		return err
 	}
-	load := func() error {
-		var sets []*dnsprovider.RecordSet
-		for _, z := range zones {
-			origin, file, ok := strings.Cut(z, "=")
-			if !ok {
-				return fmt.Errorf("-zone %q: want ORIGIN=FILE", z)
-			}
-			set, err := readZone(origin, file)
-			if err != nil {
-				return err
-			}
-			sets = append(sets, set)
-		}
-		return srv.SetZones(sets)
-	}
+	load := func() error { return loadZones(srv, zones) }
 	if err := load(); err != nil {
 		return err
 	}
 	if *metricsAddr != "" {
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(srv.Collector())
-		go func() {
-			err := http.ListenAndServe(*metricsAddr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-			fmt.Fprintln(os.Stderr, "etcdfed-dns: metrics:", err)
-		}()
+		go serveMetrics(*metricsAddr, srv)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -143,6 +106,61 @@ func run() error {
 			}
 		}
 	}
+}
+
+// addLists adds the repeatable flags to cfg: the networks never rate
+// limited, those allowed to transfer zones without TSIG, and the TSIG
+// keys.
+func addLists(cfg *embedded.Config, rrlExempt, allow, keys listFlag) error {
+	for _, a := range rrlExempt {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return fmt.Errorf("-rate-limit-exempt %q: %w", a, err)
+		}
+		cfg.RRL.Exempt = append(cfg.RRL.Exempt, p)
+	}
+	for _, a := range allow {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return fmt.Errorf("-transfer-allow %q: %w", a, err)
+		}
+		cfg.TransferAllow = append(cfg.TransferAllow, p)
+	}
+	for _, k := range keys {
+		parts := strings.SplitN(k, ":", 3)
+		if len(parts) != 3 {
+			return fmt.Errorf("-tsig-key %q: want NAME:ALGORITHM:SECRET", k)
+		}
+		cfg.TSIGKeys = append(cfg.TSIGKeys, embedded.TSIGKey{Name: parts[0], Algorithm: parts[1], Secret: parts[2]})
+	}
+	return nil
+}
+
+// loadZones reads every -zone ORIGIN=FILE and serves them all, in place of
+// what srv served.
+func loadZones(srv *embedded.Server, zones listFlag) error {
+	var sets []*dnsprovider.RecordSet
+	for _, z := range zones {
+		origin, file, ok := strings.Cut(z, "=")
+		if !ok {
+			return fmt.Errorf("-zone %q: want ORIGIN=FILE", z)
+		}
+		set, err := readZone(origin, file)
+		if err != nil {
+			return err
+		}
+		sets = append(sets, set)
+	}
+	return srv.SetZones(sets)
+}
+
+// serveMetrics serves srv's metrics for Prometheus on addr, until it
+// fails.
+func serveMetrics(addr string, srv *embedded.Server) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(srv.Collector())
+	err := http.ListenAndServe(addr, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	fmt.Fprintln(os.Stderr, "etcdfed-dns: metrics:", err)
 }
 
 func readZone(origin, file string) (*dnsprovider.RecordSet, error) {

@@ -1,0 +1,186 @@
+package install
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
+	"github.com/etcdfed/etcdfed/hub/registration"
+	"github.com/etcdfed/etcdfed/hub/registry"
+)
+
+// register writes the member cluster's registration Secret in the hub,
+// with the hub's token for the member cluster: the existing one while it
+// still authenticates, else a newly minted one.
+func (o *JoinOptions) register(ctx context.Context, hub client.Client, memCS kubernetes.Interface, existing *corev1.Secret, ca []byte) error {
+	dry := o.DryRun != nil
+	token, minted, err := o.credential(ctx, memCS, existing, dry)
+	if err != nil {
+		return err
+	}
+	reg, err := o.registration(ca, token)
+	if err != nil {
+		return err
+	}
+	if dry {
+		redact(reg, "<a token of ServiceAccount "+Namespace+"/"+hubmemberrbac.ServiceAccountName+", minted by join>")
+	}
+	ha := &applier{c: hub, cluster: "hub", dryRun: o.DryRun}
+	rst, err := ha.apply(ctx, []*unstructured.Unstructured{reg})
+	if err != nil {
+		return err
+	}
+	if dry {
+		return nil
+	}
+	cred := "kept the hub's token"
+	if minted {
+		c, _ := registration.ParseToken(token)
+		cred = fmt.Sprintf("minted a token for the hub (expires %s; the hub renews it)", c.Expiry.UTC().Format(time.RFC3339))
+	}
+	o.Progress(fmt.Sprintf("%s: registered in the hub as Secret %s/%s (%s); %s", o.Name, Namespace, o.Name, rst, cred))
+	return nil
+}
+
+// registrations returns the registration Secret of name (nil when none)
+// and every other one.
+func registrations(ctx context.Context, hub client.Client, name string) (*corev1.Secret, []*corev1.Secret, error) {
+	var list corev1.SecretList
+	if err := hub.List(ctx, &list, client.InNamespace(Namespace), client.MatchingLabels{registry.KubeconfigSecretLabel: "true"}); err != nil {
+		return nil, nil, fmt.Errorf("list the hub's registrations: %w", err)
+	}
+	var mine *corev1.Secret
+	var others []*corev1.Secret
+	for i := range list.Items {
+		if list.Items[i].Name == name {
+			mine = &list.Items[i]
+		} else {
+			others = append(others, &list.Items[i])
+		}
+	}
+	if mine == nil {
+		// A Secret of that name without the label is not a registration,
+		// but Join must not overwrite it blindly either.
+		sec := &corev1.Secret{}
+		err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, sec)
+		switch {
+		case err == nil && sec.Labels[LabelJoinedAs] == "":
+			return nil, nil, fmt.Errorf("the hub's namespace already holds a Secret %s that is not a registration: pick another name", name)
+		case err != nil && !apierrors.IsNotFound(err):
+			return nil, nil, fmt.Errorf("read Secret %s/%s in the hub: %w", Namespace, name, err)
+		}
+	}
+	return mine, others, nil
+}
+
+// credential returns the hub's token: the registration's current one while
+// it still authenticates as the hub's ServiceAccount, has at least a third
+// of its life left and was asked for with this lifetime, else a new one.
+func (o *JoinOptions) credential(ctx context.Context, cs kubernetes.Interface, existing *corev1.Secret, dry bool) (token string, minted bool, err error) {
+	if existing != nil && existing.Annotations[AnnotationTokenLifetime] == o.TokenLifetime.String() {
+		cur := string(existing.Data[registry.TokenKey])
+		if c, err := registration.ParseToken(cur); err == nil && !registration.RenewDue(c, time.Now(), 2.0/3) {
+			if ok, err := authenticates(ctx, cs, cur); err != nil {
+				return "", false, err
+			} else if ok {
+				return cur, false, nil
+			}
+		}
+	}
+	if dry {
+		return "", true, nil
+	}
+	secs := int64(o.TokenLifetime.Seconds())
+	tr, err := cs.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, hubmemberrbac.ServiceAccountName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", false, fmt.Errorf("%s: mint a token for the hub (TokenRequest): %w", o.Name, err)
+	}
+	return tr.Status.Token, true, nil
+}
+
+// authenticates asks the member cluster whether token is the hub's
+// ServiceAccount's (TokenReview).
+func authenticates(ctx context.Context, cs kubernetes.Interface, token string) (bool, error) {
+	tr, err := cs.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return false, fmt.Errorf("check the hub's token (TokenReview): %w", err)
+	}
+	return tr.Status.Authenticated && tr.Status.User.Username == "system:serviceaccount:"+Namespace+":"+hubmemberrbac.ServiceAccountName, nil
+}
+
+// registration is the hub's registration Secret for the cluster: a
+// kubeconfig naming the server and its CA (no credentials), and the token.
+func (o *JoinOptions) registration(ca []byte, token string) (*unstructured.Unstructured, error) {
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters[o.Name] = &clientcmdapi.Cluster{Server: o.MemberServer, CertificateAuthorityData: ca, TLSServerName: o.Member.ServerName}
+	kc.AuthInfos[hubmemberrbac.ServiceAccountName] = &clientcmdapi.AuthInfo{}
+	kc.Contexts[o.Name] = &clientcmdapi.Context{Cluster: o.Name, AuthInfo: hubmemberrbac.ServiceAccountName, Namespace: Namespace}
+	kc.CurrentContext = o.Name
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		return nil, err
+	}
+	lbl := map[string]string{}
+	maps.Copy(lbl, o.Labels)
+	lbl[registry.KubeconfigSecretLabel] = "true"
+	lbl[LabelJoinedAs] = o.Name
+	return toUnstructured(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: Namespace, Labels: lbl, Annotations: map[string]string{
+			registration.AnnotationCredential: registration.CredentialServiceAccountToken,
+			AnnotationTokenLifetime:           o.TokenLifetime.String(),
+		}},
+		Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{registry.KubeconfigSecretKey: data, registry.TokenKey: []byte(token)},
+	})
+}
+
+// redact replaces every data value of a Secret with note (for printing).
+func redact(sec *unstructured.Unstructured, note string) {
+	data, _, _ := unstructured.NestedMap(sec.Object, "data")
+	for k := range data {
+		if k == registry.KubeconfigSecretKey {
+			continue // a kubeconfig without credentials
+		}
+		data[k] = note
+	}
+	_ = unstructured.SetNestedMap(sec.Object, data, "data")
+}
+
+// legacyTokenSecret is the long-lived token Secret of the hub's
+// ServiceAccount that installs before `etcdfed cluster join` applied
+// (config/rbac/hub-member's token_secret.yaml).
+const legacyTokenSecret = "etcdfed-hub-token"
+
+// removeLegacyToken deletes that Secret, which holds a token that never
+// expires, when it is there; it returns what it removed.
+func removeLegacyToken(ctx context.Context, c client.Client, dry bool) (string, error) {
+	sec := &corev1.Secret{}
+	err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: legacyTokenSecret}, sec)
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", nil
+	case err != nil:
+		return "", fmt.Errorf("read Secret %s/%s: %w", Namespace, legacyTokenSecret, err)
+	case sec.Type != corev1.SecretTypeServiceAccountToken || sec.Annotations[corev1.ServiceAccountNameKey] != hubmemberrbac.ServiceAccountName:
+		return "", nil
+	case dry:
+		return "", nil
+	}
+	if err := c.Delete(ctx, sec); client.IgnoreNotFound(err) != nil {
+		return "", fmt.Errorf("delete the long-lived token Secret %s/%s: %w", Namespace, legacyTokenSecret, err)
+	}
+	return "Secret " + Namespace + "/" + legacyTokenSecret + " (a token that never expired, of an earlier install)", nil
+}
