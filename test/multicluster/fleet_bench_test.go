@@ -86,15 +86,19 @@ type fleetReport struct {
 	latency                         []time.Duration
 	restart                         time.Duration
 	restartReconciles               float64
-	lost                            string
-	lostRings                       int
-	repair                          []time.Duration
-	unrepaired                      int
-	lossCPU                         float64
-	lossRSSMax                      uint64
-	lossQueueMax                    float64
-	lossWindow                      time.Duration
-	limit                           int
+	// restartSpokeWrites, restartHubWrites: EtcdSpoke status writes by
+	// the spokes, etcdfed.dev writes to the hub cluster, from the kill
+	// until every ring was reconciled once.
+	restartSpokeWrites, restartHubWrites float64
+	lost                                 string
+	lostRings                            int
+	repair                               []time.Duration
+	unrepaired                           int
+	lossCPU                              float64
+	lossRSSMax                           uint64
+	lossQueueMax                         float64
+	lossWindow                           time.Duration
+	limit                                int
 	// lossInFlightMax: the most rings seen with a limited operation
 	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
 	lossInFlightMax int
@@ -154,8 +158,8 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	}
 
 	// The hub restarted.
-	rep.restart, rep.restartReconciles = fleetHubRestart(ctx, b, f, rings)
-	b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles)", rep.restart.Round(time.Millisecond), rep.restartReconciles)
+	rep.restart, rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites = fleetHubRestart(ctx, b, f, rings)
+	b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles, %.0f spoke status writes, %.0f hub writes)", rep.restart.Round(time.Millisecond), rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites)
 	if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
 		b.Fatal(err)
 	}
@@ -339,9 +343,26 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 
 // fleetHubRestart kills the hub and measures until the new process has
 // reconciled every ring once: its etcdcluster reconciles reach the ring
-// count and its queue is empty (every ring was queued at its start).
-func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) (time.Duration, float64) {
+// count and its queue is empty (every ring was queued at its start). It
+// also counts the spokes' EtcdSpoke status writes and the etcdfed.dev
+// writes to the hub cluster meanwhile.
+func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) (time.Duration, float64, float64, float64) {
 	b.Helper()
+	writes := func() (spoke, hub float64) {
+		for _, c := range f.Topo.Members {
+			a, err := apiRequestCounts(ctx, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spoke += a.spokeStatus
+		}
+		a, err := apiRequestCounts(ctx, f.Topo.Hub)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return spoke, a.writes
+	}
+	spoke0, hub0 := writes()
 	old := fleetHubPID(b, f)
 	start := time.Now()
 	if _, err := f.Env.KillComponent("hub", true); err != nil {
@@ -368,7 +389,9 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) 
 	if err != nil {
 		b.Fatalf("hub restart: %v", err)
 	}
-	return time.Since(start), total
+	took := time.Since(start)
+	spoke1, hub1 := writes()
+	return took, total, spoke1 - spoke0, hub1 - hub0
 }
 
 // fleetLoss loses a member cluster and measures, for each ring it hosted,
@@ -480,6 +503,7 @@ func (r fleetReport) markdown() string {
 	row("at rest: etcdfed.dev writes to member clusters other than spoke status (window)", fmt.Sprintf("%.0f", r.rest.memberWrites))
 	row("at rest: EtcdMember / EtcdSpoke status writes by the spokes (window)", fmt.Sprintf("%.0f / %.0f", r.rest.statusReports, r.rest.spokeStats))
 	row("hub restart → every ring reconciled once", fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
+	row("→ meanwhile: EtcdSpoke status writes by the spokes, etcdfed.dev writes to the hub cluster", fmt.Sprintf("%.0f, %.0f", r.restartSpokeWrites, r.restartHubWrites))
 	row("cluster lost", fmt.Sprintf("%s, hosting members of %d rings (%.0f%%)", r.lost, r.lostRings, 100*float64(r.lostRings)/float64(r.rings)))
 	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
 	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))
