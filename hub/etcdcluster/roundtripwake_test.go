@@ -19,6 +19,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/liveness"
 )
 
 // TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem: against a real hub
@@ -54,7 +55,7 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wake"}}); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, RingNamespace: etcdfedv1.DefaultRingNamespace,
+	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, Tracker: liveness.NewTracker(nil), NodeTracker: liveness.NewTracker(nil), RingNamespace: etcdfedv1.DefaultRingNamespace,
 		PassTimeout: 30 * time.Second, ClusterReadTimeout: 3 * time.Second, fleet: newFleetLimit(0)}
 	at := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	create := func(name string, clusters []string, roundTrips []etcdfedv1.RoundTrip) *etcdfedv1.EtcdCluster {
