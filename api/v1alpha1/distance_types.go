@@ -117,8 +117,9 @@ type RoundTrip struct {
 
 	// observedAt is when the hub recorded these values. The hub records
 	// a new value only when it differs enough to matter (the median or
-	// the p99 by more than a quarter, and by more than 10 ms and 40 ms
-	// respectively), so the status does not move with a link's jitter.
+	// the p99 by more than a quarter, and by more than 10 ms and 200 ms
+	// respectively; a move of the p99 alone only 5 minutes after the last
+	// record), so the status does not move with a link's jitter.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
 }

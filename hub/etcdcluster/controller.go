@@ -101,6 +101,7 @@ type Reconciler struct {
 
 	etcd     clientCache
 	verdicts verdictMemory
+	matrices matrixMemory
 	evidence replaceEvidence
 	dnsMu    sync.Mutex
 	dnsPub   map[types.UID]string // last record set pushed to RFC 2136, and where (forget.go)
@@ -189,7 +190,9 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		// Member certificate Secrets: watched so the cache holds them (a
 		// read never starts an informer) and a deleted one is rewritten.
 		Watches(&corev1.Secret{}, r.mapByClusterLabel(), member).
-		Watches(&etcdfedv1.EtcdSpoke{}, r.mapToAll(nil), member).
+		// A change of a spoke's round trips alone wakes only the rings
+		// that record it (roundtripwake.go).
+		Watches(&etcdfedv1.EtcdSpoke{}, r.spokeEvents(), member).
 		Watches(&coordinationv1.Lease{}, r.mapToAll(r.observeLease), member).
 		Watches(&coordinationv1.Lease{}, r.mapNodeLease(), member).
 		Watches(nodeMeta(), r.mapNode(), member, mcbuilder.WithPredicates(zoneLabelChanged())).
@@ -447,6 +450,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	skewBefore := spokeVersionsSkewed(&ec.Status)
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.fleet.observe(ec)
+	r.matrices.set(ec.UID, distanceClusters(s, &ec.Status), ec.Status.RoundTrips)
 	r.takeOverEvents(ec, takeOverBefore)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	r.spokeVersionEvent(ec, skewBefore)

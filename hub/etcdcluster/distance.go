@@ -22,13 +22,12 @@ import (
 // renders it into every member's etcd flags (timing.Render), and a change
 // is rolled like any change of spec.etcd (planner rollStep, leader last).
 func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
-	var clusters []string
+	clusters := distanceClusters(s, st)
 	var reports []timing.Report
 	for _, cs := range s.clusters {
-		if !cs.eligible && !hasMembers(st, cs.name) {
+		if !slices.Contains(clusters, cs.name) {
 			continue
 		}
-		clusters = append(clusters, cs.name)
 		if cs.visible() && cs.spoke != nil && gossipAbstains(cs.spoke) == "" {
 			reports = append(reports, timing.Report{From: cs.name, RoundTrips: cs.spoke.Status.RoundTrips})
 		}
@@ -47,6 +46,18 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	if st.Timing == nil || *st.Timing != t {
 		st.Timing = &t
 	}
+}
+
+// distanceClusters are the member clusters of the ring's round-trip
+// matrix: the eligible ones and those holding a member.
+func distanceClusters(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []string {
+	var out []string
+	for _, cs := range s.clusters {
+		if cs.eligible || hasMembers(st, cs.name) {
+			out = append(out, cs.name)
+		}
+	}
+	return out
 }
 
 // voterClusters are the member clusters of the recorded members that are

@@ -70,6 +70,7 @@ func (r *Reconciler) forget(ring types.NamespacedName) {
 func (r *Reconciler) forgetMemory(uid types.UID) {
 	r.etcd.drop(uid)
 	r.verdicts.forget(uid)
+	r.matrices.forget(uid)
 	r.evidence.forget(uid)
 	r.forgetDNS(uid)
 	r.fleet.forget(uid)

@@ -9,6 +9,11 @@
 //     median or p99 moved by more than a quarter and more than 10 ms (the
 //     median) or 200 ms (the p99), so a link's jitter, or a loaded
 //     prober's stalled probes, write nothing.
+//   - Confirm is the spoke's hysteresis over probes: a significant move
+//     is published only once Confirmations consecutive probes of the peer
+//     showed it, so a loaded prober's median flipping between its fast
+//     and its stalled probes writes nothing, and a real change of
+//     distance is published two probes after the window's median moved.
 //   - Matrix merges the spokes' reports into the ring's matrix, keeping an
 //     entry that did not move enough.
 //   - Choose derives heartbeat and election timeout from the matrix

@@ -1,6 +1,7 @@
 package timing_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -300,5 +301,63 @@ func BenchmarkWindowAddStats(b *testing.B) {
 	for i := 0; b.Loop(); i++ {
 		w.Add(time.Duration(i%1000) * time.Microsecond)
 		w.Stats()
+	}
+}
+
+// TestConfirm: after a first publication, a probe's window stats are
+// published again only on the Confirmations-th consecutive probe showing
+// the same significant move. Each case starts from what was published
+// (median/p99 in ms) and feeds the window's stats after each probe; want
+// lists the probes (from 0) whose stats are published.
+func TestConfirm(t *testing.T) {
+	type stats struct{ median, p99 float64 }
+	us := func(ms float64) int64 { return int64(ms * 1000) }
+	for _, tc := range []struct {
+		name      string
+		published *stats
+		probes    []stats
+		want      []int
+	}{
+		{name: "nothing published yet: at once", probes: []stats{{9, 150}}, want: []int{0}},
+		{name: "jitter within the dead band: never", published: &stats{9, 150},
+			probes: []stats{{12, 160}, {7, 300}, {15, 140}, {10, 330}}},
+		// Seen with twenty simulated spokes in one busy process: the
+		// median between the same two clusters 5 to 39 ms, one probe apart.
+		{name: "a loaded prober's median flipping between its fast and its stalled probes: never", published: &stats{5, 150},
+			probes: []stats{{39, 150}, {8, 150}, {35, 160}, {6, 150}, {39, 150}, {9, 150}, {38, 170}, {5, 150}}},
+		{name: "flips between two moved values: never", published: &stats{5, 150},
+			probes: []stats{{39, 150}, {80, 150}, {39, 150}, {80, 150}}},
+		{name: "a distance of 20 ms put live: on the third probe that shows it, once", published: &stats{0.3, 0.5},
+			probes: []stats{{0.3, 20}, {0.3, 20}, {20, 21}, {20, 21}, {20, 21}, {20, 21}, {20.5, 21}}, want: []int{4}},
+		{name: "a region added, 150 ms: on the third probe", published: &stats{0.3, 0.5},
+			probes: []stats{{150, 160}, {151, 160}, {150, 162}}, want: []int{2}},
+		{name: "back within the dead band starts the count again", published: &stats{5, 150},
+			probes: []stats{{39, 150}, {39, 150}, {6, 150}, {39, 150}, {39, 150}, {39, 150}}, want: []int{5}},
+		{name: "a further move during the count starts it again", published: &stats{1, 2},
+			probes: []stats{{30, 40}, {30, 40}, {120, 130}, {120, 130}, {120, 130}}, want: []int{4}},
+		{name: "a median creeping within the dead band of the move's first probe is confirmed", published: &stats{1, 2},
+			probes: []stats{{20, 25}, {22, 27}, {24, 29}}, want: []int{2}},
+		{name: "the p99 alone moving by 200 ms and more, for good", published: &stats{80, 90},
+			probes: []stats{{85, 300}, {85, 310}, {85, 300}}, want: []int{2}},
+		{name: "after a publication the next move needs its own confirmations", published: &stats{1, 2},
+			probes: []stats{{30, 40}, {30, 40}, {30, 40}, {1, 2}, {1, 2}, {1, 2}}, want: []int{2, 5}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var c timing.Confirm
+			var got []int
+			pub, pubMedian, pubP99 := tc.published != nil, int64(0), int64(0)
+			if pub {
+				pubMedian, pubP99 = us(tc.published.median), us(tc.published.p99)
+			}
+			for i, p := range tc.probes {
+				if c.Publish(pub, pubMedian, pubP99, us(p.median), us(p.p99)) {
+					got = append(got, i)
+					pub, pubMedian, pubP99 = true, us(p.median), us(p.p99)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("published on probes %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

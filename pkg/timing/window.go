@@ -85,3 +85,55 @@ func moved(old, new, least int64) bool {
 	}
 	return d > least && 4*d > old
 }
+
+// Confirmations is how many consecutive probes of a peer must show the
+// same significant move of its round trip (Moved against what was
+// published, and not Moved against each other) before the spoke publishes
+// it again. A loaded prober's window flips its median between its fast
+// probes and its stalled ones as probes come in (seen with twenty
+// simulated spokes in one busy process: 5, 39, 8, 35 ms between the same
+// two clusters, one probe apart); each flip published was a status write,
+// and a pass and a status write for every ring across the pair. A real
+// change of distance moves the median once the window holds more new
+// probes than old, and it stays moved: it is published Confirmations-1
+// probes later (two probes of the peer: a few seconds with three
+// clusters, memberlist probing one peer a second).
+const Confirmations = 3
+
+// Confirm is the hysteresis over probes of one peer's published round
+// trip (Confirmations). The zero value confirms nothing yet. Not safe for
+// concurrent use.
+type Confirm struct {
+	// n is how many consecutive probes showed the move being confirmed;
+	// median and p99 are the stats of its first probe.
+	n           int
+	median, p99 int64
+}
+
+// Publish says whether the window's stats after a probe (median, p99, in
+// microseconds) are published now, given what was published before
+// (published false: nothing yet, published at once). A move is published
+// on the Confirmations-th consecutive probe that shows it: a probe whose
+// stats are back within the dead band of what was published, or that
+// moved significantly from the move's first probe (a flip, or a new
+// move), starts the count again.
+func (c *Confirm) Publish(published bool, pubMedian, pubP99, median, p99 int64) bool {
+	if !published {
+		c.n = 0
+		return true
+	}
+	if !Moved(pubMedian, pubP99, median, p99) {
+		c.n = 0
+		return false
+	}
+	if c.n == 0 || Moved(c.median, c.p99, median, p99) {
+		c.n, c.median, c.p99 = 1, median, p99
+	} else {
+		c.n++
+	}
+	if c.n < Confirmations {
+		return false
+	}
+	c.n = 0
+	return true
+}

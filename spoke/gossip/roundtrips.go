@@ -17,9 +17,11 @@ import (
 // and the TCP fallback are not reported, memberlist.PingDelegate). The
 // agent keeps a window of the last probes per peer (timing.Window) and
 // publishes its median and p99 when they first have MinRoundTripSamples,
-// and then only when one of them moved significantly (timing.Moved),
-// signalling a change as the view does: the EtcdSpoke status is rewritten
-// for a distance that changed, not for every probe.
+// and then only when one of them moved significantly (timing.Moved) on
+// timing.Confirmations consecutive probes (timing.Confirm: a loaded
+// prober's flips are not published), signalling a change as the view
+// does: the EtcdSpoke status is rewritten for a distance that changed, not
+// for every probe.
 
 // MinRoundTripSamples is how many probes a peer's window holds before its
 // round trip is published: enough for the p99 to leave out one stalled
@@ -29,6 +31,7 @@ const MinRoundTripSamples = timing.TrimFrom
 // roundTrips is the window of one peer and what was last published of it.
 type roundTrips struct {
 	window    timing.Window
+	confirm   timing.Confirm
 	published *etcdfedv1.PeerRoundTrip
 }
 
@@ -63,7 +66,11 @@ func (a *Agent) observeRoundTrip(peerName string, rtt time.Duration) {
 	if n < MinRoundTripSamples {
 		return
 	}
-	if old := r.published; old != nil && !timing.Moved(old.MedianMicros, old.P99Micros, median, p99) {
+	old := r.published
+	if old == nil {
+		old = &etcdfedv1.PeerRoundTrip{}
+	}
+	if !r.confirm.Publish(r.published != nil, old.MedianMicros, old.P99Micros, median, p99) {
 		return
 	}
 	t := metav1.NewTime(a.now()).Rfc3339Copy()

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/netip"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -18,6 +20,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
+	"github.com/etcdfed/etcdfed/hub/shard"
 )
 
 // BenchmarkFleet measures one real hub over a fleet of simulated member
@@ -29,7 +32,8 @@ import (
 // can be replaced), FLEET_ZONES zones each (default: enough addresses).
 //
 //   - the time until every ring is Available (and failure tolerant);
-//   - at rest (FLEET_REST, default 30s, after 10s of settling): the hub's
+//   - at rest (FLEET_REST, default 30s, after every spoke published its
+//     round trip to every peer and 10s of settling): the hub's
 //     reconciles, CPU and RSS, requests per second served by the hub
 //     cluster and the member clusters, etcdfed.dev writes to the hub cluster
 //     and (other than the spokes' status reports) to member clusters;
@@ -41,6 +45,12 @@ import (
 //   - with FLEET_LIMIT=n the hub runs with --max-fleet-disruptions=n,
 //     and the loss below reports the most rings seen with a limited
 //     operation in flight at once;
+//   - with FLEET_SHARDS=2 two hubs share the rings (hub/shard: the first
+//     with --shard=a, a second with --shard=b --fleet-duties=false, rings
+//     0, 1, 4, 5, ... labelled a, the others b; each with the fleet limit
+//     given); the hub figures add up both (CPU, reconciles, queue; RSS is
+//     the larger), and the restart kills shard a's hub and waits for its
+//     own rings;
 //   - one member cluster lost, the one hosting members of the share of
 //     rings nearest FLEET_LOSS_SHARE (default 0.3): for each ring it hosted,
 //     the time until the ring is failure tolerant again with no member
@@ -74,27 +84,41 @@ func BenchmarkFleet(b *testing.B) {
 	if os.Getenv("FLEET_LIMIT") != "" {
 		limit = envIntB(b, "FLEET_LIMIT", 0)
 	}
+	shards := envIntB(b, "FLEET_SHARDS", 1)
+	if shards > 2 {
+		b.Fatalf("FLEET_SHARDS=%d: 1 or 2", shards)
+	}
 	for range b.N {
-		runFleet(b, rings, clusters, zones, samples, share, rest, limit)
+		runFleet(b, rings, clusters, zones, samples, share, rest, limit, shards)
 	}
 }
 
 type fleetReport struct {
 	rings, clusters, zones, members int
-	available                       time.Duration
-	rest                            fleetRest
-	latency                         []time.Duration
-	restart                         time.Duration
-	restartReconciles               float64
-	lost                            string
-	lostRings                       int
-	repair                          []time.Duration
-	unrepaired                      int
-	lossCPU                         float64
-	lossRSSMax                      uint64
-	lossQueueMax                    float64
-	lossWindow                      time.Duration
-	limit                           int
+	shards                          int
+	// restartRings: the rings of the restarted hub (its shard's).
+	restartRings int
+	available    time.Duration
+	// roundTrips: from the rings' creation until every spoke published
+	// its round trip to every peer (the rest window starts 10 s later).
+	roundTrips        time.Duration
+	rest              fleetRest
+	latency           []time.Duration
+	restart           time.Duration
+	restartReconciles float64
+	// restartSpokeWrites, restartHubWrites: EtcdSpoke status writes by
+	// the spokes, etcdfed.dev writes to the hub cluster, from the kill
+	// until every ring was reconciled once.
+	restartSpokeWrites, restartHubWrites float64
+	lost                                 string
+	lostRings                            int
+	repair                               []time.Duration
+	unrepaired                           int
+	lossCPU                              float64
+	lossRSSMax                           uint64
+	lossQueueMax                         float64
+	lossWindow                           time.Duration
+	limit                                int
 	// lossInFlightMax: the most rings seen with a limited operation
 	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
 	lossInFlightMax int
@@ -111,18 +135,25 @@ type fleetRest struct {
 	statusReports, spokeStats float64
 }
 
-func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration, limit int) {
+func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration, limit, shards int) {
 	var hubArgs []string
 	if limit > 0 {
 		hubArgs = append(hubArgs, fmt.Sprintf("--max-fleet-disruptions=%d", limit))
 	}
+	if shards == 2 {
+		hubArgs = append(hubArgs, "--shard=a")
+	}
 	f := startSimFleet(b, clusters, zones, 0, hubArgs...)
 	ctx := context.Background()
+	f.hubs = []fleetHub{{component: "hub", metrics: f.Topo.HubMetricsURL}}
+	if shards == 2 {
+		f.hubs = append(f.hubs, addFleetShardHub(ctx, b, f, "hub-shard-b", 3, "--shard=b", "--fleet-duties=false"))
+	}
 	const ns = "fleet"
 	if err := ensureNamespace(ctx, f.Topo.Hub, ns); err != nil {
 		b.Fatal(err)
 	}
-	rep := fleetReport{rings: rings, clusters: clusters, zones: zones, limit: limit}
+	rep := fleetReport{rings: rings, clusters: clusters, zones: zones, limit: limit, shards: shards}
 	names := make([]string, 0, clusters)
 	for _, c := range f.Topo.Members {
 		names = append(names, c.Name)
@@ -136,7 +167,17 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 			eligible = append(eligible, localenv.MemberClusterName(1+(i+j)%clusters))
 		}
 		rep.members += k
-		if err := f.Topo.Hub.Client.Create(ctx, simRing(ns, fmt.Sprintf("ring%d", i), int32(k), eligible)); err != nil {
+		ec := simRing(ns, fmt.Sprintf("ring%d", i), int32(k), eligible)
+		if shards == 2 {
+			ec.Labels = map[string]string{shard.Label: "b"}
+			if (i/2)%2 == 0 {
+				ec.Labels[shard.Label] = "a"
+			}
+		}
+		if shards == 1 || ec.Labels[shard.Label] == "a" {
+			rep.restartRings++
+		}
+		if err := f.Topo.Hub.Client.Create(ctx, ec); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -145,6 +186,17 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	}
 	rep.available = time.Since(start)
 	b.Logf("%d rings Available and failure tolerant after %s", rings, rep.available.Round(time.Second))
+	// The fleet at rest is one whose spokes measured their round trips:
+	// memberlist probes one peer a second, so with twenty clusters a
+	// spoke's first round trip to each peer (MinRoundTripSamples probes)
+	// comes about 3 minutes after it started, and the hub records each
+	// in every ring spanning the pair. Measured before, the rest window
+	// and the restart fell into that first wave.
+	if err := waitRoundTrips(ctx, f, 15*time.Minute); err != nil {
+		b.Fatal(err)
+	}
+	rep.roundTrips = time.Since(start)
+	b.Logf("every spoke published its round trip to every peer %s after the rings were created", rep.roundTrips.Round(time.Second))
 	sleepCtx(ctx, 10*time.Second)
 	rep.rest = measureFleetRest(ctx, b, f, rest)
 	b.Logf("at rest: %+v", rep.rest)
@@ -154,8 +206,8 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	}
 
 	// The hub restarted.
-	rep.restart, rep.restartReconciles = fleetHubRestart(ctx, b, f, rings)
-	b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles)", rep.restart.Round(time.Millisecond), rep.restartReconciles)
+	rep.restart, rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites = fleetHubRestart(ctx, b, f, rep.restartRings)
+	b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles, %.0f spoke status writes, %.0f hub writes)", rep.restart.Round(time.Millisecond), rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites)
 	if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
 		b.Fatal(err)
 	}
@@ -195,6 +247,26 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	}
 }
 
+// waitRoundTrips waits until every member cluster's EtcdSpoke reports a
+// round trip to every other member cluster.
+func waitRoundTrips(ctx context.Context, f *SimFleet, timeout time.Duration) error {
+	n := len(f.Topo.Members)
+	return poll(ctx, timeout, "every spoke's round trips to every peer", func(ctx context.Context) (string, error) {
+		missing := 0
+		for _, c := range f.Topo.Members {
+			var sp etcdfedv1.EtcdSpoke
+			if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName}, &sp); err != nil {
+				return err.Error(), nil
+			}
+			missing += max(0, n-1-len(sp.Status.RoundTrips))
+		}
+		if missing > 0 {
+			return fmt.Sprintf("%d round trips not published yet", missing), nil
+		}
+		return "", nil
+	})
+}
+
 // waitFleet waits until n rings of ns are ready and failure tolerant with
 // no member in away.
 func waitFleet(ctx context.Context, f *SimFleet, ns string, n int, timeout time.Duration, away string) error {
@@ -224,18 +296,90 @@ func waitFleet(ctx context.Context, f *SimFleet, ns string, n int, timeout time.
 
 func fleetHubPID(tb testing.TB, f *SimFleet) int {
 	tb.Helper()
+	return fleetComponentPID(tb, f, "hub")
+}
+
+func fleetComponentPID(tb testing.TB, f *SimFleet, name string) int {
+	tb.Helper()
 	for _, c := range f.Env.Status().Components {
-		if c.Name == "hub" && c.PID != 0 {
+		if c.Name == name && c.PID != 0 {
 			return c.PID
 		}
 	}
-	tb.Fatal("no hub process")
+	tb.Fatalf("no %s process", name)
 	return 0
+}
+
+// fleetHub is one hub process of the benchmark: its localenv component
+// and metrics URL.
+type fleetHub struct{ component, metrics string }
+
+// fleetHubsCPU is the CPU seconds of every hub process; fleetHubsRSS the
+// largest RSS; fleetHubsMetric the sum of a metric over the hubs.
+func fleetHubsCPU(tb testing.TB, f *SimFleet) float64 {
+	var sum float64
+	for _, h := range f.hubs {
+		sum += procCPU(fleetComponentPID(tb, f, h.component))
+	}
+	return sum
+}
+
+func fleetHubsRSS(tb testing.TB, f *SimFleet) uint64 {
+	var m uint64
+	for _, h := range f.hubs {
+		m = max(m, procRSS(fleetComponentPID(tb, f, h.component)))
+	}
+	return m
+}
+
+func fleetHubsMetric(ctx context.Context, f *SimFleet, name string, labels ...string) (float64, error) {
+	var sum float64
+	for _, h := range f.hubs {
+		m, err := scrape(ctx, h.metrics)
+		if err != nil {
+			return 0, err
+		}
+		sum += m.sum(name, labels...)
+	}
+	return sum, nil
+}
+
+// addFleetShardHub starts a second hub process beside the environment's
+// (the same arguments but --shard, extra added; metrics and health on the
+// hub's agent address plus offset) and waits until it engaged every
+// member cluster.
+func addFleetShardHub(ctx context.Context, tb testing.TB, f *SimFleet, name string, offset byte, extra ...string) fleetHub {
+	tb.Helper()
+	args, err := f.Env.ComponentArgs("hub")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	args = slices.DeleteFunc(args, func(a string) bool { return strings.HasPrefix(a, "--shard") })
+	hubEnv, err := f.Env.ComponentEnv("hub")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b4 := netip.MustParseAddr(f.Env.State().Hub.AgentAddress).As4()
+	b4[3] += offset
+	ip := netip.AddrFrom4(b4)
+	metrics := netip.AddrPortFrom(ip, addr.AgentMetricsPort).String()
+	args = append(args, "--metrics-bind-address="+metrics, "--health-probe-bind-address="+netip.AddrPortFrom(ip, addr.AgentHealthPort).String())
+	args = append(args, extra...)
+	if err := f.Env.AddComponent(localenv.ComponentSpec{Name: name, Path: filepath.Join(f.Bin, "hub"), Cluster: localenv.HubClusterName, Args: args, Env: hubEnv}); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = f.Env.StopComponent(name, 5*time.Second) })
+	url := "http://" + metrics + "/metrics"
+	for _, m := range f.Topo.Members {
+		if err := WaitForHubEngaged(ctx, url, m.Name, 2*time.Minute); err != nil {
+			tb.Fatalf("%s: %v", name, err)
+		}
+	}
+	return fleetHub{component: name, metrics: url}
 }
 
 func measureFleetRest(ctx context.Context, b *testing.B, f *SimFleet, window time.Duration) fleetRest {
 	b.Helper()
-	pid := fleetHubPID(b, f)
 	all := append([]*Cluster{f.Topo.Hub}, f.Topo.Members...)
 	reqs := func() []apiCounts {
 		out := make([]apiCounts, len(all))
@@ -247,19 +391,18 @@ func measureFleetRest(ctx context.Context, b *testing.B, f *SimFleet, window tim
 		}
 		return out
 	}
-	m0, err := scrape(ctx, f.Topo.HubMetricsURL)
+	m0, err := fleetHubsMetric(ctx, f, "controller_runtime_reconcile_total", "controller", "etcdcluster")
 	if err != nil {
 		b.Fatal(err)
 	}
-	cpu0, r0, t0 := procCPU(pid), reqs(), time.Now()
+	cpu0, r0, t0 := fleetHubsCPU(b, f), reqs(), time.Now()
 	sleepCtx(ctx, window)
-	r1, cpu1, s := reqs(), procCPU(pid), time.Since(t0).Seconds()
-	m1, err := scrape(ctx, f.Topo.HubMetricsURL)
+	r1, cpu1, s := reqs(), fleetHubsCPU(b, f), time.Since(t0).Seconds()
+	m1, err := fleetHubsMetric(ctx, f, "controller_runtime_reconcile_total", "controller", "etcdcluster")
 	if err != nil {
 		b.Fatal(err)
 	}
-	out := fleetRest{window: window, cpu: (cpu1 - cpu0) / s, rss: procRSS(pid),
-		reconcilesPerSec: (m1.sum("controller_runtime_reconcile_total", "controller", "etcdcluster") - m0.sum("controller_runtime_reconcile_total", "controller", "etcdcluster")) / s}
+	out := fleetRest{window: window, cpu: (cpu1 - cpu0) / s, rss: fleetHubsRSS(b, f), reconcilesPerSec: (m1 - m0) / s}
 	for i := range all {
 		d := func(f func(apiCounts) float64) float64 { return f(r1[i]) - f(r0[i]) }
 		if i == 0 {
@@ -339,9 +482,26 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 
 // fleetHubRestart kills the hub and measures until the new process has
 // reconciled every ring once: its etcdcluster reconciles reach the ring
-// count and its queue is empty (every ring was queued at its start).
-func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) (time.Duration, float64) {
+// count and its queue is empty (every ring was queued at its start). It
+// also counts the spokes' EtcdSpoke status writes and the etcdfed.dev
+// writes to the hub cluster meanwhile.
+func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) (time.Duration, float64, float64, float64) {
 	b.Helper()
+	writes := func() (spoke, hub float64) {
+		for _, c := range f.Topo.Members {
+			a, err := apiRequestCounts(ctx, c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			spoke += a.spokeStatus
+		}
+		a, err := apiRequestCounts(ctx, f.Topo.Hub)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return spoke, a.writes
+	}
+	spoke0, hub0 := writes()
 	old := fleetHubPID(b, f)
 	start := time.Now()
 	if _, err := f.Env.KillComponent("hub", true); err != nil {
@@ -368,7 +528,9 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) 
 	if err != nil {
 		b.Fatalf("hub restart: %v", err)
 	}
-	return time.Since(start), total
+	took := time.Since(start)
+	spoke1, hub1 := writes()
+	return took, total, spoke1 - spoke0, hub1 - hub0
 }
 
 // fleetLoss loses a member cluster and measures, for each ring it hosted,
@@ -376,8 +538,7 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) 
 // CPU (s/s), peak RSS and peak queue meanwhile.
 func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string) ([]time.Duration, int, float64, uint64, float64, time.Duration, int, int) {
 	b.Helper()
-	pid := fleetHubPID(b, f)
-	cpu0 := procCPU(pid)
+	cpu0 := fleetHubsCPU(b, f)
 	start := time.Now()
 	b.Logf("losing %s (members of %d rings) at %s", lost, len(affected), start.UTC().Format(time.TimeOnly))
 	if err := f.LoseCluster(ctx, lost); err != nil {
@@ -396,12 +557,12 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 				return
 			case <-t.C:
 			}
-			r := procRSS(pid)
-			m, err := scrape(ctx, f.Topo.HubMetricsURL)
+			r := fleetHubsRSS(b, f)
+			q, err := fleetHubsMetric(ctx, f, "workqueue_depth", "name", "etcdcluster")
 			mu.Lock()
 			rss = max(rss, r)
 			if err == nil {
-				queue = max(queue, m.sum("workqueue_depth", "name", "etcdcluster"))
+				queue = max(queue, q)
 			}
 			mu.Unlock()
 		}
@@ -441,7 +602,7 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 	}
 	close(stop)
 	window := time.Since(start)
-	cpu := (procCPU(pid) - cpu0) / window.Seconds()
+	cpu := (fleetHubsCPU(b, f) - cpu0) / window.Seconds()
 	slices.Sort(repair)
 	mu.Lock()
 	defer mu.Unlock()
@@ -468,9 +629,14 @@ func (r fleetReport) markdown() string {
 	for _, v := range r.rest.memberReqs {
 		mr = append(mr, fmt.Sprintf("%.1f", v))
 	}
-	fmt.Fprintf(&sb, "| figure | %d rings (%d members) over %d simulated clusters (%d zone(s) each) |\n|---|---|\n", r.rings, r.members, r.clusters, r.zones)
+	hubs := ""
+	if r.shards > 1 {
+		hubs = fmt.Sprintf(", %d hub shards", r.shards)
+	}
+	fmt.Fprintf(&sb, "| figure | %d rings (%d members) over %d simulated clusters (%d zone(s) each)%s |\n|---|---|\n", r.rings, r.members, r.clusters, r.zones, hubs)
 	row := func(k, v string) { fmt.Fprintf(&sb, "| %s | %s |\n", k, v) }
 	row("time until all Available and failure tolerant", r.available.Round(time.Second).String())
+	row("time until every spoke published its round trip to every peer (the rest window starts 10 s later)", r.roundTrips.Round(time.Second).String())
 	row(fmt.Sprintf("spec change → EtcdMember p50 / p99 / max (%d at rest)", len(r.latency)), pct(r.latency, 0.5)+" / "+pct(r.latency, 0.99)+" / "+pct(r.latency, 1))
 	row(fmt.Sprintf("at rest (%s): hub reconciles/s", r.rest.window), fmt.Sprintf("%.2f", r.rest.reconcilesPerSec))
 	row("at rest: hub CPU s/s, RSS MiB", fmt.Sprintf("%.3f, %d", r.rest.cpu, r.rest.rss>>20))
@@ -479,7 +645,12 @@ func (r fleetReport) markdown() string {
 	row("at rest: etcdfed.dev writes to the hub cluster (window)", fmt.Sprintf("%.0f", r.rest.hubWrites))
 	row("at rest: etcdfed.dev writes to member clusters other than spoke status (window)", fmt.Sprintf("%.0f", r.rest.memberWrites))
 	row("at rest: EtcdMember / EtcdSpoke status writes by the spokes (window)", fmt.Sprintf("%.0f / %.0f", r.rest.statusReports, r.rest.spokeStats))
-	row("hub restart → every ring reconciled once", fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
+	restarted := "hub restart → every ring reconciled once"
+	if r.shards > 1 {
+		restarted = fmt.Sprintf("shard a's hub restarted → each of its %d rings reconciled once", r.restartRings)
+	}
+	row(restarted, fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
+	row("→ meanwhile: EtcdSpoke status writes by the spokes, etcdfed.dev writes to the hub cluster", fmt.Sprintf("%.0f, %.0f", r.restartSpokeWrites, r.restartHubWrites))
 	row("cluster lost", fmt.Sprintf("%s, hosting members of %d rings (%.0f%%)", r.lost, r.lostRings, 100*float64(r.lostRings)/float64(r.rings)))
 	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
 	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))

@@ -29,6 +29,11 @@ type SimFleet struct {
 	Sim      []*simcluster.Cluster // member clusters Real+1..N
 	Real     int
 	StateDir string
+	// Bin holds the binaries built for this run (the hub's among them).
+	Bin string
+	// hubs are the hub processes BenchmarkFleet watches (the
+	// environment's first).
+	hubs []fleetHub
 }
 
 // startSimFleet starts a local environment of clusters member clusters
@@ -94,7 +99,7 @@ func startSimFleetWith(tb testing.TB, o simFleetOptions) *SimFleet {
 	if err != nil {
 		tb.Fatalf("local environment for a simulated fleet: %v", err)
 	}
-	f := &SimFleet{Env: env, Fleet: simcluster.NewFleet(), Real: real, StateDir: state}
+	f := &SimFleet{Env: env, Fleet: simcluster.NewFleet(), Real: real, StateDir: state, Bin: bin}
 	tb.Cleanup(func() {
 		for _, c := range f.Sim {
 			c.Stop()

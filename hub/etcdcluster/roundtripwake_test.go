@@ -1,0 +1,153 @@
+package etcdcluster
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/liveness"
+)
+
+// TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem: against a real hub
+// apiserver, three rings: "near" passed over once with members in member-1
+// and member-2 and their round trip recorded (1/2 ms), "elsewhere" passed
+// over with members in member-4 and member-5, "fresh" never passed over.
+// An update of member-1's EtcdSpoke that moves only its round trips wakes
+// the rings that record it: jitter wakes only "fresh" (its matrix is not
+// known yet), a distance of 30 ms to member-2 wakes "near" and "fresh",
+// never "elsewhere". Any other change of the spoke (a condition) wakes
+// every ring. Every spoke update used to wake every ring: with 20 member
+// clusters, the hub's queue never emptied after a restart.
+func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
+	api := testenv.StartT(t, "hub")[0]
+	ctx := context.Background()
+	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := indexDomains(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	if err := indexCAs(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	go func() { _ = mgr.Start(mctx) }()
+	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
+		t.Fatal("hub cache not synced")
+	}
+	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wake"}}); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, Tracker: liveness.NewTracker(nil), NodeTracker: liveness.NewTracker(nil), RingNamespace: etcdfedv1.DefaultRingNamespace,
+		PassTimeout: 30 * time.Second, ClusterReadTimeout: 3 * time.Second, fleet: newFleetLimit(0)}
+	at := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
+	create := func(name string, clusters []string, roundTrips []etcdfedv1.RoundTrip) *etcdfedv1.EtcdCluster {
+		t.Helper()
+		ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "wake", Name: name, Finalizers: []string{Finalizer}},
+			Spec: *ring().ec.Spec.DeepCopy()}
+		ec.Spec.DNS.Domain = name + ".etcd.test"
+		ec.Spec.Topology.Clusters = clusters
+		if err := api.Client.Create(ctx, ec); err != nil {
+			t.Fatal(err)
+		}
+		before := ec.DeepCopy()
+		ec.Status.ClusterID, ec.Status.LastIncarnation = "c0ffee", int64(len(clusters))
+		for i, c := range clusters {
+			ec.Status.Members = append(ec.Status.Members, etcdfedv1.MemberStatus{Name: name + "-" + string(rune('0'+i)), Cluster: c, Zone: "zone-" + c, Incarnation: int64(i + 1), Ready: true})
+		}
+		ec.Status.RoundTrips = roundTrips
+		if err := api.Client.Status().Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+			t.Fatal(err)
+		}
+		return ec
+	}
+	pass := func(ec *etcdfedv1.EtcdCluster) {
+		t.Helper()
+		if _, err := r.Reconcile(ctx, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ec)}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.matrices.get(ec.UID); !ok {
+			t.Fatalf("%s: its pass left no matrix in memory", ec.Name)
+		}
+	}
+	near := create("near", []string{"member-1", "member-2"}, []etcdfedv1.RoundTrip{
+		{From: "member-1", To: "member-2", MedianMicros: 1000, P99Micros: 2000, ObservedAt: &at},
+		{From: "member-2", To: "member-1", MedianMicros: 1000, P99Micros: 2000, ObservedAt: &at}})
+	pass(near)
+	pass(create("elsewhere", []string{"member-4", "member-5"}, nil))
+	create("fresh", []string{"member-1", "member-2"}, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var list etcdfedv1.EtcdClusterList
+		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the hub's cache does not hold the three rings")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	h := r.spokeEvents()("member-1", nil)
+	spoke := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcdfedv1.SpokeObjectName, ResourceVersion: "1"},
+		Status: etcdfedv1.EtcdSpokeStatus{Zones: []string{"zone-member-1"}, ObservedAt: &at,
+			Conditions: []metav1.Condition{{Type: etcdfedv1.ConditionGossipHealthy, Status: metav1.ConditionTrue, Reason: "Healthy", LastTransitionTime: at}},
+			RoundTrips: []etcdfedv1.PeerRoundTrip{{Cluster: "member-2", MedianMicros: 1000, P99Micros: 2000, Samples: 128, ObservedAt: &at}}}}
+	woken := func(change func(*etcdfedv1.EtcdSpoke)) []string {
+		t.Helper()
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[mcreconcile.Request]())
+		defer q.ShutDown()
+		n := spoke.DeepCopy()
+		n.ResourceVersion = "2"
+		change(n)
+		h.Update(ctx, event.TypedUpdateEvent[client.Object]{ObjectOld: spoke, ObjectNew: n}, q)
+		var out []string
+		for q.Len() > 0 {
+			req, _ := q.Get()
+			out = append(out, req.Name)
+			q.Done(req)
+		}
+		slices.Sort(out)
+		return out
+	}
+	later := metav1.NewTime(at.Add(time.Minute))
+	for _, tc := range []struct {
+		name   string
+		change func(*etcdfedv1.EtcdSpoke)
+		want   []string
+	}{
+		{"jitter of the round trip to member-2", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 1300, 2600, &later, &later
+		}, []string{"fresh"}},
+		{"member-2 30 ms away", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 30_000, 40_000, &later, &later
+		}, []string{"fresh", "near"}},
+		{"a round trip to member-4, which shares no ring with member-1", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.RoundTrips = append(s.Status.RoundTrips, etcdfedv1.PeerRoundTrip{Cluster: "member-4", MedianMicros: 30_000, P99Micros: 40_000, Samples: 10, ObservedAt: &later})
+		}, []string{"fresh"}},
+		{"gossip no longer healthy", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.Conditions[0].Status = metav1.ConditionFalse
+		}, []string{"elsewhere", "fresh", "near"}},
+	} {
+		if got := woken(tc.change); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
