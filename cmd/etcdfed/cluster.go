@@ -338,6 +338,7 @@ fleet's duties (--fleet-duties) to one shard.`,
 	hub.bindHub(f)
 	f.StringVar(&mode, "hub", "deploy", "deploy: run the hub in the cluster; external: the hub runs elsewhere (install everything else).")
 	f.BoolVar(&o.MetricsService, "metrics-service", true, "A Service in front of the hub's metrics port, for Prometheus (config/components/hub-metrics).")
+	f.StringArrayVar(&o.MetricsReaders, "metrics-reader", nil, "Who may read the hub's /metrics: NAMESPACE/NAME (a ServiceAccount, e.g. monitoring/prometheus), user:NAME or group:NAME; repeatable. None: every caller is refused.")
 	f.BoolVar(&o.PrometheusOperator, "prometheus-operator", false, "A ServiceMonitor and the shipped alerts as a PrometheusRule (needs the Prometheus Operator's CRDs).")
 	f.StringArrayVar(&o.EtcdClusterNamespaces, "etcdcluster-namespace", nil, "A namespace that will hold EtcdClusters (the hub gets a RoleBinding there); repeatable.")
 	f.BoolVar(&dryRun, "dry-run", false, "Print every object install would write, and write nothing.")

@@ -76,6 +76,7 @@ type options struct {
 	metricsAddr      string
 	metricsSecure    bool
 	metricsCertDir   string
+	metricsReaders   commaList
 	probeAddr        string
 	leaseStaleAfter  time.Duration
 	nodeStaleAfter   time.Duration
@@ -121,7 +122,8 @@ func main() {
 		"NAME=PATH of a member cluster's kubeconfig file; repeat per cluster. When given, kubeconfig Secrets are not used (local use).")
 	flag.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
-	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics over TLS to callers whose bearer token the hub cluster's apiserver authenticates (TokenReview) and allows GET /metrics (SubjectAccessReview; bind the ClusterRole etcdfed-metrics-reader). false: plain HTTP to anyone.")
+	flag.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics over TLS to callers whose bearer token the hub cluster's apiserver authenticates (TokenReview) and --metrics-readers names. false: plain HTTP to anyone.")
+	flag.Var(&o.metricsReaders, "metrics-readers", "Who may read /metrics (with --metrics-secure): NAMESPACE/NAME (a ServiceAccount), user:NAME or group:NAME, comma-separated, repeatable; none: every caller is refused. The hub never asks the apiserver who may (no SubjectAccessReview).")
 	flag.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate made at start.")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
 	flag.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
@@ -250,9 +252,13 @@ func run(ctx context.Context, o options, sh shard.Shard) error {
 	// informers the controllers watch (warm.go) like the leader, so that
 	// it reconciles within a pass of taking the Lease instead of after a
 	// cold start.
+	readers, err := metricsserve.ParseReaders(o.metricsReaders)
+	if err != nil {
+		return fmt.Errorf("--metrics-readers: %w", err)
+	}
 	mgr, err := mcmanager.New(cfg, passiveProvider{provider}, manager.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
+		Metrics:                metricsserve.ReaderOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir, readers),
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		// One Lease per shard: each shard's hub has its own leader.
