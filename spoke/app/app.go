@@ -60,6 +60,7 @@ import (
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 	"github.com/etcdfed/etcdfed/spoke/lease"
 	"github.com/etcdfed/etcdfed/spoke/member"
+	"github.com/etcdfed/etcdfed/spoke/credential"
 	"github.com/etcdfed/etcdfed/spoke/netpolicy"
 	"github.com/etcdfed/etcdfed/spoke/spokestatus"
 )
@@ -280,6 +281,9 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 
 	if err := (&netpolicy.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("spoke: NetworkPolicy controller: %w", err)
+	}
+	if err := (&credential.Reconciler{Client: mgr.GetClient(), Namespace: o.Namespace}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("spoke: hub credential controller: %w", err)
 	}
 
 	var dnsAddrs []string
