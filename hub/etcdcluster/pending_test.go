@@ -26,13 +26,13 @@ func pendingIn(s *snapshot) {
 // there on the current spec.
 func movedTo(s *snapshot, cluster, zone string) {
 	m := &s.ec.Status.Members[2]
+	old := s.cluster(m.Cluster).members[m.Name]
 	delete(s.cluster(m.Cluster).members, m.Name)
 	m.Cluster, m.Zone = cluster, zone
 	obj := desiredMember(s, &s.ec.Status, m, nil)
-	obj.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=x", InitialClusterState: etcdfedv1.InitialClusterExisting, Token: "uid-1", ClusterID: "c1"}
+	obj.Spec.Bootstrap = old.Spec.Bootstrap
 	obj.Generation = 1
-	obj.Status = s.cluster("member-1").members["main-0"].Status
-	obj.Status.Incarnation = m.Incarnation
+	obj.Status = old.Status
 	s.cluster(cluster).members[m.Name] = obj
 }
 
