@@ -38,9 +38,10 @@ func TestCredentialChainEnds(t *testing.T) {
 	ctx := context.Background()
 	hub, member := installtest.HubAndMember(t, func(o *install.JoinOptions) {
 		o.TokenLifetime, o.CredentialLifetime = registration.MinLifetime, time.Hour
+		o.Name = "chain-1" // the renewal metrics are the process's: not TestRenewAndReport's member-1
 	})
 	reg := &corev1.Secret{}
-	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: "member-1"}, reg); err != nil {
+	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: "chain-1"}, reg); err != nil {
 		t.Fatal(err)
 	}
 	anchor := &corev1.Secret{}
