@@ -109,6 +109,9 @@ func TestCredentialChainEnds(t *testing.T) {
 	if c.SecretName != anchor.Name || c.SecretUID != string(anchor.UID) || c.Expiry.After(end) {
 		t.Errorf("renewed token bound to %q %q, expires %s; want the anchor, by %s", c.SecretName, c.SecretUID, c.Expiry, end)
 	}
+	if v, _ := metric(t, "etcdfed_hub_member_credential_chain_end_timestamp_seconds", map[string]string{"member_cluster": "chain-1"}); v != float64(end.Unix()) {
+		t.Errorf("chain end metric %v, want %d", v, end.Unix())
+	}
 
 	// The end passes: the spoke deletes the anchor, and no token of the
 	// chain authenticates; the hub cannot renew.

@@ -155,6 +155,9 @@ func (r *Runner) renewIfDue(ctx context.Context, sec *corev1.Secret) string {
 		return err.Error()
 	}
 	metricCredentialExpiry.WithLabelValues(sec.Name).Set(float64(claims.Expiry.Unix()))
+	if end, err := time.Parse(time.RFC3339, sec.Annotations[etcdfedv1.AnnotationCredentialNotAfter]); err == nil {
+		metricChainEnd.WithLabelValues(sec.Name).Set(float64(end.Unix()))
+	}
 	now := r.now()
 	if !RenewDue(claims, now, r.RenewAfter) || now.Before(st.next) {
 		return st.lastErr
