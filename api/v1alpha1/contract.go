@@ -22,8 +22,29 @@ const (
 	// (an image not pulled yet). During a roll the hub waits on it and,
 	// beyond failurePolicy.memberGracePeriod, halts the rollout: a pod that
 	// cannot start is not a failed member, and its replacement could not
-	// start either.
+	// start either; unless another member runs the same spec, when the
+	// roll gives way and the member moves to another member cluster
+	// (EtcdClusterStatus.NotStarting).
 	ReasonPodPending = "PodPending"
+)
+
+// The hub's credential chain in a member cluster (issue 37). `etcdfed
+// cluster join` creates the Secret HubCredentialAnchor in the ring
+// namespace, annotated with AnnotationCredentialNotAfter (RFC 3339), and
+// mints the hub's token bound to it (TokenRequest boundObjectRef); the hub
+// renews its token bound to the same Secret, and the member cluster's
+// admission policy (config/rbac/hub-member) refuses the hub any other
+// token and any write to that Secret. The spoke deletes the Secret once
+// the time has passed, and with it every token of the chain stops
+// authenticating: a stolen token renews itself until then at most.
+// `cluster join` again starts a new chain (a new Secret), which ends every
+// token of the old one.
+const (
+	// HubCredentialAnchor is the Secret the hub's tokens are bound to.
+	HubCredentialAnchor = "etcdfed-hub-credential"
+	// AnnotationCredentialNotAfter is when the chain ends, on the anchor
+	// (and, for the hub's own view, on its registration Secret).
+	AnnotationCredentialNotAfter = "etcdfed.dev/credential-not-after"
 )
 
 // ConditionGossipHealthy (EtcdSpoke, written by the spoke) says whether the

@@ -15,6 +15,29 @@ const (
 	RoleUnknown  MemberRole = "Unknown"
 )
 
+// NotStartingCluster is a member cluster that did not start a member's pod
+// on a spec another member ran (status.notStarting).
+type NotStartingCluster struct {
+	// cluster is the member cluster's name.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Cluster string `json:"cluster"`
+	// generation is the EtcdCluster's metadata.generation when the member
+	// did not start: the entry holds while the spec is that one.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Generation int64 `json:"generation"`
+	// since is when the hub found the member not starting there.
+	// +required
+	Since metav1.Time `json:"since"`
+	// message names the member, its pod's state as its spoke reported it,
+	// and the member that runs the same spec.
+	// +optional
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // MemberStatus is one member as the hub sees it.
 type MemberStatus struct {
 	// name of the member, <etcdcluster>-<ordinal>.
@@ -157,6 +180,20 @@ type EtcdClusterStatus struct {
 	// allowed, one at a time), the one in flight included.
 	// +optional
 	PendingMoves int32 `json:"pendingMoves,omitempty"`
+
+	// notStarting lists the member clusters that did not start a member's
+	// pod on a spec another member ran (the pod Pending there for the
+	// member grace): the spec starts, so the cluster is at fault. Such a
+	// cluster takes no new member of the ring, and the member that did
+	// not start is moved out of it, until the spec changes
+	// (metadata.generation differs from the entry's). Without it a
+	// cluster that keeps its pod Pending would hold every roll of the
+	// ring halted.
+	// +optional
+	// +listType=map
+	// +listMapKey=cluster
+	// +kubebuilder:validation:MaxItems=64
+	NotStarting []NotStartingCluster `json:"notStarting,omitempty"`
 
 	// roundTrips is the matrix of round trips between the ring's member
 	// clusters, from their spokes' reports (EtcdSpoke status.roundTrips),

@@ -164,6 +164,13 @@ const (
 	// incarnation could not start where it was placed ended without it;
 	// the member is placed again elsewhere.
 	EventMemberStartGivenUp = "MemberStartGivenUp"
+	// EventMemberRollGaveWay (Warning): a rolled member's pod stayed
+	// Pending in its member cluster for the member grace while another
+	// member runs the same spec: the spec starts, that cluster does not
+	// start it. The roll ends, and the member is moved out of that
+	// cluster by the placement (placement reason MemberNotStarting)
+	// instead of holding every later roll of the ring.
+	EventMemberRollGaveWay = "MemberRollGaveWay"
 	// EventVolumesRetained (Warning): objects left behind were swept but
 	// their volumes kept, whatever spec.storage.volumeReclaimPolicy says.
 	EventVolumesRetained = "VolumesRetained"

@@ -125,8 +125,13 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 		t.Errorf("the hub lists pods: %v, want Forbidden (config/rbac/hub-member)", err)
 	}
 	hcs := kubernetes.NewForConfigOrDie(asHub)
-	if _, err := hcs.CoreV1().ServiceAccounts(install.Namespace).CreateToken(ctx, "etcdfed-hub", &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); err != nil {
-		t.Errorf("the hub renews its own token: %v", err)
+	anchor := &corev1.Secret{}
+	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: etcdfedv1.HubCredentialAnchor}, anchor); err != nil {
+		t.Fatalf("join started no credential chain: %v", err)
+	}
+	if _, err := hcs.CoreV1().ServiceAccounts(install.Namespace).CreateToken(ctx, "etcdfed-hub", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: anchor.Name, UID: anchor.UID}}}, metav1.CreateOptions{}); err != nil {
+		t.Errorf("the hub renews its own token, bound to its chain: %v", err)
 	}
 	if _, err := hcs.CoreV1().ServiceAccounts(install.Namespace).CreateToken(ctx, "etcdfed-spoke", &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the hub mints a token of the spoke's ServiceAccount: %v, want Forbidden", err)

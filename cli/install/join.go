@@ -29,6 +29,12 @@ import (
 // cluster; the hub renews it after a third.
 const DefaultTokenLifetime = 24 * time.Hour
 
+// DefaultCredentialLifetime is how long the hub's credential chain in a
+// member cluster lasts: renewals never take the hub's token past it, and
+// the spoke ends every token of the chain then (api/v1alpha1
+// HubCredentialAnchor). `cluster join` again starts a new chain.
+const DefaultCredentialLifetime = 90 * 24 * time.Hour
+
 // AnnotationTokenLifetime records on a registration Secret the lifetime
 // Join asked for, so that a second Join with the same flags keeps the
 // token and one with another lifetime replaces it.
@@ -55,6 +61,11 @@ type JoinOptions struct {
 	ZoneLabel string
 	// TokenLifetime of the hub's token; DefaultTokenLifetime when zero.
 	TokenLifetime time.Duration
+	// CredentialLifetime is how long the hub's renewals may go on (the
+	// chain's end); DefaultCredentialLifetime when zero. A chain with
+	// less than two thirds of it left is replaced by a new one, which
+	// ends every token of the old one.
+	CredentialLifetime time.Duration
 	// DryRun prints every object Join would write, and writes nothing.
 	DryRun io.Writer
 	// Wait until the hub reports the cluster engaged and its spoke alive
@@ -79,6 +90,12 @@ func (o *JoinOptions) validate() error {
 	}
 	if o.TokenLifetime < registration.MinLifetime {
 		return fmt.Errorf("--token-lifetime %s: the TokenRequest API grants at least %s", o.TokenLifetime, registration.MinLifetime)
+	}
+	if o.CredentialLifetime == 0 {
+		o.CredentialLifetime = DefaultCredentialLifetime
+	}
+	if o.CredentialLifetime < o.TokenLifetime {
+		return fmt.Errorf("--credential-lifetime %s: at least the token's lifetime (%s)", o.CredentialLifetime, o.TokenLifetime)
 	}
 	if o.Timeout == 0 {
 		o.Timeout = 5 * time.Minute

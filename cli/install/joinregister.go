@@ -16,6 +16,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
@@ -26,11 +27,16 @@ import (
 // still authenticates, else a newly minted one.
 func (o *JoinOptions) register(ctx context.Context, hub client.Client, memCS kubernetes.Interface, existing *corev1.Secret, ca []byte) error {
 	dry := o.DryRun != nil
-	token, minted, err := o.credential(ctx, memCS, existing, dry)
+	// A token bound to the chain's anchor.
+	anchor, err := o.anchor(ctx, memCS, dry)
 	if err != nil {
 		return err
 	}
-	reg, err := o.registration(ca, token)
+	token, minted, err := o.credential(ctx, memCS, existing, anchor, dry)
+	if err != nil {
+		return err
+	}
+	reg, err := o.registration(ca, token, anchor)
 	if err != nil {
 		return err
 	}
@@ -48,7 +54,8 @@ func (o *JoinOptions) register(ctx context.Context, hub client.Client, memCS kub
 	cred := "kept the hub's token"
 	if minted {
 		c, _ := registration.ParseToken(token)
-		cred = fmt.Sprintf("minted a token for the hub (expires %s; the hub renews it)", c.Expiry.UTC().Format(time.RFC3339))
+		cred = fmt.Sprintf("minted a token for the hub (expires %s; the hub renews it until %s, when the spoke ends its credential: run join again before)",
+			c.Expiry.UTC().Format(time.RFC3339), anchor.Annotations[etcdfedv1.AnnotationCredentialNotAfter])
 	}
 	o.Progress(fmt.Sprintf("%s: registered in the hub as Secret %s/%s (%s); %s", o.Name, Namespace, o.Name, rst, cred))
 	return nil
@@ -85,13 +92,53 @@ func registrations(ctx context.Context, hub client.Client, name string) (*corev1
 	return mine, others, nil
 }
 
+// anchor returns the Secret the hub's tokens are bound to
+// (etcdfedv1.HubCredentialAnchor): the current one while at least two
+// thirds of CredentialLifetime are left on it, else a new one (the old
+// one deleted first: every token bound to it stops authenticating, a
+// stolen copy too).
+func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, dry bool) (*corev1.Secret, error) {
+	now := time.Now()
+	cur, err := cs.CoreV1().Secrets(Namespace).Get(ctx, etcdfedv1.HubCredentialAnchor, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		cur = nil
+	case err != nil:
+		return nil, fmt.Errorf("%s: read Secret %s/%s: %w", o.Name, Namespace, etcdfedv1.HubCredentialAnchor, err)
+	}
+	if cur != nil {
+		end, err := time.Parse(time.RFC3339, cur.Annotations[etcdfedv1.AnnotationCredentialNotAfter])
+		if err == nil && end.Sub(now) >= o.CredentialLifetime*2/3 && end.Sub(now) <= o.CredentialLifetime {
+			return cur, nil
+		}
+	}
+	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.HubCredentialAnchor, Namespace: Namespace,
+		Annotations: map[string]string{etcdfedv1.AnnotationCredentialNotAfter: now.Add(o.CredentialLifetime).UTC().Format(time.RFC3339)}},
+		Type: corev1.SecretTypeOpaque}
+	if dry {
+		return want, nil
+	}
+	if cur != nil {
+		if err := cs.CoreV1().Secrets(Namespace).Delete(ctx, cur.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &cur.UID}}); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s: end the hub's old credential chain (delete Secret %s/%s): %w", o.Name, Namespace, cur.Name, err)
+		}
+	}
+	made, err := cs.CoreV1().Secrets(Namespace).Create(ctx, want, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: start the hub's credential chain (create Secret %s/%s): %w", o.Name, Namespace, want.Name, err)
+	}
+	return made, nil
+}
+
 // credential returns the hub's token: the registration's current one while
-// it still authenticates as the hub's ServiceAccount, has at least a third
-// of its life left and was asked for with this lifetime, else a new one.
-func (o *JoinOptions) credential(ctx context.Context, cs kubernetes.Interface, existing *corev1.Secret, dry bool) (token string, minted bool, err error) {
+// it still authenticates as the hub's ServiceAccount, is bound to anchor,
+// has at least a third of its life left and was asked for with this
+// lifetime, else a new one bound to anchor.
+func (o *JoinOptions) credential(ctx context.Context, cs kubernetes.Interface, existing, anchor *corev1.Secret, dry bool) (token string, minted bool, err error) {
 	if existing != nil && existing.Annotations[AnnotationTokenLifetime] == o.TokenLifetime.String() {
 		cur := string(existing.Data[registry.TokenKey])
-		if c, err := registration.ParseToken(cur); err == nil && !registration.RenewDue(c, time.Now(), 2.0/3) {
+		if c, err := registration.ParseToken(cur); err == nil && !registration.RenewDue(c, time.Now(), 2.0/3) &&
+			c.SecretName == anchor.Name && c.SecretUID == string(anchor.UID) {
 			if ok, err := authenticates(ctx, cs, cur); err != nil {
 				return "", false, err
 			} else if ok {
@@ -104,7 +151,8 @@ func (o *JoinOptions) credential(ctx context.Context, cs kubernetes.Interface, e
 	}
 	secs := int64(o.TokenLifetime.Seconds())
 	tr, err := cs.CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, hubmemberrbac.ServiceAccountName,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs,
+			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: anchor.Name, UID: anchor.UID}}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", false, fmt.Errorf("%s: mint a token for the hub (TokenRequest): %w", o.Name, err)
 	}
@@ -123,7 +171,7 @@ func authenticates(ctx context.Context, cs kubernetes.Interface, token string) (
 
 // registration is the hub's registration Secret for the cluster: a
 // kubeconfig naming the server and its CA (no credentials), and the token.
-func (o *JoinOptions) registration(ca []byte, token string) (*unstructured.Unstructured, error) {
+func (o *JoinOptions) registration(ca []byte, token string, anchor *corev1.Secret) (*unstructured.Unstructured, error) {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters[o.Name] = &clientcmdapi.Cluster{Server: o.MemberServer, CertificateAuthorityData: ca, TLSServerName: o.Member.ServerName}
 	kc.AuthInfos[hubmemberrbac.ServiceAccountName] = &clientcmdapi.AuthInfo{}
@@ -141,6 +189,9 @@ func (o *JoinOptions) registration(ca []byte, token string) (*unstructured.Unstr
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: Namespace, Labels: lbl, Annotations: map[string]string{
 			registration.AnnotationCredential: registration.CredentialServiceAccountToken,
 			AnnotationTokenLifetime:           o.TokenLifetime.String(),
+			// The hub asks for no token past it (the spoke ends the
+			// chain then whatever the hub asks).
+			etcdfedv1.AnnotationCredentialNotAfter: anchor.Annotations[etcdfedv1.AnnotationCredentialNotAfter],
 		}},
 		Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{registry.KubeconfigSecretKey: data, registry.TokenKey: []byte(token)},

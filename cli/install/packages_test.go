@@ -39,7 +39,7 @@ func renderings(t *testing.T) map[string][]*unstructured.Unstructured {
 	objs, err = install.RenderPackage("samples/install/member")
 	add("samples/install/member", objs, err)
 	objs, err = install.RenderHub(install.HubOptions{Knobs: install.Knobs{Image: "registry.example/etcdfed:v1", LogLevel: "debug", NoLeaderElection: true},
-		MetricsService: true, PrometheusOperator: true, EtcdClusterNamespaces: []string{"team-a"}})
+		MetricsService: true, PrometheusOperator: true, EtcdClusterNamespaces: []string{"team-a"}, MetricsReaders: []string{"monitoring/prometheus", "group:ops"}})
 	add("hub install (debug, no leader election, metrics, operator)", objs, err)
 	objs, err = install.RenderMember(install.MemberOptions{Name: "member-1", Knobs: install.Knobs{Image: "registry.example/etcdfed@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", LogLevel: "2"},
 		Expose: install.ExposeNodePort, GossipProfile: "lan"})
@@ -69,6 +69,12 @@ func TestPackagesRenderTheKnobs(t *testing.T) {
 	}
 	hub := container(find(r["hub install (debug, no leader election, metrics, operator)"], "Deployment", "etcdfed-hub"))
 	args := fmt.Sprint(hub["args"])
+	if !strings.Contains(args, "--metrics-readers=monitoring/prometheus,group:ops") {
+		t.Errorf("hub args %s: want the metrics readers", args)
+	}
+	if _, err := install.RenderHub(install.HubOptions{MetricsReaders: []string{`x","--metrics-secure=false`}}); err == nil {
+		t.Error("a metrics reader that is not one rendered")
+	}
 	if hub["image"] != "registry.example/etcdfed:v1" || !strings.Contains(args, "--zap-log-level=debug") || !strings.Contains(args, "--leader-elect=false") {
 		t.Errorf("hub container: image %v, args %s", hub["image"], args)
 	}

@@ -286,7 +286,16 @@ type HubOptions struct {
 	// Shard, when named, makes the hub Deployment the shard's,
 	// etcdfed-hub-NAME, beside the other shards' (docs/install.md).
 	Shard HubShard
+	// MetricsReaders are who may read the hub's /metrics (its
+	// --metrics-readers: NAMESPACE/NAME, user:NAME, group:NAME); none:
+	// every caller is refused.
+	MetricsReaders []string
 }
+
+// metricsReaderRE is an entry of the hub's --metrics-readers (the hub
+// checks it again, internal/metricsserve.ParseReaders): no comma, quote
+// or backslash reaches the Deployment's arguments.
+var metricsReaderRE = regexp.MustCompile(`^([a-z0-9][a-z0-9-]{0,62}/[a-z0-9][a-z0-9.-]{0,252}|(user|group):[A-Za-z0-9:@._-]{1,253})$`)
 
 // RenderHub returns the objects of the hub cluster's install.
 func RenderHub(o HubOptions) ([]*unstructured.Unstructured, error) {
@@ -311,6 +320,14 @@ func RenderHub(o HubOptions) ([]*unstructured.Unstructured, error) {
 	}
 	if o.MetricsService {
 		ov.component("hub-metrics")
+	}
+	if len(o.MetricsReaders) > 0 && !o.External {
+		for _, r := range o.MetricsReaders {
+			if !metricsReaderRE.MatchString(r) {
+				return nil, fmt.Errorf("metrics reader %q: want NAMESPACE/NAME (a ServiceAccount), user:NAME or group:NAME", r)
+			}
+		}
+		ov.patch(HubDeployment, `[{"op":"add","path":"/spec/template/spec/containers/0/args/-","value":"--metrics-readers=`+strings.Join(o.MetricsReaders, ",")+`"}]`)
 	}
 	if o.PrometheusOperator {
 		ov.component("prometheus-operator")

@@ -122,7 +122,10 @@ func init() {
      gossip);
   2. mints a token of that ServiceAccount (TokenRequest, --token-lifetime),
      which the hub renews after a third of its life: no token that never
-     expires;
+     expires. Every token is bound to the Secret etcdfed-hub-credential,
+     which the spoke deletes after --credential-lifetime: the renewals
+     end then, a stolen token's too; run join again before (it starts a
+     new chain once two thirds of the old one have passed);
   3. writes the registration Secret NAME in the hub's etcdfed-system, with the
      member apiserver's URL and CA, the token, and --label labels;
   4. waits until the spoke runs and the hub reports the cluster engaged and
@@ -168,6 +171,7 @@ ConfigMap: for a spoke run outside the cluster (the local environment).
 	f.StringVar(&o.GossipProfile, "gossip-profile", "wan", "Gossip timing: wan (across zones and regions, detects a dead spoke in 30-40s) or lan (one site, about 5s).")
 	f.StringArrayVar(&labels, "label", nil, "KEY=VALUE label of the registration (EtcdCluster spec.topology.clusterSelector selects by them; zone.etcdfed.dev/ZONE= registers a zone of the cluster, and the hub then refuses zones its spoke reports outside those registered); repeatable.")
 	f.StringVar(&o.ZoneLabel, "zone-label", "", "For a cluster that is one zone and whose nodes carry no topology.kubernetes.io/zone label: label every node with this zone (unjoin removes it).")
+	f.DurationVar(&o.CredentialLifetime, "credential-lifetime", install.DefaultCredentialLifetime, "How long the hub may renew its token: then the spoke ends every token of the chain (a stolen one's too) until join runs again.")
 	f.DurationVar(&o.TokenLifetime, "token-lifetime", install.DefaultTokenLifetime, "Lifetime of the hub's token (at least 10m); the hub renews it after a third, so it may be away for two thirds before the credential lapses.")
 	f.BoolVar(&dryRun, "dry-run", false, "Print every object join would write, and write nothing.")
 	f.BoolVar(&o.Wait, "wait", true, "Wait until the hub reports the cluster engaged and its spoke alive.")
@@ -354,6 +358,7 @@ fleet's duties (--fleet-duties) to one shard.`,
 	hub.bindHub(f)
 	f.StringVar(&mode, "hub", "deploy", "deploy: run the hub in the cluster; external: the hub runs elsewhere (install everything else).")
 	f.BoolVar(&o.MetricsService, "metrics-service", true, "A Service in front of the hub's metrics port, for Prometheus (config/components/hub-metrics).")
+	f.StringArrayVar(&o.MetricsReaders, "metrics-reader", nil, "Who may read the hub's /metrics: NAMESPACE/NAME (a ServiceAccount, e.g. monitoring/prometheus), user:NAME or group:NAME; repeatable. None: every caller is refused.")
 	f.BoolVar(&o.PrometheusOperator, "prometheus-operator", false, "A ServiceMonitor and the shipped alerts as a PrometheusRule (needs the Prometheus Operator's CRDs).")
 	f.StringArrayVar(&o.EtcdClusterNamespaces, "etcdcluster-namespace", nil, "A namespace that will hold EtcdClusters (the hub gets a RoleBinding there); repeatable.")
 	f.BoolVar(&dryRun, "dry-run", false, "Print every object install would write, and write nothing.")

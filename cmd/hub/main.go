@@ -164,9 +164,13 @@ func newManager(cfg *rest.Config, s *runtime.Scheme, o options, sh shard.Shard, 
 	// informers the controllers watch (warm.go) like the leader, so that
 	// it reconciles within a pass of taking the Lease instead of after a
 	// cold start.
+	readers, err := metricsserve.ParseReaders(o.metricsReaders)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-readers: %w", err)
+	}
 	return mcmanager.New(cfg, passiveProvider{provider}, manager.Options{
 		Scheme:                 s,
-		Metrics:                metricsserve.Options(o.metricsAddr, o.metricsSecure, o.metricsCertDir),
+		Metrics:                metricsserve.ReaderOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir, readers),
 		HealthProbeBindAddress: o.probeAddr,
 		LeaderElection:         o.leaderElect,
 		// One Lease per shard: each shard's hub has its own leader.

@@ -192,6 +192,9 @@ func (r *Reconciler) applyFinish(_ context.Context, t *taking) error {
 	s, ec, p, op := t.s, t.s.ec, t.d.plan, t.d.ended
 	switch {
 	case op == nil:
+	case p.GaveUp && op.Type == etcdfedv1.OperationRoll:
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventMemberRollGaveWay, string(op.Type), "%s (%s) gave way after %s: %s",
+			op.Type, op.Reason, s.now.Sub(op.StartedAt.Time).Truncate(time.Second), p.Reason)
 	case p.GaveUp:
 		r.evidence.take(ec.UID, op.Member, op.Incarnation) // no MemberReplaced to tell it
 		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventMemberStartGivenUp, string(op.Type), "%s (%s) given up after %s: %s",

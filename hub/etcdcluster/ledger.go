@@ -36,6 +36,7 @@ type membership struct{ s *snapshot }
 func (f *membership) observe(st *etcdfedv1.EtcdClusterStatus, d *decision) {
 	d.notAdopted = adoptLostMembers(f.s, st)
 	recordObservations(f.s, st)
+	recordNotStarting(f.s, st)
 }
 
 // record records the planner's step (recordStep).

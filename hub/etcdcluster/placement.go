@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/planner"
+	"github.com/etcdfed/etcdfed/internal/text"
 	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
@@ -50,6 +52,14 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 	counts := map[topology.Domain]int{}
 	grace := durationOr(ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute)
 	failedIn := map[topology.Domain]bool{} // a member failed there beyond its grace
+	// Member clusters that do not start a member's pod on a spec another
+	// member runs (hub/planner/pending.go), and how many such members
+	// each domain holds.
+	_, stuckIn := notStartingMembers(s, st, grace)
+	notStartingIn := map[string]bool{}
+	for _, c := range st.NotStarting {
+		notStartingIn[c.Cluster] = c.Generation == ec.Generation
+	}
 	for _, m := range st.Members {
 		em, found := listed(s.etcd, &m)
 		if !found && !inOperation(st, m.Name) {
@@ -94,6 +104,11 @@ func placementInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus) topology.Input
 				// One signal only (or both within the grace): "unknown"
 				// is never "dead". Its members stay; it takes none.
 				info = unknownDomain(d, counts[d])
+			case notStartingIn[cs.name]:
+				// A member's pod stays Pending there on a spec another
+				// member runs: the cluster takes no new member, and the
+				// one that does not start moves out.
+				info = notStartingDomain(d, counts[d]-stuckIn[d])
 			case cs.zoneClosed(z):
 				// No node takes new pods: no member is placed there, and
 				// once one has failed there beyond its grace (it cannot
@@ -185,6 +200,60 @@ func closedDomain(d topology.Domain, members int, memberFailed bool) topology.Do
 		return topology.DomainInfo{Domain: d, Unschedulable: topology.NoSchedulableNode}
 	}
 	return topology.DomainInfo{Domain: d, Capacity: members}
+}
+
+// notStartingMembers finds the members whose pod their cluster does not
+// start although another member runs the same spec (planner.NotStarting):
+// the clusters holding one (with why), and per domain how many of them the
+// placement counts (listed in etcd, or in the operation in flight).
+func notStartingMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus, grace time.Duration) (map[string]string, map[topology.Domain]int) {
+	ec := s.ec
+	in := planner.Input{Now: s.now, MemberGrace: grace, Automatic: ec.Spec.FailurePolicy.Automatic == nil || *ec.Spec.FailurePolicy.Automatic}
+	in.Members = plannerMembers(s, st)
+	clusters, counted := map[string]string{}, map[topology.Domain]int{}
+	for i, m := range in.Members {
+		why := planner.NotStarting(in, m)
+		if why == "" {
+			continue
+		}
+		clusters[m.Domain.Cluster] = why
+		if _, found := listed(s.etcd, &st.Members[i]); found || inOperation(st, m.Name) {
+			counted[m.Domain]++
+		}
+	}
+	return clusters, counted
+}
+
+// maxNotStarting bounds status.notStarting (its MaxItems).
+const maxNotStarting = 64
+
+// recordNotStarting keeps status.notStarting: the entries of an earlier
+// spec (generation) go, and each cluster found now not starting a member
+// on a spec another member runs is added (once, with when). The entry
+// outlives the member's move out of that cluster, so the placement does
+// not move it (or another) back there while the spec is the same: the
+// cluster costs each spec one member grace at most.
+func recordNotStarting(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	gen := s.ec.Generation
+	st.NotStarting = slices.DeleteFunc(st.NotStarting, func(c etcdfedv1.NotStartingCluster) bool { return c.Generation != gen })
+	clusters, _ := notStartingMembers(s, st, durationOr(s.ec.Spec.FailurePolicy.MemberGracePeriod, 5*time.Minute))
+	for _, name := range slices.Sorted(maps.Keys(clusters)) {
+		if len(st.NotStarting) >= maxNotStarting || slices.ContainsFunc(st.NotStarting, func(c etcdfedv1.NotStartingCluster) bool { return c.Cluster == name }) {
+			continue
+		}
+		st.NotStarting = append(st.NotStarting, etcdfedv1.NotStartingCluster{Cluster: name, Generation: gen, Since: metav1.NewTime(s.now), Message: text.Truncate(clusters[name], 1024)})
+	}
+}
+
+// notStartingDomain is a domain of a cluster that does not start a
+// member's pod: closed to new members, and holding only the members
+// that start (keep), so that the one that does not moves out; unschedulable
+// when none does.
+func notStartingDomain(d topology.Domain, keep int) topology.DomainInfo {
+	if keep <= 0 {
+		return topology.DomainInfo{Domain: d, Unschedulable: topology.MemberNotStarting}
+	}
+	return topology.DomainInfo{Domain: d, Capacity: keep}
 }
 
 // zoneClosed: the spoke of cs reports that no node of zone (a node label

@@ -361,8 +361,10 @@ func join(in Input, op Operation, m Member) (d Decision, id uint64, pending bool
 
 // giveUpStart ends an Add (or the add half of a Replace) whose new
 // incarnation has not joined as a voter and cannot start where it was
-// placed: its failure domain was declared failed, or no node of its zone
-// has taken new pods for the member grace since the operation began. A
+// placed: its failure domain was declared failed, no node of its zone
+// has taken new pods for the member grace since the operation began, or
+// its pod has been Pending for the member grace while another member runs
+// the same spec (pending.go). A
 // learner already in etcd is removed first (a learner does not vote: its
 // removal never touches quorum); then the operation ends with the member
 // in no etcd member list, and the placement places it again, away from
@@ -383,6 +385,8 @@ func giveUpStart(in Input, op Operation, m Member) (Decision, bool) {
 		why = fmt.Sprintf("%s was declared failed", m.Domain)
 	case m.DomainClosed && !op.StartedAt.IsZero() && in.Now.Sub(op.StartedAt) >= in.MemberGrace:
 		why = fmt.Sprintf("no node of %s has taken new pods for %s (the member grace) since the %s began", m.Domain, in.MemberGrace, op.Type)
+	case notStarting(in, m, op.StartedAt) != "" && in.Automatic:
+		why = notStarting(in, m, op.StartedAt) + " (pending.go)"
 	case wrong:
 		why = fmt.Sprintf("its etcd runs as [%x], not as the learner [%x] added for it (it read the cluster's members from a peer that had not yet seen [%x] removed, and took that ID for its peer URL): it can never join as the learner", other, learnerID, other)
 	default:
@@ -650,6 +654,9 @@ func replaceFailed(in Input) (Decision, bool) {
 		failed := m.ClusterVisible && !m.DomainFailed && !m.DomainClosed && FailedBeyondGrace(m.Ready, since, em.Healthy, in.Now, in.MemberGrace)
 		if !lost && !failed {
 			continue
+		}
+		if !lost && NotStarting(in, m) != "" {
+			continue // its cluster does not start it: the placement moves it out (pending.go)
 		}
 		why := fmt.Sprintf("%s has been unhealthy since %s (grace %s): %s", m.Name, since.UTC().Format(time.RFC3339), in.MemberGrace, unhealthyEvidence(m, em))
 		if lost {

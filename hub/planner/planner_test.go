@@ -392,6 +392,15 @@ func TestRule8FailedMembersAndPartialViews(t *testing.T) {
 			}
 		}}},
 		{"automatic off: nothing moves", failing(time.Hour, func(in *Input) { in.Automatic = false }), []check{action(ActNone)}},
+		// Issue 37: replaced in place, a member its cluster keeps Pending
+		// would pend again there; the placement moves it out instead.
+		{"its cluster keeps its pod Pending on a spec another member runs: not replaced in place", failing(time.Hour, func(in *Input) {
+			in.Members[0].Object.Settled = true
+			in.Members[2].Object.Pending = "pod main-2 is not scheduled"
+		}), []check{action(ActNone)}},
+		{"Pending, but no member runs the spec: replaced in place as before", failing(time.Hour, func(in *Input) {
+			in.Members[2].Object.Pending = "pod main-2 is not scheduled"
+		}), []check{action(ActBegin), opRecorded(OpReplace, ActCreateObjects)}},
 		{"replacing would break quorum: wait", failing(time.Hour, func(in *Input) { in.Etcd.Members[1].Healthy = false }), []check{action(ActWait), reason("not replacing it")}},
 		{"lost volume: replace at once", func() Input {
 			in := steady()
@@ -567,6 +576,31 @@ func TestGiveUpAStartThatCannotHappen(t *testing.T) {
 				t.Errorf("removes %x, want the learner 9", d.MemberID)
 			}
 		}}},
+		// Issue 37: a member cluster that keeps a new incarnation Pending
+		// held every membership change of the ring: only a failed or
+		// closed domain was given up.
+		{"pending for the member grace while another member runs the spec: the learner is removed", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			in.Now = t0.Add(5 * time.Minute)
+			in.Members[0].Object.Settled = true
+			m.Object.Pending = "pod main-3 is not scheduled"
+		}), []check{action(ActRemoveMember), reason("main-0 runs the same spec"), reason("pod main-3 is not scheduled")}},
+		{"pending for the member grace while another member runs the spec, learner removed: given up", adding(func(in *Input, m *Member) {
+			in.Now = t0.Add(5 * time.Minute)
+			in.Members[0].Object.Settled = true
+			m.Object.Pending = "pod main-3 is not scheduled"
+		}), []check{action(ActFinish), gaveUp(true), reason("placed again")}},
+		{"pending within the member grace: wait", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			in.Now = t0.Add(4 * time.Minute)
+			in.Members[0].Object.Settled = true
+			m.Object.Pending = "pod main-3 is not scheduled"
+		}), []check{action(ActWait), gaveUp(false)}},
+		{"pending for long, no member runs the spec (the spec is at fault): wait", adding(func(in *Input, m *Member) {
+			withLearner(in)
+			in.Now = t0.Add(time.Hour)
+			m.Object.Pending = "pod main-3 is not scheduled"
+		}), []check{action(ActWait), gaveUp(false)}},
 		{"the new incarnation runs as another ID, its learner removed: the add ends, given up, to be placed again", adding(func(_ *Input, m *Member) {
 			m.Object.Etcd = &EtcdView{ID: 0xbae, Answers: true}
 		}), []check{action(ActFinish), gaveUp(true), reason("runs as [bae]")}},

@@ -99,7 +99,9 @@ func notReadyToRoll(in Input) string {
 // its replacement (rule 6) goes next, on the new spec. One whose pod cannot
 // start on the new spec (failing, or pending: not scheduled, not pulled)
 // halts the roll instead: replacing it would lose a healthy identity for a
-// pod that could not start either.
+// pod that could not start either. A pending one whose spec another member
+// runs does not halt it for ever: beyond the grace the roll gives way to a
+// replacement outside its cluster (pending.go).
 func continueRoll(in Input, op Operation) Decision {
 	m, ok := member(in, op.Member)
 	if !ok {
@@ -160,13 +162,23 @@ func continueRoll(in Input, op Operation) Decision {
 	// Pending is not failing: a pod on the new spec that cannot be
 	// scheduled or pulled says nothing of the member's data, and its
 	// replacement would not start either. The roll waits, and beyond the
-	// grace halts; it never gives way to a replacement for it.
+	// grace halts, unless another member runs the same spec: then the
+	// member's cluster, not the spec, keeps it from starting, and the
+	// roll gives way to a replacement outside that cluster (pending.go).
 	if m.Object.Pending != "" && !ready {
 		notBack := in.Now.Sub(down)
 		if down.IsZero() || notBack < in.MemberGrace {
 			return waitStep(op, ActUpdateObject, pollFast, "waiting for %s's pod to start on the new spec: %s", m.Name, m.Object.Pending)
 		}
-		d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s's pod cannot start on the new spec for %s (grace %s): %s; the members not rolled keep the old spec, and nothing is replaced (a pod that cannot be scheduled or pulled is not a failed member): change the spec back, or make the pod startable",
+		if in.Automatic {
+			// Bounded (pending.go): when another member runs the same
+			// spec, the spec starts and the fault is the cluster's.
+			if why := notStarting(in, m, down); why != "" {
+				return Decision{Action: ActFinish, Member: m.Name, GaveUp: true,
+					Reason: fmt.Sprintf("%s; its roll gives way to a replacement placed outside %s", why, m.Domain.Cluster)}
+			}
+		}
+		d := waitStep(op, ActUpdateObject, pollSlow, "rollout halted: %s's pod cannot start on the new spec for %s (grace %s): %s; no member runs the new spec yet, so the members not rolled keep the old spec, and nothing is replaced (a pod that cannot be scheduled or pulled is not a failed member): change the spec back, or make the pod startable",
 			m.Name, notBack.Truncate(time.Second), in.MemberGrace, m.Object.Pending)
 		d.Halted = true
 		return d

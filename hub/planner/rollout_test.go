@@ -139,7 +139,7 @@ func TestRollSteps(t *testing.T) {
 		// nodeSelector no node matches) was read as a failing member: the
 		// roll gave way to a replacement that could not start either.
 		{"the pod on the new spec cannot be scheduled, beyond the grace: halted, no replacement", func() Input {
-			in := rolling("main-1")
+			in := rolling("main-1", "main-0", "main-2") // the first member rolled: no one runs the new spec
 			in.Operation.StartedAt = t0.Add(-time.Hour)
 			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
 			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
@@ -147,6 +147,45 @@ func TestRollSteps(t *testing.T) {
 			return in
 		}, []check{action(ActWait), halt(true), opRecorded(OpRoll, ActUpdateObject), reason("rollout halted: main-1's pod cannot start on the new spec"),
 			reason("pod main-1 is not scheduled"), reason("the members not rolled keep the old spec")}},
+		// Issue 37: a member cluster that reports its member Pending for
+		// ever held the roll halted, and with it every later roll of the
+		// ring. When another member runs the same spec, the spec starts:
+		// beyond the grace the roll gives way, to a replacement placed
+		// outside that cluster.
+		{"pending beyond the grace while another member runs the same spec: the roll gives way", func() Input {
+			in := rolling("main-1", "main-2") // main-0 runs the new spec already
+			in.Operation.StartedAt = t0.Add(-time.Hour)
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActFinish), noOperation, gaveWay, halt(false), reason("main-0 runs the same spec"),
+			reason("pod main-1 is not scheduled"), reason("gives way to a replacement placed outside b")}},
+		{"pending beyond the grace, the one running the spec not a ready voter: halted", func() Input {
+			in := rolling("main-1", "main-2")
+			in.Operation.StartedAt = t0.Add(-time.Hour)
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			in.Members[0].Ready = false
+			return in
+		}, []check{action(ActWait), halt(true), reason("rollout halted")}},
+		{"pending beyond the grace beside the spec running, no automatic failure policy: halted", func() Input {
+			in := rolling("main-1", "main-2")
+			in.Automatic = false
+			in.Operation.StartedAt = t0.Add(-time.Hour)
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-in.MemberGrace)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActWait), halt(true), reason("rollout halted")}},
+		{"pending within the grace beside the spec running: wait", func() Input {
+			in := rolling("main-1", "main-2")
+			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
+			in.Members[1].ReadyChangedAt = t0.Add(-time.Second)
+			in.Members[1].Object.Pending, in.Members[1].Object.Settled = "pod main-1 is not scheduled", false
+			return in
+		}, []check{action(ActWait), halt(false), reason("waiting for main-1's pod to start on the new spec")}},
 		{"the pod on the new spec not scheduled yet, within the grace: wait, not halted", func() Input {
 			in := rolling("main-1")
 			in.Etcd.Members[1].Healthy, in.Members[1].Ready = false, false
@@ -257,4 +296,11 @@ func TestRolloutWalk(t *testing.T) {
 // scaleUpSteps is a pkg/topology plan that adds main-3 to domain a.
 func scaleUpSteps() []topology.Step {
 	return []topology.Step{{Action: topology.Add, Member: "main-3", To: dA, Reason: topology.ScaleUp}}
+}
+
+func gaveWay(t *testing.T, d Decision) {
+	t.Helper()
+	if !d.GaveUp {
+		t.Errorf("GaveUp = false (%s %s), want the roll given way", d.Action, d.Reason)
+	}
 }

@@ -416,7 +416,10 @@ type Decision struct {
 	Halted bool
 	// GaveUp is set with the ActFinish of an Add or Replace whose new
 	// incarnation could not start where it was placed (giveUpStart): the
-	// member is in no etcd member list and is placed again.
+	// member is in no etcd member list and is placed again. With the
+	// ActFinish of a Roll it says the roll gave way because the member's
+	// cluster does not start its pod (pending.go): the placement moves it
+	// out of that cluster.
 	GaveUp bool
 	// DowngradeTo is the minor version of ActEnableDowngrade (3.5);
 	// BackupRequest the request of ActRequestBackup.

@@ -11,9 +11,11 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registry"
 )
@@ -153,6 +155,9 @@ func (r *Runner) renewIfDue(ctx context.Context, sec *corev1.Secret) string {
 		return err.Error()
 	}
 	metricCredentialExpiry.WithLabelValues(sec.Name).Set(float64(claims.Expiry.Unix()))
+	if end, err := time.Parse(time.RFC3339, sec.Annotations[etcdfedv1.AnnotationCredentialNotAfter]); err == nil {
+		metricChainEnd.WithLabelValues(sec.Name).Set(float64(end.Unix()))
+	}
 	now := r.now()
 	if !RenewDue(claims, now, r.RenewAfter) || now.Before(st.next) {
 		return st.lastErr
@@ -205,9 +210,25 @@ func (r *Runner) renew(ctx context.Context, sec *corev1.Secret, c Claims) (strin
 	if err != nil {
 		return "", err
 	}
-	secs := int64(max(c.Lifetime(), MinLifetime).Seconds())
+	var notAfter time.Time
+	if v := sec.Annotations[etcdfedv1.AnnotationCredentialNotAfter]; v != "" {
+		if notAfter, err = time.Parse(time.RFC3339, v); err != nil {
+			return "", fmt.Errorf("annotation %s: %w", etcdfedv1.AnnotationCredentialNotAfter, err)
+		}
+	}
+	life, err := NextLifetime(c.Lifetime(), r.now(), notAfter)
+	if err != nil {
+		return "", err
+	}
+	secs := int64(life.Seconds())
+	spec := authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}
+	if c.SecretName != "" {
+		// The chain's anchor: the member cluster admits no other
+		// token of the hub, and ends them all with it.
+		spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: c.SecretName, UID: types.UID(c.SecretUID)}
+	}
 	tr, err := cs.CoreV1().ServiceAccounts(c.Namespace).CreateToken(ctx, c.ServiceAccount,
-		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &secs}}, metav1.CreateOptions{})
+		&authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("TokenRequest for %s/%s at %s: %w", c.Namespace, c.ServiceAccount, cfg.Host, err)
 	}

@@ -17,6 +17,9 @@ type Claims struct {
 	// Namespace and ServiceAccount name the token's ServiceAccount.
 	Namespace, ServiceAccount string
 	IssuedAt, Expiry          time.Time
+	// SecretName and SecretUID name the Secret the token is bound to
+	// (TokenRequest boundObjectRef), "" when it is bound to none.
+	SecretName, SecretUID string
 }
 
 // Lifetime is the time between issue and expiry.
@@ -45,12 +48,16 @@ func ParseToken(token string) (Claims, error) {
 			ServiceAccount struct {
 				Name string `json:"name"`
 			} `json:"serviceaccount"`
+			Secret struct {
+				Name string `json:"name"`
+				UID  string `json:"uid"`
+			} `json:"secret"`
 		} `json:"kubernetes.io"`
 	}
 	if err := json.Unmarshal(payload, &p); err != nil {
 		return Claims{}, fmt.Errorf("%w: payload: %w", ErrNotServiceAccountToken, err)
 	}
-	c := Claims{Namespace: p.K8s.Namespace, ServiceAccount: p.K8s.ServiceAccount.Name}
+	c := Claims{Namespace: p.K8s.Namespace, ServiceAccount: p.K8s.ServiceAccount.Name, SecretName: p.K8s.Secret.Name, SecretUID: p.K8s.Secret.UID}
 	if c.Namespace == "" || c.ServiceAccount == "" {
 		// Older tokens name the ServiceAccount in sub only.
 		if rest, ok := strings.CutPrefix(p.Sub, "system:serviceaccount:"); ok {
@@ -82,3 +89,27 @@ func RenewDue(c Claims, now time.Time, renewAfter float64) bool {
 // MinLifetime is the shortest lifetime the TokenRequest API grants (ten
 // minutes); a request for less gets an error.
 const MinLifetime = 10 * time.Minute
+
+// ErrChainEnds says the hub's credential chain in a member cluster ends
+// too soon for another token (AnnotationCredentialNotAfter): only
+// `etcdfed cluster join` starts a new one.
+var ErrChainEnds = errors.New("registration: the credential chain ends")
+
+// NextLifetime is the lifetime to ask for when renewing a token of
+// lifetime want at now, in a chain that ends at notAfter (zero: no end
+// known): want, cut to the chain's end, never below MinLifetime (the
+// TokenRequest API grants no less); ErrChainEnds when the chain ends
+// before MinLifetime. The member cluster ends the chain whatever the hub
+// asks (it deletes the Secret the tokens are bound to); asking no further
+// keeps the hub's expiry metric, and the alert on it, true.
+func NextLifetime(want time.Duration, now, notAfter time.Time) (time.Duration, error) {
+	want = max(want, MinLifetime)
+	if notAfter.IsZero() {
+		return want, nil
+	}
+	left := notAfter.Sub(now).Truncate(time.Second)
+	if left < MinLifetime {
+		return 0, fmt.Errorf("%w at %s: run etcdfed cluster join again", ErrChainEnds, notAfter.UTC().Format(time.RFC3339))
+	}
+	return min(want, left), nil
+}

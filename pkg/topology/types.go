@@ -50,6 +50,12 @@ const (
 	// cordoned or not Ready), and a member there has failed beyond its
 	// grace period: it cannot start again in place.
 	NoSchedulableNode Unschedulable = "NoSchedulableNode"
+	// MemberNotStarting: a member's pod has stayed Pending in the
+	// domain's member cluster for the member grace while another member
+	// runs the same spec (the hub's hub/planner/pending.go): the cluster
+	// takes no new member, and the domain keeps only its members that do
+	// start, so the one that does not moves out.
+	MemberNotStarting Unschedulable = "MemberNotStarting"
 	// Unlisted is set by Plan on a domain that holds a member but is not in
 	// Input.Domains (for example a member cluster removed from the topology).
 	Unlisted Unschedulable = "Unlisted"

@@ -54,6 +54,7 @@ import (
 	"github.com/etcdfed/etcdfed/internal/version"
 	"github.com/etcdfed/etcdfed/pkg/allowlist"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
+	"github.com/etcdfed/etcdfed/spoke/credential"
 	"github.com/etcdfed/etcdfed/spoke/dnszone"
 	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
@@ -280,6 +281,9 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 
 	if err := (&netpolicy.Reconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("spoke: NetworkPolicy controller: %w", err)
+	}
+	if err := (&credential.Reconciler{Client: mgr.GetClient(), Namespace: o.Namespace}).SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("spoke: hub credential controller: %w", err)
 	}
 
 	var dnsAddrs []string

@@ -9,7 +9,8 @@ package app
 // Pods, PVCs, Services, PodDisruptionBudgets: the member components;
 // pods/log: a bounded tail of etcd's log while a member is not ready
 // (spoke/etcdlog). Secrets: read the members' TLS Secrets and the gossip
-// key. Leases: the liveness Lease and leader election. Events: both APIs
+// key; delete the hub's credential anchor etcdfed-hub-credential when its
+// chain ends (spoke/credential). Leases: the liveness Lease and leader election. Events: both APIs
 // (controller-runtime's recorder uses events.k8s.io).
 // etcdmembers/finalizers: owner references with blockOwnerDeletion on
 // pods, Services and PodDisruptionBudgets.
@@ -17,6 +18,7 @@ package app
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods;persistentvolumeclaims;services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,resourceNames=etcdfed-hub-credential,verbs=delete
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch;create;update;patch

@@ -7,10 +7,12 @@
 //   - EtcdClusters, cluster-wide: the hub watches them in every namespace,
 //     adds and removes its finalizer (update), and patches their status.
 //     It never creates or deletes one.
-//   - TokenReviews and SubjectAccessReviews: /metrics is served over TLS
-//     to callers the apiserver authenticates and allows GET /metrics
-//     (internal/metricsserve); bind the ClusterRole etcdfed-metrics-reader
-//     (metrics_reader_role.yaml) to the scraper's identity.
+//   - TokenReviews: /metrics is served over TLS to callers the apiserver
+//     authenticates and the hub's --metrics-readers names
+//     (internal/metricsserve). No SubjectAccessReviews: that permission
+//     is cluster-wide and would let whoever holds the hub's credential
+//     ask what any user may do anywhere (issue 37); rbac_test.go fails
+//     if it comes back.
 //   - In its own namespace (Role): list and watch the kubeconfig Secrets
 //     (the hub caches Secrets of this namespace only; `etcdfed cluster
 //     join` or an administrator creates them), create the spokes' gossip
@@ -43,7 +45,6 @@ package hubrbac
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=etcdfed.dev,resources=etcdclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
-// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch;create;update;delete

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -79,7 +81,7 @@ func install(t *testing.T, c *testenv.Cluster, hubNS string, ecNamespaces ...str
 // TestHubPermissions: in the hub cluster the hub reads EtcdClusters and
 // Secrets in its own namespace, writes EtcdCluster status and finalizers, keeps
 // Secrets and events only in namespaces bound to it, and its Lease in its
-// own namespace; nothing else.
+// own namespace, reviews tokens; nothing else (no SubjectAccessReview).
 func TestHubPermissions(t *testing.T) {
 	cl := testenv.Shared(t, "hub-rbac")
 	ctx := context.Background()
@@ -171,6 +173,17 @@ func TestHubPermissions(t *testing.T) {
 	lease.Spec.HolderIdentity = ptr.To("hub-1")
 	ok("update the leader-election Lease", as.Update(ctx, lease))
 	forbidden("create a Lease in another namespace", as.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ecNS}}))
+
+	// /metrics: the hub checks a caller's token (TokenReview) and looks
+	// it up in --metrics-readers. Issue 37: it asked the apiserver whether
+	// the caller may GET /metrics (a SubjectAccessReview), and the
+	// cluster-wide create that needs let whoever holds its credential ask
+	// what anyone may do anywhere.
+	ok("create a TokenReview", as.Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: "x"}}))
+	forbidden("create a SubjectAccessReview (what may someone do?)", as.Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User: "someone", ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: ecNS}}}))
+	forbidden("create a LocalSubjectAccessReview in an EtcdCluster namespace", as.Create(ctx, &authorizationv1.LocalSubjectAccessReview{ObjectMeta: metav1.ObjectMeta{Namespace: ecNS},
+		Spec: authorizationv1.SubjectAccessReviewSpec{User: "someone", ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: "get", Resource: "secrets", Namespace: ecNS}}}))
 
 	forbidden("list pods", as.List(ctx, &corev1.PodList{}))
 	forbidden("create a pod in the EtcdCluster's namespace", as.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "x", Namespace: ecNS},
