@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -117,6 +118,15 @@ entry is revoked by removing the entry. It needs update access to the
 EtcdCluster.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Repeatable flags append to what an earlier run in the same
+			// process parsed (tests run root several times).
+			defer func() {
+				for _, name := range []string{"serial", "cert"} {
+					if v, ok := cmd.Flags().Lookup(name).Value.(pflag.SliceValue); ok {
+						_ = v.Replace(nil)
+					}
+				}
+			}()
 			add, err := revokedSerials(serials, certs)
 			if err != nil {
 				return err
@@ -196,7 +206,7 @@ func checkClientCertDuration(d time.Duration) error {
 	case d <= 0:
 		return fmt.Errorf("--duration %s: must be positive", d)
 	case d > pki.MaxAdminClientValidity:
-		return fmt.Errorf("--duration %s is beyond the bound of %s: client-cert issues short-lived administrator certificates (etcd's root user cannot be revoked); for a long-lived consumer declare it in spec.clients, whose certificates the hub renews", d, pki.MaxAdminClientValidity)
+		return fmt.Errorf("--duration %s is beyond the bound of %s: client-cert issues short-lived administrator certificates (a lost one is root until it expires or its serial is revoked); for a long-lived consumer declare it in spec.clients, whose certificates the hub renews", d, pki.MaxAdminClientValidity)
 	}
 	return nil
 }

@@ -262,7 +262,9 @@ func pkiDue(s *snapshot) pkiWork {
 		// One issued for longer than ClientValidity (a year, before) is
 		// replaced at once: the hub's user is etcd's root.
 		life, _ := pki.Lifetime(hc.Data[pki.KeyCert])
-		w.issueHubClient = renew || life > pki.ClientValidity+time.Hour || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle())
+		// One whose serial spec.tls.revokedCertificates lists is replaced
+		// at once: the members' list refuses it (revocation.go).
+		w.issueHubClient = renew || life > pki.ClientValidity+time.Hour || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle()) || revoked(s.ec, hc.Data[pki.KeyCert])
 	}
 	return w
 }

@@ -58,6 +58,9 @@ type crlWork struct {
 	number int64
 	// stale: some member Secret holds another list, or none.
 	stale bool
+	// unseen: no member Secret exists yet (a new ring): a list is signed
+	// for the Secrets the pass may create, with no event.
+	unseen bool
 	// problem says why no list can be signed; "" when one can.
 	problem string
 }
@@ -74,6 +77,12 @@ func wantedSerials(ec *etcdfedv1.EtcdCluster) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// revoked: spec.tls.revokedCertificates lists the serial of certPEM.
+func revoked(ec *etcdfedv1.EtcdCluster, certPEM []byte) bool {
+	n, ok := pki.Serial(certPEM)
+	return ok && slices.Contains(wantedSerials(ec), pki.FormatSerial(n))
 }
 
 // crlSigner is the CA that signs the ring's revocation list: the CA that
@@ -136,7 +145,8 @@ func decideCRL(s *snapshot) crlWork {
 		w.list = newest
 	}
 	if w.sign {
-		w.stale = true
+		w.unseen = len(secrets) == 0
+		w.stale = !w.unseen
 		return w
 	}
 	if w.list != nil {
@@ -212,6 +222,9 @@ func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error
 	if err != nil {
 		return nil, fmt.Errorf("sign revocation list: %w", err)
 	}
+	if w.unseen {
+		return der, nil
+	}
 	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListSigned, "Revoke",
 		"Revocation list #%d signed by %s: %s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), etcdfedv1.RevocationListKey)
 	return der, nil
@@ -270,7 +283,7 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 	if prev != nil {
 		rs.UpdatedAt = prev.UpdatedAt
 	}
-	if res.crlSigned {
+	if res.crlSigned && !d.crl.unseen {
 		rs.UpdatedAt = &metav1.Time{Time: s.now}
 	}
 	var l *x509.RevocationList

@@ -224,3 +224,19 @@ func TestNewMemberStartsOnTheList(t *testing.T) {
 		t.Errorf("status.revocation %+v; want the CA that cannot sign named", rs)
 	}
 }
+
+// TestHubCertificateRevokedIsReplaced: the hub's own client certificate,
+// once its serial is listed, is reissued in the same pass (the members'
+// list would refuse the hub's next connection).
+func TestHubCertificateRevokedIsReplaced(t *testing.T) {
+	s := ring()
+	withTLS(t, s)
+	if d := decide(s); d.pki.issueHubClient {
+		t.Fatal("a fresh hub certificate reissued")
+	}
+	n, _ := pki.Serial(s.pki.hubClient.Data[pki.KeyCert])
+	s.ec.Spec.TLS.RevokedCertificates = []string{pki.FormatSerial(n)}
+	if d := decide(s); !d.pki.issueHubClient {
+		t.Error("the hub keeps a client certificate whose serial is revoked")
+	}
+}
