@@ -38,7 +38,7 @@ type RevocationStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	MembersTotal int32 `json:"membersTotal,omitempty"`
 
-	// updatedAt is when the hub last signed a list of other serials.
+	// updatedAt is when the hub last signed a list (listNumber).
 	// +optional
 	UpdatedAt *metav1.Time `json:"updatedAt,omitempty"`
 

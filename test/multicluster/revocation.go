@@ -1,7 +1,6 @@
 package multicluster
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -179,17 +178,6 @@ func RevocationSpec(ctx context.Context, in RevocationSpecInput) {
 	t.Logf("client requests failed: %d; longest gap between acknowledged writes %s; %s",
 		w.Failed(), w.MaxWriteGap().Round(time.Millisecond), elections.FailuresWithinElections(t, w))
 	checkWorkload(ctx, t, w)
-}
-
-func runCLI(ctx context.Context, t testing.TB, bin string, args ...string) string {
-	t.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("etcdfed %s: %v\n%s%s", strings.Join(args, " "), err, stdout.String(), stderr.String())
-	}
-	return stdout.String()
 }
 
 func readLeaf(t testing.TB, dir string) *pki.Leaf {
