@@ -269,6 +269,10 @@ type EtcdClusterStatus struct {
 	// caRotation reports the last CA rotation (etcdfed rotate-ca).
 	// +optional
 	CARotation *CARotationStatus `json:"caRotation,omitempty"`
+	// revocation reports the revocation list of spec.tls.revokedCertificates
+	// the members run with.
+	// +optional
+	Revocation *RevocationStatus `json:"revocation,omitempty"`
 	// quorumLoss is set while etcd does not answer and a majority of the
 	// voters is not known to serve: which members survive, which are known
 	// gone, and which must be fenced before a new cluster may be forced.

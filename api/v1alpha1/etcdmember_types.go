@@ -150,6 +150,14 @@ type MemberTLS struct {
 	// that carries peerName (on a new ring at once), and never clears it.
 	// +optional
 	RequirePeerName bool `json:"requirePeerName,omitempty"`
+
+	// revocationList makes etcd refuse client certificates listed in the
+	// revocation list the Secret holds under ca.crl (--client-crl-file),
+	// read again on every client connection. The hub sets it once the
+	// member's Secret holds a list (on a new member at once), and never
+	// clears it: etcd refuses every client while the file is missing.
+	// +optional
+	RevocationList bool `json:"revocationList,omitempty"`
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.

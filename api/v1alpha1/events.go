@@ -198,6 +198,18 @@ const (
 	// EventClientSecretDeleted: a removed consumer's Secret was deleted.
 	EventClientSecretDeleted = "ClientSecretDeleted"
 
+	// Revocation (spec.tls.revokedCertificates).
+
+	// EventRevocationListSigned: the hub signed a revocation list of other
+	// serials (or with another CA) for the members' Secrets.
+	EventRevocationListSigned = "RevocationListSigned"
+	// EventRevocationListCurrent: every member runs with the current
+	// revocation list.
+	EventRevocationListCurrent = "RevocationListCurrent"
+	// EventRevocationListFailed (Warning): no revocation list can be
+	// signed (the CA's key is not held, or the CA may not sign lists).
+	EventRevocationListFailed = "RevocationListFailed"
+
 	// Backups and restores.
 
 	// EventBackupSucceeded: a snapshot was stored (the same string as

@@ -2,6 +2,7 @@ package v1alpha1
 
 // TLSSpec configures peer and client TLS, and etcd's authentication of
 // clients by their certificates (auth).
+// +kubebuilder:validation:XValidation:rule="!has(self.revokedCertificates) || size(self.revokedCertificates) == 0 || !has(self.mode) || self.mode != 'Disabled'",message="tls.revokedCertificates needs TLS: a ring with tls.mode Disabled asks no client for a certificate"
 type TLSSpec struct {
 	// mode is Enabled (default) or Disabled. Immutable.
 	// +optional
@@ -33,6 +34,26 @@ type TLSSpec struct {
 	// turns it off again: every certificate of the CA is root on the data.
 	// +optional
 	Auth AuthMode `json:"auth,omitempty"`
+
+	// revokedCertificates are serial numbers of certificates of the ring's
+	// CA that etcd refuses as clients: lowercase hexadecimal without
+	// leading zeros or colons, as `etcdfed client-cert` prints them
+	// (`openssl x509 -noout -serial` prints the same digits in upper
+	// case; `etcdfed client-cert revoke --cert FILE` adds one from a
+	// certificate). The hub signs a revocation list of them with the
+	// ring's CA, writes it into every member's Secret, and every member
+	// runs etcd with --client-crl-file; etcd checks it on every new
+	// client connection. A connection opened before a serial is listed
+	// stays open until it closes. Removing a serial admits its
+	// certificate again. Meant for root certificates (the hub's,
+	// `etcdfed client-cert`'s) that no etcd user can be taken from; a
+	// spec.clients entry is revoked by removing it. At most 512.
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MaxItems=512
+	// +kubebuilder:validation:items:MaxLength=40
+	// +kubebuilder:validation:items:Pattern=`^[1-9a-f][0-9a-f]*$`
+	RevokedCertificates []string `json:"revokedCertificates,omitempty"`
 }
 
 // AuthMode turns etcd's authentication on or off.

@@ -7,7 +7,8 @@
 //   - `status` shows an EtcdCluster's members, conditions, round trips and
 //     timing; `support-bundle` collects state, events and logs into one
 //     archive without secrets;
-//   - `client-cert` issues an etcd client certificate for a ring;
+//   - `client-cert` issues an etcd client certificate for a ring, and
+//     `client-cert revoke` revokes certificates of its CA;
 //   - `backup` takes a snapshot now; `recover` brings back a ring that lost
 //     its quorum; `rotate-ca` replaces a ring's CA; `adopt` takes in an etcd
 //     cluster etcdfed did not create;

@@ -78,6 +78,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioDowngrade":                      3 * time.Minute, // 114 s
 	"TestScenarioDowngrade37":                    3 * time.Minute,
 	"TestScenarioMemberCertRotation":             3 * time.Minute, // 134 s
+	"TestScenarioRevocation":                     6 * time.Minute, // estimate: old hub build, ring, one roll, a revocation
 	"TestScenarioNoSpace":                        3 * time.Minute,
 	"TestScenarioQuorumLossAutomatic":            3 * time.Minute, // 98 s
 	"TestScenarioQuorumLossFromBackup":           4 * time.Minute,

@@ -319,7 +319,7 @@ func renderForceNewCluster(s *snapshot, st *etcdfedv1.EtcdClusterStatus, p plann
 
 // applyWrites writes the step's member objects (certificates first).
 func (r *Reconciler) applyWrites(ctx context.Context, t *taking) error {
-	return r.writeMembers(ctx, t.s, t.ca, t.d.step.writes)
+	return r.writeMembers(ctx, t.s, t.ca, t.res.crl, t.d.step.writes)
 }
 
 // DeleteObject: the objects the step retires (retiredObjects: of a Move

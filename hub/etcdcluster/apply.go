@@ -32,11 +32,16 @@ type applyResult struct {
 	learnerID uint64
 	// pkiErr, dnsErr, upkeepErr: writes of the upkeep that failed.
 	pkiErr, dnsErr, upkeepErr error
+	// crl is the revocation list the members' Secrets get (nil: none);
+	// crlSigned: signed in this pass; crlErr: it could not be.
+	crl       []byte
+	crlSigned bool
+	crlErr    error
 }
 
 // err is every failure of the pass, for the reconcile's error.
 func (r applyResult) err() error {
-	return errors.Join(r.pkiErr, r.dnsErr, r.stepErr, r.upkeepErr)
+	return errors.Join(r.pkiErr, r.dnsErr, r.stepErr, r.upkeepErr, r.crlErr)
 }
 
 // apply carries out a decision, in order: the hub's own certificates, the
@@ -47,9 +52,11 @@ func (r *Reconciler) apply(ctx context.Context, s *snapshot, d *decision) applyR
 	var res applyResult
 	ca, err := r.applyPKI(ctx, s, d.pki)
 	res.pkiErr = err
+	res.crl, res.crlErr = r.applyCRL(s, d.crl, ca)
+	res.crlSigned = d.crl.sign && res.crl != nil
 	res.dnsErr = r.applyDNS(ctx, s, d.dns)
 	r.applyStep(ctx, s, d, ca, &res)
-	res.upkeepErr = r.applyUpkeep(ctx, s, d, ca)
+	res.upkeepErr = r.applyUpkeep(ctx, s, d, ca, res.crl)
 	return res
 }
 
@@ -169,14 +176,18 @@ func withEtcd(s *snapshot, renderErr error, f func(*etcdops.Client) error) error
 // applyUpkeep renews member certificates, writes the changes that restart
 // nothing, sweeps objects left behind, and deletes the copies of a restore
 // store's credentials no member needs any more.
-func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA) error {
+func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, ca *pki.CA, crl []byte) error {
 	var errs []error
+	written := map[[2]string]bool{}
 	for _, c := range d.certs {
 		cs := s.cluster(c.cluster)
 		obj := cs.refObject(c)
-		errs = append(errs, r.writeMemberCert(ctx, s, cs, ca, c.member, certObjectName(s.ec, cs, c.member, obj), objectDNSName(s.ec, obj, c.member)))
+		name := certObjectName(s.ec, cs, c.member, obj)
+		errs = append(errs, r.writeMemberCert(ctx, s, cs, ca, crl, c.member, name, objectDNSName(s.ec, obj, c.member)))
+		written[[2]string{cs.name, pki.MemberSecretName(name)}] = true
 	}
-	errs = append(errs, r.writeMembers(ctx, s, ca, d.updates))
+	errs = append(errs, r.writeCRLs(ctx, s, crl, written))
+	errs = append(errs, r.writeMembers(ctx, s, ca, crl, d.updates))
 	errs = append(errs, r.sweep(ctx, s, d))
 	errs = append(errs, r.deleteStoreCredentials(ctx, s, d.spentCredentials))
 	return errors.Join(errs...)
@@ -225,15 +236,20 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 // writeMembers writes member objects, each after its certificate and its
 // copy of the restore store's credentials when it needs them (an object
 // whose certificate or credentials failed is not written).
-func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, writes []memberWrite) error {
+func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, crl []byte, writes []memberWrite) error {
 	var errs []error
 	for _, w := range writes {
 		cs := s.cluster(w.cluster)
 		if w.cert {
-			if err := r.writeMemberCert(ctx, s, cs, ca, w.want.Spec.MemberName, w.want.Name, w.want.Spec.DNSName); err != nil {
+			if err := r.writeMemberCert(ctx, s, cs, ca, crl, w.want.Spec.MemberName, w.want.Name, w.want.Spec.DNSName); err != nil {
 				errs = append(errs, err)
 				continue
 			}
+		}
+		if w.want.Spec.TLS.RevocationList && !(w.cert && len(crl) > 0) && !holdsList(cs, w.want.Spec.TLS.SecretName) {
+			// etcd would refuse every client while the file is missing.
+			errs = append(errs, fmt.Errorf("member %s in %s: no revocation list for its Secret %s yet, so its object is not written", w.want.Spec.MemberName, cs.name, w.want.Spec.TLS.SecretName))
+			continue
 		}
 		if w.storeCredentials {
 			if err := r.writeStoreCredentials(ctx, s, cs, w.want.Spec.MemberName); err != nil {
@@ -251,7 +267,9 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 // writeMemberCert issues a member's certificate (server and client auth,
 // its DNS names as SANs: memberCertNames) and writes its Secret next to
 // its object, the EtcdMember named object.
-func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, member, object, dnsName string) error {
+// The Secret holds the ring's revocation list crl too (ca.crl), or, with
+// none this pass, the one it holds.
+func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clusterSnapshot, ca *pki.CA, crl []byte, member, object, dnsName string) error {
 	if ca == nil {
 		return fmt.Errorf("certificate of %s in %s: no CA yet", member, cs.name)
 	}
@@ -265,6 +283,12 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 		bundle = ca.CertPEM // created in this pass
 	}
 	want := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), bundle, leaf)
+	if len(crl) == 0 && cs.secrets[name] != nil {
+		crl = cs.secrets[name].Data[etcdfedv1.RevocationListKey]
+	}
+	if len(crl) > 0 {
+		want.Data[etcdfedv1.RevocationListKey] = crl
+	}
 	return writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.secrets[name]), want)
 }
 

@@ -448,10 +448,12 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	}
 	alarmsBefore, timingBefore, roundTripsBefore, takeOverBefore := ec.Status.Alarms, ec.Status.Timing, ec.Status.RoundTrips, ec.Status.TakeOver
 	skewBefore := spokeVersionsSkewed(&ec.Status)
+	revocationBefore := ec.Status.Revocation.DeepCopy()
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.fleet.observe(ec)
 	r.matrices.set(ec.UID, distanceClusters(s, &ec.Status), ec.Status.RoundTrips)
 	r.takeOverEvents(ec, takeOverBefore)
+	r.revocationEvents(ec, revocationBefore)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)
 	r.spokeVersionEvent(ec, skewBefore)
 	if changed := roundTripsChanged(roundTripsBefore, ec.Status.RoundTrips); len(changed) > 0 {

@@ -48,6 +48,8 @@ type decision struct {
 	//
 	// pki: the CA and the hub's client certificate to (re)issue.
 	pki pkiWork
+	// crl is the revocation list of the members' Secrets (revocation.go).
+	crl crlWork
 	// certs are member certificates to issue or renew.
 	certs []memberRef
 	// dns is the record set every member cluster serves.
@@ -83,7 +85,7 @@ type decision struct {
 // store credentials to delete, every visible cluster that serves the
 // ring's zone already serving the record set, and no other holding it.
 func (d *decision) upkeepIdle(s *snapshot) bool {
-	if d.pki != (pkiWork{}) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
+	if d.pki != (pkiWork{}) || d.crl.stale || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
 	}
 	if d.dns.set == nil {
@@ -196,6 +198,7 @@ func decide(s *snapshot) *decision {
 	}
 
 	d.pki = pkiDue(s)
+	d.crl = decideCRL(s)
 	d.dns = wantedRecords(s, st)
 	d.certs, d.updates = memberUpkeep(s, st, d.step)
 	d.sweep, d.sweepKept = leftBehind(s, st)
@@ -259,7 +262,9 @@ func pkiDue(s *snapshot) pkiWork {
 		// One issued for longer than ClientValidity (a year, before) is
 		// replaced at once: the hub's user is etcd's root.
 		life, _ := pki.Lifetime(hc.Data[pki.KeyCert])
-		w.issueHubClient = renew || life > pki.ClientValidity+time.Hour || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle())
+		// One whose serial spec.tls.revokedCertificates lists is replaced
+		// at once: the members' list refuses it (revocation.go).
+		w.issueHubClient = renew || life > pki.ClientValidity+time.Hour || !pki.Equal(hc.Data[pki.KeyCA], s.pki.bundle()) || revoked(s.ec, hc.Data[pki.KeyCert])
 	}
 	return w
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,10 +87,31 @@ func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member stri
 		t.Fatal(err)
 	}
 	name := pki.MemberSecretName(s.cluster(cluster).members[member].Name)
-	s.cluster(cluster).secrets[name] = certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca.CertPEM, leaf)
-	// A ring that runs with TLS runs with its peer name required.
+	sec := certSecret(s.ringNamespace, name, memberCertLabels(s.ec, member), ca.CertPEM, leaf)
+	sec.Data[etcdfedv1.RevocationListKey] = emptyList(t, ca)
+	s.cluster(cluster).secrets[name] = sec
+	// A ring that runs with TLS runs with its peer name required, and
+	// with the ring's (empty) revocation list.
 	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name,
-		PeerName: pki.PeerName(s.ec.Spec.DNS.Domain), RequirePeerName: true}
+		PeerName: pki.PeerName(s.ec.Spec.DNS.Domain), RequirePeerName: true, RevocationList: true}
+}
+
+// emptyLists are the revocation lists emptyList signed, by CA: every
+// member's Secret holds the same list, as the hub writes it.
+var emptyLists sync.Map
+
+// emptyList is ca's list that revokes nothing, signed at now (number 1).
+func emptyList(t *testing.T, ca *pki.CA) []byte {
+	t.Helper()
+	if l, ok := emptyLists.Load(ca); ok {
+		return l.([]byte)
+	}
+	der, err := ca.RevocationList(nil, 1, now, pki.RevocationListValidity)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, _ := emptyLists.LoadOrStore(ca, der)
+	return l.([]byte)
 }
 
 // inFlight records an operation in the snapshot's status.

@@ -75,13 +75,20 @@ var (
 	metricCertExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdfed_cluster_certificate_expiry_timestamp_seconds", Help: "When a certificate the hub keeps for the EtcdCluster expires (Unix time): the CA (ca), the hub's etcd client certificate (hub-client), each member's (member/<name>). The hub renews leaves 30 days ahead.",
 	}, []string{"namespace", "name", "certificate"})
+	metricRevoked = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_revoked_certificates", Help: "How many serial numbers the EtcdCluster's current revocation list holds (spec.tls.revokedCertificates).",
+	}, []string{"namespace", "name"})
+	metricRevocationBehind = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdfed_cluster_revocation_members_behind", Help: "How many members of the EtcdCluster do not run with its current revocation list yet (status.revocation: membersTotal - membersCurrent).",
+	}, []string{"namespace", "name"})
 )
 
 func init() {
 	metrics.Registry.MustRegister(metricAdoption)
 	metrics.Registry.MustRegister(metricMembers, metricReady, metricCondition, metricZoneFailures, metricSteps,
 		metricPassDeadline, metricClusterRead, metricClusterReadTimeouts, metricCARotation, metricCARotationDone, metricCARotationHeld, metricZoneState,
-		metricVoters, metricGrace, metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry)
+		metricVoters, metricGrace, metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry,
+		metricRevoked, metricRevocationBehind)
 }
 
 // recordMetrics exports the status a pass computed and the step it took.
@@ -142,7 +149,7 @@ func forgetMetrics(ec *etcdfedv1.EtcdCluster) {
 	for _, g := range []*prometheus.GaugeVec{metricMembers, metricReady, metricZoneFailures, metricVoters, metricGrace} {
 		g.DeleteLabelValues(ec.Namespace, ec.Name)
 	}
-	for _, g := range []*prometheus.GaugeVec{metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry} {
+	for _, g := range []*prometheus.GaugeVec{metricMemberInfo, metricMemberReady, metricMemberReadyChanged, metricCertExpiry, metricRevoked, metricRevocationBehind} {
 		g.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
 	}
 	metricCondition.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
@@ -189,6 +196,13 @@ func recordMemberMetrics(ec *etcdfedv1.EtcdCluster, st *etcdfedv1.EtcdClusterSta
 // no series until it is seen again).
 func recordCertificateMetrics(ec *etcdfedv1.EtcdCluster, s *snapshot) {
 	metricCertExpiry.DeletePartialMatch(prometheus.Labels{"namespace": ec.Namespace, "name": ec.Name})
+	if rs := ec.Status.Revocation; rs != nil {
+		metricRevoked.WithLabelValues(ec.Namespace, ec.Name).Set(float64(rs.Revoked))
+		metricRevocationBehind.WithLabelValues(ec.Namespace, ec.Name).Set(float64(rs.MembersTotal - rs.MembersCurrent))
+	} else {
+		metricRevoked.DeleteLabelValues(ec.Namespace, ec.Name)
+		metricRevocationBehind.DeleteLabelValues(ec.Namespace, ec.Name)
+	}
 	if !ec.Spec.TLS.Mode.Enabled() {
 		return
 	}

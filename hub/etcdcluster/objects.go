@@ -175,6 +175,8 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		// The peer port for peers only (peerport.go).
 		obj.Spec.TLS.PeerName = pki.PeerName(ec.Spec.DNS.Domain)
 		obj.Spec.TLS.RequirePeerName = requirePeerName(s, st, existing)
+		// Revocation (revocation.go): a change restarts the member, in a Roll.
+		obj.Spec.TLS.RevocationList = memberRevocationList(s, s.cluster(m.Cluster), existing)
 	}
 	// The seed of a recovery from a backup is rewritten in place to a new
 	// incarnation: its earlier volumes may hold writes newer than the

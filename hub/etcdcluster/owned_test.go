@@ -191,7 +191,7 @@ func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
 	// main-2's incarnation 3 as the hub wrote it.
 	cs.members, cs.secrets = map[string]*etcdfedv1.EtcdMember{}, map[string]*corev1.Secret{}
 	m := statusMember(&s.ec.Status, "main-2")
-	if err := r.writeMembers(ctx, s, ca, []memberWrite{{cluster: "member-3", want: desiredMember(s, &s.ec.Status, m, nil), cert: true}}); err != nil {
+	if err := r.writeMembers(ctx, s, ca, emptyList(t, ca), []memberWrite{{cluster: "member-3", want: desiredMember(s, &s.ec.Status, m, nil), cert: true}}); err != nil {
 		t.Fatal(err)
 	}
 	observe()
@@ -208,7 +208,7 @@ func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
 	if d.plan.Action != planner.ActCreateObjects {
 		t.Fatalf("plan %s (%s), want CreateObjects", d.plan.Action, d.plan.Reason)
 	}
-	if err := r.writeMembers(ctx, s, ca, d.step.writes); err != nil {
+	if err := r.writeMembers(ctx, s, ca, emptyList(t, ca), d.step.writes); err != nil {
 		t.Fatal(err)
 	}
 	newName := etcdfedv1.IncarnationObjectName(s.ec.Namespace, s.ec.Name, "main-2", 4)

@@ -53,6 +53,7 @@ func computeStatus(s *snapshot, d *decision, res applyResult, passProblem string
 	setFailureTolerant(st, gen, tol)
 	setAlarmConditions(s, st, gen)
 	setSpokeVersions(s, st, gen)
+	setRevocation(s, st, d, res)
 	if res.stepErr == nil && res.pkiErr == nil && res.dnsErr == nil && d.placementErr == nil && d.dns.err == nil {
 		st.ObservedGeneration = gen
 	}

@@ -38,9 +38,10 @@ const (
 	// makes: the hub's own (its etcd user has the root role; the hub
 	// renews it when a third is left, RenewalTime) and the
 	// administrators' of `etcdfed client-cert` (at most
-	// MaxAdminClientValidity). No revocation reaches a certificate of
-	// the root user (etcd cannot delete root while authentication is
-	// on); a short life bounds what a stolen one is worth.
+	// MaxAdminClientValidity). etcd cannot delete its root user while
+	// authentication is on, so such a certificate is revoked by its
+	// serial only (spec.tls.revokedCertificates, RevocationList); a short
+	// life bounds what a stolen one is worth meanwhile.
 	ClientValidity = 7 * 24 * time.Hour
 	// DefaultAdminClientValidity and MaxAdminClientValidity: `etcdfed
 	// client-cert --duration`'s default and bound.

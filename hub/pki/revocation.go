@@ -1,14 +1,104 @@
 package pki
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
+	"strings"
 	"time"
 )
+
+// RevocationListValidity is how long a list the hub signs is valid
+// (nextUpdate); the hub signs it again when a third is left. etcd does not
+// look at the dates; other readers of the list may.
+const RevocationListValidity = 30 * 24 * time.Hour
+
+// ErrCannotSignLists says a CA cannot sign a revocation list: its key is
+// not held, or its certificate lacks the cRLSign key usage (a CA you
+// provided may).
+var ErrCannotSignLists = errors.New("pki: the CA cannot sign revocation lists (no key held, or no cRLSign key usage)")
+
+// maxSerialBytes is RFC 5280's bound on a serial number (20 octets).
+const maxSerialBytes = 20
+
+// CanSignLists reports whether the CA can sign a revocation list: its key
+// is held and its certificate allows cRLSign.
+func (ca *CA) CanSignLists() bool {
+	return ca.CanSign() && ca.Cert.KeyUsage&x509.KeyUsageCRLSign != 0
+}
+
+// FormatSerial renders a serial number the way spec.tls.revokedCertificates
+// takes it: lowercase hexadecimal without leading zeros.
+func FormatSerial(s *big.Int) string { return s.Text(16) }
+
+// ParseSerial reads a serial number in hexadecimal: upper or lower case,
+// optionally with a 0x prefix or colons between bytes (as openssl prints
+// it), at most 20 bytes (RFC 5280), positive. FormatSerial of the result
+// is the spelling spec.tls.revokedCertificates takes.
+func ParseSerial(text string) (*big.Int, error) {
+	t := strings.TrimSpace(text)
+	t = strings.TrimPrefix(strings.TrimPrefix(t, "0x"), "0X")
+	if strings.Contains(t, ":") {
+		for _, part := range strings.Split(t, ":") {
+			if len(part) != 2 {
+				return nil, fmt.Errorf("pki: serial %q: colons separate bytes of two hex digits each", text)
+			}
+		}
+		t = strings.ReplaceAll(t, ":", "")
+	}
+	if t == "" {
+		return nil, fmt.Errorf("pki: serial %q: no hex digits", text)
+	}
+	for _, c := range t {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return nil, fmt.Errorf("pki: serial %q: %q is not a hex digit", text, c)
+		}
+	}
+	n, ok := new(big.Int).SetString(t, 16)
+	if !ok {
+		return nil, fmt.Errorf("pki: serial %q: not hexadecimal", text)
+	}
+	if n.Sign() <= 0 {
+		return nil, fmt.Errorf("pki: serial %q: a serial number is positive", text)
+	}
+	if len(n.Bytes()) > maxSerialBytes {
+		return nil, fmt.Errorf("pki: serial %q: longer than 20 bytes (RFC 5280)", text)
+	}
+	return n, nil
+}
+
+// ParseRevocationList reads a DER revocation list (as the members'
+// Secrets hold it).
+func ParseRevocationList(der []byte) (*x509.RevocationList, error) {
+	l, err := x509.ParseRevocationList(der)
+	if err != nil {
+		return nil, fmt.Errorf("parse revocation list: %w", err)
+	}
+	return l, nil
+}
+
+// ListedSerials are the serial numbers a revocation list revokes, in
+// FormatSerial's spelling, sorted.
+func ListedSerials(l *x509.RevocationList) []string {
+	out := make([]string, 0, len(l.RevokedCertificateEntries))
+	for _, e := range l.RevokedCertificateEntries {
+		if e.SerialNumber != nil {
+			out = append(out, FormatSerial(e.SerialNumber))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// SignedBy reports whether ca signed the revocation list.
+func SignedBy(l *x509.RevocationList, ca *CA) bool {
+	return ca != nil && bytes.Equal(l.RawIssuer, ca.Cert.RawSubject) && l.CheckSignatureFrom(ca.Cert) == nil
+}
 
 // RevocationList is a DER certificate revocation list signed by ca that
 // revokes the certificates of the given serial numbers, valid from now for
@@ -21,9 +111,12 @@ import (
 // DER, not PEM: etcd 3.6 and later parse the file with
 // x509.ParseRevocationList, which takes DER only (3.5 took either).
 //
-// etcdfed does not distribute such a list to members yet: see
-// docs/certificates.md.
+// The hub writes such a list into every member's Secret
+// (etcdfedv1.RevocationListKey) from spec.tls.revokedCertificates.
 func (ca *CA) RevocationList(serials []*big.Int, number int64, now time.Time, validity time.Duration) ([]byte, error) {
+	if !ca.CanSignLists() {
+		return nil, fmt.Errorf("%w: %s", ErrCannotSignLists, Describe(ca.Cert))
+	}
 	if validity <= 0 {
 		return nil, errors.New("pki: a revocation list needs a positive validity")
 	}

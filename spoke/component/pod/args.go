@@ -18,6 +18,9 @@ const (
 	CAFile        = TLSMountPath + "/ca.crt"
 	CertFile      = TLSMountPath + "/tls.crt"
 	KeyFile       = TLSMountPath + "/tls.key"
+	// CRLFile is the ring's revocation list (etcdfedv1.RevocationListKey
+	// of the member's Secret).
+	CRLFile = TLSMountPath + "/" + etcdfedv1.RevocationListKey
 	// StoreCredentialsMountPath holds the restore's store credentials.
 	StoreCredentialsMountPath = "/etc/etcdfed/store"
 )
@@ -95,6 +98,12 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 			// peer name, which no client certificate carries. The same
 			// flag on etcd 3.5, 3.6 and 3.7.
 			args = append(args, "--peer-cert-allowed-hostname="+t.PeerName)
+		}
+		if m.Spec.TLS.RevocationList {
+			// Client certificates the ring revoked are refused at the
+			// handshake; etcd reads the file on every client connection,
+			// so a rewritten Secret takes effect without a restart.
+			args = append(args, "--client-crl-file="+CRLFile)
 		}
 		if name := etcdversion.FlagName(version, etcdversion.FlagPeerSkipClientSANVerification); m.Spec.TLS.PeerSkipClientSANVerification && name != "" {
 			args = append(args, "--"+name+"=true")

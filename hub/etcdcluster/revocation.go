@@ -1,0 +1,363 @@
+package etcdcluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// Revocation (spec.tls.revokedCertificates). A root certificate (the
+// hub's, `etcdfed client-cert`'s) names etcd's root user, which etcd will
+// not delete while authentication is on, so taking its user away revokes
+// nothing. etcd's own revocation list does: every member runs with
+// --client-crl-file on the list its Secret holds (etcdfedv1.RevocationListKey,
+// DER), and etcd reads the file on every client handshake
+// (pki.TestRevocationListOnRealEtcd), so a list rewritten in the Secret
+// refuses a listed certificate's next connection once the kubelet has
+// copied the Secret into the pod, with no restart.
+//
+//   - decideCRL picks the list: one a member's Secret already holds when
+//     it lists exactly the wanted serials, is signed by the CA that signs
+//     lists and is not near its nextUpdate; else a new one is signed
+//     (applyCRL), numbered one past the highest seen. During a CA
+//     rotation the list is signed by the CA that issues (etcd reads one
+//     DER list from the file and matches serial numbers only, whichever
+//     CA signed them; serials are 127 random bits).
+//   - every member Secret gets it (writeMemberCert for the Secrets the
+//     pass writes, writeCRLs for the others: ca.crl alone is patched).
+//   - a member's object asks for the flag (spec.tls.revocationList) once
+//     its Secret holds a list, or at once when it is new and the pass has
+//     a list to write beside it: etcd refuses every client while the file
+//     is missing. A running ring's members are restarted onto the flag by
+//     the planner's Roll, one at a time and the leader last, as any change
+//     of the member's spec; the flag is never cleared.
+
+// crlWork is the revocation list the pass gives the members' Secrets.
+type crlWork struct {
+	// want are the serials to list (pki.FormatSerial), sorted.
+	want []string
+	// list is a list a member's Secret already holds that fits; nil when
+	// one is signed (sign) or none can be.
+	list []byte
+	// sign: a new list numbered number is signed by signer (nil: the CA
+	// applyPKI creates in this pass).
+	sign   bool
+	signer *pki.CA
+	number int64
+	// stale: some member Secret holds another list, or none.
+	stale bool
+	// unseen: no member Secret exists yet (a new ring): a list is signed
+	// for the Secrets the pass may create, with no event.
+	unseen bool
+	// problem says why no list can be signed; "" when one can.
+	problem string
+}
+
+// wantedSerials are spec.tls.revokedCertificates, parsed and spelled as
+// FormatSerial does, sorted and unique. The CRD admits only that
+// spelling; anything else is skipped.
+func wantedSerials(ec *etcdfedv1.EtcdCluster) []string {
+	out := make([]string, 0, len(ec.Spec.TLS.RevokedCertificates))
+	for _, t := range ec.Spec.TLS.RevokedCertificates {
+		if n, err := pki.ParseSerial(t); err == nil {
+			out = append(out, pki.FormatSerial(n))
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// revoked: spec.tls.revokedCertificates lists the serial of certPEM.
+func revoked(ec *etcdfedv1.EtcdCluster, certPEM []byte) bool {
+	n, ok := pki.Serial(certPEM)
+	return ok && slices.Contains(wantedSerials(ec), pki.FormatSerial(n))
+}
+
+// crlSigner is the CA that signs the ring's revocation list: the CA that
+// issues, else (a ring taken over without its key, rotating) the new CA
+// trusted beside it. created: the CA does not exist yet and this pass
+// creates it (pkiDue), so it will sign.
+func crlSigner(s *snapshot) (signer *pki.CA, created bool, problem string) {
+	if s.pki.ca == nil {
+		if s.ec.RingUID() == s.ec.UID {
+			return nil, true, ""
+		}
+		return nil, false, "the ring's CA is not stored yet (taken over)"
+	}
+	a := s.pki.authority()
+	for _, ca := range []*pki.CA{a.Signer, a.Next} {
+		if ca.CanSignLists() {
+			return ca, false, ""
+		}
+	}
+	return nil, false, fmt.Sprintf("the ring's CA %s cannot sign revocation lists (its key is not held, or its certificate lacks the cRLSign key usage)", pki.Describe(a.Signer.Cert))
+}
+
+// decideCRL is the list the pass writes (see above).
+func decideCRL(s *snapshot) crlWork {
+	if !s.ec.Spec.TLS.Mode.Enabled() {
+		return crlWork{}
+	}
+	w := crlWork{want: wantedSerials(s.ec)}
+	signer, created, problem := crlSigner(s)
+	w.problem = problem
+	var fit, newest []byte
+	var fitNumber, maxNumber int64 = -1, 0
+	secrets := memberCertSecrets(s)
+	for _, sec := range secrets {
+		der := sec.Data[etcdfedv1.RevocationListKey]
+		if len(der) == 0 {
+			continue
+		}
+		l, err := pki.ParseRevocationList(der)
+		if err != nil || l.Number == nil || !l.Number.IsInt64() {
+			continue
+		}
+		n := l.Number.Int64()
+		if n >= maxNumber {
+			maxNumber, newest = n, der
+		}
+		fits := slices.Equal(pki.ListedSerials(l), w.want) &&
+			(signer == nil && !created || pki.SignedBy(l, signer) && l.NextUpdate.Sub(s.now) > pki.RevocationListValidity/3)
+		if fits && n > fitNumber {
+			fit, fitNumber = der, n
+		}
+	}
+	switch {
+	case fit != nil:
+		w.list = fit
+	case signer != nil || created:
+		w.sign, w.signer, w.number = true, signer, maxNumber+1
+	default:
+		// Nothing can sign: the members keep the newest list they hold.
+		w.list = newest
+	}
+	if w.sign {
+		w.unseen = len(secrets) == 0
+		w.stale = !w.unseen
+		return w
+	}
+	if w.list != nil {
+		for _, sec := range secrets {
+			if !bytes.Equal(sec.Data[etcdfedv1.RevocationListKey], w.list) {
+				w.stale = true
+			}
+		}
+	}
+	return w
+}
+
+// crlAvailable: the pass has a revocation list to write into a new
+// member's Secret beside its object (decideCRL without parsing lists).
+func crlAvailable(s *snapshot) bool {
+	if !s.ec.Spec.TLS.Mode.Enabled() {
+		return false
+	}
+	if signer, created, _ := crlSigner(s); signer != nil || created {
+		return true
+	}
+	for _, sec := range memberCertSecrets(s) {
+		if len(sec.Data[etcdfedv1.RevocationListKey]) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// memberRevocationList is a member object's spec.tls.revocationList:
+// once set, always; for an object that runs, once its Secret holds a
+// list (then a Roll restarts it onto the flag); for a new object, when
+// the pass has a list to write into its Secret first.
+func memberRevocationList(s *snapshot, cs *clusterSnapshot, existing *etcdfedv1.EtcdMember) bool {
+	if existing == nil {
+		return crlAvailable(s)
+	}
+	if existing.Spec.TLS.RevocationList {
+		return true
+	}
+	return cs != nil && holdsList(cs, pki.MemberSecretName(existing.Name))
+}
+
+// holdsList: the Secret name in cs holds a revocation list.
+func holdsList(cs *clusterSnapshot, name string) bool {
+	sec := cs.secrets[name]
+	return sec != nil && len(sec.Data[etcdfedv1.RevocationListKey]) > 0
+}
+
+// applyCRL signs the list when decideCRL asked for one, with the CA
+// applyPKI returned when the CA is created in this pass, and returns the
+// list the members' Secrets get (nil: none).
+func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error) {
+	if !w.sign {
+		return w.list, nil
+	}
+	signer := w.signer
+	if signer == nil {
+		signer = ca
+	}
+	if signer == nil {
+		return nil, nil // the CA was not created: nothing is issued in this pass
+	}
+	serials := make([]*big.Int, 0, len(w.want))
+	for _, t := range w.want {
+		n, err := pki.ParseSerial(t)
+		if err != nil {
+			return nil, err
+		}
+		serials = append(serials, n)
+	}
+	der, err := signer.RevocationList(serials, w.number, r.now(), pki.RevocationListValidity)
+	if err != nil {
+		return nil, fmt.Errorf("sign revocation list: %w", err)
+	}
+	if w.unseen {
+		return der, nil
+	}
+	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListSigned, "Revoke",
+		"Revocation list #%d signed by %s: %s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), etcdfedv1.RevocationListKey)
+	return der, nil
+}
+
+func serialsText(serials []string) string {
+	switch n := len(serials); {
+	case n == 0:
+		return "no serial revoked"
+	case n <= 4:
+		return "revokes " + strings.Join(serials, ", ")
+	default:
+		return fmt.Sprintf("revokes %d serials (%s, ...)", n, strings.Join(serials[:4], ", "))
+	}
+}
+
+// writeCRLs writes list into every member certificate Secret of the ring
+// that holds another one (or none), patching ca.crl alone; skip are the
+// Secrets the pass wrote whole already (by cluster and name).
+func (r *Reconciler) writeCRLs(ctx context.Context, s *snapshot, list []byte, skip map[[2]string]bool) error {
+	if len(list) == 0 {
+		return nil
+	}
+	var errs []error
+	for _, cs := range s.clusters {
+		if !cs.visible() || cs.client == nil {
+			continue
+		}
+		for _, sec := range cs.secrets {
+			if sec.Labels[etcdfedv1.LabelComponent] != memberCertComponent || sec.Labels[etcdfedv1.LabelClusterUID] != string(s.ec.RingUID()) ||
+				skip[[2]string{cs.name, sec.Name}] || bytes.Equal(sec.Data[etcdfedv1.RevocationListKey], list) {
+				continue
+			}
+			patched := sec.DeepCopy()
+			if patched.Data == nil {
+				patched.Data = map[string][]byte{}
+			}
+			patched.Data[etcdfedv1.RevocationListKey] = list
+			if err := cs.client.Patch(ctx, patched, client.MergeFrom(sec)); err != nil {
+				errs = append(errs, fmt.Errorf("write revocation list into Secret %s in %s: %w", sec.Name, cs.name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setRevocation is status.revocation: the list the pass wrote (list) and
+// how many members run with it.
+func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res applyResult) {
+	if !s.ec.Spec.TLS.Mode.Enabled() {
+		st.Revocation = nil
+		return
+	}
+	prev := st.Revocation
+	rs := &etcdfedv1.RevocationStatus{MembersTotal: int32(len(st.Members))}
+	if prev != nil {
+		rs.UpdatedAt = prev.UpdatedAt
+	}
+	if res.crlSigned && !d.crl.unseen {
+		rs.UpdatedAt = &metav1.Time{Time: s.now}
+	}
+	var l *x509.RevocationList
+	if len(res.crl) > 0 {
+		l, _ = pki.ParseRevocationList(res.crl)
+	}
+	var problems []string
+	if l == nil {
+		rs.Revoked = int32(len(d.crl.want))
+		switch {
+		case res.crlErr != nil:
+			problems = append(problems, res.crlErr.Error())
+		case d.crl.problem != "":
+			problems = append(problems, d.crl.problem)
+		default:
+			problems = append(problems, "no revocation list yet")
+		}
+		rs.Message = truncate(strings.Join(problems, "; "), 1024)
+		st.Revocation = rs
+		return
+	}
+	rs.Revoked = int32(len(l.RevokedCertificateEntries))
+	if l.Number != nil && l.Number.IsInt64() {
+		rs.ListNumber = l.Number.Int64()
+	}
+	rs.SignedBy = truncate(l.Issuer.CommonName, 512)
+	if d.crl.problem != "" {
+		problems = append(problems, d.crl.problem+": the members keep the list they hold")
+	}
+	var waiting []string
+	for i := range st.Members {
+		m := &st.Members[i]
+		cs := s.cluster(m.Cluster)
+		if !cs.visible() {
+			waiting = append(waiting, m.Name+" (its cluster is out of sight)")
+			continue
+		}
+		obj := cs.members[m.Name]
+		switch {
+		case obj == nil || obj.Spec.Incarnation != m.Incarnation:
+			waiting = append(waiting, m.Name+" (not created yet)")
+		case !obj.Spec.TLS.RevocationList || obj.Status.ObservedGeneration != obj.Generation:
+			waiting = append(waiting, m.Name+" (to restart with --client-crl-file)")
+		case res.crlSigned || cs.secrets[obj.Spec.TLS.SecretName] == nil || !bytes.Equal(cs.secrets[obj.Spec.TLS.SecretName].Data[etcdfedv1.RevocationListKey], res.crl):
+			waiting = append(waiting, m.Name+" (its Secret gets the list)")
+		default:
+			rs.MembersCurrent++
+		}
+	}
+	if len(waiting) > 0 {
+		problems = append(problems, fmt.Sprintf("%d of %d members run with list #%d; waiting for %s", rs.MembersCurrent, rs.MembersTotal, rs.ListNumber, strings.Join(waiting, ", ")))
+	}
+	rs.Message = truncate(strings.Join(problems, "; "), 1024)
+	st.Revocation = rs
+}
+
+// revocationEvents records the list reaching every member, and a list
+// that cannot be signed, on the transition.
+func (r *Reconciler) revocationEvents(ec *etcdfedv1.EtcdCluster, before *etcdfedv1.RevocationStatus) {
+	after := ec.Status.Revocation
+	if after == nil {
+		return
+	}
+	current := func(rs *etcdfedv1.RevocationStatus) bool {
+		return rs != nil && rs.ListNumber > 0 && rs.MembersTotal > 0 && rs.MembersCurrent == rs.MembersTotal
+	}
+	if current(after) && (!current(before) || before.ListNumber != after.ListNumber) {
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListCurrent, "Revoke",
+			"Every member (%d) runs with revocation list #%d (%d serials revoked); a connection opened before stays open until it closes", after.MembersTotal, after.ListNumber, after.Revoked)
+	}
+	failing := func(rs *etcdfedv1.RevocationStatus) bool {
+		return rs != nil && strings.Contains(rs.Message, "cannot sign revocation lists")
+	}
+	if failing(after) && !failing(before) {
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventRevocationListFailed, "Revoke", "%s", after.Message)
+	}
+}

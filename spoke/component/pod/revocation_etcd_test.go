@@ -1,0 +1,119 @@
+package pod_test
+
+import (
+	"fmt"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
+	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/pki"
+)
+
+// TestRevokedRootCertificateRefused runs a real etcd (3.6) with the flags
+// the spoke renders for a member whose object asks for the revocation
+// list (spec.tls.revocationList) and the files its Secret holds: a root
+// client certificate of the ring's CA is served; once the list in the
+// Secret's volume names its serial (rewritten in place, as the kubelet
+// does), its next connection is refused while another root certificate
+// of the same CA, the hub's and the member's own keep working. Before,
+// the spoke rendered no --client-crl-file: a root certificate could not
+// be revoked short of rotating the CA.
+func TestRevokedRootCertificateRefused(t *testing.T) {
+	testenv.SkipIfShort(t, "an etcd process")
+	bin, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	ca, err := pki.NewCA("ring", now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	peer, client := fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)), fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))
+	m := member(func(m *etcdfedv1.EtcdMember) {
+		m.Spec.DNSName = "localhost"
+		m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=https://localhost:" + port(peer), InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
+		m.Spec.TLS = etcdfedv1.MemberTLS{SecretName: "main-0-tls", PeerSkipClientSANVerification: true, RevocationList: true}
+	})
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: "main-0", DNSNames: []string{"localhost"}}, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What the member's Secret volume holds: the hub writes an empty list
+	// with the first certificate.
+	writeList := func(serials ...*big.Int) {
+		t.Helper()
+		der, err := ca.RevocationList(serials, int64(len(serials)+1), time.Now(), pki.RevocationListValidity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(dir, etcdfedv1.RevocationListKey)
+		if err := os.WriteFile(p+".tmp", der, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".tmp", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, data := range map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeList()
+	args := renderArgs(t, m, peer, client, dir)
+	if !strings.Contains(strings.Join(args, " "), "--client-crl-file="+filepath.Join(dir, etcdfedv1.RevocationListKey)) {
+		t.Errorf("the spoke renders no --client-crl-file for a member with spec.tls.revocationList: %v", args)
+	}
+	startEtcd(t, filepath.Join(bin, "etcd"), dir, args)
+
+	stolen, err := ca.IssueClientFor(etcdfedv1.EtcdRootUser, pki.DefaultAdminClientValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := ca.IssueClientFor(etcdfedv1.EtcdRootUser, pki.DefaultAdminClientValidity, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := get(ca, stolen, client, "/health")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a root certificate is not served before it is revoked: %v", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	serial, _ := pki.Serial(stolen.CertPEM)
+	writeList(serial)
+	if err := get(ca, stolen, client, "/health"); err == nil {
+		t.Error("a revoked root certificate's new connection was served")
+	} else {
+		t.Logf("the revoked certificate: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		leaf *pki.Leaf
+	}{{"another root certificate", kept}, {"the hub's certificate", hubLeaf}, {"the member's certificate", leaf}} {
+		if err := get(ca, c.leaf, client, "/health"); err != nil {
+			t.Errorf("%s after the revocation: %v", c.name, err)
+		}
+	}
+	writeList()
+	if err := get(ca, stolen, client, "/health"); err != nil {
+		t.Errorf("the certificate once its serial left the list: %v", err)
+	}
+}
