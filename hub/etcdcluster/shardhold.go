@@ -28,9 +28,9 @@ func (r *Reconciler) shardHeld(ec *etcdfedv1.EtcdCluster, h shard.Hold) {
 	switch {
 	case h.Overlap && (!held || prev.(string) != h.Why):
 		r.shardHolds.Store(ring, h.Why)
-		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventShardConflict, "ShardConflict", "%s", h.Why)
+		r.event(ec, corev1.EventTypeWarning, etcdfedv1.EventShardConflict, "HoldRing", "%s", h.Why)
 	case !h.Overlap && held && h.Why == "":
 		r.shardHolds.Delete(ring)
-		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventShardConflict, "ShardConflict", "No other hub's shard selects the ring any more: this hub acts on it again")
+		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventShardConflict, "ResumeRing", "No other hub's shard selects the ring any more: this hub acts on it again")
 	}
 }
