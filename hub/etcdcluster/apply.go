@@ -246,7 +246,8 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 				continue
 			}
 		}
-		if w.want.Spec.TLS.RevocationList && !(w.cert && len(crl) > 0) && !holdsList(cs, w.want.Spec.TLS.SecretName) {
+		listWritten := w.cert && len(crl) > 0
+		if w.want.Spec.TLS.RevocationList && !listWritten && !holdsList(cs, w.want.Spec.TLS.SecretName) {
 			// etcd would refuse every client while the file is missing.
 			errs = append(errs, fmt.Errorf("member %s in %s: no revocation list for its Secret %s yet, so its object is not written", w.want.Spec.MemberName, cs.name, w.want.Spec.TLS.SecretName))
 			continue

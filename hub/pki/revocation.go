@@ -55,7 +55,7 @@ func ParseSerial(text string) (*big.Int, error) {
 		return nil, fmt.Errorf("pki: serial %q: no hex digits", text)
 	}
 	for _, c := range t {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+		if !isHexDigit(c) {
 			return nil, fmt.Errorf("pki: serial %q: %q is not a hex digit", text, c)
 		}
 	}
@@ -151,4 +151,8 @@ func Serial(certPEM []byte) (s *big.Int, ok bool) {
 		return nil, false
 	}
 	return cert.SerialNumber, true
+}
+
+func isHexDigit(c rune) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
