@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"crypto/x509"
 	"encoding/pem"
 	"os"
@@ -10,11 +9,7 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -25,30 +20,8 @@ import (
 // use instead, writing nothing. Before, every certificate of etcd's root
 // user it issued was valid for a year, with nothing to revoke it.
 func TestClientCertLifetime(t *testing.T) {
-	api := testenv.Shared(t, "cli-client-cert")
-	ns := testenv.NamespaceT(t, api, "clientcert")
-	kc, err := api.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"}}
-	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"}}
-	if err := api.Client.Create(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.NewCA("test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pki.CASecretName(ec)}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}}); err != nil {
-		t.Fatal(err)
-	}
+	r := newRingWithCA(t, "clientcert")
+	ns, kubeconfig := r.ns, r.kubeconfig
 	run := func(out string, extra ...string) error {
 		root.SetArgs(append([]string{"client-cert", "main", "--out", out, "--kubeconfig", kubeconfig, "--namespace", ns}, extra...))
 		root.SetOut(&strings.Builder{})

@@ -8,14 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
-	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -25,30 +21,9 @@ import (
 // taken as printed, in openssl's colon form or from the certificate file,
 // once only; bad input is refused before anything is read.
 func TestClientCertRevoke(t *testing.T) {
-	api := testenv.Shared(t, "cli-client-cert")
-	ns := testenv.NamespaceT(t, api, "revoke")
-	kc, err := api.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	r := newRingWithCA(t, "revoke")
+	api, ns, kubeconfig, ec := r.api, r.ns, r.kubeconfig, r.ec
 	ctx := context.Background()
-	ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "main"}}
-	ec.Spec = etcdfedv1.EtcdClusterSpec{Replicas: 3, Version: "3.6.16", DNS: etcdfedv1.DNSSpec{Domain: "main.etcd.test"}}
-	if err := api.Client.Create(ctx, ec); err != nil {
-		t.Fatal(err)
-	}
-	ca, err := pki.NewCA("test", time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := api.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: pki.CASecretName(ec)}, Type: corev1.SecretTypeTLS,
-		Data: map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}}); err != nil {
-		t.Fatal(err)
-	}
 	run := func(args ...string) (string, error) {
 		var out strings.Builder
 		root.SetArgs(append(args, "--kubeconfig", kubeconfig, "--namespace", ns))

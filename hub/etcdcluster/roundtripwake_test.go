@@ -11,10 +11,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/manager"
-	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
-	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -35,23 +32,7 @@ import (
 func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
-	mgr, err := mcmanager.New(api.Config, nil, manager.Options{Scheme: testenv.Scheme(),
-		Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := indexDomains(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	if err := indexCAs(ctx, mgr); err != nil {
-		t.Fatal(err)
-	}
-	mctx, stop := context.WithCancel(ctx)
-	t.Cleanup(stop)
-	go func() { _ = mgr.Start(mctx) }()
-	if !mgr.GetLocalManager().GetCache().WaitForCacheSync(mctx) {
-		t.Fatal("hub cache not synced")
-	}
+	mgr := startHubManager(t, api)
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wake"}}); err != nil {
 		t.Fatal(err)
 	}
