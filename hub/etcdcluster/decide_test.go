@@ -507,14 +507,7 @@ func TestRolloutThroughDecide(t *testing.T) {
 		}
 		// The spoke of a member written last pass has restarted its pod.
 		if restarting != "" {
-			obj := s.cluster(statusMember(&st, restarting).Cluster).members[restarting]
-			obj.Status.ObservedGeneration = obj.Generation
-			meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionTrue, Reason: "Ready"})
-			for i := range s.etcd.Members {
-				if s.etcd.Members[i].Name == restarting {
-					s.etcd.Members[i].Healthy = true
-				}
-			}
+			podRestarted(s, &st, restarting)
 			restarting = ""
 		}
 		switch d.plan.Action {
@@ -629,5 +622,19 @@ func TestUpkeepIdle(t *testing.T) {
 				t.Errorf("upkeep idle %v, want %v (pki %+v, %d certs, %d updates, %d sweeps)", got, tc.idle, d.pki, len(d.certs), len(d.updates), len(d.sweep))
 			}
 		})
+	}
+}
+
+// podRestarted is the spoke of member having restarted its pod on the spec
+// last written to it: the object observed, the pod ready, etcd's member
+// healthy.
+func podRestarted(s *snapshot, st *etcdfedv1.EtcdClusterStatus, member string) {
+	obj := s.cluster(statusMember(st, member).Cluster).members[member]
+	obj.Status.ObservedGeneration = obj.Generation
+	meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionTrue, Reason: "Ready"})
+	for i := range s.etcd.Members {
+		if s.etcd.Members[i].Name == member {
+			s.etcd.Members[i].Healthy = true
+		}
 	}
 }

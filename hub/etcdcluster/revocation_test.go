@@ -90,14 +90,7 @@ func TestRevocationRollsOnce(t *testing.T) {
 		st := computeStatus(s, d, applyResult{crl: d.crl.list}, "")
 		s.ec.Status = st
 		if restarting != "" {
-			obj := s.cluster(statusMember(&st, restarting).Cluster).members[restarting]
-			obj.Status.ObservedGeneration = obj.Generation
-			meta.SetStatusCondition(&obj.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionPodReady, Status: metav1.ConditionTrue, Reason: "Ready"})
-			for i := range s.etcd.Members {
-				if s.etcd.Members[i].Name == restarting {
-					s.etcd.Members[i].Healthy = true
-				}
-			}
+			podRestarted(s, &st, restarting)
 			restarting = ""
 		}
 		switch d.plan.Action {
