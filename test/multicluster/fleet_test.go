@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,27 +87,24 @@ func TestSimulatedClustersFormRing(t *testing.T) {
 		t.Fatalf("the simulated ring of %s: %v", ec.UID, r)
 	}
 	// Each member's EtcdMember, in its cluster, reports what the real
-	// spoke reports of a ready voter.
+	// spoke reports of a ready voter. The simulated spoke writes it in its
+	// own time, after the hub's last change to the object (make test under
+	// load once read a status a generation behind): each is read until it
+	// holds, for at most a minute.
 	for _, m := range ec.Status.Members {
 		mc := f.member(m.Cluster)
-		var list etcdfedv1.EtcdMemberList
-		if err := mc.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
-			t.Fatal(err)
-		}
-		if len(list.Items) != 1 {
-			t.Fatalf("%d EtcdMembers of the ring in %s", len(list.Items), m.Cluster)
-		}
-		em := list.Items[0]
-		for _, c := range []string{etcdfedv1.ConditionStorageReady, etcdfedv1.ConditionExposed, etcdfedv1.ConditionPodReady, etcdfedv1.ConditionMemberHealthy, etcdfedv1.ConditionPeerConnections} {
-			if !meta.IsStatusConditionTrue(em.Status.Conditions, c) {
-				t.Errorf("%s/%s: %s not True: %+v", m.Cluster, em.Name, c, meta.FindStatusCondition(em.Status.Conditions, c))
+		err := poll(ctx, time.Minute, fmt.Sprintf("%s's EtcdMember in %s to report a ready voter", m.Name, m.Cluster), func(ctx context.Context) (string, error) {
+			var list etcdfedv1.EtcdMemberList
+			if err := mc.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: string(ec.UID)}); err != nil {
+				return "", err
 			}
-		}
-		if v := em.Status.Etcd; v == nil || v.ID != m.ID || v.IsLearner || v.LeaderID == "" || v.Peers == nil || len(v.Peers.Active) != 2 {
-			t.Errorf("%s/%s: etcd view %+v, want member %s, a voter with a leader and two active peers", m.Cluster, em.Name, v, m.ID)
-		}
-		if em.Status.Address == "" || em.Status.ClientURL == "" || em.Status.Zone != m.Zone || em.Status.ObservedGeneration != em.Generation {
-			t.Errorf("%s/%s: status %+v", m.Cluster, em.Name, em.Status)
+			if len(list.Items) != 1 {
+				return fmt.Sprintf("%d EtcdMembers of the ring in %s", len(list.Items), m.Cluster), nil
+			}
+			return simMemberProblems(list.Items[0], m), nil
+		})
+		if err != nil {
+			t.Error(err)
 		}
 	}
 
@@ -121,4 +119,22 @@ func TestSimulatedClustersFormRing(t *testing.T) {
 	if r := f.Fleet.Ring(string(ec.UID)); len(r.Members()) != 3 || r.Leader() == 0 {
 		t.Fatalf("the simulated ring after the repair: %+v", r.Members())
 	}
+}
+
+// simMemberProblems says what in em's status differs from what the real
+// spoke reports of ring member m as a ready voter ("" when nothing).
+func simMemberProblems(em etcdfedv1.EtcdMember, m etcdfedv1.MemberStatus) string {
+	var out []string
+	for _, c := range []string{etcdfedv1.ConditionStorageReady, etcdfedv1.ConditionExposed, etcdfedv1.ConditionPodReady, etcdfedv1.ConditionMemberHealthy, etcdfedv1.ConditionPeerConnections} {
+		if !meta.IsStatusConditionTrue(em.Status.Conditions, c) {
+			out = append(out, fmt.Sprintf("%s not True: %+v", c, meta.FindStatusCondition(em.Status.Conditions, c)))
+		}
+	}
+	if v := em.Status.Etcd; v == nil || v.ID != m.ID || v.IsLearner || v.LeaderID == "" || v.Peers == nil || len(v.Peers.Active) != 2 {
+		out = append(out, fmt.Sprintf("etcd view %+v, want member %s, a voter with a leader and two active peers", v, m.ID))
+	}
+	if em.Status.Address == "" || em.Status.ClientURL == "" || em.Status.Zone != m.Zone || em.Status.ObservedGeneration != em.Generation {
+		out = append(out, fmt.Sprintf("address %q, client URL %q, zone %q (want %q), observed generation %d of %d", em.Status.Address, em.Status.ClientURL, em.Status.Zone, m.Zone, em.Status.ObservedGeneration, em.Generation))
+	}
+	return strings.Join(out, "; ")
 }
