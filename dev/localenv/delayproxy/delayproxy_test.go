@@ -91,10 +91,17 @@ func TestTCPRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	for _, d := range rtts(t, c, 10) {
-		if d < 16*time.Millisecond || d > 60*time.Millisecond {
-			t.Errorf("round trip %s, want 20ms ± 4ms (and some scheduling)", d)
+	// Every trip takes at least the link's round trip less its jitter; a
+	// loaded machine only adds (make test once saw 202 ms), so the upper
+	// bound holds for the fastest trip.
+	trips := rtts(t, c, 10)
+	for _, d := range trips {
+		if d < 16*time.Millisecond {
+			t.Errorf("round trip %s, want 20ms ± 4ms", d)
 		}
+	}
+	if d := slices.Min(trips); d > 60*time.Millisecond {
+		t.Errorf("the fastest of %d round trips took %s, want 20ms ± 4ms (and some scheduling)", len(trips), d)
 	}
 	if _, err := p.Set(map[Route]Link{rt: {RTT: 60 * time.Millisecond}}); err != nil {
 		t.Fatal(err)
@@ -107,10 +114,8 @@ func TestTCPRoundTrip(t *testing.T) {
 	if _, err := p.Set(map[Route]Link{rt: {}}); err != nil {
 		t.Fatal(err)
 	}
-	for _, d := range rtts(t, c, 3) {
-		if d > 20*time.Millisecond {
-			t.Errorf("round trip %s at zero distance", d)
-		}
+	if d := slices.Min(rtts(t, c, 3)); d > 20*time.Millisecond {
+		t.Errorf("the fastest of 3 round trips took %s at zero distance", d)
 	}
 	if err := c.(*net.TCPConn).CloseWrite(); err != nil {
 		t.Fatal(err)
@@ -167,6 +172,7 @@ func TestUDP(t *testing.T) {
 	}
 	defer c.Close()
 	buf := make([]byte, 16)
+	fastest := time.Hour
 	for range 5 {
 		t0 := time.Now()
 		if _, err := c.Write([]byte("ping")); err != nil {
@@ -176,9 +182,14 @@ func TestUDP(t *testing.T) {
 		if _, err := c.Read(buf); err != nil {
 			t.Fatal(err)
 		}
-		if d := time.Since(t0); d < 20*time.Millisecond || d > 60*time.Millisecond {
+		d := time.Since(t0)
+		if d < 20*time.Millisecond {
 			t.Errorf("UDP round trip %s, want 20ms", d)
 		}
+		fastest = min(fastest, d)
+	}
+	if fastest > 60*time.Millisecond {
+		t.Errorf("the fastest of 5 UDP round trips took %s, want 20ms (and some scheduling)", fastest)
 	}
 	if _, err := p.Set(map[Route]Link{rt: {Loss: 0.5}}); err != nil {
 		t.Fatal(err)
@@ -279,8 +290,8 @@ func TestRetiredRoutes(t *testing.T) {
 	if _, err := p.Set(nil); err != nil {
 		t.Fatal(err)
 	}
-	if d := roundTrip(); d > 15*time.Millisecond {
-		t.Errorf("UDP round trip %s on a retired route", d)
+	if d := min(roundTrip(), roundTrip(), roundTrip()); d > 15*time.Millisecond {
+		t.Errorf("the fastest of 3 UDP round trips took %s on a retired route", d)
 	}
 	if len(p.Routes()) != 0 {
 		t.Errorf("retired routes listed: %v", p.Routes())
