@@ -76,14 +76,24 @@ func RollSpecSpec(ctx context.Context, in RollSpecInput) RollResult {
 	t := in.T
 	t.Helper()
 	hub := in.Topology.Hub
-	ec, err := in.Etcd.Get(ctx, hub)
-	if err != nil {
+	// The status names the leader the hub last saw: between an election
+	// and the hub's next look it is empty (make test under load once read
+	// it so), so it is read until it names one.
+	var ec *etcdfedv1.EtcdCluster
+	if err := poll(ctx, time.Minute, "a leader in the ring's status before the rollout", func(ctx context.Context) (string, error) {
+		got, err := in.Etcd.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		ec = got
+		if got.Status.Leader == "" {
+			return describeEtcdCluster(got, "no leader"), nil
+		}
+		return "", nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	leader := ec.Status.Leader
-	if leader == "" {
-		t.Fatal("no leader in status before the rollout")
-	}
 	idsBefore, err := memberIDs(ctx, in.Etcd.Client)
 	if err != nil {
 		t.Fatal(err)
