@@ -286,18 +286,22 @@ func spokesSeeDistance(ctx context.Context, t *testing.T, topo *Topology, env *l
 		}
 		return short, nil
 	})
-	if err != nil {
-		t.Fatalf("the spokes' gossip at %s between member clusters, %.1fs after it was set: %v; %s",
-			roundTrip, time.Since(start).Seconds(), err, strings.Join(seen, ", "))
-	}
-	t.Logf("the spokes' probes crossed the distance %.1fs after it was set: %s", time.Since(start).Seconds(), strings.Join(seen, ", "))
 	if ec, err := etcd.Get(ctx, topo.Hub); err == nil {
 		var matrix []string
 		for _, r := range ec.Status.RoundTrips {
 			matrix = append(matrix, fmt.Sprintf("%s->%s %s", r.From, r.To, time.Duration(r.MedianMicros)*time.Microsecond))
 		}
-		t.Logf("the ring's round-trip matrix then: %s; timing %+v", strings.Join(matrix, ", "), ec.Status.Timing)
+		timing := "none"
+		if ec.Status.Timing != nil {
+			timing = fmt.Sprintf("%+v", *ec.Status.Timing)
+		}
+		t.Logf("the ring's round-trip matrix %.1fs after the distance was set: %s; timing %s", time.Since(start).Seconds(), strings.Join(matrix, ", "), timing)
 	}
+	if err != nil {
+		t.Fatalf("the spokes' gossip at %s between member clusters, %.1fs after it was set: %v; %s",
+			roundTrip, time.Since(start).Seconds(), err, strings.Join(seen, ", "))
+	}
+	t.Logf("the spokes' probes crossed the distance %.1fs after it was set: %s", time.Since(start).Seconds(), strings.Join(seen, ", "))
 }
 
 // spokeRoundTripBuckets are the bounds of the spokes' round-trip
