@@ -212,8 +212,9 @@ func sortedRoutes(m map[delayproxy.Route]Link) []delayproxy.Route {
 // of two zones, a node each): the proxy's own connections and flows
 // first, then zone pairs before cluster pairs by their node and pod
 // ranges, an explicit zero as a RETURN in both tables, TCP by TPROXY for
-// the destination's blocks, UDP by REDIRECT for its spoke's DNS and
-// gossip on its first load balancer address.
+// the destination's blocks, UDP by REDIRECT for its spoke's DNS on its
+// first load balancer address and its gossip on the second, the gossip
+// Service's (the first before issue 35: the spokes' probes missed it).
 func TestRealDistanceRules(t *testing.T) {
 	st := newState("/state", 7, Config{Clusters: 2, ZonesPerCluster: 2, NodesPerZone: 1, Nodes: NodesReal})
 	d, err := ParseDistance("member-1:member-2=20ms/2ms,zone-1a:zone-2a=0s")
@@ -273,13 +274,13 @@ func TestRealDistanceRules(t *testing.T) {
 		"-s 10.102.16.0/24 -d 172.20.9.0/24 -j RETURN",
 		"-s 10.102.16.0/24 -d 10.101.16.0/24 -j RETURN",
 		"-p udp -s 172.20.8.0/21 -d 172.20.16.128/32 --dport 53 -j REDIRECT --to-ports 40001",
-		"-p udp -s 172.20.8.0/21 -d 172.20.16.128/32 --dport 7946 -j REDIRECT --to-ports 40002",
+		"-p udp -s 172.20.8.0/21 -d 172.20.16.129/32 --dport 7946 -j REDIRECT --to-ports 40002",
 		"-p udp -s 10.101.0.0/16 -d 172.20.16.128/32 --dport 53 -j REDIRECT --to-ports 40001",
-		"-p udp -s 10.101.0.0/16 -d 172.20.16.128/32 --dport 7946 -j REDIRECT --to-ports 40002",
+		"-p udp -s 10.101.0.0/16 -d 172.20.16.129/32 --dport 7946 -j REDIRECT --to-ports 40002",
 		"-p udp -s 172.20.16.0/21 -d 172.20.8.128/32 --dport 53 -j REDIRECT --to-ports 40004",
-		"-p udp -s 172.20.16.0/21 -d 172.20.8.128/32 --dport 7946 -j REDIRECT --to-ports 40005",
+		"-p udp -s 172.20.16.0/21 -d 172.20.8.129/32 --dport 7946 -j REDIRECT --to-ports 40005",
 		"-p udp -s 10.102.0.0/16 -d 172.20.8.128/32 --dport 53 -j REDIRECT --to-ports 40004",
-		"-p udp -s 10.102.0.0/16 -d 172.20.8.128/32 --dport 7946 -j REDIRECT --to-ports 40005",
+		"-p udp -s 10.102.0.0/16 -d 172.20.8.129/32 --dport 7946 -j REDIRECT --to-ports 40005",
 	}
 	if got, want := join(nat), strings.Join(wantNat, "\n"); got != want {
 		t.Errorf("nat:\n%s\nwant:\n%s", got, want)

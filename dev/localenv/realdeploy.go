@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -80,25 +81,35 @@ func (e *Env) deployInCluster(ctx context.Context) error {
 	return e.GrantHub(ctx, "default")
 }
 
-// checkSpokeAddresses checks that every spoke's LoadBalancer address is
-// the one the state records for it (the first of the cluster's pool):
-// dev status, the tests and the DNS servers of the topology name it.
+// checkSpokeAddresses checks that every spoke's LoadBalancer addresses
+// are the ones the state records for it: its DNS Service's (the first of
+// the cluster's pool: dev status, the tests and the DNS servers of the
+// topology name it) and its gossip Service's (the second: the spokes
+// gossip there, and the distance's UDP routes to it were made for it
+// before the spokes ran; another address would leave the spokes' gossip
+// probes at zero distance whatever the distance, issue 35).
 func (e *Env) checkSpokeAddresses(ctx context.Context) error {
 	for _, c := range e.state.MemberClusters {
 		cs, err := kubernetes.NewForConfig(e.pki.restConfig(c.APIServer))
 		if err != nil {
 			return err
 		}
-		svc, err := cs.CoreV1().Services(RingNamespace).Get(ctx, install.SpokeService, metav1.GetOptions{})
+		gossip, err := netip.ParseAddrPort(c.Gossip)
 		if err != nil {
-			return err
+			return fmt.Errorf("localenv: the gossip address of %s in state: %w", c.Name, err)
 		}
-		var got []string
-		for _, in := range svc.Status.LoadBalancer.Ingress {
-			got = append(got, in.IP)
-		}
-		if !slices.Contains(got, c.AgentAddress) {
-			return fmt.Errorf("localenv: the spoke of %s got LoadBalancer address %v, the environment expects %s (another LoadBalancer Service took it?)", c.Name, got, c.AgentAddress)
+		for _, want := range []struct{ svc, addr string }{{install.SpokeService, c.AgentAddress}, {install.SpokeGossipService, gossip.Addr().String()}} {
+			svc, err := cs.CoreV1().Services(RingNamespace).Get(ctx, want.svc, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, in := range svc.Status.LoadBalancer.Ingress {
+				got = append(got, in.IP)
+			}
+			if !slices.Contains(got, want.addr) {
+				return fmt.Errorf("localenv: the spoke's Service %s of %s got LoadBalancer address %v, the environment expects %s (another LoadBalancer Service took it?)", want.svc, c.Name, got, want.addr)
+			}
 		}
 	}
 	return nil

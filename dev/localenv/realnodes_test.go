@@ -25,7 +25,7 @@ func TestRealState(t *testing.T) {
 		t.Fatalf("hub zones: %+v", st.Hub.Zones)
 	}
 	m := st.MemberClusters[1]
-	if m.APIServer != "https://172.20.16.1:6443" || m.DNS != "172.20.16.128:53" || m.Gossip != "172.20.16.128:7946" || m.AgentAddress != "172.20.16.128" {
+	if m.APIServer != "https://172.20.16.1:6443" || m.DNS != "172.20.16.128:53" || m.Gossip != "172.20.16.129:7946" || m.AgentAddress != "172.20.16.128" {
 		t.Fatalf("member-2: %+v", m)
 	}
 	n := m.Zones[1].Nodes[1]

@@ -23,8 +23,12 @@ const HubZoneName = "hub"
 // newRealState lays out an environment of real nodes (addr's real plan):
 // apiservers, nodes and load balancers on the environment's own network,
 // and a node in the hub cluster too, for the hub's pod. A member
-// cluster's agent address is its spoke's load balancer address (the first
-// of the cluster's pool), where its DNS and gossip are reached.
+// cluster's agent address is its spoke's DNS load balancer address (the
+// first of the cluster's pool), where its DNS is reached; its gossip is
+// reached on the gossip Service's own load balancer address, the second
+// (the two Services are created together, DNS first; checkSpokeAddresses
+// checks both). The distance's UDP routes (realdistance.go) are made for
+// these addresses before the spokes run.
 func newRealState(dir string, slot int, cfg Config) *State {
 	p := addr.Plan{Slot: slot}
 	cluster := func(name string, c, zones, nodes int) ClusterState {
@@ -58,11 +62,15 @@ func newRealState(dir string, slot int, cfg Config) *State {
 		lb := p.RealLB(i, 0)
 		cs.AgentAddress = lb.String()
 		cs.DNS = netip.AddrPortFrom(lb, 53).String()
-		cs.Gossip = netip.AddrPortFrom(lb, addr.GossipPort).String()
+		cs.Gossip = netip.AddrPortFrom(p.RealLB(i, realGossipLB), addr.GossipPort).String()
 		st.MemberClusters = append(st.MemberClusters, cs)
 	}
 	return st
 }
+
+// realGossipLB is the index in a member cluster's pool of the gossip
+// Service's load balancer address (the DNS Service's is 0).
+const realGossipLB = 1
 
 // realNodes lists every node of every cluster (the hub's first).
 func (s *State) realNodes() []nodeRef {
