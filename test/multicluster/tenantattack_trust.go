@@ -97,16 +97,26 @@ func forgedPending(ctx context.Context, t *testing.T, topo *Topology, victim *Ma
 		return c.Client.Status().Patch(ctx, patched, client.MergeFrom(cur))
 	}
 	// The spoke of a's cluster writes its own view back: the forgery is
-	// written again every second, past the grace.
+	// written again every second, past the grace, and the forged object
+	// made again whenever it is gone (the hub deletes an object of the
+	// ring in a cluster its member does not live in).
 	end := time.Now().Add(short.Duration + 45*time.Second)
 	written := map[string]int{}
+	recreated := 0
 	var ops []string
 	for time.Now().Before(end) {
 		for _, key := range []client.ObjectKey{client.ObjectKeyFromObject(objA), client.ObjectKeyFromObject(forged)} {
 			switch err := pending(key); {
 			case err == nil:
 				written[key.Name]++
-			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			case apierrors.IsNotFound(err) && key.Name == forged.Name:
+				again := &etcdfedv1.EtcdMember{ObjectMeta: metav1.ObjectMeta{Namespace: forged.Namespace, Name: forged.Name, Labels: forged.Labels}, Spec: forged.Spec}
+				if err := c.Client.Create(ctx, again); err == nil {
+					recreated++
+				} else if !apierrors.IsAlreadyExists(err) {
+					t.Logf("make the forged EtcdMember again in %s: %v", c.Name, err)
+				}
+			case apierrors.IsConflict(err):
 			default:
 				t.Logf("forge Pending on %s in %s: %v", key.Name, c.Name, err)
 			}
@@ -131,8 +141,8 @@ func forgedPending(ctx context.Context, t *testing.T, topo *Topology, victim *Ma
 	if written[objA.Name] == 0 {
 		t.Errorf("Pending was never written on %s in %s", objA.Name, c.Name)
 	}
-	t.Logf("%s said Pending for %s (a ready voter it hosts, %d times) and for %s (hosted by %s, %d times) for %s past a grace of %s: no member moved, no cluster recorded as not starting members; operations seen: %v",
-		c.Name, a.Name, written[objA.Name], b.Name, b.Cluster, written[forged.Name], 45*time.Second, short.Duration, ops)
+	t.Logf("%s said Pending for %s (a ready voter it hosts, %d times) and for %s (hosted by %s, %d times on an EtcdMember it made %d times more after it was deleted) for %s past a grace of %s: no member moved, no cluster recorded as not starting members; operations seen: %v",
+		c.Name, a.Name, written[objA.Name], b.Name, b.Cluster, written[forged.Name], recreated, 45*time.Second, short.Duration, ops)
 }
 
 // tenantTriesHubCredentials: a namespace-scoped identity of the attacker
