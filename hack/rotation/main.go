@@ -70,7 +70,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioHubStandbyWarm":                 1 * time.Minute, // estimate: a second hub process engaging three clusters
 	"TestScenarioHubFailover":                    5 * time.Minute, // guess: a 3-member ring, two Moves, a Lease expiry
 	"TestScenarioHubShards":                      4 * time.Minute, // estimate: the hub restarted as shard a, a second hub as shard b, two 3-member rings, a relabel under the workload, a third overlapping hub holding both rings, a scale-up after it stops
-	"TestScenarioTenantCannotReachAnotherTenant": 2 * time.Minute, // 77 s, the hub restarted twice
+	"TestScenarioTenantCannotReachAnotherTenant": 4 * time.Minute, // 149-208 s: the hub restarted twice, 75 s of forged Pending
 	"TestScenarioHubStaleRestore":                7 * time.Minute, // guess: a Move, a Replace, the hub's store restored, 2 minutes watched
 	"TestScenarioHubLost":                        8 * time.Minute, // estimate: its own environment (four clusters), a backup, the hub cluster rebuilt, a cluster killed and replaced, a restore
 	"TestScenarioHubLostWithoutEscrow":           8 * time.Minute, // estimate: its own environment (three clusters), the hub cluster rebuilt without the escrow, a take-over held, then a CA rotation of three phases

@@ -104,7 +104,9 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 		if w.createCA {
 			bundle = ca.CertPEM
 		}
-		want := certSecret(ec.Namespace, pki.HubClientSecretName(ec), ownerLabels(ec), bundle, leaf)
+		// The certificate it replaces is kept beside it until it expires:
+		// the ring's revocation list names it from the next pass.
+		want := hubClientSecret(s, bundle, leaf, r.now())
 		if err := writeOwned(ctx, r.hub(), ec.RingUID(), "the hub", present(s.pki.hubClient), want); err != nil {
 			return ca, err
 		}

@@ -9,6 +9,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +36,11 @@ import (
 //     rotation the list is signed by the CA that issues (etcd reads one
 //     DER list from the file and matches serial numbers only, whichever
 //     CA signed them; serials are 127 random bits).
+//   - the serials are spec.tls.revokedCertificates and the hub's own
+//     client certificates it superseded and that have not expired
+//     (supersededHubCerts: kept in its Secret under pki.KeySuperseded,
+//     written with the certificate that replaces them, so the record
+//     cannot be lost between the two).
 //   - every member Secret gets it (writeMemberCert for the Secrets the
 //     pass writes, writeCRLs for the others: ca.crl alone is patched).
 //   - a member's object asks for the flag (spec.tls.revocationList) once
@@ -44,10 +50,58 @@ import (
 //     the planner's Roll, one at a time and the leader last, as any change
 //     of the member's spec; the flag is never cleared.
 
+// maxSupersededHubCerts bounds the hub's superseded client certificates
+// kept (pki.KeySuperseded). The hub replaces its certificate every 4 to 5
+// days (pki.ClientValidity, renewed with a third left), on a CA rotation
+// and when it is revoked, and drops one when it expires, so a handful are
+// kept at a time; past the bound, the ones that expire first are dropped.
+const maxSupersededHubCerts = 16
+
+// supersededHubCerts are the hub's client certificates of sec (the hub
+// client Secret, nil when missing) that it replaced and that have not
+// expired at now: those of pki.KeySuperseded and, when replacing (sec's
+// certificate is being replaced), sec's own. Unique by serial, the last
+// to expire first, at most maxSupersededHubCerts.
+func supersededHubCerts(sec *corev1.Secret, now time.Time, replacing bool) []*x509.Certificate {
+	if sec == nil {
+		return nil
+	}
+	certs := pki.Certificates(sec.Data[pki.KeySuperseded])
+	if replacing {
+		certs = append(certs, pki.Certificates(sec.Data[pki.KeyCert])...)
+	}
+	certs = slices.DeleteFunc(certs, func(c *x509.Certificate) bool { return !now.Before(c.NotAfter) })
+	slices.SortStableFunc(certs, func(a, b *x509.Certificate) int {
+		if c := b.NotAfter.Compare(a.NotAfter); c != 0 {
+			return c
+		}
+		return a.SerialNumber.Cmp(b.SerialNumber)
+	})
+	certs = slices.CompactFunc(certs, func(a, b *x509.Certificate) bool { return a.SerialNumber.Cmp(b.SerialNumber) == 0 })
+	if len(certs) > maxSupersededHubCerts {
+		certs = certs[:maxSupersededHubCerts]
+	}
+	return certs
+}
+
+// hubClientSecret is the hub client Secret written with leaf: its
+// certificate and bundle, and the certificates it supersedes (the one it
+// replaces among them) for the revocation list.
+func hubClientSecret(s *snapshot, bundle []byte, leaf *pki.Leaf, now time.Time) *corev1.Secret {
+	sec := certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), bundle, leaf)
+	if old := supersededHubCerts(s.pki.hubClient, now, true); len(old) > 0 {
+		sec.Data[pki.KeySuperseded] = pki.EncodeCertificates(old)
+	}
+	return sec
+}
+
 // crlWork is the revocation list the pass gives the members' Secrets.
 type crlWork struct {
 	// want are the serials to list (pki.FormatSerial), sorted.
 	want []string
+	// superseded is how many of them are the hub's own superseded client
+	// certificates.
+	superseded int
 	// list is a list a member's Secret already holds that fits; nil when
 	// one is signed (sign) or none can be.
 	list []byte
@@ -74,6 +128,18 @@ func wantedSerials(ec *etcdfedv1.EtcdCluster) []string {
 		if n, err := pki.ParseSerial(t); err == nil {
 			out = append(out, pki.FormatSerial(n))
 		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// listedSerials are the serials the ring's revocation list holds:
+// spec.tls.revokedCertificates and the hub's superseded client
+// certificates that have not expired; sorted and unique.
+func listedSerials(s *snapshot) []string {
+	out := wantedSerials(s.ec)
+	for _, c := range supersededHubCerts(s.pki.hubClient, s.now, false) {
+		out = append(out, pki.FormatSerial(c.SerialNumber))
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
@@ -110,7 +176,7 @@ func decideCRL(s *snapshot) crlWork {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return crlWork{}
 	}
-	w := crlWork{want: wantedSerials(s.ec)}
+	w := crlWork{want: listedSerials(s), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false))}
 	signer, created, problem := crlSigner(s)
 	w.problem = problem
 	var fit, newest []byte
@@ -226,8 +292,15 @@ func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error
 		return der, nil
 	}
 	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListSigned, "Revoke",
-		"Revocation list #%d signed by %s: %s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), etcdfedv1.RevocationListKey)
+		"Revocation list #%d signed by %s: %s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), etcdfedv1.RevocationListKey)
 	return der, nil
+}
+
+func supersededText(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of them the hub's own superseded client certificates, until they expire)", n)
 }
 
 func serialsText(serials []string) string {

@@ -156,3 +156,39 @@ func Serial(certPEM []byte) (s *big.Int, ok bool) {
 func isHexDigit(c rune) bool {
 	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
 }
+
+// KeySuperseded is the key of the hub's client certificate Secret
+// (HubClientSecretName) that holds the hub's own client certificates it
+// replaced (renewal, a new CA, a revoked one) and that have not expired:
+// PEM, certificates only, no keys. The hub lists their serials in the
+// ring's revocation list until they expire, so that a stolen copy of a
+// superseded hub certificate is refused as the current one would be.
+const KeySuperseded = "superseded.crt"
+
+// Certificates are the certificates of every CERTIFICATE block of
+// pemBytes; blocks that do not parse are skipped.
+func Certificates(pemBytes []byte) []*x509.Certificate {
+	var out []*x509.Certificate
+	for rest := pemBytes; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return out
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
+			out = append(out, c)
+		}
+	}
+}
+
+// EncodeCertificates is certs in PEM, one CERTIFICATE block each.
+func EncodeCertificates(certs []*x509.Certificate) []byte {
+	var b bytes.Buffer
+	for _, c := range certs {
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw})
+	}
+	return b.Bytes()
+}

@@ -155,6 +155,12 @@ func (r *Runner) renewIfDue(ctx context.Context, sec *corev1.Secret) string {
 		return err.Error()
 	}
 	metricCredentialExpiry.WithLabelValues(sec.Name).Set(float64(claims.Expiry.Unix()))
+	// Both results are exported from the first pass on, at 0: the first
+	// failed renewal is then an increase the alert
+	// EtcdfedHubCredentialRenewalFailing sees (a series that appears at 1
+	// is none), and a live hub exports the series the alerts use.
+	metricRenewals.WithLabelValues(sec.Name, "ok")
+	metricRenewals.WithLabelValues(sec.Name, "error")
 	if end, err := time.Parse(time.RFC3339, sec.Annotations[etcdfedv1.AnnotationCredentialNotAfter]); err == nil {
 		metricChainEnd.WithLabelValues(sec.Name).Set(float64(end.Unix()))
 	}

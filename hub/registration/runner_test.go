@@ -120,6 +120,11 @@ func TestRenewAndReport(t *testing.T) {
 	if v, _ := metric(t, "etcdfed_hub_member_credential_renewals_total", map[string]string{"member_cluster": "member-1", "result": "ok"}); v != 1 {
 		t.Errorf("renewals ok %v, want 1", v)
 	}
+	// Exported at 0 before any failure, so that the first failure is an
+	// increase (EtcdfedHubCredentialRenewalFailing).
+	if v, ok := metric(t, "etcdfed_hub_member_credential_renewals_total", map[string]string{"member_cluster": "member-1", "result": "error"}); !ok || v != 0 {
+		t.Errorf("renewals error %v (exported: %v) before any failure, want 0", v, ok)
+	}
 	s, ok := registration.StatusOf(after.Annotations)
 	if !ok || !s.Engaged || s.Spoke != registration.SpokeUnseen || s.Problem != "" {
 		t.Errorf("status %+v (%v), want engaged, spoke unseen", s, ok)

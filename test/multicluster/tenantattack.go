@@ -68,7 +68,18 @@ const tenantParent = "tenants.test"
 //     domain outside the attacker's allowance, a single-label domain (the
 //     CRD), and from a namespace the policy leaves free, the victim's
 //     parent (overlap);
-//   - the victim's trust: a ring on a copy of the victim's CA.
+//   - the victim's trust: a ring on a copy of the victim's CA;
+//   - a member cluster's word on Pending (a compromised member cluster
+//     hosting the attacker's members): Pending forged on the victim's
+//     member it hosts while that member is a ready voter, and an
+//     EtcdMember for a victim member it does not host, reporting
+//     Pending, both held past the member grace;
+//   - the hub's credentials, as a namespace-scoped tenant (an identity
+//     with rights on EtcdClusters and Secrets in its namespace only): the
+//     hub's tokens for the member clusters, the hub's client certificate
+//     on the victim's ring, a token of the hub's ServiceAccount, and the
+//     hub made to write a Secret over them (spec.clients) or to issue a
+//     certificate of the hub's etcd user.
 //
 // Each is refused with its condition's reason and a message naming what
 // was refused, and writes nothing in any member cluster. Through all of
@@ -258,6 +269,14 @@ func TenantCannotReachAnotherTenantSpec(ctx context.Context, in TenantAttackInpu
 		}
 		must(hub.Client.Delete(ctx, sq))
 		must(WaitForGone(ctx, hub, sq, 2*time.Minute))
+	})
+
+	t.Run("a member cluster's Pending reports", func(t *testing.T) {
+		forgedPending(ctx, t, topo, victim)
+	})
+
+	t.Run("the hub's credentials", func(t *testing.T) {
+		tenantTriesHubCredentials(ctx, t, topo, in.Attacker, in.Victim, victim.Name, attacker.Name)
 	})
 
 	t.Run("the hub's backup workers", func(t *testing.T) {
