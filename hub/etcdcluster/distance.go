@@ -49,10 +49,10 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	}
 }
 
-// matrixReaders are the ring's decisions that read its matrix besides
-// the timing: leader placement Auto.
+// matrixReaders are the ring's decisions that read its matrix: the
+// timing when it is derived (Auto), leader placement Auto.
 func matrixReaders(ec *etcdfedv1.EtcdCluster) timing.Readers {
-	return timing.Readers{Leader: leaderPolicy(ec).Placement == topology.LeaderAuto}
+	return timing.Readers{Timing: timing.Derived(ec.Spec.Etcd), Leader: leaderPolicy(ec).Placement == topology.LeaderAuto}
 }
 
 // distanceClusters are the member clusters of the ring's round-trip

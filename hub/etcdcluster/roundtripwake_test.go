@@ -20,9 +20,10 @@ import (
 )
 
 // TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem: against a real hub
-// apiserver, four rings: "near" passed over once with members in member-1
+// apiserver, five rings: "near" passed over once with members in member-1
 // and member-2 and their round trip recorded (1/2 ms), "leader" the same
-// with leader placement Auto, "elsewhere" passed over with members in
+// with leader placement Auto, "manual" the same with timing Manual (its
+// matrix is read by nothing), "elsewhere" passed over with members in
 // member-4 and member-5, "fresh" never passed over. An update of
 // member-1's EtcdSpoke that moves only its round trips wakes the rings
 // that record it: jitter wakes only "fresh" (its matrix is not known
@@ -32,7 +33,8 @@ import (
 // medians) and "fresh" but not "near", whose timing it cannot move (it
 // used to wake "near" too, and the ring recorded it: the fleet at rest was
 // not quiet); a distance of 100 ms to member-2 wakes "near", "leader" and
-// "fresh", never "elsewhere". Any other change of the spoke (a condition)
+// "fresh", never "elsewhere" nor "manual" (a pair it recorded is not
+// recorded again). Any other change of the spoke (a condition)
 // wakes every ring. Every spoke update used to wake every ring: with 20
 // member clusters, the hub's queue never emptied after a restart.
 func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
@@ -84,16 +86,22 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 		t.Fatal(err)
 	}
 	pass(leader)
+	manual := create("manual", []string{"member-1", "member-2"}, near.Status.RoundTrips)
+	manual.Spec.Etcd.Timing = etcdfedv1.TimingManual
+	if err := api.Client.Update(ctx, manual); err != nil {
+		t.Fatal(err)
+	}
+	pass(manual)
 	pass(create("elsewhere", []string{"member-4", "member-5"}, nil))
 	create("fresh", []string{"member-1", "member-2"}, nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var list etcdfedv1.EtcdClusterList
-		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 4 {
+		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 5 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the hub's cache does not hold the four rings")
+			t.Fatal("the hub's cache does not hold the five rings")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -143,7 +151,7 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 		}, []string{"fresh"}},
 		{"gossip no longer healthy", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.Conditions[0].Status = metav1.ConditionFalse
-		}, []string{"elsewhere", "fresh", "leader", "near"}},
+		}, []string{"elsewhere", "fresh", "leader", "manual", "near"}},
 	} {
 		if got := woken(tc.change); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)

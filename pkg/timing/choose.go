@@ -111,6 +111,12 @@ func Choose(in Input) etcdfedv1.TimingStatus {
 	return st
 }
 
+// Derived says whether Choose derives a value from the matrix for spec:
+// timing not Manual, and not both values given.
+func Derived(spec etcdfedv1.EtcdConfig) bool {
+	return spec.Timing != etcdfedv1.TimingManual && (spec.HeartbeatIntervalMillis == nil || spec.ElectionTimeoutMillis == nil)
+}
+
 // derive is the Auto rule without hysteresis.
 func derive(in Input) (hb, el int32, why string) {
 	voters := map[string]bool{}

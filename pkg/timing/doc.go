@@ -16,9 +16,10 @@
 //   - Matrix merges the spokes' reports into the ring's matrix, keeping an
 //     entry whose move matters to none of the ring's decisions
 //     (RecordAgain: the heartbeat it asks for moved by RecordMillis, or
-//     with leader placement Auto its median moved as Moved says), so a
-//     loaded prober's medians at loopback, which all ask for etcd's
-//     default heartbeat, are not recorded in every ring across the pair.
+//     with leader placement Auto its median moved as Moved says; a ring
+//     that derives nothing from it records each pair once), so a loaded
+//     prober's medians at loopback, which ask for etcd's default
+//     heartbeat, are not recorded in every ring across the pair.
 //   - Choose derives heartbeat and election timeout from the matrix
 //     following etcd's tuning guide
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat

@@ -21,10 +21,13 @@ type Report struct {
 
 // Readers are the decisions of a ring that read its matrix, which set
 // what a recorded pair must move by to be recorded again (RecordAgain).
-// The etcd timing (Choose) is always counted: a ring with timing Manual
-// records what would matter if it were Auto, so that its status still
-// shows the distance that matters.
+// A ring that reads it for nothing (timing Manual, or both values given,
+// and no leader placement Auto) records each pair once, when it is first
+// reported: its spokes' EtcdSpoke status carries what they measure now.
 type Readers struct {
+	// Timing: the etcd timing is derived from the matrix (Choose with
+	// Auto for at least one of the two values).
+	Timing bool
 	// Leader: leader placement Auto, which compares the medians of the
 	// ring's clusters (within topology.AutoMarginPercent).
 	Leader bool
@@ -111,7 +114,7 @@ const P99Hold = 5 * time.Minute
 const RecordMillis = ChangeMillis / 2
 
 // RecordAgain says whether a recorded pair is recorded anew with what a
-// spoke reports now, for a ring whose matrix readers read:
+// spoke reports now, for a ring whose matrix readers read (none: never):
 //
 //   - for leader placement Auto, its median moved significantly (Moved's
 //     rule of the median);
@@ -123,6 +126,9 @@ func RecordAgain(old etcdfedv1.RoundTrip, p etcdfedv1.PeerRoundTrip, now time.Ti
 	medianMoved := moved(old.MedianMicros, p.MedianMicros, SignificantMedianMicros)
 	if readers.Leader && medianMoved {
 		return true
+	}
+	if !readers.Timing {
+		return false
 	}
 	was := heartbeat(&old)
 	is := heartbeat(&etcdfedv1.RoundTrip{MedianMicros: p.MedianMicros, P99Micros: p.P99Micros})

@@ -181,7 +181,7 @@ func TestMatrix(t *testing.T) {
 		return etcdfedv1.PeerRoundTrip{Cluster: c, MedianMicros: int64(medianMs * 1000), P99Micros: int64(p99Ms * 1000), Samples: 50}
 	}
 	clusters := []string{"a", "b", "c"}
-	leader := timing.Readers{Leader: true}
+	auto, leader := timing.Readers{Timing: true}, timing.Readers{Timing: true, Leader: true}
 	for _, tc := range []struct {
 		name    string
 		prev    []etcdfedv1.RoundTrip
@@ -210,14 +210,21 @@ func TestMatrix(t *testing.T) {
 		{name: "timing only: a loaded prober's medians at loopback (6 to 54 ms, p99 to 200 ms) ask for etcd's default heartbeat, nothing is recorded",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 6, 40), t0), at(rt("a", "c", 54, 90), t0), at(rt("b", "a", 9, 150), t0)},
 			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 54, 90), peer("c", 6, 40)}}, {From: "b", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 30, 200)}}},
+			readers: auto,
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 6, 40), t0), at(rt("a", "c", 54, 90), t0), at(rt("b", "a", 9, 150), t0)}},
 		{name: "timing only: a distance raised is recorded at once, a p99 that moves the heartbeat once the pair was recorded P99Hold ago",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t1.Add(-timing.P99Hold)), at(rt("b", "a", 80, 90), t0), at(rt("b", "c", 200, 210), t0)},
 			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 100, 110), peer("c", 80, 295)}}, {From: "b", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 80, 295), peer("c", 240, 250)}}},
+			readers: auto,
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 100, 110), t1), at(rt("a", "c", 80, 295), t1), at(rt("b", "a", 80, 90), t0), at(rt("b", "c", 240, 250), t1)}},
+		{name: "read for nothing (timing Manual, leader not Auto): a pair is recorded once, a distance raised is not recorded again",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 100, 110), peer("c", 80, 90)}}},
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t1)}},
 		{name: "timing only: the heartbeat asked moving by less than RecordMillis is not recorded",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 80, 90), t0)},
 			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 92, 100)}}},
+			readers: auto,
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 80, 90), t0)}},
 		{name: "an entry nobody reports now is kept; one of a cluster that left is dropped",
 			prev: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "gone", 1, 2), t0), at(rt("gone", "a", 1, 2), t0)},
