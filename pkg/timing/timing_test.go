@@ -384,3 +384,23 @@ func TestConfirm(t *testing.T) {
 		})
 	}
 }
+
+// TestDerived: the matrix is read for the timing unless it is Manual or
+// both values are given.
+func TestDerived(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec etcdfedv1.EtcdConfig
+		want bool
+	}{
+		{"unset (Auto)", etcdfedv1.EtcdConfig{}, true},
+		{"Auto", etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingAuto}, true},
+		{"Auto, the heartbeat given", etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150)}, true},
+		{"Auto, both given", etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150), ElectionTimeoutMillis: ptr.To[int32](1500)}, false},
+		{"Manual", etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual}, false},
+	} {
+		if got := timing.Derived(tc.spec); got != tc.want {
+			t.Errorf("%s: Derived = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
