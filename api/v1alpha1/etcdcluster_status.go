@@ -197,8 +197,13 @@ type EtcdClusterStatus struct {
 
 	// roundTrips is the matrix of round trips between the ring's member
 	// clusters, from their spokes' reports (EtcdSpoke status.roundTrips),
-	// sorted by from and to. An entry changes only when the round trip
-	// changes enough to matter.
+	// sorted by from and to. A pair is recorded when first reported; it
+	// is recorded again only when its change matters to what the ring
+	// derives from it: the heartbeat it asks for (with spec.etcd.timing
+	// Auto) moved by 25 ms and an eighth, or its median moved by a
+	// quarter and 10 ms (with spec.leader.placement Auto). A ring that
+	// derives neither keeps each pair's first measurement; its spokes'
+	// EtcdSpoke status carries what they measure now.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=1024

@@ -451,7 +451,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	revocationBefore := ec.Status.Revocation.DeepCopy()
 	ec.Status = computeStatus(s, d, res, passProblem)
 	r.fleet.observe(ec)
-	r.matrices.set(ec.UID, distanceClusters(s, &ec.Status), ec.Status.RoundTrips)
+	r.matrices.set(ec.UID, distanceClusters(s, &ec.Status), ec.Status.RoundTrips, matrixReaders(ec))
 	r.takeOverEvents(ec, takeOverBefore)
 	r.revocationEvents(ec, revocationBefore)
 	r.alarmEvents(ec, alarmsBefore, ec.Status.Alarms)

@@ -9,6 +9,7 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
 	"github.com/etcdfed/etcdfed/pkg/timing"
+	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
 // recordDistance brings the ring's round-trip matrix and the etcd timing
@@ -16,8 +17,8 @@ import (
 // matrix is fed by the spokes of the ring's clusters (eligible or holding
 // a member) that are visible, whose gossip may witness (GossipHealthy)
 // and whose report the hub accepted (checkReports); an entry changes only
-// when its round trip changed significantly, so a ring at rest writes
-// nothing. The timing is chosen from the round trips between the voters'
+// when its round trip changed by what matters to the ring's decisions
+// (matrixReaders, timing.RecordAgain), so a ring at rest writes nothing. The timing is chosen from the round trips between the voters'
 // clusters, with hysteresis against what was chosen before; desiredMember
 // renders it into every member's etcd flags (timing.Render), and a change
 // is rolled like any change of spec.etcd (planner rollStep, leader last).
@@ -32,7 +33,7 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 			reports = append(reports, timing.Report{From: cs.name, RoundTrips: cs.spoke.Status.RoundTrips})
 		}
 	}
-	if m := timing.Matrix(st.RoundTrips, reports, clusters, s.now); !equality.Semantic.DeepEqual(m, st.RoundTrips) {
+	if m := timing.Matrix(st.RoundTrips, reports, clusters, s.now, matrixReaders(s.ec)); !equality.Semantic.DeepEqual(m, st.RoundTrips) {
 		st.RoundTrips = m
 	}
 	voters := voterClusters(st)
@@ -46,6 +47,12 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	if st.Timing == nil || *st.Timing != t {
 		st.Timing = &t
 	}
+}
+
+// matrixReaders are the ring's decisions that read its matrix: the
+// timing when it is derived (Auto), leader placement Auto.
+func matrixReaders(ec *etcdfedv1.EtcdCluster) timing.Readers {
+	return timing.Readers{Timing: timing.Derived(ec.Spec.Etcd), Leader: leaderPolicy(ec).Placement == topology.LeaderAuto}
 }
 
 // distanceClusters are the member clusters of the ring's round-trip

@@ -28,8 +28,8 @@ import (
 // change of it used to wake every ring. But most of its changes are of
 // status.roundTrips alone, one peer at a time, and a round trip concerns
 // only the rings whose matrix spans both clusters, and among those only
-// the ones that record it (timing.Matrix: a move within the dead band, or
-// a p99 held, changes nothing). With twenty member clusters, 380 measured
+// the ones that record it (timing.Matrix: a move that matters to none of
+// the ring's decisions, or a p99 held, changes nothing). With twenty member clusters, 380 measured
 // pairs each woke all the rings: after a hub restart the queue never
 // emptied (docs/measurements/fleet.md). Such an update now wakes the rings
 // whose last pass's matrix it changes, and the rings this hub has not
@@ -46,15 +46,16 @@ type matrixMemory struct {
 type ringMatrix struct {
 	clusters   []string
 	roundTrips []etcdfedv1.RoundTrip
+	readers    timing.Readers
 }
 
-func (m *matrixMemory) set(ring types.UID, clusters []string, roundTrips []etcdfedv1.RoundTrip) {
+func (m *matrixMemory) set(ring types.UID, clusters []string, roundTrips []etcdfedv1.RoundTrip, readers timing.Readers) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.rings == nil {
 		m.rings = map[types.UID]ringMatrix{}
 	}
-	m.rings[ring] = ringMatrix{clusters: clusters, roundTrips: roundTrips}
+	m.rings[ring] = ringMatrix{clusters: clusters, roundTrips: roundTrips, readers: readers}
 }
 
 func (m *matrixMemory) get(ring types.UID) (ringMatrix, bool) {
@@ -74,7 +75,7 @@ func (m *matrixMemory) forget(ring types.UID) {
 // record something new of the round trips that the spoke of cluster from
 // reports now (the rule of its pass: timing.Matrix). Pure.
 func recordsRoundTrips(rm ringMatrix, from string, reported []etcdfedv1.PeerRoundTrip, now time.Time) bool {
-	m := timing.Matrix(rm.roundTrips, []timing.Report{{From: from, RoundTrips: reported}}, rm.clusters, now)
+	m := timing.Matrix(rm.roundTrips, []timing.Report{{From: from, RoundTrips: reported}}, rm.clusters, now, rm.readers)
 	return !equality.Semantic.DeepEqual(m, rm.roundTrips)
 }
 

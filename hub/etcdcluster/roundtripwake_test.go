@@ -20,15 +20,23 @@ import (
 )
 
 // TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem: against a real hub
-// apiserver, three rings: "near" passed over once with members in member-1
-// and member-2 and their round trip recorded (1/2 ms), "elsewhere" passed
-// over with members in member-4 and member-5, "fresh" never passed over.
-// An update of member-1's EtcdSpoke that moves only its round trips wakes
-// the rings that record it: jitter wakes only "fresh" (its matrix is not
-// known yet), a distance of 30 ms to member-2 wakes "near" and "fresh",
-// never "elsewhere". Any other change of the spoke (a condition) wakes
-// every ring. Every spoke update used to wake every ring: with 20 member
-// clusters, the hub's queue never emptied after a restart.
+// apiserver, five rings: "near" passed over once with members in member-1
+// and member-2 and their round trip recorded (1/2 ms), "leader" the same
+// with leader placement Auto, "manual" the same with timing Manual (its
+// matrix is read by nothing), "elsewhere" passed over with members in
+// member-4 and member-5, "fresh" never passed over. An update of
+// member-1's EtcdSpoke that moves only its round trips wakes the rings
+// that record it: jitter wakes only "fresh" (its matrix is not known
+// yet); a loaded prober's median at loopback (30 ms, then 54 ms: what
+// twenty simulated spokes in one busy process measured) asks for etcd's
+// default heartbeat as 1 ms does, so it wakes "leader" (Auto compares
+// medians) and "fresh" but not "near", whose timing it cannot move (it
+// used to wake "near" too, and the ring recorded it: the fleet at rest was
+// not quiet); a distance of 100 ms to member-2 wakes "near", "leader" and
+// "fresh", never "elsewhere" nor "manual" (a pair it recorded is not
+// recorded again). Any other change of the spoke (a condition)
+// wakes every ring. Every spoke update used to wake every ring: with 20
+// member clusters, the hub's queue never emptied after a restart.
 func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
@@ -72,16 +80,28 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 		{From: "member-1", To: "member-2", MedianMicros: 1000, P99Micros: 2000, ObservedAt: &at},
 		{From: "member-2", To: "member-1", MedianMicros: 1000, P99Micros: 2000, ObservedAt: &at}})
 	pass(near)
+	leader := create("leader", []string{"member-1", "member-2"}, near.Status.RoundTrips)
+	leader.Spec.Leader = &etcdfedv1.LeaderSpec{Placement: etcdfedv1.LeaderPlacementAuto}
+	if err := api.Client.Update(ctx, leader); err != nil {
+		t.Fatal(err)
+	}
+	pass(leader)
+	manual := create("manual", []string{"member-1", "member-2"}, near.Status.RoundTrips)
+	manual.Spec.Etcd.Timing = etcdfedv1.TimingManual
+	if err := api.Client.Update(ctx, manual); err != nil {
+		t.Fatal(err)
+	}
+	pass(manual)
 	pass(create("elsewhere", []string{"member-4", "member-5"}, nil))
 	create("fresh", []string{"member-1", "member-2"}, nil)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var list etcdfedv1.EtcdClusterList
-		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 3 {
+		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 5 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the hub's cache does not hold the three rings")
+			t.Fatal("the hub's cache does not hold the five rings")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -117,15 +137,21 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 		{"jitter of the round trip to member-2", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 1300, 2600, &later, &later
 		}, []string{"fresh"}},
-		{"member-2 30 ms away", func(s *etcdfedv1.EtcdSpoke) {
+		{"a loaded prober at loopback: member-2 at 30 ms", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 30_000, 40_000, &later, &later
-		}, []string{"fresh", "near"}},
+		}, []string{"fresh", "leader"}},
+		{"a loaded prober at loopback: member-2 at 54 ms, p99 150 ms", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 54_000, 150_000, &later, &later
+		}, []string{"fresh", "leader"}},
+		{"member-2 100 ms away", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 100_000, 110_000, &later, &later
+		}, []string{"fresh", "leader", "near"}},
 		{"a round trip to member-4, which shares no ring with member-1", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.RoundTrips = append(s.Status.RoundTrips, etcdfedv1.PeerRoundTrip{Cluster: "member-4", MedianMicros: 30_000, P99Micros: 40_000, Samples: 10, ObservedAt: &later})
 		}, []string{"fresh"}},
 		{"gossip no longer healthy", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.Conditions[0].Status = metav1.ConditionFalse
-		}, []string{"elsewhere", "fresh", "near"}},
+		}, []string{"elsewhere", "fresh", "leader", "manual", "near"}},
 	} {
 		if got := woken(tc.change); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)

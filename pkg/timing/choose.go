@@ -111,6 +111,12 @@ func Choose(in Input) etcdfedv1.TimingStatus {
 	return st
 }
 
+// Derived says whether Choose derives a value from the matrix for spec:
+// timing not Manual, and not both values given.
+func Derived(spec etcdfedv1.EtcdConfig) bool {
+	return spec.Timing != etcdfedv1.TimingManual && (spec.HeartbeatIntervalMillis == nil || spec.ElectionTimeoutMillis == nil)
+}
+
 // derive is the Auto rule without hysteresis.
 func derive(in Input) (hb, el int32, why string) {
 	voters := map[string]bool{}
@@ -141,15 +147,8 @@ func derive(in Input) (hb, el int32, why string) {
 		return hb, el, "the voters share one member cluster: etcd's defaults"
 	}
 	// The tuning guide's heartbeat (up to 1.5 round trips) with a margin
-	// for jitter, rounded up to the step (integer arithmetic in
-	// microseconds, so the result is exact).
-	want := wanted(worst)
-	stepMicros := int64(HeartbeatStep) * 1000
-	steps := (want + stepMicros - 1) / stepMicros
-	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
-		steps = d
-	}
-	hb = max(int32(steps)*HeartbeatStep, MinHeartbeat)
+	// for jitter, rounded up to the step.
+	hb = heartbeat(worst)
 	el = electionFor(hb)
 	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median) in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
 		millis(worst.MedianMicros), millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
@@ -167,6 +166,19 @@ func derive(in Input) (hb, el int32, why string) {
 func wanted(e *etcdfedv1.RoundTrip) int64 {
 	m, p := max(e.MedianMicros, 0), max(e.P99Micros, 0)
 	return m + m/2 + max(p-m, 0)/4
+}
+
+// heartbeat is the heartbeat (ms) Auto derives from one round trip:
+// wanted rounded up to HeartbeatStep, between MinHeartbeat and
+// MaxHeartbeat (integer arithmetic in microseconds, so the result is
+// exact).
+func heartbeat(e *etcdfedv1.RoundTrip) int32 {
+	stepMicros := int64(HeartbeatStep) * 1000
+	steps := (wanted(e) + stepMicros - 1) / stepMicros
+	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
+		steps = d
+	}
+	return max(int32(steps)*HeartbeatStep, MinHeartbeat)
 }
 
 // electionFor is the election timeout of heartbeat hb: ten heartbeats,

@@ -4,18 +4,22 @@
 //
 //   - Window keeps the last round trips a spoke measured to one peer
 //     (memberlist's probes) and gives their median and p99.
-//   - Moved is the one hysteresis rule of round trips: one is published
-//     again (by the spoke) or recorded again (by the hub) only when its
-//     median or p99 moved by more than a quarter and more than 10 ms (the
-//     median) or 200 ms (the p99), so a link's jitter, or a loaded
-//     prober's stalled probes, write nothing.
+//   - Moved is the spoke's hysteresis rule of round trips: one is
+//     published again only when its median or p99 moved by more than a
+//     quarter and more than 10 ms (the median) or 200 ms (the p99), so a
+//     link's jitter, or a loaded prober's stalled probes, write nothing.
 //   - Confirm is the spoke's hysteresis over probes: a significant move
 //     is published only once Confirmations consecutive probes of the peer
 //     showed it, so a loaded prober's median flipping between its fast
 //     and its stalled probes writes nothing, and a real change of
 //     distance is published two probes after the window's median moved.
 //   - Matrix merges the spokes' reports into the ring's matrix, keeping an
-//     entry that did not move enough.
+//     entry whose move matters to none of the ring's decisions
+//     (RecordAgain: the heartbeat it asks for moved by RecordMillis, or
+//     with leader placement Auto its median moved as Moved says; a ring
+//     that derives nothing from it records each pair once), so a loaded
+//     prober's medians at loopback, which ask for etcd's default
+//     heartbeat, are not recorded in every ring across the pair.
 //   - Choose derives heartbeat and election timeout from the matrix
 //     following etcd's tuning guide
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat

@@ -181,10 +181,12 @@ func TestMatrix(t *testing.T) {
 		return etcdfedv1.PeerRoundTrip{Cluster: c, MedianMicros: int64(medianMs * 1000), P99Micros: int64(p99Ms * 1000), Samples: 50}
 	}
 	clusters := []string{"a", "b", "c"}
+	auto, leader := timing.Readers{Timing: true}, timing.Readers{Timing: true, Leader: true}
 	for _, tc := range []struct {
 		name    string
 		prev    []etcdfedv1.RoundTrip
 		reports []timing.Report
+		readers timing.Readers
 		want    []etcdfedv1.RoundTrip
 	}{
 		{name: "nothing reported, nothing recorded"},
@@ -195,20 +197,41 @@ func TestMatrix(t *testing.T) {
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)},
 			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 0.4, 39), peer("c", 95, 125)}}},
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t0)}},
-		{name: "a change that matters is recorded anew (a p99 alone once the pair was recorded P99Hold ago)",
+		{name: "leader Auto: a change that matters is recorded anew (a p99 alone once the pair was recorded P99Hold ago)",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t1.Add(-timing.P99Hold))},
 			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 12, 15), peer("c", 80, 295)}}},
+			readers: leader,
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 12, 15), t1), at(rt("a", "c", 80, 295), t1)}},
-		{name: "a p99 alone that swings within P99Hold of its record is held; a median moving with it is not",
+		{name: "leader Auto: a p99 alone that swings within P99Hold of its record is held; a median moving with it is not",
 			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 9, 400), t0), at(rt("a", "c", 9, 400), t0), at(rt("b", "a", 9, 150), t0)},
 			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 9, 150), peer("c", 30, 150)}}, {From: "b", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 9, 400)}}},
+			readers: leader,
 			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 9, 400), t0), at(rt("a", "c", 30, 150), t1), at(rt("b", "a", 9, 150), t0)}},
+		{name: "timing only: a loaded prober's medians at loopback (6 to 54 ms, p99 to 200 ms) ask for etcd's default heartbeat, nothing is recorded",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 6, 40), t0), at(rt("a", "c", 54, 90), t0), at(rt("b", "a", 9, 150), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 54, 90), peer("c", 6, 40)}}, {From: "b", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 30, 200)}}},
+			readers: auto,
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 6, 40), t0), at(rt("a", "c", 54, 90), t0), at(rt("b", "a", 9, 150), t0)}},
+		{name: "timing only: a distance raised is recorded at once, a p99 that moves the heartbeat once the pair was recorded P99Hold ago",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t1.Add(-timing.P99Hold)), at(rt("b", "a", 80, 90), t0), at(rt("b", "c", 200, 210), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 100, 110), peer("c", 80, 295)}}, {From: "b", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("a", 80, 295), peer("c", 240, 250)}}},
+			readers: auto,
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 100, 110), t1), at(rt("a", "c", 80, 295), t1), at(rt("b", "a", 80, 90), t0), at(rt("b", "c", 240, 250), t1)}},
+		{name: "read for nothing (timing Manual, leader not Auto): a pair is recorded once, a distance raised is not recorded again",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 100, 110), peer("c", 80, 90)}}},
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "c", 80, 90), t1)}},
+		{name: "timing only: the heartbeat asked moving by less than RecordMillis is not recorded",
+			prev:    []etcdfedv1.RoundTrip{at(rt("a", "b", 80, 90), t0)},
+			reports: []timing.Report{{From: "a", RoundTrips: []etcdfedv1.PeerRoundTrip{peer("b", 92, 100)}}},
+			readers: auto,
+			want:    []etcdfedv1.RoundTrip{at(rt("a", "b", 80, 90), t0)}},
 		{name: "an entry nobody reports now is kept; one of a cluster that left is dropped",
 			prev: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0), at(rt("a", "gone", 1, 2), t0), at(rt("gone", "a", 1, 2), t0)},
 			want: []etcdfedv1.RoundTrip{at(rt("a", "b", 1, 2), t0)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := timing.Matrix(tc.prev, tc.reports, clusters, t1)
+			got := timing.Matrix(tc.prev, tc.reports, clusters, t1, tc.readers)
 			if !equality.Semantic.DeepEqual(got, tc.want) {
 				t.Errorf("got\n%v\nwant\n%v", got, tc.want)
 			}
@@ -359,5 +382,25 @@ func TestConfirm(t *testing.T) {
 				t.Errorf("published on probes %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestDerived: the matrix is read for the timing unless it is Manual or
+// both values are given.
+func TestDerived(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		spec etcdfedv1.EtcdConfig
+		want bool
+	}{
+		{"unset (Auto)", etcdfedv1.EtcdConfig{}, true},
+		{"Auto", etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingAuto}, true},
+		{"Auto, the heartbeat given", etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150)}, true},
+		{"Auto, both given", etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](150), ElectionTimeoutMillis: ptr.To[int32](1500)}, false},
+		{"Manual", etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual}, false},
+	} {
+		if got := timing.Derived(tc.spec); got != tc.want {
+			t.Errorf("%s: Derived = %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
