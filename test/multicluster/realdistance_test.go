@@ -238,8 +238,10 @@ func leaderPodDeletedAtDistance(ctx context.Context, t *testing.T, topo *Topolog
 // minutes. It fails otherwise (issue 35: on real nodes the spokes' gossip
 // went straight to the other cluster's gossip address, 0.7-0.9 ms at
 // 10 ms). It then logs the round-trip matrix of the ring's status, which
-// follows its own hysteresis (a median moves the matrix only by more
-// than 10 ms, over a window of 128 probes).
+// follows its own hysteresis (a spoke publishes a median that moved by
+// more than 10 ms, over a window of 128 probes, and a ring records it
+// again only when the move matters to its timing or leader placement:
+// pkg/timing RecordAgain).
 func spokesSeeDistance(ctx context.Context, t *testing.T, topo *Topology, env *localenv.Env, etcd *ManagedEtcd, roundTrip time.Duration) {
 	t.Helper()
 	start := time.Now()
