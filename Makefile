@@ -251,7 +251,7 @@ bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClus
 	ETCDFED_SCALE_RINGS=$(SCALE_RINGS) ETCDFED_SCALE_OUT=$(SCALE_OUT) $(GO) test -run '^$$' -bench 'BenchmarkHubScale$$' -benchtime 1x -timeout 60m -v ./test/multicluster
 
 # The hub over simulated member clusters (dev/simcluster): FLEET_RINGS rings
-# of 3 and 5 members over FLEET_CLUSTERS clusters (at most 15), report in
+# of 3 and 5 members over FLEET_CLUSTERS clusters (at most 31, addr.MaxMemberClusters), report in
 # FLEET_OUT; FLEET_LIMIT=n runs the hub with --max-fleet-disruptions=n. Run it
 # under the machine's heavy lock.
 FLEET_RINGS ?= 100
