@@ -1,12 +1,7 @@
 package etcdcluster
 
 import (
-	"bufio"
 	"context"
-	"crypto/tls"
-	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -89,7 +84,7 @@ func TestSupersededHubCertificateRefused(t *testing.T) {
 		}
 	}
 	observe()
-	if err := healthAs(ca, old, addr); err != nil {
+	if err := etcdtest.GetAs(ca, old, addr, "/health"); err != nil {
 		t.Fatalf("the hub's certificate before its renewal: %v", err)
 	}
 
@@ -116,7 +111,7 @@ func TestSupersededHubCertificateRefused(t *testing.T) {
 	if l, err := pki.ParseRevocationList(list); err != nil || !slices.Contains(pki.ListedSerials(l), oldSerial) {
 		t.Errorf("the revocation list after the hub's renewal (%v) does not name the certificate it replaced (%s)", err, oldSerial)
 	}
-	if err := healthAs(ca, old, addr); err == nil {
+	if err := etcdtest.GetAs(ca, old, addr, "/health"); err == nil {
 		t.Error("the hub's superseded certificate is still served after the next pass's list reached the member")
 	} else {
 		t.Logf("the superseded certificate: %v", err)
@@ -125,7 +120,7 @@ func TestSupersededHubCertificateRefused(t *testing.T) {
 		name string
 		leaf *pki.Leaf
 	}{{"the hub's new certificate", fresh}, {"another certificate of the CA", etcd.Client}} {
-		if err := healthAs(ca, c.leaf, addr); err != nil {
+		if err := etcdtest.GetAs(ca, c.leaf, addr, "/health"); err != nil {
 			t.Errorf("%s after the list: %v", c.name, err)
 		}
 	}
@@ -196,32 +191,4 @@ func serialOf(t *testing.T, l *pki.Leaf) string {
 		t.Fatal("no certificate")
 	}
 	return pki.FormatSerial(n)
-}
-
-// healthAs asks etcd's /health at addr on a new connection with leaf.
-func healthAs(ca *pki.CA, leaf *pki.Leaf, addr string) error {
-	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		return err
-	}
-	cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, cfg)
-	if err != nil {
-		return fmt.Errorf("handshake: %w", err)
-	}
-	defer func() { _ = conn.Close() }()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(conn, "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
 }

@@ -1,12 +1,10 @@
 package pod_test
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -117,7 +115,7 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 	deadline := time.Now().Add(90 * time.Second)
 	for _, p := range procs {
 		for {
-			err := get(ca, hubLeaf, p.client, "/health")
+			err := etcdtest.GetAs(ca, hubLeaf, p.client, "/health")
 			if err == nil {
 				break
 			}
@@ -128,18 +126,18 @@ func peerPortRefusesClients(t *testing.T, binary, version string) {
 		}
 	}
 	peer, client := procs[0].peer, procs[0].client
-	if err := get(ca, memberLeaf, peer, "/version"); err != nil {
+	if err := etcdtest.GetAs(ca, memberLeaf, peer, "/version"); err != nil {
 		t.Fatalf("a member's certificate is not served on the peer port: %v", err)
 	}
 	for _, c := range []struct {
 		name string
 		leaf *pki.Leaf
 	}{{"a consumer's", consumer}, {"the hub's", hubLeaf}} {
-		if err := get(ca, c.leaf, client, "/version"); err != nil {
+		if err := etcdtest.GetAs(ca, c.leaf, client, "/version"); err != nil {
 			t.Errorf("the client port refuses %s client certificate: %v", c.name, err)
 		}
 		for _, p := range []string{"/members", "/version", "/raft/probing"} {
-			err := get(ca, c.leaf, peer, p)
+			err := etcdtest.GetAs(ca, c.leaf, peer, p)
 			if err == nil {
 				t.Errorf("the peer port serves %s %s to %s client certificate", p, "(200)", c.name)
 				continue
@@ -182,36 +180,6 @@ func port(hostport string) string {
 func atoi(s string) int {
 	n, _ := strconv.Atoi(s)
 	return n
-}
-
-// get asks for path over TLS presenting leaf, trusting ca: nil when served
-// with 200. With TLS 1.3 a server refuses a client certificate after the
-// handshake, so the refusal shows on the first read.
-func get(ca *pki.CA, leaf *pki.Leaf, addr, path string) error {
-	pair, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
-	if err != nil {
-		return err
-	}
-	cfg := &tls.Config{RootCAs: ca.Pool(), ServerName: "localhost", MinVersion: tls.VersionTLS12,
-		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &pair, nil }}
-	conn, err := tls.DialWithDialer(&net.Dialer{Timeout: 3 * time.Second}, "tcp", addr, cfg)
-	if err != nil {
-		return fmt.Errorf("handshake: %w", err)
-	}
-	defer func() { _ = conn.Close() }()
-	_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", path); err != nil {
-		return fmt.Errorf("write: %w", err)
-	}
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		return fmt.Errorf("read: %w", err)
-	}
-	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("HTTP %d", resp.StatusCode)
-	}
-	return nil
 }
 
 // TestPeerNameMigrationKeepsQuorum runs the hub's two rolls on three real
@@ -280,7 +248,7 @@ func TestPeerNameMigrationKeepsQuorum(t *testing.T) {
 			r.waitHealthy(r.procs...)
 			progress(fmt.Sprintf("phase %d, %s restarted", phase+1, p.name))
 			if require && p == r.procs[0] {
-				if err := get(r.ca, oldPeer, p.peer, "/version"); err == nil {
+				if err := etcdtest.GetAs(r.ca, oldPeer, p.peer, "/version"); err == nil {
 					t.Error("a member requiring the peer name serves a peer certificate without it")
 				}
 			}
@@ -291,7 +259,7 @@ func TestPeerNameMigrationKeepsQuorum(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, p := range r.procs {
-		if err := get(r.ca, consumer, p.peer, "/version"); err == nil {
+		if err := etcdtest.GetAs(r.ca, consumer, p.peer, "/version"); err == nil {
 			t.Errorf("%s: the peer port serves a consumer's certificate after the migration", p.name)
 		}
 	}
@@ -377,7 +345,7 @@ func (r *testRing) waitHealthy(ps ...*etcdProc) {
 	deadline := time.Now().Add(90 * time.Second)
 	for _, p := range ps {
 		for {
-			err := get(r.ca, hub, p.client, "/health")
+			err := etcdtest.GetAs(r.ca, hub, p.client, "/health")
 			if err == nil {
 				break
 			}

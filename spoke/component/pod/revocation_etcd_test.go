@@ -88,7 +88,7 @@ func TestRevokedRootCertificateRefused(t *testing.T) {
 	}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		err := get(ca, stolen, client, "/health")
+		err := etcdtest.GetAs(ca, stolen, client, "/health")
 		if err == nil {
 			break
 		}
@@ -99,7 +99,7 @@ func TestRevokedRootCertificateRefused(t *testing.T) {
 	}
 	serial, _ := pki.Serial(stolen.CertPEM)
 	writeList(serial)
-	if err := get(ca, stolen, client, "/health"); err == nil {
+	if err := etcdtest.GetAs(ca, stolen, client, "/health"); err == nil {
 		t.Error("a revoked root certificate's new connection was served")
 	} else {
 		t.Logf("the revoked certificate: %v", err)
@@ -108,12 +108,12 @@ func TestRevokedRootCertificateRefused(t *testing.T) {
 		name string
 		leaf *pki.Leaf
 	}{{"another root certificate", kept}, {"the hub's certificate", hubLeaf}, {"the member's certificate", leaf}} {
-		if err := get(ca, c.leaf, client, "/health"); err != nil {
+		if err := etcdtest.GetAs(ca, c.leaf, client, "/health"); err != nil {
 			t.Errorf("%s after the revocation: %v", c.name, err)
 		}
 	}
 	writeList()
-	if err := get(ca, stolen, client, "/health"); err != nil {
+	if err := etcdtest.GetAs(ca, stolen, client, "/health"); err != nil {
 		t.Errorf("the certificate once its serial left the list: %v", err)
 	}
 }
