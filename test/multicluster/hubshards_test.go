@@ -3,7 +3,6 @@ package multicluster
 import (
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"path/filepath"
@@ -268,20 +267,11 @@ func observeRing(ctx context.Context, t *testing.T, topo *Topology, ec *etcdfedv
 func hasRingMetrics(url, namespace, name string) (bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	raw, err := getMetrics(ctx, http.DefaultClient, url, "")
 	if err != nil {
 		return false, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return false, err
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return false, err
-	}
-	for _, l := range strings.Split(string(raw), "\n") {
+	for _, l := range strings.Split(raw, "\n") {
 		if strings.HasPrefix(l, "etcdfed_cluster_members{") && strings.Contains(l, `name="`+name+`"`) && strings.Contains(l, `namespace="`+namespace+`"`) {
 			return true, nil
 		}

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -65,18 +66,35 @@ func parseMetrics(text string) metricSet {
 }
 
 func scrape(ctx context.Context, url string) (metricSet, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	body, err := getMetrics(ctx, http.DefaultClient, url, "")
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return parseMetrics(body), nil
+}
+
+// getMetrics is the text url serves through client, with token as a
+// bearer token when set; an answer other than 200 is an error that
+// carries what was said.
+func getMetrics(ctx context.Context, client *http.Client, url, token string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
-		return nil, err
+		return "", err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return "", err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	return parseMetrics(string(body)), nil
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return string(body), nil
 }

@@ -353,23 +353,10 @@ func spokeMetrics(ctx context.Context, t *testing.T, env *localenv.Env, c *Clust
 			return conn, err
 		}}}
 	return func(ctx context.Context) (metricSet, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+ip.String()+":8080/metrics", nil)
+		body, err := getMetrics(ctx, client, "https://"+ip.String()+":8080/metrics", tok.Status.Token)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("the metrics of %s's spoke: %w", c.Name, err)
 		}
-		req.Header.Set("Authorization", "Bearer "+tok.Status.Token)
-		resp, err := client.Do(req)
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("GET /metrics of %s's spoke: %s: %s", c.Name, resp.Status, body)
-		}
-		return parseMetrics(string(body)), nil
+		return parseMetrics(body), nil
 	}
 }
