@@ -12,6 +12,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -67,10 +68,15 @@ func RevocationSpec(ctx context.Context, in RevocationSpecInput) {
 			t.Fatalf("%s runs with a revocation list before the hub was upgraded: the ring is not one from before", name)
 		}
 	}
+	// pods are the members' pods' UIDs; a pod between its deletion and
+	// the spoke's new one (a roll) is left out.
 	pods := func() map[string]types.UID {
 		out := map[string]types.UID{}
 		for _, m := range ec.Status.Members {
 			p, err := memberCluster(t, in.Topology, m.Cluster).Clientset.CoreV1().Pods(etcdfedv1.DefaultRingNamespace).Get(ctx, in.Etcd.ObjectName(m.Name), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
 			must(err)
 			out[m.Name] = p.UID
 		}
