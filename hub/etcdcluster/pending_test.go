@@ -95,3 +95,31 @@ func TestAPendingMemberNoOneRunsTheSpecOfStaysPut(t *testing.T) {
 		t.Errorf("plan %s %+v (%s): main-2 moved out of member-3 though no member runs the spec", d.plan.Action, op, d.plan.Reason)
 	}
 }
+
+// A zone where no node takes new pods (every node cordoned) explains the
+// Pending pod: the cluster is not recorded as not starting the spec, the
+// member moves out through the closed zone, and once the zone takes pods
+// again the placement spreads the ring back there (the drained-zone and
+// start-given-up scenarios failed on this: the record kept member-2 closed
+// to the ring until the spec changed).
+func TestAPendingMemberInAClosedZoneDoesNotCloseItsCluster(t *testing.T) {
+	s := ring()
+	pendingIn(s)
+	s.cluster("member-3").spoke.Status.UnschedulableZones = []string{"zone-3"}
+	d := decide(s)
+	if len(d.ledger.NotStarting) != 0 {
+		t.Errorf("status.notStarting = %+v with zone-3 closed, want none", d.ledger.NotStarting)
+	}
+	op := d.plan.Operation
+	if d.plan.Action != planner.ActBegin || op == nil || op.Member != "main-2" || op.To == nil || op.To.Cluster == "member-3" {
+		t.Fatalf("plan %s %+v (%s), want main-2 moved out of the closed zone", d.plan.Action, op, d.plan.Reason)
+	}
+
+	// Moved out, the zone open again: the placement spreads it back.
+	s = ring()
+	movedTo(s, "member-1", "zone-1")
+	d = decide(s)
+	if op := d.plan.Operation; d.plan.Action != planner.ActBegin || op == nil || op.To == nil || op.To.Cluster != "member-3" {
+		t.Errorf("zone-3 open again: plan %s %+v (%s), want main-2 spread back to member-3", d.plan.Action, op, d.plan.Reason)
+	}
+}

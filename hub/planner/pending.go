@@ -42,9 +42,12 @@ import (
 // member grace (since m went down, as the hub recorded it), and another
 // member is a ready voter whose pod runs that same spec. Only with
 // spec.failurePolicy.automatic: then m is left to the placement, which
-// moves it out of its member cluster.
+// moves it out of its member cluster. A zone where no node takes new pods
+// (DomainClosed) explains the Pending pod without blaming the cluster: the
+// placement moves m out through the closed zone and takes the zone back
+// once a node there takes pods again, so that is not NotStarting.
 func NotStarting(in Input, m Member) string {
-	if !in.Automatic {
+	if !in.Automatic || m.DomainClosed {
 		return ""
 	}
 	return notStarting(in, m, m.ReadyChangedAt)

@@ -38,7 +38,11 @@ func poll(ctx context.Context, timeout time.Duration, what string, cond func(ctx
 	err := wait.PollUntilContextTimeout(ctx, defaultPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		why, err := cond(ctx)
 		if err != nil {
-			last = err.Error()
+			// A read cut short by the deadline says nothing about the
+			// thing waited for: keep the last answer that did.
+			if ctx.Err() == nil || last == "" {
+				last = err.Error()
+			}
 			return false, nil
 		}
 		last = why
