@@ -179,7 +179,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	if err := indexCAs(context.Background(), mgr); err != nil {
 		return fmt.Errorf("index EtcdClusters by CA: %w", err)
 	}
-	return mcbuilder.ControllerManagedBy(mgr).
+	b := mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
 		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
 		// A deleted EtcdCluster, or one refused itself, may leave its
@@ -197,8 +197,15 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.mapNodeLease(), member).
 		Watches(nodeMeta(), r.mapNode(), member, mcbuilder.WithPredicates(zoneLabelChanged())).
 		WatchesRawSource(r.staleSource()).
-		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
-		Complete(r)
+		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: r.MaxConcurrentReconciles})
+	if r.Claims != nil {
+		// The hubs' shard claims (the local cache holds only those
+		// Leases): a claim made, dropped or changed wakes every ring,
+		// which then holds or resumes (shardhold.go).
+		b = b.Watches(&coordinationv1.Lease{}, r.mapToRings(), mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false),
+			mcbuilder.WithPredicates(claimNews(r.Claims)))
+	}
+	return b.Complete(r)
 }
 
 // mapByClusterLabel maps a member-cluster object to the EtcdCluster named in

@@ -249,3 +249,24 @@ func shardOfClaim(name string) string {
 	}
 	return ""
 }
+
+// ClaimNews says whether a change of a claim Lease (old nil: created; new
+// nil: deleted) can change which rings the hubs hold for an overlap: a
+// claim made or deleted, its selector or holder changed, or a claim stale
+// for StaleAfter renewed again (its hub is back). A plain renewal changes
+// nothing. A hub acts on no ring without reading the claims first, so
+// these only keep its account (ShardConflict events, the conflicts gauge)
+// current: without them a quiet ring learned of a new overlapping shard at
+// its next pass, which at rest may be hours away.
+func (c *Claims) ClaimNews(old, new *coordinationv1.Lease) bool {
+	switch {
+	case old == nil || new == nil:
+		return true
+	case old.Annotations[SelectorAnnotation] != new.Annotations[SelectorAnnotation],
+		ptr.Deref(old.Spec.HolderIdentity, "") != ptr.Deref(new.Spec.HolderIdentity, ""):
+		return true
+	case old.Spec.RenewTime == nil || new.Spec.RenewTime == nil:
+		return old.Spec.RenewTime != new.Spec.RenewTime
+	}
+	return new.Spec.RenewTime.Sub(old.Spec.RenewTime.Time) > c.staleAfter()
+}

@@ -125,3 +125,37 @@ func TestClaimsFindOverlaps(t *testing.T) {
 		t.Fatalf("the ring, no longer held, through the shard's Reader: %v", err)
 	}
 }
+
+// TestClaimNews: which changes of a claim wake the hub's rings. A renewal
+// does not (every hub renews every 5 s); a claim made, dropped, given
+// another selector or holder, or renewed after it went stale does
+// (TestScenarioHubShards' third hub went unnoticed by the quiet rings of
+// the hub it overlapped without them).
+func TestClaimNews(t *testing.T) {
+	c := &Claims{StaleAfter: 30 * time.Second}
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	claim := func(sel, holder string, renewed time.Duration) *coordinationv1.Lease {
+		return &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: "etcdfed-hub-claim-c", Annotations: map[string]string{SelectorAnnotation: sel}, Labels: map[string]string{ClaimLabel: "true"}},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, RenewTime: &metav1.MicroTime{Time: at.Add(renewed)}},
+		}
+	}
+	base := claim("etcdfed.dev/shard in (a,c)", "hub-c-1", 0)
+	for _, tc := range []struct {
+		name     string
+		old, new *coordinationv1.Lease
+		want     bool
+	}{
+		{"made", nil, base, true},
+		{"dropped", base, nil, true},
+		{"renewed", base, claim("etcdfed.dev/shard in (a,c)", "hub-c-1", 5*time.Second), false},
+		{"renewed late but within StaleAfter", base, claim("etcdfed.dev/shard in (a,c)", "hub-c-1", 29*time.Second), false},
+		{"renewed after it went stale", base, claim("etcdfed.dev/shard in (a,c)", "hub-c-1", 31*time.Second), true},
+		{"another selector", base, claim("etcdfed.dev/shard=c", "hub-c-1", 5*time.Second), true},
+		{"another holder", base, claim("etcdfed.dev/shard in (a,c)", "hub-c-2", 5*time.Second), true},
+	} {
+		if got := c.ClaimNews(tc.old, tc.new); got != tc.want {
+			t.Errorf("%s: ClaimNews = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
