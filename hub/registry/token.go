@@ -3,6 +3,8 @@ package registry
 import (
 	"net/http"
 	"sync"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // tokenHolder is a registration's current bearer token, set on every
@@ -42,13 +44,26 @@ func (t *tokenHolder) get() string {
 }
 
 func (t *tokenHolder) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		req = req.Clone(req.Context())
-		req.Header.Set("Authorization", "Bearer "+t.get())
-		return rt.RoundTrip(req)
-	})
+	return &bearer{holder: t, rt: rt}
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
+// bearer sets the holder's token on each request. It names the transport
+// it wraps (utilnet.RoundTripperWrapper) so that client-go can hand a
+// cancellation down to it: without that every watch a cache closed logged
+// "Warning: unable to cancel request" (hundreds a minute in a hub's log).
+// The request itself ends with its context, as every request here does.
+type bearer struct {
+	holder *tokenHolder
+	rt     http.RoundTripper
+}
 
-func (f roundTripperFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+func (b *bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.holder.get())
+	return b.rt.RoundTrip(req)
+}
+
+// WrappedRoundTripper is the transport the token is set for.
+func (b *bearer) WrappedRoundTripper() http.RoundTripper { return b.rt }
+
+var _ utilnet.RoundTripperWrapper = (*bearer)(nil)
