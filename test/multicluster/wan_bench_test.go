@@ -667,9 +667,14 @@ func (w *wanBench) failoverManaged(ctx context.Context, m *ManagedEtcd) (time.Du
 
 // soak runs, at 20 ms with 10 ms jitter and two busy processes, the Auto
 // ring and a bare etcd at each of bareTimings under a steady write load
-// for soakFor, all at once, and counts their leader changes (raft term
-// increments and leaders seen; the Auto ring's include the hub's moves
-// of leadership back to the preferred zone).
+// for soakFor, all at once, and counts their leader changes the same way
+// for every system (SoakTally: a new term led by another member; a
+// member behind does not count again), the raft term increments, and,
+// for the Auto ring, the hub's moves of leadership back to the preferred
+// zone (each raises the term once) apart from the elections. Each
+// system's WAL fsyncs over a second (from the members' metrics) show
+// when the machine's disk, not the network or the timing, stalled a
+// leader: its heartbeats wait for the fsync.
 func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Duration, bareTimings []WANTiming) []string {
 	b := w.b
 	w.setDistance(ctx, localenv.Link{RTT: 20 * time.Millisecond, Jitter: 10 * time.Millisecond})
