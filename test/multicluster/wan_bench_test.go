@@ -64,7 +64,9 @@ import (
 // 10m) at 20 ms with 10 ms jitter under CPU load (two busy processes, one
 // per core): leader changes of etcdfed Auto and of bare etcds at the
 // ETCDFED_WAN_SOAK_BARE timings (default 30/300,40/400,50/500,100/1000), all at
-// once under a steady write load.
+// once under a steady write load. ETCDFED_WAN_SOAK_LOGS names a directory
+// to keep the bare etcds' logs in (the etcdfed members' logs stay in the
+// environment's directory with ETCDFED_KEEP_STATE=1).
 //
 // The markdown goes to ETCDFED_WAN_OUT (default out/bench-wan.md). It
 // measures; it asserts nothing about speed.
