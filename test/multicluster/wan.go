@@ -177,3 +177,104 @@ func ms(d time.Duration) string {
 	}
 	return strconv.FormatFloat(f, 'f', 0, 64)
 }
+
+// SoakTally counts a ring's elections and leader changes from members'
+// status answers sampled one after the other (the stability run reads
+// every member every second). Only answers at the highest term seen so
+// far count: a member that has not heard of the newest term yet still
+// names the old leader, and counting every change between two members'
+// answers (as the run did before) counted one election two or three
+// times. A change is a new term whose leader differs from the last
+// leader known.
+type SoakTally struct {
+	// Term0 and Term are the first and highest raft terms seen.
+	Term0, Term uint64
+	// Leaders are the leaders seen (member IDs).
+	Leaders map[uint64]bool
+	// Changes counts leader changes: a new term led by another member.
+	Changes int
+	// Misses counts status reads that failed.
+	Misses int
+	// leader is the leader known at Term (0: not known yet).
+	leader, last uint64
+}
+
+// SoakChange is a new term's leader SoakTally.Observe found.
+type SoakChange struct {
+	Term     uint64
+	From, To uint64
+	// LeaderChanged: the new term is led by another member than the
+	// last (a re-election of the same leader is not a change).
+	LeaderChanged bool
+}
+
+// Observe takes one member's answer: its raft term and the leader it
+// knows (0: none). It reports a new term's leader once it is known
+// (false for the first answer and for anything else).
+func (t *SoakTally) Observe(term, leader uint64) (SoakChange, bool) {
+	if t.Leaders == nil {
+		t.Leaders = map[uint64]bool{}
+	}
+	if t.Term0 == 0 {
+		t.Term0, t.Term = term, term
+	}
+	if term < t.Term {
+		return SoakChange{}, false // a member behind names an old leader
+	}
+	if term > t.Term {
+		t.Term, t.leader = term, 0
+	}
+	if leader == 0 || t.leader != 0 {
+		return SoakChange{}, false
+	}
+	t.leader = leader
+	t.Leaders[leader] = true
+	c := SoakChange{Term: term, From: t.last, To: leader}
+	first := t.last == 0
+	if !first && leader != t.last {
+		t.Changes++
+		c.LeaderChanged = true
+	}
+	t.last = leader
+	return c, !first
+}
+
+// Elections is the term increments less the leadership transfers a
+// controller made (each MoveLeader raises the term once): the elections
+// nobody asked for.
+func (t *SoakTally) Elections(transfers int) int {
+	return int(t.Term-t.Term0) - transfers
+}
+
+// WALFsyncsOver reads etcd's WAL fsync histogram
+// (etcd_disk_wal_fsync_duration_seconds) from a metrics page: the fsyncs
+// that took longer than the bucket bound le (as etcd prints it, such as
+// "1.024"), and all of them. A leader whose fsync outlasts the election
+// timeout sends no heartbeat meanwhile, and its followers elect another.
+func WALFsyncsOver(metrics, le string) (over, total int64, err error) {
+	const name = "etcd_disk_wal_fsync_duration_seconds"
+	bucket, count := int64(-1), int64(-1)
+	for _, line := range strings.Split(metrics, "\n") {
+		var v *int64
+		switch rest, ok := strings.CutPrefix(line, name); {
+		case !ok:
+			continue
+		case strings.HasPrefix(rest, `_bucket{le="`+le+`"} `):
+			v = &bucket
+		case strings.HasPrefix(rest, "_count "):
+			v = &count
+		default:
+			continue
+		}
+		f := strings.Fields(line)
+		n, perr := strconv.ParseFloat(f[len(f)-1], 64)
+		if perr != nil {
+			return 0, 0, fmt.Errorf("parse %q: %w", line, perr)
+		}
+		*v = int64(n)
+	}
+	if bucket < 0 || count < 0 {
+		return 0, 0, fmt.Errorf("no %s bucket le=%q and count in the metrics", name, le)
+	}
+	return count - bucket, count, nil
+}

@@ -3,6 +3,8 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,6 +18,8 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/etcdtest"
@@ -60,7 +64,9 @@ import (
 // 10m) at 20 ms with 10 ms jitter under CPU load (two busy processes, one
 // per core): leader changes of etcdfed Auto and of bare etcds at the
 // ETCDFED_WAN_SOAK_BARE timings (default 30/300,40/400,50/500,100/1000), all at
-// once under a steady write load.
+// once under a steady write load. ETCDFED_WAN_SOAK_LOGS names a directory
+// to keep the bare etcds' logs in (the etcdfed members' logs stay in the
+// environment's directory with ETCDFED_KEEP_STATE=1).
 //
 // The markdown goes to ETCDFED_WAN_OUT (default out/bench-wan.md). It
 // measures; it asserts nothing about speed.
@@ -345,7 +351,7 @@ func (w *wanBench) managed(name string, m *ManagedEtcd) wanSystem {
 // startBare starts five plain etcd processes shaped as w.shape, member i
 // of zone z on the address .(200+10*set+i) of z's block, in a cgroup
 // below z's.
-func (w *wanBench) startBare(ctx context.Context, set int, tm WANTiming) wanSystem {
+func (w *wanBench) startBare(ctx context.Context, set int, tm WANTiming, extra ...string) wanSystem {
 	b := w.b
 	var hosts, cgroups, zoneOf []string
 	for _, z := range w.zones {
@@ -366,7 +372,7 @@ func (w *wanBench) startBare(ctx context.Context, set int, tm WANTiming) wanSyst
 		}
 	}
 	c := etcdtest.Start(b, etcdtest.Options{Members: len(hosts), Name: fmt.Sprintf("bare%d", set), Hosts: hosts, Cgroups: cgroups,
-		ExtraArgs: []string{fmt.Sprintf("--heartbeat-interval=%d", tm.Heartbeat), fmt.Sprintf("--election-timeout=%d", tm.Election)}})
+		ExtraArgs: append([]string{fmt.Sprintf("--heartbeat-interval=%d", tm.Heartbeat), fmt.Sprintf("--election-timeout=%d", tm.Election)}, extra...)})
 	bare := &wanBare{c: c, zoneOf: zoneOf, timing: tm}
 	return wanSystem{
 		name: "bare etcd",
@@ -663,9 +669,14 @@ func (w *wanBench) failoverManaged(ctx context.Context, m *ManagedEtcd) (time.Du
 
 // soak runs, at 20 ms with 10 ms jitter and two busy processes, the Auto
 // ring and a bare etcd at each of bareTimings under a steady write load
-// for soakFor, all at once, and counts their leader changes (raft term
-// increments and leaders seen; the Auto ring's include the hub's moves
-// of leadership back to the preferred zone).
+// for soakFor, all at once, and counts their leader changes the same way
+// for every system (SoakTally: a new term led by another member; a
+// member behind does not count again), the raft term increments, and,
+// for the Auto ring, the hub's moves of leadership back to the preferred
+// zone (each raises the term once) apart from the elections. Each
+// system's WAL fsyncs over a second (from the members' metrics) show
+// when the machine's disk, not the network or the timing, stalled a
+// leader: its heartbeats wait for the fsync.
 func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Duration, bareTimings []WANTiming) []string {
 	b := w.b
 	w.setDistance(ctx, localenv.Link{RTT: 20 * time.Millisecond, Jitter: 10 * time.Millisecond})
@@ -677,7 +688,7 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 	floor := WANTiming{int(ec.Status.Timing.HeartbeatIntervalMillis), int(ec.Status.Timing.ElectionTimeoutMillis)}
 	var bares []wanSystem
 	for i, tm := range bareTimings {
-		s := w.startBare(ctx, i+1, tm)
+		s := w.startBare(ctx, i+1, tm, "--log-level=info")
 		s.name = "bare etcd " + tm.String()
 		defer s.stop()
 		bares = append(bares, s)
@@ -704,33 +715,19 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 			probesB[i] = append(probesB[i], probe{m.Name, EtcdClientConfig{Endpoints: []string{m.ClientURL}}})
 		}
 	}
-	type tally struct {
-		term0, term uint64
-		leaders     map[uint64]bool
-		changes     int
-		last        uint64
-		misses      int
-	}
-	look := func(ctx context.Context, ps []probe, clients map[string]*clientv3.Client, t *tally) {
+	look := func(ctx context.Context, sys string, ps []probe, clients map[string]*clientv3.Client, t *SoakTally) {
 		for _, p := range ps {
 			c := clients[p.name]
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
 			st, err := c.Status(sctx, p.cfg.Endpoints[0])
 			cancel()
 			if err != nil {
-				t.misses++
+				t.Misses++
 				continue
 			}
-			if t.term0 == 0 {
-				t.term0 = st.RaftTerm
-			}
-			t.term = max(t.term, st.RaftTerm)
-			if st.Leader != 0 {
-				if t.last != 0 && st.Leader != t.last {
-					t.changes++
-				}
-				t.last = st.Leader
-				t.leaders[st.Leader] = true
+			if ch, ok := t.Observe(st.RaftTerm, st.Leader); ok {
+				fmt.Fprintf(os.Stderr, "bench-wan soak: %s %s term %d leader %x (was %x, seen first by %s), load %s\n",
+					time.Now().UTC().Format("15:04:05.000"), sys, ch.Term, ch.To, ch.From, p.name, loadAvg())
 			}
 		}
 	}
@@ -747,10 +744,10 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 	}
 	clientsA := open(probesA)
 	clientsB := make([]map[string]*clientv3.Client, len(bares))
-	tb := make([]*tally, len(bares))
+	tb := make([]*SoakTally, len(bares))
 	for i := range bares {
 		clientsB[i] = open(probesB[i])
-		tb[i] = &tally{leaders: map[uint64]bool{}}
+		tb[i] = &SoakTally{}
 	}
 	defer func() {
 		for _, cs := range append(clientsB, clientsA) {
@@ -759,14 +756,42 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 			}
 		}
 	}()
-	ta := &tally{leaders: map[uint64]bool{}}
+	ta := &SoakTally{}
 	lookAll := func() {
-		look(ctx, probesA, clientsA, ta)
-		for i := range bares {
-			look(ctx, probesB[i], clientsB[i], tb[i])
+		look(ctx, "etcdfed Auto", probesA, clientsA, ta)
+		for i, bs := range bares {
+			look(ctx, bs.name, probesB[i], clientsB[i], tb[i])
 		}
 	}
 	lookAll()
+	for _, ms := range ec.Status.Members {
+		fmt.Fprintf(os.Stderr, "bench-wan soak: etcdfed Auto member %s [%s] in %s/%s\n", ms.Name, ms.ID, ms.Cluster, ms.Zone)
+	}
+	moves0 := leaderMoves(ec)
+	// Every member's metrics page, for its WAL fsyncs over a second.
+	var pagesA []string
+	for _, ms := range ec.Status.Members {
+		var pod corev1.Pod
+		c := memberCluster(b, w.topo, ms.Cluster)
+		if err := c.Client.Get(ctx, client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: auto.ObjectName(ms.Name)}, &pod); err != nil || pod.Status.PodIP == "" {
+			b.Fatalf("pod of %s: %v (IP %q)", ms.Name, err, pod.Status.PodIP)
+		}
+		pagesA = append(pagesA, "http://"+net.JoinHostPort(pod.Status.PodIP, "2381")+"/metrics")
+	}
+	pagesB := make([][]string, len(bares))
+	for i, bs := range bares {
+		for _, m := range bs.bare.c.Members {
+			pagesB[i] = append(pagesB[i], m.ClientURL+"/metrics")
+		}
+	}
+	slowAll := func() []int64 {
+		out := []int64{slowFsyncs(ctx, pagesA)}
+		for i := range bares {
+			out = append(out, slowFsyncs(ctx, pagesB[i]))
+		}
+		return out
+	}
+	slow0 := slowAll()
 
 	// CPU load: one busy process per core.
 	var burners []*exec.Cmd
@@ -826,20 +851,77 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor time.Dur
 	wg.Wait()
 	lookAll()
 	load1 := loadAvg()
-	line := func(name string, tm string, t *tally) string {
+	slow1 := slowAll()
+	moves := 0
+	if ec, err := auto.Get(ctx, w.topo.Hub); err == nil {
+		moves = int(leaderMoves(ec) - moves0)
+	}
+	if dir := os.Getenv("ETCDFED_WAN_SOAK_LOGS"); dir != "" {
+		keepBareLogs(dir, bares)
+	}
+	line := func(name string, tm string, t *SoakTally, transfers int, slow int64) string {
 		p := puts[name]
-		return fmt.Sprintf("| %s | %s | %d | %d | %d | %d acknowledged, %d failed | %d |", name, tm, t.term-t.term0, len(t.leaders), t.changes, p[0], p[1], t.misses)
+		return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d acknowledged, %d failed | %d |", name, tm, t.Term-t.Term0, transfers, t.Elections(transfers), len(t.Leaders), t.Changes, slow, p[0], p[1], t.Misses)
 	}
 	out := []string{
 		fmt.Sprintf("Stability run: %s at 20 ms ± 10 ms between zones, two busy processes (sha256sum /dev/zero), load average %s at the start of the load, %s at the end; a put every 20 ms after the last from a client in each zone, status of every member every second:", soakFor, load0, load1),
 		"",
-		"| system | timing | raft term increments | leaders seen | leader changes seen | puts | status misses |",
-		"| --- | --- | --- | --- | --- | --- | --- |",
-		line("etcdfed Auto", floor.String()+" (Auto)", ta),
+		"| system | timing | raft term increments | hub's leader moves | elections (increments - moves) | leaders seen | leader changes | WAL fsyncs over 1 s (all members) | puts | status misses |",
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+		line("etcdfed Auto", floor.String()+" (Auto)", ta, moves, slow1[0]-slow0[0]),
 	}
 	for i, bs := range bares {
-		out = append(out, line(bs.name, bs.bare.timing.String(), tb[i]))
+		out = append(out, line(bs.name, bs.bare.timing.String(), tb[i], 0, slow1[i+1]-slow0[i+1]))
 	}
 	fmt.Fprintln(os.Stderr, strings.Join(out, "\n"))
 	return out
+}
+
+// leaderMoves is the hub's count of leadership moves for spec.leader.
+func leaderMoves(ec *etcdfedv1.EtcdCluster) int64 {
+	if lp := ec.Status.LeaderPlacement; lp != nil {
+		return lp.Moves
+	}
+	return 0
+}
+
+// keepBareLogs copies the bare etcds' logs (etcd.log beside each data
+// directory) into dir, to read their elections beside the etcdfed
+// members' logs the environment keeps (ETCDFED_KEEP_STATE).
+func keepBareLogs(dir string, bares []wanSystem) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-wan soak: keep logs:", err)
+		return
+	}
+	for _, bs := range bares {
+		for _, m := range bs.bare.c.Members {
+			b, err := os.ReadFile(filepath.Join(filepath.Dir(m.DataDir), "etcd.log"))
+			if err == nil {
+				err = os.WriteFile(filepath.Join(dir, m.Name+".log"), b, 0o644)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "bench-wan soak: keep logs:", err)
+			}
+		}
+	}
+}
+
+// slowFsyncs sums the WAL fsyncs over a second (WALFsyncsOver) of the
+// members whose metrics pages are pages; a page that cannot be read
+// counts none, and says so.
+func slowFsyncs(ctx context.Context, pages []string) int64 {
+	hc := &http.Client{Timeout: 5 * time.Second}
+	var sum int64
+	for _, p := range pages {
+		page, err := getMetrics(ctx, hc, p, "")
+		if err == nil {
+			var over int64
+			over, _, err = WALFsyncsOver(page, "1.024")
+			sum += over
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "bench-wan soak: WAL fsyncs of %s: %v\n", p, err)
+		}
+	}
+	return sum
 }

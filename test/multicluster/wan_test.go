@@ -94,3 +94,59 @@ func TestWANTable(t *testing.T) {
 		t.Error("no final newline")
 	}
 }
+
+// TestSoakTally: the stability run sampled every member once a second and
+// counted every change of the leader between two members' answers, so a
+// member behind (still naming the old leader at the old term) counted one
+// election two or three times. Only a new term's leader counts.
+func TestSoakTally(t *testing.T) {
+	type answer struct{ term, leader uint64 }
+	for _, tc := range []struct {
+		name                     string
+		answers                  []answer
+		wantChanges, wantLeaders int
+		wantIncrements           uint64
+	}{
+		{"steady", []answer{{3, 1}, {3, 1}, {3, 1}}, 0, 1, 0},
+		{"one election, a member behind", []answer{{3, 1}, {3, 1}, {4, 2}, {3, 1}, {4, 2}, {3, 1}, {4, 2}}, 1, 2, 1},
+		{"re-elected itself", []answer{{3, 1}, {4, 0}, {4, 1}, {4, 1}}, 0, 1, 1},
+		{"no leader yet at the new term", []answer{{3, 1}, {5, 0}, {5, 0}, {5, 2}}, 1, 2, 2},
+		{"away and back (an election, then a transfer)", []answer{{3, 1}, {4, 2}, {3, 1}, {5, 1}, {4, 2}}, 2, 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var tl SoakTally
+			for _, a := range tc.answers {
+				tl.Observe(a.term, a.leader)
+			}
+			if tl.Changes != tc.wantChanges || len(tl.Leaders) != tc.wantLeaders || tl.Term-tl.Term0 != tc.wantIncrements {
+				t.Errorf("changes %d, leaders %d, term increments %d; want %d, %d, %d", tl.Changes, len(tl.Leaders), tl.Term-tl.Term0, tc.wantChanges, tc.wantLeaders, tc.wantIncrements)
+			}
+		})
+	}
+	var tl SoakTally
+	tl.Observe(3, 1)
+	tl.Observe(6, 1)
+	if got := tl.Elections(2); got != 1 {
+		t.Errorf("3 term increments with 2 transfers: %d elections, want 1", got)
+	}
+}
+
+func TestWALFsyncsOver(t *testing.T) {
+	page := `# HELP etcd_disk_wal_fsync_duration_seconds The latency distributions of fsync called by WAL.
+# TYPE etcd_disk_wal_fsync_duration_seconds histogram
+etcd_disk_wal_fsync_duration_seconds_bucket{le="0.512"} 9990
+etcd_disk_wal_fsync_duration_seconds_bucket{le="1.024"} 9997
+etcd_disk_wal_fsync_duration_seconds_bucket{le="2.048"} 9999
+etcd_disk_wal_fsync_duration_seconds_bucket{le="+Inf"} 10000
+etcd_disk_wal_fsync_duration_seconds_sum 42.5
+etcd_disk_wal_fsync_duration_seconds_count 10000
+etcd_disk_backend_commit_duration_seconds_count 77
+`
+	over, total, err := WALFsyncsOver(page, "1.024")
+	if err != nil || over != 3 || total != 10000 {
+		t.Errorf("WALFsyncsOver: %d of %d, %v; want 3 of 10000", over, total, err)
+	}
+	if _, _, err := WALFsyncsOver("etcd_disk_backend_commit_duration_seconds_count 77\n", "1.024"); err == nil {
+		t.Error("a page without the histogram: no error")
+	}
+}
