@@ -249,7 +249,7 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 			}
 		}
 		listWritten := w.cert && len(crl) > 0
-		if w.want.Spec.TLS.RevocationList && !listWritten && !holdsList(cs, w.want.Spec.TLS.SecretName) {
+		if (w.want.Spec.TLS.RevocationList || w.want.Spec.TLS.PeerRevocationList) && !listWritten && !holdsList(cs, w.want.Spec.TLS.SecretName) {
 			// etcd would refuse every client while the file is missing.
 			errs = append(errs, fmt.Errorf("member %s in %s: no revocation list for its Secret %s yet, so its object is not written", w.want.Spec.MemberName, cs.name, w.want.Spec.TLS.SecretName))
 			continue
@@ -292,6 +292,13 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if len(crl) > 0 {
 		want.Data[etcdfedv1.RevocationListKey] = crl
 	}
+	// The certificate it replaces is recorded first: the revocation list
+	// names it from a later pass (peerrevocation.go).
+	if old := cs.secrets[name]; old != nil && !pki.Equal(old.Data[pki.KeyCert], leaf.CertPEM) {
+		if err := r.recordSuperseded(ctx, s, cs.name, old); err != nil {
+			return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
+		}
+	}
 	return writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.secrets[name]), want)
 }
 
@@ -331,6 +338,17 @@ func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memb
 		inc, name := "", ""
 		if o := cs.refObject(ref); o != nil {
 			inc, name = fmt.Sprint(o.Spec.Incarnation), o.Name
+		}
+		// Their certificates are recorded first (peerrevocation.go).
+		var secs []*corev1.Secret
+		for _, o := range objs {
+			if sec, ok := o.(*corev1.Secret); ok {
+				secs = append(secs, sec)
+			}
+		}
+		if err := r.recordSuperseded(ctx, s, cs.name, secs...); err != nil {
+			errs = append(errs, fmt.Errorf("delete member %s in %s: %w", ref.member, cs.name, err))
+			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleting member object", "member", ref.member, "cluster", ref.cluster, "incarnation", inc, "object", name)
 		errs = append(errs, deleteOwned(ctx, cs.client, cs.name, objs...))
