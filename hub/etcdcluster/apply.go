@@ -200,7 +200,7 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 // policy was), and tells which volumes are kept and what they hold.
 func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error {
 	var errs []error
-	var kept []string
+	var kept []sweepNote
 	for _, ref := range d.sweep {
 		cs := s.cluster(ref.cluster)
 		i := slices.IndexFunc(d.retain, func(rv retainedVolume) bool { return rv.ref == ref })
@@ -210,9 +210,9 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 		// exhausts the recorder's budget for the EtcdCluster, and the next
 		// kept volume went unsaid). Its keep-volumes rewrite still happens:
 		// an object deleted by anything else keeps its volume too.
-		deleting := false
-		if o := cs.refObject(ref); o != nil && !o.DeletionTimestamp.IsZero() {
-			deleting = true
+		deleting, object := false, ref.member
+		if o := cs.refObject(ref); o != nil {
+			deleting, object = !o.DeletionTimestamp.IsZero(), ref.member+"/"+o.Name
 		}
 		if i >= 0 && d.retain[i].want != nil {
 			if err := writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.refObject(ref)), d.retain[i].want); err != nil {
@@ -225,12 +225,13 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 			continue
 		}
 		if i >= 0 && !deleting {
-			kept = append(kept, d.retain[i].note)
+			kept = append(kept, sweepNote{cluster: cs.name, object: object, text: d.retain[i].note})
 		}
 	}
-	if len(kept) > 0 {
-		r.event(s.ec, corev1.EventTypeWarning, etcdfedv1.EventVolumesRetained, "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s",
-			strings.Join(kept, "; "))
+	// Bounded per member cluster (sweepnotes.go): a cluster that re-creates
+	// what is swept cannot fill the ring's events.
+	for _, msg := range r.sweepNotes.admit(s.ec.UID, kept, r.now()) {
+		r.event(s.ec, corev1.EventTypeWarning, etcdfedv1.EventVolumesRetained, "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s", msg)
 	}
 	return errors.Join(errs...)
 }
