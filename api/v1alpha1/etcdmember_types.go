@@ -158,6 +158,16 @@ type MemberTLS struct {
 	// clears it: etcd refuses every client while the file is missing.
 	// +optional
 	RevocationList bool `json:"revocationList,omitempty"`
+
+	// peerRevocationList makes etcd refuse peer certificates listed in the
+	// same revocation list (--peer-crl-file): a member certificate the hub
+	// replaced (a renewal, a CA rotation, an earlier incarnation of a
+	// replaced or moved member) is refused on the peer port, read again on
+	// every connection the peer port accepts. The hub sets it once the
+	// member's Secret holds a list (on a new member at once), and never
+	// clears it: etcd refuses every peer while the file is missing.
+	// +optional
+	PeerRevocationList bool `json:"peerRevocationList,omitempty"`
 }
 
 // EtcdMemberSpec is one member as the hub wants it run. The hub writes it.

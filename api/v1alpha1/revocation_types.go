@@ -10,6 +10,15 @@ type RevocationStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	Revoked int32 `json:"revoked,omitempty"`
 
+	// supersededPeers is how many of the revoked serials are member (peer)
+	// certificates the hub replaced and that have not expired: a renewed
+	// certificate, one of the CA a rotation retired, an earlier
+	// incarnation's. Each is listed once the grace for the kubelet to copy
+	// its replacement into the member's pod has passed.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SupersededPeers int32 `json:"supersededPeers,omitempty"`
+
 	// listNumber is the current list's CRL number: it goes up by one each
 	// time the hub signs a list (a serial added or removed, a new signing
 	// CA, a list near its nextUpdate).
@@ -24,7 +33,7 @@ type RevocationStatus struct {
 	SignedBy string `json:"signedBy,omitempty"`
 
 	// membersCurrent is how many of the ring's members run etcd with
-	// --client-crl-file (their object's spec.tls.revocationList, observed
+	// --client-crl-file and --peer-crl-file (their object's spec.tls.revocationList and peerRevocationList, observed
 	// by their spoke) on a Secret that holds the current list. The
 	// kubelet copies a changed Secret into a running pod's volume within
 	// its sync period (about a minute; the local environment's nodes

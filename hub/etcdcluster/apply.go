@@ -200,7 +200,7 @@ func (r *Reconciler) applyUpkeep(ctx context.Context, s *snapshot, d *decision, 
 // policy was), and tells which volumes are kept and what they hold.
 func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error {
 	var errs []error
-	var kept []string
+	var kept []sweepNote
 	for _, ref := range d.sweep {
 		cs := s.cluster(ref.cluster)
 		i := slices.IndexFunc(d.retain, func(rv retainedVolume) bool { return rv.ref == ref })
@@ -210,9 +210,9 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 		// exhausts the recorder's budget for the EtcdCluster, and the next
 		// kept volume went unsaid). Its keep-volumes rewrite still happens:
 		// an object deleted by anything else keeps its volume too.
-		deleting := false
-		if o := cs.refObject(ref); o != nil && !o.DeletionTimestamp.IsZero() {
-			deleting = true
+		deleting, object := false, ref.member
+		if o := cs.refObject(ref); o != nil {
+			deleting, object = !o.DeletionTimestamp.IsZero(), ref.member+"/"+o.Name
 		}
 		if i >= 0 && d.retain[i].want != nil {
 			if err := writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.refObject(ref)), d.retain[i].want); err != nil {
@@ -225,12 +225,13 @@ func (r *Reconciler) sweep(ctx context.Context, s *snapshot, d *decision) error 
 			continue
 		}
 		if i >= 0 && !deleting {
-			kept = append(kept, d.retain[i].note)
+			kept = append(kept, sweepNote{cluster: cs.name, object: object, text: d.retain[i].note})
 		}
 	}
-	if len(kept) > 0 {
-		r.event(s.ec, corev1.EventTypeWarning, etcdfedv1.EventVolumesRetained, "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s",
-			strings.Join(kept, "; "))
+	// Bounded per member cluster (sweepnotes.go): a cluster that re-creates
+	// what is swept cannot fill the ring's events.
+	for _, msg := range r.sweepNotes.admit(s.ec.UID, kept, r.now()) {
+		r.event(s.ec, corev1.EventTypeWarning, etcdfedv1.EventVolumesRetained, "Sweep", "Swept objects left behind and kept their volumes, whatever spec.storage.volumeReclaimPolicy says; delete each once you no longer need its data: %s", msg)
 	}
 	return errors.Join(errs...)
 }
@@ -249,7 +250,7 @@ func (r *Reconciler) writeMembers(ctx context.Context, s *snapshot, ca *pki.CA, 
 			}
 		}
 		listWritten := w.cert && len(crl) > 0
-		if w.want.Spec.TLS.RevocationList && !listWritten && !holdsList(cs, w.want.Spec.TLS.SecretName) {
+		if (w.want.Spec.TLS.RevocationList || w.want.Spec.TLS.PeerRevocationList) && !listWritten && !holdsList(cs, w.want.Spec.TLS.SecretName) {
 			// etcd would refuse every client while the file is missing.
 			errs = append(errs, fmt.Errorf("member %s in %s: no revocation list for its Secret %s yet, so its object is not written", w.want.Spec.MemberName, cs.name, w.want.Spec.TLS.SecretName))
 			continue
@@ -292,6 +293,13 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	if len(crl) > 0 {
 		want.Data[etcdfedv1.RevocationListKey] = crl
 	}
+	// The certificate it replaces is recorded first: the revocation list
+	// names it from a later pass (peerrevocation.go).
+	if old := cs.secrets[name]; old != nil && !pki.Equal(old.Data[pki.KeyCert], leaf.CertPEM) {
+		if err := r.recordSuperseded(ctx, s, cs.name, old); err != nil {
+			return fmt.Errorf("certificate of %s in %s: %w", member, cs.name, err)
+		}
+	}
 	return writeOwned(ctx, cs.client, s.ec.RingUID(), cs.name, present(cs.secrets[name]), want)
 }
 
@@ -331,6 +339,17 @@ func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memb
 		inc, name := "", ""
 		if o := cs.refObject(ref); o != nil {
 			inc, name = fmt.Sprint(o.Spec.Incarnation), o.Name
+		}
+		// Their certificates are recorded first (peerrevocation.go).
+		var secs []*corev1.Secret
+		for _, o := range objs {
+			if sec, ok := o.(*corev1.Secret); ok {
+				secs = append(secs, sec)
+			}
+		}
+		if err := r.recordSuperseded(ctx, s, cs.name, secs...); err != nil {
+			errs = append(errs, fmt.Errorf("delete member %s in %s: %w", ref.member, cs.name, err))
+			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Deleting member object", "member", ref.member, "cluster", ref.cluster, "incarnation", inc, "object", name)
 		errs = append(errs, deleteOwned(ctx, cs.client, cs.name, objs...))

@@ -70,6 +70,9 @@ type Reconciler struct {
 	NodeStaleAfter time.Duration
 	// Recorder records events on EtcdClusters.
 	Recorder events.EventRecorder
+	// sweepNotes bounds the VolumesRetained events of the sweep per ring
+	// and member cluster (sweepnotes.go).
+	sweepNotes sweepNotes
 	// Now is the hub's clock; time.Now when nil.
 	Now func() time.Time
 	// PassTimeout bounds one reconcile pass, every call to member

@@ -319,6 +319,12 @@ func certDueWhy(s *snapshot, cs *clusterSnapshot, want *etcdfedv1.EtcdMember) (d
 		return true, false
 	}
 	renew, why := s.pki.ca.NeedsRenewal(sec.Data[pki.KeyCert], memberCertNames(s.ec, want.Spec.MemberName, want.Spec.DNSName), s.now)
+	if !renew && revoked(s.ec, sec.Data[pki.KeyCert]) {
+		// Revoked by its serial (spec.tls.revokedCertificates): the list
+		// refuses it on the peer port as well, so the member gets a new
+		// one in the same pass.
+		renew, why = true, "revoked"
+	}
 	// A problem of the certificate itself (missing, expiring, wrong name,
 	// of a CA the ring does not know) is fixed at once.
 	ownProblem := renew && (why != pki.ReasonOtherCA || s.pki.authority().Issuer(sec.Data[pki.KeyCert]) == nil)

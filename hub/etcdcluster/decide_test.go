@@ -93,7 +93,7 @@ func issueMemberCert(t *testing.T, s *snapshot, ca *pki.CA, cluster, member stri
 	// A ring that runs with TLS runs with its peer name required, and
 	// with the ring's (empty) revocation list.
 	s.cluster(cluster).members[member].Spec.TLS = etcdfedv1.MemberTLS{Mode: etcdfedv1.TLSEnabled, SecretName: name,
-		PeerName: pki.PeerName(s.ec.Spec.DNS.Domain), RequirePeerName: true, RevocationList: true}
+		PeerName: pki.PeerName(s.ec.Spec.DNS.Domain), RequirePeerName: true, RevocationList: true, PeerRevocationList: true}
 }
 
 // emptyLists are the revocation lists emptyList signed, by CA: every

@@ -177,6 +177,7 @@ func desiredMember(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 		obj.Spec.TLS.RequirePeerName = requirePeerName(s, st, existing)
 		// Revocation (revocation.go): a change restarts the member, in a Roll.
 		obj.Spec.TLS.RevocationList = memberRevocationList(s, s.cluster(m.Cluster), existing)
+		obj.Spec.TLS.PeerRevocationList = memberPeerRevocationList(s, s.cluster(m.Cluster), existing)
 	}
 	// The seed of a recovery from a backup is rewritten in place to a new
 	// incarnation: its earlier volumes may hold writes newer than the

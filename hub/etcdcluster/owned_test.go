@@ -166,7 +166,8 @@ func keys[V any](m map[string]V) []string {
 // both under the member (the new one current), and the Move's last step
 // deletes the old object and its Secret alone.
 func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
-	c := testenv.StartT(t, "member")[0].Client
+	api := testenv.StartT(t, "member")[0]
+	c := api.Client
 	ctx := context.Background()
 	ns := "etcdfed-system"
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil {
@@ -179,7 +180,12 @@ func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
 	s.ec.Spec.Topology.CordonedZones = []string{"member-3/zone-3"}
 	cs := s.cluster("member-3")
 	cs.client = c
-	r := &Reconciler{}
+	// The apiserver is the hub's too: the old incarnation's certificate is
+	// recorded in the hub client Secret before its Secret is deleted.
+	if err := c.Create(ctx, s.pki.hubClient); err != nil {
+		t.Fatal(err)
+	}
+	r := &Reconciler{Manager: startHubManager(t, api)}
 	observe := func() {
 		t.Helper()
 		cs.members, cs.others, cs.secrets, cs.zones = map[string]*etcdfedv1.EtcdMember{}, nil, map[string]*corev1.Secret{}, map[string]*etcdfedv1.EtcdDNSZone{}
@@ -244,6 +250,14 @@ func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
 	}
 	if got := keys(cs.secrets); len(got) != 1 || got[0] != pki.MemberSecretName(newName) {
 		t.Errorf("Secrets left %v, want %s alone", got, pki.MemberSecretName(newName))
+	}
+	hc := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(s.pki.hubClient), hc); err != nil {
+		t.Fatal(err)
+	}
+	oldSerial, _ := pki.Serial(oldSecret.Data[pki.KeyCert])
+	if rec := supersededPeers(hc, s.now); len(rec) != 1 || rec[0].Cert.SerialNumber.Cmp(oldSerial) != 0 || rec[0].Cluster != "member-3" {
+		t.Errorf("the hub client Secret records %d superseded member certificates; want the old incarnation's, of member-3", len(rec))
 	}
 }
 

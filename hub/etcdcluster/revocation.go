@@ -92,6 +92,10 @@ func hubClientSecret(s *snapshot, bundle []byte, leaf *pki.Leaf, now time.Time) 
 	if old := supersededHubCerts(s.pki.hubClient, now, true); len(old) > 0 {
 		sec.Data[pki.KeySuperseded] = pki.EncodeCertificates(old)
 	}
+	// The member certificates it superseded stay recorded (peerrevocation.go).
+	if peers := supersededPeers(s.pki.hubClient, now); len(peers) > 0 {
+		sec.Data[pki.KeySupersededPeers] = pki.EncodeSuperseded(peers)
+	}
 	return sec
 }
 
@@ -102,6 +106,9 @@ type crlWork struct {
 	// superseded is how many of them are the hub's own superseded client
 	// certificates.
 	superseded int
+	// peers is how many of them are member certificates the hub
+	// superseded (peerrevocation.go).
+	peers int
 	// list is a list a member's Secret already holds that fits; nil when
 	// one is signed (sign) or none can be.
 	list []byte
@@ -134,13 +141,15 @@ func wantedSerials(ec *etcdfedv1.EtcdCluster) []string {
 }
 
 // listedSerials are the serials the ring's revocation list holds:
-// spec.tls.revokedCertificates and the hub's superseded client
-// certificates that have not expired; sorted and unique.
+// spec.tls.revokedCertificates, the hub's superseded client certificates
+// and the member certificates it superseded (listedPeerSerials) that have
+// not expired; sorted and unique.
 func listedSerials(s *snapshot) []string {
 	out := wantedSerials(s.ec)
 	for _, c := range supersededHubCerts(s.pki.hubClient, s.now, false) {
 		out = append(out, pki.FormatSerial(c.SerialNumber))
 	}
+	out = append(out, listedPeerSerials(s)...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -176,7 +185,7 @@ func decideCRL(s *snapshot) crlWork {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return crlWork{}
 	}
-	w := crlWork{want: listedSerials(s), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false))}
+	w := crlWork{want: listedSerials(s), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false)), peers: len(listedPeerSerials(s))}
 	signer, created, problem := crlSigner(s)
 	w.problem = problem
 	var fit, newest []byte
@@ -292,7 +301,7 @@ func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error
 		return der, nil
 	}
 	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListSigned, "Revoke",
-		"Revocation list #%d signed by %s: %s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), etcdfedv1.RevocationListKey)
+		"Revocation list #%d signed by %s: %s%s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), supersededPeersText(w.peers), etcdfedv1.RevocationListKey)
 	return der, nil
 }
 
@@ -379,6 +388,12 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 		return
 	}
 	rs.Revoked = int32(len(l.RevokedCertificateEntries))
+	listed := pki.ListedSerials(l)
+	for _, t := range listedPeerSerials(s) {
+		if slices.Contains(listed, t) {
+			rs.SupersededPeers++
+		}
+	}
 	if l.Number != nil && l.Number.IsInt64() {
 		rs.ListNumber = l.Number.Int64()
 	}
@@ -398,8 +413,8 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 		switch {
 		case obj == nil || obj.Spec.Incarnation != m.Incarnation:
 			waiting = append(waiting, m.Name+" (not created yet)")
-		case !obj.Spec.TLS.RevocationList || obj.Status.ObservedGeneration != obj.Generation:
-			waiting = append(waiting, m.Name+" (to restart with --client-crl-file)")
+		case !obj.Spec.TLS.RevocationList || !obj.Spec.TLS.PeerRevocationList || obj.Status.ObservedGeneration != obj.Generation:
+			waiting = append(waiting, m.Name+" (to restart with --client-crl-file and --peer-crl-file)")
 		case res.crlSigned || cs.secrets[obj.Spec.TLS.SecretName] == nil || !bytes.Equal(cs.secrets[obj.Spec.TLS.SecretName].Data[etcdfedv1.RevocationListKey], res.crl):
 			waiting = append(waiting, m.Name+" (its Secret gets the list)")
 		default:
@@ -425,7 +440,7 @@ func (r *Reconciler) revocationEvents(ec *etcdfedv1.EtcdCluster, before *etcdfed
 	}
 	if current(after) && (!current(before) || before.ListNumber != after.ListNumber) {
 		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListCurrent, "Revoke",
-			"Every member (%d) runs with revocation list #%d (%d serials revoked); a connection opened before stays open until it closes", after.MembersTotal, after.ListNumber, after.Revoked)
+			"Every member (%d) runs with revocation list #%d (%d serials revoked, %d of them superseded member certificates), on its client and peer ports; a connection opened before stays open until it closes", after.MembersTotal, after.ListNumber, after.Revoked, after.SupersededPeers)
 	}
 	failing := func(rs *etcdfedv1.RevocationStatus) bool {
 		return rs != nil && strings.Contains(rs.Message, "cannot sign revocation lists")

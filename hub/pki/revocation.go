@@ -192,3 +192,66 @@ func EncodeCertificates(certs []*x509.Certificate) []byte {
 	}
 	return b.Bytes()
 }
+
+// KeySupersededPeers is the key of the hub's client certificate Secret
+// (HubClientSecretName) that holds the member (peer) certificates of the
+// ring the hub replaced or deleted (a renewal, a CA rotation, an earlier
+// incarnation of a replaced or moved member) and that have not expired:
+// PEM, certificates only, no keys, each block with a SupersededAtHeader
+// and a ClusterHeader. The hub lists their serials in the ring's
+// revocation list, which the members read with --peer-crl-file as well as
+// --client-crl-file, until they expire. The hub's Secret, not the member
+// cluster's: a member cluster (compromised, or gone) cannot drop the
+// record of its own old certificates.
+const KeySupersededPeers = "superseded-peers.crt"
+
+// SupersededAtHeader and ClusterHeader are the PEM headers of a
+// KeySupersededPeers block: when the hub replaced or deleted the
+// certificate (RFC 3339), and the member cluster whose Secret held it.
+const (
+	SupersededAtHeader = "Superseded-At"
+	ClusterHeader      = "Member-Cluster"
+)
+
+// Superseded is a certificate the hub replaced, as KeySupersededPeers
+// keeps it.
+type Superseded struct {
+	Cert    *x509.Certificate
+	At      time.Time
+	Cluster string
+}
+
+// ParseSuperseded reads KeySupersededPeers: blocks that do not parse, or
+// without a time, are skipped.
+func ParseSuperseded(pemBytes []byte) []Superseded {
+	var out []Superseded
+	for rest := pemBytes; ; {
+		var block *pem.Block
+		block, rest = pem.Decode(rest)
+		if block == nil {
+			return out
+		}
+		if block.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			continue
+		}
+		at, err := time.Parse(time.RFC3339, block.Headers[SupersededAtHeader])
+		if err != nil {
+			continue
+		}
+		out = append(out, Superseded{Cert: c, At: at, Cluster: block.Headers[ClusterHeader]})
+	}
+}
+
+// EncodeSuperseded is KeySupersededPeers's content for list.
+func EncodeSuperseded(list []Superseded) []byte {
+	var b bytes.Buffer
+	for _, s := range list {
+		_ = pem.Encode(&b, &pem.Block{Type: "CERTIFICATE", Bytes: s.Cert.Raw,
+			Headers: map[string]string{SupersededAtHeader: s.At.UTC().Format(time.RFC3339), ClusterHeader: s.Cluster}})
+	}
+	return b.Bytes()
+}

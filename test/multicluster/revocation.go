@@ -100,8 +100,8 @@ func RevocationSpec(ctx context.Context, in RevocationSpecInput) {
 			}
 		}
 		for name, obj := range objects() {
-			if !obj.Spec.TLS.RevocationList || obj.Status.ObservedGeneration != obj.Generation {
-				return name + " not yet on the list", nil
+			if !obj.Spec.TLS.RevocationList || !obj.Spec.TLS.PeerRevocationList || obj.Status.ObservedGeneration != obj.Generation {
+				return name + " not yet on the list (client and peer ports)", nil
 			}
 		}
 		got, err := in.Etcd.Get(ctx, hub)

@@ -105,6 +105,13 @@ func EtcdArgs(m *etcdfedv1.EtcdMember, adv spec.Ports) []string {
 			// so a rewritten Secret takes effect without a restart.
 			args = append(args, "--client-crl-file="+CRLFile)
 		}
+		if m.Spec.TLS.PeerRevocationList {
+			// Peer certificates the hub superseded (a renewed member's
+			// old one, an earlier incarnation's) are refused by the peer
+			// port, from the same file, read on every connection it
+			// accepts.
+			args = append(args, "--peer-crl-file="+CRLFile)
+		}
 		if name := etcdversion.FlagName(version, etcdversion.FlagPeerSkipClientSANVerification); m.Spec.TLS.PeerSkipClientSANVerification && name != "" {
 			args = append(args, "--"+name+"=true")
 		}
