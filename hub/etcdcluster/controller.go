@@ -441,6 +441,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	res := r.apply(ctx, s, d)
 	pt.apply = time.Since(applyAt)
 	requeue := requeueAfter(d.plan, res)
+	if next := nextPeerListing(s, r.now()); next > 0 {
+		// A superseded member certificate's grace ends: the pass that
+		// lists it comes then, not at the resync.
+		requeue = min(requeue, next)
+	}
 	if s.livenessChanges {
 		// Measured from the snapshot's instant: a pass that spent seconds
 		// on a member that does not answer must not push detection back

@@ -120,6 +120,19 @@ func listedPeerSerials(s *snapshot) []string {
 	return out
 }
 
+// nextPeerListing is how long after now the grace of the first recorded
+// member certificate still in it ends (the pass then lists it); 0 when
+// none is.
+func nextPeerListing(s *snapshot, now time.Time) time.Duration {
+	var next time.Duration
+	for _, p := range supersededPeers(s.pki.hubClient, now) {
+		if d := p.At.Add(peerRevocationGrace).Sub(now); d > 0 && (next == 0 || d < next) {
+			next = d
+		}
+	}
+	return next
+}
+
 // recordSuperseded records the member certificates of secs (member
 // certificate Secrets of the ring in cluster, about to be written over or
 // deleted) in the hub client Secret, before they are: an error means they

@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"fmt"
 	"math/big"
 	"slices"
 	"testing"
@@ -129,5 +130,31 @@ func TestSupersededPeersBounded(t *testing.T) {
 	}
 	if len(supersededPeers(sec, now.Add(400*24*time.Hour))) != 0 {
 		t.Error("expired certificates kept")
+	}
+}
+
+// TestNextPeerListing: the pass after a member certificate was superseded
+// asks to come back when its grace ends (else it is listed at the next
+// pass, at worst the resync five minutes on); none waits, none asked.
+func TestNextPeerListing(t *testing.T) {
+	s := ring()
+	ca := withTLS(t, s)
+	if got := nextPeerListing(s, now); got != 0 {
+		t.Errorf("nothing recorded: %s, want 0", got)
+	}
+	var recs []pki.Superseded
+	for i, ago := range []time.Duration{30 * time.Second, 90 * time.Second, time.Hour} {
+		old, err := ca.IssueMember(pki.MemberRequest{Member: fmt.Sprintf("main-%d", i), DNSNames: []string{"main.etcd.test"}}, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, pki.Superseded{Cert: pki.Certificates(old.CertPEM)[0], At: now.Add(-ago), Cluster: "member-1"})
+	}
+	s.pki.hubClient.Data[pki.KeySupersededPeers] = pki.EncodeSuperseded(recs)
+	if got, want := nextPeerListing(s, now), peerRevocationGrace-90*time.Second; got != want {
+		t.Errorf("next listing in %s, want %s (the one superseded 90 s ago)", got, want)
+	}
+	if got := nextPeerListing(s, now.Add(peerRevocationGrace)); got != 0 {
+		t.Errorf("every grace over: %s, want 0", got)
 	}
 }
