@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"testing"
 	"time"
 
 	"github.com/etcdfed/etcdfed/hub/pki"
@@ -42,4 +44,17 @@ func GetAs(ca *pki.CA, leaf *pki.Leaf, addr, path string) error {
 		return fmt.Errorf("HTTP %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// ReplaceFile writes data to path as a Secret's update reaches a pod's
+// volume: a whole new file renamed over the old, so that etcd, which reads
+// a revocation list on every handshake, never reads half of one.
+func ReplaceFile(t testing.TB, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,7 +2,6 @@ package etcdcluster
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,15 +37,7 @@ func TestSupersededHubCertificateRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	crl := filepath.Join(t.TempDir(), etcdfedv1.RevocationListKey)
-	writeCRL := func(der []byte) {
-		t.Helper()
-		if err := os.WriteFile(crl+".tmp", der, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(crl+".tmp", crl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeCRL := func(der []byte) { t.Helper(); etcdtest.ReplaceFile(t, crl, der) }
 	empty, err := ca.RevocationList(nil, 1, start, pki.RevocationListValidity)
 	if err != nil {
 		t.Fatal(err)

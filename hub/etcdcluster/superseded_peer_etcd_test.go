@@ -2,7 +2,6 @@ package etcdcluster
 
 import (
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,15 +40,7 @@ func TestSupersededPeerCertificateRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	crl := filepath.Join(t.TempDir(), etcdfedv1.RevocationListKey)
-	writeCRL := func(der []byte) {
-		t.Helper()
-		if err := os.WriteFile(crl+".tmp", der, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(crl+".tmp", crl); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeCRL := func(der []byte) { t.Helper(); etcdtest.ReplaceFile(t, crl, der) }
 	writeCRL(emptyList(t, ca))
 	// The flags the spoke renders for a member whose object says so.
 	etcd := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, ExtraArgs: []string{"--client-crl-file=" + crl, "--peer-crl-file=" + crl, "--peer-skip-client-san-verification=true"}})

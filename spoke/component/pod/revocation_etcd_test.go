@@ -48,26 +48,7 @@ func TestRevokedRootCertificateRefused(t *testing.T) {
 	}
 	// What the member's Secret volume holds: the hub writes an empty list
 	// with the first certificate.
-	writeList := func(serials ...*big.Int) {
-		t.Helper()
-		der, err := ca.RevocationList(serials, int64(len(serials)+1), time.Now(), pki.RevocationListValidity)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, etcdfedv1.RevocationListKey)
-		if err := os.WriteFile(p+".tmp", der, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(p+".tmp", p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, data := range map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeList()
+	writeList := memberVolume(t, ca, leaf, dir)
 	args := renderArgs(t, m, peer, client, dir)
 	if !strings.Contains(strings.Join(args, " "), "--client-crl-file="+filepath.Join(dir, etcdfedv1.RevocationListKey)) {
 		t.Errorf("the spoke renders no --client-crl-file for a member with spec.tls.revocationList: %v", args)
@@ -157,26 +138,7 @@ func TestRevokedPeerCertificateRefused(t *testing.T) {
 		return l
 	}
 	leaf := issue("main-0")
-	writeList := func(serials ...*big.Int) {
-		t.Helper()
-		der, err := ca.RevocationList(serials, int64(len(serials)+1), time.Now(), pki.RevocationListValidity)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p := filepath.Join(dir, etcdfedv1.RevocationListKey)
-		if err := os.WriteFile(p+".tmp", der, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Rename(p+".tmp", p); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for name, data := range map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM} {
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	writeList()
+	writeList := memberVolume(t, ca, leaf, dir)
 	args := renderArgs(t, m, peer, client, dir)
 	if !strings.Contains(strings.Join(args, " "), "--peer-crl-file="+filepath.Join(dir, etcdfedv1.RevocationListKey)) {
 		t.Errorf("the spoke renders no --peer-crl-file for a member with spec.tls.peerRevocationList: %v", args)
@@ -206,4 +168,27 @@ func TestRevokedPeerCertificateRefused(t *testing.T) {
 	if err := etcdtest.GetAs(ca, current, peer, "/version"); err != nil {
 		t.Errorf("the member's current certificate on the peer port after the revocation: %v", err)
 	}
+}
+
+// memberVolume writes what a member's Secret volume holds into dir (the
+// CA, the member's certificate and key, an empty revocation list) and
+// returns what rewrites the list naming serials, as the hub's update of
+// the Secret does (a whole new file).
+func memberVolume(t *testing.T, ca *pki.CA, leaf *pki.Leaf, dir string) func(serials ...*big.Int) {
+	t.Helper()
+	writeList := func(serials ...*big.Int) {
+		t.Helper()
+		der, err := ca.RevocationList(serials, int64(len(serials)+1), time.Now(), pki.RevocationListValidity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		etcdtest.ReplaceFile(t, filepath.Join(dir, etcdfedv1.RevocationListKey), der)
+	}
+	for name, data := range map[string][]byte{pki.KeyCA: ca.CertPEM, pki.KeyCert: leaf.CertPEM, pki.KeyKey: leaf.KeyPEM} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeList()
+	return writeList
 }
