@@ -7,6 +7,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"iter"
 	"math/big"
 	"slices"
 	"strings"
@@ -169,17 +170,28 @@ const KeySuperseded = "superseded.crt"
 // pemBytes; blocks that do not parse are skipped.
 func Certificates(pemBytes []byte) []*x509.Certificate {
 	var out []*x509.Certificate
-	for rest := pemBytes; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return out
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		if c, err := x509.ParseCertificate(block.Bytes); err == nil {
-			out = append(out, c)
+	for _, c := range certificateBlocks(pemBytes) {
+		out = append(out, c)
+	}
+	return out
+}
+
+// certificateBlocks yields each CERTIFICATE block of pemBytes that parses,
+// with its certificate.
+func certificateBlocks(pemBytes []byte) iter.Seq2[*pem.Block, *x509.Certificate] {
+	return func(yield func(*pem.Block, *x509.Certificate) bool) {
+		for rest := pemBytes; ; {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				return
+			}
+			if block.Type != "CERTIFICATE" {
+				continue
+			}
+			if c, err := x509.ParseCertificate(block.Bytes); err == nil && !yield(block, c) {
+				return
+			}
 		}
 	}
 }
@@ -225,25 +237,14 @@ type Superseded struct {
 // without a time, are skipped.
 func ParseSuperseded(pemBytes []byte) []Superseded {
 	var out []Superseded
-	for rest := pemBytes; ; {
-		var block *pem.Block
-		block, rest = pem.Decode(rest)
-		if block == nil {
-			return out
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			continue
-		}
+	for block, c := range certificateBlocks(pemBytes) {
 		at, err := time.Parse(time.RFC3339, block.Headers[SupersededAtHeader])
 		if err != nil {
 			continue
 		}
 		out = append(out, Superseded{Cert: c, At: at, Cluster: block.Headers[ClusterHeader]})
 	}
+	return out
 }
 
 // EncodeSuperseded is KeySupersededPeers's content for list.
