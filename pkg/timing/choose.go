@@ -17,8 +17,9 @@ const (
 	// (docs/measurements/wan.md: a bare etcd at 50/500 failed over at
 	// 20 ms in 0.57 to 0.76 s against 1.0 to 1.2 s on etcd's defaults),
 	// but 30/300 lost its leader several times in a 10-minute run at
-	// 20 ms with 10 ms jitter under CPU load, and 50/500 has no such run
-	// yet: until it has, the floors stay where etcd puts them.
+	// 20 ms with 10 ms jitter under CPU load, and 50/500 more often than
+	// 100/1000 in such a run (13 elections against 8, each set off by a
+	// stall of the machine's disk): the floors stay where etcd puts them.
 	MinHeartbeat int32 = etcdfedv1.DefaultHeartbeatIntervalMillis
 	MinElection  int32 = etcdfedv1.DefaultElectionTimeoutMillis
 	// MaxHeartbeat is the API's bound of heartbeatIntervalMillis; ten
@@ -32,9 +33,7 @@ const (
 	ElectionFactor int32 = 10
 	// ChangeMillis is the least change of a derived value that is applied
 	// (with more than a quarter of the old value): anything smaller is not
-	// worth a roll. etcd's default heartbeat (100) is that far from the
-	// floor (50), so a ring founded on the defaults before any round trip
-	// was measured moves to the floor.
+	// worth a roll.
 	ChangeMillis int32 = 50
 )
 
