@@ -19,6 +19,14 @@ type RevocationStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	SupersededPeers int32 `json:"supersededPeers,omitempty"`
 
+	// supersededHub is how many of the revoked serials are the hub's own
+	// client certificates (etcd's root user) that it replaced (a renewal,
+	// a new CA, a revoked one) and that have not expired: a stolen copy of
+	// one is refused as the current one would be.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	SupersededHub int32 `json:"supersededHub,omitempty"`
+
 	// listNumber is the current list's CRL number: it goes up by one each
 	// time the hub signs a list (a serial added or removed, a new signing
 	// CA, a list near its nextUpdate).

@@ -394,6 +394,11 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 			rs.SupersededPeers++
 		}
 	}
+	for _, c := range supersededHubCerts(s.pki.hubClient, s.now, false) {
+		if slices.Contains(listed, pki.FormatSerial(c.SerialNumber)) {
+			rs.SupersededHub++
+		}
+	}
 	if l.Number != nil && l.Number.IsInt64() {
 		rs.ListNumber = l.Number.Int64()
 	}

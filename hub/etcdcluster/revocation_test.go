@@ -233,3 +233,24 @@ func TestHubCertificateRevokedIsReplaced(t *testing.T) {
 		t.Error("the hub keeps a client certificate whose serial is revoked")
 	}
 }
+
+// TestStatusCountsTheHubsSupersededCertificates: a client certificate the
+// hub replaced is listed, and status.revocation says how many of the
+// revoked serials are the hub's own (before, they counted only in
+// revoked, beside the spec's serials).
+func TestStatusCountsTheHubsSupersededCertificates(t *testing.T) {
+	s := ring()
+	ca := withTLS(t, s)
+	old, err := ca.IssueClient(etcdfedv1.EtcdHubUser, now.Add(-24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.pki.hubClient.Data[pki.KeySuperseded] = old.CertPEM
+	s.ec.Spec.TLS.RevokedCertificates = []string{"5c1f"}
+	signAndWrite(t, s, decide(s))
+	d := decide(s)
+	st := computeStatus(s, d, applyResult{crl: d.crl.list}, "")
+	if rs := st.Revocation; rs == nil || rs.Revoked != 2 || rs.SupersededHub != 1 || rs.SupersededPeers != 0 {
+		t.Errorf("status.revocation %+v; want 2 revoked, 1 of them the hub's own, no member certificate", rs)
+	}
+}
