@@ -74,6 +74,7 @@ func (r *Reconciler) forgetMemory(uid types.UID) {
 	r.evidence.forget(uid)
 	r.forgetDNS(uid)
 	r.fleet.forget(uid)
+	r.sweepNotes.forget(uid)
 }
 
 // forgetDNS drops the record set last pushed to RFC 2136 for a ring.

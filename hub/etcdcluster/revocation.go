@@ -106,9 +106,9 @@ type crlWork struct {
 	// superseded is how many of them are the hub's own superseded client
 	// certificates.
 	superseded int
-	// peers is how many of them are member certificates the hub
-	// superseded (peerrevocation.go).
-	peers int
+	// peers are the serials of member certificates the hub superseded
+	// that the list names (listedPeerSerials, read once a pass).
+	peers []string
 	// list is a list a member's Secret already holds that fits; nil when
 	// one is signed (sign) or none can be.
 	list []byte
@@ -142,14 +142,14 @@ func wantedSerials(ec *etcdfedv1.EtcdCluster) []string {
 
 // listedSerials are the serials the ring's revocation list holds:
 // spec.tls.revokedCertificates, the hub's superseded client certificates
-// and the member certificates it superseded (listedPeerSerials) that have
-// not expired; sorted and unique.
-func listedSerials(s *snapshot) []string {
+// and peers, the member certificates it superseded (listedPeerSerials),
+// that have not expired; sorted and unique.
+func listedSerials(s *snapshot, peers []string) []string {
 	out := wantedSerials(s.ec)
 	for _, c := range supersededHubCerts(s.pki.hubClient, s.now, false) {
 		out = append(out, pki.FormatSerial(c.SerialNumber))
 	}
-	out = append(out, listedPeerSerials(s)...)
+	out = append(out, peers...)
 	slices.Sort(out)
 	return slices.Compact(out)
 }
@@ -185,7 +185,8 @@ func decideCRL(s *snapshot) crlWork {
 	if !s.ec.Spec.TLS.Mode.Enabled() {
 		return crlWork{}
 	}
-	w := crlWork{want: listedSerials(s), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false)), peers: len(listedPeerSerials(s))}
+	peers := listedPeerSerials(s)
+	w := crlWork{want: listedSerials(s, peers), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false)), peers: peers}
 	signer, created, problem := crlSigner(s)
 	w.problem = problem
 	var fit, newest []byte
@@ -301,7 +302,7 @@ func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error
 		return der, nil
 	}
 	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListSigned, "Revoke",
-		"Revocation list #%d signed by %s: %s%s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), supersededPeersText(w.peers), etcdfedv1.RevocationListKey)
+		"Revocation list #%d signed by %s: %s%s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), supersededPeersText(len(w.peers)), etcdfedv1.RevocationListKey)
 	return der, nil
 }
 
@@ -389,7 +390,7 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 	}
 	rs.Revoked = int32(len(l.RevokedCertificateEntries))
 	listed := pki.ListedSerials(l)
-	for _, t := range listedPeerSerials(s) {
+	for _, t := range d.crl.peers {
 		if slices.Contains(listed, t) {
 			rs.SupersededPeers++
 		}

@@ -147,8 +147,8 @@ func TestSupersededPeerCertificateRefused(t *testing.T) {
 			t.Errorf("the revocation list after the grace (%v) does not name superseded member certificate %s", pki.ListedSerials(l), serial)
 		}
 	}
-	if w.peers != 2 {
-		t.Errorf("the list counts %d superseded member certificates; want 2", w.peers)
+	if len(w.peers) != 2 {
+		t.Errorf("the list counts %d superseded member certificates; want 2", len(w.peers))
 	}
 	writeCRL(list)
 	for _, c := range []struct {

@@ -141,3 +141,10 @@ func (n *sweepNotes) admit(ring types.UID, notes []sweepNote, now time.Time) []s
 	}
 	return out
 }
+
+// forget drops what was said of a deleted ring.
+func (n *sweepNotes) forget(ring types.UID) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	maps.DeleteFunc(n.by, func(k sweepKey, _ *sweepState) bool { return k.ring == ring })
+}

@@ -147,4 +147,9 @@ func TestSweepNotesBounded(t *testing.T) {
 	if got := n.admit("ring", nil, at.Add(time.Second)); len(got) != 0 {
 		t.Errorf("nothing left to say: %q", got)
 	}
+	// A deleted ring is forgotten (forgetMemory); another's stays.
+	n.forget("ring")
+	if _, ok := n.by[sweepKey{"ring", "member-2"}]; ok || n.by[sweepKey{"other-ring", "member-2"}] == nil {
+		t.Errorf("after forgetting ring: %d states kept; want other-ring's only", len(n.by))
+	}
 }
