@@ -32,7 +32,9 @@ func TestCarryFrom(t *testing.T) {
 		return der
 	}
 	at := func(d time.Duration) time.Time { return now.Add(-d).UTC().Truncate(time.Second) }
-	rev := func(serial int64, d time.Duration) pki.Revoked { return pki.Revoked{Serial: big.NewInt(serial), At: at(d)} }
+	rev := func(serial int64, d time.Duration) pki.Revoked {
+		return pki.Revoked{Serial: big.NewInt(serial), At: at(d)}
+	}
 	day := 24 * time.Hour
 	var many []pki.Revoked
 	for i := range maxCarriedRevocations + 10 {
