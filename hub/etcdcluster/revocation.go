@@ -206,12 +206,13 @@ func decideCRL(s *snapshot) crlWork {
 	var fitNumber, maxNumber int64 = -1, 0
 	secrets := memberCertSecrets(s)
 	for _, sec := range secrets {
+		// A list a member cluster holds counts only when it verifies
+		// against one of the ring's CAs: a list of another CA (a
+		// compromised member cluster's) is neither handed to the other
+		// members nor numbered after.
 		der := sec.Data[etcdfedv1.RevocationListKey]
-		if len(der) == 0 {
-			continue
-		}
-		l, err := pki.ParseRevocationList(der)
-		if err != nil || l.Number == nil || !l.Number.IsInt64() {
+		l := genuineList(s, der)
+		if l == nil {
 			continue
 		}
 		n := l.Number.Int64()
@@ -258,11 +259,25 @@ func crlAvailable(s *snapshot) bool {
 		return true
 	}
 	for _, sec := range memberCertSecrets(s) {
-		if len(sec.Data[etcdfedv1.RevocationListKey]) > 0 {
+		if genuineList(s, sec.Data[etcdfedv1.RevocationListKey]) != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// genuineList is der parsed when it is a revocation list signed by one of
+// the ring's CAs (the one that issues, and during a rotation the one
+// beside it) with a positive CRL number; nil otherwise.
+func genuineList(s *snapshot, der []byte) *x509.RevocationList {
+	if len(der) == 0 {
+		return nil
+	}
+	l, err := pki.ParseRevocationList(der)
+	if err != nil || l.Number == nil || !l.Number.IsInt64() || l.Number.Sign() <= 0 || pki.ListSigner(l, s.pki.authority().Certs()) == nil {
+		return nil
+	}
+	return l
 }
 
 // memberRevocationList is a member object's spec.tls.revocationList:
