@@ -119,13 +119,10 @@ func decideCarry(s *snapshot) carryWork {
 		if n, ok := pki.Serial(hc.Data[pki.KeyCert]); ok {
 			exclude = append(exclude, pki.FormatSerial(n))
 		}
-		if b, ok := hc.Data[pki.KeyCarried]; ok {
-			rec, err := pki.ParseCarried(b)
-			if err != nil {
-				// The hub's own record, edited: carry nothing rather
-				// than read the members' lists again.
-				rec = &pki.Carried{At: s.now}
-			}
+		// A record that does not read (edited by hand) is carried again
+		// from the members' lists and written over: dropping what it
+		// held would admit the certificates it named.
+		if rec, err := pki.ParseCarried(hc.Data[pki.KeyCarried]); err == nil {
 			return carryWork{record: rec, stored: true, entries: liveCarried(rec, cas, s.now, exclude)}
 		}
 	}

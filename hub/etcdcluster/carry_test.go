@@ -174,6 +174,15 @@ func TestCarryOnlyForATakenOverRing(t *testing.T) {
 	if w := decideCRL(s); w.carry.pending() || !slices.Contains(w.want, "abc") {
 		t.Errorf("with the record stored and the members' lists emptied: pending %v, want %v; want abc listed from the record", w.carry.pending(), w.want)
 	}
+	// A record that does not read is carried again from the members'
+	// lists, not taken as empty.
+	s.pki.hubClient.Data[pki.KeyCarried] = []byte("{not json")
+	for _, sec := range memberCertSecrets(s) {
+		sec.Data[etcdfedv1.RevocationListKey] = held
+	}
+	if w := decideCRL(s); !w.carry.pending() || !slices.Contains(w.want, "abc") {
+		t.Errorf("with a broken record: pending %v, want %v; want it carried again (abc listed) and written over", w.carry.pending(), w.want)
+	}
 	// Nowhere to store it (no hub client Secret, none issued this pass: a
 	// ring taken over without its CA's key, before Reissuing): no list is
 	// signed, the members keep theirs.

@@ -48,13 +48,15 @@ func (c *Carried) Encode() []byte {
 	return b
 }
 
-// ParseCarried reads KeyCarried. Entries whose serial is not in
-// FormatSerial's spelling are an error: the record is the hub's own.
+// ParseCarried reads KeyCarried (fields it does not know are skipped: a
+// newer hub's record). Empty input, or entries whose serial is not in
+// FormatSerial's spelling, are an error: the record is the hub's own.
 func ParseCarried(b []byte) (*Carried, error) {
 	var c Carried
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, fmt.Errorf("parse %s: empty", KeyCarried)
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
 		return nil, fmt.Errorf("parse %s: %w", KeyCarried, err)
 	}
 	for _, e := range c.Entries {
