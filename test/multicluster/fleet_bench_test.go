@@ -292,14 +292,15 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		rep.roll = fleetRolloutAll(ctx, b, f, ns, limit, timeout, versionRoll(fleetRollTo))
 		rep.write(b)
 		if rep.roll.unfinished > 0 {
-			b.Fatalf("version roll: %d rings not rolled: %s", rep.roll.unfinished, rep.roll.firstUnfinished)
+			// The rings still roll: a CA rotation now would measure both.
+			b.Fatalf("version roll: %d rings not rolled within FLEET_ROLLOUT_TIMEOUT=%s (first: %s); the report holds what finished", rep.roll.unfinished, timeout, rep.roll.firstUnfinished)
 		}
 	}
 	if phases["carotate"] {
 		rep.caRotation = fleetRolloutAll(ctx, b, f, ns, limit, timeout, caRotation())
 		rep.write(b)
 		if rep.caRotation.unfinished > 0 {
-			b.Fatalf("CA rotation: %d rings not rotated: %s", rep.caRotation.unfinished, rep.caRotation.firstUnfinished)
+			b.Fatalf("CA rotation: %d rings not rotated within FLEET_ROLLOUT_TIMEOUT=%s (first: %s); the report holds what finished", rep.caRotation.unfinished, timeout, rep.caRotation.firstUnfinished)
 		}
 	}
 	if !phases["loss"] {
