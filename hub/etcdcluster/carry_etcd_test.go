@@ -3,14 +3,10 @@ package etcdcluster
 import (
 	"context"
 	"math/big"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/etcdtest"
@@ -56,9 +52,7 @@ func TestTakeOverKeepsTheOldHubsRevocations(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crl := filepath.Join(t.TempDir(), etcdfedv1.RevocationListKey)
-	writeCRL := func(der []byte) { t.Helper(); etcdtest.ReplaceFile(t, crl, der) }
-	writeCRL(oldList)
+	crl, writeCRL := crlFile(t, oldList)
 	etcd := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, ExtraArgs: []string{"--client-crl-file=" + crl}})
 	addr := strings.TrimPrefix(etcd.Members[0].ClientURL, "https://")
 	for name, l := range map[string]*pki.Leaf{"the old hub's superseded certificate": oldHub, "the superseded member certificate": oldMember} {
@@ -69,13 +63,9 @@ func TestTakeOverKeepsTheOldHubsRevocations(t *testing.T) {
 
 	// The new hub: the same manifest as a new EtcdCluster (uid-2), the
 	// ring recorded as taken over (uid-1), the escrowed CA imported.
-	api := testenv.StartT(t, "hub")[0]
-	r := &Reconciler{Manager: startHubManager(t, api), Now: func() time.Time { return start }}
-	s := ring()
-	s.now = start
+	api, r, s := tlsRing(t, start)
 	s.ec.UID = "uid-2"
 	s.ec.Status.TakeOver = &etcdfedv1.TakeOverStatus{Phase: etcdfedv1.TakeOverTakingOver, RingUID: "uid-1"}
-	s.ec.Spec.TLS.Mode = etcdfedv1.TLSEnabled
 	for _, m := range s.ec.Status.Members {
 		issueMemberCert(t, s, ca, m.Cluster, m.Name, start)
 	}
@@ -97,9 +87,7 @@ func TestTakeOverKeepsTheOldHubsRevocations(t *testing.T) {
 			}
 		}
 	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ec.Namespace, Name: pki.CASecretName(s.ec), Labels: ownerLabels(s.ec)},
-		Type: corev1.SecretTypeTLS, Data: map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}}
-	if err := api.Client.Create(ctx, caSecret); err != nil {
+	if err := api.Client.Create(ctx, caSecretOf(s, ca)); err != nil {
 		t.Fatal(err)
 	}
 	observe := func() {
