@@ -83,6 +83,9 @@ type carryWork struct {
 	stored bool
 	// entries are the carried entries listed in this pass.
 	entries []pki.CarriedEntry
+	// waitView names a member cluster out of sight while nothing is
+	// carried yet: the carry waits for the whole ring.
+	waitView string
 }
 
 // serials are the carried serials listed in this pass.
@@ -124,6 +127,16 @@ func decideCarry(s *snapshot) carryWork {
 		// held would admit the certificates it named.
 		if rec, err := pki.ParseCarried(hc.Data[pki.KeyCarried]); err == nil {
 			return carryWork{record: rec, stored: true, entries: liveCarried(rec, cas, s.now, exclude)}
+		}
+	}
+	// Carried once, so from the whole ring only: a hub that sees some of
+	// its member clusters (the minority side of a partition) may see an
+	// older list than the newest any member holds, and would record it
+	// for good. Until every member's cluster is in sight, nothing is
+	// carried and no list is signed (carryHold): the members keep theirs.
+	for _, m := range s.ec.Status.Members {
+		if cs := s.cluster(m.Cluster); cs == nil || !cs.visible() {
+			return carryWork{waitView: m.Cluster}
 		}
 	}
 	var lists [][]byte
@@ -250,6 +263,9 @@ func (r *Reconciler) storeCarried(ctx context.Context, s *snapshot, c carryWork,
 // carryHold says why no list is signed in this pass for a ring whose
 // carried entries cannot be stored yet ("" when they can, or are).
 func carryHold(s *snapshot, c carryWork) string {
+	if c.waitView != "" {
+		return fmt.Sprintf("the ring was taken over: the revocation list its members hold is carried once every member's cluster is in sight (%s is not)", c.waitView)
+	}
 	if !c.pending() || s.pki.hubClient != nil || pkiDue(s).issueHubClient {
 		return ""
 	}

@@ -139,6 +139,15 @@ func TestCarryOnlyForATakenOverRing(t *testing.T) {
 	// A serial of the spec besides: the list the members hold no longer
 	// fits, a new one is signed.
 	s.ec.Spec.TLS.RevokedCertificates = []string{"def"}
+	// With a member's cluster out of sight (the hub on the minority side
+	// of a partition), nothing is carried from the part it sees, and no
+	// list is signed that would leave the carried entries out.
+	out := s.cluster(s.ec.Status.Members[0].Cluster)
+	out.engaged = false
+	if w := decideCRL(s); w.carry.record != nil || w.signer != nil || !strings.Contains(w.problem, "in sight") {
+		t.Fatalf("a member's cluster out of sight: record %v, signer %v, problem %q; want nothing carried, no list signed, the wait said", w.carry.record, w.signer, w.problem)
+	}
+	out.engaged = true
 	w := decideCRL(s)
 	if !w.carry.pending() || !slices.Contains(w.want, "abc") || !w.sign {
 		t.Fatalf("a ring taken over: pending %v, want %v, sign %v; want the record pending, abc listed, a list signed", w.carry.pending(), w.want, w.sign)
