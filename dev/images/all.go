@@ -28,6 +28,9 @@ type Options struct {
 	Names []string
 	// Log receives a line per step; nil: none.
 	Log func(format string, args ...any)
+	// Progress is how often a step that is still running says so through
+	// Log (a cold go build takes minutes); 0: every 30 seconds.
+	Progress time.Duration
 }
 
 // Result is one image BuildAll wrote.
@@ -100,10 +103,15 @@ func buildBinaries(ctx context.Context, o Options, sel []Image, ownBin string, l
 		if o.Arch != "" {
 			cmd.Env = append(cmd.Env, "GOARCH="+o.Arch)
 		}
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s (in %s): %w\n%s", strings.Join(pkgs, " "), dir, err, out)
+		what := strings.Join(pkgs, " ")
+		logf("building %s (go build with the images' flags; minutes on a cold build cache)", what)
+		stop := progress(o.Progress, func(d time.Duration) { logf("still building %s (%.0fs)", what, d.Seconds()) })
+		output, err := cmd.CombinedOutput()
+		stop()
+		if err != nil {
+			return fmt.Errorf("go build %s (in %s): %w\n%s", what, dir, err, output)
 		}
-		logf("built %s in %.1fs", strings.Join(pkgs, " "), time.Since(t).Seconds())
+		logf("built %s in %.1fs", what, time.Since(t).Seconds())
 		return nil
 	}
 	if pkgs := ownPackages(sel); len(pkgs) > 0 {
@@ -201,4 +209,31 @@ func checkStatic(path string) error {
 		}
 	}
 	return nil
+}
+
+// progress calls say every interval (30 s when 0) until the returned stop
+// is called, with the time since progress was called.
+func progress(interval time.Duration, say func(time.Duration)) (stop func()) {
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	start, done := time.Now(), make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				say(time.Since(start))
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
