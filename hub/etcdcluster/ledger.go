@@ -99,7 +99,9 @@ func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (notAdopted 
 // recordObservations updates the record of each member from etcd and the
 // spokes: etcd IDs (matched by peer URL), readiness with the hub-clock time
 // it changed, address. A member etcd no longer lists, with no operation
-// about it, was removed outside etcdfed and is forgotten (rule 1).
+// about it, was removed outside etcdfed and is forgotten (rule 1); one
+// whose ID is not known yet and cannot be looked for now is kept
+// (unboundUnseen).
 func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	coverIncarnations(s, st)
 	for i := range st.Members {
@@ -141,13 +143,33 @@ func recordObservations(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	recordDatabases(s, st)
 	if s.etcd.Reachable && st.ClusterID != "" {
 		st.Members = slices.DeleteFunc(st.Members, func(m etcdfedv1.MemberStatus) bool {
-			if inOperation(st, m.Name) {
+			if inOperation(st, m.Name) || unboundUnseen(s, st, &m) {
 				return false
 			}
 			_, found := listed(s.etcd, &m)
 			return !found
 		})
 	}
+}
+
+// unboundUnseen: the record has no etcd ID yet and the hub cannot tell
+// whether etcd lists it, because its cluster is out of sight or its
+// object has not reported the peer URL of this incarnation (the ID is
+// bound by that URL). Such a record is kept, not forgotten as removed:
+// a ring formed while one spoke's Lease lagged behind under load had the
+// records of its founding members there forgotten the pass after it
+// formed, their running members became ones "etcdfed does not manage",
+// and the ring stopped there for good (seen in TestDevUpStatusDown at a
+// load average of 30).
+func unboundUnseen(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.MemberStatus) bool {
+	if m.ID != "" {
+		return false
+	}
+	if !s.cluster(m.Cluster).visible() {
+		return true
+	}
+	obj := s.currentObject(st, m.Name)
+	return obj != nil && obj.Spec.Incarnation == m.Incarnation && (obj.Status.PeerURL == "" || obj.Status.Incarnation != m.Incarnation)
 }
 
 // coverIncarnations raises status.lastIncarnation to every incarnation an

@@ -1,12 +1,14 @@
 package etcdcluster
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
@@ -111,5 +113,45 @@ func TestLostRecordIgnoresIneligibleClusters(t *testing.T) {
 	st := computeStatus(s, d, applyResult{}, "")
 	if c := condition(st, etcdfedv1.ConditionDegraded); c.Status != metav1.ConditionTrue || !strings.Contains(c.Message, "member cluster member-4 holds objects of main-2") {
 		t.Errorf("Degraded %s %s: %s; want member-4's objects named", c.Status, c.Reason, c.Message)
+	}
+}
+
+// A founding member whose ID is not bound yet when the ring forms (its
+// cluster out of sight that pass: a spoke's Lease late under load) is
+// kept, and bound by its object's peer URL once the cluster is back in
+// sight; a record without an ID whose object, in sight, reports a peer
+// URL etcd does not list is still forgotten (rule 1). Seen in
+// TestDevUpStatusDown at a load average of 30: the records of three
+// founding members were forgotten the pass after the ring formed, and the
+// ring stopped on "etcd has members etcdfed does not manage" for good.
+func TestUnboundRecordKeptWhileItsClusterIsOutOfSight(t *testing.T) {
+	s := ring()
+	s.ec.Status.Members[1].ID = ""
+	cs := s.cluster(s.ec.Status.Members[1].Cluster)
+	cs.verdict.State = liveness.Unknown
+	st := s.ec.Status.DeepCopy()
+	recordObservations(s, st)
+	if statusMember(st, "main-1") == nil {
+		t.Fatalf("main-1, without an ID and its cluster out of sight, was forgotten: %s", incarnationsOf(st))
+	}
+	d := decide(s)
+	if d.plan.Action != planner.ActWait || !strings.Contains(d.plan.Reason, "not matched yet") {
+		t.Errorf("plan with main-1's cluster out of sight: %s (%s), want a wait for the cluster", d.plan.Action, d.plan.Reason)
+	}
+
+	cs.verdict.State = liveness.Alive
+	recordObservations(s, st)
+	if m := statusMember(st, "main-1"); m == nil || m.ID != hexID(2) {
+		t.Fatalf("main-1 back in sight: record %+v, want bound to etcd ID 2", m)
+	}
+
+	// In sight, reporting a peer URL etcd does not list: forgotten.
+	s = ring()
+	s.ec.Status.Members[1].ID = ""
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e planner.ListEntry) bool { return e.Name == "main-1" })
+	st = s.ec.Status.DeepCopy()
+	recordObservations(s, st)
+	if m := statusMember(st, "main-1"); m != nil {
+		t.Errorf("main-1, in sight and not listed by etcd, is still recorded: %+v", *m)
 	}
 }

@@ -245,12 +245,16 @@ func continueBootstrap(in Input, op Operation) Decision {
 			return Decision{Action: ActFinishBootstrap, Reason: fmt.Sprintf("etcd formed with %d of %d founding members started", started, len(in.Etcd.Members))}
 		}
 	}
-	var missing, noURL, notStarted, failing []string
+	var missing, unseen, noURL, notStarted, failing []string
 	for _, m := range in.Members {
 		if m.Object != nil && m.Object.Incarnation == m.Incarnation && m.Object.Failing != "" {
 			failing = append(failing, fmt.Sprintf("%s in %s: %s", m.Name, m.Domain.Cluster, m.Object.Failing))
 		}
 		switch {
+		case !m.ClusterVisible:
+			// An object not seen is not an object missing: the hub does
+			// not act on a partial view (it could write nothing there).
+			unseen = append(unseen, fmt.Sprintf("%s (%s)", m.Name, m.Domain.Cluster))
 		case m.Object == nil || m.Object.Incarnation != m.Incarnation:
 			missing = append(missing, m.Name)
 		case m.Object.PeerURL == "" || m.Object.StatusIncarnation != m.Incarnation:
@@ -262,6 +266,8 @@ func continueBootstrap(in Input, op Operation) Decision {
 	switch {
 	case len(missing) > 0:
 		return step(op, ActCreateObjects, Decision{Members: missing, Reason: "creating founding members " + strings.Join(missing, ", ")})
+	case len(unseen) > 0:
+		return wait(pollFast, "waiting for the clusters of founding members %s to come back into sight", strings.Join(unseen, ", "))
 	case len(noURL) > 0:
 		return wait(pollFast, "waiting for spokes to expose %s", strings.Join(noURL, ", "))
 	case len(notStarted) > 0:
@@ -625,6 +631,25 @@ func foreignMembers(in Input) (Decision, bool) {
 	}
 	if len(foreign) == 0 {
 		return Decision{}, false
+	}
+	// A record without an ID whose object the hub cannot read now may be
+	// any of them: its ID is bound by its object's peer URL once its
+	// cluster is in sight again. Nothing to ask of a human yet.
+	var unbound, unseen []string
+	for _, m := range in.Members {
+		if m.ID == 0 && (!m.ClusterVisible || m.Object == nil || m.Object.PeerURL == "") {
+			unbound = append(unbound, m.Name)
+			if !m.ClusterVisible && !slices.Contains(unseen, m.Domain.Cluster) {
+				unseen = append(unseen, m.Domain.Cluster)
+			}
+		}
+	}
+	if len(unbound) > 0 {
+		where := "their spokes to report their peer URLs"
+		if len(unseen) > 0 {
+			where = "member cluster(s) " + strings.Join(unseen, ", ") + " to come back into sight"
+		}
+		return wait(pollFast, "etcd lists %s, not matched yet to the records of %s (no etcd ID recorded): waiting for %s", strings.Join(foreign, ", "), strings.Join(unbound, ", "), where), true
 	}
 	return wait(pollSlow, "etcd has members etcdfed does not manage: %s; remove them with etcdctl or fix the EtcdCluster's status", strings.Join(foreign, ", ")), true
 }

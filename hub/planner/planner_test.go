@@ -133,6 +133,12 @@ func TestRule2Bootstrap(t *testing.T) {
 				}
 			},
 		}},
+		{"a founding member's cluster out of sight mid-bootstrap: wait, no object re-created", inBootstrap(func(ms []Member) {
+			for i := range ms {
+				ms[i].Object.Bootstrap = "new"
+			}
+			ms[1].ClusterVisible, ms[1].Object = false, nil
+		}), []check{action(ActWait), reason("main-1 (b) to come back into sight")}},
 		{"no peer URL yet waits for the spoke", inBootstrap(func(ms []Member) { ms[0].Object.PeerURL = "" }), []check{action(ActWait), reason("main-0 (a)")}},
 		{"all exposed: start every founding member at once", inBootstrap(func([]Member) {}), []check{
 			action(ActStartBootstrap),
@@ -419,6 +425,11 @@ func TestRule8FailedMembersAndPartialViews(t *testing.T) {
 			in.Placement.Steps = []topology.Step{{Action: topology.Remove, Member: "main-2", From: dC}}
 			return in
 		}, []check{action(ActWait), reason("intruder [beef]")}},
+		{"a member not yet matched to its record, its cluster out of sight: wait for the cluster, no blame", func() Input {
+			in := steady()
+			in.Members[2].ID, in.Members[2].ClusterVisible, in.Members[2].Object = 0, false, nil
+			return in
+		}, []check{action(ActWait), reason("not matched yet to the records of main-2"), reason("member cluster(s) c to come back")}},
 	})
 }
 
