@@ -127,11 +127,22 @@ func continueRoll(in Input, op Operation) Decision {
 		if d, pending := versionSteps(in, op, m); pending {
 			return d
 		}
+		handOff := ""
 		if found && em.ID == in.Etcd.LeaderID {
-			if to, ok := transferee(in, em.ID); ok {
+			to, ok := transferee(in, em.ID)
+			tried := in.Now.Sub(op.StartedAt)
+			switch {
+			case ok && op.Step == ActMoveLeader && tried >= leaderHandOffLimit:
+				// The hub's MoveLeader has not moved it (etcd takes it
+				// only from the leader, and this one has not answered
+				// the hub): a roll that waited for it would wait for
+				// ever. Another healthy voter can take over, so quorum
+				// holds; the member's own preStop hands leadership over
+				// as it stops, else etcd elects.
+				handOff = fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); restarting it as the leader: its pod's preStop hands leadership over, else etcd elects; ", describe(em), tried.Truncate(time.Second))
+			case ok:
 				return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before restarting it", describe(em))})
-			}
-			if voters(in.Etcd) > 1 {
+			case voters(in.Etcd) > 1:
 				return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em))
 			}
 			// The only voter: there is no one to hand leadership to.
@@ -144,7 +155,7 @@ func continueRoll(in Input, op Operation) Decision {
 			op.StartedAt = in.Now
 		}
 		return step(op, ActUpdateObject, Decision{Member: m.Name, MemberID: m.ID, RequeueAfter: pollFast,
-			Reason: fmt.Sprintf("writing the new spec to %s; its spoke restarts the pod on the same volume", m.Name)})
+			Reason: fmt.Sprintf("%swriting the new spec to %s; its spoke restarts the pod on the same volume", handOff, m.Name)})
 	}
 	// Down since it went down, or since its object was last written in
 	// this roll when that is later.
@@ -195,6 +206,15 @@ func continueRoll(in Input, op Operation) Decision {
 	}
 	return waitStep(op, ActUpdateObject, pollFast, "waiting for %s to be a ready voter again", m.Name)
 }
+
+// leaderHandOffLimit is how long a Roll tries to move leadership away
+// from the member it restarts (MoveLeader, asked of the leader) before it
+// restarts the leader as it is: a leader the hub cannot reach (its client
+// port cut from the hub, a certificate it refuses) kept a CA rotation's
+// last roll trying for ever (seen in the fleet benchmark: 1 of 20 rings
+// stuck 11 minutes). etcd's own transfer takes an election timeout at
+// most, so a minute is many tries.
+const leaderHandOffLimit = time.Minute
 
 func voters(e Etcd) int {
 	n := 0

@@ -104,6 +104,22 @@ func TestRollSteps(t *testing.T) {
 					t.Errorf("move leader from %x to %x, want 1 to 2", d.MemberID, d.TransfereeID)
 				}
 			}}},
+		{"the leader, leadership not moved after a minute of trying: restarted as the leader", func() Input {
+			in := rolling("main-0", "main-0")
+			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit)
+			return in
+		}, []check{action(ActUpdateObject), opRecorded(OpRoll, ActUpdateObject), reason("leadership did not move away from main-0 [1] in 1m0s"), reason("preStop hands leadership over")}},
+		{"the leader, tried for less than a minute: MoveLeader again", func() Input {
+			in := rolling("main-0", "main-0")
+			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit+time.Second)
+			return in
+		}, []check{action(ActMoveLeader)}},
+		{"the leader, a minute of trying but no healthy voter to take over: still waits", func() Input {
+			in := rolling("main-0", "main-0")
+			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-time.Hour)
+			in.Etcd.Members[1].Healthy, in.Etcd.Members[2].Healthy = false, false
+			return in
+		}, []check{action(ActWait), reason("no other healthy voter")}},
 		{"the leader with no healthy voter to take over: wait", func() Input {
 			in := rolling("main-0", "main-0")
 			in.Etcd.Members[1].Healthy, in.Etcd.Members[2].Healthy = false, false
