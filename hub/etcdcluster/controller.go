@@ -200,6 +200,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		Watches(&coordinationv1.Lease{}, r.mapNodeLease(), member).
 		Watches(nodeMeta(), r.mapNode(), member, mcbuilder.WithPredicates(zoneLabelChanged())).
 		WatchesRawSource(r.staleSource()).
+		WatchesRawSource(r.fleetSource()).
 		WithOptions(controller.TypedOptions[mcreconcile.Request]{MaxConcurrentReconciles: r.MaxConcurrentReconciles})
 	if r.Claims != nil {
 		// The hubs' shard claims (the local cache holds only those
@@ -433,9 +434,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	s.fleetMax, s.fleetAdmit = 0, nil
 	asked := false
 	if r.fleet != nil && r.fleet.max > 0 {
-		uid, ns := ec.UID, ec.Namespace
+		uid, key := ec.UID, types.NamespacedName{Namespace: ec.Namespace, Name: ec.Name}
 		s.fleetMax = r.fleet.max
-		s.fleetAdmit = func(req fleetRequest) fleetAnswer { asked = true; return r.fleet.admit(uid, ns, req) }
+		s.fleetAdmit = func(req fleetRequest) fleetAnswer { asked = true; return r.fleet.admit(uid, key, req) }
 	}
 	d := decide(s)
 	if !asked {

@@ -1,6 +1,7 @@
 package etcdcluster
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"sort"
@@ -9,7 +10,14 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+	mcmanager "sigs.k8s.io/multicluster-runtime/pkg/manager"
+	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
@@ -21,9 +29,10 @@ import (
 // hundreds of rings at once. Each ring still runs one operation at a time
 // (its planner); the limit bounds how many rings of this hub have a
 // disruptive one in flight. A ring whose next operation would pass the
-// limit waits, Progressing=False with reason WaitingForFleetLimit, and
-// tries again at its next pass (fleetLimitRetry); operations in flight
-// always finish. A recovery from quorum loss, membership changes that
+// limit waits, Progressing=False with reason WaitingForFleetLimit, and is
+// woken when a place frees for it (wake: the rings at the head of the
+// queue, as many as places are free), else asks again after
+// fleetLimitRetry; operations in flight always finish. A recovery from quorum loss, membership changes that
 // restart nothing (Add, Remove, Bootstrap) and leadership moves are not
 // limited.
 //
@@ -41,8 +50,12 @@ import (
 // fails) after fleetWaiterStale.
 
 // fleetLimitRetry is how soon a ring that waits for the fleet limit looks
-// again.
-const fleetLimitRetry = 2 * time.Second
+// again if it is not woken before: a place that frees wakes the ring it
+// goes to (fleetLimit.wake), so this is only the safety net for a wake
+// lost (its channel full). It was 2 s, with no wake: a hundred waiting
+// rings asked fifty times a second, and each freed place went unused for
+// up to a pass of every waiting ring (BenchmarkFleet, 2026-11-29).
+const fleetLimitRetry = 15 * time.Second
 
 // fleetWaiterStale is how long a waiting ring keeps its place in the queue
 // without asking again. A waiting ring asks every fleetLimitRetry only
@@ -99,9 +112,12 @@ type fleetHolder struct {
 
 // fleetWaiter is a ring in the queue.
 type fleetWaiter struct {
-	namespace   string
+	key         types.NamespacedName
 	req         fleetRequest
 	since, seen time.Time
+	// woken is when a freed place last woke the ring (zero: never); a
+	// ring woken since it last asked is not woken again.
+	woken time.Time
 }
 
 // fleetLimit counts the rings with a limited operation in flight, from
@@ -112,6 +128,10 @@ type fleetWaiter struct {
 type fleetLimit struct {
 	max int
 	now func() time.Time
+
+	// wake asks for a pass of a waiting ring a freed place goes to; it
+	// must not block (it is called under mu). nil: none.
+	wake func(types.NamespacedName)
 
 	mu       sync.Mutex
 	seeded   bool
@@ -167,8 +187,33 @@ func (f *fleetLimit) observeLocked(ec *etcdfedv1.EtcdCluster) {
 		f.exportLocked()
 		return
 	}
-	delete(f.inFlight, ec.UID)
+	if _, held := f.inFlight[ec.UID]; held {
+		delete(f.inFlight, ec.UID)
+		f.wakeLocked()
+	}
 	f.exportLocked()
+}
+
+// wakeLocked wakes the rings at the head of the queue that the free
+// places go to, each once until it asks again.
+func (f *fleetLimit) wakeLocked() {
+	if f.wake == nil {
+		return
+	}
+	free := f.max - len(f.inFlight)
+	if free <= 0 || len(f.waiting) == 0 {
+		return
+	}
+	now := f.now()
+	for i, uid := range f.queueLocked() {
+		if i >= free {
+			break
+		}
+		if w := f.waiting[uid]; !w.woken.After(w.seen) {
+			w.woken = now
+			f.wake(w.key)
+		}
+	}
 }
 
 // leave takes ring uid out of the queue: its pass asked for no place.
@@ -180,6 +225,7 @@ func (f *fleetLimit) leave(uid types.UID) {
 	defer f.mu.Unlock()
 	if _, ok := f.waiting[uid]; ok {
 		delete(f.waiting, uid)
+		f.wakeLocked()
 		f.exportLocked()
 	}
 }
@@ -192,22 +238,23 @@ func (f *fleetLimit) forget(uid types.UID) {
 	f.mu.Lock()
 	delete(f.inFlight, uid)
 	delete(f.waiting, uid)
+	f.wakeLocked()
 	f.exportLocked()
 	f.mu.Unlock()
 }
 
-// admit reserves a place for ring uid (of namespace) for the operation
-// req names: yes when there is no limit, the ring holds a place already,
-// or a place is free and no ring ahead of it in the queue waits for it;
-// else the ring joins (or keeps) its place in the queue.
-func (f *fleetLimit) admit(uid types.UID, namespace string, req fleetRequest) fleetAnswer {
+// admit reserves a place for ring uid (key) for the operation req names:
+// yes when there is no limit, the ring holds a place already, or a place
+// is free and no ring ahead of it in the queue waits for it; else the
+// ring joins (or keeps) its place in the queue.
+func (f *fleetLimit) admit(uid types.UID, key types.NamespacedName, req fleetRequest) fleetAnswer {
 	if f == nil || f.max <= 0 {
 		return fleetAnswer{ok: true}
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	defer f.exportLocked()
-	now := f.now()
+	now, namespace := f.now(), key.Namespace
 	if _, ok := f.inFlight[uid]; ok {
 		f.inFlight[uid] = fleetHolder{namespace: namespace, what: req.what}
 		delete(f.waiting, uid)
@@ -220,7 +267,7 @@ func (f *fleetLimit) admit(uid types.UID, namespace string, req fleetRequest) fl
 	}
 	w := f.waiting[uid]
 	if w == nil {
-		w = &fleetWaiter{namespace: namespace, since: now}
+		w = &fleetWaiter{key: key, since: now}
 		f.waiting[uid] = w
 	}
 	w.req, w.seen = req, now
@@ -254,8 +301,8 @@ func (f *fleetLimit) queueLocked() []types.UID {
 		switch {
 		case a.req.priority != b.req.priority:
 			return a.req.priority < b.req.priority
-		case perNamespace[a.namespace] != perNamespace[b.namespace]:
-			return perNamespace[a.namespace] < perNamespace[b.namespace]
+		case perNamespace[a.key.Namespace] != perNamespace[b.key.Namespace]:
+			return perNamespace[a.key.Namespace] < perNamespace[b.key.Namespace]
 		case !a.since.Equal(b.since):
 			return a.since.Before(b.since)
 		}
@@ -277,9 +324,12 @@ var (
 	metricFleetWaiting = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "etcdfed_hub_fleet_disruptions_waiting", Help: "Rings of this hub waiting for a place under --max-fleet-disruptions.",
 	})
+	metricFleetWakes = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "etcdfed_hub_fleet_wakes_total", Help: "Passes of waiting rings asked for because a place under --max-fleet-disruptions freed for them.",
+	})
 )
 
-func init() { metrics.Registry.MustRegister(metricFleetInFlight, metricFleetWaiting) }
+func init() { metrics.Registry.MustRegister(metricFleetInFlight, metricFleetWaiting, metricFleetWakes) }
 
 // gateFleet turns the beginning of a limited operation the fleet limit
 // does not admit into a wait (what admit answers is the only input not
@@ -306,4 +356,24 @@ func gateFleet(plan planner.Decision, ring string, max int, admit func(fleetRequ
 			plan.Operation.Type, plan.Operation.Member, plan.Reason, max, a.position, a.waiting, shown),
 		RequeueAfter: fleetLimitRetry,
 	}, true
+}
+
+// fleetSource is the controller's source of "a place under the fleet
+// limit freed for this ring" (fleetLimit.wake): a buffered channel, sent
+// to without blocking; a wake lost to a full channel leaves the ring to
+// its fleetLimitRetry.
+func (r *Reconciler) fleetSource() source.TypedSource[mcreconcile.Request] {
+	ch := make(chan event.TypedGenericEvent[types.NamespacedName], 1024)
+	r.fleet.wake = func(key types.NamespacedName) {
+		select {
+		case ch <- event.TypedGenericEvent[types.NamespacedName]{Object: key}:
+			metricFleetWakes.Inc()
+		default:
+		}
+	}
+	return source.TypedChannel(ch, handler.TypedFuncs[types.NamespacedName, mcreconcile.Request]{
+		GenericFunc: func(_ context.Context, e event.TypedGenericEvent[types.NamespacedName], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+			q.Add(mcreconcile.Request{Request: reconcile.Request{NamespacedName: e.Object}, ClusterName: mcmanager.LocalCluster})
+		},
+	})
 }

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func TestFleetLimitAcrossRings(t *testing.T) {
 		given(s)
 		uid := s.ec.UID
 		ns := s.ec.Namespace
-		s.fleetMax, s.fleetAdmit = fl.max, func(req fleetRequest) fleetAnswer { return fl.admit(uid, ns, req) }
+		s.fleetMax, s.fleetAdmit = fl.max, func(req fleetRequest) fleetAnswer { return fl.admit(uid, types.NamespacedName{Namespace: ns, Name: string(uid)}, req) }
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
 		ec := s.ec.DeepCopy()
@@ -97,11 +98,11 @@ func TestFleetLimitSeededFromCache(t *testing.T) {
 	if err := fl.seed(func() ([]etcdfedv1.EtcdCluster, error) { return []etcdfedv1.EtcdCluster{held}, nil }); err != nil {
 		t.Fatal(err)
 	}
-	if a := fl.admit("uid-other", "db", fleetRequest{what: "db/other Roll main-1"}); a.ok || len(a.held) != 1 || !strings.Contains(a.held[0], "db/held Replace held-2") {
+	if a := fl.admit("uid-other", types.NamespacedName{Namespace: "db", Name: "other"}, fleetRequest{what: "db/other Roll main-1"}); a.ok || len(a.held) != 1 || !strings.Contains(a.held[0], "db/held Replace held-2") {
 		ok, holders := a.ok, a.held
 		t.Fatalf("admitted %v past a limit of 1 held by a recorded Replace (holders %v)", ok, holders)
 	}
-	if a := fl.admit("uid-held", "db", fleetRequest{what: "db/held Replace held-2"}); !a.ok {
+	if a := fl.admit("uid-held", types.NamespacedName{Namespace: "db", Name: "held"}, fleetRequest{what: "db/held Replace held-2"}); !a.ok {
 		t.Fatal("the ring that holds the place was refused its own operation")
 	}
 }
@@ -117,7 +118,7 @@ func TestFleetQueueOrder(t *testing.T) {
 	fl.now = func() time.Time { return now }
 	ask := func(ns, name string, op planner.OpType) fleetAnswer {
 		t.Helper()
-		return fl.admit(types.UID(ns+"/"+name), ns, fleetRequest{what: ns + "/" + name + " " + string(op), priority: fleetPriority[op]})
+		return fl.admit(types.UID(ns+"/"+name), types.NamespacedName{Namespace: ns, Name: name}, fleetRequest{what: ns + "/" + name + " " + string(op), priority: fleetPriority[op]})
 	}
 	end := func(ns, name string) {
 		fl.observe(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name)}})
@@ -215,7 +216,7 @@ func TestFleetQueueKeepsPlacesOfSlowPasses(t *testing.T) {
 	fl.now = func() time.Time { return now }
 	uid := func(i int) types.UID { return types.UID(fmt.Sprintf("fleet/r%d", i)) }
 	ask := func(i int) fleetAnswer {
-		return fl.admit(uid(i), "fleet", fleetRequest{what: fmt.Sprintf("fleet/r%d Roll", i), priority: fleetPriority[planner.OpRoll]})
+		return fl.admit(uid(i), types.NamespacedName{Namespace: "fleet", Name: fmt.Sprintf("r%d", i)}, fleetRequest{what: fmt.Sprintf("fleet/r%d Roll", i), priority: fleetPriority[planner.OpRoll]})
 	}
 	end := func(i int) {
 		fl.observe(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: fmt.Sprintf("r%d", i), UID: uid(i)}})
@@ -260,5 +261,60 @@ func TestFleetQueueKeepsPlacesOfSlowPasses(t *testing.T) {
 	now = now.Add(time.Second)
 	if a := ask(6); !a.ok {
 		t.Fatalf("r6 refused a free place behind r5, which left the queue: %+v", a)
+	}
+}
+
+// A place that frees wakes the rings it goes to, at the head of the queue,
+// as many as places are free, once each until they ask again; a ring that
+// leaves the queue passes its turn on. Before, waiting rings asked every
+// 2 s whether a place had freed.
+func TestFleetPlaceFreedWakesTheHeadOfTheQueue(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fl := newFleetLimit(1)
+	fl.now = func() time.Time { return now }
+	var woken []string
+	fl.wake = func(k types.NamespacedName) { woken = append(woken, k.Name) }
+	key := func(i int) types.NamespacedName { return types.NamespacedName{Namespace: "fleet", Name: fmt.Sprintf("r%d", i)} }
+	uid := func(i int) types.UID { return types.UID(key(i).String()) }
+	ask := func(i int) fleetAnswer {
+		now = now.Add(time.Second)
+		return fl.admit(uid(i), key(i), fleetRequest{what: key(i).String() + " Roll", priority: fleetPriority[planner.OpRoll]})
+	}
+	end := func(i int) {
+		fl.observe(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: key(i).Name, UID: uid(i)}})
+	}
+	if !ask(0).ok {
+		t.Fatal("r0 refused with the limit free")
+	}
+	fl.observe(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: "r0", UID: uid(0)},
+		Status: etcdfedv1.EtcdClusterStatus{Operation: &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationRoll, Member: "r0-1"}}})
+	for i := 1; i <= 3; i++ {
+		if ask(i).ok {
+			t.Fatalf("r%d admitted past a full limit", i)
+		}
+	}
+	if len(woken) != 0 {
+		t.Fatalf("woken %v with no place freed", woken)
+	}
+	end(0)
+	if !slices.Equal(woken, []string{"r1"}) {
+		t.Fatalf("r0's operation ended: woken %v, want r1 (the head of the queue) alone", woken)
+	}
+	end(0) // a second pass of r0 frees nothing more: no second wake
+	if len(woken) != 1 {
+		t.Fatalf("a pass that freed nothing woke %v", woken[1:])
+	}
+	fl.leave(uid(1)) // r1's pass plans nothing limited now: its turn passes on
+	if !slices.Equal(woken, []string{"r1", "r2"}) {
+		t.Fatalf("r1 left the queue: woken %v, want r2 next", woken)
+	}
+	if !ask(2).ok {
+		t.Fatal("r2, woken for the free place, was refused")
+	}
+	if ask(3).ok {
+		t.Fatal("r3 admitted past the limit r2 now fills")
+	}
+	if len(woken) != 2 {
+		t.Fatalf("admitting r2 woke %v", woken[2:])
 	}
 }

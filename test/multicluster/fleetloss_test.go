@@ -111,5 +111,14 @@ func TestScenarioFleetClusterLoss(t *testing.T) {
 	if len(waited) == 0 {
 		t.Errorf("no ring waited for the fleet limit of %d while %d rings were repaired: the limit was not exercised", limit, len(affected))
 	}
+	// The places that freed woke the rings they went to (a waiting ring
+	// otherwise asks again only every 15 s).
+	if m, err := scrape(ctx, f.Topo.HubMetricsURL); err != nil {
+		t.Errorf("the hub's metrics: %v", err)
+	} else if wakes := m.sum("etcdfed_hub_fleet_wakes_total"); len(waited) > 0 && wakes == 0 {
+		t.Errorf("%d rings waited for the fleet limit, and no freed place woke one (etcdfed_hub_fleet_wakes_total 0)", len(waited))
+	} else {
+		t.Logf("freed places woke waiting rings %.0f times", wakes)
+	}
 	checkWorkload(ctx, t, w)
 }
