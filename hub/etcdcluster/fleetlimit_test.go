@@ -33,7 +33,9 @@ func TestFleetLimitAcrossRings(t *testing.T) {
 		given(s)
 		uid := s.ec.UID
 		ns := s.ec.Namespace
-		s.fleetMax, s.fleetAdmit = fl.max, func(req fleetRequest) fleetAnswer { return fl.admit(uid, types.NamespacedName{Namespace: ns, Name: string(uid)}, req) }
+		s.fleetMax, s.fleetAdmit = fl.max, func(req fleetRequest) fleetAnswer {
+			return fl.admit(uid, types.NamespacedName{Namespace: ns, Name: string(uid)}, req)
+		}
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
 		ec := s.ec.DeepCopy()
@@ -274,7 +276,9 @@ func TestFleetPlaceFreedWakesTheHeadOfTheQueue(t *testing.T) {
 	fl.now = func() time.Time { return now }
 	var woken []string
 	fl.wake = func(k types.NamespacedName) { woken = append(woken, k.Name) }
-	key := func(i int) types.NamespacedName { return types.NamespacedName{Namespace: "fleet", Name: fmt.Sprintf("r%d", i)} }
+	key := func(i int) types.NamespacedName {
+		return types.NamespacedName{Namespace: "fleet", Name: fmt.Sprintf("r%d", i)}
+	}
 	uid := func(i int) types.UID { return types.UID(key(i).String()) }
 	ask := func(i int) fleetAnswer {
 		now = now.Add(time.Second)
