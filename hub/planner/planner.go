@@ -649,7 +649,7 @@ func foreignMembers(in Input) (Decision, bool) {
 		if len(unseen) > 0 {
 			where = "member cluster(s) " + strings.Join(unseen, ", ") + " to come back into sight"
 		}
-		return wait(pollFast, "etcd lists %s, not matched yet to the records of %s (no etcd ID recorded): waiting for %s", strings.Join(foreign, ", "), strings.Join(unbound, ", "), where), true
+		return wait(pollFast, "etcd lists %s, not matched yet to the records of %s (no etcd ID recorded): waiting for %s (a member whose cluster is gone for good is removed with etcdctl member remove)", strings.Join(foreign, ", "), strings.Join(unbound, ", "), where), true
 	}
 	return wait(pollSlow, "etcd has members etcdfed does not manage: %s; remove them with etcdctl or fix the EtcdCluster's status", strings.Join(foreign, ", ")), true
 }
