@@ -35,6 +35,7 @@ type membership struct{ s *snapshot }
 // recordObservations).
 func (f *membership) observe(st *etcdfedv1.EtcdClusterStatus, d *decision) {
 	d.notAdopted = adoptLostMembers(f.s, st)
+	adoptLateMembers(f.s, st)
 	recordObservations(f.s, st)
 	recordNotStarting(f.s, st)
 }
@@ -94,6 +95,41 @@ func adoptLostMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) (notAdopted 
 	}
 	sortMembers(st.Members)
 	return notAdopted
+}
+
+// adoptLateMembers adds to a record rebuilt from the objects
+// (adoptLostMembers) the members whose clusters were out of sight when it
+// was rebuilt: a member with no record of its name whose object, in an
+// eligible cluster in sight, reports running as an etcd ID that etcd
+// lists under that name and no record holds. Before, such a member stayed
+// one "etcdfed does not manage" for good once the partial record was
+// written. The record follows the objects and etcd (rule 1); nothing is
+// written to the ring.
+func adoptLateMembers(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
+	if !s.etcd.Reachable || len(st.Members) == 0 {
+		return
+	}
+	for _, cs := range s.clusters {
+		if !cs.visible() || !cs.eligible {
+			continue
+		}
+		for _, obj := range cs.allObjects() {
+			name := obj.Spec.MemberName
+			if statusMember(st, name) != nil {
+				continue
+			}
+			id := runsAs(obj)
+			if id == 0 || recordedID(st, id) {
+				continue
+			}
+			if em, ok := listedID(s.etcd, id); !ok || em.Name != name {
+				continue
+			}
+			st.Members = append(st.Members, etcdfedv1.MemberStatus{Name: name, Cluster: cs.name, Zone: obj.Spec.Zone, Incarnation: obj.Spec.Incarnation, ID: hexID(id)})
+			st.LastIncarnation = max(st.LastIncarnation, obj.Spec.Incarnation)
+			sortMembers(st.Members)
+		}
+	}
 }
 
 // recordObservations updates the record of each member from etcd and the

@@ -155,3 +155,59 @@ func TestUnboundRecordKeptWhileItsClusterIsOutOfSight(t *testing.T) {
 		t.Errorf("main-1, in sight and not listed by etcd, is still recorded: %+v", *m)
 	}
 }
+
+// A record rebuilt from the objects while one member cluster was out of
+// sight (the hub's status lost, a zone down too) takes that cluster's
+// member in once the cluster is back, if etcd lists the ID its object
+// runs under its name; an object etcd does not list (a member removed
+// meanwhile) is not taken in. Before, the member stayed one "etcdfed does
+// not manage" for good.
+func TestLateClusterMembersJoinARebuiltRecord(t *testing.T) {
+	s := ring()
+	for _, cs := range s.clusters {
+		for _, obj := range cs.members {
+			id := uint64(0)
+			for _, m := range s.ec.Status.Members {
+				if m.Name == obj.Spec.MemberName {
+					id = parseID(m.ID)
+				}
+			}
+			obj.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: hexID(id)}
+		}
+	}
+	s.ec.Status.Members = nil
+	late := s.cluster("member-2")
+	late.verdict.State = liveness.Unknown
+	st := s.ec.Status.DeepCopy()
+	adoptLostMembers(s, st)
+	adoptLateMembers(s, st)
+	if statusMember(st, "main-1") != nil || len(st.Members) != 2 {
+		t.Fatalf("rebuilt with member-2 out of sight: %s, want main-0 and main-2", incarnationsOf(st))
+	}
+
+	late.verdict.State = liveness.Alive
+	if d := decide(withRecord(s, st)); strings.Contains(d.plan.Reason, "does not manage") {
+		t.Errorf("a pass with member-2 back in sight and main-1 not in the record: plan %s (%s)", d.plan.Action, d.plan.Reason)
+	}
+	adoptLateMembers(s, st)
+	m := statusMember(st, "main-1")
+	if m == nil || m.ID != hexID(2) || m.Cluster != "member-2" || m.Incarnation != 2 {
+		t.Fatalf("member-2 back in sight: main-1 recorded as %+v, want incarnation 2 in member-2 with etcd ID 2", m)
+	}
+
+	// An object etcd does not list under its name is not taken in.
+	st2 := s.ec.Status.DeepCopy()
+	adoptLostMembers(s, st2)
+	st2.Members = slices.DeleteFunc(st2.Members, func(m etcdfedv1.MemberStatus) bool { return m.Name == "main-1" })
+	s.etcd.Members = slices.DeleteFunc(s.etcd.Members, func(e planner.ListEntry) bool { return e.Name == "main-1" })
+	adoptLateMembers(s, st2)
+	if statusMember(st2, "main-1") != nil {
+		t.Errorf("main-1, which etcd no longer lists, was taken into the record")
+	}
+}
+
+// withRecord is s with st as the EtcdCluster's status.
+func withRecord(s *snapshot, st *etcdfedv1.EtcdClusterStatus) *snapshot {
+	s.ec.Status = *st.DeepCopy()
+	return s
+}
