@@ -10,6 +10,8 @@
 #   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
 #   hack/tools.sh TOOL...        those tools, one after the other
 #   hack/tools.sh [--for P] --plan  print the two lanes the build would run, build nothing
+#   hack/tools.sh [--for P] --missing  print the tools that are missing or of another version, one
+#                                a line, build nothing (.ci/run: are the real-node tools cached?)
 #
 # kubeadm and kind: the kind node image (hack/kind/node-image.sh, make
 # kind-image) and the kind scripts (hack/kind).
@@ -271,6 +273,13 @@ plan=""
 if [[ ${1:-} == --plan ]]; then
 	plan=1
 	shift
+fi
+if [[ ${1:-} == --missing ]]; then
+	# ensure's checks, with step saying a tool's name instead of building it.
+	step() { echo "$1"; }
+	# shellcheck disable=SC2086 # one tool name per word
+	for t in ${want:-${groups[*]}}; do ensure "$t"; done
+	exit 0
 fi
 if [[ $# -gt 0 ]]; then
 	for t in "$@"; do ensure "$t"; done
