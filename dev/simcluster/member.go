@@ -29,6 +29,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/etcdsim"
+	"github.com/etcdfed/etcdfed/pkg/catrust"
 	"github.com/etcdfed/etcdfed/spoke/component/budget"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 	"github.com/etcdfed/etcdfed/spoke/member"
@@ -332,6 +333,14 @@ func (r *memberReconciler) tlsOf(ctx context.Context, m *etcdfedv1.EtcdMember) (
 	cfg, err := serverTLS(sec.Data["ca.crt"], sec.Data["tls.crt"], sec.Data["tls.key"])
 	if err != nil {
 		return target, nil, member.ReasonTLSSecretInvalid, err.Error()
+	}
+	if want := m.Spec.TLS.CAHash; want != "" {
+		// As the real spoke: the trusted CAs are read at start, so a
+		// start on a Secret the cache has not caught up with yet would
+		// run on the old trust.
+		if held := catrust.Held(sec.Data["ca.crt"], sec.Data["tls.crt"]); held != want {
+			return target, nil, member.ReasonTLSSecretNotCurrent, fmt.Sprintf("Secret %s holds CA trust %q, the spec names %q", m.Spec.TLS.SecretName, held, want)
+		}
 	}
 	cur := &servedCert{client: r.client, key: client.ObjectKeyFromObject(sec), rv: sec.ResourceVersion, cert: &cfg.Certificates[0]}
 	// crypto/tls asks GetCertificate only when Certificates is empty or

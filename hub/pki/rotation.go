@@ -2,13 +2,12 @@ package pki
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"slices"
+
+	"github.com/etcdfed/etcdfed/pkg/catrust"
 )
 
 // Keys of the CA Secret while the CA is rotated. tls.crt and tls.key are
@@ -160,39 +159,10 @@ func (a *Authority) SwitchSigner() (*Authority, error) {
 func (a *Authority) DropPrevious() *Authority { return &Authority{Signer: a.Signer} }
 
 // TrustHash identifies a CA bundle together with the CA that issued a
-// certificate: the certificates of the bundle in any order, and the
-// issuer. It is "" when bundlePEM holds no certificate.
+// certificate (catrust.Hash): the certificates of the bundle in any
+// order, and the issuer. It is "" when bundlePEM holds no certificate.
 func TrustHash(bundlePEM []byte, issuer *x509.Certificate) string {
-	var sums []string
-	rest := bundlePEM
-	for {
-		var b *pem.Block
-		b, rest = pem.Decode(rest)
-		if b == nil {
-			break
-		}
-		if b.Type != "CERTIFICATE" {
-			continue
-		}
-		s := sha256.Sum256(b.Bytes)
-		sums = append(sums, hex.EncodeToString(s[:]))
-	}
-	if len(sums) == 0 {
-		return ""
-	}
-	slices.Sort(sums)
-	sums = slices.Compact(sums)
-	h := sha256.New()
-	for _, s := range sums {
-		h.Write([]byte(s))
-		h.Write([]byte{'\n'})
-	}
-	if issuer != nil {
-		h.Write([]byte("issuer "))
-		s := sha256.Sum256(issuer.Raw)
-		h.Write(s[:])
-	}
-	return hex.EncodeToString(h.Sum(nil))[:16]
+	return catrust.Hash(bundlePEM, issuer)
 }
 
 // Trust is the TrustHash of what the authority wants every member and
@@ -208,29 +178,7 @@ func (a *Authority) Issuer(certPEM []byte) *x509.Certificate {
 // IssuerIn is the certificate of bundlePEM that signed certPEM, nil when
 // none did.
 func IssuerIn(bundlePEM, certPEM []byte) *x509.Certificate {
-	b, _ := pem.Decode(certPEM)
-	if b == nil {
-		return nil
-	}
-	leaf, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		return nil
-	}
-	rest := bundlePEM
-	for {
-		var cb *pem.Block
-		cb, rest = pem.Decode(rest)
-		if cb == nil {
-			return nil
-		}
-		ca, err := x509.ParseCertificate(cb.Bytes)
-		if err != nil {
-			continue
-		}
-		if leaf.CheckSignatureFrom(ca) == nil {
-			return ca
-		}
-	}
+	return catrust.IssuerIn(bundlePEM, certPEM)
 }
 
 // Describe names a CA certificate for status and events: subject and

@@ -48,6 +48,7 @@ const (
 	ReasonWaitingForBootstrap = "WaitingForBootstrap" // False: spec.bootstrap is unset; volume and exposure are prepared, no pod is created.
 	ReasonTLSSecretMissing    = "TLSSecretMissing"    // False: the Secret spec.tls.secretName does not exist; no pod is created.
 	ReasonTLSSecretInvalid    = "TLSSecretInvalid"    // False: the Secret lacks ca.crt, tls.crt or tls.key or they do not parse.
+	ReasonTLSSecretNotCurrent = "TLSSecretNotCurrent" // False: during a CA rotation, the Secret does not hold the CA trust spec.tls.caHash names yet; the pod (a running one is kept) waits for it, since etcd reads its trusted CAs only when it starts.
 	ReasonWaitingForStorage   = "WaitingForStorage"   // False: the data volume cannot be used (see StorageReady).
 	ReasonWaitingForExposure  = "WaitingForExposure"  // False: the advertised ports or address are not known yet (see Exposed).
 	ReasonBootstrapMismatch   = "BootstrapMismatch"   // False: bootstrap.initialCluster does not list the member with its advertised peer URL.

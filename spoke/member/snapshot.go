@@ -8,6 +8,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/catrust"
 	"github.com/etcdfed/etcdfed/spoke/component/pod"
 	"github.com/etcdfed/etcdfed/spoke/etcdlog"
 	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
@@ -115,6 +116,16 @@ func tlsBlocker(m *etcdfedv1.EtcdMember, sec *corev1.Secret) *pod.Blocker {
 	}
 	if _, err := etcdstatus.TLSConfig(sec.Data["ca.crt"], sec.Data["tls.crt"], sec.Data["tls.key"], m.Spec.DNSName); err != nil {
 		return &pod.Blocker{Reason: ReasonTLSSecretInvalid, Message: fmt.Sprintf("TLS Secret %s: %v", name, err)}
+	}
+	if want := m.Spec.TLS.CAHash; want != "" {
+		// The hub writes the Secret before the spec that names its trust,
+		// but this spoke's cache of Secrets can lag behind its cache of
+		// members: a pod started now would run etcd on the old trust for
+		// good (etcd reads its trusted CAs only at start), and refuse the
+		// certificates of the new CA once the hub switches to it.
+		if held := catrust.Held(sec.Data["ca.crt"], sec.Data["tls.crt"]); held != want {
+			return &pod.Blocker{Reason: ReasonTLSSecretNotCurrent, Message: fmt.Sprintf("TLS Secret %s holds CA trust %q, the member's spec names %q (a CA rotation step): the pod waits until the Secret holds it, since etcd reads its trusted CAs only when it starts", name, held, want)}
+		}
 	}
 	return nil
 }
