@@ -202,10 +202,10 @@ func carryFrom(lists [][]byte, cas []*x509.Certificate, now time.Time, exclude [
 	return rec
 }
 
-// liveCarried are the entries of rec listed at now: those of the list
-// none once the CA that signed it is not among cas, the old hub's
-// certificates (Until set) until they expire; not expired and not in
-// exclude, at most maxCarriedRevocations.
+// liveCarried are the entries of rec listed at now: the list's until the
+// CA that signed it is no longer among cas, the old hub's certificates
+// (Until set) whatever the CA; not expired and not in exclude, at most
+// maxCarriedRevocations.
 func liveCarried(rec *pki.Carried, cas []*x509.Certificate, now time.Time, exclude []string) []pki.CarriedEntry {
 	if rec == nil || len(rec.Entries) == 0 {
 		return nil
