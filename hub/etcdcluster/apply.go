@@ -116,6 +116,12 @@ func (r *Reconciler) applyPKI(ctx context.Context, s *snapshot, w pkiWork) (*pki
 		// The certificate it replaces is kept beside it until it expires:
 		// the ring's revocation list names it from the next pass.
 		want := hubClientSecret(s, bundle, leaf, r.now())
+		// Recorded in the members' Secrets before it is used: a hub
+		// rebuilt after the loss of this one's cluster lists it
+		// (hubcerts.go).
+		if err := r.recordHubCert(ctx, s, leaf.CertPEM); err != nil {
+			return ca, err
+		}
 		if err := writeOwned(ctx, r.hub(), ec.RingUID(), "the hub", present(s.pki.hubClient), want); err != nil {
 			return ca, err
 		}
@@ -301,6 +307,19 @@ func (r *Reconciler) writeMemberCert(ctx context.Context, s *snapshot, cs *clust
 	}
 	if len(crl) > 0 {
 		want.Data[etcdfedv1.RevocationListKey] = crl
+	}
+	// The record of the hub's client certificates (hubcerts.go) is kept,
+	// with the current one.
+	var held []byte
+	if old := cs.secrets[name]; old != nil {
+		held = old.Data[pki.KeyHubCerts]
+	}
+	rec, ok := memberHubCerts(s, held)
+	if !ok {
+		rec = held
+	}
+	if len(rec) > 0 {
+		want.Data[pki.KeyHubCerts] = rec
 	}
 	// The certificate it replaces is recorded first: the revocation list
 	// names it from a later pass (peerrevocation.go).

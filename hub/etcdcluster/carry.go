@@ -49,6 +49,11 @@ import (
 //     signed (the members keep the one they hold): a ring taken over
 //     without its CA's key has no hub client Secret until the rotation's
 //     Reissuing.
+//   - with them, every hub client certificate the records of the
+//     members' Secrets hold (pki.KeyHubCerts, hubcerts.go) that verifies
+//     as the ring's hub's, less its own current one: the old hub's
+//     current certificate, which no list named, is listed until it
+//     expires (CarriedEntry.Until).
 //   - an entry is listed until its revocation time plus carriedLife (the
 //     certificate it names was issued before it was revoked, and nothing
 //     the hub issues lives longer), and the whole record until the CA that
@@ -139,11 +144,17 @@ func decideCarry(s *snapshot) carryWork {
 			return carryWork{waitView: m.Cluster}
 		}
 	}
-	var lists [][]byte
+	var lists, hubCerts [][]byte
 	for _, sec := range memberCertSecrets(s) {
 		lists = append(lists, sec.Data[etcdfedv1.RevocationListKey])
+		hubCerts = append(hubCerts, sec.Data[pki.KeyHubCerts])
 	}
-	rec := carryFrom(lists, cas, s.now, append(wantedSerials(s.ec), exclude...))
+	notCarried := append(wantedSerials(s.ec), exclude...)
+	rec := carryFrom(lists, cas, s.now, notCarried)
+	// With them, every hub client certificate the members' records hold
+	// but the hub's own current one: the old hub's current certificate,
+	// which no list named (hubcerts.go).
+	rec.Entries = liveEntries(append(rec.Entries, oldHubCerts(hubCerts, cas, s.now)...), s.now, notCarried)
 	return carryWork{record: rec, entries: liveCarried(rec, cas, s.now, exclude)}
 }
 
@@ -191,25 +202,36 @@ func carryFrom(lists [][]byte, cas []*x509.Certificate, now time.Time, exclude [
 	return rec
 }
 
-// liveCarried are the entries of rec listed at now: none once the CA that
-// signed the list they came from is not among cas; else those not
-// expired and not in exclude, at most maxCarriedRevocations.
+// liveCarried are the entries of rec listed at now: the list's until the
+// CA that signed it is no longer among cas, the old hub's certificates
+// (Until set) whatever the CA; not expired and not in exclude, at most
+// maxCarriedRevocations.
 func liveCarried(rec *pki.Carried, cas []*x509.Certificate, now time.Time, exclude []string) []pki.CarriedEntry {
 	if rec == nil || len(rec.Entries) == 0 {
 		return nil
 	}
+	entries := rec.Entries
 	if !slices.ContainsFunc(cas, func(c *x509.Certificate) bool { return c != nil && pki.KeyFingerprint(c) == rec.SignerKey }) {
-		return nil
+		entries = slices.DeleteFunc(slices.Clone(entries), func(e pki.CarriedEntry) bool { return e.Until == nil })
 	}
-	return liveEntries(rec.Entries, now, exclude)
+	return liveEntries(entries, now, exclude)
 }
 
-// liveEntries: unique by serial, not expired at now (revocation time plus
-// carriedLife), none of exclude, the last revoked first, at most
-// maxCarriedRevocations.
+// carriedUntil is when a carried entry leaves the list: the expiry of the
+// old hub's certificate it names, else its revocation time plus
+// carriedLife.
+func carriedUntil(e pki.CarriedEntry) time.Time {
+	if e.Until != nil {
+		return *e.Until
+	}
+	return e.RevokedAt.Add(carriedLife)
+}
+
+// liveEntries: unique by serial, not expired at now (carriedUntil), none
+// of exclude, the last revoked first, at most maxCarriedRevocations.
 func liveEntries(entries []pki.CarriedEntry, now time.Time, exclude []string) []pki.CarriedEntry {
 	out := slices.DeleteFunc(slices.Clone(entries), func(e pki.CarriedEntry) bool {
-		return !now.Before(e.RevokedAt.Add(carriedLife)) || slices.Contains(exclude, e.Serial)
+		return !now.Before(carriedUntil(e)) || slices.Contains(exclude, e.Serial)
 	})
 	slices.SortStableFunc(out, func(a, b pki.CarriedEntry) int {
 		if c := b.RevokedAt.Compare(a.RevokedAt); c != 0 {
@@ -276,5 +298,14 @@ func carriedText(c carryWork) string {
 	if len(c.entries) == 0 {
 		return ""
 	}
-	return fmt.Sprintf(" (%d of them carried from list #%d the members held when the ring was taken over, each until a year after it was revoked)", len(c.entries), c.record.List)
+	hub := 0
+	for _, e := range c.entries {
+		if e.Until != nil {
+			hub++
+		}
+	}
+	if hub == 0 {
+		return fmt.Sprintf(" (%d of them carried from list #%d the members held when the ring was taken over, each until a year after it was revoked)", len(c.entries), c.record.List)
+	}
+	return fmt.Sprintf(" (%d of them carried when the ring was taken over: %d from list #%d the members held, each until a year after it was revoked, and %d the old hub's client certificates the members' Secrets recorded, each until it expires)", len(c.entries), len(c.entries)-hub, c.record.List, hub)
 }

@@ -353,29 +353,39 @@ func serialsText(serials []string) string {
 }
 
 // writeCRLs writes list into every member certificate Secret of the ring
-// that holds another one (or none), patching ca.crl alone; skip are the
-// Secrets the pass wrote whole already (by cluster and name).
+// that holds another one (or none), and the hub's current client
+// certificate into the record of those that lack it (hubcerts.go),
+// patching ca.crl and the record alone; skip are the Secrets the pass
+// wrote whole already (by cluster and name).
 func (r *Reconciler) writeCRLs(ctx context.Context, s *snapshot, list []byte, skip map[[2]string]bool) error {
-	if len(list) == 0 {
-		return nil
-	}
 	var errs []error
 	for _, cs := range s.clusters {
-		if !cs.visible() || cs.client == nil {
-			continue
-		}
-		for _, sec := range cs.secrets {
-			if sec.Labels[etcdfedv1.LabelComponent] != memberCertComponent || sec.Labels[etcdfedv1.LabelClusterUID] != string(s.ec.RingUID()) ||
-				skip[[2]string{cs.name, sec.Name}] || bytes.Equal(sec.Data[etcdfedv1.RevocationListKey], list) {
+		for _, sec := range ringMemberSecrets(s, cs) {
+			if skip[[2]string{cs.name, sec.Name}] {
+				continue
+			}
+			newList := len(list) > 0 && !bytes.Equal(sec.Data[etcdfedv1.RevocationListKey], list)
+			rec, ok := memberHubCerts(s, sec.Data[pki.KeyHubCerts])
+			newRec := ok && !bytes.Equal(sec.Data[pki.KeyHubCerts], rec)
+			if !newList && !newRec {
 				continue
 			}
 			patched := sec.DeepCopy()
 			if patched.Data == nil {
 				patched.Data = map[string][]byte{}
 			}
-			patched.Data[etcdfedv1.RevocationListKey] = list
+			if newList {
+				patched.Data[etcdfedv1.RevocationListKey] = list
+			}
+			if newRec {
+				if len(rec) == 0 {
+					delete(patched.Data, pki.KeyHubCerts)
+				} else {
+					patched.Data[pki.KeyHubCerts] = rec
+				}
+			}
 			if err := cs.client.Patch(ctx, patched, client.MergeFrom(sec)); err != nil {
-				errs = append(errs, fmt.Errorf("write revocation list into Secret %s in %s: %w", sec.Name, cs.name, err))
+				errs = append(errs, fmt.Errorf("write revocation list and the record of the hub's client certificates into Secret %s in %s: %w", sec.Name, cs.name, err))
 			}
 		}
 	}

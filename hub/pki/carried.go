@@ -40,6 +40,10 @@ type Carried struct {
 type CarriedEntry struct {
 	Serial    string    `json:"serial"`
 	RevokedAt time.Time `json:"revokedAt"`
+	// Until is set for a hub client certificate the old hub had issued
+	// and that no list named (its current one, found in the members'
+	// KeyHubCerts): its expiry, when it leaves the list.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // Encode is KeyCarried's content for c.

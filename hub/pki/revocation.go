@@ -189,6 +189,17 @@ func isHexDigit(c rune) bool {
 // superseded hub certificate is refused as the current one would be.
 const KeySuperseded = "superseded.crt"
 
+// KeyHubCerts is the key of every member's certificate Secret (in the
+// member cluster) that records the hub's client certificates of the ring:
+// PEM, certificates only, no keys, each written there before the hub uses
+// it and kept until it expires. The hub client Secret lives in the hub
+// cluster and is lost with it; this record is what a hub rebuilt in a new
+// hub cluster reads when it takes the ring over, to list every hub client
+// certificate it did not issue itself (the old hub's current one among
+// them), since whoever kept a copy of the lost cluster's Secrets could
+// still act as root with it.
+const KeyHubCerts = "hub-client-certs.crt"
+
 // Certificates are the certificates of every CERTIFICATE block of
 // pemBytes; blocks that do not parse are skipped.
 func Certificates(pemBytes []byte) []*x509.Certificate {

@@ -21,6 +21,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/s3test"
+	"github.com/etcdfed/etcdfed/hub/pki"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
@@ -124,6 +125,17 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	before := membersLife(ctx, t, topo, old)
 	term, ids := raftTerm(ctx, t, cl), etcdIDs(ctx, t, cl)
 
+	// The old hub's current client certificate, as a copy of the lost hub
+	// cluster's Secrets holds it: root on the ring before the loss.
+	oldHubClient := &corev1.Secret{}
+	must(hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pki.HubClientSecretName(old)}, oldHubClient))
+	oldHubLeaf := &pki.Leaf{CertPEM: oldHubClient.Data[pki.KeyCert], KeyPEM: oldHubClient.Data[pki.KeyKey]}
+	for _, e := range ring.Client.Endpoints {
+		if err := readWith(ctx, ring.Client, oldHubClient.Data[pki.KeyCA], oldHubLeaf, e); err != nil {
+			t.Fatalf("the old hub's client certificate at %s before the loss: %v", e, err)
+		}
+	}
+
 	// The loss, for good: the ring keeps serving without any hub.
 	lostAt := time.Now()
 	must(in.DestroyHub())
@@ -198,6 +210,29 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	acancel()
 	must(err)
 	t.Logf("consumer app: its Secret reissued by the new hub, and it writes with it")
+	// The old hub's current certificate is refused by every member once
+	// the new hub's first list reaches it (it listed every hub client
+	// certificate the members' Secrets recorded but its own), while the
+	// new hub's is served: a copy of the lost cluster's Secrets is root
+	// no more.
+	takenAt := time.Now()
+	newHubClient := &corev1.Secret{}
+	must(hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: pki.HubClientSecretName(taken)}, newHubClient))
+	newHubLeaf := &pki.Leaf{CertPEM: newHubClient.Data[pki.KeyCert], KeyPEM: newHubClient.Data[pki.KeyKey]}
+	for _, e := range ring.Client.Endpoints {
+		must(poll(ctx, 3*time.Minute, "the old hub's client certificate refused at "+e+" while the new hub's is served", func(ctx context.Context) (string, error) {
+			if err := readWith(ctx, ring.Client, newHubClient.Data[pki.KeyCA], newHubLeaf, e); err != nil {
+				return fmt.Sprintf("the new hub's certificate: %v", err), nil
+			}
+			if err := readWith(ctx, ring.Client, oldHubClient.Data[pki.KeyCA], oldHubLeaf, e); err == nil {
+				return "the old hub's certificate is served", nil
+			}
+			return "", nil
+		}))
+	}
+	if ec, err := ring.Get(ctx, hub); err == nil && ec.Status.Revocation != nil {
+		t.Logf("the old hub's current client certificate refused by every member %.1fs after the take-over; status.revocation %+v", time.Since(takenAt).Seconds(), *ec.Status.Revocation)
+	}
 	// Nothing of the ring changed: members, pods, IDs, the raft term.
 	progress(ctx, t, w, 100, time.Minute)
 	after := membersLife(ctx, t, topo, taken)
@@ -291,6 +326,26 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	}
 	t.Logf("the backup from before the loss restored into %s %.1fs after its creation (revision %d, the key written before it there)", back.Name, time.Since(restoreAt).Seconds(), snap.Revision)
 	DeleteEtcdClusterSpec(ctx, t, topo, back)
+}
+
+// readWith reads through a new connection to endpoint with leaf (a new
+// TLS handshake each time), trusting caPEM.
+func readWith(ctx context.Context, cfg EtcdClientConfig, caPEM []byte, leaf *pki.Leaf, endpoint string) error {
+	tlsCfg, err := pki.ClientTLS(caPEM, leaf)
+	if err != nil {
+		return err
+	}
+	cfg = cfg.Endpoint(endpoint)
+	cfg.TLS, cfg.DialTimeout = tlsCfg, 3*time.Second
+	c, err := EtcdClient(cfg)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = c.Close() }()
+	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err = c.Get(rctx, "hub-lost/probe", clientv3.WithCountOnly())
+	return err
 }
 
 // runCLI runs the etcdfed CLI and returns its output; a failure ends the
