@@ -260,16 +260,22 @@ bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClus
 
 # The hub over simulated member clusters (dev/simcluster): FLEET_RINGS rings
 # of 3 and 5 members over FLEET_CLUSTERS clusters (at most 31, addr.MaxMemberClusters), report in
-# FLEET_OUT; FLEET_LIMIT=n runs the hub with --max-fleet-disruptions=n. Run it
-# under the machine's heavy lock.
+# FLEET_OUT; FLEET_LIMIT=n runs the hub with --max-fleet-disruptions=n (and
+# fails the run when more rings than n record a limited operation at once).
+# FLEET_PHASES, a comma list of spec, restart, roll, carotate and loss
+# (default spec,restart,loss), picks the phases after the rest window: roll
+# is a version roll of every ring (3.6.15 to 3.6.16), carotate a CA
+# rotation of every ring (the rotate-ca annotation). FLEET_REST_ONLY=1
+# stops after the rest window. Run it under the machine's heavy lock.
 FLEET_RINGS ?= 100
 FLEET_CLUSTERS ?= 10
 FLEET_LIMIT ?=
+FLEET_PHASES ?=
 FLEET_OUT ?= $(CURDIR)/out/bench-fleet.md
 .PHONY: bench-fleet
-bench-fleet: tools-test system-deps ## Fleet benchmark on simulated member clusters: FLEET_RINGS rings (default 100) over FLEET_CLUSTERS (default 10); Available, spec change, hub restart, a cluster lost; report in FLEET_OUT.
+bench-fleet: tools-test system-deps ## Fleet benchmark on simulated member clusters: FLEET_RINGS rings (default 100) over FLEET_CLUSTERS (default 10); Available, then FLEET_PHASES of spec,restart,roll,carotate,loss (default spec,restart,loss); report in FLEET_OUT.
 	@mkdir -p $(dir $(FLEET_OUT))
-	FLEET_RINGS=$(FLEET_RINGS) FLEET_CLUSTERS=$(FLEET_CLUSTERS) FLEET_LIMIT=$(FLEET_LIMIT) FLEET_OUT=$(FLEET_OUT) $(GO) test -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 120m -v ./test/multicluster
+	FLEET_RINGS=$(FLEET_RINGS) FLEET_CLUSTERS=$(FLEET_CLUSTERS) FLEET_LIMIT=$(FLEET_LIMIT) FLEET_PHASES=$(FLEET_PHASES) FLEET_OUT=$(FLEET_OUT) $(GO) test -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 120m -v ./test/multicluster
 
 # The same benchmark before the hub's scale fixes (BEFORE, default a4959c0,
 # in a temporary git worktree) and on this tree, one after the other on this

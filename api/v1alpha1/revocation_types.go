@@ -27,6 +27,15 @@ type RevocationStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	SupersededHub int32 `json:"supersededHub,omitempty"`
 
+	// carried is how many of the revoked serials the hub carried from the
+	// list the members held when it took the ring over (a hub rebuilt in a
+	// new hub cluster): the old hub's superseded certificates and the
+	// serials it listed, kept until a year after they were revoked or
+	// until a CA rotation drops the CA that signed that list.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	Carried int32 `json:"carried,omitempty"`
+
 	// listNumber is the current list's CRL number: it goes up by one each
 	// time the hub signs a list (a serial added or removed, a new signing
 	// CA, a list near its nextUpdate).

@@ -62,6 +62,10 @@
 // out" (a leader here commits at once or not at all). A member that
 // removes itself
 // answers "etcdserver: server stopped", one of the two answers etcd gives.
+// A member reports the release it was started on (StartOptions.Version)
+// as its server version; the cluster version is the ring's whatever its
+// members run (etcd's rise of it, once every member runs a higher minor,
+// is not simulated).
 // A member that joined reports no storage version until it has run 4 s
 // and applied an entry, then the cluster's (etcd 3.6 passes through
 // "3.5.0" on the way, for a time of its own).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -508,4 +509,57 @@ func freePort(t *testing.T) int {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestMemberRunsItsVersion: a member restarted on another release reports
+// it (Status, /version's etcdserver) while the others report theirs, and
+// keeps it across a restart that names none; the cluster version stays.
+func TestMemberRunsItsVersion(t *testing.T) {
+	_, r := newSim(t, RingOptions{Size: 3, Seed: 5, Version: "3.6.15", HealthInterval: -1})
+	ms := r.Members()
+	ctx := ctxT(t, 30*time.Second)
+	cl := simClient(t, nil, ms[0].ClientURLs[0])
+	serverVersion := func(url string) (status, served string) {
+		t.Helper()
+		st, err := cl.Status(ctx, url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.Get(url + "/version")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = resp.Body.Close() }()
+		var v map[string]string
+		if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
+			t.Fatal(err)
+		}
+		if v["etcdcluster"] != DefaultClusterVersion {
+			t.Errorf("%s: cluster version %q", url, v["etcdcluster"])
+		}
+		return st.Version, v["etcdserver"]
+	}
+	restart := func(id uint64, o StartOptions) MemberInfo {
+		t.Helper()
+		if err := r.StopMember(id); err != nil {
+			t.Fatal(err)
+		}
+		mi, err := r.StartMember(id, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mi
+	}
+	m1 := restart(ms[1].ID, StartOptions{Version: "3.6.16"})
+	for _, c := range []struct {
+		url, want string
+	}{{ms[0].ClientURLs[0], "3.6.15"}, {m1.ClientURLs[0], "3.6.16"}, {ms[2].ClientURLs[0], "3.6.15"}} {
+		if st, h := serverVersion(c.url); st != c.want || h != c.want {
+			t.Errorf("%s: Status version %q, /version etcdserver %q; want %s", c.url, st, h, c.want)
+		}
+	}
+	m1 = restart(ms[1].ID, StartOptions{})
+	if st, h := serverVersion(m1.ClientURLs[0]); st != "3.6.16" || h != "3.6.16" {
+		t.Errorf("restarted naming no version: Status %q, /version %q; want the 3.6.16 it ran", st, h)
+	}
 }

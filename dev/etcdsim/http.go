@@ -19,7 +19,7 @@ func httpHandler() http.Handler {
 			return
 		}
 		r.mu.Lock()
-		v := map[string]string{"etcdserver": r.opts.Version, "etcdcluster": r.opts.ClusterVersion, "storage": r.storageVersionLocked(m)}
+		v := map[string]string{"etcdserver": r.versionLocked(m), "etcdcluster": r.opts.ClusterVersion, "storage": r.storageVersionLocked(m)}
 		r.mu.Unlock()
 		if v["storage"] == "" {
 			v["storage"] = "unknown"

@@ -51,6 +51,7 @@ type listening struct {
 	cfg       *tls.Config
 	name      string
 	clientURL string
+	version   string
 }
 
 // listen opens m's listener (m does not run: nothing else touches it).
@@ -74,7 +75,7 @@ func (r *Ring) listen(m *member, o StartOptions) (*listening, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for member %x: %w", m.id, err)
 	}
-	l := &listening{ln: ln, cfg: cfg, name: o.Name, clientURL: o.ClientURL}
+	l := &listening{ln: ln, cfg: cfg, name: o.Name, clientURL: o.ClientURL, version: o.Version}
 	if l.name == "" {
 		l.name = fmt.Sprintf("%s-%x", r.opts.Name, m.id)
 	}
@@ -92,6 +93,9 @@ func (r *Ring) listen(m *member, o StartOptions) (*listening, error) {
 // once it reaches the leader (electLocked), the first time only.
 func (r *Ring) attachLocked(m *member, l *listening) {
 	m.ln, m.tls, m.listenAddr = l.ln, l.cfg, l.ln.Addr().String()
+	if l.version != "" {
+		m.version = l.version
+	}
 	m.connMu.Lock()
 	m.conns = map[net.Conn]struct{}{}
 	m.connMu.Unlock()

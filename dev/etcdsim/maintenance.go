@@ -31,7 +31,7 @@ func (maintenanceService) Status(ctx context.Context, req *pb.StatusRequest) (*p
 	r.applyLocked()
 	resp := &pb.StatusResponse{
 		Header:           r.header(m),
-		Version:          r.opts.Version,
+		Version:          r.versionLocked(m),
 		DbSize:           m.dbSize,
 		Leader:           r.leaderOf(m),
 		RaftIndex:        m.applied,

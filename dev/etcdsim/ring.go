@@ -116,6 +116,12 @@ type StartOptions struct {
 	ClientURL string
 	// TLS overrides RingOptions.TLS.
 	TLS *tls.Config
+	// Version is the release its binary is, which it reports as its
+	// server version (Status, /version) until it stops (default: the one
+	// it ran before, else RingOptions.Version). The cluster version is
+	// RingOptions.ClusterVersion whatever the members run: etcd's rise of
+	// it once every member runs a higher minor is not simulated.
+	Version string
 }
 
 // Ring simulates one etcd cluster. Its state is behind one mutex (mu); a
@@ -167,6 +173,8 @@ type member struct {
 	startIndex uint64
 	dbSize     int64
 	dbInUse    int64
+	// version is its binary's release ("": the ring's Version).
+	version string
 
 	tls        *tls.Config
 	grpcS      *grpc.Server
@@ -216,6 +224,14 @@ func (s *Server) NewRing(o RingOptions) (*Ring, error) {
 	}
 	s.rings = append(s.rings, r)
 	return r, nil
+}
+
+// versionLocked is the server version m reports.
+func (r *Ring) versionLocked(m *member) string {
+	if m.version != "" {
+		return m.version
+	}
+	return r.opts.Version
 }
 
 // defaults fills in what o leaves unset.

@@ -333,6 +333,10 @@ func (r *memberReconciler) tlsOf(ctx context.Context, m *etcdfedv1.EtcdMember) (
 	if err != nil {
 		return target, nil, member.ReasonTLSSecretInvalid, err.Error()
 	}
+	cur := &servedCert{client: r.client, key: client.ObjectKeyFromObject(sec), rv: sec.ResourceVersion, cert: &cfg.Certificates[0]}
+	// crypto/tls asks GetCertificate only when Certificates is empty or
+	// the client sent a server name (not when it dials an address).
+	cfg.Certificates, cfg.GetCertificate = nil, cur.get
 	target = etcdstatus.Target{ServerName: m.Spec.DNSName, CA: sec.Data["ca.crt"], Cert: sec.Data["tls.crt"], Key: sec.Data["tls.key"], Version: sec.ResourceVersion}
 	return target, cfg, "", ""
 }
@@ -352,7 +356,7 @@ func (r *memberReconciler) start(m *etcdfedv1.EtcdMember, h *hosted, ip netip.Ad
 		}
 	}
 	so := etcdsim.StartOptions{Name: m.Spec.MemberName, ListenAddr: net.JoinHostPort(ip.String(), strconv.Itoa(clientPort)),
-		ClientURL: m.Status.ClientURL, TLS: cfg}
+		ClientURL: m.Status.ClientURL, TLS: cfg, Version: m.Spec.Version}
 	if _, err := ring.StartMember(id, so); err != nil {
 		return nil, err
 	}
@@ -462,4 +466,40 @@ func viewNews(old, cur *etcdfedv1.MemberEtcdView, quota int64) bool {
 	b.RaftIndex, b.Revision, b.DBSize, b.DBSizeInUse, b.ObservedAt, b.Peers = 0, 0, 0, 0, nil, nil
 	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || etcdfedv1.SizeNews(old, cur, quota) ||
 		cur.ObservedAt.Sub(old.ObservedAt.Time) >= viewRefresh
+}
+
+// servedCert is the certificate a member serves, as etcd serves it: its
+// certificate and key files read again at each handshake (here the
+// Secret as the spoke's cache holds it now, as a pod's volume follows its
+// Secret), while the CA it trusts is the one read when it started (a
+// change of trust is a restart: spec.tls.caHash). A Secret that cannot be
+// read or holds no valid pair leaves the last one served, as a volume
+// keeps its files.
+type servedCert struct {
+	client client.Reader
+	key    types.NamespacedName
+
+	mu   sync.Mutex
+	rv   string
+	cert *tls.Certificate
+}
+
+func (c *servedCert) get(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+	ctx := context.Background()
+	if hello != nil {
+		ctx = hello.Context()
+	}
+	sec := &corev1.Secret{}
+	err := c.client.Get(ctx, c.key, sec)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err != nil || sec.ResourceVersion == c.rv {
+		return c.cert, nil
+	}
+	pair, err := tls.X509KeyPair(sec.Data["tls.crt"], sec.Data["tls.key"])
+	if err != nil {
+		return c.cert, nil
+	}
+	c.rv, c.cert = sec.ResourceVersion, &pair
+	return c.cert, nil
 }

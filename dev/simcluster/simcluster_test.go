@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"io"
 	"net"
@@ -31,7 +33,10 @@ const ringNS = "etcdfed-system"
 // TestSimulatedSpokeRunsMembers drives a simulated member cluster (a real
 // apiserver, the simulated spoke) as the hub drives a real one: three
 // founding EtcdMembers with TLS Secrets form a ring whose members report
-// what the real spoke reports of ready voters; a fourth, added by the
+// what the real spoke reports of ready voters; a spec change restarts a
+// member, onto the release spec.version names, which it then reports; a
+// renewed certificate is served on new connections with no restart; a
+// fourth, added by the
 // hub's own etcd client as a learner and written with bootstrap
 // "existing", runs as that learner until promoted; a deleted EtcdMember's
 // process stops and its finalizer goes; a lost cluster's members all stop.
@@ -76,11 +81,15 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	const domain = "ring.simcluster.test"
-	secret := func(name string) string {
+	issue := func(name string) *pki.Leaf {
 		leaf, err := ca.IssueMember(pki.MemberRequest{Member: name, DNSNames: []string{name + "." + domain}, IPs: ips}, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
+		return leaf
+	}
+	secret := func(name string) string {
+		leaf := issue(name)
 		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ringNS, Name: name + "-tls"},
 			Data: map[string][]byte{"ca.crt": ca.CertPEM, "tls.crt": leaf.CertPEM, "tls.key": leaf.KeyPEM}}
 		if err := c.Create(ctx, s); err != nil {
@@ -92,8 +101,8 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 	newMember := func(name string, b *etcdfedv1.BootstrapSpec) *etcdfedv1.EtcdMember {
 		return &etcdfedv1.EtcdMember{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ringNS, Name: name, Labels: map[string]string{etcdfedv1.LabelClusterUID: ref.UID}},
-			Spec: etcdfedv1.EtcdMemberSpec{Cluster: ref, MemberName: name, Incarnation: 1, Image: "registry.k8s.io/etcd:3.6.16",
-				Version: "3.6.16", DNSName: name + "." + domain, Zone: "zone-a", Bootstrap: b,
+			Spec: etcdfedv1.EtcdMemberSpec{Cluster: ref, MemberName: name, Incarnation: 1, Image: "registry.k8s.io/etcd:3.6.15",
+				Version: "3.6.15", DNSName: name + "." + domain, Zone: "zone-a", Bootstrap: b,
 				TLS: etcdfedv1.MemberTLS{SecretName: secret(name)}},
 		}
 	}
@@ -180,6 +189,51 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 		m := get("m0")
 		return m.Status.ObservedGeneration == m.Generation && ready("m0")
 	})
+
+	// A Roll onto another release: the member restarts on it and reports
+	// it in its etcd view; the others still run theirs.
+	m1 := get("m1")
+	m1.Spec.Version, m1.Spec.Image = "3.6.16", "registry.k8s.io/etcd:3.6.16"
+	if err := c.Update(ctx, m1); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("m1 ready on 3.6.16", func() bool {
+		m := get("m1")
+		return m.Status.ObservedGeneration == m.Generation && ready("m1") && m.Status.Etcd.Version == "3.6.16"
+	})
+	if v := get("m2").Status.Etcd.Version; v != "3.6.15" {
+		t.Errorf("m2, not rolled, reports version %q, want 3.6.15", v)
+	}
+
+	// A renewed certificate (the same CA): served on the next connection,
+	// with no restart, as etcd reads its certificate at each handshake.
+	m2 := get("m2")
+	watch2 := simClientConn(t, m2.Status.Address, hubTLS)
+	sec := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ringNS, Name: m2.Spec.TLS.SecretName}, sec); err != nil {
+		t.Fatal(err)
+	}
+	renewed := issue("m2")
+	sec.Data["tls.crt"], sec.Data["tls.key"] = renewed.CertPEM, renewed.KeyPEM
+	if err := c.Update(ctx, sec); err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(renewed.CertPEM)
+	want, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor("m2 serves its renewed certificate", func() bool {
+		conn, err := tls.Dial("tcp", net.JoinHostPort(m2.Status.Address, "2379"), hubTLS)
+		if err != nil {
+			return false
+		}
+		defer func() { _ = conn.Close() }()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.Cmp(want.SerialNumber) == 0
+	})
+	if watch2.closed() {
+		t.Error("m2's process restarted for a renewed certificate")
+	}
 
 	// The hub's client adds a learner, as for a replacement.
 	var eps []string

@@ -52,7 +52,16 @@ func (r *Reconciler) apply(ctx context.Context, s *snapshot, d *decision) applyR
 	var res applyResult
 	ca, err := r.applyPKI(ctx, s, d.pki)
 	res.pkiErr = err
-	res.crl, res.crlErr = r.applyCRL(s, d.crl, ca)
+	// A taken-over ring's carried entries are recorded before a list
+	// names them (carry.go): not written, no list is signed.
+	switch {
+	case d.crl.carry.pending() && d.pki.issueHubClient && err != nil:
+		res.crlErr = fmt.Errorf("no revocation list signed: the hub client Secret that records the carried entries was not written")
+	default:
+		if res.crlErr = r.storeCarried(ctx, s, d.crl.carry, d.pki.issueHubClient); res.crlErr == nil {
+			res.crl, res.crlErr = r.applyCRL(s, d.crl, ca)
+		}
+	}
 	res.crlSigned = d.crl.sign && res.crl != nil
 	res.dnsErr = r.applyDNS(ctx, s, d.dns)
 	r.applyStep(ctx, s, d, ca, &res)

@@ -431,12 +431,18 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		return ctrl.Result{}, nil, false, err
 	}
 	s.fleetMax, s.fleetAdmit = 0, nil
+	asked := false
 	if r.fleet != nil && r.fleet.max > 0 {
 		uid, ns := ec.UID, ec.Namespace
 		s.fleetMax = r.fleet.max
-		s.fleetAdmit = func(req fleetRequest) fleetAnswer { return r.fleet.admit(uid, ns, req) }
+		s.fleetAdmit = func(req fleetRequest) fleetAnswer { asked = true; return r.fleet.admit(uid, ns, req) }
 	}
 	d := decide(s)
+	if !asked {
+		// This pass plans no limited operation's beginning: the ring
+		// leaves the queue now, not fleetWaiterStale later.
+		r.fleet.leave(ec.UID)
+	}
 	applyAt := time.Now()
 	res := r.apply(ctx, s, d)
 	pt.apply = time.Since(applyAt)

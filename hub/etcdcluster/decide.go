@@ -85,7 +85,7 @@ type decision struct {
 // store credentials to delete, every visible cluster that serves the
 // ring's zone already serving the record set, and no other holding it.
 func (d *decision) upkeepIdle(s *snapshot) bool {
-	if d.pki != (pkiWork{}) || d.crl.stale || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
+	if d.pki != (pkiWork{}) || d.crl.stale || (d.crl.carry.pending() && s.pki.hubClient != nil) || len(d.certs) > 0 || len(d.updates) > 0 || len(d.sweep) > 0 || len(d.spentCredentials) > 0 {
 		return false
 	}
 	if d.dns.set == nil {

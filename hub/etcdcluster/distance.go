@@ -43,10 +43,46 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 		// its distance rather than rolled onto it right after.
 		voters = clusters
 	}
-	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: st.Timing})
+	previous := st.Timing
+	if previous == nil {
+		previous = runningTiming(s, st)
+	}
+	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: previous})
 	if st.Timing == nil || *st.Timing != t {
 		st.Timing = &t
 	}
+}
+
+// runningTiming is the timing the ring's members run when its status
+// records none, nil when no member object of it is seen: a ring taken
+// over by a rebuilt hub (or whose status was lost) starts with no
+// status.timing, and without this the first timing derived from round
+// trips measured on a loaded machine rolled every member the take-over had
+// just left running (110/1100 against the 100/1000 they ran, a change the
+// hysteresis keeps a recorded choice from). The objects' spec.etcd is what
+// their pods run (etcd's defaults where it gives nothing, as timing.Render
+// leaves them).
+func runningTiming(s *snapshot, st *etcdfedv1.EtcdClusterStatus) *etcdfedv1.TimingStatus {
+	for _, m := range st.Members {
+		cs := s.cluster(m.Cluster)
+		if cs == nil || cs.members[m.Name] == nil {
+			continue
+		}
+		e := cs.members[m.Name].Spec.Etcd
+		t := etcdfedv1.TimingStatus{
+			HeartbeatIntervalMillis: etcdfedv1.DefaultHeartbeatIntervalMillis,
+			ElectionTimeoutMillis:   etcdfedv1.DefaultElectionTimeoutMillis,
+			Source:                  etcdfedv1.TimingSourceAuto,
+		}
+		if e.HeartbeatIntervalMillis != nil {
+			t.HeartbeatIntervalMillis = *e.HeartbeatIntervalMillis
+		}
+		if e.ElectionTimeoutMillis != nil {
+			t.ElectionTimeoutMillis = *e.ElectionTimeoutMillis
+		}
+		return &t
+	}
+	return nil
 }
 
 // matrixReaders are the ring's decisions that read its matrix: the

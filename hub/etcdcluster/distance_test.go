@@ -98,6 +98,30 @@ func TestTimingFromRoundTrips(t *testing.T) {
 			t.Errorf("a founding member renders %+v, want heartbeat 250", want.Spec.Etcd)
 		}
 	})
+	t.Run("taken over: the members' running timing is the previous choice", func(t *testing.T) {
+		// A rebuilt hub takes the ring over: its status records no
+		// timing, the members run etcd's defaults, and the round trips
+		// of a loaded machine ask for a little more (120/1200). The
+		// take-over left every member running; the hysteresis keeps
+		// them so, as it would against a recorded choice.
+		s := ring()
+		s.ec.Status.Timing = nil
+		withRoundTrips(s, 90, 0)
+		d := decide(s)
+		if got := d.ledger.Timing; got == nil || got.HeartbeatIntervalMillis != 100 || got.ElectionTimeoutMillis != 1000 || !strings.Contains(got.Message, "keeping 100/1000") {
+			t.Fatalf("timing %+v, want 100/1000 kept (the members run it)", got)
+		}
+		if d.plan.Action != planner.ActNone {
+			t.Errorf("plan %s %+v (%s), want nothing: no member rolled for a change that small", d.plan.Action, d.plan.Operation, d.plan.Reason)
+		}
+		// Far enough to matter, it rolls as before.
+		s = ring()
+		s.ec.Status.Timing = nil
+		withRoundTrips(s, 200, 0)
+		if d := decide(s); d.ledger.Timing == nil || d.ledger.Timing.HeartbeatIntervalMillis != 250 || d.plan.Operation == nil || d.plan.Operation.Type != planner.OpRoll {
+			t.Errorf("at 200 ms: timing %+v, plan %s %+v, want 250/2500 rolled", d.ledger.Timing, d.plan.Action, d.plan.Operation)
+		}
+	})
 	t.Run("Manual: defaults whatever the distance", func(t *testing.T) {
 		s := ring()
 		s.ec.Spec.Etcd.Timing = etcdfedv1.TimingManual

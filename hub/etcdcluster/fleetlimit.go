@@ -35,17 +35,25 @@ import (
 // operations in flight (so one tenant's roll of a hundred rings does not
 // hold every place while another tenant's rings wait), then by how long
 // the ring has waited. A ring's Progressing message says where it stands
-// ("place 3 of 45 in the queue"). A ring that stops asking (its pass no longer
-// plans a limited operation, or it was deleted) leaves the queue after
-// fleetWaiterStale.
+// ("place 3 of 45 in the queue"). A ring leaves the queue at its first
+// pass that plans no limited operation's beginning, or when it is
+// deleted; one whose passes stop before they decide (its observation
+// fails) after fleetWaiterStale.
 
 // fleetLimitRetry is how soon a ring that waits for the fleet limit looks
 // again.
 const fleetLimitRetry = 2 * time.Second
 
 // fleetWaiterStale is how long a waiting ring keeps its place in the queue
-// without asking again: a few of its passes (fleetLimitRetry) apart.
-const fleetWaiterStale = 5 * fleetLimitRetry
+// without asking again. A waiting ring asks every fleetLimitRetry only
+// while the hub keeps up: a hundred rings waiting at once fill the
+// workqueue, and each ring's pass then comes far later (every 23 s in
+// BenchmarkFleet's version roll of 100 rings, 2026-11-29). Shorter than
+// that (it was 10 s), every waiter lost its place before it asked again,
+// came back at the end of the queue, and no ring was ever admitted. A
+// ring that stops asking leaves at its next pass (leave): this bound only
+// drops one whose passes stopped.
+const fleetWaiterStale = 5 * time.Minute
 
 // limitedOps are the operation types the fleet limit counts: each
 // restarts, replaces or moves a member, or stops it for a while.
@@ -161,6 +169,19 @@ func (f *fleetLimit) observeLocked(ec *etcdfedv1.EtcdCluster) {
 	}
 	delete(f.inFlight, ec.UID)
 	f.exportLocked()
+}
+
+// leave takes ring uid out of the queue: its pass asked for no place.
+func (f *fleetLimit) leave(uid types.UID) {
+	if f == nil || f.max <= 0 {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.waiting[uid]; ok {
+		delete(f.waiting, uid)
+		f.exportLocked()
+	}
 }
 
 // forget drops a deleted ring.

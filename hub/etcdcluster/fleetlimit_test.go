@@ -201,3 +201,64 @@ func TestFleetQueueOrder(t *testing.T) {
 		t.Errorf("queue after the stale waiter left: %v", fl.waiting)
 	}
 }
+
+// TestFleetQueueKeepsPlacesOfSlowPasses: forty rings wait for a limit of
+// two, and the hub's passes come 20 s apart for each (a workqueue full of
+// waiting rings, as in BenchmarkFleet's roll of 100 rings): when a place
+// frees, the ring that waited longest takes it at its next pass, however
+// late that pass comes; a ring whose pass plans nothing leaves the queue
+// at once. With waiters dropped 10 s after their last ask, each came back
+// at the end of the queue and no ring was ever admitted.
+func TestFleetQueueKeepsPlacesOfSlowPasses(t *testing.T) {
+	now := time.Unix(1_000_000, 0)
+	fl := newFleetLimit(2)
+	fl.now = func() time.Time { return now }
+	uid := func(i int) types.UID { return types.UID(fmt.Sprintf("fleet/r%d", i)) }
+	ask := func(i int) fleetAnswer {
+		return fl.admit(uid(i), "fleet", fleetRequest{what: fmt.Sprintf("fleet/r%d Roll", i), priority: fleetPriority[planner.OpRoll]})
+	}
+	end := func(i int) {
+		fl.observe(&etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "fleet", Name: fmt.Sprintf("r%d", i), UID: uid(i)}})
+	}
+	const rings = 42
+	for i := range 2 {
+		if a := ask(i); !a.ok {
+			t.Fatalf("r%d refused with the limit free: %+v", i, a)
+		}
+	}
+	// Every waiting ring's pass in turn, 0.5 s apart: each ring asks
+	// every 20 s.
+	round := func() []int {
+		var admitted []int
+		for i := 2; i < rings; i++ {
+			now = now.Add(500 * time.Millisecond)
+			if _, in := fl.inFlight[uid(i)]; in {
+				continue
+			}
+			if a := ask(i); a.ok {
+				admitted = append(admitted, i)
+			}
+		}
+		return admitted
+	}
+	if got := round(); len(got) != 0 {
+		t.Fatalf("admitted %v past a full limit", got)
+	}
+	end(0)
+	if got := round(); len(got) != 1 || got[0] != 2 {
+		t.Fatalf("a place freed, passes 20 s apart: admitted %v, want r2, which waited longest", got)
+	}
+	end(1)
+	end(2)
+	if got := round(); len(got) != 2 || got[0] != 3 || got[1] != 4 {
+		t.Fatalf("two places freed: admitted %v, want r3 and r4", got)
+	}
+	// r5, next in the queue, plans nothing at its pass: it leaves, and r6
+	// takes the place that frees.
+	fl.leave(uid(5))
+	end(3)
+	now = now.Add(time.Second)
+	if a := ask(6); !a.ok {
+		t.Fatalf("r6 refused a free place behind r5, which left the queue: %+v", a)
+	}
+}

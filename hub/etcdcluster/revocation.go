@@ -6,7 +6,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"math/big"
 	"slices"
 	"strings"
 	"time"
@@ -92,6 +91,11 @@ func hubClientSecret(s *snapshot, bundle []byte, leaf *pki.Leaf, now time.Time) 
 	if old := supersededHubCerts(s.pki.hubClient, now, true); len(old) > 0 {
 		sec.Data[pki.KeySuperseded] = pki.EncodeCertificates(old)
 	}
+	// The entries carried from a taken-over ring's list stay recorded
+	// (carry.go).
+	if rec := carriedRecord(decideCarry(s)); rec != nil {
+		sec.Data[pki.KeyCarried] = rec
+	}
 	// The member certificates it superseded stay recorded (peerrevocation.go).
 	if peers := supersededPeers(s.pki.hubClient, now); len(peers) > 0 {
 		sec.Data[pki.KeySupersededPeers] = pki.EncodeSuperseded(peers)
@@ -109,6 +113,9 @@ type crlWork struct {
 	// peers are the serials of member certificates the hub superseded
 	// that the list names (listedPeerSerials, read once a pass).
 	peers []string
+	// carry are the entries carried from the list of a ring taken over
+	// (carry.go).
+	carry carryWork
 	// list is a list a member's Secret already holds that fits; nil when
 	// one is signed (sign) or none can be.
 	list []byte
@@ -186,19 +193,26 @@ func decideCRL(s *snapshot) crlWork {
 		return crlWork{}
 	}
 	peers := listedPeerSerials(s)
-	w := crlWork{want: listedSerials(s, peers), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false)), peers: peers}
+	carry := decideCarry(s)
+	want := append(listedSerials(s, peers), carry.serials()...)
+	slices.Sort(want)
+	w := crlWork{want: slices.Compact(want), superseded: len(supersededHubCerts(s.pki.hubClient, s.now, false)), peers: peers, carry: carry}
 	signer, created, problem := crlSigner(s)
+	if hold := carryHold(s, carry); hold != "" {
+		signer, created, problem = nil, false, hold
+	}
 	w.problem = problem
 	var fit, newest []byte
 	var fitNumber, maxNumber int64 = -1, 0
 	secrets := memberCertSecrets(s)
 	for _, sec := range secrets {
+		// A list a member cluster holds counts only when it verifies
+		// against one of the ring's CAs: a list of another CA (a
+		// compromised member cluster's) is neither handed to the other
+		// members nor numbered after.
 		der := sec.Data[etcdfedv1.RevocationListKey]
-		if len(der) == 0 {
-			continue
-		}
-		l, err := pki.ParseRevocationList(der)
-		if err != nil || l.Number == nil || !l.Number.IsInt64() {
+		l := genuineList(s, der)
+		if l == nil {
 			continue
 		}
 		n := l.Number.Int64()
@@ -245,11 +259,25 @@ func crlAvailable(s *snapshot) bool {
 		return true
 	}
 	for _, sec := range memberCertSecrets(s) {
-		if len(sec.Data[etcdfedv1.RevocationListKey]) > 0 {
+		if genuineList(s, sec.Data[etcdfedv1.RevocationListKey]) != nil {
 			return true
 		}
 	}
 	return false
+}
+
+// genuineList is der parsed when it is a revocation list signed by one of
+// the ring's CAs (the one that issues, and during a rotation the one
+// beside it) with a positive CRL number; nil otherwise.
+func genuineList(s *snapshot, der []byte) *x509.RevocationList {
+	if len(der) == 0 {
+		return nil
+	}
+	l, err := pki.ParseRevocationList(der)
+	if err != nil || l.Number == nil || !l.Number.IsInt64() || l.Number.Sign() <= 0 || pki.ListSigner(l, s.pki.authority().Certs()) == nil {
+		return nil
+	}
+	return l
 }
 
 // memberRevocationList is a member object's spec.tls.revocationList:
@@ -286,15 +314,15 @@ func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error
 	if signer == nil {
 		return nil, nil // the CA was not created: nothing is issued in this pass
 	}
-	serials := make([]*big.Int, 0, len(w.want))
+	revoked := make([]pki.Revoked, 0, len(w.want))
 	for _, t := range w.want {
 		n, err := pki.ParseSerial(t)
 		if err != nil {
 			return nil, err
 		}
-		serials = append(serials, n)
+		revoked = append(revoked, pki.Revoked{Serial: n, At: w.carry.revokedAt(t)})
 	}
-	der, err := signer.RevocationList(serials, w.number, r.now(), pki.RevocationListValidity)
+	der, err := signer.RevocationListOf(revoked, w.number, r.now(), pki.RevocationListValidity)
 	if err != nil {
 		return nil, fmt.Errorf("sign revocation list: %w", err)
 	}
@@ -302,7 +330,7 @@ func (r *Reconciler) applyCRL(s *snapshot, w crlWork, ca *pki.CA) ([]byte, error
 		return der, nil
 	}
 	r.event(s.ec, corev1.EventTypeNormal, etcdfedv1.EventRevocationListSigned, "Revoke",
-		"Revocation list #%d signed by %s: %s%s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), supersededPeersText(len(w.peers)), etcdfedv1.RevocationListKey)
+		"Revocation list #%d signed by %s: %s%s%s%s; written into every member's Secret (%s)", w.number, pki.Describe(signer.Cert), serialsText(w.want), supersededText(w.superseded), supersededPeersText(len(w.peers)), carriedText(w.carry), etcdfedv1.RevocationListKey)
 	return der, nil
 }
 
@@ -398,6 +426,11 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 	for _, c := range supersededHubCerts(s.pki.hubClient, s.now, false) {
 		if slices.Contains(listed, pki.FormatSerial(c.SerialNumber)) {
 			rs.SupersededHub++
+		}
+	}
+	for _, t := range d.crl.carry.serials() {
+		if slices.Contains(listed, t) {
+			rs.Carried++
 		}
 	}
 	if l.Number != nil && l.Number.IsInt64() {

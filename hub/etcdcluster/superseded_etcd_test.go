@@ -2,14 +2,10 @@ package etcdcluster
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/etcdtest"
@@ -36,27 +32,19 @@ func TestSupersededHubCertificateRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crl := filepath.Join(t.TempDir(), etcdfedv1.RevocationListKey)
-	writeCRL := func(der []byte) { t.Helper(); etcdtest.ReplaceFile(t, crl, der) }
 	empty, err := ca.RevocationList(nil, 1, start, pki.RevocationListValidity)
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeCRL(empty)
+	crl, writeCRL := crlFile(t, empty)
 	etcd := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, ExtraArgs: []string{"--client-crl-file=" + crl}})
 	addr := strings.TrimPrefix(etcd.Members[0].ClientURL, "https://")
 
-	api := testenv.StartT(t, "hub")[0]
-	r := &Reconciler{Manager: startHubManager(t, api), Now: func() time.Time { return start }}
-	s := ring()
-	s.now = start
-	s.ec.Spec.TLS.Mode = etcdfedv1.TLSEnabled
+	api, r, s := tlsRing(t, start)
 	for _, m := range s.ec.Status.Members {
 		issueMemberCert(t, s, ca, m.Cluster, m.Name, start)
 	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ec.Namespace, Name: pki.CASecretName(s.ec), Labels: ownerLabels(s.ec)},
-		Type: corev1.SecretTypeTLS, Data: map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}}
-	if err := api.Client.Create(ctx, caSecret); err != nil {
+	if err := api.Client.Create(ctx, caSecretOf(s, ca)); err != nil {
 		t.Fatal(err)
 	}
 	// The hub's certificate, issued five days ago: due for renewal, valid

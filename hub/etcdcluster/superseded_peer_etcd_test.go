@@ -2,7 +2,6 @@ package etcdcluster
 
 import (
 	"context"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -39,18 +38,12 @@ func TestSupersededPeerCertificateRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crl := filepath.Join(t.TempDir(), etcdfedv1.RevocationListKey)
-	writeCRL := func(der []byte) { t.Helper(); etcdtest.ReplaceFile(t, crl, der) }
-	writeCRL(emptyList(t, ca))
+	crl, writeCRL := crlFile(t, emptyList(t, ca))
 	// The flags the spoke renders for a member whose object says so.
 	etcd := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, ExtraArgs: []string{"--client-crl-file=" + crl, "--peer-crl-file=" + crl, "--peer-skip-client-san-verification=true"}})
 	peer := strings.TrimPrefix(etcd.Members[0].PeerURL, "https://")
 
-	api := testenv.StartT(t, "hub")[0]
-	r := &Reconciler{Manager: startHubManager(t, api), Now: func() time.Time { return start }}
-	s := ring()
-	s.now = start
-	s.ec.Spec.TLS.Mode = etcdfedv1.TLSEnabled
+	api, r, s := tlsRing(t, start)
 	// The apiserver is the hub cluster and every member cluster: the
 	// member Secrets live in the ring namespace, the hub's in default.
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: s.ringNamespace}}); err != nil {
@@ -65,13 +58,11 @@ func TestSupersededPeerCertificateRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	caSecret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: s.ec.Namespace, Name: pki.CASecretName(s.ec), Labels: ownerLabels(s.ec)},
-		Type: corev1.SecretTypeTLS, Data: map[string][]byte{pki.KeyCert: ca.CertPEM, pki.KeyKey: ca.KeyPEM}}
 	hubLeaf, err := ca.IssueClient(etcdfedv1.EtcdHubUser, start)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, sec := range []*corev1.Secret{caSecret, certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), ca.CertPEM, hubLeaf)} {
+	for _, sec := range []*corev1.Secret{caSecretOf(s, ca), certSecret(s.ec.Namespace, pki.HubClientSecretName(s.ec), ownerLabels(s.ec), ca.CertPEM, hubLeaf)} {
 		if err := api.Client.Create(ctx, sec); err != nil {
 			t.Fatal(err)
 		}

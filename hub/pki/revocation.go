@@ -115,18 +115,41 @@ func SignedBy(l *x509.RevocationList, ca *CA) bool {
 // The hub writes such a list into every member's Secret
 // (etcdfedv1.RevocationListKey) from spec.tls.revokedCertificates.
 func (ca *CA) RevocationList(serials []*big.Int, number int64, now time.Time, validity time.Duration) ([]byte, error) {
+	entries := make([]Revoked, 0, len(serials))
+	for _, s := range serials {
+		entries = append(entries, Revoked{Serial: s})
+	}
+	return ca.RevocationListOf(entries, number, now, validity)
+}
+
+// Revoked is one entry of a revocation list: a serial number and when it
+// was revoked (zero: when the list is signed).
+type Revoked struct {
+	Serial *big.Int
+	At     time.Time
+}
+
+// RevocationListOf is RevocationList with each entry's revocation time:
+// entries a hub carried from the list it took over keep the time that
+// list gave them (CarriedRevocations), so they age out from when they
+// were revoked, not from when they were signed again.
+func (ca *CA) RevocationListOf(revoked []Revoked, number int64, now time.Time, validity time.Duration) ([]byte, error) {
 	if !ca.CanSignLists() {
 		return nil, fmt.Errorf("%w: %s", ErrCannotSignLists, Describe(ca.Cert))
 	}
 	if validity <= 0 {
 		return nil, errors.New("pki: a revocation list needs a positive validity")
 	}
-	entries := make([]x509.RevocationListEntry, 0, len(serials))
-	for _, s := range serials {
-		if s == nil || s.Sign() <= 0 {
-			return nil, fmt.Errorf("pki: revoke serial %v: not a positive serial number", s)
+	entries := make([]x509.RevocationListEntry, 0, len(revoked))
+	for _, r := range revoked {
+		if r.Serial == nil || r.Serial.Sign() <= 0 {
+			return nil, fmt.Errorf("pki: revoke serial %v: not a positive serial number", r.Serial)
 		}
-		entries = append(entries, x509.RevocationListEntry{SerialNumber: s, RevocationTime: now})
+		at := r.At
+		if at.IsZero() || at.After(now) {
+			at = now
+		}
+		entries = append(entries, x509.RevocationListEntry{SerialNumber: r.Serial, RevocationTime: at.UTC()})
 	}
 	der, err := x509.CreateRevocationList(rand.Reader, &x509.RevocationList{
 		Number:                    big.NewInt(number),

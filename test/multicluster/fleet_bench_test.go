@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"net/netip"
 	"os"
@@ -53,10 +54,30 @@ import (
 //     given); the hub figures add up both (CPU, reconciles, queue; RSS is
 //     the larger), and the restart kills shard a's hub and waits for its
 //     own rings;
+//   - a version roll of every ring (phase roll: the rings are created on
+//     etcd 3.6.15, and spec.version of each is set to 3.6.16, every ring
+//     asked within a few seconds): for each ring the time from its ask
+//     until every member reports 3.6.16 and the ring is at rest again
+//     (p50, p99, max), and meanwhile the hub's CPU, RSS and queue and the
+//     rings with a limited operation in flight (below);
+//   - a CA rotation of every ring (phase carotate: the annotation
+//     `etcdfed rotate-ca` writes, on every ring within a few seconds): for
+//     each ring the time from its ask until status.caRotation says
+//     Completed for that request and the ring is at rest again, with the
+//     same figures;
 //   - one member cluster lost, the one hosting members of the share of
 //     rings nearest FLEET_LOSS_SHARE (default 0.3): for each ring it hosted,
 //     the time until the ring is failure tolerant again with no member
 //     there (p50, p99, max), and meanwhile the hub's CPU, RSS and queue.
+//
+// FLEET_PHASES chooses the phases after the rest window, a comma list of
+// spec (the spec changes), restart, roll, carotate and loss (default
+// spec,restart,loss); they run in that order whatever the list's. During
+// roll, carotate and loss the benchmark lists the rings every 500 ms and
+// counts those whose status records a limited operation (Replace, Move,
+// Roll, Disrupt, Defrag): with FLEET_LIMIT set, a list holding more than
+// the limit fails the benchmark (the limit is a correctness property),
+// naming the rings and their operations.
 //
 // It asserts nothing about speed; the markdown report goes to the log and
 // to FLEET_OUT when set.
@@ -90,10 +111,43 @@ func BenchmarkFleet(b *testing.B) {
 	if shards > 2 {
 		b.Fatalf("FLEET_SHARDS=%d: 1 or 2", shards)
 	}
+	phases, err := fleetPhases(os.Getenv("FLEET_PHASES"))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for range b.N {
-		runFleet(b, rings, clusters, zones, samples, share, rest, limit, shards)
+		runFleet(b, rings, clusters, zones, samples, share, rest, limit, shards, phases)
 	}
 }
+
+// fleetPhaseOrder are the phases after the rest window, in the order they
+// run (the loss last: it takes a member cluster away for good).
+var fleetPhaseOrder = []string{"spec", "restart", "roll", "carotate", "loss"}
+
+// fleetPhases reads FLEET_PHASES: a comma list of fleetPhaseOrder's names
+// (empty: spec, restart and loss, the benchmark before the roll phases).
+func fleetPhases(v string) (map[string]bool, error) {
+	if strings.TrimSpace(v) == "" {
+		v = "spec,restart,loss"
+	}
+	out := map[string]bool{}
+	for _, p := range strings.Split(v, ",") {
+		p = strings.TrimSpace(p)
+		if !slices.Contains(fleetPhaseOrder, p) {
+			return nil, fmt.Errorf("FLEET_PHASES=%q: unknown phase %q (phases: %s)", v, p, strings.Join(fleetPhaseOrder, ", "))
+		}
+		out[p] = true
+	}
+	return out, nil
+}
+
+// The version roll's releases: both 3.6 patches etcdfed runs, so the
+// roll is a patch step (etcd's cluster version stays 3.6.0, as the
+// simulation keeps it).
+const (
+	fleetRollFrom = "3.6.15"
+	fleetRollTo   = "3.6.16"
+)
 
 type fleetReport struct {
 	rings, clusters, zones, members int
@@ -127,6 +181,10 @@ type fleetReport struct {
 	lossWaited      int // rings seen waiting for the fleet limit
 	// restOnly: FLEET_REST_ONLY=1, the run stopped after the rest window.
 	restOnly bool
+	phases   map[string]bool
+	// roll, caRotation: the version roll and the CA rotation of every
+	// ring (nil when not run).
+	roll, caRotation *fleetRollout
 }
 
 type fleetRest struct {
@@ -139,7 +197,7 @@ type fleetRest struct {
 	statusReports, spokeStats float64
 }
 
-func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration, limit, shards int) {
+func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, rest time.Duration, limit, shards int, phases map[string]bool) {
 	var hubArgs []string
 	if limit > 0 {
 		hubArgs = append(hubArgs, fmt.Sprintf("--max-fleet-disruptions=%d", limit))
@@ -157,7 +215,7 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	if err := ensureNamespace(ctx, f.Topo.Hub, ns); err != nil {
 		b.Fatal(err)
 	}
-	rep := fleetReport{rings: rings, clusters: clusters, zones: zones, limit: limit, shards: shards}
+	rep := fleetReport{rings: rings, clusters: clusters, zones: zones, limit: limit, shards: shards, phases: phases}
 	names := make([]string, 0, clusters)
 	for _, c := range f.Topo.Members {
 		names = append(names, c.Name)
@@ -172,6 +230,9 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		}
 		rep.members += k
 		ec := simRing(ns, fmt.Sprintf("ring%d", i), int32(k), eligible)
+		if phases["roll"] {
+			ec.Spec.Version = fleetRollFrom
+		}
 		if shards == 2 {
 			ec.Labels = map[string]string{shard.Label: "b"}
 			if (i/2)%2 == 0 {
@@ -209,16 +270,42 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		rep.write(b)
 		return
 	}
-	rep.latency = fleetSpecChanges(ctx, b, f, ns, rings, samples)
-	if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
-		b.Fatal(err)
+	if phases["spec"] {
+		rep.latency = fleetSpecChanges(ctx, b, f, ns, rings, samples)
+		if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
+			b.Fatal(err)
+		}
 	}
 
 	// The hub restarted.
-	rep.restart, rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites = fleetHubRestart(ctx, b, f, rep.restartRings)
-	b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles, %.0f spoke status writes, %.0f hub writes)", rep.restart.Round(time.Millisecond), rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites)
-	if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
-		b.Fatal(err)
+	if phases["restart"] {
+		rep.restart, rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites = fleetHubRestart(ctx, b, f, rep.restartRings)
+		b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles, %.0f spoke status writes, %.0f hub writes)", rep.restart.Round(time.Millisecond), rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites)
+		if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	// A version roll and a CA rotation of every ring.
+	timeout := envDurB(b, "FLEET_ROLLOUT_TIMEOUT", 60*time.Minute)
+	if phases["roll"] {
+		rep.roll = fleetRolloutAll(ctx, b, f, ns, limit, timeout, versionRoll(fleetRollTo))
+		rep.write(b)
+		if rep.roll.unfinished > 0 {
+			// The rings still roll: a CA rotation now would measure both.
+			b.Fatalf("version roll: %d rings not rolled within FLEET_ROLLOUT_TIMEOUT=%s (first: %s); the report holds what finished", rep.roll.unfinished, timeout, rep.roll.firstUnfinished)
+		}
+	}
+	if phases["carotate"] {
+		rep.caRotation = fleetRolloutAll(ctx, b, f, ns, limit, timeout, caRotation())
+		rep.write(b)
+		if rep.caRotation.unfinished > 0 {
+			b.Fatalf("CA rotation: %d rings not rotated within FLEET_ROLLOUT_TIMEOUT=%s (first: %s); the report holds what finished", rep.caRotation.unfinished, timeout, rep.caRotation.firstUnfinished)
+		}
+	}
+	if !phases["loss"] {
+		rep.write(b)
+		return
 	}
 
 	// One member cluster lost.
@@ -243,7 +330,7 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		}
 	}
 	rep.lost, rep.lostRings = best, len(hosts[best])
-	rep.repair, rep.unrepaired, rep.lossCPU, rep.lossRSSMax, rep.lossQueueMax, rep.lossWindow, rep.lossInFlightMax, rep.lossWaited = fleetLoss(ctx, b, f, ns, best, hosts[best])
+	rep.repair, rep.unrepaired, rep.lossCPU, rep.lossRSSMax, rep.lossQueueMax, rep.lossWindow, rep.lossInFlightMax, rep.lossWaited = fleetLoss(ctx, b, f, ns, best, hosts[best], limit)
 	rep.write(b)
 	if rep.unrepaired > 0 {
 		b.Errorf("%d rings not failure tolerant again", rep.unrepaired)
@@ -538,8 +625,9 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) 
 
 // fleetLoss loses a member cluster and measures, for each ring it hosted,
 // the time until it is failure tolerant again without it, and the hub's
-// CPU (s/s), peak RSS and peak queue meanwhile.
-func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string) ([]time.Duration, int, float64, uint64, float64, time.Duration, int, int) {
+// CPU (s/s), peak RSS and peak queue meanwhile; a list of the rings
+// holding more with a limited operation than limit fails the benchmark.
+func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string, limit int) ([]time.Duration, int, float64, uint64, float64, time.Duration, int, int) {
 	b.Helper()
 	cpu0 := fleetHubsCPU(b, f)
 	start := time.Now()
@@ -547,55 +635,23 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 	if err := f.LoseCluster(ctx, lost); err != nil {
 		b.Fatal(err)
 	}
-	var mu sync.Mutex
-	var rss uint64
-	var queue float64
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(2 * time.Second)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-			}
-			r := fleetHubsRSS(b, f)
-			q, err := fleetHubsMetric(ctx, f, "workqueue_depth", "name", "etcdcluster")
-			mu.Lock()
-			rss = max(rss, r)
-			if err == nil {
-				queue = max(queue, q)
-			}
-			mu.Unlock()
-		}
-	}()
+	hub := startHubSampler(ctx, b, f)
+	watch := limitWatch{limit: limit}
 	pending := map[string]bool{}
 	for _, n := range affected {
 		pending[n] = true
 	}
 	var repair []time.Duration
-	inFlightMax, waited := 0, map[string]bool{}
 	timeout := envDurB(b, "FLEET_LOSS_TIMEOUT", 15*time.Minute)
 	lastLog := time.Now()
 	for len(pending) > 0 && time.Since(start) < timeout {
-		var list etcdfedv1.EtcdClusterList
-		if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err == nil {
-			n := 0
-			for i := range list.Items {
-				ec := &list.Items[i]
-				if op := ec.Status.Operation; op != nil && fleetLimited[op.Type] {
-					n++
-				}
-				if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdfedv1.ReasonWaitingForFleetLimit {
-					waited[ec.Name] = true
-				}
-				if pending[ec.Name] && tolerantAway(ec, lost) {
-					delete(pending, ec.Name)
-					repair = append(repair, time.Since(start))
-				}
+		items := watch.sample(ctx, f, ns)
+		for i := range items {
+			ec := &items[i]
+			if pending[ec.Name] && tolerantAway(ec, lost) {
+				delete(pending, ec.Name)
+				repair = append(repair, time.Since(start))
 			}
-			inFlightMax = max(inFlightMax, n)
 		}
 		if time.Since(lastLog) > 30*time.Second {
 			lastLog = time.Now()
@@ -603,13 +659,12 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	close(stop)
+	peaks := hub.finish()
 	window := time.Since(start)
 	cpu := (fleetHubsCPU(b, f) - cpu0) / window.Seconds()
 	slices.Sort(repair)
-	mu.Lock()
-	defer mu.Unlock()
-	return repair, len(pending), cpu, rss, queue, window, inFlightMax, len(waited)
+	watch.check(b, "the loss of "+lost)
+	return repair, len(pending), cpu, peaks.rss, peaks.queue, window, watch.most, len(watch.waited)
 }
 
 // fleetLimited are the operation types the hub's fleet limit counts
@@ -661,21 +716,42 @@ func (r fleetReport) markdown() string {
 	if r.restOnly {
 		return sb.String()
 	}
-	row(fmt.Sprintf("spec change → EtcdMember p50 / p99 / max (%d at rest)", len(r.latency)), pct(r.latency, 0.5)+" / "+pct(r.latency, 0.99)+" / "+pct(r.latency, 1))
-	restarted := "hub restart → every ring reconciled once"
-	if r.shards > 1 {
-		restarted = fmt.Sprintf("shard a's hub restarted → each of its %d rings reconciled once", r.restartRings)
-	}
-	row(restarted, fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
-	row("→ meanwhile: EtcdSpoke status writes by the spokes, etcdfed.dev writes to the hub cluster", fmt.Sprintf("%.0f, %.0f", r.restartSpokeWrites, r.restartHubWrites))
-	row("cluster lost", fmt.Sprintf("%s, hosting members of %d rings (%.0f%%)", r.lost, r.lostRings, 100*float64(r.lostRings)/float64(r.rings)))
-	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
-	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))
-	row("→ hub CPU s/s, peak RSS MiB, peak queue during the repair", fmt.Sprintf("%.3f, %d, %.0f", r.lossCPU, r.lossRSSMax>>20, r.lossQueueMax))
 	lim := "none"
 	if r.limit > 0 {
 		lim = strconv.Itoa(r.limit)
 	}
+	if r.phases["spec"] {
+		row(fmt.Sprintf("spec change → EtcdMember p50 / p99 / max (%d at rest)", len(r.latency)), pct(r.latency, 0.5)+" / "+pct(r.latency, 0.99)+" / "+pct(r.latency, 1))
+	}
+	if r.phases["restart"] {
+		restarted := "hub restart → every ring reconciled once"
+		if r.shards > 1 {
+			restarted = fmt.Sprintf("shard a's hub restarted → each of its %d rings reconciled once", r.restartRings)
+		}
+		row(restarted, fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
+		row("→ meanwhile: EtcdSpoke status writes by the spokes, etcdfed.dev writes to the hub cluster", fmt.Sprintf("%.0f, %.0f", r.restartSpokeWrites, r.restartHubWrites))
+	}
+	for _, ro := range []*fleetRollout{r.roll, r.caRotation} {
+		if ro == nil {
+			continue
+		}
+		row(ro.what+" of every ring: asking them all took", ro.asked.Round(time.Millisecond).String())
+		row("→ done, from each ring's ask, p50 / p99 / max", pct(ro.done, 0.5)+" / "+pct(ro.done, 0.99)+" / "+pct(ro.done, 1))
+		row("→ rings not done at the end of the window", fmt.Sprintf("%d (window %s)", ro.unfinished, ro.window.Round(time.Second)))
+		row("→ hub CPU s/s, peak RSS MiB, peak etcdcluster queue", fmt.Sprintf("%.3f, %d, %.0f", ro.cpu, ro.hub.rss>>20, ro.hub.queue))
+		row("→ fleet limit; most rings with a limited operation in flight at once (of "+strconv.Itoa(ro.limit.samples)+" lists of the rings); the hub's own count at most; rings waiting for the limit at most (hub), seen waiting in all",
+			fmt.Sprintf("%s; **%d**; %.0f; %.0f, %d", lim, ro.limit.most, ro.hub.inFlight, ro.hub.waiting, len(ro.limit.waited)))
+		if len(ro.limit.over) > 0 {
+			row("→ **LIMIT EXCEEDED** (lists over it)", strconv.Itoa(len(ro.limit.over)))
+		}
+	}
+	if !r.phases["loss"] {
+		return sb.String()
+	}
+	row("cluster lost", fmt.Sprintf("%s, hosting members of %d rings (%.0f%%)", r.lost, r.lostRings, 100*float64(r.lostRings)/float64(r.rings)))
+	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
+	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))
+	row("→ hub CPU s/s, peak RSS MiB, peak queue during the repair", fmt.Sprintf("%.3f, %d, %.0f", r.lossCPU, r.lossRSSMax>>20, r.lossQueueMax))
 	row("→ fleet limit; most rings with a disruptive operation in flight at once; rings seen waiting for it", fmt.Sprintf("%s; %d; %d", lim, r.lossInFlightMax, r.lossWaited))
 	return sb.String()
 }
@@ -702,4 +778,276 @@ func envDurB(tb testing.TB, name string, def time.Duration) time.Duration {
 		tb.Fatalf("%s=%q: %v", name, v, err)
 	}
 	return d
+}
+
+// fleetChange is a change asked of every ring, and when a ring has done
+// it.
+type fleetChange struct {
+	what string
+	// ask changes ec (a merge patch from its copy is sent).
+	ask func(ec *etcdfedv1.EtcdCluster, at time.Time)
+	// done says whether ec, asked at at, has done it; failed why it never
+	// will ("" while it may).
+	done   func(ec *etcdfedv1.EtcdCluster, at time.Time) bool
+	failed func(ec *etcdfedv1.EtcdCluster, at time.Time) string
+}
+
+// versionRoll sets spec.version to v; a ring has done it when every
+// member reports v and the ring is at rest on its generation.
+func versionRoll(v string) fleetChange {
+	return fleetChange{
+		what: fmt.Sprintf("version roll %s → %s", fleetRollFrom, v),
+		ask:  func(ec *etcdfedv1.EtcdCluster, _ time.Time) { ec.Spec.Version = v },
+		done: func(ec *etcdfedv1.EtcdCluster, _ time.Time) bool {
+			if ec.Status.ObservedGeneration != ec.Generation || !tolerantAway(ec, "") || len(ec.Status.Members) == 0 {
+				return false
+			}
+			for _, m := range ec.Status.Members {
+				if m.Version != v {
+					return false
+				}
+			}
+			return true
+		},
+		failed: func(ec *etcdfedv1.EtcdCluster, _ time.Time) string {
+			if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdfedv1.ReasonRolloutHalted {
+				return c.Message
+			}
+			return ""
+		},
+	}
+}
+
+// caRotation writes the request `etcdfed rotate-ca` writes (the
+// annotation, with the time of the ask); a ring has done it when its
+// status.caRotation is Completed for that request and it is at rest.
+func caRotation() fleetChange {
+	req := func(at time.Time) time.Time { return at.UTC().Truncate(time.Second) }
+	taken := func(ec *etcdfedv1.EtcdCluster, at time.Time) *etcdfedv1.CARotationStatus {
+		cr := ec.Status.CARotation
+		if cr == nil || cr.RequestedAt == nil || cr.RequestedAt.Time.Before(req(at)) {
+			return nil
+		}
+		return cr
+	}
+	return fleetChange{
+		what: "CA rotation",
+		ask: func(ec *etcdfedv1.EtcdCluster, at time.Time) {
+			if ec.Annotations == nil {
+				ec.Annotations = map[string]string{}
+			}
+			ec.Annotations[etcdfedv1.AnnotationRotateCA] = etcdfedv1.CARotationRequest{RequestedAt: req(at)}.String()
+		},
+		done: func(ec *etcdfedv1.EtcdCluster, at time.Time) bool {
+			cr := taken(ec, at)
+			return cr != nil && cr.Phase == etcdfedv1.CARotationCompleted && tolerantAway(ec, "")
+		},
+		failed: func(ec *etcdfedv1.EtcdCluster, at time.Time) string {
+			if cr := taken(ec, at); cr != nil && cr.Phase == etcdfedv1.CARotationRefused {
+				return "refused: " + cr.Message
+			}
+			return ""
+		},
+	}
+}
+
+// fleetRollout is what a change of every ring measured.
+type fleetRollout struct {
+	what string
+	// asked: how long asking every ring took (one patch each, in turn).
+	asked time.Duration
+	// done: per ring, from its ask until it had done the change.
+	done            []time.Duration
+	unfinished      int
+	firstUnfinished string
+	window          time.Duration
+	cpu             float64
+	hub             hubPeaks
+	limit           limitWatch
+}
+
+// fleetRolloutAll asks change of every ring of ns, one after the other,
+// and follows them until every ring has done it (or timeout), sampling
+// the hub and the rings' limited operations meanwhile.
+func fleetRolloutAll(ctx context.Context, b *testing.B, f *SimFleet, ns string, limit int, timeout time.Duration, change fleetChange) *fleetRollout {
+	b.Helper()
+	var list etcdfedv1.EtcdClusterList
+	if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	out := &fleetRollout{what: change.what}
+	cpu0 := fleetHubsCPU(b, f)
+	hub := startHubSampler(ctx, b, f)
+	watch := limitWatch{limit: limit}
+	start := time.Now()
+	b.Logf("%s of %d rings from %s", change.what, len(list.Items), start.UTC().Format(time.TimeOnly))
+	asked := map[string]time.Time{}
+	for i := range list.Items {
+		ec := &list.Items[i]
+		before := ec.DeepCopy()
+		at := time.Now()
+		change.ask(ec, at)
+		if err := f.Topo.Hub.Client.Patch(ctx, ec, client.MergeFrom(before)); err != nil {
+			b.Fatalf("%s: ask %s: %v", change.what, ec.Name, err)
+		}
+		asked[ec.Name] = at
+		// Sample while asking too: the first rings start at once.
+		if i%10 == 9 {
+			watch.sample(ctx, f, ns)
+		}
+	}
+	out.asked = time.Since(start)
+	pending := maps.Clone(asked)
+	failed := map[string]string{}
+	lastLog := time.Now()
+	for len(pending) > 0 && time.Since(start) < timeout {
+		items := watch.sample(ctx, f, ns)
+		for i := range items {
+			ec := &items[i]
+			at, ok := pending[ec.Name]
+			if !ok {
+				continue
+			}
+			if change.done(ec, at) {
+				delete(pending, ec.Name)
+				out.done = append(out.done, time.Since(at))
+			} else if why := change.failed(ec, at); why != "" {
+				failed[ec.Name] = why
+			}
+		}
+		if len(failed) > 0 && len(failed) == len(pending) {
+			break
+		}
+		if time.Since(lastLog) > 30*time.Second {
+			lastLog = time.Now()
+			fmt.Fprintf(os.Stderr, "%s %s: %d of %d rings done; limited operations in flight %d (most %d), rings waiting for the limit %d\n",
+				time.Now().UTC().Format(time.TimeOnly), change.what, len(out.done), len(asked), watch.last, watch.most, len(watch.waited))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	out.window = time.Since(start)
+	out.cpu = (fleetHubsCPU(b, f) - cpu0) / out.window.Seconds()
+	out.hub = hub.finish()
+	out.limit = watch
+	slices.Sort(out.done)
+	out.unfinished = len(pending)
+	for name := range pending {
+		out.firstUnfinished = name
+		if why := failed[name]; why != "" {
+			out.firstUnfinished += ": " + why
+		}
+		break
+	}
+	watch.check(b, change.what)
+	return out
+}
+
+// limitWatch counts, in each list of the rings, those whose status
+// records a limited operation in flight (fleetLimited), and the rings
+// seen waiting for the fleet limit.
+type limitWatch struct {
+	limit      int
+	samples    int
+	last, most int
+	waited     map[string]bool
+	// over are the lists holding more than the limit: when, and the
+	// rings' operations.
+	over []string
+}
+
+// sample lists the rings of ns once (one consistent read) and counts; it
+// returns the list (nil when it failed).
+func (w *limitWatch) sample(ctx context.Context, f *SimFleet, ns string) []etcdfedv1.EtcdCluster {
+	var list etcdfedv1.EtcdClusterList
+	if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return nil
+	}
+	if w.waited == nil {
+		w.waited = map[string]bool{}
+	}
+	var ops []string
+	for i := range list.Items {
+		ec := &list.Items[i]
+		if op := ec.Status.Operation; op != nil && fleetLimited[op.Type] {
+			ops = append(ops, fmt.Sprintf("%s %s %s (started %s)", ec.Name, op.Type, op.Member, op.StartedAt.UTC().Format("15:04:05")))
+		}
+		if c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing); c != nil && c.Reason == etcdfedv1.ReasonWaitingForFleetLimit {
+			w.waited[ec.Name] = true
+		}
+	}
+	w.samples++
+	w.last, w.most = len(ops), max(w.most, len(ops))
+	if w.limit > 0 && len(ops) > w.limit && len(w.over) < 10 {
+		w.over = append(w.over, fmt.Sprintf("%s (list at resourceVersion %s): %d rings with a limited operation: %s",
+			time.Now().UTC().Format(time.TimeOnly), list.ResourceVersion, len(ops), strings.Join(ops, "; ")))
+	}
+	return list.Items
+}
+
+// check fails the benchmark when a list held more rings with a limited
+// operation than the limit.
+func (w *limitWatch) check(b *testing.B, what string) {
+	b.Helper()
+	if len(w.over) == 0 {
+		return
+	}
+	b.Errorf("FLEET LIMIT EXCEEDED during %s: the limit is %d, %d rings at most had a limited operation in flight at once; first lists over it:\n%s",
+		what, w.limit, w.most, strings.Join(w.over, "\n"))
+}
+
+// hubPeaks are the hubs' peaks over a phase: RSS, the etcdcluster
+// workqueue, and the fleet limit's gauges (the rings it counts in flight,
+// those it queues).
+type hubPeaks struct {
+	rss                      uint64
+	queue, inFlight, waiting float64
+}
+
+type hubSampler struct {
+	mu   sync.Mutex
+	p    hubPeaks
+	stop chan struct{}
+	done chan struct{}
+}
+
+// startHubSampler samples the hubs every 2 s until finish.
+func startHubSampler(ctx context.Context, b *testing.B, f *SimFleet) *hubSampler {
+	s := &hubSampler{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(2 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+			r := fleetHubsRSS(b, f)
+			q, errQ := fleetHubsMetric(ctx, f, "workqueue_depth", "name", "etcdcluster")
+			in, errI := fleetHubsMetric(ctx, f, "etcdfed_hub_fleet_disruptions_in_flight")
+			wait, errW := fleetHubsMetric(ctx, f, "etcdfed_hub_fleet_disruptions_waiting")
+			s.mu.Lock()
+			s.p.rss = max(s.p.rss, r)
+			if errQ == nil {
+				s.p.queue = max(s.p.queue, q)
+			}
+			if errI == nil {
+				s.p.inFlight = max(s.p.inFlight, in)
+			}
+			if errW == nil {
+				s.p.waiting = max(s.p.waiting, wait)
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *hubSampler) finish() hubPeaks {
+	close(s.stop)
+	<-s.done
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.p
 }
