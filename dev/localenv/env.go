@@ -51,6 +51,9 @@ type Env struct {
 	failed map[ZoneRef]Mode
 	// partition is the partition into groups in place (partition.go).
 	partition Partition
+	// leasesCut are the zones whose nodes are cut off from their
+	// apiserver (StopNodeLeases with real nodes: realleases.go).
+	leasesCut map[ZoneRef]bool
 	// distMu serialises distance changes; dist is the distance in place,
 	// distPairs its resolved pairs, delay the proxy that makes it
 	// (distance.go).

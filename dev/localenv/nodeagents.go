@@ -187,8 +187,12 @@ func (e *Env) SharedSourceAddress() string {
 // StopNodeLeases stops (stop true) or resumes the renewal of the node
 // Leases of one zone of a member cluster while everything else runs on:
 // what the hub sees when a zone's kubelets lose their apiserver while the
-// machines and their pods are fine.
+// machines and their pods are fine. With real nodes the zone's nodes are
+// cut off from their cluster's apiserver (realleases.go).
 func (e *Env) StopNodeLeases(cluster, zone string, stop bool) error {
+	if e.state.Real() {
+		return e.cutRealNodeLeases(cluster, zone, stop)
+	}
 	a := e.Agent(cluster)
 	if a == nil {
 		return fmt.Errorf("localenv: member cluster %q has no running node agent", cluster)

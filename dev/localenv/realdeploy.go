@@ -36,15 +36,33 @@ func (e *Env) knobs() install.Knobs {
 	return install.Knobs{ImageRepository: version.Registry, ImageTag: e.imageTag}
 }
 
+// HubMetricsReader is the ServiceAccount, in RingNamespace of the hub
+// cluster, that the in-cluster hub of a real-node environment lets read
+// its /metrics (its --metrics-readers; the hub serves /metrics over TLS to
+// the callers its allow-list names, and to no one without one). The tests
+// read the hub's metrics with a token of it.
+const HubMetricsReader = "localenv-metrics-reader"
+
+// hubOptions are the options of every `hub install` of a real-node
+// environment, the first and each later one that grants the hub a
+// namespace (GrantHub): the same Deployment, or a grant would restart
+// the hub with other arguments.
+func (e *Env) hubOptions(namespaces []string) install.HubOptions {
+	return install.HubOptions{Knobs: e.knobs(), EtcdClusterNamespaces: namespaces, MetricsReaders: []string{RingNamespace + "/" + HubMetricsReader}}
+}
+
 // deployInCluster installs the hub and joins every member cluster, the hub
 // and the spokes running in-cluster, then points CoreDNS at the spokes.
 func (e *Env) deployInCluster(ctx context.Context) error {
 	hub := e.pki.restConfig(e.state.Hub.APIServer)
 	progress := func(s string) { e.log.Info(s) }
 	t0 := time.Now()
-	if err := install.InstallHub(ctx, install.HubInstallOptions{Hub: hub, HubOptions: install.HubOptions{Knobs: e.knobs()},
+	if err := install.InstallHub(ctx, install.HubInstallOptions{Hub: hub, HubOptions: e.hubOptions(nil),
 		Wait: true, Timeout: 5 * time.Minute, Progress: progress}); err != nil {
 		return fmt.Errorf("etcdfed hub install: %w", err)
+	}
+	if err := e.createHubMetricsReader(ctx); err != nil {
+		return err
 	}
 	e.progress(fmt.Sprintf("etcdfed hub install: the hub runs in-cluster (%.1fs)", time.Since(t0).Seconds()), true)
 	t0 = time.Now()
@@ -187,8 +205,21 @@ func (e *Env) GrantHub(ctx context.Context, ns string) error {
 	}
 	slices.Sort(namespaces)
 	return install.InstallHub(ctx, install.HubInstallOptions{Hub: cfg,
-		HubOptions: install.HubOptions{Knobs: e.knobs(), EtcdClusterNamespaces: namespaces},
+		HubOptions: e.hubOptions(namespaces),
 		Progress:   func(s string) { e.log.Info(s) }})
+}
+
+// createHubMetricsReader creates the ServiceAccount HubMetricsReader.
+func (e *Env) createHubMetricsReader(ctx context.Context) error {
+	cs, err := kubernetes.NewForConfig(e.pki.restConfig(e.state.Hub.APIServer))
+	if err != nil {
+		return err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: HubMetricsReader, Namespace: RingNamespace}}
+	if _, err := cs.CoreV1().ServiceAccounts(RingNamespace).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("localenv: the hub's metrics reader: %w", err)
+	}
+	return nil
 }
 
 // granted tells a RoleBinding `hub install --etcdcluster-namespace` wrote.

@@ -61,6 +61,9 @@ const (
 	ReasonPodNotReady         = "NotReady"            // False: etcd runs but /readyz fails (no quorum, or still starting).
 	ReasonLearner             = "Learner"             // False: etcd runs as a learner, which is never ready for clients; it waits for promotion.
 	ReasonPodTerminated       = "PodTerminated"       // False: the pod failed or completed and will not run again.
+	// False: the pod is scheduled and runs its init containers; etcd
+	// starts after them. Not PodPending: its cluster started the pod.
+	ReasonPodInitializing = "PodInitializing"
 	// False: the pod is not scheduled or its containers are not started.
 	// The hub acts on it (a roll halts): defined in the API.
 	ReasonPodPending = etcdfedv1.ReasonPodPending

@@ -221,6 +221,9 @@ func podReadiness(m *etcdfedv1.EtcdMember, d pod.Decision, p *corev1.Pod, blocke
 	if msg := containerFailing(p); msg != "" {
 		return metav1.ConditionFalse, etcdfedv1.ReasonContainerFailing, msg + outdated
 	}
+	if msg := podInitializing(p); msg != "" {
+		return metav1.ConditionFalse, ReasonPodInitializing, msg + outdated
+	}
 	if p.Status.Phase == corev1.PodRunning {
 		if view != nil && view.IsLearner && view.Error == "" {
 			return metav1.ConditionFalse, ReasonLearner, fmt.Sprintf("etcd runs as a learner and waits for promotion%s", outdated)
@@ -342,4 +345,41 @@ func setDisruption(st *etcdfedv1.EtcdMemberStatus, s *snapshot, d *decision, cur
 		}
 	}
 	st.Disruption = ds
+}
+
+// podInitializing says which init container the pod runs, or has just run,
+// while its etcd container waits for them (kubelet's PodInitializing), ""
+// otherwise. Such a pod is Pending to Kubernetes but not to the hub: its
+// cluster scheduled it, pulled its init image and runs it. Reported as
+// PodPending, a pod that a slow node took more than the member grace to
+// bring back through its init containers (the old pod's termination
+// counted) made the hub judge its cluster unable to start the ring's spec
+// (planner.NotStarting): a crash-looping member on real nodes was moved
+// out of its cluster, and the cluster closed to the ring for the spec,
+// instead of being replaced in place (TestScenarioCrashLoop,
+// ETCDFED_NODES=real, 2026-11-29). A pod whose sandbox never starts, or
+// whose etcd image is being pulled after its init containers (the etcd
+// container waits with ContainerCreating), stays PodPending.
+func podInitializing(p *corev1.Pod) string {
+	if p.Spec.NodeName == "" || p.Status.Phase != corev1.PodPending {
+		return ""
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == pod.ContainerEtcd && (cs.State.Waiting == nil || cs.State.Waiting.Reason != "PodInitializing") {
+			return ""
+		}
+	}
+	last := ""
+	for _, cs := range p.Status.InitContainerStatuses {
+		switch {
+		case cs.State.Running != nil:
+			return fmt.Sprintf("pod %s runs its init container %s on node %s", p.Name, cs.Name, p.Spec.NodeName)
+		case cs.State.Terminated != nil && cs.State.Terminated.ExitCode == 0:
+			last = cs.Name
+		}
+	}
+	if last == "" {
+		return ""
+	}
+	return fmt.Sprintf("pod %s has run its init container %s on node %s and starts the next", p.Name, last, p.Spec.NodeName)
 }

@@ -4,9 +4,11 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/spoke/component/pod"
 )
 
 // A member's etcd view is written when something other than its counters
@@ -74,5 +76,61 @@ func TestEtcdViewNews(t *testing.T) {
 		if got := etcdViewNews(tc.old, tc.cur, etcdfedv1.DefaultQuotaBackendBytes); got != tc.want {
 			t.Errorf("%s: news %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// A pod running its init containers has been started by its cluster: it
+// is not PodPending, which the hub reads as the cluster not starting the
+// ring's spec (planner.NotStarting). On real nodes a crash-looping member
+// whose new pod was still in its init containers when the member grace
+// ended was moved out of its cluster, and the cluster closed to the ring,
+// instead of being replaced in place (TestScenarioCrashLoop with
+// ETCDFED_NODES=real). A pod not scheduled, not started, or pulling its
+// etcd image after its init containers is still PodPending.
+func TestPodInitializingIsNotPending(t *testing.T) {
+	m := &etcdfedv1.EtcdMember{Spec: etcdfedv1.EtcdMemberSpec{Incarnation: 4, DNSName: "crash-2.crash.etcd.test"}}
+	done := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed"}}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	waiting := func(reason string) corev1.ContainerState {
+		return corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}
+	}
+	podWith := func(node string, init []corev1.ContainerStatus, etcd *corev1.ContainerState) *corev1.Pod {
+		p := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "crash-loop-crash-2", Labels: map[string]string{etcdfedv1.LabelIncarnation: "4"}},
+			Spec:       corev1.PodSpec{NodeName: node},
+			Status:     corev1.PodStatus{Phase: corev1.PodPending, InitContainerStatuses: init},
+		}
+		if etcd != nil {
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: pod.ContainerEtcd, State: *etcd}}
+		}
+		return p
+	}
+	initializing := waiting("PodInitializing")
+	creating := waiting("ContainerCreating")
+	for _, tc := range []struct {
+		name string
+		pod  *corev1.Pod
+		want string
+	}{
+		{"prepare-data runs", podWith("node-0", []corev1.ContainerStatus{
+			{Name: pod.ContainerWaitDNS, State: done}, {Name: pod.ContainerPrepareData, State: running}, {Name: pod.ContainerInstallHelper, State: waiting("PodInitializing")},
+		}, &initializing), ReasonPodInitializing},
+		{"between two init containers", podWith("node-0", []corev1.ContainerStatus{
+			{Name: pod.ContainerWaitDNS, State: done}, {Name: pod.ContainerPrepareData, State: done}, {Name: pod.ContainerInstallHelper, State: waiting("PodInitializing")},
+		}, &initializing), ReasonPodInitializing},
+		{"not scheduled", podWith("", nil, nil), ReasonPodPending},
+		{"scheduled, no container started", podWith("node-0", []corev1.ContainerStatus{
+			{Name: pod.ContainerPrepareData, State: waiting("PodInitializing")},
+		}, &initializing), ReasonPodPending},
+		{"init done, etcd's image being pulled", podWith("node-0", []corev1.ContainerStatus{
+			{Name: pod.ContainerWaitDNS, State: done}, {Name: pod.ContainerPrepareData, State: done}, {Name: pod.ContainerInstallHelper, State: done},
+		}, &creating), ReasonPodPending},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, reason, msg := podReadiness(m, pod.Decision{Action: pod.Keep}, tc.pod, nil, nil)
+			if status != metav1.ConditionFalse || reason != tc.want {
+				t.Errorf("PodReady %s %s (%s), want False %s", status, reason, msg, tc.want)
+			}
+		})
 	}
 }

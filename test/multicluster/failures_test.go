@@ -176,6 +176,9 @@ func TestScenarioZoneOfMultiZoneClusterKilled(t *testing.T) {
 func multiZoneTopology(t *testing.T) *Topology {
 	t.Helper()
 	testenv.SkipIfShort(t, "the local environment with the hub and spokes")
+	if realNodesAsked() {
+		return realMultiZoneTopology(t)
+	}
 	bin, err := freshBin()
 	if err != nil {
 		t.Fatal(err)
@@ -192,4 +195,31 @@ func multiZoneTopology(t *testing.T) *Topology {
 			return specs
 		},
 	})
+}
+
+var multiZoneEnv envFixture
+
+// realMultiZoneTopology is multiZoneTopology on real nodes
+// (ETCDFED_NODES=real): two member clusters of two zones, one real node
+// each, node Leases of zoneWitnessNodeLease (kubelet's
+// nodeLeaseDurationSeconds), the in-cluster hub's Deployment restarted
+// with --node-lease-stale-after zoneWitnessNodeStale. A test binary holds
+// one real-node environment (they share its network namespace): this one
+// needs a binary of its own, as make failures NODES=real runs it.
+func realMultiZoneTopology(t *testing.T) *Topology {
+	t.Helper()
+	skipUnlessReal(t)
+	bin, err := freshBin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := startRealEnv(t, &multiZoneEnv, localenv.Config{Clusters: 2, ZonesPerCluster: 2, NodesPerZone: 1, BinDir: bin, NodeLeaseDuration: zoneWitnessNodeLease})
+	topo, err := RealTopology(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := topo.RestartHubWith(context.Background(), nil, "--node-lease-stale-after="+zoneWitnessNodeStale.String()); err != nil {
+		t.Fatal(err)
+	}
+	return topo
 }

@@ -57,6 +57,14 @@ var realFixtures struct {
 func startRealEnv(tb testing.TB, fx *envFixture, cfg localenv.Config) *localenv.Env {
 	tb.Helper()
 	skipUnlessReal(tb)
+	realFixtures.mu.Lock()
+	for _, other := range realFixtures.envs {
+		if other != fx {
+			realFixtures.mu.Unlock()
+			tb.Skipf("this test runs its own real-node environment, and this test binary runs another (in %s): one per binary, since they share its network namespace; run this test in a binary of its own (make failures NODES=real does)", other.state)
+		}
+	}
+	realFixtures.mu.Unlock()
 	fx.once.Do(func() {
 		realFixtures.mu.Lock()
 		realFixtures.envs = append(realFixtures.envs, fx)
