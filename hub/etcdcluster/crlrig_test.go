@@ -41,6 +41,18 @@ func tlsRing(t *testing.T, start time.Time) (*testenv.Cluster, *Reconciler, *sna
 	return api, r, s
 }
 
+// ringCAWithList is a ring CA made a month before start, and the file of
+// its empty revocation list that a real etcd reads (crlFile).
+func ringCAWithList(t *testing.T, start time.Time) (*pki.CA, string, func([]byte)) {
+	t.Helper()
+	ca, err := pki.NewCA("ring", start.Add(-30*24*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl, writeCRL := crlFile(t, emptyList(t, ca))
+	return ca, crl, writeCRL
+}
+
 // caSecretOf is the ring's CA Secret as the hub keeps it, holding ca and
 // its key.
 func caSecretOf(s *snapshot, ca *pki.CA) *corev1.Secret {

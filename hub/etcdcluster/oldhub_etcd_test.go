@@ -33,11 +33,7 @@ func TestTakeOverRevokesTheOldHubsCurrentCertificate(t *testing.T) {
 	testenv.SkipIfShort(t, "a kube-apiserver and an etcd process")
 	ctx := context.Background()
 	start := time.Now()
-	ca, err := pki.NewCA("ring", start.Add(-30*24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crl, writeCRL := crlFile(t, emptyList(t, ca))
+	ca, crl, writeCRL := ringCAWithList(t, start)
 	etcd := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, ExtraArgs: []string{"--client-crl-file=" + crl}})
 	addr := strings.TrimPrefix(etcd.Members[0].ClientURL, "https://")
 
@@ -61,6 +57,7 @@ func TestTakeOverRevokesTheOldHubsCurrentCertificate(t *testing.T) {
 	}
 	observe := func() {
 		t.Helper()
+		var err error
 		if s.pki, err = r.observePKI(ctx, s.ec); err != nil {
 			t.Fatal(err)
 		}

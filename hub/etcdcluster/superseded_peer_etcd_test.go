@@ -34,11 +34,7 @@ func TestSupersededPeerCertificateRefused(t *testing.T) {
 	testenv.SkipIfShort(t, "a kube-apiserver and an etcd process")
 	ctx := context.Background()
 	start := time.Now()
-	ca, err := pki.NewCA("ring", start.Add(-30*24*time.Hour))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crl, writeCRL := crlFile(t, emptyList(t, ca))
+	ca, crl, writeCRL := ringCAWithList(t, start)
 	// The flags the spoke renders for a member whose object says so.
 	etcd := etcdtest.Start(t, etcdtest.Options{Members: 1, CA: ca, ExtraArgs: []string{"--client-crl-file=" + crl, "--peer-crl-file=" + crl, "--peer-skip-client-san-verification=true"}})
 	peer := strings.TrimPrefix(etcd.Members[0].PeerURL, "https://")
@@ -69,6 +65,7 @@ func TestSupersededPeerCertificateRefused(t *testing.T) {
 	}
 	observe := func() {
 		t.Helper()
+		var err error
 		if s.pki, err = r.observePKI(ctx, s.ec); err != nil {
 			t.Fatal(err)
 		}
