@@ -174,6 +174,13 @@ func TestCarryOnlyForATakenOverRing(t *testing.T) {
 	if st.Revocation == nil || st.Revocation.Carried != 1 {
 		t.Errorf("status.revocation %+v; want carried 1", st.Revocation)
 	}
+	// A pass that signs nothing, on a status that lost when the list was
+	// signed, reads it from the list (seen empty after a take-over).
+	st = &etcdfedv1.EtcdClusterStatus{Members: s.ec.Status.Members}
+	setRevocation(s, st, &decision{crl: w}, applyResult{crl: der})
+	if st.Revocation == nil || st.Revocation.UpdatedAt == nil || !st.Revocation.UpdatedAt.Time.Equal(pki.SignedAt(l)) {
+		t.Errorf("status.revocation %+v without the signing pass's status; want updatedAt %v, when the list was signed", st.Revocation, pki.SignedAt(l))
+	}
 
 	// Stored: the record alone counts, whatever the members hold.
 	s.pki.hubClient.Data[pki.KeyCarried] = carriedRecord(w.carry)

@@ -411,6 +411,12 @@ func setRevocation(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, re
 	if len(res.crl) > 0 {
 		l, _ = pki.ParseRevocationList(res.crl)
 	}
+	if rs.UpdatedAt == nil && l != nil {
+		// A list signed in a pass whose status was not kept (a ring
+		// taken over: its first list's pass wrote a status that a later
+		// pass replaced) says when it was signed itself.
+		rs.UpdatedAt = &metav1.Time{Time: pki.SignedAt(l)}
+	}
 	var problems []string
 	if l == nil {
 		rs.Revoked = int32(len(d.crl.want))

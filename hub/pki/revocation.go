@@ -290,3 +290,7 @@ func EncodeSuperseded(list []Superseded) []byte {
 	}
 	return b.Bytes()
 }
+
+// SignedAt is when l was signed (RevocationList backdates its ThisUpdate
+// for clock skew between clusters).
+func SignedAt(l *x509.RevocationList) time.Time { return l.ThisUpdate.Add(backdateIssued) }
