@@ -196,7 +196,7 @@ func hubPodIP(ctx context.Context, hub *Cluster) (string, error) {
 	}
 	var ready []corev1.Pod
 	for _, p := range pods.Items {
-		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && podReady(&p) {
+		if p.DeletionTimestamp == nil && p.Status.PodIP != "" && PodReady(&p) {
 			ready = append(ready, p)
 		}
 	}
@@ -217,15 +217,6 @@ func hubPodIP(ctx context.Context, hub *Cluster) (string, error) {
 	}
 	sort.Slice(ready, func(i, j int) bool { return ready[j].CreationTimestamp.Before(&ready[i].CreationTimestamp) })
 	return ready[0].Status.PodIP, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // realHubRestarter is RestartHubWith for the in-cluster hub: its
