@@ -10,7 +10,6 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
-// skipUnlessScenarios skips a scenario too long for `make test`.
 // skipUnlessScenarios skips a scenario (what it does, for the message)
 // unless ETCDFED_SCENARIOS is set (`make scenarios`): each takes minutes,
 // and `make test` must stay under 30 minutes on 2 cores.

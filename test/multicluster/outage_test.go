@@ -11,15 +11,18 @@ import (
 // hubPassTimeout is cmd/hub's reconcile deadline.
 const hubPassTimeout = 30 * time.Second
 
-// TestHubNeverFreezes takes a member cluster's apiserver away in the ways
+// TestScenarioHubNeverFreezes takes a member cluster's apiserver away in the ways
 // that froze the hub before (issue "The hub never freezes"), each under a
 // recorded workload on a 3-member ring over three clusters: down while the
 // hub starts and connects, down while a membership step is in flight,
 // restarted twice within a minute, and answering connections but never
 // requests. In each the hub keeps observing the other clusters, says which
 // one is away, never runs a reconcile past its deadline, and tells the
-// truth again soon after the cluster answers.
-func TestHubNeverFreezes(t *testing.T) {
+// truth again soon after the cluster answers. About 7 minutes (400 to
+// 500 s on the shared 2-core machine): a scenario, rotated in CI, not in
+// `make test`.
+func TestScenarioHubNeverFreezes(t *testing.T) {
+	skipUnlessScenarios(t, "a member cluster's apiserver taken away four ways under a recorded workload")
 	topo := hubTopology(t)
 	if topo.StopMemberAPIServer == nil || topo.KillHub == nil {
 		t.Skip("the topology cannot stop member apiservers or kill the hub")
