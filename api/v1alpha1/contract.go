@@ -45,6 +45,13 @@ const (
 	// AnnotationCredentialNotAfter is when the chain ends, on the anchor
 	// (and, for the hub's own view, on its registration Secret).
 	AnnotationCredentialNotAfter = "etcdfed.dev/credential-not-after"
+	// AnnotationCredentialHub names the hub cluster whose join started the
+	// chain (the UID of its kube-system namespace), on the anchor. A
+	// member cluster answers one hub cluster: a join from another one is
+	// refused unless it takes the member cluster over (`cluster join
+	// --take-over`), which starts a new chain and so ends the other hub's
+	// tokens.
+	AnnotationCredentialHub = "etcdfed.dev/credential-hub"
 )
 
 // ConditionGossipHealthy (EtcdSpoke, written by the spoke) says whether the

@@ -66,6 +66,12 @@ type JoinOptions struct {
 	// less than two thirds of it left is replaced by a new one, which
 	// ends every token of the old one.
 	CredentialLifetime time.Duration
+	// TakeOver lets this hub cluster join a member cluster another hub
+	// cluster joined (a take-over after the hub cluster was lost,
+	// docs/disaster-recovery.md): its credential chain is ended (every
+	// token of the other hub stops authenticating) and a new one started.
+	// Without it such a join is refused before anything is written.
+	TakeOver bool
 	// DryRun prints every object Join would write, and writes nothing.
 	DryRun io.Writer
 	// Wait until the hub reports the cluster engaged and its spoke alive
@@ -74,6 +80,10 @@ type JoinOptions struct {
 	Timeout time.Duration
 	// Progress receives one line per step.
 	Progress func(string)
+
+	// hubID is the hub cluster's identity (its kube-system namespace's
+	// UID), read by preflight.
+	hubID string
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$`)
@@ -164,7 +174,8 @@ func Join(ctx context.Context, o JoinOptions) error {
 
 // preflight checks what must hold before join writes anything but zone
 // labels: the hub is installed, the member cluster's apiserver is not
-// registered under another name, and its nodes' zones are usable (nodes
+// registered under another name, it answers no other hub cluster (or
+// TakeOver says to take it over), and its nodes' zones are usable (nodes
 // without one labelled with --zone-label). It returns the existing
 // registration of o.Name (nil when none).
 func (o *JoinOptions) preflight(ctx context.Context, hub, mem client.Client) (*corev1.Secret, error) {
@@ -182,6 +193,9 @@ func (o *JoinOptions) preflight(ctx context.Context, hub, mem client.Client) (*c
 		if cfg, err := registry.RESTConfig(other); err == nil && cfg.Host == o.MemberServer {
 			return nil, fmt.Errorf("%s is already registered as %q: unjoin that name first, or join under it", o.MemberServer, other.Name)
 		}
+	}
+	if err := o.checkChain(ctx, hub, mem, existing); err != nil {
+		return nil, err
 	}
 	zones, err := o.checkZones(ctx, mem, o.DryRun != nil)
 	if err != nil {

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"time"
@@ -28,7 +29,7 @@ import (
 func (o *JoinOptions) register(ctx context.Context, hub client.Client, memCS kubernetes.Interface, existing *corev1.Secret, ca []byte) error {
 	dry := o.DryRun != nil
 	// A token bound to the chain's anchor.
-	anchor, err := o.anchor(ctx, memCS, dry)
+	anchor, err := o.anchor(ctx, memCS, existing != nil, dry)
 	if err != nil {
 		return err
 	}
@@ -92,12 +93,63 @@ func registrations(ctx context.Context, hub client.Client, name string) (*corev1
 	return mine, others, nil
 }
 
+// ErrJoinedToAnotherHub: the member cluster's hub credential chain was
+// started by another hub cluster, and Join was not asked to take it over.
+var ErrJoinedToAnotherHub = errors.New("the member cluster answers another hub cluster")
+
+// checkChain reads this hub cluster's identity and refuses, before Join
+// writes anything, a member cluster whose credential chain another hub
+// cluster started, unless TakeOver: two hubs writing the same member
+// cluster would act on the same rings. The chain is another hub's when
+// its anchor names another hub cluster, or names none (a join before the
+// name was recorded) while this hub holds no registration of it.
+func (o *JoinOptions) checkChain(ctx context.Context, hub, mem client.Client, existing *corev1.Secret) error {
+	ns := &corev1.Namespace{}
+	if err := hub.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+		return fmt.Errorf("hub cluster: read namespace %s (the hub cluster's identity): %w", metav1.NamespaceSystem, err)
+	}
+	o.hubID = string(ns.UID)
+	cur := &corev1.Secret{}
+	switch err := mem.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: etcdfedv1.HubCredentialAnchor}, cur); {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: read Secret %s/%s: %w", o.Name, Namespace, etcdfedv1.HubCredentialAnchor, err)
+	}
+	owner := cur.Annotations[etcdfedv1.AnnotationCredentialHub]
+	if !foreignChain(owner, o.hubID, existing != nil) {
+		return nil
+	}
+	who := "hub cluster " + owner
+	if owner == "" {
+		who = "a hub cluster that holds its registration (this one holds none)"
+	}
+	if o.TakeOver {
+		o.Progress(fmt.Sprintf("%s: taking the member cluster over from %s: its credential chain ends now (every token of that hub stops authenticating)", o.Name, who))
+		return nil
+	}
+	return fmt.Errorf("%s: %w: its hub credential chain (Secret %s/%s, ending %s) was started by %s, and this hub cluster is %s. A member cluster answers one hub cluster: two would act on the same rings. If that hub cluster is lost and this one takes its rings over (docs/disaster-recovery.md), join again with --take-over: that ends the other hub's access to this member cluster",
+		o.Name, ErrJoinedToAnotherHub, Namespace, etcdfedv1.HubCredentialAnchor, cur.Annotations[etcdfedv1.AnnotationCredentialNotAfter], who, o.hubID)
+}
+
+// foreignChain says whether a chain whose anchor names owner belongs to
+// another hub cluster than hubID; registered: this hub holds a
+// registration of the member cluster.
+func foreignChain(owner, hubID string, registered bool) bool {
+	if owner == "" {
+		return !registered
+	}
+	return owner != hubID
+}
+
 // anchor returns the Secret the hub's tokens are bound to
 // (etcdfedv1.HubCredentialAnchor): the current one while at least two
-// thirds of CredentialLifetime are left on it, else a new one (the old
-// one deleted first: every token bound to it stops authenticating, a
-// stolen copy too).
-func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, dry bool) (*corev1.Secret, error) {
+// thirds of CredentialLifetime are left on it and it is this hub
+// cluster's, else a new one (the old one deleted first: every token bound
+// to it stops authenticating, a stolen copy too, and another hub's after
+// a take-over). An anchor of this hub that names no hub cluster yet (an
+// earlier join's) is kept and given the name.
+func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, registered, dry bool) (*corev1.Secret, error) {
 	now := time.Now()
 	cur, err := cs.CoreV1().Secrets(Namespace).Get(ctx, etcdfedv1.HubCredentialAnchor, metav1.GetOptions{})
 	switch {
@@ -106,14 +158,25 @@ func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, dry b
 	case err != nil:
 		return nil, fmt.Errorf("%s: read Secret %s/%s: %w", o.Name, Namespace, etcdfedv1.HubCredentialAnchor, err)
 	}
-	if cur != nil {
+	if cur != nil && !foreignChain(cur.Annotations[etcdfedv1.AnnotationCredentialHub], o.hubID, registered) {
 		end, err := time.Parse(time.RFC3339, cur.Annotations[etcdfedv1.AnnotationCredentialNotAfter])
 		if err == nil && end.Sub(now) >= o.CredentialLifetime*2/3 && end.Sub(now) <= o.CredentialLifetime {
-			return cur, nil
+			if cur.Annotations[etcdfedv1.AnnotationCredentialHub] != "" || dry {
+				return cur, nil
+			}
+			cur.Annotations[etcdfedv1.AnnotationCredentialHub] = o.hubID
+			named, err := cs.CoreV1().Secrets(Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("%s: name this hub cluster on its credential chain (update Secret %s/%s): %w", o.Name, Namespace, cur.Name, err)
+			}
+			return named, nil
 		}
 	}
 	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.HubCredentialAnchor, Namespace: Namespace,
-		Annotations: map[string]string{etcdfedv1.AnnotationCredentialNotAfter: now.Add(o.CredentialLifetime).UTC().Format(time.RFC3339)}},
+		Annotations: map[string]string{
+			etcdfedv1.AnnotationCredentialNotAfter: now.Add(o.CredentialLifetime).UTC().Format(time.RFC3339),
+			etcdfedv1.AnnotationCredentialHub:      o.hubID,
+		}},
 		Type: corev1.SecretTypeOpaque}
 	if dry {
 		return want, nil

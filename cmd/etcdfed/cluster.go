@@ -133,8 +133,11 @@ func init() {
 
 A second run with the same flags changes nothing. --dry-run prints every
 object join would write (credentials left out) and writes nothing. join
-refuses a member kubeconfig that skips TLS verification, and a server
-already registered under another name.
+refuses a member kubeconfig that skips TLS verification, a server
+already registered under another name, and, before it writes anything, a
+member cluster another hub cluster joined (a member cluster answers one
+hub cluster): --take-over takes it over when that hub cluster is lost
+(docs/disaster-recovery.md), and ends the other hub's tokens there.
 
 --spoke external installs everything but the spoke's Deployment, Service and
 ConfigMap: for a spoke run outside the cluster (the local environment).
@@ -173,6 +176,7 @@ ConfigMap: for a spoke run outside the cluster (the local environment).
 	f.StringVar(&o.ZoneLabel, "zone-label", "", "For a cluster that is one zone and whose nodes carry no topology.kubernetes.io/zone label: label every node with this zone (unjoin removes it).")
 	f.DurationVar(&o.CredentialLifetime, "credential-lifetime", install.DefaultCredentialLifetime, "How long the hub may renew its token: then the spoke ends every token of the chain (a stolen one's too) until join runs again.")
 	f.DurationVar(&o.TokenLifetime, "token-lifetime", install.DefaultTokenLifetime, "Lifetime of the hub's token (at least 10m); the hub renews it after a third, so it may be away for two thirds before the credential lapses.")
+	f.BoolVar(&o.TakeOver, "take-over", false, "Join a member cluster another hub cluster joined (after that hub cluster was lost): its credential chain ends, and every token of that hub with it. Without it join refuses such a cluster.")
 	f.BoolVar(&dryRun, "dry-run", false, "Print every object join would write, and write nothing.")
 	f.BoolVar(&o.Wait, "wait", true, "Wait until the hub reports the cluster engaged and its spoke alive.")
 	f.DurationVar(&o.Timeout, "timeout", 5*time.Minute, "How long to wait for each step.")

@@ -90,16 +90,16 @@ var estimates = map[string]time.Duration{
 	"TestScenarioRegistryDropped":                2 * time.Minute, // 78 s
 	"TestScenarioInstall":                        2 * time.Minute, // 82 s
 	"TestScenarioLegacyNamesAdopted":             4 * time.Minute,
-	"TestScenarioGossipBroken":                   3 * time.Minute, // 164 s
-	"TestScenarioPartitionHealed":                3 * time.Minute, // 91 s on the shared environment, 166 s with the binaries built and the environment started
-	"TestScenarioMigrate":                        4 * time.Minute, // 138 s, its own six-cluster environment
-	"TestScenarioAdopt":                          3 * time.Minute, // 76 s on the shared environment (first run)
-	"TestScenarioAdoptWithAuth":                  3 * time.Minute, // about 110 s
-	"TestScenarioMoveInsideMemberCluster":        3 * time.Minute, // 75 s, its own two-cluster, four-zone environment
-	"TestScenarioLeaderPlacement":                5 * time.Minute, // 113 to 202 s
-	"TestScenarioTimingAuto":                     5 * time.Minute, // guess: a 3-member ring, 150 ms put live, a roll
+	"TestScenarioGossipBroken":                   3 * time.Minute,  // 164 s
+	"TestScenarioPartitionHealed":                3 * time.Minute,  // 91 s on the shared environment, 166 s with the binaries built and the environment started
+	"TestScenarioMigrate":                        4 * time.Minute,  // 138 s, its own six-cluster environment
+	"TestScenarioAdopt":                          3 * time.Minute,  // 76 s on the shared environment (first run)
+	"TestScenarioAdoptWithAuth":                  3 * time.Minute,  // about 110 s
+	"TestScenarioMoveInsideMemberCluster":        3 * time.Minute,  // 75 s, its own two-cluster, four-zone environment
+	"TestScenarioLeaderPlacement":                5 * time.Minute,  // 113 to 202 s
+	"TestScenarioTimingAuto":                     5 * time.Minute,  // guess: a 3-member ring, 150 ms put live, a roll
 	"TestScenarioHubNeverFreezes":                10 * time.Minute, // four apiserver outages on the shared environment: 401 s alone, 500 s inside make test (29 Nov, load 14 to 20); 1082 s as a scenario with its environment (30 Nov, load about 27)
-	"TestScenarioPlannedNoGap":                   2 * time.Minute, // 77 s (delete, drain, a 3-member 3.6->3.7 roll at 10 ms; 187 s with the binaries built and the environment started)
+	"TestScenarioPlannedNoGap":                   2 * time.Minute,  // 77 s (delete, drain, a 3-member 3.6->3.7 roll at 10 ms; 187 s with the binaries built and the environment started)
 }
 
 // defaultEstimate counts a scenario with no estimate yet.
