@@ -13,6 +13,7 @@ import (
 
 	"filippo.io/age"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +21,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/dev/s3test"
 	"github.com/etcdfed/etcdfed/hub/pki"
+	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/pkg/backupstore"
 )
 
@@ -136,6 +139,19 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 		}
 	}
 
+	// The old hub's tokens in the member clusters, as a copy of the lost
+	// hub cluster's registration Secrets holds them: they authenticate
+	// until the new hub's joins take the member clusters over.
+	oldTokens := map[string]string{}
+	for _, m := range topo.Members {
+		reg := &corev1.Secret{}
+		must(hub.Client.Get(ctx, client.ObjectKey{Namespace: install.Namespace, Name: m.Name}, reg))
+		oldTokens[m.Name] = string(reg.Data[registry.TokenKey])
+		if !tokenAuthenticates(ctx, t, m, oldTokens[m.Name]) {
+			t.Fatalf("the old hub's token for %s does not authenticate before the loss", m.Name)
+		}
+	}
+
 	// The loss, for good: the ring keeps serving without any hub.
 	lostAt := time.Now()
 	must(in.DestroyHub())
@@ -149,8 +165,20 @@ func HubLostSpec(ctx context.Context, in HubLostSpecInput) {
 	runCLI(ctx, t, in.Etcdfed, "hub", "install", "--kubeconfig", in.HubKubeconfig, "--hub", "external")
 	must(in.StartHub())
 	for _, m := range topo.Members {
-		runCLI(ctx, t, in.Etcdfed, "cluster", "join", m.Name, "--kubeconfig", in.HubKubeconfig, "--kubeconfig-member", in.MemberKubeconfig(m.Name), "--spoke", "external")
+		runCLI(ctx, t, in.Etcdfed, "cluster", "join", m.Name, "--kubeconfig", in.HubKubeconfig, "--kubeconfig-member", in.MemberKubeconfig(m.Name), "--spoke", "external", "--take-over")
 	}
+	// The take-over ended the old hub's credential chains: a copy of its
+	// tokens no longer reaches the member clusters (the apiserver caches
+	// a token's authentication for up to 10 s).
+	for _, m := range topo.Members {
+		must(poll(ctx, time.Minute, "the old hub's token for "+m.Name+" refused", func(context.Context) (string, error) {
+			if tokenAuthenticates(ctx, t, m, oldTokens[m.Name]) {
+				return "still authenticates", nil
+			}
+			return "", nil
+		}))
+	}
+	t.Logf("the old hub's tokens refused by all %d member clusters %.1fs after the rebuild began", len(topo.Members), time.Since(rebuildAt).Seconds())
 	// What the manifests hold besides the ring: the store's credentials.
 	storeWithCredentials(ctx, t, hub, in.S3, in.Bucket, ns)
 	appliedAt := time.Now()
@@ -418,4 +446,16 @@ func etcdIDs(ctx context.Context, t testing.TB, cl *clientv3.Client) []uint64 {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// tokenAuthenticates asks member cluster m's apiserver whether token
+// authenticates (TokenReview).
+func tokenAuthenticates(ctx context.Context, t testing.TB, m *Cluster, token string) bool {
+	t.Helper()
+	tr, err := m.Clientset.AuthenticationV1().TokenReviews().Create(ctx,
+		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("TokenReview in %s: %v", m.Name, err)
+	}
+	return tr.Status.Authenticated
 }

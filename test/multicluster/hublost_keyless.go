@@ -71,7 +71,7 @@ func HubLostWithoutEscrowSpec(ctx context.Context, in HubLostSpecInput) {
 	runCLI(ctx, t, in.Etcdfed, "hub", "install", "--kubeconfig", in.HubKubeconfig, "--hub", "external")
 	must(in.StartHub())
 	for _, m := range topo.Members {
-		runCLI(ctx, t, in.Etcdfed, "cluster", "join", m.Name, "--kubeconfig", in.HubKubeconfig, "--kubeconfig-member", in.MemberKubeconfig(m.Name), "--spoke", "external")
+		runCLI(ctx, t, in.Etcdfed, "cluster", "join", m.Name, "--kubeconfig", in.HubKubeconfig, "--kubeconfig-member", in.MemberKubeconfig(m.Name), "--spoke", "external", "--take-over")
 	}
 	// What the manifests hold besides the ring: its namespace.
 	must(ensureNamespace(ctx, hub, ns))
