@@ -736,8 +736,16 @@ func (r fleetReport) markdown() string {
 			continue
 		}
 		row(ro.what+" of every ring: asking them all took", ro.asked.Round(time.Millisecond).String())
-		row("→ done, from each ring's ask, p50 / p99 / max", pct(ro.done, 0.5)+" / "+pct(ro.done, 0.99)+" / "+pct(ro.done, 1))
+		row("→ done, from each ring's ask, p50 / p90 / p99 / max", pct(ro.done, 0.5)+" / "+pct(ro.done, 0.9)+" / "+pct(ro.done, 0.99)+" / "+pct(ro.done, 1))
+		all := "not all done"
+		if ro.all > 0 {
+			all = ro.all.Round(time.Second).String()
+		}
+		row("→ every ring done, from the first ask", all)
 		row("→ rings not done at the end of the window", fmt.Sprintf("%d (window %s)", ro.unfinished, ro.window.Round(time.Second)))
+		if len(ro.unfinishedNames) > 0 {
+			row("→ not done", strings.Join(ro.unfinishedNames, "; "))
+		}
 		row("→ hub CPU s/s, peak RSS MiB, peak etcdcluster queue", fmt.Sprintf("%.3f, %d, %.0f", ro.cpu, ro.hub.rss>>20, ro.hub.queue))
 		row("→ fleet limit; most rings with a limited operation in flight at once (of "+strconv.Itoa(ro.limit.samples)+" lists of the rings); the hub's own count at most; rings waiting for the limit at most (hub), seen waiting in all",
 			fmt.Sprintf("%s; **%d**; %.0f; %.0f, %d", lim, ro.limit.most, ro.hub.inFlight, ro.hub.waiting, len(ro.limit.waited)))
@@ -857,9 +865,15 @@ type fleetRollout struct {
 	// asked: how long asking every ring took (one patch each, in turn).
 	asked time.Duration
 	// done: per ring, from its ask until it had done the change.
-	done            []time.Duration
+	done []time.Duration
+	// all: from the first ask until the last ring had done it (0 when
+	// some ring did not).
+	all             time.Duration
 	unfinished      int
 	firstUnfinished string
+	// unfinishedNames: every ring not done at the end, with why when a
+	// ring said it never will.
+	unfinishedNames []string
 	window          time.Duration
 	cpu             float64
 	hub             hubPeaks
@@ -911,6 +925,9 @@ func fleetRolloutAll(ctx context.Context, b *testing.B, f *SimFleet, ns string, 
 			if change.done(ec, at) {
 				delete(pending, ec.Name)
 				out.done = append(out.done, time.Since(at))
+				if len(pending) == 0 {
+					out.all = time.Since(start)
+				}
 			} else if why := change.failed(ec, at); why != "" {
 				failed[ec.Name] = why
 			}
@@ -930,13 +947,20 @@ func fleetRolloutAll(ctx context.Context, b *testing.B, f *SimFleet, ns string, 
 	out.hub = hub.finish()
 	out.limit = watch
 	slices.Sort(out.done)
+	each := make([]string, len(out.done))
+	for i, d := range out.done {
+		each[i] = d.Round(time.Second).String()
+	}
+	b.Logf("%s: each ring done after (from its ask, sorted): %s", change.what, strings.Join(each, " "))
 	out.unfinished = len(pending)
-	for name := range pending {
-		out.firstUnfinished = name
+	for _, name := range slices.Sorted(maps.Keys(pending)) {
 		if why := failed[name]; why != "" {
-			out.firstUnfinished += ": " + why
+			name += ": " + why
 		}
-		break
+		out.unfinishedNames = append(out.unfinishedNames, name)
+	}
+	if len(out.unfinishedNames) > 0 {
+		out.firstUnfinished = out.unfinishedNames[0]
 	}
 	watch.check(b, change.what)
 	return out
