@@ -482,6 +482,9 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		ctrl.LoggerFrom(ctx).V(1).Info("Round trips recorded", "changed", changed)
 	}
 	if msg := timingEvent(timingBefore, ec.Status.Timing); msg != "" {
+		// Logged too: the event goes with the ring, and a roll of every
+		// member it starts must be explained after the ring is deleted.
+		ctrl.LoggerFrom(ctx).Info("Timing changed", "change", msg)
 		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventTimingChanged, "Observe", "%s", truncate(msg, maxEventNote))
 	}
 	recordMetrics(ec, &ec.Status, d, res)

@@ -366,6 +366,9 @@ func plannerObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcdfedv1.Me
 	if obj.Spec.Incarnation == m.Incarnation {
 		want := desiredMember(s, st, m, obj)
 		o.Outdated = restarts(obj, want)
+		if o.Outdated {
+			o.Changes = specChanges(obj, want)
+		}
 		if o.Outdated && obj.Spec.TLS.CAHash != want.Spec.TLS.CAHash {
 			same := obj.DeepCopy()
 			same.Spec.TLS.CAHash = want.Spec.TLS.CAHash

@@ -53,6 +53,9 @@ func rollStep(in Input, otherwise Decision) Decision {
 	})
 	m := outdated[0]
 	why := fmt.Sprintf("rolling %s to the new spec (%d of %d members to go)", m.Name, len(outdated), len(in.Members))
+	if m.Object.Changes != "" {
+		why += ": " + m.Object.Changes
+	}
 	if m.Name == leader {
 		why += "; it leads, so leadership moves away first"
 	}

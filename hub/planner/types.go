@@ -205,6 +205,9 @@ type Object struct {
 	// the CA the member must trust or be issued by (a CA rotation).
 	Outdated      bool
 	OutdatedTrust bool
+	// Changes names what the new spec changes when Outdated (the fields,
+	// old and new values), for the Roll's reason.
+	Changes string
 	// Settled is true when the spoke has acted on the object's latest
 	// generation and the pod is ready.
 	Settled bool
