@@ -47,7 +47,7 @@ func TestSpecChanges(t *testing.T) {
 				t.Errorf("specChanges = %q, want %q", got, c.want)
 			}
 			if restarts(base(), want) != (c.want != "") {
-				t.Errorf("restarts = %v, but specChanges names %q", !(c.want != ""), c.want)
+				t.Errorf("restarts = %v, but specChanges names %q", c.want == "", c.want)
 			}
 		})
 	}
