@@ -104,32 +104,48 @@ var ErrJoinedToAnotherHub = errors.New("the member cluster answers another hub c
 // its anchor names another hub cluster, or names none (a join before the
 // name was recorded) while this hub holds no registration of it.
 func (o *JoinOptions) checkChain(ctx context.Context, hub, mem client.Client, existing *corev1.Secret) error {
-	ns := &corev1.Namespace{}
-	if err := hub.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
-		return fmt.Errorf("hub cluster: read namespace %s (the hub cluster's identity): %w", metav1.NamespaceSystem, err)
+	hubID, cur, err := readChain(ctx, hub, mem, o.Name)
+	if err != nil {
+		return err
 	}
-	o.hubID = string(ns.UID)
-	cur := &corev1.Secret{}
-	switch err := mem.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: etcdfedv1.HubCredentialAnchor}, cur); {
-	case apierrors.IsNotFound(err):
-		return nil
-	case err != nil:
-		return fmt.Errorf("%s: read Secret %s/%s: %w", o.Name, Namespace, etcdfedv1.HubCredentialAnchor, err)
-	}
-	owner := cur.Annotations[etcdfedv1.AnnotationCredentialHub]
-	if !foreignChain(owner, o.hubID, existing != nil) {
+	o.hubID = hubID
+	if cur == nil || !foreignChain(cur.Annotations[etcdfedv1.AnnotationCredentialHub], hubID, existing != nil) {
 		return nil
 	}
-	who := "hub cluster " + owner
-	if owner == "" {
-		who = "a hub cluster that holds its registration (this one holds none)"
-	}
+	who := chainStarter(cur)
 	if o.TakeOver {
 		o.Progress(fmt.Sprintf("%s: taking the member cluster over from %s: its credential chain ends now (every token of that hub stops authenticating)", o.Name, who))
 		return nil
 	}
 	return fmt.Errorf("%s: %w: its hub credential chain (Secret %s/%s, ending %s) was started by %s, and this hub cluster is %s. A member cluster answers one hub cluster: two would act on the same rings. If that hub cluster is lost and this one takes its rings over (docs/disaster-recovery.md), join again with --take-over: that ends the other hub's access to this member cluster",
 		o.Name, ErrJoinedToAnotherHub, Namespace, etcdfedv1.HubCredentialAnchor, cur.Annotations[etcdfedv1.AnnotationCredentialNotAfter], who, o.hubID)
+}
+
+// readChain reads this hub cluster's identity (the UID of its kube-system
+// namespace) and the member cluster's credential chain anchor (nil when
+// there is none).
+func readChain(ctx context.Context, hub, mem client.Client, name string) (string, *corev1.Secret, error) {
+	ns := &corev1.Namespace{}
+	if err := hub.Get(ctx, client.ObjectKey{Name: metav1.NamespaceSystem}, ns); err != nil {
+		return "", nil, fmt.Errorf("hub cluster: read namespace %s (the hub cluster's identity): %w", metav1.NamespaceSystem, err)
+	}
+	cur := &corev1.Secret{}
+	switch err := mem.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: etcdfedv1.HubCredentialAnchor}, cur); {
+	case apierrors.IsNotFound(err):
+		return string(ns.UID), nil, nil
+	case err != nil:
+		return "", nil, fmt.Errorf("%s: read Secret %s/%s: %w", name, Namespace, etcdfedv1.HubCredentialAnchor, err)
+	}
+	return string(ns.UID), cur, nil
+}
+
+// chainStarter says, for messages, who started a chain foreignChain
+// called another hub's.
+func chainStarter(anchor *corev1.Secret) string {
+	if owner := anchor.Annotations[etcdfedv1.AnnotationCredentialHub]; owner != "" {
+		return "hub cluster " + owner
+	}
+	return "a hub cluster that holds its registration (this one holds none)"
 }
 
 // foreignChain says whether a chain whose anchor names owner belongs to

@@ -122,6 +122,26 @@ func TestMemberClusterAnswersOneHub(t *testing.T) {
 	if err := join(hubA, false); !errors.Is(err, install.ErrJoinedToAnotherHub) {
 		t.Errorf("A's join after B's take-over: %v, want ErrJoinedToAnotherHub", err)
 	}
+	// A's unjoin is refused too, before it deletes anything: it would
+	// remove B's spoke and end B's chain. A keeps its stale registration
+	// to delete by hand, as the error says.
+	before = inventory(t, member.Client, install.LabelJoinedAs, "member-1")
+	before["anchor"] = anchor().ResourceVersion
+	err = install.Unjoin(ctx, install.UnjoinOptions{Name: "member-1", Hub: hubA.Config, Member: member.Config, Progress: progress})
+	if !errors.Is(err, install.ErrJoinedToAnotherHub) || !strings.Contains(err.Error(), "delete secret member-1") {
+		t.Fatalf("unjoin from A after B's take-over: %v, want ErrJoinedToAnotherHub naming the registration to delete", err)
+	}
+	t.Logf("unjoin refused: %v", err)
+	after = inventory(t, member.Client, install.LabelJoinedAs, "member-1")
+	after["anchor"] = anchor().ResourceVersion
+	for k, rv := range before {
+		if after[k] != rv {
+			t.Errorf("the refused unjoin changed %s in the member cluster (resourceVersion %s -> %s)", k, rv, after[k])
+		}
+	}
+	if token(hubA) == "" || !authenticated(token(hubB)) {
+		t.Error("the refused unjoin deleted A's registration or ended B's token")
+	}
 
 	// A chain without its hub cluster's name (an earlier join's): kept for
 	// B, which holds the registration, and named; refused to A.

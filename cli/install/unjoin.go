@@ -65,6 +65,9 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	if err != nil {
 		return err
 	}
+	if err := ownChain(ctx, hub, mem, o.Name); err != nil {
+		return err
+	}
 	if err := hostsMembers(ctx, hub, mem, o.Name); err != nil {
 		return err
 	}
@@ -98,6 +101,28 @@ func Unjoin(ctx context.Context, o UnjoinOptions) error {
 	}
 	o.Progress(msg)
 	return nil
+}
+
+// ownChain refuses (ErrJoinedToAnotherHub), before Unjoin deletes
+// anything, to unjoin a member cluster from a hub cluster it does not
+// answer: its credential chain was started by another hub cluster (a
+// take-over ended this one's), and unjoin from here would remove that
+// hub's spoke and end its access. The stale registration is this hub's
+// own to delete.
+func ownChain(ctx context.Context, hub, mem client.Client, name string) error {
+	hubID, cur, err := readChain(ctx, hub, mem, name)
+	if err != nil || cur == nil {
+		return err
+	}
+	mine, _, err := registrations(ctx, hub, name)
+	if err != nil {
+		return err
+	}
+	if !foreignChain(cur.Annotations[etcdfedv1.AnnotationCredentialHub], hubID, mine != nil) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: its hub credential chain (Secret %s/%s) was started by %s, and this hub cluster is %s. Unjoin it from that hub cluster: from here, unjoin would remove that hub's spoke and end its access. To forget the member cluster in this hub cluster only, delete its registration here: kubectl -n %s delete secret %s",
+		name, ErrJoinedToAnotherHub, Namespace, etcdfedv1.HubCredentialAnchor, chainStarter(cur), hubID, Namespace, name)
 }
 
 // deregister deletes the cluster's registration in the hub, and returns

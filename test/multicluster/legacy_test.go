@@ -237,7 +237,10 @@ func shq(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'
 // main-0, pod main-0, PVC main-0-data-N, Secret main-0-tls, EtcdDNSZone
 // main) keeps running, under a recorded workload, when the spokes and
 // then the hub are replaced by this checkout's: no pod is replaced or
-// restarted, no etcd member ID changes, the objects keep their names.
+// restarted by the upgrade itself, no etcd member ID changes, the objects
+// keep their names. The new hub then brings the ring what later releases
+// require of every ring (a peer port for peers only): rolls in place, one
+// member at a time, each naming the flags it brings, and nothing else.
 // Then the new hub takes care of it (a scale-up adds members under the
 // new names beside the old ones), and a ring of the same name in another
 // namespace forms beside it.
@@ -338,6 +341,7 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 	t.Log("spokes replaced by this checkout's")
 	progress(ctx, t, w, 100, time.Minute)
 	swap("hub")
+	upgraded := time.Now()
 	t.Log("hub replaced by this checkout's")
 	// The new hub has taken over once it has passed the ring: it records
 	// every pass's observation in status (observedGeneration of a changed
@@ -358,6 +362,13 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	progress(ctx, t, w, 200, time.Minute)
+	// The new hub moves the ring to a peer port for peers only (the peer
+	// name in every certificate, then required: two rolls a member, the
+	// leader last; hub/etcdcluster/peerport.go). That, and nothing else,
+	// may restart a legacy member.
+	if err := waitForPeerNameRequired(ctx, topo, hub, legacy, uid); err != nil {
+		t.Fatal(err)
+	}
 	got, err := WaitForEtcdClusterReady(ctx, WaitForEtcdClusterInput{Hub: hub, Namespace: legacy.Namespace, Name: legacy.Name, Replicas: 3, Tolerant: true})
 	if err != nil {
 		t.Fatal(err)
@@ -366,7 +377,8 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	samePods(t, "the legacy ring across the spoke and hub upgrades", podsBefore, podsAfter)
+	rolled := upgradeRolls(ctx, t, hub, legacy, upgraded)
+	restartedOnlyByRolls(t, podsBefore, podsAfter, rolled)
 	idsAfter, err := memberIDs(ctx, legacy.Client)
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +389,7 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 	if names, err := RingObjectNames(ctx, topo, uid); err != nil || !slices.Equal(names, oldNames) {
 		t.Errorf("EtcdMembers %v (%v), want the old names %v kept", names, err, oldNames)
 	}
-	t.Logf("after both upgrades: %d pods unchanged, member IDs unchanged, Available (%s)", len(podsAfter), got.Status.MemberSummary)
+	t.Logf("after both upgrades: %d pods, restarted only by the peer-port rolls %v, member IDs unchanged, Available (%s)", len(podsAfter), rolled, got.Status.MemberSummary)
 
 	// 3. The new hub grows the ring: new members get the new names.
 	if err := SetReplicas(ctx, hub, legacy, 5); err != nil {
@@ -406,11 +418,14 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 		}
 	}
 	t.Logf("scaled to 5: new EtcdMembers %v beside the old %v", added, oldNames)
-	samePods(t, "the legacy members while the ring grew", podsBefore, mustPods(ctx, t, topo, uid))
+	samePods(t, "the legacy members while the ring grew", podsAfter, mustPods(ctx, t, topo, uid))
 
 	// 4. A ring of the same name in another namespace forms beside it.
 	twin := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: t, Topology: topo, Namespace: "legacy-twin", Name: "main", Domain: "main.legacy-twin.test", Replicas: 3, WantZones: "1/1/1"})
 	w.Stop()
+	gap, gapAt := w.MaxWriteGapAt()
+	t.Logf("longest gap between acknowledged writes %s, began %.1fs after the hub's upgrade; the upgrade's rolls began at %v s after it",
+		gap.Round(time.Millisecond), gapAt.Sub(upgraded).Seconds(), rollEventTimes(ctx, t, hub, legacy, upgraded))
 	checkWorkload(ctx, t, w)
 	DeleteEtcdClusterSpec(ctx, t, topo, twin)
 	DeleteEtcdClusterSpec(ctx, t, topo, legacy)
@@ -423,4 +438,150 @@ func mustPods(ctx context.Context, t *testing.T, topo *Topology, uid string) map
 		t.Fatal(err)
 	}
 	return p
+}
+
+// upgradeHardening are the member fields a hub upgrade may roll a legacy
+// ring for: the peer port for peers only (spec.tls.peerName, then
+// spec.tls.requirePeerName) and the revocation lists etcd reads. Anything
+// else in a roll's reason is a change the upgrade should not have made.
+var upgradeHardening = []string{"spec.tls.peerName", "spec.tls.requirePeerName", "spec.tls.revocationList", "spec.tls.peerRevocationList"}
+
+// rollNote reads a MemberRoll event's note, "rolling main-1 to the new
+// spec (2 of 3 members to go): spec.tls.peerName unset -> x, ...; it
+// leads, ...": the member and the fields its roll changes.
+func rollNote(note string) (member string, fields []string, ok bool) {
+	rest, found := strings.CutPrefix(note, "rolling ")
+	if !found {
+		return "", nil, false
+	}
+	member, rest, _ = strings.Cut(rest, " ")
+	_, changes, found := strings.Cut(rest, "): ")
+	if !found {
+		return member, nil, true // no field named: fails the allowlist below
+	}
+	changes, _, _ = strings.Cut(changes, "; ")
+	for _, c := range strings.Split(changes, ", ") {
+		f, _, _ := strings.Cut(c, " ")
+		fields = append(fields, f)
+	}
+	return member, fields, true
+}
+
+// upgradeRolls checks the hub's MemberRoll events on m since the upgrade:
+// each names only upgradeHardening fields, and no member rolls more than
+// twice (the peer name, then its requirement). It returns the rolls per
+// member.
+func upgradeRolls(ctx context.Context, t *testing.T, hub *Cluster, m *ManagedEtcd, since time.Time) map[string]int {
+	t.Helper()
+	evs, err := ListHubEvents(ctx, hub, m, EventQuery{Reasons: []string{etcdfedv1.EventMemberRoll}, RecordedSince: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes := map[string][]string{}
+	for _, e := range evs {
+		member, fields, ok := rollNote(e.Note)
+		if !ok || len(fields) == 0 {
+			t.Errorf("the hub upgrade rolled a member for no named hardening field: %q", e.Note)
+			continue
+		}
+		for _, f := range fields {
+			if !slices.Contains(upgradeHardening, f) {
+				t.Errorf("the hub upgrade rolled %s for %s, which is not one of %v: %q", member, f, upgradeHardening, e.Note)
+			}
+		}
+		if !slices.Contains(notes[member], e.Note) {
+			notes[member] = append(notes[member], e.Note)
+		}
+	}
+	rolls := map[string]int{}
+	for member, ns := range notes {
+		rolls[member] = len(ns)
+		if len(ns) > 2 {
+			t.Errorf("the hub upgrade rolled %s %d times, want at most 2 (the peer name, then its requirement): %q", member, len(ns), ns)
+		}
+	}
+	return rolls
+}
+
+// rollEventTimes are the MemberRoll events on m since the hub's upgrade, as
+// "member@seconds after it", oldest first.
+func rollEventTimes(ctx context.Context, t *testing.T, hub *Cluster, m *ManagedEtcd, since time.Time) []string {
+	t.Helper()
+	evs, err := ListHubEvents(ctx, hub, m, EventQuery{Reasons: []string{etcdfedv1.EventMemberRoll}, RecordedSince: since})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range evs {
+		member, _, _ := rollNote(e.Note)
+		out = append(out, fmt.Sprintf("%s@%.1f", member, e.First.Sub(since).Seconds()))
+	}
+	return out
+}
+
+// restartedOnlyByRolls fails t when a pod of before is gone, or restarted
+// in after without a roll of its member.
+func restartedOnlyByRolls(t *testing.T, before, after map[string]podState, rolled map[string]int) {
+	t.Helper()
+	for name, b := range before {
+		a, ok := after[name]
+		member := name[strings.LastIndex(name, "/")+1:]
+		switch {
+		case !ok:
+			t.Errorf("pod %s is gone (had %s)", name, b)
+		case a != b && rolled[member] == 0:
+			t.Errorf("pod %s restarted without a roll of %s: %s, now %s", name, member, b, a)
+		}
+	}
+	if len(after) != len(before) {
+		t.Errorf("pods %v after the upgrades, want the same as before %v", slices.Sorted(maps.Keys(after)), slices.Sorted(maps.Keys(before)))
+	}
+}
+
+// waitForPeerNameRequired waits until every EtcdMember of the ring (by
+// UID) carries the peer name and requires it, each run by its spoke
+// (observedGeneration), with no operation in flight on the EtcdCluster.
+func waitForPeerNameRequired(ctx context.Context, topo *Topology, hub *Cluster, m *ManagedEtcd, uid string) error {
+	return poll(ctx, 6*time.Minute, "every member of "+m.Name+" requiring the peer name", func(ctx context.Context) (string, error) {
+		for _, c := range topo.Members {
+			var list etcdfedv1.EtcdMemberList
+			if err := c.Client.List(ctx, &list, client.InNamespace(etcdfedv1.DefaultRingNamespace), client.MatchingLabels{etcdfedv1.LabelClusterUID: uid}); err != nil {
+				return "", err
+			}
+			for _, em := range list.Items {
+				switch {
+				case em.Spec.TLS.PeerName == "" || !em.Spec.TLS.RequirePeerName:
+					return fmt.Sprintf("%s/%s: peerName %q, requirePeerName %v", c.Name, em.Name, em.Spec.TLS.PeerName, em.Spec.TLS.RequirePeerName), nil
+				case em.Status.ObservedGeneration != em.Generation:
+					return fmt.Sprintf("%s/%s: spoke observed generation %d of %d", c.Name, em.Name, em.Status.ObservedGeneration, em.Generation), nil
+				}
+			}
+		}
+		ec, err := m.Get(ctx, hub)
+		if err != nil {
+			return "", err
+		}
+		if op := ec.Status.Operation; op != nil {
+			return fmt.Sprintf("operation %s on %s in flight", op.Type, op.Member), nil
+		}
+		return "", nil
+	})
+}
+
+func TestRollNote(t *testing.T) {
+	for _, c := range []struct {
+		note, member string
+		fields       []string
+		ok           bool
+	}{
+		{"rolling main-1 to the new spec (3 of 3 members to go): spec.tls.peerName unset -> etcdfed-peer.main.legacy.test", "main-1", []string{"spec.tls.peerName"}, true},
+		{"rolling main-0 to the new spec (1 of 3 members to go): spec.tls.peerName unset -> p, spec.tls.revocationList unset -> true; it leads, so leadership moves away first", "main-0", []string{"spec.tls.peerName", "spec.tls.revocationList"}, true},
+		{"rolling main-2 to the new spec (1 of 3 members to go)", "main-2", nil, true},
+		{"restarting main-2 on the ring's changed CA trust (1 of 3 members to go)", "", nil, false},
+	} {
+		member, fields, ok := rollNote(c.note)
+		if member != c.member || !slices.Equal(fields, c.fields) || ok != c.ok {
+			t.Errorf("rollNote(%q) = %q, %q, %v; want %q, %q, %v", c.note, member, fields, ok, c.member, c.fields, c.ok)
+		}
+	}
 }
