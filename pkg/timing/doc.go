@@ -32,8 +32,11 @@
 //     fail over faster at a distance, but their stability under load is
 //     not measured yet (docs/measurements/wan.md). A chosen value changes
 //     only when the new one differs by more than a quarter and by at least
-//     50 ms, so a jittering link does not roll the ring. At zero distance
-//     and without a measurement it yields etcd's defaults.
+//     50 ms, so a jittering link does not roll the ring; on a running ring
+//     only once the round trips between the voters' clusters have stayed
+//     as recorded for Settle (Held), so a restarted spoke's first probes,
+//     taken on a loaded machine, do not roll it. At zero distance and
+//     without a measurement it yields etcd's defaults.
 //
 // The round trips are those of the spokes' gossip (UDP ping and ack
 // between the spoke pods), not of etcd's own peer traffic: the same

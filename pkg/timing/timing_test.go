@@ -128,6 +128,67 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+// TestChangeHeldOnARunningRing: a running ring's change of timing waits
+// until the round trips it rests on held still for Settle (Held says
+// until when), the case of issue 38: a restarted spoke's first window
+// (174/286 ms at loopback) recorded 5 s before; a new ring is founded on it
+// at once, and round trips recorded Settle ago or longer change it at once.
+func TestChangeHeldOnARunningRing(t *testing.T) {
+	now := time.Date(2026, 11, 30, 3, 15, 23, 0, time.UTC)
+	at := func(e etcdfedv1.RoundTrip, t time.Time) etcdfedv1.RoundTrip {
+		m := metav1.NewTime(t)
+		e.ObservedAt = &m
+		return e
+	}
+	matrix := func(burstAt time.Time) []etcdfedv1.RoundTrip {
+		long := now.Add(-time.Hour)
+		return []etcdfedv1.RoundTrip{
+			at(rt("member-1", "member-2", 0.4, 3), long), at(rt("member-1", "member-3", 174, 286), burstAt),
+			at(rt("member-2", "member-1", 0.4, 3), long), at(rt("member-2", "member-3", 0.4, 3), long),
+			at(rt("member-3", "member-1", 0.4, 3), long), at(rt("member-3", "member-2", 0.4, 3), long),
+		}
+	}
+	burst := now.Add(-5 * time.Second)
+	for _, tc := range []struct {
+		name   string
+		in     timing.Input
+		hb     int32
+		held   time.Time
+		saying string
+	}{
+		{"a running ring keeps its timing", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Running: true, Now: now},
+			100, burst.Add(timing.Settle), "keeping 100/1000 until 2026-11-30T03:20:18Z: the derived 290/2900 rests on round trips recorded less than 5m0s before (member-1 to member-3 at 2026-11-30T03:15:18Z)"},
+		{"one second before the end of the hold", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Running: true, Now: burst.Add(timing.Settle - time.Second)},
+			100, burst.Add(timing.Settle), "keeping 100/1000 until"},
+		{"held still for Settle: applied", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Running: true, Now: burst.Add(timing.Settle)},
+			290, time.Time{}, "median 174 ms, p99 286 ms (member-1 to member-3)"},
+		{"a ring without members is founded on it at once", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Now: now},
+			290, time.Time{}, "median 174 ms"},
+		{"a first choice is not held", timing.Input{Voters: voters3, Matrix: matrix(burst), Running: true, Now: now},
+			290, time.Time{}, "median 174 ms"},
+		{"a recent round trip asking too little to roll holds nothing", timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{at(rt("member-1", "member-3", 50, 286), burst)}, Previous: auto(100, 1000), Running: true, Now: now},
+			100, time.Time{}, "differs too little"},
+		{"a recent round trip between clusters without voters holds nothing", timing.Input{Voters: []string{"member-2", "member-3"}, Matrix: append(matrix(burst.Add(-time.Hour)), at(rt("member-1", "member-2", 174, 286), burst)), Previous: auto(100, 1000), Running: true, Now: now},
+			100, time.Time{}, "median 0.4 ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Choose(tc.in)
+			if got.HeartbeatIntervalMillis != tc.hb || got.ElectionTimeoutMillis != 10*tc.hb || !strings.Contains(got.Message, tc.saying) {
+				t.Errorf("chose %d/%d (%s), want %d/%d saying %q", got.HeartbeatIntervalMillis, got.ElectionTimeoutMillis, got.Message, tc.hb, 10*tc.hb, tc.saying)
+			}
+			if held := timing.Held(tc.in); !held.Equal(tc.held) {
+				t.Errorf("held until %v, want %v", held, tc.held)
+			}
+			// Stable while held: fed back, the same status (no write at rest).
+			in := tc.in
+			in.Previous = &got
+			if again := timing.Choose(in); again != got && !tc.held.IsZero() {
+				t.Errorf("chose %+v, then %+v", got, again)
+			}
+		})
+	}
+}
+
 // Choose is stable: what it chose, fed back as Previous with the same
 // matrix (or none yet), is chosen again unchanged, message included (the
 // status does not move at rest).
