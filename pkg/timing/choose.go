@@ -84,7 +84,8 @@ const Settle = P99Hold
 // with, their source and why. Explicit values in spec.etcd win; with
 // timing Manual a missing one is etcd's default; with Auto (or unset) it
 // is derived from the round trips between two different voter clusters
-// (the largest of wanted: 1.5 medians and a quarter of the jitter), and
+// (the largest of wanted: 1.5 medians and a quarter of the jitter, at
+// most half a median), and
 // kept at Previous's value unless it differs by more than a
 // quarter and by at least ChangeMillis; on a running ring such a change
 // waits until the round trips between the voters' clusters have held
@@ -233,7 +234,7 @@ func derive(in Input) (hb, el int32, why string) {
 	// for jitter, rounded up to the step.
 	hb = heartbeat(worst)
 	el = electionFor(hb)
-	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median) in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
+	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median), at most half a median, in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
 		millis(worst.MedianMicros), millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
 	return hb, el, why
 }
@@ -245,11 +246,22 @@ func derive(in Input) (hb, el int32, why string) {
 // probes stalled on a loaded machine (a pause of the prober, not of the
 // network) move the p99 but not the median, and count for a quarter
 // only. A clean link (p99 a quarter above the median) asks for 1.25 x
-// its p99.
+// its p99. The jitter's margin is at most half a median (JitterCap): a
+// loaded machine stalls a window's probes for as long as it stalls, not
+// in proportion to the distance, and on real nodes at loopback (a load
+// average of 25 to 35 on two cores) windows whose median stayed at 5 to
+// 11 ms had p99s of 0.5 to 1.2 s, which asked for 310/3100 between
+// clusters none of which had restarted (issue 38). A link's own jitter
+// beyond that is absorbed by the election timeout, ten heartbeats.
 func wanted(e *etcdfedv1.RoundTrip) int64 {
 	m, p := max(e.MedianMicros, 0), max(e.P99Micros, 0)
-	return m + m/2 + max(p-m, 0)/4
+	return m + m/2 + min(max(p-m, 0)/4, m/JitterCap)
 }
+
+// JitterCap: the jitter's margin in the heartbeat a round trip asks for
+// (wanted) is at most its median divided by JitterCap, so that a pair asks
+// for at most two medians.
+const JitterCap = 2
 
 // heartbeat is the heartbeat (ms) Auto derives from one round trip:
 // wanted rounded up to HeartbeatStep, between MinHeartbeat and

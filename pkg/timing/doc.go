@@ -25,7 +25,8 @@
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat
 //     up to 1.5 round trips between members (here 1.5 medians between
 //     the voters' clusters plus a quarter of the p99's excess over the
-//     median for jitter, the largest over the pairs, in steps of
+//     median for jitter, at most half a median, the largest over the
+//     pairs, in steps of
 //     10 ms, never below MinHeartbeat, 100 ms), the election timeout ten
 //     times the heartbeat (never below MinElection, 1000 ms, never above
 //     etcd's limit 50000 ms). The floors are etcd's defaults: lower ones
