@@ -487,6 +487,11 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 		ctrl.LoggerFrom(ctx).Info("Timing changed", "change", msg)
 		r.event(ec, corev1.EventTypeNormal, etcdfedv1.EventTimingChanged, "Observe", "%s", truncate(msg, maxEventNote))
 	}
+	if next := nextTimingChoice(s, &ec.Status, r.now()); next > 0 {
+		// A change of timing held back until its round trips held still
+		// (timing.Settle) is applied by the pass at its end.
+		requeue = min(requeue, next)
+	}
 	recordMetrics(ec, &ec.Status, d, res)
 	recordZoneMetrics(ec, s)
 	recordCertificateMetrics(ec, s)

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 
@@ -36,21 +37,44 @@ func recordDistance(s *snapshot, st *etcdfedv1.EtcdClusterStatus) {
 	if m := timing.Matrix(st.RoundTrips, reports, clusters, s.now, matrixReaders(s.ec)); !equality.Semantic.DeepEqual(m, st.RoundTrips) {
 		st.RoundTrips = m
 	}
+	previous := st.Timing
+	if previous == nil {
+		previous = runningTiming(s, st)
+	}
+	t := timing.Choose(timingInput(s, st, clusters, previous))
+	if st.Timing == nil || *st.Timing != t {
+		st.Timing = &t
+	}
+}
+
+// timingInput is what the ring's timing is chosen from: its voters'
+// clusters and matrix, previous as what its members run. A ring with
+// members recorded is Running: a change that rolls them waits until the
+// round trips it rests on held still (timing.Settle).
+func timingInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, clusters []string, previous *etcdfedv1.TimingStatus) timing.Input {
 	voters := voterClusters(st)
-	if len(voters) == 0 {
+	running := len(voters) > 0
+	if !running {
 		// Before the first members are recorded (a new ring), the
 		// clusters it may be placed in: it is founded on the timing of
 		// its distance rather than rolled onto it right after.
 		voters = clusters
 	}
-	previous := st.Timing
-	if previous == nil {
-		previous = runningTiming(s, st)
+	return timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: previous, Running: running, Now: s.now}
+}
+
+// nextTimingChoice is how long after now the change of timing st holds
+// back may be applied (timing.Held), 0 when none is held: the pass that
+// applies it comes then, not at the resync.
+func nextTimingChoice(s *snapshot, st *etcdfedv1.EtcdClusterStatus, now time.Time) time.Duration {
+	if st.Timing == nil {
+		return 0
 	}
-	t := timing.Choose(timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: previous})
-	if st.Timing == nil || *st.Timing != t {
-		st.Timing = &t
+	at := timing.Held(timingInput(s, st, distanceClusters(s, st), st.Timing))
+	if at.IsZero() {
+		return 0
 	}
+	return max(at.Sub(now), soon)
 }
 
 // runningTiming is the timing the ring's members run when its status

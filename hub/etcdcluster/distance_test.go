@@ -34,6 +34,19 @@ func withRoundTrips(s *snapshot, p99Ms float64, jitter int64) {
 	}
 }
 
+// settled records what s's spokes report in its matrix as the hub recorded
+// it timing.Settle before s.now: round trips that have held still, whose
+// change of the timing a running ring applies.
+func settled(s *snapshot) {
+	var reports []timing.Report
+	var clusters []string
+	for _, cs := range s.clusters {
+		clusters = append(clusters, cs.name)
+		reports = append(reports, timing.Report{From: cs.name, RoundTrips: cs.spoke.Status.RoundTrips})
+	}
+	s.ec.Status.RoundTrips = timing.Matrix(nil, reports, clusters, s.now.Add(-timing.Settle), matrixReaders(s.ec))
+}
+
 // TestTimingFromRoundTrips: the hub keeps the matrix from its spokes'
 // reports and chooses etcd's timing from it; at zero distance the ring
 // keeps etcd's defaults and nothing rolls; far apart, the chosen values
@@ -61,6 +74,7 @@ func TestTimingFromRoundTrips(t *testing.T) {
 	t.Run("200 ms between two voters' clusters: 250/2500, rolled followers first", func(t *testing.T) {
 		s := ring()
 		withRoundTrips(s, 200, 0)
+		settled(s)
 		d := decide(s)
 		st := computeStatus(s, d, applyResult{}, "")
 		if got := st.Timing; got == nil || got.HeartbeatIntervalMillis != 250 || got.ElectionTimeoutMillis != 2500 ||
@@ -118,6 +132,7 @@ func TestTimingFromRoundTrips(t *testing.T) {
 		s = ring()
 		s.ec.Status.Timing = nil
 		withRoundTrips(s, 200, 0)
+		settled(s)
 		if d := decide(s); d.ledger.Timing == nil || d.ledger.Timing.HeartbeatIntervalMillis != 250 || d.plan.Operation == nil || d.plan.Operation.Type != planner.OpRoll {
 			t.Errorf("at 200 ms: timing %+v, plan %s %+v, want 250/2500 rolled", d.ledger.Timing, d.plan.Action, d.plan.Operation)
 		}
@@ -161,12 +176,106 @@ func TestRoundTripsAtRestWriteNothing(t *testing.T) {
 		t.Errorf("medians at loopback moving from 6 to 54 ms moved the status:\n%v %+v\n%v %+v", lo1.RoundTrips, lo1.Timing, lo2.RoundTrips, lo2.Timing)
 	}
 	st3 := pass(&st2, now.Add(2*time.Minute), 300, 0)
-	if st3.Timing.HeartbeatIntervalMillis != 380 {
-		t.Errorf("after a change to 300 ms: timing %+v, want heartbeat 380", st3.Timing)
-	}
 	i := slices.IndexFunc(st3.RoundTrips, func(r etcdfedv1.RoundTrip) bool { return r.From == "member-1" && r.To == "member-3" })
 	if i < 0 || st3.RoundTrips[i].P99Micros != 300_000 || !st3.RoundTrips[i].ObservedAt.Time.Equal(now.Add(2*time.Minute)) {
 		t.Errorf("matrix after the change: %v", st3.RoundTrips)
+	}
+	// The ring runs: the change waits until the round trips held still.
+	if st3.Timing.HeartbeatIntervalMillis != st2.Timing.HeartbeatIntervalMillis {
+		t.Errorf("right after a change to 300 ms: timing %+v, want %d kept for %s", st3.Timing, st2.Timing.HeartbeatIntervalMillis, timing.Settle)
+	}
+	st4 := pass(&st3, now.Add(2*time.Minute+timing.Settle), 300, 0)
+	if st4.Timing.HeartbeatIntervalMillis != 380 {
+		t.Errorf("%s after a change to 300 ms: timing %+v, want heartbeat 380", timing.Settle, st4.Timing)
+	}
+}
+
+// TestRestartBurstRollsNothing is issue 38's roll of every member, seen on
+// real nodes: a killed member cluster restored, the ring moved a member
+// back into it, and its restarted spoke's first window (ten probes on a
+// loaded machine, 25 s after the restart) said 174/286 ms to member-3 at
+// loopback, member-3's spoke 66/594 ms to it; the hub chose 290/2900 at
+// once and rolled every member. Now the change waits until the round trips
+// held still (timing.Settle), the pass at its end comes then, and by then
+// the windows have come back (the median 20 s later, the p99 once the
+// stalled probes left the window): nothing rolls. Nor does the matrix of
+// the second run, a loaded machine's p99s of up to 1.2 s at loopback
+// (timing.JitterCap), once it has held still.
+func TestRestartBurstRollsNothing(t *testing.T) {
+	at := now
+	report := func(s *snapshot, from, to string, medianMs, p99Ms float64) {
+		rts := s.cluster(from).spoke.Status.RoundTrips
+		i := slices.IndexFunc(rts, func(r etcdfedv1.PeerRoundTrip) bool { return r.Cluster == to })
+		rts[i] = etcdfedv1.PeerRoundTrip{Cluster: to, MedianMicros: int64(medianMs * 1000), P99Micros: int64(p99Ms * 1000), Samples: 10}
+	}
+	var st *etcdfedv1.EtcdClusterStatus
+	pass := func(what string, burst func(s *snapshot)) *snapshot {
+		t.Helper()
+		s := ring()
+		s.now = at
+		withRoundTrips(s, 0.3, 0)
+		if st == nil {
+			settled(s)
+			s.ec.Status.Timing = &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: 100, ElectionTimeoutMillis: 1000, Source: etcdfedv1.TimingSourceAuto}
+		} else {
+			s.ec.Status = *st.DeepCopy()
+		}
+		burst(s)
+		d := decide(s)
+		next := computeStatus(s, d, applyResult{}, "")
+		st = &next
+		if d.plan.Operation != nil && d.plan.Operation.Type == planner.OpRoll {
+			t.Fatalf("%s: %s planned (%s); timing %+v", what, d.plan.Operation.Type, d.plan.Reason, st.Timing)
+		}
+		if tm := st.Timing; tm.HeartbeatIntervalMillis != 100 || tm.ElectionTimeoutMillis != 1000 {
+			t.Fatalf("%s: timing %+v, want 100/1000 kept", what, tm)
+		}
+		return s
+	}
+	s := pass("the restarted spoke's first window", func(s *snapshot) {
+		report(s, "member-1", "member-3", 174, 286)
+		report(s, "member-3", "member-1", 66, 594)
+	})
+	if !strings.Contains(st.Timing.Message, "keeping 100/1000 until") {
+		t.Errorf("timing message %q does not say what is held", st.Timing.Message)
+	}
+	if next := nextTimingChoice(s, st, at); next != timing.Settle {
+		t.Errorf("the next pass for the held change in %v, want %v", next, timing.Settle)
+	}
+	at = at.Add(25 * time.Second)
+	burstOver := func(s *snapshot) {
+		// The windows' medians came back; the p99s keep the stalled
+		// probes until they leave the windows.
+		report(s, "member-1", "member-3", 5, 286)
+		report(s, "member-3", "member-1", 5, 594)
+	}
+	pass("the medians back", burstOver)
+	at = at.Add(timing.Settle - time.Second)
+	pass("just before the hold ends", burstOver)
+	at = at.Add(time.Second)
+	s = pass("the hold over, the stalled probes out of the windows", func(s *snapshot) {
+		report(s, "member-1", "member-3", 5, 20)
+		report(s, "member-3", "member-1", 5, 25)
+	})
+	if next := nextTimingChoice(s, st, at); next != 0 {
+		t.Errorf("a next pass for the timing in %v, want none (nothing held)", next)
+	}
+	// Run 2 (load average 25 to 35): every pair's window at loopback with
+	// a median of a few ms and a p99 of up to 1.2 s, each recorded anew
+	// once its P99Hold passed; held still past Settle, they ask for
+	// etcd's defaults (a quarter of the p99 asked for 310/3100).
+	loaded := func(s *snapshot) {
+		report(s, "member-1", "member-2", 10.7, 902)
+		report(s, "member-2", "member-3", 4.9, 591)
+		report(s, "member-3", "member-1", 4.2, 802)
+		report(s, "member-3", "member-2", 6.8, 1170)
+	}
+	at = at.Add(timing.P99Hold)
+	pass("a loaded machine's p99s recorded", loaded)
+	at = at.Add(timing.Settle)
+	s = pass("a loaded machine's p99s held still", loaded)
+	if next := nextTimingChoice(s, st, at); next != 0 {
+		t.Errorf("a next pass for the timing in %v, want none (nothing held)", next)
 	}
 }
 

@@ -60,6 +60,7 @@ func TestSpecChanges(t *testing.T) {
 func TestRollSaysWhatChanged(t *testing.T) {
 	s := ring()
 	withRoundTrips(s, 200, 0)
+	settled(s)
 	d := decide(s)
 	if d.plan.Action != planner.ActBegin || d.plan.Operation == nil || d.plan.Operation.Type != planner.OpRoll {
 		t.Fatalf("plan %s %+v (%s), want a Roll", d.plan.Action, d.plan.Operation, d.plan.Reason)

@@ -3,6 +3,7 @@ package timing
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
@@ -48,15 +49,47 @@ type Input struct {
 	Matrix []etcdfedv1.RoundTrip
 	// Previous is what was chosen before (status.timing), nil at first.
 	Previous *etcdfedv1.TimingStatus
+	// Running says the ring's members run Previous, so that a change of
+	// the derived values rolls every one of them: it is then applied only
+	// once the round trips between the voters' clusters have held still
+	// for Settle before Now (Held). A ring with no member yet is founded on
+	// what is measured at once.
+	Running bool
+	// Now is the time of the choice (the matrix's ObservedAt are compared
+	// with it); read only with Running.
+	Now time.Time
 }
+
+// Settle is how long the round trips between a running ring's voters'
+// clusters must have stayed as recorded before a change of the timing
+// derived from them rolls the ring. A spoke that has just restarted, or
+// whose peer's cluster has just come back (a killed cluster restored:
+// its node starting every pod at once), measures its first probes on a
+// loaded machine, and publishes its first window of ten of them at once:
+// on real nodes a median of 174 ms and a p99 of 286 ms between two
+// clusters at loopback (member-1 to member-3, 25 s after member-1's spoke
+// restarted; 53 ms 20 s later), which asked for 290/2900 and rolled every
+// member of the ring for nothing, right after the ring had moved a member
+// back into the restored cluster (issue 38). A burst's median is recorded
+// again as soon as the window's median comes back; its stalled probes keep
+// the window's p99 up until they leave the window (WindowSize probes,
+// about four minutes with three clusters), and a p99 alone is recorded
+// again only P99Hold after the pair was last recorded: Settle is that
+// hold, so that the pass that ends it records the p99 come back before it
+// chooses. A real change of distance holds still and is applied Settle
+// after it was last recorded; a new ring is founded on it at once.
+const Settle = P99Hold
 
 // Choose returns the heartbeat interval and election timeout etcd runs
 // with, their source and why. Explicit values in spec.etcd win; with
 // timing Manual a missing one is etcd's default; with Auto (or unset) it
 // is derived from the round trips between two different voter clusters
-// (the largest of wanted: 1.5 medians and a quarter of the jitter), and
+// (the largest of wanted: 1.5 medians and a quarter of the jitter, at
+// most half a median), and
 // kept at Previous's value unless it differs by more than a
-// quarter and by at least ChangeMillis. When the voters span several
+// quarter and by at least ChangeMillis; on a running ring such a change
+// waits until the round trips between the voters' clusters have held
+// still for Settle (Held). When the voters span several
 // clusters but no round trip between them is known yet, Previous is kept
 // (etcd's defaults without one): no measurement, no change.
 func Choose(in Input) etcdfedv1.TimingStatus {
@@ -87,6 +120,12 @@ func Choose(in Input) etcdfedv1.TimingStatus {
 		}
 		hb, el = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
 	}
+	if until, e := held(in, hb, el); e != nil {
+		p := in.Previous
+		why += fmt.Sprintf("; keeping %d/%d until %s: the derived %d/%d rests on round trips recorded less than %s before (%s to %s at %s), and a change rolls every member",
+			p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis, until.UTC().Format(time.RFC3339), hb, el, Settle, e.From, e.To, e.ObservedAt.UTC().Format(time.RFC3339))
+		hb, el = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
+	}
 	st := etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: why}
 	if !explicit {
 		return st
@@ -108,6 +147,52 @@ func Choose(in Input) etcdfedv1.TimingStatus {
 	}
 	st.Message = given(specHB, specEl) + "; the other derived: " + why
 	return st
+}
+
+// Held returns when the change of the derived timing that Choose holds
+// back (Settle) may be applied: zero when none is held.
+func Held(in Input) time.Time {
+	if in.Etcd.Timing == etcdfedv1.TimingManual {
+		return time.Time{}
+	}
+	hb, el, _ := derive(in)
+	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) {
+		return time.Time{}
+	}
+	until, _ := held(in, hb, el)
+	return until
+}
+
+// held says whether the derived hb/el (after the hysteresis), a change
+// from Previous on a running ring, waits: until when, and the round trip
+// between the voters' clusters recorded last, within Settle before Now;
+// nil when the change (if any) is applied now.
+func held(in Input, hb, el int32) (time.Time, *etcdfedv1.RoundTrip) {
+	p := in.Previous
+	if !in.Running || p == nil || (p.HeartbeatIntervalMillis == hb && p.ElectionTimeoutMillis == el) {
+		return time.Time{}, nil
+	}
+	voters := map[string]bool{}
+	for _, v := range in.Voters {
+		voters[v] = true
+	}
+	var last *etcdfedv1.RoundTrip
+	for i := range in.Matrix {
+		e := &in.Matrix[i]
+		if e.From == e.To || !voters[e.From] || !voters[e.To] || e.ObservedAt == nil {
+			continue
+		}
+		if last == nil || e.ObservedAt.After(last.ObservedAt.Time) {
+			last = e
+		}
+	}
+	if last == nil {
+		return time.Time{}, nil
+	}
+	if until := last.ObservedAt.Add(Settle); in.Now.Before(until) {
+		return until, last
+	}
+	return time.Time{}, nil
 }
 
 // Derived says whether Choose derives a value from the matrix for spec:
@@ -149,7 +234,7 @@ func derive(in Input) (hb, el int32, why string) {
 	// for jitter, rounded up to the step.
 	hb = heartbeat(worst)
 	el = electionFor(hb)
-	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median) in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
+	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median), at most half a median, in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
 		millis(worst.MedianMicros), millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
 	return hb, el, why
 }
@@ -161,11 +246,22 @@ func derive(in Input) (hb, el int32, why string) {
 // probes stalled on a loaded machine (a pause of the prober, not of the
 // network) move the p99 but not the median, and count for a quarter
 // only. A clean link (p99 a quarter above the median) asks for 1.25 x
-// its p99.
+// its p99. The jitter's margin is at most half a median (JitterCap): a
+// loaded machine stalls a window's probes for as long as it stalls, not
+// in proportion to the distance, and on real nodes at loopback (a load
+// average of 25 to 35 on two cores) windows whose median stayed at 5 to
+// 11 ms had p99s of 0.5 to 1.2 s, which asked for 310/3100 between
+// clusters none of which had restarted (issue 38). A link's own jitter
+// beyond that is absorbed by the election timeout, ten heartbeats.
 func wanted(e *etcdfedv1.RoundTrip) int64 {
 	m, p := max(e.MedianMicros, 0), max(e.P99Micros, 0)
-	return m + m/2 + max(p-m, 0)/4
+	return m + m/2 + min(max(p-m, 0)/4, m/JitterCap)
 }
+
+// JitterCap: the jitter's margin in the heartbeat a round trip asks for
+// (wanted) is at most its median divided by JitterCap, so that a pair asks
+// for at most two medians.
+const JitterCap = 2
 
 // heartbeat is the heartbeat (ms) Auto derives from one round trip:
 // wanted rounded up to HeartbeatStep, between MinHeartbeat and

@@ -25,15 +25,19 @@
 //     (https://etcd.io/docs/v3.6/tuning/#time-parameters): the heartbeat
 //     up to 1.5 round trips between members (here 1.5 medians between
 //     the voters' clusters plus a quarter of the p99's excess over the
-//     median for jitter, the largest over the pairs, in steps of
+//     median for jitter, at most half a median, the largest over the
+//     pairs, in steps of
 //     10 ms, never below MinHeartbeat, 100 ms), the election timeout ten
 //     times the heartbeat (never below MinElection, 1000 ms, never above
 //     etcd's limit 50000 ms). The floors are etcd's defaults: lower ones
 //     fail over faster at a distance, but their stability under load is
 //     not measured yet (docs/measurements/wan.md). A chosen value changes
 //     only when the new one differs by more than a quarter and by at least
-//     50 ms, so a jittering link does not roll the ring. At zero distance
-//     and without a measurement it yields etcd's defaults.
+//     50 ms, so a jittering link does not roll the ring; on a running ring
+//     only once the round trips between the voters' clusters have stayed
+//     as recorded for Settle (Held), so a restarted spoke's first probes,
+//     taken on a loaded machine, do not roll it. At zero distance and
+//     without a measurement it yields etcd's defaults.
 //
 // The round trips are those of the spokes' gossip (UDP ping and ack
 // between the spoke pods), not of etcd's own peer traffic: the same

@@ -103,8 +103,16 @@ func TestChoose(t *testing.T) {
 		// distance; the stalls count for a quarter and leave the floors.
 		{name: "zero distance, a loaded prober's p99 of 312 ms: the floors", in: timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{rt("member-1", "member-2", 0.5, 312), rt("member-2", "member-3", 0.4, 160)}, Previous: auto(100, 1000)},
 			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto, msgContains: "median 0.5 ms, p99 312 ms"},
-		{name: "20 ms with heavy jitter (p99 400 ms): heartbeat 130", in: timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{rt("member-1", "member-3", 20, 400)}},
-			hb: 130, el: 1300, source: etcdfedv1.TimingSourceAuto},
+		{name: "20 ms with heavy jitter (p99 400 ms): the jitter's margin at most half a median, the floors", in: timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{rt("member-1", "member-3", 20, 400)}},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto},
+		// Issue 38, run 2 on real nodes at a load average of 25 to 35 on
+		// two cores: every pair at loopback, medians 4 to 11 ms, p99s 0.5
+		// to 1.2 s (clusters that had not restarted among them); a quarter
+		// of the p99 asked for 310/3100.
+		{name: "zero distance, a loaded machine's p99 of 1170 ms at a median of 6.8 ms: the floors", in: timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{rt("member-1", "member-2", 10.7, 902), rt("member-2", "member-3", 4.9, 591), rt("member-3", "member-1", 4.2, 802), rt("member-3", "member-2", 6.8, 1170)}, Previous: auto(100, 1000)},
+			hb: 100, el: 1000, source: etcdfedv1.TimingSourceAuto},
+		{name: "150 ms with a p99 of 600 ms: 1.5 medians and half a median", in: timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{rt("member-1", "member-3", 150, 600)}},
+			hb: 300, el: 3000, source: etcdfedv1.TimingSourceAuto},
 		{name: "the pair asking most wins, not the largest p99", in: timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{rt("member-1", "member-2", 1, 300), rt("member-1", "member-3", 150, 160)}},
 			hb: 230, el: 2300, source: etcdfedv1.TimingSourceAuto, msgContains: "(member-1 to member-3)"},
 		{name: "back to zero distance goes back to the floors", in: timing.Input{Voters: voters3, Matrix: ring(0.3), Previous: auto(400, 4000)},
@@ -123,6 +131,67 @@ func TestChoose(t *testing.T) {
 			}
 			if len(got.Message) > 1024 {
 				t.Errorf("message of %d characters; the API allows 1024", len(got.Message))
+			}
+		})
+	}
+}
+
+// TestChangeHeldOnARunningRing: a running ring's change of timing waits
+// until the round trips it rests on held still for Settle (Held says
+// until when), the case of issue 38: a restarted spoke's first window
+// (174/286 ms at loopback) recorded 5 s before; a new ring is founded on it
+// at once, and round trips recorded Settle ago or longer change it at once.
+func TestChangeHeldOnARunningRing(t *testing.T) {
+	now := time.Date(2026, 11, 30, 3, 15, 23, 0, time.UTC)
+	at := func(e etcdfedv1.RoundTrip, t time.Time) etcdfedv1.RoundTrip {
+		m := metav1.NewTime(t)
+		e.ObservedAt = &m
+		return e
+	}
+	matrix := func(burstAt time.Time) []etcdfedv1.RoundTrip {
+		long := now.Add(-time.Hour)
+		return []etcdfedv1.RoundTrip{
+			at(rt("member-1", "member-2", 0.4, 3), long), at(rt("member-1", "member-3", 174, 286), burstAt),
+			at(rt("member-2", "member-1", 0.4, 3), long), at(rt("member-2", "member-3", 0.4, 3), long),
+			at(rt("member-3", "member-1", 0.4, 3), long), at(rt("member-3", "member-2", 0.4, 3), long),
+		}
+	}
+	burst := now.Add(-5 * time.Second)
+	for _, tc := range []struct {
+		name   string
+		in     timing.Input
+		hb     int32
+		held   time.Time
+		saying string
+	}{
+		{"a running ring keeps its timing", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Running: true, Now: now},
+			100, burst.Add(timing.Settle), "keeping 100/1000 until 2026-11-30T03:20:18Z: the derived 290/2900 rests on round trips recorded less than 5m0s before (member-1 to member-3 at 2026-11-30T03:15:18Z)"},
+		{"one second before the end of the hold", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Running: true, Now: burst.Add(timing.Settle - time.Second)},
+			100, burst.Add(timing.Settle), "keeping 100/1000 until"},
+		{"held still for Settle: applied", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Running: true, Now: burst.Add(timing.Settle)},
+			290, time.Time{}, "median 174 ms, p99 286 ms (member-1 to member-3)"},
+		{"a ring without members is founded on it at once", timing.Input{Voters: voters3, Matrix: matrix(burst), Previous: auto(100, 1000), Now: now},
+			290, time.Time{}, "median 174 ms"},
+		{"a first choice is not held", timing.Input{Voters: voters3, Matrix: matrix(burst), Running: true, Now: now},
+			290, time.Time{}, "median 174 ms"},
+		{"a recent round trip asking too little to roll holds nothing", timing.Input{Voters: voters3, Matrix: []etcdfedv1.RoundTrip{at(rt("member-1", "member-3", 60, 286), burst)}, Previous: auto(100, 1000), Running: true, Now: now},
+			100, time.Time{}, "differs too little"},
+		{"a recent round trip between clusters without voters holds nothing", timing.Input{Voters: []string{"member-2", "member-3"}, Matrix: append(matrix(burst.Add(-time.Hour)), at(rt("member-1", "member-2", 174, 286), burst)), Previous: auto(100, 1000), Running: true, Now: now},
+			100, time.Time{}, "median 0.4 ms"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Choose(tc.in)
+			if got.HeartbeatIntervalMillis != tc.hb || got.ElectionTimeoutMillis != 10*tc.hb || !strings.Contains(got.Message, tc.saying) {
+				t.Errorf("chose %d/%d (%s), want %d/%d saying %q", got.HeartbeatIntervalMillis, got.ElectionTimeoutMillis, got.Message, tc.hb, 10*tc.hb, tc.saying)
+			}
+			if held := timing.Held(tc.in); !held.Equal(tc.held) {
+				t.Errorf("held until %v, want %v", held, tc.held)
+			}
+			// Stable while held: fed back, the same status (no write at rest).
+			in := tc.in
+			in.Previous = &got
+			if again := timing.Choose(in); again != got && !tc.held.IsZero() {
+				t.Errorf("chose %+v, then %+v", got, again)
 			}
 		})
 	}

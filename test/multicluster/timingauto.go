@@ -14,6 +14,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 // TimingAutoSpecInput names the ring and the round trip put between its
@@ -77,7 +78,7 @@ func TimingAutoSpec(ctx context.Context, in TimingAutoSpecInput) {
 	// The hub chooses from the spokes' measurements.
 	start := time.Now()
 	var chosen etcdfedv1.TimingStatus
-	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "a heartbeat longer than etcd's default in status.timing", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
+	err = WaitForStatus(ctx, WaitForStatusInput{Hub: hub, Etcd: in.Etcd, What: "a heartbeat longer than etcd's default in status.timing", Timeout: 5*time.Minute + timing.Settle, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		tm := ec.Status.Timing
 		if tm == nil || tm.HeartbeatIntervalMillis <= etcdfedv1.DefaultHeartbeatIntervalMillis {
 			return fmt.Sprintf("timing %+v; round trips %+v", tm, ec.Status.RoundTrips)

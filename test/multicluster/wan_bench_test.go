@@ -435,6 +435,11 @@ func (w *wanBench) settle(ctx context.Context, auto *ManagedEtcd) {
 				return fmt.Sprintf("member %s not a ready voter", m.Name)
 			}
 		}
+		// A change of timing held until the round trips held still
+		// (timing.Settle) is still to come.
+		if tm := ec.Status.Timing; tm != nil && strings.Contains(tm.Message, "keeping") && strings.Contains(tm.Message, " until ") {
+			return "timing change held: " + tm.Message
+		}
 		// The chosen timing runs on every member (a roll onto it done).
 		if tm := ec.Status.Timing; tm != nil && (tm.HeartbeatIntervalMillis != etcdfedv1.DefaultHeartbeatIntervalMillis || tm.ElectionTimeoutMillis != etcdfedv1.DefaultElectionTimeoutMillis) {
 			for _, m := range ec.Status.Members {
