@@ -33,8 +33,9 @@ help: ## Show this help.
 build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/.
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-# IMAGES picks images by name (default: hub, spoke, etcdfed-init, etcd-3.6,
-# etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image).
+# IMAGES picks images by name (default: hub, spoke, etcdfed-init, etcd-3.7,
+# etcd-3.6, etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image;
+# "demo" is hub, spoke, etcdfed-init and the default release's etcd).
 IMAGES ?=
 .PHONY: images
 images: ## Build the OCI image tarballs into out/images without Docker (hub, spoke, etcdfed-init, etcd 3.7, 3.6 and 3.5; IMAGES to pick). Load them with: go run ./hack/images load --address SOCKET.
@@ -50,8 +51,11 @@ tools: ## Build every pinned tool into bin/ (kube-apiserver, kubectl, etcd 3.6, 
 # The demo ring and the apiservers' stores run one etcd build, the default
 # release's (3.7); a demo of another release (DEMO_FLAGS='--etcd-version
 # ...') builds the other releases too.
-tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd 3.7, etcdctl).
-	hack/tools.sh --for demo
+# NODES=real adds kubectl and what the nodes run (kubelet, scheduler,
+# controller manager, kube-proxy, containerd, CoreDNS, pause), and nothing
+# only the real-node tests use (etcd 3.6 and 3.5, etcdutl, versitygw).
+tools-demo: ## Build the tools `make demo` runs (kube-apiserver, etcd 3.7, etcdctl; NODES=real: the nodes' too).
+	hack/tools.sh --for $(if $(filter real,$(NODES)),realdemo,demo)
 	$(if $(findstring --etcd-version,$(DEMO_FLAGS)),hack/tools.sh etcd etcd35)
 tools-test: ## Build the tools the tests run (all but controller-gen and golangci-lint).
 	hack/tools.sh --for test
@@ -102,7 +106,10 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # the spokes deployed in-cluster from config/), as root; see
 # docs/local-environment.md. Their images are built here, on the host's
 # network and before `dev up` starts its deadline: built inside it, a cold
-# first run on a new machine was killed at the deadline. `make scenarios`,
+# first run on a new machine was killed at the deadline. Only the images
+# the ring runs (IMAGES=demo: hub, spoke, etcdfed-init and the default
+# release's etcd; every release's with an --etcd-version in DEMO_FLAGS).
+# `make scenarios`,
 # `make failures` and `make nemesis` take NODES=real too: the tests on the
 # hub topology run on real nodes (ETCDFED_NODES=real; realnode-deps first).
 NODES ?=
@@ -111,7 +118,8 @@ NODES ?=
 .PHONY: demo
 demo: ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
 	$(MAKE) --no-print-directory -j2 tools-demo build
-	$(if $(filter real,$(NODES)),$(MAKE) --no-print-directory realnode-deps images)
+	$(if $(filter real,$(NODES)),hack/system-deps.sh realnodes)
+	$(if $(filter real,$(NODES)),$(MAKE) --no-print-directory images IMAGES='$(if $(findstring --etcd-version,$(DEMO_FLAGS)),,demo)')
 	hack/system-deps.sh demo
 	$(BIN)/etcdfed dev up $(DEMO_FLAGS) $(if $(NODES),--nodes $(NODES)) $(if $(filter real,$(NODES)),--images out/images) $(if $(DETACH),--detach)
 

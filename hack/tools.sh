@@ -7,7 +7,10 @@
 #                                the apiservers' store: dev up runs both on one build), etcdctl
 #   hack/tools.sh --for test     what `make test` runs: all but the generators and linters
 #   hack/tools.sh --for ci       what .ci/run needs every run: test's, the generators and linters
-#   hack/tools.sh --for realnodes  what real nodes run (make test-realnodes, make demo NODES=real)
+#   hack/tools.sh --for realnodes  what real nodes run and their tests use (make test-realnodes,
+#                                make scenarios|failures|nemesis NODES=real)
+#   hack/tools.sh --for realdemo  what `make demo NODES=real` runs: the demo's, kubectl and the
+#                                nodes' (no other etcd release, no etcdutl, no versitygw)
 #   hack/tools.sh TOOL...        those tools, one after the other
 #   hack/tools.sh [--for P] --plan  print the two lanes the build would run, build nothing
 #   hack/tools.sh [--for P] --missing  print the tools that are missing or of another version, one
@@ -261,6 +264,7 @@ declare -A purpose=(
 	[test]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool"
 	[ci]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool controller-gen golangci-lint"
 	[realnodes]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
+	[realdemo]="kube-apiserver etcd37 etcdctl kubectl kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
 )
 
 want=""

@@ -374,3 +374,35 @@ func evalSymlinks(t *testing.T, path string) string {
 	}
 	return p
 }
+
+// A real-node environment gets the longer start deadline unless --timeout
+// says otherwise: asked with --nodes real, or held by the state directory
+// (a second `dev up` without --nodes); process nodes keep theirs.
+func TestStartTimeoutOfTheNodeMode(t *testing.T) {
+	realDir := t.TempDir()
+	data, _ := json.Marshal(localenv.State{Version: localenv.StateVersion, Nodes: localenv.NodesReal})
+	if err := os.WriteFile(localenv.StatePath(realDir), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		flag  time.Duration
+		dir   string
+		asked localenv.NodeMode
+		want  time.Duration
+	}{
+		{0, t.TempDir(), localenv.NodesProcess, processStartTimeout},
+		{0, t.TempDir(), localenv.NodesReal, realStartTimeout},
+		{0, realDir, localenv.NodesProcess, realStartTimeout}, // the flag's default; the state is real
+		{2 * time.Minute, realDir, localenv.NodesReal, 2 * time.Minute},
+	} {
+		if got := startTimeout(tc.flag, tc.dir, tc.asked); got != tc.want {
+			t.Errorf("startTimeout(%s, state %s, --nodes %s) = %s, want %s", tc.flag, tc.dir, tc.asked, got, tc.want)
+		}
+	}
+	if realStartTimeout <= processStartTimeout {
+		t.Errorf("real nodes' deadline %s is not longer than process nodes' %s", realStartTimeout, processStartTimeout)
+	}
+	if f := devUpCmd.Flags().Lookup("timeout"); f.DefValue != "0s" {
+		t.Errorf("--timeout defaults to %s: the node mode's deadline never applies", f.DefValue)
+	}
+}

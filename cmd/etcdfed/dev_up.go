@@ -88,7 +88,7 @@ func init() {
 	f.StringVar(&upFlags.etcdVersion, "etcd-version", etcdversion.Default().String(),
 		"etcd release of the demo EtcdCluster (spec.version); the local nodes run bin/etcd-<release> or bin/etcd, which hack/tools.sh builds for "+testedReleases())
 	f.BoolVar(&upFlags.detach, "detach", false, "run in the background and return once the environment is ready")
-	f.DurationVar(&upFlags.timeout, "timeout", 5*time.Minute, "with --detach: how long to wait for the environment to be ready")
+	f.DurationVar(&upFlags.timeout, "timeout", 0, fmt.Sprintf("how long to wait for the environment to be ready (with --detach) and for the demo ring to be Available (0: %s, or %s with real nodes)", processStartTimeout, realStartTimeout))
 	f.BoolVar(&upFlags.sharedSource, "shared-source-address", false,
 		"pods connect from one shared address (127.0.0.1) even where root and iptables could give each its own, as on machines without them")
 	f.StringVar(&upFlags.nodes, "nodes", string(localenv.NodesProcess),
@@ -131,6 +131,34 @@ func upConfig() (localenv.Config, error) {
 	}, nil
 }
 
+// The start deadlines when --timeout is not given. Real nodes start
+// containerd, kubelet and kube-proxy per node, import the images and
+// deploy the hub and the spokes in-cluster: 80 to 100 s on an idle
+// machine, but 300 to 342 s under a load average of 60 to 70
+// (docs/measurements/realnodes.md), past the process nodes' deadline, where
+// `make demo NODES=real` was killed ("the environment was not ready
+// after 5m0s") with nothing wrong but the machine's load.
+const (
+	processStartTimeout = 5 * time.Minute
+	realStartTimeout    = 15 * time.Minute
+)
+
+// startTimeout is --timeout, or when it is 0 the deadline of the node
+// mode: the mode asked, or an existing state directory's.
+func startTimeout(flag time.Duration, stateDir string, asked localenv.NodeMode) time.Duration {
+	if flag > 0 {
+		return flag
+	}
+	real := asked == localenv.NodesReal
+	if st, err := localenv.LoadState(stateDir); err == nil {
+		real = st.Real()
+	}
+	if real {
+		return realStartTimeout
+	}
+	return processStartTimeout
+}
+
 func runDevUp(cmd *cobra.Command, _ []string) error {
 	out := cmd.OutOrStdout()
 	if err := checkDemoVersion(upFlags.etcdVersion); err != nil {
@@ -141,6 +169,7 @@ func runDevUp(cmd *cobra.Command, _ []string) error {
 			return err
 		}
 	}
+	upFlags.timeout = startTimeout(upFlags.timeout, devFlags.stateDir, localenv.NodeMode(upFlags.nodes))
 	if c, err := localenv.Connect(devFlags.stateDir); err == nil {
 		if upFlags.supervise {
 			return fmt.Errorf("already running under pid %d", c.Info.PID)

@@ -10,6 +10,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/version"
+	"github.com/etcdfed/etcdfed/pkg/etcdversion"
 )
 
 // BinDir is where every image puts its binaries.
@@ -156,14 +157,28 @@ func Catalog(tag string, v Versions) []Image {
 	}
 }
 
+// Demo picks what a ring of the default etcd release runs (`make demo
+// NODES=real`): etcdfed's hub, spoke and etcdfed-init images and the one
+// etcd image of etcdversion.Default. A cold first run builds no other
+// release's etcd (two more compiles of etcd, etcdctl and etcdutl).
+const Demo = "demo"
+
 // Select returns the images named, or the default ones when names is
-// empty; "all" is every image.
+// empty; "all" is every image, Demo the default release's.
 func Select(cat []Image, names []string) ([]Image, error) {
 	if len(names) == 0 {
 		return slices.DeleteFunc(slices.Clone(cat), func(i Image) bool { return !i.Default }), nil
 	}
 	if slices.Contains(names, "all") {
 		return cat, nil
+	}
+	if i := slices.Index(names, Demo); i >= 0 {
+		ref := EtcdRepository + ":v" + etcdversion.Default().String()
+		etcd := slices.IndexFunc(cat, func(im Image) bool { return im.etcd != nil && im.Ref == ref })
+		if etcd < 0 {
+			return nil, fmt.Errorf("no etcd image %s, the default release's, in the catalog (hack/tools.sh's pins)", ref)
+		}
+		names = slices.Concat(names[:i], []string{"hub", "spoke", "etcdfed-init", cat[etcd].Name}, names[i+1:])
 	}
 	var out []Image
 	for _, n := range names {
@@ -173,9 +188,11 @@ func Select(cat []Image, names []string) ([]Image, error) {
 			for _, im := range cat {
 				known = append(known, im.Name)
 			}
-			return nil, fmt.Errorf("no image %q (images: %s, all)", n, strings.Join(known, ", "))
+			return nil, fmt.Errorf("no image %q (images: %s, all, %s)", n, strings.Join(known, ", "), Demo)
 		}
-		out = append(out, cat[i])
+		if !slices.ContainsFunc(out, func(im Image) bool { return im.Name == n }) {
+			out = append(out, cat[i])
+		}
 	}
 	return out, nil
 }

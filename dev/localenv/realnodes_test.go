@@ -103,3 +103,40 @@ func TestReadImageList(t *testing.T) {
 		t.Fatalf("no images.txt: %v, want an error naming make images", err)
 	}
 }
+
+// TestRealToolsAreBuiltForEveryRealPurpose: every binary checkRealNodes
+// asks for is built by hack/tools.sh for `make demo NODES=real` (realdemo)
+// and for the real-node tests (realnodes), so neither stops at "real nodes
+// need X" after its cold build.
+func TestRealToolsAreBuiltForEveryRealPurpose(t *testing.T) {
+	b, err := os.ReadFile("../../hack/tools.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The tools.sh names whose build writes other binaries too.
+	writes := map[string][]string{"containerd": {"containerd", "containerd-shim-runc-v2", "ctr"}}
+	for _, purpose := range []string{"realdemo", "realnodes"} {
+		var list string
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(strings.TrimSpace(line), "["+purpose+"]=\""); ok {
+				list = strings.TrimSuffix(rest, "\"")
+			}
+		}
+		if list == "" {
+			t.Errorf("hack/tools.sh has no [%s] purpose", purpose)
+			continue
+		}
+		built := map[string]bool{}
+		for _, tool := range strings.Fields(list) {
+			built[tool] = true
+			for _, w := range writes[tool] {
+				built[w] = true
+			}
+		}
+		for _, tool := range realTools {
+			if !built[tool] {
+				t.Errorf("hack/tools.sh --for %s does not build %s, which real nodes run", purpose, tool)
+			}
+		}
+	}
+}

@@ -7,8 +7,9 @@
 //	go run ./hack/images dockerfile [--out Dockerfile]
 //
 // build writes one OCI layout tarball per image into --out (IMAGE: a
-// name from the catalog, "all"; none: hub, spoke, etcdfed-init and the
-// etcd images), and images.txt beside them (name, reference, file). The
+// name from the catalog, "all", or "demo": hub, spoke, etcdfed-init and
+// the etcd image of the default release; none: hub, spoke, etcdfed-init
+// and the etcd images), and images.txt beside them (name, reference, file). The
 // etcd images hold etcd, etcdctl and etcdutl built from hack/tools/etcd and
 // hack/tools/etcd35 (statically, unlike bin/etcd). load imports tarballs
 // (default: every one in out/images) into the containerd at --address,
