@@ -97,7 +97,7 @@ var estimates = map[string]time.Duration{
 	"TestScenarioAdoptWithAuth":                  3 * time.Minute,  // about 110 s
 	"TestScenarioMoveInsideMemberCluster":        3 * time.Minute,  // 75 s, its own two-cluster, four-zone environment
 	"TestScenarioLeaderPlacement":                5 * time.Minute,  // 113 to 202 s
-	"TestScenarioTimingAuto":                     5 * time.Minute,  // guess: a 3-member ring, 150 ms put live, a roll
+	"TestScenarioTimingAuto":                     10 * time.Minute, // 479 s (30 Nov, load 20-30): a 3-member ring, 150 ms put live, the 5-minute settle (timing.Settle), a roll
 	"TestScenarioHubNeverFreezes":                10 * time.Minute, // four apiserver outages on the shared environment: 401 s alone, 500 s inside make test (29 Nov, load 14 to 20); 1082 s as a scenario with its environment (30 Nov, load about 27)
 	"TestScenarioPlannedNoGap":                   2 * time.Minute,  // 77 s (delete, drain, a 3-member 3.6->3.7 roll at 10 ms; 187 s with the binaries built and the environment started)
 }
