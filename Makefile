@@ -155,14 +155,15 @@ SCENARIOS ?= ^TestScenario
 scenarios: tools-test system-deps build $(if $(filter real,$(NODES)),realnode-deps) ## Every scenario too long for `make test` (failures, upgrades, defragmentation, certificates, backups, recovery), each under a recorded workload (SCENARIOS to pick).
 	ETCDFED_SCENARIOS=1 ETCDFED_NODES='$(NODES)' $(GO) test -count=1 -timeout 120m -v -run '$(SCENARIOS)' ./test/multicluster
 
-# The failure scenarios (issue 13's list) and one run of the hub-kill
-# drill: about 20 minutes, run by .ci/run after `make test`.
+# The failure scenarios (issue 13's list), `etcdfed drill zone-failure` in
+# its three modes, and one run of the hub-kill drill: about 25 minutes,
+# run by .ci/run after `make test`.
 # With NODES=real the scenario on two member clusters of two zones runs
 # in a test binary of its own: a binary holds one real-node environment
 # (they share its network namespace), and the others share the ring's.
-FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp|LeaderZoneKilledAndReturned|HubPartitioned|HubDownZoneKilled|ZoneOfMultiZoneClusterKilled|HubWithMinority)$$
+FAILURE_SCENARIOS := ^TestScenario(VolumeLost|CrashLoop|ZoneDrained|StartGivenUp|LeaderZoneKilledAndReturned|HubPartitioned|HubDownZoneKilled|ZoneOfMultiZoneClusterKilled|HubWithMinority|DrillZoneFailure)$$
 .PHONY: failures
-failures: tools-test system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster, the hub with the minority of a partition) and one hub-kill drill run.
+failures: tools-test system-deps build ## The failure scenarios (lost volume, crash loop, a zone drained, a volume lost in a drained zone (the start given up), the leader's zone killed and returned, hub partitioned, hub down during a zone kill, a zone of a multi-zone cluster, the hub with the minority of a partition), the zone-failure drill in its three modes and one hub-kill drill run.
 ifeq ($(NODES),real)
 	$(MAKE) scenarios SCENARIOS='$(subst |ZoneOfMultiZoneClusterKilled,,$(FAILURE_SCENARIOS))'
 	$(MAKE) scenarios SCENARIOS='^TestScenarioZoneOfMultiZoneClusterKilled$$$$'
