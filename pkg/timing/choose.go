@@ -172,17 +172,9 @@ func held(in Input, hb, el int32) (time.Time, *etcdfedv1.RoundTrip) {
 	if !in.Running || p == nil || (p.HeartbeatIntervalMillis == hb && p.ElectionTimeoutMillis == el) {
 		return time.Time{}, nil
 	}
-	voters := map[string]bool{}
-	for _, v := range in.Voters {
-		voters[v] = true
-	}
 	var last *etcdfedv1.RoundTrip
-	for i := range in.Matrix {
-		e := &in.Matrix[i]
-		if e.From == e.To || !voters[e.From] || !voters[e.To] || e.ObservedAt == nil {
-			continue
-		}
-		if last == nil || e.ObservedAt.After(last.ObservedAt.Time) {
+	for _, e := range voterPairs(in, voterSet(in)) {
+		if e.ObservedAt != nil && (last == nil || e.ObservedAt.After(last.ObservedAt.Time)) {
 			last = e
 		}
 	}
@@ -195,6 +187,27 @@ func held(in Input, hb, el int32) (time.Time, *etcdfedv1.RoundTrip) {
 	return time.Time{}, nil
 }
 
+// voterSet is the set of the voters' clusters.
+func voterSet(in Input) map[string]bool {
+	voters := map[string]bool{}
+	for _, v := range in.Voters {
+		voters[v] = true
+	}
+	return voters
+}
+
+// voterPairs are the matrix's round trips between two different clusters
+// of voters.
+func voterPairs(in Input, voters map[string]bool) []*etcdfedv1.RoundTrip {
+	var out []*etcdfedv1.RoundTrip
+	for i := range in.Matrix {
+		if e := &in.Matrix[i]; e.From != e.To && voters[e.From] && voters[e.To] {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // Derived says whether Choose derives a value from the matrix for spec:
 // timing not Manual, and not both values given.
 func Derived(spec etcdfedv1.EtcdConfig) bool {
@@ -203,16 +216,9 @@ func Derived(spec etcdfedv1.EtcdConfig) bool {
 
 // derive is the Auto rule without hysteresis.
 func derive(in Input) (hb, el int32, why string) {
-	voters := map[string]bool{}
-	for _, v := range in.Voters {
-		voters[v] = true
-	}
+	voters := voterSet(in)
 	var worst *etcdfedv1.RoundTrip
-	for i := range in.Matrix {
-		e := &in.Matrix[i]
-		if e.From == e.To || !voters[e.From] || !voters[e.To] {
-			continue
-		}
+	for _, e := range voterPairs(in, voters) {
 		if worst == nil || wanted(e) > wanted(worst) {
 			worst = e
 		}
