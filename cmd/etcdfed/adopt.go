@@ -78,8 +78,10 @@ promoted), keeping its data and cluster ID (docs/adoption.md).
 hub will, and refuses an adoption the hub would stall on: the cluster does
 not answer, has authentication on while no root client certificate is
 given, or runs a version spec.version cannot join (the hub's own check,
-docs/adoption.md). Without it nothing is dialled: the hub, not this
-machine, must reach the endpoints.
+docs/adoption.md). Without --client-cert it dials with a certificate for
+the hub's user issued for the check, valid 10 minutes and stored nowhere.
+Without --check-etcd nothing is dialled: the hub, not this machine, must
+reach the endpoints.
 
 Everything is checked before anything is written: the files are read and
 parsed, each key must match its certificate, the CA must be a CA, the client
@@ -130,7 +132,7 @@ func (a *adoptCmd) bind(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.f.retireNow, "retire-when-joined", false, "Retire the originals as soon as every etcdfed member is a voter (spec.adopt.retire at creation).")
 	fs.StringVar(&a.f.caSecret, "ca-secret", "", "Name of the CA Secret to create (default NAME-adopted-ca).")
 	fs.StringVar(&a.f.clientSecret, "client-secret", "", "Name of the client certificate's Secret to create (default NAME-adopt-client).")
-	fs.BoolVar(&a.checkEtcd, "check-etcd", false, "Before writing anything, dial the endpoints from here as the hub will (the client certificate, or one issued now from the CA for etcdfed-hub) and refuse what the hub would stall on: no answer, authentication on without a root client certificate, originals on a version spec.version cannot join.")
+	fs.BoolVar(&a.checkEtcd, "check-etcd", false, "Before writing anything, dial the endpoints from here as the hub will (the client certificate, or one issued now from the CA for etcdfed-hub, valid 10 minutes) and refuse what the hub would stall on: no answer, authentication on without a root client certificate, originals on a version spec.version cannot join.")
 	fs.BoolVar(&a.dryRun, "dry-run", false, "Check everything, the apiserver's validation included, and print the objects instead of creating them.")
 	fs.BoolVar(&a.retire, "retire", false, "Retire the originals of the adoption NAME under way (sets spec.adopt.retire).")
 	fs.BoolVar(&a.wait, "wait", false, "Follow the adoption until it is Joined (with --retire or --retire-when-joined: Complete).")

@@ -5,14 +5,18 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -327,14 +331,7 @@ func TestAdoptCommand(t *testing.T) {
 
 	// --check-etcd, as the hub will dial: authentication on and no client
 	// certificate given; a version the hub would hold. Nothing written.
-	var noClient []string
-	for i := 0; i < len(base); i++ {
-		if base[i] == "--client-cert" || base[i] == "--client-key" {
-			i++
-			continue
-		}
-		noClient = append(noClient, base[i])
-	}
+	noClient := withoutFlags(base, "--client-cert", "--client-key")
 	if out, err := run(append(noClient, "--check-etcd")...); err == nil ||
 		!strings.Contains(err.Error(), "nothing written: --check-etcd: the existing cluster has authentication on, and the hub's own certificate (user etcdfed-hub) is no user there: give --client-cert") {
 		t.Fatalf("--check-etcd without a client certificate on a cluster with authentication on: %v\n%s", err, out)
@@ -345,6 +342,31 @@ func TestAdoptCommand(t *testing.T) {
 		t.Fatalf("--check-etcd with a version the originals do not take: %v\n%s", err, out)
 	}
 	nothingWritten(t, "--check-etcd, version")
+
+	// The certificate --check-etcd dials with when no client certificate
+	// is given is seen by the server it dials: the hub's user, and it
+	// expires with the check (the hub's revocation record never hears of
+	// it), not a year later.
+	presented := tlsListenerRecordingClients(t, files.ca)
+	checkStart := time.Now()
+	probe := withoutFlags(append(replace("--endpoints", "https://"+presented.addr), "--check-etcd"), "--client-cert", "--client-key")
+	if out, err := run(probe...); err == nil || !strings.Contains(err.Error(), "nothing written: --check-etcd: the existing cluster does not answer") {
+		t.Fatalf("--check-etcd against a TLS server that is no etcd: %v\n%s", err, out)
+	}
+	nothingWritten(t, "--check-etcd, no etcd")
+	certs := presented.certs()
+	if len(certs) == 0 {
+		t.Fatal("--check-etcd presented no client certificate")
+	}
+	for _, c := range slices.CompactFunc(certs, func(a, b *x509.Certificate) bool { return a.SerialNumber.Cmp(b.SerialNumber) == 0 }) {
+		if c.Subject.CommonName != etcdfedv1.EtcdHubUser {
+			t.Errorf("--check-etcd presented a certificate for %q, want the hub's user %q", c.Subject.CommonName, etcdfedv1.EtcdHubUser)
+		}
+		if c.NotAfter.After(checkStart.Add(checkCertLifetime + time.Minute)) {
+			t.Errorf("--check-etcd's certificate (serial %s) is valid until %s, %s after the check began; want at most %s",
+				pki.FormatSerial(c.SerialNumber), c.NotAfter.Format(time.RFC3339), c.NotAfter.Sub(checkStart).Round(time.Minute), checkCertLifetime)
+		}
+	}
 
 	// --dry-run: the objects printed, nothing written.
 	out, err := run(with("--dry-run")...)
@@ -502,4 +524,79 @@ func TestRetireRefusal(t *testing.T) {
 			wantRefusal(t, retireRefusal(tc.ec), tc.want)
 		})
 	}
+}
+
+// recordingListener is a TLS server that takes any client certificate and
+// records each one presented, and answers nothing.
+type recordingListener struct {
+	addr string
+	mu   sync.Mutex
+	seen []*x509.Certificate
+}
+
+func (l *recordingListener) certs() []*x509.Certificate {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.seen)
+}
+
+// tlsListenerRecordingClients serves TLS on a loopback port with a
+// certificate of ca, asking every client for its certificate.
+func tlsListenerRecordingClients(t *testing.T, ca *pki.CA) *recordingListener {
+	t.Helper()
+	leaf, err := ca.IssueMember(pki.MemberRequest{Member: "recorder", DNSNames: []string{"localhost"}, IPs: []net.IP{net.IPv4(127, 0, 0, 1)}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.X509KeyPair(leaf.CertPEM, leaf.KeyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &recordingListener{}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{
+		Certificates: []tls.Certificate{cert},
+		ClientAuth:   tls.RequireAnyClientCert,
+		NextProtos:   []string{"h2"},
+		VerifyPeerCertificate: func(raw [][]byte, _ [][]*x509.Certificate) error {
+			if len(raw) > 0 {
+				if c, err := x509.ParseCertificate(raw[0]); err == nil {
+					l.mu.Lock()
+					l.seen = append(l.seen, c)
+					l.mu.Unlock()
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	l.addr = ln.Addr().String()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				_ = c.(*tls.Conn).Handshake()
+				_ = c.Close()
+			}()
+		}
+	}()
+	return l
+}
+
+// withoutFlags is args without the given flags and their values.
+func withoutFlags(args []string, flags ...string) []string {
+	var out []string
+	for i := 0; i < len(args); i++ {
+		if slices.Contains(flags, args[i]) {
+			i++
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }

@@ -292,8 +292,16 @@ func (o adoptObjects) create(ctx context.Context, c client.Client, dryRun bool, 
 	return nil
 }
 
+// checkCertLifetime is the life of the certificate --check-etcd issues
+// for the hub's user when no client certificate is given: it is used for
+// one check from this machine, stored nowhere, and the hub's revocation
+// record does not know it (the hub records its own certificates when it
+// first passes over the ring), so it must not outlive the check by much.
+const checkCertLifetime = 10 * time.Minute
+
 // checkEtcd dials the endpoints as the hub will (the client certificate
-// given, else one issued now from the CA for the hub's user), reads
+// given, else one issued now from the CA for the hub's user, valid
+// checkCertLifetime), reads
 // etcd's member list and versions (the hub's own observation) and whether
 // authentication is on, and says why the hub would stall, nil when it
 // would not.
@@ -305,7 +313,7 @@ func (o adoptObjects) checkEtcd(ctx context.Context, out io.Writer) error {
 	leaf, given := (*pki.Leaf)(nil), o.client != nil
 	if given {
 		leaf = &pki.Leaf{CertPEM: o.client.Data[pki.KeyCert], KeyPEM: o.client.Data[pki.KeyKey]}
-	} else if leaf, err = ca.IssueClient(etcdfedv1.EtcdHubUser, time.Now()); err != nil {
+	} else if leaf, err = ca.IssueClientFor(etcdfedv1.EtcdHubUser, checkCertLifetime, time.Now()); err != nil {
 		return err
 	}
 	user := pki.CommonName(leaf.CertPEM)
