@@ -184,7 +184,8 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 	}
 	b := mcbuilder.ControllerManagedBy(mgr).
 		Named("etcdcluster").
-		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false)).
+		For(&etcdfedv1.EtcdCluster{}, mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false),
+			mcbuilder.WithPredicates(waitingRingNews())).
 		// A deleted EtcdCluster, or one refused itself, may leave its
 		// domain to one refused for it.
 		Watches(&etcdfedv1.EtcdCluster{}, r.mapDomainRivals(), mcbuilder.WithEngageWithLocalCluster(true), mcbuilder.WithEngageWithProviderClusters(false), mcbuilder.WithPredicates(onDomainHoldChange())).
@@ -503,7 +504,7 @@ func (r *Reconciler) reconcileNormal(ctx context.Context, ec *etcdfedv1.EtcdClus
 	// CA, certificates, records) is not in the observation, and deciding
 	// on it again would write it twice.
 	chain = actions[d.plan.Action].begins && passProblem == "" && d.upkeepIdle(s)
-	return ctrl.Result{RequeueAfter: requeue}, s, chain, nil
+	return ctrl.Result{RequeueAfter: requeue, Priority: passPriority(d)}, s, chain, nil
 }
 
 // soon is the requeue after a step whose effect the next pass checks.

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -56,6 +57,29 @@ import (
 // rings asked fifty times a second, and each freed place went unused for
 // up to a pass of every waiting ring (BenchmarkFleet, 2026-11-29).
 const fleetLimitRetry = 15 * time.Second
+
+// fleetWaitPriority is the workqueue priority of a waiting ring's next
+// pass (controller-runtime's priority queue, on by default): below every
+// other pass, so that the rings holding a place, whose passes move their
+// operations on, and spec changes are not queued behind a hundred
+// waiting rings' retries (BenchmarkFleet's CA rotation of 100 rings under
+// a limit of 10, 2026-11-30: a holder's pass came about every 20 s with
+// about 90 rings waiting, and fewer than 10 places were used most of the
+// time). A waiting ring loses nothing by it: a place that frees wakes it
+// (fleetSource, at the default priority, which lifts a queued item), and
+// its retry is only the safety net for a lost wake.
+const fleetWaitPriority = handler.LowPriority
+
+// passPriority is the priority of a ring's next pass. It is set on every
+// pass: a request keeps the priority it was queued with when a result
+// names none, so a ring once queued low (waiting, or an unchanged object
+// relisted at a hub's start) would otherwise stay low as it goes on.
+func passPriority(d *decision) *int {
+	if d.fleetWait {
+		return ptr.To(fleetWaitPriority)
+	}
+	return ptr.To(0)
+}
 
 // fleetWaiterStale is how long a waiting ring keeps its place in the queue
 // without asking again. A waiting ring asks every fleetLimitRetry only

@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/planner"
@@ -59,6 +61,9 @@ func TestFleetLimitAcrossRings(t *testing.T) {
 	if requeueAfter(d.plan, applyResult{}) != fleetLimitRetry {
 		t.Errorf("a ring waiting for the fleet limit looks again after %s, want %s", requeueAfter(d.plan, applyResult{}), fleetLimitRetry)
 	}
+	if p := passPriority(d); p == nil || *p != fleetWaitPriority || *p >= 0 {
+		t.Errorf("a ring waiting for the fleet limit is queued at priority %v, want %d (below every other pass)", p, fleetWaitPriority)
+	}
 	// Ring a's next pass, its Roll in flight: it keeps its place.
 	_, d, st = pass("a", func(s *snapshot) {
 		roll(s)
@@ -66,6 +71,12 @@ func TestFleetLimitAcrossRings(t *testing.T) {
 	})
 	if st.Operation == nil || d.fleetWait {
 		t.Fatalf("ring a's roll in flight: plan %s (%s), operation %+v", d.plan.Action, d.plan.Reason, st.Operation)
+	}
+	// Its next pass is queued at the default priority, whatever it was
+	// queued with before (a request keeps its priority when a result
+	// names none).
+	if p := passPriority(d); p == nil || *p != 0 {
+		t.Errorf("a ring holding a place is queued at priority %v, want 0", p)
 	}
 	// An Add is not limited.
 	_, d, st = pass("d", func(s *snapshot) { s.ec.Spec.Replicas = 5 })
@@ -320,5 +331,53 @@ func TestFleetPlaceFreedWakesTheHeadOfTheQueue(t *testing.T) {
 	}
 	if len(woken) != 2 {
 		t.Fatalf("admitting r2 woke %v", woken[2:])
+	}
+}
+
+// TestWaitingRingNews: a ring that waits for the fleet limit is not woken
+// by its own status rewrites (its place in the queue moving), and is by
+// anything else; a ring that does not wait is woken by every update.
+func TestWaitingRingNews(t *testing.T) {
+	waiting := func(msg string) *etcdfedv1.EtcdCluster {
+		ec := &etcdfedv1.EtcdCluster{ObjectMeta: metav1.ObjectMeta{Namespace: "db", Name: "r", Generation: 3, ResourceVersion: "10", Labels: map[string]string{"team": "a"}}}
+		ec.Spec.Version = "3.6.16"
+		meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionProgressing, Status: metav1.ConditionFalse,
+			Reason: etcdfedv1.ReasonWaitingForFleetLimit, Message: msg})
+		return ec
+	}
+	old := waiting("Roll of r-0 waits for the fleet-wide limit of 10 disruptive operations in flight (place 7 of 90 in the queue)")
+	moved := waiting("Roll of r-0 waits for the fleet-wide limit of 10 disruptive operations in flight (place 6 of 89 in the queue)")
+	moved.ResourceVersion = "11"
+	pred := waitingRingNews()
+	update := func(o, n *etcdfedv1.EtcdCluster) bool {
+		return pred.Update(event.UpdateEvent{ObjectOld: o, ObjectNew: n})
+	}
+	if update(old, moved) {
+		t.Error("a waiting ring's place in the queue moved (status only): it is woken, want not")
+	}
+	for name, change := range map[string]func(ec *etcdfedv1.EtcdCluster){
+		"spec":       func(ec *etcdfedv1.EtcdCluster) { ec.Spec.Version = "3.6.17"; ec.Generation++ },
+		"label":      func(ec *etcdfedv1.EtcdCluster) { ec.Labels["etcdfed.dev/shard"] = "b" },
+		"annotation": func(ec *etcdfedv1.EtcdCluster) { ec.Annotations = map[string]string{"etcdfed.dev/x": "y"} },
+		"deletion":   func(ec *etcdfedv1.EtcdCluster) { now := metav1.Now(); ec.DeletionTimestamp = &now },
+		"finalizers": func(ec *etcdfedv1.EtcdCluster) { ec.Finalizers = []string{"x"} },
+		"admitted": func(ec *etcdfedv1.EtcdCluster) {
+			meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: "Roll", Message: "rolling"})
+		},
+	} {
+		n := moved.DeepCopy()
+		change(n)
+		if !update(old, n) {
+			t.Errorf("a waiting ring's %s changed: not woken", name)
+		}
+	}
+	// A ring that did not wait before, or has no Progressing at all.
+	began := old.DeepCopy()
+	meta.RemoveStatusCondition(&began.Status.Conditions, etcdfedv1.ConditionProgressing)
+	if !update(began, moved) {
+		t.Error("a ring that starts to wait for the fleet limit: not woken")
+	}
+	if !update(began, began.DeepCopy()) {
+		t.Error("a ring that does not wait: an update does not wake it")
 	}
 }

@@ -2,6 +2,7 @@ package etcdcluster
 
 import (
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -47,4 +48,40 @@ func onlyCountersMoved(o, n *etcdfedv1.EtcdMember) bool {
 		}
 	}
 	return equality.Semantic.DeepEqual(os, ns)
+}
+
+// waitingRingNews drops the updates of an EtcdCluster that waits for the
+// fleet limit, and waited before, when nothing but its status changed: the
+// hub wrote them itself, mostly to move the ring's place in the queue
+// ("place 7 of 90") as places freed, and each used to wake the ring for a
+// pass that found it still waiting. With a hundred rings waiting, every
+// freed place rewrote the place of each and queued a pass of each ahead
+// of the rings holding places (BenchmarkFleet's CA rotation of 100 rings,
+// 2026-11-30). A waiting ring is woken by the place that frees for it
+// (fleetSource), by any change of its spec, labels, annotations or
+// deletion, by its members' and clusters' news, and by its own retry
+// (fleetLimitRetry).
+func waitingRingNews() predicate.Predicate {
+	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdCluster)
+		n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdCluster)
+		if !ok1 || !ok2 {
+			return true
+		}
+		return !(waitsForFleet(o) && waitsForFleet(n) && onlyStatusChanged(o, n))
+	}}
+}
+
+// waitsForFleet: ec's last pass left it waiting for the fleet limit.
+func waitsForFleet(ec *etcdfedv1.EtcdCluster) bool {
+	c := meta.FindStatusCondition(ec.Status.Conditions, etcdfedv1.ConditionProgressing)
+	return c != nil && c.Reason == etcdfedv1.ReasonWaitingForFleetLimit
+}
+
+// onlyStatusChanged: the two versions differ at most in their status and
+// the object's bookkeeping (resourceVersion, managedFields).
+func onlyStatusChanged(o, n *etcdfedv1.EtcdCluster) bool {
+	return o.Generation == n.Generation && o.DeletionTimestamp.Equal(n.DeletionTimestamp) &&
+		equality.Semantic.DeepEqual(o.Labels, n.Labels) && equality.Semantic.DeepEqual(o.Annotations, n.Annotations) &&
+		equality.Semantic.DeepEqual(o.Finalizers, n.Finalizers) && equality.Semantic.DeepEqual(o.Spec, n.Spec)
 }
