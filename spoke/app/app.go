@@ -334,6 +334,7 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 	}
 	if err := (&spokestatus.Reconciler{
 		Client:       mgr.GetClient(),
+		APIReader:    mgr.GetAPIReader(),
 		Namespace:    o.Namespace,
 		ClusterName:  o.ClusterName,
 		Gossip:       s.Gossip,

@@ -13,6 +13,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,11 +22,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	spokerbac "github.com/etcdfed/etcdfed/config/rbac/spoke"
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dnsprovider"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 	"github.com/etcdfed/etcdfed/spoke/app"
 	"github.com/etcdfed/etcdfed/spoke/gossip"
 	"github.com/etcdfed/etcdfed/spoke/internal/spoketest"
@@ -453,4 +456,94 @@ func TestSpokeWithBrokenGossipAbstains(t *testing.T) {
 		sp := health(g, etcdfedv1.ReasonGossipNeverJoined)
 		g.Expect(sp.Status.GossipView).To(HaveLen(2))
 	}).Should(Succeed())
+}
+
+// TestRestartedSpokeKeepsItsRoundTrips (issue 35): a spoke started against
+// an EtcdSpoke that holds round trips (what it published before a restart)
+// cleared them at once and then published its first window of probes,
+// taken while the restart loads the machine (174/286 ms at loopback on
+// real nodes), from which the hub re-timed every member. Now gossip
+// starts from them (read from the apiserver) and keeps them through its
+// warm-up: here a peer on loopback, measured far below the 50/80 ms held,
+// is probed more than a confirmed window's worth and the status still
+// holds what it held, the probes counted as held.
+func TestRestartedSpokeKeepsItsRoundTrips(t *testing.T) {
+	cl := testenv.Shared(t, apiserver)
+	admin := cl.Client
+	ctx := context.Background()
+	g := NewWithT(t)
+	g.SetDefaultEventuallyTimeout(90 * time.Second)
+	g.SetDefaultEventuallyPollingInterval(100 * time.Millisecond)
+	const self, peer = "warm-a", "warm-b"
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gossip-node", Labels: map[string]string{corev1.LabelTopologyZone: "zone-g"}}}
+	if err := admin.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// The peer's spoke: its gossip only, on loopback.
+	b := gossip.New(gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal, RejoinInterval: time.Second, Log: logr.Discard()})
+	t.Cleanup(b.Stop)
+	if err := b.Configure(peer, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	// The EtcdSpoke as the spoke left it before its restart.
+	ns := testenv.NamespaceT(t, cl, "warm-restart")
+	sp := &etcdfedv1.EtcdSpoke{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: etcdfedv1.SpokeObjectName, Labels: map[string]string{etcdfedv1.LabelManagedBy: etcdfedv1.ManagedByValue}},
+		Spec:       etcdfedv1.EtcdSpokeSpec{ClusterName: self, GossipPeers: []etcdfedv1.GossipPeer{{Cluster: peer, Address: b.Address()}}},
+	}
+	if err := admin.Create(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+	at := metav1.NewTime(time.Now().Add(-time.Hour)).Rfc3339Copy()
+	held := []etcdfedv1.PeerRoundTrip{{Cluster: peer, MedianMicros: 50_000, P99Micros: 80_000, Samples: 128, ObservedAt: &at}}
+	sp.Status.RoundTrips = held
+	if err := admin.Status().Update(ctx, sp); err != nil {
+		t.Fatal(err)
+	}
+
+	o := app.DefaultOptions()
+	o.Namespace, o.DNSListen = ns, ""
+	o.Gossip = gossip.Config{BindAddr: "127.0.0.1:0", Profile: gossip.ProfileLocal, RejoinInterval: time.Second}
+	o.GossipSecret = "" // unencrypted, as the peer
+	o.LeaderElection = false
+	s, _ := run(t, cl.Config, o)
+
+	// More of the spoke's probes of the peer than a first window and its
+	// confirmation need.
+	g.Eventually(func(g Gomega) {
+		g.Expect(metricValue(g, "etcdfed_spoke_gossip_round_trip_seconds", peer)).To(BeNumerically(">=", gossip.MinRoundTripSamples+timing.Confirmations+2))
+	}).Should(Succeed())
+	// The same values and times (the apiserver's times come back in local
+	// time).
+	same := Satisfy(func(rts []etcdfedv1.PeerRoundTrip) bool { return equality.Semantic.DeepEqual(rts, held) })
+	g.Expect(s.Gossip.RoundTrips()).To(same, "the agent's round trips, want %v", held)
+	got := &etcdfedv1.EtcdSpoke{}
+	g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: etcdfedv1.SpokeObjectName}, got)).To(Succeed())
+	g.Expect(got.Status.GossipView).To(ContainElement(And(HaveField("Cluster", peer), HaveField("Alive", true))))
+	g.Expect(got.Status.RoundTrips).To(same, "the EtcdSpoke's round trips, want %v", held)
+	g.Expect(metricValue(g, "etcdfed_spoke_gossip_round_trips_held_total", peer)).To(BeNumerically(">=", 1), "probes held")
+}
+
+// metricValue is the count of a histogram, or the value of a counter, of
+// this process's controller-runtime registry for label peer; zero when
+// absent.
+func metricValue(g Gomega, name, peer string) float64 {
+	mfs, err := ctrlmetrics.Registry.Gather()
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "peer" && l.GetValue() == peer {
+					if h := m.GetHistogram(); h != nil {
+						return float64(h.GetSampleCount())
+					}
+					return m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return 0
 }

@@ -50,6 +50,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 )
 
 // Label is put on every gossip packet so that the ring never merges with
@@ -101,6 +103,9 @@ type Agent struct {
 	peers   map[string]*peer
 	// rtts are the round trips to each peer alive (roundtrips.go).
 	rtts map[string]*roundTrips
+	// seed are the round trips the next run carries on from (Seed, or
+	// what the last run published).
+	seed []etcdfedv1.PeerRoundTrip
 	// joinedAt is when this run first saw a peer alive (zero: never).
 	joinedAt time.Time
 	// startedAt is when this run started.
@@ -213,7 +218,7 @@ func (a *Agent) start(name string, key []byte, accept [][]byte) (*run, error) {
 	}
 	a.peersMu.Lock()
 	a.self, a.peers, a.joinedAt, a.startedAt = name, map[string]*peer{}, time.Time{}, a.now()
-	a.rtts = map[string]*roundTrips{}
+	a.seedLocked(name)
 	a.peersMu.Unlock()
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -248,7 +253,7 @@ func (a *Agent) stopRun(r *run) {
 	_ = r.ml.Shutdown()
 	a.peersMu.Lock()
 	a.peers, a.joinedAt, a.startedAt = map[string]*peer{}, time.Time{}, time.Time{}
-	a.rtts = map[string]*roundTrips{}
+	a.carryLocked()
 	a.peersMu.Unlock()
 	a.signal()
 }

@@ -24,3 +24,15 @@ var roundTripSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 func init() {
 	ctrlmetrics.Registry.MustRegister(roundTripSeconds)
 }
+
+// roundTripsHeld counts the probes after which a peer's window had moved
+// significantly from what was published of it but was held, its window
+// warming up (RoundTripWarmUp).
+var roundTripsHeld = prometheus.NewCounterVec(prometheus.CounterOpts{
+	Name: "etcdfed_spoke_gossip_round_trips_held_total",
+	Help: "Probes after which a peer's round trip had moved significantly from the one published but was not published again, its window warming up after the spoke's start or the peer's return, by peer cluster.",
+}, []string{"peer"})
+
+func init() {
+	ctrlmetrics.Registry.MustRegister(roundTripsHeld)
+}

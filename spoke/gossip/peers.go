@@ -132,10 +132,17 @@ func (a *Agent) setPeer(n *memberlist.Node, alive bool) {
 		return
 	}
 	a.peers[n.Name] = &peer{alive: alive, since: a.now(), addr: n.Address()}
-	if !alive {
+	if r := a.rtts[n.Name]; !alive && r != nil {
 		// A peer that comes back starts a new window: its old round trips
-		// may be of another path.
-		delete(a.rtts, n.Name)
+		// may be of another path. What was published of it stays until
+		// that window, warmed up, confirms a move (roundtrips.go): its
+		// first probes are taken while its cluster comes back, on a loaded
+		// machine.
+		if r.published == nil {
+			delete(a.rtts, n.Name)
+		} else {
+			a.rtts[n.Name] = &roundTrips{published: r.published}
+		}
 	}
 	if alive && a.joinedAt.IsZero() {
 		a.joinedAt = a.now()

@@ -78,6 +78,10 @@ type Reconciler struct {
 	ClusterName string
 	// Gossip is the agent; nil disables gossip.
 	Gossip *gossip.Agent
+	// APIReader reads the EtcdSpoke from the apiserver, not the cache,
+	// for the round trips a starting gossip carries on from (the last
+	// this spoke wrote); nil: Client.
+	APIReader client.Reader
 	// GossipSecret names the Secret holding the gossip key; empty runs
 	// gossip unencrypted.
 	GossipSecret string
@@ -405,6 +409,11 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 			seeds = append(seeds, p.Address)
 		}
 	}
+	if _, running := r.Gossip.Running(); !running {
+		if err := r.seedRoundTrips(ctx); err != nil {
+			return metav1.ConditionFalse, ReasonGossipError, err.Error(), err
+		}
+	}
 	if err := r.Gossip.Configure(name, key, seeds, accept...); err != nil {
 		if errors.Is(err, gossip.ErrBadKey) {
 			return metav1.ConditionFalse, ReasonGossipKeyInvalid, fmt.Sprintf("gossip Secret %s: %v", r.GossipSecret, err), nil
@@ -426,6 +435,30 @@ func (r *Reconciler) gossip(ctx context.Context, s *etcdfedv1.EtcdSpoke) (metav1
 		}
 	}
 	return metav1.ConditionTrue, ReasonReady, fmt.Sprintf("gossip runs as %s at %s (%s; %s)", name, r.Gossip.Address(), enc, names), nil
+}
+
+// seedRoundTrips gives gossip, before it starts, the round trips this
+// spoke published before (a restart): read from the apiserver, since the
+// status this process is about to write (no round trips until its own
+// probes are in) must not be what it carries on from. A restarted spoke
+// then keeps them until its probes, warmed up, confirm a move
+// (spoke/gossip, roundtrips.go), instead of publishing a first window
+// taken while the machine is loaded by the restart.
+func (r *Reconciler) seedRoundTrips(ctx context.Context) error {
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
+	s := &etcdfedv1.EtcdSpoke{}
+	if err := reader.Get(ctx, types.NamespacedName{Namespace: r.Namespace, Name: etcdfedv1.SpokeObjectName}, s); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.Gossip.Seed(nil)
+			return nil
+		}
+		return fmt.Errorf("get EtcdSpoke for its round trips: %w", err)
+	}
+	r.Gossip.Seed(s.Status.RoundTrips)
+	return nil
 }
 
 // zones returns the distinct zone labels of the cluster's nodes, sorted,
