@@ -140,9 +140,11 @@ if ((missing)); then
 	bits_out=$(go_bits)
 	[[ -z $tools_out ]] || sed 's/^/tool /' <<<"$tools_out"
 	[[ -z $bits_out ]] || echo "$bits_out"
-	if [[ -n $tools_out || -n $bits_out || ! -f $cache/node-$(inputs).tar ]]; then
+	saved='node-<inputs>.tar' # named once the pieces above are there
+	[[ -n $tools_out || -n $bits_out ]] || saved=node-$(inputs).tar
+	if [[ ! -f $cache/$saved ]]; then
 		[[ -f $rootfs_tar ]] || echo "rootfs ${rootfs_tar#"$REPO"/}"
-		echo "image ${cache#"$REPO"/}/node-<inputs>.tar"
+		echo "image ${cache#"$REPO"/}/$saved"
 	fi
 	exit 0
 fi
@@ -156,7 +158,11 @@ tmp=$(mktemp -d /var/tmp/etcdfed-kind-node.XXXXXX)
 build_container=""
 cleanup() {
 	[[ -n $build_container ]] && docker rm -f -v "$build_container" >/dev/null 2>&1
-	rm -rf "$tmp"
+	# A debootstrap cut short may leave /proc, /sys or a bind of /dev
+	# mounted in its target: unmounted first, and rm stays on this file
+	# system whatever is left.
+	findmnt -rn -o TARGET | grep -F "$tmp/" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+	rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
 # A timeout's TERM (.ci/run builds the pieces within the time it has)
