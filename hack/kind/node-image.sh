@@ -172,12 +172,35 @@ trap 'exit 143' TERM INT
 step "Kubernetes $kube_version: kubeadm, kubelet, kubectl and the control plane (hack/tools.sh)"
 hack/tools.sh kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause containerd
 
-step "kind $KIND_VERSION's node image builder (Go module proxy)"
-kind_dir=$(go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | awk -F'"' '$2 == "Dir" { print $4 }')
-[[ -d $kind_dir/images/base/files ]] || die "no images/base/files in the kind module at $kind_dir"
-
 step "containerd, runc, crictl, CNI plugins, local-path-provisioner (kind's pinned versions)"
 go_bits
+
+inputs=$(inputs)
+current() { [[ $(docker image inspect -f '{{ index .Config.Labels "dev.etcdfed.kind-node.inputs" }}' "$image" 2>/dev/null) == "$inputs" ]]; }
+saved=$cache/node-$inputs.tar
+# save: the image into bin/'s cache, for a machine whose Docker store
+# lacks it (the older images' tars go).
+save() {
+	step "Saving $image to ${saved#"$REPO"/}"
+	local t0=$SECONDS
+	docker save -o "$saved.tmp" "$image"
+	mv "$saved.tmp" "$saved"
+	find "$cache" -maxdepth 1 -name 'node-*.tar*' ! -name "node-$inputs.tar" -delete
+	log "Saved $image in $((SECONDS - t0))s ($(du -m "$saved" | cut -f1) MB)"
+}
+if ((!force)) && current; then
+	log "$image is up to date (inputs $inputs)"
+	[[ -f $saved ]] || save
+	exit 0
+fi
+if ((!force)) && [[ -f $saved ]]; then
+	step "Loading $image from ${saved#"$REPO"/} (inputs $inputs)"
+	t0=$SECONDS
+	docker load -q -i "$saved" >/dev/null
+	current || die "${saved#"$REPO"/} did not hold $image of inputs $inputs"
+	log "Loaded $image in $((SECONDS - t0))s ($(du -m "$saved" | cut -f1) MB)"
+	exit 0
+fi
 
 # ---------------------------------------------------------------------------
 if [[ ! -f $rootfs_tar ]]; then
@@ -194,22 +217,12 @@ if [[ ! -f $rootfs_tar ]]; then
 	log "Built ${rootfs_tar#"$REPO"/} in $((SECONDS - t0))s"
 fi
 
-inputs=$(inputs)
-current() { [[ $(docker image inspect -f '{{ index .Config.Labels "dev.etcdfed.kind-node.inputs" }}' "$image" 2>/dev/null) == "$inputs" ]]; }
-saved=$cache/node-$inputs.tar
-if ((!force)) && current; then
-	log "$image is up to date (inputs $inputs)"
-	exit 0
-fi
-if ((!force)) && [[ -f $saved ]]; then
-	step "Loading $image from ${saved#"$REPO"/} (inputs $inputs)"
-	t0=$SECONDS
-	docker load -q -i "$saved" >/dev/null
-	current || die "${saved#"$REPO"/} did not hold $image of inputs $inputs"
-	log "Loaded $image in $((SECONDS - t0))s ($(du -m "$saved" | cut -f1) MB)"
-	exit 0
-fi
-
+# ---------------------------------------------------------------------------
+# The assembly, on this machine's Docker.
+assembly=$SECONDS
+step "kind $KIND_VERSION's node image builder (Go module proxy)"
+kind_dir=$(go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | awk -F'"' '$2 == "Dir" { print $4 }')
+[[ -d $kind_dir/images/base/files ]] || die "no images/base/files in the kind module at $kind_dir"
 # kind's manifests and image names, read from the kind module's source.
 go build -o "$tmp/kindconst" ./hack/kind/kindconst
 kconst() { "$tmp/kindconst" "$kind_dir/pkg/build/nodeimage" "$1"; }
@@ -220,7 +233,6 @@ log "kindnetd $kindnetd_image, storage $provisioner_image and $helper_image"
 
 # ---------------------------------------------------------------------------
 # kind's images/base/Dockerfile, step by step, on a copy of the root fs.
-assembly=$SECONDS
 step "Base image (kind's images/base: files, units, containerd $CONTAINERD_VERSION, runc $RUNC_VERSION, crictl $CRICTL_VERSION, CNI plugins $CNI_PLUGINS_VERSION)"
 r=$tmp/rootfs
 mkdir -p "$r"
@@ -368,12 +380,4 @@ docker rmi "$rootfs_image" "$slim_image" >/dev/null
 [[ -n $old_image ]] && { docker rmi "$old_image" >/dev/null 2>&1 || true; }
 docker image ls "etcdfed/kind-base" -q --filter "before=$base" | xargs -r docker rmi >/dev/null 2>&1 || true
 log "Built $image in $((SECONDS - start))s, its assembly $((SECONDS - assembly))s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
-
-# The image into bin/'s cache, for a machine whose Docker store lacks it
-# (the older images' tars go).
-step "Saving $image to ${saved#"$REPO"/}"
-t0=$SECONDS
-docker save -o "$saved.tmp" "$image"
-mv "$saved.tmp" "$saved"
-find "$cache" -maxdepth 1 -name 'node-*.tar*' ! -name "node-$inputs.tar" -delete
-log "Saved $image in $((SECONDS - t0))s ($(du -m "$saved" | cut -f1) MB)"
+save
