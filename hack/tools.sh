@@ -11,6 +11,7 @@
 #                                make scenarios|failures|nemesis NODES=real)
 #   hack/tools.sh --for realdemo  what `make demo NODES=real` runs: the demo's, kubectl and the
 #                                nodes' (no other etcd release, no etcdutl, no versitygw)
+#   hack/tools.sh --for kind     kind and what the kind node image holds (hack/kind/node-image.sh)
 #   hack/tools.sh TOOL...        those tools, one after the other
 #   hack/tools.sh [--for P] --plan  print the two lanes the build would run, build nothing
 #   hack/tools.sh [--for P] --missing  print the tools that are missing or of another version, one
@@ -265,6 +266,7 @@ declare -A purpose=(
 	[ci]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw promtool controller-gen golangci-lint"
 	[realnodes]="kube-apiserver kubectl etcd etcd35 etcd37 etcdctl etcdutl versitygw kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
 	[realdemo]="kube-apiserver etcd37 etcdctl kubectl kubelet kube-scheduler kube-controller-manager kube-proxy containerd coredns pause"
+	[kind]="kind kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd containerd coredns pause"
 )
 
 want=""

@@ -4,8 +4,21 @@
 # (KIND_VERSION in lib.sh) lays one out, and tags it $KIND_NODE_IMAGE
 # (default etcdfed/kind-node:<the Kubernetes version hack/tools.sh pins>).
 #
-#   hack/kind/node-image.sh          build when missing or out of date
-#   hack/kind/node-image.sh --force  build again
+#   hack/kind/node-image.sh            build when missing or out of date
+#   hack/kind/node-image.sh --force    build again
+#   hack/kind/node-image.sh --missing  print the pieces of the cache that are
+#                                      missing, one a line, build nothing
+#
+# The pieces, each cached when it is done (an interrupted one, say by
+# .ci/run's `timeout`, is built again from its start next time):
+#   tool NAME       a pinned tool in bin/ (hack/tools.sh --for kind)
+#   bit NAME-VER    a Go build in bin/kind-node/bits/NAME-VER/ (.done when complete)
+#   rootfs FILE     the Debian root filesystem, bin/kind-node/rootfs-*.tar
+#   image FILE      the node image, `docker save`d to bin/kind-node/node-<inputs>.tar
+# Docker's store is not kept between CI machines, bin/ is: a run that finds
+# no current image in Docker but its tar loads the tar (docker load) instead
+# of assembling the image again (docs/measurements/kind.md says what each
+# costs).
 #
 # What goes in, from what this machine reaches (Debian's archive and the Go
 # module proxy):
@@ -25,8 +38,8 @@
 #     local-path provisioner and its helper.
 # The result is cached: the image carries a label with the hash of its
 # inputs, and a run finding that label current does nothing. The root
-# filesystem and the built binaries are cached in bin/kind-node/
-# (ETCDFED_KIND_NODE_CACHE to put them elsewhere).
+# filesystem, the built binaries and the saved image are cached in
+# bin/kind-node/ (ETCDFED_KIND_NODE_CACHE to put them elsewhere).
 # Needs root (debootstrap, chroot), Docker, Go; hack/system-deps.sh kind
 # installs the Debian packages.
 set -euo pipefail
@@ -51,49 +64,62 @@ DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 BASE_PACKAGES=systemd,dbus,conntrack,iptables,nftables,iproute2,ethtool,util-linux,mount,kmod,libseccomp2,pigz,bash,ca-certificates,curl,jq,procps,e2fsprogs
 
 force=0
+missing=0
 case ${1:-} in
 --force) force=1 ;;
+--missing) missing=1 ;;
 "") ;;
-*) die "usage: hack/kind/node-image.sh [--force]" ;;
+*) die "usage: hack/kind/node-image.sh [--force | --missing]" ;;
 esac
 
-need docker go debootstrap chroot tar sha256sum
-[[ $(id -u) -eq 0 ]] || die "node-image.sh needs root (debootstrap and chroot)"
-docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (docker info failed)"
 cd "$REPO"
 start=$SECONDS
-
 kube_version=$(sed -n 's/^KUBE_VERSION=//p' hack/tools.sh)
 [[ -n $kube_version ]] || die "no KUBE_VERSION in hack/tools.sh"
 image=${KIND_NODE_IMAGE:-$(default_node_image)}
 cache=${ETCDFED_KIND_NODE_CACHE:-$REPO/bin/kind-node}
 bits=$cache/bits
-mkdir -p "$bits"
+rootfs_tar=$cache/rootfs-$DEBIAN_SUITE-$(echo "$BASE_PACKAGES" | sha256sum | cut -c1-12).tar
 
-step "Kubernetes $kube_version: kubeadm, kubelet, kubectl and the control plane (hack/tools.sh)"
-hack/tools.sh kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause containerd
-
-step "kind $KIND_VERSION's node image builder (Go module proxy)"
-kind_dir=$(go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | awk -F'"' '$2 == "Dir" { print $4 }')
-[[ -d $kind_dir/images/base/files ]] || die "no images/base/files in the kind module at $kind_dir"
+# inputs: the inputs' hash (the image's label, its tar's name); when the
+# image carries it, nothing changed.
+inputs() {
+	{
+		cat "${BASH_SOURCE[0]}" hack/kind/kindnetd.sh hack/kind/lib.sh
+		echo "$KIND_VERSION $DEBIAN_SUITE $BASE_PACKAGES $kube_version"
+		for b in kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause; do
+			sha256sum <"bin/$b"
+		done
+		find "$bits" -type f ! -name .done -print0 | sort -z | xargs -0 sha256sum
+	} | sha256sum | cut -c1-16
+}
 
 # go_bit NAME VERSION CGO TAGS LDFLAGS PKG...: go install PKG@VERSION into
-# bin/kind-node/bits/NAME-VERSION/ once.
+# bin/kind-node/bits/NAME-VERSION/ once (with --missing: say whether it is
+# there).
 go_bit() {
 	local name=$1 version=$2 cgo=$3 tags=$4 ld=$5
 	shift 5
 	local dir=$bits/$name-$version
 	[[ -f $dir/.done ]] && return
+	if ((missing)); then
+		echo "bit $name-$version"
+		return
+	fi
 	log "Building $name $version from the Go module proxy"
+	local t0=$SECONDS
 	rm -rf "$dir"
 	mkdir -p "$dir"
 	local pkgs=() p
 	for p in "$@"; do pkgs+=("$p@$version"); done
 	GOBIN=$dir CGO_ENABLED=$cgo GOFLAGS=-trimpath nice go install -p 1 -tags "$tags" -ldflags "$ld" "${pkgs[@]}"
 	touch "$dir/.done"
+	log "Built $name $version in $((SECONDS - t0))s"
 }
-step "containerd, runc, crictl, CNI plugins, local-path-provisioner (kind's pinned versions)"
-go_bit containerd "$CONTAINERD_VERSION" 0 "no_btrfs no_devmapper no_zfs" \
+
+# go_bits: the Go builds of kind's base image, at the versions it pins.
+go_bits() {
+	go_bit containerd "$CONTAINERD_VERSION" 0 "no_btrfs no_devmapper no_zfs" \
 	"-s -w -X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION" \
 	github.com/containerd/containerd/v2/cmd/containerd github.com/containerd/containerd/v2/cmd/ctr \
 	github.com/containerd/containerd/v2/cmd/containerd-shim-runc-v2
@@ -103,43 +129,83 @@ go_bit cni "$CNI_PLUGINS_VERSION" 0 "" "-s -w -X github.com/containernetworking/
 	github.com/containernetworking/plugins/plugins/ipam/host-local github.com/containernetworking/plugins/plugins/main/loopback \
 	github.com/containernetworking/plugins/plugins/main/ptp github.com/containernetworking/plugins/plugins/meta/portmap
 go_bit local-path-provisioner "$LOCAL_PATH_VERSION" 0 "" "-s -w" github.com/rancher/local-path-provisioner
+}
 
-# The inputs' hash: when the image carries it, nothing changed.
-inputs=$(
-	{
-		cat "${BASH_SOURCE[0]}" hack/kind/kindnetd.sh hack/kind/lib.sh
-		echo "$KIND_VERSION $DEBIAN_SUITE $BASE_PACKAGES $kube_version"
-		for b in kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause; do
-			sha256sum <"bin/$b"
-		done
-		find "$bits" -type f ! -name .done -print0 | sort -z | xargs -0 sha256sum
-	} | sha256sum | cut -c1-16
-)
-if ((!force)) && [[ $(docker image inspect -f '{{ index .Config.Labels "dev.etcdfed.kind-node.inputs" }}' "$image" 2>/dev/null) == "$inputs" ]]; then
-	log "$image is up to date (inputs $inputs)"
+if ((missing)); then
+	# What a build would still make, in the order it makes it; nothing
+	# when the cache holds all the kind turn needs (the tools, the bits
+	# the inputs' hash reads, and the saved image; the root filesystem
+	# only to assemble an image not saved yet).
+	tools_out=$(hack/tools.sh --for kind --missing)
+	bits_out=$(go_bits)
+	[[ -z $tools_out ]] || sed 's/^/tool /' <<<"$tools_out"
+	[[ -z $bits_out ]] || echo "$bits_out"
+	saved='node-<inputs>.tar' # named once the pieces above are there
+	[[ -n $tools_out || -n $bits_out ]] || saved=node-$(inputs).tar
+	if [[ ! -f $cache/$saved ]]; then
+		[[ -f $rootfs_tar ]] || echo "rootfs ${rootfs_tar#"$REPO"/}"
+		echo "image ${cache#"$REPO"/}/$saved"
+	fi
 	exit 0
 fi
+
+need docker go debootstrap chroot tar sha256sum
+[[ $(id -u) -eq 0 ]] || die "node-image.sh needs root (debootstrap and chroot)"
+docker info >/dev/null 2>&1 || die "cannot reach the Docker engine (docker info failed)"
+mkdir -p "$bits"
 
 tmp=$(mktemp -d /var/tmp/etcdfed-kind-node.XXXXXX)
 build_container=""
 cleanup() {
 	[[ -n $build_container ]] && docker rm -f -v "$build_container" >/dev/null 2>&1
-	rm -rf "$tmp"
+	# A debootstrap cut short may leave /proc, /sys or a bind of /dev
+	# mounted in its target: unmounted first, and rm stays on this file
+	# system whatever is left.
+	findmnt -rn -o TARGET | grep -F "$tmp/" | sort -r | xargs -r -n1 umount -l 2>/dev/null || true
+	rm -rf --one-file-system "$tmp"
 }
 trap cleanup EXIT
+# A timeout's TERM (.ci/run builds the pieces within the time it has)
+# still cleans up; the piece it cut short was not marked done.
+trap 'exit 143' TERM INT
 
-# kind's manifests and image names, read from the kind module's source.
-go build -o "$tmp/kindconst" ./hack/kind/kindconst
-kconst() { "$tmp/kindconst" "$kind_dir/pkg/build/nodeimage" "$1"; }
-kindnetd_image=$(kconst kindnetdImage)
-provisioner_image=$(kconst storageProvisionerImage)
-helper_image=$(kconst storageHelperImage)
-log "kindnetd $kindnetd_image, storage $provisioner_image and $helper_image"
+step "Kubernetes $kube_version: kubeadm, kubelet, kubectl and the control plane (hack/tools.sh)"
+hack/tools.sh kubeadm kubelet kubectl kube-apiserver kube-controller-manager kube-scheduler kube-proxy etcd coredns pause containerd
+
+step "containerd, runc, crictl, CNI plugins, local-path-provisioner (kind's pinned versions)"
+go_bits
+
+inputs=$(inputs)
+current() { [[ $(docker image inspect -f '{{ index .Config.Labels "dev.etcdfed.kind-node.inputs" }}' "$image" 2>/dev/null) == "$inputs" ]]; }
+saved=$cache/node-$inputs.tar
+# save: the image into bin/'s cache, for a machine whose Docker store
+# lacks it (the older images' tars go).
+save() {
+	step "Saving $image to ${saved#"$REPO"/}"
+	local t0=$SECONDS
+	docker save -o "$saved.tmp" "$image"
+	mv "$saved.tmp" "$saved"
+	find "$cache" -maxdepth 1 -name 'node-*.tar*' ! -name "node-$inputs.tar" -delete
+	log "Saved $image in $((SECONDS - t0))s ($(du -m "$saved" | cut -f1) MB)"
+}
+if ((!force)) && current; then
+	log "$image is up to date (inputs $inputs)"
+	[[ -f $saved ]] || save
+	exit 0
+fi
+if ((!force)) && [[ -f $saved ]]; then
+	step "Loading $image from ${saved#"$REPO"/} (inputs $inputs)"
+	t0=$SECONDS
+	docker load -q -i "$saved" >/dev/null
+	current || die "${saved#"$REPO"/} did not hold $image of inputs $inputs"
+	log "Loaded $image in $((SECONDS - t0))s ($(du -m "$saved" | cut -f1) MB)"
+	exit 0
+fi
 
 # ---------------------------------------------------------------------------
-rootfs_tar=$cache/rootfs-$DEBIAN_SUITE-$(echo "$BASE_PACKAGES" | sha256sum | cut -c1-12).tar
 if [[ ! -f $rootfs_tar ]]; then
 	step "Debian $DEBIAN_SUITE root filesystem (debootstrap, $DEBIAN_MIRROR)"
+	t0=$SECONDS
 	debootstrap --variant=minbase --include="$BASE_PACKAGES" "$DEBIAN_SUITE" "$tmp/debootstrap" "$DEBIAN_MIRROR" |
 		grep -E '^(I: (Retrieving|Base system)|E:|W:)' | grep -v 'Retrieving Packages' || true
 	[[ -x $tmp/debootstrap/usr/bin/systemctl ]] || die "debootstrap did not install systemd"
@@ -148,7 +214,22 @@ if [[ ! -f $rootfs_tar ]]; then
 	tar -C "$tmp/debootstrap" --numeric-owner -cf "$rootfs_tar.tmp" .
 	mv "$rootfs_tar.tmp" "$rootfs_tar"
 	rm -rf "$tmp/debootstrap"
+	log "Built ${rootfs_tar#"$REPO"/} in $((SECONDS - t0))s"
 fi
+
+# ---------------------------------------------------------------------------
+# The assembly, on this machine's Docker.
+assembly=$SECONDS
+step "kind $KIND_VERSION's node image builder (Go module proxy)"
+kind_dir=$(go mod download -json "sigs.k8s.io/kind@$KIND_VERSION" | awk -F'"' '$2 == "Dir" { print $4 }')
+[[ -d $kind_dir/images/base/files ]] || die "no images/base/files in the kind module at $kind_dir"
+# kind's manifests and image names, read from the kind module's source.
+go build -o "$tmp/kindconst" ./hack/kind/kindconst
+kconst() { "$tmp/kindconst" "$kind_dir/pkg/build/nodeimage" "$1"; }
+kindnetd_image=$(kconst kindnetdImage)
+provisioner_image=$(kconst storageProvisionerImage)
+helper_image=$(kconst storageHelperImage)
+log "kindnetd $kindnetd_image, storage $provisioner_image and $helper_image"
 
 # ---------------------------------------------------------------------------
 # kind's images/base/Dockerfile, step by step, on a copy of the root fs.
@@ -298,4 +379,5 @@ docker rmi "$rootfs_image" "$slim_image" >/dev/null
 # The image this one replaces, and the bases only it used.
 [[ -n $old_image ]] && { docker rmi "$old_image" >/dev/null 2>&1 || true; }
 docker image ls "etcdfed/kind-base" -q --filter "before=$base" | xargs -r docker rmi >/dev/null 2>&1 || true
-log "Built $image in $((SECONDS - start))s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
+log "Built $image in $((SECONDS - start))s, its assembly $((SECONDS - assembly))s ($(docker image inspect -f '{{ .Size }}' "$image" | awk '{ printf "%.0f MB", $1 / 1e6 }'))"
+save

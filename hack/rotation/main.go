@@ -20,11 +20,33 @@
 // reads what earlier runs passed: the slice whose scenarios passed longest
 // ago runs (a scenario that never passed counts oldest; the hash breaks
 // ties), so no slice waits more runs than there are slices; `-passed
-// PATTERN` records a slice's scenarios after they passed. -mode prints
-// which long mode .ci/run takes, "realnodes" or "nemesis": with a ledger,
-// real nodes when they never passed or after three passes of the other
-// (-passed-mode records one); without, the hash's h%4==3 as before. A
-// cold cache has no ledger and falls back to the hash.
+// PATTERN` records a slice's scenarios after they passed.
+//
+// -mode prints which long mode .ci/run takes: "nemesis" (the nemesis and
+// a scenario slice, the default) or a turn, "realnodes" (the real-node
+// scenarios) or "kind" (make test-kind). With a ledger (-passed-mode
+// records a mode's pass), a turn is due when it never passed or when the
+// other modes passed its count of times since it last did: real nodes
+// after 3, kind after 5. Of the turns due, the one that waited longest
+// runs (never passed counts longest; on a tie the first in turns, real
+// nodes before kind). So from an empty ledger the runs go real nodes,
+// kind, nemesis, nemesis, real nodes, and then, run after run passing,
+// real nodes come every fourth or fifth run, kind every sixth or seventh
+// and the nemesis on the others, three runs in five (TestModesKeepComing):
+// the nemesis carries the scenario slices, so it keeps most runs; kind's
+// turn, the longest and the one closest to a real deployment, comes less
+// often than real nodes, never starving them (a turn that passed counts
+// as a pass of the other modes for real nodes).
+//
+// -uncached lists the turns whose cache in bin/ is incomplete (.ci/run
+// asks hack/tools.sh and hack/kind/node-image.sh --missing): such a turn,
+// due, gives way to the next due turn whose cache is complete, else to
+// the nemesis, and the line -mode prints names it after the mode,
+// "nemesis kind", for .ci/run to build its cache with the time it has
+// left. A turn not run stays due, so it runs once its cache is complete.
+// Without a ledger (a cold cache) the hash chooses, as before: real nodes
+// when h%4 == 3 (with their cache, else the nemesis warming it), never
+// kind.
 //
 // It prints the go test -run pattern of the slice on stdout, and on stderr
 // which scenarios run now, with their estimates, and which slices come
@@ -33,7 +55,7 @@
 // Usage: go run ./hack/rotation -exclude REGEXP [-budget 22m] [-run N] [-dir test/multicluster] [-ledger FILE]
 //
 //	go run ./hack/rotation -ledger FILE -passed PATTERN
-//	go run ./hack/rotation -ledger FILE [-run N] -mode
+//	go run ./hack/rotation -ledger FILE [-run N] [-uncached kind,realnodes] -mode
 //	go run ./hack/rotation -ledger FILE -passed-mode MODE
 package main
 
@@ -117,16 +139,17 @@ func main() {
 	dir := flag.String("dir", "test/multicluster", "the package of the scenarios")
 	ledgerPath := flag.String("ledger", "", "file of what earlier runs passed (kept between CI runs); empty or missing: choose by -run alone")
 	passed := flag.String("passed", "", "record in -ledger that the scenarios of this pattern (as printed) passed, and exit")
-	mode := flag.Bool("mode", false, "print the long mode this run takes (realnodes or nemesis), and exit")
+	mode := flag.Bool("mode", false, "print the long mode this run takes ("+strings.Join(longModes(), ", ")+"), and after it a due turn whose cache to build, and exit")
+	uncached := flag.String("uncached", "", "with -mode: the turns whose cache is incomplete, comma-separated")
 	passedMode := flag.String("passed-mode", "", "record in -ledger that this mode's run passed, and exit")
 	flag.Parse()
-	if err := do(*exclude, *budget, *run, *dir, *ledgerPath, *passed, *mode, *passedMode); err != nil {
+	if err := do(*exclude, *budget, *run, *dir, *ledgerPath, *passed, *mode, *uncached, *passedMode); err != nil {
 		fmt.Fprintln(os.Stderr, "rotation:", err)
 		os.Exit(1)
 	}
 }
 
-func do(exclude string, budget time.Duration, run, dir, ledgerPath, passed string, mode bool, passedMode string) error {
+func do(exclude string, budget time.Duration, run, dir, ledgerPath, passed string, mode bool, uncached, passedMode string) error {
 	now := time.Now()
 	switch {
 	case passed != "" || passedMode != "":
@@ -138,8 +161,8 @@ func do(exclude string, budget time.Duration, run, dir, ledgerPath, passed strin
 			lines = append(lines, fmt.Sprintf("scenario %s %d", n, now.Unix()))
 		}
 		if passedMode != "" {
-			if passedMode != modeRealNodes && passedMode != modeNemesis {
-				return fmt.Errorf("-passed-mode %q: want %s or %s", passedMode, modeRealNodes, modeNemesis)
+			if !slices.Contains(longModes(), passedMode) {
+				return fmt.Errorf("-passed-mode %q: want one of %s", passedMode, strings.Join(longModes(), ", "))
 			}
 			lines = append(lines, fmt.Sprintf("mode %s %d", passedMode, now.Unix()))
 		}
@@ -154,9 +177,19 @@ func do(exclude string, budget time.Duration, run, dir, ledgerPath, passed strin
 		if err != nil {
 			return err
 		}
-		m, why := chooseMode(led, n)
+		var un []string
+		for _, u := range strings.Split(uncached, ",") {
+			if u = strings.TrimSpace(u); u == "" {
+				continue
+			}
+			if turnOf(u) == nil {
+				return fmt.Errorf("-uncached %q: want turns of %s", u, strings.Join(longModes()[1:], ", "))
+			}
+			un = append(un, u)
+		}
+		m, warm, why := chooseMode(led, n, un)
 		fmt.Fprintf(os.Stderr, "long mode: %s (%s)\n", m, why)
-		fmt.Println(m)
+		fmt.Println(strings.TrimSpace(m + " " + warm))
 		return nil
 	}
 	pattern, err := plan(os.Stderr, dir, exclude, run, budget, led)
@@ -308,11 +341,51 @@ func pack(names []string, budget time.Duration) [][]string {
 	}
 }
 
-// The long modes of a CI run (.ci/run).
+// The long modes of a CI run (.ci/run): the nemesis and a scenario slice
+// by default, a turn when one is due.
 const (
-	modeRealNodes = "realnodes"
 	modeNemesis   = "nemesis"
+	modeRealNodes = "realnodes"
+	modeKind      = "kind"
 )
+
+// turn is a long mode other than the nemesis, taken when it is due: when
+// none of its modes passed yet, or the other modes passed every times
+// since one of them did. A turn of several modes (a real-node turn that
+// alternates real-node scenarios and a nemesis on real nodes, say) takes
+// the one that passed longest ago.
+type turn struct {
+	modes []string
+	every int
+	what  string
+}
+
+// turns, in the order that breaks a tie (see the package comment for why
+// these counts).
+var turns = []turn{
+	{modes: []string{modeRealNodes}, every: 3, what: "real nodes"},
+	{modes: []string{modeKind}, every: 5, what: "kind"},
+}
+
+// longModes: the nemesis, then every turn's modes.
+func longModes() []string {
+	out := []string{modeNemesis}
+	for _, t := range turns {
+		out = append(out, t.modes...)
+	}
+	return out
+}
+
+// turnOf is the turn a mode belongs to; nil for the nemesis and unknown
+// names.
+func turnOf(mode string) *turn {
+	for i := range turns {
+		if slices.Contains(turns[i].modes, mode) {
+			return &turns[i]
+		}
+	}
+	return nil
+}
 
 // ledger is what earlier CI runs passed: the last pass of each scenario,
 // and the modes passed, oldest first. Its file holds one line per pass,
@@ -364,11 +437,17 @@ func appendLedger(path string, lines []string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("ledger directory: %w", err)
 	}
+	// A line a dead run left without its newline ends first, so that it
+	// does not swallow the first of these.
+	text := strings.Join(lines, "\n") + "\n"
+	if b, err := os.ReadFile(path); err == nil && len(b) > 0 && b[len(b)-1] != '\n' {
+		text = "\n" + text
+	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
 	if err != nil {
 		return fmt.Errorf("open the ledger: %w", err)
 	}
-	_, werr := f.WriteString(strings.Join(lines, "\n") + "\n")
+	_, werr := f.WriteString(text)
 	return errors.Join(werr, f.Close())
 }
 
@@ -416,25 +495,60 @@ func chooseSlice(slices [][]string, n int, led *ledger) (int, string) {
 	return best, "ledger: a scenario of it never passed"
 }
 
-// chooseMode is the long mode this run takes: with a ledger, real nodes
-// when they never passed or the other mode passed three times since; else
-// real nodes when n%4 == 3.
-func chooseMode(led *ledger, n int) (string, string) {
+// chooseMode is the long mode this run takes, and the due turn's mode
+// whose cache (uncached names the incomplete ones) this run should build,
+// or "" (see the package comment): with a ledger, of the turns due, the
+// one that waited longest and has its cache, else the nemesis; without,
+// real nodes when n%4 == 3, else the nemesis.
+func chooseMode(led *ledger, n int, uncached []string) (mode, warm, why string) {
+	cached := func(m string) bool { return !slices.Contains(uncached, m) }
 	if led == nil {
-		if n%4 == 3 {
-			return modeRealNodes, "no ledger: the run number's n%4 == 3"
+		switch {
+		case n%4 != 3:
+			return modeNemesis, "", "no ledger: the run number's n%4 != 3"
+		case !cached(modeRealNodes):
+			return modeNemesis, modeRealNodes, "no ledger: the run number's n%4 == 3, but bin/'s cache lacks the real-node tools"
 		}
-		return modeNemesis, "no ledger: the run number's n%4 != 3"
+		return modeRealNodes, "", "no ledger: the run number's n%4 == 3"
 	}
-	since := 0
-	for k := len(led.modes) - 1; k >= 0 && led.modes[k] != modeRealNodes; k-- {
-		since++
+	type due struct {
+		mode, why string
+		wait      int // passes of other modes since the turn's last; never: more than any
 	}
-	switch {
-	case !slices.Contains(led.modes, modeRealNodes):
-		return modeRealNodes, "ledger: real nodes never passed"
-	case since >= 3:
-		return modeRealNodes, fmt.Sprintf("ledger: %d passes of the nemesis since real nodes last passed", since)
+	var dues []due
+	for _, t := range turns {
+		last := map[string]int{} // a mode's last pass, 1-based; 0 never
+		for k, m := range led.modes {
+			last[m] = k + 1
+		}
+		mode, turnLast := t.modes[0], 0
+		for _, m := range t.modes {
+			if last[m] < last[mode] {
+				mode = m
+			}
+			turnLast = max(turnLast, last[m])
+		}
+		since := len(led.modes) - turnLast
+		switch {
+		case turnLast == 0:
+			dues = append(dues, due{mode, t.what + " never passed", len(led.modes) + 1})
+		case since >= t.every:
+			dues = append(dues, due{mode, fmt.Sprintf("%d passes of other modes since %s last passed (due after %d)", since, t.what, t.every), since})
+		default:
+			why += fmt.Sprintf("; %s: %d of %d passes of other modes since it last passed", t.what, since, t.every)
+		}
 	}
-	return modeNemesis, fmt.Sprintf("ledger: %d of 3 passes of the nemesis since real nodes last passed", since)
+	why = strings.TrimPrefix(why, "; ")
+	if len(dues) == 0 {
+		return modeNemesis, "", "ledger: no turn due: " + why
+	}
+	sort.SliceStable(dues, func(i, j int) bool { return dues[i].wait > dues[j].wait })
+	var waiting []string
+	for _, d := range dues {
+		if cached(d.mode) {
+			return d.mode, "", "ledger: " + d.why + strings.Join(waiting, "")
+		}
+		waiting = append(waiting, fmt.Sprintf("; %s is due (%s) but bin/'s cache lacks its pieces", d.mode, d.why))
+	}
+	return modeNemesis, dues[0].mode, "ledger: " + strings.TrimPrefix(strings.Join(waiting, ""), "; ")
 }

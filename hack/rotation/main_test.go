@@ -186,27 +186,102 @@ func passedLines(pattern string, at time.Time) []string {
 	return lines
 }
 
-// The long mode: real nodes when they never passed, then after three
-// passes of the nemesis; without a ledger, n%4 == 3.
+// The long mode: a turn (real nodes, kind) when it never passed or after
+// its count of passes of the other modes, the one that waited longest
+// first, real nodes before kind on a tie; a turn whose cache is
+// incomplete gives way to one whose cache is complete, else to the
+// nemesis with its cache warmed; without a ledger, n%4 == 3 real nodes.
 func TestChooseMode(t *testing.T) {
+	const r, k, n = modeRealNodes, modeKind, modeNemesis
 	for _, tc := range []struct {
-		modes []string
-		want  string
+		modes    []string
+		uncached []string
+		want     string
+		warm     string
 	}{
-		{nil, modeRealNodes},
-		{[]string{modeNemesis, modeNemesis, modeNemesis, modeNemesis}, modeRealNodes},
-		{[]string{modeRealNodes}, modeNemesis},
-		{[]string{modeRealNodes, modeNemesis, modeNemesis}, modeNemesis},
-		{[]string{modeRealNodes, modeNemesis, modeNemesis, modeNemesis}, modeRealNodes},
+		// Nothing passed yet: real nodes, then kind.
+		{nil, nil, r, ""},
+		{[]string{n, n, n, n}, nil, r, ""},
+		{[]string{r}, nil, k, ""},
+		// Real nodes as before: after three passes of other modes.
+		{[]string{k, r}, nil, n, ""},
+		{[]string{k, r, n, n}, nil, n, ""},
+		{[]string{k, r, n, n, n}, nil, r, ""},
+		{[]string{k, r, k, n, n}, nil, r, ""},
+		// Kind after five.
+		{[]string{r, k, n, n, r, n}, nil, n, ""},
+		{[]string{r, k, n, n, r, n, n}, nil, k, ""},
+		// Both due: the one that waited longer; on a tie real nodes.
+		{[]string{r, k, n, n, n, n, n}, nil, r, ""},
+		{[]string{k, r, n, n, n, n, n}, nil, k, ""},
+		{[]string{n}, nil, r, ""},
+		// Kind due, its cache incomplete: the nemesis, kind's cache warmed.
+		{[]string{r}, []string{k}, n, k},
+		{[]string{r, k, n, n, r, n, n}, []string{k}, n, k},
+		// ... still due after those nemesis passes, until its cache is complete.
+		{[]string{r, k, n, n, r, n, n, n}, nil, k, ""},
+		// Both due, kind longer but uncached: real nodes run, nothing warmed
+		// (a real-node run has no time left to warm).
+		{[]string{r, k, n, n, n, n, n}, []string{k}, r, ""},
+		{[]string{k, r, n, n, n, n, n}, []string{k}, r, ""},
+		// Both due and uncached: the nemesis, the longer waiting one warmed.
+		{[]string{k, r, n, n, n, n, n}, []string{r, k}, n, k},
+		{nil, []string{r, k}, n, r},
+		// Real nodes due and uncached, kind not due: as before.
+		{[]string{k, r, n, n, n}, []string{r}, n, r},
+		// Not due: a missing cache changes nothing.
+		{[]string{k, r}, []string{r, k}, n, ""},
 	} {
-		if got, why := chooseMode(&ledger{modes: tc.modes}, 0); got != tc.want {
-			t.Errorf("modes %v: %s (%s), want %s", tc.modes, got, why, tc.want)
+		got, warm, why := chooseMode(&ledger{modes: tc.modes}, 0, tc.uncached)
+		if got != tc.want || warm != tc.warm {
+			t.Errorf("modes %v, uncached %v: %s, warm %q (%s); want %s, warm %q", tc.modes, tc.uncached, got, warm, why, tc.want, tc.warm)
 		}
 	}
-	for n, want := range []string{modeNemesis, modeNemesis, modeNemesis, modeRealNodes} {
-		if got, _ := chooseMode(nil, n); got != want {
-			t.Errorf("no ledger, run %d: %s, want %s", n, got, want)
+	for i, want := range []string{n, n, n, r} {
+		if got, warm, _ := chooseMode(nil, i, nil); got != want || warm != "" {
+			t.Errorf("no ledger, run %d: %s, warm %q; want %s", i, got, warm, want)
 		}
+		// A cold cache without a ledger: real nodes when their turn has
+		// them cached, else the nemesis with them warmed; kind never.
+		want, wantWarm := want, ""
+		if want == r {
+			want, wantWarm = n, r
+		}
+		if got, warm, _ := chooseMode(nil, i, []string{r, k}); got != want || warm != wantWarm {
+			t.Errorf("no ledger, uncached, run %d: %s, warm %q; want %s, warm %q", i, got, warm, want, wantWarm)
+		}
+	}
+}
+
+// Run after run, each passing, every mode keeps coming: real nodes at
+// least every fourth or fifth run, kind every sixth or seventh, the
+// nemesis (and with it the scenario slices) on most runs.
+func TestModesKeepComing(t *testing.T) {
+	led := &ledger{}
+	last := map[string]int{}
+	gap := map[string]int{}
+	for i := range 120 {
+		m, warm, why := chooseMode(led, i, nil)
+		if warm != "" {
+			t.Fatalf("run %d: warm %q with every cache complete (%s)", i, warm, why)
+		}
+		if prev, ok := last[m]; ok && i-prev > gap[m] {
+			gap[m] = i - prev
+		}
+		last[m] = i
+		led.modes = append(led.modes, m)
+	}
+	got := strings.Join(led.modes[:12], " ")
+	t.Logf("the first runs: %s; the longest gaps: %v", got, gap)
+	if gap[modeRealNodes] > 5 || gap[modeKind] > 7 || gap[modeNemesis] > 3 {
+		t.Errorf("longest gaps between a mode's runs: %v; want real nodes within 5, kind 7, the nemesis 3", gap)
+	}
+	count := map[string]int{}
+	for _, m := range led.modes[20:] {
+		count[m]++
+	}
+	if count[modeNemesis] < 50 || count[modeKind] < 12 || count[modeRealNodes] < 20 {
+		t.Errorf("modes over 100 runs: %v", count)
 	}
 }
 
@@ -216,7 +291,7 @@ func TestLedgerFile(t *testing.T) {
 	if led, err := readLedger(path); err != nil || led != nil {
 		t.Fatalf("no file: %v, %v; want no ledger", led, err)
 	}
-	if err := do("", time.Minute, "", "", path, "^(TestScenarioA|TestScenarioB)$", false, modeNemesis); err != nil {
+	if err := do("", time.Minute, "", "", path, "^(TestScenarioA|TestScenarioB)$", false, "", modeNemesis); err != nil {
 		t.Fatal(err)
 	}
 	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
@@ -235,7 +310,13 @@ func TestLedgerFile(t *testing.T) {
 	if !slices.Equal(led.modes, []string{modeNemesis}) {
 		t.Errorf("modes read back: %v", led.modes)
 	}
-	if err := do("", time.Minute, "", "", path, "", false, "kind"); err == nil {
+	if err := do("", time.Minute, "", "", path, "", false, "", modeKind); err != nil {
+		t.Errorf("-passed-mode %s: %v", modeKind, err)
+	}
+	if err := do("", time.Minute, "", "", path, "", false, "", "kindd"); err == nil {
 		t.Error("an unknown mode was recorded")
+	}
+	if led, _ := readLedger(path); !slices.Equal(led.modes, []string{modeNemesis, modeKind}) {
+		t.Errorf("modes read back: %v", led.modes)
 	}
 }
