@@ -23,8 +23,10 @@
 // PATTERN` records a slice's scenarios after they passed.
 //
 // -mode prints which long mode .ci/run takes: "nemesis" (the nemesis and
-// a scenario slice, the default) or a turn, "realnodes" (the real-node
-// scenarios) or "kind" (make test-kind). With a ledger (-passed-mode
+// a scenario slice, the default) or a turn: real nodes, which take the
+// real-node scenarios ("realnodes") and the seeded nemesis on real nodes
+// ("realnemesis") in turn, whichever passed longer ago (so the nemesis
+// alternates node modes), or "kind" (make test-kind). With a ledger (-passed-mode
 // records a mode's pass), a turn is due when it never passed or when the
 // other modes passed its count of times since it last did: real nodes
 // after 3, kind after 5. Of the turns due, the one that waited longest
@@ -44,9 +46,9 @@
 // the nemesis, and the line -mode prints names it after the mode,
 // "nemesis kind", for .ci/run to build its cache with the time it has
 // left. A turn not run stays due, so it runs once its cache is complete.
-// Without a ledger (a cold cache) the hash chooses, as before: real nodes
-// when h%4 == 3 (with their cache, else the nemesis warming it), never
-// kind.
+// Without a ledger (a cold cache) the hash chooses, as before: a real-node
+// turn when h%4 == 3 (with their cache, else the nemesis warming it), its
+// mode by h/4's parity, never kind.
 //
 // It prints the go test -run pattern of the slice on stdout, and on stderr
 // which scenarios run now, with their estimates, and which slices come
@@ -347,6 +349,10 @@ const (
 	modeNemesis   = "nemesis"
 	modeRealNodes = "realnodes"
 	modeKind      = "kind"
+	// modeRealNemesis is the seeded nemesis on real nodes (make nemesis
+	// NODES=real, profile ci, 2 schedules): every other real-node turn,
+	// so that the nemesis alternates node modes.
+	modeRealNemesis = "realnemesis"
 )
 
 // turn is a long mode other than the nemesis, taken when it is due: when
@@ -363,7 +369,7 @@ type turn struct {
 // turns, in the order that breaks a tie (see the package comment for why
 // these counts).
 var turns = []turn{
-	{modes: []string{modeRealNodes}, every: 3, what: "real nodes"},
+	{modes: []string{modeRealNodes, modeRealNemesis}, every: 3, what: "real nodes"},
 	{modes: []string{modeKind}, every: 5, what: "kind"},
 }
 
@@ -501,15 +507,25 @@ func chooseSlice(slices [][]string, n int, led *ledger) (int, string) {
 // one that waited longest and has its cache, else the nemesis; without,
 // real nodes when n%4 == 3, else the nemesis.
 func chooseMode(led *ledger, n int, uncached []string) (mode, warm, why string) {
-	cached := func(m string) bool { return !slices.Contains(uncached, m) }
+	// A turn's modes share its cache: uncached may name any of them, and
+	// the mode to warm is named by the turn's first.
+	cached := func(m string) bool {
+		t := turnOf(m)
+		return t == nil || !slices.ContainsFunc(t.modes, func(tm string) bool { return slices.Contains(uncached, tm) })
+	}
+	warmOf := func(m string) string { return turnOf(m).modes[0] }
 	if led == nil {
+		real := modeRealNodes
+		if (n/4)%2 == 1 {
+			real = modeRealNemesis
+		}
 		switch {
 		case n%4 != 3:
 			return modeNemesis, "", "no ledger: the run number's n%4 != 3"
-		case !cached(modeRealNodes):
-			return modeNemesis, modeRealNodes, "no ledger: the run number's n%4 == 3, but bin/'s cache lacks the real-node tools"
+		case !cached(real):
+			return modeNemesis, warmOf(real), "no ledger: the run number's n%4 == 3, but bin/'s cache lacks the real-node tools"
 		}
-		return modeRealNodes, "", "no ledger: the run number's n%4 == 3"
+		return real, "", "no ledger: the run number's n%4 == 3, and (n/4)%2 picks " + real
 	}
 	type due struct {
 		mode, why string
@@ -550,5 +566,5 @@ func chooseMode(led *ledger, n int, uncached []string) (mode, warm, why string) 
 		}
 		waiting = append(waiting, fmt.Sprintf("; %s is due (%s) but bin/'s cache lacks its pieces", d.mode, d.why))
 	}
-	return modeNemesis, dues[0].mode, "ledger: " + strings.TrimPrefix(strings.Join(waiting, ""), "; ")
+	return modeNemesis, warmOf(dues[0].mode), "ledger: " + strings.TrimPrefix(strings.Join(waiting, ""), "; ")
 }

@@ -192,7 +192,7 @@ func passedLines(pattern string, at time.Time) []string {
 // incomplete gives way to one whose cache is complete, else to the
 // nemesis with its cache warmed; without a ledger, n%4 == 3 real nodes.
 func TestChooseMode(t *testing.T) {
-	const r, k, n = modeRealNodes, modeKind, modeNemesis
+	const r, q, k, n = modeRealNodes, modeRealNemesis, modeKind, modeNemesis
 	for _, tc := range []struct {
 		modes    []string
 		uncached []string
@@ -206,13 +206,16 @@ func TestChooseMode(t *testing.T) {
 		// Real nodes as before: after three passes of other modes.
 		{[]string{k, r}, nil, n, ""},
 		{[]string{k, r, n, n}, nil, n, ""},
-		{[]string{k, r, n, n, n}, nil, r, ""},
-		{[]string{k, r, k, n, n}, nil, r, ""},
+		{[]string{k, r, n, n, n}, nil, q, ""},
+		{[]string{k, r, k, n, n}, nil, q, ""},
+		// A real-node turn takes the real-node mode that passed longer ago.
+		{[]string{r, k, q, n, n, n}, nil, r, ""},
+		{[]string{q, k, r, n, n, n}, nil, q, ""},
 		// Kind after five.
 		{[]string{r, k, n, n, r, n}, nil, n, ""},
 		{[]string{r, k, n, n, r, n, n}, nil, k, ""},
 		// Both due: the one that waited longer; on a tie real nodes.
-		{[]string{r, k, n, n, n, n, n}, nil, r, ""},
+		{[]string{r, k, n, n, n, n, n}, nil, q, ""},
 		{[]string{k, r, n, n, n, n, n}, nil, k, ""},
 		{[]string{n}, nil, r, ""},
 		// Kind due, its cache incomplete: the nemesis, kind's cache warmed.
@@ -222,13 +225,17 @@ func TestChooseMode(t *testing.T) {
 		{[]string{r, k, n, n, r, n, n, n}, nil, k, ""},
 		// Both due, kind longer but uncached: real nodes run, nothing warmed
 		// (a real-node run has no time left to warm).
-		{[]string{r, k, n, n, n, n, n}, []string{k}, r, ""},
-		{[]string{k, r, n, n, n, n, n}, []string{k}, r, ""},
+		{[]string{r, k, n, n, n, n, n}, []string{k}, q, ""},
+		{[]string{k, r, n, n, n, n, n}, []string{k}, q, ""},
 		// Both due and uncached: the nemesis, the longer waiting one warmed.
 		{[]string{k, r, n, n, n, n, n}, []string{r, k}, n, k},
 		{nil, []string{r, k}, n, r},
 		// Real nodes due and uncached, kind not due: as before.
 		{[]string{k, r, n, n, n}, []string{r}, n, r},
+		// The real-node modes share the real-node tools: either named
+		// uncached holds the turn, and the turn's first mode is warmed.
+		{[]string{k, r, n, n, n}, []string{q}, n, r},
+		{[]string{r, k, q, n, n, n}, []string{r}, n, r},
 		// Not due: a missing cache changes nothing.
 		{[]string{k, r}, []string{r, k}, n, ""},
 	} {
@@ -237,14 +244,14 @@ func TestChooseMode(t *testing.T) {
 			t.Errorf("modes %v, uncached %v: %s, warm %q (%s); want %s, warm %q", tc.modes, tc.uncached, got, warm, why, tc.want, tc.warm)
 		}
 	}
-	for i, want := range []string{n, n, n, r} {
+	for i, want := range []string{n, n, n, r, n, n, n, q} {
 		if got, warm, _ := chooseMode(nil, i, nil); got != want || warm != "" {
 			t.Errorf("no ledger, run %d: %s, warm %q; want %s", i, got, warm, want)
 		}
 		// A cold cache without a ledger: real nodes when their turn has
 		// them cached, else the nemesis with them warmed; kind never.
 		want, wantWarm := want, ""
-		if want == r {
+		if want == r || want == q {
 			want, wantWarm = n, r
 		}
 		if got, warm, _ := chooseMode(nil, i, []string{r, k}); got != want || warm != wantWarm {
@@ -253,9 +260,10 @@ func TestChooseMode(t *testing.T) {
 	}
 }
 
-// Run after run, each passing, every mode keeps coming: real nodes at
-// least every fourth or fifth run, kind every sixth or seventh, the
-// nemesis (and with it the scenario slices) on most runs.
+// Run after run, each passing, every mode keeps coming: a real-node turn
+// at least every fourth or fifth run (the real-node scenarios and the
+// nemesis on real nodes taking turns, each within ten), kind every sixth
+// or seventh, the nemesis (and with it the scenario slices) on most runs.
 func TestModesKeepComing(t *testing.T) {
 	led := &ledger{}
 	last := map[string]int{}
@@ -265,22 +273,28 @@ func TestModesKeepComing(t *testing.T) {
 		if warm != "" {
 			t.Fatalf("run %d: warm %q with every cache complete (%s)", i, warm, why)
 		}
-		if prev, ok := last[m]; ok && i-prev > gap[m] {
-			gap[m] = i - prev
+		keys := []string{m}
+		if m == modeRealNodes || m == modeRealNemesis {
+			keys = append(keys, "real-node turn")
 		}
-		last[m] = i
+		for _, key := range keys {
+			if prev, ok := last[key]; ok && i-prev > gap[key] {
+				gap[key] = i - prev
+			}
+			last[key] = i
+		}
 		led.modes = append(led.modes, m)
 	}
 	got := strings.Join(led.modes[:12], " ")
 	t.Logf("the first runs: %s; the longest gaps: %v", got, gap)
-	if gap[modeRealNodes] > 5 || gap[modeKind] > 7 || gap[modeNemesis] > 3 {
-		t.Errorf("longest gaps between a mode's runs: %v; want real nodes within 5, kind 7, the nemesis 3", gap)
+	if gap["real-node turn"] > 5 || gap[modeRealNodes] > 10 || gap[modeRealNemesis] > 10 || gap[modeKind] > 7 || gap[modeNemesis] > 3 {
+		t.Errorf("longest gaps between a mode's runs: %v; want a real-node turn within 5 (each of its modes 10), kind 7, the nemesis 3", gap)
 	}
 	count := map[string]int{}
 	for _, m := range led.modes[20:] {
 		count[m]++
 	}
-	if count[modeNemesis] < 50 || count[modeKind] < 12 || count[modeRealNodes] < 20 {
+	if count[modeNemesis] < 50 || count[modeKind] < 12 || count[modeRealNodes]+count[modeRealNemesis] < 20 || count[modeRealNemesis] < 10 {
 		t.Errorf("modes over 100 runs: %v", count)
 	}
 }
