@@ -68,7 +68,7 @@ func waitingRingNews() predicate.Predicate {
 		if !ok1 || !ok2 {
 			return true
 		}
-		return !(waitsForFleet(o) && waitsForFleet(n) && onlyStatusChanged(o, n))
+		return !waitsForFleet(o) || !waitsForFleet(n) || !onlyStatusChanged(o, n)
 	}}
 }
 
