@@ -113,6 +113,13 @@ DEMO_FLAGS ?= --clusters 3 --members 5
 # `make failures` and `make nemesis` take NODES=real too: the tests on the
 # hub topology run on real nodes (ETCDFED_NODES=real; realnode-deps first).
 NODES ?=
+# DISTANCE puts every local environment the tests start at a distance
+# from its start (`etcdfed dev latency set`'s form: one-region,
+# three-regions, or links such as zone-1:zone-2=20ms/5ms), e.g. `make
+# failures DISTANCE=one-region`; a test that sets its own keeps it. Root,
+# iptables and cgroup v2, as partitions.
+DISTANCE ?=
+export ETCDFED_DISTANCE := $(DISTANCE)
 # The project's binaries build beside the tools: on a new machine the
 # kube-apiserver build alone holds one of the two lanes for most of the wait.
 .PHONY: demo

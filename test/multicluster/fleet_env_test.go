@@ -79,7 +79,7 @@ func startSimFleetWith(tb testing.TB, o simFleetOptions) *SimFleet {
 		realNames[localenv.MemberClusterName(i)] = true
 	}
 	start := time.Now()
-	env, err := localenv.Start(context.Background(), localenv.Config{
+	env, err := startLocalEnv(context.Background(), localenv.Config{
 		StateDir: state, Clusters: clusters, ZonesPerCluster: zones, BinDir: bin,
 		BackoffBase: time.Second, BackoffMax: 5 * time.Second, Log: log,
 		// The hub, and the real spoke in the real clusters only: the

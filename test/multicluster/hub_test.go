@@ -99,7 +99,7 @@ func hubTopology(tb testing.TB) *Topology {
 		hubFx.bin = bin
 		verbose := os.Getenv("MULTICLUSTER_LOG") != ""
 		start := time.Now()
-		hubFx.env, hubFx.err = localenv.Start(context.Background(), localenv.Config{
+		hubFx.env, hubFx.err = startLocalEnv(context.Background(), localenv.Config{
 			StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
 			BackoffBase: time.Second, BackoffMax: 5 * time.Second,
 			Log: funcr.New(func(prefix, args string) {
@@ -115,7 +115,7 @@ func hubTopology(tb testing.TB) *Topology {
 		if hubFx.stopControl, hubFx.err = localenv.ServeControl(hubFx.env); hubFx.err != nil {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "local environment with hub and spokes ready in %.1fs (logs in %s)\n", time.Since(start).Seconds(), filepath.Join(state, "logs"))
+		fmt.Fprintf(os.Stderr, "local environment with hub and spokes ready in %.1fs%s (logs in %s)\n", time.Since(start).Seconds(), distanceNote(hubFx.env), filepath.Join(state, "logs"))
 		hubFx.topo, hubFx.err = LocalTopology(hubFx.env, nil)
 	})
 	if hubFx.err != nil {

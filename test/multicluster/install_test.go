@@ -64,7 +64,7 @@ func TestScenarioInstall(t *testing.T) {
 	state := t.TempDir()
 	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
 	start := time.Now()
-	env, err := localenv.Start(ctx, localenv.Config{
+	env, err := startLocalEnv(ctx, localenv.Config{
 		StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
 		BackoffBase: time.Second, BackoffMax: 5 * time.Second,
 		Progress: func(ev localenv.Event) { t.Log(ev.String()) },

@@ -255,7 +255,7 @@ func TestScenarioLegacyNamesAdopted(t *testing.T) {
 		t.Fatal(err)
 	}
 	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
-	env, err := localenv.Start(context.Background(), localenv.Config{
+	env, err := startLocalEnv(context.Background(), localenv.Config{
 		StateDir: state, Clusters: 3, ZonesPerCluster: 1, BinDir: bin,
 		BackoffBase: time.Second, BackoffMax: 5 * time.Second,
 		Log: funcr.New(func(prefix, args string) {

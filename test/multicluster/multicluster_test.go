@@ -63,7 +63,7 @@ func localTopology(t *testing.T) *Topology {
 		}
 		verbose := os.Getenv("MULTICLUSTER_LOG") != ""
 		start := time.Now()
-		fx.env, fx.err = localenv.Start(context.Background(), localenv.Config{
+		fx.env, fx.err = startLocalEnv(context.Background(), localenv.Config{
 			StateDir: fx.state, Clusters: 3, ZonesPerCluster: 1, NoComponents: true,
 			BackoffBase: time.Second, BackoffMax: 5 * time.Second,
 			Log: funcr.New(func(prefix, args string) {
@@ -75,7 +75,7 @@ func localTopology(t *testing.T) *Topology {
 		if fx.err != nil {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "local environment (hub + 3 member clusters) ready in %.1fs\n", time.Since(start).Seconds())
+		fmt.Fprintf(os.Stderr, "local environment (hub + 3 member clusters) ready in %.1fs%s\n", time.Since(start).Seconds(), distanceNote(fx.env))
 		if fx.dns, fx.err = StartRingDNS(fx.env.State().DNSServers()); fx.err != nil {
 			return
 		}

@@ -43,7 +43,7 @@ func ownEnvironmentWithEnv(t *testing.T, name, what string, cfg localenv.Config)
 		}
 	}, funcr.Options{})
 	start := time.Now()
-	env, err := localenv.Start(context.Background(), cfg)
+	env, err := startLocalEnv(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -57,7 +57,7 @@ func ownEnvironmentWithEnv(t *testing.T, name, what string, cfg localenv.Config)
 		}
 		_ = os.RemoveAll(state)
 	})
-	t.Logf("%s ready in %.1fs (logs in %s)", what, time.Since(start).Seconds(), filepath.Join(state, "logs"))
+	t.Logf("%s ready in %.1fs%s (logs in %s)", what, time.Since(start).Seconds(), distanceNote(env), filepath.Join(state, "logs"))
 	topo, err := LocalTopology(env, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func sharedSourceTopology(t *testing.T) *Topology {
 	}
 	verbose := os.Getenv("MULTICLUSTER_LOG") != ""
 	start := time.Now()
-	env, err := localenv.Start(context.Background(), localenv.Config{
+	env, err := startLocalEnv(context.Background(), localenv.Config{
 		StateDir: state, Clusters: 1, ZonesPerCluster: 3, BinDir: bin, SharedSourceAddress: true,
 		BackoffBase: time.Second, BackoffMax: 5 * time.Second,
 		Log: funcr.New(func(prefix, args string) {

@@ -91,10 +91,10 @@ func startRealEnv(tb testing.TB, fx *envFixture, cfg localenv.Config) *localenv.
 			}
 		}, funcr.Options{})
 		start := time.Now()
-		fx.env, fx.err = localenv.Start(context.Background(), cfg)
+		fx.env, fx.err = startLocalEnv(context.Background(), cfg)
 		if fx.err == nil {
 			s := fx.env.Status()
-			fmt.Fprintf(os.Stderr, "real-node environment ready in %.1fs (state in %s), %d MiB PSS (%d MiB RSS)\n", time.Since(start).Seconds(), fx.state, s.TotalPSS>>20, s.TotalRSS>>20)
+			fmt.Fprintf(os.Stderr, "real-node environment ready in %.1fs%s (state in %s), %d MiB PSS (%d MiB RSS)\n", time.Since(start).Seconds(), distanceNote(fx.env), fx.state, s.TotalPSS>>20, s.TotalRSS>>20)
 		}
 	})
 	if fx.err != nil {
