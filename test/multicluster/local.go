@@ -34,6 +34,9 @@ func LocalTopology(env *localenv.Env, dns *RingDNS) (*Topology, error) {
 	if t.CanPartition == nil {
 		t.Partition, t.HealPartition = env.Partition, env.HealPartition
 		t.SetDistance = env.SetDistance
+		if d := env.State().Distance; d != nil {
+			t.BaseDistance = *d
+		}
 	}
 	// As root with iptables the environment gives every pod its own
 	// source address (the same mechanism as partitions); otherwise, or in

@@ -248,9 +248,9 @@ func healFault(ctx context.Context, topo *Topology, f nemesis.Fault) error {
 	case nemesis.StopHub:
 		return topo.StartHub(ctx)
 	case nemesis.Distance:
-		// Schedules start at zero distance (the environment of
-		// TestNemesis has none) and return to it.
-		return topo.SetDistance(ctx, localenv.Distance{})
+		// Schedules start at the environment's distance (zero unless
+		// DISTANCE set one) and return to it.
+		return topo.SetDistance(ctx, topo.BaseDistance)
 	}
 	return nil
 }

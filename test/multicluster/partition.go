@@ -557,7 +557,7 @@ func PartitionHealSpec(ctx context.Context, in PartitionHealSpecInput) {
 		if err := topo.SetDistance(ctx, in.Distance); err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(func() { _ = topo.SetDistance(context.Background(), localenv.Distance{}) })
+		t.Cleanup(func() { _ = topo.SetDistance(context.Background(), topo.BaseDistance) })
 		t.Logf("distance: %s", in.Distance)
 	}
 	ec, want, ids := ringBefore(ctx, t, hub, in.Etcd)

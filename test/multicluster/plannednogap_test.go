@@ -79,7 +79,7 @@ func setMemberDistance(ctx context.Context, t testing.TB, topo *Topology, rtt st
 	if err := topo.SetDistance(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = topo.SetDistance(context.Background(), localenv.Distance{}) })
+	t.Cleanup(func() { _ = topo.SetDistance(context.Background(), topo.BaseDistance) })
 	t.Logf("distance set: %s", d)
 }
 

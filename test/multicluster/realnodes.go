@@ -62,6 +62,9 @@ func RealTopology(env *localenv.Env) (*Topology, error) {
 	if t.CanPartition == nil {
 		t.Partition, t.HealPartition = env.Partition, env.HealPartition
 		t.SetDistance = env.SetDistance
+		if d := env.State().Distance; d != nil {
+			t.BaseDistance = *d
+		}
 	}
 	t.PeerSourceIsPodIP = true
 	t.StopMemberAPIServer = env.StopAPIServer

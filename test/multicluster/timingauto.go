@@ -66,7 +66,7 @@ func TimingAutoSpec(ctx context.Context, in TimingAutoSpecInput) {
 	if err := topo.SetDistance(ctx, d); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = topo.SetDistance(context.Background(), localenv.Distance{}) })
+	t.Cleanup(func() { _ = topo.SetDistance(context.Background(), topo.BaseDistance) })
 	t.Logf("distance set: %s", d)
 	progress(ctx, t, w, 50, time.Minute)
 	before, err := WaitForEveryMemberStatus(ctx, in.Etcd, time.Minute)

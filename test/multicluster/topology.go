@@ -101,6 +101,10 @@ type Topology struct {
 	// units; the zero Distance removes it. Nil when the environment
 	// cannot (localenv.Env.SetDistance).
 	SetDistance func(ctx context.Context, d localenv.Distance) error
+	// BaseDistance is the distance the environment started at
+	// (DISTANCE, ETCDFED_DISTANCE; zero without): a fault that changed
+	// the distance heals back to it.
+	BaseDistance localenv.Distance
 	// RestartSpokeWith restarts a member cluster's spoke with extra flags
 	// added to its own (none: its own again). Nil when the topology
 	// cannot.

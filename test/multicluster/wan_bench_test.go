@@ -414,7 +414,7 @@ func (w *wanBench) setDistance(ctx context.Context, link localenv.Link) {
 	if err := w.topo.SetDistance(ctx, d); err != nil {
 		w.b.Fatal(err)
 	}
-	w.b.Cleanup(func() { _ = w.topo.SetDistance(context.Background(), localenv.Distance{}) })
+	w.b.Cleanup(func() { _ = w.topo.SetDistance(context.Background(), w.topo.BaseDistance) })
 	fmt.Fprintf(os.Stderr, "bench-wan: %s distance %s\n", time.Now().UTC().Format(time.TimeOnly), d)
 }
 
