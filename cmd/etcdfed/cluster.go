@@ -259,7 +259,9 @@ func init() {
 		Long: `list shows every member cluster registered in the hub: its apiserver, whether
 the hub holds a synced connection to it (ENGAGED) and sees its spoke's Lease
 renewed (SPOKE), as the hub last wrote on the registration, when the hub's
-token there expires (the hub renews it), and the ring members placed there.`,
+token there expires (the member cluster's spoke mints the next one and seals
+it to the hub; a cluster joined before that shows "self-renewing": join it
+again to end the hub's self-renewal), and the ring members placed there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := hub.config("hub")
@@ -296,6 +298,10 @@ func printClusters(w io.Writer, cs []install.Cluster, now time.Time) error {
 			} else {
 				cred = "EXPIRED (join again)"
 			}
+		}
+		if c.SelfRenewing {
+			// Issue 37: joined before the spoke sealed the hub's tokens.
+			cred += ", self-renewing (join again to end the hub's self-renewal)"
 		}
 		members := strings.Join(c.Members, ",")
 		if members == "" {
