@@ -31,12 +31,13 @@ const (
 // The hub's credential chain in a member cluster (issue 37). `etcdfed
 // cluster join` creates the Secret HubCredentialAnchor in the ring
 // namespace, annotated with AnnotationCredentialNotAfter (RFC 3339), and
-// mints the hub's token bound to it (TokenRequest boundObjectRef); the hub
-// renews its token bound to the same Secret, and the member cluster's
-// admission policy (config/rbac/hub-member) refuses the hub any other
-// token and any write to that Secret. The spoke deletes the Secret once
-// the time has passed, and with it every token of the chain stops
-// authenticating: a stolen token renews itself until then at most.
+// mints the hub's first token bound to it (TokenRequest boundObjectRef).
+// The spoke mints every later one, bound to the same Secret, and seals it
+// to the hub's public key (HubSealedToken); the hub holds no right to mint
+// a token, and the member cluster's admission policy (config/rbac/hub-member)
+// refuses it any write to that Secret or to HubSealedToken. The spoke
+// deletes the anchor once the time has passed, and with it every token of
+// the chain stops authenticating. A stolen token lives its lifetime.
 // `cluster join` again starts a new chain (a new Secret), which ends every
 // token of the old one.
 const (
@@ -52,6 +53,36 @@ const (
 	// --take-over`), which starts a new chain and so ends the other hub's
 	// tokens.
 	AnnotationCredentialHub = "etcdfed.dev/credential-hub"
+
+	// AnnotationHubSealingKey is the hub's public sealing key (X25519,
+	// base64; internal/tokenseal), on the anchor: `cluster join` copies it
+	// there from the hub cluster, and the spoke seals the hub's tokens to
+	// it. An anchor without it is of a join before sealing: the hub renews
+	// its own token there until `cluster join` runs again.
+	AnnotationHubSealingKey = "etcdfed.dev/hub-sealing-key"
+	// AnnotationHubTokenLifetime is the lifetime of the hub's tokens the
+	// spoke mints (a Go duration, `cluster join --token-lifetime`), on the
+	// anchor.
+	AnnotationHubTokenLifetime = "etcdfed.dev/token-lifetime"
+	// HubSealedToken is the Secret, in the ring namespace, where the spoke
+	// writes the hub's current token sealed to the hub's key (data
+	// HubSealedTokenKey), with its issue and expiry times and the anchor's
+	// UID in the clear (annotations below). `cluster join` creates it; the
+	// spoke updates it; the member cluster's admission policy refuses the
+	// hub any write of it.
+	HubSealedToken = "etcdfed-hub-sealed-token"
+	// HubSealedTokenKey holds the sealed token in HubSealedToken.
+	HubSealedTokenKey = "sealed"
+	// AnnotationSealedIssued and AnnotationSealedExpiry are the sealed
+	// token's issue and expiry times (RFC 3339), on HubSealedToken.
+	AnnotationSealedIssued = "etcdfed.dev/token-issued"
+	AnnotationSealedExpiry = "etcdfed.dev/token-expiry"
+	// AnnotationSealedAnchor is the UID of the anchor the sealed token is
+	// bound to, on HubSealedToken.
+	AnnotationSealedAnchor = "etcdfed.dev/token-anchor-uid"
+	// AnnotationSealedKey is the public key the token was sealed to, on
+	// HubSealedToken.
+	AnnotationSealedKey = "etcdfed.dev/token-sealed-to"
 )
 
 // ConditionGossipHealthy (EtcdSpoke, written by the spoke) says whether the

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/etcdfed/etcdfed/internal/tokenseal"
 )
 
 // HubInstallOptions configure InstallHub.
@@ -60,7 +62,7 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 		return err
 	}
 	if o.DryRun != nil {
-		_, err := fmt.Fprintf(o.DryRun, "---\n# hub: Secret %s/%s with the ring's gossip key (32 random bytes), unless it exists\n", Namespace, GossipSecret)
+		_, err := fmt.Fprintf(o.DryRun, "---\n# hub: Secret %s/%s with the ring's gossip key (32 random bytes), unless it exists\n# hub: Secret %s/%s with the hub's sealing key (X25519), unless it exists\n", Namespace, GossipSecret, Namespace, tokenseal.KeySecret)
 		return err
 	}
 	if err := waitCRDs(ctx, hub, objs); err != nil {
@@ -68,6 +70,11 @@ func InstallHub(ctx context.Context, o HubInstallOptions) error {
 	}
 	label := map[string]string{LabelHubInstall: "true"}
 	if _, err := gossipKey(ctx, hub, label, false); err != nil {
+		return err
+	}
+	// The hub's sealing key (issue 37): made once, never replaced, never
+	// pruned (every member cluster joined holds its public key).
+	if _, err := tokenseal.EnsureKey(ctx, hub, Namespace, nil, false); err != nil {
 		return err
 	}
 	pruned, err := o.prune(ctx, a, objs)
@@ -120,7 +127,12 @@ func (o *HubInstallOptions) prune(ctx context.Context, a *applier, objs []*unstr
 	gossip.SetKind("Secret")
 	gossip.SetNamespace(Namespace)
 	gossip.SetName(GossipSecret)
-	pruned, err := a.prune(ctx, noShard(), append(objs, gossip))
+	sealing := &unstructured.Unstructured{}
+	sealing.SetAPIVersion("v1")
+	sealing.SetKind("Secret")
+	sealing.SetNamespace(Namespace)
+	sealing.SetName(tokenseal.KeySecret)
+	pruned, err := a.prune(ctx, noShard(), append(objs, gossip, sealing))
 	if err != nil {
 		return nil, err
 	}

@@ -130,8 +130,11 @@ func TestJoinTwiceThenUnjoin(t *testing.T) {
 		t.Fatalf("join started no credential chain: %v", err)
 	}
 	if _, err := hcs.CoreV1().ServiceAccounts(install.Namespace).CreateToken(ctx, "etcdfed-hub", &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: anchor.Name, UID: anchor.UID}}}, metav1.CreateOptions{}); err != nil {
-		t.Errorf("the hub renews its own token, bound to its chain: %v", err)
+		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Secret", APIVersion: "v1", Name: anchor.Name, UID: anchor.UID}}}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the hub mints its own token, bound to its chain: %v, want Forbidden (the spoke mints and seals them, issue 37)", err)
+	}
+	if anchor.Annotations[etcdfedv1.AnnotationHubSealingKey] == "" || anchor.Annotations[etcdfedv1.AnnotationHubTokenLifetime] == "" {
+		t.Errorf("the anchor carries %v, want the hub's sealing key and the tokens' lifetime", anchor.Annotations)
 	}
 	if _, err := hcs.CoreV1().ServiceAccounts(install.Namespace).CreateToken(ctx, "etcdfed-spoke", &authenticationv1.TokenRequest{}, metav1.CreateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the hub mints a token of the spoke's ServiceAccount: %v, want Forbidden", err)

@@ -21,6 +21,7 @@ import (
 	hubmemberrbac "github.com/etcdfed/etcdfed/config/rbac/hub-member"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/internal/tokenseal"
 )
 
 // register writes the member cluster's registration Secret in the hub,
@@ -28,13 +29,22 @@ import (
 // still authenticates, else a newly minted one.
 func (o *JoinOptions) register(ctx context.Context, hub client.Client, memCS kubernetes.Interface, existing *corev1.Secret, ca []byte) error {
 	dry := o.DryRun != nil
+	// The hub's public sealing key, which the anchor carries: the spoke
+	// seals the hub's tokens to it.
+	key, err := tokenseal.EnsureKey(ctx, hub, Namespace, nil, dry)
+	if err != nil {
+		return err
+	}
 	// A token bound to the chain's anchor.
-	anchor, err := o.anchor(ctx, memCS, existing != nil, dry)
+	anchor, err := o.anchor(ctx, memCS, existing != nil, key, dry)
 	if err != nil {
 		return err
 	}
 	token, minted, err := o.credential(ctx, memCS, existing, anchor, dry)
 	if err != nil {
+		return err
+	}
+	if err := o.sealedSecret(ctx, memCS, anchor, key, token, minted, dry); err != nil {
 		return err
 	}
 	reg, err := o.registration(ca, token, anchor)
@@ -55,7 +65,7 @@ func (o *JoinOptions) register(ctx context.Context, hub client.Client, memCS kub
 	cred := "kept the hub's token"
 	if minted {
 		c, _ := registration.ParseToken(token)
-		cred = fmt.Sprintf("minted a token for the hub (expires %s; the hub renews it until %s, when the spoke ends its credential: run join again before)",
+		cred = fmt.Sprintf("minted a token for the hub (expires %s; the spoke mints the next ones and seals them to the hub until %s, when it ends the hub's credential: run join again before)",
 			c.Expiry.UTC().Format(time.RFC3339), anchor.Annotations[etcdfedv1.AnnotationCredentialNotAfter])
 	}
 	o.Progress(fmt.Sprintf("%s: registered in the hub as Secret %s/%s (%s); %s", o.Name, Namespace, o.Name, rst, cred))
@@ -159,13 +169,15 @@ func foreignChain(owner, hubID string, registered bool) bool {
 }
 
 // anchor returns the Secret the hub's tokens are bound to
-// (etcdfedv1.HubCredentialAnchor): the current one while at least two
-// thirds of CredentialLifetime are left on it and it is this hub
-// cluster's, else a new one (the old one deleted first: every token bound
-// to it stops authenticating, a stolen copy too, and another hub's after
-// a take-over). An anchor of this hub that names no hub cluster yet (an
-// earlier join's) is kept and given the name.
-func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, registered, dry bool) (*corev1.Secret, error) {
+// (etcdfedv1.HubCredentialAnchor), carrying the hub's public sealing key
+// key and the tokens' lifetime for the spoke: the current one while at
+// least two thirds of CredentialLifetime are left on it and it is this
+// hub cluster's, else a new one (the old one deleted first: every token
+// bound to it stops authenticating, a stolen copy too, and another hub's
+// after a take-over). An anchor of this hub that names no hub cluster,
+// another key or another lifetime (an earlier join's) is kept and given
+// this join's: the tokens bound to it stay good.
+func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, registered bool, key string, dry bool) (*corev1.Secret, error) {
 	now := time.Now()
 	cur, err := cs.CoreV1().Secrets(Namespace).Get(ctx, etcdfedv1.HubCredentialAnchor, metav1.GetOptions{})
 	switch {
@@ -177,22 +189,25 @@ func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, regis
 	if cur != nil && !foreignChain(cur.Annotations[etcdfedv1.AnnotationCredentialHub], o.hubID, registered) {
 		end, err := time.Parse(time.RFC3339, cur.Annotations[etcdfedv1.AnnotationCredentialNotAfter])
 		if err == nil && end.Sub(now) >= o.CredentialLifetime*2/3 && end.Sub(now) <= o.CredentialLifetime {
-			if cur.Annotations[etcdfedv1.AnnotationCredentialHub] != "" || dry {
+			changed := false
+			for k, v := range o.anchorAnnotations(key) {
+				if cur.Annotations[k] != v {
+					cur.Annotations[k], changed = v, true
+				}
+			}
+			if !changed || dry {
 				return cur, nil
 			}
-			cur.Annotations[etcdfedv1.AnnotationCredentialHub] = o.hubID
 			named, err := cs.CoreV1().Secrets(Namespace).Update(ctx, cur, metav1.UpdateOptions{})
 			if err != nil {
-				return nil, fmt.Errorf("%s: name this hub cluster on its credential chain (update Secret %s/%s): %w", o.Name, Namespace, cur.Name, err)
+				return nil, fmt.Errorf("%s: name this hub cluster and its sealing key on its credential chain (update Secret %s/%s): %w", o.Name, Namespace, cur.Name, err)
 			}
 			return named, nil
 		}
 	}
-	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.HubCredentialAnchor, Namespace: Namespace,
-		Annotations: map[string]string{
-			etcdfedv1.AnnotationCredentialNotAfter: now.Add(o.CredentialLifetime).UTC().Format(time.RFC3339),
-			etcdfedv1.AnnotationCredentialHub:      o.hubID,
-		}},
+	ann := o.anchorAnnotations(key)
+	ann[etcdfedv1.AnnotationCredentialNotAfter] = now.Add(o.CredentialLifetime).UTC().Format(time.RFC3339)
+	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.HubCredentialAnchor, Namespace: Namespace, Annotations: ann},
 		Type: corev1.SecretTypeOpaque}
 	if dry {
 		return want, nil
@@ -207,6 +222,58 @@ func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, regis
 		return nil, fmt.Errorf("%s: start the hub's credential chain (create Secret %s/%s): %w", o.Name, Namespace, want.Name, err)
 	}
 	return made, nil
+}
+
+// anchorAnnotations are the anchor's annotations this join sets, the
+// chain's end aside: this hub cluster, its public sealing key, the
+// lifetime of the tokens the spoke mints.
+func (o *JoinOptions) anchorAnnotations(key string) map[string]string {
+	return map[string]string{
+		etcdfedv1.AnnotationCredentialHub:    o.hubID,
+		etcdfedv1.AnnotationHubSealingKey:    key,
+		etcdfedv1.AnnotationHubTokenLifetime: o.TokenLifetime.String(),
+	}
+}
+
+// sealedSecret writes the Secret the spoke seals the hub's tokens into
+// (etcdfedv1.HubSealedToken): with the token join minted, sealed to the
+// hub's key key as the spoke would (so the spoke mints the next one a
+// third into its life, not at once), else created empty when there is
+// none. The spoke may only update it, and the hub may not write it.
+func (o *JoinOptions) sealedSecret(ctx context.Context, cs kubernetes.Interface, anchor *corev1.Secret, key, token string, minted, dry bool) error {
+	if dry {
+		return nil
+	}
+	want := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: etcdfedv1.HubSealedToken, Namespace: Namespace}, Type: corev1.SecretTypeOpaque}
+	if minted {
+		c, err := registration.ParseToken(token)
+		if err != nil {
+			return fmt.Errorf("%s: the token minted for the hub: %w", o.Name, err)
+		}
+		box, err := tokenseal.Seal(key, tokenseal.Info(Namespace, anchor.Name, string(anchor.UID)), token)
+		if err != nil {
+			return fmt.Errorf("%s: seal the hub's token: %w", o.Name, err)
+		}
+		want.Annotations = map[string]string{
+			etcdfedv1.AnnotationSealedIssued: c.IssuedAt.UTC().Format(time.RFC3339),
+			etcdfedv1.AnnotationSealedExpiry: c.Expiry.UTC().Format(time.RFC3339),
+			etcdfedv1.AnnotationSealedAnchor: string(anchor.UID),
+			etcdfedv1.AnnotationSealedKey:    key,
+		}
+		want.Data = map[string][]byte{etcdfedv1.HubSealedTokenKey: box}
+	}
+	cur, err := cs.CoreV1().Secrets(Namespace).Get(ctx, want.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cs.CoreV1().Secrets(Namespace).Create(ctx, want, metav1.CreateOptions{})
+	case err == nil && minted:
+		cur.Annotations, cur.Data = want.Annotations, want.Data
+		_, err = cs.CoreV1().Secrets(Namespace).Update(ctx, cur, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		return fmt.Errorf("%s: write Secret %s/%s (the hub's sealed token): %w", o.Name, Namespace, want.Name, err)
+	}
+	return nil
 }
 
 // credential returns the hub's token: the registration's current one while
@@ -266,7 +333,8 @@ func (o *JoinOptions) registration(ca []byte, token string, anchor *corev1.Secre
 	lbl[LabelJoinedAs] = o.Name
 	return toUnstructured(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: o.Name, Namespace: Namespace, Labels: lbl, Annotations: map[string]string{
-			registration.AnnotationCredential: registration.CredentialServiceAccountToken,
+			// The spoke mints the next tokens and seals them to the hub.
+			registration.AnnotationCredential: registration.CredentialSealedToken,
 			AnnotationTokenLifetime:           o.TokenLifetime.String(),
 			// The hub asks for no token past it (the spoke ends the
 			// chain then whatever the hub asks).

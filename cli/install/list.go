@@ -31,6 +31,10 @@ type Cluster struct {
 	Expires time.Time
 	// JoinedByEtcdfed: written by `etcdfed cluster join`.
 	JoinedByEtcdfed bool
+	// SelfRenewing: joined before the spoke sealed the hub's tokens (issue
+	// 37), so the hub still renews its own token there, and a stolen one
+	// could renew itself until the chain's end: join again to end it.
+	SelfRenewing bool
 	// Labels are the registration's own labels (clusterSelector).
 	Labels map[string]string
 	// Members are the ring members the hub has placed there
@@ -73,6 +77,7 @@ func List(ctx context.Context, hubCfg *rest.Config) ([]Cluster, error) {
 			c.Server = cfg.Host
 		}
 		c.Status, c.Reported = registration.StatusOf(sec.Annotations)
+		c.SelfRenewing = sec.Annotations[registration.AnnotationCredential] == registration.CredentialServiceAccountToken
 		if t, err := time.Parse(time.RFC3339, sec.Annotations[registration.AnnotationSince]); err == nil {
 			c.Since = t
 		}

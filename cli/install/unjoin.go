@@ -259,8 +259,9 @@ func sortedNames(m map[string][]string) []string {
 // bookkeeping is what the spoke and the hub keep in a member cluster for
 // etcdfed, none of it a member's data: the spoke's EtcdSpoke and Leases,
 // the rings' DNS zones, certificate Secrets the hub wrote (for members
-// that are gone: Unjoin runs only when none is there), and the Secret the
-// hub's tokens were bound to (etcdfedv1.HubCredentialAnchor).
+// that are gone: Unjoin runs only when none is there), the Secret the
+// hub's tokens were bound to (etcdfedv1.HubCredentialAnchor) and the one
+// the spoke sealed them into (etcdfedv1.HubSealedToken).
 func bookkeeping(ctx context.Context, c client.Client) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	add := func(list client.ObjectList, opts ...client.ListOption) error {
@@ -291,17 +292,20 @@ func bookkeeping(ctx context.Context, c client.Client) ([]*unstructured.Unstruct
 	if err := c.List(ctx, &leases, client.InNamespace(Namespace)); err != nil {
 		errs = append(errs, err)
 	}
-	// The hub's credential chain (its tokens are refused already).
-	anchor := &corev1.Secret{}
-	switch err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: etcdfedv1.HubCredentialAnchor}, anchor); {
-	case err == nil:
-		u, err := toUnstructured(anchor)
-		if err != nil {
-			return nil, err
+	// The hub's credential chain (its tokens are refused already) and the
+	// Secret the spoke sealed them into.
+	for _, name := range []string{etcdfedv1.HubCredentialAnchor, etcdfedv1.HubSealedToken} {
+		sec := &corev1.Secret{}
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: name}, sec); {
+		case err == nil:
+			u, err := toUnstructured(sec)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, u)
+		case !apierrors.IsNotFound(err):
+			errs = append(errs, err)
 		}
-		out = append(out, u)
-	case !apierrors.IsNotFound(err):
-		errs = append(errs, err)
 	}
 	for i := range leases.Items {
 		// The spoke's liveness Lease and its leader election's.

@@ -116,16 +116,19 @@ func init() {
   1. in the member cluster: installs or upgrades the etcdfed CRDs, the ring
      namespace etcdfed-system, the hub's ServiceAccount with exactly the
      rights of config/rbac/hub-member (etcdfed objects and certificates in
-     the ring namespace, node and node-Lease reads, renewing its own token),
-     the ring's gossip key (copied from the hub), and the spoke (config/spoke:
-     RBAC, Deployment, and a LoadBalancer or NodePort Service for DNS and
-     gossip);
-  2. mints a token of that ServiceAccount (TokenRequest, --token-lifetime),
-     which the hub renews after a third of its life: no token that never
-     expires. Every token is bound to the Secret etcdfed-hub-credential,
-     which the spoke deletes after --credential-lifetime: the renewals
-     end then, a stolen token's too; run join again before (it starts a
-     new chain once two thirds of the old one have passed);
+     the ring namespace, node and node-Lease reads; no right to mint a
+     token of its own), the ring's gossip key (copied from the hub), and the
+     spoke (config/spoke: RBAC, Deployment, and a LoadBalancer or NodePort
+     Service for DNS and gossip);
+  2. mints a token of that ServiceAccount (TokenRequest, --token-lifetime):
+     no token that never expires. The spoke mints the next one after a
+     third of its life and seals it to the hub's public key, which join
+     copies from the hub cluster (Secret etcdfed-hub-sealing-key, made
+     once) onto the Secret etcdfed-hub-credential; the hub opens it. A
+     stolen token cannot renew itself: it lasts its lifetime. Every token
+     is bound to etcdfed-hub-credential, which the spoke deletes after
+     --credential-lifetime: the renewals end then; run join again before
+     (it starts a new chain once two thirds of the old one have passed);
   3. writes the registration Secret NAME in the hub's etcdfed-system, with the
      member apiserver's URL and CA, the token, and --label labels;
   4. waits until the spoke runs and the hub reports the cluster engaged and
@@ -259,7 +262,9 @@ func init() {
 		Long: `list shows every member cluster registered in the hub: its apiserver, whether
 the hub holds a synced connection to it (ENGAGED) and sees its spoke's Lease
 renewed (SPOKE), as the hub last wrote on the registration, when the hub's
-token there expires (the hub renews it), and the ring members placed there.`,
+token there expires (the member cluster's spoke mints the next one and seals
+it to the hub; a cluster joined before that shows "self-renewing": join it
+again to end the hub's self-renewal), and the ring members placed there.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := hub.config("hub")
@@ -296,6 +301,10 @@ func printClusters(w io.Writer, cs []install.Cluster, now time.Time) error {
 			} else {
 				cred = "EXPIRED (join again)"
 			}
+		}
+		if c.SelfRenewing {
+			// Issue 37: joined before the spoke sealed the hub's tokens.
+			cred += ", self-renewing (join again to end the hub's self-renewal)"
 		}
 		members := strings.Join(c.Members, ",")
 		if members == "" {

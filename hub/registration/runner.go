@@ -2,6 +2,7 @@ package registration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -18,10 +20,12 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/internal/tokenseal"
 )
 
-// Runner renews the hub's tokens in member clusters and writes each
-// registration's status on its Secret. It runs on the elected hub only
+// Runner renews the hub's tokens in member clusters (opening the ones
+// their spokes sealed to it) and writes each registration's status on its
+// Secret. It runs on the elected hub only
 // (a manager Runnable that needs leader election).
 type Runner struct {
 	// Client writes the registration Secrets (the hub cluster).
@@ -43,9 +47,10 @@ type Runner struct {
 	// RenewAfter is the part of a token's life after which it is renewed;
 	// default DefaultRenewAfter.
 	RenewAfter float64
-	// RequestTimeout bounds one TokenRequest; default 15s.
+	// RequestTimeout bounds one request to a member cluster; default 15s.
 	RequestTimeout time.Duration
-	// RetryAfter is the wait after a failed renewal; default 30s.
+	// RetryAfter is the wait after a failed renewal, or before looking
+	// again for a sealed token not there yet; default 30s.
 	RetryAfter time.Duration
 	Log        logr.Logger
 	// Now is the clock; time.Now when nil.
@@ -140,7 +145,8 @@ func (r *Runner) Pass(ctx context.Context) {
 // last renewal error ("" after a success, or when none was due).
 func (r *Runner) renewIfDue(ctx context.Context, sec *corev1.Secret) string {
 	tok := sec.Data[registry.TokenKey]
-	if sec.Annotations[AnnotationCredential] != CredentialServiceAccountToken || len(tok) == 0 {
+	kind := sec.Annotations[AnnotationCredential]
+	if (kind != CredentialSealedToken && kind != CredentialServiceAccountToken) || len(tok) == 0 {
 		return ""
 	}
 	r.mu.Lock()
@@ -169,8 +175,21 @@ func (r *Runner) renewIfDue(ctx context.Context, sec *corev1.Secret) string {
 		return st.lastErr
 	}
 	log := r.Log.WithValues("cluster", sec.Name)
-	log.Info("Renewing the hub's token in the member cluster", "expires", claims.Expiry.UTC().Format(time.RFC3339))
-	fresh, err := r.renew(ctx, sec, claims)
+	var fresh string
+	if kind == CredentialSealedToken {
+		log.V(1).Info("Reading the hub's next token, sealed by the spoke", "expires", claims.Expiry.UTC().Format(time.RFC3339))
+		fresh, err = r.unseal(ctx, sec, claims)
+		if errors.Is(err, errNotSealedYet) && now.Before(claims.IssuedAt.Add(claims.Lifetime()/2)) {
+			// The spoke seals the next token once a third of the
+			// current one's life has passed, as the hub looks: give it
+			// until half before calling it a failure.
+			st.next = now.Add(r.retryAfter())
+			return st.lastErr
+		}
+	} else {
+		log.Info("Renewing the hub's token in the member cluster itself: it was joined before the spoke sealed the hub's tokens; join it again to end the hub's self-renewal", "expires", claims.Expiry.UTC().Format(time.RFC3339))
+		fresh, err = r.renew(ctx, sec, claims)
+	}
 	if err == nil {
 		patched := sec.DeepCopy()
 		patched.Data[registry.TokenKey] = []byte(fresh)
@@ -199,6 +218,62 @@ func (r *Runner) retryAfter() time.Duration {
 		return r.RetryAfter
 	}
 	return 30 * time.Second
+}
+
+// errNotSealedYet: the sealed token in the member cluster is not newer
+// than the hub's.
+var errNotSealedYet = errors.New("registration: the spoke has not sealed a new token")
+
+// unseal reads the hub's next token from the member cluster, where its
+// spoke sealed it to the hub's key (etcdfedv1.HubSealedToken), with the
+// current token c, and opens it: a token of the same ServiceAccount,
+// bound to the same anchor, expiring later than c. The hub never asks
+// for a token itself.
+func (r *Runner) unseal(ctx context.Context, sec *corev1.Secret, c Claims) (string, error) {
+	if c.SecretName == "" || c.SecretUID == "" {
+		return "", fmt.Errorf("the hub's token is bound to no credential anchor: run etcdfed cluster join %s again", sec.Name)
+	}
+	key, err := tokenseal.ReadKey(ctx, r.Reader, r.Namespace)
+	if err != nil {
+		return "", err
+	}
+	cfg, err := registry.RESTConfig(sec)
+	if err != nil {
+		return "", err
+	}
+	cfg.Timeout = r.RequestTimeout
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 15 * time.Second
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", err
+	}
+	notYet := fmt.Errorf("%w: the spoke of %s has not sealed a new token; the current one expires at %s", errNotSealedYet, sec.Name, c.Expiry.UTC().Format(time.RFC3339))
+	sealed, err := cs.CoreV1().Secrets(c.Namespace).Get(ctx, etcdfedv1.HubSealedToken, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("%w (no Secret %s/%s at %s: run etcdfed cluster join %s again)", notYet, c.Namespace, etcdfedv1.HubSealedToken, cfg.Host, sec.Name)
+	case err != nil:
+		return "", fmt.Errorf("read the sealed token (Secret %s/%s at %s): %w", c.Namespace, etcdfedv1.HubSealedToken, cfg.Host, err)
+	case len(sealed.Data[etcdfedv1.HubSealedTokenKey]) == 0:
+		return "", notYet
+	}
+	fresh, err := tokenseal.Open(key, tokenseal.Info(c.Namespace, c.SecretName, c.SecretUID), sealed.Data[etcdfedv1.HubSealedTokenKey])
+	if err != nil {
+		return "", fmt.Errorf("open the sealed token of %s (Secret %s/%s): %w; if the hub's sealing key changed, run etcdfed cluster join %s again", sec.Name, c.Namespace, etcdfedv1.HubSealedToken, err, sec.Name)
+	}
+	n, err := ParseToken(fresh)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("the sealed token of %s: %w", sec.Name, err)
+	case n.Namespace != c.Namespace || n.ServiceAccount != c.ServiceAccount || n.SecretName != c.SecretName || n.SecretUID != c.SecretUID:
+		return "", fmt.Errorf("the sealed token of %s is of %s/%s bound to %s %s, want %s/%s bound to %s %s", sec.Name,
+			n.Namespace, n.ServiceAccount, n.SecretName, n.SecretUID, c.Namespace, c.ServiceAccount, c.SecretName, c.SecretUID)
+	case !n.Expiry.After(c.Expiry):
+		return "", notYet
+	}
+	return fresh, nil
 }
 
 // renew asks the member cluster for a new token of the same

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/liveness"
 	"github.com/etcdfed/etcdfed/hub/registration"
 	"github.com/etcdfed/etcdfed/hub/registry"
+	"github.com/etcdfed/etcdfed/internal/tokenseal"
 )
 
 func TestMain(m *testing.M) { os.Exit(testenv.RunMain(m)) }
@@ -65,10 +66,11 @@ func value(m *dto.Metric) float64 {
 }
 
 // TestRenewAndReport: against real apiservers, the runner renews the
-// token `etcdfed cluster join` registered, with the token itself, and the
-// new one authenticates as the hub's ServiceAccount; it writes whether the
+// token `etcdfed cluster join` registered, with the one the spoke sealed
+// to it, and the new one authenticates as the hub's ServiceAccount; it writes whether the
 // cluster is engaged and the spoke seen on the Secret; and when renewal
-// fails (the ServiceAccount is gone), the Secret and the metrics say so.
+// fails (the sealed token does not open with the hub's key), the Secret and
+// the metrics say so.
 func TestRenewAndReport(t *testing.T) {
 	ctx := context.Background()
 	hub, member := installtest.HubAndMember(t, func(o *install.JoinOptions) { o.TokenLifetime = registration.MinLifetime })
@@ -85,6 +87,8 @@ func TestRenewAndReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The spoke seals the hub's next token.
+	sealNext(t, member.Client, old.IssuedAt, time.Now().Add(registration.MinLifetime/3+time.Second))
 	tracker := liveness.NewTracker(nil)
 	r := &registration.Runner{
 		Client: hub.Client, Reader: hub.Client, Namespace: install.Namespace,
@@ -141,16 +145,18 @@ func TestRenewAndReport(t *testing.T) {
 		t.Errorf("spoke last seen %v (%v), want about now", v, ok)
 	}
 
-	// Renewal fails once the ServiceAccount is gone: said on the Secret
-	// and counted.
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: "etcdfed-hub"}}
-	if err := member.Client.Delete(ctx, sa); err != nil {
+	// Renewal fails once the hub's sealing key is not the one the spoke
+	// seals to (replaced by hand): said on the Secret and counted.
+	if err := hub.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: install.Namespace, Name: tokenseal.KeySecret}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tokenseal.EnsureKey(ctx, hub.Client, install.Namespace, nil, false); err != nil {
 		t.Fatal(err)
 	}
 	r.RenewAfter = 1e-9
 	r.Pass(ctx)
 	s, _ = registration.StatusOf(get().Annotations)
-	if !strings.Contains(s.Problem, "renewing the credential") {
+	if !strings.Contains(s.Problem, "renewing the credential: open the sealed token") {
 		t.Errorf("problem %q after a failed renewal, want it said", s.Problem)
 	}
 	if v, _ := metric(t, "etcdfed_hub_member_credential_renewals_total", map[string]string{"member_cluster": "member-1", "result": "error"}); v != 1 {

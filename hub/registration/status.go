@@ -10,10 +10,19 @@ import (
 // Annotations on a registration Secret.
 const (
 	// AnnotationCredential marks a Secret whose "token" the hub renews;
-	// `etcdfed cluster join` sets it to CredentialServiceAccountToken.
+	// `etcdfed cluster join` sets it to CredentialSealedToken (before
+	// issue 37's sealing: CredentialServiceAccountToken).
 	AnnotationCredential = "etcdfed.dev/credential"
+	// CredentialSealedToken: the token is a ServiceAccount token of the
+	// member cluster; the member cluster's spoke mints the next one and
+	// seals it to the hub's key (Secret etcdfedv1.HubSealedToken there),
+	// and the hub opens it. The hub never mints a token itself.
+	CredentialSealedToken = "SealedServiceAccountToken"
 	// CredentialServiceAccountToken: the token is a ServiceAccount token
-	// of the member cluster, renewable with TokenRequest by itself.
+	// of the member cluster, renewable with TokenRequest by itself: a
+	// registration of a `cluster join` before sealing, which the hub
+	// renews itself until `cluster join` runs again (and which a stolen
+	// token can renew until the chain's end).
 	CredentialServiceAccountToken = "ServiceAccountToken"
 
 	// AnnotationEngaged is "True" while the hub holds a synced connection

@@ -10,7 +10,11 @@ package app
 // pods/log: a bounded tail of etcd's log while a member is not ready
 // (spoke/etcdlog). Secrets: read the members' TLS Secrets and the gossip
 // key; delete the hub's credential anchor etcdfed-hub-credential when its
-// chain ends (spoke/credential). Leases: the liveness Lease and leader election. Events: both APIs
+// chain ends, and write the hub's sealed token into etcdfed-hub-sealed-token
+// (update only: `cluster join` creates it) (spoke/credential).
+// serviceaccounts/token on etcdfed-hub only: the spoke mints the hub's
+// tokens, bound to the anchor, and seals them to the hub; the hub itself
+// may not (issue 37). Leases: the liveness Lease and leader election. Events: both APIs
 // (controller-runtime's recorder uses events.k8s.io).
 // etcdmembers/finalizers: owner references with blockOwnerDeletion on
 // pods, Services and PodDisruptionBudgets.
@@ -19,6 +23,8 @@ package app
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=pods/log,verbs=get
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,resourceNames=etcdfed-hub-credential,verbs=delete
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,resourceNames=etcdfed-hub-sealed-token,verbs=update
+// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=serviceaccounts/token,resourceNames=etcdfed-hub,verbs=create
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,namespace=etcdfed-system,resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch;create;update;patch

@@ -2,8 +2,9 @@
 // MEMBER cluster: a ServiceAccount etcdfed-hub in the ring namespace, a
 // Role there and its RoleBinding. `etcdfed cluster join` applies them and
 // registers the member cluster in the hub with a short-lived token of the
-// ServiceAccount (TokenRequest), which the hub renews itself before it
-// expires (hub/registration). No long-lived token Secret.
+// ServiceAccount (TokenRequest); the spoke mints the next ones and seals
+// them to the hub (spoke/credential, hub/registration). No long-lived
+// token Secret.
 //
 // The design's rule: the hub's credentials in a member cluster may only
 // touch etcdfed objects in the ring namespace; pods and PVCs are the
@@ -18,8 +19,11 @@
 //     deletecollection). The hub's cache watches them in the ring
 //     namespace.
 //   - Leases: read only (the spoke's liveness Lease "spoke").
-//   - Its own ServiceAccount's token (serviceaccounts/token, create, on
-//     etcdfed-hub only): the hub renews its short-lived credential here.
+//   - No right to mint a token (serviceaccounts/token): the spoke mints
+//     the hub's tokens and seals them to the hub's key (spoke/credential),
+//     so a stolen token cannot renew itself (issue 37). The admission
+//     policy refuses the hub any write of the chain's anchor and of the
+//     sealed token's Secret.
 //
 // And, read only, for the zone witness (a failed zone inside a multi-zone
 // member cluster is told by its kubelets' node Leases going stale):
@@ -42,7 +46,6 @@ package hubmemberrbac
 // +kubebuilder:rbac:groups=etcdfed.dev,namespace=etcdfed-system,resources=etcdmembers/status;etcddnszones/status;etcdspokes/status,verbs=get
 // +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=secrets,verbs=get;list;watch;create;update;patch;delete;deletecollection
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=etcdfed-system,resources=leases,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",namespace=etcdfed-system,resources=serviceaccounts/token,resourceNames=etcdfed-hub,verbs=create
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=kube-node-lease,resources=leases,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 
