@@ -144,6 +144,11 @@ type world struct {
 
 	mu      sync.Mutex
 	etcdctl *corev1.Pod // the last etcdctl pod seen in the hub
+
+	// quorumRounds counts the fake controllers' rounds since the
+	// EtcdCluster turned Available with only a quorum of its members
+	// ready (makeAvailable).
+	quorumRounds int
 }
 
 // TestScripts runs up.sh and etcdctl.sh, up.sh again (it changes
@@ -284,6 +289,12 @@ func TestScripts(t *testing.T) {
 	}
 	if ec.Spec.Replicas != 3 || ec.Spec.Expose.Type != etcdfedv1.ExposeNodePort || ec.Spec.DNS.Domain != "etcd.kind.local" {
 		t.Errorf("EtcdCluster spec %+v", ec.Spec)
+	}
+	// up.sh returns once every member is ready, not at the first
+	// Available, which a quorum gives (on kind: 3 of 5 ready, in two of
+	// the three zones).
+	if ec.Status.ReadyMembers != ec.Spec.Replicas || !strings.Contains(out, "Available with 3 ready members") {
+		t.Errorf("up.sh returned with %d of %d members ready (%s):\n%s", ec.Status.ReadyMembers, ec.Spec.Replicas, ec.Status.MemberSummary, out)
 	}
 	if !strings.Contains(out, "hack/kind/etcdctl.sh member list") {
 		t.Errorf("up.sh did not say how to run etcdctl:\n%s", out)
@@ -611,18 +622,33 @@ func (w *world) publishSpoke(ctx context.Context, c *testenv.Cluster, i int) {
 	_ = c.Client.Status().Update(ctx, sp)
 }
 
-// makeAvailable: the hub's part, reduced to the condition up.sh waits for.
+// quorumHold is how many rounds of the fake controllers (200ms each) the
+// EtcdCluster stays Available with only a quorum of its members ready.
+const quorumHold = 10
+
+// makeAvailable: the hub's part, reduced to what up.sh waits for. As the
+// hub did on kind, the ring turns Available with a quorum of its members
+// ready, and the others become ready a moment later (quorumHold rounds).
 func (w *world) makeAvailable(ctx context.Context, c *testenv.Cluster) {
 	ec := &etcdfedv1.EtcdCluster{}
 	if err := c.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "main"}, ec); err != nil {
 		return
 	}
 	w.captureEtcdctl(ctx, c)
-	if meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable) {
+	replicas := ec.Spec.Replicas
+	ready := replicas
+	if !meta.IsStatusConditionTrue(ec.Status.Conditions, etcdfedv1.ConditionAvailable) {
+		ready = replicas/2 + 1
+		w.quorumRounds = 0
+		ec.Status.Endpoints = []string{"https://main-0.etcd.kind.local:31379", "https://main-1.etcd.kind.local:31380"}
+		meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorate", Message: "test", ObservedGeneration: ec.Generation})
+	} else if ec.Status.ReadyMembers == replicas {
+		return
+	} else if w.quorumRounds++; w.quorumRounds < quorumHold {
 		return
 	}
-	ec.Status.Endpoints = []string{"https://main-0.etcd.kind.local:31379", "https://main-1.etcd.kind.local:31380"}
-	meta.SetStatusCondition(&ec.Status.Conditions, metav1.Condition{Type: etcdfedv1.ConditionAvailable, Status: metav1.ConditionTrue, Reason: "Quorate", Message: "test", ObservedGeneration: ec.Generation})
+	ec.Status.ReadyMembers = ready
+	ec.Status.MemberSummary = fmt.Sprintf("%d/%d", ready, replicas)
 	_ = c.Client.Status().Update(ctx, ec)
 }
 

@@ -27,7 +27,8 @@ Usage: hack/kind/up.sh [--members N] [--replicas N] [--workers N] [--skip-build]
 Environment: ETCDFED_KIND_PREFIX (default etcdfed) prefixes every cluster
 name; KIND_NODE_IMAGE picks the kind node image (default: the one
 hack/kind/node-image.sh builds here); ETCDFED_KIND_TIMEOUT is how
-long to wait for the EtcdCluster to become Available (default 20m); ETCDFED
+long to wait for the EtcdCluster's members to be ready and for it to be
+Available (default 20m, each); ETCDFED
 is the etcdfed CLI to run (default: etcdfed on PATH, else built into bin/).
 EOF
 }
@@ -313,11 +314,16 @@ fi
 # ---------------------------------------------------------------------------
 step "Creating EtcdCluster $EC_NAMESPACE/$EC_NAME ($replicas members over ${#member_names[@]} zones)"
 sed -e "s/^  replicas: [0-9]*\$/  replicas: $replicas/" config/samples/etcdcluster.yaml | k "$HUB" apply -f -
-log "Waiting up to $timeout for it to become Available (the first run pulls the etcd image on every node)"
+log "Waiting up to $timeout for its $replicas members to be ready and for it to be Available (the first run pulls the etcd image on every node)"
 t0=$SECONDS
-if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.etcdfed.dev/$EC_NAME" --timeout="$timeout"; then
+# Available alone is a quorum: on kind the sample turned Available with 3
+# of its 5 members ready, in two of the three zones, the others still
+# starting. The ring is up once every member is ready (status.readyMembers)
+# and it is Available.
+if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=jsonpath='{.status.readyMembers}'="$replicas" "etcdclusters.etcdfed.dev/$EC_NAME" --timeout="$timeout" ||
+	! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.etcdfed.dev/$EC_NAME" --timeout="$timeout"; then
 	log ""
-	log "The EtcdCluster is not Available yet. Its status:"
+	log "The EtcdCluster is not Available with $replicas ready members yet. Its status:"
 	k "$HUB" -n "$EC_NAMESPACE" get etcdclusters.etcdfed.dev "$EC_NAME" -o yaml >&2 || true
 	log "The member objects and pods of each member cluster:"
 	for m in "${member_names[@]}"; do
@@ -329,7 +335,7 @@ if ! k "$HUB" -n "$EC_NAMESPACE" wait --for=condition=Available "etcdclusters.et
 	exit 1
 fi
 
-step "Ready: $EC_NAMESPACE/$EC_NAME Available $((SECONDS - t0))s after its creation"
+step "Ready: $EC_NAMESPACE/$EC_NAME Available with $replicas ready members $((SECONDS - t0))s after its creation"
 k "$HUB" get etcdclusters.etcdfed.dev -A -o wide
 cat >&2 <<EOF
 
