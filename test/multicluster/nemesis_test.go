@@ -64,8 +64,12 @@ func TestNemesis(t *testing.T) {
 			only = append(only, i)
 		}
 	}
-	line := fmt.Sprintf("nemesis seed %d, profile %s, schedules %v (replay: make nemesis NEMESIS_SEED=%d NEMESIS_PROFILE=%s NEMESIS_SCHEDULES=%d; one schedule: NEMESIS_ONLY=<index>)",
-		seed, profile.Name, only, seed, profile.Name, n)
+	var at string
+	if d := os.Getenv(DistanceEnv); d != "" {
+		at = " DISTANCE='" + d + "'"
+	}
+	line := fmt.Sprintf("nemesis seed %d, profile %s, schedules %v (replay: make nemesis NEMESIS_SEED=%d NEMESIS_PROFILE=%s NEMESIS_SCHEDULES=%d%s; one schedule: NEMESIS_ONLY=<index>)",
+		seed, profile.Name, only, seed, profile.Name, n, at)
 	fmt.Fprintln(os.Stderr, line)
 	t.Log(line)
 
