@@ -56,7 +56,7 @@ func ReadKey(ctx context.Context, r client.Reader, namespace string) (hpke.Priva
 	}
 	k, err := PrivateKey(sec.Data[PrivateKeyKey])
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s/%s: %w", namespace, KeySecret, err)
+		return nil, fmt.Errorf("the Secret %s/%s: %w", namespace, KeySecret, err)
 	}
 	return k, nil
 }
