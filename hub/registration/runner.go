@@ -237,15 +237,7 @@ func (r *Runner) unseal(ctx context.Context, sec *corev1.Secret, c Claims) (stri
 	if err != nil {
 		return "", err
 	}
-	cfg, err := registry.RESTConfig(sec)
-	if err != nil {
-		return "", err
-	}
-	cfg.Timeout = r.RequestTimeout
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 15 * time.Second
-	}
-	cs, err := kubernetes.NewForConfig(cfg)
+	cs, host, err := r.memberClient(sec)
 	if err != nil {
 		return "", err
 	}
@@ -253,9 +245,9 @@ func (r *Runner) unseal(ctx context.Context, sec *corev1.Secret, c Claims) (stri
 	sealed, err := cs.CoreV1().Secrets(c.Namespace).Get(ctx, etcdfedv1.HubSealedToken, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("%w (no Secret %s/%s at %s: run etcdfed cluster join %s again)", notYet, c.Namespace, etcdfedv1.HubSealedToken, cfg.Host, sec.Name)
+		return "", fmt.Errorf("%w (no Secret %s/%s at %s: run etcdfed cluster join %s again)", notYet, c.Namespace, etcdfedv1.HubSealedToken, host, sec.Name)
 	case err != nil:
-		return "", fmt.Errorf("read the sealed token (Secret %s/%s at %s): %w", c.Namespace, etcdfedv1.HubSealedToken, cfg.Host, err)
+		return "", fmt.Errorf("read the sealed token (Secret %s/%s at %s): %w", c.Namespace, etcdfedv1.HubSealedToken, host, err)
 	case len(sealed.Data[etcdfedv1.HubSealedTokenKey]) == 0:
 		return "", notYet
 	}
@@ -276,18 +268,29 @@ func (r *Runner) unseal(ctx context.Context, sec *corev1.Secret, c Claims) (stri
 	return fresh, nil
 }
 
-// renew asks the member cluster for a new token of the same
-// ServiceAccount and lifetime, authenticated by the current one.
-func (r *Runner) renew(ctx context.Context, sec *corev1.Secret, c Claims) (string, error) {
+// memberClient is a client of the member cluster of registration sec,
+// with the hub's current token and RequestTimeout (15s by default) per
+// request, and the cluster's address.
+func (r *Runner) memberClient(sec *corev1.Secret) (kubernetes.Interface, string, error) {
 	cfg, err := registry.RESTConfig(sec)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	cfg.Timeout = r.RequestTimeout
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 15 * time.Second
 	}
 	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, "", err
+	}
+	return cs, cfg.Host, nil
+}
+
+// renew asks the member cluster for a new token of the same
+// ServiceAccount and lifetime, authenticated by the current one.
+func (r *Runner) renew(ctx context.Context, sec *corev1.Secret, c Claims) (string, error) {
+	cs, host, err := r.memberClient(sec)
 	if err != nil {
 		return "", err
 	}
@@ -311,10 +314,10 @@ func (r *Runner) renew(ctx context.Context, sec *corev1.Secret, c Claims) (strin
 	tr, err := cs.CoreV1().ServiceAccounts(c.Namespace).CreateToken(ctx, c.ServiceAccount,
 		&authenticationv1.TokenRequest{Spec: spec}, metav1.CreateOptions{})
 	if err != nil {
-		return "", fmt.Errorf("TokenRequest for %s/%s at %s: %w", c.Namespace, c.ServiceAccount, cfg.Host, err)
+		return "", fmt.Errorf("TokenRequest for %s/%s at %s: %w", c.Namespace, c.ServiceAccount, host, err)
 	}
 	if tr.Status.Token == "" {
-		return "", fmt.Errorf("TokenRequest for %s/%s at %s: empty token", c.Namespace, c.ServiceAccount, cfg.Host)
+		return "", fmt.Errorf("TokenRequest for %s/%s at %s: empty token", c.Namespace, c.ServiceAccount, host)
 	}
 	return tr.Status.Token, nil
 }
