@@ -1,11 +1,13 @@
 package multicluster
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/etcdfed/etcdfed/dev/localenv"
+	"github.com/etcdfed/etcdfed/dev/nemesis"
 )
 
 // TestWithDistance: DISTANCE (ETCDFED_DISTANCE) puts every environment a
@@ -39,5 +41,27 @@ func TestWithDistance(t *testing.T) {
 	if _, err := startLocalEnv(t.Context(), localenv.Config{Clusters: 3}); err == nil ||
 		!strings.Contains(err.Error(), `ETCDFED_DISTANCE="two-regions"`) || !strings.Contains(err.Error(), "no preset") {
 		t.Fatalf("bad distance: %v; want an error naming ETCDFED_DISTANCE and the presets", err)
+	}
+}
+
+// TestDistanceFaultHealsToBase: a distance fault of the nemesis heals
+// back to the distance the environment started at, not to zero, so a run
+// at DISTANCE stays at it between faults.
+func TestDistanceFaultHealsToBase(t *testing.T) {
+	base := localenv.Distance{Preset: localenv.PresetOneRegion}
+	var set []localenv.Distance
+	topo := &Topology{BaseDistance: base, SetDistance: func(_ context.Context, d localenv.Distance) error {
+		set = append(set, d)
+		return nil
+	}}
+	f := nemesis.Fault{Kind: nemesis.Distance, Distance: localenv.Distance{Preset: localenv.PresetThreeRegions}}
+	if err := injectFault(t.Context(), topo, f); err != nil {
+		t.Fatal(err)
+	}
+	if err := healFault(t.Context(), topo, f); err != nil {
+		t.Fatal(err)
+	}
+	if len(set) != 2 || set[0].Preset != localenv.PresetThreeRegions || set[1].String() != base.String() {
+		t.Fatalf("distances set %v; want three-regions, then the base %s", set, base)
 	}
 }
