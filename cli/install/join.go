@@ -173,7 +173,7 @@ func Join(ctx context.Context, o JoinOptions) error {
 }
 
 // preflight checks what must hold before join writes anything but zone
-// labels: the hub is installed, the member cluster's apiserver is not
+// labels: the hub is installed and opens sealed tokens, the member cluster's apiserver is not
 // registered under another name, it answers no other hub cluster (or
 // TakeOver says to take it over), and its nodes' zones are usable (nodes
 // without one labelled with --zone-label). It returns the existing
@@ -184,6 +184,9 @@ func (o *JoinOptions) preflight(ctx context.Context, hub, mem client.Client) (*c
 			return nil, fmt.Errorf("the hub cluster has no namespace %s: run `etcdfed hub install` first", Namespace)
 		}
 		return nil, fmt.Errorf("hub cluster (apiserver %s): %w", o.Hub.Host, err)
+	}
+	if err := hubOpensSealedTokens(ctx, hub); err != nil {
+		return nil, err
 	}
 	existing, others, err := registrations(ctx, hub, o.Name)
 	if err != nil {

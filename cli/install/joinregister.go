@@ -7,6 +7,7 @@ import (
 	"maps"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -222,6 +223,33 @@ func (o *JoinOptions) anchor(ctx context.Context, cs kubernetes.Interface, regis
 		return nil, fmt.Errorf("%s: start the hub's credential chain (create Secret %s/%s): %w", o.Name, Namespace, want.Name, err)
 	}
 	return made, nil
+}
+
+// hubOpensSealedTokens refuses a join that would end the token renewal
+// of a hub that cannot open sealed tokens: a hub Deployment runs in the
+// hub cluster, and there is no sealing key, which `hub install` and every
+// hub since sealed tokens make. Such a hub renews its token in a member
+// cluster itself; a join of this version takes that right away, so the
+// hub would lose the member cluster when its token expires. Where no hub
+// is deployed (a hub run elsewhere, or not yet installed) join makes the
+// key itself, as before.
+func hubOpensSealedTokens(ctx context.Context, hub client.Client) error {
+	err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: tokenseal.KeySecret}, &corev1.Secret{})
+	if !apierrors.IsNotFound(err) {
+		return nil // there is a key, or EnsureKey says why it cannot read it
+	}
+	dep := &metav1.PartialObjectMetadata{}
+	dep.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+	switch err := hub.Get(ctx, client.ObjectKey{Namespace: Namespace, Name: HubDeployment}, dep); {
+	case apierrors.IsNotFound(err), apierrors.IsForbidden(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("hub: read Deployment %s/%s: %w", Namespace, HubDeployment, err)
+	}
+	return fmt.Errorf("hub: the hub deployed in %s (Deployment %s) has no sealing key (Secret %s/%s): it predates sealed tokens, "+
+		"or has not started since it was upgraded. Joining now would end its token renewal in this member cluster, and it would lose the "+
+		"cluster when its token expires. Upgrade the hub first (etcdfed hub install with this version), then join again",
+		Namespace, HubDeployment, Namespace, tokenseal.KeySecret)
 }
 
 // anchorAnnotations are the anchor's annotations this join sets, the

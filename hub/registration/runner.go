@@ -77,6 +77,14 @@ func (r *Runner) Start(ctx context.Context) error {
 	if r.Interval <= 0 {
 		r.Interval = 5 * time.Second
 	}
+	// The hub's sealing key: `hub install` creates it, and so does the hub
+	// itself, so that a hub installed without the CLI (kubectl apply -k
+	// config/hub) has one before the first join, and `cluster join` can
+	// tell a hub that opens sealed tokens (it has made its key) from one
+	// that predates them (none: join refuses to take its renewal away).
+	if _, err := tokenseal.EnsureKey(ctx, r.Client, r.Namespace, nil, false); err != nil {
+		r.Log.Error(err, "Making the hub's sealing key; sealed tokens cannot be opened until it exists")
+	}
 	t := time.NewTicker(r.Interval)
 	defer t.Stop()
 	for {

@@ -2,12 +2,14 @@ package registration_test
 
 import (
 	"context"
+	"crypto/hpke"
 	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	appsv1 "k8s.io/api/apps/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -313,5 +315,76 @@ func TestJoinedBeforeSealingRenewsItself(t *testing.T) {
 	}
 	if err := member.Client.Get(ctx, client.ObjectKeyFromObject(anchor), anchor); err != nil || anchor.Annotations[etcdfedv1.AnnotationHubSealingKey] == "" {
 		t.Errorf("the anchor after join again: %v (%v), want the hub's sealing key on it", anchor.Annotations, err)
+	}
+}
+
+// TestJoinRefusedWhileHubCannotOpenSealedTokens: `cluster join` of this
+// version ends the hub's own token renewal in the member cluster, so
+// joining under a hub that predates sealed tokens would cut that hub off
+// from the cluster when its token expired. Against real apiservers: with a
+// hub Deployment in the hub cluster and no sealing key (what an older
+// `hub install` left), join refuses before it writes anything in the
+// member cluster, and says to upgrade the hub; once a hub of this version
+// has run (its registration runner makes the key) the same join passes.
+func TestJoinRefusedWhileHubCannotOpenSealedTokens(t *testing.T) {
+	ctx := context.Background()
+	cs := installtest.Clusters(t, "hub", "member")
+	hub, member := cs[0], cs[1]
+	if err := install.InstallHub(ctx, install.HubInstallOptions{Hub: hub.Config, HubOptions: install.HubOptions{External: true}}); err != nil {
+		t.Fatal(err)
+	}
+	ns := install.Namespace
+	// What an older hub install left: the hub deployed, no sealing key.
+	if err := hub.Client.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tokenseal.KeySecret}}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app.kubernetes.io/name": install.HubDeployment}
+	dep := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: install.HubDeployment},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "hub", Image: "etcdfed-hub:before-sealing"}}}}}}
+	if err := hub.Client.Create(ctx, dep); err != nil {
+		t.Fatal(err)
+	}
+	o := install.JoinOptions{MemberOptions: install.MemberOptions{Name: "skew-1", External: true}, Hub: hub.Config, Member: member.Config}
+	err := install.Join(ctx, o)
+	if err == nil || !strings.Contains(err.Error(), "predates sealed tokens") || !strings.Contains(err.Error(), "etcdfed hub install") {
+		t.Fatalf("join under a hub without a sealing key: %v, want a refusal that says to upgrade the hub", err)
+	}
+	if err := member.Client.Get(ctx, client.ObjectKey{Name: ns}, &corev1.Namespace{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused join wrote in the member cluster (namespace %s: %v)", ns, err)
+	}
+	if err := hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: tokenseal.KeySecret}, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the refused join made a sealing key the deployed hub cannot use (%v)", err)
+	}
+
+	// A hub of this version starts: its registration runner makes the key.
+	rctx, cancel := context.WithCancel(ctx)
+	r := &registration.Runner{Client: hub.Client, Reader: hub.Client, Namespace: ns, Interval: time.Hour,
+		Registry: engagedAs("none"), Tracker: liveness.NewTracker(nil), StaleAfter: time.Minute, RenewAfter: registration.DefaultRenewAfter, Log: testr.New(t)}
+	done := make(chan error, 1)
+	go func() { done <- r.Start(rctx) }()
+	var key hpke.PrivateKey
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if k, err := tokenseal.ReadKey(ctx, hub.Client, ns); err == nil {
+			key = k
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("the hub's registration runner made no sealing key: %v", err)
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if err := install.Join(ctx, o); err != nil {
+		t.Fatalf("join after the hub made its key: %v", err)
+	}
+	anchor := &corev1.Secret{}
+	if err := member.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: etcdfedv1.HubCredentialAnchor}, anchor); err != nil {
+		t.Fatal(err)
+	}
+	if got := anchor.Annotations[etcdfedv1.AnnotationHubSealingKey]; got != tokenseal.PublicOf(key) {
+		t.Errorf("the anchor carries sealing key %q, want the key the hub made, %q", got, tokenseal.PublicOf(key))
 	}
 }

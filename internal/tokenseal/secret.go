@@ -52,7 +52,7 @@ func EnsureKey(ctx context.Context, c client.Client, namespace string, labels ma
 func ReadKey(ctx context.Context, r client.Reader, namespace string) (hpke.PrivateKey, error) {
 	sec := &corev1.Secret{}
 	if err := r.Get(ctx, client.ObjectKey{Namespace: namespace, Name: KeySecret}, sec); err != nil {
-		return nil, fmt.Errorf("read the hub's sealing key (Secret %s/%s; `etcdfed hub install` or `cluster join` creates it): %w", namespace, KeySecret, err)
+		return nil, fmt.Errorf("read the hub's sealing key (Secret %s/%s; `etcdfed hub install`, the hub itself or `cluster join` creates it): %w", namespace, KeySecret, err)
 	}
 	k, err := PrivateKey(sec.Data[PrivateKeyKey])
 	if err != nil {
