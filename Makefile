@@ -30,8 +30,13 @@ help: ## Show this help.
 ##@ Build
 
 .PHONY: build
-build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/.
-	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+# BUILD_STATIC=1 builds them as the images' are (CGO_ENABLED=0,
+# -trimpath): `make demo NODES=real` does, so that the images' build that
+# follows finds every package compiled (with the host's default flags a
+# new machine compiled etcdfed's dependency graph twice).
+BUILD_STATIC ?=
+build: ## Build hub, spoke, the etcdfed-init helper and the etcdfed CLI into bin/ (BUILD_STATIC=1: as the images' binaries, static and -trimpath).
+	$(if $(BUILD_STATIC),CGO_ENABLED=0 )$(GO) build $(if $(BUILD_STATIC),-trimpath )-ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
 # IMAGES picks images by name (default: hub, spoke, etcdfed-init, etcd-3.7,
 # etcd-3.6, etcd-3.5; "all" adds hack/kind's all-in-one etcdfed image;
@@ -124,7 +129,7 @@ export ETCDFED_DISTANCE := $(DISTANCE)
 # kube-apiserver build alone holds one of the two lanes for most of the wait.
 .PHONY: demo
 demo: ## Local hub + 3 member clusters, a 5-member etcd over 3 zones, formed by etcdfed (DETACH=1 to background, NODES=real for real nodes).
-	$(MAKE) --no-print-directory -j2 tools-demo build
+	$(MAKE) --no-print-directory -j2 tools-demo build $(if $(filter real,$(NODES)),BUILD_STATIC=1)
 	$(if $(filter real,$(NODES)),hack/system-deps.sh realnodes)
 	$(if $(filter real,$(NODES)),$(MAKE) --no-print-directory images IMAGES='$(if $(findstring --etcd-version,$(DEMO_FLAGS)),,demo)')
 	hack/system-deps.sh demo
