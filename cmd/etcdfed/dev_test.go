@@ -292,6 +292,26 @@ func TestDemoHintsRunStatusWhereTheHubIs(t *testing.T) {
 	}
 }
 
+// The commands dev up prints that need an apiserver run where its address
+// is: with real nodes inside the environment's network (dev shell), not
+// from the host, where such an address leads wherever the host's routes
+// send it (on a new machine, seen: a proxy outside it answered).
+func TestSummaryRunsClusterListWhereTheHubIs(t *testing.T) {
+	for _, tc := range []struct {
+		nodes       localenv.NodeMode
+		want, wrong string
+	}{
+		{localenv.NodesReal, "  etcdfed dev shell --state-dir /s -- etcdfed cluster list --kubeconfig /s/kubeconfigs/hub.yaml", "  etcdfed cluster list"},
+		{localenv.NodesProcess, "  etcdfed cluster list --kubeconfig /s/kubeconfigs/hub.yaml", "dev shell"},
+	} {
+		var out bytes.Buffer
+		writeSummary(&out, &localenv.State{Dir: "/s", Nodes: tc.nodes, Hub: localenv.ClusterState{Name: "hub"}}, time.Second)
+		if got := out.String(); !strings.Contains(got, tc.want) || strings.Contains(got, tc.wrong) {
+			t.Errorf("nodes %q: the summary lacks %q or has %q:\n%s", tc.nodes, tc.want, tc.wrong, got)
+		}
+	}
+}
+
 // etcdfed dev latency set and dev up --latency refuse a bad distance
 // before they ask the environment anything (none runs here).
 func TestLatencyRefusesBadInput(t *testing.T) {

@@ -406,6 +406,16 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 	if err != nil {
 		return err
 	}
+	writeSummary(out, st, took)
+	return nil
+}
+
+// writeSummary says where the environment's clusters are and the commands
+// that use them. With real nodes their addresses exist in the
+// environment's network namespace only (from the host such an address
+// leads wherever the host's routes send it), so the command that needs an
+// apiserver runs inside it, through dev shell.
+func writeSummary(out io.Writer, st *localenv.State, took time.Duration) {
 	if took > 0 {
 		fmt.Fprintf(out, "\nThe local environment is ready (%.1fs). State: %s\n", took.Seconds(), st.Dir)
 	}
@@ -418,11 +428,17 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 		}
 		fmt.Fprintf(out, "  %-10s %-26s %s  zones %s, DNS %s\n", c.Name, c.APIServer, st.KubeconfigPath(c.Name), strings.Join(zones, ","), c.DNS)
 	}
-	fmt.Fprintf(out, "\n  eval \"$(etcdfed dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", shellQuote(st.Dir))
-	fmt.Fprintf(out, "  etcdfed dev status --state-dir %s\n", shellQuote(st.Dir))
-	fmt.Fprintf(out, "  etcdfed cluster list --kubeconfig %s   # installed by etcdfed hub install and cluster join\n", shellQuote(st.KubeconfigPath(st.Hub.Name)))
-	fmt.Fprintf(out, "  etcdfed dev down --state-dir %s\n", shellQuote(st.Dir))
-	return nil
+	sd := shellQuote(st.Dir)
+	inside := ""
+	if st.Real() {
+		inside = "etcdfed dev shell --state-dir " + sd + " -- "
+		fmt.Fprintf(out, "\n  etcdfed dev shell --state-dir %s   # a shell in the environment's network, where its addresses are, with KUBECONFIG, DNS, etcdctl\n", sd)
+	} else {
+		fmt.Fprintf(out, "\n  eval \"$(etcdfed dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", sd)
+	}
+	fmt.Fprintf(out, "  etcdfed dev status --state-dir %s\n", sd)
+	fmt.Fprintf(out, "  %setcdfed cluster list --kubeconfig %s   # installed by etcdfed hub install and cluster join\n", inside, shellQuote(st.KubeconfigPath(st.Hub.Name)))
+	fmt.Fprintf(out, "  etcdfed dev down --state-dir %s\n", sd)
 }
 
 var errNotRunning = errors.New("the local environment is not running (etcdfed dev up)")
