@@ -248,7 +248,9 @@ func hubOpensSealedTokens(ctx context.Context, hub client.Client) error {
 	}
 	return fmt.Errorf("hub: the hub deployed in %s (Deployment %s) has no sealing key (Secret %s/%s): it predates sealed tokens, "+
 		"or has not started since it was upgraded. Joining now would end its token renewal in this member cluster, and it would lose the "+
-		"cluster when its token expires. Upgrade the hub first (etcdfed hub install with this version), then join again",
+		"cluster when its token expires. Upgrade the hub first (etcdfed hub install with this version), then join again. "+
+		"If the key was deleted under a hub of this version, etcdfed hub install makes a new one; then join every member cluster again, "+
+		"since each holds the old public key",
 		Namespace, HubDeployment, Namespace, tokenseal.KeySecret)
 }
 
