@@ -305,7 +305,7 @@ func TestSummaryRunsClusterListWhereTheHubIs(t *testing.T) {
 		{localenv.NodesProcess, "  etcdfed cluster list --kubeconfig /s/kubeconfigs/hub.yaml", "dev shell"},
 	} {
 		var out bytes.Buffer
-		writeSummary(&out, &localenv.State{Dir: "/s", Nodes: tc.nodes, Hub: localenv.ClusterState{Name: "hub"}}, time.Second)
+		writeSummary(&out, "etcdfed", &localenv.State{Dir: "/s", Nodes: tc.nodes, Hub: localenv.ClusterState{Name: "hub"}}, time.Second)
 		if got := out.String(); !strings.Contains(got, tc.want) || strings.Contains(got, tc.wrong) {
 			t.Errorf("nodes %q: the summary lacks %q or has %q:\n%s", tc.nodes, tc.want, tc.wrong, got)
 		}

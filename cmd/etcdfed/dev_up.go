@@ -406,7 +406,11 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 	if err != nil {
 		return err
 	}
-	writeSummary(out, st, took)
+	self := "etcdfed"
+	if exe, err := os.Executable(); err == nil {
+		self = exe
+	}
+	writeSummary(out, self, st, took)
 	return nil
 }
 
@@ -414,8 +418,9 @@ func printSummary(out io.Writer, stateDir string, took time.Duration) error {
 // that use them. With real nodes their addresses exist in the
 // environment's network namespace only (from the host such an address
 // leads wherever the host's routes send it), so the command that needs an
-// apiserver runs inside it, through dev shell.
-func writeSummary(out io.Writer, st *localenv.State, took time.Duration) {
+// apiserver runs inside it, through dev shell. self is this program, as
+// the commands name it (a dev shell has no bin/ on its PATH).
+func writeSummary(out io.Writer, self string, st *localenv.State, took time.Duration) {
 	if took > 0 {
 		fmt.Fprintf(out, "\nThe local environment is ready (%.1fs). State: %s\n", took.Seconds(), st.Dir)
 	}
@@ -428,17 +433,17 @@ func writeSummary(out io.Writer, st *localenv.State, took time.Duration) {
 		}
 		fmt.Fprintf(out, "  %-10s %-26s %s  zones %s, DNS %s\n", c.Name, c.APIServer, st.KubeconfigPath(c.Name), strings.Join(zones, ","), c.DNS)
 	}
-	sd := shellQuote(st.Dir)
+	sd, me := shellQuote(st.Dir), shellQuote(self)
 	inside := ""
 	if st.Real() {
-		inside = "etcdfed dev shell --state-dir " + sd + " -- "
-		fmt.Fprintf(out, "\n  etcdfed dev shell --state-dir %s   # a shell in the environment's network, where its addresses are, with KUBECONFIG, DNS, etcdctl\n", sd)
+		inside = me + " dev shell --state-dir " + sd + " -- "
+		fmt.Fprintf(out, "\n  %s dev shell --state-dir %s   # a shell in the environment's network, where its addresses are, with KUBECONFIG, DNS, etcdctl\n", me, sd)
 	} else {
-		fmt.Fprintf(out, "\n  eval \"$(etcdfed dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", sd)
+		fmt.Fprintf(out, "\n  eval \"$(%s dev env --state-dir %s)\"   # KUBECONFIG, DNS, etcdctl\n", me, sd)
 	}
-	fmt.Fprintf(out, "  etcdfed dev status --state-dir %s\n", sd)
-	fmt.Fprintf(out, "  %setcdfed cluster list --kubeconfig %s   # installed by etcdfed hub install and cluster join\n", inside, shellQuote(st.KubeconfigPath(st.Hub.Name)))
-	fmt.Fprintf(out, "  etcdfed dev down --state-dir %s\n", sd)
+	fmt.Fprintf(out, "  %s dev status --state-dir %s\n", me, sd)
+	fmt.Fprintf(out, "  %s%s cluster list --kubeconfig %s   # installed by etcdfed hub install and cluster join\n", inside, me, shellQuote(st.KubeconfigPath(st.Hub.Name)))
+	fmt.Fprintf(out, "  %s dev down --state-dir %s\n", me, sd)
 }
 
 var errNotRunning = errors.New("the local environment is not running (etcdfed dev up)")
