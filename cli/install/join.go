@@ -173,11 +173,12 @@ func Join(ctx context.Context, o JoinOptions) error {
 }
 
 // preflight checks what must hold before join writes anything but zone
-// labels: the hub is installed and opens sealed tokens, the member cluster's apiserver is not
-// registered under another name, it answers no other hub cluster (or
-// TakeOver says to take it over), and its nodes' zones are usable (nodes
-// without one labelled with --zone-label). It returns the existing
-// registration of o.Name (nil when none).
+// labels: the hub is installed and opens sealed tokens, the member
+// cluster's apiserver is not registered under another name, it answers
+// no other hub cluster (or TakeOver says to take it over), and its
+// nodes' zones are usable (nodes without one labelled with
+// --zone-label). It returns the existing registration of o.Name (nil
+// when none).
 func (o *JoinOptions) preflight(ctx context.Context, hub, mem client.Client) (*corev1.Secret, error) {
 	if err := hub.Get(ctx, client.ObjectKey{Name: Namespace}, &corev1.Namespace{}); err != nil {
 		if apierrors.IsNotFound(err) {
