@@ -259,9 +259,12 @@ kind-image: kind-deps ## Build the kind node image (Kubernetes as hack/tools.sh 
 # go test's timeout of make test-kind (.ci/run's kind turn passes the time
 # it has left).
 KIND_TIMEOUT ?= 70m
+# How TestKindZoneFailure fails the zone: stop, pause or cut (a network cut;
+# hack/kind/fail-zone.sh's modes).
+KIND_FAIL ?= stop
 .PHONY: test-kind
 test-kind: kind-image build ## On kind (root, Docker): hack/kind/up.sh from nothing, TestKindZoneFailure under the recorded workload, hack/kind/down.sh leaving nothing.
-	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 $(GO) test -count=1 -timeout $(KIND_TIMEOUT) -v -run '^TestKind' ./test/multicluster
+	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 ETCDFED_KIND_FAIL=$(KIND_FAIL) $(GO) test -count=1 -timeout $(KIND_TIMEOUT) -v -run '^TestKind' ./test/multicluster
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -33,7 +33,11 @@ for c in $clusters; do
 	kind delete cluster --name "$c"
 done
 
-# kind creates the docker network "kind" and never deletes it; once no
+# The addresses fail-zone.sh --cut kept for nodes that are gone now.
+rm -f "$CUT_DIR/$ETCDFED_KIND_PREFIX"-*
+rmdir "$CUT_DIR" 2>/dev/null || true
+
+# kind (or up.sh) creates the docker network "kind" and kind never deletes it; once no
 # container is left on it (no other kind cluster either), it goes too.
 if [[ -z $(kind get clusters 2>/dev/null) ]] && docker network inspect kind >/dev/null 2>&1; then
 	if [[ $(docker network inspect -f '{{ len .Containers }}' kind) == 0 ]]; then

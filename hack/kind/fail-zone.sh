@@ -9,6 +9,12 @@
 #   --stop           docker stop: the zone powers off. On restart Docker may
 #                    give the nodes new addresses; restore-zone.sh then
 #                    re-runs the address-dependent steps of up.sh.
+#   --cut            docker network disconnect: the zone's processes run on,
+#                    cut off from every other cluster and from this machine
+#                    (a partition; its members lose their quorum, and find
+#                    on the heal that the hub replaced them).
+#                    restore-zone.sh reconnects each node at the address it
+#                    had (kept in out/kind/cut/).
 #
 # Watch the hub react: the spoke's Lease goes stale on the hub's clock, the
 # other spokes' gossip sees the spoke dead, and after the EtcdCluster's
@@ -19,13 +25,14 @@ set -euo pipefail
 # shellcheck source-path=SCRIPTDIR source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-usage() { echo "Usage: hack/kind/fail-zone.sh CLUSTER [--stop]   (CLUSTER: one of $(member_clusters | tr '\n' ' '))"; }
+usage() { echo "Usage: hack/kind/fail-zone.sh CLUSTER [--stop | --cut]   (CLUSTER: one of $(member_clusters | tr '\n' ' '))"; }
 
 mode=pause
 cluster=""
 while (($# > 0)); do
 	case $1 in
 	--stop) mode=stop; shift ;;
+	--cut) mode=cut; shift ;;
 	-h | --help) usage; exit 0 ;;
 	-*) usage >&2; die "unknown argument: $1" ;;
 	*) [[ -z $cluster ]] || die "one cluster at a time"; cluster=$1; shift ;;
@@ -47,6 +54,17 @@ for n in $(nodes "$cluster"); do
 		log "Stopped $n"
 		;;
 	stop:exited) log "$n is already stopped" ;;
+	cut:running)
+		ip=$(kind_ip "$n")
+		if [[ -z $ip ]]; then
+			log "$n is already cut off"
+			continue
+		fi
+		mkdir -p "$CUT_DIR"
+		echo "$ip" >"$CUT_DIR/$n"
+		docker network disconnect kind "$n"
+		log "Cut $n off the docker network kind (its address was $ip)"
+		;;
 	*) die "$n is $state; cannot $mode it" ;;
 	esac
 done

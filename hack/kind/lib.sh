@@ -21,6 +21,9 @@ EC_NAMESPACE=default
 RING_DOMAIN=etcd.kind.local
 # The sample's etcd image (its spec.version, dev/images' etcd-<minor>).
 SAMPLE_ETCD_IMAGE=etcd-3.7
+# CUT_DIR: where fail-zone.sh --cut writes the address each node it cut
+# off the docker network kind had, so restore-zone.sh reconnects it there.
+CUT_DIR=${ETCDFED_KIND_STATE_DIR:-$REPO/out/kind}/cut
 # The kind release the scripts are written and checked against
 # (hack/tools.sh kind builds it into bin/), and whose node image layout
 # node-image.sh follows.
@@ -82,6 +85,10 @@ member_clusters() {
 	kind_clusters | grep -E "^${MEMBER_PREFIX}[0-9]+\$" |
 		awk -v p="$MEMBER_PREFIX" '{ print substr($0, length(p) + 1), $0 }' | sort -n | cut -d' ' -f2 || true
 }
+
+# kind_ip NODE: the node's IPv4 address on the docker network kind; empty
+# when it is not connected to it (cut off by fail-zone.sh --cut).
+kind_ip() { docker inspect -f '{{with index .NetworkSettings.Networks "kind"}}{{.IPAddress}}{{end}}' "$1"; }
 
 cluster_exists() { kind_clusters | grep -qx -- "$1"; }
 

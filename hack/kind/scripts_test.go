@@ -97,7 +97,10 @@ esac
 
 const fakeDocker = `#!/usr/bin/env bash
 # docker, faked: a node's state is in $FAKE_DIR/state-<node> (running when
-# absent).
+# absent), its address on the network kind in $FAKE_DIR/ip-<node> (empty:
+# disconnected; absent: 172.18.0.2), the network kind's subnet in
+# $FAKE_DIR/network-kind (absent: no such network; "auto": created by
+# Docker's choice, where a given address is refused as Docker refuses it).
 set -euo pipefail
 d=$FAKE_DIR
 echo "docker $*" >>"$d/calls"
@@ -108,12 +111,49 @@ inspect)
 	node=${!#}
 	case $3 in
 	*Paused*) if [[ $(state "$node") == paused ]]; then echo true; else echo false; fi ;;
+	*Networks*) cat "$d/ip-$node" 2>/dev/null || echo 172.18.0.2 ;;
 	*) state "$node" ;;
 	esac
 	;;
 pause) echo paused >"$d/state-$2" ;;
 unpause | start) echo running >"$d/state-$2" ;;
 stop) echo exited >"$d/state-$2" ;;
+network)
+	case $2 in
+	ls) echo "id-bridge" ;;
+	inspect)
+		case ${!#} in
+		kind)
+			[[ -f $d/network-kind ]] || exit 1
+			if [[ $* == *Containers* ]]; then echo 0; fi
+			;;
+		id-bridge) echo "172.17.0.0/16 " ;;
+		*) exit 1 ;;
+		esac
+		;;
+	create)
+		args=("$@")
+		for ((i = 0; i < ${#args[@]}; i++)); do
+			if [[ ${args[$i]} == --subnet ]]; then echo "${args[$((i + 1))]}" >"$d/network-kind"; fi
+		done
+		;;
+	rm) rm -f "$d/network-kind" ;;
+	disconnect) echo >"$d/ip-$4" ;;
+	connect)
+		node=${!#}
+		if [[ $3 == --ip ]]; then
+			if [[ $(cat "$d/network-kind") == auto ]]; then
+				echo "Error response from daemon: user specified IP address is supported only when connecting to networks with user configured subnets" >&2
+				exit 1
+			fi
+			echo "$4" >"$d/ip-$node"
+		else
+			echo 172.18.0.99 >"$d/ip-$node"
+		fi
+		;;
+	*) echo "fake docker: unexpected: $*" >&2; exit 1 ;;
+	esac
+	;;
 *) echo "fake docker: unexpected: $*" >&2; exit 1 ;;
 esac
 `
@@ -394,6 +434,38 @@ func TestScripts(t *testing.T) {
 		t.Error("fail-zone.sh accepted the hub cluster")
 	}
 
+	// Cut off the network: restore-zone.sh reconnects the node at the
+	// address it had, on the network up.sh created with a subnet (a
+	// 172.N.0.0/16 no network and no route of the machine uses: not the
+	// fake bridge's 172.17), and up.sh need not run again.
+	if data, err := os.ReadFile(filepath.Join(w.dir, "network-kind")); err != nil ||
+		!regexp.MustCompile(`^172\.(1[89]|2[0-9]|3[01])\.0\.0/16$`).Match(bytes.TrimSpace(data)) {
+		t.Errorf("up.sh created the network kind with subnet %q (%v), want a free 172.N.0.0/16 beside the bridge's 172.17", data, err)
+	}
+	w.run("hack/kind/fail-zone.sh", "etcdfed-member-1", "--cut")
+	if ip := w.nodeIP("etcdfed-member-1-control-plane"); ip != "" {
+		t.Errorf("after fail-zone --cut: node still at %q", ip)
+	}
+	w.run("hack/kind/fail-zone.sh", "etcdfed-member-1", "--cut") // idempotent
+	out = w.run("hack/kind/restore-zone.sh", "etcdfed-member-1")
+	if ip := w.nodeIP("etcdfed-member-1-control-plane"); ip != "172.18.0.2" {
+		t.Errorf("after restore-zone: node at %q, want its old address 172.18.0.2", ip)
+	}
+	if strings.Contains(out, "re-running hack/kind/up.sh") {
+		t.Errorf("restore-zone.sh re-ran up.sh although the node came back at its address:\n%s", out)
+	}
+	// On a network kind made by Docker's choice, the node comes back
+	// elsewhere and restore-zone.sh refreshes what depends on addresses.
+	if err := os.WriteFile(filepath.Join(w.dir, "network-kind"), []byte("auto\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	w.run("hack/kind/fail-zone.sh", "etcdfed-member-1", "--cut")
+	out = w.run("hack/kind/restore-zone.sh", "etcdfed-member-1")
+	if ip := w.nodeIP("etcdfed-member-1-control-plane"); ip != "172.18.0.99" || !strings.Contains(out, "re-running hack/kind/up.sh") {
+		t.Errorf("after restore-zone on a network without a configured subnet: node at %q, up.sh re-run: %t\n%s",
+			ip, strings.Contains(out, "re-running hack/kind/up.sh"), out)
+	}
+
 	// Stopped instead: restore-zone.sh re-runs up.sh. With a new image
 	// built meanwhile, that restarts the hub and the spokes, and nothing
 	// else.
@@ -423,6 +495,9 @@ func TestScripts(t *testing.T) {
 	w.run("hack/kind/down.sh")
 	if data, _ := os.ReadFile(filepath.Join(w.dir, "clusters")); len(bytes.TrimSpace(data)) != 0 {
 		t.Errorf("clusters left after down.sh: %s", data)
+	}
+	if _, err := os.Stat(filepath.Join(w.dir, "network-kind")); err == nil {
+		t.Error("down.sh left the docker network kind")
 	}
 	w.run("hack/kind/down.sh") // nothing to delete
 }
@@ -496,6 +571,7 @@ func newWorld(t *testing.T, names ...string) *world {
 		"KIND_NODE_IMAGE=kindest/node:v1.36.3",
 		"REAL_ETCDFED="+filepath.Join(w.dir, "real-etcdfed"),
 		"ETCDFED_KIND_PREFIX=etcdfed",
+		"ETCDFED_KIND_STATE_DIR="+filepath.Join(w.dir, "state"),
 		"ETCDFED_KIND_TIMEOUT=2m",
 		// No kubelet runs etcdctl.sh's pod here: do not wait for it.
 		"ETCDFED_KIND_ETCDCTL_TIMEOUT=1",
@@ -727,6 +803,16 @@ func (w *world) imageID() string {
 func (w *world) calls() string {
 	data, _ := os.ReadFile(filepath.Join(w.dir, "calls"))
 	return string(data)
+}
+
+// nodeIP is the fake node's address on the docker network kind, "" when
+// it is cut off.
+func (w *world) nodeIP(node string) string {
+	data, err := os.ReadFile(filepath.Join(w.dir, "ip-"+node))
+	if err != nil {
+		return "172.18.0.2"
+	}
+	return strings.TrimSpace(string(data))
 }
 
 func (w *world) nodeState(node string) string {

@@ -186,7 +186,39 @@ if ((new_nodes > 0)) && [[ -n $root_dir && -d $root_dir && -z ${ETCDFED_KIND_SKI
 	fi
 fi
 
+# The docker network "kind", created here before kind would: kind lets
+# Docker choose its IPv4 subnet, and Docker reconnects a container at a
+# given address only on a network whose subnet was configured, which
+# fail-zone.sh --cut and restore-zone.sh need (a node back at another
+# address has an apiserver certificate for the old one). The subnet is the
+# first 172.N.0.0/16 (N 18 to 31, Docker's own choices) that no docker
+# network and no route of this machine uses. A network "kind" that exists
+# is used as it is.
+ensure_kind_network() {
+	docker network inspect kind >/dev/null 2>&1 && return
+	local used n subnet=""
+	# shellcheck disable=SC2046 # one argument per network ID
+	used=$(
+		docker network inspect -f '{{range .IPAM.Config}}{{.Subnet}} {{end}}' $(docker network ls -q) 2>/dev/null || true
+		ip -4 route show 2>/dev/null | awk '{ print $1 }' || true
+	)
+	for n in $(seq 18 31); do
+		if ! grep -q "172\.$n\." <<<"$used"; then
+			subnet=172.$n.0.0/16
+			break
+		fi
+	done
+	if [[ -z $subnet ]]; then
+		log "warning: no free 172.N.0.0/16 for the docker network kind; kind creates it (a node cut by fail-zone.sh --cut comes back at a new address)"
+		return
+	fi
+	docker network create -d bridge -o com.docker.network.bridge.enable_ip_masquerade=true \
+		-o com.docker.network.driver.mtu=1500 --subnet "$subnet" kind >/dev/null
+	log "Created the docker network kind ($subnet)"
+}
+
 step "Creating kind clusters: $HUB and ${member_names[*]}"
+ensure_kind_network
 create_cluster "$HUB" "" 0
 for i in "${!member_names[@]}"; do
 	create_cluster "${member_names[$i]}" "zone-$((i + 1))" "$workers"

@@ -231,8 +231,9 @@ func kindMemory(ctx context.Context, t *testing.T) string {
 // TestKindZoneFailure is make test-kind: hack/kind/up.sh from nothing
 // brings up a hub and three member clusters on kind and the sample's
 // 5-member ring; etcdctl.sh writes and reads; then, under the recorded
-// workload, fail-zone.sh --stop stops the node container of the member
-// cluster holding two members, the hub evacuates them into the other
+// workload, fail-zone.sh fails the member cluster holding two members
+// (--stop stops its node container; ETCDFED_KIND_FAIL picks pause or a
+// network cut instead), the hub evacuates them into the other
 // zones, restore-zone.sh starts it again and the ring becomes failure
 // tolerant again. The workload must be linearizable with nothing
 // acknowledged lost and every watch complete; down.sh must leave no
@@ -336,16 +337,24 @@ func TestKindZoneFailure(t *testing.T) {
 			zone = m.Zone
 		}
 	}
-	t.Logf("Stopping the node of %s (zone %s, %d members)", failed, zone, counts[failed])
+	mode, err := kindFailMode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("Failing the zone of %s (zone %s, %d members): fail-zone.sh %s", failed, zone, counts[failed], mode)
 	failStart := time.Now()
-	if err := kindRun(ctx, t, "hack/kind/fail-zone.sh", failed, "--stop"); err != nil {
+	args := []string{"hack/kind/fail-zone.sh", failed}
+	if mode != "pause" {
+		args = append(args, "--"+mode)
+	}
+	if err := kindRun(ctx, t, args...); err != nil {
 		t.Fatal(err)
 	}
 	kindWaitFor(ctx, t, 20*time.Minute, "the failed zone's members evacuated (5 ready outside "+zone+")", func(ec *etcdfedv1.EtcdCluster) bool {
 		in, ready := kindReadyIn(ec, zone)
 		return in == 0 && ready == 5 && kindCondition(ec, etcdfedv1.ConditionAvailable)
 	})
-	t.Logf("Evacuated %.0fs after the stop", time.Since(failStart).Seconds())
+	t.Logf("Evacuated %.0fs after the zone failed (%s)", time.Since(failStart).Seconds(), mode)
 
 	if err := kindRun(ctx, t, "hack/kind/restore-zone.sh", failed); err != nil {
 		t.Fatal(err)
@@ -370,6 +379,21 @@ func TestKindZoneFailure(t *testing.T) {
 	left = append(left, kindNet.leftovers(ctx, t)...)
 	if len(left) > 0 {
 		t.Fatalf("down.sh left behind: %v", left)
+	}
+}
+
+// kindFailMode is how TestKindZoneFailure fails the zone, fail-zone.sh's
+// modes: stop (the default: the node container stopped), pause, or cut
+// (the node disconnected from the docker network kind). ETCDFED_KIND_FAIL
+// picks one (make test-kind KIND_FAIL=cut).
+func kindFailMode() (string, error) {
+	switch m := os.Getenv("ETCDFED_KIND_FAIL"); m {
+	case "":
+		return "stop", nil
+	case "stop", "pause", "cut":
+		return m, nil
+	default:
+		return "", fmt.Errorf("ETCDFED_KIND_FAIL=%q: want stop, pause or cut (hack/kind/fail-zone.sh's modes)", m)
 	}
 }
 
