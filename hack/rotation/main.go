@@ -26,7 +26,9 @@
 // a scenario slice, the default) or a turn: real nodes, which take the
 // real-node scenarios ("realnodes") and the seeded nemesis on real nodes
 // ("realnemesis") in turn, whichever passed longer ago (so the nemesis
-// alternates node modes), or "kind" (make test-kind). With a ledger (-passed-mode
+// alternates node modes), or kind, which takes make test-kind with the
+// zone's node stopped ("kind") and with the zone cut off the network
+// ("kindcut") in turn. With a ledger (-passed-mode
 // records a mode's pass), a turn is due when it never passed or when the
 // other modes passed its count of times since it last did: real nodes
 // after 3, kind after 5. Of the turns due, the one that waited longest
@@ -349,6 +351,9 @@ const (
 	modeNemesis   = "nemesis"
 	modeRealNodes = "realnodes"
 	modeKind      = "kind"
+	// modeKindCut is make test-kind with the zone cut off the network
+	// (KIND_FAIL=cut) instead of its node stopped: every other kind turn.
+	modeKindCut = "kindcut"
 	// modeRealNemesis is the seeded nemesis on real nodes (make nemesis
 	// NODES=real, profile ci, 2 schedules): every other real-node turn,
 	// so that the nemesis alternates node modes.
@@ -370,7 +375,7 @@ type turn struct {
 // these counts).
 var turns = []turn{
 	{modes: []string{modeRealNodes, modeRealNemesis}, every: 3, what: "real nodes"},
-	{modes: []string{modeKind}, every: 5, what: "kind"},
+	{modes: []string{modeKind, modeKindCut}, every: 5, what: "kind"},
 }
 
 // longModes: the nemesis, then every turn's modes.

@@ -192,7 +192,7 @@ func passedLines(pattern string, at time.Time) []string {
 // incomplete gives way to one whose cache is complete, else to the
 // nemesis with its cache warmed; without a ledger, n%4 == 3 real nodes.
 func TestChooseMode(t *testing.T) {
-	const r, q, k, n = modeRealNodes, modeRealNemesis, modeKind, modeNemesis
+	const r, q, k, c, n = modeRealNodes, modeRealNemesis, modeKind, modeKindCut, modeNemesis
 	for _, tc := range []struct {
 		modes    []string
 		uncached []string
@@ -211,18 +211,18 @@ func TestChooseMode(t *testing.T) {
 		// A real-node turn takes the real-node mode that passed longer ago.
 		{[]string{r, k, q, n, n, n}, nil, r, ""},
 		{[]string{q, k, r, n, n, n}, nil, q, ""},
-		// Kind after five.
+		// Kind after five (its other mode, the network cut, this time).
 		{[]string{r, k, n, n, r, n}, nil, n, ""},
-		{[]string{r, k, n, n, r, n, n}, nil, k, ""},
+		{[]string{r, k, n, n, r, n, n}, nil, c, ""},
 		// Both due: the one that waited longer; on a tie real nodes.
 		{[]string{r, k, n, n, n, n, n}, nil, q, ""},
-		{[]string{k, r, n, n, n, n, n}, nil, k, ""},
+		{[]string{k, r, n, n, n, n, n}, nil, c, ""},
 		{[]string{n}, nil, r, ""},
 		// Kind due, its cache incomplete: the nemesis, kind's cache warmed.
 		{[]string{r}, []string{k}, n, k},
 		{[]string{r, k, n, n, r, n, n}, []string{k}, n, k},
 		// ... still due after those nemesis passes, until its cache is complete.
-		{[]string{r, k, n, n, r, n, n, n}, nil, k, ""},
+		{[]string{r, k, n, n, r, n, n, n}, nil, c, ""},
 		// Both due, kind longer but uncached: real nodes run, nothing warmed
 		// (a real-node run has no time left to warm).
 		{[]string{r, k, n, n, n, n, n}, []string{k}, q, ""},
@@ -236,6 +236,14 @@ func TestChooseMode(t *testing.T) {
 		// uncached holds the turn, and the turn's first mode is warmed.
 		{[]string{k, r, n, n, n}, []string{q}, n, r},
 		{[]string{r, k, q, n, n, n}, []string{r}, n, r},
+		// A kind turn takes the kind mode that passed longer ago: the
+		// zone's node stopped, then the zone cut off the network.
+		{[]string{r, k, n, n, n, n, n, q}, nil, c, ""},
+		{[]string{r, c, k, n, n, n, n, n, q}, nil, c, ""},
+		{[]string{k, c, r, n, n, n, n, q}, nil, k, ""},
+		// Either kind mode named uncached holds the turn, and the turn's
+		// first mode is warmed.
+		{[]string{r, k, n, n, n, n, n, q}, []string{c}, n, k},
 		// Not due: a missing cache changes nothing.
 		{[]string{k, r}, []string{r, k}, n, ""},
 	} {
@@ -263,7 +271,7 @@ func TestChooseMode(t *testing.T) {
 // Run after run, each passing, every mode keeps coming: a real-node turn
 // at least every fourth or fifth run (the real-node scenarios and the
 // nemesis on real nodes taking turns, each within ten), kind every sixth
-// or seventh, the nemesis (and with it the scenario slices) on most runs.
+// or seventh (its node stopped and its network cut taking turns), the nemesis (and with it the scenario slices) on most runs.
 func TestModesKeepComing(t *testing.T) {
 	led := &ledger{}
 	last := map[string]int{}
@@ -277,6 +285,9 @@ func TestModesKeepComing(t *testing.T) {
 		if m == modeRealNodes || m == modeRealNemesis {
 			keys = append(keys, "real-node turn")
 		}
+		if m == modeKind || m == modeKindCut {
+			keys = append(keys, "kind turn")
+		}
 		for _, key := range keys {
 			if prev, ok := last[key]; ok && i-prev > gap[key] {
 				gap[key] = i - prev
@@ -287,14 +298,16 @@ func TestModesKeepComing(t *testing.T) {
 	}
 	got := strings.Join(led.modes[:12], " ")
 	t.Logf("the first runs: %s; the longest gaps: %v", got, gap)
-	if gap["real-node turn"] > 5 || gap[modeRealNodes] > 10 || gap[modeRealNemesis] > 10 || gap[modeKind] > 7 || gap[modeNemesis] > 3 {
-		t.Errorf("longest gaps between a mode's runs: %v; want a real-node turn within 5 (each of its modes 10), kind 7, the nemesis 3", gap)
+	if gap["real-node turn"] > 5 || gap[modeRealNodes] > 10 || gap[modeRealNemesis] > 10 ||
+		gap["kind turn"] > 7 || gap[modeKind] > 14 || gap[modeKindCut] > 14 || gap[modeNemesis] > 3 {
+		t.Errorf("longest gaps between a mode's runs: %v; want a real-node turn within 5 (each of its modes 10), a kind turn 7 (each of its modes 14), the nemesis 3", gap)
 	}
 	count := map[string]int{}
 	for _, m := range led.modes[20:] {
 		count[m]++
 	}
-	if count[modeNemesis] < 50 || count[modeKind] < 12 || count[modeRealNodes]+count[modeRealNemesis] < 20 || count[modeRealNemesis] < 10 {
+	if count[modeNemesis] < 50 || count[modeKind]+count[modeKindCut] < 12 || count[modeKindCut] < 6 ||
+		count[modeRealNodes]+count[modeRealNemesis] < 20 || count[modeRealNemesis] < 10 {
 		t.Errorf("modes over 100 runs: %v", count)
 	}
 }
