@@ -262,9 +262,12 @@ KIND_TIMEOUT ?= 70m
 # How TestKindZoneFailure fails the zone: stop, pause or cut (a network cut;
 # hack/kind/fail-zone.sh's modes).
 KIND_FAIL ?= stop
+# KIND_TWO_ZONES=N: member cluster N of make test-kind spans two zones
+# (hack/kind/up.sh --two-zones N).
+KIND_TWO_ZONES ?=
 .PHONY: test-kind
 test-kind: kind-image build ## On kind (root, Docker): hack/kind/up.sh from nothing, TestKindZoneFailure under the recorded workload, hack/kind/down.sh leaving nothing.
-	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 ETCDFED_KIND_FAIL=$(KIND_FAIL) $(GO) test -count=1 -timeout $(KIND_TIMEOUT) -v -run '^TestKind' ./test/multicluster
+	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 ETCDFED_KIND_FAIL=$(KIND_FAIL) ETCDFED_KIND_TWO_ZONES=$(KIND_TWO_ZONES) $(GO) test -count=1 -timeout $(KIND_TIMEOUT) -v -run '^TestKind' ./test/multicluster
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -22,6 +22,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -215,18 +216,37 @@ func TestScripts(t *testing.T) {
 	go func() { defer wg.Done(); w.fakeControllers(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait() })
 
-	out := w.run("hack/kind/up.sh", "--skip-build", "--members", "2", "--replicas", "3")
+	if err := w.runErr("hack/kind/up.sh", "--skip-build", "--members", "2", "--two-zones", "3"); err == nil {
+		t.Error("up.sh accepted --two-zones 3 with 2 member clusters")
+	}
+	out := w.run("hack/kind/up.sh", "--skip-build", "--members", "2", "--replicas", "3", "--two-zones", "2")
 	hub := w.clusters["etcdfed-hub"].Client
 	bg := context.Background()
 
-	// kind: one cluster per name, member i labelled zone-i.
-	for i, m := range w.members {
+	// kind: one cluster per name, member 1 labelled zone-1; member 2 (with
+	// --two-zones 2) its control plane zone-2a and a worker zone-2b, its
+	// control plane untainted so that both zones take pods.
+	for m, want := range map[string]string{
+		"etcdfed-member-1": "nodes:\n- role: control-plane\n  labels:\n    topology.kubernetes.io/zone: zone-1\n",
+		"etcdfed-member-2": "nodes:\n- role: control-plane\n  labels:\n    topology.kubernetes.io/zone: zone-2a\n" +
+			"- role: worker\n  labels:\n    topology.kubernetes.io/zone: zone-2b\n",
+	} {
 		cfg, err := os.ReadFile(filepath.Join(w.dir, "create-"+m+".yaml"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := fmt.Sprintf("topology.kubernetes.io/zone: zone-%d", i+1); !strings.Contains(string(cfg), want) {
-			t.Errorf("kind config of %s lacks %q:\n%s", m, want, cfg)
+		if !strings.HasSuffix(string(cfg), want) {
+			t.Errorf("kind config of %s does not end in\n%s\n%s", m, want, cfg)
+		}
+	}
+	for m, tainted := range map[string]bool{"etcdfed-member-1": true, "etcdfed-member-2": false} {
+		node := &corev1.Node{}
+		if err := w.clusters[m].Client.Get(bg, client.ObjectKey{Name: m + "-control-plane"}, node); err != nil {
+			t.Fatal(err)
+		}
+		got := slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == "node-role.kubernetes.io/control-plane" })
+		if got != tainted {
+			t.Errorf("%s: control plane tainted %t (%v), want %t", m, got, node.Spec.Taints, tainted)
 		}
 	}
 	calls := w.calls()
@@ -248,7 +268,9 @@ func TestScripts(t *testing.T) {
 		if err := c.Get(bg, client.ObjectKey{Name: m + "-control-plane"}, node); err != nil {
 			t.Fatal(err)
 		}
-		if z := node.Labels[corev1.LabelTopologyZone]; z != fmt.Sprintf("zone-%d", i+1) {
+		// kind labels the nodes from its config (the fake does not); up.sh
+		// labels a one-zone cluster's nodes again.
+		if z := node.Labels[corev1.LabelTopologyZone]; i == 0 && z != "zone-1" || i == 1 && z != "" {
 			t.Errorf("%s: node zone %q", m, z)
 		}
 		dep := &appsv1.Deployment{}
@@ -583,7 +605,11 @@ func newWorld(t *testing.T, names ...string) *world {
 func (w *world) seed(c *testenv.Cluster, name string) {
 	ctx := context.Background()
 	objs := []client.Object{
-		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-control-plane"}},
+		&corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: name + "-control-plane"},
+			// kind taints the control plane of a cluster with workers.
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}}},
+		},
 		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"}, Data: map[string]string{"Corefile": kindDefaultCorefile}},
 		&appsv1.Deployment{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "coredns"},

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcdfed's topology out of kind clusters on this machine's Docker:
-# one hub cluster and N member clusters (member i is zone zone-<i>), the
+# one hub cluster and N member clusters (member i is zone zone-<i>, or
+# zones zone-<i>a and zone-<i>b with --two-zones i), the
 # hub installed with `etcdfed hub install`, every member cluster joined
 # with `etcdfed cluster join` (the spoke on NodePorts of its node's IP),
 # and the sample EtcdCluster (config/samples/etcdcluster.yaml) over them.
@@ -16,11 +17,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage() {
 	cat <<EOF
-Usage: hack/kind/up.sh [--members N] [--replicas N] [--workers N] [--skip-build] [--no-sample]
+Usage: hack/kind/up.sh [--members N] [--replicas N] [--workers N] [--two-zones I] [--skip-build] [--no-sample]
 
   --members N    member clusters, one zone each (default 3)
   --replicas N   etcd members of the sample EtcdCluster: 1, 3, 5, 7 or 9 (default 5)
   --workers N    worker nodes per member cluster besides the control plane (default 0)
+  --two-zones I  member cluster I spans two zones, zone-Ia and zone-Ib: its
+                 control plane (which then takes pods) in the first, a
+                 worker in the second, further --workers alternating
   --skip-build   use the images already in out/images (make images)
   --no-sample    stop before creating the sample EtcdCluster
 
@@ -36,6 +40,7 @@ EOF
 members=3
 replicas=5
 workers=0
+two_zones=0
 build=1
 sample=1
 while (($# > 0)); do
@@ -43,6 +48,7 @@ while (($# > 0)); do
 	--members) members=${2:?--members needs a number}; shift 2 ;;
 	--replicas) replicas=${2:?--replicas needs a number}; shift 2 ;;
 	--workers) workers=${2:?--workers needs a number}; shift 2 ;;
+	--two-zones) two_zones=${2:?--two-zones needs a member cluster number}; shift 2 ;;
 	--skip-build) build=0; shift ;;
 	--no-sample) sample=0; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -51,6 +57,7 @@ while (($# > 0)); do
 done
 [[ $members =~ ^[1-9][0-9]*$ ]] || die "--members must be a positive number, not '$members'"
 [[ $workers =~ ^[0-9]+$ ]] || die "--workers must be a number, not '$workers'"
+[[ $two_zones =~ ^[0-9]+$ ]] && ((two_zones <= members)) || die "--two-zones must name a member cluster, 1 to $members, not '$two_zones'"
 case $replicas in 1 | 3 | 5 | 7 | 9) ;; *) die "--replicas must be 1, 3, 5, 7 or 9, not '$replicas'" ;; esac
 timeout=${ETCDFED_KIND_TIMEOUT:-20m}
 
@@ -119,17 +126,24 @@ if [[ -z ${KIND_NODE_IMAGE:-} ]]; then
 fi
 
 # ---------------------------------------------------------------------------
-# create_cluster NAME ZONE WORKERS: a kind cluster whose nodes all carry
-# topology.kubernetes.io/zone=ZONE (none when ZONE is empty).
+# create_cluster NAME "ZONE..." WORKERS: a kind cluster of a control plane
+# and WORKERS workers, node k labelled topology.kubernetes.io/zone with the
+# k-th of the ZONEs, round robin (none when ZONEs is empty). With two zones
+# the control plane takes pods too, so that both zones have a node for
+# them with one worker.
 create_cluster() {
-	local name=$1 zone=$2 nworkers=$3
+	local name=$1 nworkers=$3
+	local -a zones
+	read -r -a zones <<<"$2"
 	if cluster_exists "$name"; then
 		log "Cluster $name exists"
 	else
-		local cfg=$tmp/$name.yaml labels=""
-		if [[ -n $zone ]]; then
-			labels=$'\n  labels:\n    topology.kubernetes.io/zone: '"$zone"
-		fi
+		local cfg=$tmp/$name.yaml
+		# labels K: the nodes[] lines that label node K with its zone.
+		labels() {
+			((${#zones[@]} > 0)) || return 0
+			printf '\n  labels:\n    topology.kubernetes.io/zone: %s' "${zones[$(($1 % ${#zones[@]}))]}"
+		}
 		{
 			echo "kind: Cluster"
 			echo "apiVersion: kind.x-k8s.io/v1alpha4"
@@ -145,23 +159,37 @@ create_cluster() {
 				printf '%s\n' "containerdConfigPatches:" "- |-" '  [plugins."io.containerd.grpc.v1.cri"]' "    restrict_oom_score_adj = true"
 			fi
 			echo "nodes:"
-			echo "- role: control-plane${labels}"
+			echo "- role: control-plane$(labels 0)"
 			local w
 			for ((w = 0; w < nworkers; w++)); do
-				echo "- role: worker${labels}"
+				echo "- role: worker$(labels $((w + 1)))"
 			done
 		} >"$cfg"
 		local args=(create cluster --name "$name" --config "$cfg" --wait 180s --image "$KIND_NODE_IMAGE")
-		log "Creating cluster $name${zone:+ (zone $zone)}"
+		log "Creating cluster $name${2:+ (zones: $2)}"
 		local t0=$SECONDS
 		kind "${args[@]}"
 		log "Cluster $name Ready in $((SECONDS - t0))s (kind create cluster)"
 	fi
-	if [[ -n $zone ]]; then
+	if ((${#zones[@]} == 1)); then
 		# kind sets the labels at creation; this also fixes a cluster
-		# created by hand or by an older kind without nodes[].labels.
-		k "$name" label nodes --all "topology.kubernetes.io/zone=$zone" --overwrite >/dev/null
+		# created by hand or by an older kind without nodes[].labels. A
+		# node's zone is never changed (a re-run without --two-zones, as
+		# restore-zone.sh's, keeps a two-zone cluster's).
+		k "$name" label nodes -l '!topology.kubernetes.io/zone' "topology.kubernetes.io/zone=${zones[0]}" >/dev/null
 	fi
+	if ((${#zones[@]} > 1)) && k "$name" get node "$name-control-plane" -o jsonpath='{.spec.taints[*].key}' | grep -qw node-role.kubernetes.io/control-plane; then
+		k "$name" taint nodes "$name-control-plane" node-role.kubernetes.io/control-plane:NoSchedule- >/dev/null
+		log "$name: the control plane takes pods (zone ${zones[0]})"
+	fi
+}
+
+# zones_of I, workers_of I: member cluster I's zones and workers.
+zones_of() {
+	if (($1 == two_zones)); then echo "zone-${1}a zone-${1}b"; else echo "zone-$1"; fi
+}
+workers_of() {
+	if (($1 == two_zones)); then echo $((workers > 0 ? workers : 1)); else echo "$workers"; fi
 }
 
 # Disk: each new node copies the node image's /var (its preloaded images,
@@ -174,8 +202,8 @@ create_cluster() {
 NODE_DISK_MB=2560
 new_nodes=0
 cluster_exists "$HUB" || new_nodes=$((new_nodes + 1))
-for m in "${member_names[@]}"; do
-	cluster_exists "$m" || new_nodes=$((new_nodes + 1 + workers))
+for i in "${!member_names[@]}"; do
+	cluster_exists "${member_names[$i]}" || new_nodes=$((new_nodes + 1 + $(workers_of $((i + 1)))))
 done
 root_dir=$(docker info -f '{{ .DockerRootDir }}' 2>/dev/null || true)
 if ((new_nodes > 0)) && [[ -n $root_dir && -d $root_dir && -z ${ETCDFED_KIND_SKIP_DISK_CHECK:-} ]]; then
@@ -221,7 +249,7 @@ step "Creating kind clusters: $HUB and ${member_names[*]}"
 ensure_kind_network
 create_cluster "$HUB" "" 0
 for i in "${!member_names[@]}"; do
-	create_cluster "${member_names[$i]}" "zone-$((i + 1))" "$workers"
+	create_cluster "${member_names[$i]}" "$(zones_of $((i + 1)))" "$(workers_of $((i + 1)))"
 done
 
 step "Loading $IMAGE and the etcd image into every cluster (kind load image-archive)"

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -233,7 +234,8 @@ func kindMemory(ctx context.Context, t *testing.T) string {
 // 5-member ring; etcdctl.sh writes and reads; then, under the recorded
 // workload, fail-zone.sh fails the member cluster holding two members
 // (--stop stops its node container; ETCDFED_KIND_FAIL picks pause or a
-// network cut instead), the hub evacuates them into the other
+// network cut instead; with ETCDFED_KIND_TWO_ZONES=N member cluster N
+// spans two zones, up.sh --two-zones), the hub evacuates them into the other
 // zones, restore-zone.sh starts it again and the ring becomes failure
 // tolerant again. The workload must be linearizable with nothing
 // acknowledged lost and every watch complete; down.sh must leave no
@@ -267,7 +269,12 @@ func TestKindZoneFailure(t *testing.T) {
 	})
 
 	start := time.Now()
-	if err := kindRun(ctx, t, "hack/kind/up.sh"); err != nil {
+	up := []string{"hack/kind/up.sh"}
+	twoZones := os.Getenv("ETCDFED_KIND_TWO_ZONES")
+	if twoZones != "" {
+		up = append(up, "--two-zones", twoZones)
+	}
+	if err := kindRun(ctx, t, up...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("up.sh: four kind clusters and the ring Available in %.0fs", time.Since(start).Seconds())
@@ -300,7 +307,17 @@ func TestKindZoneFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 		dns = append(dns, spoke.Status.DNSAddresses...)
+		// up.sh --two-zones N: member N's spoke reports both zones, each
+		// with a node that takes pods.
+		want := []string{"zone-" + strings.TrimPrefix(m, "member-")}
+		if twoZones == strings.TrimPrefix(m, "member-") {
+			want = []string{want[0] + "a", want[0] + "b"}
+		}
+		if !slices.Equal(spoke.Status.Zones, want) || len(spoke.Status.UnschedulableZones) > 0 {
+			t.Fatalf("%s: the spoke reports zones %v (unschedulable %v), want %v", m, spoke.Status.Zones, spoke.Status.UnschedulableZones, want)
+		}
 	}
+	t.Logf("Members at the start: %s", kindMembers(ec))
 	certs := t.TempDir()
 	if err := kindRun(ctx, t, filepath.Join(root, "bin", "etcdfed"), "client-cert", "main", "-n", "default",
 		"--context", "kind-"+kindTestPrefix+"-hub", "--out", certs); err != nil {
