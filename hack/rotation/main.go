@@ -24,9 +24,10 @@
 //
 // -mode prints which long mode .ci/run takes: "nemesis" (the nemesis and
 // a scenario slice, the default) or a turn: real nodes, which take the
-// real-node scenarios ("realnodes") and the seeded nemesis on real nodes
-// ("realnemesis") in turn, whichever passed longer ago (so the nemesis
-// alternates node modes), or kind, which takes make test-kind with the
+// real-node scenarios ("realnodes"), the seeded nemesis on real nodes
+// ("realnemesis") and the failure scenarios on real nodes ("realfailures")
+// in turn, whichever passed longest ago (so the nemesis and the failure
+// scenarios alternate node modes), or kind, which takes make test-kind with the
 // zone's node stopped ("kind") and with the zone cut off the network
 // ("kindcut") in turn. With a ledger (-passed-mode
 // records a mode's pass), a turn is due when it never passed or when the
@@ -358,6 +359,10 @@ const (
 	// NODES=real, profile ci, 2 schedules): every other real-node turn,
 	// so that the nemesis alternates node modes.
 	modeRealNemesis = "realnemesis"
+	// modeRealFailures is make failures NODES=real (every failure
+	// scenario on real nodes) in the place of make failures on process
+	// nodes, the nemesis and the slice.
+	modeRealFailures = "realfailures"
 )
 
 // turn is a long mode other than the nemesis, taken when it is due: when
@@ -374,7 +379,7 @@ type turn struct {
 // turns, in the order that breaks a tie (see the package comment for why
 // these counts).
 var turns = []turn{
-	{modes: []string{modeRealNodes, modeRealNemesis}, every: 3, what: "real nodes"},
+	{modes: []string{modeRealNodes, modeRealNemesis, modeRealFailures}, every: 3, what: "real nodes"},
 	{modes: []string{modeKind, modeKindCut}, every: 5, what: "kind"},
 }
 

@@ -192,7 +192,7 @@ func passedLines(pattern string, at time.Time) []string {
 // incomplete gives way to one whose cache is complete, else to the
 // nemesis with its cache warmed; without a ledger, n%4 == 3 real nodes.
 func TestChooseMode(t *testing.T) {
-	const r, q, k, c, n = modeRealNodes, modeRealNemesis, modeKind, modeKindCut, modeNemesis
+	const r, q, f, k, c, n = modeRealNodes, modeRealNemesis, modeRealFailures, modeKind, modeKindCut, modeNemesis
 	for _, tc := range []struct {
 		modes    []string
 		uncached []string
@@ -208,9 +208,14 @@ func TestChooseMode(t *testing.T) {
 		{[]string{k, r, n, n}, nil, n, ""},
 		{[]string{k, r, n, n, n}, nil, q, ""},
 		{[]string{k, r, k, n, n}, nil, q, ""},
-		// A real-node turn takes the real-node mode that passed longer ago.
-		{[]string{r, k, q, n, n, n}, nil, r, ""},
-		{[]string{q, k, r, n, n, n}, nil, q, ""},
+		// A real-node turn takes the real-node mode that passed longest
+		// ago: the real-node tests, the nemesis on real nodes, the failure
+		// scenarios on real nodes.
+		{[]string{r, k, q, n, n, n}, nil, f, ""},
+		{[]string{f, r, k, q, n, n, n}, nil, f, ""},
+		{[]string{r, f, k, q, n, n, n}, nil, r, ""},
+		{[]string{f, q, k, r, n, n, n}, nil, f, ""},
+		{[]string{q, f, k, r, n, n, n}, nil, q, ""},
 		// Kind after five (its other mode, the network cut, this time).
 		{[]string{r, k, n, n, r, n}, nil, n, ""},
 		{[]string{r, k, n, n, r, n, n}, nil, c, ""},
@@ -269,8 +274,9 @@ func TestChooseMode(t *testing.T) {
 }
 
 // Run after run, each passing, every mode keeps coming: a real-node turn
-// at least every fourth or fifth run (the real-node scenarios and the
-// nemesis on real nodes taking turns, each within ten), kind every sixth
+// at least every fourth or fifth run (the real-node tests, the nemesis on
+// real nodes and the failure scenarios on real nodes taking turns, each
+// within fifteen), kind every sixth
 // or seventh (its node stopped and its network cut taking turns), the nemesis (and with it the scenario slices) on most runs.
 func TestModesKeepComing(t *testing.T) {
 	led := &ledger{}
@@ -282,7 +288,7 @@ func TestModesKeepComing(t *testing.T) {
 			t.Fatalf("run %d: warm %q with every cache complete (%s)", i, warm, why)
 		}
 		keys := []string{m}
-		if m == modeRealNodes || m == modeRealNemesis {
+		if m == modeRealNodes || m == modeRealNemesis || m == modeRealFailures {
 			keys = append(keys, "real-node turn")
 		}
 		if m == modeKind || m == modeKindCut {
@@ -298,16 +304,17 @@ func TestModesKeepComing(t *testing.T) {
 	}
 	got := strings.Join(led.modes[:12], " ")
 	t.Logf("the first runs: %s; the longest gaps: %v", got, gap)
-	if gap["real-node turn"] > 5 || gap[modeRealNodes] > 10 || gap[modeRealNemesis] > 10 ||
+	if gap["real-node turn"] > 5 || gap[modeRealNodes] > 15 || gap[modeRealNemesis] > 15 || gap[modeRealFailures] > 15 ||
 		gap["kind turn"] > 7 || gap[modeKind] > 14 || gap[modeKindCut] > 14 || gap[modeNemesis] > 3 {
-		t.Errorf("longest gaps between a mode's runs: %v; want a real-node turn within 5 (each of its modes 10), a kind turn 7 (each of its modes 14), the nemesis 3", gap)
+		t.Errorf("longest gaps between a mode's runs: %v; want a real-node turn within 5 (each of its modes 15), a kind turn 7 (each of its modes 14), the nemesis 3", gap)
 	}
 	count := map[string]int{}
 	for _, m := range led.modes[20:] {
 		count[m]++
 	}
 	if count[modeNemesis] < 50 || count[modeKind]+count[modeKindCut] < 12 || count[modeKindCut] < 6 ||
-		count[modeRealNodes]+count[modeRealNemesis] < 20 || count[modeRealNemesis] < 10 {
+		count[modeRealNodes]+count[modeRealNemesis]+count[modeRealFailures] < 20 ||
+		count[modeRealNodes] < 6 || count[modeRealNemesis] < 6 || count[modeRealFailures] < 6 {
 		t.Errorf("modes over 100 runs: %v", count)
 	}
 }
