@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"k8s.io/client-go/tools/clientcmd"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/localenv"
@@ -74,6 +75,11 @@ func startSimFleetWith(tb testing.TB, o simFleetOptions) *SimFleet {
 			fmt.Fprintln(os.Stderr, prefix, args)
 		}
 	}, funcr.Options{})
+	// The simulated spokes run in this process: what of controller-runtime
+	// logs through its global logger goes where theirs goes (without it,
+	// controller-runtime prints a stack after 30 s: "log.SetLogger(...)
+	// was never called").
+	ctrllog.SetLogger(log)
 	realNames := map[string]bool{}
 	for i := 1; i <= real; i++ {
 		realNames[localenv.MemberClusterName(i)] = true
