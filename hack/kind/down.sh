@@ -37,8 +37,9 @@ done
 rm -f "$CUT_DIR/$ETCDFED_KIND_PREFIX"-*
 rmdir "$CUT_DIR" 2>/dev/null || true
 
-# kind (or up.sh) creates the docker network "kind" and kind never deletes it; once no
-# container is left on it (no other kind cluster either), it goes too.
+# up.sh (or kind) creates the docker network "kind", and kind never
+# deletes it; once no container is left on it (no other kind cluster
+# either), it goes too.
 if [[ -z $(kind get clusters 2>/dev/null) ]] && docker network inspect kind >/dev/null 2>&1; then
 	if [[ $(docker network inspect -f '{{ len .Containers }}' kind) == 0 ]]; then
 		docker network rm kind >/dev/null
