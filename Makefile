@@ -278,6 +278,15 @@ bench: tools-test system-deps ## Run benchmarks (placement, DNS, bootstrap and r
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -timeout 60m ./...
 	$(MAKE) bench-dns
 
+# The zone-failure benchmark alone (make bench runs it with the rest):
+# ZONEFAIL_RUNS kills of the leader's two-member zone, with ZONEFAIL_DISTANCE
+# (a round trip such as 20ms) between the member clusters when given.
+ZONEFAIL_RUNS ?= 3
+ZONEFAIL_DISTANCE ?=
+.PHONY: bench-zone-failure
+bench-zone-failure: tools-test system-deps ## Zone-failure benchmark alone: ZONEFAIL_RUNS kills of the leader's zone (default 3), ZONEFAIL_DISTANCE between member clusters (such as 20ms).
+	ETCDFED_ZONEFAIL_DISTANCE=$(ZONEFAIL_DISTANCE) $(GO) test -run '^$$' -bench 'BenchmarkZoneFailure$$' -benchtime $(ZONEFAIL_RUNS)x -timeout 60m -v ./test/multicluster
+
 # The hub with SCALE_RINGS EtcdClusters (one member each, the first three
 # with three), on the local environment: a markdown table per ring count,
 # also written to SCALE_OUT. `make bench` runs it too, with the default

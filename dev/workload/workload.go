@@ -1,11 +1,13 @@
 package workload
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -64,7 +66,20 @@ type Workload struct {
 	mu       sync.Mutex
 	maxGap   time.Duration
 	maxGapAt time.Time
+	// gaps are the longest gaps between acknowledged puts, longest first
+	// (at most keptGaps).
+	gaps     []Gap
 	failures []Failure
+}
+
+// keptGaps is how many of the longest write gaps a Workload keeps.
+const keptGaps = 16
+
+// Gap is a time without an acknowledged put: it began at the last
+// acknowledged put before it.
+type Gap struct {
+	Began time.Time
+	Took  time.Duration
 }
 
 // Failure is one failed operation of the workload: when it was called,
@@ -247,9 +262,11 @@ func (w *Workload) client(ctx context.Context, id int, c *clientv3.Client) {
 			if prev := w.lastOK.Swap(now); prev > 0 && now > prev {
 				gap := time.Duration(now - prev)
 				w.mu.Lock()
+				at := w.Recorder.t0.Add(time.Duration(prev))
 				if gap > w.maxGap {
-					w.maxGap, w.maxGapAt = gap, w.Recorder.t0.Add(time.Duration(prev))
+					w.maxGap, w.maxGapAt = gap, at
 				}
+				w.gaps = keepLongest(w.gaps, Gap{Began: at, Took: gap}, keptGaps)
 				w.mu.Unlock()
 			}
 			w.acked.Add(1)
@@ -297,6 +314,26 @@ func (w *Workload) MaxWriteGapAt() (time.Duration, time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.maxGap, w.maxGapAt
+}
+
+// LongestWriteGaps are the longest gaps between acknowledged puts of the
+// run so far, longest first (at most 16): a planned stop's hand-off, what
+// came after it and the client's own warm-up before it can be told apart
+// by when each began.
+func (w *Workload) LongestWriteGaps() []Gap {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.gaps)
+}
+
+// keepLongest adds g to gaps (longest first) and keeps the n longest.
+func keepLongest(gaps []Gap, g Gap, n int) []Gap {
+	i, _ := slices.BinarySearchFunc(gaps, g, func(a, b Gap) int { return cmp.Compare(b.Took, a.Took) })
+	if i >= n {
+		return gaps
+	}
+	gaps = slices.Insert(gaps, i, g)
+	return gaps[:min(len(gaps), n)]
 }
 
 // WaitForProgress waits until n more puts are acknowledged than when it

@@ -3,6 +3,7 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"sync"
@@ -185,17 +186,30 @@ func BenchmarkScaleUpStep(b *testing.B) {
 //
 // Operations are timed from their first sighting: status.operation's
 // startedAt has a precision of one second.
+//
+// ETCDFED_ZONEFAIL_DISTANCE (a round trip such as 20ms; make
+// bench-zone-failure ZONEFAIL_DISTANCE=20ms) puts that distance between
+// every pair of member clusters for the ring (issue 35: one replacement
+// ready within 10 s of the first move, at a distance). The bare etcds run
+// on loopback without it, so with a distance the gap ratios are not
+// reported.
 func BenchmarkZoneFailure(b *testing.B) {
 	topo := hubTopology(b)
 	if topo.FailZone == nil {
 		b.Skip("the topology cannot fail zones")
 	}
 	ctx := context.Background()
+	distance := os.Getenv("ETCDFED_ZONEFAIL_DISTANCE")
+	if distance != "" {
+		setMemberDistance(ctx, b, topo, distance)
+	}
 	var gaps, bareGaps, bareTwoGaps, detect, firstMove, promote, control, redundant time.Duration
 	for range b.N {
 		b.StopTimer()
-		bareGaps += bareLeaderKill(ctx, b, 0)
-		bareTwoGaps += bareLeaderKill(ctx, b, 1)
+		if distance == "" {
+			bareGaps += bareLeaderKill(ctx, b, 0)
+			bareTwoGaps += bareLeaderKill(ctx, b, 1)
+		}
 
 		m, _ := benchCluster(b, topo, 5, func(ec *etcdfedv1.EtcdCluster) {
 			ec.Spec.FailurePolicy.ZoneGracePeriod = &metav1.Duration{Duration: 30 * time.Second}
@@ -266,10 +280,12 @@ func BenchmarkZoneFailure(b *testing.B) {
 	}
 	n := float64(b.N)
 	b.ReportMetric(gaps.Seconds()/n, "s/max-write-gap")
-	b.ReportMetric(bareGaps.Seconds()/n, "s/bare-leader-kill-write-gap")
-	b.ReportMetric(gaps.Seconds()/bareGaps.Seconds(), "x/gap-vs-bare")
-	b.ReportMetric(bareTwoGaps.Seconds()/n, "s/bare-leader-and-follower-kill-write-gap")
-	b.ReportMetric(gaps.Seconds()/bareTwoGaps.Seconds(), "x/gap-vs-bare-same-loss")
+	if distance == "" {
+		b.ReportMetric(bareGaps.Seconds()/n, "s/bare-leader-kill-write-gap")
+		b.ReportMetric(gaps.Seconds()/bareGaps.Seconds(), "x/gap-vs-bare")
+		b.ReportMetric(bareTwoGaps.Seconds()/n, "s/bare-leader-and-follower-kill-write-gap")
+		b.ReportMetric(gaps.Seconds()/bareTwoGaps.Seconds(), "x/gap-vs-bare-same-loss")
+	}
 	b.ReportMetric(detect.Seconds()/n, "s/detect")
 	b.ReportMetric(firstMove.Seconds()/n, "s/first-move")
 	b.ReportMetric(promote.Seconds()/n, "s/control-to-promoted")
