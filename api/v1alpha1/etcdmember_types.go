@@ -335,6 +335,15 @@ type MemberEtcdView struct {
 	// +optional
 	Peers *MemberPeerView `json:"peers,omitempty"`
 
+	// walFsync is how long this member's etcd took to sync its write-ahead
+	// log to disk over the last minutes, read from its own metrics
+	// (etcd_disk_wal_fsync_duration_seconds). A leader's heartbeats wait
+	// for its syncs: a sync slower than the election timeout costs the
+	// ring its leader, whatever the distance. Absent until a window holds
+	// a sync, or when the metrics could not be read.
+	// +optional
+	WALFsync *MemberDiskView `json:"walFsync,omitempty"`
+
 	// observedAt is when this view was read.
 	// +optional
 	ObservedAt *metav1.Time `json:"observedAt,omitempty"`
@@ -361,6 +370,35 @@ type MemberPeerView struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=16
 	Lost []string `json:"lost,omitempty"`
+}
+
+// MemberDiskView is the tail of a member's disk syncs over a window, as
+// etcd's histogram gives it: each value is the upper bound of the
+// histogram's bucket (1, 2, 4, ... 8192 ms), so a value moves only when
+// the tail moves by a factor of two.
+type MemberDiskView struct {
+	// p99Millis: 99 of 100 syncs of the window took at most this long.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	P99Millis int64 `json:"p99Millis"`
+
+	// maxMillis: the slowest sync of the window took at most this long; a
+	// sync slower than etcd's largest bucket (8.192 s) counts as 16384.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	MaxMillis int64 `json:"maxMillis"`
+
+	// syncs is how many syncs the window holds.
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	Syncs int64 `json:"syncs"`
+
+	// windowSeconds is how far back the window reaches (at most 600 s;
+	// less while the member or the spoke has just started).
+	// +required
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=86400
+	WindowSeconds int32 `json:"windowSeconds"`
 }
 
 // EtcdMemberStatus is written by the spoke.

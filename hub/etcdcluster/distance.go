@@ -60,7 +60,22 @@ func timingInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, clusters []string
 		// its distance rather than rolled onto it right after.
 		voters = clusters
 	}
-	return timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: previous, Running: running, Now: s.now}
+	return timing.Input{Etcd: s.ec.Spec.Etcd, Voters: voters, Matrix: st.RoundTrips, Previous: previous, Running: running, Now: s.now, Disks: voterDisks(s, st)}
+}
+
+// voterDisks are the WAL sync views the spokes report of the ring's
+// voters (their current EtcdMembers, in clusters the hub sees).
+func voterDisks(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []timing.Disk {
+	var out []timing.Disk
+	for _, m := range st.Members {
+		if m.Role == etcdfedv1.RoleLearner {
+			continue
+		}
+		if o := s.currentObject(st, m.Name); o != nil && o.Spec.Incarnation == m.Incarnation && o.Status.Etcd != nil && o.Status.Etcd.WALFsync != nil {
+			out = append(out, timing.Disk{Member: m.Name, View: *o.Status.Etcd.WALFsync})
+		}
+	}
+	return out
 }
 
 // nextTimingChoice is how long after now the change of timing st holds

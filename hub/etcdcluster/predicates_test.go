@@ -13,7 +13,8 @@ import (
 func TestMemberNews(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC))
 	old := ring().cluster("member-1").members["main-0"].DeepCopy()
-	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: "1", LeaderID: "1", RaftIndex: 10, RaftTerm: 2, DBSize: 1 << 20, DBSizeInUse: 1 << 20, ObservedAt: &at}
+	old.Status.Etcd = &etcdfedv1.MemberEtcdView{ID: "1", LeaderID: "1", RaftIndex: 10, RaftTerm: 2, DBSize: 1 << 20, DBSizeInUse: 1 << 20, ObservedAt: &at,
+		WALFsync: &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 16, Syncs: 900, WindowSeconds: 60}}
 	p := memberNews()
 	for _, tc := range []struct {
 		name   string
@@ -33,6 +34,10 @@ func TestMemberNews(t *testing.T) {
 		{"a fragmented file (380 MiB, 48 KiB in use)", func(m *etcdfedv1.EtcdMember) {
 			m.Status.Etcd.DBSize, m.Status.Etcd.DBSizeInUse = 380<<20, 48<<10
 		}, true},
+		{"the disk view's counts", func(m *etcdfedv1.EtcdMember) {
+			m.Status.Etcd.WALFsync.Syncs, m.Status.Etcd.WALFsync.WindowSeconds = 5000, 600
+		}, false},
+		{"the disk view's tail (a stall)", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.WALFsync.MaxMillis = 2048 }, true},
 		{"leader", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.LeaderID = "2" }, true},
 		{"term", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.RaftTerm = 3 }, true},
 		{"learner", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.IsLearner = true }, true},

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/internal/text"
 )
 
 // Bounds and steps of the chosen values, in milliseconds.
@@ -58,6 +59,38 @@ type Input struct {
 	// Now is the time of the choice (the matrix's ObservedAt are compared
 	// with it); read only with Running.
 	Now time.Time
+	// Disks are the voters' WAL sync views (status.etcd.walFsync of their
+	// EtcdMembers), where the spokes report one. They change no value;
+	// a disk slow enough to cost the ring its leader is said in the
+	// message (DiskWarning).
+	Disks []Disk
+}
+
+// Disk is one voter's WAL sync view.
+type Disk struct {
+	Member string
+	View   etcdfedv1.MemberDiskView
+}
+
+// DiskWarning says, when a voter's slowest WAL sync of its window reached
+// half the election timeout or more (its bucket's upper bound at least the
+// election timeout), which voter's disk it was and what it means; "" when
+// none did. A leader sends no heartbeat while it waits for a sync, so a
+// stall that long makes its followers campaign on links that are fine.
+func DiskWarning(disks []Disk, electionMillis int32) string {
+	var worst *Disk
+	for i := range disks {
+		if d := &disks[i]; worst == nil || d.View.MaxMillis > worst.View.MaxMillis {
+			worst = d
+		}
+	}
+	if worst == nil || worst.View.MaxMillis < int64(electionMillis) {
+		return ""
+	}
+	// Only the tail's buckets, not the counts, so that the message moves
+	// only when the tail does.
+	return fmt.Sprintf("voter %s's slowest recent WAL sync took %d to %d ms (p99 up to %d ms), half the election timeout (%d ms) or more: a leader that stalls so long on its disk loses its term; here the disk, not the distance, limits the timing",
+		worst.Member, worst.View.MaxMillis/2, worst.View.MaxMillis, worst.View.P99Millis, electionMillis)
 }
 
 // Settle is how long the round trips between a running ring's voters'
@@ -93,6 +126,18 @@ const Settle = P99Hold
 // clusters but no round trip between them is known yet, Previous is kept
 // (etcd's defaults without one): no measurement, no change.
 func Choose(in Input) etcdfedv1.TimingStatus {
+	st := choose(in)
+	if w := DiskWarning(in.Disks, st.ElectionTimeoutMillis); w != "" {
+		st.Message = text.Truncate(st.Message, maxMessage-len(w)-2) + "; " + w
+	}
+	return st
+}
+
+// maxMessage is the API's bound of status.timing.message.
+const maxMessage = 1024
+
+// choose is Choose without the disks' warning.
+func choose(in Input) etcdfedv1.TimingStatus {
 	specHB, specEl := in.Etcd.HeartbeatIntervalMillis, in.Etcd.ElectionTimeoutMillis
 	explicit := specHB != nil || specEl != nil
 	if in.Etcd.Timing == etcdfedv1.TimingManual {

@@ -473,3 +473,45 @@ func TestDerived(t *testing.T) {
 		}
 	}
 }
+
+// TestDiskWarning: a voter whose slowest WAL sync reached half the
+// election timeout is named in the message, whatever the source of the
+// values, and changes none of them; a quick disk, or none reported, says
+// nothing; the message stays within the API's bound.
+func TestDiskWarning(t *testing.T) {
+	quick := timing.Disk{Member: "ring-0", View: etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 16, Syncs: 9000, WindowSeconds: 600}}
+	stalled := timing.Disk{Member: "ring-2", View: etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 2048, Syncs: 9000, WindowSeconds: 600}}
+	edge := timing.Disk{Member: "ring-1", View: etcdfedv1.MemberDiskView{P99Millis: 4, MaxMillis: 1024, Syncs: 9000, WindowSeconds: 600}}
+	for _, tc := range []struct {
+		name  string
+		in    timing.Input
+		names string // the voter named, "" for no warning
+	}{
+		{"no disk reported", timing.Input{Voters: voters3, Matrix: ring(20)}, ""},
+		{"quick disks", timing.Input{Voters: voters3, Matrix: ring(20), Disks: []timing.Disk{quick, quick}}, ""},
+		{"a sync of 0.5 to 1 s against 1000 ms: named", timing.Input{Voters: voters3, Matrix: ring(20), Disks: []timing.Disk{quick, edge}}, "ring-1"},
+		{"the slowest voter is named", timing.Input{Voters: voters3, Matrix: ring(20), Disks: []timing.Disk{edge, stalled, quick}}, "ring-2"},
+		{"Manual timing too", timing.Input{Etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual}, Disks: []timing.Disk{stalled}}, "ring-2"},
+		{"explicit values: 5 s election timeout, a 2 s stall is below half", timing.Input{Etcd: etcdfedv1.EtcdConfig{HeartbeatIntervalMillis: ptr.To[int32](500), ElectionTimeoutMillis: ptr.To[int32](5000)}, Disks: []timing.Disk{stalled}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Choose(tc.in)
+			plain := tc.in
+			plain.Disks = nil
+			want := timing.Choose(plain)
+			if got.HeartbeatIntervalMillis != want.HeartbeatIntervalMillis || got.ElectionTimeoutMillis != want.ElectionTimeoutMillis || got.Source != want.Source {
+				t.Fatalf("with disks %+v, without %+v: the disks changed a value", got, want)
+			}
+			warned := strings.Contains(got.Message, "WAL sync")
+			switch {
+			case tc.names == "" && warned, tc.names == "" && got.Message != want.Message:
+				t.Fatalf("message %q, want no disk warning", got.Message)
+			case tc.names != "" && (!warned || !strings.Contains(got.Message, "voter "+tc.names+"'s")):
+				t.Fatalf("message %q, want a warning naming %s", got.Message, tc.names)
+			case len(got.Message) > 1024:
+				t.Fatalf("message of %d bytes, over the API's 1024", len(got.Message))
+			}
+			t.Log(got.Message)
+		})
+	}
+}

@@ -67,8 +67,23 @@ type entry struct {
 	endpoint, version string
 	cli               *clientv3.Client
 	// metrics reads /metrics on the same endpoint with the same
-	// credentials (peer view).
-	metrics *http.Client
+	// credentials (peer and disk views).
+	metrics *memberMetrics
+}
+
+// memberMetrics reads one member's /metrics and keeps its disk readings.
+type memberMetrics struct {
+	http *http.Client
+	mu   sync.Mutex
+	disk DiskReadings
+}
+
+// addDisk records a reading of the member's WAL sync histogram and
+// returns the window's view.
+func (m *memberMetrics) addDisk(now time.Time, h Histogram) *etcdfedv1.MemberDiskView {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.disk.Add(now, h)
 }
 
 // Read returns the member's view of itself. key names the member (for
@@ -107,10 +122,12 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 	if len(st.Errors) > 0 {
 		v.Error = text.Truncate(strings.Join(st.Errors, "; "), 1024)
 	}
-	// The peer view is best effort: a member whose metrics cannot be read
-	// has no view (and is no zone witness), its status read stands.
-	if peers, err := readPeers(ctx, metrics, t.Endpoint, v.ID); err == nil {
-		v.Peers = peers
+	// The peer and disk views are best effort: a member whose metrics
+	// cannot be read has neither (and is no zone witness), its status read
+	// stands.
+	if m, err := readMetrics(ctx, metrics.http, t.Endpoint, v.ID); err == nil {
+		v.Peers = m.Peers
+		v.WALFsync = metrics.addDisk(now.Time, m.WALFsync)
 	}
 	return v, nil
 }
@@ -137,7 +154,7 @@ func (r *Reader) Close() {
 	}
 }
 
-func (r *Reader) client(key string, t Target) (*clientv3.Client, *http.Client, error) {
+func (r *Reader) client(key string, t Target) (*clientv3.Client, *memberMetrics, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.clients[key]; e != nil {
@@ -175,14 +192,14 @@ func (r *Reader) client(key string, t Target) (*clientv3.Client, *http.Client, e
 	if r.clients == nil {
 		r.clients = map[string]*entry{}
 	}
-	e := &entry{endpoint: t.Endpoint, version: t.Version, cli: cli, metrics: &http.Client{Transport: transport}}
+	e := &entry{endpoint: t.Endpoint, version: t.Version, cli: cli, metrics: &memberMetrics{http: &http.Client{Transport: transport}}}
 	r.clients[key] = e
 	return cli, e.metrics, nil
 }
 
 func (e *entry) close() {
 	_ = e.cli.Close()
-	e.metrics.CloseIdleConnections()
+	e.metrics.http.CloseIdleConnections()
 }
 
 // TLSConfig builds a client TLS configuration from PEM data: ca verifies the

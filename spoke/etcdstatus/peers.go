@@ -35,28 +35,38 @@ const peerMetric = "etcd_network_active_peers{"
 // busy member; the gauge comes early, after the etcd_ debugging series).
 const maxMetricsBytes = 8 << 20
 
-// readPeers reads the member's /metrics and returns its peer view, only
-// the series whose Local label is self (the member's ID in hex).
-func readPeers(ctx context.Context, c *http.Client, endpoint, self string) (*etcdfedv1.MemberPeerView, error) {
+// readMetrics reads the member's /metrics: its peer view, only the series
+// whose Local label is self (the member's ID in hex), and its WAL sync
+// histogram.
+func readMetrics(ctx context.Context, c *http.Client, endpoint, self string) (Metrics, error) {
 	if c == nil || self == "" {
-		return nil, fmt.Errorf("no metrics client or member ID")
+		return Metrics{}, fmt.Errorf("no metrics client or member ID")
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimSuffix(endpoint, "/")+"/metrics", nil)
 	if err != nil {
-		return nil, err
+		return Metrics{}, err
 	}
 	resp, err := c.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("read metrics of %s: %w", endpoint, err)
+		return Metrics{}, fmt.Errorf("read metrics of %s: %w", endpoint, err)
 	}
 	defer func() {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxMetricsBytes))
 		_ = resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("read metrics of %s: %s", endpoint, resp.Status)
+		return Metrics{}, fmt.Errorf("read metrics of %s: %s", endpoint, resp.Status)
 	}
-	return ParsePeers(io.LimitReader(resp.Body, maxMetricsBytes), self)
+	return ParseMetrics(io.LimitReader(resp.Body, maxMetricsBytes), self)
+}
+
+// Metrics is what the spoke reads of a member's metrics.
+type Metrics struct {
+	// Peers is the member's peer view.
+	Peers *etcdfedv1.MemberPeerView
+	// WALFsync is etcd_disk_wal_fsync_duration_seconds; empty when the
+	// member exposes none.
+	WALFsync Histogram
 }
 
 // ParsePeers extracts the peer view of member self (hex ID) from etcd's
@@ -64,11 +74,24 @@ func readPeers(ctx context.Context, c *http.Client, endpoint, self string) (*etc
 // more than once (never, from etcd) counts once, as active when any series
 // says so.
 func ParsePeers(r io.Reader, self string) (*etcdfedv1.MemberPeerView, error) {
+	m, err := ParseMetrics(r, self)
+	return m.Peers, err
+}
+
+// ParseMetrics extracts the peer view of member self (as ParsePeers) and
+// the WAL sync histogram from etcd's metrics in the Prometheus text
+// format, in one pass.
+func ParseMetrics(r io.Reader, self string) (Metrics, error) {
+	var out Metrics
 	active, lost := map[string]bool{}, map[string]bool{}
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
+		if rest, ok := strings.CutPrefix(line, walFsyncBucket); ok {
+			out.WALFsync.parseBucket(rest)
+			continue
+		}
 		if !strings.HasPrefix(line, peerMetric) {
 			continue
 		}
@@ -95,7 +118,7 @@ func ParsePeers(r io.Reader, self string) (*etcdfedv1.MemberPeerView, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("parse metrics: %w", err)
+		return Metrics{}, fmt.Errorf("parse metrics: %w", err)
 	}
 	view := &etcdfedv1.MemberPeerView{}
 	for id := range active {
@@ -112,7 +135,8 @@ func ParsePeers(r io.Reader, self string) (*etcdfedv1.MemberPeerView, error) {
 	// while a member is replaced or moved).
 	const maxPeers = 16
 	view.Active, view.Lost = view.Active[:min(len(view.Active), maxPeers)], view.Lost[:min(len(view.Lost), maxPeers)]
-	return view, nil
+	out.Peers = view
+	return out, nil
 }
 
 // label returns the value of name in a Prometheus label block

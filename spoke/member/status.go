@@ -115,11 +115,29 @@ func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView, quota int64) bool {
 		return true
 	}
 	a, b := *old, *cur
-	a.RaftIndex, a.Revision, a.DBSize, a.DBSizeInUse, a.ObservedAt, a.Peers = 0, 0, 0, 0, nil, nil
-	b.RaftIndex, b.Revision, b.DBSize, b.DBSizeInUse, b.ObservedAt, b.Peers = 0, 0, 0, 0, nil, nil
+	a.RaftIndex, a.Revision, a.DBSize, a.DBSizeInUse, a.ObservedAt, a.Peers, a.WALFsync = 0, 0, 0, 0, nil, nil, nil
+	b.RaftIndex, b.Revision, b.DBSize, b.DBSizeInUse, b.ObservedAt, b.Peers, b.WALFsync = 0, 0, 0, 0, nil, nil, nil
 	return a != b || !equality.Semantic.DeepEqual(old.Peers, cur.Peers) || etcdfedv1.SizeNews(old, cur, quota) ||
-		cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
+		diskNews(old.WALFsync, cur.WALFsync) || cur.ObservedAt.Sub(old.ObservedAt.Time) >= etcdViewRefresh
 }
+
+// diskNews says whether a disk view moved in a way worth a write at once:
+// one appeared or went, or its slowest sync moved from or to a stall
+// (stallMillis or more), which an election timeout may not outlast. The
+// sync count and the window move with every read, and a quick disk's
+// tail between buckets of a few milliseconds with the load: those wait
+// for the view's refresh (etcdViewRefresh).
+func diskNews(old, cur *etcdfedv1.MemberDiskView) bool {
+	if old == nil || cur == nil {
+		return (old == nil) != (cur == nil)
+	}
+	return old.MaxMillis != cur.MaxMillis && max(old.MaxMillis, cur.MaxMillis) >= stallMillis
+}
+
+// stallMillis is the slowest WAL sync that is news (etcd's 128 ms bucket;
+// the shortest election timeout etcdfed's timing chooses is ten times
+// that at least).
+const stallMillis = 128
 
 // setPodFields reports the current pod, its node and the node's zone.
 func setPodFields(st *etcdfedv1.EtcdMemberStatus, cur *corev1.Pod, zone string) {

@@ -52,6 +52,29 @@ func TestEtcdViewNews(t *testing.T) {
 		{"a large file grew by 1%: kept", big, with(func(v *etcdfedv1.MemberEtcdView) {
 			v.DBSize, v.DBSizeInUse, v.ObservedAt = 384<<20, 384<<20, at(10*time.Second)
 		}), false},
+		{"a disk view appeared", last, with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30}, at(10*time.Second)
+		}), true},
+		{"the disk view's counts moved, its tail did not", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 1900, WindowSeconds: 40}, at(10*time.Second)
+		}), false},
+		{"a quick disk's tail moved by a bucket: kept", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 4, MaxMillis: 16, Syncs: 1900, WindowSeconds: 40}, at(10*time.Second)
+		}), false},
+		{"a stall left the window: at once", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 1024, Syncs: 900, WindowSeconds: 600}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 16, Syncs: 800, WindowSeconds: 600}, at(10*time.Second)
+		}), true},
+		{"a stall entered the window: at once", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 2048, Syncs: 1900, WindowSeconds: 40}, at(10*time.Second)
+		}), true},
 		{"counters moved, a minute later", last, with(func(v *etcdfedv1.MemberEtcdView) {
 			v.RaftIndex, v.ObservedAt = 900, at(time.Minute)
 		}), false},

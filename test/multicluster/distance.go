@@ -89,4 +89,35 @@ func ZeroDistanceTimingSpec(ctx context.Context, in ZeroDistanceTimingSpecInput)
 			t.Errorf("EtcdMember of %s renders timing at zero distance: %+v", m.Name, e)
 		}
 	}
+	walFsyncReported(ctx, t, in.Topology, in.Etcd, ec)
+}
+
+// walFsyncReported: every member's spoke reports the tail of its WAL
+// syncs (status.etcd.walFsync), read from the member's own metrics, once
+// a read follows the ring's first writes.
+func walFsyncReported(ctx context.Context, t testing.TB, topo *Topology, etcd *ManagedEtcd, ec *etcdfedv1.EtcdCluster) {
+	t.Helper()
+	for _, m := range ec.Status.Members {
+		key := client.ObjectKey{Namespace: etcdfedv1.DefaultRingNamespace, Name: etcd.ObjectName(m.Name)}
+		c := memberCluster(t, topo, m.Cluster)
+		var view etcdfedv1.MemberDiskView
+		if err := poll(ctx, 2*time.Minute, m.Name+"'s WAL sync view", func(ctx context.Context) (string, error) {
+			obj := &etcdfedv1.EtcdMember{}
+			if err := c.Client.Get(ctx, key, obj); err != nil {
+				return err.Error(), nil
+			}
+			v := obj.Status.Etcd
+			if v == nil || v.WALFsync == nil {
+				return "no status.etcd.walFsync", nil
+			}
+			if d := v.WALFsync; d.Syncs < 1 || d.P99Millis < 1 || d.MaxMillis < d.P99Millis {
+				return "", fmt.Errorf("status.etcd.walFsync of %s: %+v, want syncs counted and 1 <= p99 <= max", m.Name, *d)
+			}
+			view = *v.WALFsync
+			return "", nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s's WAL syncs: p99 up to %d ms, slowest up to %d ms, %d syncs in %d s", m.Name, view.P99Millis, view.MaxMillis, view.Syncs, view.WindowSeconds)
+	}
 }

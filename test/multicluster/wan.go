@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/etcdfed/etcdfed/spoke/etcdstatus"
 )
 
 // The pure parts of BenchmarkWAN (`make bench-wan`): its knobs, the
@@ -252,29 +254,17 @@ func (t *SoakTally) Elections(transfers int) int {
 // "1.024"), and all of them. A leader whose fsync outlasts the election
 // timeout sends no heartbeat meanwhile, and its followers elect another.
 func WALFsyncsOver(metrics, le string) (over, total int64, err error) {
-	const name = "etcd_disk_wal_fsync_duration_seconds"
-	bucket, count := int64(-1), int64(-1)
-	for _, line := range strings.Split(metrics, "\n") {
-		var v *int64
-		switch rest, ok := strings.CutPrefix(line, name); {
-		case !ok:
-			continue
-		case strings.HasPrefix(rest, `_bucket{le="`+le+`"} `):
-			v = &bucket
-		case strings.HasPrefix(rest, "_count "):
-			v = &count
-		default:
-			continue
-		}
-		f := strings.Fields(line)
-		n, perr := strconv.ParseFloat(f[len(f)-1], 64)
-		if perr != nil {
-			return 0, 0, fmt.Errorf("parse %q: %w", line, perr)
-		}
-		*v = int64(n)
+	bound, err := strconv.ParseFloat(le, 64)
+	if err != nil {
+		return 0, 0, fmt.Errorf("bucket bound %q: %w", le, err)
 	}
-	if bucket < 0 || count < 0 {
-		return 0, 0, fmt.Errorf("no %s bucket le=%q and count in the metrics", name, le)
+	m, err := etcdstatus.ParseMetrics(strings.NewReader(metrics), "")
+	if err != nil {
+		return 0, 0, err
 	}
-	return count - bucket, count, nil
+	o, n, ok := m.WALFsync.Over(bound)
+	if !ok {
+		return 0, 0, fmt.Errorf("no etcd_disk_wal_fsync_duration_seconds bucket le=%q in the metrics", le)
+	}
+	return int64(o), int64(n), nil
 }
