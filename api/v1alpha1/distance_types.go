@@ -40,6 +40,24 @@ const (
 	TimingManual TimingMode = "Manual"
 )
 
+// TimingFloor says what the least values of timing Auto are.
+// +kubebuilder:validation:Enum=EtcdDefaults;Disk
+type TimingFloor string
+
+const (
+	// TimingFloorEtcdDefaults: never below etcd's defaults (100 and 1000
+	// ms). The default.
+	TimingFloorEtcdDefaults TimingFloor = "EtcdDefaults"
+	// TimingFloorDisk: from the voters' measured WAL syncs
+	// (status.etcd.walFsync of their EtcdMembers).
+	TimingFloorDisk TimingFloor = "Disk"
+)
+
+// DiskWindowSeconds is how far back a spoke's view of a member's WAL
+// syncs reaches once the member has run that long (status.etcd.walFsync
+// windowSeconds).
+const DiskWindowSeconds = 600
+
 // TimingSource says which rule produced status.timing.
 type TimingSource string
 

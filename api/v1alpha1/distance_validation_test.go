@@ -28,6 +28,11 @@ func TestTimingValidation(t *testing.T) {
 		{name: "Manual", etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual}},
 		{name: "Auto with explicit values", etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingAuto, HeartbeatIntervalMillis: ptr.To[int32](250), ElectionTimeoutMillis: ptr.To[int32](2500)}},
 		{name: "another word", etcd: etcdfedv1.EtcdConfig{Timing: "Fast"}, want: `spec.etcd.timing: Unsupported value: "Fast": supported values: "Auto", "Manual"`},
+		{name: "timingFloor Disk under Auto", etcd: etcdfedv1.EtcdConfig{TimingFloor: etcdfedv1.TimingFloorDisk}},
+		{name: "timingFloor EtcdDefaults under Manual", etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual, TimingFloor: etcdfedv1.TimingFloorEtcdDefaults}},
+		{name: "timingFloor Disk under Manual", etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingManual, TimingFloor: etcdfedv1.TimingFloorDisk},
+			want: "timingFloor Disk is a floor of timing Auto"},
+		{name: "another floor", etcd: etcdfedv1.EtcdConfig{TimingFloor: "Fast"}, want: `spec.etcd.timingFloor: Unsupported value: "Fast": supported values: "EtcdDefaults", "Disk"`},
 		{name: "explicit values still checked under Auto", etcd: etcdfedv1.EtcdConfig{Timing: etcdfedv1.TimingAuto, HeartbeatIntervalMillis: ptr.To[int32](500)},
 			want: "electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis"},
 	} {

@@ -134,6 +134,7 @@ const (
 
 // EtcdConfig holds the etcd settings that must be the same on every member.
 // +kubebuilder:validation:XValidation:rule="(has(self.electionTimeoutMillis) ? self.electionTimeoutMillis : 1000) >= 5 * (has(self.heartbeatIntervalMillis) ? self.heartbeatIntervalMillis : 100)",message="electionTimeoutMillis must be at least 5 times heartbeatIntervalMillis (defaults: 1000 and 100); etcd refuses to start otherwise"
+// +kubebuilder:validation:XValidation:rule="!has(self.timingFloor) || self.timingFloor != 'Disk' || !has(self.timing) || self.timing != 'Manual'",message="timingFloor Disk is a floor of timing Auto; with timing Manual give heartbeatIntervalMillis and electionTimeoutMillis instead"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || has(self.autoCompactionMode)",message="autoCompactionRetention needs autoCompactionMode (periodic or revision)"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || !has(self.autoCompactionMode) || self.autoCompactionMode != 'revision' || self.autoCompactionRetention.matches('^[0-9]+$')",message="with autoCompactionMode revision, autoCompactionRetention is a number of revisions, such as 1000"
 // +kubebuilder:validation:XValidation:rule="!has(self.autoCompactionRetention) || !has(self.autoCompactionMode) || self.autoCompactionMode != 'periodic' || self.autoCompactionRetention.matches('^([0-9]+|([0-9]+(ms|s|m|h))+)$')",message="with autoCompactionMode periodic, autoCompactionRetention is a duration such as 30m or 1h, or a number of hours"
@@ -192,6 +193,24 @@ type EtcdConfig struct {
 	// EtcdMember: the hub writes the values it chose.
 	// +optional
 	Timing TimingMode `json:"timing,omitempty"`
+
+	// timingFloor is the least heartbeat interval and election timeout
+	// timing Auto chooses. EtcdDefaults (the default): etcd's own, 100
+	// and 1000 ms, whatever the disks. Disk: from the voters' WAL syncs
+	// (their EtcdMembers' status.etcd.walFsync): an election timeout of
+	// four times the slowest sync of the last ten minutes, at least 300
+	// ms, and a heartbeat of a tenth of it; etcd's defaults (or the
+	// values chosen before) until every voter reported a full window of
+	// ten minutes. A slower sync raises the floor at once; a lower floor
+	// waits for full windows of every voter. It fails over faster where
+	// the disks are quick (at 300 ms a lost leader is replaced in about
+	// half a second rather than one to two) and holds a ring together
+	// where they stall, at the price of a roll each time the floor
+	// moves. Choose it for nodes whose disks and CPU you trust; the
+	// leader's CPU starved for longer than the election timeout also
+	// loses its term. Only with timing Auto.
+	// +optional
+	TimingFloor TimingFloor `json:"timingFloor,omitempty"`
 }
 
 // VolumeReclaimPolicy says what happens to the data volume of a member

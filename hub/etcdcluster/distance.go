@@ -64,16 +64,19 @@ func timingInput(s *snapshot, st *etcdfedv1.EtcdClusterStatus, clusters []string
 }
 
 // voterDisks are the WAL sync views the spokes report of the ring's
-// voters (their current EtcdMembers, in clusters the hub sees).
+// voters (their current EtcdMembers, in clusters the hub sees), one per
+// voter, View nil where none is reported.
 func voterDisks(s *snapshot, st *etcdfedv1.EtcdClusterStatus) []timing.Disk {
 	var out []timing.Disk
 	for _, m := range st.Members {
 		if m.Role == etcdfedv1.RoleLearner {
 			continue
 		}
+		d := timing.Disk{Member: m.Name}
 		if o := s.currentObject(st, m.Name); o != nil && o.Spec.Incarnation == m.Incarnation && o.Status.Etcd != nil && o.Status.Etcd.WALFsync != nil {
-			out = append(out, timing.Disk{Member: m.Name, View: *o.Status.Etcd.WALFsync})
+			d.View = o.Status.Etcd.WALFsync.DeepCopy()
 		}
+		out = append(out, d)
 	}
 	return out
 }
@@ -127,7 +130,8 @@ func runningTiming(s *snapshot, st *etcdfedv1.EtcdClusterStatus) *etcdfedv1.Timi
 // matrixReaders are the ring's decisions that read its matrix: the
 // timing when it is derived (Auto), leader placement Auto.
 func matrixReaders(ec *etcdfedv1.EtcdCluster) timing.Readers {
-	return timing.Readers{Timing: timing.Derived(ec.Spec.Etcd), Leader: leaderPolicy(ec).Placement == topology.LeaderAuto}
+	return timing.Readers{Timing: timing.Derived(ec.Spec.Etcd), Leader: leaderPolicy(ec).Placement == topology.LeaderAuto,
+		BelowDefaults: ec.Spec.Etcd.TimingFloor == etcdfedv1.TimingFloorDisk}
 }
 
 // distanceClusters are the member clusters of the ring's round-trip

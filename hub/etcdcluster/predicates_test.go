@@ -35,9 +35,10 @@ func TestMemberNews(t *testing.T) {
 			m.Status.Etcd.DBSize, m.Status.Etcd.DBSizeInUse = 380<<20, 48<<10
 		}, true},
 		{"the disk view's counts", func(m *etcdfedv1.EtcdMember) {
-			m.Status.Etcd.WALFsync.Syncs, m.Status.Etcd.WALFsync.WindowSeconds = 5000, 600
+			m.Status.Etcd.WALFsync.Syncs, m.Status.Etcd.WALFsync.WindowSeconds = 5000, 300
 		}, false},
 		{"the disk view's tail (a stall)", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.WALFsync.MaxMillis = 2048 }, true},
+		{"the disk view's window full", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.WALFsync.WindowSeconds = 620 }, true},
 		{"leader", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.LeaderID = "2" }, true},
 		{"term", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.RaftTerm = 3 }, true},
 		{"learner", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.IsLearner = true }, true},

@@ -66,10 +66,11 @@ type Input struct {
 	Disks []Disk
 }
 
-// Disk is one voter's WAL sync view.
+// Disk is one voter's WAL sync view; View nil when its spoke reports
+// none (or its cluster is out of the hub's sight).
 type Disk struct {
 	Member string
-	View   etcdfedv1.MemberDiskView
+	View   *etcdfedv1.MemberDiskView
 }
 
 // DiskWarning says, when a voter's slowest WAL sync of its window reached
@@ -80,7 +81,7 @@ type Disk struct {
 func DiskWarning(disks []Disk, electionMillis int32) string {
 	var worst *Disk
 	for i := range disks {
-		if d := &disks[i]; worst == nil || d.View.MaxMillis > worst.View.MaxMillis {
+		if d := &disks[i]; d.View != nil && (worst == nil || d.View.MaxMillis > worst.View.MaxMillis) {
 			worst = d
 		}
 	}
@@ -268,7 +269,8 @@ func derive(in Input) (hb, el int32, why string) {
 			worst = e
 		}
 	}
-	hb, el = etcdfedv1.DefaultHeartbeatIntervalMillis, etcdfedv1.DefaultElectionTimeoutMillis
+	minHB, minEl, floorWhy := floors(in)
+	hb, el = minHB, minEl
 	if worst == nil {
 		if len(voters) > 1 {
 			// One message with or without Previous: the status must not
@@ -279,15 +281,104 @@ func derive(in Input) (hb, el int32, why string) {
 			}
 			return hb, el, why
 		}
+		if floorWhy != "" {
+			return hb, el, "the voters share one member cluster: " + floorWhy
+		}
 		return hb, el, "the voters share one member cluster: etcd's defaults"
 	}
 	// The tuning guide's heartbeat (up to 1.5 round trips) with a margin
 	// for jitter, rounded up to the step.
-	hb = heartbeat(worst)
-	el = electionFor(hb)
+	hb = heartbeat(worst, minHB)
+	el = electionFor(hb, minEl)
 	why = fmt.Sprintf("max round trip between voters median %s, p99 %s (%s to %s); heartbeat 1.5 x median + a quarter of (p99 - median), at most half a median, in %d ms steps, at least %d; election timeout %d heartbeats, at least %d",
-		millis(worst.MedianMicros), millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, MinHeartbeat, ElectionFactor, MinElection)
+		millis(worst.MedianMicros), millis(worst.P99Micros), worst.From, worst.To, HeartbeatStep, minHB, ElectionFactor, minEl)
+	if floorWhy != "" {
+		why += "; " + floorWhy
+	}
 	return hb, el, why
+}
+
+// Floors of timingFloor Disk.
+const (
+	// DiskElectionFactor: the election timeout is at least this many times
+	// the voters' slowest WAL sync of the window (its bucket's upper
+	// bound), so that a leader stalled on its disk keeps its term.
+	DiskElectionFactor = 4
+	// DiskMinElection is the least election timeout of timingFloor Disk:
+	// at 20 ms between zones a bare etcd at 300 ms failed over in 0.40 to
+	// 0.45 s against 1.0 to 1.2 s on etcd's defaults (wan.md).
+	DiskMinElection int32 = 300
+	// diskElectionStep: the disk's election floor is rounded up to it.
+	diskElectionStep int32 = 100
+)
+
+// floors are the least heartbeat and election timeout Auto derives, and
+// why when they are not etcd's defaults ("" for timingFloor
+// EtcdDefaults, whose rule the message already gives).
+//
+// With timingFloor Disk they come from the voters' WAL syncs: an election
+// timeout of DiskElectionFactor times the slowest sync any voter reported
+// in its window, at least DiskMinElection, rounded up to 100 ms, and a
+// heartbeat of a tenth of it. While a voter reports no view, or a window
+// shorter than etcdfedv1.DiskWindowSeconds (it or its spoke restarted, as
+// every member does in a roll), the floor may only rise above what runs
+// (Previous, etcd's defaults for a new ring): a roll the floor asked for
+// does not lower it again before its members' windows are full, and a
+// stall seen by a young window still counts.
+func floors(in Input) (hb, el int32, why string) {
+	if in.Etcd.TimingFloor != etcdfedv1.TimingFloorDisk {
+		return MinHeartbeat, MinElection, ""
+	}
+	slowest, slowestOf, full, reported := int64(0), "", true, 0
+	for _, d := range in.Disks {
+		if d.View == nil {
+			full = false
+			continue
+		}
+		reported++
+		if d.View.WindowSeconds < etcdfedv1.DiskWindowSeconds {
+			full = false
+		}
+		if slowestOf == "" || d.View.MaxMillis > slowest {
+			slowest, slowestOf = d.View.MaxMillis, d.Member
+		}
+	}
+	keepHB, keepEl := MinHeartbeat, MinElection
+	if p := in.Previous; p != nil {
+		keepHB, keepEl = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
+	}
+	if reported == 0 {
+		return keepHB, keepEl, fmt.Sprintf("timingFloor Disk: no voter's WAL syncs reported yet, the floor stays at %d/%d", keepHB, keepEl)
+	}
+	el = diskElection(slowest)
+	hb = max(el/ElectionFactor/HeartbeatStep*HeartbeatStep, HeartbeatStep)
+	why = fmt.Sprintf("timingFloor Disk: the voters' slowest recent WAL sync took up to %d ms (%s), so the floor is %d/%d (election timeout %d x that, at least %d ms)",
+		slowest, slowestOf, hb, el, DiskElectionFactor, DiskMinElection)
+	if !full && el < keepEl {
+		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks))
+	}
+	return hb, el, why
+}
+
+// diskElection is the election timeout floor of a slowest sync of
+// slowest ms: DiskElectionFactor times it, at least DiskMinElection,
+// rounded up to diskElectionStep, at most etcd's limit.
+func diskElection(slowest int64) int32 {
+	el := max(int64(DiskMinElection), DiskElectionFactor*slowest)
+	step := int64(diskElectionStep)
+	el = (el + step - 1) / step * step
+	return int32(min(el, int64(MaxElection)))
+}
+
+// fullWindows counts the disks whose view reaches a full window back.
+func fullWindows(disks []Disk) int {
+	n := 0
+	for _, d := range disks {
+		if d.View != nil && d.View.WindowSeconds >= etcdfedv1.DiskWindowSeconds {
+			n++
+		}
+	}
+	return n
 }
 
 // wanted is the heartbeat a round trip asks for, in microseconds: one
@@ -315,22 +406,21 @@ func wanted(e *etcdfedv1.RoundTrip) int64 {
 const JitterCap = 2
 
 // heartbeat is the heartbeat (ms) Auto derives from one round trip:
-// wanted rounded up to HeartbeatStep, between MinHeartbeat and
-// MaxHeartbeat (integer arithmetic in microseconds, so the result is
+// wanted rounded up to HeartbeatStep, between floor and MaxHeartbeat (integer arithmetic in microseconds, so the result is
 // exact).
-func heartbeat(e *etcdfedv1.RoundTrip) int32 {
+func heartbeat(e *etcdfedv1.RoundTrip, floor int32) int32 {
 	stepMicros := int64(HeartbeatStep) * 1000
 	steps := (wanted(e) + stepMicros - 1) / stepMicros
 	if d := int64(MaxHeartbeat / HeartbeatStep); steps > d {
 		steps = d
 	}
-	return max(int32(steps)*HeartbeatStep, MinHeartbeat)
+	return max(int32(steps)*HeartbeatStep, floor)
 }
 
 // electionFor is the election timeout of heartbeat hb: ten heartbeats,
-// at least MinElection, at most etcd's limit.
-func electionFor(hb int32) int32 {
-	return min(max(ElectionFactor*hb, MinElection), MaxElection)
+// at least floor, at most etcd's limit.
+func electionFor(hb, floor int32) int32 {
+	return min(max(ElectionFactor*hb, floor), MaxElection)
 }
 
 // changes: a derived value moving from old to new is applied.
@@ -390,7 +480,7 @@ func millis(us int64) string {
 // rolls), and timing cleared (the hub resolves it). t nil: spec as is.
 func Render(spec etcdfedv1.EtcdConfig, t *etcdfedv1.TimingStatus) etcdfedv1.EtcdConfig {
 	out := spec
-	out.Timing = ""
+	out.Timing, out.TimingFloor = "", ""
 	if t == nil {
 		return out
 	}

@@ -31,6 +31,9 @@ type Readers struct {
 	// Leader: leader placement Auto, which compares the medians of the
 	// ring's clusters (within topology.AutoMarginPercent).
 	Leader bool
+	// BelowDefaults: the timing may go below etcd's defaults (timingFloor
+	// Disk), so a heartbeat that moves below MinHeartbeat is news too.
+	BelowDefaults bool
 }
 
 // Matrix merges reports into the ring's matrix prev, for the ring's
@@ -130,8 +133,12 @@ func RecordAgain(old etcdfedv1.RoundTrip, p etcdfedv1.PeerRoundTrip, now time.Ti
 	if !readers.Timing {
 		return false
 	}
-	was := heartbeat(&old)
-	is := heartbeat(&etcdfedv1.RoundTrip{MedianMicros: p.MedianMicros, P99Micros: p.P99Micros})
+	floor := MinHeartbeat
+	if readers.BelowDefaults {
+		floor = HeartbeatStep
+	}
+	was := heartbeat(&old, floor)
+	is := heartbeat(&etcdfedv1.RoundTrip{MedianMicros: p.MedianMicros, P99Micros: p.P99Micros}, floor)
 	if d := max(is-was, was-is); d < RecordMillis || 8*d <= was {
 		return false
 	}

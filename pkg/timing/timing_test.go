@@ -1,6 +1,7 @@
 package timing_test
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -479,9 +480,9 @@ func TestDerived(t *testing.T) {
 // values, and changes none of them; a quick disk, or none reported, says
 // nothing; the message stays within the API's bound.
 func TestDiskWarning(t *testing.T) {
-	quick := timing.Disk{Member: "ring-0", View: etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 16, Syncs: 9000, WindowSeconds: 600}}
-	stalled := timing.Disk{Member: "ring-2", View: etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 2048, Syncs: 9000, WindowSeconds: 600}}
-	edge := timing.Disk{Member: "ring-1", View: etcdfedv1.MemberDiskView{P99Millis: 4, MaxMillis: 1024, Syncs: 9000, WindowSeconds: 600}}
+	quick := timing.Disk{Member: "ring-0", View: &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 16, Syncs: 9000, WindowSeconds: 600}}
+	stalled := timing.Disk{Member: "ring-2", View: &etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 2048, Syncs: 9000, WindowSeconds: 600}}
+	edge := timing.Disk{Member: "ring-1", View: &etcdfedv1.MemberDiskView{P99Millis: 4, MaxMillis: 1024, Syncs: 9000, WindowSeconds: 600}}
 	for _, tc := range []struct {
 		name  string
 		in    timing.Input
@@ -513,5 +514,84 @@ func TestDiskWarning(t *testing.T) {
 			}
 			t.Log(got.Message)
 		})
+	}
+}
+
+// TestDiskFloor: with timingFloor Disk the least values come from the
+// voters' slowest WAL sync (four times it, at least 300 ms); they rise at
+// once on a stall, even from a young window, and fall only once every
+// voter reports a full window; with the default floor the disks change
+// nothing.
+func TestDiskFloor(t *testing.T) {
+	view := func(maxMs int64, window int32) *etcdfedv1.MemberDiskView {
+		return &etcdfedv1.MemberDiskView{P99Millis: min(maxMs, 4), MaxMillis: maxMs, Syncs: 5000, WindowSeconds: window}
+	}
+	disks := func(vs ...*etcdfedv1.MemberDiskView) []timing.Disk {
+		var out []timing.Disk
+		for i, v := range vs {
+			out = append(out, timing.Disk{Member: fmt.Sprintf("ring-%d", i), View: v})
+		}
+		return out
+	}
+	const full = etcdfedv1.DiskWindowSeconds
+	disk := etcdfedv1.EtcdConfig{TimingFloor: etcdfedv1.TimingFloorDisk}
+	// ring20 is 20 ms between member-1 and member-3 (median 16 ms).
+	for _, tc := range []struct {
+		name   string
+		in     timing.Input
+		hb, el int32
+		msg    string
+	}{
+		{"default floor: quick disks change nothing", timing.Input{Voters: voters3, Matrix: ring(20), Disks: disks(view(16, full), view(8, full), view(8, full))},
+			100, 1000, ""},
+		{"quick disks, full windows, 20 ms: the round trip's heartbeat over the disk's 300 ms", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Disks: disks(view(16, full), view(8, full), view(8, full))},
+			30, 300, "slowest recent WAL sync took up to 16 ms (ring-0), so the floor is 30/300"},
+		{"quick disks, 50 ms: the round trip decides", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(50), Disks: disks(view(16, full), view(8, full), view(8, full))},
+			70, 700, "at least 30; election timeout 10 heartbeats, at least 300"},
+		{"a voter not reported yet, a new ring: etcd's defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Disks: disks(view(16, full), nil, view(8, full))},
+			100, 1000, "kept at 100/1000 until every voter reports ten minutes of syncs (2 of 3 do)"},
+		{"young windows after a roll: what runs is kept", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(410, 4100), Running: true, Disks: disks(view(16, 30), view(8, 30), view(8, 30))},
+			410, 4100, "kept at 410/4100"},
+		{"a stall in a young window raises at once", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(30, 300), Running: true, Disks: disks(view(16, 30), view(1024, 30), view(8, full))},
+			410, 4100, "took up to 1024 ms (ring-1), so the floor is 410/4100"},
+		{"a stall of 128 to 256 ms: 1100 ms", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Disks: disks(view(256, full), view(8, full), view(8, full))},
+			110, 1100, "floor is 110/1100"},
+		{"full windows, quick again: lowered", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(410, 4100), Running: true, Disks: disks(view(16, full), view(8, full), view(8, full))},
+			30, 300, "floor is 30/300"},
+		{"beyond etcd's largest bucket: etcd's limit", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Disks: disks(view(16384, full), view(8, full), view(8, full))},
+			5000, 50000, "floor is 5000/50000"},
+		{"voters in one cluster: the disk's floor", timing.Input{Etcd: disk, Voters: []string{"member-1"}, Disks: disks(view(16, full), view(8, full), view(8, full))},
+			30, 300, "the voters share one member cluster: timingFloor Disk"},
+		{"no disk reported at all: etcd's defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20)},
+			100, 1000, "no voter's WAL syncs reported yet"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Choose(tc.in)
+			if got.HeartbeatIntervalMillis != tc.hb || got.ElectionTimeoutMillis != tc.el || got.Source != etcdfedv1.TimingSourceAuto {
+				t.Fatalf("chose %d/%d (%s): %s; want %d/%d", got.HeartbeatIntervalMillis, got.ElectionTimeoutMillis, got.Source, got.Message, tc.hb, tc.el)
+			}
+			if tc.msg != "" && !strings.Contains(got.Message, tc.msg) {
+				t.Fatalf("message %q, want it to say %q", got.Message, tc.msg)
+			}
+			if tc.msg == "" && strings.Contains(got.Message, "timingFloor") {
+				t.Fatalf("message %q speaks of a floor the ring does not have", got.Message)
+			}
+		})
+	}
+}
+
+// TestRecordAgainBelowDefaults: a ring whose timing may go below etcd's
+// defaults records a round trip whose heartbeat moved below 100 ms; the
+// others do not (nothing they choose moves there).
+func TestRecordAgainBelowDefaults(t *testing.T) {
+	old := rt("member-1", "member-3", 16, 20)
+	now := metav1.NewTime(time.Date(2026, 11, 30, 23, 0, 0, 0, time.UTC))
+	old.ObservedAt = &now
+	moved := etcdfedv1.PeerRoundTrip{Cluster: "member-3", MedianMicros: 40_000, P99Micros: 44_000, Samples: 50}
+	if timing.RecordAgain(old, moved, now.Time, timing.Readers{Timing: true}) {
+		t.Error("default floor: 16 -> 40 ms recorded again, though both ask for 100 ms")
+	}
+	if !timing.RecordAgain(old, moved, now.Time, timing.Readers{Timing: true, BelowDefaults: true}) {
+		t.Error("timingFloor Disk: 16 -> 40 ms (heartbeat 30 -> 70 ms) not recorded again")
 	}
 }

@@ -26,7 +26,7 @@ import (
 const walFsyncBucket = "etcd_disk_wal_fsync_duration_seconds_bucket{"
 
 // DiskWindow is how far back a member's disk view reaches.
-const DiskWindow = 10 * time.Minute
+const DiskWindow = etcdfedv1.DiskWindowSeconds * time.Second
 
 // maxDiskReadings bounds the readings kept per member (a read every few
 // seconds for DiskWindow needs far fewer: older ones are dropped first).

@@ -122,8 +122,10 @@ func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView, quota int64) bool {
 }
 
 // diskNews says whether a disk view moved in a way worth a write at once:
-// one appeared or went, or its slowest sync moved from or to a stall
-// (stallMillis or more), which an election timeout may not outlast. The
+// one appeared or went, its slowest sync moved from or to a stall
+// (stallMillis or more), which an election timeout may not outlast, or
+// its window came to reach its full length (timingFloor Disk lowers a
+// ring's timing only on full windows). The
 // sync count and the window move with every read, and a quick disk's
 // tail between buckets of a few milliseconds with the load: those wait
 // for the view's refresh (etcdViewRefresh).
@@ -131,7 +133,8 @@ func diskNews(old, cur *etcdfedv1.MemberDiskView) bool {
 	if old == nil || cur == nil {
 		return (old == nil) != (cur == nil)
 	}
-	return old.MaxMillis != cur.MaxMillis && max(old.MaxMillis, cur.MaxMillis) >= stallMillis
+	full := func(v *etcdfedv1.MemberDiskView) bool { return v.WindowSeconds >= etcdfedv1.DiskWindowSeconds }
+	return old.MaxMillis != cur.MaxMillis && max(old.MaxMillis, cur.MaxMillis) >= stallMillis || full(old) != full(cur)
 }
 
 // stallMillis is the slowest WAL sync that is news (etcd's 128 ms bucket;

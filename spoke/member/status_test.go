@@ -70,6 +70,11 @@ func TestEtcdViewNews(t *testing.T) {
 		}), with(func(v *etcdfedv1.MemberEtcdView) {
 			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 16, Syncs: 800, WindowSeconds: 600}, at(10*time.Second)
 		}), true},
+		{"the window came to its full length: at once", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 300}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 1900, WindowSeconds: 601}, at(10*time.Second)
+		}), true},
 		{"a stall entered the window: at once", with(func(v *etcdfedv1.MemberEtcdView) {
 			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30}
 		}), with(func(v *etcdfedv1.MemberEtcdView) {

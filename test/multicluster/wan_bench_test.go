@@ -138,9 +138,13 @@ func BenchmarkWAN(b *testing.B) {
 	w.preferred = w.zones[len(w.zones)-1]
 	fmt.Fprintf(os.Stderr, "bench-wan: zones %v, preferred %s, distances %v, %d writes per cell\n", w.zones, w.preferred, distances, writes)
 
+	// ETCDFED_WAN_FLOOR (make bench-wan WAN_FLOOR=Disk): the Auto ring's
+	// spec.etcd.timingFloor.
+	floor := etcdfedv1.TimingFloor(os.Getenv("ETCDFED_WAN_FLOOR"))
 	auto := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: b, Topology: topo, Namespace: "wan-auto", Name: "auto", Domain: "auto.wan.test", Replicas: 5, WantZones: "2/2/1",
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) {
 			s.Leader = &etcdfedv1.LeaderSpec{Preferred: []etcdfedv1.LeaderPreference{{Zone: w.preferred}}, SettleSeconds: ptrTo[int32](5), MinIntervalSeconds: ptrTo[int32](10)}
+			s.Etcd.TimingFloor = floor
 		}})
 	def := EtcdClusterSpec(ctx, EtcdClusterSpecInput{T: b, Topology: topo, Namespace: "wan-default", Name: "default", Domain: "default.wan.test", Replicas: 5, WantZones: "2/2/1",
 		Spec: func(s *etcdfedv1.EtcdClusterSpec) { s.Etcd.Timing = etcdfedv1.TimingManual }})
@@ -423,7 +427,14 @@ func (w *wanBench) setDistance(ctx context.Context, link localenv.Link) {
 // its leader in place.
 func (w *wanBench) settle(ctx context.Context, auto *ManagedEtcd) {
 	sleepCtx(ctx, 20*time.Second)
-	err := WaitForStatus(ctx, WaitForStatusInput{Hub: w.topo.Hub, Etcd: auto, What: "ring ready, nothing in flight, leader in place", Timeout: 5 * time.Minute, Until: func(ec *etcdfedv1.EtcdCluster) string {
+	// timingFloor Disk lowers the timing once every voter has run ten
+	// minutes (its window of WAL syncs full) and its spoke wrote so (at
+	// most five minutes later), then rolls.
+	timeout := 5 * time.Minute
+	if ec, err := auto.Get(ctx, w.topo.Hub); err == nil && ec.Spec.Etcd.TimingFloor == etcdfedv1.TimingFloorDisk {
+		timeout = 25 * time.Minute
+	}
+	err := WaitForStatus(ctx, WaitForStatusInput{Hub: w.topo.Hub, Etcd: auto, What: "ring ready, nothing in flight, leader in place", Timeout: timeout, Until: func(ec *etcdfedv1.EtcdCluster) string {
 		switch lp := ec.Status.LeaderPlacement; {
 		case ec.Status.Operation != nil:
 			return fmt.Sprintf("operation %s of %s", ec.Status.Operation.Type, ec.Status.Operation.Member)
@@ -436,8 +447,9 @@ func (w *wanBench) settle(ctx context.Context, auto *ManagedEtcd) {
 			}
 		}
 		// A change of timing held until the round trips held still
-		// (timing.Settle) is still to come.
-		if tm := ec.Status.Timing; tm != nil && strings.Contains(tm.Message, "keeping") && strings.Contains(tm.Message, " until ") {
+		// (timing.Settle), or (timingFloor Disk) until every voter
+		// reports a full window of WAL syncs, is still to come.
+		if tm := ec.Status.Timing; tm != nil && (strings.Contains(tm.Message, "keeping") || strings.Contains(tm.Message, "kept at")) && strings.Contains(tm.Message, " until ") {
 			return "timing change held: " + tm.Message
 		}
 		// The chosen timing runs on every member (a roll onto it done).
