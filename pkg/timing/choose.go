@@ -160,7 +160,7 @@ func choose(in Input) etcdfedv1.TimingStatus {
 	hb, el, why := derive(in)
 	// Hysteresis against what runs: only a change that matters rolls. The
 	// election timeout follows the heartbeat: it changes only with it.
-	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) {
+	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) && !floorRaises(in) {
 		if p.HeartbeatIntervalMillis != hb || p.ElectionTimeoutMillis != el {
 			why += fmt.Sprintf("; keeping %d/%d: the derived %d/%d differs too little to roll the ring", p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis, hb, el)
 		}
@@ -202,7 +202,7 @@ func Held(in Input) time.Time {
 		return time.Time{}
 	}
 	hb, el, _ := derive(in)
-	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) {
+	if p := in.Previous; p != nil && !changes(p.HeartbeatIntervalMillis, hb) && !floorRaises(in) {
 		return time.Time{}
 	}
 	until, _ := held(in, hb, el)
@@ -215,7 +215,7 @@ func Held(in Input) time.Time {
 // nil when the change (if any) is applied now.
 func held(in Input, hb, el int32) (time.Time, *etcdfedv1.RoundTrip) {
 	p := in.Previous
-	if !in.Running || p == nil || (p.HeartbeatIntervalMillis == hb && p.ElectionTimeoutMillis == el) {
+	if !in.Running || p == nil || (p.HeartbeatIntervalMillis == hb && p.ElectionTimeoutMillis == el) || floorRaises(in) {
 		return time.Time{}, nil
 	}
 	var last *etcdfedv1.RoundTrip
@@ -358,6 +358,16 @@ func floors(in Input) (hb, el int32, why string) {
 		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks))
 	}
 	return hb, el, why
+}
+
+// floorRaises says whether the floor asks for a longer election timeout
+// than what runs (Previous): a raise the disks ask for (a leader stalled
+// on its disk for longer than the election timeout loses its term) is
+// applied at once, neither kept back as too small to roll for nor held
+// until the round trips settle.
+func floorRaises(in Input) bool {
+	_, el, _ := floors(in)
+	return in.Previous != nil && el > in.Previous.ElectionTimeoutMillis
 }
 
 // diskElection is the election timeout floor of a slowest sync of

@@ -535,6 +535,13 @@ func TestDiskFloor(t *testing.T) {
 	}
 	const full = etcdfedv1.DiskWindowSeconds
 	disk := etcdfedv1.EtcdConfig{TimingFloor: etcdfedv1.TimingFloorDisk}
+	t0 := time.Date(2026, 11, 30, 23, 30, 0, 0, time.UTC)
+	recorded := func(m []etcdfedv1.RoundTrip, at time.Time) []etcdfedv1.RoundTrip {
+		for i := range m {
+			m[i].ObservedAt = &metav1.Time{Time: at}
+		}
+		return m
+	}
 	// ring20 is 20 ms between member-1 and member-3 (median 16 ms).
 	for _, tc := range []struct {
 		name   string
@@ -554,6 +561,8 @@ func TestDiskFloor(t *testing.T) {
 			410, 4100, "kept at 410/4100"},
 		{"a stall in a young window raises at once", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(30, 300), Running: true, Disks: disks(view(16, 30), view(1024, 30), view(8, full))},
 			410, 4100, "took up to 1024 ms (ring-1), so the floor is 410/4100"},
+		{"a stall of 64 to 128 ms after a roll onto 30/300: 60/600 at once, small as the change is and fresh as the round trips are", timing.Input{Etcd: disk, Voters: voters3, Matrix: recorded(ring(20), t0.Add(-time.Minute)), Previous: auto(30, 300), Running: true, Now: t0, Disks: disks(view(128, 100), view(64, 100), view(16, 12))},
+			60, 600, "floor is 60/600"},
 		{"a stall of 128 to 256 ms: 1100 ms", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Disks: disks(view(256, full), view(8, full), view(8, full))},
 			110, 1100, "floor is 110/1100"},
 		{"full windows, quick again: lowered", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(410, 4100), Running: true, Disks: disks(view(16, full), view(8, full), view(8, full))},
