@@ -339,8 +339,10 @@ type MemberEtcdView struct {
 	// log to disk over the last minutes, read from its own metrics
 	// (etcd_disk_wal_fsync_duration_seconds). A leader's heartbeats wait
 	// for its syncs: a sync slower than the election timeout costs the
-	// ring its leader, whatever the distance. Absent until a window holds
-	// a sync, or when the metrics could not be read.
+	// ring its leader, whatever the distance. Absent for the first minute
+	// after the member's etcd started (its first syncs are left out), or
+	// when the metrics could not be read; a window without a sync reads
+	// all zero.
 	// +optional
 	WALFsync *MemberDiskView `json:"walFsync,omitempty"`
 
@@ -393,8 +395,9 @@ type MemberDiskView struct {
 	// +kubebuilder:validation:Minimum=0
 	Syncs int64 `json:"syncs"`
 
-	// windowSeconds is how far back the window reaches (at most 600 s;
-	// less while the member or the spoke has just started).
+	// windowSeconds is how far back the window reaches (600 s, a few
+	// more between reads; less while the member or the spoke has just
+	// started).
 	// +required
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400

@@ -130,28 +130,48 @@ type diskReading struct {
 	h  Histogram
 }
 
+// DiskWarmup is how long after a member's etcd (re)started, or after the
+// spoke began to read it, its syncs are left out of its window. A
+// starting etcd's first syncs (opening its log, catching up with the
+// leader) are slower than a running one's: counted, they would raise a
+// timingFloor Disk after every roll, and the roll that raise asks for
+// would do the same again ten minutes after the floor came down.
+const DiskWarmup = time.Minute
+
 // DiskReadings keeps a member's readings of the last DiskWindow.
 type DiskReadings struct {
+	// Warmup is DiskWarmup when zero.
+	Warmup time.Duration
+
 	readings []diskReading
+	since    time.Time // the window's start: a restart or the first reading
 }
 
 // Add records a reading taken at now and returns the view of the window:
 // the syncs between the oldest reading kept and this one. A count that
-// went down (the member's etcd restarted) starts the window again from
-// zero. Nil while the window holds no sync.
+// went down (the member's etcd restarted) starts the window again. Nil
+// during the warmup; once past it, a view with no sync in it says so
+// (all zero but the window).
 func (w *DiskReadings) Add(now time.Time, h Histogram) *etcdfedv1.MemberDiskView {
 	if len(h.Counts) == 0 {
 		return nil
 	}
-	if n := len(w.readings); n > 0 {
-		if _, ok := h.minus(w.readings[n-1].h); !ok {
-			// A restart: its counts begin at zero, so the reading itself is
-			// what the window holds since.
-			w.readings = w.readings[:0]
-			w.readings = append(w.readings, diskReading{at: now, h: Histogram{Bounds: h.Bounds, Counts: make([]float64, len(h.Counts))}})
-		}
+	if n := len(w.readings); n == 0 {
+		w.since = now
+	} else if _, ok := h.minus(w.readings[n-1].h); !ok {
+		// A restart: its counts begin again.
+		w.readings, w.since = w.readings[:0], now
 	}
 	w.readings = append(w.readings, diskReading{at: now, h: h})
+	warmup := w.Warmup
+	if warmup == 0 {
+		warmup = DiskWarmup
+	}
+	if now.Sub(w.since) < warmup {
+		// The window's base moves with the warmup.
+		w.readings = w.readings[len(w.readings)-1:]
+		return nil
+	}
 	// Drop what is older than the window, keeping the newest reading at
 	// or before its start as the base.
 	cut := 0
@@ -164,13 +184,15 @@ func (w *DiskReadings) Add(now time.Time, h Histogram) *etcdfedv1.MemberDiskView
 	w.readings = w.readings[cut:]
 	base := w.readings[0]
 	d, ok := h.minus(base.h)
-	if !ok || d.total() == 0 {
+	if !ok {
 		return nil
 	}
-	return &etcdfedv1.MemberDiskView{
-		P99Millis:     d.quantileMillis(0.99),
-		MaxMillis:     d.quantileMillis(1),
+	v := &etcdfedv1.MemberDiskView{
 		Syncs:         int64(d.total()),
 		WindowSeconds: int32(min(now.Sub(base.at), 24*time.Hour) / time.Second),
 	}
+	if v.Syncs > 0 {
+		v.P99Millis, v.MaxMillis = d.quantileMillis(0.99), d.quantileMillis(1)
+	}
+	return v
 }

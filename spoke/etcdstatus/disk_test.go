@@ -3,6 +3,7 @@ package etcdstatus_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -41,9 +42,10 @@ func histogram(t *testing.T, text string) etcdstatus.Histogram {
 }
 
 // TestDiskReadings: the window's view is the tail of the syncs between its
-// oldest reading and the newest, in bucket bounds; a restart of the
-// member's etcd (counts down) starts again; readings older than the
-// window leave it, and a stall leaves with them.
+// oldest reading and the newest, in bucket bounds; the first minute after
+// the first reading or a restart of the member's etcd (counts down) is
+// left out; readings older than the window leave it, and a stall leaves
+// with them; a window without a sync reads zero.
 func TestDiskReadings(t *testing.T) {
 	t0 := time.Date(2026, 11, 30, 22, 0, 0, 0, time.UTC)
 	// 15 buckets: 1, 2, 4, ... 8192 ms, +Inf.
@@ -55,9 +57,6 @@ func TestDiskReadings(t *testing.T) {
 		return c
 	}
 	var w etcdstatus.DiskReadings
-	if v := w.Add(t0, histogram(t, walFsync(flat(100)...))); v != nil {
-		t.Fatalf("one reading: %+v, want no view (no window yet)", v)
-	}
 	check := func(at time.Duration, counts []int, want *etcdfedv1.MemberDiskView) {
 		t.Helper()
 		got := w.Add(t0.Add(at), histogram(t, walFsync(counts...)))
@@ -68,41 +67,44 @@ func TestDiskReadings(t *testing.T) {
 			t.Fatalf("at %s: view %+v, want %+v", at, *got, *want)
 		}
 	}
-	check(10*time.Second, flat(100), nil) // no sync in the window
-	check(20*time.Second, flat(1100), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 1000, WindowSeconds: 20})
+	// A starting etcd's slow syncs (up to 256 ms) within the warmup are
+	// left out.
+	// plus adds n syncs of bucket b (and of every bucket above: the
+	// counts are cumulative) to c.
+	plus := func(c []int, n, b int) []int {
+		out := slices.Clone(c)
+		for i := b; i < len(out); i++ {
+			out[i] += n
+		}
+		return out
+	}
+	start := plus(plus(flat(0), 90, 0), 10, 8) // 90 quick, 10 of 128 to 256 ms
+	check(0, flat(10), nil)
+	check(30*time.Second, start, nil)
+	check(61*time.Second, start, &etcdfedv1.MemberDiskView{WindowSeconds: 31}) // no sync since the warmup's last reading
+	check(70*time.Second, plus(start, 1000, 0), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 1000, WindowSeconds: 40})
 	// 1000 more syncs: 949 within 1 ms, 50 of 8 ms, one stall of 3 s
 	// (bucket 4.096 s); the window (2000 syncs) has its p99 at 8 ms.
-	stall := flat(2100)
-	for i := range stall {
-		switch {
-		case i < 3: // 1, 2, 4 ms
-			stall[i] = 1100 + 949
-		case i < 12: // 8 ms to 2.048 s
-			stall[i] = 1100 + 999
-		}
-	}
-	check(30*time.Second, stall, &etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 4096, Syncs: 2000, WindowSeconds: 30})
+	stall := plus(plus(plus(plus(start, 1000, 0), 949, 0), 50, 3), 1, 12)
+	check(80*time.Second, stall, &etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 4096, Syncs: 2000, WindowSeconds: 50})
 	// Eleven minutes on, with nothing but quick syncs since: the stall has
 	// left the window.
-	later := flat(2100 + 500)
-	for i := range later {
-		later[i] += stall[i] - 2100
-	}
-	check(30*time.Second+11*time.Minute, later, &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 500, WindowSeconds: 660})
-	// etcd restarted: its counts start again from zero.
-	check(12*time.Minute, flat(40), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 40, WindowSeconds: 0})
-	// A sync slower than the largest bucket.
-	beyond := flat(40)
-	beyond[14] = 41 // +Inf only
-	check(12*time.Minute+time.Second, beyond, &etcdfedv1.MemberDiskView{P99Millis: 16384, MaxMillis: 16384, Syncs: 41, WindowSeconds: 1})
+	check(80*time.Second+11*time.Minute, plus(stall, 500, 0), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 500, WindowSeconds: 660})
+	// etcd restarted (its counts start again): a new warmup, whose slow
+	// syncs are left out too.
+	check(13*time.Minute, flat(40), nil)
+	check(13*time.Minute+30*time.Second, start, nil)
+	check(14*time.Minute+time.Second, plus(start, 1, 0), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 1, WindowSeconds: 31})
+	// A sync slower than the largest bucket (+Inf only).
+	check(14*time.Minute+2*time.Second, plus(plus(start, 1, 0), 1, 14), &etcdfedv1.MemberDiskView{P99Millis: 16384, MaxMillis: 16384, Syncs: 2, WindowSeconds: 32})
 }
 
 // TestDiskViewOfARealMember: a real etcd's metrics give a disk view once
-// a second read follows writes.
+// a second read follows writes (the warmup shortened to a millisecond).
 func TestDiskViewOfARealMember(t *testing.T) {
 	c := etcdtest.Start(t, etcdtest.Options{Members: 1, Name: "disk"})
 	ctx := context.Background()
-	r := &etcdstatus.Reader{Timeout: 2 * time.Second}
+	r := &etcdstatus.Reader{Timeout: 2 * time.Second, DiskWarmup: time.Millisecond}
 	defer r.Close()
 	target := etcdstatus.Target{Endpoint: c.Members[0].ClientURL}
 	if _, err := r.Read(ctx, "ns/disk", target); err != nil {

@@ -58,6 +58,9 @@ type Target struct {
 type Reader struct {
 	// Timeout bounds one read; 0 means DefaultTimeout.
 	Timeout time.Duration
+	// DiskWarmup is how long a member's syncs are left out of its disk
+	// view after its etcd started; 0 means DiskWarmup.
+	DiskWarmup time.Duration
 
 	mu      sync.Mutex
 	clients map[string]*entry
@@ -192,7 +195,7 @@ func (r *Reader) client(key string, t Target) (*clientv3.Client, *memberMetrics,
 	if r.clients == nil {
 		r.clients = map[string]*entry{}
 	}
-	e := &entry{endpoint: t.Endpoint, version: t.Version, cli: cli, metrics: &memberMetrics{http: &http.Client{Transport: transport}}}
+	e := &entry{endpoint: t.Endpoint, version: t.Version, cli: cli, metrics: &memberMetrics{http: &http.Client{Transport: transport}, disk: DiskReadings{Warmup: r.DiskWarmup}}}
 	r.clients[key] = e
 	return cli, e.metrics, nil
 }
