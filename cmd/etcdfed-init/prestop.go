@@ -8,13 +8,14 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/etcdfed/etcdfed/pkg/topology"
 )
 
 func init() {
@@ -149,38 +150,22 @@ type candidate struct {
 	err         error
 }
 
-// chooseSuccessor picks the voter to hand leadership to: among those that
-// answered, the highest applied index (the least to catch up before it can
-// lead; within appliedSlack entries counts as equal), then the fastest answer (the nearest to this member, most likely
-// in the same place, where the hub put the leader), then the lowest ID.
+// chooseSuccessor picks, among the voters that answered, the one to hand
+// leadership to (topology.ChooseSuccessor: the most up to date, then the
+// fastest answer, the nearest to this member, then the lowest ID): the
+// same choice the hub makes when it moves leadership off a member.
 func chooseSuccessor(cands []candidate) (candidate, bool) {
-	ok := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool { return c.err != nil })
-	if len(ok) == 0 {
-		return candidate{}, false
-	}
-	slices.SortFunc(ok, func(a, b candidate) int {
-		switch {
-		case a.applied/appliedSlack != b.applied/appliedSlack:
-			if a.applied > b.applied {
-				return -1
-			}
-			return 1
-		case a.rtt != b.rtt:
-			return int(a.rtt - b.rtt)
-		case a.id < b.id:
-			return -1
-		case a.id > b.id:
-			return 1
+	byID := map[uint64]candidate{}
+	var succ []topology.Successor
+	for _, c := range cands {
+		if c.err == nil {
+			byID[c.id] = c
+			succ = append(succ, topology.Successor{ID: c.id, Applied: c.applied, Away: c.rtt})
 		}
-		return 0
-	})
-	return ok[0], true
+	}
+	s, ok := topology.ChooseSuccessor(succ)
+	return byID[s.ID], ok
 }
-
-// appliedSlack is how far behind the best an applied index may be and
-// still count as up to date: a busy ring applies entries while the probes
-// run, so a strict order would pick the member probed last.
-const appliedSlack = 64
 
 // probe reads a member's applied index and how long its status took.
 func probe(ctx context.Context, urls []string, tc *tls.Config) (applied uint64, rtt time.Duration, err error) {

@@ -107,14 +107,17 @@ func leaderMembers(in Input) (out []topology.LeaderMember, leader string) {
 // transferee picks the new leader when id must lose leadership (a roll, a
 // drain, a removal): the first healthy started voter other than id where
 // spec.leader wants the leader (topology.WantedLeaders, id counted not
-// ready), else the one with the lowest ID (deterministic; etcd catches it
-// up before the transfer completes).
+// ready), else the one the etcd container's preStop hook would pick
+// (topology.ChooseSuccessor): the most up to date by its last status
+// answer, then the nearest to id's member cluster by the measured round
+// trips, then the lowest ID.
 func transferee(in Input, id uint64) (uint64, bool) {
 	ok := func(e ListEntry) bool { return e.ID != id && !e.IsLearner && e.Healthy && e.Started() }
 	members, _ := leaderMembers(in)
+	from := ""
 	for i := range members {
 		if m, _ := member(in, members[i].Name); m.ID == id {
-			members[i].Ready = false
+			members[i].Ready, from = false, m.Domain.Cluster
 		}
 	}
 	for _, name := range topology.WantedLeaders(topology.LeaderInput{Policy: in.Leader.Policy, Members: members, RoundTrip: in.Leader.RoundTrip}) {
@@ -123,14 +126,35 @@ func transferee(in Input, id uint64) (uint64, bool) {
 			return e.ID, true
 		}
 	}
-	var best uint64
-	for _, e := range in.Etcd.Members {
-		if ok(e) && (best == 0 || e.ID < best) {
-			best = e.ID
+	clusterOf := map[uint64]string{}
+	for _, m := range in.Members {
+		if m.ID != 0 {
+			clusterOf[m.ID] = m.Domain.Cluster
 		}
 	}
-	return best, best != 0
+	var cands []topology.Successor
+	for _, e := range in.Etcd.Members {
+		if !ok(e) {
+			continue
+		}
+		c := topology.Successor{ID: e.ID, Applied: e.RaftIndex}
+		if to, known := clusterOf[e.ID]; known && from != "" && to != from && in.Leader.RoundTrip != nil {
+			// Inside id's member cluster counts as no distance; a cluster
+			// the matrix has no round trip to, as farther than any it has.
+			c.Away = unmeasuredAway
+			if rtt, measured := in.Leader.RoundTrip(from, to); measured {
+				c.Away = rtt
+			}
+		}
+		cands = append(cands, c)
+	}
+	s, found := topology.ChooseSuccessor(cands)
+	return s.ID, found
 }
+
+// unmeasuredAway is how far transferee counts a voter in a member cluster
+// the round-trip matrix does not reach from the leader's.
+const unmeasuredAway = time.Hour
 
 // ringUnhealthy says why the leader may not be moved for its placement
 // ("" when it may): every member must be a ready voter.

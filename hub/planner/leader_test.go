@@ -151,8 +151,10 @@ func reasonOfLeader(sub string) check {
 
 // TestLeaderPlacementKeptByPlannedMoves: a member that leads and must
 // restart (a roll; a drain and a removal pick the same way) hands
-// leadership to a voter where spec.leader wants the leader, not to the
-// lowest ID.
+// leadership to a voter where spec.leader wants the leader; without a
+// place it wants, to the one the preStop hook would choose
+// (topology.ChooseSuccessor): up to date, then the nearest to the leaving
+// member's cluster, then the lowest ID.
 func TestLeaderPlacementKeptByPlannedMoves(t *testing.T) {
 	rtt := func(ms map[[2]string]int) topology.RoundTrip {
 		return func(from, to string) (time.Duration, bool) {
@@ -163,21 +165,34 @@ func TestLeaderPlacementKeptByPlannedMoves(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		leader LeaderInput
+		behind uint64 // a voter whose last status answer is far behind
 		want   uint64
 	}{
-		{"no spec.leader: the lowest ID", LeaderInput{}, 2},
-		{"preferred zone zc", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "zc"}}}}, 3},
-		{"preferred: the leaving member's own zone, then zc", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "za"}, {Cluster: "c"}}}}, 3},
-		{"preferred nowhere ready: the lowest ID", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "zz"}}}}, 2},
-		{"auto without measurements: the lowest ID", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderAuto}}, 2},
+		{"no spec.leader: the lowest ID", LeaderInput{}, 0, 2},
+		{"no spec.leader, round trips measured: the nearest to the leaving member", LeaderInput{
+			RoundTrip: rtt(map[[2]string]int{{"a", "b"}: 40, {"a", "c"}: 3, {"b", "c"}: 45})}, 0, 3},
+		{"no spec.leader: the nearest is far behind, the up-to-date one", LeaderInput{
+			RoundTrip: rtt(map[[2]string]int{{"a", "b"}: 40, {"a", "c"}: 3, {"b", "c"}: 45})}, 3, 2},
+		{"no spec.leader: a cluster without a measured round trip counts as far", LeaderInput{
+			RoundTrip: rtt(map[[2]string]int{{"a", "c"}: 30})}, 0, 3},
+		{"preferred zone zc", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "zc"}}}}, 0, 3},
+		{"preferred: the leaving member's own zone, then zc", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "za"}, {Cluster: "c"}}}}, 0, 3},
+		{"preferred nowhere ready: the lowest ID", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderPreferred, Preferred: []topology.Place{{Zone: "zz"}}}}, 0, 2},
+		{"auto without measurements: the lowest ID", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderAuto}}, 0, 2},
 		{"auto: the nearest quorum", LeaderInput{Policy: topology.LeaderPolicy{Placement: topology.LeaderAuto},
 			// From c: a (3 ms) and b (40 ms): quorum 2 of 3 needs one
 			// other, 3 ms. From b: 40 ms.
-			RoundTrip: rtt(map[[2]string]int{{"a", "b"}: 40, {"a", "c"}: 3, {"b", "c"}: 45})}, 3},
+			RoundTrip: rtt(map[[2]string]int{{"a", "b"}: 40, {"a", "c"}: 3, {"b", "c"}: 45})}, 0, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := rolled("main-0")
 			in.Leader = tc.leader
+			for i := range in.Etcd.Members {
+				in.Etcd.Members[i].RaftIndex = 5000
+				if in.Etcd.Members[i].ID == tc.behind {
+					in.Etcd.Members[i].RaftIndex = 5000 - topology.AppliedSlack - 1
+				}
+			}
 			in.Operation = &Operation{Type: OpRoll, Member: "main-0", Reason: ReasonSpecChanged, Step: ActUpdateObject, StartedAt: t0}
 			d := Next(in)
 			if d.Action != ActMoveLeader || d.TransfereeID != tc.want {

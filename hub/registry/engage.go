@@ -25,11 +25,11 @@ func (m *member) stop() {
 }
 
 // attempt creates the cluster, starts its cache and engages it, all within
-// EngageTimeout; on failure everything it started is stopped.
-func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, token *tokenHolder) {
+// wait; on failure everything it started is stopped.
+func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Registration, gen int, token *tokenHolder, wait time.Duration) {
 	log := p.Log.WithValues("cluster", reg.Name)
 	clusterCtx, cancel := context.WithCancel(ctx)
-	cl, probe, err := p.engage(clusterCtx, aware, reg, token)
+	cl, probe, err := p.engage(clusterCtx, aware, reg, token, wait)
 	now := p.now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -65,6 +65,11 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 		}
 		m.attempts++
 		m.lastErr = err
+		if errors.Is(err, errSyncTimeout) {
+			m.slowSyncs++
+		} else {
+			m.slowSyncs = 0
+		}
 		metricEngageFailures.WithLabelValues(reg.Name).Inc()
 		m.next = now.Add(backoff(m.attempts, p.RetryMax))
 		if refused {
@@ -80,11 +85,11 @@ func (p *Provider) attempt(ctx context.Context, aware multicluster.Aware, reg Re
 		log.Info("Member cluster engaged", "afterAttempts", m.attempts)
 		m.since = now
 	}
-	m.cl, m.cancel, m.engaged, m.attempts, m.lastErr, m.probe, m.failingFrom = cl, cancel, true, 0, nil, probe, time.Time{}
+	m.cl, m.cancel, m.engaged, m.attempts, m.slowSyncs, m.lastErr, m.probe, m.failingFrom = cl, cancel, true, 0, 0, nil, probe, time.Time{}
 	metricEngaged.WithLabelValues(reg.Name).Set(1)
 }
 
-func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration, token *tokenHolder) (cluster.Cluster, *discovery.DiscoveryClient, error) {
+func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Registration, token *tokenHolder, wait time.Duration) (cluster.Cluster, *discovery.DiscoveryClient, error) {
 	if len(reg.Kubeconfig) == 0 {
 		return nil, nil, errors.New("no kubeconfig: the Secret has no \"kubeconfig\" key, or the file cannot be read")
 	}
@@ -97,6 +102,13 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Reg
 	if err != nil {
 		return nil, nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	// A kubeconfig sets no client-side rate limit, and client-go's default
+	// (5 requests a second, bursts of 10) would queue the hub's own writes
+	// to a member cluster behind each other: at a fleet's bootstrap, tens
+	// of rings' members and Secrets in one cluster. Like controller-runtime
+	// for the hub's own apiserver (config.GetConfig), leave the limiting
+	// to the apiserver's priority and fairness.
+	cfg.QPS = -1
 	if token != nil {
 		useToken(cfg, "")
 		cfg.Wrap(token.wrap)
@@ -129,7 +141,7 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Reg
 	}()
 	done := make(chan error, 1)
 	go func() { done <- aware.Engage(ctx, multicluster.ClusterName(reg.Name), cl) }()
-	t := time.NewTimer(p.EngageTimeout)
+	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
 	case err := <-done:
@@ -138,7 +150,7 @@ func (p *Provider) engage(ctx context.Context, aware multicluster.Aware, reg Reg
 		}
 		return cl, probe, nil
 	case <-t.C:
-		return nil, nil, fmt.Errorf("caches not synced within %s: the apiserver answers discovery but not lists or watches", p.EngageTimeout)
+		return nil, nil, fmt.Errorf("%w within %s: the apiserver answers discovery but not lists or watches in time (the next attempt waits longer)", errSyncTimeout, wait)
 	case <-ctx.Done():
 		return nil, nil, ctx.Err()
 	}
@@ -183,10 +195,28 @@ func (p *Provider) checkHealth(ctx context.Context, aware multicluster.Aware, re
 		p.Log.Info("Member cluster apiserver answers again; reconnecting", "cluster", reg.Name, "after", now.Sub(m.failingFrom).Truncate(time.Second).String())
 		m.failingFrom = time.Time{}
 		m.attempting = true
-		go p.attempt(ctx, aware, reg, gen, token)
+		go p.attempt(ctx, aware, reg, gen, token, p.syncWait(m.slowSyncs))
 	default:
 		m.failingFrom = time.Time{}
 	}
+}
+
+// errSyncTimeout: an attempt's caches did not sync within its wait.
+var errSyncTimeout = errors.New("caches not synced")
+
+// maxSyncWait caps an attempt's wait for its caches however many attempts
+// before it timed out.
+const maxSyncWait = 5 * time.Minute
+
+// syncWait is how long an attempt after slowSyncs attempts in a row that
+// timed out waits for its caches: EngageTimeout, doubled for each, at
+// most maxSyncWait (never less than EngageTimeout).
+func (p *Provider) syncWait(slowSyncs int) time.Duration {
+	d := p.EngageTimeout
+	for i := 0; i < slowSyncs && d < maxSyncWait; i++ {
+		d *= 2
+	}
+	return max(p.EngageTimeout, min(d, maxSyncWait))
 }
 
 // refusedRetry: a refused kubeconfig is checked again this often (a

@@ -63,7 +63,10 @@ type Source interface {
 //   - an engagement attempt runs in its own goroutine, first checks in a
 //     few seconds that the apiserver answers and serves etcdfed's API, and
 //     is abandoned (its cache stopped) when it does not finish within
-//     EngageTimeout;
+//     EngageTimeout, doubled for each attempt in a row abandoned so
+//     (syncWait): an apiserver that lists slowly, or a hub starved of
+//     CPU, gets its caches synced in the end instead of relisting every
+//     kind from the start at every retry;
 //   - a failed attempt is retried after at most RetryMax, however long the
 //     cluster was away, so a cluster that answers again is engaged within
 //     seconds; a kubeconfig refused as unsafe is retried every
@@ -93,7 +96,9 @@ type Provider struct {
 	// PreflightTimeout bounds the check that an apiserver answers before
 	// an attempt; default 3s.
 	PreflightTimeout time.Duration
-	// EngageTimeout bounds one engagement attempt; default 20s.
+	// EngageTimeout bounds one engagement attempt; default 20s. An
+	// attempt after n in a row whose caches did not sync in time gets
+	// 2^n times as long, at most maxSyncWait.
 	EngageTimeout time.Duration
 	// RetryMax caps the wait between failed attempts; default 5s.
 	RetryMax time.Duration
@@ -148,7 +153,11 @@ type member struct {
 	lastProbe   time.Time
 	failingFrom time.Time
 	attempts    int
-	next        time.Time
+	// slowSyncs counts the attempts in a row abandoned because the caches
+	// had not synced in time; each gives the next one twice as long
+	// (syncWait).
+	slowSyncs int
+	next      time.Time
 	since       time.Time // engaged since, or first failure since
 	lastErr     error
 }
@@ -330,7 +339,7 @@ func (p *Provider) sync(ctx context.Context, aware multicluster.Aware) {
 		}
 		if !m.engaged && !m.attempting && !now.Before(m.next) {
 			m.attempting = true
-			go p.attempt(ctx, aware, reg, m.gen, m.token)
+			go p.attempt(ctx, aware, reg, m.gen, m.token, p.syncWait(m.slowSyncs))
 		}
 		if m.engaged && !m.probing && !m.attempting && m.probe != nil && now.Sub(m.lastProbe) >= p.HealthInterval {
 			m.probing, m.lastProbe = true, now

@@ -3,11 +3,13 @@ package registry
 import (
 	"context"
 	"errors"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -241,6 +244,22 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
+func TestSyncWait(t *testing.T) {
+	p := &Provider{EngageTimeout: 20 * time.Second}
+	for _, c := range []struct {
+		slowSyncs int
+		want      time.Duration
+	}{{0, 20 * time.Second}, {1, 40 * time.Second}, {3, 160 * time.Second}, {4, maxSyncWait}, {40, maxSyncWait}} {
+		if got := p.syncWait(c.slowSyncs); got != c.want {
+			t.Errorf("syncWait(%d) = %s, want %s", c.slowSyncs, got, c.want)
+		}
+	}
+	// An EngageTimeout above the cap is kept, not shortened.
+	if got := (&Provider{EngageTimeout: 10 * time.Minute}).syncWait(2); got != 10*time.Minute {
+		t.Errorf("syncWait with EngageTimeout 10m = %s, want 10m", got)
+	}
+}
+
 // TestProviderUsesARenewedTokenWithoutReconnecting: a registration whose
 // token changes (the hub renewed it) keeps its engaged cluster, cache and
 // client, and the client's next request carries the new token: with the
@@ -369,3 +388,98 @@ func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestProviderWaitsLongerForSlowCaches: a member cluster whose apiserver
+// answers discovery at once but every request for the watched kind only
+// after listDelay (here a delay in the hub's transport to a real
+// apiserver; in a fleet, an apiserver or a hub starved of CPU) outlasts
+// EngageTimeout: each attempt abandoned so gives the next one twice as
+// long, and the cluster is engaged once an attempt outlasts the delay. A
+// constant timeout would relist from the start forever. The engaged
+// cluster's client has no client-side rate limit.
+func TestProviderWaitsLongerForSlowCaches(t *testing.T) {
+	cls := testenv.StartT(t, "hub")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ns := testenv.NamespaceT(t, cls[0], "ring")
+	kubeconfig, err := cls[0].Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const listDelay = 3 * time.Second
+	var delayed atomic.Int32
+	slow := func(c *rest.Config) error {
+		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if strings.Contains(r.URL.Path, "/etcdspokes") {
+					delayed.Add(1)
+					select {
+					case <-time.After(listDelay):
+					case <-r.Context().Done():
+						return nil, r.Context().Err()
+					}
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		return nil
+	}
+	p := &Provider{
+		Source: sourceFunc(func() []Registration {
+			return []Registration{{MemberCluster: MemberCluster{Name: "slow"}, Kubeconfig: kubeconfig}}
+		}),
+		ClusterOptions: []cluster.Option{func(o *cluster.Options) {
+			o.Scheme = testenv.Scheme()
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ReaderFailOnMissingInformer: true}
+		}},
+		RESTOptions: []func(*rest.Config) error{slow},
+		Interval:    100 * time.Millisecond, PreflightTimeout: 5 * time.Second, EngageTimeout: listDelay / 3, RetryMax: 100 * time.Millisecond,
+		Log: testr.New(t),
+	}
+	mgr, err := mcmanager.New(cls[0].Config, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mcbuilder.ControllerManagedBy(mgr).Named("slow-probe").
+		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
+		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	var problems []string
+	var engaged cluster.Cluster
+	waitFor(t, 2*time.Minute, "the slow cluster engaged", func() bool {
+		if list, err := p.List(ctx); err == nil && len(list) == 1 && list[0].State.Problem != "" {
+			if n := len(problems); n == 0 || problems[n-1] != list[0].State.Problem {
+				problems = append(problems, list[0].State.Problem)
+			}
+		}
+		engaged, err = p.Get(ctx, "slow")
+		return err == nil
+	})
+	t.Logf("engaged after %d requests for the slow kind; problems on the way: %q", delayed.Load(), problems)
+	var timedOut []string
+	for _, pr := range problems {
+		if strings.Contains(pr, "caches not synced within") {
+			timedOut = append(timedOut, pr)
+		}
+	}
+	if len(timedOut) == 0 {
+		t.Errorf("no attempt reported its caches not synced in time before the cluster was engaged (problems %q): the test did not slow the sync past EngageTimeout", problems)
+	}
+	if len(timedOut) > 0 && !strings.Contains(timedOut[0], "within "+p.EngageTimeout.String()) {
+		t.Errorf("first timed-out attempt %q: want it to have waited EngageTimeout (%s)", timedOut[0], p.EngageTimeout)
+	}
+	if q := engaged.GetConfig().QPS; q >= 0 {
+		t.Errorf("member cluster client QPS %v: want no client-side limit (negative), as controller-runtime sets for the hub", q)
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
