@@ -155,6 +155,10 @@ type fleetReport struct {
 	// restartRings: the rings of the restarted hub (its shard's).
 	restartRings int
 	available    time.Duration
+	// engageFailures: the hubs' failed attempts to engage a member
+	// cluster (a cache not synced in time among them) until all were
+	// Available.
+	engageFailures float64
 	// roundTrips: from the rings' creation until every spoke published
 	// its round trip to every peer (the rest window starts 10 s later).
 	roundTrips        time.Duration
@@ -251,6 +255,9 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	}
 	rep.available = time.Since(start)
 	b.Logf("%d rings Available and failure tolerant after %s", rings, rep.available.Round(time.Second))
+	if n, err := fleetHubsMetric(ctx, f, "etcdfed_hub_member_cluster_engage_failures_total"); err == nil {
+		rep.engageFailures = n
+	}
 	// The fleet at rest is one whose spokes measured their round trips:
 	// memberlist probes one peer a second, so with twenty clusters a
 	// spoke's first round trip to each peer (MinRoundTripSamples probes)
@@ -705,6 +712,7 @@ func (r fleetReport) markdown() string {
 	fmt.Fprintf(&sb, "| figure | %d rings (%d members) over %d simulated clusters (%d zone(s) each)%s |\n|---|---|\n", r.rings, r.members, r.clusters, r.zones, hubs)
 	row := func(k, v string) { fmt.Fprintf(&sb, "| %s | %s |\n", k, v) }
 	row("time until all Available and failure tolerant", r.available.Round(time.Second).String())
+	row("hub's failed attempts to engage a member cluster until then (all clusters)", fmt.Sprintf("%.0f", r.engageFailures))
 	row("time until every spoke published its round trip to every peer (the rest window starts 10 s later)", r.roundTrips.Round(time.Second).String())
 	row(fmt.Sprintf("at rest (%s): hub reconciles/s", r.rest.window), fmt.Sprintf("%.2f", r.rest.reconcilesPerSec))
 	row("at rest: hub CPU s/s, RSS MiB", fmt.Sprintf("%.3f, %d", r.rest.cpu, r.rest.rss>>20))
