@@ -325,21 +325,7 @@ func TestProviderUsesARenewedTokenWithoutReconnecting(t *testing.T) {
 		Interval: 100 * time.Millisecond, PreflightTimeout: time.Second, EngageTimeout: 10 * time.Second, RetryMax: time.Second,
 		Log: testr.New(t),
 	}
-	mgr, err := mcmanager.New(cls[0].Config, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = mcbuilder.ControllerManagedBy(mgr).Named("token-probe").
-		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
-		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	startIdleController(ctx, t, cls[0].Config, p, "token-probe")
 	var engaged cluster.Cluster
 	waitFor(t, 30*time.Second, "cluster a engaged with the first token", func() bool {
 		engaged, err = p.Get(ctx, "a")
@@ -436,21 +422,7 @@ func TestProviderWaitsLongerForSlowCaches(t *testing.T) {
 		Interval:    100 * time.Millisecond, PreflightTimeout: 5 * time.Second, EngageTimeout: listDelay / 3, RetryMax: 100 * time.Millisecond,
 		Log: testr.New(t),
 	}
-	mgr, err := mcmanager.New(cls[0].Config, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = mcbuilder.ControllerManagedBy(mgr).Named("slow-probe").
-		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
-		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		if err := mgr.Start(ctx); err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	}()
+	startIdleController(ctx, t, cls[0].Config, p, "slow-probe")
 	var problems []string
 	var engaged cluster.Cluster
 	waitFor(t, 2*time.Minute, "the slow cluster engaged", func() bool {
@@ -478,6 +450,28 @@ func TestProviderWaitsLongerForSlowCaches(t *testing.T) {
 	if q := engaged.GetConfig().QPS; q >= 0 {
 		t.Errorf("member cluster client QPS %v: want no client-side limit (negative), as controller-runtime sets for the hub", q)
 	}
+}
+
+// startIdleController runs a multicluster manager over p with one
+// controller that watches EtcdSpokes in the member clusters and does
+// nothing: what makes p engage them.
+func startIdleController(ctx context.Context, t *testing.T, hub *rest.Config, p *Provider, name string) {
+	t.Helper()
+	mgr, err := mcmanager.New(hub, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = mcbuilder.ControllerManagedBy(mgr).Named(name).
+		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
+		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if err := mgr.Start(ctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
