@@ -305,7 +305,10 @@ bench-scale: tools-test system-deps ## Hub scale benchmark: SCALE_RINGS EtcdClus
 # (default spec,restart,loss), picks the phases after the rest window: roll
 # is a version roll of every ring (3.6.15 to 3.6.16), carotate a CA
 # rotation of every ring (the rotate-ca annotation). FLEET_REST_ONLY=1
-# stops after the rest window. Run it under the machine's heavy lock.
+# stops after the rest window. FLEET_PPROF=DIR runs the hub with
+# --pprof-bind-address and writes a 30 s CPU profile of its bootstrap
+# (from a minute after the rings' creation) to DIR. Run it under the
+# machine's heavy lock.
 FLEET_RINGS ?= 100
 FLEET_CLUSTERS ?= 10
 FLEET_LIMIT ?=
@@ -314,7 +317,7 @@ FLEET_OUT ?= $(CURDIR)/out/bench-fleet.md
 .PHONY: bench-fleet
 bench-fleet: tools-test system-deps ## Fleet benchmark on simulated member clusters: FLEET_RINGS rings (default 100) over FLEET_CLUSTERS (default 10); Available, then FLEET_PHASES of spec,restart,roll,carotate,loss (default spec,restart,loss); report in FLEET_OUT.
 	@mkdir -p $(dir $(FLEET_OUT))
-	FLEET_RINGS=$(FLEET_RINGS) FLEET_CLUSTERS=$(FLEET_CLUSTERS) FLEET_LIMIT=$(FLEET_LIMIT) FLEET_PHASES=$(FLEET_PHASES) FLEET_OUT=$(FLEET_OUT) $(GO) test -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 120m -v ./test/multicluster
+	FLEET_RINGS=$(FLEET_RINGS) FLEET_CLUSTERS=$(FLEET_CLUSTERS) FLEET_LIMIT=$(FLEET_LIMIT) FLEET_PHASES=$(FLEET_PHASES) FLEET_OUT=$(FLEET_OUT) FLEET_PPROF=$(FLEET_PPROF) $(GO) test -run '^$$' -bench 'BenchmarkFleet$$' -benchtime 1x -timeout 120m -v ./test/multicluster
 
 # The same benchmark before the hub's scale fixes (BEFORE, default a4959c0,
 # in a temporary git worktree) and on this tree, one after the other on this

@@ -44,6 +44,7 @@ type options struct {
 	metricsCertDir   string
 	metricsReaders   commaList
 	probeAddr        string
+	pprofAddr        string
 	leaseStaleAfter  time.Duration
 	nodeStaleAfter   time.Duration
 	memberAPITimeout time.Duration
@@ -91,6 +92,7 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.metricsReaders, "metrics-readers", "Who may read /metrics (with --metrics-secure): NAMESPACE/NAME (a ServiceAccount), user:NAME or group:NAME, comma-separated, repeatable; none: every caller is refused. The hub never asks the apiserver who may (no SubjectAccessReview).")
 	fs.StringVar(&o.metricsCertDir, "metrics-cert-dir", "", "Directory with tls.crt and tls.key for /metrics; empty: a self-signed certificate made at start.")
 	fs.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 disables it.")
+	fs.StringVar(&o.pprofAddr, "pprof-bind-address", "", "Address of Go's profiles (/debug/pprof/, plain HTTP, no authentication: bind it to loopback or a port nothing else reaches); empty or 0: off. For finding where a large fleet's CPU goes.")
 	fs.DurationVar(&o.leaseStaleAfter, "lease-stale-after", etcdcluster.DefaultLeaseStaleAfter,
 		"A spoke Lease not renewed for this long, on the hub's clock, makes its member cluster unknown to the hub (spokes renew every 1s by default; keep this at least 3 renewals).")
 	fs.DurationVar(&o.nodeStaleAfter, "node-lease-stale-after", etcdcluster.DefaultNodeStaleAfter,

@@ -172,6 +172,7 @@ func newManager(cfg *rest.Config, s *runtime.Scheme, o options, sh shard.Shard, 
 		Scheme:                 s,
 		Metrics:                metricsserve.ReaderOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir, readers),
 		HealthProbeBindAddress: o.probeAddr,
+		PprofBindAddress:       o.pprofAddr,
 		LeaderElection:         o.leaderElect,
 		// One Lease per shard: each shard's hub has its own leader.
 		LeaderElectionID:        sh.Lease(),

@@ -3,8 +3,10 @@ package multicluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"math"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -19,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/dev/etcdtest"
 	"github.com/etcdfed/etcdfed/dev/localenv"
 	"github.com/etcdfed/etcdfed/dev/localenv/addr"
 	"github.com/etcdfed/etcdfed/hub/shard"
@@ -209,6 +212,27 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 	if shards == 2 {
 		hubArgs = append(hubArgs, "--shard=a")
 	}
+	// FLEET_PPROF=DIR: the hub serves Go's profiles on a free loopback
+	// port, and CPU profiles of its bootstrap and of its rest are written
+	// to DIR (go tool pprof bin/hub DIR/hub-cpu-bootstrap.pprof).
+	pprofDir, pprofAddr := os.Getenv("FLEET_PPROF"), ""
+	if pprofDir != "" {
+		pprofAddr = fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(b))
+		hubArgs = append(hubArgs, "--pprof-bind-address="+pprofAddr)
+		if err := os.MkdirAll(pprofDir, 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	profile := func(ctx context.Context, name string, d time.Duration) {
+		if pprofAddr == "" {
+			return
+		}
+		if err := saveCPUProfile(ctx, pprofAddr, d, filepath.Join(pprofDir, name)); err != nil {
+			b.Logf("CPU profile %s: %v", name, err)
+			return
+		}
+		b.Logf("CPU profile of the hub (%s) in %s", d, filepath.Join(pprofDir, name))
+	}
 	f := startSimFleet(b, clusters, zones, 0, hubArgs...)
 	ctx := context.Background()
 	f.hubs = []fleetHub{{component: "hub", metrics: f.Topo.HubMetricsURL}}
@@ -250,10 +274,20 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 			b.Fatal(err)
 		}
 	}
+	profiled := make(chan struct{})
+	go func() {
+		defer close(profiled)
+		select {
+		case <-time.After(time.Minute):
+			profile(ctx, "hub-cpu-bootstrap.pprof", 30*time.Second)
+		case <-ctx.Done():
+		}
+	}()
 	if err := waitFleet(ctx, f, ns, rings, 30*time.Minute, ""); err != nil {
 		b.Fatal(err)
 	}
 	rep.available = time.Since(start)
+	<-profiled
 	b.Logf("%d rings Available and failure tolerant after %s", rings, rep.available.Round(time.Second))
 	if n, err := fleetHubsMetric(ctx, f, "etcdfed_hub_member_cluster_engage_failures_total"); err == nil {
 		rep.engageFailures = n
@@ -679,6 +713,30 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 var fleetLimited = map[etcdfedv1.OperationType]bool{
 	etcdfedv1.OperationReplace: true, etcdfedv1.OperationMove: true, etcdfedv1.OperationRoll: true,
 	etcdfedv1.OperationDisrupt: true, etcdfedv1.OperationDefrag: true,
+}
+
+// saveCPUProfile writes a CPU profile of d from the Go process serving
+// /debug/pprof/ at addr to path.
+func saveCPUProfile(ctx context.Context, addr string, d time.Duration, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, d+30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", addr, int(d.Seconds())), nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET profile: %s", resp.Status)
+	}
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
 }
 
 func pct(d []time.Duration, q float64) string {
