@@ -213,8 +213,9 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		hubArgs = append(hubArgs, "--shard=a")
 	}
 	// FLEET_PPROF=DIR: the hub serves Go's profiles on a free loopback
-	// port, and CPU profiles of its bootstrap and of its rest are written
-	// to DIR (go tool pprof bin/hub DIR/hub-cpu-bootstrap.pprof).
+	// port, and a CPU profile of 30 s of its bootstrap (from a minute
+	// after the rings' creation) is written to DIR (go tool pprof
+	// DIR/hub-cpu-bootstrap.pprof).
 	pprofDir, pprofAddr := os.Getenv("FLEET_PPROF"), ""
 	if pprofDir != "" {
 		pprofAddr = fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(b))
