@@ -158,8 +158,8 @@ type member struct {
 	// (syncWait).
 	slowSyncs int
 	next      time.Time
-	since       time.Time // engaged since, or first failure since
-	lastErr     error
+	since     time.Time // engaged since, or first failure since
+	lastErr   error
 }
 
 // ClusterState is a member cluster as the provider sees it.
