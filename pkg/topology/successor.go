@@ -18,7 +18,10 @@ type Successor struct {
 	Applied uint64
 	// Away is how far the voter is from the leader (the round trip of its
 	// status answer, or the measured round trip between their member
-	// clusters); 0 when unknown.
+	// clusters). The caller says what an unknown distance counts as: 0
+	// ranks it with the nearest (the hub uses it for a voter in the
+	// leader's own member cluster, or when nothing is measured), a long
+	// one behind every measured voter.
 	Away time.Duration
 }
 
