@@ -92,6 +92,12 @@ type Client struct {
 	// observation asks them in the background instead of waiting for them
 	// (see planProbe).
 	Probes *ProbeMemory
+
+	// members holds one connection per member client URL for status
+	// requests (statusConn).
+	mu      sync.Mutex
+	members map[string]*grpc.ClientConn
+	closed  bool
 }
 
 // New connects (lazily: the first call dials).
@@ -138,8 +144,18 @@ func checkedDialer(check func(netip.Addr) error) func(context.Context, string) (
 	}
 }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.c.Close() }
+// Close closes the connections.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	members := c.members
+	c.members = nil
+	c.mu.Unlock()
+	for _, conn := range members {
+		_ = conn.Close()
+	}
+	return c.c.Close()
+}
 
 // ObserveOptions is what the caller already knows before asking etcd.
 type ObserveOptions struct {
@@ -171,6 +187,7 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) planner.E
 		return planner.Etcd{Error: describe(err)}
 	}
 	out := planner.Etcd{Reachable: true, ClusterID: resp.Header.ClusterId}
+	c.keepStatusConns(resp.Members)
 	out.Members = make([]planner.ListEntry, len(resp.Members))
 	var wg sync.WaitGroup
 	leaders := make([]uint64, len(resp.Members))
@@ -250,11 +267,85 @@ func (c *Client) ObserveWith(ctx context.Context, opts ObserveOptions) planner.E
 // turn until one answers.
 func (c *Client) askStatus(ctx context.Context, m *etcdserverpb.Member) (*clientv3.StatusResponse, bool) {
 	for _, u := range m.ClientURLs {
-		if st, err := c.c.Status(ctx, u); err == nil {
+		conn, release, err := c.statusConn(u)
+		if err != nil {
+			continue
+		}
+		st, err := clientv3.NewMaintenanceFromMaintenanceClient(clientv3.RetryMaintenanceClient(c.c, conn), c.c).Status(ctx, u)
+		release(err != nil)
+		if err == nil {
 			return st, true
 		}
 	}
 	return nil, false
+}
+
+// statusConn is the connection status requests to the member at u use.
+// clientv3's Status dials a connection of its own for every request and
+// closes it after: a name lookup, a TCP and a TLS handshake per member and
+// pass, which at a fleet's scale was most of the hub's CPU (300 rings: two
+// thirds of it in name lookups alone). A connection that served a request
+// stays for the next one; one whose request failed is closed (release
+// with true) and the next request dials afresh, as before: a member that
+// comes back answers the first request after it, where a kept connection
+// would wait out gRPC's reconnect delay (etcddial.MaxReconnectDelay).
+// A closed Client (its background probes may outlive it) dials a
+// connection for the one request.
+func (c *Client) statusConn(u string) (*grpc.ClientConn, func(failed bool), error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if conn, ok := c.members[u]; ok {
+		return conn, func(failed bool) { c.dropStatusConn(u, conn, failed) }, nil
+	}
+	conn, err := c.c.Dial(u)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.closed {
+		return conn, func(bool) { _ = conn.Close() }, nil
+	}
+	if c.members == nil {
+		c.members = map[string]*grpc.ClientConn{}
+	}
+	c.members[u] = conn
+	return conn, func(failed bool) { c.dropStatusConn(u, conn, failed) }, nil
+}
+
+// dropStatusConn closes conn, u's status connection, when its request
+// failed.
+func (c *Client) dropStatusConn(u string, conn *grpc.ClientConn, failed bool) {
+	if !failed {
+		return
+	}
+	c.mu.Lock()
+	if c.members[u] == conn {
+		delete(c.members, u)
+	}
+	c.mu.Unlock()
+	_ = conn.Close()
+}
+
+// keepStatusConns closes the status connections to URLs no listed member
+// has (a member removed, or moved to a new address).
+func (c *Client) keepStatusConns(members []*etcdserverpb.Member) {
+	listed := map[string]bool{}
+	for _, m := range members {
+		for _, u := range m.ClientURLs {
+			listed[u] = true
+		}
+	}
+	c.mu.Lock()
+	var gone []*grpc.ClientConn
+	for u, conn := range c.members {
+		if !listed[u] {
+			gone = append(gone, conn)
+			delete(c.members, u)
+		}
+	}
+	c.mu.Unlock()
+	for _, conn := range gone {
+		_ = conn.Close()
+	}
 }
 
 // slowObservation: an observation longer than this logs where its time
