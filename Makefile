@@ -337,7 +337,8 @@ bench-scale-compare: tools-test system-deps ## Hub scale benchmark of BEFORE (de
 # leader's zone lost at WAN_FAILOVER ms (etcdfed Auto against bare etcd,
 # and bare etcd at the WAN_SWEEP timings); WAN_SOAK=1 adds a stability run
 # of WAN_SOAK_FOR at 20 ms +- 10 ms under CPU load (etcdfed Auto and bare
-# etcds at the WAN_SOAK_BARE timings). WAN_FLOOR=Disk gives the Auto ring
+# etcds at the WAN_SOAK_BARE timings), after WAN_SOAK_ADAPT of the load alone
+# for the Auto ring's timing to follow it. WAN_FLOOR=Disk gives the Auto ring
 # spec.etcd.timingFloor Disk (its failover then waits for the floor, ten
 # minutes or more). Markdown in WAN_OUT.
 # Starts the local environment: run it under the machine's heavy lock.
@@ -349,6 +350,7 @@ WAN_SWEEP ?= 100/1000,50/500,30/300
 WAN_SWEEP_RUNS ?= 2
 WAN_SOAK ?=
 WAN_SOAK_FOR ?= 10m
+WAN_SOAK_ADAPT ?= 0s
 WAN_SOAK_BARE ?= 30/300,40/400,50/500,100/1000
 WAN_SOAK_LOGS ?=
 WAN_FLOOR ?=
@@ -356,7 +358,7 @@ WAN_OUT ?= $(CURDIR)/out/bench-wan.md
 .PHONY: bench-wan
 bench-wan: tools-test system-deps ## WAN benchmark: write latency per client zone at WAN_DISTANCES ms (etcdfed Auto, etcdfed default, bare etcd), the leader's zone lost, WAN_SOAK=1 a 10-min stability run; table in WAN_OUT.
 	ETCDFED_WAN=1 ETCDFED_WAN_DISTANCES=$(WAN_DISTANCES) ETCDFED_WAN_WRITES=$(WAN_WRITES) ETCDFED_WAN_FAILOVER=$(WAN_FAILOVER) ETCDFED_WAN_FAILOVER_RUNS=$(WAN_FAILOVER_RUNS) \
-	ETCDFED_WAN_SWEEP=$(WAN_SWEEP) ETCDFED_WAN_SWEEP_RUNS=$(WAN_SWEEP_RUNS) ETCDFED_WAN_SOAK=$(WAN_SOAK) ETCDFED_WAN_SOAK_FOR=$(WAN_SOAK_FOR) ETCDFED_WAN_SOAK_BARE=$(WAN_SOAK_BARE) ETCDFED_WAN_SOAK_LOGS=$(WAN_SOAK_LOGS) ETCDFED_WAN_FLOOR=$(WAN_FLOOR) \
+	ETCDFED_WAN_SWEEP=$(WAN_SWEEP) ETCDFED_WAN_SWEEP_RUNS=$(WAN_SWEEP_RUNS) ETCDFED_WAN_SOAK=$(WAN_SOAK) ETCDFED_WAN_SOAK_FOR=$(WAN_SOAK_FOR) ETCDFED_WAN_SOAK_ADAPT=$(WAN_SOAK_ADAPT) ETCDFED_WAN_SOAK_BARE=$(WAN_SOAK_BARE) ETCDFED_WAN_SOAK_LOGS=$(WAN_SOAK_LOGS) ETCDFED_WAN_FLOOR=$(WAN_FLOOR) \
 	ETCDFED_WAN_OUT=$(WAN_OUT) $(GO) test -run '^$$' -bench 'BenchmarkWAN$$' -benchtime 1x -timeout 90m -v ./test/multicluster
 
 .PHONY: bench-dns

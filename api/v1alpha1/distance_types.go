@@ -48,8 +48,8 @@ const (
 	// TimingFloorEtcdDefaults: never below etcd's defaults (100 and 1000
 	// ms). The default.
 	TimingFloorEtcdDefaults TimingFloor = "EtcdDefaults"
-	// TimingFloorDisk: from the voters' measured WAL syncs
-	// (status.etcd.walFsync of their EtcdMembers).
+	// TimingFloorDisk: from the voters' measured WAL syncs and late
+	// heartbeats (status.etcd.walFsync of their EtcdMembers).
 	TimingFloorDisk TimingFloor = "Disk"
 )
 

@@ -377,7 +377,8 @@ type MemberPeerView struct {
 // MemberDiskView is the tail of a member's disk syncs over a window, as
 // etcd's histogram gives it: each value is the upper bound of the
 // histogram's bucket (1, 2, 4, ... 8192 ms), so a value moves only when
-// the tail moves by a factor of two.
+// the tail moves by a factor of two; and the heartbeats it sent late over
+// the same window.
 type MemberDiskView struct {
 	// p99Millis: 99 of 100 syncs of the window took at most this long.
 	// +required
@@ -402,6 +403,18 @@ type MemberDiskView struct {
 	// +kubebuilder:validation:Minimum=0
 	// +kubebuilder:validation:Maximum=86400
 	WindowSeconds int32 `json:"windowSeconds"`
+
+	// lateHeartbeats is how many heartbeats this member, while it led,
+	// sent later than twice its heartbeat interval over the same window
+	// (etcd's etcd_server_heartbeat_send_failures_total, one per peer and
+	// late heartbeat): its raft loop stalled, waiting on its disk or for
+	// the CPU. A follower campaigns when heartbeats stop for an election
+	// timeout, so a leader that sends late is a stall short of an
+	// election. timingFloor Disk keeps etcd's defaults while a voter
+	// reports them. Zero or absent: none.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	LateHeartbeats int64 `json:"lateHeartbeats,omitempty"`
 }
 
 // EtcdMemberStatus is written by the spoke.

@@ -201,14 +201,15 @@ type EtcdConfig struct {
 	// four times the slowest sync of the last ten minutes, at least 300
 	// ms, and a heartbeat of a tenth of it; etcd's defaults (or the
 	// values chosen before) until every voter reported a full window of
-	// ten minutes. A slower sync raises the floor at once; a lower floor
-	// waits for full windows of every voter. It fails over faster where
-	// the disks are quick (at 300 ms a lost leader is replaced in about
-	// half a second rather than one to two) and holds a ring together
-	// where they stall, at the price of a roll each time the floor
-	// moves. Choose it for nodes whose disks and CPU you trust; the
-	// leader's CPU starved for longer than the election timeout also
-	// loses its term. Only with timing Auto.
+	// ten minutes, and while a voter reports heartbeats it sent late as
+	// leader in its window (walFsync.lateHeartbeats: its raft loop
+	// stalled, on its disk or for the CPU). A slower sync or a late
+	// heartbeat raises the floor at once; a lower floor waits for full
+	// windows of every voter, clear of late heartbeats. It fails over
+	// faster where the disks and CPU are quick (at 300 ms a lost leader
+	// is replaced in about half a second rather than one to two) and
+	// holds a ring together where they stall, at the price of a roll
+	// each time the floor moves. Only with timing Auto.
 	// +optional
 	TimingFloor TimingFloor `json:"timingFloor,omitempty"`
 }

@@ -47,9 +47,11 @@ func onlyCountersMoved(o, n *etcdfedv1.EtcdMember) bool {
 			v.RaftIndex, v.DBSize, v.DBSizeInUse, v.ObservedAt = 0, 0, 0, nil
 			if d := v.WALFsync; d != nil {
 				// The disk view's counts move with every write; its tail
-				// (p99 and max), and its window coming to full length
-				// (timingFloor Disk lowers only on full windows), are news.
+				// (p99 and max), its window coming to full length
+				// (timingFloor Disk lowers only on full windows), and late
+				// heartbeats coming or going, are news.
 				d.Syncs, d.WindowSeconds = 0, min(d.WindowSeconds/etcdfedv1.DiskWindowSeconds, 1)
+				d.LateHeartbeats = min(d.LateHeartbeats, 1)
 			}
 		}
 	}

@@ -39,6 +39,7 @@ func TestMemberNews(t *testing.T) {
 		}, false},
 		{"the disk view's tail (a stall)", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.WALFsync.MaxMillis = 2048 }, true},
 		{"the disk view's window full", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.WALFsync.WindowSeconds = 620 }, true},
+		{"late heartbeats came", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.WALFsync.LateHeartbeats = 4 }, true},
 		{"leader", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.LeaderID = "2" }, true},
 		{"term", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.RaftTerm = 3 }, true},
 		{"learner", func(m *etcdfedv1.EtcdMember) { m.Status.Etcd.IsLearner = true }, true},

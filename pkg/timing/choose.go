@@ -319,7 +319,15 @@ const (
 // With timingFloor Disk they come from the voters' WAL syncs: an election
 // timeout of DiskElectionFactor times the slowest sync any voter reported
 // in its window, at least DiskMinElection, rounded up to 100 ms, and a
-// heartbeat of a tenth of it. While a voter reports no view, or a window
+// heartbeat of a tenth of it; but never below etcd's defaults while a
+// voter reports heartbeats it sent late as leader in its window. A late
+// heartbeat is a stall of the leader's raft loop for two heartbeats, on
+// its disk or for the CPU: the disk's syncs show the one and not the
+// other, and under CPU load (two busy processes on two cores, 20 ms
+// between zones) a ring on the disk's floor of 30/300 lost its leader four
+// times in ten minutes where etcd's defaults lost it none
+// (docs/measurements/wan.md). A stall of two heartbeats is a warning an
+// election timeout of ten does not give. While a voter reports no view, or a window
 // shorter than etcdfedv1.DiskWindowSeconds (it or its spoke restarted, as
 // every member does in a roll), the floor may only rise above what runs
 // (Previous, etcd's defaults for a new ring): a roll the floor asked for
@@ -354,10 +362,28 @@ func floors(in Input) (hb, el int32, why string) {
 	hb = max(el/ElectionFactor/HeartbeatStep*HeartbeatStep, HeartbeatStep)
 	why = fmt.Sprintf("timingFloor Disk: the voters' slowest recent WAL sync took up to %d ms (%s), so the floor is %d/%d (election timeout %d x that, at least %d ms)",
 		slowest, slowestOf, hb, el, DiskElectionFactor, DiskMinElection)
+	if late, lateOf := lateHeartbeats(in.Disks); late > 0 && el < MinElection {
+		hb, el = max(hb, MinHeartbeat), MinElection
+		why = fmt.Sprintf("timingFloor Disk: %s sent %d heartbeats late in its window (its raft loop stalled for two heartbeats, on its disk or for the CPU), so the floor is etcd's defaults %d/%d until every voter's window is clear of them",
+			lateOf, late, hb, el)
+	}
 	if !full && el < keepEl {
 		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks))
 	}
 	return hb, el, why
+}
+
+// lateHeartbeats is the most heartbeats a voter sent late in its window,
+// and which voter did.
+func lateHeartbeats(disks []Disk) (int64, string) {
+	var most int64
+	var of string
+	for _, d := range disks {
+		if d.View != nil && d.View.LateHeartbeats > most {
+			most, of = d.View.LateHeartbeats, d.Member
+		}
+	}
+	return most, of
 }
 
 // floorRaises says whether the floor asks for a longer election timeout

@@ -526,6 +526,11 @@ func TestDiskFloor(t *testing.T) {
 	view := func(maxMs int64, window int32) *etcdfedv1.MemberDiskView {
 		return &etcdfedv1.MemberDiskView{P99Millis: min(maxMs, 4), MaxMillis: maxMs, Syncs: 5000, WindowSeconds: window}
 	}
+	lateView := func(maxMs int64, window int32, late int64) *etcdfedv1.MemberDiskView {
+		v := view(maxMs, window)
+		v.LateHeartbeats = late
+		return v
+	}
 	disks := func(vs ...*etcdfedv1.MemberDiskView) []timing.Disk {
 		var out []timing.Disk
 		for i, v := range vs {
@@ -571,6 +576,14 @@ func TestDiskFloor(t *testing.T) {
 			5000, 50000, "floor is 5000/50000"},
 		{"voters in one cluster: the disk's floor", timing.Input{Etcd: disk, Voters: []string{"member-1"}, Disks: disks(view(16, full), view(8, full), view(8, full))},
 			30, 300, "the voters share one member cluster: timingFloor Disk"},
+		{"late heartbeats, quick disks: etcd's defaults at once", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(30, 300), Running: true, Disks: disks(view(16, full), lateView(8, full, 4), view(8, full))},
+			100, 1000, "ring-1 sent 4 heartbeats late in its window"},
+		{"late heartbeats in a young window: kept at the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: auto(100, 1000), Running: true, Disks: disks(lateView(16, 30, 2), view(8, full), view(8, full))},
+			100, 1000, "ring-0 sent 2 heartbeats late"},
+		{"late heartbeats and a stall of 256 to 512 ms: the disk's floor above the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Disks: disks(lateView(512, full, 8), view(8, full), view(8, full))},
+			210, 2100, "took up to 512 ms (ring-0), so the floor is 210/2100"},
+		{"late heartbeats at 100 ms: the round trip's timing above the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(100), Disks: disks(lateView(16, full, 8), view(8, full), view(8, full))},
+			130, 1300, "ring-0 sent 8 heartbeats late"},
 		{"no disk reported at all: etcd's defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20)},
 			100, 1000, "no voter's WAL syncs reported yet"},
 	} {

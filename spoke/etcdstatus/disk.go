@@ -124,10 +124,12 @@ func (h *Histogram) parseBucket(rest string) {
 	h.Counts = append(h.Counts[:i], append([]float64{count}, h.Counts[i:]...)...)
 }
 
-// diskReading is one reading of a member's histogram.
+// diskReading is one reading of a member's histogram and late heartbeat
+// counter.
 type diskReading struct {
-	at time.Time
-	h  Histogram
+	at   time.Time
+	h    Histogram
+	late float64
 }
 
 // DiskWarmup is how long after a member's etcd (re)started, or after the
@@ -147,22 +149,24 @@ type DiskReadings struct {
 	since    time.Time // the window's start: a restart or the first reading
 }
 
-// Add records a reading taken at now and returns the view of the window:
-// the syncs between the oldest reading kept and this one. A count that
+// Add records a reading taken at now (m's WAL sync histogram and late
+// heartbeats) and returns the view of the window: the syncs and late
+// heartbeats between the oldest reading kept and this one. A count that
 // went down (the member's etcd restarted) starts the window again. Nil
 // during the warmup; once past it, a view with no sync in it says so
 // (all zero but the window).
-func (w *DiskReadings) Add(now time.Time, h Histogram) *etcdfedv1.MemberDiskView {
+func (w *DiskReadings) Add(now time.Time, m Metrics) *etcdfedv1.MemberDiskView {
+	h := m.WALFsync
 	if len(h.Counts) == 0 {
 		return nil
 	}
 	if n := len(w.readings); n == 0 {
 		w.since = now
-	} else if _, ok := h.minus(w.readings[n-1].h); !ok {
+	} else if _, ok := h.minus(w.readings[n-1].h); !ok || m.LateHeartbeats < w.readings[n-1].late {
 		// A restart: its counts begin again.
 		w.readings, w.since = w.readings[:0], now
 	}
-	w.readings = append(w.readings, diskReading{at: now, h: h})
+	w.readings = append(w.readings, diskReading{at: now, h: h, late: m.LateHeartbeats})
 	warmup := w.Warmup
 	if warmup == 0 {
 		warmup = DiskWarmup
@@ -188,8 +192,9 @@ func (w *DiskReadings) Add(now time.Time, h Histogram) *etcdfedv1.MemberDiskView
 		return nil
 	}
 	v := &etcdfedv1.MemberDiskView{
-		Syncs:         int64(d.total()),
-		WindowSeconds: int32(min(now.Sub(base.at), 24*time.Hour) / time.Second),
+		Syncs:          int64(d.total()),
+		WindowSeconds:  int32(min(now.Sub(base.at), 24*time.Hour) / time.Second),
+		LateHeartbeats: int64(m.LateHeartbeats - base.late),
 	}
 	if v.Syncs > 0 {
 		v.P99Millis, v.MaxMillis = d.quantileMillis(0.99), d.quantileMillis(1)

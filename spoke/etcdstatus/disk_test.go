@@ -31,14 +31,19 @@ func walFsync(counts ...int) string {
 	return b.String()
 }
 
-// histogram parses a metrics text as the spoke does.
-func histogram(t *testing.T, text string) etcdstatus.Histogram {
+// metrics parses a metrics text as the spoke does.
+func metrics(t *testing.T, text string) etcdstatus.Metrics {
 	t.Helper()
 	m, err := etcdstatus.ParseMetrics(strings.NewReader(text), "a1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m.WALFsync
+	return m
+}
+
+// lateHeartbeats renders etcd's counter of heartbeats sent late.
+func lateHeartbeats(n int) string {
+	return fmt.Sprintf("# TYPE etcd_server_heartbeat_send_failures_total counter\netcd_server_heartbeat_send_failures_total %d\n", n)
 }
 
 // TestDiskReadings: the window's view is the tail of the syncs between its
@@ -57,9 +62,10 @@ func TestDiskReadings(t *testing.T) {
 		return c
 	}
 	var w etcdstatus.DiskReadings
+	late := 0 // the member's late heartbeat counter
 	check := func(at time.Duration, counts []int, want *etcdfedv1.MemberDiskView) {
 		t.Helper()
-		got := w.Add(t0.Add(at), histogram(t, walFsync(counts...)))
+		got := w.Add(t0.Add(at), metrics(t, walFsync(counts...)+lateHeartbeats(late)))
 		switch {
 		case want == nil && got != nil, want != nil && got == nil:
 			t.Fatalf("at %s: view %+v, want %+v", at, got, want)
@@ -86,12 +92,16 @@ func TestDiskReadings(t *testing.T) {
 	// 1000 more syncs: 949 within 1 ms, 50 of 8 ms, one stall of 3 s
 	// (bucket 4.096 s); the window (2000 syncs) has its p99 at 8 ms.
 	stall := plus(plus(plus(plus(start, 1000, 0), 949, 0), 50, 3), 1, 12)
-	check(80*time.Second, stall, &etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 4096, Syncs: 2000, WindowSeconds: 50})
-	// Eleven minutes on, with nothing but quick syncs since: the stall has
-	// left the window.
+	// The stall held 8 of the leader's heartbeats (two to each of four
+	// peers) past twice the interval.
+	late = 8
+	check(80*time.Second, stall, &etcdfedv1.MemberDiskView{P99Millis: 8, MaxMillis: 4096, Syncs: 2000, WindowSeconds: 50, LateHeartbeats: 8})
+	// Eleven minutes on, with nothing but quick syncs since: the stall
+	// and its late heartbeats have left the window.
 	check(80*time.Second+11*time.Minute, plus(stall, 500, 0), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 500, WindowSeconds: 660})
 	// etcd restarted (its counts start again): a new warmup, whose slow
 	// syncs are left out too.
+	late = 0
 	check(13*time.Minute, flat(40), nil)
 	check(13*time.Minute+30*time.Second, start, nil)
 	check(14*time.Minute+time.Second, plus(start, 1, 0), &etcdfedv1.MemberDiskView{P99Millis: 1, MaxMillis: 1, Syncs: 1, WindowSeconds: 31})
@@ -125,4 +135,55 @@ func TestDiskViewOfARealMember(t *testing.T) {
 		t.Fatalf("disk view after 20 puts: %+v, want at least 20 syncs with a p99 and a max of at least 1 ms", d)
 	}
 	t.Logf("disk view of a real member after 20 puts: %+v", *d)
+}
+
+// TestLateHeartbeatsOfAStalledLeader: a leader whose process stalls (the
+// SIGSTOP of a starved or frozen machine, shorter than the election
+// timeout) sends its next heartbeats late, and the disk view of it counts
+// them. The election timeout is long enough (5 s) that the stall of half
+// a second keeps the leader.
+func TestLateHeartbeatsOfAStalledLeader(t *testing.T) {
+	c := etcdtest.Start(t, etcdtest.Options{Members: 3, Name: "late", ExtraArgs: []string{"--heartbeat-interval=100", "--election-timeout=5000"}})
+	ctx := context.Background()
+	if err := c.WaitHealthy(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	leader, err := c.Leader(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &etcdstatus.Reader{Timeout: 2 * time.Second, DiskWarmup: time.Millisecond}
+	defer r.Close()
+	target := etcdstatus.Target{Endpoint: leader.ClientURL}
+	if _, err := r.Read(ctx, "ns/late", target); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * time.Millisecond) // past the warmup
+	v, err := r.Read(ctx, "ns/late", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v.WALFsync == nil || v.WALFsync.LateHeartbeats != 0 {
+		t.Fatalf("disk view of a leader at rest: %+v, want no late heartbeat", v.WALFsync)
+	}
+	leader.Pause(t)
+	time.Sleep(500 * time.Millisecond)
+	leader.Resume()
+	var d *etcdfedv1.MemberDiskView
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		v, err := r.Read(ctx, "ns/late", target)
+		if err == nil && v.WALFsync != nil && v.WALFsync.LateHeartbeats > 0 {
+			d = v.WALFsync
+			if v.LeaderID != v.ID {
+				t.Fatalf("the leader lost its term to a stall of half its election timeout: leader now %s", v.LeaderID)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if d == nil {
+		t.Fatal("the leader stalled for 500 ms (five heartbeats) and its disk view counts no late heartbeat")
+	}
+	t.Logf("disk view of the leader after a stall of 500 ms: %+v", *d)
 }

@@ -81,12 +81,12 @@ type memberMetrics struct {
 	disk DiskReadings
 }
 
-// addDisk records a reading of the member's WAL sync histogram and
-// returns the window's view.
-func (m *memberMetrics) addDisk(now time.Time, h Histogram) *etcdfedv1.MemberDiskView {
+// addDisk records a reading of the member's WAL sync histogram and late
+// heartbeats and returns the window's view.
+func (m *memberMetrics) addDisk(now time.Time, read Metrics) *etcdfedv1.MemberDiskView {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.disk.Add(now, h)
+	return m.disk.Add(now, read)
 }
 
 // Read returns the member's view of itself. key names the member (for
@@ -130,7 +130,7 @@ func (r *Reader) Read(ctx context.Context, key string, t Target) (*etcdfedv1.Mem
 	// stands.
 	if m, err := readMetrics(ctx, metrics.http, t.Endpoint, v.ID); err == nil {
 		v.Peers = m.Peers
-		v.WALFsync = metrics.addDisk(now.Time, m.WALFsync)
+		v.WALFsync = metrics.addDisk(now.Time, m)
 	}
 	return v, nil
 }

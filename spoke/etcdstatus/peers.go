@@ -31,6 +31,11 @@ import (
 // peerMetric is the gauge's name, with the label block's opening brace.
 const peerMetric = "etcd_network_active_peers{"
 
+// lateHeartbeatsMetric is the counter of heartbeats a leader sent late
+// (more than twice the heartbeat interval after the last), with the
+// space before its value.
+const lateHeartbeatsMetric = "etcd_server_heartbeat_send_failures_total "
+
 // maxMetricsBytes bounds what is read of /metrics (a few hundred kB on a
 // busy member; the gauge comes early, after the etcd_ debugging series).
 const maxMetricsBytes = 8 << 20
@@ -67,6 +72,9 @@ type Metrics struct {
 	// WALFsync is etcd_disk_wal_fsync_duration_seconds; empty when the
 	// member exposes none.
 	WALFsync Histogram
+	// LateHeartbeats is etcd_server_heartbeat_send_failures_total (0 when
+	// the member exposes none).
+	LateHeartbeats float64
 }
 
 // ParsePeers extracts the peer view of member self (hex ID) from etcd's
@@ -90,6 +98,14 @@ func ParseMetrics(r io.Reader, self string) (Metrics, error) {
 		line := sc.Text()
 		if rest, ok := strings.CutPrefix(line, walFsyncBucket); ok {
 			out.WALFsync.parseBucket(rest)
+			continue
+		}
+		if rest, ok := strings.CutPrefix(line, lateHeartbeatsMetric); ok {
+			if fields := strings.Fields(rest); len(fields) > 0 {
+				if v, err := strconv.ParseFloat(fields[0], 64); err == nil {
+					out.LateHeartbeats = v
+				}
+			}
 			continue
 		}
 		if !strings.HasPrefix(line, peerMetric) {

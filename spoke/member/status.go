@@ -125,7 +125,8 @@ func etcdViewNews(old, cur *etcdfedv1.MemberEtcdView, quota int64) bool {
 // one appeared or went, its slowest sync moved from or to a stall
 // (stallMillis or more), which an election timeout may not outlast, or
 // its window came to reach its full length (timingFloor Disk lowers a
-// ring's timing only on full windows). The
+// ring's timing only on full windows), or late heartbeats came into or
+// left it (timingFloor Disk keeps etcd's defaults while they are). The
 // sync count and the window move with every read, and a quick disk's
 // tail between buckets of a few milliseconds with the load: those wait
 // for the view's refresh (etcdViewRefresh).
@@ -134,7 +135,8 @@ func diskNews(old, cur *etcdfedv1.MemberDiskView) bool {
 		return (old == nil) != (cur == nil)
 	}
 	full := func(v *etcdfedv1.MemberDiskView) bool { return v.WindowSeconds >= etcdfedv1.DiskWindowSeconds }
-	return old.MaxMillis != cur.MaxMillis && max(old.MaxMillis, cur.MaxMillis) >= stallMillis || full(old) != full(cur)
+	late := func(v *etcdfedv1.MemberDiskView) bool { return v.LateHeartbeats > 0 }
+	return old.MaxMillis != cur.MaxMillis && max(old.MaxMillis, cur.MaxMillis) >= stallMillis || full(old) != full(cur) || late(old) != late(cur)
 }
 
 // stallMillis is the slowest WAL sync that is news (etcd's 128 ms bucket;

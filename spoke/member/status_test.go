@@ -80,6 +80,16 @@ func TestEtcdViewNews(t *testing.T) {
 		}), with(func(v *etcdfedv1.MemberEtcdView) {
 			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 2048, Syncs: 1900, WindowSeconds: 40}, at(10*time.Second)
 		}), true},
+		{"late heartbeats entered the window: at once", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 1900, WindowSeconds: 40, LateHeartbeats: 2}, at(10*time.Second)
+		}), true},
+		{"more late heartbeats: kept", with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 900, WindowSeconds: 30, LateHeartbeats: 2}
+		}), with(func(v *etcdfedv1.MemberEtcdView) {
+			v.WALFsync, v.ObservedAt = &etcdfedv1.MemberDiskView{P99Millis: 2, MaxMillis: 8, Syncs: 1900, WindowSeconds: 40, LateHeartbeats: 6}, at(10*time.Second)
+		}), false},
 		{"counters moved, a minute later", last, with(func(v *etcdfedv1.MemberEtcdView) {
 			v.RaftIndex, v.ObservedAt = 900, at(time.Minute)
 		}), false},
