@@ -167,4 +167,14 @@ type TimingStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=1024
 	Message string `json:"message,omitempty"`
+
+	// lateHeartbeatsAt is when the hub last saw a voter report heartbeats
+	// it sent late as leader (timingFloor Disk; refreshed at most once a
+	// minute while they are reported). The floor stays at etcd's defaults
+	// for an hour after it: the roll that raised the floor restarts every
+	// member, and with them their counts, and at etcd's defaults a
+	// heartbeat counts as late only after a stall three times as long, so
+	// what raised the floor is not seen again while it holds.
+	// +optional
+	LateHeartbeatsAt *metav1.Time `json:"lateHeartbeatsAt,omitempty"`
 }

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -122,15 +121,11 @@ func (r *Reconciler) spokeEvents() mchandler.TypedEventHandlerFunc[client.Object
 // of the round trips cluster's spoke reports: those whose last pass's
 // matrix they change, and those not passed over yet.
 func (r *Reconciler) ringsRecording(ctx context.Context, cluster string, reported []etcdfedv1.PeerRoundTrip) []mcreconcile.Request {
-	var list etcdfedv1.EtcdClusterList
-	if err := r.hub().List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing EtcdClusters to enqueue")
-		return nil
-	}
+	rings := r.ringsReadOnly(ctx)
 	now := r.now()
 	var out []mcreconcile.Request
-	for i := range list.Items {
-		ec := &list.Items[i]
+	for i := range rings {
+		ec := &rings[i]
 		if r.Owns != nil && !r.Owns(ec) {
 			continue
 		}

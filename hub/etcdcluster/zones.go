@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -155,17 +154,13 @@ func (r *Reconciler) observeNodeLease(cluster string, l *coordinationv1.Lease) b
 // ringsWithMembersIn is a request for every EtcdCluster (hub cache) with a
 // member recorded in cluster, and in zone when zone is not empty.
 func (r *Reconciler) ringsWithMembersIn(ctx context.Context, cluster, zone string) []mcreconcile.Request {
-	var list etcdfedv1.EtcdClusterList
-	if err := r.hub().List(ctx, &list); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Listing EtcdClusters to enqueue")
-		return nil
-	}
 	var out []mcreconcile.Request
-	for _, ec := range list.Items {
-		if slices.ContainsFunc(ec.Status.Members, func(m etcdfedv1.MemberStatus) bool {
+	rings := r.ringsReadOnly(ctx)
+	for i := range rings {
+		if slices.ContainsFunc(rings[i].Status.Members, func(m etcdfedv1.MemberStatus) bool {
 			return m.Cluster == cluster && (zone == "" || m.Zone == zone)
 		}) {
-			out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ec)}, ClusterName: mcmanager.LocalCluster})
+			out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&rings[i])}, ClusterName: mcmanager.LocalCluster})
 		}
 	}
 	return out

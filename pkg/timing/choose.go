@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/internal/text"
 )
@@ -172,7 +174,7 @@ func choose(in Input) etcdfedv1.TimingStatus {
 			p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis, until.UTC().Format(time.RFC3339), hb, el, Settle, e.From, e.To, e.ObservedAt.UTC().Format(time.RFC3339))
 		hb, el = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
 	}
-	st := etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: why}
+	st := etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto, Message: why, LateHeartbeatsAt: lateAt(in)}
 	if !explicit {
 		return st
 	}
@@ -364,13 +366,70 @@ func floors(in Input) (hb, el int32, why string) {
 		slowest, slowestOf, hb, el, DiskElectionFactor, DiskMinElection)
 	if late, lateOf := lateHeartbeats(in.Disks); late > 0 && el < MinElection {
 		hb, el = max(hb, MinHeartbeat), MinElection
-		why = fmt.Sprintf("timingFloor Disk: %s sent %d heartbeats late in its window (its raft loop stalled for two heartbeats, on its disk or for the CPU), so the floor is etcd's defaults %d/%d until every voter's window is clear of them",
-			lateOf, late, hb, el)
+		why = fmt.Sprintf("timingFloor Disk: %s sent %d heartbeats late in its window (its raft loop stalled for two heartbeats, on its disk or for the CPU), so the floor is etcd's defaults %d/%d for %s after the last are reported",
+			lateOf, late, hb, el, LateHeartbeatsHold)
+	} else if until := lateHold(in); !until.IsZero() && el < MinElection {
+		hb, el = max(hb, MinHeartbeat), MinElection
+		why += fmt.Sprintf("; but a voter sent heartbeats late at %s: etcd's defaults %d/%d until %s",
+			in.Previous.LateHeartbeatsAt.UTC().Format(time.RFC3339), hb, el, until.UTC().Format(time.RFC3339))
+		return hb, el, why
 	}
 	if !full && el < keepEl {
 		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks))
 	}
 	return hb, el, why
+}
+
+// LateHeartbeatsHold is how long after a voter last reported late
+// heartbeats timingFloor Disk stays at etcd's defaults. The roll that
+// raised the floor restarts every member and their counts; at the raised
+// timing a heartbeat counts as late only after a stall of 200 ms, not the
+// 60 ms that raised it, so clear windows would lower the floor again
+// after ten minutes under the same load: on the project's two-core
+// machine under two busy processes, the floor went down to 30/300 eleven
+// minutes after the raise, and back up two minutes later, two rolls
+// (docs/measurements/wan.md).
+const LateHeartbeatsHold = time.Hour
+
+// lateRefresh: while voters report late heartbeats, the time of them in
+// status (LateHeartbeatsAt) is moved on at most this often.
+const lateRefresh = time.Minute
+
+// lateHold is when the hold after the late heartbeats Previous recorded
+// ends (zero when there is none, or it ended by Now).
+func lateHold(in Input) time.Time {
+	p := in.Previous
+	if p == nil || p.LateHeartbeatsAt == nil || in.Now.IsZero() {
+		return time.Time{}
+	}
+	if until := p.LateHeartbeatsAt.Add(LateHeartbeatsHold); in.Now.Before(until) {
+		return until
+	}
+	return time.Time{}
+}
+
+// lateAt is status.timing.lateHeartbeatsAt for in: Now when a voter
+// reports late heartbeats (kept at Previous's while less than lateRefresh
+// old), Previous's while its hold lasts, else nil. Only for timingFloor
+// Disk.
+func lateAt(in Input) *metav1.Time {
+	if in.Etcd.TimingFloor != etcdfedv1.TimingFloorDisk || in.Now.IsZero() {
+		return nil
+	}
+	var prev *metav1.Time
+	if p := in.Previous; p != nil {
+		prev = p.LateHeartbeatsAt
+	}
+	if late, _ := lateHeartbeats(in.Disks); late > 0 {
+		if prev != nil && in.Now.Sub(prev.Time) < lateRefresh {
+			return prev.DeepCopy()
+		}
+		return &metav1.Time{Time: in.Now}
+	}
+	if !lateHold(in).IsZero() {
+		return prev.DeepCopy()
+	}
+	return nil
 }
 
 // lateHeartbeats is the most heartbeats a voter sent late in its window,

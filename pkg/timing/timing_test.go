@@ -531,6 +531,11 @@ func TestDiskFloor(t *testing.T) {
 		v.LateHeartbeats = late
 		return v
 	}
+	lateSince := func(hb, el int32, at time.Time) *etcdfedv1.TimingStatus {
+		p := auto(hb, el)
+		p.LateHeartbeatsAt = &metav1.Time{Time: at}
+		return p
+	}
 	disks := func(vs ...*etcdfedv1.MemberDiskView) []timing.Disk {
 		var out []timing.Disk
 		for i, v := range vs {
@@ -584,6 +589,10 @@ func TestDiskFloor(t *testing.T) {
 			210, 2100, "took up to 512 ms (ring-0), so the floor is 210/2100"},
 		{"late heartbeats at 100 ms: the round trip's timing above the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(100), Disks: disks(lateView(16, full, 8), view(8, full), view(8, full))},
 			130, 1300, "ring-0 sent 8 heartbeats late"},
+		{"late heartbeats 20 minutes ago, every window clear since (the roll restarted them): held at the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: lateSince(100, 1000, t0.Add(-20*time.Minute)), Running: true, Now: t0, Disks: disks(view(16, full), view(8, full), view(8, full))},
+			100, 1000, "a voter sent heartbeats late at 2026-11-30T23:10:00Z: etcd's defaults 100/1000 until 2026-12-01T00:10:00Z"},
+		{"late heartbeats an hour ago, every window clear: lowered", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: lateSince(100, 1000, t0.Add(-time.Hour)), Running: true, Now: t0, Disks: disks(view(16, full), view(8, full), view(8, full))},
+			30, 300, "floor is 30/300"},
 		{"no disk reported at all: etcd's defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20)},
 			100, 1000, "no voter's WAL syncs reported yet"},
 	} {
@@ -615,5 +624,41 @@ func TestRecordAgainBelowDefaults(t *testing.T) {
 	}
 	if !timing.RecordAgain(old, moved, now.Time, timing.Readers{Timing: true, BelowDefaults: true}) {
 		t.Error("timingFloor Disk: 16 -> 40 ms (heartbeat 30 -> 70 ms) not recorded again")
+	}
+}
+
+// TestLateHeartbeatsAt: status.timing.lateHeartbeatsAt is the time a
+// voter last reported late heartbeats (moved on at most once a minute,
+// so that a ring under load is not written every pass), kept while the
+// hold lasts, and gone after it; only with timingFloor Disk.
+func TestLateHeartbeatsAt(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 6, 30, 0, 0, time.UTC)
+	disk := etcdfedv1.EtcdConfig{TimingFloor: etcdfedv1.TimingFloorDisk}
+	clear := []timing.Disk{{Member: "ring-0", View: &etcdfedv1.MemberDiskView{MaxMillis: 8, Syncs: 900, WindowSeconds: etcdfedv1.DiskWindowSeconds}}}
+	late := []timing.Disk{{Member: "ring-0", View: &etcdfedv1.MemberDiskView{MaxMillis: 8, Syncs: 900, WindowSeconds: etcdfedv1.DiskWindowSeconds, LateHeartbeats: 3}}}
+	at := func(d time.Duration) *metav1.Time { return &metav1.Time{Time: t0.Add(d)} }
+	prev := func(a *metav1.Time) *etcdfedv1.TimingStatus {
+		p := auto(100, 1000)
+		p.LateHeartbeatsAt = a
+		return p
+	}
+	for _, tc := range []struct {
+		name string
+		in   timing.Input
+		want *metav1.Time
+	}{
+		{"first reported: now", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Now: t0, Disks: late}, at(0)},
+		{"reported again within the minute: kept", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: prev(at(-30 * time.Second)), Now: t0, Disks: late}, at(-30 * time.Second)},
+		{"reported again a minute on: now", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: prev(at(-time.Minute)), Now: t0, Disks: late}, at(0)},
+		{"clear, within the hold: kept", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: prev(at(-30 * time.Minute)), Now: t0, Disks: clear}, at(-30 * time.Minute)},
+		{"clear, the hold over: gone", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: prev(at(-time.Hour)), Now: t0, Disks: clear}, nil},
+		{"the default floor: none", timing.Input{Voters: voters3, Matrix: ring(20), Now: t0, Disks: late}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := timing.Choose(tc.in).LateHeartbeatsAt
+			if (got == nil) != (tc.want == nil) || got != nil && !got.Equal(tc.want) {
+				t.Fatalf("lateHeartbeatsAt %v, want %v", got, tc.want)
+			}
+		})
 	}
 }
