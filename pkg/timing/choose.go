@@ -372,7 +372,6 @@ func floors(in Input) (hb, el int32, why string) {
 		hb, el = max(hb, MinHeartbeat), MinElection
 		why += fmt.Sprintf("; but a voter sent heartbeats late at %s: etcd's defaults %d/%d until %s",
 			in.Previous.LateHeartbeatsAt.UTC().Format(time.RFC3339), hb, el, until.UTC().Format(time.RFC3339))
-		return hb, el, why
 	}
 	if !full && el < keepEl {
 		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks))

@@ -591,6 +591,8 @@ func TestDiskFloor(t *testing.T) {
 			130, 1300, "ring-0 sent 8 heartbeats late"},
 		{"late heartbeats 20 minutes ago, every window clear since (the roll restarted them): held at the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: lateSince(100, 1000, t0.Add(-20*time.Minute)), Running: true, Now: t0, Disks: disks(view(16, full), view(8, full), view(8, full))},
 			100, 1000, "a voter sent heartbeats late at 2026-11-30T23:10:00Z: etcd's defaults 100/1000 until 2026-12-01T00:10:00Z"},
+		{"within the hold, young windows after a raise to 110/1100: kept, not lowered to the defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: lateSince(110, 1100, t0.Add(-20*time.Minute)), Running: true, Now: t0, Disks: disks(view(16, 30), view(8, 30), view(8, 30))},
+			110, 1100, "kept at 110/1100"},
 		{"late heartbeats an hour ago, every window clear: lowered", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20), Previous: lateSince(100, 1000, t0.Add(-time.Hour)), Running: true, Now: t0, Disks: disks(view(16, full), view(8, full), view(8, full))},
 			30, 300, "floor is 30/300"},
 		{"no disk reported at all: etcd's defaults", timing.Input{Etcd: disk, Voters: voters3, Matrix: ring(20)},
