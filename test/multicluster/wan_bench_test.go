@@ -838,7 +838,7 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor, adapt t
 		}
 	}()
 	load0 := loadAvg()
-	timingA := floor.String() + " (Auto)"
+	timingA, counted := floor.String()+" (Auto)", floor
 	var adapting []string
 	if adapt > 0 {
 		// The load alone first, for the Auto ring's timing to follow it
@@ -855,7 +855,7 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor, adapt t
 		lookAll()
 		if ec, err := auto.Get(ctx, w.topo.Hub); err == nil {
 			adapted := WANTiming{int(ec.Status.Timing.HeartbeatIntervalMillis), int(ec.Status.Timing.ElectionTimeoutMillis)}
-			if adapted != floor {
+			if counted = adapted; adapted != floor {
 				timingA = floor.String() + " -> " + adapted.String() + " (Auto, before the count)"
 			}
 			adapting = append(adapting, fmt.Sprintf("Before the count, %s of the same CPU load without writes (then until the ring settled): etcdfed Auto %d raft term increments, %d leader changes, timing %s at the end (%s); %s", adapt, ta.Term-ta.Term0, ta.Changes, adapted, ec.Status.Timing.Message, bareTallies(bares, tb)))
@@ -914,6 +914,11 @@ func (w *wanBench) soak(ctx context.Context, auto *ManagedEtcd, soakFor, adapt t
 	moves := 0
 	if ec, err := auto.Get(ctx, w.topo.Hub); err == nil {
 		moves = int(leaderMoves(ec) - moves0)
+		// A timing changed during the count rolled the ring: each roll's
+		// leader transfer is among the increments, not among the moves.
+		if end := (WANTiming{int(ec.Status.Timing.HeartbeatIntervalMillis), int(ec.Status.Timing.ElectionTimeoutMillis)}); end != counted {
+			timingA += ", " + end.String() + " at the end (rolled during the count: its leader transfers count as elections here)"
+		}
 	}
 	if dir := os.Getenv("ETCDFED_WAN_SOAK_LOGS"); dir != "" {
 		keepBareLogs(dir, bares)
