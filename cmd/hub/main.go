@@ -134,6 +134,7 @@ func newProvider(o options, s *runtime.Scheme, log logr.Logger) (*registry.Provi
 	provider := &registry.Provider{
 		ClusterOptions: []cluster.Option{func(co *cluster.Options) { *co = memberCache }},
 		RESTOptions:    []func(*rest.Config) error{func(c *rest.Config) error { c.Timeout = o.memberAPITimeout; return nil }},
+		Kinds:          memberKinds(),
 		Log:            log.WithName("member-clusters"),
 		// Only kubeconfig Secrets are checked: files are the operator's own.
 		AllowUnsafeKubeconfigs: o.unsafeKubeconfig,
@@ -210,12 +211,12 @@ func runProvider(mgr mcmanager.Manager, provider *registry.Provider, o options) 
 	}
 	provider.Recorder = mgr.GetLocalManager().GetEventRecorder("etcdfed-hub-registry")
 	if err := mgr.GetLocalManager().Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
-		return provider.Start(ctx, warmingAware{mgr})
+		return provider.Start(ctx, mgr)
 	})}); err != nil {
 		return fmt.Errorf("registry provider: %w", err)
 	}
 	if err := mgr.GetLocalManager().Add(everyReplica{manager.RunnableFunc(func(ctx context.Context) error {
-		warm(ctx, mgr.GetLocalManager(), "hub", localKinds())
+		warmHub(ctx, mgr.GetLocalManager())
 		return nil
 	})}); err != nil {
 		return fmt.Errorf("warm the hub cluster's informers: %w", err)

@@ -1,11 +1,13 @@
 package etcdtest
 
 import (
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -96,7 +98,9 @@ func (m *Member) Stop() {
 
 // Pause freezes the member's process (SIGSTOP) until Resume or the end of
 // the test: its ports still accept connections and never answer, as a
-// member behind a network partition looks to a client.
+// member behind a network partition looks to a client. It returns once
+// every thread of the process is stopped: the signal is only queued when
+// kill returns, and a thread runs on until it is next scheduled.
 func (m *Member) Pause(t testing.TB) {
 	t.Helper()
 	if m.cmd == nil || m.Stopped() {
@@ -106,6 +110,46 @@ func (m *Member) Pause(t testing.TB) {
 		t.Fatalf("etcdtest: pause %s: %v", m.Name, err)
 	}
 	t.Cleanup(m.Resume)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		running, err := runningThreads(m.cmd.Process.Pid)
+		if err != nil {
+			t.Fatalf("etcdtest: pause %s: %v", m.Name, err)
+		}
+		if running == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("etcdtest: pause %s: %d threads still not stopped after 10s", m.Name, running)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// runningThreads counts the threads of process pid not in the stopped
+// state (T in /proc/PID/task/TID/stat).
+func runningThreads(pid int) (int, error) {
+	dir := filepath.Join("/proc", strconv.Itoa(pid), "task")
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(filepath.Join(dir, task.Name(), "stat"))
+		if err != nil {
+			continue // the thread exited
+		}
+		// pid (comm) state ...: comm may hold spaces and parentheses.
+		i := strings.LastIndexByte(string(b), ')')
+		if i < 0 || i+2 >= len(b) {
+			return 0, fmt.Errorf("%s/%s/stat: %q", dir, task.Name(), b)
+		}
+		if b[i+2] != 'T' {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // Resume lets a paused member's process run again.

@@ -355,12 +355,17 @@ func memberLeaf(s *snapshot, cs *clusterSnapshot, ca *pki.CA, secret, member, dn
 }
 
 // deleteMembers deletes members' objects (EtcdMember and every Secret of
-// the member: certificate, store credentials) in the clusters named. The spoke deletes the pod and keeps the volume.
+// the member: certificate, store credentials) in the clusters named. The
+// spoke deletes the pod and keeps the volume. An object already being
+// deleted (an EtcdMember whose spoke has not yet removed its finalizer)
+// is left alone: its deletion was asked by an earlier pass, and asking
+// again logged "Deleting member object" and sent a request on every pass
+// until the spoke was done.
 func (r *Reconciler) deleteMembers(ctx context.Context, s *snapshot, refs []memberRef) error {
 	var errs []error
 	for _, ref := range refs {
 		cs := s.cluster(ref.cluster)
-		objs := memberObjects(cs, ref)
+		objs := slices.DeleteFunc(memberObjects(cs, ref), func(o client.Object) bool { return !o.GetDeletionTimestamp().IsZero() })
 		if len(objs) == 0 {
 			continue
 		}

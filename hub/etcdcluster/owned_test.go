@@ -239,9 +239,39 @@ func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
 	}
 
 	// The Move's last step: the old object and its Secret go, the new stay.
+	// The old object carries the spoke's finalizer: it stays, being
+	// deleted, until the spoke is done, and a pass meanwhile asks for no
+	// deletion again.
+	held := old.DeepCopy()
+	held.Finalizers = append(held.Finalizers, "etcdfed.dev/spoke") // spoke/internal/spec.Finalizer
+	if err := c.Patch(ctx, held, client.MergeFrom(old)); err != nil {
+		t.Fatal(err)
+	}
 	refs := retiredObjects(s, &s.ec.Status, planner.Decision{Action: planner.ActDeleteObject, Member: "main-2",
 		From: topology.Domain{Cluster: "member-3", Zone: "zone-3"}, Operation: &planner.Operation{Type: planner.OpMove}})
 	if err := r.deleteMembers(ctx, s, refs); err != nil {
+		t.Fatal(err)
+	}
+	observe()
+	if pending := cs.others["main-2"]; len(pending) != 1 || pending[0].DeletionTimestamp.IsZero() {
+		t.Fatalf("the old object with a finalizer: %s, want it being deleted", objectNames(pending))
+	}
+	counting := &countingDeletes{Client: c}
+	cs.client = counting
+	if err := r.deleteMembers(ctx, s, retiredObjects(s, &s.ec.Status, planner.Decision{Action: planner.ActDeleteObject, Member: "main-2",
+		From: topology.Domain{Cluster: "member-3", Zone: "zone-3"}, Operation: &planner.Operation{Type: planner.OpMove}})); err != nil {
+		t.Fatal(err)
+	}
+	if counting.deletes != 0 {
+		t.Errorf("a pass after the deletion was asked sent %d delete requests for objects already being deleted", counting.deletes)
+	}
+	cs.client = c
+	if err := c.Get(ctx, client.ObjectKeyFromObject(old), held); err != nil {
+		t.Fatal(err)
+	}
+	released := held.DeepCopy()
+	released.Finalizers = nil
+	if err := c.Patch(ctx, released, client.MergeFrom(held)); err != nil {
 		t.Fatal(err)
 	}
 	observe()
@@ -259,6 +289,17 @@ func TestMoveInsideOneClusterWritesBesideTheOldObject(t *testing.T) {
 	if rec := supersededPeers(hc, s.now); len(rec) != 1 || rec[0].Cert.SerialNumber.Cmp(oldSerial) != 0 || rec[0].Cluster != "member-3" {
 		t.Errorf("the hub client Secret records %d superseded member certificates; want the old incarnation's, of member-3", len(rec))
 	}
+}
+
+// countingDeletes counts the delete requests sent through it.
+type countingDeletes struct {
+	client.Client
+	deletes int
+}
+
+func (c *countingDeletes) Delete(ctx context.Context, o client.Object, opts ...client.DeleteOption) error {
+	c.deletes++
+	return c.Client.Delete(ctx, o, opts...)
 }
 
 func objectNames(objs []*etcdfedv1.EtcdMember) []string {

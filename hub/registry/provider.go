@@ -110,6 +110,15 @@ type Provider struct {
 	// lists) instead of waiting out its watches' retry backoff, which
 	// grows to 30s; default 5s.
 	RefreshAfter time.Duration
+	// Kinds are the kinds the hub's controllers watch in every member
+	// cluster. An attempt opens their informers and waits for their lists
+	// before it engages the cluster: the controllers move to a new
+	// connection only once its caches hold them, so a reconnect whose
+	// lists do not come in time (a starved hub or apiserver) leaves the
+	// engaged connection, and the controllers on it, where they are; and
+	// a standby replica's caches are warm before it takes the Lease.
+	// Empty: the controllers open their informers in Engage.
+	Kinds []client.Object
 	// AllowUnsafeKubeconfigs engages clusters whose kubeconfig Secret
 	// fails CheckKubeconfig (exec or auth-provider plugins, skipped TLS
 	// verification, files of the hub). Off: such a cluster is not engaged;

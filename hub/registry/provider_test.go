@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -384,45 +385,11 @@ func waitFor(t *testing.T, timeout time.Duration, what string, ok func() bool) {
 // constant timeout would relist from the start forever. The engaged
 // cluster's client has no client-side rate limit.
 func TestProviderWaitsLongerForSlowCaches(t *testing.T) {
-	cls := testenv.StartT(t, "hub")
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ns := testenv.NamespaceT(t, cls[0], "ring")
-	kubeconfig, err := cls[0].Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
 	const listDelay = 3 * time.Second
 	var delayed atomic.Int32
-	slow := func(c *rest.Config) error {
-		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
-			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
-				if strings.Contains(r.URL.Path, "/etcdspokes") {
-					delayed.Add(1)
-					select {
-					case <-time.After(listDelay):
-					case <-r.Context().Done():
-						return nil, r.Context().Err()
-					}
-				}
-				return rt.RoundTrip(r)
-			})
-		})
-		return nil
-	}
-	p := &Provider{
-		Source: sourceFunc(func() []Registration {
-			return []Registration{{MemberCluster: MemberCluster{Name: "slow"}, Kubeconfig: kubeconfig}}
-		}),
-		ClusterOptions: []cluster.Option{func(o *cluster.Options) {
-			o.Scheme = testenv.Scheme()
-			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ReaderFailOnMissingInformer: true}
-		}},
-		RESTOptions: []func(*rest.Config) error{slow},
-		Interval:    100 * time.Millisecond, PreflightTimeout: 5 * time.Second, EngageTimeout: listDelay / 3, RetryMax: 100 * time.Millisecond,
-		Log: testr.New(t),
-	}
-	startIdleController(ctx, t, cls[0].Config, p, "slow-probe")
+	ctx, hub, _, p := slowedClusterProvider(t, "slow", delaySpokeRequests(listDelay, func() bool { return true }, &delayed, nil))
+	p.Interval, p.PreflightTimeout, p.EngageTimeout, p.RetryMax = 100*time.Millisecond, 5*time.Second, listDelay/3, 100*time.Millisecond
+	startIdleController(ctx, t, hub.Config, p, "slow-probe")
 	var problems []string
 	var engaged cluster.Cluster
 	waitFor(t, 2*time.Minute, "the slow cluster engaged", func() bool {
@@ -431,6 +398,7 @@ func TestProviderWaitsLongerForSlowCaches(t *testing.T) {
 				problems = append(problems, list[0].State.Problem)
 			}
 		}
+		var err error
 		engaged, err = p.Get(ctx, "slow")
 		return err == nil
 	})
@@ -452,18 +420,167 @@ func TestProviderWaitsLongerForSlowCaches(t *testing.T) {
 	}
 }
 
+// oneClusterProvider is a provider of one member cluster, name, whose
+// cache holds ns.
+func oneClusterProvider(t *testing.T, name string, kubeconfig []byte, ns string) *Provider {
+	return &Provider{
+		Source: sourceFunc(func() []Registration {
+			return []Registration{{MemberCluster: MemberCluster{Name: name}, Kubeconfig: kubeconfig}}
+		}),
+		ClusterOptions: []cluster.Option{func(o *cluster.Options) {
+			o.Scheme = testenv.Scheme()
+			o.Cache = cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}, ReaderFailOnMissingInformer: true}
+		}},
+		Log: testr.New(t),
+	}
+}
+
+// delaySpokeRequests is a REST option that holds every request for
+// EtcdSpokes (lists and watches alike: client-go lists by a watch that
+// sends the initial events) for delay while slow says so, counting them
+// in n, and fails every /version request (the provider's health probe)
+// while failProbes (nil: never) says so.
+func delaySpokeRequests(delay time.Duration, slow func() bool, n *atomic.Int32, failProbes func() bool) func(*rest.Config) error {
+	return func(c *rest.Config) error {
+		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
+			return roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Path == "/version" && failProbes != nil && failProbes() {
+					return nil, errors.New("probe failed by the test")
+				}
+				if strings.HasSuffix(r.URL.Path, "/etcdspokes") && slow() {
+					n.Add(1)
+					select {
+					case <-time.After(delay):
+					case <-r.Context().Done():
+						return nil, r.Context().Err()
+					}
+				}
+				return rt.RoundTrip(r)
+			})
+		})
+		return nil
+	}
+}
+
 // startIdleController runs a multicluster manager over p with one
 // controller that watches EtcdSpokes in the member clusters and does
 // nothing: what makes p engage them.
 func startIdleController(ctx context.Context, t *testing.T, hub *rest.Config, p *Provider, name string) {
 	t.Helper()
+	startSeeingController(ctx, t, hub, p, name)
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestProviderKeepsItsConnectionWhileAReconnectCannotSync: an engaged
+// member cluster whose health probe fails for longer than RefreshAfter
+// and then answers is reconnected; when the new connection's lists do not
+// come within EngageTimeout (a hub or apiserver starved of CPU, as a
+// fleet's hub was), the engaged connection stays: the cluster never stops
+// being engaged, the same cluster object serves, and its watch still
+// brings events. Before, a failed reconnect dropped the cluster and the
+// rings counted it as lost until an attempt succeeded. The reconnect is
+// retried (after a backoff, each slow one given twice as long): once lists
+// come in time again, it replaces the connection, with no new outage.
+func TestProviderKeepsItsConnectionWhileAReconnectCannotSync(t *testing.T) {
+	const listDelay = 6 * time.Second
+	var probesFail, listsSlow atomic.Bool
+	var slowed atomic.Int32
+	ctx, hub, ns, p := slowedClusterProvider(t, "m", delaySpokeRequests(listDelay, listsSlow.Load, &slowed, probesFail.Load))
+	p.Kinds = []client.Object{&etcdfedv1.EtcdSpoke{}}
+	p.Interval, p.PreflightTimeout, p.EngageTimeout, p.RetryMax = 100*time.Millisecond, 2*time.Second, listDelay/3, 100*time.Millisecond
+	p.HealthInterval, p.RefreshAfter = 200*time.Millisecond, time.Second
+	seen := startSeeingController(ctx, t, hub.Config, p, "keep-probe")
+	var old cluster.Cluster
+	waitFor(t, time.Minute, "the cluster engaged", func() bool { var err error; old, err = p.Get(ctx, "m"); return err == nil })
+	failures := func() float64 { return testutil.ToFloat64(metricEngageFailures.WithLabelValues("m")) }
+	before := failures()
+
+	// Probes fail past RefreshAfter, then answer while lists are slow: the
+	// reconnect cannot sync in time.
+	listsSlow.Store(true)
+	probesFail.Store(true)
+	time.Sleep(p.RefreshAfter + time.Second)
+	probesFail.Store(false)
+	deadline := time.Now().Add(time.Minute)
+	for failures() == before {
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed reconnect within a minute (%d slowed lists)", slowed.Load())
+		}
+		if now, err := p.Get(ctx, "m"); err != nil || now != old {
+			t.Fatalf("while a reconnect could not sync: Get(m) = %v, %v; want the engaged cluster kept", now, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if slowed.Load() == 0 {
+		t.Fatal("the reconnect failed without a slowed list: the test did not exercise a sync timeout")
+	}
+	list, err := p.List(ctx)
+	if err != nil || len(list) != 1 || !list[0].State.Engaged {
+		t.Fatalf("after the failed reconnect: %+v, %v; want m engaged", list, err)
+	}
+	if now, err := p.Get(ctx, "m"); err != nil || now != old {
+		t.Fatalf("after the failed reconnect: Get(m) = %v, %v; want the engaged cluster kept", now, err)
+	}
+	// The kept connection's watch still brings events.
+	if err := hub.Client.Create(ctx, &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "kept"}}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, seen, "m/kept")
+
+	// Lists in time again: the failed reconnect is tried again by itself
+	// (the probes answer throughout; before, nothing retried it and the
+	// kept connection stayed, whatever its watches did) and replaces the
+	// connection.
+	listsSlow.Store(false)
+	waitFor(t, time.Minute, "the reconnect retried once lists come in time", func() bool { now, err := p.Get(ctx, "m"); return err == nil && now != old })
+	if err := hub.Client.Create(ctx, &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "renewed"}}); err != nil {
+		t.Fatal(err)
+	}
+	expectEvent(t, seen, "m/renewed")
+}
+
+// slowedClusterProvider starts a real apiserver and a namespace in it, and
+// returns a context ended with t, the apiserver, the namespace and a
+// provider of one member cluster, name, at that apiserver whose requests
+// pass through slow (delaySpokeRequests).
+func slowedClusterProvider(t *testing.T, name string, slow func(*rest.Config) error) (context.Context, *testenv.Cluster, string, *Provider) {
+	t.Helper()
+	cls := testenv.StartT(t, "hub")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	ns := testenv.NamespaceT(t, cls[0], "ring")
+	kubeconfig, err := cls[0].Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := oneClusterProvider(t, name, kubeconfig, ns)
+	p.RESTOptions = []func(*rest.Config) error{slow}
+	return ctx, cls[0], ns, p
+}
+
+// startSeeingController runs a multicluster manager over p with one
+// controller that watches EtcdSpokes in the member clusters (what makes p
+// engage them) and sends "cluster/name" of every request it gets, while
+// the channel has room.
+func startSeeingController(ctx context.Context, t *testing.T, hub *rest.Config, p *Provider, name string) <-chan string {
+	t.Helper()
+	seen := make(chan string, 1000)
 	mgr, err := mcmanager.New(hub, p, manager.Options{Scheme: testenv.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = mcbuilder.ControllerManagedBy(mgr).Named(name).
 		For(&etcdfedv1.EtcdSpoke{}, mcbuilder.WithEngageWithLocalCluster(false)).
-		Complete(mcreconcile.Func(func(context.Context, mcreconcile.Request) (ctrl.Result, error) { return ctrl.Result{}, nil }))
+		Complete(mcreconcile.Func(func(_ context.Context, req mcreconcile.Request) (ctrl.Result, error) {
+			select {
+			case seen <- req.ClusterName.String() + "/" + req.Name:
+			default:
+			}
+			return ctrl.Result{}, nil
+		}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -472,8 +589,21 @@ func startIdleController(ctx context.Context, t *testing.T, hub *rest.Config, p 
 			t.Errorf("manager: %v", err)
 		}
 	}()
+	return seen
 }
 
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// expectEvent waits up to a minute for want among the requests seen.
+func expectEvent(t *testing.T, seen <-chan string, want string) {
+	t.Helper()
+	timeout := time.After(time.Minute)
+	for {
+		select {
+		case got := <-seen:
+			if got == want {
+				return
+			}
+		case <-timeout:
+			t.Fatalf("no request for %s within a minute", want)
+		}
+	}
+}

@@ -166,20 +166,22 @@ func runNemesisSchedule(ctx context.Context, t *testing.T, in NemesisSpecInput, 
 		t.Logf("+%.1fs injected %s for %s (took %.1fs)", at, f.What(), f.Hold, time.Since(start).Seconds()-at)
 	}
 	healed := time.Now()
+	// The trail goes on through the wait for the whole ring: a ring that
+	// does not come back says in the log how far it came.
+	ec, err = WaitForWholeRing(ctx, WaitForWholeRingInput{Topology: topo, Etcd: in.Etcd, Replicas: in.Replicas, ClusterID: clusterID, Timeout: orDefault(in.Whole, 10*time.Minute)})
 	trail.stop()
 	// Nothing in a schedule is evidence that a lost voter cannot serve
 	// (no cluster answers showing its member gone, no fencing): forcing
-	// a new cluster is never right here (rule 11).
+	// a new cluster is never right here, during the faults or after
+	// (rule 11).
 	for _, r := range trail.recovers {
 		violate("the hub forced a new cluster with no evidence that the lost voters cannot serve: %s", r)
 	}
 	if notes, err := HubEventNotes(ctx, hub, in.Etcd, EventQuery{Reasons: []string{"QuorumRecovery"}}); err == nil {
 		if added := slices.DeleteFunc(notes, func(n string) bool { return slices.Contains(recoveriesBefore, n) }); len(added) > 0 {
-			violate("QuorumRecovery events during the schedule: %v", added)
+			violate("QuorumRecovery events during the schedule or after its last heal: %v", added)
 		}
 	}
-
-	ec, err = WaitForWholeRing(ctx, WaitForWholeRingInput{Topology: topo, Etcd: in.Etcd, Replicas: in.Replicas, ClusterID: clusterID, Timeout: orDefault(in.Whole, 10*time.Minute)})
 	if err != nil {
 		violate("the ring was not whole %s after the last heal: %v", orDefault(in.Whole, 10*time.Minute), err)
 	} else {

@@ -34,24 +34,31 @@ func fatalOnError(t testing.TB) func(error) {
 }
 
 func poll(ctx context.Context, timeout time.Duration, what string, cond func(ctx context.Context) (string, error)) error {
-	var last string
+	// The last answer and the last error are kept apart: a read cut short
+	// near the deadline (client-go's rate limiter refuses a wait it cannot
+	// finish before it, with ctx not yet done) says nothing about the thing
+	// waited for, and must not hide the last answer that did.
+	var answer, failed string
 	err := wait.PollUntilContextTimeout(ctx, defaultPoll, timeout, true, func(ctx context.Context) (bool, error) {
 		why, err := cond(ctx)
 		if err != nil {
-			// A read cut short by the deadline says nothing about the
-			// thing waited for: keep the last answer that did.
-			if ctx.Err() == nil || last == "" {
-				last = err.Error()
-			}
+			failed = err.Error()
 			return false, nil
 		}
-		last = why
+		answer, failed = why, ""
 		return why == "", nil
 	})
-	if err != nil {
-		return fmt.Errorf("%s: not after %s (last: %s): %w", what, timeout, last, err)
+	if err == nil {
+		return nil
 	}
-	return nil
+	last := answer
+	switch {
+	case answer == "":
+		last = failed
+	case failed != "":
+		last = answer + "; the reads after it failed: " + failed
+	}
+	return fmt.Errorf("%s: not after %s (last: %s): %w", what, timeout, last, err)
 }
 
 // HoldFor runs check every `every` for d (each check given ctx) and

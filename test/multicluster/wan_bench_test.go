@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,9 +30,9 @@ import (
 // BenchmarkWAN (`make bench-wan`, ETCDFED_WAN=1): a 5-member ring placed
 // 2/2/1 over the three single-zone member clusters of the local
 // environment, at each round trip of ETCDFED_WAN_DISTANCES (ms, default
-// 0,10,20,40) between every two zones, put with the delaying proxy
-// (Env.SetDistance, per pair of zones). Three systems side by side, in one
-// environment and one run:
+// 0,10,20,40) between every two zones and every two member clusters, put
+// with the delaying proxy (Env.SetDistance, setDistance). Three systems
+// side by side, in one environment and one run:
 //
 //   - "etcdfed Auto": an EtcdCluster with spec.etcd.timing Auto and
 //     spec.leader preferring the zone of the last member cluster (one of
@@ -175,7 +176,18 @@ func BenchmarkWAN(b *testing.B) {
 
 	var rows []WANRow
 	var leaders []WANLeaders
-	var failover, sweepLines, soakLines []string
+	var failover, sweepLines, soakLines, timingLines []string
+	// timingNote keeps what the Auto ring's status.timing said once it
+	// settled at distance d: the values and the round trips they came from.
+	timingNote := func(d time.Duration) {
+		ec, err := auto.Get(ctx, w.topo.Hub)
+		if err != nil || ec.Status.Timing == nil {
+			timingLines = append(timingLines, fmt.Sprintf("- at %s ms: status not read (%v)", ms(d), err))
+			return
+		}
+		tm := ec.Status.Timing
+		timingLines = append(timingLines, fmt.Sprintf("- at %s ms: %d/%d: %s", ms(d), tm.HeartbeatIntervalMillis, tm.ElectionTimeoutMillis, tm.Message))
+	}
 	write := func(final bool) {
 		var md strings.Builder
 		fmt.Fprintf(&md, "bench-wan %s, %d puts per client and cell, zones %s (preferred %s), load average %s at the start, %s now, %.0f s\n\n",
@@ -193,6 +205,9 @@ func BenchmarkWAN(b *testing.B) {
 		if len(soakLines) > 0 {
 			md.WriteString("\n" + strings.Join(soakLines, "\n") + "\n")
 		}
+		if len(timingLines) > 0 {
+			md.WriteString("\netcdfed Auto's status.timing once the ring settled:\n\n" + strings.Join(timingLines, "\n") + "\n")
+		}
 		if final {
 			fmt.Fprint(os.Stderr, md.String())
 		}
@@ -206,6 +221,7 @@ func BenchmarkWAN(b *testing.B) {
 	if failoverAt >= 0 {
 		w.setDistance(ctx, localenv.Link{RTT: failoverAt})
 		w.settle(ctx, auto)
+		timingNote(failoverAt)
 		var sumBare, sumAuto time.Duration
 		for r := 1; r <= failoverRuns; r++ {
 			if r > 1 {
@@ -244,6 +260,7 @@ func BenchmarkWAN(b *testing.B) {
 	for _, d := range distances {
 		w.setDistance(ctx, localenv.Link{RTT: d})
 		w.settle(ctx, auto)
+		timingNote(d)
 		l := WANLeaders{Distance: d}
 		cells := map[string][]WANCell{}
 		for _, s := range systems {
@@ -413,13 +430,19 @@ func (w *wanBench) startBare(ctx context.Context, set int, tm WANTiming, extra .
 	}
 }
 
-// setDistance puts link between every two zones (zero: none).
+// setDistance puts link between every two zones and every two member
+// clusters (zero: none). The zones' links carry the members' traffic; the
+// clusters' carry the rest between them, the spokes' gossip among it,
+// whose round trips are the matrix Auto timing is derived from: with the
+// zones' links alone the spokes measured zero distance.
 func (w *wanBench) setDistance(ctx context.Context, link localenv.Link) {
 	var d localenv.Distance
 	if !link.IsZero() {
-		for i, a := range w.zones {
-			for _, z := range w.zones[i+1:] {
-				d.Links = append(d.Links, localenv.PairLink{A: a, B: z, Link: link})
+		for _, units := range [][]string{w.zones, w.zoneOf} {
+			for i, a := range units {
+				for _, z := range units[i+1:] {
+					d.Links = append(d.Links, localenv.PairLink{A: a, B: z, Link: link})
+				}
 			}
 		}
 	}
@@ -429,6 +452,16 @@ func (w *wanBench) setDistance(ctx context.Context, link localenv.Link) {
 	w.b.Cleanup(func() { _ = w.topo.SetDistance(context.Background(), w.topo.BaseDistance) })
 	fmt.Fprintf(os.Stderr, "bench-wan: %s distance %s\n", time.Now().UTC().Format(time.TimeOnly), d)
 }
+
+// timingHeld matches what status.timing says of a change held back: until
+// the round trips settle ("keeping 40/400 until <time>: ...") or until
+// every voter's disk window is full ("kept at 40/400 until every voter
+// ..."). A message that says both "keeping" and " until " elsewhere, as
+// the late heartbeats' hold ("etcd's defaults 100/1000 until <time>") with
+// a change too small to roll ("keeping 110/1100: ... differs too little"),
+// holds nothing back: the run of 2 Dec 06:28 waited for it until its
+// 25 minutes ran out.
+var timingHeld = regexp.MustCompile(`(keeping|kept at) \d+/\d+ until `)
 
 // settle waits for the spokes to measure the distance and the hub to act
 // on it: 20 s, then the Auto ring ready with no operation in flight and
@@ -459,8 +492,7 @@ func (w *wanBench) settle(ctx context.Context, auto *ManagedEtcd) {
 		// reports a full window of WAL syncs, is still to come; so is one
 		// of timingFloor Disk while no voter reports its syncs (the
 		// first minute after the members started: etcdstatus.DiskWarmup).
-		if tm := ec.Status.Timing; tm != nil && ((strings.Contains(tm.Message, "keeping") || strings.Contains(tm.Message, "kept at")) && strings.Contains(tm.Message, " until ") ||
-			strings.Contains(tm.Message, "WAL syncs reported yet")) {
+		if tm := ec.Status.Timing; tm != nil && (timingHeld.MatchString(tm.Message) || strings.Contains(tm.Message, "WAL syncs reported yet")) {
 			return "timing change held: " + tm.Message
 		}
 		// The chosen timing runs on every member (a roll onto it done).

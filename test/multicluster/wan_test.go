@@ -1,10 +1,16 @@
 package multicluster
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
+	"github.com/etcdfed/etcdfed/pkg/timing"
 )
 
 func TestParseWANDistances(t *testing.T) {
@@ -148,5 +154,58 @@ etcd_disk_backend_commit_duration_seconds_count 77
 	}
 	if _, _, err := WALFsyncsOver("etcd_disk_backend_commit_duration_seconds_count 77\n", "1.024"); err == nil {
 		t.Error("a page without the histogram: no error")
+	}
+}
+
+// The bench's settle waits for a timing change held back, and only for
+// one: the messages are those timing.Choose writes.
+func TestTimingHeld(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 7, 0, 0, 0, time.UTC)
+	voters := []string{"member-1", "member-2", "member-3"}
+	// Every two voter clusters at rttMs (median 0.9 of it), recorded at.
+	matrix := func(rttMs float64, at time.Time) []etcdfedv1.RoundTrip {
+		var out []etcdfedv1.RoundTrip
+		for _, a := range voters {
+			for _, b := range voters {
+				if a != b {
+					out = append(out, etcdfedv1.RoundTrip{From: a, To: b, MedianMicros: int64(rttMs * 900), P99Micros: int64(rttMs * 1000), ObservedAt: &metav1.Time{Time: at}})
+				}
+			}
+		}
+		return out
+	}
+	running := func(hb, el int32, lateAt *time.Time) *etcdfedv1.TimingStatus {
+		p := &etcdfedv1.TimingStatus{HeartbeatIntervalMillis: hb, ElectionTimeoutMillis: el, Source: etcdfedv1.TimingSourceAuto}
+		if lateAt != nil {
+			p.LateHeartbeatsAt = &metav1.Time{Time: *lateAt}
+		}
+		return p
+	}
+	disks := func(window int32, n int) []timing.Disk {
+		var out []timing.Disk
+		for i := range n {
+			out = append(out, timing.Disk{Member: fmt.Sprintf("ring-%d", i), View: &etcdfedv1.MemberDiskView{P99Millis: 4, MaxMillis: 16, Syncs: 5000, WindowSeconds: window}})
+		}
+		return out
+	}
+	disk := etcdfedv1.EtcdConfig{TimingFloor: etcdfedv1.TimingFloorDisk}
+	late := t0.Add(-20 * time.Minute)
+	for _, tc := range []struct {
+		name string
+		in   timing.Input
+		held bool
+	}{
+		{"a change held until the round trips settle", timing.Input{Voters: voters, Matrix: matrix(200, t0.Add(-time.Minute)), Previous: running(100, 1000, nil), Running: true, Now: t0}, true},
+		{"a change held until every disk window is full", timing.Input{Etcd: disk, Voters: voters, Matrix: matrix(20, t0.Add(-time.Hour)), Previous: running(100, 1000, nil), Running: true, Now: t0, Disks: disks(60, 3)}, true},
+		{"the late heartbeats' hold beside a change too small to roll", timing.Input{Etcd: disk, Voters: voters, Matrix: matrix(20, t0.Add(-time.Hour)), Previous: running(110, 1100, &late), Running: true, Now: t0, Disks: disks(etcdfedv1.DiskWindowSeconds, 3)}, false},
+		{"nothing to change", timing.Input{Voters: voters, Matrix: matrix(20, t0.Add(-time.Hour)), Previous: running(100, 1000, nil), Running: true, Now: t0}, false},
+	} {
+		msg := timing.Choose(tc.in).Message
+		if tc.name == "the late heartbeats' hold beside a change too small to roll" && (!strings.Contains(msg, "keeping") || !strings.Contains(msg, " until ")) {
+			t.Fatalf("%s: the message no longer says both 'keeping' and ' until ', the case the settle once mistook: %s", tc.name, msg)
+		}
+		if got := timingHeld.MatchString(msg); got != tc.held {
+			t.Errorf("%s: held %t, want %t: %s", tc.name, got, tc.held, msg)
+		}
 	}
 }
