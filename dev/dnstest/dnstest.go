@@ -17,6 +17,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/dev/testenv/testproc"
 )
 
@@ -179,22 +180,7 @@ controls { };
 // FreePort returns a loopback port that was free for both TCP and UDP.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 50 {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		u, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		return port
-	}
-	t.Fatal("no free loopback port")
-	return 0
+	return testenv.FreePort(t)
 }
 
 // Dig runs dig against addr (host:port) with args and returns its output.

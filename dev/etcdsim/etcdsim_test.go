@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/pki"
 )
 
@@ -455,7 +456,7 @@ func TestForceNewCluster(t *testing.T) {
 // advertised client URLs of the caller's choosing (a DNS name), a
 // restart at the same address, and a transaction as a workload makes it.
 func TestFixedAddressesAndTxn(t *testing.T) {
-	addrs := []string{"127.0.0.1:" + strconv.Itoa(freePort(t)), "127.0.0.1:" + strconv.Itoa(freePort(t)), "127.0.0.1:" + strconv.Itoa(freePort(t))}
+	addrs := []string{"127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t)), "127.0.0.1:" + strconv.Itoa(testenv.FreePort(t))}
 	var specs []MemberSpec
 	for i, a := range addrs {
 		specs = append(specs, MemberSpec{Name: fmt.Sprintf("m%d", i), ListenAddr: a, ClientURL: fmt.Sprintf("http://m%d.ring.example:2379", i), PeerURL: fmt.Sprintf("http://m%d.ring.example:2380", i)})
@@ -499,16 +500,6 @@ func TestFixedAddressesAndTxn(t *testing.T) {
 		string(txn.Responses[0].GetResponseRange().Kvs[0].Value) != "v2" {
 		t.Fatalf("failed txn %v, %v", txn, err)
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // TestMemberRunsItsVersion: a member restarted on another release reports

@@ -8,7 +8,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -72,6 +71,9 @@ type Member struct {
 	args    []string
 	cmd     *exec.Cmd
 	done    chan struct{}
+	// stopped is set by Stop: a member whose process exited without it
+	// died on its own (a port taken, bad flags, a crash).
+	stopped bool
 }
 
 // Cluster is a running etcd cluster.
@@ -162,7 +164,16 @@ func Start(t testing.TB, o Options) *Cluster {
 		}
 		c.startMember(m)
 	}
-	if err := c.WaitHealthy(context.Background(), time.Minute); err != nil {
+	// WaitHealthy skips a member that is not running: one that died at its
+	// start (a port taken before it bound it) would leave a cluster of
+	// none, or of fewer members than asked, called healthy.
+	err := c.WaitHealthy(context.Background(), time.Minute)
+	for _, m := range c.Members {
+		if died := m.died(); died != nil {
+			t.Fatalf("etcdtest: %v", died)
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	return c
@@ -176,10 +187,5 @@ func FreePort(t testing.TB) int { return freePort(t) }
 
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port
+	return testenv.FreePort(t)
 }

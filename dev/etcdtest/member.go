@@ -70,7 +70,7 @@ func (c *Cluster) startMember(m *Member) {
 	if err := m.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	m.done = make(chan struct{})
+	m.done, m.stopped = make(chan struct{}), false
 	cmd, done := m.cmd, m.done
 	go func() { _ = cmd.Wait(); _ = logf.Close(); close(done) }()
 	cgroup := m.cgroup
@@ -92,6 +92,7 @@ func (m *Member) Stop() {
 	if m.cmd == nil {
 		return
 	}
+	m.stopped = true
 	_ = m.cmd.Process.Kill()
 	<-m.done
 }
@@ -157,6 +158,16 @@ func (m *Member) Resume() {
 	if m.cmd != nil && !m.Stopped() {
 		_ = m.cmd.Process.Signal(syscall.SIGCONT)
 	}
+}
+
+// died is the exit of a member's process that Stop did not cause, with
+// the tail of its log, or nil.
+func (m *Member) died() error {
+	if m.stopped || !m.Stopped() {
+		return nil
+	}
+	b, _ := os.ReadFile(filepath.Join(m.dir, "etcd.log"))
+	return fmt.Errorf("%s exited on its own (%s); its log ends:\n%s", m.Name, m.cmd.ProcessState, tail(string(b), 1500))
 }
 
 // Stopped reports whether the member's process has exited.

@@ -94,7 +94,7 @@ func binary() (string, error) {
 }
 
 func start(ctx context.Context, bin, dir, host string) (*Server, error) {
-	port, err := freePort(host)
+	port, err := testenv.FreePortOn(host)
 	if err != nil {
 		return nil, err
 	}
@@ -138,15 +138,6 @@ func start(ctx context.Context, bin, dir, host string) (*Server, error) {
 			return nil, fmt.Errorf("versitygw on %s not answering after 30s: %w; log: %s", addr, err, out)
 		}
 	}
-}
-
-func freePort(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // StartT starts a server for one test over a temporary directory and

@@ -3,7 +3,6 @@ package workload
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,16 +26,6 @@ type etcdProc struct {
 	cmd *exec.Cmd
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startCluster starts n etcd members forming one cluster.
 func startCluster(t *testing.T, n int) []*etcdProc {
 	t.Helper()
@@ -52,7 +41,7 @@ func startClusterOn(t *testing.T, n int, binary string) []*etcdProc {
 	var initial []string
 	for i := range n {
 		p := &etcdProc{name: fmt.Sprintf("m%d", i), dir: t.TempDir(), bin: binary,
-			peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+			peer: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))}
 		ps = append(ps, p)
 		initial = append(initial, p.name+"="+p.peer)
 	}

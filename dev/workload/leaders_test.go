@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcdfed/etcdfed/dev/testenv"
 )
 
 // answers builds the answers of one member, one every 250 ms from
@@ -158,7 +160,7 @@ func TestLeaderWatchFindsASecondRing(t *testing.T) {
 
 	// The fork: the third member's data, stopped, copied, started alone.
 	ps[2].kill()
-	fork := &etcdProc{name: ps[2].name, dir: t.TempDir(), peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)),
+	fork := &etcdProc{name: ps[2].name, dir: t.TempDir(), peer: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)),
 		extra: []string{"--force-new-cluster"}}
 	if err := os.CopyFS(filepath.Join(fork.dir, "data"), os.DirFS(filepath.Join(ps[2].dir, "data"))); err != nil {
 		t.Fatal(err)

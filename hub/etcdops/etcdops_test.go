@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,18 +21,8 @@ type proc struct {
 	cmd                *exec.Cmd
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 func urls(t *testing.T, name string) proc {
-	return proc{name: name, peer: fmt.Sprintf("http://127.0.0.1:%d", freePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}
+	return proc{name: name, peer: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)), client: fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))}
 }
 
 // start runs a real etcd process with the given initial cluster.
@@ -187,7 +176,7 @@ func TestMembershipLifecycle(t *testing.T) {
 }
 
 func TestObserveUnreachable(t *testing.T) {
-	c, err := New(Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", freePort(t))}})
+	c, err := New(Config{Endpoints: []string{fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))}})
 	if err != nil {
 		t.Fatal(err)
 	}
