@@ -101,6 +101,12 @@ func BenchmarkFleet(b *testing.B) {
 	// (k+1)/clusters of the rings' members.
 	perCluster := rings * 5 / clusters
 	zones := envIntB(b, "FLEET_ZONES", max(1, int(math.Ceil(float64(perCluster)/200))))
+	if rings > 1 && clusters < 6 {
+		// Ring i may use the k+1 clusters from i: a ring of 5 needs 6
+		// distinct ones (with fewer, its topology names a cluster twice
+		// and the apiserver refuses it).
+		b.Fatalf("FLEET_CLUSTERS=%d: the rings of 5 members need at least 6 member clusters", clusters)
+	}
 	if clusters > addr.MaxMemberClusters {
 		b.Fatalf("FLEET_CLUSTERS=%d: the local environment holds at most %d member clusters", clusters, addr.MaxMemberClusters)
 	}
