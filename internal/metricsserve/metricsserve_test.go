@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,12 +41,7 @@ func server(t *testing.T, cl *testenv.Cluster, ns, sa string, opts func(addr str
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	_ = l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testenv.FreePort(t)))
 	mgr, err := manager.New(u.Config(), manager.Options{Metrics: opts(addr), HealthProbeBindAddress: "0"})
 	if err != nil {
 		t.Fatal(err)
