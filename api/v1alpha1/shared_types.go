@@ -203,8 +203,10 @@ type EtcdConfig struct {
 	// values chosen before) until every voter reported a full window of
 	// ten minutes, and while a voter reports heartbeats it sent late as
 	// leader in its window (walFsync.lateHeartbeats: its raft loop
-	// stalled, on its disk or for the CPU). A slower sync or a late
-	// heartbeat raises the floor at once; a lower floor waits for full
+	// stalled, on its disk or for the CPU). A late heartbeat, or a sync
+	// slow enough to raise the election timeout by more than a quarter,
+	// raises the floor at once; a smaller raise waits until it differs
+	// enough to roll for, like any derived change; a lower floor waits for full
 	// windows of every voter, clear of late heartbeats. It fails over
 	// faster where the disks and CPU are quick (at 300 ms a lost leader
 	// is replaced in about half a second rather than one to two) and

@@ -271,7 +271,7 @@ func derive(in Input) (hb, el int32, why string) {
 			worst = e
 		}
 	}
-	minHB, minEl, floorWhy := floors(in)
+	minHB, minEl, floorWhy, _ := floors(in)
 	hb, el = minHB, minEl
 	if worst == nil {
 		if len(voters) > 1 {
@@ -335,9 +335,9 @@ const (
 // (Previous, etcd's defaults for a new ring): a roll the floor asked for
 // does not lower it again before its members' windows are full, and a
 // stall seen by a young window still counts.
-func floors(in Input) (hb, el int32, why string) {
+func floors(in Input) (hb, el int32, why string, late bool) {
 	if in.Etcd.TimingFloor != etcdfedv1.TimingFloorDisk {
-		return MinHeartbeat, MinElection, ""
+		return MinHeartbeat, MinElection, "", false
 	}
 	slowest, slowestOf, full, reported := int64(0), "", true, 0
 	for _, d := range in.Disks {
@@ -358,25 +358,25 @@ func floors(in Input) (hb, el int32, why string) {
 		keepHB, keepEl = p.HeartbeatIntervalMillis, p.ElectionTimeoutMillis
 	}
 	if reported == 0 {
-		return keepHB, keepEl, fmt.Sprintf("timingFloor Disk: no voter's WAL syncs reported yet, the floor stays at %d/%d", keepHB, keepEl)
+		return keepHB, keepEl, fmt.Sprintf("timingFloor Disk: no voter's WAL syncs reported yet, the floor stays at %d/%d", keepHB, keepEl), false
 	}
 	el = diskElection(slowest)
 	hb = max(el/ElectionFactor/HeartbeatStep*HeartbeatStep, HeartbeatStep)
 	why = fmt.Sprintf("timingFloor Disk: the voters' slowest recent WAL sync took up to %d ms (%s), so the floor is %d/%d (election timeout %d x that, at least %d ms)",
 		slowest, slowestOf, hb, el, DiskElectionFactor, DiskMinElection)
-	if late, lateOf := lateHeartbeats(in.Disks); late > 0 && el < MinElection {
-		hb, el = max(hb, MinHeartbeat), MinElection
+	if n, lateOf := lateHeartbeats(in.Disks); n > 0 && el < MinElection {
+		hb, el, late = max(hb, MinHeartbeat), MinElection, true
 		why = fmt.Sprintf("timingFloor Disk: %s sent %d heartbeats late in its window (its raft loop stalled for two heartbeats, on its disk or for the CPU), so the floor is etcd's defaults %d/%d for %s after the last are reported",
-			lateOf, late, hb, el, LateHeartbeatsHold)
+			lateOf, n, hb, el, LateHeartbeatsHold)
 	} else if until := lateHold(in); !until.IsZero() && el < MinElection {
-		hb, el = max(hb, MinHeartbeat), MinElection
+		hb, el, late = max(hb, MinHeartbeat), MinElection, true
 		why += fmt.Sprintf("; but a voter sent heartbeats late at %s: etcd's defaults %d/%d until %s",
 			in.Previous.LateHeartbeatsAt.UTC().Format(time.RFC3339), hb, el, until.UTC().Format(time.RFC3339))
 	}
 	if !full && el < keepEl {
-		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks))
+		return keepHB, keepEl, why + fmt.Sprintf("; kept at %d/%d until every voter reports ten minutes of syncs (%d of %d do)", keepHB, keepEl, fullWindows(in.Disks), len(in.Disks)), false
 	}
-	return hb, el, why
+	return hb, el, why, late
 }
 
 // LateHeartbeatsHold is how long after a voter last reported late
@@ -445,13 +445,24 @@ func lateHeartbeats(disks []Disk) (int64, string) {
 }
 
 // floorRaises says whether the floor asks for a longer election timeout
-// than what runs (Previous): a raise the disks ask for (a leader stalled
-// on its disk for longer than the election timeout loses its term) is
-// applied at once, neither kept back as too small to roll for nor held
-// until the round trips settle.
+// than what runs (Previous) by enough to roll the ring at once, neither
+// kept back as too small to roll for nor held until the round trips
+// settle: a raise to etcd's defaults for late heartbeats, or a raise of
+// the disks' floor by more than a quarter of what runs (a leader stalled
+// on its disk for longer than the election timeout loses its term). A
+// smaller raise of the disks' floor goes through the hysteresis like any
+// derived change: what runs is still more than three times the slowest
+// sync (DiskElectionFactor over 1.25), and each roll restarts every
+// member (at 20 ms between zones a ring on 100/1000 rolled onto
+// 110/1100 for one sync of 128 to 256 ms, its third roll in six
+// minutes: docs/measurements/wan.md, 2026-12-02).
 func floorRaises(in Input) bool {
-	_, el, _ := floors(in)
-	return in.Previous != nil && el > in.Previous.ElectionTimeoutMillis
+	_, el, _, late := floors(in)
+	p := in.Previous
+	if p == nil || el <= p.ElectionTimeoutMillis {
+		return false
+	}
+	return late || 4*(el-p.ElectionTimeoutMillis) > p.ElectionTimeoutMillis
 }
 
 // diskElection is the election timeout floor of a slowest sync of
