@@ -125,8 +125,8 @@ func Start(t testing.TB, o Options) *Cluster {
 			m.PeerURL = fmt.Sprintf("%s://%s:2380", scheme, o.Hosts[i])
 			m.ClientURL = fmt.Sprintf("%s://%s:2379", scheme, o.Hosts[i])
 		} else {
-			m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
-			m.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, freePort(t))
+			m.PeerURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, testenv.FreePort(t))
+			m.ClientURL = fmt.Sprintf("%s://127.0.0.1:%d", scheme, testenv.FreePort(t))
 		}
 		if len(o.Cgroups) > 0 {
 			m.cgroup = o.Cgroups[i]
@@ -180,12 +180,7 @@ func Start(t testing.TB, o Options) *Cluster {
 }
 
 // FreeURL is http://127.0.0.1:<free port>.
-func FreeURL(t testing.TB) string { return fmt.Sprintf("http://127.0.0.1:%d", freePort(t)) }
+func FreeURL(t testing.TB) string { return fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t)) }
 
 // FreePort is a TCP port on 127.0.0.1 that nothing listens on now.
-func FreePort(t testing.TB) int { return freePort(t) }
-
-func freePort(t testing.TB) int {
-	t.Helper()
-	return testenv.FreePort(t)
-}
+func FreePort(t testing.TB) int { t.Helper(); return testenv.FreePort(t) }
