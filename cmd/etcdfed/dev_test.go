@@ -32,11 +32,11 @@ func TestDevUpStatusDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	exe := filepath.Join(t.TempDir(), "etcdfed")
-	build := exec.Command("go", "build", "-o", exe, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	exeDir := t.TempDir()
+	if err := testenv.BuildOurs(exeDir, "etcdfed"); err != nil {
+		t.Fatal(err)
 	}
+	exe := filepath.Join(exeDir, "etcdfed")
 	state := filepath.Join(t.TempDir(), "state")
 	run := func(args ...string) string {
 		t.Helper()

@@ -574,10 +574,15 @@ func newWorld(t *testing.T, names ...string) *world {
 		t.Fatal(err)
 	}
 	// The real etcdfed CLI, built from this checkout.
-	build := exec.Command("go", "build", "-o", filepath.Join(w.dir, "real-etcdfed"), "./cmd/etcdfed")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build etcdfed: %v\n%s", err, out)
+	real := filepath.Join(w.dir, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.BuildOurs(real, "etcdfed"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(real, "etcdfed"), filepath.Join(w.dir, "real-etcdfed")); err != nil {
+		t.Fatal(err)
 	}
 	for name, script := range map[string]string{"kind": fakeKind, "docker": fakeDocker, "etcdfed": fakeEtcdfed} {
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {

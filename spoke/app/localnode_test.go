@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -34,18 +33,12 @@ func binDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
 	dir := t.TempDir()
 	if err := os.Symlink(filepath.Join(bin, "etcd"), filepath.Join(dir, "etcd")); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("go", "build", "-o", filepath.Join(dir, "etcdfed-init"), "./cmd/etcdfed-init")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build etcdfed-init: %v\n%s", err, out)
+	if err := testenv.BuildOurs(dir, "etcdfed-init"); err != nil {
+		t.Fatal(err)
 	}
 	return dir
 }

@@ -362,12 +362,8 @@ func TestHubRunsWithItsRBAC(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	dir := t.TempDir()
 	g.Expect(os.WriteFile(filepath.Join(dir, "kubeconfig"), hubKubeconfig, 0o600)).To(Succeed())
-	root, err := testenv.RepoRoot()
-	g.Expect(err).NotTo(HaveOccurred())
-	build := exec.Command("go", "build", "-o", filepath.Join(dir, "hub"), "./cmd/hub")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the hub: %v\n%s", err, out)
+	if err := testenv.BuildOurs(dir, "hub"); err != nil {
+		t.Fatal(err)
 	}
 	var log syncBuffer
 	hub := exec.Command(filepath.Join(dir, "hub"),
