@@ -13,10 +13,16 @@ TEST_TIMEOUT ?= 28m
 # the cache.
 TESTFLAGS ?=
 # The longest package first: go test builds and runs packages in the order
-# given (two at a time on two cores), so the multi-cluster tests (about
-# 16 minutes) start while the rest are still being built and run beside
-# them, instead of last.
+# given (TEST_P at a time), so the multi-cluster tests (about 11 minutes)
+# start while the rest are still being built and run beside them, instead
+# of last.
 TEST_PKGS ?= ./test/multicluster ./...
+# Test binaries run at once (go test -p). Two cores are saturated while
+# test/multicluster and the packages that start apiservers run, but idle
+# for a third to four fifths of the time in the second half, where the
+# packages wait on timers and processes (vmstat every 10 s over `make
+# test`, docs/measurements/first-run.md): a third binary fills that.
+TEST_P ?= 3
 BENCHTIME ?= 1s
 
 export ETCDFED_BIN_DIR := $(BIN)
@@ -165,7 +171,7 @@ test drill scenarios failures nemesis tenancy rotation test-realnodes test-kind:
 .PHONY: test
 test: tools-test system-deps build ## Run every test: unit, integration (real apiservers) and multicluster (real etcd, real DNS).
 	$(GO) run ./hack/leftovers
-	$(GO) test -json -count=1 -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_PKGS) | $(GO) run ./hack/testsummary
+	$(GO) test -json -count=1 -p $(TEST_P) -timeout $(TEST_TIMEOUT) $(TESTFLAGS) $(TEST_PKGS) | $(GO) run ./hack/testsummary
 
 .PHONY: drill
 drill: tools-test system-deps build ## Drills too long for `make test`: the hub killed at every step of an add and a move (make before break), DRILL_RUNS times (default 10) under CPU load.
