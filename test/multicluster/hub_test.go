@@ -47,7 +47,7 @@ func freshBin() (string, error) {
 		}
 		start := time.Now()
 		if binFx.err = testenv.FreshBinDir(binFx.dir); binFx.err == nil {
-			fmt.Fprintf(os.Stderr, "built hub, spoke, etcdfed and etcdfed-init in %.1fs\n", time.Since(start).Seconds())
+			fmt.Fprintf(os.Stderr, "hub, spoke, etcdfed and etcdfed-init from this tree in %.1fs (bin/ from make, or built)\n", time.Since(start).Seconds())
 		}
 	})
 	return binFx.dir, binFx.err
