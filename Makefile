@@ -17,11 +17,10 @@ TESTFLAGS ?=
 # start while the rest are still being built and run beside them, instead
 # of last.
 TEST_PKGS ?= ./test/multicluster ./...
-# Test binaries run at once (go test -p). Two cores are saturated while
-# test/multicluster and the packages that start apiservers run, but idle
-# for a third to four fifths of the time in the second half, where the
-# packages wait on timers and processes (vmstat every 10 s over `make
-# test`, docs/measurements/first-run.md): a third binary fills that.
+# Test binaries run at once (go test -p). At two, the two cores were
+# idle for about a fifth of `make test` (vmstat every 10 s,
+# docs/measurements/first-run.md), mostly in its second half, where the
+# packages wait on timers and processes; a third binary fills that.
 TEST_P ?= 3
 BENCHTIME ?= 1s
 

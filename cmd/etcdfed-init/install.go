@@ -2,11 +2,11 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"github.com/etcdfed/etcdfed/internal/fileinstall"
 )
 
 func init() {
@@ -24,41 +24,8 @@ from there.`,
 			if err != nil {
 				return fmt.Errorf("find this binary: %w", err)
 			}
-			return copyExecutable(self, args[0])
+			return fileinstall.CopyExecutable(self, args[0], 0o555)
 		},
 	}
 	root.AddCommand(cmd)
-}
-
-// copyExecutable copies src to dst (mode 0555) through a temporary file
-// renamed into place, so that a hook never runs a half-written binary.
-func copyExecutable(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return fmt.Errorf("open binary: %w", err)
-	}
-	defer in.Close()
-	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-		return fmt.Errorf("make directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(dst), ".install-*")
-	if err != nil {
-		return fmt.Errorf("create binary: %w", err)
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := io.Copy(tmp, in); err != nil {
-		tmp.Close()
-		return fmt.Errorf("copy binary: %w", err)
-	}
-	if err := tmp.Chmod(0o555); err != nil {
-		tmp.Close()
-		return fmt.Errorf("make binary executable: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("write binary: %w", err)
-	}
-	if err := os.Rename(tmp.Name(), dst); err != nil {
-		return fmt.Errorf("install binary: %w", err)
-	}
-	return nil
 }

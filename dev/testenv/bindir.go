@@ -2,13 +2,14 @@ package testenv
 
 import (
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/etcdfed/etcdfed/internal/fileinstall"
 )
 
 // BuiltBinEnv names the directory that `make test` (and every make target
@@ -71,7 +72,11 @@ func BuildOurs(dir string, names ...string) error {
 		}
 		if why == "" {
 			for _, n := range names {
-				if err := copyExecutable(filepath.Join(built, n), filepath.Join(dir, n)); err != nil {
+				// A copy, not a link: a test may write over what it was
+				// given, and a link would carry that into bin/; unlike a
+				// symlink, os.Executable of it names dir, as go build -o
+				// would.
+				if err := fileinstall.CopyExecutable(filepath.Join(built, n), filepath.Join(dir, n), 0o755); err != nil {
 					return err
 				}
 			}
@@ -139,26 +144,4 @@ func builtFresh(root, built string, names []string) (string, error) {
 		return rel + " is newer than the build", nil
 	}
 	return "", nil
-}
-
-// copyExecutable copies src to a new file dst. A copy, not a link: a test
-// may replace or write over what it was given (legacy_test renames hub),
-// and a hard link or symlink would carry that into bin/; and unlike a
-// symlink, os.Executable of a copy names dst's directory, as a go build
-// -o dst would.
-func copyExecutable(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
