@@ -171,9 +171,14 @@ type fleetReport struct {
 	engageFailures float64
 	// roundTrips: from the rings' creation until every spoke published
 	// its round trip to every peer (the rest window starts 10 s later).
-	roundTrips        time.Duration
-	rest              fleetRest
-	latency           []time.Duration
+	roundTrips time.Duration
+	rest       fleetRest
+	latency    []time.Duration
+	// specWrites: the bench's own update of each sample's EtcdCluster, a
+	// write to the hub cluster's apiserver from another process in the
+	// same moments: the baseline the spec change's latency is read
+	// against (a slow apiserver slows both).
+	specWrites        []time.Duration
 	restart           time.Duration
 	restartReconciles float64
 	// restartSpokeWrites, restartHubWrites: EtcdSpoke status writes by
@@ -317,7 +322,7 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		return
 	}
 	if phases["spec"] {
-		rep.latency = fleetSpecChanges(ctx, b, f, ns, rings, samples)
+		rep.latency, rep.specWrites = fleetSpecChanges(ctx, b, f, ns, rings, samples)
 		if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
 			b.Fatal(err)
 		}
@@ -555,8 +560,9 @@ func measureFleetRest(ctx context.Context, b *testing.B, f *SimFleet, window tim
 }
 
 // fleetSpecChanges changes a pod template annotation on samples rings in
-// turn (each at rest) and measures until one of its EtcdMembers carries it.
-func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string, rings, samples int) []time.Duration {
+// turn (each at rest) and measures until one of its EtcdMembers carries it,
+// and how long the update of the EtcdCluster itself took.
+func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string, rings, samples int) (latency, writes []time.Duration) {
 	b.Helper()
 	var out []time.Duration
 	for k := range samples {
@@ -593,6 +599,7 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 		if err := f.Topo.Hub.Client.Update(ctx, ec); err != nil {
 			b.Fatal(err)
 		}
+		writes = append(writes, time.Since(start))
 		err = pollFast(ctx, time.Minute, func(ctx context.Context) (bool, error) {
 			for _, c := range clusters {
 				var list etcdfedv1.EtcdMemberList
@@ -613,7 +620,8 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 		out = append(out, time.Since(start))
 	}
 	slices.Sort(out)
-	return out
+	slices.Sort(writes)
+	return out, writes
 }
 
 // fleetHubRestart kills the hub and measures until the new process has
@@ -793,6 +801,7 @@ func (r fleetReport) markdown() string {
 	}
 	if r.phases["spec"] {
 		row(fmt.Sprintf("spec change → EtcdMember p50 / p99 / max (%d at rest)", len(r.latency)), pct(r.latency, 0.5)+" / "+pct(r.latency, 0.99)+" / "+pct(r.latency, 1))
+		row("baseline: the bench's update of the EtcdCluster p50 / p99 / max", pct(r.specWrites, 0.5)+" / "+pct(r.specWrites, 0.99)+" / "+pct(r.specWrites, 1))
 	}
 	if r.phases["restart"] {
 		restarted := "hub restart → every ring reconciled once"
