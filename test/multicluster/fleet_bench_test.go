@@ -1,6 +1,7 @@
 package multicluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -45,7 +46,8 @@ import (
 //     so far); FLEET_PPROF=DIR writes a 30 s CPU profile of the hub's
 //     bootstrap to DIR;
 //   - spec change to EtcdMember latency at rest (FLEET_SAMPLES, default
-//     20, on as many rings in turn);
+//     20, on as many rings in turn, each once the fleet is at rest: the
+//     roll the sample before began is over);
 //   - the hub killed and restarted: the time until every ring was
 //     reconciled once (the new process's etcdcluster reconciles reach the
 //     ring count with its queue empty);
@@ -178,7 +180,10 @@ type fleetReport struct {
 	// write to the hub cluster's apiserver from another process in the
 	// same moments: the baseline the spec change's latency is read
 	// against (a slow apiserver slows both).
-	specWrites        []time.Duration
+	specWrites []time.Duration
+	// specLoad: where the machine's CPU and the apiservers' requests went
+	// over the spec phase.
+	specLoad          fleetLoad
 	restart           time.Duration
 	restartReconciles float64
 	// restartSpokeWrites, restartHubWrites: EtcdSpoke status writes by
@@ -322,7 +327,10 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		return
 	}
 	if phases["spec"] {
+		load := startFleetLoad(ctx, b, f)
 		rep.latency, rep.specWrites = fleetSpecChanges(ctx, b, f, ns, rings, samples)
+		rep.specLoad = load.end(ctx, b)
+		b.Logf("spec phase: %s", rep.specLoad)
 		if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
 			b.Fatal(err)
 		}
@@ -407,6 +415,111 @@ func waitRoundTrips(ctx context.Context, f *SimFleet, timeout time.Duration) err
 		return "", nil
 	})
 }
+
+// fleetLoad is where CPU and API requests went over a phase: the CPU
+// seconds of the environment's processes by kind (the hub, the
+// apiservers, their etcds) and of the bench's own process, which runs the
+// simulated spokes and etcd members, and every apiserver's requests by
+// kind. Read against the phase's latency: a saturated machine slows the
+// hub and the apiservers alike.
+type fleetLoad struct {
+	seconds                       float64
+	hub, apiservers, etcds, bench float64
+	hubReqs, memberReqs           float64
+	top                           []string
+}
+
+type fleetLoadStart struct {
+	f     *SimFleet
+	at    time.Time
+	cpu   map[string]float64
+	calls map[string]apiCounts
+}
+
+func fleetCPU(f *SimFleet) map[string]float64 {
+	out := map[string]float64{"bench": procCPU(os.Getpid())}
+	st := f.Env.Status()
+	procs := st.Components
+	for _, c := range st.Clusters {
+		procs = append(procs, c.Processes...)
+	}
+	for _, c := range procs {
+		if c.PID == 0 {
+			continue
+		}
+		kind := c.Name
+		switch {
+		case strings.HasPrefix(c.Name, "apiserver-"):
+			kind = "apiservers"
+		case strings.HasPrefix(c.Name, "etcd-"):
+			kind = "etcds"
+		case strings.HasPrefix(c.Name, "hub"):
+			kind = "hub"
+		}
+		out[kind] += procCPU(c.PID)
+	}
+	return out
+}
+
+func fleetCalls(ctx context.Context, tb testing.TB, f *SimFleet) map[string]apiCounts {
+	tb.Helper()
+	out := map[string]apiCounts{}
+	for _, c := range append([]*Cluster{f.Topo.Hub}, f.Topo.Members...) {
+		a, err := apiRequestCounts(ctx, c)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out[c.Name] = a
+	}
+	return out
+}
+
+func startFleetLoad(ctx context.Context, tb testing.TB, f *SimFleet) *fleetLoadStart {
+	tb.Helper()
+	return &fleetLoadStart{f: f, at: time.Now(), cpu: fleetCPU(f), calls: fleetCalls(ctx, tb, f)}
+}
+
+func (s *fleetLoadStart) end(ctx context.Context, tb testing.TB) fleetLoad {
+	tb.Helper()
+	cpu, calls := fleetCPU(s.f), fleetCalls(ctx, tb, s.f)
+	out := fleetLoad{seconds: time.Since(s.at).Seconds()}
+	out.hub, out.apiservers = cpu["hub"]-s.cpu["hub"], cpu["apiservers"]-s.cpu["apiservers"]
+	out.etcds, out.bench = cpu["etcds"]-s.cpu["etcds"], cpu["bench"]-s.cpu["bench"]
+	kinds := map[string]float64{}
+	for name, a := range calls {
+		d := a.total - s.calls[name].total
+		if name == s.f.Topo.Hub.Name {
+			out.hubReqs += d
+		} else {
+			out.memberReqs += d
+		}
+		for k, v := range a.byKind {
+			kinds[k] += v - s.calls[name].byKind[k]
+		}
+	}
+	keys := slices.Collect(maps.Keys(kinds))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(cmp.Compare(kinds[b], kinds[a]), strings.Compare(a, b)) })
+	for _, k := range keys[:min(5, len(keys))] {
+		out.top = append(out.top, fmt.Sprintf("%s %.1f/s", k, kinds[k]/out.seconds))
+	}
+	return out
+}
+
+func (l fleetLoad) cores() string {
+	if l.seconds == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f / %.2f / %.2f / %.2f over %.0f s", l.hub/l.seconds, l.apiservers/l.seconds, l.etcds/l.seconds, l.bench/l.seconds, l.seconds)
+}
+
+func (l fleetLoad) requests() string {
+	if l.seconds == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f / %.1f; %s", l.hubReqs/l.seconds, l.memberReqs/l.seconds, strings.Join(l.top, ", "))
+}
+
+func (l fleetLoad) String() string { return "CPU cores " + l.cores() + "; requests/s " + l.requests() }
 
 // waitFleet waits until n rings of ns are ready and failure tolerant with
 // no member in away.
@@ -560,20 +673,38 @@ func measureFleetRest(ctx context.Context, b *testing.B, f *SimFleet, window tim
 }
 
 // fleetSpecChanges changes a pod template annotation on samples rings in
-// turn (each at rest) and measures until one of its EtcdMembers carries it,
-// and how long the update of the EtcdCluster itself took.
+// turn, each with the whole fleet at rest, and measures until one of its
+// EtcdMembers carries it, and how long the update of the EtcdCluster
+// itself took. The fleet at rest: every ring ready, not Progressing (a
+// roll runs between operations of one member each) and its generation
+// observed, so the roll an earlier sample began is over.
+// Until 2026-12-02 only the sampled ring was waited for, and a sample
+// came while the rolls of the samples before it ran (at twelve rings,
+// several at once): its figure was one under those rolls' load.
 func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string, rings, samples int) (latency, writes []time.Duration) {
 	b.Helper()
 	var out []time.Duration
 	for k := range samples {
 		name := fmt.Sprintf("ring%d", (k*7)%rings)
 		ec := &etcdfedv1.EtcdCluster{}
-		err := poll(ctx, 2*time.Minute, name+" at rest", func(ctx context.Context) (string, error) {
-			if err := f.Topo.Hub.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, ec); err != nil {
+		err := poll(ctx, 5*time.Minute, "the fleet at rest", func(ctx context.Context) (string, error) {
+			var list etcdfedv1.EtcdClusterList
+			if err := f.Topo.Hub.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
 				return "", err
 			}
-			if !ringReady(ec) || ec.Status.ObservedGeneration != ec.Generation {
-				return describeEtcdCluster(ec, "not at rest"), nil
+			found := false
+			for i := range list.Items {
+				r := &list.Items[i]
+				if !ringReady(r) || r.Status.ObservedGeneration != r.Generation || meta.IsStatusConditionTrue(r.Status.Conditions, etcdfedv1.ConditionProgressing) {
+					return describeEtcdCluster(r, "not at rest"), nil
+				}
+				if r.Name == name {
+					r.DeepCopyInto(ec)
+					found = true
+				}
+			}
+			if !found {
+				return name + " not found", nil
 			}
 			return "", nil
 		})
@@ -802,6 +933,8 @@ func (r fleetReport) markdown() string {
 	if r.phases["spec"] {
 		row(fmt.Sprintf("spec change → EtcdMember p50 / p99 / max (%d at rest)", len(r.latency)), pct(r.latency, 0.5)+" / "+pct(r.latency, 0.99)+" / "+pct(r.latency, 1))
 		row("baseline: the bench's update of the EtcdCluster p50 / p99 / max", pct(r.specWrites, 0.5)+" / "+pct(r.specWrites, 0.99)+" / "+pct(r.specWrites, 1))
+		row("spec phase: CPU cores used by the hub / the apiservers / their etcds / the bench (simulated spokes and members)", r.specLoad.cores())
+		row("spec phase: API requests/s, hub cluster / member clusters; the most frequent", r.specLoad.requests())
 	}
 	if r.phases["restart"] {
 		restarted := "hub restart → every ring reconciled once"

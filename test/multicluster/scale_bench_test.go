@@ -421,6 +421,8 @@ func scaleTable(rows []scaleRow) string {
 // apiCounts are an apiserver's own request counters.
 type apiCounts struct {
 	total, writes, statusReports, spokeStatus float64
+	// byKind: every request by "VERB resource[/subresource]".
+	byKind map[string]float64
 }
 
 // apiRequestCounts reads apiserver_request_total: every request, the
@@ -432,9 +434,14 @@ func apiRequestCounts(ctx context.Context, c *Cluster) (apiCounts, error) {
 		return apiCounts{}, fmt.Errorf("metrics of %s: %w", c.Name, err)
 	}
 	m := parseMetrics(string(body))
-	var out apiCounts
+	out := apiCounts{byKind: map[string]float64{}}
 	for _, s := range m["apiserver_request_total"] {
 		out.total += s.value
+		kind := s.labels["verb"] + " " + s.labels["resource"]
+		if sub := s.labels["subresource"]; sub != "" {
+			kind += "/" + sub
+		}
+		out.byKind[kind] += s.value
 		if s.labels["group"] != "etcdfed.dev" {
 			continue
 		}
