@@ -149,7 +149,10 @@ func TestDistance(t *testing.T) {
 	g.Expect(slices.Min(back)).To(BeNumerically(">=", 20*time.Millisecond), "member-2 to member-1")
 	inside := pings(g, "pa", "pa2", 20)
 	t.Logf("TCP round trips inside zone-1a: %s", show(inside))
-	g.Expect(median(inside)).To(BeNumerically("<", 5*time.Millisecond))
+	// Undelayed means under half the delay a rule would add: a loaded
+	// machine (make test runs three test binaries at once) turns loopback's
+	// fraction of a millisecond into several (a median of 6.8 ms seen).
+	g.Expect(median(inside)).To(BeNumerically("<", 10*time.Millisecond), "inside a zone, against 20ms across")
 
 	// The peer sees the sender's pod address, both ways.
 	who, err := ask(at("pa"), "WHOAT "+at("pc"))
@@ -225,7 +228,7 @@ func TestDistance(t *testing.T) {
 	near, err := localenv.ParseDistance("member-1:member-2=60ms,zone-1a:zone-2a=0s")
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(env.SetDistance(ctx, near)).To(Succeed())
-	g.Expect(median(pings(g, "pa", "pc", 10))).To(BeNumerically("<", 5*time.Millisecond), "zone-1a:zone-2a=0s")
+	g.Expect(median(pings(g, "pa", "pc", 10))).To(BeNumerically("<", 30*time.Millisecond), "zone-1a:zone-2a=0s, against member-1:member-2=60ms")
 	g.Expect(env.Status().Distance.Links).To(ContainElements("zone-1a:zone-2a=0s", "member-1:member-2=60ms"))
 	g.Expect(env.SetDistance(ctx, localenv.Distance{Preset: "four-regions"})).To(MatchError(localenv.ErrBadDistance))
 	bad, _ := localenv.ParseDistance("zone-1a:zone-9=5ms")
@@ -236,7 +239,7 @@ func TestDistance(t *testing.T) {
 	out, err := exec.Command("iptables", "-w", "5", "-t", "nat", "-S", chain).CombinedOutput()
 	g.Expect(err).NotTo(HaveOccurred(), "%s", out)
 	g.Expect(strings.TrimSpace(string(out))).To(Equal("-N "+chain), "rules left in %s", chain)
-	g.Expect(median(pings(g, "pa", "pc", 10))).To(BeNumerically("<", 5*time.Millisecond))
+	g.Expect(median(pings(g, "pa", "pc", 10))).To(BeNumerically("<", 30*time.Millisecond), "no rule, against the 60ms before")
 	g.Expect(env.Status().Distance.Spec).To(Equal("none"))
 
 	// A restart keeps the distance recorded last.
