@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -134,6 +135,18 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 		}
 		return m
 	}
+	// updateSpec changes a member's spec as the hub does: on the latest
+	// copy, again on a conflict, as the spoke writes its status meanwhile.
+	updateSpec := func(name string, change func(*etcdfedv1.EtcdMember)) {
+		t.Helper()
+		if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			m := get(name)
+			change(m)
+			return c.Update(ctx, m)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
 	waitFor := func(what string, ok func() bool) {
 		t.Helper()
 		for !ok() {
@@ -178,12 +191,8 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 
 	// A Roll's spec change: the member restarts (its connections close)
 	// and reports the new generation ready.
-	m0 := get("m0")
-	watch := simClientConn(t, m0.Status.Address, hubTLS)
-	m0.Spec.PodTemplate.Annotations = map[string]string{"roll": "1"}
-	if err := c.Update(ctx, m0); err != nil {
-		t.Fatal(err)
-	}
+	watch := simClientConn(t, get("m0").Status.Address, hubTLS)
+	updateSpec("m0", func(m *etcdfedv1.EtcdMember) { m.Spec.PodTemplate.Annotations = map[string]string{"roll": "1"} })
 	waitFor("m0's process restarted on the new spec", func() bool { return watch.closed() })
 	waitFor("m0 ready on the new spec", func() bool {
 		m := get("m0")
@@ -192,11 +201,9 @@ func TestSimulatedSpokeRunsMembers(t *testing.T) {
 
 	// A Roll onto another release: the member restarts on it and reports
 	// it in its etcd view; the others still run theirs.
-	m1 := get("m1")
-	m1.Spec.Version, m1.Spec.Image = "3.6.16", "registry.k8s.io/etcd:3.6.16"
-	if err := c.Update(ctx, m1); err != nil {
-		t.Fatal(err)
-	}
+	updateSpec("m1", func(m *etcdfedv1.EtcdMember) {
+		m.Spec.Version, m.Spec.Image = "3.6.16", "registry.k8s.io/etcd:3.6.16"
+	})
 	waitFor("m1 ready on 3.6.16", func() bool {
 		m := get("m1")
 		return m.Status.ObservedGeneration == m.Generation && ready("m1") && m.Status.Etcd.Version == "3.6.16"
