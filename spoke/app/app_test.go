@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
@@ -176,8 +177,15 @@ func TestRBAC(t *testing.T) {
 		g.Expect(m.Status.PeerURL).To(HavePrefix("http://main-0.etcd.test:3"))
 		g.Expect(m.Status.ObservedGeneration).To(Equal(m.Generation))
 	}).Should(Succeed())
-	m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=" + m.Status.PeerURL, InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
-	g.Expect(admin.Update(ctx, m)).To(Succeed())
+	// The spoke may write the status again meanwhile: the bootstrap goes
+	// onto the latest copy, as the hub's does.
+	g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		if err := admin.Get(ctx, client.ObjectKeyFromObject(m), m); err != nil {
+			return err
+		}
+		m.Spec.Bootstrap = &etcdfedv1.BootstrapSpec{InitialCluster: "main-0=" + m.Status.PeerURL, InitialClusterState: etcdfedv1.InitialClusterNew, Token: "t"}
+		return admin.Update(ctx, m)
+	})).To(Succeed())
 	g.Eventually(func(g Gomega) {
 		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "main-0"}, &corev1.Pod{})).To(Succeed())
 		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "main-0-data-0"}, &corev1.PersistentVolumeClaim{})).To(Succeed())
