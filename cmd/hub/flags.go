@@ -14,6 +14,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/registry"
 	"github.com/etcdfed/etcdfed/hub/restore"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
+	"github.com/etcdfed/etcdfed/internal/leaderlock"
 )
 
 type memberFiles []string
@@ -39,6 +40,7 @@ type options struct {
 	ringNamespace    string
 	memberFiles      memberFiles
 	leaderElect      bool
+	leaderIdentity   string
 	metricsAddr      string
 	metricsSecure    bool
 	metricsCertDir   string
@@ -87,6 +89,8 @@ func (o *options) bind(fs *flag.FlagSet) {
 	fs.Var(&o.memberFiles, "member-kubeconfig",
 		"NAME=PATH of a member cluster's kubeconfig file; repeat per cluster. When given, kubeconfig Secrets are not used (local use).")
 	fs.BoolVar(&o.leaderElect, "leader-elect", true, "Elect a leader among hub replicas with a Lease in --namespace.")
+	fs.StringVar(&o.leaderIdentity, "leader-election-identity", os.Getenv(leaderlock.PodNameEnv),
+		"This replica's name in the leader-election Lease (env POD_NAME, the pod's name from the downward API). A hub restarted under the name that holds the Lease leads at once instead of waiting for it to expire: the kubelet restarts a container only after its process exited. It must name one live replica at a time; empty: the host name and a random suffix, so a restarted hub waits the Lease out (15 s).")
 	fs.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; 0 disables it.")
 	fs.BoolVar(&o.metricsSecure, "metrics-secure", true, "Serve /metrics over TLS to callers whose bearer token the hub cluster's apiserver authenticates (TokenReview) and --metrics-readers names. false: plain HTTP to anyone.")
 	fs.Var(&o.metricsReaders, "metrics-readers", "Who may read /metrics (with --metrics-secure): NAMESPACE/NAME (a ServiceAccount), user:NAME or group:NAME, comma-separated, repeatable; none: every caller is refused. The hub never asks the apiserver who may (no SubjectAccessReview).")

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +48,7 @@ import (
 	"github.com/etcdfed/etcdfed/hub/shard"
 	"github.com/etcdfed/etcdfed/hub/spokes"
 	"github.com/etcdfed/etcdfed/hub/tenancy"
+	"github.com/etcdfed/etcdfed/internal/leaderlock"
 	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/resolverenv"
 	"github.com/etcdfed/etcdfed/internal/scheme"
@@ -169,6 +171,14 @@ func newManager(cfg *rest.Config, s *runtime.Scheme, o options, sh shard.Shard, 
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-readers: %w", err)
 	}
+	// Under the pod's name (--leader-election-identity), a hub whose
+	// container restarted leads again at once: the Lease is its own.
+	var lock resourcelock.Interface
+	if o.leaderElect && o.leaderIdentity != "" {
+		if lock, err = leaderlock.New(cfg, o.namespace, sh.Lease(), o.leaderIdentity); err != nil {
+			return nil, err
+		}
+	}
 	return mcmanager.New(cfg, passiveProvider{provider}, manager.Options{
 		Scheme:                 s,
 		Metrics:                metricsserve.ReaderOptions(o.metricsAddr, o.metricsSecure, o.metricsCertDir, readers),
@@ -178,6 +188,8 @@ func newManager(cfg *rest.Config, s *runtime.Scheme, o options, sh shard.Shard, 
 		// One Lease per shard: each shard's hub has its own leader.
 		LeaderElectionID:        sh.Lease(),
 		LeaderElectionNamespace: o.namespace,
+		// nil: controller-runtime's own lock, under a name of its making.
+		LeaderElectionResourceLockInterface: lock,
 		// A hub stopped on purpose (a rollout, a drain) hands the lease
 		// over at once instead of making its successor wait out the lease
 		// (15 s): the process exits as soon as the manager returns, so
@@ -251,7 +263,7 @@ func setupRingControllers(mgr mcmanager.Manager, o options, sh shard.Shard, prov
 		Shard:     sh,
 		Client:    mgr.GetLocalManager().GetClient(),
 		Namespace: o.namespace,
-		Identity:  hubIdentity(),
+		Identity:  hubIdentity(o.leaderIdentity),
 		Log:       ctrl.Log.WithName("hub").WithName("shard"),
 	}
 	if err := mgr.GetLocalManager().Add(claims); err != nil {
@@ -343,9 +355,14 @@ func setupFleetDuties(mgr mcmanager.Manager, o options, sh shard.Shard, provider
 	return nil
 }
 
-// hubIdentity names this hub process in its shard claim: the host (the
-// pod's name in a cluster) and a random suffix, as leader election does.
-func hubIdentity() string {
+// hubIdentity names this hub process in its shard claim: its name in the
+// leader-election Lease when it has one (--leader-election-identity),
+// otherwise the host (the pod's name in a cluster) and a random suffix, as
+// controller-runtime's leader election names it.
+func hubIdentity(leader string) string {
+	if leader != "" {
+		return leader
+	}
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "hub"

@@ -7,6 +7,7 @@ import (
 
 	"github.com/etcdfed/etcdfed/cli/install"
 	"github.com/etcdfed/etcdfed/dev/localenv/proc"
+	"github.com/etcdfed/etcdfed/internal/leaderlock"
 )
 
 // ComponentSpec is a process the environment runs besides apiservers and
@@ -24,6 +25,14 @@ type ComponentSpec struct {
 	// Cluster is the cluster the component belongs to: it runs in that
 	// cluster's cgroup (partitioned with it) and stops when it is killed.
 	Cluster string
+	// PodName tells the component its pod's name in POD_NAME, as the
+	// downward API tells a Deployment's pod: <Name>-<n>, the same after a
+	// crash (KillComponent without restartNow: a container restarted in
+	// its pod), a new n for a new pod (KillComponent with restartNow, or
+	// StartComponent after StopComponent). The hub holds its
+	// leader-election Lease under that name. A copy of a component's spec
+	// under another Name (a standby replica) is another pod.
+	PodName bool
 }
 
 // DefaultComponents returns the hub (when bin/hub exists) and one spoke
@@ -37,7 +46,7 @@ func DefaultComponents(st *State, binDir string) []ComponentSpec {
 	var out []ComponentSpec
 	if hub := filepath.Join(binDir, "hub"); executable(hub) {
 		out = append(out, ComponentSpec{
-			Name: "hub", Path: hub, Cluster: HubClusterName,
+			Name: "hub", Path: hub, Cluster: HubClusterName, PodName: true,
 			Args: hubArgs(st),
 			Env: []string{
 				"KUBECONFIG=" + st.KubeconfigPath(HubClusterName),
@@ -139,10 +148,17 @@ func joinComma(s []string) string {
 }
 
 func (e *Env) startComponent(spec ComponentSpec) error {
+	if spec.PodName {
+		e.newPod(spec.Name)
+	}
 	svc, err := startService(spec.Name, func() proc.Spec {
+		env := append(minimalEnv(), spec.Env...)
+		if spec.PodName {
+			env = append(env, e.podEnv(spec.Name))
+		}
 		return proc.Spec{
 			Name: spec.Name, Path: spec.Path, Args: spec.Args,
-			Env:     append(minimalEnv(), spec.Env...),
+			Env:     env,
 			Dir:     e.state.Dir,
 			LogPath: filepath.Join(e.state.logDir(), spec.Name+".log"),
 			PIDFile: filepath.Join(e.state.pidDir(), spec.Name+".pid"),
@@ -170,9 +186,29 @@ func (e *Env) KillComponent(name string, restartNow bool) (int, error) {
 	if !ok {
 		return 0, fmt.Errorf("no component %q", name)
 	}
+	if restartNow && run.spec.PodName {
+		e.newPod(name) // its replacement is another pod
+	}
 	pid := run.svc.Kill(restartNow)
 	if pid == 0 {
 		return 0, fmt.Errorf("component %q is not running", name)
 	}
 	return pid, nil
+}
+
+// newPod counts a new pod of component name (ComponentSpec.PodName).
+func (e *Env) newPod(name string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pods == nil {
+		e.pods = map[string]int{}
+	}
+	e.pods[name]++
+}
+
+// podEnv is component name's POD_NAME as of its current pod.
+func (e *Env) podEnv(name string) string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return fmt.Sprintf("%s=%s-%d", leaderlock.PodNameEnv, name, e.pods[name])
 }

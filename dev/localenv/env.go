@@ -48,6 +48,9 @@ type Env struct {
 	planes map[string]*controlPlane
 	agents map[string]*agentRun
 	comps  map[string]*compRun
+	// pods counts the pods each component named like a pod has had
+	// (ComponentSpec.PodName): its POD_NAME is <name>-<count>.
+	pods   map[string]int
 	failed map[ZoneRef]Mode
 	// partition is the partition into groups in place (partition.go).
 	partition Partition

@@ -39,6 +39,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -50,6 +51,7 @@ import (
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dnsprovider/embedded"
+	"github.com/etcdfed/etcdfed/internal/leaderlock"
 	"github.com/etcdfed/etcdfed/internal/metricsserve"
 	"github.com/etcdfed/etcdfed/internal/version"
 	"github.com/etcdfed/etcdfed/pkg/allowlist"
@@ -118,8 +120,9 @@ type Options struct {
 	// a Lease of that name in the ring namespace.
 	LeaderElection   bool
 	LeaderElectionID string
-	// Identity names this replica (Lease holder); empty: POD_NAME or the
-	// host name.
+	// Identity names this replica (Lease holder, the election Lease's
+	// too); empty: POD_NAME or the host name (then controller-runtime
+	// names it in the election Lease, with a random suffix).
 	Identity string
 
 	// HealthProbeBindAddress and MetricsBindAddress; "0" disables.
@@ -217,7 +220,18 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 	}
 	identity := o.Identity
 	if identity == "" {
-		identity = os.Getenv("POD_NAME")
+		identity = os.Getenv(leaderlock.PodNameEnv)
+	}
+	// A replica named (a pod, or --identity) holds the election Lease under
+	// that name, so that a spoke whose container restarted leads again at
+	// once; under the host name, which several replicas of one machine
+	// share, controller-runtime names it afresh.
+	var lock resourcelock.Interface
+	if identity != "" && o.LeaderElection {
+		var err error
+		if lock, err = leaderlock.New(cfg, o.Namespace, o.LeaderElectionID, identity); err != nil {
+			return nil, fmt.Errorf("spoke: %w", err)
+		}
 	}
 	if identity == "" {
 		h, _ := os.Hostname()
@@ -238,12 +252,13 @@ func New(cfg *rest.Config, o Options) (*Spoke, error) {
 				&networkingv1.NetworkPolicy{}:   {Label: managed},
 			},
 		},
-		LeaderElection:                o.LeaderElection,
-		LeaderElectionID:              o.LeaderElectionID,
-		LeaderElectionNamespace:       o.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		HealthProbeBindAddress:        o.HealthProbeBindAddress,
-		Metrics:                       metricsserve.Options(o.MetricsBindAddress, o.MetricsSecure, o.MetricsCertDir),
+		LeaderElection:                      o.LeaderElection,
+		LeaderElectionID:                    o.LeaderElectionID,
+		LeaderElectionNamespace:             o.Namespace,
+		LeaderElectionResourceLockInterface: lock,
+		LeaderElectionReleaseOnCancel:       true,
+		HealthProbeBindAddress:              o.HealthProbeBindAddress,
+		Metrics:                             metricsserve.Options(o.MetricsBindAddress, o.MetricsSecure, o.MetricsCertDir),
 		// Every reconcile has a deadline: an apiserver that stops
 		// answering fails a pass (retried), never parks a worker.
 		Controller: config.Controller{SkipNameValidation: ptr.To(o.SkipControllerNameValidation), ReconciliationTimeout: reconcileTimeout},

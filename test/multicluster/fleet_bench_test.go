@@ -50,7 +50,10 @@ import (
 //     roll the sample before began is over);
 //   - the hub killed and restarted: the time until every ring was
 //     reconciled once (the new process's etcdcluster reconciles reach the
-//     ring count with its queue empty);
+//     ring count with its queue empty), twice: a crash (SIGKILL, the
+//     process restarted in its pod, under the pod's name in the Lease),
+//     then its pod replaced (SIGKILL, a new pod: a new name, which waits
+//     for the Lease the killed process held to expire);
 //   - with FLEET_LIMIT=n the hub runs with --max-fleet-disruptions=n,
 //     and the loss below reports the most rings seen with a limited
 //     operation in flight at once;
@@ -190,6 +193,10 @@ type fleetReport struct {
 	// the spokes, etcdfed.dev writes to the hub cluster, from the kill
 	// until every ring was reconciled once.
 	restartSpokeWrites, restartHubWrites float64
+	// restartReplaced, restartReplacedReconciles: the same, the hub's pod
+	// replaced rather than its process restarted in it.
+	restartReplaced           time.Duration
+	restartReplacedReconciles float64
 	lost                                 string
 	lostRings                            int
 	repair                               []time.Duration
@@ -338,8 +345,13 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 
 	// The hub restarted.
 	if phases["restart"] {
-		rep.restart, rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites = fleetHubRestart(ctx, b, f, rep.restartRings)
-		b.Logf("hub restarted: every ring reconciled once after %s (%0.f reconciles, %.0f spoke status writes, %.0f hub writes)", rep.restart.Round(time.Millisecond), rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites)
+		rep.restart, rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites = fleetHubRestart(ctx, b, f, rep.restartRings, false)
+		b.Logf("hub crashed, restarted in its pod: every ring reconciled once after %s (%0.f reconciles, %.0f spoke status writes, %.0f hub writes)", rep.restart.Round(time.Millisecond), rep.restartReconciles, rep.restartSpokeWrites, rep.restartHubWrites)
+		if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
+			b.Fatal(err)
+		}
+		rep.restartReplaced, rep.restartReplacedReconciles, _, _ = fleetHubRestart(ctx, b, f, rep.restartRings, true)
+		b.Logf("hub's pod replaced: every ring reconciled once after %s (%0.f reconciles)", rep.restartReplaced.Round(time.Millisecond), rep.restartReplacedReconciles)
 		if err := waitFleet(ctx, f, ns, rings, 10*time.Minute, ""); err != nil {
 			b.Fatal(err)
 		}
@@ -759,8 +771,10 @@ func fleetSpecChanges(ctx context.Context, b *testing.B, f *SimFleet, ns string,
 // reconciled every ring once: its etcdcluster reconciles reach the ring
 // count and its queue is empty (every ring was queued at its start). It
 // also counts the spokes' EtcdSpoke status writes and the etcdfed.dev
-// writes to the hub cluster meanwhile.
-func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) (time.Duration, float64, float64, float64) {
+// writes to the hub cluster meanwhile. replaced: the hub's pod is
+// replaced (a new pod's name in the Lease); otherwise the process
+// restarts in its pod after the environment's crash back-off (1 s).
+func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int, replaced bool) (time.Duration, float64, float64, float64) {
 	b.Helper()
 	writes := func() (spoke, hub float64) {
 		for _, c := range f.Topo.Members {
@@ -779,7 +793,7 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int) 
 	spoke0, hub0 := writes()
 	old := fleetHubPID(b, f)
 	start := time.Now()
-	if _, err := f.Env.KillComponent("hub", true); err != nil {
+	if _, err := f.Env.KillComponent("hub", replaced); err != nil {
 		b.Fatal(err)
 	}
 	var total float64
@@ -937,12 +951,14 @@ func (r fleetReport) markdown() string {
 		row("spec phase: API requests/s, hub cluster / member clusters; the most frequent", r.specLoad.requests())
 	}
 	if r.phases["restart"] {
-		restarted := "hub restart → every ring reconciled once"
+		restarted, replaced := "hub crashed, restarted in its pod → every ring reconciled once", "hub's pod replaced (SIGKILL) → every ring reconciled once"
 		if r.shards > 1 {
-			restarted = fmt.Sprintf("shard a's hub restarted → each of its %d rings reconciled once", r.restartRings)
+			restarted = fmt.Sprintf("shard a's hub crashed, restarted in its pod → each of its %d rings reconciled once", r.restartRings)
+			replaced = fmt.Sprintf("shard a's hub's pod replaced (SIGKILL) → each of its %d rings reconciled once", r.restartRings)
 		}
 		row(restarted, fmt.Sprintf("%s (%.0f reconciles)", r.restart.Round(time.Millisecond), r.restartReconciles))
 		row("→ meanwhile: EtcdSpoke status writes by the spokes, etcdfed.dev writes to the hub cluster", fmt.Sprintf("%.0f, %.0f", r.restartSpokeWrites, r.restartHubWrites))
+		row(replaced, fmt.Sprintf("%s (%.0f reconciles)", r.restartReplaced.Round(time.Millisecond), r.restartReplacedReconciles))
 	}
 	for _, ro := range []*fleetRollout{r.roll, r.caRotation} {
 		if ro == nil {
