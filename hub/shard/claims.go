@@ -123,10 +123,7 @@ func (c *Claims) Start(ctx context.Context) error {
 // Renew writes the claim: this hub holds its shard, with its selector, now.
 func (c *Claims) Renew(ctx context.Context) error {
 	now := metav1.NewMicroTime(c.now())
-	sel := ""
-	if c.Shard.Selector != nil {
-		sel = c.Shard.Selector.String()
-	}
+	sel := c.selector()
 	var l coordinationv1.Lease
 	err := c.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Shard.ClaimName()}, &l)
 	switch {
@@ -157,6 +154,15 @@ func (c *Claims) Renew(ctx context.Context) error {
 		return fmt.Errorf("renew the claim: %w", err)
 	}
 	return nil
+}
+
+// selector is the claim's SelectorAnnotation: the shard's selector, ""
+// for the unsharded hub.
+func (c *Claims) selector() string {
+	if c.Shard.Selector == nil {
+		return ""
+	}
+	return c.Shard.Selector.String()
 }
 
 // Release deletes the claim if this hub holds it.
@@ -215,7 +221,10 @@ func (c *Claims) conflict(ctx context.Context, ec *etcdfedv1.EtcdCluster) Hold {
 	for i := range list.Items {
 		l := &list.Items[i]
 		if l.Name == c.Shard.ClaimName() {
-			own = ptr.Deref(l.Spec.HolderIdentity, "") == c.Identity
+			// Its own claim, with the selector it owns by now: a process
+			// restarted under the same name (its pod's) with other flags
+			// waits for its own renewal, as other hubs read the selector.
+			own = ptr.Deref(l.Spec.HolderIdentity, "") == c.Identity && l.Annotations[SelectorAnnotation] == c.selector()
 			continue
 		}
 		if l.Spec.RenewTime == nil || now.Sub(l.Spec.RenewTime.Time) > c.staleAfter() {

@@ -100,6 +100,20 @@ func TestClaimsFindOverlaps(t *testing.T) {
 	}
 	check(a, x, false, "")
 
+	// a's process restarted under the same name (its pod's) reads its
+	// claim as its own at once; restarted with another selector, it waits
+	// for its own renewal, which says the new selector to the other hubs.
+	check(claims(parse("a", "team=x"), "hub-a"), x, false, "")
+	again := claims(parse("a", "team in (x,z)"), "hub-a")
+	check(again, x, false, "not read back yet")
+	if err := again.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check(again, x, false, "")
+	if err := a.Renew(ctx); err != nil { // back to team=x
+		t.Fatal(err)
+	}
+
 	// The unsharded hub owns every ring: beside a shard, the shard's
 	// rings are held on both sides, the others are the unsharded hub's.
 	if err := u.Renew(ctx); err != nil {
