@@ -212,7 +212,9 @@ func hubPodIP(ctx context.Context, hub *Cluster) (string, error) {
 				continue
 			}
 			for _, p := range ready {
-				if strings.HasPrefix(*l.Spec.HolderIdentity, p.Name+"_") {
+				// The pod's name (POD_NAME), or controller-runtime's
+				// <host>_<random> where a hub runs without it.
+				if h := *l.Spec.HolderIdentity; h == p.Name || strings.HasPrefix(h, p.Name+"_") {
 					return p.Status.PodIP, nil
 				}
 			}
