@@ -197,15 +197,15 @@ type fleetReport struct {
 	// replaced rather than its process restarted in it.
 	restartReplaced           time.Duration
 	restartReplacedReconciles float64
-	lost                                 string
-	lostRings                            int
-	repair                               []time.Duration
-	unrepaired                           int
-	lossCPU                              float64
-	lossRSSMax                           uint64
-	lossQueueMax                         float64
-	lossWindow                           time.Duration
-	limit                                int
+	lost                      string
+	lostRings                 int
+	repair                    []time.Duration
+	unrepaired                int
+	lossCPU                   float64
+	lossRSSMax                uint64
+	lossQueueMax              float64
+	lossWindow                time.Duration
+	limit                     int
 	// lossInFlightMax: the most rings seen with a limited operation
 	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
 	lossInFlightMax int
