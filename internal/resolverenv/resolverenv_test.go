@@ -3,9 +3,11 @@ package resolverenv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -220,4 +222,113 @@ func TestRefusalIsNoAnswer(t *testing.T) {
 	} else if ctx2.Err() != nil {
 		t.Fatalf("one server refuses and one is silent, and the lookup waited for the deadline: %v", err)
 	}
+}
+
+// switchable is a DNS server whose behaviour a test changes while it runs:
+// it answers name (serving), refuses every query (a spoke whose member
+// cluster does not serve the zone), or stays silent (cut off). It counts
+// the queries it gets.
+type switchable struct {
+	addr    string
+	mode    atomic.Int32
+	queries atomic.Int64
+}
+
+const (
+	modeServe int32 = iota
+	modeRefuse
+	modeSilent
+)
+
+func newSwitchable(t *testing.T, name, ip string, mode int32) *switchable {
+	t.Helper()
+	s := &switchable{}
+	s.mode.Store(mode)
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.addr = pc.LocalAddr().String()
+	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
+		s.queries.Add(1)
+		switch s.mode.Load() {
+		case modeSilent:
+			return
+		case modeRefuse:
+			_ = w.WriteMsg(new(dns.Msg).SetRcode(r, dns.RcodeRefused))
+			return
+		}
+		m := new(dns.Msg)
+		m.SetReply(r)
+		m.Authoritative = true
+		if q := r.Question[0]; q.Name != dns.Fqdn(name) {
+			m.Rcode = dns.RcodeNameError
+		} else if q.Qtype == dns.TypeA {
+			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.ParseIP(ip)})
+		}
+		_ = w.WriteMsg(m)
+	})}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	return s
+}
+
+// TestRefusersAreNotAskedAgain: once a server refused a name, the next
+// lookups of that name go to the servers that serve it only (a fleet's
+// hub asked all twenty spokes for every name and its lookups piled up).
+// When the name's zone moves (the server that served it refuses, one that
+// refused serves), or the server that served it falls silent, the lookup
+// still gets its answer, long before the resolver's deadline.
+func TestRefusersAreNotAskedAgain(t *testing.T) {
+	const name = "m-0.ring.etcd.test"
+	serving := newSwitchable(t, name, "127.0.0.9", modeServe)
+	var refusers []*switchable
+	servers := []string{serving.addr}
+	for range 5 {
+		s := newSwitchable(t, name, "127.0.0.9", modeRefuse)
+		refusers = append(refusers, s)
+		servers = append(servers, s.addr)
+	}
+	r := &net.Resolver{PreferGo: true, Dial: dialer(servers)}
+	lookup := func(what string, within time.Duration) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*time.Second)
+		defer cancel()
+		start := time.Now()
+		addrs, err := r.LookupHost(ctx, name)
+		if err != nil || len(addrs) != 1 || addrs[0] != "127.0.0.9" {
+			t.Fatalf("%s: %v %v, want 127.0.0.9", what, addrs, err)
+		}
+		if took := time.Since(start); took > within {
+			t.Fatalf("%s: answered after %v, want within %v", what, took, within)
+		}
+	}
+	asked := func() (n int64) {
+		for _, s := range refusers {
+			n += s.queries.Load()
+		}
+		return n
+	}
+	lookup("first lookup", 2*time.Second)
+	// Refusals that come after the answer are read for refusalGrace after
+	// the lookup; the servers count their queries on their own time.
+	time.Sleep(2 * refusalGrace)
+	before := asked()
+	for i := range 10 {
+		lookup(fmt.Sprintf("lookup %d", i), 2*time.Second)
+	}
+	if got := asked() - before; got != 0 {
+		t.Fatalf("servers that refused the name were asked %d more times in 10 lookups, want 0", got)
+	}
+
+	// The zone moves: the server that served the name refuses it, one
+	// that refused it serves it.
+	serving.mode.Store(modeRefuse)
+	refusers[2].mode.Store(modeServe)
+	lookup("after the zone moved", time.Second)
+
+	// The server that serves it now falls silent; another serves it.
+	refusers[2].mode.Store(modeSilent)
+	refusers[4].mode.Store(modeServe)
+	lookup("with the serving server silent", time.Second)
 }
