@@ -17,24 +17,7 @@ import (
 // serve answers A queries for name with addr on a loopback UDP port.
 func serve(t *testing.T, name, addr string) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		m := new(dns.Msg)
-		m.SetReply(r)
-		m.Authoritative = true
-		if q := r.Question[0]; q.Name != dns.Fqdn(name) {
-			m.Rcode = dns.RcodeNameError
-		} else if q.Qtype == dns.TypeA {
-			m.Answer = append(m.Answer, &dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 5}, A: net.ParseIP(addr)})
-		}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return newSwitchable(t, name, addr, modeServe).addr
 }
 
 // refused returns a loopback UDP address nothing listens on: queries to it
@@ -148,16 +131,7 @@ func TestCopiesMatch(t *testing.T) {
 // ring whose zone its member cluster does not serve.
 func refusing(t *testing.T) string {
 	t.Helper()
-	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &dns.Server{PacketConn: pc, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		_ = w.WriteMsg(new(dns.Msg).SetRcode(r, dns.RcodeRefused))
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	return pc.LocalAddr().String()
+	return newSwitchable(t, "", "", modeRefuse).addr
 }
 
 // slow answers like serve, after delay.
