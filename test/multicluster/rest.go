@@ -3,8 +3,10 @@ package multicluster
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
@@ -118,6 +120,7 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	var (
 		before           map[string]map[string]float64
 		disk             []string
+		otherReports     []string
 		passes0, passes1 metricSet
 	)
 	for window := 1; ; window++ {
@@ -140,7 +143,7 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 			}
 		}
 		sleepCtx(ctx, in.Window)
-		disk = reports.end()
+		disk, otherReports = reports.end()
 		if passes0 != nil {
 			if passes1, err = scrape(ctx, in.Topology.HubMetricsURL); err != nil {
 				t.Fatal(err)
@@ -209,6 +212,9 @@ func AtRestSpec(ctx context.Context, in AtRestSpecInput) {
 	// design (timingFloor Disk acts on it).
 	if limit := float64(members) * math.Ceil(in.Window.Minutes()/5); statusReports-float64(len(disk)) > limit {
 		t.Errorf("%.0f EtcdMember status reports (%d of them disk news) in %s for %d members at rest; want at most %.0f besides disk news (one per member in five minutes)", statusReports, len(disk), in.Window, members, limit)
+		for _, o := range otherReports {
+			t.Logf("at rest: a report without disk news: %s", o)
+		}
 	}
 }
 
@@ -257,17 +263,19 @@ type memberReports struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	mu    sync.Mutex
-	open  bool
-	last  map[string]*etcdfedv1.MemberDiskView
-	disk  []string
-	fails []error
+	mu         sync.Mutex
+	open       bool
+	last       map[string]*etcdfedv1.MemberDiskView
+	lastStatus map[string]map[string]any
+	disk       []string
+	other      []string // the other reports in the window: what in the status changed
+	fails      []error
 }
 
 func watchMemberReports(ctx context.Context, t testing.TB, members []*Cluster) *memberReports {
 	t.Helper()
 	ctx, cancel := context.WithCancel(ctx)
-	r := &memberReports{t: t, cancel: cancel, done: make(chan struct{}), last: map[string]*etcdfedv1.MemberDiskView{}}
+	r := &memberReports{t: t, cancel: cancel, done: make(chan struct{}), last: map[string]*etcdfedv1.MemberDiskView{}, lastStatus: map[string]map[string]any{}}
 	var wg sync.WaitGroup
 	for _, c := range members {
 		wc, err := client.NewWithWatch(c.REST, client.Options{Scheme: testenv.Scheme()})
@@ -317,16 +325,56 @@ func (r *memberReports) observe(key string, typ watch.EventType, m *etcdfedv1.Et
 	if m.Status.Etcd != nil {
 		cur = m.Status.Etcd.WALFsync
 	}
+	var status map[string]any
+	if b, err := json.Marshal(m.Status); err == nil {
+		_ = json.Unmarshal(b, &status)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	old, seen := r.last[key]
+	oldStatus := r.lastStatus[key]
 	r.last[key] = cur
+	if r.lastStatus == nil {
+		r.lastStatus = map[string]map[string]any{}
+	}
+	r.lastStatus[key] = status
 	if !r.open || !seen || typ != watch.Modified {
 		return
 	}
 	if why := diskNewsOf(old, cur); why != "" {
 		r.disk = append(r.disk, key+": "+why)
+		return
 	}
+	r.other = append(r.other, key+": "+strings.Join(changedPaths("status", oldStatus, status), ", "))
+}
+
+// changedPaths lists the JSON paths whose values differ between a and b,
+// down to the leaves (lists compared whole), so that a failed at-rest
+// check says what a report changed.
+func changedPaths(prefix string, a, b any) []string {
+	am, aok := a.(map[string]any)
+	bm, bok := b.(map[string]any)
+	if !aok || !bok {
+		if reflect.DeepEqual(a, b) {
+			return nil
+		}
+		return []string{fmt.Sprintf("%s %v -> %v", prefix, a, b)}
+	}
+	var keys []string
+	for k := range am {
+		keys = append(keys, k)
+	}
+	for k := range bm {
+		if _, ok := am[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, changedPaths(prefix+"."+k, am[k], bm[k])...)
+	}
+	return out
 }
 
 // diskNewsOf says what in a member's WAL sync view moved that its spoke
@@ -355,8 +403,9 @@ func (r *memberReports) begin() {
 	r.open = true
 }
 
-// end stops the watches and returns the reports of disk news in the window.
-func (r *memberReports) end() []string {
+// end stops the watches and returns the reports of disk news in the
+// window, and what each other report changed.
+func (r *memberReports) end() (disk, other []string) {
 	r.t.Helper()
 	r.cancel()
 	<-r.done
@@ -365,7 +414,7 @@ func (r *memberReports) end() []string {
 	for _, err := range r.fails {
 		r.t.Fatal(err)
 	}
-	return r.disk
+	return r.disk, r.other
 }
 
 // settleQuiet is how long nothing may be written (and, with the hub's

@@ -54,9 +54,14 @@ func TestMemberReportsCountOnlyDiskNewsInTheWindow(t *testing.T) {
 	r.observe("c/ns/m-0", watch.Modified, member(disk(300, 0, 80))) // the same stall, no news
 	r.observe("c/ns/m-0", watch.Modified, member(disk(512, 0, 90))) // a longer stall
 	r.observe("c/ns/m-1", watch.Modified, member(disk(8, 1, 80)))   // late heartbeats
-	got := r.end()
+	got, other := r.end()
 	want := []string{"c/ns/m-0: slowest WAL sync 300 ms -> 512 ms", "c/ns/m-1: late heartbeats 0 -> 1"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("disk news in the window:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// The other reports say what they changed.
+	want = []string{"c/ns/m-1: status.etcd.walFsync.windowSeconds 60 -> 70", "c/ns/m-0: status.etcd.walFsync.windowSeconds 70 -> 80"}
+	if strings.Join(other, "\n") != strings.Join(want, "\n") {
+		t.Errorf("other reports in the window:\n%s\nwant:\n%s", strings.Join(other, "\n"), strings.Join(want, "\n"))
 	}
 }
