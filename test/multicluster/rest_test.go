@@ -65,3 +65,28 @@ func TestMemberReportsCountOnlyDiskNewsInTheWindow(t *testing.T) {
 		t.Errorf("other reports in the window:\n%s\nwant:\n%s", strings.Join(other, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestRestWindowForgivesOnlyWhatTheHubDidNotDo: a window is watched again
+// when the timing changed or etcd elected a leader on its own, never when
+// the hub moved the leader or nothing changed.
+func TestRestWindowForgivesOnlyWhatTheHubDidNotDo(t *testing.T) {
+	at := func(timing, leader string, moves int64) restState {
+		return restState{timing: timing, leader: leader, moves: moves}
+	}
+	for _, c := range []struct {
+		name       string
+		start, end restState
+		again      string // a word the reason holds; "" for none
+	}{
+		{"nothing changed", at("100/1000 Auto", "a", 0), at("100/1000 Auto", "a", 0), ""},
+		{"timing raised", at("100/1000 Auto", "a", 0), at("150/1500 Auto", "a", 0), "timing changed"},
+		{"etcd elected another", at("100/1000 Auto", "a", 2), at("100/1000 Auto", "b", 2), "elected b in place of a"},
+		{"the hub moved the leader", at("100/1000 Auto", "a", 2), at("100/1000 Auto", "b", 3), ""},
+		{"leader lost", at("100/1000 Auto", "a", 0), at("100/1000 Auto", "", 0), "elected (none)"},
+	} {
+		got := c.start.notAtRest(c.end)
+		if (c.again == "") != (got == "") || !strings.Contains(got, c.again) {
+			t.Errorf("%s: notAtRest = %q, want one holding %q", c.name, got, c.again)
+		}
+	}
+}
