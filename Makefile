@@ -280,9 +280,12 @@ KIND_FAIL ?= stop
 # KIND_TWO_ZONES=N: member cluster N of make test-kind spans two zones
 # (hack/kind/up.sh --two-zones N).
 KIND_TWO_ZONES ?=
+# KIND_WORKERS=N: N worker nodes per member cluster besides the control
+# plane (hack/kind/up.sh --workers N); the members run on the workers.
+KIND_WORKERS ?=
 .PHONY: test-kind
 test-kind: kind-image build ## On kind (root, Docker): hack/kind/up.sh from nothing, TestKindZoneFailure under the recorded workload, hack/kind/down.sh leaving nothing.
-	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 ETCDFED_KIND_FAIL=$(KIND_FAIL) ETCDFED_KIND_TWO_ZONES=$(KIND_TWO_ZONES) $(GO) test -count=1 -timeout $(KIND_TIMEOUT) -v -run '^TestKind' ./test/multicluster
+	PATH="$(BIN):$$PATH" ETCDFED_KIND=1 ETCDFED_KIND_FAIL=$(KIND_FAIL) ETCDFED_KIND_TWO_ZONES=$(KIND_TWO_ZONES) ETCDFED_KIND_WORKERS=$(KIND_WORKERS) $(GO) test -count=1 -timeout $(KIND_TIMEOUT) -v -run '^TestKind' ./test/multicluster
 
 .PHONY: test-unit
 test-unit: ## Run unit tests only (-short: tests needing processes say so and skip).

@@ -11,10 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -275,6 +277,15 @@ func TestKindZoneFailure(t *testing.T) {
 	if twoZones != "" {
 		up = append(up, "--two-zones", twoZones)
 	}
+	workers := 0
+	if w := os.Getenv("ETCDFED_KIND_WORKERS"); w != "" {
+		n, err := strconv.Atoi(w)
+		if err != nil || n < 0 {
+			t.Fatalf("ETCDFED_KIND_WORKERS=%q: want a number of worker nodes per member cluster (0 or more)", w)
+		}
+		workers = n
+		up = append(up, "--workers", w)
+	}
 	if err := kindRun(ctx, t, up...); err != nil {
 		t.Fatal(err)
 	}
@@ -319,6 +330,9 @@ func TestKindZoneFailure(t *testing.T) {
 		}
 	}
 	t.Logf("Members at the start: %s", kindMembers(ec))
+	if workers > 0 {
+		kindMembersOnWorkers(ctx, t, workers, twoZones)
+	}
 	certs := t.TempDir()
 	if err := kindRun(ctx, t, filepath.Join(root, "bin", "etcdfed"), "client-cert", "main", "-n", "default",
 		"--context", "kind-"+kindTestPrefix+"-hub", "--out", certs); err != nil {
@@ -493,4 +507,43 @@ func kindClientTLS(t *testing.T, dir string) *tls.Config {
 		t.Fatalf("no certificate in %s/ca.crt", dir)
 	}
 	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}
+}
+
+// kindMembersOnWorkers checks up.sh --workers N: each member cluster has
+// its control plane and N workers Ready (a two-zone cluster at least one
+// worker), and in a one-zone cluster, whose control plane keeps its
+// taint, every etcd member runs on a worker.
+func kindMembersOnWorkers(ctx context.Context, t *testing.T, workers int, twoZones string) {
+	t.Helper()
+	for _, m := range []string{"member-1", "member-2", "member-3"} {
+		var nodes corev1.NodeList
+		if err := kubectlJSON(ctx, t, m, &nodes, "get", "nodes"); err != nil {
+			t.Fatal(err)
+		}
+		want := 1 + workers
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if len(nodes.Items) != want || ready != want {
+			t.Fatalf("%s: %d nodes, %d Ready; want %d (up.sh --workers %d)", m, len(nodes.Items), ready, want, workers)
+		}
+		if twoZones == strings.TrimPrefix(m, "member-") {
+			continue
+		}
+		var ems etcdfedv1.EtcdMemberList
+		if err := kubectlJSON(ctx, t, m, &ems, "get", "etcdmembers.etcdfed.dev", "-A"); err != nil {
+			t.Fatal(err)
+		}
+		for _, em := range ems.Items {
+			if node := em.Status.NodeName; node == "" || node == kindTestPrefix+"-"+m+"-control-plane" {
+				t.Fatalf("%s: member %s runs on node %q, want a worker (the control plane keeps its taint)", m, em.Name, node)
+			}
+			t.Logf("%s: member %s on node %s", m, em.Name, em.Status.NodeName)
+		}
+	}
 }
