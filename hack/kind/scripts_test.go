@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -639,6 +640,7 @@ func (w *world) seed(c *testenv.Cluster, name string) {
 func (w *world) fakeControllers(ctx context.Context) {
 	for ctx.Err() == nil {
 		for name, c := range w.clusters {
+			w.registerNodes(ctx, name, c)
 			w.rollOut(ctx, c)
 			if i := indexOf(w.members, name); i >= 0 {
 				w.publishSpoke(ctx, c, i)
@@ -651,6 +653,38 @@ func (w *world) fakeControllers(ctx context.Context) {
 		case <-ctx.Done():
 		case <-time.After(200 * time.Millisecond):
 		}
+	}
+}
+
+// registerNodes plays the kubelets of a cluster kind created: the workers
+// its config asks for register (kind names them <name>-worker,
+// <name>-worker2, ...; the control plane is seeded), and every node is
+// Ready.
+func (w *world) registerNodes(ctx context.Context, name string, c *testenv.Cluster) {
+	cfg, err := os.ReadFile(filepath.Join(w.dir, "create-"+name+".yaml"))
+	if err != nil {
+		return // not created yet
+	}
+	for i := range strings.Count(string(cfg), "- role: worker") {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-worker"}}
+		if i > 0 {
+			node.Name += strconv.Itoa(i + 1)
+		}
+		if err := c.Client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+			return
+		}
+	}
+	var nodes corev1.NodeList
+	if err := c.Client.List(ctx, &nodes); err != nil {
+		return
+	}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady }) {
+			continue
+		}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: metav1.Now(), LastTransitionTime: metav1.Now()})
+		_ = c.Client.Status().Update(ctx, n)
 	}
 }
 

@@ -86,12 +86,6 @@ for m in $(member_clusters); do
 		log "warning: member cluster $m exists beyond --members $members; it stays registered in the hub if it was. Run hack/kind/down.sh first to start smaller."
 	fi
 done
-if [[ $(uname -s) == Linux && -r /proc/sys/fs/inotify/max_user_instances ]]; then
-	if (($(cat /proc/sys/fs/inotify/max_user_instances) < 512)); then
-		log "warning: fs.inotify.max_user_instances is below 512; several kind clusters may fail with 'too many open files'."
-		log "         sudo sysctl fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288"
-	fi
-fi
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
@@ -169,6 +163,15 @@ create_cluster() {
 		log "Creating cluster $name${2:+ (zones: $2)}"
 		local t0=$SECONDS
 		kind "${args[@]}"
+		# kind only warns when its wait runs out: a node whose kubelet
+		# never started is found here, not minutes later in a Pending pod.
+		local registered t1=$SECONDS
+		while registered=$(k "$name" get nodes --no-headers 2>/dev/null | wc -l) && ((registered < 1 + nworkers && SECONDS - t1 < 120)); do
+			sleep 2
+		done
+		if ((registered != 1 + nworkers)) || ! k "$name" wait --for=condition=Ready nodes --all --timeout=120s >/dev/null; then
+			die "$name: $registered of $((1 + nworkers)) nodes registered, not every one Ready $((SECONDS - t0))s after kind create cluster ($(k "$name" get nodes --no-headers 2>&1 | awk '{ printf "%s %s; ", $1, $2 }')); a node's kubelet says why: docker exec <node> journalctl -u kubelet | tail"
+		fi
 		log "Cluster $name Ready in $((SECONDS - t0))s (kind create cluster)"
 	fi
 	if ((${#zones[@]} == 1)); then
@@ -211,6 +214,34 @@ if ((new_nodes > 0)) && [[ -n $root_dir && -d $root_dir && -z ${ETCDFED_KIND_SKI
 	need_mb=$((new_nodes * NODE_DISK_MB))
 	if [[ -n $free_mb ]] && ((free_mb < need_mb)); then
 		die "$new_nodes new kind nodes need about $((need_mb / 1024)) GB free under Docker's $root_dir, and $((free_mb / 1024)) GB are free: free some (ETCDFED_KIND_SKIP_DISK_CHECK=1 to try anyway)"
+	fi
+fi
+
+# inotify: each kind node (its systemd, kubelet, containerd and pods) holds
+# about 20 inotify instances, all of them root's on this machine (kind's
+# nodes run without a user namespace), and Debian allows a user 128: six
+# nodes. Past that a node's kubelet exits at start ("Failed to start
+# cAdvisor: inotify_init: too many open files"), the node never becomes
+# Ready, and kind still reports its cluster created (measured here: the
+# seventh node, --workers 1). As root the limits are raised to what kind's
+# documentation gives for many nodes (its Known Issues, "Pod errors due to
+# too many open files"), with a line saying so; else refuse with the
+# commands.
+NODE_INOTIFY=24
+if ((new_nodes > 0)) && [[ -r /proc/sys/fs/inotify/max_user_instances ]]; then
+	inotify_limit=$(cat /proc/sys/fs/inotify/max_user_instances)
+	# find fails on processes that end while it reads: counted anyway.
+	inotify_used=$({ find /proc/[0-9]*/fd -lname 'anon_inode:inotify' 2>/dev/null || true; } | wc -l)
+	inotify_need=$((inotify_used + new_nodes * NODE_INOTIFY))
+	if ((inotify_need > inotify_limit)); then
+		inotify_to=$((inotify_need > 512 ? inotify_need : 512))
+		watches=$(cat /proc/sys/fs/inotify/max_user_watches)
+		watches_to=$((watches > 524288 ? watches : 524288))
+		if ((EUID != 0)); then
+			die "$new_nodes new kind nodes need about $inotify_need inotify instances ($inotify_used in use, $NODE_INOTIFY a node) and root may hold $inotify_limit: as root, sysctl -w fs.inotify.max_user_instances=$inotify_to fs.inotify.max_user_watches=$watches_to"
+		fi
+		sysctl -qw "fs.inotify.max_user_instances=$inotify_to" "fs.inotify.max_user_watches=$watches_to"
+		log "Raised fs.inotify.max_user_instances from $inotify_limit to $inotify_to and fs.inotify.max_user_watches from $watches to $watches_to: $new_nodes new kind nodes need about $inotify_need instances ($inotify_used in use); to set them back: sysctl -w fs.inotify.max_user_instances=$inotify_limit fs.inotify.max_user_watches=$watches"
 	fi
 fi
 
