@@ -121,12 +121,16 @@ func runDemo(ctx context.Context, out io.Writer, st *localenv.State, members int
 
 // demoHints are the commands the demo suggests once its ring is ready.
 // With real nodes the hub's apiserver is reached from the environment's
-// network only, so etcdfed status runs inside it (dev shell).
+// network only, so etcdfed status and the drill run inside it (dev
+// shell): from the host, the apiserver's address is not this machine's
+// and would go out by the default route.
 func demoHints(self string, st *localenv.State) string {
 	sd := shellQuote(st.Dir)
 	status := "%[1]s status %[3]s --kubeconfig %[4]s"
+	drill := "%[1]s drill zone-failure --cluster %[5]s/%[3]s --zone zone-1 --mode kill --kubeconfig %[4]s"
 	if st.Real() {
-		status = "%[1]s dev shell --state-dir %[2]s -- %[1]s status %[3]s --kubeconfig %[4]s"
+		inside := "%[1]s dev shell --state-dir %[2]s -- "
+		status, drill = inside+status, inside+drill
 	}
 	return fmt.Sprintf(`
 Use it (names resolve through the ring's DNS, with a client certificate; your resolver is not touched):
@@ -134,7 +138,7 @@ Use it (names resolve through the ring's DNS, with a client certificate; your re
   %[1]s dev etcdctl --state-dir %[2]s -- put hello world
   %[1]s dev etcdctl --state-dir %[2]s -- endpoint status -w table
 Drill a zone failure under a checked client workload, with a report (about 2.5 minutes: the zone grace is 2 minutes):
-  %[1]s drill zone-failure --cluster %[5]s/%[3]s --zone zone-1 --mode kill --kubeconfig %[4]s
+  `+drill+`
 Or by hand:
   %[1]s dev fail-zone zone-1 --state-dir %[2]s; `+status+`
 `, self, sd, demoName, shellQuote(st.KubeconfigPath(localenv.HubClusterName)), demoNamespace)

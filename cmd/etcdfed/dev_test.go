@@ -274,10 +274,10 @@ func TestPartitionFlags(t *testing.T) {
 	}
 }
 
-// The demo's hints: with real nodes, etcdfed status runs inside the
+// The demo's hints: with real nodes, etcdfed status and the drill run inside the
 // environment's network (its hub is not reachable from the host's, and the
 // address may route off the machine); with process nodes, directly.
-func TestDemoHintsRunStatusWhereTheHubIs(t *testing.T) {
+func TestDemoHintsRunWhereTheHubIs(t *testing.T) {
 	for _, tc := range []struct {
 		nodes localenv.NodeMode
 		want  string
@@ -288,6 +288,19 @@ func TestDemoHintsRunStatusWhereTheHubIs(t *testing.T) {
 		got := demoHints("etcdfed", &localenv.State{Dir: "/s", Nodes: tc.nodes})
 		if !strings.Contains(got, tc.want) {
 			t.Errorf("nodes %q: hints lack %q:\n%s", tc.nodes, tc.want, got)
+		}
+		// Every command given the hub's kubeconfig (status, the drill)
+		// runs inside the environment's network with real nodes, and
+		// directly with process nodes.
+		for _, line := range strings.Split(got, "\n") {
+			for _, cmd := range strings.Split(line, "; ") {
+				if !strings.Contains(cmd, "--kubeconfig") {
+					continue
+				}
+				if inside := strings.Contains(cmd, "dev shell --state-dir /s -- "); inside != (tc.nodes == localenv.NodesReal) {
+					t.Errorf("nodes %q: %q runs inside the environment's network: %t", tc.nodes, strings.TrimSpace(cmd), inside)
+				}
+			}
 		}
 	}
 }
