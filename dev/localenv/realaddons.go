@@ -117,6 +117,8 @@ spec:
         image: {{.Image}}
         imagePullPolicy: IfNotPresent
         args: [-conf, /etc/coredns/Corefile]
+        env:
+        - {name: GOGC, value: "{{.GOGC}}"}
         ports:
         - {name: dns, containerPort: 53, protocol: UDP}
         - {name: dns-tcp, containerPort: 53, protocol: TCP}
@@ -190,7 +192,7 @@ func corefile(domains, upstreams []string, policy string) string {
 func (e *Env) installAddons(ctx context.Context, c ClusterState) error {
 	var buf bytes.Buffer
 	if err := addonsTmpl.Execute(&buf, map[string]string{
-		"Provisioner": realnode.Provisioner, "ClusterDNS": addr.RealClusterDNS, "Image": CoreDNSImage, "KubeletClient": kubeletClientUser,
+		"Provisioner": realnode.Provisioner, "ClusterDNS": addr.RealClusterDNS, "Image": CoreDNSImage, "GOGC": strings.TrimPrefix(realnode.LeanGC, "GOGC="), "KubeletClient": kubeletClientUser,
 	}); err != nil {
 		return err
 	}

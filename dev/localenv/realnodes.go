@@ -183,7 +183,7 @@ func (e *Env) startSchedulerAndControllers(c ClusterState, rc *realCluster) erro
 		return func() proc.Spec {
 			return proc.Spec{
 				Name: name + "-" + c.Name, Path: filepath.Join(e.bin, bin), Args: args,
-				Env: minimalEnv(), Dir: dir,
+				Env: append(minimalEnv(), realnode.LeanGC), Dir: dir,
 				LogPath: filepath.Join(e.state.logDir(), name+"-"+c.Name+".log"),
 				PIDFile: filepath.Join(e.state.pidDir(), name+"-"+c.Name+".pid"),
 				Cgroup:  cg,
@@ -208,10 +208,33 @@ func (e *Env) startSchedulerAndControllers(c ClusterState, rc *realCluster) erro
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+e.pki.saKey,
 		"--root-ca-file="+e.pki.caFile,
-		"--controllers=*,-nodeipam",
+		"--controllers="+kcmControllers,
 		"--v=1"), true, e.log)
 	return err
 }
+
+// kcmControllers are the controller manager's controllers: every one on
+// by default but those nothing in the environment uses (no Job, CronJob,
+// HPA, ReplicationController, ResourceQuota, CSR, dynamic resource or
+// storage-version object is ever made here), each of which would hold
+// its informers and workers for nothing; and node IPAM, which the cloud
+// controller replaces. Kept beside what etcdfed needs (deployments and
+// replica sets, the garbage collector for owner references, namespaces,
+// service accounts and their tokens, endpoints, node lifecycle and taint
+// eviction, volumes, disruption budgets for drains): StatefulSets and
+// DaemonSets, which a user of the environment may well deploy.
+var kcmControllers = "*,-" + strings.Join([]string{
+	"node-ipam-controller",
+	"horizontal-pod-autoscaler-controller", "replicationcontroller-controller",
+	"cronjob-controller", "job-controller", "ttl-after-finished-controller", "ttl-controller",
+	"resourcequota-controller",
+	"certificatesigningrequest-approving-controller", "certificatesigningrequest-cleaner-controller", "certificatesigningrequest-signing-controller",
+	"podcertificaterequest-cleaner-controller", "kube-apiserver-serving-clustertrustbundle-publisher-controller",
+	"resourceclaim-controller", "resourcepoolstatusrequest-controller", "device-taint-eviction-controller", "podgroup-protection-controller",
+	"storage-version-migrator-controller", "storageversion-garbage-collector-controller", "validatingadmissionpolicy-status-controller",
+	"endpointslice-mirroring-controller", "ephemeral-volume-controller", "persistentvolume-expander-controller", "volumeattributesclass-protection-controller",
+	"legacy-serviceaccount-token-cleaner-controller", "service-cidr-controller",
+}, ",-")
 
 // nodeSpec describes a node to package realnode.
 func (e *Env) nodeSpec(r nodeRef) (*realnode.Node, error) {

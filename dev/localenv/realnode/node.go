@@ -323,13 +323,22 @@ func (n *Node) AnchorSpec() proc.Spec {
 	}
 }
 
+// LeanGC is the Go collector's setting of the processes only real nodes
+// run (kubelet, kube-proxy, containerd and its shims, the scheduler, the
+// controller manager, CoreDNS): a heap that may grow half its live size
+// between collections instead of all of it. Mostly idle here, they pay
+// little CPU for it, and a dozen of them per environment hold the most
+// of what real nodes cost beyond process nodes (docs/measurements/
+// realnodes.md).
+const LeanGC = "GOGC=50"
+
 // inNode is a process of the node: run through nsenter in the anchor's
 // mount and network namespaces.
 func (n *Node) inNode(anchor int, name, bin string, args ...string) proc.Spec {
 	return proc.Spec{
 		Name: n.Name + "-" + name, Path: nsenter(),
 		Args: append([]string{"--target", itoa(anchor), "--mount", "--net", "--", bin}, args...),
-		Env:  hostEnv(), Dir: n.Dir,
+		Env:  append(hostEnv(), LeanGC), Dir: n.Dir,
 		LogPath: filepath.Join(n.LogDir(), name+".log"),
 		PIDFile: filepath.Join(n.PIDDir, n.Name+"-"+name+".pid"),
 		Cgroup:  n.SystemCgroup(),
