@@ -182,7 +182,7 @@ type fleetReport struct {
 	// bootstrap, not only the rest).
 	bootstrap hubPeaks
 	rest      fleetRest
-	latency    []time.Duration
+	latency   []time.Duration
 	// specWrites: the bench's own update of each sample's EtcdCluster, a
 	// write to the hub cluster's apiserver from another process in the
 	// same moments: the baseline the spec change's latency is read
