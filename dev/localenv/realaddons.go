@@ -192,7 +192,7 @@ func corefile(domains, upstreams []string, policy string) string {
 func (e *Env) installAddons(ctx context.Context, c ClusterState) error {
 	var buf bytes.Buffer
 	if err := addonsTmpl.Execute(&buf, map[string]string{
-		"Provisioner": realnode.Provisioner, "ClusterDNS": addr.RealClusterDNS, "Image": CoreDNSImage, "GOGC": strings.TrimPrefix(realnode.LeanGC, "GOGC="), "KubeletClient": kubeletClientUser,
+		"Provisioner": realnode.Provisioner, "ClusterDNS": addr.RealClusterDNS, "Image": CoreDNSImage, "GOGC": realnode.LeanGOGC, "KubeletClient": kubeletClientUser,
 	}); err != nil {
 		return err
 	}

@@ -360,9 +360,6 @@ func (r *memberReports) observe(key string, typ watch.EventType, m *etcdfedv1.Et
 	old, seen := r.last[key]
 	oldStatus := r.lastStatus[key]
 	r.last[key] = cur
-	if r.lastStatus == nil {
-		r.lastStatus = map[string]map[string]any{}
-	}
 	r.lastStatus[key] = status
 	if !r.open || !seen || typ != watch.Modified {
 		return

@@ -44,7 +44,7 @@ func TestMemberReportsCountOnlyDiskNewsInTheWindow(t *testing.T) {
 		m.Status.Etcd = &etcdfedv1.MemberEtcdView{WALFsync: d}
 		return m
 	}
-	r := &memberReports{t: t, cancel: func() {}, done: make(chan struct{}), last: map[string]*etcdfedv1.MemberDiskView{}}
+	r := &memberReports{t: t, cancel: func() {}, done: make(chan struct{}), last: map[string]*etcdfedv1.MemberDiskView{}, lastStatus: map[string]map[string]any{}}
 	close(r.done)
 	r.observe("c/ns/m-0", watch.Added, member(disk(8, 0, 60)))
 	r.observe("c/ns/m-0", watch.Modified, member(disk(300, 0, 70))) // before the window

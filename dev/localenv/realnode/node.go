@@ -323,14 +323,17 @@ func (n *Node) AnchorSpec() proc.Spec {
 	}
 }
 
-// LeanGC is the Go collector's setting of the processes only real nodes
-// run (kubelet, kube-proxy, containerd and its shims, the scheduler, the
-// controller manager, CoreDNS): a heap that may grow half its live size
-// between collections instead of all of it. Mostly idle here, they pay
+// LeanGOGC is the Go collector's setting (GOGC) of the processes only
+// real nodes run (kubelet, kube-proxy, containerd and its shims, the
+// scheduler, the controller manager, CoreDNS): a heap that may grow half
+// its live size between collections instead of all of it. Mostly idle here, they pay
 // little CPU for it, and a dozen of them per environment hold the most
 // of what real nodes cost beyond process nodes (docs/measurements/
 // realnodes.md).
-const LeanGC = "GOGC=50"
+const LeanGOGC = "50"
+
+// LeanGC is LeanGOGC as an environment variable.
+const LeanGC = "GOGC=" + LeanGOGC
 
 // inNode is a process of the node: run through nsenter in the anchor's
 // mount and network namespaces.
