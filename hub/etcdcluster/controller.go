@@ -15,12 +15,15 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -197,7 +200,7 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 		// A change of a spoke's round trips alone wakes only the rings
 		// that record it (roundtripwake.go).
 		Watches(&etcdfedv1.EtcdSpoke{}, r.spokeEvents(), member).
-		Watches(&coordinationv1.Lease{}, r.mapToAll(r.observeLease), member).
+		Watches(&coordinationv1.Lease{}, r.mapLease(), member).
 		Watches(&coordinationv1.Lease{}, r.mapNodeLease(), member).
 		Watches(nodeMeta(), r.mapNode(), member, mcbuilder.WithPredicates(zoneLabelChanged())).
 		WatchesRawSource(r.staleSource()).
@@ -215,33 +218,81 @@ func (r *Reconciler) SetupWithManager(mgr mcmanager.Manager) error {
 
 // mapByClusterLabel maps a member-cluster object to the EtcdCluster named in
 // its labels. The request's cluster is the hub (cluster preservation: the
-// plain map handler would overwrite it with the source cluster).
+// plain map handler would overwrite it with the source cluster). News of a
+// ring with an operation in flight goes ahead of the default (stepNews).
 func (r *Reconciler) mapByClusterLabel() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 	return func(_ multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
-		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(_ context.Context, obj client.Object) []mcreconcile.Request {
-			l := obj.GetLabels()
-			name, ns := l[etcdfedv1.LabelClusterName], l[etcdfedv1.LabelClusterNamespace]
-			if name == "" || ns == "" {
-				return nil
+		plain := mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(_ context.Context, obj client.Object) []mcreconcile.Request {
+			if req, ok := ringOfLabels(obj); ok {
+				return []mcreconcile.Request{req}
 			}
-			return []mcreconcile.Request{{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, ClusterName: mcmanager.LocalCluster}}
+			return nil
 		})
+		type queue = workqueue.TypedRateLimitingInterface[mcreconcile.Request]
+		return handler.TypedFuncs[client.Object, mcreconcile.Request]{
+			CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q queue) {
+				if !r.stepNews(ctx, e.Object, q) {
+					plain.Create(ctx, e, q)
+				}
+			},
+			UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q queue) {
+				// A resync (same version) is no news.
+				if e.ObjectOld.GetResourceVersion() == e.ObjectNew.GetResourceVersion() || !r.stepNews(ctx, e.ObjectNew, q) {
+					plain.Update(ctx, e, q)
+				}
+			},
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q queue) {
+				if !r.stepNews(ctx, e.Object, q) {
+					plain.Delete(ctx, e, q)
+				}
+			},
+			GenericFunc: plain.Generic,
+		}
 	}
 }
 
-// mapToAll maps an object of a member cluster to every EtcdCluster (spokes
-// and Leases concern all of them). When observe is set, it sees the object
-// first and only an object it reports as news is mapped.
-func (r *Reconciler) mapToAll(observe func(multicluster.ClusterName, client.Object) bool) mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
+// ringOfLabels is the request for the EtcdCluster a member-cluster object's
+// labels name.
+func ringOfLabels(obj client.Object) (mcreconcile.Request, bool) {
+	l := obj.GetLabels()
+	name, ns := l[etcdfedv1.LabelClusterName], l[etcdfedv1.LabelClusterNamespace]
+	if name == "" || ns == "" {
+		return mcreconcile.Request{}, false
+	}
+	return mcreconcile.Request{Request: reconcile.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}, ClusterName: mcmanager.LocalCluster}, true
+}
+
+// stepNews queues the ring of a member object at stepPriority when the
+// hub's cache shows an operation in flight on it (a member's pod came up,
+// its learner caught up: the next step may be due), and says whether it
+// did.
+func (r *Reconciler) stepNews(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) bool {
+	pq, ok := q.(priorityqueue.PriorityQueue[mcreconcile.Request])
+	if !ok {
+		return false
+	}
+	req, ok := ringOfLabels(obj)
+	if !ok {
+		return false
+	}
+	ec := &etcdfedv1.EtcdCluster{}
+	if err := r.hub().Get(ctx, req.NamespacedName, ec, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)}); err != nil || ec.Status.Operation == nil {
+		return false
+	}
+	pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(stepPriority)}, req)
+	return true
+}
+
+// mapLease maps a spoke Lease of a member cluster to the rings the
+// cluster concerns (concern.go), and only when observeLease reports it as
+// news.
+func (r *Reconciler) mapLease() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
 	return func(name multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
 		return mchandler.TypedEnqueueRequestsFromMapFuncWithClusterPreservation(func(ctx context.Context, obj client.Object) []mcreconcile.Request {
-			if obj.GetNamespace() != r.RingNamespace || obj.GetName() != etcdfedv1.SpokeObjectName {
+			if obj.GetNamespace() != r.RingNamespace || obj.GetName() != etcdfedv1.SpokeObjectName || !r.observeLease(name, obj) {
 				return nil
 			}
-			if observe != nil && !observe(name, obj) {
-				return nil
-			}
-			return r.allRings(ctx)
+			return r.ringsConcerned(ctx, string(name), nil)
 		})
 	}
 }

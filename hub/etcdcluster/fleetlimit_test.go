@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
@@ -72,11 +73,14 @@ func TestFleetLimitAcrossRings(t *testing.T) {
 	if st.Operation == nil || d.fleetWait {
 		t.Fatalf("ring a's roll in flight: plan %s (%s), operation %+v", d.plan.Action, d.plan.Reason, st.Operation)
 	}
-	// Its next pass is queued at the default priority, whatever it was
-	// queued with before (a request keeps its priority when a result
-	// names none).
-	if p := passPriority(d); p == nil || *p != 0 {
-		t.Errorf("a ring holding a place is queued at priority %v, want 0", p)
+	// Its next pass, which checks the step it just took, is queued at
+	// stepPriority, whatever it was queued with before (a request keeps
+	// its priority when a result names none).
+	if d.plan.Action == planner.ActWait {
+		t.Fatalf("ring a's roll in flight took no step: %s", d.plan.Reason)
+	}
+	if p := passPriority(d); p == nil || *p != stepPriority {
+		t.Errorf("a ring holding a place, after a step, is queued at priority %v, want %d", ptr.Deref(p, -1), stepPriority)
 	}
 	// An Add is not limited.
 	_, d, st = pass("d", func(s *snapshot) { s.ec.Spec.Replicas = 5 })

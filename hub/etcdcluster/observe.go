@@ -176,6 +176,7 @@ func (r *Reconciler) observeClusters(ctx context.Context, s *snapshot) error {
 		// Witnesses are the ring's eligible clusters and those holding its
 		// members: a cluster outside the ring neither votes nor counts.
 		o.NotWitness = !cs.eligible && !hasMembers(&s.ec.Status, cs.name)
+		o.Bystander = !s.concernedWith(cs)
 		obs = append(obs, o)
 	}
 	s.hubView = liveness.ViewOf(obs, s.now, r.LeaseStaleAfter)

@@ -32,7 +32,8 @@ import (
 // pairs each woke all the rings: after a hub restart the queue never
 // emptied (docs/measurements/fleet.md). Such an update now wakes the rings
 // whose last pass's matrix it changes, and the rings this hub has not
-// passed over yet; every other change of the spoke still wakes all.
+// passed over yet; any other change of the spoke wakes the rings the
+// cluster concerns (concern.go).
 
 // matrixMemory keeps, per ring, what its last pass recorded of distance:
 // the member clusters of its matrix (eligible or holding a member) and the
@@ -78,42 +79,76 @@ func recordsRoundTrips(rm ringMatrix, from string, reported []etcdfedv1.PeerRoun
 	return !equality.Semantic.DeepEqual(m, rm.roundTrips)
 }
 
-// onlyRoundTripsMoved: the two versions of an EtcdSpoke differ at most in
-// status.roundTrips, status.observedAt and the object's bookkeeping
-// (resourceVersion, managedFields).
-func onlyRoundTripsMoved(o, n *etcdfedv1.EtcdSpoke) bool {
+// spokeMoved says what moved between two versions of an EtcdSpoke: its
+// round trips, its gossip view, and anything else (other), ignoring
+// status.observedAt and the object's bookkeeping (resourceVersion,
+// managedFields).
+func spokeMoved(o, n *etcdfedv1.EtcdSpoke) (roundTrips, gossip, other bool) {
+	roundTrips = !equality.Semantic.DeepEqual(o.Status.RoundTrips, n.Status.RoundTrips)
+	gossip = !equality.Semantic.DeepEqual(o.Status.GossipView, n.Status.GossipView)
 	if !o.DeletionTimestamp.Equal(n.DeletionTimestamp) || o.Generation != n.Generation ||
 		!equality.Semantic.DeepEqual(o.Labels, n.Labels) || !equality.Semantic.DeepEqual(o.Spec, n.Spec) {
-		return false
+		return roundTrips, gossip, true
 	}
 	os, ns := o.Status.DeepCopy(), n.Status.DeepCopy()
 	os.RoundTrips, ns.RoundTrips, os.ObservedAt, ns.ObservedAt = nil, nil, nil, nil
-	return equality.Semantic.DeepEqual(os, ns)
+	os.GossipView, ns.GossipView = nil, nil
+	return roundTrips, gossip, !equality.Semantic.DeepEqual(os, ns)
 }
 
 // spokeEvents maps EtcdSpoke events of a member cluster to rings: an update
-// of its round trips alone to the rings that record it, anything else to
-// every ring.
+// of its round trips to the rings that record it, of its gossip view to
+// the rings that the cluster and a peer whose entry moved both concern
+// (concern.go), anything else to the rings the cluster concerns.
 func (r *Reconciler) spokeEvents() mchandler.TypedEventHandlerFunc[client.Object, mcreconcile.Request] {
-	all := r.mapToAll(nil)
-	return func(name multicluster.ClusterName, cl cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
-		toAll := all(name, cl)
+	return func(name multicluster.ClusterName, _ cluster.Cluster) handler.TypedEventHandler[client.Object, mcreconcile.Request] {
+		spoke := func(obj client.Object) bool {
+			return obj.GetNamespace() == r.RingNamespace && obj.GetName() == etcdfedv1.SpokeObjectName
+		}
+		whole := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+			if spoke(obj) {
+				addAll(q, r.ringsConcerned(ctx, string(name), nil))
+			}
+		}
 		return handler.TypedFuncs[client.Object, mcreconcile.Request]{
-			CreateFunc:  toAll.Create,
-			DeleteFunc:  toAll.Delete,
-			GenericFunc: toAll.Generic,
+			CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				whole(ctx, e.Object, q)
+			},
+			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				whole(ctx, e.Object, q)
+			},
+			GenericFunc: func(ctx context.Context, e event.TypedGenericEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
+				whole(ctx, e.Object, q)
+			},
 			UpdateFunc: func(ctx context.Context, e event.TypedUpdateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
 				o, ok1 := e.ObjectOld.(*etcdfedv1.EtcdSpoke)
 				n, ok2 := e.ObjectNew.(*etcdfedv1.EtcdSpoke)
-				if !ok1 || !ok2 || n.Namespace != r.RingNamespace || n.Name != etcdfedv1.SpokeObjectName || !onlyRoundTripsMoved(o, n) {
-					toAll.Update(ctx, e, q)
+				if !ok1 || !ok2 {
+					whole(ctx, e.ObjectNew, q)
 					return
 				}
-				for _, req := range r.ringsRecording(ctx, string(name), n.Status.RoundTrips) {
-					q.Add(req)
+				if !spoke(n) {
+					return
+				}
+				roundTrips, gossip, other := spokeMoved(o, n)
+				if other {
+					addAll(q, r.ringsConcerned(ctx, string(name), nil))
+					return
+				}
+				if roundTrips {
+					addAll(q, r.ringsRecording(ctx, string(name), n.Status.RoundTrips))
+				}
+				if gossip {
+					addAll(q, r.ringsConcerned(ctx, string(name), gossipPeersMoved(o.Status.GossipView, n.Status.GossipView)))
 				}
 			},
 		}
+	}
+}
+
+func addAll(q workqueue.TypedRateLimitingInterface[mcreconcile.Request], reqs []mcreconcile.Request) {
+	for _, req := range reqs {
+		q.Add(req)
 	}
 }
 
@@ -134,5 +169,6 @@ func (r *Reconciler) ringsRecording(ctx context.Context, cluster string, reporte
 		}
 		out = append(out, mcreconcile.Request{Request: reconcile.Request{NamespacedName: client.ObjectKeyFromObject(ec)}, ClusterName: mcmanager.LocalCluster})
 	}
+	metricRingWakes.WithLabelValues("round-trips").Add(float64(len(out)))
 	return out
 }

@@ -3,6 +3,7 @@ package etcdcluster
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,10 +18,11 @@ import (
 	etcdfedv1 "github.com/etcdfed/etcdfed/api/v1alpha1"
 	"github.com/etcdfed/etcdfed/dev/testenv"
 	"github.com/etcdfed/etcdfed/hub/liveness"
+	"github.com/etcdfed/etcdfed/hub/registry"
 )
 
-// TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem: against a real hub
-// apiserver, five rings: "near" passed over once with members in member-1
+// TestSpokeNewsWakesOnlyTheRingsItConcerns: against a real hub
+// apiserver, eight rings: "near" passed over once with members in member-1
 // and member-2 and their round trip recorded (1/2 ms), "leader" the same
 // with leader placement Auto, "manual" the same with timing Manual (its
 // matrix is read by nothing), "elsewhere" passed over with members in
@@ -34,17 +36,29 @@ import (
 // used to wake "near" too, and the ring recorded it: the fleet at rest was
 // not quiet); a distance of 100 ms to member-2 wakes "near", "leader" and
 // "fresh", never "elsewhere" nor "manual" (a pair it recorded is not
-// recorded again). Any other change of the spoke (a condition)
-// wakes every ring. Every spoke update used to wake every ring: with 20
-// member clusters, the hub's queue never emptied after a restart.
-func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
+// recorded again). Three rings have members in member-4 and member-5:
+// "client" (a declared client of it runs in member-1), "selected" (it
+// selects member-1 by label) and "unselected" (its label selects
+// member-4 only). A round trip from member-1 to member-4 wakes "selected",
+// whose matrix spans the pair. A change of member-1's gossip view wakes
+// the rings that member-1 and a peer whose entry moved both concern:
+// member-2 seen gone wakes the four with members in both, member-4 seen
+// gone "client" and "selected" ("elsewhere" and "unselected" have nothing
+// in member-1, the four nothing in member-4). Any other change of the spoke (a condition) wakes the rings member-1
+// concerns: the four, "client" and "selected", not "elsewhere" nor
+// "unselected". Every spoke update used to wake every ring: with 20
+// member clusters, the hub's queue never emptied after a restart, and one
+// cluster lost kept the whole fleet queued through the repair. The same
+// rule wakes rings when a spoke Lease goes stale: member-4's wakes the
+// four rings with members there.
+func TestSpokeNewsWakesOnlyTheRingsItConcerns(t *testing.T) {
 	api := testenv.StartT(t, "hub")[0]
 	ctx := context.Background()
 	mgr := startHubManager(t, api)
 	if err := api.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "wake"}}); err != nil {
 		t.Fatal(err)
 	}
-	r := &Reconciler{Manager: mgr, Registry: noMemberClusters{}, Tracker: liveness.NewTracker(nil), NodeTracker: liveness.NewTracker(nil), RingNamespace: etcdfedv1.DefaultRingNamespace,
+	r := &Reconciler{Manager: mgr, Registry: labelledClusters{"member-1": {"tier": "gold"}, "member-4": {"tier": "silver"}}, Tracker: liveness.NewTracker(nil), NodeTracker: liveness.NewTracker(nil), RingNamespace: etcdfedv1.DefaultRingNamespace,
 		PassTimeout: 30 * time.Second, ClusterReadTimeout: 3 * time.Second, fleet: newFleetLimit(0)}
 	at := metav1.NewTime(time.Now().Add(-time.Hour).Truncate(time.Second))
 	create := func(name string, clusters []string, roundTrips []etcdfedv1.RoundTrip) *etcdfedv1.EtcdCluster {
@@ -94,14 +108,35 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 	pass(manual)
 	pass(create("elsewhere", []string{"member-4", "member-5"}, nil))
 	create("fresh", []string{"member-1", "member-2"}, nil)
+	for _, c := range []struct {
+		name   string
+		change func(*etcdfedv1.EtcdCluster)
+	}{
+		{"client", func(ec *etcdfedv1.EtcdCluster) {
+			ec.Spec.Clients = []etcdfedv1.ClientSpec{{Name: "apiserver", Cluster: "member-1", Namespace: "default"}}
+		}},
+		{"selected", func(ec *etcdfedv1.EtcdCluster) {
+			ec.Spec.Topology.Clusters, ec.Spec.Topology.ClusterSelector = nil, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "gold"}}
+		}},
+		{"unselected", func(ec *etcdfedv1.EtcdCluster) {
+			ec.Spec.Topology.Clusters, ec.Spec.Topology.ClusterSelector = nil, &metav1.LabelSelector{MatchLabels: map[string]string{"tier": "silver"}}
+		}},
+	} {
+		ec := create(c.name, []string{"member-4", "member-5"}, nil)
+		c.change(ec)
+		if err := api.Client.Update(ctx, ec); err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		pass(ec)
+	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		var list etcdfedv1.EtcdClusterList
-		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 5 {
+		if err := r.hub().List(ctx, &list, client.InNamespace("wake")); err == nil && len(list.Items) == 8 && cachedSelectors(list.Items) == 2 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("the hub's cache does not hold the five rings")
+			t.Fatal("the hub's cache does not hold the eight rings as updated")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -146,15 +181,52 @@ func TestSpokeRoundTripsWakeOnlyTheRingsThatRecordThem(t *testing.T) {
 		{"member-2 100 ms away", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.RoundTrips[0].MedianMicros, s.Status.RoundTrips[0].P99Micros, s.Status.RoundTrips[0].ObservedAt, s.Status.ObservedAt = 100_000, 110_000, &later, &later
 		}, []string{"fresh", "leader", "near"}},
-		{"a round trip to member-4, which shares no ring with member-1", func(s *etcdfedv1.EtcdSpoke) {
+		{"a round trip to member-4, which only \"selected\" spans with member-1", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.RoundTrips = append(s.Status.RoundTrips, etcdfedv1.PeerRoundTrip{Cluster: "member-4", MedianMicros: 30_000, P99Micros: 40_000, Samples: 10, ObservedAt: &later})
-		}, []string{"fresh"}},
+		}, []string{"fresh", "selected"}},
+		{"member-2 seen gone", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.GossipView = []etcdfedv1.GossipPeerStatus{{Cluster: "member-2", Alive: false, Since: &later}}
+		}, []string{"fresh", "leader", "manual", "near"}},
+		{"member-4 seen gone", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.GossipView = []etcdfedv1.GossipPeerStatus{{Cluster: "member-4", Alive: false, Since: &later}}
+		}, []string{"client", "selected"}},
 		{"gossip no longer healthy", func(s *etcdfedv1.EtcdSpoke) {
 			s.Status.Conditions[0].Status = metav1.ConditionFalse
-		}, []string{"elsewhere", "fresh", "leader", "manual", "near"}},
+		}, []string{"client", "fresh", "leader", "manual", "near", "selected"}},
 	} {
 		if got := woken(tc.change); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)
 		}
 	}
+	var stale []string
+	for _, req := range r.ringsForScope(ctx, "member-4") {
+		stale = append(stale, req.Name)
+	}
+	slices.Sort(stale)
+	if want := []string{"client", "elsewhere", "selected", "unselected"}; !slices.Equal(stale, want) {
+		t.Errorf("member-4's Lease stale: woke %v, want %v", stale, want)
+	}
+}
+
+// labelledClusters is a registry of clusters with labels and no
+// connection.
+type labelledClusters map[string]map[string]string
+
+func (l labelledClusters) List(context.Context) ([]registry.MemberCluster, error) {
+	out := make([]registry.MemberCluster, 0, len(l))
+	for name, labels := range l {
+		out = append(out, registry.MemberCluster{Name: name, Labels: labels})
+	}
+	slices.SortFunc(out, func(a, b registry.MemberCluster) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+func cachedSelectors(rings []etcdfedv1.EtcdCluster) int {
+	n := 0
+	for i := range rings {
+		if rings[i].Spec.Topology.ClusterSelector != nil {
+			n++
+		}
+	}
+	return n
 }

@@ -22,15 +22,16 @@ import (
 // The hub's staleness timer. A spoke Lease going stale is the one verdict
 // change that time alone brings to rings whose clusters are all alive, and
 // nothing in the API says it happened. One timer for the whole hub, set to
-// the instant the first fresh Lease would go stale, wakes every ring when
-// a Lease does; until then rings at rest sleep (resyncPeriod), instead of
+// the instant the first fresh Lease would go stale, wakes the rings its
+// cluster concerns (concern.go) when a Lease does; until then rings at rest sleep (resyncPeriod), instead of
 // each ring scheduling its own pass for that instant, which reconciled
 // every ring every few seconds at rest. A Lease coming back is an event
 // (observeLease).
 
 // staleSource is the controller's source of "a Lease went stale" events:
-// a spoke Lease's is mapped to every EtcdCluster, a node Lease's to the
-// EtcdClusters with members in the node's zone (zoneScope).
+// a spoke Lease's is mapped to the EtcdClusters its cluster concerns, a
+// node Lease's to the EtcdClusters with members in the node's zone
+// (zoneScope).
 func (r *Reconciler) staleSource() source.TypedSource[mcreconcile.Request] {
 	r.staleCh = make(chan event.TypedGenericEvent[string], 16)
 	return source.TypedChannel(r.staleCh, handler.TypedFuncs[string, mcreconcile.Request]{
@@ -62,7 +63,7 @@ func (r *Reconciler) watchStaleness(ctx context.Context) error {
 			if now.Sub(last) > r.LeaseStaleAfter && !told[c].Equal(last) {
 				told[c] = last
 				metricLeaseStale.WithLabelValues(c).Inc()
-				ctrl.LoggerFrom(ctx).Info("Spoke Lease went stale; waking every ring", "memberCluster", c, "lastSeen", last)
+				ctrl.LoggerFrom(ctx).Info("Spoke Lease went stale; waking the rings it concerns", "memberCluster", c, "lastSeen", last)
 				select {
 				case r.staleCh <- event.TypedGenericEvent[string]{Object: c}:
 				case <-ctx.Done():

@@ -336,7 +336,7 @@ func problems(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d *decision, res app
 	for _, cs := range s.clusters {
 		concerned := cs.eligible || hasMembers(st, cs.name)
 		switch {
-		case cs.verdict.State == liveness.Failed:
+		case cs.verdict.State == liveness.Failed && s.concernedWith(cs):
 			out = append(out, fmt.Sprintf("member cluster %s failed: %s", cs.name, cs.verdict.Reason))
 		case cs.verdict.State == liveness.Unknown && concerned:
 			msg := fmt.Sprintf("member cluster %s unknown: %s", cs.name, cs.verdict.Reason)

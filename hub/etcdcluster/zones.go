@@ -376,7 +376,7 @@ func zoneProblem(cs *clusterSnapshot, z string, hasMembers bool) string {
 }
 
 // zoneScope is the staleness timer's event for the rings with members in
-// one zone of one cluster ("" wakes every ring).
+// one zone of one cluster.
 func zoneScope(cluster, zone string) string { return cluster + "\x00" + zone }
 
 // ringsForScope resolves a staleness timer event to requests.
@@ -384,7 +384,7 @@ func (r *Reconciler) ringsForScope(ctx context.Context, scope string) []mcreconc
 	if cluster, zone, ok := strings.Cut(scope, "\x00"); ok {
 		return r.ringsWithMembersIn(ctx, cluster, zone)
 	}
-	return r.allRings(ctx)
+	return r.ringsConcerned(ctx, scope, nil)
 }
 
 // staleNodes returns the zones (scopes) of the node Leases that went

@@ -161,6 +161,11 @@ type Observation struct {
 	// any of its members. Its spoke is no witness, and it does not count
 	// among the witnesses of the others. (It is still judged.)
 	NotWitness bool
+	// Bystander: nothing of the cluster matters to the ring (not even a
+	// client of it there, hub/etcdcluster concern.go). It is still
+	// judged, but the end of its grace is no change the ring waits for
+	// (NextGraceEnd).
+	Bystander bool
 	// Abstains says why this cluster's spoke does not vote as a witness
 	// ("" when it may): its gossip is not healthy (the spoke's GossipHealthy
 	// condition). A spoke whose Gossip sees no peer alive abstains too

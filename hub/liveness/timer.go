@@ -35,7 +35,7 @@ func NextStale(seen map[string]time.Time, now time.Time, staleAfter time.Duratio
 // clock, its absence corroborated or not, reaches the grace period after
 // which Judge may declare it failed; ok is false when no cluster is stale.
 // A fresh Lease going stale is not counted: the hub's staleness timer
-// (NextStale) wakes the rings then.
+// (NextStale) wakes the rings then; nor is a Bystander's.
 func NextGraceEnd(obs []Observation, now time.Time, staleAfter, grace time.Duration) (time.Duration, bool) {
 	var next time.Duration
 	found := false
@@ -46,7 +46,7 @@ func NextGraceEnd(obs []Observation, now time.Time, staleAfter, grace time.Durat
 		if since.IsZero() {
 			since = o.WatchedSince
 		}
-		if v.State != Unknown || since.IsZero() {
+		if v.State != Unknown || since.IsZero() || o.Bystander {
 			continue
 		}
 		if d := since.Add(grace).Sub(now); d > 0 && (!found || d < next) {

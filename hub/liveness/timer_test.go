@@ -43,6 +43,10 @@ func TestNextGraceEndIgnoresFreshLeases(t *testing.T) {
 	if !ok || d != 50*time.Second {
 		t.Fatalf("c stale for 10s: NextGraceEnd = %v %v; want 50s", d, ok)
 	}
+	obs[2].Bystander, obs[2].NotWitness = true, true
+	if d, ok := NextGraceEnd(obs, now, 4*time.Second, time.Minute); ok {
+		t.Fatalf("c stale but a bystander of the ring: NextGraceEnd = %v; want none", d)
+	}
 }
 
 // A cluster whose Lease the hub has never seen (a hub started while the

@@ -203,17 +203,8 @@ type fleetReport struct {
 	restartReplacedReconciles float64
 	lost                      string
 	lostRings                 int
-	repair                    []time.Duration
-	unrepaired                int
-	lossCPU                   float64
-	lossRSSMax                uint64
-	lossQueueMax              float64
-	lossWindow                time.Duration
+	loss                      fleetLossResult
 	limit                     int
-	// lossInFlightMax: the most rings seen with a limited operation
-	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
-	lossInFlightMax int
-	lossWaited      int // rings seen waiting for the fleet limit
 	// restOnly: FLEET_REST_ONLY=1, the run stopped after the rest window.
 	restOnly bool
 	phases   map[string]bool
@@ -408,10 +399,10 @@ func runFleet(b *testing.B, rings, clusters, zones, samples int, share float64, 
 		}
 	}
 	rep.lost, rep.lostRings = best, len(hosts[best])
-	rep.repair, rep.unrepaired, rep.lossCPU, rep.lossRSSMax, rep.lossQueueMax, rep.lossWindow, rep.lossInFlightMax, rep.lossWaited = fleetLoss(ctx, b, f, ns, best, hosts[best], limit)
+	rep.loss = fleetLoss(ctx, b, f, ns, best, hosts[best], limit)
 	rep.write(b)
-	if rep.unrepaired > 0 {
-		b.Errorf("%d rings not failure tolerant again", rep.unrepaired)
+	if rep.loss.unrepaired > 0 {
+		b.Errorf("%d rings not failure tolerant again", rep.loss.unrepaired)
 	}
 }
 
@@ -833,9 +824,10 @@ func fleetHubRestart(ctx context.Context, b *testing.B, f *SimFleet, rings int, 
 // the time until it is failure tolerant again without it, and the hub's
 // CPU (s/s), peak RSS and peak queue meanwhile; a list of the rings
 // holding more with a limited operation than limit fails the benchmark.
-func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string, limit int) ([]time.Duration, int, float64, uint64, float64, time.Duration, int, int) {
+func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, affected []string, limit int) fleetLossResult {
 	b.Helper()
 	cpu0 := fleetHubsCPU(b, f)
+	counts0 := lossCounts(ctx, b, f)
 	start := time.Now()
 	b.Logf("losing %s (members of %d rings) at %s", lost, len(affected), start.UTC().Format(time.TimeOnly))
 	if err := f.LoseCluster(ctx, lost); err != nil {
@@ -868,9 +860,54 @@ func fleetLoss(ctx context.Context, b *testing.B, f *SimFleet, ns, lost string, 
 	peaks := hub.finish()
 	window := time.Since(start)
 	cpu := (fleetHubsCPU(b, f) - cpu0) / window.Seconds()
+	counts := lossCounts(ctx, b, f)
+	for k := range counts {
+		counts[k] -= counts0[k]
+	}
 	slices.Sort(repair)
 	watch.check(b, "the loss of "+lost)
-	return repair, len(pending), cpu, peaks.rss, peaks.queue, window, watch.most, len(watch.waited)
+	return fleetLossResult{repair: repair, unrepaired: len(pending), cpu: cpu, rssMax: peaks.rss, queueMax: peaks.queue, window: window,
+		inFlightMax: watch.most, waited: len(watch.waited), counts: counts}
+}
+
+// fleetLossResult is what fleetLoss measured.
+type fleetLossResult struct {
+	repair     []time.Duration
+	unrepaired int
+	cpu        float64
+	rssMax     uint64
+	queueMax   float64
+	window     time.Duration
+	// inFlightMax: the most rings seen with a limited operation
+	// (Replace, Move, Roll, Disrupt, Defrag) in flight at once.
+	inFlightMax int
+	waited      int // rings seen waiting for the fleet limit
+	// counts are the hubs' counters over the window (lossCounters).
+	counts map[string]float64
+}
+
+// lossCounters are the hub counters the loss window reports: its passes,
+// and the passes member-cluster news asked for, by what woke them
+// (etcdfed_hub_ring_wakes_total: a ring already queued is counted again).
+var lossCounters = []struct{ key, name, label, value string }{
+	{"reconciles", "controller_runtime_reconcile_total", "controller", "etcdcluster"},
+	{"wakes member-cluster", "etcdfed_hub_ring_wakes_total", "source", "member-cluster"},
+	{"wakes gossip-view", "etcdfed_hub_ring_wakes_total", "source", "gossip-view"},
+	{"wakes round-trips", "etcdfed_hub_ring_wakes_total", "source", "round-trips"},
+}
+
+// lossCounts reads lossCounters from the hubs (-1 for one not read).
+func lossCounts(ctx context.Context, b *testing.B, f *SimFleet) map[string]float64 {
+	out := map[string]float64{}
+	for _, c := range lossCounters {
+		v, err := fleetHubsMetric(ctx, f, c.name, c.label, c.value)
+		if err != nil {
+			b.Logf("read %s: %v", c.name, err)
+			v = math.NaN()
+		}
+		out[c.key] = v
+	}
+	return out
 }
 
 // fleetLimited are the operation types the hub's fleet limit counts
@@ -994,10 +1031,13 @@ func (r fleetReport) markdown() string {
 		return sb.String()
 	}
 	row("cluster lost", fmt.Sprintf("%s, hosting members of %d rings (%.0f%%)", r.lost, r.lostRings, 100*float64(r.lostRings)/float64(r.rings)))
-	row("→ failure tolerant again p50 / p99 / max", pct(r.repair, 0.5)+" / "+pct(r.repair, 0.99)+" / "+pct(r.repair, 1))
-	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", r.unrepaired, r.lossWindow.Round(time.Second)))
-	row("→ hub CPU s/s, peak RSS MiB, peak queue during the repair", fmt.Sprintf("%.3f, %d, %.0f", r.lossCPU, r.lossRSSMax>>20, r.lossQueueMax))
-	row("→ fleet limit; most rings with a disruptive operation in flight at once; rings seen waiting for it", fmt.Sprintf("%s; %d; %d", lim, r.lossInFlightMax, r.lossWaited))
+	l := r.loss
+	row("→ failure tolerant again p50 / p99 / max", pct(l.repair, 0.5)+" / "+pct(l.repair, 0.99)+" / "+pct(l.repair, 1))
+	row("→ rings not tolerant again at the end of the window", fmt.Sprintf("%d (window %s)", l.unrepaired, l.window.Round(time.Second)))
+	row("→ hub CPU s/s, peak RSS MiB, peak queue during the repair", fmt.Sprintf("%.3f, %d, %.0f", l.cpu, l.rssMax>>20, l.queueMax))
+	row("→ hub passes; wakes asked by member-cluster news (a cluster's report or Lease / a gossip view / round trips)",
+		fmt.Sprintf("%.0f; %.0f / %.0f / %.0f", l.counts["reconciles"], l.counts["wakes member-cluster"], l.counts["wakes gossip-view"], l.counts["wakes round-trips"]))
+	row("→ fleet limit; most rings with a disruptive operation in flight at once; rings seen waiting for it", fmt.Sprintf("%s; %d; %d", lim, l.inFlightMax, l.waited))
 	return sb.String()
 }
 
