@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/cluster"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -112,7 +114,17 @@ func (r *Reconciler) spokeEvents() mchandler.TypedEventHandlerFunc[client.Object
 		}
 		return handler.TypedFuncs[client.Object, mcreconcile.Request]{
 			CreateFunc: func(ctx context.Context, e event.TypedCreateEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
-				whole(ctx, e.Object, q)
+				pq, ok := q.(priorityqueue.PriorityQueue[mcreconcile.Request])
+				if !e.IsInInitialList || !ok || !spoke(e.Object) {
+					whole(ctx, e.Object, q)
+					return
+				}
+				// A cache's first list (a hub starting, a cluster
+				// reconnected) is no news: low, as controller-runtime's
+				// own handlers queue it, behind spec changes.
+				for _, req := range r.ringsConcerned(ctx, string(name), nil) {
+					pq.AddWithOpts(priorityqueue.AddOpts{Priority: ptr.To(handler.LowPriority)}, req)
+				}
 			},
 			DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], q workqueue.TypedRateLimitingInterface[mcreconcile.Request]) {
 				whole(ctx, e.Object, q)

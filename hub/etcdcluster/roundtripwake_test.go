@@ -11,7 +11,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	mcreconcile "sigs.k8s.io/multicluster-runtime/pkg/reconcile"
 
@@ -196,6 +198,27 @@ func TestSpokeNewsWakesOnlyTheRingsItConcerns(t *testing.T) {
 	} {
 		if got := woken(tc.change); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: woke %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	// The spoke in a cache's first list (a hub starting) wakes the same
+	// rings, low, as controller-runtime's handlers queue a first list;
+	// created later, at the default.
+	for _, initial := range []bool{true, false} {
+		pq := priorityqueue.New[mcreconcile.Request]("wake")
+		h.Create(ctx, event.TypedCreateEvent[client.Object]{Object: spoke, IsInInitialList: initial}, pq)
+		var got []string
+		for pq.Len() > 0 {
+			req, priority, _ := pq.GetWithPriority()
+			pq.Done(req)
+			got = append(got, req.Name)
+			if want := map[bool]int{true: handler.LowPriority, false: 0}[initial]; priority != want {
+				t.Errorf("spoke created (first list %v): %s queued at %d, want %d", initial, req.Name, priority, want)
+			}
+		}
+		pq.ShutDown()
+		slices.Sort(got)
+		if want := []string{"client", "fresh", "leader", "manual", "near", "selected"}; !slices.Equal(got, want) {
+			t.Errorf("spoke created (first list %v): woke %v, want %v", initial, got, want)
 		}
 	}
 	var stale []string
