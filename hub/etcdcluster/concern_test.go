@@ -73,12 +73,16 @@ func TestConcerns(t *testing.T) {
 // TestSpokeMoved: what of a spoke report moved, so that the hub wakes
 // only the rings the move concerns. The report's own time (observedAt)
 // and bookkeeping are no move; the peers whose gossip entry moved are
-// named, those that did not are not.
+// named, those that did not are not; a healthy gossip's condition that
+// restates its view is part of the view, one that turns unhealthy is not.
 func TestSpokeMoved(t *testing.T) {
 	at := metav1.NewTime(time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
 	later := metav1.NewTime(at.Add(time.Minute))
+	healthy := func(msg string, status metav1.ConditionStatus, since metav1.Time) []metav1.Condition {
+		return []metav1.Condition{{Type: etcdfedv1.ConditionGossipHealthy, Status: status, Reason: "R", Message: msg, LastTransitionTime: since}}
+	}
 	o := &etcdfedv1.EtcdSpoke{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "1"}, Status: etcdfedv1.EtcdSpokeStatus{
-		Zones: []string{"z1"}, ObservedAt: &at,
+		Zones: []string{"z1"}, ObservedAt: &at, Conditions: healthy("gossip sees 2 of 2 peers alive (b, c)", metav1.ConditionTrue, at),
 		GossipView: []etcdfedv1.GossipPeerStatus{{Cluster: "b", Alive: true, Since: &at}, {Cluster: "c", Alive: true, Since: &at}},
 		RoundTrips: []etcdfedv1.PeerRoundTrip{{Cluster: "b", MedianMicros: 1000}},
 	}}
@@ -101,6 +105,14 @@ func TestSpokeMoved(t *testing.T) {
 			s.Status.GossipView[1].Alive = false
 		}, false, true, true, []string{"c"}},
 		{"a label", func(s *etcdfedv1.EtcdSpoke) { s.Labels = map[string]string{"x": "y"} }, false, false, true, []string{}},
+		{"c seen gone, restated by a healthy gossip's message", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.GossipView[1].Alive = false
+			s.Status.Conditions = healthy("gossip sees 1 of 2 peers alive (b)", metav1.ConditionTrue, later)
+		}, false, true, false, []string{"c"}},
+		{"gossip no longer healthy", func(s *etcdfedv1.EtcdSpoke) {
+			s.Status.GossipView[0].Alive, s.Status.GossipView[1].Alive = false, false
+			s.Status.Conditions = healthy("gossip sees no peer alive (b, c)", metav1.ConditionFalse, later)
+		}, false, true, true, []string{"b", "c"}},
 	} {
 		n := o.DeepCopy()
 		tc.change(n)
