@@ -28,9 +28,10 @@ import (
 // ring ec: the cluster is eligible for it (listed, selected, or every
 // cluster when neither is given), holds one of its members or the member
 // an operation moves out of or into, or a declared client resolves the
-// ring's names there. labels are the cluster's registry labels, read only
-// when the ring selects clusters by label (nil when unknown: such a ring
-// is then concerned). A ring that adopts a running etcd is concerned with
+// ring's names there. labels gives the cluster's registry labels and
+// whether the hub knows them; it is asked only when the ring selects
+// clusters by label, and such a ring is concerned with a cluster whose
+// labels are not known. A ring that adopts a running etcd is concerned with
 // every cluster (its members are where the adoption finds them). Pure.
 func concerns(ec *etcdfedv1.EtcdCluster, cluster string, labels func() (map[string]string, bool)) bool {
 	if ec.Spec.Adopt != nil || hasMembers(&ec.Status, cluster) {
