@@ -123,7 +123,13 @@ func Start(ctx context.Context, fleet *Fleet, cfg Config) (*Cluster, error) {
 			m, ok := o.(*etcdfedv1.EtcdMember)
 			return !ok || real(m)
 		})
+		// The event filter drops the simulated members' own events; Runs
+		// the requests other objects map to them (a member certificate
+		// Secret the hub rewrote, a node): the real reconciler once took
+		// a simulated member for its own, found no PVC for the volume
+		// its status names, and reported the volume lost.
 		return (&member.Reconciler{
+			Runs:   real,
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 			Recorder: mgr.GetEventRecorder("etcdfed-spoke"), Etcd: etcd,
 			HelperImage: o.HelperImage, WaitDNSTimeout: o.WaitDNSTimeout, StatusInterval: o.MemberStatusInterval,

@@ -49,6 +49,12 @@ const secretNameField = "spec.tls.secretName"
 type Reconciler struct {
 	// Client reads from the manager's cache and writes to the apiserver.
 	Client client.Client
+	// Runs, when set, selects the EtcdMembers this reconciler runs; it
+	// leaves the others alone, whatever event brought them (a member
+	// certificate Secret, a node), as if they were not there. Nil runs
+	// every member. (A cluster of the fleet benchmark runs some members
+	// for real and simulates the others: dev/simcluster.)
+	Runs func(*etcdfedv1.EtcdMember) bool
 	// APIReader reads past the cache: an object of the member's name the
 	// cache does not show (it holds only objects labelled managed-by
 	// etcdfed, and may lag behind our own creates).
@@ -182,6 +188,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (res ctrl.
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get EtcdMember: %w", err)
+	}
+	if r.Runs != nil && !r.Runs(m) {
+		return ctrl.Result{}, nil
 	}
 	if !m.DeletionTimestamp.IsZero() {
 		return r.reconcileDelete(ctx, m)
