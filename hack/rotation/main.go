@@ -28,8 +28,9 @@
 // ("realnemesis") and the failure scenarios on real nodes ("realfailures")
 // in turn, whichever passed longest ago (so the nemesis and the failure
 // scenarios alternate node modes), or kind, which takes make test-kind with the
-// zone's node stopped ("kind") and with the zone cut off the network
-// ("kindcut") in turn. With a ledger (-passed-mode
+// zone's node stopped ("kind") and with the zone cut off the network,
+// a worker node beside each member cluster's control plane ("kindcut"),
+// in turn. With a ledger (-passed-mode
 // records a mode's pass), a turn is due when it never passed or when the
 // other modes passed its count of times since it last did: real nodes
 // after 3, kind after 5. Of the turns due, the one that waited longest
@@ -353,7 +354,8 @@ const (
 	modeRealNodes = "realnodes"
 	modeKind      = "kind"
 	// modeKindCut is make test-kind with the zone cut off the network
-	// (KIND_FAIL=cut) instead of its node stopped: every other kind turn.
+	// (KIND_FAIL=cut) instead of its node stopped, and a worker node per
+	// member cluster (KIND_WORKERS=1): every other kind turn.
 	modeKindCut = "kindcut"
 	// modeRealNemesis is the seeded nemesis on real nodes (make nemesis
 	// NODES=real, profile ci, 2 schedules): every other real-node turn,
