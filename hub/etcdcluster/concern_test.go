@@ -125,3 +125,30 @@ func TestSpokeMoved(t *testing.T) {
 		}
 	}
 }
+
+// TestConcernedWithFromASnapshot: the pass's view of which clusters
+// concern its ring (their verdict is named in its status, their grace
+// end is a pass it schedules): eligible, holding a member, declared
+// client; a registered cluster the ring neither uses nor serves is a
+// bystander.
+func TestConcernedWithFromASnapshot(t *testing.T) {
+	ec := &etcdfedv1.EtcdCluster{}
+	ec.Spec.Topology.Clusters = []string{"a", "b"}
+	ec.Spec.Clients = []etcdfedv1.ClientSpec{{Name: "apiserver", Cluster: "c"}}
+	ec.Status.Members = []etcdfedv1.MemberStatus{{Name: "m0", Cluster: "y"}}
+	s := &snapshot{ec: ec}
+	for _, tc := range []struct {
+		cs   clusterSnapshot
+		want bool
+	}{
+		{clusterSnapshot{name: "a", eligible: true, registered: true}, true},
+		{clusterSnapshot{name: "y", registered: true}, true},
+		{clusterSnapshot{name: "c", registered: true}, true},
+		{clusterSnapshot{name: "z", registered: true}, false},
+		{clusterSnapshot{name: "z"}, false},
+	} {
+		if got := s.concernedWith(&tc.cs); got != tc.want {
+			t.Errorf("cluster %s: concernedWith = %v, want %v", tc.cs.name, got, tc.want)
+		}
+	}
+}
