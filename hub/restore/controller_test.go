@@ -216,9 +216,14 @@ func TestRefusedSnapshots(t *testing.T) {
 		{"forged", "r-forged", etcdfedv1.SnapshotReasonUnauthenticated, "the MAC does not match", etcdfedv1.SnapshotSource{Store: spec, Object: forged.Key, AllowUnsigned: true}},
 		{"no key", "r-nokey", etcdfedv1.SnapshotReasonUnauthenticated, "no snapshot key Secret", etcdfedv1.SnapshotSource{Store: spec, Object: "latest", SourceCluster: ns + "/keyless"}},
 		{"crafted: cut inside the mapping", "r-crafted-cut", etcdfedv1.SnapshotReasonInvalid, "the checking process failed", etcdfedv1.SnapshotSource{Store: spec, Object: truncated}},
-		// bbolt 1.5 (the etcd 3.7 modules) reports the corrupt page from its
-		// integrity check; bbolt 1.4 panicked in its checking goroutine.
-		{"crafted: corrupt page, unsigned and allowed", "r-crafted-page", etcdfedv1.SnapshotReasonInvalid, "integrity check failed", etcdfedv1.SnapshotSource{Store: spec, Object: corrupt, AllowUnsigned: true}},
+		// bbolt 1.5 (the etcd 3.7 modules) usually reports the corrupt page
+		// from its integrity check; bbolt 1.4 panicked in its checking
+		// goroutine. The page's element count points up to a megabyte past
+		// it, so whether the checker meets the count or first reads past its
+		// mapping (a fault that kills the child) depends on the child's
+		// address space: one clean-clone run of 3 Dec met the fault. Either
+		// way the database check refuses the snapshot as Invalid.
+		{"crafted: corrupt page, unsigned and allowed", "r-crafted-page", etcdfedv1.SnapshotReasonInvalid, "database check failed", etcdfedv1.SnapshotSource{Store: spec, Object: corrupt, AllowUnsigned: true}},
 		{"no credentials", "r-creds", etcdfedv1.SnapshotReasonCredentials, "credentials Secret absent", etcdfedv1.SnapshotSource{
 			Store: etcdfedv1.BackupStore{URL: "s3://backups", CredentialsSecretName: "absent"}, Object: good.Key}},
 	} {
