@@ -118,4 +118,12 @@ type MembershipOperation struct {
 	// startedAt is when the operation was recorded.
 	// +required
 	StartedAt metav1.Time `json:"startedAt"`
+
+	// stepStartedAt is when the hub first recorded the step in progress:
+	// how long a step has waited (a MoveLeader the leader does not take,
+	// a learner that does not start) counts from here. Absent on an
+	// operation recorded by a hub older than the field, until its next
+	// step.
+	// +optional
+	StepStartedAt *metav1.Time `json:"stepStartedAt,omitempty"`
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -264,7 +265,9 @@ func rebindToRunningObject(s *snapshot, st *etcdfedv1.EtcdClusterStatus, m *etcd
 // operation's assignments, and the end of an operation.
 func recordStep(s *snapshot, st *etcdfedv1.EtcdClusterStatus, d planner.Decision) {
 	if d.Operation != nil {
+		prev := st.Operation
 		st.Operation = toAPIOperation(d.Operation, d.Reason)
+		st.Operation.StepStartedAt = stepStartedAt(prev, st.Operation, s.now)
 	}
 	switch d.Action {
 	case planner.ActBegin:
@@ -397,6 +400,18 @@ func sortMembers(ms []etcdfedv1.MemberStatus) {
 	slices.SortFunc(ms, func(a, b etcdfedv1.MemberStatus) int { return topology.CompareNames(a.Name, b.Name) })
 }
 
+// stepStartedAt is when next's step began: kept from prev while the same
+// operation stays on the same step, now when the step (or the operation)
+// is new. Stepping away and back counts afresh.
+func stepStartedAt(prev, next *etcdfedv1.MembershipOperation, now time.Time) *metav1.Time {
+	if prev != nil && prev.StepStartedAt != nil && prev.Step == next.Step && prev.Type == next.Type &&
+		prev.Member == next.Member && prev.StartedAt.Equal(&next.StartedAt) {
+		return prev.StepStartedAt
+	}
+	t := metav1.NewTime(now)
+	return &t
+}
+
 func fromAPIOperation(op *etcdfedv1.MembershipOperation) *planner.Operation {
 	out := &planner.Operation{
 		Type:        planner.OpType(op.Type),
@@ -411,6 +426,9 @@ func fromAPIOperation(op *etcdfedv1.MembershipOperation) *planner.Operation {
 		FromIncarnation: op.FromIncarnation,
 		FromAddress:     op.FromAddress,
 		FromDNSName:     op.FromDNSName,
+	}
+	if op.StepStartedAt != nil {
+		out.StepStartedAt = op.StepStartedAt.Time
 	}
 	if op.From != nil {
 		out.From = &topology.Domain{Cluster: op.From.Cluster, Zone: topoZone(op.From.Cluster, op.From.Zone)}

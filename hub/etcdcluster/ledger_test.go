@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -210,4 +211,52 @@ func TestLateClusterMembersJoinARebuiltRecord(t *testing.T) {
 func withRecord(s *snapshot, st *etcdfedv1.EtcdClusterStatus) *snapshot {
 	s.ec.Status = *st.DeepCopy()
 	return s
+}
+
+// TestStepStartedAt: recordStep keeps status.operation.stepStartedAt while
+// the same operation stays on the same step, and starts it afresh on a new
+// step, a new operation, or a status an older hub wrote without it. The
+// planner's fallbacks after a minute of MoveLeader count from it.
+func TestStepStartedAt(t *testing.T) {
+	began := metav1.NewTime(time.Date(2026, 12, 3, 20, 0, 0, 0, time.UTC))
+	stepAt := metav1.NewTime(began.Add(30 * time.Second))
+	now := began.Add(5 * time.Minute)
+	op := func(step planner.Action, at *metav1.Time) *etcdfedv1.MembershipOperation {
+		return &etcdfedv1.MembershipOperation{Type: etcdfedv1.OperationMove, Member: "main-1", Step: string(step), StartedAt: began, StepStartedAt: at}
+	}
+	for _, c := range []struct {
+		name       string
+		prev, next *etcdfedv1.MembershipOperation
+		want       time.Time
+	}{
+		{"no operation before", nil, op(planner.ActBegin, nil), now},
+		{"the same step again", op(planner.ActMoveLeader, &stepAt), op(planner.ActMoveLeader, nil), stepAt.Time},
+		{"the next step", op(planner.ActMoveLeader, &stepAt), op(planner.ActRemoveMember, nil), now},
+		{"the same step of another operation", op(planner.ActMoveLeader, &stepAt), func() *etcdfedv1.MembershipOperation {
+			o := op(planner.ActMoveLeader, nil)
+			o.StartedAt = metav1.NewTime(now)
+			return o
+		}(), now},
+		{"another member's operation", op(planner.ActMoveLeader, &stepAt), func() *etcdfedv1.MembershipOperation {
+			o := op(planner.ActMoveLeader, nil)
+			o.Member = "main-2"
+			return o
+		}(), now},
+		{"an older hub's status without it", op(planner.ActMoveLeader, nil), op(planner.ActMoveLeader, nil), now},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := stepStartedAt(c.prev, c.next, now); got == nil || !got.Time.Equal(c.want) {
+				t.Errorf("stepStartedAt = %v, want %v", got, c.want)
+			}
+		})
+	}
+	// Through recordStep and back to the planner.
+	s := ring()
+	st := s.ec.Status.DeepCopy()
+	st.Operation = op(planner.ActMoveLeader, &stepAt)
+	s.now = now
+	recordStep(s, st, planner.Decision{Action: planner.ActMoveLeader, Operation: fromAPIOperation(st.Operation)})
+	if got := fromAPIOperation(st.Operation).StepStartedAt; !got.Equal(stepAt.Time) {
+		t.Errorf("after recordStep the planner reads stepStartedAt %v, want %v", got, stepAt.Time)
+	}
 }

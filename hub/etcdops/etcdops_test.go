@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 
 	"github.com/etcdfed/etcdfed/dev/testenv"
+	"github.com/etcdfed/etcdfed/hub/planner"
 )
 
 type proc struct {
@@ -220,4 +221,91 @@ func TestClassify(t *testing.T) {
 	if got := classify(rpctypes.ErrGRPCMemberNotFound); errors.Is(got, ErrAnswererStopped) || errors.Is(got, ErrUnhealthyCluster) {
 		t.Errorf("member not found classified as %v", got)
 	}
+}
+
+// TestRemoveTheLeaderItCannotReach: what the planner's fallback after a
+// minute of MoveLeader rests on (removeFromEtcd, leaderHandOffLimit). A
+// hub that reaches the leader of three real etcd members neither by its
+// client URL nor otherwise cannot move leadership (MoveLeader is asked of
+// the leader), yet its removal, asked of a follower, goes through: the
+// two left elect a leader of their own and take writes.
+func TestRemoveTheLeaderItCannotReach(t *testing.T) {
+	testenv.SkipIfShort(t, "etcd processes")
+	ctx := context.Background()
+	ps := []proc{urls(t, "a"), urls(t, "b"), urls(t, "c")}
+	var initial []string
+	for _, p := range ps {
+		initial = append(initial, p.name+"="+p.peer)
+	}
+	for i := range ps {
+		start(t, &ps[i], strings.Join(initial, ","), "new")
+	}
+	all, err := New(Config{Endpoints: []string{ps[0].client, ps[1].client, ps[2].client}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	var leader planner.ListEntry
+	eventually(t, "three healthy voters and a leader", func() error {
+		e := all.Observe(ctx)
+		healthy := 0
+		for _, m := range e.Members {
+			if m.Healthy {
+				healthy++
+			}
+			if m.ID == e.LeaderID {
+				leader = m
+			}
+		}
+		if healthy != 3 || leader.ID == 0 {
+			return fmt.Errorf("observed %+v", e)
+		}
+		return nil
+	})
+	var followers []string
+	var transferee uint64
+	for _, p := range ps {
+		if p.name != leader.Name {
+			followers = append(followers, p.client)
+		}
+	}
+	// The hub's view: the leader's client URL does not answer it (here a
+	// port nothing listens on), its followers do.
+	c, err := New(Config{Endpoints: followers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, m := range c.Observe(ctx).Members {
+		if m.ID != leader.ID {
+			transferee = m.ID
+		}
+	}
+	unreachable := fmt.Sprintf("http://127.0.0.1:%d", testenv.FreePort(t))
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err = c.MoveLeader(mctx, []string{unreachable}, transferee)
+	cancel()
+	if err == nil {
+		t.Fatal("MoveLeader asked of an address that does not answer succeeded")
+	}
+	t.Logf("MoveLeader, the leader out of reach: %v", err)
+	// Right after an election etcd refuses reconfiguration for a while
+	// (ErrUnhealthyCluster); the hub tries again on its next pass.
+	eventually(t, "remove the leader "+leader.Name, func() error {
+		err := c.Remove(ctx, leader.ID)
+		if err != nil && !errors.Is(err, ErrUnhealthyCluster) {
+			t.Fatalf("remove the leader: unexpected %v", err)
+		}
+		return err
+	})
+	eventually(t, "two voters, one of them leading, taking writes", func() error {
+		e := c.Observe(ctx)
+		if len(e.Members) != 2 || e.LeaderID == 0 || e.LeaderID == leader.ID {
+			return fmt.Errorf("observed %+v", e)
+		}
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		_, err := c.c.Put(pctx, "after-the-leader", "x")
+		return err
+	})
 }

@@ -201,6 +201,22 @@ func TestRule13MoveStepsNewFirstOldLast(t *testing.T) {
 				t.Errorf("moving leadership from %d to %d, want from 3 to another voter", d.MemberID, d.TransfereeID)
 			}
 		}}},
+		{"promoted, the old incarnation leads after a minute of MoveLeader begun long after the Move: removed as the leader", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.LeaderID = 3
+			in.Operation.StartedAt = t0.Add(-time.Hour)
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit)
+		}), []check{action(ActRemoveMember), opRecorded(OpMove, ActRemoveMember), reason("removing it as the leader"), func(t *testing.T, d Decision) {
+			if d.MemberID != 3 {
+				t.Errorf("removing %d, want the old ID 3", d.MemberID)
+			}
+		}}},
+		{"promoted, the old incarnation leads, the Move an hour old but its MoveLeader new: MoveLeader again", moving(func(in *Input) {
+			promoted(in)
+			in.Etcd.LeaderID = 3
+			in.Operation.StartedAt = t0.Add(-time.Hour)
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-time.Second)
+		}), []check{action(ActMoveLeader)}},
 		{"promoted: the old ID is removed", moving(promoted), []check{action(ActRemoveMember), opRecorded(OpMove, ActRemoveMember), func(t *testing.T, d Decision) {
 			if d.MemberID != 3 {
 				t.Errorf("removing %d, want the old ID 3", d.MemberID)

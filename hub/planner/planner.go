@@ -572,17 +572,39 @@ func removeFromEtcd(in Input, op Operation) (Decision, bool) {
 	if !found {
 		return Decision{}, false
 	}
+	handOff := ""
 	if in.Etcd.LeaderID == em.ID {
 		to, ok := transferee(in, em.ID)
-		if !ok {
+		tried := onStep(in, op, ActMoveLeader)
+		switch {
+		case !ok:
 			return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em)), true
+		case tried < leaderHandOffLimit:
+			return step(op, ActMoveLeader, Decision{Member: op.Member, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before removing it", describe(em))}), true
 		}
-		return step(op, ActMoveLeader, Decision{Member: op.Member, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before removing it", describe(em))}), true
+		// The hub's MoveLeader has not moved it (asked of the leader,
+		// which the hub may not reach while its peers do): an operation
+		// that waited for it would wait for ever, and hold its place
+		// under the fleet limit. Another healthy voter can take over, so
+		// the removal, gated on quorum below like any other, costs an
+		// election (etcd: removing the leader is safe; the ring waits an
+		// election timeout for the next one), not a write.
+		handOff = fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); removing it as the leader, etcd elects another; ", describe(em), tried.Truncate(time.Second))
 	}
 	if ok, why := keepsQuorum(in.Etcd, em.ID); !ok {
 		return waitStep(op, ActRemoveMember, pollSlow, "not removing %s: %s", describe(em), why), true
 	}
-	return step(op, ActRemoveMember, Decision{Member: op.Member, MemberID: em.ID, Reason: fmt.Sprintf("removing %s from etcd", describe(em))}), true
+	return step(op, ActRemoveMember, Decision{Member: op.Member, MemberID: em.ID, Reason: fmt.Sprintf("%sremoving %s from etcd", handOff, describe(em))}), true
+}
+
+// onStep is how long op has been on step a: zero when it is on another
+// step, or when the hub has not recorded when a began (a step decided in
+// this pass, or recorded by a hub older than Operation.StepStartedAt).
+func onStep(in Input, op Operation, a Action) time.Duration {
+	if op.Step != a || op.StepStartedAt.IsZero() {
+		return 0
+	}
+	return in.Now.Sub(op.StepStartedAt)
 }
 
 // deleteObject deletes the member's object in from's cluster when that

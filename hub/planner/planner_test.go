@@ -277,6 +277,23 @@ func TestRule5RemoveKeepsQuorum(t *testing.T) {
 				t.Errorf("transferee = %d, want 3", d.TransfereeID)
 			}
 		}}},
+		{"the leader, MoveLeader for less than a minute: MoveLeader again", removing(1, func(in *Input) {
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit+time.Second)
+		}), []check{action(ActMoveLeader)}},
+		{"the leader, MoveLeader for a minute without it moving: removed as the leader", removing(1, func(in *Input) {
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit)
+		}), []check{action(ActRemoveMember), opRecorded(OpRemove, ActRemoveMember), actsOn("main-0", 1),
+			reason("leadership did not move away from main-0 [1] in 1m0s"), reason("removing it as the leader")}},
+		{"the leader, a minute of MoveLeader but no healthy voter to take over: waits", removing(1, func(in *Input) {
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-time.Hour)
+			in.Etcd.Members[1].Healthy, in.Etcd.Members[2].Healthy = false, false
+		}), []check{action(ActWait), reason("no other healthy voter")}},
+		{"the leader, a minute of MoveLeader, removing it would break quorum: waits", func() Input {
+			in := removing(1, func(in *Input) { in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-time.Hour) })()
+			in.Etcd.Members = append(in.Etcd.Members, voter("main-3", 4), voter("main-4", 5))
+			in.Etcd.Members[3].Healthy, in.Etcd.Members[4].Healthy = false, false
+			return in
+		}, []check{action(ActWait), reason("not removing main-0")}},
 		{"a follower is removed", removing(3, func(*Input) {}), []check{action(ActRemoveMember), opRecorded(OpRemove, ActRemoveMember)}},
 		{"removal that would break quorum waits", removing(3, func(in *Input) { in.Etcd.Members[1].Healthy = false }), []check{action(ActWait), reason("1 healthy of the 2 voters left, quorum is 2")}},
 		{"removed from etcd: delete its object", removing(3, func(in *Input) { in.Etcd.Members = in.Etcd.Members[:2] }), []check{action(ActDeleteObject), func(t *testing.T, d Decision) {

@@ -133,9 +133,9 @@ func continueRoll(in Input, op Operation) Decision {
 		handOff := ""
 		if found && em.ID == in.Etcd.LeaderID {
 			to, ok := transferee(in, em.ID)
-			tried := in.Now.Sub(op.StartedAt)
+			tried := onStep(in, op, ActMoveLeader)
 			switch {
-			case ok && op.Step == ActMoveLeader && tried >= leaderHandOffLimit:
+			case ok && tried >= leaderHandOffLimit:
 				// The hub's MoveLeader has not moved it (etcd takes it
 				// only from the leader, and this one has not answered
 				// the hub): a roll that waited for it would wait for
@@ -212,11 +212,14 @@ func continueRoll(in Input, op Operation) Decision {
 
 // leaderHandOffLimit is how long a Roll tries to move leadership away
 // from the member it restarts (MoveLeader, asked of the leader) before it
-// restarts the leader as it is: a leader the hub cannot reach (its client
-// port cut from the hub, a certificate it refuses) kept a CA rotation's
-// last roll trying for ever (seen in the fleet benchmark: 1 of 20 rings
-// stuck 11 minutes). etcd's own transfer takes an election timeout at
-// most, so a minute is many tries.
+// restarts the leader as it is, and a removal (Remove, Replace, Move)
+// before it removes the leader as it is: a leader the hub cannot reach
+// (its client port cut from the hub, a certificate it refuses) kept a CA
+// rotation's last roll trying for ever (seen in the fleet benchmark: 1 of
+// 20 rings stuck 11 minutes), and a Replace asked MoveLeader every 10 s
+// for six minutes (TestScenarioFleetClusterLoss, 3 Dec). etcd's own
+// transfer takes an election timeout at most, so a minute is many tries.
+// It counts from the step's start (Operation.StepStartedAt).
 const leaderHandOffLimit = time.Minute
 
 func voters(e Etcd) int {

@@ -106,17 +106,27 @@ func TestRollSteps(t *testing.T) {
 			}}},
 		{"the leader, leadership not moved after a minute of trying: restarted as the leader", func() Input {
 			in := rolling("main-0", "main-0")
-			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit)
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit)
 			return in
 		}, []check{action(ActUpdateObject), opRecorded(OpRoll, ActUpdateObject), reason("leadership did not move away from main-0 [1] in 1m0s"), reason("preStop hands leadership over")}},
 		{"the leader, tried for less than a minute: MoveLeader again", func() Input {
 			in := rolling("main-0", "main-0")
-			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit+time.Second)
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-leaderHandOffLimit+time.Second)
+			return in
+		}, []check{action(ActMoveLeader)}},
+		{"the leader, the roll begun an hour ago but MoveLeader for a second: MoveLeader again", func() Input {
+			in := rolling("main-0", "main-0")
+			in.Operation.Step, in.Operation.StartedAt, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-time.Hour), t0.Add(-time.Second)
+			return in
+		}, []check{action(ActMoveLeader)}},
+		{"the leader, on MoveLeader since an unknown time (an older hub's status): MoveLeader again", func() Input {
+			in := rolling("main-0", "main-0")
+			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-time.Hour)
 			return in
 		}, []check{action(ActMoveLeader)}},
 		{"the leader, a minute of trying but no healthy voter to take over: still waits", func() Input {
 			in := rolling("main-0", "main-0")
-			in.Operation.Step, in.Operation.StartedAt = ActMoveLeader, t0.Add(-time.Hour)
+			in.Operation.Step, in.Operation.StepStartedAt = ActMoveLeader, t0.Add(-time.Hour)
 			in.Etcd.Members[1].Healthy, in.Etcd.Members[2].Healthy = false, false
 			return in
 		}, []check{action(ActWait), reason("no other healthy voter")}},

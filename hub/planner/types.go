@@ -254,6 +254,10 @@ type Operation struct {
 	Reason          string
 	Step            Action
 	StartedAt       time.Time
+	// StepStartedAt is when Step was first recorded; zero when unknown
+	// (recorded by an older hub) or not yet recorded (a step this pass
+	// decides).
+	StepStartedAt time.Time
 }
 
 // OpType is the kind of operation.
