@@ -310,13 +310,22 @@ func awaitMember(in Input, op Operation, m Member, em ListEntry) (Decision, bool
 // defragment is the member's next step: leadership away when it leads,
 // then the defragmentation.
 func defragment(in Input, op Operation, m Member, em ListEntry) Decision {
+	handOff := ""
 	if em.ID == in.Etcd.LeaderID && voters(in.Etcd) > 1 {
-		if to, ok := transferee(in, em.ID); ok {
+		to, ok := transferee(in, em.ID)
+		tried := onStep(in, op, ActMoveLeader)
+		switch {
+		case !ok:
+			return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em))
+		case tried < leaderHandOffLimit:
 			return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before defragmenting it", describe(em))})
 		}
-		return waitStep(op, ActMoveLeader, pollFast, "%s leads and no other healthy voter can take over", describe(em))
+		// As a roll restarts such a leader: defragmented where it leads,
+		// the ring's writes wait for it (a leader defragmenting does not
+		// apply) rather than the defragmentation for ever.
+		handOff = fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); defragmenting it as the leader, writes wait while it does; ", describe(em), tried.Truncate(time.Second))
 	}
-	what := "defragmenting"
+	what := handOff + "defragmenting"
 	if op.Reason == ReasonNoSpace {
 		what = noSpaceCompaction(in.Maintenance) + " and defragmenting"
 	}

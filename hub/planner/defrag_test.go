@@ -138,6 +138,16 @@ func TestDefragContinues(t *testing.T) {
 					t.Errorf("transferee %x, want 2", d.TransfereeID)
 				}
 			}}},
+		{"the leader, MoveLeader for a minute without it moving: defragmented as the leader", func() Input {
+			in := defragging(sized(fragmented), "main-0", ActMoveLeader)
+			in.Operation.StepStartedAt = t0.Add(-leaderHandOffLimit)
+			return in
+		}, []check{action(ActDefragment), opRecorded(OpDefrag, ActDefragment), actsOn("main-0", 1), reason("leadership did not move away from main-0 [1] in 1m0s"), reason("defragmenting it as the leader")}},
+		{"the leader, MoveLeader for less than a minute: MoveLeader again", func() Input {
+			in := defragging(sized(fragmented), "main-0", ActMoveLeader)
+			in.Operation.StepStartedAt = t0.Add(-leaderHandOffLimit + time.Second)
+			return in
+		}, []check{action(ActMoveLeader), actsOn("main-0", 1)}},
 		{"the former leader, now a follower: defragment it", func() Input {
 			in := defragging(sized(fragmented), "main-0", ActMoveLeader)
 			in.Etcd.LeaderID = 2
