@@ -323,7 +323,7 @@ func defragment(in Input, op Operation, m Member, em ListEntry) Decision {
 		// As a roll restarts such a leader: defragmented where it leads,
 		// the ring's writes wait for it (a leader defragmenting does not
 		// apply) rather than the defragmentation for ever.
-		handOff = fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); defragmenting it as the leader, writes wait while it does; ", describe(em), tried.Truncate(time.Second))
+		handOff = handOffGivenUp(em, tried, "defragmenting it as the leader, writes wait while it does")
 	}
 	what := handOff + "defragmenting"
 	if op.Reason == ReasonNoSpace {

@@ -589,12 +589,19 @@ func removeFromEtcd(in Input, op Operation) (Decision, bool) {
 		// the removal, gated on quorum below like any other, costs an
 		// election (etcd: removing the leader is safe; the ring waits an
 		// election timeout for the next one), not a write.
-		handOff = fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); removing it as the leader, etcd elects another; ", describe(em), tried.Truncate(time.Second))
+		handOff = handOffGivenUp(em, tried, "removing it as the leader, etcd elects another")
 	}
 	if ok, why := keepsQuorum(in.Etcd, em.ID); !ok {
 		return waitStep(op, ActRemoveMember, pollSlow, "not removing %s: %s", describe(em), why), true
 	}
 	return step(op, ActRemoveMember, Decision{Member: op.Member, MemberID: em.ID, Reason: fmt.Sprintf("%sremoving %s from etcd", handOff, describe(em))}), true
+}
+
+// handOffGivenUp begins the reason of a step taken on a leader that a
+// minute of MoveLeader did not move (leaderHandOffLimit); how says what
+// the step does instead.
+func handOffGivenUp(em ListEntry, tried time.Duration, how string) string {
+	return fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); %s; ", describe(em), tried.Truncate(time.Second), how)
 }
 
 // onStep is how long op has been on step a: zero when it is on another

@@ -142,7 +142,7 @@ func continueRoll(in Input, op Operation) Decision {
 				// ever. Another healthy voter can take over, so quorum
 				// holds; the member's own preStop hands leadership over
 				// as it stops, else etcd elects.
-				handOff = fmt.Sprintf("leadership did not move away from %s in %s of trying (the hub's MoveLeader, asked of the leader, did not succeed); restarting it as the leader: its pod's preStop hands leadership over, else etcd elects; ", describe(em), tried.Truncate(time.Second))
+				handOff = handOffGivenUp(em, tried, "restarting it as the leader: its pod's preStop hands leadership over, else etcd elects")
 			case ok:
 				return step(op, ActMoveLeader, Decision{Member: m.Name, MemberID: em.ID, TransfereeID: to, Reason: fmt.Sprintf("moving leadership away from %s before restarting it", describe(em))})
 			case voters(in.Etcd) > 1:
